@@ -1,0 +1,3 @@
+module governor.dev/governor/sdk
+
+go 1.26

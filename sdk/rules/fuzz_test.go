@@ -1,0 +1,61 @@
+package rules
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+)
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+
+// FuzzDecode: any input either decodes to a ruleset whose canonical form
+// decodes again to the same canonical form, or fails with ErrInvalid. It never
+// panics.
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte(validJSON))
+	f.Add([]byte(`{"service":"a"}`))
+	f.Add([]byte(`{"service":"a","routes":[{"name":"r","match":{"path_prefix":"/"},"queue":{"target":"5ms"}}]}`))
+	f.Add([]byte(`{"service":"a","downstreams":[{"name":"d","breaker":{"kind":"throttle","k":2}}]}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := Decode(data)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error does not wrap ErrInvalid: %v", err)
+			}
+			return
+		}
+		c1, err := r.Canonical()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2, err := Decode(c1)
+		if err != nil {
+			t.Fatalf("canonical form of a valid ruleset does not decode: %v\n%s", err, c1)
+		}
+		c2, _ := r2.Canonical()
+		if string(c1) != string(c2) {
+			t.Fatalf("canonical not stable:\n%s\n%s", c1, c2)
+		}
+	})
+}
+
+func FuzzDecodeEnvelope(f *testing.F) {
+	r, _ := Decode([]byte(validJSON))
+	e, _ := NewEnvelope(3, r)
+	b, _ := json.Marshal(e)
+	f.Add(b)
+	f.Add([]byte(`{"service":"a","version":1,"checksum":"x","ruleset":{"service":"a"}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		e, err := DecodeEnvelope(data)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error does not wrap ErrInvalid: %v", err)
+			}
+			return
+		}
+		if err := e.Verify(); err != nil {
+			t.Fatalf("decoded envelope does not verify: %v", err)
+		}
+	})
+}

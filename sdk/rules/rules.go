@@ -1,0 +1,305 @@
+// Package rules is Governor's rule schema, shared by the SDK (which enforces
+// rules) and the control plane (which versions, approves and distributes them).
+//
+// A Ruleset holds everything one service enforces: how requests are classified
+// by priority, per-route inbound protection (rate limits, adaptive concurrency,
+// shedding, queueing, warm-up) and per-downstream outbound protection (circuit
+// breaker, retries with a budget, bulkhead, balancing).
+//
+// Decode parses and validates untrusted bytes with field-level errors.
+// Canonical gives the byte-stable encoding that Checksum hashes, so the store,
+// the distribution layer and every SDK instance agree on what a version is.
+// Defaults are not written into a ruleset: the enforcers apply them, so a
+// ruleset's checksum does not change when a default does.
+package rules
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Class is a traffic priority class. From most to least important:
+// critical, core, browse, batch.
+type Class string
+
+// The traffic classes, most important first.
+const (
+	ClassCritical Class = "critical"
+	ClassCore     Class = "core"
+	ClassBrowse   Class = "browse"
+	ClassBatch    Class = "batch"
+)
+
+// Classes lists the classes from most to least important.
+var Classes = [...]Class{ClassCritical, ClassCore, ClassBrowse, ClassBatch}
+
+// Rank returns 0 for critical up to 3 for batch, or -1 for an unknown class.
+func (c Class) Rank() int {
+	for i, k := range Classes {
+		if c == k {
+			return i
+		}
+	}
+	return -1
+}
+
+// Mode says whether a rule rejects traffic or only counts what it would reject.
+type Mode string
+
+// Rule modes.
+const (
+	ModeEnforce Mode = "enforce" // the default
+	ModeShadow  Mode = "shadow"  // dry run: evaluate and count, reject nothing
+)
+
+// Concurrency limiter algorithms.
+const (
+	AlgorithmGradient = "gradient" // min-RTT / sample-RTT gradient with sqrt headroom
+	AlgorithmLittle   = "little"   // Little's law: max throughput x min latency
+	AlgorithmFixed    = "fixed"    // a static limit (Max)
+)
+
+// Breaker kinds.
+const (
+	BreakerKindBreaker  = "breaker"  // closed / open / half-open state machine
+	BreakerKindThrottle = "throttle" // client-side adaptive throttling (SRE formula)
+)
+
+// DefaultPriorityHeader carries a request's priority: a digit 0 (most
+// important) to 9 (least), or a class name.
+const DefaultPriorityHeader = "X-Traffic-Priority"
+
+// Ruleset is everything one service enforces.
+type Ruleset struct {
+	// Service names the service the rules belong to.
+	Service string `json:"service"`
+	// Priority says how requests are classified. Nil means the defaults.
+	Priority *Priority `json:"priority,omitempty"`
+	// Routes protect inbound traffic. A request matches the route with the
+	// longest path prefix; a route listing methods wins over one that does not.
+	Routes []Route `json:"routes,omitempty"`
+	// Downstreams protect outbound calls, one entry per dependency.
+	Downstreams []Downstream `json:"downstreams,omitempty"`
+}
+
+// Priority configures request classification.
+type Priority struct {
+	// Header carries the priority; default X-Traffic-Priority.
+	Header string `json:"header,omitempty"`
+	// Levels maps the digits "0".."9" to classes. Missing digits keep their
+	// default: 0-1 critical, 2-4 core, 5-7 browse, 8-9 batch.
+	Levels map[string]Class `json:"levels,omitempty"`
+	// Aliases maps further header values (e.g. "checkout") to classes.
+	Aliases map[string]Class `json:"aliases,omitempty"`
+	// Default is the class of requests without a valid priority; default core.
+	Default Class `json:"default,omitempty"`
+	// UserHeader names the header with a user key for consistent shedding.
+	UserHeader string `json:"user_header,omitempty"`
+}
+
+// Route is the inbound protection of one route.
+type Route struct {
+	Name  string `json:"name"`
+	Match Match  `json:"match"`
+	// Mode is enforce (default) or shadow.
+	Mode          Mode           `json:"mode,omitempty"`
+	RateLimit     *RateLimit     `json:"rate_limit,omitempty"`
+	KeyRateLimits []KeyRateLimit `json:"key_rate_limits,omitempty"`
+	Concurrency   *Concurrency   `json:"concurrency,omitempty"`
+	Shedding      *Shedding      `json:"shedding,omitempty"`
+	Queue         *Queue         `json:"queue,omitempty"`
+	WarmUp        *WarmUp        `json:"warm_up,omitempty"`
+	Exempt        *Exempt        `json:"exempt,omitempty"`
+}
+
+// Match selects the requests of a route.
+type Match struct {
+	// PathPrefix must start with "/"; "/" matches everything.
+	PathPrefix string `json:"path_prefix"`
+	// Methods restricts the route to these HTTP methods (upper case); empty
+	// means any method.
+	Methods []string `json:"methods,omitempty"`
+}
+
+// RateLimit is a token bucket.
+type RateLimit struct {
+	// Rate is the sustained rate in requests per second.
+	Rate float64 `json:"rate"`
+	// Burst is the bucket size; default max(1, Rate/10).
+	Burst int `json:"burst,omitempty"`
+}
+
+// KeyRateLimit is a token bucket per key (caller, client IP, user), with
+// bounded memory: the least recently seen keys are forgotten beyond MaxKeys.
+type KeyRateLimit struct {
+	// Key is "ip" or "header:<Name>".
+	Key   string  `json:"key"`
+	Rate  float64 `json:"rate"`
+	Burst int     `json:"burst,omitempty"`
+	// MaxKeys bounds memory; default 10000.
+	MaxKeys int `json:"max_keys,omitempty"`
+}
+
+// Concurrency is an adaptive (or fixed) concurrency limit.
+type Concurrency struct {
+	// Algorithm is gradient, little or fixed; default gradient.
+	Algorithm string `json:"algorithm,omitempty"`
+	// Initial is the starting limit; default 20 (Max for fixed).
+	Initial int `json:"initial,omitempty"`
+	// Min and Max bound the limit; defaults 4 and 1000.
+	Min int `json:"min,omitempty"`
+	Max int `json:"max,omitempty"`
+	// Tolerance is how much latency above the no-load latency is accepted
+	// before the limit shrinks (0.5 = 50%); default 0.5.
+	Tolerance float64 `json:"tolerance,omitempty"`
+	// ProbeInterval is how often the no-load latency is re-measured; default 60s.
+	ProbeInterval Duration `json:"probe_interval,omitempty"`
+}
+
+// Shedding configures priority-aware load shedding under the concurrency limit.
+type Shedding struct {
+	// Reserved is the share of the limit only the critical class may use;
+	// default 0.1.
+	Reserved float64 `json:"reserved,omitempty"`
+	// ConsistentUsers sheds the same users for a while (keyed by the priority
+	// user header) so sessions are not half-served.
+	ConsistentUsers bool `json:"consistent_users,omitempty"`
+	// RotateEvery changes which users are shed first; default 1h.
+	RotateEvery Duration `json:"rotate_every,omitempty"`
+}
+
+// Queue is a short CoDel queue in front of the concurrency limit.
+type Queue struct {
+	// Target queueing delay; default 5ms.
+	Target Duration `json:"target,omitempty"`
+	// Interval over which the delay must exceed Target; default 100ms.
+	Interval Duration `json:"interval,omitempty"`
+	// MaxLength bounds the queue; default 128.
+	MaxLength int `json:"max_length,omitempty"`
+	// LIFO serves newest first while the queue is overloaded; default true.
+	LIFO *bool `json:"lifo,omitempty"`
+}
+
+// WarmUp ramps a fresh instance's limits up over Period.
+type WarmUp struct {
+	// InitialFraction of the limits at start; default 0.1.
+	InitialFraction float64 `json:"initial_fraction,omitempty"`
+	// Period of the ramp; required.
+	Period Duration `json:"period"`
+}
+
+// Exempt lists traffic that bypasses a route's protection.
+type Exempt struct {
+	// Paths are exact paths (e.g. /healthz).
+	Paths []string `json:"paths,omitempty"`
+	// Callers are values of CallerHeader.
+	Callers []string `json:"callers,omitempty"`
+	// CallerHeader names the caller; default X-Caller.
+	CallerHeader string `json:"caller_header,omitempty"`
+}
+
+// Downstream is the outbound protection of one dependency.
+type Downstream struct {
+	Name string `json:"name"`
+	// Mode is enforce (default) or shadow.
+	Mode     Mode      `json:"mode,omitempty"`
+	Timeout  Duration  `json:"timeout,omitempty"`
+	Breaker  *Breaker  `json:"breaker,omitempty"`
+	Retry    *Retry    `json:"retry,omitempty"`
+	Bulkhead *Bulkhead `json:"bulkhead,omitempty"`
+	Balancer *Balancer `json:"balancer,omitempty"`
+}
+
+// Breaker is a circuit breaker or, with Kind throttle, client-side adaptive
+// throttling.
+type Breaker struct {
+	// Kind is breaker (default) or throttle.
+	Kind string `json:"kind,omitempty"`
+	// Window is the sliding window; default 10s.
+	Window Duration `json:"window,omitempty"`
+	// MinCalls in the window before the breaker may open; default 20.
+	MinCalls int `json:"min_calls,omitempty"`
+	// ErrorRatio that opens the breaker; default 0.5.
+	ErrorRatio float64 `json:"error_ratio,omitempty"`
+	// SlowCallRatio that opens the breaker; default 1 (off).
+	SlowCallRatio float64 `json:"slow_call_ratio,omitempty"`
+	// SlowCall is the duration above which a call counts as slow; default 1s.
+	SlowCall Duration `json:"slow_call,omitempty"`
+	// OpenBase is the first open period, doubled on every reopen up to OpenMax;
+	// defaults 5s and 60s.
+	OpenBase Duration `json:"open_base,omitempty"`
+	OpenMax  Duration `json:"open_max,omitempty"`
+	// HalfOpenProbes is how many trial calls decide half-open; default 3.
+	HalfOpenProbes int `json:"half_open_probes,omitempty"`
+	// K is the throttle multiplier (accepts x K); default 2.
+	K float64 `json:"k,omitempty"`
+}
+
+// Retry configures retries with exponential back-off, full jitter and a budget.
+type Retry struct {
+	// MaxAttempts including the first; default 3.
+	MaxAttempts int `json:"max_attempts,omitempty"`
+	// BaseBackoff and MaxBackoff; defaults 25ms and 1s.
+	BaseBackoff Duration `json:"base_backoff,omitempty"`
+	MaxBackoff  Duration `json:"max_backoff,omitempty"`
+	// Budget is the largest share of requests that may be retries; default 0.2.
+	Budget float64 `json:"budget,omitempty"`
+	// MinPerSecond retries are always allowed; default 10.
+	MinPerSecond float64 `json:"min_per_second,omitempty"`
+}
+
+// Bulkhead caps concurrent calls to a downstream.
+type Bulkhead struct {
+	// MaxConcurrent is the cap (the upper bound when adaptive); required.
+	MaxConcurrent int `json:"max_concurrent"`
+	// Adaptive lets a concurrency limiter move the cap below MaxConcurrent.
+	Adaptive bool `json:"adaptive,omitempty"`
+}
+
+// Balancer configures P2C + peak-EWMA balancing across endpoints.
+type Balancer struct {
+	// Decay is the EWMA decay time; default 10s.
+	Decay Duration `json:"decay,omitempty"`
+	// SlowStart ramps a new endpoint's share over this period; default 30s.
+	SlowStart Duration `json:"slow_start,omitempty"`
+}
+
+// Duration is a time.Duration that encodes as a Go duration string ("150ms").
+type Duration time.Duration
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// MarshalJSON encodes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON accepts a duration string such as "150ms" or "2s".
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string such as \"150ms\"")
+	}
+	v, err := time.ParseDuration(strings.TrimSpace(s))
+	if err != nil {
+		return fmt.Errorf("invalid duration %q", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalText lets YAML and other text encoders use the duration string.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// UnmarshalText parses a duration string.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(strings.TrimSpace(string(b)))
+	if err != nil {
+		return fmt.Errorf("invalid duration %q", string(b))
+	}
+	*d = Duration(v)
+	return nil
+}

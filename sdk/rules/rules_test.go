@@ -1,0 +1,166 @@
+package rules
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+const validJSON = `{
+  "service": "checkout",
+  "priority": {"levels": {"3": "browse"}, "aliases": {"payment": "critical"}, "default": "core", "user_header": "X-User-ID"},
+  "routes": [
+    {"name": "orders", "match": {"path_prefix": "/orders", "methods": ["POST", "GET"]},
+     "rate_limit": {"rate": 500, "burst": 50},
+     "key_rate_limits": [{"key": "header:X-Api-Key", "rate": 10}],
+     "concurrency": {"algorithm": "gradient", "min": 4, "max": 200, "probe_interval": "30s"},
+     "shedding": {"reserved": 0.1, "consistent_users": true},
+     "queue": {"target": "5ms", "interval": "100ms"},
+     "warm_up": {"initial_fraction": 0.2, "period": "30s"},
+     "exempt": {"paths": ["/healthz"], "callers": ["probe"]}},
+    {"name": "all", "match": {"path_prefix": "/"}, "mode": "shadow"}
+  ],
+  "downstreams": [
+    {"name": "payments-db", "timeout": "800ms",
+     "breaker": {"window": "10s", "min_calls": 20, "error_ratio": 0.5, "slow_call_ratio": 0.8, "slow_call": "500ms", "half_open_probes": 3},
+     "retry": {"max_attempts": 3, "budget": 0.2},
+     "bulkhead": {"max_concurrent": 64}}
+  ]
+}`
+
+func TestDecodeValid(t *testing.T) {
+	r, err := Decode([]byte(validJSON))
+	if err != nil {
+		t.Fatalf("Decode: %v", err)
+	}
+	if r.Service != "checkout" || len(r.Routes) != 2 || r.Routes[0].Concurrency.ProbeInterval.D().Seconds() != 30 {
+		t.Fatalf("decoded wrong: %+v", r)
+	}
+}
+
+func TestDecodeFieldErrors(t *testing.T) {
+	tests := []struct {
+		name, json, field, problem string
+	}{
+		{"unknown field", `{"service":"a","bogus":1}`, "bogus", "not a known field"},
+		{"missing service", `{}`, "service", "required"},
+		{"negative rate", `{"service":"a","routes":[{"name":"r","match":{"path_prefix":"/"},"rate_limit":{"rate":-1}}]}`, "routes[0].rate_limit.rate", "above 0"},
+		{"bad path", `{"service":"a","routes":[{"name":"r","match":{"path_prefix":"x"}}]}`, "routes[0].match.path_prefix", "must start"},
+		{"bad method", `{"service":"a","routes":[{"name":"r","match":{"path_prefix":"/","methods":["get"]}}]}`, "routes[0].match.methods[0]", "HTTP method"},
+		{"duplicate route", `{"service":"a","routes":[{"name":"r","match":{"path_prefix":"/"}},{"name":"r","match":{"path_prefix":"/x"}}]}`, "routes[1].name", "already used"},
+		{"overlapping match", `{"service":"a","routes":[{"name":"r","match":{"path_prefix":"/"}},{"name":"s","match":{"path_prefix":"/"}}]}`, "routes[1].match", "same requests"},
+		{"min above max", `{"service":"a","routes":[{"name":"r","match":{"path_prefix":"/"},"concurrency":{"min":10,"max":5}}]}`, "routes[0].concurrency.min", "must not exceed"},
+		{"bad duration", `{"service":"a","routes":[{"name":"r","match":{"path_prefix":"/"},"queue":{"target":"soon"}}]}`, "", "invalid duration"},
+		{"wrong type", `{"service":"a","routes":[{"name":"r","match":{"path_prefix":"/"},"rate_limit":{"rate":"fast"}}]}`, "routes.rate_limit.rate", "number"},
+		{"bad class", `{"service":"a","priority":{"default":"vip"}}`, "priority.default", "one of"},
+		{"bad level", `{"service":"a","priority":{"levels":{"12":"core"}}}`, "priority.levels.12", "digit"},
+		{"ratio", `{"service":"a","downstreams":[{"name":"d","breaker":{"error_ratio":1.5}}]}`, "downstreams[0].breaker.error_ratio", "below or equal to 1"},
+		{"bulkhead", `{"service":"a","downstreams":[{"name":"d","bulkhead":{}}]}`, "downstreams[0].bulkhead.max_concurrent", "between"},
+		{"trailing", `{"service":"a"} {}`, "", "after the JSON"},
+		{"empty", ``, "", "empty"},
+		{"not json", `nope`, "", "invalid JSON"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Decode([]byte(tt.json))
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("err = %v, want ErrInvalid", err)
+			}
+			var ve *ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("err %T is not a *ValidationError", err)
+			}
+			for _, fe := range ve.Errors {
+				if fe.Field == tt.field && strings.Contains(fe.Problem, tt.problem) {
+					return
+				}
+			}
+			t.Fatalf("no error for field %q containing %q in %v", tt.field, tt.problem, ve.Errors)
+		})
+	}
+}
+
+func TestDecodeOversized(t *testing.T) {
+	big := `{"service":"a","priority":{"aliases":{"` + strings.Repeat("x", MaxBytes) + `":"core"}}}`
+	_, err := Decode([]byte(big))
+	if err == nil || !strings.Contains(err.Error(), "at most") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestValidateReportsAllErrors(t *testing.T) {
+	r := &Ruleset{Routes: []Route{{Match: Match{PathPrefix: "nope"}}}}
+	err := r.Validate()
+	var ve *ValidationError
+	if !errors.As(err, &ve) || len(ve.Errors) != 3 {
+		t.Fatalf("want 3 errors (service, name, path), got %v", err)
+	}
+}
+
+func TestCanonicalIsOrderIndependent(t *testing.T) {
+	a, err := Decode([]byte(validJSON))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := a.Clone()
+	b.Routes[0], b.Routes[1] = b.Routes[1], b.Routes[0]
+	b.Routes[1].Match.Methods = []string{"GET", "POST"}
+	ca, _ := a.Canonical()
+	cb, _ := b.Canonical()
+	if string(ca) != string(cb) {
+		t.Fatalf("canonical differs:\n%s\n%s", ca, cb)
+	}
+	sa, _ := a.Checksum()
+	if !strings.HasPrefix(sa, "sha256:") || len(sa) != 71 {
+		t.Fatalf("checksum %q", sa)
+	}
+	b.Routes[0].Mode = ModeEnforce
+	sb, _ := b.Checksum()
+	if sa == sb {
+		t.Fatal("checksum did not change with the content")
+	}
+	// The canonical bytes decode back to an equal ruleset.
+	back, err := Decode(ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, _ := back.Canonical()
+	if string(cc) != string(ca) {
+		t.Fatal("canonical round trip differs")
+	}
+}
+
+func TestEnvelope(t *testing.T) {
+	r, _ := Decode([]byte(validJSON))
+	e, err := NewEnvelope(7, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := jsonMarshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := DecodeEnvelope(b)
+	if err != nil || got.Version != 7 {
+		t.Fatalf("DecodeEnvelope: %v %+v", err, got)
+	}
+	bad := strings.Replace(string(b), e.Checksum, "sha256:00", 1)
+	if _, err := DecodeEnvelope([]byte(bad)); err == nil || !strings.Contains(err.Error(), "checksum") {
+		t.Fatalf("wrong checksum accepted: %v", err)
+	}
+	other := strings.Replace(string(b), `"service":"checkout","version"`, `"service":"billing","version"`, 1)
+	if _, err := DecodeEnvelope([]byte(other)); err == nil || !strings.Contains(err.Error(), "service") {
+		t.Fatalf("service mismatch accepted: %v", err)
+	}
+}
+
+func TestClassRank(t *testing.T) {
+	for i, c := range Classes {
+		if c.Rank() != i {
+			t.Fatalf("%s rank %d", c, c.Rank())
+		}
+	}
+	if Class("vip").Rank() != -1 {
+		t.Fatal("unknown class ranked")
+	}
+}
