@@ -1,0 +1,86 @@
+package limiters
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"governor.dev/governor/sdk/rules"
+)
+
+func TestEveryLimiterAdmitsWhenIdle(t *testing.T) {
+	for _, name := range Names() {
+		t.Run(name, func(t *testing.T) {
+			l, err := New(name, Options{CapacityRPS: 1000, StaticLimit: 8})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			for i := range 4 {
+				tk, err := l.Acquire(context.Background(), Request{Class: rules.Classes[i%4]})
+				if err != nil {
+					t.Fatalf("idle limiter rejected request %d: %v", i, err)
+				}
+				l.Release(tk, time.Millisecond, i == 3)
+			}
+		})
+	}
+}
+
+func TestStaticRejectsAboveLimit(t *testing.T) {
+	l, _ := New("static", Options{StaticLimit: 2})
+	var held []Ticket
+	for range 2 {
+		tk, err := l.Acquire(context.Background(), Request{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, tk)
+	}
+	if _, err := l.Acquire(context.Background(), Request{}); !errors.Is(err, ErrRejected) {
+		t.Fatalf("third acquire: got %v, want ErrRejected", err)
+	}
+	l.Release(held[0], time.Millisecond, false)
+	if _, err := l.Acquire(context.Background(), Request{}); err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+}
+
+func TestXRateRejectsBeyondBurst(t *testing.T) {
+	l, _ := New("xrate", Options{CapacityRPS: 10}) // burst 1
+	if _, err := l.Acquire(context.Background(), Request{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Acquire(context.Background(), Request{}); !errors.Is(err, ErrRejected) {
+		t.Fatalf("second immediate acquire: got %v, want ErrRejected", err)
+	}
+}
+
+func TestParseList(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    int
+		wantErr bool
+	}{
+		{"", len(Names()), false},
+		{"none,static", 2, false},
+		{" none , none ,static", 2, false},
+		{"none,bogus", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseList(tt.in)
+		if (err != nil) != tt.wantErr {
+			t.Fatalf("ParseList(%q) error = %v, wantErr %v", tt.in, err, tt.wantErr)
+		}
+		if err != nil {
+			if !errors.Is(err, ErrUnknown) {
+				t.Fatalf("ParseList(%q) error %v does not wrap ErrUnknown", tt.in, err)
+			}
+			continue
+		}
+		if len(got) != tt.want {
+			t.Fatalf("ParseList(%q) = %v, want %d names", tt.in, got, tt.want)
+		}
+	}
+}
