@@ -1,0 +1,225 @@
+// Package natsembed runs a NATS server with JetStream inside the process: the
+// zero-setup default for `make run` and for tests. Production points the
+// control plane and the SDKs at a real NATS cluster instead.
+//
+// The server listens on loopback, on a random port unless one is configured,
+// and keeps its JetStream data in a temporary directory (removed on Close) or
+// in a configured data directory (kept, so a restart finds its streams).
+package natsembed
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// ErrStart is wrapped by every failure to start the server.
+var ErrStart = errors.New("natsembed: start")
+
+// Options configure the embedded server. The zero value is usable.
+type Options struct {
+	// Host to listen on; default 127.0.0.1.
+	Host string
+	// Port to listen on; 0 picks a free port.
+	Port int
+	// StoreDir keeps the JetStream data. Empty means a temporary directory
+	// that Close removes.
+	StoreDir string
+	// ServerName names the server; default "governor-embedded".
+	ServerName string
+	// MaxPayload bounds one message; default 1 MiB (the NATS default).
+	MaxPayload int32
+	// MaxMemory and MaxStore bound JetStream memory and file storage;
+	// defaults 256 MiB and 1 GiB.
+	MaxMemory int64
+	MaxStore  int64
+	// StartTimeout bounds the wait for the server to accept clients;
+	// default 10s.
+	StartTimeout time.Duration
+	// Logger receives the server's log at debug level (notices at info,
+	// warnings and errors at their levels). Nil discards it.
+	Logger *slog.Logger
+}
+
+// DefaultOptions returns the defaults: loopback, a random port, a temporary
+// store.
+func DefaultOptions() Options {
+	return Options{
+		Host:         "127.0.0.1",
+		ServerName:   "governor-embedded",
+		MaxPayload:   1 << 20,
+		MaxMemory:    256 << 20,
+		MaxStore:     1 << 30,
+		StartTimeout: 10 * time.Second,
+	}
+}
+
+func (o Options) withDefaults() Options {
+	d := DefaultOptions()
+	if o.Host == "" {
+		o.Host = d.Host
+	}
+	if o.ServerName == "" {
+		o.ServerName = d.ServerName
+	}
+	if o.MaxPayload <= 0 {
+		o.MaxPayload = d.MaxPayload
+	}
+	if o.MaxMemory <= 0 {
+		o.MaxMemory = d.MaxMemory
+	}
+	if o.MaxStore <= 0 {
+		o.MaxStore = d.MaxStore
+	}
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = d.StartTimeout
+	}
+	return o
+}
+
+// Server is a running embedded NATS server.
+type Server struct {
+	mu      sync.Mutex
+	opts    Options
+	tempDir bool
+	srv     *server.Server
+	port    int
+}
+
+// Start starts a server and waits until it accepts clients.
+func Start(opts Options) (*Server, error) {
+	opts = opts.withDefaults()
+	if opts.Port < 0 || opts.Port > 65535 {
+		return nil, fmt.Errorf("%w: port %d is out of range 0..65535", ErrStart, opts.Port)
+	}
+	s := &Server{opts: opts, port: opts.Port}
+	if s.opts.StoreDir == "" {
+		dir, err := os.MkdirTemp("", "governor-nats-")
+		if err != nil {
+			return nil, fmt.Errorf("%w: store directory: %w", ErrStart, err)
+		}
+		s.opts.StoreDir, s.tempDir = dir, true
+	} else if err := os.MkdirAll(s.opts.StoreDir, 0o750); err != nil {
+		return nil, fmt.Errorf("%w: store directory: %w", ErrStart, err)
+	}
+	if err := s.start(); err != nil {
+		if s.tempDir {
+			_ = os.RemoveAll(s.opts.StoreDir)
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) start() error {
+	port := s.port
+	if port == 0 {
+		port = server.RANDOM_PORT
+	}
+	so := &server.Options{
+		ServerName:         s.opts.ServerName,
+		Host:               s.opts.Host,
+		Port:               port,
+		JetStream:          true,
+		StoreDir:           s.opts.StoreDir,
+		JetStreamMaxMemory: s.opts.MaxMemory,
+		JetStreamMaxStore:  s.opts.MaxStore,
+		MaxPayload:         s.opts.MaxPayload,
+		NoSigs:             true,
+		NoLog:              s.opts.Logger == nil,
+	}
+	srv, err := server.NewServer(so)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrStart, err)
+	}
+	if s.opts.Logger != nil {
+		srv.SetLoggerV2(slogAdapter{s.opts.Logger}, true, false, false)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(s.opts.StartTimeout) {
+		srv.Shutdown()
+		return fmt.Errorf("%w: not ready for connections within %s", ErrStart, s.opts.StartTimeout)
+	}
+	if a, ok := srv.Addr().(*net.TCPAddr); ok {
+		s.port = a.Port
+	}
+	s.srv = srv
+	return nil
+}
+
+// URL returns the client URL, e.g. nats://127.0.0.1:41234.
+func (s *Server) URL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return fmt.Sprintf("nats://%s", net.JoinHostPort(s.opts.Host, fmt.Sprint(s.port)))
+}
+
+// Port returns the port the server listens on (kept across Restart).
+func (s *Server) Port() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.port
+}
+
+// StoreDir returns the JetStream data directory.
+func (s *Server) StoreDir() string { return s.opts.StoreDir }
+
+// Running reports whether the server is up.
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.srv != nil
+}
+
+// Stop shuts the server down but keeps its store and port, so Restart brings
+// it back with the same streams at the same URL. Clients see a disconnect.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopLocked()
+}
+
+func (s *Server) stopLocked() {
+	if s.srv == nil {
+		return
+	}
+	s.srv.Shutdown()
+	s.srv.WaitForShutdown()
+	s.srv = nil
+}
+
+// Restart stops the server if it runs and starts it again on the same port
+// with the same store.
+func (s *Server) Restart() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopLocked()
+	return s.start()
+}
+
+// Close stops the server and removes a temporary store directory.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopLocked()
+	if s.tempDir {
+		return os.RemoveAll(s.opts.StoreDir)
+	}
+	return nil
+}
+
+// slogAdapter feeds the server's log into a *slog.Logger.
+type slogAdapter struct{ l *slog.Logger }
+
+func (a slogAdapter) Noticef(format string, v ...any) { a.l.Info(fmt.Sprintf(format, v...)) }
+func (a slogAdapter) Warnf(format string, v ...any)   { a.l.Warn(fmt.Sprintf(format, v...)) }
+func (a slogAdapter) Fatalf(format string, v ...any)  { a.l.Error(fmt.Sprintf(format, v...)) }
+func (a slogAdapter) Errorf(format string, v ...any)  { a.l.Error(fmt.Sprintf(format, v...)) }
+func (a slogAdapter) Debugf(format string, v ...any)  { a.l.Debug(fmt.Sprintf(format, v...)) }
+func (a slogAdapter) Tracef(format string, v ...any)  { a.l.Debug(fmt.Sprintf(format, v...)) }

@@ -1,0 +1,135 @@
+package natsembed
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func TestRestartKeepsStreamsAndURL(t *testing.T) {
+	s, err := Start(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	url := s.URL()
+	if s.Port() == 0 || s.Port() == 4222 {
+		t.Fatalf("port %d: want a random port", s.Port())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	put := func() {
+		nc, err := nats.Connect(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		js, _ := jetstream.New(nc)
+		kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "b", Storage: jetstream.FileStorage})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kv.Put(ctx, "k", []byte("v1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put()
+
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if s.URL() != url {
+		t.Fatalf("URL after restart %q, want %q", s.URL(), url)
+	}
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	kv, err := js.KeyValue(ctx, "b")
+	if err != nil {
+		t.Fatalf("bucket after restart: %v", err)
+	}
+	e, err := kv.Get(ctx, "k")
+	if err != nil || string(e.Value()) != "v1" {
+		t.Fatalf("value after restart: %v %v", e, err)
+	}
+}
+
+func TestStopThenRestart(t *testing.T) {
+	s, err := Start(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	s.Stop()
+	if s.Running() {
+		t.Fatal("running after Stop")
+	}
+	if _, err := nats.Connect(s.URL(), nats.Timeout(time.Second)); err == nil {
+		t.Fatal("connected to a stopped server")
+	}
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(s.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+}
+
+func TestCloseRemovesTemporaryStoreOnly(t *testing.T) {
+	s, err := Start(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := s.StoreDir()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("temporary store %s still there: %v", dir, err)
+	}
+
+	kept := filepath.Join(t.TempDir(), "data")
+	s, err = Start(Options{StoreDir: kept})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(kept); err != nil {
+		t.Fatalf("configured store removed: %v", err)
+	}
+}
+
+func TestBadOptions(t *testing.T) {
+	tests := []struct {
+		name string
+		opts Options
+	}{
+		{"negative port", Options{Port: -5}},
+		{"port too large", Options{Port: 70000}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := Start(tt.opts)
+			if !errors.Is(err, ErrStart) {
+				if s != nil {
+					_ = s.Close()
+				}
+				t.Fatalf("err = %v, want ErrStart", err)
+			}
+		})
+	}
+}
