@@ -1,0 +1,62 @@
+// Command engine is Governor's decision engine. Each subcommand is one job:
+//
+//	engine detect -data DIR -out OUT   score NAB-layout CSV files for anomalies
+//
+// The logic lives in importable packages; this file only dispatches.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"syscall"
+)
+
+// command is one subcommand: run parses its own flags from args.
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+}
+
+// commands lists the subcommands; add new ones here.
+var commands = []command{
+	{name: "detect", summary: "score every DIR/<category>/<file>.csv for anomalies, writing OUT/<category>/<file>.csv", run: runDetect},
+}
+
+func main() { os.Exit(run()) }
+
+func run() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return dispatch(ctx, os.Args[1:], os.Stdout, os.Stderr)
+}
+
+// dispatch runs the subcommand named by args[0] and returns the exit code:
+// 0 success, 1 failure, 2 usage error.
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	i := slices.IndexFunc(commands, func(c command) bool { return c.name == args[0] })
+	if i < 0 {
+		fmt.Fprintf(stderr, "engine: unknown command %q\n", args[0])
+		usage(stderr)
+		return 2
+	}
+	return commands[i].run(ctx, args[1:], stdout, stderr)
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: engine <command> [flags]\n\ncommands:")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintln(w, "\nrun 'engine <command> -h' for the flags of a command")
+}
