@@ -1,0 +1,222 @@
+package breaker
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"governor.dev/governor/sdk/breaker/window"
+	"governor.dev/governor/sdk/rules"
+)
+
+// Counters of the breaker's window.
+const (
+	cCalls = 0
+	cFails = 1
+	cSlow  = 2
+)
+
+// Breaker is the closed / open / half-open circuit breaker. Build it with New
+// (kind "breaker"); it is safe for concurrent use.
+type Breaker struct {
+	// word packs the generation (high bits) and the state (low two bits) so
+	// Allow reads both with one load. A Ticket is the word that admitted it.
+	word      atomic.Uint64
+	openUntil atomic.Int64
+	issued    atomic.Int64 // probes handed out in this half-open round
+
+	ring *window.Ring
+
+	minCalls    int64
+	errorRatio  float64
+	slowRatio   float64
+	slowOn      bool
+	slowCall    time.Duration
+	openBase    time.Duration
+	openMax     time.Duration
+	probes      int64
+	probeWindow int64
+
+	mu        sync.Mutex // serialises state changes
+	opens     int        // consecutive openings, for the back-off
+	halfSince int64
+	probeOK   int64
+	probeBad  int64 // failed probes
+	probeSlow int64
+
+	onChange func(from, to State)
+}
+
+var _ Guard = (*Breaker)(nil)
+
+func newBreaker(c rules.Breaker, opts Options) *Breaker {
+	b := &Breaker{
+		ring:        window.New(c.Window.D(), window.DefaultBuckets),
+		minCalls:    int64(c.MinCalls),
+		errorRatio:  c.ErrorRatio,
+		slowRatio:   c.SlowCallRatio,
+		slowOn:      c.SlowCallRatio < 1,
+		slowCall:    c.SlowCall.D(),
+		openBase:    c.OpenBase.D(),
+		openMax:     c.OpenMax.D(),
+		probes:      int64(c.HalfOpenProbes),
+		probeWindow: int64(c.Window.D()),
+		onChange:    opts.OnStateChange,
+	}
+	b.word.Store(1<<2 | uint64(Closed))
+	return b
+}
+
+func stateOf(w uint64) State { return State(w & 3) }
+
+// Allow reports whether a call may start at now. While closed it costs one
+// atomic load.
+func (b *Breaker) Allow(now int64) (Ticket, error) {
+	for range 4 {
+		w := b.word.Load()
+		switch stateOf(w) {
+		case Closed:
+			return Ticket(w), nil
+		case Open:
+			if now < b.openUntil.Load() {
+				return 0, ErrOpen
+			}
+			b.transition(w, HalfOpen, now)
+		case HalfOpen:
+			if b.issued.Add(1) <= b.probes {
+				if b.word.Load() == w {
+					return Ticket(w), nil
+				}
+				continue // the round changed under us: the slot belongs to an old one
+			}
+			b.mu.Lock()
+			stuck := b.word.Load() == w && now-b.halfSince >= b.probeWindow
+			b.mu.Unlock()
+			if !stuck {
+				return 0, ErrOpen
+			}
+			// Probes were handed out but never reported for a whole window:
+			// start a fresh round rather than stay half-open forever.
+			b.transition(w, HalfOpen, now)
+		}
+	}
+	return 0, ErrOpen
+}
+
+// Record reports the outcome of a call admitted with t. Outcomes of calls
+// admitted in an earlier generation are ignored.
+func (b *Breaker) Record(t Ticket, now int64, latency time.Duration, failed bool) {
+	if t == 0 {
+		return
+	}
+	w := uint64(t)
+	slow := b.slowOn && latency >= b.slowCall
+	switch stateOf(w) {
+	case Closed:
+		if b.word.Load() != w {
+			return
+		}
+		var f int64
+		if failed {
+			f = 1
+		}
+		b.ring.Add2(now, cCalls, 1, cFails, f)
+		if slow {
+			b.ring.Add(now, cSlow, 1)
+		}
+		if failed || slow {
+			b.evaluate(w, now)
+		}
+	case HalfOpen:
+		b.recordProbe(w, now, failed, slow)
+	}
+}
+
+func (b *Breaker) evaluate(w uint64, now int64) {
+	s := b.ring.Sum(now)
+	calls := s[cCalls]
+	if calls < b.minCalls || calls <= 0 {
+		return
+	}
+	if float64(s[cFails]) >= b.errorRatio*float64(calls) ||
+		(b.slowOn && float64(s[cSlow]) >= b.slowRatio*float64(calls)) {
+		b.transition(w, Open, now)
+	}
+}
+
+func (b *Breaker) recordProbe(w uint64, now int64, failed, slow bool) {
+	b.mu.Lock()
+	if b.word.Load() != w {
+		b.mu.Unlock()
+		return
+	}
+	switch {
+	case failed:
+		b.probeBad++
+	default:
+		b.probeOK++
+	}
+	if slow {
+		b.probeSlow++
+	}
+	n := float64(b.probes)
+	var to State = HalfOpen
+	switch {
+	case float64(b.probeBad) >= b.errorRatio*n,
+		b.slowOn && float64(b.probeSlow) >= b.slowRatio*n:
+		to = Open
+	case b.probeOK+b.probeBad >= b.probes:
+		to = Closed
+	}
+	b.mu.Unlock()
+	if to != HalfOpen {
+		b.transition(w, to, now)
+	}
+}
+
+// transition moves from the generation w to state to, unless another
+// goroutine changed the state first. The hook runs after the lock is released.
+func (b *Breaker) transition(w uint64, to State, now int64) {
+	b.mu.Lock()
+	if b.word.Load() != w {
+		b.mu.Unlock()
+		return
+	}
+	from := stateOf(w)
+	switch to {
+	case Open:
+		b.opens++
+		d := b.openBase
+		for i := 1; i < b.opens && d < b.openMax; i++ {
+			d *= 2
+		}
+		d = min(d, b.openMax)
+		b.openUntil.Store(now + int64(d))
+	case HalfOpen:
+		b.halfSince = now
+		b.probeOK, b.probeBad, b.probeSlow = 0, 0, 0
+		b.issued.Store(0)
+	case Closed:
+		b.opens = 0
+		b.ring.Reset()
+	}
+	b.word.Store((w>>2+1)<<2 | uint64(to))
+	b.mu.Unlock()
+	if b.onChange != nil && from != to {
+		b.onChange(from, to)
+	}
+}
+
+// State returns the state at now. An open breaker whose open period has
+// passed reports HalfOpen: the next Allow lets probes through.
+func (b *Breaker) State(now int64) State {
+	s := stateOf(b.word.Load())
+	if s == Open && now >= b.openUntil.Load() {
+		return HalfOpen
+	}
+	return s
+}
+
+// OpenUntil returns when the current open period ends (monotonic
+// nanoseconds); it is meaningful only while the breaker is open.
+func (b *Breaker) OpenUntil() int64 { return b.openUntil.Load() }

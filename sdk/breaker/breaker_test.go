@@ -1,0 +1,317 @@
+package breaker
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/rules"
+)
+
+type rig struct {
+	t       *testing.T
+	clk     *clock.Fake
+	b       *Breaker
+	changes []string
+}
+
+func newRig(t *testing.T, c rules.Breaker) *rig {
+	t.Helper()
+	r := &rig{t: t, clk: clock.NewFake(time.Time{})}
+	g, err := New(c, Options{OnStateChange: func(from, to State) {
+		r.changes = append(r.changes, from.String()+">"+to.String())
+		// Hooks run outside the lock: calling back must not deadlock.
+		_ = r.b.State(r.clk.Nanotime())
+	}})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	r.b = g.(*Breaker)
+	return r
+}
+
+// call runs one call that fails or not, and reports whether it was admitted.
+func (r *rig) call(failed bool, latency time.Duration) bool {
+	now := r.clk.Nanotime()
+	tk, err := r.b.Allow(now)
+	if err != nil {
+		if !errors.Is(err, ErrOpen) {
+			r.t.Fatalf("Allow: unexpected error %v", err)
+		}
+		return false
+	}
+	r.b.Record(tk, now, latency, failed)
+	return true
+}
+
+func (r *rig) wantState(want State) {
+	r.t.Helper()
+	if got := r.b.State(r.clk.Nanotime()); got != want {
+		r.t.Fatalf("state = %v, want %v (changes %v)", got, want, r.changes)
+	}
+}
+
+func (r *rig) wantChanges(want ...string) {
+	r.t.Helper()
+	if fmt.Sprint(r.changes) != fmt.Sprint(want) {
+		r.t.Fatalf("changes = %v, want %v", r.changes, want)
+	}
+}
+
+func cfg() rules.Breaker {
+	return rules.Breaker{
+		Window:         rules.Duration(10 * time.Second),
+		MinCalls:       10,
+		ErrorRatio:     0.5,
+		OpenBase:       rules.Duration(time.Second),
+		OpenMax:        rules.Duration(5 * time.Second),
+		HalfOpenProbes: 3,
+	}
+}
+
+func TestOpensOnlyAfterMinCallsAndRatio(t *testing.T) {
+	tests := []struct {
+		name      string
+		successes int
+		failures  int
+		want      State
+	}{
+		{"fewer calls than min_calls, all failing", 0, 9, Closed},
+		{"min_calls reached, all failing", 0, 10, Open},
+		{"ratio just below", 6, 4, Closed},
+		{"ratio exactly at the threshold", 5, 5, Open},
+		{"many successes dilute failures", 100, 49, Closed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, cfg())
+			for range tt.successes {
+				r.call(false, time.Millisecond)
+			}
+			for range tt.failures {
+				r.call(true, time.Millisecond)
+			}
+			r.wantState(tt.want)
+		})
+	}
+}
+
+func TestOldCallsLeaveTheWindow(t *testing.T) {
+	r := newRig(t, cfg())
+	for range 9 {
+		r.call(true, 0)
+	}
+	r.clk.Advance(10 * time.Second) // the nine failures expire
+	r.call(true, 0)
+	r.wantState(Closed)
+	for range 9 {
+		r.call(true, 0)
+	}
+	r.wantState(Open)
+}
+
+func TestFullCycleClosedOpenHalfOpenClosed(t *testing.T) {
+	r := newRig(t, cfg())
+	for range 10 {
+		r.call(true, 0)
+	}
+	r.wantState(Open)
+	r.wantChanges("closed>open")
+
+	r.clk.Advance(999 * time.Millisecond)
+	if r.call(false, 0) {
+		t.Fatal("call admitted while open")
+	}
+	r.clk.Advance(time.Millisecond)
+	r.wantState(HalfOpen) // the open period is over
+
+	// Exactly HalfOpenProbes calls are let through, the rest refused.
+	now := r.clk.Nanotime()
+	var tickets []Ticket
+	for range 3 {
+		tk, err := r.b.Allow(now)
+		if err != nil {
+			t.Fatalf("probe refused: %v", err)
+		}
+		tickets = append(tickets, tk)
+	}
+	if _, err := r.b.Allow(now); !errors.Is(err, ErrOpen) {
+		t.Fatalf("fourth probe: err = %v, want ErrOpen", err)
+	}
+	r.wantChanges("closed>open", "open>half-open")
+	for i, tk := range tickets {
+		r.b.Record(tk, now, 0, false)
+		if i < 2 {
+			r.wantState(HalfOpen)
+		}
+	}
+	r.wantState(Closed)
+	r.wantChanges("closed>open", "open>half-open", "half-open>closed")
+	// The window was reset on closing: one failure does not reopen.
+	r.call(true, 0)
+	r.wantState(Closed)
+}
+
+func TestBackoffDoublesUpToTheCapAndResetsAfterSuccess(t *testing.T) {
+	c := cfg()
+	c.HalfOpenProbes = 1
+	r := newRig(t, c)
+	for range 10 {
+		r.call(true, 0)
+	}
+	for _, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second} {
+		r.wantState(Open)
+		r.clk.Advance(want - time.Millisecond)
+		if r.call(false, 0) {
+			t.Fatalf("admitted before the %v open period ended", want)
+		}
+		r.clk.Advance(time.Millisecond)
+		if !r.call(true, 0) { // the first probe fails: reopen
+			t.Fatalf("probe refused after the %v open period", want)
+		}
+	}
+	r.wantState(Open)
+	r.clk.Advance(5 * time.Second)
+	if !r.call(false, 0) {
+		t.Fatal("probe refused")
+	}
+	r.wantState(Closed)
+	for range 10 {
+		r.call(true, 0)
+	}
+	r.wantState(Open)
+	r.clk.Advance(time.Second) // back to OpenBase
+	r.wantState(HalfOpen)
+}
+
+func TestProbesDecideByErrorRatio(t *testing.T) {
+	tests := []struct {
+		name    string
+		probes  int
+		ratio   float64
+		results []bool // failed?
+		want    State
+	}{
+		{"one probe fails, ratio 0.5 of 3", 3, 0.5, []bool{false, true, false}, Closed},
+		{"two probes fail of 3", 3, 0.5, []bool{true, false, true}, Open},
+		{"single probe succeeds", 1, 0.5, []bool{false}, Closed},
+		{"single probe fails", 1, 0.5, []bool{true}, Open},
+		{"ratio 1 tolerates all but one failure", 4, 1, []bool{true, true, true, false}, Closed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := cfg()
+			c.HalfOpenProbes, c.ErrorRatio = tt.probes, tt.ratio
+			r := newRig(t, c)
+			for range 10 {
+				r.call(true, 0)
+			}
+			r.clk.Advance(time.Second)
+			for _, failed := range tt.results {
+				if !r.call(failed, 0) {
+					t.Fatal("probe refused")
+				}
+			}
+			r.wantState(tt.want)
+		})
+	}
+}
+
+func TestSlowCallRatioOpens(t *testing.T) {
+	c := cfg()
+	c.SlowCallRatio = 0.6
+	c.SlowCall = rules.Duration(100 * time.Millisecond)
+	r := newRig(t, c)
+	for range 4 {
+		r.call(false, 10*time.Millisecond)
+	}
+	for range 5 {
+		r.call(false, 200*time.Millisecond)
+	}
+	r.wantState(Closed) // 5 of 9: below min calls
+	r.call(false, 100*time.Millisecond)
+	r.wantState(Open) // 6 of 10 slow
+}
+
+func TestSlowCallsIgnoredByDefault(t *testing.T) {
+	r := newRig(t, cfg())
+	for range 50 {
+		r.call(false, time.Hour)
+	}
+	r.wantState(Closed)
+}
+
+func TestStaleTicketsAreIgnored(t *testing.T) {
+	c := cfg()
+	c.HalfOpenProbes = 1
+	r := newRig(t, c)
+	now := r.clk.Nanotime()
+	early, _ := r.b.Allow(now) // admitted while closed
+	for range 10 {
+		r.call(true, 0)
+	}
+	r.clk.Advance(time.Second)
+	probe, err := r.b.Allow(r.clk.Nanotime())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.b.Record(early, r.clk.Nanotime(), 0, true) // must not count as a probe failure
+	r.wantState(HalfOpen)
+	r.b.Record(probe, r.clk.Nanotime(), 0, true)
+	r.wantState(Open)
+	r.b.Record(0, r.clk.Nanotime(), 0, true) // the zero ticket is ignored
+}
+
+func TestUnreportedProbesDoNotWedgeHalfOpen(t *testing.T) {
+	r := newRig(t, cfg())
+	for range 10 {
+		r.call(true, 0)
+	}
+	r.clk.Advance(time.Second)
+	for range 3 {
+		if _, err := r.b.Allow(r.clk.Nanotime()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.clk.Advance(9 * time.Second)
+	if r.call(false, 0) {
+		t.Fatal("admitted before the probe window passed")
+	}
+	r.clk.Advance(time.Second)
+	for range 3 {
+		if !r.call(false, 0) {
+			t.Fatal("fresh probe round refused")
+		}
+	}
+	r.wantState(Closed)
+}
+
+func TestNewValidates(t *testing.T) {
+	tests := []struct {
+		name string
+		c    rules.Breaker
+	}{
+		{"bad kind", rules.Breaker{Kind: "fuse"}},
+		{"tiny window", rules.Breaker{Window: rules.Duration(time.Millisecond)}},
+		{"error ratio above one", rules.Breaker{ErrorRatio: 1.5}},
+		{"slow ratio above one", rules.Breaker{SlowCallRatio: 2}},
+		{"k below one", rules.Breaker{Kind: rules.BreakerKindThrottle, K: 0.5}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := New(tt.c, Options{}); !errors.Is(err, ErrInvalidConfig) {
+				t.Fatalf("err = %v, want ErrInvalidConfig", err)
+			}
+		})
+	}
+	d := WithDefaults(rules.Breaker{})
+	if d.Kind != rules.BreakerKindBreaker || d.Window.D() != DefaultWindow || d.MinCalls != DefaultMinCalls ||
+		d.HalfOpenProbes != DefaultHalfOpenProbes || d.OpenMax.D() != DefaultOpenMax || d.K != DefaultK {
+		t.Fatalf("defaults = %+v", d)
+	}
+	if State(7).String() != "unknown" {
+		t.Fatal("unknown state name")
+	}
+}

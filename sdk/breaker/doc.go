@@ -1,0 +1,25 @@
+// Package breaker protects a downstream from calls it cannot serve.
+//
+// Two kinds implement Guard, chosen by rules.Breaker.Kind:
+//
+//   - Breaker (kind "breaker"): a closed / open / half-open state machine.
+//     While closed it counts calls, errors and slow calls over a sliding
+//     window; once the window holds at least MinCalls calls and the error
+//     ratio reaches ErrorRatio (or the slow-call ratio reaches SlowCallRatio)
+//     it opens. It stays open for OpenBase, doubling on every consecutive
+//     reopen up to OpenMax, then lets HalfOpenProbes trial calls through. The
+//     probes decide: it closes (and the back-off resets) when they meet the
+//     ratios, and reopens otherwise.
+//   - Throttle (kind "throttle"): client-side adaptive throttling from the
+//     Google SRE book. It rejects a call locally with probability
+//     max(0, (requests - K*accepts) / (requests + 1)) over the window, so a
+//     struggling backend sees its load fall smoothly instead of all at once.
+//
+// The hot path takes the time as an argument (monotonic nanoseconds, as from
+// clock.Clock.Nanotime) so a caller that already read the clock does not pay
+// for a second read. Allow returns a Ticket that Record hands back, so a call
+// started before a state change cannot decide the new state.
+//
+// State-change hooks run synchronously in the goroutine that caused the
+// change, after every lock has been released.
+package breaker
