@@ -1,0 +1,248 @@
+package limit
+
+import (
+	"math"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"governor.dev/governor/sdk/clock"
+)
+
+// Tuning constants shared by the adaptive algorithms.
+const (
+	closing       = math.MaxInt64 // windowEnd while a window is being closed
+	busyShare     = 0.8           // in-flight >= 80% of the limit counts as using it
+	dropThreshold = 0.01          // drops above 1% of a window cut the limit
+	smoothing     = 0.5           // share of the way to the target taken per window
+	maxWindowAge  = 10            // windows without enough samples are discarded after 10 lengths
+	probeStep     = 0.75          // each probe window lowers the limit by 25%
+	probeMaxSteps = 5
+	probeFalling  = 0.95 // the latency still falls if it dropped more than 5%
+	probeJitter   = 0.25 // probe intervals vary by ±25%
+	staleBaseline = 0.8  // a window 20% faster than the no-load RTT triggers a probe
+)
+
+// algorithm is what distinguishes the adaptive limiters; core calls it once
+// per decided window, from the goroutine that closed the window.
+type algorithm interface {
+	// engaged reports whether the learned limit is enforced after w.
+	engaged(c *core, w *window) bool
+	// update returns the next learned limit (before clamping).
+	update(c *core, w *window) float64
+}
+
+// core is the machinery shared by the adaptive limiters: sharded sampling,
+// window closing, the no-load RTT estimate and its probes, publication.
+type core struct {
+	// Read on every Observe, written once per window.
+	limit     atomic.Int64
+	busyAt    atomic.Int64
+	windowEnd atomic.Int64
+	_         [cacheLine - 24]byte
+
+	shards []shard
+	mask   uint32
+	p      params
+	window int64
+	minN   int64
+	alg    algorithm
+
+	// Owned by the goroutine that holds the closing token (windowEnd == closing).
+	started   bool
+	winStart  int64
+	cur       float64 // the learned limit
+	noLoad    float64 // no-load RTT estimate, ns (0: unknown)
+	enforced  bool
+	nextProbe int64
+	probe     probeState
+	rng       *rand.Rand
+
+	snap snapshotState
+}
+
+type probeState struct {
+	active     bool
+	steps      int
+	saved      float64
+	prev, best float64
+}
+
+type snapshotState struct {
+	learned, noLoad, sample atomic.Int64
+	windows, probes         atomic.Int64
+	probing, engaged        atomic.Bool
+	maxTP                   atomic.Uint64
+}
+
+func newCore(p params, o options, alg algorithm, clk clock.Clock) *core {
+	c := &core{
+		shards:   newShards(o.shards),
+		p:        p,
+		window:   o.window,
+		minN:     int64(o.minSamples),
+		alg:      alg,
+		cur:      float64(p.initial),
+		enforced: true,
+		rng:      rand.New(rand.NewPCG(o.seed, o.seed^0x9e3779b97f4a7c15)),
+	}
+	c.mask = uint32(len(c.shards) - 1)
+	c.windowEnd.Store(math.MinInt64)
+	if clk != nil {
+		c.begin(clk.Nanotime())
+		c.windowEnd.Store(c.winStart + c.window)
+	}
+	c.publish()
+	return c
+}
+
+func (c *core) begin(now int64) {
+	c.started = true
+	c.winStart = now
+	c.nextProbe = now + c.probeDelay()
+}
+
+func (c *core) probeDelay() int64 {
+	f := 1 - probeJitter + 2*probeJitter*c.rng.Float64()
+	return int64(float64(c.p.probeInterval) * f)
+}
+
+// Limit returns the current limit.
+func (c *core) Limit() int { return int(c.limit.Load()) }
+
+// Observe records one finished request. It is lock-free and allocation-free.
+func (c *core) Observe(now, rtt int64, inflight int, dropped bool) {
+	inc := uint64(1)
+	if int64(inflight) >= c.busyAt.Load() {
+		inc |= busyOne
+	}
+	if dropped {
+		inc |= dropOne
+	}
+	if rtt < 0 {
+		rtt = 0
+	}
+	s := &c.shards[rand.Uint32()&c.mask]
+	n := s.packed.Add(inc)
+	s.rtt.Add(uint64(rtt))
+	if now >= c.windowEnd.Load() || n&fieldMask >= shardGuard {
+		c.tryClose(now)
+	}
+}
+
+func (c *core) tryClose(now int64) {
+	end := c.windowEnd.Load()
+	if end == closing || !c.windowEnd.CompareAndSwap(end, closing) {
+		return
+	}
+	c.windowEnd.Store(c.close(now))
+}
+
+// close runs with the closing token and returns the next window end.
+func (c *core) close(now int64) int64 {
+	if !c.started {
+		c.begin(now)
+		return now + c.window
+	}
+	if countSamples(c.shards) < c.minN {
+		if now-c.winStart < maxWindowAge*c.window {
+			return now + c.window // too few samples to decide: extend the window
+		}
+		var w window
+		take(c.shards, &w) // stale and too few: discard, keep the limit
+		c.winStart = now
+		return now + c.window
+	}
+	w := window{start: c.winStart, end: now}
+	take(c.shards, &w)
+	w.finish()
+	c.winStart = now
+	c.decide(&w)
+	return now + c.window
+}
+
+func (c *core) decide(w *window) {
+	if w.avgRTT > 0 && (c.noLoad == 0 || w.avgRTT < c.noLoad) {
+		if w.avgRTT < c.noLoad*staleBaseline && !c.probe.active {
+			// The no-load RTT fell a lot at once: the estimate was stale
+			// (a slow period ended), and the limit learned against it is
+			// too. Probe now instead of at the next interval.
+			c.nextProbe = w.end
+		}
+		c.noLoad = w.avgRTT
+	}
+	c.enforced = c.alg.engaged(c, w)
+	if c.probe.active {
+		c.probeWindow(w)
+	} else {
+		c.cur = c.clamp(c.alg.update(c, w))
+		if w.end >= c.nextProbe {
+			c.probe = probeState{active: true, saved: c.cur, prev: w.avgRTT, best: w.avgRTT}
+			c.cur = c.clamp(c.cur * probeStep)
+		}
+	}
+	c.snap.windows.Add(1)
+	c.snap.sample.Store(int64(w.avgRTT))
+	c.publish()
+}
+
+// probeWindow handles a window measured under a lowered probe limit: lower
+// further while the latency keeps falling, else adopt the fastest window as
+// the no-load RTT and restore the limit.
+func (c *core) probeWindow(w *window) {
+	pr := &c.probe
+	pr.steps++
+	pr.best = min(pr.best, w.avgRTT)
+	falling := w.avgRTT < pr.prev*probeFalling
+	pr.prev = w.avgRTT
+	atMin := c.cur <= float64(c.p.min)
+	if falling && !atMin && pr.steps < probeMaxSteps {
+		c.cur = c.clamp(c.cur * probeStep)
+		return
+	}
+	// The probe is conclusive when the latency stopped responding to a lower
+	// limit; an inconclusive probe may only lower the estimate.
+	if !falling || atMin || pr.best < c.noLoad {
+		c.noLoad = pr.best
+	}
+	c.cur = pr.saved
+	pr.active = false
+	c.nextProbe = w.end + c.probeDelay()
+	c.snap.probes.Add(1)
+}
+
+func (c *core) clamp(v float64) float64 {
+	if math.IsNaN(v) {
+		return c.cur
+	}
+	return min(max(v, float64(c.p.min)), float64(c.p.max))
+}
+
+func (c *core) publish() {
+	learned := max(int64(math.Round(c.cur)), 1)
+	pub := learned
+	if !c.enforced {
+		pub = int64(c.p.max)
+	}
+	c.busyAt.Store(max(int64(math.Ceil(c.cur*busyShare)), 1))
+	c.limit.Store(pub)
+	c.snap.learned.Store(learned)
+	c.snap.noLoad.Store(int64(c.noLoad))
+	c.snap.probing.Store(c.probe.active)
+	c.snap.engaged.Store(c.enforced)
+}
+
+// Snapshot returns the limiter's state after its last decided window.
+func (c *core) Snapshot() Snapshot {
+	return Snapshot{
+		Limit:         int(c.limit.Load()),
+		Learned:       int(c.snap.learned.Load()),
+		NoLoadRTT:     time.Duration(c.snap.noLoad.Load()),
+		SampleRTT:     time.Duration(c.snap.sample.Load()),
+		Probing:       c.snap.probing.Load(),
+		Engaged:       c.snap.engaged.Load(),
+		Windows:       c.snap.windows.Load(),
+		Probes:        c.snap.probes.Load(),
+		MaxThroughput: math.Float64frombits(c.snap.maxTP.Load()),
+	}
+}

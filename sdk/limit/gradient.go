@@ -1,0 +1,41 @@
+package limit
+
+import (
+	"math"
+
+	"governor.dev/governor/sdk/clock"
+)
+
+// Gradient is the gradient limiter: the limit follows noLoadRTT / sampleRTT
+// with a bounded, smoothed step and square-root headroom. See the package
+// documentation.
+type Gradient struct{ *core }
+
+var (
+	_ Limiter   = (*Gradient)(nil)
+	_ Inspector = (*Gradient)(nil)
+)
+
+type gradient struct{}
+
+func newGradient(p params, o options, clk clock.Clock) *Gradient {
+	return &Gradient{newCore(p, o, gradient{}, clk)}
+}
+
+func (gradient) engaged(*core, *window) bool { return true }
+
+func (gradient) update(c *core, w *window) float64 {
+	l := c.cur
+	if r := w.dropRatio(); r >= dropThreshold {
+		return l * min(max(1-r, 0.5), 0.9)
+	}
+	g := 2.0
+	if w.avgRTT > 0 {
+		g = min(max(c.noLoad*(1+c.p.tolerance)/w.avgRTT, 0.5), 2)
+	}
+	target := l*g + math.Sqrt(l*g)
+	if target > l && !w.used {
+		return l // never grow a limit nobody uses
+	}
+	return l + smoothing*(target-l)
+}

@@ -1,0 +1,72 @@
+package limit
+
+import (
+	"math"
+
+	"governor.dev/governor/sdk/clock"
+)
+
+// throughputDecay is how fast Little's law forgets a maximum throughput that
+// is no longer reached while the limit is in use (per window).
+const throughputDecay = 0.1
+
+// Little is the Little's-law limiter: limit ~ max throughput x no-load
+// latency, enforced while an overload signal is on. See the package
+// documentation.
+type Little struct{ *core }
+
+var (
+	_ Limiter   = (*Little)(nil)
+	_ Inspector = (*Little)(nil)
+)
+
+type little struct {
+	signal       func() bool // nil: the queueing signal
+	hold         int64
+	engagedUntil int64
+	maxTP        float64 // requests per second
+}
+
+func newLittle(p params, o options, clk clock.Clock) *Little {
+	return &Little{newCore(p, o, &little{signal: o.signal, hold: o.hold}, clk)}
+}
+
+func (l *little) engaged(c *core, w *window) bool {
+	var on bool
+	if l.signal != nil {
+		on = l.signal()
+	} else {
+		on = c.noLoad > 0 && w.avgRTT > c.noLoad*(1+c.p.tolerance)
+	}
+	// Releasing a limit that is in use would let the overload back in at
+	// once: stay engaged while the limit binds, and for the hold time after
+	// the signal was last on.
+	if on || w.dropRatio() >= dropThreshold || (c.enforced && w.used) {
+		l.engagedUntil = w.end + l.hold
+		return true
+	}
+	return w.end < l.engagedUntil
+}
+
+func (l *little) update(c *core, w *window) float64 {
+	if d := float64(w.end-w.start) / 1e9; d > 0 {
+		tp := float64(w.count) / d
+		switch {
+		case tp > l.maxTP:
+			l.maxTP = tp
+		case w.used:
+			l.maxTP += throughputDecay * (tp - l.maxTP)
+		}
+		c.snap.maxTP.Store(math.Float64bits(l.maxTP))
+	}
+	cur := c.cur
+	if r := w.dropRatio(); r >= dropThreshold {
+		return cur * min(max(1-r, 0.5), 0.9)
+	}
+	target := l.maxTP * ((2+c.p.tolerance)*c.noLoad - w.avgRTT) / 1e9
+	target = min(max(target, cur/2), cur*2)
+	if target > cur && !w.used {
+		return cur
+	}
+	return cur + smoothing*(target-cur)
+}

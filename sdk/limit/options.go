@@ -1,0 +1,112 @@
+package limit
+
+import (
+	"fmt"
+	"time"
+)
+
+// Option adjusts a limiter built by New.
+type Option func(*options) error
+
+type options struct {
+	initial    int
+	window     int64
+	minSamples int
+	seed       uint64
+	signal     func() bool
+	hold       int64
+	shards     int
+}
+
+func defaultOptions() options {
+	return options{
+		window:     int64(DefaultWindow),
+		minSamples: DefaultMinSamples,
+		seed:       1,
+		hold:       int64(time.Second),
+	}
+}
+
+// WithInitialLimit starts the limiter at n instead of cfg.Initial, for
+// example to carry a learned limit across a rule change. n is clamped into
+// [Min, Max]; it must be at least 1.
+func WithInitialLimit(n int) Option {
+	return func(o *options) error {
+		if n < 1 {
+			return fmt.Errorf("%w: initial limit must be at least 1, got %d", ErrInvalidOption, n)
+		}
+		o.initial = n
+		return nil
+	}
+}
+
+// WithWindow sets the length of a sampling window (default 100 ms, between
+// 1 ms and 10 s).
+func WithWindow(d time.Duration) Option {
+	return func(o *options) error {
+		if d < time.Millisecond || d > 10*time.Second {
+			return fmt.Errorf("%w: window must be between 1ms and 10s, got %s", ErrInvalidOption, d)
+		}
+		o.window = int64(d)
+		return nil
+	}
+}
+
+// WithMinSamples sets how many samples a window needs before it may change
+// the limit (default 10, between 1 and 100000).
+func WithMinSamples(n int) Option {
+	return func(o *options) error {
+		if n < 1 || n > 100000 {
+			return fmt.Errorf("%w: min samples must be between 1 and 100000, got %d", ErrInvalidOption, n)
+		}
+		o.minSamples = n
+		return nil
+	}
+}
+
+// WithSeed seeds the jitter of the probe schedule (default 1), so that
+// instances started together probe at different times and simulations repeat.
+func WithSeed(seed uint64) Option {
+	return func(o *options) error {
+		o.seed = seed
+		return nil
+	}
+}
+
+// WithOverloadSignal engages Little's law while f reports true (and for the
+// hold time after). f is called once per window, never on the hot path; it
+// replaces the default queueing signal. CPUSignal.Overloaded fits here.
+// Ignored by the other algorithms.
+func WithOverloadSignal(f func() bool) Option {
+	return func(o *options) error {
+		if f == nil {
+			return fmt.Errorf("%w: overload signal must not be nil", ErrInvalidOption)
+		}
+		o.signal = f
+		return nil
+	}
+}
+
+// WithHold sets how long Little's law stays engaged after the overload signal
+// was last on (default 1 s, between 0 and 1 min).
+func WithHold(d time.Duration) Option {
+	return func(o *options) error {
+		if d < 0 || d > time.Minute {
+			return fmt.Errorf("%w: hold must be between 0 and 1m, got %s", ErrInvalidOption, d)
+		}
+		o.hold = int64(d)
+		return nil
+	}
+}
+
+// WithShards sets the number of sample shards (rounded up to a power of two,
+// between 1 and 1024). The default is 4 x GOMAXPROCS, at least 8.
+func WithShards(n int) Option {
+	return func(o *options) error {
+		if n < 1 || n > 1024 {
+			return fmt.Errorf("%w: shards must be between 1 and 1024, got %d", ErrInvalidOption, n)
+		}
+		o.shards = n
+		return nil
+	}
+}
