@@ -1,0 +1,166 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/rules"
+)
+
+// Options are the dependencies of a Retrier. The zero value is usable.
+type Options struct {
+	// Clock tells the time and sleeps; default clock.Real.
+	Clock clock.Clock
+	// Float64 returns a uniform random number in [0, 1) for the jitter;
+	// default math/rand/v2.Float64.
+	Float64 func() float64
+	// BudgetWindow is the budget's sliding window; default DefaultBudgetWindow.
+	BudgetWindow time.Duration
+	// Budget shares an existing budget instead of making a new one (so that
+	// rebuilding a Retrier keeps what the budget learned).
+	Budget *Budget
+}
+
+// Retrier plans retries for one downstream. It is safe for concurrent use.
+type Retrier struct {
+	maxAttempts int
+	base, max   time.Duration
+	budget      *Budget
+	clk         clock.Clock
+	rnd         func() float64
+}
+
+// New builds a Retrier from c after filling in defaults.
+func New(c rules.Retry, opts Options) (*Retrier, error) {
+	c = WithDefaults(c)
+	if err := check(c); err != nil {
+		return nil, err
+	}
+	r := &Retrier{
+		maxAttempts: c.MaxAttempts,
+		base:        c.BaseBackoff.D(),
+		max:         c.MaxBackoff.D(),
+		budget:      opts.Budget,
+		clk:         opts.Clock,
+		rnd:         opts.Float64,
+	}
+	if r.budget == nil {
+		r.budget = NewBudget(c.Budget, c.MinPerSecond, opts.BudgetWindow)
+	}
+	if r.clk == nil {
+		r.clk = clock.Real{}
+	}
+	if r.rnd == nil {
+		r.rnd = rand.Float64
+	}
+	return r, nil
+}
+
+// Budget returns the retry budget.
+func (r *Retrier) Budget() *Budget { return r.budget }
+
+// MaxAttempts returns the number of attempts allowed, the first included.
+func (r *Retrier) MaxAttempts() int { return r.maxAttempts }
+
+// Backoff returns the jittered wait before retry number n (1 for the first
+// retry): uniform in [0, min(MaxBackoff, BaseBackoff x 2^(n-1))).
+func (r *Retrier) Backoff(n int) time.Duration {
+	ceil := r.base
+	for i := 1; i < n && ceil < r.max; i++ {
+		ceil *= 2
+	}
+	ceil = min(ceil, r.max)
+	return time.Duration(r.rnd() * float64(ceil))
+}
+
+// Next decides whether a retry may follow attempts attempts, the last of
+// which failed, and returns how long to wait first. retryAfter is what the
+// server asked for (0 if nothing). On a yes it has spent one retry from the
+// budget; on a no it returns one of ErrAttemptsExhausted, ErrRetryAfterTooLong,
+// ErrDeadline or ErrBudgetExhausted.
+func (r *Retrier) Next(ctx context.Context, attempts int, retryAfter time.Duration) (time.Duration, error) {
+	if attempts >= r.maxAttempts {
+		return 0, ErrAttemptsExhausted
+	}
+	d := r.Backoff(attempts)
+	if retryAfter > 0 {
+		if retryAfter > r.max {
+			return 0, fmt.Errorf("%w: asked for %s", ErrRetryAfterTooLong, retryAfter)
+		}
+		d = max(d, retryAfter)
+	}
+	if dl, ok := ctx.Deadline(); ok && !r.clk.Now().Add(d).Before(dl) {
+		return 0, ErrDeadline
+	}
+	if !r.budget.TryRetry(r.clk.Nanotime()) {
+		return 0, ErrBudgetExhausted
+	}
+	return d, nil
+}
+
+// Wait sleeps for d on the Retrier's clock, or until ctx is done.
+func (r *Retrier) Wait(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := r.clk.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Do calls fn until it succeeds, returns a Permanent error, or Next decides
+// against another attempt; it returns fn's last error. An error made by After
+// carries a server's Retry-After.
+func (r *Retrier) Do(ctx context.Context, fn func(ctx context.Context) error) error {
+	r.budget.Request(r.clk.Nanotime())
+	for attempt := 1; ; attempt++ {
+		err := fn(ctx)
+		if err == nil {
+			return nil
+		}
+		var p *permanentError
+		if errors.As(err, &p) || ctx.Err() != nil {
+			return err
+		}
+		var ra *afterError
+		var after time.Duration
+		if errors.As(err, &ra) {
+			after = ra.after
+		}
+		d, nerr := r.Next(ctx, attempt, after)
+		if nerr != nil {
+			return err
+		}
+		if werr := r.Wait(ctx, d); werr != nil {
+			return err
+		}
+	}
+}
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as not worth retrying.
+func Permanent(err error) error { return &permanentError{err} }
+
+type afterError struct {
+	err   error
+	after time.Duration
+}
+
+func (e *afterError) Error() string { return e.err.Error() }
+func (e *afterError) Unwrap() error { return e.err }
+
+// After marks err as retryable no sooner than d (a server's Retry-After).
+func After(err error, d time.Duration) error { return &afterError{err, d} }

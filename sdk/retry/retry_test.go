@@ -1,0 +1,240 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/rules"
+)
+
+func ms(n int) rules.Duration { return rules.Duration(time.Duration(n) * time.Millisecond) }
+
+func TestBackoffIsFullJitterUnderAnExponentialCeiling(t *testing.T) {
+	roll := 0.0
+	r, err := New(rules.Retry{BaseBackoff: ms(25), MaxBackoff: ms(150)}, Options{Float64: func() float64 { return roll }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		retry int
+		ceil  time.Duration
+	}{
+		{1, 25 * time.Millisecond},
+		{2, 50 * time.Millisecond},
+		{3, 100 * time.Millisecond},
+		{4, 150 * time.Millisecond},
+		{30, 150 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		roll = 0
+		if got := r.Backoff(tt.retry); got != 0 {
+			t.Fatalf("Backoff(%d) with roll 0 = %v, want 0", tt.retry, got)
+		}
+		roll = 0.5
+		if got := r.Backoff(tt.retry); got != tt.ceil/2 {
+			t.Fatalf("Backoff(%d) with roll 0.5 = %v, want %v", tt.retry, got, tt.ceil/2)
+		}
+	}
+}
+
+func TestNextDecides(t *testing.T) {
+	start := time.Now() // contexts measure deadlines against the wall clock
+	tests := []struct {
+		name       string
+		attempts   int
+		retryAfter time.Duration
+		deadline   time.Duration // from the fake clock's now; 0 = none
+		spend      int           // retries spent from the budget beforehand
+		wantDelay  time.Duration
+		wantErr    error
+	}{
+		{"first retry", 1, 0, 0, 0, 50 * time.Millisecond, nil},
+		{"attempts exhausted", 3, 0, 0, 0, 0, ErrAttemptsExhausted},
+		{"retry-after is honoured", 1, 400 * time.Millisecond, 0, 0, 400 * time.Millisecond, nil},
+		{"short retry-after keeps the back-off", 2, time.Millisecond, 0, 0, 100 * time.Millisecond, nil},
+		{"retry-after longer than max backoff", 1, 2 * time.Second, 0, 0, 0, ErrRetryAfterTooLong},
+		{"deadline too close", 1, 0, 40 * time.Millisecond, 0, 0, ErrDeadline},
+		{"deadline far enough", 1, 0, time.Minute, 0, 50 * time.Millisecond, nil},
+		{"budget exhausted", 1, 0, 0, 10, 0, ErrBudgetExhausted},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := clock.NewFake(start)
+			r, err := New(rules.Retry{BaseBackoff: ms(100), MaxBackoff: ms(1000), MinPerSecond: 1},
+				Options{Clock: clk, Float64: func() float64 { return 0.5 }, BudgetWindow: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range tt.spend {
+				r.Budget().TryRetry(clk.Nanotime())
+			}
+			ctx := context.Background()
+			if tt.deadline > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithDeadline(ctx, clk.Now().Add(tt.deadline))
+				defer cancel()
+			}
+			d, err := r.Next(ctx, tt.attempts, tt.retryAfter)
+			if !errors.Is(err, tt.wantErr) || d != tt.wantDelay {
+				t.Fatalf("Next = %v, %v; want %v, %v", d, err, tt.wantDelay, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestBudgetCapsAmplification drives many requests against a downstream that
+// always fails, each retried as often as MaxAttempts and the budget allow, and
+// checks that total attempts / first attempts stays within 1 + budget plus the
+// floor's allowance.
+func TestBudgetCapsAmplification(t *testing.T) {
+	tests := []struct {
+		name     string
+		rps      int
+		budget   float64
+		floor    float64
+		seconds  int
+		attempts int
+	}{
+		{"busy service, default budget", 500, 0.2, 10, 60, 5},
+		{"busy service, tight budget", 1000, 0.05, 1, 30, 10},
+		{"quiet service, floor dominates", 20, 0.2, 10, 60, 3},
+		{"no floor", 200, 0.1, 0, 60, 4},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := clock.NewFake(time.Time{})
+			r, err := New(rules.Retry{MaxAttempts: tt.attempts, Budget: tt.budget, MinPerSecond: tt.floor},
+				Options{Clock: clk, BudgetWindow: 10 * time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.floor == 0 {
+				r.budget.floor = 0 // rules treat 0 as "default"; test a pure ratio here
+			}
+			step := time.Second / time.Duration(tt.rps)
+			firsts, total := 0, 0
+			for range tt.rps * tt.seconds {
+				clk.Advance(step)
+				r.Budget().Request(clk.Nanotime())
+				firsts++
+				for attempt := 1; ; attempt++ {
+					total++ // the attempt fails
+					if _, err := r.Next(context.Background(), attempt, 0); err != nil {
+						break
+					}
+				}
+			}
+			amp := float64(total) / float64(firsts)
+			// The floor allows MinPerSecond retries per second, plus one
+			// window's worth at the start before any request expires.
+			allowance := tt.floor * float64(tt.seconds+10) / float64(firsts)
+			if bound := 1 + tt.budget + allowance; amp > bound {
+				t.Fatalf("amplification %.4f > bound %.4f", amp, bound)
+			}
+			if amp < 1+tt.budget*0.9 && tt.attempts > 1 {
+				t.Fatalf("amplification %.4f: the budget was not used (%v)", amp, tt.budget)
+			}
+			t.Logf("amplification %.4f (budget %v, floor %v/s)", amp, tt.budget, tt.floor)
+		})
+	}
+}
+
+func TestBudgetRatio(t *testing.T) {
+	b := NewBudget(0.5, 0, time.Second)
+	if b.Ratio(0) != 0 {
+		t.Fatal("ratio without requests")
+	}
+	for range 10 {
+		b.Request(0)
+	}
+	for range 8 {
+		b.TryRetry(0)
+	}
+	if got := b.Ratio(0); got != 0.5 {
+		t.Fatalf("Ratio = %v, want 0.5 (5 of 8 retries allowed)", got)
+	}
+}
+
+func TestDoRetriesUntilSuccess(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, err := New(rules.Retry{MaxAttempts: 4, BaseBackoff: ms(10)}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls := 0
+		start := time.Now()
+		err = r.Do(context.Background(), func(context.Context) error {
+			calls++
+			if calls < 3 {
+				return After(errors.New("busy"), 200*time.Millisecond)
+			}
+			return nil
+		})
+		if err != nil || calls != 3 {
+			t.Fatalf("Do = %v after %d calls", err, calls)
+		}
+		if waited := time.Since(start); waited < 400*time.Millisecond {
+			t.Fatalf("waited %v, want at least two Retry-After periods", waited)
+		}
+	})
+}
+
+func TestDoStops(t *testing.T) {
+	boom := errors.New("boom")
+	tests := []struct {
+		name      string
+		fn        func(n int) error
+		wantCalls int
+	}{
+		{"permanent error", func(int) error { return Permanent(boom) }, 1},
+		{"attempts exhausted", func(int) error { return boom }, 3},
+		{"retry-after too long", func(int) error { return After(boom, time.Hour) }, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				r, _ := New(rules.Retry{}, Options{})
+				calls := 0
+				err := r.Do(context.Background(), func(context.Context) error { calls++; return tt.fn(calls) })
+				if !errors.Is(err, boom) || calls != tt.wantCalls {
+					t.Fatalf("Do = %v after %d calls, want boom after %d", err, calls, tt.wantCalls)
+				}
+			})
+		})
+	}
+}
+
+func TestWaitHonoursCancellation(t *testing.T) {
+	clk := clock.NewFake(time.Time{})
+	r, _ := New(rules.Retry{}, Options{Clock: clk})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := r.Wait(ctx, time.Second); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait = %v", err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- r.Wait(context.Background(), time.Second) }()
+	for clk.Pending() == 0 {
+		<-time.After(time.Millisecond) // wait for the timer to be armed, not for time to pass
+	}
+	clk.Advance(time.Second)
+	if err := <-done; err != nil {
+		t.Fatalf("Wait = %v", err)
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	for _, c := range []rules.Retry{{MaxAttempts: 101}, {Budget: 1.5}, {MinPerSecond: 2e6}} {
+		if _, err := New(c, Options{}); !errors.Is(err, ErrInvalidConfig) {
+			t.Fatalf("New(%+v) = %v, want ErrInvalidConfig", c, err)
+		}
+	}
+	d := WithDefaults(rules.Retry{MaxBackoff: ms(1), BaseBackoff: ms(5)})
+	if d.MaxAttempts != DefaultMaxAttempts || d.MaxBackoff != ms(5) || d.Budget != DefaultBudget {
+		t.Fatalf("defaults %+v", d)
+	}
+}
