@@ -1,0 +1,80 @@
+package watch
+
+import (
+	"testing"
+)
+
+func FuzzDecodeReport(f *testing.F) {
+	f.Add([]byte(`{"service":"s","instance":"i","version":3,"status":"ack","running":3,"at":"2026-01-01T00:00:00Z"}`))
+	f.Add([]byte(`{"service":"s","instance":"i","version":0,"status":"nack","reason":"not_json","error":"x","running":2}`))
+	f.Add([]byte(`{"service":"","status":"maybe"}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := DecodeReport(data)
+		if err != nil {
+			return
+		}
+		if r.Service == "" || r.Instance == "" || r.Version < 0 || (r.Status != StatusACK && r.Status != StatusNACK) {
+			t.Fatalf("accepted an invalid report %+v", r)
+		}
+	})
+}
+
+func FuzzDecodeHeartbeat(f *testing.F) {
+	f.Add([]byte(`{"service":"s","instance":"i","running":3,"labels":{"zone":"a"},"interval_ms":10000}`))
+	f.Add([]byte(`{"service":"s","instance":"i","running":-1}`))
+	f.Add([]byte(`{"service":"s","instance":"i"} x`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		h, err := DecodeHeartbeat(data)
+		if err != nil {
+			return
+		}
+		if h.Service == "" || h.Instance == "" || h.Running < 0 || h.IntervalMS < 0 {
+			t.Fatalf("accepted an invalid heartbeat %+v", h)
+		}
+	})
+}
+
+func FuzzDecodeCanary(f *testing.F) {
+	f.Add(canaryBytes(f, 2, Selector{Percent: 10}))
+	f.Add(canaryBytes(f, 3, Selector{Labels: map[string]string{"zone": "a"}}))
+	f.Add([]byte(`{"selector":{},"envelope":{}}`))
+	f.Add([]byte(`{"selector":{"percent":200}}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := DecodeCanary(data)
+		if err != nil {
+			return
+		}
+		if c.Selector.Validate() != nil || c.Envelope == nil || c.Envelope.Verify() != nil {
+			t.Fatalf("accepted an invalid canary %+v", c)
+		}
+	})
+}
+
+// FuzzStableValue feeds arbitrary values after a good one: the good rules
+// must stay unless a valid, newer version of the service arrives.
+func FuzzStableValue(f *testing.F) {
+	f.Add(envelopeBytes(f, "checkout", 9))
+	f.Add(envelopeBytes(f, "payments", 9))
+	f.Add(envelopeBytes(f, "checkout", 1))
+	f.Add([]byte(`{"service":"checkout","version":9}`))
+	f.Add([]byte("not json"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, app, reports, _ := newTestState(t, "checkout", "i", nil)
+		s.onStable(envelopeBytes(t, "checkout", 5))
+		s.onStable(data)
+		got := app.versions()
+		if len(got) == 2 {
+			if got[1] <= 5 || s.running.Load() != got[1] || app.current.Service != "checkout" {
+				t.Fatalf("applied %v, running %d", got, s.running.Load())
+			}
+		} else if s.running.Load() != 5 {
+			t.Fatalf("running %d after refusing, want 5", s.running.Load())
+		}
+		for _, r := range *reports {
+			if r.Status == StatusNACK && r.Error == "" {
+				t.Fatalf("NACK without an error: %+v", r)
+			}
+		}
+	})
+}

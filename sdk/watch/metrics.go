@@ -1,0 +1,54 @@
+package watch
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// metrics of one watcher. Every series carries the constant label service.
+type metrics struct {
+	messages *prometheus.CounterVec // result: applied, rejected, ignored
+	rejected *prometheus.CounterVec // reason: see Reason
+	cacheErr *prometheus.CounterVec // op: load, save
+	rewatch  prometheus.Counter
+	running  prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer, service string) (*metrics, error) {
+	labels := prometheus.Labels{"service": service}
+	m := &metrics{
+		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "governor_sdk_watch_messages_total", ConstLabels: labels,
+			Help: "Rule versions received from the control plane, by result: applied, rejected (NACKed), ignored (older than the running version).",
+		}, []string{"result"}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "governor_sdk_watch_rejected_total", ConstLabels: labels,
+			Help: "Rule versions refused, by reason: not_json, oversized, checksum, wrong_service, invalid, apply.",
+		}, []string{"reason"}),
+		cacheErr: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "governor_sdk_watch_cache_errors_total", ConstLabels: labels,
+			Help: "Failures to load or save the last-known-good rules cache, by op.",
+		}, []string{"op"}),
+		rewatch: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "governor_sdk_watch_rewatches_total", ConstLabels: labels,
+			Help: "Times the watcher re-established its watch after a reconnect or an error.",
+		}),
+		running: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "governor_sdk_watch_running_version", ConstLabels: labels,
+			Help: "Rule version the watcher last applied (0 = none).",
+		}),
+	}
+	for _, r := range []string{"applied", "rejected", "ignored"} {
+		m.messages.WithLabelValues(r)
+	}
+	for _, r := range []Reason{ReasonNotJSON, ReasonOversized, ReasonChecksum, ReasonWrongService, ReasonInvalid, ReasonApply} {
+		m.rejected.WithLabelValues(string(r))
+	}
+	m.cacheErr.WithLabelValues("load")
+	m.cacheErr.WithLabelValues("save")
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.messages, m.rejected, m.cacheErr, m.rewatch, m.running} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}

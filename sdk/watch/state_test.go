@@ -1,0 +1,166 @@
+package watch
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"governor.dev/governor/sdk/rules"
+)
+
+func mustJSON(t testing.TB, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestBadInputIsRefusedAndOldRulesKept(t *testing.T) {
+	good := envelopeBytes(t, "checkout", 7)
+	wrongSum := bytes.Replace(envelopeBytes(t, "checkout", 8), []byte(`"sha256:`), []byte(`"sha256:00`), 1)
+	invalid := []byte(`{"service":"checkout","version":9,"checksum":"x","ruleset":{"service":"checkout","routes":[{"name":"api","match":{"path_prefix":"nope"}}]}}`)
+	tests := []struct {
+		name        string
+		payload     []byte
+		maxBytes    int
+		wantReason  Reason
+		wantVersion int64
+		wantInError string
+	}{
+		{"not JSON", []byte("\x00\x01garbage"), 0, ReasonNotJSON, 0, "not JSON"},
+		{"truncated JSON", good[:len(good)/2], 0, ReasonNotJSON, 0, "not JSON"},
+		{"wrong checksum", wrongSum, 0, ReasonChecksum, 8, "checksum"},
+		{"other service", envelopeBytes(t, "payments", 8), 0, ReasonWrongService, 8, `"payments"`},
+		{"oversized", envelopeBytes(t, "checkout", 8), 64, ReasonOversized, 8, "at most 64 allowed"},
+		{"invalid ruleset", invalid, 0, ReasonInvalid, 9, "routes[0].match.path_prefix"},
+		{"version zero", envelopeBytes(t, "checkout", 0), 0, ReasonInvalid, 0, "version: must be above 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, app, reports, reg := newTestState(t, "checkout", "i-1", nil)
+			s.onStable(good)
+			if tt.maxBytes > 0 {
+				s.maxBytes = tt.maxBytes
+			}
+			s.onStable(tt.payload)
+
+			if got := app.versions(); len(got) != 1 || got[0] != 7 {
+				t.Fatalf("applied %v, want only [7]", got)
+			}
+			if s.running.Load() != 7 {
+				t.Fatalf("running %d, want 7", s.running.Load())
+			}
+			if len(*reports) != 2 {
+				t.Fatalf("%d reports, want ACK then NACK", len(*reports))
+			}
+			r := (*reports)[1]
+			if r.Status != StatusNACK || r.Reason != tt.wantReason || r.Version != tt.wantVersion || r.Running != 7 {
+				t.Fatalf("report %+v, want NACK %s of version %d running 7", r, tt.wantReason, tt.wantVersion)
+			}
+			if !strings.Contains(r.Error, tt.wantInError) {
+				t.Fatalf("error %q does not mention %q", r.Error, tt.wantInError)
+			}
+			if got := counter(t, reg, "governor_sdk_watch_rejected_total", "reason", string(tt.wantReason)); got != 1 {
+				t.Fatalf("rejected{%s} = %v, want 1", tt.wantReason, got)
+			}
+		})
+	}
+}
+
+func TestOlderVersionsAreIgnored(t *testing.T) {
+	s, app, reports, reg := newTestState(t, "checkout", "i-1", nil)
+	for _, v := range []int64{3, 5, 4, 5, 2, 6} {
+		s.onStable(envelopeBytes(t, "checkout", v))
+	}
+	if got := app.versions(); len(got) != 3 || got[0] != 3 || got[1] != 5 || got[2] != 6 {
+		t.Fatalf("applied %v, want [3 5 6]", got)
+	}
+	if len(*reports) != 3 {
+		t.Fatalf("%d reports, want 3 ACKs", len(*reports))
+	}
+	if got := counter(t, reg, "governor_sdk_watch_messages_total", "result", "ignored"); got != 2 {
+		t.Fatalf("ignored = %v, want 2 (versions 4 and 2)", got)
+	}
+}
+
+func TestApplyRefusalIsNACKedOnce(t *testing.T) {
+	s, app, reports, _ := newTestState(t, "checkout", "i-1", nil)
+	app.refuse[2] = true
+	s.onStable(envelopeBytes(t, "checkout", 1))
+	s.onStable(envelopeBytes(t, "checkout", 2))
+	s.reconcile(0) // a resync must not retry the refused version
+	if s.running.Load() != 1 {
+		t.Fatalf("running %d, want 1", s.running.Load())
+	}
+	if len(*reports) != 2 || (*reports)[1].Reason != ReasonApply || !strings.Contains((*reports)[1].Error, "conflict") {
+		t.Fatalf("reports %+v", *reports)
+	}
+	s.onStable(envelopeBytes(t, "checkout", 3))
+	if s.running.Load() != 3 {
+		t.Fatalf("running %d, want 3 after a newer version", s.running.Load())
+	}
+}
+
+func canaryBytes(t testing.TB, version int64, sel Selector) []byte {
+	t.Helper()
+	env, err := rules.NewEnvelope(version, ruleset("checkout", float64(version)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := EncodeCanary(&Canary{Selector: sel, Envelope: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestCanaryPromoteAndAbort(t *testing.T) {
+	zoneA := map[string]string{"zone": "a"}
+	tests := []struct {
+		name     string
+		labels   map[string]string
+		selected bool
+	}{
+		{"selected by label", zoneA, true},
+		{"not selected", map[string]string{"zone": "b"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, _, _, _ := newTestState(t, "checkout", "i-1", tt.labels)
+			s.onStable(envelopeBytes(t, "checkout", 1))
+			s.onCanary(canaryBytes(t, 2, Selector{Labels: zoneA}))
+			want := int64(1)
+			if tt.selected {
+				want = 2
+			}
+			if s.running.Load() != want {
+				t.Fatalf("running %d under canary, want %d", s.running.Load(), want)
+			}
+			// Abort: the canary instances return to the stable version.
+			s.onCanaryGone()
+			if s.running.Load() != 1 {
+				t.Fatalf("running %d after abort, want 1", s.running.Load())
+			}
+			// A new canary, then promotion: stable first, then the key goes.
+			s.onCanary(canaryBytes(t, 3, Selector{Labels: zoneA}))
+			s.onStable(envelopeBytes(t, "checkout", 3))
+			s.onCanaryGone()
+			if s.running.Load() != 3 {
+				t.Fatalf("running %d after promotion, want 3", s.running.Load())
+			}
+		})
+	}
+}
+
+func TestCanaryForAnotherServiceIsRefused(t *testing.T) {
+	s, _, reports, _ := newTestState(t, "checkout", "i-1", nil)
+	env, _ := rules.NewEnvelope(4, ruleset("payments", 4))
+	b, _ := EncodeCanary(&Canary{Selector: Selector{Percent: 100}, Envelope: env})
+	s.onCanary(b)
+	if s.running.Load() != 0 || len(*reports) != 1 || (*reports)[0].Reason != ReasonWrongService {
+		t.Fatalf("running %d, reports %+v", s.running.Load(), *reports)
+	}
+}

@@ -1,0 +1,357 @@
+// Package watch keeps an SDK instance on the rule version the control plane
+// published for its service, and tells the control plane what it runs.
+//
+// At start a Watcher applies the last-known-good version from a local cache
+// file, so a service starts protected even when NATS is down. It then watches
+// its service's keys in the JetStream KV bucket (Names): each new value is
+// checked (size, JSON, checksum, service, validation), applied atomically
+// through the Applier, written to the cache (temporary file, fsync, rename)
+// and answered with an ACK, or refused with a NACK that carries the reason
+// and the validation error; a refused value never replaces the rules in force.
+// Versions older than the running one are ignored. After a reconnect the
+// watch is re-established and delivers the latest value of each key, so no
+// version is lost; a periodic resync reads the keys as a safety net.
+// Heartbeats carry the instance id, labels and running version.
+//
+// The package never logs: failures that are not answered with a NACK (cache
+// errors, watch errors) go to Options.OnError, and everything is counted in
+// Prometheus metrics (governor_sdk_watch_*).
+package watch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/rules"
+)
+
+// Applier applies a validated ruleset atomically; the SDK's *governor.Governor
+// implements it. An error means the ruleset was refused and the previous one
+// stays in force.
+type Applier interface {
+	Apply(rs *rules.Ruleset, version int64) error
+}
+
+// Options configure a Watcher. Service, Conn and Applier are required.
+type Options struct {
+	// Service whose rules to follow.
+	Service string
+	// Instance identifies this instance in the ledger; default
+	// "<hostname>-<pid>".
+	Instance string
+	// Labels describe the instance (zone, pod, version of the service); a
+	// canary may select by them.
+	Labels map[string]string
+	// Conn is the NATS connection. Use Connect, or nats.Connect with
+	// nats.RetryOnFailedConnect(true) so the watcher can start while NATS is
+	// down.
+	Conn *nats.Conn
+	// Names gives the bucket, keys and subjects; the zero value uses
+	// DefaultPrefix.
+	Names Names
+	// Applier applies a version.
+	Applier Applier
+	// CacheFile keeps the last-known-good version; empty disables the cache.
+	CacheFile string
+	// MaxBytes refuses larger values; default rules.MaxBytes.
+	MaxBytes int
+	// Heartbeat is the heartbeat period; default 10s.
+	Heartbeat time.Duration
+	// Resync is the period of the safety-net read of the keys; default 30s.
+	Resync time.Duration
+	// RetryMin and RetryMax bound the back-off between attempts to establish
+	// the watch; defaults 100ms and 2s. A reconnect retries at once.
+	RetryMin, RetryMax time.Duration
+	// RequestTimeout bounds one JetStream request; default 5s.
+	RequestTimeout time.Duration
+	// Clock drives the timers; default clock.Real.
+	Clock clock.Clock
+	// Registerer receives the metrics; nil leaves them unregistered.
+	Registerer prometheus.Registerer
+	// OnError receives failures that are not NACKs (cache, watch, publish).
+	// It must not block.
+	OnError func(error)
+}
+
+// DefaultOptions returns the defaults of the optional fields.
+func DefaultOptions() Options {
+	return Options{
+		MaxBytes:       rules.MaxBytes,
+		Heartbeat:      10 * time.Second,
+		Resync:         30 * time.Second,
+		RetryMin:       100 * time.Millisecond,
+		RetryMax:       2 * time.Second,
+		RequestTimeout: 5 * time.Second,
+		Clock:          clock.Real{},
+	}
+}
+
+// Watcher follows the published versions of one service.
+type Watcher struct {
+	opts  Options
+	nc    *nats.Conn
+	names Names
+	st    *state
+}
+
+// Connect dials NATS for a watcher: it keeps retrying the first connection in
+// the background (so the service starts while NATS is down) and reconnects
+// forever. Production options (credentials, TLS, cluster URLs as a
+// comma-separated list) are passed through.
+func Connect(url string, opts ...nats.Option) (*nats.Conn, error) {
+	all := append([]nats.Option{
+		nats.RetryOnFailedConnect(true),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+		nats.Name("governor-sdk"),
+	}, opts...)
+	return nats.Connect(url, all...)
+}
+
+// New checks the options, applies the cached last-known-good version (if
+// any) and returns a watcher; Run starts following the control plane.
+func New(opts Options) (*Watcher, error) {
+	d := DefaultOptions()
+	switch {
+	case opts.Service == "":
+		return nil, fmt.Errorf("%w: Service is required", ErrInvalidOption)
+	case opts.Conn == nil:
+		return nil, fmt.Errorf("%w: Conn is required", ErrInvalidOption)
+	case opts.Applier == nil:
+		return nil, fmt.Errorf("%w: Applier is required", ErrInvalidOption)
+	case opts.MaxBytes < 0 || opts.Heartbeat < 0 || opts.Resync < 0 || opts.RetryMin < 0 || opts.RetryMax < 0 || opts.RequestTimeout < 0:
+		return nil, fmt.Errorf("%w: sizes and durations must not be negative", ErrInvalidOption)
+	}
+	if opts.Instance == "" {
+		host, _ := os.Hostname()
+		opts.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if opts.MaxBytes == 0 {
+		opts.MaxBytes = d.MaxBytes
+	}
+	if opts.Heartbeat == 0 {
+		opts.Heartbeat = d.Heartbeat
+	}
+	if opts.Resync == 0 {
+		opts.Resync = d.Resync
+	}
+	if opts.RetryMin == 0 {
+		opts.RetryMin = d.RetryMin
+	}
+	if opts.RetryMax == 0 {
+		opts.RetryMax = d.RetryMax
+	}
+	if opts.RetryMax < opts.RetryMin {
+		opts.RetryMax = opts.RetryMin
+	}
+	if opts.RequestTimeout == 0 {
+		opts.RequestTimeout = d.RequestTimeout
+	}
+	if opts.Clock == nil {
+		opts.Clock = d.Clock
+	}
+	if opts.OnError == nil {
+		opts.OnError = func(error) {}
+	}
+	opts.Labels = maps.Clone(opts.Labels)
+	m, err := newMetrics(opts.Registerer, opts.Service)
+	if err != nil {
+		return nil, fmt.Errorf("%w: metrics: %w", ErrInvalidOption, err)
+	}
+	w := &Watcher{opts: opts, nc: opts.Conn, names: opts.Names}
+	w.st = &state{
+		service: opts.Service, instance: opts.Instance, labels: opts.Labels,
+		maxBytes: opts.MaxBytes, applier: opts.Applier, cachePath: opts.CacheFile,
+		now: opts.Clock.Now, send: w.sendReport, onError: opts.OnError, m: m,
+	}
+	w.st.loadCache()
+	return w, nil
+}
+
+// Instance returns the instance id.
+func (w *Watcher) Instance() string { return w.opts.Instance }
+
+// Running returns the version applied last (0 for none).
+func (w *Watcher) Running() int64 { return w.st.running.Load() }
+
+// Run follows the control plane until ctx ends; it returns nil then.
+func (w *Watcher) Run(ctx context.Context) error {
+	reconnected := w.nc.StatusChanged(nats.CONNECTED)
+	defer w.nc.RemoveStatusListener(reconnected)
+	js, err := jetstream.New(w.nc)
+	if err != nil {
+		return fmt.Errorf("watch: jetstream: %w", err)
+	}
+	hb := w.opts.Clock.NewTimer(0)
+	defer func() { hb.Stop() }()
+	backoff := w.opts.RetryMin
+	for ctx.Err() == nil {
+		kv, kw, err := w.watch(ctx, js)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			w.opts.OnError(err)
+			if !w.wait(ctx, backoff, reconnected, &hb) {
+				break
+			}
+			backoff = min(2*backoff, w.opts.RetryMax)
+			continue
+		}
+		backoff = w.opts.RetryMin
+		w.follow(ctx, kv, kw, reconnected, &hb)
+		_ = kw.Stop()
+		if ctx.Err() == nil {
+			w.st.m.rewatch.Inc()
+		}
+	}
+	return nil
+}
+
+// watch binds the bucket and starts watching the service's two keys.
+func (w *Watcher) watch(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, jetstream.KeyWatcher, error) {
+	rctx, cancel := context.WithTimeout(ctx, w.opts.RequestTimeout)
+	defer cancel()
+	kv, err := js.KeyValue(rctx, w.names.Bucket())
+	if err != nil {
+		return nil, nil, fmt.Errorf("watch: bucket %s: %w", w.names.Bucket(), err)
+	}
+	kw, err := kv.WatchFiltered(ctx, []string{w.names.StableKey(w.opts.Service), w.names.CanaryKey(w.opts.Service)})
+	if err != nil {
+		return nil, nil, fmt.Errorf("watch: keys of %s: %w", w.opts.Service, err)
+	}
+	return kv, kw, nil
+}
+
+// wait sleeps for d, returning early on a reconnect; it keeps heartbeats
+// going and reports false when ctx ends.
+func (w *Watcher) wait(ctx context.Context, d time.Duration, reconnected <-chan nats.Status, hb *clock.Timer) bool {
+	t := w.opts.Clock.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C():
+			return true
+		case <-reconnected:
+			return true
+		case <-(*hb).C():
+			w.heartbeat(hb)
+		}
+	}
+}
+
+// follow handles the watch's updates until ctx ends, the watch closes, a
+// reconnect happens or a resync fails.
+func (w *Watcher) follow(ctx context.Context, kv jetstream.KeyValue, kw jetstream.KeyWatcher, reconnected <-chan nats.Status, hb *clock.Timer) {
+	resync := w.opts.Clock.NewTimer(w.opts.Resync)
+	defer func() { resync.Stop() }()
+	stableKey := w.names.StableKey(w.opts.Service)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-reconnected:
+			// The ordered consumer may have lost its place: watch again, which
+			// delivers the latest value of each key.
+			w.heartbeat(hb)
+			return
+		case <-(*hb).C():
+			w.heartbeat(hb)
+		case <-resync.C():
+			if err := w.resync(ctx, kv); err != nil {
+				w.opts.OnError(err)
+				return
+			}
+			resync = w.opts.Clock.NewTimer(w.opts.Resync)
+		case e, ok := <-kw.Updates():
+			if !ok {
+				return
+			}
+			if e == nil { // all initial values delivered
+				continue
+			}
+			w.handle(e.Key() == stableKey, e.Operation(), e.Value())
+		}
+	}
+}
+
+func (w *Watcher) handle(stable bool, op jetstream.KeyValueOp, value []byte) {
+	switch {
+	case op != jetstream.KeyValuePut:
+		if !stable {
+			w.st.onCanaryGone()
+		}
+		// A deleted stable key changes nothing: the rules in force stay.
+	case stable:
+		w.st.onStable(value)
+	default:
+		w.st.onCanary(value)
+	}
+}
+
+// resync reads both keys directly, in case the watch missed an update.
+func (w *Watcher) resync(ctx context.Context, kv jetstream.KeyValue) error {
+	rctx, cancel := context.WithTimeout(ctx, w.opts.RequestTimeout)
+	defer cancel()
+	for _, stable := range []bool{true, false} {
+		key := w.names.CanaryKey(w.opts.Service)
+		if stable {
+			key = w.names.StableKey(w.opts.Service)
+		}
+		e, err := kv.Get(rctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			w.handle(stable, jetstream.KeyValueDelete, nil)
+		case err != nil:
+			return fmt.Errorf("watch: resync %s: %w", key, err)
+		default:
+			if !stable && w.st.canary != nil && w.st.canary.Envelope.Version == versionOfCanary(e.Value()) {
+				continue // unchanged canary
+			}
+			w.handle(stable, e.Operation(), e.Value())
+		}
+	}
+	return nil
+}
+
+func versionOfCanary(data []byte) int64 {
+	var probe struct {
+		Envelope json.RawMessage `json:"envelope"`
+	}
+	_ = json.Unmarshal(data, &probe)
+	return versionOf(probe.Envelope)
+}
+
+func (w *Watcher) heartbeat(hb *clock.Timer) {
+	h := Heartbeat{Service: w.opts.Service, Instance: w.opts.Instance, Running: w.st.running.Load(),
+		Labels: w.opts.Labels, IntervalMS: w.opts.Heartbeat.Milliseconds(), At: w.opts.Clock.Now()}
+	w.publish(w.names.HeartbeatSubject(w.opts.Service), &h)
+	(*hb).Stop()
+	*hb = w.opts.Clock.NewTimer(w.opts.Heartbeat)
+}
+
+func (w *Watcher) sendReport(r *Report) {
+	w.publish(w.names.ReportSubject(w.opts.Service), r)
+}
+
+func (w *Watcher) publish(subject string, v any) {
+	data, err := json.Marshal(v)
+	if err == nil {
+		err = w.nc.Publish(subject, data)
+	}
+	if err != nil {
+		w.opts.OnError(fmt.Errorf("watch: publish %s: %w", subject, err))
+	}
+}

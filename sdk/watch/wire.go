@@ -1,0 +1,146 @@
+package watch
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+)
+
+// ErrMalformed is wrapped by every refused report, heartbeat or canary record.
+var ErrMalformed = errors.New("watch: malformed message")
+
+// MaxWireBytes bounds a report or heartbeat.
+const MaxWireBytes = 64 << 10
+
+// Status is the answer of an instance to a version: ACK or NACK.
+type Status string
+
+// Report statuses.
+const (
+	StatusACK  Status = "ack"
+	StatusNACK Status = "nack"
+)
+
+// Reason classifies a NACK.
+type Reason string
+
+// NACK reasons; they are also the reason label of the rejected-messages metric.
+const (
+	ReasonNotJSON      Reason = "not_json"      // the payload is not JSON
+	ReasonOversized    Reason = "oversized"     // the payload exceeds the size limit
+	ReasonChecksum     Reason = "checksum"      // the checksum does not match the ruleset
+	ReasonWrongService Reason = "wrong_service" // the version belongs to another service
+	ReasonInvalid      Reason = "invalid"       // the envelope or ruleset fails validation
+	ReasonApply        Reason = "apply"         // the SDK refused to apply the ruleset
+)
+
+// Report is an instance's ACK or NACK of one version, published on
+// Names.ReportSubject.
+type Report struct {
+	Service  string `json:"service"`
+	Instance string `json:"instance"`
+	// Version answered; 0 when a refused payload did not say.
+	Version int64  `json:"version"`
+	Status  Status `json:"status"`
+	// Reason and Error explain a NACK.
+	Reason Reason `json:"reason,omitempty"`
+	Error  string `json:"error,omitempty"`
+	// Running is the version the instance runs after this report.
+	Running int64             `json:"running"`
+	Labels  map[string]string `json:"labels,omitempty"`
+	At      time.Time         `json:"at"`
+}
+
+// Heartbeat tells the control plane an instance is alive and which version it
+// runs, published on Names.HeartbeatSubject every heartbeat interval.
+type Heartbeat struct {
+	Service  string            `json:"service"`
+	Instance string            `json:"instance"`
+	Running  int64             `json:"running"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	// IntervalMS is the heartbeat period, so the control plane can tell a
+	// silent instance from a slow one.
+	IntervalMS int64     `json:"interval_ms"`
+	At         time.Time `json:"at"`
+}
+
+// DecodeReport parses and checks a report.
+func DecodeReport(data []byte) (*Report, error) {
+	var r Report
+	if err := decodeWire(data, &r); err != nil {
+		return nil, err
+	}
+	var probs []string
+	probs = required(probs, "service", r.Service)
+	probs = required(probs, "instance", r.Instance)
+	if r.Status != StatusACK && r.Status != StatusNACK {
+		probs = append(probs, fmt.Sprintf("status: must be %q or %q, got %q", StatusACK, StatusNACK, r.Status))
+	}
+	if r.Version < 0 {
+		probs = append(probs, fmt.Sprintf("version: must be 0 or above, got %d", r.Version))
+	}
+	if r.Status == StatusACK && r.Version == 0 {
+		probs = append(probs, "version: an ack must name a version above 0")
+	}
+	if r.Running < 0 {
+		probs = append(probs, fmt.Sprintf("running: must be 0 or above, got %d", r.Running))
+	}
+	return &r, malformed(probs)
+}
+
+// DecodeHeartbeat parses and checks a heartbeat.
+func DecodeHeartbeat(data []byte) (*Heartbeat, error) {
+	var h Heartbeat
+	if err := decodeWire(data, &h); err != nil {
+		return nil, err
+	}
+	var probs []string
+	probs = required(probs, "service", h.Service)
+	probs = required(probs, "instance", h.Instance)
+	if h.Running < 0 {
+		probs = append(probs, fmt.Sprintf("running: must be 0 or above, got %d", h.Running))
+	}
+	if h.IntervalMS < 0 {
+		probs = append(probs, fmt.Sprintf("interval_ms: must be 0 or above, got %d", h.IntervalMS))
+	}
+	return &h, malformed(probs)
+}
+
+func required(probs []string, field, v string) []string {
+	switch {
+	case v == "":
+		return append(probs, field+": is required")
+	case len(v) > 256:
+		return append(probs, fmt.Sprintf("%s: is %d bytes, at most 256 allowed", field, len(v)))
+	}
+	return probs
+}
+
+func malformed(probs []string) error {
+	if len(probs) == 0 {
+		return nil
+	}
+	msg := probs[0]
+	for _, p := range probs[1:] {
+		msg += "; " + p
+	}
+	return fmt.Errorf("%w: %s", ErrMalformed, msg)
+}
+
+func decodeWire(data []byte, v any) error {
+	if len(data) > MaxWireBytes {
+		return fmt.Errorf("%w: %d bytes, at most %d allowed", ErrMalformed, len(data), MaxWireBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%w: unexpected data after the JSON object", ErrMalformed)
+	}
+	return nil
+}
