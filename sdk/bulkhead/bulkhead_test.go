@@ -1,0 +1,120 @@
+package bulkhead
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/rules"
+)
+
+type fakeLimiter struct {
+	limit    int
+	observed []int64
+	dropped  []bool
+}
+
+func (f *fakeLimiter) Limit() int { return f.limit }
+func (f *fakeLimiter) Observe(_, rtt int64, _ int, dropped bool) {
+	f.observed = append(f.observed, rtt)
+	f.dropped = append(f.dropped, dropped)
+}
+
+func TestCapIsEnforced(t *testing.T) {
+	tests := []struct {
+		name    string
+		max     int
+		limiter *fakeLimiter
+		want    int
+	}{
+		{"fixed", 3, nil, 3},
+		{"adaptive below max", 10, &fakeLimiter{limit: 2}, 2},
+		{"adaptive capped by max", 4, &fakeLimiter{limit: 50}, 4},
+		{"adaptive never below one", 4, &fakeLimiter{limit: 0}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			opts := Options{}
+			if tt.limiter != nil {
+				opts.Limiter = tt.limiter
+			}
+			b, err := New(rules.Bulkhead{MaxConcurrent: tt.max}, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.Limit() != tt.want {
+				t.Fatalf("Limit = %d, want %d", b.Limit(), tt.want)
+			}
+			for i := 1; i <= tt.want; i++ {
+				n, err := b.Acquire()
+				if err != nil || n != i {
+					t.Fatalf("Acquire %d = %d, %v", i, n, err)
+				}
+			}
+			if _, err := b.Acquire(); !errors.Is(err, ErrFull) {
+				t.Fatalf("Acquire over the cap = %v, want ErrFull", err)
+			}
+			if b.InFlight() != tt.want {
+				t.Fatalf("InFlight = %d after a refusal", b.InFlight())
+			}
+			b.Release(0, 5, tt.want, false)
+			if _, err := b.Acquire(); err != nil {
+				t.Fatalf("Acquire after Release = %v", err)
+			}
+			if n, over := b.Force(); !over || n != tt.want+1 {
+				t.Fatalf("Force = %d, %v; want %d, true", n, over, tt.want+1)
+			}
+		})
+	}
+}
+
+func TestDoRunsFallbackWhenFull(t *testing.T) {
+	clk := clock.NewFake(time.Time{})
+	lim := &fakeLimiter{limit: 1}
+	b, _ := New(rules.Bulkhead{MaxConcurrent: 5}, Options{Limiter: lim, Clock: clk})
+	ctx := context.Background()
+	var fellBack error
+	fallback := func(_ context.Context, err error) error { fellBack = err; return nil }
+	err := b.Do(ctx, func(ctx context.Context) error {
+		// The only slot is taken: a nested call falls back.
+		if err := b.Do(ctx, func(context.Context) error { t.Fatal("ran without a slot"); return nil }, fallback); err != nil {
+			t.Fatalf("fallback result = %v", err)
+		}
+		if err := b.Do(ctx, func(context.Context) error { return nil }, nil); !errors.Is(err, ErrFull) {
+			t.Fatalf("without fallback = %v", err)
+		}
+		clk.Advance(30 * time.Millisecond)
+		return context.DeadlineExceeded
+	}, fallback)
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(fellBack, ErrFull) {
+		t.Fatalf("Do = %v, fallback saw %v", err, fellBack)
+	}
+	if len(lim.observed) != 1 || lim.observed[0] != int64(30*time.Millisecond) || !lim.dropped[0] {
+		t.Fatalf("limiter saw %v %v", lim.observed, lim.dropped)
+	}
+	if b.InFlight() != 0 {
+		t.Fatalf("InFlight = %d after Do", b.InFlight())
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	if _, err := New(rules.Bulkhead{}, Options{}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("New = %v", err)
+	}
+}
+
+func BenchmarkAcquireRelease(b *testing.B) {
+	bh, _ := New(rules.Bulkhead{MaxConcurrent: 1 << 20}, Options{})
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			n, err := bh.Acquire()
+			if err != nil {
+				b.Fatal(err)
+			}
+			bh.Release(0, 0, n, false)
+		}
+	})
+}
