@@ -22,14 +22,19 @@ type Result struct {
 // Detector scores one series. It is not safe for concurrent use; give each
 // series its own Detector.
 type Detector struct {
-	opt    Options
-	level  robust
-	season *seasonal
-	slow   robust  // long-run scale, floors the spread
-	typ    robust  // typical surprise, normalises it
-	peak   float64 // decayed maximum of past surprise
-	decay  float64
-	n      int
+	opt     Options
+	level   robust  // recent level and spread
+	long    robust  // long-run level and spread
+	short   float64 // fast EWMA of the value
+	aShort  float64
+	env     extremes  // envelope of past values
+	season  *seasonal // daily (or other) profile; nil when disabled
+	typ     [3]typical
+	smooth  float64 // short EWMA of the raw surprise
+	aSmooth float64
+	peaks   [3]float64 // decayed maximum of past surprise per feature
+	decay   float64
+	n       int
 }
 
 // New returns a Detector; it fails if the options are invalid.
@@ -38,14 +43,21 @@ func New(opt Options) (*Detector, error) {
 		return nil, err
 	}
 	a := halfLifeAlpha(opt.BaselineHalfLife)
-	return &Detector{
-		opt:    opt,
-		level:  robust{alpha: a},
-		slow:   robust{alpha: halfLifeAlpha(20 * opt.BaselineHalfLife)},
-		typ:    robust{alpha: halfLifeAlpha(10 * opt.BaselineHalfLife)},
-		season: newSeasonal(opt.Season, opt.SeasonBins, opt.SeasonHalfLife, a),
-		decay:  math.Exp2(-1 / opt.SuppressHalfLife),
-	}, nil
+	ta := halfLifeAlpha(opt.TypicalHalfLife)
+	d := &Detector{
+		opt:     opt,
+		level:   robust{alpha: a},
+		long:    robust{alpha: halfLifeAlpha(opt.LongHalfLife)},
+		aShort:  halfLifeAlpha(opt.ShortHalfLife),
+		env:     extremes{decay: halfLifeAlpha(opt.EnvelopeHalfLife)},
+		season:  newSeasonal(opt.Season, opt.SeasonBins, opt.SeasonHalfLife, a),
+		decay:   math.Exp2(-1 / opt.SuppressHalfLife),
+		aSmooth: halfLifeAlpha(opt.SmoothHalfLife),
+	}
+	d.typ[0] = typical{alpha: ta, floor: 1e-3, k: opt.TailK}
+	d.typ[1] = typical{alpha: ta, floor: 1e-3, k: opt.TailK}
+	d.typ[2] = typical{alpha: ta, floor: opt.EnvelopeFloor, k: opt.TailK}
+	return d, nil
 }
 
 // Observe scores the sample (t, v) against what came before and then learns
@@ -64,28 +76,43 @@ func (d *Detector) Observe(t time.Time, v float64) Result {
 			res.Expected, res.Spread, res.Seasonal = v-r, s.resid.spread(), true
 		}
 	}
-	floor := 0.05 * d.slow.spread()
+	floor := d.opt.SpreadFloor * d.long.spread()
+	var f [3]float64
 	if d.n > 0 {
 		res.Surprise = math.Abs(resid) / math.Max(res.Spread, floor)
+		f[0] = res.Surprise
+		d.short += d.aShort * (v - d.short)
+		f[1] = math.Abs(d.short-d.long.mean) / d.long.spread()
+		f[2] = d.env.exceed(v)
+	} else {
+		d.short = v
 	}
 	d.n++
-	d.slow.update(v, 1e9)
 	d.level.update(v, d.opt.Clip)
+	d.long.update(v, d.opt.Clip)
+	d.env.update(v, d.long.mean)
 	if d.season != nil {
 		d.season.update(ts, v, d.opt.Clip)
 	}
-	norm := res.Surprise / math.Max(d.typ.mean, 1e-9)
-	if d.n > 10 {
-		d.typ.update(math.Min(res.Surprise, 10*math.Max(d.typ.mean, 1e-9)), 1e9)
-	}
 	if d.n <= d.opt.Warmup {
+		for i := range f {
+			if d.n > 10 {
+				d.typ[i].update(f[i])
+			}
+		}
 		res.Inconclusive = true
 		return res
 	}
-	excess := norm - d.opt.Suppress*d.peak
-	d.peak = math.Max(d.peak*d.decay, norm)
+	excess := 0.0
+	for i := range f {
+		r := d.opt.Weights[i] * d.typ[i].norm(f[i])
+		d.typ[i].update(f[i])
+		excess = math.Max(excess, r-d.opt.Suppress*d.peaks[i])
+		d.peaks[i] = math.Max(d.peaks[i]*d.decay, r)
+	}
 	if excess > 0 {
-		res.Score = excess / (excess + d.opt.ScoreScale)
+		x := math.Log1p(excess / d.opt.ScoreScale)
+		res.Score = x / (x + 1)
 	}
 	return res
 }

@@ -26,8 +26,30 @@ type Options struct {
 	// SeasonGain is how much better (ratio of spreads) the seasonal model
 	// must explain the data before its residual is used.
 	SeasonGain float64
-	// Bins is the number of value buckets used for the rarity score.
-	Bins int
+	// LongHalfLife is the half-life, in samples, of the long-run baseline the
+	// short-term mean (ShortHalfLife) is compared with to find level shifts.
+	LongHalfLife  float64
+	ShortHalfLife float64
+	// EnvelopeHalfLife is how fast, in samples, the envelope of past
+	// extremes shrinks back towards the long-run level.
+	EnvelopeHalfLife float64
+	// EnvelopeFloor is the smallest typical envelope excess; it keeps a
+	// series that never leaves its envelope from turning tiny excesses into
+	// alarms.
+	EnvelopeFloor float64
+	// SpreadFloor is the smallest spread, as a share of the long-run spread.
+	SpreadFloor float64
+	// TypicalHalfLife is the half-life, in samples, of each feature's typical
+	// value, which normalises it.
+	TypicalHalfLife float64
+	// SmoothHalfLife is the half-life, in samples, of the average of the
+	// combined surprise, which favours sustained over isolated deviations.
+	SmoothHalfLife float64
+	// TailK places the normalising quantile TailK standard deviations above
+	// the mean of the feature's logarithm.
+	TailK float64
+	// Weights scale the point, shift and envelope features.
+	Weights [3]float64
 	// SuppressHalfLife is the half-life, in samples, of the memory of past
 	// surprise: a new alarm must exceed Suppress times the remembered peak.
 	SuppressHalfLife float64
@@ -47,7 +69,15 @@ func DefaultOptions() Options {
 		SeasonBins:       288,
 		SeasonHalfLife:   2,
 		SeasonGain:       0.6,
-		Bins:             64,
+		LongHalfLife:     1000,
+		ShortHalfLife:    3,
+		EnvelopeHalfLife: 2000,
+		EnvelopeFloor:    0.01,
+		SpreadFloor:      0.05,
+		TypicalHalfLife:  2000,
+		TailK:            1,
+		SmoothHalfLife:   0.1,
+		Weights:          [3]float64{1, 1, 1},
 		SuppressHalfLife: 300,
 		Suppress:         1.0,
 		ScoreScale:       1,
@@ -71,8 +101,6 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: SeasonHalfLife %v: want > 0", ErrOptions, o.SeasonHalfLife)
 	case o.Season > 0 && !(o.SeasonGain > 0 && o.SeasonGain <= 1):
 		return fmt.Errorf("%w: SeasonGain %v: want in (0, 1]", ErrOptions, o.SeasonGain)
-	case o.Bins < 4 || o.Bins > 1<<12:
-		return fmt.Errorf("%w: Bins %d: want 4..4096", ErrOptions, o.Bins)
 	case !(o.SuppressHalfLife > 0):
 		return fmt.Errorf("%w: SuppressHalfLife %v: want > 0", ErrOptions, o.SuppressHalfLife)
 	case !(o.Suppress >= 0):
