@@ -1,0 +1,57 @@
+// Package versioning is Governor's system of record for rule changes: every
+// ruleset a service ever ran, who proposed and approved it, and why.
+//
+// # Model
+//
+// Each service has numbered, immutable versions (1, 2, 3, ... per service,
+// gap-free). A version holds the canonical ruleset (the SDK's schema, package
+// governor.dev/governor/sdk/rules), its checksum, its parent (the version that
+// was active when it was proposed), author, reason, free-form evidence and its
+// source (a person or the engine).
+//
+// Lifecycle:
+//
+//	proposed --approve (policy's count reached)--> approved --relay--> published
+//	proposed --reject--> rejected
+//	proposed --withdraw (author)--> withdrawn
+//	approved | published --newer version goes live--> superseded
+//
+// A version goes live ("active") the moment it is approved: the service's
+// active pointer moves to it and an outbox row for the relay is written in the
+// same transaction. Published records that the relay handed it to NATS. The
+// active version of a service is the one Store.Active returns; Version.Active
+// marks it. Rollback and emergency publish create a new version that goes
+// live at once (rollback_of records the target of a rollback); history is
+// append-only.
+//
+// Four eyes: an approver must differ from the author and hold one of the
+// roles the service's Policy allows (default approver or admin); a Policy may
+// require more than one approval. Emergency publish (break glass) is for
+// admins, needs a reason and is marked as such in the audit log.
+//
+// Optimistic concurrency: a proposal names the version it was based on
+// (BaseVersion); if another version went live since, Propose and Approve
+// refuse it with ErrConflict. Propose with Rebase set bases it on whatever is
+// active instead.
+//
+// Every action appends an AuditEntry whose hash chains to the previous entry
+// (sha256 over canonical JSON); VerifyAudit walks the chain and names the
+// first broken entry. In PostgreSQL a trigger refuses UPDATE, DELETE and
+// TRUNCATE of audit rows and the application role is granted only SELECT and
+// INSERT on them.
+//
+// # Implementations
+//
+// Subpackage postgres stores versions in PostgreSQL through pgx; subpackage
+// sqlite in an embedded SQLite file (modernc.org/sqlite, no cgo) for the
+// zero-setup default. Both apply the migrations of package
+// governor.dev/governor/migrations at start and pass one conformance suite.
+//
+// # Errors
+//
+// Errors wrap one of the sentinels below (ErrNotFound, ErrConflict,
+// ErrSelfApproval, ErrForbidden, ErrInvalidState, ErrInvalid, ErrTampered,
+// ErrUnavailable); a caller maps them to HTTP status codes with errors.Is.
+// Bad input is an *InputError naming each field and its problem; nothing is
+// written when an operation fails.
+package versioning

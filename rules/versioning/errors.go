@@ -1,0 +1,88 @@
+package versioning
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"governor.dev/governor/sdk/rules"
+)
+
+// Sentinel errors. Every error of a Store wraps exactly one of them.
+var (
+	// ErrNotFound: no such service, version or outbox row.
+	ErrNotFound = errors.New("versioning: not found")
+	// ErrConflict: the proposal's base is no longer the active version.
+	ErrConflict = errors.New("versioning: conflict")
+	// ErrSelfApproval: the author tried to approve their own proposal.
+	ErrSelfApproval = errors.New("versioning: self-approval refused")
+	// ErrForbidden: the actor lacks a role the action needs.
+	ErrForbidden = errors.New("versioning: forbidden")
+	// ErrInvalidState: the version is not in a state that allows the action
+	// (e.g. approving a version that another approver just approved).
+	ErrInvalidState = errors.New("versioning: invalid state")
+	// ErrInvalid: bad input; the error is an *InputError naming the fields.
+	ErrInvalid = errors.New("versioning: invalid input")
+	// ErrTampered: the audit chain does not verify; see *ChainError.
+	ErrTampered = errors.New("versioning: audit chain broken")
+	// ErrUnavailable: the database failed or timed out.
+	ErrUnavailable = errors.New("versioning: store unavailable")
+)
+
+// InputError lists every problem with the input of one operation, each naming
+// its field ("reason", "ruleset.routes[0].rate_limit.rate").
+type InputError struct {
+	Errors []rules.FieldError `json:"errors"`
+}
+
+func (e *InputError) Error() string {
+	parts := make([]string, len(e.Errors))
+	for i, fe := range e.Errors {
+		if fe.Field == "" {
+			parts[i] = fe.Problem
+		} else {
+			parts[i] = fe.Error()
+		}
+	}
+	return ErrInvalid.Error() + ": " + strings.Join(parts, "; ")
+}
+
+// Unwrap makes errors.Is(err, ErrInvalid) true.
+func (e *InputError) Unwrap() error { return ErrInvalid }
+
+// invalid builds an *InputError with one field.
+func invalid(field, format string, args ...any) *InputError {
+	return &InputError{Errors: []rules.FieldError{{Field: field, Problem: fmt.Sprintf(format, args...)}}}
+}
+
+// rulesetError turns a rules decoding or validation error into an
+// *InputError whose fields carry the prefix (e.g. "ruleset.").
+func rulesetError(prefix string, err error) error {
+	var ve *rules.ValidationError
+	if !errors.As(err, &ve) {
+		return fmt.Errorf("%w: %s: %v", ErrInvalid, strings.TrimSuffix(prefix, "."), err)
+	}
+	out := &InputError{Errors: make([]rules.FieldError, len(ve.Errors))}
+	for i, fe := range ve.Errors {
+		f := prefix + fe.Field
+		if fe.Field == "" {
+			f = strings.TrimSuffix(prefix, ".")
+		}
+		out.Errors[i] = rules.FieldError{Field: f, Problem: fe.Problem}
+	}
+	return out
+}
+
+// ChainError names the first audit entry that does not verify.
+type ChainError struct {
+	// Seq is the entry's sequence number.
+	Seq     int64
+	Problem string
+}
+
+func (e *ChainError) Error() string {
+	return fmt.Sprintf("%s at entry %d: %s", ErrTampered, e.Seq, e.Problem)
+}
+
+// Unwrap makes errors.Is(err, ErrTampered) true.
+func (e *ChainError) Unwrap() error { return ErrTampered }

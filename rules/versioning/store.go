@@ -1,0 +1,96 @@
+package versioning
+
+import (
+	"context"
+	"time"
+)
+
+// Store is the system of record for rule versions. Implementations are safe
+// for concurrent use and run every mutation in one database transaction:
+// either all of it (version, approvals, audit entry, outbox row) is written or
+// nothing is.
+type Store interface {
+	Reader
+	Outbox
+	Auditor
+
+	// Propose stores a new proposed version (or, for an engine proposal with
+	// AutoApply under a policy that allows it, a live one). The ruleset is
+	// validated like any input; the author needs the operator, approver or
+	// admin role. ErrConflict if BaseVersion is not the active version and
+	// Rebase is false.
+	Propose(ctx context.Context, p Proposal) (Version, error)
+	// Approve records by's approval of a proposal. When the policy's count is
+	// reached the version goes live, supersedes the previous one and gets an
+	// outbox row. ErrSelfApproval for the author, ErrForbidden without an
+	// approver role, ErrInvalidState if the version is no longer proposed
+	// (another approver won the race) or by already approved it, ErrConflict
+	// if another version went live since the proposal was made.
+	Approve(ctx context.Context, service string, number int64, by Actor, comment string) (Version, error)
+	// Reject closes a proposal; by needs an approver role of the policy.
+	Reject(ctx context.Context, service string, number int64, by Actor, comment string) (Version, error)
+	// Withdraw closes a proposal on behalf of its author (or an admin).
+	Withdraw(ctx context.Context, service string, number int64, by Actor, comment string) (Version, error)
+	// Rollback creates and activates a new version whose content equals
+	// version `to` (which must have been live before), recording RollbackOf.
+	// by needs the operator, approver or admin role; reason is required.
+	Rollback(ctx context.Context, service string, to int64, by Actor, reason string) (Version, error)
+	// EmergencyPublish activates a ruleset at once, skipping approval and the
+	// base-version check (break glass). p.Author must be an admin and
+	// p.Reason is required. The audit log marks it as an emergency.
+	EmergencyPublish(ctx context.Context, p Proposal) (Version, error)
+	// SetPolicy replaces a service's approval policy; by must be an admin.
+	SetPolicy(ctx context.Context, p Policy, by Actor) (Policy, error)
+
+	// Close releases the database.
+	Close() error
+}
+
+// Reader is the read side of a Store.
+type Reader interface {
+	// Active returns the live version of a service; ErrNotFound if none.
+	Active(ctx context.Context, service string) (Version, error)
+	// Get returns one version; ErrNotFound if it does not exist.
+	Get(ctx context.Context, service string, number int64) (Version, error)
+	// List returns versions of one service, newest first.
+	List(ctx context.Context, f ListFilter) ([]Version, error)
+	// Services lists every service with a version, by name.
+	Services(ctx context.Context) ([]ServiceInfo, error)
+	// Policy returns a service's policy (DefaultPolicy if never set).
+	Policy(ctx context.Context, service string) (Policy, error)
+}
+
+// Auditor reads, verifies and extends the audit log.
+type Auditor interface {
+	// Audit returns entries matching f, in sequence order.
+	Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error)
+	// VerifyAudit walks the whole chain. On the first entry that does not
+	// verify it returns a *ChainError (wrapping ErrTampered) naming it.
+	VerifyAudit(ctx context.Context) (AuditReport, error)
+	// RecordAudit appends an entry for an action outside the rule lifecycle
+	// (e.g. ActionLoginFailure). Lifecycle actions (propose, approve, ...)
+	// are written only by the Store itself and are refused with ErrInvalid.
+	RecordAudit(ctx context.Context, r AuditRecord) (AuditEntry, error)
+}
+
+// Outbox is what the relay to NATS needs: claim rows written by approvals,
+// rollbacks and emergency publications, publish them, mark them done.
+//
+// A claimed row is leased: other claimers skip it until the lease expires, so
+// a relay that dies mid-publication leaves the row to the next claim. A row
+// may therefore be published more than once; consumers deduplicate by
+// (service, version), which never changes meaning.
+type Outbox interface {
+	// ClaimOutbox leases up to limit unpublished rows whose lease is free or
+	// expired, oldest first, for the given lease duration.
+	ClaimOutbox(ctx context.Context, limit int, lease time.Duration) ([]OutboxItem, error)
+	// MarkOutboxDone marks a row published and its version StatePublished (if
+	// it is still approved), writing an ActionPublish audit entry. Marking a
+	// row that is already done is a no-op; ErrNotFound for an unknown id.
+	MarkOutboxDone(ctx context.Context, id int64) error
+	// OutboxReady receives a value (coalesced, never blocking the store) after
+	// a transaction of this Store that wrote an outbox row commits, so an
+	// in-process relay can wake at once. Other processes on PostgreSQL listen
+	// for the NOTIFY described in package postgres.
+	OutboxReady() <-chan struct{}
+}

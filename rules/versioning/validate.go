@@ -1,0 +1,185 @@
+package versioning
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"unicode/utf8"
+
+	"governor.dev/governor/sdk/rules"
+)
+
+var actorRE = regexp.MustCompile(`^[\p{L}\p{N}][\p{L}\p{N}._@+:/-]*$`)
+
+type fields struct{ errs []rules.FieldError }
+
+func (f *fields) add(field, format string, args ...any) {
+	f.errs = append(f.errs, rules.FieldError{Field: field, Problem: fmt.Sprintf(format, args...)})
+}
+
+func (f *fields) err() error {
+	if len(f.errs) == 0 {
+		return nil
+	}
+	return &InputError{Errors: f.errs}
+}
+
+func (f *fields) actor(field string, a Actor) {
+	switch {
+	case a.Name == "":
+		f.add(field+".name", "is required")
+	case len(a.Name) > MaxActorBytes:
+		f.add(field+".name", "is longer than %d bytes", MaxActorBytes)
+	case !actorRE.MatchString(a.Name):
+		f.add(field+".name", "%q may contain only letters, digits and . _ @ + : / -", a.Name)
+	}
+	for i, r := range a.Roles {
+		if !r.Valid() {
+			f.add(fmt.Sprintf("%s.roles[%d]", field, i), "must be viewer, operator, approver or admin, got %q", r)
+		}
+	}
+}
+
+func (f *fields) text(field, s string, max int, required bool) {
+	switch {
+	case required && strings.TrimSpace(s) == "":
+		f.add(field, "is required")
+	case len(s) > max:
+		f.add(field, "is %d bytes, at most %d allowed", len(s), max)
+	case !utf8.ValidString(s):
+		f.add(field, "is not valid UTF-8")
+	}
+}
+
+func (f *fields) service(field, s string) {
+	// The ruleset schema's rule for names.
+	err := (&rules.Ruleset{Service: s}).Validate()
+	var ve *rules.ValidationError
+	if errors.As(err, &ve) {
+		for _, fe := range ve.Errors {
+			f.add(field, "%s", fe.Problem)
+		}
+	}
+}
+
+// ValidateActor checks an actor's name and roles; field prefixes the errors.
+func ValidateActor(field string, a Actor) error {
+	f := &fields{}
+	f.actor(field, a)
+	return f.err()
+}
+
+// ValidateService checks a service name.
+func ValidateService(service string) error {
+	f := &fields{}
+	f.service("service", service)
+	return f.err()
+}
+
+// ValidateComment checks an optional comment.
+func ValidateComment(field, s string) error {
+	f := &fields{}
+	f.text(field, s, MaxCommentBytes, false)
+	return f.err()
+}
+
+// ValidateReason checks a required reason.
+func ValidateReason(field, s string) error {
+	f := &fields{}
+	f.text(field, s, MaxReasonBytes, true)
+	return f.err()
+}
+
+// Validate checks a proposal as a Store does before writing anything and
+// reports every problem as an *InputError. It does not check roles or state.
+func (p Proposal) Validate() error {
+	f := &fields{}
+	if p.Ruleset == nil {
+		f.add("ruleset", "is required")
+	} else {
+		if err := p.Ruleset.Validate(); err != nil {
+			var ie *InputError
+			if errors.As(rulesetError("ruleset.", err), &ie) {
+				f.errs = append(f.errs, ie.Errors...)
+			}
+		} else if b, err := p.Ruleset.Canonical(); err != nil {
+			f.add("ruleset", "cannot be encoded: %v", err)
+		} else if len(b) > rules.MaxBytes {
+			f.add("ruleset", "is %d bytes encoded, at most %d allowed", len(b), rules.MaxBytes)
+		}
+		if p.Service != "" && p.Service != p.Ruleset.Service {
+			f.add("service", "%q does not match ruleset.service %q", p.Service, p.Ruleset.Service)
+		}
+	}
+	if p.BaseVersion < 0 {
+		f.add("base_version", "must not be negative, got %d", p.BaseVersion)
+	}
+	f.actor("author", p.Author)
+	f.text("reason", p.Reason, MaxReasonBytes, true)
+	if _, ie := compactDetail("evidence", p.Evidence, MaxEvidenceBytes); ie != nil {
+		f.errs = append(f.errs, ie.Errors...)
+	}
+	switch p.Source {
+	case "", SourceUser, SourceEngine, SourceImport:
+	default:
+		f.add("source", "must be user, engine or import, got %q", p.Source)
+	}
+	if p.AutoApply && p.Source != SourceEngine {
+		f.add("auto_apply", "only engine proposals may apply themselves")
+	}
+	return f.err()
+}
+
+// CompactEvidence returns the compact JSON form of evidence (nil if empty).
+func CompactEvidence(raw []byte) ([]byte, error) {
+	b, ie := compactDetail("evidence", raw, MaxEvidenceBytes)
+	if ie != nil {
+		return nil, ie
+	}
+	if string(b) == "{}" && len(raw) == 0 {
+		return nil, nil
+	}
+	return b, nil
+}
+
+// CompactDetail returns the compact JSON form of an audit detail ("{}" if
+// empty); it must be a JSON object.
+func CompactDetail(raw []byte) ([]byte, error) {
+	b, ie := compactDetail("detail", raw, MaxDetailBytes)
+	if ie != nil {
+		return nil, ie
+	}
+	if len(b) == 0 || b[0] != '{' {
+		return nil, invalid("detail", "must be a JSON object")
+	}
+	return b, nil
+}
+
+// Validate checks a policy and fills in defaults for zero fields.
+func (p Policy) Validate() (Policy, error) {
+	f := &fields{}
+	f.service("service", p.Service)
+	if p.ApprovalsRequired == 0 {
+		p.ApprovalsRequired = 1
+	}
+	if p.ApprovalsRequired < 1 || p.ApprovalsRequired > 10 {
+		f.add("approvals_required", "must be between 1 and 10, got %d", p.ApprovalsRequired)
+	}
+	if len(p.ApproverRoles) == 0 {
+		p.ApproverRoles = DefaultPolicy(p.Service).ApproverRoles
+	}
+	seen := map[Role]bool{}
+	for i, r := range p.ApproverRoles {
+		switch {
+		case !r.Valid():
+			f.add(fmt.Sprintf("approver_roles[%d]", i), "must be viewer, operator, approver or admin, got %q", r)
+		case r == RoleViewer:
+			f.add(fmt.Sprintf("approver_roles[%d]", i), "viewers may not approve")
+		case seen[r]:
+			f.add(fmt.Sprintf("approver_roles[%d]", i), "%q is listed twice", r)
+		}
+		seen[r] = true
+	}
+	return p, f.err()
+}
