@@ -1,0 +1,281 @@
+package balancer
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"governor.dev/governor/sdk/breaker"
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/rules"
+)
+
+// Errors returned by this package.
+var (
+	// ErrNoEndpoint is returned by Pick when there is no endpoint, or when
+	// every endpoint is ejected (then it also wraps breaker.ErrOpen).
+	ErrNoEndpoint = errors.New("balancer: no endpoint available")
+	// ErrInvalidConfig wraps configuration errors from New.
+	ErrInvalidConfig = errors.New("balancer: invalid config")
+)
+
+// Defaults for the fields of rules.Balancer left at zero.
+const (
+	DefaultDecay     = 10 * time.Second
+	DefaultSlowStart = 30 * time.Second
+	// minSlowStartShare is the smallest chance a just-added endpoint keeps a
+	// pick, so it gets samples from the start.
+	minSlowStartShare = 0.05
+)
+
+// Options are the dependencies of a Balancer. The zero value is usable.
+type Options struct {
+	// Clock stamps endpoints when they are added; default clock.Real.
+	Clock clock.Clock
+	// IntN returns a uniform random int in [0, n); default math/rand/v2.IntN.
+	IntN func(n int) int
+	// Float64 returns a uniform random number in [0, 1); default
+	// math/rand/v2.Float64.
+	Float64 func() float64
+	// Breaker gives every endpoint its own breaker with these rules, so
+	// failing endpoints are ejected; nil means no ejection.
+	Breaker *rules.Breaker
+	// OnStateChange runs when an endpoint's breaker changes state, outside
+	// every lock.
+	OnStateChange func(addr string, from, to breaker.State)
+}
+
+// Balancer picks endpoints of one downstream. It is safe for concurrent use.
+type Balancer struct {
+	eps       atomic.Pointer[[]*Endpoint]
+	decay     float64
+	slowStart int64
+	opts      Options
+
+	mu sync.Mutex // serialises changes to the endpoint list
+}
+
+// New builds a balancer with no endpoints.
+func New(c rules.Balancer, opts Options) (*Balancer, error) {
+	if c.Decay < 0 || c.SlowStart < 0 {
+		return nil, fmt.Errorf("%w: decay and slow_start must not be negative", ErrInvalidConfig)
+	}
+	if c.Decay == 0 {
+		c.Decay = rules.Duration(DefaultDecay)
+	}
+	if c.SlowStart == 0 {
+		c.SlowStart = rules.Duration(DefaultSlowStart)
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	if opts.IntN == nil {
+		opts.IntN = rand.IntN
+	}
+	if opts.Float64 == nil {
+		opts.Float64 = rand.Float64
+	}
+	if opts.Breaker != nil {
+		if _, err := breaker.New(*opts.Breaker, breaker.Options{}); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+	}
+	b := &Balancer{decay: float64(c.Decay), slowStart: int64(c.SlowStart), opts: opts}
+	b.eps.Store(&[]*Endpoint{})
+	return b, nil
+}
+
+// Update makes addrs the endpoint list. Endpoints already present keep their
+// statistics and breakers; new ones start slowly.
+func (b *Balancer) Update(addrs []string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	old := *b.eps.Load()
+	next := make([]*Endpoint, 0, len(addrs))
+	for _, a := range addrs {
+		if slices.ContainsFunc(next, func(e *Endpoint) bool { return e.addr == a }) {
+			continue
+		}
+		if i := slices.IndexFunc(old, func(e *Endpoint) bool { return e.addr == a }); i >= 0 {
+			next = append(next, old[i])
+			continue
+		}
+		next = append(next, b.newEndpoint(a))
+	}
+	b.eps.Store(&next)
+}
+
+// Add adds an endpoint unless it is present.
+func (b *Balancer) Add(addr string) { b.Update(append(b.Endpoints(), addr)) }
+
+// Remove removes an endpoint if it is present. Calls in flight to it finish
+// normally.
+func (b *Balancer) Remove(addr string) {
+	b.Update(slices.DeleteFunc(b.Endpoints(), func(a string) bool { return a == addr }))
+}
+
+// Endpoints returns the addresses in the list.
+func (b *Balancer) Endpoints() []string {
+	eps := *b.eps.Load()
+	out := make([]string, len(eps))
+	for i, e := range eps {
+		out[i] = e.addr
+	}
+	return out
+}
+
+// Endpoint returns the endpoint with the address, or nil.
+func (b *Balancer) Endpoint(addr string) *Endpoint {
+	for _, e := range *b.eps.Load() {
+		if e.addr == addr {
+			return e
+		}
+	}
+	return nil
+}
+
+func (b *Balancer) newEndpoint(addr string) *Endpoint {
+	e := &Endpoint{addr: addr, added: b.opts.Clock.Nanotime()}
+	if b.opts.Breaker != nil {
+		var hook func(from, to breaker.State)
+		if f := b.opts.OnStateChange; f != nil {
+			hook = func(from, to breaker.State) { f(addr, from, to) }
+		}
+		e.brk, _ = breaker.New(*b.opts.Breaker, breaker.Options{OnStateChange: hook}) // checked in New
+	}
+	e.stamp.Store(e.added)
+	return e
+}
+
+// Pick is one call's choice of endpoint; give it back with Done.
+type Pick struct {
+	ep     *Endpoint
+	ticket breaker.Ticket
+	start  int64
+}
+
+// Addr returns the chosen endpoint's address.
+func (p Pick) Addr() string { return p.ep.addr }
+
+// Endpoint returns the chosen endpoint.
+func (p Pick) Endpoint() *Endpoint { return p.ep }
+
+// Pick chooses an endpoint for a call starting at now (monotonic
+// nanoseconds) and counts the call in flight on it.
+func (b *Balancer) Pick(now int64) (Pick, error) {
+	eps := *b.eps.Load()
+	switch len(eps) {
+	case 0:
+		return Pick{}, ErrNoEndpoint
+	case 1:
+		return b.admit(eps[0], nil, now, eps)
+	}
+	i := b.opts.IntN(len(eps))
+	j := b.opts.IntN(len(eps) - 1)
+	if j >= i {
+		j++
+	}
+	x, y := eps[i], eps[j]
+	xo, yo := x.ejected(now), y.ejected(now)
+	switch {
+	case xo && yo:
+		return b.admit(nil, nil, now, eps)
+	case xo:
+		return b.admit(y, nil, now, eps)
+	case yo:
+		return b.admit(x, nil, now, eps)
+	}
+	if y.load(now, b.decay) < x.load(now, b.decay) {
+		x, y = y, x
+	}
+	if !b.warm(x, now) && b.warm(y, now) {
+		x, y = y, x // a slow-starting endpoint loses this pick
+	}
+	return b.admit(x, y, now, eps)
+}
+
+// warm reports whether e keeps a pick: always once its slow start is over,
+// with probability age / SlowStart before.
+func (b *Balancer) warm(e *Endpoint, now int64) bool {
+	age := now - e.added
+	if age >= b.slowStart {
+		return true
+	}
+	share := max(minSlowStartShare, float64(age)/float64(b.slowStart))
+	return b.opts.Float64() < share
+}
+
+// admit asks the chosen endpoint's breaker (then the alternative's, then any
+// endpoint's) and counts the call in flight.
+func (b *Balancer) admit(first, second *Endpoint, now int64, all []*Endpoint) (Pick, error) {
+	for _, e := range [2]*Endpoint{first, second} {
+		if e == nil {
+			continue
+		}
+		if p, ok := b.try(e, now); ok {
+			return p, nil
+		}
+	}
+	// Both candidates are ejected: scan from a random offset for any
+	// endpoint that will take the call.
+	off := b.opts.IntN(len(all))
+	for k := range all {
+		e := all[(off+k)%len(all)]
+		if e == first || e == second || e.ejected(now) {
+			continue
+		}
+		if p, ok := b.try(e, now); ok {
+			return p, nil
+		}
+	}
+	return Pick{}, fmt.Errorf("%w: %w", ErrNoEndpoint, breaker.ErrOpen)
+}
+
+func (b *Balancer) try(e *Endpoint, now int64) (Pick, bool) {
+	var t breaker.Ticket
+	if e.brk != nil {
+		var err error
+		if t, err = e.brk.Allow(now); err != nil {
+			return Pick{}, false
+		}
+	}
+	e.inflight.Add(1)
+	return Pick{ep: e, ticket: t, start: now}, true
+}
+
+// Done reports the end of a picked call at now: its latency feeds the
+// endpoint's estimate and its outcome the endpoint's breaker. A zero Pick is
+// ignored.
+func (b *Balancer) Done(p Pick, now int64, failed bool) {
+	e := p.ep
+	if e == nil {
+		return
+	}
+	e.inflight.Add(-1)
+	rtt := now - p.start
+	sample := rtt
+	if failed {
+		// A fast failure must not make the endpoint look fast: count it as
+		// at least twice the current estimate.
+		sample = max(rtt, int64(2*e.Latency(now, b.decay)))
+	}
+	e.observe(now, sample, b.decay)
+	if e.brk != nil {
+		e.brk.Record(p.ticket, now, time.Duration(rtt), failed)
+	}
+}
+
+// Ejected returns the addresses whose breakers are open at now.
+func (b *Balancer) Ejected(now int64) []string {
+	var out []string
+	for _, e := range *b.eps.Load() {
+		if e.ejected(now) {
+			out = append(out, e.addr)
+		}
+	}
+	return out
+}

@@ -1,0 +1,225 @@
+package balancer
+
+import (
+	"errors"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"governor.dev/governor/sdk/breaker"
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/rules"
+)
+
+func newTest(t *testing.T, c rules.Balancer, brk *rules.Breaker) (*Balancer, *clock.Fake) {
+	t.Helper()
+	clk := clock.NewFake(time.Time{})
+	rng := rand.New(rand.NewPCG(1, 2))
+	b, err := New(c, Options{Clock: clk, IntN: rng.IntN, Float64: rng.Float64, Breaker: brk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, clk
+}
+
+// settled returns a balancer whose endpoints are past slow start.
+func settled(t *testing.T, brk *rules.Breaker, addrs ...string) (*Balancer, *clock.Fake) {
+	b, clk := newTest(t, rules.Balancer{SlowStart: rules.Duration(time.Second)}, brk)
+	b.Update(addrs)
+	clk.Advance(time.Second)
+	return b, clk
+}
+
+// run makes n sequential calls, each lasting latency[addr], and returns how
+// many each endpoint got.
+func run(t *testing.T, b *Balancer, clk *clock.Fake, n int, latency map[string]time.Duration, fail map[string]bool) map[string]int {
+	t.Helper()
+	got := map[string]int{}
+	for range n {
+		p, err := b.Pick(clk.Nanotime())
+		if err != nil {
+			t.Fatalf("Pick: %v", err)
+		}
+		got[p.Addr()]++
+		clk.Advance(latency[p.Addr()])
+		b.Done(p, clk.Nanotime(), fail[p.Addr()])
+	}
+	return got
+}
+
+func TestPrefersTheFasterEndpoint(t *testing.T) {
+	b, clk := settled(t, nil, "fast", "slow", "slower")
+	got := run(t, b, clk, 3000, map[string]time.Duration{
+		"fast": 5 * time.Millisecond, "slow": 25 * time.Millisecond, "slower": 100 * time.Millisecond,
+	}, nil)
+	// With three endpoints P2C sees the fastest in two of three draws, and
+	// the slowest loses every draw.
+	if got["fast"] < 1900 || got["slower"] > 100 || got["slow"] < 800 {
+		t.Fatalf("shares %v: want about 2/3 on fast, 1/3 on slow, none on slower", got)
+	}
+}
+
+func TestPrefersTheLessLoadedEndpoint(t *testing.T) {
+	b, clk := settled(t, nil, "a", "b")
+	run(t, b, clk, 100, map[string]time.Duration{"a": 10 * time.Millisecond, "b": 10 * time.Millisecond}, nil)
+	// Hold five calls on whatever gets picked, then check the next picks
+	// balance the in-flight counts instead of piling onto one endpoint.
+	var held []Pick
+	for range 10 {
+		p, err := b.Pick(clk.Nanotime())
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, p)
+	}
+	a, c := b.Endpoint("a").InFlight(), b.Endpoint("b").InFlight()
+	if a+c != 10 || a < 4 || c < 4 {
+		t.Fatalf("in flight a=%d b=%d, want about even", a, c)
+	}
+	for _, p := range held {
+		b.Done(p, clk.Nanotime(), false)
+	}
+	if b.Endpoint("a").InFlight() != 0 || b.Endpoint("b").InFlight() != 0 {
+		t.Fatal("in-flight counts not released")
+	}
+}
+
+func TestPeakSensitiveAndDecaying(t *testing.T) {
+	b, clk := settled(t, nil, "a")
+	e := b.Endpoint("a")
+	observe := func(rtt time.Duration) {
+		p, _ := b.Pick(clk.Nanotime())
+		clk.Advance(rtt)
+		b.Done(p, clk.Nanotime(), false)
+	}
+	observe(10 * time.Millisecond)
+	observe(500 * time.Millisecond) // a slow sample: the estimate jumps
+	if got := e.Latency(clk.Nanotime(), b.decay); got != float64(500*time.Millisecond) {
+		t.Fatalf("estimate after a peak = %v, want 500ms", time.Duration(got))
+	}
+	observe(10 * time.Millisecond) // a fast one only pulls it down a little
+	if got := time.Duration(e.Latency(clk.Nanotime(), b.decay)); got < 400*time.Millisecond {
+		t.Fatalf("estimate after one fast sample = %v, want still near the peak", got)
+	}
+	clk.Advance(30 * time.Second) // three decay times idle
+	if got := time.Duration(e.Latency(clk.Nanotime(), b.decay)); got > 30*time.Millisecond {
+		t.Fatalf("estimate after idling = %v, want decayed", got)
+	}
+}
+
+func TestFailingEndpointIsEjected(t *testing.T) {
+	brk := &rules.Breaker{MinCalls: 5, ErrorRatio: 0.5, OpenBase: rules.Duration(5 * time.Second), HalfOpenProbes: 1}
+	b, clk := settled(t, brk, "good", "bad")
+	lat := map[string]time.Duration{"good": 10 * time.Millisecond, "bad": time.Millisecond}
+	run(t, b, clk, 200, lat, map[string]bool{"bad": true})
+	if ej := b.Ejected(clk.Nanotime()); len(ej) != 1 || ej[0] != "bad" {
+		t.Fatalf("ejected = %v, want [bad]", ej)
+	}
+	got := run(t, b, clk, 200, lat, nil) // 2s: still inside the open period
+	if got["bad"] != 0 {
+		t.Fatalf("ejected endpoint got %d calls", got["bad"])
+	}
+	clk.Advance(5 * time.Second)
+	got = run(t, b, clk, 500, lat, nil) // it recovered: a probe closes its breaker
+	if got["bad"] == 0 || len(b.Ejected(clk.Nanotime())) != 0 {
+		t.Fatalf("recovered endpoint got %d calls, ejected %v", got["bad"], b.Ejected(clk.Nanotime()))
+	}
+}
+
+func TestAllEjected(t *testing.T) {
+	brk := &rules.Breaker{MinCalls: 1, HalfOpenProbes: 1}
+	b, clk := settled(t, brk, "a", "b")
+	for _, addr := range []string{"a", "b"} {
+		for b.Endpoint(addr).ejected(clk.Nanotime()) == false {
+			p, err := b.Pick(clk.Nanotime())
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Done(p, clk.Nanotime(), p.Addr() == addr)
+		}
+	}
+	_, err := b.Pick(clk.Nanotime())
+	if !errors.Is(err, ErrNoEndpoint) || !errors.Is(err, breaker.ErrOpen) {
+		t.Fatalf("Pick = %v, want ErrNoEndpoint wrapping breaker.ErrOpen", err)
+	}
+}
+
+func TestSlowStartRampsANewEndpoint(t *testing.T) {
+	b, clk := newTest(t, rules.Balancer{SlowStart: rules.Duration(30 * time.Second)}, nil)
+	b.Update([]string{"old"})
+	clk.Advance(time.Minute)
+	lat := map[string]time.Duration{"old": 10 * time.Millisecond, "new": 10 * time.Millisecond}
+	run(t, b, clk, 100, lat, nil)
+	b.Add("new")
+	var shares []float64
+	for range 6 { // six 10s periods: three in slow start, three after
+		got := run(t, b, clk, 1000, lat, nil)
+		shares = append(shares, float64(got["new"])/1000)
+	}
+	if shares[0] > 0.25 {
+		t.Fatalf("first-period share %.2f, want small (shares %v)", shares[0], shares)
+	}
+	if !(shares[0] < shares[1] && shares[1] < shares[2]) {
+		t.Fatalf("shares %v do not ramp up", shares)
+	}
+	if shares[5] < 0.4 || shares[5] > 0.6 {
+		t.Fatalf("share after slow start %.2f, want about half (shares %v)", shares[5], shares)
+	}
+}
+
+func TestUpdateKeepsState(t *testing.T) {
+	b, clk := settled(t, nil, "a", "b")
+	run(t, b, clk, 50, map[string]time.Duration{"a": time.Millisecond, "b": time.Millisecond}, nil)
+	a := b.Endpoint("a")
+	b.Update([]string{"c", "a", "a"})
+	if got := b.Endpoints(); len(got) != 2 || got[0] != "c" || got[1] != "a" {
+		t.Fatalf("Endpoints = %v", got)
+	}
+	if b.Endpoint("a") != a || b.Endpoint("b") != nil {
+		t.Fatal("a lost its state or b was not removed")
+	}
+	b.Remove("c")
+	b.Add("a")
+	if got := b.Endpoints(); len(got) != 1 || got[0] != "a" {
+		t.Fatalf("Endpoints = %v", got)
+	}
+	b.Remove("a")
+	if _, err := b.Pick(clk.Nanotime()); !errors.Is(err, ErrNoEndpoint) {
+		t.Fatalf("Pick on empty = %v", err)
+	}
+	b.Done(Pick{}, 0, false) // a zero Pick is ignored
+}
+
+func TestNewValidates(t *testing.T) {
+	if _, err := New(rules.Balancer{Decay: -1}, Options{}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("New = %v", err)
+	}
+	if _, err := New(rules.Balancer{}, Options{Breaker: &rules.Breaker{Kind: "x"}}); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("New = %v", err)
+	}
+}
+
+func BenchmarkPickDone(b *testing.B) {
+	for _, n := range []int{2, 10} {
+		b.Run(map[int]string{2: "endpoints=2", 10: "endpoints=10"}[n], func(b *testing.B) {
+			bal, _ := New(rules.Balancer{SlowStart: rules.Duration(time.Nanosecond)}, Options{Breaker: &rules.Breaker{}})
+			var addrs []string
+			for i := range n {
+				addrs = append(addrs, string(rune('a'+i)))
+			}
+			bal.Update(addrs)
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				now := int64(time.Second)
+				for pb.Next() {
+					now += 1000
+					p, err := bal.Pick(now)
+					if err != nil {
+						b.Fatal(err)
+					}
+					bal.Done(p, now+int64(time.Millisecond), false)
+				}
+			})
+		})
+	}
+}

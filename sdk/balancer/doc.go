@@ -1,0 +1,20 @@
+// Package balancer spreads calls to one downstream over its endpoints with
+// power-of-two-choices (P2C) and a peak-EWMA latency estimate.
+//
+// For each call Pick draws two endpoints at random and takes the one with the
+// lower cost, latency estimate x (in-flight + 1). The estimate is
+// peak-sensitive: a sample slower than the estimate replaces it at once, a
+// faster one pulls it down with weight 1 - exp(-elapsed / Decay), and an idle
+// endpoint's estimate decays toward zero over Decay, so a briefly slow
+// endpoint gets traffic again. An endpoint without samples costs nothing
+// while idle and a large penalty once it has a call in flight.
+//
+// A new endpoint starts slowly: for SlowStart after it was added, a pick that
+// chose it keeps it only with probability age / SlowStart (at least 5%), so
+// its share of traffic ramps up instead of a cold instance taking a
+// stampede. With a breaker configured each endpoint has its own; an endpoint
+// whose breaker is open is ejected (never picked) until its open period ends.
+//
+// Endpoints can be added and removed at any time (Update, Add, Remove); the
+// state of the ones that stay is kept.
+package balancer

@@ -1,0 +1,75 @@
+package balancer
+
+import (
+	"math"
+	"sync/atomic"
+
+	"governor.dev/governor/sdk/breaker"
+)
+
+// penalty is the cost of an endpoint without latency samples that already
+// has a call in flight: high enough that a sampled endpoint wins.
+const penalty = float64(1 << 40)
+
+// Endpoint is one address of a downstream with its load statistics.
+type Endpoint struct {
+	addr     string
+	added    int64
+	inflight atomic.Int64
+	cost     atomic.Uint64 // float64 bits: peak-EWMA latency in nanoseconds
+	stamp    atomic.Int64  // when cost was last updated
+	brk      breaker.Guard // nil without a breaker
+}
+
+// Addr returns the endpoint's address.
+func (e *Endpoint) Addr() string { return e.addr }
+
+// InFlight returns the calls in flight to the endpoint.
+func (e *Endpoint) InFlight() int { return int(e.inflight.Load()) }
+
+// Latency returns the peak-EWMA latency estimate at now, in nanoseconds.
+func (e *Endpoint) Latency(now int64, decay float64) float64 {
+	c := math.Float64frombits(e.cost.Load())
+	if c == 0 {
+		return 0
+	}
+	if idle := float64(now - e.stamp.Load()); idle > 0 {
+		c *= math.Exp(-idle / decay)
+	}
+	return c
+}
+
+// load is the P2C cost: latency x (in-flight + 1).
+func (e *Endpoint) load(now int64, decay float64) float64 {
+	n := float64(e.inflight.Load())
+	c := e.Latency(now, decay)
+	if c == 0 && n > 0 {
+		return penalty + n
+	}
+	return c * (n + 1)
+}
+
+// observe folds a latency sample into the peak EWMA.
+func (e *Endpoint) observe(now int64, rtt int64, decay float64) {
+	sample := float64(max(rtt, 1))
+	for {
+		old := e.cost.Load()
+		c := math.Float64frombits(old)
+		var next float64
+		if sample >= c {
+			next = sample // peak: jump up at once
+		} else {
+			w := math.Exp(-float64(max(now-e.stamp.Load(), 0)) / decay)
+			next = c*w + sample*(1-w)
+		}
+		if e.cost.CompareAndSwap(old, math.Float64bits(next)) {
+			e.stamp.Store(now)
+			return
+		}
+	}
+}
+
+// ejected reports whether the endpoint's breaker is open at now.
+func (e *Endpoint) ejected(now int64) bool {
+	return e.brk != nil && e.brk.State(now) == breaker.Open
+}
