@@ -1,0 +1,133 @@
+package governor
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+
+	"governor.dev/governor/sdk/queue"
+	"governor.dev/governor/sdk/shed"
+)
+
+// Admit decides whether req may start. On success it returns a Permit that
+// must be released exactly once when the work ends (Permit.Release). On
+// refusal it returns a *Rejection (errors.Is it against ErrShed,
+// ErrRateLimited or ErrQueueTimeout) and an empty Permit, whose Release does
+// nothing. A request that matches no route is admitted ungoverned.
+//
+// Admit blocks only when the route has a queue and the limit is full; then it
+// waits at most the queue's allowed time, and returns early when ctx is done.
+// A request whose ctx is already done is never started. The admitted path
+// allocates nothing.
+func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
+	st := g.state.Load()
+	rt := st.match.find(req.Path, req.Method)
+	if rt == nil {
+		return Permit{}, nil
+	}
+	h := rand.Uint32()
+	s := &rt.cell.shards[h&uint32(len(rt.cell.shards)-1)]
+	if rt.exempt(&req) {
+		s.counts[0][outExempt].Add(1)
+		return Permit{}, nil
+	}
+	prio := req.Priority
+	if prio == "" {
+		prio = req.header(st.priorityHeader)
+	}
+	class := st.classifier.Classify(prio)
+	if ctx.Err() != nil {
+		return Permit{}, g.reject(rt, s, class, ReasonQueueTimeout, 0)
+	}
+	now := g.clk.Nanotime()
+	scale := rt.scale(now)
+
+	if rt.bucket != nil {
+		if ok, wait := rt.bucket.Allow(now, h, scale); !ok {
+			if !rt.shadow {
+				return Permit{}, g.reject(rt, s, class, ReasonRateLimited, wait)
+			}
+			s.counts[class][outShadowRateLimit].Add(1)
+		}
+	}
+	for i := range rt.keyed {
+		kl := &rt.keyed[i]
+		key := req.ClientIP
+		if !kl.ip {
+			key = req.header(kl.header)
+		}
+		if key == "" {
+			continue
+		}
+		if ok, wait := kl.k.Allow(key, now, scale); !ok {
+			if !rt.shadow {
+				return Permit{}, g.reject(rt, s, class, ReasonRateLimited, wait)
+			}
+			s.counts[class][outShadowRateLimit].Add(1)
+		}
+	}
+
+	if rt.conc == nil {
+		s.inflight.Add(1)
+		s.counts[class][outAdmitted].Add(1)
+		return Permit{rt: rt, start: now, shard: uint16(h & uint32(len(rt.cell.shards)-1)), class: uint8(class), inflight: 1}, nil
+	}
+	var cohort uint32 = shed.Cohorts - 1
+	if rt.consistent {
+		user := req.User
+		if user == "" {
+			user = req.header(st.userHeader)
+		}
+		cohort = shed.Cohort(user, (g.wallBase+now)/rt.rotate)
+	}
+	slot, inflight, ok := rt.acquire(h, class, cohort, scale)
+	if !ok {
+		switch {
+		case rt.shadow:
+			s.counts[class][outShadowShed].Add(1)
+			slot = h & uint32(len(rt.cell.shards)-1)
+			inflight = int(rt.cell.shards[slot].inflight.Add(1))
+		case rt.queue != nil:
+			var waited time.Duration
+			var err error
+			slot, waited, err = rt.queue.Wait(ctx, class, cohort)
+			rt.cell.queueDelay.observe(waited)
+			switch err {
+			case nil:
+				inflight = int(rt.cell.shards[slot].inflight.Load()) << rt.ceilings().log2n
+				now += int64(waited)
+			case queue.ErrFull:
+				return Permit{}, g.reject(rt, s, class, ReasonShed, 0)
+			default:
+				return Permit{}, g.reject(rt, s, class, ReasonQueueTimeout, 0)
+			}
+		default:
+			return Permit{}, g.reject(rt, s, class, ReasonShed, 0)
+		}
+	}
+	rt.cell.shards[slot].counts[class][outAdmitted].Add(1)
+	return Permit{rt: rt, start: now, shard: uint16(slot), class: uint8(class), inflight: int32(inflight)}, nil
+}
+
+// reject counts a refusal and returns its error. wait is the time until the
+// refusing bucket has a token (0 when unknown: Retry-After 1s).
+func (g *Governor) reject(rt *route, s *cellShard, class int, reason Reason, wait int64) error {
+	var out int
+	switch reason {
+	case ReasonShed:
+		out = outShed
+	case ReasonRateLimited:
+		out = outRateLimited
+	default:
+		out = outQueueTimeout
+	}
+	s.counts[class][out].Add(1)
+	rej := rt.rejections[reason][class]
+	if wait > int64(time.Second) {
+		rej = &Rejection{Reason: reason, Route: rt.name, Class: rej.Class, RetryAfter: time.Duration(wait)}
+	}
+	if h := g.opts.Hooks.OnReject; h != nil {
+		h(rej)
+	}
+	return rej
+}

@@ -1,0 +1,214 @@
+package governor
+
+import (
+	"errors"
+	"fmt"
+	"net/textproto"
+	"reflect"
+	"strings"
+
+	"governor.dev/governor/sdk/queue"
+	"governor.dev/governor/sdk/ratelimit"
+	"governor.dev/governor/sdk/rules"
+	"governor.dev/governor/sdk/shed"
+)
+
+// Defaults the enforcers apply to rule fields left at zero (the schema does
+// not write defaults into rulesets, so checksums do not depend on them).
+const (
+	DefaultReserved     = 0.1
+	DefaultRotateEvery  = 3600e9 // 1h in ns
+	DefaultWarmFraction = 0.1
+	DefaultMaxKeys      = 10000
+	DefaultCallerHeader = "X-Caller"
+)
+
+// Apply validates rs and, if it is valid, makes it the ruleset in force as
+// version, atomically. An invalid ruleset, one for another service, or an
+// older version is refused with an error and the rules in force stay as they
+// were; nothing is half-applied. Routes whose rules did not change keep all
+// their learned state; a changed route keeps the parts whose rules are equal
+// (its limiter, its buckets) and always its in-flight counts and counters.
+// Downstream rules go to Options.Downstreams before the swap; if it refuses
+// them, nothing changes.
+func (g *Governor) Apply(rs *rules.Ruleset, version int64) error {
+	g.applyMu.Lock()
+	defer g.applyMu.Unlock()
+	err := g.apply(rs, version)
+	if g.metrics != nil {
+		if err != nil {
+			g.metrics.rejected.Inc()
+		} else {
+			g.metrics.applied.Inc()
+			g.metrics.version.Set(float64(version))
+		}
+	}
+	if h := g.opts.Hooks.OnApply; h != nil {
+		h(version, err)
+	}
+	return err
+}
+
+func (g *Governor) apply(rs *rules.Ruleset, version int64) error {
+	if err := rs.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidRules, err)
+	}
+	if rs.Service != g.opts.Service {
+		return fmt.Errorf("%w: ruleset is for service %q, this governor enforces %q", ErrInvalidRules, rs.Service, g.opts.Service)
+	}
+	old := g.state.Load()
+	if version < old.version {
+		return fmt.Errorf("%w: version %d is older than %d in force", ErrStaleVersion, version, old.version)
+	}
+	st, err := g.build(rs.Clone(), version, old)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidRules, err)
+	}
+	if d := g.opts.Downstreams; d != nil {
+		if err := d.Apply(st.rules.Downstreams); err != nil {
+			return fmt.Errorf("%w: downstreams: %w", ErrInvalidRules, err)
+		}
+	}
+	g.publish(st)
+	return nil
+}
+
+// publish puts st in force. The caller holds applyMu (or is New).
+func (g *Governor) publish(st *state) { g.state.Store(st) }
+
+// build turns a validated ruleset into enforcement state, reusing what old
+// learned. It changes nothing shared: the caller publishes the result.
+func (g *Governor) build(rs *rules.Ruleset, version int64, old *state) (*state, error) {
+	st := &state{version: version, rules: rs, classifier: shed.NewClassifier(rs.Priority),
+		priorityHeader: rules.DefaultPriorityHeader, byName: map[string]*route{}}
+	if p := rs.Priority; p != nil {
+		if p.Header != "" {
+			st.priorityHeader = textproto.CanonicalMIMEHeaderKey(p.Header)
+		}
+		if p.UserHeader != "" {
+			st.userHeader = textproto.CanonicalMIMEHeaderKey(p.UserHeader)
+		}
+	}
+	var errs []error
+	for i := range rs.Routes {
+		cfg := rs.Routes[i]
+		prev := old.byName[cfg.Name]
+		if prev != nil && reflect.DeepEqual(prev.cfg, cfg) {
+			st.routes = append(st.routes, prev)
+			st.byName[cfg.Name] = prev
+			continue
+		}
+		rt, err := g.buildRoute(cfg, prev)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("routes[%d] (%s): %w", i, cfg.Name, err))
+			continue
+		}
+		st.routes = append(st.routes, rt)
+		st.byName[cfg.Name] = rt
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	st.match = newMatcher(st.routes)
+	return st, nil
+}
+
+func (g *Governor) buildRoute(cfg rules.Route, prev *route) (*route, error) {
+	rt := &route{cfg: cfg, name: cfg.Name, shadow: cfg.Mode == rules.ModeShadow, maxShards: g.shards}
+	if prev != nil {
+		rt.cell = prev.cell
+	} else {
+		rt.cell = newCell(cfg.Name, g.shards)
+	}
+	if rl := cfg.RateLimit; rl != nil {
+		if prev != nil && prev.bucket != nil && reflect.DeepEqual(prev.cfg.RateLimit, rl) {
+			rt.bucket = prev.bucket
+		} else {
+			b, err := ratelimit.NewBucket(rl.Rate, burstOf(rl.Rate, rl.Burst), g.shards)
+			if err != nil {
+				return nil, fmt.Errorf("rate_limit: %w", err)
+			}
+			rt.bucket = b
+		}
+	}
+	for j, kr := range cfg.KeyRateLimits {
+		kl := keyLimit{cfg: kr, ip: kr.Key == "ip"}
+		if !kl.ip {
+			kl.header = textproto.CanonicalMIMEHeaderKey(strings.TrimPrefix(kr.Key, "header:"))
+		}
+		if prev != nil && j < len(prev.keyed) && prev.keyed[j].cfg == kr {
+			kl.k = prev.keyed[j].k
+		} else {
+			maxKeys := kr.MaxKeys
+			if maxKeys == 0 {
+				maxKeys = DefaultMaxKeys
+			}
+			k, err := ratelimit.NewKeyed(kr.Rate, burstOf(kr.Rate, kr.Burst), maxKeys)
+			if err != nil {
+				return nil, fmt.Errorf("key_rate_limits[%d]: %w", j, err)
+			}
+			kl.k = k
+		}
+		rt.keyed = append(rt.keyed, kl)
+	}
+	if cc := cfg.Concurrency; cc != nil {
+		if prev != nil && prev.conc != nil && prev.conc.cfg == *cc {
+			rt.conc = prev.conc
+		} else {
+			lim, err := g.newLim(*cc, g.clk)
+			if err != nil {
+				return nil, fmt.Errorf("concurrency: %w", err)
+			}
+			rt.conc = &concurrency{cfg: *cc, lim: lim}
+		}
+		rt.reserved = DefaultReserved
+		rt.rotate = DefaultRotateEvery
+		if s := cfg.Shedding; s != nil {
+			if s.Reserved > 0 {
+				rt.reserved = s.Reserved
+			}
+			if s.RotateEvery > 0 {
+				rt.rotate = int64(s.RotateEvery)
+			}
+			rt.consistent = s.ConsistentUsers
+		}
+		if q := cfg.Queue; q != nil && !rt.shadow {
+			qq, err := queue.New(*q, g.clk, rt.queueAcquire(g))
+			if err != nil {
+				return nil, fmt.Errorf("queue: %w", err)
+			}
+			rt.queue = qq
+		}
+	}
+	if w := cfg.WarmUp; w != nil {
+		rt.warm = true
+		rt.warmFrom = w.InitialFraction
+		if rt.warmFrom == 0 {
+			rt.warmFrom = DefaultWarmFraction
+		}
+		rt.warmStart = g.start
+		rt.warmEnd = g.start + int64(w.Period)
+	}
+	if e := cfg.Exempt; e != nil {
+		rt.exemptPaths = e.Paths
+		rt.callers = e.Callers
+		rt.callerHeader = DefaultCallerHeader
+		if e.CallerHeader != "" {
+			rt.callerHeader = textproto.CanonicalMIMEHeaderKey(e.CallerHeader)
+		}
+	}
+	for reason := ReasonShed; reason <= ReasonBreakerOpen; reason++ {
+		for c := range rt.rejections[reason] {
+			rt.rejections[reason][c] = &Rejection{Reason: reason, Route: rt.name, Class: rules.Classes[c], RetryAfter: 1e9}
+		}
+	}
+	return rt, nil
+}
+
+// burstOf applies the burst default max(1, rate/10).
+func burstOf(rate float64, burst int) int {
+	if burst > 0 {
+		return burst
+	}
+	return max(1, int(rate/10))
+}

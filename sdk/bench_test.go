@@ -1,0 +1,45 @@
+package governor_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	governor "governor.dev/governor/sdk"
+	"governor.dev/governor/sdk/rules"
+)
+
+// BenchmarkAdmit is the full admission path: priority class -> route rate
+// limit -> adaptive concurrency limit -> release with a latency sample, on
+// the default coarse clock. It must not allocate.
+func BenchmarkAdmit(b *testing.B) {
+	g, err := governor.New(governor.DefaultOptions("bench"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer g.Close()
+	rs := &rules.Ruleset{Service: "bench", Routes: []rules.Route{{
+		Name:        "api",
+		Match:       rules.Match{PathPrefix: "/api"},
+		RateLimit:   &rules.RateLimit{Rate: 1e12, Burst: 1 << 30},
+		Concurrency: &rules.Concurrency{Algorithm: rules.AlgorithmGradient, Initial: 100},
+		Shedding:    &rules.Shedding{Reserved: 0.1},
+	}}}
+	if err := g.Apply(rs, 1); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	const latency = 2 * time.Millisecond
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		req := governor.Request{Path: "/api/orders", Method: "GET", Priority: "3"}
+		for pb.Next() {
+			p, err := g.Admit(ctx, req)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			p.Release(latency, governor.Success)
+		}
+	})
+}

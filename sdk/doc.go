@@ -1,0 +1,37 @@
+// Package governor is the admission core of the Governor SDK: it decides, per
+// request, whether a service starts work now, queues it briefly, or refuses it
+// fast, and it learns how much work the service can take.
+//
+// A Governor enforces one service's rules.Ruleset. For every inbound request
+// it runs, on the route the request matches:
+//
+//  1. exemptions (health checks, listed callers) that bypass everything;
+//  2. the token-bucket rate limit of the route, then the per-key limits
+//     (client IP, caller, user) with bounded memory;
+//  3. the adaptive concurrency limit (sdk/limit), split into one ceiling per
+//     traffic class (sdk/shed): critical keeps reserved headroom, lower
+//     classes give way first, optionally the same users first;
+//  4. when the limit is full and the route has a queue, a short CoDel queue
+//     with adaptive LIFO (sdk/queue) in which a request whose deadline has
+//     passed is never started.
+//
+// A warm-up ramp scales a fresh instance's rate and concurrency limits up from
+// a fraction, and a route in shadow mode evaluates all of this but only counts
+// what it would have rejected.
+//
+// Admission is transport-neutral: Admit takes a Request (path, method,
+// priority, user, caller, client IP and a header lookup) and returns a Permit
+// value, or a *Rejection that carries the reason and a Retry-After. The
+// admitted path allocates nothing, reads only a coarse clock and touches no
+// cache line shared between CPUs: in-flight counts, token buckets and metric
+// counters are sharded. sdk/httpgov wraps it as net/http middleware; the gRPC
+// interceptors in sdk/grpc build on the same API.
+//
+// Apply swaps the whole ruleset atomically: it validates first and refuses an
+// invalid ruleset without touching the rules in force, and it keeps learned
+// state (concurrency limits, token buckets, in-flight counts, metric counters)
+// for every route whose rules did not change.
+//
+// The library never logs: it reports through Hooks and through the Prometheus
+// metrics in docs/metrics.md, registered on the Registerer given in Options.
+package governor

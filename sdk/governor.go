@@ -1,0 +1,145 @@
+package governor
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/rules"
+	"governor.dev/governor/sdk/shed"
+)
+
+// Governor admits or refuses one service's inbound requests under its rules.
+// It is safe for concurrent use; make one per service with New.
+type Governor struct {
+	opts      Options
+	clk       clock.Clock
+	ownClock  *clock.Coarse
+	shards    int
+	start     int64 // Nanotime at New: the instance's warm-up origin
+	wallBase  int64 // wall-clock ns minus Nanotime, for cohort epochs
+	newLim    LimiterFactory
+	state     atomic.Pointer[state]
+	applyMu   sync.Mutex
+	metrics   *metrics
+	closeOnce sync.Once
+}
+
+// state is one applied ruleset, immutable once published.
+type state struct {
+	version        int64
+	rules          *rules.Ruleset
+	classifier     *shed.Classifier
+	priorityHeader string
+	userHeader     string
+	routes         []*route
+	byName         map[string]*route
+	match          matcher
+}
+
+// New returns a Governor enforcing opts.Defaults (or DefaultRuleset) as
+// version 0. It registers its metrics on opts.Registerer.
+func New(opts Options) (*Governor, error) {
+	if opts.Service == "" {
+		return nil, fmt.Errorf("%w: Service is required", ErrInvalidOptions)
+	}
+	if opts.Shards < 0 {
+		return nil, fmt.Errorf("%w: Shards must not be negative, got %d", ErrInvalidOptions, opts.Shards)
+	}
+	g := &Governor{opts: opts, clk: opts.Clock, newLim: opts.NewLimiter}
+	if g.clk == nil {
+		g.ownClock = clock.NewCoarse(0)
+		g.clk = g.ownClock
+	}
+	if g.newLim == nil {
+		g.newLim = NewLimiter
+	}
+	n := opts.Shards
+	if n == 0 {
+		n = 4 * runtime.GOMAXPROCS(0)
+	}
+	g.shards = 1
+	for g.shards*2 <= min(n, maxShards) {
+		g.shards *= 2
+	}
+	g.start = g.clk.Nanotime()
+	g.wallBase = g.clk.Now().UnixNano() - g.start
+
+	defaults := opts.Defaults
+	if defaults == nil {
+		defaults = DefaultRuleset(opts.Service)
+	}
+	err := defaults.Validate()
+	if err == nil && defaults.Service != opts.Service {
+		err = fmt.Errorf("ruleset is for service %q, not %q", defaults.Service, opts.Service)
+	}
+	var st *state
+	if err == nil {
+		st, err = g.build(defaults.Clone(), 0, &state{})
+	}
+	if err != nil {
+		g.Close()
+		return nil, fmt.Errorf("%w: Defaults: %w", ErrInvalidOptions, err)
+	}
+	g.publish(st)
+	if opts.Registerer != nil {
+		m, err := newMetrics(g, opts.Registerer)
+		if err != nil {
+			g.Close()
+			return nil, fmt.Errorf("%w: Registerer: %w", ErrInvalidOptions, err)
+		}
+		g.metrics = m
+		m.version.Set(0)
+	}
+	return g, nil
+}
+
+// maxShards bounds Options.Shards.
+const maxShards = 64
+
+// Close stops the clock the Governor started (if it started one). Admission
+// keeps working on the last clock reading; Close is for shutdown and tests.
+func (g *Governor) Close() {
+	g.closeOnce.Do(func() {
+		if g.ownClock != nil {
+			g.ownClock.Close()
+		}
+	})
+}
+
+// Version returns the version of the ruleset in force (0 for the defaults).
+func (g *Governor) Version() int64 { return g.state.Load().version }
+
+// Rules returns a copy of the ruleset in force.
+func (g *Governor) Rules() *rules.Ruleset { return g.state.Load().rules.Clone() }
+
+// Service returns the service name the Governor enforces rules for.
+func (g *Governor) Service() string { return g.opts.Service }
+
+// PriorityHeader returns the header that carries request priorities under the
+// rules in force.
+func (g *Governor) PriorityHeader() string { return g.state.Load().priorityHeader }
+
+// UserHeader returns the header that carries the user key for consistent
+// shedding under the rules in force ("" when none is configured).
+func (g *Governor) UserHeader() string { return g.state.Load().userHeader }
+
+// Limit returns the current effective concurrency limit of a route (after
+// the warm-up ramp) and whether the route exists and has one.
+func (g *Governor) Limit(route string) (int, bool) {
+	rt := g.state.Load().byName[route]
+	if rt == nil || rt.conc == nil {
+		return 0, false
+	}
+	return rt.effectiveLimit(g.clk.Nanotime()), true
+}
+
+// InFlight returns the number of admitted, unreleased requests of a route.
+func (g *Governor) InFlight(route string) int64 {
+	if rt := g.state.Load().byName[route]; rt != nil {
+		return rt.cell.inflight()
+	}
+	return 0
+}

@@ -1,0 +1,138 @@
+package governor
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"governor.dev/governor/sdk/rules"
+	"governor.dev/governor/sdk/shed"
+)
+
+// metrics are the Governor's inbound series (docs/metrics.md). Per-request
+// counts live in the routes' sharded cells and are summed at scrape time by
+// the collector, so the hot path touches no shared Prometheus series.
+type metrics struct {
+	version  prometheus.Gauge
+	applied  prometheus.Counter
+	rejected prometheus.Counter
+}
+
+func newMetrics(g *Governor, reg prometheus.Registerer) (*metrics, error) {
+	reg = prometheus.WrapRegistererWith(prometheus.Labels{"service": g.opts.Service}, reg)
+	if err := reg.Register(newCollector(g)); err != nil {
+		return nil, err
+	}
+	f := promauto.With(reg)
+	applied := f.NewCounterVec(prometheus.CounterOpts{
+		Name: "governor_sdk_rules_applied_total",
+		Help: "Rule updates by result: applied or rejected.",
+	}, []string{"result"})
+	return &metrics{
+		version: f.NewGauge(prometheus.GaugeOpts{
+			Name: "governor_sdk_rules_version",
+			Help: "Version of the ruleset in force (0 = built-in defaults).",
+		}),
+		applied:  applied.WithLabelValues("applied"),
+		rejected: applied.WithLabelValues("rejected"),
+	}, nil
+}
+
+// collector exports the routes' sharded counts.
+type collector struct {
+	g                                           *Governor
+	requests, errors, duration, inflight, limit *prometheus.Desc
+	queueDelay                                  *prometheus.Desc
+	durationBounds, queueBounds                 []float64
+}
+
+func newCollector(g *Governor) *collector {
+	c := &collector{
+		g: g,
+		requests: prometheus.NewDesc("governor_sdk_requests_total",
+			"Inbound requests by route, class and decision.", []string{"route", "class", "outcome"}, nil),
+		errors: prometheus.NewDesc("governor_sdk_request_errors_total",
+			"Admitted requests that ended in an error (HTTP 5xx).", []string{"route", "class"}, nil),
+		duration: prometheus.NewDesc("governor_sdk_request_duration_seconds",
+			"Latency of admitted requests.", []string{"route"}, nil),
+		inflight: prometheus.NewDesc("governor_sdk_inflight",
+			"Requests in progress.", []string{"route"}, nil),
+		limit: prometheus.NewDesc("governor_sdk_limit",
+			"Current concurrency limit (after the warm-up ramp).", []string{"route"}, nil),
+		queueDelay: prometheus.NewDesc("governor_sdk_queue_delay_seconds",
+			"Time spent queued before admission.", []string{"route"}, nil),
+	}
+	for _, b := range durationBounds {
+		c.durationBounds = append(c.durationBounds, b.Seconds())
+	}
+	for _, b := range queueBounds {
+		c.queueBounds = append(c.queueBounds, b.Seconds())
+	}
+	return c
+}
+
+// Describe sends the fixed descriptors.
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.requests, c.errors, c.duration, c.inflight, c.limit, c.queueDelay} {
+		ch <- d
+	}
+}
+
+// Collect sums every route's shards.
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	st := c.g.state.Load()
+	for _, rt := range st.routes {
+		cl := rt.cell
+		var counts [shed.NumClasses][numOutcomes]uint64
+		var errs [shed.NumClasses]uint64
+		var buckets [len(durationBounds) + 1]uint64
+		var sum int64
+		var inflight int64
+		for i := range cl.shards {
+			s := &cl.shards[i]
+			inflight += s.inflight.Load()
+			for k := range counts {
+				for o := range counts[k] {
+					counts[k][o] += s.counts[k][o].Load()
+				}
+				errs[k] += s.errors[k].Load()
+			}
+			for b := range buckets {
+				buckets[b] += s.duration.buckets[b].Load()
+			}
+			sum += s.duration.sum.Load()
+		}
+		for k := range counts {
+			class := string(rules.Classes[k])
+			for o := range counts[k] {
+				ch <- prometheus.MustNewConstMetric(c.requests, prometheus.CounterValue, float64(counts[k][o]), rt.name, class, outcomeNames[o])
+			}
+			ch <- prometheus.MustNewConstMetric(c.errors, prometheus.CounterValue, float64(errs[k]), rt.name, class)
+		}
+		ch <- constHistogram(c.duration, c.durationBounds, buckets[:], sum, rt.name)
+		ch <- prometheus.MustNewConstMetric(c.inflight, prometheus.GaugeValue, float64(inflight), rt.name)
+		if rt.conc != nil {
+			l := rt.effectiveLimit(c.g.clk.Nanotime())
+			ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(l), rt.name)
+		}
+		if rt.queue != nil {
+			var qb [len(queueBounds) + 1]uint64
+			for b := range qb {
+				qb[b] = cl.queueDelay.buckets[b].Load()
+			}
+			ch <- constHistogram(c.queueDelay, c.queueBounds, qb[:], cl.queueDelay.sum.Load(), rt.name)
+		}
+	}
+}
+
+// constHistogram turns per-bucket counts (last = +Inf) into a Prometheus
+// histogram with cumulative buckets.
+func constHistogram(d *prometheus.Desc, bounds []float64, counts []uint64, sumNs int64, label string) prometheus.Metric {
+	cum := make(map[float64]uint64, len(bounds))
+	var total uint64
+	for i, b := range bounds {
+		total += counts[i]
+		cum[b] = total
+	}
+	total += counts[len(bounds)]
+	return prometheus.MustNewConstHistogram(d, total, float64(sumNs)/1e9, cum, label)
+}

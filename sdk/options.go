@@ -1,0 +1,75 @@
+package governor
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/rules"
+)
+
+// Options configure a Governor. Start from DefaultOptions.
+type Options struct {
+	// Service names the service; Apply refuses rulesets for another service.
+	// Required.
+	Service string
+	// Clock is the admission-time clock. Its Nanotime is read once per
+	// admission, so it should be cheap: nil means a clock.Coarse with 1 ms
+	// resolution that the Governor owns and Close stops. Tests pass a
+	// clock.Fake.
+	Clock clock.Clock
+	// Registerer receives the SDK's inbound metrics (docs/metrics.md); nil
+	// means no metrics.
+	Registerer prometheus.Registerer
+	// Hooks are called on rule changes and rejections.
+	Hooks Hooks
+	// Shards is the number of shards for in-flight counts, token buckets and
+	// counters (rounded down to a power of two, at most 64); 0 means four per
+	// CPU.
+	Shards int
+	// NewLimiter builds a route's concurrency limiter; nil means sdk/limit.
+	NewLimiter LimiterFactory
+	// Defaults is the ruleset in force until the first Apply (version 0); nil
+	// means DefaultRuleset(Service).
+	Defaults *rules.Ruleset
+	// Downstreams receives the downstream rules of every applied ruleset
+	// (the outbound set of sdk/outbound); nil means they are validated and
+	// otherwise ignored.
+	Downstreams DownstreamApplier
+}
+
+// DefaultOptions returns options for service with every default.
+func DefaultOptions(service string) Options {
+	return Options{Service: service}
+}
+
+// Hooks let a service observe the Governor; the library itself never logs.
+// Hooks run synchronously on the calling goroutine: keep them short.
+type Hooks struct {
+	// OnApply runs after every Apply with the version and nil, or with the
+	// error that refused it.
+	OnApply func(version int64, err error)
+	// OnReject runs for every request the Governor refuses (not for shadow
+	// counts). It must not retain the *Rejection beyond the call.
+	OnReject func(*Rejection)
+}
+
+// DownstreamApplier takes the downstream rules of a new ruleset. Apply must
+// be all-or-nothing: on error it keeps its previous rules, and the Governor
+// then keeps its inbound rules too.
+type DownstreamApplier interface {
+	Apply(downstreams []rules.Downstream) error
+}
+
+// DefaultRuleset is the built-in ruleset (version 0): one catch-all route
+// "default" with an adaptive concurrency limit and priority shedding.
+func DefaultRuleset(service string) *rules.Ruleset {
+	return &rules.Ruleset{
+		Service: service,
+		Routes: []rules.Route{{
+			Name:        "default",
+			Match:       rules.Match{PathPrefix: "/"},
+			Concurrency: &rules.Concurrency{},
+			Shedding:    &rules.Shedding{},
+		}},
+	}
+}

@@ -1,0 +1,74 @@
+package governor
+
+import (
+	"math/rand/v2"
+	"time"
+)
+
+// Outcome is how an admitted request ended.
+type Outcome uint8
+
+// Outcomes.
+const (
+	// Success: the request was served (HTTP status below 500).
+	Success Outcome = iota
+	// Failure: the request failed (HTTP 5xx); counted as an error.
+	Failure
+	// Dropped: the request failed from overload (a timeout, a refused
+	// downstream); counted as an error and a congestion signal to the
+	// limiter.
+	Dropped
+)
+
+// Permit is an admitted request's slot. It is a small value: admission
+// allocates nothing. The zero Permit (ungoverned, exempt or refused request)
+// releases nothing.
+type Permit struct {
+	rt       *route
+	start    int64
+	inflight int32
+	shard    uint16
+	class    uint8
+}
+
+// Release returns the slot and records the request's latency and outcome
+// (for metrics and for the adaptive limit). Call it exactly once per
+// admitted request, with the latency measured by the caller.
+func (p Permit) Release(latency time.Duration, o Outcome) {
+	rt := p.rt
+	if rt == nil {
+		return
+	}
+	s := &rt.cell.shards[p.shard]
+	s.inflight.Add(-1)
+	s.duration.observe(latency)
+	if o != Success {
+		s.errors[p.class].Add(1)
+	}
+	if c := rt.conc; c != nil {
+		c.lim.Observe(p.start+int64(latency), int64(latency), int(p.inflight), o == Dropped)
+	}
+	if q := rt.queue; q != nil && q.Len() > 0 {
+		q.Dispatch()
+	}
+}
+
+// Admitted reports whether the permit holds a governed slot (false for the
+// zero Permit of an ungoverned or exempt request).
+func (p Permit) Admitted() bool { return p.rt != nil }
+
+// Route returns the name of the route that admitted the request ("" if none).
+func (p Permit) Route() string {
+	if p.rt == nil {
+		return ""
+	}
+	return p.rt.name
+}
+
+// queueAcquire returns the function the route's queue takes slots with.
+func (rt *route) queueAcquire(g *Governor) func(c int, k uint32) (uint32, bool) {
+	return func(c int, k uint32) (uint32, bool) {
+		slot, _, ok := rt.acquire(rand.Uint32(), c, k, rt.scale(g.clk.Nanotime()))
+		return slot, ok
+	}
+}

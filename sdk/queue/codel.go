@@ -1,0 +1,289 @@
+// Package queue is a short CoDel queue that sits in front of a concurrency
+// limit: a request that finds the limit full waits briefly for a slot instead
+// of being refused at once, but never long enough for a standing queue to
+// build up.
+//
+// The discipline is CoDel as used for RPC servers (Facebook's "Fail at
+// Scale"): the queue tracks the smallest queueing delay seen in each Interval.
+// If even the smallest delay of an interval exceeded Target, the queue is
+// overloaded: from then on requests that have waited more than 2 x Target are
+// dropped instead of started, new arrivals wait at most 2 x Target, and
+// waiting requests are served newest first (adaptive LIFO), because the
+// oldest ones are the likeliest to have been given up on by their callers.
+// Otherwise a request waits at most Interval and requests are served oldest
+// first. Higher classes are always served before lower ones, and a request
+// whose context is done or whose deadline has passed is never started.
+//
+// The queue is the slow path: it takes a mutex and allocates a waiter. The
+// caller supplies the acquire function that takes a slot for a class, and
+// calls Dispatch whenever a slot may have become free.
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/rules"
+)
+
+// Errors returned by Wait.
+var (
+	// ErrFull: the queue already holds MaxLength requests.
+	ErrFull = errors.New("queue: full")
+	// ErrTimeout: the request waited its longest allowed time, or CoDel
+	// dropped it, without getting a slot.
+	ErrTimeout = errors.New("queue: timeout")
+	// ErrExpired: the request's context was done or its deadline had passed
+	// before it could start.
+	ErrExpired = errors.New("queue: deadline passed")
+	// ErrInvalid wraps configuration errors from New.
+	ErrInvalid = errors.New("queue: invalid configuration")
+)
+
+// Defaults for rules.Queue fields left at zero.
+const (
+	DefaultTarget    = 5 * time.Millisecond
+	DefaultInterval  = 100 * time.Millisecond
+	DefaultMaxLength = 128
+)
+
+// NumClasses is the number of priority classes (rank 0 is served first).
+const NumClasses = len(rules.Classes)
+
+// AcquireFunc tries to take a slot for a request of class rank c and user
+// cohort k. It returns an opaque slot number handed back by Wait.
+type AcquireFunc func(c int, k uint32) (slot uint32, ok bool)
+
+// Queue is a CoDel queue with adaptive LIFO. It is safe for concurrent use.
+type Queue struct {
+	clk      clock.Clock
+	acquire  AcquireFunc
+	target   int64
+	interval int64
+	maxLen   int
+	lifo     bool
+
+	waiting atomic.Int32 // length, readable without the lock
+
+	mu          sync.Mutex
+	classes     [NumClasses][]*waiter
+	n           int
+	overloaded  bool
+	minDelay    int64 // smallest delay seen in the current interval
+	intervalEnd int64
+}
+
+type waiter struct {
+	ctx    context.Context
+	class  int
+	cohort uint32
+	enq    int64
+	ready  chan struct{}
+	done   bool // decided, under Queue.mu
+	slot   uint32
+	err    error
+}
+
+// New returns a queue configured by cfg (zero fields take the defaults) that
+// takes slots with acquire. Times come from clk.
+func New(cfg rules.Queue, clk clock.Clock, acquire AcquireFunc) (*Queue, error) {
+	if clk == nil || acquire == nil {
+		return nil, fmt.Errorf("%w: clock and acquire function are required", ErrInvalid)
+	}
+	q := &Queue{clk: clk, acquire: acquire, target: int64(cfg.Target), interval: int64(cfg.Interval),
+		maxLen: cfg.MaxLength, lifo: cfg.LIFO == nil || *cfg.LIFO}
+	if q.target < 0 || q.interval < 0 || q.maxLen < 0 {
+		return nil, fmt.Errorf("%w: target, interval and max length must not be negative", ErrInvalid)
+	}
+	if q.target == 0 {
+		q.target = int64(DefaultTarget)
+	}
+	if q.interval == 0 {
+		q.interval = int64(DefaultInterval)
+	}
+	if q.maxLen == 0 {
+		q.maxLen = DefaultMaxLength
+	}
+	q.intervalEnd = clk.Nanotime() + q.interval
+	return q, nil
+}
+
+// Len returns the number of waiting requests. It is a single atomic load,
+// cheap enough to check on every release before calling Dispatch.
+func (q *Queue) Len() int { return int(q.waiting.Load()) }
+
+// Overloaded reports whether the last completed interval found a standing
+// queue (its smallest delay above Target).
+func (q *Queue) Overloaded() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.tick(q.clk.Nanotime())
+	return q.overloaded
+}
+
+// Wait queues a request of class rank c and user cohort k until it gets a
+// slot, its allowed waiting time passes, or ctx is done. It returns the slot
+// and the time spent waiting, or ErrFull, ErrTimeout or ErrExpired.
+func (q *Queue) Wait(ctx context.Context, c int, k uint32) (uint32, time.Duration, error) {
+	if c < 0 || c >= NumClasses {
+		c = NumClasses - 1
+	}
+	if expired(ctx, q.clk) {
+		return 0, 0, ErrExpired
+	}
+	q.mu.Lock()
+	now := q.clk.Nanotime()
+	q.tick(now)
+	if q.n >= q.maxLen {
+		q.mu.Unlock()
+		return 0, 0, ErrFull
+	}
+	w := &waiter{ctx: ctx, class: c, cohort: k, enq: now, ready: make(chan struct{}, 1)}
+	q.classes[c] = append(q.classes[c], w)
+	q.n++
+	q.waiting.Store(int32(q.n))
+	wait := q.interval
+	if q.overloaded {
+		wait = 2 * q.target
+	}
+	q.mu.Unlock()
+
+	// A slot may have been freed between the caller's failed attempt and
+	// the enqueue, by a release that saw an empty queue.
+	q.Dispatch()
+
+	t := q.clk.NewTimer(time.Duration(wait))
+	defer t.Stop()
+	var timeout error
+	select {
+	case <-w.ready:
+	case <-ctx.Done():
+		timeout = ErrExpired
+	case <-t.C():
+		timeout = ErrTimeout
+	}
+	q.mu.Lock()
+	if !w.done {
+		q.remove(w)
+		w.done, w.err = true, timeout
+		q.minDelay = min(q.minDelay, q.clk.Nanotime()-w.enq)
+	}
+	q.mu.Unlock()
+	return w.slot, time.Duration(q.clk.Nanotime() - w.enq), w.err
+}
+
+// Dispatch hands free slots to waiting requests: highest class first, oldest
+// first (newest first while overloaded). Requests whose deadline has passed,
+// and while overloaded those that waited over 2 x Target, are dropped on the
+// way. It stops at the first request it cannot get a slot for.
+func (q *Queue) Dispatch() {
+	if q.waiting.Load() == 0 {
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := q.clk.Nanotime()
+	q.tick(now)
+	for q.n > 0 {
+		w := q.next()
+		if expired(w.ctx, q.clk) {
+			q.finish(w, 0, ErrExpired)
+			continue
+		}
+		delay := now - w.enq
+		if q.overloaded && delay > 2*q.target {
+			q.finish(w, 0, ErrTimeout)
+			continue
+		}
+		slot, ok := q.acquire(w.class, w.cohort)
+		if !ok {
+			return
+		}
+		q.minDelay = min(q.minDelay, delay)
+		q.finish(w, slot, nil)
+		if q.n == 0 {
+			q.minDelay = 0 // drained by service: no standing queue
+		}
+	}
+}
+
+// tick closes the CoDel interval if it has ended: the queue is overloaded if
+// the smallest delay of the interval was above Target.
+func (q *Queue) tick(now int64) {
+	if now < q.intervalEnd {
+		return
+	}
+	if q.n == 0 {
+		q.minDelay = 0
+	} else if q.minDelay == noDelay {
+		// Nothing was served this interval: the queue stood for as long as
+		// its oldest request has waited.
+		oldest := now
+		for c := range q.classes {
+			if ws := q.classes[c]; len(ws) > 0 {
+				oldest = min(oldest, ws[0].enq)
+			}
+		}
+		q.minDelay = now - oldest
+	}
+	q.overloaded = q.minDelay > q.target
+	q.intervalEnd = now + q.interval
+	q.minDelay = noDelay
+	if q.n == 0 {
+		q.minDelay = 0
+	}
+}
+
+// noDelay marks an interval in which no delay was recorded yet.
+const noDelay = 1<<63 - 1
+
+// next returns the waiter to serve next without removing it.
+func (q *Queue) next() *waiter {
+	for c := range q.classes {
+		ws := q.classes[c]
+		if len(ws) == 0 {
+			continue
+		}
+		if q.lifo && q.overloaded {
+			return ws[len(ws)-1]
+		}
+		return ws[0]
+	}
+	return nil
+}
+
+func (q *Queue) finish(w *waiter, slot uint32, err error) {
+	q.remove(w)
+	w.done, w.slot, w.err = true, slot, err
+	w.ready <- struct{}{}
+}
+
+func (q *Queue) remove(w *waiter) {
+	ws := q.classes[w.class]
+	for i, o := range ws {
+		if o == w {
+			copy(ws[i:], ws[i+1:])
+			ws[len(ws)-1] = nil
+			q.classes[w.class] = ws[:len(ws)-1]
+			q.n--
+			q.waiting.Store(int32(q.n))
+			return
+		}
+	}
+}
+
+// expired reports whether ctx is done or its deadline has passed on clk.
+func expired(ctx context.Context, clk clock.Clock) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	if d, ok := ctx.Deadline(); ok && !clk.Now().Before(d) {
+		return true
+	}
+	return false
+}

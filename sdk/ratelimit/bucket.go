@@ -1,0 +1,118 @@
+// Package ratelimit holds Governor's token buckets.
+//
+// Bucket is a route's token bucket (rate, burst) sharded so that concurrent
+// admissions on different CPUs do not fight over one cache line: each shard
+// holds a share of the rate and the burst as a GCRA "theoretical arrival time"
+// in one atomic word, and a request refused by its shard tries the others
+// before it is rejected, so the bucket as a whole admits exactly what an
+// unsharded one would. Keyed is a bucket per key (caller, client IP, user)
+// with bounded memory: beyond MaxKeys the least recently seen keys are
+// forgotten.
+//
+// Time is passed in as monotonic nanoseconds (clock.Clock.Nanotime); nothing
+// here reads a clock or allocates on the admission path.
+package ratelimit
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync/atomic"
+)
+
+// ErrInvalid is wrapped by constructor errors.
+var ErrInvalid = errors.New("ratelimit: invalid configuration")
+
+// MaxShards bounds the shards of a Bucket.
+const MaxShards = 64
+
+type bucketShard struct {
+	tat atomic.Int64 // theoretical arrival time of the next request
+	_   [56]byte
+}
+
+// Bucket is a sharded token bucket. It is safe for concurrent use.
+type Bucket struct {
+	rate     float64
+	burst    int
+	interval int64 // ns between tokens of one shard
+	mask     uint32
+	bursts   []int64 // per-shard share of the burst
+	shards   []bucketShard
+}
+
+// NewBucket returns a bucket refilling rate tokens per second up to burst,
+// spread over up to shards shards (a power of two is used; never more shards
+// than burst, so every shard can hold a token). A full bucket starts full.
+func NewBucket(rate float64, burst, shards int) (*Bucket, error) {
+	if math.IsNaN(rate) || math.IsInf(rate, 0) || rate <= 0 {
+		return nil, fmt.Errorf("%w: rate must be a finite number above 0, got %v", ErrInvalid, rate)
+	}
+	if burst < 1 {
+		return nil, fmt.Errorf("%w: burst must be at least 1, got %d", ErrInvalid, burst)
+	}
+	n := 1
+	for n*2 <= shards && n*2 <= burst && n*2 <= MaxShards {
+		n *= 2
+	}
+	b := &Bucket{rate: rate, burst: burst, mask: uint32(n - 1), shards: make([]bucketShard, n), bursts: make([]int64, n)}
+	b.interval = int64(float64(n) * 1e9 / rate)
+	if b.interval < 1 {
+		b.interval = 1
+	}
+	for i := range b.bursts {
+		share := burst / n
+		if i < burst%n {
+			share++
+		}
+		b.bursts[i] = int64(share)
+	}
+	return b, nil
+}
+
+// Rate returns the configured rate in tokens per second.
+func (b *Bucket) Rate() float64 { return b.rate }
+
+// Burst returns the configured burst.
+func (b *Bucket) Burst() int { return b.burst }
+
+// Allow takes a token at time now (monotonic ns), starting with shard
+// hint&mask and trying every other shard before refusing. scale (0 < scale
+// <= 1) slows the refill, as a warm-up ramp does; pass 1 otherwise. On refusal
+// it returns how long until a token is due.
+func (b *Bucket) Allow(now int64, hint uint32, scale float64) (bool, int64) {
+	interval := b.interval
+	if scale < 1 {
+		if scale <= 0 {
+			scale = 1e-3
+		}
+		interval = int64(float64(interval) / scale)
+	}
+	n := uint32(len(b.shards))
+	wait := int64(math.MaxInt64)
+	for k := uint32(0); k < n; k++ {
+		i := (hint + k) & b.mask
+		ok, w := b.take(i, now, interval)
+		if ok {
+			return true, 0
+		}
+		wait = min(wait, w)
+	}
+	return false, wait
+}
+
+func (b *Bucket) take(i uint32, now, interval int64) (bool, int64) {
+	s := &b.shards[i]
+	tau := b.bursts[i] * interval
+	for {
+		tat := s.tat.Load()
+		base := max(tat, now)
+		next := base + interval
+		if over := next - now - tau; over > 0 {
+			return false, over
+		}
+		if s.tat.CompareAndSwap(tat, next) {
+			return true, 0
+		}
+	}
+}

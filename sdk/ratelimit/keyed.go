@@ -1,0 +1,167 @@
+package ratelimit
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+)
+
+// keyedParts is the number of independently locked parts of a Keyed limiter.
+const keyedParts = 16
+
+// Keyed is a token bucket per key with bounded memory: it remembers at most
+// MaxKeys keys and forgets the least recently seen one to make room. A
+// forgotten key comes back with a full bucket, which errs on the side of
+// admitting. It is safe for concurrent use; keys are spread over independently
+// locked parts by hash.
+type Keyed struct {
+	rate     float64
+	burst    int
+	interval int64
+	parts    [keyedParts]keyedPart
+}
+
+type keyedPart struct {
+	mu    sync.Mutex
+	index map[string]int32
+	ents  []keyedEntry
+	head  int32 // most recently used, -1 if empty
+	tail  int32 // least recently used
+	_     [64]byte
+}
+
+type keyedEntry struct {
+	key        string
+	tat        int64
+	prev, next int32
+}
+
+// NewKeyed returns a per-key limiter: rate tokens per second per key up to
+// burst, remembering at most maxKeys keys (rounded up to a multiple of 16).
+func NewKeyed(rate float64, burst, maxKeys int) (*Keyed, error) {
+	if math.IsNaN(rate) || math.IsInf(rate, 0) || rate <= 0 {
+		return nil, fmt.Errorf("%w: rate must be a finite number above 0, got %v", ErrInvalid, rate)
+	}
+	if burst < 1 {
+		return nil, fmt.Errorf("%w: burst must be at least 1, got %d", ErrInvalid, burst)
+	}
+	if maxKeys < 1 {
+		return nil, fmt.Errorf("%w: max keys must be at least 1, got %d", ErrInvalid, maxKeys)
+	}
+	k := &Keyed{rate: rate, burst: burst}
+	k.interval = max(1, int64(1e9/rate))
+	per := (maxKeys + keyedParts - 1) / keyedParts
+	for i := range k.parts {
+		p := &k.parts[i]
+		p.index = make(map[string]int32, per)
+		p.ents = make([]keyedEntry, 0, per)
+		p.head, p.tail = -1, -1
+	}
+	return k, nil
+}
+
+// MaxKeys returns how many keys the limiter remembers at most.
+func (k *Keyed) MaxKeys() int { return keyedParts * cap(k.parts[0].ents) }
+
+// Len returns how many keys the limiter remembers now.
+func (k *Keyed) Len() int {
+	n := 0
+	for i := range k.parts {
+		p := &k.parts[i]
+		p.mu.Lock()
+		n += len(p.index)
+		p.mu.Unlock()
+	}
+	return n
+}
+
+// Allow takes a token from key's bucket at time now (monotonic ns); scale
+// (0 < scale <= 1) slows the refill during a warm-up. On refusal it returns
+// how long until a token is due. Allow allocates only when it meets a new key.
+func (k *Keyed) Allow(key string, now int64, scale float64) (bool, int64) {
+	interval := k.interval
+	if scale < 1 {
+		interval = int64(float64(interval) / max(scale, 1e-3))
+	}
+	p := &k.parts[hashKey(key)%keyedParts]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	i, ok := p.index[key]
+	if !ok {
+		i = p.insert(key)
+	} else {
+		p.touch(i)
+	}
+	e := &p.ents[i]
+	next := max(e.tat, now) + interval
+	if over := next - now - int64(k.burst)*interval; over > 0 {
+		return false, over
+	}
+	e.tat = next
+	return true, 0
+}
+
+// insert adds key as the most recently used entry, evicting the least
+// recently used one when the part is full.
+func (p *keyedPart) insert(key string) int32 {
+	key = strings.Clone(key)
+	var i int32
+	if len(p.ents) < cap(p.ents) {
+		p.ents = append(p.ents, keyedEntry{})
+		i = int32(len(p.ents) - 1)
+	} else {
+		i = p.tail
+		p.unlink(i)
+		delete(p.index, p.ents[i].key)
+	}
+	p.ents[i] = keyedEntry{key: key, prev: -1, next: -1}
+	p.index[key] = i
+	p.pushFront(i)
+	return i
+}
+
+func (p *keyedPart) touch(i int32) {
+	if p.head == i {
+		return
+	}
+	p.unlink(i)
+	p.pushFront(i)
+}
+
+func (p *keyedPart) unlink(i int32) {
+	e := &p.ents[i]
+	if e.prev >= 0 {
+		p.ents[e.prev].next = e.next
+	} else {
+		p.head = e.next
+	}
+	if e.next >= 0 {
+		p.ents[e.next].prev = e.prev
+	} else {
+		p.tail = e.prev
+	}
+	e.prev, e.next = -1, -1
+}
+
+func (p *keyedPart) pushFront(i int32) {
+	e := &p.ents[i]
+	e.prev, e.next = -1, p.head
+	if p.head >= 0 {
+		p.ents[p.head].prev = i
+	}
+	p.head = i
+	if p.tail < 0 {
+		p.tail = i
+	}
+}
+
+// hashKey is FNV-1a; it only spreads keys over parts.
+func hashKey(s string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= 16777619
+	}
+	return h
+}

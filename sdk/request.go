@@ -1,0 +1,37 @@
+package governor
+
+// Header looks up request headers (or gRPC metadata) by name. Names are
+// given in canonical MIME form ("X-Traffic-Priority"); http.Header satisfies
+// it, other transports adapt their own case rules.
+type Header interface {
+	Get(name string) string
+}
+
+// Request describes an inbound request to Admit. Fields left empty are read
+// through Header (when set) under the header names the rules configure; a
+// field that is set wins over the header.
+type Request struct {
+	// Path selects the route (longest path prefix); required.
+	Path string
+	// Method narrows the route (routes listing methods win over others).
+	Method string
+	// Priority is the raw priority value: a digit 0-9 or a class name or
+	// alias. Empty: read from the priority header; missing: the default class.
+	Priority string
+	// User keys consistent shedding. Empty: read from the user header.
+	User string
+	// Caller names the calling service for caller exemptions and per-key
+	// limits. Empty: read from the route's caller header.
+	Caller string
+	// ClientIP keys the "ip" per-key rate limits.
+	ClientIP string
+	// Header resolves fields left empty and "header:<Name>" rate-limit keys.
+	Header Header
+}
+
+func (r *Request) header(name string) string {
+	if r.Header == nil || name == "" {
+		return ""
+	}
+	return r.Header.Get(name)
+}

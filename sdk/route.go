@@ -1,0 +1,209 @@
+package governor
+
+import (
+	"math/bits"
+	"sync/atomic"
+
+	"governor.dev/governor/sdk/queue"
+	"governor.dev/governor/sdk/ratelimit"
+	"governor.dev/governor/sdk/rules"
+	"governor.dev/governor/sdk/shed"
+)
+
+// Metric outcomes, the index of cellShard.counts.
+const (
+	outAdmitted = iota
+	outShed
+	outRateLimited
+	outQueueTimeout
+	outShadowShed
+	outShadowRateLimit
+	outExempt
+	numOutcomes
+)
+
+var outcomeNames = [numOutcomes]string{"admitted", "shed", "rate_limited", "queue_timeout",
+	"shadow_would_shed", "shadow_would_rate_limit", "exempt"}
+
+// cellShard is one shard of a route's live counts. Each request touches one
+// shard only, chosen at random, so concurrent requests rarely share a cache
+// line. The trailing pad keeps neighbouring shards' hot words apart.
+type cellShard struct {
+	inflight atomic.Int64
+	counts   [shed.NumClasses][numOutcomes]atomic.Uint64
+	errors   [shed.NumClasses]atomic.Uint64
+	duration durationHist
+	_        [64]byte
+}
+
+// cell is the state of a route name that outlives rule changes: in-flight
+// counts and metric counters.
+type cell struct {
+	name       string
+	shards     []cellShard
+	queueDelay queueHist
+}
+
+func newCell(name string, shards int) *cell {
+	return &cell{name: name, shards: make([]cellShard, shards)}
+}
+
+func (c *cell) inflight() int64 {
+	var n int64
+	for i := range c.shards {
+		n += c.shards[i].inflight.Load()
+	}
+	return n
+}
+
+// concurrency is a route's limiter; it is kept across Apply while the route's
+// concurrency rules do not change.
+type concurrency struct {
+	cfg rules.Concurrency
+	lim Limiter
+}
+
+// ceilSnap caches the class ceilings for one limit.
+type ceilSnap struct {
+	limit int
+	log2n uint // log2 of the number of active shards
+	ceil  shed.Ceilings
+}
+
+// keyLimit is one per-key rate limit of a route.
+type keyLimit struct {
+	cfg    rules.KeyRateLimit
+	ip     bool
+	header string // canonical header name when !ip
+	k      *ratelimit.Keyed
+}
+
+// route is the enforcement state of one route for one ruleset. Unchanged
+// routes keep their *route across Apply; changed ones get a new one that
+// inherits the learned parts (cell, limiter, buckets) whose rules are equal.
+type route struct {
+	cfg    rules.Route
+	name   string
+	shadow bool
+	cell   *cell
+
+	bucket *ratelimit.Bucket
+	keyed  []keyLimit
+
+	conc       *concurrency
+	snap       atomic.Pointer[ceilSnap]
+	maxShards  int // power of two, <= len(cell.shards)
+	reserved   float64
+	consistent bool
+	rotate     int64 // ns
+
+	queue *queue.Queue
+
+	warm                 bool
+	warmFrom             float64
+	warmStart, warmEnd   int64
+	exemptPaths, callers []string
+	callerHeader         string
+
+	// rejections are preallocated per reason and class (RetryAfter 1s).
+	rejections [ReasonBreakerOpen + 1][shed.NumClasses]*Rejection
+}
+
+// scale returns the warm-up factor at time now: 1 after the ramp.
+func (rt *route) scale(now int64) float64 {
+	if !rt.warm || now >= rt.warmEnd {
+		return 1
+	}
+	f := rt.warmFrom + (1-rt.warmFrom)*float64(now-rt.warmStart)/float64(rt.warmEnd-rt.warmStart)
+	return min(max(f, rt.warmFrom), 1)
+}
+
+// effectiveLimit returns the concurrency limit after the warm-up ramp.
+func (rt *route) effectiveLimit(now int64) int {
+	l := rt.conc.lim.Limit()
+	if s := rt.scale(now); s < 1 {
+		l = max(1, int(float64(l)*s))
+	}
+	return l
+}
+
+// ceilings returns the class ceilings for the limiter's current limit,
+// recomputing them only when the limit has changed.
+func (rt *route) ceilings() *ceilSnap {
+	l := rt.conc.lim.Limit()
+	s := rt.snap.Load()
+	if s != nil && s.limit == l {
+		return s
+	}
+	v := rt.snapFor(l)
+	rt.snap.Store(&v)
+	return &v
+}
+
+func (rt *route) snapFor(l int) ceilSnap {
+	// One active shard per 8 slots of the limit, so a shard never holds a
+	// share too small to be useful; a power of two for masking.
+	n := min(max(l/8, 1), rt.maxShards)
+	log2n := uint(bits.Len(uint(n)) - 1)
+	return ceilSnap{limit: l, log2n: log2n, ceil: shed.Thresholds(l, rt.reserved)}
+}
+
+// acquire takes an in-flight slot for class c (user cohort k) under the
+// concurrency limit scaled by scale, starting at shard hint and trying every
+// active shard before giving up. It returns the shard and the estimated
+// in-flight count including this request.
+func (rt *route) acquire(hint uint32, c int, k uint32, scale float64) (uint32, int, bool) {
+	s := rt.ceilings()
+	if scale < 1 {
+		w := rt.snapFor(max(1, int(float64(s.limit)*scale)))
+		s = &w
+	}
+	ceiling := s.ceil[c]
+	if rt.consistent {
+		ceiling = s.ceil.ForCohort(c, k)
+	}
+	n := uint32(1) << s.log2n
+	mask := n - 1
+	base, extra := ceiling>>s.log2n, uint32(ceiling)&mask
+	for j := uint32(0); j < n; j++ {
+		i := (hint + j) & mask
+		thr := int64(base)
+		if i < extra {
+			thr++
+		}
+		in := &rt.cell.shards[i].inflight
+		for {
+			v := in.Load()
+			if v >= thr {
+				break
+			}
+			if in.CompareAndSwap(v, v+1) {
+				return i, int(v+1) << s.log2n, true
+			}
+		}
+	}
+	return 0, 0, false
+}
+
+// exempt reports whether the request bypasses the route.
+func (rt *route) exempt(req *Request) bool {
+	for _, p := range rt.exemptPaths {
+		if req.Path == p {
+			return true
+		}
+	}
+	if len(rt.callers) > 0 {
+		caller := req.Caller
+		if caller == "" {
+			caller = req.header(rt.callerHeader)
+		}
+		if caller != "" {
+			for _, c := range rt.callers {
+				if caller == c {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,116 @@
+// Package shed decides which requests give way first under overload.
+//
+// A Classifier maps a request's priority value (the X-Traffic-Priority header:
+// a digit 0-9 or a class name such as "critical") to one of the four traffic
+// classes. Thresholds turns a concurrency limit into one in-flight ceiling per
+// class: the critical class may use the whole limit, every lower class a
+// strictly smaller (or, at tiny limits, equal) share, so under the same load a
+// lower class is always shed before a higher one and priority inversion cannot
+// happen. With consistent user shedding a class's ceiling is spread over user
+// cohorts, so the same users give way first for a rotation period and their
+// sessions are either served or shed, not half of each.
+package shed
+
+import (
+	"strings"
+
+	"governor.dev/governor/sdk/rules"
+)
+
+// NumClasses is the number of traffic classes; class ranks run from 0
+// (critical) to NumClasses-1 (batch).
+const NumClasses = len(rules.Classes)
+
+// defaultLevels maps the digits 0-9 to class ranks: 0-1 critical, 2-4 core,
+// 5-7 browse, 8-9 batch.
+var defaultLevels = [10]uint8{0, 0, 1, 1, 1, 2, 2, 2, 3, 3}
+
+// Classifier maps priority values to class ranks. It is immutable and safe for
+// concurrent use; Classify allocates nothing.
+type Classifier struct {
+	levels  [10]uint8
+	aliases map[string]uint8
+	def     uint8
+}
+
+// NewClassifier builds a classifier from a validated priority configuration;
+// nil means the defaults. Unknown classes in p (which Validate refuses) fall
+// back to the default class.
+func NewClassifier(p *rules.Priority) *Classifier {
+	c := &Classifier{levels: defaultLevels, def: uint8(rules.ClassCore.Rank())}
+	if p == nil {
+		return c
+	}
+	if r := p.Default.Rank(); r >= 0 {
+		c.def = uint8(r)
+	}
+	for k, v := range p.Levels {
+		if len(k) == 1 && k[0] >= '0' && k[0] <= '9' && v.Rank() >= 0 {
+			c.levels[k[0]-'0'] = uint8(v.Rank())
+		}
+	}
+	if len(p.Aliases) > 0 {
+		c.aliases = make(map[string]uint8, len(p.Aliases))
+		for k, v := range p.Aliases {
+			if r := v.Rank(); r >= 0 {
+				c.aliases[k] = uint8(r)
+			}
+		}
+	}
+	return c
+}
+
+// Default returns the rank of requests without a valid priority.
+func (c *Classifier) Default() int { return int(c.def) }
+
+// Classify returns the class rank (0 critical .. 3 batch) of a priority value.
+// Empty or unrecognised values get the default class.
+func (c *Classifier) Classify(v string) int {
+	if r, ok := c.Lookup(v); ok {
+		return r
+	}
+	return int(c.def)
+}
+
+// Lookup returns the class rank of a priority value and whether the value was
+// recognised: a digit 0-9 (surrounding spaces allowed), a class name in any
+// letter case, or a configured alias (exact match).
+func (c *Classifier) Lookup(v string) (int, bool) {
+	if d, ok := ParseLevel(v); ok {
+		return int(c.levels[d]), true
+	}
+	if c.aliases != nil {
+		if r, ok := c.aliases[v]; ok {
+			return int(r), true
+		}
+	}
+	v = strings.TrimSpace(v)
+	for i, name := range rules.Classes {
+		if strings.EqualFold(v, string(name)) {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// ParseLevel parses a numeric priority: a single digit 0-9, optionally
+// surrounded by spaces or tabs. It reports false for anything else.
+func ParseLevel(v string) (int, bool) {
+	if len(v) == 1 {
+		if d := v[0]; d >= '0' && d <= '9' {
+			return int(d - '0'), true
+		}
+		return 0, false
+	}
+	i, j := 0, len(v)
+	for i < j && (v[i] == ' ' || v[i] == '\t') {
+		i++
+	}
+	for j > i && (v[j-1] == ' ' || v[j-1] == '\t') {
+		j--
+	}
+	if j-i == 1 && v[i] >= '0' && v[i] <= '9' {
+		return int(v[i] - '0'), true
+	}
+	return 0, false
+}

@@ -1,0 +1,74 @@
+package shed
+
+// Step is the share of the limit that separates neighbouring non-critical
+// classes: with reserved r, core may fill (1-r) of the limit, browse
+// (1-r)(1-Step), batch (1-r)(1-2 Step).
+const Step = 0.05
+
+// Cohorts is the number of user cohorts consistent shedding spreads a class
+// over.
+const Cohorts = 16
+
+// Ceilings are the in-flight ceilings per class rank for one limit.
+type Ceilings [NumClasses]int
+
+// Thresholds returns the in-flight ceiling of every class for a concurrency
+// limit. Critical may use the whole limit; core leaves the reserved share to
+// critical (at least one slot when reserved > 0); browse and batch sit each at
+// least one slot lower than the class above, but never below 1, so a class is
+// never starved outright on an idle service. Ceilings never increase from one
+// class to the next, which is what rules out priority inversion.
+func Thresholds(limit int, reserved float64) Ceilings {
+	var t Ceilings
+	if limit <= 0 {
+		return t
+	}
+	t[0] = limit
+	for c := 1; c < NumClasses; c++ {
+		frac := (1 - reserved) * (1 - Step*float64(c-1))
+		v := int(float64(limit) * frac)
+		if (c > 1 || reserved > 0) && v > t[c-1]-1 {
+			v = t[c-1] - 1
+		}
+		if v > t[c-1] {
+			v = t[c-1]
+		}
+		if v < 1 {
+			v = 1
+		}
+		t[c] = v
+	}
+	return t
+}
+
+// ForCohort returns the ceiling of a request of class rank c from user cohort
+// k (0 <= k < Cohorts; higher cohorts keep their place longer). The class's
+// band between the next lower class's ceiling and its own is spread over the
+// cohorts, so as load rises the lowest cohorts of the lowest class go first.
+// The critical class is never spread: it keeps the whole limit.
+func (t *Ceilings) ForCohort(c int, k uint32) int {
+	top := t[c]
+	if c == 0 {
+		return top
+	}
+	var lo int
+	if c < NumClasses-1 {
+		lo = t[c+1]
+	} else {
+		lo = int(float64(top) * (1 - Step))
+	}
+	if lo >= top {
+		return top
+	}
+	return lo + ((top-lo)*int(k+1)+Cohorts-1)/Cohorts
+}
+
+// Share splits total over n shards and returns shard i's part; the parts add
+// up to total exactly.
+func Share(total, n, i int) int {
+	s := total / n
+	if i < total%n {
+		s++
+	}
+	return s
+}
