@@ -14,7 +14,7 @@ type none struct{}
 
 func newNone(Options) (Limiter, error) { return none{}, nil }
 
-func (none) Acquire(context.Context, Request) (Ticket, error) { return nil, nil }
+func (none) Acquire(context.Context, Request) (Ticket, error) { return Ticket{}, nil }
 func (none) Release(Ticket, time.Duration, bool)              {}
 func (none) Close()                                           {}
 
@@ -29,9 +29,9 @@ func newStatic(o Options) (Limiter, error) { return &static{limit: int64(o.Stati
 func (s *static) Acquire(context.Context, Request) (Ticket, error) {
 	if s.inflight.Add(1) > s.limit {
 		s.inflight.Add(-1)
-		return nil, errStatic
+		return Ticket{}, errStatic
 	}
-	return nil, nil
+	return Ticket{}, nil
 }
 
 func (s *static) Release(Ticket, time.Duration, bool) { s.inflight.Add(-1) }
@@ -56,9 +56,9 @@ func newXRate(o Options) (Limiter, error) {
 
 func (x *xrate) Acquire(context.Context, Request) (Ticket, error) {
 	if !x.l.Allow() {
-		return nil, errXRate
+		return Ticket{}, errXRate
 	}
-	return nil, nil
+	return Ticket{}, nil
 }
 
 func (x *xrate) Release(Ticket, time.Duration, bool) {}

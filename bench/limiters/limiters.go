@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	governor "governor.dev/governor/sdk"
 	"governor.dev/governor/sdk/rules"
 )
 
@@ -32,10 +33,14 @@ type Request struct {
 	User uint64
 }
 
-// Ticket is what Acquire hands out and Release takes back. Adapters store
-// pointer-shaped values in it (closures, interfaces, pointers) so passing it
-// around does not allocate.
-type Ticket any
+// Ticket is what Acquire hands out and Release takes back: a plain value,
+// so passing it around does not allocate. Peers keep their handle (a
+// closure, an interface or a pointer, all pointer-shaped) in ref; Governor
+// keeps its Permit value.
+type Ticket struct {
+	ref    any
+	permit governor.Permit
+}
 
 // Limiter is one admission controller under test.
 type Limiter interface {
@@ -58,7 +63,8 @@ type Options struct {
 	// StaticLimit is the concurrency of the "static" baseline, likewise
 	// derived from calibration. Default 16.
 	StaticLimit int
-	// Ruleset is Governor's configuration; nil means DefaultRuleset.
+	// Ruleset replaces Governor's default ruleset (governor.DefaultRuleset
+	// with the adapter's algorithm); nil keeps it.
 	Ruleset *rules.Ruleset
 }
 
@@ -111,6 +117,8 @@ type factory func(Options) (Limiter, error)
 // factories maps limiter names to constructors. It is filled by a literal
 // (no init side effects) and extended as adapters are added.
 var factories = map[string]factory{
+	"governor":          newGovernor(rules.AlgorithmGradient),
+	"governor-little":   newGovernor(rules.AlgorithmLittle),
 	"none":              newNone,
 	"static":            newStatic,
 	"xrate":             newXRate,

@@ -28,9 +28,9 @@ func newAegisBBR(Options) (Limiter, error) { return &aegisBBR{l: bbr.NewLimiter(
 func (a *aegisBBR) Acquire(context.Context, Request) (Ticket, error) {
 	done, err := a.l.Allow()
 	if err != nil {
-		return nil, errAegis
+		return Ticket{}, errAegis
 	}
-	return done, nil
+	return Ticket{ref: done}, nil
 }
 
 func (a *aegisBBR) Release(t Ticket, _ time.Duration, failed bool) {
@@ -38,7 +38,7 @@ func (a *aegisBBR) Release(t Ticket, _ time.Duration, failed bool) {
 	if failed {
 		info.Err = errFailed
 	}
-	t.(ratelimit.DoneFunc)(info)
+	t.ref.(ratelimit.DoneFunc)(info)
 }
 
 func (a *aegisBBR) Close() {}
@@ -75,15 +75,15 @@ func (f *failsafe) Acquire(ctx context.Context, r Request) (Ticket, error) {
 	permit, err := f.l.AcquirePermitWithPriority(ctx, p)
 	if err != nil {
 		if errors.Is(err, adaptivelimiter.ErrExceeded) {
-			return nil, fmt.Errorf("%w: failsafe-go: %w", ErrRejected, err)
+			return Ticket{}, fmt.Errorf("%w: failsafe-go: %w", ErrRejected, err)
 		}
-		return nil, err
+		return Ticket{}, err
 	}
-	return permit, nil
+	return Ticket{ref: permit}, nil
 }
 
 func (f *failsafe) Release(t Ticket, _ time.Duration, failed bool) {
-	p := t.(adaptivelimiter.Permit)
+	p := t.ref.(adaptivelimiter.Permit)
 	if failed {
 		// A timed-out execution must not feed its duration to the limiter
 		// (failsafe-go's documented use of Drop).
@@ -112,13 +112,13 @@ func newGoZero(Options) (Limiter, error) {
 func (g *gozero) Acquire(context.Context, Request) (Ticket, error) {
 	p, err := g.s.Allow()
 	if err != nil {
-		return nil, errGoZero
+		return Ticket{}, errGoZero
 	}
-	return p, nil
+	return Ticket{ref: p}, nil
 }
 
 func (g *gozero) Release(t Ticket, _ time.Duration, failed bool) {
-	p := t.(load.Promise)
+	p := t.ref.(load.Promise)
 	if failed {
 		p.Fail()
 		return

@@ -258,3 +258,19 @@ func (s *Scenario) IdealCapacity(t time.Duration, capacityRPS float64) float64 {
 	}
 	return c
 }
+
+// StaticLimit is the concurrency the "static" baseline is given: 1.5 times
+// what the server needs in flight to run at its capacity (Little's law on the
+// mean CPU and downstream time), at least 2. It is oracle knowledge of the
+// unloaded server that a real operator would have to guess.
+func (s *Scenario) StaticLimit(capacityRPS float64) int {
+	t := s.Cost.CPU.Mean.D().Seconds()
+	if s.Cost.Wait != nil {
+		t += s.Cost.Wait.Mean.D().Seconds()
+	}
+	return max(2, int(math.Ceil(1.5*s.IdealCapacity(0, capacityRPS)*t)))
+}
+
+// Disturbed reports whether the scenario has events or rate segments
+// (pauses are noise, not disturbances).
+func (s *Scenario) Disturbed() bool { return len(s.Events) > 0 || len(s.Arrival.Segments) > 0 }

@@ -1,0 +1,58 @@
+package limiters
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	governor "governor.dev/governor/sdk"
+)
+
+// gov is Governor's admission core (package governor of the SDK) with its
+// default ruleset: one catch-all route with an adaptive concurrency limit of
+// the given algorithm and priority shedding.
+type gov struct {
+	g *governor.Governor
+}
+
+// classNames are the priority values Admit receives per class rank.
+var classNames = [...]string{"critical", "core", "browse", "batch"}
+
+func newGovernor(algorithm string) factory {
+	return func(o Options) (Limiter, error) {
+		rs := o.Ruleset
+		if rs == nil {
+			rs = governor.DefaultRuleset("bench")
+			rs.Routes[0].Concurrency.Algorithm = algorithm
+		}
+		opts := governor.DefaultOptions(rs.Service)
+		opts.Defaults = rs
+		g, err := governor.New(opts)
+		if err != nil {
+			return nil, fmt.Errorf("limiters: governor: %w", err)
+		}
+		return &gov{g: g}, nil
+	}
+}
+
+func (a *gov) Acquire(ctx context.Context, r Request) (Ticket, error) {
+	prio := "core"
+	if k := r.Class.Rank(); k >= 0 {
+		prio = classNames[k]
+	}
+	p, err := a.g.Admit(ctx, governor.Request{Path: "/", Method: "GET", Priority: prio})
+	if err != nil {
+		return Ticket{}, fmt.Errorf("%w: %w", ErrRejected, err)
+	}
+	return Ticket{permit: p}, nil
+}
+
+func (a *gov) Release(t Ticket, latency time.Duration, failed bool) {
+	o := governor.Success
+	if failed {
+		o = governor.Dropped
+	}
+	t.permit.Release(latency, o)
+}
+
+func (a *gov) Close() { a.g.Close() }
