@@ -1,0 +1,230 @@
+package pid
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Mode is the controller's operating mode.
+type Mode int
+
+const (
+	// Auto computes the output from the error.
+	Auto Mode = iota
+	// Manual holds the output set by SetManual while tracking the process,
+	// so that the return to Auto is bumpless.
+	Manual
+)
+
+func (m Mode) String() string {
+	if m == Manual {
+		return "manual"
+	}
+	return "auto"
+}
+
+// State is the controller's record of its last step, kept as evidence of why
+// the output moved.
+type State struct {
+	Time        time.Time
+	Mode        Mode
+	Setpoint    float64
+	Measurement float64
+	Error       float64 // setpoint - measurement, after the deadband
+	P, I, D     float64 // the terms of the output
+	Unlimited   float64 // P + I + D before limits
+	Output      float64 // applied output, after the output and rate limits
+	Saturated   bool    // the output limits or the rate limit were active
+	Interval    time.Duration
+}
+
+// Controller is a discrete PID controller. It is not safe for concurrent use.
+type Controller struct {
+	cfg     Config
+	mode    Mode
+	started bool
+	last    State
+	deriv   float64 // filtered -dy/dt
+	manual  float64
+}
+
+// New returns a controller in Auto mode; its first Update only initialises
+// the derivative and starts from the P term plus an integral of zero.
+func New(cfg Config) (*Controller, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Controller{cfg: cfg}, nil
+}
+
+// Config returns the current configuration.
+func (c *Controller) Config() Config { return c.cfg }
+
+// State returns the last step.
+func (c *Controller) State() State { return c.last }
+
+// Output returns the last applied output.
+func (c *Controller) Output() float64 { return c.last.Output }
+
+func (c *Controller) deadband(e float64) float64 {
+	db := c.cfg.Deadband
+	switch {
+	case e > db:
+		return e - db
+	case e < -db:
+		return e + db
+	}
+	return 0
+}
+
+// Update takes the setpoint and the measurement at time now and returns the
+// new output. Timestamps must not go backwards; a repeated timestamp returns
+// the last output unchanged. Bad input is refused with an error wrapping
+// ErrInput and leaves the state unchanged.
+func (c *Controller) Update(now time.Time, setpoint, measurement float64) (float64, error) {
+	if !finite(setpoint) || !finite(measurement) {
+		return c.last.Output, fmt.Errorf("%w: setpoint %v, measurement %v: want finite numbers", ErrInput, setpoint, measurement)
+	}
+	if !c.started {
+		c.start(now, setpoint, measurement)
+		return c.last.Output, nil
+	}
+	if now.Before(c.last.Time) {
+		return c.last.Output, fmt.Errorf("%w: time %s is before the last update %s", ErrInput, now.Format(time.RFC3339Nano), c.last.Time.Format(time.RFC3339Nano))
+	}
+	if now.Equal(c.last.Time) {
+		return c.last.Output, nil
+	}
+	c.step(now, setpoint, measurement)
+	return c.last.Output, nil
+}
+
+// start handles the first sample: no interval yet, so no I or D contribution.
+func (c *Controller) start(now time.Time, sp, y float64) {
+	c.started = true
+	e := c.deadband(sp - y)
+	s := State{Time: now, Mode: c.mode, Setpoint: sp, Measurement: y, Error: e}
+	s.P = c.cfg.Kp * e
+	if c.mode == Manual {
+		s.I = c.manual - s.P
+	}
+	s.Unlimited = s.P + s.I
+	s.Output = clamp(s.Unlimited, c.cfg.OutMin, c.cfg.OutMax)
+	s.Saturated = s.Output != s.Unlimited
+	c.last = s
+}
+
+func (c *Controller) step(now time.Time, sp, y float64) {
+	cfg := &c.cfg
+	prev := c.last
+	interval := now.Sub(prev.Time)
+	dt := min(interval, cfg.MaxInterval).Seconds()
+	e := c.deadband(sp - y)
+
+	// Derivative on measurement, low-pass filtered: the rate uses the whole
+	// interval (the measurement really moved that much), the filter the
+	// capped one.
+	rate := -(y - prev.Measurement) / interval.Seconds()
+	if tf := cfg.DerivativeFilter.Seconds(); tf > 0 {
+		c.deriv += dt / (tf + dt) * (rate - c.deriv)
+	} else {
+		c.deriv = rate
+	}
+
+	s := State{Time: now, Mode: c.mode, Setpoint: sp, Measurement: y, Error: e, Interval: interval}
+	s.P = cfg.Kp * e
+	if cfg.Kd != 0 {
+		s.D = cfg.Kd * c.deriv
+	}
+
+	if c.mode == Manual {
+		// Track: the integral absorbs whatever makes P+I+D equal the manual
+		// output, so switching to Auto starts exactly there.
+		s.I = c.manual - s.P - s.D
+		s.Unlimited = c.manual
+		s.Output = c.manual
+		c.last = s
+		return
+	}
+
+	integ := prev.I + cfg.Ki*e*dt
+	s.Unlimited = s.P + integ + s.D
+	out := clamp(s.Unlimited, cfg.OutMin, cfg.OutMax)
+	if cfg.RateLimit > 0 {
+		step := cfg.RateLimit * interval.Seconds()
+		out = clamp(out, prev.Output-step, prev.Output+step)
+	}
+	s.Saturated = out != s.Unlimited
+	switch cfg.AntiWindup {
+	case BackCalculation:
+		if tt := cfg.trackingSeconds(); s.Saturated && tt > 0 {
+			integ += math.Min(dt/tt, 1) * (out - s.Unlimited)
+		}
+	case Conditional:
+		// Undo this step's integration if the output is limited and the error
+		// pushes further into the limit.
+		if s.Saturated && (cfg.Ki*e > 0) == (s.Unlimited > out) {
+			integ = prev.I
+		}
+	}
+	s.I = integ
+	s.Output = out
+	c.last = s
+}
+
+// SetManual switches to Manual mode with the given output, clamped to the
+// output limits. While in Manual, Update returns this output and tracks the
+// process so that SetAuto is bumpless.
+func (c *Controller) SetManual(output float64) error {
+	if !finite(output) {
+		return fmt.Errorf("%w: manual output %v: want a finite number", ErrInput, output)
+	}
+	c.mode = Manual
+	c.manual = clamp(output, c.cfg.OutMin, c.cfg.OutMax)
+	c.last.Mode = Manual
+	c.last.I = c.manual - c.last.P - c.last.D
+	c.last.Unlimited, c.last.Output = c.manual, c.manual
+	return nil
+}
+
+// SetAuto returns to automatic control. The integral already holds the
+// manual output minus P and D, so the next output continues from it.
+func (c *Controller) SetAuto() {
+	c.mode = Auto
+	c.last.Mode = Auto
+}
+
+// Mode returns the current mode.
+func (c *Controller) Mode() Mode { return c.mode }
+
+// SetConfig replaces the configuration. If the new one is invalid nothing
+// changes. Gain changes are bumpless: the integral absorbs the change of the P
+// and D terms at the last step, so the output does not jump.
+func (c *Controller) SetConfig(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if c.started {
+		s := &c.last
+		p := cfg.Kp * s.Error
+		d := 0.0
+		if cfg.Kd != 0 {
+			d = cfg.Kd * c.deriv
+		}
+		s.I += (s.P - p) + (s.D - d)
+		s.P, s.D = p, d
+		s.Unlimited = s.P + s.I + s.D
+	}
+	c.cfg = cfg
+	return nil
+}
+
+// Reset forgets all state; the next Update starts afresh. The mode is kept.
+func (c *Controller) Reset() {
+	c.started = false
+	c.deriv = 0
+	c.last = State{Mode: c.mode}
+}
+
+func clamp(x, lo, hi float64) float64 { return math.Max(lo, math.Min(hi, x)) }
