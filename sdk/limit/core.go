@@ -13,6 +13,7 @@ import (
 const (
 	closing       = math.MaxInt64 // windowEnd while a window is being closed
 	busyShare     = 0.8           // in-flight >= 80% of the limit counts as using it
+	idleShare     = 0.5           // average in-flight below half the limit is idle
 	dropThreshold = 0.01          // drops above 1% of a window cut the limit
 	smoothing     = 0.5           // share of the way to the target taken per window
 	maxWindowAge  = 10            // windows without enough samples are discarded after 10 lengths
@@ -57,6 +58,7 @@ type core struct {
 	nextProbe int64
 	probe     probeState
 	rng       *rand.Rand
+	taken     int64 // samples taken out of the shards, decided or discarded
 
 	snap snapshotState
 }
@@ -150,11 +152,13 @@ func (c *core) close(now int64) int64 {
 		}
 		var w window
 		take(c.shards, &w) // stale and too few: discard, keep the limit
+		c.taken += w.count
 		c.winStart = now
 		return now + c.window
 	}
 	w := window{start: c.winStart, end: now}
 	take(c.shards, &w)
+	c.taken += w.count
 	w.finish()
 	c.winStart = now
 	c.decide(&w)

@@ -26,6 +26,9 @@ func (gradient) engaged(*core, *window) bool { return true }
 
 func (gradient) update(c *core, w *window) float64 {
 	l := c.cur
+	if w.idle(l) {
+		return l
+	}
 	if r := w.dropRatio(); r >= dropThreshold {
 		return l * min(max(1-r, 0.5), 0.9)
 	}

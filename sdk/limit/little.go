@@ -60,6 +60,9 @@ func (l *little) update(c *core, w *window) float64 {
 		c.snap.maxTP.Store(math.Float64bits(l.maxTP))
 	}
 	cur := c.cur
+	if w.idle(cur) {
+		return cur
+	}
 	if r := w.dropRatio(); r >= dropThreshold {
 		return cur * min(max(1-r, 0.5), 0.9)
 	}

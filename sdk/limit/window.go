@@ -28,20 +28,30 @@ type shard struct {
 
 // window is the summary of the samples of one window.
 type window struct {
-	start, end   int64
-	count, busy  int64
-	drops        int64
-	sumRTT       uint64
-	avgRTT       float64 // nanoseconds
-	used         bool    // the limit was in use
-	enoughSample bool
+	start, end  int64
+	count, busy int64
+	drops       int64
+	sumRTT      uint64
+	avgRTT      float64 // nanoseconds
+	concurrency float64 // time-averaged in-flight (Little's law: sum of RTTs / duration)
+	used        bool    // the limit was in use
 }
 
 func (w *window) finish() {
 	if w.count > 0 {
 		w.avgRTT = float64(w.sumRTT) / float64(w.count)
 	}
+	if d := w.end - w.start; d > 0 {
+		w.concurrency = float64(w.sumRTT) / float64(d)
+	}
 	w.used = w.busy*10 >= w.count && w.busy > 0
+}
+
+// idle reports whether the window's load was far below limit: neither
+// latency nor drops then say anything about the limit, and acting on them at
+// low traffic would ratchet the limit down with nothing to grow it back.
+func (w *window) idle(limit float64) bool {
+	return !w.used && w.concurrency < limit*idleShare
 }
 
 func (w *window) dropRatio() float64 {

@@ -1,0 +1,244 @@
+package limit
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/rules"
+)
+
+func TestNewResolvesDefaults(t *testing.T) {
+	tests := []struct {
+		name       string
+		cfg        rules.Concurrency
+		opts       []Option
+		wantLimit  int
+		wantMin    int
+		wantMax    int
+		wantKind   string
+		wantTol    float64
+		wantProbeS float64
+	}{
+		{"empty is gradient with documented defaults", rules.Concurrency{}, nil, 20, 4, 1000, "gradient", 0.5, 60},
+		{"fixed starts at max", rules.Concurrency{Algorithm: "fixed", Max: 50}, nil, 50, 0, 0, "fixed", 0, 0},
+		{"little", rules.Concurrency{Algorithm: "little", Tolerance: 1, ProbeInterval: rules.Duration(5 * time.Second)}, nil, 20, 4, 1000, "little", 1, 5},
+		{"small max lowers initial and min", rules.Concurrency{Max: 3}, nil, 3, 3, 3, "gradient", 0.5, 60},
+		{"large min raises initial", rules.Concurrency{Min: 50}, nil, 50, 50, 1000, "gradient", 0.5, 60},
+		{"min above default max raises max", rules.Concurrency{Min: 2000}, nil, 2000, 2000, 2000, "gradient", 0.5, 60},
+		{"explicit initial", rules.Concurrency{Initial: 7, Min: 2, Max: 9}, nil, 7, 2, 9, "gradient", 0.5, 60},
+		{"initial limit option carries a learned limit", rules.Concurrency{}, []Option{WithInitialLimit(300)}, 300, 4, 1000, "gradient", 0.5, 60},
+		{"initial limit option is clamped to max", rules.Concurrency{Max: 100}, []Option{WithInitialLimit(300)}, 100, 4, 100, "gradient", 0.5, 60},
+		{"initial limit option is clamped to min", rules.Concurrency{Min: 10}, []Option{WithInitialLimit(2)}, 10, 10, 1000, "gradient", 0.5, 60},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := New(tt.cfg, clock.NewFake(time.Time{}), tt.opts...)
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			if got := l.Limit(); got != tt.wantLimit {
+				t.Errorf("Limit() = %d, want %d", got, tt.wantLimit)
+			}
+			var c *core
+			switch v := l.(type) {
+			case *Gradient:
+				c = v.core
+				if tt.wantKind != "gradient" {
+					t.Fatalf("got a gradient limiter, want %s", tt.wantKind)
+				}
+			case *Little:
+				c = v.core
+				if tt.wantKind != "little" {
+					t.Fatalf("got a little limiter, want %s", tt.wantKind)
+				}
+			case *Fixed:
+				if tt.wantKind != "fixed" {
+					t.Fatalf("got a fixed limiter, want %s", tt.wantKind)
+				}
+				return
+			}
+			if c.p.min != tt.wantMin || c.p.max != tt.wantMax {
+				t.Errorf("bounds = [%d, %d], want [%d, %d]", c.p.min, c.p.max, tt.wantMin, tt.wantMax)
+			}
+			if c.p.tolerance != tt.wantTol {
+				t.Errorf("tolerance = %v, want %v", c.p.tolerance, tt.wantTol)
+			}
+			if got := time.Duration(c.p.probeInterval).Seconds(); got != tt.wantProbeS {
+				t.Errorf("probe interval = %vs, want %vs", got, tt.wantProbeS)
+			}
+		})
+	}
+}
+
+func TestNewRefusesBadInput(t *testing.T) {
+	nan := 0.0
+	nan = nan / nan
+	tests := []struct {
+		name      string
+		cfg       rules.Concurrency
+		opts      []Option
+		sentinel  error
+		wantField string
+	}{
+		{"unknown algorithm", rules.Concurrency{Algorithm: "vegas"}, nil, ErrInvalidConfig, "concurrency.algorithm"},
+		{"negative initial", rules.Concurrency{Initial: -1}, nil, ErrInvalidConfig, "concurrency.initial"},
+		{"huge max", rules.Concurrency{Max: 1 << 21}, nil, ErrInvalidConfig, "concurrency.max"},
+		{"min above max", rules.Concurrency{Min: 10, Max: 5}, nil, ErrInvalidConfig, "concurrency.min"},
+		{"initial above max", rules.Concurrency{Initial: 10, Max: 5}, nil, ErrInvalidConfig, "concurrency.initial"},
+		{"initial below min", rules.Concurrency{Initial: 2, Min: 5}, nil, ErrInvalidConfig, "concurrency.initial"},
+		{"fixed without max", rules.Concurrency{Algorithm: "fixed"}, nil, ErrInvalidConfig, "concurrency.max"},
+		{"NaN tolerance", rules.Concurrency{Tolerance: nan}, nil, ErrInvalidConfig, "concurrency.tolerance"},
+		{"negative tolerance", rules.Concurrency{Tolerance: -0.1}, nil, ErrInvalidConfig, "concurrency.tolerance"},
+		{"short probe interval", rules.Concurrency{ProbeInterval: rules.Duration(time.Millisecond)}, nil, ErrInvalidConfig, "concurrency.probe_interval"},
+		{"zero initial limit option", rules.Concurrency{}, []Option{WithInitialLimit(0)}, ErrInvalidOption, "initial limit"},
+		{"tiny window", rules.Concurrency{}, []Option{WithWindow(time.Microsecond)}, ErrInvalidOption, "window"},
+		{"zero min samples", rules.Concurrency{}, []Option{WithMinSamples(0)}, ErrInvalidOption, "min samples"},
+		{"nil signal", rules.Concurrency{}, []Option{WithOverloadSignal(nil)}, ErrInvalidOption, "overload signal"},
+		{"negative hold", rules.Concurrency{}, []Option{WithHold(-time.Second)}, ErrInvalidOption, "hold"},
+		{"too many shards", rules.Concurrency{}, []Option{WithShards(4096)}, ErrInvalidOption, "shards"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := New(tt.cfg, nil, tt.opts...)
+			if err == nil {
+				t.Fatalf("New returned %T, want an error", l)
+			}
+			if !errors.Is(err, tt.sentinel) {
+				t.Errorf("error %q does not wrap %q", err, tt.sentinel)
+			}
+			if !strings.Contains(err.Error(), tt.wantField) {
+				t.Errorf("error %q does not name %q", err, tt.wantField)
+			}
+		})
+	}
+}
+
+// Every rules.Concurrency that rules.Validate accepts must build.
+func TestNewAcceptsWhatRulesValidateAccepts(t *testing.T) {
+	for _, cc := range []rules.Concurrency{
+		{}, {Algorithm: "little", Initial: 1, Min: 1, Max: 1}, {Algorithm: "fixed", Max: 1 << 20},
+		{Tolerance: 10, ProbeInterval: rules.Duration(24 * time.Hour)},
+	} {
+		rs := rules.Ruleset{Service: "s", Routes: []rules.Route{{Name: "r", Match: rules.Match{PathPrefix: "/"}, Concurrency: &cc}}}
+		if err := rs.Validate(); err != nil {
+			t.Fatalf("rules.Validate(%+v): %v", cc, err)
+		}
+		if _, err := New(cc, nil); err != nil {
+			t.Errorf("New(%+v): %v", cc, err)
+		}
+	}
+}
+
+func newTestCore(t *testing.T, cfg rules.Concurrency, opts ...Option) *core {
+	t.Helper()
+	l, err := New(cfg, clock.NewFake(time.Time{}), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.(*Gradient).core
+}
+
+func TestWindowNeedsMinSamples(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	c := newTestCore(t, rules.Concurrency{}, WithMinSamples(10))
+	// 9 slow samples over 5 windows: no decision, the window is extended.
+	for i := range int64(9) {
+		c.Observe(50*ms+i*50*ms, 500*ms, 20, false)
+	}
+	if n := c.Snapshot().Windows; n != 0 {
+		t.Fatalf("decided %d windows on 9 samples", n)
+	}
+	if got := countSamples(c.shards); got != 9 {
+		t.Fatalf("samples kept = %d, want 9 (the window extends)", got)
+	}
+	// The tenth sample completes the window.
+	c.Observe(500*ms, 500*ms, 20, false)
+	if n := c.Snapshot().Windows; n != 1 {
+		t.Fatalf("decided %d windows after 10 samples, want 1", n)
+	}
+	// Stale windows with too few samples are discarded, not decided.
+	for i := range int64(5) {
+		c.Observe(600*ms+i*400*ms, 500*ms, 20, false)
+	}
+	if n := c.Snapshot().Windows; n != 1 {
+		t.Fatalf("decided %d windows, want still 1", n)
+	}
+	if got := countSamples(c.shards); got >= 5 {
+		t.Fatalf("stale samples were not discarded: %d kept", got)
+	}
+}
+
+func TestShardGuardClosesAStuckWindow(t *testing.T) {
+	c := newTestCore(t, rules.Concurrency{}, WithShards(1))
+	// A caller whose clock never moves must not overflow the counters.
+	for range shardGuard + 10 {
+		c.Observe(1, 1000, 1, false)
+	}
+	if got := countSamples(c.shards); got >= shardGuard {
+		t.Fatalf("shard holds %d samples, the guard is %d", got, shardGuard)
+	}
+	if c.taken == 0 {
+		t.Fatal("no window was closed")
+	}
+}
+
+func TestPackedCounters(t *testing.T) {
+	c := newTestCore(t, rules.Concurrency{Initial: 10}, WithShards(1), WithMinSamples(1000))
+	// busyAt is ceil(10 * 0.8) = 8.
+	c.Observe(1, 100, 8, false)
+	c.Observe(1, 200, 7, true)
+	c.Observe(1, -5, 9, true) // a negative rtt counts as 0
+	var w window
+	take(c.shards, &w)
+	want := window{count: 3, busy: 2, drops: 2, sumRTT: 300}
+	if w != want {
+		t.Fatalf("window = %+v, want %+v", w, want)
+	}
+}
+
+// Concurrent Observe calls closing windows lose no sample (run with -race).
+func TestConcurrentObserveAccountsEverySample(t *testing.T) {
+	const goroutines, each = 8, 20000
+	c := newTestCore(t, rules.Concurrency{}, WithWindow(time.Millisecond))
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range int64(each) {
+				// Clocks of different goroutines disagree a little, as they do.
+				now := i*int64(2*time.Microsecond) + int64(g)*1000
+				c.Observe(now, int64(time.Millisecond), 15, i%100 == 0)
+			}
+		})
+	}
+	wg.Wait()
+	if got := c.taken + countSamples(c.shards); got != goroutines*each {
+		t.Fatalf("accounted %d samples, want %d", got, goroutines*each)
+	}
+	s := c.Snapshot()
+	if s.Windows < 10 {
+		t.Fatalf("only %d windows decided", s.Windows)
+	}
+	if s.Limit < 4 || s.Limit > 1000 {
+		t.Fatalf("limit %d out of bounds", s.Limit)
+	}
+}
+
+func TestFixedIgnoresSamples(t *testing.T) {
+	l, err := New(rules.Concurrency{Algorithm: rules.AlgorithmFixed, Max: 42}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range int64(1000) {
+		l.Observe(i*int64(time.Millisecond), int64(time.Second), 42, true)
+	}
+	if l.Limit() != 42 {
+		t.Fatalf("Limit() = %d, want 42", l.Limit())
+	}
+	if s := l.(Inspector).Snapshot(); s.Limit != 42 || !s.Engaged {
+		t.Fatalf("Snapshot() = %+v", s)
+	}
+}
