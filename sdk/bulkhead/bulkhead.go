@@ -102,6 +102,10 @@ func (b *Bulkhead) Release(now, rtt int64, inflight int, dropped bool) {
 	}
 }
 
+// Cancel gives back a slot taken for a call that never started (another
+// guard refused it), without feeding the limiter.
+func (b *Bulkhead) Cancel() { b.inflight.Add(-1) }
+
 // Do runs fn in a slot. When there is none it returns fallback(ctx, ErrFull),
 // or ErrFull when fallback is nil. fn's error counts as an overload drop for
 // the adaptive cap when it is context.DeadlineExceeded.

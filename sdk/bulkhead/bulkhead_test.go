@@ -63,6 +63,10 @@ func TestCapIsEnforced(t *testing.T) {
 			if _, err := b.Acquire(); err != nil {
 				t.Fatalf("Acquire after Release = %v", err)
 			}
+			b.Cancel()
+			if _, err := b.Acquire(); err != nil {
+				t.Fatalf("Acquire after Release = %v", err)
+			}
 			if n, over := b.Force(); !over || n != tt.want+1 {
 				t.Fatalf("Force = %d, %v; want %d, true", n, over, tt.want+1)
 			}

@@ -1,0 +1,25 @@
+// Package outbound holds a service's protection of its outbound calls: per
+// downstream a circuit breaker (or adaptive throttle), a retry policy with its
+// budget, a bulkhead and a balancer over the downstream's endpoints, built
+// from the rules.Downstream entries of the ruleset in force.
+//
+// A Set is the registry, keyed by downstream name. Set.Apply takes the
+// downstream rules of a new ruleset (the Governor calls it from its own Apply
+// through the governor.DownstreamApplier interface; a Set also works on its
+// own). It builds everything new before it swaps anything, so it either
+// applies the whole list or changes nothing, and it keeps learned state: an
+// unchanged downstream is kept as it is, and a changed one keeps each part
+// whose rules did not change (breaker windows, the retry budget, the bulkhead
+// and the balancer with its endpoint statistics).
+//
+// A downstream in shadow mode (rules.ModeShadow) evaluates its breaker and
+// bulkhead and counts what they would refuse as shadow_would_reject, but
+// refuses nothing. Its retry budget still applies: declining a retry never
+// refuses a request, it only stops amplifying load.
+//
+// Transports (sdk/transport for net/http, the sdk/grpc module) drive a call
+// through Downstream.Begin and Call.End, and retries through
+// Downstream.Request and Downstream.NextRetry. Metrics follow
+// docs/metrics.md: calls by outcome, call latency, breaker state, retries and
+// retry budget use, with every series created when its downstream is applied.
+package outbound

@@ -1,0 +1,204 @@
+package outbound
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"governor.dev/governor/sdk/balancer"
+	"governor.dev/governor/sdk/breaker"
+	"governor.dev/governor/sdk/bulkhead"
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/retry"
+	"governor.dev/governor/sdk/rules"
+)
+
+// RejectedError is returned when a downstream's protection refuses a call
+// before it is made. It unwraps to breaker.ErrOpen or bulkhead.ErrFull, so
+// errors.Is(err, breaker.ErrOpen) tells an open breaker apart; servers that
+// pass it on map it to 503 Service Unavailable.
+type RejectedError struct {
+	// Downstream names the downstream that refused the call.
+	Downstream string
+	// Reason is breaker.ErrOpen or bulkhead.ErrFull.
+	Reason error
+}
+
+func (e *RejectedError) Error() string {
+	return fmt.Sprintf("outbound: call to %s refused: %v", e.Downstream, e.Reason)
+}
+
+// Unwrap returns the reason.
+func (e *RejectedError) Unwrap() error { return e.Reason }
+
+// StatusCode is the HTTP status a server returns when it passes the
+// refusal on: 503.
+func (e *RejectedError) StatusCode() int { return 503 }
+
+// Downstream is the protection of one dependency under the rules in force.
+// It is safe for concurrent use.
+type Downstream struct {
+	name    string
+	rule    rules.Downstream
+	shadow  bool
+	timeout time.Duration
+	brk     breaker.Guard      // nil without breaker rules
+	retrier *retry.Retrier     // nil without retry rules
+	bh      *bulkhead.Bulkhead // nil without bulkhead rules
+	bal     *balancer.Balancer // always set; idle without endpoints
+	clk     clock.Clock
+	hooks   *Hooks
+	series  series
+
+	// refused are the errors handed out for refusals, made once so the
+	// refused path does not allocate.
+	refusedOpen, refusedFull *RejectedError
+}
+
+// Name returns the downstream's name.
+func (d *Downstream) Name() string { return d.name }
+
+// Rule returns the downstream's rules.
+func (d *Downstream) Rule() rules.Downstream { return d.rule }
+
+// Shadow reports whether the downstream is in shadow mode.
+func (d *Downstream) Shadow() bool { return d.shadow }
+
+// Timeout returns the per-attempt timeout (0: none).
+func (d *Downstream) Timeout() time.Duration { return d.timeout }
+
+// Clock returns the clock calls are timed with.
+func (d *Downstream) Clock() clock.Clock { return d.clk }
+
+// Breaker returns the downstream's breaker, or nil.
+func (d *Downstream) Breaker() breaker.Guard { return d.brk }
+
+// Bulkhead returns the downstream's bulkhead, or nil.
+func (d *Downstream) Bulkhead() *bulkhead.Bulkhead { return d.bh }
+
+// Retrier returns the downstream's retry policy, or nil when retries are off.
+func (d *Downstream) Retrier() *retry.Retrier { return d.retrier }
+
+// Balancer returns the downstream's balancer; it has endpoints only when
+// Set.SetEndpoints gave some.
+func (d *Downstream) Balancer() *balancer.Balancer { return d.bal }
+
+// Call is one call admitted by Begin; finish it with End.
+type Call struct {
+	d        *Downstream
+	ticket   breaker.Ticket
+	inflight int
+	bh       bool // holds a bulkhead slot
+	start    int64
+}
+
+// Begin asks the bulkhead and the breaker whether a call may start at now
+// (monotonic nanoseconds from d.Clock()). In shadow mode it never refuses.
+// A refusal is a *RejectedError.
+func (d *Downstream) Begin(now int64) (Call, error) {
+	c := Call{d: d, start: now}
+	if d.bh != nil {
+		if d.shadow {
+			var over bool
+			c.inflight, over = d.bh.Force()
+			c.bh = true
+			if over {
+				d.series.calls[iShadow].Inc()
+			}
+		} else {
+			n, err := d.bh.Acquire()
+			if err != nil {
+				d.series.calls[iBulkheadFull].Inc()
+				return Call{}, d.refuse(bulkhead.ErrFull)
+			}
+			c.inflight, c.bh = n, true
+		}
+	}
+	if d.brk != nil {
+		t, err := d.brk.Allow(now)
+		switch {
+		case err == nil:
+			c.ticket = t
+		case d.shadow:
+			d.series.calls[iShadow].Inc()
+		default:
+			if c.bh {
+				d.bh.Cancel()
+			}
+			d.series.calls[iBreakerOpen].Inc()
+			return Call{}, d.refuse(breaker.ErrOpen)
+		}
+	}
+	return c, nil
+}
+
+func (d *Downstream) refuse(reason error) error {
+	var e *RejectedError
+	if errors.Is(reason, breaker.ErrOpen) {
+		e = d.refusedOpen
+	} else {
+		e = d.refusedFull
+	}
+	if d.hooks.OnReject != nil {
+		d.hooks.OnReject(e)
+	}
+	return e
+}
+
+// End reports the outcome of the call at now: failed if the downstream
+// failed (an error or a 5xx), dropped if it failed from overload (a timeout,
+// a 429 or 503), which also cuts an adaptive bulkhead. A zero Call is
+// ignored.
+func (c Call) End(now int64, failed, dropped bool) {
+	d := c.d
+	if d == nil {
+		return
+	}
+	rtt := now - c.start
+	if d.brk != nil {
+		d.brk.Record(c.ticket, now, time.Duration(rtt), failed)
+	}
+	if c.bh {
+		d.bh.Release(now, rtt, c.inflight, dropped)
+	}
+	if failed {
+		d.series.calls[iError].Inc()
+	} else {
+		d.series.calls[iSuccess].Inc()
+	}
+	d.series.duration.Observe(float64(rtt) / 1e9)
+}
+
+// Request counts a first attempt in the retry budget at now.
+func (d *Downstream) Request(now int64) {
+	if d.retrier != nil {
+		d.retrier.Budget().Request(now)
+	}
+}
+
+// NextRetry decides whether a failed call may be retried after attempts
+// attempts (see retry.Retrier.Next) and counts the decision. Without retry
+// rules it returns retry.ErrAttemptsExhausted.
+func (d *Downstream) NextRetry(ctx context.Context, attempts int, retryAfter time.Duration) (time.Duration, error) {
+	if d.retrier == nil {
+		return 0, retry.ErrAttemptsExhausted
+	}
+	wait, err := d.retrier.Next(ctx, attempts, retryAfter)
+	switch {
+	case err == nil:
+		d.series.retried.Inc()
+	case errors.Is(err, retry.ErrBudgetExhausted):
+		d.series.budgetRefused.Inc()
+	}
+	return wait, err
+}
+
+// Wait sleeps for a retry's back-off on the downstream's clock, or until ctx
+// is done.
+func (d *Downstream) Wait(ctx context.Context, wait time.Duration) error {
+	if d.retrier == nil {
+		return ctx.Err()
+	}
+	return d.retrier.Wait(ctx, wait)
+}

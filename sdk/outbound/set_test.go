@@ -1,0 +1,369 @@
+package outbound
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"governor.dev/governor/sdk/breaker"
+	"governor.dev/governor/sdk/bulkhead"
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/retry"
+	"governor.dev/governor/sdk/rules"
+)
+
+type fixture struct {
+	t       *testing.T
+	clk     *clock.Fake
+	reg     *prometheus.Registry
+	set     *Set
+	changes []string
+	rejects []error
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{t: t, clk: clock.NewFake(time.Time{}), reg: prometheus.NewRegistry()}
+	set, err := New(Options{
+		Service:    "checkout",
+		Clock:      f.clk,
+		Registerer: f.reg,
+		Float64:    func() float64 { return 0.5 },
+		Hooks: Hooks{
+			OnStateChange: func(ds string, from, to breaker.State) {
+				f.changes = append(f.changes, ds+":"+from.String()+">"+to.String())
+			},
+			OnReject: func(err *RejectedError) { f.rejects = append(f.rejects, err) },
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.set = set
+	return f
+}
+
+func (f *fixture) apply(ds ...rules.Downstream) {
+	f.t.Helper()
+	if err := f.set.Apply(ds); err != nil {
+		f.t.Fatalf("Apply: %v", err)
+	}
+}
+
+// call runs one call through the downstream and returns Begin's error.
+func (f *fixture) call(name string, failed bool) error {
+	d := f.set.Get(name)
+	c, err := d.Begin(f.clk.Nanotime())
+	if err != nil {
+		return err
+	}
+	f.clk.Advance(10 * time.Millisecond)
+	c.End(f.clk.Nanotime(), failed, false)
+	return nil
+}
+
+func (f *fixture) trip(name string) {
+	f.t.Helper()
+	for range 100 {
+		if f.set.Get(name).Breaker().State(f.clk.Nanotime()) == breaker.Open {
+			break
+		}
+		_ = f.call(name, true)
+	}
+	if st := f.set.Get(name).Breaker().State(f.clk.Nanotime()); st != breaker.Open {
+		f.t.Fatalf("breaker of %s is %v after failures", name, st)
+	}
+}
+
+// value reads a counter or gauge.
+func value(m prometheus.Metric) float64 {
+	var d dto.Metric
+	if err := m.Write(&d); err != nil {
+		panic(err)
+	}
+	if d.Counter != nil {
+		return d.GetCounter().GetValue()
+	}
+	return d.GetGauge().GetValue()
+}
+
+// gathered returns the series of a family in the registry.
+func (f *fixture) gathered(name string) []*dto.Metric {
+	f.t.Helper()
+	mfs, err := f.reg.Gather()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			return mf.GetMetric()
+		}
+	}
+	return nil
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+func (f *fixture) count(outcome, ds string) float64 {
+	return value(f.set.metrics.calls.WithLabelValues(ds, outcome))
+}
+
+func brk() *rules.Breaker {
+	return &rules.Breaker{MinCalls: 5, OpenBase: rules.Duration(time.Second), HalfOpenProbes: 1}
+}
+
+func TestApplyKeepsStateOfUnchangedParts(t *testing.T) {
+	f := newFixture(t)
+	base := rules.Downstream{Name: "payments", Breaker: brk(), Retry: &rules.Retry{Budget: 0.1},
+		Bulkhead: &rules.Bulkhead{MaxConcurrent: 5}}
+	f.apply(base, rules.Downstream{Name: "search"})
+	f.trip("payments")
+	d0 := f.set.Get("payments")
+	d0.Request(f.clk.Nanotime())
+
+	f.apply(base, rules.Downstream{Name: "search", Timeout: rules.Duration(time.Second)})
+	if f.set.Get("payments") != d0 {
+		t.Fatal("unchanged downstream was rebuilt")
+	}
+
+	changed := base
+	changed.Retry = &rules.Retry{Budget: 0.1, MaxAttempts: 5}
+	changed.Bulkhead = &rules.Bulkhead{MaxConcurrent: 9}
+	f.apply(changed)
+	d1 := f.set.Get("payments")
+	switch {
+	case d1 == d0:
+		t.Fatal("changed downstream kept as is")
+	case d1.Breaker() != d0.Breaker():
+		t.Fatal("breaker rebuilt although its rules are equal")
+	case d1.Retrier() == d0.Retrier() || d1.Retrier().Budget() != d0.Retrier().Budget():
+		t.Fatal("want a new retrier sharing the old budget")
+	case d1.Bulkhead() == d0.Bulkhead() || d1.Bulkhead().Limit() != 9:
+		t.Fatal("bulkhead not rebuilt")
+	case f.set.Get("search") != nil:
+		t.Fatal("search was not dropped")
+	}
+	if err := f.call("payments", false); !errors.Is(err, breaker.ErrOpen) {
+		t.Fatalf("call = %v: the kept breaker should still be open", err)
+	}
+
+	newBrk := *brk()
+	newBrk.MinCalls = 50
+	changed.Breaker = &newBrk
+	f.apply(changed)
+	if err := f.call("payments", false); err != nil {
+		t.Fatalf("call after the breaker rules changed = %v, want a fresh closed breaker", err)
+	}
+	if got := f.set.Names(); len(got) != 1 || got[0] != "payments" {
+		t.Fatalf("Names = %v", got)
+	}
+}
+
+func TestApplyIsAllOrNothing(t *testing.T) {
+	f := newFixture(t)
+	f.apply(rules.Downstream{Name: "a", Breaker: brk()})
+	a := f.set.Get("a")
+	tests := []struct {
+		name string
+		ds   []rules.Downstream
+		want string
+	}{
+		{"duplicate name", []rules.Downstream{{Name: "b"}, {Name: "b"}}, `downstreams[1].name: duplicate "b"`},
+		{"breaker rejects its rules", []rules.Downstream{{Name: "b"}, {Name: "c", Breaker: &rules.Breaker{ErrorRatio: 3}}}, "downstreams[1] (c)"},
+		{"bulkhead rejects its rules", []rules.Downstream{{Name: "d", Bulkhead: &rules.Bulkhead{}}}, "max_concurrent"},
+		{"retry rejects its rules", []rules.Downstream{{Name: "e", Retry: &rules.Retry{MaxAttempts: 1000}}}, "max_attempts"},
+		{"balancer rejects its rules", []rules.Downstream{{Name: "g", Balancer: &rules.Balancer{Decay: -1}}}, "balancer"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := f.set.Apply(tt.ds)
+			if !errors.Is(err, ErrInvalidRules) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Apply = %v, want ErrInvalidRules mentioning %q", err, tt.want)
+			}
+			if f.set.Get("a") != a || len(f.set.Names()) != 1 {
+				t.Fatalf("rules in force changed: %v", f.set.Names())
+			}
+		})
+	}
+}
+
+func TestEnforceRefuses(t *testing.T) {
+	f := newFixture(t)
+	f.apply(rules.Downstream{Name: "db", Breaker: brk(), Bulkhead: &rules.Bulkhead{MaxConcurrent: 1}})
+	d := f.set.Get("db")
+	held, err := d.Begin(f.clk.Nanotime())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = d.Begin(f.clk.Nanotime())
+	var rej *RejectedError
+	if !errors.As(err, &rej) || !errors.Is(err, bulkhead.ErrFull) || rej.Downstream != "db" || rej.StatusCode() != 503 {
+		t.Fatalf("Begin over the bulkhead = %v", err)
+	}
+	held.End(f.clk.Nanotime(), false, false)
+	f.trip("db")
+	err = f.call("db", false)
+	if !errors.Is(err, breaker.ErrOpen) || !strings.Contains(err.Error(), "db") {
+		t.Fatalf("call with the breaker open = %v", err)
+	}
+	if d.Bulkhead().InFlight() != 0 {
+		t.Fatal("a refused call kept its bulkhead slot")
+	}
+	if len(f.rejects) != 2 || f.count(OutcomeBulkheadFull, "db") != 1 || f.count(OutcomeBreakerOpen, "db") != 1 ||
+		f.count(OutcomeError, "db") != 4 || f.count(OutcomeSuccess, "db") != 1 {
+		t.Fatalf("rejects %v; counts full=%v open=%v error=%v success=%v", f.rejects,
+			f.count(OutcomeBulkheadFull, "db"), f.count(OutcomeBreakerOpen, "db"),
+			f.count(OutcomeError, "db"), f.count(OutcomeSuccess, "db"))
+	}
+	if len(f.changes) != 1 || f.changes[0] != "db:closed>open" {
+		t.Fatalf("state changes %v", f.changes)
+	}
+}
+
+func TestShadowCountsButNeverRefuses(t *testing.T) {
+	f := newFixture(t)
+	f.apply(rules.Downstream{Name: "db", Mode: rules.ModeShadow, Breaker: brk(), Bulkhead: &rules.Bulkhead{MaxConcurrent: 1}})
+	d := f.set.Get("db")
+	held, _ := d.Begin(f.clk.Nanotime())
+	if err := f.call("db", false); err != nil { // over the bulkhead
+		t.Fatalf("shadow refused: %v", err)
+	}
+	held.End(f.clk.Nanotime(), false, false)
+	f.trip("db")
+	for range 3 {
+		if err := f.call("db", false); err != nil {
+			t.Fatalf("shadow refused with the breaker open: %v", err)
+		}
+	}
+	if got := f.count(OutcomeShadowWouldReject, "db"); got != 4 {
+		t.Fatalf("shadow_would_reject = %v, want 4", got)
+	}
+	if len(f.rejects) != 0 || f.count(OutcomeBreakerOpen, "db") != 0 {
+		t.Fatal("shadow counted a real refusal")
+	}
+	// The breaker still learns in shadow: after the open period a probe
+	// closes it.
+	f.clk.Advance(time.Second)
+	_ = f.call("db", false)
+	if st := d.Breaker().State(f.clk.Nanotime()); st != breaker.Closed {
+		t.Fatalf("breaker %v after a successful probe in shadow", st)
+	}
+}
+
+func TestRetriesAreCountedAndBudgeted(t *testing.T) {
+	f := newFixture(t)
+	f.apply(rules.Downstream{Name: "api", Retry: &rules.Retry{MaxAttempts: 10, Budget: 0.5, MinPerSecond: 0.05}},
+		rules.Downstream{Name: "plain"})
+	d := f.set.Get("api")
+	ctx := context.Background()
+	for range 4 {
+		d.Request(f.clk.Nanotime())
+	}
+	// 0.5 x 4 requests + 0.05/s x 10s window = 2.5: two retries, then none.
+	var errs []error
+	for range 3 {
+		_, err := d.NextRetry(ctx, 1, 0)
+		errs = append(errs, err)
+	}
+	if errs[0] != nil || errs[1] != nil || !errors.Is(errs[2], retry.ErrBudgetExhausted) {
+		t.Fatalf("NextRetry errors %v", errs)
+	}
+	attempted := value(f.set.metrics.retries.WithLabelValues("api", RetryAttempted))
+	refused := value(f.set.metrics.retries.WithLabelValues("api", RetryBudgetExhausted))
+	if attempted != 2 || refused != 1 {
+		t.Fatalf("retries attempted %v budget_exhausted %v", attempted, refused)
+	}
+	p := f.set.Get("plain")
+	p.Request(0)
+	if _, err := p.NextRetry(ctx, 1, 0); !errors.Is(err, retry.ErrAttemptsExhausted) {
+		t.Fatalf("NextRetry without retry rules = %v", err)
+	}
+	if err := p.Wait(ctx, time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMetricsAreCreatedUpFrontAndDropped(t *testing.T) {
+	f := newFixture(t)
+	f.apply(rules.Downstream{Name: "a", Breaker: brk(), Retry: &rules.Retry{}}, rules.Downstream{Name: "b"})
+	count := func(name string) int {
+		ms := f.gathered(name)
+		for _, m := range ms {
+			if label(m, "service") != "checkout" || label(m, "downstream") == "" {
+				t.Fatalf("%s series without service or downstream label: %v", name, m.GetLabel())
+			}
+		}
+		return len(ms)
+	}
+	tests := []struct {
+		name string
+		want int
+	}{
+		{"governor_sdk_downstream_calls_total", 2 * len(outcomes)},
+		{"governor_sdk_downstream_duration_seconds", 2},
+		{"governor_sdk_retries_total", 4},
+		{"governor_sdk_breaker_state", 1},
+		{"governor_sdk_retry_budget_ratio", 1},
+	}
+	for _, tt := range tests {
+		if got := count(tt.name); got != tt.want {
+			t.Errorf("%s: %d series before any call, want %d", tt.name, got, tt.want)
+		}
+	}
+	f.apply(rules.Downstream{Name: "a", Breaker: brk(), Retry: &rules.Retry{}})
+	if got := count("governor_sdk_downstream_calls_total"); got != len(outcomes) {
+		t.Fatalf("%d call series after b was dropped", got)
+	}
+	f.trip("a")
+	if ms := f.gathered("governor_sdk_breaker_state"); len(ms) != 1 || ms[0].GetGauge().GetValue() != 2 {
+		t.Fatalf("breaker_state = %v, want one series at 2", ms)
+	}
+	if _, err := New(Options{Registerer: f.reg, Service: "checkout"}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("registering twice = %v", err)
+	}
+}
+
+func TestEndpointsSurviveApply(t *testing.T) {
+	f := newFixture(t)
+	f.set.SetEndpoints("api", []string{"10.0.0.1:80", "10.0.0.2:80"})
+	f.apply(rules.Downstream{Name: "api"})
+	if got := f.set.Get("api").Balancer().Endpoints(); len(got) != 2 {
+		t.Fatalf("endpoints %v", got)
+	}
+	f.set.SetEndpoints("api", []string{"10.0.0.3:80"})
+	f.apply(rules.Downstream{Name: "api", Balancer: &rules.Balancer{SlowStart: rules.Duration(time.Second)}})
+	if got := f.set.Get("api").Balancer().Endpoints(); len(got) != 1 || got[0] != "10.0.0.3:80" {
+		t.Fatalf("endpoints after a rebuild %v", got)
+	}
+}
+
+func TestAdaptiveBulkhead(t *testing.T) {
+	f := newFixture(t)
+	f.apply(rules.Downstream{Name: "db", Bulkhead: &rules.Bulkhead{MaxConcurrent: 50, Adaptive: true}})
+	// sdk/limit's gradient limiter starts at its initial limit, 20.
+	if got := f.set.Get("db").Bulkhead().Limit(); got != 20 {
+		t.Fatalf("adaptive limit = %d, want the initial 20", got)
+	}
+	f.apply(rules.Downstream{Name: "db", Bulkhead: &rules.Bulkhead{MaxConcurrent: 3, Adaptive: true}})
+	if got := f.set.Get("db").Bulkhead().Limit(); got != 3 {
+		t.Fatalf("adaptive limit = %d, want capped at 3", got)
+	}
+	bad, _ := New(Options{NewLimiter: func(rules.Concurrency, clock.Clock) (bulkhead.Limiter, error) {
+		return nil, errors.New("no limiter")
+	}})
+	if err := bad.Apply([]rules.Downstream{{Name: "x", Bulkhead: &rules.Bulkhead{MaxConcurrent: 1, Adaptive: true}}}); !errors.Is(err, ErrInvalidRules) {
+		t.Fatalf("Apply with a failing limiter factory = %v", err)
+	}
+}
