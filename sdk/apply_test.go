@@ -1,0 +1,164 @@
+package governor_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	governor "governor.dev/governor/sdk"
+	"governor.dev/governor/sdk/rules"
+)
+
+func TestApplyKeepsLearnedStateForUnchangedRoutes(t *testing.T) {
+	a, b := concRoute(10, 0.1), concRoute(10, 0.1)
+	a.Name, b.Name = "a", "b"
+	b.Match.PathPrefix = "/b"
+	a.RateLimit = &rules.RateLimit{Rate: 1, Burst: 1}
+	f := newFixture(t, 2, ruleset(a, b))
+	ctx := context.Background()
+	// Learn: a's limiter moved to 7, a's bucket is empty, one request in flight.
+	f.lims.made[0].limit.Store(7)
+	held, err := f.g.Admit(ctx, governor.Request{Path: "/a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.g.Admit(ctx, governor.Request{Path: "/a"}); !errors.Is(err, governor.ErrRateLimited) {
+		t.Fatalf("second request: %v, want rate limited", err)
+	}
+
+	b2 := b
+	b2.Concurrency = &rules.Concurrency{Algorithm: rules.AlgorithmFixed, Max: 30}
+	a2 := a
+	a2.Exempt = &rules.Exempt{Paths: []string{"/a/healthz"}} // a changes, its limiter and bucket rules do not
+	c := route("c", "/c")
+	if err := f.g.Apply(ruleset(a2, b2, c), 2); err != nil {
+		t.Fatal(err)
+	}
+	if f.g.Version() != 2 {
+		t.Fatalf("version %d, want 2", f.g.Version())
+	}
+	if l, _ := f.g.Limit("a"); l != 7 {
+		t.Fatalf("route a's learned limit is %d after Apply, want 7 kept", l)
+	}
+	if l, _ := f.g.Limit("b"); l != 30 {
+		t.Fatalf("route b's limit is %d, want the new rules' 30", l)
+	}
+	if len(f.lims.made) != 3 {
+		t.Fatalf("%d limiters built, want 3 (a, b, then only the changed b)", len(f.lims.made))
+	}
+	if _, err := f.g.Admit(ctx, governor.Request{Path: "/a"}); !errors.Is(err, governor.ErrRateLimited) {
+		t.Fatalf("a's bucket was refilled by an unrelated change: %v", err)
+	}
+	if got := f.g.InFlight("a"); got != 1 {
+		t.Fatalf("in flight %d after Apply, want 1", got)
+	}
+	held.Release(time.Millisecond, governor.Success)
+	if got := f.g.InFlight("a"); got != 0 {
+		t.Fatalf("in flight %d after releasing a permit from before Apply, want 0", got)
+	}
+	// Re-applying the same rules keeps everything.
+	if err := f.g.Apply(ruleset(a2, b2, c), 3); err != nil || len(f.lims.made) != 3 {
+		t.Fatalf("re-apply: %v, %d limiters", err, len(f.lims.made))
+	}
+}
+
+func TestApplyRefusesAndKeepsOldRules(t *testing.T) {
+	f := newFixture(t, 1, ruleset(concRoute(1, 0)))
+	bad := ruleset(concRoute(1, 0))
+	bad.Routes[0].RateLimit = &rules.RateLimit{Rate: -5}
+	otherService := ruleset(concRoute(5, 0))
+	otherService.Service = "other"
+	tests := []struct {
+		name    string
+		rs      *rules.Ruleset
+		version int64
+		want    error
+		field   string
+	}{
+		{"invalid", bad, 2, rules.ErrInvalid, "routes[0].rate_limit.rate"},
+		{"nil", nil, 2, governor.ErrInvalidRules, ""},
+		{"other service", otherService, 2, governor.ErrInvalidRules, ""},
+		{"stale", ruleset(concRoute(5, 0)), 0, governor.ErrStaleVersion, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := f.g.Apply(tt.rs, tt.version)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("Apply: %v, want %v", err, tt.want)
+			}
+			if tt.field != "" {
+				var ve *rules.ValidationError
+				if !errors.As(err, &ve) || ve.Errors[0].Field != tt.field {
+					t.Fatalf("Apply: %v, want a field error for %s", err, tt.field)
+				}
+			}
+			if f.g.Version() != 1 {
+				t.Fatalf("version %d after a refused Apply, want 1", f.g.Version())
+			}
+			if l, _ := f.g.Limit("api"); l != 1 {
+				t.Fatalf("limit %d after a refused Apply, want the old 1", l)
+			}
+		})
+	}
+}
+
+type downstreams struct {
+	got []rules.Downstream
+	err error
+}
+
+func (d *downstreams) Apply(ds []rules.Downstream) error {
+	if d.err != nil {
+		return d.err
+	}
+	d.got = ds
+	return nil
+}
+
+func TestApplyHandsDownstreamsOverAllOrNothing(t *testing.T) {
+	ds := &downstreams{}
+	opts := governor.DefaultOptions("svc")
+	opts.Downstreams = ds
+	var applied []int64
+	opts.Hooks.OnApply = func(v int64, err error) {
+		if err == nil {
+			applied = append(applied, v)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	opts.Registerer = reg
+	g, err := governor.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	rs := ruleset(concRoute(3, 0))
+	rs.Downstreams = []rules.Downstream{{Name: "db"}}
+	if err := g.Apply(rs, 4); err != nil {
+		t.Fatal(err)
+	}
+	if len(ds.got) != 1 || ds.got[0].Name != "db" {
+		t.Fatalf("downstreams got %v", ds.got)
+	}
+	ds.err = errors.New("outbound: refused")
+	rs2 := ruleset(concRoute(9, 0))
+	if err := g.Apply(rs2, 5); !errors.Is(err, governor.ErrInvalidRules) || !errors.Is(err, ds.err) {
+		t.Fatalf("Apply with refusing downstreams: %v", err)
+	}
+	if g.Version() != 4 {
+		t.Fatalf("inbound rules swapped although the downstreams refused: version %d", g.Version())
+	}
+	if len(applied) != 1 || applied[0] != 4 {
+		t.Fatalf("OnApply saw %v, want [4]", applied)
+	}
+	m := gather(t, reg)
+	if v := m.value("governor_sdk_rules_version", nil); v != 4 {
+		t.Fatalf("rules_version %v, want 4", v)
+	}
+	if v := m.value("governor_sdk_rules_applied_total", map[string]string{"result": "rejected"}); v != 1 {
+		t.Fatalf("rejected updates %v, want 1", v)
+	}
+}

@@ -1,0 +1,202 @@
+package ratelimit
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+)
+
+func TestBucketBurstAndRate(t *testing.T) {
+	tests := []struct {
+		rate          float64
+		burst, shards int
+	}{
+		{10, 5, 1}, {10, 5, 4}, {1000, 64, 8}, {1, 1, 8}, {100, 3, 64},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("rate=%v/burst=%d/shards=%d", tt.rate, tt.burst, tt.shards), func(t *testing.T) {
+			b, err := NewBucket(tt.rate, tt.burst, tt.shards)
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := int64(time.Hour)
+			n := 0
+			for k := uint32(0); ; k++ {
+				ok, wait := b.Allow(now, k*2654435761, 1)
+				if !ok {
+					if wait <= 0 {
+						t.Fatalf("refusal with wait %d", wait)
+					}
+					break
+				}
+				n++
+			}
+			if n != tt.burst {
+				t.Fatalf("a full bucket admitted %d at once, want the burst %d", n, tt.burst)
+			}
+			// Over 10 s at a steady arrival far above the rate, the bucket
+			// admits rate x 10 s (within one burst).
+			admitted := 0
+			step := int64(1e9 / (tt.rate * 4))
+			end := now + 10*int64(time.Second)
+			for k := uint32(0); now < end; k++ {
+				now += step
+				if ok, _ := b.Allow(now, k*2654435761, 1); ok {
+					admitted++
+				}
+			}
+			want := tt.rate * 10
+			if math.Abs(float64(admitted)-want) > float64(tt.burst)+1 {
+				t.Fatalf("admitted %d in 10s, want %v", admitted, want)
+			}
+		})
+	}
+}
+
+func TestBucketScaleSlowsRefill(t *testing.T) {
+	b, err := NewBucket(100, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := int64(0)
+	n := 0
+	for range 1000 {
+		now += int64(time.Millisecond)
+		if ok, _ := b.Allow(now, 0, 0.25); ok {
+			n++
+		}
+	}
+	if n < 24 || n > 26 {
+		t.Fatalf("at scale 0.25 of 100/s one second admitted %d, want 25", n)
+	}
+}
+
+func TestNewBucketRefusesBadConfig(t *testing.T) {
+	for _, tt := range []struct {
+		rate  float64
+		burst int
+	}{{0, 1}, {-1, 1}, {math.NaN(), 1}, {math.Inf(1), 1}, {1, 0}} {
+		if _, err := NewBucket(tt.rate, tt.burst, 1); !errors.Is(err, ErrInvalid) {
+			t.Errorf("NewBucket(%v, %d): %v, want ErrInvalid", tt.rate, tt.burst, err)
+		}
+	}
+}
+
+func TestKeyedLimitsEachKey(t *testing.T) {
+	k, err := NewKeyed(1, 2, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := int64(time.Hour)
+	for _, key := range []string{"a", "b"} {
+		for i := range 2 {
+			if ok, _ := k.Allow(key, now, 1); !ok {
+				t.Fatalf("key %s request %d refused", key, i)
+			}
+		}
+		if ok, wait := k.Allow(key, now, 1); ok || wait != int64(time.Second) {
+			t.Fatalf("key %s beyond its burst: ok=%v wait=%s, want refused for 1s", key, ok, time.Duration(wait))
+		}
+	}
+	if ok, _ := k.Allow("a", now+int64(time.Second), 1); !ok {
+		t.Fatal("key a not refilled after 1s")
+	}
+}
+
+func TestKeyedMemoryIsBounded(t *testing.T) {
+	k, err := NewKeyed(1, 1, 160)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.MaxKeys() != 160 {
+		t.Fatalf("MaxKeys %d, want 160", k.MaxKeys())
+	}
+	now := int64(time.Hour)
+	for i := range 100_000 {
+		k.Allow(fmt.Sprint("key-", i), now, 1)
+		if i%997 == 0 && k.Len() > 160 {
+			t.Fatalf("after %d keys the limiter holds %d, want at most 160", i+1, k.Len())
+		}
+	}
+	if k.Len() > 160 || k.Len() < 100 {
+		t.Fatalf("holds %d keys, want close to 160", k.Len())
+	}
+}
+
+func TestKeyedEvictsLeastRecentlyUsed(t *testing.T) {
+	k, err := NewKeyed(1, 1, 16) // one key per part
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := int64(time.Hour)
+	// Find two keys of the same part.
+	a := "k0"
+	var b string
+	for i := 1; ; i++ {
+		b = fmt.Sprint("k", i)
+		if hashKey(a)%keyedParts == hashKey(b)%keyedParts {
+			break
+		}
+	}
+	if ok, _ := k.Allow(a, now, 1); !ok {
+		t.Fatal("first request of a refused")
+	}
+	if ok, _ := k.Allow(a, now, 1); ok {
+		t.Fatal("a's empty bucket admitted")
+	}
+	k.Allow(b, now, 1) // evicts a
+	if ok, _ := k.Allow(a, now, 1); !ok {
+		t.Fatal("an evicted key did not come back with a full bucket")
+	}
+}
+
+func TestKeyedLRUOrder(t *testing.T) {
+	p := &keyedPart{index: map[string]int32{}, ents: make([]keyedEntry, 0, 3), head: -1, tail: -1}
+	for _, key := range []string{"a", "b", "c"} {
+		p.insert(key)
+	}
+	p.touch(p.index["a"]) // order: a c b
+	p.insert("d")         // evicts b
+	if _, ok := p.index["b"]; ok || len(p.index) != 3 {
+		t.Fatalf("index after eviction: %v, want a c d", p.index)
+	}
+	var order []string
+	for i := p.head; i >= 0; i = p.ents[i].next {
+		order = append(order, p.ents[i].key)
+	}
+	if fmt.Sprint(order) != "[d a c]" {
+		t.Fatalf("LRU order %v, want [d a c]", order)
+	}
+}
+
+func BenchmarkBucketAllow(b *testing.B) {
+	bk, _ := NewBucket(1e12, 1<<30, 8)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		var k uint32
+		var now int64
+		for pb.Next() {
+			k += 2654435761
+			now += 1000
+			bk.Allow(now, k, 1)
+		}
+	})
+}
+
+func BenchmarkKeyedAllow(b *testing.B) {
+	k, _ := NewKeyed(1e9, 1<<20, 10000)
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = fmt.Sprint("10.0.", i/256, ".", i%256)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := 0
+		for pb.Next() {
+			i++
+			k.Allow(keys[i%len(keys)], int64(i), 1)
+		}
+	})
+}
