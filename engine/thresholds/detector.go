@@ -29,10 +29,9 @@ type Detector struct {
 	aShort  float64
 	env     extremes  // envelope of past values
 	season  *seasonal // daily (or other) profile; nil when disabled
-	typ     [3]typical
-	smooth  float64 // short EWMA of the raw surprise
+	smooth  float64   // short EWMA of the raw surprise
 	aSmooth float64
-	peaks   [3]float64 // decayed maximum of past surprise per feature
+	rare    [3]rarity
 	decay   float64
 	n       int
 }
@@ -43,7 +42,6 @@ func New(opt Options) (*Detector, error) {
 		return nil, err
 	}
 	a := halfLifeAlpha(opt.BaselineHalfLife)
-	ta := halfLifeAlpha(opt.TypicalHalfLife)
 	d := &Detector{
 		opt:     opt,
 		level:   robust{alpha: a},
@@ -54,9 +52,9 @@ func New(opt Options) (*Detector, error) {
 		decay:   math.Exp2(-1 / opt.SuppressHalfLife),
 		aSmooth: halfLifeAlpha(opt.SmoothHalfLife),
 	}
-	d.typ[0] = typical{alpha: ta, floor: 1e-3, k: opt.TailK}
-	d.typ[1] = typical{alpha: ta, floor: 1e-3, k: opt.TailK}
-	d.typ[2] = typical{alpha: ta, floor: opt.EnvelopeFloor, k: opt.TailK}
+	for i := range d.rare {
+		d.rare[i] = newRarity(opt.SuppressHalfLife)
+	}
 	return d, nil
 }
 
@@ -94,26 +92,18 @@ func (d *Detector) Observe(t time.Time, v float64) Result {
 	if d.season != nil {
 		d.season.update(ts, v, d.opt.Clip)
 	}
-	if d.n <= d.opt.Warmup {
-		for i := range f {
-			if d.n > 10 {
-				d.typ[i].update(f[i])
-			}
+	raw := 0.0
+	for i := range f {
+		if d.opt.Weights[i] > 0 {
+			raw = math.Max(raw, d.opt.Weights[i]*d.rare[i].surprisal(f[i]))
+			d.rare[i].update(f[i])
 		}
+	}
+	if d.n <= d.opt.Warmup {
 		res.Inconclusive = true
 		return res
 	}
-	excess := 0.0
-	for i := range f {
-		r := d.opt.Weights[i] * d.typ[i].norm(f[i])
-		d.typ[i].update(f[i])
-		excess = math.Max(excess, r-d.opt.Suppress*d.peaks[i])
-		d.peaks[i] = math.Max(d.peaks[i]*d.decay, r)
-	}
-	if excess > 0 {
-		x := math.Log1p(excess / d.opt.ScoreScale)
-		res.Score = x / (x + 1)
-	}
+	res.Score = raw / (raw + d.opt.ScoreScale)
 	return res
 }
 

@@ -77,9 +77,9 @@ func DefaultOptions() Options {
 		TypicalHalfLife:  2000,
 		TailK:            1,
 		SmoothHalfLife:   0.1,
-		Weights:          [3]float64{1, 1, 1},
-		SuppressHalfLife: 300,
-		Suppress:         1.0,
+		Weights:          [3]float64{1, 0, 1},
+		SuppressHalfLife: 150,
+		Suppress:         1.2,
 		ScoreScale:       1,
 	}
 }
