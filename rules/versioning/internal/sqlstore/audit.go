@@ -1,0 +1,194 @@
+package sqlstore
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"governor.dev/governor/rules/versioning"
+)
+
+// appendAudit adds one entry to the chain inside tx. Locking the head row
+// orders appends by commit, so sequence numbers and links never fork.
+func (s *Store) appendAudit(ctx context.Context, tx Tx, a versioning.Actor, action versioning.Action,
+	service string, version int64, detail any) (versioning.AuditEntry, error) {
+	raw, ok := detail.([]byte)
+	if !ok {
+		var err error
+		if raw, err = json.Marshal(detail); err != nil {
+			return versioning.AuditEntry{}, fmt.Errorf("audit detail: %w", err)
+		}
+	}
+	e := versioning.AuditEntry{At: s.now(), Actor: a.Name, Roles: a.Roles, Action: action,
+		Service: service, Version: version, Detail: raw}
+	if e.Roles == nil {
+		e.Roles = []versioning.Role{}
+	}
+	var head int64
+	if err := tx.QueryRow(ctx, `SELECT seq, hash FROM rule_audit_head WHERE id = 1`+s.d.ForUpdate).
+		Scan(&head, &e.PrevHash); err != nil {
+		return e, fmt.Errorf("audit head: %w", err)
+	}
+	e.Seq = head + 1
+	e.Hash = e.ComputeHash()
+	if _, err := tx.Exec(ctx, `INSERT INTO rule_audit (seq, at, actor, roles, action, service, version,
+		detail, prev_hash, hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`,
+		e.Seq, e.At, e.Actor, versioning.JoinRoles(e.Roles), string(e.Action), e.Service, e.Version,
+		string(e.Detail), e.PrevHash, e.Hash); err != nil {
+		return e, err
+	}
+	if _, err := tx.Exec(ctx, `UPDATE rule_audit_head SET seq = $1, hash = $2 WHERE id = 1`, e.Seq, e.Hash); err != nil {
+		return e, err
+	}
+	return e, nil
+}
+
+const auditColumns = `seq, at, actor, roles, action, service, version, detail, prev_hash, hash`
+
+func scanAudit(r interface{ Scan(...any) error }) (versioning.AuditEntry, error) {
+	var e versioning.AuditEntry
+	var roles, action, detail string
+	if err := r.Scan(&e.Seq, &e.At, &e.Actor, &roles, &action, &e.Service, &e.Version, &detail,
+		&e.PrevHash, &e.Hash); err != nil {
+		return e, err
+	}
+	e.At = e.At.UTC()
+	e.Roles = versioning.SplitRoles(roles)
+	e.Action = versioning.Action(action)
+	e.Detail = json.RawMessage(detail)
+	return e, nil
+}
+
+// Audit implements versioning.Auditor.
+func (s *Store) Audit(ctx context.Context, f versioning.AuditFilter) ([]versioning.AuditEntry, error) {
+	var out []versioning.AuditEntry
+	err := s.op(ctx, "audit", func(ctx context.Context) error {
+		limit := f.Limit
+		if limit <= 0 {
+			limit = 100
+		}
+		limit = min(limit, 1000)
+		var where []string
+		var args []any
+		add := func(cond string, v any) {
+			args = append(args, v)
+			where = append(where, fmt.Sprintf(cond, len(args)))
+		}
+		add("seq > $%d", f.AfterSeq)
+		if f.Service != "" {
+			add("service = $%d", f.Service)
+		}
+		if f.Actor != "" {
+			add("actor = $%d", f.Actor)
+		}
+		if f.Action != "" {
+			add("action = $%d", string(f.Action))
+		}
+		args = append(args, limit)
+		q := `SELECT ` + auditColumns + ` FROM rule_audit WHERE ` + strings.Join(where, " AND ") +
+			fmt.Sprintf(" ORDER BY seq LIMIT $%d", len(args))
+		var err error
+		out, err = s.auditPage(ctx, q, args...)
+		return err
+	})
+	return out, err
+}
+
+func (s *Store) auditPage(ctx context.Context, q string, args ...any) ([]versioning.AuditEntry, error) {
+	var out []versioning.AuditEntry
+	err := s.db.Read(ctx, func(tx Tx) error {
+		rows, err := tx.Query(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			e, err := scanAudit(rows)
+			if err != nil {
+				return err
+			}
+			out = append(out, e)
+		}
+		return rows.Err()
+	})
+	return out, err
+}
+
+const verifyPage = 1000
+
+// VerifyAudit implements versioning.Auditor. It checks the chain up to the
+// head as read at the start, so appends during the walk do not disturb it.
+func (s *Store) VerifyAudit(ctx context.Context) (versioning.AuditReport, error) {
+	var rep versioning.AuditReport
+	err := s.op(ctx, "verify_audit", func(ctx context.Context) error {
+		var headSeq int64
+		var headHash string
+		if err := s.db.Read(ctx, func(tx Tx) error {
+			return tx.QueryRow(ctx, `SELECT seq, hash FROM rule_audit_head WHERE id = 1`).Scan(&headSeq, &headHash)
+		}); err != nil {
+			return err
+		}
+		seq, hash := int64(0), versioning.GenesisHash
+		for seq < headSeq {
+			page, err := s.auditPage(ctx, `SELECT `+auditColumns+` FROM rule_audit
+				WHERE seq > $1 AND seq <= $2 ORDER BY seq LIMIT $3`, seq, headSeq, verifyPage)
+			if err != nil {
+				return err
+			}
+			if len(page) == 0 {
+				return &versioning.ChainError{Seq: seq + 1, Problem: fmt.Sprintf(
+					"entry is missing (the chain head records %d entries)", headSeq)}
+			}
+			if seq, hash, err = versioning.VerifyChain(seq, hash, page); err != nil {
+				return err
+			}
+		}
+		if hash != headHash {
+			return &versioning.ChainError{Seq: headSeq, Problem: fmt.Sprintf(
+				"hash %s differs from the chain head's %s", hash, headHash)}
+		}
+		rep = versioning.AuditReport{Entries: seq, Head: hash}
+		return nil
+	})
+	return rep, err
+}
+
+var actionRE = regexp.MustCompile(`^[a-z][a-z0-9_.]{0,63}$`)
+
+// RecordAudit implements versioning.Auditor.
+func (s *Store) RecordAudit(ctx context.Context, r versioning.AuditRecord) (versioning.AuditEntry, error) {
+	var out versioning.AuditEntry
+	err := s.op(ctx, "record_audit", func(ctx context.Context) error {
+		if err := versioning.ValidateActor("actor", r.Actor); err != nil {
+			return err
+		}
+		switch {
+		case !actionRE.MatchString(string(r.Action)):
+			return &versioning.InputError{Errors: fieldErr("action",
+				"must be 1 to 64 lower-case letters, digits, _ or ., starting with a letter, got %q", r.Action)}
+		case r.Action.Lifecycle():
+			return &versioning.InputError{Errors: fieldErr("action",
+				"%q is recorded by the rule store itself", r.Action)}
+		}
+		if r.Service != "" {
+			if err := versioning.ValidateService(r.Service); err != nil {
+				return err
+			}
+		}
+		if r.Version < 0 {
+			return &versioning.InputError{Errors: fieldErr("version", "must not be negative, got %d", r.Version)}
+		}
+		detail, err := versioning.CompactDetail(r.Detail)
+		if err != nil {
+			return err
+		}
+		return s.write(ctx, "record_audit", func(tx Tx) (bool, error) {
+			var err error
+			out, err = s.appendAudit(ctx, tx, r.Actor, r.Action, r.Service, r.Version, detail)
+			return false, err
+		})
+	})
+	return out, err
+}

@@ -1,0 +1,184 @@
+// Package postgres is the production versioning.Store: rule versions, the
+// audit log and the outbox in PostgreSQL through pgx (a connection pool,
+// contexts and timeouts on every call).
+//
+// Open applies the embedded migrations (package
+// governor.dev/governor/migrations) under goose's advisory lock, so several
+// processes may start at once. Every write transaction locks the service's
+// row, which makes version numbers gap-free, and then the audit chain head.
+//
+// Each transaction that writes an outbox row also sends
+// NOTIFY governor_outbox (OutboxChannel) with the service name as payload, so
+// a relay in another process can LISTEN and wake at once.
+//
+// The application should connect as a role that may SELECT and INSERT on
+// rule_audit but not UPDATE, DELETE or TRUNCATE it (the migration revokes
+// those from PUBLIC; a trigger refuses them for every role anyway):
+//
+//	GRANT SELECT, INSERT, UPDATE ON rule_services, rule_versions, rule_approvals,
+//	    rule_audit_head, rule_outbox TO governor_app;
+//	GRANT SELECT, INSERT ON rule_audit TO governor_app;
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"governor.dev/governor/migrations"
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/rules/versioning/internal/sqlstore"
+	"governor.dev/governor/sdk/clock"
+)
+
+// OutboxChannel is the NOTIFY channel of new outbox rows.
+const OutboxChannel = "governor_outbox"
+
+// Options configure Open.
+type Options struct {
+	// URL is a PostgreSQL connection string; required unless Pool is set.
+	URL string
+	// Pool, if set, is used instead of URL and is not closed by Close.
+	Pool *pgxpool.Pool
+	// MaxConns of the pool opened from URL; default 10.
+	MaxConns int32
+	// SkipMigrations leaves the schema alone (when a separate, more
+	// privileged step migrates it).
+	SkipMigrations bool
+	Clock          clock.Clock
+	Logger         *slog.Logger
+	Registerer     prometheus.Registerer
+	// Timeout bounds each operation; default 10s.
+	Timeout time.Duration
+	// BeforeCommit is a fault-injection hook for tests; see
+	// sqlstore.Options.
+	BeforeCommit func(op string, attempt int) error
+}
+
+// Open connects, migrates and returns the store.
+func Open(ctx context.Context, o Options) (versioning.Store, error) {
+	pool, owned := o.Pool, false
+	if pool == nil {
+		if o.URL == "" {
+			return nil, fmt.Errorf("%w: postgres: URL or Pool is required", versioning.ErrInvalid)
+		}
+		cfg, err := pgxpool.ParseConfig(o.URL)
+		if err != nil {
+			return nil, fmt.Errorf("%w: postgres: URL: %v", versioning.ErrInvalid, err)
+		}
+		cfg.MaxConns = 10
+		if o.MaxConns > 0 {
+			cfg.MaxConns = o.MaxConns
+		}
+		if cfg.ConnConfig.ConnectTimeout == 0 {
+			cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+		}
+		if pool, err = pgxpool.NewWithConfig(ctx, cfg); err != nil {
+			return nil, fmt.Errorf("%w: postgres: %w", versioning.ErrUnavailable, err)
+		}
+		owned = true
+	}
+	fail := func(err error) (versioning.Store, error) {
+		if owned {
+			pool.Close()
+		}
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err := pool.Ping(pctx)
+	cancel()
+	if err != nil {
+		return fail(fmt.Errorf("%w: postgres: %w", versioning.ErrUnavailable, err))
+	}
+	if !o.SkipMigrations {
+		db := stdlib.OpenDBFromPool(pool)
+		err := migrations.Up(ctx, db, migrations.Postgres, migrations.Options{Logger: o.Logger})
+		_ = db.Close()
+		if err != nil {
+			return fail(fmt.Errorf("%w: postgres: %w", versioning.ErrUnavailable, err))
+		}
+	}
+	return sqlstore.New(&db{pool: pool, owned: owned}, dialect(), sqlstore.Options{
+		Clock: o.Clock, Logger: o.Logger, Registerer: o.Registerer, Timeout: o.Timeout,
+		BeforeCommit: o.BeforeCommit,
+	})
+}
+
+// dialect describes PostgreSQL to the shared store.
+func dialect() sqlstore.Dialect {
+	return sqlstore.Dialect{
+		Name:         "postgres",
+		ForUpdate:    " FOR UPDATE",
+		SkipLocked:   " FOR UPDATE SKIP LOCKED",
+		NotifyOutbox: `SELECT pg_notify('` + OutboxChannel + `', $1)`,
+		Retryable: func(err error) bool {
+			var pe *pgconn.PgError
+			return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+		},
+		NoRows: func(err error) bool { return errors.Is(err, pgx.ErrNoRows) },
+		UniqueViolation: func(err error) bool {
+			var pe *pgconn.PgError
+			return errors.As(err, &pe) && pe.Code == "23505"
+		},
+	}
+}
+
+// querier is what pgx.Tx and *pgxpool.Pool have in common.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+type db struct {
+	pool  *pgxpool.Pool
+	owned bool
+}
+
+func (d *db) InTx(ctx context.Context, fn func(sqlstore.Tx) error) error {
+	tx, err := d.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := fn(adapter{tx}); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+func (d *db) Read(ctx context.Context, fn func(sqlstore.Tx) error) error { return fn(adapter{d.pool}) }
+
+func (d *db) Close() error {
+	if d.owned {
+		d.pool.Close()
+	}
+	return nil
+}
+
+type adapter struct{ q querier }
+
+func (a adapter) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	tag, err := a.q.Exec(ctx, sql, args...)
+	return tag.RowsAffected(), err
+}
+
+func (a adapter) QueryRow(ctx context.Context, sql string, args ...any) sqlstore.Row {
+	return a.q.QueryRow(ctx, sql, args...)
+}
+
+func (a adapter) Query(ctx context.Context, sql string, args ...any) (sqlstore.Rows, error) {
+	rows, err := a.q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	return rows, nil
+}

@@ -1,0 +1,159 @@
+// Package sqlite is the zero-setup versioning.Store: rule versions, the audit
+// log and the outbox in one embedded SQLite file (modernc.org/sqlite, no cgo).
+//
+// The file is opened in WAL mode with foreign keys on; write transactions
+// start with BEGIN IMMEDIATE and wait up to BusyTimeout for another process
+// holding the write lock. Within a process the store uses one connection, so
+// its transactions are serialised. Open applies the embedded migrations
+// (package governor.dev/governor/migrations).
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	sqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
+	"governor.dev/governor/migrations"
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/rules/versioning/internal/sqlstore"
+	"governor.dev/governor/sdk/clock"
+)
+
+// Options configure Open.
+type Options struct {
+	// Path of the database file; required (":memory:" for a private
+	// in-memory database).
+	Path string
+	// BusyTimeout is how long a write waits for another process's write
+	// lock; default 5s.
+	BusyTimeout time.Duration
+	Clock       clock.Clock
+	Logger      *slog.Logger
+	Registerer  prometheus.Registerer
+	// Timeout bounds each operation; default 10s.
+	Timeout time.Duration
+	// BeforeCommit is a fault-injection hook for tests; see
+	// sqlstore.Options.
+	BeforeCommit func(op string, attempt int) error
+}
+
+// Open opens (creating if needed) and migrates the database file.
+func Open(ctx context.Context, o Options) (versioning.Store, error) {
+	if o.Path == "" {
+		return nil, fmt.Errorf("%w: sqlite: Path is required", versioning.ErrInvalid)
+	}
+	busy := o.BusyTimeout
+	if busy <= 0 {
+		busy = 5 * time.Second
+	}
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	if o.Path != ":memory:" {
+		q.Add("_pragma", "journal_mode(WAL)")
+	}
+	q.Set("_txlock", "immediate")
+	sdb, err := sql.Open("sqlite", "file:"+o.Path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("%w: sqlite: %w", versioning.ErrUnavailable, err)
+	}
+	// One connection: transactions of this process queue in database/sql
+	// instead of failing with SQLITE_BUSY, and ":memory:" stays one database.
+	sdb.SetMaxOpenConns(1)
+	sdb.SetConnMaxLifetime(0)
+	sdb.SetConnMaxIdleTime(0)
+	if err := sdb.PingContext(ctx); err != nil {
+		_ = sdb.Close()
+		return nil, fmt.Errorf("%w: sqlite: %s: %w", versioning.ErrUnavailable, o.Path, err)
+	}
+	if err := migrations.Up(ctx, sdb, migrations.SQLite, migrations.Options{Logger: o.Logger}); err != nil {
+		_ = sdb.Close()
+		return nil, fmt.Errorf("%w: sqlite: %w", versioning.ErrUnavailable, err)
+	}
+	return sqlstore.New(&db{sdb}, dialect(), sqlstore.Options{
+		Clock: o.Clock, Logger: o.Logger, Registerer: o.Registerer, Timeout: o.Timeout,
+		BeforeCommit: o.BeforeCommit,
+	})
+}
+
+func dialect() sqlstore.Dialect {
+	code := func(err error) int {
+		var se *sqlite.Error
+		if errors.As(err, &se) {
+			return se.Code()
+		}
+		return 0
+	}
+	return sqlstore.Dialect{
+		Name: "sqlite",
+		Retryable: func(err error) bool {
+			c := code(err) & 0xff
+			return c == sqlite3.SQLITE_BUSY || c == sqlite3.SQLITE_LOCKED
+		},
+		NoRows: func(err error) bool { return errors.Is(err, sql.ErrNoRows) },
+		UniqueViolation: func(err error) bool {
+			c := code(err)
+			return c == sqlite3.SQLITE_CONSTRAINT_UNIQUE || c == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY
+		},
+	}
+}
+
+type db struct{ db *sql.DB }
+
+func (d *db) InTx(ctx context.Context, fn func(sqlstore.Tx) error) error {
+	tx, err := d.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := fn(adapter{tx}); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+func (d *db) Read(ctx context.Context, fn func(sqlstore.Tx) error) error { return fn(adapter{d.db}) }
+
+func (d *db) Close() error { return d.db.Close() }
+
+// querier is what *sql.DB and *sql.Tx have in common.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+type adapter struct{ q querier }
+
+func (a adapter) Exec(ctx context.Context, query string, args ...any) (int64, error) {
+	res, err := a.q.ExecContext(ctx, query, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+func (a adapter) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
+	return a.q.QueryRowContext(ctx, query, args...)
+}
+
+func (a adapter) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
+	rows, err := a.q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return rowsAdapter{rows}, nil
+}
+
+type rowsAdapter struct{ *sql.Rows }
+
+func (r rowsAdapter) Close() { _ = r.Rows.Close() }
