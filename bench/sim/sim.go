@@ -82,14 +82,6 @@ func Run(s *scenario.Scenario, name string, o Options) (Output, error) {
 	return Output{Attempts: e.attempts, Limits: e.limits}, nil
 }
 
-// request is one logical request: its draws are made once, in arrival
-// order, so every policy sees the same costs.
-type request struct {
-	class uint8
-	cpu   float64 // seconds of CPU at full capacity
-	wait  time.Duration
-}
-
 type job struct {
 	att      int32
 	handle   any
@@ -106,9 +98,9 @@ type engine struct {
 	clk    *clock.Fake
 	policy Policy
 
-	reqs     []request
-	arrivals []time.Duration
-	pauses   []time.Duration
+	reqs   []scenario.Request
+	pauses []time.Duration
+	budget *scenario.Budget
 
 	attempts []report.Attempt
 	jobs     []*job // by attempt index (nil when rejected)
@@ -125,25 +117,14 @@ type engine struct {
 
 	busy, busyPrev float64 // CPU busy ticks in the current / last 100 ms
 	busyTicks      int
-
-	firsts, retried [10]float64 // per-second counts for the retry budget
-	budgetSec       int64
 }
 
 func newEngine(s *scenario.Scenario, o Options) *engine {
 	src := scenario.NewSource(s, 0)
 	capRPS := Capacity(s, o)
 	e := &engine{s: s, o: o, clk: clock.NewFake(time.Time{})}
-	e.arrivals = src.Arrivals(capRPS)
-	rng := src.Rand()
-	e.reqs = make([]request, len(e.arrivals))
-	for i := range e.reqs {
-		r := request{class: uint8(src.Class()), cpu: s.Cost.CPU.Sample(rng).Seconds()}
-		if s.Cost.Wait != nil {
-			r.wait = s.Cost.Wait.Sample(rng)
-		}
-		e.reqs[i] = r
-	}
+	e.reqs = src.Requests(capRPS)
+	e.budget = scenario.NewBudget(s.Client.RetryBudget)
 	e.pauses = src.PauseSchedule()
 	return e
 }
@@ -169,8 +150,8 @@ func (e *engine) run() {
 	for t := time.Duration(0); t < drainUntil; t += dt {
 		e.now = t
 		// New first attempts and retries due in this tick.
-		for next < len(e.arrivals) && e.arrivals[next] < t+dt {
-			e.send(e.arrivals[next], int32(next), 0)
+		for next < len(e.reqs) && e.reqs[next].At < t+dt {
+			e.send(e.reqs[next].At, int32(next), 0)
 			next++
 		}
 		for len(e.retries) > 0 && e.retries[0].at < t+dt {
@@ -206,11 +187,11 @@ func (e *engine) run() {
 func (e *engine) send(at time.Duration, req int32, try uint8) {
 	r := e.reqs[req]
 	idx := int32(len(e.attempts))
-	e.attempts = append(e.attempts, report.Attempt{Request: req, Class: r.class, Try: try, Start: at})
+	e.attempts = append(e.attempts, report.Attempt{Request: req, Class: r.Class, Try: try, Start: at})
 	if try == 0 {
-		e.firsts[e.rollBudget(at)]++
+		e.budget.First(at)
 	}
-	h, ok := e.policy.Admit(at, int(r.class), e.inflight)
+	h, ok := e.policy.Admit(at, int(r.Class), e.inflight)
 	if !ok {
 		e.attempts[idx].Outcome = report.Rejected
 		e.jobs = append(e.jobs, nil)
@@ -218,43 +199,17 @@ func (e *engine) send(at time.Duration, req int32, try uint8) {
 		return
 	}
 	e.inflight++
-	j := &job{att: idx, handle: h, inflight: e.inflight, wait: r.wait, finishV: e.v + r.cpu}
+	j := &job{att: idx, handle: h, inflight: e.inflight, wait: r.Wait, finishV: e.v + r.CPU.Seconds()}
 	e.jobs = append(e.jobs, j)
 	heap.Push(&e.cpuQ, jobItem{j, j.finishV})
 	heap.Push(&e.timeouts, event{at: at + e.s.Client.Deadline.D(), att: idx, req: req, try: try})
 }
 
-// rollBudget moves the retry budget's 10 one-second buckets up to at and
-// returns the index of at's bucket.
-func (e *engine) rollBudget(at time.Duration) int64 {
-	sec := int64(at / time.Second)
-	if sec-e.budgetSec > 10 {
-		e.budgetSec = sec - 10
-	}
-	for e.budgetSec < sec {
-		e.budgetSec++
-		e.firsts[e.budgetSec%10], e.retried[e.budgetSec%10] = 0, 0
-	}
-	return sec % 10
-}
-
 func (e *engine) maybeRetry(at time.Duration, req int32, try uint8) {
 	c := e.s.Client
-	if int(try)+1 >= c.MaxAttempts {
+	if int(try)+1 >= c.MaxAttempts || !e.budget.Retry(at) {
 		return
 	}
-	i := e.rollBudget(at)
-	if b := c.RetryBudget; b != nil {
-		var f, r float64
-		for k := range 10 {
-			f += e.firsts[k]
-			r += e.retried[k]
-		}
-		if r >= b.Ratio*f+b.MinPerSecond*10 {
-			return
-		}
-	}
-	e.retried[i]++
 	heap.Push(&e.retries, event{at: at + c.Backoff.D(), req: req, try: try + 1})
 }
 

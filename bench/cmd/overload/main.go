@@ -1,0 +1,90 @@
+// Command overload runs an overload scenario against Governor and its peers,
+// in the simulator or live on loopback, and prints the results:
+//
+//	go run ./cmd/overload -scenario scenarios/steady-2x.json -mode sim -json
+//
+// Without -json it prints a table. -limiters selects limiters (default all
+// of the mode). The live mode re-executes this binary as its server and load
+// generator processes (-role server|loadgen, internal).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+
+	"governor.dev/governor/bench/lab"
+	"governor.dev/governor/bench/report"
+	"governor.dev/governor/bench/scenario"
+	"governor.dev/governor/bench/sim"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("overload", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("scenario", "", "scenario file (JSON)")
+	mode := fs.String("mode", lab.ModeSim, "sim or live")
+	asJSON := fs.Bool("json", false, "print the JSON result object")
+	limiters := fs.String("limiters", "", "comma-separated limiters (default: all of the mode)")
+	role := fs.String("role", "", "internal: server or loadgen (live mode child processes)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	if *role != "" {
+		if err := lab.Child(ctx, *role, os.Stdin, stdout); err != nil {
+			fmt.Fprintln(stderr, "overload:", err)
+			return 1
+		}
+		return 0
+	}
+	if *path == "" {
+		fmt.Fprintln(stderr, "overload: -scenario is required")
+		return 2
+	}
+	s, err := scenario.Load(*path)
+	if err != nil {
+		fmt.Fprintln(stderr, "overload:", err)
+		return 2
+	}
+	var res report.Run
+	switch *mode {
+	case lab.ModeSim:
+		names, err := sim.ParseList(*limiters)
+		if err != nil {
+			fmt.Fprintln(stderr, "overload:", err)
+			return 2
+		}
+		res, err = lab.RunSim(s, names, sim.Options{})
+		if err != nil {
+			fmt.Fprintln(stderr, "overload:", err)
+			return 1
+		}
+	case lab.ModeLive:
+		res, err = lab.RunLive(ctx, s, *limiters, lab.LiveOptions{Log: stderr})
+		if err != nil {
+			fmt.Fprintln(stderr, "overload:", err)
+			return 1
+		}
+	default:
+		fmt.Fprintf(stderr, "overload: -mode must be sim or live, got %q\n", *mode)
+		return 2
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		if err := enc.Encode(res); err != nil {
+			fmt.Fprintln(stderr, "overload:", err)
+			return 1
+		}
+		return 0
+	}
+	report.WriteTable(stdout, res)
+	return 0
+}

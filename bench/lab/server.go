@@ -1,0 +1,171 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"governor.dev/governor/bench/limiters"
+	"governor.dev/governor/bench/scenario"
+	"governor.dev/governor/sdk/rules"
+)
+
+// Request headers between the load generator and the server. The load
+// generator draws every cost, so all limiters serve identical requests.
+const (
+	hClass    = "X-Bench-Class"    // class rank 0..3
+	hUser     = "X-Bench-User"     // user key
+	hCPU      = "X-Bench-Cpu"      // CPU cost, ns
+	hWait     = "X-Bench-Wait"     // downstream wait before latency events, ns
+	hDeadline = "X-Bench-Deadline" // absolute deadline, Unix ns
+)
+
+// server is the live mode's server process: a handler that does real CPU
+// work and waits on a simulated downstream, behind the limiter under test.
+type server struct {
+	s       *scenario.Scenario
+	lim     limiters.Limiter
+	gate    sync.RWMutex
+	burn    *burner
+	pool    chan struct{} // downstream connections; nil when unlimited
+	t0      atomic.Int64  // Unix ns of the run's start (0: not started)
+	started chan struct{}
+	once    sync.Once
+}
+
+func newServer(s *scenario.Scenario, lim limiters.Limiter) *server {
+	sv := &server{s: s, lim: lim, started: make(chan struct{})}
+	sv.burn = newBurner(&sv.gate)
+	if s.Downstream != nil && s.Downstream.Concurrency > 0 {
+		sv.pool = make(chan struct{}, s.Downstream.Concurrency)
+	}
+	return sv
+}
+
+// elapsed is the scenario time now (negative before the start).
+func (sv *server) elapsed() time.Duration {
+	t0 := sv.t0.Load()
+	if t0 == 0 {
+		return -1
+	}
+	return time.Duration(time.Now().UnixNano() - t0)
+}
+
+func (sv *server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /start", func(w http.ResponseWriter, r *http.Request) {
+		sv.once.Do(func() {
+			sv.t0.Store(time.Now().UnixNano())
+			close(sv.started)
+		})
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("GET /work", sv.work)
+	return mux
+}
+
+func header(r *http.Request, name string) int64 {
+	v, _ := strconv.ParseInt(r.Header.Get(name), 10, 64)
+	return v
+}
+
+func (sv *server) work(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	sv.gate.RLock() // a pause stops new work too
+	sv.gate.RUnlock()
+	class := int(header(r, hClass))
+	if class < 0 || class >= len(rules.Classes) {
+		http.Error(w, "bad class", http.StatusBadRequest)
+		return
+	}
+	deadline := time.Unix(0, header(r, hDeadline))
+	ctx, cancel := context.WithDeadline(r.Context(), deadline)
+	defer cancel()
+	t, err := sv.lim.Acquire(ctx, limiters.Request{Class: rules.Classes[class], User: uint64(header(r, hUser))})
+	if err != nil {
+		code := http.StatusServiceUnavailable // gave up waiting in a queue
+		if errors.Is(err, limiters.ErrRejected) {
+			code = http.StatusTooManyRequests
+		}
+		w.WriteHeader(code)
+		return
+	}
+	at := sv.elapsed()
+	cpu := time.Duration(header(r, hCPU))
+	if f := sv.s.CapacityFactorAt(at); f > 0 && at >= 0 {
+		cpu = time.Duration(float64(cpu) / f)
+	}
+	sv.burn.burn(cpu)
+	if wait := time.Duration(header(r, hWait)); wait > 0 {
+		if sv.pool != nil {
+			sv.pool <- struct{}{}
+		}
+		if at := sv.elapsed(); at >= 0 {
+			wait = time.Duration(float64(wait) * sv.s.LatencyFactorAt(at))
+		}
+		time.Sleep(wait)
+		if sv.pool != nil {
+			<-sv.pool
+		}
+	}
+	latency := time.Since(start)
+	sv.lim.Release(t, latency, time.Now().After(deadline))
+	w.WriteHeader(http.StatusOK)
+}
+
+// pauses stalls the server on the scenario's pause schedule.
+func (sv *server) pauses(ctx context.Context) {
+	if sv.s.Pauses == nil {
+		return
+	}
+	select {
+	case <-sv.started:
+	case <-ctx.Done():
+		return
+	}
+	t0 := time.Unix(0, sv.t0.Load())
+	for _, at := range scenario.NewSource(sv.s, 1).PauseSchedule() {
+		select {
+		case <-time.After(time.Until(t0.Add(at))):
+		case <-ctx.Done():
+			return
+		}
+		sv.gate.Lock()
+		time.Sleep(sv.s.Pauses.Length.D())
+		sv.gate.Unlock()
+	}
+}
+
+// serve listens on a random loopback port, reports the address through
+// ready, and serves until ctx ends.
+func (sv *server) serve(ctx context.Context, ready func(addr string) error) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return fmt.Errorf("lab: server: %w", err)
+	}
+	hs := &http.Server{Handler: sv.routes(), ReadHeaderTimeout: 5 * time.Second}
+	go sv.pauses(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	if err := ready(ln.Addr().String()); err != nil {
+		hs.Close()
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		return fmt.Errorf("lab: server: %w", err)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		hs.Close()
+	}
+	return nil
+}
