@@ -31,7 +31,8 @@ type Detector struct {
 	season  *seasonal // daily (or other) profile; nil when disabled
 	smooth  float64   // short EWMA of the raw surprise
 	aSmooth float64
-	rare    [3]rarity
+	rare    [nFeatures]rarity
+	typ     [nFeatures]typical
 	decay   float64
 	n       int
 }
@@ -54,6 +55,7 @@ func New(opt Options) (*Detector, error) {
 	}
 	for i := range d.rare {
 		d.rare[i] = newRarity(opt.SuppressHalfLife)
+		d.typ[i] = typical{alpha: halfLifeAlpha(opt.TypicalHalfLife), floor: 1e-3, k: opt.TailK}
 	}
 	return d, nil
 }
@@ -75,13 +77,14 @@ func (d *Detector) Observe(t time.Time, v float64) Result {
 		}
 	}
 	floor := d.opt.SpreadFloor * d.long.spread()
-	var f [3]float64
+	var f [nFeatures]float64
 	if d.n > 0 {
-		res.Surprise = math.Abs(resid) / math.Max(res.Spread, floor)
-		f[0] = res.Surprise
+		z := resid / math.Max(res.Spread, floor)
+		res.Surprise = math.Abs(z)
 		d.short += d.aShort * (v - d.short)
-		f[1] = math.Abs(d.short-d.long.mean) / d.long.spread()
-		f[2] = d.env.exceed(v)
+		sh := (d.short - d.long.mean) / d.long.spread()
+		up, down := d.env.exceed(v)
+		f = [nFeatures]float64{max(z, 0), max(-z, 0), max(sh, 0), max(-sh, 0), up, down}
 	} else {
 		d.short = v
 	}
@@ -95,8 +98,10 @@ func (d *Detector) Observe(t time.Time, v float64) Result {
 	raw := 0.0
 	for i := range f {
 		if d.opt.Weights[i] > 0 {
-			raw = math.Max(raw, d.opt.Weights[i]*d.rare[i].surprisal(f[i]))
+			sur := d.rare[i].surprisal(f[i]) + d.opt.Magnitude*math.Log1p(d.typ[i].norm(f[i]))
+			raw = math.Max(raw, d.opt.Weights[i]*sur)
 			d.rare[i].update(f[i])
+			d.typ[i].update(f[i])
 		}
 	}
 	if d.n <= d.opt.Warmup {

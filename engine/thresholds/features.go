@@ -2,6 +2,19 @@ package thresholds
 
 import "math"
 
+// Features, each non-negative: the point residual above and below the
+// expected value, the level shift up and down, and the excess above and
+// below the envelope of past values.
+const (
+	pointUp = iota
+	pointDown
+	shiftUp
+	shiftDown
+	envUp
+	envDown
+	nFeatures
+)
+
 // typical normalises a non-negative feature by its long-run mean, so that
 // features of different units and series of different scales give comparable
 // surprise: f / mean(f), with the mean clipped against outliers and floored.
@@ -35,15 +48,15 @@ type extremes struct {
 	n      int
 }
 
-func (e *extremes) exceed(x float64) float64 {
+func (e *extremes) exceed(x float64) (up, down float64) {
 	if e.n < 2 {
-		return 0
+		return 0, 0
 	}
 	w := e.hi - e.lo
 	if w <= 0 {
 		w = 1e-6*math.Abs(e.hi) + 1e-12
 	}
-	return math.Max(0, math.Max(x-e.hi, e.lo-x)) / w
+	return math.Max(0, x-e.hi) / w, math.Max(0, e.lo-x) / w
 }
 
 func (e *extremes) update(x, centre float64) {

@@ -45,11 +45,14 @@ type Options struct {
 	// SmoothHalfLife is the half-life, in samples, of the average of the
 	// combined surprise, which favours sustained over isolated deviations.
 	SmoothHalfLife float64
+	// Magnitude weighs the size of a feature (against its typical level)
+	// next to its rarity, ranking events that are all unprecedented.
+	Magnitude float64
 	// TailK places the normalising quantile TailK standard deviations above
 	// the mean of the feature's logarithm.
 	TailK float64
 	// Weights scale the point, shift and envelope features.
-	Weights [3]float64
+	Weights [nFeatures]float64
 	// SuppressHalfLife is the half-life, in samples, of the memory of past
 	// surprise: a new alarm must exceed Suppress times the remembered peak.
 	SuppressHalfLife float64
@@ -76,8 +79,9 @@ func DefaultOptions() Options {
 		SpreadFloor:      0.05,
 		TypicalHalfLife:  2000,
 		TailK:            1,
+		Magnitude:        0,
 		SmoothHalfLife:   0.1,
-		Weights:          [3]float64{1, 0, 1},
+		Weights:          [nFeatures]float64{1, 1, 1, 0, 1, 0},
 		SuppressHalfLife: 150,
 		Suppress:         1.2,
 		ScoreScale:       1,

@@ -5,7 +5,7 @@ import "math"
 // Rarity histogram layout: natural-log bins of width rarityStep from
 // rarityMin; values below fall in the first bin, above in the last.
 const (
-	rarityBins = 48
+	rarityBins = 80
 	rarityMin  = -8.0 // ln of the smallest resolved value (about 3e-4)
 	rarityStep = 0.5
 )
