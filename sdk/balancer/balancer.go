@@ -128,6 +128,9 @@ func (b *Balancer) Endpoints() []string {
 	return out
 }
 
+// Len returns the number of endpoints.
+func (b *Balancer) Len() int { return len(*b.eps.Load()) }
+
 // Endpoint returns the endpoint with the address, or nil.
 func (b *Balancer) Endpoint(addr string) *Endpoint {
 	for _, e := range *b.eps.Load() {

@@ -180,7 +180,7 @@ func TestUpdateKeepsState(t *testing.T) {
 	}
 	b.Remove("c")
 	b.Add("a")
-	if got := b.Endpoints(); len(got) != 1 || got[0] != "a" {
+	if got := b.Endpoints(); len(got) != 1 || got[0] != "a" || b.Len() != 1 {
 		t.Fatalf("Endpoints = %v", got)
 	}
 	b.Remove("a")

@@ -170,6 +170,16 @@ func (c Call) End(now int64, failed, dropped bool) {
 	d.series.duration.Observe(float64(rtt) / 1e9)
 }
 
+// Cancel gives back what Begin took for a call that is not made after all
+// (for example no endpoint could take it). The breaker hears nothing: a
+// half-open probe slot it handed out is reclaimed when its probe round times
+// out. A zero Call is ignored.
+func (c Call) Cancel() {
+	if c.d != nil && c.bh {
+		c.d.bh.Cancel()
+	}
+}
+
 // Request counts a first attempt in the retry budget at now.
 func (d *Downstream) Request(now int64) {
 	if d.retrier != nil {

@@ -1,0 +1,260 @@
+// Package transport protects a service's outbound HTTP calls: an
+// http.RoundTripper that puts every request through its downstream's
+// outbound protection (sdk/outbound): bulkhead, circuit breaker, balancer
+// across the downstream's endpoints, and retries with back-off, Retry-After
+// and the retry budget.
+//
+// A request whose call is refused (breaker open, bulkhead full, every
+// endpoint ejected) fails with an *outbound.RejectedError, which the
+// http.Client wraps in a *url.Error: errors.Is(err, breaker.ErrOpen) and
+// errors.As(err, &rejected) see through it, and rejected.StatusCode() is 503
+// for a server that passes the refusal on. An Options.Fallback can answer
+// such requests instead.
+//
+// Retries only happen for requests that are safe to repeat: idempotent
+// methods (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) or requests carrying an
+// Idempotency-Key header, unless Options.AllowNonIdempotent says otherwise,
+// and only when the body can be replayed (http.Request.GetBody). By default
+// transport errors and the statuses 429, 502, 503 and 504 are retried.
+//
+// The bulkhead slot and the endpoint's in-flight count are released when the
+// response headers arrive; the latency recorded is the time to headers.
+package transport
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"governor.dev/governor/sdk/outbound"
+	"governor.dev/governor/sdk/retry"
+)
+
+// ErrInvalidOptions wraps errors from New.
+var ErrInvalidOptions = errors.New("transport: invalid options")
+
+// Options configure a RoundTripper.
+type Options struct {
+	// Set holds the downstreams' protection; required.
+	Set *outbound.Set
+	// Base makes the actual requests; default http.DefaultTransport.
+	Base http.RoundTripper
+	// Downstream names the downstream of a request; default its URL host
+	// (host:port as written). Requests to a downstream without rules pass
+	// through unprotected.
+	Downstream func(*http.Request) string
+	// Failed says whether an outcome counts as a failure for the breaker;
+	// default a transport error or a 5xx status.
+	Failed func(*http.Response, error) bool
+	// Retryable says whether a failed attempt may be retried; default a
+	// transport error (unless the request's context is done) or a 429, 502,
+	// 503 or 504 status.
+	Retryable func(*http.Response, error) bool
+	// AllowNonIdempotent lets requests with other methods be retried too.
+	AllowNonIdempotent bool
+	// Fallback answers a request whose call was refused; nil returns the
+	// refusal as the error.
+	Fallback func(req *http.Request, err error) (*http.Response, error)
+}
+
+// RoundTripper is a protected http.RoundTripper. It is safe for concurrent
+// use.
+type RoundTripper struct {
+	opts Options
+}
+
+var _ http.RoundTripper = (*RoundTripper)(nil)
+
+// New returns a RoundTripper over opts.Base.
+func New(opts Options) (*RoundTripper, error) {
+	if opts.Set == nil {
+		return nil, fmt.Errorf("%w: Set is required", ErrInvalidOptions)
+	}
+	if opts.Base == nil {
+		opts.Base = http.DefaultTransport
+	}
+	if opts.Downstream == nil {
+		opts.Downstream = func(r *http.Request) string { return r.URL.Host }
+	}
+	if opts.Failed == nil {
+		opts.Failed = DefaultFailed
+	}
+	if opts.Retryable == nil {
+		opts.Retryable = DefaultRetryable
+	}
+	return &RoundTripper{opts: opts}, nil
+}
+
+// DefaultFailed counts transport errors and 5xx statuses as failures.
+func DefaultFailed(resp *http.Response, err error) bool {
+	return err != nil || resp.StatusCode >= 500
+}
+
+// DefaultRetryable retries transport errors and the statuses 429, 502, 503
+// and 504.
+func DefaultRetryable(resp *http.Response, err error) bool {
+	if err != nil {
+		return !errors.Is(err, context.Canceled)
+	}
+	switch resp.StatusCode {
+	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
+
+// Idempotent reports whether req may be sent twice: an idempotent method or
+// an Idempotency-Key header.
+func Idempotent(req *http.Request) bool {
+	switch req.Method {
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+		return true
+	}
+	return req.Header.Get("Idempotency-Key") != "" || req.Header.Get("X-Idempotency-Key") != ""
+}
+
+// dropped reports whether an outcome is an overload drop (it cuts an
+// adaptive bulkhead): a timeout, 429 or 503.
+func dropped(resp *http.Response, err error) bool {
+	if err != nil {
+		return errors.Is(err, context.DeadlineExceeded)
+	}
+	return resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable
+}
+
+// RoundTrip sends req under its downstream's protection.
+func (t *RoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	d := t.opts.Set.Get(t.opts.Downstream(req))
+	if d == nil {
+		return t.opts.Base.RoundTrip(req)
+	}
+	ctx := req.Context()
+	clk := d.Clock()
+	d.Request(clk.Nanotime())
+	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+	canRetry := d.Retrier() != nil && replayable && (t.opts.AllowNonIdempotent || Idempotent(req))
+
+	for attempt := 1; ; attempt++ {
+		areq := req
+		if attempt > 1 && req.GetBody != nil {
+			body, err := req.GetBody()
+			if err != nil {
+				return nil, fmt.Errorf("transport: replaying the body of %s: %w", d.Name(), err)
+			}
+			areq = req.Clone(ctx)
+			areq.Body = body
+		}
+		resp, err := t.attempt(d, areq)
+		if err != nil && refused(err) {
+			if t.opts.Fallback != nil {
+				return t.opts.Fallback(req, err)
+			}
+			return nil, err
+		}
+		if !t.opts.Failed(resp, err) || !canRetry || !t.opts.Retryable(resp, err) {
+			return resp, err
+		}
+		var after time.Duration
+		if resp != nil {
+			if v := resp.Header.Get("Retry-After"); v != "" {
+				after, _ = retry.ParseRetryAfter(v, clk.Now())
+			}
+		}
+		wait, nerr := d.NextRetry(ctx, attempt, after)
+		if nerr != nil {
+			return resp, err // the last attempt's outcome
+		}
+		if resp != nil {
+			drain(resp.Body)
+		}
+		if werr := d.Wait(ctx, wait); werr != nil {
+			return nil, werr
+		}
+	}
+}
+
+// attempt makes one protected attempt. It never modifies req: a request sent
+// to an endpoint or with a timeout is a shallow copy.
+func (t *RoundTripper) attempt(d *outbound.Downstream, req *http.Request) (*http.Response, error) {
+	clk := d.Clock()
+	now := clk.Nanotime()
+	call, err := d.Begin(now)
+	if err != nil {
+		closeBody(req)
+		return nil, err
+	}
+	bal := d.Balancer()
+	var pick balancerPick
+	if bal.Len() > 0 {
+		p, perr := bal.Pick(now)
+		if perr != nil {
+			call.Cancel()
+			closeBody(req)
+			return nil, &outbound.RejectedError{Downstream: d.Name(), Reason: perr}
+		}
+		pick = balancerPick{p: p, ok: true}
+		u := *req.URL
+		u.Host = p.Addr()
+		r2 := *req
+		r2.URL = &u
+		req = &r2
+	}
+	var cancel context.CancelFunc
+	if to := d.Timeout(); to > 0 {
+		var ctx context.Context
+		ctx, cancel = context.WithTimeout(req.Context(), to)
+		req = req.WithContext(ctx)
+	}
+	resp, err := t.opts.Base.RoundTrip(req)
+	end := clk.Nanotime()
+	failed := t.opts.Failed(resp, err)
+	call.End(end, failed, dropped(resp, err))
+	if pick.ok {
+		bal.Done(pick.p, end, failed)
+	}
+	if cancel != nil {
+		if resp != nil && resp.Body != nil {
+			resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+		} else {
+			cancel()
+		}
+	}
+	return resp, err
+}
+
+// refused reports whether err is a refusal by the protection.
+func refused(err error) bool {
+	var rej *outbound.RejectedError
+	return errors.As(err, &rej)
+}
+
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+}
+
+// drain reads a little of a body it discards, so the connection can be
+// reused, and closes it.
+func drain(body io.ReadCloser) {
+	if body == nil {
+		return
+	}
+	_, _ = io.CopyN(io.Discard, body, 4<<10)
+	_ = body.Close()
+}
+
+// cancelBody ends an attempt's timeout context when the body is closed.
+type cancelBody struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}
