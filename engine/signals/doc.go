@@ -1,0 +1,21 @@
+// Package signals reads the engine's view of the fleet from PromQL.
+//
+// A Source answers instant and range PromQL queries at a given evaluation
+// time. Two implementations exist: promapi (the Prometheus HTTP query API,
+// which Thanos, Mimir and VictoriaMetrics also serve) and embedded (a scraper
+// feeding an in-memory Prometheus TSDB, queried by Prometheus's own PromQL
+// engine). The same queries therefore run in development and production.
+//
+// A Reader turns a Source into typed signals per service and per instance:
+// request rate, error ratio, p50/p99 latency, in-flight, current limit, shed
+// ratio (overall and by traffic class), queueing delay, CPU and memory. Each
+// signal is a PromQL template (see DefaultTemplates) whose defaults match the
+// SDK's metrics contract in docs/metrics.md and which configuration may
+// override.
+//
+// A signal that cannot be known is reported as unknown with a Status saying
+// why (no series, NaN or infinite, stale, query failed); it is never reported
+// as zero. Counter resets are absorbed by rate(), which every counter-based
+// template uses, and ratios are clamped to [0, 1] because scrape misalignment
+// between numerator and denominator can push them slightly outside.
+package signals

@@ -1,0 +1,91 @@
+package embedded
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"governor.dev/governor/engine/signals/signalstest"
+	"governor.dev/governor/sdk/clock"
+)
+
+// typicalTarget renders the exposition of a typical SDK instance: the
+// signalstest default profile (two classes, two histograms) on 8 routes.
+func typicalTarget(b *testing.B) []byte {
+	clk := clock.NewFake(t0)
+	p := signalstest.DefaultProfile("checkout")
+	p.Routes = []string{"/a", "/b", "/c", "/d", "/e", "/f", "/g", "/h"}
+	svc := signalstest.NewService(p, clk)
+	clk.Advance(time.Minute)
+	rec := httptest.NewRecorder()
+	svc.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	require.Equal(b, http.StatusOK, rec.Code)
+	return rec.Body.Bytes()
+}
+
+// BenchmarkScrapeIngest measures one scrape of a typical SDK target over
+// loopback HTTP plus parsing and appending into the TSDB.
+func BenchmarkScrapeIngest(b *testing.B) {
+	body := typicalTarget(b)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		_, _ = w.Write(body)
+	}))
+	defer srv.Close()
+	db := openDB(b)
+	clk := clock.NewFake(t0)
+	s, err := NewScraper(db, ScraperOptions{Clock: clk})
+	require.NoError(b, err)
+	ls, err := Target{URL: srv.URL}.targetLabels()
+	require.NoError(b, err)
+	l := newLoop(s, srv.URL, ls)
+	ctx := context.Background()
+	st, _ := l.scrape(ctx, clk.Now())
+	require.Equal(b, HealthUp, st.Health, st.LastError)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		clk.Advance(15 * time.Second)
+		st, _ = l.scrape(ctx, clk.Now())
+		if st.Health != HealthUp {
+			b.Fatal(st.LastError)
+		}
+	}
+	b.ReportMetric(float64(st.Samples), "samples/scrape")
+}
+
+// BenchmarkAppendParallel measures parse-and-append alone, many targets at
+// once (each goroutine is one target with its own series cache).
+func BenchmarkAppendParallel(b *testing.B) {
+	body := typicalTarget(b)
+	db := openDB(b)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	var n atomic.Int64
+	b.RunParallel(func(pb *testing.PB) {
+		ls, err := Target{URL: fmt.Sprintf("http://10.0.0.1:%d/metrics", 1000+n.Add(1))}.targetLabels()
+		if err != nil {
+			b.Fatal(err)
+		}
+		c := newSeriesCache(ls, 0)
+		ts := t0.UnixMilli()
+		for pb.Next() {
+			ts += 15_000
+			app := db.Appender(context.Background())
+			if _, err := c.append(app, body, "text/plain; version=0.0.4", ts); err != nil {
+				b.Fatal(err)
+			}
+			c.staleMissing(app, ts)
+			if err := app.Commit(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -1,0 +1,247 @@
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb"
+
+	"governor.dev/governor/engine/signals"
+)
+
+// ErrClosed is returned by a DB used after Close.
+var ErrClosed = errors.New("embedded: closed")
+
+// Options configures a DB. Zero fields take the defaults of DefaultOptions.
+type Options struct {
+	// Dir holds the TSDB blocks cut from the in-memory head. Empty means a
+	// temporary directory removed by Close. The write-ahead log is disabled:
+	// the store is a cache of what targets expose, rebuilt by scraping.
+	Dir string
+	// Retention bounds how long samples are kept. Default 6h.
+	Retention time.Duration
+	// LookbackDelta is how far back an instant selector looks for a sample,
+	// as in Prometheus. Default 5m.
+	LookbackDelta time.Duration
+	// QueryTimeout bounds one query. Default 30s.
+	QueryTimeout time.Duration
+	// MaxSamples bounds the samples one query may load. Default 5e6.
+	MaxSamples int
+	// Logger receives the TSDB's and query engine's logs. Default: discard.
+	Logger *slog.Logger
+	// Registerer receives the TSDB's and query engine's metrics
+	// (prometheus_tsdb_*, prometheus_engine_*). Default: not registered.
+	Registerer prometheus.Registerer
+}
+
+// DefaultOptions returns the defaults.
+func DefaultOptions() Options {
+	return Options{
+		Retention:     6 * time.Hour,
+		LookbackDelta: 5 * time.Minute,
+		QueryTimeout:  30 * time.Second,
+		MaxSamples:    5_000_000,
+	}
+}
+
+func (o *Options) fill() error {
+	d := DefaultOptions()
+	for _, f := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"retention", &o.Retention, d.Retention},
+		{"lookback_delta", &o.LookbackDelta, d.LookbackDelta},
+		{"query_timeout", &o.QueryTimeout, d.QueryTimeout},
+	} {
+		if *f.v < 0 {
+			return fmt.Errorf("%w: %s must not be negative, got %s", signals.ErrInvalidOption, f.name, *f.v)
+		}
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+	}
+	if o.MaxSamples < 0 {
+		return fmt.Errorf("%w: max_samples must not be negative, got %d", signals.ErrInvalidOption, o.MaxSamples)
+	}
+	if o.MaxSamples == 0 {
+		o.MaxSamples = d.MaxSamples
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return nil
+}
+
+// DB is an in-memory Prometheus TSDB with a PromQL engine. It is a
+// signals.Source and a storage.Appendable (the scraper writes into it).
+type DB struct {
+	db     *tsdb.DB
+	engine *promql.Engine
+	qopts  promql.QueryOpts
+	dir    string
+	tmpDir bool
+}
+
+var (
+	_ signals.Source     = (*DB)(nil)
+	_ storage.Appendable = (*DB)(nil)
+)
+
+// Open creates the store.
+func Open(opts Options) (*DB, error) {
+	if err := opts.fill(); err != nil {
+		return nil, err
+	}
+	dir, tmp := opts.Dir, false
+	if dir == "" {
+		d, err := os.MkdirTemp("", "governor-signals-*")
+		if err != nil {
+			return nil, fmt.Errorf("embedded: temp dir: %w", err)
+		}
+		dir, tmp = d, true
+	}
+	to := tsdb.DefaultOptions()
+	to.WALSegmentSize = -1
+	to.RetentionDuration = opts.Retention.Milliseconds()
+	to.NoLockfile = true
+	if block := opts.Retention.Milliseconds() / 3; block < to.MinBlockDuration {
+		to.MinBlockDuration = max(block, time.Minute.Milliseconds())
+		to.MaxBlockDuration = to.MinBlockDuration
+	}
+	db, err := tsdb.Open(dir, opts.Logger, opts.Registerer, to, nil)
+	if err != nil {
+		if tmp {
+			_ = os.RemoveAll(dir)
+		}
+		return nil, fmt.Errorf("embedded: open tsdb: %w", err)
+	}
+	engine := promql.NewEngine(promql.EngineOpts{
+		Logger:               opts.Logger,
+		Reg:                  opts.Registerer,
+		MaxSamples:           opts.MaxSamples,
+		Timeout:              opts.QueryTimeout,
+		LookbackDelta:        opts.LookbackDelta,
+		EnableAtModifier:     true,
+		EnableNegativeOffset: true,
+		Parser:               parser.NewParser(parser.Options{}),
+	})
+	return &DB{
+		db:     db,
+		engine: engine,
+		qopts:  promql.NewPrometheusQueryOpts(false, opts.LookbackDelta, nil),
+		dir:    dir,
+		tmpDir: tmp,
+	}, nil
+}
+
+// Appender returns a TSDB appender.
+func (d *DB) Appender(ctx context.Context) storage.Appender { return d.db.Appender(ctx) }
+
+// Querier gives raw access to the stored series.
+func (d *DB) Querier(mint, maxt int64) (storage.Querier, error) { return d.db.Querier(mint, maxt) }
+
+// Close stops the TSDB and removes a temporary directory.
+func (d *DB) Close() error {
+	err := errors.Join(d.engine.Close(), d.db.Close())
+	if d.tmpDir {
+		err = errors.Join(err, os.RemoveAll(d.dir))
+	}
+	return err
+}
+
+// Query evaluates an instant query at time at.
+func (d *DB) Query(ctx context.Context, q string, at time.Time) (*signals.Result, error) {
+	qry, err := d.engine.NewInstantQuery(ctx, d.db, d.qopts, q, at)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", signals.ErrQuery, err)
+	}
+	return d.exec(ctx, qry)
+}
+
+// QueryRange evaluates a range query.
+func (d *DB) QueryRange(ctx context.Context, q string, r signals.Range) (*signals.Result, error) {
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	qry, err := d.engine.NewRangeQuery(ctx, d.db, d.qopts, q, r.Start, r.End, r.Step)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", signals.ErrQuery, err)
+	}
+	return d.exec(ctx, qry)
+}
+
+func (d *DB) exec(ctx context.Context, qry promql.Query) (*signals.Result, error) {
+	defer qry.Close()
+	res := qry.Exec(ctx)
+	if res.Err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%w: %w", signals.ErrQuery, ctx.Err())
+		}
+		return nil, fmt.Errorf("%w: %v", signals.ErrQuery, res.Err)
+	}
+	out := &signals.Result{}
+	if len(res.Warnings) > 0 {
+		w, i := res.Warnings.AsStrings(qry.String(), 10, 10)
+		out.Warnings = append(w, i...)
+	}
+	dropped := 0
+	switch v := res.Value.(type) {
+	case promql.Vector:
+		out.Type = signals.TypeVector
+		out.Samples = make([]signals.Sample, 0, len(v))
+		for _, s := range v {
+			if s.H != nil {
+				dropped++
+				continue
+			}
+			out.Samples = append(out.Samples, signals.Sample{Labels: toLabels(s.Metric), Point: point(s.T, s.F)})
+		}
+	case promql.Matrix:
+		out.Type = signals.TypeMatrix
+		out.Series = make([]signals.Series, 0, len(v))
+		for _, s := range v {
+			dropped += len(s.Histograms)
+			if len(s.Floats) == 0 {
+				continue
+			}
+			ps := make([]signals.Point, len(s.Floats))
+			for i, p := range s.Floats {
+				ps[i] = point(p.T, p.F)
+			}
+			out.Series = append(out.Series, signals.Series{Labels: toLabels(s.Metric), Points: ps})
+		}
+	case promql.Scalar:
+		out.Type = signals.TypeScalar
+		out.Samples = []signals.Sample{{Labels: signals.Labels{}, Point: point(v.T, v.V)}}
+	case promql.String:
+		out.Type = signals.TypeString
+		out.String = v.V
+	default:
+		return nil, fmt.Errorf("%w: unexpected result type %T", signals.ErrQuery, res.Value)
+	}
+	if dropped > 0 {
+		out.Warnings = append(out.Warnings, fmt.Sprintf("%d native histogram samples dropped", dropped))
+	}
+	return out, nil
+}
+
+func point(t int64, v float64) signals.Point {
+	return signals.Point{T: time.UnixMilli(t), V: v}
+}
+
+func toLabels(ls labels.Labels) signals.Labels {
+	out := make(signals.Labels, ls.Len())
+	ls.Range(func(l labels.Label) { out[l.Name] = l.Value })
+	return out
+}

@@ -1,0 +1,143 @@
+package embedded
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
+	"github.com/stretchr/testify/require"
+
+	"governor.dev/governor/engine/signals"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func openDB(t testing.TB) *DB {
+	t.Helper()
+	db, err := Open(Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, db.Close()) })
+	return db
+}
+
+type at struct {
+	sec int
+	v   float64
+}
+
+func put(t testing.TB, db *DB, lset labels.Labels, samples ...at) {
+	t.Helper()
+	app := db.Appender(context.Background())
+	for _, s := range samples {
+		_, err := app.Append(0, lset, t0.Add(time.Duration(s.sec)*time.Second).UnixMilli(), s.v)
+		require.NoError(t, err)
+	}
+	require.NoError(t, app.Commit())
+}
+
+func instant(t testing.TB, db *DB, q string, sec int) []signals.Sample {
+	t.Helper()
+	res, err := db.Query(context.Background(), q, t0.Add(time.Duration(sec)*time.Second))
+	require.NoError(t, err)
+	require.Equal(t, signals.TypeVector, res.Type)
+	return res.Samples
+}
+
+func TestDBInstantAndRange(t *testing.T) {
+	db := openDB(t)
+	put(t, db, labels.FromStrings("__name__", "g", "service", "a"), at{0, 1}, at{10, 2}, at{20, 3})
+
+	got := instant(t, db, "g", 15)
+	require.Len(t, got, 1)
+	require.Equal(t, signals.Labels{"__name__": "g", "service": "a"}, got[0].Labels)
+	require.Equal(t, 2.0, got[0].V)
+	require.True(t, got[0].T.Equal(t0.Add(15*time.Second)))
+
+	res, err := db.QueryRange(context.Background(), "g * 2", signals.Range{Start: t0, End: t0.Add(20 * time.Second), Step: 10 * time.Second})
+	require.NoError(t, err)
+	require.Equal(t, signals.TypeMatrix, res.Type)
+	require.Len(t, res.Series, 1)
+	var vs []float64
+	for _, p := range res.Series[0].Points {
+		vs = append(vs, p.V)
+	}
+	require.Equal(t, []float64{2, 4, 6}, vs)
+
+	res, err = db.Query(context.Background(), "scalar(g) + 1", t0.Add(20*time.Second))
+	require.NoError(t, err)
+	require.Equal(t, signals.TypeScalar, res.Type)
+	require.Equal(t, 4.0, res.Samples[0].V)
+
+	res, err = db.Query(context.Background(), `"hello"`, t0)
+	require.NoError(t, err)
+	require.Equal(t, signals.TypeString, res.Type)
+	require.Equal(t, "hello", res.String)
+}
+
+// A counter that resets mid-window: rate() treats the drop as a restart
+// from zero. Samples 0,10,20,30 | 5,15 at 10 s steps increase by 30 + 5 + 10
+// = 45 over the 50 s sampled; the first sample is 0, so there is no
+// extrapolation before it, and rate divides by the 60 s range: 0.75/s, the
+// same as for the monotonic counter 0,10,20,30,35,45.
+func TestDBCounterReset(t *testing.T) {
+	db := openDB(t)
+	put(t, db, labels.FromStrings("__name__", "c_total", "k", "reset"), at{0, 0}, at{10, 10}, at{20, 20}, at{30, 30}, at{40, 5}, at{50, 15})
+	put(t, db, labels.FromStrings("__name__", "c_total", "k", "mono"), at{0, 0}, at{10, 10}, at{20, 20}, at{30, 30}, at{40, 35}, at{50, 45})
+	got := instant(t, db, "rate(c_total[1m])", 50)
+	require.Len(t, got, 2)
+	for _, s := range got {
+		require.InDelta(t, 0.75, s.V, 1e-9, s.Labels.String())
+	}
+}
+
+func TestDBStalenessMarkerEndsSeries(t *testing.T) {
+	db := openDB(t)
+	put(t, db, labels.FromStrings("__name__", "g", "k", "gone"), at{0, 1}, at{10, 1}, at{20, math.Float64frombits(value.StaleNaN)})
+	put(t, db, labels.FromStrings("__name__", "g", "k", "kept"), at{0, 1}, at{10, 1})
+
+	require.Len(t, instant(t, db, "g", 15), 2)
+	got := instant(t, db, "g", 25)
+	require.Len(t, got, 1, "the marked series ends at its marker; the other lives on for the 5m lookback")
+	require.Equal(t, "kept", got[0].Labels["k"])
+}
+
+func TestDBQueryErrors(t *testing.T) {
+	db := openDB(t)
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		run  func() error
+		want error
+	}{
+		{"bad promql", func() error { _, err := db.Query(ctx, "sum(", t0); return err }, signals.ErrQuery},
+		{"zero step", func() error {
+			_, err := db.QueryRange(ctx, "up", signals.Range{Start: t0, End: t0, Step: 0})
+			return err
+		}, signals.ErrInvalidOption},
+		{"inverted range", func() error {
+			_, err := db.QueryRange(ctx, "up", signals.Range{Start: t0.Add(time.Minute), End: t0, Step: time.Second})
+			return err
+		}, signals.ErrInvalidOption},
+		{"canceled", func() error {
+			c, cancel := context.WithCancel(ctx)
+			cancel()
+			_, err := db.Query(c, "up", t0)
+			return err
+		}, context.Canceled},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.ErrorIs(t, tt.run(), tt.want)
+		})
+	}
+}
+
+func TestOptionsValidation(t *testing.T) {
+	for _, o := range []Options{{Retention: -1}, {LookbackDelta: -time.Second}, {QueryTimeout: -1}, {MaxSamples: -1}} {
+		_, err := Open(o)
+		require.ErrorIs(t, err, signals.ErrInvalidOption)
+	}
+}

@@ -1,0 +1,249 @@
+package signals
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/common/model"
+)
+
+// ReaderOptions configures a Reader. Zero fields take the defaults of
+// DefaultReaderOptions.
+type ReaderOptions struct {
+	// Templates overrides default templates by signal name (including
+	// ShedRatioByClass); the others keep their defaults.
+	Templates map[Signal]string
+	// Window is the rate window. It should cover at least four scrape
+	// intervals. Default 1m.
+	Window time.Duration
+	// MaxAge marks an entry whose newest SDK sample is older than this as
+	// stale: every signal reads Stale. Default 2m; negative disables.
+	MaxAge time.Duration
+	// Concurrency bounds the queries in flight per Read. Default 4.
+	Concurrency int
+}
+
+// DefaultReaderOptions returns the defaults.
+func DefaultReaderOptions() ReaderOptions {
+	return ReaderOptions{Window: time.Minute, MaxAge: 2 * time.Minute, Concurrency: 4}
+}
+
+// Reader reads signals from a Source. It is safe for concurrent use.
+type Reader struct {
+	src    Source
+	opts   ReaderOptions
+	window string
+	tmpl   templateSet
+}
+
+// NewReader validates the options and templates and returns a Reader.
+func NewReader(src Source, opts ReaderOptions) (*Reader, error) {
+	if src == nil {
+		return nil, fmt.Errorf("%w: source is nil", ErrInvalidOption)
+	}
+	def := DefaultReaderOptions()
+	switch {
+	case opts.Window < 0:
+		return nil, fmt.Errorf("%w: window must be positive, got %s", ErrInvalidOption, opts.Window)
+	case opts.Window == 0:
+		opts.Window = def.Window
+	case opts.Window%time.Millisecond != 0:
+		return nil, fmt.Errorf("%w: window must be whole milliseconds, got %s", ErrInvalidOption, opts.Window)
+	}
+	if opts.MaxAge == 0 {
+		opts.MaxAge = def.MaxAge
+	}
+	if opts.Concurrency < 0 {
+		return nil, fmt.Errorf("%w: concurrency must not be negative, got %d", ErrInvalidOption, opts.Concurrency)
+	}
+	if opts.Concurrency == 0 {
+		opts.Concurrency = def.Concurrency
+	}
+	tmpl, err := compileTemplates(opts.Templates)
+	if err != nil {
+		return nil, err
+	}
+	return &Reader{src: src, opts: opts, window: model.Duration(opts.Window).String(), tmpl: tmpl}, nil
+}
+
+// Query renders the template of signal s for a scope and services, as Read
+// would send it. It is useful for showing the query behind a chart.
+func (r *Reader) Query(s Signal, scope Scope, services ...string) (string, error) {
+	t, ok := r.tmpl[s]
+	if !ok {
+		return "", fmt.Errorf("%w: unknown signal %q", ErrInvalidOption, s)
+	}
+	sel, err := selector(services)
+	if err != nil {
+		return "", err
+	}
+	return render(t, TemplateData{Selector: sel, By: scope.by(), Window: r.window})
+}
+
+// selector builds the service matcher, followed by a comma.
+func selector(services []string) (string, error) {
+	for i, s := range services {
+		if s == "" {
+			return "", fmt.Errorf("%w: services[%d]: empty service name", ErrInvalidOption, i)
+		}
+	}
+	switch len(services) {
+	case 0:
+		return "", nil
+	case 1:
+		return "service=" + strconv.Quote(services[0]) + ",", nil
+	}
+	q := make([]string, len(services))
+	for i, s := range services {
+		q[i] = regexp.QuoteMeta(s)
+	}
+	return "service=~" + strconv.Quote(strings.Join(q, "|")) + ",", nil
+}
+
+type answer struct {
+	sig Signal
+	res *Result
+	err error
+}
+
+// Read evaluates every signal at time at for the given scope, restricted to
+// services (all services when none are given). Per-signal failures are kept
+// in the snapshot (Errors, and a Failed status on that signal); Read returns
+// an error only for bad arguments or when every query failed.
+func (r *Reader) Read(ctx context.Context, at time.Time, scope Scope, services ...string) (*Snapshot, error) {
+	sel, err := selector(services)
+	if err != nil {
+		return nil, err
+	}
+	data := TemplateData{Selector: sel, By: scope.by(), Window: r.window}
+	answers := make([]answer, 0, len(r.tmpl))
+	var (
+		mu  sync.Mutex
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, r.opts.Concurrency)
+	)
+	for s, t := range r.tmpl {
+		q, err := render(t, data)
+		if err != nil {
+			return nil, fmt.Errorf("%w: templates.%s: %v", ErrInvalidOption, s, err)
+		}
+		wg.Go(func() {
+			sem <- struct{}{}
+			res, err := r.src.Query(ctx, q, at)
+			<-sem
+			mu.Lock()
+			answers = append(answers, answer{sig: s, res: res, err: err})
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return r.assemble(at, scope, answers)
+}
+
+func (r *Reader) assemble(at time.Time, scope Scope, answers []answer) (*Snapshot, error) {
+	snap := &Snapshot{At: at, Scope: scope, Entries: map[Key]*Entry{}, Errors: map[Signal]error{}}
+	entry := func(k Key) *Entry {
+		e, ok := snap.Entries[k]
+		if !ok {
+			e = newEntry(k)
+			snap.Entries[k] = e
+		}
+		return e
+	}
+	var errs []error
+	for _, a := range answers {
+		if a.err != nil {
+			snap.Errors[a.sig] = a.err
+			errs = append(errs, fmt.Errorf("%s: %w", a.sig, a.err))
+			continue
+		}
+		for _, w := range a.res.Warnings {
+			snap.Warnings = append(snap.Warnings, string(a.sig)+": "+w)
+		}
+		if a.res.Type != TypeVector {
+			snap.Errors[a.sig] = fmt.Errorf("%w: %s: want a vector result, got %s", ErrQuery, a.sig, a.res.Type)
+			continue
+		}
+		dups := 0
+		for _, smp := range a.res.Samples {
+			k, ok := keyOf(smp.Labels, scope)
+			if !ok {
+				snap.Warnings = append(snap.Warnings, fmt.Sprintf("%s: sample %s lacks the labels of its scope, ignored", a.sig, smp.Labels))
+				continue
+			}
+			e := entry(k)
+			switch a.sig {
+			case freshness:
+				if v := classify(a.sig, smp.V); v.Known() {
+					e.Newest = time.UnixMilli(int64(v.V * 1000))
+				}
+			case ShedRatioByClass:
+				class := smp.Labels["class"]
+				if _, seen := e.ShedByClass[class]; seen {
+					dups++
+					continue
+				}
+				e.ShedByClass[class] = classify(a.sig, smp.V)
+			default:
+				if e.Values[a.sig].Status != Missing {
+					dups++
+					continue
+				}
+				e.Values[a.sig] = classify(a.sig, smp.V)
+			}
+		}
+		if dups > 0 {
+			snap.Warnings = append(snap.Warnings, fmt.Sprintf("%s: %d duplicate samples per key ignored", a.sig, dups))
+		}
+	}
+	if len(errs) == len(answers) && len(answers) > 0 {
+		return nil, fmt.Errorf("signals: every query failed: %w", errors.Join(errs...))
+	}
+	for _, e := range snap.Entries {
+		for s, err := range snap.Errors {
+			if s == freshness {
+				continue
+			}
+			if s == ShedRatioByClass {
+				for c := range e.ShedByClass {
+					e.ShedByClass[c] = Unknown(Failed, err.Error())
+				}
+				continue
+			}
+			e.Values[s] = Unknown(Failed, err.Error())
+		}
+		if r.opts.MaxAge > 0 && !e.Newest.IsZero() {
+			if age := at.Sub(e.Newest); age > r.opts.MaxAge {
+				detail := fmt.Sprintf("newest sample %s old (max %s)", age.Truncate(time.Second), r.opts.MaxAge)
+				for s := range e.Values {
+					e.Values[s] = Unknown(Stale, detail)
+				}
+				for c := range e.ShedByClass {
+					e.ShedByClass[c] = Unknown(Stale, detail)
+				}
+			}
+		}
+	}
+	return snap, nil
+}
+
+func keyOf(l Labels, scope Scope) (Key, bool) {
+	svc, ok := l["service"]
+	if !ok || svc == "" {
+		return Key{}, false
+	}
+	if scope == PerService {
+		return Key{Service: svc}, true
+	}
+	inst, ok := l["instance"]
+	if !ok || inst == "" {
+		return Key{}, false
+	}
+	return Key{Service: svc, Instance: inst}, true
+}

@@ -1,0 +1,129 @@
+package signals
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+)
+
+// Signal names one signal the engine reads.
+type Signal string
+
+// The signals of a service or instance. Units: rates per second, ratios in
+// [0, 1], latencies in seconds, CPU in cores, memory in bytes.
+const (
+	// RequestRate is the offered load: inbound requests per second, every
+	// outcome (admitted, shed, rate limited, ...).
+	RequestRate Signal = "request_rate"
+	// ErrorRatio is errors per admitted request.
+	ErrorRatio Signal = "error_ratio"
+	// LatencyP50 and LatencyP99 are quantiles of admitted-request latency.
+	LatencyP50 Signal = "latency_p50"
+	LatencyP99 Signal = "latency_p99"
+	// InFlight is the number of requests in progress (summed over routes and,
+	// per service, over instances).
+	InFlight Signal = "inflight"
+	// Limit is the current concurrency limit (summed like InFlight).
+	Limit Signal = "limit"
+	// ShedRatio is the share of offered requests refused: shed, rate limited
+	// or timed out in the queue.
+	ShedRatio Signal = "shed_ratio"
+	// QueueDelayP99 is the p99 of the time spent queued before admission.
+	QueueDelayP99 Signal = "queue_delay_p99"
+	// CPU is process CPU use in cores (per service: the instance average).
+	CPU Signal = "cpu"
+	// Memory is resident memory in bytes (per service: the instance average).
+	Memory Signal = "memory"
+)
+
+// ShedRatioByClass is the template name of ShedRatio split by traffic class;
+// its values land in Entry.ShedByClass.
+const ShedRatioByClass Signal = "shed_ratio_by_class"
+
+// freshness is the template name of the last-sample timestamp used to detect
+// stale instances.
+const freshness Signal = "freshness"
+
+// All lists the per-entry signals in a stable order.
+var All = []Signal{RequestRate, ErrorRatio, LatencyP50, LatencyP99, InFlight, Limit, ShedRatio, QueueDelayP99, CPU, Memory}
+
+// ratio reports whether s is a ratio, clamped to [0, 1].
+func (s Signal) ratio() bool {
+	return s == ErrorRatio || s == ShedRatio || s == ShedRatioByClass
+}
+
+// Status says whether a value is known and, if not, why.
+type Status int
+
+// Statuses of a Value.
+const (
+	// Missing: no series answered (no traffic, not scraped, not exported).
+	Missing Status = iota
+	// Known: the value is usable.
+	Known
+	// NotFinite: the query returned NaN or an infinity (0/0 ratios,
+	// quantiles of empty histograms).
+	NotFinite
+	// Stale: the instance's newest sample is older than the reader's MaxAge.
+	Stale
+	// Failed: the query for this signal failed.
+	Failed
+)
+
+func (s Status) String() string {
+	switch s {
+	case Known:
+		return "known"
+	case Missing:
+		return "missing"
+	case NotFinite:
+		return "not_finite"
+	case Stale:
+		return "stale"
+	case Failed:
+		return "failed"
+	}
+	return "status(" + strconv.Itoa(int(s)) + ")"
+}
+
+// Value is a signal reading. Only a Known value carries a meaningful V; any
+// other status means "unknown", never zero.
+type Value struct {
+	V      float64
+	Status Status
+	// Detail explains an unknown value (the query error, the sample age).
+	Detail string
+}
+
+// Known reports whether the value is usable.
+func (v Value) Known() bool { return v.Status == Known }
+
+// Get returns the value and whether it is known.
+func (v Value) Get() (float64, bool) { return v.V, v.Status == Known }
+
+// KnownValue returns a known value.
+func KnownValue(f float64) Value { return Value{V: f, Status: Known} }
+
+// Unknown returns an unknown value with a status and detail.
+func Unknown(s Status, detail string) Value { return Value{V: math.NaN(), Status: s, Detail: detail} }
+
+func (v Value) String() string {
+	if v.Known() {
+		return strconv.FormatFloat(v.V, 'g', 6, 64)
+	}
+	if v.Detail != "" {
+		return fmt.Sprintf("unknown (%s: %s)", v.Status, v.Detail)
+	}
+	return fmt.Sprintf("unknown (%s)", v.Status)
+}
+
+// classify turns a raw query value into a Value for signal s.
+func classify(s Signal, f float64) Value {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return Unknown(NotFinite, strconv.FormatFloat(f, 'g', -1, 64))
+	}
+	if s.ratio() {
+		f = min(max(f, 0), 1)
+	}
+	return KnownValue(f)
+}

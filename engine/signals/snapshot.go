@@ -1,0 +1,106 @@
+package signals
+
+import (
+	"cmp"
+	"maps"
+	"slices"
+	"time"
+)
+
+// Scope selects per-service or per-instance signals.
+type Scope int
+
+// Scopes of a read.
+const (
+	PerService Scope = iota
+	PerInstance
+)
+
+func (s Scope) String() string {
+	if s == PerInstance {
+		return "instance"
+	}
+	return "service"
+}
+
+const (
+	byService  = "service"
+	byInstance = "service, instance"
+)
+
+func (s Scope) by() string {
+	if s == PerInstance {
+		return byInstance
+	}
+	return byService
+}
+
+// Key identifies a service (Instance empty) or one instance of it.
+type Key struct {
+	Service  string
+	Instance string
+}
+
+func (k Key) String() string {
+	if k.Instance == "" {
+		return k.Service
+	}
+	return k.Service + "/" + k.Instance
+}
+
+// Compare orders keys by service, then instance.
+func (k Key) Compare(o Key) int {
+	return cmp.Or(cmp.Compare(k.Service, o.Service), cmp.Compare(k.Instance, o.Instance))
+}
+
+// Entry holds the signals of one key.
+type Entry struct {
+	Key Key
+	// Values has every signal in All; those not answered are Missing.
+	Values map[Signal]Value
+	// ShedByClass is the shed ratio per traffic class (classes seen only).
+	ShedByClass map[string]Value
+	// Newest is the time of the newest SDK sample, zero if unknown.
+	Newest time.Time
+}
+
+// Get returns the value of signal s (Missing if the entry lacks it).
+func (e *Entry) Get(s Signal) Value {
+	if v, ok := e.Values[s]; ok {
+		return v
+	}
+	return Unknown(Missing, "")
+}
+
+func newEntry(k Key) *Entry {
+	e := &Entry{Key: k, Values: make(map[Signal]Value, len(All)), ShedByClass: map[string]Value{}}
+	for _, s := range All {
+		e.Values[s] = Unknown(Missing, "no series")
+	}
+	return e
+}
+
+// Snapshot is the result of one Read: every key any query answered for.
+type Snapshot struct {
+	At      time.Time
+	Scope   Scope
+	Entries map[Key]*Entry
+	// Warnings collects the sources' warnings (partial data, annotations)
+	// and the reader's own (samples without a service label).
+	Warnings []string
+	// Errors holds the failed queries by signal.
+	Errors map[Signal]error
+}
+
+// Get returns signal s of key k; a key the snapshot lacks reads as Missing.
+func (s *Snapshot) Get(k Key, sig Signal) Value {
+	if e, ok := s.Entries[k]; ok {
+		return e.Get(sig)
+	}
+	return Unknown(Missing, "no series for "+k.String())
+}
+
+// Keys returns the keys in order.
+func (s *Snapshot) Keys() []Key {
+	return slices.SortedFunc(maps.Keys(s.Entries), Key.Compare)
+}
