@@ -29,8 +29,8 @@ const (
 // were; nothing is half-applied. Routes whose rules did not change keep all
 // their learned state; a changed route keeps the parts whose rules are equal
 // (its limiter, its buckets) and always its in-flight counts and counters.
-// Downstream rules go to Options.Downstreams before the swap; if it refuses
-// them, nothing changes.
+// Downstream rules go to the outbound set (Outbound) before the inbound swap;
+// if it refuses them, nothing changes.
 func (g *Governor) Apply(rs *rules.Ruleset, version int64) error {
 	g.applyMu.Lock()
 	defer g.applyMu.Unlock()
@@ -64,10 +64,8 @@ func (g *Governor) apply(rs *rules.Ruleset, version int64) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidRules, err)
 	}
-	if d := g.opts.Downstreams; d != nil {
-		if err := d.Apply(st.rules.Downstreams); err != nil {
-			return fmt.Errorf("%w: downstreams: %w", ErrInvalidRules, err)
-		}
+	if err := g.outbound.Apply(st.rules.Downstreams); err != nil {
+		return fmt.Errorf("%w: downstreams: %w", ErrInvalidRules, err)
 	}
 	g.publish(st)
 	return nil

@@ -9,6 +9,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	governor "governor.dev/governor/sdk"
+	"governor.dev/governor/sdk/bulkhead"
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/limit"
+	"governor.dev/governor/sdk/outbound"
 	"governor.dev/governor/sdk/rules"
 )
 
@@ -105,51 +109,54 @@ func TestApplyRefusesAndKeepsOldRules(t *testing.T) {
 	}
 }
 
-type downstreams struct {
-	got []rules.Downstream
-	err error
-}
-
-func (d *downstreams) Apply(ds []rules.Downstream) error {
-	if d.err != nil {
-		return d.err
-	}
-	d.got = ds
-	return nil
-}
-
 func TestApplyHandsDownstreamsOverAllOrNothing(t *testing.T) {
-	ds := &downstreams{}
+	failLimiter := false
+	reg := prometheus.NewRegistry()
+	set, err := outbound.New(outbound.Options{Service: "svc", NewLimiter: func(cfg rules.Concurrency, clk clock.Clock) (bulkhead.Limiter, error) {
+		if failLimiter {
+			return nil, errors.New("no limiter today")
+		}
+		return limit.New(cfg, clk)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	opts := governor.DefaultOptions("svc")
-	opts.Downstreams = ds
+	opts.Outbound = set
 	var applied []int64
 	opts.Hooks.OnApply = func(v int64, err error) {
 		if err == nil {
 			applied = append(applied, v)
 		}
 	}
-	reg := prometheus.NewRegistry()
 	opts.Registerer = reg
 	g, err := governor.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer g.Close()
+	if g.Outbound() != set {
+		t.Fatal("Outbound does not return the set given in Options")
+	}
 	rs := ruleset(concRoute(3, 0))
 	rs.Downstreams = []rules.Downstream{{Name: "db"}}
 	if err := g.Apply(rs, 4); err != nil {
 		t.Fatal(err)
 	}
-	if len(ds.got) != 1 || ds.got[0].Name != "db" {
-		t.Fatalf("downstreams got %v", ds.got)
+	if set.Get("db") == nil {
+		t.Fatalf("downstream db not applied to the outbound set: %v", set.Names())
 	}
-	ds.err = errors.New("outbound: refused")
+	failLimiter = true
 	rs2 := ruleset(concRoute(9, 0))
-	if err := g.Apply(rs2, 5); !errors.Is(err, governor.ErrInvalidRules) || !errors.Is(err, ds.err) {
-		t.Fatalf("Apply with refusing downstreams: %v", err)
+	rs2.Downstreams = []rules.Downstream{{Name: "cache", Bulkhead: &rules.Bulkhead{MaxConcurrent: 10, Adaptive: true}}}
+	if err := g.Apply(rs2, 5); !errors.Is(err, governor.ErrInvalidRules) || !errors.Is(err, outbound.ErrInvalidRules) {
+		t.Fatalf("Apply with refused downstreams: %v", err)
 	}
-	if g.Version() != 4 {
-		t.Fatalf("inbound rules swapped although the downstreams refused: version %d", g.Version())
+	if g.Version() != 4 || set.Get("db") == nil || set.Get("cache") != nil {
+		t.Fatalf("half applied: version %d, downstreams %v", g.Version(), set.Names())
+	}
+	if l, _ := g.Limit("api"); l != 3 {
+		t.Fatalf("inbound limit %d after a refused Apply, want 3", l)
 	}
 	if len(applied) != 1 || applied[0] != 4 {
 		t.Fatalf("OnApply saw %v, want [4]", applied)

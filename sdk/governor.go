@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/outbound"
 	"governor.dev/governor/sdk/rules"
 	"governor.dev/governor/sdk/shed"
 )
@@ -24,6 +25,7 @@ type Governor struct {
 	state     atomic.Pointer[state]
 	applyMu   sync.Mutex
 	metrics   *metrics
+	outbound  *outbound.Set
 	closeOnce sync.Once
 }
 
@@ -93,8 +95,25 @@ func New(opts Options) (*Governor, error) {
 		g.metrics = m
 		m.version.Set(0)
 	}
+	g.outbound = opts.Outbound
+	if g.outbound == nil {
+		g.outbound, err = outbound.New(outbound.Options{Service: opts.Service, Clock: g.clk, Registerer: opts.Registerer})
+		if err != nil {
+			g.Close()
+			return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+		}
+	}
+	if err := g.outbound.Apply(st.rules.Downstreams); err != nil {
+		g.Close()
+		return nil, fmt.Errorf("%w: Defaults: %w", ErrInvalidOptions, err)
+	}
 	return g, nil
 }
+
+// Outbound returns the outbound protection set (breakers, retry budgets,
+// bulkheads, balancers per downstream) that Apply keeps in step with the
+// ruleset's downstreams.
+func (g *Governor) Outbound() *outbound.Set { return g.outbound }
 
 // maxShards bounds Options.Shards.
 const maxShards = 64

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/outbound"
 	"governor.dev/governor/sdk/rules"
 )
 
@@ -31,10 +32,10 @@ type Options struct {
 	// Defaults is the ruleset in force until the first Apply (version 0); nil
 	// means DefaultRuleset(Service).
 	Defaults *rules.Ruleset
-	// Downstreams receives the downstream rules of every applied ruleset
-	// (the outbound set of sdk/outbound); nil means they are validated and
-	// otherwise ignored.
-	Downstreams DownstreamApplier
+	// Outbound is the outbound protection set that receives the downstream
+	// rules of every applied ruleset; nil means the Governor makes one with
+	// the same Service, Clock and Registerer. Outbound returns it.
+	Outbound *outbound.Set
 }
 
 // DefaultOptions returns options for service with every default.
@@ -51,13 +52,6 @@ type Hooks struct {
 	// OnReject runs for every request the Governor refuses (not for shadow
 	// counts). It must not retain the *Rejection beyond the call.
 	OnReject func(*Rejection)
-}
-
-// DownstreamApplier takes the downstream rules of a new ruleset. Apply must
-// be all-or-nothing: on error it keeps its previous rules, and the Governor
-// then keeps its inbound rules too.
-type DownstreamApplier interface {
-	Apply(downstreams []rules.Downstream) error
 }
 
 // DefaultRuleset is the built-in ruleset (version 0): one catch-all route

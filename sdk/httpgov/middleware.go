@@ -1,0 +1,213 @@
+// Package httpgov is the net/http server middleware of the Governor SDK.
+//
+// Middleware admits every request through a governor.Governor before the
+// handler runs. A refused request gets a fast answer without reaching the
+// handler: 429 Too Many Requests (shed, rate limited, queue timeout) or 503
+// Service Unavailable (an open circuit breaker), with a Retry-After header in
+// whole seconds and a JSON body {"code": ..., "message": ...}. An admitted
+// request releases its permit when the handler returns, with the latency
+// measured on a precise clock and an outcome taken from the status code, so
+// the adaptive limit learns from every request.
+//
+// Handlers that call downstreams can answer their own refusals the same way
+// with WriteError.
+package httpgov
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	governor "governor.dev/governor/sdk"
+	"governor.dev/governor/sdk/breaker"
+	"governor.dev/governor/sdk/clock"
+)
+
+// Options configure the middleware. The zero value is usable.
+type Options struct {
+	// Clock measures latency; default clock.Real (two precise reads per
+	// request).
+	Clock clock.Clock
+	// ClientIP returns the client address that keys "ip" rate limits;
+	// default: the host part of RemoteAddr. Services behind a proxy supply
+	// their own (for example from X-Forwarded-For, if they trust it).
+	ClientIP func(*http.Request) string
+	// Outcome maps a response status to an outcome; default: 503 and 504
+	// are Dropped (overload), other 5xx Failure, anything else Success.
+	Outcome func(status int) governor.Outcome
+}
+
+// Middleware returns net/http middleware that admits requests through g.
+func Middleware(g *governor.Governor, opts Options) func(http.Handler) http.Handler {
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	if opts.ClientIP == nil {
+		opts.ClientIP = RemoteHost
+	}
+	if opts.Outcome == nil {
+		opts.Outcome = DefaultOutcome
+	}
+	return func(next http.Handler) http.Handler {
+		return &handler{g: g, next: next, opts: opts}
+	}
+}
+
+type handler struct {
+	g    *governor.Governor
+	next http.Handler
+	opts Options
+}
+
+var writers = sync.Pool{New: func() any { return new(statusWriter) }}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	permit, err := h.g.Admit(r.Context(), governor.Request{
+		Path:     r.URL.Path,
+		Method:   r.Method,
+		ClientIP: h.opts.ClientIP(r),
+		Header:   r.Header,
+	})
+	if err != nil {
+		WriteError(w, err)
+		return
+	}
+	if !permit.Admitted() {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	sw := writers.Get().(*statusWriter)
+	sw.ResponseWriter, sw.status = w, 0
+	start := h.opts.Clock.Nanotime()
+	defer func() {
+		status := sw.status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		if p := recover(); p != nil {
+			permit.Release(time.Duration(h.opts.Clock.Nanotime()-start), governor.Failure)
+			sw.ResponseWriter = nil
+			writers.Put(sw)
+			panic(p)
+		}
+		permit.Release(time.Duration(h.opts.Clock.Nanotime()-start), h.opts.Outcome(status))
+		sw.ResponseWriter = nil
+		writers.Put(sw)
+	}()
+	h.next.ServeHTTP(sw, r)
+}
+
+// DefaultOutcome maps 503 and 504 to Dropped, other 5xx to Failure and
+// everything else to Success.
+func DefaultOutcome(status int) governor.Outcome {
+	switch {
+	case status == http.StatusServiceUnavailable || status == http.StatusGatewayTimeout:
+		return governor.Dropped
+	case status >= 500:
+		return governor.Failure
+	}
+	return governor.Success
+}
+
+// RemoteHost returns the host part of r.RemoteAddr without allocating.
+func RemoteHost(r *http.Request) string {
+	a := r.RemoteAddr
+	if i := strings.LastIndexByte(a, ':'); i > 0 && !strings.HasSuffix(a, "]") {
+		a = a[:i]
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(a, "["), "]")
+}
+
+// statusWriter records the status code the handler writes.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Flush passes through to the underlying writer when it can flush.
+func (w *statusWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		if w.status == 0 {
+			w.status = http.StatusOK
+		}
+		f.Flush()
+	}
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// bodies are the JSON bodies of refusals, by code.
+var bodies = map[string][]byte{
+	"shed":          []byte(`{"code":"shed","message":"the service is overloaded; retry later"}` + "\n"),
+	"rate_limited":  []byte(`{"code":"rate_limited","message":"too many requests; retry later"}` + "\n"),
+	"queue_timeout": []byte(`{"code":"queue_timeout","message":"the request waited too long for capacity; retry later"}` + "\n"),
+	"breaker_open":  []byte(`{"code":"breaker_open","message":"a dependency is unavailable; retry later"}` + "\n"),
+	"unavailable":   []byte(`{"code":"unavailable","message":"a dependency is saturated; retry later"}` + "\n"),
+}
+
+// statusCoder is implemented by errors that know their HTTP status, such as
+// sdk/outbound's refusals (503).
+type statusCoder interface{ StatusCode() int }
+
+// WriteError answers a Governor refusal: 429 for shed, rate-limited and
+// queue-timeout rejections, 503 for an open breaker (ErrBreakerOpen, or any
+// error with a StatusCode method such as an outbound refusal), each with a
+// Retry-After header and a JSON body {"code", "message"} where code is shed,
+// rate_limited, queue_timeout, breaker_open or unavailable. It reports false,
+// writing nothing, for errors that are not refusals.
+func WriteError(w http.ResponseWriter, err error) bool {
+	var rej *governor.Rejection
+	code, status, retry := "", 0, int64(1)
+	var sc statusCoder
+	switch {
+	case errors.As(err, &rej):
+		code, retry = rej.Reason.String(), rej.RetryAfterSeconds()
+		status = http.StatusTooManyRequests
+		if rej.Reason == governor.ReasonBreakerOpen {
+			status = http.StatusServiceUnavailable
+		}
+	case errors.Is(err, governor.ErrBreakerOpen):
+		code, status = "breaker_open", http.StatusServiceUnavailable
+	case errors.As(err, &sc):
+		status = sc.StatusCode()
+		switch {
+		case errors.Is(err, breaker.ErrOpen):
+			code = "breaker_open"
+		case status == http.StatusTooManyRequests:
+			code = "rate_limited"
+		default:
+			code = "unavailable"
+		}
+	default:
+		return false
+	}
+	body := bodies[code]
+	if body == nil {
+		body = bodies["shed"]
+	}
+	hdr := w.Header()
+	hdr.Set("Content-Type", "application/json")
+	hdr.Set("Retry-After", strconv.FormatInt(retry, 10))
+	hdr.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+	return true
+}

@@ -1,0 +1,271 @@
+package httpgov_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	governor "governor.dev/governor/sdk"
+	"governor.dev/governor/sdk/breaker"
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/httpgov"
+	"governor.dev/governor/sdk/outbound"
+	"governor.dev/governor/sdk/rules"
+)
+
+type fixedLimiter int
+
+func (f fixedLimiter) Limit() int                    { return int(f) }
+func (fixedLimiter) Observe(int64, int64, int, bool) {}
+
+func newGovernor(t testing.TB, clk clock.Clock, reg prometheus.Registerer, routes ...rules.Route) *governor.Governor {
+	t.Helper()
+	opts := governor.DefaultOptions("web")
+	opts.Clock = clk
+	opts.Registerer = reg
+	opts.Shards = 1
+	opts.NewLimiter = func(cfg rules.Concurrency, _ clock.Clock) (governor.Limiter, error) {
+		return fixedLimiter(cfg.Max), nil
+	}
+	g, err := governor.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
+	if err := g.Apply(&rules.Ruleset{Service: "web", Routes: routes}, 1); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+type body struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func TestRefusalsAnswerWithStatusRetryAfterAndJSON(t *testing.T) {
+	clk := clock.NewFake(time.Now())
+	rl := rules.Route{Name: "limited", Match: rules.Match{PathPrefix: "/limited"}, RateLimit: &rules.RateLimit{Rate: 0.2, Burst: 1}}
+	full := rules.Route{Name: "full", Match: rules.Match{PathPrefix: "/full"},
+		Concurrency: &rules.Concurrency{Algorithm: rules.AlgorithmFixed, Max: 1}}
+	g := newGovernor(t, clk, nil, rl, full)
+	block := make(chan struct{})
+	entered := make(chan struct{})
+	h := httpgov.Middleware(g, httpgov.Options{Clock: clk})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/full/slow" {
+			close(entered)
+			<-block
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	serve := func(path string, hdr map[string]string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", path, nil)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	if rec := serve("/limited", nil); rec.Code != http.StatusNoContent {
+		t.Fatalf("first request: %d", rec.Code)
+	}
+	done := make(chan struct{})
+	go func() { serve("/full/slow", nil); close(done) }()
+	<-entered
+
+	tests := []struct {
+		name, path string
+		hdr        map[string]string
+		status     int
+		retry      string
+		code       string
+	}{
+		{"rate limited", "/limited", nil, 429, "5", "rate_limited"},
+		{"shed", "/full/x", map[string]string{"X-Traffic-Priority": "9"}, 429, "1", "shed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := serve(tt.path, tt.hdr)
+			if rec.Code != tt.status || rec.Header().Get("Retry-After") != tt.retry || rec.Header().Get("Content-Type") != "application/json" {
+				t.Fatalf("got %d Retry-After %q Content-Type %q, want %d and %q JSON", rec.Code, rec.Header().Get("Retry-After"), rec.Header().Get("Content-Type"), tt.status, tt.retry)
+			}
+			var b body
+			if err := json.Unmarshal(rec.Body.Bytes(), &b); err != nil || b.Code != tt.code || b.Message == "" {
+				t.Fatalf("body %q (%v), want code %s and a message", rec.Body.String(), err, tt.code)
+			}
+		})
+	}
+	close(block)
+	<-done
+	if rec := serve("/full/x", nil); rec.Code != http.StatusNoContent {
+		t.Fatalf("after the slow request finished: %d, want 204", rec.Code)
+	}
+}
+
+func TestWriteError(t *testing.T) {
+	tests := []struct {
+		name   string
+		err    error
+		status int
+		code   string
+	}{
+		{"queue timeout", &governor.Rejection{Reason: governor.ReasonQueueTimeout, RetryAfter: 2500 * time.Millisecond}, 429, "queue_timeout"},
+		{"breaker rejection", &governor.Rejection{Reason: governor.ReasonBreakerOpen}, 503, "breaker_open"},
+		{"breaker sentinel", fmt.Errorf("call db: %w", governor.ErrBreakerOpen), 503, "breaker_open"},
+		{"outbound breaker", fmt.Errorf("call: %w", &outbound.RejectedError{Downstream: "db", Reason: breaker.ErrOpen}), 503, "breaker_open"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			if !httpgov.WriteError(rec, tt.err) {
+				t.Fatal("WriteError did not recognise the refusal")
+			}
+			var b body
+			if rec.Code != tt.status || json.Unmarshal(rec.Body.Bytes(), &b) != nil || b.Code != tt.code || rec.Header().Get("Retry-After") == "" {
+				t.Fatalf("got %d %q Retry-After %q, want %d code %s", rec.Code, rec.Body.String(), rec.Header().Get("Retry-After"), tt.status, tt.code)
+			}
+		})
+	}
+	rec := httptest.NewRecorder()
+	if httpgov.WriteError(rec, errors.New("disk full")) || rec.Body.Len() != 0 {
+		t.Fatal("WriteError answered an error that is not a refusal")
+	}
+	rec = httptest.NewRecorder()
+	httpgov.WriteError(rec, &governor.Rejection{Reason: governor.ReasonRateLimited, RetryAfter: 2500 * time.Millisecond})
+	if rec.Header().Get("Retry-After") != "3" {
+		t.Fatalf("Retry-After %q for 2.5s, want 3", rec.Header().Get("Retry-After"))
+	}
+}
+
+func TestAdmittedRequestsAreMeasured(t *testing.T) {
+	clk := clock.NewFake(time.Now())
+	reg := prometheus.NewRegistry()
+	rt := rules.Route{Name: "api", Match: rules.Match{PathPrefix: "/"}, Concurrency: &rules.Concurrency{Algorithm: rules.AlgorithmFixed, Max: 5}}
+	g := newGovernor(t, clk, reg, rt)
+	h := httpgov.Middleware(g, httpgov.Options{Clock: clk})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		clk.Advance(40 * time.Millisecond)
+		if g.InFlight("api") != 1 {
+			t.Errorf("in flight %d inside the handler, want 1", g.InFlight("api"))
+		}
+		switch r.URL.Path {
+		case "/fail":
+			w.WriteHeader(500)
+		case "/panic":
+			panic(http.ErrAbortHandler)
+		default:
+			fmt.Fprint(w, "ok")
+		}
+	}))
+	for _, p := range []string{"/ok", "/fail"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", p, nil))
+	}
+	func() {
+		defer func() { _ = recover() }()
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/panic", nil))
+	}()
+	if g.InFlight("api") != 0 {
+		t.Fatalf("in flight %d after the requests, want 0 (a panic must release too)", g.InFlight("api"))
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "governor_sdk_request_errors_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := ""
+			for _, l := range m.GetLabel() {
+				labels += l.GetName() + "=" + l.GetValue() + " "
+			}
+			got[labels] = m.GetCounter().GetValue()
+		}
+	}
+	want := map[string]float64{
+		"class=critical route=api service=web ": 0,
+		"class=core route=api service=web ":     2,
+		"class=browse route=api service=web ":   0,
+		"class=batch route=api service=web ":    0,
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("request_errors_total = %v, want %v", got, want)
+	}
+}
+
+func TestUngovernedAndCanceledRequests(t *testing.T) {
+	clk := clock.NewFake(time.Now())
+	g := newGovernor(t, clk, nil, rules.Route{Name: "api", Match: rules.Match{PathPrefix: "/api"}})
+	called := 0
+	h := httpgov.Middleware(g, httpgov.Options{Clock: clk})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { called++ }))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/other", nil))
+	if called != 1 {
+		t.Fatal("a request outside every route did not reach the handler")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/api", nil).WithContext(ctx))
+	if called != 1 || rec.Code != 429 {
+		t.Fatalf("a request whose client has gone was started (called %d, status %d)", called, rec.Code)
+	}
+}
+
+func TestRemoteHost(t *testing.T) {
+	for addr, want := range map[string]string{"10.1.2.3:5555": "10.1.2.3", "[::1]:80": "::1", "[fe80::1%eth0]:1": "fe80::1%eth0", "": ""} {
+		r := &http.Request{RemoteAddr: addr}
+		if got := httpgov.RemoteHost(r); got != want {
+			t.Errorf("RemoteHost(%q) = %q, want %q", addr, got, want)
+		}
+	}
+}
+
+// BenchmarkMiddleware is the whole net/http path: admission on the coarse
+// clock, two precise clock reads for the latency, the status recorder and the
+// sharded metrics, around a handler that writes a status.
+func BenchmarkMiddleware(b *testing.B) {
+	reg := prometheus.NewRegistry()
+	opts := governor.DefaultOptions("bench")
+	opts.Registerer = reg
+	g, err := governor.New(opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer g.Close()
+	rs := &rules.Ruleset{Service: "bench", Routes: []rules.Route{{
+		Name: "api", Match: rules.Match{PathPrefix: "/api"},
+		RateLimit:   &rules.RateLimit{Rate: 1e12, Burst: 1 << 30},
+		Concurrency: &rules.Concurrency{Initial: 100},
+	}}}
+	if err := g.Apply(rs, 1); err != nil {
+		b.Fatal(err)
+	}
+	h := httpgov.Middleware(g, httpgov.Options{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+	}))
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		req := httptest.NewRequest("GET", "/api/orders", nil)
+		req.Header.Set("X-Traffic-Priority", "core")
+		w := &discard{h: http.Header{}}
+		for pb.Next() {
+			h.ServeHTTP(w, req)
+		}
+	})
+}
+
+type discard struct{ h http.Header }
+
+func (d *discard) Header() http.Header         { return d.h }
+func (d *discard) Write(b []byte) (int, error) { return len(b), nil }
+func (d *discard) WriteHeader(int)             {}
