@@ -27,6 +27,8 @@ type Detector struct {
 	long    robust  // long-run level and spread
 	short   float64 // fast EWMA of the value
 	aShort  float64
+	mid     float64 // slower EWMA of the value
+	aMid    float64
 	env     extremes  // envelope of past values
 	season  *seasonal // daily (or other) profile; nil when disabled
 	smooth  float64   // short EWMA of the raw surprise
@@ -48,6 +50,7 @@ func New(opt Options) (*Detector, error) {
 		level:   robust{alpha: a},
 		long:    robust{alpha: halfLifeAlpha(opt.LongHalfLife)},
 		aShort:  halfLifeAlpha(opt.ShortHalfLife),
+		aMid:    halfLifeAlpha(opt.MidHalfLife),
 		env:     extremes{decay: halfLifeAlpha(opt.EnvelopeHalfLife)},
 		season:  newSeasonal(opt.Season, opt.SeasonBins, opt.SeasonHalfLife, a),
 		decay:   math.Exp2(-1 / opt.SuppressHalfLife),
@@ -84,9 +87,11 @@ func (d *Detector) Observe(t time.Time, v float64) Result {
 		d.short += d.aShort * (v - d.short)
 		sh := (d.short - d.long.mean) / d.long.spread()
 		up, down := d.env.exceed(v)
-		f = [nFeatures]float64{max(z, 0), max(-z, 0), max(sh, 0), max(-sh, 0), up, down}
+		d.mid += d.aMid * (v - d.mid)
+		mid := (d.mid - d.long.mean) / d.long.spread()
+		f = [nFeatures]float64{max(z, 0), max(-z, 0), max(sh, 0), max(-sh, 0), up, down, max(mid, 0), max(-mid, 0)}
 	} else {
-		d.short = v
+		d.short, d.mid = v, v
 	}
 	d.n++
 	d.level.update(v, d.opt.Clip)

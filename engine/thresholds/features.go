@@ -12,6 +12,8 @@ const (
 	shiftDown
 	envUp
 	envDown
+	midUp
+	midDown
 	nFeatures
 )
 

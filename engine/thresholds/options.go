@@ -30,6 +30,7 @@ type Options struct {
 	// short-term mean (ShortHalfLife) is compared with to find level shifts.
 	LongHalfLife  float64
 	ShortHalfLife float64
+	MidHalfLife   float64
 	// EnvelopeHalfLife is how fast, in samples, the envelope of past
 	// extremes shrinks back towards the long-run level.
 	EnvelopeHalfLife float64
@@ -72,8 +73,9 @@ func DefaultOptions() Options {
 		SeasonBins:       288,
 		SeasonHalfLife:   2,
 		SeasonGain:       0.6,
-		LongHalfLife:     1000,
+		LongHalfLife:     2000,
 		ShortHalfLife:    3,
+		MidHalfLife:      150,
 		EnvelopeHalfLife: 2000,
 		EnvelopeFloor:    0.01,
 		SpreadFloor:      0.05,
@@ -81,7 +83,7 @@ func DefaultOptions() Options {
 		TailK:            1,
 		Magnitude:        0,
 		SmoothHalfLife:   0.1,
-		Weights:          [nFeatures]float64{1, 1, 1, 0, 1, 0},
+		Weights:          [nFeatures]float64{1, 1, 1, 0, 1, 0, 1, 0},
 		SuppressHalfLife: 150,
 		Suppress:         1.2,
 		ScoreScale:       1,
