@@ -18,10 +18,11 @@ const (
 	smoothing     = 0.5           // share of the way to the target taken per window
 	maxWindowAge  = 10            // windows without enough samples are discarded after 10 lengths
 	probeStep     = 0.75          // each probe window lowers the limit by 25%
-	probeMaxSteps = 5
-	probeFalling  = 0.95 // the latency still falls if it dropped more than 5%
-	probeJitter   = 0.25 // probe intervals vary by ±25%
-	staleBaseline = 0.8  // a window 20% faster than the no-load RTT triggers a probe
+	probeMaxSteps = 16            // while the latency falls the server is still saturated: no throughput is lost
+	probeFalling  = 0.95          // the latency still falls if it dropped more than 5%
+	probeJitter   = 0.25          // probe intervals vary by ±25%
+	staleBaseline = 0.8           // a window 20% faster than the no-load RTT triggers a probe
+	calmWindows   = 20            // windows of additive growth after a window with drops
 )
 
 // algorithm is what distinguishes the adaptive limiters; core calls it once
@@ -59,6 +60,7 @@ type core struct {
 	probe     probeState
 	rng       *rand.Rand
 	taken     int64 // samples taken out of the shards, decided or discarded
+	calm      int   // windows of additive growth left after drops
 
 	snap snapshotState
 }
@@ -68,6 +70,7 @@ type probeState struct {
 	steps      int
 	saved      float64
 	prev, best float64
+	bestLimit  float64 // the limit the fastest probe window ran at
 }
 
 type snapshotState struct {
@@ -179,9 +182,21 @@ func (c *core) decide(w *window) {
 	if c.probe.active {
 		c.probeWindow(w)
 	} else {
-		c.cur = c.clamp(c.alg.update(c, w))
-		if w.end >= c.nextProbe {
-			c.probe = probeState{active: true, saved: c.cur, prev: w.avgRTT, best: w.avgRTT}
+		next := c.alg.update(c, w)
+		switch {
+		case w.dropRatio() >= dropThreshold:
+			c.calm = calmWindows
+		case c.calm > 0:
+			// Congestion avoidance after drops: grow additively so the
+			// limit does not saw back into the timeouts at once.
+			c.calm--
+			next = min(next, c.cur+1)
+		}
+		c.cur = c.clamp(next)
+		// A probe only makes sense where the limit shapes the load: a due
+		// probe waits for a window that uses an enforced limit.
+		if w.end >= c.nextProbe && w.used && c.enforced {
+			c.probe = probeState{active: true, saved: c.cur, prev: w.avgRTT, best: w.avgRTT, bestLimit: c.cur}
 			c.cur = c.clamp(c.cur * probeStep)
 		}
 	}
@@ -196,7 +211,9 @@ func (c *core) decide(w *window) {
 func (c *core) probeWindow(w *window) {
 	pr := &c.probe
 	pr.steps++
-	pr.best = min(pr.best, w.avgRTT)
+	if w.avgRTT <= pr.best {
+		pr.best, pr.bestLimit = w.avgRTT, c.cur
+	}
 	falling := w.avgRTT < pr.prev*probeFalling
 	pr.prev = w.avgRTT
 	atMin := c.cur <= float64(c.p.min)
@@ -209,7 +226,10 @@ func (c *core) probeWindow(w *window) {
 	if !falling || atMin || pr.best < c.noLoad {
 		c.noLoad = pr.best
 	}
-	c.cur = pr.saved
+	// Restore the limit, but not above what the fastest probe window ran
+	// at plus the tolerance: after a stale estimate the saved limit was
+	// learned against the wrong baseline.
+	c.cur = c.clamp(min(pr.saved, pr.bestLimit*(1+c.p.tolerance)))
 	pr.active = false
 	c.nextProbe = w.end + c.probeDelay()
 	c.snap.probes.Add(1)

@@ -27,10 +27,10 @@
 //     enforced only while an overload signal is on: by default the queueing
 //     signal (the window's latency above noLoad * (1 + Tolerance)), or any
 //     func() bool given with WithOverloadSignal, such as CPUSignal.Overloaded
-//     over a CPUSampler reading cgroup or /proc CPU usage. Once engaged it
-//     stays engaged for a hold time (1 s) after the signal was last seen,
-//     so a jittery signal does not flap the limit. While it is not engaged
-//     Limit returns Max and the limit is still learned in the background.
+//     over a CPUSampler reading cgroup or /proc CPU usage. While it is not
+//     engaged Limit returns Max and the limit is still learned in the
+//     background; it cuts, like the gradient, within a few windows of a
+//     latency step because the target falls with the measured latency.
 //   - "fixed": Limit is always Max; a baseline for comparisons.
 //
 // Defaults come from rules.Concurrency: Initial 20 (Max for fixed), Min 4,
@@ -41,25 +41,33 @@
 //
 //   - Min-RTT drift under sustained load: the no-load RTT falls at once when a
 //     window is faster, but rises only through a probe. Every ProbeInterval
-//     (jittered by ±25%) the limiter lowers its limit in steps of 25%, one
-//     window each, until the latency stops falling (or it reaches Min, or four
-//     steps), takes the fastest window of the probe as the new no-load RTT and
-//     restores the limit. It never pins the limit to a tiny value as Envoy
-//     does, so a probe costs a few hundred milliseconds of a slightly lower
-//     limit, not a crater in success rate. When the limit is not in use the
-//     probe only measures.
+//     (jittered by ±25%, seeded by WithSeed) the limiter lowers its limit by
+//     25% per window while the latency keeps falling (the server is still
+//     saturated then, so no throughput is lost) and stops at the first window
+//     where it no longer falls (or at Min); the fastest probe window becomes
+//     the no-load RTT, and the limit is restored, capped at the fastest
+//     window's limit x (1 + Tolerance). It never pins the limit to a tiny
+//     value as Envoy does: in the simulated tests a probe costs about 15% of
+//     throughput for two or three windows. A probe waits for a window where
+//     the limit is in use and enforced, so it never raises the estimate from
+//     a load the limit does not shape. A window 20% faster than the estimate
+//     (a slow period ended) triggers a probe at once.
 //   - Collapse at low traffic: a window with fewer than MinSamples samples
 //     makes no decision; it is extended, and after ten window lengths its
-//     samples are discarded, the limit unchanged.
+//     samples are discarded, the limit unchanged. A window whose average
+//     in-flight (sum of RTTs / duration) is below half the limit, and which
+//     did not use the limit, changes nothing either: noisy latency or a few
+//     timeouts at low load cannot ratchet the limit down.
 //   - Unbounded growth when latency is flat: the limit grows only when it is
 //     used, that is when at least a tenth of the window's requests were
 //     admitted with in-flight at 80% of the limit or more.
-//   - Oscillation from jitter: bounded and smoothed steps; Little's law
-//     engages with a hold time, and CPUSignal adds an EWMA and hysteresis
-//     (engage at 80%, release below 70%).
-//   - Overload drops (timeouts, downstream rejections) cut the limit by the
-//     share of dropped requests (at least 10%, at most half) when they reach
-//     1% of a window.
+//   - Oscillation: steps are bounded and smoothed. After a window with drops
+//     (1% or more of its requests) the limit is cut by the dropped share (at
+//     least 10%, at most half) and then grows by at most 1 per window for 20
+//     windows, so it does not saw back into the timeouts. Little's law stays
+//     engaged while its limit is in use and for a hold time after the signal
+//     was last on, and CPUSignal smooths the CPU with an EWMA and hysteresis
+//     (on at 80%, off below 70%), so CPU jitter does not flap the limit.
 //
 // Package limittest has a deterministic simulated server that drives a
 // Limiter in virtual time, for tests and the overload laboratory.

@@ -68,8 +68,8 @@ func (l *little) update(c *core, w *window) float64 {
 	}
 	target := l.maxTP * ((2+c.p.tolerance)*c.noLoad - w.avgRTT) / 1e9
 	target = min(max(target, cur/2), cur*2)
-	if target > cur && !w.used {
-		return cur
+	if !w.used && (target > cur || w.avgRTT <= c.noLoad*(1+c.p.tolerance)) {
+		return cur // an unused limit moves only on queueing, never toward the demand
 	}
 	return cur + smoothing*(target-cur)
 }
