@@ -20,7 +20,7 @@ const (
 )
 
 // Change is one difference between two rulesets. Old is empty for OpAdded,
-// New for OpRemoved.
+// New for OpRemoved; both are compact JSON with object keys sorted.
 type Change struct {
 	// Path names the field: object keys joined by dots; entries of routes,
 	// downstreams and other lists of named objects by name in brackets

@@ -40,8 +40,12 @@ type Options struct {
 	Registerer  prometheus.Registerer
 	// Timeout bounds each operation; default 10s.
 	Timeout time.Duration
-	// BeforeCommit is a fault-injection hook for tests; see
-	// sqlstore.Options.
+	// RetryBackoff is the wait before running a transiently failed
+	// transaction again, doubled per attempt; default 5ms, negative for none.
+	RetryBackoff time.Duration
+	// BeforeCommit is a fault-injection hook for tests: it runs inside every
+	// write transaction just before commit, and an error aborts the attempt
+	// (sqlstore.ErrRetryable makes the store run the transaction again).
 	BeforeCommit func(op string, attempt int) error
 }
 
@@ -81,7 +85,7 @@ func Open(ctx context.Context, o Options) (versioning.Store, error) {
 	}
 	return sqlstore.New(&db{sdb}, dialect(), sqlstore.Options{
 		Clock: o.Clock, Logger: o.Logger, Registerer: o.Registerer, Timeout: o.Timeout,
-		BeforeCommit: o.BeforeCommit,
+		RetryBackoff: o.RetryBackoff, BeforeCommit: o.BeforeCommit,
 	})
 }
 

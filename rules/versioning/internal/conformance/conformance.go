@@ -1,0 +1,633 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/sdk/rules"
+)
+
+// Run runs every conformance test against stores made by f.
+func Run(t *testing.T, f Factory) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, f Factory)
+	}{
+		{"Lifecycle", testLifecycle},
+		{"GapFreeConcurrentProposals", testGapFree},
+		{"ApproversRace", testApproversRace},
+		{"SelfApprovalRefused", testSelfApproval},
+		{"Roles", testRoles},
+		{"ConflictOnStaleParent", testStaleParent},
+		{"RollbackToV1FromV10", testRollback},
+		{"RollbackRefusals", testRollbackRefusals},
+		{"PolicyTwoApprovals", testPolicyTwoApprovals},
+		{"RejectAndWithdraw", testRejectWithdraw},
+		{"EmergencyPublish", testEmergency},
+		{"AutoApply", testAutoApply},
+		{"Diff", testDiff},
+		{"Reads", testReads},
+		{"AuditChainVerifies", testAuditVerifies},
+		{"AuditTamperNamed", testAuditTamper},
+		{"AuditAppendOnly", testAuditAppendOnly},
+		{"AppRoleCannotRewriteAudit", testAppRole},
+		{"RecordAudit", testRecordAudit},
+		{"OutboxClaimLeaseMark", testOutboxLease},
+		{"OutboxConcurrentClaimers", testOutboxConcurrentClaim},
+		{"OutboxExactlyOnceUnderRetry", testOutboxRetry},
+		{"FailedTransactionWritesNothing", testFailedTx},
+		{"BadInputWritesNothing", testBadInput},
+		{"YAMLRoundTrip", testYAML},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { tt.fn(t, f) })
+	}
+}
+
+func testLifecycle(t *testing.T, f Factory) {
+	ctx := context.Background()
+	h := f(t, Options{})
+	s := h.Store
+
+	v := propose(t, s, "checkout", 0, 100)
+	require.Equal(t, int64(1), v.Number)
+	require.Equal(t, versioning.StateProposed, v.State)
+	require.False(t, v.Active)
+	require.Equal(t, "alice", v.Author)
+	require.Equal(t, versioning.SourceUser, v.Source)
+	require.JSONEq(t, `{"p99_ms":120}`, string(v.Evidence))
+	sum, err := ruleset("checkout", 100).Checksum()
+	require.NoError(t, err)
+	require.Equal(t, sum, v.Checksum)
+	_, err = s.Active(ctx, "checkout")
+	require.ErrorIs(t, err, versioning.ErrNotFound, "a proposal is not live")
+
+	v, err = s.Approve(ctx, "checkout", 1, bob, "ship it")
+	require.NoError(t, err)
+	require.Equal(t, versioning.StateApproved, v.State)
+	require.True(t, v.Active)
+	require.Equal(t, "bob", v.DecidedBy)
+	require.Len(t, v.Approvals, 1)
+	require.Equal(t, "bob", v.Approvals[0].Approver)
+	require.False(t, v.ActivatedAt.IsZero())
+
+	a, err := s.Active(ctx, "checkout")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), a.Number)
+	require.Equal(t, ruleset("checkout", 100).Routes[0].RateLimit.Rate, a.Ruleset.Routes[0].RateLimit.Rate)
+	require.Equal(t, int64(1), outboxCount(t, h, "checkout", 1))
+
+	// The second version supersedes the first.
+	v2 := live(t, s, "checkout", 200)
+	require.Equal(t, int64(2), v2.Number)
+	require.Equal(t, int64(1), v2.Parent)
+	v1, err := s.Get(ctx, "checkout", 1)
+	require.NoError(t, err)
+	require.Equal(t, versioning.StateSuperseded, v1.State)
+	require.False(t, v1.Active)
+	require.False(t, v1.SupersededAt.IsZero())
+
+	entries, err := s.Audit(ctx, versioning.AuditFilter{Service: "checkout"})
+	require.NoError(t, err)
+	var actions []versioning.Action
+	for _, e := range entries {
+		actions = append(actions, e.Action)
+	}
+	require.Equal(t, []versioning.Action{"propose", "approve", "activate", "propose", "approve", "activate"}, actions)
+}
+
+func testGapFree(t *testing.T, f Factory) {
+	ctx := context.Background()
+	h := f(t, Options{})
+	const n = 50
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	nums := make([]int64, n)
+	for i := range n {
+		wg.Go(func() {
+			v, err := h.Store.Propose(ctx, versioning.Proposal{Ruleset: ruleset("search", float64(i+1)),
+				Author: alice, Reason: "concurrent"})
+			errs[i], nums[i] = err, v.Number
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	slices.Sort(nums)
+	for i, got := range nums {
+		require.Equal(t, int64(i+1), got, "numbers must be 1..%d without gaps or duplicates", n)
+	}
+	require.Equal(t, int64(n), h.Count(ctx, `SELECT count(*) FROM rule_versions WHERE service = 'search'`))
+	_, err := h.Store.VerifyAudit(ctx)
+	require.NoError(t, err)
+}
+
+func testApproversRace(t *testing.T, f Factory) {
+	ctx := context.Background()
+	h := f(t, Options{})
+	for round := range 5 {
+		base := int64(0)
+		if a, err := h.Store.Active(ctx, "cart"); err == nil {
+			base = a.Number
+		}
+		v := propose(t, h.Store, "cart", base, float64(round+1))
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for i, who := range []versioning.Actor{bob, carol} {
+			wg.Go(func() {
+				<-start
+				_, errs[i] = h.Store.Approve(ctx, "cart", v.Number, who, "race")
+			})
+		}
+		close(start)
+		wg.Wait()
+		var won, lost int
+		for _, err := range errs {
+			if err == nil {
+				won++
+				continue
+			}
+			lost++
+			require.ErrorIs(t, err, versioning.ErrInvalidState)
+			require.ErrorContains(t, err, "already approved")
+		}
+		require.Equal(t, 1, won, "exactly one approver wins")
+		require.Equal(t, 1, lost)
+		require.Equal(t, int64(1), outboxCount(t, h, "cart", v.Number))
+		got, err := h.Store.Get(ctx, "cart", v.Number)
+		require.NoError(t, err)
+		require.Len(t, got.Approvals, 1)
+	}
+}
+
+func testSelfApproval(t *testing.T, f Factory) {
+	ctx := context.Background()
+	h := f(t, Options{})
+	author := versioning.Actor{Name: "dana", Roles: []versioning.Role{versioning.RoleOperator, versioning.RoleApprover}}
+	v, err := h.Store.Propose(ctx, versioning.Proposal{Ruleset: ruleset("pay", 5), Author: author, Reason: "mine"})
+	require.NoError(t, err)
+	before := auditCount(t, h)
+	_, err = h.Store.Approve(ctx, "pay", v.Number, author, "self")
+	require.ErrorIs(t, err, versioning.ErrSelfApproval)
+	require.ErrorContains(t, err, "dana proposed version 1 of pay")
+	require.Equal(t, before, auditCount(t, h), "a refused approval writes nothing")
+	got, err := h.Store.Get(ctx, "pay", v.Number)
+	require.NoError(t, err)
+	require.Equal(t, versioning.StateProposed, got.State)
+	require.Empty(t, got.Approvals)
+}
+
+func testRoles(t *testing.T, f Factory) {
+	ctx := context.Background()
+	h := f(t, Options{})
+	s := h.Store
+	_, err := s.Propose(ctx, versioning.Proposal{Ruleset: ruleset("inv", 1), Author: viewer, Reason: "x"})
+	require.ErrorIs(t, err, versioning.ErrForbidden)
+	v := propose(t, s, "inv", 0, 1)
+	_, err = s.Approve(ctx, "inv", v.Number, engine, "operators cannot approve")
+	require.ErrorIs(t, err, versioning.ErrForbidden)
+	_, err = s.Reject(ctx, "inv", v.Number, viewer, "")
+	require.ErrorIs(t, err, versioning.ErrForbidden)
+	_, err = s.EmergencyPublish(ctx, versioning.Proposal{Ruleset: ruleset("inv", 2), Author: bob, Reason: "fire"})
+	require.ErrorIs(t, err, versioning.ErrForbidden)
+	_, err = s.SetPolicy(ctx, versioning.Policy{Service: "inv", ApprovalsRequired: 2}, bob)
+	require.ErrorIs(t, err, versioning.ErrForbidden)
+	// The policy decides who approves: here only admins.
+	_, err = s.SetPolicy(ctx, versioning.Policy{Service: "inv", ApproverRoles: []versioning.Role{versioning.RoleAdmin}}, root)
+	require.NoError(t, err)
+	_, err = s.Approve(ctx, "inv", v.Number, bob, "")
+	require.ErrorIs(t, err, versioning.ErrForbidden)
+	got, err := s.Approve(ctx, "inv", v.Number, root, "")
+	require.NoError(t, err)
+	require.True(t, got.Active)
+}
+
+func testStaleParent(t *testing.T, f Factory) {
+	ctx := context.Background()
+	h := f(t, Options{})
+	s := h.Store
+	live(t, s, "feed", 10) // v1
+	a := propose(t, s, "feed", 1, 20)
+	b := propose(t, s, "feed", 1, 30)
+	_, err := s.Approve(ctx, "feed", a.Number, bob, "")
+	require.NoError(t, err)
+	_, err = s.Approve(ctx, "feed", b.Number, bob, "")
+	require.ErrorIs(t, err, versioning.ErrConflict, "b was based on v1, but a went live since")
+	require.ErrorContains(t, err, "rebase")
+	require.Equal(t, int64(0), outboxCount(t, h, "feed", b.Number))
+
+	_, err = s.Propose(ctx, versioning.Proposal{BaseVersion: 1, Ruleset: ruleset("feed", 40), Author: alice, Reason: "stale"})
+	require.ErrorIs(t, err, versioning.ErrConflict)
+	require.ErrorContains(t, err, fmt.Sprintf("version %d is active", a.Number))
+
+	r, err := s.Propose(ctx, versioning.Proposal{BaseVersion: 1, Rebase: true, Ruleset: ruleset("feed", 40), Author: alice, Reason: "rebased"})
+	require.NoError(t, err)
+	require.Equal(t, a.Number, r.Parent)
+	_, err = s.Approve(ctx, "feed", r.Number, carol, "")
+	require.NoError(t, err)
+}
+
+func testRollback(t *testing.T, f Factory) {
+	ctx := context.Background()
+	h := f(t, Options{})
+	s := h.Store
+	for i := 1; i <= 10; i++ {
+		live(t, s, "edge", float64(i*10))
+	}
+	v1, err := s.Get(ctx, "edge", 1)
+	require.NoError(t, err)
+	r, err := s.Rollback(ctx, "edge", 1, alice, "v10 overloads the database")
+	require.NoError(t, err)
+	require.Equal(t, int64(11), r.Number)
+	require.Equal(t, int64(1), r.RollbackOf)
+	require.Equal(t, int64(10), r.Parent)
+	require.Equal(t, versioning.SourceRollback, r.Source)
+	require.True(t, r.Active)
+	require.Equal(t, v1.Checksum, r.Checksum)
+	require.Equal(t, v1.Ruleset, r.Ruleset)
+	require.Empty(t, versioning.Diff(v1.Ruleset, r.Ruleset))
+
+	a, err := s.Active(ctx, "edge")
+	require.NoError(t, err)
+	require.Equal(t, int64(11), a.Number)
+	v10, err := s.Get(ctx, "edge", 10)
+	require.NoError(t, err)
+	require.Equal(t, versioning.StateSuperseded, v10.State)
+	// History is append-only: all eleven versions remain.
+	all, err := s.List(ctx, versioning.ListFilter{Service: "edge", Limit: 100})
+	require.NoError(t, err)
+	require.Len(t, all, 11)
+	require.Equal(t, int64(1), outboxCount(t, h, "edge", 11))
+	require.Equal(t, int64(1), h.Count(ctx, `SELECT count(*) FROM rule_outbox WHERE service = 'edge' AND version = 11 AND kind = 'rollback'`))
+	entries, err := s.Audit(ctx, versioning.AuditFilter{Service: "edge", Action: versioning.ActionRollback})
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	require.Equal(t, "alice", entries[0].Actor)
+	require.JSONEq(t, fmt.Sprintf(`{"reason":"v10 overloads the database","rollback_of":1,"checksum":%q,"previous":10,"outbox_id":%d}`,
+		v1.Checksum, h.Count(ctx, `SELECT id FROM rule_outbox WHERE service = 'edge' AND version = 11`)), string(entries[0].Detail))
+}
+
+func testRollbackRefusals(t *testing.T, f Factory) {
+	ctx := context.Background()
+	h := f(t, Options{})
+	s := h.Store
+	live(t, s, "geo", 1)
+	p := propose(t, s, "geo", 1, 2)
+	_, err := s.Reject(ctx, "geo", p.Number, bob, "no")
+	require.NoError(t, err)
+	before := auditCount(t, h)
+	tests := []struct {
+		name    string
+		service string
+		to      int64
+		by      versioning.Actor
+		reason  string
+		want    error
+	}{
+		{"never live", "geo", p.Number, alice, "x", versioning.ErrInvalidState},
+		{"already active", "geo", 1, alice, "x", versioning.ErrInvalidState},
+		{"no such version", "geo", 99, alice, "x", versioning.ErrNotFound},
+		{"no such service", "nope", 1, alice, "x", versioning.ErrNotFound},
+		{"viewer", "geo", 1, viewer, "x", versioning.ErrForbidden},
+		{"no reason", "geo", 1, alice, " ", versioning.ErrInvalid},
+		{"bad target", "geo", 0, alice, "x", versioning.ErrInvalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := s.Rollback(ctx, tt.service, tt.to, tt.by, tt.reason)
+			require.ErrorIs(t, err, tt.want)
+		})
+	}
+	require.Equal(t, before, auditCount(t, h))
+}
+
+func testPolicyTwoApprovals(t *testing.T, f Factory) {
+	ctx := context.Background()
+	h := f(t, Options{})
+	s := h.Store
+	pol, err := s.SetPolicy(ctx, versioning.Policy{Service: "bank", ApprovalsRequired: 2}, root)
+	require.NoError(t, err)
+	require.Equal(t, []versioning.Role{versioning.RoleApprover, versioning.RoleAdmin}, pol.ApproverRoles)
+	got, err := s.Policy(ctx, "bank")
+	require.NoError(t, err)
+	require.Equal(t, 2, got.ApprovalsRequired)
+	require.Equal(t, "root", got.UpdatedBy)
+
+	v := propose(t, s, "bank", 0, 1)
+	v, err = s.Approve(ctx, "bank", v.Number, bob, "one")
+	require.NoError(t, err)
+	require.Equal(t, versioning.StateProposed, v.State, "one of two approvals")
+	require.False(t, v.Active)
+	require.Equal(t, int64(0), outboxCount(t, h, "bank", v.Number))
+	_, err = s.Approve(ctx, "bank", v.Number, bob, "again")
+	require.ErrorIs(t, err, versioning.ErrInvalidState)
+	require.ErrorContains(t, err, "bob already approved")
+	v, err = s.Approve(ctx, "bank", v.Number, carol, "two")
+	require.NoError(t, err)
+	require.Equal(t, versioning.StateApproved, v.State)
+	require.Len(t, v.Approvals, 2)
+	require.Equal(t, int64(1), outboxCount(t, h, "bank", v.Number))
+
+	_, err = s.SetPolicy(ctx, versioning.Policy{Service: "bank", ApprovalsRequired: 11}, root)
+	require.Equal(t, []string{"approvals_required"}, fieldsOf(t, err))
+	entries, err := s.Audit(ctx, versioning.AuditFilter{Action: versioning.ActionPolicy})
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+}
+
+func testRejectWithdraw(t *testing.T, f Factory) {
+	ctx := context.Background()
+	h := f(t, Options{})
+	s := h.Store
+	a := propose(t, s, "mail", 0, 1)
+	r, err := s.Reject(ctx, "mail", a.Number, bob, "too low")
+	require.NoError(t, err)
+	require.Equal(t, versioning.StateRejected, r.State)
+	require.Equal(t, "too low", r.DecisionComment)
+	_, err = s.Approve(ctx, "mail", a.Number, carol, "")
+	require.ErrorIs(t, err, versioning.ErrInvalidState)
+	require.ErrorContains(t, err, "already rejected by bob")
+
+	b := propose(t, s, "mail", 0, 2)
+	_, err = s.Withdraw(ctx, "mail", b.Number, engine, "not mine")
+	require.ErrorIs(t, err, versioning.ErrForbidden)
+	w, err := s.Withdraw(ctx, "mail", b.Number, alice, "changed my mind")
+	require.NoError(t, err)
+	require.Equal(t, versioning.StateWithdrawn, w.State)
+	_, err = s.Withdraw(ctx, "mail", b.Number, alice, "")
+	require.ErrorIs(t, err, versioning.ErrInvalidState)
+	_, err = s.Approve(ctx, "mail", 42, bob, "")
+	require.ErrorIs(t, err, versioning.ErrNotFound)
+	_, err = s.Active(ctx, "mail")
+	require.ErrorIs(t, err, versioning.ErrNotFound)
+}
+
+func testEmergency(t *testing.T, f Factory) {
+	ctx := context.Background()
+	h := f(t, Options{})
+	s := h.Store
+	live(t, s, "api", 10)
+	pending := propose(t, s, "api", 1, 20)
+	_, err := s.EmergencyPublish(ctx, versioning.Proposal{Ruleset: ruleset("api", 1), Author: root})
+	require.Equal(t, []string{"reason"}, fieldsOf(t, err))
+	v, err := s.EmergencyPublish(ctx, versioning.Proposal{BaseVersion: 0, Ruleset: ruleset("api", 1),
+		Author: root, Reason: "incident 42: shed everything"})
+	require.NoError(t, err, "break glass ignores the base version")
+	require.True(t, v.Emergency)
+	require.True(t, v.Active)
+	require.Equal(t, int64(1), v.Parent)
+	require.Empty(t, v.Approvals)
+	require.Equal(t, int64(1), h.Count(ctx, `SELECT count(*) FROM rule_outbox WHERE service = 'api' AND version = $1 AND kind = 'emergency'`, v.Number))
+	entries, err := s.Audit(ctx, versioning.AuditFilter{Service: "api", Action: versioning.ActionEmergency})
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	require.Equal(t, "root", entries[0].Actor)
+	require.Contains(t, string(entries[0].Detail), `"break_glass":true`)
+	// The pending proposal was based on v1 and is now stale.
+	_, err = s.Approve(ctx, "api", pending.Number, bob, "")
+	require.ErrorIs(t, err, versioning.ErrConflict)
+}
+
+func testAutoApply(t *testing.T, f Factory) {
+	ctx := context.Background()
+	h := f(t, Options{})
+	s := h.Store
+	v, err := s.Propose(ctx, versioning.Proposal{Ruleset: ruleset("ads", 50), Author: engine, Reason: "within bands",
+		Source: versioning.SourceEngine, AutoApply: true, Evidence: []byte(`{"load": 0.4}`)})
+	require.NoError(t, err)
+	require.True(t, v.Active)
+	require.True(t, v.AutoApplied)
+	require.Equal(t, versioning.SourceEngine, v.Source)
+	require.Equal(t, int64(1), outboxCount(t, h, "ads", 1))
+
+	_, err = s.Propose(ctx, versioning.Proposal{Ruleset: ruleset("ads", 60), Author: alice, Reason: "x", AutoApply: true})
+	require.Equal(t, []string{"auto_apply"}, fieldsOf(t, err), "only engine proposals may apply themselves")
+
+	_, err = s.SetPolicy(ctx, versioning.Policy{Service: "ads", ManualOnly: true}, root)
+	require.NoError(t, err)
+	before := auditCount(t, h)
+	_, err = s.Propose(ctx, versioning.Proposal{BaseVersion: 1, Ruleset: ruleset("ads", 60), Author: engine,
+		Reason: "within bands", Source: versioning.SourceEngine, AutoApply: true})
+	require.ErrorIs(t, err, versioning.ErrForbidden)
+	require.ErrorContains(t, err, "manual-only")
+	require.Equal(t, before, auditCount(t, h))
+	require.Equal(t, int64(1), h.Count(ctx, `SELECT count(*) FROM rule_versions WHERE service = 'ads'`))
+	// Without AutoApply the engine's proposal waits for a person.
+	p, err := s.Propose(ctx, versioning.Proposal{BaseVersion: 1, Ruleset: ruleset("ads", 60), Author: engine,
+		Reason: "outside bands", Source: versioning.SourceEngine})
+	require.NoError(t, err)
+	require.Equal(t, versioning.StateProposed, p.State)
+}
+
+func testDiff(t *testing.T, f Factory) {
+	ctx := context.Background()
+	h := f(t, Options{})
+	s := h.Store
+	live(t, s, "diff", 100)
+	next := ruleset("diff", 150)
+	next.Routes[0].Concurrency = nil
+	next.Downstreams = append(next.Downstreams, rules.Downstream{Name: "cache", Timeout: rules.Duration(50e6)})
+	_, err := s.Propose(ctx, versioning.Proposal{BaseVersion: 1, Ruleset: next, Author: alice, Reason: "tune"})
+	require.NoError(t, err)
+	a, err := s.Get(ctx, "diff", 1)
+	require.NoError(t, err)
+	b, err := s.Get(ctx, "diff", 2)
+	require.NoError(t, err)
+	require.Equal(t, []versioning.Change{
+		{Path: "downstreams[cache]", Op: versioning.OpAdded, New: []byte(`{"name":"cache","timeout":"50ms"}`)},
+		{Path: "routes[api].concurrency", Op: versioning.OpRemoved, Old: []byte(`{"algorithm":"gradient","max":200,"min":4}`)},
+		{Path: "routes[api].rate_limit.rate", Op: versioning.OpChanged, Old: []byte(`100`), New: []byte(`150`)},
+	}, versioning.Diff(a.Ruleset, b.Ruleset))
+}
+
+func testReads(t *testing.T, f Factory) {
+	ctx := context.Background()
+	h := f(t, Options{})
+	s := h.Store
+	pol, err := s.Policy(ctx, "unknown")
+	require.NoError(t, err)
+	require.Equal(t, versioning.DefaultPolicy("unknown"), pol)
+	_, err = s.Get(ctx, "unknown", 1)
+	require.ErrorIs(t, err, versioning.ErrNotFound)
+
+	live(t, s, "a", 1)
+	live(t, s, "a", 2)
+	propose(t, s, "a", 2, 3)
+	propose(t, s, "b", 0, 1)
+	svcs, err := s.Services(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []versioning.ServiceInfo{{Name: "a", Active: 2, Latest: 3, Pending: 1}, {Name: "b", Latest: 1, Pending: 1}}, svcs)
+
+	all, err := s.List(ctx, versioning.ListFilter{Service: "a"})
+	require.NoError(t, err)
+	require.Equal(t, []int64{3, 2, 1}, numbers(all))
+	require.Len(t, all[1].Approvals, 1)
+	page, err := s.List(ctx, versioning.ListFilter{Service: "a", Before: 3, Limit: 1})
+	require.NoError(t, err)
+	require.Equal(t, []int64{2}, numbers(page))
+	pending, err := s.List(ctx, versioning.ListFilter{Service: "a", States: []versioning.State{versioning.StateProposed}})
+	require.NoError(t, err)
+	require.Equal(t, []int64{3}, numbers(pending))
+	none, err := s.List(ctx, versioning.ListFilter{Service: "zzz"})
+	require.NoError(t, err)
+	require.Empty(t, none)
+	_, err = s.List(ctx, versioning.ListFilter{})
+	require.Equal(t, []string{"service"}, fieldsOf(t, err))
+}
+
+func numbers(vs []versioning.Version) []int64 {
+	out := make([]int64, len(vs))
+	for i, v := range vs {
+		out[i] = v.Number
+	}
+	return out
+}
+
+func testAuditVerifies(t *testing.T, f Factory) {
+	ctx := context.Background()
+	h := f(t, Options{})
+	s := h.Store
+	rep, err := s.VerifyAudit(ctx)
+	require.NoError(t, err)
+	require.Equal(t, versioning.AuditReport{Entries: 0, Head: versioning.GenesisHash}, rep)
+	for i := range 4 {
+		live(t, s, "chain", float64(i+1))
+	}
+	_, err = s.Rollback(ctx, "chain", 2, alice, "back")
+	require.NoError(t, err)
+	rep, err = s.VerifyAudit(ctx)
+	require.NoError(t, err)
+	require.Equal(t, auditCount(t, h), rep.Entries)
+	entries, err := s.Audit(ctx, versioning.AuditFilter{Limit: 1000})
+	require.NoError(t, err)
+	require.Equal(t, entries[len(entries)-1].Hash, rep.Head)
+	require.Equal(t, versioning.GenesisHash, entries[0].PrevHash)
+	for i := 1; i < len(entries); i++ {
+		require.Equal(t, entries[i-1].Hash, entries[i].PrevHash)
+		require.Equal(t, entries[i].ComputeHash(), entries[i].Hash)
+	}
+	// Paging by AfterSeq.
+	tail, err := s.Audit(ctx, versioning.AuditFilter{AfterSeq: entries[len(entries)-3].Seq})
+	require.NoError(t, err)
+	require.Len(t, tail, 2)
+}
+
+func testAuditTamper(t *testing.T, f Factory) {
+	tests := []struct {
+		name    string
+		tamper  string
+		seq     int64
+		problem string
+	}{
+		{"changed actor", `UPDATE rule_audit SET actor = 'mallory' WHERE seq = 3`, 3, "does not match its hash"},
+		{"changed detail", `UPDATE rule_audit SET detail = '{"comment":"forged"}' WHERE seq = 5`, 5, "does not match its hash"},
+		{"replaced hash", `UPDATE rule_audit SET hash = 'sha256:00' WHERE seq = 2`, 2, "does not match its hash"},
+		{"deleted entry", `DELETE FROM rule_audit WHERE seq = 4`, 5, "sequence jumps"},
+		{"deleted last entry", `DELETE FROM rule_audit WHERE seq = (SELECT max(seq) FROM rule_audit)`, 0, "missing"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			h := f(t, Options{})
+			for i := range 3 {
+				live(t, h.Store, "tamper", float64(i+1))
+			}
+			_, err := h.Store.VerifyAudit(ctx)
+			require.NoError(t, err)
+			want := tt.seq
+			if want == 0 {
+				want = auditCount(t, h)
+			}
+			require.NoError(t, h.Tamper(ctx, tt.tamper))
+			_, err = h.Store.VerifyAudit(ctx)
+			require.ErrorIs(t, err, versioning.ErrTampered)
+			var ce *versioning.ChainError
+			require.ErrorAs(t, err, &ce)
+			require.Equal(t, want, ce.Seq, "verify must name the first broken entry: %v", err)
+			require.Contains(t, ce.Problem, tt.problem)
+		})
+	}
+}
+
+func testAuditAppendOnly(t *testing.T, f Factory) {
+	ctx := context.Background()
+	h := f(t, Options{})
+	live(t, h.Store, "ao", 1)
+	for _, q := range []string{
+		`UPDATE rule_audit SET actor = 'mallory' WHERE seq = 1`,
+		`DELETE FROM rule_audit WHERE seq = 1`,
+	} {
+		err := h.Exec(ctx, q)
+		require.Error(t, err, q)
+		require.ErrorContains(t, err, "append-only")
+	}
+	_, err := h.Store.VerifyAudit(ctx)
+	require.NoError(t, err)
+	// Version content is immutable too.
+	err = h.Exec(ctx, `UPDATE rule_versions SET content = '{}' WHERE service = 'ao'`)
+	require.ErrorContains(t, err, "immutable")
+	err = h.Exec(ctx, `DELETE FROM rule_versions WHERE service = 'ao'`)
+	require.ErrorContains(t, err, "never deleted")
+}
+
+func testAppRole(t *testing.T, f Factory) {
+	h := f(t, Options{})
+	if h.AppRole == nil {
+		t.Skip("the store has no database roles")
+	}
+	ctx := context.Background()
+	app, exec := h.AppRole(t)
+	// The application works fully under its role...
+	v, err := app.Propose(ctx, versioning.Proposal{Ruleset: ruleset("role", 1), Author: alice, Reason: "as app"})
+	require.NoError(t, err)
+	_, err = app.Approve(ctx, "role", v.Number, bob, "")
+	require.NoError(t, err)
+	items, err := app.ClaimOutbox(ctx, 10, 60e9)
+	require.NoError(t, err)
+	require.Len(t, items, 1)
+	require.NoError(t, app.MarkOutboxDone(ctx, items[0].ID))
+	// ...but may not rewrite the audit log, even with the trigger gone.
+	require.NoError(t, h.Exec(ctx, `ALTER TABLE rule_audit DISABLE TRIGGER USER`))
+	for _, q := range []string{
+		`UPDATE rule_audit SET actor = 'mallory'`,
+		`DELETE FROM rule_audit`,
+		`TRUNCATE rule_audit`,
+	} {
+		err := exec(ctx, q)
+		require.Error(t, err, q)
+		require.ErrorContains(t, err, "permission denied", q)
+	}
+	require.NoError(t, h.Exec(ctx, `ALTER TABLE rule_audit ENABLE TRIGGER USER`))
+	rep, err := app.VerifyAudit(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), rep.Entries)
+}
+
+func testRecordAudit(t *testing.T, f Factory) {
+	ctx := context.Background()
+	h := f(t, Options{})
+	e, err := h.Store.RecordAudit(ctx, versioning.AuditRecord{Actor: versioning.Actor{Name: "mallory"},
+		Action: versioning.ActionLoginFailure, Detail: []byte(` { "ip" : "10.0.0.9" } `)})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), e.Seq)
+	require.Equal(t, `{"ip":"10.0.0.9"}`, string(e.Detail))
+	_, err = h.Store.RecordAudit(ctx, versioning.AuditRecord{Actor: root, Action: versioning.ActionApprove})
+	require.Equal(t, []string{"action"}, fieldsOf(t, err))
+	_, err = h.Store.RecordAudit(ctx, versioning.AuditRecord{Actor: root, Action: "login", Detail: []byte(`[1]`)})
+	require.Equal(t, []string{"detail"}, fieldsOf(t, err))
+	_, err = h.Store.RecordAudit(ctx, versioning.AuditRecord{Actor: versioning.Actor{}, Action: "Login!"})
+	require.Equal(t, []string{"actor.name"}, fieldsOf(t, err))
+	got, err := h.Store.Audit(ctx, versioning.AuditFilter{Actor: "mallory"})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	_, err = h.Store.VerifyAudit(ctx)
+	require.NoError(t, err)
+}
