@@ -27,15 +27,15 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 	}
 	h := rand.Uint32()
 	s := &rt.cell.shards[h&uint32(len(rt.cell.shards)-1)]
-	if rt.exempt(&req) {
-		s.counts[0][outExempt].Add(1)
-		return Permit{}, nil
-	}
 	prio := req.Priority
 	if prio == "" {
 		prio = req.header(st.priorityHeader)
 	}
 	class := st.classifier.Classify(prio)
+	if rt.exempt(&req) {
+		s.counts[class][outExempt].Add(1)
+		return Permit{}, nil
+	}
 	if ctx.Err() != nil {
 		return Permit{}, g.reject(rt, s, class, ReasonQueueTimeout, 0)
 	}
