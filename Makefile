@@ -5,7 +5,7 @@ GO ?= go
 TEST_FLAGS ?= -race -count=1 -timeout 20m
 STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 
-.PHONY: run test test-short bench bench-hotpath lint fmt tidy
+.PHONY: run test test-short bench bench-hotpath bench-sdk lint fmt tidy
 
 ## run: start the demo service (the whole stack once the engine lands).
 run:
@@ -19,8 +19,27 @@ test:
 test-short:
 	@set -e; for m in $(MODULES); do (cd $$m && $(GO) test -short -count=1 ./...); done
 
-## bench: SDK micro-benchmarks (the overload laboratory adds its own targets).
+## bench: the overload laboratory: every scenario in the simulator and live on loopback
+## (about 40 minutes, CPU-bound: run it on a quiet machine); rewrites bench/RESULTS.md.
+## BENCH_MODES=sim for the simulator only (seconds).
+BENCH_MODES ?= sim,live
 bench:
+	cd bench && $(GO) build -o $${TMPDIR:-/tmp}/governor-overload ./cmd/overload && \
+		$${TMPDIR:-/tmp}/governor-overload -all scenarios -modes $(BENCH_MODES) -save results \
+		-analysis results/analysis.md -results RESULTS.md
+
+## bench-hotpath: admit + release of Governor and its peers, benchstat table.
+BENCHSTAT := $(shell $(GO) env GOPATH)/bin/benchstat
+bench-hotpath: $(BENCHSTAT)
+	@out=$$(mktemp); \
+	(cd bench && $(GO) test -run '^$$' -bench '^BenchmarkAdmit$$' -benchmem -cpu 1,2 -count 5 ./limiters) | tee $$out; \
+	$(BENCHSTAT) $$out; rm -f $$out
+
+$(BENCHSTAT):
+	$(GO) install golang.org/x/perf/cmd/benchstat@latest
+
+## bench-sdk: SDK micro-benchmarks.
+bench-sdk:
 	cd sdk && $(GO) test -run '^$$' -bench . -benchmem -cpu 1,2 ./...
 
 ## lint: go vet and staticcheck over every module.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -37,6 +38,8 @@ type server struct {
 	t0      atomic.Int64  // Unix ns of the run's start (0: not started)
 	started chan struct{}
 	once    sync.Once
+	// inflight counts admitted requests (for tracing).
+	inflight atomic.Int64
 }
 
 func newServer(s *scenario.Scenario, lim limiters.Limiter) *server {
@@ -96,6 +99,8 @@ func (sv *server) work(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(code)
 		return
 	}
+	sv.inflight.Add(1)
+	defer sv.inflight.Add(-1)
 	at := sv.elapsed()
 	cpu := time.Duration(header(r, hCPU))
 	if f := sv.s.CapacityFactorAt(at); f > 0 && at >= 0 {
@@ -151,6 +156,7 @@ func (sv *server) serve(ctx context.Context, ready func(addr string) error) erro
 	}
 	hs := &http.Server{Handler: sv.routes(), ReadHeaderTimeout: 5 * time.Second}
 	go sv.pauses(ctx)
+	go sv.trace(ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	if err := ready(ln.Addr().String()); err != nil {
@@ -168,4 +174,23 @@ func (sv *server) serve(ctx context.Context, ready func(addr string) error) erro
 		hs.Close()
 	}
 	return nil
+}
+
+// trace logs the limiter's limit and the in-flight count once a second to
+// stderr when BENCH_TRACE is set, for diagnosing a live run.
+func (sv *server) trace(ctx context.Context) {
+	l, ok := sv.lim.(interface{ Limit() int })
+	if !ok || os.Getenv("BENCH_TRACE") == "" {
+		return
+	}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			fmt.Fprintf(os.Stderr, "t=%.0fs limit=%d inflight=%d\n", sv.elapsed().Seconds(), l.Limit(), sv.inflight.Load())
+		case <-ctx.Done():
+			return
+		}
+	}
 }

@@ -56,3 +56,9 @@ func (a *gov) Release(t Ticket, latency time.Duration, failed bool) {
 }
 
 func (a *gov) Close() { a.g.Close() }
+
+// Limit is the default route's current concurrency limit.
+func (a *gov) Limit() int {
+	l, _ := a.g.Limit("default")
+	return l
+}

@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 
 	"governor.dev/governor/bench/lab"
 	"governor.dev/governor/bench/report"
@@ -33,6 +34,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print the JSON result object")
 	limiters := fs.String("limiters", "", "comma-separated limiters (default: all of the mode)")
 	role := fs.String("role", "", "internal: server or loadgen (live mode child processes)")
+	all := fs.String("all", "", "run every scenario of this directory (with -modes) and write -results")
+	modes := fs.String("modes", "sim,live", "with -all: modes to run (empty: only re-render saved runs)")
+	save := fs.String("save", "results", "with -all: directory for the JSON of each run")
+	results := fs.String("results", "RESULTS.md", "with -all: Markdown file to rewrite")
+	analysis := fs.String("analysis", "results/analysis.md", "with -all: Markdown placed at the top of -results")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -40,6 +46,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	if *role != "" {
 		if err := lab.Child(ctx, *role, os.Stdin, stdout); err != nil {
+			fmt.Fprintln(stderr, "overload:", err)
+			return 1
+		}
+		return 0
+	}
+	if *all != "" {
+		var ms []string
+		for _, m := range strings.Split(*modes, ",") {
+			if m = strings.TrimSpace(m); m != "" {
+				ms = append(ms, m)
+			}
+		}
+		o := lab.AllOptions{Dir: *all, Modes: ms, SaveDir: *save, Analysis: *analysis, Results: *results,
+			Live: lab.LiveOptions{Log: stderr}}
+		if *mode == lab.ModeSim {
+			o.SimLimiters = *limiters
+		} else {
+			o.LiveLimiters = *limiters
+		}
+		if err := lab.RunAll(ctx, o); err != nil {
 			fmt.Fprintln(stderr, "overload:", err)
 			return 1
 		}
