@@ -42,8 +42,8 @@ type Bucket struct {
 }
 
 // NewBucket returns a bucket refilling rate tokens per second up to burst,
-// spread over up to shards shards (a power of two is used; never more shards
-// than burst, so every shard can hold a token). A full bucket starts full.
+// spread over up to shards shards (a power of two; never more than burst, and
+// one per 100/s of rate). The bucket starts full.
 func NewBucket(rate float64, burst, shards int) (*Bucket, error) {
 	if math.IsNaN(rate) || math.IsInf(rate, 0) || rate <= 0 {
 		return nil, fmt.Errorf("%w: rate must be a finite number above 0, got %v", ErrInvalid, rate)
@@ -51,8 +51,10 @@ func NewBucket(rate float64, burst, shards int) (*Bucket, error) {
 	if burst < 1 {
 		return nil, fmt.Errorf("%w: burst must be at least 1, got %d", ErrInvalid, burst)
 	}
+	// Shard only what is worth sharding: every shard must hold a token of
+	// the burst and refill at least every 10 ms, so low rates stay exact.
 	n := 1
-	for n*2 <= shards && n*2 <= burst && n*2 <= MaxShards {
+	for n*2 <= shards && n*2 <= burst && n*2 <= MaxShards && float64(n*2)*100 <= rate {
 		n *= 2
 	}
 	b := &Bucket{rate: rate, burst: burst, mask: uint32(n - 1), shards: make([]bucketShard, n), bursts: make([]int64, n)}
