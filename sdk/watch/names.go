@@ -20,8 +20,10 @@ var prefixRE = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
 // tests) can share one NATS account. The control plane and the SDK use the
 // same Names.
 //
-// With prefix "governor": bucket "governor_rules", key "<service>" for the
-// version every instance runs, key "<service>.canary" for a staged version,
+// With prefix "governor": bucket "governor_rules", key "<service>.stable" for
+// the version every instance runs, key "<service>.canary" for a staged
+// version (a watcher follows both with the one filter "<service>.*", which
+// NATS servers before 2.10 support too),
 // subjects "governor.rules.report.<service>" for ACK / NACK and
 // "governor.rules.heartbeat.<service>" for heartbeats. Service names are
 // escaped for keys and subjects (see ServiceToken).
@@ -53,10 +55,13 @@ func (n Names) Prefix() string {
 func (n Names) Bucket() string { return n.Prefix() + "_rules" }
 
 // StableKey is the key holding the version every instance of the service runs.
-func (n Names) StableKey(service string) string { return ServiceToken(service) }
+func (n Names) StableKey(service string) string { return ServiceToken(service) + ".stable" }
 
 // CanaryKey is the key holding a staged version and its selector.
 func (n Names) CanaryKey(service string) string { return ServiceToken(service) + ".canary" }
+
+// ServiceKeys is the KV key filter matching both keys of the service.
+func (n Names) ServiceKeys(service string) string { return ServiceToken(service) + ".*" }
 
 // ReportSubject carries the service's ACK / NACK reports.
 func (n Names) ReportSubject(service string) string {

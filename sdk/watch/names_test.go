@@ -28,7 +28,8 @@ func TestNames(t *testing.T) {
 	}
 	tests := []struct{ got, want string }{
 		{n.Bucket(), "t_1_rules"},
-		{n.StableKey("checkout.v2"), "checkout=2Ev2"},
+		{n.StableKey("checkout.v2"), "checkout=2Ev2.stable"},
+		{n.ServiceKeys("checkout"), "checkout.*"},
 		{n.CanaryKey("checkout"), "checkout.canary"},
 		{n.ReportSubject("checkout"), "t_1.rules.report.checkout"},
 		{n.HeartbeatSubject("checkout"), "t_1.rules.heartbeat.checkout"},

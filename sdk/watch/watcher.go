@@ -226,7 +226,7 @@ func (w *Watcher) watch(ctx context.Context, js jetstream.JetStream) (jetstream.
 	if err != nil {
 		return nil, nil, fmt.Errorf("watch: bucket %s: %w", w.names.Bucket(), err)
 	}
-	kw, err := kv.WatchFiltered(ctx, []string{w.names.StableKey(w.opts.Service), w.names.CanaryKey(w.opts.Service)})
+	kw, err := kv.Watch(ctx, w.names.ServiceKeys(w.opts.Service))
 	if err != nil {
 		return nil, nil, fmt.Errorf("watch: keys of %s: %w", w.opts.Service, err)
 	}
@@ -257,7 +257,7 @@ func (w *Watcher) wait(ctx context.Context, d time.Duration, reconnected <-chan 
 func (w *Watcher) follow(ctx context.Context, kv jetstream.KeyValue, kw jetstream.KeyWatcher, reconnected <-chan nats.Status, hb *clock.Timer) {
 	resync := w.opts.Clock.NewTimer(w.opts.Resync)
 	defer func() { resync.Stop() }()
-	stableKey := w.names.StableKey(w.opts.Service)
+	stableKey, canaryKey := w.names.StableKey(w.opts.Service), w.names.CanaryKey(w.opts.Service)
 	for {
 		select {
 		case <-ctx.Done():
@@ -282,7 +282,12 @@ func (w *Watcher) follow(ctx context.Context, kv jetstream.KeyValue, kw jetstrea
 			if e == nil { // all initial values delivered
 				continue
 			}
-			w.handle(e.Key() == stableKey, e.Operation(), e.Value())
+			switch e.Key() {
+			case stableKey:
+				w.handle(true, e.Operation(), e.Value())
+			case canaryKey:
+				w.handle(false, e.Operation(), e.Value())
+			}
 		}
 	}
 }

@@ -1,0 +1,43 @@
+// Package distribution gets approved rule versions from the rules store into
+// every SDK instance and keeps the delivery ledger of what each instance runs.
+//
+// # Relay
+//
+// Relay claims rows of the store's transactional outbox (versioning.Outbox),
+// writes each version's envelope to the JetStream KV bucket keyed by service
+// (Publisher), and marks the row done. It wakes at once when the store says a
+// row was written (Outbox.OutboxReady in-process, or a PostgreSQL NOTIFY via
+// ListenPostgres from another process) and sweeps periodically as a safety
+// net. Publishing is idempotent by version: a version is never overwritten by
+// an older one (compare-and-set on the KV revision), and re-publishing the
+// same version is a no-op, so a relay killed after the store committed but
+// before it marked the row done leaves the row to the next relay, which
+// publishes it exactly once.
+//
+// # Staged rollout
+//
+// Publisher.StartCanary writes a version to the service's canary key with a
+// watch.Selector (a stable-hash percentage of instances and/or labels); only
+// the selected instances apply it. Promote writes it to the stable key for
+// everyone and removes the canary; Abort removes the canary and the canary
+// instances return to the stable version. A Relay can stage every outbox row
+// through a canary with Options.Stage.
+//
+// # Ledger
+//
+// Ledger consumes the ACK / NACK reports and heartbeats the SDK watchers
+// (package governor.dev/governor/sdk/watch) publish, and keeps per service and
+// instance a State: SYNCED (runs the version meant for it), PENDING (behind,
+// within the grace period), STALE (behind for longer than the grace period),
+// NACKED (refused the version, with the validation error) or GONE (no
+// heartbeat), with the history of transitions. It persists through a
+// LedgerStore: MemoryStore for tests and the dev stack, SQLStore on the rules
+// database (PostgreSQL or SQLite, migrations 00200-00299).
+//
+// # Names and connections
+//
+// Bucket, keys and subjects derive from a prefix (watch.Names), so several
+// installations or parallel tests can share a NATS account. ConnOptions
+// carries the production connection settings: cluster URLs, user/password,
+// NKey seed, JWT credentials file and TLS.
+package distribution

@@ -1,0 +1,111 @@
+package distribution
+
+import (
+	"time"
+
+	"governor.dev/governor/sdk/watch"
+)
+
+// State is an instance's delivery state.
+type State string
+
+// Delivery states.
+const (
+	// StateSynced: the instance runs the version meant for it.
+	StateSynced State = "SYNCED"
+	// StatePending: behind, but the version was published less than the
+	// grace period ago.
+	StatePending State = "PENDING"
+	// StateStale: behind for longer than the grace period.
+	StateStale State = "STALE"
+	// StateNacked: the instance refused the version meant for it.
+	StateNacked State = "NACKED"
+	// StateGone: no heartbeat for longer than the gone period.
+	StateGone State = "GONE"
+)
+
+// States lists the states in display order.
+var States = [...]State{StateSynced, StatePending, StateStale, StateNacked, StateGone}
+
+// Target is what a service should run: the stable version, and a canary
+// version for the instances its selector picks.
+type Target struct {
+	Service  string
+	Stable   int64
+	StableAt time.Time
+	// Canary is 0 when no version is staged.
+	Canary   int64
+	CanaryAt time.Time
+	Selector *watch.Selector
+}
+
+// For returns the version meant for an instance and when it was published.
+func (t Target) For(instance string, labels map[string]string) (int64, time.Time) {
+	if t.Canary > t.Stable && t.Selector != nil && t.Selector.Selects(t.Service, instance, labels) {
+		return t.Canary, t.CanaryAt
+	}
+	return t.Stable, t.StableAt
+}
+
+// Instance is the ledger's record of one SDK instance.
+type Instance struct {
+	Service  string            `json:"service"`
+	Instance string            `json:"instance"`
+	Labels   map[string]string `json:"labels,omitempty"`
+	// Running is the version the instance last said it runs.
+	Running int64 `json:"running"`
+	// Target is the version meant for it when the state was last evaluated.
+	Target int64     `json:"target"`
+	State  State     `json:"state"`
+	Since  time.Time `json:"since"`
+	// LastSeen is the time of the last heartbeat or report.
+	LastSeen time.Time `json:"last_seen"`
+	// HeartbeatMS is the instance's heartbeat period (0 if unknown).
+	HeartbeatMS int64 `json:"heartbeat_ms"`
+	// AckVersion is the last version acknowledged.
+	AckVersion int64 `json:"ack_version"`
+	// The last NACK: version (0 if the payload did not say), reason, error.
+	NackVersion int64     `json:"nack_version"`
+	NackReason  string    `json:"nack_reason,omitempty"`
+	NackError   string    `json:"nack_error,omitempty"`
+	NackAt      time.Time `json:"nack_at,omitzero"`
+}
+
+// Transition is one change of an instance's state.
+type Transition struct {
+	Service  string    `json:"service"`
+	Instance string    `json:"instance"`
+	From     State     `json:"from"`
+	To       State     `json:"to"`
+	Target   int64     `json:"target"`
+	Running  int64     `json:"running"`
+	Detail   string    `json:"detail,omitempty"`
+	At       time.Time `json:"at"`
+}
+
+// rules of evaluation, fixed by the Ledger's options.
+type evaluator struct {
+	grace     time.Duration
+	goneAfter time.Duration
+	goneBeats int
+}
+
+// evaluate returns the instance's state at now against the target.
+func (e evaluator) evaluate(in *Instance, t Target, now time.Time) (State, int64, string) {
+	want, at := t.For(in.Instance, in.Labels)
+	gone := e.goneAfter
+	if in.HeartbeatMS > 0 {
+		gone = max(gone, time.Duration(e.goneBeats)*time.Duration(in.HeartbeatMS)*time.Millisecond)
+	}
+	switch {
+	case now.Sub(in.LastSeen) > gone:
+		return StateGone, want, "no heartbeat since " + in.LastSeen.UTC().Format(time.RFC3339)
+	case want == 0 || in.Running == want:
+		return StateSynced, want, ""
+	case in.NackVersion == want || (in.NackVersion == 0 && !in.NackAt.IsZero() && !in.NackAt.Before(at)):
+		return StateNacked, want, in.NackError
+	case now.Sub(at) > e.grace:
+		return StateStale, want, ""
+	}
+	return StatePending, want, ""
+}

@@ -1,0 +1,269 @@
+package distribution
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"governor.dev/governor/sdk/rules"
+	"governor.dev/governor/sdk/watch"
+)
+
+// Sentinel errors of the package.
+var (
+	// ErrConflict: the same version number with different content.
+	ErrConflict = errors.New("distribution: conflict")
+	// ErrInvalid: bad input, refused before anything was written.
+	ErrInvalid = errors.New("distribution: invalid input")
+	// ErrNoCanary: promote or abort without a staged version.
+	ErrNoCanary = errors.New("distribution: no canary")
+	// ErrUnavailable: NATS could not be reached or refused the operation.
+	ErrUnavailable = errors.New("distribution: unavailable")
+)
+
+// PublisherOptions configure the KV bucket.
+type PublisherOptions struct {
+	// Names gives the bucket and keys; the zero value uses the default prefix.
+	Names watch.Names
+	// Replicas of the bucket's stream; default 1 (3 on a production cluster).
+	Replicas int
+	// History kept per key; default 5.
+	History uint8
+	// Storage is file (default) or memory.
+	Storage jetstream.StorageType
+	// Timeout bounds one KV operation; default 5s.
+	Timeout time.Duration
+}
+
+// DefaultPublisherOptions returns the defaults.
+func DefaultPublisherOptions() PublisherOptions {
+	return PublisherOptions{Replicas: 1, History: 5, Storage: jetstream.FileStorage, Timeout: 5 * time.Second}
+}
+
+// Publisher writes versions to the KV bucket keyed by service.
+type Publisher struct {
+	kv    jetstream.KeyValue
+	names watch.Names
+	opts  PublisherOptions
+}
+
+// Outcome says what a publication did.
+type Outcome string
+
+// Publication outcomes.
+const (
+	Published  Outcome = "published"  // the version is now in the bucket
+	Duplicate  Outcome = "duplicate"  // the bucket already had this version
+	Superseded Outcome = "superseded" // the bucket has a newer version: nothing written
+)
+
+// NewPublisher creates or updates the bucket and returns a publisher.
+func NewPublisher(ctx context.Context, js jetstream.JetStream, opts PublisherOptions) (*Publisher, error) {
+	d := DefaultPublisherOptions()
+	if opts.Replicas <= 0 {
+		opts.Replicas = d.Replicas
+	}
+	if opts.History == 0 {
+		opts.History = d.History
+	}
+	if opts.Timeout <= 0 {
+		opts.Timeout = d.Timeout
+	}
+	cctx, cancel := context.WithTimeout(ctx, opts.Timeout)
+	defer cancel()
+	kv, err := js.CreateOrUpdateKeyValue(cctx, jetstream.KeyValueConfig{
+		Bucket:      opts.Names.Bucket(),
+		Description: "Governor: the rule version each service runs",
+		History:     opts.History,
+		Replicas:    opts.Replicas,
+		Storage:     opts.Storage,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: bucket %s: %w", ErrUnavailable, opts.Names.Bucket(), err)
+	}
+	return &Publisher{kv: kv, names: opts.Names, opts: opts}, nil
+}
+
+// Names returns the names in use.
+func (p *Publisher) Names() watch.Names { return p.names }
+
+// Publish writes the envelope (the verbatim outbox payload) to the service's
+// stable key unless the key already holds this or a newer version. It is
+// safe against concurrent publishers: the write is a compare-and-set on the
+// key's revision.
+func (p *Publisher) Publish(ctx context.Context, payload []byte) (Outcome, *rules.Envelope, error) {
+	env, err := rules.DecodeEnvelope(payload)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: envelope: %w", ErrInvalid, err)
+	}
+	out, err := p.put(ctx, p.names.StableKey(env.Service), env, payload)
+	return out, env, err
+}
+
+// put writes value under key if the key holds no envelope of this or a newer
+// version.
+func (p *Publisher) put(ctx context.Context, key string, env *rules.Envelope, value []byte) (Outcome, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
+	defer cancel()
+	for {
+		cur, err := p.kv.Get(ctx, key)
+		var rev uint64
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			// deleted or never written: rev stays 0 unless a delete marker exists
+			if cur != nil {
+				rev = cur.Revision()
+			}
+		case err != nil:
+			return "", fmt.Errorf("%w: get %s: %w", ErrUnavailable, key, err)
+		default:
+			rev = cur.Revision()
+			if have, ok := versionIn(cur.Value()); ok {
+				switch {
+				case have.Version > env.Version:
+					return Superseded, nil
+				case have.Version == env.Version && have.Checksum == env.Checksum:
+					return Duplicate, nil
+				case have.Version == env.Version:
+					return "", fmt.Errorf("%w: %s version %d is already published with checksum %s, not %s",
+						ErrConflict, env.Service, env.Version, have.Checksum, env.Checksum)
+				}
+			}
+		}
+		if rev == 0 {
+			_, err = p.kv.Create(ctx, key, value)
+		} else {
+			_, err = p.kv.Update(ctx, key, value, rev)
+		}
+		switch {
+		case err == nil:
+			return Published, nil
+		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+			continue // another publisher wrote first: look again
+		default:
+			return "", fmt.Errorf("%w: put %s: %w", ErrUnavailable, key, err)
+		}
+	}
+}
+
+// versionIn reads the version and checksum of a stored stable value.
+func versionIn(value []byte) (*rules.Envelope, bool) {
+	var e rules.Envelope
+	if json.Unmarshal(value, &e) != nil || e.Version <= 0 {
+		return nil, false
+	}
+	return &e, true
+}
+
+// Latest returns the stable envelope of a service; (nil, nil) if none.
+func (p *Publisher) Latest(ctx context.Context, service string) (*rules.Envelope, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
+	defer cancel()
+	e, err := p.kv.Get(ctx, p.names.StableKey(service))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: get %s: %w", ErrUnavailable, service, err)
+	}
+	env, err := rules.DecodeEnvelope(e.Value())
+	if err != nil {
+		return nil, fmt.Errorf("%w: stored envelope of %s: %w", ErrInvalid, service, err)
+	}
+	return env, nil
+}
+
+// Canary returns the staged version of a service; (nil, nil) if none.
+func (p *Publisher) Canary(ctx context.Context, service string) (*watch.Canary, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
+	defer cancel()
+	e, err := p.kv.Get(ctx, p.names.CanaryKey(service))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: get canary of %s: %w", ErrUnavailable, service, err)
+	}
+	c, err := watch.DecodeCanary(e.Value())
+	if err != nil {
+		return nil, fmt.Errorf("%w: stored canary of %s: %w", ErrInvalid, service, err)
+	}
+	return c, nil
+}
+
+// StartCanary stages the envelope to the instances sel picks. The version
+// must be newer than the stable one; a running canary of the service is
+// replaced.
+func (p *Publisher) StartCanary(ctx context.Context, payload []byte, sel watch.Selector) (*rules.Envelope, error) {
+	env, err := rules.DecodeEnvelope(payload)
+	if err != nil {
+		return nil, fmt.Errorf("%w: envelope: %w", ErrInvalid, err)
+	}
+	if err := sel.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	stable, err := p.Latest(ctx, env.Service)
+	if err != nil {
+		return nil, err
+	}
+	if stable != nil && stable.Version >= env.Version {
+		return nil, fmt.Errorf("%w: canary version %d of %s is not newer than the stable version %d",
+			ErrInvalid, env.Version, env.Service, stable.Version)
+	}
+	value, err := watch.EncodeCanary(&watch.Canary{Selector: sel, Envelope: env})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
+	defer cancel()
+	if _, err := p.kv.Put(cctx, p.names.CanaryKey(env.Service), value); err != nil {
+		return nil, fmt.Errorf("%w: put canary of %s: %w", ErrUnavailable, env.Service, err)
+	}
+	return env, nil
+}
+
+// Promote publishes the staged version to every instance, then removes the
+// canary. It returns the promoted envelope.
+func (p *Publisher) Promote(ctx context.Context, service string) (*rules.Envelope, error) {
+	c, err := p.Canary(ctx, service)
+	if err != nil {
+		return nil, err
+	}
+	if c == nil {
+		return nil, fmt.Errorf("%w: %s has no staged version to promote", ErrNoCanary, service)
+	}
+	payload, err := json.Marshal(c.Envelope)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if _, err := p.put(ctx, p.names.StableKey(service), c.Envelope, payload); err != nil {
+		return nil, err
+	}
+	return c.Envelope, p.deleteCanary(ctx, service)
+}
+
+// Abort removes the staged version; the canary instances return to the
+// stable version. It returns the aborted envelope.
+func (p *Publisher) Abort(ctx context.Context, service string) (*rules.Envelope, error) {
+	c, err := p.Canary(ctx, service)
+	if err != nil {
+		return nil, err
+	}
+	if c == nil {
+		return nil, fmt.Errorf("%w: %s has no staged version to abort", ErrNoCanary, service)
+	}
+	return c.Envelope, p.deleteCanary(ctx, service)
+}
+
+func (p *Publisher) deleteCanary(ctx context.Context, service string) error {
+	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
+	defer cancel()
+	if err := p.kv.Delete(ctx, p.names.CanaryKey(service)); err != nil {
+		return fmt.Errorf("%w: delete canary of %s: %w", ErrUnavailable, service, err)
+	}
+	return nil
+}
