@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -483,4 +486,52 @@ func indexOf(s, sub string) int {
 		}
 	}
 	return -1
+}
+
+// TestConcurrentAdmissionNeverExceedsTheLimit: whatever the interleaving,
+// the requests in progress never exceed the limit, and every class stays
+// under its own ceiling.
+func TestConcurrentAdmissionNeverExceedsTheLimit(t *testing.T) {
+	r := concRoute(16, 0.25)
+	r.RateLimit = &rules.RateLimit{Rate: 1e9, Burst: 1 << 20}
+	f := newFixture(t, 8, ruleset(r))
+	var inflight, peak atomic.Int64
+	var lowPeak atomic.Int64 // batch requests in progress
+	var lowNow atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 3000 {
+				c := (w + i) % 4
+				p, err := f.g.Admit(context.Background(), governor.Request{Path: "/", Priority: classPrio[c]})
+				if err != nil {
+					continue
+				}
+				n := inflight.Add(1)
+				for m := peak.Load(); n > m && !peak.CompareAndSwap(m, n); m = peak.Load() {
+				}
+				if c == 3 {
+					l := lowNow.Add(1)
+					for m := lowPeak.Load(); l > m && !lowPeak.CompareAndSwap(m, l); m = lowPeak.Load() {
+					}
+					runtime.Gosched()
+					lowNow.Add(-1)
+				}
+				inflight.Add(-1)
+				p.Release(time.Millisecond, governor.Success)
+			}
+		}()
+	}
+	wg.Wait()
+	if peak.Load() > 16 {
+		t.Fatalf("peak in flight %d, limit 16", peak.Load())
+	}
+	if got, ceiling := lowPeak.Load(), int64(10); got > ceiling {
+		t.Fatalf("peak batch in flight %d above its ceiling %d", got, ceiling)
+	}
+	if f.g.InFlight("api") != 0 {
+		t.Fatalf("in flight %d at the end", f.g.InFlight("api"))
+	}
 }
