@@ -268,3 +268,6 @@ func (w tWriter) Write(b []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(b)))
 	return len(b), nil
 }
+
+func watch10() watch.Selector       { return watch.Selector{Percent: 10} }
+func emptySelector() watch.Selector { return watch.Selector{} }

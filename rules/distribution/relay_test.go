@@ -1,0 +1,210 @@
+package distribution
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"governor.dev/governor/sdk/clock"
+)
+
+// history returns every value ever written to the service's stable key.
+func history(t *testing.T, p *Publisher, service string) []jetstream.KeyValueEntry {
+	t.Helper()
+	h, err := p.kv.History(context.Background(), p.names.StableKey(service))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func newTestPublisher(t *testing.T, url string) *Publisher {
+	t.Helper()
+	names := uniqueNames(t)
+	js, err := jetstream.New(connect(t, url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := NewPublisher(context.Background(), js, PublisherOptions{Names: names, History: 64, Storage: jetstream.MemoryStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = js.DeleteKeyValue(context.Background(), names.Bucket()) })
+	return p
+}
+
+func TestKilledRelayLeavesTheRowToBePublishedExactlyOnce(t *testing.T) {
+	url := embedded(t).URL()
+	tests := []struct {
+		name string
+		// die simulates what the first relay did before it was killed.
+		die func(t *testing.T, p *Publisher, it []byte)
+	}{
+		{"after commit, before publish", func(*testing.T, *Publisher, []byte) {}},
+		{"after publish, before mark", func(t *testing.T, p *Publisher, payload []byte) {
+			if out, _, err := p.Publish(context.Background(), payload); err != nil || out != Published {
+				t.Fatalf("first publish: %v %v", out, err)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			clk := clock.NewFake(time.Unix(1000, 0))
+			outbox := NewMemoryOutbox(clk)
+			pub := newTestPublisher(t, url)
+			if _, err := outbox.Add(envelope(t, "checkout", 7)); err != nil {
+				t.Fatal(err)
+			}
+			// The first relay claims the row and dies.
+			items, err := outbox.ClaimOutbox(ctx, 10, 30*time.Second)
+			if err != nil || len(items) != 1 {
+				t.Fatalf("claim: %v %v", items, err)
+			}
+			tt.die(t, pub, items[0].Payload)
+
+			next, err := NewRelay(RelayOptions{Outbox: outbox, Publisher: pub, Clock: clk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n, err := next.Pass(ctx); n != 0 || err != nil {
+				t.Fatalf("pass during the lease relayed %d rows (%v), want 0", n, err)
+			}
+			clk.Advance(31 * time.Second)
+			if n, err := next.Pass(ctx); n != 1 || err != nil {
+				t.Fatalf("pass after the lease relayed %d rows (%v), want 1", n, err)
+			}
+			if n, err := next.Pass(ctx); n != 0 || err != nil {
+				t.Fatalf("a later pass relayed %d rows (%v), want 0", n, err)
+			}
+			if h := history(t, pub, "checkout"); len(h) != 1 {
+				t.Fatalf("the key was written %d times, want exactly once", len(h))
+			}
+			if outbox.Pending() != 0 {
+				t.Fatal("row not marked done")
+			}
+		})
+	}
+}
+
+func TestPublishIsIdempotentAndNeverGoesBack(t *testing.T) {
+	url := embedded(t).URL()
+	ctx := context.Background()
+	pub := newTestPublisher(t, url)
+	payload := func(v int64) []byte {
+		b, _ := json.Marshal(envelope(t, "checkout", v))
+		return b
+	}
+	steps := []struct {
+		version int64
+		want    Outcome
+	}{
+		{3, Published}, {3, Duplicate}, {2, Superseded}, {5, Published}, {4, Superseded}, {5, Duplicate},
+	}
+	for _, s := range steps {
+		out, _, err := pub.Publish(ctx, payload(s.version))
+		if err != nil || out != s.want {
+			t.Fatalf("publish v%d = %v, %v; want %v", s.version, out, err, s.want)
+		}
+	}
+	if got, _ := pub.Latest(ctx, "checkout"); got.Version != 5 {
+		t.Fatalf("latest v%d, want v5", got.Version)
+	}
+	if h := history(t, pub, "checkout"); len(h) != 2 {
+		t.Fatalf("%d writes, want 2 (v3, v5)", len(h))
+	}
+
+	// Same number, other content: a conflict, nothing written.
+	other := envelope(t, "checkout", 5)
+	other.Ruleset.Routes[0].RateLimit.Rate = 999
+	other.Checksum, _ = other.Ruleset.Checksum()
+	b, _ := json.Marshal(other)
+	if _, _, err := pub.Publish(ctx, b); !errors.Is(err, ErrConflict) {
+		t.Fatalf("err = %v, want ErrConflict", err)
+	}
+	// Not an envelope: refused.
+	if _, _, err := pub.Publish(ctx, []byte(`{"service":"checkout"}`)); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("err = %v, want ErrInvalid", err)
+	}
+}
+
+func TestConcurrentPublishersEndOnTheNewestVersion(t *testing.T) {
+	url := embedded(t).URL()
+	ctx := context.Background()
+	pub := newTestPublisher(t, url)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for v := int64(1 + w); v <= 40; v += 4 {
+				b, _ := json.Marshal(envelope(t, "checkout", v))
+				if _, _, err := pub.Publish(ctx, b); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	h := history(t, pub, "checkout")
+	var last int64
+	for _, e := range h {
+		env, _ := versionIn(e.Value())
+		if env.Version <= last {
+			t.Fatalf("v%d written after v%d", env.Version, last)
+		}
+		last = env.Version
+	}
+	if last != 40 {
+		t.Fatalf("ended on v%d, want v40", last)
+	}
+}
+
+func TestCanaryRules(t *testing.T) {
+	url := embedded(t).URL()
+	ctx := context.Background()
+	pub := newTestPublisher(t, url)
+	b := func(v int64) []byte {
+		x, _ := json.Marshal(envelope(t, "checkout", v))
+		return x
+	}
+	if _, err := pub.Promote(ctx, "checkout"); !errors.Is(err, ErrNoCanary) {
+		t.Fatalf("promote without canary: %v", err)
+	}
+	if _, err := pub.Abort(ctx, "checkout"); !errors.Is(err, ErrNoCanary) {
+		t.Fatalf("abort without canary: %v", err)
+	}
+	if _, _, err := pub.Publish(ctx, b(4)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pub.StartCanary(ctx, b(4), watch10()); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("canary of the stable version: %v, want ErrInvalid", err)
+	}
+	if _, err := pub.StartCanary(ctx, b(5), emptySelector()); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("canary without selector: %v, want ErrInvalid", err)
+	}
+	if _, err := pub.StartCanary(ctx, b(5), watch10()); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := pub.Canary(ctx, "checkout"); err != nil || c.Envelope.Version != 5 || c.Selector.Percent != 10 {
+		t.Fatalf("canary = %+v, %v", c, err)
+	}
+	env, err := pub.Promote(ctx, "checkout")
+	if err != nil || env.Version != 5 {
+		t.Fatalf("promote = %v, %v", env, err)
+	}
+	if latest, _ := pub.Latest(ctx, "checkout"); latest.Version != 5 {
+		t.Fatalf("stable after promote v%d", latest.Version)
+	}
+	if c, err := pub.Canary(ctx, "checkout"); c != nil || err != nil {
+		t.Fatalf("canary after promote = %+v, %v", c, err)
+	}
+}
