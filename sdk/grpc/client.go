@@ -1,0 +1,195 @@
+package grpcgov
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"governor.dev/governor/sdk/outbound"
+)
+
+// ErrInvalidOptions wraps errors from the interceptor constructors.
+var ErrInvalidOptions = errors.New("grpcgov: invalid options")
+
+// ClientOptions configure the client interceptors.
+type ClientOptions struct {
+	// Set holds the downstreams' protection; required.
+	Set *outbound.Set
+	// Downstream names the downstream of a call; default the connection's
+	// target (cc.Target()). Calls to a downstream without rules pass
+	// through unprotected.
+	Downstream func(ctx context.Context, method string, cc *grpc.ClientConn) string
+	// Idempotent says whether a method (its full name, "/pkg.Service/Method")
+	// may be sent more than once; nil means no method is retried. Use
+	// AllMethods to retry every method.
+	Idempotent func(method string) bool
+	// Failed says whether a call's error counts as a failure for the
+	// breaker; default DefaultFailed.
+	Failed func(error) bool
+	// Retryable says whether a failed call may be retried; default
+	// DefaultRetryable.
+	Retryable func(error) bool
+}
+
+// AllMethods treats every method as idempotent.
+func AllMethods(string) bool { return true }
+
+// DefaultFailed counts the codes that say the server or the network failed:
+// Unavailable, DeadlineExceeded, ResourceExhausted, Internal, Unknown,
+// DataLoss. Client errors (InvalidArgument, NotFound, ...) are not failures.
+func DefaultFailed(err error) bool {
+	if err == nil {
+		return false
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Internal, codes.Unknown, codes.DataLoss:
+		return true
+	}
+	return false
+}
+
+// DefaultRetryable retries Unavailable and ResourceExhausted.
+func DefaultRetryable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.ResourceExhausted:
+		return true
+	}
+	return false
+}
+
+func (o *ClientOptions) fill() error {
+	if o.Set == nil {
+		return fmt.Errorf("%w: Set is required", ErrInvalidOptions)
+	}
+	if o.Downstream == nil {
+		o.Downstream = func(_ context.Context, _ string, cc *grpc.ClientConn) string { return cc.Target() }
+	}
+	if o.Failed == nil {
+		o.Failed = DefaultFailed
+	}
+	if o.Retryable == nil {
+		o.Retryable = DefaultRetryable
+	}
+	return nil
+}
+
+// RefusedError is the error of a call the protection refused. Its gRPC status
+// is Unavailable; it unwraps to the *outbound.RejectedError.
+type RefusedError struct {
+	Rejected *outbound.RejectedError
+}
+
+func (e *RefusedError) Error() string { return e.Rejected.Error() }
+
+// Unwrap returns the outbound refusal.
+func (e *RefusedError) Unwrap() error { return e.Rejected }
+
+// GRPCStatus makes the error a codes.Unavailable status.
+func (e *RefusedError) GRPCStatus() *status.Status {
+	return status.New(codes.Unavailable, e.Rejected.Error())
+}
+
+func refusal(err error) error {
+	var rej *outbound.RejectedError
+	if errors.As(err, &rej) {
+		return &RefusedError{Rejected: rej}
+	}
+	return err
+}
+
+// UnaryClientInterceptor protects unary calls.
+func UnaryClientInterceptor(opts ClientOptions) (grpc.UnaryClientInterceptor, error) {
+	if err := opts.fill(); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
+		d := opts.Set.Get(opts.Downstream(ctx, method, cc))
+		if d == nil {
+			return invoker(ctx, method, req, reply, cc, callOpts...)
+		}
+		clk := d.Clock()
+		d.Request(clk.Nanotime())
+		canRetry := d.Retrier() != nil && opts.Idempotent != nil && opts.Idempotent(method)
+		for attempt := 1; ; attempt++ {
+			var trailer metadata.MD
+			call, err := d.Begin(clk.Nanotime())
+			if err != nil {
+				return refusal(err)
+			}
+			actx, cancel := ctx, context.CancelFunc(nil)
+			if to := d.Timeout(); to > 0 {
+				actx, cancel = context.WithTimeout(ctx, to)
+			}
+			co := callOpts
+			if canRetry {
+				co = append(callOpts[:len(callOpts):len(callOpts)], grpc.Trailer(&trailer))
+			}
+			err = invoker(actx, method, req, reply, cc, co...)
+			if cancel != nil {
+				cancel()
+			}
+			failed := opts.Failed(err)
+			call.End(clk.Nanotime(), failed, dropped(err))
+			if err == nil || !failed || !canRetry || !opts.Retryable(err) {
+				return err
+			}
+			var after time.Duration
+			if v := trailer.Get(PushbackKey); len(v) > 0 {
+				d, ok, stop := ParsePushback(v[0])
+				if stop {
+					return err
+				}
+				if ok {
+					after = max(d, time.Nanosecond)
+				}
+			}
+			wait, nerr := d.NextRetry(ctx, attempt, after)
+			if nerr != nil {
+				return err
+			}
+			if werr := d.Wait(ctx, wait); werr != nil {
+				return err
+			}
+		}
+	}, nil
+}
+
+// dropped says whether an error is an overload drop (it cuts an adaptive
+// bulkhead).
+func dropped(err error) bool {
+	switch status.Code(err) {
+	case codes.DeadlineExceeded, codes.ResourceExhausted, codes.Unavailable:
+		return err != nil
+	}
+	return false
+}
+
+// StreamClientInterceptor guards the opening of streams with the bulkhead
+// and the breaker; the stream counts as one call that ends when it is
+// established (streams are not retried).
+func StreamClientInterceptor(opts ClientOptions) (grpc.StreamClientInterceptor, error) {
+	if err := opts.fill(); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, callOpts ...grpc.CallOption) (grpc.ClientStream, error) {
+		d := opts.Set.Get(opts.Downstream(ctx, method, cc))
+		if d == nil {
+			return streamer(ctx, desc, cc, method, callOpts...)
+		}
+		clk := d.Clock()
+		call, err := d.Begin(clk.Nanotime())
+		if err != nil {
+			return nil, refusal(err)
+		}
+		s, err := streamer(ctx, desc, cc, method, callOpts...)
+		failed := opts.Failed(err)
+		call.End(clk.Nanotime(), failed, dropped(err))
+		return s, err
+	}, nil
+}

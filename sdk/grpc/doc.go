@@ -1,0 +1,22 @@
+// Package grpcgov is Governor's gRPC integration, in its own module
+// (governor.dev/governor/sdk/grpc) so that HTTP-only services never pull in
+// gRPC. Import it as
+//
+//	grpcgov "governor.dev/governor/sdk/grpc"
+//
+// Client side, UnaryClientInterceptor puts every call through its
+// downstream's outbound protection (sdk/outbound): bulkhead, circuit breaker
+// and retries with back-off and the retry budget. gRPC carries no notion of
+// idempotency, so a method is retried only when ClientOptions.Idempotent says
+// it may be; the server's grpc-retry-pushback-ms trailer is honoured like an
+// HTTP Retry-After (a negative value means do not retry). A refused call fails
+// with codes.Unavailable, and the error also unwraps to the
+// *outbound.RejectedError, so errors.Is(err, breaker.ErrOpen) works.
+// StreamClientInterceptor guards the opening of streams.
+//
+// Server side, UnaryServerInterceptor and StreamServerInterceptor admit every
+// call through a governor.Governor. Refusals map to codes.ResourceExhausted
+// (shed, rate limited, queue timeout) and codes.Unavailable (an open breaker,
+// including an outbound refusal a handler returns), with the Retry-After in
+// the grpc-retry-pushback-ms trailer.
+package grpcgov

@@ -1,0 +1,355 @@
+package grpcgov
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
+
+	governor "governor.dev/governor/sdk"
+	"governor.dev/governor/sdk/breaker"
+	"governor.dev/governor/sdk/bulkhead"
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/outbound"
+	"governor.dev/governor/sdk/rules"
+)
+
+// health is a scripted health service: Check answers from reply.
+type health struct {
+	healthpb.UnimplementedHealthServer
+	mu    sync.Mutex
+	calls int
+	reply func(ctx context.Context, n int) error
+}
+
+func (h *health) Check(ctx context.Context, _ *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	h.mu.Lock()
+	h.calls++
+	n := h.calls
+	h.mu.Unlock()
+	if err := h.reply(ctx, n); err != nil {
+		return nil, err
+	}
+	return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
+}
+
+func (h *health) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.calls
+}
+
+// instantClock is a fake clock whose timers fire at once, advancing the
+// clock by their duration and recording it: retries wait in virtual time.
+type instantClock struct {
+	*clock.Fake
+	mu    sync.Mutex
+	waits []time.Duration
+}
+
+func (c *instantClock) NewTimer(d time.Duration) clock.Timer {
+	c.mu.Lock()
+	c.waits = append(c.waits, d)
+	c.mu.Unlock()
+	c.Advance(d)
+	return c.Fake.NewTimer(0)
+}
+
+// serve starts an in-process server on a bufconn and returns a client
+// connection with the given interceptors.
+func serve(t *testing.T, h *health, sopts []grpc.ServerOption, dopts ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer(sopts...)
+	healthpb.RegisterHealthServer(srv, h)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	dopts = append(dopts,
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient("passthrough:///health", dopts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+func clientSet(t *testing.T, clk clock.Clock, ds ...rules.Downstream) *outbound.Set {
+	t.Helper()
+	set, err := outbound.New(outbound.Options{Clock: clk, Float64: func() float64 { return 0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := set.Apply(ds); err != nil {
+		t.Fatal(err)
+	}
+	return set
+}
+
+func check(cc *grpc.ClientConn) error {
+	_, err := healthpb.NewHealthClient(cc).Check(context.Background(), &healthpb.HealthCheckRequest{})
+	return err
+}
+
+func withPushback(ctx context.Context, ms string) {
+	_ = grpc.SetTrailer(ctx, metadata.Pairs(PushbackKey, ms))
+}
+
+func TestClientRetries(t *testing.T) {
+	unavailable := status.Error(codes.Unavailable, "busy")
+	tests := []struct {
+		name       string
+		idempotent func(string) bool
+		reply      func(ctx context.Context, n int) error
+		wantCalls  int
+		wantCode   codes.Code
+		wantWaits  []time.Duration
+	}{
+		{"retried until success", AllMethods, func(_ context.Context, n int) error {
+			if n < 3 {
+				return unavailable
+			}
+			return nil
+		}, 3, codes.OK, nil}, // zero jitter: no wait
+		{"no retries without Idempotent", nil, func(context.Context, int) error { return unavailable }, 1, codes.Unavailable, nil},
+		{"only the listed methods", func(m string) bool { return m == "/other/Method" },
+			func(context.Context, int) error { return unavailable }, 1, codes.Unavailable, nil},
+		{"client errors are not retried", AllMethods, func(context.Context, int) error {
+			return status.Error(codes.InvalidArgument, "bad")
+		}, 1, codes.InvalidArgument, nil},
+		{"pushback is honoured", AllMethods, func(ctx context.Context, n int) error {
+			if n == 1 {
+				withPushback(ctx, "300")
+				return unavailable
+			}
+			return nil
+		}, 2, codes.OK, []time.Duration{300 * time.Millisecond}},
+		{"negative pushback stops retries", AllMethods, func(ctx context.Context, _ int) error {
+			withPushback(ctx, "-1")
+			return unavailable
+		}, 1, codes.Unavailable, nil},
+		{"attempts run out", AllMethods, func(context.Context, int) error { return unavailable }, 3, codes.Unavailable, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := &instantClock{Fake: clock.NewFake(time.Now())}
+			set := clientSet(t, clk, rules.Downstream{Name: "passthrough:///health",
+				Retry: &rules.Retry{MaxAttempts: 3, MinPerSecond: 100}})
+			ci, err := UnaryClientInterceptor(ClientOptions{Set: set, Idempotent: tt.idempotent})
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := &health{reply: tt.reply}
+			cc := serve(t, h, nil, grpc.WithUnaryInterceptor(ci))
+			err = check(cc)
+			if status.Code(err) != tt.wantCode || h.count() != tt.wantCalls {
+				t.Fatalf("code %v after %d calls, want %v after %d (%v)", status.Code(err), h.count(), tt.wantCode, tt.wantCalls, err)
+			}
+			if len(clk.waits) != len(tt.wantWaits) {
+				t.Fatalf("waits %v, want %v", clk.waits, tt.wantWaits)
+			}
+			for i, w := range tt.wantWaits {
+				if clk.waits[i] != w {
+					t.Fatalf("waits %v, want %v", clk.waits, tt.wantWaits)
+				}
+			}
+		})
+	}
+}
+
+func TestClientBreakerRefusesAsUnavailable(t *testing.T) {
+	clk := clock.NewFake(time.Now())
+	set := clientSet(t, clk, rules.Downstream{Name: "passthrough:///health", Breaker: &rules.Breaker{MinCalls: 3}})
+	ci, _ := UnaryClientInterceptor(ClientOptions{Set: set})
+	si, _ := StreamClientInterceptor(ClientOptions{Set: set})
+	h := &health{reply: func(context.Context, int) error { return status.Error(codes.Internal, "boom") }}
+	cc := serve(t, h, nil, grpc.WithUnaryInterceptor(ci), grpc.WithStreamInterceptor(si))
+	for range 3 {
+		if err := check(cc); status.Code(err) != codes.Internal {
+			t.Fatalf("call = %v", err)
+		}
+	}
+	err := check(cc)
+	var refused *RefusedError
+	if status.Code(err) != codes.Unavailable || !errors.Is(err, breaker.ErrOpen) || !errors.As(err, &refused) {
+		t.Fatalf("call with the breaker open = %v, want Unavailable wrapping breaker.ErrOpen", err)
+	}
+	if h.count() != 3 {
+		t.Fatalf("the server saw %d calls", h.count())
+	}
+	_, err = healthpb.NewHealthClient(cc).Watch(context.Background(), &healthpb.HealthCheckRequest{})
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("stream with the breaker open = %v", err)
+	}
+}
+
+func TestStreamClientPassesThrough(t *testing.T) {
+	set := clientSet(t, clock.Real{}, rules.Downstream{Name: "passthrough:///health", Bulkhead: &rules.Bulkhead{MaxConcurrent: 1}})
+	si, _ := StreamClientInterceptor(ClientOptions{Set: set})
+	h := &health{reply: func(context.Context, int) error { return nil }}
+	cc := serve(t, h, nil, grpc.WithStreamInterceptor(si))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, err := healthpb.NewHealthClient(cc).Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recv(); status.Code(err) != codes.Unimplemented {
+		t.Fatalf("Recv = %v, want the server's Unimplemented", err)
+	}
+	if _, err := UnaryClientInterceptor(ClientOptions{}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("no Set = %v", err)
+	}
+	if _, err := StreamClientInterceptor(ClientOptions{}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("no Set = %v", err)
+	}
+}
+
+func newGovernor(t *testing.T, rs *rules.Ruleset) *governor.Governor {
+	t.Helper()
+	g, err := governor.New(governor.Options{Service: rs.Service, Clock: clock.NewFake(time.Now()), Defaults: rs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
+	return g
+}
+
+func TestServerMapsRejections(t *testing.T) {
+	g := newGovernor(t, &rules.Ruleset{Service: "health", Routes: []rules.Route{{
+		Name: "check", Match: rules.Match{PathPrefix: "/grpc.health.v1.Health/"},
+		RateLimit: &rules.RateLimit{Rate: 1, Burst: 2},
+	}}})
+	h := &health{reply: func(context.Context, int) error { return nil }}
+	cc := serve(t, h, []grpc.ServerOption{
+		grpc.UnaryInterceptor(UnaryServerInterceptor(g, ServerOptions{})),
+		grpc.StreamInterceptor(StreamServerInterceptor(g, ServerOptions{})),
+	})
+	for range 2 {
+		if err := check(cc); err != nil {
+			t.Fatalf("within the burst: %v", err)
+		}
+	}
+	var trailer metadata.MD
+	_, err := healthpb.NewHealthClient(cc).Check(context.Background(), &healthpb.HealthCheckRequest{}, grpc.Trailer(&trailer))
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("over the rate limit = %v, want ResourceExhausted", err)
+	}
+	v := trailer.Get(PushbackKey)
+	if len(v) != 1 {
+		t.Fatalf("trailer %v: want a pushback", trailer)
+	}
+	if ms, err := strconv.Atoi(v[0]); err != nil || ms < 1000 {
+		t.Fatalf("pushback %q, want at least 1000ms", v[0])
+	}
+	if h.count() != 2 {
+		t.Fatalf("the handler ran %d times", h.count())
+	}
+	s, err := healthpb.NewHealthClient(cc).Watch(context.Background(), &healthpb.HealthCheckRequest{})
+	if err == nil {
+		_, err = s.Recv()
+	}
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("stream over the rate limit = %v", err)
+	}
+}
+
+func TestServerMapsOutboundRefusalsToUnavailable(t *testing.T) {
+	g := newGovernor(t, governor.DefaultRuleset("health"))
+	refusals := []error{
+		&outbound.RejectedError{Downstream: "db", Reason: breaker.ErrOpen},
+		&outbound.RejectedError{Downstream: "db", Reason: bulkhead.ErrFull},
+		&RefusedError{Rejected: &outbound.RejectedError{Downstream: "db", Reason: breaker.ErrOpen}},
+	}
+	for _, refusal := range refusals {
+		h := &health{reply: func(context.Context, int) error { return refusal }}
+		cc := serve(t, h, []grpc.ServerOption{grpc.UnaryInterceptor(UnaryServerInterceptor(g, ServerOptions{}))})
+		if err := check(cc); status.Code(err) != codes.Unavailable {
+			t.Fatalf("handler returning %v: client got %v, want Unavailable", refusal, err)
+		}
+	}
+}
+
+func TestStatusAndOutcome(t *testing.T) {
+	tests := []struct {
+		name    string
+		err     error
+		code    codes.Code
+		outcome governor.Outcome
+	}{
+		{"nil", nil, codes.OK, governor.Success},
+		{"shed", &governor.Rejection{Reason: governor.ReasonShed}, codes.ResourceExhausted, governor.Dropped},
+		{"rate limited", &governor.Rejection{Reason: governor.ReasonRateLimited}, codes.ResourceExhausted, governor.Dropped},
+		{"breaker rejection", &governor.Rejection{Reason: governor.ReasonBreakerOpen}, codes.Unavailable, governor.Dropped},
+		{"breaker sentinel", governor.ErrBreakerOpen, codes.Unavailable, governor.Dropped},
+		{"internal", status.Error(codes.Internal, "x"), codes.Internal, governor.Failure},
+		{"not found", status.Error(codes.NotFound, "x"), codes.NotFound, governor.Success},
+		{"deadline", status.Error(codes.DeadlineExceeded, "x"), codes.DeadlineExceeded, governor.Dropped},
+		{"plain error", errors.New("x"), codes.Unknown, governor.Failure},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := status.Code(Status(tt.err)); got != tt.code {
+				t.Fatalf("Status code = %v, want %v", got, tt.code)
+			}
+			if got := DefaultOutcome(Status(tt.err)); got != tt.outcome {
+				t.Fatalf("outcome = %v, want %v", got, tt.outcome)
+			}
+		})
+	}
+}
+
+func TestParsePushback(t *testing.T) {
+	tests := []struct {
+		in       string
+		d        time.Duration
+		ok, stop bool
+	}{
+		{"250", 250 * time.Millisecond, true, false},
+		{" 0 ", 0, true, false},
+		{"-1", 0, false, true},
+		{"-99999999999999999999999", 0, false, true},
+		{"99999999999999999999999", maxPushback, true, false},
+		{"86400001", maxPushback, true, false},
+		{"", 0, false, false},
+		{"soon", 0, false, false},
+		{"1.5", 0, false, false},
+		{"-", 0, false, false},
+	}
+	for _, tt := range tests {
+		d, ok, stop := ParsePushback(tt.in)
+		if d != tt.d || ok != tt.ok || stop != tt.stop {
+			t.Errorf("ParsePushback(%q) = %v %v %v, want %v %v %v", tt.in, d, ok, stop, tt.d, tt.ok, tt.stop)
+		}
+	}
+}
+
+func FuzzParsePushback(f *testing.F) {
+	for _, s := range []string{"0", "250", "-1", "", "x", "99999999999999999999", "-0", "+5", " 7"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		d, ok, stop := ParsePushback(s)
+		if d < 0 || d > maxPushback {
+			t.Fatalf("ParsePushback(%q) = %v out of range", s, d)
+		}
+		if ok && stop {
+			t.Fatalf("ParsePushback(%q) both allows and stops", s)
+		}
+		if !ok && d != 0 {
+			t.Fatalf("ParsePushback(%q) = %v without ok", s, d)
+		}
+	})
+}

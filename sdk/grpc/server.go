@@ -1,0 +1,159 @@
+package grpcgov
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	governor "governor.dev/governor/sdk"
+	"governor.dev/governor/sdk/breaker"
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/outbound"
+)
+
+// ServerOptions configure the server interceptors. The zero value is usable.
+type ServerOptions struct {
+	// Clock measures handler latency; default clock.Real (a precise clock:
+	// the adaptive limit learns from these samples).
+	Clock clock.Clock
+	// Outcome maps a handler's error to how the call ended; default
+	// DefaultOutcome.
+	Outcome func(error) governor.Outcome
+}
+
+// DefaultOutcome: no error is a success; DeadlineExceeded, ResourceExhausted
+// and Unavailable (including an outbound refusal) are overload drops;
+// Internal, Unknown and DataLoss are failures; other codes are client errors
+// and count as successes.
+func DefaultOutcome(err error) governor.Outcome {
+	if err == nil {
+		return governor.Success
+	}
+	switch code(err) {
+	case codes.DeadlineExceeded, codes.ResourceExhausted, codes.Unavailable:
+		return governor.Dropped
+	case codes.Internal, codes.Unknown, codes.DataLoss:
+		return governor.Failure
+	}
+	return governor.Success
+}
+
+// code is the gRPC code of an error, with outbound refusals as Unavailable.
+func code(err error) codes.Code {
+	if unavailable(err) {
+		return codes.Unavailable
+	}
+	return status.Code(err)
+}
+
+// unavailable reports whether err is an open breaker or an outbound refusal.
+func unavailable(err error) bool {
+	var rej *outbound.RejectedError
+	return errors.Is(err, breaker.ErrOpen) || errors.Is(err, governor.ErrBreakerOpen) || errors.As(err, &rej)
+}
+
+// Status maps a Governor refusal to a gRPC status error: ResourceExhausted
+// for shed, rate-limited and queue-timeout rejections, Unavailable for an open
+// breaker (a governor rejection or an outbound refusal). Other errors are
+// returned unchanged.
+func Status(err error) error {
+	var rej *governor.Rejection
+	switch {
+	case errors.As(err, &rej):
+		c := codes.ResourceExhausted
+		if rej.Reason == governor.ReasonBreakerOpen {
+			c = codes.Unavailable
+		}
+		return status.Error(c, "governor: "+rej.Reason.String()+"; retry later")
+	case unavailable(err):
+		if _, ok := status.FromError(err); ok && status.Code(err) == codes.Unavailable {
+			return err
+		}
+		return status.Error(codes.Unavailable, err.Error())
+	}
+	return err
+}
+
+func (o *ServerOptions) fill() {
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Outcome == nil {
+		o.Outcome = DefaultOutcome
+	}
+}
+
+// mdHeader looks up gRPC metadata under canonical header names.
+type mdHeader metadata.MD
+
+func (h mdHeader) Get(name string) string {
+	if v := metadata.MD(h).Get(strings.ToLower(name)); len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
+func request(ctx context.Context, method string) governor.Request {
+	r := governor.Request{Path: method, Method: "POST"}
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		r.Header = mdHeader(md)
+	}
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		r.ClientIP = p.Addr.String()
+		if i := strings.LastIndexByte(r.ClientIP, ':'); i > 0 {
+			r.ClientIP = strings.Trim(r.ClientIP[:i], "[]")
+		}
+	}
+	return r
+}
+
+// refuse answers a refused call: the status and the Retry-After as pushback.
+func refuse(ctx context.Context, err error) error {
+	var rej *governor.Rejection
+	if errors.As(err, &rej) {
+		_ = grpc.SetTrailer(ctx, metadata.Pairs(PushbackKey, strconv.FormatInt(rej.RetryAfter.Milliseconds(), 10)))
+	}
+	return Status(err)
+}
+
+// UnaryServerInterceptor admits every unary call through g. The full method
+// name ("/pkg.Service/Method") is the path routes match; metadata serves as
+// headers (priority, user, caller).
+func UnaryServerInterceptor(g *governor.Governor, opts ServerOptions) grpc.UnaryServerInterceptor {
+	opts.fill()
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		permit, err := g.Admit(ctx, request(ctx, info.FullMethod))
+		if err != nil {
+			return nil, refuse(ctx, err)
+		}
+		start := opts.Clock.Nanotime()
+		resp, err := handler(ctx, req)
+		permit.Release(time.Duration(opts.Clock.Nanotime()-start), opts.Outcome(err))
+		return resp, Status(err)
+	}
+}
+
+// StreamServerInterceptor admits every stream through g; the permit is held
+// for the stream's whole life.
+func StreamServerInterceptor(g *governor.Governor, opts ServerOptions) grpc.StreamServerInterceptor {
+	opts.fill()
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		ctx := ss.Context()
+		permit, err := g.Admit(ctx, request(ctx, info.FullMethod))
+		if err != nil {
+			return refuse(ctx, err)
+		}
+		start := opts.Clock.Nanotime()
+		err = handler(srv, ss)
+		permit.Release(time.Duration(opts.Clock.Nanotime()-start), opts.Outcome(err))
+		return Status(err)
+	}
+}
