@@ -57,7 +57,7 @@ func New(opt Options) (*Detector, error) {
 		aSmooth: halfLifeAlpha(opt.SmoothHalfLife),
 	}
 	for i := range d.rare {
-		d.rare[i] = newRarity(opt.SuppressHalfLife)
+		d.rare[i] = newRarity(opt.SuppressHalfLife, opt.RecordMargin)
 		d.typ[i] = typical{alpha: halfLifeAlpha(opt.TypicalHalfLife), floor: 1e-3, k: opt.TailK}
 	}
 	return d, nil
@@ -79,7 +79,7 @@ func (d *Detector) Observe(t time.Time, v float64) Result {
 			res.Expected, res.Spread, res.Seasonal = v-r, s.resid.spread(), true
 		}
 	}
-	floor := d.opt.SpreadFloor * d.long.spread()
+	floor := math.Max(d.opt.SpreadFloor*d.long.spread(), d.opt.RangeFloor*(d.env.hi-d.env.lo))
 	var f [nFeatures]float64
 	if d.n > 0 {
 		z := resid / math.Max(res.Spread, floor)

@@ -40,6 +40,9 @@ type Options struct {
 	EnvelopeFloor float64
 	// SpreadFloor is the smallest spread, as a share of the long-run spread.
 	SpreadFloor float64
+	// RangeFloor is the smallest spread as a share of the envelope width, so
+	// a flat series with rare spikes does not see its spread collapse.
+	RangeFloor float64
 	// TypicalHalfLife is the half-life, in samples, of each feature's typical
 	// value, which normalises it.
 	TypicalHalfLife float64
@@ -49,6 +52,9 @@ type Options struct {
 	// Magnitude weighs the size of a feature (against its typical level)
 	// next to its rarity, ranking events that are all unprecedented.
 	Magnitude float64
+	// RecordMargin: a feature value above RecordMargin times its all-time
+	// maximum scores above every merely unusual value.
+	RecordMargin float64
 	// TailK places the normalising quantile TailK standard deviations above
 	// the mean of the feature's logarithm.
 	TailK float64
@@ -79,8 +85,10 @@ func DefaultOptions() Options {
 		EnvelopeHalfLife: 2000,
 		EnvelopeFloor:    0.01,
 		SpreadFloor:      0.05,
+		RangeFloor:       0,
 		TypicalHalfLife:  2000,
 		TailK:            1,
+		RecordMargin:     1,
 		Magnitude:        0,
 		SmoothHalfLife:   0.1,
 		Weights:          [nFeatures]float64{1, 1, 1, 0, 1, 0, 1, 0},

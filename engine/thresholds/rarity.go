@@ -21,10 +21,11 @@ type rarity struct {
 	weight float64 // weight of the next sample; grows instead of decaying the counts
 	growth float64
 	max    float64 // largest value seen (undecayed)
+	margin float64 // a value beyond margin*max earns extra surprisal
 }
 
-func newRarity(halfLife float64) rarity {
-	return rarity{weight: 1, growth: math.Exp2(1 / halfLife)}
+func newRarity(halfLife, margin float64) rarity {
+	return rarity{weight: 1, growth: math.Exp2(1 / halfLife), margin: margin}
 }
 
 func rarityBin(f float64) int {
@@ -44,8 +45,8 @@ func (r *rarity) surprisal(f float64) float64 {
 		tail += r.counts[i]
 	}
 	s := math.Log((r.total + r.weight) / (tail + r.weight))
-	if f > r.max && r.max > 0 {
-		s += math.Log(f / r.max)
+	if m := r.max * r.margin; f > m && m > 0 {
+		s += math.Log(f / m)
 	}
 	return s
 }

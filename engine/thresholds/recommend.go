@@ -1,0 +1,175 @@
+package thresholds
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Interval is one scrape interval of a service's signals, as the engine
+// computes them from metrics.
+type Interval struct {
+	Time       time.Time
+	Throughput float64 // requests per second
+	ErrorRatio float64 // failed / all requests, in [0, 1]
+	LatencyP50 float64 // seconds
+	LatencyP99 float64 // seconds
+}
+
+// RecommenderOptions configures a Recommender.
+type RecommenderOptions struct {
+	// MinSamples is the number of healthy intervals needed before any
+	// recommendation; until then the result is Inconclusive.
+	MinSamples int
+	// HealthyErrorRatio: an interval with a higher error ratio is not
+	// healthy and does not shape the baselines.
+	HealthyErrorRatio float64
+	// SlowCallFactor multiplies the healthy p99 latency baseline to give the
+	// breaker's slow-call threshold.
+	SlowCallFactor float64
+	// Headroom multiplies the healthy peak throughput to give the rate ceiling.
+	Headroom float64
+	// PeakQuantile is the quantile of healthy throughput taken as its peak
+	// (a high quantile rather than the maximum, so one burst does not count).
+	PeakQuantile float64
+	// WarnSpreads and CriticalSpreads place the latency alert levels above the
+	// p99 baseline, in robust spreads of the p99 series.
+	WarnSpreads, CriticalSpreads float64
+	// Sketch configures the latency and throughput sketches (their decay).
+	Sketch SketchOptions
+	// Detector configures the anomaly detector run on the p99 latency; an
+	// interval it scores at or above AnomalyScore is not healthy.
+	Detector     Options
+	AnomalyScore float64
+}
+
+// DefaultRecommenderOptions returns conservative defaults: a day of 30 s
+// intervals before recommending, 1% errors as the health limit.
+func DefaultRecommenderOptions() RecommenderOptions {
+	return RecommenderOptions{
+		MinSamples:        2880,
+		HealthyErrorRatio: 0.01,
+		SlowCallFactor:    2,
+		Headroom:          1.2,
+		PeakQuantile:      0.99,
+		WarnSpreads:       4,
+		CriticalSpreads:   8,
+		Sketch:            SketchOptions{RelativeAccuracy: 0.01, Min: 1e-6, Max: 1e9, HalfLife: 7 * 24 * time.Hour},
+		Detector:          DefaultOptions(),
+		AnomalyScore:      0.9,
+	}
+}
+
+// Validate reports the first invalid field.
+func (o RecommenderOptions) Validate() error {
+	switch {
+	case o.MinSamples < 1:
+		return fmt.Errorf("%w: MinSamples %d: want >= 1", ErrOptions, o.MinSamples)
+	case !(o.HealthyErrorRatio >= 0 && o.HealthyErrorRatio <= 1):
+		return fmt.Errorf("%w: HealthyErrorRatio %v: want in [0, 1]", ErrOptions, o.HealthyErrorRatio)
+	case !(o.SlowCallFactor >= 1) || math.IsInf(o.SlowCallFactor, 0):
+		return fmt.Errorf("%w: SlowCallFactor %v: want a finite value >= 1", ErrOptions, o.SlowCallFactor)
+	case !(o.Headroom >= 1) || math.IsInf(o.Headroom, 0):
+		return fmt.Errorf("%w: Headroom %v: want a finite value >= 1", ErrOptions, o.Headroom)
+	case !(o.PeakQuantile > 0 && o.PeakQuantile <= 1):
+		return fmt.Errorf("%w: PeakQuantile %v: want in (0, 1]", ErrOptions, o.PeakQuantile)
+	case !(o.WarnSpreads > 0) || !(o.CriticalSpreads > o.WarnSpreads):
+		return fmt.Errorf("%w: WarnSpreads %v, CriticalSpreads %v: want 0 < warn < critical", ErrOptions, o.WarnSpreads, o.CriticalSpreads)
+	case !(o.AnomalyScore > 0 && o.AnomalyScore <= 1):
+		return fmt.Errorf("%w: AnomalyScore %v: want in (0, 1]", ErrOptions, o.AnomalyScore)
+	}
+	return nil
+}
+
+// Recommendation is what the engine proposes from the observed baselines.
+type Recommendation struct {
+	// Inconclusive is true while too few healthy intervals have been seen;
+	// Reason says why and every threshold is zero.
+	Inconclusive bool
+	Reason       string
+	// HealthyIntervals is the number of intervals that shaped the baselines;
+	// Intervals counts all of them.
+	HealthyIntervals, Intervals int
+	// BaselineP50 and BaselineP99 are the median healthy p50 and p99 latency.
+	BaselineP50, BaselineP99 float64
+	// SlowCallThreshold is the breaker's slow-call threshold (seconds).
+	SlowCallThreshold float64
+	// PeakThroughput is the healthy peak; RateCeiling adds the headroom.
+	PeakThroughput, RateCeiling float64
+	// LatencyWarn and LatencyCritical are alert levels on p99 latency.
+	LatencyWarn, LatencyCritical float64
+}
+
+// Recommender learns a service's healthy baselines from its intervals and
+// recommends thresholds. Memory is fixed; each interval costs O(1).
+type Recommender struct {
+	opt        RecommenderOptions
+	p50, p99   *Sketch
+	throughput *Sketch
+	detector   *Detector
+	p99Spread  robust
+	healthy    int
+	total      int
+}
+
+// NewRecommender returns a Recommender or an error naming the bad option.
+func NewRecommender(opt RecommenderOptions) (*Recommender, error) {
+	if err := opt.Validate(); err != nil {
+		return nil, err
+	}
+	det, err := New(opt.Detector)
+	if err != nil {
+		return nil, fmt.Errorf("recommender options, Detector: %w", err)
+	}
+	r := &Recommender{opt: opt, detector: det, p99Spread: robust{alpha: halfLifeAlpha(opt.Detector.LongHalfLife)}}
+	for _, s := range []**Sketch{&r.p50, &r.p99, &r.throughput} {
+		if *s, err = NewSketch(opt.Sketch); err != nil {
+			return nil, fmt.Errorf("recommender options, Sketch: %w", err)
+		}
+	}
+	return r, nil
+}
+
+func validInterval(iv Interval) bool {
+	ok := func(x float64) bool { return x >= 0 && !math.IsInf(x, 0) }
+	return ok(iv.Throughput) && iv.ErrorRatio >= 0 && iv.ErrorRatio <= 1 && ok(iv.LatencyP50) && ok(iv.LatencyP99)
+}
+
+// Observe learns from one interval and reports whether it counted as
+// healthy. Intervals with NaN, negative or infinite signals are ignored
+// (they are unknown, not zero).
+func (r *Recommender) Observe(iv Interval) (healthy bool) {
+	if !validInterval(iv) {
+		return false
+	}
+	r.total++
+	res := r.detector.Observe(iv.Time, iv.LatencyP99)
+	if iv.ErrorRatio > r.opt.HealthyErrorRatio || (!res.Inconclusive && res.Score >= r.opt.AnomalyScore) {
+		return false
+	}
+	r.healthy++
+	r.p50.Add(iv.Time, iv.LatencyP50)
+	r.p99.Add(iv.Time, iv.LatencyP99)
+	r.throughput.Add(iv.Time, iv.Throughput)
+	r.p99Spread.update(iv.LatencyP99, r.opt.Detector.Clip)
+	return true
+}
+
+// Recommend returns the current recommendation.
+func (r *Recommender) Recommend() Recommendation {
+	rec := Recommendation{HealthyIntervals: r.healthy, Intervals: r.total}
+	if r.healthy < r.opt.MinSamples {
+		rec.Inconclusive = true
+		rec.Reason = fmt.Sprintf("%d healthy intervals of %d needed", r.healthy, r.opt.MinSamples)
+		return rec
+	}
+	rec.BaselineP50, _ = r.p50.Quantile(0.5)
+	rec.BaselineP99, _ = r.p99.Quantile(0.5)
+	rec.PeakThroughput, _ = r.throughput.Quantile(r.opt.PeakQuantile)
+	rec.SlowCallThreshold = r.opt.SlowCallFactor * rec.BaselineP99
+	rec.RateCeiling = r.opt.Headroom * rec.PeakThroughput
+	spread := r.p99Spread.spread()
+	rec.LatencyWarn = rec.BaselineP99 + r.opt.WarnSpreads*spread
+	rec.LatencyCritical = rec.BaselineP99 + r.opt.CriticalSpreads*spread
+	return rec
+}

@@ -1,0 +1,112 @@
+package thresholds
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRecommender(t *testing.T) {
+	opt := DefaultRecommenderOptions()
+	opt.MinSamples = 500
+	r, err := NewRecommender(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * 30 * time.Second) }
+	healthy := func(i int) Interval {
+		return Interval{
+			Time:       at(i),
+			Throughput: 800 + 200*rng.Float64(), // healthy peak near 1000 rps
+			ErrorRatio: 0.001,
+			LatencyP50: 0.020 * (1 + 0.05*rng.NormFloat64()),
+			LatencyP99: 0.100 * (1 + 0.05*rng.NormFloat64()),
+		}
+	}
+	for i := range 499 {
+		r.Observe(healthy(i))
+	}
+	rec := r.Recommend()
+	if !rec.Inconclusive || !strings.Contains(rec.Reason, "healthy intervals of 500") || rec.RateCeiling != 0 {
+		t.Fatalf("with 499 samples: %+v, want inconclusive with zero thresholds", rec)
+	}
+	// An incident: errors and a throughput burst must not shape the baselines.
+	for i := 499; i < 560; i++ {
+		iv := healthy(i)
+		iv.ErrorRatio, iv.Throughput, iv.LatencyP99 = 0.2, 5000, 2
+		if r.Observe(iv) {
+			t.Fatalf("interval %d with 20%% errors counted as healthy", i)
+		}
+	}
+	if r.Observe(Interval{Time: at(561), Throughput: math.NaN()}) {
+		t.Fatal("NaN interval counted")
+	}
+	for i := 562; i < 1200; i++ {
+		r.Observe(healthy(i))
+	}
+	rec = r.Recommend()
+	if rec.Inconclusive {
+		t.Fatalf("still inconclusive: %s", rec.Reason)
+	}
+	t.Logf("%+v", rec)
+	checks := []struct {
+		name      string
+		got, want float64
+		tol       float64
+	}{
+		{"BaselineP50", rec.BaselineP50, 0.020, 0.02},
+		{"BaselineP99", rec.BaselineP99, 0.100, 0.02},
+		{"SlowCallThreshold", rec.SlowCallThreshold, 0.200, 0.02},
+		{"PeakThroughput", rec.PeakThroughput, 998, 0.02},
+		{"RateCeiling", rec.RateCeiling, 1.2 * 998, 0.02},
+	}
+	for _, c := range checks {
+		if math.Abs(c.got-c.want)/c.want > c.tol {
+			t.Errorf("%s %v, want %v within %.0f%%", c.name, c.got, c.want, 100*c.tol)
+		}
+	}
+	if !(rec.LatencyWarn > rec.BaselineP99 && rec.LatencyCritical > rec.LatencyWarn && rec.LatencyCritical < 0.3) {
+		t.Errorf("alert levels warn %v critical %v, want baseline < warn < critical < 0.3", rec.LatencyWarn, rec.LatencyCritical)
+	}
+	// The detector may flag a few noise intervals as unusual; the incident
+	// intervals (61) must all be excluded.
+	if rec.Intervals != 1198 || rec.HealthyIntervals > 1198-61 || rec.HealthyIntervals < 1198-61-10 {
+		t.Errorf("intervals %d healthy %d, want 1198 and %d (minus at most 10)", rec.Intervals, rec.HealthyIntervals, 1198-61)
+	}
+}
+
+func TestRecommenderOptionsValidate(t *testing.T) {
+	mod := func(f func(*RecommenderOptions)) RecommenderOptions {
+		o := DefaultRecommenderOptions()
+		f(&o)
+		return o
+	}
+	tests := []struct {
+		name  string
+		opt   RecommenderOptions
+		field string
+	}{
+		{"min samples", mod(func(o *RecommenderOptions) { o.MinSamples = 0 }), "MinSamples"},
+		{"error ratio", mod(func(o *RecommenderOptions) { o.HealthyErrorRatio = 2 }), "HealthyErrorRatio"},
+		{"slow factor", mod(func(o *RecommenderOptions) { o.SlowCallFactor = 0.5 }), "SlowCallFactor"},
+		{"headroom", mod(func(o *RecommenderOptions) { o.Headroom = math.NaN() }), "Headroom"},
+		{"peak", mod(func(o *RecommenderOptions) { o.PeakQuantile = 0 }), "PeakQuantile"},
+		{"alerts", mod(func(o *RecommenderOptions) { o.CriticalSpreads = 1 }), "CriticalSpreads"},
+		{"anomaly", mod(func(o *RecommenderOptions) { o.AnomalyScore = 0 }), "AnomalyScore"},
+		{"detector", mod(func(o *RecommenderOptions) { o.Detector.Warmup = 0 }), "Warmup"},
+		{"sketch", mod(func(o *RecommenderOptions) { o.Sketch.Min = 0 }), "Min"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := NewRecommender(tt.opt)
+			if !errors.Is(err, ErrOptions) || !strings.Contains(err.Error(), tt.field) {
+				t.Fatalf("err %v, want ErrOptions naming %s", err, tt.field)
+			}
+		})
+	}
+}
