@@ -22,8 +22,10 @@ type ReaderOptions struct {
 	// Window is the rate window. It should cover at least four scrape
 	// intervals. Default 1m.
 	Window time.Duration
-	// MaxAge marks an entry whose newest SDK sample is older than this as
-	// stale: every signal reads Stale. Default 2m; negative disables.
+	// MaxAge marks an entry whose newest SDK sample (see Freshness) is older
+	// than this as stale: every signal reads Stale. An entry the Freshness
+	// query does not answer for at all is stale too. Default 2m; negative
+	// disables the age check.
 	MaxAge time.Duration
 	// Concurrency bounds the queries in flight per Read. Default 4.
 	Concurrency int
@@ -179,7 +181,7 @@ func (r *Reader) assemble(at time.Time, scope Scope, answers []answer) (*Snapsho
 			}
 			e := entry(k)
 			switch a.sig {
-			case freshness:
+			case Freshness:
 				if v := classify(a.sig, smp.V); v.Known() {
 					e.Newest = time.UnixMilli(int64(v.V * 1000))
 				}
@@ -207,7 +209,7 @@ func (r *Reader) assemble(at time.Time, scope Scope, answers []answer) (*Snapsho
 	}
 	for _, e := range snap.Entries {
 		for s, err := range snap.Errors {
-			if s == freshness {
+			if s == Freshness {
 				continue
 			}
 			if s == ShedRatioByClass {
@@ -218,19 +220,34 @@ func (r *Reader) assemble(at time.Time, scope Scope, answers []answer) (*Snapsho
 			}
 			e.Values[s] = Unknown(Failed, err.Error())
 		}
-		if r.opts.MaxAge > 0 && !e.Newest.IsZero() {
-			if age := at.Sub(e.Newest); age > r.opts.MaxAge {
-				detail := fmt.Sprintf("newest sample %s old (max %s)", age.Truncate(time.Second), r.opts.MaxAge)
-				for s := range e.Values {
-					e.Values[s] = Unknown(Stale, detail)
-				}
-				for c := range e.ShedByClass {
-					e.ShedByClass[c] = Unknown(Stale, detail)
-				}
+		if detail := r.staleness(at, e, snap.Errors[Freshness] == nil); detail != "" {
+			for s := range e.Values {
+				e.Values[s] = Unknown(Stale, detail)
+			}
+			for c := range e.ShedByClass {
+				e.ShedByClass[c] = Unknown(Stale, detail)
 			}
 		}
 	}
 	return snap, nil
+}
+
+// staleness explains why e is stale, or returns "". An entry is stale when
+// its newest SDK sample is older than MaxAge, or when the freshness query
+// answered but not for this entry: its SDK gauges are gone (the target is
+// down or removed, so staleness markers ended them) while rate windows still
+// hold its last samples.
+func (r *Reader) staleness(at time.Time, e *Entry, freshnessAnswered bool) string {
+	if e.Newest.IsZero() {
+		if freshnessAnswered {
+			return "no current SDK sample (target down or gone)"
+		}
+		return ""
+	}
+	if age := at.Sub(e.Newest); r.opts.MaxAge > 0 && age > r.opts.MaxAge {
+		return fmt.Sprintf("newest sample %s old (max %s)", age.Truncate(time.Second), r.opts.MaxAge)
+	}
+	return ""
 }
 
 func keyOf(l Labels, scope Scope) (Key, bool) {

@@ -40,9 +40,10 @@ const (
 // its values land in Entry.ShedByClass.
 const ShedRatioByClass Signal = "shed_ratio_by_class"
 
-// freshness is the template name of the last-sample timestamp used to detect
-// stale instances.
-const freshness Signal = "freshness"
+// Freshness is the template name of the newest-sample timestamp of each key
+// (by default of governor_sdk_rules_version, which every SDK instance
+// exports). It is not a signal of its own: it decides staleness.
+const Freshness Signal = "freshness"
 
 // All lists the per-entry signals in a stable order.
 var All = []Signal{RequestRate, ErrorRatio, LatencyP50, LatencyP99, InFlight, Limit, ShedRatio, QueueDelayP99, CPU, Memory}

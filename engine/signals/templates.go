@@ -68,14 +68,14 @@ sum by ({{.By}}, class) (rate(governor_sdk_requests_total{ {{.Selector}} }[{{.Wi
 		CPU: `avg by ({{.By}}) (
   rate(process_cpu_seconds_total[{{.Window}}])
   * on (job, instance) group_left (service)
-  max by (job, instance, service) (governor_sdk_rules_version{ {{.Selector}} })
+  group by (job, instance, service) (governor_sdk_rules_version{ {{.Selector}} })
 )`,
 		Memory: `avg by ({{.By}}) (
   process_resident_memory_bytes
   * on (job, instance) group_left (service)
-  max by (job, instance, service) (governor_sdk_rules_version{ {{.Selector}} })
+  group by (job, instance, service) (governor_sdk_rules_version{ {{.Selector}} })
 )`,
-		freshness: `max by ({{.By}}) (timestamp(governor_sdk_rules_version{ {{.Selector}} }))`,
+		Freshness: `max by ({{.By}}) (timestamp(governor_sdk_rules_version{ {{.Selector}} }))`,
 	}
 }
 
@@ -88,7 +88,7 @@ type templateSet map[Signal]*template.Template
 func compileTemplates(overrides map[Signal]string) (templateSet, error) {
 	src := DefaultTemplates()
 	for _, s := range slices.Sorted(maps.Keys(overrides)) {
-		if _, ok := src[s]; !ok || s == freshness {
+		if _, ok := src[s]; !ok {
 			return nil, fmt.Errorf("%w: templates: unknown signal %q", ErrInvalidOption, s)
 		}
 		if strings.TrimSpace(overrides[s]) == "" {

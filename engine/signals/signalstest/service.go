@@ -44,6 +44,11 @@ type Profile struct {
 }
 
 // DefaultProfile returns a profile with two classes and simple histograms.
+// Its expected signals, by hand: offered 100/s, admitted 85/s, shed ratio
+// 15/100 = 0.15 (batch 0.25, critical 0), error ratio 0.02; latency p50 in
+// (0.05, 0.1] at rank 0.5: 0.05 + 0.05 × (0.5−0.4)/(0.8−0.4) = 0.0625; p99 in
+// (0.25, 0.5]: 0.25 + 0.25 × (0.99−0.95)/(1−0.95) = 0.45; queue p99 in
+// (0.001, 0.01]: 0.001 + 0.009 × (0.99−0.9)/(1−0.9) = 0.0091.
 func DefaultProfile(service string) Profile {
 	return Profile{
 		Service: service,
@@ -53,7 +58,7 @@ func DefaultProfile(service string) Profile {
 			"batch":    {Rate: 60, Shed: 0.25},
 		},
 		ErrorFraction: 0.02,
-		Latency:       map[float64]float64{0.05: 0.5, 0.1: 0.8, 0.25: 0.95, 0.5: 1},
+		Latency:       map[float64]float64{0.05: 0.4, 0.1: 0.8, 0.25: 0.95, 0.5: 1},
 		QueueDelay:    map[float64]float64{0.001: 0.9, 0.01: 1},
 		InFlight:      12,
 		Limit:         40,
