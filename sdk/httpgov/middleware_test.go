@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -269,3 +270,17 @@ type discard struct{ h http.Header }
 func (d *discard) Header() http.Header         { return d.h }
 func (d *discard) Write(b []byte) (int, error) { return len(b), nil }
 func (d *discard) WriteHeader(int)             {}
+
+// FuzzRemoteHost: the client address parser never panics and returns a part
+// of RemoteAddr.
+func FuzzRemoteHost(f *testing.F) {
+	for _, s := range []string{"10.1.2.3:5555", "[::1]:80", "", ":", "[", "]:", "[]:1", "host"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, addr string) {
+		got := httpgov.RemoteHost(&http.Request{RemoteAddr: addr})
+		if !strings.Contains(addr, got) {
+			t.Fatalf("RemoteHost(%q) = %q, not part of the address", addr, got)
+		}
+	})
+}
