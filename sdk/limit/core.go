@@ -39,9 +39,8 @@ type algorithm interface {
 type core struct {
 	// Read on every Observe, written once per window.
 	limit     atomic.Int64
-	busyAt    atomic.Int64
 	windowEnd atomic.Int64
-	_         [cacheLine - 24]byte
+	_         [cacheLine - 16]byte
 
 	shards []shard
 	mask   uint32
@@ -80,25 +79,24 @@ type snapshotState struct {
 	maxTP                   atomic.Uint64
 }
 
-func newCore(p params, o options, alg algorithm, clk clock.Clock) *core {
-	c := &core{
-		shards:   newShards(o.shards),
-		p:        p,
-		window:   o.window,
-		minN:     int64(o.minSamples),
-		alg:      alg,
-		cur:      float64(p.initial),
-		enforced: true,
-		rng:      rand.New(rand.NewPCG(o.seed, o.seed^0x9e3779b97f4a7c15)),
-	}
+// init prepares c in place (the limiters embed their core by value, so
+// that Observe through the Limiter interface has no extra indirection).
+func (c *core) init(p params, o options, alg algorithm, clk clock.Clock) {
+	c.shards = newShards(o.shards)
 	c.mask = uint32(len(c.shards) - 1)
+	c.p = p
+	c.window = o.window
+	c.minN = int64(o.minSamples)
+	c.alg = alg
+	c.cur = float64(p.initial)
+	c.enforced = true
+	c.rng = rand.New(rand.NewPCG(o.seed, o.seed^0x9e3779b97f4a7c15))
 	c.windowEnd.Store(math.MinInt64)
 	if clk != nil {
 		c.begin(clk.Nanotime())
 		c.windowEnd.Store(c.winStart + c.window)
 	}
 	c.publish()
-	return c
 }
 
 func (c *core) begin(now int64) {
@@ -115,22 +113,22 @@ func (c *core) probeDelay() int64 {
 // Limit returns the current limit.
 func (c *core) Limit() int { return int(c.limit.Load()) }
 
-// Observe records one finished request. It is lock-free and allocation-free.
+// Observe records one finished request. It is lock-free and allocation-free:
+// one atomic add, plus a compare-and-swap on a new in-flight maximum and an
+// add on a drop.
 func (c *core) Observe(now, rtt int64, inflight int, dropped bool) {
-	inc := uint64(1)
-	if int64(inflight) >= c.busyAt.Load() {
-		inc |= busyOne
+	s := &c.shards[rand.Uint32()&c.mask]
+	v := s.packed.Add(countOne | rttUnits(rtt))
+	for n := int64(inflight); ; {
+		m := s.maxInflight.Load()
+		if n <= m || s.maxInflight.CompareAndSwap(m, n) {
+			break
+		}
 	}
 	if dropped {
-		inc |= dropOne
+		s.drops.Add(1)
 	}
-	if rtt < 0 {
-		rtt = 0
-	}
-	s := &c.shards[rand.Uint32()&c.mask]
-	n := s.packed.Add(inc)
-	s.rtt.Add(uint64(rtt))
-	if now >= c.windowEnd.Load() || n&fieldMask >= shardGuard {
+	if now >= c.windowEnd.Load() || v >= countGuard || v&rttMask >= rttGuard {
 		c.tryClose(now)
 	}
 }
@@ -162,7 +160,7 @@ func (c *core) close(now int64) int64 {
 	w := window{start: c.winStart, end: now}
 	take(c.shards, &w)
 	c.taken += w.count
-	w.finish()
+	w.finish(max(int64(math.Ceil(c.cur*busyShare)), 1))
 	c.winStart = now
 	c.decide(&w)
 	return now + c.window
@@ -248,7 +246,6 @@ func (c *core) publish() {
 	if !c.enforced {
 		pub = int64(c.p.max)
 	}
-	c.busyAt.Store(max(int64(math.Ceil(c.cur*busyShare)), 1))
 	c.limit.Store(pub)
 	c.snap.learned.Store(learned)
 	c.snap.noLoad.Store(int64(c.noLoad))

@@ -9,7 +9,7 @@ import (
 // Gradient is the gradient limiter: the limit follows noLoadRTT / sampleRTT
 // with a bounded, smoothed step and square-root headroom. See the package
 // documentation.
-type Gradient struct{ *core }
+type Gradient struct{ core }
 
 var (
 	_ Limiter   = (*Gradient)(nil)
@@ -19,7 +19,9 @@ var (
 type gradient struct{}
 
 func newGradient(p params, o options, clk clock.Clock) *Gradient {
-	return &Gradient{newCore(p, o, gradient{}, clk)}
+	g := &Gradient{}
+	g.init(p, o, gradient{}, clk)
+	return g
 }
 
 func (gradient) engaged(*core, *window) bool { return true }

@@ -46,12 +46,12 @@ func TestNewResolvesDefaults(t *testing.T) {
 			var c *core
 			switch v := l.(type) {
 			case *Gradient:
-				c = v.core
+				c = &v.core
 				if tt.wantKind != "gradient" {
 					t.Fatalf("got a gradient limiter, want %s", tt.wantKind)
 				}
 			case *Little:
-				c = v.core
+				c = &v.core
 				if tt.wantKind != "little" {
 					t.Fatalf("got a little limiter, want %s", tt.wantKind)
 				}
@@ -139,7 +139,7 @@ func newTestCore(t *testing.T, cfg rules.Concurrency, opts ...Option) *core {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return l.(*Gradient).core
+	return &l.(*Gradient).core
 }
 
 func TestWindowNeedsMinSamples(t *testing.T) {
@@ -172,31 +172,62 @@ func TestWindowNeedsMinSamples(t *testing.T) {
 	}
 }
 
-func TestShardGuardClosesAStuckWindow(t *testing.T) {
-	c := newTestCore(t, rules.Concurrency{}, WithShards(1))
-	// A caller whose clock never moves must not overflow the counters.
-	for range shardGuard + 10 {
-		c.Observe(1, 1000, 1, false)
+func TestShardGuardsCloseAStuckWindow(t *testing.T) {
+	tests := []struct {
+		name  string
+		rtt   int64
+		calls int
+	}{
+		{"sample count", 1000, 1<<19 + 10},
+		{"rtt sum", 1 << 40, 1<<13 + 10},
 	}
-	if got := countSamples(c.shards); got >= shardGuard {
-		t.Fatalf("shard holds %d samples, the guard is %d", got, shardGuard)
-	}
-	if c.taken == 0 {
-		t.Fatal("no window was closed")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newTestCore(t, rules.Concurrency{}, WithShards(1))
+			// A caller whose clock never moves must not overflow the counters.
+			for range tt.calls {
+				c.Observe(1, tt.rtt, 1, false)
+			}
+			if c.taken == 0 {
+				t.Fatal("no window was closed")
+			}
+			if c.taken+countSamples(c.shards) != int64(tt.calls) {
+				t.Fatalf("accounted %d samples, want %d", c.taken+countSamples(c.shards), tt.calls)
+			}
+		})
 	}
 }
 
 func TestPackedCounters(t *testing.T) {
 	c := newTestCore(t, rules.Concurrency{Initial: 10}, WithShards(1), WithMinSamples(1000))
-	// busyAt is ceil(10 * 0.8) = 8.
-	c.Observe(1, 100, 8, false)
-	c.Observe(1, 200, 7, true)
-	c.Observe(1, -5, 9, true) // a negative rtt counts as 0
+	c.Observe(1, 100, 8, false) // 100 ns rounds to 2 units of 64 ns
+	c.Observe(1, 200, 7, true)  // 3 units
+	c.Observe(1, -5, 9, true)   // a negative rtt counts as 0
 	var w window
 	take(c.shards, &w)
-	want := window{count: 3, busy: 2, drops: 2, sumRTT: 300}
+	want := window{count: 3, drops: 2, maxInflight: 9, sumRTT: 5 * 64}
 	if w != want {
 		t.Fatalf("window = %+v, want %+v", w, want)
+	}
+	w.end = 1000
+	w.finish(8)
+	if !w.used || w.avgRTT != 320.0/3 || w.concurrency != 0.32 {
+		t.Fatalf("finish: %+v", w)
+	}
+}
+
+func TestRTTUnits(t *testing.T) {
+	tests := []struct {
+		rtt  int64
+		want uint64
+	}{
+		{-1, 0}, {0, 0}, {31, 0}, {32, 1}, {64, 1}, {96, 2}, {int64(time.Millisecond), 15625},
+		{int64(time.Hour), maxRTTUnit},
+	}
+	for _, tt := range tests {
+		if got := rttUnits(tt.rtt); got != tt.want {
+			t.Errorf("rttUnits(%d) = %d, want %d", tt.rtt, got, tt.want)
+		}
 	}
 }
 

@@ -13,7 +13,7 @@ const throughputDecay = 0.1
 // Little is the Little's-law limiter: limit ~ max throughput x no-load
 // latency, enforced while an overload signal is on. See the package
 // documentation.
-type Little struct{ *core }
+type Little struct{ core }
 
 var (
 	_ Limiter   = (*Little)(nil)
@@ -28,7 +28,9 @@ type little struct {
 }
 
 func newLittle(p params, o options, clk clock.Clock) *Little {
-	return &Little{newCore(p, o, &little{signal: o.signal, hold: o.hold}, clk)}
+	l := &Little{}
+	l.init(p, o, &little{signal: o.signal, hold: o.hold}, clk)
+	return l
 }
 
 func (l *little) engaged(c *core, w *window) bool {

@@ -6,45 +6,51 @@ import (
 	"sync/atomic"
 )
 
-// A sample shard packs three counters into one word so that Observe costs
-// two atomic adds: count, busy (admitted near the limit) and dropped, 21 bits
-// each. The round-trip times add up in a second word.
+// A sample shard packs the sample count and the sum of round-trip times into
+// one word, so that Observe costs a single atomic add: the count in the top
+// 20 bits, the RTT sum in units of 64 ns in the low 44 bits. The largest
+// in-flight count and the drops live beside it; they are written rarely (a
+// new maximum, a drop).
 const (
-	fieldBits  = 21
-	fieldMask  = 1<<fieldBits - 1
-	busyShift  = fieldBits
-	dropShift  = 2 * fieldBits
-	busyOne    = 1 << busyShift
-	dropOne    = 1 << dropShift
-	shardGuard = 1 << 20 // a shard this full closes the window whatever the clock says
-	cacheLine  = 128     // two lines: adjacent-line prefetch makes 64 bytes share
+	rttBits    = 44
+	rttMask    = 1<<rttBits - 1
+	rttShift   = 6                  // RTT unit: 64 ns
+	maxRTTUnit = 1<<30 - 1          // one sample's RTT is capped at about 68 s
+	countOne   = 1 << rttBits       //
+	countGuard = 1 << 63            // a shard with 2^19 samples ...
+	rttGuard   = 1 << (rttBits - 1) // ... or half its RTT range closes the window whatever the clock says
+	cacheLine  = 128                // two lines: adjacent-line prefetch makes 64 bytes share
 )
 
 type shard struct {
-	packed atomic.Uint64
-	rtt    atomic.Uint64
-	_      [cacheLine - 16]byte
+	packed      atomic.Uint64
+	maxInflight atomic.Int64
+	drops       atomic.Int64
+	_           [cacheLine - 24]byte
 }
 
 // window is the summary of the samples of one window.
 type window struct {
 	start, end  int64
-	count, busy int64
+	count       int64
 	drops       int64
-	sumRTT      uint64
+	maxInflight int64
+	sumRTT      float64 // nanoseconds
 	avgRTT      float64 // nanoseconds
 	concurrency float64 // time-averaged in-flight (Little's law: sum of RTTs / duration)
 	used        bool    // the limit was in use
 }
 
-func (w *window) finish() {
+// finish derives the window's statistics; the limit was in use when in-flight
+// reached busyAt at least once.
+func (w *window) finish(busyAt int64) {
 	if w.count > 0 {
-		w.avgRTT = float64(w.sumRTT) / float64(w.count)
+		w.avgRTT = w.sumRTT / float64(w.count)
 	}
 	if d := w.end - w.start; d > 0 {
-		w.concurrency = float64(w.sumRTT) / float64(d)
+		w.concurrency = w.sumRTT / float64(d)
 	}
-	w.used = w.busy*10 >= w.count && w.busy > 0
+	w.used = w.count > 0 && w.maxInflight >= busyAt
 }
 
 // idle reports whether the window's load was far below limit: neither
@@ -69,26 +75,36 @@ func newShards(n int) []shard {
 	return make([]shard, n)
 }
 
+// rttUnits converts a round-trip time to the shard's units, rounding to the
+// nearest unit and capping.
+func rttUnits(rtt int64) uint64 {
+	if rtt <= 0 {
+		return 0
+	}
+	return min(uint64(rtt+1<<(rttShift-1))>>rttShift, maxRTTUnit)
+}
+
 // countSamples returns the samples accumulated so far without taking them.
 func countSamples(shards []shard) int64 {
 	var n int64
 	for i := range shards {
-		n += int64(shards[i].packed.Load() & fieldMask)
+		n += int64(shards[i].packed.Load() >> rttBits)
 	}
 	return n
 }
 
 // take empties the shards into w.
 func take(shards []shard, w *window) {
+	var units uint64
 	for i := range shards {
 		p := shards[i].packed.Swap(0)
-		w.count += int64(p & fieldMask)
-		w.busy += int64(p >> busyShift & fieldMask)
-		w.drops += int64(p >> dropShift & fieldMask)
-		w.sumRTT += shards[i].rtt.Swap(0)
+		w.count += int64(p >> rttBits)
+		units += p & rttMask
+		w.drops += shards[i].drops.Swap(0)
+		w.maxInflight = max(w.maxInflight, shards[i].maxInflight.Swap(0))
 	}
-	// A sample whose two adds straddle the swap is split between windows;
-	// keep the summary consistent.
-	w.busy = min(w.busy, w.count)
+	w.sumRTT = float64(units) * (1 << rttShift)
+	// A drop added just after the swap of its shard's count lands in the
+	// next window; keep the summary consistent.
 	w.drops = min(w.drops, w.count)
 }
