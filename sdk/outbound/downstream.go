@@ -49,7 +49,7 @@ type Downstream struct {
 	bal     *balancer.Balancer // always set; idle without endpoints
 	clk     clock.Clock
 	hooks   *Hooks
-	series  series
+	stats   *stats
 
 	// refused are the errors handed out for refusals, made once so the
 	// refused path does not allocate.
@@ -104,12 +104,12 @@ func (d *Downstream) Begin(now int64) (Call, error) {
 			c.inflight, over = d.bh.Force()
 			c.bh = true
 			if over {
-				d.series.calls[iShadow].Inc()
+				d.stats.call(iShadow)
 			}
 		} else {
 			n, err := d.bh.Acquire()
 			if err != nil {
-				d.series.calls[iBulkheadFull].Inc()
+				d.stats.call(iBulkheadFull)
 				return Call{}, d.refuse(bulkhead.ErrFull)
 			}
 			c.inflight, c.bh = n, true
@@ -121,12 +121,12 @@ func (d *Downstream) Begin(now int64) (Call, error) {
 		case err == nil:
 			c.ticket = t
 		case d.shadow:
-			d.series.calls[iShadow].Inc()
+			d.stats.call(iShadow)
 		default:
 			if c.bh {
 				d.bh.Cancel()
 			}
-			d.series.calls[iBreakerOpen].Inc()
+			d.stats.call(iBreakerOpen)
 			return Call{}, d.refuse(breaker.ErrOpen)
 		}
 	}
@@ -163,11 +163,10 @@ func (c Call) End(now int64, failed, dropped bool) {
 		d.bh.Release(now, rtt, c.inflight, dropped)
 	}
 	if failed {
-		d.series.calls[iError].Inc()
+		d.stats.finish(iError, rtt)
 	} else {
-		d.series.calls[iSuccess].Inc()
+		d.stats.finish(iSuccess, rtt)
 	}
-	d.series.duration.Observe(float64(rtt) / 1e9)
 }
 
 // Cancel gives back what Begin took for a call that is not made after all
@@ -197,9 +196,9 @@ func (d *Downstream) NextRetry(ctx context.Context, attempts int, retryAfter tim
 	wait, err := d.retrier.Next(ctx, attempts, retryAfter)
 	switch {
 	case err == nil:
-		d.series.retried.Inc()
+		d.stats.shard().retried.Add(1)
 	case errors.Is(err, retry.ErrBudgetExhausted):
-		d.series.budgetRefused.Inc()
+		d.stats.shard().budgetRefused.Add(1)
 	}
 	return wait, err
 }

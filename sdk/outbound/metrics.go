@@ -1,6 +1,10 @@
 package outbound
 
 import (
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -21,63 +25,7 @@ const (
 
 var outcomes = [...]string{OutcomeSuccess, OutcomeError, OutcomeBreakerOpen, OutcomeBulkheadFull, OutcomeShadowWouldReject}
 
-// durationBuckets are the bounds of the call latency histogram, in seconds
-// (the same as the inbound request histogram).
-var durationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
-
-type metrics struct {
-	calls    *prometheus.CounterVec
-	duration *prometheus.HistogramVec
-	retries  *prometheus.CounterVec
-}
-
-func newMetrics() *metrics {
-	return &metrics{
-		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "governor_sdk_downstream_calls_total",
-			Help: "Outbound calls by downstream and outcome.",
-		}, []string{"downstream", "outcome"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "governor_sdk_downstream_duration_seconds",
-			Help:    "Latency of outbound calls.",
-			Buckets: durationBuckets,
-		}, []string{"downstream"}),
-		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "governor_sdk_retries_total",
-			Help: "Retries by downstream and outcome: attempted or budget_exhausted.",
-		}, []string{"downstream", "outcome"}),
-	}
-}
-
-// series are one downstream's children, looked up once when it is applied so
-// the call path allocates nothing.
-type series struct {
-	calls         [len(outcomes)]prometheus.Counter
-	duration      prometheus.Observer
-	retried       prometheus.Counter
-	budgetRefused prometheus.Counter
-}
-
-func (m *metrics) series(name string) series {
-	var s series
-	for i, o := range outcomes {
-		s.calls[i] = m.calls.WithLabelValues(name, o)
-	}
-	s.duration = m.duration.WithLabelValues(name)
-	s.retried = m.retries.WithLabelValues(name, RetryAttempted)
-	s.budgetRefused = m.retries.WithLabelValues(name, RetryBudgetExhausted)
-	return s
-}
-
-func (m *metrics) forget(name string) {
-	for _, o := range outcomes {
-		m.calls.DeleteLabelValues(name, o)
-	}
-	m.duration.DeleteLabelValues(name)
-	m.retries.DeleteLabelValues(name, RetryAttempted)
-	m.retries.DeleteLabelValues(name, RetryBudgetExhausted)
-}
-
+// Indexes into outcomes.
 const (
 	iSuccess = iota
 	iError
@@ -86,38 +34,134 @@ const (
 	iShadow
 )
 
-// collector reports the gauges that are read at scrape time: breaker state
-// and retry budget use.
+// durationBounds are the upper bounds of the call latency histogram (the
+// same as the inbound request histogram's); the last bucket is +Inf.
+var durationBounds = [...]time.Duration{
+	time.Millisecond, 2500 * time.Microsecond, 5 * time.Millisecond, 10 * time.Millisecond,
+	25 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond, 250 * time.Millisecond,
+	500 * time.Millisecond, time.Second, 2500 * time.Millisecond, 5 * time.Second, 10 * time.Second,
+}
+
+// statShards stripes a downstream's counters so concurrent calls rarely
+// write the same cache line; a power of two.
+const statShards = 8
+
+type statShard struct {
+	calls         [len(outcomes)]atomic.Uint64
+	buckets       [len(durationBounds) + 1]atomic.Uint64
+	sum           atomic.Int64 // nanoseconds
+	retried       atomic.Uint64
+	budgetRefused atomic.Uint64
+	_             [256 - 8*(len(outcomes)+len(durationBounds)+4)]byte
+}
+
+// stats are one downstream's counters. They outlive rebuilds of the
+// downstream (counters never go back) and are summed at scrape time, so the
+// call path writes one striped atomic per count and allocates nothing.
+type stats struct {
+	shards [statShards]statShard
+}
+
+func (s *stats) shard() *statShard { return &s.shards[rand.Uint32()&(statShards-1)] }
+
+func (s *stats) call(outcome int) { s.shard().calls[outcome].Add(1) }
+
+// finish counts a finished call and its latency in one shard.
+func (s *stats) finish(outcome int, rtt int64) {
+	sh := s.shard()
+	sh.calls[outcome].Add(1)
+	i := 0
+	for i < len(durationBounds) && rtt > int64(durationBounds[i]) {
+		i++
+	}
+	sh.buckets[i].Add(1)
+	sh.sum.Add(rtt)
+}
+
+// snapshot sums the shards.
+type snapshot struct {
+	calls                  [len(outcomes)]uint64
+	buckets                [len(durationBounds) + 1]uint64
+	sum                    int64
+	retried, budgetRefused uint64
+}
+
+func (s *stats) snapshot() snapshot {
+	var out snapshot
+	for i := range s.shards {
+		sh := &s.shards[i]
+		for j := range out.calls {
+			out.calls[j] += sh.calls[j].Load()
+		}
+		for j := range out.buckets {
+			out.buckets[j] += sh.buckets[j].Load()
+		}
+		out.sum += sh.sum.Load()
+		out.retried += sh.retried.Load()
+		out.budgetRefused += sh.budgetRefused.Load()
+	}
+	return out
+}
+
+// collector exports every downstream's series (docs/metrics.md) at scrape
+// time: each downstream in force has all of its series from the moment it is
+// applied, and a dropped one disappears.
 type collector struct {
-	s            *Set
-	state, ratio *prometheus.Desc
+	s                                     *Set
+	calls, duration, retries, state, used *prometheus.Desc
+	bounds                                []float64
 }
 
 func newCollector(s *Set) *collector {
-	return &collector{
+	c := &collector{
 		s: s,
+		calls: prometheus.NewDesc("governor_sdk_downstream_calls_total",
+			"Outbound calls by downstream and outcome.", []string{"downstream", "outcome"}, nil),
+		duration: prometheus.NewDesc("governor_sdk_downstream_duration_seconds",
+			"Latency of outbound calls.", []string{"downstream"}, nil),
+		retries: prometheus.NewDesc("governor_sdk_retries_total",
+			"Retries by downstream and outcome: attempted or budget_exhausted.", []string{"downstream", "outcome"}, nil),
 		state: prometheus.NewDesc("governor_sdk_breaker_state",
-			"Breaker state by downstream: 0 closed, 1 half-open, 2 open.", []string{"downstream"}, nil),
-		ratio: prometheus.NewDesc("governor_sdk_retry_budget_ratio",
+			"Breaker state by downstream: 0 closed, 1 half-open (throttle: rejecting a share), 2 open.", []string{"downstream"}, nil),
+		used: prometheus.NewDesc("governor_sdk_retry_budget_ratio",
 			"Retries / requests in the retry budget window, by downstream.", []string{"downstream"}, nil),
+	}
+	for _, b := range durationBounds {
+		c.bounds = append(c.bounds, b.Seconds())
+	}
+	return c
+}
+
+// Describe sends the descriptors.
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.calls, c.duration, c.retries, c.state, c.used} {
+		ch <- d
 	}
 }
 
-// Describe sends the gauges' descriptors.
-func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.state
-	ch <- c.ratio
-}
-
-// Collect reads every downstream's breaker and budget.
+// Collect sums every downstream's shards and reads its breaker and budget.
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	now := c.s.clk.Nanotime()
 	for name, d := range *c.s.m.Load() {
+		snap := d.stats.snapshot()
+		for i, o := range outcomes {
+			ch <- prometheus.MustNewConstMetric(c.calls, prometheus.CounterValue, float64(snap.calls[i]), name, o)
+		}
+		buckets := make(map[float64]uint64, len(c.bounds))
+		var cum uint64
+		for i, b := range c.bounds {
+			cum += snap.buckets[i]
+			buckets[b] = cum
+		}
+		count := cum + snap.buckets[len(c.bounds)]
+		ch <- prometheus.MustNewConstHistogram(c.duration, count, float64(snap.sum)/1e9, buckets, name)
+		ch <- prometheus.MustNewConstMetric(c.retries, prometheus.CounterValue, float64(snap.retried), name, RetryAttempted)
+		ch <- prometheus.MustNewConstMetric(c.retries, prometheus.CounterValue, float64(snap.budgetRefused), name, RetryBudgetExhausted)
 		if d.brk != nil {
 			ch <- prometheus.MustNewConstMetric(c.state, prometheus.GaugeValue, float64(d.brk.State(now)), name)
 		}
 		if d.retrier != nil {
-			ch <- prometheus.MustNewConstMetric(c.ratio, prometheus.GaugeValue, d.retrier.Budget().Ratio(now), name)
+			ch <- prometheus.MustNewConstMetric(c.used, prometheus.GaugeValue, d.retrier.Budget().Ratio(now), name)
 		}
 	}
 }

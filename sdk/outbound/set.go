@@ -69,9 +69,8 @@ type Options struct {
 // Set holds the outbound protection of every downstream of a service. It is
 // safe for concurrent use.
 type Set struct {
-	opts    Options
-	clk     clock.Clock
-	metrics *metrics
+	opts Options
+	clk  clock.Clock
 
 	m atomic.Pointer[map[string]*Downstream]
 
@@ -93,16 +92,14 @@ func New(opts Options) (*Set, error) {
 	if opts.NewLimiter == nil {
 		opts.NewLimiter = defaultLimiter
 	}
-	s := &Set{opts: opts, clk: opts.Clock, metrics: newMetrics(), endpoints: map[string][]string{}}
+	s := &Set{opts: opts, clk: opts.Clock, endpoints: map[string][]string{}}
 	s.m.Store(&map[string]*Downstream{})
 	if r := opts.Registerer; r != nil {
 		if opts.Service != "" {
 			r = prometheus.WrapRegistererWith(prometheus.Labels{"service": opts.Service}, r)
 		}
-		for _, c := range []prometheus.Collector{s.metrics.calls, s.metrics.duration, s.metrics.retries, newCollector(s)} {
-			if err := r.Register(c); err != nil {
-				return nil, fmt.Errorf("%w: registering metrics: %w", ErrInvalidOptions, err)
-			}
+		if err := r.Register(newCollector(s)); err != nil {
+			return nil, fmt.Errorf("%w: registering metrics: %w", ErrInvalidOptions, err)
 		}
 	}
 	return s, nil
@@ -159,11 +156,6 @@ func (s *Set) Apply(ds []rules.Downstream) error {
 		next[r.Name] = d
 	}
 	s.m.Store(&next)
-	for name := range old {
-		if _, ok := next[name]; !ok {
-			s.metrics.forget(name)
-		}
-	}
 	return nil
 }
 
@@ -178,7 +170,10 @@ func (s *Set) build(r rules.Downstream, prev *Downstream) (*Downstream, error) {
 		timeout: r.Timeout.D(),
 		clk:     s.clk,
 		hooks:   &s.opts.Hooks,
-		series:  s.metrics.series(name),
+		stats:   &stats{},
+	}
+	if prev != nil {
+		d.stats = prev.stats // counters never go back
 	}
 	d.refusedOpen = &RejectedError{Downstream: name, Reason: breaker.ErrOpen}
 	d.refusedFull = &RejectedError{Downstream: name, Reason: bulkhead.ErrFull}

@@ -80,18 +80,6 @@ func (f *fixture) trip(name string) {
 	}
 }
 
-// value reads a counter or gauge.
-func value(m prometheus.Metric) float64 {
-	var d dto.Metric
-	if err := m.Write(&d); err != nil {
-		panic(err)
-	}
-	if d.Counter != nil {
-		return d.GetCounter().GetValue()
-	}
-	return d.GetGauge().GetValue()
-}
-
 // gathered returns the series of a family in the registry.
 func (f *fixture) gathered(name string) []*dto.Metric {
 	f.t.Helper()
@@ -117,7 +105,23 @@ func label(m *dto.Metric, name string) string {
 }
 
 func (f *fixture) count(outcome, ds string) float64 {
-	return value(f.set.metrics.calls.WithLabelValues(ds, outcome))
+	for _, m := range f.gathered("governor_sdk_downstream_calls_total") {
+		if label(m, "downstream") == ds && label(m, "outcome") == outcome {
+			return m.GetCounter().GetValue()
+		}
+	}
+	f.t.Fatalf("no series for %s %s", ds, outcome)
+	return 0
+}
+
+func (f *fixture) retries(outcome, ds string) float64 {
+	for _, m := range f.gathered("governor_sdk_retries_total") {
+		if label(m, "downstream") == ds && label(m, "outcome") == outcome {
+			return m.GetCounter().GetValue()
+		}
+	}
+	f.t.Fatalf("no retry series for %s %s", ds, outcome)
+	return 0
 }
 
 func brk() *rules.Breaker {
@@ -280,8 +284,8 @@ func TestRetriesAreCountedAndBudgeted(t *testing.T) {
 	if errs[0] != nil || errs[1] != nil || !errors.Is(errs[2], retry.ErrBudgetExhausted) {
 		t.Fatalf("NextRetry errors %v", errs)
 	}
-	attempted := value(f.set.metrics.retries.WithLabelValues("api", RetryAttempted))
-	refused := value(f.set.metrics.retries.WithLabelValues("api", RetryBudgetExhausted))
+	attempted := f.retries(RetryAttempted, "api")
+	refused := f.retries(RetryBudgetExhausted, "api")
 	if attempted != 2 || refused != 1 {
 		t.Fatalf("retries attempted %v budget_exhausted %v", attempted, refused)
 	}
@@ -329,6 +333,27 @@ func TestMetricsAreCreatedUpFrontAndDropped(t *testing.T) {
 	f.trip("a")
 	if ms := f.gathered("governor_sdk_breaker_state"); len(ms) != 1 || ms[0].GetGauge().GetValue() != 2 {
 		t.Fatalf("breaker_state = %v, want one series at 2", ms)
+	}
+	// Every admitted call took 10ms: all of them in the 10ms bucket.
+	h := f.gathered("governor_sdk_downstream_duration_seconds")[0].GetHistogram()
+	calls := f.count(OutcomeError, "a") + f.count(OutcomeSuccess, "a")
+	if float64(h.GetSampleCount()) != calls || calls == 0 || h.GetSampleSum() < calls*0.0099 || h.GetSampleSum() > calls*0.0101 {
+		t.Fatalf("histogram count %d sum %v for %v calls", h.GetSampleCount(), h.GetSampleSum(), calls)
+	}
+	for _, b := range h.GetBucket() {
+		want := uint64(0)
+		if b.GetUpperBound() >= 0.01 {
+			want = h.GetSampleCount()
+		}
+		if b.GetCumulativeCount() != want {
+			t.Fatalf("bucket %v holds %d, want %d", b.GetUpperBound(), b.GetCumulativeCount(), want)
+		}
+	}
+	// Counters survive a rebuild of the downstream.
+	before := f.count(OutcomeError, "a")
+	f.apply(rules.Downstream{Name: "a", Breaker: brk(), Retry: &rules.Retry{MaxAttempts: 4}})
+	if got := f.count(OutcomeError, "a"); got != before {
+		t.Fatalf("error count %v after a rebuild, want %v", got, before)
 	}
 	if _, err := New(Options{Registerer: f.reg, Service: "checkout"}); !errors.Is(err, ErrInvalidOptions) {
 		t.Fatalf("registering twice = %v", err)

@@ -44,6 +44,10 @@ type Ring struct {
 	width   int64 // bucket width in nanoseconds
 	buckets int64 // a power of two
 	cells   []cell
+	// cur caches the latest epoch seen, so the hot path usually replaces a
+	// 64-bit division by a multiplication and two compares. It is written
+	// once per bucket width.
+	cur atomic.Int64
 }
 
 // New returns a ring covering window, split into buckets (DefaultBuckets if
@@ -78,10 +82,20 @@ func (r *Ring) Window() time.Duration { return time.Duration(r.width * r.buckets
 func (r *Ring) BucketWidth() time.Duration { return time.Duration(r.width) }
 
 func (r *Ring) epochOf(now int64) int64 {
-	if now < 0 {
-		return (now - r.width + 1) / r.width
+	cur := r.cur.Load()
+	if start := cur * r.width; now >= start && now-start < r.width {
+		return cur
 	}
-	return now / r.width
+	var e int64
+	if now < 0 {
+		e = (now - r.width + 1) / r.width
+	} else {
+		e = now / r.width
+	}
+	if e > cur {
+		r.cur.CompareAndSwap(cur, e)
+	}
+	return e
 }
 
 // cellFor returns the cell of a random stripe of the bucket holding now,
