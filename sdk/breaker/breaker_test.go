@@ -22,8 +22,12 @@ func newRig(t *testing.T, c rules.Breaker) *rig {
 	r := &rig{t: t, clk: clock.NewFake(time.Time{})}
 	g, err := New(c, Options{OnStateChange: func(from, to State) {
 		r.changes = append(r.changes, from.String()+">"+to.String())
-		// Hooks run outside the lock: calling back must not deadlock.
-		_ = r.b.State(r.clk.Nanotime())
+		// Hooks run outside the lock.
+		if !r.b.mu.TryLock() {
+			t.Error("state-change hook ran under the breaker's lock")
+			return
+		}
+		r.b.mu.Unlock()
 	}})
 	if err != nil {
 		t.Fatalf("New: %v", err)
