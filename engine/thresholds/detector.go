@@ -7,11 +7,17 @@ import (
 
 // Result is the verdict on one sample.
 type Result struct {
-	// Score is the anomaly score in [0, 1]; 0 while Inconclusive.
+	// Score is the anomaly score in [0, 1]; 0 while Inconclusive. It is the
+	// surprisal s (in nats) of the most surprising feature mapped by
+	// s/(s+ScoreScale): scores near ln(m)/(ln(m)+1), with m the samples in
+	// the memory half-life, mean "not seen in recent memory"; higher ones
+	// mean "beyond anything seen".
 	Score float64
 	// Inconclusive is true until the detector has seen Options.Warmup samples.
 	Inconclusive bool
-	// Surprise is the sample's distance from the expected value in spreads.
+	// Feature is the feature that gave the score.
+	Feature Feature
+	// Surprise is the sample's distance from Expected in spreads.
 	Surprise float64
 	// Expected and Spread describe the baseline the sample was judged against.
 	Expected, Spread float64
@@ -19,24 +25,21 @@ type Result struct {
 	Seasonal bool
 }
 
-// Detector scores one series. It is not safe for concurrent use; give each
-// series its own Detector.
+// Detector scores one series in O(1) time and memory per sample (the
+// seasonal profile is a fixed number of bins). It is not safe for concurrent
+// use; give each series its own Detector.
 type Detector struct {
-	opt     Options
-	level   robust  // recent level and spread
-	long    robust  // long-run level and spread
-	short   float64 // fast EWMA of the value
-	aShort  float64
-	mid     float64 // slower EWMA of the value
-	aMid    float64
-	env     extremes  // envelope of past values
-	season  *seasonal // daily (or other) profile; nil when disabled
-	smooth  float64   // short EWMA of the raw surprise
-	aSmooth float64
-	rare    [nFeatures]rarity
-	typ     [nFeatures]typical
-	decay   float64
-	n       int
+	opt    Options
+	level  robust    // recent level and spread
+	long   robust    // long-run level and spread
+	short  float64   // fast average of the value
+	mid    float64   // medium average of the value
+	aShort float64   // EWMA weights of short and mid
+	aMid   float64   //
+	env    extremes  // envelope of past values
+	season *seasonal // seasonal profile; nil when disabled
+	rare   [NumFeatures]rarity
+	n      int
 }
 
 // New returns a Detector; it fails if the options are invalid.
@@ -46,19 +49,16 @@ func New(opt Options) (*Detector, error) {
 	}
 	a := halfLifeAlpha(opt.BaselineHalfLife)
 	d := &Detector{
-		opt:     opt,
-		level:   robust{alpha: a},
-		long:    robust{alpha: halfLifeAlpha(opt.LongHalfLife)},
-		aShort:  halfLifeAlpha(opt.ShortHalfLife),
-		aMid:    halfLifeAlpha(opt.MidHalfLife),
-		env:     extremes{decay: halfLifeAlpha(opt.EnvelopeHalfLife)},
-		season:  newSeasonal(opt.Season, opt.SeasonBins, opt.SeasonHalfLife, a),
-		decay:   math.Exp2(-1 / opt.SuppressHalfLife),
-		aSmooth: halfLifeAlpha(opt.SmoothHalfLife),
+		opt:    opt,
+		level:  robust{alpha: a},
+		long:   robust{alpha: halfLifeAlpha(opt.LongHalfLife)},
+		aShort: halfLifeAlpha(opt.ShortHalfLife),
+		aMid:   halfLifeAlpha(opt.MidHalfLife),
+		env:    extremes{decay: halfLifeAlpha(opt.EnvelopeHalfLife)},
+		season: newSeasonal(opt.Season, opt.SeasonBins, opt.SeasonHalfLife, a),
 	}
 	for i := range d.rare {
-		d.rare[i] = newRarity(opt.SuppressHalfLife, opt.RecordMargin)
-		d.typ[i] = typical{alpha: halfLifeAlpha(opt.TypicalHalfLife), floor: 1e-3, k: opt.TailK}
+		d.rare[i] = newRarity(opt.MemoryHalfLife)
 	}
 	return d, nil
 }
@@ -71,51 +71,77 @@ func (d *Detector) Observe(t time.Time, v float64) Result {
 		return Result{Inconclusive: true}
 	}
 	ts := t.UnixNano()
-	res := Result{Expected: d.level.mean, Spread: d.level.spread()}
-	resid := d.level.residual(v)
-	if s := d.season; s != nil && s.ready(ts) {
-		if r, ok := s.residual(ts, v); ok && s.resid.spread() < d.opt.SeasonGain*d.level.spread() {
-			resid = r
-			res.Expected, res.Spread, res.Seasonal = v-r, s.resid.spread(), true
-		}
-	}
-	floor := math.Max(d.opt.SpreadFloor*d.long.spread(), d.opt.RangeFloor*(d.env.hi-d.env.lo))
-	var f [nFeatures]float64
-	if d.n > 0 {
-		z := resid / math.Max(res.Spread, floor)
-		res.Surprise = math.Abs(z)
-		d.short += d.aShort * (v - d.short)
-		sh := (d.short - d.long.mean) / d.long.spread()
-		up, down := d.env.exceed(v)
-		d.mid += d.aMid * (v - d.mid)
-		mid := (d.mid - d.long.mean) / d.long.spread()
-		f = [nFeatures]float64{max(z, 0), max(-z, 0), max(sh, 0), max(-sh, 0), up, down, max(mid, 0), max(-mid, 0)}
-	} else {
-		d.short, d.mid = v, v
-	}
-	d.n++
-	d.level.update(v, d.opt.Clip)
-	d.long.update(v, d.opt.Clip)
-	d.env.update(v, d.long.mean)
-	if d.season != nil {
-		d.season.update(ts, v, d.opt.Clip)
-	}
-	raw := 0.0
+	f, res, adj := d.features(ts, v)
+	d.learn(ts, v, adj)
+	best := 0.0
 	for i := range f {
-		if d.opt.Weights[i] > 0 {
-			sur := d.rare[i].surprisal(f[i]) + d.opt.Magnitude*math.Log1p(d.typ[i].norm(f[i]))
-			raw = math.Max(raw, d.opt.Weights[i]*sur)
-			d.rare[i].update(f[i])
-			d.typ[i].update(f[i])
+		if d.opt.Weights[i] == 0 {
+			continue
 		}
+		if s := d.opt.Weights[i] * d.rare[i].surprisal(f[i]); s > best {
+			best, res.Feature = s, Feature(i)
+		}
+		d.rare[i].update(f[i])
 	}
 	if d.n <= d.opt.Warmup {
 		res.Inconclusive = true
 		return res
 	}
-	res.Score = raw / (raw + d.opt.ScoreScale)
+	res.Score = best / (best + d.opt.ScoreScale)
 	return res
 }
+
+// features computes the sample's features against the state before it.
+// adj is the value with the season taken out when the seasonal profile is
+// in use, else v; the slower features and baselines follow adj.
+func (d *Detector) features(ts int64, v float64) (f [NumFeatures]float64, res Result, adj float64) {
+	res = Result{Expected: d.level.mean, Spread: d.level.spread()}
+	adj = v
+	if d.n == 0 {
+		d.short, d.mid = v, v
+		return f, res, adj
+	}
+	resid := d.level.residual(v)
+	if s := d.season; s != nil && s.ready(ts) {
+		if r, ok := s.residual(ts, v); ok && s.resid.spread() < d.opt.SeasonGain*d.level.spread() {
+			resid = r
+			res.Expected, res.Spread, res.Seasonal = v-r, s.resid.spread(), true
+			if off, ok := s.offset(ts); ok && d.opt.Deseason {
+				adj = v - off
+			}
+		}
+	}
+	floor := math.Max(d.opt.SpreadFloor*d.long.spread(), d.opt.RangeFloor*d.env.width())
+	z := resid / math.Max(res.Spread, floor)
+	res.Surprise = safe(math.Abs(z))
+	d.short += d.aShort * (adj - d.short)
+	d.mid += d.aMid * (adj - d.mid)
+	ls := d.long.spread()
+	shift := (d.short - d.long.mean) / ls
+	drift := (d.mid - d.long.mean) / ls
+	up, down := d.env.exceed(adj)
+	f = [NumFeatures]float64{
+		PointUp: safe(z), PointDown: safe(-z),
+		ShiftUp: safe(shift), ShiftDown: safe(-shift),
+		EnvelopeUp: safe(up), EnvelopeDown: safe(down),
+		DriftUp: safe(drift), DriftDown: safe(-drift),
+	}
+	return f, res, adj
+}
+
+// learn folds the sample into the baselines.
+func (d *Detector) learn(ts int64, v, adj float64) {
+	d.n++
+	d.level.update(v, d.opt.Clip)
+	d.long.update(adj, d.opt.Clip)
+	d.env.update(adj, d.long.mean)
+	if d.season != nil {
+		d.season.update(ts, v, d.opt.Clip)
+	}
+}
+
+// Samples is the number of samples observed (refused ones excluded).
+func (d *Detector) Samples() int { return d.n }
 
 // Score is Observe returning only the score, for batch runners.
 func (d *Detector) Score(t time.Time, v float64) float64 { return d.Observe(t, v).Score }

@@ -1,45 +1,42 @@
 package thresholds
 
-import "math"
-
-// Features, each non-negative: the point residual above and below the
-// expected value, the level shift up and down, and the excess above and
-// below the envelope of past values.
-const (
-	pointUp = iota
-	pointDown
-	shiftUp
-	shiftDown
-	envUp
-	envDown
-	midUp
-	midDown
-	nFeatures
+import (
+	"fmt"
+	"math"
 )
 
-// typical normalises a non-negative feature by its long-run mean, so that
-// features of different units and series of different scales give comparable
-// surprise: f / mean(f), with the mean clipped against outliers and floored.
-type typical struct {
-	mean  float64
-	vari  float64
-	k     float64
-	floor float64
-	alpha float64
-	n     int
-}
+// Feature is one non-negative view of a sample whose rarity is scored.
+type Feature int
 
-func (t *typical) norm(f float64) float64 {
-	return f / math.Exp(t.mean+t.k*math.Sqrt(t.vari))
-}
+// The features. "Up" and "Down" are the two signs of the same deviation.
+const (
+	// PointUp and PointDown: the residual from the expected value (recent
+	// level, or the seasonal profile) in spreads.
+	PointUp Feature = iota
+	PointDown
+	// ShiftUp and ShiftDown: the fast average's distance from the long-run
+	// level in long-run spreads (a level shift).
+	ShiftUp
+	ShiftDown
+	// EnvelopeUp and EnvelopeDown: how far the sample lies beyond the
+	// envelope of past extremes, relative to its width (a new high or low).
+	EnvelopeUp
+	EnvelopeDown
+	// DriftUp and DriftDown: the medium average's distance from the long-run
+	// level (a slower drift).
+	DriftUp
+	DriftDown
+	// NumFeatures is the number of features.
+	NumFeatures
+)
 
-func (t *typical) update(f float64) {
-	t.n++
-	a := math.Max(t.alpha, 1/float64(t.n))
-	l := math.Log(f + t.floor)
-	d := l - t.mean
-	t.mean += a * d
-	t.vari = (1 - a) * (t.vari + a*d*d)
+var featureNames = [...]string{"point-up", "point-down", "shift-up", "shift-down", "envelope-up", "envelope-down", "drift-up", "drift-down"}
+
+func (f Feature) String() string {
+	if f >= 0 && f < NumFeatures {
+		return featureNames[f]
+	}
+	return fmt.Sprintf("Feature(%d)", int(f))
 }
 
 // extremes tracks a slowly decaying envelope (highest and lowest values seen)
@@ -50,12 +47,19 @@ type extremes struct {
 	n      int
 }
 
+func (e *extremes) width() float64 {
+	if e.n < 2 {
+		return 0
+	}
+	return e.hi - e.lo
+}
+
 func (e *extremes) exceed(x float64) (up, down float64) {
 	if e.n < 2 {
 		return 0, 0
 	}
 	w := e.hi - e.lo
-	if w <= 0 {
+	if !(w > 0) {
 		w = 1e-6*math.Abs(e.hi) + 1e-12
 	}
 	return math.Max(0, x-e.hi) / w, math.Max(0, e.lo-x) / w
@@ -71,4 +75,13 @@ func (e *extremes) update(x, centre float64) {
 	e.lo -= e.decay * (e.lo - centre)
 	e.hi = math.Max(e.hi, x)
 	e.lo = math.Min(e.lo, x)
+}
+
+// safe maps NaN (from overflowing arithmetic on extreme inputs) to 0 and
+// clamps the rest to be non-negative.
+func safe(x float64) float64 {
+	if !(x > 0) {
+		return 0
+	}
+	return x
 }

@@ -21,11 +21,10 @@ type rarity struct {
 	weight float64 // weight of the next sample; grows instead of decaying the counts
 	growth float64
 	max    float64 // largest value seen (undecayed)
-	margin float64 // a value beyond margin*max earns extra surprisal
 }
 
-func newRarity(halfLife, margin float64) rarity {
-	return rarity{weight: 1, growth: math.Exp2(1 / halfLife), margin: margin}
+func newRarity(halfLife float64) rarity {
+	return rarity{weight: 1, growth: math.Exp2(1 / halfLife)}
 }
 
 func rarityBin(f float64) int {
@@ -45,8 +44,8 @@ func (r *rarity) surprisal(f float64) float64 {
 		tail += r.counts[i]
 	}
 	s := math.Log((r.total + r.weight) / (tail + r.weight))
-	if m := r.max * r.margin; f > m && m > 0 {
-		s += math.Log(f / m)
+	if f > r.max && r.max > 0 {
+		s += math.Log(f / r.max)
 	}
 	return s
 }

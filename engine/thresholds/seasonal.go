@@ -13,7 +13,9 @@ type seasonal struct {
 	alpha   float64
 	level   []float64
 	seen    []bool
-	resid   robust // residual spread; mean unused
+	resid   robust  // residual spread; mean unused
+	sum     float64 // sum of the levels of seen bins
+	nseen   int
 	start   int64
 	started bool
 }
@@ -59,6 +61,8 @@ func (s *seasonal) update(t int64, x, clip float64) {
 	b := s.bin(t)
 	if !s.seen[b] {
 		s.seen[b], s.level[b] = true, x
+		s.sum += x
+		s.nseen++
 		return
 	}
 	d := x - s.level[b]
@@ -68,4 +72,15 @@ func (s *seasonal) update(t int64, x, clip float64) {
 	}
 	s.resid.update(d, clip)
 	s.level[b] += s.alpha * d
+	s.sum += s.alpha * d
+}
+
+// offset is the bin's level minus the mean level of all bins: what the
+// season adds at time t. ok is false if the bin is empty.
+func (s *seasonal) offset(t int64) (float64, bool) {
+	b := s.bin(t)
+	if !s.seen[b] {
+		return 0, false
+	}
+	return s.level[b] - s.sum/float64(s.nseen), true
 }

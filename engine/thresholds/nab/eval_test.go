@@ -141,6 +141,8 @@ func setOptions(t *testing.T, opt *thresholds.Options, spec string) {
 			t.Fatalf("no option %s", k)
 		}
 		switch f.Kind() {
+		case reflect.Bool:
+			f.SetBool(val == "true")
 		case reflect.Float64:
 			x, _ := strconv.ParseFloat(val, 64)
 			f.SetFloat(x)
