@@ -1,0 +1,116 @@
+package loadscore
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"governor.dev/governor/engine/signals"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// cpuOnly scores CPU alone, so the raw score is the CPU use (of 1 core).
+func cpuOnly(t *testing.T) *Tracker {
+	tr, err := New(Options{Weights: Weights{CPU: 1}, HalfLife: 30 * time.Second, MaxGap: 5 * time.Minute})
+	require.NoError(t, err)
+	return tr
+}
+
+func cpu(v float64) *signals.Entry {
+	return entry("s", map[signals.Signal]float64{signals.CPU: v})
+}
+
+func unknownCPU() *signals.Entry { return entry("s", nil) }
+
+// With a 30 s half-life, each 30 s step keeps half the old value:
+// 0.2 → ½·0.2+½·1 = 0.6 → 0.8 → 0.9 (above 0.8: act), then down through
+// the band between the thresholds (held) to 0.3 (below 0.5: release). At
+// exactly 0.8 nothing happens: the rule is "above".
+func TestSmoothingAndHysteresis(t *testing.T) {
+	tr := cpuOnly(t)
+	steps := []struct {
+		sec        int
+		e          *signals.Entry
+		value      float64
+		known      bool
+		overloaded bool
+		changed    bool
+	}{
+		{0, cpu(0.2), 0.2, true, false, false},
+		{30, cpu(1), 0.6, true, false, false},
+		{60, cpu(1), 0.8, true, false, false},
+		{90, cpu(1), 0.9, true, true, true},
+		{105, unknownCPU(), 0.9, false, true, false}, // unknown: no change either way
+		{120, cpu(0.7), 0.8, true, true, false},      // 30 s after the last known score
+		{150, cpu(0.4), 0.6, true, true, false},      // between the thresholds: hold
+		{180, cpu(0), 0.3, true, false, true},        // below 0.5: release
+		{210, cpu(0.9), 0.6, true, false, false},     // between the thresholds: hold
+		{240, cpu(1), 0.8, true, false, false},
+		{270, cpu(1), 0.9, true, true, true},
+	}
+	for _, st := range steps {
+		at := t0.Add(time.Duration(st.sec) * time.Second)
+		sc := tr.Observe(at, st.e)
+		require.InDelta(t, st.value, sc.Value, 1e-12, "t=%ds", st.sec)
+		require.Equal(t, st.known, sc.Known, "t=%ds", st.sec)
+		require.Equal(t, st.overloaded, sc.Overloaded, "t=%ds", st.sec)
+		require.Equal(t, st.changed, sc.Changed, "t=%ds", st.sec)
+	}
+}
+
+// Irregular intervals weigh by elapsed time: one 60 s step equals two 30 s
+// steps with the same input.
+func TestSmoothingUsesElapsedTime(t *testing.T) {
+	a, b := cpuOnly(t), cpuOnly(t)
+	a.Observe(t0, cpu(0))
+	b.Observe(t0, cpu(0))
+	a.Observe(t0.Add(30*time.Second), cpu(1))
+	ra := a.Observe(t0.Add(60*time.Second), cpu(1))
+	rb := b.Observe(t0.Add(60*time.Second), cpu(1))
+	require.InDelta(t, 0.75, ra.Value, 1e-12)
+	require.InDelta(t, 0.75, rb.Value, 1e-12)
+}
+
+func TestLongGapStartsAfresh(t *testing.T) {
+	tr := cpuOnly(t)
+	tr.Observe(t0, cpu(1))
+	sc := tr.Observe(t0.Add(time.Second), cpu(1))
+	require.True(t, sc.Overloaded)
+	sc = tr.Observe(t0.Add(2*time.Minute), unknownCPU())
+	require.True(t, sc.Overloaded, "a short outage keeps the state")
+	require.Equal(t, 1.0, sc.Value)
+	require.False(t, sc.Known)
+	sc = tr.Observe(t0.Add(6*time.Minute), unknownCPU())
+	require.False(t, sc.Overloaded, "after MaxGap without data the state is dropped")
+	require.True(t, math.IsNaN(sc.Value))
+	sc = tr.Observe(t0.Add(7*time.Minute), cpu(0.3))
+	require.Equal(t, 0.3, sc.Value, "the first known score after a reset is taken as is")
+}
+
+func TestUpdateSnapshot(t *testing.T) {
+	tr, err := New(Options{})
+	require.NoError(t, err)
+	mk := func(svc, inst string, c float64) *signals.Entry {
+		e := entry(svc, map[signals.Signal]float64{signals.CPU: c, signals.Memory: 512 * mib, signals.LatencyP99: 0.125})
+		e.Key.Instance = inst
+		return e
+	}
+	snap := &signals.Snapshot{At: t0, Scope: signals.PerInstance, Entries: map[signals.Key]*signals.Entry{}}
+	for _, e := range []*signals.Entry{mk("b", "i1", 1), mk("a", "i2", 0), mk("a", "i1", 0.5)} {
+		snap.Entries[e.Key] = e
+	}
+	got := tr.Update(snap)
+	require.Len(t, got, 3)
+	require.Equal(t, []signals.Key{{Service: "a", Instance: "i1"}, {Service: "a", Instance: "i2"}, {Service: "b", Instance: "i1"}}, []signals.Key{got[0].Key, got[1].Key, got[2].Key})
+	// 0.4·cpu + 0.3·0.5 + 0.3·0.5
+	require.InDelta(t, 0.5, got[0].Value, 1e-12)
+	require.InDelta(t, 0.3, got[1].Value, 1e-12)
+	require.InDelta(t, 0.7, got[2].Value, 1e-12)
+
+	// Keys absent for longer than MaxGap are forgotten.
+	tr.Update(&signals.Snapshot{At: t0.Add(10 * time.Minute), Entries: map[signals.Key]*signals.Entry{}})
+	require.Empty(t, tr.keys)
+}
