@@ -99,8 +99,8 @@ func TestBudgetCapsAmplification(t *testing.T) {
 		seconds  int
 		attempts int
 	}{
-		{"busy service, default budget", 500, 0.2, 10, 60, 5},
-		{"busy service, tight budget", 1000, 0.05, 1, 30, 10},
+		{"busy service, default budget", 300, 0.2, 10, 60, 5},
+		{"busy service, tight budget", 400, 0.05, 1, 30, 10},
 		{"quiet service, floor dominates", 20, 0.2, 10, 60, 3},
 		{"no floor", 200, 0.1, 0, 60, 4},
 	}
