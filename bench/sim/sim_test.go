@@ -1,31 +1,128 @@
 package sim
 
 import (
-	"os"
+	"errors"
+	"slices"
 	"testing"
+	"time"
 
 	"governor.dev/governor/bench/report"
 	"governor.dev/governor/bench/scenario"
 )
 
-func TestPrintAll(t *testing.T) {
-	if os.Getenv("SIMPRINT") == "" {
-		t.Skip()
+func load(t *testing.T, name string) *scenario.Scenario {
+	t.Helper()
+	s, err := scenario.Load("../scenarios/" + name + ".json")
+	if err != nil {
+		t.Fatal(err)
 	}
-	files := []string{"steady-2x", "spike-5.7x", "latency-step", "ramp-3x", "retry-storm", "retry-storm-budget", "pause-noise", "low-traffic", "capacity-halved"}
-	for _, f := range files {
-		s, err := scenario.Load("../scenarios/" + f + ".json")
+	return s
+}
+
+func measure(t *testing.T, s *scenario.Scenario, name string) (report.Result, Output) {
+	t.Helper()
+	out, err := Run(s, name, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return report.Measure(name, s, Capacity(s, Options{}), out.Attempts), out
+}
+
+func TestRunIsDeterministic(t *testing.T) {
+	s := load(t, "spike-5.7x")
+	for _, name := range Names() {
+		a, err := Run(s, name, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		run := report.Run{Scenario: s.Name, Mode: "sim", CapacityRPS: Capacity(s, Options{})}
-		for _, n := range Names() {
-			out, err := Run(s, n, Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			run.Results = append(run.Results, report.Measure(n, s, run.CapacityRPS, out.Attempts))
+		b, _ := Run(s, name, Options{})
+		if !slices.Equal(a.Attempts, b.Attempts) {
+			t.Errorf("%s: two runs of the same scenario differ", name)
 		}
-		report.WriteTable(os.Stdout, run)
+	}
+}
+
+// TestGovernorRegression pins Governor's default behaviour in the
+// simulator, so a change to sdk/limit or sdk/shed that makes it worse at
+// overload fails here. Figures measured when this test was written are in
+// the comments; the bounds leave room for small tuning changes.
+func TestGovernorRegression(t *testing.T) {
+	s := load(t, "steady-2x")
+	gov, _ := measure(t, s, "governor")
+	none, _ := measure(t, s, "none")
+	// Measured: governor 0.987, none 0.167.
+	if gov.GoodputRatio < 0.85 {
+		t.Errorf("governor goodput ratio at 2x = %.3f, want >= 0.85", gov.GoodputRatio)
+	}
+	if none.GoodputRatio > 0.3 {
+		t.Errorf("no limiter at 2x kept goodput ratio %.3f: the scenario no longer overloads", none.GoodputRatio)
+	}
+	if gov.WastedRatio > 0.01 {
+		t.Errorf("governor wasted ratio = %.3f, want <= 0.01", gov.WastedRatio)
+	}
+	if gov.P99ms > 100 {
+		t.Errorf("governor p99 = %.1f ms, want <= 100 (deadline 500)", gov.P99ms)
+	}
+	// Lower classes give way first.
+	cs := gov.ClassSuccess
+	if !(cs["critical"] > cs["core"] && cs["core"] > cs["browse"] && cs["browse"] > cs["batch"]) {
+		t.Errorf("class success not ordered by priority: %v", cs)
+	}
+
+	quiet, _ := measure(t, load(t, "low-traffic"), "governor")
+	if quiet.ShedRatio != 0 {
+		t.Errorf("governor shed %.4f of 10 rps traffic, want 0", quiet.ShedRatio)
+	}
+}
+
+func TestGovernorShrinksOnLatencyStep(t *testing.T) {
+	s := load(t, "latency-step")
+	_, out := measure(t, s, "governor")
+	start := int(s.Events[0].From.D() / (100 * time.Millisecond))
+	before := out.Limits[start-1]
+	shrunk := -1
+	for i := start; i < len(out.Limits); i++ {
+		if out.Limits[i] <= before/2 {
+			shrunk = i - start + 1
+			break
+		}
+	}
+	// Measured: the limit halves within about 2.5 s of the step.
+	if shrunk < 0 || shrunk > 50 {
+		t.Fatalf("governor limit %d did not halve within 5 s of the latency step (limits %v)", before, out.Limits[start:start+50])
+	}
+}
+
+func TestEveryPolicyServesLowTraffic(t *testing.T) {
+	s := load(t, "low-traffic")
+	for _, name := range Names() {
+		r, _ := measure(t, s, name)
+		if r.GoodputRatio < 0.99 || r.ShedRatio > 0 {
+			t.Errorf("%s at 10 rps: goodput ratio %.3f shed %.3f, want everything served", name, r.GoodputRatio, r.ShedRatio)
+		}
+	}
+}
+
+func TestRetryBudgetCapsAmplification(t *testing.T) {
+	storm, _ := measure(t, load(t, "retry-storm"), "none")
+	budget, _ := measure(t, load(t, "retry-storm-budget"), "none")
+	if storm.Detail.Amplification < 2 {
+		t.Errorf("retry storm amplification %.2f, want >= 2", storm.Detail.Amplification)
+	}
+	// 10% of first attempts plus 5/s over a 10 s window.
+	if budget.Detail.Amplification > 1.2 {
+		t.Errorf("budgeted amplification %.2f, want <= 1.2", budget.Detail.Amplification)
+	}
+}
+
+func TestUnknownPolicy(t *testing.T) {
+	if _, err := Run(load(t, "low-traffic"), "bogus", Options{}); !errors.Is(err, ErrUnknown) {
+		t.Fatalf("got %v, want ErrUnknown", err)
+	}
+	if _, err := ParseList("governor,bogus"); !errors.Is(err, ErrUnknown) {
+		t.Fatalf("ParseList: got %v, want ErrUnknown", err)
+	}
+	if got, _ := ParseList(""); len(got) != len(Names()) {
+		t.Fatalf("ParseList(\"\") = %v, want every policy", got)
 	}
 }

@@ -1,0 +1,72 @@
+package lab
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"governor.dev/governor/bench/limiters"
+	"governor.dev/governor/bench/report"
+	"governor.dev/governor/bench/scenario"
+	"governor.dev/governor/bench/sim"
+)
+
+const tiny = `{"name":"tiny","duration":"1s","arrival":{"unit":"rps","base":40},
+ "cost":{"cpu":{"dist":"constant","mean":"200us"},"wait":{"dist":"constant","mean":"2ms"}},
+ "downstream":{"concurrency":4},
+ "client":{"deadline":"2s","max_attempts":2},
+ "classes":{"critical":0.5,"batch":0.5}}`
+
+// TestServerAndLoadGenerator runs the live server and load generator in
+// this process (not as child processes) on a loopback port, for one second.
+func TestServerAndLoadGenerator(t *testing.T) {
+	s, err := scenario.Decode([]byte(tiny))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := limiters.New("governor", limiters.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lim.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	addr := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- newServer(s, lim).serve(ctx, func(a string) error { addr <- a; return nil })
+	}()
+	base := "http://" + <-addr
+	c, err := calibrate(ctx, s, base, 300*time.Millisecond)
+	if err != nil || c <= 0 {
+		t.Fatalf("calibrate = %v, %v", c, err)
+	}
+	lg := &loadgen{s: s, base: base, client: newClient(), budget: scenario.NewBudget(nil),
+		reqs: scenario.NewSource(s, 0).Requests(c)}
+	atts, err := lg.run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(atts) < 20 {
+		t.Fatalf("got %d attempts, want about 40", len(atts))
+	}
+	r := report.Measure("governor", s, c, atts)
+	if r.GoodputRatio < 0.9 || r.ShedRatio > 0 {
+		t.Fatalf("light load not served: %+v", r)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRunSim(t *testing.T) {
+	s, _ := scenario.Decode([]byte(tiny))
+	run, err := RunSim(s, []string{"governor", "none"}, sim.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run.Mode != ModeSim || run.CapacityRPS != 5000 || len(run.Results) != 2 {
+		t.Fatalf("unexpected run %+v", run)
+	}
+}
