@@ -101,7 +101,7 @@ func nodeValue(n *yaml.Node, path string, depth int) (any, error) {
 				return nil, invalid(field, "uses a YAML merge key; write the fields out")
 			}
 			if _, dup := m[k.Value]; dup {
-				return nil, invalid(join(path, k.Value), "is set twice (line %d)", k.Line)
+				return nil, invalid("ruleset."+join(path, k.Value), "is set twice (line %d)", k.Line)
 			}
 			v, err := nodeValue(n.Content[i+1], join(path, k.Value), depth+1)
 			if err != nil {
