@@ -353,3 +353,31 @@ func FuzzParsePushback(f *testing.F) {
 		}
 	})
 }
+
+func TestClientBulkheadRefusesAsUnavailable(t *testing.T) {
+	set := clientSet(t, clock.Real{}, rules.Downstream{Name: "passthrough:///health", Bulkhead: &rules.Bulkhead{MaxConcurrent: 1}})
+	ci, _ := UnaryClientInterceptor(ClientOptions{Set: set})
+	entered, release := make(chan struct{}), make(chan struct{})
+	h := &health{reply: func(_ context.Context, n int) error {
+		if n == 1 {
+			close(entered)
+			<-release
+		}
+		return nil
+	}}
+	cc := serve(t, h, nil, grpc.WithUnaryInterceptor(ci))
+	done := make(chan error, 1)
+	go func() { done <- check(cc) }()
+	<-entered
+	err := check(cc)
+	if status.Code(err) != codes.Unavailable || !errors.Is(err, bulkhead.ErrFull) {
+		t.Fatalf("second call = %v, want Unavailable wrapping bulkhead.ErrFull", err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("first call = %v", err)
+	}
+	if err := check(cc); err != nil {
+		t.Fatalf("call after the slot was freed = %v", err)
+	}
+}

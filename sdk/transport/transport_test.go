@@ -383,3 +383,23 @@ func TestOverRealHTTP(t *testing.T) {
 		t.Fatalf("body %q after %d calls", b, calls)
 	}
 }
+
+func TestShadowModeNeverRefuses(t *testing.T) {
+	clk := clock.NewFake(time.Time{})
+	s := &script{reply: func(int, *http.Request) (*http.Response, error) { return status(500), nil }}
+	c, set := newClient(t, clk, []rules.Downstream{{Name: "api", Mode: rules.ModeShadow,
+		Breaker: &rules.Breaker{MinCalls: 3}}}, s, nil)
+	for range 10 {
+		resp, err := c.Get("http://api/")
+		if err != nil {
+			t.Fatalf("shadow refused: %v", err)
+		}
+		resp.Body.Close()
+	}
+	if s.count() != 10 {
+		t.Fatalf("%d sends, want all 10", s.count())
+	}
+	if st := set.Get("api").Breaker().State(clk.Nanotime()); st != breaker.Open {
+		t.Fatalf("breaker %v: shadow mode should still learn", st)
+	}
+}
