@@ -78,10 +78,11 @@ func (d *Detector) Observe(t time.Time, v float64) Result {
 		if d.opt.Weights[i] == 0 {
 			continue
 		}
-		if s := d.opt.Weights[i] * d.rare[i].surprisal(f[i]); s > best {
+		b := rarityBin(f[i])
+		if s := d.opt.Weights[i] * d.rare[i].surprisal(f[i], b); s > best {
 			best, res.Feature = s, Feature(i)
 		}
-		d.rare[i].update(f[i])
+		d.rare[i].update(f[i], b)
 	}
 	if d.n <= d.opt.Warmup {
 		res.Inconclusive = true

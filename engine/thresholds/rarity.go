@@ -15,8 +15,11 @@ const (
 // exponentially decayed, log-binned histogram of past values. Recurring
 // events (daily spikes, say) become unsurprising; a value beyond anything
 // seen scores highest, growing with how far beyond it lies.
+//
+// The histogram is a Fenwick tree, so both the tail query and the update
+// cost O(log bins).
 type rarity struct {
-	counts [rarityBins]float64
+	tree   [rarityBins + 1]float64 // Fenwick tree over bin counts, 1-based
 	total  float64
 	weight float64 // weight of the next sample; grows instead of decaying the counts
 	growth float64
@@ -35,14 +38,20 @@ func rarityBin(f float64) int {
 	return max(0, min(b, rarityBins-1))
 }
 
-// surprisal is -ln of the decayed share of past values at or above f, with
-// one pseudo-count of prior so an unseen level is finite.
-func (r *rarity) surprisal(f float64) float64 {
-	b := rarityBin(f)
-	tail := 0.0
-	for i := b; i < rarityBins; i++ {
-		tail += r.counts[i]
+// below is the decayed count of bins [0, b).
+func (r *rarity) below(b int) float64 {
+	s := 0.0
+	for i := b; i > 0; i -= i & -i {
+		s += r.tree[i]
 	}
+	return s
+}
+
+// surprisal is -ln of the decayed share of past values in f's bin or above,
+// with one pseudo-count of prior so an unseen level is finite. A value
+// beyond the largest ever seen adds ln(f / largest).
+func (r *rarity) surprisal(f float64, bin int) float64 {
+	tail := math.Max(r.total-r.below(bin), 0)
 	s := math.Log((r.total + r.weight) / (tail + r.weight))
 	if f > r.max && r.max > 0 {
 		s += math.Log(f / r.max)
@@ -50,14 +59,17 @@ func (r *rarity) surprisal(f float64) float64 {
 	return s
 }
 
-func (r *rarity) update(f float64) {
-	r.counts[rarityBin(f)] += r.weight
+// update adds f (in bin) with the current weight.
+func (r *rarity) update(f float64, bin int) {
+	for i := bin + 1; i <= rarityBins; i += i & -i {
+		r.tree[i] += r.weight
+	}
 	r.total += r.weight
 	r.weight *= r.growth
 	r.max = math.Max(r.max, f)
 	if r.weight > 1e150 {
-		for i := range r.counts {
-			r.counts[i] /= r.weight
+		for i := range r.tree {
+			r.tree[i] /= r.weight
 		}
 		r.total /= r.weight
 		r.weight = 1
