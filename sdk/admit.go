@@ -32,7 +32,7 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 		prio = req.header(st.priorityHeader)
 	}
 	class := st.classifier.Classify(prio)
-	if rt.exempt(&req) {
+	if rt.exempts && rt.exempt(&req) {
 		s.counts[class][outExempt].Add(1)
 		return Permit{}, nil
 	}
@@ -94,7 +94,7 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 			rt.cell.queueDelay.observe(waited)
 			switch err {
 			case nil:
-				inflight = int(rt.cell.shards[slot].inflight.Load()) << rt.ceilings().log2n
+				inflight = int(rt.cell.inflight())
 				now += int64(waited)
 			case queue.ErrFull:
 				return Permit{}, g.reject(rt, s, class, ReasonShed, 0)

@@ -3,6 +3,7 @@ package governor
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"net/textproto"
 	"reflect"
 	"strings"
@@ -112,12 +113,13 @@ func (g *Governor) build(rs *rules.Ruleset, version int64, old *state) (*state, 
 }
 
 func (g *Governor) buildRoute(cfg rules.Route, prev *route) (*route, error) {
-	rt := &route{cfg: cfg, name: cfg.Name, shadow: cfg.Mode == rules.ModeShadow, maxShards: g.shards}
+	rt := &route{cfg: cfg, name: cfg.Name, shadow: cfg.Mode == rules.ModeShadow}
 	if prev != nil {
 		rt.cell = prev.cell
 	} else {
 		rt.cell = newCell(cfg.Name, g.shards)
 	}
+	rt.log2n = uint(bits.Len(uint(len(rt.cell.shards))) - 1)
 	if rl := cfg.RateLimit; rl != nil {
 		if prev != nil && prev.bucket != nil && reflect.DeepEqual(prev.cfg.RateLimit, rl) {
 			rt.bucket = prev.bucket
@@ -188,6 +190,7 @@ func (g *Governor) buildRoute(cfg rules.Route, prev *route) (*route, error) {
 		rt.warmEnd = g.start + int64(w.Period)
 	}
 	if e := cfg.Exempt; e != nil {
+		rt.exempts = len(e.Paths)+len(e.Callers) > 0
 		rt.exemptPaths = e.Paths
 		rt.callers = e.Callers
 		rt.callerHeader = DefaultCallerHeader

@@ -1,7 +1,6 @@
 package governor
 
 import (
-	"math/bits"
 	"sync/atomic"
 
 	"governor.dev/governor/sdk/queue"
@@ -66,7 +65,6 @@ type concurrency struct {
 // ceilSnap caches the class ceilings for one limit.
 type ceilSnap struct {
 	limit int
-	log2n uint // log2 of the number of active shards
 	ceil  shed.Ceilings
 }
 
@@ -92,7 +90,7 @@ type route struct {
 
 	conc       *concurrency
 	snap       atomic.Pointer[ceilSnap]
-	maxShards  int // power of two, <= len(cell.shards)
+	log2n      uint // log2 of len(cell.shards)
 	reserved   float64
 	consistent bool
 	rotate     int64 // ns
@@ -102,6 +100,7 @@ type route struct {
 	warm                 bool
 	warmFrom             float64
 	warmStart, warmEnd   int64
+	exempts              bool // any exemption configured
 	exemptPaths, callers []string
 	callerHeader         string
 
@@ -135,50 +134,50 @@ func (rt *route) ceilings() *ceilSnap {
 	if s != nil && s.limit == l {
 		return s
 	}
-	v := rt.snapFor(l)
-	rt.snap.Store(&v)
-	return &v
-}
-
-func (rt *route) snapFor(l int) ceilSnap {
-	// One active shard per 8 slots of the limit, so a shard never holds a
-	// share too small to be useful; a power of two for masking.
-	n := min(max(l/8, 1), rt.maxShards)
-	log2n := uint(bits.Len(uint(n)) - 1)
-	return ceilSnap{limit: l, log2n: log2n, ceil: shed.Thresholds(l, rt.reserved)}
+	s = &ceilSnap{limit: l, ceil: shed.Thresholds(l, rt.reserved)}
+	rt.snap.Store(s)
+	return s
 }
 
 // acquire takes an in-flight slot for class c (user cohort k) under the
-// concurrency limit scaled by scale, starting at shard hint and trying every
-// active shard before giving up. It returns the shard and the estimated
-// in-flight count including this request.
+// concurrency limit scaled by scale. The class's ceiling is split over all
+// shards (the shares add up to it exactly); the request tries shard hint
+// first and every other shard before giving up, so it is refused only when
+// every shard is at its share, that is when the route as a whole is at the
+// ceiling. It returns the shard and the in-flight count including this
+// request (estimated from its shard when the shares are large enough for
+// that to be accurate).
 func (rt *route) acquire(hint uint32, c int, k uint32, scale float64) (uint32, int, bool) {
 	s := rt.ceilings()
+	ceil := &s.ceil
 	if scale < 1 {
-		w := rt.snapFor(max(1, int(float64(s.limit)*scale)))
-		s = &w
+		w := shed.Thresholds(max(1, int(float64(s.limit)*scale)), rt.reserved)
+		ceil = &w
 	}
-	ceiling := s.ceil[c]
+	ceiling := ceil[c]
 	if rt.consistent {
-		ceiling = s.ceil.ForCohort(c, k)
+		ceiling = ceil.ForCohort(c, k)
 	}
-	n := uint32(1) << s.log2n
-	mask := n - 1
-	base, extra := ceiling>>s.log2n, uint32(ceiling)&mask
-	for j := uint32(0); j < n; j++ {
+	shards := rt.cell.shards
+	mask := uint32(len(shards) - 1)
+	base, extra := ceiling>>rt.log2n, uint32(ceiling)&mask
+	for j := uint32(0); j <= mask; j++ {
 		i := (hint + j) & mask
 		thr := int64(base)
 		if i < extra {
 			thr++
 		}
-		in := &rt.cell.shards[i].inflight
+		in := &shards[i].inflight
 		for {
 			v := in.Load()
 			if v >= thr {
 				break
 			}
 			if in.CompareAndSwap(v, v+1) {
-				return i, int(v+1) << s.log2n, true
+				if base >= 4 {
+					return i, int(v+1) << rt.log2n, true
+				}
+				return i, int(rt.cell.inflight()), true
 			}
 		}
 	}
