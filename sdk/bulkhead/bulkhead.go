@@ -41,11 +41,15 @@ type Options struct {
 	Limiter Limiter
 	// Clock times the calls Do runs; default clock.Real.
 	Clock clock.Clock
+	// Inherit shares the in-flight count of a bulkhead this one replaces
+	// (after a rule change), so calls still running on the old one count
+	// against the new cap and release into it. The old one is not changed.
+	Inherit *Bulkhead
 }
 
 // Bulkhead is a concurrency cap. It is safe for concurrent use.
 type Bulkhead struct {
-	inflight atomic.Int64
+	inflight *atomic.Int64
 	max      int64
 	lim      Limiter
 	clk      clock.Clock
@@ -56,7 +60,10 @@ func New(c rules.Bulkhead, opts Options) (*Bulkhead, error) {
 	if c.MaxConcurrent < 1 {
 		return nil, fmt.Errorf("%w: max_concurrent must be at least 1, got %d", ErrInvalidConfig, c.MaxConcurrent)
 	}
-	b := &Bulkhead{max: int64(c.MaxConcurrent), lim: opts.Limiter, clk: opts.Clock}
+	b := &Bulkhead{inflight: new(atomic.Int64), max: int64(c.MaxConcurrent), lim: opts.Limiter, clk: opts.Clock}
+	if opts.Inherit != nil {
+		b.inflight = opts.Inherit.inflight
+	}
 	if b.clk == nil {
 		b.clk = clock.Real{}
 	}

@@ -103,6 +103,26 @@ func TestDoRunsFallbackWhenFull(t *testing.T) {
 	}
 }
 
+func TestInheritSharesInFlight(t *testing.T) {
+	old, _ := New(rules.Bulkhead{MaxConcurrent: 5}, Options{})
+	for range 3 {
+		if _, err := old.Acquire(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, _ := New(rules.Bulkhead{MaxConcurrent: 4}, Options{Inherit: old})
+	if _, err := b.Acquire(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Acquire(); !errors.Is(err, ErrFull) {
+		t.Fatalf("Acquire = %v: calls running on the old bulkhead must count", err)
+	}
+	old.Release(0, 0, 3, false) // an old call ends: a slot frees in the new one
+	if _, err := b.Acquire(); err != nil || b.InFlight() != 4 || old.Limit() != 5 {
+		t.Fatalf("Acquire = %v, InFlight %d, old limit %d", err, b.InFlight(), old.Limit())
+	}
+}
+
 func TestNewValidates(t *testing.T) {
 	if _, err := New(rules.Bulkhead{}, Options{}); !errors.Is(err, ErrInvalidConfig) {
 		t.Fatalf("New = %v", err)

@@ -220,8 +220,10 @@ func (s *Set) build(r rules.Downstream, prev *Downstream) (*Downstream, error) {
 	case same(r.Bulkhead, pr.Bulkhead):
 		d.bh = prev.bh
 	default:
-		var bo bulkhead.Options
-		bo.Clock = s.clk
+		bo := bulkhead.Options{Clock: s.clk}
+		if prev != nil && prev.bh != nil {
+			bo.Inherit = prev.bh // calls in flight keep counting
+		}
 		if r.Bulkhead.Adaptive {
 			mc := r.Bulkhead.MaxConcurrent
 			cfg := rules.Concurrency{Max: mc, Min: min(4, mc), Initial: min(20, mc)}

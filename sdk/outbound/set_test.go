@@ -142,6 +142,9 @@ func TestApplyKeepsStateOfUnchangedParts(t *testing.T) {
 		t.Fatal("unchanged downstream was rebuilt")
 	}
 
+	if _, err := d0.Bulkhead().Acquire(); err != nil { // a call in flight
+		t.Fatal(err)
+	}
 	changed := base
 	changed.Retry = &rules.Retry{Budget: 0.1, MaxAttempts: 5}
 	changed.Bulkhead = &rules.Bulkhead{MaxConcurrent: 9}
@@ -156,6 +159,8 @@ func TestApplyKeepsStateOfUnchangedParts(t *testing.T) {
 		t.Fatal("want a new retrier sharing the old budget")
 	case d1.Bulkhead() == d0.Bulkhead() || d1.Bulkhead().Limit() != 9:
 		t.Fatal("bulkhead not rebuilt")
+	case d1.Bulkhead().InFlight() != 1:
+		t.Fatal("the rebuilt bulkhead lost the in-flight count")
 	case f.set.Get("search") != nil:
 		t.Fatal("search was not dropped")
 	}
