@@ -17,7 +17,9 @@ import (
 //
 // Admit blocks only when the route has a queue and the limit is full; then it
 // waits at most the queue's allowed time, and returns early when ctx is done.
-// A request whose ctx is already done is never started. The admitted path
+// A request whose ctx is already done is never started. The stages run in
+// the order of the package documentation; a request refused by a later stage
+// has still used its tokens from the earlier ones. The admitted path
 // allocates nothing.
 func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 	st := g.state.Load()
@@ -42,12 +44,13 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 	now := g.clk.Nanotime()
 	scale := rt.scale(now)
 
+	wouldLimit := false
 	if rt.bucket != nil {
 		if ok, wait := rt.bucket.Allow(now, h, scale); !ok {
 			if !rt.shadow {
 				return Permit{}, g.reject(rt, s, class, ReasonRateLimited, wait)
 			}
-			s.counts[class][outShadowRateLimit].Add(1)
+			wouldLimit = true
 		}
 	}
 	for i := range rt.keyed {
@@ -63,8 +66,11 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 			if !rt.shadow {
 				return Permit{}, g.reject(rt, s, class, ReasonRateLimited, wait)
 			}
-			s.counts[class][outShadowRateLimit].Add(1)
+			wouldLimit = true
 		}
+	}
+	if wouldLimit {
+		s.counts[class][outShadowRateLimit].Add(1)
 	}
 
 	if rt.conc == nil {
@@ -91,7 +97,9 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 			var waited time.Duration
 			var err error
 			slot, waited, err = rt.queue.Wait(ctx, class, cohort)
-			rt.cell.queueDelay.observe(waited)
+			if err != queue.ErrFull {
+				rt.cell.queueDelay.observe(waited)
+			}
 			switch err {
 			case nil:
 				inflight = int(rt.cell.inflight())

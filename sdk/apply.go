@@ -7,6 +7,7 @@ import (
 	"net/textproto"
 	"reflect"
 	"strings"
+	"time"
 
 	"governor.dev/governor/sdk/queue"
 	"governor.dev/governor/sdk/ratelimit"
@@ -18,7 +19,7 @@ import (
 // not write defaults into rulesets, so checksums do not depend on them).
 const (
 	DefaultReserved     = 0.1
-	DefaultRotateEvery  = 3600e9 // 1h in ns
+	DefaultRotateEvery  = time.Hour
 	DefaultWarmFraction = 0.1
 	DefaultMaxKeys      = 10000
 	DefaultCallerHeader = "X-Caller"
@@ -162,7 +163,7 @@ func (g *Governor) buildRoute(cfg rules.Route, prev *route) (*route, error) {
 			rt.conc = &concurrency{cfg: *cc, lim: lim}
 		}
 		rt.reserved = DefaultReserved
-		rt.rotate = DefaultRotateEvery
+		rt.rotate = int64(DefaultRotateEvery)
 		if s := cfg.Shedding; s != nil {
 			if s.Reserved > 0 {
 				rt.reserved = s.Reserved
@@ -200,7 +201,7 @@ func (g *Governor) buildRoute(cfg rules.Route, prev *route) (*route, error) {
 	}
 	for reason := ReasonShed; reason <= ReasonBreakerOpen; reason++ {
 		for c := range rt.rejections[reason] {
-			rt.rejections[reason][c] = &Rejection{Reason: reason, Route: rt.name, Class: rules.Classes[c], RetryAfter: 1e9}
+			rt.rejections[reason][c] = &Rejection{Reason: reason, Route: rt.name, Class: rules.Classes[c], RetryAfter: time.Second}
 		}
 	}
 	return rt, nil
