@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,11 +23,15 @@ import (
 
 // TestConformance runs the same behaviour against every Store.
 func TestConformance(t *testing.T) {
-	t.Run("sqlite", func(t *testing.T) { conformance.Run(t, sqliteHarness) })
-	t.Run("postgres", func(t *testing.T) { conformance.Run(t, postgresHarness) })
+	t.Run("sqlite", func(t *testing.T) {
+		conformance.Run(t, func(t *testing.T, o conformance.Options) conformance.Harness { return sqliteHarness(t, o) })
+	})
+	t.Run("postgres", func(t *testing.T) {
+		conformance.Run(t, func(t *testing.T, o conformance.Options) conformance.Harness { return postgresHarness(t, o) })
+	})
 }
 
-func sqliteHarness(t *testing.T, o conformance.Options) conformance.Harness {
+func sqliteHarness(t testing.TB, o conformance.Options) conformance.Harness {
 	t.Helper()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "rules.db")
@@ -49,6 +54,20 @@ func sqliteHarness(t *testing.T, o conformance.Options) conformance.Harness {
 			require.NoError(t, raw.QueryRowContext(ctx, q, args...).Scan(&n), q)
 			return n
 		},
+		Plan: func(ctx context.Context, q string, args ...any) string {
+			rows, err := raw.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q, args...)
+			require.NoError(t, err)
+			defer rows.Close()
+			var plan []string
+			for rows.Next() {
+				var id, parent, unused int
+				var detail string
+				require.NoError(t, rows.Scan(&id, &parent, &unused, &detail))
+				plan = append(plan, detail)
+			}
+			require.NoError(t, rows.Err())
+			return strings.Join(plan, "\n")
+		},
 		Tamper: func(ctx context.Context, q string) error {
 			for _, stmt := range []string{`DROP TRIGGER IF EXISTS rule_audit_no_update`, `DROP TRIGGER IF EXISTS rule_audit_no_delete`, q} {
 				if err := exec(ctx, stmt); err != nil {
@@ -60,7 +79,7 @@ func sqliteHarness(t *testing.T, o conformance.Options) conformance.Harness {
 	}
 }
 
-func postgresHarness(t *testing.T, o conformance.Options) conformance.Harness {
+func postgresHarness(t testing.TB, o conformance.Options) conformance.Harness {
 	t.Helper()
 	ctx := context.Background()
 	url := testenv.Postgres(t)
@@ -81,6 +100,13 @@ func postgresHarness(t *testing.T, o conformance.Options) conformance.Harness {
 			var n int64
 			require.NoError(t, admin.QueryRow(ctx, q, args...).Scan(&n), q)
 			return n
+		},
+		Plan: func(ctx context.Context, q string, args ...any) string {
+			rows, err := admin.Query(ctx, "EXPLAIN "+q, args...)
+			require.NoError(t, err)
+			lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			require.NoError(t, err)
+			return strings.Join(lines, "\n")
 		},
 		Tamper: func(ctx context.Context, q string) error {
 			// The owner can switch the trigger off; the chain still tells.

@@ -25,6 +25,8 @@ type Harness struct {
 	Exec func(ctx context.Context, query string, args ...any) error
 	// Count runs a query returning one integer.
 	Count func(ctx context.Context, query string, args ...any) int64
+	// Plan returns the database's query plan for a statement, as text.
+	Plan func(ctx context.Context, query string, args ...any) string
 	// Tamper runs one statement with the audit log's protective triggers
 	// out of the way, as an attacker with owner access would.
 	Tamper func(ctx context.Context, query string) error

@@ -17,6 +17,12 @@ const versionColumns = `v.service, v.number, v.parent, v.state, v.content, v.che
 
 const versionFrom = ` FROM rule_versions v JOIN rule_services s ON s.name = v.service`
 
+// ActiveQuery reads a service's live version: two primary-key lookups
+// (rule_services by name, rule_versions by service and number), so its cost
+// does not grow with the number of services or versions.
+const ActiveQuery = `SELECT ` + versionColumns + versionFrom + ` WHERE s.name = $1 AND v.service = $1
+	AND v.number = (SELECT active_number FROM rule_services WHERE name = $1)`
+
 // versionRow is a version as stored; content stays raw until needed.
 type versionRow struct {
 	v       versioning.Version
@@ -130,8 +136,7 @@ func (s *Store) Active(ctx context.Context, service string) (versioning.Version,
 	var out versioning.Version
 	err := s.op(ctx, "active", func(ctx context.Context) error {
 		return s.db.Read(ctx, func(tx Tx) error {
-			r, err := scanVersion(tx.QueryRow(ctx, `SELECT `+versionColumns+versionFrom+
-				` WHERE s.name = $1 AND v.number = s.active_number`, service))
+			r, err := scanVersion(tx.QueryRow(ctx, ActiveQuery, service))
 			if s.noRows(err) {
 				return fmt.Errorf("%w: service %q has no active version", versioning.ErrNotFound, service)
 			}
