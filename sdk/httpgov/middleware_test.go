@@ -284,3 +284,14 @@ func FuzzRemoteHost(f *testing.F) {
 		}
 	})
 }
+
+func TestDefaultOutcome(t *testing.T) {
+	for status, want := range map[int]governor.Outcome{
+		200: governor.Success, 404: governor.Success, 429: governor.Success,
+		500: governor.Failure, 502: governor.Failure, 503: governor.Dropped, 504: governor.Dropped,
+	} {
+		if got := httpgov.DefaultOutcome(status); got != want {
+			t.Errorf("DefaultOutcome(%d) = %d, want %d", status, got, want)
+		}
+	}
+}
