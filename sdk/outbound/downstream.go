@@ -133,6 +133,21 @@ func (d *Downstream) Begin(now int64) (Call, error) {
 	return c, nil
 }
 
+// Refuse reports a call refused outside Begin, such as one for which every
+// endpoint of the balancer is ejected (reason wraps breaker.ErrOpen), and
+// returns its *RejectedError. It is counted as breaker_open when reason is an
+// open breaker and runs the OnReject hook.
+func (d *Downstream) Refuse(reason error) error {
+	e := &RejectedError{Downstream: d.name, Reason: reason}
+	if errors.Is(reason, breaker.ErrOpen) {
+		d.stats.call(iBreakerOpen)
+	}
+	if d.hooks.OnReject != nil {
+		d.hooks.OnReject(e)
+	}
+	return e
+}
+
 func (d *Downstream) refuse(reason error) error {
 	var e *RejectedError
 	if errors.Is(reason, breaker.ErrOpen) {

@@ -3,6 +3,7 @@ package outbound
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -235,6 +236,10 @@ func TestEnforceRefuses(t *testing.T) {
 		t.Fatalf("rejects %v; counts full=%v open=%v error=%v success=%v", f.rejects,
 			f.count(OutcomeBulkheadFull, "db"), f.count(OutcomeBreakerOpen, "db"),
 			f.count(OutcomeError, "db"), f.count(OutcomeSuccess, "db"))
+	}
+	err = d.Refuse(fmt.Errorf("every endpoint ejected: %w", breaker.ErrOpen))
+	if !errors.As(err, &rej) || !errors.Is(err, breaker.ErrOpen) || len(f.rejects) != 3 || f.count(OutcomeBreakerOpen, "db") != 2 {
+		t.Fatalf("Refuse = %v; rejects %d, breaker_open %v", err, len(f.rejects), f.count(OutcomeBreakerOpen, "db"))
 	}
 	if len(f.changes) != 1 || f.changes[0] != "db:closed>open" {
 		t.Fatalf("state changes %v", f.changes)

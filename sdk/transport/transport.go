@@ -193,7 +193,7 @@ func (t *RoundTripper) attempt(d *outbound.Downstream, req *http.Request) (*http
 		if perr != nil {
 			call.Cancel()
 			closeBody(req)
-			return nil, &outbound.RejectedError{Downstream: d.Name(), Reason: perr}
+			return nil, d.Refuse(perr)
 		}
 		pick = balancerPick{p: p, ok: true}
 		u := *req.URL
