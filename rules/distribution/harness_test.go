@@ -271,3 +271,29 @@ func (w tWriter) Write(b []byte) (int, error) {
 
 func watch10() watch.Selector       { return watch.Selector{Percent: 10} }
 func emptySelector() watch.Selector { return watch.Selector{} }
+
+func natsMsg(subject, data string) *nats.Msg { return &nats.Msg{Subject: subject, Data: []byte(data)} }
+
+// counterValue2 reads the counter series with exactly these labels.
+func counterValue2(t testing.TB, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if labels[lp.GetName()] != lp.GetValue() {
+					continue next
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
+}

@@ -1,0 +1,221 @@
+package distribution
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"governor.dev/governor/sdk/watch"
+)
+
+// SQLStore is a LedgerStore on the rules database: PostgreSQL (through pgx's
+// database/sql adapter) or SQLite (modernc.org/sqlite). The tables come from
+// migrations 00200-00299 of package governor.dev/governor/migrations, which
+// must have been applied (the rules stores apply them when they open).
+type SQLStore struct {
+	db *sql.DB
+}
+
+var _ LedgerStore = (*SQLStore)(nil)
+
+// NewSQLStore returns a store on db.
+func NewSQLStore(db *sql.DB) *SQLStore { return &SQLStore{db: db} }
+
+// Target implements LedgerStore.
+func (s *SQLStore) Target(ctx context.Context, service string) (Target, bool, error) {
+	var (
+		t                  = Target{Service: service}
+		stableAt, canaryAt sql.NullTime
+		selector           sql.NullString
+	)
+	err := s.db.QueryRowContext(ctx, `SELECT stable_version, stable_at, canary_version, canary_at, selector
+		FROM delivery_targets WHERE service = $1`, service).
+		Scan(&t.Stable, &stableAt, &t.Canary, &canaryAt, &selector)
+	if errors.Is(err, sql.ErrNoRows) {
+		return t, false, nil
+	}
+	if err != nil {
+		return t, false, fmt.Errorf("ledger: target of %s: %w", service, err)
+	}
+	t.StableAt, t.CanaryAt = stableAt.Time, canaryAt.Time
+	if selector.Valid && selector.String != "" {
+		var sel watch.Selector
+		if err := json.Unmarshal([]byte(selector.String), &sel); err != nil {
+			return t, false, fmt.Errorf("ledger: selector of %s: %w", service, err)
+		}
+		t.Selector = &sel
+	}
+	return t, true, nil
+}
+
+// SetTarget implements LedgerStore.
+func (s *SQLStore) SetTarget(ctx context.Context, t Target) error {
+	var selector sql.NullString
+	if t.Selector != nil {
+		b, err := json.Marshal(t.Selector)
+		if err != nil {
+			return fmt.Errorf("ledger: selector: %w", err)
+		}
+		selector = sql.NullString{String: string(b), Valid: true}
+	}
+	_, err := s.db.ExecContext(ctx, `INSERT INTO delivery_targets
+		(service, stable_version, stable_at, canary_version, canary_at, selector)
+		VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (service) DO UPDATE SET stable_version = excluded.stable_version,
+			stable_at = excluded.stable_at, canary_version = excluded.canary_version,
+			canary_at = excluded.canary_at, selector = excluded.selector`,
+		t.Service, t.Stable, nullTime(t.StableAt), t.Canary, nullTime(t.CanaryAt), selector)
+	if err != nil {
+		return fmt.Errorf("ledger: set target of %s: %w", t.Service, err)
+	}
+	return nil
+}
+
+const instanceColumns = `service, instance, labels, running_version, target_version, state, state_since,
+	last_seen, heartbeat_ms, ack_version, nack_version, nack_reason, nack_error, nack_at`
+
+type scanner interface{ Scan(...any) error }
+
+func scanInstance(r scanner) (Instance, error) {
+	var (
+		in     Instance
+		labels string
+		nackAt sql.NullTime
+	)
+	err := r.Scan(&in.Service, &in.Instance, &labels, &in.Running, &in.Target, &in.State, &in.Since,
+		&in.LastSeen, &in.HeartbeatMS, &in.AckVersion, &in.NackVersion, &in.NackReason, &in.NackError, &nackAt)
+	if err != nil {
+		return in, err
+	}
+	in.NackAt = nackAt.Time
+	if labels != "" && labels != "{}" {
+		if err := json.Unmarshal([]byte(labels), &in.Labels); err != nil {
+			return in, fmt.Errorf("labels: %w", err)
+		}
+	}
+	return in, nil
+}
+
+// Instance implements LedgerStore.
+func (s *SQLStore) Instance(ctx context.Context, service, instance string) (Instance, bool, error) {
+	in, err := scanInstance(s.db.QueryRowContext(ctx, `SELECT `+instanceColumns+`
+		FROM delivery_instances WHERE service = $1 AND instance = $2`, service, instance))
+	if errors.Is(err, sql.ErrNoRows) {
+		return Instance{}, false, nil
+	}
+	if err != nil {
+		return Instance{}, false, fmt.Errorf("ledger: instance %s/%s: %w", service, instance, err)
+	}
+	return in, true, nil
+}
+
+// Instances implements LedgerStore.
+func (s *SQLStore) Instances(ctx context.Context, service string) ([]Instance, error) {
+	q := `SELECT ` + instanceColumns + ` FROM delivery_instances`
+	var args []any
+	if service != "" {
+		q += ` WHERE service = $1`
+		args = append(args, service)
+	}
+	rows, err := s.db.QueryContext(ctx, q+` ORDER BY service, instance`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: instances: %w", err)
+	}
+	defer rows.Close()
+	var out []Instance
+	for rows.Next() {
+		in, err := scanInstance(rows)
+		if err != nil {
+			return nil, fmt.Errorf("ledger: instances: %w", err)
+		}
+		out = append(out, in)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("ledger: instances: %w", err)
+	}
+	return out, nil
+}
+
+// SaveInstance implements LedgerStore.
+func (s *SQLStore) SaveInstance(ctx context.Context, in Instance, tr *Transition) error {
+	labels := []byte("{}")
+	if len(in.Labels) > 0 {
+		var err error
+		if labels, err = json.Marshal(in.Labels); err != nil {
+			return fmt.Errorf("ledger: labels: %w", err)
+		}
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("ledger: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	_, err = tx.ExecContext(ctx, `INSERT INTO delivery_instances (`+instanceColumns+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+		ON CONFLICT (service, instance) DO UPDATE SET labels = excluded.labels,
+			running_version = excluded.running_version, target_version = excluded.target_version,
+			state = excluded.state, state_since = excluded.state_since, last_seen = excluded.last_seen,
+			heartbeat_ms = excluded.heartbeat_ms, ack_version = excluded.ack_version,
+			nack_version = excluded.nack_version, nack_reason = excluded.nack_reason,
+			nack_error = excluded.nack_error, nack_at = excluded.nack_at`,
+		in.Service, in.Instance, string(labels), in.Running, in.Target, string(in.State), in.Since.UTC(),
+		in.LastSeen.UTC(), in.HeartbeatMS, in.AckVersion, in.NackVersion, in.NackReason, in.NackError, nullTime(in.NackAt))
+	if err != nil {
+		return fmt.Errorf("ledger: save instance %s/%s: %w", in.Service, in.Instance, err)
+	}
+	if tr != nil {
+		_, err = tx.ExecContext(ctx, `INSERT INTO delivery_transitions
+			(service, instance, from_state, to_state, target_version, running_version, detail, at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+			tr.Service, tr.Instance, string(tr.From), string(tr.To), tr.Target, tr.Running, tr.Detail, tr.At.UTC())
+		if err != nil {
+			return fmt.Errorf("ledger: transition of %s/%s: %w", in.Service, in.Instance, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("ledger: commit: %w", err)
+	}
+	return nil
+}
+
+// Transitions implements LedgerStore.
+func (s *SQLStore) Transitions(ctx context.Context, service, instance string, limit int) ([]Transition, error) {
+	q := `SELECT service, instance, from_state, to_state, target_version, running_version, detail, at
+		FROM delivery_transitions WHERE service = $1`
+	args := []any{service}
+	if instance != "" {
+		q += ` AND instance = $2`
+		args = append(args, instance)
+	}
+	q += ` ORDER BY id DESC`
+	if limit > 0 {
+		q += fmt.Sprintf(` LIMIT %d`, limit)
+	}
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: transitions: %w", err)
+	}
+	defer rows.Close()
+	var out []Transition
+	for rows.Next() {
+		var tr Transition
+		if err := rows.Scan(&tr.Service, &tr.Instance, &tr.From, &tr.To, &tr.Target, &tr.Running, &tr.Detail, &tr.At); err != nil {
+			return nil, fmt.Errorf("ledger: transitions: %w", err)
+		}
+		out = append(out, tr)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("ledger: transitions: %w", err)
+	}
+	return out, nil
+}
+
+func nullTime(t time.Time) sql.NullTime {
+	if t.IsZero() {
+		return sql.NullTime{}
+	}
+	return sql.NullTime{Time: t.UTC(), Valid: true}
+}

@@ -1,0 +1,232 @@
+package distribution
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+	"github.com/prometheus/client_golang/prometheus"
+	_ "modernc.org/sqlite" // database/sql driver "sqlite"
+
+	"governor.dev/governor/internal/testenv"
+	"governor.dev/governor/migrations"
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/watch"
+)
+
+// ledgerStores lists the LedgerStore implementations every ledger test runs
+// against.
+var ledgerStores = []struct {
+	name string
+	open func(t *testing.T) LedgerStore
+}{
+	{"memory", func(*testing.T) LedgerStore { return NewMemoryStore() }},
+	{"sqlite", func(t *testing.T) LedgerStore {
+		return NewSQLStore(openSQL(t, "sqlite", "file:"+filepath.Join(t.TempDir(), "ledger.db")+"?_pragma=busy_timeout(5000)", migrations.SQLite))
+	}},
+	{"postgres", func(t *testing.T) LedgerStore {
+		return NewSQLStore(openSQL(t, "pgx", testenv.Postgres(t), migrations.Postgres))
+	}},
+}
+
+func openSQL(t *testing.T, driver, dsn string, d migrations.Dialect) *sql.DB {
+	t.Helper()
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	if err := migrations.Up(context.Background(), db, d); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+func newTestLedger(t *testing.T, store LedgerStore, clk clock.Clock) *Ledger {
+	t.Helper()
+	l, err := NewLedger(LedgerOptions{Store: store, Clock: clk, Grace: 30 * time.Second, GoneAfter: 35 * time.Second, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func TestLedgerStates(t *testing.T) {
+	for _, st := range ledgerStores {
+		t.Run(st.name, func(t *testing.T) {
+			ctx := context.Background()
+			clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+			l := newTestLedger(t, st.open(t), clk)
+			zoneA, zoneB := map[string]string{"zone": "a"}, map[string]string{"zone": "b"}
+			hb := func(id string, running int64, labels map[string]string) {
+				t.Helper()
+				if err := l.HandleHeartbeat(ctx, &watch.Heartbeat{Service: "checkout", Instance: id, Running: running, Labels: labels, IntervalMS: 1000}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			report := func(id string, st watch.Status, v, running int64, reason watch.Reason, msg string) {
+				t.Helper()
+				if err := l.HandleReport(ctx, &watch.Report{Service: "checkout", Instance: id, Status: st, Version: v, Running: running, Reason: reason, Error: msg}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			publish := func(v int64, sel *watch.Selector) {
+				t.Helper()
+				if err := l.Published(ctx, envelope(t, "checkout", v), sel); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sweep := func() {
+				t.Helper()
+				if err := l.Sweep(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			expect := func(step, id string, want State, target int64) {
+				t.Helper()
+				in, ok, err := l.o.Store.Instance(ctx, "checkout", id)
+				if err != nil || !ok {
+					t.Fatalf("%s: instance %s: %v %v", step, id, ok, err)
+				}
+				if in.State != want || in.Target != target {
+					t.Fatalf("%s: %s is %s for v%d, want %s for v%d", step, id, in.State, in.Target, want, target)
+				}
+			}
+
+			publish(1, nil)
+			hb("pod-a", 0, zoneA)
+			hb("pod-b", 0, zoneB)
+			expect("new instance behind", "pod-a", StatePending, 1)
+			clk.Advance(31 * time.Second)
+			hb("pod-b", 0, zoneB)
+			sweep()
+			expect("behind past the grace period", "pod-a", StateStale, 1)
+			report("pod-a", watch.StatusACK, 1, 1, "", "")
+			report("pod-b", watch.StatusACK, 1, 1, "", "")
+			expect("acked", "pod-a", StateSynced, 1)
+
+			publish(2, nil)
+			expect("new version", "pod-a", StatePending, 2)
+			report("pod-a", watch.StatusNACK, 2, 1, watch.ReasonApply, "routes[0]: limit conflict")
+			expect("nacked", "pod-a", StateNacked, 2)
+			in, _, _ := l.o.Store.Instance(ctx, "checkout", "pod-a")
+			if in.NackError != "routes[0]: limit conflict" || in.NackReason != "apply" || in.Running != 1 {
+				t.Fatalf("NACK not recorded: %+v", in)
+			}
+
+			clk.Advance(40 * time.Second)
+			sweep()
+			expect("silent", "pod-a", StateGone, 2)
+			hb("pod-a", 1, zoneA)
+			expect("back, still refusing v2", "pod-a", StateNacked, 2)
+
+			publish(3, nil)
+			report("pod-a", watch.StatusACK, 3, 3, "", "")
+			report("pod-b", watch.StatusACK, 3, 3, "", "")
+			expect("v3", "pod-a", StateSynced, 3)
+
+			// A payload the SDK could not read at all (version 0) after v4.
+			publish(4, nil)
+			report("pod-b", watch.StatusNACK, 0, 3, watch.ReasonNotJSON, "payload is not JSON")
+			expect("unreadable payload", "pod-b", StateNacked, 4)
+			report("pod-b", watch.StatusACK, 4, 4, "", "")
+			report("pod-a", watch.StatusACK, 4, 4, "", "")
+
+			// Canary of v5 in zone a only, then abort.
+			publish(5, &watch.Selector{Labels: zoneA})
+			expect("canary selected", "pod-a", StatePending, 5)
+			expect("canary not selected", "pod-b", StateSynced, 4)
+			report("pod-a", watch.StatusACK, 5, 5, "", "")
+			expect("canary applied", "pod-a", StateSynced, 5)
+			if err := l.Aborted(ctx, "checkout"); err != nil {
+				t.Fatal(err)
+			}
+			expect("aborted, still on the canary", "pod-a", StatePending, 4)
+			report("pod-a", watch.StatusACK, 4, 4, "", "")
+			expect("reverted", "pod-a", StateSynced, 4)
+
+			hist, err := l.History(ctx, "checkout", "pod-a", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []State
+			for i := len(hist) - 1; i >= 0; i-- {
+				got = append(got, hist[i].To)
+			}
+			want := []State{StatePending, StateStale, StateSynced, StatePending, StateNacked, StateGone, StateNacked,
+				StatePending, StateSynced, // v3
+				StatePending, StateSynced, // v4
+				StatePending, StateSynced, // canary v5
+				StatePending, StateSynced} // abort: back to v4
+			if len(got) != len(want) {
+				t.Fatalf("history %v\nwant    %v", got, want)
+			}
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("history %v\nwant    %v", got, want)
+				}
+			}
+			if hist[len(hist)-1].From != "" || hist[0].From != StatePending {
+				t.Fatalf("transition sources: first %q, last %q", hist[len(hist)-1].From, hist[0].From)
+			}
+			if limited, _ := l.History(ctx, "checkout", "", 3); len(limited) != 3 {
+				t.Fatalf("History limit: %d rows", len(limited))
+			}
+			sum, err := l.Summary(ctx, "checkout")
+			if err != nil || sum[StateSynced] != 2 {
+				t.Fatalf("summary %v %v", sum, err)
+			}
+			ins, err := l.Instances(ctx, "checkout")
+			if err != nil || len(ins) != 2 || ins[0].Instance != "pod-a" || ins[0].Labels["zone"] != "a" {
+				t.Fatalf("instances %+v %v", ins, err)
+			}
+		})
+	}
+}
+
+func TestLedgerRecordsMalformedMessages(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	l, err := NewLedger(LedgerOptions{Store: NewMemoryStore(), Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := l.o.Names
+	tests := []struct {
+		subject string
+		data    string
+		kind    string
+		result  string
+	}{
+		{n.ReportSubject("s"), `{"service":"s","instance":"i","version":1,"status":"ack","running":1}`, "ack", "recorded"},
+		{n.ReportSubject("s"), `{"service":"s","instance":"i","version":2,"status":"nack","error":"x","running":1}`, "nack", "recorded"},
+		{n.HeartbeatSubject("s"), `{"service":"s","instance":"i","running":1}`, "heartbeat", "recorded"},
+		{n.ReportSubject("s"), `not json`, "ack", "malformed"},
+		{n.HeartbeatSubject("s"), `{"service":"s"}`, "heartbeat", "malformed"},
+	}
+	for _, tt := range tests {
+		l.record(context.Background(), natsMsg(tt.subject, tt.data))
+		if got := counterValue2(t, reg, "governor_distribution_ledger_messages_total", map[string]string{"kind": tt.kind, "result": tt.result}); got < 1 {
+			t.Fatalf("%s %s: messages{kind=%s,result=%s} = %v", tt.subject, tt.data, tt.kind, tt.result, got)
+		}
+	}
+}
+
+func TestNewLedgerRefusesBadOptions(t *testing.T) {
+	tests := []struct {
+		name string
+		o    LedgerOptions
+	}{
+		{"no store", LedgerOptions{}},
+		{"negative grace", LedgerOptions{Store: NewMemoryStore(), Grace: -time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := NewLedger(tt.o); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+}
