@@ -23,6 +23,9 @@ const (
 	probeJitter   = 0.25          // probe intervals vary by ±25%
 	staleBaseline = 0.8           // a window 20% faster than the no-load RTT triggers a probe
 	calmWindows   = 20            // windows of additive growth after a window with drops
+	unresponsive  = 0.8           // halving the limit must bring the latency below 80% of where it was
+	probeSettle   = 1.5           // a probe step is measured from 1.5 RTT after it
+	releaseRamp   = 2             // a released limit doubles per window up to Max
 )
 
 // algorithm is what distinguishes the adaptive limiters; core calls it once
@@ -55,11 +58,13 @@ type core struct {
 	cur       float64 // the learned limit
 	noLoad    float64 // no-load RTT estimate, ns (0: unknown)
 	enforced  bool
+	ceiling   float64 // the published limit
 	nextProbe int64
 	probe     probeState
 	rng       *rand.Rand
 	taken     int64 // samples taken out of the shards, decided or discarded
 	calm      int   // windows of additive growth left after drops
+	episode   episode
 
 	snap snapshotState
 }
@@ -70,6 +75,14 @@ type probeState struct {
 	saved      float64
 	prev, best float64
 	bestLimit  float64 // the limit the fastest probe window ran at
+	settle     int64   // windows starting before this still see the previous limit
+}
+
+// episode is a run of congested windows.
+type episode struct {
+	active bool
+	limit  float64 // the limit when it began or was last halved
+	rtt    float64 // the latency then
 }
 
 type snapshotState struct {
@@ -138,7 +151,10 @@ func (c *core) tryClose(now int64) {
 	if end == closing || !c.windowEnd.CompareAndSwap(end, closing) {
 		return
 	}
-	c.windowEnd.Store(c.close(now))
+	// Hand the token back even if an overload signal panics.
+	next := now + c.window
+	defer func() { c.windowEnd.Store(next) }()
+	next = c.close(now)
 }
 
 // close runs with the closing token and returns the next window end.
@@ -148,8 +164,12 @@ func (c *core) close(now int64) int64 {
 		return now + c.window
 	}
 	if countSamples(c.shards) < c.minN {
-		if now-c.winStart < maxWindowAge*c.window {
-			return now + c.window // too few samples to decide: extend the window
+		// Too few samples to decide: extend the window. Past maxWindowAge
+		// keep extending only if the limit is in use (the limit itself
+		// holds the throughput down, as behind a very slow dependency);
+		// otherwise the traffic is just low: discard.
+		if now-c.winStart < maxWindowAge*c.window || c.inUse() {
+			return now + c.window
 		}
 		var w window
 		take(c.shards, &w) // stale and too few: discard, keep the limit
@@ -160,11 +180,23 @@ func (c *core) close(now int64) int64 {
 	w := window{start: c.winStart, end: now}
 	take(c.shards, &w)
 	c.taken += w.count
-	w.finish(max(int64(math.Ceil(c.cur*busyShare)), 1))
+	w.finish(c.busyAt())
 	c.winStart = now
 	c.decide(&w)
 	return now + c.window
 }
+
+// inUse reports whether the in-flight maximum of the open window reached the
+// busy share of the limit.
+func (c *core) inUse() bool {
+	var m int64
+	for i := range c.shards {
+		m = max(m, c.shards[i].maxInflight.Load())
+	}
+	return m >= c.busyAt()
+}
+
+func (c *core) busyAt() int64 { return max(int64(math.Ceil(c.cur*busyShare)), 1) }
 
 func (c *core) decide(w *window) {
 	if w.avgRTT > 0 && (c.noLoad == 0 || w.avgRTT < c.noLoad) {
@@ -190,11 +222,13 @@ func (c *core) decide(w *window) {
 			c.calm--
 			next = min(next, c.cur+1)
 		}
+		c.watchResponse(w, next)
 		c.cur = c.clamp(next)
 		// A probe only makes sense where the limit shapes the load: a due
 		// probe waits for a window that uses an enforced limit.
 		if w.end >= c.nextProbe && w.used && c.enforced {
-			c.probe = probeState{active: true, saved: c.cur, prev: w.avgRTT, best: w.avgRTT, bestLimit: c.cur}
+			c.probe = probeState{active: true, saved: c.cur, prev: w.avgRTT, best: w.avgRTT, bestLimit: c.cur,
+				settle: w.end + int64(w.avgRTT*probeSettle)}
 			c.cur = c.clamp(c.cur * probeStep)
 		}
 	}
@@ -203,11 +237,37 @@ func (c *core) decide(w *window) {
 	c.publish()
 }
 
+// watchResponse follows an episode of congestion (latency above the
+// tolerance): if the limit was halved during it and the latency did not come
+// down, the latency is not this limiter's queue but a slower dependency or a
+// slower service. The no-load RTT is then stale: probe at once instead of
+// holding the limit at its floor until the next interval.
+func (c *core) watchResponse(w *window, next float64) {
+	congested := c.noLoad > 0 && w.avgRTT > c.noLoad*(1+c.p.tolerance)
+	ep := &c.episode
+	switch {
+	case !congested:
+		ep.active = false
+	case !ep.active:
+		*ep = episode{active: true, limit: c.cur, rtt: w.avgRTT}
+	case next <= ep.limit/2:
+		if w.used && w.avgRTT >= ep.rtt*unresponsive {
+			c.nextProbe = w.end
+			ep.active = false
+			return
+		}
+		ep.limit, ep.rtt = next, w.avgRTT // it did respond: compare the next halving with here
+	}
+}
+
 // probeWindow handles a window measured under a lowered probe limit: lower
 // further while the latency keeps falling, else adopt the fastest window as
 // the no-load RTT and restore the limit.
 func (c *core) probeWindow(w *window) {
 	pr := &c.probe
+	if w.start < pr.settle {
+		return // requests admitted before the last step still finish in this window
+	}
 	pr.steps++
 	if w.avgRTT <= pr.best {
 		pr.best, pr.bestLimit = w.avgRTT, c.cur
@@ -217,6 +277,7 @@ func (c *core) probeWindow(w *window) {
 	atMin := c.cur <= float64(c.p.min)
 	if falling && !atMin && pr.steps < probeMaxSteps {
 		c.cur = c.clamp(c.cur * probeStep)
+		pr.settle = w.end + int64(w.avgRTT*probeSettle)
 		return
 	}
 	// The probe is conclusive when the latency stopped responding to a lower
@@ -242,10 +303,15 @@ func (c *core) clamp(v float64) float64 {
 
 func (c *core) publish() {
 	learned := max(int64(math.Round(c.cur)), 1)
-	pub := learned
-	if !c.enforced {
-		pub = int64(c.p.max)
+	// A released limit (Little's law without its signal) ramps up to Max,
+	// doubling per window, so a release does not let the whole backlog in
+	// at once.
+	if c.enforced {
+		c.ceiling = c.cur
+	} else {
+		c.ceiling = min(max(c.ceiling, c.cur)*releaseRamp, float64(c.p.max))
 	}
+	pub := max(int64(math.Round(c.ceiling)), 1)
 	c.limit.Store(pub)
 	c.snap.learned.Store(learned)
 	c.snap.noLoad.Store(int64(c.noLoad))

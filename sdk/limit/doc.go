@@ -5,10 +5,12 @@
 // caller's clock reading, the round-trip time, the in-flight count when the
 // request was admitted and whether it failed from overload) and answers Limit,
 // an atomic load. Observe is lock-free and allocation-free: it adds the sample
-// to one of several cache-line-padded shards of atomic counters chosen at
-// random, and the first call that crosses the end of the current window
-// closes it with a compare-and-swap and recomputes the limit. Limiters never
-// read the clock themselves on the hot path.
+// to one of several cache-line-padded shards chosen with rand.Uint32, with a
+// single atomic add (the count and the RTT sum share a word; a new in-flight
+// maximum or a drop costs one more), and the first call that crosses the end
+// of the current window closes it with a compare-and-swap and recomputes the
+// limit. Limiters never read the clock themselves on the hot path: the window
+// runs on the now that callers pass.
 //
 // # Algorithms
 //
@@ -59,8 +61,8 @@
 //     did not use the limit, changes nothing either: noisy latency or a few
 //     timeouts at low load cannot ratchet the limit down.
 //   - Unbounded growth when latency is flat: the limit grows only when it is
-//     used, that is when at least a tenth of the window's requests were
-//     admitted with in-flight at 80% of the limit or more.
+//     used, that is when in-flight reached 80% of the limit during the
+//     window; it settles at about 1.25 x the peak demand.
 //   - Oscillation: steps are bounded and smoothed. After a window with drops
 //     (1% or more of its requests) the limit is cut by the dropped share (at
 //     least 10%, at most half) and then grows by at most 1 per window for 20

@@ -273,3 +273,35 @@ func TestFixedIgnoresSamples(t *testing.T) {
 		t.Fatalf("Snapshot() = %+v", s)
 	}
 }
+
+func TestPanickingSignalDoesNotFreezeTheLimiter(t *testing.T) {
+	calls := 0
+	l, err := New(rules.Concurrency{Algorithm: rules.AlgorithmLittle}, clock.NewFake(time.Time{}),
+		WithOverloadSignal(func() bool {
+			calls++
+			if calls == 1 {
+				panic("signal failed")
+			}
+			return true
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	observeWindow := func(start int64) {
+		for i := range int64(20) {
+			l.Observe(start+i*int64(10*time.Millisecond), int64(time.Millisecond), 20, false)
+		}
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the signal's panic was swallowed")
+			}
+		}()
+		observeWindow(0)
+	}()
+	observeWindow(int64(time.Second))
+	if calls < 2 {
+		t.Fatalf("signal called %d times: the window closing is stuck", calls)
+	}
+}

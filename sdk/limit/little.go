@@ -41,8 +41,8 @@ func (l *little) engaged(c *core, w *window) bool {
 		on = c.noLoad > 0 && w.avgRTT > c.noLoad*(1+c.p.tolerance)
 	}
 	// Releasing a limit that is in use would let the overload back in at
-	// once: stay engaged while the limit binds, and for the hold time after
-	// the signal was last on.
+	// once: stay engaged while it binds, and for the hold time after the
+	// signal was last on.
 	if on || w.dropRatio() >= dropThreshold || (c.enforced && w.used) {
 		l.engagedUntil = w.end + l.hold
 		return true
@@ -69,6 +69,13 @@ func (l *little) update(c *core, w *window) float64 {
 		return cur * min(max(1-r, 0.5), 0.9)
 	}
 	target := l.maxTP * ((2+c.p.tolerance)*c.noLoad - w.avgRTT) / 1e9
+	if w.used && w.avgRTT <= c.noLoad*(1+c.p.tolerance/2) {
+		// In use without queueing: the window's throughput is bounded by
+		// the limit itself (bursts hit it), not by the server. Grow, so a
+		// healthy service does not reject its bursts and the limit can be
+		// released.
+		target = max(target, cur*(1+c.p.tolerance/2))
+	}
 	target = min(max(target, cur/2), cur*2)
 	if !w.used && (target > cur || w.avgRTT <= c.noLoad*(1+c.p.tolerance)) {
 		return cur // an unused limit moves only on queueing, never toward the demand
