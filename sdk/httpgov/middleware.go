@@ -14,7 +14,10 @@
 package httpgov
 
 import (
+	"bufio"
 	"errors"
+	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -150,6 +153,30 @@ func (w *statusWriter) Flush() {
 		f.Flush()
 	}
 }
+
+// Hijack passes through to the underlying writer (for WebSockets and other
+// protocol switches); it fails with http.ErrNotSupported where that cannot.
+func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if w.status == 0 {
+		w.status = http.StatusSwitchingProtocols
+	}
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}
+
+// ReadFrom keeps the underlying writer's io.ReaderFrom fast path (sendfile).
+func (w *statusWriter) ReadFrom(r io.Reader) (int64, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(writerOnly{w.ResponseWriter}, r)
+}
+
+// writerOnly hides everything but Write, so io.Copy does not loop back into
+// ReadFrom.
+type writerOnly struct{ io.Writer }
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

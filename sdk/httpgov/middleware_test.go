@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -294,4 +297,59 @@ func TestDefaultOutcome(t *testing.T) {
 			t.Errorf("DefaultOutcome(%d) = %d, want %d", status, got, want)
 		}
 	}
+}
+
+func TestWriterPassesThroughHijackAndReadFrom(t *testing.T) {
+	clk := clock.NewFake(time.Now())
+	g := newGovernor(t, clk, nil, rules.Route{Name: "api", Match: rules.Match{PathPrefix: "/"}})
+	h := httpgov.Middleware(g, httpgov.Options{Clock: clk})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/ws" {
+			conn, buf, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				t.Errorf("Hijack: %v", err)
+				return
+			}
+			buf.WriteString("HTTP/1.1 101 Switching Protocols\r\nUpgrade: test\r\nConnection: Upgrade\r\n\r\nhello")
+			buf.Flush()
+			conn.Close()
+			return
+		}
+		n, err := io.Copy(w, strings.NewReader("copied body"))
+		if err != nil || n != 11 {
+			t.Errorf("io.Copy: %d, %v", n, err)
+		}
+	}))
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL + "/copy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "copied body" {
+		t.Fatalf("body %q", b)
+	}
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprint(conn, "GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: test\r\n\r\n")
+	got, _ := io.ReadAll(conn)
+	if !strings.Contains(string(got), "101 Switching Protocols") || !strings.HasSuffix(string(got), "hello") {
+		t.Fatalf("hijacked connection answered %q", got)
+	}
+	until(t, func() bool { return g.InFlight("api") == 0 })
+}
+
+func until(t *testing.T, cond func() bool) {
+	t.Helper()
+	for i := 0; i < 1_000_000; i++ {
+		if cond() {
+			return
+		}
+		runtime.Gosched()
+	}
+	t.Fatal("condition never held")
 }
