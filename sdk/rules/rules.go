@@ -158,7 +158,9 @@ type Concurrency struct {
 	ProbeInterval Duration `json:"probe_interval,omitempty"`
 }
 
-// Shedding configures priority-aware load shedding under the concurrency limit.
+// Shedding configures priority-aware load shedding under the concurrency
+// limit; it takes effect only on a route with Concurrency (which sheds with
+// these defaults when Shedding is absent).
 type Shedding struct {
 	// Reserved is the share of the limit only the critical class may use;
 	// default 0.1.
@@ -170,7 +172,8 @@ type Shedding struct {
 	RotateEvery Duration `json:"rotate_every,omitempty"`
 }
 
-// Queue is a short CoDel queue in front of the concurrency limit.
+// Queue is a short CoDel queue in front of the concurrency limit; it takes
+// effect only on a route with Concurrency that is not in shadow mode.
 type Queue struct {
 	// Target queueing delay; default 5ms.
 	Target Duration `json:"target,omitempty"`
@@ -182,7 +185,9 @@ type Queue struct {
 	LIFO *bool `json:"lifo,omitempty"`
 }
 
-// WarmUp ramps a fresh instance's limits up over Period.
+// WarmUp ramps a fresh instance's limits (the rate limits and the
+// concurrency limit) up over Period, counted from the instance's start, so a
+// warm-up added to a long-running instance has no effect.
 type WarmUp struct {
 	// InitialFraction of the limits at start; default 0.1.
 	InitialFraction float64 `json:"initial_fraction,omitempty"`
