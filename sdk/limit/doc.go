@@ -30,9 +30,9 @@
 //     signal (the window's latency above noLoad * (1 + Tolerance)), or any
 //     func() bool given with WithOverloadSignal, such as CPUSignal.Overloaded
 //     over a CPUSampler reading cgroup or /proc CPU usage. While it is not
-//     engaged Limit returns Max and the limit is still learned in the
-//     background; it cuts, like the gradient, within a few windows of a
-//     latency step because the target falls with the measured latency.
+//     engaged Limit ramps up to Max and the limit is still learned in the
+//     background; engaged, it cuts like the gradient within a few windows of
+//     a latency step, because the target falls with the measured latency.
 //   - "fixed": Limit is always Max; a baseline for comparisons.
 //
 // Defaults come from rules.Concurrency: Initial 20 (Max for fixed), Min 4,
@@ -44,22 +44,32 @@
 //   - Min-RTT drift under sustained load: the no-load RTT falls at once when a
 //     window is faster, but rises only through a probe. Every ProbeInterval
 //     (jittered by ±25%, seeded by WithSeed) the limiter lowers its limit by
-//     25% per window while the latency keeps falling (the server is still
-//     saturated then, so no throughput is lost) and stops at the first window
-//     where it no longer falls (or at Min); the fastest probe window becomes
-//     the no-load RTT, and the limit is restored, capped at the fastest
-//     window's limit x (1 + Tolerance). It never pins the limit to a tiny
-//     value as Envoy does: in the simulated tests a probe costs about 15% of
-//     throughput for two or three windows. A probe waits for a window where
-//     the limit is in use and enforced, so it never raises the estimate from
-//     a load the limit does not shape. A window 20% faster than the estimate
-//     (a slow period ended) triggers a probe at once.
+//     25% per step while the latency keeps falling (the server is still
+//     saturated then, so little throughput is lost), measuring each step from
+//     1.5 RTTs after it so that requests admitted under the previous limit do
+//     not blur it, and stops at the first step where the latency no longer
+//     falls (or at Min). The fastest probe window becomes the no-load RTT and
+//     the limit is restored, capped at the fastest window's limit x
+//     (1 + Tolerance). It never pins the limit to a tiny value as Envoy does:
+//     in the simulated tests a probe keeps about 85% of the server's
+//     throughput for its few windows. A probe waits for a window where the
+//     limit is in use and enforced, so it never raises the estimate from a
+//     load the limit does not shape.
+//   - A stale no-load RTT, in both directions: a window 20% faster than the
+//     estimate (a slow period ended) triggers a probe at once; so does an
+//     episode of congestion in which halving the limit did not bring the
+//     latency down by a fifth (the latency is a slower dependency, not this
+//     limiter's queue). Then the slower RTT is adopted within about a second
+//     and the limit climbs back to what the server can take, instead of
+//     sitting at Min until the next interval.
 //   - Collapse at low traffic: a window with fewer than MinSamples samples
 //     makes no decision; it is extended, and after ten window lengths its
-//     samples are discarded, the limit unchanged. A window whose average
-//     in-flight (sum of RTTs / duration) is below half the limit, and which
-//     did not use the limit, changes nothing either: noisy latency or a few
-//     timeouts at low load cannot ratchet the limit down.
+//     samples are discarded, the limit unchanged (unless the limit is in use:
+//     then it is the limit that holds the throughput down, and the window
+//     keeps extending until it can decide). A window whose average in-flight
+//     (sum of RTTs / duration) is below half the limit, and which did not use
+//     the limit, changes nothing either: noisy latency or a few timeouts at
+//     low load cannot ratchet the limit down.
 //   - Unbounded growth when latency is flat: the limit grows only when it is
 //     used, that is when in-flight reached 80% of the limit during the
 //     window; it settles at about 1.25 x the peak demand.
@@ -68,8 +78,9 @@
 //     least 10%, at most half) and then grows by at most 1 per window for 20
 //     windows, so it does not saw back into the timeouts. Little's law stays
 //     engaged while its limit is in use and for a hold time after the signal
-//     was last on, and CPUSignal smooths the CPU with an EWMA and hysteresis
-//     (on at 80%, off below 70%), so CPU jitter does not flap the limit.
+//     was last on; a released limit doubles per window up to Max instead of
+//     jumping there; CPUSignal smooths the CPU with an EWMA and hysteresis
+//     (on at 80%, off below 70%). So CPU jitter does not flap the limit.
 //
 // Package limittest has a deterministic simulated server that drives a
 // Limiter in virtual time, for tests and the overload laboratory.

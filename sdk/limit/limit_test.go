@@ -305,3 +305,68 @@ func TestPanickingSignalDoesNotFreezeTheLimiter(t *testing.T) {
 		t.Fatalf("signal called %d times: the window closing is stuck", calls)
 	}
 }
+
+// A window the limit itself holds below MinSamples (a very slow dependency)
+// keeps extending until it can decide, instead of being discarded as low
+// traffic.
+func TestWindowInUseExtendsUntilItCanDecide(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	c := newTestCore(t, rules.Concurrency{Initial: 10}, WithMinSamples(10))
+	// One sample every 300 ms, admitted with in-flight 10 (the whole limit):
+	// the tenth arrives 3 s in, far past ten window lengths.
+	for i := range int64(10) {
+		c.Observe(300*ms*(i+1), 2000*ms, 10, false)
+	}
+	if n := c.Snapshot().Windows; n != 1 {
+		t.Fatalf("decided %d windows, want 1 (the extended window)", n)
+	}
+	// The same samples without the limit in use are low traffic: discarded.
+	c = newTestCore(t, rules.Concurrency{Initial: 10}, WithMinSamples(10))
+	for i := range int64(10) {
+		c.Observe(300*ms*(i+1), 2000*ms, 2, false)
+	}
+	if n := c.Snapshot().Windows; n != 0 {
+		t.Fatalf("decided %d windows on low traffic, want 0", n)
+	}
+}
+
+// A released Little's-law limit ramps up to Max, doubling per window, so
+// the backlog is not let in at once.
+func TestReleasedLimitRamps(t *testing.T) {
+	on := true
+	l, err := New(rules.Concurrency{Algorithm: rules.AlgorithmLittle, Initial: 10}, clock.NewFake(time.Time{}),
+		WithOverloadSignal(func() bool { return on }), WithHold(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ms = int64(time.Millisecond)
+	now := int64(0)
+	window := func() {
+		for range 20 {
+			now += 5 * ms
+			l.Observe(now, 5*ms, 1, false) // light: the limit is not in use
+		}
+	}
+	window()
+	window()
+	if got := l.Limit(); got != 10 {
+		t.Fatalf("engaged limit %d, want 10", got)
+	}
+	on = false
+	var seen []int
+	for range 10 {
+		window()
+		seen = append(seen, l.Limit())
+	}
+	want := []int{20, 40, 80, 160, 320, 640, 1000, 1000, 1000, 1000}
+	for i := range want {
+		if seen[i] != want[i] {
+			t.Fatalf("limits after release %v, want %v", seen, want)
+		}
+	}
+	on = true
+	window()
+	if got := l.Limit(); got != 10 {
+		t.Fatalf("re-engaged limit %d, want the learned 10", got)
+	}
+}
