@@ -52,7 +52,7 @@ func TestThresholdsAreMonotoneAndReserveHeadroom(t *testing.T) {
 			}
 		}
 	}
-	if got, want := Thresholds(100, 0.1), (Ceilings{100, 90, 85, 81}); got != want {
+	if got, want := Thresholds(100, 0.1), (Ceilings{100, 90, 81, 72}); got != want {
 		t.Fatalf("Thresholds(100, 0.1) = %v, want %v", got, want)
 	}
 	if got := Thresholds(0, 0.1); got != (Ceilings{}) {

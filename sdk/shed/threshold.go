@@ -2,8 +2,11 @@ package shed
 
 // Step is the share of the limit that separates neighbouring non-critical
 // classes: with reserved r, core may fill (1-r) of the limit, browse
-// (1-r)(1-Step), batch (1-r)(1-2 Step).
-const Step = 0.05
+// (1-r)(1-Step), batch (1-r)(1-2 Step). The gaps make priority strict under
+// sustained overload: the in-flight count settles at the ceiling of the
+// class that is partly shed, and random swings around it rarely reach the
+// ceiling of the class above.
+const Step = 0.1
 
 // Cohorts is the number of user cohorts consistent shedding spreads a class
 // over.
