@@ -1,7 +1,9 @@
 // Command propagation measures approve-to-ACK latency of rule distribution:
-// it starts N SDK watchers, each with its own NATS connection, approves a
-// series of versions through the outbox relay and records when every
-// watcher's ACK arrives.
+// it starts N SDK watchers (sdk/watch), each with its own NATS connection,
+// publishes a series of versions to the JetStream KV bucket the way the
+// control plane's relay does (read the key, compare-and-set), and records
+// when every watcher's ACK arrives. The clock starts just before the
+// publication, i.e. when the relay picks up an approved version.
 //
 //	go run ./cmd/propagation -watchers 1000 -json
 //

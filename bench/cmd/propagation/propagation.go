@@ -4,19 +4,20 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"governor.dev/governor/internal/natsembed"
-	"governor.dev/governor/rules/distribution"
 	"governor.dev/governor/sdk/rules"
 	"governor.dev/governor/sdk/watch"
 )
@@ -44,7 +45,7 @@ type Result struct {
 
 const service = "bench-propagation"
 
-// Run sets up NATS, the relay and the watchers, then approves cfg.Versions
+// Run sets up NATS, the bucket and the watchers, then approves cfg.Versions
 // versions one after another and measures each watcher's approve-to-ACK
 // latency. Progress goes to log.
 func Run(ctx context.Context, cfg Config, log io.Writer) (Result, error) {
@@ -54,12 +55,12 @@ func Run(ctx context.Context, cfg Config, log io.Writer) (Result, error) {
 	url := cfg.URL
 	switch cfg.Server {
 	case "embedded":
-		srv, err := natsembed.Start(natsembed.Options{})
+		srvURL, stop, err := startEmbedded()
 		if err != nil {
 			return Result{}, err
 		}
-		defer func() { _ = srv.Close() }()
-		url = srv.URL()
+		defer stop()
+		url = srvURL
 	case "machine":
 	default:
 		return Result{}, fmt.Errorf("-server must be embedded or machine, got %q", cfg.Server)
@@ -74,7 +75,8 @@ func Run(ctx context.Context, cfg Config, log io.Writer) (Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	// Control plane: publisher, in-memory outbox, relay.
+	// Control plane side: the bucket and a publisher that writes like the
+	// relay does (read the key, compare-and-set the new version).
 	cp, err := nats.Connect(url)
 	if err != nil {
 		return Result{}, fmt.Errorf("connect %s: %w", url, err)
@@ -84,25 +86,18 @@ func Run(ctx context.Context, cfg Config, log io.Writer) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	pub, err := distribution.NewPublisher(ctx, js, distribution.PublisherOptions{Names: names, Storage: jetstream.MemoryStorage})
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: names.Bucket(), History: 5, Storage: jetstream.MemoryStorage})
 	if err != nil {
-		return Result{}, err
+		return Result{}, fmt.Errorf("bucket: %w", err)
 	}
 	defer func() {
 		dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer dcancel()
 		_ = js.DeleteKeyValue(dctx, names.Bucket())
 	}()
-	outbox := distribution.NewMemoryOutbox(nil)
-	relay, err := distribution.NewRelay(distribution.RelayOptions{Outbox: outbox, Publisher: pub})
-	if err != nil {
-		return Result{}, err
-	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	wg.Add(1)
-	go func() { defer wg.Done(); _ = relay.Run(ctx) }()
 
 	// ACK collector.
 	col := newCollector(cfg.Watchers)
@@ -144,8 +139,7 @@ func Run(ctx context.Context, cfg Config, log io.Writer) (Result, error) {
 		}
 		col.expect(v)
 		at := time.Now()
-		_, err = outbox.Add(env)
-		return at, err
+		return at, publish(ctx, kv, names.StableKey(service), env)
 	}
 	if _, err := approve(1); err != nil {
 		return Result{}, err
@@ -266,4 +260,52 @@ func (c *collector) times(v int64) []time.Time {
 		out = append(out, t)
 	}
 	return out
+}
+
+// publish writes the envelope as the control plane's relay does: read the
+// key's revision, then compare-and-set the new version on it.
+func publish(ctx context.Context, kv jetstream.KeyValue, key string, env *rules.Envelope) error {
+	data, err := json.Marshal(env)
+	if err != nil {
+		return err
+	}
+	cur, err := kv.Get(ctx, key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		_, err = kv.Create(ctx, key, data)
+	case err != nil:
+		return err
+	default:
+		_, err = kv.Update(ctx, key, data, cur.Revision())
+	}
+	return err
+}
+
+// startEmbedded starts a NATS server with JetStream in a temporary
+// directory on a random loopback port; stop shuts it down and removes the
+// directory. (The control plane's internal/natsembed does the same; the bench
+// module keeps to the SDK and NATS so it does not follow the root module's
+// requirements.)
+func startEmbedded() (url string, stop func(), err error) {
+	dir, err := os.MkdirTemp("", "propagation-nats-")
+	if err != nil {
+		return "", nil, err
+	}
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: server.RANDOM_PORT, JetStream: true,
+		StoreDir: dir, NoLog: true, NoSigs: true})
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return "", nil, err
+	}
+	go srv.Start()
+	stop = func() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+		_ = os.RemoveAll(dir)
+	}
+	if !srv.ReadyForConnections(10 * time.Second) {
+		stop()
+		return "", nil, errors.New("embedded NATS not ready within 10s")
+	}
+	return srv.ClientURL(), stop, nil
 }
