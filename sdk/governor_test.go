@@ -535,3 +535,35 @@ func TestConcurrentAdmissionNeverExceedsTheLimit(t *testing.T) {
 		t.Fatalf("in flight %d at the end", f.g.InFlight("api"))
 	}
 }
+
+func TestPriorityFromConfiguredHeaders(t *testing.T) {
+	rs := ruleset(concRoute(1, 0))
+	rs.Priority = &rules.Priority{Header: "x-prio", Default: rules.ClassBrowse,
+		Aliases: map[string]rules.Class{"checkout": rules.ClassCritical}}
+	f := newFixture(t, 1, rs)
+	if f.g.PriorityHeader() != "X-Prio" {
+		t.Fatalf("priority header %q, want X-Prio", f.g.PriorityHeader())
+	}
+	held, err := f.g.Admit(context.Background(), governor.Request{Path: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(time.Millisecond, governor.Success)
+	tests := []struct {
+		req  governor.Request
+		want rules.Class
+	}{
+		{governor.Request{Path: "/"}, rules.ClassBrowse},
+		{governor.Request{Path: "/", Header: mapHeader{"X-Prio": "checkout"}}, rules.ClassCritical},
+		{governor.Request{Path: "/", Header: mapHeader{"X-Prio": "9"}}, rules.ClassBatch},
+		{governor.Request{Path: "/", Header: mapHeader{"X-Traffic-Priority": "0"}}, rules.ClassBrowse},
+		{governor.Request{Path: "/", Priority: "core", Header: mapHeader{"X-Prio": "9"}}, rules.ClassCore},
+	}
+	for _, tt := range tests {
+		_, err := f.g.Admit(context.Background(), tt.req)
+		var rej *governor.Rejection
+		if !errors.As(err, &rej) || rej.Class != tt.want {
+			t.Errorf("request %+v: %v, want refused as %s", tt.req, err, tt.want)
+		}
+	}
+}
