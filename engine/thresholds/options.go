@@ -64,7 +64,7 @@ func DefaultOptions() Options {
 		LongHalfLife:     2000,
 		EnvelopeHalfLife: 2000,
 		SpreadFloor:      0.05,
-		RangeFloor:       0,
+		RangeFloor:       0.03,
 		MemoryHalfLife:   150,
 		ScoreScale:       1,
 	}
