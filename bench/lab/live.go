@@ -137,10 +137,12 @@ func liveOnce(ctx context.Context, o LiveOptions, cfg childConfig) (childResult,
 		return out, fmt.Errorf("lab: configure server: %w", err)
 	}
 	var hello struct{ Addr string }
-	line, err := bufio.NewReader(srvOut).ReadBytes('\n')
+	br := bufio.NewReader(srvOut)
+	line, err := br.ReadBytes('\n')
 	if err != nil || json.Unmarshal(line, &hello) != nil || hello.Addr == "" {
 		return out, fmt.Errorf("lab: server did not report its address (%v)", err)
 	}
+	go io.Copy(io.Discard, br) // never let a chatty library block the server on a full pipe
 	cfg.Addr = hello.Addr
 	lg := child(ctx, o, "loadgen")
 	in, _ := json.Marshal(cfg)

@@ -102,10 +102,7 @@ type gozero struct{ s load.Shedder }
 var errGoZero = fmt.Errorf("%w: go-zero shedder", ErrRejected)
 
 func newGoZero(Options) (Limiter, error) {
-	// go-zero logs every drop at error level through its global logger;
-	// silence it so logging does not distort the measurement.
-	logx.Disable()
-	load.DisableLog()
+	Quiet()
 	return &gozero{s: load.NewAdaptiveShedder()}, nil
 }
 
@@ -127,3 +124,12 @@ func (g *gozero) Release(t Ticket, _ time.Duration, failed bool) {
 }
 
 func (g *gozero) Close() {}
+
+// Quiet turns off the logging go-zero does on its own: every drop at error
+// level, and a CPU and memory line every minute from a goroutine its
+// packages start when imported. Logging would distort the measurement and
+// pollute the output of cmd/overload, so its main calls Quiet first.
+func Quiet() {
+	logx.Disable()
+	load.DisableLog()
+}

@@ -115,6 +115,17 @@ func WriteResults(w io.Writer, analysis string, m Machine, runs map[string]map[s
 		}
 		sim, okS := modes["sim"]
 		live, okL := modes["live"]
+		if okS {
+			var parts []string
+			for _, x := range sim.Results {
+				if x.Detail.LimitShrinkS >= 0 {
+					parts = append(parts, fmt.Sprintf("%s %.1f s", x.Limiter, x.Detail.LimitShrinkS))
+				}
+			}
+			if len(parts) > 0 {
+				fmt.Fprintf(w, "Time until the limit halved after the first event began (sim): %s.\n\n", strings.Join(parts, ", "))
+			}
+		}
 		if okS && okL {
 			so, lo, inv := Agreement(sim, live)
 			fmt.Fprintf(w, "Ranking by goodput ratio (limiters in both modes): sim %s; live %s.\n",

@@ -19,12 +19,16 @@ import (
 	"strings"
 
 	"governor.dev/governor/bench/lab"
+	"governor.dev/governor/bench/limiters"
 	"governor.dev/governor/bench/report"
 	"governor.dev/governor/bench/scenario"
 	"governor.dev/governor/bench/sim"
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() {
+	limiters.Quiet()
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
 
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("overload", flag.ContinueOnError)
