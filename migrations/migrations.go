@@ -5,8 +5,9 @@
 // PostgreSQL and sqlite/ for the embedded SQLite default. Up applies every file
 // of one dialect that the database has not seen yet, in version order, with
 // goose v3. On PostgreSQL it holds goose's session-level advisory lock while it
-// runs, so several processes starting at once apply each file exactly once;
-// running Up again is a no-op.
+// runs, so several processes starting at once apply each file exactly once; on
+// SQLite each file applies in its own transaction and a process that loses a
+// race to another tries again. Running Up again is a no-op.
 //
 // # Adding a migration
 //
@@ -67,6 +68,10 @@ var embedded embed.FS
 // database-scoped lock, so separate databases on one server do not contend).
 const lockID int64 = 0x676f7665726e6f72 // "governor"
 
+// sqliteAttempts bounds how often Up runs on SQLite when a concurrent
+// migrator wins the race to apply a file.
+const sqliteAttempts = 5
+
 // Options tune Up. The zero value is valid.
 type Options struct {
 	// Logger receives one line per applied file; nil discards.
@@ -98,6 +103,21 @@ func Up(ctx context.Context, db *sql.DB, d Dialect, opts ...Options) error {
 		return err
 	}
 	results, err := p.Up(ctx)
+	// SQLite has no advisory lock: a process that loses the race to apply a
+	// file fails (its transaction rolls back) and, once the winner has
+	// committed, finds the file applied on the next attempt.
+	for attempt := 1; err != nil && d == SQLite && attempt < sqliteAttempts; attempt++ {
+		t := time.NewTimer(time.Duration(attempt) * 50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w: %s: %w", ErrMigrate, d, errors.Join(err, ctx.Err()))
+		case <-t.C:
+		}
+		var more []*goose.MigrationResult
+		more, err = p.Up(ctx)
+		results = append(results, more...)
+	}
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrMigrate, d, err)
 	}

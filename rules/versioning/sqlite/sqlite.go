@@ -75,7 +75,7 @@ func Open(ctx context.Context, o Options) (versioning.Store, error) {
 	sdb.SetMaxOpenConns(1)
 	sdb.SetConnMaxLifetime(0)
 	sdb.SetConnMaxIdleTime(0)
-	if err := sdb.PingContext(ctx); err != nil {
+	if err := ping(ctx, sdb, busy); err != nil {
 		_ = sdb.Close()
 		return nil, fmt.Errorf("%w: sqlite: %s: %w", versioning.ErrUnavailable, o.Path, err)
 	}
@@ -87,6 +87,26 @@ func Open(ctx context.Context, o Options) (versioning.Store, error) {
 		Clock: o.Clock, Logger: o.Logger, Registerer: o.Registerer, Timeout: o.Timeout,
 		RetryBackoff: o.RetryBackoff, BeforeCommit: o.BeforeCommit,
 	})
+}
+
+// ping opens the connection. Switching a new file to WAL mode needs a moment
+// of exclusive access and fails at once with SQLITE_BUSY (no busy handler)
+// while another process holds the file, so that is tried again until busy.
+func ping(ctx context.Context, db *sql.DB, busy time.Duration) error {
+	deadline := time.Now().Add(busy)
+	for {
+		err := db.PingContext(ctx)
+		if err == nil || !dialect().Retryable(err) || time.Now().After(deadline) {
+			return err
+		}
+		t := time.NewTimer(20 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return errors.Join(err, ctx.Err())
+		case <-t.C:
+		}
+	}
 }
 
 func dialect() sqlstore.Dialect {

@@ -1,0 +1,135 @@
+package postgres_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+
+	"governor.dev/governor/internal/testenv"
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/rules/versioning/postgres"
+	"governor.dev/governor/sdk/rules"
+)
+
+var (
+	alice = versioning.Actor{Name: "alice", Roles: []versioning.Role{versioning.RoleOperator}}
+	bob   = versioning.Actor{Name: "bob", Roles: []versioning.Role{versioning.RoleApprover}}
+)
+
+func TestOpenRefusesBadOptions(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		o    postgres.Options
+		want error
+	}{
+		{"no URL", postgres.Options{}, versioning.ErrInvalid},
+		{"bad URL", postgres.Options{URL: "postgres://%zz"}, versioning.ErrInvalid},
+		{"nothing listening", postgres.Options{URL: "postgres://x@127.0.0.1:1/db?connect_timeout=2"}, versioning.ErrUnavailable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := postgres.Open(ctx, tt.o)
+			require.Nil(t, s)
+			require.ErrorIs(t, err, tt.want)
+		})
+	}
+}
+
+// TestConcurrentOpen starts several processes' worth of stores on one new
+// database at once: the migration lock lets all of them start.
+func TestConcurrentOpen(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url := testenv.Postgres(t)
+	var wg sync.WaitGroup
+	stores := make([]versioning.Store, 3)
+	errs := make([]error, 3)
+	for i := range stores {
+		wg.Go(func() { stores[i], errs[i] = postgres.Open(ctx, postgres.Options{URL: url, MaxConns: 2}) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = stores[i].Close() })
+	}
+	_, err := stores[0].Propose(ctx, versioning.Proposal{Ruleset: &rules.Ruleset{Service: "a"}, Author: alice, Reason: "x"})
+	require.NoError(t, err)
+	v, err := stores[2].Get(ctx, "a", 1)
+	require.NoError(t, err)
+	require.Equal(t, versioning.StateProposed, v.State)
+}
+
+// TestNotifyOnOutbox: a relay in another process LISTENs on OutboxChannel
+// and is woken by the commit of an approval.
+func TestNotifyOnOutbox(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	url := testenv.Postgres(t)
+	s, err := postgres.Open(ctx, postgres.Options{URL: url})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	_, err = conn.Exec(ctx, "LISTEN "+postgres.OutboxChannel)
+	require.NoError(t, err)
+
+	v, err := s.Propose(ctx, versioning.Proposal{Ruleset: &rules.Ruleset{Service: "notify"}, Author: alice, Reason: "x"})
+	require.NoError(t, err)
+	_, err = s.Approve(ctx, "notify", v.Number, bob, "")
+	require.NoError(t, err)
+	n, err := conn.WaitForNotification(ctx)
+	require.NoError(t, err)
+	require.Equal(t, postgres.OutboxChannel, n.Channel)
+	require.Equal(t, "notify", n.Payload)
+}
+
+func TestMetrics(t *testing.T) {
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	s, err := postgres.Open(ctx, postgres.Options{URL: testenv.Postgres(t), Registerer: reg})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	dana := versioning.Actor{Name: "dana", Roles: []versioning.Role{versioning.RoleOperator, versioning.RoleApprover}}
+	v, err := s.Propose(ctx, versioning.Proposal{Ruleset: &rules.Ruleset{Service: "m"}, Author: dana, Reason: "x"})
+	require.NoError(t, err)
+	_, err = s.Approve(ctx, "m", v.Number, dana, "")
+	require.ErrorIs(t, err, versioning.ErrSelfApproval)
+	require.Equal(t, 1.0, testutil.ToFloat64(opCounter(t, reg, "propose", "ok")))
+	require.Equal(t, 1.0, testutil.ToFloat64(opCounter(t, reg, "approve", "self_approval")))
+	n, err := testutil.GatherAndCount(reg, "governor_versioning_operation_seconds")
+	require.NoError(t, err)
+	require.Positive(t, n)
+}
+
+func opCounter(t *testing.T, reg *prometheus.Registry, op, result string) prometheus.Collector {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "x"})
+	for _, mf := range mfs {
+		if mf.GetName() != "governor_versioning_operations_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["operation"] == op && labels["result"] == result {
+				require.Equal(t, "postgres", labels["store"])
+				c.Add(m.GetCounter().GetValue())
+				return c
+			}
+		}
+	}
+	t.Fatalf("no series operation=%s result=%s", op, result)
+	return nil
+}
