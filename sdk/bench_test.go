@@ -43,3 +43,38 @@ func BenchmarkAdmit(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkAdmitShed is the refusal path under overload: the limit is full,
+// every request is shed after trying each shard. Refusals must be cheap and
+// must not allocate.
+func BenchmarkAdmitShed(b *testing.B) {
+	g, err := governor.New(governor.DefaultOptions("bench"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer g.Close()
+	rs := &rules.Ruleset{Service: "bench", Routes: []rules.Route{{
+		Name:        "api",
+		Match:       rules.Match{PathPrefix: "/api"},
+		Concurrency: &rules.Concurrency{Algorithm: rules.AlgorithmFixed, Max: 64},
+	}}}
+	if err := g.Apply(rs, 1); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for {
+		if _, err := g.Admit(ctx, governor.Request{Path: "/api", Priority: "critical"}); err != nil {
+			break
+		}
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		req := governor.Request{Path: "/api/orders", Method: "GET", Priority: "batch"}
+		for pb.Next() {
+			if _, err := g.Admit(ctx, req); err == nil {
+				b.Error("admitted beyond a full limit")
+				return
+			}
+		}
+	})
+}
