@@ -25,7 +25,8 @@ const (
 	calmWindows   = 20            // windows of additive growth after a window with drops
 	unresponsive  = 0.8           // halving the limit must bring the latency below 80% of where it was
 	probeSettle   = 1.5           // a probe step is measured from 1.5 RTT after it
-	releaseRamp   = 2             // a released limit doubles per window up to Max
+	releaseRamp   = 2             // a released limit doubles per window up to twice the peak demand
+	peakDecay     = 0.9           // the recent peak in-flight forgets 10% per window
 )
 
 // algorithm is what distinguishes the adaptive limiters; core calls it once
@@ -59,6 +60,7 @@ type core struct {
 	noLoad    float64 // no-load RTT estimate, ns (0: unknown)
 	enforced  bool
 	ceiling   float64 // the published limit
+	peak      float64 // recent peak in-flight, decaying by peakDecay per window
 	nextProbe int64
 	probe     probeState
 	rng       *rand.Rand
@@ -199,6 +201,7 @@ func (c *core) inUse() bool {
 func (c *core) busyAt() int64 { return max(int64(math.Ceil(c.cur*busyShare)), 1) }
 
 func (c *core) decide(w *window) {
+	c.peak = max(float64(w.maxInflight), c.peak*peakDecay)
 	if w.avgRTT > 0 && (c.noLoad == 0 || w.avgRTT < c.noLoad) {
 		if w.avgRTT < c.noLoad*staleBaseline && !c.probe.active {
 			// The no-load RTT fell a lot at once: the estimate was stale
@@ -303,13 +306,15 @@ func (c *core) clamp(v float64) float64 {
 
 func (c *core) publish() {
 	learned := max(int64(math.Round(c.cur)), 1)
-	// A released limit (Little's law without its signal) ramps up to Max,
-	// doubling per window, so a release does not let the whole backlog in
-	// at once.
+	// A released limit (Little's law without its signal) is not Max at
+	// once: it doubles per window up to twice the recent peak in-flight (or
+	// twice the learned limit), so neither a release nor a sudden stall
+	// downstream lets an unbounded backlog in before the signal engages.
 	if c.enforced {
 		c.ceiling = c.cur
 	} else {
-		c.ceiling = min(max(c.ceiling, c.cur)*releaseRamp, float64(c.p.max))
+		loose := min(max(releaseRamp*c.peak, releaseRamp*c.cur), float64(c.p.max))
+		c.ceiling = min(max(c.ceiling, c.cur)*releaseRamp, loose)
 	}
 	pub := max(int64(math.Round(c.ceiling)), 1)
 	c.limit.Store(pub)

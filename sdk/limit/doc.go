@@ -30,9 +30,13 @@
 //     signal (the window's latency above noLoad * (1 + Tolerance)), or any
 //     func() bool given with WithOverloadSignal, such as CPUSignal.Overloaded
 //     over a CPUSampler reading cgroup or /proc CPU usage. While it is not
-//     engaged Limit ramps up to Max and the limit is still learned in the
-//     background; engaged, it cuts like the gradient within a few windows of
-//     a latency step, because the target falls with the measured latency.
+//     engaged the limit is still learned in the background and Limit is only
+//     a loose cap: twice the recent peak in-flight or twice the learned
+//     limit, whichever is larger (up to Max), approached by doubling per
+//     window, so a stall downstream cannot let an unbounded backlog in before
+//     the signal engages. Engaged, it cuts like the gradient within a few
+//     windows of a latency step, because the target falls with the measured
+//     latency.
 //   - "fixed": Limit is always Max; a baseline for comparisons.
 //
 // Defaults come from rules.Concurrency: Initial 20 (Max for fixed), Min 4,
@@ -78,8 +82,8 @@
 //     least 10%, at most half) and then grows by at most 1 per window for 20
 //     windows, so it does not saw back into the timeouts. Little's law stays
 //     engaged while its limit is in use and for a hold time after the signal
-//     was last on; a released limit doubles per window up to Max instead of
-//     jumping there; CPUSignal smooths the CPU with an EWMA and hysteresis
+//     was last on; a released limit doubles per window up to its loose cap
+//     instead of jumping there; CPUSignal smooths the CPU with an EWMA and hysteresis
 //     (on at 80%, off below 70%). So CPU jitter does not flap the limit.
 //
 // Package limittest has a deterministic simulated server that drives a

@@ -2,6 +2,7 @@ package limit
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -330,8 +331,9 @@ func TestWindowInUseExtendsUntilItCanDecide(t *testing.T) {
 	}
 }
 
-// A released Little's-law limit ramps up to Max, doubling per window, so
-// the backlog is not let in at once.
+// A released Little's-law limit is a loose cap: twice the learned limit or
+// twice the recent peak in-flight, reached by doubling per window, so neither
+// a release nor a stall downstream lets an unbounded backlog in.
 func TestReleasedLimitRamps(t *testing.T) {
 	on := true
 	l, err := New(rules.Concurrency{Algorithm: rules.AlgorithmLittle, Initial: 10}, clock.NewFake(time.Time{}),
@@ -341,32 +343,38 @@ func TestReleasedLimitRamps(t *testing.T) {
 	}
 	const ms = int64(time.Millisecond)
 	now := int64(0)
-	window := func() {
+	window := func(inflight func() int) []int {
 		for range 20 {
 			now += 5 * ms
-			l.Observe(now, 5*ms, 1, false) // light: the limit is not in use
+			l.Observe(now, 5*ms, inflight(), false)
 		}
+		return []int{l.Limit()}
 	}
-	window()
-	window()
+	light := func() int { return 1 }
+	window(light)
+	window(light)
 	if got := l.Limit(); got != 10 {
 		t.Fatalf("engaged limit %d, want 10", got)
 	}
 	on = false
 	var seen []int
-	for range 10 {
-		window()
-		seen = append(seen, l.Limit())
+	for range 3 {
+		seen = append(seen, window(light)...)
 	}
-	want := []int{20, 40, 80, 160, 320, 640, 1000, 1000, 1000, 1000}
-	for i := range want {
-		if seen[i] != want[i] {
-			t.Fatalf("limits after release %v, want %v", seen, want)
-		}
+	if want := []int{20, 20, 20}; !slices.Equal(seen, want) {
+		t.Fatalf("light demand after release: limits %v, want %v (twice the learned 10)", seen, want)
+	}
+	// Demand that fills whatever is allowed doubles the cap per window.
+	seen = nil
+	for range 8 {
+		seen = append(seen, window(l.Limit)...)
+	}
+	if want := []int{40, 80, 160, 320, 640, 1000, 1000, 1000}; !slices.Equal(seen, want) {
+		t.Fatalf("growing demand after release: limits %v, want %v", seen, want)
 	}
 	on = true
-	window()
-	if got := l.Limit(); got != 10 {
-		t.Fatalf("re-engaged limit %d, want the learned 10", got)
+	window(light)
+	if s := l.(Inspector).Snapshot(); !s.Engaged || l.Limit() != s.Learned {
+		t.Fatalf("re-engaged: Limit() = %d, snapshot %+v; want the learned limit", l.Limit(), s)
 	}
 }

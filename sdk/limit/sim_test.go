@@ -266,7 +266,7 @@ func TestFlatLatencyGrowsOnlyWhenUsed(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/demand_%.0f", alg, tt.rate/100), func(t *testing.T) {
 				cfg := limittest.Config{Server: limittest.Server{Capacity: 1 << 20, Base: 10 * time.Millisecond, Jitter: 0.1}, Rate: tt.rate, Seed: 7}
 				l, sim := setup(t, rules.Concurrency{Algorithm: alg}, cfg)
-				sim.Run(30 * time.Second)
+				sim.Run(15 * time.Second)
 				if got := snap(l).Learned; got < tt.min || got > tt.max {
 					t.Fatalf("learned limit %d with flat latency, want within [%d, %d]", got, tt.min, tt.max)
 				}
@@ -282,9 +282,9 @@ func TestDropsCutTheLimit(t *testing.T) {
 			cfg := overloaded(8)
 			cfg.Timeout = 13 * time.Millisecond // tighter than the latency the tolerance allows
 			l, sim := setup(t, rules.Concurrency{Algorithm: alg}, cfg)
-			sim.Run(10 * time.Second)
+			sim.Run(5 * time.Second)
 			mark := sim.Stats()
-			sim.Run(10 * time.Second)
+			sim.Run(5 * time.Second)
 			st := sim.Stats().Sub(mark)
 			dropped := float64(st.Dropped) / float64(st.Admitted)
 			if dropped > 0.05 {
@@ -305,7 +305,9 @@ func TestLittleEngagement(t *testing.T) {
 	t.Run("not engaged without overload", func(t *testing.T) {
 		l, sim := setup(t, rules.Concurrency{Algorithm: rules.AlgorithmLittle}, light)
 		sim.Run(10 * time.Second)
-		if s := snap(l); s.Engaged || l.Limit() != limit.DefaultMax || s.Learned != 20 {
+		// Released, the limit is a loose cap: twice the learned limit (the
+		// demand of 10 in flight is below it).
+		if s := snap(l); s.Engaged || l.Limit() != 40 || s.Learned != 20 {
 			t.Fatalf("light load: Limit() = %d, snapshot %+v", l.Limit(), s)
 		}
 	})
