@@ -1,0 +1,139 @@
+package watch
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// natsURL returns the machine's NATS ($GOVERNOR_TEST_NATS or the local
+// server), or skips the test (fails it when CI=true). The SDK module keeps to
+// its three dependencies, so this mirrors internal/testenv.NATS of the root
+// module, where the full integration suite lives (rules/distribution).
+func natsURL(t *testing.T) string {
+	t.Helper()
+	u := os.Getenv("GOVERNOR_TEST_NATS")
+	if u == "" {
+		u = "nats://127.0.0.1:4222"
+	}
+	p, err := url.Parse(u)
+	if err != nil {
+		t.Fatalf("bad NATS URL %q: %v", u, err)
+	}
+	c, err := net.DialTimeout("tcp", p.Host, 2*time.Second)
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("NATS at %s unavailable in CI: %v", p.Host, err)
+		}
+		t.Skipf("NATS at %s unavailable: %v", p.Host, err)
+	}
+	_ = c.Close()
+	return u
+}
+
+func TestWatcherAgainstNATS(t *testing.T) {
+	u := natsURL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	names, _ := NewNames("w" + hex.EncodeToString(b[:]))
+	nc, err := Connect(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: names.Bucket(), Storage: jetstream.MemoryStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = js.DeleteKeyValue(context.Background(), names.Bucket()) }()
+
+	reports := make(chan *Report, 16)
+	beats := make(chan *Heartbeat, 16)
+	subR, _ := nc.Subscribe(names.ReportSubject("checkout"), func(m *nats.Msg) {
+		if r, err := DecodeReport(m.Data); err == nil {
+			reports <- r
+		}
+	})
+	defer func() { _ = subR.Unsubscribe() }()
+	subH, _ := nc.Subscribe(names.HeartbeatSubject("checkout"), func(m *nats.Msg) {
+		if h, err := DecodeHeartbeat(m.Data); err == nil {
+			beats <- h
+		}
+	})
+	defer func() { _ = subH.Unsubscribe() }()
+	_ = nc.Flush()
+
+	if _, err := kv.Put(ctx, names.StableKey("checkout"), envelopeBytes(t, "checkout", 1)); err != nil {
+		t.Fatal(err)
+	}
+	app := &fakeApplier{}
+	cache := filepath.Join(t.TempDir(), "rules.json")
+	w, err := New(Options{Service: "checkout", Instance: "pod-0", Labels: map[string]string{"zone": "a"},
+		Conn: nc, Names: names, Applier: app, CacheFile: cache, Heartbeat: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(wctx) }()
+	defer func() { wcancel(); <-done }()
+
+	next := func(what string) *Report {
+		t.Helper()
+		select {
+		case r := <-reports:
+			return r
+		case <-ctx.Done():
+			t.Fatalf("no report: %s", what)
+		}
+		return nil
+	}
+	if r := next("ACK of v1"); r.Status != StatusACK || r.Version != 1 || r.Instance != "pod-0" {
+		t.Fatalf("report %+v, want ACK of v1", r)
+	}
+	select {
+	case h := <-beats:
+		if h.Instance != "pod-0" || h.Labels["zone"] != "a" || h.IntervalMS != 100 {
+			t.Fatalf("heartbeat %+v", h)
+		}
+	case <-ctx.Done():
+		t.Fatal("no heartbeat")
+	}
+
+	// A canary for zone a, then abort.
+	c := canaryBytes(t, 2, Selector{Labels: map[string]string{"zone": "a"}})
+	if _, err := kv.Put(ctx, names.CanaryKey("checkout"), c); err != nil {
+		t.Fatal(err)
+	}
+	if r := next("ACK of the canary"); r.Status != StatusACK || r.Version != 2 {
+		t.Fatalf("report %+v, want ACK of v2", r)
+	}
+	if err := kv.Delete(ctx, names.CanaryKey("checkout")); err != nil {
+		t.Fatal(err)
+	}
+	if r := next("ACK of the return to v1"); r.Status != StatusACK || r.Version != 1 || r.Running != 1 {
+		t.Fatalf("report %+v, want ACK of v1 after the abort", r)
+	}
+	// Garbage: NACK, rules kept.
+	if _, err := kv.Put(ctx, names.StableKey("checkout"), []byte("garbage")); err != nil {
+		t.Fatal(err)
+	}
+	if r := next("NACK of garbage"); r.Status != StatusNACK || r.Reason != ReasonNotJSON || r.Running != 1 {
+		t.Fatalf("report %+v, want NACK not_json running 1", r)
+	}
+	if got, err := LoadCache(cache, "checkout"); err != nil || got.Version != 1 {
+		t.Fatalf("cache %v %v, want v1", got, err)
+	}
+}
