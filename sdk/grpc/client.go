@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"governor.dev/governor/sdk/outbound"
+	"governor.dev/governor/sdk/retry"
 )
 
 // ErrInvalidOptions wraps errors from the interceptor constructors.
@@ -118,7 +119,8 @@ func UnaryClientInterceptor(opts ClientOptions) (grpc.UnaryClientInterceptor, er
 		canRetry := d.Retrier() != nil && opts.Idempotent != nil && opts.Idempotent(method)
 		for attempt := 1; ; attempt++ {
 			var trailer metadata.MD
-			call, err := d.Begin(clk.Nanotime())
+			start := clk.Nanotime()
+			call, err := d.Begin(start)
 			if err != nil {
 				return refusal(err)
 			}
@@ -134,8 +136,9 @@ func UnaryClientInterceptor(opts ClientOptions) (grpc.UnaryClientInterceptor, er
 			if cancel != nil {
 				cancel()
 			}
+			end := clk.Nanotime()
 			failed := opts.Failed(err)
-			call.End(clk.Nanotime(), failed, dropped(err))
+			call.End(end, failed, dropped(err))
 			if err == nil || !failed || !canRetry || !opts.Retryable(err) {
 				return err
 			}
@@ -149,7 +152,7 @@ func UnaryClientInterceptor(opts ClientOptions) (grpc.UnaryClientInterceptor, er
 					after = max(d, time.Nanosecond)
 				}
 			}
-			wait, nerr := d.NextRetry(ctx, attempt, after)
+			wait, nerr := d.NextRetry(ctx, retry.Failure{Attempts: attempt, RetryAfter: after, Took: time.Duration(end - start)})
 			if nerr != nil {
 				return err
 			}

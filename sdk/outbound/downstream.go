@@ -201,14 +201,14 @@ func (d *Downstream) Request(now int64) {
 	}
 }
 
-// NextRetry decides whether a failed call may be retried after attempts
-// attempts (see retry.Retrier.Next) and counts the decision. Without retry
-// rules it returns retry.ErrAttemptsExhausted.
-func (d *Downstream) NextRetry(ctx context.Context, attempts int, retryAfter time.Duration) (time.Duration, error) {
+// NextRetry decides whether a failed call may be retried (see
+// retry.Retrier.Next) and counts the decision. Without retry rules it returns
+// retry.ErrAttemptsExhausted.
+func (d *Downstream) NextRetry(ctx context.Context, f retry.Failure) (time.Duration, error) {
 	if d.retrier == nil {
 		return 0, retry.ErrAttemptsExhausted
 	}
-	wait, err := d.retrier.Next(ctx, attempts, retryAfter)
+	wait, err := d.retrier.Next(ctx, f)
 	switch {
 	case err == nil:
 		d.stats.shard().retried.Add(1)

@@ -288,7 +288,7 @@ func TestRetriesAreCountedAndBudgeted(t *testing.T) {
 	// 0.5 x 4 requests + 0.05/s x 10s window = 2.5: two retries, then none.
 	var errs []error
 	for range 3 {
-		_, err := d.NextRetry(ctx, 1, 0)
+		_, err := d.NextRetry(ctx, retry.Failure{Attempts: 1})
 		errs = append(errs, err)
 	}
 	if errs[0] != nil || errs[1] != nil || !errors.Is(errs[2], retry.ErrBudgetExhausted) {
@@ -301,7 +301,7 @@ func TestRetriesAreCountedAndBudgeted(t *testing.T) {
 	}
 	p := f.set.Get("plain")
 	p.Request(0)
-	if _, err := p.NextRetry(ctx, 1, 0); !errors.Is(err, retry.ErrAttemptsExhausted) {
+	if _, err := p.NextRetry(ctx, retry.Failure{Attempts: 1}); !errors.Is(err, retry.ErrAttemptsExhausted) {
 		t.Fatalf("NextRetry without retry rules = %v", err)
 	}
 	if err := p.Wait(ctx, time.Second); err != nil {

@@ -77,23 +77,34 @@ func (r *Retrier) Backoff(n int) time.Duration {
 	return time.Duration(r.rnd() * float64(ceil))
 }
 
-// Next decides whether a retry may follow attempts attempts, the last of
-// which failed, and returns how long to wait first. retryAfter is what the
-// server asked for (0 if nothing). On a yes it has spent one retry from the
-// budget; on a no it returns one of ErrAttemptsExhausted, ErrRetryAfterTooLong,
-// ErrDeadline or ErrBudgetExhausted.
-func (r *Retrier) Next(ctx context.Context, attempts int, retryAfter time.Duration) (time.Duration, error) {
-	if attempts >= r.maxAttempts {
+// Failure describes the failed attempt a retry would follow.
+type Failure struct {
+	// Attempts made so far, the failed one included.
+	Attempts int
+	// RetryAfter is how long the server asked to wait (0 if it did not).
+	RetryAfter time.Duration
+	// Took is how long the failed attempt took: a retry is expected to take
+	// as long, so it is planned only if the wait plus Took ends before the
+	// context's deadline.
+	Took time.Duration
+}
+
+// Next decides whether a retry may follow the failure f and returns how long
+// to wait first. On a yes it has spent one retry from the budget; on a no it
+// returns one of ErrAttemptsExhausted, ErrRetryAfterTooLong, ErrDeadline or
+// ErrBudgetExhausted.
+func (r *Retrier) Next(ctx context.Context, f Failure) (time.Duration, error) {
+	if f.Attempts >= r.maxAttempts {
 		return 0, ErrAttemptsExhausted
 	}
-	d := r.Backoff(attempts)
-	if retryAfter > 0 {
-		if retryAfter > r.max {
-			return 0, fmt.Errorf("%w: asked for %s", ErrRetryAfterTooLong, retryAfter)
+	d := r.Backoff(f.Attempts)
+	if f.RetryAfter > 0 {
+		if f.RetryAfter > r.max {
+			return 0, fmt.Errorf("%w: asked for %s", ErrRetryAfterTooLong, f.RetryAfter)
 		}
-		d = max(d, retryAfter)
+		d = max(d, f.RetryAfter)
 	}
-	if dl, ok := ctx.Deadline(); ok && !r.clk.Now().Add(d).Before(dl) {
+	if dl, ok := ctx.Deadline(); ok && !r.clk.Now().Add(d+max(f.Took, 0)).Before(dl) {
 		return 0, ErrDeadline
 	}
 	if !r.budget.TryRetry(r.clk.Nanotime()) {
@@ -118,12 +129,15 @@ func (r *Retrier) Wait(ctx context.Context, d time.Duration) error {
 }
 
 // Do calls fn until it succeeds, returns a Permanent error, or Next decides
-// against another attempt; it returns fn's last error. An error made by After
+// against another attempt (each attempt is expected to take as long as the
+// previous one); it returns fn's last error. An error made by After
 // carries a server's Retry-After.
 func (r *Retrier) Do(ctx context.Context, fn func(ctx context.Context) error) error {
 	r.budget.Request(r.clk.Nanotime())
 	for attempt := 1; ; attempt++ {
+		start := r.clk.Nanotime()
 		err := fn(ctx)
+		took := time.Duration(r.clk.Nanotime() - start)
 		if err == nil {
 			return nil
 		}
@@ -136,7 +150,7 @@ func (r *Retrier) Do(ctx context.Context, fn func(ctx context.Context) error) er
 		if errors.As(err, &ra) {
 			after = ra.after
 		}
-		d, nerr := r.Next(ctx, attempt, after)
+		d, nerr := r.Next(ctx, Failure{Attempts: attempt, RetryAfter: after, Took: took})
 		if nerr != nil {
 			return err
 		}

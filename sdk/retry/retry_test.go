@@ -48,18 +48,20 @@ func TestNextDecides(t *testing.T) {
 		attempts   int
 		retryAfter time.Duration
 		deadline   time.Duration // from the fake clock's now; 0 = none
-		spend      int           // retries spent from the budget beforehand
+		took       time.Duration
+		spend      int // retries spent from the budget beforehand
 		wantDelay  time.Duration
 		wantErr    error
 	}{
-		{"first retry", 1, 0, 0, 0, 50 * time.Millisecond, nil},
-		{"attempts exhausted", 3, 0, 0, 0, 0, ErrAttemptsExhausted},
-		{"retry-after is honoured", 1, 400 * time.Millisecond, 0, 0, 400 * time.Millisecond, nil},
-		{"short retry-after keeps the back-off", 2, time.Millisecond, 0, 0, 100 * time.Millisecond, nil},
-		{"retry-after longer than max backoff", 1, 2 * time.Second, 0, 0, 0, ErrRetryAfterTooLong},
-		{"deadline too close", 1, 0, 40 * time.Millisecond, 0, 0, ErrDeadline},
-		{"deadline far enough", 1, 0, time.Minute, 0, 50 * time.Millisecond, nil},
-		{"budget exhausted", 1, 0, 0, 10, 0, ErrBudgetExhausted},
+		{"first retry", 1, 0, 0, 0, 0, 50 * time.Millisecond, nil},
+		{"attempts exhausted", 3, 0, 0, 0, 0, 0, ErrAttemptsExhausted},
+		{"retry-after is honoured", 1, 400 * time.Millisecond, 0, 0, 0, 400 * time.Millisecond, nil},
+		{"short retry-after keeps the back-off", 2, time.Millisecond, 0, 0, 0, 100 * time.Millisecond, nil},
+		{"retry-after longer than max backoff", 1, 2 * time.Second, 0, 0, 0, 0, ErrRetryAfterTooLong},
+		{"deadline before the wait ends", 1, 0, 40 * time.Millisecond, 0, 0, 0, ErrDeadline},
+		{"deadline before the retry could finish", 1, 0, 100 * time.Millisecond, 60 * time.Millisecond, 0, 0, ErrDeadline},
+		{"deadline far enough", 1, 0, time.Minute, time.Second, 0, 50 * time.Millisecond, nil},
+		{"budget exhausted", 1, 0, 0, 0, 10, 0, ErrBudgetExhausted},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -78,7 +80,7 @@ func TestNextDecides(t *testing.T) {
 				ctx, cancel = context.WithDeadline(ctx, clk.Now().Add(tt.deadline))
 				defer cancel()
 			}
-			d, err := r.Next(ctx, tt.attempts, tt.retryAfter)
+			d, err := r.Next(ctx, Failure{Attempts: tt.attempts, RetryAfter: tt.retryAfter, Took: tt.took})
 			if !errors.Is(err, tt.wantErr) || d != tt.wantDelay {
 				t.Fatalf("Next = %v, %v; want %v, %v", d, err, tt.wantDelay, tt.wantErr)
 			}
@@ -123,7 +125,7 @@ func TestBudgetCapsAmplification(t *testing.T) {
 				firsts++
 				for attempt := 1; ; attempt++ {
 					total++ // the attempt fails
-					if _, err := r.Next(context.Background(), attempt, 0); err != nil {
+					if _, err := r.Next(context.Background(), Failure{Attempts: attempt}); err != nil {
 						break
 					}
 				}

@@ -147,6 +147,7 @@ func (t *RoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 			areq = req.Clone(ctx)
 			areq.Body = body
 		}
+		start := clk.Nanotime()
 		resp, err := t.attempt(d, areq)
 		if err != nil && refused(err) {
 			if t.opts.Fallback != nil {
@@ -163,7 +164,8 @@ func (t *RoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 				after, _ = retry.ParseRetryAfter(v, clk.Now())
 			}
 		}
-		wait, nerr := d.NextRetry(ctx, attempt, after)
+		took := time.Duration(clk.Nanotime() - start)
+		wait, nerr := d.NextRetry(ctx, retry.Failure{Attempts: attempt, RetryAfter: after, Took: took})
 		if nerr != nil {
 			return resp, err // the last attempt's outcome
 		}
