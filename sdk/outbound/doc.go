@@ -21,5 +21,7 @@
 // through Downstream.Begin and Call.End, and retries through
 // Downstream.Request and Downstream.NextRetry. Metrics follow
 // docs/metrics.md: calls by outcome, call latency, breaker state, retries and
-// retry budget use, with every series created when its downstream is applied.
+// retry budget use, bulkhead in-flight and cap, balanced endpoints by state.
+// Every series exists from the moment its downstream is applied; the call
+// path only adds to striped atomic counters, summed when Prometheus scrapes.
 package outbound

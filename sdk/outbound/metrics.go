@@ -109,6 +109,7 @@ func (s *stats) snapshot() snapshot {
 type collector struct {
 	s                                     *Set
 	calls, duration, retries, state, used *prometheus.Desc
+	inflight, limit, endpoints            *prometheus.Desc
 	bounds                                []float64
 }
 
@@ -125,6 +126,12 @@ func newCollector(s *Set) *collector {
 			"Breaker state by downstream: 0 closed, 1 half-open (throttle: rejecting a share), 2 open.", []string{"downstream"}, nil),
 		used: prometheus.NewDesc("governor_sdk_retry_budget_ratio",
 			"Retries / requests in the retry budget window, by downstream.", []string{"downstream"}, nil),
+		inflight: prometheus.NewDesc("governor_sdk_downstream_inflight",
+			"Calls holding a bulkhead slot, by downstream.", []string{"downstream"}, nil),
+		limit: prometheus.NewDesc("governor_sdk_downstream_limit",
+			"Current bulkhead cap (adaptive or fixed), by downstream.", []string{"downstream"}, nil),
+		endpoints: prometheus.NewDesc("governor_sdk_downstream_endpoints",
+			"Balanced endpoints by downstream and state: active or ejected (breaker open).", []string{"downstream", "state"}, nil),
 	}
 	for _, b := range durationBounds {
 		c.bounds = append(c.bounds, b.Seconds())
@@ -134,7 +141,7 @@ func newCollector(s *Set) *collector {
 
 // Describe sends the descriptors.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.calls, c.duration, c.retries, c.state, c.used} {
+	for _, d := range []*prometheus.Desc{c.calls, c.duration, c.retries, c.state, c.used, c.inflight, c.limit, c.endpoints} {
 		ch <- d
 	}
 }
@@ -162,6 +169,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if d.retrier != nil {
 			ch <- prometheus.MustNewConstMetric(c.used, prometheus.GaugeValue, d.retrier.Budget().Ratio(now), name)
+		}
+		if d.bh != nil {
+			ch <- prometheus.MustNewConstMetric(c.inflight, prometheus.GaugeValue, float64(d.bh.InFlight()), name)
+			ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(d.bh.Limit()), name)
+		}
+		if n := d.bal.Len(); n > 0 {
+			ejected := len(d.bal.Ejected(now))
+			ch <- prometheus.MustNewConstMetric(c.endpoints, prometheus.GaugeValue, float64(n-ejected), name, "active")
+			ch <- prometheus.MustNewConstMetric(c.endpoints, prometheus.GaugeValue, float64(ejected), name, "ejected")
 		}
 	}
 }

@@ -311,7 +311,9 @@ func TestRetriesAreCountedAndBudgeted(t *testing.T) {
 
 func TestMetricsAreCreatedUpFrontAndDropped(t *testing.T) {
 	f := newFixture(t)
-	f.apply(rules.Downstream{Name: "a", Breaker: brk(), Retry: &rules.Retry{}}, rules.Downstream{Name: "b"})
+	f.apply(rules.Downstream{Name: "a", Breaker: brk(), Retry: &rules.Retry{}, Bulkhead: &rules.Bulkhead{MaxConcurrent: 7}},
+		rules.Downstream{Name: "b"})
+	f.set.SetEndpoints("a", []string{"x:1", "y:1"})
 	count := func(name string) int {
 		ms := f.gathered(name)
 		for _, m := range ms {
@@ -330,10 +332,22 @@ func TestMetricsAreCreatedUpFrontAndDropped(t *testing.T) {
 		{"governor_sdk_retries_total", 4},
 		{"governor_sdk_breaker_state", 1},
 		{"governor_sdk_retry_budget_ratio", 1},
+		{"governor_sdk_downstream_inflight", 1},
+		{"governor_sdk_downstream_limit", 1},
+		{"governor_sdk_downstream_endpoints", 2},
 	}
 	for _, tt := range tests {
 		if got := count(tt.name); got != tt.want {
 			t.Errorf("%s: %d series before any call, want %d", tt.name, got, tt.want)
+		}
+	}
+	if ms := f.gathered("governor_sdk_downstream_limit"); ms[0].GetGauge().GetValue() != 7 {
+		t.Fatalf("downstream_limit = %v, want 7", ms[0].GetGauge().GetValue())
+	}
+	for _, m := range f.gathered("governor_sdk_downstream_endpoints") {
+		want := map[string]float64{"active": 2, "ejected": 0}[label(m, "state")]
+		if m.GetGauge().GetValue() != want {
+			t.Fatalf("endpoints %s = %v, want %v", label(m, "state"), m.GetGauge().GetValue(), want)
 		}
 	}
 	f.apply(rules.Downstream{Name: "a", Breaker: brk(), Retry: &rules.Retry{}})
