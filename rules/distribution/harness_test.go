@@ -162,6 +162,12 @@ func (r *recorder) Apply(rs *rules.Ruleset, v int64) error {
 	return nil
 }
 
+func (r *recorder) versions() []int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]int64(nil), r.applied...)
+}
+
 func (r *recorder) last() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
