@@ -63,11 +63,15 @@ func New(opt Options) (*Detector, error) {
 	return d, nil
 }
 
+// MaxValue is the largest magnitude Observe accepts; beyond it the
+// arithmetic of spreads and averages could overflow.
+const MaxValue = 1e150
+
 // Observe scores the sample (t, v) against what came before and then learns
-// from it. NaN and infinite values are refused: the result is Inconclusive
-// and the state is unchanged.
+// from it. NaN, infinite and values beyond ±MaxValue are refused: the result
+// is Inconclusive and the state is unchanged.
 func (d *Detector) Observe(t time.Time, v float64) Result {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
+	if !(math.Abs(v) <= MaxValue) {
 		return Result{Inconclusive: true}
 	}
 	ts := t.UnixNano()
@@ -89,6 +93,9 @@ func (d *Detector) Observe(t time.Time, v float64) Result {
 		return res
 	}
 	res.Score = best / (best + d.opt.ScoreScale)
+	if math.IsInf(best, 1) {
+		res.Score = 1
+	}
 	return res
 }
 

@@ -51,7 +51,7 @@ func TestScoresInRange(t *testing.T) {
 	series := map[string]func(i int) float64{
 		"constant":    func(int) float64 { return 5 },
 		"zeros":       func(int) float64 { return 0 },
-		"huge":        func(i int) float64 { return 1e300 * float64(i%3) },
+		"huge":        func(i int) float64 { return MaxValue * float64(i%3-1) },
 		"tiny":        func(i int) float64 { return 1e-300 * rng.Float64() },
 		"negative":    func(int) float64 { return -1e6 + rng.NormFloat64() },
 		"heavy tails": func(int) float64 { return math.Tan(math.Pi * (rng.Float64() - 0.5)) },
@@ -76,7 +76,7 @@ func TestNaNAndInfRefused(t *testing.T) {
 	for i := range 1000 {
 		v := 3 + rng.NormFloat64()
 		if i%50 == 0 {
-			for _, bad := range []float64{math.NaN(), math.Inf(1), math.Inf(-1)} {
+			for _, bad := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), 2 * MaxValue, -2 * MaxValue} {
 				if res := a.Observe(every5m(i), bad); !res.Inconclusive || res.Score != 0 {
 					t.Fatalf("bad value %v: %+v, want inconclusive", bad, res)
 				}

@@ -1,14 +1,60 @@
 // Package thresholds detects anomalies in metric streams and recommends
 // thresholds from what it has learnt, in constant memory and time per sample.
 //
-// A Detector follows one series. Each call to Observe passes the sample's
-// timestamp and value (time is never read from a clock) and returns a Result
-// with an anomaly score in [0, 1], the expected value and spread, and whether
-// the detector has seen enough data to say anything: until then the result is
-// Inconclusive and the score 0.
+// # Detector
+//
+// A Detector follows one series. Observe takes each sample's timestamp and
+// value (time is passed in, never read from a clock) and returns a Result:
+// an anomaly score in [0, 1], the expected value and spread, the feature that
+// drove the score, and whether the detector has seen enough data to say
+// anything: for the first Options.Warmup samples the result is Inconclusive
+// and the score 0.
+//
+// Per sample the detector keeps
+//   - a robust recent level and spread (EWMA of the value and of the absolute
+//     deviation, each sample's influence clipped to Clip spreads), and a
+//     robust long-run level;
+//   - a seasonal profile (daily by default: one robust level per 5-minute
+//     phase bin), used instead of the recent level when it explains the data
+//     markedly better, so daily cycles are expected rather than alarming;
+//   - fast and medium averages compared with the long-run level (level shifts
+//     and drifts, a CUSUM-like change signal without a fixed threshold), and
+//     a slowly shrinking envelope of past extremes (new highs and lows).
+//
+// From these it derives non-negative features (see Feature). Each feature's
+// rarity is judged against the series' own history: an exponentially decayed
+// histogram over log-spaced bins gives the surprisal -ln P(F >= f) of the
+// current value, so a deviation that recurs (a nightly batch spike) stops
+// being surprising while one not seen within the memory half-life is, and one
+// beyond anything ever seen is most surprising. The score is the largest
+// weighted surprisal s mapped to s/(s+ScoreScale). Scores are therefore
+// comparable across series of any scale and need one threshold, not one per
+// series: with the defaults, about 0.84 means "not seen within recent memory"
+// and higher means "beyond anything seen".
+//
+// Everything is O(1) per sample (the histograms are Fenwick trees over a fixed
+// number of bins) and allocation-free; BenchmarkObserve measures it.
+//
+// # Evaluation
+//
+// DefaultOptions was tuned, as one parameter set for all files, on the NAB
+// subset in shared/datasets/nab; the nab subpackage runs the detector over it
+// and scores the output with NAB's rules (see TestNABEvaluation there for the
+// current standard-profile score).
+//
+// # Recommendations
+//
+// A Recommender learns a service's healthy baselines from per-interval
+// signals (throughput, error ratio, p50/p99 latency), skipping intervals with
+// errors above the health limit or anomalous latency, and recommends a
+// breaker slow-call threshold from the baseline p99, a rate ceiling from the
+// healthy peak throughput (a high quantile, not the maximum) plus headroom, and
+// latency alert levels. Until it has seen MinSamples healthy intervals its
+// answer is Inconclusive. Latency and throughput distributions are kept in a
+// Sketch: a quantile sketch with bounded relative error and time decay.
 package thresholds
 
 import "errors"
 
-// ErrOptions reports invalid Options; returned errors wrap it and name the field.
+// ErrOptions reports invalid options; returned errors wrap it and name the field.
 var ErrOptions = errors.New("thresholds: invalid options")

@@ -77,11 +77,11 @@ func (e *extremes) update(x, centre float64) {
 	e.lo = math.Min(e.lo, x)
 }
 
-// safe maps NaN (from overflowing arithmetic on extreme inputs) to 0 and
-// clamps the rest to be non-negative.
+// safe maps NaN (from arithmetic on extreme inputs) to 0 and clamps the
+// rest to [0, 1e300], so surprisal stays finite.
 func safe(x float64) float64 {
 	if !(x > 0) {
 		return 0
 	}
-	return x
+	return math.Min(x, 1e300)
 }

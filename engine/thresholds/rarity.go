@@ -54,7 +54,7 @@ func (r *rarity) surprisal(f float64, bin int) float64 {
 	tail := math.Max(r.total-r.below(bin), 0)
 	s := math.Log((r.total + r.weight) / (tail + r.weight))
 	if f > r.max && r.max > 0 {
-		s += math.Log(f / r.max)
+		s += math.Log(f) - math.Log(r.max)
 	}
 	return s
 }
