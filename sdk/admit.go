@@ -46,7 +46,17 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 
 	wouldLimit := false
 	if rt.bucket != nil {
-		if ok, wait := rt.bucket.Allow(now, h, scale); !ok {
+		ok, wait := rt.bucket.Allow(now, h, scale)
+		if !ok {
+			// A goroutine descheduled after reading the clock arrives with
+			// a stale time that the bucket has moved past; judge it again
+			// on a fresh reading before refusing.
+			if fresh := g.clk.Nanotime(); fresh > now {
+				now = fresh
+				ok, wait = rt.bucket.Allow(now, h, scale)
+			}
+		}
+		if !ok {
 			if !rt.shadow {
 				return Permit{}, g.reject(rt, s, class, ReasonRateLimited, wait)
 			}
@@ -62,7 +72,14 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 		if key == "" {
 			continue
 		}
-		if ok, wait := kl.k.Allow(key, now, scale); !ok {
+		ok, wait := kl.k.Allow(key, now, scale)
+		if !ok {
+			if fresh := g.clk.Nanotime(); fresh > now {
+				now = fresh
+				ok, wait = kl.k.Allow(key, now, scale)
+			}
+		}
+		if !ok {
 			if !rt.shadow {
 				return Permit{}, g.reject(rt, s, class, ReasonRateLimited, wait)
 			}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	governor "governor.dev/governor/sdk"
+	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/sdk/rules"
 )
 
@@ -564,6 +565,52 @@ func TestPriorityFromConfiguredHeaders(t *testing.T) {
 		var rej *governor.Rejection
 		if !errors.As(err, &rej) || rej.Class != tt.want {
 			t.Errorf("request %+v: %v, want refused as %s", tt.req, err, tt.want)
+		}
+	}
+}
+
+// scriptedClock returns the given Nanotime readings in turn, then the last.
+type scriptedClock struct {
+	*clock.Fake
+	mu       sync.Mutex
+	readings []time.Duration
+}
+
+func (c *scriptedClock) Nanotime() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := c.readings[0]
+	if len(c.readings) > 1 {
+		c.readings = c.readings[1:]
+	}
+	return int64(d)
+}
+
+// TestStaleClockReadingIsJudgedAgain: a request whose goroutine was
+// descheduled after reading the clock must not be refused by a bucket that
+// has moved past that reading.
+func TestStaleClockReadingIsJudgedAgain(t *testing.T) {
+	clk := &scriptedClock{Fake: clock.NewFake(fakeStart)}
+	// New reads the clock once; then the first request reads 10s, the second
+	// a stale 9s, then (again) 10.2s.
+	clk.readings = []time.Duration{0, 10 * time.Second, 9 * time.Second, 10200 * time.Millisecond}
+	opts := governor.DefaultOptions("svc")
+	opts.Clock = clk
+	opts.Shards = 1
+	opts.Defaults = &rules.Ruleset{Service: "svc"}
+	g, err := governor.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	r := route("api", "/")
+	r.RateLimit = &rules.RateLimit{Rate: 10, Burst: 1}
+	if err := g.Apply(ruleset(r), 1); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if _, err := g.Admit(context.Background(), governor.Request{Path: "/"}); err != nil {
+			t.Fatalf("request %d: %v", i, err)
 		}
 	}
 }
