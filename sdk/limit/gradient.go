@@ -34,10 +34,10 @@ func (gradient) update(c *core, w *window) float64 {
 	if r := w.dropRatio(); r >= dropThreshold {
 		return l * min(max(1-r, 0.5), 0.9)
 	}
-	g := 2.0
-	if w.avgRTT > 0 {
-		g = min(max(c.noLoad*(1+c.p.tolerance)/w.avgRTT, 0.5), 2)
+	if w.avgRTT <= 0 || c.noLoad <= 0 {
+		return l // no latency information (RTTs below the 64 ns resolution)
 	}
+	g := min(max(c.noLoad*(1+c.p.tolerance)/w.avgRTT, 0.5), 2)
 	target := l*g + math.Sqrt(l*g)
 	if target > l && !w.used {
 		return l // never grow a limit nobody uses

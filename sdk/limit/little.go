@@ -68,6 +68,9 @@ func (l *little) update(c *core, w *window) float64 {
 	if r := w.dropRatio(); r >= dropThreshold {
 		return cur * min(max(1-r, 0.5), 0.9)
 	}
+	if w.avgRTT <= 0 || c.noLoad <= 0 {
+		return cur // no latency information (RTTs below the 64 ns resolution)
+	}
 	target := l.maxTP * ((2+c.p.tolerance)*c.noLoad - w.avgRTT) / 1e9
 	if w.used && w.avgRTT <= c.noLoad*(1+c.p.tolerance/2) {
 		// In use without queueing: the window's throughput is bounded by
