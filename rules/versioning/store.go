@@ -54,7 +54,8 @@ type Reader interface {
 	Get(ctx context.Context, service string, number int64) (Version, error)
 	// List returns versions of one service, newest first.
 	List(ctx context.Context, f ListFilter) ([]Version, error)
-	// Services lists every service with a version, by name.
+	// Services lists every service the store knows (it has versions or a
+	// policy), by name.
 	Services(ctx context.Context) ([]ServiceInfo, error)
 	// Policy returns a service's policy (DefaultPolicy if never set).
 	Policy(ctx context.Context, service string) (Policy, error)

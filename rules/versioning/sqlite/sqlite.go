@@ -6,6 +6,9 @@
 // holding the write lock. Within a process the store uses one connection, so
 // its transactions are serialised. Open applies the embedded migrations
 // (package governor.dev/governor/migrations).
+//
+// Path ":memory:" gives a private in-memory store, handy as a real Store in
+// other packages' unit tests.
 package sqlite
 
 import (
