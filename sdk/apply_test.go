@@ -169,3 +169,39 @@ func TestApplyHandsDownstreamsOverAllOrNothing(t *testing.T) {
 		t.Fatalf("rejected updates %v, want 1", v)
 	}
 }
+
+func TestApplyRemovingARouteDropsItsSeries(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	opts := governor.DefaultOptions("svc")
+	opts.Registerer = reg
+	opts.Clock = clock.NewFake(fakeStart)
+	g, err := governor.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	a, b := concRoute(5, 0), concRoute(5, 0)
+	a.Name, b.Name, b.Match.PathPrefix = "a", "b", "/b"
+	if err := g.Apply(ruleset(a, b), 1); err != nil {
+		t.Fatal(err)
+	}
+	held, err := g.Admit(context.Background(), governor.Request{Path: "/b/x"})
+	if err != nil || held.Route() != "b" {
+		t.Fatalf("admit on b: %v %v", held.Route(), err)
+	}
+	if err := g.Apply(ruleset(a), 2); err != nil {
+		t.Fatal(err)
+	}
+	m := gather(t, reg)
+	if s := m.metric("governor_sdk_requests_total", map[string]string{"route": "b"}); s != nil {
+		t.Fatal("removed route b still has series")
+	}
+	if s := m.metric("governor_sdk_requests_total", map[string]string{"route": "a"}); s == nil {
+		t.Fatal("route a lost its series")
+	}
+	// /b/x now falls to route a; the permit admitted by b still releases cleanly.
+	if p, err := g.Admit(context.Background(), governor.Request{Path: "/b/x"}); err != nil || p.Route() != "a" {
+		t.Fatalf("after removal /b/x went to %q (%v), want a", p.Route(), err)
+	}
+	held.Release(time.Millisecond, governor.Success)
+}
