@@ -86,7 +86,7 @@ func newPlane(t *testing.T, url string) *plane {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, err := NewPublisher(ctx, js, PublisherOptions{Names: names, Storage: jetstream.FileStorage})
+	pub, err := NewPublisher(ctx, js, PublisherOptions{Names: names, Storage: jetstream.FileStorage, Timeout: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

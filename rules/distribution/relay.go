@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -31,6 +33,10 @@ type RelayOptions struct {
 	// Sweep is the safety-net period between claims without a wake-up;
 	// default 5s.
 	Sweep time.Duration
+	// RetryWait is the first wait before a row whose publication failed is
+	// tried again by this relay (it keeps the row's lease), doubled per failed
+	// pass up to Sweep; default 250ms.
+	RetryWait time.Duration
 	// Stage, when set, decides per row whether the version goes to a canary
 	// first (a non-nil selector) instead of every instance.
 	Stage func(ctx context.Context, item versioning.OutboxItem) (*watch.Selector, error)
@@ -45,13 +51,17 @@ type RelayOptions struct {
 
 // DefaultRelayOptions returns the defaults of the optional fields.
 func DefaultRelayOptions() RelayOptions {
-	return RelayOptions{Batch: 100, Lease: 30 * time.Second, Sweep: 5 * time.Second, Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler)}
+	return RelayOptions{Batch: 100, Lease: 30 * time.Second, Sweep: 5 * time.Second, RetryWait: 250 * time.Millisecond,
+		Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler)}
 }
 
 // Relay moves outbox rows to NATS.
 type Relay struct {
 	o RelayOptions
 	m relayMetrics
+
+	mu    sync.Mutex
+	retry []versioning.OutboxItem // rows whose publication failed, still leased
 }
 
 type relayMetrics struct {
@@ -67,8 +77,11 @@ func NewRelay(o RelayOptions) (*Relay, error) {
 	if o.Outbox == nil || o.Publisher == nil {
 		return nil, fmt.Errorf("%w: relay: Outbox and Publisher are required", ErrInvalid)
 	}
-	if o.Batch < 0 || o.Lease < 0 || o.Sweep < 0 {
-		return nil, fmt.Errorf("%w: relay: Batch, Lease and Sweep must not be negative", ErrInvalid)
+	if o.Batch < 0 || o.Lease < 0 || o.Sweep < 0 || o.RetryWait < 0 {
+		return nil, fmt.Errorf("%w: relay: Batch, Lease, Sweep and RetryWait must not be negative", ErrInvalid)
+	}
+	if o.RetryWait == 0 {
+		o.RetryWait = d.RetryWait
 	}
 	if o.Batch == 0 {
 		o.Batch = d.Batch
@@ -110,21 +123,27 @@ func NewRelay(o RelayOptions) (*Relay, error) {
 }
 
 // Run relays until ctx ends: a pass at start, on every wake-up and every
-// Sweep. It returns nil when ctx ends.
+// Sweep, and sooner (RetryWait, doubling) while publications fail. It
+// returns nil when ctx ends.
 func (r *Relay) Run(ctx context.Context) error {
 	ready := r.o.Outbox.OutboxReady()
+	backoff := r.o.RetryWait
 	for {
 		n, err := r.Pass(ctx)
 		if ctx.Err() != nil {
 			return nil
 		}
+		wait := r.o.Sweep
 		if err != nil {
 			r.o.Logger.LogAttrs(ctx, slog.LevelWarn, "relay pass failed", slog.Any("err", err))
+			wait, backoff = backoff, min(2*backoff, r.o.Sweep)
+		} else {
+			backoff = r.o.RetryWait
+			if n == r.o.Batch {
+				continue // a full batch: more rows are probably waiting
+			}
 		}
-		if n == r.o.Batch && err == nil {
-			continue // a full batch: more rows are probably waiting
-		}
-		t := r.o.Clock.NewTimer(r.o.Sweep)
+		t := r.o.Clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -137,23 +156,39 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 }
 
-// Pass claims one batch and relays it; it returns how many rows it claimed.
-// Rows that fail stay leased and are retried by a later pass.
+// Pass retries the rows whose publication failed earlier, then claims one
+// batch and relays it; it returns how many rows it claimed. Rows that fail
+// stay leased and are kept for the next pass; if this relay dies, another
+// claims them when the lease expires.
 func (r *Relay) Pass(ctx context.Context) (int, error) {
 	r.m.passes.Inc()
-	items, err := r.o.Outbox.ClaimOutbox(ctx, r.o.Batch, r.o.Lease)
+	r.mu.Lock()
+	items := r.retry
+	r.retry = nil
+	r.mu.Unlock()
+	claimed, err := r.o.Outbox.ClaimOutbox(ctx, r.o.Batch, r.o.Lease)
+	var errs []error
 	if err != nil {
 		r.m.failures.WithLabelValues("claim").Inc()
-		return 0, fmt.Errorf("distribution: claim outbox: %w", err)
+		errs = append(errs, fmt.Errorf("distribution: claim outbox: %w", err))
 	}
-	r.m.lastBatch.Set(float64(len(items)))
-	var errs []error
+	r.m.lastBatch.Set(float64(len(claimed)))
+	for _, it := range claimed {
+		if !slices.ContainsFunc(items, func(o versioning.OutboxItem) bool { return o.ID == it.ID }) {
+			items = append(items, it)
+		}
+	}
+	var failed []versioning.OutboxItem
 	for _, it := range items {
 		if err := r.relay(ctx, it); err != nil {
 			errs = append(errs, err)
+			failed = append(failed, it)
 		}
 	}
-	return len(items), errors.Join(errs...)
+	r.mu.Lock()
+	r.retry = append(r.retry, failed...)
+	r.mu.Unlock()
+	return len(claimed), errors.Join(errs...)
 }
 
 func (r *Relay) relay(ctx context.Context, it versioning.OutboxItem) error {

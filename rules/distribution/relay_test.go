@@ -208,3 +208,46 @@ func TestCanaryRules(t *testing.T) {
 		t.Fatalf("canary after promote = %+v, %v", c, err)
 	}
 }
+
+func TestRelayRetriesAFailedPublicationWithinItsLease(t *testing.T) {
+	srv := embedded(t)
+	ctx := context.Background()
+	clk := clock.NewFake(time.Unix(1000, 0))
+	outbox := NewMemoryOutbox(clk)
+	names := uniqueNames(t)
+	js, err := jetstream.New(connect(t, srv.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := NewPublisher(ctx, js, PublisherOptions{Names: names, Storage: jetstream.FileStorage, Timeout: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay, err := NewRelay(RelayOptions{Outbox: outbox, Publisher: pub, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := outbox.Add(envelope(t, "checkout", 1)); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	if n, err := relay.Pass(ctx); n != 1 || !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("pass with NATS down: %d rows, %v; want 1 row, ErrUnavailable", n, err)
+	}
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	// Same virtual instant: the lease has not expired, yet the relay retries
+	// the row it holds.
+	for i := 0; outbox.Pending() != 0; i++ {
+		if i == 100 {
+			t.Fatal("row never published after NATS came back")
+		}
+		if _, err := relay.Pass(ctx); err != nil {
+			t.Logf("pass while reconnecting: %v", err)
+		}
+	}
+	if got, err := pub.Latest(ctx, "checkout"); err != nil || got.Version != 1 {
+		t.Fatalf("latest = %v, %v", got, err)
+	}
+}
