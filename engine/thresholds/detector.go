@@ -39,6 +39,9 @@ type Detector struct {
 	env    extremes  // envelope of past values
 	season *seasonal // seasonal profile; nil when disabled
 	rare   [NumFeatures]rarity
+	cusUp  float64 // leaky CUSUM statistics and their retention per sample
+	cusDn  float64 //
+	cusRet float64 //
 	n      int
 }
 
@@ -57,6 +60,7 @@ func New(opt Options) (*Detector, error) {
 		env:    extremes{decay: halfLifeAlpha(opt.EnvelopeHalfLife)},
 		season: newSeasonal(opt.Season, opt.SeasonBins, opt.SeasonHalfLife, a),
 	}
+	d.cusRet = 1 - halfLifeAlpha(opt.CusumHalfLife)
 	for i := range d.rare {
 		d.rare[i] = newRarity(opt.MemoryHalfLife)
 	}
@@ -128,11 +132,15 @@ func (d *Detector) features(ts int64, v float64) (f [NumFeatures]float64, res Re
 	shift := (d.short - d.long.mean) / ls
 	drift := (d.mid - d.long.mean) / ls
 	up, down := d.env.exceed(adj)
+	zl := (adj - d.long.mean) / ls
+	d.cusUp = math.Max(0, d.cusRet*d.cusUp+zl-d.opt.CusumAllowance)
+	d.cusDn = math.Max(0, d.cusRet*d.cusDn-zl-d.opt.CusumAllowance)
 	f = [NumFeatures]float64{
 		PointUp: safe(z), PointDown: safe(-z),
 		ShiftUp: safe(shift), ShiftDown: safe(-shift),
 		EnvelopeUp: safe(up), EnvelopeDown: safe(down),
 		DriftUp: safe(drift), DriftDown: safe(-drift),
+		CusumUp: safe(d.cusUp), CusumDown: safe(d.cusDn),
 	}
 	return f, res, adj
 }

@@ -163,6 +163,29 @@ func TestDetectsAnomalies(t *testing.T) {
 	}
 }
 
+// TestCusumFindsSmallShift: a shift of one spread is hard to see sample by
+// sample; the CUSUM feature accumulates it.
+func TestCusumFindsSmallShift(t *testing.T) {
+	opt := DefaultOptions()
+	opt.Weights = [NumFeatures]float64{CusumUp: 1, CusumDown: 1}
+	d, err := New(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(6, 6))
+	rs := run(d, 2300, func(i int) float64 {
+		if i >= 2000 {
+			return 51 + rng.NormFloat64()
+		}
+		return 50 + rng.NormFloat64()
+	})
+	before, after := maxScore(rs, opt.Warmup, 2000), maxScore(rs, 2000, 2300)
+	t.Logf("max score before %.4f, after %.4f (feature %s)", before, after, rs[2299].Feature)
+	if !(after > before) {
+		t.Errorf("one-spread shift not found: max %.4f after, %.4f before", after, before)
+	}
+}
+
 func TestSeasonalProfileUsed(t *testing.T) {
 	d := mustDetector(t)
 	rng := rand.New(rand.NewPCG(5, 5))

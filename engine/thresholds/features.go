@@ -26,11 +26,16 @@ const (
 	// level (a slower drift).
 	DriftUp
 	DriftDown
+	// CusumUp and CusumDown: leaky two-sided CUSUM of the sample's distance
+	// from the long-run level in long-run spreads, less an allowance of half a
+	// spread (Page's change detector; its threshold is the rarity judgement).
+	CusumUp
+	CusumDown
 	// NumFeatures is the number of features.
 	NumFeatures
 )
 
-var featureNames = [...]string{"point-up", "point-down", "shift-up", "shift-down", "envelope-up", "envelope-down", "drift-up", "drift-down"}
+var featureNames = [...]string{"point-up", "point-down", "shift-up", "shift-down", "envelope-up", "envelope-down", "drift-up", "drift-down", "cusum-up", "cusum-down"}
 
 func (f Feature) String() string {
 	if f >= 0 && f < NumFeatures {

@@ -42,7 +42,14 @@ type Options struct {
 	// MemoryHalfLife is the half-life of the history each feature's rarity is
 	// judged against: an event like one seen a few half-lives ago scores low.
 	MemoryHalfLife float64
-	// Weights scale each Feature's surprisal; 0 disables a feature.
+	// CusumHalfLife is the leak of the CUSUM features (how fast an old
+	// excursion is forgotten) and CusumAllowance the drift, in long-run
+	// spreads, it tolerates before accumulating.
+	CusumHalfLife, CusumAllowance float64
+	// Weights scale each Feature's surprisal; 0 disables a feature. The
+	// defaults enable the features that earned their place on NAB; the
+	// others (ShiftDown, EnvelopeDown, DriftDown, the CUSUMs) are available
+	// for series where they matter.
 	Weights [NumFeatures]float64
 	// ScoreScale is the surprisal (in nats) that maps to a score of 0.5.
 	ScoreScale float64
@@ -66,7 +73,8 @@ func DefaultOptions() Options {
 		SpreadFloor:      0.05,
 		RangeFloor:       0.03,
 		MemoryHalfLife:   150,
-		ScoreScale:       1,
+		CusumHalfLife:    50, CusumAllowance: 0.5,
+		ScoreScale: 1,
 	}
 	for _, f := range []Feature{PointUp, PointDown, ShiftUp, EnvelopeUp, DriftUp} {
 		o.Weights[f] = 1
@@ -83,6 +91,7 @@ func (o Options) Validate() error {
 		{"BaselineHalfLife", o.BaselineHalfLife}, {"ShortHalfLife", o.ShortHalfLife},
 		{"MidHalfLife", o.MidHalfLife}, {"LongHalfLife", o.LongHalfLife},
 		{"EnvelopeHalfLife", o.EnvelopeHalfLife}, {"MemoryHalfLife", o.MemoryHalfLife},
+		{"CusumHalfLife", o.CusumHalfLife},
 	}
 	for _, h := range halfLives {
 		if !(h.v > 0) || math.IsInf(h.v, 0) {
@@ -106,6 +115,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: SpreadFloor %v: want a finite value >= 0", ErrOptions, o.SpreadFloor)
 	case !(o.RangeFloor >= 0) || math.IsInf(o.RangeFloor, 0):
 		return fmt.Errorf("%w: RangeFloor %v: want a finite value >= 0", ErrOptions, o.RangeFloor)
+	case !(o.CusumAllowance >= 0) || math.IsInf(o.CusumAllowance, 0):
+		return fmt.Errorf("%w: CusumAllowance %v: want a finite value >= 0", ErrOptions, o.CusumAllowance)
 	case !(o.ScoreScale > 0) || math.IsInf(o.ScoreScale, 0):
 		return fmt.Errorf("%w: ScoreScale %v: want a finite value > 0", ErrOptions, o.ScoreScale)
 	}
