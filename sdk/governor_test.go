@@ -47,8 +47,8 @@ func TestDefaultsGovernEverything(t *testing.T) {
 	if g.Version() != 0 {
 		t.Fatalf("version %d, want 0", g.Version())
 	}
-	p, err := g.Admit(context.Background(), governor.Request{Path: "/anything"})
-	if err != nil || p.Route() != "default" {
+	p, err := g.Admit(context.Background(), governor.Request{Path: "/anything", Priority: "7"})
+	if err != nil || p.Route() != "default" || p.Class() != rules.ClassBrowse {
 		t.Fatalf("Admit = %v, %v; want the default route", p.Route(), err)
 	}
 	if g.InFlight("default") != 1 {

@@ -3,6 +3,8 @@ package governor
 import (
 	"math/rand/v2"
 	"time"
+
+	"governor.dev/governor/sdk/rules"
 )
 
 // Outcome is how an admitted request ended.
@@ -63,6 +65,15 @@ func (p Permit) Route() string {
 		return ""
 	}
 	return p.rt.name
+}
+
+// Class returns the traffic class the request was admitted as ("" for the
+// zero Permit).
+func (p Permit) Class() rules.Class {
+	if p.rt == nil {
+		return ""
+	}
+	return rules.Classes[p.class]
 }
 
 // queueAcquire returns the function the route's queue takes slots with.
