@@ -13,8 +13,9 @@ type Options struct {
 	// Service names the service; Apply refuses rulesets for another service.
 	// Required.
 	Service string
-	// Clock is the admission-time clock. Its Nanotime is read once per
-	// admission, so it should be cheap: nil means a clock.Coarse with 1 ms
+	// Clock is the admission-time clock. Its Nanotime is read on every
+	// admission (once more before a rate-limit refusal, and by the queue),
+	// so it should be cheap: nil means a clock.Coarse with 1 ms
 	// resolution that the Governor owns and Close stops. Tests pass a
 	// clock.Fake.
 	Clock clock.Clock
