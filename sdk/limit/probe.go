@@ -1,0 +1,106 @@
+package limit
+
+// The no-load RTT estimate and the probes that re-measure it.
+
+type probeState struct {
+	active     bool
+	steps      int
+	saved      float64
+	prev, best float64
+	bestLimit  float64 // the limit the fastest probe window ran at
+	settle     int64   // windows starting before this still see the previous limit
+}
+
+// episode is a run of congested windows.
+type episode struct {
+	active bool
+	limit  float64 // the limit when it began or was last halved
+	rtt    float64 // the latency then
+}
+
+func (c *core) probeDelay() int64 {
+	f := 1 - probeJitter + 2*probeJitter*c.rng.Float64()
+	return int64(float64(c.p.probeInterval) * f)
+}
+
+// lowerBaseline lowers the no-load RTT at once to a faster window.
+func (c *core) lowerBaseline(w *window) {
+	if w.avgRTT <= 0 || (c.noLoad != 0 && w.avgRTT >= c.noLoad) {
+		return
+	}
+	if w.avgRTT < c.noLoad*staleBaseline && !c.probe.active {
+		// The no-load RTT fell a lot at once: the estimate was stale (a
+		// slow period ended), and the limit learned against it is too.
+		// Probe now instead of at the next interval.
+		c.nextProbe = w.end
+	}
+	c.noLoad = w.avgRTT
+}
+
+// maybeStartProbe starts a due probe. A probe only makes sense where the
+// limit shapes the load: it waits for a window that uses an enforced limit.
+func (c *core) maybeStartProbe(w *window) {
+	if w.end < c.nextProbe || !w.used || !c.enforced {
+		return
+	}
+	c.probe = probeState{active: true, saved: c.cur, prev: w.avgRTT, best: w.avgRTT, bestLimit: c.cur,
+		settle: w.end + int64(w.avgRTT*probeSettle)}
+	c.cur = c.clamp(c.cur * probeStep)
+}
+
+// watchResponse follows an episode of congestion (latency above the
+// tolerance): if the limit was halved during it and the latency did not come
+// down, the latency is not this limiter's queue but a slower dependency or a
+// slower service. The no-load RTT is then stale: probe at once instead of
+// holding the limit at its floor until the next interval.
+func (c *core) watchResponse(w *window, next float64) {
+	congested := c.noLoad > 0 && w.avgRTT > c.noLoad*(1+c.p.tolerance)
+	ep := &c.episode
+	switch {
+	case !congested:
+		ep.active = false
+	case !ep.active:
+		*ep = episode{active: true, limit: c.cur, rtt: w.avgRTT}
+	case next <= ep.limit/2:
+		if w.used && w.avgRTT >= ep.rtt*unresponsive {
+			c.nextProbe = w.end
+			ep.active = false
+			return
+		}
+		ep.limit, ep.rtt = next, w.avgRTT // it did respond: compare the next halving with here
+	}
+}
+
+// probeWindow handles a window measured under a lowered probe limit: lower
+// further while the latency keeps falling, else adopt the fastest window as
+// the no-load RTT and restore the limit.
+func (c *core) probeWindow(w *window) {
+	pr := &c.probe
+	if w.start < pr.settle {
+		return // requests admitted before the last step still finish in this window
+	}
+	pr.steps++
+	if w.avgRTT <= pr.best {
+		pr.best, pr.bestLimit = w.avgRTT, c.cur
+	}
+	falling := w.avgRTT < pr.prev*probeFalling
+	pr.prev = w.avgRTT
+	atMin := c.cur <= float64(c.p.min)
+	if falling && !atMin && pr.steps < probeMaxSteps {
+		c.cur = c.clamp(c.cur * probeStep)
+		pr.settle = w.end + int64(w.avgRTT*probeSettle)
+		return
+	}
+	// The probe is conclusive when the latency stopped responding to a lower
+	// limit; an inconclusive probe may only lower the estimate.
+	if !falling || atMin || pr.best < c.noLoad {
+		c.noLoad = pr.best
+	}
+	// Restore the limit, but not above what the fastest probe window ran
+	// at plus the tolerance: after a stale estimate the saved limit was
+	// learned against the wrong baseline.
+	c.cur = c.clamp(min(pr.saved, pr.bestLimit*(1+c.p.tolerance)))
+	pr.active = false
+	c.nextProbe = w.end + c.probeDelay()
+	c.snap.probes.Add(1)
+}
