@@ -233,10 +233,14 @@ func TestRestartNATSInTheMiddleOfAStreamOf100Versions(t *testing.T) {
 	}
 	for v := int64(1); v <= 100; v++ {
 		p.approve(t, "checkout", v)
-		if v == 50 {
+		switch {
+		case v == 50:
+			// Mid-stream: the watchers are applying versions right now.
 			if err := srv.Restart(); err != nil {
 				t.Fatal(err)
 			}
+		case v%10 == 0 && v < 50:
+			eventually(t, fmt.Sprintf("v%d published", v), func() bool { return p.outbox.Pending() == 0 })
 		}
 	}
 	for i, s := range sdks {
@@ -244,6 +248,11 @@ func TestRestartNATSInTheMiddleOfAStreamOf100Versions(t *testing.T) {
 		eventually(t, fmt.Sprintf("pod-%d on v100", i), func() bool { return s.app.last() == 100 })
 	}
 	eventually(t, "outbox drained", func() bool { return p.outbox.Pending() == 0 })
+	for i, s := range sdks {
+		if n := len(s.app.versions()); n < 2 {
+			t.Errorf("pod-%d applied %d versions: the stream did not reach it before the restart", i, n)
+		}
+	}
 	got, err := p.pub.Latest(context.Background(), "checkout")
 	if err != nil || got.Version != 100 {
 		t.Fatalf("bucket holds %v (%v), want v100", got, err)
