@@ -36,6 +36,10 @@ type ClientOptions struct {
 	// Retryable says whether a failed call may be retried; default
 	// DefaultRetryable.
 	Retryable func(error) bool
+	// Fallback answers a unary call the protection refused (breaker open,
+	// bulkhead full), for example by filling reply from a cache; err is the
+	// *RefusedError. nil returns the refusal.
+	Fallback func(ctx context.Context, method string, req, reply any, err error) error
 }
 
 // AllMethods treats every method as idempotent.
@@ -122,6 +126,9 @@ func UnaryClientInterceptor(opts ClientOptions) (grpc.UnaryClientInterceptor, er
 			start := clk.Nanotime()
 			call, err := d.Begin(start)
 			if err != nil {
+				if opts.Fallback != nil {
+					return opts.Fallback(ctx, method, req, reply, refusal(err))
+				}
 				return refusal(err)
 			}
 			actx, cancel := ctx, context.CancelFunc(nil)

@@ -193,6 +193,20 @@ func TestClientBreakerRefusesAsUnavailable(t *testing.T) {
 	if status.Code(err) != codes.Unavailable {
 		t.Fatalf("stream with the breaker open = %v", err)
 	}
+
+	// A fallback answers refused calls instead.
+	fi, _ := UnaryClientInterceptor(ClientOptions{Set: set, Fallback: func(_ context.Context, _ string, _, reply any, err error) error {
+		if !errors.Is(err, breaker.ErrOpen) {
+			return err
+		}
+		reply.(*healthpb.HealthCheckResponse).Status = healthpb.HealthCheckResponse_NOT_SERVING
+		return nil
+	}})
+	fc := serve(t, h, nil, grpc.WithUnaryInterceptor(fi))
+	resp, err := healthpb.NewHealthClient(fc).Check(context.Background(), &healthpb.HealthCheckRequest{})
+	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("fallback: %v %v", resp, err)
+	}
 }
 
 func TestStreamClientPassesThrough(t *testing.T) {
