@@ -25,6 +25,7 @@ const (
 	ActionRollback  Action = "rollback"
 	ActionEmergency Action = "emergency"
 	ActionPolicy    Action = "policy"
+	ActionRebase    Action = "rebase"
 )
 
 // Actions other components record through Auditor.RecordAudit.
@@ -40,7 +41,7 @@ const (
 func (a Action) Lifecycle() bool {
 	switch a {
 	case ActionPropose, ActionApprove, ActionReject, ActionWithdraw, ActionActivate,
-		ActionAutoApply, ActionPublish, ActionRollback, ActionEmergency, ActionPolicy:
+		ActionAutoApply, ActionPublish, ActionRollback, ActionEmergency, ActionPolicy, ActionRebase:
 		return true
 	}
 	return false

@@ -31,8 +31,9 @@
 //
 // Optimistic concurrency: a proposal names the version it was based on
 // (BaseVersion); if another version went live since, Propose and Approve
-// refuse it with ErrConflict. Propose with Rebase set bases it on whatever is
-// active instead.
+// refuse it with ErrConflict. Propose with Rebase set bases a new proposal on
+// whatever is active instead, and Store.Rebase moves a stale proposal onto the
+// active version (a new number; the stale one is withdrawn).
 //
 // Every action appends an AuditEntry whose hash chains to the previous entry
 // (sha256 over canonical JSON); VerifyAudit walks the chain and names the

@@ -27,6 +27,12 @@ type Store interface {
 	// (another approver won the race) or by already approved it, ErrConflict
 	// if another version went live since the proposal was made.
 	Approve(ctx context.Context, service string, number int64, by Actor, comment string) (Version, error)
+	// Rebase re-proposes a stale proposal on top of the active version: a new
+	// proposal with the same content, author, source, reason and evidence,
+	// while the old one is withdrawn, in one transaction. by must be the
+	// author or an admin. ErrInvalidState if the proposal is not stale or no
+	// longer proposed.
+	Rebase(ctx context.Context, service string, number int64, by Actor) (Version, error)
 	// Reject closes a proposal; by needs an approver role of the policy.
 	Reject(ctx context.Context, service string, number int64, by Actor, comment string) (Version, error)
 	// Withdraw closes a proposal on behalf of its author (or an admin).

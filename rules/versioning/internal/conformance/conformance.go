@@ -233,6 +233,28 @@ func testStaleParent(t *testing.T, f Factory) {
 	require.Equal(t, a.Number, r.Parent)
 	_, err = s.Approve(ctx, "feed", r.Number, carol, "")
 	require.NoError(t, err)
+
+	// The stale proposal b moves onto the active version explicitly.
+	_, err = s.Rebase(ctx, "feed", b.Number, engine)
+	require.ErrorIs(t, err, versioning.ErrForbidden, "only the author or an admin")
+	nb, err := s.Rebase(ctx, "feed", b.Number, alice)
+	require.NoError(t, err)
+	require.Equal(t, r.Number, nb.Parent)
+	require.Equal(t, b.Checksum, nb.Checksum)
+	require.Equal(t, "alice", nb.Author, "the author stays, so four eyes still applies")
+	require.Equal(t, b.Reason, nb.Reason)
+	require.JSONEq(t, string(b.Evidence), string(nb.Evidence))
+	old, err := s.Get(ctx, "feed", b.Number)
+	require.NoError(t, err)
+	require.Equal(t, versioning.StateWithdrawn, old.State)
+	require.Equal(t, fmt.Sprintf("rebased as version %d", nb.Number), old.DecisionComment)
+	_, err = s.Rebase(ctx, "feed", nb.Number, alice)
+	require.ErrorIs(t, err, versioning.ErrInvalidState, "already on the active version")
+	_, err = s.Approve(ctx, "feed", nb.Number, alice, "")
+	require.ErrorIs(t, err, versioning.ErrSelfApproval)
+	got, err := s.Approve(ctx, "feed", nb.Number, bob, "")
+	require.NoError(t, err)
+	require.True(t, got.Active)
 }
 
 func testRollback(t *testing.T, f Factory) {

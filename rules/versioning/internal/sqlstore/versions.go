@@ -214,9 +214,6 @@ func (s *Store) Approve(ctx context.Context, service string, number int64, by ve
 			if err != nil {
 				return false, err
 			}
-			if !by.Has(svc.policy.ApproverRoles...) {
-				return false, forbidden(by, "approve rule changes of "+service, svc.policy.ApproverRoles)
-			}
 			v, err := s.getVersion(ctx, tx, service, number, true)
 			if err != nil {
 				return false, err
@@ -224,6 +221,9 @@ func (s *Store) Approve(ctx context.Context, service string, number int64, by ve
 			if v.v.Author == by.Name {
 				return false, fmt.Errorf("%w: %s proposed version %d of %s and cannot approve it; another approver must",
 					versioning.ErrSelfApproval, by.Name, number, service)
+			}
+			if !by.Has(svc.policy.ApproverRoles...) {
+				return false, forbidden(by, "approve rule changes of "+service, svc.policy.ApproverRoles)
 			}
 			if _, v, err = s.openProposal(ctx, tx, service, number, "approve"); err != nil {
 				return false, err
@@ -262,6 +262,48 @@ func (s *Store) Approve(ctx context.Context, service string, number int64, by ve
 			}
 			out, err = s.reload(ctx, tx, service, number)
 			return live, err
+		})
+	})
+	return out, err
+}
+
+// Rebase implements versioning.Store.
+func (s *Store) Rebase(ctx context.Context, service string, number int64, by versioning.Actor) (versioning.Version, error) {
+	var out versioning.Version
+	err := s.op(ctx, "rebase", func(ctx context.Context) error {
+		if err := checkDecision(service, number, by, ""); err != nil {
+			return err
+		}
+		return s.write(ctx, "rebase", func(tx Tx) (bool, error) {
+			svc, old, err := s.openProposal(ctx, tx, service, number, "rebase")
+			if err != nil {
+				return false, err
+			}
+			if old.v.Author != by.Name && !by.Has(versioning.RoleAdmin) {
+				return false, fmt.Errorf("%w: only the author (%s) or an admin may rebase version %d of %s",
+					versioning.ErrForbidden, old.v.Author, number, service)
+			}
+			if old.v.Parent == svc.active {
+				return false, fmt.Errorf("%w: version %d of %s is already based on the active version %d",
+					versioning.ErrInvalidState, number, service, svc.active)
+			}
+			n, err := s.insertVersion(ctx, tx, &svc, newVersion{service: service, parent: svc.active,
+				content: []byte(old.content), checksum: old.v.Checksum, author: old.v.Author, source: old.v.Source,
+				reason: old.v.Reason, evidence: old.v.Evidence})
+			if err != nil {
+				return false, err
+			}
+			if err := s.decide(ctx, tx, service, number, versioning.StateWithdrawn, by.Name,
+				fmt.Sprintf("rebased as version %d", n)); err != nil {
+				return false, err
+			}
+			if _, err := s.appendAudit(ctx, tx, by, versioning.ActionRebase, service, n, map[string]any{
+				"rebased_from": number, "old_parent": old.v.Parent, "parent": svc.active, "checksum": old.v.Checksum,
+			}); err != nil {
+				return false, err
+			}
+			out, err = s.reload(ctx, tx, service, n)
+			return false, err
 		})
 	})
 	return out, err
