@@ -30,14 +30,14 @@ type Result struct {
 // use; give each series its own Detector.
 type Detector struct {
 	opt    Options
-	level  robust    // recent level and spread
-	long   robust    // long-run level and spread
-	short  float64   // fast average of the value
-	mid    float64   // medium average of the value
-	aShort float64   // EWMA weights of short and mid
-	aMid   float64   //
-	env    extremes  // envelope of past values
-	season *seasonal // seasonal profile; nil when disabled
+	level  robust      // recent level and spread
+	long   robust      // long-run level and spread
+	short  float64     // fast average of the value
+	mid    float64     // medium average of the value
+	aShort float64     // EWMA weights of short and mid
+	aMid   float64     //
+	env    extremes    // envelope of past values
+	season []*seasonal // seasonal profiles, one per Options.Seasons
 	rare   [NumFeatures]rarity
 	cusUp  float64 // leaky CUSUM statistics and their retention per sample
 	cusDn  float64 //
@@ -58,7 +58,9 @@ func New(opt Options) (*Detector, error) {
 		aShort: halfLifeAlpha(opt.ShortHalfLife),
 		aMid:   halfLifeAlpha(opt.MidHalfLife),
 		env:    extremes{decay: halfLifeAlpha(opt.EnvelopeHalfLife)},
-		season: newSeasonal(opt.Season, opt.SeasonBins, opt.SeasonHalfLife, a),
+	}
+	for _, se := range opt.Seasons {
+		d.season = append(d.season, newSeasonal(se.Period, se.Bins, opt.SeasonHalfLife, a))
 	}
 	d.cusRet = 1 - halfLifeAlpha(opt.CusumHalfLife)
 	for i := range d.rare {
@@ -114,13 +116,12 @@ func (d *Detector) features(ts int64, v float64) (f [NumFeatures]float64, res Re
 		return f, res, adj
 	}
 	resid := d.level.residual(v)
-	if s := d.season; s != nil && s.ready(ts) {
-		if r, ok := s.residual(ts, v); ok && s.resid.spread() < d.opt.SeasonGain*d.level.spread() {
-			resid = r
-			res.Expected, res.Spread, res.Seasonal = v-r, s.resid.spread(), true
-			if off, ok := s.offset(ts); ok && d.opt.Deseason {
-				adj = v - off
-			}
+	if s := d.bestSeason(ts); s != nil {
+		r, _ := s.residual(ts, v)
+		resid = r
+		res.Expected, res.Spread, res.Seasonal = v-r, s.resid.spread(), true
+		if off, ok := s.offset(ts); ok && d.opt.Deseason {
+			adj = v - off
 		}
 	}
 	floor := math.Max(d.opt.SpreadFloor*d.long.spread(), d.opt.RangeFloor*d.env.width())
@@ -145,14 +146,31 @@ func (d *Detector) features(ts int64, v float64) (f [NumFeatures]float64, res Re
 	return f, res, adj
 }
 
+// bestSeason is the ready seasonal profile with a value for t whose
+// residual spread is smallest and below SeasonGain times the recent spread,
+// or nil.
+func (d *Detector) bestSeason(ts int64) *seasonal {
+	var best *seasonal
+	limit := d.opt.SeasonGain * d.level.spread()
+	for _, s := range d.season {
+		if !s.ready(ts) || !s.has(ts) {
+			continue
+		}
+		if sp := s.resid.spread(); sp < limit {
+			best, limit = s, sp
+		}
+	}
+	return best
+}
+
 // learn folds the sample into the baselines.
 func (d *Detector) learn(ts int64, v, adj float64) {
 	d.n++
 	d.level.update(v, d.opt.Clip)
 	d.long.update(adj, d.opt.Clip)
 	d.env.update(adj, d.long.mean)
-	if d.season != nil {
-		d.season.update(ts, v, d.opt.Clip)
+	for _, s := range d.season {
+		s.update(ts, v, d.opt.Clip)
 	}
 }
 

@@ -201,6 +201,52 @@ func TestSeasonalProfileUsed(t *testing.T) {
 	}
 }
 
+// TestWeeklySeason: weekends run at a third of the weekday load; after two
+// weeks the weekly profile expects it, and a weekday-level Sunday is flagged.
+func TestWeeklySeason(t *testing.T) {
+	d := mustDetector(t)
+	rng := rand.New(rand.NewPCG(7, 7))
+	level := func(ts time.Time) float64 {
+		if wd := ts.Weekday(); wd == time.Saturday || wd == time.Sunday {
+			return 100
+		}
+		return 300
+	}
+	const perWeek = 7 * 288
+	var last Result
+	var week3 []float64
+	for i := range 3 * perWeek {
+		ts := every5m(i) // t0 is a Monday
+		last = d.Observe(ts, level(ts)+5*rng.NormFloat64())
+		if i >= 2*perWeek {
+			week3 = append(week3, last.Score)
+		}
+	}
+	if !last.Seasonal || math.Abs(last.Expected-100) > 10 {
+		t.Fatalf("end of a weekend after three weeks: %+v, want the weekly profile expecting about 100", last)
+	}
+	// The fourth week's Saturday runs at weekday load.
+	sat := 3*perWeek + 5*288
+	for i := 3 * perWeek; i < sat; i++ {
+		ts := every5m(i)
+		d.Observe(ts, level(ts)+5*rng.NormFloat64())
+	}
+	res := d.Observe(every5m(sat), 300)
+	as := 0
+	for _, s := range week3 {
+		if s >= res.Score {
+			as++
+		}
+	}
+	t.Logf("weekday load on a Saturday: %+v; %d of %d samples of a normal week scored as high", res, as, len(week3))
+	if !res.Seasonal || math.Abs(res.Expected-100) > 10 || res.Surprise < 20 {
+		t.Errorf("weekday load on a Saturday: %+v, want judged against the weekend level", res)
+	}
+	if as > len(week3)/200 {
+		t.Errorf("%d normal samples scored at least %.4f, want at most 0.5%%", as, res.Score)
+	}
+}
+
 func TestOptionsValidate(t *testing.T) {
 	mod := func(f func(*Options)) Options { o := DefaultOptions(); f(&o); return o }
 	tests := []struct {
@@ -211,8 +257,8 @@ func TestOptionsValidate(t *testing.T) {
 		{"warmup", mod(func(o *Options) { o.Warmup = 1 }), "Warmup"},
 		{"baseline", mod(func(o *Options) { o.BaselineHalfLife = math.NaN() }), "BaselineHalfLife"},
 		{"clip", mod(func(o *Options) { o.Clip = 0 }), "Clip"},
-		{"season", mod(func(o *Options) { o.Season = -time.Hour }), "Season"},
-		{"season bins", mod(func(o *Options) { o.SeasonBins = 1 }), "SeasonBins"},
+		{"season", mod(func(o *Options) { o.Seasons = []Season{{Period: -time.Hour, Bins: 10}} }), "Seasons[0].Period"},
+		{"season bins", mod(func(o *Options) { o.Seasons = []Season{Daily, {Period: time.Hour, Bins: 1}} }), "Seasons[1].Bins"},
 		{"memory", mod(func(o *Options) { o.MemoryHalfLife = 0 }), "MemoryHalfLife"},
 		{"weights", mod(func(o *Options) { o.Weights[0] = -1 }), "Weights[point-up]"},
 		{"no weights", mod(func(o *Options) { o.Weights = [NumFeatures]float64{} }), "all zero"},

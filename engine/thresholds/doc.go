@@ -14,9 +14,11 @@
 //   - a robust recent level and spread (EWMA of the value and of the absolute
 //     deviation, each sample's influence clipped to Clip spreads), and a
 //     robust long-run level;
-//   - a seasonal profile (daily by default: one robust level per 5-minute
-//     phase bin), used instead of the recent level when it explains the data
-//     markedly better, so daily cycles are expected rather than alarming;
+//   - seasonal profiles (daily and weekly by default: one robust level per
+//     5-minute phase of the day and per 30-minute phase of the week), the
+//     best of them used instead of the recent level when it explains the data
+//     markedly better, so daily and weekly cycles are expected rather than
+//     alarming;
 //   - fast and medium averages compared with the long-run level (level shifts
 //     and drifts, a CUSUM-like change signal without a fixed threshold), and
 //     a slowly shrinking envelope of past extremes (new highs and lows).

@@ -21,9 +21,6 @@ type seasonal struct {
 }
 
 func newSeasonal(period time.Duration, bins int, halfLife, spreadAlpha float64) *seasonal {
-	if period <= 0 {
-		return nil
-	}
 	return &seasonal{
 		period: int64(period),
 		width:  max(int64(period)/int64(bins), 1),
@@ -44,6 +41,9 @@ func (s *seasonal) bin(t int64) int {
 
 // ready reports whether a full period has been seen.
 func (s *seasonal) ready(t int64) bool { return s.started && t-s.start >= s.period }
+
+// has reports whether t's bin has a level.
+func (s *seasonal) has(t int64) bool { return s.seen[s.bin(t)] }
 
 // residual is x minus the bin's level; ok is false if the bin is empty.
 func (s *seasonal) residual(t int64, x float64) (r float64, ok bool) {
