@@ -129,3 +129,29 @@ func ExampleRejection() {
 	}
 	// Output: true true 2
 }
+
+// A fresh instance ramps its limits up: here from 20% of a concurrency limit
+// of 50 to all of it over a minute.
+func ExampleGovernor_Limit() {
+	clk := clock.NewFake(time.Time{})
+	opts := governor.DefaultOptions("checkout")
+	opts.Clock = clk
+	g, _ := governor.New(opts)
+	defer g.Close()
+	_ = g.Apply(&rules.Ruleset{Service: "checkout", Routes: []rules.Route{{
+		Name:        "orders",
+		Match:       rules.Match{PathPrefix: "/"},
+		Concurrency: &rules.Concurrency{Algorithm: rules.AlgorithmFixed, Max: 50},
+		WarmUp:      &rules.WarmUp{InitialFraction: 0.2, Period: rules.Duration(time.Minute)},
+	}}}, 1)
+	for range 4 {
+		l, _ := g.Limit("orders")
+		fmt.Println(l)
+		clk.Advance(20 * time.Second)
+	}
+	// Output:
+	// 10
+	// 23
+	// 36
+	// 50
+}
