@@ -24,19 +24,37 @@ func (m Mode) String() string {
 	return "auto"
 }
 
+// MarshalText encodes the mode as "auto" or "manual".
+func (m Mode) MarshalText() ([]byte, error) { return []byte(m.String()), nil }
+
+// UnmarshalText decodes "auto" or "manual".
+func (m *Mode) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "auto":
+		*m = Auto
+	case "manual":
+		*m = Manual
+	default:
+		return fmt.Errorf("%w: mode %q: want auto or manual", ErrInput, b)
+	}
+	return nil
+}
+
 // State is the controller's record of its last step, kept as evidence of why
-// the output moved.
+// the output moved. It encodes to JSON with lower-case keys.
 type State struct {
-	Time        time.Time
-	Mode        Mode
-	Setpoint    float64
-	Measurement float64
-	Error       float64 // setpoint - measurement, after the deadband
-	P, I, D     float64 // the terms of the output
-	Unlimited   float64 // P + I + D before limits
-	Output      float64 // applied output, after the output and rate limits
-	Saturated   bool    // the output limits or the rate limit were active
-	Interval    time.Duration
+	Time        time.Time     `json:"time"`
+	Mode        Mode          `json:"mode"`
+	Setpoint    float64       `json:"setpoint"`
+	Measurement float64       `json:"measurement"`
+	Error       float64       `json:"error"`     // setpoint - measurement, after the deadband
+	P           float64       `json:"p"`         // proportional term
+	I           float64       `json:"i"`         // integral term
+	D           float64       `json:"d"`         // derivative term
+	Unlimited   float64       `json:"unlimited"` // P + I + D before limits
+	Output      float64       `json:"output"`    // applied output, after the output and rate limits
+	Saturated   bool          `json:"saturated"` // the output limits or the rate limit were active
+	Interval    time.Duration `json:"interval"`  // time since the previous step
 }
 
 // Controller is a discrete PID controller. It is not safe for concurrent use.

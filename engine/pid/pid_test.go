@@ -1,8 +1,10 @@
 package pid
 
 import (
+	"encoding/json"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -345,6 +347,31 @@ func TestBumplessGainChange(t *testing.T) {
 	}
 }
 
+// TestStateJSON: the evidence the engine records round-trips through JSON.
+func TestStateJSON(t *testing.T) {
+	c := mustNew(t, DefaultConfig())
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c.Update(t0, 0.5, 0.1)
+	c.Update(t0.Add(2*time.Second), 0.5, 0.2)
+	c.SetManual(0.3)
+	b, err := json.Marshal(c.State())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{`"p":`, `"i":`, `"d":`, `"mode":"manual"`, `"interval":2000000000`} {
+		if !strings.Contains(string(b), key) {
+			t.Errorf("JSON %s lacks %s", b, key)
+		}
+	}
+	var back State
+	if err := json.Unmarshal(b, &back); err != nil || back != c.State() {
+		t.Fatalf("round trip: %+v, %v; want %+v", back, err, c.State())
+	}
+	if err := json.Unmarshal([]byte(`{"mode":"cruise"}`), &back); !errors.Is(err, ErrInput) {
+		t.Fatalf("bad mode: err %v, want ErrInput", err)
+	}
+}
+
 func TestBadInput(t *testing.T) {
 	c := mustNew(t, DefaultConfig())
 	t0 := time.Unix(100, 0)
@@ -411,11 +438,4 @@ func TestConfigValidate(t *testing.T) {
 	}
 }
 
-func contains(s, sub string) bool {
-	for i := 0; i+len(sub) <= len(s); i++ {
-		if s[i:i+len(sub)] == sub {
-			return true
-		}
-	}
-	return false
-}
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
