@@ -88,6 +88,7 @@ func (c *core) init(p params, o options, alg algorithm, clk clock.Clock) {
 	c.minN = int64(o.minSamples)
 	c.alg = alg
 	c.cur = float64(p.initial)
+	c.noLoad = float64(o.noLoad)
 	c.enforced = true
 	c.rng = rand.New(rand.NewPCG(o.seed, o.seed^0x9e3779b97f4a7c15))
 	c.windowEnd.Store(math.MinInt64)

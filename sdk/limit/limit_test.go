@@ -378,3 +378,35 @@ func TestReleasedLimitRamps(t *testing.T) {
 		t.Fatalf("re-engaged: Limit() = %d, snapshot %+v; want the learned limit", l.Limit(), s)
 	}
 }
+
+// A rule change carries the learned state over with WithSnapshot.
+func TestWithSnapshotCarriesLearnedState(t *testing.T) {
+	for _, alg := range []string{rules.AlgorithmGradient, rules.AlgorithmLittle} {
+		t.Run(alg, func(t *testing.T) {
+			clk := clock.NewFake(time.Time{})
+			old, err := New(rules.Concurrency{Algorithm: alg}, clk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const ms = int64(time.Millisecond)
+			for i := range int64(200) {
+				old.Observe(i*ms, 7*ms, 20, false) // in use, fast: grows
+			}
+			s := old.(Inspector).Snapshot()
+			if s.Learned <= 20 || s.NoLoadRTT != 7*time.Millisecond {
+				t.Fatalf("old limiter did not learn: %+v", s)
+			}
+			next, err := New(rules.Concurrency{Algorithm: alg, Tolerance: 0.3}, clk, WithSnapshot(s))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := next.(Inspector).Snapshot()
+			if got.Learned != s.Learned || got.NoLoadRTT != s.NoLoadRTT || got.MaxThroughput != s.MaxThroughput {
+				t.Fatalf("carried %+v, want the learned state of %+v", got, s)
+			}
+		})
+	}
+	if _, err := New(rules.Concurrency{}, nil, WithSnapshot(Snapshot{NoLoadRTT: -1})); !errors.Is(err, ErrInvalidOption) {
+		t.Fatalf("negative snapshot: err = %v", err)
+	}
+}

@@ -29,7 +29,8 @@ type little struct {
 
 func newLittle(p params, o options, clk clock.Clock) *Little {
 	l := &Little{}
-	l.init(p, o, &little{signal: o.signal, hold: o.hold}, clk)
+	l.init(p, o, &little{signal: o.signal, hold: o.hold, maxTP: o.maxTP}, clk)
+	l.snap.maxTP.Store(math.Float64bits(o.maxTP))
 	return l
 }
 

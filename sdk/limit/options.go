@@ -16,6 +16,8 @@ type options struct {
 	signal     func() bool
 	hold       int64
 	shards     int
+	noLoad     time.Duration
+	maxTP      float64
 }
 
 func defaultOptions() options {
@@ -36,6 +38,24 @@ func WithInitialLimit(n int) Option {
 			return fmt.Errorf("%w: initial limit must be at least 1, got %d", ErrInvalidOption, n)
 		}
 		o.initial = n
+		return nil
+	}
+}
+
+// WithSnapshot starts the limiter from another limiter's learned state
+// (Inspector.Snapshot): its learned limit (as WithInitialLimit), its no-load
+// RTT and, for Little's law, its maximum throughput. Carrying the no-load RTT
+// across a rule change matters: re-learning it on a loaded service would
+// start from an inflated value. A zero Snapshot changes nothing.
+func WithSnapshot(s Snapshot) Option {
+	return func(o *options) error {
+		if s.Learned < 0 || s.NoLoadRTT < 0 || s.MaxThroughput < 0 || s.MaxThroughput != s.MaxThroughput {
+			return fmt.Errorf("%w: snapshot has a negative or NaN field: %+v", ErrInvalidOption, s)
+		}
+		if s.Learned > 0 {
+			o.initial = s.Learned
+		}
+		o.noLoad, o.maxTP = s.NoLoadRTT, s.MaxThroughput
 		return nil
 	}
 }
