@@ -73,6 +73,26 @@ func ExampleWithInitialLimit() {
 	// Output: 20
 }
 
+// A rule change keeps what the old limiter learned, including the no-load
+// RTT, which would be inflated if re-learned on a loaded service.
+func ExampleWithSnapshot() {
+	clk := clock.NewFake(time.Time{})
+	old, _ := limit.New(rules.Concurrency{}, clk)
+	sim := limittest.New(clk, old, limittest.Config{
+		Server: limittest.Server{Capacity: 100, Base: 10 * time.Millisecond}, Rate: 20000,
+	})
+	sim.Run(3 * time.Second)
+	learned := old.(limit.Inspector).Snapshot()
+
+	next, err := limit.New(rules.Concurrency{Tolerance: 0.3}, clk, limit.WithSnapshot(learned))
+	if err != nil {
+		panic(err)
+	}
+	s := next.(limit.Inspector).Snapshot()
+	fmt.Println("same limit:", s.Learned == learned.Learned, "no-load RTT:", s.NoLoadRTT)
+	// Output: same limit: true no-load RTT: 10ms
+}
+
 // Errors name the field.
 func ExampleNew_invalid() {
 	_, err := limit.New(rules.Concurrency{Min: 50, Max: 10}, nil)
