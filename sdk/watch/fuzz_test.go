@@ -78,3 +78,23 @@ func FuzzStableValue(f *testing.F) {
 		}
 	})
 }
+
+// FuzzCanaryValue feeds arbitrary canary values to a selected instance: it
+// may move only to a valid, newer version of its own service.
+func FuzzCanaryValue(f *testing.F) {
+	f.Add(canaryBytes(f, 9, Selector{Percent: 100}))
+	f.Add(canaryBytes(f, 3, Selector{Labels: map[string]string{"zone": "a"}}))
+	f.Add([]byte(`{"selector":{"percent":100},"envelope":{"service":"checkout","version":9}}`))
+	f.Add([]byte(`{"selector":{"percent":100},"envelope":"x"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, app, _, _ := newTestState(t, "checkout", "i", map[string]string{"zone": "a"})
+		s.onStable(envelopeBytes(t, "checkout", 5))
+		s.onCanary(data)
+		if got := app.versions(); len(got) == 2 && (got[1] <= 5 || app.current.Service != "checkout") {
+			t.Fatalf("applied %v", got)
+		}
+		if s.running.Load() < 5 {
+			t.Fatalf("running %d, below the stable v5", s.running.Load())
+		}
+	})
+}
