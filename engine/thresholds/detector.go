@@ -2,6 +2,7 @@ package thresholds
 
 import (
 	"math"
+	"slices"
 	"time"
 )
 
@@ -50,6 +51,7 @@ func New(opt Options) (*Detector, error) {
 	if err := opt.Validate(); err != nil {
 		return nil, err
 	}
+	opt.Seasons = slices.Clone(opt.Seasons) // the caller may reuse its slice
 	a := halfLifeAlpha(opt.BaselineHalfLife)
 	d := &Detector{
 		opt:    opt,
