@@ -46,7 +46,12 @@ func Run(t *testing.T, f Factory) {
 		{"YAMLRoundTrip", testYAML},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) { tt.fn(t, f) })
+		t.Run(tt.name, func(t *testing.T) {
+			// Each test has its own database; -parallel (GOMAXPROCS by
+			// default) bounds how many run, and so the connections held.
+			t.Parallel()
+			tt.fn(t, f)
+		})
 	}
 }
 
@@ -557,6 +562,7 @@ func testAuditTamper(t *testing.T, f Factory) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			ctx := context.Background()
 			h := f(t, Options{})
 			for i := range 3 {
