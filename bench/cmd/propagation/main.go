@@ -37,6 +37,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.URL, "url", cfg.URL, "NATS URL for -server machine")
 	fs.DurationVar(&cfg.Interval, "interval", cfg.Interval, "pause between one version's last ACK and the next approval")
 	fs.DurationVar(&cfg.Timeout, "timeout", cfg.Timeout, "how long to wait for a version's ACKs before counting the rest as missed")
+	fs.BoolVar(&cfg.Verbose, "v", false, "print each version's figures to stderr")
 	asJSON := fs.Bool("json", false, "print the result as one JSON object")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	if err := fs.Parse(args); err != nil {

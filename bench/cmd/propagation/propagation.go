@@ -31,6 +31,8 @@ type Config struct {
 	URL      string
 	Interval time.Duration
 	Timeout  time.Duration
+	// Verbose prints each version's figures to the log.
+	Verbose bool
 }
 
 // Result is what the command prints.
@@ -159,8 +161,14 @@ func Run(ctx context.Context, cfg Config, log io.Writer) (Result, error) {
 		}
 		got := col.wait(ctx, v, cfg.Timeout)
 		res.Missed += cfg.Watchers - got
+		var vl []float64
 		for _, t := range col.times(v) {
-			lat = append(lat, float64(t.Sub(at).Microseconds())/1000)
+			vl = append(vl, float64(t.Sub(at).Microseconds())/1000)
+		}
+		lat = append(lat, vl...)
+		if cfg.Verbose {
+			slices.Sort(vl)
+			fmt.Fprintf(log, "v%d: %d acks, first %.1f ms, p50 %.1f ms, max %.1f ms\n", v, got, quantile(vl, 0), quantile(vl, 0.5), quantile(vl, 1))
 		}
 		if ctx.Err() != nil {
 			return Result{}, ctx.Err()
