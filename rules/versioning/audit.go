@@ -118,14 +118,18 @@ type AuditRecord struct {
 	Detail json.RawMessage
 }
 
-// AuditFilter selects audit entries in sequence order.
+// AuditFilter selects audit entries, oldest first unless Newest.
 type AuditFilter struct {
 	// Service, Actor and Action, if set, must match exactly.
 	Service string
 	Actor   string
 	Action  Action
-	// AfterSeq keeps entries with Seq above it (paging).
-	AfterSeq int64
+	// AfterSeq keeps entries with Seq above it, BeforeSeq (if above 0)
+	// entries below it (paging in either direction).
+	AfterSeq  int64
+	BeforeSeq int64
+	// Newest returns the latest entries first.
+	Newest bool
 	// Limit defaults to 100, at most 1000.
 	Limit int
 }

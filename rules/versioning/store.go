@@ -69,7 +69,8 @@ type Reader interface {
 
 // Auditor reads, verifies and extends the audit log.
 type Auditor interface {
-	// Audit returns entries matching f, in sequence order.
+	// Audit returns entries matching f, in sequence order (newest first
+	// with f.Newest).
 	Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error)
 	// VerifyAudit walks the whole chain. On the first entry that does not
 	// verify it returns a *ChainError (wrapping ErrTampered) naming it.

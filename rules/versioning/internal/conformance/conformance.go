@@ -545,6 +545,12 @@ func testAuditVerifies(t *testing.T, f Factory) {
 	tail, err := s.Audit(ctx, versioning.AuditFilter{AfterSeq: entries[len(entries)-3].Seq})
 	require.NoError(t, err)
 	require.Len(t, tail, 2)
+	latest, err := s.Audit(ctx, versioning.AuditFilter{Newest: true, Limit: 2})
+	require.NoError(t, err)
+	require.Equal(t, []int64{entries[len(entries)-1].Seq, entries[len(entries)-2].Seq}, []int64{latest[0].Seq, latest[1].Seq})
+	older, err := s.Audit(ctx, versioning.AuditFilter{Newest: true, BeforeSeq: latest[1].Seq, Limit: 1})
+	require.NoError(t, err)
+	require.Equal(t, entries[len(entries)-3].Seq, older[0].Seq)
 }
 
 func testAuditTamper(t *testing.T, f Factory) {

@@ -77,6 +77,9 @@ func (s *Store) Audit(ctx context.Context, f versioning.AuditFilter) ([]versioni
 			where = append(where, fmt.Sprintf(cond, len(args)))
 		}
 		add("seq > $%d", f.AfterSeq)
+		if f.BeforeSeq > 0 {
+			add("seq < $%d", f.BeforeSeq)
+		}
 		if f.Service != "" {
 			add("service = $%d", f.Service)
 		}
@@ -86,9 +89,13 @@ func (s *Store) Audit(ctx context.Context, f versioning.AuditFilter) ([]versioni
 		if f.Action != "" {
 			add("action = $%d", string(f.Action))
 		}
+		order := "seq"
+		if f.Newest {
+			order = "seq DESC"
+		}
 		args = append(args, limit)
 		q := `SELECT ` + auditColumns + ` FROM rule_audit WHERE ` + strings.Join(where, " AND ") +
-			fmt.Sprintf(" ORDER BY seq LIMIT $%d", len(args))
+			fmt.Sprintf(" ORDER BY %s LIMIT $%d", order, len(args))
 		var err error
 		out, err = s.auditPage(ctx, q, args...)
 		return err
