@@ -66,6 +66,7 @@ type core struct {
 	rng       *rand.Rand
 	taken     int64 // samples taken out of the shards, decided or discarded
 	calm      int   // windows of additive growth left after drops
+	congested bool  // the last decided window was slower than the tolerance
 	episode   episode
 
 	snap snapshotState
@@ -188,15 +189,21 @@ func (c *core) decide(w *window) {
 		c.probeWindow(w)
 	} else {
 		next := c.alg.update(c, w)
+		congested := w.avgRTT > c.noLoad*(1+c.p.tolerance)
 		switch {
 		case w.dropRatio() >= dropThreshold:
 			c.calm = calmWindows
+		case congested && !c.congested && next < c.cur:
+			// One slow window (a GC pause, a stalled neighbour) is not
+			// overload yet: cut when the next window is slow too.
+			next = c.cur
 		case c.calm > 0:
 			// Congestion avoidance after drops: grow additively so the
 			// limit does not saw back into the timeouts at once.
 			c.calm--
 			next = min(next, c.cur+1)
 		}
+		c.congested = congested
 		c.watchResponse(w, next)
 		c.cur = c.clamp(next)
 		c.maybeStartProbe(w)

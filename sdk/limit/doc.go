@@ -77,7 +77,9 @@
 //   - Unbounded growth when latency is flat: the limit grows only when it is
 //     used, that is when in-flight reached 80% of the limit during the
 //     window; it settles at about 1.25 x the peak demand.
-//   - Oscillation: steps are bounded and smoothed. After a window with drops
+//   - Oscillation: steps are bounded and smoothed, and a single slow window (a
+//     GC pause, a stalled neighbour) does not cut the limit: the next window
+//     must be slow too (drops cut at once). After a window with drops
 //     (1% or more of its requests) the limit is cut by the dropped share (at
 //     least 10%, at most half) and then grows by at most 1 per window for 20
 //     windows, so it does not saw back into the timeouts. Little's law stays

@@ -4,7 +4,7 @@
 // The server has a fixed capacity: a request admitted while at most Capacity
 // requests are in flight takes Base; beyond that it queues, and its latency
 // grows in proportion (Base x inflight / Capacity), with optional uniform
-// noise. Requests arrive at a fixed rate (evenly spaced or Poisson), are
+// noise and periodic pauses of the whole server (GC-like stalls). Requests arrive at a fixed rate (evenly spaced or Poisson), are
 // admitted while in-flight is below the limiter's Limit, and report to
 // Observe when they finish (or time out, as drops). The simulation advances a
 // clock.Fake, so code under test that reads the same clock sees virtual time.
@@ -32,6 +32,27 @@ type Server struct {
 	// Jitter is the relative latency noise: each latency is multiplied by a
 	// uniform factor in [1-Jitter, 1+Jitter]. 0 means none.
 	Jitter float64
+	// Pause stalls the whole server (a GC pause, a noisy neighbour): every
+	// PauseEvery, for PauseFor, nothing progresses. 0 means never.
+	PauseEvery, PauseFor time.Duration
+}
+
+// finish returns when a request admitted at t needing d of service
+// completes, stretched by the pauses it runs into.
+func (s Server) finish(t, d int64) int64 {
+	every, length := int64(s.PauseEvery), int64(s.PauseFor)
+	end := t + d
+	if every <= 0 || length <= 0 {
+		return end
+	}
+	k := t / every
+	if start := k * every; t < start+length {
+		end += start + length - t // admitted during a pause: waits for its end
+	}
+	for next := (k + 1) * every; next < end; next += every {
+		end += length
+	}
+	return end
 }
 
 // Latency returns the latency of a request admitted with inflight requests in
@@ -168,7 +189,8 @@ func (s *Sim) arrive(t int64) {
 	if s.Server.Jitter > 0 {
 		rtt *= 1 + s.Server.Jitter*(2*s.rng.Float64()-1)
 	}
-	r := request{at: t + int64(rtt), rtt: int64(rtt), inflight: s.inflight}
+	at := s.Server.finish(t, int64(rtt))
+	r := request{at: at, rtt: at - t, inflight: s.inflight}
 	if s.Timeout > 0 && r.rtt > int64(s.Timeout) {
 		r.rtt, r.at, r.dropped = int64(s.Timeout), t+int64(s.Timeout), true
 	}

@@ -32,6 +32,45 @@ func TestServerLatency(t *testing.T) {
 	}
 }
 
+func TestServerPauses(t *testing.T) {
+	ms := int64(time.Millisecond)
+	s := limittest.Server{Capacity: 1, Base: 15 * time.Millisecond, PauseEvery: 100 * time.Millisecond, PauseFor: 20 * time.Millisecond}
+	clk := clock.NewFake(time.Time{})
+	l, err := limit.New(rules.Concurrency{Algorithm: rules.AlgorithmFixed, Max: 1}, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// One request at a time, arrivals every 30 ms: t=0 waits for the pause
+	// (0-20 ms) and ends at 35; t=30 is refused (in flight); t=60 ends at
+	// 75; t=90 runs into the pause at 100 and ends at 125.
+	sim := limittest.New(clk, l, limittest.Config{Server: s, Rate: 33.3333333})
+	var rtts []int64
+	sim.RunUntil(128*time.Millisecond, func() bool {
+		st := sim.Stats()
+		if n := int(st.Completed); n > len(rtts) {
+			rtts = append(rtts, int64(st.Latency)-sum(rtts))
+		}
+		return false
+	})
+	want := []int64{35 * ms, 15 * ms, 35 * ms}
+	if len(rtts) != len(want) {
+		t.Fatalf("latencies %v, want %v", rtts, want)
+	}
+	for i := range want {
+		if rtts[i] != want[i] {
+			t.Fatalf("latencies %v, want %v", rtts, want)
+		}
+	}
+}
+
+func sum(v []int64) int64 {
+	var s int64
+	for _, x := range v {
+		s += x
+	}
+	return s
+}
+
 func run(seed uint64) (limittest.Stats, int) {
 	clk := clock.NewFake(time.Time{})
 	l, err := limit.New(rules.Concurrency{}, clk)
