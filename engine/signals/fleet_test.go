@@ -47,7 +47,7 @@ func startFleet(t *testing.T, clk clock.Clock) *fleet {
 	c2 := signalstest.DefaultProfile("checkout")
 	c2.CPUCores, c2.InFlight, c2.MemoryBytes = 0.7, 20, 512<<20
 	s := signalstest.DefaultProfile("search")
-	s.Classes = map[string]signalstest.Class{"browse": {Rate: 30, Shed: 0.5}}
+	s.Classes = map[string]signalstest.Class{"browse": {Rate: 300, Shed: 0.5}}
 	s.ErrorFraction = 0.1
 	s.ProcessLabeled = true
 	f := &fleet{}
@@ -81,7 +81,7 @@ func expectations(hosts []string) []expect {
 		}
 	}
 	checkout := map[signals.Signal]float64{
-		signals.RequestRate: 100, signals.ErrorRatio: 0.02, signals.ShedRatio: 0.15,
+		signals.RequestRate: 1000, signals.ErrorRatio: 0.02, signals.ShedRatio: 0.15,
 		signals.LatencyP50: 0.0625, signals.LatencyP99: 0.45, signals.QueueDelayP99: 0.0091,
 		signals.InFlight: 12, signals.Limit: 40, signals.CPU: 0.5, signals.Memory: 256 << 20,
 	}
@@ -93,12 +93,12 @@ func expectations(hosts []string) []expect {
 	c2v[signals.CPU], c2v[signals.InFlight], c2v[signals.Memory] = 0.7, 20, 512<<20
 	add(c2, c2v)
 	add(co, map[signals.Signal]float64{
-		signals.RequestRate: 200, signals.ErrorRatio: 0.02, signals.ShedRatio: 0.15,
+		signals.RequestRate: 2000, signals.ErrorRatio: 0.02, signals.ShedRatio: 0.15,
 		signals.LatencyP50: 0.0625, signals.LatencyP99: 0.45, signals.QueueDelayP99: 0.0091,
 		signals.InFlight: 32, signals.Limit: 80, signals.CPU: 0.6, signals.Memory: 384 << 20,
 	})
 	search := map[signals.Signal]float64{
-		signals.RequestRate: 30, signals.ErrorRatio: 0.1, signals.ShedRatio: 0.5,
+		signals.RequestRate: 300, signals.ErrorRatio: 0.1, signals.ShedRatio: 0.5,
 		signals.LatencyP50: 0.0625, signals.LatencyP99: 0.45, signals.QueueDelayP99: 0.0091,
 		signals.InFlight: 12, signals.Limit: 40, signals.CPU: 0.5, signals.Memory: 256 << 20,
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/common/model"
 )
@@ -93,6 +94,9 @@ func selector(services []string) (string, error) {
 	for i, s := range services {
 		if s == "" {
 			return "", fmt.Errorf("%w: services[%d]: empty service name", ErrInvalidOption, i)
+		}
+		if !utf8.ValidString(s) {
+			return "", fmt.Errorf("%w: services[%d]: not valid UTF-8", ErrInvalidOption, i)
 		}
 	}
 	switch len(services) {

@@ -141,3 +141,28 @@ func TestOptionsValidation(t *testing.T) {
 		require.ErrorIs(t, err, signals.ErrInvalidOption)
 	}
 }
+
+func TestStore(t *testing.T) {
+	target := &exposition{}
+	target.set(200, "governor_sdk_rules_version{service=\"a\"} 4\n")
+	srv := serve(t, target)
+	scraped := make(chan TargetStatus, 1)
+	st, err := NewStore(Options{}, ScraperOptions{OnScrape: func(s TargetStatus) { scraped <- s }})
+	require.NoError(t, err)
+	require.NoError(t, st.SetTargets([]Target{{URL: srv.URL}}))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- st.Run(ctx) }()
+	s := <-scraped
+	require.Equal(t, HealthUp, s.Health)
+	res, err := st.Query(context.Background(), "governor_sdk_rules_version", s.LastScrape)
+	require.NoError(t, err)
+	require.Len(t, res.Samples, 1)
+	require.Equal(t, 4.0, res.Samples[0].V)
+	cancel()
+	require.NoError(t, <-done)
+	require.NoError(t, st.Close())
+
+	_, err = NewStore(Options{}, ScraperOptions{Interval: -1})
+	require.ErrorIs(t, err, signals.ErrInvalidOption)
+}

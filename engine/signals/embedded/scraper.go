@@ -73,7 +73,7 @@ func (o *ScraperOptions) fill() error {
 		o.SampleLimit = d.SampleLimit
 	}
 	if o.Client == nil {
-		o.Client = &http.Client{}
+		o.Client = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
@@ -172,6 +172,7 @@ func (s *Scraper) Run(ctx context.Context) error {
 		l.stop(false)
 	}
 	s.wg.Wait()
+	s.opts.Client.CloseIdleConnections()
 	return nil
 }
 

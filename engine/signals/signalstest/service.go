@@ -44,8 +44,8 @@ type Profile struct {
 }
 
 // DefaultProfile returns a profile with two classes and simple histograms.
-// Its expected signals, by hand: offered 100/s, admitted 85/s, shed ratio
-// 15/100 = 0.15 (batch 0.25, critical 0), error ratio 0.02; latency p50 in
+// Its expected signals, by hand: offered 1000/s, admitted 850/s, shed ratio
+// 150/1000 = 0.15 (batch 0.25, critical 0), error ratio 0.02; latency p50 in
 // (0.05, 0.1] at rank 0.5: 0.05 + 0.05 × (0.5−0.4)/(0.8−0.4) = 0.0625; p99 in
 // (0.25, 0.5]: 0.25 + 0.25 × (0.99−0.95)/(1−0.95) = 0.45; queue p99 in
 // (0.001, 0.01]: 0.001 + 0.009 × (0.99−0.9)/(1−0.9) = 0.0091.
@@ -54,8 +54,8 @@ func DefaultProfile(service string) Profile {
 		Service: service,
 		Routes:  []string{"/api"},
 		Classes: map[string]Class{
-			"critical": {Rate: 40, Shed: 0},
-			"batch":    {Rate: 60, Shed: 0.25},
+			"critical": {Rate: 400, Shed: 0},
+			"batch":    {Rate: 600, Shed: 0.25},
 		},
 		ErrorFraction: 0.02,
 		Latency:       map[float64]float64{0.05: 0.4, 0.1: 0.8, 0.25: 0.95, 0.5: 1},
@@ -94,7 +94,9 @@ func (p Profile) Admitted() float64 {
 }
 
 // Service is an HTTP handler serving the SDK's metrics for a Profile. Its
-// counters are rate × (now − start), so rate() over any window is exact.
+// counters are rate × (now − start), so rate() over any window is exact;
+// histogram buckets are whole counts, so keep rates high (hundreds per
+// second) for quantiles to be exact within a fraction of a percent.
 type Service struct {
 	clk   clock.Clock
 	start time.Time
