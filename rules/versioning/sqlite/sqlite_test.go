@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -61,6 +62,11 @@ func TestReopenKeepsHistory(t *testing.T) {
 	rep, err := s.VerifyAudit(ctx)
 	require.NoError(t, err)
 	require.Equal(t, int64(3), rep.Entries)
+	// What was approved before the restart is still waiting for the relay.
+	items, err := s.ClaimOutbox(ctx, 10, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, items, 1)
+	require.Equal(t, v.Number, items[0].Version)
 }
 
 // TestConcurrentOpen opens one new file from several stores at once, as

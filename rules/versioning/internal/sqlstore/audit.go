@@ -127,20 +127,29 @@ const verifyPage = 1000
 
 // VerifyAudit implements versioning.Auditor. It checks the chain up to the
 // head as read at the start, so appends during the walk do not disturb it.
+// The walk as a whole is bounded by ctx only (a long log takes a while); each
+// page read is bounded by the store's timeout.
 func (s *Store) VerifyAudit(ctx context.Context) (versioning.AuditReport, error) {
 	var rep versioning.AuditReport
-	err := s.op(ctx, "verify_audit", func(ctx context.Context) error {
+	err := s.timed(ctx, "verify_audit", func(ctx context.Context) error {
 		var headSeq int64
 		var headHash string
-		if err := s.db.Read(ctx, func(tx Tx) error {
-			return tx.QueryRow(ctx, `SELECT seq, hash FROM rule_audit_head WHERE id = 1`).Scan(&headSeq, &headHash)
+		if err := s.bounded(ctx, func(ctx context.Context) error {
+			return s.db.Read(ctx, func(tx Tx) error {
+				return tx.QueryRow(ctx, `SELECT seq, hash FROM rule_audit_head WHERE id = 1`).Scan(&headSeq, &headHash)
+			})
 		}); err != nil {
 			return err
 		}
 		seq, hash := int64(0), versioning.GenesisHash
 		for seq < headSeq {
-			page, err := s.auditPage(ctx, `SELECT `+auditColumns+` FROM rule_audit
-				WHERE seq > $1 AND seq <= $2 ORDER BY seq LIMIT $3`, seq, headSeq, verifyPage)
+			var page []versioning.AuditEntry
+			err := s.bounded(ctx, func(ctx context.Context) error {
+				var err error
+				page, err = s.auditPage(ctx, `SELECT `+auditColumns+` FROM rule_audit
+					WHERE seq > $1 AND seq <= $2 ORDER BY seq LIMIT $3`, seq, headSeq, verifyPage)
+				return err
+			})
 			if err != nil {
 				return err
 			}

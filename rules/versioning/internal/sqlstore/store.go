@@ -169,9 +169,23 @@ func (s *Store) now() time.Time { return s.o.Clock.Now().UTC().Truncate(time.Mic
 
 // op times an operation, bounds it by the timeout and maps its error.
 func (s *Store) op(ctx context.Context, name string, fn func(ctx context.Context) error) error {
-	start := time.Now()
+	return s.timed(ctx, name, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
+		defer cancel()
+		return fn(ctx)
+	})
+}
+
+// bounded runs fn under the store's timeout.
+func (s *Store) bounded(ctx context.Context, fn func(ctx context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
 	defer cancel()
+	return fn(ctx)
+}
+
+// timed measures an operation and maps its error; the caller bounds it.
+func (s *Store) timed(ctx context.Context, name string, fn func(ctx context.Context) error) error {
+	start := time.Now()
 	err := s.mapErr(name, fn(ctx))
 	s.m.seconds.WithLabelValues(name).Observe(time.Since(start).Seconds())
 	s.m.ops.WithLabelValues(name, resultLabel(err)).Inc()
