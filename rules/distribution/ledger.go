@@ -368,42 +368,48 @@ func kindOf(subject string, n watch.Names) string {
 	return "ack"
 }
 
+// sameService refuses a message about another service than its subject's:
+// with per-service publish permissions on the subjects, an instance cannot
+// speak for another service.
+func sameService(subject, service string) error {
+	if !strings.HasSuffix(subject, "."+watch.ServiceToken(service)) {
+		return fmt.Errorf("%w: subject %s does not belong to service %q", watch.ErrMalformed, subject, service)
+	}
+	return nil
+}
+
 // record decodes and records one message.
 func (l *Ledger) record(ctx context.Context, m *nats.Msg) {
-	var (
-		kind string
-		err  error
-	)
-	if kindOf(m.Subject, l.o.Names) == "heartbeat" {
-		kind = "heartbeat"
-		var h *watch.Heartbeat
-		if h, err = watch.DecodeHeartbeat(m.Data); err == nil {
-			err = l.HandleHeartbeat(ctx, h)
-			if err != nil {
-				l.messages.WithLabelValues(kind, "failed").Inc()
-				l.o.Logger.LogAttrs(ctx, slog.LevelWarn, "ledger: heartbeat not recorded", slog.Any("err", err))
-				return
-			}
-		}
-	} else {
-		kind = "ack"
-		var r *watch.Report
-		if r, err = watch.DecodeReport(m.Data); err == nil {
-			if r.Status == watch.StatusNACK {
-				kind = "nack"
-			}
-			err = l.HandleReport(ctx, r)
-			if err != nil {
-				l.messages.WithLabelValues(kind, "failed").Inc()
-				l.o.Logger.LogAttrs(ctx, slog.LevelWarn, "ledger: report not recorded", slog.Any("err", err))
-				return
-			}
-		}
-	}
+	kind, handle, err := l.decode(m)
 	if err != nil {
 		l.messages.WithLabelValues(kind, "malformed").Inc()
 		l.o.Logger.LogAttrs(ctx, slog.LevelWarn, "ledger: malformed message", slog.String("subject", m.Subject), slog.Any("err", err))
 		return
 	}
+	if err := handle(ctx); err != nil {
+		l.messages.WithLabelValues(kind, "failed").Inc()
+		l.o.Logger.LogAttrs(ctx, slog.LevelWarn, "ledger: message not recorded", slog.String("kind", kind), slog.Any("err", err))
+		return
+	}
 	l.messages.WithLabelValues(kind, "recorded").Inc()
+}
+
+// decode parses a message into its kind and the call that records it.
+func (l *Ledger) decode(m *nats.Msg) (string, func(context.Context) error, error) {
+	if kindOf(m.Subject, l.o.Names) == "heartbeat" {
+		h, err := watch.DecodeHeartbeat(m.Data)
+		if err == nil {
+			err = sameService(m.Subject, h.Service)
+		}
+		return "heartbeat", func(ctx context.Context) error { return l.HandleHeartbeat(ctx, h) }, err
+	}
+	r, err := watch.DecodeReport(m.Data)
+	if err != nil {
+		return "ack", nil, err
+	}
+	kind := "ack"
+	if r.Status == watch.StatusNACK {
+		kind = "nack"
+	}
+	return kind, func(ctx context.Context) error { return l.HandleReport(ctx, r) }, sameService(m.Subject, r.Service)
 }

@@ -205,12 +205,19 @@ func TestLedgerRecordsMalformedMessages(t *testing.T) {
 		{n.HeartbeatSubject("s"), `{"service":"s","instance":"i","running":1}`, "heartbeat", "recorded"},
 		{n.ReportSubject("s"), `not json`, "ack", "malformed"},
 		{n.HeartbeatSubject("s"), `{"service":"s"}`, "heartbeat", "malformed"},
+		{n.ReportSubject("other"), `{"service":"s","instance":"i","version":3,"status":"ack","running":3}`, "ack", "malformed"},
+		{n.HeartbeatSubject("other"), `{"service":"s","instance":"i","running":3}`, "heartbeat", "malformed"},
 	}
 	for _, tt := range tests {
+		before := counterValue2(t, reg, "governor_distribution_ledger_messages_total", map[string]string{"kind": tt.kind, "result": tt.result})
 		l.record(context.Background(), natsMsg(tt.subject, tt.data))
-		if got := counterValue2(t, reg, "governor_distribution_ledger_messages_total", map[string]string{"kind": tt.kind, "result": tt.result}); got < 1 {
+		if got := counterValue2(t, reg, "governor_distribution_ledger_messages_total", map[string]string{"kind": tt.kind, "result": tt.result}); got != before+1 {
 			t.Fatalf("%s %s: messages{kind=%s,result=%s} = %v", tt.subject, tt.data, tt.kind, tt.result, got)
 		}
+	}
+	in, _, _ := l.o.Store.Instance(context.Background(), "s", "i")
+	if in.Running != 1 {
+		t.Fatalf("a message on another service's subject changed the instance: running %d", in.Running)
 	}
 }
 
