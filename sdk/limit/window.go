@@ -16,7 +16,7 @@ const (
 	rttMask    = 1<<rttBits - 1
 	rttShift   = 6                  // RTT unit: 64 ns
 	maxRTTUnit = 1<<30 - 1          // one sample's RTT is capped at about 68 s
-	countOne   = 1 << rttBits       //
+	countOne   = 1 << rttBits       // one sample
 	countGuard = 1 << 63            // a shard with 2^19 samples ...
 	rttGuard   = 1 << (rttBits - 1) // ... or half its RTT range closes the window whatever the clock says
 	cacheLine  = 128                // two lines: adjacent-line prefetch makes 64 bytes share
