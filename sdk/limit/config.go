@@ -86,4 +86,3 @@ func resolve(cfg rules.Concurrency) (params, error) {
 	}
 	return p, nil
 }
-
