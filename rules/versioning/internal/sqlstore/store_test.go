@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/sdk/clock"
 )
 
 var (
@@ -143,4 +146,31 @@ func TestOutboxReadyCoalesces(t *testing.T) {
 	}
 	<-s.OutboxReady()
 	require.Empty(t, s.OutboxReady(), "three commits, one pending wake-up")
+}
+
+func TestWriteBacksOffOnTheInjectedClock(t *testing.T) {
+	clk := clock.NewFake(time.Time{})
+	s, db, _ := newFake(t, Options{Clock: clk, MaxAttempts: 4, RetryBackoff: 10 * time.Millisecond})
+	done := make(chan error, 1)
+	go func() {
+		done <- s.write(context.Background(), "approve", func(Tx) (bool, error) {
+			if db.txs < 4 {
+				return false, errBusy
+			}
+			return false, nil
+		})
+	}()
+	waitTimer := func() {
+		for clk.Pending() == 0 {
+			runtime.Gosched()
+		}
+	}
+	for _, wait := range []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond} {
+		waitTimer()
+		clk.Advance(wait - time.Millisecond)
+		require.Equal(t, 1, clk.Pending(), "the back-off has not elapsed yet")
+		clk.Advance(time.Millisecond)
+	}
+	require.NoError(t, <-done)
+	require.Equal(t, 4, db.txs)
 }
