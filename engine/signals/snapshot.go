@@ -37,8 +37,8 @@ func (s Scope) by() string {
 
 // Key identifies a service (Instance empty) or one instance of it.
 type Key struct {
-	Service  string
-	Instance string
+	Service  string `json:"service"`
+	Instance string `json:"instance,omitempty"`
 }
 
 func (k Key) String() string {
@@ -55,13 +55,13 @@ func (k Key) Compare(o Key) int {
 
 // Entry holds the signals of one key.
 type Entry struct {
-	Key Key
+	Key Key `json:"key"`
 	// Values has every signal in All; those not answered are Missing.
-	Values map[Signal]Value
+	Values map[Signal]Value `json:"values"`
 	// ShedByClass is the shed ratio per traffic class (classes seen only).
-	ShedByClass map[string]Value
+	ShedByClass map[string]Value `json:"shedByClass"`
 	// Newest is the time of the newest SDK sample, zero if unknown.
-	Newest time.Time
+	Newest time.Time `json:"newest"`
 }
 
 // Get returns the value of signal s (Missing if the entry lacks it).
