@@ -27,7 +27,10 @@
 // Four eyes: an approver must differ from the author and hold one of the
 // roles the service's Policy allows (default approver or admin); a Policy may
 // require more than one approval. Emergency publish (break glass) is for
-// admins, needs a reason and is marked as such in the audit log.
+// admins, needs a reason and is marked as such in the audit log. The decision
+// engine proposes with Source engine and evidence; with AutoApply its proposal
+// goes live at once (the engine decides what lies within its bands) unless the
+// service's policy is ManualOnly.
 //
 // Optimistic concurrency: a proposal names the version it was based on
 // (BaseVersion); if another version went live since, Propose and Approve
