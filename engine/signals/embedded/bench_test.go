@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"governor.dev/governor/engine/signals"
 	"governor.dev/governor/engine/signals/signalstest"
 	"governor.dev/governor/sdk/clock"
 )
@@ -88,4 +89,50 @@ func BenchmarkAppendParallel(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkReadFleet measures one signals.Reader.Read of every default
+// signal per instance over a fleet of 100 services × 4 instances held in the
+// embedded store (five scrapes each, 15 s apart).
+func BenchmarkReadFleet(b *testing.B) {
+	const services, instances, scrapes = 100, 4, 5
+	db := openDB(b)
+	clk := clock.NewFake(t0)
+	type target struct {
+		svc   *signalstest.Service
+		cache *seriesCache
+	}
+	var targets []target
+	for s := range services {
+		for i := range instances {
+			p := signalstest.DefaultProfile(fmt.Sprintf("svc-%03d", s))
+			p.Routes = []string{"/a", "/b"}
+			ls, err := Target{URL: fmt.Sprintf("http://10.1.%d.%d:8080/metrics", s, i)}.targetLabels()
+			require.NoError(b, err)
+			targets = append(targets, target{signalstest.NewService(p, clk), newSeriesCache(ls, 0)})
+		}
+	}
+	for n := range scrapes {
+		if n > 0 {
+			clk.Advance(15 * time.Second)
+		}
+		app := db.Appender(context.Background())
+		for _, tg := range targets {
+			rec := httptest.NewRecorder()
+			tg.svc.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+			_, err := tg.cache.append(app, rec.Body.Bytes(), rec.Header().Get("Content-Type"), clk.Now().UnixMilli())
+			require.NoError(b, err)
+		}
+		require.NoError(b, app.Commit())
+	}
+	r, err := signals.NewReader(db, signals.ReaderOptions{})
+	require.NoError(b, err)
+	b.ReportAllocs()
+	for b.Loop() {
+		snap, err := r.Read(context.Background(), clk.Now(), signals.PerInstance)
+		if err != nil || len(snap.Entries) != services*instances {
+			b.Fatal(err, len(snap.Entries))
+		}
+	}
+	b.ReportMetric(services*instances, "instances/op")
 }
