@@ -120,7 +120,7 @@ func WithHold(d time.Duration) Option {
 }
 
 // WithShards sets the number of sample shards (rounded up to a power of two,
-// between 1 and 1024). The default is 4 x GOMAXPROCS, at least 8.
+// between 1 and 1024). The default is 8 x GOMAXPROCS, at least 16.
 func WithShards(n int) Option {
 	return func(o *options) error {
 		if n < 1 || n > 1024 {
