@@ -98,7 +98,16 @@ func Up(ctx context.Context, db *sql.DB, d Dialect, opts ...Options) error {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	p, err := provider(db, d, o)
+	fsys, err := FS(d)
+	if err != nil {
+		return err
+	}
+	return up(ctx, db, d, fsys, o)
+}
+
+// up applies the migrations in fsys.
+func up(ctx context.Context, db *sql.DB, d Dialect, fsys fs.FS, o Options) error {
+	p, err := provider(db, d, fsys, o)
 	if err != nil {
 		return err
 	}
@@ -135,7 +144,11 @@ func Up(ctx context.Context, db *sql.DB, d Dialect, opts ...Options) error {
 
 // Version returns the highest migration version applied to db (0 if none).
 func Version(ctx context.Context, db *sql.DB, d Dialect) (int64, error) {
-	p, err := provider(db, d, Options{})
+	fsys, err := FS(d)
+	if err != nil {
+		return 0, err
+	}
+	p, err := provider(db, d, fsys, Options{})
 	if err != nil {
 		return 0, err
 	}
@@ -146,13 +159,9 @@ func Version(ctx context.Context, db *sql.DB, d Dialect) (int64, error) {
 	return v, nil
 }
 
-func provider(db *sql.DB, d Dialect, o Options) (*goose.Provider, error) {
+func provider(db *sql.DB, d Dialect, fsys fs.FS, o Options) (*goose.Provider, error) {
 	if db == nil {
 		return nil, fmt.Errorf("%w: db is nil", ErrMigrate)
-	}
-	fsys, err := FS(d)
-	if err != nil {
-		return nil, err
 	}
 	opts := []goose.ProviderOption{goose.WithAllowOutofOrder(true), goose.WithDisableGlobalRegistry(true)}
 	var gd goose.Dialect
@@ -174,6 +183,8 @@ func provider(db *sql.DB, d Dialect, o Options) (*goose.Provider, error) {
 		opts = append(opts, goose.WithSessionLocker(locker))
 	case SQLite:
 		gd = goose.DialectSQLite3
+	default:
+		return nil, fmt.Errorf("%w: unknown dialect %q (want %q or %q)", ErrMigrate, d, Postgres, SQLite)
 	}
 	p, err := goose.NewProvider(gd, db, fsys, opts...)
 	if err != nil {
