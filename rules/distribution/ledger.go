@@ -38,6 +38,10 @@ type LedgerOptions struct {
 	// QueueGroup shares the subjects between ledger replicas; default
 	// "governor-ledger".
 	QueueGroup string
+	// Latest, when set, tells the ledger the stable version of a service it
+	// has no target for (a fresh ledger next to a bucket that already holds
+	// versions); Publisher.Latest fits through LatestFrom.
+	Latest func(ctx context.Context, service string) (int64, error)
 	// Buffer bounds the messages waiting to be recorded; default 8192.
 	// Beyond it messages are dropped and counted (heartbeats repair the
 	// ledger).
@@ -216,12 +220,46 @@ func (l *Ledger) instance(ctx context.Context, service, instance string, now tim
 // save evaluates the instance and writes it with a transition if its state
 // changed.
 func (l *Ledger) save(ctx context.Context, in Instance, now time.Time) error {
-	t, _, err := l.o.Store.Target(ctx, in.Service)
+	t, err := l.target(ctx, in.Service)
 	if err != nil {
-		return fmt.Errorf("distribution: ledger target: %w", err)
+		return err
 	}
-	t.Service = in.Service
 	return l.saveAgainst(ctx, in, t, now)
+}
+
+// target returns the service's target, seeding it from Latest when the
+// ledger has none.
+func (l *Ledger) target(ctx context.Context, service string) (Target, error) {
+	t, ok, err := l.o.Store.Target(ctx, service)
+	if err != nil {
+		return t, fmt.Errorf("distribution: ledger target: %w", err)
+	}
+	t.Service = service
+	if ok || l.o.Latest == nil {
+		return t, nil
+	}
+	v, err := l.o.Latest(ctx, service)
+	if err != nil {
+		return t, fmt.Errorf("distribution: ledger target of %s: %w", service, err)
+	}
+	if v > 0 {
+		t.Stable, t.StableAt = v, l.o.Clock.Now()
+		if err := l.o.Store.SetTarget(ctx, t); err != nil {
+			return t, fmt.Errorf("distribution: ledger target: %w", err)
+		}
+	}
+	return t, nil
+}
+
+// LatestFrom adapts a Publisher for LedgerOptions.Latest.
+func LatestFrom(p *Publisher) func(ctx context.Context, service string) (int64, error) {
+	return func(ctx context.Context, service string) (int64, error) {
+		env, err := p.Latest(ctx, service)
+		if err != nil || env == nil {
+			return 0, err
+		}
+		return env.Version, nil
+	}
 }
 
 func (l *Ledger) saveAgainst(ctx context.Context, in Instance, t Target, now time.Time) error {
@@ -270,11 +308,9 @@ func (l *Ledger) Sweep(ctx context.Context) error {
 	for _, in := range ins {
 		t, ok := targets[in.Service]
 		if !ok {
-			t, _, err = l.o.Store.Target(ctx, in.Service)
-			if err != nil {
-				return fmt.Errorf("distribution: ledger target: %w", err)
+			if t, err = l.target(ctx, in.Service); err != nil {
+				return err
 			}
-			t.Service = in.Service
 			targets[in.Service] = t
 		}
 		if err := l.saveAgainst(ctx, in, t, now); err != nil {

@@ -187,6 +187,40 @@ func TestLedgerStates(t *testing.T) {
 	}
 }
 
+func TestLedgerSeedsItsTargetFromTheBucket(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	l, err := NewLedger(LedgerOptions{Store: NewMemoryStore(), Clock: clk, Registerer: prometheus.NewRegistry(),
+		Latest: func(_ context.Context, service string) (int64, error) {
+			if service == "checkout" {
+				return 7, nil
+			}
+			return 0, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, svc := range []string{"checkout", "payments"} {
+		if err := l.HandleHeartbeat(ctx, &watch.Heartbeat{Service: svc, Instance: "pod-0", Running: 3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		service string
+		state   State
+		target  int64
+	}{
+		{"checkout", StatePending, 7},
+		{"payments", StateSynced, 0},
+	}
+	for _, tt := range tests {
+		in, _, _ := l.o.Store.Instance(ctx, tt.service, "pod-0")
+		if in.State != tt.state || in.Target != tt.target {
+			t.Errorf("%s: %s for v%d, want %s for v%d", tt.service, in.State, in.Target, tt.state, tt.target)
+		}
+	}
+}
+
 func TestLedgerRecordsMalformedMessages(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	l, err := NewLedger(LedgerOptions{Store: NewMemoryStore(), Registerer: reg})
