@@ -9,7 +9,9 @@
 //     it opens. It stays open for OpenBase, doubling on every consecutive
 //     reopen up to OpenMax, then lets HalfOpenProbes trial calls through. The
 //     probes decide: it closes (and the back-off resets) when they meet the
-//     ratios, and reopens otherwise.
+//     ratios, and reopens otherwise. A probe round whose calls never report
+//     back is restarted after one window, so the breaker cannot stay
+//     half-open forever.
 //   - Throttle (kind "throttle"): client-side adaptive throttling from the
 //     Google SRE book. It rejects a call locally with probability
 //     max(0, (requests - K*accepts) / (requests + 1)) over the window, so a
