@@ -171,7 +171,10 @@ func (q *Queue) Wait(ctx context.Context, c int, k uint32) (uint32, time.Duratio
 	if !w.done {
 		q.remove(w)
 		w.done, w.err = true, timeout
-		q.minDelay = min(q.minDelay, q.clk.Nanotime()-w.enq)
+		if timeout == ErrTimeout {
+			// It stood in the queue for its whole allowed time.
+			q.minDelay = min(q.minDelay, q.clk.Nanotime()-w.enq)
+		}
 	}
 	q.mu.Unlock()
 	return w.slot, time.Duration(q.clk.Nanotime() - w.enq), w.err
