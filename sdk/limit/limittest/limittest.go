@@ -127,6 +127,9 @@ type Sim struct {
 func New(clk *clock.Fake, lim limit.Limiter, cfg Config) *Sim {
 	s := &Sim{Config: cfg, clk: clk, lim: lim, rng: rand.New(rand.NewPCG(cfg.Seed, cfg.Seed+1))}
 	s.next = clk.Nanotime()
+	if cfg.Rate <= 0 {
+		s.next = never
+	}
 	return s
 }
 
@@ -148,6 +151,9 @@ func (s *Sim) Run(d time.Duration) { s.RunUntil(d, nil) }
 func (s *Sim) RunUntil(d time.Duration, done func() bool) (time.Duration, bool) {
 	start := s.clk.Nanotime()
 	end := start + int64(d)
+	if s.Rate > 0 && s.next >= never {
+		s.next = start // arrivals resume after a period at rate 0
+	}
 	for {
 		t := s.next
 		completion := len(s.pending) > 0 && s.pending[0].at <= t
@@ -199,7 +205,7 @@ func (s *Sim) arrive(t int64) {
 
 func (s *Sim) gap() int64 {
 	if s.Rate <= 0 {
-		return math.MaxInt64 / 4
+		return never
 	}
 	mean := 1e9 / s.Rate
 	if s.Poisson {
@@ -220,6 +226,9 @@ func (s *Sim) complete(r request) {
 		s.lim.Observe(r.at, r.rtt, r.inflight, r.dropped)
 	}
 }
+
+// never is the arrival time while Rate is 0.
+const never = math.MaxInt64 / 4
 
 type request struct {
 	at, rtt  int64

@@ -140,6 +140,25 @@ func TestSimWithoutLimitQueuesAndTimesOut(t *testing.T) {
 	}
 }
 
+func TestSimRateChanges(t *testing.T) {
+	clk := clock.NewFake(time.Time{})
+	sim := limittest.New(clk, nil, limittest.Config{Server: limittest.Server{Capacity: 10, Base: time.Millisecond}})
+	sim.Run(time.Second)
+	if n := sim.Stats().Offered; n != 0 {
+		t.Fatalf("offered %d at rate 0", n)
+	}
+	sim.Rate = 100
+	sim.Run(time.Second)
+	if n := sim.Stats().Offered; n != 101 { // at 1s, 1.01s, ... 2s: Run includes its end
+		t.Fatalf("offered %d in 1s at 100/s, want 101", n)
+	}
+	sim.Rate = 0
+	sim.Run(time.Second)
+	if n := sim.Stats().Offered; n != 102 { // the arrival already scheduled, at 2.01s
+		t.Fatalf("offered %d after the rate fell to 0, want 102", n)
+	}
+}
+
 func TestStatsArithmetic(t *testing.T) {
 	a := limittest.Stats{Offered: 10, Admitted: 8, Rejected: 2, Completed: 6, Dropped: 1, Latency: 60 * time.Millisecond}
 	b := limittest.Stats{Offered: 4, Admitted: 3, Rejected: 1, Completed: 2, Latency: 20 * time.Millisecond}
