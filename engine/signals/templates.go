@@ -79,6 +79,13 @@ sum by ({{.By}}, class) (rate(governor_sdk_requests_total{ {{.Selector}} }[{{.Wi
 	}
 }
 
+// CheckTemplates validates template overrides as NewReader would, so
+// configuration can be refused before anything starts.
+func CheckTemplates(overrides map[Signal]string) error {
+	_, err := compileTemplates(overrides)
+	return err
+}
+
 // templateSet is a validated, compiled set of templates.
 type templateSet map[Signal]*template.Template
 

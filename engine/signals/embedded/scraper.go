@@ -116,7 +116,7 @@ func NewScraper(app storage.Appendable, opts ScraperOptions) (*Scraper, error) {
 // ones start (if Run is running); removed ones stop and get staleness
 // markers for all their series.
 func (s *Scraper) SetTargets(targets []Target) error {
-	valid, err := validateTargets(targets)
+	valid, err := validateTargets("targets", targets)
 	if err != nil {
 		return err
 	}

@@ -70,18 +70,25 @@ func (t Target) targetLabels() (labels.Labels, error) {
 	return b.Labels(), nil
 }
 
+// ValidateTargets checks a target set as SetTargets would, naming the first
+// bad field under the given field name (SetTargets uses "targets").
+func ValidateTargets(field string, ts []Target) error {
+	_, err := validateTargets(field, ts)
+	return err
+}
+
 // validateTargets checks a whole target set and returns each target's labels
 // keyed by its identity. It refuses the set on the first bad target.
-func validateTargets(ts []Target) (map[string]labels.Labels, error) {
+func validateTargets(field string, ts []Target) (map[string]labels.Labels, error) {
 	out := make(map[string]labels.Labels, len(ts))
 	for i, t := range ts {
 		ls, err := t.targetLabels()
 		if err != nil {
-			return nil, fmt.Errorf("%w: targets[%d].%v", signals.ErrInvalidOption, i, err)
+			return nil, fmt.Errorf("%w: %s[%d].%v", signals.ErrInvalidOption, field, i, err)
 		}
 		k := t.URL + ls.String()
 		if _, dup := out[k]; dup {
-			return nil, fmt.Errorf("%w: targets[%d]: duplicate of an earlier target %s", signals.ErrInvalidOption, i, t.URL)
+			return nil, fmt.Errorf("%w: %s[%d]: duplicate of an earlier target %s", signals.ErrInvalidOption, field, i, t.URL)
 		}
 		out[k] = ls
 	}
