@@ -138,6 +138,11 @@ type Proposal struct {
 	// AutoApply makes an engine proposal go live without approval when the
 	// service's policy allows it (not ManualOnly). Only SourceEngine may ask.
 	AutoApply bool
+	// Replaces, if above 0, names an open proposal of the same service that
+	// this one replaces: it is withdrawn in the same transaction, so a
+	// proposer can keep at most one open proposal per service. The author
+	// must be its author (or an admin).
+	Replaces int64
 }
 
 // Limits on free-form input.

@@ -115,6 +115,9 @@ func (p Proposal) Validate() error {
 	if p.BaseVersion < 0 {
 		f.add("base_version", "must not be negative, got %d", p.BaseVersion)
 	}
+	if p.Replaces < 0 {
+		f.add("replaces", "must not be negative, got %d", p.Replaces)
+	}
 	f.actor("author", p.Author)
 	f.text("reason", p.Reason, MaxReasonBytes, true)
 	if _, ie := compactDetail("evidence", p.Evidence, MaxEvidenceBytes); ie != nil {

@@ -31,6 +31,7 @@ func Run(t *testing.T, f Factory) {
 		{"RejectAndWithdraw", testRejectWithdraw},
 		{"EmergencyPublish", testEmergency},
 		{"AutoApply", testAutoApply},
+		{"ReplaceOpenProposal", testReplace},
 		{"Diff", testDiff},
 		{"Reads", testReads},
 		{"AuditChainVerifies", testAuditVerifies},
@@ -664,4 +665,36 @@ func testRecordAudit(t *testing.T, f Factory) {
 	require.Len(t, got, 1)
 	_, err = h.Store.VerifyAudit(ctx)
 	require.NoError(t, err)
+}
+
+func testReplace(t *testing.T, f Factory) {
+	ctx := context.Background()
+	h := f(t, Options{})
+	s := h.Store
+	first, err := s.Propose(ctx, versioning.Proposal{Ruleset: ruleset("rep", 10), Author: engine, Reason: "first",
+		Source: versioning.SourceEngine})
+	require.NoError(t, err)
+	second, err := s.Propose(ctx, versioning.Proposal{Ruleset: ruleset("rep", 12), Author: engine, Reason: "newer data",
+		Source: versioning.SourceEngine, Replaces: first.Number})
+	require.NoError(t, err)
+	old, err := s.Get(ctx, "rep", first.Number)
+	require.NoError(t, err)
+	require.Equal(t, versioning.StateWithdrawn, old.State)
+	require.Equal(t, fmt.Sprintf("replaced by version %d", second.Number), old.DecisionComment)
+	open, err := s.List(ctx, versioning.ListFilter{Service: "rep", States: []versioning.State{versioning.StateProposed}})
+	require.NoError(t, err)
+	require.Equal(t, []int64{second.Number}, numbers(open), "one open proposal")
+
+	before := auditCount(t, h)
+	_, err = s.Propose(ctx, versioning.Proposal{Ruleset: ruleset("rep", 13), Author: alice, Reason: "not mine",
+		Replaces: second.Number})
+	require.ErrorIs(t, err, versioning.ErrForbidden)
+	_, err = s.Propose(ctx, versioning.Proposal{Ruleset: ruleset("rep", 13), Author: engine, Reason: "gone",
+		Source: versioning.SourceEngine, Replaces: first.Number})
+	require.ErrorIs(t, err, versioning.ErrInvalidState)
+	_, err = s.Propose(ctx, versioning.Proposal{Ruleset: ruleset("rep", 13), Author: engine, Reason: "missing",
+		Source: versioning.SourceEngine, Replaces: 99})
+	require.ErrorIs(t, err, versioning.ErrNotFound)
+	require.Equal(t, before, auditCount(t, h), "refused replacements write nothing")
+	require.Equal(t, int64(2), h.Count(ctx, `SELECT count(*) FROM rule_versions WHERE service = 'rep'`))
 }

@@ -115,11 +115,31 @@ func (s *Store) Propose(ctx context.Context, p versioning.Proposal) (versioning.
 				return false, fmt.Errorf("%w: the policy of %s is manual-only: engine proposals need approval",
 					versioning.ErrForbidden, p.Service)
 			}
+			if p.Replaces > 0 {
+				_, old, err := s.openProposal(ctx, tx, p.Service, p.Replaces, "replace")
+				if err != nil {
+					return false, err
+				}
+				if old.v.Author != p.Author.Name && !p.Author.Has(versioning.RoleAdmin) {
+					return false, fmt.Errorf("%w: only the author (%s) or an admin may replace version %d of %s",
+						versioning.ErrForbidden, old.v.Author, p.Replaces, p.Service)
+				}
+			}
 			n, err := s.insertVersion(ctx, tx, &svc, newVersion{service: p.Service, parent: svc.active,
 				content: pp.canonical, checksum: pp.checksum, author: p.Author.Name, source: p.Source,
 				reason: p.Reason, evidence: pp.evidence})
 			if err != nil {
 				return false, err
+			}
+			if p.Replaces > 0 {
+				if err := s.decide(ctx, tx, p.Service, p.Replaces, versioning.StateWithdrawn, p.Author.Name,
+					fmt.Sprintf("replaced by version %d", n)); err != nil {
+					return false, err
+				}
+				if _, err := s.appendAudit(ctx, tx, p.Author, versioning.ActionWithdraw, p.Service, p.Replaces,
+					map[string]any{"comment": "replaced", "replaced_by": n}); err != nil {
+					return false, err
+				}
 			}
 			if _, err := s.appendAudit(ctx, tx, p.Author, versioning.ActionPropose, p.Service, n, map[string]any{
 				"checksum": pp.checksum, "parent": svc.active, "source": p.Source, "reason": p.Reason,
