@@ -91,7 +91,9 @@ func (c *core) init(p params, o options, alg algorithm, clk clock.Clock) {
 	c.cur = float64(p.initial)
 	c.noLoad = float64(o.noLoad)
 	c.enforced = true
-	c.rng = rand.New(rand.NewPCG(o.seed, o.seed^0x9e3779b97f4a7c15))
+	if o.seeded {
+		c.rng = newRand(o.seed)
+	}
 	c.windowEnd.Store(math.MinInt64)
 	if clk != nil {
 		c.begin(clk.Nanotime())
@@ -100,7 +102,14 @@ func (c *core) init(p params, o options, alg algorithm, clk clock.Clock) {
 	c.publish()
 }
 
+func newRand(seed uint64) *rand.Rand {
+	return rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+}
+
 func (c *core) begin(now int64) {
+	if c.rng == nil {
+		c.rng = newRand(uint64(now))
+	}
 	c.started = true
 	c.winStart = now
 	c.nextProbe = now + c.probeDelay()

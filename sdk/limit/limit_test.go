@@ -410,3 +410,32 @@ func TestWithSnapshotCarriesLearnedState(t *testing.T) {
 		t.Fatalf("negative snapshot: err = %v", err)
 	}
 }
+
+// Probe schedules repeat on the same clock reading and seed, and differ
+// between instances started at different times, so a fleet does not probe
+// all at once.
+func TestProbeScheduleSeeding(t *testing.T) {
+	at := func(start time.Duration, opts ...Option) int64 {
+		clk := clock.NewFake(time.Time{})
+		clk.Advance(start)
+		l, err := New(rules.Concurrency{}, clk, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return coreOf(l).nextProbe - int64(start)
+	}
+	if a, b := at(time.Second), at(time.Second); a != b {
+		t.Fatalf("same start, different probe delays %d and %d", a, b)
+	}
+	if a, b := at(time.Second), at(time.Second+1); a == b {
+		t.Fatalf("different starts, same probe delay %d", a)
+	}
+	if a, b := at(time.Second, WithSeed(7)), at(2*time.Second, WithSeed(7)); a != b {
+		t.Fatalf("same seed, different probe delays %d and %d", a, b)
+	}
+	for _, start := range []time.Duration{0, time.Second, time.Hour} {
+		if d := at(start); d < int64(45*time.Second) || d > int64(75*time.Second) {
+			t.Fatalf("probe delay %v outside 60s ± 25%%", time.Duration(d))
+		}
+	}
+}

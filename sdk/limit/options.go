@@ -13,6 +13,7 @@ type options struct {
 	window     int64
 	minSamples int
 	seed       uint64
+	seeded     bool
 	signal     func() bool
 	hold       int64
 	shards     int
@@ -24,7 +25,6 @@ func defaultOptions() options {
 	return options{
 		window:     int64(DefaultWindow),
 		minSamples: DefaultMinSamples,
-		seed:       1,
 		hold:       int64(time.Second),
 	}
 }
@@ -84,11 +84,13 @@ func WithMinSamples(n int) Option {
 	}
 }
 
-// WithSeed seeds the jitter of the probe schedule (default 1), so that
-// instances started together probe at different times and simulations repeat.
+// WithSeed seeds the jitter of the probe schedule. By default the seed is
+// the clock reading when the first window starts, which differs between
+// instances (so they do not all probe at once) and repeats in a simulation
+// on a fake clock.
 func WithSeed(seed uint64) Option {
 	return func(o *options) error {
-		o.seed = seed
+		o.seed, o.seeded = seed, true
 		return nil
 	}
 }
