@@ -80,6 +80,9 @@ func TestSQLiteUpIsIdempotent(t *testing.T) {
 // TestPostgresConcurrentUp starts several migrators at once: the advisory
 // lock lets each file apply exactly once and every caller succeeds.
 func TestPostgresConcurrentUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("PostgreSQL integration test: skipped with -short")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	pool, err := pgxpool.New(ctx, testenv.Postgres(t))

@@ -82,6 +82,9 @@ func sqliteHarness(t testing.TB, o conformance.Options) conformance.Harness {
 func postgresHarness(t testing.TB, o conformance.Options) conformance.Harness {
 	t.Helper()
 	ctx := context.Background()
+	if testing.Short() {
+		t.Skip("PostgreSQL integration test: skipped with -short")
+	}
 	url := testenv.Postgres(t)
 	s, err := postgres.Open(ctx, postgres.Options{URL: url, MaxConns: 8, Clock: o.Clock, BeforeCommit: o.BeforeCommit, RetryBackoff: -1})
 	require.NoError(t, err)

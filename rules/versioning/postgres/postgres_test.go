@@ -47,7 +47,7 @@ func TestOpenRefusesBadOptions(t *testing.T) {
 func TestConcurrentOpen(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	url := testenv.Postgres(t)
+	url := pgURL(t)
 	var wg sync.WaitGroup
 	stores := make([]versioning.Store, 3)
 	errs := make([]error, 3)
@@ -71,7 +71,7 @@ func TestConcurrentOpen(t *testing.T) {
 func TestNotifyOnOutbox(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	url := testenv.Postgres(t)
+	url := pgURL(t)
 	s, err := postgres.Open(ctx, postgres.Options{URL: url})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
@@ -94,7 +94,7 @@ func TestNotifyOnOutbox(t *testing.T) {
 func TestMetrics(t *testing.T) {
 	ctx := context.Background()
 	reg := prometheus.NewRegistry()
-	s, err := postgres.Open(ctx, postgres.Options{URL: testenv.Postgres(t), Registerer: reg})
+	s, err := postgres.Open(ctx, postgres.Options{URL: pgURL(t), Registerer: reg})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	dana := versioning.Actor{Name: "dana", Roles: []versioning.Role{versioning.RoleOperator, versioning.RoleApprover}}
@@ -132,4 +132,13 @@ func opCounter(t *testing.T, reg *prometheus.Registry, op, result string) promet
 	}
 	t.Fatalf("no series operation=%s result=%s", op, result)
 	return nil
+}
+
+// pgURL gives the test a fresh database; -short skips integration tests.
+func pgURL(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("PostgreSQL integration test: skipped with -short")
+	}
+	return testenv.Postgres(t)
 }
