@@ -12,6 +12,12 @@
 // limit. Limiters never read the clock themselves on the hot path: the window
 // runs on the now that callers pass.
 //
+// The caller owns the in-flight count: admit while in-flight is below Limit,
+// and on completion call Observe with its own clock reading, the RTT and the
+// in-flight count the request was admitted with (see the package example).
+// Inspector.Snapshot shows the learned state; WithSnapshot carries it across
+// a rule change.
+//
 // # Algorithms
 //
 // New builds the algorithm named by rules.Concurrency.Algorithm:
@@ -47,7 +53,7 @@
 //
 //   - Min-RTT drift under sustained load: the no-load RTT falls at once when a
 //     window is faster, but rises only through a probe. Every ProbeInterval
-//     (jittered by ±25%, seeded by WithSeed) the limiter lowers its limit by
+//     (jittered by ±25%, seeded from the clock or by WithSeed) the limiter lowers its limit by
 //     25% per step while the latency keeps falling (the server is still
 //     saturated then, so little throughput is lost), measuring each step from
 //     1.5 RTTs after it so that requests admitted under the previous limit do
