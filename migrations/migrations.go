@@ -22,8 +22,15 @@
 //	ALTER TABLE rule_versions DROP COLUMN labels;
 //
 // Wrap statements that contain semicolons (PL/pgSQL functions, SQLite
-// triggers) in -- +goose StatementBegin / -- +goose StatementEnd. Never edit a
-// file that has shipped: add a new one. Version ranges are reserved per
+// triggers) in -- +goose StatementBegin / -- +goose StatementEnd. Each file
+// runs in one transaction; a statement that cannot (CREATE INDEX
+// CONCURRENTLY) needs -- +goose NO TRANSACTION at the top of its own file.
+// Never edit a file that has shipped: add a new one. TestFilesPairedAcrossDialects
+// fails when a file exists for one dialect only.
+//
+// Every store opening the database (rules/versioning/postgres and sqlite, and
+// any other subsystem's) calls Up, which applies all embedded files, so the
+// first process to start brings the whole schema up to date. Version ranges are reserved per
 // subsystem so that files from different teams never collide:
 //
 //	00001-00099  rules (rules/versioning)
