@@ -1,0 +1,127 @@
+// Package events is how the engine tells the rest of the control plane that
+// something happened that a person may need to know: an automatic rollback,
+// an emergency publication, a lost leadership, a stale instance, an open
+// breaker. The engine emits through the small Sink interface; the alerts
+// subsystem adapts its router to it, and Recorder keeps the latest events
+// for the JSON API and for tests.
+package events
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Kind names what happened.
+type Kind string
+
+// The kinds the engine emits.
+const (
+	AutoRollback          Kind = "auto_rollback"
+	AutoApply             Kind = "auto_apply"
+	Proposal              Kind = "proposal"
+	GuardrailInconclusive Kind = "guardrail_inconclusive"
+	EmergencyPublish      Kind = "emergency_publish"
+	LeaderAcquired        Kind = "leader_acquired"
+	LeaderLost            Kind = "leader_lost"
+	InstanceStale         Kind = "instance_stale"
+	BreakerOpen           Kind = "breaker_open"
+)
+
+// Severity orders events for routing.
+type Severity string
+
+// Severities.
+const (
+	Info     Severity = "info"
+	Warning  Severity = "warning"
+	Critical Severity = "critical"
+)
+
+// Event is one thing that happened.
+type Event struct {
+	Kind     Kind      `json:"kind"`
+	Severity Severity  `json:"severity"`
+	At       time.Time `json:"at"`
+	Service  string    `json:"service,omitempty"`
+	Version  int64     `json:"version,omitempty"`
+	Message  string    `json:"message"`
+	// Detail is free-form structured context (a guardrail decision, say).
+	Detail any `json:"detail,omitempty"`
+}
+
+// Sink receives events. Emit must not block for long: a sink that forwards
+// over the network queues and drops (counting) rather than stall the engine.
+type Sink interface {
+	Emit(ctx context.Context, e Event)
+}
+
+// Discard drops every event.
+type Discard struct{}
+
+// Emit implements Sink.
+func (Discard) Emit(context.Context, Event) {}
+
+// Log writes events to a logger.
+type Log struct{ Logger *slog.Logger }
+
+// Emit implements Sink.
+func (l Log) Emit(ctx context.Context, e Event) {
+	lvl := slog.LevelInfo
+	switch e.Severity {
+	case Warning:
+		lvl = slog.LevelWarn
+	case Critical:
+		lvl = slog.LevelError
+	}
+	l.Logger.Log(ctx, lvl, "event: "+e.Message, "kind", e.Kind, "service", e.Service, "version", e.Version)
+}
+
+// Multi emits to every sink in order.
+type Multi []Sink
+
+// Emit implements Sink.
+func (m Multi) Emit(ctx context.Context, e Event) {
+	for _, s := range m {
+		s.Emit(ctx, e)
+	}
+}
+
+// Recorder keeps the newest events in memory (bounded), newest last.
+type Recorder struct {
+	mu     sync.Mutex
+	max    int
+	events []Event
+}
+
+// NewRecorder keeps up to max events (default 500 when max < 1).
+func NewRecorder(max int) *Recorder {
+	if max < 1 {
+		max = 500
+	}
+	return &Recorder{max: max}
+}
+
+// Emit implements Sink.
+func (r *Recorder) Emit(_ context.Context, e Event) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.events = append(r.events, e)
+	if len(r.events) > r.max {
+		r.events = append(r.events[:0:0], r.events[len(r.events)-r.max:]...)
+	}
+}
+
+// Events returns a copy of the kept events, oldest first; kind "" for all.
+func (r *Recorder) Events(kind Kind) []Event {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := []Event{}
+	for _, e := range r.events {
+		if kind == "" || e.Kind == kind {
+			out = append(out, e)
+		}
+	}
+	return out
+}

@@ -1,0 +1,246 @@
+package guardrail
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"governor.dev/governor/engine/events"
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/rules/versioning/sqlite"
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/rules"
+)
+
+var (
+	alice = versioning.Actor{Name: "alice", Roles: []versioning.Role{versioning.RoleOperator}}
+	bob   = versioning.Actor{Name: "bob", Roles: []versioning.Role{versioning.RoleApprover}}
+)
+
+// fakeSeries answers with a function of the metric and of whether the step
+// lies after the switch time.
+type fakeSeries struct {
+	switchAt time.Time
+	value    func(m Metric, after bool, i int) float64
+}
+
+func (f fakeSeries) Samples(_ context.Context, _ string, m Metric, from, to time.Time, step time.Duration) ([]float64, error) {
+	var out []float64
+	i := 0
+	for t := from; !t.After(to); t = t.Add(step) {
+		v := f.value(m, !t.Before(f.switchAt), i)
+		if !math.IsNaN(v) {
+			out = append(out, v)
+		}
+		i++
+	}
+	return out, nil
+}
+
+func ruleset(rate float64) *rules.Ruleset {
+	return &rules.Ruleset{Service: "checkout", Routes: []rules.Route{{Name: "api", Match: rules.Match{PathPrefix: "/"},
+		RateLimit: &rules.RateLimit{Rate: rate}}}}
+}
+
+// liveVersions makes v1 and v2 live, v2 at the returned time.
+func liveVersions(t *testing.T, clk *clock.Fake) (versioning.Store, time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	for i, rate := range []float64{100, 10} {
+		p, err := st.Propose(ctx, versioning.Proposal{BaseVersion: int64(i), Ruleset: ruleset(rate), Author: alice, Reason: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(10 * time.Minute)
+		if _, err := st.Approve(ctx, "checkout", p.Number, bob, "ok"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return st, clk.Now()
+}
+
+func healthy(m Metric, i int) float64 {
+	jitter := float64(i%3) * 0.01
+	switch m {
+	case ErrorRatio:
+		return 0.002 + jitter/10
+	case LatencyP99:
+		return 0.1 + jitter
+	default:
+		return 500 + 10*jitter
+	}
+}
+
+func TestGuard(t *testing.T) {
+	tests := []struct {
+		name     string
+		value    func(m Metric, after bool, i int) float64
+		advance  time.Duration
+		verdict  Verdict
+		final    bool
+		rollback bool
+		event    events.Kind
+	}{
+		{
+			name: "error ratio regression rolls back",
+			value: func(m Metric, after bool, i int) float64 {
+				if after && m == ErrorRatio {
+					return 0.2 + float64(i%2)*0.01
+				}
+				return healthy(m, i)
+			},
+			advance: 2 * time.Minute, verdict: Regression, final: true, rollback: true, event: events.AutoRollback,
+		},
+		{
+			name: "goodput drop rolls back",
+			value: func(m Metric, after bool, i int) float64 {
+				if after && m == Goodput {
+					return 200 + float64(i%2)
+				}
+				return healthy(m, i)
+			},
+			advance: 2 * time.Minute, verdict: Regression, final: true, rollback: true, event: events.AutoRollback,
+		},
+		{
+			name:    "healthy passes after the full window",
+			value:   func(m Metric, after bool, i int) float64 { return healthy(m, i) },
+			advance: 3 * time.Minute, verdict: Pass, final: true,
+		},
+		{
+			name:    "healthy is still watched before the window is full",
+			value:   func(m Metric, after bool, i int) float64 { return healthy(m, i) },
+			advance: 90 * time.Second, verdict: Watching,
+		},
+		{
+			name: "small rise within tolerance passes",
+			value: func(m Metric, after bool, i int) float64 {
+				if after && m == LatencyP99 {
+					return healthy(m, i) * 1.1
+				}
+				return healthy(m, i)
+			},
+			advance: 3 * time.Minute, verdict: Pass, final: true,
+		},
+		{
+			name: "no samples after is inconclusive, not a pass",
+			value: func(m Metric, after bool, i int) float64 {
+				if after {
+					return math.NaN()
+				}
+				return healthy(m, i)
+			},
+			advance: 2 * time.Minute, verdict: Inconclusive,
+		},
+		{
+			name: "inconclusive until the maximum wait is final and emitted",
+			value: func(m Metric, after bool, i int) float64 {
+				if after {
+					return math.NaN()
+				}
+				return healthy(m, i)
+			},
+			advance: 7 * time.Minute, verdict: Inconclusive, final: true, event: events.GuardrailInconclusive,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			st, at := liveVersions(t, clk)
+			rec := events.NewRecorder(10)
+			g, err := New(Options{Store: st, Series: fakeSeries{switchAt: at.Add(30 * time.Second), value: tt.value},
+				Window: 2 * time.Minute, Settle: 30 * time.Second, Step: 10 * time.Second, MinSamples: 6, Events: rec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got Decision
+			for clk.Now().Sub(at) < tt.advance {
+				clk.Advance(10 * time.Second)
+				act, err := st.Active(ctx, "checkout")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := g.Observe(ctx, clk.Now(), []versioning.Version{act}); err != nil {
+					t.Fatal(err)
+				}
+				for _, d := range g.Decisions() {
+					if d.Version == 2 {
+						got = d
+						break
+					}
+				}
+				if got.Final {
+					break
+				}
+			}
+			if got.Verdict != tt.verdict || got.Final != tt.final {
+				t.Fatalf("verdict %s final %v, want %s final %v (%s)", got.Verdict, got.Final, tt.verdict, tt.final, got.Reason)
+			}
+			act, _ := st.Active(ctx, "checkout")
+			if tt.rollback {
+				if got.RollbackVersion != act.Number || act.RollbackOf != 1 || act.Ruleset.Routes[0].RateLimit.Rate != 100 {
+					t.Fatalf("active after rollback: v%d rollback_of %d; decision %+v", act.Number, act.RollbackOf, got)
+				}
+				if act.Author != "engine" || act.Reason == "" {
+					t.Fatalf("rollback by %q with reason %q", act.Author, act.Reason)
+				}
+			} else if act.Number != 2 {
+				t.Fatalf("active is v%d, want v2 untouched", act.Number)
+			}
+			evs := rec.Events("")
+			if tt.event == "" && len(evs) != 0 || tt.event != "" && (len(evs) != 1 || evs[0].Kind != tt.event) {
+				t.Fatalf("events %+v, want %q", evs, tt.event)
+			}
+		})
+	}
+}
+
+func TestRollbackIsNotRolledBack(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st, at := liveVersions(t, clk)
+	rb, err := st.Rollback(ctx, "checkout", 1, alice, "manual")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := func(m Metric, after bool, i int) float64 {
+		if after && m == ErrorRatio {
+			return 0.5
+		}
+		return healthy(m, i)
+	}
+	g, err := New(Options{Store: st, Series: fakeSeries{switchAt: at.Add(30 * time.Second), value: bad}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(5 * time.Minute)
+	final, err := g.Observe(ctx, clk.Now(), []versioning.Version{rb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(final) != 1 || final[0].Verdict != Regression || final[0].RollbackVersion != 0 {
+		t.Fatalf("decisions %+v", final)
+	}
+	if act, _ := st.Active(ctx, "checkout"); act.Number != rb.Number {
+		t.Fatalf("active v%d, want the rollback v%d kept", act.Number, rb.Number)
+	}
+}
+
+func TestOptionsNameEveryError(t *testing.T) {
+	_, err := New(Options{Window: -time.Second, Alpha: 0.9, MinSamples: 1})
+	if err == nil {
+		t.Fatal("bad options accepted")
+	}
+	for _, want := range []string{"Store", "Series", "Window", "Alpha", "MinSamples"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package guardrail
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"governor.dev/governor/engine/events"
+	"governor.dev/governor/rules/versioning"
+)
+
+// Sentinel errors.
+var (
+	ErrInvalidOption = errors.New("guardrail: invalid option")
+	ErrSeries        = errors.New("guardrail: series unavailable")
+)
+
+// Options configure a Guard. Store and Series are required.
+type Options struct {
+	Store  versioning.Store
+	Series Series
+	// Window is the length of the before and after windows; default 2m.
+	Window time.Duration
+	// Settle is skipped after activation while instances pick the version
+	// up and the signals' rate windows move past it; default 30s.
+	Settle time.Duration
+	// Step is the sample spacing; default 10s.
+	Step time.Duration
+	// MaxWait: a version still inconclusive this long after Settle is
+	// recorded as inconclusive for good; default 3 windows.
+	MaxWait time.Duration
+	// MinSamples per window and metric; default 6.
+	MinSamples int
+	// Alpha is the significance level of the one-sided test; default 0.05.
+	Alpha float64
+	// ErrorTolerance is the tolerated absolute rise of the error ratio;
+	// default 0.01.
+	ErrorTolerance float64
+	// LatencyTolerance is the tolerated relative rise of p99 latency;
+	// default 0.25.
+	LatencyTolerance float64
+	// GoodputTolerance is the tolerated relative drop of goodput; default
+	// 0.2.
+	GoodputTolerance float64
+	// Actor defaults to the engine (operator role).
+	Actor  versioning.Actor
+	Events events.Sink
+	Logger *slog.Logger
+	// Keep is how many decisions Decisions returns; default 200.
+	Keep int
+}
+
+// DefaultOptions returns the defaults of the optional fields.
+func DefaultOptions() Options {
+	return Options{Window: 2 * time.Minute, Settle: 30 * time.Second, Step: 10 * time.Second, MinSamples: 6,
+		Alpha: 0.05, ErrorTolerance: 0.01, LatencyTolerance: 0.25, GoodputTolerance: 0.2, Keep: 200}
+}
+
+func (o *Options) fill() error {
+	d := DefaultOptions()
+	var errs []error
+	if o.Store == nil {
+		errs = append(errs, fmt.Errorf("%w: Store is required", ErrInvalidOption))
+	}
+	if o.Series == nil {
+		errs = append(errs, fmt.Errorf("%w: Series is required", ErrInvalidOption))
+	}
+	def := func(p *time.Duration, v time.Duration, name string) {
+		if *p < 0 {
+			errs = append(errs, fmt.Errorf("%w: %s is %s, must not be negative", ErrInvalidOption, name, *p))
+		}
+		if *p == 0 {
+			*p = v
+		}
+	}
+	def(&o.Window, d.Window, "Window")
+	def(&o.Settle, d.Settle, "Settle")
+	def(&o.Step, d.Step, "Step")
+	def(&o.MaxWait, 3*o.Window, "MaxWait")
+	if o.MinSamples == 0 {
+		o.MinSamples = d.MinSamples
+	}
+	if o.MinSamples < 2 {
+		errs = append(errs, fmt.Errorf("%w: MinSamples is %d, want at least 2", ErrInvalidOption, o.MinSamples))
+	}
+	if o.Alpha == 0 {
+		o.Alpha = d.Alpha
+	}
+	if !(o.Alpha > 0 && o.Alpha < 0.5) {
+		errs = append(errs, fmt.Errorf("%w: Alpha is %v, want in (0, 0.5)", ErrInvalidOption, o.Alpha))
+	}
+	tol := func(p *float64, v float64, name string) {
+		if *p == 0 {
+			*p = v
+		}
+		if !(*p > 0 && *p < 10) {
+			errs = append(errs, fmt.Errorf("%w: %s is %v, want in (0, 10)", ErrInvalidOption, name, *p))
+		}
+	}
+	tol(&o.ErrorTolerance, d.ErrorTolerance, "ErrorTolerance")
+	tol(&o.LatencyTolerance, d.LatencyTolerance, "LatencyTolerance")
+	tol(&o.GoodputTolerance, d.GoodputTolerance, "GoodputTolerance")
+	if o.Actor.Name == "" {
+		o.Actor = versioning.Actor{Name: "engine", Roles: []versioning.Role{versioning.RoleOperator}}
+	}
+	if o.Events == nil {
+		o.Events = events.Discard{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Keep <= 0 {
+		o.Keep = d.Keep
+	}
+	if o.Window/o.Step < time.Duration(o.MinSamples) && len(errs) == 0 {
+		errs = append(errs, fmt.Errorf("%w: Window %s holds fewer than MinSamples (%d) steps of %s", ErrInvalidOption, o.Window, o.MinSamples, o.Step))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,131 @@
+package recommend
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/sdk/clock"
+)
+
+// ErrNothing is returned by Submit for a recommendation without a ruleset.
+var ErrNothing = errors.New("recommend: nothing to propose")
+
+// EngineActor is who the engine acts as in the rules store.
+func EngineActor() versioning.Actor {
+	return versioning.Actor{Name: "engine", Roles: []versioning.Role{versioning.RoleOperator}}
+}
+
+// Proposer writes recommendations to the rules store as proposed versions.
+type Proposer struct {
+	// Store is required.
+	Store versioning.Store
+	// Actor defaults to EngineActor.
+	Actor versioning.Actor
+	// Clock defaults to clock.Real.
+	Clock clock.Clock
+}
+
+// Submitted is what Submit did.
+type Submitted struct {
+	Version versioning.Version `json:"version"`
+	// AutoApplied is true when the version went live inside its band.
+	AutoApplied bool `json:"auto_applied"`
+	// Policy says why it applied itself or waits for approval.
+	Policy string `json:"policy"`
+	// Replaced is the open engine proposal this one replaced (0: none).
+	Replaced int64 `json:"replaced,omitempty"`
+	// Unchanged is true when an open proposal with the same content was
+	// kept instead of proposing again.
+	Unchanged bool `json:"unchanged,omitempty"`
+}
+
+// Submit proposes rec's ruleset, applying it itself inside band. At most one
+// engine proposal per service stays open: an older open one with other
+// content is withdrawn and replaced, one with the same content is kept.
+func (p *Proposer) Submit(ctx context.Context, rec Recommendation, band Band) (Submitted, error) {
+	if rec.Ruleset == nil || rec.Evidence == nil {
+		return Submitted{}, ErrNothing
+	}
+	actor := p.Actor
+	if actor.Name == "" {
+		actor = EngineActor()
+	}
+	clk := p.Clock
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	versions, err := p.Store.List(ctx, versioning.ListFilter{Service: rec.Service, Limit: 200})
+	if err != nil {
+		return Submitted{}, fmt.Errorf("recommend: list versions: %w", err)
+	}
+	ref := hourReference(versions, rec.Evidence.Ceiling.From, clk.Now())
+	ok, why := band.Allows(ref, rec.Evidence.Ceiling.To)
+	sum, err := rec.Ruleset.Checksum()
+	if err != nil {
+		return Submitted{}, fmt.Errorf("recommend: checksum: %w", err)
+	}
+	var out Submitted
+	for _, v := range versions {
+		if v.State != versioning.StateProposed || v.Source != versioning.SourceEngine {
+			continue
+		}
+		if v.Checksum == sum && v.Parent == rec.Base && !ok {
+			return Submitted{Version: v, Policy: why, Unchanged: true}, nil
+		}
+		if _, err := p.Store.Withdraw(ctx, rec.Service, v.Number, actor, "replaced by a newer recommendation"); err != nil &&
+			!errors.Is(err, versioning.ErrInvalidState) {
+			return Submitted{}, fmt.Errorf("recommend: withdraw %s v%d: %w", rec.Service, v.Number, err)
+		}
+		out.Replaced = v.Number
+	}
+	ev := struct {
+		*Evidence
+		AutoApply bool    `json:"auto_apply"`
+		Policy    string  `json:"policy"`
+		Reference float64 `json:"hour_reference"`
+	}{rec.Evidence, ok, why, ref}
+	raw, err := json.Marshal(ev)
+	if err != nil {
+		return Submitted{}, fmt.Errorf("recommend: evidence: %w", err)
+	}
+	v, err := p.Store.Propose(ctx, versioning.Proposal{
+		Service: rec.Service, BaseVersion: rec.Base, Ruleset: rec.Ruleset, Author: actor,
+		Reason: clip(rec.Reason, versioning.MaxReasonBytes), Evidence: raw,
+		Source: versioning.SourceEngine, AutoApply: ok,
+	})
+	if err != nil {
+		return Submitted{}, fmt.Errorf("recommend: propose %s: %w", rec.Service, err)
+	}
+	out.Version, out.AutoApplied, out.Policy = v, v.AutoApplied, why
+	return out, nil
+}
+
+// hourReference is the ceiling in force before the automatic changes of the
+// last hour: the From of the oldest version that applied itself within the
+// hour, or cur when none did.
+func hourReference(newestFirst []versioning.Version, cur float64, now time.Time) float64 {
+	ref := cur
+	for _, v := range newestFirst {
+		if !v.AutoApplied || v.ActivatedAt.IsZero() || now.Sub(v.ActivatedAt) > time.Hour {
+			continue
+		}
+		var e struct {
+			Ceiling Ceiling `json:"ceiling"`
+		}
+		if json.Unmarshal(v.Evidence, &e) == nil && e.Ceiling.From > 0 {
+			ref = e.Ceiling.From
+		}
+	}
+	return ref
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
