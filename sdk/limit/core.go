@@ -68,6 +68,7 @@ type core struct {
 	calm      int   // windows of additive growth left after drops
 	congested bool  // the last decided window was slower than the tolerance
 	episode   episode
+	win       window // the window being decided
 
 	snap snapshotState
 }
@@ -169,12 +170,15 @@ func (c *core) close(now int64) int64 {
 		c.winStart = now
 		return now + c.window
 	}
-	w := window{start: c.winStart, end: now}
-	take(c.shards, &w)
+	// The summary lives in the core: handed to the algorithm through an
+	// interface, a local would escape and allocate once per window.
+	w := &c.win
+	*w = window{start: c.winStart, end: now}
+	take(c.shards, w)
 	c.taken += w.count
 	w.finish(c.busyAt())
 	c.winStart = now
-	c.decide(&w)
+	c.decide(w)
 	return now + c.window
 }
 

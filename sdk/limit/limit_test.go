@@ -439,3 +439,30 @@ func TestProbeScheduleSeeding(t *testing.T) {
 		}
 	}
 }
+
+// Observe allocates nothing, including the calls that close a window, probe
+// and recompute the limit.
+func TestObserveDoesNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	for _, alg := range []string{rules.AlgorithmGradient, rules.AlgorithmLittle} {
+		l, err := New(rules.Concurrency{Algorithm: alg, ProbeInterval: rules.Duration(time.Second)}, clock.NewFake(time.Time{}),
+			WithMinSamples(1), WithWindow(time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		now, i := int64(0), 0
+		allocs := testing.AllocsPerRun(5000, func() {
+			i++
+			now += int64(time.Millisecond) // every call closes a window
+			l.Observe(now, int64(time.Duration(1+i%7)*time.Millisecond), 1+i%30, i%50 == 0)
+		})
+		if allocs != 0 {
+			t.Fatalf("%s: %v allocations per Observe", alg, allocs)
+		}
+		if s := l.(Inspector).Snapshot(); s.Windows < 4000 || s.Probes == 0 {
+			t.Fatalf("%s: the run did not exercise windows and probes: %+v", alg, s)
+		}
+	}
+}
