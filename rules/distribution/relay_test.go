@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"governor.dev/governor/sdk/clock"
 )
@@ -47,13 +48,15 @@ func TestKilledRelayLeavesTheRowToBePublishedExactlyOnce(t *testing.T) {
 		name string
 		// die simulates what the first relay did before it was killed.
 		die func(t *testing.T, p *Publisher, it []byte)
+		// outcome the next relay records for the row.
+		outcome Outcome
 	}{
-		{"after commit, before publish", func(*testing.T, *Publisher, []byte) {}},
+		{"after commit, before publish", func(*testing.T, *Publisher, []byte) {}, Published},
 		{"after publish, before mark", func(t *testing.T, p *Publisher, payload []byte) {
 			if out, _, err := p.Publish(context.Background(), payload); err != nil || out != Published {
 				t.Fatalf("first publish: %v %v", out, err)
 			}
-		}},
+		}, Duplicate},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -71,7 +74,8 @@ func TestKilledRelayLeavesTheRowToBePublishedExactlyOnce(t *testing.T) {
 			}
 			tt.die(t, pub, items[0].Payload)
 
-			next, err := NewRelay(RelayOptions{Outbox: outbox, Publisher: pub, Clock: clk})
+			reg := prometheus.NewRegistry()
+			next, err := NewRelay(RelayOptions{Outbox: outbox, Publisher: pub, Clock: clk, Registerer: reg})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -90,6 +94,9 @@ func TestKilledRelayLeavesTheRowToBePublishedExactlyOnce(t *testing.T) {
 			}
 			if outbox.Pending() != 0 {
 				t.Fatal("row not marked done")
+			}
+			if got := counterValue(t, reg, "governor_distribution_relay_rows_total", "outcome", string(tt.outcome)); got != 1 {
+				t.Fatalf("rows{outcome=%s} = %v, want 1", tt.outcome, got)
 			}
 		})
 	}
