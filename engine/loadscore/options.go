@@ -97,7 +97,7 @@ type Options struct {
 	// HalfLife of the smoothing. Default 30s.
 	HalfLife time.Duration
 	// ActAbove and ReleaseBelow are the hysteresis thresholds on the
-	// smoothed score, 0 <= ReleaseBelow < ActAbove <= 1. Defaults 0.8, 0.5.
+	// smoothed score, 0 < ReleaseBelow < ActAbove <= 1. Defaults 0.8, 0.5.
 	ActAbove, ReleaseBelow float64
 	// MaxGap: a key without a known score for longer loses its history (and
 	// its Overloaded state); a key absent from snapshots for longer is
@@ -167,11 +167,14 @@ func (o Options) normalize() (Options, error) {
 	if o.HalfLife < 0 || o.MaxGap < 0 {
 		return o, fmt.Errorf("%w: half_life and max_gap must be positive", ErrInvalidOption)
 	}
-	if o.ActAbove == 0 && o.ReleaseBelow == 0 {
-		o.ActAbove, o.ReleaseBelow = d.ActAbove, d.ReleaseBelow
+	if o.ActAbove == 0 {
+		o.ActAbove = d.ActAbove
 	}
-	if !(o.ReleaseBelow >= 0 && o.ReleaseBelow < o.ActAbove && o.ActAbove <= 1) {
-		return o, fmt.Errorf("%w: need 0 <= release_below < act_above <= 1, got release_below %g, act_above %g", ErrInvalidOption, o.ReleaseBelow, o.ActAbove)
+	if o.ReleaseBelow == 0 {
+		o.ReleaseBelow = d.ReleaseBelow
+	}
+	if !(o.ReleaseBelow > 0 && o.ReleaseBelow < o.ActAbove && o.ActAbove <= 1) {
+		return o, fmt.Errorf("%w: need 0 < release_below < act_above <= 1, got release_below %g, act_above %g", ErrInvalidOption, o.ReleaseBelow, o.ActAbove)
 	}
 	return o, nil
 }

@@ -163,6 +163,8 @@ func TestOptionsValidation(t *testing.T) {
 		{"min known", Options{MinKnownWeight: 1.5}, "min_known_weight must be in (0, 1]"},
 		{"hysteresis", Options{ActAbove: 0.5, ReleaseBelow: 0.6}, "release_below < act_above"},
 		{"act above 1", Options{ActAbove: 1.2, ReleaseBelow: 0.5}, "act_above <= 1"},
+		{"act below default release", Options{ActAbove: 0.4}, "release_below 0.5, act_above 0.4"},
+		{"negative release", Options{ReleaseBelow: -0.1}, "0 < release_below"},
 		{"half life", Options{HalfLife: -time.Second}, "half_life"},
 	}
 	for _, tt := range tests {
@@ -176,4 +178,7 @@ func TestOptionsValidation(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, DefaultOptions().Weights, tr.Options().Weights)
 	require.Equal(t, 0.8, tr.Options().ActAbove)
+	tr, err = New(Options{ActAbove: 0.9})
+	require.NoError(t, err)
+	require.Equal(t, 0.5, tr.Options().ReleaseBelow, "an unset threshold keeps its default")
 }
