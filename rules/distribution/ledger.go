@@ -202,6 +202,10 @@ func (l *Ledger) HandleHeartbeat(ctx context.Context, h *watch.Heartbeat) error 
 	}
 	in.LastSeen, in.Running, in.HeartbeatMS = now, h.Running, h.IntervalMS
 	in.Labels = maps.Clone(h.Labels)
+	if h.NackError != "" && (h.NackVersion != in.NackVersion || h.NackError != in.NackError) {
+		// A NACK this ledger missed (it was down or disconnected).
+		in.NackVersion, in.NackReason, in.NackError, in.NackAt = h.NackVersion, string(h.NackReason), h.NackError, now
+	}
 	return l.save(ctx, in, now)
 }
 

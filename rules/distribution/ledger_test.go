@@ -221,6 +221,23 @@ func TestLedgerSeedsItsTargetFromTheBucket(t *testing.T) {
 	}
 }
 
+func TestLedgerLearnsAMissedNACKFromHeartbeats(t *testing.T) {
+	ctx := context.Background()
+	l := newTestLedger(t, NewMemoryStore(), clock.NewFake(time.Unix(1_700_000_000, 0)))
+	if err := l.Published(ctx, envelope(t, "checkout", 4), nil); err != nil {
+		t.Fatal(err)
+	}
+	// The NACK report itself was lost; the heartbeat repeats it.
+	if err := l.HandleHeartbeat(ctx, &watch.Heartbeat{Service: "checkout", Instance: "pod-0", Running: 3,
+		NackVersion: 4, NackReason: watch.ReasonChecksum, NackError: "checksum: mismatch"}); err != nil {
+		t.Fatal(err)
+	}
+	in, _, _ := l.o.Store.Instance(ctx, "checkout", "pod-0")
+	if in.State != StateNacked || in.NackError != "checksum: mismatch" || in.NackReason != "checksum" {
+		t.Fatalf("instance %+v, want NACKED with the error", in)
+	}
+}
+
 func TestLedgerRecordsMalformedMessages(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	l, err := NewLedger(LedgerOptions{Store: NewMemoryStore(), Registerer: reg})

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -30,6 +31,9 @@ type state struct {
 	stable  *rules.Envelope // latest valid stable version seen
 	canary  *Canary         // current valid canary record, if any
 	refused int64           // last version the applier refused: not retried
+
+	mu       sync.Mutex // guards lastNack, read by heartbeats
+	lastNack *Report
 }
 
 // loadCache applies the cached last-known-good version, if any.
@@ -167,7 +171,21 @@ func (s *state) apply(env *rules.Envelope) {
 func (s *state) reject(version int64, reason Reason, err error) {
 	s.m.messages.WithLabelValues("rejected").Inc()
 	s.m.rejected.WithLabelValues(string(reason)).Inc()
-	s.send(s.report(version, StatusNACK, reason, err))
+	r := s.report(version, StatusNACK, reason, err)
+	s.mu.Lock()
+	s.lastNack = r
+	s.mu.Unlock()
+	s.send(r)
+}
+
+// nack returns the last NACK (version, reason, error), if any.
+func (s *state) nack() (int64, Reason, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lastNack == nil {
+		return 0, "", ""
+	}
+	return s.lastNack.Version, s.lastNack.Reason, s.lastNack.Error
 }
 
 func (s *state) report(version int64, st Status, reason Reason, err error) *Report {

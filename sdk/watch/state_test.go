@@ -63,6 +63,9 @@ func TestBadInputIsRefusedAndOldRulesKept(t *testing.T) {
 			if !strings.Contains(r.Error, tt.wantInError) {
 				t.Fatalf("error %q does not mention %q", r.Error, tt.wantInError)
 			}
+			if v, reason, msg := s.nack(); v != tt.wantVersion || reason != tt.wantReason || msg != r.Error {
+				t.Fatalf("heartbeat NACK (%d, %s, %q) does not repeat the report", v, reason, msg)
+			}
 			if got := counter(t, reg, "governor_sdk_watch_rejected_total", "reason", string(tt.wantReason)); got != 1 {
 				t.Fatalf("rejected{%s} = %v, want 1", tt.wantReason, got)
 			}

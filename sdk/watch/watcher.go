@@ -342,6 +342,7 @@ func versionOfCanary(data []byte) int64 {
 func (w *Watcher) heartbeat(hb *clock.Timer) {
 	h := Heartbeat{Service: w.opts.Service, Instance: w.opts.Instance, Running: w.st.running.Load(),
 		Labels: w.opts.Labels, IntervalMS: w.opts.Heartbeat.Milliseconds(), At: w.opts.Clock.Now()}
+	h.NackVersion, h.NackReason, h.NackError = w.st.nack()
 	w.publish(w.names.HeartbeatSubject(w.opts.Service), &h)
 	(*hb).Stop()
 	*hb = w.opts.Clock.NewTimer(w.opts.Heartbeat)

@@ -63,8 +63,14 @@ type Heartbeat struct {
 	Labels   map[string]string `json:"labels,omitempty"`
 	// IntervalMS is the heartbeat period, so the control plane can tell a
 	// silent instance from a slow one.
-	IntervalMS int64     `json:"interval_ms"`
-	At         time.Time `json:"at"`
+	IntervalMS int64 `json:"interval_ms"`
+	// The last NACK, repeated so a ledger that missed the report (restarted,
+	// disconnected) still learns it: version (0 if the payload did not say),
+	// reason and error. Empty when the instance never refused a version.
+	NackVersion int64     `json:"nack_version,omitempty"`
+	NackReason  Reason    `json:"nack_reason,omitempty"`
+	NackError   string    `json:"nack_error,omitempty"`
+	At          time.Time `json:"at"`
 }
 
 // DecodeReport parses and checks a report.
@@ -105,6 +111,9 @@ func DecodeHeartbeat(data []byte) (*Heartbeat, error) {
 	}
 	if h.IntervalMS < 0 {
 		probs = append(probs, fmt.Sprintf("interval_ms: must be 0 or above, got %d", h.IntervalMS))
+	}
+	if h.NackVersion < 0 {
+		probs = append(probs, fmt.Sprintf("nack_version: must be 0 or above, got %d", h.NackVersion))
 	}
 	return &h, malformed(probs)
 }
