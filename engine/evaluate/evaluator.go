@@ -1,0 +1,256 @@
+package evaluate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"governor.dev/governor/engine/events"
+	"governor.dev/governor/engine/guardrail"
+	"governor.dev/governor/engine/loadscore"
+	"governor.dev/governor/engine/recommend"
+	"governor.dev/governor/engine/signals"
+	"governor.dev/governor/rules/distribution"
+	"governor.dev/governor/rules/versioning"
+)
+
+// ErrInvalidOption marks bad options.
+var ErrInvalidOption = errors.New("evaluate: invalid option")
+
+// Fleet lists the instances the delivery ledger knows; *distribution.Ledger
+// implements it.
+type Fleet interface {
+	Instances(ctx context.Context, service string) ([]distribution.Instance, error)
+}
+
+// Options wire an Evaluator. Reader, Tracker, Recommender and Versions are
+// required; without Proposer the cycle only recommends (a dry run, as in a
+// backtest), without Guard nothing is guarded, without Fleet every service
+// counts as having one instance.
+type Options struct {
+	Reader      *signals.Reader
+	Tracker     *loadscore.Tracker
+	Recommender *recommend.Recommender
+	Versions    versioning.Reader
+	Proposer    *recommend.Proposer
+	Guard       *guardrail.Guard
+	Fleet       Fleet
+	// Band returns a service's band; default recommend.DefaultBand.
+	Band       func(service string) recommend.Band
+	Events     events.Sink
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+}
+
+// Result is what one cycle saw and did.
+type Result struct {
+	At              time.Time                  `json:"at"`
+	Scores          []loadscore.Score          `json:"scores"`
+	Recommendations []recommend.Recommendation `json:"recommendations"`
+	Submitted       []recommend.Submitted      `json:"submitted"`
+	Decisions       []guardrail.Decision       `json:"decisions"`
+	Errors          []string                   `json:"errors,omitempty"`
+}
+
+// Evaluator runs cycles. Tick is not meant to run concurrently with itself;
+// the read accessors are safe at any time.
+type Evaluator struct {
+	o       Options
+	mu      sync.Mutex
+	scores  map[string]loadscore.Score
+	recs    map[string]recommend.Recommendation
+	last    time.Time
+	metrics metrics
+}
+
+type metrics struct {
+	ticks     prometheus.Counter
+	duration  prometheus.Histogram
+	score     *prometheus.GaugeVec
+	proposals *prometheus.CounterVec
+	rollbacks prometheus.Counter
+}
+
+// New checks the options and returns an Evaluator.
+func New(o Options) (*Evaluator, error) {
+	var errs []error
+	for name, missing := range map[string]bool{"Reader": o.Reader == nil, "Tracker": o.Tracker == nil,
+		"Recommender": o.Recommender == nil, "Versions": o.Versions == nil} {
+		if missing {
+			errs = append(errs, fmt.Errorf("%w: %s is required", ErrInvalidOption, name))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if o.Band == nil {
+		o.Band = func(string) recommend.Band { return recommend.DefaultBand() }
+	}
+	if o.Events == nil {
+		o.Events = events.Discard{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	f := promauto.With(o.Registerer)
+	m := metrics{
+		ticks: f.NewCounter(prometheus.CounterOpts{Name: "governor_engine_ticks_total", Help: "Evaluation cycles run."}),
+		duration: f.NewHistogram(prometheus.HistogramOpts{Name: "governor_engine_tick_duration_seconds",
+			Help: "Duration of one evaluation cycle.", Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)}),
+		score: f.NewGaugeVec(prometheus.GaugeOpts{Name: "governor_engine_load_score",
+			Help: "Smoothed load score per service (absent when unknown)."}, []string{"service"}),
+		proposals: f.NewCounterVec(prometheus.CounterOpts{Name: "governor_engine_proposals_total",
+			Help: "Recommendations submitted, by outcome: auto_applied, proposed, unchanged, failed."}, []string{"outcome"}),
+		rollbacks: f.NewCounter(prometheus.CounterOpts{Name: "governor_engine_rollbacks_total", Help: "Automatic rollbacks by the guardrail."}),
+	}
+	for _, oc := range []string{"auto_applied", "proposed", "unchanged", "failed"} {
+		m.proposals.WithLabelValues(oc)
+	}
+	return &Evaluator{o: o, scores: map[string]loadscore.Score{}, recs: map[string]recommend.Recommendation{}, metrics: m}, nil
+}
+
+// Tick runs one cycle at time at. Per-service failures are collected in
+// Result.Errors and joined into the error; the other services still run.
+func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
+	start := time.Now()
+	defer func() { e.metrics.duration.Observe(time.Since(start).Seconds()) }()
+	e.metrics.ticks.Inc()
+	res := Result{At: at}
+	var errs []error
+	snap, err := e.o.Reader.Read(ctx, at, signals.PerService)
+	if err != nil {
+		return res, fmt.Errorf("evaluate: read signals: %w", err)
+	}
+	scores := e.o.Tracker.Update(snap)
+	live, err := e.liveInstances(ctx)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	var active []versioning.Version
+	for _, sc := range scores {
+		svc := sc.Key.Service
+		if sc.Known {
+			e.metrics.score.WithLabelValues(svc).Set(sc.Value)
+		} else {
+			e.metrics.score.DeleteLabelValues(svc)
+		}
+		in := recommend.Input{At: at, Service: svc, Score: sc, Entry: snap.Entries[sc.Key], Instances: live[svc], Band: e.o.Band(svc)}
+		if e.o.Fleet == nil {
+			in.Instances = 1
+		}
+		v, err := e.o.Versions.Active(ctx, svc)
+		switch {
+		case err == nil:
+			in.Active = &v
+			active = append(active, v)
+		case !errors.Is(err, versioning.ErrNotFound):
+			errs = append(errs, fmt.Errorf("evaluate: %s: active version: %w", svc, err))
+			continue
+		}
+		rec := e.o.Recommender.Evaluate(in)
+		res.Recommendations = append(res.Recommendations, rec)
+		if rec.Ruleset != nil && e.o.Proposer != nil {
+			sub, err := e.o.Proposer.Submit(ctx, rec, in.Band)
+			switch {
+			case err != nil:
+				e.metrics.proposals.WithLabelValues("failed").Inc()
+				errs = append(errs, err)
+			case sub.Unchanged:
+				e.metrics.proposals.WithLabelValues("unchanged").Inc()
+			case sub.AutoApplied:
+				e.metrics.proposals.WithLabelValues("auto_applied").Inc()
+				res.Submitted = append(res.Submitted, sub)
+				e.o.Events.Emit(ctx, events.Event{Kind: events.AutoApply, Severity: events.Info, At: at, Service: svc,
+					Version: sub.Version.Number, Message: fmt.Sprintf("%s v%d applied itself: %s", svc, sub.Version.Number, rec.Reason)})
+			default:
+				e.metrics.proposals.WithLabelValues("proposed").Inc()
+				res.Submitted = append(res.Submitted, sub)
+				e.o.Events.Emit(ctx, events.Event{Kind: events.Proposal, Severity: events.Info, At: at, Service: svc,
+					Version: sub.Version.Number, Message: fmt.Sprintf("%s v%d waits for approval (%s): %s", svc, sub.Version.Number, sub.Policy, rec.Reason)})
+			}
+		}
+	}
+	res.Scores = scores
+	if e.o.Guard != nil {
+		// Versions activated by this cycle are guarded from the next one.
+		dec, err := e.o.Guard.Observe(ctx, at, active)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, d := range dec {
+			if d.RollbackVersion != 0 {
+				e.metrics.rollbacks.Inc()
+			}
+		}
+		res.Decisions = dec
+	}
+	e.mu.Lock()
+	for _, sc := range scores {
+		e.scores[sc.Key.Service] = sc
+	}
+	for _, r := range res.Recommendations {
+		e.recs[r.Service] = r
+	}
+	e.last = at
+	e.mu.Unlock()
+	for _, err := range errs {
+		res.Errors = append(res.Errors, err.Error())
+	}
+	return res, errors.Join(errs...)
+}
+
+// liveInstances counts each service's instances that are not GONE.
+func (e *Evaluator) liveInstances(ctx context.Context) (map[string]int, error) {
+	out := map[string]int{}
+	if e.o.Fleet == nil {
+		return out, nil
+	}
+	ins, err := e.o.Fleet.Instances(ctx, "")
+	if err != nil {
+		return out, fmt.Errorf("evaluate: ledger: %w", err)
+	}
+	for _, in := range ins {
+		if in.State != distribution.StateGone {
+			out[in.Service]++
+		}
+	}
+	return out, nil
+}
+
+// Scores returns the latest score of every service, by name.
+func (e *Evaluator) Scores() []loadscore.Score {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]loadscore.Score, 0, len(e.scores))
+	for _, s := range e.scores {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key.Service < out[j].Key.Service })
+	return out
+}
+
+// Recommendations returns the latest recommendation of every service.
+func (e *Evaluator) Recommendations() []recommend.Recommendation {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]recommend.Recommendation, 0, len(e.recs))
+	for _, r := range e.recs {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Service < out[j].Service })
+	return out
+}
+
+// LastTick is the time of the latest cycle (zero before the first).
+func (e *Evaluator) LastTick() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.last
+}

@@ -1,0 +1,177 @@
+package leader
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"governor.dev/governor/engine/events"
+	"governor.dev/governor/internal/testenv"
+	"governor.dev/governor/sdk/clock"
+)
+
+func TestLocalClaimsEachTickOnce(t *testing.T) {
+	l := &Local{ID: "a"}
+	at := time.Unix(100, 0)
+	tests := []struct {
+		tick time.Time
+		want bool
+	}{{at, true}, {at, false}, {at.Add(-time.Second), false}, {at.Add(time.Second), true}}
+	for i, tt := range tests {
+		if got, err := l.ClaimTick(context.Background(), tt.tick); err != nil || got != tt.want {
+			t.Fatalf("claim %d: %v %v, want %v", i, got, err, tt.want)
+		}
+	}
+}
+
+func TestRunTicksWithFakeClock(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1000, 0))
+	ctx, cancel := context.WithCancel(context.Background())
+	got := make(chan time.Time, 10)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		RunTicks(ctx, &Local{ID: "a"}, clk, 10*time.Second, func(_ context.Context, tick time.Time) { got <- tick })
+	}()
+	for i := 1; i <= 3; i++ {
+		waitTimer(t, clk)
+		clk.Advance(10 * time.Second)
+		if tick := <-got; !tick.Equal(time.Unix(1000+int64(i)*10, 0)) {
+			t.Fatalf("tick %d at %v", i, tick)
+		}
+	}
+	cancel()
+	<-done
+}
+
+// waitTimer waits until the ticker goroutine has armed its timer.
+func waitTimer(t *testing.T, clk *clock.Fake) {
+	t.Helper()
+	for range 10000 {
+		if clk.Pending() > 0 {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("no timer armed")
+}
+
+func TestPostgresOptions(t *testing.T) {
+	if _, err := NewPostgres(PostgresOptions{RetryInterval: -1}); err == nil {
+		t.Fatal("bad options accepted")
+	}
+}
+
+// TestFailover runs two electors, kills the leader's session (as a crashed
+// process would lose it) and checks the standby leads within seconds and no
+// tick is evaluated twice.
+func TestFailover(t *testing.T) {
+	url := testenv.Postgres(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	evaluated := map[time.Time]string{}
+	var dup []time.Time
+	rec := events.NewRecorder(100)
+	electors := map[string]*Postgres{}
+	var wg sync.WaitGroup
+	for _, id := range []string{"a", "b"} {
+		e, err := NewPostgres(PostgresOptions{URL: url, Identity: id, RetryInterval: 100 * time.Millisecond,
+			CheckInterval: 100 * time.Millisecond, Events: rec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		electors[id] = e
+		wg.Go(func() { _ = e.Run(ctx) })
+		wg.Go(func() {
+			RunTicks(ctx, e, nil, 50*time.Millisecond, func(_ context.Context, tick time.Time) {
+				mu.Lock()
+				defer mu.Unlock()
+				if _, ok := evaluated[tick]; ok {
+					dup = append(dup, tick)
+				}
+				evaluated[tick] = id
+			})
+		})
+	}
+	first := eventually(t, 10*time.Second, func() string {
+		for id, e := range electors {
+			if e.IsLeader() {
+				return id
+			}
+		}
+		return ""
+	})
+	if electors["a"].IsLeader() && electors["b"].IsLeader() {
+		t.Fatal("two leaders")
+	}
+	// Kill the leader's session from outside.
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objid = $1`,
+		uint32(DefaultLockKey&0xffffffff)); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	second := eventually(t, 10*time.Second, func() string {
+		for id, e := range electors {
+			if id != first && e.IsLeader() {
+				return id
+			}
+		}
+		return ""
+	})
+	t.Logf("%s took over from %s after %v", second, first, time.Since(killed).Round(time.Millisecond))
+	// Let the new leader evaluate a few ticks.
+	eventually(t, 10*time.Second, func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, id := range evaluated {
+			if id == second {
+				n++
+			}
+		}
+		if n >= 3 {
+			return "ok"
+		}
+		return ""
+	})
+	cancel()
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(dup) > 0 {
+		t.Fatalf("ticks evaluated twice: %v", dup)
+	}
+	var rows int
+	if err := admin.QueryRow(context.Background(), "SELECT count(*) FROM governor_engine_ticks").Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if rows != len(evaluated) {
+		t.Fatalf("%d ticks recorded, %d evaluated", rows, len(evaluated))
+	}
+	if len(rec.Events(events.LeaderLost)) == 0 || len(rec.Events(events.LeaderAcquired)) < 2 {
+		t.Fatalf("events: %+v", rec.Events(""))
+	}
+}
+
+// eventually polls f until it returns a non-empty string or the limit passes.
+func eventually(t *testing.T, limit time.Duration, f func() string) string {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		if s := f(); s != "" {
+			return s
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("condition not met within %v", limit)
+	return ""
+}
