@@ -1,0 +1,237 @@
+package alerts
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// MatchType is the operator of a matcher.
+type MatchType int
+
+// Matcher operators.
+const (
+	MatchEqual MatchType = iota
+	MatchNotEqual
+	MatchRegexp
+	MatchNotRegexp
+)
+
+func (t MatchType) String() string {
+	return [...]string{"=", "!=", "=~", "!~"}[t]
+}
+
+// Matcher tests one label. Regular expressions are anchored, as in
+// Prometheus and Alertmanager.
+type Matcher struct {
+	Name  string
+	Type  MatchType
+	Value string
+	re    *regexp.Regexp
+}
+
+// NewMatcher builds a matcher, compiling the regular expression of =~ and !~.
+func NewMatcher(t MatchType, name, value string) (*Matcher, error) {
+	if !validLabelName(name) {
+		return nil, fmt.Errorf("%w: matcher: label name %q: want [a-zA-Z_][a-zA-Z0-9_]*", ErrInvalid, name)
+	}
+	m := &Matcher{Name: name, Type: t, Value: value}
+	if t == MatchRegexp || t == MatchNotRegexp {
+		re, err := regexp.Compile("^(?:" + value + ")$")
+		if err != nil {
+			return nil, fmt.Errorf("%w: matcher %s: regexp %q: %v", ErrInvalid, name, value, err)
+		}
+		m.re = re
+	}
+	return m, nil
+}
+
+// Matches tests the value of the label (empty when absent).
+func (m *Matcher) Matches(l Labels) bool {
+	v := l[m.Name]
+	switch m.Type {
+	case MatchEqual:
+		return v == m.Value
+	case MatchNotEqual:
+		return v != m.Value
+	case MatchRegexp:
+		return m.re.MatchString(v)
+	default:
+		return !m.re.MatchString(v)
+	}
+}
+
+func (m *Matcher) String() string { return m.Name + m.Type.String() + strconv.Quote(m.Value) }
+
+// Matchers is a conjunction.
+type Matchers []*Matcher
+
+// Matches reports whether every matcher matches.
+func (ms Matchers) Matches(l Labels) bool {
+	for _, m := range ms {
+		if !m.Matches(l) {
+			return false
+		}
+	}
+	return true
+}
+
+func (ms Matchers) String() string {
+	parts := make([]string, len(ms))
+	for i, m := range ms {
+		parts[i] = m.String()
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}
+
+// MarshalText renders the matchers in the syntax ParseMatchers reads.
+func (ms Matchers) MarshalText() ([]byte, error) { return []byte(ms.String()), nil }
+
+// UnmarshalText parses with ParseMatchers.
+func (ms *Matchers) UnmarshalText(b []byte) error {
+	p, err := ParseMatchers(string(b))
+	if err != nil {
+		return err
+	}
+	*ms = p
+	return nil
+}
+
+// ParseMatchers reads a comma-separated list of matchers, optionally in
+// braces: {service="checkout", severity=~"P1|P2"}. Values are double-quoted
+// Go strings. An error names the byte offset of the problem.
+func ParseMatchers(s string) (Matchers, error) {
+	p := &matcherParser{s: s}
+	p.space()
+	braced := p.eat('{')
+	var out Matchers
+	for {
+		p.space()
+		if p.done() || (braced && p.peek() == '}') {
+			break
+		}
+		m, err := p.matcher()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+		p.space()
+		if !p.eat(',') {
+			break
+		}
+	}
+	p.space()
+	if braced && !p.eat('}') {
+		return nil, p.errorf("expected '}'")
+	}
+	p.space()
+	if !p.done() {
+		return nil, p.errorf("unexpected %q", p.s[p.i:min(len(p.s), p.i+8)])
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("%w: matchers: empty list", ErrInvalid)
+	}
+	return out, nil
+}
+
+type matcherParser struct {
+	s string
+	i int
+}
+
+func (p *matcherParser) done() bool { return p.i >= len(p.s) }
+func (p *matcherParser) peek() byte {
+	if p.done() {
+		return 0
+	}
+	return p.s[p.i]
+}
+
+func (p *matcherParser) eat(c byte) bool {
+	if p.peek() == c && !p.done() {
+		p.i++
+		return true
+	}
+	return false
+}
+
+func (p *matcherParser) space() {
+	for !p.done() && (p.s[p.i] == ' ' || p.s[p.i] == '\t' || p.s[p.i] == '\n') {
+		p.i++
+	}
+}
+
+func (p *matcherParser) errorf(format string, args ...any) error {
+	return fmt.Errorf("%w: matchers: position %d: %s", ErrInvalid, p.i, fmt.Sprintf(format, args...))
+}
+
+func (p *matcherParser) matcher() (*Matcher, error) {
+	start := p.i
+	for !p.done() && isNameByte(p.s[p.i], p.i == start) {
+		p.i++
+	}
+	name := p.s[start:p.i]
+	if name == "" {
+		return nil, p.errorf("expected a label name")
+	}
+	p.space()
+	var t MatchType
+	switch {
+	case strings.HasPrefix(p.s[p.i:], "=~"):
+		t = MatchRegexp
+	case strings.HasPrefix(p.s[p.i:], "!~"):
+		t = MatchNotRegexp
+	case strings.HasPrefix(p.s[p.i:], "!="):
+		t = MatchNotEqual
+	case strings.HasPrefix(p.s[p.i:], "="):
+		t = MatchEqual
+	default:
+		return nil, p.errorf("expected one of = != =~ !~ after %q", name)
+	}
+	p.i += len(t.String())
+	p.space()
+	if p.peek() != '"' {
+		return nil, p.errorf("expected a double-quoted value")
+	}
+	vstart := p.i
+	p.i++
+	for !p.done() && p.s[p.i] != '"' {
+		if p.s[p.i] == '\\' {
+			p.i++
+		}
+		p.i++
+	}
+	if p.done() {
+		p.i = vstart
+		return nil, p.errorf("unterminated string")
+	}
+	p.i++
+	value, err := strconv.Unquote(p.s[vstart:p.i])
+	if err != nil {
+		p.i = vstart
+		return nil, p.errorf("bad string: %v", err)
+	}
+	m, err := NewMatcher(t, name, value)
+	if err != nil {
+		p.i = vstart
+		return nil, p.errorf("%v", strings.TrimPrefix(err.Error(), ErrInvalid.Error()+": "))
+	}
+	return m, nil
+}
+
+func isNameByte(c byte, first bool) bool {
+	return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (!first && c >= '0' && c <= '9')
+}
+
+func validLabelName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if !isNameByte(s[i], i == 0) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,92 @@
+package alerts
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestParseMatchers(t *testing.T) {
+	tests := []struct {
+		in      string
+		labels  Labels
+		match   bool
+		wantErr string
+	}{
+		{in: `service="checkout"`, labels: Labels{"service": "checkout"}, match: true},
+		{in: `{service="checkout", severity=~"P1|P2"}`, labels: Labels{"service": "checkout", "severity": "P2"}, match: true},
+		{in: `{severity=~"P1|P2"}`, labels: Labels{"severity": "P0"}, match: false},
+		{in: `severity=~"P"`, labels: Labels{"severity": "P0"}, match: false}, // anchored
+		{in: `a!="x",b!~"y.*"`, labels: Labels{"a": "z", "b": "q"}, match: true},
+		{in: `a!="x"`, labels: Labels{"a": "x"}, match: false},
+		{in: `missing=""`, labels: Labels{}, match: true},
+		{in: `{a="q\"uote"}`, labels: Labels{"a": `q"uote`}, match: true},
+		{in: ``, wantErr: "empty list"},
+		{in: `{}`, wantErr: "empty list"},
+		{in: `a=x`, wantErr: "position 2: expected a double-quoted value"},
+		{in: `{a="x"`, wantErr: "position 6: expected '}'"},
+		{in: `a=~"("`, wantErr: "position 3:"},
+		{in: `1a="x"`, wantErr: "position 0: expected a label name"},
+		{in: `a<"x"`, wantErr: "position 1: expected one of"},
+		{in: `a="x`, wantErr: "position 2: unterminated string"},
+		{in: `a="x" b="y"`, wantErr: "position 6: unexpected"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			ms, err := ParseMatchers(tt.in)
+			if tt.wantErr != "" {
+				if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("ParseMatchers(%q) error = %v, want one containing %q", tt.in, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ParseMatchers(%q): %v", tt.in, err)
+			}
+			if got := ms.Matches(tt.labels); got != tt.match {
+				t.Fatalf("%s.Matches(%v) = %v, want %v", ms, tt.labels, got, tt.match)
+			}
+			again, err := ParseMatchers(ms.String())
+			if err != nil || again.String() != ms.String() {
+				t.Fatalf("round trip of %s: %v %v", ms, again, err)
+			}
+		})
+	}
+}
+
+func FuzzParseMatchers(f *testing.F) {
+	for _, s := range []string{`a="b"`, `{a=~"b|c", d!="e"}`, `{`, `a="\u00e9"`, `x!~".*"`, `a="b",`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		ms, err := ParseMatchers(s)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error without sentinel: %v", err)
+			}
+			return
+		}
+		again, err := ParseMatchers(ms.String())
+		if err != nil {
+			t.Fatalf("rendered %q does not parse: %v", ms.String(), err)
+		}
+		if again.String() != ms.String() {
+			t.Fatalf("round trip changed %q to %q", ms.String(), again.String())
+		}
+	})
+}
+
+func TestFingerprintStable(t *testing.T) {
+	a := Labels{"alertname": "x", "service": "s"}
+	b := Labels{"service": "s", "alertname": "x"}
+	if a.Fingerprint() != b.Fingerprint() {
+		t.Fatal("order changed the fingerprint")
+	}
+	if (Labels{"ab": "c"}).Fingerprint() == (Labels{"a": "bc"}).Fingerprint() {
+		t.Fatal("concatenation collision")
+	}
+	f, err := ParseFingerprint(a.Fingerprint().String())
+	if err != nil || f != a.Fingerprint() {
+		t.Fatalf("fingerprint round trip: %v %v", f, err)
+	}
+}
