@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -117,5 +118,13 @@ func TestNewRefusesBadOptions(t *testing.T) {
 				t.Fatalf("err = %v, want ErrInvalidOption", err)
 			}
 		})
+	}
+}
+
+func TestRunEndsWhenTheConnectionIsClosed(t *testing.T) {
+	w := newOffline(t, Options{Service: "checkout", Applier: &fakeApplier{}})
+	w.nc.Close()
+	if err := w.Run(context.Background()); !errors.Is(err, nats.ErrConnectionClosed) {
+		t.Fatalf("Run = %v, want ErrConnectionClosed", err)
 	}
 }

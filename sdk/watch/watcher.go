@@ -184,7 +184,8 @@ func (w *Watcher) Instance() string { return w.opts.Instance }
 // Running returns the version applied last (0 for none).
 func (w *Watcher) Running() int64 { return w.st.running.Load() }
 
-// Run follows the control plane until ctx ends; it returns nil then.
+// Run follows the control plane until ctx ends (it returns nil then) or
+// the connection is closed for good (nats.ErrConnectionClosed).
 func (w *Watcher) Run(ctx context.Context) error {
 	reconnected := w.nc.StatusChanged(nats.CONNECTED)
 	defer w.nc.RemoveStatusListener(reconnected)
@@ -200,6 +201,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 		if err != nil {
 			if ctx.Err() != nil {
 				break
+			}
+			if w.nc.IsClosed() {
+				return fmt.Errorf("watch: %w", nats.ErrConnectionClosed)
 			}
 			w.opts.OnError(err)
 			if !w.wait(ctx, backoff, reconnected, &hb) {
