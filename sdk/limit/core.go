@@ -11,22 +11,24 @@ import (
 
 // Tuning constants shared by the adaptive algorithms.
 const (
-	closing       = math.MaxInt64 // windowEnd while a window is being closed
-	busyShare     = 0.8           // in-flight >= 80% of the limit counts as using it
-	idleShare     = 0.5           // average in-flight below half the limit is idle
-	dropThreshold = 0.01          // drops above 1% of a window cut the limit
-	smoothing     = 0.5           // share of the way to the target taken per window
-	maxWindowAge  = 10            // windows without enough samples are discarded after 10 lengths
-	probeStep     = 0.75          // each probe window lowers the limit by 25%
-	probeMaxSteps = 16            // while the latency falls the server is still saturated: no throughput is lost
-	probeFalling  = 0.95          // the latency still falls if it dropped more than 5%
-	probeJitter   = 0.25          // probe intervals vary by ±25%
-	staleBaseline = 0.8           // a window 20% faster than the no-load RTT triggers a probe
-	calmWindows   = 20            // windows of additive growth after a window with drops
-	unresponsive  = 0.8           // halving the limit must bring the latency below 80% of where it was
-	probeSettle   = 1.5           // a probe step is measured from 1.5 RTT after it
-	releaseRamp   = 2             // a released limit doubles per window up to twice the peak demand
-	peakDecay     = 0.9           // the recent peak in-flight forgets 10% per window
+	closing       = math.MaxInt64   // windowEnd while a window is being closed
+	busyShare     = 0.8             // in-flight >= 80% of the limit counts as using it
+	idleShare     = 0.5             // average in-flight below half the limit is idle
+	dropThreshold = 0.01            // drops above 1% of a window cut the limit
+	smoothing     = 0.5             // share of the way to the target taken per window
+	maxWindowAge  = 10              // windows without enough samples are discarded after 10 lengths
+	probeStep     = 0.75            // each probe window lowers the limit by 25%
+	probeMaxSteps = 16              // while the latency falls the server is still saturated: no throughput is lost
+	probeFalling  = 0.95            // the latency still falls if it dropped more than 5%
+	probeJitter   = 0.25            // probe intervals vary by ±25%
+	firstProbe    = 3 * time.Second // the first probe comes early
+	staleBaseline = 0.8             // a window 20% faster than the no-load RTT triggers a probe
+	calmWindows   = 20              // windows of additive growth after a window with drops
+	calmFrom      = 0.9             // ... above this share of the limit that dropped
+	unresponsive  = 0.8             // halving the limit must bring the latency below 80% of where it was
+	probeSettle   = 1.5             // a probe step is measured from 1.5 RTT after it
+	releaseRamp   = 2               // a released limit doubles per window up to twice the peak demand
+	peakDecay     = 0.9             // the recent peak in-flight forgets 10% per window
 )
 
 // algorithm is what distinguishes the adaptive limiters; core calls it once
@@ -64,9 +66,10 @@ type core struct {
 	nextProbe int64
 	probe     probeState
 	rng       *rand.Rand
-	taken     int64 // samples taken out of the shards, decided or discarded
-	calm      int   // windows of additive growth left after drops
-	congested bool  // the last decided window was slower than the tolerance
+	taken     int64   // samples taken out of the shards, decided or discarded
+	calm      int     // windows of additive growth left after drops
+	dropAt    float64 // the limit at the last drops
+	congested bool    // the last decided window was slower than the tolerance
 	episode   episode
 	win       window // the window being decided
 
@@ -113,7 +116,7 @@ func (c *core) begin(now int64) {
 	}
 	c.started = true
 	c.winStart = now
-	c.nextProbe = now + c.probeDelay()
+	c.nextProbe = now + c.firstProbeDelay()
 }
 
 // Limit returns the current limit.
@@ -205,16 +208,17 @@ func (c *core) decide(w *window) {
 		congested := w.avgRTT > c.noLoad*(1+c.p.tolerance)
 		switch {
 		case w.dropRatio() >= dropThreshold:
-			c.calm = calmWindows
+			c.calm, c.dropAt = calmWindows, c.cur
 		case congested && !c.congested && next < c.cur:
 			// One slow window (a GC pause, a stalled neighbour) is not
 			// overload yet: cut when the next window is slow too.
 			next = c.cur
 		case c.calm > 0:
-			// Congestion avoidance after drops: grow additively so the
-			// limit does not saw back into the timeouts at once.
+			// Congestion avoidance after drops: grow freely back to 90%
+			// of the limit that dropped, then additively, so the limit
+			// does not saw back into the timeouts at once.
 			c.calm--
-			next = min(next, c.cur+1)
+			next = min(next, max(c.cur+1, c.dropAt*calmFrom))
 		}
 		c.congested = congested
 		c.watchResponse(w, next)

@@ -434,8 +434,8 @@ func TestProbeScheduleSeeding(t *testing.T) {
 		t.Fatalf("same seed, different probe delays %d and %d", a, b)
 	}
 	for _, start := range []time.Duration{0, time.Second, time.Hour} {
-		if d := at(start); d < int64(45*time.Second) || d > int64(75*time.Second) {
-			t.Fatalf("probe delay %v outside 60s ± 25%%", time.Duration(d))
+		if d := at(start); d < int64(2250*time.Millisecond) || d > int64(3750*time.Millisecond) {
+			t.Fatalf("first probe delay %v outside 3s ± 25%%", time.Duration(d))
 		}
 	}
 }

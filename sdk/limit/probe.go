@@ -18,9 +18,17 @@ type episode struct {
 	rtt    float64 // the latency then
 }
 
-func (c *core) probeDelay() int64 {
+func (c *core) probeDelay() int64 { return c.jitter(c.p.probeInterval) }
+
+// firstProbeDelay is the delay of the first probe: soon, because a service
+// that starts under load sees no fast window to learn its no-load RTT from.
+func (c *core) firstProbeDelay() int64 {
+	return c.jitter(min(c.p.probeInterval, int64(firstProbe)))
+}
+
+func (c *core) jitter(d int64) int64 {
 	f := 1 - probeJitter + 2*probeJitter*c.rng.Float64()
-	return int64(float64(c.p.probeInterval) * f)
+	return int64(float64(d) * f)
 }
 
 // lowerBaseline lowers the no-load RTT at once to a faster window.

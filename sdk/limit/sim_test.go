@@ -365,7 +365,7 @@ func TestLittleWithJitteryCPU(t *testing.T) {
 		t.Fatal(err)
 	}
 	sim := limittest.New(clk, l, overloaded(10))
-	sim.Run(3 * time.Second)
+	sim.Run(5 * time.Second) // past the early first probe
 	engagements, was := 0, false
 	lo, hi := l.Limit(), l.Limit()
 	for range 100 {
