@@ -418,3 +418,25 @@ func TestPausesAreNotOverload(t *testing.T) {
 		})
 	}
 }
+
+// A service that starts under overload with a limit far above its capacity
+// never sees a fast window; the early first probe finds its no-load RTT
+// within seconds instead of after a whole probe interval.
+func TestStartUnderLoadLearnsNoLoadRTT(t *testing.T) {
+	for _, alg := range adaptive {
+		t.Run(alg, func(t *testing.T) {
+			cfg := limittest.Config{
+				Server: limittest.Server{Capacity: 20, Base: 10 * time.Millisecond, Jitter: 0.1},
+				Rate:   6000, Poisson: true, Seed: 13,
+			}
+			l, sim := setup(t, rules.Concurrency{Algorithm: alg, Initial: 200}, cfg)
+			sim.Run(200 * time.Millisecond)
+			first := snap(l).NoLoadRTT
+			took, ok := sim.RunUntil(5*time.Second, func() bool { return snap(l).NoLoadRTT < 12*time.Millisecond })
+			if !ok {
+				t.Fatalf("no-load RTT still %v 5s after a start at 10x the capacity", snap(l).NoLoadRTT)
+			}
+			t.Logf("%s: first estimate %v under load, base 10ms learned %v later", alg, first, took)
+		})
+	}
+}
