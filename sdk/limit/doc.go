@@ -64,7 +64,9 @@
 //     in the simulated tests a probe keeps about 85% of the server's
 //     throughput for its few windows. A probe waits for a window where the
 //     limit is in use and enforced, so it never raises the estimate from a
-//     load the limit does not shape.
+//     load the limit does not shape. The first probe comes about 3 s after
+//     the start, so a service that starts under load, and so never sees a
+//     fast window, learns its no-load RTT within seconds.
 //   - A stale no-load RTT, in both directions: a window 20% faster than the
 //     estimate (a slow period ended) triggers a probe at once; so does an
 //     episode of congestion in which halving the limit did not bring the
