@@ -43,7 +43,12 @@ func newTestPublisher(t *testing.T, url string) *Publisher {
 }
 
 func TestKilledRelayLeavesTheRowToBePublishedExactlyOnce(t *testing.T) {
-	url := embedded(t).URL()
+	for _, srv := range servers {
+		t.Run(srv.name, func(t *testing.T) { killedRelay(t, srv.start(t)) })
+	}
+}
+
+func killedRelay(t *testing.T, url string) {
 	tests := []struct {
 		name string
 		// die simulates what the first relay did before it was killed.
