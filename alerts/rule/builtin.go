@@ -1,0 +1,53 @@
+package rule
+
+import (
+	"time"
+
+	"governor.dev/governor/alerts"
+)
+
+// Builtin returns the rules Governor ships enabled. PromQL rules read the
+// SDK series of docs/metrics.md and the engine's governor_engine_load_score;
+// event rules listen to the engine's conditions.
+func Builtin() []Rule {
+	runbook := func(name string) map[string]string {
+		return map[string]string{"runbook_url": "https://governor.dev/runbooks/alerts#" + name}
+	}
+	ann := func(name, summary, description string) map[string]string {
+		m := runbook(name)
+		m["summary"] = summary
+		m["description"] = description
+		return m
+	}
+	const critShed = `sum by (service) (rate(governor_sdk_requests_total{class="critical",outcome=~"shed|rate_limited|queue_timeout"}[5m]))` +
+		` / sum by (service) (rate(governor_sdk_requests_total{class="critical"}[5m])) > 0.001`
+	return []Rule{
+		{Name: "GovernorLoadHigh", Expr: `governor_engine_load_score > 0.8`, Severity: alerts.P1,
+			For: 10 * time.Minute, KeepFiringFor: 5 * time.Minute,
+			Annotations: ann("GovernorLoadHigh", `{{ $labels.service }} load score above the act level`,
+				`Smoothed load score {{ $value }} has stayed above 0.8 for 10 minutes.`)},
+		{Name: "GovernorCriticalShed", Expr: critShed, Severity: alerts.P0, For: 2 * time.Minute,
+			Annotations: ann("GovernorCriticalShed", `{{ $labels.service }} is refusing critical traffic`,
+				`Ratio {{ $value }} of critical requests shed, rate limited or timed out in the queue (above 0.1%).`)},
+		{Name: "GovernorBreakerOpen", Expr: `count by (service, downstream) (governor_sdk_breaker_state == 2) == 1`,
+			Severity: alerts.P2, For: time.Minute,
+			Annotations: ann("GovernorBreakerOpen", `{{ $labels.service }} breaker to {{ $labels.downstream }} open`,
+				`One instance has held its breaker open for more than a minute.`)},
+		{Name: "GovernorBreakerOpenFleet", Expr: `count by (service, downstream) (governor_sdk_breaker_state == 2) > 1`,
+			Severity: alerts.P1, For: time.Minute,
+			Annotations: ann("GovernorBreakerOpenFleet", `{{ $labels.service }} breakers to {{ $labels.downstream }} open on several instances`,
+				`{{ $value }} instances have held their breaker open for more than a minute.`)},
+		{Name: "GovernorInstanceStale", Event: EventInstanceStale, Severity: alerts.P1,
+			Annotations: ann("GovernorInstanceStale", `{{ $labels.service }} instance {{ $labels.instance }} is stale on the latest rule version`, ``)},
+		{Name: "GovernorInstanceNacked", Event: EventInstanceNacked, Severity: alerts.P1,
+			Annotations: ann("GovernorInstanceNacked", `{{ $labels.service }} instance {{ $labels.instance }} refused the latest rule version`, ``)},
+		{Name: "GovernorAutoRollback", Event: EventAutoRollback, Severity: alerts.P1, ResolveAfter: time.Hour,
+			Annotations: ann("GovernorAutoRollback", `{{ $labels.service }}: a guardrail rolled back a rule change`, ``)},
+		{Name: "GovernorEmergencyPublish", Event: EventEmergencyPublish, Severity: alerts.P1, ResolveAfter: time.Hour,
+			Annotations: ann("GovernorEmergencyPublish", `{{ $labels.service }}: rules were published in emergency mode`, ``)},
+		{Name: "GovernorLeaderLost", Event: EventLeaderLost, Severity: alerts.P0,
+			Annotations: ann("GovernorLeaderLost", `The decision engine has no leader`, ``)},
+		{Name: "GovernorAnomaly", Event: EventAnomaly,
+			Annotations: ann("GovernorAnomaly", `{{ $labels.service }}: {{ $labels.signal }} crossed its anomaly threshold`, ``)},
+	}
+}

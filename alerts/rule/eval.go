@@ -1,0 +1,337 @@
+package rule
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"governor.dev/governor/alerts"
+)
+
+// Sample is one series of a query result.
+type Sample struct {
+	Labels map[string]string
+	Value  float64
+}
+
+// QueryFunc evaluates an instant PromQL query at t. The engine's metrics
+// source is adapted to it; tests pass a function.
+type QueryFunc func(ctx context.Context, q string, t time.Time) ([]Sample, error)
+
+// Active is the state of one alert of a rule; it is what the store persists
+// so that a restart keeps pending and firing alerts where they were.
+type Active struct {
+	Rule        string            `json:"rule"`
+	Labels      alerts.Labels     `json:"labels"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+	State       alerts.State      `json:"state"`
+	Value       float64           `json:"value"`
+	// ActiveAt is when the condition started holding.
+	ActiveAt time.Time `json:"active_at"`
+	// FiredAt is when the alert went firing (zero while pending).
+	FiredAt time.Time `json:"fired_at,omitzero"`
+	// ResolvedAt is when a firing alert stopped (zero while firing).
+	ResolvedAt time.Time `json:"resolved_at,omitzero"`
+	// KeepFiringSince is when the condition stopped while KeepFiringFor
+	// holds the alert firing.
+	KeepFiringSince time.Time `json:"keep_firing_since,omitzero"`
+	// LastEventAt is the last event of an event rule.
+	LastEventAt time.Time `json:"last_event_at,omitzero"`
+}
+
+// Fingerprint identifies the alert.
+func (a *Active) Fingerprint() alerts.Fingerprint { return a.Labels.Fingerprint() }
+
+// Alert renders the alert for the dispatcher: firing from FiredAt, resolved
+// at ResolvedAt.
+func (a *Active) Alert() alerts.Alert {
+	return alerts.Alert{Labels: a.Labels, Annotations: a.Annotations, StartsAt: a.FiredAt, EndsAt: a.ResolvedAt,
+		GeneratorURL: "governor://alerts/rules/" + a.Rule}
+}
+
+// Transition is one state change, for the history.
+type Transition struct {
+	Rule        string
+	Fingerprint alerts.Fingerprint
+	Labels      alerts.Labels
+	From, To    alerts.State
+	At          time.Time
+}
+
+// ResolvedRetention is how long a resolved alert is still reported so that
+// its resolve notification goes out.
+const ResolvedRetention = 15 * time.Minute
+
+// Evaluator holds a rule set and the state of its alerts. It is safe for
+// concurrent use.
+type Evaluator struct {
+	mu     sync.Mutex
+	rules  []Rule
+	active map[string]map[alerts.Fingerprint]*Active // by rule name
+	events map[string][]Event                        // pending events by rule name
+}
+
+// NewEvaluator validates rules and returns an evaluator.
+func NewEvaluator(rules []Rule) (*Evaluator, error) {
+	e := &Evaluator{active: map[string]map[alerts.Fingerprint]*Active{}, events: map[string][]Event{}}
+	if err := e.Update(rules); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Rules returns a copy of the rule set.
+func (e *Evaluator) Rules() []Rule {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.rules)
+}
+
+// Update replaces the rule set. The whole set is validated first; on error
+// the old set stays. Alerts of rules whose definition did not change keep
+// their state; the others start over.
+func (e *Evaluator) Update(rules []Rule) error {
+	if err := ValidateSet(rules); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	old := map[string]Rule{}
+	for _, r := range e.rules {
+		old[r.Name] = r
+	}
+	active := map[string]map[alerts.Fingerprint]*Active{}
+	for _, r := range rules {
+		if o, ok := old[r.Name]; ok && equalRules(o, r) {
+			if a := e.active[r.Name]; a != nil {
+				active[r.Name] = a
+			}
+		}
+	}
+	e.active = active
+	e.rules = slices.Clone(rules)
+	return nil
+}
+
+func equalRules(a, b Rule) bool {
+	return a.Expr == b.Expr && a.Event == b.Event && a.Severity == b.Severity && a.For == b.For &&
+		a.KeepFiringFor == b.KeepFiringFor && a.ResolveAfter == b.ResolveAfter && a.Disabled == b.Disabled &&
+		maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations)
+}
+
+// Restore loads persisted alert states (after a restart). States of rules
+// not in the set are dropped.
+func (e *Evaluator) Restore(states []Active) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	known := map[string]bool{}
+	for _, r := range e.rules {
+		known[r.Name] = true
+	}
+	for _, s := range states {
+		if !known[s.Rule] {
+			continue
+		}
+		m := e.active[s.Rule]
+		if m == nil {
+			m = map[alerts.Fingerprint]*Active{}
+			e.active[s.Rule] = m
+		}
+		c := s
+		m[c.Fingerprint()] = &c
+	}
+}
+
+// States returns a copy of every alert state, sorted by rule and labels.
+func (e *Evaluator) States() []Active {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []Active
+	for _, m := range e.active {
+		for _, a := range m {
+			c := *a
+			out = append(out, c)
+		}
+	}
+	slices.SortFunc(out, func(a, b Active) int {
+		if a.Rule != b.Rule {
+			if a.Rule < b.Rule {
+				return -1
+			}
+			return 1
+		}
+		return int(a.Fingerprint()>>1) - int(b.Fingerprint()>>1)
+	})
+	return out
+}
+
+// Result is the outcome of one evaluation.
+type Result struct {
+	// Alerts are the firing alerts and those resolved within
+	// ResolvedRetention, for the dispatcher.
+	Alerts []alerts.Alert
+	// Transitions are the state changes of this evaluation.
+	Transitions []Transition
+	// Errors are the rules whose query failed; their alerts keep their
+	// state until the next evaluation.
+	Errors []error
+}
+
+// Eval evaluates every enabled rule at t.
+func (e *Evaluator) Eval(ctx context.Context, t time.Time, query QueryFunc) Result {
+	e.mu.Lock()
+	rules := slices.Clone(e.rules)
+	e.mu.Unlock()
+	var res Result
+	for _, r := range rules {
+		if r.Disabled {
+			continue
+		}
+		var seen map[alerts.Fingerprint]observation
+		if r.Expr != "" {
+			if query == nil {
+				res.Errors = append(res.Errors, fmt.Errorf("%w: rule %q: no query function", alerts.ErrInvalid, r.Name))
+				continue
+			}
+			samples, err := query(ctx, r.Expr, t)
+			if err != nil {
+				res.Errors = append(res.Errors, fmt.Errorf("rule %q: query: %w", r.Name, err))
+				continue
+			}
+			seen = r.observeSamples(samples)
+		} else {
+			e.mu.Lock()
+			seen = r.observeEvents(e.active[r.Name], e.events[r.Name], t)
+			delete(e.events, r.Name)
+			e.mu.Unlock()
+		}
+		e.mu.Lock()
+		res.Transitions = append(res.Transitions, e.step(r, seen, t)...)
+		e.mu.Unlock()
+	}
+	e.mu.Lock()
+	for _, m := range e.active {
+		for _, a := range m {
+			if a.State == alerts.StateFiring || (!a.ResolvedAt.IsZero() && !a.FiredAt.IsZero()) {
+				res.Alerts = append(res.Alerts, a.Alert())
+			}
+		}
+	}
+	e.mu.Unlock()
+	slices.SortFunc(res.Alerts, func(a, b alerts.Alert) int {
+		return compareFingerprint(a.Fingerprint(), b.Fingerprint())
+	})
+	return res
+}
+
+func compareFingerprint(a, b alerts.Fingerprint) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// observation is one alert instance whose condition holds now.
+type observation struct {
+	labels   alerts.Labels
+	severity alerts.Severity
+	value    float64
+	eventAt  time.Time
+}
+
+func (r Rule) alertLabels(base map[string]string, sev alerts.Severity) alerts.Labels {
+	l := alerts.Labels{}
+	for k, v := range base {
+		if k != "__name__" {
+			l[k] = v
+		}
+	}
+	maps.Copy(l, r.Labels)
+	l[AlertNameLabel] = r.Name
+	if sev == "" {
+		sev = r.Severity
+	}
+	if sev == "" {
+		sev = alerts.P2
+	}
+	l[alerts.SeverityLabel] = string(sev)
+	return l
+}
+
+func (r Rule) observeSamples(samples []Sample) map[alerts.Fingerprint]observation {
+	out := make(map[alerts.Fingerprint]observation, len(samples))
+	for _, s := range samples {
+		l := r.alertLabels(s.Labels, "")
+		out[l.Fingerprint()] = observation{labels: l, value: s.Value}
+	}
+	return out
+}
+
+// step applies one evaluation's observations to the rule's alerts. Callers
+// hold e.mu.
+func (e *Evaluator) step(r Rule, seen map[alerts.Fingerprint]observation, t time.Time) []Transition {
+	m := e.active[r.Name]
+	if m == nil {
+		m = map[alerts.Fingerprint]*Active{}
+		e.active[r.Name] = m
+	}
+	var tr []Transition
+	move := func(a *Active, to alerts.State) {
+		tr = append(tr, Transition{Rule: r.Name, Fingerprint: a.Fingerprint(), Labels: a.Labels, From: a.State, To: to, At: t})
+		a.State = to
+	}
+	for fp, o := range seen {
+		a, ok := m[fp]
+		if !ok || a.State == alerts.StateInactive {
+			a = &Active{Rule: r.Name, Labels: o.labels, ActiveAt: t}
+			m[fp] = a
+			move(a, alerts.StatePending)
+		}
+		a.Value = o.value
+		a.KeepFiringSince = time.Time{}
+		if !o.eventAt.IsZero() {
+			a.LastEventAt = o.eventAt
+		}
+		a.Annotations = expand(r.Annotations, a.Labels, a.Value)
+	}
+	for fp, a := range m {
+		if _, ok := seen[fp]; ok {
+			continue
+		}
+		switch a.State {
+		case alerts.StatePending:
+			move(a, alerts.StateInactive)
+			delete(m, fp)
+		case alerts.StateFiring:
+			if r.KeepFiringFor > 0 {
+				if a.KeepFiringSince.IsZero() {
+					a.KeepFiringSince = t
+				}
+				if t.Sub(a.KeepFiringSince) < r.KeepFiringFor {
+					continue
+				}
+			}
+			a.ResolvedAt = t
+			a.KeepFiringSince = time.Time{}
+			move(a, alerts.StateInactive)
+		case alerts.StateInactive:
+			if t.Sub(a.ResolvedAt) >= ResolvedRetention {
+				delete(m, fp)
+			}
+		}
+	}
+	for _, a := range m {
+		if a.State == alerts.StatePending && t.Sub(a.ActiveAt) >= r.For {
+			a.FiredAt = t
+			a.ResolvedAt = time.Time{}
+			move(a, alerts.StateFiring)
+		}
+	}
+	return tr
+}
