@@ -1,0 +1,47 @@
+package inhibit
+
+import (
+	"testing"
+	"time"
+
+	"governor.dev/governor/alerts"
+)
+
+func TestDefaultsMuteLowerTiersOfSameService(t *testing.T) {
+	in, err := New(Defaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	p0 := alerts.Alert{Labels: alerts.Labels{"alertname": "Shed", "service": "a", "severity": "P0"}, StartsAt: t0}
+	resolvedP0 := alerts.Alert{Labels: alerts.Labels{"alertname": "Shed", "service": "c", "severity": "P0"}, StartsAt: t0, EndsAt: t0}
+	firing := []alerts.Alert{p0, resolvedP0}
+	tests := []struct {
+		name   string
+		target alerts.Labels
+		muted  bool
+	}{
+		{"P1 same service", alerts.Labels{"alertname": "Load", "service": "a", "severity": "P1"}, true},
+		{"P2 same service", alerts.Labels{"alertname": "Breaker", "service": "a", "severity": "P2"}, true},
+		{"P1 other service", alerts.Labels{"alertname": "Load", "service": "b", "severity": "P1"}, false},
+		{"P0 not muted", alerts.Labels{"alertname": "Other", "service": "a", "severity": "P0"}, false},
+		{"resolved source mutes nothing", alerts.Labels{"alertname": "Load", "service": "c", "severity": "P1"}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fp, got := in.MutedBy(tt.target, firing)
+			if got != tt.muted {
+				t.Fatalf("MutedBy = %v, want %v", got, tt.muted)
+			}
+			if got && fp != p0.Fingerprint() {
+				t.Fatalf("muted by %s, want the P0", fp)
+			}
+		})
+	}
+	if _, err := New([]Rule{{Target: Defaults()[0].Target}}); err == nil {
+		t.Fatal("rule without source accepted")
+	}
+	if _, err := New([]Rule{{Source: Defaults()[0].Source, Target: Defaults()[0].Target, Equal: []string{"1x"}}}); err == nil {
+		t.Fatal("bad equal label accepted")
+	}
+}

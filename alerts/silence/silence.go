@@ -1,0 +1,144 @@
+// Package silence mutes alerts by label matchers for a time window. Every
+// silence names its author and carries a comment, so nobody has to guess why
+// an alert is quiet; silences end on their own at EndsAt.
+package silence
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"governor.dev/governor/alerts"
+)
+
+// Silence mutes every alert its matchers match while StartsAt <= t < EndsAt.
+type Silence struct {
+	ID        string          `json:"id"`
+	Matchers  alerts.Matchers `json:"matchers"`
+	StartsAt  time.Time       `json:"starts_at"`
+	EndsAt    time.Time       `json:"ends_at"`
+	CreatedBy string          `json:"created_by"`
+	Comment   string          `json:"comment"`
+	CreatedAt time.Time       `json:"created_at"`
+}
+
+// Validate names the first bad field.
+func (s Silence) Validate() error {
+	bad := func(field, msg string) error {
+		return fmt.Errorf("%w: silence: %s: %s", alerts.ErrInvalid, field, msg)
+	}
+	switch {
+	case len(s.Matchers) == 0:
+		return bad("matchers", "at least one matcher is required")
+	case s.StartsAt.IsZero():
+		return bad("starts_at", "must be set")
+	case !s.EndsAt.After(s.StartsAt):
+		return bad("ends_at", fmt.Sprintf("%s is not after starts_at %s", s.EndsAt.Format(time.RFC3339), s.StartsAt.Format(time.RFC3339)))
+	case strings.TrimSpace(s.CreatedBy) == "":
+		return bad("created_by", "must not be empty")
+	case strings.TrimSpace(s.Comment) == "":
+		return bad("comment", "must not be empty")
+	}
+	// A matcher that matches the empty label set would silence everything.
+	if s.Matchers.Matches(alerts.Labels{}) {
+		return bad("matchers", fmt.Sprintf("%s matches every alert", s.Matchers))
+	}
+	return nil
+}
+
+// Active reports whether the silence is in force at t.
+func (s Silence) Active(t time.Time) bool { return !t.Before(s.StartsAt) && t.Before(s.EndsAt) }
+
+// Mutes reports whether the silence mutes an alert with labels l at t.
+func (s Silence) Mutes(l alerts.Labels, t time.Time) bool {
+	return s.Active(t) && s.Matchers.Matches(l)
+}
+
+// Set holds silences. It is safe for concurrent use.
+type Set struct {
+	mu sync.RWMutex
+	m  map[string]Silence
+}
+
+// NewSet returns a set holding the given silences (as loaded from the store).
+func NewSet(initial ...Silence) *Set {
+	s := &Set{m: map[string]Silence{}}
+	for _, x := range initial {
+		s.m[x.ID] = x
+	}
+	return s
+}
+
+// NewID returns a random silence identifier.
+func NewID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Add validates s, gives it an ID when it has none, and stores it.
+func (st *Set) Add(s Silence) (Silence, error) {
+	if err := s.Validate(); err != nil {
+		return Silence{}, err
+	}
+	if s.ID == "" {
+		s.ID = NewID()
+	}
+	st.mu.Lock()
+	st.m[s.ID] = s
+	st.mu.Unlock()
+	return s, nil
+}
+
+// Expire ends the silence at t (no-op if it had already ended).
+func (st *Set) Expire(id string, t time.Time) (Silence, error) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	s, ok := st.m[id]
+	if !ok {
+		return Silence{}, fmt.Errorf("%w: silence %q", alerts.ErrNotFound, id)
+	}
+	if s.EndsAt.After(t) {
+		s.EndsAt = t
+		if s.StartsAt.After(t) {
+			s.StartsAt = t
+		}
+		st.m[id] = s
+	}
+	return s, nil
+}
+
+// Muted returns the IDs of the silences muting l at t, sorted.
+func (st *Set) Muted(l alerts.Labels, t time.Time) []string {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	var ids []string
+	for id, s := range st.m {
+		if s.Mutes(l, t) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// List returns every silence, oldest start first.
+func (st *Set) List() []Silence {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	out := make([]Silence, 0, len(st.m))
+	for _, s := range st.m {
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b Silence) int {
+		if c := a.StartsAt.Compare(b.StartsAt); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	return out
+}

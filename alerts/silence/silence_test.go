@@ -1,0 +1,92 @@
+package silence
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"governor.dev/governor/alerts"
+)
+
+var t0 = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+
+func mustMatchers(t *testing.T, s string) alerts.Matchers {
+	t.Helper()
+	m, err := alerts.ParseMatchers(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestValidate(t *testing.T) {
+	ok := Silence{Matchers: mustMatchers(t, `service="a"`), StartsAt: t0, EndsAt: t0.Add(time.Hour), CreatedBy: "ops", Comment: "deploy"}
+	tests := []struct {
+		name string
+		edit func(*Silence)
+		want string
+	}{
+		{"valid", func(*Silence) {}, ""},
+		{"no matchers", func(s *Silence) { s.Matchers = nil }, "matchers: at least one"},
+		{"matches all", func(s *Silence) { s.Matchers = mustMatchers(t, `service=~".*"`) }, "matches every alert"},
+		{"no start", func(s *Silence) { s.StartsAt = time.Time{} }, "starts_at"},
+		{"end before start", func(s *Silence) { s.EndsAt = t0 }, "ends_at"},
+		{"no author", func(s *Silence) { s.CreatedBy = " " }, "created_by"},
+		{"no comment", func(s *Silence) { s.Comment = "" }, "comment"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := ok
+			tt.edit(&s)
+			err := s.Validate()
+			if tt.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			if err == nil || !errors.Is(err, alerts.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Validate() = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestSetMutesInWindowAndExpires(t *testing.T) {
+	st := NewSet()
+	s, err := st.Add(Silence{Matchers: mustMatchers(t, `{service="a", severity=~"P1|P2"}`), StartsAt: t0.Add(time.Minute),
+		EndsAt: t0.Add(time.Hour), CreatedBy: "ops", Comment: "maintenance"})
+	if err != nil || s.ID == "" {
+		t.Fatalf("add: %+v %v", s, err)
+	}
+	l := alerts.Labels{"service": "a", "severity": "P1"}
+	tests := []struct {
+		at     time.Time
+		labels alerts.Labels
+		muted  bool
+	}{
+		{t0, l, false},
+		{t0.Add(time.Minute), l, true},
+		{t0.Add(time.Minute), alerts.Labels{"service": "a", "severity": "P0"}, false},
+		{t0.Add(time.Minute), alerts.Labels{"service": "b", "severity": "P1"}, false},
+		{t0.Add(time.Hour), l, false},
+	}
+	for _, tt := range tests {
+		if got := len(st.Muted(tt.labels, tt.at)) > 0; got != tt.muted {
+			t.Fatalf("Muted(%v, %s) = %v, want %v", tt.labels, tt.at, got, tt.muted)
+		}
+	}
+	if _, err := st.Expire(s.ID, t0.Add(2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Muted(l, t0.Add(3*time.Minute))) != 0 {
+		t.Fatal("expired silence still mutes")
+	}
+	if _, err := st.Expire("nope", t0); !errors.Is(err, alerts.ErrNotFound) {
+		t.Fatalf("expire unknown: %v", err)
+	}
+	if len(st.List()) != 1 {
+		t.Fatal("list")
+	}
+}
