@@ -21,6 +21,9 @@ var (
 	ErrInvalid = errors.New("distribution: invalid input")
 	// ErrNoCanary: promote or abort without a staged version.
 	ErrNoCanary = errors.New("distribution: no canary")
+	// ErrStale: a canary that is not newer than the stable version (wrapped
+	// together with ErrInvalid).
+	ErrStale = errors.New("distribution: not newer than the stable version")
 	// ErrUnavailable: NATS could not be reached or refused the operation.
 	ErrUnavailable = errors.New("distribution: unavailable")
 )
@@ -211,8 +214,8 @@ func (p *Publisher) StartCanary(ctx context.Context, payload []byte, sel watch.S
 		return nil, err
 	}
 	if stable != nil && stable.Version >= env.Version {
-		return nil, fmt.Errorf("%w: canary version %d of %s is not newer than the stable version %d",
-			ErrInvalid, env.Version, env.Service, stable.Version)
+		return nil, fmt.Errorf("%w: %w: canary version %d of %s, stable version %d",
+			ErrInvalid, ErrStale, env.Version, env.Service, stable.Version)
 	}
 	value, err := watch.EncodeCanary(&watch.Canary{Selector: sel, Envelope: env})
 	if err != nil {

@@ -202,30 +202,27 @@ func (r *Relay) relay(ctx context.Context, it versioning.OutboxItem) error {
 		}
 		sel = s
 	}
-	var (
-		env     *rules.Envelope
-		outcome Outcome
-		err     error
-	)
+	env, err := rules.DecodeEnvelope(it.Payload)
+	if err == nil && (env.Service != it.Service || env.Version != it.Version) {
+		err = fmt.Errorf("outbox row %d says %s v%d but its payload is %s v%d", it.ID, it.Service, it.Version, env.Service, env.Version)
+	}
+	if err != nil {
+		r.m.failures.WithLabelValues("publish").Inc()
+		return fmt.Errorf("%w: outbox row %d: %w", ErrInvalid, it.ID, err)
+	}
+	outcome := Outcome("canary")
 	if sel != nil {
-		env, err = r.o.Publisher.StartCanary(ctx, it.Payload, *sel)
-		outcome = "canary"
-		if errors.Is(err, ErrInvalid) {
-			// The stable key already has this or a newer version: nothing to stage.
-			outcome, env, err = r.o.Publisher.Publish(ctx, it.Payload)
-			sel = nil
+		_, err = r.o.Publisher.StartCanary(ctx, it.Payload, *sel)
+		if errors.Is(err, ErrStale) {
+			sel = nil // the stable key already has this or a newer version: nothing to stage
 		}
-	} else {
-		outcome, env, err = r.o.Publisher.Publish(ctx, it.Payload)
+	}
+	if sel == nil {
+		outcome, _, err = r.o.Publisher.Publish(ctx, it.Payload)
 	}
 	if err != nil {
 		r.m.failures.WithLabelValues("publish").Inc()
 		return fmt.Errorf("distribution: publish %s v%d: %w", it.Service, it.Version, err)
-	}
-	if env.Service != it.Service || env.Version != it.Version {
-		r.m.failures.WithLabelValues("publish").Inc()
-		return fmt.Errorf("%w: outbox row %d says %s v%d but its payload is %s v%d",
-			ErrInvalid, it.ID, it.Service, it.Version, env.Service, env.Version)
 	}
 	if r.o.OnPublished != nil && outcome != Superseded {
 		if err := r.o.OnPublished(ctx, env, sel); err != nil {

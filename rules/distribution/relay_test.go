@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/sdk/clock"
 )
 
@@ -197,8 +198,8 @@ func TestCanaryRules(t *testing.T) {
 	if _, _, err := pub.Publish(ctx, b(4)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := pub.StartCanary(ctx, b(4), watch10()); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("canary of the stable version: %v, want ErrInvalid", err)
+	if _, err := pub.StartCanary(ctx, b(4), watch10()); !errors.Is(err, ErrInvalid) || !errors.Is(err, ErrStale) {
+		t.Fatalf("canary of the stable version: %v, want ErrInvalid and ErrStale", err)
 	}
 	if _, err := pub.StartCanary(ctx, b(5), emptySelector()); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("canary without selector: %v, want ErrInvalid", err)
@@ -261,5 +262,41 @@ func TestRelayRetriesAFailedPublicationWithinItsLease(t *testing.T) {
 	}
 	if got, err := pub.Latest(ctx, "checkout"); err != nil || got.Version != 1 {
 		t.Fatalf("latest = %v, %v", got, err)
+	}
+}
+
+func TestRelayRefusesARowWhosePayloadDisagrees(t *testing.T) {
+	url := embedded(t).URL()
+	ctx := context.Background()
+	tests := []struct {
+		name   string
+		mangle func(it *versioning.OutboxItem)
+	}{
+		{"other service", func(it *versioning.OutboxItem) { it.Service = "payments" }},
+		{"other version", func(it *versioning.OutboxItem) { it.Version = 99 }},
+		{"not an envelope", func(it *versioning.OutboxItem) { it.Payload = []byte(`{"service":"checkout"}`) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			outbox := NewMemoryOutbox(nil)
+			pub := newTestPublisher(t, url)
+			if _, err := outbox.Add(envelope(t, "checkout", 1)); err != nil {
+				t.Fatal(err)
+			}
+			tt.mangle(&outbox.rows[0].item)
+			relay, err := NewRelay(RelayOptions{Outbox: outbox, Publisher: pub})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := relay.Pass(ctx); !errors.Is(err, ErrInvalid) {
+				t.Fatalf("pass = %v, want ErrInvalid", err)
+			}
+			if h := history(t, pub, "checkout"); len(h) != 0 {
+				t.Fatalf("%d values published, want none", len(h))
+			}
+			if outbox.Pending() != 1 {
+				t.Fatal("the row was marked done")
+			}
+		})
 	}
 }
