@@ -1,0 +1,298 @@
+package auth_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/bcrypt"
+	_ "modernc.org/sqlite"
+
+	"governor.dev/governor/migrations"
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/rules/versioning/sqlite"
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/ui/auth"
+)
+
+type env struct {
+	m     *auth.Manager
+	clk   *clock.Fake
+	store versioning.Store
+}
+
+func newEnv(t *testing.T) env {
+	t.Helper()
+	ctx := context.Background()
+	db, err := sql.Open("sqlite", ":memory:")
+	require.NoError(t, err)
+	db.SetMaxOpenConns(1)
+	t.Cleanup(func() { _ = db.Close() })
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	m, err := auth.New(ctx, auth.Options{DB: db, Dialect: migrations.SQLite, Auditor: st, Clock: clk, BcryptCost: bcrypt.MinCost, LoginRate: 6, LoginBurst: 3})
+	require.NoError(t, err)
+	return env{m: m, clk: clk, store: st}
+}
+
+var (
+	operator = []versioning.Role{versioning.RoleOperator}
+	approver = []versioning.Role{versioning.RoleApprover}
+)
+
+func TestOptionsRefused(t *testing.T) {
+	for name, o := range map[string]auth.Options{
+		"no db":      {},
+		"no dialect": {DB: &sql.DB{}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := auth.New(context.Background(), o)
+			require.ErrorIs(t, err, auth.ErrInvalid)
+		})
+	}
+}
+
+func TestCreateUserValidation(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name, user, pw string
+		roles          []versioning.Role
+		want           error
+		field          string
+	}{
+		{"empty name", "", "long-enough-pass", operator, auth.ErrInvalid, "name"},
+		{"bad name", "a b", "long-enough-pass", operator, auth.ErrInvalid, "name"},
+		{"short password", "ann", "short", operator, auth.ErrInvalid, "password"},
+		{"no roles", "ann", "long-enough-pass", nil, auth.ErrInvalid, "roles"},
+		{"bad role", "ann", "long-enough-pass", []versioning.Role{"root"}, auth.ErrInvalid, "roles"},
+		{"ok", "ann", "long-enough-pass", operator, nil, ""},
+		{"duplicate", "ann", "long-enough-pass", operator, auth.ErrExists, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := e.m.CreateUser(ctx, tc.user, tc.pw, tc.roles, false)
+			if tc.want == nil {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, tc.want)
+			require.Contains(t, err.Error(), tc.field)
+		})
+	}
+}
+
+func TestLoginRotatesSessionsAndAudits(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	_, err := e.m.CreateUser(ctx, "ann", "correct horse battery", operator, false)
+	require.NoError(t, err)
+
+	_, _, err = e.m.Login(ctx, "ann", "wrong password!!", "10.0.0.1")
+	require.ErrorIs(t, err, auth.ErrUnauthenticated)
+	_, _, err = e.m.Login(ctx, "nobody", "wrong password!!", "10.0.0.1")
+	require.ErrorIs(t, err, auth.ErrUnauthenticated)
+
+	s1, u, err := e.m.Login(ctx, "ann", "correct horse battery", "10.0.0.1")
+	require.NoError(t, err)
+	require.Equal(t, "ann", u.Name)
+	e.clk.Advance(time.Minute)
+	s2, _, err := e.m.Login(ctx, "ann", "correct horse battery", "10.0.0.2")
+	require.NoError(t, err)
+	require.NotEqual(t, s1.ID, s2.ID, "each login gets a fresh session id")
+	require.NotEqual(t, s1.CSRF, s2.CSRF)
+
+	p, err := e.m.SessionPrincipal(ctx, s2.ID)
+	require.NoError(t, err)
+	require.Equal(t, operator, p.Roles)
+
+	entries, err := e.store.Audit(ctx, versioning.AuditFilter{})
+	require.NoError(t, err)
+	var actions []string
+	for _, en := range entries {
+		actions = append(actions, en.Actor+":"+string(en.Action))
+	}
+	require.Equal(t, []string{"ann:login_failure", "nobody:login_failure", "ann:login", "ann:login"}, actions)
+	_, err = e.store.VerifyAudit(ctx)
+	require.NoError(t, err)
+
+	require.NoError(t, e.m.Logout(ctx, p))
+	_, err = e.m.SessionPrincipal(ctx, s2.ID)
+	require.ErrorIs(t, err, auth.ErrUnauthenticated)
+}
+
+func TestSessionExpires(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	_, err := e.m.CreateUser(ctx, "ann", "correct horse battery", operator, false)
+	require.NoError(t, err)
+	s, _, err := e.m.Login(ctx, "ann", "correct horse battery", "a")
+	require.NoError(t, err)
+	e.clk.Advance(12*time.Hour - time.Second)
+	_, err = e.m.SessionPrincipal(ctx, s.ID)
+	require.NoError(t, err)
+	e.clk.Advance(time.Second)
+	_, err = e.m.SessionPrincipal(ctx, s.ID)
+	require.ErrorIs(t, err, auth.ErrUnauthenticated)
+	require.Contains(t, err.Error(), "expired")
+}
+
+func TestLoginThrottled(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	_, err := e.m.CreateUser(ctx, "ann", "correct horse battery", operator, false)
+	require.NoError(t, err)
+	for range 3 {
+		_, _, err = e.m.Login(ctx, "ann", "guess guess guess", "10.0.0.1")
+		require.ErrorIs(t, err, auth.ErrUnauthenticated)
+	}
+	_, _, err = e.m.Login(ctx, "ann", "correct horse battery", "10.0.0.9")
+	require.ErrorIs(t, err, auth.ErrThrottled, "the right password does not help once the name is throttled")
+	e.clk.Advance(10 * time.Second) // 6 per minute: one token per 10 s
+	_, _, err = e.m.Login(ctx, "ann", "correct horse battery", "10.0.0.9")
+	require.NoError(t, err)
+}
+
+func TestEnsureAdminOneTimePassword(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	pw, err := e.m.EnsureAdmin(ctx, "admin")
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(pw), 20)
+	again, err := e.m.EnsureAdmin(ctx, "admin")
+	require.NoError(t, err)
+	require.Empty(t, again, "only when there are no users")
+
+	s, u, err := e.m.Login(ctx, "admin", pw, "a")
+	require.NoError(t, err)
+	require.True(t, u.MustChange)
+	p, err := e.m.SessionPrincipal(ctx, s.ID)
+	require.NoError(t, err)
+
+	err = e.m.ChangePassword(ctx, "admin", pw, pw, p.Session)
+	require.ErrorIs(t, err, auth.ErrInvalid)
+	require.NoError(t, e.m.ChangePassword(ctx, "admin", pw, "a brand new password", p.Session))
+	u, err = e.m.User(ctx, "admin")
+	require.NoError(t, err)
+	require.False(t, u.MustChange)
+	_, _, err = e.m.Login(ctx, "admin", pw, "a")
+	require.ErrorIs(t, err, auth.ErrUnauthenticated, "the one-time password is gone")
+}
+
+func TestTokensScopedToUserRoles(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	both := []versioning.Role{versioning.RoleOperator, versioning.RoleApprover}
+	u, err := e.m.CreateUser(ctx, "bot", "correct horse battery", both, false)
+	require.NoError(t, err)
+	self := &auth.Principal{User: u, Roles: u.Roles}
+
+	_, _, err = e.m.CreateToken(ctx, self, "bot", "ci", []versioning.Role{versioning.RoleAdmin}, 0)
+	require.ErrorIs(t, err, auth.ErrInvalid, "a token cannot hold a role its user lacks")
+
+	secret, tok, err := e.m.CreateToken(ctx, self, "bot", "ci", operator, time.Hour)
+	require.NoError(t, err)
+	p, err := e.m.TokenPrincipal(ctx, secret)
+	require.NoError(t, err)
+	require.Equal(t, operator, p.Roles, "approver is not in the token's scopes")
+
+	_, err = e.m.TokenPrincipal(ctx, secret+"x")
+	require.ErrorIs(t, err, auth.ErrUnauthenticated)
+	_, err = e.m.TokenPrincipal(ctx, "garbage")
+	require.ErrorIs(t, err, auth.ErrUnauthenticated)
+
+	// Roles removed from the user are removed from the token too.
+	require.NoError(t, e.m.SetRoles(ctx, "bot", approver))
+	p, err = e.m.TokenPrincipal(ctx, secret)
+	require.NoError(t, err)
+	require.Empty(t, p.Roles)
+
+	e.clk.Advance(time.Hour)
+	_, err = e.m.TokenPrincipal(ctx, secret)
+	require.ErrorIs(t, err, auth.ErrUnauthenticated)
+
+	secret2, tok2, err := e.m.CreateToken(ctx, self, "bot", "ci2", approver, 0)
+	require.NoError(t, err)
+	require.NoError(t, e.m.RevokeToken(ctx, self, tok2.ID))
+	_, err = e.m.TokenPrincipal(ctx, secret2)
+	require.ErrorIs(t, err, auth.ErrUnauthenticated)
+
+	toks, err := e.m.Tokens(ctx, "bot")
+	require.NoError(t, err)
+	require.Len(t, toks, 2)
+	require.Equal(t, tok.ID, toks[0].ID)
+
+	other, err := e.m.CreateUser(ctx, "eve", "correct horse battery", operator, false)
+	require.NoError(t, err)
+	_, _, err = e.m.CreateToken(ctx, &auth.Principal{User: other, Roles: other.Roles}, "bot", "x", approver, 0)
+	require.ErrorIs(t, err, auth.ErrForbidden)
+}
+
+func TestMiddlewareCSRFAndRoles(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	_, err := e.m.CreateUser(ctx, "ann", "correct horse battery", operator, false)
+	require.NoError(t, err)
+	s, _, err := e.m.Login(ctx, "ann", "correct horse battery", "a")
+	require.NoError(t, err)
+	var gotErr error
+	onErr := func(w http.ResponseWriter, r *http.Request, err error) { gotErr = err; w.WriteHeader(499) }
+	ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(204) })
+	h := e.m.Middleware(onErr)(auth.Require(onErr, versioning.RoleOperator)(ok))
+	hApprover := e.m.Middleware(onErr)(auth.Require(onErr, versioning.RoleApprover)(ok))
+	cookie := &http.Cookie{Name: auth.CookieName, Value: s.ID}
+
+	for _, tc := range []struct {
+		name    string
+		h       http.Handler
+		method  string
+		cookie  bool
+		form    url.Values
+		header  string
+		code    int
+		wantErr error
+	}{
+		{"anonymous get redirects", h, "GET", false, nil, "", http.StatusSeeOther, nil},
+		{"anonymous post", h, "POST", false, nil, "", 499, auth.ErrUnauthenticated},
+		{"post without csrf", h, "POST", true, url.Values{}, "", 499, auth.ErrCSRF},
+		{"post wrong csrf", h, "POST", true, url.Values{"csrf": {"nope"}}, "", 499, auth.ErrCSRF},
+		{"post form csrf", h, "POST", true, url.Values{"csrf": {s.CSRF}}, "", 204, nil},
+		{"post header csrf", h, "POST", true, nil, s.CSRF, 204, nil},
+		{"wrong role", hApprover, "POST", true, url.Values{"csrf": {s.CSRF}}, "", 499, auth.ErrForbidden},
+		{"get with session", h, "GET", true, nil, "", 204, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gotErr = nil
+			var body *strings.Reader
+			if tc.form != nil {
+				body = strings.NewReader(tc.form.Encode())
+			} else {
+				body = strings.NewReader("")
+			}
+			r := httptest.NewRequest(tc.method, "/rules", body)
+			if tc.form != nil {
+				r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			}
+			if tc.header != "" {
+				r.Header.Set(auth.CSRFHeader, tc.header)
+			}
+			if tc.cookie {
+				r.AddCookie(cookie)
+			}
+			w := httptest.NewRecorder()
+			tc.h.ServeHTTP(w, r)
+			require.Equal(t, tc.code, w.Code)
+			if tc.wantErr != nil {
+				require.True(t, errors.Is(gotErr, tc.wantErr), "got %v", gotErr)
+			}
+		})
+	}
+}

@@ -1,0 +1,28 @@
+// Package auth is who may use Governor's web UI and JSON API, and what they
+// may do.
+//
+// Users are local accounts with bcrypt password hashes and roles taken from
+// package versioning (viewer, operator, approver, admin; roles do not imply
+// each other). A browser logs in and gets a session: a random 256-bit id in a
+// Secure, HttpOnly, SameSite=Strict cookie, stored only as its SHA-256, with a
+// fixed lifetime and a fresh id at every login. Each session carries a CSRF
+// token that every state-changing form or fetch must echo (field "csrf" or
+// header X-CSRF-Token); net/http's CrossOriginProtection refuses cross-origin
+// browser requests in front of that.
+//
+// Automation uses API tokens ("gov_<id>_<secret>", shown once, stored as a
+// hash) sent as "Authorization: Bearer ...". A token's scopes are role names;
+// the token acts with the roles its user holds that its scopes also name, so a
+// token never grants more than its user has. Bearer requests need no CSRF
+// token: a browser never attaches them by itself.
+//
+// Logins are throttled per user name and per client address with the SDK's
+// keyed token buckets (package governor.dev/governor/sdk/ratelimit). Every
+// login, failure and logout is written to the rules audit log through
+// versioning.Auditor.RecordAudit.
+//
+// No account ships with a default password: EnsureAdmin creates the first
+// admin with a random one-time password that must be changed at first login.
+//
+// Storage is the rules database (SQLite or PostgreSQL, migrations 00300-00399).
+package auth

@@ -1,0 +1,79 @@
+package auth
+
+import (
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"governor.dev/governor/migrations"
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/sdk/clock"
+)
+
+// Options configure New.
+type Options struct {
+	// DB is the rules database; required. New applies the migrations.
+	DB *sql.DB
+	// Dialect of DB; required.
+	Dialect migrations.Dialect
+	// Auditor receives login, failure, logout and token entries; required.
+	Auditor versioning.Auditor
+	Clock   clock.Clock
+	Logger  *slog.Logger
+	// BcryptCost defaults to bcrypt.DefaultCost (tests use bcrypt.MinCost).
+	BcryptCost int
+	// SessionTTL is a session's fixed lifetime; default 12h.
+	SessionTTL time.Duration
+	// LoginRate is the login attempts per minute allowed per user name and
+	// per client address after LoginBurst; default 5 per minute, burst 10.
+	LoginRate  float64
+	LoginBurst int
+	// MinPasswordLen defaults to 12.
+	MinPasswordLen int
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.DB == nil {
+		return o, fmt.Errorf("%w: Options.DB is required", ErrInvalid)
+	}
+	if o.Dialect != migrations.SQLite && o.Dialect != migrations.Postgres {
+		return o, fmt.Errorf("%w: Options.Dialect %q is not sqlite or postgres", ErrInvalid, o.Dialect)
+	}
+	if o.Auditor == nil {
+		return o, fmt.Errorf("%w: Options.Auditor is required", ErrInvalid)
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.BcryptCost == 0 {
+		o.BcryptCost = bcrypt.DefaultCost
+	}
+	if o.BcryptCost < bcrypt.MinCost || o.BcryptCost > bcrypt.MaxCost {
+		return o, fmt.Errorf("%w: Options.BcryptCost %d outside [%d, %d]", ErrInvalid, o.BcryptCost, bcrypt.MinCost, bcrypt.MaxCost)
+	}
+	if o.SessionTTL == 0 {
+		o.SessionTTL = 12 * time.Hour
+	}
+	if o.SessionTTL < 0 {
+		return o, fmt.Errorf("%w: Options.SessionTTL must be positive", ErrInvalid)
+	}
+	if o.LoginRate == 0 {
+		o.LoginRate = 5
+	}
+	if o.LoginBurst == 0 {
+		o.LoginBurst = 10
+	}
+	if o.LoginRate < 0 || o.LoginBurst < 0 {
+		return o, fmt.Errorf("%w: Options.LoginRate and LoginBurst must be positive", ErrInvalid)
+	}
+	if o.MinPasswordLen == 0 {
+		o.MinPasswordLen = 12
+	}
+	return o, nil
+}

@@ -1,0 +1,145 @@
+package auth
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"governor.dev/governor/rules/versioning"
+)
+
+const tokenPrefix = "gov_"
+
+// CreateToken issues an API token for user with the given scopes (role
+// names, each of which the user must hold) and optional lifetime (0: no
+// expiry). The returned secret is shown once and never stored.
+func (m *Manager) CreateToken(ctx context.Context, by *Principal, user, label string, scopes []versioning.Role, ttl time.Duration) (string, Token, error) {
+	if label == "" || len(label) > 100 {
+		return "", Token{}, fmt.Errorf("%w: label: required, at most 100 bytes", ErrInvalid)
+	}
+	if err := validateRoles("scopes", scopes); err != nil {
+		return "", Token{}, err
+	}
+	if ttl < 0 {
+		return "", Token{}, fmt.Errorf("%w: ttl: must not be negative", ErrInvalid)
+	}
+	if by == nil || (by.User.Name != user && !by.Has(versioning.RoleAdmin)) {
+		return "", Token{}, fmt.Errorf("%w: only admins create tokens for other users", ErrForbidden)
+	}
+	u, err := m.User(ctx, user)
+	if err != nil {
+		return "", Token{}, err
+	}
+	for _, s := range scopes {
+		if !slices.Contains(u.Roles, s) {
+			return "", Token{}, fmt.Errorf("%w: scopes: %s does not hold role %q", ErrInvalid, user, s)
+		}
+	}
+	now := m.o.Clock.Now().UTC()
+	t := Token{ID: strings.ToLower(randomString(9)), User: user, Label: label, Scopes: scopes, CreatedAt: now}
+	t.ID = strings.NewReplacer("_", "x", "-", "y").Replace(t.ID)
+	var expires int64
+	if ttl > 0 {
+		t.ExpiresAt = now.Add(ttl)
+		expires = t.ExpiresAt.UnixMilli()
+	}
+	secret := randomString(32)
+	_, err = m.db.ExecContext(ctx, m.q(`INSERT INTO ui_tokens (id, secret_hash, username, label, scopes, created_ms, expires_ms) VALUES (?, ?, ?, ?, ?, ?, ?)`),
+		t.ID, hashSecret(secret), user, label, versioning.JoinRoles(scopes), now.UnixMilli(), expires)
+	if err != nil {
+		return "", Token{}, unavailable(err)
+	}
+	m.audit(ctx, by.Actor(), versioning.ActionTokenCreate, detailJSON("token", t.ID, "user", user, "scopes", versioning.JoinRoles(scopes)))
+	return tokenPrefix + t.ID + "_" + secret, t, nil
+}
+
+// Tokens lists a user's tokens.
+func (m *Manager) Tokens(ctx context.Context, user string) ([]Token, error) {
+	rows, err := m.db.QueryContext(ctx, m.q(`SELECT id, label, scopes, created_ms, expires_ms, revoked_ms FROM ui_tokens WHERE username = ? ORDER BY created_ms`), user)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	defer rows.Close()
+	var out []Token
+	for rows.Next() {
+		t := Token{User: user}
+		var scopes string
+		var c, e, r int64
+		if err := rows.Scan(&t.ID, &t.Label, &scopes, &c, &e, &r); err != nil {
+			return nil, unavailable(err)
+		}
+		t.Scopes, t.CreatedAt, t.ExpiresAt, t.RevokedAt = versioning.SplitRoles(scopes), msTime(c), msTime(e), msTime(r)
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable(err)
+	}
+	return out, nil
+}
+
+// RevokeToken revokes a token of by's own, or any token for an admin.
+func (m *Manager) RevokeToken(ctx context.Context, by *Principal, id string) error {
+	var owner string
+	err := m.db.QueryRowContext(ctx, m.q(`SELECT username FROM ui_tokens WHERE id = ?`), id).Scan(&owner)
+	if isNoRows(err) {
+		return fmt.Errorf("%w: token %q", ErrNotFound, id)
+	}
+	if err != nil {
+		return unavailable(err)
+	}
+	if by == nil || (by.User.Name != owner && !by.Has(versioning.RoleAdmin)) {
+		return fmt.Errorf("%w: only admins revoke other users' tokens", ErrForbidden)
+	}
+	if _, err := m.db.ExecContext(ctx, m.q(`UPDATE ui_tokens SET revoked_ms = ? WHERE id = ? AND revoked_ms = 0`), m.nowMS(), id); err != nil {
+		return unavailable(err)
+	}
+	m.audit(ctx, by.Actor(), versioning.ActionTokenRevoke, detailJSON("token", id, "user", owner))
+	return nil
+}
+
+// TokenPrincipal resolves a bearer token: its roles are the user's roles
+// that the token's scopes name.
+func (m *Manager) TokenPrincipal(ctx context.Context, bearer string) (*Principal, error) {
+	rest, ok := strings.CutPrefix(bearer, tokenPrefix)
+	id, secret, ok2 := strings.Cut(rest, "_")
+	if !ok || !ok2 || id == "" || secret == "" || len(bearer) > 200 {
+		return nil, fmt.Errorf("%w: malformed token", ErrUnauthenticated)
+	}
+	t := Token{ID: id}
+	var hash, scopes string
+	var c, e, r int64
+	err := m.db.QueryRowContext(ctx, m.q(`SELECT secret_hash, username, label, scopes, created_ms, expires_ms, revoked_ms FROM ui_tokens WHERE id = ?`), id).
+		Scan(&hash, &t.User, &t.Label, &scopes, &c, &e, &r)
+	if isNoRows(err) {
+		return nil, fmt.Errorf("%w: unknown token", ErrUnauthenticated)
+	}
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	if !equalSecret(hash, hashSecret(secret)) {
+		return nil, fmt.Errorf("%w: unknown token", ErrUnauthenticated)
+	}
+	t.Scopes, t.CreatedAt, t.ExpiresAt, t.RevokedAt = versioning.SplitRoles(scopes), msTime(c), msTime(e), msTime(r)
+	if r != 0 {
+		return nil, fmt.Errorf("%w: token revoked", ErrUnauthenticated)
+	}
+	if e != 0 && !m.o.Clock.Now().Before(t.ExpiresAt) {
+		return nil, fmt.Errorf("%w: token expired", ErrUnauthenticated)
+	}
+	u, err := m.User(ctx, t.User)
+	if isNotFound(err) {
+		return nil, fmt.Errorf("%w: user no longer exists", ErrUnauthenticated)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var roles []versioning.Role
+	for _, s := range t.Scopes {
+		if slices.Contains(u.Roles, s) {
+			roles = append(roles, s)
+		}
+	}
+	return &Principal{User: u, Roles: roles, Token: &t}, nil
+}

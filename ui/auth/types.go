@@ -1,0 +1,66 @@
+package auth
+
+import (
+	"slices"
+	"time"
+
+	"governor.dev/governor/rules/versioning"
+)
+
+// User is a local account.
+type User struct {
+	Name  string            `json:"name"`
+	Roles []versioning.Role `json:"roles"`
+	// MustChange is set for a one-time password: the user may do nothing
+	// but choose a new password.
+	MustChange bool      `json:"must_change"`
+	CreatedAt  time.Time `json:"created_at"`
+}
+
+// Session is a logged-in browser.
+type Session struct {
+	// ID is the cookie value; only its hash is stored.
+	ID        string
+	CSRF      string
+	User      string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+// Token is an API token's metadata (never its secret).
+type Token struct {
+	ID        string            `json:"id"`
+	User      string            `json:"user"`
+	Label     string            `json:"label"`
+	Scopes    []versioning.Role `json:"scopes"`
+	CreatedAt time.Time         `json:"created_at"`
+	ExpiresAt time.Time         `json:"expires_at,omitzero"`
+	RevokedAt time.Time         `json:"revoked_at,omitzero"`
+}
+
+// Principal is who is making a request: a user through a session or a token.
+type Principal struct {
+	User  User
+	Roles []versioning.Role
+	// Session is set for browser requests, Token for API tokens.
+	Session *Session
+	Token   *Token
+}
+
+// Actor is the principal as the rules store knows it.
+func (p *Principal) Actor() versioning.Actor {
+	return versioning.Actor{Name: p.User.Name, Roles: slices.Clone(p.Roles)}
+}
+
+// Has reports whether the principal holds any of the roles.
+func (p *Principal) Has(roles ...versioning.Role) bool {
+	if p == nil {
+		return false
+	}
+	for _, r := range roles {
+		if slices.Contains(p.Roles, r) {
+			return true
+		}
+	}
+	return false
+}

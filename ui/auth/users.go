@@ -1,0 +1,235 @@
+package auth
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"governor.dev/governor/rules/versioning"
+)
+
+// CreateUser adds a local user. With mustChange the password is one-time.
+func (m *Manager) CreateUser(ctx context.Context, name, password string, roles []versioning.Role, mustChange bool) (User, error) {
+	if err := ValidateUserName(name); err != nil {
+		return User{}, err
+	}
+	if err := m.validatePassword(password); err != nil {
+		return User{}, err
+	}
+	if err := validateRoles("roles", roles); err != nil {
+		return User{}, err
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), m.o.BcryptCost)
+	if err != nil {
+		return User{}, fmt.Errorf("%w: password: %w", ErrInvalid, err)
+	}
+	now := m.nowMS()
+	_, err = m.db.ExecContext(ctx, m.q(`INSERT INTO ui_users (name, password_hash, roles, must_change, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, ?)`),
+		name, string(hash), versioning.JoinRoles(roles), boolInt(mustChange), now, now)
+	if err != nil {
+		if isUniqueViolation(err) {
+			return User{}, fmt.Errorf("%w: user %q", ErrExists, name)
+		}
+		return User{}, unavailable(err)
+	}
+	return User{Name: name, Roles: roles, MustChange: mustChange, CreatedAt: msTime(now)}, nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// User returns one user.
+func (m *Manager) User(ctx context.Context, name string) (User, error) {
+	u, _, err := m.userWithHash(ctx, name)
+	return u, err
+}
+
+func (m *Manager) userWithHash(ctx context.Context, name string) (User, string, error) {
+	var (
+		u           User
+		roles, hash string
+		must        int
+		created     int64
+	)
+	err := m.db.QueryRowContext(ctx, m.q(`SELECT name, password_hash, roles, must_change, created_ms FROM ui_users WHERE name = ?`), name).
+		Scan(&u.Name, &hash, &roles, &must, &created)
+	if isNoRows(err) {
+		return User{}, "", fmt.Errorf("%w: user %q", ErrNotFound, name)
+	}
+	if err != nil {
+		return User{}, "", unavailable(err)
+	}
+	u.Roles, u.MustChange, u.CreatedAt = versioning.SplitRoles(roles), must != 0, msTime(created)
+	return u, hash, nil
+}
+
+// Users lists every user by name.
+func (m *Manager) Users(ctx context.Context) ([]User, error) {
+	rows, err := m.db.QueryContext(ctx, `SELECT name, roles, must_change, created_ms FROM ui_users ORDER BY name`)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	defer rows.Close()
+	var out []User
+	for rows.Next() {
+		var (
+			u       User
+			roles   string
+			must    int
+			created int64
+		)
+		if err := rows.Scan(&u.Name, &roles, &must, &created); err != nil {
+			return nil, unavailable(err)
+		}
+		u.Roles, u.MustChange, u.CreatedAt = versioning.SplitRoles(roles), must != 0, msTime(created)
+		out = append(out, u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable(err)
+	}
+	return out, nil
+}
+
+// SetRoles replaces a user's roles and ends the user's sessions, so the
+// change takes effect at once.
+func (m *Manager) SetRoles(ctx context.Context, name string, roles []versioning.Role) error {
+	if err := validateRoles("roles", roles); err != nil {
+		return err
+	}
+	res, err := m.db.ExecContext(ctx, m.q(`UPDATE ui_users SET roles = ?, updated_ms = ? WHERE name = ?`), versioning.JoinRoles(roles), m.nowMS(), name)
+	if err != nil {
+		return unavailable(err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("%w: user %q", ErrNotFound, name)
+	}
+	return m.endSessions(ctx, name)
+}
+
+// ChangePassword sets a new password after checking the current one, clears
+// MustChange and ends every other session of the user.
+func (m *Manager) ChangePassword(ctx context.Context, name, current, next string, keep *Session) error {
+	_, hash, err := m.userWithHash(ctx, name)
+	if err != nil {
+		return err
+	}
+	if bcrypt.CompareHashAndPassword([]byte(hash), []byte(current)) != nil {
+		return fmt.Errorf("%w: current password: wrong password", ErrInvalid)
+	}
+	if current == next {
+		return fmt.Errorf("%w: new password: must differ from the current one", ErrInvalid)
+	}
+	if err := m.validatePassword(next); err != nil {
+		return fmt.Errorf("%w (new password)", err)
+	}
+	nh, err := bcrypt.GenerateFromPassword([]byte(next), m.o.BcryptCost)
+	if err != nil {
+		return fmt.Errorf("%w: new password: %w", ErrInvalid, err)
+	}
+	tx, err := m.db.BeginTx(ctx, nil)
+	if err != nil {
+		return unavailable(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, m.q(`UPDATE ui_users SET password_hash = ?, must_change = 0, updated_ms = ? WHERE name = ?`), string(nh), m.nowMS(), name); err != nil {
+		return unavailable(err)
+	}
+	keepHash := ""
+	if keep != nil {
+		keepHash = hashSecret(keep.ID)
+	}
+	if _, err := tx.ExecContext(ctx, m.q(`DELETE FROM ui_sessions WHERE username = ? AND id_hash <> ?`), name, keepHash); err != nil {
+		return unavailable(err)
+	}
+	if err := tx.Commit(); err != nil {
+		return unavailable(err)
+	}
+	return nil
+}
+
+// DeleteUser removes a user with their sessions and tokens.
+func (m *Manager) DeleteUser(ctx context.Context, name string) error {
+	res, err := m.db.ExecContext(ctx, m.q(`DELETE FROM ui_users WHERE name = ?`), name)
+	if err != nil {
+		return unavailable(err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("%w: user %q", ErrNotFound, name)
+	}
+	// SQLite enforces the cascade only with foreign keys on; be explicit.
+	if err := m.endSessions(ctx, name); err != nil {
+		return err
+	}
+	if _, err := m.db.ExecContext(ctx, m.q(`DELETE FROM ui_tokens WHERE username = ?`), name); err != nil {
+		return unavailable(err)
+	}
+	return nil
+}
+
+// EnsureAdmin creates the first user, an admin (with every role, so one
+// person can run a fresh installation) named name, if there are no users
+// yet. It returns the one-time password to print, or "" if users exist.
+func (m *Manager) EnsureAdmin(ctx context.Context, name string) (string, error) {
+	var n int
+	if err := m.db.QueryRowContext(ctx, `SELECT count(*) FROM ui_users`).Scan(&n); err != nil {
+		return "", unavailable(err)
+	}
+	if n > 0 {
+		return "", nil
+	}
+	pw := randomString(18)
+	roles := []versioning.Role{versioning.RoleAdmin, versioning.RoleApprover, versioning.RoleOperator, versioning.RoleViewer}
+	if _, err := m.CreateUser(ctx, name, pw, roles, true); err != nil {
+		return "", err
+	}
+	return pw, nil
+}
+
+// Login checks a password and starts a session. Attempts are throttled per
+// name and per client address (ErrThrottled); each success and failure is
+// audited. A wrong name and a wrong password give the same error.
+func (m *Manager) Login(ctx context.Context, name, password, clientAddr string) (*Session, User, error) {
+	now := m.o.Clock.Nanotime()
+	okName, _ := m.throttle.Allow("user:"+name, now, 1)
+	okAddr, _ := m.throttle.Allow("addr:"+clientAddr, now, 1)
+	attempted := versioning.Actor{Name: name}
+	if !okName || !okAddr {
+		m.audit(ctx, attempted, versioning.ActionLoginFailure, detailJSON("reason", "throttled", "addr", clientAddr))
+		return nil, User{}, ErrThrottled
+	}
+	u, hash, err := m.userWithHash(ctx, name)
+	switch {
+	case err == nil:
+	case isNotFound(err):
+		_ = bcrypt.CompareHashAndPassword(m.dummy, []byte(password))
+		m.audit(ctx, attempted, versioning.ActionLoginFailure, detailJSON("reason", "bad credentials", "addr", clientAddr))
+		return nil, User{}, fmt.Errorf("%w: wrong user name or password", ErrUnauthenticated)
+	default:
+		return nil, User{}, err
+	}
+	if bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)) != nil {
+		m.audit(ctx, attempted, versioning.ActionLoginFailure, detailJSON("reason", "bad credentials", "addr", clientAddr))
+		return nil, User{}, fmt.Errorf("%w: wrong user name or password", ErrUnauthenticated)
+	}
+	s, err := m.newSession(ctx, u.Name)
+	if err != nil {
+		return nil, User{}, err
+	}
+	m.audit(ctx, versioning.Actor{Name: u.Name, Roles: u.Roles}, versioning.ActionLogin, detailJSON("addr", clientAddr))
+	return s, u, nil
+}
+
+func detailJSON(kv ...string) string {
+	m := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		m[kv[i]] = kv[i+1]
+	}
+	b, _ := json.Marshal(m)
+	return string(b)
+}
