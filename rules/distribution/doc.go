@@ -6,9 +6,10 @@
 // Relay claims rows of the store's transactional outbox (versioning.Outbox),
 // writes each version's envelope to the JetStream KV bucket keyed by service
 // (Publisher), and marks the row done. It wakes at once when the store says a
-// row was written (Outbox.OutboxReady in-process, or a PostgreSQL NOTIFY via
-// ListenPostgres from another process) and sweeps periodically as a safety
-// net. Publishing is idempotent by version: a version is never overwritten by
+// row was written (Outbox.OutboxReady in-process, or NOTIFY governor_outbox
+// via ListenPostgres from another process) and sweeps periodically as a
+// safety net; a publication that fails is retried by the same relay with
+// back-off while it holds the row's lease. Publishing is idempotent by version: a version is never overwritten by
 // an older one (compare-and-set on the KV revision), and re-publishing the
 // same version is a no-op, so a relay killed after the store committed but
 // before it marked the row done leaves the row to the next relay, which
@@ -33,6 +34,19 @@
 // heartbeat), with the history of transitions. It persists through a
 // LedgerStore: MemoryStore for tests and the dev stack, SQLStore on the rules
 // database (PostgreSQL or SQLite, migrations 00200-00299).
+//
+// # Wiring
+//
+// Plane puts the three together on one NATS connection, creates the bucket,
+// runs the relay and the ledger, and offers StartCanary, Promote and Abort
+// that keep the ledger's targets in step with the bucket:
+//
+//	plane, err := distribution.NewPlane(ctx, distribution.PlaneOptions{
+//		Conn: nc, Outbox: store, Store: distribution.NewSQLStore(db),
+//		Wake: distribution.ListenPostgres(ctx, distribution.ListenOptions{URL: url}),
+//		Logger: logger, Registerer: reg,
+//	})
+//	go plane.Run(ctx)
 //
 // # Names and connections
 //

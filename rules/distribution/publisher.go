@@ -62,6 +62,7 @@ const (
 	Published  Outcome = "published"  // the version is now in the bucket
 	Duplicate  Outcome = "duplicate"  // the bucket already had this version
 	Superseded Outcome = "superseded" // the bucket has a newer version: nothing written
+	Staged     Outcome = "canary"     // written to the canary key (RelayOptions.Stage)
 )
 
 // NewPublisher creates or updates the bucket and returns a publisher.

@@ -113,7 +113,7 @@ func NewRelay(o RelayOptions) (*Relay, error) {
 		lastBatch: f.NewGauge(prometheus.GaugeOpts{Name: "governor_distribution_relay_last_batch_rows",
 			Help: "Rows claimed by the last pass."}),
 	}}
-	for _, s := range []Outcome{Published, Duplicate, Superseded, "canary"} {
+	for _, s := range []Outcome{Published, Duplicate, Superseded, Staged} {
 		r.m.rows.WithLabelValues(string(s))
 	}
 	for _, s := range []string{"claim", "publish", "mark"} {
@@ -210,7 +210,7 @@ func (r *Relay) relay(ctx context.Context, it versioning.OutboxItem) error {
 		r.m.failures.WithLabelValues("publish").Inc()
 		return fmt.Errorf("%w: outbox row %d: %w", ErrInvalid, it.ID, err)
 	}
-	outcome := Outcome("canary")
+	outcome := Staged
 	if sel != nil {
 		_, err = r.o.Publisher.StartCanary(ctx, it.Payload, *sel)
 		if errors.Is(err, ErrStale) {
