@@ -1,0 +1,122 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"time"
+
+	"governor.dev/governor/alerts"
+)
+
+// ErrDelivery marks a failed delivery.
+var ErrDelivery = errors.New("notify: delivery failed")
+
+// Kind says what a message reports.
+type Kind string
+
+// Message kinds.
+const (
+	// KindNotify reports the group's firing and resolved alerts.
+	KindNotify Kind = "notify"
+	// KindAcknowledge reports that a person acknowledged the alerts;
+	// integrations without acknowledgements ignore it.
+	KindAcknowledge Kind = "acknowledge"
+)
+
+// Status values of messages and alerts, as in Alertmanager.
+const (
+	StatusFiring   = "firing"
+	StatusResolved = "resolved"
+)
+
+// Alert is one alert in a message.
+type Alert struct {
+	alerts.Alert
+	Status      string `json:"status"`
+	Fingerprint string `json:"fingerprint"`
+}
+
+// Message is one notification for a group of alerts.
+type Message struct {
+	// ID is the notification log entry; integrations with idempotency keys
+	// use it so that a retried delivery is recognised.
+	ID                string            `json:"id"`
+	Kind              Kind              `json:"kind"`
+	Receiver          string            `json:"receiver"`
+	GroupKey          string            `json:"group_key"`
+	Status            string            `json:"status"`
+	Severity          alerts.Severity   `json:"severity"`
+	GroupLabels       alerts.Labels     `json:"group_labels"`
+	CommonLabels      alerts.Labels     `json:"common_labels"`
+	CommonAnnotations map[string]string `json:"common_annotations"`
+	Alerts            []Alert           `json:"alerts"`
+	ExternalURL       string            `json:"external_url,omitempty"`
+	CreatedAt         time.Time         `json:"created_at"`
+}
+
+// Firing returns the firing alerts of the message.
+func (m *Message) Firing() []Alert {
+	return slices.DeleteFunc(slices.Clone(m.Alerts), func(a Alert) bool { return a.Status != StatusFiring })
+}
+
+// Notifier delivers a message. retry reports whether a failure is worth
+// retrying (network errors, 5xx, 429) or final (4xx, bad payload).
+type Notifier interface {
+	Notify(ctx context.Context, m *Message) (retry bool, err error)
+}
+
+// NewMessage fills the status and the common labels and annotations from
+// the alerts.
+func NewMessage(kind Kind, receiver, groupKey string, groupLabels alerts.Labels, as []Alert, created time.Time) *Message {
+	m := &Message{Kind: kind, Receiver: receiver, GroupKey: groupKey, GroupLabels: groupLabels, Alerts: as,
+		Status: StatusResolved, Severity: alerts.P2, CreatedAt: created}
+	for i, a := range as {
+		if a.Status == StatusFiring {
+			m.Status = StatusFiring
+			if s := a.Severity(); s.MoreUrgent(m.Severity) {
+				m.Severity = s
+			}
+		}
+		if i == 0 {
+			m.CommonLabels = a.Labels.Merge(nil)
+			m.CommonAnnotations = alerts.Labels(a.Annotations).Merge(nil)
+			continue
+		}
+		for k, v := range m.CommonLabels {
+			if a.Labels[k] != v {
+				delete(m.CommonLabels, k)
+			}
+		}
+		for k, v := range m.CommonAnnotations {
+			if a.Annotations[k] != v {
+				delete(m.CommonAnnotations, k)
+			}
+		}
+	}
+	if m.Status == StatusResolved {
+		for _, a := range as {
+			if s := a.Severity(); s.MoreUrgent(m.Severity) {
+				m.Severity = s
+			}
+		}
+	}
+	return m
+}
+
+// ValidateURL refuses a receiver URL that is not absolute http(s) with a host.
+func ValidateURL(field, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", alerts.ErrInvalid, field, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("%w: %s: scheme %q: want http or https", alerts.ErrInvalid, field, u.Scheme)
+	}
+	if u.Host == "" {
+		return fmt.Errorf("%w: %s: %q has no host", alerts.ErrInvalid, field, raw)
+	}
+	return nil
+}

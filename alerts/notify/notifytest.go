@@ -1,0 +1,22 @@
+package notify
+
+import (
+	"time"
+
+	"governor.dev/governor/alerts"
+)
+
+// Sample returns a message with one firing P0 and one resolved P1 alert of
+// service "checkout", for the integrations' tests and examples.
+func Sample(kind Kind) *Message {
+	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	mk := func(name, sev, status string, ends time.Time) Alert {
+		l := alerts.Labels{"alertname": name, "service": "checkout", "severity": sev}
+		return Alert{Alert: alerts.Alert{Labels: l, Annotations: map[string]string{"summary": name + " on checkout"},
+			StartsAt: t0, EndsAt: ends, GeneratorURL: "governor://alerts/rules/" + name}, Status: status, Fingerprint: l.Fingerprint().String()}
+	}
+	as := []Alert{mk("Shed", "P0", StatusFiring, time.Time{}), mk("Load", "P1", StatusResolved, t0.Add(time.Minute))}
+	m := NewMessage(kind, "team", `{}/{service="checkout"}:{service="checkout"}`, alerts.Labels{"service": "checkout"}, as, t0)
+	m.ID = "n1"
+	return m
+}

@@ -1,0 +1,234 @@
+package notify
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"governor.dev/governor/alerts"
+	"governor.dev/governor/sdk/clock"
+)
+
+// QueueOptions tune a receiver queue. Zero fields take the defaults.
+type QueueOptions struct {
+	// Capacity bounds the queued messages; default 256. A full queue drops
+	// the new message and counts it.
+	Capacity int
+	// InitialBackoff and MaxBackoff shape the exponential back-off between
+	// attempts; defaults 1s and 1m.
+	InitialBackoff, MaxBackoff time.Duration
+	// MaxAttempts bounds the attempts per message; default 8.
+	MaxAttempts int
+	// Timeout bounds one attempt; default 10s.
+	Timeout time.Duration
+	Clock   clock.Clock
+	Logger  *slog.Logger
+	Metrics *Metrics
+	// OnResult is called after the last attempt of a message with nil on
+	// success, outside any lock of the queue.
+	OnResult func(m *Message, attempts int, err error)
+}
+
+func (o QueueOptions) withDefaults() QueueOptions {
+	if o.Capacity <= 0 {
+		o.Capacity = 256
+	}
+	if o.InitialBackoff <= 0 {
+		o.InitialBackoff = time.Second
+	}
+	if o.MaxBackoff < o.InitialBackoff {
+		o.MaxBackoff = max(time.Minute, o.InitialBackoff)
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = 8
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Metrics == nil {
+		o.Metrics = NewMetrics(nil)
+	}
+	return o
+}
+
+// Metrics are the delivery series, shared by every queue.
+type Metrics struct {
+	sent, failed, dropped, attempts *prometheus.CounterVec
+	depth                           *prometheus.GaugeVec
+}
+
+// NewMetrics registers governor_alerts_notifications_* on r (nil: unregistered).
+func NewMetrics(r prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		sent: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "governor_alerts_notifications_sent_total",
+			Help: "Notifications delivered, by receiver."}, []string{"receiver"}),
+		failed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "governor_alerts_notifications_failed_total",
+			Help: "Notifications given up after their last attempt, by receiver."}, []string{"receiver"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "governor_alerts_notifications_dropped_total",
+			Help: "Notifications dropped because the receiver queue was full, by receiver."}, []string{"receiver"}),
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "governor_alerts_notification_attempts_total",
+			Help: "Delivery attempts, by receiver and result (ok, retry, fail)."}, []string{"receiver", "result"}),
+		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "governor_alerts_notification_queue_depth",
+			Help: "Messages waiting in the receiver queue."}, []string{"receiver"}),
+	}
+	if r != nil {
+		r.MustRegister(m.sent, m.failed, m.dropped, m.attempts, m.depth)
+	}
+	return m
+}
+
+func (m *Metrics) init(receiver string) {
+	m.sent.WithLabelValues(receiver)
+	m.failed.WithLabelValues(receiver)
+	m.dropped.WithLabelValues(receiver)
+	m.depth.WithLabelValues(receiver)
+	for _, r := range []string{"ok", "retry", "fail"} {
+		m.attempts.WithLabelValues(receiver, r)
+	}
+}
+
+// Queue delivers the messages of one receiver in order, one at a time.
+type Queue struct {
+	name string
+	n    Notifier
+	o    QueueOptions
+	ch   chan *Message
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	pending int
+	closed  bool
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// NewQueue starts the worker of a receiver. Close stops it.
+func NewQueue(name string, n Notifier, o QueueOptions) *Queue {
+	o = o.withDefaults()
+	o.Metrics.init(name)
+	ctx, cancel := context.WithCancel(context.Background())
+	q := &Queue{name: name, n: n, o: o, ch: make(chan *Message, o.Capacity), cancel: cancel, done: make(chan struct{})}
+	q.cond = sync.NewCond(&q.mu)
+	go q.run(ctx)
+	return q
+}
+
+// Enqueue queues m without blocking; it returns false and counts a drop
+// when the queue is full or closed.
+func (q *Queue) Enqueue(m *Message) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.closed {
+		q.o.Metrics.dropped.WithLabelValues(q.name).Inc()
+		return false
+	}
+	select {
+	case q.ch <- m:
+		q.pending++
+		q.o.Metrics.depth.WithLabelValues(q.name).Set(float64(len(q.ch)))
+		return true
+	default:
+		q.o.Metrics.dropped.WithLabelValues(q.name).Inc()
+		q.o.Logger.Warn("alert notification dropped: receiver queue full", "receiver", q.name, "group", m.GroupKey, "capacity", q.o.Capacity)
+		return false
+	}
+}
+
+// Idle waits until every queued message has had its last attempt, or ctx ends.
+func (q *Queue) Idle(ctx context.Context) error {
+	stop := context.AfterFunc(ctx, func() {
+		q.mu.Lock()
+		q.cond.Broadcast()
+		q.mu.Unlock()
+	})
+	defer stop()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for q.pending > 0 && ctx.Err() == nil {
+		q.cond.Wait()
+	}
+	return ctx.Err()
+}
+
+// Close stops the worker; queued messages are abandoned (the notification
+// log still holds them as undelivered).
+func (q *Queue) Close() {
+	q.mu.Lock()
+	if q.closed {
+		q.mu.Unlock()
+		return
+	}
+	q.closed = true
+	q.mu.Unlock()
+	q.cancel()
+	<-q.done
+}
+
+func (q *Queue) run(ctx context.Context) {
+	defer close(q.done)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case m := <-q.ch:
+			q.o.Metrics.depth.WithLabelValues(q.name).Set(float64(len(q.ch)))
+			attempts, err := q.deliver(ctx, m)
+			if ctx.Err() != nil && err != nil {
+				return
+			}
+			if err != nil {
+				q.o.Metrics.failed.WithLabelValues(q.name).Inc()
+				q.o.Logger.Error("alert notification failed", "receiver", q.name, "group", m.GroupKey, "attempts", attempts, "err", err)
+			} else {
+				q.o.Metrics.sent.WithLabelValues(q.name).Inc()
+			}
+			if q.o.OnResult != nil {
+				q.o.OnResult(m, attempts, err)
+			}
+			q.mu.Lock()
+			q.pending--
+			q.cond.Broadcast()
+			q.mu.Unlock()
+		}
+	}
+}
+
+func (q *Queue) deliver(ctx context.Context, m *Message) (int, error) {
+	backoff := q.o.InitialBackoff
+	var err error
+	for attempt := 1; ; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, q.o.Timeout)
+		var retry bool
+		retry, err = q.n.Notify(actx, m)
+		cancel()
+		switch {
+		case err == nil:
+			q.o.Metrics.attempts.WithLabelValues(q.name, "ok").Inc()
+			return attempt, nil
+		case !retry || attempt >= q.o.MaxAttempts:
+			q.o.Metrics.attempts.WithLabelValues(q.name, "fail").Inc()
+			return attempt, fmt.Errorf("receiver %s: %d attempts: %w", q.name, attempt, err)
+		}
+		q.o.Metrics.attempts.WithLabelValues(q.name, "retry").Inc()
+		q.o.Logger.Warn("alert notification attempt failed, retrying", "receiver", q.name, "attempt", attempt, "backoff", backoff, "err", err)
+		t := q.o.Clock.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return attempt, fmt.Errorf("%w: receiver %s: %v", alerts.ErrClosed, q.name, ctx.Err())
+		case <-t.C():
+		}
+		backoff = min(2*backoff, q.o.MaxBackoff)
+	}
+}

@@ -1,0 +1,175 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"governor.dev/governor/alerts"
+	"governor.dev/governor/sdk/clock"
+)
+
+// scripted fails the first failures attempts (retryable), then succeeds.
+type scripted struct {
+	mu       sync.Mutex
+	failures int
+	calls    int
+	block    chan struct{}
+}
+
+func (s *scripted) Notify(ctx context.Context, _ *Message) (bool, error) {
+	if s.block != nil {
+		select {
+		case <-s.block:
+		case <-ctx.Done():
+			return true, ctx.Err()
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	if s.calls <= s.failures {
+		return true, errors.New("boom")
+	}
+	return false, nil
+}
+
+func waitTimer(t *testing.T, f *clock.Fake) {
+	t.Helper()
+	for f.Pending() == 0 {
+		runtime.Gosched()
+	}
+}
+
+func TestQueueRetriesWithBackoff(t *testing.T) {
+	f := clock.NewFake(time.Unix(0, 0))
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg)
+	type result struct {
+		attempts int
+		err      error
+	}
+	results := make(chan result, 1)
+	n := &scripted{failures: 2}
+	q := NewQueue("pd", n, QueueOptions{Clock: f, Metrics: m, InitialBackoff: time.Second, MaxAttempts: 5,
+		OnResult: func(_ *Message, a int, err error) { results <- result{a, err} }})
+	defer q.Close()
+	if !q.Enqueue(&Message{GroupKey: "g"}) {
+		t.Fatal("enqueue refused")
+	}
+	waitTimer(t, f)
+	f.Advance(999 * time.Millisecond) // first back-off is 1s
+	if f.Pending() != 1 {
+		t.Fatal("retried before the back-off ended")
+	}
+	f.Advance(time.Millisecond)
+	waitTimer(t, f)
+	f.Advance(2 * time.Second) // doubled
+	r := <-results
+	if r.err != nil || r.attempts != 3 {
+		t.Fatalf("result %+v, want success on attempt 3", r)
+	}
+	if err := q.Idle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(m.attempts.WithLabelValues("pd", "retry")); got != 2 {
+		t.Fatalf("retry attempts %v, want 2", got)
+	}
+	if got := testutil.ToFloat64(m.sent.WithLabelValues("pd")); got != 1 {
+		t.Fatalf("sent %v", got)
+	}
+}
+
+func TestQueueGivesUpAfterMaxAttempts(t *testing.T) {
+	f := clock.NewFake(time.Unix(0, 0))
+	m := NewMetrics(nil)
+	results := make(chan error, 1)
+	q := NewQueue("hook", &scripted{failures: 100}, QueueOptions{Clock: f, Metrics: m, MaxAttempts: 2,
+		OnResult: func(_ *Message, _ int, err error) { results <- err }})
+	defer q.Close()
+	q.Enqueue(&Message{})
+	waitTimer(t, f)
+	f.Advance(time.Second)
+	if err := <-results; err == nil || !strings.Contains(err.Error(), "2 attempts") {
+		t.Fatalf("err %v", err)
+	}
+	if got := testutil.ToFloat64(m.failed.WithLabelValues("hook")); got != 1 {
+		t.Fatalf("failed %v", got)
+	}
+}
+
+func TestQueueBoundedDropsAndCounts(t *testing.T) {
+	m := NewMetrics(nil)
+	n := &scripted{block: make(chan struct{})}
+	q := NewQueue("slow", n, QueueOptions{Capacity: 2, Metrics: m})
+	defer q.Close()
+	accepted := 0
+	for range 10 {
+		if q.Enqueue(&Message{}) {
+			accepted++
+		}
+	}
+	// At most capacity+1 (one may already be in the worker's hands).
+	if accepted < 2 || accepted > 3 {
+		t.Fatalf("accepted %d", accepted)
+	}
+	if got := testutil.ToFloat64(m.dropped.WithLabelValues("slow")); got != float64(10-accepted) {
+		t.Fatalf("dropped %v, want %d", got, 10-accepted)
+	}
+	close(n.block)
+	if err := q.Idle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestValidateURL(t *testing.T) {
+	tests := []struct {
+		url, want string
+	}{
+		{"https://example.com/hook", ""},
+		{"http://127.0.0.1:9/x", ""},
+		{"ftp://example.com", `scheme "ftp"`},
+		{"file:///etc/passwd", `scheme "file"`},
+		{"example.com/hook", `scheme ""`},
+		{"http://", "has no host"},
+		{"http://[::1", "url"},
+	}
+	for _, tt := range tests {
+		err := ValidateURL("url", tt.url)
+		if tt.want == "" {
+			if err != nil {
+				t.Fatalf("%q: %v", tt.url, err)
+			}
+			continue
+		}
+		if err == nil || !errors.Is(err, alerts.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+			t.Fatalf("%q: %v, want %q", tt.url, err, tt.want)
+		}
+	}
+}
+
+func TestNewMessageCommonLabels(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	as := []Alert{
+		{Alert: alerts.Alert{Labels: alerts.Labels{"service": "a", "severity": "P2", "x": "1"}, StartsAt: t0}, Status: StatusFiring},
+		{Alert: alerts.Alert{Labels: alerts.Labels{"service": "a", "severity": "P1", "x": "2"}, StartsAt: t0}, Status: StatusFiring},
+		{Alert: alerts.Alert{Labels: alerts.Labels{"service": "a", "severity": "P0", "x": "2"}, StartsAt: t0, EndsAt: t0}, Status: StatusResolved},
+	}
+	m := NewMessage(KindNotify, "r", "g", alerts.Labels{"service": "a"}, as, t0)
+	if m.Status != StatusFiring || m.Severity != alerts.P1 {
+		t.Fatalf("status %s severity %s, want firing P1 (the resolved P0 does not count)", m.Status, m.Severity)
+	}
+	if len(m.CommonLabels) != 1 || m.CommonLabels["service"] != "a" {
+		t.Fatalf("common labels %v", m.CommonLabels)
+	}
+	if len(m.Firing()) != 2 {
+		t.Fatal("firing")
+	}
+}

@@ -1,0 +1,77 @@
+// Package slack posts to a Slack-style incoming webhook: a text line per
+// group and one coloured attachment per alert.
+package slack
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"governor.dev/governor/alerts"
+	"governor.dev/governor/alerts/notify"
+)
+
+// Config of a Slack receiver.
+type Config struct {
+	URL     string `json:"url"`
+	Channel string `json:"channel,omitempty"`
+}
+
+// Validate refuses a URL that is not http(s).
+func (c Config) Validate() error { return notify.ValidateURL("slack: url", c.URL) }
+
+// Message is the incoming-webhook body.
+type Message struct {
+	Channel     string       `json:"channel,omitempty"`
+	Text        string       `json:"text"`
+	Attachments []Attachment `json:"attachments,omitempty"`
+}
+
+// Attachment is one alert.
+type Attachment struct {
+	Color string `json:"color"`
+	Title string `json:"title"`
+	Text  string `json:"text,omitempty"`
+}
+
+// Notifier posts messages.
+type Notifier struct {
+	c      Config
+	client *http.Client
+}
+
+// New validates c; client nil uses a default client.
+func New(c Config, client *http.Client) (*Notifier, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &Notifier{c: c, client: client}, nil
+}
+
+// Build renders the body of a message.
+func Build(m *notify.Message, channel string) Message {
+	verb := strings.ToUpper(m.Status)
+	if m.Kind == notify.KindAcknowledge {
+		verb = "ACKNOWLEDGED"
+	}
+	out := Message{Channel: channel, Text: fmt.Sprintf("[%s %s] %s (%d alerts)", m.Severity, verb, m.GroupLabels, len(m.Alerts))}
+	for _, a := range m.Alerts {
+		color := map[alerts.Severity]string{alerts.P0: "danger", alerts.P1: "warning", alerts.P2: "#439FE0"}[a.Severity()]
+		if a.Status == notify.StatusResolved {
+			color = "good"
+		}
+		title := a.Annotations["summary"]
+		if title == "" {
+			title = a.Labels["alertname"]
+		}
+		out.Attachments = append(out.Attachments, Attachment{Color: color, Title: "[" + a.Status + "] " + title,
+			Text: a.Annotations["description"]})
+	}
+	return out
+}
+
+// Notify implements notify.Notifier.
+func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) {
+	return notify.PostJSON(ctx, n.client, n.c.URL, nil, Build(m, n.c.Channel))
+}
