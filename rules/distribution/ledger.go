@@ -228,7 +228,7 @@ func (l *Ledger) save(ctx context.Context, in Instance, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	return l.saveAgainst(ctx, in, t, now)
+	return l.saveAgainst(ctx, in, t, now, true)
 }
 
 // target returns the service's target, seeding it from Latest when the
@@ -266,8 +266,14 @@ func LatestFrom(p *Publisher) func(ctx context.Context, service string) (int64, 
 	}
 }
 
-func (l *Ledger) saveAgainst(ctx context.Context, in Instance, t Target, now time.Time) error {
+// saveAgainst evaluates the instance against t and writes it; unless
+// changed is set (the record itself changed) it writes only when the state
+// or the target moved.
+func (l *Ledger) saveAgainst(ctx context.Context, in Instance, t Target, now time.Time, changed bool) error {
 	state, want, detail := l.eval.evaluate(&in, t, now)
+	if !changed && state == in.State && want == in.Target {
+		return nil
+	}
 	var tr *Transition
 	if state != in.State {
 		tr = &Transition{Service: in.Service, Instance: in.Instance, From: in.State, To: state,
@@ -290,7 +296,7 @@ func (l *Ledger) reevaluate(ctx context.Context, t Target) error {
 	}
 	now := l.o.Clock.Now()
 	for _, in := range ins {
-		if err := l.saveAgainst(ctx, in, t, now); err != nil {
+		if err := l.saveAgainst(ctx, in, t, now, false); err != nil {
 			return err
 		}
 	}
@@ -317,7 +323,7 @@ func (l *Ledger) Sweep(ctx context.Context) error {
 			}
 			targets[in.Service] = t
 		}
-		if err := l.saveAgainst(ctx, in, t, now); err != nil {
+		if err := l.saveAgainst(ctx, in, t, now, false); err != nil {
 			return err
 		}
 		state, _, _ := l.eval.evaluate(&in, t, now)

@@ -288,3 +288,44 @@ func TestNewLedgerRefusesBadOptions(t *testing.T) {
 		})
 	}
 }
+
+// countingStore counts instance writes.
+type countingStore struct {
+	*MemoryStore
+	saves int
+}
+
+func (c *countingStore) SaveInstance(ctx context.Context, in Instance, tr *Transition) error {
+	c.saves++
+	return c.MemoryStore.SaveInstance(ctx, in, tr)
+}
+
+func TestSweepWritesOnlyWhatChanged(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	store := &countingStore{MemoryStore: NewMemoryStore()}
+	l := newTestLedger(t, store, clk)
+	if err := l.Published(ctx, envelope(t, "checkout", 1), nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"pod-0", "pod-1"} {
+		if err := l.HandleHeartbeat(ctx, &watch.Heartbeat{Service: "checkout", Instance: id, Running: 1, IntervalMS: 10000}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := store.saves
+	clk.Advance(5 * time.Second)
+	if err := l.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if store.saves != before {
+		t.Fatalf("a sweep with nothing changed wrote %d instances", store.saves-before)
+	}
+	clk.Advance(40 * time.Second) // past GoneAfter: both go
+	if err := l.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if store.saves != before+2 {
+		t.Fatalf("a sweep that made 2 instances GONE wrote %d", store.saves-before)
+	}
+}
