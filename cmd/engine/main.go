@@ -1,5 +1,9 @@
 // Command engine is Governor's decision engine. Each subcommand is one job:
 //
+//	engine run [flags]                 the decision engine (also: engine -dev, engine -config FILE)
+//	engine -check-config [flags]       validate the configuration and exit
+//	engine backtest -service S -from T1 -to T2
+//	                                   replay recorded metrics through the recommender
 //	engine detect -data DIR -out OUT   score NAB-layout CSV files for anomalies
 //
 // The logic lives in importable packages; this file only dispatches.
@@ -12,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 )
 
@@ -23,6 +28,7 @@ type command struct {
 
 // commands lists the subcommands; add new ones here.
 var commands = []command{
+	{name: "run", summary: "run the decision engine (engine -dev: the zero-setup demo stack)", run: runEngine},
 	{name: "detect", summary: "score every DIR/<category>/<file>.csv for anomalies, writing OUT/<category>/<file>.csv", run: runDetect},
 }
 
@@ -43,6 +49,9 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			return 2
 		}
 		return 0
+	}
+	if strings.HasPrefix(args[0], "-") {
+		return runEngine(ctx, args, stdout, stderr)
 	}
 	i := slices.IndexFunc(commands, func(c command) bool { return c.name == args[0] })
 	if i < 0 {

@@ -21,6 +21,8 @@ func TestDispatch(t *testing.T) {
 		{"no command", nil, 2, "usage: engine <command>"},
 		{"help", []string{"help"}, 0, "detect"},
 		{"unknown", []string{"serve"}, 2, `unknown command "serve"`},
+		{"check config", []string{"-check-config", "-listen", "127.0.0.1:0"}, 0, ""},
+		{"config errors named", []string{"-check-config", "-listen", "nope", "-interval", "1ms"}, 2, "interval"},
 		{"detect without flags", []string{"detect"}, 2, "-data and -out are required"},
 		{"detect bad flag", []string{"detect", "-bogus"}, 2, "flag provided but not defined"},
 		{"detect missing dir", []string{"detect", "-data", "/nonexistent", "-out", "/tmp/x"}, 1, "data dir"},

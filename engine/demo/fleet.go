@@ -191,3 +191,6 @@ func (f *Fleet) Phase(service string) (Incident, bool) {
 
 func floatBits(f float64) uint64 { return math.Float64bits(f) }
 func bitsFloat(b uint64) float64 { return math.Float64frombits(b) }
+
+// Services returns the fleet's services.
+func (f *Fleet) Services() []Service { return append([]Service(nil), f.o.Services...) }

@@ -50,12 +50,14 @@ type Service struct {
 	Factor float64
 }
 
-// DefaultServices returns the three demo services.
+// DefaultServices returns the three demo services. With two instances each
+// runs at about 60% of its capacity outside incidents and well beyond it
+// during one.
 func DefaultServices() []Service {
 	return []Service{
-		{Name: "checkout", Capacity: 16, Work: 20 * time.Millisecond, Rate: 500, Incident: Spike, Factor: 2.5},
-		{Name: "catalog", Capacity: 24, Work: 15 * time.Millisecond, Rate: 700, Incident: SlowDownstream, Offset: 20 * time.Second, Factor: 3},
-		{Name: "search", Capacity: 16, Work: 25 * time.Millisecond, Rate: 350, Incident: CapacityDrop, Offset: 40 * time.Second, Factor: 2},
+		{Name: "checkout", Capacity: 8, Work: 20 * time.Millisecond, Rate: 500, Incident: Spike, Offset: 60 * time.Second, Factor: 2.5},
+		{Name: "catalog", Capacity: 8, Work: 15 * time.Millisecond, Rate: 700, Incident: SlowDownstream, Offset: 20 * time.Second, Factor: 3},
+		{Name: "search", Capacity: 6, Work: 25 * time.Millisecond, Rate: 350, Incident: CapacityDrop, Offset: 40 * time.Second, Factor: 2},
 	}
 }
 

@@ -133,7 +133,37 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 	if err != nil {
 		errs = append(errs, err)
 	}
+	// The active versions first: the guardrail judges them (and may roll
+	// back) before anything new is proposed on top of them.
+	actives := make(map[string]*versioning.Version, len(scores))
 	var active []versioning.Version
+	for _, sc := range scores {
+		svc := sc.Key.Service
+		v, err := e.o.Versions.Active(ctx, svc)
+		switch {
+		case err == nil:
+			actives[svc] = &v
+			active = append(active, v)
+		case !errors.Is(err, versioning.ErrNotFound):
+			errs = append(errs, fmt.Errorf("evaluate: %s: active version: %w", svc, err))
+		}
+	}
+	if e.o.Guard != nil {
+		dec, err := e.o.Guard.Observe(ctx, at, active)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, d := range dec {
+			if d.RollbackVersion == 0 {
+				continue
+			}
+			e.metrics.rollbacks.Inc()
+			if v, err := e.o.Versions.Active(ctx, d.Service); err == nil {
+				actives[d.Service] = &v
+			}
+		}
+		res.Decisions = dec
+	}
 	for _, sc := range scores {
 		svc := sc.Key.Service
 		if sc.Known {
@@ -141,20 +171,16 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 		} else {
 			e.metrics.score.DeleteLabelValues(svc)
 		}
-		in := recommend.Input{At: at, Service: svc, Score: sc, Entry: snap.Entries[sc.Key], Instances: live[svc], Band: e.o.Band(svc)}
+		in := recommend.Input{At: at, Service: svc, Score: sc, Entry: snap.Entries[sc.Key], Instances: live[svc],
+			Band: e.o.Band(svc), Active: actives[svc]}
 		if e.o.Fleet == nil {
 			in.Instances = 1
 		}
-		v, err := e.o.Versions.Active(ctx, svc)
-		switch {
-		case err == nil:
-			in.Active = &v
-			active = append(active, v)
-		case !errors.Is(err, versioning.ErrNotFound):
-			errs = append(errs, fmt.Errorf("evaluate: %s: active version: %w", svc, err))
-			continue
-		}
 		rec := e.o.Recommender.Evaluate(in)
+		if rec.Ruleset != nil && e.o.Guard != nil && e.o.Guard.Watching(svc) {
+			rec.Reason = "held while the guardrail judges v" + fmt.Sprint(in.Active.Number) + ": " + rec.Reason
+			rec.Ruleset = nil
+		}
 		res.Recommendations = append(res.Recommendations, rec)
 		if rec.Ruleset != nil && e.o.Proposer != nil {
 			sub, err := e.o.Proposer.Submit(ctx, rec, in.Band)
@@ -178,19 +204,6 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 		}
 	}
 	res.Scores = scores
-	if e.o.Guard != nil {
-		// Versions activated by this cycle are guarded from the next one.
-		dec, err := e.o.Guard.Observe(ctx, at, active)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		for _, d := range dec {
-			if d.RollbackVersion != 0 {
-				e.metrics.rollbacks.Inc()
-			}
-		}
-		res.Decisions = dec
-	}
 	e.mu.Lock()
 	for _, sc := range scores {
 		e.scores[sc.Key.Service] = sc

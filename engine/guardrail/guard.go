@@ -250,6 +250,16 @@ func (g *Guard) rollback(ctx context.Context, d *Decision) error {
 	return nil
 }
 
+// Watching reports whether the active version of a service is still being
+// judged; the engine proposes no further change meanwhile, so every version
+// gets its own verdict.
+func (g *Guard) Watching(service string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	w := g.watches[service]
+	return w != nil && !w.Final
+}
+
 // Decisions returns the open watches and the kept final decisions, newest
 // first.
 func (g *Guard) Decisions() []Decision {

@@ -1,0 +1,254 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"governor.dev/governor/engine/events"
+	"governor.dev/governor/engine/guardrail"
+	"governor.dev/governor/engine/loadscore"
+	"governor.dev/governor/engine/recommend"
+	"governor.dev/governor/rules/distribution"
+	"governor.dev/governor/rules/versioning"
+)
+
+// Evaluations is the evaluator's read side.
+type Evaluations interface {
+	Scores() []loadscore.Score
+	Recommendations() []recommend.Recommendation
+	LastTick() time.Time
+}
+
+// Ledger is the delivery ledger's read side.
+type Ledger interface {
+	Instances(ctx context.Context, service string) ([]distribution.Instance, error)
+}
+
+// Guardrails is the guardrail's read side.
+type Guardrails interface {
+	Decisions() []guardrail.Decision
+}
+
+// Options wire the handler. Evaluations and Versions are required; the
+// others may be nil (their endpoints answer empty lists).
+type Options struct {
+	Evaluations Evaluations
+	Versions    versioning.Reader
+	Ledger      Ledger
+	Guardrails  Guardrails
+	Events      *events.Recorder
+	Gatherer    prometheus.Gatherer
+	// Ready reports why the engine is not ready (nil: ready).
+	Ready  func() error
+	Logger *slog.Logger
+}
+
+// Service is one service in the API.
+type Service struct {
+	Service       string           `json:"service"`
+	Score         *loadscore.Score `json:"score"`
+	ActiveVersion int64            `json:"active_version"`
+	// Pending counts proposals awaiting a decision.
+	Pending        int                        `json:"pending"`
+	Instances      map[distribution.State]int `json:"instances"`
+	Recommendation *recommend.Recommendation  `json:"recommendation,omitempty"`
+}
+
+// Handler returns the engine's HTTP handler.
+func Handler(o Options) http.Handler {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &server{o: o}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", s.ready)
+	if o.Gatherer != nil {
+		mux.Handle("GET /metrics", promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{}))
+	}
+	mux.HandleFunc("GET /api/v1/services", s.services)
+	mux.HandleFunc("GET /api/v1/services/{service}", s.service)
+	mux.HandleFunc("GET /api/v1/services/{service}/versions", s.versions)
+	mux.HandleFunc("GET /api/v1/recommendations", s.recommendations)
+	mux.HandleFunc("GET /api/v1/ledger", s.ledger)
+	mux.HandleFunc("GET /api/v1/guardrails", s.guardrails)
+	mux.HandleFunc("GET /api/v1/events", s.events)
+	return mux
+}
+
+type server struct{ o Options }
+
+func (s *server) ready(w http.ResponseWriter, _ *http.Request) {
+	if s.o.Ready != nil {
+		if err := s.o.Ready(); err != nil {
+			s.fail(w, http.StatusServiceUnavailable, err)
+			return
+		}
+	}
+	_, _ = w.Write([]byte("ready\n"))
+}
+
+func (s *server) list(ctx context.Context) ([]Service, error) {
+	byName := map[string]*Service{}
+	var order []string
+	get := func(name string) *Service {
+		if sv := byName[name]; sv != nil {
+			return sv
+		}
+		sv := &Service{Service: name, Instances: map[distribution.State]int{}}
+		byName[name] = sv
+		order = append(order, name)
+		return sv
+	}
+	for _, sc := range s.o.Evaluations.Scores() {
+		get(sc.Key.Service).Score = &sc
+	}
+	for _, r := range s.o.Evaluations.Recommendations() {
+		get(r.Service).Recommendation = &r
+	}
+	infos, err := s.o.Versions.Services(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, in := range infos {
+		sv := get(in.Name)
+		sv.ActiveVersion, sv.Pending = in.Active, in.Pending
+	}
+	if s.o.Ledger != nil {
+		ins, err := s.o.Ledger.Instances(ctx, "")
+		if err != nil {
+			return nil, err
+		}
+		for _, in := range ins {
+			get(in.Service).Instances[in.State]++
+		}
+	}
+	out := make([]Service, 0, len(order))
+	for _, name := range order {
+		out = append(out, *byName[name])
+	}
+	sortServices(out)
+	return out, nil
+}
+
+func (s *server) services(w http.ResponseWriter, r *http.Request) {
+	list, err := s.list(r.Context())
+	if err != nil {
+		s.error(w, err)
+		return
+	}
+	s.json(w, map[string]any{"services": list, "last_tick": s.o.Evaluations.LastTick()})
+}
+
+func (s *server) service(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("service")
+	if err := versioning.ValidateService(name); err != nil {
+		s.error(w, err)
+		return
+	}
+	list, err := s.list(r.Context())
+	if err != nil {
+		s.error(w, err)
+		return
+	}
+	for _, sv := range list {
+		if sv.Service == name {
+			s.json(w, sv)
+			return
+		}
+	}
+	s.error(w, versioning.ErrNotFound)
+}
+
+func (s *server) versions(w http.ResponseWriter, r *http.Request) {
+	f := versioning.ListFilter{Service: r.PathValue("service")}
+	if l := r.URL.Query().Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 1000 {
+			s.fail(w, http.StatusBadRequest, errors.New("limit: want an integer from 1 to 1000"))
+			return
+		}
+		f.Limit = n
+	}
+	vs, err := s.o.Versions.List(r.Context(), f)
+	if err != nil {
+		s.error(w, err)
+		return
+	}
+	s.json(w, map[string]any{"versions": vs})
+}
+
+func (s *server) recommendations(w http.ResponseWriter, _ *http.Request) {
+	s.json(w, map[string]any{"recommendations": s.o.Evaluations.Recommendations()})
+}
+
+func (s *server) ledger(w http.ResponseWriter, r *http.Request) {
+	ins := []distribution.Instance{}
+	if s.o.Ledger != nil {
+		var err error
+		if ins, err = s.o.Ledger.Instances(r.Context(), r.URL.Query().Get("service")); err != nil {
+			s.error(w, err)
+			return
+		}
+	}
+	s.json(w, map[string]any{"instances": ins})
+}
+
+func (s *server) guardrails(w http.ResponseWriter, _ *http.Request) {
+	ds := []guardrail.Decision{}
+	if s.o.Guardrails != nil {
+		ds = s.o.Guardrails.Decisions()
+	}
+	s.json(w, map[string]any{"decisions": ds})
+}
+
+func (s *server) events(w http.ResponseWriter, r *http.Request) {
+	evs := []events.Event{}
+	if s.o.Events != nil {
+		evs = s.o.Events.Events(events.Kind(r.URL.Query().Get("kind")))
+	}
+	s.json(w, map[string]any{"events": evs})
+}
+
+func (s *server) json(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		s.o.Logger.Debug("api: write", "err", err)
+	}
+}
+
+// error maps domain errors to HTTP status codes.
+func (s *server) error(w http.ResponseWriter, err error) {
+	var in *versioning.InputError
+	switch {
+	case errors.Is(err, versioning.ErrNotFound):
+		s.fail(w, http.StatusNotFound, err)
+	case errors.As(err, &in) || errors.Is(err, versioning.ErrInvalid):
+		s.fail(w, http.StatusBadRequest, err)
+	default:
+		s.o.Logger.Error("api", "err", err)
+		s.fail(w, http.StatusInternalServerError, err)
+	}
+}
+
+func (s *server) fail(w http.ResponseWriter, code int, err error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+}
+
+func sortServices(s []Service) {
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j].Service < s[j-1].Service; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+}

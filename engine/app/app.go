@@ -1,0 +1,494 @@
+package app
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" for the ledger
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	_ "modernc.org/sqlite" // database/sql driver "sqlite" for the ledger
+
+	"governor.dev/governor/engine/api"
+	"governor.dev/governor/engine/config"
+	"governor.dev/governor/engine/demo"
+	"governor.dev/governor/engine/evaluate"
+	"governor.dev/governor/engine/events"
+	"governor.dev/governor/engine/guardrail"
+	"governor.dev/governor/engine/leader"
+	"governor.dev/governor/engine/loadscore"
+	"governor.dev/governor/engine/recommend"
+	"governor.dev/governor/engine/signals"
+	"governor.dev/governor/engine/signals/embedded"
+	"governor.dev/governor/engine/signals/promapi"
+	"governor.dev/governor/internal/natsembed"
+	"governor.dev/governor/migrations"
+	"governor.dev/governor/rules/distribution"
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/rules/versioning/postgres"
+	"governor.dev/governor/rules/versioning/sqlite"
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/watch"
+)
+
+// ErrStart wraps every failure to start.
+var ErrStart = errors.New("app: start")
+
+// Options configure the process.
+type Options struct {
+	Config config.Config
+	// Registry receives every metric and serves /metrics; default a new one
+	// with the Go and process collectors.
+	Registry *prometheus.Registry
+	Logger   *slog.Logger
+	// Clock drives scrapes and ticks; default clock.Real.
+	Clock clock.Clock
+	// Stdout receives the banner saying where to look; default discard.
+	Stdout io.Writer
+	// Events also receives every event (the alerts router, say).
+	Events events.Sink
+}
+
+// DefaultOptions returns the options of a dev stack.
+func DefaultOptions() Options { return Options{Config: config.DevDefaults()} }
+
+// App is the running engine.
+type App struct {
+	o        Options
+	cfg      config.Config
+	log      *slog.Logger
+	recorder *events.Recorder
+	sink     events.Sink
+
+	nats     *natsembed.Server
+	nc       *nats.Conn
+	sdkConn  *nats.Conn
+	store    versioning.Store
+	ledgerDB *sql.DB
+	plane    *distribution.Plane
+	metrics  *embedded.Store
+	source   signals.Source
+	reader   *signals.Reader
+	eval     *evaluate.Evaluator
+	guard    *guardrail.Guard
+	elector  leader.Elector
+	fleet    *demo.Fleet
+	names    watch.Names
+	ln       net.Listener
+	ready    atomic.Bool
+	closers  []func()
+}
+
+// New validates the configuration and starts the dependencies (NATS, the
+// store, the metrics store, the listener); Run runs the loops.
+func New(ctx context.Context, o Options) (a *App, err error) {
+	if err := o.Config.Validate(); err != nil {
+		return nil, err
+	}
+	if o.Registry == nil {
+		o.Registry = prometheus.NewRegistry()
+		o.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Stdout == nil {
+		o.Stdout = io.Discard
+	}
+	a = &App{o: o, cfg: o.Config, log: o.Logger, recorder: events.NewRecorder(500)}
+	a.sink = events.Multi{a.recorder, events.Log{Logger: o.Logger}}
+	if o.Events != nil {
+		a.sink = append(a.sink.(events.Multi), o.Events)
+	}
+	defer func() {
+		if err != nil {
+			a.close()
+		}
+	}()
+	if err := a.startNATS(); err != nil {
+		return nil, err
+	}
+	if err := a.openStore(ctx); err != nil {
+		return nil, err
+	}
+	if err := a.startPlane(ctx); err != nil {
+		return nil, err
+	}
+	if err := a.startSignals(); err != nil {
+		return nil, err
+	}
+	if err := a.buildEngine(); err != nil {
+		return nil, err
+	}
+	if a.cfg.Dev {
+		if err := a.startFleet(); err != nil {
+			return nil, err
+		}
+	}
+	if err := a.setTargets(); err != nil {
+		return nil, err
+	}
+	if a.ln, err = net.Listen("tcp", a.cfg.Listen); err != nil {
+		return nil, fmt.Errorf("%w: listen %s: %w", ErrStart, a.cfg.Listen, err)
+	}
+	return a, nil
+}
+
+func (a *App) startNATS() error {
+	url := a.cfg.NATS.URL
+	if url == "" {
+		opts := natsembed.DefaultOptions()
+		if a.cfg.Dev {
+			opts.StoreDir = filepath.Join(a.cfg.DataDir, "nats")
+		}
+		srv, err := natsembed.Start(opts)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrStart, err)
+		}
+		a.nats = srv
+		a.closers = append(a.closers, func() { srv.Close() })
+		url = srv.URL()
+	}
+	var err error
+	names, err := watch.NewNames(a.cfg.NATS.Prefix)
+	if err != nil {
+		return fmt.Errorf("%w: nats.prefix: %w", ErrStart, err)
+	}
+	a.names = names
+	if a.nc, err = (distribution.ConnOptions{URLs: []string{url}, Name: "governor-engine"}).Connect(); err != nil {
+		return fmt.Errorf("%w: nats: %w", ErrStart, err)
+	}
+	a.closers = append(a.closers, a.nc.Close)
+	return nil
+}
+
+func (a *App) openStore(ctx context.Context) error {
+	var err error
+	if a.cfg.Database != "" {
+		a.store, err = postgres.Open(ctx, postgres.Options{URL: a.cfg.Database, Clock: a.o.Clock, Logger: a.log, Registerer: a.o.Registry})
+		if err == nil {
+			a.ledgerDB, err = sql.Open("pgx", a.cfg.Database)
+		}
+		if err == nil {
+			err = migrations.Up(ctx, a.ledgerDB, migrations.Postgres)
+		}
+	} else {
+		if err = os.MkdirAll(a.cfg.DataDir, 0o755); err != nil {
+			return fmt.Errorf("%w: data_dir: %w", ErrStart, err)
+		}
+		path := a.cfg.SQLitePath()
+		a.store, err = sqlite.Open(ctx, sqlite.Options{Path: path, Clock: a.o.Clock, Logger: a.log, Registerer: a.o.Registry})
+		if err == nil {
+			a.ledgerDB, err = sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+		}
+		if err == nil {
+			err = migrations.Up(ctx, a.ledgerDB, migrations.SQLite)
+		}
+	}
+	if a.store != nil {
+		st := a.store
+		a.closers = append(a.closers, func() { st.Close() })
+	}
+	if a.ledgerDB != nil {
+		db := a.ledgerDB
+		a.closers = append(a.closers, func() { db.Close() })
+	}
+	if err != nil {
+		return fmt.Errorf("%w: rules store: %w", ErrStart, err)
+	}
+	return nil
+}
+
+func (a *App) startPlane(ctx context.Context) error {
+	po := distribution.PlaneOptions{Conn: a.nc, Names: a.names, Outbox: a.store, Store: distribution.NewSQLStore(a.ledgerDB),
+		Clock: a.o.Clock, Logger: a.log, Registerer: a.o.Registry}
+	if a.cfg.Dev {
+		po.Grace, po.GoneAfter = 10*time.Second, 10*time.Second
+	}
+	if a.cfg.Database != "" {
+		po.Wake = distribution.ListenPostgres(ctx, distribution.ListenOptions{URL: a.cfg.Database, Logger: a.log})
+	}
+	var err error
+	if a.plane, err = distribution.NewPlane(ctx, po); err != nil {
+		return fmt.Errorf("%w: distribution: %w", ErrStart, err)
+	}
+	return nil
+}
+
+func (a *App) startSignals() error {
+	if u := a.cfg.Metrics.PrometheusURL; u != "" {
+		c, err := promapi.New(promapi.Options{Address: u, Clock: a.o.Clock, Logger: a.log, Registerer: a.o.Registry})
+		if err != nil {
+			return fmt.Errorf("%w: metrics.prometheus_url: %w", ErrStart, err)
+		}
+		a.source = c
+	} else {
+		st, err := embedded.NewStore(embedded.Options{Retention: 2 * time.Hour, Logger: a.log, Registerer: a.o.Registry},
+			embedded.ScraperOptions{Interval: a.cfg.Metrics.ScrapeInterval, Timeout: a.cfg.Metrics.ScrapeInterval * 9 / 10,
+				Clock: a.o.Clock, Logger: a.log, Registerer: a.o.Registry})
+		if err != nil {
+			return fmt.Errorf("%w: metrics store: %w", ErrStart, err)
+		}
+		a.metrics, a.source = st, st
+		a.closers = append(a.closers, func() { st.Close() })
+	}
+	maxAge := 2 * time.Minute
+	if a.cfg.Dev {
+		maxAge = 15 * time.Second
+	}
+	var err error
+	if a.reader, err = signals.NewReader(a.source, signals.ReaderOptions{Window: a.cfg.Metrics.Window, MaxAge: maxAge}); err != nil {
+		return fmt.Errorf("%w: signals: %w", ErrStart, err)
+	}
+	return nil
+}
+
+func (a *App) buildEngine() error {
+	lo := loadscore.Options{Targets: loadscore.Targets{Latency: a.cfg.Score.Latency}, HalfLife: a.cfg.Score.HalfLife}
+	if len(a.cfg.Score.Weights) > 0 {
+		lo.Weights = loadscore.Weights{}
+		for t, w := range a.cfg.Score.Weights {
+			lo.Weights[loadscore.Term(t)] = w
+		}
+	}
+	tracker, err := loadscore.New(lo)
+	if err != nil {
+		return fmt.Errorf("%w: load_score: %w", ErrStart, err)
+	}
+	ro := recommend.DefaultOptions()
+	r := a.cfg.Recommend
+	ro.Setpoint, ro.Gains, ro.MinChange, ro.MinScores = r.Setpoint, recommend.Gains{Kp: r.Kp, Ki: r.Ki, Kd: r.Kd}, r.MinChange, r.MinScores
+	ro.Thresholds.MinSamples = r.BaselineSamples
+	rec, err := recommend.New(ro)
+	if err != nil {
+		return fmt.Errorf("%w: recommend: %w", ErrStart, err)
+	}
+	g := a.cfg.Guardrail
+	a.guard, err = guardrail.New(guardrail.Options{Store: a.store, Series: guardrail.SignalSeries{Source: a.source, Reader: a.reader},
+		Window: g.Window, Settle: g.Settle, Step: g.Step, MinSamples: g.MinSamples, Alpha: g.Alpha,
+		ErrorTolerance: g.ErrorTolerance, LatencyTolerance: g.LatencyTolerance, GoodputTolerance: g.GoodputTolerance,
+		Actor: recommend.EngineActor(), Events: a.sink, Logger: a.log})
+	if err != nil {
+		return fmt.Errorf("%w: guardrail: %w", ErrStart, err)
+	}
+	a.eval, err = evaluate.New(evaluate.Options{Reader: a.reader, Tracker: tracker, Recommender: rec, Versions: a.store,
+		Proposer: &recommend.Proposer{Store: a.store, Clock: a.o.Clock}, Guard: a.guard, Fleet: a.plane.Ledger(),
+		Band: a.band, Events: a.sink, Logger: a.log, Registerer: a.o.Registry})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrStart, err)
+	}
+	if a.cfg.Database != "" {
+		a.elector, err = leader.NewPostgres(leader.PostgresOptions{URL: a.cfg.Database, Identity: a.cfg.Identity,
+			Clock: a.o.Clock, Events: a.sink, Logger: a.log, Registerer: a.o.Registry})
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrStart, err)
+		}
+	} else {
+		a.elector = &leader.Local{ID: a.cfg.Identity}
+	}
+	return nil
+}
+
+// band converts a service's configured band.
+func (a *App) band(service string) recommend.Band {
+	b, ok := a.cfg.Bands.Services[service]
+	if !ok {
+		b = a.cfg.Bands.Default
+	}
+	return recommend.Band{Manual: b.Manual, MaxChangePerHour: b.MaxChangePerHour, Floor: b.Floor, Ceiling: b.Ceiling}
+}
+
+func (a *App) startFleet() error {
+	url := a.cfg.NATS.URL
+	if a.nats != nil {
+		url = a.nats.URL()
+	}
+	conn, err := watch.Connect(url, nats.Name("governor-demo-fleet"))
+	if err != nil {
+		return fmt.Errorf("%w: demo: %w", ErrStart, err)
+	}
+	a.sdkConn = conn
+	a.closers = append(a.closers, conn.Close)
+	a.fleet, err = demo.New(demo.Options{Conn: conn, Names: a.names, Instances: a.cfg.Demo.Instances, Period: a.cfg.Demo.Period,
+		Heartbeat: 2 * time.Second, Traffic: true, Logger: a.log})
+	if err != nil {
+		return fmt.Errorf("%w: demo: %w", ErrStart, err)
+	}
+	return nil
+}
+
+func (a *App) setTargets() error {
+	if a.metrics == nil {
+		return nil
+	}
+	var ts []embedded.Target
+	if a.fleet != nil {
+		for _, ep := range a.fleet.Endpoints() {
+			ts = append(ts, embedded.Target{URL: ep.URL + "/metrics", Job: "demo", Labels: map[string]string{"instance": ep.Instance}})
+		}
+	}
+	for _, u := range a.cfg.Metrics.Targets {
+		ts = append(ts, embedded.Target{URL: u})
+	}
+	if err := a.metrics.SetTargets(ts); err != nil {
+		return fmt.Errorf("%w: metrics.targets: %w", ErrStart, err)
+	}
+	return nil
+}
+
+// Addr is the address the HTTP server listens on.
+func (a *App) Addr() string { return a.ln.Addr().String() }
+
+// Store is the rules store.
+func (a *App) Store() versioning.Store { return a.store }
+
+// Evaluator is the evaluation cycle.
+func (a *App) Evaluator() *evaluate.Evaluator { return a.eval }
+
+// Guard is the guardrail.
+func (a *App) Guard() *guardrail.Guard { return a.guard }
+
+// Ledger is the delivery ledger.
+func (a *App) Ledger() *distribution.Ledger { return a.plane.Ledger() }
+
+// Events are the recorded events.
+func (a *App) Events() *events.Recorder { return a.recorder }
+
+// Fleet is the demo fleet (nil outside dev mode).
+func (a *App) Fleet() *demo.Fleet { return a.fleet }
+
+// Elector is the leader elector.
+func (a *App) Elector() leader.Elector { return a.elector }
+
+// Run runs everything until ctx ends, then stops cleanly and releases every
+// resource. It returns nil after a clean stop.
+func (a *App) Run(ctx context.Context) error {
+	defer a.close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errc := make(chan error, 4)
+	wg.Go(func() {
+		if err := a.plane.Run(ctx); err != nil && ctx.Err() == nil {
+			errc <- fmt.Errorf("app: distribution: %w", err)
+		}
+	})
+	if a.metrics != nil {
+		wg.Go(func() { _ = a.metrics.Run(ctx) })
+	}
+	if a.fleet != nil {
+		wg.Go(func() { _ = a.fleet.Run(ctx) })
+		wg.Go(func() { a.runDemo(ctx) })
+	}
+	wg.Go(func() { _ = a.elector.Run(ctx) })
+	wg.Go(func() { leader.RunTicks(ctx, a.elector, a.o.Clock, a.cfg.Interval, a.tick) })
+	srv := &http.Server{Handler: api.Handler(api.Options{Evaluations: a.eval, Versions: a.store, Ledger: a.plane.Ledger(),
+		Guardrails: a.guard, Events: a.recorder, Gatherer: a.o.Registry, Ready: a.readiness, Logger: a.log}),
+		ReadHeaderTimeout: 5 * time.Second}
+	wg.Go(func() {
+		if err := srv.Serve(a.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("app: http: %w", err)
+		}
+	})
+	a.banner()
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	cancel()
+	shut, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_ = srv.Shutdown(shut)
+	scancel()
+	wg.Wait()
+	a.log.Info("engine stopped")
+	return err
+}
+
+// tick runs one evaluation cycle.
+func (a *App) tick(ctx context.Context, at time.Time) {
+	res, err := a.eval.Tick(ctx, at)
+	if err != nil {
+		a.log.Warn("evaluation", "tick", at, "err", err)
+	}
+	for _, s := range res.Submitted {
+		a.log.Info("recommendation", "service", s.Version.Service, "version", s.Version.Number, "auto_applied", s.AutoApplied,
+			"policy", s.Policy, "reason", s.Version.Reason)
+	}
+	if err == nil || len(res.Scores) > 0 {
+		a.ready.Store(true)
+	}
+}
+
+func (a *App) readiness() error {
+	switch {
+	case !a.nc.IsConnected():
+		return errors.New("not connected to NATS")
+	case !a.ready.Load():
+		return errors.New("no evaluation cycle has completed yet")
+	}
+	return nil
+}
+
+func (a *App) banner() {
+	base := "http://" + a.Addr()
+	fmt.Fprintf(a.o.Stdout, "Governor engine running (identity %s, %s).\n", a.cfg.Identity, mode(a.cfg))
+	fmt.Fprintf(a.o.Stdout, "  services, load scores:  %s/api/v1/services\n", base)
+	fmt.Fprintf(a.o.Stdout, "  recommendations:        %s/api/v1/recommendations\n", base)
+	fmt.Fprintf(a.o.Stdout, "  rule versions:          %s/api/v1/services/<service>/versions\n", base)
+	fmt.Fprintf(a.o.Stdout, "  delivery ledger (ACKs): %s/api/v1/ledger\n", base)
+	fmt.Fprintf(a.o.Stdout, "  guardrail decisions:    %s/api/v1/guardrails\n", base)
+	fmt.Fprintf(a.o.Stdout, "  events:                 %s/api/v1/events\n", base)
+	fmt.Fprintf(a.o.Stdout, "  metrics, health:        %s/metrics  %s/healthz  %s/readyz\n", base, base, base)
+	if a.fleet != nil {
+		for _, ep := range a.fleet.Endpoints() {
+			fmt.Fprintf(a.o.Stdout, "  demo %-8s %-11s %s/api/work\n", ep.Service, ep.Instance, ep.URL)
+		}
+		fmt.Fprintln(a.o.Stdout, "Demo: incidents recur every period (spike on checkout, slow downstream on catalog, capacity drop on search);")
+		fmt.Fprintln(a.o.Stdout, "      search is manual (its proposals wait for approval); a bad catalog version is published once and rolled back.")
+	}
+	fmt.Fprintln(a.o.Stdout, "Stop with Ctrl-C.")
+}
+
+func mode(c config.Config) string {
+	s := "SQLite in " + c.DataDir
+	if c.Database != "" {
+		s = "PostgreSQL"
+	}
+	if c.NATS.URL == "" {
+		s += ", embedded NATS"
+	}
+	if c.Metrics.PrometheusURL == "" {
+		s += ", embedded metrics store"
+	}
+	if c.Dev {
+		s += ", demo fleet"
+	}
+	return s
+}
+
+// close releases everything New started, newest first.
+func (a *App) close() {
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		a.closers[i]()
+	}
+	a.closers = nil
+	if a.ln != nil {
+		a.ln.Close()
+	}
+}
