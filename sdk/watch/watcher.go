@@ -102,6 +102,17 @@ type Watcher struct {
 	nc    *nats.Conn
 	names Names
 	st    *state
+	// seen is the last entry handled per key (stable, canary), so a re-watch
+	// or a resync that delivers it again costs no decoding. Only the Run
+	// goroutine uses it.
+	seen [2]entryID
+}
+
+// entryID identifies a KV entry: its revision and when it was stored (a
+// recreated bucket restarts revisions, never timestamps).
+type entryID struct {
+	rev uint64
+	at  time.Time
 }
 
 // Connect dials NATS for a watcher: it keeps retrying the first connection in
@@ -288,12 +299,26 @@ func (w *Watcher) follow(ctx context.Context, kv jetstream.KeyValue, kw jetstrea
 			}
 			switch e.Key() {
 			case stableKey:
-				w.handle(true, e.Operation(), e.Value())
+				w.handleEntry(true, e)
 			case canaryKey:
-				w.handle(false, e.Operation(), e.Value())
+				w.handleEntry(false, e)
 			}
 		}
 	}
+}
+
+// handleEntry handles an entry unless it is the one last handled for its key.
+func (w *Watcher) handleEntry(stable bool, e jetstream.KeyValueEntry) {
+	i := 0
+	if !stable {
+		i = 1
+	}
+	id := entryID{rev: e.Revision(), at: e.Created()}
+	if last := w.seen[i]; last.rev == id.rev && last.at.Equal(id.at) {
+		return
+	}
+	w.seen[i] = id
+	w.handle(stable, e.Operation(), e.Value())
 }
 
 func (w *Watcher) handle(stable bool, op jetstream.KeyValueOp, value []byte) {
@@ -326,21 +351,10 @@ func (w *Watcher) resync(ctx context.Context, kv jetstream.KeyValue) error {
 		case err != nil:
 			return fmt.Errorf("watch: resync %s: %w", key, err)
 		default:
-			if !stable && w.st.canary != nil && w.st.canary.Envelope.Version == versionOfCanary(e.Value()) {
-				continue // unchanged canary
-			}
-			w.handle(stable, e.Operation(), e.Value())
+			w.handleEntry(stable, e)
 		}
 	}
 	return nil
-}
-
-func versionOfCanary(data []byte) int64 {
-	var probe struct {
-		Envelope json.RawMessage `json:"envelope"`
-	}
-	_ = json.Unmarshal(data, &probe)
-	return versionOf(probe.Envelope)
 }
 
 func (w *Watcher) heartbeat(hb *clock.Timer) {
