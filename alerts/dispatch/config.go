@@ -1,0 +1,168 @@
+package dispatch
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"governor.dev/governor/alerts"
+)
+
+// Route sends the alerts it matches to a receiver, grouped by GroupBy.
+type Route struct {
+	Receiver string          `json:"receiver"`
+	Matchers alerts.Matchers `json:"matchers,omitempty"`
+	// Severities restricts the route to these tiers (empty: all).
+	Severities []alerts.Severity `json:"severities,omitempty"`
+	// GroupBy names the labels that form a group; default alertname, service.
+	GroupBy []string `json:"group_by,omitempty"`
+	// Continue lets later routes match the alert too.
+	Continue bool `json:"continue,omitempty"`
+}
+
+// DefaultGroupBy groups alerts of one rule and service.
+var defaultGroupBy = []string{"alertname", "service"}
+
+func (r Route) groupBy() []string {
+	if len(r.GroupBy) == 0 {
+		return defaultGroupBy
+	}
+	return r.GroupBy
+}
+
+// Matches reports whether the route takes an alert with labels l.
+func (r Route) Matches(l alerts.Labels) bool {
+	if len(r.Severities) > 0 {
+		s, err := alerts.ParseSeverity(l[alerts.SeverityLabel])
+		if err != nil || !slices.Contains(r.Severities, s) {
+			return false
+		}
+	}
+	return r.Matchers.Matches(l)
+}
+
+// Validate names the first bad field.
+func (r Route) Validate() error {
+	if r.Receiver == "" {
+		return fmt.Errorf("%w: route: receiver must not be empty", alerts.ErrInvalid)
+	}
+	for _, s := range r.Severities {
+		if _, err := alerts.ParseSeverity(string(s)); err != nil {
+			return fmt.Errorf("route %s: severities: %w", r.Receiver, err)
+		}
+	}
+	for _, g := range r.GroupBy {
+		if _, err := alerts.NewMatcher(alerts.MatchEqual, g, ""); err != nil {
+			return fmt.Errorf("%w: route %s: group_by: %q is not a label name", alerts.ErrInvalid, r.Receiver, g)
+		}
+	}
+	return nil
+}
+
+// Timing holds the grouping and repeat intervals.
+type Timing struct {
+	// GroupWait holds a new group so that alerts raised together are sent
+	// together; default 30s.
+	GroupWait time.Duration `json:"group_wait,omitempty"`
+	// GroupInterval is the least time between two notifications of one
+	// group about new or resolved alerts; default 5m.
+	GroupInterval time.Duration `json:"group_interval,omitempty"`
+	// Repeat is the repeat interval of an unchanged firing group, by tier;
+	// defaults P0 5m, P1 1h, P2 24h.
+	Repeat map[alerts.Severity]time.Duration `json:"repeat,omitempty"`
+	// BusinessHours gate P2 notifications (first, repeat and resolve).
+	BusinessHours BusinessHours `json:"business_hours"`
+}
+
+// DefaultTiming returns the shipped intervals.
+func DefaultTiming() Timing {
+	return Timing{GroupWait: 30 * time.Second, GroupInterval: 5 * time.Minute,
+		Repeat:        map[alerts.Severity]time.Duration{alerts.P0: 5 * time.Minute, alerts.P1: time.Hour, alerts.P2: 24 * time.Hour},
+		BusinessHours: DefaultBusinessHours()}
+}
+
+// WithDefaults fills zero fields from DefaultTiming.
+func (t Timing) WithDefaults() Timing {
+	d := DefaultTiming()
+	if t.GroupWait == 0 {
+		t.GroupWait = d.GroupWait
+	}
+	if t.GroupInterval == 0 {
+		t.GroupInterval = d.GroupInterval
+	}
+	rep := map[alerts.Severity]time.Duration{}
+	for s, v := range d.Repeat {
+		rep[s] = v
+		if t.Repeat[s] > 0 {
+			rep[s] = t.Repeat[s]
+		}
+	}
+	t.Repeat = rep
+	if t.BusinessHours.EndHour == 0 && t.BusinessHours.StartHour == 0 && len(t.BusinessHours.Weekdays) == 0 {
+		t.BusinessHours = d.BusinessHours
+	}
+	return t
+}
+
+// Validate names the first bad field.
+func (t Timing) Validate() error {
+	if t.GroupWait < 0 || t.GroupInterval < 0 {
+		return fmt.Errorf("%w: timing: group_wait and group_interval must not be negative", alerts.ErrInvalid)
+	}
+	for s, v := range t.Repeat {
+		if _, err := alerts.ParseSeverity(string(s)); err != nil {
+			return fmt.Errorf("timing: repeat: %w", err)
+		}
+		if v < 0 {
+			return fmt.Errorf("%w: timing: repeat.%s must not be negative", alerts.ErrInvalid, s)
+		}
+	}
+	return t.BusinessHours.Validate()
+}
+
+// BusinessHours is a weekly window in a time zone.
+type BusinessHours struct {
+	// StartHour and EndHour bound the window, 0 <= start < end <= 24.
+	StartHour int `json:"start_hour"`
+	EndHour   int `json:"end_hour"`
+	// Weekdays open; default Monday to Friday.
+	Weekdays []time.Weekday `json:"weekdays,omitempty"`
+	// Location is an IANA zone name; default UTC.
+	Location string `json:"location,omitempty"`
+}
+
+// DefaultBusinessHours is 09:00-17:00 UTC, Monday to Friday.
+func DefaultBusinessHours() BusinessHours {
+	return BusinessHours{StartHour: 9, EndHour: 17,
+		Weekdays: []time.Weekday{time.Monday, time.Tuesday, time.Wednesday, time.Thursday, time.Friday}}
+}
+
+// Validate names the first bad field.
+func (b BusinessHours) Validate() error {
+	if b.StartHour < 0 || b.EndHour > 24 || b.StartHour >= b.EndHour {
+		return fmt.Errorf("%w: business_hours: need 0 <= start_hour < end_hour <= 24, got %d-%d", alerts.ErrInvalid, b.StartHour, b.EndHour)
+	}
+	for _, d := range b.Weekdays {
+		if d < time.Sunday || d > time.Saturday {
+			return fmt.Errorf("%w: business_hours: weekday %d out of range 0-6", alerts.ErrInvalid, d)
+		}
+	}
+	if _, err := time.LoadLocation(b.Location); err != nil {
+		return fmt.Errorf("%w: business_hours: location %q: %v", alerts.ErrInvalid, b.Location, err)
+	}
+	return nil
+}
+
+// Contains reports whether t is within business hours.
+func (b BusinessHours) Contains(t time.Time) bool {
+	loc, err := time.LoadLocation(b.Location)
+	if err != nil {
+		loc = time.UTC
+	}
+	lt := t.In(loc)
+	days := b.Weekdays
+	if len(days) == 0 {
+		days = DefaultBusinessHours().Weekdays
+	}
+	return slices.Contains(days, lt.Weekday()) && lt.Hour() >= b.StartHour && lt.Hour() < b.EndHour
+}

@@ -1,0 +1,282 @@
+package dispatch
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"governor.dev/governor/alerts"
+	"governor.dev/governor/alerts/notify"
+)
+
+// GroupState is what a group has notified: the persisted notification log
+// entry of one (receiver, group).
+type GroupState struct {
+	Receiver string        `json:"receiver"`
+	Key      string        `json:"key"`
+	Labels   alerts.Labels `json:"labels"`
+	// Notified holds the firing alerts already announced, by fingerprint;
+	// each leaves when its resolve is sent.
+	Notified map[string]alerts.Alert `json:"notified"`
+	// SentAt is the time of the last notification, Seq its number.
+	SentAt time.Time `json:"sent_at"`
+	Seq    int64     `json:"seq"`
+}
+
+func (g GroupState) clone() GroupState {
+	g.Notified = maps.Clone(g.Notified)
+	if g.Notified == nil {
+		g.Notified = map[string]alerts.Alert{}
+	}
+	return g
+}
+
+// Notification is a message to enqueue and the group state to persist with
+// it, atomically.
+type Notification struct {
+	Message *notify.Message
+	State   GroupState
+}
+
+// Filter tells the dispatcher which alerts are muted (silence, inhibition)
+// or acknowledged; nil functions mute nothing.
+type Filter struct {
+	Muted        func(alerts.Alert) bool
+	Acknowledged func(alerts.Alert) bool
+}
+
+type group struct {
+	state     GroupState
+	firstSeen time.Time
+}
+
+// Dispatcher groups and times notifications. It is safe for concurrent use.
+type Dispatcher struct {
+	routes []Route
+	timing Timing
+
+	mu     sync.Mutex
+	groups map[string]*group // by receiver + "\x00" + key
+}
+
+// New validates routes and timing (zero timing fields take defaults).
+func New(routes []Route, timing Timing) (*Dispatcher, error) {
+	for i, r := range routes {
+		if err := r.Validate(); err != nil {
+			return nil, fmt.Errorf("routes[%d]: %w", i, err)
+		}
+	}
+	timing = timing.WithDefaults()
+	if err := timing.Validate(); err != nil {
+		return nil, err
+	}
+	return &Dispatcher{routes: routes, timing: timing, groups: map[string]*group{}}, nil
+}
+
+// Receivers returns the receivers named by the routes.
+func (d *Dispatcher) Receivers() []string {
+	var out []string
+	for _, r := range d.routes {
+		if !slices.Contains(out, r.Receiver) {
+			out = append(out, r.Receiver)
+		}
+	}
+	return out
+}
+
+// Restore loads persisted group states.
+func (d *Dispatcher) Restore(states []GroupState) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, s := range states {
+		d.groups[s.Receiver+"\x00"+s.Key] = &group{state: s.clone()}
+	}
+}
+
+// States returns a copy of the group states.
+func (d *Dispatcher) States() []GroupState {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]GroupState, 0, len(d.groups))
+	for _, g := range d.groups {
+		out = append(out, g.state.clone())
+	}
+	slices.SortFunc(out, func(a, b GroupState) int { return strings.Compare(a.Receiver+a.Key, b.Receiver+b.Key) })
+	return out
+}
+
+// route assigns alerts to (receiver, group key).
+func (d *Dispatcher) route(as []alerts.Alert) map[string][]alerts.Alert {
+	out := map[string][]alerts.Alert{}
+	for _, a := range as {
+		for _, r := range d.routes {
+			if !r.Matches(a.Labels) {
+				continue
+			}
+			gl := a.Labels.Subset(r.groupBy())
+			id := r.Receiver + "\x00" + gl.String()
+			out[id] = append(out[id], a)
+			if !r.Continue {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// Flush decides, at now, which groups notify, updates their state and
+// returns the notifications. as holds every current alert: firing ones and
+// those resolved recently.
+func (d *Dispatcher) Flush(now time.Time, as []alerts.Alert, f Filter) []Notification {
+	routed := d.route(as)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for id := range routed {
+		if d.groups[id] == nil {
+			recv, key, _ := strings.Cut(id, "\x00")
+			labels := routed[id][0].Labels.Subset(d.groupByOf(recv, routed[id][0].Labels))
+			d.groups[id] = &group{state: GroupState{Receiver: recv, Key: key, Labels: labels, Notified: map[string]alerts.Alert{}}}
+		}
+	}
+	var out []Notification
+	for _, id := range slices.Sorted(maps.Keys(d.groups)) {
+		g := d.groups[id]
+		if n, ok := d.flushGroup(now, g, routed[id], f); ok {
+			out = append(out, n)
+		}
+		if len(routed[id]) == 0 && len(g.state.Notified) == 0 {
+			delete(d.groups, id)
+		}
+	}
+	return out
+}
+
+func (d *Dispatcher) groupByOf(receiver string, l alerts.Labels) []string {
+	for _, r := range d.routes {
+		if r.Receiver == receiver && r.Matches(l) {
+			return r.groupBy()
+		}
+	}
+	return defaultGroupBy
+}
+
+func (d *Dispatcher) flushGroup(now time.Time, g *group, as []alerts.Alert, f Filter) (Notification, bool) {
+	present := map[string]alerts.Alert{} // every firing alert, muted or not
+	var firing, fresh []alerts.Alert
+	for _, a := range as {
+		if a.Resolved(now) {
+			continue
+		}
+		fp := a.Fingerprint().String()
+		present[fp] = a
+		if (f.Muted != nil && f.Muted(a)) || (f.Acknowledged != nil && f.Acknowledged(a)) {
+			continue
+		}
+		firing = append(firing, a)
+		if n, ok := g.state.Notified[fp]; !ok || !n.StartsAt.Equal(a.StartsAt) {
+			fresh = append(fresh, a)
+		}
+	}
+	var resolved []alerts.Alert
+	for fp, n := range g.state.Notified {
+		if p, ok := present[fp]; ok && p.StartsAt.Equal(n.StartsAt) {
+			continue
+		}
+		r := n
+		r.EndsAt = now
+		for _, a := range as {
+			if a.Fingerprint().String() == fp && a.StartsAt.Equal(n.StartsAt) && !a.EndsAt.IsZero() {
+				r.EndsAt = a.EndsAt
+			}
+		}
+		resolved = append(resolved, r)
+	}
+	if len(firing) == 0 {
+		g.firstSeen = time.Time{}
+	} else if g.firstSeen.IsZero() {
+		g.firstSeen = now
+	}
+	if len(firing) == 0 && len(resolved) == 0 {
+		return Notification{}, false
+	}
+	tier := alerts.P2
+	for _, a := range firing {
+		if a.Severity().MoreUrgent(tier) {
+			tier = a.Severity()
+		}
+	}
+	if len(firing) == 0 {
+		for _, a := range resolved {
+			if a.Severity().MoreUrgent(tier) {
+				tier = a.Severity()
+			}
+		}
+	}
+	var due bool
+	switch {
+	case len(fresh) > 0 || len(resolved) > 0:
+		if len(g.state.Notified) == 0 {
+			due = !now.Before(g.firstSeen.Add(d.timing.GroupWait))
+		} else {
+			due = !now.Before(g.state.SentAt.Add(d.timing.GroupInterval))
+		}
+	default:
+		due = !now.Before(g.state.SentAt.Add(d.timing.Repeat[tier]))
+	}
+	if due && tier == alerts.P2 && !d.timing.BusinessHours.Contains(now) {
+		due = false
+	}
+	if !due {
+		return Notification{}, false
+	}
+	msgAlerts := make([]notify.Alert, 0, len(firing)+len(resolved))
+	for _, a := range firing {
+		msgAlerts = append(msgAlerts, notify.Alert{Alert: a, Status: notify.StatusFiring, Fingerprint: a.Fingerprint().String()})
+	}
+	for _, a := range resolved {
+		msgAlerts = append(msgAlerts, notify.Alert{Alert: a, Status: notify.StatusResolved, Fingerprint: a.Fingerprint().String()})
+	}
+	slices.SortFunc(msgAlerts, func(a, b notify.Alert) int {
+		return strings.Compare(a.Status+a.Fingerprint, b.Status+b.Fingerprint)
+	})
+	st := g.state.clone()
+	for _, a := range resolved {
+		delete(st.Notified, a.Fingerprint().String())
+	}
+	for _, a := range firing {
+		st.Notified[a.Fingerprint().String()] = a
+	}
+	st.SentAt = now
+	st.Seq++
+	g.state = st
+	m := notify.NewMessage(notify.KindNotify, st.Receiver, st.Key, st.Labels, msgAlerts, now)
+	m.ID = MessageID(st.Receiver, st.Key, st.Seq)
+	return Notification{Message: m, State: st.clone()}, true
+}
+
+// MessageID names the seq-th notification of a group.
+func MessageID(receiver, key string, seq int64) string {
+	return fmt.Sprintf("%s-%d", alerts.Labels{"r": receiver, "k": key}.Fingerprint(), seq)
+}
+
+// Acknowledge returns the acknowledge messages for an alert: one per group
+// that has notified it. They are not part of the group's repeat cycle.
+func (d *Dispatcher) Acknowledge(now time.Time, a alerts.Alert) []*notify.Message {
+	fp := a.Fingerprint().String()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []*notify.Message
+	for _, id := range slices.Sorted(maps.Keys(d.groups)) {
+		g := d.groups[id]
+		if n, ok := g.state.Notified[fp]; ok && n.StartsAt.Equal(a.StartsAt) {
+			m := notify.NewMessage(notify.KindAcknowledge, g.state.Receiver, g.state.Key, g.state.Labels,
+				[]notify.Alert{{Alert: n, Status: notify.StatusFiring, Fingerprint: fp}}, now)
+			m.ID = fmt.Sprintf("%s-ack-%s-%d", MessageID(g.state.Receiver, g.state.Key, 0), fp, a.StartsAt.Unix())
+			out = append(out, m)
+		}
+	}
+	return out
+}

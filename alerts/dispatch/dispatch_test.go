@@ -1,0 +1,190 @@
+package dispatch
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"governor.dev/governor/alerts"
+	"governor.dev/governor/alerts/notify"
+)
+
+// Monday 2026-03-02 10:00 UTC, inside business hours.
+var t0 = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+
+func alert(name, service string, sev alerts.Severity, starts time.Time) alerts.Alert {
+	return alerts.Alert{Labels: alerts.Labels{"alertname": name, "service": service, "severity": string(sev)}, StartsAt: starts}
+}
+
+func newDispatcher(t *testing.T, routes ...Route) *Dispatcher {
+	t.Helper()
+	if len(routes) == 0 {
+		routes = []Route{{Receiver: "team"}}
+	}
+	d, err := New(routes, Timing{GroupWait: 30 * time.Second, GroupInterval: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+type step struct {
+	at     time.Duration
+	alerts []alerts.Alert
+	want   string // "" for no notification, else "status:n firing,m resolved"
+}
+
+func describe(ns []Notification) string {
+	if len(ns) == 0 {
+		return ""
+	}
+	var parts []string
+	for _, n := range ns {
+		f, r := 0, 0
+		for _, a := range n.Message.Alerts {
+			if a.Status == notify.StatusFiring {
+				f++
+			} else {
+				r++
+			}
+		}
+		parts = append(parts, n.Message.Receiver+":"+n.Message.Status+":"+itoa(f)+"f"+itoa(r)+"r")
+	}
+	return strings.Join(parts, " ")
+}
+
+func itoa(i int) string { return string(rune('0' + i)) }
+
+func run(t *testing.T, d *Dispatcher, f Filter, steps []step) {
+	t.Helper()
+	for _, s := range steps {
+		got := describe(d.Flush(t0.Add(s.at), s.alerts, f))
+		if got != s.want {
+			t.Fatalf("at %s: got %q, want %q", s.at, got, s.want)
+		}
+	}
+}
+
+func TestGroupWaitIntervalAndRepeatPerTier(t *testing.T) {
+	a := alert("Shed", "checkout", alerts.P0, t0)
+	b := alert("Shed", "checkout", alerts.P0, t0.Add(40*time.Second))
+	b.Labels["instance"] = "i2"
+	both := []alerts.Alert{a, b}
+	run(t, newDispatcher(t), Filter{}, []step{
+		{0, []alerts.Alert{a}, ""},
+		{29 * time.Second, []alerts.Alert{a}, ""},
+		{30 * time.Second, []alerts.Alert{a}, "team:firing:1f0r"}, // group wait
+		{40 * time.Second, both, ""},                              // new alert waits for the group interval
+		{150 * time.Second, both, "team:firing:2f0r"},             // 30s + 2m
+		{6 * time.Minute, both, ""},
+		{7*time.Minute + 30*time.Second, both, "team:firing:2f0r"}, // P0 repeats after 5m
+	})
+	p1 := alert("Load", "checkout", alerts.P1, t0)
+	run(t, newDispatcher(t), Filter{}, []step{
+		{0, []alerts.Alert{p1}, ""},
+		{30 * time.Second, []alerts.Alert{p1}, "team:firing:1f0r"},
+		{30*time.Second + 59*time.Minute, []alerts.Alert{p1}, ""},
+		{30*time.Second + time.Hour, []alerts.Alert{p1}, "team:firing:1f0r"}, // P1 repeats after 1h
+	})
+}
+
+func TestResolveNotifiedOnceAndGroupForgotten(t *testing.T) {
+	a := alert("Shed", "checkout", alerts.P0, t0)
+	r := a
+	r.EndsAt = t0.Add(3 * time.Minute)
+	d := newDispatcher(t)
+	run(t, d, Filter{}, []step{
+		{0, []alerts.Alert{a}, ""},
+		{30 * time.Second, []alerts.Alert{a}, "team:firing:1f0r"},
+		{3 * time.Minute, []alerts.Alert{r}, "team:resolved:0f1r"},
+		{4 * time.Minute, []alerts.Alert{r}, ""},
+		{30 * time.Minute, nil, ""},
+	})
+	if len(d.States()) != 0 {
+		t.Fatalf("group kept after resolve: %+v", d.States())
+	}
+}
+
+func TestP2WaitsForBusinessHours(t *testing.T) {
+	fri := time.Date(2026, 3, 6, 18, 0, 0, 0, time.UTC) // Friday 18:00
+	a := alert("Breaker", "checkout", alerts.P2, fri)
+	d := newDispatcher(t)
+	for _, at := range []time.Time{fri.Add(time.Minute), fri.Add(24 * time.Hour), time.Date(2026, 3, 9, 8, 59, 0, 0, time.UTC)} {
+		if ns := d.Flush(at, []alerts.Alert{a}, Filter{}); len(ns) != 0 {
+			t.Fatalf("P2 notified outside business hours at %s", at)
+		}
+	}
+	mon := time.Date(2026, 3, 9, 9, 0, 0, 0, time.UTC)
+	if ns := d.Flush(mon, []alerts.Alert{a}, Filter{}); len(ns) != 1 {
+		t.Fatal("P2 not notified when business hours opened")
+	}
+	if ns := d.Flush(mon.Add(23*time.Hour), []alerts.Alert{a}, Filter{}); len(ns) != 0 {
+		t.Fatal("P2 repeated before a day")
+	}
+	if ns := d.Flush(mon.Add(24*time.Hour), []alerts.Alert{a}, Filter{}); len(ns) != 1 {
+		t.Fatal("P2 not repeated daily")
+	}
+}
+
+func TestMutedAndAcknowledged(t *testing.T) {
+	a := alert("Load", "checkout", alerts.P1, t0)
+	muted := true
+	acked := false
+	f := Filter{Muted: func(alerts.Alert) bool { return muted }, Acknowledged: func(alerts.Alert) bool { return acked }}
+	d := newDispatcher(t)
+	if ns := d.Flush(t0.Add(time.Minute), []alerts.Alert{a}, f); len(ns) != 0 {
+		t.Fatal("muted alert notified")
+	}
+	muted = false
+	run(t, d, f, []step{
+		{2 * time.Minute, []alerts.Alert{a}, ""}, // group wait starts when unmuted
+		{2*time.Minute + 30*time.Second, []alerts.Alert{a}, "team:firing:1f0r"},
+	})
+	if msgs := d.Acknowledge(t0.Add(3*time.Minute), a); len(msgs) != 1 || msgs[0].Kind != notify.KindAcknowledge {
+		t.Fatalf("acknowledge messages %+v", msgs)
+	}
+	acked = true
+	r := a
+	r.EndsAt = t0.Add(3 * time.Hour)
+	run(t, d, f, []step{
+		{2*time.Hour + 30*time.Second, []alerts.Alert{a}, ""}, // no repeat while acknowledged
+		{3 * time.Hour, []alerts.Alert{r}, "team:resolved:0f1r"},
+	})
+}
+
+func TestRoutingByLabelsAndTier(t *testing.T) {
+	sev, _ := alerts.ParseMatchers(`service="checkout"`)
+	d := newDispatcher(t,
+		Route{Receiver: "pager", Severities: []alerts.Severity{alerts.P0}, Continue: true},
+		Route{Receiver: "checkout-team", Matchers: sev},
+		Route{Receiver: "default"},
+	)
+	run(t, d, Filter{}, []step{
+		{0, []alerts.Alert{alert("Shed", "checkout", alerts.P0, t0), alert("Load", "search", alerts.P1, t0)}, ""},
+		{30 * time.Second, []alerts.Alert{alert("Shed", "checkout", alerts.P0, t0), alert("Load", "search", alerts.P1, t0)},
+			"checkout-team:firing:1f0r default:firing:1f0r pager:firing:1f0r"},
+	})
+	if _, err := New([]Route{{}}, Timing{}); err == nil {
+		t.Fatal("route without receiver accepted")
+	}
+	if _, err := New(nil, Timing{BusinessHours: BusinessHours{StartHour: 18, EndHour: 9}}); err == nil {
+		t.Fatal("inverted business hours accepted")
+	}
+}
+
+func TestRestoredStateDoesNotRenotify(t *testing.T) {
+	a := alert("Shed", "checkout", alerts.P0, t0)
+	d := newDispatcher(t)
+	d.Flush(t0, []alerts.Alert{a}, Filter{})
+	if ns := d.Flush(t0.Add(30*time.Second), []alerts.Alert{a}, Filter{}); len(ns) != 1 {
+		t.Fatal("first notification")
+	}
+	d2 := newDispatcher(t)
+	d2.Restore(d.States())
+	if ns := d2.Flush(t0.Add(time.Minute), []alerts.Alert{a}, Filter{}); len(ns) != 0 {
+		t.Fatalf("restored dispatcher notified again: %s", describe(ns))
+	}
+	if ns := d2.Flush(t0.Add(5*time.Minute+30*time.Second), []alerts.Alert{a}, Filter{}); len(ns) != 1 || ns[0].State.Seq != 2 {
+		t.Fatal("restored dispatcher lost the repeat schedule")
+	}
+}
