@@ -1,0 +1,70 @@
+// Package store persists the alerts subsystem in the rules database:
+// alert states, their history, silences, acknowledgements, what each
+// notification group has sent and the notification log. One SQL
+// implementation serves PostgreSQL (pgx) and SQLite (modernc.org/sqlite)
+// with the 00100 migrations; storetest is the conformance suite both pass.
+package store
+
+import (
+	"context"
+	"time"
+
+	"governor.dev/governor/alerts"
+	"governor.dev/governor/alerts/dispatch"
+	"governor.dev/governor/alerts/notify"
+	"governor.dev/governor/alerts/rule"
+	"governor.dev/governor/alerts/silence"
+)
+
+// HistoryEntry is one stored state change.
+type HistoryEntry struct {
+	ID          int64
+	Fingerprint alerts.Fingerprint
+	Rule        string
+	Labels      alerts.Labels
+	From, To    alerts.State
+	At          time.Time
+}
+
+// Pending is an undelivered notification of the log.
+type Pending struct {
+	Message  *notify.Message
+	Attempts int
+	Error    string
+}
+
+// Store is the persistence the alerts manager needs. Implementations are
+// safe for concurrent use; every error wraps alerts.ErrStore (or
+// alerts.ErrNotFound, alerts.ErrInvalid).
+type Store interface {
+	// SaveStates replaces the stored alert states with states.
+	SaveStates(ctx context.Context, states []rule.Active) error
+	LoadStates(ctx context.Context) ([]rule.Active, error)
+	// AppendHistory records state changes.
+	AppendHistory(ctx context.Context, ts []rule.Transition) error
+	// History returns the newest limit changes of an alert (all alerts
+	// when fp is 0), oldest first.
+	History(ctx context.Context, fp alerts.Fingerprint, limit int) ([]HistoryEntry, error)
+
+	PutSilence(ctx context.Context, s silence.Silence) error
+	Silences(ctx context.Context) ([]silence.Silence, error)
+
+	PutAck(ctx context.Context, a alerts.Ack) error
+	DeleteAck(ctx context.Context, fp alerts.Fingerprint) error
+	Acks(ctx context.Context) ([]alerts.Ack, error)
+
+	// RecordNotification stores a group's new state and its message in one
+	// transaction. A message whose ID is already logged is not stored
+	// again and inserted is false.
+	RecordNotification(ctx context.Context, g *dispatch.GroupState, m *notify.Message) (inserted bool, err error)
+	Groups(ctx context.Context) ([]dispatch.GroupState, error)
+	// MarkDelivered closes a log entry after its last attempt; errText ""
+	// means delivered.
+	MarkDelivered(ctx context.Context, id string, at time.Time, attempts int, errText string) error
+	// Undelivered returns the messages logged but not yet closed, oldest first.
+	Undelivered(ctx context.Context) ([]Pending, error)
+	// Delivered reports whether a message was delivered, and when.
+	Delivered(ctx context.Context, id string) (time.Time, bool, error)
+
+	Close() error
+}

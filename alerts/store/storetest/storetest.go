@@ -1,0 +1,187 @@
+// Package storetest is the conformance suite every alerts store passes.
+package storetest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"governor.dev/governor/alerts"
+	"governor.dev/governor/alerts/dispatch"
+	"governor.dev/governor/alerts/notify"
+	"governor.dev/governor/alerts/rule"
+	"governor.dev/governor/alerts/silence"
+	"governor.dev/governor/alerts/store"
+)
+
+var t0 = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+
+// Run runs the suite; open returns a fresh, empty store for each subtest.
+func Run(t *testing.T, open func(t *testing.T) store.Store) {
+	tests := []struct {
+		name string
+		f    func(*testing.T, store.Store)
+	}{
+		{"States", testStates},
+		{"History", testHistory},
+		{"Silences", testSilences},
+		{"Acks", testAcks},
+		{"NotificationLog", testNotificationLog},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := open(t)
+			t.Cleanup(func() { _ = s.Close() })
+			tt.f(t, s)
+		})
+	}
+}
+
+func testStates(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	a := rule.Active{Rule: "High", Labels: alerts.Labels{"alertname": "High", "service": "a", "severity": "P1"},
+		Annotations: map[string]string{"summary": "x"}, State: alerts.StateFiring, Value: 0.9, ActiveAt: t0, FiredAt: t0.Add(time.Minute)}
+	b := rule.Active{Rule: "Low", Labels: alerts.Labels{"alertname": "Low", "severity": "P2"}, State: alerts.StatePending, ActiveAt: t0}
+	if err := s.SaveStates(ctx, []rule.Active{a, b}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveStates(ctx, []rule.Active{a}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.LoadStates(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Rule != "High" || got[0].State != alerts.StateFiring || !got[0].FiredAt.Equal(a.FiredAt) ||
+		got[0].Labels["service"] != "a" || got[0].Value != 0.9 || got[0].Annotations["summary"] != "x" {
+		t.Fatalf("states %+v", got)
+	}
+}
+
+func testHistory(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	l := alerts.Labels{"alertname": "High", "severity": "P1"}
+	other := alerts.Labels{"alertname": "Other", "severity": "P2"}
+	ts := []rule.Transition{
+		{Rule: "High", Fingerprint: l.Fingerprint(), Labels: l, From: alerts.StateInactive, To: alerts.StatePending, At: t0},
+		{Rule: "Other", Fingerprint: other.Fingerprint(), Labels: other, From: alerts.StateInactive, To: alerts.StatePending, At: t0},
+		{Rule: "High", Fingerprint: l.Fingerprint(), Labels: l, From: alerts.StatePending, To: alerts.StateFiring, At: t0.Add(time.Minute)},
+	}
+	if err := s.AppendHistory(ctx, ts); err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.History(ctx, l.Fingerprint(), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h) != 2 || h[0].To != alerts.StatePending || h[1].To != alerts.StateFiring || !h[1].At.Equal(t0.Add(time.Minute)) || h[1].Labels["alertname"] != "High" {
+		t.Fatalf("history %+v", h)
+	}
+	all, err := s.History(ctx, 0, 2)
+	if err != nil || len(all) != 2 || all[1].Rule != "High" || all[0].Rule != "Other" {
+		t.Fatalf("newest two, oldest first: %+v %v", all, err)
+	}
+}
+
+func testSilences(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	m, _ := alerts.ParseMatchers(`{service="a", severity=~"P1|P2"}`)
+	sl := silence.Silence{ID: "s1", Matchers: m, StartsAt: t0, EndsAt: t0.Add(time.Hour), CreatedBy: "ops", Comment: "deploy", CreatedAt: t0}
+	if err := s.PutSilence(ctx, sl); err != nil {
+		t.Fatal(err)
+	}
+	sl.EndsAt = t0.Add(time.Minute)
+	if err := s.PutSilence(ctx, sl); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Silences(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || !got[0].EndsAt.Equal(sl.EndsAt) || got[0].Matchers.String() != m.String() || got[0].CreatedBy != "ops" {
+		t.Fatalf("silences %+v", got)
+	}
+	if !got[0].Mutes(alerts.Labels{"service": "a", "severity": "P1"}, t0) {
+		t.Fatal("loaded silence lost its matchers")
+	}
+	if err := s.PutSilence(ctx, silence.Silence{}); !errors.Is(err, alerts.ErrInvalid) {
+		t.Fatalf("silence without id: %v", err)
+	}
+}
+
+func testAcks(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	fp := alerts.Labels{"alertname": "High"}.Fingerprint()
+	a := alerts.Ack{Fingerprint: fp, StartsAt: t0, By: "ops", Comment: "looking", At: t0.Add(time.Minute)}
+	if err := s.PutAck(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Acks(ctx)
+	if err != nil || len(got) != 1 || got[0] != a {
+		t.Fatalf("acks %+v %v", got, err)
+	}
+	if err := s.DeleteAck(ctx, fp); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Acks(ctx); len(got) != 0 {
+		t.Fatalf("ack not deleted: %+v", got)
+	}
+	if err := s.PutAck(ctx, alerts.Ack{Fingerprint: fp}); !errors.Is(err, alerts.ErrInvalid) {
+		t.Fatalf("ack without author: %v", err)
+	}
+}
+
+func testNotificationLog(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	m := notify.Sample(notify.KindNotify)
+	g := &dispatch.GroupState{Receiver: m.Receiver, Key: m.GroupKey, Labels: m.GroupLabels, SentAt: t0, Seq: 1,
+		Notified: map[string]alerts.Alert{m.Alerts[0].Fingerprint: m.Alerts[0].Alert}}
+	ok, err := s.RecordNotification(ctx, g, m)
+	if err != nil || !ok {
+		t.Fatalf("record: %v %v", ok, err)
+	}
+	g2 := *g
+	g2.Seq = 99
+	if ok, err := s.RecordNotification(ctx, &g2, m); err != nil || ok {
+		t.Fatalf("same message recorded twice: %v %v", ok, err)
+	}
+	groups, err := s.Groups(ctx)
+	if err != nil || len(groups) != 1 || groups[0].Seq != 1 || !groups[0].SentAt.Equal(t0) || len(groups[0].Notified) != 1 {
+		t.Fatalf("groups %+v %v (the duplicate must not change the group)", groups, err)
+	}
+	pend, err := s.Undelivered(ctx)
+	if err != nil || len(pend) != 1 || pend[0].Message.ID != m.ID || len(pend[0].Message.Alerts) != 2 || pend[0].Message.Alerts[0].Status != notify.StatusFiring {
+		t.Fatalf("undelivered %+v %v", pend, err)
+	}
+	if _, ok, err := s.Delivered(ctx, m.ID); ok || err != nil {
+		t.Fatalf("delivered before marking: %v %v", ok, err)
+	}
+	if err := s.MarkDelivered(ctx, m.ID, t0.Add(time.Second), 2, ""); err != nil {
+		t.Fatal(err)
+	}
+	if at, ok, err := s.Delivered(ctx, m.ID); !ok || err != nil || !at.Equal(t0.Add(time.Second)) {
+		t.Fatalf("delivered: %v %v %v", at, ok, err)
+	}
+	if pend, _ := s.Undelivered(ctx); len(pend) != 0 {
+		t.Fatalf("still undelivered: %+v", pend)
+	}
+	if err := s.MarkDelivered(ctx, "nope", t0, 1, ""); !errors.Is(err, alerts.ErrNotFound) {
+		t.Fatalf("mark unknown: %v", err)
+	}
+	// A notification given up is closed but not delivered.
+	m2 := notify.Sample(notify.KindNotify)
+	m2.ID = "n2"
+	if _, err := s.RecordNotification(ctx, nil, m2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.MarkDelivered(ctx, m2.ID, t0, 8, "receiver down"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := s.Delivered(ctx, m2.ID); ok {
+		t.Fatal("given-up notification reported delivered")
+	}
+	if pend, _ := s.Undelivered(ctx); len(pend) != 0 {
+		t.Fatal("given-up notification still pending")
+	}
+}
