@@ -15,6 +15,7 @@ import (
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/sdk/rules"
 	"governor.dev/governor/ui/auth"
+	"governor.dev/governor/ui/model"
 )
 
 // Errors of the UI itself.
@@ -52,6 +53,8 @@ var static = []mapping{
 	{auth.ErrExists, http.StatusConflict, true},
 	{auth.ErrNotFound, http.StatusNotFound, true},
 	{auth.ErrUnavailable, http.StatusServiceUnavailable, false},
+	{model.ErrInvalid, http.StatusUnprocessableEntity, true},
+	{model.ErrNotFound, http.StatusNotFound, true},
 	{ErrBadRequest, http.StatusBadRequest, true},
 	{ErrNotFound, http.StatusNotFound, true},
 	{ErrUnavailable, http.StatusServiceUnavailable, true},

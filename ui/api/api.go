@@ -1,0 +1,449 @@
+package api
+
+import (
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/go-chi/chi/v5"
+
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/rules"
+	"governor.dev/governor/ui/auth"
+	"governor.dev/governor/ui/internal/httperr"
+	"governor.dev/governor/ui/model"
+)
+
+//go:embed openapi.yaml
+var openapi []byte
+
+// OpenAPI returns the API's OpenAPI 3 document.
+func OpenAPI() []byte { return openapi }
+
+// Options configure New.
+type Options struct {
+	// Rules is required.
+	Rules versioning.Store
+	// Fleet and Alerts may be nil (their routes answer 503).
+	Fleet  model.Fleet
+	Alerts model.Alerts
+	Clock  clock.Clock
+	Logger *slog.Logger
+	// MaxBody bounds request bodies; default 2 MiB.
+	MaxBody int64
+}
+
+// API serves /api/v1.
+type API struct{ o Options }
+
+// New returns the API.
+func New(o Options) (*API, error) {
+	if o.Rules == nil {
+		return nil, errors.New("api: Options.Rules is required")
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.MaxBody <= 0 {
+		o.MaxBody = 2 << 20
+	}
+	return &API{o: o}, nil
+}
+
+var (
+	anyRole     = []versioning.Role{versioning.RoleViewer, versioning.RoleOperator, versioning.RoleApprover, versioning.RoleAdmin}
+	changeRoles = []versioning.Role{versioning.RoleOperator, versioning.RoleApprover, versioning.RoleAdmin}
+	alertRoles  = []versioning.Role{versioning.RoleOperator, versioning.RoleAdmin}
+)
+
+func (a *API) fail(w http.ResponseWriter, r *http.Request, err error) {
+	httperr.Write(w, r, a.o.Logger, err)
+}
+
+// Routes mounts the API on r (mount r at /api/v1). The auth middleware must
+// run before.
+func (a *API) Routes(r chi.Router) {
+	need := func(roles ...versioning.Role) func(http.Handler) http.Handler { return auth.Require(a.fail, roles...) }
+	r.Get("/openapi.yaml", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/yaml")
+		_, _ = w.Write(openapi)
+	})
+	r.Group(func(r chi.Router) {
+		r.Use(need(anyRole...))
+		r.Get("/overview", a.overview)
+		r.Get("/services/{service}/versions", a.versions)
+		r.Get("/services/{service}/versions/{n}", a.version)
+		r.Get("/services/{service}/diff", a.diff)
+		r.Get("/alerts", a.alerts)
+		r.Get("/audit", a.audit)
+		r.Get("/audit/verify", a.verify)
+	})
+	r.Group(func(r chi.Router) {
+		r.Use(need(changeRoles...))
+		r.Post("/services/{service}/versions", a.propose)
+		r.Post("/services/{service}/versions/{n}/approve", a.decide("approve"))
+		r.Post("/services/{service}/versions/{n}/reject", a.decide("reject"))
+		r.Post("/services/{service}/versions/{n}/withdraw", a.decide("withdraw"))
+		r.Post("/services/{service}/rollback", a.rollback)
+	})
+	r.Group(func(r chi.Router) {
+		r.Use(need(alertRoles...))
+		r.Post("/alerts/{id}/ack", a.ack)
+		r.Post("/silences", a.silence)
+	})
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) { a.fail(w, r, httperr.ErrNotFound) })
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// decode reads a JSON body strictly (unknown fields refused) into v.
+func (a *API) decode(w http.ResponseWriter, r *http.Request, v any) error {
+	body := http.MaxBytesReader(w, r.Body, a.o.MaxBody)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return &versioning.InputError{Errors: []rules.FieldError{{Field: "body", Problem: "not valid JSON for this operation: " + err.Error()}}}
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return &versioning.InputError{Errors: []rules.FieldError{{Field: "body", Problem: "must hold one JSON object"}}}
+	}
+	return nil
+}
+
+func service(r *http.Request) (string, error) {
+	s := chi.URLParam(r, "service")
+	return s, versioning.ValidateService(s)
+}
+
+func number(r *http.Request, name, raw string) (int64, error) {
+	n, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || n < 1 {
+		return 0, &versioning.InputError{Errors: []rules.FieldError{{Field: name, Problem: "must be a positive integer"}}}
+	}
+	return n, nil
+}
+
+func (a *API) overview(w http.ResponseWriter, r *http.Request) {
+	ov, err := model.Build(r.Context(), model.Sources{Rules: a.o.Rules, Fleet: a.o.Fleet, Alerts: a.o.Alerts})
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ov)
+}
+
+func (a *API) versions(w http.ResponseWriter, r *http.Request) {
+	svc, err := service(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	f := versioning.ListFilter{Service: svc}
+	q := r.URL.Query()
+	if s := q.Get("state"); s != "" {
+		f.States = []versioning.State{versioning.State(s)}
+	}
+	if b := q.Get("before"); b != "" {
+		if f.Before, err = number(r, "before", b); err != nil {
+			a.fail(w, r, err)
+			return
+		}
+	}
+	if l := q.Get("limit"); l != "" {
+		n, err := number(r, "limit", l)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		f.Limit = int(min(n, 1000))
+	}
+	vs, err := a.o.Rules.List(r.Context(), f)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"versions": vs})
+}
+
+func (a *API) getVersion(r *http.Request) (versioning.Version, error) {
+	svc, err := service(r)
+	if err != nil {
+		return versioning.Version{}, err
+	}
+	n, err := number(r, "n", chi.URLParam(r, "n"))
+	if err != nil {
+		return versioning.Version{}, err
+	}
+	return a.o.Rules.Get(r.Context(), svc, n)
+}
+
+func (a *API) version(w http.ResponseWriter, r *http.Request) {
+	v, err := a.getVersion(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (a *API) diff(w http.ResponseWriter, r *http.Request) {
+	svc, err := service(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	from, err := number(r, "from", r.URL.Query().Get("from"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	to, err := number(r, "to", r.URL.Query().Get("to"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	va, err := a.o.Rules.Get(r.Context(), svc, from)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	vb, err := a.o.Rules.Get(r.Context(), svc, to)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	changes := versioning.Diff(va.Ruleset, vb.Ruleset)
+	if changes == nil {
+		changes = []versioning.Change{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"from": from, "to": to, "changes": changes})
+}
+
+// ProposeRequest is the body of POST /services/{service}/versions.
+type ProposeRequest struct {
+	BaseVersion int64           `json:"base_version"`
+	Rebase      bool            `json:"rebase"`
+	Reason      string          `json:"reason"`
+	Ruleset     json.RawMessage `json:"ruleset"`
+	Evidence    json.RawMessage `json:"evidence,omitempty"`
+	Replaces    int64           `json:"replaces,omitempty"`
+}
+
+func (a *API) propose(w http.ResponseWriter, r *http.Request) {
+	svc, err := service(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	var req ProposeRequest
+	if err := a.decode(w, r, &req); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	rs, err := versioning.DecodeRuleset(versioning.FormatJSON, req.Ruleset)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	v, err := a.o.Rules.Propose(r.Context(), versioning.Proposal{
+		Service: svc, BaseVersion: req.BaseVersion, Rebase: req.Rebase, Ruleset: rs,
+		Author: auth.FromContext(r.Context()).Actor(), Reason: req.Reason, Evidence: req.Evidence, Replaces: req.Replaces,
+	})
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, v)
+}
+
+// DecisionRequest is the body of approve, reject and withdraw.
+type DecisionRequest struct {
+	Comment string `json:"comment"`
+}
+
+func (a *API) decide(kind string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		svc, err := service(r)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		n, err := number(r, "n", chi.URLParam(r, "n"))
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		var req DecisionRequest
+		if r.ContentLength != 0 {
+			if err := a.decode(w, r, &req); err != nil {
+				a.fail(w, r, err)
+				return
+			}
+		}
+		by := auth.FromContext(r.Context()).Actor()
+		var v versioning.Version
+		switch kind {
+		case "approve":
+			v, err = a.o.Rules.Approve(r.Context(), svc, n, by, req.Comment)
+		case "reject":
+			v, err = a.o.Rules.Reject(r.Context(), svc, n, by, req.Comment)
+		default:
+			v, err = a.o.Rules.Withdraw(r.Context(), svc, n, by, req.Comment)
+		}
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, v)
+	}
+}
+
+// RollbackRequest is the body of POST /services/{service}/rollback.
+type RollbackRequest struct {
+	To     int64  `json:"to"`
+	Reason string `json:"reason"`
+}
+
+func (a *API) rollback(w http.ResponseWriter, r *http.Request) {
+	svc, err := service(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	var req RollbackRequest
+	if err := a.decode(w, r, &req); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if req.To < 1 {
+		a.fail(w, r, &versioning.InputError{Errors: []rules.FieldError{{Field: "to", Problem: "must be a version number"}}})
+		return
+	}
+	v, err := a.o.Rules.Rollback(r.Context(), svc, req.To, auth.FromContext(r.Context()).Actor(), req.Reason)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, v)
+}
+
+func (a *API) alerts(w http.ResponseWriter, r *http.Request) {
+	if a.o.Alerts == nil {
+		a.fail(w, r, fmt.Errorf("%w: alerting is not configured", httperr.ErrUnavailable))
+		return
+	}
+	firing, err := a.o.Alerts.Firing(r.Context())
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if firing == nil {
+		firing = []model.Alert{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"firing": firing})
+}
+
+func (a *API) ack(w http.ResponseWriter, r *http.Request) {
+	if a.o.Alerts == nil {
+		a.fail(w, r, fmt.Errorf("%w: alerting is not configured", httperr.ErrUnavailable))
+		return
+	}
+	al, err := a.o.Alerts.Ack(r.Context(), chi.URLParam(r, "id"), auth.FromContext(r.Context()).User.Name)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, al)
+}
+
+// SilenceRequest is the body of POST /silences.
+type SilenceRequest struct {
+	Service string `json:"service"`
+	Tier    string `json:"tier"`
+	For     string `json:"for"`
+	Comment string `json:"comment"`
+}
+
+func (a *API) silence(w http.ResponseWriter, r *http.Request) {
+	if a.o.Alerts == nil {
+		a.fail(w, r, fmt.Errorf("%w: alerting is not configured", httperr.ErrUnavailable))
+		return
+	}
+	var req SilenceRequest
+	if err := a.decode(w, r, &req); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	s, err := model.ParseSilence(req.Service, req.Tier, req.For, req.Comment, a.o.Clock.Now())
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	s.By = auth.FromContext(r.Context()).User.Name
+	if err := a.o.Alerts.Silence(r.Context(), s); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, s)
+}
+
+func (a *API) audit(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := versioning.AuditFilter{Service: q.Get("service"), Actor: q.Get("actor"), Action: versioning.Action(q.Get("action")), Newest: q.Get("order") != "oldest"}
+	var err error
+	for _, p := range []struct {
+		name string
+		dst  *int64
+	}{{"after", &f.AfterSeq}, {"before", &f.BeforeSeq}} {
+		if s := q.Get(p.name); s != "" {
+			if *p.dst, err = number(r, p.name, s); err != nil {
+				a.fail(w, r, err)
+				return
+			}
+		}
+	}
+	if l := q.Get("limit"); l != "" {
+		n, err := number(r, "limit", l)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		f.Limit = int(min(n, 1000))
+	}
+	entries, err := a.o.Rules.Audit(r.Context(), f)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if entries == nil {
+		entries = []versioning.AuditEntry{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"entries": entries})
+}
+
+func (a *API) verify(w http.ResponseWriter, r *http.Request) {
+	rep, err := a.o.Rules.VerifyAudit(r.Context())
+	var ce *versioning.ChainError
+	if errors.As(err, &ce) {
+		writeJSON(w, http.StatusOK, map[string]any{"ok": false, "seq": ce.Seq, "problem": ce.Problem})
+		return
+	}
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "entries": rep.Entries, "head": rep.Head})
+}

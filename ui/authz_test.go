@@ -1,0 +1,136 @@
+package ui_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/ui/model"
+)
+
+// endpoint is one state-changing route and a user whose roles pass its door.
+type endpoint struct {
+	path string
+	form url.Values
+	json string
+	user string
+	// anyRole: every logged-in user passes the door (no viewer case).
+	anyRole bool
+}
+
+var stateChanging = []endpoint{
+	{path: "/logout", user: "vera", anyRole: true},
+	{path: "/account/password", form: url.Values{"current": {testPassword}, "next": {"another long password"}}, user: "vera", anyRole: true},
+	{path: "/services/checkout/propose", form: url.Values{"ruleset": {"service: checkout\n"}, "reason": {"r"}, "base": {"1"}}, user: "otto"},
+	{path: "/services/checkout/rules/2/approve", user: "bob"},
+	{path: "/services/checkout/rules/2/reject", user: "bob"},
+	{path: "/services/checkout/rules/2/withdraw", user: "alice"},
+	{path: "/services/checkout/rollback/1", form: url.Values{"reason": {"r"}, "confirm": {"yes"}}, user: "otto"},
+	{path: "/alerts/a1/ack", user: "otto"},
+	{path: "/alerts/silence", form: url.Values{"service": {"checkout"}, "for": {"1h"}, "comment": {"c"}}, user: "otto"},
+	{path: "/settings/users", form: url.Values{"name": {"newbie"}, "role": {"viewer"}}, user: "ada"},
+	{path: "/settings/users/otto/roles", form: url.Values{"role": {"viewer"}}, user: "ada"},
+	{path: "/settings/policies/checkout", form: url.Values{"approvals": {"2"}}, user: "ada"},
+	{path: "/api/v1/services/checkout/versions", json: `{"base_version":1,"reason":"r","ruleset":{"service":"checkout"}}`, user: "otto"},
+	{path: "/api/v1/services/checkout/versions/2/approve", json: `{"comment":"ok"}`, user: "bob"},
+	{path: "/api/v1/services/checkout/versions/2/reject", json: `{}`, user: "bob"},
+	{path: "/api/v1/services/checkout/versions/2/withdraw", json: `{}`, user: "alice"},
+	{path: "/api/v1/services/checkout/rollback", json: `{"to":1,"reason":"r"}`, user: "otto"},
+	{path: "/api/v1/alerts/a1/ack", json: `{}`, user: "otto"},
+	{path: "/api/v1/silences", json: `{"service":"checkout","for":"1h","comment":"c"}`, user: "otto"},
+}
+
+// TestStateChangesRefused: every state-changing endpoint refuses anonymous
+// users, wrong roles, missing or wrong CSRF tokens, cross-origin browser
+// requests and expired sessions, and none of the refused requests changes
+// anything.
+func TestStateChangesRefused(t *testing.T) {
+	e := newEnv(t)
+	e.seed()
+	e.alerts.Fire(model.Alert{ID: "a1", Tier: model.P1, Service: "checkout", Summary: "p99 over target"})
+	ctx := context.Background()
+	before, err := e.store.Audit(ctx, versioning.AuditFilter{Limit: 1000})
+	require.NoError(t, err)
+
+	for _, ep := range stateChanging {
+		t.Run(ep.path, func(t *testing.T) {
+			r := req{method: "POST", path: ep.path, form: ep.form, json: ep.json}
+
+			resp, body := e.do(r)
+			require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "anonymous: %s", body)
+
+			if !ep.anyRole {
+				sid, csrf := e.session("vera")
+				r2 := r
+				r2.session, r2.csrf = sid, csrf
+				resp, body = e.do(r2)
+				require.Equal(t, http.StatusForbidden, resp.StatusCode, "viewer: %s", body)
+				require.Contains(t, body, "roles")
+			}
+
+			sid, csrf := e.session(ep.user)
+			r3 := r
+			r3.session = sid
+			resp, body = e.do(r3)
+			require.Equal(t, http.StatusForbidden, resp.StatusCode, "no CSRF token: %s", body)
+			require.Contains(t, body, "CSRF")
+
+			r3.csrf = csrf + "x"
+			resp, body = e.do(r3)
+			require.Equal(t, http.StatusForbidden, resp.StatusCode, "wrong CSRF token: %s", body)
+
+			r3.csrf = csrf
+			r3.header = map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"}
+			resp, body = e.do(r3)
+			require.Equal(t, http.StatusForbidden, resp.StatusCode, "cross-origin: %s", body)
+
+			e.clk.Advance(12*time.Hour + time.Second)
+			r3.header = nil
+			resp, body = e.do(r3)
+			require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "expired session: %s", body)
+		})
+	}
+
+	after, err := e.store.Audit(ctx, versioning.AuditFilter{Limit: 1000})
+	require.NoError(t, err)
+	for _, en := range after[len(before):] {
+		require.Contains(t, []versioning.Action{versioning.ActionLogin}, en.Action, "a refused request wrote %s", en.Action)
+	}
+	vs, err := e.store.List(ctx, versioning.ListFilter{Service: "checkout"})
+	require.NoError(t, err)
+	require.Len(t, vs, 2)
+	require.Equal(t, versioning.StateProposed, vs[0].State)
+	firing, _ := e.alerts.Firing(ctx)
+	require.Empty(t, firing[0].AckedBy)
+}
+
+// TestBearerTokens: a token acts with its scopes only and needs no CSRF
+// token; a bad token is refused, never treated as anonymous.
+func TestBearerTokens(t *testing.T) {
+	e := newEnv(t)
+	e.seed()
+	ctx := context.Background()
+	bob, err := e.auth.User(ctx, "bob")
+	require.NoError(t, err)
+	p := principal(bob)
+	viewerTok, _, err := e.auth.CreateToken(ctx, p, "bob", "read", []versioning.Role{versioning.RoleApprover}, 0)
+	require.NoError(t, err)
+
+	resp, body := e.do(req{method: "GET", path: "/api/v1/services/checkout/versions/2", bearer: viewerTok})
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	require.Contains(t, body, `"state":"proposed"`)
+
+	resp, body = e.do(req{method: "POST", path: "/api/v1/services/checkout/versions/2/approve", json: `{"comment":"lgtm"}`, bearer: viewerTok})
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	require.Contains(t, body, `"active":true`)
+
+	resp, body = e.do(req{method: "GET", path: "/api/v1/overview", bearer: viewerTok + "x"})
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, body)
+	resp, _ = e.do(req{method: "GET", path: "/api/v1/overview", header: map[string]string{"Authorization": "Basic Ym9iOnB3"}})
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+}

@@ -1,0 +1,155 @@
+package ui_test
+
+import (
+	"context"
+	"database/sql"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/bcrypt"
+	_ "modernc.org/sqlite"
+
+	"governor.dev/governor/migrations"
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/rules/versioning/sqlite"
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/rules"
+	"governor.dev/governor/ui"
+	"governor.dev/governor/ui/auth"
+	"governor.dev/governor/ui/model"
+)
+
+// env is a UI on an in-memory rules store, with users of every role.
+type env struct {
+	t      *testing.T
+	srv    *httptest.Server
+	store  versioning.Store
+	auth   *auth.Manager
+	clk    *clock.Fake
+	alerts *model.MemoryAlerts
+	fleet  *model.StaticFleet
+}
+
+const testPassword = "correct horse battery"
+
+var roleUsers = map[string][]versioning.Role{
+	"vera":  {versioning.RoleViewer},
+	"otto":  {versioning.RoleOperator},
+	"alice": {versioning.RoleOperator, versioning.RoleApprover},
+	"bob":   {versioning.RoleApprover},
+	"ada":   {versioning.RoleAdmin},
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	db, err := sql.Open("sqlite", ":memory:")
+	require.NoError(t, err)
+	db.SetMaxOpenConns(1)
+	t.Cleanup(func() { _ = db.Close() })
+	am, err := auth.New(ctx, auth.Options{DB: db, Dialect: migrations.SQLite, Auditor: st, Clock: clk, BcryptCost: bcrypt.MinCost, LoginBurst: 100})
+	require.NoError(t, err)
+	for name, roles := range roleUsers {
+		_, err := am.CreateUser(ctx, name, testPassword, roles, false)
+		require.NoError(t, err)
+	}
+	e := &env{t: t, store: st, auth: am, clk: clk, alerts: model.NewMemoryAlerts(clk), fleet: &model.StaticFleet{}}
+	h, err := ui.New(ui.Options{Rules: st, Auth: am, Fleet: e.fleet, Alerts: e.alerts, Clock: clk, LiveInterval: time.Second})
+	require.NoError(t, err)
+	e.srv = httptest.NewServer(h)
+	t.Cleanup(e.srv.Close)
+	return e
+}
+
+// session logs in directly and returns the cookie value and CSRF token.
+func (e *env) session(name string) (string, string) {
+	s, _, err := e.auth.Login(context.Background(), name, testPassword, "127.0.0.1")
+	require.NoError(e.t, err)
+	return s.ID, s.CSRF
+}
+
+type req struct {
+	method, path string
+	session      string
+	csrf         string
+	form         url.Values
+	json         string
+	bearer       string
+	header       map[string]string
+}
+
+func (e *env) do(r req) (*http.Response, string) {
+	e.t.Helper()
+	var body io.Reader
+	switch {
+	case r.json != "":
+		body = strings.NewReader(r.json)
+	case r.form != nil || r.csrf != "":
+		f := url.Values{}
+		for k, v := range r.form {
+			f[k] = v
+		}
+		if r.csrf != "" && r.json == "" {
+			f.Set("csrf", r.csrf)
+		}
+		body = strings.NewReader(f.Encode())
+	}
+	hr, err := http.NewRequest(r.method, e.srv.URL+r.path, body)
+	require.NoError(e.t, err)
+	if r.json != "" {
+		hr.Header.Set("Content-Type", "application/json")
+		if r.csrf != "" {
+			hr.Header.Set(auth.CSRFHeader, r.csrf)
+		}
+	} else if body != nil {
+		hr.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if r.session != "" {
+		hr.AddCookie(&http.Cookie{Name: auth.CookieName, Value: r.session})
+	}
+	if r.bearer != "" {
+		hr.Header.Set("Authorization", "Bearer "+r.bearer)
+	}
+	for k, v := range r.header {
+		hr.Header.Set(k, v)
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Do(hr)
+	require.NoError(e.t, err)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(e.t, err)
+	_ = resp.Body.Close()
+	return resp, string(b)
+}
+
+func ruleset(service string, rate float64) *rules.Ruleset {
+	return &rules.Ruleset{Service: service, Routes: []rules.Route{{Name: "api", Match: rules.Match{PathPrefix: "/api"}, RateLimit: &rules.RateLimit{Rate: rate}}}}
+}
+
+// seed gives service "checkout" an active v1 (rate 100) and an open
+// proposal v2 (rate 150) by alice.
+func (e *env) seed() {
+	ctx := context.Background()
+	alice := versioning.Actor{Name: "alice", Roles: roleUsers["alice"]}
+	bob := versioning.Actor{Name: "bob", Roles: roleUsers["bob"]}
+	v1, err := e.store.Propose(ctx, versioning.Proposal{Ruleset: ruleset("checkout", 100), Author: alice, Reason: "first limits"})
+	require.NoError(e.t, err)
+	_, err = e.store.Approve(ctx, "checkout", v1.Number, bob, "ok")
+	require.NoError(e.t, err)
+	_, err = e.store.Propose(ctx, versioning.Proposal{BaseVersion: 1, Ruleset: ruleset("checkout", 150), Author: alice, Reason: "promo day",
+		Evidence: []byte(`{"load_score":[0.5,0.7,0.9],"controller":{"p":0.4}}`)})
+	require.NoError(e.t, err)
+}
+
+var csrfRe = regexp.MustCompile(`name="csrf" value="([^"]+)"`)

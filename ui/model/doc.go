@@ -1,0 +1,14 @@
+// Package model is what the web UI reads from the rest of Governor, as small
+// interfaces the UI's wiring adapts the engine, the delivery ledger and the
+// alerting subsystem to, plus the overview assembled from them.
+//
+// Fleet gives the live state of each service (load score and its trend, the
+// golden signals, the rollout state of its rules). Alerts gives the firing
+// alerts by tier and lets operators acknowledge and silence them. The rules
+// themselves come from versioning.Reader directly.
+//
+// Build assembles the overview: every service any source knows, sorted by
+// what needs attention first (see Attention). A failing source does not fail
+// the overview: its part is left empty and named in Overview.Problems, so the
+// page can show a banner and everything else.
+package model

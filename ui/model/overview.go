@@ -1,0 +1,174 @@
+package model
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+
+	"governor.dev/governor/rules/versioning"
+)
+
+// Row is one service in the overview.
+type Row struct {
+	ServiceStatus
+	// Known is false for services only the rules store knows (no live data).
+	Known bool `json:"known"`
+	// ActiveVersion is the approved version; Pending the open proposals.
+	ActiveVersion int64 `json:"active_version"`
+	Pending       int   `json:"open_proposals"`
+	// Alerts counts firing, unacknowledged and unsilenced alerts by tier.
+	Alerts map[Tier]int `json:"alerts"`
+	// Attention is the sort key: higher needs a person sooner.
+	Attention int `json:"attention"`
+}
+
+// Overview is the whole fleet at a glance.
+type Overview struct {
+	Rows []Row `json:"services"`
+	// FiringByTier counts firing alerts over all services.
+	FiringByTier map[Tier]int `json:"firing_by_tier"`
+	// OpenProposals over all services.
+	OpenProposals int `json:"open_proposals"`
+	// Problems names the sources that failed (shown as a banner).
+	Problems []string `json:"problems,omitempty"`
+}
+
+// Sources are what Build reads; any may be nil (not configured).
+type Sources struct {
+	Rules  versioning.Reader
+	Fleet  Fleet
+	Alerts Alerts
+}
+
+// Build assembles the overview. A failed source is reported in Problems and
+// the rest is still shown; ctx's error is returned as is.
+func Build(ctx context.Context, s Sources) (Overview, error) {
+	ov := Overview{FiringByTier: map[Tier]int{}}
+	rows := map[string]*Row{}
+	row := func(name string) *Row {
+		r, ok := rows[name]
+		if !ok {
+			r = &Row{ServiceStatus: ServiceStatus{Name: name}, Alerts: map[Tier]int{}}
+			rows[name] = r
+		}
+		return r
+	}
+	problem := func(what string, err error) error {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		ov.Problems = append(ov.Problems, what+" unavailable: "+brief(err))
+		return nil
+	}
+	if s.Fleet != nil {
+		sts, err := s.Fleet.Services(ctx)
+		if err != nil {
+			if e := problem("metrics", err); e != nil {
+				return ov, e
+			}
+		}
+		for _, st := range sts {
+			r := row(st.Name)
+			r.ServiceStatus, r.Known = st, true
+		}
+	} else {
+		ov.Problems = append(ov.Problems, "metrics source not configured")
+	}
+	if s.Rules != nil {
+		infos, err := s.Rules.Services(ctx)
+		if err != nil {
+			if e := problem("rules database", err); e != nil {
+				return ov, e
+			}
+		}
+		for _, in := range infos {
+			r := row(in.Name)
+			r.ActiveVersion, r.Pending = in.Active, in.Pending
+			ov.OpenProposals += in.Pending
+		}
+	}
+	if s.Alerts != nil {
+		firing, err := s.Alerts.Firing(ctx)
+		if err != nil {
+			if e := problem("alerts", err); e != nil {
+				return ov, e
+			}
+		}
+		for _, a := range firing {
+			ov.FiringByTier[a.Tier]++
+			if a.AckedBy == "" && a.SilencedUntil.IsZero() {
+				row(a.Service).Alerts[a.Tier]++
+			}
+		}
+	}
+	ov.Rows = make([]Row, 0, len(rows))
+	for _, r := range rows {
+		r.Attention = Attention(*r)
+		ov.Rows = append(ov.Rows, *r)
+	}
+	slices.SortFunc(ov.Rows, func(a, b Row) int {
+		if a.Attention != b.Attention {
+			return b.Attention - a.Attention
+		}
+		sa, sb := score(a), score(b)
+		if sa != sb {
+			if sa > sb {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return ov, nil
+}
+
+func score(r Row) float64 {
+	if r.LoadScore == nil {
+		return -1
+	}
+	return *r.LoadScore
+}
+
+// Attention ranks a service: unacknowledged P0 alerts first, then P1,
+// refused rule versions (NACKED), overload, P2 alerts, stale instances,
+// open proposals, a high load score.
+func Attention(r Row) int {
+	a := 0
+	a += 1_000_000 * min(r.Alerts[P0], 9)
+	a += 100_000 * min(r.Alerts[P1], 9)
+	if r.Rollout.Nacked > 0 {
+		a += 50_000
+	}
+	if r.Overloaded {
+		a += 20_000
+	}
+	a += 5_000 * min(r.Alerts[P2], 3)
+	if r.Rollout.Stale > 0 || r.Rollout.Gone > 0 {
+		a += 2_000
+	}
+	if r.Pending > 0 {
+		a += 1_000
+	}
+	if r.LoadScore != nil {
+		a += int(*r.LoadScore * 100)
+	}
+	return a
+}
+
+func brief(err error) string {
+	switch {
+	case errors.Is(err, versioning.ErrUnavailable):
+		return "the database does not answer"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timed out"
+	}
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 160 {
+		s = s[:160] + "…"
+	}
+	return s
+}

@@ -1,0 +1,61 @@
+package pages
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/ui/internal/httperr"
+)
+
+// AuditActions are the actions the filter offers.
+var AuditActions = []versioning.Action{
+	versioning.ActionPropose, versioning.ActionApprove, versioning.ActionReject, versioning.ActionWithdraw,
+	versioning.ActionActivate, versioning.ActionAutoApply, versioning.ActionPublish, versioning.ActionRollback,
+	versioning.ActionEmergency, versioning.ActionPolicy, versioning.ActionRebase, versioning.ActionLogin,
+	versioning.ActionLoginFailure, versioning.ActionLogout, versioning.ActionTokenCreate, versioning.ActionTokenRevoke,
+}
+
+type auditData struct {
+	Filter    versioning.AuditFilter
+	Entries   []versioning.AuditEntry
+	Report    versioning.AuditReport
+	VerifyErr string
+	Actions   []versioning.Action
+	Older     string
+}
+
+func (p *Pages) audit(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := versioning.AuditFilter{Service: q.Get("service"), Actor: q.Get("actor"), Action: versioning.Action(q.Get("action")), Newest: true, Limit: 100}
+	if b := q.Get("before"); b != "" {
+		n, err := strconv.ParseInt(b, 10, 64)
+		if err != nil || n < 1 {
+			p.fail(w, r, httperrBad("before must be a sequence number"))
+			return
+		}
+		f.BeforeSeq = n
+	}
+	entries, err := p.o.Rules.Audit(r.Context(), f)
+	if err != nil {
+		p.fail(w, r, err)
+		return
+	}
+	d := auditData{Filter: f, Entries: entries, Actions: AuditActions}
+	d.Report, err = p.o.Rules.VerifyAudit(r.Context())
+	var ce *versioning.ChainError
+	switch {
+	case errors.As(err, &ce):
+		d.VerifyErr = fmt.Sprintf("entry %d: %s", ce.Seq, ce.Problem)
+	case err != nil:
+		d.VerifyErr = httperr.Message(err)
+	}
+	if len(entries) == f.Limit {
+		q.Set("before", strconv.FormatInt(entries[len(entries)-1].Seq, 10))
+		d.Older = "/audit?" + url.Values(q).Encode()
+	}
+	p.render(w, r, http.StatusOK, "audit", "Audit log", "audit", d)
+}

@@ -1,0 +1,68 @@
+package pages
+
+import (
+	"errors"
+	"net/http"
+
+	"governor.dev/governor/ui/auth"
+	"governor.dev/governor/ui/internal/httperr"
+)
+
+type loginData struct{ Name, Next, Error string }
+
+func (p *Pages) loginForm(w http.ResponseWriter, r *http.Request) {
+	if auth.FromContext(r.Context()) != nil {
+		http.Redirect(w, r, safeNext(r.URL.Query().Get("next")), http.StatusSeeOther)
+		return
+	}
+	p.render(w, r, http.StatusOK, "login", "Log in", "", loginData{Next: safeNext(r.URL.Query().Get("next"))})
+}
+
+func (p *Pages) login(w http.ResponseWriter, r *http.Request) {
+	name, pw, next := r.PostFormValue("name"), r.PostFormValue("password"), safeNext(r.PostFormValue("next"))
+	s, u, err := p.o.Auth.Login(r.Context(), name, pw, auth.ClientAddr(r))
+	if err != nil {
+		status, _ := httperr.Status(err)
+		msg := httperr.Message(err)
+		if errors.Is(err, auth.ErrUnauthenticated) {
+			msg = "Wrong user name or password."
+		}
+		p.render(w, r, status, "login", "Log in", "", loginData{Name: name, Next: next, Error: msg})
+		return
+	}
+	auth.SetCookie(w, s, p.o.Clock.Now())
+	if u.MustChange {
+		next = auth.PasswordPath
+	}
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+func (p *Pages) logout(w http.ResponseWriter, r *http.Request) {
+	if err := p.o.Auth.Logout(r.Context(), auth.FromContext(r.Context())); err != nil {
+		p.fail(w, r, err)
+		return
+	}
+	auth.ClearCookie(w)
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+type passwordData struct{ Error string }
+
+func (p *Pages) passwordForm(w http.ResponseWriter, r *http.Request) {
+	p.render(w, r, http.StatusOK, "password", "Change password", "", passwordData{})
+}
+
+func (p *Pages) changePassword(w http.ResponseWriter, r *http.Request) {
+	pr := auth.FromContext(r.Context())
+	if pr.Session == nil {
+		p.fail(w, r, auth.ErrForbidden)
+		return
+	}
+	err := p.o.Auth.ChangePassword(r.Context(), pr.User.Name, r.PostFormValue("current"), r.PostFormValue("next"), pr.Session)
+	if err != nil {
+		status, _ := httperr.Status(err)
+		p.render(w, r, status, "password", "Change password", "", passwordData{Error: httperr.Message(err)})
+		return
+	}
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}

@@ -1,0 +1,160 @@
+package pages
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/ui/model"
+)
+
+type overviewData struct {
+	At       time.Time
+	Overview model.Overview
+}
+
+func (p *Pages) buildOverview(ctx context.Context) (model.Overview, error) {
+	return model.Build(ctx, model.Sources{Rules: p.o.Rules, Fleet: p.o.Fleet, Alerts: p.o.Alerts})
+}
+
+func (p *Pages) overview(w http.ResponseWriter, r *http.Request) {
+	ov, err := p.buildOverview(r.Context())
+	if err != nil {
+		p.fail(w, r, err)
+		return
+	}
+	p.render(w, r, http.StatusOK, "overview", "Overview", "overview", overviewData{At: p.o.Clock.Now(), Overview: ov})
+}
+
+// overviewEvents streams the overview's rows and summary as Server-Sent
+// Events ("rows" and "summary", HTML rendered by the same templates as the
+// page) every LiveInterval until the client goes away.
+func (p *Pages) overviewEvents(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetWriteDeadline(time.Time{}) // a stream outlives the server's write timeout
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	ctx := r.Context()
+	for {
+		if err := p.sendOverview(ctx, w); err != nil {
+			if !errors.Is(err, context.Canceled) {
+				p.o.Logger.Debug("pages: overview stream ended", "err", err)
+			}
+			return
+		}
+		if err := rc.Flush(); err != nil {
+			return
+		}
+		t := p.o.Clock.NewTimer(p.o.LiveInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+	}
+}
+
+func (p *Pages) sendOverview(ctx context.Context, w http.ResponseWriter) error {
+	ov, err := p.buildOverview(ctx)
+	if err != nil {
+		return err
+	}
+	var rows, summary bytes.Buffer
+	t := p.tmpl["overview"]
+	if err := t.ExecuteTemplate(&rows, "rows", ov); err != nil {
+		return err
+	}
+	if err := t.ExecuteTemplate(&summary, "summary", ov); err != nil {
+		return err
+	}
+	if err := writeEvent(w, "summary", summary.String()); err != nil {
+		return err
+	}
+	return writeEvent(w, "rows", rows.String())
+}
+
+// writeEvent writes one SSE event; each line of data gets its own "data:".
+func writeEvent(w http.ResponseWriter, event, data string) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "event: %s\n", event)
+	for _, line := range strings.Split(data, "\n") {
+		b.WriteString("data: ")
+		b.WriteString(strings.TrimRight(line, "\r"))
+		b.WriteByte('\n')
+	}
+	b.WriteByte('\n')
+	_, err := w.Write([]byte(b.String()))
+	return err
+}
+
+// Ranges a service page offers.
+var Ranges = []string{"15m", "1h", "6h", "24h", "7d"}
+
+type serviceData struct {
+	Service    string
+	Status     model.ServiceStatus
+	Active     *versioning.Version
+	ScoreChart any
+	Range      string
+	Ranges     []string
+}
+
+func parseRange(s string) (string, time.Duration) {
+	switch s {
+	case "15m":
+		return s, 15 * time.Minute
+	case "6h":
+		return s, 6 * time.Hour
+	case "24h":
+		return s, 24 * time.Hour
+	case "7d":
+		return s, 7 * 24 * time.Hour
+	}
+	return "1h", time.Hour
+}
+
+func (p *Pages) service(w http.ResponseWriter, r *http.Request) {
+	svc, err := serviceParam(r)
+	if err != nil {
+		p.fail(w, r, err)
+		return
+	}
+	rng, span := parseRange(r.URL.Query().Get("range"))
+	d := serviceData{Service: svc, Status: model.ServiceStatus{Name: svc}, Range: rng, Ranges: Ranges}
+	var banners []Banner
+	if p.o.Fleet == nil {
+		banners = append(banners, Banner{"warn", "The metrics source is not configured: no live data."})
+	} else if sts, err := p.o.Fleet.Services(r.Context()); err != nil {
+		banners = append(banners, Banner{"warn", "The metrics source is unavailable; live data is missing."})
+		p.o.Logger.Warn("pages: fleet", "err", err)
+	} else {
+		for _, s := range sts {
+			if s.Name == svc {
+				d.Status = s
+			}
+		}
+	}
+	pts := d.Status.Trend
+	if h, ok := p.o.Fleet.(model.History); ok {
+		if hp, err := h.LoadScoreHistory(r.Context(), svc, span); err == nil {
+			pts = hp
+		} else {
+			banners = append(banners, Banner{"warn", "Load score history is unavailable."})
+		}
+	}
+	d.ScoreChart = Chart(ChartOptions{Points: pts, Label: "load score of " + svc, Min: 0, Max: 1, Act: 0.8, Release: 0.5})
+	if v, err := p.o.Rules.Active(r.Context(), svc); err == nil {
+		d.Active = &v
+	} else if !errors.Is(err, versioning.ErrNotFound) {
+		banners = append(banners, Banner{"error", "The rules database is unavailable: the active rules cannot be shown."})
+	}
+	p.render(w, r, http.StatusOK, "service", svc, "overview", d, banners...)
+}

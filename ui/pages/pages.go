@@ -1,0 +1,125 @@
+package pages
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/ui/assets"
+	"governor.dev/governor/ui/auth"
+	"governor.dev/governor/ui/internal/httperr"
+	"governor.dev/governor/ui/model"
+)
+
+//go:embed templates
+var templateFS embed.FS
+
+// Options configure New.
+type Options struct {
+	// Rules is the rules store; required.
+	Rules versioning.Store
+	// Auth holds users and sessions; required.
+	Auth *auth.Manager
+	// Fleet and Alerts may be nil (not configured: the pages say so).
+	Fleet  model.Fleet
+	Alerts model.Alerts
+	Clock  clock.Clock
+	Logger *slog.Logger
+	// LiveInterval is how often the overview stream sends rows; default 2s.
+	LiveInterval time.Duration
+	// Location formats times; default UTC.
+	Location *time.Location
+}
+
+// Pages renders the UI.
+type Pages struct {
+	o     Options
+	tmpl  map[string]*template.Template
+	asset string
+}
+
+// New parses the templates.
+func New(o Options) (*Pages, error) {
+	if o.Rules == nil || o.Auth == nil {
+		return nil, errors.New("pages: Options.Rules and Options.Auth are required")
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.LiveInterval <= 0 {
+		o.LiveInterval = 2 * time.Second
+	}
+	if o.Location == nil {
+		o.Location = time.UTC
+	}
+	p := &Pages{o: o, tmpl: map[string]*template.Template{}, asset: assets.Version()}
+	base, err := template.New("layout").Funcs(p.funcs()).ParseFS(templateFS, "templates/layout.html", "templates/partials.html")
+	if err != nil {
+		return nil, fmt.Errorf("pages: %w", err)
+	}
+	for _, name := range []string{"login", "password", "overview", "service", "timeline", "version", "diff", "rollback", "propose", "recommendations", "alerts", "audit", "settings"} {
+		t, err := template.Must(base.Clone()).ParseFS(templateFS, "templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("pages: %s: %w", name, err)
+		}
+		p.tmpl[name] = t
+	}
+	return p, nil
+}
+
+// Banner is a message at the top of a page.
+type Banner struct {
+	Kind string // error, warn, ok
+	Text string
+}
+
+// view is what every template gets.
+type view struct {
+	Title, Nav   string
+	Principal    *auth.Principal
+	CSRF         string
+	IsAdmin      bool
+	AssetVersion string
+	Banners      []Banner
+	Data         any
+}
+
+// render executes a page into a buffer first, so a template error never
+// leaves half a page.
+func (p *Pages) render(w http.ResponseWriter, r *http.Request, status int, name, title, nav string, data any, banners ...Banner) {
+	pr := auth.FromContext(r.Context())
+	v := view{Title: title, Nav: nav, Principal: pr, AssetVersion: p.asset, Banners: banners, Data: data}
+	if pr != nil {
+		v.IsAdmin = pr.Has(versioning.RoleAdmin)
+		if pr.Session != nil {
+			v.CSRF = pr.Session.CSRF
+		}
+	}
+	var buf bytes.Buffer
+	if err := p.tmpl[name].ExecuteTemplate(&buf, "layout", v); err != nil {
+		p.fail(w, r, fmt.Errorf("pages: render %s: %w", name, err))
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = buf.WriteTo(w)
+}
+
+// fail writes an error page; the one place errors become responses is
+// package httperr.
+func (p *Pages) fail(w http.ResponseWriter, r *http.Request, err error) {
+	httperr.Write(w, r, p.o.Logger, err)
+}
+
+// OnError is the auth middleware's error writer.
+func (p *Pages) OnError(w http.ResponseWriter, r *http.Request, err error) { p.fail(w, r, err) }

@@ -1,0 +1,364 @@
+package pages
+
+import (
+	"errors"
+	"fmt"
+	"html/template"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/sdk/rules"
+	"governor.dev/governor/ui/auth"
+	"governor.dev/governor/ui/internal/httperr"
+)
+
+type timelineData struct {
+	Service  string
+	Versions []versioning.Version
+	From, To int64
+}
+
+func (p *Pages) timeline(w http.ResponseWriter, r *http.Request) {
+	svc, err := serviceParam(r)
+	if err != nil {
+		p.fail(w, r, err)
+		return
+	}
+	f := versioning.ListFilter{Service: svc, Limit: 200}
+	if st := r.URL.Query().Get("state"); st != "" {
+		f.States = []versioning.State{versioning.State(st)}
+	}
+	vs, err := p.o.Rules.List(r.Context(), f)
+	if err != nil {
+		p.fail(w, r, err)
+		return
+	}
+	d := timelineData{Service: svc, Versions: vs}
+	if len(vs) > 0 {
+		d.To = vs[0].Number
+		d.From = max(vs[0].Number-1, 1)
+	}
+	p.render(w, r, http.StatusOK, "timeline", "Rules of "+svc, "overview", d)
+}
+
+type versionData struct {
+	Version      versioning.Version
+	Changes      []versioning.Change
+	ApproveWhy   string
+	RejectWhy    string
+	CanWithdraw  bool
+	Evidence     bool
+	EvidenceHTML template.HTML
+}
+
+func (p *Pages) loadVersion(r *http.Request) (versioning.Version, error) {
+	svc, err := serviceParam(r)
+	if err != nil {
+		return versioning.Version{}, err
+	}
+	n, err := intParam(r, "n")
+	if err != nil {
+		return versioning.Version{}, err
+	}
+	return p.o.Rules.Get(r.Context(), svc, n)
+}
+
+func (p *Pages) version(w http.ResponseWriter, r *http.Request) {
+	v, err := p.loadVersion(r)
+	if err != nil {
+		p.fail(w, r, err)
+		return
+	}
+	p.renderVersion(w, r, http.StatusOK, v)
+}
+
+func (p *Pages) renderVersion(w http.ResponseWriter, r *http.Request, status int, v versioning.Version, banners ...Banner) {
+	ctx := r.Context()
+	pr := auth.FromContext(ctx)
+	d := versionData{Version: v, Evidence: len(v.Evidence) > 0, EvidenceHTML: p.evidenceHTML(v.Evidence)}
+	if v.Parent > 0 {
+		if parent, err := p.o.Rules.Get(ctx, v.Service, v.Parent); err == nil {
+			d.Changes = versioning.Diff(parent.Ruleset, v.Ruleset)
+		}
+	} else {
+		d.Changes = versioning.Diff(nil, v.Ruleset)
+	}
+	pol, err := p.o.Rules.Policy(ctx, v.Service)
+	if err != nil {
+		pol = versioning.DefaultPolicy(v.Service)
+		banners = append(banners, Banner{"warn", "The approval policy could not be read; the default is assumed."})
+	}
+	d.ApproveWhy, d.RejectWhy = DecisionWhy(v, pol, pr)
+	d.CanWithdraw = v.State == versioning.StateProposed && pr != nil && (pr.User.Name == v.Author || pr.Has(versioning.RoleAdmin))
+	p.render(w, r, status, "version", fmt.Sprintf("%s v%d", v.Service, v.Number), "overview", d, banners...)
+}
+
+// DecisionWhy explains why the approve and reject buttons are disabled for
+// pr ("" when enabled): the same rules the store enforces, said in words.
+func DecisionWhy(v versioning.Version, pol versioning.Policy, pr *auth.Principal) (approve, reject string) {
+	if v.State != versioning.StateProposed {
+		s := "the version is " + string(v.State) + ", not awaiting a decision"
+		return s, s
+	}
+	if pr == nil {
+		return "you are not logged in", "you are not logged in"
+	}
+	if !pr.Has(pol.ApproverRoles...) {
+		s := "this service's policy lets only these roles decide: " + versioning.JoinRoles(pol.ApproverRoles)
+		approve, reject = s, s
+	}
+	if pr.User.Name == v.Author {
+		approve = "you proposed this version; four eyes: another approver must approve it"
+	}
+	for _, a := range v.Approvals {
+		if a.Approver == pr.User.Name {
+			approve = fmt.Sprintf("you already approved it; %d of %d approvals so far", len(v.Approvals), pol.ApprovalsRequired)
+		}
+	}
+	return approve, reject
+}
+
+type decision int
+
+const (
+	decisionApprove decision = iota
+	decisionReject
+	decisionWithdraw
+)
+
+func (p *Pages) decide(d decision) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		v, err := p.loadVersion(r)
+		if err != nil {
+			p.fail(w, r, err)
+			return
+		}
+		pr := auth.FromContext(r.Context())
+		comment := r.PostFormValue("comment")
+		var out versioning.Version
+		switch d {
+		case decisionApprove:
+			out, err = p.o.Rules.Approve(r.Context(), v.Service, v.Number, pr.Actor(), comment)
+		case decisionReject:
+			out, err = p.o.Rules.Reject(r.Context(), v.Service, v.Number, pr.Actor(), comment)
+		default:
+			out, err = p.o.Rules.Withdraw(r.Context(), v.Service, v.Number, pr.Actor(), comment)
+		}
+		if err != nil {
+			status, _ := httperr.Status(err)
+			if status >= 500 {
+				p.fail(w, r, err)
+				return
+			}
+			p.renderVersion(w, r, status, v, Banner{"error", httperr.Message(err)})
+			return
+		}
+		http.Redirect(w, r, fmt.Sprintf("/services/%s/rules/%d", out.Service, out.Number), http.StatusSeeOther)
+	}
+}
+
+type diffData struct {
+	Service  string
+	From, To int64
+	Changes  []versioning.Change
+}
+
+func (p *Pages) diff(w http.ResponseWriter, r *http.Request) {
+	svc, err := serviceParam(r)
+	if err != nil {
+		p.fail(w, r, err)
+		return
+	}
+	from, err1 := strconv.ParseInt(r.URL.Query().Get("from"), 10, 64)
+	to, err2 := strconv.ParseInt(r.URL.Query().Get("to"), 10, 64)
+	if err1 != nil || err2 != nil || from < 1 || to < 1 {
+		p.fail(w, r, httperrBad("from and to must be version numbers"))
+		return
+	}
+	a, err := p.o.Rules.Get(r.Context(), svc, from)
+	if err != nil {
+		p.fail(w, r, err)
+		return
+	}
+	b, err := p.o.Rules.Get(r.Context(), svc, to)
+	if err != nil {
+		p.fail(w, r, err)
+		return
+	}
+	p.render(w, r, http.StatusOK, "diff", fmt.Sprintf("%s v%d → v%d", svc, from, to), "overview",
+		diffData{Service: svc, From: from, To: to, Changes: versioning.Diff(a.Ruleset, b.Ruleset)})
+}
+
+type proposeData struct {
+	Service, YAML, Reason, Why, Error string
+	Base                              int64
+	Fields                            []rules.FieldError
+}
+
+func changeWhy(pr *auth.Principal) string {
+	if !pr.Has(changeRoles...) {
+		return "you need one of the roles: operator, approver, admin"
+	}
+	return ""
+}
+
+func (p *Pages) proposeForm(w http.ResponseWriter, r *http.Request) {
+	svc, err := serviceParam(r)
+	if err != nil {
+		p.fail(w, r, err)
+		return
+	}
+	d := proposeData{Service: svc, Why: changeWhy(auth.FromContext(r.Context()))}
+	active, err := p.o.Rules.Active(r.Context(), svc)
+	switch {
+	case err == nil:
+		d.Base = active.Number
+		d.YAML = fmtYAML(active.Ruleset)
+	case errors.Is(err, versioning.ErrNotFound):
+		d.YAML = "service: " + svc + "\n"
+	default:
+		p.fail(w, r, err)
+		return
+	}
+	p.render(w, r, http.StatusOK, "propose", "Propose a change to "+svc, "overview", d)
+}
+
+func (p *Pages) propose(w http.ResponseWriter, r *http.Request) {
+	svc, err := serviceParam(r)
+	if err != nil {
+		p.fail(w, r, err)
+		return
+	}
+	pr := auth.FromContext(r.Context())
+	d := proposeData{Service: svc, YAML: r.PostFormValue("ruleset"), Reason: r.PostFormValue("reason")}
+	d.Base, _ = strconv.ParseInt(r.PostFormValue("base"), 10, 64)
+	v, err := versioning.Import(r.Context(), p.o.Rules, versioning.FormatYAML, []byte(d.YAML), versioning.ImportOptions{
+		Service: svc, BaseVersion: d.Base, Author: pr.Actor(), Reason: d.Reason,
+	})
+	if err != nil {
+		status, _ := httperr.Status(err)
+		if status >= 500 {
+			p.fail(w, r, err)
+			return
+		}
+		d.Fields = httperr.Fields(err)
+		if d.Fields == nil {
+			d.Error = httperr.Message(err)
+		} else {
+			d.Error = "The proposal was not stored: fix the fields below."
+		}
+		p.render(w, r, status, "propose", "Propose a change to "+svc, "overview", d)
+		return
+	}
+	http.Redirect(w, r, fmt.Sprintf("/services/%s/rules/%d", v.Service, v.Number), http.StatusSeeOther)
+}
+
+type rollbackData struct {
+	Service    string
+	Target     versioning.Version
+	Active     *versioning.Version
+	Changes    []versioning.Change
+	Why, Error string
+}
+
+func (p *Pages) rollbackData(r *http.Request) (rollbackData, error) {
+	target, err := p.loadVersion(r)
+	if err != nil {
+		return rollbackData{}, err
+	}
+	d := rollbackData{Service: target.Service, Target: target, Why: changeWhy(auth.FromContext(r.Context()))}
+	var activeRules *rules.Ruleset
+	active, err := p.o.Rules.Active(r.Context(), target.Service)
+	switch {
+	case err == nil:
+		d.Active, activeRules = &active, active.Ruleset
+	case !errors.Is(err, versioning.ErrNotFound):
+		return d, err
+	}
+	d.Changes = versioning.Diff(activeRules, target.Ruleset)
+	switch {
+	case !target.State.WentLive():
+		d.Why = "v" + strconv.FormatInt(target.Number, 10) + " never went live, so it is no rollback target"
+	case target.Active:
+		d.Why = "v" + strconv.FormatInt(target.Number, 10) + " is already active"
+	}
+	return d, nil
+}
+
+func (p *Pages) rollbackForm(w http.ResponseWriter, r *http.Request) {
+	d, err := p.rollbackData(r)
+	if err != nil {
+		p.fail(w, r, err)
+		return
+	}
+	p.render(w, r, http.StatusOK, "rollback", "Roll back "+d.Service, "overview", d)
+}
+
+func (p *Pages) rollback(w http.ResponseWriter, r *http.Request) {
+	d, err := p.rollbackData(r)
+	if err != nil {
+		p.fail(w, r, err)
+		return
+	}
+	if r.PostFormValue("confirm") != "yes" {
+		d.Error = "Confirm that you reviewed the changes."
+		p.render(w, r, http.StatusUnprocessableEntity, "rollback", "Roll back "+d.Service, "overview", d)
+		return
+	}
+	pr := auth.FromContext(r.Context())
+	v, err := p.o.Rules.Rollback(r.Context(), d.Service, d.Target.Number, pr.Actor(), strings.TrimSpace(r.PostFormValue("reason")))
+	if err != nil {
+		status, _ := httperr.Status(err)
+		if status >= 500 {
+			p.fail(w, r, err)
+			return
+		}
+		d.Error = httperr.Message(err)
+		if fs := httperr.Fields(err); len(fs) > 0 {
+			d.Error = fs[0].Field + ": " + fs[0].Problem
+		}
+		p.render(w, r, status, "rollback", "Roll back "+d.Service, "overview", d)
+		return
+	}
+	http.Redirect(w, r, fmt.Sprintf("/services/%s/rules/%d", v.Service, v.Number), http.StatusSeeOther)
+}
+
+type recommendation struct {
+	versioning.Version
+	Changes      []versioning.Change
+	EvidenceHTML template.HTML
+}
+
+func (p *Pages) recommendations(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	infos, err := p.o.Rules.Services(ctx)
+	if err != nil {
+		p.fail(w, r, err)
+		return
+	}
+	var items []recommendation
+	for _, in := range infos {
+		if in.Pending == 0 {
+			continue
+		}
+		vs, err := p.o.Rules.List(ctx, versioning.ListFilter{Service: in.Name, States: []versioning.State{versioning.StateProposed}})
+		if err != nil {
+			p.fail(w, r, err)
+			return
+		}
+		for _, v := range vs {
+			rec := recommendation{Version: v, EvidenceHTML: p.evidenceHTML(v.Evidence)}
+			if v.Parent > 0 {
+				if parent, err := p.o.Rules.Get(ctx, v.Service, v.Parent); err == nil {
+					rec.Changes = versioning.Diff(parent.Ruleset, v.Ruleset)
+				}
+			}
+			items = append(items, rec)
+		}
+	}
+	slices.SortFunc(items, func(a, b recommendation) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	p.render(w, r, http.StatusOK, "recommendations", "Recommendations", "recommendations", struct{ Items []recommendation }{items})
+}

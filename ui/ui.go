@@ -1,0 +1,197 @@
+package ui
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/ui/api"
+	"governor.dev/governor/ui/assets"
+	"governor.dev/governor/ui/auth"
+	"governor.dev/governor/ui/internal/httperr"
+	"governor.dev/governor/ui/model"
+	"governor.dev/governor/ui/pages"
+)
+
+// ErrInvalid: bad Options.
+var ErrInvalid = errors.New("ui: invalid options")
+
+// Options configure New.
+type Options struct {
+	// Rules is the rules store; required.
+	Rules versioning.Store
+	// Auth holds users, sessions and tokens; required (see auth.New).
+	Auth *auth.Manager
+	// Fleet (live service state) and Alerts may be nil: the pages say they
+	// are not configured.
+	Fleet  model.Fleet
+	Alerts model.Alerts
+	Clock  clock.Clock
+	Logger *slog.Logger
+	// Registerer receives the UI's request metrics; nil for none.
+	Registerer prometheus.Registerer
+	// TrustedOrigins are extra origins (scheme://host[:port]) allowed to send
+	// cross-origin state-changing requests, e.g. behind a proxy that rewrites
+	// Host. Same-origin requests are always allowed.
+	TrustedOrigins []string
+	// LiveInterval is how often the overview stream updates; default 2s.
+	LiveInterval time.Duration
+}
+
+// CSP is the Content-Security-Policy of every response: scripts and styles
+// only from this origin's files, no inline code, no framing.
+const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// New returns the UI's handler.
+func New(o Options) (http.Handler, error) {
+	if o.Rules == nil || o.Auth == nil {
+		return nil, fmt.Errorf("%w: Rules and Auth are required", ErrInvalid)
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	pg, err := pages.New(pages.Options{Rules: o.Rules, Auth: o.Auth, Fleet: o.Fleet, Alerts: o.Alerts, Clock: o.Clock, Logger: o.Logger, LiveInterval: o.LiveInterval})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	ap, err := api.New(api.Options{Rules: o.Rules, Fleet: o.Fleet, Alerts: o.Alerts, Clock: o.Clock, Logger: o.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	cop := http.NewCrossOriginProtection()
+	for _, origin := range o.TrustedOrigins {
+		if err := cop.AddTrustedOrigin(origin); err != nil {
+			return nil, fmt.Errorf("%w: TrustedOrigins: %w", ErrInvalid, err)
+		}
+	}
+	onError := func(w http.ResponseWriter, r *http.Request, err error) { httperr.Write(w, r, o.Logger, err) }
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		onError(w, r, fmt.Errorf("%w: cross-origin request refused", auth.ErrCSRF))
+	}))
+	m, err := newMetrics(o.Registerer)
+	if err != nil {
+		return nil, err
+	}
+
+	r := chi.NewRouter()
+	r.Use(securityHeaders, recoverer(o.Logger, onError), m.middleware)
+	r.Handle("/assets/*", http.StripPrefix("/assets", assets.Handler()))
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	r.Group(func(r chi.Router) {
+		r.Use(cop.Handler, noStore, o.Auth.Middleware(onError))
+		r.Route("/api/v1", ap.Routes)
+		pg.Routes(r)
+	})
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) { onError(w, r, httperr.ErrNotFound) })
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		onError(w, r, fmt.Errorf("%w: method %s not allowed here", httperr.ErrBadRequest, r.Method))
+	})
+	return r, nil
+}
+
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", CSP)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("Cross-Origin-Opener-Policy", "same-origin")
+		h.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=()")
+		h.Set("Strict-Transport-Security", "max-age=31536000")
+		next.ServeHTTP(w, r)
+	})
+}
+
+func noStore(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// recoverer turns a panic into a logged 500 without a stack trace in the
+// response.
+func recoverer(log *slog.Logger, onError auth.ErrorWriter) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			defer func() {
+				if v := recover(); v != nil {
+					if v == http.ErrAbortHandler {
+						panic(v)
+					}
+					log.Error("ui: panic", "path", r.URL.Path, "panic", fmt.Sprint(v))
+					onError(w, r, fmt.Errorf("ui: internal error"))
+				}
+			}()
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+type metrics struct {
+	requests *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "governor_ui_requests_total", Help: "Requests served by the web UI and API, by route and status code."}, []string{"route", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "governor_ui_request_duration_seconds", Help: "Server time of web UI and API requests, by route.", Buckets: prometheus.DefBuckets}, []string{"route"}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.requests, m.duration} {
+			if err := reg.Register(c); err != nil {
+				return nil, fmt.Errorf("%w: metrics: %w", ErrInvalid, err)
+			}
+		}
+	}
+	return m, nil
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.code == 0 {
+		s.code = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.code == 0 {
+		s.code = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+func (m *metrics) middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		next.ServeHTTP(sw, r)
+		route := "unmatched"
+		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+			route = rc.RoutePattern()
+		}
+		m.requests.WithLabelValues(route, strconv.Itoa(max(sw.code, 200))).Inc()
+		m.duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
+	})
+}
