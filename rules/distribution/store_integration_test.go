@@ -2,6 +2,7 @@ package distribution
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -9,8 +10,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"governor.dev/governor/internal/testenv"
+	"governor.dev/governor/migrations"
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/rules/versioning/postgres"
 	"governor.dev/governor/rules/versioning/sqlite"
@@ -26,24 +29,27 @@ var (
 // rulesStores opens the real rules stores.
 var rulesStores = []struct {
 	name string
-	open func(t *testing.T, clk clock.Clock) (versioning.Store, string)
+	// open returns the store, the Postgres URL ("" for SQLite) and a
+	// database/sql handle on the same database for the ledger.
+	open func(t *testing.T, clk clock.Clock) (versioning.Store, string, *sql.DB)
 }{
-	{"sqlite", func(t *testing.T, clk clock.Clock) (versioning.Store, string) {
-		s, err := sqlite.Open(context.Background(), sqlite.Options{Path: filepath.Join(t.TempDir(), "rules.db"), Clock: clk})
+	{"sqlite", func(t *testing.T, clk clock.Clock) (versioning.Store, string, *sql.DB) {
+		path := filepath.Join(t.TempDir(), "rules.db")
+		s, err := sqlite.Open(context.Background(), sqlite.Options{Path: path, Clock: clk})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = s.Close() })
-		return s, ""
+		return s, "", openSQL(t, "sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)", migrations.SQLite)
 	}},
-	{"postgres", func(t *testing.T, clk clock.Clock) (versioning.Store, string) {
+	{"postgres", func(t *testing.T, clk clock.Clock) (versioning.Store, string, *sql.DB) {
 		url := testenv.Postgres(t)
 		s, err := postgres.Open(context.Background(), postgres.Options{URL: url, Clock: clk})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = s.Close() })
-		return s, url
+		return s, url, openSQL(t, "pgx", url, migrations.Postgres)
 	}},
 }
 
@@ -70,13 +76,16 @@ func TestRelayOnTheRulesStore(t *testing.T) {
 		t.Run(st.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			store, pgURL := st.open(t, nil)
-			p := newPlane(t, url)
+			store, pgURL, db := st.open(t, nil)
 			var wake <-chan struct{}
 			if pgURL != "" {
 				wake = ListenPostgres(ctx, ListenOptions{URL: pgURL})
 			}
-			relay, err := NewRelay(RelayOptions{Outbox: store, Publisher: p.pub, Wake: wake, OnPublished: p.ledger.Published, Sweep: time.Minute})
+			// The whole control plane on the rules database: outbox from the
+			// store, ledger in its delivery tables.
+			names := uniqueNames(t)
+			cp, err := NewPlane(ctx, PlaneOptions{Conn: connect(t, url), Names: names, Outbox: store,
+				Store: NewSQLStore(db), Wake: wake, Sweep: time.Minute})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -84,17 +93,25 @@ func TestRelayOnTheRulesStore(t *testing.T) {
 			defer wg.Wait()
 			defer cancel()
 			wg.Add(1)
-			go func() { defer wg.Done(); _ = relay.Run(ctx) }()
+			go func() { defer wg.Done(); _ = cp.Run(ctx) }()
+			t.Cleanup(func() {
+				js, _ := jetstream.New(connect(t, url))
+				_ = js.DeleteKeyValue(context.Background(), names.Bucket())
+			})
 
-			s := startSDK(t, url, p.names, "checkout", sdkOpts{instance: "pod-0"})
+			s := startSDK(t, url, names, "checkout", sdkOpts{instance: "pod-0"})
 			for i := range 3 {
 				v := approveVersion(t, store, "checkout", float64(10+i))
 				eventually(t, fmt.Sprintf("v%d applied", v.Number), func() bool { return s.app.last() == v.Number })
 			}
-			eventually(t, "SYNCED on v3", func() bool {
-				in := instanceOf(t, p, "checkout", "pod-0")
-				return in.State == StateSynced && in.AckVersion == 3
+			eventually(t, "SYNCED on v3 in the ledger tables", func() bool {
+				ins, err := NewSQLStore(db).Instances(ctx, "checkout")
+				return err == nil && len(ins) == 1 && ins[0].State == StateSynced && ins[0].AckVersion == 3
 			})
+			hist, err := NewSQLStore(db).Transitions(ctx, "checkout", "pod-0", 0)
+			if err != nil || len(hist) == 0 || hist[0].To != StateSynced {
+				t.Fatalf("history %+v, %v", hist, err)
+			}
 			eventually(t, "v3 marked published", func() bool {
 				v, err := store.Get(ctx, "checkout", 3)
 				return err == nil && v.State == versioning.StatePublished
@@ -109,7 +126,7 @@ func TestKilledRelayOnTheRulesStorePublishesExactlyOnce(t *testing.T) {
 		t.Run(st.name, func(t *testing.T) {
 			ctx := context.Background()
 			clk := clock.NewFake(time.Now())
-			store, _ := st.open(t, clk)
+			store, _, _ := st.open(t, clk)
 			pub := newTestPublisher(t, url)
 			approveVersion(t, store, "checkout", 10)
 			// The first relay claims the committed row and dies before publishing.
