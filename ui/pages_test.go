@@ -1,0 +1,290 @@
+package ui_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/ui"
+	"governor.dev/governor/ui/auth"
+	"governor.dev/governor/ui/model"
+)
+
+func f64(v float64) *float64 { return &v }
+
+func TestLoginFlowSetsSecureCookieAndRotates(t *testing.T) {
+	e := newEnv(t)
+	resp, body := e.do(req{method: "GET", path: "/"})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(t, "/login?next=%2F", resp.Header.Get("Location"))
+
+	resp, body = e.do(req{method: "POST", path: "/login", form: url.Values{"name": {"otto"}, "password": {"nope nope nope"}}})
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	require.Contains(t, body, "Wrong user name or password.")
+
+	var ids []string
+	for range 2 {
+		resp, _ = e.do(req{method: "POST", path: "/login", form: url.Values{"name": {"otto"}, "password": {testPassword}, "next": {"//evil.example/x"}}})
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+		require.Equal(t, "/", resp.Header.Get("Location"), "an off-site next is ignored")
+		c := resp.Cookies()[0]
+		require.Equal(t, auth.CookieName, c.Name)
+		require.True(t, c.Secure)
+		require.True(t, c.HttpOnly)
+		require.Equal(t, http.SameSiteStrictMode, c.SameSite)
+		ids = append(ids, c.Value)
+	}
+	require.NotEqual(t, ids[0], ids[1], "a new session id at every login")
+
+	resp, body = e.do(req{method: "GET", path: "/", session: ids[1]})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, "otto · operator")
+	csrf := csrfRe.FindStringSubmatch(body)[1]
+	resp, _ = e.do(req{method: "POST", path: "/logout", session: ids[1], csrf: csrf})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	resp, _ = e.do(req{method: "GET", path: "/", session: ids[1]})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "logged out")
+}
+
+func TestOneTimePasswordMustBeChanged(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	pw, err := e.auth.NewOneTimePassword()
+	require.NoError(t, err)
+	_, err = e.auth.CreateUser(ctx, "root", pw, []versioning.Role{versioning.RoleAdmin}, true)
+	require.NoError(t, err)
+	resp, _ := e.do(req{method: "POST", path: "/login", form: url.Values{"name": {"root"}, "password": {pw}}})
+	require.Equal(t, auth.PasswordPath, resp.Header.Get("Location"))
+	sid := resp.Cookies()[0].Value
+	resp, _ = e.do(req{method: "GET", path: "/settings", session: sid})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(t, auth.PasswordPath, resp.Header.Get("Location"))
+	resp, body := e.do(req{method: "GET", path: auth.PasswordPath, session: sid})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	csrf := csrfRe.FindStringSubmatch(body)[1]
+	resp, _ = e.do(req{method: "POST", path: auth.PasswordPath, session: sid, csrf: csrf, form: url.Values{"current": {pw}, "next": {"my own long password"}}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	resp, _ = e.do(req{method: "GET", path: "/settings", session: sid})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+}
+
+func TestFourEyesThroughThePages(t *testing.T) {
+	e := newEnv(t)
+	e.seed()
+	sid, csrf := e.session("alice")
+	resp, body := e.do(req{method: "GET", path: "/services/checkout/rules/2", session: sid})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Regexp(t, `<button type="submit" disabled aria-describedby="approve-why">Approve</button>`, body)
+	require.Contains(t, body, "you proposed this version; four eyes: another approver must approve it")
+	require.Contains(t, body, "routes[api].rate_limit.rate", "the page shows the diff against the parent")
+
+	resp, body = e.do(req{method: "POST", path: "/services/checkout/rules/2/approve", session: sid, csrf: csrf})
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	require.Contains(t, body, "self-approval refused")
+
+	sid, csrf = e.session("bob")
+	resp, body = e.do(req{method: "GET", path: "/services/checkout/rules/2", session: sid})
+	require.Regexp(t, `<button type="submit" >Approve</button>`, body)
+	resp, _ = e.do(req{method: "POST", path: "/services/checkout/rules/2/approve", session: sid, csrf: csrf, form: url.Values{"comment": {"lgtm"}}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	v, err := e.store.Active(context.Background(), "checkout")
+	require.NoError(t, err)
+	require.Equal(t, int64(2), v.Number)
+	require.Equal(t, "lgtm", v.Approvals[0].Comment)
+
+	_, body = e.do(req{method: "GET", path: "/services/checkout/rules/2", session: sid})
+	require.NotContains(t, body, ">Approve</button>", "no decision form once decided")
+}
+
+func TestRollbackPreviewAndConfirm(t *testing.T) {
+	e := newEnv(t)
+	e.seed()
+	ctx := context.Background()
+	_, err := e.store.Approve(ctx, "checkout", 2, versioning.Actor{Name: "bob", Roles: roleUsers["bob"]}, "")
+	require.NoError(t, err)
+	sid, csrf := e.session("otto")
+
+	resp, body := e.do(req{method: "GET", path: "/services/checkout/rollback/1", session: sid})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, "routes[api].rate_limit.rate")
+	require.Contains(t, body, `<td class="old"><code>150</code></td><td class="new"><code>100</code></td>`)
+
+	resp, body = e.do(req{method: "POST", path: "/services/checkout/rollback/1", session: sid, csrf: csrf, form: url.Values{"reason": {"errors up"}}})
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode, "not confirmed")
+	require.Contains(t, body, "Confirm that you reviewed the changes.")
+	resp, body = e.do(req{method: "POST", path: "/services/checkout/rollback/1", session: sid, csrf: csrf, form: url.Values{"confirm": {"yes"}}})
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode, "reason required")
+	require.Contains(t, body, "reason")
+
+	resp, _ = e.do(req{method: "POST", path: "/services/checkout/rollback/1", session: sid, csrf: csrf, form: url.Values{"reason": {"errors up"}, "confirm": {"yes"}}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(t, "/services/checkout/rules/3", resp.Header.Get("Location"))
+	v, err := e.store.Active(ctx, "checkout")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), v.RollbackOf)
+	require.Equal(t, 100.0, v.Ruleset.Routes[0].RateLimit.Rate)
+
+	_, body = e.do(req{method: "GET", path: "/services/checkout/rollback/3", session: sid})
+	require.Contains(t, body, "v3 is already active")
+}
+
+func TestProposeShowsFieldErrors(t *testing.T) {
+	e := newEnv(t)
+	e.seed()
+	sid, csrf := e.session("otto")
+	resp, body := e.do(req{method: "GET", path: "/services/checkout/propose", session: sid})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, "rate: 100", "the form starts from the active ruleset (v1)")
+	_ = body
+	bad := "service: checkout\nroutes:\n  - name: api\n    match: {path_prefix: /api}\n    rate_limit: {rate: -5}\n"
+	resp, body = e.do(req{method: "POST", path: "/services/checkout/propose", session: sid, csrf: csrf, form: url.Values{"ruleset": {bad}, "reason": {"more"}, "base": {"1"}}})
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
+	require.Contains(t, body, `aria-invalid="true"`)
+	require.Regexp(t, `<code>ruleset.routes\[0\].rate_limit.rate</code>: `, body)
+	require.Contains(t, body, "rate: -5", "the input is kept")
+
+	good := strings.Replace(bad, "-5", "200", 1)
+	resp, _ = e.do(req{method: "POST", path: "/services/checkout/propose", session: sid, csrf: csrf, form: url.Values{"ruleset": {good}, "reason": {"more"}, "base": {"1"}}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+}
+
+func fleetOf(svcs ...model.ServiceStatus) []model.ServiceStatus { return svcs }
+
+func TestOverviewSortedByAttention(t *testing.T) {
+	e := newEnv(t)
+	e.seed()
+	e.fleet.Set(fleetOf(
+		model.ServiceStatus{Name: "calm", LoadScore: f64(0.2), Rollout: model.Rollout{Synced: 40}},
+		model.ServiceStatus{Name: "hot", LoadScore: f64(0.9), Overloaded: true, Rollout: model.Rollout{Synced: 37, Stale: 2, Nacked: 1}},
+		model.ServiceStatus{Name: "checkout", LoadScore: f64(0.4), RequestRate: f64(1234), P99: f64(0.25), Rollout: model.Rollout{Synced: 40}},
+		model.ServiceStatus{Name: "paged", LoadScore: f64(0.1)},
+	), nil)
+	e.alerts.Fire(model.Alert{ID: "x", Tier: model.P0, Service: "paged", Summary: "down"})
+	sid, _ := e.session("vera")
+	resp, body := e.do(req{method: "GET", path: "/", session: sid})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	order := regexp.MustCompile(`<td><a href="/services/([a-z]+)">`).FindAllStringSubmatch(body, -1)
+	var names []string
+	for _, m := range order {
+		names = append(names, m[1])
+	}
+	require.Equal(t, []string{"paged", "hot", "checkout", "calm"}, names)
+	require.Contains(t, body, "37/40 SYNCED, 2 STALE, 1 NACKED")
+	require.Contains(t, body, "1.2k req/s")
+	require.Contains(t, body, "250 ms")
+	require.Contains(t, body, `<span class="tier tier-P0">P0</span> 1`)
+
+	resp, body = e.do(req{method: "GET", path: "/api/v1/overview", session: sid})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, `"name":"paged"`)
+}
+
+func TestOverviewStreamsUpdates(t *testing.T) {
+	e := newEnv(t)
+	e.fleet.Set(fleetOf(model.ServiceStatus{Name: "checkout", LoadScore: f64(0.3)}), nil)
+	sid, _ := e.session("vera")
+	hr, err := http.NewRequest("GET", e.srv.URL+"/events/overview", nil)
+	require.NoError(t, err)
+	hr.AddCookie(&http.Cookie{Name: auth.CookieName, Value: sid})
+	resp, err := http.DefaultClient.Do(hr)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+	rd := bufio.NewReader(resp.Body)
+	next := func() (string, string) {
+		var event string
+		var data []string
+		for {
+			line, err := rd.ReadString('\n')
+			require.NoError(t, err)
+			line = strings.TrimRight(line, "\n")
+			switch {
+			case line == "":
+				return event, strings.Join(data, "\n")
+			case strings.HasPrefix(line, "event: "):
+				event = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				data = append(data, strings.TrimPrefix(line, "data: "))
+			}
+		}
+	}
+	ev, data := next()
+	require.Equal(t, "summary", ev)
+	ev, data = next()
+	require.Equal(t, "rows", ev)
+	require.Contains(t, data, "0.30")
+
+	e.fleet.Set(fleetOf(model.ServiceStatus{Name: "checkout", LoadScore: f64(0.85), Overloaded: true}), nil)
+	for e.clk.Pending() == 0 {
+		runtime.Gosched() // the stream arms its timer right after flushing
+	}
+	e.clk.Advance(time.Second)
+	_, _ = next()
+	ev, data = next()
+	require.Equal(t, "rows", ev)
+	require.Contains(t, data, "0.85")
+	require.Contains(t, data, "overloaded")
+}
+
+var inlineScript = regexp.MustCompile(`(?i)<script(?:\s[^>]*)?>[^<]|\son[a-z]+=|\sstyle=|javascript:`)
+
+// TestEveryPageRendersUnderStrictCSP: each page renders for an admin with
+// the security headers, without inline scripts, styles or event handlers,
+// and with no stack trace when a backend fails.
+func TestEveryPageRendersUnderStrictCSP(t *testing.T) {
+	e := newEnv(t)
+	e.seed()
+	e.fleet.Set(fleetOf(model.ServiceStatus{Name: "checkout", LoadScore: f64(0.5), Trend: []model.Point{{Value: 0.2}, {Value: 0.5}},
+		Terms: []model.Term{{Name: "cpu", Value: 0.5, Weight: 0.4, Contribution: 0.2}}}), nil)
+	e.alerts.Fire(model.Alert{ID: "a1", Tier: model.P1, Service: "checkout", Summary: "p99"})
+	sid, _ := e.session("ada")
+	for _, path := range []string{"/", "/services/checkout", "/services/checkout?range=7d", "/services/checkout/rules", "/services/checkout/rules/1",
+		"/services/checkout/rules/2", "/services/checkout/diff?from=1&to=2", "/services/checkout/propose", "/services/checkout/rollback/1",
+		"/recommendations", "/alerts", "/audit", "/audit?action=approve", "/settings", auth.PasswordPath} {
+		t.Run(path, func(t *testing.T) {
+			resp, body := e.do(req{method: "GET", path: path, session: sid})
+			require.Equal(t, http.StatusOK, resp.StatusCode, body)
+			require.Equal(t, ui.CSP, resp.Header.Get("Content-Security-Policy"))
+			require.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"))
+			require.Equal(t, "DENY", resp.Header.Get("X-Frame-Options"))
+			require.Equal(t, "no-store", resp.Header.Get("Cache-Control"))
+			require.Nil(t, inlineScript.FindStringIndex(body), "inline code: %q", inlineScript.FindString(body))
+		})
+	}
+	_, body := e.do(req{method: "GET", path: "/recommendations", session: sid})
+	require.Contains(t, body, "promo day")
+	require.Contains(t, body, `<svg class="chart"`, "numeric evidence is charted")
+	_, body = e.do(req{method: "GET", path: "/audit", session: sid})
+	require.Contains(t, body, "Chain verified:")
+}
+
+func TestBackendsDownShowBanners(t *testing.T) {
+	e := newEnv(t)
+	e.seed()
+	e.fleet.Set(nil, errors.New("prometheus: dial tcp 127.0.0.1:9090: connection refused"))
+	sid, _ := e.session("vera")
+	resp, body := e.do(req{method: "GET", path: "/", session: sid})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, "metrics unavailable")
+	require.Contains(t, body, `href="/services/checkout"`, "the rules still show")
+
+	require.NoError(t, e.store.Close()) // the database goes away
+	resp, body = e.do(req{method: "GET", path: "/", session: sid})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, "rules database unavailable")
+	resp, body = e.do(req{method: "GET", path: "/services/checkout/rules", session: sid})
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	require.Contains(t, body, "A backend is unavailable")
+	require.NotContains(t, body, "goroutine")
+	require.NotContains(t, body, "sql:")
+}
