@@ -179,13 +179,10 @@ func (r *recorder) last() int64 {
 
 // sdk is one watcher with its own connection.
 type sdk struct {
-	w   *Watcher
+	w   *watch.Watcher
 	app *recorder
 	reg *prometheus.Registry
 }
-
-// Watcher is the SDK watcher type, aliased for brevity in tests.
-type Watcher = watch.Watcher
 
 type sdkOpts struct {
 	instance string
