@@ -16,7 +16,10 @@
 // rules/versioning (a new rollback version, audited as the engine, with the
 // decision as reason), and emits an auto_rollback event. Rollback versions
 // themselves are watched but never rolled back, so the guardrail cannot
-// loop.
+// loop; a service's first version is not watched (there is nothing before
+// it). While a version is being judged, Watching is true and the engine
+// proposes nothing new for the service, so every version gets its own
+// verdict.
 //
 // The guardrail keeps no state that matters across a leader change: a new
 // leader rebuilds its watches from the active versions' activation times.

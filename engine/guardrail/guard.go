@@ -87,8 +87,10 @@ func (g *Guard) Observe(ctx context.Context, now time.Time, active []versioning.
 			}
 			continue
 		}
-		if v.ActivatedAt.IsZero() || now.Sub(v.ActivatedAt) > g.o.Settle+g.o.MaxWait {
-			delete(g.watches, v.Service) // too old to judge (a restart, say)
+		if v.ActivatedAt.IsZero() || now.Sub(v.ActivatedAt) > g.o.Settle+g.o.MaxWait || v.Parent == 0 && v.RollbackOf == 0 {
+			// Too old to judge (a restart, say), or a service's first
+			// version: nothing before it to compare with or return to.
+			delete(g.watches, v.Service)
 			continue
 		}
 		w = &Decision{Service: v.Service, Version: v.Number, Parent: v.Parent, ActivatedAt: v.ActivatedAt, Verdict: Watching}

@@ -155,6 +155,11 @@ func (r *Recommender) Evaluate(in Input) Recommendation {
 		out = cur.To
 	}
 	to := out
+	if out < cur.To && rate < r.o.Binding*cur.To {
+		// A cut of a ceiling nobody reaches would change nothing: cut
+		// the offered rate by the controller's share instead.
+		to = rate * out / cur.To
+	}
 	resplit := cur.Instances != in.Instances
 	if math.Abs(to/cur.To-1) < r.o.MinChange {
 		if !resplit {
