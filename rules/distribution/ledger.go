@@ -7,6 +7,7 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -368,6 +369,7 @@ func (l *Ledger) Summary(ctx context.Context, service string) (map[State]int, er
 // them until ctx ends, sweeping every Sweep. It returns nil when ctx ends.
 func (l *Ledger) Run(ctx context.Context, nc *nats.Conn) error {
 	ch := make(chan *nats.Msg, l.o.Buffer)
+	var dropped atomic.Int64 // since the last sweep, for the warning
 	var subs []*nats.Subscription
 	defer func() {
 		for _, s := range subs {
@@ -380,6 +382,7 @@ func (l *Ledger) Run(ctx context.Context, nc *nats.Conn) error {
 			case ch <- m:
 			default:
 				l.messages.WithLabelValues(kindOf(m.Subject, l.o.Names), "dropped").Inc()
+				dropped.Add(1)
 			}
 		})
 		if err != nil {
@@ -399,6 +402,10 @@ func (l *Ledger) Run(ctx context.Context, nc *nats.Conn) error {
 		case m := <-ch:
 			l.record(ctx, m)
 		case <-t.C():
+			if n := dropped.Swap(0); n > 0 {
+				l.o.Logger.LogAttrs(ctx, slog.LevelWarn, "ledger: buffer full, messages dropped (heartbeats will repair)",
+					slog.Int64("dropped", n), slog.Int("buffer", l.o.Buffer))
+			}
 			if err := l.Sweep(ctx); err != nil {
 				l.o.Logger.LogAttrs(ctx, slog.LevelWarn, "ledger sweep failed", slog.Any("err", err))
 			}
