@@ -1,0 +1,65 @@
+package demo_test
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/rules/versioning/sqlite"
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/ui/demo"
+	"governor.dev/governor/ui/model"
+)
+
+func TestSeedIsIdempotent(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:"})
+	require.NoError(t, err)
+	defer st.Close()
+	o := demo.Options{Rules: st, Fleet: &model.StaticFleet{}, Alerts: model.NewMemoryAlerts(nil), Services: 3}
+	require.NoError(t, demo.Seed(ctx, o))
+	require.NoError(t, demo.Seed(ctx, o))
+	infos, err := st.Services(ctx)
+	require.NoError(t, err)
+	require.Len(t, infos, 3)
+	require.Equal(t, "checkout", infos[0].Name)
+	require.Equal(t, int64(2), infos[0].Active)
+	require.Equal(t, 1, infos[0].Pending)
+	vs, err := st.List(ctx, versioning.ListFilter{Service: "checkout", States: []versioning.State{versioning.StateProposed}})
+	require.NoError(t, err)
+	require.Equal(t, versioning.SourceEngine, vs[0].Source)
+	require.NotEmpty(t, vs[0].Evidence)
+}
+
+func TestIncidentFiresOneAlert(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:"})
+	require.NoError(t, err)
+	defer st.Close()
+	fleet, alerts := &model.StaticFleet{}, model.NewMemoryAlerts(clk)
+	done := make(chan error)
+	go func() {
+		done <- demo.Run(ctx, demo.Options{Rules: st, Fleet: fleet, Alerts: alerts, Clock: clk, Services: 2, IncidentAt: 2})
+	}()
+	var peak float64
+	for range 30 {
+		for clk.Pending() == 0 {
+			runtime.Gosched() // yield until Run arms its timer
+		}
+		svcs, _ := fleet.Services(ctx)
+		peak = max(peak, *svcs[0].LoadScore)
+		clk.Advance(time.Second)
+	}
+	cancel()
+	require.NoError(t, <-done)
+	require.Greater(t, peak, 0.85)
+	hist, err := alerts.History(ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, hist, 1)
+	require.Equal(t, model.P1, hist[0].Tier)
+}
