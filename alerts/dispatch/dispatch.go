@@ -253,13 +253,15 @@ func (d *Dispatcher) flushGroup(now time.Time, g *group, as []alerts.Alert, f Fi
 	st.Seq++
 	g.state = st
 	m := notify.NewMessage(notify.KindNotify, st.Receiver, st.Key, st.Labels, msgAlerts, now)
-	m.ID = MessageID(st.Receiver, st.Key, st.Seq)
+	m.ID = MessageID(st.Receiver, st.Key, now)
 	return Notification{Message: m, State: st.clone()}, true
 }
 
-// MessageID names the seq-th notification of a group.
-func MessageID(receiver, key string, seq int64) string {
-	return fmt.Sprintf("%s-%d", alerts.Labels{"r": receiver, "k": key}.Fingerprint(), seq)
+// MessageID names the notification of a group sent at t: a group notifies
+// at most once per flush, and a group that is forgotten and formed again
+// never reuses an ID of the log.
+func MessageID(receiver, key string, t time.Time) string {
+	return fmt.Sprintf("%s-%d", alerts.Labels{"r": receiver, "k": key}.Fingerprint(), t.UnixNano())
 }
 
 // Acknowledge returns the acknowledge messages for an alert: one per group
@@ -274,7 +276,7 @@ func (d *Dispatcher) Acknowledge(now time.Time, a alerts.Alert) []*notify.Messag
 		if n, ok := g.state.Notified[fp]; ok && n.StartsAt.Equal(a.StartsAt) {
 			m := notify.NewMessage(notify.KindAcknowledge, g.state.Receiver, g.state.Key, g.state.Labels,
 				[]notify.Alert{{Alert: n, Status: notify.StatusFiring, Fingerprint: fp}}, now)
-			m.ID = fmt.Sprintf("%s-ack-%s-%d", MessageID(g.state.Receiver, g.state.Key, 0), fp, a.StartsAt.Unix())
+			m.ID = fmt.Sprintf("%s-ack-%s", MessageID(g.state.Receiver, g.state.Key, a.StartsAt), fp)
 			out = append(out, m)
 		}
 	}

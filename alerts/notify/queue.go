@@ -232,3 +232,13 @@ func (q *Queue) deliver(ctx context.Context, m *Message) (int, error) {
 		backoff = min(2*backoff, q.o.MaxBackoff)
 	}
 }
+
+// Failed returns the counter of notifications given up for a receiver.
+func (m *Metrics) Failed(receiver string) prometheus.Counter {
+	return m.failed.WithLabelValues(receiver)
+}
+
+// Dropped returns the counter of notifications dropped for a receiver.
+func (m *Metrics) Dropped(receiver string) prometheus.Counter {
+	return m.dropped.WithLabelValues(receiver)
+}

@@ -47,7 +47,20 @@ func Builtin() []Rule {
 			Annotations: ann("GovernorEmergencyPublish", `{{ $labels.service }}: rules were published in emergency mode`, ``)},
 		{Name: "GovernorLeaderLost", Event: EventLeaderLost, Severity: alerts.P0,
 			Annotations: ann("GovernorLeaderLost", `The decision engine has no leader`, ``)},
+		ReceiverFailing(),
 		{Name: "GovernorAnomaly", Event: EventAnomaly,
 			Annotations: ann("GovernorAnomaly", `{{ $labels.service }}: {{ $labels.signal }} crossed its anomaly threshold`, ``)},
 	}
+}
+
+// ReceiverFailingRule names the rule that alerts on a failing receiver.
+const ReceiverFailingRule = "GovernorAlertReceiverFailing"
+
+// ReceiverFailing is the rule the manager always runs: a receiver that gave
+// up on a notification raises a P1 until it delivers again.
+func ReceiverFailing() Rule {
+	return Rule{Name: ReceiverFailingRule, Event: EventReceiverFailing, Severity: alerts.P1, ResolveAfter: 24 * time.Hour,
+		Annotations: map[string]string{"summary": `Alert receiver {{ $labels.receiver }} is failing`,
+			"description": `Notifications to {{ $labels.receiver }} are given up after every retry; other receivers still get them.`,
+			"runbook_url": "https://governor.dev/runbooks/alerts#GovernorAlertReceiverFailing"}}
 }

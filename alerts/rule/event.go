@@ -18,6 +18,9 @@ const (
 	EventEmergencyPublish = "emergency_publish"
 	EventLeaderLost       = "leader_lost"
 	EventAnomaly          = "anomaly"
+	// EventReceiverFailing is raised by the alerts manager itself when a
+	// receiver gives up on a notification, and cleared when it delivers.
+	EventReceiverFailing = "receiver_failing"
 )
 
 // Event is an engine condition: raised (Resolved false) or cleared.

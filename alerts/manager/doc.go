@@ -1,0 +1,12 @@
+// Package manager runs the alerting pipeline: it evaluates the rules at each
+// step, persists alert state and history, mutes silenced, inhibited and
+// acknowledged alerts, lets the dispatcher decide what to notify, records
+// each notification in the log before handing it to the receiver's queue,
+// and raises an alert of its own when a receiver keeps failing.
+//
+// A restarted manager loads everything from the store, so it neither loses
+// a firing or acknowledged alert nor sends a notification twice; messages
+// logged but never delivered are queued again.
+//
+// Step takes the evaluation time; Run calls it on a clock.
+package manager

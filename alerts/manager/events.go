@@ -1,0 +1,62 @@
+package manager
+
+import (
+	"context"
+
+	"governor.dev/governor/alerts"
+	"governor.dev/governor/alerts/rule"
+	"governor.dev/governor/engine/events"
+)
+
+// EngineSink adapts the manager to the engine's event sink: engine events
+// become conditions of the event rules. It never blocks the engine.
+type EngineSink struct{ M *Manager }
+
+var _ events.Sink = EngineSink{}
+
+// Emit implements events.Sink.
+func (s EngineSink) Emit(_ context.Context, e events.Event) {
+	ev, ok := FromEngine(e)
+	if !ok {
+		return
+	}
+	if err := s.M.Observe(ev); err != nil {
+		s.M.log.Warn("engine event refused by alerts", "kind", e.Kind, "err", err)
+	}
+}
+
+// FromEngine maps an engine event to a rule condition. Leadership acquired
+// resolves leader lost; kinds without an alert report false.
+func FromEngine(e events.Event) (rule.Event, bool) {
+	ev := rule.Event{Service: e.Service, At: e.At, Severity: severityOf(e.Severity)}
+	switch e.Kind {
+	case events.AutoRollback:
+		ev.Kind = rule.EventAutoRollback
+	case events.EmergencyPublish:
+		ev.Kind = rule.EventEmergencyPublish
+	case events.LeaderLost:
+		ev.Kind = rule.EventLeaderLost
+	case events.LeaderAcquired:
+		ev.Kind, ev.Resolved = rule.EventLeaderLost, true
+	case events.InstanceStale:
+		ev.Kind = rule.EventInstanceStale
+		if d, ok := e.Detail.(map[string]string); ok && d["instance"] != "" {
+			ev.Labels = map[string]string{"instance": d["instance"]}
+		}
+	case events.BreakerOpen:
+		ev.Kind = rule.EventBreakerOpen
+	default:
+		return rule.Event{}, false
+	}
+	return ev, true
+}
+
+func severityOf(s events.Severity) alerts.Severity {
+	switch s {
+	case events.Critical:
+		return alerts.P0
+	case events.Warning:
+		return alerts.P1
+	}
+	return alerts.P2
+}

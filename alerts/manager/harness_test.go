@@ -1,0 +1,218 @@
+package manager
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"governor.dev/governor/alerts"
+	"governor.dev/governor/alerts/dispatch"
+	"governor.dev/governor/alerts/notify"
+	"governor.dev/governor/alerts/notify/pagerduty"
+	"governor.dev/governor/alerts/notify/webhook"
+	"governor.dev/governor/alerts/rule"
+	"governor.dev/governor/alerts/store"
+	"governor.dev/governor/sdk/clock"
+)
+
+// Monday 2026-03-02 10:00 UTC, inside business hours.
+var t0 = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+
+// receiver is a real HTTP receiver recording what it gets.
+type receiver struct {
+	srv  *httptest.Server
+	mu   sync.Mutex
+	got  []json.RawMessage
+	fail bool
+}
+
+func newReceiver(t *testing.T) *receiver {
+	r := &receiver{}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		var raw json.RawMessage
+		if err := json.NewDecoder(req.Body).Decode(&raw); err != nil {
+			t.Error(err)
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.fail {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		r.got = append(r.got, raw)
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+// take returns and forgets what arrived.
+func (r *receiver) take() []json.RawMessage {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.got
+	r.got = nil
+	return out
+}
+
+// webhooks decodes the webhook payloads that arrived into one line each:
+// "status alertname/status,alertname/status" sorted.
+func (r *receiver) webhooks(t *testing.T) []string {
+	var out []string
+	for _, raw := range r.take() {
+		var p webhook.Payload
+		if err := json.Unmarshal(raw, &p); err != nil {
+			t.Fatal(err)
+		}
+		if p.Version != "4" {
+			t.Fatalf("payload version %q", p.Version)
+		}
+		var as []string
+		for _, a := range p.Alerts {
+			as = append(as, a.Labels["alertname"]+"@"+a.Labels["service"]+"/"+a.Status)
+		}
+		sort.Strings(as)
+		out = append(out, p.Status+" "+strings.Join(as, ","))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// metricsDB is a scripted metrics source: the series each expression returns.
+type metricsDB struct {
+	mu     sync.Mutex
+	series map[string][]rule.Sample
+}
+
+func (d *metricsDB) set(expr string, services ...string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var s []rule.Sample
+	for _, svc := range services {
+		s = append(s, rule.Sample{Labels: map[string]string{"service": svc}, Value: 1})
+	}
+	d.series[expr] = s
+}
+
+func (d *metricsDB) query(_ context.Context, q string, _ time.Time) ([]rule.Sample, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.series[q], nil
+}
+
+var testRules = []rule.Rule{
+	{Name: "Shed", Expr: "shed", Severity: alerts.P0, For: time.Minute, Annotations: map[string]string{"summary": "{{ $labels.service }} sheds critical"}},
+	{Name: "Load", Expr: "load", Severity: alerts.P1},
+	{Name: "Breaker", Expr: "breaker", Severity: alerts.P2},
+}
+
+type harness struct {
+	t     *testing.T
+	clk   *clock.Fake
+	db    *metricsDB
+	hook  *receiver
+	pd    *receiver
+	st    store.Store
+	m     *Manager
+	reg   *prometheus.Registry
+	path  string
+	start time.Time
+}
+
+func newHarness(t *testing.T) *harness {
+	h := &harness{t: t, clk: clock.NewFake(t0), db: &metricsDB{series: map[string][]rule.Sample{}},
+		hook: newReceiver(t), pd: newReceiver(t), path: filepath.Join(t.TempDir(), "alerts.db"), start: t0}
+	h.open()
+	t.Cleanup(func() { h.close() })
+	return h
+}
+
+func (h *harness) open() {
+	st, err := store.OpenSQLite(context.Background(), h.path, store.Options{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.st = st
+	h.reg = prometheus.NewRegistry()
+	hook, err := webhook.New(webhook.Config{URL: h.hook.srv.URL}, h.hook.srv.Client())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	pd, err := pagerduty.New(pagerduty.Config{RoutingKey: "rk", URL: h.pd.srv.URL}, h.pd.srv.Client())
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.m, err = New(context.Background(), Options{
+		Rules: testRules, Query: h.db.query, Store: st, Clock: h.clk, Registerer: h.reg,
+		Receivers: map[string]notify.Notifier{"hook": hook, "pd": pd},
+		Routes: []dispatch.Route{
+			{Receiver: "pd", Severities: []alerts.Severity{alerts.P0}, Continue: true},
+			{Receiver: "hook"},
+		},
+		Timing: dispatch.Timing{GroupWait: 30 * time.Second, GroupInterval: time.Minute},
+		Queue:  notify.QueueOptions{InitialBackoff: time.Second, MaxAttempts: 3},
+	})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func (h *harness) close() {
+	if h.m != nil {
+		_ = h.m.Close()
+		_ = h.st.Close()
+		h.m = nil
+	}
+}
+
+// at moves the clock to t0+d, steps and waits for the deliveries.
+func (h *harness) at(d time.Duration) {
+	h.t.Helper()
+	h.clk.Set(h.start.Add(d))
+	if err := h.m.Step(context.Background(), h.clk.Now()); err != nil {
+		h.t.Fatalf("step at %s: %v", d, err)
+	}
+	if err := h.m.Idle(context.Background()); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// expect checks the webhook payloads that arrived since the last check.
+func (h *harness) expect(d time.Duration, want ...string) {
+	h.t.Helper()
+	got := h.hook.webhooks(h.t)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		h.t.Fatalf("at %s: webhook got\n  %s\nwant\n  %s", d, strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+	}
+}
+
+// timeline steps every 30s from from to to (inclusive), expecting each
+// listed notification at its time and nothing in between.
+func (h *harness) timeline(from, to time.Duration, want map[time.Duration][]string) {
+	h.t.Helper()
+	for d := from; d <= to; d += 30 * time.Second {
+		h.at(d)
+		h.expect(d, want[d]...)
+	}
+}
+
+func (h *harness) pdActions() []string {
+	var out []string
+	for _, raw := range h.pd.take() {
+		var e pagerduty.Event
+		if err := json.Unmarshal(raw, &e); err != nil {
+			h.t.Fatal(err)
+		}
+		out = append(out, e.EventAction)
+	}
+	sort.Strings(out)
+	return out
+}

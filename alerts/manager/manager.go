@@ -1,0 +1,385 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"governor.dev/governor/alerts"
+	"governor.dev/governor/alerts/dispatch"
+	"governor.dev/governor/alerts/inhibit"
+	"governor.dev/governor/alerts/notify"
+	"governor.dev/governor/alerts/rule"
+	"governor.dev/governor/alerts/silence"
+	"governor.dev/governor/alerts/store"
+)
+
+// Manager runs the pipeline. It is safe for concurrent use.
+type Manager struct {
+	o        Options
+	log      *slog.Logger
+	eval     *rule.Evaluator
+	disp     *dispatch.Dispatcher
+	inhib    *inhibit.Inhibitor
+	silences *silence.Set
+	queues   map[string]*notify.Queue
+	m        *metrics
+
+	stepMu  sync.Mutex // one Step at a time
+	mu      sync.Mutex
+	acks    map[alerts.Fingerprint]alerts.Ack
+	current []alerts.Alert
+	failing map[string]bool
+	closed  bool
+}
+
+// New validates the options, loads the persisted state from the store and
+// starts a queue per receiver; undelivered notifications are queued again.
+func New(ctx context.Context, o Options) (*Manager, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	ev, err := rule.NewEvaluator(o.Rules)
+	if err != nil {
+		return nil, err
+	}
+	disp, err := dispatch.New(o.Routes, o.Timing)
+	if err != nil {
+		return nil, err
+	}
+	inhib, err := inhibit.New(o.Inhibit)
+	if err != nil {
+		return nil, err
+	}
+	states, err := o.Store.LoadStates(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sils, err := o.Store.Silences(ctx)
+	if err != nil {
+		return nil, err
+	}
+	acks, err := o.Store.Acks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	groups, err := o.Store.Groups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pending, err := o.Store.Undelivered(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ev.Restore(states)
+	disp.Restore(groups)
+	m := &Manager{o: o, log: o.Logger, eval: ev, disp: disp, inhib: inhib, silences: silence.NewSet(sils...),
+		queues: map[string]*notify.Queue{}, m: newMetrics(o.Registerer), acks: map[alerts.Fingerprint]alerts.Ack{},
+		failing: map[string]bool{}}
+	for _, a := range acks {
+		m.acks[a.Fingerprint] = a
+	}
+	for _, st := range states {
+		if st.State == alerts.StateFiring || (!st.ResolvedAt.IsZero() && !st.FiredAt.IsZero()) {
+			m.current = append(m.current, st.Alert())
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(o.Receivers)) {
+		qo := o.Queue
+		qo.Clock, qo.Logger, qo.Metrics, qo.OnResult = o.Clock, o.Logger, m.m.delivery, m.onResult
+		m.queues[name] = notify.NewQueue(name, o.Receivers[name], qo)
+	}
+	for _, p := range pending {
+		if q := m.queues[p.Message.Receiver]; q != nil {
+			q.Enqueue(p.Message)
+		}
+	}
+	return m, nil
+}
+
+// Close stops the queues. Undelivered notifications stay in the log and
+// are sent by the next manager on the same store. The store is not closed.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	m.mu.Unlock()
+	for _, q := range m.queues {
+		q.Close()
+	}
+	return nil
+}
+
+// Idle waits until every queued notification has had its last attempt.
+func (m *Manager) Idle(ctx context.Context) error {
+	for _, name := range slices.Sorted(maps.Keys(m.queues)) {
+		if err := m.queues[name].Idle(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Run steps every Interval on the clock until ctx ends.
+func (m *Manager) Run(ctx context.Context) error {
+	for {
+		if err := m.Step(ctx, m.o.Clock.Now()); err != nil {
+			m.log.Error("alert step failed", "err", err)
+		}
+		t := m.o.Clock.NewTimer(m.o.Interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C():
+		}
+	}
+}
+
+// Step evaluates the rules at now and sends what is due. Errors of single
+// rules and of the store are counted and joined; the step still completes.
+func (m *Manager) Step(ctx context.Context, now time.Time) error {
+	m.stepMu.Lock()
+	defer m.stepMu.Unlock()
+	if m.isClosed() {
+		return alerts.ErrClosed
+	}
+	m.m.evals.Inc()
+	res := m.eval.Eval(ctx, now, m.o.Query)
+	errs := res.Errors
+	m.m.evalErrors.Add(float64(len(res.Errors)))
+	errs = append(errs, m.storeErr(m.o.Store.SaveStates(ctx, m.eval.States())))
+	errs = append(errs, m.storeErr(m.o.Store.AppendHistory(ctx, res.Transitions)))
+
+	firing := slices.DeleteFunc(slices.Clone(res.Alerts), func(a alerts.Alert) bool { return !a.EndsAt.IsZero() })
+	// An acknowledgement lasts until its alert resolves, then re-arms.
+	m.mu.Lock()
+	m.current = res.Alerts
+	var expired []alerts.Fingerprint
+	for fp, ack := range m.acks {
+		if !slices.ContainsFunc(firing, ack.Covers) {
+			expired = append(expired, fp)
+			delete(m.acks, fp)
+		}
+	}
+	acks := maps.Clone(m.acks)
+	m.mu.Unlock()
+	for _, fp := range expired {
+		errs = append(errs, m.storeErr(m.o.Store.DeleteAck(ctx, fp)))
+	}
+
+	var silenced, inhibited, acked int
+	filter := dispatch.Filter{
+		Muted: func(a alerts.Alert) bool {
+			if len(m.silences.Muted(a.Labels, now)) > 0 {
+				silenced++
+				return true
+			}
+			if _, ok := m.inhib.MutedBy(a.Labels, firing); ok {
+				inhibited++
+				return true
+			}
+			return false
+		},
+		Acknowledged: func(a alerts.Alert) bool {
+			ack, ok := acks[a.Fingerprint()]
+			if ok && ack.Covers(a) {
+				acked++
+				return true
+			}
+			return false
+		},
+	}
+	for _, n := range m.disp.Flush(now, res.Alerts, filter) {
+		errs = append(errs, m.send(ctx, &n.State, n.Message))
+	}
+	m.updateGauges(silenced, inhibited, acked)
+	return errors.Join(errs...)
+}
+
+func (m *Manager) isClosed() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.closed
+}
+
+func (m *Manager) storeErr(err error) error {
+	if err != nil {
+		m.m.storeErrors.Inc()
+	}
+	return err
+}
+
+// send logs the message with its group state, then queues it. A message
+// already in the log is not queued again; if the log cannot be written the
+// message is still sent (a page matters more than the log) and the error
+// returned.
+func (m *Manager) send(ctx context.Context, g *dispatch.GroupState, msg *notify.Message) error {
+	inserted, err := m.o.Store.RecordNotification(ctx, g, msg)
+	if err != nil {
+		m.m.storeErrors.Inc()
+	} else if !inserted {
+		return nil
+	}
+	m.queues[msg.Receiver].Enqueue(msg)
+	return err
+}
+
+// onResult closes the log entry and raises or clears the receiver's alert.
+func (m *Manager) onResult(msg *notify.Message, attempts int, err error) {
+	ctx := context.Background()
+	now := m.o.Clock.Now()
+	text := ""
+	if err != nil {
+		text = err.Error()
+	}
+	if e := m.o.Store.MarkDelivered(ctx, msg.ID, now, attempts, text); e != nil {
+		m.m.storeErrors.Inc()
+		m.log.Error("alert notification log not updated", "id", msg.ID, "err", e)
+	}
+	m.mu.Lock()
+	was := m.failing[msg.Receiver]
+	m.failing[msg.Receiver] = err != nil
+	m.mu.Unlock()
+	if (err != nil) == was {
+		return
+	}
+	_, _ = m.eval.Observe(rule.Event{Kind: rule.EventReceiverFailing, Labels: map[string]string{"receiver": msg.Receiver},
+		At: now, Resolved: err == nil})
+}
+
+func (m *Manager) updateGauges(silenced, inhibited, acked int) {
+	counts := map[[2]string]int{}
+	for _, st := range m.eval.States() {
+		if st.State == alerts.StateInactive {
+			continue
+		}
+		counts[[2]string{st.State.String(), st.Labels[alerts.SeverityLabel]}]++
+	}
+	for _, st := range []alerts.State{alerts.StatePending, alerts.StateFiring} {
+		for _, s := range []alerts.Severity{alerts.P0, alerts.P1, alerts.P2} {
+			m.m.alerts.WithLabelValues(st.String(), string(s)).Set(float64(counts[[2]string{st.String(), string(s)}]))
+		}
+	}
+	m.m.muted.WithLabelValues("silenced").Set(float64(silenced))
+	m.m.muted.WithLabelValues("inhibited").Set(float64(inhibited))
+	m.m.muted.WithLabelValues("acknowledged").Set(float64(acked))
+}
+
+// Observe feeds an engine condition to the event rules.
+func (m *Manager) Observe(ev rule.Event) error {
+	n, err := m.eval.Observe(ev)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		m.m.events.WithLabelValues("unmatched").Inc()
+	} else {
+		m.m.events.WithLabelValues("matched").Inc()
+	}
+	return nil
+}
+
+// AddSilence validates and stores a silence; it applies from the next step.
+func (m *Manager) AddSilence(ctx context.Context, s silence.Silence) (silence.Silence, error) {
+	if err := s.Validate(); err != nil {
+		return silence.Silence{}, err
+	}
+	if s.ID == "" {
+		s.ID = silence.NewID()
+	}
+	if s.CreatedAt.IsZero() {
+		s.CreatedAt = m.o.Clock.Now()
+	}
+	if err := m.o.Store.PutSilence(ctx, s); err != nil {
+		return silence.Silence{}, err
+	}
+	return m.silences.Add(s)
+}
+
+// ExpireSilence ends a silence at now.
+func (m *Manager) ExpireSilence(ctx context.Context, id string, now time.Time) error {
+	s, err := m.silences.Expire(id, now)
+	if err != nil {
+		return err
+	}
+	return m.o.Store.PutSilence(ctx, s)
+}
+
+// Silences lists the silences.
+func (m *Manager) Silences() []silence.Silence { return m.silences.List() }
+
+// Acknowledge marks the firing alert fp as handled by a person until it
+// resolves: no repeats meanwhile, receivers with acknowledgements
+// (PagerDuty) are told. Acknowledging again replaces the author and comment.
+func (m *Manager) Acknowledge(ctx context.Context, fp alerts.Fingerprint, by, comment string, now time.Time) (alerts.Ack, error) {
+	m.mu.Lock()
+	idx := slices.IndexFunc(m.current, func(a alerts.Alert) bool { return a.Fingerprint() == fp && a.EndsAt.IsZero() })
+	var a alerts.Alert
+	if idx >= 0 {
+		a = m.current[idx]
+	}
+	m.mu.Unlock()
+	if idx < 0 {
+		return alerts.Ack{}, fmt.Errorf("%w: no firing alert with fingerprint %s", alerts.ErrNotFound, fp)
+	}
+	ack := alerts.Ack{Fingerprint: fp, StartsAt: a.StartsAt, By: by, Comment: comment, At: now}
+	if err := ack.Validate(); err != nil {
+		return alerts.Ack{}, err
+	}
+	if err := m.o.Store.PutAck(ctx, ack); err != nil {
+		return alerts.Ack{}, err
+	}
+	m.mu.Lock()
+	m.acks[fp] = ack
+	m.mu.Unlock()
+	var errs []error
+	for _, msg := range m.disp.Acknowledge(now, a) {
+		errs = append(errs, m.send(ctx, nil, msg))
+	}
+	return ack, errors.Join(errs...)
+}
+
+// Status is an alert as the API shows it.
+type Status struct {
+	alerts.Alert
+	Fingerprint  string      `json:"fingerprint"`
+	SilencedBy   []string    `json:"silenced_by,omitempty"`
+	InhibitedBy  string      `json:"inhibited_by,omitempty"`
+	Acknowledged *alerts.Ack `json:"acknowledged,omitempty"`
+}
+
+// Alerts returns the alerts of the last step with what keeps them quiet.
+func (m *Manager) Alerts(now time.Time) []Status {
+	m.mu.Lock()
+	cur := slices.Clone(m.current)
+	acks := maps.Clone(m.acks)
+	m.mu.Unlock()
+	firing := slices.DeleteFunc(slices.Clone(cur), func(a alerts.Alert) bool { return !a.EndsAt.IsZero() })
+	out := make([]Status, 0, len(cur))
+	for _, a := range cur {
+		s := Status{Alert: a, Fingerprint: a.Fingerprint().String(), SilencedBy: m.silences.Muted(a.Labels, now)}
+		if fp, ok := m.inhib.MutedBy(a.Labels, firing); ok {
+			s.InhibitedBy = fp.String()
+		}
+		if ack, ok := acks[a.Fingerprint()]; ok && ack.Covers(a) {
+			s.Acknowledged = &ack
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// History returns the newest state changes of an alert (0: all).
+func (m *Manager) History(ctx context.Context, fp alerts.Fingerprint, limit int) ([]store.HistoryEntry, error) {
+	return m.o.Store.History(ctx, fp, limit)
+}

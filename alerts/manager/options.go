@@ -1,0 +1,94 @@
+package manager
+
+import (
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"governor.dev/governor/alerts"
+	"governor.dev/governor/alerts/dispatch"
+	"governor.dev/governor/alerts/inhibit"
+	"governor.dev/governor/alerts/notify"
+	"governor.dev/governor/alerts/rule"
+	"governor.dev/governor/alerts/store"
+	"governor.dev/governor/sdk/clock"
+)
+
+// Options configure a Manager. Store and Receivers are required.
+type Options struct {
+	// Rules default to rule.Builtin(). The receiver-failing rule is always
+	// added when missing.
+	Rules []rule.Rule
+	// Query evaluates PromQL rules; nil leaves them failing with an error
+	// per evaluation (event rules still work).
+	Query rule.QueryFunc
+	// Routes default to one route to every receiver... of which there must
+	// then be exactly one.
+	Routes []dispatch.Route
+	Timing dispatch.Timing
+	// Inhibit defaults to inhibit.Defaults(); NoInhibition turns it off.
+	Inhibit      []inhibit.Rule
+	NoInhibition bool
+	// Receivers by name.
+	Receivers map[string]notify.Notifier
+	Store     store.Store
+	// Queue tunes every receiver queue (Clock, Logger, Metrics and
+	// OnResult are set by the manager).
+	Queue notify.QueueOptions
+	// Interval between steps of Run; default 15s.
+	Interval time.Duration
+
+	Clock      clock.Clock
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Store == nil {
+		return o, fmt.Errorf("%w: manager: store is required", alerts.ErrInvalid)
+	}
+	if len(o.Receivers) == 0 {
+		return o, fmt.Errorf("%w: manager: at least one receiver is required", alerts.ErrInvalid)
+	}
+	if o.Rules == nil {
+		o.Rules = rule.Builtin()
+	}
+	if !slices.ContainsFunc(o.Rules, func(r rule.Rule) bool { return r.Name == rule.ReceiverFailingRule }) {
+		o.Rules = append(slices.Clone(o.Rules), rule.ReceiverFailing())
+	}
+	if len(o.Routes) == 0 {
+		if len(o.Receivers) != 1 {
+			return o, fmt.Errorf("%w: manager: routes are required with more than one receiver", alerts.ErrInvalid)
+		}
+		for name := range o.Receivers {
+			o.Routes = []dispatch.Route{{Receiver: name}}
+		}
+	}
+	for i, r := range o.Routes {
+		if o.Receivers[r.Receiver] == nil {
+			return o, fmt.Errorf("%w: manager: routes[%d]: receiver %q is not configured", alerts.ErrInvalid, i, r.Receiver)
+		}
+	}
+	if o.Inhibit == nil && !o.NoInhibition {
+		o.Inhibit = inhibit.Defaults()
+	}
+	if o.NoInhibition {
+		o.Inhibit = nil
+	}
+	if o.Interval <= 0 {
+		o.Interval = 15 * time.Second
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Registerer == nil {
+		o.Registerer = prometheus.NewRegistry()
+	}
+	return o, nil
+}
