@@ -62,7 +62,7 @@ func TestTimelineP2WaitsForBusinessHours(t *testing.T) {
 	h.timeline(0, 2*time.Minute, nil)
 	h.at(16 * time.Hour)
 	h.expect(16 * time.Hour)
-	h.start = time.Date(2026, 3, 9, 9, 0, 0, 0, time.UTC) // Monday 09:00
+	h.start = time.Date(2026, 3, 9, 9, 0, 0, 0, time.UTC)                                                                            // Monday 09:00
 	h.timeline(0, 30*time.Second, map[time.Duration][]string{0: {"firing Breaker@checkout/firing", "firing Breaker@search/firing"}}) // checkout: its daily repeat
 }
 
