@@ -30,7 +30,7 @@ var servers = []struct {
 	start func(t *testing.T) string
 }{
 	{"embedded", func(t *testing.T) string { return embedded(t).URL() }},
-	{"machine", func(t *testing.T) string { return testenv.NATS(t) }},
+	{"machine", func(t *testing.T) string { return machineNATS(t) }},
 }
 
 func embedded(t *testing.T) *natsembed.Server {
@@ -299,4 +299,22 @@ func counterValue2(t testing.TB, reg *prometheus.Registry, name string, labels m
 		}
 	}
 	return 0
+}
+
+// machineNATS and machinePostgres give the machine's services, skipped by
+// -short (the fast subset runs without them).
+func machineNATS(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: no machine NATS")
+	}
+	return testenv.NATS(t)
+}
+
+func machinePostgres(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: no machine PostgreSQL")
+	}
+	return testenv.Postgres(t)
 }

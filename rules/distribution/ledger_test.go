@@ -11,7 +11,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	_ "modernc.org/sqlite" // database/sql driver "sqlite"
 
-	"governor.dev/governor/internal/testenv"
 	"governor.dev/governor/migrations"
 	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/sdk/watch"
@@ -28,7 +27,7 @@ var ledgerStores = []struct {
 		return NewSQLStore(openSQL(t, "sqlite", "file:"+filepath.Join(t.TempDir(), "ledger.db")+"?_pragma=busy_timeout(5000)", migrations.SQLite))
 	}},
 	{"postgres", func(t *testing.T) LedgerStore {
-		return NewSQLStore(openSQL(t, "pgx", testenv.Postgres(t), migrations.Postgres))
+		return NewSQLStore(openSQL(t, "pgx", machinePostgres(t), migrations.Postgres))
 	}},
 }
 

@@ -12,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"governor.dev/governor/internal/testenv"
 	"governor.dev/governor/migrations"
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/rules/versioning/postgres"
@@ -43,7 +42,7 @@ var rulesStores = []struct {
 		return s, "", openSQL(t, "sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)", migrations.SQLite)
 	}},
 	{"postgres", func(t *testing.T, clk clock.Clock) (versioning.Store, string, *sql.DB) {
-		url := testenv.Postgres(t)
+		url := machinePostgres(t)
 		s, err := postgres.Open(context.Background(), postgres.Options{URL: url, Clock: clk})
 		if err != nil {
 			t.Fatal(err)
@@ -155,7 +154,7 @@ func TestKilledRelayOnTheRulesStorePublishesExactlyOnce(t *testing.T) {
 }
 
 func TestListenPostgresWakesOnNotify(t *testing.T) {
-	url := testenv.Postgres(t)
+	url := machinePostgres(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	wake := ListenPostgres(ctx, ListenOptions{URL: url, Channel: "governor_outbox_test"})

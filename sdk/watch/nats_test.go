@@ -21,6 +21,9 @@ import (
 // module, where the full integration suite lives (rules/distribution).
 func natsURL(t *testing.T) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: no machine NATS")
+	}
 	u := os.Getenv("GOVERNOR_TEST_NATS")
 	if u == "" {
 		u = "nats://127.0.0.1:4222"
