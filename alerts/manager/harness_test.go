@@ -124,19 +124,29 @@ type harness struct {
 	m     *Manager
 	reg   *prometheus.Registry
 	path  string
+	pgURL string
 	start time.Time
 }
 
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T) *harness { return newHarnessOn(t, "") }
+
+// newHarnessOn uses PostgreSQL at pgURL, or a fresh SQLite file when empty.
+func newHarnessOn(t *testing.T, pgURL string) *harness {
 	h := &harness{t: t, clk: clock.NewFake(t0), db: &metricsDB{series: map[string][]rule.Sample{}},
-		hook: newReceiver(t), pd: newReceiver(t), path: filepath.Join(t.TempDir(), "alerts.db"), start: t0}
+		hook: newReceiver(t), pd: newReceiver(t), path: filepath.Join(t.TempDir(), "alerts.db"), pgURL: pgURL, start: t0}
 	h.open()
 	t.Cleanup(func() { h.close() })
 	return h
 }
 
 func (h *harness) open() {
-	st, err := store.OpenSQLite(context.Background(), h.path, store.Options{})
+	var st store.Store
+	var err error
+	if h.pgURL != "" {
+		st, err = store.OpenPostgres(context.Background(), h.pgURL, store.Options{})
+	} else {
+		st, err = store.OpenSQLite(context.Background(), h.path, store.Options{})
+	}
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -1,0 +1,113 @@
+package manager
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"governor.dev/governor/alerts"
+	"governor.dev/governor/internal/testenv"
+)
+
+func TestRestartSQLite(t *testing.T) { testRestart(t, newHarness(t)) }
+
+func TestRestartPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("PostgreSQL integration test")
+	}
+	testRestart(t, newHarnessOn(t, testenv.Postgres(t)))
+}
+
+// testRestart stops the manager with a firing acknowledged P0 and a firing
+// P1, starts a new one on the same database, and checks that nothing is
+// sent twice and nothing is lost.
+func testRestart(t *testing.T, h *harness) {
+	ctx := context.Background()
+	h.db.set("shed", "checkout")
+	h.db.set("load", "search")
+	h.timeline(0, 90*time.Second, map[time.Duration][]string{
+		30 * time.Second: {"firing Load@search/firing"},
+		90 * time.Second: {"firing Shed@checkout/firing"},
+	})
+	fp := alerts.Labels{"alertname": "Shed", "service": "checkout", "severity": "P0"}.Fingerprint()
+	if _, err := h.m.Acknowledge(ctx, fp, "ops", "mitigating", h.clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.m.Idle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.pdActions(); strings.Join(got, ",") != "acknowledge,trigger" {
+		t.Fatalf("pagerduty %v", got)
+	}
+
+	h.close()
+	h.open()
+
+	// The restarted manager knows the alerts, the acknowledgement and what
+	// it sent: no re-notification, no repeat of the acknowledged P0.
+	st := h.m.Alerts(h.clk.Now())
+	if len(st) != 2 {
+		t.Fatalf("alerts after restart: %+v", st)
+	}
+	for _, s := range st {
+		if (s.Acknowledged != nil) != (s.Labels["alertname"] == "Shed") {
+			t.Fatalf("acknowledgement lost or misplaced: %+v", s)
+		}
+	}
+	h.timeline(2*time.Minute, 59*time.Minute, nil)
+	if got := h.pdActions(); len(got) != 0 {
+		t.Fatalf("pagerduty after restart %v", got)
+	}
+	// The P1 repeat is still due once an hour after its first notification.
+	h.timeline(59*time.Minute+30*time.Second, time.Hour+time.Minute, map[time.Duration][]string{
+		time.Hour + 30*time.Second: {"firing Load@search/firing"},
+	})
+	// The acknowledged P0 resolves: one resolve, then the ack is gone.
+	h.db.set("shed")
+	h.timeline(time.Hour+90*time.Second, time.Hour+3*time.Minute, map[time.Duration][]string{
+		time.Hour + 90*time.Second: {"resolved Shed@checkout/resolved"},
+	})
+	if got := h.pdActions(); strings.Join(got, ",") != "resolve" {
+		t.Fatalf("pagerduty resolve %v", got)
+	}
+	if acks, _ := h.st.Acks(ctx); len(acks) != 0 {
+		t.Fatalf("acks %+v", acks)
+	}
+}
+
+func TestRestartResendsUndeliveredOnce(t *testing.T) {
+	h := newHarness(t)
+	h.hook.mu.Lock()
+	h.hook.fail = true
+	h.hook.mu.Unlock()
+	h.db.set("load", "search")
+	h.clk.Set(t0)
+	ctx := context.Background()
+	if err := h.m.Step(ctx, t0); err != nil {
+		t.Fatal(err)
+	}
+	h.clk.Set(t0.Add(30 * time.Second))
+	if err := h.m.Step(ctx, h.clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// The first attempt fails; the queue waits on its back-off when the
+	// process stops.
+	for h.clk.Pending() == 0 {
+		waitBriefly()
+	}
+	h.close()
+	h.hook.mu.Lock()
+	h.hook.fail = false
+	h.hook.mu.Unlock()
+	h.open()
+	if err := h.m.Idle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.expect(30*time.Second, "firing Load@search/firing")
+	// Logged and delivered: later steps do not send it again.
+	h.timeline(time.Minute, 3*time.Minute, nil)
+	if pend, _ := h.st.Undelivered(ctx); len(pend) != 0 {
+		t.Fatalf("undelivered %+v", pend)
+	}
+}
