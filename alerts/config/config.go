@@ -1,0 +1,267 @@
+// Package config reads the alerting configuration: rules, routes, timing,
+// inhibition rules and receivers, as strict JSON with Go duration strings
+// ("5m"). Parse validates the whole document and names the first bad field
+// with its path; nothing is half-applied.
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"time"
+
+	"governor.dev/governor/alerts"
+	"governor.dev/governor/alerts/dispatch"
+	"governor.dev/governor/alerts/inhibit"
+	"governor.dev/governor/alerts/notify"
+	"governor.dev/governor/alerts/notify/alertmanager"
+	"governor.dev/governor/alerts/notify/email"
+	"governor.dev/governor/alerts/notify/pagerduty"
+	"governor.dev/governor/alerts/notify/slack"
+	"governor.dev/governor/alerts/notify/webhook"
+	"governor.dev/governor/alerts/rule"
+)
+
+// Duration is a time.Duration written as a Go duration string.
+type Duration time.Duration
+
+// UnmarshalJSON reads "90s", "5m", "1h30m".
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("want a duration string like \"5m\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	if v < 0 {
+		return fmt.Errorf("duration %q is negative", s)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalJSON writes the duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// Config is the alerting document.
+type Config struct {
+	// BuiltinRules: "enabled" (default) or "disabled".
+	BuiltinRules string           `json:"builtin_rules,omitempty"`
+	Rules        []Rule           `json:"rules,omitempty"`
+	Routes       []dispatch.Route `json:"routes"`
+	Timing       Timing           `json:"timing"`
+	Inhibit      *[]inhibit.Rule  `json:"inhibit_rules,omitempty"`
+	Receivers    []Receiver       `json:"receivers"`
+}
+
+// Rule is rule.Rule with duration strings.
+type Rule struct {
+	Name          string            `json:"name"`
+	Expr          string            `json:"expr,omitempty"`
+	Event         string            `json:"event,omitempty"`
+	Severity      alerts.Severity   `json:"severity,omitempty"`
+	For           Duration          `json:"for,omitempty"`
+	KeepFiringFor Duration          `json:"keep_firing_for,omitempty"`
+	ResolveAfter  Duration          `json:"resolve_after,omitempty"`
+	Labels        map[string]string `json:"labels,omitempty"`
+	Annotations   map[string]string `json:"annotations,omitempty"`
+	Disabled      bool              `json:"disabled,omitempty"`
+}
+
+// Timing is dispatch.Timing with duration strings.
+type Timing struct {
+	GroupWait     Duration                     `json:"group_wait,omitempty"`
+	GroupInterval Duration                     `json:"group_interval,omitempty"`
+	Repeat        map[alerts.Severity]Duration `json:"repeat,omitempty"`
+	BusinessHours *dispatch.BusinessHours      `json:"business_hours,omitempty"`
+}
+
+// Receiver names one integration; exactly one of its fields is set.
+type Receiver struct {
+	Name         string               `json:"name"`
+	Webhook      *webhook.Config      `json:"webhook,omitempty"`
+	Alertmanager *alertmanager.Config `json:"alertmanager,omitempty"`
+	PagerDuty    *pagerduty.Config    `json:"pagerduty,omitempty"`
+	Slack        *slack.Config        `json:"slack,omitempty"`
+	Email        *email.Config        `json:"email,omitempty"`
+}
+
+// Parse decodes and validates a document. Unknown fields are refused.
+func Parse(b []byte) (*Config, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var c Config
+	if err := dec.Decode(&c); err != nil {
+		return nil, fmt.Errorf("%w: config: %v", alerts.ErrInvalid, decodeError(b, err))
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: config: trailing data after the document", alerts.ErrInvalid)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// decodeError adds the line and column of a syntax or type error.
+func decodeError(b []byte, err error) error {
+	var off int64 = -1
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		off = se.Offset - 1 // the offset is past the offending byte
+	case errors.As(err, &te):
+		off = te.Offset
+	}
+	if off < 0 || off > int64(len(b)) {
+		return err
+	}
+	line := 1 + bytes.Count(b[:off], []byte("\n"))
+	col := int(off) - bytes.LastIndexByte(b[:off], '\n')
+	return fmt.Errorf("line %d, column %d: %w", line, col, err)
+}
+
+// RuleSet returns the rules to run: the built-in ones unless disabled,
+// replaced by name by the configured ones.
+func (c *Config) RuleSet() []rule.Rule {
+	var out []rule.Rule
+	if c.BuiltinRules != "disabled" {
+		out = rule.Builtin()
+	}
+	for _, r := range c.Rules {
+		rr := rule.Rule{Name: r.Name, Expr: r.Expr, Event: r.Event, Severity: r.Severity, For: time.Duration(r.For),
+			KeepFiringFor: time.Duration(r.KeepFiringFor), ResolveAfter: time.Duration(r.ResolveAfter),
+			Labels: r.Labels, Annotations: r.Annotations, Disabled: r.Disabled}
+		if i := slices.IndexFunc(out, func(o rule.Rule) bool { return o.Name == r.Name }); i >= 0 {
+			out[i] = rr
+		} else {
+			out = append(out, rr)
+		}
+	}
+	return out
+}
+
+// DispatchTiming converts the timing (zero fields take defaults later).
+func (c *Config) DispatchTiming() dispatch.Timing {
+	t := dispatch.Timing{GroupWait: time.Duration(c.Timing.GroupWait), GroupInterval: time.Duration(c.Timing.GroupInterval)}
+	if len(c.Timing.Repeat) > 0 {
+		t.Repeat = map[alerts.Severity]time.Duration{}
+		for s, d := range c.Timing.Repeat {
+			t.Repeat[s] = time.Duration(d)
+		}
+	}
+	if c.Timing.BusinessHours != nil {
+		t.BusinessHours = *c.Timing.BusinessHours
+	}
+	return t
+}
+
+// InhibitRules returns the configured rules, the defaults when absent and
+// none for an empty list.
+func (c *Config) InhibitRules() []inhibit.Rule {
+	if c.Inhibit == nil {
+		return inhibit.Defaults()
+	}
+	return *c.Inhibit
+}
+
+// Validate checks the whole document.
+func (c *Config) Validate() error {
+	if c.BuiltinRules != "" && c.BuiltinRules != "enabled" && c.BuiltinRules != "disabled" {
+		return fmt.Errorf("%w: config: builtin_rules %q: want enabled or disabled", alerts.ErrInvalid, c.BuiltinRules)
+	}
+	if err := rule.ValidateSet(c.RuleSet()); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if len(c.Receivers) == 0 {
+		return fmt.Errorf("%w: config: receivers: at least one is required", alerts.ErrInvalid)
+	}
+	names := map[string]bool{}
+	for i, r := range c.Receivers {
+		if r.Name == "" {
+			return fmt.Errorf("%w: config: receivers[%d]: name must not be empty", alerts.ErrInvalid, i)
+		}
+		if names[r.Name] {
+			return fmt.Errorf("%w: config: receivers[%d]: name %q is used twice", alerts.ErrInvalid, i, r.Name)
+		}
+		names[r.Name] = true
+		if _, err := r.build(nil); err != nil {
+			return fmt.Errorf("config: receivers[%d] (%s): %w", i, r.Name, err)
+		}
+	}
+	if len(c.Routes) == 0 && len(c.Receivers) > 1 {
+		return fmt.Errorf("%w: config: routes: required with more than one receiver", alerts.ErrInvalid)
+	}
+	for i, r := range c.Routes {
+		if err := r.Validate(); err != nil {
+			return fmt.Errorf("config: routes[%d]: %w", i, err)
+		}
+		if !names[r.Receiver] {
+			return fmt.Errorf("%w: config: routes[%d]: receiver %q is not defined", alerts.ErrInvalid, i, r.Receiver)
+		}
+	}
+	for s := range c.Timing.Repeat {
+		if _, err := alerts.ParseSeverity(string(s)); err != nil {
+			return fmt.Errorf("config: timing.repeat: %w", err)
+		}
+	}
+	if err := c.DispatchTiming().WithDefaults().Validate(); err != nil {
+		return fmt.Errorf("config: timing: %w", err)
+	}
+	if _, err := inhibit.New(c.InhibitRules()); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	return nil
+}
+
+func (r Receiver) build(client *http.Client) (notify.Notifier, error) {
+	set := 0
+	for _, p := range []bool{r.Webhook != nil, r.Alertmanager != nil, r.PagerDuty != nil, r.Slack != nil, r.Email != nil} {
+		if p {
+			set++
+		}
+	}
+	if set != 1 {
+		return nil, fmt.Errorf("%w: exactly one of webhook, alertmanager, pagerduty, slack, email is required, got %d", alerts.ErrInvalid, set)
+	}
+	switch {
+	case r.Webhook != nil:
+		return webhook.New(*r.Webhook, client)
+	case r.Alertmanager != nil:
+		return alertmanager.New(*r.Alertmanager, client)
+	case r.PagerDuty != nil:
+		return pagerduty.New(*r.PagerDuty, client)
+	case r.Slack != nil:
+		return slack.New(*r.Slack, client)
+	}
+	return email.New(*r.Email)
+}
+
+// Notifiers builds the receivers; client nil uses default HTTP clients.
+func (c *Config) Notifiers(client *http.Client) (map[string]notify.Notifier, error) {
+	out := map[string]notify.Notifier{}
+	for _, r := range c.Receivers {
+		n, err := r.build(client)
+		if err != nil {
+			return nil, fmt.Errorf("config: receiver %s: %w", r.Name, err)
+		}
+		out[r.Name] = n
+	}
+	return out, nil
+}
+
+// ReceiverNames lists the receivers, sorted.
+func (c *Config) ReceiverNames() []string {
+	m := map[string]bool{}
+	for _, r := range c.Receivers {
+		m[r.Name] = true
+	}
+	return slices.Sorted(maps.Keys(m))
+}
