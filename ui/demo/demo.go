@@ -116,17 +116,33 @@ func Seed(ctx context.Context, o Options) error {
 	return nil
 }
 
+// incident is the first service's load score d steps into the incident
+// cycle (60 steps): 10 steps climbing to 0.92, 20 at the peak, 10 falling
+// back, 20 calm.
+func incident(d int) float64 {
+	if d < 0 {
+		return 0.3
+	}
+	switch d %= 60; {
+	case d < 10:
+		return 0.3 + 0.062*float64(d)
+	case d < 30:
+		return 0.92
+	case d < 40:
+		return 0.92 - 0.062*float64(d-30)
+	}
+	return 0.3
+}
+
 // Snapshot is the fleet at a step: calm, then from IncidentAt the first
-// service's load climbs for 10 steps and falls back over the next 10.
+// service goes through the incident cycle again and again.
 func Snapshot(o Options, step int, now time.Time, trend map[string][]model.Point) []model.ServiceStatus {
 	out := make([]model.ServiceStatus, o.Services)
 	for i := range o.Services {
 		svc := name(i)
 		score := 0.25 + 0.1*math.Sin(float64(step+i*3)/4)
 		if i == 0 {
-			if d := step - o.IncidentAt; d >= 0 && d < 20 {
-				score = 0.3 + 0.62*math.Min(float64(d), float64(20-d))/10
-			}
+			score = incident(step - o.IncidentAt)
 		}
 		score = math.Round(score*1000) / 1000
 		rate := 800 + 200*float64(i)
@@ -148,7 +164,7 @@ func Snapshot(o Options, step int, now time.Time, trend map[string][]model.Point
 			},
 			Rollout: model.Rollout{Synced: 40},
 		}
-		if i == 0 && step >= o.IncidentAt && step < o.IncidentAt+3 {
+		if d := step - o.IncidentAt; i == 0 && d >= 0 && d%60 < 3 {
 			s.Rollout = model.Rollout{Synced: 37, Pending: 3}
 		}
 		out[i] = s
@@ -156,23 +172,28 @@ func Snapshot(o Options, step int, now time.Time, trend map[string][]model.Point
 	return out
 }
 
-// Run steps the fleet every Interval until ctx ends; the incident's P1 alert
-// fires when the first service's score passes 0.8.
+// Run steps the fleet every Interval until ctx ends; in each incident cycle
+// a P1 alert fires when the first service's score passes 0.8 and resolves
+// when the cycle calms down.
 func Run(ctx context.Context, o Options) error {
 	o, err := o.withDefaults()
 	if err != nil {
 		return err
 	}
 	trend := map[string][]model.Point{}
-	fired := false
+	firing := ""
 	for step := 0; ; step++ {
 		now := o.Clock.Now()
 		snap := Snapshot(o, step, now, trend)
 		o.Fleet.Set(snap, nil)
-		if s := snap[0]; !fired && *s.LoadScore > 0.8 {
-			o.Alerts.Fire(model.Alert{ID: fmt.Sprintf("%s-p99-%d", s.Name, step), Tier: model.P1, Service: s.Name,
+		switch s := snap[0]; {
+		case firing == "" && *s.LoadScore > 0.8:
+			firing = fmt.Sprintf("%s-p99-%d", s.Name, step)
+			o.Alerts.Fire(model.Alert{ID: firing, Tier: model.P1, Service: s.Name,
 				Summary: fmt.Sprintf("%s: load score %.2f, p99 %.0f ms above target", s.Name, *s.LoadScore, *s.P99*1000)})
-			fired = true
+		case firing != "" && *s.LoadScore < 0.5:
+			o.Alerts.Resolve(firing)
+			firing = ""
 		}
 		t := o.Clock.NewTimer(o.Interval)
 		select {

@@ -1,0 +1,119 @@
+// Package e2e drives Governor's web UI in headless Chromium (Debian's
+// chromium with playwright-core from npm; run.mjs holds the walk-through)
+// against a server on a random loopback port with the demo fleet. Outside CI
+// it skips when chromium, node or the npm package is missing; with CI=true it
+// fails instead. Screenshots of each page land in e2e/screenshots/.
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/bcrypt"
+	_ "modernc.org/sqlite"
+
+	"governor.dev/governor/internal/testenv"
+	"governor.dev/governor/migrations"
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/rules/versioning/sqlite"
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/ui"
+	"governor.dev/governor/ui/auth"
+	"governor.dev/governor/ui/demo"
+	"governor.dev/governor/ui/model"
+)
+
+const chromium = "/usr/bin/chromium"
+
+func requireTools(t *testing.T) string {
+	t.Helper()
+	if _, err := os.Stat(chromium); err != nil {
+		testenv.Unavailable(t, "e2e: %s missing (apt-get install chromium)", chromium)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		testenv.Unavailable(t, "e2e: node missing")
+	}
+	if _, err := os.Stat("node_modules/playwright-core"); err != nil {
+		npm, err := exec.LookPath("npm")
+		if err != nil {
+			testenv.Unavailable(t, "e2e: playwright-core not installed and npm missing")
+		}
+		out, err := exec.Command(npm, "install", "--no-audit", "--no-fund").CombinedOutput()
+		if err != nil {
+			testenv.Unavailable(t, "e2e: npm install failed: %v\n%s", err, out)
+		}
+	}
+	return node
+}
+
+func TestBrowserWalkThrough(t *testing.T) {
+	if testing.Short() {
+		t.Skip("e2e: -short")
+	}
+	node := requireTools(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:"})
+	require.NoError(t, err)
+	defer st.Close()
+	db, err := sql.Open("sqlite", ":memory:")
+	require.NoError(t, err)
+	db.SetMaxOpenConns(1)
+	defer db.Close()
+	am, err := auth.New(ctx, auth.Options{DB: db, Dialect: migrations.SQLite, Auditor: st, BcryptCost: bcrypt.MinCost})
+	require.NoError(t, err)
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	password := "e2e-" + hex.EncodeToString(b)
+	for name, roles := range map[string][]versioning.Role{
+		"alice": {versioning.RoleOperator, versioning.RoleApprover},
+		"bob":   {versioning.RoleApprover},
+		"otto":  {versioning.RoleOperator},
+	} {
+		_, err := am.CreateUser(ctx, name, password, roles, false)
+		require.NoError(t, err)
+	}
+	fleet, alerts := &model.StaticFleet{}, model.NewMemoryAlerts(clock.Real{})
+	do := demo.Options{Rules: st, Fleet: fleet, Alerts: alerts, Interval: 500 * time.Millisecond, IncidentAt: 4}
+	require.NoError(t, demo.Seed(ctx, do))
+	done := make(chan struct{})
+	go func() { defer close(done); _ = demo.Run(ctx, do) }()
+	defer func() { cancel(); <-done }()
+	h, err := ui.New(ui.Options{Rules: st, Auth: am, Fleet: fleet, Alerts: alerts, LiveInterval: 300 * time.Millisecond})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+
+	shots, err := filepath.Abs("screenshots")
+	require.NoError(t, err)
+	rctx, rcancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer rcancel()
+	cmd := exec.CommandContext(rctx, node, "run.mjs")
+	cmd.Env = append(os.Environ(), "BASE_URL="+srv.URL, "USER_PASSWORD="+password, "SCREENSHOTS="+shots, "CHROMIUM="+chromium)
+	out, err := cmd.CombinedOutput()
+	t.Logf("run.mjs:\n%s", out)
+	require.NoError(t, err, "the browser walk-through failed")
+
+	// What the browser did is in the store.
+	v3, err := st.Get(ctx, "checkout", 3)
+	require.NoError(t, err)
+	require.Equal(t, "bob", v3.Approvals[0].Approver)
+	active, err := st.Active(ctx, "checkout")
+	require.NoError(t, err)
+	require.Equal(t, int64(2), active.RollbackOf)
+	hist, err := alerts.History(ctx, 10)
+	require.NoError(t, err)
+	require.Equal(t, "otto", hist[0].AckedBy)
+	_, err = st.VerifyAudit(ctx)
+	require.NoError(t, err)
+}
