@@ -80,6 +80,8 @@ type Timing struct {
 	GroupInterval Duration                     `json:"group_interval,omitempty"`
 	Repeat        map[alerts.Severity]Duration `json:"repeat,omitempty"`
 	BusinessHours *dispatch.BusinessHours      `json:"business_hours,omitempty"`
+	// P2Digest sends P2 alerts once a day at the business-day opening.
+	P2Digest bool `json:"p2_digest,omitempty"`
 }
 
 // Receiver names one integration; exactly one of its fields is set.
@@ -150,7 +152,8 @@ func (c *Config) RuleSet() []rule.Rule {
 
 // DispatchTiming converts the timing (zero fields take defaults later).
 func (c *Config) DispatchTiming() dispatch.Timing {
-	t := dispatch.Timing{GroupWait: time.Duration(c.Timing.GroupWait), GroupInterval: time.Duration(c.Timing.GroupInterval)}
+	t := dispatch.Timing{GroupWait: time.Duration(c.Timing.GroupWait), GroupInterval: time.Duration(c.Timing.GroupInterval),
+		P2Digest: c.Timing.P2Digest}
 	if len(c.Timing.Repeat) > 0 {
 		t.Repeat = map[alerts.Severity]time.Duration{}
 		for s, d := range c.Timing.Repeat {

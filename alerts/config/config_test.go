@@ -21,7 +21,7 @@ const valid = `{
     {"receiver": "default"}
   ],
   "timing": {"group_wait": "10s", "group_interval": "1m", "repeat": {"P0": "10m"},
-             "business_hours": {"start_hour": 8, "end_hour": 18, "location": "Europe/Paris"}},
+             "business_hours": {"start_hour": 8, "end_hour": 18, "location": "Europe/Paris"}, "p2_digest": true},
   "inhibit_rules": [{"source": "severity=\"P0\"", "target": "severity=~\"P1|P2\"", "equal": ["service"]}],
   "receivers": [
     {"name": "pager", "pagerduty": {"routing_key": "abc", "url": "http://127.0.0.1:9/v2/enqueue"}},
@@ -51,7 +51,7 @@ func TestParseValid(t *testing.T) {
 		t.Fatalf("rule set: built-in not overridden (%v) or custom rule lost (%v)", load, custom)
 	}
 	tm := c.DispatchTiming().WithDefaults()
-	if tm.GroupWait != 10*time.Second || tm.Repeat[alerts.P0] != 10*time.Minute || tm.Repeat[alerts.P1] != time.Hour {
+	if !tm.P2Digest || tm.GroupWait != 10*time.Second || tm.Repeat[alerts.P0] != 10*time.Minute || tm.Repeat[alerts.P1] != time.Hour {
 		t.Fatalf("timing %+v", tm)
 	}
 	if !tm.BusinessHours.Contains(time.Date(2026, 3, 2, 7, 30, 0, 0, time.UTC)) { // 08:30 in Paris

@@ -72,6 +72,9 @@ type Timing struct {
 	Repeat map[alerts.Severity]time.Duration `json:"repeat,omitempty"`
 	// BusinessHours gate P2 notifications (first, repeat and resolve).
 	BusinessHours BusinessHours `json:"business_hours"`
+	// P2Digest sends P2 groups at most once a day, at the first step after
+	// business hours open, instead of as they change: a daily digest.
+	P2Digest bool `json:"p2_digest,omitempty"`
 }
 
 // DefaultTiming returns the shipped intervals.
@@ -151,6 +154,28 @@ func (b BusinessHours) Validate() error {
 		return fmt.Errorf("%w: business_hours: location %q: %v", alerts.ErrInvalid, b.Location, err)
 	}
 	return nil
+}
+
+// Opening returns the start of the business day containing t, or of the
+// last one before it.
+func (b BusinessHours) Opening(t time.Time) time.Time {
+	loc, err := time.LoadLocation(b.Location)
+	if err != nil {
+		loc = time.UTC
+	}
+	days := b.Weekdays
+	if len(days) == 0 {
+		days = DefaultBusinessHours().Weekdays
+	}
+	lt := t.In(loc)
+	for i := 0; i < 8; i++ {
+		d := lt.AddDate(0, 0, -i)
+		o := time.Date(d.Year(), d.Month(), d.Day(), b.StartHour, 0, 0, 0, loc)
+		if slices.Contains(days, d.Weekday()) && !o.After(t) {
+			return o
+		}
+	}
+	return time.Time{}
 }
 
 // Contains reports whether t is within business hours.

@@ -226,8 +226,16 @@ func (d *Dispatcher) flushGroup(now time.Time, g *group, as []alerts.Alert, f Fi
 	default:
 		due = !now.Before(g.state.SentAt.Add(d.timing.Repeat[tier]))
 	}
-	if due && tier == alerts.P2 && !d.timing.BusinessHours.Contains(now) {
-		due = false
+	if tier == alerts.P2 {
+		bh := d.timing.BusinessHours
+		if d.timing.P2Digest {
+			// One digest a day, at the first step of the business day,
+			// with what was already there at the opening.
+			open := bh.Opening(now)
+			due = bh.Contains(now) && g.state.SentAt.Before(open) && (len(fresh) == 0 || !g.firstSeen.After(open))
+		} else if !bh.Contains(now) {
+			due = false
+		}
 	}
 	if !due {
 		return Notification{}, false

@@ -188,3 +188,35 @@ func TestRestoredStateDoesNotRenotify(t *testing.T) {
 		t.Fatal("restored dispatcher lost the repeat schedule")
 	}
 }
+
+func TestP2DailyDigest(t *testing.T) {
+	d, err := New([]Route{{Receiver: "team"}}, Timing{GroupWait: 30 * time.Second, GroupInterval: time.Minute, P2Digest: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mon := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	early := alert("Breaker", "a", alerts.P2, mon.Add(-2*time.Hour))
+	late := alert("Breaker", "b", alerts.P2, mon.Add(3*time.Hour))
+	tests := []struct {
+		at   time.Time
+		as   []alerts.Alert
+		want int
+	}{
+		{mon.Add(-2 * time.Hour), []alerts.Alert{early}, 0},                  // before opening
+		{mon.Add(-time.Hour), []alerts.Alert{early}, 0},                      // group wait over, still closed
+		{mon, []alerts.Alert{early}, 1},                                      // the digest at opening
+		{mon.Add(time.Minute), []alerts.Alert{early}, 0},                     // once a day
+		{mon.Add(3 * time.Hour), []alerts.Alert{early, late}, 0},             // new during the day: waits
+		{mon.Add(3*time.Hour + time.Minute), []alerts.Alert{early, late}, 0}, // group wait over: still waits
+		{mon.Add(24 * time.Hour), []alerts.Alert{early, late}, 2},            // next digest has both groups
+		{mon.Add(25 * time.Hour), []alerts.Alert{early, late}, 0},
+	}
+	for _, tt := range tests {
+		if got := len(d.Flush(tt.at, tt.as, Filter{})); got != tt.want {
+			t.Fatalf("at %s: %d notifications, want %d", tt.at, got, tt.want)
+		}
+	}
+	if o := DefaultBusinessHours().Opening(time.Date(2026, 3, 8, 12, 0, 0, 0, time.UTC)); !o.Equal(time.Date(2026, 3, 6, 9, 0, 0, 0, time.UTC)) {
+		t.Fatalf("opening before a Sunday noon = %s, want Friday 09:00", o)
+	}
+}
