@@ -28,7 +28,7 @@ import (
 
 // env is a UI on an in-memory rules store, with users of every role.
 type env struct {
-	t      *testing.T
+	t      testing.TB
 	srv    *httptest.Server
 	store  versioning.Store
 	auth   *auth.Manager
@@ -47,7 +47,9 @@ var roleUsers = map[string][]versioning.Role{
 	"ada":   {versioning.RoleAdmin},
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvTB(t) }
+
+func newEnvTB(t testing.TB) *env {
 	t.Helper()
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))

@@ -29,6 +29,7 @@ func (p *Pages) funcs() template.FuncMap {
 		"rollout": fmtRollout,
 		"alerts":  fmtAlerts,
 		"spark":   Sparkline,
+		"row":     rowHTML,
 		"yaml":    fmtYAML,
 	}
 }

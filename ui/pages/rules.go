@@ -235,9 +235,13 @@ func (p *Pages) propose(w http.ResponseWriter, r *http.Request) {
 	pr := auth.FromContext(r.Context())
 	d := proposeData{Service: svc, YAML: r.PostFormValue("ruleset"), Reason: r.PostFormValue("reason")}
 	d.Base, _ = strconv.ParseInt(r.PostFormValue("base"), 10, 64)
-	v, err := versioning.Import(r.Context(), p.o.Rules, versioning.FormatYAML, []byte(d.YAML), versioning.ImportOptions{
-		Service: svc, BaseVersion: d.Base, Author: pr.Actor(), Reason: d.Reason,
-	})
+	var v versioning.Version
+	rs, err := versioning.DecodeRuleset(versioning.FormatYAML, []byte(d.YAML))
+	if err == nil {
+		v, err = p.o.Rules.Propose(r.Context(), versioning.Proposal{
+			Service: svc, BaseVersion: d.Base, Ruleset: rs, Author: pr.Actor(), Reason: d.Reason, Source: versioning.SourceUser,
+		})
+	}
 	if err != nil {
 		status, _ := httperr.Status(err)
 		if status >= 500 {

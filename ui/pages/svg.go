@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html/template"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,10 +20,15 @@ func Sparkline(pts []model.Point) template.HTML {
 	var b strings.Builder
 	b.WriteString(`<svg class="spark" viewBox="0 0 100 24" preserveAspectRatio="none" role="img" aria-label="trend">`)
 	b.WriteString(`<polyline points="`)
+	buf := make([]byte, 0, 16)
 	for i, p := range pts {
 		x := float64(i) / float64(len(pts)-1) * 100
 		y := 22 - (p.Value-lo)/(hi-lo)*20
-		fmt.Fprintf(&b, "%.1f,%.1f ", x, y)
+		buf = strconv.AppendFloat(buf[:0], x, 'f', 1, 64)
+		buf = append(buf, ',')
+		buf = strconv.AppendFloat(buf, y, 'f', 1, 64)
+		buf = append(buf, ' ')
+		b.Write(buf)
 	}
 	b.WriteString(`"/></svg>`)
 	return template.HTML(b.String())
