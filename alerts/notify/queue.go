@@ -242,3 +242,6 @@ func (m *Metrics) Failed(receiver string) prometheus.Counter {
 func (m *Metrics) Dropped(receiver string) prometheus.Counter {
 	return m.dropped.WithLabelValues(receiver)
 }
+
+// Sent returns the counter of notifications delivered to a receiver.
+func (m *Metrics) Sent(receiver string) prometheus.Counter { return m.sent.WithLabelValues(receiver) }

@@ -1,0 +1,42 @@
+package manager
+
+import (
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestMetricsOnInjectedRegisterer(t *testing.T) {
+	h := newHarness(t)
+	h.db.set("load", "search")
+	h.timeline(0, 30*time.Second, map[time.Duration][]string{30 * time.Second: {"firing Load@search/firing"}})
+	mfs, err := h.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, mf := range mfs {
+		have[mf.GetName()] = true
+	}
+	for _, name := range []string{
+		"governor_alerts_alerts", "governor_alerts_muted", "governor_alerts_evaluations_total",
+		"governor_alerts_rule_errors_total", "governor_alerts_store_errors_total", "governor_alerts_events_total",
+		"governor_alerts_notifications_sent_total", "governor_alerts_notifications_failed_total",
+		"governor_alerts_notifications_dropped_total", "governor_alerts_notification_attempts_total",
+		"governor_alerts_notification_queue_depth",
+	} {
+		if !have[name] {
+			t.Errorf("metric %s not registered", name)
+		}
+	}
+	if v := testutil.ToFloat64(h.m.m.evals); v != 2 {
+		t.Fatalf("evaluations %v, want 2", v)
+	}
+	if v := testutil.ToFloat64(h.m.m.alerts.WithLabelValues("firing", "P1")); v != 1 {
+		t.Fatalf("firing P1 %v", v)
+	}
+	if v := testutil.ToFloat64(h.m.m.delivery.Sent("hook")); v != 1 {
+		t.Fatalf("sent to hook %v", v)
+	}
+}
