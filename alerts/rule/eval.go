@@ -239,10 +239,9 @@ func compareFingerprint(a, b alerts.Fingerprint) int {
 
 // observation is one alert instance whose condition holds now.
 type observation struct {
-	labels   alerts.Labels
-	severity alerts.Severity
-	value    float64
-	eventAt  time.Time
+	labels  alerts.Labels
+	value   float64
+	eventAt time.Time
 }
 
 func (r Rule) alertLabels(base map[string]string, sev alerts.Severity) alerts.Labels {
