@@ -1,0 +1,130 @@
+package model_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/ui/model"
+)
+
+func f64(v float64) *float64 { return &v }
+
+func TestAttentionOrder(t *testing.T) {
+	rows := []model.Row{
+		{ServiceStatus: model.ServiceStatus{Name: "p0"}, Alerts: map[model.Tier]int{model.P0: 1}},
+		{ServiceStatus: model.ServiceStatus{Name: "p1"}, Alerts: map[model.Tier]int{model.P1: 1}},
+		{ServiceStatus: model.ServiceStatus{Name: "nacked", Rollout: model.Rollout{Nacked: 1}}},
+		{ServiceStatus: model.ServiceStatus{Name: "overloaded", Overloaded: true, LoadScore: f64(0.9)}},
+		{ServiceStatus: model.ServiceStatus{Name: "p2"}, Alerts: map[model.Tier]int{model.P2: 1}},
+		{ServiceStatus: model.ServiceStatus{Name: "stale", Rollout: model.Rollout{Stale: 1}}},
+		{ServiceStatus: model.ServiceStatus{Name: "pending"}, Pending: 1},
+		{ServiceStatus: model.ServiceStatus{Name: "busy", LoadScore: f64(0.7)}},
+		{ServiceStatus: model.ServiceStatus{Name: "calm", LoadScore: f64(0.1)}},
+	}
+	for i := 1; i < len(rows); i++ {
+		require.Greater(t, model.Attention(rows[i-1]), model.Attention(rows[i]), "%s before %s", rows[i-1].Name, rows[i].Name)
+	}
+}
+
+type failingFleet struct{}
+
+func (failingFleet) Services(context.Context) ([]model.ServiceStatus, error) {
+	return nil, errors.New("prometheus: connection refused\nstack...")
+}
+
+type failingRules struct{ versioning.Reader }
+
+func (failingRules) Services(context.Context) ([]versioning.ServiceInfo, error) {
+	return nil, versioning.ErrUnavailable
+}
+
+func TestBuildSurvivesFailingSources(t *testing.T) {
+	alerts := model.NewMemoryAlerts(nil)
+	alerts.Fire(model.Alert{ID: "a", Tier: model.P0, Service: "x"})
+	ov, err := model.Build(context.Background(), model.Sources{Rules: failingRules{}, Fleet: failingFleet{}, Alerts: alerts})
+	require.NoError(t, err)
+	require.Equal(t, []string{"metrics unavailable: prometheus: connection refused", "rules database unavailable: the database does not answer"}, ov.Problems)
+	require.Len(t, ov.Rows, 1)
+	require.Equal(t, 1, ov.FiringByTier[model.P0])
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = model.Build(ctx, model.Sources{Fleet: failingFleet{}})
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+func TestAcknowledgedAndSilencedAlertsDoNotRaiseAttention(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	alerts := model.NewMemoryAlerts(clk)
+	alerts.Fire(model.Alert{ID: "a", Tier: model.P0, Service: "acked"})
+	alerts.Fire(model.Alert{ID: "b", Tier: model.P1, Service: "silenced"})
+	alerts.Fire(model.Alert{ID: "c", Tier: model.P2, Service: "open"})
+	_, err := alerts.Ack(ctx, "a", "otto")
+	require.NoError(t, err)
+	require.NoError(t, alerts.Silence(ctx, model.Silence{Service: "silenced", Until: clk.Now().Add(time.Hour)}))
+	ov, err := model.Build(ctx, model.Sources{Alerts: alerts})
+	require.NoError(t, err)
+	require.Equal(t, "open", ov.Rows[0].Name)
+	require.Equal(t, 1, ov.FiringByTier[model.P0], "still counted as firing")
+
+	clk.Advance(2 * time.Hour)
+	firing, err := alerts.Firing(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "b", firing[1].ID)
+	require.True(t, firing[1].SilencedUntil.IsZero(), "the silence expired")
+	_, err = alerts.Ack(ctx, "nope", "otto")
+	require.ErrorIs(t, err, model.ErrNotFound)
+}
+
+func TestParseSilence(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name, service, tier, dur, comment, field string
+	}{
+		{"ok", "checkout", "P1", "30m", "deploy", ""},
+		{"all tiers", "checkout", "", "1h", "deploy", ""},
+		{"no service", "", "", "1h", "c", "service"},
+		{"bad tier", "checkout", "P9", "1h", "c", "tier"},
+		{"too short", "checkout", "", "10s", "c", "for"},
+		{"too long", "checkout", "", "200h", "c", "for"},
+		{"garbage duration", "checkout", "", "soon", "c", "for"},
+		{"no comment", "checkout", "", "1h", "  ", "comment"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := model.ParseSilence(tc.service, tc.tier, tc.dur, tc.comment, now)
+			if tc.field == "" {
+				require.NoError(t, err)
+				require.True(t, s.Until.After(now))
+				return
+			}
+			require.ErrorIs(t, err, model.ErrInvalid)
+			require.Contains(t, err.Error(), tc.field+":")
+		})
+	}
+}
+
+func FuzzParseSilence(f *testing.F) {
+	f.Add("checkout", "P1", "30m", "deploy")
+	f.Add("", "", "", "")
+	f.Add("x", "P0", "168h", "c")
+	f.Add("x", "p0", "-1h", "c")
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	f.Fuzz(func(t *testing.T, service, tier, dur, comment string) {
+		s, err := model.ParseSilence(service, tier, dur, comment, now)
+		if err != nil {
+			require.ErrorIs(t, err, model.ErrInvalid)
+			return
+		}
+		d := s.Until.Sub(now)
+		require.True(t, d >= time.Minute && d <= 7*24*time.Hour, "duration %v", d)
+		require.NotEmpty(t, s.Service)
+		require.NotEmpty(t, s.Comment)
+	})
+}

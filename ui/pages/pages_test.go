@@ -1,0 +1,116 @@
+package pages
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/ui/auth"
+	"governor.dev/governor/ui/model"
+)
+
+func f64(v float64) *float64 { return &v }
+
+func TestRowEscapesEverything(t *testing.T) {
+	evil := `<img src=x onerror=alert(1)>`
+	got := string(rowHTML(model.Row{ServiceStatus: model.ServiceStatus{Name: evil, ShedByClass: map[string]float64{evil: 0.5}}, ActiveVersion: 3, Pending: 1}))
+	require.NotContains(t, got, "<img")
+	require.Contains(t, got, "&lt;img src=x onerror=alert(1)&gt;")
+	require.Contains(t, got, "no data", "unknown values are not zeros")
+}
+
+func TestFormats(t *testing.T) {
+	for _, tc := range []struct{ got, want string }{
+		{fmtSecs(f64(0.25)), "250 ms"},
+		{fmtSecs(f64(1.5)), "1.50 s"},
+		{fmtSecs(f64(0.0004)), "400 µs"},
+		{fmtSecs(nil), "no data"},
+		{fmtRate(f64(12)), "12.0 req/s"},
+		{fmtRate(f64(2500)), "2.5k req/s"},
+		{fmtPct(f64(0.012)), "1.20 %"},
+		{fmtShed(map[string]float64{"sheddable": 0.1, "critical": 0}), "sheddable 10.0 %"},
+		{fmtShed(nil), "none"},
+		{string(fmtRollout(model.Rollout{Synced: 37, Stale: 2, Nacked: 1})), `<span class="rollout-bad">37/40 SYNCED, 2 STALE, 1 NACKED</span>`},
+		{string(fmtRollout(model.Rollout{Synced: 40})), "40/40 SYNCED"},
+		{string(fmtScore(f64(0.85))), `<span class="score score-high">0.85</span>`},
+	} {
+		require.Equal(t, tc.want, tc.got)
+	}
+}
+
+func TestDecisionWhy(t *testing.T) {
+	pol := versioning.DefaultPolicy("s")
+	proposed := versioning.Version{Service: "s", Number: 2, State: versioning.StateProposed, Author: "alice"}
+	who := func(name string, roles ...versioning.Role) *auth.Principal {
+		return &auth.Principal{User: auth.User{Name: name}, Roles: roles}
+	}
+	for _, tc := range []struct {
+		name            string
+		v               versioning.Version
+		pol             versioning.Policy
+		p               *auth.Principal
+		approve, reject string
+	}{
+		{"approver may decide", proposed, pol, who("bob", versioning.RoleApprover), "", ""},
+		{"author", proposed, pol, who("alice", versioning.RoleApprover), "four eyes", ""},
+		{"operator", proposed, pol, who("otto", versioning.RoleOperator), "policy lets only", "policy lets only"},
+		{"decided", versioning.Version{State: versioning.StateApproved}, pol, who("bob", versioning.RoleApprover), "approved, not awaiting", "approved, not awaiting"},
+		{"already approved", versioning.Version{State: versioning.StateProposed, Author: "alice", Approvals: []versioning.Approval{{Approver: "bob"}}},
+			versioning.Policy{ApprovalsRequired: 2, ApproverRoles: pol.ApproverRoles}, who("bob", versioning.RoleApprover), "already approved it; 1 of 2", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, r := DecisionWhy(tc.v, tc.pol, tc.p)
+			check := func(got, want string) {
+				if want == "" {
+					require.Empty(t, got)
+				} else {
+					require.Contains(t, got, want)
+				}
+			}
+			check(a, tc.approve)
+			check(r, tc.reject)
+		})
+	}
+}
+
+func TestChartHasAxesUnitsAndHoverValues(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	svg := string(Chart(ChartOptions{Unit: "req/s", Label: "rate", Points: []model.Point{{At: t0, Value: 10}, {At: t0.Add(time.Minute), Value: 30}}}))
+	require.Contains(t, svg, `class="axis"`)
+	require.Contains(t, svg, "30.00 req/s", "ticks carry the unit")
+	require.Contains(t, svg, "<title>2026-01-01 10:01:00 UTC: 30.00 req/s</title>", "values on hover")
+	require.Contains(t, svg, ">10:00<", "time axis")
+	require.Contains(t, string(Chart(ChartOptions{})), "No data")
+	bands := string(Chart(ChartOptions{Points: []model.Point{{Value: 0.5}, {Value: 0.6}}, Min: 0, Max: 1, Act: 0.8, Release: 0.5}))
+	require.Contains(t, bands, "band-act")
+	require.Contains(t, bands, "band-release")
+	require.True(t, strings.HasPrefix(string(Sparkline([]model.Point{{Value: 1}, {Value: 2}})), "<svg class=\"spark\""))
+}
+
+func TestSafeNext(t *testing.T) {
+	for in, want := range map[string]string{
+		"/services/x":          "/services/x",
+		"":                     "/",
+		"//evil.example":       "/",
+		"/\\evil.example":      "/",
+		"https://evil.example": "/",
+		"/a\r\nSet-Cookie":     "/",
+	} {
+		require.Equal(t, want, safeNext(in), in)
+	}
+}
+
+func FuzzSafeNext(f *testing.F) {
+	for _, s := range []string{"/", "//x", "/\\x", "http://x", "/a?b=c"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got := safeNext(s)
+		if !strings.HasPrefix(got, "/") || strings.HasPrefix(got, "//") || strings.HasPrefix(got, "/\\") || strings.ContainsAny(got, "\r\n") {
+			t.Fatalf("safeNext(%q) = %q leaves the site", s, got)
+		}
+	})
+}
