@@ -59,6 +59,8 @@ type Options struct {
 	Stdout io.Writer
 	// Events also receives every event (the alerts router, say).
 	Events events.Sink
+	// DemoServices replace the demo fleet's default services (dev mode).
+	DemoServices []demo.Service
 }
 
 // DefaultOptions returns the options of a dev stack.
@@ -324,7 +326,7 @@ func (a *App) startFleet() error {
 	}
 	a.sdkConn = conn
 	a.closers = append(a.closers, conn.Close)
-	a.fleet, err = demo.New(demo.Options{Conn: conn, Names: a.names, Instances: a.cfg.Demo.Instances, Period: a.cfg.Demo.Period,
+	a.fleet, err = demo.New(demo.Options{Conn: conn, Names: a.names, Services: a.o.DemoServices, Instances: a.cfg.Demo.Instances, Period: a.cfg.Demo.Period,
 		Heartbeat: 2 * time.Second, Traffic: true, Logger: a.log})
 	if err != nil {
 		return fmt.Errorf("%w: demo: %w", ErrStart, err)

@@ -59,8 +59,9 @@ func (a *App) seed(ctx context.Context, service string, rs *rules.Ruleset) error
 }
 
 // PublishBadVersion proposes and approves a version of service whose
-// concurrency limit is fixed at 2 per instance: most traffic is shed and
-// goodput collapses, which the guardrail must catch.
+// concurrency limit is fixed at 2 per instance and whose rate limit is a
+// tenth of the active one: most traffic is refused and goodput collapses,
+// which the guardrail must catch.
 func (a *App) PublishBadVersion(ctx context.Context, service string) (versioning.Version, error) {
 	act, err := a.store.Active(ctx, service)
 	if err != nil {
@@ -70,9 +71,13 @@ func (a *App) PublishBadVersion(ctx context.Context, service string) (versioning
 	for i := range rs.Routes {
 		rs.Routes[i].Concurrency = &rules.Concurrency{Algorithm: rules.AlgorithmFixed, Initial: 2, Min: 1, Max: 2}
 		rs.Routes[i].Queue = nil
+		if rl := rs.Routes[i].RateLimit; rl != nil {
+			rl.Rate = max(rl.Rate/10, 1)
+			rl.Burst = 0
+		}
 	}
 	p, err := a.store.Propose(ctx, versioning.Proposal{Ruleset: rs, Author: demoOperator, Rebase: true,
-		Reason: "demo: a deliberately bad change (concurrency fixed at 2)"})
+		Reason: "demo: a deliberately bad change (concurrency fixed at 2, a tenth of the rate)"})
 	if err != nil {
 		return versioning.Version{}, err
 	}

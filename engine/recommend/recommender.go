@@ -145,22 +145,25 @@ func (r *Recommender) Evaluate(in Input) Recommendation {
 	if !ok {
 		return none(true, "request rate unknown")
 	}
-	if out > cur.To && rate < r.o.Binding*cur.To {
-		// Raising a ceiling nobody reaches changes nothing: hold the
-		// controller at the ceiling in force so it does not wind up.
-		_ = st.track(&r.o, in, cur.To)
-		if cur.Instances == in.Instances {
-			return none(false, "ceiling %.1f req/s is not binding (offered %.1f req/s)", cur.To, rate)
-		}
-		out = cur.To
-	}
-	to := out
-	if out < cur.To && rate < r.o.Binding*cur.To {
-		// A cut of a ceiling nobody reaches would change nothing: cut
-		// the offered rate by the controller's share instead.
-		to = rate * out / cur.To
-	}
 	resplit := cur.Instances != in.Instances
+	to := out
+	if rate < r.o.Binding*cur.To {
+		switch {
+		case out < cur.To && in.Score.Value > r.o.Setpoint:
+			// Overloaded below a ceiling nobody reaches: cutting the
+			// ceiling would change nothing, so cut the offered rate by
+			// the controller's share instead.
+			to = rate * out / cur.To
+		default:
+			// Moving a ceiling nobody reaches changes nothing: hold the
+			// controller at the ceiling in force so it does not wind up.
+			_ = st.track(&r.o, in, cur.To)
+			if !resplit {
+				return none(false, "ceiling %.1f req/s is not binding (offered %.1f req/s)", cur.To, rate)
+			}
+			to = cur.To
+		}
+	}
 	if math.Abs(to/cur.To-1) < r.o.MinChange {
 		if !resplit {
 			return none(false, "change of %.1f%% is below the minimum of %.1f%%", 100*math.Abs(to/cur.To-1), 100*r.o.MinChange)
