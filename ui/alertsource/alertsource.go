@@ -1,0 +1,154 @@
+// Package alertsource adapts the alerting pipeline (alerts/manager) to what
+// the web UI reads and does with alerts (model.Alerts): firing alerts by
+// tier with their acknowledgement and silences, acknowledging one, and
+// silencing a service (optionally one tier) for a while.
+//
+// An alert's ID in the UI is its label fingerprint; its service and summary
+// come from the "service" label and the "summary" annotation.
+package alertsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"governor.dev/governor/alerts"
+	"governor.dev/governor/alerts/manager"
+	"governor.dev/governor/alerts/silence"
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/ui/model"
+)
+
+// Options configure New.
+type Options struct {
+	// Manager is the running alert pipeline; required.
+	Manager *manager.Manager
+	Clock   clock.Clock
+}
+
+// Source is a model.Alerts backed by an alerts manager.
+type Source struct {
+	m   *manager.Manager
+	clk clock.Clock
+}
+
+var _ model.Alerts = (*Source)(nil)
+
+// New returns a Source.
+func New(o Options) (*Source, error) {
+	if o.Manager == nil {
+		return nil, fmt.Errorf("%w: alertsource: Options.Manager is required", alerts.ErrInvalid)
+	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	return &Source{m: o.Manager, clk: o.Clock}, nil
+}
+
+func (s *Source) convert(st manager.Status, now time.Time) model.Alert {
+	a := model.Alert{
+		ID: st.Fingerprint, Tier: model.Tier(st.Severity()), Service: st.Labels["service"],
+		Summary: st.Annotations["summary"], Since: st.StartsAt, Resolved: st.EndsAt,
+	}
+	if a.Summary == "" {
+		a.Summary = st.Labels["alertname"]
+	}
+	if st.Acknowledged != nil {
+		a.AckedBy, a.AckedAt = st.Acknowledged.By, st.Acknowledged.At
+	}
+	if len(st.SilencedBy) > 0 {
+		for _, sil := range s.m.Silences() {
+			if slices.Contains(st.SilencedBy, sil.ID) && sil.EndsAt.After(a.SilencedUntil) {
+				a.SilencedUntil = sil.EndsAt
+			}
+		}
+		if a.SilencedUntil.IsZero() {
+			a.SilencedUntil = now // silenced, end unknown
+		}
+	}
+	return a
+}
+
+func (s *Source) all(now time.Time) []model.Alert {
+	sts := s.m.Alerts(now)
+	out := make([]model.Alert, 0, len(sts))
+	for _, st := range sts {
+		out = append(out, s.convert(st, now))
+	}
+	return out
+}
+
+// Firing returns the alerts firing now, most severe and newest first.
+func (s *Source) Firing(context.Context) ([]model.Alert, error) {
+	now := s.clk.Now()
+	var out []model.Alert
+	for _, a := range s.all(now) {
+		if a.Resolved.IsZero() {
+			out = append(out, a)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b model.Alert) int {
+		if ra, rb := alerts.Severity(a.Tier).Rank(), alerts.Severity(b.Tier).Rank(); ra != rb {
+			return ra - rb
+		}
+		return b.Since.Compare(a.Since)
+	})
+	return out, nil
+}
+
+// History returns the alerts the manager holds (firing and recently
+// resolved), newest first.
+func (s *Source) History(_ context.Context, limit int) ([]model.Alert, error) {
+	out := s.all(s.clk.Now())
+	slices.SortStableFunc(out, func(a, b model.Alert) int { return b.Since.Compare(a.Since) })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// Ack acknowledges the firing alert with fingerprint id.
+func (s *Source) Ack(ctx context.Context, id, by string) (model.Alert, error) {
+	fp, err := alerts.ParseFingerprint(id)
+	if err != nil {
+		return model.Alert{}, fmt.Errorf("%w: no alert %q", model.ErrNotFound, id)
+	}
+	now := s.clk.Now()
+	if _, err := s.m.Acknowledge(ctx, fp, by, "acknowledged in the web UI", now); err != nil {
+		if errors.Is(err, alerts.ErrNotFound) {
+			return model.Alert{}, fmt.Errorf("%w: %w", model.ErrNotFound, err)
+		}
+		return model.Alert{}, err
+	}
+	for _, a := range s.all(now) {
+		if a.ID == id {
+			return a, nil
+		}
+	}
+	return model.Alert{}, fmt.Errorf("%w: alert %q resolved meanwhile", model.ErrNotFound, id)
+}
+
+// Silence mutes the service's alerts (of one tier if set) until sl.Until.
+func (s *Source) Silence(ctx context.Context, sl model.Silence) error {
+	ms := alerts.Matchers{}
+	m, err := alerts.NewMatcher(alerts.MatchEqual, "service", sl.Service)
+	if err != nil {
+		return fmt.Errorf("%w: service: %w", model.ErrInvalid, err)
+	}
+	ms = append(ms, m)
+	if sl.Tier != "" {
+		m, err := alerts.NewMatcher(alerts.MatchEqual, alerts.SeverityLabel, string(sl.Tier))
+		if err != nil {
+			return fmt.Errorf("%w: tier: %w", model.ErrInvalid, err)
+		}
+		ms = append(ms, m)
+	}
+	now := s.clk.Now()
+	_, err = s.m.AddSilence(ctx, silence.Silence{Matchers: ms, StartsAt: now, EndsAt: sl.Until, CreatedBy: sl.By, Comment: sl.Comment, CreatedAt: now})
+	if errors.Is(err, alerts.ErrInvalid) {
+		return fmt.Errorf("%w: %w", model.ErrInvalid, err)
+	}
+	return err
+}
