@@ -177,33 +177,50 @@ func (m *Manager) Step(ctx context.Context, now time.Time) error {
 		errs = append(errs, m.storeErr(m.o.Store.DeleteAck(ctx, fp)))
 	}
 
+	// What keeps each firing alert quiet, decided once per step.
+	quiet := map[alerts.Fingerprint]string{}
 	var silenced, inhibited, acked int
+	for _, a := range firing {
+		r := m.quietReason(a, firing, acks, now)
+		switch r {
+		case "silenced":
+			silenced++
+		case "inhibited":
+			inhibited++
+		case "acknowledged":
+			acked++
+		default:
+			continue
+		}
+		quiet[a.Fingerprint()] = r
+	}
 	filter := dispatch.Filter{
 		Muted: func(a alerts.Alert) bool {
-			if len(m.silences.Muted(a.Labels, now)) > 0 {
-				silenced++
-				return true
-			}
-			if _, ok := m.inhib.MutedBy(a.Labels, firing); ok {
-				inhibited++
-				return true
-			}
-			return false
+			r := quiet[a.Fingerprint()]
+			return r == "silenced" || r == "inhibited"
 		},
-		Acknowledged: func(a alerts.Alert) bool {
-			ack, ok := acks[a.Fingerprint()]
-			if ok && ack.Covers(a) {
-				acked++
-				return true
-			}
-			return false
-		},
+		Acknowledged: func(a alerts.Alert) bool { return quiet[a.Fingerprint()] == "acknowledged" },
 	}
 	for _, n := range m.disp.Flush(now, res.Alerts, filter) {
 		errs = append(errs, m.send(ctx, &n.State, n.Message))
 	}
 	m.updateGauges(silenced, inhibited, acked)
 	return errors.Join(errs...)
+}
+
+// quietReason says what keeps a firing alert from notifying: "silenced",
+// "inhibited", "acknowledged", or "" for nothing.
+func (m *Manager) quietReason(a alerts.Alert, firing []alerts.Alert, acks map[alerts.Fingerprint]alerts.Ack, now time.Time) string {
+	if len(m.silences.Muted(a.Labels, now)) > 0 {
+		return "silenced"
+	}
+	if _, ok := m.inhib.MutedBy(a.Labels, firing); ok {
+		return "inhibited"
+	}
+	if ack, ok := acks[a.Fingerprint()]; ok && ack.Covers(a) {
+		return "acknowledged"
+	}
+	return ""
 }
 
 func (m *Manager) isClosed() bool {
@@ -274,6 +291,19 @@ func (m *Manager) updateGauges(silenced, inhibited, acked int) {
 	m.m.muted.WithLabelValues("inhibited").Set(float64(inhibited))
 	m.m.muted.WithLabelValues("acknowledged").Set(float64(acked))
 }
+
+// UpdateRules replaces the rule set. The whole set is validated first and
+// refused, with the old set kept, on any error; unchanged rules keep the
+// state of their alerts. The receiver-failing rule is kept when missing.
+func (m *Manager) UpdateRules(rules []rule.Rule) error {
+	if !slices.ContainsFunc(rules, func(r rule.Rule) bool { return r.Name == rule.ReceiverFailingRule }) {
+		rules = append(slices.Clone(rules), rule.ReceiverFailing())
+	}
+	return m.eval.Update(rules)
+}
+
+// Rules returns the rule set in force.
+func (m *Manager) Rules() []rule.Rule { return m.eval.Rules() }
 
 // Observe feeds an engine condition to the event rules.
 func (m *Manager) Observe(ev rule.Event) error {

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -112,7 +113,13 @@ func TestFromEngine(t *testing.T) {
 
 func TestEngineSinkRaisesAndClearsLeaderLost(t *testing.T) {
 	h := newHarness(t)
-	if err := h.m.eval.Update(append(testRules, rule.Builtin()...)); err != nil {
+	if err := h.m.UpdateRules([]rule.Rule{{Name: "x", Expr: "up(", Severity: alerts.P1}}); err == nil {
+		t.Fatal("bad rule set accepted")
+	}
+	if len(h.m.Rules()) != len(testRules)+1 {
+		t.Fatalf("bad rule set half-applied: %d rules", len(h.m.Rules()))
+	}
+	if err := h.m.UpdateRules(append(slices.Clone(testRules), rule.Builtin()...)); err != nil {
 		t.Fatal(err)
 	}
 	sink := EngineSink{M: h.m}

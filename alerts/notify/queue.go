@@ -173,6 +173,11 @@ func (q *Queue) Close() {
 	q.mu.Unlock()
 	q.cancel()
 	<-q.done
+	// Abandoned messages no longer count: Idle returns.
+	q.mu.Lock()
+	q.pending = 0
+	q.cond.Broadcast()
+	q.mu.Unlock()
 }
 
 func (q *Queue) run(ctx context.Context) {
