@@ -1,0 +1,74 @@
+package auth_test
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/bcrypt"
+
+	"governor.dev/governor/internal/testenv"
+	"governor.dev/governor/migrations"
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/rules/versioning/postgres"
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/ui/auth"
+)
+
+// TestPostgres runs the account lifecycle on a real PostgreSQL database
+// shared with the rules store, as in production.
+func TestPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	url := testenv.Postgres(t)
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st, err := postgres.Open(ctx, postgres.Options{URL: url, Clock: clk})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	db, err := sql.Open("pgx", url)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	m, err := auth.New(ctx, auth.Options{DB: db, Dialect: migrations.Postgres, Auditor: st, Clock: clk, BcryptCost: bcrypt.MinCost})
+	require.NoError(t, err)
+
+	pw, err := m.EnsureAdmin(ctx, "admin")
+	require.NoError(t, err)
+	_, err = m.CreateUser(ctx, "admin", "correct horse battery", operator, false)
+	require.ErrorIs(t, err, auth.ErrExists)
+	s, u, err := m.Login(ctx, "admin", pw, "10.0.0.1")
+	require.NoError(t, err)
+	require.True(t, u.MustChange)
+	p, err := m.SessionPrincipal(ctx, s.ID)
+	require.NoError(t, err)
+	require.NoError(t, m.ChangePassword(ctx, "admin", pw, "a new long password", p.Session))
+
+	secret, tok, err := m.CreateToken(ctx, p, "admin", "ci", []versioning.Role{versioning.RoleViewer}, time.Hour)
+	require.NoError(t, err)
+	tp, err := m.TokenPrincipal(ctx, secret)
+	require.NoError(t, err)
+	require.Equal(t, []versioning.Role{versioning.RoleViewer}, tp.Roles)
+	require.NoError(t, m.RevokeToken(ctx, p, tok.ID))
+	_, err = m.TokenPrincipal(ctx, secret)
+	require.ErrorIs(t, err, auth.ErrUnauthenticated)
+
+	_, err = m.CreateUser(ctx, "bob", "correct horse battery", approver, false)
+	require.NoError(t, err)
+	require.NoError(t, m.SetRoles(ctx, "bob", operator))
+	users, err := m.Users(ctx)
+	require.NoError(t, err)
+	require.Len(t, users, 2)
+	require.NoError(t, m.DeleteUser(ctx, "bob"))
+	require.ErrorIs(t, m.DeleteUser(ctx, "bob"), auth.ErrNotFound)
+
+	clk.Advance(13 * time.Hour)
+	_, err = m.SessionPrincipal(ctx, s.ID)
+	require.ErrorIs(t, err, auth.ErrUnauthenticated)
+	rep, err := st.VerifyAudit(ctx)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, rep.Entries, int64(3), "login, token create, token revoke")
+}
