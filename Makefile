@@ -7,9 +7,10 @@ STATICCHECK := $(shell $(GO) env GOPATH)/bin/staticcheck
 
 .PHONY: run test test-short bench bench-hotpath bench-sdk lint fmt tidy
 
-## run: start the demo service (the whole stack once the engine lands).
+## run: the zero-setup stack: embedded NATS, SQLite in ./var/, the embedded metrics store, the
+## relay, the engine and a demo fleet of three services; prints where to look; Ctrl-C stops it.
 run:
-	$(GO) run ./cmd/demo
+	$(GO) run ./cmd/engine -dev
 
 ## test: go test -race over every module, unit and integration tests together.
 test:
