@@ -26,6 +26,8 @@ type endpoint struct {
 var stateChanging = []endpoint{
 	{path: "/logout", user: "vera", anyRole: true},
 	{path: "/account/password", form: url.Values{"current": {testPassword}, "next": {"another long password"}}, user: "vera", anyRole: true},
+	{path: "/account/tokens", form: url.Values{"label": {"ci"}, "scope": {"viewer"}, "ttl": {"1h"}}, user: "vera", anyRole: true},
+	{path: "/account/tokens/none/revoke", user: "vera", anyRole: true},
 	{path: "/services/checkout/propose", form: url.Values{"ruleset": {"service: checkout\n"}, "reason": {"r"}, "base": {"1"}}, user: "otto"},
 	{path: "/services/checkout/rules/2/approve", user: "bob"},
 	{path: "/services/checkout/rules/2/reject", user: "bob"},

@@ -250,7 +250,7 @@ func TestEveryPageRendersUnderStrictCSP(t *testing.T) {
 	sid, _ := e.session("ada")
 	for _, path := range []string{"/", "/services/checkout", "/services/checkout?range=7d", "/services/checkout/rules", "/services/checkout/rules/1",
 		"/services/checkout/rules/2", "/services/checkout/diff?from=1&to=2", "/services/checkout/propose", "/services/checkout/rollback/1",
-		"/recommendations", "/alerts", "/audit", "/audit?action=approve", "/settings", auth.PasswordPath} {
+		"/recommendations", "/alerts", "/audit", "/audit?action=approve", "/settings", auth.PasswordPath, "/account"} {
 		t.Run(path, func(t *testing.T) {
 			resp, body := e.do(req{method: "GET", path: path, session: sid})
 			require.Equal(t, http.StatusOK, resp.StatusCode, body)
@@ -287,4 +287,33 @@ func TestBackendsDownShowBanners(t *testing.T) {
 	require.Contains(t, body, "A backend is unavailable")
 	require.NotContains(t, body, "goroutine")
 	require.NotContains(t, body, "sql:")
+}
+
+func TestAccountTokens(t *testing.T) {
+	e := newEnv(t)
+	e.seed()
+	sid, csrf := e.session("alice")
+	resp, body := e.do(req{method: "POST", path: "/account/tokens", session: sid, csrf: csrf, form: url.Values{"label": {"ci"}, "scope": {"approver"}, "ttl": {"720h"}}})
+	require.Equal(t, http.StatusCreated, resp.StatusCode, body)
+	secret := regexp.MustCompile(`<code>(gov_[^<]+)</code>`).FindStringSubmatch(body)[1]
+	resp, body = e.do(req{method: "GET", path: "/api/v1/services/checkout/versions/2", bearer: secret})
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	resp, body = e.do(req{method: "POST", path: "/api/v1/services/checkout/rollback", bearer: secret, json: `{"to":1,"reason":"r"}`})
+	require.Equal(t, http.StatusConflict, resp.StatusCode, "an approver may roll back; v1 is active already: %s", body)
+
+	resp, body = e.do(req{method: "POST", path: "/account/tokens", session: sid, csrf: csrf, form: url.Values{"label": {"x"}, "scope": {"admin"}, "ttl": {"0"}}})
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
+	require.Contains(t, body, "does not hold role")
+
+	toks, err := e.auth.Tokens(context.Background(), "alice")
+	require.NoError(t, err)
+	require.Len(t, toks, 1)
+	resp, _ = e.do(req{method: "POST", path: "/account/tokens/" + toks[0].ID + "/revoke", session: sid, csrf: csrf})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	resp, _ = e.do(req{method: "GET", path: "/api/v1/overview", bearer: secret})
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+
+	sid2, csrf2 := e.session("bob")
+	resp, _ = e.do(req{method: "POST", path: "/account/tokens/" + toks[0].ID + "/revoke", session: sid2, csrf: csrf2})
+	require.Equal(t, http.StatusForbidden, resp.StatusCode, "not bob's token")
 }

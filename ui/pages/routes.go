@@ -32,6 +32,9 @@ func (p *Pages) Routes(r chi.Router) {
 	r.With(need()).Post("/logout", p.logout)
 	r.With(need()).Get(auth.PasswordPath, p.passwordForm)
 	r.With(need()).Post(auth.PasswordPath, p.changePassword)
+	r.With(need()).Get("/account", p.account)
+	r.With(need()).Post("/account/tokens", p.createToken)
+	r.With(need()).Post("/account/tokens/{id}/revoke", p.revokeToken)
 
 	r.Group(func(r chi.Router) {
 		r.Use(need(anyRole...))
