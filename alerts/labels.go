@@ -3,7 +3,6 @@ package alerts
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/fnv"
 	"maps"
 	"slices"
 	"strconv"
@@ -31,19 +30,37 @@ func ParseFingerprint(s string) (Fingerprint, error) {
 // Names returns the label names, sorted.
 func (l Labels) Names() []string { return slices.Sorted(maps.Keys(l)) }
 
+// FNV-1a parameters.
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
 // Fingerprint hashes the sorted names and values (FNV-1a, with length
-// prefixes so that no two distinct sets collide by concatenation).
+// prefixes so that no two distinct sets collide by concatenation). It does
+// not allocate for sets of up to 16 labels.
 func (l Labels) Fingerprint() Fingerprint {
-	h := fnv.New64a()
-	var n [8]byte
-	for _, k := range l.Names() {
-		for _, s := range []string{k, l[k]} {
-			binary.LittleEndian.PutUint64(n[:], uint64(len(s)))
-			_, _ = h.Write(n[:])
-			_, _ = h.Write([]byte(s))
+	keys := make([]string, 0, 16)
+	for k := range l {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	h := uint64(fnvOffset)
+	str := func(s string) {
+		var n [8]byte
+		binary.LittleEndian.PutUint64(n[:], uint64(len(s)))
+		for _, b := range n {
+			h = (h ^ uint64(b)) * fnvPrime
+		}
+		for i := 0; i < len(s); i++ {
+			h = (h ^ uint64(s[i])) * fnvPrime
 		}
 	}
-	return Fingerprint(h.Sum64())
+	for _, k := range keys {
+		str(k)
+		str(l[k])
+	}
+	return Fingerprint(h)
 }
 
 // Subset returns the labels named in names (missing ones are absent).

@@ -1,7 +1,9 @@
 package alerts
 
 import (
+	"encoding/binary"
 	"errors"
+	"hash/fnv"
 	"strings"
 	"testing"
 )
@@ -88,5 +90,20 @@ func TestFingerprintStable(t *testing.T) {
 	f, err := ParseFingerprint(a.Fingerprint().String())
 	if err != nil || f != a.Fingerprint() {
 		t.Fatalf("fingerprint round trip: %v %v", f, err)
+	}
+}
+
+// The fingerprint is FNV-1a over length-prefixed names and values, so it is
+// stable across releases: stored acknowledgements and logs rely on it.
+func TestFingerprintValue(t *testing.T) {
+	h := fnv.New64a()
+	for _, s := range []string{"alertname", "x", "service", "s"} {
+		var n [8]byte
+		binary.LittleEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
+	if got := (Labels{"service": "s", "alertname": "x"}).Fingerprint(); uint64(got) != h.Sum64() {
+		t.Fatalf("fingerprint %x, want %x", uint64(got), h.Sum64())
 	}
 }

@@ -42,10 +42,18 @@ type Notification struct {
 }
 
 // Filter tells the dispatcher which alerts are muted (silence, inhibition)
-// or acknowledged; nil functions mute nothing.
+// or acknowledged; nil functions mute nothing. Both receive the alert's
+// fingerprint, computed once per flush.
 type Filter struct {
-	Muted        func(alerts.Alert) bool
-	Acknowledged func(alerts.Alert) bool
+	Muted        func(fp alerts.Fingerprint, a alerts.Alert) bool
+	Acknowledged func(fp alerts.Fingerprint, a alerts.Alert) bool
+}
+
+// routed is an alert with its fingerprint.
+type routed struct {
+	a   alerts.Alert
+	fp  alerts.Fingerprint
+	key string // fp.String()
 }
 
 type group struct {
@@ -109,16 +117,18 @@ func (d *Dispatcher) States() []GroupState {
 }
 
 // route assigns alerts to (receiver, group key).
-func (d *Dispatcher) route(as []alerts.Alert) map[string][]alerts.Alert {
-	out := map[string][]alerts.Alert{}
+func (d *Dispatcher) route(as []alerts.Alert) map[string][]routed {
+	out := map[string][]routed{}
 	for _, a := range as {
+		fp := a.Fingerprint()
+		ra := routed{a: a, fp: fp, key: fp.String()}
 		for _, r := range d.routes {
 			if !r.Matches(a.Labels) {
 				continue
 			}
 			gl := a.Labels.Subset(r.groupBy())
 			id := r.Receiver + "\x00" + gl.String()
-			out[id] = append(out[id], a)
+			out[id] = append(out[id], ra)
 			if !r.Continue {
 				break
 			}
@@ -131,23 +141,23 @@ func (d *Dispatcher) route(as []alerts.Alert) map[string][]alerts.Alert {
 // returns the notifications. as holds every current alert: firing ones and
 // those resolved recently.
 func (d *Dispatcher) Flush(now time.Time, as []alerts.Alert, f Filter) []Notification {
-	routed := d.route(as)
+	byGroup := d.route(as)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for id := range routed {
+	for id, rs := range byGroup {
 		if d.groups[id] == nil {
 			recv, key, _ := strings.Cut(id, "\x00")
-			labels := routed[id][0].Labels.Subset(d.groupByOf(recv, routed[id][0].Labels))
+			labels := rs[0].a.Labels.Subset(d.groupByOf(recv, rs[0].a.Labels))
 			d.groups[id] = &group{state: GroupState{Receiver: recv, Key: key, Labels: labels, Notified: map[string]alerts.Alert{}}}
 		}
 	}
 	var out []Notification
 	for _, id := range slices.Sorted(maps.Keys(d.groups)) {
 		g := d.groups[id]
-		if n, ok := d.flushGroup(now, g, routed[id], f); ok {
+		if n, ok := d.flushGroup(now, g, byGroup[id], f); ok {
 			out = append(out, n)
 		}
-		if len(routed[id]) == 0 && len(g.state.Notified) == 0 {
+		if len(byGroup[id]) == 0 && len(g.state.Notified) == 0 {
 			delete(d.groups, id)
 		}
 	}
@@ -163,20 +173,22 @@ func (d *Dispatcher) groupByOf(receiver string, l alerts.Labels) []string {
 	return defaultGroupBy
 }
 
-func (d *Dispatcher) flushGroup(now time.Time, g *group, as []alerts.Alert, f Filter) (Notification, bool) {
-	present := map[string]alerts.Alert{} // every firing alert, muted or not
+func (d *Dispatcher) flushGroup(now time.Time, g *group, rs []routed, f Filter) (Notification, bool) {
+	present := make(map[string]alerts.Alert, len(rs)) // every firing alert, muted or not
+	ended := map[string]alerts.Alert{}
 	var firing, fresh []alerts.Alert
-	for _, a := range as {
+	for _, r := range rs {
+		a := r.a
 		if a.Resolved(now) {
+			ended[r.key] = a
 			continue
 		}
-		fp := a.Fingerprint().String()
-		present[fp] = a
-		if (f.Muted != nil && f.Muted(a)) || (f.Acknowledged != nil && f.Acknowledged(a)) {
+		present[r.key] = a
+		if (f.Muted != nil && f.Muted(r.fp, a)) || (f.Acknowledged != nil && f.Acknowledged(r.fp, a)) {
 			continue
 		}
 		firing = append(firing, a)
-		if n, ok := g.state.Notified[fp]; !ok || !n.StartsAt.Equal(a.StartsAt) {
+		if n, ok := g.state.Notified[r.key]; !ok || !n.StartsAt.Equal(a.StartsAt) {
 			fresh = append(fresh, a)
 		}
 	}
@@ -187,10 +199,8 @@ func (d *Dispatcher) flushGroup(now time.Time, g *group, as []alerts.Alert, f Fi
 		}
 		r := n
 		r.EndsAt = now
-		for _, a := range as {
-			if a.Fingerprint().String() == fp && a.StartsAt.Equal(n.StartsAt) && !a.EndsAt.IsZero() {
-				r.EndsAt = a.EndsAt
-			}
+		if e, ok := ended[fp]; ok && e.StartsAt.Equal(n.StartsAt) {
+			r.EndsAt = e.EndsAt
 		}
 		resolved = append(resolved, r)
 	}

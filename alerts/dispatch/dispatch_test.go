@@ -130,7 +130,7 @@ func TestMutedAndAcknowledged(t *testing.T) {
 	a := alert("Load", "checkout", alerts.P1, t0)
 	muted := true
 	acked := false
-	f := Filter{Muted: func(alerts.Alert) bool { return muted }, Acknowledged: func(alerts.Alert) bool { return acked }}
+	f := Filter{Muted: func(alerts.Fingerprint, alerts.Alert) bool { return muted }, Acknowledged: func(alerts.Fingerprint, alerts.Alert) bool { return acked }}
 	d := newDispatcher(t)
 	if ns := d.Flush(t0.Add(time.Minute), []alerts.Alert{a}, f); len(ns) != 0 {
 		t.Fatal("muted alert notified")

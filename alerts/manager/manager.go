@@ -195,11 +195,11 @@ func (m *Manager) Step(ctx context.Context, now time.Time) error {
 		quiet[a.Fingerprint()] = r
 	}
 	filter := dispatch.Filter{
-		Muted: func(a alerts.Alert) bool {
-			r := quiet[a.Fingerprint()]
+		Muted: func(fp alerts.Fingerprint, _ alerts.Alert) bool {
+			r := quiet[fp]
 			return r == "silenced" || r == "inhibited"
 		},
-		Acknowledged: func(a alerts.Alert) bool { return quiet[a.Fingerprint()] == "acknowledged" },
+		Acknowledged: func(fp alerts.Fingerprint, _ alerts.Alert) bool { return quiet[fp] == "acknowledged" },
 	}
 	for _, n := range m.disp.Flush(now, res.Alerts, filter) {
 		errs = append(errs, m.send(ctx, &n.State, n.Message))
