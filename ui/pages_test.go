@@ -261,7 +261,11 @@ func TestEveryPageRendersUnderStrictCSP(t *testing.T) {
 			require.Nil(t, inlineScript.FindStringIndex(body), "inline code: %q", inlineScript.FindString(body))
 		})
 	}
-	_, body := e.do(req{method: "GET", path: "/recommendations", session: sid})
+	e.fleet.SetInstances("checkout", []model.Instance{{Name: "i-7", State: "NACKED", Running: 1, Target: 2, NackError: "checksum mismatch"}})
+	_, body := e.do(req{method: "GET", path: "/services/checkout", session: sid})
+	require.Contains(t, body, "<td>i-7</td><td><strong>NACKED</strong></td>")
+	require.Contains(t, body, "checksum mismatch")
+	_, body = e.do(req{method: "GET", path: "/recommendations", session: sid})
 	require.Contains(t, body, "promo day")
 	require.Contains(t, body, `<svg class="chart"`, "numeric evidence is charted")
 	_, body = e.do(req{method: "GET", path: "/audit", session: sid})

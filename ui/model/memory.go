@@ -126,6 +126,24 @@ type StaticFleet struct {
 	mu   sync.Mutex
 	svcs []ServiceStatus
 	err  error
+	inst map[string][]Instance
+}
+
+// SetInstances replaces a service's instances.
+func (f *StaticFleet) SetInstances(service string, in []Instance) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.inst == nil {
+		f.inst = map[string][]Instance{}
+	}
+	f.inst[service] = slices.Clone(in)
+}
+
+// Instances returns what SetInstances stored.
+func (f *StaticFleet) Instances(_ context.Context, service string) ([]Instance, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.inst[service]), nil
 }
 
 // Set replaces the services and the error Services returns.

@@ -111,3 +111,21 @@ type Alerts interface {
 type History interface {
 	LoadScoreHistory(ctx context.Context, service string, span time.Duration) ([]Point, error)
 }
+
+// Instance is one SDK instance in the delivery ledger.
+type Instance struct {
+	Name    string    `json:"instance"`
+	State   string    `json:"state"`
+	Running int64     `json:"running"`
+	Target  int64     `json:"target"`
+	Since   time.Time `json:"since"`
+	// LastSeen is the last heartbeat or report.
+	LastSeen  time.Time `json:"last_seen"`
+	NackError string    `json:"nack_error,omitempty"`
+}
+
+// Instances is optionally implemented by a Fleet that knows the delivery
+// ledger: the service page then lists each instance.
+type Instances interface {
+	Instances(ctx context.Context, service string) ([]Instance, error)
+}

@@ -103,6 +103,8 @@ type serviceData struct {
 	Status     model.ServiceStatus
 	Active     *versioning.Version
 	ScoreChart any
+	Instances  []model.Instance
+	HasLedger  bool
 	Range      string
 	Ranges     []string
 }
@@ -148,6 +150,12 @@ func (p *Pages) service(w http.ResponseWriter, r *http.Request) {
 			pts = hp
 		} else {
 			banners = append(banners, Banner{"warn", "Load score history is unavailable."})
+		}
+	}
+	if in, ok := p.o.Fleet.(model.Instances); ok {
+		d.HasLedger = true
+		if d.Instances, err = in.Instances(r.Context(), svc); err != nil {
+			banners = append(banners, Banner{"warn", "The delivery ledger is unavailable."})
 		}
 	}
 	d.ScoreChart = Chart(ChartOptions{Points: pts, Label: "load score of " + svc, Min: 0, Max: 1, Act: 0.8, Release: 0.5})

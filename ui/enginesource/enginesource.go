@@ -1,0 +1,164 @@
+// Package enginesource adapts the decision engine's read side (the
+// evaluator's load scores and the delivery ledger) to the web UI's
+// model.Fleet: each service's smoothed load score with its terms and a trend
+// kept here (one point per engine evaluation), its p99 latency (the latency
+// term's input), and its rollout state counted from the ledger. It also
+// implements model.Instances for the per-instance ledger of a service page.
+//
+// Request rate, error ratio and shed ratios are not in the engine's scores
+// yet; they are left unknown (shown as "no data"), never zero.
+package enginesource
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"governor.dev/governor/engine/loadscore"
+	"governor.dev/governor/rules/distribution"
+	"governor.dev/governor/ui/model"
+)
+
+// Scores is the evaluator's read side (*evaluate.Evaluator).
+type Scores interface {
+	Scores() []loadscore.Score
+	LastTick() time.Time
+}
+
+// Ledger is the delivery ledger's read side (*distribution.Ledger).
+type Ledger interface {
+	Instances(ctx context.Context, service string) ([]distribution.Instance, error)
+}
+
+// Options configure New.
+type Options struct {
+	// Scores is required; Ledger may be nil (no rollout state).
+	Scores Scores
+	Ledger Ledger
+	// TrendLen is how many evaluations the trend keeps; default 60.
+	TrendLen int
+}
+
+// Source is a model.Fleet over the engine.
+type Source struct {
+	o     Options
+	mu    sync.Mutex
+	last  time.Time
+	trend map[string][]model.Point
+}
+
+var (
+	_ model.Fleet     = (*Source)(nil)
+	_ model.Instances = (*Source)(nil)
+)
+
+// New returns a Source.
+func New(o Options) (*Source, error) {
+	if o.Scores == nil {
+		return nil, errors.New("enginesource: Options.Scores is required")
+	}
+	if o.TrendLen <= 0 {
+		o.TrendLen = 60
+	}
+	return &Source{o: o, trend: map[string][]model.Point{}}, nil
+}
+
+// Services returns every service the engine scores, by name.
+func (s *Source) Services(ctx context.Context) ([]model.ServiceStatus, error) {
+	scores := s.o.Scores.Scores()
+	tick := s.o.Scores.LastTick()
+	s.mu.Lock()
+	fresh := tick.After(s.last)
+	if fresh {
+		s.last = tick
+	}
+	var out []model.ServiceStatus
+	for _, sc := range scores {
+		if sc.Key.Instance != "" {
+			continue
+		}
+		st := model.ServiceStatus{Name: sc.Key.Service, Overloaded: sc.Overloaded}
+		if sc.Known {
+			v := sc.Value
+			st.LoadScore = &v
+			if fresh {
+				pts := append(s.trend[st.Name], model.Point{At: sc.At, Value: v})
+				if len(pts) > s.o.TrendLen {
+					pts = pts[len(pts)-s.o.TrendLen:]
+				}
+				s.trend[st.Name] = pts
+			}
+		}
+		st.Trend = slices.Clone(s.trend[st.Name])
+		for _, c := range sc.Raw.Terms {
+			if !c.Known {
+				continue
+			}
+			st.Terms = append(st.Terms, model.Term{Name: string(c.Term), Value: c.Normalized, Weight: c.EffectiveWeight, Contribution: c.Contribution})
+			if c.Term == loadscore.Latency {
+				if v, ok := c.Input.Get(); ok {
+					st.P99 = &v
+				}
+			}
+		}
+		out = append(out, st)
+	}
+	s.mu.Unlock()
+	if s.o.Ledger != nil {
+		for i := range out {
+			ins, err := s.o.Ledger.Instances(ctx, out[i].Name)
+			if err != nil {
+				return out, err
+			}
+			out[i].Rollout = rollout(ins)
+		}
+	}
+	slices.SortFunc(out, func(a, b model.ServiceStatus) int {
+		if a.Name < b.Name {
+			return -1
+		}
+		if a.Name > b.Name {
+			return 1
+		}
+		return 0
+	})
+	return out, nil
+}
+
+func rollout(ins []distribution.Instance) model.Rollout {
+	var r model.Rollout
+	for _, in := range ins {
+		switch in.State {
+		case distribution.StateSynced:
+			r.Synced++
+		case distribution.StatePending:
+			r.Pending++
+		case distribution.StateStale:
+			r.Stale++
+		case distribution.StateNacked:
+			r.Nacked++
+		case distribution.StateGone:
+			r.Gone++
+		}
+	}
+	return r
+}
+
+// Instances returns a service's instances from the ledger.
+func (s *Source) Instances(ctx context.Context, service string) ([]model.Instance, error) {
+	if s.o.Ledger == nil {
+		return nil, nil
+	}
+	ins, err := s.o.Ledger.Instances(ctx, service)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]model.Instance, len(ins))
+	for i, in := range ins {
+		out[i] = model.Instance{Name: in.Instance, State: string(in.State), Running: in.Running, Target: in.Target,
+			Since: in.Since, LastSeen: in.LastSeen, NackError: in.NackError}
+	}
+	return out, nil
+}

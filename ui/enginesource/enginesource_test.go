@@ -1,0 +1,82 @@
+package enginesource_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"governor.dev/governor/engine/loadscore"
+	"governor.dev/governor/engine/signals"
+	"governor.dev/governor/rules/distribution"
+	"governor.dev/governor/ui/enginesource"
+)
+
+type fakeScores struct {
+	scores []loadscore.Score
+	tick   time.Time
+}
+
+func (f *fakeScores) Scores() []loadscore.Score { return f.scores }
+func (f *fakeScores) LastTick() time.Time       { return f.tick }
+
+type fakeLedger struct {
+	ins map[string][]distribution.Instance
+	err error
+}
+
+func (f fakeLedger) Instances(_ context.Context, svc string) ([]distribution.Instance, error) {
+	return f.ins[svc], f.err
+}
+
+func TestServices(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	score := func(svc, inst string, v float64, known bool) loadscore.Score {
+		return loadscore.Score{Key: signals.Key{Service: svc, Instance: inst}, At: t0, Value: v, Known: known, Overloaded: v > 0.8,
+			Raw: loadscore.Raw{Terms: []loadscore.Contribution{
+				{Term: loadscore.Latency, Input: signals.KnownValue(0.3), Normalized: 0.75, EffectiveWeight: 0.3, Contribution: 0.225, Known: true},
+				{Term: loadscore.CPU, Known: false},
+			}}}
+	}
+	fs := &fakeScores{tick: t0, scores: []loadscore.Score{score("b", "", 0.9, true), score("a", "", math.NaN(), false), score("b", "i1", 0.5, true)}}
+	led := fakeLedger{ins: map[string][]distribution.Instance{"b": {
+		{Instance: "i1", State: distribution.StateSynced}, {Instance: "i2", State: distribution.StateNacked, NackError: "bad"}}}}
+	src, err := enginesource.New(enginesource.Options{Scores: fs, Ledger: led, TrendLen: 2})
+	require.NoError(t, err)
+	ctx := context.Background()
+	svcs, err := src.Services(ctx)
+	require.NoError(t, err)
+	require.Len(t, svcs, 2, "instance scores are not services")
+	require.Equal(t, "a", svcs[0].Name)
+	require.Nil(t, svcs[0].LoadScore, "unknown stays unknown")
+	b := svcs[1]
+	require.Equal(t, 0.9, *b.LoadScore)
+	require.True(t, b.Overloaded)
+	require.Equal(t, 0.3, *b.P99)
+	require.Len(t, b.Terms, 1)
+	require.Equal(t, 1, b.Rollout.Synced)
+	require.Equal(t, 1, b.Rollout.Nacked)
+	require.Len(t, b.Trend, 1)
+
+	svcs, _ = src.Services(ctx)
+	require.Len(t, svcs[1].Trend, 1, "no new point without a new evaluation")
+	for i := 1; i <= 3; i++ {
+		fs.tick = t0.Add(time.Duration(i) * time.Second)
+		svcs, _ = src.Services(ctx)
+	}
+	require.Len(t, svcs[1].Trend, 2, "the trend is bounded")
+
+	ins, err := src.Instances(ctx, "b")
+	require.NoError(t, err)
+	require.Equal(t, "bad", ins[1].NackError)
+
+	bad, err := enginesource.New(enginesource.Options{Scores: fs, Ledger: fakeLedger{err: errors.New("down")}})
+	require.NoError(t, err)
+	_, err = bad.Services(ctx)
+	require.Error(t, err)
+	_, err = enginesource.New(enginesource.Options{})
+	require.Error(t, err)
+}
