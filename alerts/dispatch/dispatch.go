@@ -95,11 +95,16 @@ func (d *Dispatcher) Receivers() []string {
 	return out
 }
 
-// Restore loads persisted group states.
+// Restore loads persisted group states. States of receivers no route names
+// any more are dropped.
 func (d *Dispatcher) Restore(states []GroupState) {
+	known := d.Receivers()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, s := range states {
+		if !slices.Contains(known, s.Receiver) {
+			continue
+		}
 		d.groups[s.Receiver+"\x00"+s.Key] = &group{state: s.clone()}
 	}
 }

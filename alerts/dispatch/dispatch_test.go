@@ -220,3 +220,11 @@ func TestP2DailyDigest(t *testing.T) {
 		t.Fatalf("opening before a Sunday noon = %s, want Friday 09:00", o)
 	}
 }
+
+func TestRestoreDropsUnroutedReceivers(t *testing.T) {
+	d := newDispatcher(t)
+	d.Restore([]GroupState{{Receiver: "gone", Key: "k", Notified: map[string]alerts.Alert{"x": {}}}, {Receiver: "team", Key: "k"}})
+	if st := d.States(); len(st) != 1 || st[0].Receiver != "team" {
+		t.Fatalf("states %+v", st)
+	}
+}

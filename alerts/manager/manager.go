@@ -247,7 +247,11 @@ func (m *Manager) send(ctx context.Context, g *dispatch.GroupState, msg *notify.
 	} else if !inserted {
 		return nil
 	}
-	m.queues[msg.Receiver].Enqueue(msg)
+	q := m.queues[msg.Receiver]
+	if q == nil {
+		return errors.Join(err, fmt.Errorf("%w: receiver %q", alerts.ErrNotFound, msg.Receiver))
+	}
+	q.Enqueue(msg)
 	return err
 }
 
