@@ -126,6 +126,8 @@ type harness struct {
 	path  string
 	pgURL string
 	start time.Time
+	// retention is Options.Retention (0: default).
+	retention time.Duration
 }
 
 func newHarness(t *testing.T) *harness { return newHarnessOn(t, "") }
@@ -167,8 +169,9 @@ func (h *harness) open() {
 			{Receiver: "pd", Severities: []alerts.Severity{alerts.P0}, Continue: true},
 			{Receiver: "hook"},
 		},
-		Timing: dispatch.Timing{GroupWait: 30 * time.Second, GroupInterval: time.Minute},
-		Queue:  notify.QueueOptions{InitialBackoff: time.Second, MaxAttempts: 3},
+		Timing:    dispatch.Timing{GroupWait: 30 * time.Second, GroupInterval: time.Minute},
+		Queue:     notify.QueueOptions{InitialBackoff: time.Second, MaxAttempts: 3},
+		Retention: h.retention,
 	})
 	if err != nil {
 		h.t.Fatal(err)

@@ -36,6 +36,8 @@ type Manager struct {
 	current []alerts.Alert
 	failing map[string]bool
 	closed  bool
+
+	lastPrune time.Time // guarded by stepMu
 }
 
 // New validates the options, loads the persisted state from the store and
@@ -205,6 +207,11 @@ func (m *Manager) Step(ctx context.Context, now time.Time) error {
 		errs = append(errs, m.send(ctx, &n.State, n.Message))
 	}
 	m.updateGauges(silenced, inhibited, acked)
+	if now.Sub(m.lastPrune) >= time.Hour {
+		m.lastPrune = now
+		_, err := m.o.Store.Prune(ctx, now.Add(-m.o.Retention))
+		errs = append(errs, m.storeErr(err))
+	}
 	return errors.Join(errs...)
 }
 

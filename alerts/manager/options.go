@@ -40,6 +40,9 @@ type Options struct {
 	Queue notify.QueueOptions
 	// Interval between steps of Run; default 15s.
 	Interval time.Duration
+	// Retention keeps history and delivered notifications this long;
+	// default 30 days. Step prunes at most once an hour.
+	Retention time.Duration
 
 	Clock      clock.Clock
 	Logger     *slog.Logger
@@ -80,6 +83,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Interval <= 0 {
 		o.Interval = 15 * time.Second
+	}
+	if o.Retention <= 0 {
+		o.Retention = 30 * 24 * time.Hour
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}

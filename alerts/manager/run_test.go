@@ -38,3 +38,22 @@ func TestRunStepsOnTheClock(t *testing.T) {
 	// Steps at 0, 15s, 30s, 45s: the group wait of 30s ended at the third.
 	h.expect(45*time.Second, "firing Load@search/firing")
 }
+
+func TestStepPrunesHistoryPastRetention(t *testing.T) {
+	h := newHarness(t)
+	h.close()
+	h.retention = time.Hour
+	h.open()
+	ctx := context.Background()
+	h.db.set("load", "search")
+	h.timeline(0, 30*time.Second, map[time.Duration][]string{30 * time.Second: {"firing Load@search/firing"}})
+	h.db.set("load")
+	h.timeline(time.Minute, 90*time.Second, map[time.Duration][]string{90 * time.Second: {"resolved Load@search/resolved"}})
+	if hist, _ := h.st.History(ctx, 0, 100); len(hist) != 3 {
+		t.Fatalf("history %+v", hist)
+	}
+	h.at(3 * time.Hour) // the first prune since the start, an hour later
+	if hist, _ := h.st.History(ctx, 0, 100); len(hist) != 0 {
+		t.Fatalf("history kept past retention: %+v", hist)
+	}
+}

@@ -406,3 +406,26 @@ func (s *SQL) Delivered(ctx context.Context, id string) (time.Time, bool, error)
 	}
 	return fromNanos(at.Int64), true, nil
 }
+
+// Prune implements Store.
+func (s *SQL) Prune(ctx context.Context, before time.Time) (int64, error) {
+	var n int64
+	err := s.tx(ctx, "prune", func(tx *sql.Tx) error {
+		for _, q := range []string{
+			`DELETE FROM alert_history WHERE at < $1`,
+			`DELETE FROM alert_notifications WHERE delivered_at IS NOT NULL AND created_at < $1`,
+		} {
+			res, err := tx.ExecContext(ctx, q, nanos(before))
+			if err != nil {
+				return err
+			}
+			k, err := res.RowsAffected()
+			if err != nil {
+				return err
+			}
+			n += k
+		}
+		return nil
+	})
+	return n, err
+}

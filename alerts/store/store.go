@@ -66,5 +66,9 @@ type Store interface {
 	// Delivered reports whether a message was delivered, and when.
 	Delivered(ctx context.Context, id string) (time.Time, bool, error)
 
+	// Prune deletes history older than before and closed notification
+	// log entries created before it; it returns the rows deleted.
+	Prune(ctx context.Context, before time.Time) (int64, error)
+
 	Close() error
 }

@@ -28,6 +28,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Silences", testSilences},
 		{"Acks", testAcks},
 		{"NotificationLog", testNotificationLog},
+		{"Prune", testPrune},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -183,5 +184,42 @@ func testNotificationLog(t *testing.T, s store.Store) {
 	}
 	if pend, _ := s.Undelivered(ctx); len(pend) != 0 {
 		t.Fatal("given-up notification still pending")
+	}
+}
+
+func testPrune(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	l := alerts.Labels{"alertname": "High", "severity": "P1"}
+	if err := s.AppendHistory(ctx, []rule.Transition{
+		{Rule: "High", Fingerprint: l.Fingerprint(), Labels: l, From: alerts.StateInactive, To: alerts.StatePending, At: t0},
+		{Rule: "High", Fingerprint: l.Fingerprint(), Labels: l, From: alerts.StatePending, To: alerts.StateFiring, At: t0.Add(time.Hour)},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	old, open, recent := notify.Sample(notify.KindNotify), notify.Sample(notify.KindNotify), notify.Sample(notify.KindNotify)
+	old.ID, open.ID, recent.ID = "old", "open", "recent"
+	recent.CreatedAt = t0.Add(time.Hour)
+	for _, m := range []*notify.Message{old, open, recent} {
+		if _, err := s.RecordNotification(ctx, nil, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{"old", "recent"} {
+		if err := s.MarkDelivered(ctx, id, t0.Add(2*time.Hour), 1, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := s.Prune(ctx, t0.Add(time.Minute))
+	if err != nil || n != 2 {
+		t.Fatalf("pruned %d rows (%v), want 2: the old transition and the old delivered message", n, err)
+	}
+	if h, _ := s.History(ctx, 0, 10); len(h) != 1 || h[0].To != alerts.StateFiring {
+		t.Fatalf("history after prune %+v", h)
+	}
+	if _, _, err := s.Delivered(ctx, "old"); !errors.Is(err, alerts.ErrNotFound) {
+		t.Fatalf("old delivered message kept: %v", err)
+	}
+	if pend, _ := s.Undelivered(ctx); len(pend) != 1 || pend[0].Message.ID != "open" {
+		t.Fatalf("an undelivered message must survive pruning: %+v", pend)
 	}
 }
