@@ -36,6 +36,7 @@ func TestAPIRulesLifecycle(t *testing.T) {
 
 	code, body = post("/api/v1/services/checkout/versions", `{"base_version":1,"reason":"r","ruleset":{"service":"checkout"}}{}`)
 	require.Equal(t, http.StatusUnprocessableEntity, code, "one object only")
+	require.Contains(t, body["fields"].([]any)[0].(map[string]any)["problem"], "one JSON object")
 
 	code, body = post("/api/v1/services/checkout/versions", `{"base_version":0,"reason":"stale","ruleset":{"service":"checkout"}}`)
 	require.Equal(t, http.StatusConflict, code, "%v", body)

@@ -24,11 +24,11 @@ func f64(v float64) *float64 { return &v }
 
 func TestLoginFlowSetsSecureCookieAndRotates(t *testing.T) {
 	e := newEnv(t)
-	resp, body := e.do(req{method: "GET", path: "/"})
+	resp, _ := e.do(req{method: "GET", path: "/"})
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	require.Equal(t, "/login?next=%2F", resp.Header.Get("Location"))
 
-	resp, body = e.do(req{method: "POST", path: "/login", form: url.Values{"name": {"otto"}, "password": {"nope nope nope"}}})
+	resp, body := e.do(req{method: "POST", path: "/login", form: url.Values{"name": {"otto"}, "password": {"nope nope nope"}}})
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 	require.Contains(t, body, "Wrong user name or password.")
 
@@ -94,6 +94,7 @@ func TestFourEyesThroughThePages(t *testing.T) {
 
 	sid, csrf = e.session("bob")
 	resp, body = e.do(req{method: "GET", path: "/services/checkout/rules/2", session: sid})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Regexp(t, `<button type="submit" >Approve</button>`, body)
 	resp, _ = e.do(req{method: "POST", path: "/services/checkout/rules/2/approve", session: sid, csrf: csrf, form: url.Values{"comment": {"lgtm"}}})
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
@@ -220,6 +221,7 @@ func TestOverviewStreamsUpdates(t *testing.T) {
 	}
 	ev, data := next()
 	require.Equal(t, "summary", ev)
+	require.Contains(t, data, "1 services")
 	ev, data = next()
 	require.Equal(t, "rows", ev)
 	require.Contains(t, data, "0.30")
@@ -320,4 +322,41 @@ func TestAccountTokens(t *testing.T) {
 	sid2, csrf2 := e.session("bob")
 	resp, _ = e.do(req{method: "POST", path: "/account/tokens/" + toks[0].ID + "/revoke", session: sid2, csrf: csrf2})
 	require.Equal(t, http.StatusForbidden, resp.StatusCode, "not bob's token")
+}
+
+func TestSettingsUsersRolesAndPolicies(t *testing.T) {
+	e := newEnv(t)
+	e.seed()
+	ctx := context.Background()
+	sid, csrf := e.session("ada")
+	resp, body := e.do(req{method: "POST", path: "/settings/users", session: sid, csrf: csrf, form: url.Values{"name": {"nina"}, "role": {"viewer", "operator"}}})
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	pw := regexp.MustCompile(`One-time password \(shown once\): (\S+)<`).FindStringSubmatch(body)[1]
+	u, err := e.auth.User(ctx, "nina")
+	require.NoError(t, err)
+	require.True(t, u.MustChange)
+	_, _, err = e.auth.Login(ctx, "nina", pw, "x")
+	require.NoError(t, err)
+
+	resp, body = e.do(req{method: "POST", path: "/settings/users", session: sid, csrf: csrf, form: url.Values{"name": {"bad name"}, "role": {"viewer"}}})
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
+	require.Contains(t, body, "name: must be")
+
+	resp, _ = e.do(req{method: "POST", path: "/settings/users/nina/roles", session: sid, csrf: csrf, form: url.Values{"role": {"approver"}}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	u, _ = e.auth.User(ctx, "nina")
+	require.Equal(t, []versioning.Role{versioning.RoleApprover}, u.Roles)
+	resp, body = e.do(req{method: "POST", path: "/settings/users/ada/roles", session: sid, csrf: csrf, form: url.Values{"role": {"viewer"}}})
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
+	require.Contains(t, body, "cannot remove your own admin role")
+
+	resp, _ = e.do(req{method: "POST", path: "/settings/policies/checkout", session: sid, csrf: csrf, form: url.Values{"approvals": {"2"}, "manual_only": {"yes"}}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	pol, err := e.store.Policy(ctx, "checkout")
+	require.NoError(t, err)
+	require.Equal(t, 2, pol.ApprovalsRequired)
+	require.True(t, pol.ManualOnly)
+	resp, body = e.do(req{method: "POST", path: "/settings/policies/checkout", session: sid, csrf: csrf, form: url.Values{"approvals": {"11"}}})
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
+	require.Contains(t, body, "approvals_required")
 }
