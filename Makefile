@@ -14,7 +14,8 @@ run:
 
 ## test: go test -race over every module, unit and integration tests together.
 test:
-	@set -e; for m in $(MODULES); do echo "== $$m"; (cd $$m && $(GO) test $(TEST_FLAGS) ./...); done
+	@failed=""; for m in $(MODULES); do echo "== $$m"; (cd $$m && $(GO) test $(TEST_FLAGS) ./...) || failed="$$failed $$m"; done; \
+	if [ -n "$$failed" ]; then echo "FAILED modules:$$failed"; exit 1; fi
 
 ## test-short: the fast subset (no integration tests).
 test-short:
