@@ -43,6 +43,9 @@ type Detector struct {
 	cusUp  float64 // leaky CUSUM statistics and their retention per sample
 	cusDn  float64 //
 	cusRet float64 //
+	vol    volatility
+	echo   int     // samples since the last near-unseen surprisal
+	unseen float64 // surprisal of a value not seen within memory
 	n      int
 }
 
@@ -68,6 +71,9 @@ func New(opt Options) (*Detector, error) {
 	for i := range d.rare {
 		d.rare[i] = newRarity(opt.MemoryHalfLife)
 	}
+	d.vol = volatility{alpha: halfLifeAlpha(opt.VolatilityHalfLife), longAlpha: halfLifeAlpha(opt.LongHalfLife)}
+	d.unseen = math.Log1p(1 / halfLifeAlpha(opt.MemoryHalfLife))
+	d.echo = math.MaxInt
 	return d, nil
 }
 
@@ -90,7 +96,7 @@ func (d *Detector) Observe(t time.Time, v float64) Result {
 		if d.opt.Weights[i] == 0 {
 			continue
 		}
-		b := rarityBin(f[i])
+		b := d.rare[i].bin(f[i])
 		if s := d.opt.Weights[i] * d.rare[i].surprisal(f[i], b); s > best {
 			best, res.Feature = s, Feature(i)
 		}
@@ -100,6 +106,7 @@ func (d *Detector) Observe(t time.Time, v float64) Result {
 		res.Inconclusive = true
 		return res
 	}
+	best = d.damp(best)
 	res.Score = best / (best + d.opt.ScoreScale)
 	if math.IsInf(best, 1) {
 		res.Score = 1
@@ -115,6 +122,7 @@ func (d *Detector) features(ts int64, v float64) (f [NumFeatures]float64, res Re
 	adj = v
 	if d.n == 0 {
 		d.short, d.mid = v, v
+		d.vol.prev = v
 		return f, res, adj
 	}
 	resid := d.level.residual(v)
@@ -135,6 +143,7 @@ func (d *Detector) features(ts int64, v float64) (f [NumFeatures]float64, res Re
 	shift := (d.short - d.long.mean) / ls
 	drift := (d.mid - d.long.mean) / ls
 	up, down := d.env.exceed(adj)
+	volUp, volDown := d.vol.update(v, d.long.mean)
 	zl := (adj - d.long.mean) / ls
 	d.cusUp = math.Max(0, d.cusRet*d.cusUp+zl-d.opt.CusumAllowance)
 	d.cusDn = math.Max(0, d.cusRet*d.cusDn-zl-d.opt.CusumAllowance)
@@ -144,9 +153,31 @@ func (d *Detector) features(ts int64, v float64) (f [NumFeatures]float64, res Re
 		EnvelopeUp: safe(up), EnvelopeDown: safe(down),
 		DriftUp: safe(drift), DriftDown: safe(-drift),
 		CusumUp: safe(d.cusUp), CusumDown: safe(d.cusDn),
+		VolatilityUp: safe(volUp), VolatilityDown: safe(volDown),
 	}
 	return f, res, adj
 }
+
+// damp lowers an echo: a surprisal at or near the level of "not seen within
+// memory" that comes within EchoWindow samples of another one keeps only
+// 1-EchoDamping of itself, so an event is reported once, at its start, and
+// its aftershocks rank below fresh events.
+func (d *Detector) damp(s float64) float64 {
+	if d.opt.EchoWindow == 0 || s < echoLevel*d.unseen {
+		d.echo = min(d.echo, math.MaxInt-1) + 1
+		return s
+	}
+	recent := d.echo < d.opt.EchoWindow
+	d.echo = 0
+	if recent {
+		return s * (1 - d.opt.EchoDamping)
+	}
+	return s
+}
+
+// echoLevel is the share of the "not seen within memory" surprisal from
+// which a surprisal counts as an event for damp.
+const echoLevel = 0.95
 
 // bestSeason is the ready seasonal profile with a value for t whose
 // residual spread is smallest and below SeasonGain times the recent spread,

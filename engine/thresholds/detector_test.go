@@ -262,6 +262,9 @@ func TestOptionsValidate(t *testing.T) {
 		{"memory", mod(func(o *Options) { o.MemoryHalfLife = 0 }), "MemoryHalfLife"},
 		{"weights", mod(func(o *Options) { o.Weights[0] = -1 }), "Weights[point-up]"},
 		{"no weights", mod(func(o *Options) { o.Weights = [NumFeatures]float64{} }), "all zero"},
+		{"volatility", mod(func(o *Options) { o.VolatilityHalfLife = math.Inf(1) }), "VolatilityHalfLife"},
+		{"echo window", mod(func(o *Options) { o.EchoWindow = -1 }), "EchoWindow"},
+		{"echo damping", mod(func(o *Options) { o.EchoDamping = 1.5 }), "EchoDamping"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -21,7 +21,10 @@
 //     alarming;
 //   - fast and medium averages compared with the long-run level (level shifts
 //     and drifts, a CUSUM-like change signal without a fixed threshold), and
-//     a slowly shrinking envelope of past extremes (new highs and lows).
+//     a slowly shrinking envelope of past extremes (new highs and lows);
+//   - the recent mean absolute change between samples against its long-run
+//     level (a series that turns restless, or still, without moving its
+//     level).
 //
 // From these it derives non-negative features (see Feature). Each feature's
 // rarity is judged against the series' own history: an exponentially decayed
@@ -32,7 +35,9 @@
 // weighted surprisal s mapped to s/(s+ScoreScale). Scores are therefore
 // comparable across series of any scale and need one threshold, not one per
 // series: with the defaults, about 0.84 means "not seen within recent memory"
-// and higher means "beyond anything seen".
+// and higher means "beyond anything seen". An event is reported once: a
+// near-unseen surprisal within Options.EchoWindow samples of another keeps
+// only part of itself, so the aftershocks of an event rank below fresh ones.
 //
 // Everything is O(1) per sample (the histograms are Fenwick trees over a fixed
 // number of bins) and allocation-free; BenchmarkObserve measures it.
@@ -41,8 +46,13 @@
 //
 // DefaultOptions was tuned, as one parameter set for all files, on the NAB
 // subset in shared/datasets/nab; the nab subpackage runs the detector over it
-// and scores the output with NAB's rules (see TestNABEvaluation there for the
-// current standard-profile score).
+// and scores the output with NAB's rules (TestNABEvaluation there). The
+// standard-profile score is 70.56 (29 of 36 windows, 34 false positives;
+// Numenta HTM 72.3, CAD OSE 71.6, ARTime 69.8 on the same files).
+// TestNABRobustness here checks that it does not hinge on one lucky setting:
+// over 31 perturbations (the rarity bin edges moved by -0.2 to +0.4 of a bin,
+// each continuous option x0.8 and x1.25, EchoWindow -2 and +3) the score
+// ranges 67.64 to 73.07, mean 70.30.
 //
 // # Recommendations
 //

@@ -31,11 +31,17 @@ const (
 	// spread (Page's change detector; its threshold is the rarity judgement).
 	CusumUp
 	CusumDown
+	// VolatilityUp and VolatilityDown: the recent mean absolute change
+	// between samples (half-life VolatilityHalfLife) against the long-run
+	// typical change, and its inverse (a series gone unusually restless, or
+	// unusually still).
+	VolatilityUp
+	VolatilityDown
 	// NumFeatures is the number of features.
 	NumFeatures
 )
 
-var featureNames = [...]string{"point-up", "point-down", "shift-up", "shift-down", "envelope-up", "envelope-down", "drift-up", "drift-down", "cusum-up", "cusum-down"}
+var featureNames = [...]string{"point-up", "point-down", "shift-up", "shift-down", "envelope-up", "envelope-down", "drift-up", "drift-down", "cusum-up", "cusum-down", "volatility-up", "volatility-down"}
 
 func (f Feature) String() string {
 	if f >= 0 && f < NumFeatures {

@@ -51,11 +51,22 @@ type Options struct {
 	// excursion is forgotten) and CusumAllowance the drift, in long-run
 	// spreads, it tolerates before accumulating.
 	CusumHalfLife, CusumAllowance float64
+	// VolatilityHalfLife is the half-life of the recent mean absolute change
+	// between samples that the volatility features compare with its long-run
+	// level (LongHalfLife).
+	VolatilityHalfLife float64
 	// Weights scale each Feature's surprisal; 0 disables a feature. The
 	// defaults enable the features that earned their place on NAB; the
-	// others (ShiftDown, EnvelopeDown, DriftDown, the CUSUMs) are available
-	// for series where they matter.
+	// others (ShiftDown, EnvelopeDown, DriftDown, the CUSUMs,
+	// VolatilityDown) are available for series where they matter.
 	Weights [NumFeatures]float64
+	// EchoWindow and EchoDamping report an event once: a sample at or near
+	// the surprisal of "not seen within memory" that comes less than
+	// EchoWindow samples after another such sample keeps 1-EchoDamping of its
+	// surprisal (it still scores high, but below a fresh event). EchoWindow 0
+	// disables the damping.
+	EchoWindow  int
+	EchoDamping float64
 	// ScoreScale is the surprisal (in nats) that maps to a score of 0.5.
 	ScoreScale float64
 }
@@ -91,9 +102,11 @@ func DefaultOptions() Options {
 		RangeFloor:       0.03,
 		MemoryHalfLife:   150,
 		CusumHalfLife:    50, CusumAllowance: 0.5,
+		VolatilityHalfLife: 50,
+		EchoWindow:         5, EchoDamping: 0.1,
 		ScoreScale: 1,
 	}
-	for _, f := range []Feature{PointUp, PointDown, ShiftUp, EnvelopeUp, DriftUp} {
+	for _, f := range []Feature{PointUp, PointDown, ShiftUp, EnvelopeUp, DriftUp, VolatilityUp} {
 		o.Weights[f] = 1
 	}
 	return o
@@ -108,7 +121,7 @@ func (o Options) Validate() error {
 		{"BaselineHalfLife", o.BaselineHalfLife}, {"ShortHalfLife", o.ShortHalfLife},
 		{"MidHalfLife", o.MidHalfLife}, {"LongHalfLife", o.LongHalfLife},
 		{"EnvelopeHalfLife", o.EnvelopeHalfLife}, {"MemoryHalfLife", o.MemoryHalfLife},
-		{"CusumHalfLife", o.CusumHalfLife},
+		{"CusumHalfLife", o.CusumHalfLife}, {"VolatilityHalfLife", o.VolatilityHalfLife},
 	}
 	for _, h := range halfLives {
 		if !(h.v > 0) || math.IsInf(h.v, 0) {
@@ -130,6 +143,10 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: RangeFloor %v: want a finite value >= 0", ErrOptions, o.RangeFloor)
 	case !(o.CusumAllowance >= 0) || math.IsInf(o.CusumAllowance, 0):
 		return fmt.Errorf("%w: CusumAllowance %v: want a finite value >= 0", ErrOptions, o.CusumAllowance)
+	case o.EchoWindow < 0:
+		return fmt.Errorf("%w: EchoWindow %d: want >= 0", ErrOptions, o.EchoWindow)
+	case !(o.EchoDamping >= 0 && o.EchoDamping <= 1):
+		return fmt.Errorf("%w: EchoDamping %v: want in [0, 1]", ErrOptions, o.EchoDamping)
 	case !(o.ScoreScale > 0) || math.IsInf(o.ScoreScale, 0):
 		return fmt.Errorf("%w: ScoreScale %v: want a finite value > 0", ErrOptions, o.ScoreScale)
 	}

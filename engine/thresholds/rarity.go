@@ -24,17 +24,19 @@ type rarity struct {
 	weight float64 // weight of the next sample; grows instead of decaying the counts
 	growth float64
 	max    float64 // largest value seen (undecayed)
+	lo     float64 // ln of the lower edge of the first bin
 }
 
 func newRarity(halfLife float64) rarity {
-	return rarity{weight: 1, growth: math.Exp2(1 / halfLife)}
+	return rarity{weight: 1, growth: math.Exp2(1 / halfLife), lo: rarityMin}
 }
 
-func rarityBin(f float64) int {
+// bin is the histogram bin of f.
+func (r *rarity) bin(f float64) int {
 	if !(f > 0) {
 		return 0
 	}
-	b := int((math.Log(f) - rarityMin) / rarityStep)
+	b := int((math.Log(f) - r.lo) / rarityStep)
 	return max(0, min(b, rarityBins-1))
 }
 
