@@ -35,6 +35,7 @@ type env struct {
 	clk    *clock.Fake
 	alerts *model.MemoryAlerts
 	fleet  *model.StaticFleet
+	db     *sql.DB
 }
 
 const testPassword = "correct horse battery"
@@ -66,7 +67,7 @@ func newEnvTB(t testing.TB) *env {
 		_, err := am.CreateUser(ctx, name, testPassword, roles, false)
 		require.NoError(t, err)
 	}
-	e := &env{t: t, store: st, auth: am, clk: clk, alerts: model.NewMemoryAlerts(clk), fleet: &model.StaticFleet{}}
+	e := &env{t: t, store: st, auth: am, clk: clk, alerts: model.NewMemoryAlerts(clk), fleet: &model.StaticFleet{}, db: db}
 	h, err := ui.New(ui.Options{Rules: st, Auth: am, Fleet: e.fleet, Alerts: e.alerts, Clock: clk, LiveInterval: time.Second})
 	require.NoError(t, err)
 	e.srv = httptest.NewServer(h)

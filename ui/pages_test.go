@@ -360,3 +360,35 @@ func TestSettingsUsersRolesAndPolicies(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
 	require.Contains(t, body, "approvals_required")
 }
+
+// TestDatabaseOutageKeepsPagesReadable: with the database gone, a recently
+// validated session can still read the overview (metrics and alerts, with
+// banners) but cannot change anything; an unknown session gets a clear 503.
+func TestDatabaseOutageKeepsPagesReadable(t *testing.T) {
+	e := newEnv(t)
+	e.seed()
+	e.fleet.Set(fleetOf(model.ServiceStatus{Name: "checkout", LoadScore: f64(0.42)}), nil)
+	e.alerts.Fire(model.Alert{ID: "a1", Tier: model.P1, Service: "checkout"})
+	sid, csrf := e.session("otto")
+	resp, _ := e.do(req{method: "GET", path: "/", session: sid})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	require.NoError(t, e.store.Close())
+	require.NoError(t, e.db.Close())
+	resp, body := e.do(req{method: "GET", path: "/", session: sid})
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	require.Contains(t, body, "The database is unavailable")
+	require.Contains(t, body, "rules database unavailable")
+	require.Contains(t, body, "0.42", "live data still shows")
+
+	resp, body = e.do(req{method: "POST", path: "/alerts/a1/ack", session: sid, csrf: csrf})
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	require.NotContains(t, body, "sql:")
+	firing, _ := e.alerts.Firing(context.Background())
+	require.Empty(t, firing[0].AckedBy)
+
+	e.clk.Advance(6 * time.Minute)
+	resp, body = e.do(req{method: "GET", path: "/", session: sid})
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "the grace period is over")
+	require.Contains(t, body, "A backend is unavailable")
+}

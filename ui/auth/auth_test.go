@@ -23,6 +23,7 @@ import (
 )
 
 type env struct {
+	db    *sql.DB
 	m     *auth.Manager
 	clk   *clock.Fake
 	store versioning.Store
@@ -41,7 +42,7 @@ func newEnv(t *testing.T) env {
 	t.Cleanup(func() { _ = st.Close() })
 	m, err := auth.New(ctx, auth.Options{DB: db, Dialect: migrations.SQLite, Auditor: st, Clock: clk, BcryptCost: bcrypt.MinCost, LoginRate: 6, LoginBurst: 3})
 	require.NoError(t, err)
-	return env{m: m, clk: clk, store: st}
+	return env{db: db, m: m, clk: clk, store: st}
 }
 
 var (
@@ -293,6 +294,45 @@ func TestMiddlewareCSRFAndRoles(t *testing.T) {
 			if tc.wantErr != nil {
 				require.True(t, errors.Is(gotErr, tc.wantErr), "got %v", gotErr)
 			}
+		})
+	}
+}
+
+func TestOutageGrace(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		roleEdit  bool
+		advance   time.Duration
+		wantAlive bool
+	}{
+		{"recently validated", false, time.Minute, true},
+		{"grace over", false, 6 * time.Minute, false},
+		{"roles changed since", true, time.Minute, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			ctx := context.Background()
+			_, err := e.m.CreateUser(ctx, "ann", "correct horse battery", operator, false)
+			require.NoError(t, err)
+			s, _, err := e.m.Login(ctx, "ann", "correct horse battery", "a")
+			require.NoError(t, err)
+			p, err := e.m.SessionPrincipal(ctx, s.ID)
+			require.NoError(t, err)
+			require.False(t, p.Degraded)
+			if tc.roleEdit {
+				require.NoError(t, e.m.SetRoles(ctx, "ann", approver))
+			}
+			require.NoError(t, e.db.Close())
+			e.clk.Advance(tc.advance)
+			p, err = e.m.SessionPrincipal(ctx, s.ID)
+			if !tc.wantAlive {
+				require.ErrorIs(t, err, auth.ErrUnavailable)
+				return
+			}
+			require.NoError(t, err)
+			require.True(t, p.Degraded)
+			_, err = e.m.SessionPrincipal(ctx, "someone-else")
+			require.ErrorIs(t, err, auth.ErrUnavailable)
 		})
 	}
 }

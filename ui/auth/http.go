@@ -76,6 +76,10 @@ func (m *Manager) Middleware(onError ErrorWriter) func(http.Handler) http.Handle
 					return
 				}
 			}
+			if p != nil && p.Degraded && !safeMethod(r.Method) {
+				onError(w, r, fmt.Errorf("%w: the accounts database is unavailable; changes are refused until it is back", ErrUnavailable))
+				return
+			}
 			if p != nil && p.Session != nil && !safeMethod(r.Method) {
 				submitted := r.Header.Get(CSRFHeader)
 				if submitted == "" {

@@ -31,6 +31,9 @@ type Manager struct {
 	// dummy is a hash compared against for unknown users, so that a login
 	// takes as long whether or not the user exists.
 	dummy []byte
+	// recent keeps sessions validated in the last OutageGrace so that
+	// people can keep reading while the database is down.
+	recent *recentSessions
 }
 
 // New applies the migrations and returns a Manager.
@@ -50,7 +53,7 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	return &Manager{o: o, db: o.DB, throttle: th, dummy: dummy}, nil
+	return &Manager{o: o, db: o.DB, throttle: th, dummy: dummy, recent: newRecentSessions(o.OutageGrace)}, nil
 }
 
 var userName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._@+-]{0,127}$`)

@@ -33,6 +33,11 @@ type Options struct {
 	LoginBurst int
 	// MinPasswordLen defaults to 12.
 	MinPasswordLen int
+	// OutageGrace: while the database is unavailable, a session validated
+	// within this long still authenticates read-only requests (state
+	// changes need the database anyway), so pages stay usable with a
+	// banner. Default 5m; negative turns it off.
+	OutageGrace time.Duration
 }
 
 func (o Options) withDefaults() (Options, error) {
@@ -71,6 +76,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.LoginRate < 0 || o.LoginBurst < 0 {
 		return o, fmt.Errorf("%w: Options.LoginRate and LoginBurst must be positive", ErrInvalid)
+	}
+	if o.OutageGrace == 0 {
+		o.OutageGrace = 5 * time.Minute
 	}
 	if o.MinPasswordLen == 0 {
 		o.MinPasswordLen = 12

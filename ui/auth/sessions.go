@@ -33,9 +33,13 @@ func (m *Manager) SessionPrincipal(ctx context.Context, id string) (*Principal, 
 	err := m.db.QueryRowContext(ctx, m.q(`SELECT username, csrf, created_ms, expires_ms FROM ui_sessions WHERE id_hash = ?`), h).
 		Scan(&s.User, &s.CSRF, &created, &expires)
 	if isNoRows(err) {
+		m.recent.forget(h)
 		return nil, fmt.Errorf("%w: unknown session", ErrUnauthenticated)
 	}
 	if err != nil {
+		if p := m.recent.get(h, m.o.Clock.Now()); p != nil {
+			return p, nil
+		}
 		return nil, unavailable(err)
 	}
 	s.CreatedAt, s.ExpiresAt = msTime(created), msTime(expires)
@@ -48,9 +52,14 @@ func (m *Manager) SessionPrincipal(ctx context.Context, id string) (*Principal, 
 		return nil, fmt.Errorf("%w: user no longer exists", ErrUnauthenticated)
 	}
 	if err != nil {
+		if p := m.recent.get(h, m.o.Clock.Now()); p != nil {
+			return p, nil
+		}
 		return nil, err
 	}
-	return &Principal{User: u, Roles: u.Roles, Session: &s}, nil
+	p := &Principal{User: u, Roles: u.Roles, Session: &s}
+	m.recent.put(h, p, m.o.Clock.Now())
+	return p, nil
 }
 
 // Logout ends a session and audits it.
@@ -58,6 +67,7 @@ func (m *Manager) Logout(ctx context.Context, p *Principal) error {
 	if p == nil || p.Session == nil {
 		return nil
 	}
+	m.recent.forget(hashSecret(p.Session.ID))
 	if _, err := m.db.ExecContext(ctx, m.q(`DELETE FROM ui_sessions WHERE id_hash = ?`), hashSecret(p.Session.ID)); err != nil {
 		return unavailable(err)
 	}
@@ -66,6 +76,7 @@ func (m *Manager) Logout(ctx context.Context, p *Principal) error {
 }
 
 func (m *Manager) endSessions(ctx context.Context, user string) error {
+	m.recent.forgetUser(user)
 	if _, err := m.db.ExecContext(ctx, m.q(`DELETE FROM ui_sessions WHERE username = ?`), user); err != nil {
 		return unavailable(err)
 	}

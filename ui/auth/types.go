@@ -45,6 +45,9 @@ type Principal struct {
 	// Session is set for browser requests, Token for API tokens.
 	Session *Session
 	Token   *Token
+	// Degraded: the database is unavailable and the session was accepted
+	// because it was validated recently; only reads are allowed.
+	Degraded bool
 }
 
 // Actor is the principal as the rules store knows it.

@@ -144,6 +144,7 @@ func (m *Manager) ChangePassword(ctx context.Context, name, current, next string
 	if keep != nil {
 		keepHash = hashSecret(keep.ID)
 	}
+	m.recent.forgetUser(name)
 	if _, err := tx.ExecContext(ctx, m.q(`DELETE FROM ui_sessions WHERE username = ? AND id_hash <> ?`), name, keepHash); err != nil {
 		return unavailable(err)
 	}

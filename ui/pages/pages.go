@@ -100,6 +100,9 @@ func (p *Pages) render(w http.ResponseWriter, r *http.Request, status int, name,
 	pr := auth.FromContext(r.Context())
 	v := view{Title: title, Nav: nav, Principal: pr, AssetVersion: p.asset, Banners: banners, Data: data}
 	if pr != nil {
+		if pr.Degraded {
+			v.Banners = append([]Banner{{"error", "The database is unavailable: you can read what is still reachable; changes are refused until it is back."}}, v.Banners...)
+		}
 		v.IsAdmin = pr.Has(versioning.RoleAdmin)
 		if pr.Session != nil {
 			v.CSRF = pr.Session.CSRF
