@@ -66,6 +66,7 @@ type Evaluator struct {
 	mu      sync.Mutex
 	scores  map[string]loadscore.Score
 	recs    map[string]recommend.Recommendation
+	active  map[string]versioning.Version // cache by service, Tick's goroutine only
 	last    time.Time
 	metrics metrics
 }
@@ -113,7 +114,8 @@ func New(o Options) (*Evaluator, error) {
 	for _, oc := range []string{"auto_applied", "proposed", "unchanged", "failed"} {
 		m.proposals.WithLabelValues(oc)
 	}
-	return &Evaluator{o: o, scores: map[string]loadscore.Score{}, recs: map[string]recommend.Recommendation{}, metrics: m}, nil
+	return &Evaluator{o: o, scores: map[string]loadscore.Score{}, recs: map[string]recommend.Recommendation{},
+		active: map[string]versioning.Version{}, metrics: m}, nil
 }
 
 // Tick runs one cycle at time at. Per-service failures are collected in
@@ -137,16 +139,32 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 	// back) before anything new is proposed on top of them.
 	actives := make(map[string]*versioning.Version, len(scores))
 	var active []versioning.Version
+	infos, err := e.o.Versions.Services(ctx)
+	if err != nil {
+		return res, fmt.Errorf("evaluate: services: %w", err)
+	}
+	current := make(map[string]int64, len(infos))
+	for _, in := range infos {
+		current[in.Name] = in.Active
+	}
 	for _, sc := range scores {
 		svc := sc.Key.Service
-		v, err := e.o.Versions.Active(ctx, svc)
-		switch {
-		case err == nil:
-			actives[svc] = &v
-			active = append(active, v)
-		case !errors.Is(err, versioning.ErrNotFound):
-			errs = append(errs, fmt.Errorf("evaluate: %s: active version: %w", svc, err))
+		n := current[svc]
+		if n == 0 {
+			continue
 		}
+		v, ok := e.active[svc]
+		if !ok || v.Number != n {
+			// Versions are immutable: fetch a service's active version
+			// only when its number changed.
+			if v, err = e.o.Versions.Get(ctx, svc, n); err != nil {
+				errs = append(errs, fmt.Errorf("evaluate: %s: active version v%d: %w", svc, n, err))
+				continue
+			}
+			e.active[svc] = v
+		}
+		actives[svc] = &v
+		active = append(active, v)
 	}
 	if e.o.Guard != nil {
 		dec, err := e.o.Guard.Observe(ctx, at, active)
@@ -160,6 +178,7 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 			e.metrics.rollbacks.Inc()
 			if v, err := e.o.Versions.Active(ctx, d.Service); err == nil {
 				actives[d.Service] = &v
+				e.active[d.Service] = v
 			}
 		}
 		res.Decisions = dec
