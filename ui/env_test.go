@@ -36,6 +36,7 @@ type env struct {
 	alerts *model.MemoryAlerts
 	fleet  *model.StaticFleet
 	db     *sql.DB
+	roll   *model.MemoryRollouts
 }
 
 const testPassword = "correct horse battery"
@@ -67,8 +68,8 @@ func newEnvTB(t testing.TB) *env {
 		_, err := am.CreateUser(ctx, name, testPassword, roles, false)
 		require.NoError(t, err)
 	}
-	e := &env{t: t, store: st, auth: am, clk: clk, alerts: model.NewMemoryAlerts(clk), fleet: &model.StaticFleet{}, db: db}
-	h, err := ui.New(ui.Options{Rules: st, Auth: am, Fleet: e.fleet, Alerts: e.alerts, Clock: clk, LiveInterval: time.Second})
+	e := &env{t: t, store: st, auth: am, clk: clk, alerts: model.NewMemoryAlerts(clk), fleet: &model.StaticFleet{}, db: db, roll: model.NewMemoryRollouts()}
+	h, err := ui.New(ui.Options{Rules: st, Auth: am, Fleet: e.fleet, Alerts: e.alerts, Rollouts: e.roll, Clock: clk, LiveInterval: time.Second})
 	require.NoError(t, err)
 	e.srv = httptest.NewServer(h)
 	t.Cleanup(e.srv.Close)

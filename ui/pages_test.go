@@ -392,3 +392,38 @@ func TestDatabaseOutageKeepsPagesReadable(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "the grace period is over")
 	require.Contains(t, body, "A backend is unavailable")
 }
+
+func TestCanaryStartPromoteAbort(t *testing.T) {
+	e := newEnv(t)
+	e.seed()
+	ctx := context.Background()
+	sid, csrf := e.session("otto")
+	resp, body := e.do(req{method: "GET", path: "/services/checkout/rules", session: sid})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, "No canary is running.")
+
+	resp, _ = e.do(req{method: "POST", path: "/services/checkout/canary", session: sid, csrf: csrf, form: url.Values{"version": {"2"}, "percent": {"10"}}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Contains(t, resp.Header.Get("Location"), "error=", "v2 is only proposed")
+	resp, _ = e.do(req{method: "POST", path: "/services/checkout/canary", session: sid, csrf: csrf, form: url.Values{"version": {"1"}, "percent": {"100"}}})
+	require.Contains(t, resp.Header.Get("Location"), "error=")
+	resp, _ = e.do(req{method: "POST", path: "/services/checkout/canary", session: sid, csrf: csrf, form: url.Values{"version": {"1"}, "percent": {"10"}}})
+	require.Equal(t, "/services/checkout/rules", resp.Header.Get("Location"))
+	_, body = e.do(req{method: "GET", path: "/services/checkout/rules", session: sid})
+	require.Contains(t, body, "v1 is staged to 10 % of the instances.")
+
+	resp, _ = e.do(req{method: "POST", path: "/services/checkout/canary/promote", session: sid, csrf: csrf})
+	require.Equal(t, http.StatusForbidden, resp.StatusCode, "an operator may not promote")
+	sidB, csrfB := e.session("bob")
+	resp, _ = e.do(req{method: "POST", path: "/services/checkout/canary/promote", session: sidB, csrf: csrfB})
+	require.Equal(t, "/services/checkout/rules", resp.Header.Get("Location"))
+	require.Equal(t, int64(1), e.roll.Stable("checkout"))
+
+	resp, _ = e.do(req{method: "POST", path: "/services/checkout/canary/abort", session: sid, csrf: csrf})
+	require.Contains(t, resp.Header.Get("Location"), "error=", "nothing to abort")
+	entries, err := e.store.Audit(ctx, versioning.AuditFilter{Service: "checkout", Newest: true, Limit: 2})
+	require.NoError(t, err)
+	require.Equal(t, versioning.Action("canary_promote"), entries[0].Action)
+	require.Equal(t, "bob", entries[0].Actor)
+	require.Equal(t, versioning.Action("canary_start"), entries[1].Action)
+}

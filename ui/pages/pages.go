@@ -30,8 +30,10 @@ type Options struct {
 	// Fleet and Alerts may be nil (not configured: the pages say so).
 	Fleet  model.Fleet
 	Alerts model.Alerts
-	Clock  clock.Clock
-	Logger *slog.Logger
+	// Rollouts (canary publish, promote, abort) may be nil.
+	Rollouts model.Rollouts
+	Clock    clock.Clock
+	Logger   *slog.Logger
 	// LiveInterval is how often the overview stream sends rows; default 2s.
 	LiveInterval time.Duration
 	// Location formats times; default UTC.

@@ -57,7 +57,10 @@ func (p *Pages) Routes(r chi.Router) {
 		r.Post("/services/{service}/rules/{n}/reject", p.decide(decisionReject))
 		r.Post("/services/{service}/rules/{n}/withdraw", p.decide(decisionWithdraw))
 		r.Post("/services/{service}/rollback/{n}", p.rollback)
+		r.Post("/services/{service}/canary", p.startCanary)
+		r.Post("/services/{service}/canary/abort", p.abortCanary)
 	})
+	r.With(need(versioning.RoleApprover, versioning.RoleAdmin)).Post("/services/{service}/canary/promote", p.promoteCanary)
 	r.Group(func(r chi.Router) {
 		r.Use(need(alertRoles...))
 		r.Post("/alerts/{id}/ack", p.ack)

@@ -13,12 +13,16 @@ import (
 	"governor.dev/governor/sdk/rules"
 	"governor.dev/governor/ui/auth"
 	"governor.dev/governor/ui/internal/httperr"
+	"governor.dev/governor/ui/model"
 )
 
 type timelineData struct {
-	Service  string
-	Versions []versioning.Version
-	From, To int64
+	Service    string
+	Versions   []versioning.Version
+	From, To   int64
+	HasRollout bool
+	Canary     *model.CanaryState
+	Error      string
 }
 
 func (p *Pages) timeline(w http.ResponseWriter, r *http.Request) {
@@ -36,12 +40,19 @@ func (p *Pages) timeline(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, r, err)
 		return
 	}
-	d := timelineData{Service: svc, Versions: vs}
+	d := timelineData{Service: svc, Versions: vs, Error: r.URL.Query().Get("error")}
 	if len(vs) > 0 {
 		d.To = vs[0].Number
 		d.From = max(vs[0].Number-1, 1)
 	}
-	p.render(w, r, http.StatusOK, "timeline", "Rules of "+svc, "overview", d)
+	var banners []Banner
+	if p.o.Rollouts != nil {
+		d.HasRollout = true
+		if d.Canary, err = p.o.Rollouts.Canary(r.Context(), svc); err != nil {
+			banners = append(banners, Banner{"warn", "The canary state is unavailable: " + httperr.Message(err)})
+		}
+	}
+	p.render(w, r, http.StatusOK, "timeline", "Rules of "+svc, "overview", d, banners...)
 }
 
 type versionData struct {
