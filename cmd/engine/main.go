@@ -29,6 +29,7 @@ type command struct {
 // commands lists the subcommands; add new ones here.
 var commands = []command{
 	{name: "run", summary: "run the decision engine (engine -dev: the zero-setup demo stack)", run: runEngine},
+	{name: "backtest", summary: "replay recorded metrics through the recommender: -service S -from T1 -to T2", run: runBacktest},
 	{name: "detect", summary: "score every DIR/<category>/<file>.csv for anomalies, writing OUT/<category>/<file>.csv", run: runDetect},
 }
 

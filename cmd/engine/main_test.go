@@ -22,6 +22,8 @@ func TestDispatch(t *testing.T) {
 		{"help", []string{"help"}, 0, "detect"},
 		{"unknown", []string{"serve"}, 2, `unknown command "serve"`},
 		{"check config", []string{"-check-config", "-listen", "127.0.0.1:0"}, 0, ""},
+		{"backtest without flags", []string{"backtest"}, 2, "-service is required"},
+		{"backtest bad time", []string{"backtest", "-service", "a", "-from", "yesterday", "-prometheus", "http://x", "-rules", "r.json"}, 2, "-from"},
 		{"config errors named", []string{"-check-config", "-listen", "nope", "-interval", "1ms"}, 2, "interval"},
 		{"detect without flags", []string{"detect"}, 2, "-data and -out are required"},
 		{"detect bad flag", []string{"detect", "-bogus"}, 2, "flag provided but not defined"},

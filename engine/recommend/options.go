@@ -29,7 +29,7 @@ type Options struct {
 	// Deadband is the score error treated as zero; default 0.05.
 	Deadband float64
 	// MaxStepPerSecond bounds the ceiling's change per second as a share of
-	// the starting ceiling; default 0.05.
+	// the starting ceiling; default 0.01 (10% per 10 s evaluation).
 	MaxStepPerSecond float64
 	// MinChange is the smallest relative ceiling change worth a proposal;
 	// default 0.05.
@@ -47,7 +47,7 @@ type Options struct {
 
 // DefaultOptions returns the defaults.
 func DefaultOptions() Options {
-	return Options{Setpoint: 0.7, Gains: Gains{Kp: 1, Ki: 0.05}, Deadband: 0.05, MaxStepPerSecond: 0.05,
+	return Options{Setpoint: 0.7, Gains: Gains{Kp: 1, Ki: 0.05}, Deadband: 0.05, MaxStepPerSecond: 0.01,
 		MinChange: 0.05, MinScores: 3, Binding: 0.9, Thresholds: thresholds.DefaultRecommenderOptions()}
 }
 

@@ -1,0 +1,155 @@
+// Package backtest replays recorded metrics through the recommender: for
+// every step between two times it reads the service's signals as the live
+// engine would have at that time, scores them, and asks the recommender what
+// it would have proposed, assuming each proposal was approved at once (so
+// later steps start from it) and saying whether its band would have let it
+// apply itself. Nothing is written anywhere.
+package backtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"governor.dev/governor/engine/loadscore"
+	"governor.dev/governor/engine/recommend"
+	"governor.dev/governor/engine/signals"
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/sdk/rules"
+)
+
+// ErrInvalidOption marks bad options.
+var ErrInvalidOption = errors.New("backtest: invalid option")
+
+// Options configure a replay. Source, Service, From, To and Ruleset are
+// required.
+type Options struct {
+	Source  signals.Source
+	Service string
+	From    time.Time
+	To      time.Time
+	// Step between evaluations; default 10s (the engine's interval).
+	Step time.Duration
+	// Ruleset is the version in force at From.
+	Ruleset   *rules.Ruleset
+	Reader    signals.ReaderOptions
+	LoadScore loadscore.Options
+	Recommend recommend.Options
+	Band      recommend.Band
+}
+
+// Proposal is what the engine would have proposed at one step.
+type Proposal struct {
+	At          time.Time           `json:"at"`
+	Version     int64               `json:"version"`
+	Reason      string              `json:"reason"`
+	AutoApply   bool                `json:"auto_apply"`
+	Policy      string              `json:"policy"`
+	Evidence    *recommend.Evidence `json:"evidence"`
+	RulesetJSON json.RawMessage     `json:"ruleset"`
+}
+
+// Summary counts what happened over the replay.
+type Summary struct {
+	Steps, KnownScores, Inconclusive int
+	Proposals, AutoApplied           int
+	MaxScore                         float64
+}
+
+// Run replays the range, calling emit for every proposal in time order.
+func Run(ctx context.Context, o Options, emit func(Proposal)) (Summary, error) {
+	var sum Summary
+	if o.Step == 0 {
+		o.Step = 10 * time.Second
+	}
+	var errs []error
+	if o.Source == nil {
+		errs = append(errs, fmt.Errorf("%w: Source is required", ErrInvalidOption))
+	}
+	if err := versioning.ValidateService(o.Service); err != nil {
+		errs = append(errs, fmt.Errorf("%w: service: %w", ErrInvalidOption, err))
+	}
+	if o.From.IsZero() || !o.To.After(o.From) {
+		errs = append(errs, fmt.Errorf("%w: from %s and to %s: want from before to", ErrInvalidOption, o.From, o.To))
+	}
+	if o.Step < 0 {
+		errs = append(errs, fmt.Errorf("%w: step %s must be positive", ErrInvalidOption, o.Step))
+	}
+	if o.Ruleset == nil {
+		errs = append(errs, fmt.Errorf("%w: Ruleset (the version in force at the start) is required", ErrInvalidOption))
+	} else if err := o.Ruleset.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("%w: ruleset: %w", ErrInvalidOption, err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return sum, err
+	}
+	reader, err := signals.NewReader(o.Source, o.Reader)
+	if err != nil {
+		return sum, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	tracker, err := loadscore.New(o.LoadScore)
+	if err != nil {
+		return sum, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	rec, err := recommend.New(o.Recommend)
+	if err != nil {
+		return sum, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+	}
+	active := versioning.Version{Service: o.Service, Number: 1, Ruleset: o.Ruleset, Active: true, ActivatedAt: o.From}
+	var applied []recommend.Ceiling // auto-applied changes with their times in From
+	var appliedAt []time.Time
+	for at := o.From; !at.After(o.To); at = at.Add(o.Step) {
+		if err := ctx.Err(); err != nil {
+			return sum, err
+		}
+		sum.Steps++
+		snap, err := reader.Read(ctx, at, signals.PerService, o.Service)
+		if err != nil {
+			return sum, fmt.Errorf("backtest: read at %s: %w", at.Format(time.RFC3339), err)
+		}
+		inst, err := reader.Read(ctx, at, signals.PerInstance, o.Service)
+		if err != nil {
+			return sum, fmt.Errorf("backtest: read instances at %s: %w", at.Format(time.RFC3339), err)
+		}
+		key := signals.Key{Service: o.Service}
+		entry := snap.Entries[key]
+		if entry == nil {
+			entry = &signals.Entry{Key: key, Values: map[signals.Signal]signals.Value{}}
+		}
+		sc := tracker.Observe(at, entry)
+		if sc.Known {
+			sum.KnownScores++
+			sum.MaxScore = max(sum.MaxScore, sc.Value)
+		}
+		r := rec.Evaluate(recommend.Input{At: at, Service: o.Service, Score: sc, Entry: entry, Active: &active,
+			Instances: len(inst.Entries), Band: o.Band})
+		if r.Inconclusive {
+			sum.Inconclusive++
+		}
+		if r.Ruleset == nil {
+			continue
+		}
+		ref := r.Evidence.Ceiling.From
+		for i := len(applied) - 1; i >= 0; i-- {
+			if at.Sub(appliedAt[i]) <= time.Hour {
+				ref = applied[i].From
+			}
+		}
+		ok, why := o.Band.Allows(ref, r.Evidence.Ceiling.To)
+		if ok {
+			applied, appliedAt = append(applied, r.Evidence.Ceiling), append(appliedAt, at)
+			sum.AutoApplied++
+		}
+		sum.Proposals++
+		raw, _ := r.Ruleset.Canonical()
+		ev, _ := json.Marshal(r.Evidence)
+		active = versioning.Version{Service: o.Service, Number: active.Number + 1, Parent: active.Number, Ruleset: r.Ruleset,
+			Evidence: ev, Active: true, ActivatedAt: at, Source: versioning.SourceEngine}
+		if emit != nil {
+			emit(Proposal{At: at, Version: active.Number, Reason: r.Reason, AutoApply: ok, Policy: why, Evidence: r.Evidence, RulesetJSON: raw})
+		}
+	}
+	return sum, nil
+}

@@ -1,0 +1,148 @@
+package backtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+
+	"governor.dev/governor/engine/loadscore"
+	"governor.dev/governor/engine/recommend"
+	"governor.dev/governor/engine/signals"
+	"governor.dev/governor/engine/signals/embedded"
+	"governor.dev/governor/sdk/rules"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// record writes 30 minutes of a service with two instances at 46 req/s
+// each, whose p99 latency jumps from about 50ms to about 500ms between
+// minutes 10 and 20.
+func record(t *testing.T) *embedded.DB {
+	t.Helper()
+	db, err := embedded.Open(embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	les := []float64{0.05, 0.25, 0.5, 1}
+	var admitted, slow [2]float64
+	var buckets [2][4]float64
+	for step := 0; step <= 120; step++ {
+		at := t0.Add(time.Duration(step) * 15 * time.Second)
+		incident := at.Sub(t0) >= 10*time.Minute && at.Sub(t0) < 20*time.Minute
+		app := db.Appender(context.Background())
+		for i := range 2 {
+			n := 46.0 * 15
+			admitted[i] += n
+			share := []float64{0.995, 1, 1, 1}
+			if incident {
+				share = []float64{0.05, 0.5, 1, 1}
+				slow[i] += n * 0.001
+			}
+			for k := range les {
+				buckets[i][k] += n * share[k]
+			}
+			base := []string{"job", "governor", "instance", fmt.Sprintf("10.0.0.%d:80", i), "service", "checkout"}
+			add := func(v float64, kv ...string) {
+				if _, err := app.Append(0, labels.FromStrings(append(append([]string{}, base...), kv...)...), at.UnixMilli(), v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			add(admitted[i], "__name__", "governor_sdk_requests_total", "route", "api", "class", "core", "outcome", "admitted")
+			add(slow[i], "__name__", "governor_sdk_request_errors_total", "route", "api", "class", "core")
+			for k, le := range les {
+				add(buckets[i][k], "__name__", "governor_sdk_request_duration_seconds_bucket", "route", "api", "le", strconv.FormatFloat(le, 'g', -1, 64))
+			}
+			add(admitted[i], "__name__", "governor_sdk_request_duration_seconds_bucket", "route", "api", "le", "+Inf")
+			add(1, "__name__", "governor_sdk_rules_version")
+		}
+		if err := app.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return db
+}
+
+func options(db *embedded.DB) Options {
+	ro := recommend.DefaultOptions()
+	ro.Thresholds.MinSamples = 5
+	return Options{
+		Source: db, Service: "checkout", From: t0.Add(2 * time.Minute), To: t0.Add(30 * time.Minute), Step: 15 * time.Second,
+		Ruleset: &rules.Ruleset{Service: "checkout", Routes: []rules.Route{{Name: "api", Match: rules.Match{PathPrefix: "/"},
+			RateLimit: &rules.RateLimit{Rate: 60}}}},
+		LoadScore: loadscore.Options{Weights: loadscore.Weights{loadscore.Latency: 1}},
+		Recommend: ro, Band: recommend.DefaultBand(),
+		Reader: signals.ReaderOptions{Window: time.Minute},
+	}
+}
+
+func TestReplayProposesDuringTheIncidentOnly(t *testing.T) {
+	db := record(t)
+	var got []Proposal
+	sum, err := Run(context.Background(), options(db), func(p Proposal) { got = append(got, p) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Steps != 113 || sum.KnownScores != sum.Steps || sum.MaxScore < 0.9 {
+		t.Fatalf("summary %+v", sum)
+	}
+	if len(got) == 0 {
+		t.Fatalf("no proposal; summary %+v", sum)
+	}
+	auto, lowered, raised := 0, 0, 0
+	for _, p := range got {
+		d := p.At.Sub(t0)
+		down := p.Evidence.Ceiling.To < p.Evidence.Ceiling.From
+		switch {
+		case d < 10*time.Minute:
+			t.Errorf("proposal at %s before the incident: %s", d, p.Reason)
+		case d < 21*time.Minute && down:
+			lowered++
+		case d >= 20*time.Minute && !down:
+			raised++ // the ceiling returns after the incident
+		default:
+			t.Errorf("proposal at %s moves the wrong way: %s", d, p.Reason)
+		}
+		if p.AutoApply {
+			auto++
+		}
+	}
+	if lowered == 0 || raised == 0 {
+		t.Errorf("%d proposals lowered the ceiling in the incident, %d raised it after; want both", lowered, raised)
+	}
+	if got[0].Evidence.Ceiling.Instances != 2 || got[0].Version != 2 {
+		t.Fatalf("first proposal %+v", got[0])
+	}
+	if auto != sum.AutoApplied || sum.Proposals != len(got) {
+		t.Fatalf("summary %+v vs %d proposals, %d auto", sum, len(got), auto)
+	}
+	for _, p := range got {
+		t.Logf("%s v%d auto=%v: %s", p.At.Sub(t0), p.Version, p.AutoApply, p.Reason)
+	}
+}
+
+func TestOptionsNameEveryError(t *testing.T) {
+	_, err := Run(context.Background(), Options{Service: "bad service!", From: t0, To: t0}, nil)
+	if !errors.Is(err, ErrInvalidOption) {
+		t.Fatalf("error %v", err)
+	}
+	for _, want := range []string{"Source", "service", "from", "Ruleset"} {
+		if !contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
