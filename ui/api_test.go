@@ -70,6 +70,18 @@ func TestAPIRulesLifecycle(t *testing.T) {
 	require.Equal(t, "otto", body["acked_by"])
 	code, _ = post("/api/v1/alerts/zzz/ack", `{}`)
 	require.Equal(t, http.StatusNotFound, code)
+	code, body = post("/api/v1/services/checkout/canary", `{"version":2,"percent":10}`)
+	require.Equal(t, http.StatusUnprocessableEntity, code, "v2 is only proposed")
+	code, body = post("/api/v1/services/checkout/canary", `{"version":1,"percent":10}`)
+	require.Equal(t, http.StatusCreated, code, "%v", body)
+	resp, b = e.do(req{method: "GET", path: "/api/v1/services/checkout/canary", session: sid})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, b, `"canary":{"version":1,"percent":10}`)
+	code, _ = post("/api/v1/services/checkout/canary/promote", ``)
+	require.Equal(t, http.StatusForbidden, code, "operators do not promote")
+	code, body = post("/api/v1/services/checkout/canary/abort", ``)
+	require.Equal(t, http.StatusOK, code, "%v", body)
+
 	code, body = post("/api/v1/silences", `{"service":"checkout","for":"1m","comment":""}`)
 	require.Equal(t, http.StatusUnprocessableEntity, code)
 	require.Contains(t, body["error"], "comment")
@@ -93,6 +105,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 		"/services/{service}/versions/{n}/withdraw": {"post"}, "/services/{service}/diff": {"get"},
 		"/services/{service}/rollback": {"post"}, "/alerts": {"get"}, "/alerts/{id}/ack": {"post"}, "/silences": {"post"},
 		"/audit": {"get"}, "/audit/verify": {"get"}, "/openapi.yaml": {"get"},
+		"/services/{service}/canary": {"get", "post"}, "/services/{service}/canary/promote": {"post"}, "/services/{service}/canary/abort": {"post"},
 	} {
 		for _, m := range methods {
 			require.Contains(t, doc.Paths[path], m, "%s %s undocumented", m, path)

@@ -47,6 +47,9 @@ var stateChanging = []endpoint{
 	{path: "/api/v1/services/checkout/versions/2/withdraw", json: `{}`, user: "alice"},
 	{path: "/api/v1/services/checkout/rollback", json: `{"to":1,"reason":"r"}`, user: "otto"},
 	{path: "/api/v1/alerts/a1/ack", json: `{}`, user: "otto"},
+	{path: "/api/v1/services/checkout/canary", json: `{"version":1,"percent":10}`, user: "otto"},
+	{path: "/api/v1/services/checkout/canary/promote", json: `{}`, user: "bob"},
+	{path: "/api/v1/services/checkout/canary/abort", json: `{}`, user: "otto"},
 	{path: "/api/v1/silences", json: `{"service":"checkout","for":"1h","comment":"c"}`, user: "otto"},
 }
 

@@ -68,7 +68,7 @@ func New(o Options) (http.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	ap, err := api.New(api.Options{Rules: o.Rules, Fleet: o.Fleet, Alerts: o.Alerts, Clock: o.Clock, Logger: o.Logger})
+	ap, err := api.New(api.Options{Rules: o.Rules, Fleet: o.Fleet, Alerts: o.Alerts, Rollouts: o.Rollouts, Clock: o.Clock, Logger: o.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}

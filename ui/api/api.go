@@ -33,8 +33,10 @@ type Options struct {
 	// Fleet and Alerts may be nil (their routes answer 503).
 	Fleet  model.Fleet
 	Alerts model.Alerts
-	Clock  clock.Clock
-	Logger *slog.Logger
+	// Rollouts may be nil (the canary routes answer 503).
+	Rollouts model.Rollouts
+	Clock    clock.Clock
+	Logger   *slog.Logger
 	// MaxBody bounds request bodies; default 2 MiB.
 	MaxBody int64
 }
@@ -86,6 +88,7 @@ func (a *API) Routes(r chi.Router) {
 		r.Get("/alerts", a.alerts)
 		r.Get("/audit", a.audit)
 		r.Get("/audit/verify", a.verify)
+		r.Get("/services/{service}/canary", a.canary)
 	})
 	r.Group(func(r chi.Router) {
 		r.Use(need(changeRoles...))
@@ -94,7 +97,10 @@ func (a *API) Routes(r chi.Router) {
 		r.Post("/services/{service}/versions/{n}/reject", a.decide("reject"))
 		r.Post("/services/{service}/versions/{n}/withdraw", a.decide("withdraw"))
 		r.Post("/services/{service}/rollback", a.rollback)
+		r.Post("/services/{service}/canary", a.startCanary)
+		r.Post("/services/{service}/canary/abort", a.canaryAction("abort"))
 	})
+	r.With(need(versioning.RoleApprover, versioning.RoleAdmin)).Post("/services/{service}/canary/promote", a.canaryAction("promote"))
 	r.Group(func(r chi.Router) {
 		r.Use(need(alertRoles...))
 		r.Post("/alerts/{id}/ack", a.ack)
