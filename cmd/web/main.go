@@ -5,6 +5,7 @@
 //
 //	web -addr 127.0.0.1:8080 -sqlite governor.db
 //	web -addr :8080 -postgres postgres://...
+//	web -engine http://127.0.0.1:9090   # live scores and ledger from the engine's API
 //	web -demo    # in-memory demo fleet, alerts and a scripted incident
 package main
 
@@ -35,6 +36,7 @@ import (
 	"governor.dev/governor/ui"
 	"governor.dev/governor/ui/auth"
 	"governor.dev/governor/ui/demo"
+	"governor.dev/governor/ui/engineclient"
 	"governor.dev/governor/ui/model"
 )
 
@@ -45,8 +47,8 @@ func main() {
 }
 
 type config struct {
-	addr, sqlitePath, postgresURL, admin string
-	demo                                 bool
+	addr, sqlitePath, postgresURL, admin, engine string
+	demo                                         bool
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -57,6 +59,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.sqlitePath, "sqlite", "governor.db", "SQLite database file (ignored with -postgres)")
 	fs.StringVar(&c.postgresURL, "postgres", "", "PostgreSQL URL of the rules database")
 	fs.StringVar(&c.admin, "admin", "admin", "name of the first admin, created with a one-time password if there are no users")
+	fs.StringVar(&c.engine, "engine", "", "base URL of the decision engine's API (live load scores and the delivery ledger), e.g. http://127.0.0.1:9090")
 	fs.BoolVar(&c.demo, "demo", false, "show an in-memory demo fleet with alerts and a scripted incident")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -88,6 +91,13 @@ func serve(ctx context.Context, c config, stdout io.Writer, log *slog.Logger) er
 		fmt.Fprintf(stdout, "Created the first admin %q with the one-time password: %s\nLog in and choose a new password; it is not shown again.\n", c.admin, pw)
 	}
 	o := ui.Options{Rules: store, Auth: am, Logger: log, Registerer: prometheus.NewRegistry()}
+	if c.engine != "" {
+		ec, err := engineclient.New(engineclient.Options{BaseURL: c.engine})
+		if err != nil {
+			return err
+		}
+		o.Fleet = ec
+	}
 	if c.demo {
 		fleet, alerts := &model.StaticFleet{}, model.NewMemoryAlerts(clock.Real{})
 		do := demo.Options{Rules: store, Fleet: fleet, Alerts: alerts}

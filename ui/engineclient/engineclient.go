@@ -1,0 +1,188 @@
+// Package engineclient is the UI's model.Fleet when the web UI runs as its
+// own process: it reads the decision engine's JSON API (GET /api/v1/services
+// and /api/v1/ledger, see package governor.dev/governor/engine/api) over HTTP
+// and keeps each service's load score trend (one point per engine
+// evaluation). Unknown values stay unknown (nil), never zero; an engine that
+// does not answer is an error the overview shows as a banner.
+package engineclient
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"governor.dev/governor/ui/model"
+)
+
+// ErrEngine wraps every failure to read the engine.
+var ErrEngine = errors.New("engineclient: engine unavailable")
+
+// Options configure New.
+type Options struct {
+	// BaseURL of the engine, e.g. http://engine:9090; required.
+	BaseURL string
+	// Client defaults to one with a 5 s timeout.
+	Client *http.Client
+	// TrendLen is how many evaluations the trend keeps; default 60.
+	TrendLen int
+}
+
+// Client reads the engine.
+type Client struct {
+	o     Options
+	base  *url.URL
+	mu    sync.Mutex
+	last  time.Time
+	trend map[string][]model.Point
+}
+
+var (
+	_ model.Fleet     = (*Client)(nil)
+	_ model.Instances = (*Client)(nil)
+)
+
+// New returns a Client.
+func New(o Options) (*Client, error) {
+	u, err := url.Parse(o.BaseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("engineclient: BaseURL %q must be an http(s) URL", o.BaseURL)
+	}
+	if o.Client == nil {
+		o.Client = &http.Client{Timeout: 5 * time.Second}
+	}
+	if o.TrendLen <= 0 {
+		o.TrendLen = 60
+	}
+	return &Client{o: o, base: u, trend: map[string][]model.Point{}}, nil
+}
+
+type value struct {
+	Value *float64 `json:"value"`
+}
+
+type term struct {
+	Term            string   `json:"term"`
+	Input           value    `json:"input"`
+	Normalized      *float64 `json:"normalized"`
+	EffectiveWeight float64  `json:"effectiveWeight"`
+	Contribution    float64  `json:"contribution"`
+	Known           bool     `json:"known"`
+}
+
+type service struct {
+	Service string `json:"service"`
+	Score   *struct {
+		At         time.Time `json:"at"`
+		Value      *float64  `json:"value"`
+		Known      bool      `json:"known"`
+		Overloaded bool      `json:"overloaded"`
+		Raw        struct {
+			Terms []term `json:"terms"`
+		} `json:"raw"`
+	} `json:"score"`
+	Instances map[string]int `json:"instances"`
+}
+
+func (c *Client) get(ctx context.Context, path string, q url.Values, into any) error {
+	u := c.base.JoinPath(path)
+	u.RawQuery = q.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrEngine, err)
+	}
+	resp, err := c.o.Client.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrEngine, err)
+	}
+	defer resp.Body.Close()
+	body := io.LimitReader(resp.Body, 64<<20)
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(body, 512))
+		return fmt.Errorf("%w: %s: %s %s", ErrEngine, path, resp.Status, strings.TrimSpace(string(b)))
+	}
+	if err := json.NewDecoder(body).Decode(into); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrEngine, path, err)
+	}
+	return nil
+}
+
+// Services returns the engine's services by name.
+func (c *Client) Services(ctx context.Context) ([]model.ServiceStatus, error) {
+	var doc struct {
+		Services []service `json:"services"`
+		LastTick time.Time `json:"last_tick"`
+	}
+	if err := c.get(ctx, "/api/v1/services", nil, &doc); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	fresh := doc.LastTick.After(c.last)
+	if fresh {
+		c.last = doc.LastTick
+	}
+	out := make([]model.ServiceStatus, 0, len(doc.Services))
+	for _, s := range doc.Services {
+		st := model.ServiceStatus{Name: s.Service}
+		if sc := s.Score; sc != nil {
+			st.Overloaded = sc.Overloaded
+			if sc.Known && sc.Value != nil {
+				v := *sc.Value
+				st.LoadScore = &v
+				if fresh {
+					pts := append(c.trend[s.Service], model.Point{At: sc.At, Value: v})
+					if len(pts) > c.o.TrendLen {
+						pts = pts[len(pts)-c.o.TrendLen:]
+					}
+					c.trend[s.Service] = pts
+				}
+			}
+			for _, t := range sc.Raw.Terms {
+				if !t.Known || t.Normalized == nil {
+					continue
+				}
+				st.Terms = append(st.Terms, model.Term{Name: t.Term, Value: *t.Normalized, Weight: t.EffectiveWeight, Contribution: t.Contribution})
+				if t.Term == "latency" && t.Input.Value != nil {
+					p := *t.Input.Value
+					st.P99 = &p
+				}
+			}
+		}
+		st.Trend = slices.Clone(c.trend[s.Service])
+		st.Rollout = model.Rollout{Synced: s.Instances["SYNCED"], Pending: s.Instances["PENDING"], Stale: s.Instances["STALE"],
+			Nacked: s.Instances["NACKED"], Gone: s.Instances["GONE"]}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// Instances returns a service's instances from the engine's ledger.
+func (c *Client) Instances(ctx context.Context, svc string) ([]model.Instance, error) {
+	var doc struct {
+		Instances []struct {
+			Instance  string    `json:"instance"`
+			Running   int64     `json:"running"`
+			Target    int64     `json:"target"`
+			State     string    `json:"state"`
+			Since     time.Time `json:"since"`
+			LastSeen  time.Time `json:"last_seen"`
+			NackError string    `json:"nack_error"`
+		} `json:"instances"`
+	}
+	if err := c.get(ctx, "/api/v1/ledger", url.Values{"service": {svc}}, &doc); err != nil {
+		return nil, err
+	}
+	out := make([]model.Instance, len(doc.Instances))
+	for i, in := range doc.Instances {
+		out[i] = model.Instance{Name: in.Instance, State: in.State, Running: in.Running, Target: in.Target, Since: in.Since, LastSeen: in.LastSeen, NackError: in.NackError}
+	}
+	return out, nil
+}

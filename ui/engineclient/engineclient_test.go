@@ -1,0 +1,111 @@
+package engineclient_test
+
+import (
+	"context"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	engineapi "governor.dev/governor/engine/api"
+	"governor.dev/governor/engine/loadscore"
+	"governor.dev/governor/engine/recommend"
+	"governor.dev/governor/engine/signals"
+	"governor.dev/governor/rules/distribution"
+	"governor.dev/governor/rules/versioning/sqlite"
+	"governor.dev/governor/ui/engineclient"
+)
+
+type evals struct {
+	scores []loadscore.Score
+	tick   time.Time
+}
+
+func (e *evals) Scores() []loadscore.Score                   { return e.scores }
+func (e *evals) Recommendations() []recommend.Recommendation { return nil }
+func (e *evals) LastTick() time.Time                         { return e.tick }
+
+type ledger map[string][]distribution.Instance
+
+func (l ledger) Instances(_ context.Context, svc string) ([]distribution.Instance, error) {
+	if svc == "" {
+		var all []distribution.Instance
+		for _, ins := range l {
+			all = append(all, ins...)
+		}
+		return all, nil
+	}
+	return l[svc], nil
+}
+
+// TestAgainstEngineAPI reads the real engine API handler.
+func TestAgainstEngineAPI(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ev := &evals{tick: t0, scores: []loadscore.Score{
+		{Key: signals.Key{Service: "checkout"}, At: t0, Value: 0.83, Known: true, Overloaded: true, Raw: loadscore.Raw{Terms: []loadscore.Contribution{
+			{Term: loadscore.Latency, Input: signals.KnownValue(0.4), Normalized: 1, EffectiveWeight: 0.3, Contribution: 0.3, Known: true},
+			{Term: loadscore.CPU, Normalized: math.NaN()},
+		}}},
+		{Key: signals.Key{Service: "search"}, At: t0, Value: math.NaN()},
+	}}
+	led := ledger{"checkout": {
+		{Service: "checkout", Instance: "i1", State: distribution.StateSynced, Running: 3, Target: 3},
+		{Service: "checkout", Instance: "i2", State: distribution.StateNacked, Running: 2, Target: 3, NackError: "bad checksum"},
+	}}
+	srv := httptest.NewServer(engineapi.Handler(engineapi.Options{Evaluations: ev, Versions: st, Ledger: led}))
+	t.Cleanup(srv.Close)
+
+	c, err := engineclient.New(engineclient.Options{BaseURL: srv.URL})
+	require.NoError(t, err)
+	svcs, err := c.Services(ctx)
+	require.NoError(t, err)
+	byName := map[string]int{}
+	for i, s := range svcs {
+		byName[s.Name] = i
+	}
+	co := svcs[byName["checkout"]]
+	require.Equal(t, 0.83, *co.LoadScore)
+	require.True(t, co.Overloaded)
+	require.Equal(t, 0.4, *co.P99)
+	require.Len(t, co.Terms, 1, "unknown terms are left out")
+	require.Equal(t, 1, co.Rollout.Synced)
+	require.Equal(t, 1, co.Rollout.Nacked)
+	require.Len(t, co.Trend, 1)
+	require.Nil(t, svcs[byName["search"]].LoadScore, "no data is not zero")
+
+	ev.tick = t0.Add(time.Second)
+	svcs, err = c.Services(ctx)
+	require.NoError(t, err)
+	require.Len(t, svcs[byName["checkout"]].Trend, 2)
+
+	ins, err := c.Instances(ctx, "checkout")
+	require.NoError(t, err)
+	require.Len(t, ins, 2)
+	require.Equal(t, "bad checksum", ins[1].NackError)
+}
+
+func TestEngineDown(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, `{"error":"not ready"}`, http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	c, err := engineclient.New(engineclient.Options{BaseURL: srv.URL})
+	require.NoError(t, err)
+	_, err = c.Services(context.Background())
+	require.ErrorIs(t, err, engineclient.ErrEngine)
+	srv.Close()
+	_, err = c.Services(context.Background())
+	require.ErrorIs(t, err, engineclient.ErrEngine)
+
+	for _, bad := range []string{"", "ftp://x", "http://", "::"} {
+		_, err := engineclient.New(engineclient.Options{BaseURL: bad})
+		require.Error(t, err, bad)
+	}
+}
