@@ -27,7 +27,7 @@ test-short:
 BENCH_MODES ?= sim,live
 bench:
 	cd bench && $(GO) build -o $${TMPDIR:-/tmp}/governor-overload ./cmd/overload && \
-		$${TMPDIR:-/tmp}/governor-overload -all scenarios -modes $(BENCH_MODES) -save results \
+		$${TMPDIR:-/tmp}/governor-overload -all scenarios -modes "$(BENCH_MODES)" -save results \
 		-analysis results/analysis.md -results RESULTS.md
 
 ## bench-hotpath: admit + release of Governor and its peers, benchstat table.

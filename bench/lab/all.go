@@ -109,6 +109,21 @@ func RunAll(ctx context.Context, o AllOptions) error {
 		OS: runtime.GOOS + "/" + runtime.GOARCH, Date: began.UTC().Format(time.RFC3339),
 		LoadAvg: load, WallTimeS: time.Since(began).Seconds(),
 	}
+	machineFile := filepath.Join(o.SaveDir, "machine.json")
+	if len(o.Modes) == 0 {
+		// Only re-rendering: describe the machine of the saved runs.
+		if b, err := os.ReadFile(machineFile); err == nil {
+			var saved report.Machine
+			if json.Unmarshal(b, &saved) == nil {
+				m = saved
+			}
+		}
+	} else {
+		b, _ := json.MarshalIndent(m, "", "  ")
+		if err := os.WriteFile(machineFile, append(b, '\n'), 0o644); err != nil {
+			return fmt.Errorf("lab: %w", err)
+		}
+	}
 	var buf bytes.Buffer
 	report.WriteResults(&buf, string(analysis), m, runs, names)
 	return os.WriteFile(o.Results, buf.Bytes(), 0o644)

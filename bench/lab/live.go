@@ -83,21 +83,21 @@ func RunLive(ctx context.Context, s *scenario.Scenario, list string, o LiveOptio
 	if err != nil {
 		return report.Run{}, fmt.Errorf("lab: %w", err)
 	}
-	capRPS, err := liveOnce(ctx, o, childConfig{Scenario: raw, Limiter: "none", Calibrate: true})
+	cal, err := liveOnce(ctx, o, childConfig{Scenario: raw, Limiter: "none", Calibrate: true})
 	if err != nil {
 		return report.Run{}, err
 	}
-	if n := s.MaxRate(capRPS.CapacityRPS) * s.Length().Seconds(); n > MaxLiveRequests {
+	if n := s.MaxRate(cal.CapacityRPS) * s.Length().Seconds(); n > MaxLiveRequests {
 		return report.Run{}, fmt.Errorf("%w: up to %.0f requests, at most %d", ErrTooBig, n, MaxLiveRequests)
 	}
-	run := report.Run{Scenario: s.Name, Mode: ModeLive, CapacityRPS: round(capRPS.CapacityRPS)}
-	fmt.Fprintf(o.Log, "%s: capacity %.0f rps\n", s.Name, capRPS.CapacityRPS)
+	run := report.Run{Scenario: s.Name, Mode: ModeLive, CapacityRPS: round(cal.CapacityRPS)}
+	fmt.Fprintf(o.Log, "%s: capacity %.0f rps\n", s.Name, cal.CapacityRPS)
 	for _, name := range names {
-		res, err := liveOnce(ctx, o, childConfig{Scenario: raw, Limiter: name, CapacityRPS: capRPS.CapacityRPS})
+		res, err := liveOnce(ctx, o, childConfig{Scenario: raw, Limiter: name, CapacityRPS: cal.CapacityRPS})
 		if err != nil {
 			return run, fmt.Errorf("lab: live %s: %w", name, err)
 		}
-		r := report.Measure(name, s, capRPS.CapacityRPS, res.Attempts)
+		r := report.Measure(name, s, cal.CapacityRPS, res.Attempts)
 		fmt.Fprintf(o.Log, "%s: %s goodput %.1f rps (ratio %.3f)\n", s.Name, name, r.GoodputRPS, r.GoodputRatio)
 		run.Results = append(run.Results, r)
 	}

@@ -93,7 +93,7 @@ func WriteResults(w io.Writer, analysis string, m Machine, runs map[string]map[s
 	fmt.Fprintln(w, "## Machine")
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "- CPU: %s, %d cores; %s; %s\n", m.CPU, m.Cores, m.OS, m.GoVersion)
-	fmt.Fprintf(w, "- measured %s; load average at the start: %s\n", m.Date, m.LoadAvg)
+	fmt.Fprintf(w, "- measured %s; load average: %s\n", m.Date, m.LoadAvg)
 	fmt.Fprintf(w, "- wall time of the whole run: %.0f s\n", m.WallTimeS)
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "## Tables")
