@@ -80,8 +80,7 @@ func header(r *http.Request, name string) int64 {
 
 func (sv *server) work(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	sv.gate.RLock() // a pause stops new work too
-	sv.gate.RUnlock()
+	waitPause(&sv.gate) // a pause stops new work too
 	class := int(header(r, hClass))
 	if class < 0 || class >= len(rules.Classes) {
 		http.Error(w, "bad class", http.StatusBadRequest)

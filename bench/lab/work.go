@@ -49,8 +49,15 @@ func (b *burner) burn(d time.Duration) {
 		c := min(d, chunk)
 		x = spin(int(float64(c.Nanoseconds())*b.perNs), x)
 		d -= c
-		b.gate.RLock()
-		b.gate.RUnlock() //nolint:staticcheck // an empty critical section: waiting out a pause is the point
+		waitPause(b.gate)
 	}
 	b.sink.Store(x)
+}
+
+// waitPause returns at once unless a pause holds the gate, and then when the
+// pause ends.
+func waitPause(gate *sync.RWMutex) {
+	gate.RLock()
+	//lint:ignore SA2001 an empty critical section is the point: it waits out a pause.
+	gate.RUnlock()
 }

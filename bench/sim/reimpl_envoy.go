@@ -14,14 +14,13 @@ import (
 // every 60 s (±15% jitter) by pinning the limit to 3 until 50 requests have
 // completed, taking their p50. It is not Envoy's code.
 type envoyGradient struct {
-	limit      float64
-	minRTT     float64
-	samples    []float64
-	winStart   time.Duration
-	measuring  bool
-	nextProbe  time.Duration
-	probeCount int
-	jit        uint64
+	limit     float64
+	minRTT    float64
+	samples   []float64
+	winStart  time.Duration
+	measuring bool
+	nextProbe time.Duration
+	jit       uint64
 }
 
 const (

@@ -17,7 +17,6 @@ type gradient2 struct {
 	smoothing, tolerance      float64
 	longRTT                   ewma
 	win                       window
-	inflight                  int
 }
 
 func newGradient2() *gradient2 {
