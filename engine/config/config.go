@@ -153,7 +153,7 @@ func DevDefaults() Config {
 	c.Score.HalfLife = 10 * time.Second
 	c.Recommend.BaselineSamples = 6
 	c.Recommend.MinScores = 2
-	c.Bands.Default.MaxChangePerHour = 0.3
+	c.Bands.Default.MaxChangePerHour = 0.5
 	c.Bands.Services = map[string]Band{"search": {Manual: true}}
 	c.Guardrail = Guardrail{Window: 30 * time.Second, Settle: 5 * time.Second, Step: 2 * time.Second, MinSamples: 6,
 		Alpha: 0.05, ErrorTolerance: 0.02, LatencyTolerance: 0.5, GoodputTolerance: 0.3}

@@ -1,0 +1,106 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"governor.dev/governor/engine/events"
+	"governor.dev/governor/engine/guardrail"
+	"governor.dev/governor/engine/loadscore"
+	"governor.dev/governor/engine/recommend"
+	"governor.dev/governor/engine/signals"
+	"governor.dev/governor/rules/distribution"
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/rules/versioning/sqlite"
+	"governor.dev/governor/sdk/rules"
+)
+
+type fakeEval struct{}
+
+func (fakeEval) Scores() []loadscore.Score {
+	return []loadscore.Score{{Key: signals.Key{Service: "checkout"}, Value: 0.8, Known: true,
+		Raw: loadscore.Raw{Score: 0.8, Known: true, Terms: []loadscore.Contribution{{Term: loadscore.Latency, Known: true, Contribution: 0.8}}}}}
+}
+
+func (fakeEval) Recommendations() []recommend.Recommendation {
+	return []recommend.Recommendation{{Service: "checkout", Reason: "lower the ceiling"}}
+}
+
+func (fakeEval) LastTick() time.Time { return time.Unix(100, 0) }
+
+type fakeLedger struct{}
+
+func (fakeLedger) Instances(_ context.Context, service string) ([]distribution.Instance, error) {
+	return []distribution.Instance{{Service: "checkout", Instance: "a", State: distribution.StateSynced}}, nil
+}
+
+type fakeGuard struct{}
+
+func (fakeGuard) Decisions() []guardrail.Decision {
+	return []guardrail.Decision{{Service: "checkout", Version: 2, Verdict: guardrail.Regression}}
+}
+
+func TestHandler(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Propose(ctx, versioning.Proposal{Ruleset: &rules.Ruleset{Service: "checkout"},
+		Author: versioning.Actor{Name: "alice", Roles: []versioning.Role{versioning.RoleOperator}}, Reason: "start"}); err != nil {
+		t.Fatal(err)
+	}
+	rec := events.NewRecorder(10)
+	rec.Emit(ctx, events.Event{Kind: events.AutoRollback, Service: "checkout", Message: "rolled back"})
+	ready := errors.New("warming up")
+	srv := httptest.NewServer(Handler(Options{Evaluations: fakeEval{}, Versions: st, Ledger: fakeLedger{}, Guardrails: fakeGuard{},
+		Events: rec, Gatherer: prometheus.NewRegistry(), Ready: func() error { return ready }}))
+	defer srv.Close()
+	tests := []struct {
+		path string
+		code int
+		want string
+	}{
+		{"/healthz", 200, "ok"},
+		{"/readyz", 503, "warming up"},
+		{"/metrics", 200, ""},
+		{"/api/v1/services", 200, `"active_version":0,"pending":1,"instances":{"SYNCED":1}`},
+		{"/api/v1/services/checkout", 200, `"term":"latency"`},
+		{"/api/v1/services/unknown", 404, "not found"},
+		{"/api/v1/services/bad%20name", 400, "error"},
+		{"/api/v1/services/checkout/versions", 200, `"state":"proposed"`},
+		{"/api/v1/services/checkout/versions?limit=0", 400, "limit"},
+		{"/api/v1/recommendations", 200, "lower the ceiling"},
+		{"/api/v1/ledger?service=checkout", 200, `"instance":"a"`},
+		{"/api/v1/guardrails", 200, `"verdict":"regression"`},
+		{"/api/v1/events?kind=auto_rollback", 200, "rolled back"},
+	}
+	for _, tt := range tests {
+		resp, err := http.Get(srv.URL + tt.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tt.code || !strings.Contains(string(body), tt.want) {
+			t.Errorf("GET %s: %d %s; want %d containing %s", tt.path, resp.StatusCode, body, tt.code, tt.want)
+		}
+		if strings.HasPrefix(tt.path, "/api/") && !json.Valid(body) {
+			t.Errorf("GET %s: not JSON: %s", tt.path, body)
+		}
+	}
+	ready = nil
+	if resp, err := http.Get(srv.URL + "/readyz"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("readyz when ready: %v %v", resp, err)
+	}
+}
