@@ -159,3 +159,13 @@ func FuzzBearerToken(f *testing.F) {
 		require.ErrorIs(t, err, auth.ErrUnauthenticated)
 	})
 }
+
+func TestOversizedBodyRefused(t *testing.T) {
+	e := newEnv(t)
+	e.seed()
+	sid, csrf := e.session("otto")
+	big := `{"reason":"` + strings.Repeat("x", 3<<20) + `"}`
+	resp, body := e.do(req{method: "POST", path: "/api/v1/services/checkout/versions", session: sid, csrf: csrf, json: big})
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
+	require.Contains(t, body, "too large")
+}

@@ -88,7 +88,7 @@ func New(o Options) (http.Handler, error) {
 	}
 
 	r := chi.NewRouter()
-	r.Use(securityHeaders, recoverer(o.Logger, onError), m.middleware)
+	r.Use(securityHeaders, recoverer(o.Logger, onError), m.middleware, limitBody)
 	r.Handle("/assets/*", http.StripPrefix("/assets", assets.Handler()))
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	r.Group(func(r chi.Router) {
@@ -113,6 +113,18 @@ func securityHeaders(next http.Handler) http.Handler {
 		h.Set("Cross-Origin-Opener-Policy", "same-origin")
 		h.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=()")
 		h.Set("Strict-Transport-Security", "max-age=31536000")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// MaxBody bounds every request body (a ruleset is at most 1 MiB).
+const MaxBody = 2 << 20
+
+func limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil {
+			r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+		}
 		next.ServeHTTP(w, r)
 	})
 }

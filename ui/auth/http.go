@@ -13,8 +13,9 @@ import (
 	"governor.dev/governor/rules/versioning"
 )
 
-// CookieName is the session cookie.
-const CookieName = "governor_session"
+// CookieName is the session cookie. The __Host- prefix makes browsers
+// refuse it unless it is Secure, for this host only and for every path.
+const CookieName = "__Host-governor_session"
 
 // CSRFField and CSRFHeader carry the CSRF token of state-changing requests.
 const (
