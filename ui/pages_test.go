@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"runtime"
@@ -426,4 +427,37 @@ func TestCanaryStartPromoteAbort(t *testing.T) {
 	require.Equal(t, versioning.Action("canary_promote"), entries[0].Action)
 	require.Equal(t, "bob", entries[0].Actor)
 	require.Equal(t, versioning.Action("canary_start"), entries[1].Action)
+}
+
+type fakeCharts struct{ err error }
+
+func (f fakeCharts) Charts(_ context.Context, svc string, span time.Duration) ([]model.Chart, error) {
+	t0 := time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
+	return []model.Chart{{Title: "p99 latency", Unit: "ms", Points: []model.Point{{At: t0.Add(-span), Value: 120}, {At: t0, Value: 180}}}}, f.err
+}
+
+func TestServiceCharts(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		charts fakeCharts
+		banner bool
+	}{{"ok", fakeCharts{}, false}, {"source down", fakeCharts{err: errors.New("refused")}, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.seed()
+			h, err := ui.New(ui.Options{Rules: e.store, Auth: e.auth, Fleet: e.fleet, Charts: tc.charts, Clock: e.clk})
+			require.NoError(t, err)
+			sid, _ := e.session("vera")
+			r := httptest.NewRequest("GET", "/services/checkout?range=6h", nil)
+			r.AddCookie(&http.Cookie{Name: auth.CookieName, Value: sid})
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			require.Equal(t, http.StatusOK, w.Code)
+			body := w.Body.String()
+			require.Contains(t, body, "Signals over 6h")
+			require.Contains(t, body, "p99 latency <span class=\"muted\">(ms)</span>")
+			require.Contains(t, body, "<title>2026-03-01 09:00:00 UTC: 180 ms</title>")
+			require.Equal(t, tc.banner, strings.Contains(body, "signal charts are missing"))
+		})
+	}
 }

@@ -36,8 +36,10 @@ type Options struct {
 	Alerts model.Alerts
 	// Rollouts enables canary publish, promote and abort on the rules page.
 	Rollouts model.Rollouts
-	Clock    clock.Clock
-	Logger   *slog.Logger
+	// Charts draws the service page's signal charts (see ui/signalsource).
+	Charts model.Charts
+	Clock  clock.Clock
+	Logger *slog.Logger
 	// Registerer receives the UI's request metrics; nil for none.
 	Registerer prometheus.Registerer
 	// TrustedOrigins are extra origins (scheme://host[:port]) allowed to send
@@ -64,7 +66,7 @@ func New(o Options) (http.Handler, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	pg, err := pages.New(pages.Options{Rules: o.Rules, Auth: o.Auth, Fleet: o.Fleet, Alerts: o.Alerts, Rollouts: o.Rollouts, Clock: o.Clock, Logger: o.Logger, LiveInterval: o.LiveInterval})
+	pg, err := pages.New(pages.Options{Rules: o.Rules, Auth: o.Auth, Fleet: o.Fleet, Alerts: o.Alerts, Rollouts: o.Rollouts, Charts: o.Charts, Clock: o.Clock, Logger: o.Logger, LiveInterval: o.LiveInterval})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}

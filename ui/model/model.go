@@ -129,3 +129,18 @@ type Instance struct {
 type Instances interface {
 	Instances(ctx context.Context, service string) ([]Instance, error)
 }
+
+// Chart is one series of a service over a range, with its unit.
+type Chart struct {
+	Title  string  `json:"title"`
+	Unit   string  `json:"unit"`
+	Points []Point `json:"points"`
+	// Min and Max fix the value axis when both are not zero.
+	Min float64 `json:"min,omitempty"`
+	Max float64 `json:"max,omitempty"`
+}
+
+// Charts draws a service's signals over a range (the metrics source).
+type Charts interface {
+	Charts(ctx context.Context, service string, span time.Duration) ([]Chart, error)
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"html/template"
 	"net/http"
 	"strings"
 	"time"
@@ -104,9 +105,15 @@ type serviceData struct {
 	Active     *versioning.Version
 	ScoreChart any
 	Instances  []model.Instance
+	Charts     []renderedChart
 	HasLedger  bool
 	Range      string
 	Ranges     []string
+}
+
+type renderedChart struct {
+	Title, Unit string
+	SVG         template.HTML
 }
 
 func parseRange(s string) (string, time.Duration) {
@@ -156,6 +163,17 @@ func (p *Pages) service(w http.ResponseWriter, r *http.Request) {
 		d.HasLedger = true
 		if d.Instances, err = in.Instances(r.Context(), svc); err != nil {
 			banners = append(banners, Banner{"warn", "The delivery ledger is unavailable."})
+		}
+	}
+	if p.o.Charts != nil {
+		charts, err := p.o.Charts.Charts(r.Context(), svc, span)
+		if err != nil {
+			banners = append(banners, Banner{"warn", "The metrics source is unavailable: signal charts are missing."})
+			p.o.Logger.Warn("pages: charts", "service", svc, "err", err)
+		}
+		for _, c := range charts {
+			d.Charts = append(d.Charts, renderedChart{Title: c.Title, Unit: c.Unit,
+				SVG: Chart(ChartOptions{Points: c.Points, Unit: c.Unit, Label: c.Title + " of " + svc, Min: c.Min, Max: c.Max})})
 		}
 	}
 	d.ScoreChart = Chart(ChartOptions{Points: pts, Label: "load score of " + svc, Min: 0, Max: 1, Act: 0.8, Release: 0.5})

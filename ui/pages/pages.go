@@ -32,8 +32,10 @@ type Options struct {
 	Alerts model.Alerts
 	// Rollouts (canary publish, promote, abort) may be nil.
 	Rollouts model.Rollouts
-	Clock    clock.Clock
-	Logger   *slog.Logger
+	// Charts draws the service page's signal charts; may be nil.
+	Charts model.Charts
+	Clock  clock.Clock
+	Logger *slog.Logger
 	// LiveInterval is how often the overview stream sends rows; default 2s.
 	LiveInterval time.Duration
 	// Location formats times; default UTC.
