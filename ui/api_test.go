@@ -72,6 +72,7 @@ func TestAPIRulesLifecycle(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, code)
 	code, body = post("/api/v1/services/checkout/canary", `{"version":2,"percent":10}`)
 	require.Equal(t, http.StatusUnprocessableEntity, code, "v2 is only proposed")
+	require.Contains(t, body["fields"].([]any)[0].(map[string]any)["problem"], "only approved versions")
 	code, body = post("/api/v1/services/checkout/canary", `{"version":1,"percent":10}`)
 	require.Equal(t, http.StatusCreated, code, "%v", body)
 	resp, b = e.do(req{method: "GET", path: "/api/v1/services/checkout/canary", session: sid})
