@@ -20,6 +20,9 @@ import (
 	"governor.dev/governor/ui/model"
 )
 
+// ErrInvalid: bad options.
+var ErrInvalid = errors.New("api: invalid options")
+
 //go:embed openapi.yaml
 var openapi []byte
 
@@ -47,7 +50,7 @@ type API struct{ o Options }
 // New returns the API.
 func New(o Options) (*API, error) {
 	if o.Rules == nil {
-		return nil, errors.New("api: Options.Rules is required")
+		return nil, fmt.Errorf("%w: Options.Rules is required", ErrInvalid)
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}

@@ -16,6 +16,9 @@ import (
 	"governor.dev/governor/ui/model"
 )
 
+// ErrInvalid: bad options.
+var ErrInvalid = errors.New("canarysource: invalid options")
+
 // Source is a model.Rollouts over a Publisher.
 type Source struct{ p *distribution.Publisher }
 
@@ -24,7 +27,7 @@ var _ model.Rollouts = (*Source)(nil)
 // New returns a Source.
 func New(p *distribution.Publisher) (*Source, error) {
 	if p == nil {
-		return nil, errors.New("canarysource: a Publisher is required")
+		return nil, fmt.Errorf("%w: a Publisher is required", ErrInvalid)
 	}
 	return &Source{p: p}, nil
 }

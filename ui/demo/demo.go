@@ -18,6 +18,9 @@ import (
 	"governor.dev/governor/ui/model"
 )
 
+// ErrInvalid: bad options.
+var ErrInvalid = errors.New("demo: invalid options")
+
 // Options configure Seed and Run.
 type Options struct {
 	Rules  versioning.Store
@@ -34,7 +37,7 @@ type Options struct {
 
 func (o Options) withDefaults() (Options, error) {
 	if o.Rules == nil || o.Fleet == nil || o.Alerts == nil {
-		return o, errors.New("demo: Rules, Fleet and Alerts are required")
+		return o, fmt.Errorf("%w: Rules, Fleet and Alerts are required", ErrInvalid)
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}

@@ -12,6 +12,7 @@ package enginesource
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -20,6 +21,9 @@ import (
 	"governor.dev/governor/rules/distribution"
 	"governor.dev/governor/ui/model"
 )
+
+// ErrInvalid: bad options.
+var ErrInvalid = errors.New("enginesource: invalid options")
 
 // Scores is the evaluator's read side (*evaluate.Evaluator).
 type Scores interface {
@@ -57,7 +61,7 @@ var (
 // New returns a Source.
 func New(o Options) (*Source, error) {
 	if o.Scores == nil {
-		return nil, errors.New("enginesource: Options.Scores is required")
+		return nil, fmt.Errorf("%w: Options.Scores is required", ErrInvalid)
 	}
 	if o.TrendLen <= 0 {
 		o.TrendLen = 60

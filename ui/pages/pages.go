@@ -18,6 +18,9 @@ import (
 	"governor.dev/governor/ui/model"
 )
 
+// ErrInvalid: bad options.
+var ErrInvalid = errors.New("pages: invalid options")
+
 //go:embed templates
 var templateFS embed.FS
 
@@ -52,7 +55,7 @@ type Pages struct {
 // New parses the templates.
 func New(o Options) (*Pages, error) {
 	if o.Rules == nil || o.Auth == nil {
-		return nil, errors.New("pages: Options.Rules and Options.Auth are required")
+		return nil, fmt.Errorf("%w: Options.Rules and Options.Auth are required", ErrInvalid)
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}

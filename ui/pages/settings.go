@@ -3,6 +3,7 @@ package pages
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/go-chi/chi/v5"
@@ -84,7 +85,7 @@ func (p *Pages) setRoles(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "name")
 	pr := auth.FromContext(r.Context())
 	roles := formRoles(r)
-	if name == pr.User.Name && !versioningHas(roles, versioning.RoleAdmin) {
+	if name == pr.User.Name && !slices.Contains(roles, versioning.RoleAdmin) {
 		p.settingsError(w, r, fmt.Errorf("%w: roles: you cannot remove your own admin role", auth.ErrInvalid))
 		return
 	}
@@ -93,15 +94,6 @@ func (p *Pages) setRoles(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.Redirect(w, r, "/settings", http.StatusSeeOther)
-}
-
-func versioningHas(rs []versioning.Role, r versioning.Role) bool {
-	for _, x := range rs {
-		if x == r {
-			return true
-		}
-	}
-	return false
 }
 
 func (p *Pages) setPolicy(w http.ResponseWriter, r *http.Request) {

@@ -17,6 +17,9 @@ import (
 	"governor.dev/governor/ui/model"
 )
 
+// ErrInvalid: bad options.
+var ErrInvalid = errors.New("signalsource: invalid options")
+
 // Options configure New.
 type Options struct {
 	// Source evaluates PromQL; required.
@@ -37,7 +40,7 @@ var _ model.Charts = (*Source)(nil)
 // New returns a Source.
 func New(o Options) (*Source, error) {
 	if o.Source == nil {
-		return nil, errors.New("signalsource: Options.Source is required")
+		return nil, fmt.Errorf("%w: Options.Source is required", ErrInvalid)
 	}
 	if o.Reader == nil {
 		r, err := signals.NewReader(o.Source, signals.DefaultReaderOptions())
