@@ -198,11 +198,10 @@ func (t *RoundTripper) attempt(d *outbound.Downstream, req *http.Request) (*http
 			return nil, d.Refuse(perr)
 		}
 		pick = balancerPick{p: p, ok: true}
-		u := *req.URL
-		u.Host = p.Addr()
-		r2 := *req
-		r2.URL = &u
-		req = &r2
+		c := &readdressed{r: *req, u: *req.URL} // one allocation for both copies
+		c.u.Host = p.Addr()
+		c.r.URL = &c.u
+		req = &c.r
 	}
 	var cancel context.CancelFunc
 	if to := d.Timeout(); to > 0 {
