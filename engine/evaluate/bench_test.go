@@ -33,7 +33,7 @@ var buckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
 
 // fillStore writes the SDK series of services x instances, one sample every
 // 15 s for five minutes, with load that differs per service.
-func fillStore(b *testing.B, db *embedded.DB, services, instances int) {
+func fillStore(b testing.TB, db *embedded.DB, services, instances int) {
 	ctx := context.Background()
 	classes := []string{"critical", "core", "browse", "batch"}
 	for step := 0; step <= 20; step++ {

@@ -1,0 +1,141 @@
+package evaluate
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"governor.dev/governor/engine/events"
+	"governor.dev/governor/engine/guardrail"
+	"governor.dev/governor/engine/loadscore"
+	"governor.dev/governor/engine/recommend"
+	"governor.dev/governor/engine/signals"
+	"governor.dev/governor/engine/signals/embedded"
+	"governor.dev/governor/rules/distribution"
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/rules/versioning/sqlite"
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/rules"
+)
+
+// TestTick runs cycles over ten services with two instances each, whose
+// load rises with their index: the overloaded ones get a proposal (inside
+// the band it applies itself, and the next cycle holds further changes
+// while the guardrail judges it), the others none.
+func TestTick(t *testing.T) {
+	const services, instances = 10, 2
+	ctx := context.Background()
+	db, err := embedded.Open(embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	fillStore(t, db, services, instances)
+	clk := clock.NewFake(benchT0.Add(-10 * time.Minute)) // the starting versions are old: not guarded
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	alice := versioning.Actor{Name: "alice", Roles: []versioning.Role{versioning.RoleOperator}}
+	bob := versioning.Actor{Name: "bob", Roles: []versioning.Role{versioning.RoleApprover}}
+	var ins []distribution.Instance
+	for s := range services {
+		svc := fmt.Sprintf("svc-%04d", s)
+		for _, rate := range []float64{80, 70} { // two versions, so the second has a parent to return to
+			rs := &rules.Ruleset{Service: svc, Routes: []rules.Route{{Name: "api", Match: rules.Match{PathPrefix: "/"},
+				RateLimit: &rules.RateLimit{Rate: rate}, Concurrency: &rules.Concurrency{Min: 2, Max: 50}}}}
+			p, err := st.Propose(ctx, versioning.Proposal{Ruleset: rs, Author: alice, Reason: "start", Rebase: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.Approve(ctx, svc, p.Number, bob, "ok"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range instances {
+			ins = append(ins, distribution.Instance{Service: svc, Instance: strconv.Itoa(i), State: distribution.StateSynced})
+		}
+	}
+	clk.Set(benchT0.Add(5 * time.Minute))
+	reader, err := signals.NewReader(db, signals.ReaderOptions{MaxAge: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tracker, err := loadscore.New(loadscore.Options{Weights: loadscore.Weights{loadscore.Latency: 0.5, loadscore.InFlight: 0.5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro := recommend.DefaultOptions()
+	ro.MinScores = 1
+	rec, err := recommend.New(ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	guard, err := guardrail.New(guardrail.Options{Store: st, Series: guardrail.SignalSeries{Source: db, Reader: reader}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := events.NewRecorder(100)
+	reg := prometheus.NewRegistry()
+	e, err := New(Options{Reader: reader, Tracker: tracker, Recommender: rec, Versions: st, Guard: guard,
+		Proposer: &recommend.Proposer{Store: st, Clock: clk}, Fleet: fleetOf{ins}, Events: evs, Registerer: reg,
+		Band: func(string) recommend.Band { return recommend.Band{MaxChangePerHour: 1} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var submitted []recommend.Submitted
+	for i := range 3 {
+		res, err := e.Tick(ctx, clk.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Scores) != services || len(res.Recommendations) != services {
+			t.Fatalf("tick %d: %d scores, %d recommendations", i, len(res.Scores), len(res.Recommendations))
+		}
+		submitted = append(submitted, res.Submitted...)
+		clk.Advance(10 * time.Second)
+	}
+	if len(submitted) == 0 {
+		t.Fatalf("no proposal; recommendations: %+v", e.Recommendations())
+	}
+	held := 0
+	for _, r := range e.Recommendations() {
+		if strings.HasPrefix(r.Reason, "held while the guardrail judges") {
+			held++
+		}
+	}
+	seen := map[string]int{}
+	for _, s := range submitted {
+		if !s.AutoApplied || s.Version.Source != versioning.SourceEngine || len(s.Version.Evidence) == 0 {
+			t.Fatalf("submitted %+v", s)
+		}
+		seen[s.Version.Service]++
+	}
+	for svc, n := range seen {
+		if n > 1 {
+			t.Errorf("%s changed %d times while its last change was being judged", svc, n)
+		}
+	}
+	for svc := range seen {
+		if !guard.Watching(svc) {
+			t.Errorf("%s: the guardrail does not judge the engine's change", svc)
+		}
+	}
+	t.Logf("%d services changed, %d recommendations held for the guardrail", len(seen), held)
+	if got := testutil.ToFloat64(e.metrics.ticks); got != 3 {
+		t.Errorf("ticks metric %v", got)
+	}
+	if len(evs.Events(events.AutoApply)) != len(submitted) {
+		t.Errorf("%d auto_apply events for %d changes", len(evs.Events(events.AutoApply)), len(submitted))
+	}
+	if _, err := New(Options{}); err == nil || !strings.Contains(err.Error(), "Reader") {
+		t.Fatalf("missing options: %v", err)
+	}
+}
