@@ -72,7 +72,7 @@ try {
   await p.waitForSelector("text=load score 0.91 above 0.80");
   await p.click("details summary");
   await shot(p, "04-recommendations");
-  await p.click('a.button[href="/services/checkout/rules/3"]');
+  await p.click('a[href="/services/checkout/rules/3"] >> nth=0');
   await p.waitForURL(/rules\/3$/);
   // Alice is an approver but did not propose it (the engine did): she may approve. She proposes her own change instead
   // to see self-approval refused.

@@ -461,3 +461,22 @@ func TestServiceCharts(t *testing.T) {
 		})
 	}
 }
+
+func TestRecommendationsDecide(t *testing.T) {
+	e := newEnv(t)
+	e.seed()
+	sid, _ := e.session("alice")
+	_, body := e.do(req{method: "GET", path: "/recommendations", session: sid})
+	require.Contains(t, body, "Approve is disabled: you proposed this version; four eyes")
+	sid, csrf := e.session("bob")
+	_, body = e.do(req{method: "GET", path: "/recommendations", session: sid})
+	require.NotContains(t, body, "Approve is disabled")
+	resp, _ := e.do(req{method: "POST", path: "/services/checkout/rules/2/reject", session: sid, csrf: csrf, form: url.Values{"comment": {"too aggressive"}}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	v, err := e.store.Get(context.Background(), "checkout", 2)
+	require.NoError(t, err)
+	require.Equal(t, versioning.StateRejected, v.State)
+	require.Equal(t, "too aggressive", v.DecisionComment)
+	_, body = e.do(req{method: "GET", path: "/recommendations", session: sid})
+	require.Contains(t, body, "Nothing awaits a decision.")
+}

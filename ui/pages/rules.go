@@ -343,8 +343,9 @@ func (p *Pages) rollback(w http.ResponseWriter, r *http.Request) {
 
 type recommendation struct {
 	versioning.Version
-	Changes      []versioning.Change
-	EvidenceHTML template.HTML
+	Changes               []versioning.Change
+	EvidenceHTML          template.HTML
+	ApproveWhy, RejectWhy string
 }
 
 func (p *Pages) recommendations(w http.ResponseWriter, r *http.Request) {
@@ -364,8 +365,14 @@ func (p *Pages) recommendations(w http.ResponseWriter, r *http.Request) {
 			p.fail(w, r, err)
 			return
 		}
+		pol, err := p.o.Rules.Policy(ctx, in.Name)
+		if err != nil {
+			p.fail(w, r, err)
+			return
+		}
 		for _, v := range vs {
 			rec := recommendation{Version: v, EvidenceHTML: p.evidenceHTML(v.Evidence)}
+			rec.ApproveWhy, rec.RejectWhy = DecisionWhy(v, pol, auth.FromContext(ctx))
 			if v.Parent > 0 {
 				if parent, err := p.o.Rules.Get(ctx, v.Service, v.Parent); err == nil {
 					rec.Changes = versioning.Diff(parent.Ruleset, v.Ruleset)
