@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -11,7 +12,7 @@ import (
 )
 
 // ErrNotFound: no such alert.
-var ErrNotFound = fmt.Errorf("model: not found")
+var ErrNotFound = errors.New("model: not found")
 
 // MemoryAlerts is an in-memory Alerts for the dev stack and tests: alerts are
 // raised with Fire and resolved with Resolve.
