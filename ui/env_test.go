@@ -12,12 +12,15 @@ import (
 	"testing"
 	"time"
 
+	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/bcrypt"
 	_ "modernc.org/sqlite"
 
+	"governor.dev/governor/internal/testenv"
 	"governor.dev/governor/migrations"
 	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/rules/versioning/postgres"
 	"governor.dev/governor/rules/versioning/sqlite"
 	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/sdk/rules"
@@ -62,7 +65,28 @@ func newEnvTB(t testing.TB) *env {
 	require.NoError(t, err)
 	db.SetMaxOpenConns(1)
 	t.Cleanup(func() { _ = db.Close() })
-	am, err := auth.New(ctx, auth.Options{DB: db, Dialect: migrations.SQLite, Auditor: st, Clock: clk, BcryptCost: bcrypt.MinCost, LoginBurst: 100})
+	return newEnvOn(t, clk, st, db, migrations.SQLite)
+}
+
+// newEnvPostgres is the same UI on a real PostgreSQL database shared by the
+// rules store and the accounts, as in production.
+func newEnvPostgres(t *testing.T) *env {
+	t.Helper()
+	url := testenv.Postgres(t)
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
+	st, err := postgres.Open(ctx, postgres.Options{URL: url, Clock: clk})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	db, err := sql.Open("pgx", url)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	return newEnvOn(t, clk, st, db, migrations.Postgres)
+}
+
+func newEnvOn(t testing.TB, clk *clock.Fake, st versioning.Store, db *sql.DB, dialect migrations.Dialect) *env {
+	ctx := context.Background()
+	am, err := auth.New(ctx, auth.Options{DB: db, Dialect: dialect, Auditor: st, Clock: clk, BcryptCost: bcrypt.MinCost, LoginBurst: 100})
 	require.NoError(t, err)
 	for name, roles := range roleUsers {
 		_, err := am.CreateUser(ctx, name, testPassword, roles, false)

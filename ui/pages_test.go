@@ -480,3 +480,30 @@ func TestRecommendationsDecide(t *testing.T) {
 	_, body = e.do(req{method: "GET", path: "/recommendations", session: sid})
 	require.Contains(t, body, "Nothing awaits a decision.")
 }
+
+// TestPostgresStack: four eyes, rollback, tokens and the audit chain through
+// the UI on PostgreSQL.
+func TestPostgresStack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	e := newEnvPostgres(t)
+	e.seed()
+	ctx := context.Background()
+	sid, csrf := e.session("alice")
+	resp, body := e.do(req{method: "POST", path: "/services/checkout/rules/2/approve", session: sid, csrf: csrf})
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	require.Contains(t, body, "self-approval refused")
+	sidB, csrfB := e.session("bob")
+	resp, _ = e.do(req{method: "POST", path: "/services/checkout/rules/2/approve", session: sidB, csrf: csrfB})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	resp, _ = e.do(req{method: "POST", path: "/services/checkout/rollback/1", session: sid, csrf: csrf, form: url.Values{"reason": {"back"}, "confirm": {"yes"}}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	active, err := e.store.Active(ctx, "checkout")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), active.RollbackOf)
+	resp, body = e.do(req{method: "GET", path: "/audit", session: sid})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, "Chain verified:")
+	require.Contains(t, body, "<td>login</td>")
+}
