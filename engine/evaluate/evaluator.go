@@ -67,6 +67,7 @@ type Evaluator struct {
 	scores  map[string]loadscore.Score
 	recs    map[string]recommend.Recommendation
 	active  map[string]versioning.Version // cache by service, Tick's goroutine only
+	states  map[string]distribution.State // ledger state by service/instance, Tick's goroutine only
 	last    time.Time
 	metrics metrics
 }
@@ -131,7 +132,7 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 		return res, fmt.Errorf("evaluate: read signals: %w", err)
 	}
 	scores := e.o.Tracker.Update(snap)
-	live, err := e.liveInstances(ctx)
+	live, err := e.liveInstances(ctx, at)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -238,8 +239,9 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 	return res, errors.Join(errs...)
 }
 
-// liveInstances counts each service's instances that are not GONE.
-func (e *Evaluator) liveInstances(ctx context.Context) (map[string]int, error) {
+// liveInstances counts each service's instances that are not GONE, and
+// emits instance_stale when an instance turns STALE or NACKED.
+func (e *Evaluator) liveInstances(ctx context.Context, at time.Time) (map[string]int, error) {
 	out := map[string]int{}
 	if e.o.Fleet == nil {
 		return out, nil
@@ -248,11 +250,24 @@ func (e *Evaluator) liveInstances(ctx context.Context) (map[string]int, error) {
 	if err != nil {
 		return out, fmt.Errorf("evaluate: ledger: %w", err)
 	}
+	seen := make(map[string]distribution.State, len(ins))
 	for _, in := range ins {
 		if in.State != distribution.StateGone {
 			out[in.Service]++
 		}
+		key := in.Service + "/" + in.Instance
+		seen[key] = in.State
+		bad := in.State == distribution.StateStale || in.State == distribution.StateNacked
+		if prev, ok := e.states[key]; bad && (!ok || prev != in.State) {
+			msg := fmt.Sprintf("%s instance %s is %s: runs v%d, meant to run v%d", in.Service, in.Instance, in.State, in.Running, in.Target)
+			if in.State == distribution.StateNacked {
+				msg += fmt.Sprintf(" (refused v%d: %s %s)", in.NackVersion, in.NackReason, in.NackError)
+			}
+			e.o.Events.Emit(ctx, events.Event{Kind: events.InstanceStale, Severity: events.Warning, At: at, Service: in.Service,
+				Version: in.Target, Message: msg, Detail: in})
+		}
 	}
+	e.states = seen
 	return out, nil
 }
 

@@ -135,6 +135,18 @@ func TestTick(t *testing.T) {
 	if len(evs.Events(events.AutoApply)) != len(submitted) {
 		t.Errorf("%d auto_apply events for %d changes", len(evs.Events(events.AutoApply)), len(submitted))
 	}
+	// An instance that falls behind is reported once.
+	stale := fleetOf{append([]distribution.Instance{{Service: "svc-0000", Instance: "9", State: distribution.StateStale, Running: 1, Target: 2}}, ins...)}
+	e.o.Fleet = stale
+	for range 2 {
+		if _, err := e.Tick(ctx, clk.Now()); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(10 * time.Second)
+	}
+	if got := evs.Events(events.InstanceStale); len(got) != 1 || got[0].Service != "svc-0000" {
+		t.Fatalf("instance_stale events %+v", got)
+	}
 	if _, err := New(Options{}); err == nil || !strings.Contains(err.Error(), "Reader") {
 		t.Fatalf("missing options: %v", err)
 	}
