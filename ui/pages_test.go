@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -237,6 +238,19 @@ func TestOverviewStreamsUpdates(t *testing.T) {
 	require.Equal(t, "rows", ev)
 	require.Contains(t, data, "0.85")
 	require.Contains(t, data, "overloaded")
+
+	// Logging out ends the stream at its next update.
+	p, err := e.auth.SessionPrincipal(context.Background(), sid)
+	require.NoError(t, err)
+	require.NoError(t, e.auth.Logout(context.Background(), p))
+	for e.clk.Pending() == 0 {
+		runtime.Gosched()
+	}
+	e.clk.Advance(time.Second)
+	ev, _ = next()
+	require.Equal(t, "end", ev)
+	_, err = rd.ReadString('\n')
+	require.ErrorIs(t, err, io.EOF)
 }
 
 var inlineScript = regexp.MustCompile(`(?i)<script(?:\s[^>]*)?>[^<]|\son[a-z]+=|\sstyle=|javascript:`)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/ui/auth"
 	"governor.dev/governor/ui/model"
 )
 
@@ -43,7 +44,16 @@ func (p *Pages) overviewEvents(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	ctx := r.Context()
+	pr := auth.FromContext(ctx)
 	for {
+		// A stream lives no longer than its session: logout, expiry or a
+		// role change ends it.
+		if pr != nil && pr.Session != nil {
+			if _, err := p.o.Auth.SessionPrincipal(ctx, pr.Session.ID); errors.Is(err, auth.ErrUnauthenticated) {
+				_ = writeEvent(w, "end", "session ended")
+				return
+			}
+		}
 		if err := p.sendOverview(ctx, w); err != nil {
 			if !errors.Is(err, context.Canceled) {
 				p.o.Logger.Debug("pages: overview stream ended", "err", err)

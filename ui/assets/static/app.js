@@ -16,6 +16,10 @@
     var s = document.getElementById("overview-summary");
     if (s) s.innerHTML = ev.data;
   });
+  src.addEventListener("end", function () {
+    src.close();
+    if (live) { live.dataset.state = "down"; live.textContent = "session ended: reload to log in"; }
+  });
   src.onerror = function () {
     if (live) { live.dataset.state = "down"; live.textContent = "reconnecting…"; }
   };
