@@ -278,9 +278,11 @@ func TestEveryPageRendersUnderStrictCSP(t *testing.T) {
 			require.Nil(t, inlineScript.FindStringIndex(body), "inline code: %q", inlineScript.FindString(body))
 		})
 	}
-	e.fleet.SetInstances("checkout", []model.Instance{{Name: "i-7", State: "NACKED", Running: 1, Target: 2, NackError: "checksum mismatch"}})
+	e.fleet.SetInstances("checkout", []model.Instance{{Name: "i-1", State: "SYNCED", Running: 2, Target: 2},
+		{Name: "i-7", State: "NACKED", Running: 1, Target: 2, NackError: "checksum mismatch"}})
 	_, body := e.do(req{method: "GET", path: "/services/checkout", session: sid})
 	require.Contains(t, body, "<td>i-7</td><td><strong>NACKED</strong></td>")
+	require.Less(t, strings.Index(body, "<td>i-7</td>"), strings.Index(body, "<td>i-1</td>"), "refusals first")
 	require.Contains(t, body, "checksum mismatch")
 	_, body = e.do(req{method: "GET", path: "/recommendations", session: sid})
 	require.Contains(t, body, "promo day")

@@ -189,6 +189,9 @@ func Run(ctx context.Context, o Options) error {
 		now := o.Clock.Now()
 		snap := Snapshot(o, step, now, trend)
 		o.Fleet.Set(snap, nil)
+		for _, st := range snap {
+			o.Fleet.SetInstances(st.Name, instances(ctx, o, st, now))
+		}
 		switch s := snap[0]; {
 		case firing == "" && *s.LoadScore > 0.8:
 			firing = fmt.Sprintf("%s-p99-%d", s.Name, step)
@@ -206,4 +209,23 @@ func Run(ctx context.Context, o Options) error {
 		case <-t.C():
 		}
 	}
+}
+
+// instances lists a service's demo instances matching its rollout counts:
+// synced ones run the active version, pending ones the one before.
+func instances(ctx context.Context, o Options, st model.ServiceStatus, now time.Time) []model.Instance {
+	var target int64
+	if v, err := o.Rules.Active(ctx, st.Name); err == nil {
+		target = v.Number
+	}
+	out := make([]model.Instance, 0, st.Rollout.Total())
+	add := func(n int, state string, running int64) {
+		for range n {
+			out = append(out, model.Instance{Name: fmt.Sprintf("%s-%02d", st.Name, len(out)+1), State: state,
+				Running: running, Target: target, Since: now, LastSeen: now})
+		}
+	}
+	add(st.Rollout.Synced, "SYNCED", target)
+	add(st.Rollout.Pending, "PENDING", max(target-1, 0))
+	return out
 }

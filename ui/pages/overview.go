@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -121,6 +122,20 @@ type serviceData struct {
 	Ranges     []string
 }
 
+func stateRank(s string) int {
+	switch s {
+	case "NACKED":
+		return 0
+	case "STALE":
+		return 1
+	case "GONE":
+		return 2
+	case "PENDING":
+		return 3
+	}
+	return 4
+}
+
 type renderedChart struct {
 	Title, Unit string
 	SVG         template.HTML
@@ -174,6 +189,8 @@ func (p *Pages) service(w http.ResponseWriter, r *http.Request) {
 		if d.Instances, err = in.Instances(r.Context(), svc); err != nil {
 			banners = append(banners, Banner{"warn", "The delivery ledger is unavailable."})
 		}
+		// Instances that need a look first.
+		slices.SortStableFunc(d.Instances, func(a, b model.Instance) int { return stateRank(a.State) - stateRank(b.State) })
 	}
 	if p.o.Charts != nil {
 		charts, err := p.o.Charts.Charts(r.Context(), svc, span)

@@ -82,7 +82,7 @@ func TestChartHasAxesUnitsAndHoverValues(t *testing.T) {
 	require.Contains(t, svg, `class="axis"`)
 	require.Contains(t, svg, "30.00 req/s", "ticks carry the unit")
 	require.Contains(t, svg, "<title>2026-01-01 10:01:00 UTC: 30.00 req/s</title>", "values on hover")
-	require.Contains(t, svg, ">10:00<", "time axis")
+	require.Contains(t, svg, ">10:00:00<", "time axis, seconds for short spans")
 	require.Contains(t, string(Chart(ChartOptions{})), "No data")
 	bands := string(Chart(ChartOptions{Points: []model.Point{{Value: 0.5}, {Value: 0.6}}, Min: 0, Max: 1, Act: 0.8, Release: 0.5}))
 	require.Contains(t, bands, "band-act")

@@ -127,8 +127,11 @@ func Chart(o ChartOptions) template.HTML {
 }
 
 func timeLayout(span time.Duration) string {
-	if span > 36*time.Hour {
+	switch {
+	case span > 36*time.Hour:
 		return "Jan 2 15:04"
+	case span < 10*time.Minute:
+		return "15:04:05"
 	}
 	return "15:04"
 }
