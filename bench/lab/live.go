@@ -50,10 +50,12 @@ type childConfig struct {
 	Calibrate   bool            `json:"calibrate,omitempty"`
 }
 
-// childResult is what the load generator prints.
+// childResult is what the load generator prints (and, in Limits, what the
+// server prints when it stops).
 type childResult struct {
 	CapacityRPS float64          `json:"capacity_rps,omitempty"`
 	Attempts    []report.Attempt `json:"attempts,omitempty"`
+	Limits      []int            `json:"limits,omitempty"`
 }
 
 // RunLive runs the scenario on loopback: for every limiter, a server
@@ -98,6 +100,7 @@ func RunLive(ctx context.Context, s *scenario.Scenario, list string, o LiveOptio
 			return run, fmt.Errorf("lab: live %s: %w", name, err)
 		}
 		r := report.Measure(name, s, cal.CapacityRPS, res.Attempts)
+		r.Detail.LimitShrinkS = limitShrink(s, res.Limits)
 		fmt.Fprintf(o.Log, "%s: %s goodput %.1f rps (ratio %.3f)\n", s.Name, name, r.GoodputRPS, r.GoodputRatio)
 		run.Results = append(run.Results, r)
 	}
@@ -106,8 +109,7 @@ func RunLive(ctx context.Context, s *scenario.Scenario, list string, o LiveOptio
 
 // liveOnce starts a server with cfg.Limiter and a load generator against
 // it, and returns what the load generator reported.
-func liveOnce(ctx context.Context, o LiveOptions, cfg childConfig) (childResult, error) {
-	var out childResult
+func liveOnce(ctx context.Context, o LiveOptions, cfg childConfig) (out childResult, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	srv := child(ctx, o, "server")
@@ -142,7 +144,30 @@ func liveOnce(ctx context.Context, o LiveOptions, cfg childConfig) (childResult,
 	if err != nil || json.Unmarshal(line, &hello) != nil || hello.Addr == "" {
 		return out, fmt.Errorf("lab: server did not report its address (%v)", err)
 	}
-	go io.Copy(io.Discard, br) // never let a chatty library block the server on a full pipe
+	// Read the rest (never let a chatty library block the server on a full
+	// pipe), keeping the limit trace the server prints when it stops.
+	traced := make(chan []int, 1)
+	go func() {
+		var limits []int
+		for {
+			line, err := br.ReadBytes('\n')
+			var tr struct{ Limits []int }
+			if json.Unmarshal(line, &tr) == nil && tr.Limits != nil {
+				limits = tr.Limits
+			}
+			if err != nil {
+				traced <- limits
+				return
+			}
+		}
+	}()
+	defer func() {
+		srvIn.Close()
+		select {
+		case out.Limits = <-traced:
+		case <-time.After(5 * time.Second):
+		}
+	}()
 	cfg.Addr = hello.Addr
 	lg := child(ctx, o, "loadgen")
 	in, _ := json.Marshal(cfg)
@@ -192,9 +217,14 @@ func Child(ctx context.Context, role string, in io.Reader, out io.Writer) error 
 			io.Copy(io.Discard, in)
 			cancel()
 		}()
-		return newServer(s, lim).serve(ctx, func(addr string) error {
+		sv := newServer(s, lim)
+		err = sv.serve(ctx, func(addr string) error {
 			return json.NewEncoder(out).Encode(map[string]string{"addr": addr})
 		})
+		if err != nil {
+			return err
+		}
+		return json.NewEncoder(out).Encode(childResult{Limits: sv.Limits()})
 	case "loadgen":
 		base := "http://" + cfg.Addr
 		if cfg.Calibrate {

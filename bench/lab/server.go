@@ -40,6 +40,8 @@ type server struct {
 	once    sync.Once
 	// inflight counts admitted requests (for tracing).
 	inflight atomic.Int64
+	mu       sync.Mutex
+	limits   []int // the limiter's limit every 100 ms since the start
 }
 
 func newServer(s *scenario.Scenario, lim limiters.Limiter) *server {
@@ -175,21 +177,41 @@ func (sv *server) serve(ctx context.Context, ready func(addr string) error) erro
 	return nil
 }
 
-// trace logs the limiter's limit and the in-flight count once a second to
-// stderr when BENCH_TRACE is set, for diagnosing a live run.
+// trace samples the limiter's limit every 100 ms from the start of the run
+// (for limiters that expose one), and logs it with the in-flight count once
+// a second to stderr when BENCH_TRACE is set.
 func (sv *server) trace(ctx context.Context) {
 	l, ok := sv.lim.(interface{ Limit() int })
-	if !ok || os.Getenv("BENCH_TRACE") == "" {
+	if !ok {
 		return
 	}
-	t := time.NewTicker(time.Second)
+	select {
+	case <-sv.started:
+	case <-ctx.Done():
+		return
+	}
+	verbose := os.Getenv("BENCH_TRACE") != ""
+	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
-	for {
+	for n := 1; ; n++ {
 		select {
 		case <-t.C:
-			fmt.Fprintf(os.Stderr, "t=%.0fs limit=%d inflight=%d\n", sv.elapsed().Seconds(), l.Limit(), sv.inflight.Load())
+			lim := l.Limit()
+			sv.mu.Lock()
+			sv.limits = append(sv.limits, lim)
+			sv.mu.Unlock()
+			if verbose && n%10 == 0 {
+				fmt.Fprintf(os.Stderr, "t=%.1fs limit=%d inflight=%d\n", sv.elapsed().Seconds(), lim, sv.inflight.Load())
+			}
 		case <-ctx.Done():
 			return
 		}
 	}
+}
+
+// Limits returns the limit samples taken so far (every 100 ms).
+func (sv *server) Limits() []int {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	return append([]int(nil), sv.limits...)
 }

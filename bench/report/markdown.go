@@ -115,15 +115,15 @@ func WriteResults(w io.Writer, analysis string, m Machine, runs map[string]map[s
 		}
 		sim, okS := modes["sim"]
 		live, okL := modes["live"]
-		if okS {
+		for _, mode := range []string{"sim", "live"} {
 			var parts []string
-			for _, x := range sim.Results {
+			for _, x := range modes[mode].Results {
 				if x.Detail.LimitShrinkS >= 0 {
 					parts = append(parts, fmt.Sprintf("%s %.1f s", x.Limiter, x.Detail.LimitShrinkS))
 				}
 			}
 			if len(parts) > 0 {
-				fmt.Fprintf(w, "Time until the limit halved after the first event began (sim): %s.\n\n", strings.Join(parts, ", "))
+				fmt.Fprintf(w, "Time until the limit halved after the first event began (%s): %s.\n\n", mode, strings.Join(parts, ", "))
 			}
 		}
 		if okS && okL {
