@@ -25,8 +25,8 @@ type Options struct {
 	// Query evaluates PromQL rules; nil leaves them failing with an error
 	// per evaluation (event rules still work).
 	Query rule.QueryFunc
-	// Routes default to one route to every receiver... of which there must
-	// then be exactly one.
+	// Routes are required with several receivers; with one receiver they
+	// default to a single route to it.
 	Routes []dispatch.Route
 	Timing dispatch.Timing
 	// Inhibit defaults to inhibit.Defaults(); NoInhibition turns it off.

@@ -10,6 +10,7 @@ import (
 
 	"governor.dev/governor/alerts"
 	"governor.dev/governor/alerts/notify"
+	"governor.dev/governor/alerts/notify/notifytest"
 )
 
 func TestPostsToAPIv2(t *testing.T) {
@@ -29,7 +30,7 @@ func TestPostsToAPIv2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.Notify(context.Background(), notify.Sample(notify.KindNotify)); err != nil {
+	if _, err := n.Notify(context.Background(), notifytest.Sample(notify.KindNotify)); err != nil {
 		t.Fatal(err)
 	}
 	p := <-got

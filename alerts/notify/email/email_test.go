@@ -10,6 +10,7 @@ import (
 
 	"governor.dev/governor/alerts"
 	"governor.dev/governor/alerts/notify"
+	"governor.dev/governor/alerts/notify/notifytest"
 )
 
 // smtpServer is a minimal SMTP server accepting one message per session.
@@ -80,7 +81,7 @@ func TestSendsMail(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.Notify(context.Background(), notify.Sample(notify.KindNotify)); err != nil {
+	if _, err := n.Notify(context.Background(), notifytest.Sample(notify.KindNotify)); err != nil {
 		t.Fatal(err)
 	}
 	got := <-s.mail
@@ -100,7 +101,7 @@ func TestUnreachableRelayIsRetryable(t *testing.T) {
 	addr := ln.Addr().String()
 	_ = ln.Close()
 	n, _ := New(Config{Smarthost: addr, From: "a@b.test", To: []string{"c@d.test"}})
-	if retry, err := n.Notify(context.Background(), notify.Sample(notify.KindNotify)); !retry || !errors.Is(err, notify.ErrDelivery) {
+	if retry, err := n.Notify(context.Background(), notifytest.Sample(notify.KindNotify)); !retry || !errors.Is(err, notify.ErrDelivery) {
 		t.Fatalf("retry %v err %v", retry, err)
 	}
 }

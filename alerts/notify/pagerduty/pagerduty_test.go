@@ -10,6 +10,7 @@ import (
 
 	"governor.dev/governor/alerts"
 	"governor.dev/governor/alerts/notify"
+	"governor.dev/governor/alerts/notify/notifytest"
 )
 
 func TestEventsV2(t *testing.T) {
@@ -27,7 +28,7 @@ func TestEventsV2(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg := notify.Sample(notify.KindNotify)
+	msg := notifytest.Sample(notify.KindNotify)
 	if _, err := n.Notify(context.Background(), msg); err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +40,7 @@ func TestEventsV2(t *testing.T) {
 	if res.EventAction != "resolve" || res.DedupKey != msg.Alerts[1].Fingerprint || res.Payload != nil {
 		t.Fatalf("resolve %+v", res)
 	}
-	if _, err := n.Notify(context.Background(), notify.Sample(notify.KindAcknowledge)); err != nil {
+	if _, err := n.Notify(context.Background(), notifytest.Sample(notify.KindAcknowledge)); err != nil {
 		t.Fatal(err)
 	}
 	if ack := <-got; ack.EventAction != "acknowledge" {

@@ -11,6 +11,7 @@ import (
 
 	"governor.dev/governor/alerts"
 	"governor.dev/governor/alerts/notify"
+	"governor.dev/governor/alerts/notify/notifytest"
 )
 
 func TestIncomingWebhook(t *testing.T) {
@@ -27,7 +28,7 @@ func TestIncomingWebhook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.Notify(context.Background(), notify.Sample(notify.KindNotify)); err != nil {
+	if _, err := n.Notify(context.Background(), notifytest.Sample(notify.KindNotify)); err != nil {
 		t.Fatal(err)
 	}
 	m := <-got

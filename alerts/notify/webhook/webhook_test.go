@@ -10,6 +10,7 @@ import (
 
 	"governor.dev/governor/alerts"
 	"governor.dev/governor/alerts/notify"
+	"governor.dev/governor/alerts/notify/notifytest"
 )
 
 func TestPostsVersion4Payload(t *testing.T) {
@@ -28,7 +29,7 @@ func TestPostsVersion4Payload(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := n.Notify(context.Background(), notify.Sample(notify.KindNotify)); err != nil {
+	if _, err := n.Notify(context.Background(), notifytest.Sample(notify.KindNotify)); err != nil {
 		t.Fatal(err)
 	}
 	p := <-got
@@ -45,16 +46,16 @@ func TestPostsVersion4Payload(t *testing.T) {
 		t.Fatalf("commonLabels %v", p["commonLabels"])
 	}
 	// Acknowledgements are not sent; server errors are retryable, 4xx final.
-	if _, err := n.Notify(context.Background(), notify.Sample(notify.KindAcknowledge)); err != nil || len(got) != 0 {
+	if _, err := n.Notify(context.Background(), notifytest.Sample(notify.KindAcknowledge)); err != nil || len(got) != 0 {
 		t.Fatal("acknowledge was posted")
 	}
 	status = http.StatusServiceUnavailable
-	if retry, err := n.Notify(context.Background(), notify.Sample(notify.KindNotify)); !retry || !errors.Is(err, notify.ErrDelivery) {
+	if retry, err := n.Notify(context.Background(), notifytest.Sample(notify.KindNotify)); !retry || !errors.Is(err, notify.ErrDelivery) {
 		t.Fatalf("503: retry %v err %v", retry, err)
 	}
 	<-got
 	status = http.StatusBadRequest
-	if retry, err := n.Notify(context.Background(), notify.Sample(notify.KindNotify)); retry || err == nil {
+	if retry, err := n.Notify(context.Background(), notifytest.Sample(notify.KindNotify)); retry || err == nil {
 		t.Fatalf("400: retry %v err %v", retry, err)
 	}
 	<-got

@@ -10,6 +10,7 @@ import (
 	"governor.dev/governor/alerts"
 	"governor.dev/governor/alerts/dispatch"
 	"governor.dev/governor/alerts/notify"
+	"governor.dev/governor/alerts/notify/notifytest"
 	"governor.dev/governor/alerts/rule"
 	"governor.dev/governor/alerts/silence"
 	"governor.dev/governor/alerts/store"
@@ -135,7 +136,7 @@ func testAcks(t *testing.T, s store.Store) {
 
 func testNotificationLog(t *testing.T, s store.Store) {
 	ctx := context.Background()
-	m := notify.Sample(notify.KindNotify)
+	m := notifytest.Sample(notify.KindNotify)
 	g := &dispatch.GroupState{Receiver: m.Receiver, Key: m.GroupKey, Labels: m.GroupLabels, SentAt: t0, Seq: 1,
 		Notified: map[string]alerts.Alert{m.Alerts[0].Fingerprint: m.Alerts[0].Alert}}
 	ok, err := s.RecordNotification(ctx, g, m)
@@ -171,7 +172,7 @@ func testNotificationLog(t *testing.T, s store.Store) {
 		t.Fatalf("mark unknown: %v", err)
 	}
 	// A notification given up is closed but not delivered.
-	m2 := notify.Sample(notify.KindNotify)
+	m2 := notifytest.Sample(notify.KindNotify)
 	m2.ID = "n2"
 	if _, err := s.RecordNotification(ctx, nil, m2); err != nil {
 		t.Fatal(err)
@@ -196,7 +197,7 @@ func testPrune(t *testing.T, s store.Store) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	old, open, recent := notify.Sample(notify.KindNotify), notify.Sample(notify.KindNotify), notify.Sample(notify.KindNotify)
+	old, open, recent := notifytest.Sample(notify.KindNotify), notifytest.Sample(notify.KindNotify), notifytest.Sample(notify.KindNotify)
 	old.ID, open.ID, recent.ID = "old", "open", "recent"
 	recent.CreatedAt = t0.Add(time.Hour)
 	for _, m := range []*notify.Message{old, open, recent} {
