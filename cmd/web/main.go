@@ -6,6 +6,7 @@
 //	web -addr 127.0.0.1:8080 -sqlite governor.db
 //	web -addr :8080 -postgres postgres://...
 //	web -engine http://127.0.0.1:9090   # live scores and ledger from the engine's API
+//	web -engine http://127.0.0.1:9090 -prometheus http://127.0.0.1:9091
 //	web -demo    # in-memory demo fleet, alerts and a scripted incident
 package main
 
@@ -28,6 +29,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	_ "modernc.org/sqlite"
 
+	"governor.dev/governor/engine/signals"
+	"governor.dev/governor/engine/signals/promapi"
 	"governor.dev/governor/migrations"
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/rules/versioning/postgres"
@@ -38,6 +41,7 @@ import (
 	"governor.dev/governor/ui/demo"
 	"governor.dev/governor/ui/engineclient"
 	"governor.dev/governor/ui/model"
+	"governor.dev/governor/ui/signalsource"
 )
 
 func main() {
@@ -47,8 +51,8 @@ func main() {
 }
 
 type config struct {
-	addr, sqlitePath, postgresURL, admin, engine string
-	demo                                         bool
+	addr, sqlitePath, postgresURL, admin, engine, prometheus string
+	demo                                                     bool
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -60,6 +64,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.postgresURL, "postgres", "", "PostgreSQL URL of the rules database")
 	fs.StringVar(&c.admin, "admin", "admin", "name of the first admin, created with a one-time password if there are no users")
 	fs.StringVar(&c.engine, "engine", "", "base URL of the decision engine's API (live load scores and the delivery ledger), e.g. http://127.0.0.1:9090")
+	fs.StringVar(&c.prometheus, "prometheus", "", "base URL of the Prometheus-compatible API the engine reads: service page charts and the overview's golden signals")
 	fs.BoolVar(&c.demo, "demo", false, "show an in-memory demo fleet with alerts and a scripted incident")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -97,6 +102,26 @@ func serve(ctx context.Context, c config, stdout io.Writer, log *slog.Logger) er
 			return err
 		}
 		o.Fleet = ec
+	}
+	if c.prometheus != "" {
+		src, err := promapi.New(promapi.Options{Address: c.prometheus, Logger: log})
+		if err != nil {
+			return err
+		}
+		charts, err := signalsource.New(signalsource.Options{Source: src})
+		if err != nil {
+			return err
+		}
+		o.Charts = charts
+		if o.Fleet != nil {
+			rd, err := signals.NewReader(src, signals.DefaultReaderOptions())
+			if err != nil {
+				return err
+			}
+			if o.Fleet, err = signalsource.Enrich(o.Fleet, rd, nil); err != nil {
+				return err
+			}
+		}
 	}
 	if c.demo {
 		fleet, alerts := &model.StaticFleet{}, model.NewMemoryAlerts(clock.Real{})

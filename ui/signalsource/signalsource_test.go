@@ -12,6 +12,7 @@ import (
 
 	"governor.dev/governor/engine/signals"
 	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/ui/model"
 	"governor.dev/governor/ui/signalsource"
 )
 
@@ -65,4 +66,54 @@ func TestCharts(t *testing.T) {
 	require.Empty(t, charts[0].Points)
 	_, err = signalsource.New(signalsource.Options{})
 	require.Error(t, err)
+}
+
+// instantSource answers every instant query with one sample per service,
+// the value depending on the query's metric.
+type instantSource struct{ fail bool }
+
+func (s instantSource) Query(_ context.Context, q string, at time.Time) (*signals.Result, error) {
+	if s.fail {
+		return nil, errors.New("prometheus: connection refused")
+	}
+	v := 0.0
+	labels := signals.Labels{"service": "checkout"}
+	switch {
+	case strings.Contains(q, "histogram_quantile(0.99, sum by (service, le) (rate(governor_sdk_request_duration"):
+		v = 0.25
+	case strings.HasPrefix(q, "sum by (service) (rate(governor_sdk_requests_total"):
+		v = 120
+	case strings.Contains(q, "class"):
+		labels = signals.Labels{"service": "checkout", "class": "sheddable"}
+		v = 0.1
+	}
+	return &signals.Result{Type: signals.TypeVector, Samples: []signals.Sample{{Labels: labels, Point: signals.Point{T: at, V: v}}}}, nil
+}
+
+func (instantSource) QueryRange(context.Context, string, signals.Range) (*signals.Result, error) {
+	return nil, errors.New("not used")
+}
+
+func TestEnrich(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	base := &model.StaticFleet{}
+	base.Set([]model.ServiceStatus{{Name: "checkout"}, {Name: "quiet"}}, nil)
+	rd, err := signals.NewReader(instantSource{}, signals.ReaderOptions{MaxAge: -1})
+	require.NoError(t, err)
+	en, err := signalsource.Enrich(base, rd, clk)
+	require.NoError(t, err)
+	svcs, err := en.Services(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 120.0, *svcs[0].RequestRate)
+	require.Equal(t, 0.25, *svcs[0].P99)
+	require.Equal(t, 0.1, svcs[0].ShedByClass["sheddable"])
+	require.Nil(t, svcs[1].RequestRate, "a service the metrics do not know stays unknown")
+
+	rdDown, err := signals.NewReader(instantSource{fail: true}, signals.ReaderOptions{MaxAge: -1})
+	require.NoError(t, err)
+	en, err = signalsource.Enrich(base, rdDown, clk)
+	require.NoError(t, err)
+	svcs, err = en.Services(context.Background())
+	require.Error(t, err)
+	require.Len(t, svcs, 2, "the services still come back")
 }

@@ -1,0 +1,86 @@
+package signalsource
+
+import (
+	"context"
+	"fmt"
+
+	"governor.dev/governor/engine/signals"
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/ui/model"
+)
+
+// Enriched is a model.Fleet that fills in the golden signals a base fleet
+// leaves unknown (request rate, error ratio, p99, shed ratio by class) from
+// one snapshot of the metrics source per call: the overview shows what the
+// engine reads even though its scores carry only the load score terms.
+type Enriched struct {
+	base   model.Fleet
+	reader *signals.Reader
+	clk    clock.Clock
+}
+
+var _ model.Fleet = (*Enriched)(nil)
+
+// Enrich wraps base. reader renders and runs the engine's queries.
+func Enrich(base model.Fleet, reader *signals.Reader, clk clock.Clock) (*Enriched, error) {
+	if base == nil || reader == nil {
+		return nil, fmt.Errorf("%w: Enrich needs a fleet and a reader", ErrInvalid)
+	}
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	return &Enriched{base: base, reader: reader, clk: clk}, nil
+}
+
+// Instances passes through to the base fleet when it knows the ledger.
+func (e *Enriched) Instances(ctx context.Context, service string) ([]model.Instance, error) {
+	if in, ok := e.base.(model.Instances); ok {
+		return in.Instances(ctx, service)
+	}
+	return nil, nil
+}
+
+// Services returns the base fleet's services with the missing signals
+// filled in. A metrics failure leaves them unknown and is returned with the
+// services, so the overview shows a banner and the rest.
+func (e *Enriched) Services(ctx context.Context) ([]model.ServiceStatus, error) {
+	svcs, err := e.base.Services(ctx)
+	if err != nil {
+		return svcs, err
+	}
+	snap, err := e.reader.Read(ctx, e.clk.Now(), signals.PerService)
+	if err != nil {
+		return svcs, fmt.Errorf("signalsource: metrics: %w", err)
+	}
+	known := func(v signals.Value) *float64 {
+		if f, ok := v.Get(); ok {
+			return &f
+		}
+		return nil
+	}
+	for i := range svcs {
+		s := &svcs[i]
+		entry, ok := snap.Entries[signals.Key{Service: s.Name}]
+		if !ok {
+			continue
+		}
+		if s.RequestRate == nil {
+			s.RequestRate = known(entry.Get(signals.RequestRate))
+		}
+		if s.ErrorRatio == nil {
+			s.ErrorRatio = known(entry.Get(signals.ErrorRatio))
+		}
+		if s.P99 == nil {
+			s.P99 = known(entry.Get(signals.LatencyP99))
+		}
+		if s.ShedByClass == nil && len(entry.ShedByClass) > 0 {
+			s.ShedByClass = map[string]float64{}
+			for class, v := range entry.ShedByClass {
+				if f, ok := v.Get(); ok {
+					s.ShedByClass[class] = f
+				}
+			}
+		}
+	}
+	return svcs, nil
+}
