@@ -6,6 +6,7 @@ import (
 	"governor.dev/governor/alerts"
 	"governor.dev/governor/alerts/rule"
 	"governor.dev/governor/engine/events"
+	"governor.dev/governor/rules/distribution"
 )
 
 // EngineSink adapts the manager to the engine's event sink: engine events
@@ -39,9 +40,19 @@ func FromEngine(e events.Event) (rule.Event, bool) {
 	case events.LeaderAcquired:
 		ev.Kind, ev.Resolved = rule.EventLeaderLost, true
 	case events.InstanceStale:
+		// The engine reports stale and nacked instances under one kind,
+		// with the ledger record as detail.
 		ev.Kind = rule.EventInstanceStale
-		if d, ok := e.Detail.(map[string]string); ok && d["instance"] != "" {
-			ev.Labels = map[string]string{"instance": d["instance"]}
+		switch d := e.Detail.(type) {
+		case distribution.Instance:
+			ev.Labels = map[string]string{"instance": d.Instance}
+			if d.State == distribution.StateNacked {
+				ev.Kind = rule.EventInstanceNacked
+			}
+		case map[string]string:
+			if d["instance"] != "" {
+				ev.Labels = map[string]string{"instance": d["instance"]}
+			}
 		}
 	case events.BreakerOpen:
 		ev.Kind = rule.EventBreakerOpen

@@ -12,6 +12,7 @@ import (
 	"governor.dev/governor/alerts/rule"
 	"governor.dev/governor/engine/events"
 	"governor.dev/governor/engine/signals/embedded"
+	"governor.dev/governor/rules/distribution"
 )
 
 // The built-in PromQL rules, evaluated by the real PromQL engine of the
@@ -97,6 +98,7 @@ func TestFromEngine(t *testing.T) {
 		{events.Event{Kind: events.LeaderLost, At: at}, rule.EventLeaderLost, false, true},
 		{events.Event{Kind: events.LeaderAcquired, At: at}, rule.EventLeaderLost, true, true},
 		{events.Event{Kind: events.InstanceStale, Service: "a", At: at, Detail: map[string]string{"instance": "i1"}}, rule.EventInstanceStale, false, true},
+		{events.Event{Kind: events.InstanceStale, Service: "a", At: at, Detail: distribution.Instance{Instance: "i2", State: distribution.StateNacked}}, rule.EventInstanceNacked, false, true},
 		{events.Event{Kind: events.AutoApply, At: at}, "", false, false},
 	}
 	for _, tt := range tests {
@@ -108,6 +110,9 @@ func TestFromEngine(t *testing.T) {
 	ev, _ := FromEngine(tests[4].in)
 	if ev.Labels["instance"] != "i1" || ev.Service != "a" {
 		t.Fatalf("stale instance labels %+v", ev)
+	}
+	if ev, _ := FromEngine(tests[5].in); ev.Labels["instance"] != "i2" {
+		t.Fatalf("nacked instance labels %+v", ev)
 	}
 }
 
@@ -123,8 +128,12 @@ func TestEngineSinkRaisesAndClearsLeaderLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	sink := EngineSink{M: h.m}
-	sink.Emit(context.Background(), events.Event{Kind: events.LeaderLost, Severity: events.Critical, At: t0})
+	// The engine emits leader lost as a warning; the rule's P0 stands.
+	sink.Emit(context.Background(), events.Event{Kind: events.LeaderLost, Severity: events.Warning, At: t0})
 	h.timeline(0, 30*time.Second, map[time.Duration][]string{30 * time.Second: {"firing GovernorLeaderLost@/firing"}})
+	if got := h.pdActions(); len(got) != 1 || got[0] != "trigger" {
+		t.Fatalf("leader lost did not page as P0: %v", got)
+	}
 	sink.Emit(context.Background(), events.Event{Kind: events.LeaderAcquired, At: t0.Add(time.Minute)})
 	h.timeline(time.Minute, 2*time.Minute, map[time.Duration][]string{time.Minute + 30*time.Second: {"resolved GovernorLeaderLost@/resolved"}})
 }

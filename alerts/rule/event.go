@@ -29,8 +29,8 @@ type Event struct {
 	Service string
 	// Labels further identify the subject (instance, downstream, signal).
 	Labels map[string]string
-	// Severity overrides the rule's tier when the rule leaves it empty
-	// (anomaly levels).
+	// Severity is the tier for rules that leave theirs empty (anomaly
+	// levels); a rule with a tier keeps it.
 	Severity alerts.Severity
 	At       time.Time
 	// Resolved clears the condition for the same subject.
@@ -88,7 +88,12 @@ func (r Rule) observeEvents(current map[alerts.Fingerprint]*Active, evs []Event,
 		if ev.Service != "" {
 			base["service"] = ev.Service
 		}
-		l := r.alertLabels(base, ev.Severity)
+		// The rule's tier wins; the event's applies to rules without one.
+		sev := r.Severity
+		if sev == "" {
+			sev = ev.Severity
+		}
+		l := r.alertLabels(base, sev)
 		fp := l.Fingerprint()
 		if ev.Resolved {
 			delete(out, fp)
