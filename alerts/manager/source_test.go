@@ -44,6 +44,8 @@ func TestBuiltinRulesOnEmbeddedStore(t *testing.T) {
 			}
 			add(1000*n, at, "__name__", "governor_sdk_requests_total", "service", svc, "instance", "a", "route", "/", "class", "critical", "outcome", "admitted")
 			add(shed, at, "__name__", "governor_sdk_requests_total", "service", svc, "instance", "a", "route", "/", "class", "critical", "outcome", "shed")
+			// Shadow counts do not dilute the ratio.
+			add(1e6*n, at, "__name__", "governor_sdk_requests_total", "service", svc, "instance", "a", "route", "/", "class", "critical", "outcome", "shadow_would_shed")
 		}
 		add(2, at, "__name__", "governor_sdk_breaker_state", "service", "checkout", "instance", "a", "downstream", "payments")
 		add(2, at, "__name__", "governor_sdk_breaker_state", "service", "checkout", "instance", "b", "downstream", "payments")

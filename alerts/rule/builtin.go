@@ -19,8 +19,10 @@ func Builtin() []Rule {
 		m["description"] = description
 		return m
 	}
+	// Shadow outcomes count a request a second time, so the denominator
+	// leaves them out.
 	const critShed = `sum by (service) (rate(governor_sdk_requests_total{class="critical",outcome=~"shed|rate_limited|queue_timeout"}[5m]))` +
-		` / sum by (service) (rate(governor_sdk_requests_total{class="critical"}[5m])) > 0.001`
+		` / sum by (service) (rate(governor_sdk_requests_total{class="critical",outcome!~"shadow_.*"}[5m])) > 0.001`
 	return []Rule{
 		{Name: "GovernorLoadHigh", Expr: `governor_engine_load_score > 0.8`, Severity: alerts.P1,
 			For: 10 * time.Minute, KeepFiringFor: 5 * time.Minute,
