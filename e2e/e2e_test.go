@@ -96,6 +96,7 @@ func TestBrowserWalkThrough(t *testing.T) {
 
 	shots, err := filepath.Abs("screenshots")
 	require.NoError(t, err)
+	require.NoError(t, os.RemoveAll(shots)) // only this run's pictures
 	rctx, rcancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer rcancel()
 	cmd := exec.CommandContext(rctx, node, "run.mjs")
@@ -103,6 +104,16 @@ func TestBrowserWalkThrough(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	t.Logf("run.mjs:\n%s", out)
 	require.NoError(t, err, "the browser walk-through failed")
+
+	// Every page was photographed.
+	pngs, err := filepath.Glob(filepath.Join(shots, "*.png"))
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(pngs), 15)
+	for _, p := range pngs {
+		fi, err := os.Stat(p)
+		require.NoError(t, err)
+		require.Greater(t, fi.Size(), int64(5000), "%s looks empty", p)
+	}
 
 	// What the browser did is in the store.
 	v3, err := st.Get(ctx, "checkout", 3)
