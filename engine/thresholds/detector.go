@@ -91,14 +91,17 @@ func (d *Detector) Observe(t time.Time, v float64) Result {
 	ts := t.UnixNano()
 	f, res, adj := d.features(ts, v)
 	d.learn(ts, v, adj)
-	best := 0.0
+	best, second := 0.0, 0.0
 	for i := range f {
 		if d.opt.Weights[i] == 0 {
 			continue
 		}
 		b := d.rare[i].bin(f[i])
-		if s := d.opt.Weights[i] * d.rare[i].surprisal(f[i], b); s > best {
-			best, res.Feature = s, Feature(i)
+		switch s := d.opt.Weights[i] * d.rare[i].surprisal(f[i], b); {
+		case s > best:
+			best, second, res.Feature = s, best, Feature(i)
+		case s > second:
+			second = s
 		}
 		d.rare[i].update(f[i], b)
 	}
@@ -106,7 +109,7 @@ func (d *Detector) Observe(t time.Time, v float64) Result {
 		res.Inconclusive = true
 		return res
 	}
-	best = d.damp(best)
+	best = d.damp(d.corroborate(best, second, res.Feature))
 	res.Score = best / (best + d.opt.ScoreScale)
 	if math.IsInf(best, 1) {
 		res.Score = 1
@@ -173,6 +176,17 @@ func (d *Detector) damp(s float64) float64 {
 		return s * (1 - d.opt.EchoDamping)
 	}
 	return s
+}
+
+// corroborate lowers a lone signal: when the best surprisal comes from a
+// feature marked in Options.Corroborate and the second best stays below
+// CorroborationLevel times the "not seen within memory" surprisal, it keeps
+// 1-LoneDamping of itself.
+func (d *Detector) corroborate(best, second float64, f Feature) float64 {
+	if d.opt.Corroborate[f] && second < d.opt.CorroborationLevel*d.unseen {
+		return best * (1 - d.opt.LoneDamping)
+	}
+	return best
 }
 
 // echoLevel is the share of the "not seen within memory" surprisal from

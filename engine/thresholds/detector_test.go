@@ -265,6 +265,8 @@ func TestOptionsValidate(t *testing.T) {
 		{"volatility", mod(func(o *Options) { o.VolatilityHalfLife = math.Inf(1) }), "VolatilityHalfLife"},
 		{"echo window", mod(func(o *Options) { o.EchoWindow = -1 }), "EchoWindow"},
 		{"echo damping", mod(func(o *Options) { o.EchoDamping = 1.5 }), "EchoDamping"},
+		{"corroboration level", mod(func(o *Options) { o.CorroborationLevel = math.NaN() }), "CorroborationLevel"},
+		{"lone damping", mod(func(o *Options) { o.LoneDamping = -0.1 }), "LoneDamping"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

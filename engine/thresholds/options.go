@@ -67,6 +67,16 @@ type Options struct {
 	// disables the damping.
 	EchoWindow  int
 	EchoDamping float64
+	// Corroborate marks the features whose surprisal needs corroboration:
+	// when one of them gives the score and no other feature reaches
+	// CorroborationLevel times the surprisal of "not seen within memory",
+	// the score keeps 1-LoneDamping of its surprisal, so a lone slow signal
+	// (a drift or a new high seen by nothing else) ranks just below an
+	// event that several views of the series agree on. LoneDamping 0
+	// disables it.
+	Corroborate        [NumFeatures]bool
+	CorroborationLevel float64
+	LoneDamping        float64
 	// ScoreScale is the surprisal (in nats) that maps to a score of 0.5.
 	ScoreScale float64
 }
@@ -104,8 +114,10 @@ func DefaultOptions() Options {
 		CusumHalfLife:    50, CusumAllowance: 0.5,
 		VolatilityHalfLife: 50,
 		EchoWindow:         5, EchoDamping: 0.1,
+		CorroborationLevel: 0.5, LoneDamping: 0.05,
 		ScoreScale: 1,
 	}
+	o.Corroborate[DriftUp], o.Corroborate[EnvelopeUp] = true, true
 	for _, f := range []Feature{PointUp, PointDown, ShiftUp, EnvelopeUp, DriftUp, VolatilityUp} {
 		o.Weights[f] = 1
 	}
@@ -147,6 +159,10 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: EchoWindow %d: want >= 0", ErrOptions, o.EchoWindow)
 	case !(o.EchoDamping >= 0 && o.EchoDamping <= 1):
 		return fmt.Errorf("%w: EchoDamping %v: want in [0, 1]", ErrOptions, o.EchoDamping)
+	case !(o.CorroborationLevel >= 0 && o.CorroborationLevel <= 1):
+		return fmt.Errorf("%w: CorroborationLevel %v: want in [0, 1]", ErrOptions, o.CorroborationLevel)
+	case !(o.LoneDamping >= 0 && o.LoneDamping <= 1):
+		return fmt.Errorf("%w: LoneDamping %v: want in [0, 1]", ErrOptions, o.LoneDamping)
 	case !(o.ScoreScale > 0) || math.IsInf(o.ScoreScale, 0):
 		return fmt.Errorf("%w: ScoreScale %v: want a finite value > 0", ErrOptions, o.ScoreScale)
 	}

@@ -14,7 +14,7 @@ import (
 // robustFloor is the lowest standard-profile NAB score DefaultOptions may
 // reach under any single perturbation of TestNABRobustness, just below the
 // measured minimum.
-const robustFloor = 67.0
+const robustFloor = 68.5
 
 // perturbation is one change to DefaultOptions or to the rarity bin edges.
 type perturbation struct {
@@ -45,6 +45,8 @@ func perturbations() []perturbation {
 		{"RangeFloor", func(o *Options) *float64 { return &o.RangeFloor }},
 		{"MemoryHalfLife", func(o *Options) *float64 { return &o.MemoryHalfLife }},
 		{"VolatilityHalfLife", func(o *Options) *float64 { return &o.VolatilityHalfLife }},
+		{"CorroborationLevel", func(o *Options) *float64 { return &o.CorroborationLevel }},
+		{"LoneDamping", func(o *Options) *float64 { return &o.LoneDamping }},
 	}
 	for _, fl := range fields {
 		for _, k := range []float64{0.8, 1.25} {

@@ -1,0 +1,93 @@
+package thresholds
+
+import (
+	"math/rand/v2"
+	"testing"
+)
+
+// TestCorroborate checks which surprisals keep 1-LoneDamping of themselves:
+// only those from a feature that needs corroboration, and only when no other
+// feature reaches CorroborationLevel of the "not seen within memory" level.
+func TestCorroborate(t *testing.T) {
+	d := mustDetector(t)
+	u := d.unseen
+	level := d.opt.CorroborationLevel * u
+	tests := []struct {
+		name   string
+		f      Feature
+		second float64
+		damped bool
+	}{
+		{"lone drift", DriftUp, 0, true},
+		{"drift with weak company", DriftUp, 0.99 * level, true},
+		{"drift corroborated", DriftUp, level, false},
+		{"lone new high", EnvelopeUp, 0.1 * u, true},
+		{"new high corroborated", EnvelopeUp, 0.9 * u, false},
+		{"lone point residual", PointUp, 0, false},
+		{"lone volatility", VolatilityUp, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := d.corroborate(u, tt.second, tt.f)
+			want := u
+			if tt.damped {
+				want = u * (1 - d.opt.LoneDamping)
+			}
+			if got != want {
+				t.Fatalf("corroborate(%v, %v, %s) = %v, want %v", u, tt.second, tt.f, got, want)
+			}
+		})
+	}
+	opt := DefaultOptions()
+	opt.LoneDamping = 0
+	off, err := New(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := off.corroborate(u, 0, DriftUp); got != u {
+		t.Fatalf("LoneDamping 0: corroborate = %v, want %v unchanged", got, u)
+	}
+}
+
+// TestLoneDriftDamped feeds a noisy series that starts to drift slowly
+// upwards, which the drift feature sees before any other, with and without
+// LoneDamping (echo damping off, so only this one mechanism differs): with
+// it, the drift's lone alarms score lower and nothing scores higher.
+func TestLoneDriftDamped(t *testing.T) {
+	run := func(loneDamping float64) []Result {
+		opt := DefaultOptions()
+		opt.LoneDamping = loneDamping
+		opt.EchoWindow = 0
+		d, err := New(opt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rng := rand.New(rand.NewPCG(7, 7))
+		out := make([]Result, 3000)
+		for i := range out {
+			v := 100 + rng.NormFloat64()
+			if i >= 2000 {
+				v += float64(i-2000) * 0.004
+			}
+			out[i] = d.Observe(every5m(i), v)
+		}
+		return out
+	}
+	off, on := run(0), run(DefaultOptions().LoneDamping)
+	lowered := 0
+	for i := range on {
+		if on[i].Score > off[i].Score {
+			t.Fatalf("sample %d: %.5f with lone damping, %.5f without: want no increase", i, on[i].Score, off[i].Score)
+		}
+		if on[i].Score < off[i].Score {
+			lowered++
+			if on[i].Feature != DriftUp && on[i].Feature != EnvelopeUp {
+				t.Errorf("sample %d lowered but scored by %s", i, on[i].Feature)
+			}
+		}
+	}
+	if lowered == 0 {
+		t.Fatal("no lone drift alarm was lowered")
+	}
+	t.Logf("%d samples lowered", lowered)
+}
