@@ -1,0 +1,198 @@
+// Package api serves the alerts manager as JSON over HTTP: the alerts with
+// what keeps them quiet, their history, acknowledgements and silences.
+// Authentication is the embedding server's job; Options.Author names the
+// person behind a request so that acknowledgements and silences record who
+// made them.
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"governor.dev/governor/alerts"
+	"governor.dev/governor/alerts/manager"
+	"governor.dev/governor/alerts/silence"
+	"governor.dev/governor/sdk/clock"
+)
+
+// Options of the handler. Zero fields take defaults.
+type Options struct {
+	Clock  clock.Clock
+	Logger *slog.Logger
+	// Author returns the authenticated person of a request; when nil the
+	// "by" / "created_by" field of the body is used.
+	Author func(*http.Request) string
+	// MaxBody bounds request bodies; default 64 KiB.
+	MaxBody int64
+}
+
+type handler struct {
+	m *manager.Manager
+	o Options
+}
+
+// New returns the handler with routes
+//
+//	GET    /alerts                      alerts of the last step
+//	GET    /alerts/{fingerprint}/history state changes, ?limit=
+//	POST   /alerts/{fingerprint}/ack    {"by", "comment"}
+//	GET    /silences
+//	POST   /silences                    {"matchers", "starts_at", "ends_at", "created_by", "comment"}
+//	DELETE /silences/{id}               expire now
+func New(m *manager.Manager, o Options) http.Handler {
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.MaxBody <= 0 {
+		o.MaxBody = 64 << 10
+	}
+	h := &handler{m: m, o: o}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /alerts", h.alerts)
+	mux.HandleFunc("GET /alerts/{fp}/history", h.history)
+	mux.HandleFunc("POST /alerts/{fp}/ack", h.ack)
+	mux.HandleFunc("GET /silences", h.silences)
+	mux.HandleFunc("POST /silences", h.addSilence)
+	mux.HandleFunc("DELETE /silences/{id}", h.expireSilence)
+	return mux
+}
+
+func (h *handler) alerts(w http.ResponseWriter, r *http.Request) {
+	h.reply(w, http.StatusOK, h.m.Alerts(h.o.Clock.Now()))
+}
+
+func (h *handler) history(w http.ResponseWriter, r *http.Request) {
+	fp, err := alerts.ParseFingerprint(r.PathValue("fp"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	limit := 100
+	if s := r.URL.Query().Get("limit"); s != "" {
+		if limit, err = strconv.Atoi(s); err != nil || limit < 1 || limit > 1000 {
+			h.fail(w, r, fmt.Errorf("%w: limit: want 1 to 1000", alerts.ErrInvalid))
+			return
+		}
+	}
+	hist, err := h.m.History(r.Context(), fp, limit)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	h.reply(w, http.StatusOK, hist)
+}
+
+type ackRequest struct {
+	By      string `json:"by"`
+	Comment string `json:"comment"`
+}
+
+func (h *handler) ack(w http.ResponseWriter, r *http.Request) {
+	fp, err := alerts.ParseFingerprint(r.PathValue("fp"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	var req ackRequest
+	if err := h.decode(r, &req); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if h.o.Author != nil {
+		req.By = h.o.Author(r)
+	}
+	ack, err := h.m.Acknowledge(r.Context(), fp, req.By, req.Comment, h.o.Clock.Now())
+	if err != nil && ack.By == "" {
+		h.fail(w, r, err)
+		return
+	}
+	if err != nil {
+		// Recorded; telling a receiver failed and is retried or logged.
+		h.o.Logger.Warn("acknowledgement recorded, notification not queued", "fingerprint", fp, "err", err)
+	}
+	h.reply(w, http.StatusOK, ack)
+}
+
+func (h *handler) silences(w http.ResponseWriter, r *http.Request) {
+	h.reply(w, http.StatusOK, h.m.Silences())
+}
+
+type silenceRequest struct {
+	Matchers  alerts.Matchers `json:"matchers"`
+	StartsAt  time.Time       `json:"starts_at"`
+	EndsAt    time.Time       `json:"ends_at"`
+	CreatedBy string          `json:"created_by"`
+	Comment   string          `json:"comment"`
+}
+
+func (h *handler) addSilence(w http.ResponseWriter, r *http.Request) {
+	var req silenceRequest
+	if err := h.decode(r, &req); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if h.o.Author != nil {
+		req.CreatedBy = h.o.Author(r)
+	}
+	now := h.o.Clock.Now()
+	if req.StartsAt.IsZero() {
+		req.StartsAt = now
+	}
+	s, err := h.m.AddSilence(r.Context(), silence.Silence{Matchers: req.Matchers, StartsAt: req.StartsAt, EndsAt: req.EndsAt,
+		CreatedBy: req.CreatedBy, Comment: req.Comment, CreatedAt: now})
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	h.reply(w, http.StatusCreated, s)
+}
+
+func (h *handler) expireSilence(w http.ResponseWriter, r *http.Request) {
+	if err := h.m.ExpireSilence(r.Context(), r.PathValue("id"), h.o.Clock.Now()); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// decode reads a strict JSON body.
+func (h *handler) decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, h.o.MaxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%w: body: %v", alerts.ErrInvalid, err)
+	}
+	return nil
+}
+
+// fail maps domain errors to HTTP statuses, in one place.
+func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status := http.StatusInternalServerError
+	switch {
+	case errors.Is(err, alerts.ErrInvalid):
+		status = http.StatusBadRequest
+	case errors.Is(err, alerts.ErrNotFound):
+		status = http.StatusNotFound
+	case errors.Is(err, alerts.ErrClosed):
+		status = http.StatusServiceUnavailable
+	}
+	if status == http.StatusInternalServerError {
+		h.o.Logger.Error("alerts api", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	h.reply(w, status, map[string]string{"error": err.Error()})
+}
+
+func (h *handler) reply(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,139 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"governor.dev/governor/alerts"
+	"governor.dev/governor/alerts/manager"
+	"governor.dev/governor/alerts/notify"
+	"governor.dev/governor/alerts/notify/webhook"
+	"governor.dev/governor/alerts/rule"
+	"governor.dev/governor/alerts/store"
+	"governor.dev/governor/sdk/clock"
+)
+
+var t0 = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+
+func setup(t *testing.T) (*httptest.Server, *manager.Manager, *clock.Fake) {
+	t.Helper()
+	hook := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	t.Cleanup(hook.Close)
+	ctx := context.Background()
+	st, err := store.OpenSQLite(ctx, filepath.Join(t.TempDir(), "a.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	wh, _ := webhook.New(webhook.Config{URL: hook.URL}, hook.Client())
+	clk := clock.NewFake(t0)
+	m, err := manager.New(ctx, manager.Options{Rules: []rule.Rule{{Name: "Down", Event: "down", Severity: alerts.P1}},
+		Store: st, Clock: clk, Registerer: prometheus.NewRegistry(), Receivers: map[string]notify.Notifier{"hook": wh}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	if err := m.Observe(rule.Event{Kind: "down", Service: "checkout", At: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Step(ctx, t0); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(New(m, Options{Clock: clk, Author: func(r *http.Request) string { return r.Header.Get("X-User") }}))
+	t.Cleanup(srv.Close)
+	return srv, m, clk
+}
+
+func do(t *testing.T, method, url, body string) (*http.Response, map[string]any, []any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	req.Header.Set("X-User", "ops@example.com")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v any
+	_ = json.NewDecoder(resp.Body).Decode(&v)
+	obj, _ := v.(map[string]any)
+	list, _ := v.([]any)
+	return resp, obj, list
+}
+
+func TestAlertsAckAndHistory(t *testing.T) {
+	srv, _, _ := setup(t)
+	resp, _, list := do(t, "GET", srv.URL+"/alerts", "")
+	if resp.StatusCode != 200 || len(list) != 1 {
+		t.Fatalf("GET /alerts: %d %v", resp.StatusCode, list)
+	}
+	fp := list[0].(map[string]any)["fingerprint"].(string)
+	tests := []struct {
+		name, method, path, body string
+		status                   int
+		check                    func(map[string]any) bool
+	}{
+		{"ack", "POST", "/alerts/" + fp + "/ack", `{"comment": "on it"}`, 200,
+			func(o map[string]any) bool { return o["by"] == "ops@example.com" && o["comment"] == "on it" }},
+		{"ack unknown alert", "POST", "/alerts/00000000000000ff/ack", `{"comment": "x"}`, 404, nil},
+		{"ack bad fingerprint", "POST", "/alerts/zz/ack", `{}`, 400, nil},
+		{"ack unknown field", "POST", "/alerts/" + fp + "/ack", `{"bogus": 1}`, 400,
+			func(o map[string]any) bool { return strings.Contains(o["error"].(string), "unknown field") }},
+		{"history bad limit", "GET", "/alerts/" + fp + "/history?limit=0", "", 400, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, obj, _ := do(t, tt.method, srv.URL+tt.path, tt.body)
+			if resp.StatusCode != tt.status || (tt.check != nil && !tt.check(obj)) {
+				t.Fatalf("%s %s: %d %v, want %d", tt.method, tt.path, resp.StatusCode, obj, tt.status)
+			}
+		})
+	}
+	resp, _, list = do(t, "GET", srv.URL+"/alerts", "")
+	if resp.StatusCode != 200 || list[0].(map[string]any)["acknowledged"] == nil {
+		t.Fatalf("acknowledgement not shown: %v", list)
+	}
+	resp, _, list = do(t, "GET", srv.URL+"/alerts/"+fp+"/history", "")
+	if resp.StatusCode != 200 || len(list) != 2 { // pending, firing
+		t.Fatalf("history: %d %v", resp.StatusCode, list)
+	}
+}
+
+func TestSilences(t *testing.T) {
+	srv, m, clk := setup(t)
+	end := t0.Add(time.Hour).Format(time.RFC3339)
+	resp, obj, _ := do(t, "POST", srv.URL+"/silences", `{"matchers": "{service=\"checkout\"}", "ends_at": "`+end+`", "comment": "deploy"}`)
+	if resp.StatusCode != 201 || obj["created_by"] != "ops@example.com" || obj["id"] == "" {
+		t.Fatalf("POST /silences: %d %v", resp.StatusCode, obj)
+	}
+	id := obj["id"].(string)
+	resp, obj, _ = do(t, "POST", srv.URL+"/silences", `{"matchers": "{service=checkout}", "ends_at": "`+end+`", "comment": "x"}`)
+	if resp.StatusCode != 400 || !strings.Contains(obj["error"].(string), "position 9") {
+		t.Fatalf("bad matcher: %d %v", resp.StatusCode, obj)
+	}
+	resp, obj, _ = do(t, "POST", srv.URL+"/silences", `{"matchers": "{service=\"checkout\"}", "ends_at": "`+end+`"}`)
+	if resp.StatusCode != 400 || !strings.Contains(obj["error"].(string), "comment") {
+		t.Fatalf("silence without comment: %d %v", resp.StatusCode, obj)
+	}
+	if st := m.Alerts(clk.Now()); len(st) != 1 || len(st[0].SilencedBy) != 1 {
+		t.Fatalf("silence not applied: %+v", st)
+	}
+	clk.Advance(time.Minute)
+	if resp, _, _ := do(t, "DELETE", srv.URL+"/silences/"+id, ""); resp.StatusCode != 204 {
+		t.Fatalf("DELETE: %d", resp.StatusCode)
+	}
+	if resp, _, _ := do(t, "DELETE", srv.URL+"/silences/nope", ""); resp.StatusCode != 404 {
+		t.Fatalf("DELETE unknown: %d", resp.StatusCode)
+	}
+	resp, _, list := do(t, "GET", srv.URL+"/silences", "")
+	if resp.StatusCode != 200 || len(list) != 1 || list[0].(map[string]any)["ends_at"] != t0.Add(time.Minute).Format(time.RFC3339) {
+		t.Fatalf("GET /silences: %v", list)
+	}
+}
