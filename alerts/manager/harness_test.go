@@ -35,7 +35,7 @@ type receiver struct {
 	fail bool
 }
 
-func newReceiver(t *testing.T) *receiver {
+func newReceiver(t testing.TB) *receiver {
 	r := &receiver{}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		var raw json.RawMessage
@@ -65,7 +65,7 @@ func (r *receiver) take() []json.RawMessage {
 
 // webhooks decodes the webhook payloads that arrived into one line each:
 // "status alertname/status,alertname/status" sorted.
-func (r *receiver) webhooks(t *testing.T) []string {
+func (r *receiver) webhooks(t testing.TB) []string {
 	var out []string
 	for _, raw := range r.take() {
 		var p webhook.Payload
@@ -115,7 +115,7 @@ var testRules = []rule.Rule{
 }
 
 type harness struct {
-	t     *testing.T
+	t     testing.TB
 	clk   *clock.Fake
 	db    *metricsDB
 	hook  *receiver
@@ -130,10 +130,10 @@ type harness struct {
 	retention time.Duration
 }
 
-func newHarness(t *testing.T) *harness { return newHarnessOn(t, "") }
+func newHarness(t testing.TB) *harness { return newHarnessOn(t, "") }
 
 // newHarnessOn uses PostgreSQL at pgURL, or a fresh SQLite file when empty.
-func newHarnessOn(t *testing.T, pgURL string) *harness {
+func newHarnessOn(t testing.TB, pgURL string) *harness {
 	h := &harness{t: t, clk: clock.NewFake(t0), db: &metricsDB{series: map[string][]rule.Sample{}},
 		hook: newReceiver(t), pd: newReceiver(t), path: filepath.Join(t.TempDir(), "alerts.db"), pgURL: pgURL, start: t0}
 	h.open()
