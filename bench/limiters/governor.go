@@ -6,11 +6,13 @@ import (
 	"time"
 
 	governor "governor.dev/governor/sdk"
+	"governor.dev/governor/sdk/rules"
 )
 
 // gov is Governor's admission core (package governor of the SDK) with its
 // default ruleset: one catch-all route with an adaptive concurrency limit of
-// the given algorithm and priority shedding.
+// the given algorithm and priority shedding; "governor-queue" adds the CoDel
+// queue the default ruleset leaves out.
 type gov struct {
 	g *governor.Governor
 }
@@ -18,12 +20,15 @@ type gov struct {
 // classNames are the priority values Admit receives per class rank.
 var classNames = [...]string{"critical", "core", "browse", "batch"}
 
-func newGovernor(algorithm string) factory {
+func newGovernor(algorithm string, queue bool) factory {
 	return func(o Options) (Limiter, error) {
 		rs := o.Ruleset
 		if rs == nil {
 			rs = governor.DefaultRuleset("bench")
 			rs.Routes[0].Concurrency.Algorithm = algorithm
+			if queue {
+				rs.Routes[0].Queue = &rules.Queue{} // CoDel with its defaults
+			}
 		}
 		opts := governor.DefaultOptions(rs.Service)
 		opts.Defaults = rs

@@ -117,8 +117,9 @@ type factory func(Options) (Limiter, error)
 // factories maps limiter names to constructors. It is filled by a literal
 // (no init side effects) and extended as adapters are added.
 var factories = map[string]factory{
-	"governor":          newGovernor(rules.AlgorithmGradient),
-	"governor-little":   newGovernor(rules.AlgorithmLittle),
+	"governor":          newGovernor(rules.AlgorithmGradient, false),
+	"governor-little":   newGovernor(rules.AlgorithmLittle, false),
+	"governor-queue":    newGovernor(rules.AlgorithmGradient, true),
 	"none":              newNone,
 	"static":            newStatic,
 	"xrate":             newXRate,
