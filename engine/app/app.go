@@ -290,7 +290,7 @@ func (a *App) buildEngine() error {
 	}
 	a.eval, err = evaluate.New(evaluate.Options{Reader: a.reader, Tracker: tracker, Recommender: rec, Versions: a.store,
 		Proposer: &recommend.Proposer{Store: a.store, Clock: a.o.Clock}, Guard: a.guard, Fleet: a.plane.Ledger(),
-		Band: a.band, Events: a.sink, Logger: a.log, Registerer: a.o.Registry})
+		Breakers: a.source, Band: a.band, Events: a.sink, Logger: a.log, Registerer: a.o.Registry})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrStart, err)
 	}

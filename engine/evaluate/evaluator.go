@@ -42,6 +42,10 @@ type Options struct {
 	Proposer    *recommend.Proposer
 	Guard       *guardrail.Guard
 	Fleet       Fleet
+	// Breakers, if set, is queried every cycle for open circuit breakers
+	// (governor_sdk_breaker_state == 2), emitting breaker_open when one
+	// opens.
+	Breakers signals.Source
 	// Band returns a service's band; default recommend.DefaultBand.
 	Band       func(service string) recommend.Band
 	Events     events.Sink
@@ -68,6 +72,7 @@ type Evaluator struct {
 	recs    map[string]recommend.Recommendation
 	active  map[string]versioning.Version // cache by service, Tick's goroutine only
 	states  map[string]distribution.State // ledger state by service/instance, Tick's goroutine only
+	open    map[string]bool               // open breakers by service/downstream, Tick's goroutine only
 	last    time.Time
 	metrics metrics
 }
@@ -132,6 +137,9 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 		return res, fmt.Errorf("evaluate: read signals: %w", err)
 	}
 	scores := e.o.Tracker.Update(snap)
+	if err := e.breakers(ctx, at); err != nil {
+		errs = append(errs, err)
+	}
 	live, err := e.liveInstances(ctx, at)
 	if err != nil {
 		errs = append(errs, err)
@@ -237,6 +245,34 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 		res.Errors = append(res.Errors, err.Error())
 	}
 	return res, errors.Join(errs...)
+}
+
+// breakerQuery counts, per service and downstream, the instances whose
+// breaker is open.
+const breakerQuery = `count by (service, downstream) (governor_sdk_breaker_state == 2)`
+
+// breakers emits breaker_open for every downstream whose breaker opened
+// since the last cycle.
+func (e *Evaluator) breakers(ctx context.Context, at time.Time) error {
+	if e.o.Breakers == nil {
+		return nil
+	}
+	res, err := e.o.Breakers.Query(ctx, breakerQuery, at)
+	if err != nil {
+		return fmt.Errorf("evaluate: breakers: %w", err)
+	}
+	now := make(map[string]bool, len(res.Samples))
+	for _, s := range res.Samples {
+		svc, ds := s.Labels["service"], s.Labels["downstream"]
+		key := svc + "/" + ds
+		now[key] = true
+		if !e.open[key] {
+			e.o.Events.Emit(ctx, events.Event{Kind: events.BreakerOpen, Severity: events.Warning, At: at, Service: svc,
+				Message: fmt.Sprintf("%s: the breaker to %s is open on %.0f instance(s)", svc, ds, s.V)})
+		}
+	}
+	e.open = now
+	return nil
 }
 
 // liveInstances counts each service's instances that are not GONE, and

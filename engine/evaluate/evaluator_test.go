@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/prometheus/model/labels"
 
 	"governor.dev/governor/engine/events"
 	"governor.dev/governor/engine/guardrail"
@@ -146,6 +147,27 @@ func TestTick(t *testing.T) {
 	}
 	if got := evs.Events(events.InstanceStale); len(got) != 1 || got[0].Service != "svc-0000" {
 		t.Fatalf("instance_stale events %+v", got)
+	}
+	// A breaker that opens is reported once.
+	app := db.Appender(ctx)
+	for i := range 3 {
+		ts := clk.Now().Add(time.Duration(i-2) * 10 * time.Second).UnixMilli()
+		if _, err := app.Append(0, labels.FromStrings("__name__", "governor_sdk_breaker_state", "service", "svc-0001",
+			"instance", "10.0.1.0:8080", "job", "governor", "downstream", "payments"), ts, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := app.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	e.o.Breakers = db
+	for range 2 {
+		if _, err := e.Tick(ctx, clk.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := evs.Events(events.BreakerOpen); len(got) != 1 || got[0].Service != "svc-0001" || !strings.Contains(got[0].Message, "payments") {
+		t.Fatalf("breaker_open events %+v", got)
 	}
 	if _, err := New(Options{}); err == nil || !strings.Contains(err.Error(), "Reader") {
 		t.Fatalf("missing options: %v", err)
