@@ -32,6 +32,7 @@ var stateChanging = []endpoint{
 	{path: "/services/checkout/rules/2/approve", user: "bob"},
 	{path: "/services/checkout/rules/2/reject", user: "bob"},
 	{path: "/services/checkout/rules/2/withdraw", user: "alice"},
+	{path: "/services/checkout/rules/2/rebase", user: "alice"},
 	{path: "/services/checkout/rollback/1", form: url.Values{"reason": {"r"}, "confirm": {"yes"}}, user: "otto"},
 	{path: "/services/checkout/canary", form: url.Values{"version": {"1"}, "percent": {"10"}}, user: "otto"},
 	{path: "/services/checkout/canary/promote", user: "bob"},

@@ -523,3 +523,28 @@ func TestPostgresStack(t *testing.T) {
 	require.Contains(t, body, "Chain verified:")
 	require.Contains(t, body, "<td>login</td>")
 }
+
+func TestStaleProposalRebase(t *testing.T) {
+	e := newEnv(t)
+	e.seed()
+	ctx := context.Background()
+	// Another change goes live over v2's base.
+	otto := versioning.Actor{Name: "otto", Roles: roleUsers["otto"]}
+	v3, err := e.store.Propose(ctx, versioning.Proposal{BaseVersion: 1, Ruleset: ruleset("checkout", 120), Author: otto, Reason: "other change"})
+	require.NoError(t, err)
+	_, err = e.store.Approve(ctx, "checkout", v3.Number, versioning.Actor{Name: "bob", Roles: roleUsers["bob"]}, "")
+	require.NoError(t, err)
+	sid, csrf := e.session("alice")
+	_, body := e.do(req{method: "GET", path: "/services/checkout/rules/2", session: sid})
+	require.Contains(t, body, "This proposal is based on v1 but v3 is live now.")
+	sidB, _ := e.session("bob")
+	_, body = e.do(req{method: "GET", path: "/services/checkout/rules/2", session: sidB})
+	require.Contains(t, body, "Approve is disabled: it is based on v1 but v3 is live now; rebase it first")
+	resp, _ := e.do(req{method: "POST", path: "/services/checkout/rules/2/rebase", session: sid, csrf: csrf})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.Equal(t, "/services/checkout/rules/4", resp.Header.Get("Location"))
+	v, err := e.store.Get(ctx, "checkout", 4)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), v.Parent)
+	require.Equal(t, versioning.StateProposed, v.State)
+}

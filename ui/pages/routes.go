@@ -56,6 +56,7 @@ func (p *Pages) Routes(r chi.Router) {
 		r.Post("/services/{service}/rules/{n}/approve", p.decide(decisionApprove))
 		r.Post("/services/{service}/rules/{n}/reject", p.decide(decisionReject))
 		r.Post("/services/{service}/rules/{n}/withdraw", p.decide(decisionWithdraw))
+		r.Post("/services/{service}/rules/{n}/rebase", p.decide(decisionRebase))
 		r.Post("/services/{service}/rollback/{n}", p.rollback)
 		r.Post("/services/{service}/canary", p.startCanary)
 		r.Post("/services/{service}/canary/abort", p.abortCanary)

@@ -56,11 +56,14 @@ func (p *Pages) timeline(w http.ResponseWriter, r *http.Request) {
 }
 
 type versionData struct {
-	Version      versioning.Version
-	Changes      []versioning.Change
-	ApproveWhy   string
-	RejectWhy    string
-	CanWithdraw  bool
+	Version     versioning.Version
+	Changes     []versioning.Change
+	ApproveWhy  string
+	RejectWhy   string
+	CanWithdraw bool
+	// Stale: another version went live since the proposal's base.
+	Stale        bool
+	ActiveNumber int64
 	Evidence     bool
 	EvidenceHTML template.HTML
 }
@@ -103,6 +106,14 @@ func (p *Pages) renderVersion(w http.ResponseWriter, r *http.Request, status int
 		banners = append(banners, Banner{"warn", "The approval policy could not be read; the default is assumed."})
 	}
 	d.ApproveWhy, d.RejectWhy = DecisionWhy(v, pol, pr)
+	if v.State == versioning.StateProposed {
+		if active, err := p.o.Rules.Active(ctx, v.Service); err == nil && active.Number != v.Parent {
+			d.Stale, d.ActiveNumber = true, active.Number
+			if d.ApproveWhy == "" {
+				d.ApproveWhy = fmt.Sprintf("it is based on v%d but v%d is live now; rebase it first", v.Parent, active.Number)
+			}
+		}
+	}
 	d.CanWithdraw = v.State == versioning.StateProposed && pr != nil && (pr.User.Name == v.Author || pr.Has(versioning.RoleAdmin))
 	p.render(w, r, status, "version", fmt.Sprintf("%s v%d", v.Service, v.Number), "overview", d, banners...)
 }
@@ -138,6 +149,7 @@ const (
 	decisionApprove decision = iota
 	decisionReject
 	decisionWithdraw
+	decisionRebase
 )
 
 func (p *Pages) decide(d decision) http.HandlerFunc {
@@ -155,6 +167,8 @@ func (p *Pages) decide(d decision) http.HandlerFunc {
 			out, err = p.o.Rules.Approve(r.Context(), v.Service, v.Number, pr.Actor(), comment)
 		case decisionReject:
 			out, err = p.o.Rules.Reject(r.Context(), v.Service, v.Number, pr.Actor(), comment)
+		case decisionRebase:
+			out, err = p.o.Rules.Rebase(r.Context(), v.Service, v.Number, pr.Actor())
 		default:
 			out, err = p.o.Rules.Withdraw(r.Context(), v.Service, v.Number, pr.Actor(), comment)
 		}
