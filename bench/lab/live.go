@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"time"
@@ -34,8 +35,10 @@ var DefaultLiveLimiters = []string{"governor", "governor-little", "aegis-bbr", "
 
 // LiveOptions configure RunLive.
 type LiveOptions struct {
-	// Log receives progress lines and the children's stderr; nil discards.
-	Log io.Writer
+	// Logger receives progress; nil discards.
+	Logger *slog.Logger
+	// Stderr receives the child processes' stderr; nil discards.
+	Stderr io.Writer
 	// Executable is the binary to start as server and load generator
 	// (it must dispatch -role to Child); default os.Executable().
 	Executable string
@@ -71,8 +74,11 @@ func RunLive(ctx context.Context, s *scenario.Scenario, list string, o LiveOptio
 			return report.Run{}, err
 		}
 	}
-	if o.Log == nil {
-		o.Log = io.Discard
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Stderr == nil {
+		o.Stderr = io.Discard
 	}
 	if o.Executable == "" {
 		exe, err := os.Executable()
@@ -93,7 +99,7 @@ func RunLive(ctx context.Context, s *scenario.Scenario, list string, o LiveOptio
 		return report.Run{}, fmt.Errorf("%w: up to %.0f requests, at most %d", ErrTooBig, n, MaxLiveRequests)
 	}
 	run := report.Run{Scenario: s.Name, Mode: ModeLive, CapacityRPS: round(cal.CapacityRPS)}
-	fmt.Fprintf(o.Log, "%s: capacity %.0f rps\n", s.Name, cal.CapacityRPS)
+	o.Logger.Info("calibrated", "scenario", s.Name, "capacity_rps", round(cal.CapacityRPS))
 	for _, name := range names {
 		res, err := liveOnce(ctx, o, childConfig{Scenario: raw, Limiter: name, CapacityRPS: cal.CapacityRPS})
 		if err != nil {
@@ -101,7 +107,7 @@ func RunLive(ctx context.Context, s *scenario.Scenario, list string, o LiveOptio
 		}
 		r := report.Measure(name, s, cal.CapacityRPS, res.Attempts)
 		r.Detail.LimitShrinkS = limitShrink(s, res.Limits)
-		fmt.Fprintf(o.Log, "%s: %s goodput %.1f rps (ratio %.3f)\n", s.Name, name, r.GoodputRPS, r.GoodputRatio)
+		o.Logger.Info("measured", "scenario", s.Name, "limiter", name, "goodput_rps", r.GoodputRPS, "goodput_ratio", r.GoodputRatio)
 		run.Results = append(run.Results, r)
 	}
 	return run, nil
@@ -185,7 +191,7 @@ func liveOnce(ctx context.Context, o LiveOptions, cfg childConfig) (out childRes
 func child(ctx context.Context, o LiveOptions, role string) *exec.Cmd {
 	c := exec.CommandContext(ctx, o.Executable, "-role", role)
 	c.Env = append(os.Environ(), "GOMAXPROCS=1")
-	c.Stderr = o.Log
+	c.Stderr = o.Stderr
 	c.WaitDelay = 5 * time.Second
 	return c
 }

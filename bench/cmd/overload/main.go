@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -48,6 +49,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
+	live := lab.LiveOptions{Logger: slog.New(slog.NewTextHandler(stderr, nil)), Stderr: stderr}
 	if *role != "" {
 		if err := lab.Child(ctx, *role, os.Stdin, stdout); err != nil {
 			fmt.Fprintln(stderr, "overload:", err)
@@ -63,7 +65,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		o := lab.AllOptions{Dir: *all, Modes: ms, SaveDir: *save, Analysis: *analysis, Results: *results,
-			Live: lab.LiveOptions{Log: stderr}}
+			Live: live}
 		o.LiveLimiters = *limiters // the simulator is cheap: it always runs every policy
 		if err := lab.RunAll(ctx, o); err != nil {
 			fmt.Fprintln(stderr, "overload:", err)
@@ -94,7 +96,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	case lab.ModeLive:
-		res, err = lab.RunLive(ctx, s, *limiters, lab.LiveOptions{Log: stderr})
+		res, err = lab.RunLive(ctx, s, *limiters, live)
 		if err != nil {
 			fmt.Fprintln(stderr, "overload:", err)
 			return 1
