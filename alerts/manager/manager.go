@@ -38,6 +38,7 @@ type Manager struct {
 	closed  bool
 
 	lastPrune time.Time // guarded by stepMu
+	saved     bool      // guarded by stepMu: the store holds the states
 }
 
 // New validates the options, loads the persisted state from the store and
@@ -159,7 +160,13 @@ func (m *Manager) Step(ctx context.Context, now time.Time) error {
 	res := m.eval.Eval(ctx, now, m.o.Query)
 	errs := res.Errors
 	m.m.evalErrors.Add(float64(len(res.Errors)))
-	errs = append(errs, m.storeErr(m.o.Store.SaveStates(ctx, m.eval.States())))
+	// States are written when they changed, and on the first step (the
+	// values and annotations of a restored set are refreshed).
+	if res.Changed || !m.saved {
+		err := m.storeErr(m.o.Store.SaveStates(ctx, m.eval.States()))
+		m.saved = err == nil
+		errs = append(errs, err)
+	}
 	errs = append(errs, m.storeErr(m.o.Store.AppendHistory(ctx, res.Transitions)))
 
 	firing := slices.DeleteFunc(slices.Clone(res.Alerts), func(a alerts.Alert) bool { return !a.EndsAt.IsZero() })

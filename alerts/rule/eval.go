@@ -178,6 +178,10 @@ type Result struct {
 	// Errors are the rules whose query failed; their alerts keep their
 	// state until the next evaluation.
 	Errors []error
+	// Changed reports whether a state worth persisting changed: a
+	// transition, a keep-firing or event time, an alert dropped. Values and
+	// annotations alone do not count.
+	Changed bool
 }
 
 // Eval evaluates every enabled rule at t.
@@ -209,7 +213,9 @@ func (e *Evaluator) Eval(ctx context.Context, t time.Time, query QueryFunc) Resu
 			e.mu.Unlock()
 		}
 		e.mu.Lock()
-		res.Transitions = append(res.Transitions, e.step(r, seen, t)...)
+		tr, changed := e.step(r, seen, t)
+		res.Transitions = append(res.Transitions, tr...)
+		res.Changed = res.Changed || changed
 		e.mu.Unlock()
 	}
 	e.mu.Lock()
@@ -274,7 +280,7 @@ func (r Rule) observeSamples(samples []Sample) map[alerts.Fingerprint]observatio
 
 // step applies one evaluation's observations to the rule's alerts. Callers
 // hold e.mu.
-func (e *Evaluator) step(r Rule, seen map[alerts.Fingerprint]observation, t time.Time) []Transition {
+func (e *Evaluator) step(r Rule, seen map[alerts.Fingerprint]observation, t time.Time) (_ []Transition, changed bool) {
 	m := e.active[r.Name]
 	if m == nil {
 		m = map[alerts.Fingerprint]*Active{}
@@ -293,9 +299,13 @@ func (e *Evaluator) step(r Rule, seen map[alerts.Fingerprint]observation, t time
 			move(a, alerts.StatePending)
 		}
 		a.Value = o.value
-		a.KeepFiringSince = time.Time{}
-		if !o.eventAt.IsZero() {
+		if !a.KeepFiringSince.IsZero() {
+			a.KeepFiringSince = time.Time{}
+			changed = true
+		}
+		if !o.eventAt.IsZero() && !o.eventAt.Equal(a.LastEventAt) {
 			a.LastEventAt = o.eventAt
+			changed = true
 		}
 		a.Annotations = expand(r.Annotations, a.Labels, a.Value)
 	}
@@ -311,6 +321,7 @@ func (e *Evaluator) step(r Rule, seen map[alerts.Fingerprint]observation, t time
 			if r.KeepFiringFor > 0 {
 				if a.KeepFiringSince.IsZero() {
 					a.KeepFiringSince = t
+					changed = true
 				}
 				if t.Sub(a.KeepFiringSince) < r.KeepFiringFor {
 					continue
@@ -322,6 +333,7 @@ func (e *Evaluator) step(r Rule, seen map[alerts.Fingerprint]observation, t time
 		case alerts.StateInactive:
 			if t.Sub(a.ResolvedAt) >= ResolvedRetention {
 				delete(m, fp)
+				changed = true
 			}
 		}
 	}
@@ -332,5 +344,5 @@ func (e *Evaluator) step(r Rule, seen map[alerts.Fingerprint]observation, t time
 			move(a, alerts.StateFiring)
 		}
 	}
-	return tr
+	return tr, changed || len(tr) > 0
 }

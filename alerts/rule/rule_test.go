@@ -82,8 +82,13 @@ func TestForAndKeepFiringTimeline(t *testing.T) {
 		{7 * time.Minute, alerts.StateFiring, true},    // 1m < 2m
 		{8 * time.Minute, alerts.StateInactive, false}, // resolved
 	}
+	changed := map[time.Duration]bool{0: true, 2 * time.Minute: true, 4 * time.Minute: true, 5 * time.Minute: true,
+		6 * time.Minute: true, 8 * time.Minute: true}
 	for _, w := range want {
 		res := e.Eval(context.Background(), t0.Add(w.at), s.query)
+		if res.Changed != changed[w.at] {
+			t.Fatalf("at %s: Changed = %v, want %v", w.at, res.Changed, changed[w.at])
+		}
 		st := e.States()
 		if len(st) != 1 || st[0].State != w.state {
 			t.Fatalf("at %s: states %+v, want %s", w.at, st, w.state)
