@@ -41,6 +41,9 @@ func TestAPIRulesLifecycle(t *testing.T) {
 	code, body = post("/api/v1/services/checkout/versions", `{"base_version":0,"reason":"stale","ruleset":{"service":"checkout"}}`)
 	require.Equal(t, http.StatusConflict, code, "%v", body)
 
+	code, body = post("/api/v1/services/checkout/versions/2/rebase", `{}`)
+	require.Equal(t, http.StatusForbidden, code, "only the author or an admin: %v", body)
+
 	code, body = post("/api/v1/services/checkout/rollback", `{"to":2,"reason":"r"}`)
 	require.Equal(t, http.StatusConflict, code, "v2 never went live: %v", body)
 
@@ -104,7 +107,8 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 		"/overview": {"get"}, "/services/{service}/versions": {"get", "post"}, "/services/{service}/versions/{n}": {"get"},
 		"/services/{service}/versions/{n}/approve": {"post"}, "/services/{service}/versions/{n}/reject": {"post"},
 		"/services/{service}/versions/{n}/withdraw": {"post"}, "/services/{service}/diff": {"get"},
-		"/services/{service}/rollback": {"post"}, "/alerts": {"get"}, "/alerts/{id}/ack": {"post"}, "/silences": {"post"},
+		"/services/{service}/versions/{n}/rebase": {"post"},
+		"/services/{service}/rollback":            {"post"}, "/alerts": {"get"}, "/alerts/{id}/ack": {"post"}, "/silences": {"post"},
 		"/audit": {"get"}, "/audit/verify": {"get"}, "/openapi.yaml": {"get"},
 		"/services/{service}/canary": {"get", "post"}, "/services/{service}/canary/promote": {"post"}, "/services/{service}/canary/abort": {"post"},
 	} {

@@ -46,6 +46,7 @@ var stateChanging = []endpoint{
 	{path: "/api/v1/services/checkout/versions/2/approve", json: `{"comment":"ok"}`, user: "bob"},
 	{path: "/api/v1/services/checkout/versions/2/reject", json: `{}`, user: "bob"},
 	{path: "/api/v1/services/checkout/versions/2/withdraw", json: `{}`, user: "alice"},
+	{path: "/api/v1/services/checkout/versions/2/rebase", json: `{}`, user: "alice"},
 	{path: "/api/v1/services/checkout/rollback", json: `{"to":1,"reason":"r"}`, user: "otto"},
 	{path: "/api/v1/alerts/a1/ack", json: `{}`, user: "otto"},
 	{path: "/api/v1/services/checkout/canary", json: `{"version":1,"percent":10}`, user: "otto"},

@@ -99,6 +99,7 @@ func (a *API) Routes(r chi.Router) {
 		r.Post("/services/{service}/versions/{n}/approve", a.decide("approve"))
 		r.Post("/services/{service}/versions/{n}/reject", a.decide("reject"))
 		r.Post("/services/{service}/versions/{n}/withdraw", a.decide("withdraw"))
+		r.Post("/services/{service}/versions/{n}/rebase", a.decide("rebase"))
 		r.Post("/services/{service}/rollback", a.rollback)
 		r.Post("/services/{service}/canary", a.startCanary)
 		r.Post("/services/{service}/canary/abort", a.canaryAction("abort"))
@@ -309,6 +310,8 @@ func (a *API) decide(kind string) http.HandlerFunc {
 			v, err = a.o.Rules.Approve(r.Context(), svc, n, by, req.Comment)
 		case "reject":
 			v, err = a.o.Rules.Reject(r.Context(), svc, n, by, req.Comment)
+		case "rebase":
+			v, err = a.o.Rules.Rebase(r.Context(), svc, n, by)
 		default:
 			v, err = a.o.Rules.Withdraw(r.Context(), svc, n, by, req.Comment)
 		}
