@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -110,8 +111,9 @@ func RunAll(ctx context.Context, o AllOptions) error {
 		LoadAvg: load, WallTimeS: time.Since(began).Seconds(),
 	}
 	machineFile := filepath.Join(o.SaveDir, "machine.json")
-	if len(o.Modes) == 0 {
-		// Only re-rendering: describe the machine of the saved runs.
+	if !slices.Contains(o.Modes, ModeLive) {
+		// Re-rendering or a simulator-only run: the machine that matters
+		// is the one of the saved live runs.
 		if b, err := os.ReadFile(machineFile); err == nil {
 			var saved report.Machine
 			if json.Unmarshal(b, &saved) == nil {
