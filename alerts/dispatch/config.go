@@ -21,11 +21,11 @@ type Route struct {
 }
 
 // DefaultGroupBy groups alerts of one rule and service.
-var defaultGroupBy = []string{"alertname", "service"}
+func DefaultGroupBy() []string { return []string{"alertname", "service"} }
 
 func (r Route) groupBy() []string {
 	if len(r.GroupBy) == 0 {
-		return defaultGroupBy
+		return DefaultGroupBy()
 	}
 	return r.GroupBy
 }

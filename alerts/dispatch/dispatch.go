@@ -175,7 +175,7 @@ func (d *Dispatcher) groupByOf(receiver string, l alerts.Labels) []string {
 			return r.groupBy()
 		}
 	}
-	return defaultGroupBy
+	return DefaultGroupBy()
 }
 
 func (d *Dispatcher) flushGroup(now time.Time, g *group, rs []routed, f Filter) (Notification, bool) {

@@ -29,6 +29,8 @@ type PostableAlert struct {
 	GeneratorURL string            `json:"generatorURL,omitempty"`
 }
 
+var _ notify.Notifier = (*Notifier)(nil)
+
 // Notifier posts alerts.
 type Notifier struct {
 	url    string

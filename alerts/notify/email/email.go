@@ -45,6 +45,8 @@ func (c Config) Validate() error {
 	return nil
 }
 
+var _ notify.Notifier = (*Notifier)(nil)
+
 // Notifier sends mail.
 type Notifier struct {
 	c Config

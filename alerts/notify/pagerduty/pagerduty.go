@@ -65,6 +65,8 @@ func SeverityOf(s alerts.Severity) string {
 	return "warning"
 }
 
+var _ notify.Notifier = (*Notifier)(nil)
+
 // Notifier sends events.
 type Notifier struct {
 	c      Config

@@ -35,6 +35,8 @@ type Attachment struct {
 	Text  string `json:"text,omitempty"`
 }
 
+var _ notify.Notifier = (*Notifier)(nil)
+
 // Notifier posts messages.
 type Notifier struct {
 	c      Config

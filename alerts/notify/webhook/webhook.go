@@ -52,6 +52,8 @@ type Alert struct {
 	Fingerprint  string            `json:"fingerprint"`
 }
 
+var _ notify.Notifier = (*Notifier)(nil)
+
 // Notifier posts payloads.
 type Notifier struct {
 	c      Config
