@@ -112,11 +112,15 @@ func (p *Postgres) Run(ctx context.Context) error {
 		if err != nil && ctx.Err() == nil {
 			p.o.Logger.Debug("leader: campaign", "err", err)
 		}
+		wait := p.o.RetryInterval
 		if conn != nil {
 			p.lead(ctx, conn)
-			continue
+			// A replica that lost its session stands back for two retry
+			// intervals, so a standby that kept campaigning takes over
+			// rather than the replica whose connection just failed.
+			wait = 2 * p.o.RetryInterval
 		}
-		t := p.o.Clock.NewTimer(p.o.RetryInterval)
+		t := p.o.Clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
