@@ -6,35 +6,40 @@ import (
 )
 
 // TestCorroborate checks which surprisals keep 1-LoneDamping of themselves:
-// only those from a feature that needs corroboration, and only when no other
-// feature reaches CorroborationLevel of the "not seen within memory" level.
+// those from a feature that needs corroboration when no other feature
+// reaches CorroborationLevel of the "not seen within memory" level, and
+// those of a point residual smaller than MinResidual spreads.
 func TestCorroborate(t *testing.T) {
 	d := mustDetector(t)
 	u := d.unseen
 	level := d.opt.CorroborationLevel * u
 	tests := []struct {
-		name   string
-		f      Feature
-		second float64
-		damped bool
+		name     string
+		f        Feature
+		second   float64
+		surprise float64
+		damped   bool
 	}{
-		{"lone drift", DriftUp, 0, true},
-		{"drift with weak company", DriftUp, 0.99 * level, true},
-		{"drift corroborated", DriftUp, level, false},
-		{"lone new high", EnvelopeUp, 0.1 * u, true},
-		{"new high corroborated", EnvelopeUp, 0.9 * u, false},
-		{"lone point residual", PointUp, 0, false},
-		{"lone volatility", VolatilityUp, 0, false},
+		{"lone drift", DriftUp, 0, 10, true},
+		{"drift with weak company", DriftUp, 0.99 * level, 10, true},
+		{"drift corroborated", DriftUp, level, 10, false},
+		{"lone new high", EnvelopeUp, 0.1 * u, 10, true},
+		{"new high corroborated", EnvelopeUp, 0.9 * u, 10, false},
+		{"lone point residual", PointUp, 0, 10, false},
+		{"small point residual", PointUp, 0, 0.99 * d.opt.MinResidual, true},
+		{"small corroborated point residual", PointDown, u, 2, true},
+		{"point residual at the minimum", PointDown, 0, d.opt.MinResidual, false},
+		{"lone volatility", VolatilityUp, 0, 0.5, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := d.corroborate(u, tt.second, tt.f)
+			got := d.corroborate(u, tt.second, tt.f, tt.surprise)
 			want := u
 			if tt.damped {
 				want = u * (1 - d.opt.LoneDamping)
 			}
 			if got != want {
-				t.Fatalf("corroborate(%v, %v, %s) = %v, want %v", u, tt.second, tt.f, got, want)
+				t.Fatalf("corroborate(%v, %v, %s, %v) = %v, want %v", u, tt.second, tt.f, tt.surprise, got, want)
 			}
 		})
 	}
@@ -44,20 +49,21 @@ func TestCorroborate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := off.corroborate(u, 0, DriftUp); got != u {
+	if got := off.corroborate(u, 0, DriftUp, 10); got != u {
 		t.Fatalf("LoneDamping 0: corroborate = %v, want %v unchanged", got, u)
 	}
 }
 
 // TestLoneDriftDamped feeds a noisy series that starts to drift slowly
 // upwards, which the drift feature sees before any other, with and without
-// LoneDamping (echo damping off, so only this one mechanism differs): with
+// LoneDamping (echo damping and MinResidual off, so only corroboration
+// differs): with
 // it, the drift's lone alarms score lower and nothing scores higher.
 func TestLoneDriftDamped(t *testing.T) {
 	run := func(loneDamping float64) []Result {
 		opt := DefaultOptions()
 		opt.LoneDamping = loneDamping
-		opt.EchoWindow = 0
+		opt.EchoWindow, opt.MinResidual = 0, 0
 		d, err := New(opt)
 		if err != nil {
 			t.Fatal(err)

@@ -109,7 +109,7 @@ func (d *Detector) Observe(t time.Time, v float64) Result {
 		res.Inconclusive = true
 		return res
 	}
-	best = d.damp(d.corroborate(best, second, res.Feature))
+	best = d.damp(d.corroborate(best, second, res.Feature, res.Surprise))
 	res.Score = best / (best + d.opt.ScoreScale)
 	if math.IsInf(best, 1) {
 		res.Score = 1
@@ -178,12 +178,15 @@ func (d *Detector) damp(s float64) float64 {
 	return s
 }
 
-// corroborate lowers a lone signal: when the best surprisal comes from a
+// corroborate lowers weak evidence: when the best surprisal comes from a
 // feature marked in Options.Corroborate and the second best stays below
-// CorroborationLevel times the "not seen within memory" surprisal, it keeps
-// 1-LoneDamping of itself.
-func (d *Detector) corroborate(best, second float64, f Feature) float64 {
-	if d.opt.Corroborate[f] && second < d.opt.CorroborationLevel*d.unseen {
+// CorroborationLevel times the "not seen within memory" surprisal, or from a
+// point feature whose residual (surprise, in spreads) is below MinResidual,
+// it keeps 1-LoneDamping of itself.
+func (d *Detector) corroborate(best, second float64, f Feature, surprise float64) float64 {
+	lone := d.opt.Corroborate[f] && second < d.opt.CorroborationLevel*d.unseen
+	small := (f == PointUp || f == PointDown) && surprise < d.opt.MinResidual
+	if lone || small {
 		return best * (1 - d.opt.LoneDamping)
 	}
 	return best

@@ -267,6 +267,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"echo damping", mod(func(o *Options) { o.EchoDamping = 1.5 }), "EchoDamping"},
 		{"corroboration level", mod(func(o *Options) { o.CorroborationLevel = math.NaN() }), "CorroborationLevel"},
 		{"lone damping", mod(func(o *Options) { o.LoneDamping = -0.1 }), "LoneDamping"},
+		{"min residual", mod(func(o *Options) { o.MinResidual = math.Inf(1) }), "MinResidual"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

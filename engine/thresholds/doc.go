@@ -38,10 +38,11 @@
 // and higher means "beyond anything seen". An event is reported once: a
 // near-unseen surprisal within Options.EchoWindow samples of another keeps
 // only part of itself, so the aftershocks of an event rank below fresh ones.
-// A lone slow signal (a drift or a new high that no other feature
-// corroborates, see Options.Corroborate) keeps 1-LoneDamping of itself, so
-// at the top of the score range events that several views of the series
-// agree on rank above it.
+// Weak evidence, a lone slow signal (a drift or a new high that no other
+// feature corroborates, see Options.Corroborate) or a point residual of less
+// than Options.MinResidual spreads, keeps 1-LoneDamping of itself, so at the
+// top of the score range events that several views of the series agree on,
+// or that lie far from the expected value, rank above it.
 //
 // Everything is O(1) per sample (the histograms are Fenwick trees over a fixed
 // number of bins) and allocation-free; BenchmarkObserve measures it.
@@ -54,9 +55,9 @@
 // standard-profile score is 71.45 (29 of 36 windows, 27 false positives;
 // Numenta HTM 72.3, CAD OSE 71.6, ARTime 69.8 on the same files).
 // TestNABRobustness here checks that it does not hinge on one lucky setting:
-// over 35 perturbations (the rarity bin edges moved by -0.2 to +0.4 of a bin,
+// over 37 perturbations (the rarity bin edges moved by -0.2 to +0.4 of a bin,
 // each continuous option x0.8 and x1.25, EchoWindow -2 and +3) the score
-// ranges 68.72 to 73.44, mean 71.17.
+// ranges 68.88 to 73.60, mean 71.29.
 //
 // # Recommendations
 //

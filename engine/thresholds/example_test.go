@@ -24,7 +24,7 @@ func ExampleDetector() {
 	res = d.Observe(t0.Add(1000*time.Minute), 900) // a surge
 	fmt.Printf("surge: score %.2f feature %s, expected %.0f\n", res.Score, res.Feature, res.Expected)
 	// Output:
-	// normal: score 0.41 inconclusive false
+	// normal: score 0.40 inconclusive false
 	// surge: score 0.92 feature envelope-up, expected 200
 }
 

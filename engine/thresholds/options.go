@@ -73,10 +73,15 @@ type Options struct {
 	// the score keeps 1-LoneDamping of its surprisal, so a lone slow signal
 	// (a drift or a new high seen by nothing else) ranks just below an
 	// event that several views of the series agree on. LoneDamping 0
-	// disables it.
+	// disables it (and MinResidual).
 	Corroborate        [NumFeatures]bool
 	CorroborationLevel float64
 	LoneDamping        float64
+	// MinResidual is the point residual, in spreads, below which a point
+	// feature's surprisal also keeps only 1-LoneDamping of itself: a sample
+	// within a few spreads of its expected value is rare only because the
+	// series has been unusually quiet, which is weak evidence on its own.
+	MinResidual float64
 	// ScoreScale is the surprisal (in nats) that maps to a score of 0.5.
 	ScoreScale float64
 }
@@ -114,7 +119,7 @@ func DefaultOptions() Options {
 		CusumHalfLife:    50, CusumAllowance: 0.5,
 		VolatilityHalfLife: 50,
 		EchoWindow:         5, EchoDamping: 0.1,
-		CorroborationLevel: 0.5, LoneDamping: 0.05,
+		CorroborationLevel: 0.5, LoneDamping: 0.05, MinResidual: 3,
 		ScoreScale: 1,
 	}
 	o.Corroborate[DriftUp], o.Corroborate[EnvelopeUp] = true, true
@@ -163,6 +168,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: CorroborationLevel %v: want in [0, 1]", ErrOptions, o.CorroborationLevel)
 	case !(o.LoneDamping >= 0 && o.LoneDamping <= 1):
 		return fmt.Errorf("%w: LoneDamping %v: want in [0, 1]", ErrOptions, o.LoneDamping)
+	case !(o.MinResidual >= 0) || math.IsInf(o.MinResidual, 0):
+		return fmt.Errorf("%w: MinResidual %v: want a finite value >= 0", ErrOptions, o.MinResidual)
 	case !(o.ScoreScale > 0) || math.IsInf(o.ScoreScale, 0):
 		return fmt.Errorf("%w: ScoreScale %v: want a finite value > 0", ErrOptions, o.ScoreScale)
 	}

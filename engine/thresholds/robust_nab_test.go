@@ -47,6 +47,7 @@ func perturbations() []perturbation {
 		{"VolatilityHalfLife", func(o *Options) *float64 { return &o.VolatilityHalfLife }},
 		{"CorroborationLevel", func(o *Options) *float64 { return &o.CorroborationLevel }},
 		{"LoneDamping", func(o *Options) *float64 { return &o.LoneDamping }},
+		{"MinResidual", func(o *Options) *float64 { return &o.MinResidual }},
 	}
 	for _, fl := range fields {
 		for _, k := range []float64{0.8, 1.25} {
