@@ -109,7 +109,7 @@ func (d *Detector) Observe(t time.Time, v float64) Result {
 		res.Inconclusive = true
 		return res
 	}
-	best = d.damp(d.corroborate(best, second, res.Feature, res.Surprise))
+	best = d.damp(d.corroborate(best, second, res.Feature, f[res.Feature]))
 	res.Score = best / (best + d.opt.ScoreScale)
 	if math.IsInf(best, 1) {
 		res.Score = 1
@@ -181,12 +181,18 @@ func (d *Detector) damp(s float64) float64 {
 // corroborate lowers weak evidence: when the best surprisal comes from a
 // feature marked in Options.Corroborate and the second best stays below
 // CorroborationLevel times the "not seen within memory" surprisal, or from a
-// point feature whose residual (surprise, in spreads) is below MinResidual,
-// it keeps 1-LoneDamping of itself.
-func (d *Detector) corroborate(best, second float64, f Feature, surprise float64) float64 {
-	lone := d.opt.Corroborate[f] && second < d.opt.CorroborationLevel*d.unseen
-	small := (f == PointUp || f == PointDown) && surprise < d.opt.MinResidual
-	if lone || small {
+// point feature whose value (the residual in spreads) is below MinResidual,
+// or from an envelope feature whose value (the excess over the envelope as a
+// share of its width) is below MinExceed, it keeps 1-LoneDamping of itself.
+func (d *Detector) corroborate(best, second float64, f Feature, value float64) float64 {
+	weak := d.opt.Corroborate[f] && second < d.opt.CorroborationLevel*d.unseen
+	switch f {
+	case PointUp, PointDown:
+		weak = weak || value < d.opt.MinResidual
+	case EnvelopeUp, EnvelopeDown:
+		weak = weak || value < d.opt.MinExceed
+	}
+	if weak {
 		return best * (1 - d.opt.LoneDamping)
 	}
 	return best

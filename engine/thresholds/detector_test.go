@@ -268,6 +268,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"corroboration level", mod(func(o *Options) { o.CorroborationLevel = math.NaN() }), "CorroborationLevel"},
 		{"lone damping", mod(func(o *Options) { o.LoneDamping = -0.1 }), "LoneDamping"},
 		{"min residual", mod(func(o *Options) { o.MinResidual = math.Inf(1) }), "MinResidual"},
+		{"min exceed", mod(func(o *Options) { o.MinExceed = -1 }), "MinExceed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

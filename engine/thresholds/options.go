@@ -73,7 +73,7 @@ type Options struct {
 	// the score keeps 1-LoneDamping of its surprisal, so a lone slow signal
 	// (a drift or a new high seen by nothing else) ranks just below an
 	// event that several views of the series agree on. LoneDamping 0
-	// disables it (and MinResidual).
+	// disables it (and MinResidual and MinExceed).
 	Corroborate        [NumFeatures]bool
 	CorroborationLevel float64
 	LoneDamping        float64
@@ -82,6 +82,10 @@ type Options struct {
 	// within a few spreads of its expected value is rare only because the
 	// series has been unusually quiet, which is weak evidence on its own.
 	MinResidual float64
+	// MinExceed is the same for the envelope features: a new high or low
+	// beyond the envelope of past extremes by less than MinExceed of its
+	// width is weak evidence on its own.
+	MinExceed float64
 	// ScoreScale is the surprisal (in nats) that maps to a score of 0.5.
 	ScoreScale float64
 }
@@ -119,7 +123,7 @@ func DefaultOptions() Options {
 		CusumHalfLife:    50, CusumAllowance: 0.5,
 		VolatilityHalfLife: 50,
 		EchoWindow:         5, EchoDamping: 0.1,
-		CorroborationLevel: 0.5, LoneDamping: 0.05, MinResidual: 3,
+		CorroborationLevel: 0.5, LoneDamping: 0.05, MinResidual: 3, MinExceed: 0.08,
 		ScoreScale: 1,
 	}
 	o.Corroborate[DriftUp], o.Corroborate[EnvelopeUp] = true, true
@@ -170,6 +174,8 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: LoneDamping %v: want in [0, 1]", ErrOptions, o.LoneDamping)
 	case !(o.MinResidual >= 0) || math.IsInf(o.MinResidual, 0):
 		return fmt.Errorf("%w: MinResidual %v: want a finite value >= 0", ErrOptions, o.MinResidual)
+	case !(o.MinExceed >= 0) || math.IsInf(o.MinExceed, 0):
+		return fmt.Errorf("%w: MinExceed %v: want a finite value >= 0", ErrOptions, o.MinExceed)
 	case !(o.ScoreScale > 0) || math.IsInf(o.ScoreScale, 0):
 		return fmt.Errorf("%w: ScoreScale %v: want a finite value > 0", ErrOptions, o.ScoreScale)
 	}
