@@ -62,6 +62,12 @@ type Service struct {
 	Recommendation *recommend.Recommendation  `json:"recommendation,omitempty"`
 }
 
+// Prefix is the path prefix of the engine's read API. It is not /api/v1:
+// that prefix belongs to the web UI's authenticated API, which the engine
+// process serves too in dev mode, and a more specific unauthenticated
+// pattern must never shadow it.
+const Prefix = "/engine/api/v1"
+
 // Handler returns the engine's HTTP handler.
 func Handler(o Options) http.Handler {
 	if o.Logger == nil {
@@ -74,13 +80,13 @@ func Handler(o Options) http.Handler {
 	if o.Gatherer != nil {
 		mux.Handle("GET /metrics", promhttp.HandlerFor(o.Gatherer, promhttp.HandlerOpts{}))
 	}
-	mux.HandleFunc("GET /api/v1/services", s.services)
-	mux.HandleFunc("GET /api/v1/services/{service}", s.service)
-	mux.HandleFunc("GET /api/v1/services/{service}/versions", s.versions)
-	mux.HandleFunc("GET /api/v1/recommendations", s.recommendations)
-	mux.HandleFunc("GET /api/v1/ledger", s.ledger)
-	mux.HandleFunc("GET /api/v1/guardrails", s.guardrails)
-	mux.HandleFunc("GET /api/v1/events", s.events)
+	mux.HandleFunc("GET "+Prefix+"/services", s.services)
+	mux.HandleFunc("GET "+Prefix+"/services/{service}", s.service)
+	mux.HandleFunc("GET "+Prefix+"/services/{service}/versions", s.versions)
+	mux.HandleFunc("GET "+Prefix+"/recommendations", s.recommendations)
+	mux.HandleFunc("GET "+Prefix+"/ledger", s.ledger)
+	mux.HandleFunc("GET "+Prefix+"/guardrails", s.guardrails)
+	mux.HandleFunc("GET "+Prefix+"/events", s.events)
 	return mux
 }
 

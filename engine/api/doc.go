@@ -1,21 +1,26 @@
 // Package api serves the engine's HTTP endpoints: /healthz, /readyz,
 // /metrics and the read-only JSON API the web UI uses. Every JSON answer is
 // an object; errors are {"error": "..."} with 400 (bad input), 404 (unknown
-// service or version) or 500. Unknown numbers (a score without data) are
+// service or version) or 500. The API is unauthenticated and read-only:
+// keep the engine's listener internal. Its prefix is /engine/api/v1, never
+// /api/v1, which is the web UI's authenticated API (the dev engine serves
+// both from one listener). Unknown numbers (a score without data) are
 // null, never zero. The API is versioned by path; fields are only added.
 //
 //	GET /healthz                       200 "ok" while the process runs
 //	GET /readyz                        200 once the store, NATS and the first
 //	                                   evaluation are up; 503 {"error"} before
 //	GET /metrics                       Prometheus exposition of the engine
-//	GET /api/v1/services               {"services": [Service], "last_tick": t}
-//	GET /api/v1/services/{service}     Service
-//	GET /api/v1/services/{service}/versions?limit=N
+//	GET /engine/api/v1/services        {"services": [Service], "last_tick": t}
+//	GET /engine/api/v1/services/{service}
+//	                                   Service
+//	GET /engine/api/v1/services/{service}/versions?limit=N
 //	                                   {"versions": [versioning.Version]} newest first
-//	GET /api/v1/recommendations        {"recommendations": [recommend.Recommendation]}
-//	GET /api/v1/ledger?service=S       {"instances": [distribution.Instance]}
-//	GET /api/v1/guardrails             {"decisions": [guardrail.Decision]} newest first
-//	GET /api/v1/events?kind=K          {"events": [events.Event]} oldest first
+//	GET /engine/api/v1/recommendations {"recommendations": [recommend.Recommendation]}
+//	GET /engine/api/v1/ledger?service=S
+//	                                   {"instances": [distribution.Instance]}
+//	GET /engine/api/v1/guardrails      {"decisions": [guardrail.Decision]} newest first
+//	GET /engine/api/v1/events?kind=K   {"events": [events.Event]} oldest first
 //
 // Service is {"service", "score" (loadscore.Score: value, known, overloaded
 // and raw.terms with each term's input, weight and contribution),

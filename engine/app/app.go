@@ -21,6 +21,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	_ "modernc.org/sqlite" // database/sql driver "sqlite" for the ledger
 
+	alertsconfig "governor.dev/governor/alerts/config"
+	alerts "governor.dev/governor/alerts/manager"
 	"governor.dev/governor/engine/api"
 	"governor.dev/governor/engine/config"
 	"governor.dev/governor/engine/demo"
@@ -61,6 +63,20 @@ type Options struct {
 	Events events.Sink
 	// DemoServices replace the demo fleet's default services (dev mode).
 	DemoServices []demo.Service
+	// WebUI serves the web UI (package ui) from the engine's listener;
+	// dev mode always does.
+	WebUI bool
+	// Admin names the UI's first admin, created with a one-time password
+	// (printed in the banner) when there are no users; default "admin".
+	Admin string
+	// BcryptCost of UI passwords; default bcrypt's (tests lower it).
+	BcryptCost int
+	// Alerts configures the alert rules, routes and receivers; nil: the
+	// built-in rules and a receiver that only logs.
+	Alerts *alertsconfig.Config
+	// AlertInterval is how often the alerts manager evaluates its rules
+	// while this replica leads; default 15s.
+	AlertInterval time.Duration
 }
 
 // DefaultOptions returns the options of a dev stack.
@@ -88,9 +104,13 @@ type App struct {
 	elector  leader.Elector
 	fleet    *demo.Fleet
 	names    watch.Names
+	alerts   *alerts.Manager
+	ui       http.Handler
 	ln       net.Listener
 	ready    atomic.Bool
-	closers  []func()
+
+	admin, adminPassword string
+	closers              []func()
 }
 
 // New validates the configuration and starts the dependencies (NATS, the
@@ -134,6 +154,10 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 	if err := a.startSignals(); err != nil {
 		return nil, err
 	}
+	if err := a.startAlerts(ctx); err != nil {
+		return nil, err
+	}
+	a.sink = append(a.sink.(events.Multi), alerts.EngineSink{M: a.alerts})
 	if err := a.buildEngine(); err != nil {
 		return nil, err
 	}
@@ -144,6 +168,11 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 	}
 	if err := a.setTargets(); err != nil {
 		return nil, err
+	}
+	if a.cfg.Dev || o.WebUI {
+		if err := a.startUI(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if a.ln, err = net.Listen("tcp", a.cfg.Listen); err != nil {
 		return nil, fmt.Errorf("%w: listen %s: %w", ErrStart, a.cfg.Listen, err)
@@ -399,9 +428,10 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	wg.Go(func() { _ = a.elector.Run(ctx) })
 	wg.Go(func() { leader.RunTicks(ctx, a.elector, a.o.Clock, a.cfg.Interval, a.tick) })
-	srv := &http.Server{Handler: api.Handler(api.Options{Evaluations: a.eval, Versions: a.store, Ledger: a.plane.Ledger(),
-		Guardrails: a.guard, Events: a.recorder, Gatherer: a.o.Registry, Ready: a.readiness, Logger: a.log}),
-		ReadHeaderTimeout: 5 * time.Second}
+	wg.Go(func() { a.runAlerts(ctx) })
+	engine := api.Handler(api.Options{Evaluations: a.eval, Versions: a.store, Ledger: a.plane.Ledger(),
+		Guardrails: a.guard, Events: a.recorder, Gatherer: a.o.Registry, Ready: a.readiness, Logger: a.log})
+	srv := &http.Server{Handler: combine(engine, a.ui), ReadHeaderTimeout: 5 * time.Second}
 	wg.Go(func() {
 		if err := srv.Serve(a.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("app: http: %w", err)
@@ -450,12 +480,20 @@ func (a *App) readiness() error {
 func (a *App) banner() {
 	base := "http://" + a.Addr()
 	fmt.Fprintf(a.o.Stdout, "Governor engine running (identity %s, %s).\n", a.cfg.Identity, mode(a.cfg))
-	fmt.Fprintf(a.o.Stdout, "  services, load scores:  %s/api/v1/services\n", base)
-	fmt.Fprintf(a.o.Stdout, "  recommendations:        %s/api/v1/recommendations\n", base)
-	fmt.Fprintf(a.o.Stdout, "  rule versions:          %s/api/v1/services/<service>/versions\n", base)
-	fmt.Fprintf(a.o.Stdout, "  delivery ledger (ACKs): %s/api/v1/ledger\n", base)
-	fmt.Fprintf(a.o.Stdout, "  guardrail decisions:    %s/api/v1/guardrails\n", base)
-	fmt.Fprintf(a.o.Stdout, "  events:                 %s/api/v1/events\n", base)
+	if a.ui != nil {
+		fmt.Fprintf(a.o.Stdout, "  web UI:                 %s/\n", base)
+		if a.adminPassword != "" {
+			fmt.Fprintf(a.o.Stdout, "  first admin %q, one-time password: %s\n", a.admin, a.adminPassword)
+			fmt.Fprintln(a.o.Stdout, "  (log in and choose a new password; it is not shown again)")
+			a.adminPassword = ""
+		}
+	}
+	fmt.Fprintf(a.o.Stdout, "  services, load scores:  %s/engine/api/v1/services\n", base)
+	fmt.Fprintf(a.o.Stdout, "  recommendations:        %s/engine/api/v1/recommendations\n", base)
+	fmt.Fprintf(a.o.Stdout, "  rule versions:          %s/engine/api/v1/services/<service>/versions\n", base)
+	fmt.Fprintf(a.o.Stdout, "  delivery ledger (ACKs): %s/engine/api/v1/ledger\n", base)
+	fmt.Fprintf(a.o.Stdout, "  guardrail decisions:    %s/engine/api/v1/guardrails\n", base)
+	fmt.Fprintf(a.o.Stdout, "  events:                 %s/engine/api/v1/events\n", base)
 	fmt.Fprintf(a.o.Stdout, "  metrics, health:        %s/metrics  %s/healthz  %s/readyz\n", base, base, base)
 	if a.fleet != nil {
 		for _, ep := range a.fleet.Endpoints() {

@@ -213,8 +213,8 @@ func scenario(t *testing.T, cfg config.Config) {
 	t.Logf("rolled back: %s", rolled.Reason)
 
 	// The API shows it all.
-	for _, path := range []string{"/api/v1/services", "/api/v1/recommendations", "/api/v1/ledger", "/api/v1/guardrails",
-		"/api/v1/services/checkout/versions", "/api/v1/events", "/readyz", "/metrics"} {
+	for _, path := range []string{"/engine/api/v1/services", "/engine/api/v1/recommendations", "/engine/api/v1/ledger", "/engine/api/v1/guardrails",
+		"/engine/api/v1/services/checkout/versions", "/engine/api/v1/events", "/readyz", "/metrics"} {
 		resp, err := http.Get("http://" + a.Addr() + path)
 		if err != nil {
 			t.Fatal(err)

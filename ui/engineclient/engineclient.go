@@ -1,6 +1,6 @@
 // Package engineclient is the UI's model.Fleet when the web UI runs as its
-// own process: it reads the decision engine's JSON API (GET /api/v1/services
-// and /api/v1/ledger, see package governor.dev/governor/engine/api) over HTTP
+// own process: it reads the decision engine's JSON API (GET /engine/api/v1/services
+// and /engine/api/v1/ledger, see package governor.dev/governor/engine/api) over HTTP
 // and keeps each service's load score trend (one point per engine
 // evaluation). Unknown values stay unknown (nil), never zero; an engine that
 // does not answer is an error the overview shows as a banner.
@@ -120,7 +120,7 @@ func (c *Client) Services(ctx context.Context) ([]model.ServiceStatus, error) {
 		Services []service `json:"services"`
 		LastTick time.Time `json:"last_tick"`
 	}
-	if err := c.get(ctx, "/api/v1/services", nil, &doc); err != nil {
+	if err := c.get(ctx, "/engine/api/v1/services", nil, &doc); err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
@@ -177,7 +177,7 @@ func (c *Client) Instances(ctx context.Context, svc string) ([]model.Instance, e
 			NackError string    `json:"nack_error"`
 		} `json:"instances"`
 	}
-	if err := c.get(ctx, "/api/v1/ledger", url.Values{"service": {svc}}, &doc); err != nil {
+	if err := c.get(ctx, "/engine/api/v1/ledger", url.Values{"service": {svc}}, &doc); err != nil {
 		return nil, err
 	}
 	out := make([]model.Instance, len(doc.Instances))

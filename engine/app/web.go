@@ -1,0 +1,161 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	alerts "governor.dev/governor/alerts/manager"
+	"governor.dev/governor/alerts/notify"
+	"governor.dev/governor/alerts/store"
+	"governor.dev/governor/engine/api"
+	"governor.dev/governor/migrations"
+	"governor.dev/governor/ui"
+	"governor.dev/governor/ui/alertsource"
+	"governor.dev/governor/ui/auth"
+	"governor.dev/governor/ui/canarysource"
+	"governor.dev/governor/ui/enginesource"
+	"governor.dev/governor/ui/signalsource"
+)
+
+// dialect is the rules database's migrations dialect.
+func (a *App) dialect() migrations.Dialect {
+	if a.cfg.Database != "" {
+		return migrations.Postgres
+	}
+	return migrations.SQLite
+}
+
+// startAlerts opens the alerts store on the rules database and builds the
+// manager: the configured rules and receivers (Options.Alerts), or the
+// built-in rules with one receiver that only logs.
+func (a *App) startAlerts(ctx context.Context) error {
+	st, err := store.New(ctx, a.ledgerDB, a.dialect(), store.Options{Logger: a.log})
+	if err != nil {
+		return fmt.Errorf("%w: alerts store: %w", ErrStart, err)
+	}
+	mo := alerts.Options{Query: alerts.QueryFromSource(a.source), Store: st, Interval: a.o.AlertInterval,
+		Clock: a.o.Clock, Logger: a.log, Registerer: a.o.Registry}
+	if c := a.o.Alerts; c != nil {
+		if err := c.Validate(); err != nil {
+			return fmt.Errorf("%w: alerts: %w", ErrStart, err)
+		}
+		mo.Rules, mo.Routes, mo.Timing, mo.Inhibit = c.RuleSet(), c.Routes, c.DispatchTiming(), c.InhibitRules()
+		mo.NoInhibition = len(mo.Inhibit) == 0
+		if mo.Receivers, err = c.Notifiers(nil); err != nil {
+			return fmt.Errorf("%w: alerts: %w", ErrStart, err)
+		}
+	}
+	if len(mo.Receivers) == 0 {
+		mo.Receivers, mo.Routes = map[string]notify.Notifier{"log": logReceiver{log: a.log}}, nil
+	}
+	if a.alerts, err = alerts.New(ctx, mo); err != nil {
+		return fmt.Errorf("%w: alerts: %w", ErrStart, err)
+	}
+	m := a.alerts
+	a.closers = append(a.closers, func() { _ = m.Close() })
+	return nil
+}
+
+// logReceiver is the receiver of a stack without configured receivers: it
+// logs each notification.
+type logReceiver struct{ log *slog.Logger }
+
+var _ notify.Notifier = logReceiver{}
+
+// Notify implements notify.Notifier.
+func (l logReceiver) Notify(_ context.Context, m *notify.Message) (bool, error) {
+	names := make([]string, 0, len(m.Alerts))
+	for _, al := range m.Alerts {
+		names = append(names, al.Labels["alertname"]+" "+al.Labels["service"])
+	}
+	l.log.Warn("alert notification", "kind", m.Kind, "status", m.Status, "severity", m.Severity,
+		"group", m.GroupKey, "alerts", names, "summary", m.CommonAnnotations["summary"])
+	return false, nil
+}
+
+// runAlerts steps the alerts manager on its interval while this replica
+// leads, so that two engines on one database never notify twice.
+func (a *App) runAlerts(ctx context.Context) {
+	every := a.o.AlertInterval
+	if every <= 0 {
+		every = 15 * time.Second
+	}
+	for {
+		if a.elector.IsLeader() {
+			if err := a.alerts.Step(ctx, a.o.Clock.Now()); err != nil && ctx.Err() == nil {
+				a.log.Warn("alerts step", "err", err)
+			}
+		}
+		t := a.o.Clock.NewTimer(every)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+	}
+}
+
+// startUI opens the accounts on the rules database, creates the first
+// admin with a one-time password (kept for the banner) and builds the web
+// UI over the engine's own evaluator, ledger, publisher, metrics and
+// alerts.
+func (a *App) startUI(ctx context.Context) error {
+	am, err := auth.New(ctx, auth.Options{DB: a.ledgerDB, Dialect: a.dialect(), Auditor: a.store, Clock: a.o.Clock,
+		Logger: a.log, BcryptCost: a.o.BcryptCost})
+	if err != nil {
+		return fmt.Errorf("%w: ui auth: %w", ErrStart, err)
+	}
+	admin := a.o.Admin
+	if admin == "" {
+		admin = "admin"
+	}
+	if a.adminPassword, err = am.EnsureAdmin(ctx, admin); err != nil {
+		return fmt.Errorf("%w: ui admin: %w", ErrStart, err)
+	}
+	a.admin = admin
+	es, err := enginesource.New(enginesource.Options{Scores: a.eval, Ledger: a.plane.Ledger()})
+	if err != nil {
+		return fmt.Errorf("%w: ui fleet: %w", ErrStart, err)
+	}
+	fleet, err := signalsource.Enrich(es, a.reader, a.o.Clock)
+	if err != nil {
+		return fmt.Errorf("%w: ui fleet: %w", ErrStart, err)
+	}
+	charts, err := signalsource.New(signalsource.Options{Source: a.source, Clock: a.o.Clock})
+	if err != nil {
+		return fmt.Errorf("%w: ui charts: %w", ErrStart, err)
+	}
+	rollouts, err := canarysource.New(a.plane.Publisher())
+	if err != nil {
+		return fmt.Errorf("%w: ui rollouts: %w", ErrStart, err)
+	}
+	al, err := alertsource.New(alertsource.Options{Manager: a.alerts, Clock: a.o.Clock})
+	if err != nil {
+		return fmt.Errorf("%w: ui alerts: %w", ErrStart, err)
+	}
+	if a.ui, err = ui.New(ui.Options{Rules: a.store, Auth: am, Fleet: fleet, Alerts: al, Rollouts: rollouts, Charts: charts,
+		Clock: a.o.Clock, Logger: a.log, Registerer: a.o.Registry}); err != nil {
+		return fmt.Errorf("%w: ui: %w", ErrStart, err)
+	}
+	return nil
+}
+
+// combine serves the engine's endpoints (/healthz, /readyz, /metrics and
+// the read API under api.Prefix) and, when web is not nil, everything else
+// from the web UI, whose /api/v1 is authenticated. Nothing of the engine is
+// served under /api/v1.
+func combine(engine, web http.Handler) http.Handler {
+	if web == nil {
+		return engine
+	}
+	mux := http.NewServeMux()
+	for _, p := range []string{"GET /healthz", "GET /readyz", "GET /metrics", api.Prefix + "/"} {
+		mux.Handle(p, engine)
+	}
+	mux.Handle("/", web)
+	return mux
+}

@@ -1,0 +1,117 @@
+package app
+
+import (
+	"context"
+	"database/sql"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"governor.dev/governor/engine/api"
+	"governor.dev/governor/engine/loadscore"
+	"governor.dev/governor/engine/recommend"
+	"governor.dev/governor/engine/signals"
+	"governor.dev/governor/migrations"
+	"governor.dev/governor/rules/distribution"
+	"governor.dev/governor/rules/versioning/sqlite"
+	"governor.dev/governor/ui"
+	"governor.dev/governor/ui/auth"
+)
+
+type stubEval struct{}
+
+func (stubEval) Scores() []loadscore.Score {
+	return []loadscore.Score{{Key: signals.Key{Service: "checkout"}, Value: 0.8, Known: true}}
+}
+func (stubEval) Recommendations() []recommend.Recommendation {
+	return []recommend.Recommendation{{Service: "checkout", Reason: "lower the ceiling"}}
+}
+func (stubEval) LastTick() time.Time { return time.Unix(100, 0) }
+
+type stubLedger struct{}
+
+func (stubLedger) Instances(context.Context, string) ([]distribution.Instance, error) {
+	return []distribution.Instance{{Service: "checkout", Instance: "checkout-1", State: distribution.StateSynced}}, nil
+}
+
+// TestCombinedAPIIsAuthenticated serves the engine's read API and the web
+// UI from one handler, as the dev engine does: every /api/v1 path, the UI's
+// and the engine's former ones alike, refuses an anonymous request, while
+// the engine's own endpoints stay under /engine/api/v1.
+func TestCombinedAPIIsAuthenticated(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "rules.db")
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	if err := migrations.Up(ctx, db, migrations.SQLite); err != nil {
+		t.Fatal(err)
+	}
+	am, err := auth.New(ctx, auth.Options{DB: db, Dialect: migrations.SQLite, Auditor: st, BcryptCost: bcrypt.MinCost})
+	if err != nil {
+		t.Fatal(err)
+	}
+	web, err := ui.New(ui.Options{Rules: st, Auth: am})
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine := api.Handler(api.Options{Evaluations: stubEval{}, Versions: st, Ledger: stubLedger{}})
+	h := combine(engine, web)
+
+	get := func(path string) (int, string) {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		b, _ := io.ReadAll(rec.Result().Body)
+		return rec.Code, string(b)
+	}
+	anonymous := []string{
+		// The UI's read API.
+		"/api/v1/overview", "/api/v1/services/checkout/versions", "/api/v1/services/checkout/versions/1",
+		"/api/v1/services/checkout/diff?from=1&to=2", "/api/v1/alerts", "/api/v1/audit", "/api/v1/audit/verify",
+		"/api/v1/services/checkout/canary",
+		// Where the engine's unauthenticated API used to be.
+		"/api/v1/services", "/api/v1/services/checkout", "/api/v1/recommendations", "/api/v1/ledger",
+		"/api/v1/guardrails", "/api/v1/events",
+	}
+	for _, p := range anonymous {
+		code, body := get(p)
+		if code != http.StatusUnauthorized && code != http.StatusNotFound {
+			t.Errorf("anonymous GET %s: %d, want 401 (or 404 for no such UI route)", p, code)
+		}
+		for _, leak := range []string{"checkout-1", "lower the ceiling", `"score"`} {
+			if strings.Contains(body, leak) {
+				t.Errorf("anonymous GET %s: engine data %q in %s", p, leak, body)
+			}
+		}
+	}
+	for _, p := range []string{"/api/v1/overview", "/api/v1/services/checkout/versions", "/api/v1/alerts", "/api/v1/audit"} {
+		if code, _ := get(p); code != http.StatusUnauthorized {
+			t.Errorf("anonymous GET %s: %d, want 401", p, code)
+		}
+	}
+	for _, c := range []struct{ path, want string }{
+		{api.Prefix + "/services", "checkout"},
+		{api.Prefix + "/ledger", "checkout-1"},
+		{"/healthz", "ok"},
+		{"/login", "<form"},
+	} {
+		code, body := get(c.path)
+		if code != http.StatusOK || !strings.Contains(body, c.want) {
+			t.Errorf("GET %s: %d %q, want 200 with %q", c.path, code, body, c.want)
+		}
+	}
+}
