@@ -29,6 +29,7 @@ const (
 	probeSettle   = 1.5             // a probe step is measured from 1.5 RTT after it
 	releaseRamp   = 2               // a released limit doubles per window up to twice the peak demand
 	peakDecay     = 0.9             // the recent peak in-flight forgets 10% per window
+	severe        = 4               // a window this many times the no-load RTT, after a slow one, halves the limit
 )
 
 // algorithm is what distinguishes the adaptive limiters; core calls it once
@@ -69,7 +70,7 @@ type core struct {
 	taken     int64   // samples taken out of the shards, decided or discarded
 	calm      int     // windows of additive growth left after drops
 	dropAt    float64 // the limit at the last drops
-	congested bool    // the last decided window was slower than the tolerance
+	congested bool    // the last decided window had load and was slower than the tolerance
 	episode   episode
 	win       window // the window being decided
 
@@ -204,15 +205,21 @@ func (c *core) decide(w *window) {
 	if c.probe.active {
 		c.probeWindow(w)
 	} else {
-		next := c.alg.update(c, w)
-		congested := w.avgRTT > c.noLoad*(1+c.p.tolerance)
+		next, held := c.alg.update(c, w), false
+		// Only a window with load counts as congested: a window without
+		// load says nothing about the limit (at low load the mean RTT is
+		// often above the tolerance: a queue of one or two on a busy
+		// core, the tail of a pause), and it must not make a pause that
+		// follows look like a second slow window.
+		congested := w.avgRTT > c.noLoad*(1+c.p.tolerance) && !w.idle(c.cur)
 		switch {
 		case w.dropRatio() >= dropThreshold:
 			c.calm, c.dropAt = calmWindows, c.cur
 		case congested && !c.congested && next < c.cur:
 			// One slow window (a GC pause, a stalled neighbour) is not
-			// overload yet: cut when the next window is slow too.
-			next = c.cur
+			// overload yet: cut when the next window is slow too. Nor
+			// does it start a probe, which would measure the pause.
+			next, held = c.cur, true
 		case c.calm > 0:
 			// Congestion avoidance after drops: grow freely back to 90%
 			// of the limit that dropped, then additively, so the limit
@@ -223,7 +230,9 @@ func (c *core) decide(w *window) {
 		c.congested = congested
 		c.watchResponse(w, next)
 		c.cur = c.clamp(next)
-		c.maybeStartProbe(w)
+		if !held {
+			c.maybeStartProbe(w)
+		}
 	}
 	c.snap.windows.Add(1)
 	c.snap.sample.Store(int64(w.avgRTT))
