@@ -7,9 +7,9 @@ import (
 
 // TestCorroborate checks which surprisals keep 1-LoneDamping of themselves:
 // those from a feature that needs corroboration when no other feature
-// reaches CorroborationLevel of the "not seen within memory" level, those of
-// a point residual smaller than MinResidual spreads and those of a new high
-// or low beyond the envelope by less than MinExceed of its width.
+// reaches CorroborationLevel of the "not seen within memory" level, and
+// those of a feature below its MinValue (a point residual of a few spreads,
+// a new high or low by a hair, a small volatility ratio).
 func TestCorroborate(t *testing.T) {
 	d := mustDetector(t)
 	u := d.unseen
@@ -26,14 +26,16 @@ func TestCorroborate(t *testing.T) {
 		{"drift corroborated", DriftUp, level, 10, false},
 		{"lone new high", EnvelopeUp, 0.1 * u, 10, true},
 		{"new high corroborated", EnvelopeUp, 0.9 * u, 10, false},
-		{"corroborated new high by a hair", EnvelopeUp, 0.9 * u, 0.5 * d.opt.MinExceed, true},
-		{"new low by a hair", EnvelopeDown, 0, 0.5 * d.opt.MinExceed, true},
-		{"new low by a margin", EnvelopeDown, 0, d.opt.MinExceed, false},
+		{"corroborated new high by a hair", EnvelopeUp, 0.9 * u, 0.5 * d.opt.MinValue[EnvelopeDown], true},
+		{"new low by a hair", EnvelopeDown, 0, 0.5 * d.opt.MinValue[EnvelopeDown], true},
+		{"new low by a margin", EnvelopeDown, 0, d.opt.MinValue[EnvelopeDown], false},
 		{"lone point residual", PointUp, 0, 10, false},
-		{"small point residual", PointUp, 0, 0.99 * d.opt.MinResidual, true},
+		{"small point residual", PointUp, 0, 0.99 * d.opt.MinValue[PointUp], true},
 		{"small corroborated point residual", PointDown, u, 2, true},
-		{"point residual at the minimum", PointDown, 0, d.opt.MinResidual, false},
-		{"lone volatility", VolatilityUp, 0, 0.5, false},
+		{"point residual at the minimum", PointDown, 0, d.opt.MinValue[PointUp], false},
+		{"small volatility ratio", VolatilityUp, u, 0.5, true},
+		{"large volatility ratio", VolatilityUp, 0, 5, false},
+		{"drift has no minimum", DriftUp, u, 1e-6, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -60,14 +62,14 @@ func TestCorroborate(t *testing.T) {
 
 // TestLoneDriftDamped feeds a noisy series that starts to drift slowly
 // upwards, which the drift feature sees before any other, with and without
-// LoneDamping (echo damping, MinResidual and MinExceed off, so only
-// corroboration differs): with
+// LoneDamping (echo damping and MinValue off, so only corroboration
+// differs): with
 // it, the drift's lone alarms score lower and nothing scores higher.
 func TestLoneDriftDamped(t *testing.T) {
 	run := func(loneDamping float64) []Result {
 		opt := DefaultOptions()
 		opt.LoneDamping = loneDamping
-		opt.EchoWindow, opt.MinResidual, opt.MinExceed = 0, 0, 0
+		opt.EchoWindow, opt.MinValue = 0, [NumFeatures]float64{}
 		d, err := New(opt)
 		if err != nil {
 			t.Fatal(err)

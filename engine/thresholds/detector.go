@@ -181,18 +181,11 @@ func (d *Detector) damp(s float64) float64 {
 // corroborate lowers weak evidence: when the best surprisal comes from a
 // feature marked in Options.Corroborate and the second best stays below
 // CorroborationLevel times the "not seen within memory" surprisal, or from a
-// point feature whose value (the residual in spreads) is below MinResidual,
-// or from an envelope feature whose value (the excess over the envelope as a
-// share of its width) is below MinExceed, it keeps 1-LoneDamping of itself.
+// feature whose value is below its Options.MinValue, it keeps 1-LoneDamping
+// of itself.
 func (d *Detector) corroborate(best, second float64, f Feature, value float64) float64 {
-	weak := d.opt.Corroborate[f] && second < d.opt.CorroborationLevel*d.unseen
-	switch f {
-	case PointUp, PointDown:
-		weak = weak || value < d.opt.MinResidual
-	case EnvelopeUp, EnvelopeDown:
-		weak = weak || value < d.opt.MinExceed
-	}
-	if weak {
+	lone := d.opt.Corroborate[f] && second < d.opt.CorroborationLevel*d.unseen
+	if lone || value < d.opt.MinValue[f] {
 		return best * (1 - d.opt.LoneDamping)
 	}
 	return best

@@ -267,8 +267,8 @@ func TestOptionsValidate(t *testing.T) {
 		{"echo damping", mod(func(o *Options) { o.EchoDamping = 1.5 }), "EchoDamping"},
 		{"corroboration level", mod(func(o *Options) { o.CorroborationLevel = math.NaN() }), "CorroborationLevel"},
 		{"lone damping", mod(func(o *Options) { o.LoneDamping = -0.1 }), "LoneDamping"},
-		{"min residual", mod(func(o *Options) { o.MinResidual = math.Inf(1) }), "MinResidual"},
-		{"min exceed", mod(func(o *Options) { o.MinExceed = -1 }), "MinExceed"},
+		{"min value", mod(func(o *Options) { o.MinValue[ShiftUp] = math.Inf(1) }), "MinValue[shift-up]"},
+		{"min value negative", mod(func(o *Options) { o.MinValue[EnvelopeUp] = -1 }), "MinValue[envelope-up]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -73,19 +73,18 @@ type Options struct {
 	// the score keeps 1-LoneDamping of its surprisal, so a lone slow signal
 	// (a drift or a new high seen by nothing else) ranks just below an
 	// event that several views of the series agree on. LoneDamping 0
-	// disables it (and MinResidual and MinExceed).
+	// disables it (and MinValue).
 	Corroborate        [NumFeatures]bool
 	CorroborationLevel float64
 	LoneDamping        float64
-	// MinResidual is the point residual, in spreads, below which a point
-	// feature's surprisal also keeps only 1-LoneDamping of itself: a sample
-	// within a few spreads of its expected value is rare only because the
-	// series has been unusually quiet, which is weak evidence on its own.
-	MinResidual float64
-	// MinExceed is the same for the envelope features: a new high or low
-	// beyond the envelope of past extremes by less than MinExceed of its
-	// width is weak evidence on its own.
-	MinExceed float64
+	// MinValue is, per feature, the value below which the feature's
+	// surprisal counts as weak evidence and keeps only 1-LoneDamping of
+	// itself: a point residual of a few spreads, a new high beyond the
+	// envelope by a hair of its width, a fast average barely a long-run
+	// spread from the long-run level, or a mean step barely above the
+	// typical one is rare only because the series has been unusually quiet.
+	// 0 leaves a feature alone.
+	MinValue [NumFeatures]float64
 	// ScoreScale is the surprisal (in nats) that maps to a score of 0.5.
 	ScoreScale float64
 }
@@ -123,10 +122,14 @@ func DefaultOptions() Options {
 		CusumHalfLife:    50, CusumAllowance: 0.5,
 		VolatilityHalfLife: 50,
 		EchoWindow:         5, EchoDamping: 0.1,
-		CorroborationLevel: 0.5, LoneDamping: 0.05, MinResidual: 3, MinExceed: 0.08,
+		CorroborationLevel: 0.5, LoneDamping: 0.05,
 		ScoreScale: 1,
 	}
 	o.Corroborate[DriftUp], o.Corroborate[EnvelopeUp] = true, true
+	o.MinValue[PointUp], o.MinValue[PointDown] = 3, 3
+	o.MinValue[EnvelopeUp], o.MinValue[EnvelopeDown] = 0.08, 0.08
+	o.MinValue[ShiftUp], o.MinValue[ShiftDown] = 1.5, 1.5
+	o.MinValue[VolatilityUp] = 2
 	for _, f := range []Feature{PointUp, PointDown, ShiftUp, EnvelopeUp, DriftUp, VolatilityUp} {
 		o.Weights[f] = 1
 	}
@@ -172,10 +175,6 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: CorroborationLevel %v: want in [0, 1]", ErrOptions, o.CorroborationLevel)
 	case !(o.LoneDamping >= 0 && o.LoneDamping <= 1):
 		return fmt.Errorf("%w: LoneDamping %v: want in [0, 1]", ErrOptions, o.LoneDamping)
-	case !(o.MinResidual >= 0) || math.IsInf(o.MinResidual, 0):
-		return fmt.Errorf("%w: MinResidual %v: want a finite value >= 0", ErrOptions, o.MinResidual)
-	case !(o.MinExceed >= 0) || math.IsInf(o.MinExceed, 0):
-		return fmt.Errorf("%w: MinExceed %v: want a finite value >= 0", ErrOptions, o.MinExceed)
 	case !(o.ScoreScale > 0) || math.IsInf(o.ScoreScale, 0):
 		return fmt.Errorf("%w: ScoreScale %v: want a finite value > 0", ErrOptions, o.ScoreScale)
 	}
@@ -188,6 +187,11 @@ func (o Options) Validate() error {
 		}
 	}
 	any := false
+	for f, m := range o.MinValue {
+		if !(m >= 0) || math.IsInf(m, 0) {
+			return fmt.Errorf("%w: MinValue[%s] %v: want a finite value >= 0", ErrOptions, Feature(f), m)
+		}
+	}
 	for f, w := range o.Weights {
 		if !(w >= 0) || math.IsInf(w, 0) {
 			return fmt.Errorf("%w: Weights[%s] %v: want a finite value >= 0", ErrOptions, Feature(f), w)
