@@ -220,6 +220,11 @@ func (c *core) decide(w *window) {
 			// overload yet: cut when the next window is slow too. Nor
 			// does it start a probe, which would measure the pause.
 			next, held = c.cur, true
+		case next < c.cur && c.episode.halved && w.start < c.episode.judge:
+			// The limit was just halved: wait for the requests admitted
+			// under it before cutting again (one cut per round trip), so
+			// a slow dependency is recognised before the limit reaches Min.
+			next = c.cur
 		case c.calm > 0:
 			// Congestion avoidance after drops: grow freely back to 90%
 			// of the limit that dropped, then additively, so the limit
@@ -228,7 +233,9 @@ func (c *core) decide(w *window) {
 			next = min(next, max(c.cur+1, c.dropAt*calmFrom))
 		}
 		c.congested = congested
-		c.watchResponse(w, next)
+		if c.watchResponse(w, next) {
+			next = c.cur // the latency is not this limiter's queue: do not cut for it
+		}
 		c.cur = c.clamp(next)
 		if !held {
 			c.maybeStartProbe(w)

@@ -16,6 +16,8 @@ type episode struct {
 	active bool
 	limit  float64 // the limit when it began or was last halved
 	rtt    float64 // the latency then
+	halved bool    // the limit was halved since; judged from judge
+	judge  int64   // windows starting before this still see the limit before the halving
 }
 
 func (c *core) probeDelay() int64 { return c.jitter(c.p.probeInterval) }
@@ -60,8 +62,9 @@ func (c *core) maybeStartProbe(w *window) {
 // tolerance): if the limit was halved during it and the latency did not come
 // down, the latency is not this limiter's queue but a slower dependency or a
 // slower service. The no-load RTT is then stale: probe at once instead of
-// holding the limit at its floor until the next interval.
-func (c *core) watchResponse(w *window, next float64) {
+// holding the limit at its floor until the next interval. It reports whether
+// it concluded so.
+func (c *core) watchResponse(w *window, next float64) bool {
 	congested := c.noLoad > 0 && w.avgRTT > c.noLoad*(1+c.p.tolerance)
 	ep := &c.episode
 	switch {
@@ -69,14 +72,22 @@ func (c *core) watchResponse(w *window, next float64) {
 		ep.active = false
 	case !ep.active:
 		*ep = episode{active: true, limit: c.cur, rtt: w.avgRTT}
-	case next <= ep.limit/2:
+	case ep.halved:
+		// Judge the halving on a window of requests admitted under it,
+		// not on the window that decided it.
+		if w.start < ep.judge {
+			return false
+		}
 		if w.used && w.avgRTT >= ep.rtt*unresponsive {
 			c.nextProbe = w.end
 			ep.active = false
-			return
+			return true
 		}
-		ep.limit, ep.rtt = next, w.avgRTT // it did respond: compare the next halving with here
+		*ep = episode{active: true, limit: next, rtt: w.avgRTT} // it did respond: compare the next halving with here
+	case next <= ep.limit/2:
+		ep.halved, ep.judge = true, w.end+int64(w.avgRTT*probeSettle)
 	}
+	return false
 }
 
 // probeWindow handles a window measured under a lowered probe limit: lower
