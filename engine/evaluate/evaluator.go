@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -276,7 +279,8 @@ func (e *Evaluator) breakers(ctx context.Context, at time.Time) error {
 }
 
 // liveInstances counts each service's instances that are not GONE, and
-// emits instance_stale when an instance turns STALE or NACKED.
+// emits instance_stale when an instance turns STALE or NACKED and
+// instance_recovered when it no longer is.
 func (e *Evaluator) liveInstances(ctx context.Context, at time.Time) (map[string]int, error) {
 	out := map[string]int{}
 	if e.o.Fleet == nil {
@@ -293,7 +297,7 @@ func (e *Evaluator) liveInstances(ctx context.Context, at time.Time) (map[string
 		}
 		key := in.Service + "/" + in.Instance
 		seen[key] = in.State
-		bad := in.State == distribution.StateStale || in.State == distribution.StateNacked
+		bad := badState(in.State)
 		if prev, ok := e.states[key]; bad && (!ok || prev != in.State) {
 			msg := fmt.Sprintf("%s instance %s is %s: runs v%d, meant to run v%d", in.Service, in.Instance, in.State, in.Running, in.Target)
 			if in.State == distribution.StateNacked {
@@ -303,8 +307,51 @@ func (e *Evaluator) liveInstances(ctx context.Context, at time.Time) (map[string
 				Version: in.Target, Message: msg, Detail: in})
 		}
 	}
+	for _, key := range slices.Sorted(maps.Keys(e.states)) {
+		prev := e.states[key]
+		if !badState(prev) {
+			continue
+		}
+		now, ok := seen[key]
+		if ok && badState(now) {
+			continue
+		}
+		in := distribution.Instance{State: now}
+		in.Service, in.Instance, _ = strings.Cut(key, "/")
+		for _, cur := range ins {
+			if cur.Service == in.Service && cur.Instance == in.Instance {
+				in = cur
+			}
+		}
+		state := string(now)
+		if !ok {
+			state = "no longer in the ledger"
+		}
+		e.o.Events.Emit(ctx, events.Event{Kind: InstanceRecovered, Severity: events.Info, At: at, Service: in.Service,
+			Version: in.Running, Message: fmt.Sprintf("%s instance %s recovered from %s: %s", in.Service, in.Instance, prev, state),
+			Detail: Recovery{Instance: in, From: prev}})
+	}
 	e.states = seen
 	return out, nil
+}
+
+// InstanceRecovered is the event of an instance that was STALE or NACKED
+// and is no longer: it is SYNCED (or PENDING a newer version), GONE, or left
+// the ledger. Its Detail is a Recovery. Alert sinks clear the instance's
+// stale and nacked alerts on it rather than wait for them to expire.
+const InstanceRecovered events.Kind = "instance_recovered"
+
+// Recovery is the Detail of an InstanceRecovered event.
+type Recovery struct {
+	// Instance is the ledger record now (only Service and Instance are set
+	// when it left the ledger).
+	Instance distribution.Instance `json:"instance"`
+	// From is the state it recovered from: STALE or NACKED.
+	From distribution.State `json:"from"`
+}
+
+func badState(s distribution.State) bool {
+	return s == distribution.StateStale || s == distribution.StateNacked
 }
 
 // Scores returns the latest score of every service, by name.

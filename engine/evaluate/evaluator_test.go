@@ -148,6 +148,32 @@ func TestTick(t *testing.T) {
 	if got := evs.Events(events.InstanceStale); len(got) != 1 || got[0].Service != "svc-0000" {
 		t.Fatalf("instance_stale events %+v", got)
 	}
+	// It catches up: one instance_recovered; another turns NACKED, then
+	// leaves the ledger: recovered again, from NACKED.
+	nacked := fleetOf{append([]distribution.Instance{{Service: "svc-0000", Instance: "9", State: distribution.StateSynced, Running: 2, Target: 2},
+		{Service: "svc-0001", Instance: "8", State: distribution.StateNacked, Running: 1, Target: 2}}, ins...)}
+	for _, f := range []fleetOf{nacked, nacked, {ins}, {ins}} {
+		e.o.Fleet = f
+		if _, err := e.Tick(ctx, clk.Now()); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(10 * time.Second)
+	}
+	recovered := evs.Events(InstanceRecovered)
+	if len(recovered) != 2 {
+		t.Fatalf("instance_recovered events %+v", recovered)
+	}
+	for i, want := range []Recovery{{Instance: distribution.Instance{Service: "svc-0000", Instance: "9", State: distribution.StateSynced, Running: 2, Target: 2}, From: distribution.StateStale},
+		{Instance: distribution.Instance{Service: "svc-0001", Instance: "8"}, From: distribution.StateNacked}} {
+		got, ok := recovered[i].Detail.(Recovery)
+		if !ok || got.From != want.From || got.Instance.Service != want.Instance.Service || got.Instance.Instance != want.Instance.Instance ||
+			got.Instance.State != want.Instance.State || got.Instance.Running != want.Instance.Running || recovered[i].Service != want.Instance.Service {
+			t.Errorf("recovery %d: %+v, want %+v", i, recovered[i], want)
+		}
+	}
+	if got := evs.Events(events.InstanceStale); len(got) != 2 {
+		t.Fatalf("instance_stale events after the NACK %+v", got)
+	}
 	// A breaker that opens is reported once.
 	app := db.Appender(ctx)
 	for i := range 3 {

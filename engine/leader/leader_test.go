@@ -2,14 +2,17 @@ package leader
 
 import (
 	"context"
+	"database/sql"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx" for the migrations
 
 	"governor.dev/governor/engine/events"
 	"governor.dev/governor/internal/testenv"
+	"governor.dev/governor/migrations"
 	"governor.dev/governor/sdk/clock"
 )
 
@@ -68,8 +71,68 @@ func TestPostgresOptions(t *testing.T) {
 // TestFailover runs two electors, kills the leader's session (as a crashed
 // process would lose it) and checks the standby leads within seconds and no
 // tick is evaluated twice.
-func TestFailover(t *testing.T) {
+// migrated is a fresh PostgreSQL database with Governor's schema, as the
+// engine leaves it at start.
+func migrated(t *testing.T) string {
+	t.Helper()
 	url := testenv.Postgres(t)
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := migrations.Up(context.Background(), db, migrations.Postgres); err != nil {
+		t.Fatal(err)
+	}
+	return url
+}
+
+// TestClaimTickPrunes: a tick is claimed once, and ticks older than
+// TickRetention leave the table as newer ones are claimed.
+func TestClaimTickPrunes(t *testing.T) {
+	url := migrated(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e, err := NewPostgres(PostgresOptions{URL: url, Identity: "a", RetryInterval: 50 * time.Millisecond, TickRetention: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = e.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	eventually(t, 10*time.Second, func() string {
+		if e.IsLeader() {
+			return "ok"
+		}
+		return ""
+	})
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, c := range []struct {
+		tick time.Time
+		won  bool
+	}{{t0, true}, {t0, false}, {t0.Add(30 * time.Minute), true}, {t0.Add(2 * time.Hour), true}} {
+		won, err := e.ClaimTick(ctx, c.tick)
+		if err != nil || won != c.won {
+			t.Fatalf("claim %d (%v): %v %v, want %v", i, c.tick, won, err, c.won)
+		}
+	}
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(context.Background())
+	var n int
+	var oldest time.Time
+	if err := admin.QueryRow(ctx, "SELECT count(*), min(tick) FROM governor_engine_ticks").Scan(&n, &oldest); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || !oldest.Equal(t0.Add(2*time.Hour)) {
+		t.Fatalf("%d ticks kept, oldest %v; want only the newest", n, oldest)
+	}
+}
+
+func TestFailover(t *testing.T) {
+	url := migrated(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var mu sync.Mutex

@@ -23,7 +23,8 @@ var ErrInvalidOption = errors.New("leader: invalid option")
 const DefaultLockKey int64 = 0x474f56454e47494e
 
 // PostgresOptions configure a Postgres elector. URL and Identity are
-// required.
+// required. The database needs the schema of migrations.Up (the table
+// governor_engine_ticks, migration 00400), which the engine applies at start.
 type PostgresOptions struct {
 	URL      string
 	Identity string
@@ -33,6 +34,9 @@ type PostgresOptions struct {
 	RetryInterval time.Duration
 	// CheckInterval of the leader's connection; default 1s.
 	CheckInterval time.Duration
+	// TickRetention is how long claimed ticks are kept; the leader deletes
+	// older ones as it claims. Default 24h.
+	TickRetention time.Duration
 	Clock         clock.Clock
 	Events        events.Sink
 	Logger        *slog.Logger
@@ -59,8 +63,8 @@ func NewPostgres(o PostgresOptions) (*Postgres, error) {
 	if o.Identity == "" {
 		errs = append(errs, fmt.Errorf("%w: Identity is required", ErrInvalidOption))
 	}
-	if o.RetryInterval < 0 || o.CheckInterval < 0 {
-		errs = append(errs, fmt.Errorf("%w: RetryInterval and CheckInterval must not be negative", ErrInvalidOption))
+	if o.RetryInterval < 0 || o.CheckInterval < 0 || o.TickRetention < 0 {
+		errs = append(errs, fmt.Errorf("%w: RetryInterval, CheckInterval and TickRetention must not be negative", ErrInvalidOption))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -73,6 +77,9 @@ func NewPostgres(o PostgresOptions) (*Postgres, error) {
 	}
 	if o.CheckInterval == 0 {
 		o.CheckInterval = time.Second
+	}
+	if o.TickRetention == 0 {
+		o.TickRetention = 24 * time.Hour
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
@@ -143,11 +150,6 @@ func (p *Postgres) acquire(ctx context.Context) (*pgx.Conn, error) {
 		conn.Close(context.Background())
 		return nil, err
 	}
-	if _, err := conn.Exec(cctx, `CREATE TABLE IF NOT EXISTS governor_engine_ticks (
-		tick timestamptz PRIMARY KEY, leader text NOT NULL, claimed_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-		conn.Close(context.Background())
-		return nil, err
-	}
 	return conn, nil
 }
 
@@ -206,6 +208,10 @@ func (p *Postgres) ClaimTick(ctx context.Context, tick time.Time) (bool, error) 
 	}
 	if tag.RowsAffected() == 1 {
 		p.claims.WithLabelValues("won").Inc()
+		// Older ticks can no longer be claimed twice: keep the table small.
+		if _, err := p.conn.Exec(ctx, `DELETE FROM governor_engine_ticks WHERE tick < $1`, tick.UTC().Add(-p.o.TickRetention)); err != nil {
+			p.o.Logger.Warn("leader: prune ticks", "err", err)
+		}
 		return true, nil
 	}
 	p.claims.WithLabelValues("taken").Inc()
