@@ -30,6 +30,10 @@ type ReaderOptions struct {
 	MaxAge time.Duration
 	// Concurrency bounds the queries in flight per Read. Default 4.
 	Concurrency int
+	// PerSignal sends one query per signal even to a PromQLSource, instead
+	// of deriving the default-template signals from shared queries. The
+	// values are the same; the shared queries select each series once.
+	PerSignal bool
 }
 
 // DefaultReaderOptions returns the defaults.
@@ -43,6 +47,7 @@ type Reader struct {
 	opts   ReaderOptions
 	window string
 	tmpl   templateSet
+	plan   plan
 }
 
 // NewReader validates the options and templates and returns a Reader.
@@ -72,7 +77,12 @@ func NewReader(src Source, opts ReaderOptions) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Reader{src: src, opts: opts, window: model.Duration(opts.Window).String(), tmpl: tmpl}, nil
+	_, promql := src.(PromQLSource)
+	p, err := newPlan(tmpl, opts.Templates, opts.PerSignal || !promql)
+	if err != nil {
+		return nil, fmt.Errorf("%w: shared queries: %v", ErrInvalidOption, err)
+	}
+	return &Reader{src: src, opts: opts, window: model.Duration(opts.Window).String(), tmpl: tmpl, plan: p}, nil
 }
 
 // Query renders the template of signal s for a scope and services, as Read
@@ -134,21 +144,33 @@ func (r *Reader) Read(ctx context.Context, at time.Time, scope Scope, services .
 		wg  sync.WaitGroup
 		sem = make(chan struct{}, r.opts.Concurrency)
 	)
-	for s, t := range r.tmpl {
-		q, err := render(t, data)
-		if err != nil {
-			return nil, fmt.Errorf("%w: templates.%s: %v", ErrInvalidOption, s, err)
-		}
+	run := func(q string, done func(*Result, error)) {
 		wg.Go(func() {
 			sem <- struct{}{}
 			res, err := r.src.Query(ctx, q, at)
 			<-sem
+			done(res, err)
+		})
+	}
+	derived, err := r.readShared(data, scope, run)
+	if err != nil {
+		wg.Wait()
+		return nil, fmt.Errorf("%w: shared query: %v", ErrInvalidOption, err)
+	}
+	for _, s := range r.plan.own {
+		q, err := render(r.tmpl[s], data)
+		if err != nil {
+			wg.Wait()
+			return nil, fmt.Errorf("%w: templates.%s: %v", ErrInvalidOption, s, err)
+		}
+		run(q, func(res *Result, err error) {
 			mu.Lock()
 			answers = append(answers, answer{sig: s, res: res, err: err})
 			mu.Unlock()
 		})
 	}
 	wg.Wait()
+	answers = append(answers, derived()...)
 	return r.assemble(at, scope, answers)
 }
 

@@ -94,8 +94,8 @@ type DB struct {
 }
 
 var (
-	_ signals.Source     = (*DB)(nil)
-	_ storage.Appendable = (*DB)(nil)
+	_ signals.PromQLSource = (*DB)(nil)
+	_ storage.Appendable   = (*DB)(nil)
 )
 
 // Open creates the store.
@@ -245,3 +245,7 @@ func toLabels(ls labels.Labels) signals.Labels {
 	ls.Range(func(l labels.Label) { out[l.Name] = l.Value })
 	return out
 }
+
+// EvaluatesPromQL marks the store as a signals.PromQLSource: its queries run
+// through Prometheus's own PromQL engine.
+func (d *DB) EvaluatesPromQL() {}

@@ -203,3 +203,7 @@ func retriable(err error) bool {
 	}
 	return false
 }
+
+// EvaluatesPromQL marks the client as a signals.PromQLSource: the server
+// evaluates any PromQL.
+func (c *Client) EvaluatesPromQL() {}

@@ -1,0 +1,110 @@
+package signals
+
+import (
+	"maps"
+	"slices"
+	"text/template"
+)
+
+// PromQLSource is a Source that evaluates any PromQL expression, as a
+// Prometheus-compatible server and the embedded store do. From such a source
+// the Reader reads the signals whose templates are the defaults through a few
+// shared queries (see sharedQueries) instead of one query per signal. A Source
+// that does not implement it, such as a test double answering the rendered
+// templates, is asked one query per signal.
+type PromQLSource interface {
+	Source
+	// EvaluatesPromQL declares that Query accepts any instant PromQL query.
+	EvaluatesPromQL()
+}
+
+// sharedQuery is a query whose samples several default-template signals are
+// derived from in Go, so the series behind them are selected and decoded
+// once per Read rather than once per signal.
+type sharedQuery int
+
+const (
+	// sharedRequests is the rate of governor_sdk_requests_total by scope,
+	// class and outcome: request rate, shed ratio (overall and by class) and
+	// the error ratio's denominator.
+	sharedRequests sharedQuery = iota
+	// sharedErrors is the error rate by scope: the error ratio's numerator.
+	sharedErrors
+	// sharedLatency is the rate of the latency buckets by scope and le: p50
+	// and p99.
+	sharedLatency
+	numShared
+)
+
+var sharedTemplates = [numShared]string{
+	sharedRequests: `sum by ({{.By}}, class, outcome) (rate(governor_sdk_requests_total{ {{.Selector}} }[{{.Window}}]))`,
+	sharedErrors:   `sum by ({{.By}}) (rate(governor_sdk_request_errors_total{ {{.Selector}} }[{{.Window}}]))`,
+	sharedLatency:  `sum by ({{.By}}, le) (rate(governor_sdk_request_duration_seconds_bucket{ {{.Selector}} }[{{.Window}}]))`,
+}
+
+// sharedNeeds lists, per signal, the shared queries it is derived from.
+var sharedNeeds = map[Signal][]sharedQuery{
+	RequestRate:      {sharedRequests},
+	ShedRatio:        {sharedRequests},
+	ShedRatioByClass: {sharedRequests},
+	ErrorRatio:       {sharedRequests, sharedErrors},
+	LatencyP50:       {sharedLatency},
+	LatencyP99:       {sharedLatency},
+}
+
+// plan splits the signals between shared queries and their own templates.
+type plan struct {
+	shared  [numShared]*template.Template // nil: not needed
+	derived []Signal                      // signals derived from shared queries
+	own     []Signal                      // signals read through their own template
+}
+
+// newPlan derives from shared queries every signal whose template is not
+// overridden; the others, and everything when perSignal is set, keep one
+// query each.
+func newPlan(tmpl templateSet, overrides map[Signal]string, perSignal bool) (plan, error) {
+	var p plan
+	for _, s := range slices.Sorted(maps.Keys(tmpl)) {
+		needs, ok := sharedNeeds[s]
+		if _, overridden := overrides[s]; perSignal || overridden || !ok {
+			p.own = append(p.own, s)
+			continue
+		}
+		p.derived = append(p.derived, s)
+		for _, q := range needs {
+			if p.shared[q] != nil {
+				continue
+			}
+			t, err := template.New("shared").Option("missingkey=error").Parse(sharedTemplates[q])
+			if err != nil {
+				return plan{}, err
+			}
+			p.shared[q] = t
+		}
+	}
+	return p, nil
+}
+
+// sharedAnswer is the outcome of one shared query.
+type sharedAnswer struct {
+	res *Result
+	err error
+}
+
+// readShared runs the plan's shared queries through run, which bounds
+// concurrency, and derives the answers of the plan's derived signals.
+func (r *Reader) readShared(data TemplateData, scope Scope,
+	run func(q string, done func(*Result, error))) (func() []answer, error) {
+	var got [numShared]sharedAnswer
+	for q, t := range r.plan.shared {
+		if t == nil {
+			continue
+		}
+		text, err := render(t, data)
+		if err != nil {
+			return nil, err
+		}
+		run(text, func(res *Result, err error) { got[q] = sharedAnswer{res: res, err: err} })
+	}
+	return func() []answer { return derive(r.plan.derived, got, scope) }, nil
+}
