@@ -30,6 +30,8 @@ const (
 	releaseRamp   = 2               // a released limit doubles per window up to twice the peak demand
 	peakDecay     = 0.9             // the recent peak in-flight forgets 10% per window
 	severe        = 4               // a window this many times the no-load RTT, after a slow one, halves the limit
+	persists      = 0.8             // ... if it is not much faster than that one (a pause's tail is)
+	largeCut      = 0.9             // a cut to 90% or less is followed by one round trip without cuts
 )
 
 // algorithm is what distinguishes the adaptive limiters; core calls it once
@@ -71,6 +73,8 @@ type core struct {
 	calm      int     // windows of additive growth left after drops
 	dropAt    float64 // the limit at the last drops
 	congested bool    // the last decided window had load and was slower than the tolerance
+	lastRTT   float64 // the average RTT of the last decided window
+	settle    int64   // requests admitted before this saw the limit before the last large cut
 	episode   episode
 	win       window // the window being decided
 
@@ -213,6 +217,13 @@ func (c *core) decide(w *window) {
 		// follows look like a second slow window.
 		congested := w.avgRTT > c.noLoad*(1+c.p.tolerance) && !w.idle(c.cur)
 		switch {
+		case next < c.cur && (w.start+w.end)/2 < c.settle:
+			// Most of this window's requests were admitted before the
+			// last large cut: wait for those admitted under it before
+			// cutting again (one cut per round trip), so that neither a
+			// slow dependency nor the drops already in flight take the
+			// limit down to Min.
+			next = c.cur
 		case w.dropRatio() >= dropThreshold:
 			c.calm, c.dropAt = calmWindows, c.cur
 		case congested && !c.congested && next < c.cur:
@@ -220,11 +231,6 @@ func (c *core) decide(w *window) {
 			// overload yet: cut when the next window is slow too. Nor
 			// does it start a probe, which would measure the pause.
 			next, held = c.cur, true
-		case next < c.cur && c.episode.halved && w.start < c.episode.judge:
-			// The limit was just halved: wait for the requests admitted
-			// under it before cutting again (one cut per round trip), so
-			// a slow dependency is recognised before the limit reaches Min.
-			next = c.cur
 		case c.calm > 0:
 			// Congestion avoidance after drops: grow freely back to 90%
 			// of the limit that dropped, then additively, so the limit
@@ -236,11 +242,15 @@ func (c *core) decide(w *window) {
 		if c.watchResponse(w, next) {
 			next = c.cur // the latency is not this limiter's queue: do not cut for it
 		}
+		if next <= c.cur*largeCut {
+			c.settle = w.end + int64(w.avgRTT*probeSettle)
+		}
 		c.cur = c.clamp(next)
 		if !held {
 			c.maybeStartProbe(w)
 		}
 	}
+	c.lastRTT = w.avgRTT
 	c.snap.windows.Add(1)
 	c.snap.sample.Store(int64(w.avgRTT))
 	c.publish()

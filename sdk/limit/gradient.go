@@ -42,12 +42,13 @@ func (gradient) update(c *core, w *window) float64 {
 	if target > l && !w.used {
 		return l // never grow a limit nobody uses
 	}
-	if c.congested && w.avgRTT >= severe*c.noLoad {
+	if c.congested && w.avgRTT >= severe*c.noLoad && w.avgRTT >= c.lastRTT*persists {
 		// The second slow window in a row, several times the no-load
-		// RTT: a step (a slow dependency, an overload onset), not a
-		// pause. Cut by the whole bounded gradient, without headroom or
-		// smoothing: the limit halves at once (g is clamped to 1/2 that
-		// far above the tolerance).
+		// RTT and not recovering: a step (a slow dependency, an
+		// overload onset), not the tail of a pause. Cut by the whole
+		// bounded gradient, without headroom or smoothing: the limit
+		// halves at once (g is clamped to 1/2 that far above the
+		// tolerance).
 		return l * g
 	}
 	return l + smoothing*(target-l)

@@ -7,7 +7,7 @@ type probeState struct {
 	steps      int
 	saved      float64
 	prev, best float64
-	bestLimit  float64 // the limit the fastest probe window ran at
+	bestLimit  float64 // the limit the fastest probe window ran at (0: it did not use it)
 	settle     int64   // windows starting before this still see the previous limit
 }
 
@@ -101,11 +101,17 @@ func (c *core) probeWindow(w *window) {
 	pr.steps++
 	if w.avgRTT <= pr.best {
 		pr.best, pr.bestLimit = w.avgRTT, c.cur
+		if !w.used {
+			pr.bestLimit = 0 // the limit did not shape this window: it says nothing about the limit
+		}
 	}
 	falling := w.avgRTT < pr.prev*probeFalling
 	pr.prev = w.avgRTT
 	atMin := c.cur <= float64(c.p.min)
-	if falling && !atMin && pr.steps < probeMaxSteps {
+	// A window that did not use the lowered limit has no queue the limit
+	// could shorten: its latency is the no-load RTT, lowering further
+	// would only measure noise.
+	if falling && w.used && !atMin && pr.steps < probeMaxSteps {
 		c.cur = c.clamp(c.cur * probeStep)
 		pr.settle = w.end + int64(w.avgRTT*probeSettle)
 		return
@@ -118,7 +124,11 @@ func (c *core) probeWindow(w *window) {
 	// Restore the limit, but not above what the fastest probe window ran
 	// at plus the tolerance: after a stale estimate the saved limit was
 	// learned against the wrong baseline.
-	c.cur = c.clamp(min(pr.saved, pr.bestLimit*(1+c.p.tolerance)))
+	restore := pr.saved
+	if pr.bestLimit > 0 {
+		restore = min(restore, pr.bestLimit*(1+c.p.tolerance))
+	}
+	c.cur = c.clamp(restore)
 	pr.active = false
 	c.nextProbe = w.end + c.probeDelay()
 	c.snap.probes.Add(1)
