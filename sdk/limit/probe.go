@@ -84,7 +84,9 @@ func (c *core) watchResponse(w *window, next float64) bool {
 			return true
 		}
 		*ep = episode{active: true, limit: next, rtt: w.avgRTT} // it did respond: compare the next halving with here
-	case next <= ep.limit/2:
+	case next <= ep.limit/2 || next <= float64(c.p.min) && c.cur <= float64(c.p.min):
+		// Halved since the episode began, or held at Min, where it
+		// cannot halve any more.
 		ep.halved, ep.judge = true, w.end+int64(w.avgRTT*probeSettle)
 	}
 	return false
