@@ -28,7 +28,11 @@
 //     limit' = limit * gradient + sqrt(limit * gradient), smoothed by half
 //     toward that target, so every window moves the limit by a bounded step
 //     and the square-root term keeps a little queue of headroom to discover
-//     spare capacity.
+//     spare capacity. A step is the exception: a second slow window in a
+//     row at 4x the no-load RTT or more, not recovering (at least 80% of
+//     the previous window's RTT), halves the limit at once, so a latency
+//     step halves it within a round trip plus two windows of its first slow
+//     samples.
 //   - "little": Little's law, brpc style. The limit is the largest recent
 //     throughput times the no-load latency, corrected by the queueing seen
 //     now: target = maxThroughput * ((2 + Tolerance) * noLoad - sample). It is
@@ -69,11 +73,15 @@
 //     fast window, learns its no-load RTT within seconds.
 //   - A stale no-load RTT, in both directions: a window 20% faster than the
 //     estimate (a slow period ended) triggers a probe at once; so does an
-//     episode of congestion in which halving the limit did not bring the
-//     latency down by a fifth (the latency is a slower dependency, not this
-//     limiter's queue). Then the slower RTT is adopted within about a second
-//     and the limit climbs back to what the server can take, instead of
-//     sitting at Min until the next interval.
+//     episode of congestion in which halving the limit (or holding it at
+//     Min) did not bring the latency down by a fifth (the latency is a
+//     slower dependency, not this limiter's queue), judged on requests
+//     admitted after the halving. Then the slower RTT is adopted within a
+//     few round trips and the limit climbs back to what the server can
+//     take, instead of sitting at Min until the next interval. A probe ends
+//     at a window that does not use its lowered limit (there is no queue
+//     left to shorten), and only a window that used its limit caps the
+//     restored limit.
 //   - Collapse at low traffic: a window with fewer than MinSamples samples
 //     makes no decision; it is extended, and after ten window lengths its
 //     samples are discarded, the limit unchanged (unless the limit is in use:
@@ -86,8 +94,14 @@
 //     used, that is when in-flight reached 80% of the limit during the
 //     window; it settles at about 1.25 x the peak demand.
 //   - Oscillation: steps are bounded and smoothed, and a single slow window (a
-//     GC pause, a stalled neighbour) does not cut the limit: the next window
-//     must be slow too (drops cut at once). After a window with drops
+//     GC pause, a stalled neighbour) does not cut the limit nor start a
+//     probe: the next window must be slow too (drops cut at once). Only a
+//     window with load (in use, or an average in-flight of half the limit)
+//     counts as slow here, so a mildly slow quiet window before a pause does
+//     not make the pause look like a second slow window. After a cut to 90%
+//     or less (a halving, drops) the limit is not cut again until most of a
+//     window was admitted under it (1.5 RTT): the samples still in flight
+//     saw the old limit. After a window with drops
 //     (1% or more of its requests) the limit is cut by the dropped share (at
 //     least 10%, at most half) and then grows by at most 1 per window for 20
 //     windows, so it does not saw back into the timeouts. Little's law stays

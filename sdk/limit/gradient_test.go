@@ -19,6 +19,7 @@ var (
 	busy  = win{10 * time.Millisecond, 18}  // the limit in use, no queueing
 	crowd = win{20 * time.Millisecond, 18}  // the limit in use, 2x the no-load RTT
 	stall = win{100 * time.Millisecond, 18} // 10x: a pause, or a step if it lasts
+	tail  = win{60 * time.Millisecond, 18}  // the backlog a pause leaves, draining
 )
 
 // feed plays windows of 20 samples each into c, the last sample of each
@@ -61,6 +62,9 @@ func TestGradientSlowWindows(t *testing.T) {
 		{"a lone pause does not cut", append(append(warm, stall), quiet, quiet), 20, 20},
 		{"a pause after a slow window without load does not cut", append(append(warm, mild, stall), quiet, quiet), 20, 20},
 		{"a 10x step halves the limit on its second window", append(warm, stall, stall), 10, 10},
+		{"then waits a round trip before cutting again", append(warm, stall, stall, stall), 10, 10},
+		{"and cuts again after it", append(warm, stall, stall, stall, stall), 5, 5},
+		{"the draining tail of a pause cuts by a smoothed step only", append(append(warm, stall), tail), 11, 19},
 		{"2x congestion cuts by a smoothed step", append(warm, crowd, crowd), 11, 19},
 		{"no congestion keeps the limit", append(warm, busy, busy), 20, 30},
 	}
@@ -96,5 +100,22 @@ func TestPauseDoesNotStartAProbe(t *testing.T) {
 	feed(c, 4*int64(time.Second)+int64(100*time.Millisecond), busy)
 	if s := c.Snapshot(); !s.Probing {
 		t.Fatalf("the due probe did not start on a busy window (limit %d)", c.Limit())
+	}
+}
+
+// At Min the limit cannot halve any more, so an episode of congestion that a
+// limit held at Min does not relieve is judged like a halving: the no-load
+// RTT is stale (the server got slower), and a probe adopts the slower one
+// instead of leaving the limit at Min until the next probe interval.
+func TestCongestionAtMinReprobes(t *testing.T) {
+	c := newTestCore(t, rules.Concurrency{Initial: 4, Min: 4}, WithSeed(1))
+	feed(c, 0, repeat(win{10 * time.Millisecond, 1}, 5)...)
+	if nl := c.Snapshot().NoLoadRTT; nl != 10*time.Millisecond {
+		t.Fatalf("no-load RTT %v, want 10ms", nl)
+	}
+	slow := win{30 * time.Millisecond, 4}
+	limits := feed(c, 5*int64(100*time.Millisecond), repeat(slow, 10)...)
+	if nl := c.Snapshot().NoLoadRTT; nl < 25*time.Millisecond {
+		t.Fatalf("no-load RTT still %v after 10 windows at Min 3x slower (limits %v)", nl, limits)
 	}
 }
