@@ -82,3 +82,36 @@ func TestDetectEndToEnd(t *testing.T) {
 		t.Errorf("log %q does not report 920 rows", stderr.String())
 	}
 }
+
+// TestAlertsConfig: the alerting file of GOVERNOR_ALERTS_CONFIG is checked
+// with the rest of the configuration, its errors named.
+func TestAlertsConfig(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tests := []struct {
+		name, file string
+		wantCode   int
+		want       string
+	}{
+		{"valid", write("ok.json", `{"receivers": [{"name": "hook", "webhook": {"url": "http://127.0.0.1:9/hook"}}], "routes": [{"receiver": "hook"}]}`), 0, "alerting OK"},
+		{"not http", write("ftp.json", `{"receivers": [{"name": "hook", "webhook": {"url": "ftp://example.com/"}}]}`), 2, "receivers[0]"},
+		{"unknown field", write("typo.json", `{"recievers": []}`), 2, "recievers"},
+		{"missing", filepath.Join(dir, "absent.json"), 2, "GOVERNOR_ALERTS_CONFIG"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv(AlertsEnv, tt.file)
+			var stdout, stderr bytes.Buffer
+			code := dispatch(context.Background(), []string{"-check-config", "-listen", "127.0.0.1:0"}, &stdout, &stderr)
+			if code != tt.wantCode || !strings.Contains(stdout.String()+stderr.String(), tt.want) {
+				t.Fatalf("exit %d, stdout %q, stderr %q; want %d and %q", code, stdout.String(), stderr.String(), tt.wantCode, tt.want)
+			}
+		})
+	}
+}

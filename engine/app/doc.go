@@ -2,10 +2,23 @@
 // (SQLite or PostgreSQL), NATS (embedded or a cluster), the distribution plane
 // (outbox relay and delivery ledger), the signal source (the embedded metrics
 // store or a Prometheus API), the load scores, the recommender, the
-// guardrail, leader election and the HTTP API. In dev mode it adds the demo
-// fleet, seeds each demo service with an approved first version and, after a
-// while, publishes a deliberately bad version so the guardrail has something
-// to roll back.
+// guardrail, leader election, the alerts manager and the HTTP API. In dev
+// mode it adds the demo fleet, seeds each demo service with an approved first
+// version and, after a while, publishes a deliberately bad version so the
+// guardrail has something to roll back.
+//
+// One listener serves /healthz, /readyz, /metrics and the engine's read API
+// under /engine/api/v1 (package engine/api, unauthenticated: keep it
+// internal). In dev mode (or with Options.WebUI) the same listener serves the
+// web UI (package ui) at every other path, its authenticated JSON API under
+// /api/v1 included; the UI's accounts live in the rules database and the
+// first admin's one-time password is printed in the banner.
+//
+// The alerts manager (package alerts/manager) stores its state in the rules
+// database, receives the engine's events (instance_recovered clears stale
+// and nacked alerts at once) and evaluates its rules every AlertInterval
+// while this replica leads, so two engines never notify twice. Without
+// Options.Alerts it runs the built-in rules and only logs notifications.
 //
 // cmd/engine only parses the configuration and calls Run; tests embed the
 // whole process through New.

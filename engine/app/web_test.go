@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -11,7 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/bcrypt"
+
+	alertsconfig "governor.dev/governor/alerts/config"
 
 	"governor.dev/governor/engine/api"
 	"governor.dev/governor/engine/loadscore"
@@ -20,6 +24,7 @@ import (
 	"governor.dev/governor/migrations"
 	"governor.dev/governor/rules/distribution"
 	"governor.dev/governor/rules/versioning/sqlite"
+	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/ui"
 	"governor.dev/governor/ui/auth"
 )
@@ -113,5 +118,69 @@ func TestCombinedAPIIsAuthenticated(t *testing.T) {
 		if code != http.StatusOK || !strings.Contains(body, c.want) {
 			t.Errorf("GET %s: %d %q, want 200 with %q", c.path, code, body, c.want)
 		}
+	}
+}
+
+// TestStartAlerts: without a configuration the manager runs the built-in
+// rules with the log receiver; a configuration brings its own rules and
+// receivers, and an invalid one is refused before anything starts.
+func TestStartAlerts(t *testing.T) {
+	ctx := context.Background()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "rules.db")+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	if err := migrations.Up(ctx, db, migrations.SQLite); err != nil {
+		t.Fatal(err)
+	}
+	parse := func(s string) *alertsconfig.Config {
+		c, err := alertsconfig.Parse([]byte(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	custom := parse(`{"builtin_rules": "disabled", "rules": [{"name": "Stale", "event": "instance_stale", "severity": "P1"}],
+		"receivers": [{"name": "hook", "webhook": {"url": "http://127.0.0.1:9/hook"}}]}`)
+	broken := parse(`{"receivers": [{"name": "hook", "webhook": {"url": "http://127.0.0.1:9/hook"}}]}`)
+	broken.Receivers[0].Webhook.URL = "ftp://example.com/"
+	for _, c := range []struct {
+		name    string
+		cfg     *alertsconfig.Config
+		rules   []string
+		wantErr string
+	}{
+		{"built-in", nil, []string{"GovernorLoadHigh", "GovernorInstanceStale", "GovernorInstanceNacked"}, ""},
+		{"configured", custom, []string{"Stale"}, ""},
+		{"invalid", broken, nil, "receivers[0]"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a := &App{o: Options{Alerts: c.cfg, Clock: clock.Real{}, Registry: prometheus.NewRegistry()},
+				log: slog.New(slog.DiscardHandler), ledgerDB: db}
+			err := a.startAlerts(ctx)
+			defer a.close()
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("err %v, want %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			have := map[string]bool{}
+			for _, r := range a.alerts.Rules() {
+				have[r.Name] = true
+			}
+			for _, name := range c.rules {
+				if !have[name] {
+					t.Errorf("rule %s missing from %v", name, have)
+				}
+			}
+			if c.cfg != nil && have["GovernorLoadHigh"] {
+				t.Errorf("built-in rules run although disabled: %v", have)
+			}
+		})
 	}
 }
