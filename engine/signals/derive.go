@@ -169,6 +169,8 @@ func derive(sigs []Signal, got [numShared]sharedAnswer, scope Scope) []answer {
 			var warn []string
 			a.res.Samples, warn = latencies.quantile(q, at(got[sharedLatency].res.Samples))
 			a.res.Warnings = append(a.res.Warnings, warn...)
+		case CPU, Memory:
+			a.res.Samples = processSamples(s, got[sharedProcess].res.Samples)
 		}
 		out = append(out, a)
 	}
@@ -263,4 +265,23 @@ func (l *latencySums) quantile(q float64, p Point) ([]Sample, []string) {
 		warn = append(warn, fmt.Sprintf("input to histogram_quantile needed to be fixed for monotonicity in %d groups", forced))
 	}
 	return out, warn
+}
+
+// processSamples picks the samples of s (CPU or memory) from the shared
+// process query, without the label telling them apart.
+func processSamples(s Signal, all []Sample) []Sample {
+	out := make([]Sample, 0, len(all)/2)
+	for _, smp := range all {
+		if smp.Labels["governor_signal"] != string(s) {
+			continue
+		}
+		l := make(Labels, len(smp.Labels)-1)
+		for k, v := range smp.Labels {
+			if k != "governor_signal" {
+				l[k] = v
+			}
+		}
+		out = append(out, Sample{Labels: l, Point: smp.Point})
+	}
+	return out
 }

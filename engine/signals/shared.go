@@ -33,6 +33,9 @@ const (
 	// sharedLatency is the rate of the latency buckets by scope and le: p50
 	// and p99.
 	sharedLatency
+	// sharedProcess is CPU and memory, joined to their services once for
+	// both and told apart by the governor_signal label.
+	sharedProcess
 	numShared
 )
 
@@ -40,6 +43,15 @@ var sharedTemplates = [numShared]string{
 	sharedRequests: `sum by ({{.By}}, class, outcome) (rate(governor_sdk_requests_total{ {{.Selector}} }[{{.Window}}]))`,
 	sharedErrors:   `sum by ({{.By}}) (rate(governor_sdk_request_errors_total{ {{.Selector}} }[{{.Window}}]))`,
 	sharedLatency:  `sum by ({{.By}}, le) (rate(governor_sdk_request_duration_seconds_bucket{ {{.Selector}} }[{{.Window}}]))`,
+	sharedProcess: `avg by ({{.By}}, governor_signal) (
+  (
+    label_replace(rate(process_cpu_seconds_total[{{.Window}}]), "governor_signal", "cpu", "", "")
+    or
+    label_replace(process_resident_memory_bytes, "governor_signal", "memory", "", "")
+  )
+  * on (job, instance) group_left (service)
+  group by (job, instance, service) (governor_sdk_rules_version{ {{.Selector}} })
+)`,
 }
 
 // sharedNeeds lists, per signal, the shared queries it is derived from.
@@ -50,6 +62,8 @@ var sharedNeeds = map[Signal][]sharedQuery{
 	ErrorRatio:       {sharedRequests, sharedErrors},
 	LatencyP50:       {sharedLatency},
 	LatencyP99:       {sharedLatency},
+	CPU:              {sharedProcess},
+	Memory:           {sharedProcess},
 }
 
 // plan splits the signals between shared queries and their own templates.

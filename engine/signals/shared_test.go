@@ -86,6 +86,18 @@ func edgeFleet() []series {
 		other("governor_sdk_request_errors_total", "d", "d1", ctr(1)),
 		other("governor_sdk_rules_version", "d", "d1", gauge(1)),
 	)
+	// Process metrics without a service label, joined through the targets;
+	// one of a process without SDK gauges, so without a service.
+	proc := func(inst string, cpu, mem float64) []series {
+		return []series{
+			{kv: []string{"__name__", "process_cpu_seconds_total", "job", "sdk", "instance", inst}, at: ctr(cpu)},
+			{kv: []string{"__name__", "process_resident_memory_bytes", "job", "sdk", "instance", inst}, at: gauge(mem)},
+		}
+	}
+	out = append(out, proc("a1", 3, 1e8)...)
+	out = append(out, proc("a2", 6, 3e8)...)
+	out = append(out, proc("b1", 1.5, 2e8)...)
+	out = append(out, proc("x9", 15, 9e8)...)
 	// A series without a service label.
 	out = append(out, series{kv: []string{"__name__", "governor_sdk_requests_total", "job", "sdk", "instance", "x1", "outcome", "admitted"}, at: ctr(9)})
 	return out
@@ -169,6 +181,10 @@ func TestSharedQueriesAgreeWithTemplates(t *testing.T) {
 	require.InDelta(t, 13.0/53, snap.Entries[a].ShedByClass["batch"].V, 1e-9)
 	require.InDelta(t, 1.0/101, snap.Entries[a].ShedByClass["critical"].V, 1e-9)
 	require.InDelta(t, 0.0, snap.Entries[a].ShedByClass[""].V, 1e-9, "a series without a class counts as class \"\"")
+	require.InDelta(t, 0.3, snap.Get(a, signals.CPU).V, 1e-9, "the average over a's instances")
+	require.InDelta(t, 2e8, snap.Get(a, signals.Memory).V, 1e-3)
+	require.InDelta(t, 0.1, snap.Get(b, signals.CPU).V, 1e-9)
+	require.Equal(t, signals.Missing, snap.Get(c, signals.CPU).Status, "no process metrics")
 	require.Equal(t, signals.KnownValue(0), snap.Get(b, signals.ErrorRatio), "no error series is a zero error ratio")
 	require.Equal(t, signals.KnownValue(0), snap.Get(b, signals.ShedRatio))
 	require.True(t, snap.Get(b, signals.LatencyP99).Known())
@@ -219,22 +235,25 @@ func TestSharedQueryPlan(t *testing.T) {
 		failed    []signals.Signal
 		notFailed []signals.Signal
 	}{
-		{name: "shared", queries: 3 + 6},
+		{name: "shared", queries: 4 + 4},
 		{name: "per signal", opts: signals.ReaderOptions{PerSignal: true}, queries: 12},
 		{name: "overridden request rate keeps its template",
 			opts:    signals.ReaderOptions{Templates: map[signals.Signal]string{signals.RequestRate: `sum by ({{.By}}) (rate(governor_sdk_requests_total{ {{.Selector}}outcome="admitted"}[{{.Window}}]))`}},
-			queries: 3 + 7},
+			queries: 4 + 5},
 		{name: "overridden latency drops the latency query",
 			opts: signals.ReaderOptions{Templates: map[signals.Signal]string{
 				signals.LatencyP50: `histogram_quantile(0.5, sum by ({{.By}}, le) (rate(governor_sdk_queue_delay_seconds_bucket{ {{.Selector}} }[{{.Window}}])))`,
 				signals.LatencyP99: `histogram_quantile(0.99, sum by ({{.By}}, le) (rate(governor_sdk_queue_delay_seconds_bucket{ {{.Selector}} }[{{.Window}}])))`}},
-			queries: 2 + 8},
-		{name: "failed requests query fails what derives from it", failOn: "class, outcome", queries: 9,
+			queries: 3 + 6},
+		{name: "failed requests query fails what derives from it", failOn: "class, outcome", queries: 8,
 			failed:    []signals.Signal{signals.RequestRate, signals.ErrorRatio, signals.ShedRatio, signals.ShedRatioByClass},
 			notFailed: []signals.Signal{signals.LatencyP99, signals.InFlight}},
-		{name: "failed errors query fails the error ratio only", failOn: "request_errors_total", queries: 9,
+		{name: "failed errors query fails the error ratio only", failOn: "request_errors_total", queries: 8,
 			failed:    []signals.Signal{signals.ErrorRatio},
 			notFailed: []signals.Signal{signals.RequestRate, signals.ShedRatio}},
+		{name: "failed process query fails cpu and memory", failOn: "governor_signal", queries: 8,
+			failed:    []signals.Signal{signals.CPU, signals.Memory},
+			notFailed: []signals.Signal{signals.RequestRate, signals.LatencyP50}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			src := &recording{DB: db, failOn: tt.failOn}
