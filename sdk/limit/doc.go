@@ -78,10 +78,9 @@
 //     slower dependency, not this limiter's queue), judged on requests
 //     admitted after the halving. Then the slower RTT is adopted within a
 //     few round trips and the limit climbs back to what the server can
-//     take, instead of sitting at Min until the next interval. A probe ends
-//     at a window that does not use its lowered limit (there is no queue
-//     left to shorten), and only a window that used its limit caps the
-//     restored limit.
+//     take, instead of sitting at Min until the next interval. Only a probe
+//     window that used its limit caps the restored limit (one that did not
+//     says nothing about it).
 //   - Collapse at low traffic: a window with fewer than MinSamples samples
 //     makes no decision; it is extended, and after ten window lengths its
 //     samples are discarded, the limit unchanged (unless the limit is in use:

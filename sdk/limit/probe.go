@@ -110,10 +110,7 @@ func (c *core) probeWindow(w *window) {
 	falling := w.avgRTT < pr.prev*probeFalling
 	pr.prev = w.avgRTT
 	atMin := c.cur <= float64(c.p.min)
-	// A window that did not use the lowered limit has no queue the limit
-	// could shorten: its latency is the no-load RTT, lowering further
-	// would only measure noise.
-	if falling && w.used && !atMin && pr.steps < probeMaxSteps {
+	if falling && !atMin && pr.steps < probeMaxSteps {
 		c.cur = c.clamp(c.cur * probeStep)
 		pr.settle = w.end + int64(w.avgRTT*probeSettle)
 		return
