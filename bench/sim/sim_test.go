@@ -87,7 +87,7 @@ func TestGovernorShrinksOnLatencyStep(t *testing.T) {
 			break
 		}
 	}
-	// Measured: the limit halves within about 2.5 s of the step.
+	// Measured: the limit halves within about 1.5 s of the step.
 	if shrunk < 0 || shrunk > 50 {
 		t.Fatalf("governor limit %d did not halve within 5 s of the latency step (limits %v)", before, out.Limits[start:start+50])
 	}
