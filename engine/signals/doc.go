@@ -13,6 +13,18 @@
 // SDK's metrics contract in docs/metrics.md and which configuration may
 // override.
 //
+// From a PromQLSource (both implementations) Read does not send one query per
+// signal: the signals whose templates are the defaults are derived from four
+// shared queries (requests by class and outcome, errors, latency buckets by
+// le, and CPU and memory joined to their services once), so each series is
+// selected and decoded once per Read rather than once per signal that uses
+// it. Ratios and quantiles are computed in Go from the summed rates exactly
+// as the templates compute them (the numerator falls back to zero, 0/0 is
+// unknown, histogram_quantile is Prometheus's BucketQuantile). An overridden
+// template is always sent as written, and ReaderOptions.PerSignal sends every
+// template; the results are the same up to floating-point summation order.
+// Reader.Query renders the templates.
+//
 // A signal that cannot be known is reported as unknown with a Status saying
 // why (no series, NaN or infinite, stale, query failed); it is never reported
 // as zero. Counter resets are absorbed by rate(), which every counter-based

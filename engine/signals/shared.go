@@ -34,7 +34,8 @@ const (
 	// and p99.
 	sharedLatency
 	// sharedProcess is CPU and memory, joined to their services once for
-	// both and told apart by the governor_signal label.
+	// both and told apart by the governor_signal label. A join the templates
+	// would refuse (one target under two services) fails both signals.
 	sharedProcess
 	numShared
 )
