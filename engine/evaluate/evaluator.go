@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -307,24 +306,31 @@ func (e *Evaluator) liveInstances(ctx context.Context, at time.Time) (map[string
 				Version: in.Target, Message: msg, Detail: in})
 		}
 	}
-	for _, key := range slices.Sorted(maps.Keys(e.states)) {
-		prev := e.states[key]
-		if !badState(prev) {
-			continue
+	var recovered []string
+	for key, prev := range e.states {
+		if now, ok := seen[key]; badState(prev) && (!ok || !badState(now)) {
+			recovered = append(recovered, key)
 		}
-		now, ok := seen[key]
-		if ok && badState(now) {
-			continue
-		}
-		in := distribution.Instance{State: now}
-		in.Service, in.Instance, _ = strings.Cut(key, "/")
-		for _, cur := range ins {
-			if cur.Service == in.Service && cur.Instance == in.Instance {
-				in = cur
+	}
+	slices.Sort(recovered)
+	var current map[string]distribution.Instance // the ledger records of the recovered, when any
+	if len(recovered) > 0 {
+		current = make(map[string]distribution.Instance, len(recovered))
+		for _, in := range ins {
+			if key := in.Service + "/" + in.Instance; !badState(in.State) && badState(e.states[key]) {
+				current[key] = in
 			}
 		}
+	}
+	for _, key := range recovered {
+		prev := e.states[key]
+		now, ok := seen[key]
+		var in distribution.Instance
 		state := string(now)
-		if !ok {
+		if ok {
+			in = current[key]
+		} else {
+			in.Service, in.Instance, _ = strings.Cut(key, "/")
 			state = "no longer in the ledger"
 		}
 		e.o.Events.Emit(ctx, events.Event{Kind: InstanceRecovered, Severity: events.Info, At: at, Service: in.Service,
