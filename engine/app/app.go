@@ -403,6 +403,9 @@ func (a *App) Events() *events.Recorder { return a.recorder }
 // Fleet is the demo fleet (nil outside dev mode).
 func (a *App) Fleet() *demo.Fleet { return a.fleet }
 
+// Alerts is the alerts manager.
+func (a *App) Alerts() *alerts.Manager { return a.alerts }
+
 // Elector is the leader elector.
 func (a *App) Elector() leader.Elector { return a.elector }
 

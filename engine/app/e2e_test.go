@@ -85,7 +85,8 @@ func scenario(t *testing.T, cfg config.Config) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(logWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	a, err := New(ctx, Options{Config: cfg, Logger: log, Registry: prometheus.NewRegistry(), DemoServices: testServices()})
+	a, err := New(ctx, Options{Config: cfg, Logger: log, Registry: prometheus.NewRegistry(), DemoServices: testServices(),
+		AlertInterval: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,6 +212,15 @@ func scenario(t *testing.T, cfg config.Config) {
 		t.Fatalf("no auto_rollback event: %+v", a.Events().Events(""))
 	}
 	t.Logf("rolled back: %s", rolled.Reason)
+	// The rollback fires its alert.
+	waitFor(t, 10*time.Second, "the GovernorAutoRollback alert", func() bool {
+		for _, al := range a.Alerts().Alerts(time.Now()) {
+			if al.Labels["alertname"] == "GovernorAutoRollback" && al.Labels["service"] == svc && al.EndsAt.IsZero() {
+				return true
+			}
+		}
+		return false
+	})
 
 	// The API shows it all.
 	for _, path := range []string{"/engine/api/v1/services", "/engine/api/v1/recommendations", "/engine/api/v1/ledger", "/engine/api/v1/guardrails",
