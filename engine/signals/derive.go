@@ -146,6 +146,9 @@ func derive(sigs []Signal, got [numShared]sharedAnswer, scope Scope) []answer {
 			if !warned[q] {
 				warned[q] = true
 				a.res.Warnings = append(a.res.Warnings, got[q].res.Warnings...)
+				if q == sharedLatency {
+					a.res.Warnings = append(a.res.Warnings, latencies.warnings...)
+				}
 			}
 		}
 		at := func(smps []Sample) Point {
@@ -166,9 +169,11 @@ func derive(sigs []Signal, got [numShared]sharedAnswer, scope Scope) []answer {
 			if s == LatencyP99 {
 				q = 0.99
 			}
-			var warn []string
-			a.res.Samples, warn = latencies.quantile(q, at(got[sharedLatency].res.Samples))
-			a.res.Warnings = append(a.res.Warnings, warn...)
+			var forced string
+			a.res.Samples, forced = latencies.quantile(q, at(got[sharedLatency].res.Samples))
+			if forced != "" {
+				a.res.Warnings = append(a.res.Warnings, forced)
+			}
 		case CPU, Memory:
 			a.res.Samples = processSamples(s, got[sharedProcess].res.Samples)
 		}
@@ -244,11 +249,10 @@ func latencyBuckets(res *Result, scope Scope) *latencySums {
 	return l
 }
 
-// quantile is histogram_quantile(q, ...) over every group, with warnings for
-// bad le labels and for buckets made monotonic.
-func (l *latencySums) quantile(q float64, p Point) ([]Sample, []string) {
+// quantile is histogram_quantile(q, ...) over every group, with a warning
+// when buckets had to be made monotonic.
+func (l *latencySums) quantile(q float64, p Point) ([]Sample, string) {
 	out := make([]Sample, 0, len(l.order))
-	warn := append([]string(nil), l.warnings...)
 	forced := 0
 	var scratch promql.Buckets
 	for _, g := range l.order {
@@ -262,9 +266,9 @@ func (l *latencySums) quantile(q float64, p Point) ([]Sample, []string) {
 		out = append(out, Sample{Labels: g.labels(""), Point: Point{T: p.T, V: v}})
 	}
 	if forced > 0 {
-		warn = append(warn, fmt.Sprintf("input to histogram_quantile needed to be fixed for monotonicity in %d groups", forced))
+		return out, fmt.Sprintf("input to histogram_quantile needed to be fixed for monotonicity in %d groups", forced)
 	}
-	return out, warn
+	return out, ""
 }
 
 // processSamples picks the samples of s (CPU or memory) from the shared
