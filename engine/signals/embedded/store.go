@@ -3,6 +3,8 @@ package embedded
 import (
 	"context"
 	"errors"
+
+	"governor.dev/governor/engine/signals"
 )
 
 // Store is the embedded default in one piece: a DB and a Scraper writing
@@ -12,6 +14,8 @@ type Store struct {
 	*DB
 	*Scraper
 }
+
+var _ signals.PromQLSource = (*Store)(nil)
 
 // NewStore opens a DB and makes a scraper for it. Run the scraper with Run;
 // Close the store after Run has returned.

@@ -63,7 +63,7 @@ type Client struct {
 	jitter func() float64
 }
 
-var _ signals.Source = (*Client)(nil)
+var _ signals.PromQLSource = (*Client)(nil)
 
 // New validates the options and returns a client.
 func New(opts Options) (*Client, error) {
