@@ -31,8 +31,9 @@ type ReaderOptions struct {
 	// Concurrency bounds the queries in flight per Read. Default 4.
 	Concurrency int
 	// PerSignal sends one query per signal even to a PromQLSource, instead
-	// of deriving the default-template signals from shared queries. The
-	// values are the same; the shared queries select each series once.
+	// of deriving the default-template signals from shared queries (see the
+	// package documentation). The values are the same up to floating-point
+	// summation order; the shared queries select each series once.
 	PerSignal bool
 }
 
@@ -129,7 +130,9 @@ type answer struct {
 }
 
 // Read evaluates every signal at time at for the given scope, restricted to
-// services (all services when none are given). Per-signal failures are kept
+// services (all services when none are given). From a PromQLSource the
+// default-template signals come from shared queries; a shared query's failure
+// fails every signal derived from it. Per-signal failures are kept
 // in the snapshot (Errors, and a Failed status on that signal); Read returns
 // an error only for bad arguments or when every query failed.
 func (r *Reader) Read(ctx context.Context, at time.Time, scope Scope, services ...string) (*Snapshot, error) {
