@@ -10,8 +10,24 @@
 // lowers it, one below raises it again, but only while the ceiling binds
 // (raising a ceiling nobody reaches changes nothing and is not proposed).
 // The concurrency bounds (Concurrency.Max) of the rate-limited routes follow
-// the same ratio. Breaker slow-call thresholds and latency alert levels come
-// from engine/thresholds' healthy baselines.
+// the same ratio.
+//
+// # Breaker thresholds
+//
+// Breaker slow-call thresholds come from engine/thresholds' healthy
+// baselines. Once its Recommender is conclusive for a service (enough
+// healthy intervals), every downstream breaker of kind breaker gets
+// slow_call = SlowCallFactor x the healthy p99 baseline, rounded to two
+// significant digits, kept within [SlowCallMin, SlowCallMax] and at most the
+// downstream's timeout; every other breaker field is kept. A threshold
+// within SlowCallDeadband (relative, default 20%) of the one in force (the
+// SDK default of 1s when unset) is left alone, so it does not flap with
+// the baseline. Evidence.Breakers names the baseline behind each change;
+// while the baselines are inconclusive nothing changes and
+// Evidence.BreakerNote (and the reason of a recommendation without a
+// ruleset) says why. A breaker change may come alone, with the ceiling
+// held; it never applies itself, whatever the band. The latency alert
+// levels travel in Evidence.Detector.
 //
 // # Cluster-wide limits
 //

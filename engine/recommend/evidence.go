@@ -25,7 +25,11 @@ type Evidence struct {
 	// Detector is the healthy-baseline state behind breaker and alert
 	// thresholds.
 	Detector Detector `json:"detector"`
-	Ceiling  Ceiling  `json:"ceiling"`
+	// Breakers are the downstream breaker slow-call changes derived from
+	// the healthy baseline; BreakerNote says why there are none.
+	Breakers    []BreakerChange `json:"breakers,omitempty"`
+	BreakerNote string          `json:"breaker_note,omitempty"`
+	Ceiling     Ceiling         `json:"ceiling"`
 	// Concurrency is the per-route concurrency upper bound, from and to.
 	Concurrency map[string][2]int `json:"concurrency,omitempty"`
 	// ExpectedEffect says what the change should do, in words.

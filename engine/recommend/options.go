@@ -43,12 +43,20 @@ type Options struct {
 	// Thresholds configures the baselines behind breaker and alert
 	// thresholds.
 	Thresholds thresholds.RecommenderOptions
+	// SlowCallMin and SlowCallMax bound the breaker slow-call threshold
+	// derived from the healthy p99 baseline; defaults 10ms and 30s
+	// (at most 1h, the ruleset's limit).
+	SlowCallMin, SlowCallMax time.Duration
+	// SlowCallDeadband is the relative difference from the slow-call
+	// threshold in force below which no change is proposed; default 0.2.
+	SlowCallDeadband float64
 }
 
 // DefaultOptions returns the defaults.
 func DefaultOptions() Options {
 	return Options{Setpoint: 0.7, Gains: Gains{Kp: 1, Ki: 0.05}, Deadband: 0.05, MaxStepPerSecond: 0.01,
-		MinChange: 0.05, MinScores: 3, Binding: 0.9, Thresholds: thresholds.DefaultRecommenderOptions()}
+		MinChange: 0.05, MinScores: 3, Binding: 0.9, Thresholds: thresholds.DefaultRecommenderOptions(),
+		SlowCallMin: 10 * time.Millisecond, SlowCallMax: 30 * time.Second, SlowCallDeadband: 0.2}
 }
 
 func (o *Options) fill() error {
@@ -77,6 +85,15 @@ func (o *Options) fill() error {
 	if o.Thresholds.MinSamples == 0 {
 		o.Thresholds = d.Thresholds
 	}
+	if o.SlowCallMin == 0 {
+		o.SlowCallMin = d.SlowCallMin
+	}
+	if o.SlowCallMax == 0 {
+		o.SlowCallMax = d.SlowCallMax
+	}
+	if o.SlowCallDeadband == 0 {
+		o.SlowCallDeadband = d.SlowCallDeadband
+	}
 	var errs []error
 	bad := func(field string, v any, want string) {
 		errs = append(errs, fmt.Errorf("%w: %s is %v, want %s", ErrInvalidOption, field, v, want))
@@ -101,6 +118,15 @@ func (o *Options) fill() error {
 	}
 	if !(o.Binding > 0 && o.Binding <= 1) {
 		bad("Binding", o.Binding, "in (0, 1]")
+	}
+	if o.SlowCallMin < time.Millisecond {
+		bad("SlowCallMin", o.SlowCallMin, "at least 1ms")
+	}
+	if o.SlowCallMax < o.SlowCallMin || o.SlowCallMax > time.Hour {
+		bad("SlowCallMax", o.SlowCallMax, fmt.Sprintf("in [SlowCallMin %s, 1h]", o.SlowCallMin))
+	}
+	if !(o.SlowCallDeadband > 0 && o.SlowCallDeadband < 1) {
+		bad("SlowCallDeadband", o.SlowCallDeadband, "in (0, 1)")
 	}
 	if err := o.Thresholds.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("%w: Thresholds: %w", ErrInvalidOption, err))

@@ -64,6 +64,11 @@ func (p *Proposer) Submit(ctx context.Context, rec Recommendation, band Band) (S
 	}
 	ref := hourReference(versions, rec.Evidence.Ceiling.From, clk.Now())
 	ok, why := band.Allows(ref, rec.Evidence.Ceiling.To)
+	if len(rec.Evidence.Breakers) > 0 {
+		// The band pre-approves ceiling moves only: a breaker threshold
+		// change always waits for a person.
+		ok, why = false, "breaker thresholds change: waits for approval (ceiling: "+why+")"
+	}
 	sum, err := rec.Ruleset.Checksum()
 	if err != nil {
 		return Submitted{}, fmt.Errorf("recommend: checksum: %w", err)

@@ -122,9 +122,16 @@ func (r *Recommender) Evaluate(in Input) Recommendation {
 	if in.Instances < 1 {
 		return none(true, "no live instance in the delivery ledger")
 	}
+	brk, note := planBreakers(in.Active.Ruleset, det, &r.o)
 	cur, ok := currentCeiling(in.Active, in.Instances)
 	if !ok {
-		return none(false, "no rate-limited route to govern")
+		if len(brk) == 0 {
+			return none(false, "no rate-limited route to govern; %s", note)
+		}
+		if st.known < r.o.MinScores {
+			return none(true, "%d of %d consecutive known load scores", st.known, r.o.MinScores)
+		}
+		return r.propose(rec, in, st, det, brk, note, nil)
 	}
 	if st.ctl == nil || st.version != in.Active.Number {
 		if err := st.track(&r.o, in, cur.To); err != nil {
@@ -146,6 +153,7 @@ func (r *Recommender) Evaluate(in Input) Recommendation {
 		return none(true, "request rate unknown")
 	}
 	resplit := cur.Instances != in.Instances
+	hold := resplit || len(brk) > 0 // something to propose with the ceiling held
 	to := out
 	if rate < r.o.Binding*cur.To {
 		switch {
@@ -158,28 +166,61 @@ func (r *Recommender) Evaluate(in Input) Recommendation {
 			// Moving a ceiling nobody reaches changes nothing: hold the
 			// controller at the ceiling in force so it does not wind up.
 			_ = st.track(&r.o, in, cur.To)
-			if !resplit {
-				return none(false, "ceiling %.1f req/s is not binding (offered %.1f req/s)", cur.To, rate)
+			if !hold {
+				return none(false, "ceiling %.1f req/s is not binding (offered %.1f req/s); %s", cur.To, rate, note)
 			}
 			to = cur.To
 		}
 	}
 	if math.Abs(to/cur.To-1) < r.o.MinChange {
-		if !resplit {
-			return none(false, "change of %.1f%% is below the minimum of %.1f%%", 100*math.Abs(to/cur.To-1), 100*r.o.MinChange)
+		if !hold {
+			return none(false, "change of %.1f%% is below the minimum of %.1f%%; %s", 100*math.Abs(to/cur.To-1), 100*r.o.MinChange, note)
 		}
 		to = cur.To
 	}
-	rs, ceil, conc := apply(in.Active.Ruleset, cur, to, in.Instances)
+	return r.propose(rec, in, st, det, brk, note, &ceilingChange{cur: cur, to: to, rate: rate, resplit: resplit})
+}
+
+// ceilingChange is the ceiling part of a proposal.
+type ceilingChange struct {
+	cur     Ceiling
+	to      float64
+	rate    float64
+	resplit bool
+}
+
+// propose builds the proposed ruleset and its evidence from the active
+// version: the ceiling change c (nil: the service has no rate-limited
+// route) and the breaker changes brk (note says why there are none).
+func (r *Recommender) propose(rec Recommendation, in Input, st *state, det Detector, brk []BreakerChange, note string, c *ceilingChange) Recommendation {
 	ev := &Evidence{
 		At: in.At, Setpoint: r.o.Setpoint, LoadScore: in.Score.Value, Terms: in.Score.Raw.Terms,
-		Signals: map[signals.Signal]*float64{}, PID: st.ctl.State(), Detector: det, Ceiling: ceil,
-		Concurrency: conc, KnownScores: st.known,
+		Signals: map[signals.Signal]*float64{}, Detector: det, KnownScores: st.known, Breakers: brk, BreakerNote: note,
+	}
+	var rs *rules.Ruleset
+	if c != nil {
+		rs, ev.Ceiling, ev.Concurrency = apply(in.Active.Ruleset, c.cur, c.to, in.Instances)
+		ev.PID = st.ctl.State()
+		effect(ev, c.cur.To, c.to, c.rate, c.resplit, c.cur.Instances)
+	} else {
+		rs = in.Active.Ruleset.Clone()
+		ev.ExpectedScore = ev.LoadScore
+	}
+	applyBreakers(rs, brk)
+	if len(brk) > 0 {
+		if ev.ExpectedEffect == "" {
+			ev.ExpectedEffect = breakerSummary(brk)
+		} else {
+			ev.ExpectedEffect += "; " + breakerSummary(brk)
+		}
 	}
 	for _, s := range signals.All {
-		ev.Signals[s] = num(in.Entry.Get(s))
+		if in.Entry != nil {
+			ev.Signals[s] = num(in.Entry.Get(s))
+		} else {
+			ev.Signals[s] = nil
+		}
 	}
-	effect(ev, cur.To, to, rate, resplit, cur.Instances)
 	ev.Confidence = confidence(in.Score.Raw.KnownWeight, st.known, r.o.MinScores, det.Inconclusive)
 	rec.Ruleset, rec.Base, rec.Evidence, rec.Reason = rs, in.Active.Number, ev, ev.ExpectedEffect
 	return rec
@@ -320,6 +361,8 @@ func effect(ev *Evidence, cur, to, rate float64, resplit bool, wasInstances int)
 		verb = "raise"
 	}
 	switch {
+	case to == cur && !resplit:
+		ev.ExpectedEffect = fmt.Sprintf("keep the ceiling at %.1f req/s over %d instances", to, ev.Ceiling.Instances)
 	case to == cur && resplit:
 		ev.ExpectedEffect = fmt.Sprintf("re-split the %.1f req/s ceiling over %d live instances (was %d):%s", to, ev.Ceiling.Instances, wasInstances, split)
 	default:
