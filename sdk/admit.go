@@ -41,7 +41,7 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 	if ctx.Err() != nil {
 		return Permit{}, g.reject(rt, s, class, ReasonQueueTimeout, 0)
 	}
-	now := g.clk.Nanotime()
+	now := g.nanotime()
 	scale := rt.scale(now)
 
 	wouldLimit := false
@@ -51,7 +51,7 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 			// A goroutine descheduled after reading the clock arrives with
 			// a stale time that the bucket has moved past; judge it again
 			// on a fresh reading before refusing.
-			if fresh := g.clk.Nanotime(); fresh > now {
+			if fresh := g.nanotime(); fresh > now {
 				now = fresh
 				ok, wait = rt.bucket.Allow(now, h, scale)
 			}
@@ -74,7 +74,7 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 		}
 		ok, wait := kl.k.Allow(key, now, scale)
 		if !ok {
-			if fresh := g.clk.Nanotime(); fresh > now {
+			if fresh := g.nanotime(); fresh > now {
 				now = fresh
 				ok, wait = kl.k.Allow(key, now, scale)
 			}

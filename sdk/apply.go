@@ -160,7 +160,7 @@ func (g *Governor) buildRoute(cfg rules.Route, prev *route) (*route, error) {
 			if err != nil {
 				return nil, fmt.Errorf("concurrency: %w", err)
 			}
-			rt.conc = &concurrency{cfg: *cc, lim: lim}
+			rt.conc = newConcurrency(*cc, lim)
 		}
 		rt.reserved = DefaultReserved
 		rt.rotate = int64(DefaultRotateEvery)

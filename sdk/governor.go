@@ -115,6 +115,15 @@ func New(opts Options) (*Governor, error) {
 // ruleset's downstreams.
 func (g *Governor) Outbound() *outbound.Set { return g.outbound }
 
+// nanotime reads the Governor's clock; its own coarse clock is called
+// directly (an inlined atomic load) rather than through the interface.
+func (g *Governor) nanotime() int64 {
+	if c := g.ownClock; c != nil {
+		return c.Nanotime()
+	}
+	return g.clk.Nanotime()
+}
+
 // maxShards bounds Options.Shards.
 const maxShards = 64
 

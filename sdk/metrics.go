@@ -96,10 +96,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 				}
 				errs[k] += s.errors[k].Load()
 			}
-			for b := range buckets {
-				buckets[b] += s.duration.buckets[b].Load()
-			}
-			sum += s.duration.sum.Load()
+			s.duration.read(&buckets, &sum)
 		}
 		for k := range counts {
 			class := string(rules.Classes[k])

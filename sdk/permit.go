@@ -48,7 +48,11 @@ func (p Permit) Release(latency time.Duration, o Outcome) {
 		s.errors[p.class].Add(1)
 	}
 	if c := rt.conc; c != nil {
-		c.lim.Observe(p.start+int64(latency), int64(latency), int(p.inflight), o == Dropped)
+		if c.hinted != nil {
+			c.hinted.ObserveShard(uint32(p.shard), p.start+int64(latency), int64(latency), int(p.inflight), o == Dropped)
+		} else {
+			c.lim.Observe(p.start+int64(latency), int64(latency), int(p.inflight), o == Dropped)
+		}
 	}
 	if q := rt.queue; q != nil && q.Len() > 0 {
 		q.Dispatch()
@@ -79,7 +83,7 @@ func (p Permit) Class() rules.Class {
 // queueAcquire returns the function the route's queue takes slots with.
 func (rt *route) queueAcquire(g *Governor) func(c int, k uint32) (uint32, bool) {
 	return func(c int, k uint32) (uint32, bool) {
-		slot, _, ok := rt.acquire(rand.Uint32(), c, k, rt.scale(g.clk.Nanotime()))
+		slot, _, ok := rt.acquire(rand.Uint32(), c, k, rt.scale(g.nanotime()))
 		return slot, ok
 	}
 }

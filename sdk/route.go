@@ -3,6 +3,7 @@ package governor
 import (
 	"sync/atomic"
 
+	"governor.dev/governor/sdk/limit"
 	"governor.dev/governor/sdk/queue"
 	"governor.dev/governor/sdk/ratelimit"
 	"governor.dev/governor/sdk/rules"
@@ -14,6 +15,16 @@ import (
 type concurrency struct {
 	cfg rules.Concurrency
 	lim Limiter
+	// hinted is lim's shard-hinted Observe when it has one (the limiters
+	// of sdk/limit): Release passes the permit's shard instead of making
+	// the limiter draw a random one.
+	hinted limit.HintedObserver
+}
+
+func newConcurrency(cfg rules.Concurrency, lim Limiter) *concurrency {
+	c := &concurrency{cfg: cfg, lim: lim}
+	c.hinted, _ = lim.(limit.HintedObserver)
+	return c
 }
 
 // ceilSnap caches the class ceilings for one limit.

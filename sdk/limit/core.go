@@ -131,7 +131,15 @@ func (c *core) Limit() int { return int(c.limit.Load()) }
 // one atomic add, plus a compare-and-swap on a new in-flight maximum and an
 // add on a drop.
 func (c *core) Observe(now, rtt int64, inflight int, dropped bool) {
-	s := &c.shards[rand.Uint32()&c.mask]
+	c.ObserveShard(rand.Uint32(), now, rtt, inflight, dropped)
+}
+
+// ObserveShard is Observe recording into the sample shard hint&mask, for a
+// caller that has already picked a shard for the request (HintedObserver):
+// it saves drawing a random number per request. Concurrent callers should
+// pass hints that differ, as their own shard choices do.
+func (c *core) ObserveShard(hint uint32, now, rtt int64, inflight int, dropped bool) {
+	s := &c.shards[hint&c.mask]
 	v := s.packed.Add(countOne | rttUnits(rtt))
 	for n := int64(inflight); ; {
 		m := s.maxInflight.Load()

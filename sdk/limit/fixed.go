@@ -5,8 +5,9 @@ package limit
 type Fixed struct{ n int }
 
 var (
-	_ Limiter   = (*Fixed)(nil)
-	_ Inspector = (*Fixed)(nil)
+	_ Limiter        = (*Fixed)(nil)
+	_ Inspector      = (*Fixed)(nil)
+	_ HintedObserver = (*Fixed)(nil)
 )
 
 func newFixed(n int) *Fixed { return &Fixed{n: max(n, 1)} }
@@ -21,3 +22,6 @@ func (f *Fixed) Observe(now, rtt int64, inflight int, dropped bool) {}
 func (f *Fixed) Snapshot() Snapshot {
 	return Snapshot{Limit: f.n, Learned: f.n, Engaged: true}
 }
+
+// ObserveShard does nothing.
+func (f *Fixed) ObserveShard(hint uint32, now, rtt int64, inflight int, dropped bool) {}

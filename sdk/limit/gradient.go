@@ -12,8 +12,9 @@ import (
 type Gradient struct{ core }
 
 var (
-	_ Limiter   = (*Gradient)(nil)
-	_ Inspector = (*Gradient)(nil)
+	_ Limiter        = (*Gradient)(nil)
+	_ Inspector      = (*Gradient)(nil)
+	_ HintedObserver = (*Gradient)(nil)
 )
 
 type gradient struct{}

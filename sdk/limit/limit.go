@@ -20,6 +20,14 @@ type Limiter interface {
 	Observe(now, rtt int64, inflight int, dropped bool)
 }
 
+// HintedObserver is implemented by every limiter of this package: Observe
+// with the caller's shard choice, so that a caller that already sharded the
+// request (the admission core) does not pay for a second random pick.
+// ObserveShard(hint, ...) records exactly what Observe(...) records.
+type HintedObserver interface {
+	ObserveShard(hint uint32, now, rtt int64, inflight int, dropped bool)
+}
+
 // Inspector is implemented by every limiter of this package: a consistent
 // enough view of its state for metrics, tests and the laboratory.
 type Inspector interface {

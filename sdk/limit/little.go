@@ -16,8 +16,9 @@ const throughputDecay = 0.1
 type Little struct{ core }
 
 var (
-	_ Limiter   = (*Little)(nil)
-	_ Inspector = (*Little)(nil)
+	_ Limiter        = (*Little)(nil)
+	_ Inspector      = (*Little)(nil)
+	_ HintedObserver = (*Little)(nil)
 )
 
 type little struct {
