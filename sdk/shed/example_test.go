@@ -2,6 +2,7 @@ package shed_test
 
 import (
 	"fmt"
+	"time"
 
 	"governor.dev/governor/sdk/rules"
 	"governor.dev/governor/sdk/shed"
@@ -45,4 +46,19 @@ func ExampleCeilings_ForCohort() {
 	// Output:
 	// batch ceilings from 130 to 144
 	// true
+}
+
+// At a saturated server's small limit the critical class gets room for its
+// measured concurrency beyond the limit; the lower classes keep the
+// ceilings of Thresholds and absorb the shedding.
+func ExamplePlan() {
+	r := shed.NewReserve(time.Second)
+	for range 4 { // four critical requests in flight at once
+		r.Admitted(0)
+	}
+	fmt.Println(shed.Thresholds(7, 0.1))
+	fmt.Println(shed.Plan(7, 0.1, r.Peak(0)))
+	// Output:
+	// [7 6 5 4]
+	// [12 6 5 4]
 }
