@@ -1,0 +1,228 @@
+// End-to-end walk through the web UI of the real dev stack (the `make run`
+// process, started by devstack_test.go with $BASE_URL and the first admin's
+// one-time password in $ADMIN_PASSWORD). Every step saves a screenshot to
+// $SCREENSHOTS; any failed expectation exits non-zero with the reason.
+import { chromium } from "playwright-core";
+import { mkdirSync } from "node:fs";
+
+const base = process.env.BASE_URL;
+const shots = process.env.SCREENSHOTS;
+const newPassword = process.env.NEW_PASSWORD;
+mkdirSync(shots, { recursive: true });
+const t0 = Date.now();
+
+function expect(cond, what) {
+  if (!cond) throw new Error("expectation failed: " + what);
+  console.log(`ok  ${((Date.now() - t0) / 1000).toFixed(1)}s  ${what}`);
+}
+
+// poll reloads the page until check() holds, every 1.5 s up to limit ms.
+async function poll(page, url, check, limit, what) {
+  const end = Date.now() + limit;
+  for (;;) {
+    await page.goto(base + url);
+    if (await check()) return;
+    if (Date.now() > end) throw new Error(`not within ${limit / 1000}s: ${what}`);
+    await page.waitForTimeout(1500);
+  }
+}
+
+const browser = await chromium.launch({
+  executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+  args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+});
+const cspViolations = [];
+
+async function newPage(viewport = { width: 1280, height: 860 }) {
+  const ctx = await browser.newContext({ viewport });
+  const page = await ctx.newPage();
+  page.on("console", (m) => { if (/Content Security Policy|Refused to/.test(m.text())) cspViolations.push(m.text()); });
+  page.setDefaultTimeout(20000);
+  return page;
+}
+
+// login signs in; a user with a one-time password is sent to choose a new one.
+async function login(page, name, password, firstTime, shotName) {
+  await page.goto(base + "/");
+  expect(page.url().includes("/login"), `${name}: an anonymous visit lands on the login page`);
+  await page.fill("#name", name);
+  await page.fill("#password", password);
+  await page.click("button[type=submit]");
+  if (!firstTime) {
+    await page.waitForURL(base + "/");
+    return;
+  }
+  await page.waitForURL(/\/account\/password$/);
+  expect((await page.textContent("body")).includes("one-time password"), `${name}: the one-time password must be replaced first`);
+  if (shotName) await shot(page, shotName);
+  await page.fill("#current", password);
+  await page.fill("#next", newPassword);
+  await page.click('button:text-is("Change password")');
+  await page.waitForURL(base + "/");
+  expect(true, `${name}: chose a new password`);
+}
+
+async function shot(page, name) {
+  await page.screenshot({ path: `${shots}/${name}.png`, fullPage: true });
+}
+
+try {
+  // The first admin, with the one-time password printed in the banner.
+  const admin = await newPage();
+  await admin.goto(base + "/login");
+  await shot(admin, "01-login");
+  await login(admin, "admin", process.env.ADMIN_PASSWORD, true, "02-choose-password");
+
+  // The admin creates an approver on the settings page.
+  await admin.goto(base + "/settings");
+  await admin.fill("#u-name", "bob");
+  await admin.check('form[action="/settings/users"] input[value=approver]');
+  await admin.click('button:text-is("Add user")');
+  const notice = await admin.textContent(".banner-ok");
+  const m = notice.match(/One-time password \(shown once\): (\S+)/);
+  expect(m, "the admin created bob (approver) and sees his one-time password once");
+  const bobOneTime = m[1];
+  await shot(admin, "03-settings-user-created");
+
+  // The overview updates live during the demo incident on checkout.
+  await admin.goto(base + "/");
+  await admin.waitForSelector('#live[data-state="live"]');
+  expect(true, "the overview stream is live");
+  const before = await admin.textContent("#overview-rows");
+  // (page.waitForFunction evaluates a string, which the CSP refuses: poll from here.)
+  for (const end = Date.now() + 15000; (await admin.textContent("#overview-rows")) === before;) {
+    if (Date.now() > end) throw new Error("the overview rows did not change within 15s");
+    await admin.waitForTimeout(250);
+  }
+  expect(true, "the overview rows change without a reload");
+  // The incident raises checkout's load score above the setpoint (0.5) and
+  // the engine's recommendation appears as an open proposal, all pushed to
+  // the page that stays open.
+  const checkoutRow = admin.locator('#overview-rows tr:has(a[href="/services/checkout"])');
+  const scores = [];
+  let high = false;
+  for (const end = Date.now() + 60000; ;) {
+    const text = await checkoutRow.textContent();
+    const score = Number(await checkoutRow.locator("td.num").first().textContent());
+    if (!Number.isNaN(score) && scores[scores.length - 1] !== score) scores.push(score);
+    high = high || score > 0.5 || text.includes("overloaded");
+    if (high && scores.length > 1 && /\d+ open/.test(text)) break;
+    if (Date.now() > end) throw new Error("no live incident on checkout within 60s; scores seen: " + scores.join(" "));
+    await admin.waitForTimeout(250);
+  }
+  expect(true, "the incident shows up live: checkout's score went " + scores.join(" → ") + " and a proposal is open");
+  await shot(admin, "04-overview-incident");
+
+  await admin.click('a[href="/services/checkout"]');
+  await admin.waitForSelector("svg.chart");
+  expect((await admin.textContent("body")).includes("Why the score is what it is"), "the service page explains the score");
+  await shot(admin, "05-service");
+
+  // The engine's recommendation and its evidence.
+  const engineCard = (page) => page.locator("div.card").filter({ has: page.locator("h2", { hasText: /checkout v\d+\s+engine/ }) });
+  await poll(admin, "/recommendations", async () => (await engineCard(admin).count()) > 0, 60000,
+    "an engine recommendation for checkout");
+  expect(true, "the engine recommends a change to checkout");
+  const card = engineCard(admin).first();
+  await card.locator("details summary").click();
+  expect((await card.locator("details").textContent()).length > 50, "the recommendation carries its evidence");
+  await shot(admin, "06-recommendations-evidence");
+  await card.locator('a:text-is("Full version")').click();
+  await admin.waitForURL(/\/services\/checkout\/rules\/\d+$/);
+  expect((await admin.textContent("body")).includes("Evidence"), "the version page shows the evidence");
+  await shot(admin, "07-recommendation-version");
+
+  // Self-approval: the admin proposes a change and may not approve it.
+  await admin.goto(base + "/services/checkout/propose");
+  const yaml = await admin.inputValue("#ruleset");
+  expect(/rate: \d+/.test(yaml), "the propose form starts from the active rules");
+  await admin.fill("#ruleset", yaml.replace(/rate: \d+(\.\d+)?/, "rate: 61"));
+  await admin.fill("#reason", "a little less for the holidays");
+  await admin.click('button:text-is("Propose")');
+  await admin.waitForURL(/rules\/\d+$/);
+  expect(await admin.locator('button:text-is("Approve")').isDisabled(), "the author's Approve button is disabled");
+  expect((await admin.textContent("#approve-why")).includes("four eyes"), "the disabled button says why (four eyes)");
+  const status = await admin.evaluate(async () => {
+    const csrf = document.querySelector("input[name=csrf]").value;
+    const api = location.pathname.replace("/services/", "/api/v1/services/").replace("/rules/", "/versions/");
+    const r = await fetch(api + "/approve", { method: "POST", headers: { "X-CSRF-Token": csrf, "Content-Type": "application/json" }, body: "{}" });
+    return [r.status, (await r.json()).error];
+  });
+  expect(status[0] === 403 && /self-approval/.test(status[1]), "the server refuses self-approval too: " + status[1]);
+  await shot(admin, "08-self-approval-refused");
+  await admin.click('button:text-is("Withdraw")');
+  await admin.waitForSelector("text=withdrawn");
+
+  // Bob logs in for the first time and approves the engine's recommendation.
+  const bob = await newPage();
+  await login(bob, "bob", bobOneTime, true);
+  let approved = "";
+  for (let i = 0; i < 5 && !approved; i++) {
+    await poll(bob, "/recommendations", async () => (await engineCard(bob).count()) > 0, 30000,
+      "an engine recommendation for bob");
+    await engineCard(bob).first().locator('a:text-is("Full version")').click();
+    await bob.waitForURL(/\/services\/checkout\/rules\/\d+$/);
+    await bob.fill("#comment", "evidence looks right");
+    await bob.click('button:text-is("Approve")');
+    await bob.waitForLoadState();
+    if (await bob.locator(".badge-active").count() > 0) {
+      approved = bob.url();
+    } else {
+      console.log("    approve did not take (the engine moved on?): " + (await bob.textContent("body")).slice(0, 200).replace(/\s+/g, " "));
+    }
+  }
+  expect(approved && (await bob.textContent("body")).includes("Approved by bob"), "bob's approval makes the recommendation active");
+  await shot(bob, "09-approved");
+  const version = Number(approved.match(/(\d+)$/)[1]);
+
+  // The ledger reaches SYNCED on every instance.
+  await poll(bob, "/services/checkout", async () => {
+    const rows = await bob.locator("h2:text-is('Instances') + .tablewrap tbody tr").allTextContents();
+    return rows.length === 2 && rows.every((r) => r.includes("SYNCED") && r.includes("v" + version)) &&
+      (await bob.textContent("body")).includes("2/2 SYNCED");
+  }, 30000, `both instances SYNCED on v${version}`);
+  expect(true, `the ledger reaches SYNCED: 2/2 instances run v${version}`);
+  await shot(bob, "10-ledger-synced");
+
+  // The admin rolls back to the version before, with the diff preview.
+  await admin.goto(base + "/services/checkout/rules");
+  await shot(admin, "11-timeline");
+  const target = admin.locator('a:text-is("Roll back to this")').first();
+  const href = await target.getAttribute("href");
+  await target.click();
+  await admin.waitForSelector("table.diff");
+  expect((await admin.textContent("table.diff")).length > 0, "the rollback preview shows the diff (" + href + ")");
+  await shot(admin, "12-rollback-preview");
+  await admin.fill("#reason", "errors went up after the change");
+  await admin.check("input[name=confirm]");
+  await admin.click('button:text-matches("^Roll back to v")');
+  await admin.waitForSelector("text=Rollback to the content of");
+  expect((await admin.textContent("h1")).includes("active"), "the rollback is a new, active version");
+  await shot(admin, "13-rolled-back");
+
+  // The admin, on a phone, acknowledges a P1 alert.
+  const phone = await newPage({ width: 390, height: 844 });
+  await login(phone, "admin", newPassword, false);
+  await shot(phone, "14-overview-phone");
+  const p1Row = 'tbody tr:has(span.tier-P1):has(button:text-is("Acknowledge"))';
+  await poll(phone, "/alerts", async () => (await phone.locator(p1Row).count()) > 0, 60000, "a firing P1 alert");
+  const row = phone.locator(p1Row).first();
+  const summary = await row.locator("td").nth(2).textContent();
+  expect(true, "a P1 alert fires: " + summary);
+  await shot(phone, "15-alerts-firing");
+  await row.locator('button:text-is("Acknowledge")').click();
+  await phone.waitForSelector(`tbody tr:has(span.tier-P1):has-text(${JSON.stringify(summary)}) >> text=acknowledged by admin`);
+  expect(true, "the P1 alert is acknowledged");
+  await shot(phone, "16-alerts-acknowledged");
+
+  await admin.goto(base + "/audit");
+  expect((await admin.textContent(".banner-ok")).includes("Chain verified"), "the audit chain verifies");
+  await shot(admin, "17-audit");
+  expect(cspViolations.length === 0, "no Content-Security-Policy violations: " + cspViolations.join(" | "));
+  console.log("PASS");
+} catch (e) {
+  console.error(String((e && e.stack) || e));
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+}
