@@ -5,4 +5,15 @@
 // that went live. The cycle takes its time as an argument, so the same code
 // runs live, in tests with a fake clock and in a backtest over recorded
 // metrics.
+//
+// # Events
+//
+// Besides the auto_apply and proposal events of its own changes, a cycle
+// emits what it notices in the fleet and the rules store: instance_stale
+// and instance_recovered from the delivery ledger, breaker_open from the
+// breaker metrics, and emergency_publish once per emergency version it sees
+// go active. For the latter it remembers the last active version of every
+// service; a version already active when first seen is announced only if
+// it went active after the engine started (Options.Since), so restarts and
+// failovers do not announce it again.
 package evaluate

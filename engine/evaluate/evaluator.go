@@ -48,6 +48,12 @@ type Options struct {
 	// (governor_sdk_breaker_state == 2), emitting breaker_open when one
 	// opens.
 	Breakers signals.Source
+	// Since is when this engine started watching the rules store: an
+	// emergency version already active when first seen is announced
+	// (events.EmergencyPublish) only if it went active at or after Since,
+	// so a restart does not announce it again. Default: the time of the
+	// first Tick.
+	Since time.Time
 	// Band returns a service's band; default recommend.DefaultBand.
 	Band       func(service string) recommend.Band
 	Events     events.Sink
@@ -75,6 +81,8 @@ type Evaluator struct {
 	active  map[string]versioning.Version // cache by service, Tick's goroutine only
 	states  map[string]distribution.State // ledger state by service/instance, Tick's goroutine only
 	open    map[string]bool               // open breakers by service/downstream, Tick's goroutine only
+	seen    map[string]int64              // last active version seen by service, Tick's goroutine only
+	since   time.Time                     // see Options.Since
 	last    time.Time
 	metrics metrics
 }
@@ -123,7 +131,7 @@ func New(o Options) (*Evaluator, error) {
 		m.proposals.WithLabelValues(oc)
 	}
 	return &Evaluator{o: o, scores: map[string]loadscore.Score{}, recs: map[string]recommend.Recommendation{},
-		active: map[string]versioning.Version{}, metrics: m}, nil
+		active: map[string]versioning.Version{}, seen: map[string]int64{}, since: o.Since, metrics: m}, nil
 }
 
 // Tick runs one cycle at time at. Per-service failures are collected in
@@ -158,10 +166,15 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 	for _, in := range infos {
 		current[in.Name] = in.Active
 	}
+	if e.since.IsZero() {
+		e.since = at
+	}
+	failed, emErrs := e.emergencies(ctx, at, infos)
+	errs = append(errs, emErrs...)
 	for _, sc := range scores {
 		svc := sc.Key.Service
 		n := current[svc]
-		if n == 0 {
+		if n == 0 || failed[svc] {
 			continue
 		}
 		v, ok := e.active[svc]

@@ -1,0 +1,199 @@
+package evaluate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"governor.dev/governor/engine/events"
+	"governor.dev/governor/engine/loadscore"
+	"governor.dev/governor/engine/recommend"
+	"governor.dev/governor/engine/signals"
+	"governor.dev/governor/engine/signals/embedded"
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/rules/versioning/sqlite"
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/rules"
+)
+
+// flakyVersions fails Get for the services in fail.
+type flakyVersions struct {
+	versioning.Reader
+	fail map[string]bool
+}
+
+func (f flakyVersions) Get(ctx context.Context, service string, n int64) (versioning.Version, error) {
+	if f.fail[service] {
+		return versioning.Version{}, errors.New("store unavailable")
+	}
+	return f.Reader.Get(ctx, service, n)
+}
+
+// TestEmergencyPublish: the evaluator announces each emergency version once,
+// when it sees it go active; not again on later cycles, not after a restart,
+// not for one that was already active before the engine started, and not
+// for ordinary versions.
+func TestEmergencyPublish(t *testing.T) {
+	ctx := context.Background()
+	db, err := embedded.Open(embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	clk := clock.NewFake(benchT0)
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	alice := versioning.Actor{Name: "alice", Roles: []versioning.Role{versioning.RoleOperator}}
+	bob := versioning.Actor{Name: "bob", Roles: []versioning.Role{versioning.RoleApprover}}
+	root := versioning.Actor{Name: "root", Roles: []versioning.Role{versioning.RoleAdmin}}
+	rs := func(svc string, rate float64) *rules.Ruleset {
+		return &rules.Ruleset{Service: svc, Routes: []rules.Route{{Name: "api", Match: rules.Match{PathPrefix: "/"},
+			RateLimit: &rules.RateLimit{Rate: rate}}}}
+	}
+	publish := func(svc string, rate float64) versioning.Version {
+		t.Helper()
+		p, err := st.Propose(ctx, versioning.Proposal{Ruleset: rs(svc, rate), Author: alice, Reason: "change", Rebase: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := st.Approve(ctx, svc, p.Number, bob, "ok")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	emergency := func(svc string, rate float64) versioning.Version {
+		t.Helper()
+		v, err := st.EmergencyPublish(ctx, versioning.Proposal{Ruleset: rs(svc, rate), Author: root, Reason: "stop the bleeding", Rebase: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !v.Emergency || !v.Active {
+			t.Fatalf("emergency publish gave %+v", v)
+		}
+		return v
+	}
+	publish("a", 100)
+	publish("b", 100)
+	emergency("b", 50) // before the engine starts: announced by an earlier run
+	clk.Advance(time.Minute)
+
+	reader, err := signals.NewReader(db, signals.ReaderOptions{MaxAge: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newEval := func(versions versioning.Reader, sink events.Sink) *Evaluator {
+		t.Helper()
+		tracker, err := loadscore.New(loadscore.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := recommend.New(recommend.DefaultOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := New(Options{Reader: reader, Tracker: tracker, Recommender: rec, Versions: versions, Events: sink,
+			Registerer: prometheus.NewRegistry()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	fail := map[string]bool{}
+	evs := events.NewRecorder(100)
+	e := newEval(flakyVersions{Reader: st, fail: fail}, evs)
+	tick := func(e *Evaluator) error {
+		t.Helper()
+		_, err := e.Tick(ctx, clk.Now())
+		clk.Advance(10 * time.Second)
+		return err
+	}
+	announced := func(want ...int64) {
+		t.Helper()
+		got := evs.Events(events.EmergencyPublish)
+		if len(got) != len(want) {
+			t.Fatalf("emergency_publish events %+v, want versions %v", got, want)
+		}
+		for i, ev := range got {
+			d, ok := ev.Detail.(Emergency)
+			if ev.Version != want[i] || ev.Severity != events.Warning || !ok || d.Version != want[i] || d.Author != "root" ||
+				d.Reason != "stop the bleeding" || !strings.Contains(ev.Message, "emergency") {
+				t.Fatalf("event %d: %+v, want version %d", i, ev, want[i])
+			}
+		}
+	}
+
+	steps := []struct {
+		name string
+		do   func()
+		want []string
+	}{
+		{"an emergency version active before the start is not announced", func() {}, nil},
+		{"a new emergency version is announced", func() { emergency("a", 60) }, []string{"a v2"}},
+		{"and only once", func() {}, []string{"a v2"}},
+		{"an ordinary publish is not", func() { publish("a", 70) }, []string{"a v2"}},
+		{"a service first seen with an emergency version after the start", func() { emergency("c", 10) }, []string{"a v2", "c v1"}},
+		{"another emergency on the same service", func() { emergency("b", 40) }, []string{"a v2", "c v1", "b v3"}},
+	}
+	for _, s := range steps {
+		s.do()
+		if err := tick(e); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		for range 2 { // later cycles add nothing
+			if err := tick(e); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var got []string
+		for _, ev := range evs.Events(events.EmergencyPublish) {
+			got = append(got, fmt.Sprintf("%s v%d", ev.Service, ev.Version))
+		}
+		if fmt.Sprint(got) != fmt.Sprint(s.want) {
+			t.Fatalf("%s: announced %v, want %v", s.name, got, s.want)
+		}
+	}
+	announced(2, 1, 3)
+
+	// A version that cannot be read is reported once per cycle and
+	// announced when it can.
+	fail["a"] = true
+	emergency("a", 80)
+	err = tick(e)
+	if err == nil || strings.Count(err.Error(), "store unavailable") != 1 {
+		t.Fatalf("tick with an unreadable version: %v", err)
+	}
+	announced(2, 1, 3)
+	delete(fail, "a")
+	if err := tick(e); err != nil {
+		t.Fatal(err)
+	}
+	announced(2, 1, 3, 4)
+
+	// A restarted engine announces none of them again, but the next one.
+	restarted := events.NewRecorder(100)
+	e2 := newEval(st, restarted)
+	for range 2 {
+		if err := tick(e2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := restarted.Events(events.EmergencyPublish); len(got) != 0 {
+		t.Fatalf("after a restart: %+v", got)
+	}
+	emergency("c", 20)
+	if err := tick(e2); err != nil {
+		t.Fatal(err)
+	}
+	if got := restarted.Events(events.EmergencyPublish); len(got) != 1 || got[0].Service != "c" || got[0].Version != 2 {
+		t.Fatalf("after a restart, a new emergency: %+v", got)
+	}
+}
