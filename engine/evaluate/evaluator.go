@@ -237,7 +237,7 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 				e.metrics.proposals.WithLabelValues("auto_applied").Inc()
 				res.Submitted = append(res.Submitted, sub)
 				e.o.Events.Emit(ctx, events.Event{Kind: events.AutoApply, Severity: events.Info, At: at, Service: svc,
-					Version: sub.Version.Number, Message: fmt.Sprintf("%s v%d applied itself: %s", svc, sub.Version.Number, rec.Reason)})
+					Version: sub.Version.Number, Message: fmt.Sprintf("%s v%d applied itself: %s", svc, sub.Version.Number, sub.Version.Reason)})
 			default:
 				e.metrics.proposals.WithLabelValues("proposed").Inc()
 				res.Submitted = append(res.Submitted, sub)

@@ -218,4 +218,50 @@ func TestBreakerProposalWaits(t *testing.T) {
 	if got != 300*time.Millisecond {
 		t.Fatalf("stored slow_call %v", got)
 	}
+
+	// Overload: the ceiling cut inside the band applies itself alone; the
+	// breaker change is held back (slow_call stays unset).
+	for range 3 {
+		clk.Advance(10 * time.Second)
+		rec = r.Evaluate(Input{At: clk.Now(), Service: "checkout", Score: score(0.95), Entry: entry(990), Active: &v1, Instances: 2})
+	}
+	if rec.Ruleset == nil || len(rec.Evidence.Breakers) != 1 || !(rec.Evidence.Ceiling.To < 1000) {
+		t.Fatalf("recommendation %+v", rec)
+	}
+	cut, err := (&Proposer{Store: st, Clock: clk}).Submit(ctx, rec, Band{MaxChangePerHour: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cut.AutoApplied || cut.Replaced != sub.Version.Number || !strings.Contains(cut.Policy, "breaker changes follow in a later proposal") ||
+		strings.Contains(cut.Version.Reason, "slow_call") || !strings.Contains(cut.Version.Reason, "lower the ceiling") {
+		t.Fatalf("ceiling cut %+v", cut)
+	}
+	for _, d := range cut.Version.Ruleset.Downstreams {
+		if d.Name == "payments" && d.Breaker.SlowCall != 0 {
+			t.Fatalf("the breaker change applied itself: %+v", d.Breaker)
+		}
+	}
+	ev.Breakers = nil
+	var note struct {
+		BreakerNote string `json:"breaker_note"`
+	}
+	if err := json.Unmarshal(cut.Version.Evidence, &ev); err != nil || len(ev.Breakers) != 0 ||
+		json.Unmarshal(cut.Version.Evidence, &note) != nil || !strings.Contains(note.BreakerNote, "held back") {
+		t.Fatalf("evidence %s (%v)", cut.Version.Evidence, err)
+	}
+	// On the new version, at the setpoint, the breaker change comes alone
+	// and waits.
+	v2 := cut.Version
+	for range 3 {
+		clk.Advance(10 * time.Second)
+		rec = r.Evaluate(Input{At: clk.Now(), Service: "checkout", Score: score(0.7), Entry: entry(990), Active: &v2, Instances: 2})
+	}
+	later, err := (&Proposer{Store: st, Clock: clk}).Submit(ctx, rec, Band{MaxChangePerHour: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if later.AutoApplied || later.Version.Parent != v2.Number || !strings.Contains(later.Version.Reason, "keep the ceiling") ||
+		!strings.Contains(later.Version.Reason, "slow_call 1s -> 300ms") {
+		t.Fatalf("breaker proposal on the new version %+v", later)
+	}
 }

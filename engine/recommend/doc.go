@@ -26,8 +26,11 @@
 // while the baselines are inconclusive nothing changes and
 // Evidence.BreakerNote (and the reason of a recommendation without a
 // ruleset) says why. A breaker change may come alone, with the ceiling
-// held; it never applies itself, whatever the band. The latency alert
-// levels travel in Evidence.Detector.
+// held; it never applies itself, whatever the band: when it comes with a
+// ceiling move the band allows, Proposer submits the ceiling move alone
+// (it applies itself) and the breaker change is recommended again on a
+// later cycle, to wait for approval. The latency alert levels travel in
+// Evidence.Detector.
 //
 // # Cluster-wide limits
 //

@@ -46,6 +46,10 @@ type Submitted struct {
 // Submit proposes rec's ruleset, applying it itself inside band. At most one
 // engine proposal per service stays open: an older open one with other
 // content is withdrawn and replaced, one with the same content is kept.
+// Breaker threshold changes are outside every band: with a ceiling move
+// the band allows, the ceiling move alone is submitted (and applies
+// itself) and the breaker change is recommended again on a later cycle;
+// otherwise the whole proposal waits for approval.
 func (p *Proposer) Submit(ctx context.Context, rec Recommendation, band Band) (Submitted, error) {
 	if rec.Ruleset == nil || rec.Evidence == nil {
 		return Submitted{}, ErrNothing
@@ -66,8 +70,14 @@ func (p *Proposer) Submit(ctx context.Context, rec Recommendation, band Band) (S
 	ok, why := band.Allows(ref, rec.Evidence.Ceiling.To)
 	if len(rec.Evidence.Breakers) > 0 {
 		// The band pre-approves ceiling moves only: a breaker threshold
-		// change always waits for a person.
-		ok, why = false, "breaker thresholds change: waits for approval (ceiling: "+why+")"
+		// change always waits for a person. A ceiling move the band allows
+		// goes ahead alone; the breaker change comes on a later cycle.
+		if ok && rec.ceilingOnly != nil {
+			rec = *rec.ceilingOnly
+			why += "; breaker changes follow in a later proposal"
+		} else {
+			ok, why = false, "breaker thresholds change: waits for approval (ceiling: "+why+")"
+		}
 	}
 	sum, err := rec.Ruleset.Checksum()
 	if err != nil {

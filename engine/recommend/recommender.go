@@ -43,6 +43,9 @@ type Recommendation struct {
 	// Base is the active version the proposal is based on.
 	Base     int64     `json:"base"`
 	Evidence *Evidence `json:"evidence,omitempty"`
+	// ceilingOnly is this recommendation without its breaker changes, set
+	// when it also moves or re-splits the ceiling.
+	ceilingOnly *Recommendation
 }
 
 // Recommender keeps one controller and one baseline learner per service.
@@ -206,14 +209,6 @@ func (r *Recommender) propose(rec Recommendation, in Input, st *state, det Detec
 		rs = in.Active.Ruleset.Clone()
 		ev.ExpectedScore = ev.LoadScore
 	}
-	applyBreakers(rs, brk)
-	if len(brk) > 0 {
-		if ev.ExpectedEffect == "" {
-			ev.ExpectedEffect = breakerSummary(brk)
-		} else {
-			ev.ExpectedEffect += "; " + breakerSummary(brk)
-		}
-	}
 	for _, s := range signals.All {
 		if in.Entry != nil {
 			ev.Signals[s] = num(in.Entry.Get(s))
@@ -222,7 +217,26 @@ func (r *Recommender) propose(rec Recommendation, in Input, st *state, det Detec
 		}
 	}
 	ev.Confidence = confidence(in.Score.Raw.KnownWeight, st.known, r.o.MinScores, det.Inconclusive)
-	rec.Ruleset, rec.Base, rec.Evidence, rec.Reason = rs, in.Active.Number, ev, ev.ExpectedEffect
+	rec.Base = in.Active.Number
+	if len(brk) > 0 && c != nil && (c.to != c.cur.To || c.resplit) {
+		// The ceiling move alone, for the proposer to apply at once when
+		// the band allows it (a breaker change always waits).
+		alt := *ev
+		alt.Breakers = nil
+		alt.BreakerNote = "breaker changes held back for a later proposal: this ceiling move applies itself, they wait for approval"
+		only := rec
+		only.Ruleset, only.Evidence, only.Reason = rs.Clone(), &alt, alt.ExpectedEffect
+		rec.ceilingOnly = &only
+	}
+	applyBreakers(rs, brk)
+	if len(brk) > 0 {
+		if ev.ExpectedEffect == "" {
+			ev.ExpectedEffect = breakerSummary(brk)
+		} else {
+			ev.ExpectedEffect += "; " + breakerSummary(brk)
+		}
+	}
+	rec.Ruleset, rec.Evidence, rec.Reason = rs, ev, ev.ExpectedEffect
 	return rec
 }
 
