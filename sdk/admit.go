@@ -28,14 +28,14 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 		return Permit{}, nil
 	}
 	h := rand.Uint32()
-	s := &rt.cell.shards[h&uint32(len(rt.cell.shards)-1)]
+	s := &rt.shards[h&uint32(len(rt.shards)-1)]
 	prio := req.Priority
 	if prio == "" {
 		prio = req.header(st.priorityHeader)
 	}
 	class := st.classifier.Classify(prio)
 	if rt.exempts && rt.exempt(&req) {
-		s.counts[class][outExempt].Add(1)
+		s.counts[outExempt][class].Add(1)
 		return Permit{}, nil
 	}
 	if ctx.Err() != nil {
@@ -87,13 +87,13 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 		}
 	}
 	if wouldLimit {
-		s.counts[class][outShadowRateLimit].Add(1)
+		s.counts[outShadowRateLimit][class].Add(1)
 	}
 
 	if rt.conc == nil {
 		s.inflight.Add(1)
-		s.counts[class][outAdmitted].Add(1)
-		return Permit{rt: rt, start: now, shard: uint16(h & uint32(len(rt.cell.shards)-1)), class: uint8(class), inflight: 1}, nil
+		s.counts[outAdmitted][class].Add(1)
+		return Permit{rt: rt, start: now, shard: uint16(h & uint32(len(rt.shards)-1)), class: uint8(class), inflight: 1}, nil
 	}
 	var cohort uint32 = shed.Cohorts - 1
 	if rt.consistent {
@@ -107,9 +107,9 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 	if !ok {
 		switch {
 		case rt.shadow:
-			s.counts[class][outShadowShed].Add(1)
-			slot = h & uint32(len(rt.cell.shards)-1)
-			inflight = int(rt.cell.shards[slot].inflight.Add(1))
+			s.counts[outShadowShed][class].Add(1)
+			slot = h & uint32(len(rt.shards)-1)
+			inflight = int(rt.shards[slot].inflight.Add(1))
 		case rt.queue != nil:
 			var waited time.Duration
 			var err error
@@ -130,7 +130,7 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 			return Permit{}, g.reject(rt, s, class, ReasonShed, 0)
 		}
 	}
-	rt.cell.shards[slot].counts[class][outAdmitted].Add(1)
+	rt.shards[slot].counts[outAdmitted][class].Add(1)
 	return Permit{rt: rt, start: now, shard: uint16(slot), class: uint8(class), inflight: int32(inflight)}, nil
 }
 
@@ -146,7 +146,7 @@ func (g *Governor) reject(rt *route, s *cellShard, class int, reason Reason, wai
 	default:
 		out = outQueueTimeout
 	}
-	s.counts[class][out].Add(1)
+	s.counts[out][class].Add(1)
 	rej := rt.rejections[reason][class]
 	if wait > int64(time.Second) {
 		rej = &Rejection{Reason: reason, Route: rt.name, Class: rej.Class, RetryAfter: time.Duration(wait)}

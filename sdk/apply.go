@@ -120,7 +120,8 @@ func (g *Governor) buildRoute(cfg rules.Route, prev *route) (*route, error) {
 	} else {
 		rt.cell = newCell(cfg.Name, g.shards)
 	}
-	rt.log2n = uint(bits.Len(uint(len(rt.cell.shards))) - 1)
+	rt.shards = rt.cell.shards
+	rt.log2n = uint(bits.Len(uint(len(rt.shards))) - 1)
 	if rl := cfg.RateLimit; rl != nil {
 		if prev != nil && prev.bucket != nil && reflect.DeepEqual(prev.cfg.RateLimit, rl) {
 			rt.bucket = prev.bucket

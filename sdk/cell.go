@@ -23,10 +23,14 @@ var outcomeNames = [numOutcomes]string{"admitted", "shed", "rate_limited", "queu
 
 // cellShard is one shard of a route's live counts. Each request touches one
 // shard only, chosen at random, so concurrent requests rarely share a cache
-// line. The trailing pad keeps neighbouring shards' hot words apart.
+// line. The counts are indexed by outcome first, so that the in-flight word
+// and the admitted counts of every class share the first cache line: an
+// admission writes one line of its shard, its release one more (the
+// duration bucket). The trailing pad keeps neighbouring shards' hot words
+// apart.
 type cellShard struct {
 	inflight atomic.Int64
-	counts   [shed.NumClasses][numOutcomes]atomic.Uint64
+	counts   [numOutcomes][shed.NumClasses]atomic.Uint64
 	errors   [shed.NumClasses]atomic.Uint64
 	duration durationHist
 	_        [64]byte

@@ -92,7 +92,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			inflight += s.inflight.Load()
 			for k := range counts {
 				for o := range counts[k] {
-					counts[k][o] += s.counts[k][o].Load()
+					counts[k][o] += s.counts[o][k].Load()
 				}
 				errs[k] += s.errors[k].Load()
 			}

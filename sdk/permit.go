@@ -41,7 +41,7 @@ func (p Permit) Release(latency time.Duration, o Outcome) {
 	if rt == nil {
 		return
 	}
-	s := &rt.cell.shards[p.shard]
+	s := &rt.shards[p.shard]
 	s.inflight.Add(-1)
 	s.duration.observe(latency)
 	if o != Success {

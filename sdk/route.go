@@ -49,6 +49,7 @@ type route struct {
 	name   string
 	shadow bool
 	cell   *cell
+	shards []cellShard // cell.shards, one load nearer for the hot path
 
 	bucket *ratelimit.Bucket
 	keyed  []keyLimit
@@ -123,7 +124,7 @@ func (rt *route) acquire(hint uint32, c int, k uint32, scale float64) (uint32, i
 	if rt.consistent {
 		ceiling = ceil.ForCohort(c, k)
 	}
-	shards := rt.cell.shards
+	shards := rt.shards
 	mask := uint32(len(shards) - 1)
 	base, extra := ceiling>>rt.log2n, uint32(ceiling)&mask
 	for j := uint32(0); j <= mask; j++ {

@@ -26,9 +26,11 @@ var ErrInvalid = errors.New("ratelimit: invalid configuration")
 // MaxShards bounds the shards of a Bucket.
 const MaxShards = 64
 
+// bucketShard is padded to two cache lines: adjacent-line prefetch pairs
+// 64-byte lines, so neighbours 64 bytes apart would still share.
 type bucketShard struct {
 	tat atomic.Int64 // theoretical arrival time of the next request
-	_   [56]byte
+	_   [120]byte
 }
 
 // Bucket is a sharded token bucket. It is safe for concurrent use.
