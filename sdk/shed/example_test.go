@@ -56,8 +56,9 @@ func ExamplePlan() {
 	for range 4 { // four critical requests in flight at once
 		r.Admitted(0)
 	}
+	next := int64(time.Second) // the peak counts once its window is complete
 	fmt.Println(shed.Thresholds(7, 0.1))
-	fmt.Println(shed.Plan(7, 0.1, r.Peak(0)))
+	fmt.Println(shed.Plan(7, 0.1, r.Peak(next)))
 	// Output:
 	// [7 6 5 4]
 	// [12 6 5 4]

@@ -8,7 +8,7 @@ import (
 
 func TestMargin(t *testing.T) {
 	tests := []struct{ peak, want int }{
-		{-1, 1}, {0, 1}, {1, 2}, {2, 4}, {4, 6}, {5, 8}, {9, 12}, {100, 110},
+		{-1, 0}, {0, 0}, {1, 2}, {2, 4}, {4, 6}, {5, 8}, {9, 12}, {100, 110},
 	}
 	for _, tt := range tests {
 		if got := Margin(tt.peak); got != tt.want {
@@ -17,50 +17,48 @@ func TestMargin(t *testing.T) {
 	}
 }
 
-func TestReservePeakFollowsTheWindows(t *testing.T) {
+func TestReservePeakCountsCompleteWindowsOnly(t *testing.T) {
 	const w = int64(time.Second)
-	r := NewReserve(time.Second)
 	at := func(f float64) int64 { return int64(f * float64(w)) }
-
-	// Three critical requests overlap in the first window.
-	for range 3 {
-		r.Admitted(at(0.1))
+	r := NewReserve(time.Second)
+	steps := []struct {
+		at       float64
+		admit    int // critical requests admitted (negative: released)
+		wantPeak int // Peak at that time, after the step
+	}{
+		{0.0, 3, 0},  // the open window does not count yet
+		{0.5, -2, 0}, // one left in flight
+		{1.0, 0, 3},  // window [0,1) closed with a peak of 3
+		{1.5, 2, 3},  // three in flight in the open window
+		{2.0, 0, 3},  // [1,2) closed with 3 (it started with one in flight)
+		{2.1, -3, 3}, // all released
+		{3.0, 0, 3},  // [2,3) closed with 3 (it started with three in flight)
+		{4.0, 0, 3},  // [3,4) idle; [2,3) still remembered
+		{5.0, 0, 0},  // two idle windows: forgotten
+		{5.2, 5, 0},  // a burst
+		{5.3, -5, 0}, // gone again
+		{6.7, 0, 5},  // [5,6) closed with 5, [6,6.7) passed idle: one window ended
+		{9.5, 0, 0},  // more than two idle windows: all forgotten at once
 	}
-	if got := r.Peak(at(0.2)); got != 3 {
-		t.Fatalf("peak in the first window = %d, want 3", got)
-	}
-	r.Released(at(0.3))
-	r.Released(at(0.3))
-	// One is still in flight; a new window remembers the previous peak.
-	if got := r.Peak(at(1.1)); got != 3 {
-		t.Fatalf("peak one window later = %d, want 3 (previous window)", got)
-	}
-	r.Released(at(1.2))
-	// Two windows later the old peak is forgotten; the window that rolled at
-	// 1.1 started with one request in flight.
-	if got := r.Peak(at(2.2)); got != 1 {
-		t.Fatalf("peak two windows later = %d, want 1", got)
-	}
-	if got := r.Peak(at(3.3)); got != 0 {
-		t.Fatalf("peak after idle windows = %d, want 0", got)
-	}
-	// A long idle gap forgets everything at once.
-	for range 5 {
-		r.Admitted(at(3.4))
-	}
-	for range 5 {
-		r.Released(at(3.5))
-	}
-	if got := r.Peak(at(9)); got != 0 {
-		t.Fatalf("peak after a long idle gap = %d, want 0", got)
+	for _, st := range steps {
+		now := at(st.at)
+		for range st.admit {
+			r.Admitted(now)
+		}
+		for range -st.admit {
+			r.Released(now)
+		}
+		if got := r.Peak(now); got != st.wantPeak {
+			t.Fatalf("at %.1f windows: Peak = %d, want %d", st.at, got, st.wantPeak)
+		}
 	}
 }
 
 func TestReserveNeverGoesNegative(t *testing.T) {
-	r := NewReserve(0)
+	r := NewReserve(time.Second)
 	r.Released(1)
 	r.Admitted(2)
-	if got := r.Peak(3); got != 1 {
+	if got := r.Peak(int64(time.Second) + 2); got != 1 {
 		t.Fatalf("peak after a stray release = %d, want 1", got)
 	}
 }
@@ -93,8 +91,53 @@ func TestReserveConcurrent(t *testing.T) {
 	if v := r.inflight.Load(); v != 0 {
 		t.Fatalf("in flight after balanced use = %d", v)
 	}
-	if p := r.Peak(10_000); p < 1 || p > n {
+	if p := r.Peak(int64(time.Second)); p < 1 || p > n {
 		t.Fatalf("peak = %d, want 1..%d", p, n)
+	}
+}
+
+// TestReserveAndPlanFollowTheCriticalLoad drives the Plan/Reserve loop the
+// admission core runs: critical requests fill whatever room their ceiling
+// leaves while core holds its whole ceiling. The room grows window by window
+// until the critical demand fits, stays bounded under a critical flood, and
+// returns to the plain thresholds when critical traffic stops.
+func TestReserveAndPlanFollowTheCriticalLoad(t *testing.T) {
+	const (
+		limit = 7
+		w     = int64(time.Second)
+	)
+	core := Thresholds(limit, 0.1)[1]
+	r := NewReserve(time.Second)
+	// run plays windows in which critical wants demand slots at once; it
+	// returns the critical ceiling of the last window and how many critical
+	// requests that window admitted.
+	start := int64(0)
+	run := func(windows, demand int) (ceiling, admitted int) {
+		for range windows {
+			c := Plan(limit, 0.1, r.Peak(start))
+			ceiling, admitted = c[0], 0
+			for admitted < demand && core+admitted < c[0] {
+				r.Admitted(start)
+				admitted++
+			}
+			for range admitted {
+				r.Released(start + w/2)
+			}
+			start += w
+		}
+		return ceiling, admitted
+	}
+	if c, n := run(1, 4); c != limit || n != 1 {
+		t.Fatalf("first window: critical ceiling %d admitted %d, want the limit (%d) and 1", c, n, limit)
+	}
+	if c, n := run(4, 4); n != 4 || c < core+4 {
+		t.Fatalf("after four windows: critical ceiling %d admitted %d of 4, want all", c, n)
+	}
+	if c, _ := run(20, 1000); c != (1+Overshoot)*limit {
+		t.Fatalf("critical flood: ceiling %d, want the bound %d", c, (1+Overshoot)*limit)
+	}
+	if c, _ := run(3, 0); c != limit {
+		t.Fatalf("after critical traffic stopped: ceiling %d, want the limit %d", c, limit)
 	}
 }
 

@@ -82,8 +82,8 @@ func Share(total, n, i int) int {
 // peak would otherwise raise its ceiling window after window, stays bounded,
 // and the limiter, which sees the latency the extra requests cause, shrinks
 // the limit and so this bound. In the laboratory's 5.7x spike (limit 4-9)
-// the measured need reaches about three times the limit at times: a bound of
-// 2 kept 99.88% of critical requests, 3 all of them.
+// the measured need exceeds twice the limit at times: with a bound of 2,
+// 99.77% of critical requests succeeded, with 3, 99.88%.
 const Overshoot = 3
 
 // Plan returns the class ceilings for a concurrency limit when the critical
@@ -92,17 +92,16 @@ const Overshoot = 3
 // keep the in-flight count near the limit, so the limiter still sees its
 // limit used and can grow it. The critical class gets room for its own
 // concurrency on top of what core may fill: its ceiling is core's ceiling
-// plus Margin(peak), at least the limit (so Plan(l, r, 0) equals
-// Thresholds(l, r) whenever the reserved share is at least one slot) and at
-// most (1+Overshoot) x limit. At the small limits of a saturated server (4-8)
-// a share of the limit is less than the few slots critical traffic holds
+// plus Margin(peak), at least the limit and at most (1+Overshoot) x limit;
+// with nothing measured (peak 0) Plan equals Thresholds. At the small
+// limits of a saturated server (4-8) a share of the limit is less than the few slots critical traffic holds
 // (its arrival rate times a latency that grows with the load), so critical
 // may then exceed the limit by what it measurably needs, while the lower
 // classes, which stop below the limit, absorb the shedding. Ceilings never
 // increase from one class to the next, so there is no priority inversion.
 func Plan(limit int, reserved float64, peak int) Ceilings {
 	t := Thresholds(limit, reserved)
-	if limit <= 0 {
+	if limit <= 0 || peak <= 0 {
 		return t
 	}
 	t[0] = min(max(limit, t[1]+Margin(peak)), (1+Overshoot)*limit)
