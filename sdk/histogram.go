@@ -29,9 +29,8 @@ const (
 	histSumBits  = 44
 	histSumMask  = 1<<histSumBits - 1
 	histCountOne = 1 << histSumBits
-	histFoldAt   = 1 << 63                // 2^19 samples ...
-	histSumFold  = 1 << (histSumBits - 1) // ... or half the sum range folds the word
-	histDirect   = 1 << 40                // ns (about 18 minutes)
+	histFoldBits = 1<<63 | 1<<(histSumBits-1) // 2^19 samples or half the sum range fold the word
+	histDirect   = 1 << 36                    // ns (about 69 s): far from a carry out of the sum
 )
 
 // durationHist is a lock-free duration histogram over durationBounds; the
@@ -51,14 +50,21 @@ func (h *durationHist) observe(d time.Duration) {
 	for i < len(durationBounds) && d > durationBounds[i] {
 		i++
 	}
+	if uint64(d) < histDirect && h.hot[i].Add(histCountOne|uint64(d))&histFoldBits == 0 {
+		return
+	}
+	h.slow(i, d)
+}
+
+// slow records a duration outside the packed range, or folds a hot word
+// that has reached a fold bit.
+func (h *durationHist) slow(i int, d time.Duration) {
 	if uint64(d) >= histDirect {
 		h.counts[i].Add(1)
 		h.sum.Add(int64(d))
 		return
 	}
-	if v := h.hot[i].Add(histCountOne | uint64(d)); v >= histFoldAt || v&histSumMask >= histSumFold {
-		h.fold(i)
-	}
+	h.fold(i)
 }
 
 // fold moves bucket i's hot word into the cold totals.
