@@ -48,10 +48,10 @@ func (p Permit) Release(latency time.Duration, o Outcome) {
 		s.errors[p.class].Add(1)
 	}
 	if c := rt.conc; c != nil {
-		if c.hinted != nil {
-			c.hinted.ObserveShard(uint32(p.shard), p.start+int64(latency), int64(latency), int(p.inflight), o == Dropped)
+		if g := c.gradient; g != nil {
+			g.ObserveShard(uint32(p.shard), p.start+int64(latency), int64(latency), int(p.inflight), o == Dropped)
 		} else {
-			c.lim.Observe(p.start+int64(latency), int64(latency), int(p.inflight), o == Dropped)
+			c.observe(uint32(p.shard), p.start+int64(latency), int64(latency), int(p.inflight), o == Dropped)
 		}
 	}
 	if q := rt.queue; q != nil && q.Len() > 0 {

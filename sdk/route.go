@@ -19,12 +19,35 @@ type concurrency struct {
 	// of sdk/limit): Release passes the permit's shard instead of making
 	// the limiter draw a random one.
 	hinted limit.HintedObserver
+	// gradient is lim when it is the default algorithm, called directly
+	// (Limit inlines to an atomic load) rather than through the interface.
+	gradient *limit.Gradient
 }
 
 func newConcurrency(cfg rules.Concurrency, lim Limiter) *concurrency {
 	c := &concurrency{cfg: cfg, lim: lim}
 	c.hinted, _ = lim.(limit.HintedObserver)
+	c.gradient, _ = lim.(*limit.Gradient)
 	return c
+}
+
+// limit returns the limiter's current limit.
+func (c *concurrency) limit() int {
+	if g := c.gradient; g != nil {
+		return g.Limit()
+	}
+	return c.lim.Limit()
+}
+
+// observe records a released request in the limiter; hint is its shard.
+// Release calls the default algorithm directly and this for the others.
+func (c *concurrency) observe(hint uint32, now, rtt int64, inflight int, dropped bool) {
+	switch {
+	case c.hinted != nil:
+		c.hinted.ObserveShard(hint, now, rtt, inflight, dropped)
+	default:
+		c.lim.Observe(now, rtt, inflight, dropped)
+	}
 }
 
 // ceilSnap caches the class ceilings for one limit.
@@ -85,7 +108,7 @@ func (rt *route) scale(now int64) float64 {
 
 // effectiveLimit returns the concurrency limit after the warm-up ramp.
 func (rt *route) effectiveLimit(now int64) int {
-	l := rt.conc.lim.Limit()
+	l := rt.conc.limit()
 	if s := rt.scale(now); s < 1 {
 		l = max(1, int(float64(l)*s))
 	}
@@ -95,7 +118,12 @@ func (rt *route) effectiveLimit(now int64) int {
 // ceilings returns the class ceilings for the limiter's current limit,
 // recomputing them only when the limit has changed.
 func (rt *route) ceilings() *ceilSnap {
-	l := rt.conc.lim.Limit()
+	var l int
+	if g := rt.conc.gradient; g != nil {
+		l = g.Limit() // inlined: the hot path's own copy of concurrency.limit
+	} else {
+		l = rt.conc.lim.Limit()
+	}
 	s := rt.snap.Load()
 	if s != nil && s.limit == l {
 		return s
