@@ -1,0 +1,56 @@
+package governor_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	governor "governor.dev/governor/sdk"
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/limit"
+	"governor.dev/governor/sdk/rules"
+)
+
+// TestReleaseFeedsEveryLimiterKind checks that Release reaches the limiter
+// whichever way it is called: the default gradient directly, Little's law
+// through its shard-hinted Observe. Each limiter must have decided windows
+// from the released latencies.
+func TestReleaseFeedsEveryLimiterKind(t *testing.T) {
+	for _, alg := range []string{rules.AlgorithmGradient, rules.AlgorithmLittle} {
+		t.Run(alg, func(t *testing.T) {
+			clk := clock.NewFake(fakeStart)
+			var made limit.Limiter
+			opts := governor.DefaultOptions("svc")
+			opts.Clock = clk
+			opts.Defaults = &rules.Ruleset{Service: "svc"}
+			opts.NewLimiter = func(cfg rules.Concurrency, c clock.Clock) (governor.Limiter, error) {
+				l, err := limit.New(cfg, c, limit.WithWindow(100*time.Millisecond), limit.WithMinSamples(5))
+				made = l
+				return l, err
+			}
+			g, err := governor.New(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			r := route("api", "/api")
+			r.Concurrency = &rules.Concurrency{Algorithm: alg, Initial: 50}
+			if err := g.Apply(ruleset(r), 1); err != nil {
+				t.Fatal(err)
+			}
+			const latency = 3 * time.Millisecond
+			for range 200 {
+				p, err := g.Admit(context.Background(), governor.Request{Path: "/api/x"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				clk.Advance(latency)
+				p.Release(latency, governor.Success)
+			}
+			s := made.(limit.Inspector).Snapshot()
+			if s.Windows == 0 || s.SampleRTT < latency-time.Microsecond || s.SampleRTT > latency+time.Microsecond {
+				t.Fatalf("the limiter did not see the releases: %+v", s)
+			}
+		})
+	}
+}
