@@ -16,7 +16,9 @@ import (
 // Kind names what happened.
 type Kind string
 
-// The kinds the engine emits.
+// The kinds the engine emits. EmergencyPublish is emitted by
+// engine/evaluate once per emergency version it sees go active; its Detail
+// is an evaluate.Emergency.
 const (
 	AutoRollback          Kind = "auto_rollback"
 	AutoApply             Kind = "auto_apply"
