@@ -144,7 +144,10 @@ func TestBrowserDevStack(t *testing.T) {
 	// exposes (as if an emergency publication had happened), and the test
 	// log says so.
 	p1 := make(chan string, 1)
+	watching := make(chan struct{})
+	defer func() { cancel(); <-watching }()
 	go func() {
+		defer close(watching)
 		deadline := time.Now().Add(50 * time.Second)
 		for ctx.Err() == nil {
 			if name := firingP1(a); name != "" {
@@ -213,6 +216,7 @@ func TestBrowserDevStack(t *testing.T) {
 	require.NoError(t, err)
 
 	cancel()
+	<-watching
 	stopped = true
 	select {
 	case err := <-errc:

@@ -1,8 +1,13 @@
 // Package e2e drives Governor's web UI in headless Chromium (Debian's
-// chromium with playwright-core from npm; run.mjs holds the walk-through)
-// against a server on a random loopback port with the demo fleet. Outside CI
-// it skips when chromium, node or the npm package is missing; with CI=true it
-// fails instead. Screenshots of each page land in e2e/screenshots/.
+// chromium with playwright-core from npm). TestBrowserWalkThrough (run.mjs)
+// runs against the UI alone on a random loopback port with the scripted
+// demo fleet of ui/demo; TestBrowserDevStack (devstack.mjs) runs against the
+// real dev stack of `make run` started in process by engine/app: embedded
+// NATS, SQLite in a temporary directory, the embedded metrics store, the
+// demo fleet, the engine, the alerts manager and the UI, on second-scale
+// intervals. Outside CI they skip when chromium, node or the npm package is
+// missing; with CI=true they fail instead. Screenshots of each page land in
+// e2e/screenshots/ and e2e/screenshots/devstack/.
 package e2e
 
 import (
