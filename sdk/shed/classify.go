@@ -9,10 +9,11 @@
 // happen. At the small limits of a saturated server a share of the limit is
 // less than the few slots critical traffic holds, so Plan sizes the critical
 // class's room from its measured concurrency (Reserve) instead, letting it
-// go beyond the limit by what it needs while the lower classes, unchanged,
-// absorb the shedding. With consistent user shedding a class's ceiling is spread over user
-// cohorts, so the same users give way first for a rotation period and their
-// sessions are either served or shed, not half of each.
+// go beyond the limit by what it needs (bounded by Overshoot) while the
+// lower classes, unchanged, absorb the shedding. With consistent user
+// shedding a class's ceiling is spread over user cohorts, so the same users
+// give way first for a rotation period and their sessions are either served
+// or shed, not half of each.
 package shed
 
 import (

@@ -94,11 +94,12 @@ const Overshoot = 3
 // concurrency on top of what core may fill: its ceiling is core's ceiling
 // plus Margin(peak), at least the limit and at most (1+Overshoot) x limit;
 // with nothing measured (peak 0) Plan equals Thresholds. At the small
-// limits of a saturated server (4-8) a share of the limit is less than the few slots critical traffic holds
-// (its arrival rate times a latency that grows with the load), so critical
-// may then exceed the limit by what it measurably needs, while the lower
-// classes, which stop below the limit, absorb the shedding. Ceilings never
-// increase from one class to the next, so there is no priority inversion.
+// limits of a saturated server (4-8) a share of the limit is less than the
+// few slots critical traffic holds (its arrival rate times a latency that
+// grows with the load), so critical may then exceed the limit by what it
+// measurably needs, while the lower classes, which stop below the limit,
+// absorb the shedding. Ceilings never increase from one class to the next,
+// so there is no priority inversion.
 func Plan(limit int, reserved float64, peak int) Ceilings {
 	t := Thresholds(limit, reserved)
 	if limit <= 0 || peak <= 0 {
