@@ -118,6 +118,9 @@ try {
   await admin.click('a[href="/services/checkout"]');
   await admin.waitForSelector("svg.chart");
   expect((await admin.textContent("body")).includes("Why the score is what it is"), "the service page explains the score");
+  const clipped = await admin.evaluate(() => [...document.querySelectorAll("svg.chart text")]
+    .filter((t) => t.getBBox().x < 0).map((t) => t.textContent));
+  expect(clipped.length === 0, "every chart label fits in its chart" + (clipped.length ? ": clipped " + clipped.join(", ") : ""));
   await shot(admin, "05-service");
 
   // The engine's recommendation and its evidence.

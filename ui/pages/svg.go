@@ -47,7 +47,7 @@ type ChartOptions struct {
 
 const (
 	chartW, chartH = 600, 200
-	padL, padR     = 48, 10
+	padL, padR     = 76, 10
 	padT, padB     = 10, 28
 )
 

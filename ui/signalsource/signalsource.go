@@ -71,8 +71,8 @@ var specs = []chartSpec{
 	{signals.ErrorRatio, "Error ratio", "%", 100, true},
 	{signals.LatencyP50, "p50 latency", "ms", 1000, false},
 	{signals.LatencyP99, "p99 latency", "ms", 1000, false},
-	{signals.InFlight, "In-flight requests", "requests", 1, false},
-	{signals.Limit, "Concurrency limit", "requests", 1, false},
+	{signals.InFlight, "In-flight requests", "req", 1, false},
+	{signals.Limit, "Concurrency limit", "req", 1, false},
 	{signals.ShedRatio, "Shed ratio (shed, rate limited, queue timeout)", "%", 100, true},
 }
 
