@@ -24,7 +24,9 @@
 // value, or a *Rejection that carries the reason and a Retry-After. The
 // admitted path allocates nothing, reads only a coarse clock and touches no
 // cache line shared between CPUs: in-flight counts, token buckets and metric
-// counters are sharded. sdk/httpgov wraps it as net/http middleware; the gRPC
+// counters are sharded. An admission picks its shard once, at random, and its
+// release, its duration sample (count and sum in one word) and the limiter's
+// sample reuse it. sdk/httpgov wraps it as net/http middleware; the gRPC
 // interceptors in sdk/grpc build on the same API.
 //
 // Apply swaps the whole ruleset atomically: it validates first and refuses an

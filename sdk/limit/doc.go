@@ -10,7 +10,9 @@
 // maximum or a drop costs one more), and the first call that crosses the end
 // of the current window closes it with a compare-and-swap and recomputes the
 // limit. Limiters never read the clock themselves on the hot path: the window
-// runs on the now that callers pass.
+// runs on the now that callers pass. A caller that has already sharded the
+// request (the admission core) calls ObserveShard (HintedObserver) with its
+// shard instead, which records the same sample without a second random pick.
 //
 // The caller owns the in-flight count: admit while in-flight is below Limit,
 // and on completion call Observe with its own clock reading, the RTT and the
