@@ -111,7 +111,7 @@ func TestDevStackServesUI(t *testing.T) {
 	if !strings.Contains(out.String(), "web UI:                 http://"+a.Addr()+"/") {
 		t.Fatalf("banner without the UI URL:\n%s", out.String())
 	}
-	b := &browser{t: t, base: "http://" + a.Addr(), c: &http.Client{Timeout: 10 * time.Second,
+	b := &browser{t: t, base: "http://" + a.Addr(), c: &http.Client{Timeout: 10 * slack * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 
 	if code, _, _ := b.do(http.MethodGet, "/api/v1/overview", nil); code != http.StatusUnauthorized {
@@ -175,7 +175,7 @@ func TestDevStackServesUI(t *testing.T) {
 		if err != nil {
 			t.Fatalf("run: %v", err)
 		}
-	case <-time.After(20 * time.Second):
+	case <-time.After(20 * slack * time.Second):
 		t.Fatal("engine did not stop within 20s")
 	}
 }
