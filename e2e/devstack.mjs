@@ -62,8 +62,14 @@ async function login(page, name, password, firstTime, shotName) {
   expect(true, `${name}: chose a new password`);
 }
 
+// shot saves a screenshot and collects any card whose content spills out.
+const overflows = [];
 async function shot(page, name) {
   await page.screenshot({ path: `${shots}/${name}.png`, fullPage: true });
+  const spilled = await page.evaluate(() => [...document.querySelectorAll(".card")]
+    .filter((c) => getComputedStyle(c).overflowX === "visible" && c.scrollWidth > c.clientWidth + 1)
+    .map((c) => (c.querySelector("h2, h3, strong") || c).textContent.trim().slice(0, 40)));
+  for (const c of spilled) overflows.push(`${name}: ${c}`);
 }
 
 try {
@@ -230,6 +236,7 @@ try {
   await admin.goto(base + "/audit");
   expect((await admin.textContent(".banner-ok")).includes("Chain verified"), "the audit chain verifies");
   await shot(admin, "17-audit");
+  expect(overflows.length === 0, "no card's content spills out of it" + (overflows.length ? ": " + overflows.join(" | ") : ""));
   expect(cspViolations.length === 0, "no Content-Security-Policy violations: " + cspViolations.join(" | "));
   console.log("PASS");
 } catch (e) {
