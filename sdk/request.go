@@ -1,5 +1,7 @@
 package governor
 
+import "net/http"
+
 // Header looks up request headers (or gRPC metadata) by name. Names are
 // given in canonical MIME form ("X-Traffic-Priority"); http.Header satisfies
 // it, other transports adapt their own case rules.
@@ -29,8 +31,17 @@ type Request struct {
 	Header Header
 }
 
+// header looks name (canonical, as every name the rules configure is) up.
+// An http.Header, which sdk/httpgov passes, is read directly: its Get would
+// canonicalize the already canonical name again on every request.
 func (r *Request) header(name string) string {
 	if r.Header == nil || name == "" {
+		return ""
+	}
+	if h, ok := r.Header.(http.Header); ok {
+		if v := h[name]; len(v) > 0 {
+			return v[0]
+		}
 		return ""
 	}
 	return r.Header.Get(name)
