@@ -103,7 +103,7 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 		}
 		cohort = shed.Cohort(user, (g.wallBase+now)/rt.rotate)
 	}
-	slot, inflight, ok := rt.acquire(h, class, cohort, scale)
+	slot, inflight, ok := rt.acquire(h, class, cohort, scale, now)
 	if !ok {
 		switch {
 		case rt.shadow:
@@ -131,6 +131,9 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 		}
 	}
 	rt.shards[slot].counts[outAdmitted][class].Add(1)
+	if class == 0 {
+		rt.reserve.Admitted(now)
+	}
 	return Permit{rt: rt, start: now, shard: uint16(slot), class: uint8(class), inflight: int32(inflight)}, nil
 }
 

@@ -48,6 +48,9 @@ func (p Permit) Release(latency time.Duration, o Outcome) {
 		s.errors[p.class].Add(1)
 	}
 	if c := rt.conc; c != nil {
+		if p.class == 0 {
+			rt.reserve.Released(p.start + int64(latency))
+		}
 		if g := c.gradient; g != nil {
 			g.ObserveShard(uint32(p.shard), p.start+int64(latency), int64(latency), int(p.inflight), o == Dropped)
 		} else {
@@ -83,7 +86,8 @@ func (p Permit) Class() rules.Class {
 // queueAcquire returns the function the route's queue takes slots with.
 func (rt *route) queueAcquire(g *Governor) func(c int, k uint32) (uint32, bool) {
 	return func(c int, k uint32) (uint32, bool) {
-		slot, _, ok := rt.acquire(rand.Uint32(), c, k, rt.scale(g.nanotime()))
+		now := g.nanotime()
+		slot, _, ok := rt.acquire(rand.Uint32(), c, k, rt.scale(now), now)
 		return slot, ok
 	}
 }

@@ -53,6 +53,7 @@ func (c *concurrency) observe(hint uint32, now, rtt int64, inflight int, dropped
 // ceilSnap caches the class ceilings for one limit.
 type ceilSnap struct {
 	limit int
+	peak  int // the critical class's measured concurrency
 	ceil  shed.Ceilings
 }
 
@@ -78,6 +79,7 @@ type route struct {
 	keyed  []keyLimit
 
 	conc       *concurrency
+	reserve    *shed.Reserve // the critical class's measured concurrency
 	snap       atomic.Pointer[ceilSnap]
 	log2n      uint // log2 of len(cell.shards)
 	reserved   float64
@@ -117,18 +119,19 @@ func (rt *route) effectiveLimit(now int64) int {
 
 // ceilings returns the class ceilings for the limiter's current limit,
 // recomputing them only when the limit has changed.
-func (rt *route) ceilings() *ceilSnap {
+func (rt *route) ceilings(now int64) *ceilSnap {
 	var l int
 	if g := rt.conc.gradient; g != nil {
 		l = g.Limit() // inlined: the hot path's own copy of concurrency.limit
 	} else {
 		l = rt.conc.lim.Limit()
 	}
+	peak := rt.reserve.Peak(now)
 	s := rt.snap.Load()
-	if s != nil && s.limit == l {
+	if s != nil && s.limit == l && s.peak == peak {
 		return s
 	}
-	s = &ceilSnap{limit: l, ceil: shed.Thresholds(l, rt.reserved)}
+	s = &ceilSnap{limit: l, peak: peak, ceil: shed.Plan(l, rt.reserved, peak)}
 	rt.snap.Store(s)
 	return s
 }
@@ -141,11 +144,11 @@ func (rt *route) ceilings() *ceilSnap {
 // ceiling. It returns the shard and the in-flight count including this
 // request (estimated from its shard when the shares are large enough for
 // that to be accurate).
-func (rt *route) acquire(hint uint32, c int, k uint32, scale float64) (uint32, int, bool) {
-	s := rt.ceilings()
+func (rt *route) acquire(hint uint32, c int, k uint32, scale float64, now int64) (uint32, int, bool) {
+	s := rt.ceilings(now)
 	ceil := &s.ceil
 	if scale < 1 {
-		w := shed.Thresholds(max(1, int(float64(s.limit)*scale)), rt.reserved)
+		w := shed.Plan(max(1, int(float64(s.limit)*scale)), rt.reserved, s.peak)
 		ceil = &w
 	}
 	ceiling := ceil[c]
