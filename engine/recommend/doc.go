@@ -53,7 +53,11 @@
 //
 // Proposer turns a recommendation into a proposed version through
 // rules/versioning, keeping at most one open engine proposal per service (an
-// older one is withdrawn and replaced, in place of stacking). A proposal
+// older one is withdrawn and replaced, in place of stacking). Small moves do
+// not churn the history: while a recommendation waits for approval and
+// differs from the open proposal only by rate ceilings and concurrency
+// bounds within Proposer.OpenDeadband (default 10%) of its values, the open
+// proposal is kept and Submitted.Kept says why. A proposal
 // applies itself (AutoApply, audited as the engine) only inside the service's
 // Band: a cumulative change of at most MaxChangePerHour, never below Floor
 // or above Ceiling, never for Manual services; everything else waits for a

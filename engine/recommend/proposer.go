@@ -27,6 +27,24 @@ type Proposer struct {
 	Actor versioning.Actor
 	// Clock defaults to clock.Real.
 	Clock clock.Clock
+	// OpenDeadband is the relative move below which an open engine
+	// proposal is kept rather than replaced: when the new recommendation
+	// differs from it only by rate ceilings and concurrency bounds, each
+	// within this share of the open proposal's value, and waits for
+	// approval, no new version is proposed. Default DefaultOpenDeadband
+	// (0.1); valid in (0, 1).
+	OpenDeadband float64
+}
+
+// Validate checks the proposer's options; errors name the field.
+func (p *Proposer) Validate() error {
+	if p.Store == nil {
+		return fmt.Errorf("%w: Proposer.Store is nil, want a rules store", ErrInvalidOption)
+	}
+	if d := p.OpenDeadband; d != 0 && !(d > 0 && d < 1) {
+		return fmt.Errorf("%w: Proposer.OpenDeadband is %v, want in (0, 1)", ErrInvalidOption, d)
+	}
+	return nil
 }
 
 // Submitted is what Submit did.
@@ -38,14 +56,19 @@ type Submitted struct {
 	Policy string `json:"policy"`
 	// Replaced is the open engine proposal this one replaced (0: none).
 	Replaced int64 `json:"replaced,omitempty"`
-	// Unchanged is true when an open proposal with the same content was
-	// kept instead of proposing again.
+	// Unchanged is true when the open proposal was kept instead of
+	// proposing again: it has the same content, or (see Kept) the new
+	// recommendation moves it only inside the open deadband.
 	Unchanged bool `json:"unchanged,omitempty"`
+	// Kept says why an open proposal with other content was kept.
+	Kept string `json:"kept,omitempty"`
 }
 
 // Submit proposes rec's ruleset, applying it itself inside band. At most one
 // engine proposal per service stays open: an older open one with other
-// content is withdrawn and replaced, one with the same content is kept.
+// content is withdrawn and replaced, one with the same content is kept, and
+// so is one the new recommendation, waiting for approval, differs from only
+// by rate ceilings and concurrency bounds inside OpenDeadband.
 // Breaker threshold changes are outside every band: with a ceiling move
 // the band allows, the ceiling move alone is submitted (and applies
 // itself) and the breaker change is recommended again on a later cycle;
@@ -53,6 +76,13 @@ type Submitted struct {
 func (p *Proposer) Submit(ctx context.Context, rec Recommendation, band Band) (Submitted, error) {
 	if rec.Ruleset == nil || rec.Evidence == nil {
 		return Submitted{}, ErrNothing
+	}
+	if err := p.Validate(); err != nil {
+		return Submitted{}, err
+	}
+	deadband := p.OpenDeadband
+	if deadband == 0 {
+		deadband = DefaultOpenDeadband
 	}
 	actor := p.Actor
 	if actor.Name == "" {
@@ -90,6 +120,11 @@ func (p *Proposer) Submit(ctx context.Context, rec Recommendation, band Band) (S
 		}
 		if v.Checksum == sum && v.Parent == rec.Base && !ok {
 			return Submitted{Version: v, Policy: why, Unchanged: true}, nil
+		}
+		if v.Parent == rec.Base && !ok {
+			if kept, small := smallMove(v.Ruleset, rec.Ruleset, deadband); small {
+				return Submitted{Version: v, Policy: why, Unchanged: true, Kept: kept}, nil
+			}
 		}
 		if _, err := p.Store.Withdraw(ctx, rec.Service, v.Number, actor, "replaced by a newer recommendation"); err != nil &&
 			!errors.Is(err, versioning.ErrInvalidState) {
