@@ -15,7 +15,9 @@ run:
 ## test: go test -race over every module, unit and integration tests together.
 test:
 	@failed=""; for m in $(MODULES); do echo "== $$m"; (cd $$m && $(GO) test $(TEST_FLAGS) ./...) || failed="$$failed $$m"; done; \
-	if [ -n "$$failed" ]; then echo "FAILED modules:$$failed"; exit 1; fi
+	echo "== sdk allocation checks (without -race, which allocates)"; \
+	(cd sdk && $(GO) test -count=1 -run 'DoesNotAllocate' ./...) || failed="$$failed sdk-allocs"; \
+	if [ -n "$$failed" ]; then echo "FAILED:$$failed"; exit 1; fi
 
 ## test-short: the fast subset (no integration tests).
 test-short:
