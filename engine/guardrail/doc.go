@@ -4,13 +4,55 @@
 // For a version activated at T the guardrail compares SLO signals over a
 // window before T with a window after T plus a settling time: the error
 // ratio (absolute tolerance), the p99 latency (relative tolerance) and the
-// goodput (requests served without error per second, relative tolerance).
-// Each comparison uses the per-step samples of the two windows and a
-// one-sided Welch t-test: a regression needs both a significant p-value
-// (below Alpha) and an effect beyond the tolerance. With fewer than
-// MinSamples on either side a comparison is Inconclusive, and
+// goodput share (the share of offered requests served without error,
+// relative tolerance). Each comparison uses the per-step samples of the two
+// windows and a one-sided Welch t-test: a regression needs both a
+// significant p-value (below Alpha) and an effect beyond the tolerance. With
+// fewer than MinSamples on either side a comparison is Inconclusive, and
 // "inconclusive" is a state, never a pass: the guardrail keeps looking until
 // MaxWait and then records the version as inconclusive (and emits an event).
+// The after window grows to Window and then slides, so a version
+// inconclusive on its first full window is judged again on the latest one.
+//
+// # Traffic changes
+//
+// Goodput is judged relative to the offered load, so a change of traffic
+// alone does not move it; the offered load (request rate, every outcome) of
+// the two windows is compared as well. When it moved beyond LoadRatio
+// (default 1.5x) either way, the windows are not comparable: no comparison
+// passes, and a regression counts only when the load change cannot explain
+// it:
+//
+//   - Load rose by r: a version as good as its parent may serve as many
+//     requests as before and refuse the rest, so the goodput share is held
+//     to the share before divided by r (at any load ratio, not only beyond
+//     LoadRatio). A share below that floor beyond the tolerance means fewer
+//     requests served without error despite more traffic, and rolls back.
+//     Error ratio and p99 regressions are inconclusive: overload explains
+//     them.
+//   - Load fell: less traffic does not explain more errors, slower answers
+//     or a smaller share served, so regressions roll back as usual; healthy
+//     comparisons stay inconclusive (the version was not tested at the
+//     load it will meet).
+//
+// # Incidents
+//
+// The evaluator notes, every cycle, the incidents it sees that a rule
+// version does not control (Guard.Note): today, a dependency's breaker open.
+// An incident overlapping the after window makes error ratio and p99
+// regressions inconclusive; one overlapping either window keeps them from
+// passing (before activation it may hide a regression), and the goodput
+// check is made on the admitted share (1 - shed ratio) instead, which a
+// failing dependency does not move but a version that refuses traffic does.
+// An incident on a downstream whose rules the version changes is no
+// confounder: the version may have caused it.
+//
+// Every decision lists its Confounders (for example "offered load rose
+// 2.30x after activation (500.0/s -> 1150.0/s)") and each check's Detail
+// says why it could not stand, so a person sees why a version was not
+// judged.
+//
+// # Rollbacks
 //
 // On a regression the guardrail rolls back to the version's parent through
 // rules/versioning (a new rollback version, audited as the engine, with the
@@ -23,4 +65,6 @@
 //
 // The guardrail keeps no state that matters across a leader change: a new
 // leader rebuilds its watches from the active versions' activation times.
+// Noted incidents live in memory only, so a new leader knows those from its
+// first cycle on.
 package guardrail

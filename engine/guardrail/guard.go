@@ -2,6 +2,7 @@ package guardrail
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -12,6 +13,7 @@ import (
 
 	"governor.dev/governor/engine/events"
 	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/sdk/rules"
 )
 
 // Verdict is the state of a guarded version.
@@ -26,7 +28,9 @@ const (
 	Regression   Verdict = "regression"
 )
 
-// Check is one metric's comparison.
+// Check is one metric's comparison. For OfferedLoad, Effect is the ratio
+// after/before and Tolerance is Options.LoadRatio. PValue and Effect are
+// NaN (null in JSON) when the comparison could not be made.
 type Check struct {
 	Metric    Metric  `json:"metric"`
 	Before    Summary `json:"before"`
@@ -36,6 +40,23 @@ type Check struct {
 	Tolerance float64 `json:"tolerance"`
 	Verdict   Verdict `json:"verdict"`
 	Detail    string  `json:"detail"`
+}
+
+// MarshalJSON writes a non-finite PValue or Effect as null.
+func (c Check) MarshalJSON() ([]byte, error) {
+	type plain Check
+	return json.Marshal(struct {
+		plain
+		PValue *float64 `json:"p_value"`
+		Effect *float64 `json:"effect"`
+	}{plain(c), finite(c.PValue), finite(c.Effect)})
+}
+
+func finite(v float64) *float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return &v
 }
 
 // Decision is the guardrail's state of one version.
@@ -50,16 +71,33 @@ type Decision struct {
 	Final  bool    `json:"final"`
 	Reason string  `json:"reason"`
 	Checks []Check `json:"checks"`
+	// Confounders name what, besides the version, changed between the
+	// windows at the latest evaluation: an offered load beyond LoadRatio,
+	// incidents the version does not control.
+	Confounders []string `json:"confounders,omitempty"`
 	// RollbackVersion is the version the rollback created (0: none).
 	RollbackVersion int64 `json:"rollback_version,omitempty"`
+}
+
+// watch is the state of one guarded version.
+type watch struct {
+	d Decision
+	// parent is the version it replaced (d.Parent is 0 for a rollback,
+	// which is never rolled back).
+	parent     int64
+	ruleset    *rules.Ruleset
+	controls   map[string]bool // downstreams whose rules it changes; nil until needed
+	controlErr error
 }
 
 // Guard watches active versions. It is safe for concurrent use.
 type Guard struct {
 	o       Options
 	mu      sync.Mutex
-	watches map[string]*Decision // by service: the active version's state
-	done    []Decision           // final decisions, newest last
+	watches map[string]*watch // by service: the active version's state
+	done    []Decision        // final decisions, newest last
+	spans   map[string][]span // noted incidents by service
+	noted   time.Time         // time of the latest Note
 }
 
 // New validates the options and returns a Guard.
@@ -67,7 +105,7 @@ func New(o Options) (*Guard, error) {
 	if err := o.fill(); err != nil {
 		return nil, err
 	}
-	return &Guard{o: o, watches: map[string]*Decision{}}, nil
+	return &Guard{o: o, watches: map[string]*watch{}, spans: map[string][]span{}}, nil
 }
 
 // Observe updates the watches from the services' active versions at time now
@@ -75,15 +113,15 @@ func New(o Options) (*Guard, error) {
 // decisions that became final during this call. Per-service failures are
 // joined into the error; the other services are still evaluated.
 func (g *Guard) Observe(ctx context.Context, now time.Time, active []versioning.Version) ([]Decision, error) {
-	var open []*Decision
+	var open []watch
 	g.mu.Lock()
 	seen := map[string]bool{}
 	for _, v := range active {
 		seen[v.Service] = true
 		w := g.watches[v.Service]
-		if w != nil && w.Version == v.Number {
-			if !w.Final {
-				open = append(open, w)
+		if w != nil && w.d.Version == v.Number {
+			if !w.d.Final {
+				open = append(open, *w)
 			}
 			continue
 		}
@@ -93,12 +131,13 @@ func (g *Guard) Observe(ctx context.Context, now time.Time, active []versioning.
 			delete(g.watches, v.Service)
 			continue
 		}
-		w = &Decision{Service: v.Service, Version: v.Number, Parent: v.Parent, ActivatedAt: v.ActivatedAt, Verdict: Watching}
+		w = &watch{d: Decision{Service: v.Service, Version: v.Number, Parent: v.Parent, ActivatedAt: v.ActivatedAt, Verdict: Watching},
+			parent: v.Parent, ruleset: v.Ruleset}
 		if v.RollbackOf != 0 || v.Source == versioning.SourceRollback {
-			w.Parent = 0 // a rollback is watched but never rolled back
+			w.d.Parent = 0 // a rollback is watched but never rolled back
 		}
 		g.watches[v.Service] = w
-		open = append(open, w)
+		open = append(open, *w)
 	}
 	for s := range g.watches {
 		if !seen[s] {
@@ -110,14 +149,15 @@ func (g *Guard) Observe(ctx context.Context, now time.Time, active []versioning.
 	var final []Decision
 	var errs []error
 	for _, w := range open {
-		d, err := g.evaluate(ctx, now, *w)
+		w, err := g.evaluate(ctx, now, w)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
+		d := w.d
 		g.mu.Lock()
-		if cur := g.watches[d.Service]; cur != nil && cur.Version == d.Version {
-			*cur = d
+		if cur := g.watches[d.Service]; cur != nil && cur.d.Version == d.Version {
+			*cur = w
 		}
 		if d.Final {
 			g.done = append(g.done, d)
@@ -131,63 +171,201 @@ func (g *Guard) Observe(ctx context.Context, now time.Time, active []versioning.
 	return final, errors.Join(errs...)
 }
 
+// conditions are what else changed between the windows of one evaluation.
+type conditions struct {
+	// load is the offered load's ratio after/before; NaN when unknown.
+	load       float64
+	rose, fell bool
+	// after: incidents overlapping the after window; any: either window.
+	after, any []string
+	// confounders lists all of it for people.
+	confounders []string
+}
+
 // evaluate judges one watch at time now.
-func (g *Guard) evaluate(ctx context.Context, now time.Time, d Decision) (Decision, error) {
+func (g *Guard) evaluate(ctx context.Context, now time.Time, w watch) (watch, error) {
+	d := w.d
 	d.At = now
 	start := d.ActivatedAt.Add(g.o.Settle)
 	if now.Before(start.Add(time.Duration(g.o.MinSamples) * g.o.Step)) {
 		d.Verdict, d.Reason = Watching, "settling: not enough samples after activation yet"
-		return d, nil
+		w.d = d
+		return w, nil
 	}
-	end := start.Add(g.o.Window)
-	if now.Before(end) {
-		end = now
+	// The after window grows to Window, then slides: a version judged
+	// inconclusive (a traffic change, an incident) is judged again on the
+	// latest Window until MaxWait.
+	full := !now.Before(start.Add(g.o.Window))
+	bFrom, bTo := d.ActivatedAt.Add(-g.o.Window), d.ActivatedAt.Add(-time.Millisecond)
+	aFrom, aTo := start, now
+	if full {
+		aFrom = now.Add(-g.o.Window)
 	}
-	d.Checks = d.Checks[:0]
-	regressed, conclusive := []string{}, true
+	read := func(m Metric) (Summary, Summary, error) {
+		before, err := g.o.Series.Samples(ctx, d.Service, m, bFrom, bTo, g.o.Step)
+		if err != nil {
+			return Summary{}, Summary{}, fmt.Errorf("guardrail: %s v%d: %w", d.Service, d.Version, err)
+		}
+		after, err := g.o.Series.Samples(ctx, d.Service, m, aFrom, aTo, g.o.Step)
+		if err != nil {
+			return Summary{}, Summary{}, fmt.Errorf("guardrail: %s v%d: %w", d.Service, d.Version, err)
+		}
+		return summarize(before), summarize(after), nil
+	}
+
+	lb, la, err := read(OfferedLoad)
+	if err != nil {
+		return w, err
+	}
+	load := g.loadCheck(lb, la)
+	cond := conditions{load: load.Effect}
+	if !math.IsNaN(cond.load) {
+		cond.rose, cond.fell = cond.load > g.o.LoadRatio, cond.load < 1/g.o.LoadRatio
+	}
+	switch {
+	case cond.rose:
+		cond.confounders = append(cond.confounders, fmt.Sprintf("offered load rose %s after activation (%.1f/s -> %.1f/s)", times(cond.load), lb.Mean, la.Mean))
+	case cond.fell:
+		cond.confounders = append(cond.confounders, fmt.Sprintf("offered load fell %s after activation (%.1f/s -> %.1f/s)", times(1/cond.load), lb.Mean, la.Mean))
+	}
+	if err := g.incidents(ctx, &w, &cond, bFrom, aFrom, aTo); err != nil {
+		return w, err
+	}
+
+	d.Checks = append(d.Checks[:0:0], load)
 	for _, m := range Metrics {
-		before, err := g.o.Series.Samples(ctx, d.Service, m, d.ActivatedAt.Add(-g.o.Window), d.ActivatedAt.Add(-time.Millisecond), g.o.Step)
-		if err != nil {
-			return d, fmt.Errorf("guardrail: %s v%d: %w", d.Service, d.Version, err)
+		if m == GoodputShare && len(cond.any) > 0 {
+			// Errors are confounded: judge what the version decides.
+			m = AdmittedShare
 		}
-		after, err := g.o.Series.Samples(ctx, d.Service, m, start, end, g.o.Step)
+		before, after, err := read(m)
 		if err != nil {
-			return d, fmt.Errorf("guardrail: %s v%d: %w", d.Service, d.Version, err)
+			return w, err
 		}
-		c := g.compare(m, summarize(before), summarize(after))
-		d.Checks = append(d.Checks, c)
+		d.Checks = append(d.Checks, g.compare(m, before, after, cond))
+	}
+	d.Confounders = cond.confounders
+	var regressed, inconclusive []string
+	for _, c := range d.Checks {
 		switch c.Verdict {
 		case Regression:
 			regressed = append(regressed, c.Detail)
 		case Inconclusive:
-			conclusive = false
+			inconclusive = append(inconclusive, c.Detail)
 		}
 	}
-	full := !now.Before(start.Add(g.o.Window))
 	switch {
 	case len(regressed) > 0:
 		d.Verdict, d.Final = Regression, true
 		d.Reason = "guardrail: regression after v" + fmt.Sprint(d.Version) + ": " + strings.Join(regressed, "; ")
-		if err := g.rollback(ctx, &d); err != nil {
-			return d, err
+		if len(cond.confounders) > 0 {
+			d.Reason += " (beyond what these explain: " + strings.Join(cond.confounders, "; ") + ")"
 		}
-	case conclusive && full:
+		if err := g.rollback(ctx, &d); err != nil {
+			w.d = d
+			return w, err
+		}
+	case len(inconclusive) == 0 && full:
 		d.Verdict, d.Final, d.Reason = Pass, true, "no regression beyond tolerance over the full window"
-	case !conclusive && !now.Before(start.Add(g.o.MaxWait)):
-		d.Verdict, d.Final, d.Reason = Inconclusive, true, "too few samples to judge within the maximum wait"
+	case len(inconclusive) > 0 && !now.Before(start.Add(g.o.MaxWait)):
+		d.Verdict, d.Final, d.Reason = Inconclusive, true, "inconclusive within the maximum wait: "+strings.Join(inconclusive, "; ")
 		g.o.Events.Emit(ctx, events.Event{Kind: events.GuardrailInconclusive, Severity: events.Warning, At: now,
-			Service: d.Service, Version: d.Version, Message: fmt.Sprintf("%s v%d: guardrail inconclusive", d.Service, d.Version), Detail: d})
-	case !conclusive:
-		d.Verdict, d.Reason = Inconclusive, "too few samples on one side so far"
+			Service: d.Service, Version: d.Version, Message: fmt.Sprintf("%s v%d: guardrail inconclusive: %s", d.Service, d.Version,
+				strings.Join(inconclusive, "; ")), Detail: d})
+	case len(inconclusive) > 0:
+		d.Verdict, d.Reason = Inconclusive, "inconclusive so far: "+strings.Join(inconclusive, "; ")
 	default:
 		d.Verdict, d.Reason = Watching, "no regression so far"
 	}
-	return d, nil
+	w.d = d
+	return w, nil
 }
 
-// compare judges one metric.
-func (g *Guard) compare(m Metric, before, after Summary) Check {
-	c := Check{Metric: m, Before: before, After: after, PValue: math.NaN()}
+// loadCheck compares the offered load of the two windows: Pass when
+// comparable (within LoadRatio either way), Inconclusive otherwise or with
+// too few samples. Its Effect is the ratio after/before (NaN: unknown).
+func (g *Guard) loadCheck(before, after Summary) Check {
+	c := Check{Metric: OfferedLoad, Before: before, After: after, PValue: math.NaN(), Effect: math.NaN(), Tolerance: g.o.LoadRatio}
+	if before.N < g.o.MinSamples || after.N < g.o.MinSamples {
+		c.Verdict = Inconclusive
+		c.Detail = fmt.Sprintf("%s: %d samples before and %d after, need %d each", OfferedLoad, before.N, after.N, g.o.MinSamples)
+		return c
+	}
+	switch {
+	case before.Mean > 0:
+		c.Effect = after.Mean / before.Mean
+	case after.Mean > 0:
+		c.Effect = math.Inf(1)
+	default:
+		c.Effect = 1
+	}
+	c.Detail = fmt.Sprintf("offered load %.1f/s -> %.1f/s (%s, comparable within %s)", before.Mean, after.Mean, times(c.Effect), times(g.o.LoadRatio))
+	if c.Effect > g.o.LoadRatio || c.Effect < 1/g.o.LoadRatio {
+		c.Verdict = Inconclusive
+		c.Detail += ": windows not comparable"
+	} else {
+		c.Verdict = Pass
+	}
+	return c
+}
+
+// incidents fills the conditions with the noted incidents overlapping the
+// windows, leaving out those on downstreams whose rules the version changes.
+func (g *Guard) incidents(ctx context.Context, w *watch, cond *conditions, bFrom, aFrom, aTo time.Time) error {
+	spans := g.incidentsIn(w.d.Service, bFrom, aTo)
+	if len(spans) == 0 {
+		return nil
+	}
+	if w.controls == nil {
+		w.controls = map[string]bool{}
+		if w.parent != 0 {
+			p, err := g.o.Store.Get(ctx, w.d.Service, w.parent)
+			if err != nil {
+				w.controls = nil
+				return fmt.Errorf("guardrail: %s v%d: parent v%d: %w", w.d.Service, w.d.Version, w.parent, err)
+			}
+			w.controls = changedDownstreams(w.ruleset, p.Ruleset)
+		}
+	}
+	act := w.d.ActivatedAt
+	for _, s := range spans {
+		if s.Downstream != "" && w.controls[s.Downstream] {
+			continue
+		}
+		when := "across activation"
+		switch {
+		case s.to.Before(act):
+			when = "before activation"
+		case !s.from.Before(act):
+			when = "after activation"
+		}
+		what := s.What + " (" + when + ")"
+		cond.any = append(cond.any, what)
+		if !s.to.Before(aFrom) {
+			cond.after = append(cond.after, what)
+		}
+		cond.confounders = append(cond.confounders, what)
+	}
+	return nil
+}
+
+// compare judges one metric under the conditions of the evaluation:
+//
+//   - Error ratio and p99 latency: a regression while the offered load rose
+//     beyond LoadRatio, or while an incident overlaps the after window, is
+//     Inconclusive (the load or the incident may explain it); one while the
+//     load fell stands (less traffic does not explain more errors or slower
+//     answers). They pass only when neither the load moved beyond LoadRatio
+//     nor an incident overlaps either window.
+//   - Goodput (or admitted) share: judged against what the load explains.
+//     When the offered load rose by r, a version as good as its parent may
+//     serve the same number of requests and refuse the rest, so the floor
+//     is the share before divided by r; a regression is a share below that
+//     floor beyond the tolerance, i.e. fewer requests served without error
+//     than before despite more traffic, and it stands whatever the load.
+//     It passes only when the load did not move beyond LoadRatio.
+func (g *Guard) compare(m Metric, before, after Summary, cond conditions) Check {
+	c := Check{Metric: m, Before: before, After: after, PValue: math.NaN(), Effect: math.NaN()}
 	if before.N < g.o.MinSamples || after.N < g.o.MinSamples {
 		c.Verdict = Inconclusive
 		c.Detail = fmt.Sprintf("%s: %d samples before and %d after, need %d each", m, before.N, after.N, g.o.MinSamples)
@@ -205,19 +383,72 @@ func (g *Guard) compare(m Metric, before, after Summary) Check {
 		c.PValue = welchGreater(before, after)
 		worse = c.Effect > c.Tolerance
 		c.Detail = fmt.Sprintf("p99 latency %.4fs -> %.4fs (%+.1f%%, tolerance +%.0f%%, p=%.3g)", before.Mean, after.Mean, 100*c.Effect, 100*c.Tolerance, c.PValue)
-	case Goodput:
-		c.Tolerance, c.Effect = g.o.GoodputTolerance, -rel(after.Mean, before.Mean)
-		c.PValue = welchGreater(after, before)
+	default: // GoodputShare, AdmittedShare
+		name := "goodput share"
+		if m == AdmittedShare {
+			name = "admitted share (errors confounded by an incident)"
+		}
+		floor := before
+		if cond.load > 1 {
+			k := 1 / cond.load
+			floor.Mean, floor.SD = before.Mean*k, before.SD*k
+		}
+		c.Tolerance, c.Effect = g.o.GoodputTolerance, -rel(after.Mean, floor.Mean)
+		c.PValue = welchGreater(after, floor)
 		worse = c.Effect > c.Tolerance
-		c.Detail = fmt.Sprintf("goodput %.1f/s -> %.1f/s (%+.1f%%, tolerance -%.0f%%, p=%.3g)", before.Mean, after.Mean, -100*c.Effect, 100*c.Tolerance, c.PValue)
+		if floor.Mean != before.Mean {
+			c.Detail = fmt.Sprintf("%s %.3f -> %.3f, below the %.3f the %s load rise explains by %.1f%% (tolerance %.0f%%, p=%.3g)",
+				name, before.Mean, after.Mean, floor.Mean, times(cond.load), 100*c.Effect, 100*c.Tolerance, c.PValue)
+		} else {
+			c.Detail = fmt.Sprintf("%s %.3f -> %.3f (%+.1f%%, tolerance -%.0f%%, p=%.3g)", name, before.Mean, after.Mean, -100*c.Effect, 100*c.Tolerance, c.PValue)
+		}
 	}
-	if worse && c.PValue < g.o.Alpha {
+	regressed := worse && c.PValue < g.o.Alpha
+	var why []string // what keeps the verdict from standing
+	switch {
+	case m == GoodputShare || m == AdmittedShare:
+		if !regressed && (cond.rose || cond.fell) {
+			why = cond.loadNote()
+		}
+	case regressed:
+		if cond.rose {
+			why = cond.loadNote()
+		}
+		why = append(why, cond.after...)
+	default:
+		if cond.rose || cond.fell {
+			why = cond.loadNote()
+		}
+		why = append(why, cond.any...)
+	}
+	switch {
+	case len(why) > 0 && regressed:
+		c.Verdict = Inconclusive
+		c.Detail += "; not held against the version: " + strings.Join(why, "; ")
+	case len(why) > 0:
+		c.Verdict = Inconclusive
+		c.Detail += "; cannot pass: " + strings.Join(why, "; ")
+	case regressed:
 		c.Verdict = Regression
-	} else {
+	default:
 		c.Verdict = Pass
 	}
 	return c
 }
+
+// loadNote names the load change, if any.
+func (c conditions) loadNote() []string {
+	switch {
+	case c.rose:
+		return []string{"offered load rose " + times(c.load)}
+	case c.fell:
+		return []string{"offered load fell " + times(1/c.load)}
+	}
+	return nil
+}
+
+// times formats a ratio as "2.30x".
+func times(r float64) string { return fmt.Sprintf("%.2fx", r) }
 
 func rel(after, before float64) float64 {
 	if before <= 0 {
@@ -259,7 +490,7 @@ func (g *Guard) Watching(service string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	w := g.watches[service]
-	return w != nil && !w.Final
+	return w != nil && !w.d.Final
 }
 
 // Decisions returns the open watches and the kept final decisions, newest
@@ -269,8 +500,8 @@ func (g *Guard) Decisions() []Decision {
 	defer g.mu.Unlock()
 	out := make([]Decision, 0, len(g.watches)+len(g.done))
 	for _, w := range g.watches {
-		if !w.Final {
-			out = append(out, *w)
+		if !w.d.Final {
+			out = append(out, w.d)
 		}
 	}
 	for i := len(g.done) - 1; i >= 0; i-- {

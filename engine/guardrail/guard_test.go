@@ -20,17 +20,23 @@ var (
 )
 
 // fakeSeries answers with a function of the metric and of whether the step
-// lies after the switch time.
+// lies after the switch time (value), or of the step's time (timed).
 type fakeSeries struct {
 	switchAt time.Time
 	value    func(m Metric, after bool, i int) float64
+	timed    func(m Metric, t time.Time, i int) float64
 }
 
 func (f fakeSeries) Samples(_ context.Context, _ string, m Metric, from, to time.Time, step time.Duration) ([]float64, error) {
 	var out []float64
 	i := 0
 	for t := from; !t.After(to); t = t.Add(step) {
-		v := f.value(m, !t.Before(f.switchAt), i)
+		var v float64
+		if f.timed != nil {
+			v = f.timed(m, t, i)
+		} else {
+			v = f.value(m, !t.Before(f.switchAt), i)
+		}
 		if !math.IsNaN(v) {
 			out = append(out, v)
 		}
@@ -66,6 +72,7 @@ func liveVersions(t *testing.T, clk *clock.Fake) (versioning.Store, time.Time) {
 	return st, clk.Now()
 }
 
+// healthy is a service at 500 requests/s that serves nearly all of them.
 func healthy(m Metric, i int) float64 {
 	jitter := float64(i%3) * 0.01
 	switch m {
@@ -73,9 +80,14 @@ func healthy(m Metric, i int) float64 {
 		return 0.002 + jitter/10
 	case LatencyP99:
 		return 0.1 + jitter
-	default:
-		return 500 + 10*jitter
+	case OfferedLoad:
+		return 500 + 1000*jitter
+	case AdmittedShare:
+		return 0.99 - jitter/10
+	case GoodputShare:
+		return (0.99 - jitter/10) * (1 - 0.002 - jitter/10)
 	}
+	panic("unknown metric " + string(m))
 }
 
 func TestGuard(t *testing.T) {
@@ -99,10 +111,10 @@ func TestGuard(t *testing.T) {
 			advance: 2 * time.Minute, verdict: Regression, final: true, rollback: true, event: events.AutoRollback,
 		},
 		{
-			name: "goodput drop rolls back",
+			name: "goodput share drop rolls back",
 			value: func(m Metric, after bool, i int) float64 {
-				if after && m == Goodput {
-					return 200 + float64(i%2)
+				if after && m == GoodputShare {
+					return 0.4 + float64(i%2)/100
 				}
 				return healthy(m, i)
 			},

@@ -40,9 +40,15 @@ type Options struct {
 	// LatencyTolerance is the tolerated relative rise of p99 latency;
 	// default 0.25.
 	LatencyTolerance float64
-	// GoodputTolerance is the tolerated relative drop of goodput; default
-	// 0.2.
+	// GoodputTolerance is the tolerated relative drop of the goodput share
+	// (below what a rise of the offered load explains); default 0.2.
 	GoodputTolerance float64
+	// LoadRatio is how far the offered load may move between the windows
+	// (after/before or before/after) for them to count as comparable;
+	// beyond it no comparison passes and only regressions the load change
+	// cannot explain count (see the package documentation). Default 1.5;
+	// must be above 1.
+	LoadRatio float64
 	// Actor defaults to the engine (operator role).
 	Actor  versioning.Actor
 	Events events.Sink
@@ -54,7 +60,7 @@ type Options struct {
 // DefaultOptions returns the defaults of the optional fields.
 func DefaultOptions() Options {
 	return Options{Window: 2 * time.Minute, Settle: 30 * time.Second, Step: 10 * time.Second, MinSamples: 6,
-		Alpha: 0.05, ErrorTolerance: 0.01, LatencyTolerance: 0.25, GoodputTolerance: 0.2, Keep: 200}
+		Alpha: 0.05, ErrorTolerance: 0.01, LatencyTolerance: 0.25, GoodputTolerance: 0.2, LoadRatio: 1.5, Keep: 200}
 }
 
 func (o *Options) fill() error {
@@ -101,6 +107,12 @@ func (o *Options) fill() error {
 	tol(&o.ErrorTolerance, d.ErrorTolerance, "ErrorTolerance")
 	tol(&o.LatencyTolerance, d.LatencyTolerance, "LatencyTolerance")
 	tol(&o.GoodputTolerance, d.GoodputTolerance, "GoodputTolerance")
+	if o.LoadRatio == 0 {
+		o.LoadRatio = d.LoadRatio
+	}
+	if !(o.LoadRatio > 1 && o.LoadRatio <= 100) {
+		errs = append(errs, fmt.Errorf("%w: LoadRatio is %v, want in (1, 100]", ErrInvalidOption, o.LoadRatio))
+	}
 	if o.Actor.Name == "" {
 		o.Actor = versioning.Actor{Name: "engine", Roles: []versioning.Role{versioning.RoleOperator}}
 	}

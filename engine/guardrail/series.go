@@ -11,15 +11,28 @@ import (
 // Metric is an SLO signal the guardrail compares.
 type Metric string
 
-// The compared metrics.
+// The metrics the guardrail reads.
 const (
+	// ErrorRatio is errors per admitted request.
 	ErrorRatio Metric = "error_ratio"
+	// LatencyP99 is the p99 of admitted-request latency in seconds.
 	LatencyP99 Metric = "latency_p99"
-	Goodput    Metric = "goodput"
+	// GoodputShare is the share of offered requests served without error:
+	// (1 - shed ratio) x (1 - error ratio). Relative to the offered load, so
+	// a change of traffic alone does not move it.
+	GoodputShare Metric = "goodput_share"
+	// AdmittedShare is the share of offered requests admitted (1 - shed
+	// ratio): the part of the goodput a rule version decides. It replaces
+	// GoodputShare while an incident the version does not control may
+	// cause errors.
+	AdmittedShare Metric = "admitted_share"
+	// OfferedLoad is the inbound request rate, every outcome counted. It is
+	// not judged: it tells whether the two windows are comparable.
+	OfferedLoad Metric = "offered_load"
 )
 
-// Metrics lists the compared metrics in order.
-var Metrics = []Metric{ErrorRatio, LatencyP99, Goodput}
+// Metrics lists the judged metrics in order.
+var Metrics = []Metric{ErrorRatio, LatencyP99, GoodputShare}
 
 // Series gives the samples of a service's metric every step over [from, to].
 type Series interface {
@@ -62,11 +75,15 @@ func (s SignalSeries) query(service string, m Metric) (string, error) {
 		return q(signals.ErrorRatio)
 	case LatencyP99:
 		return q(signals.LatencyP99)
-	case Goodput:
-		rr, err := q(signals.RequestRate)
+	case OfferedLoad:
+		return q(signals.RequestRate)
+	case AdmittedShare:
+		sr, err := q(signals.ShedRatio)
 		if err != nil {
 			return "", err
 		}
+		return fmt.Sprintf("1 - (%s)", sr), nil
+	case GoodputShare:
 		sr, err := q(signals.ShedRatio)
 		if err != nil {
 			return "", err
@@ -75,7 +92,7 @@ func (s SignalSeries) query(service string, m Metric) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("(%s) * (1 - (%s)) * (1 - (%s))", rr, sr, er), nil
+		return fmt.Sprintf("(1 - (%s)) * (1 - (%s))", sr, er), nil
 	}
 	return "", fmt.Errorf("%w: unknown metric %q", ErrSeries, m)
 }

@@ -1,0 +1,123 @@
+package guardrail
+
+import (
+	"reflect"
+	"time"
+
+	"governor.dev/governor/sdk/rules"
+)
+
+// Incident is trouble on a service that its rule version does not control,
+// seen at one evaluation: the breaker to a dependency open, say. While an
+// incident overlaps a guarded version's windows, the error ratio and p99
+// latency comparisons are confounded (see the package documentation).
+type Incident struct {
+	Service string `json:"service"`
+	// Kind groups sightings into one incident with Service and Downstream
+	// (e.g. "breaker_open").
+	Kind string `json:"kind"`
+	// Downstream names the dependency in trouble, if any. A version that
+	// changes this downstream's rules may be what caused it, so it is no
+	// confounder for that version.
+	Downstream string `json:"downstream,omitempty"`
+	// What says it for people, e.g. "the breaker to payments is open on 2
+	// instance(s)".
+	What string `json:"what"`
+}
+
+func (i Incident) key() string { return i.Kind + "\x00" + i.Downstream }
+
+// span is one incident seen at consecutive notes from from to to.
+type span struct {
+	Incident
+	from, to time.Time
+}
+
+// maxSpans bounds the incidents kept per service.
+const maxSpans = 64
+
+// Note records the incidents open at time at; the evaluator calls it once
+// per cycle with everything it sees open (nil: nothing). An incident seen
+// at consecutive notes is one incident lasting from the first to the last;
+// one missing from a note has ended. Incidents older than any window a
+// watch can still compare are forgotten. Notes live in memory only: after a
+// leader change the new leader knows the incidents from its first cycle on.
+func (g *Guard) Note(at time.Time, open []Incident) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	prev := g.noted
+	horizon := at.Add(-(g.o.Window + g.o.Settle + g.o.MaxWait))
+	for _, in := range open {
+		spans := g.spans[in.Service]
+		extended := false
+		for i := len(spans) - 1; i >= 0; i-- {
+			s := &spans[i]
+			if s.key() == in.key() && !prev.IsZero() && s.to.Equal(prev) {
+				s.to, s.What = at, in.What
+				extended = true
+				break
+			}
+		}
+		if !extended {
+			spans = append(spans, span{Incident: in, from: at, to: at})
+		}
+		g.spans[in.Service] = spans
+	}
+	for svc, spans := range g.spans {
+		keep := spans[:0]
+		for _, s := range spans {
+			if !s.to.Before(horizon) {
+				keep = append(keep, s)
+			}
+		}
+		if len(keep) > maxSpans {
+			keep = append(keep[:0:0], keep[len(keep)-maxSpans:]...)
+		}
+		if len(keep) == 0 {
+			delete(g.spans, svc)
+			continue
+		}
+		g.spans[svc] = keep
+	}
+	g.noted = at
+}
+
+// incidentsIn returns the service's incidents overlapping [from, to].
+func (g *Guard) incidentsIn(service string, from, to time.Time) []span {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []span
+	for _, s := range g.spans[service] {
+		if !s.from.After(to) && !s.to.Before(from) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// changedDownstreams names the downstreams whose rules differ between two
+// rulesets (present in one only, or configured differently).
+func changedDownstreams(a, b *rules.Ruleset) map[string]bool {
+	byName := func(rs *rules.Ruleset) map[string]rules.Downstream {
+		m := map[string]rules.Downstream{}
+		if rs != nil {
+			for _, d := range rs.Downstreams {
+				m[d.Name] = d
+			}
+		}
+		return m
+	}
+	am, bm := byName(a), byName(b)
+	out := map[string]bool{}
+	for n, d := range am {
+		if o, ok := bm[n]; !ok || !reflect.DeepEqual(d, o) {
+			out[n] = true
+		}
+	}
+	for n := range bm {
+		if _, ok := am[n]; !ok {
+			out[n] = true
+		}
+	}
+	return out
+}
