@@ -138,6 +138,9 @@ type Chart struct {
 	// Min and Max fix the value axis when both are not zero.
 	Min float64 `json:"min,omitempty"`
 	Max float64 `json:"max,omitempty"`
+	// NoData says why Points is empty (the query failed, or the metric does
+	// not exist for the service in the range).
+	NoData string `json:"no_data,omitempty"`
 }
 
 // Charts draws a service's signals over a range (the metrics source).

@@ -1,23 +1,30 @@
-// Package signalsource draws a service's signals for the service page from
-// the engine's metrics source (package governor.dev/governor/engine/signals:
-// Prometheus or the embedded store), with the engine's own query templates so
-// the charts show exactly what the engine reads: request rate, error ratio,
-// p50 and p99 latency, in-flight requests against the concurrency limit, and
-// the shed ratio.
+// Package signalsource draws a service's signals for the service page and
+// the recommendations from the engine's metrics source (package
+// governor.dev/governor/engine/signals: Prometheus or the embedded store),
+// with the engine's own query templates so the charts show exactly what the
+// engine reads: request rate, error ratio, p50 and p99 latency, in-flight
+// requests against the concurrency limit, and the shed ratio. Besides those
+// it draws the engine's smoothed load score (governor_engine_load_score),
+// admitted and shed traffic by priority class (governor_sdk_requests_total
+// by class and outcome) and the downstream breakers' states
+// (governor_sdk_breaker_state), see ServiceCharts.
 package signalsource
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
+
+	prommodel "github.com/prometheus/common/model"
 
 	"governor.dev/governor/engine/signals"
 	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/ui/model"
 )
 
-// ErrInvalid: bad options.
+// ErrInvalid: bad options or arguments.
 var ErrInvalid = errors.New("signalsource: invalid options")
 
 // Options configure New.
@@ -30,17 +37,28 @@ type Options struct {
 	Clock  clock.Clock
 	// Points per chart; default 120.
 	Points int
+	// Window is the rate window of the class traffic charts; default 1m.
+	// A range whose step is longer uses the step, so no sample is skipped.
+	Window time.Duration
 }
 
-// Source is a model.Charts over a metrics source.
+// Source is a model.Charts over a metrics source; it also implements
+// model.Window and model.ServiceCharts.
 type Source struct{ o Options }
 
-var _ model.Charts = (*Source)(nil)
+var (
+	_ model.Charts        = (*Source)(nil)
+	_ model.Window        = (*Source)(nil)
+	_ model.ServiceCharts = (*Source)(nil)
+)
 
 // New returns a Source.
 func New(o Options) (*Source, error) {
 	if o.Source == nil {
 		return nil, fmt.Errorf("%w: Options.Source is required", ErrInvalid)
+	}
+	if o.Window < 0 {
+		return nil, fmt.Errorf("%w: Options.Window is %s, want a positive duration", ErrInvalid, o.Window)
 	}
 	if o.Reader == nil {
 		r, err := signals.NewReader(o.Source, signals.DefaultReaderOptions())
@@ -55,63 +73,148 @@ func New(o Options) (*Source, error) {
 	if o.Points <= 1 {
 		o.Points = 120
 	}
+	if o.Window == 0 {
+		o.Window = time.Minute
+	}
 	return &Source{o: o}, nil
 }
 
 type chartSpec struct {
-	signal       signals.Signal
-	title, unit  string
-	scale        float64
-	fixedPercent bool
+	name        string
+	signal      signals.Signal // "" for the load score
+	title, unit string
+	scale       float64
+	min, max    float64
 }
 
-// Specs are the charts, in page order.
+// specs are the service page's charts, in page order.
 var specs = []chartSpec{
-	{signals.RequestRate, "Request rate", "req/s", 1, false},
-	{signals.ErrorRatio, "Error ratio", "%", 100, true},
-	{signals.LatencyP50, "p50 latency", "ms", 1000, false},
-	{signals.LatencyP99, "p99 latency", "ms", 1000, false},
-	{signals.InFlight, "In-flight requests", "req", 1, false},
-	{signals.Limit, "Concurrency limit", "req", 1, false},
-	{signals.ShedRatio, "Shed ratio (shed, rate limited, queue timeout)", "%", 100, true},
+	{model.SignalRequestRate, signals.RequestRate, "Request rate", "req/s", 1, 0, 0},
+	{model.SignalErrorRatio, signals.ErrorRatio, "Error ratio", "%", 100, 0, 100},
+	{string(signals.LatencyP50), signals.LatencyP50, "p50 latency", "ms", 1000, 0, 0},
+	{model.SignalLatencyP99, signals.LatencyP99, "p99 latency", "ms", 1000, 0, 0},
+	{string(signals.InFlight), signals.InFlight, "In-flight requests", "req", 1, 0, 0},
+	{string(signals.Limit), signals.Limit, "Concurrency limit", "req", 1, 0, 0},
+	{string(signals.ShedRatio), signals.ShedRatio, "Shed ratio (shed, rate limited, queue timeout)", "%", 100, 0, 100},
+}
+
+// loadScore is the engine's smoothed score, which only the engine's own
+// /metrics exports: it has data where the metrics source scrapes the engine.
+var loadScore = chartSpec{model.SignalLoadScore, "", "Load score", "", 1, 0, 1}
+
+func specOf(name string) (chartSpec, bool) {
+	if name == loadScore.name {
+		return loadScore, true
+	}
+	for _, sp := range specs {
+		if sp.name == name {
+			return sp, true
+		}
+	}
+	return chartSpec{}, false
+}
+
+// rangeOf spreads Points over [start, end].
+func (s *Source) rangeOf(start, end time.Time) signals.Range {
+	step := end.Sub(start) / time.Duration(s.o.Points-1)
+	step = max(step.Truncate(time.Second), time.Second)
+	return signals.Range{Start: start, End: end, Step: step}
 }
 
 // Charts queries each signal of the service over the last span. A signal
-// that fails is returned without points; if every one fails the error is
-// returned too.
+// that fails is returned without points and says why in NoData; if every
+// one fails the error is returned too.
 func (s *Source) Charts(ctx context.Context, service string, span time.Duration) ([]model.Chart, error) {
 	end := s.o.Clock.Now()
-	step := span / time.Duration(s.o.Points-1)
-	step = max(step.Truncate(time.Second), time.Second)
-	rng := signals.Range{Start: end.Add(-span), End: end, Step: step}
-	out := make([]model.Chart, 0, len(specs))
-	var errs []error
-	for _, sp := range specs {
-		c := model.Chart{Title: sp.title, Unit: sp.unit}
-		if sp.fixedPercent {
-			c.Min, c.Max = 0, 100
+	names := make([]string, len(specs))
+	for i, sp := range specs {
+		names[i] = sp.name
+	}
+	return s.Window(ctx, service, end.Add(-span), end, names...)
+}
+
+// Window queries the named signals (model.Signal*, or any engine signal of
+// the service page) of the service between start and end, in the order
+// asked. Unknown names and an inverted window are refused before any query;
+// a failed query leaves its chart without points, with the reason in
+// NoData, and only when every one fails is the error returned too.
+func (s *Source) Window(ctx context.Context, service string, start, end time.Time, names ...string) ([]model.Chart, error) {
+	if service == "" {
+		return nil, fmt.Errorf("%w: empty service name", ErrInvalid)
+	}
+	if end.Before(start) {
+		return nil, fmt.Errorf("%w: window end %s is before its start %s", ErrInvalid, end.Format(time.RFC3339), start.Format(time.RFC3339))
+	}
+	sps := make([]chartSpec, len(names))
+	for i, n := range names {
+		sp, ok := specOf(n)
+		if !ok {
+			return nil, fmt.Errorf("%w: names[%d]: unknown signal %q", ErrInvalid, i, n)
 		}
-		q, err := s.o.Reader.Query(sp.signal, signals.PerService, service)
+		sps[i] = sp
+	}
+	rng := s.rangeOf(start, end)
+	out := make([]model.Chart, 0, len(sps))
+	var errs []error
+	for _, sp := range sps {
+		c := model.Chart{Title: sp.title, Unit: sp.unit, Min: sp.min, Max: sp.max}
+		q, metric, err := s.query(sp, service)
+		var res *signals.Result
 		if err == nil {
-			var res *signals.Result
-			if res, err = s.o.Source.QueryRange(ctx, q, rng); err == nil {
-				for _, ser := range res.Series {
-					if ser.Labels["service"] != service {
-						continue
-					}
-					for _, p := range ser.Points {
-						c.Points = append(c.Points, model.Point{At: p.T, Value: p.V * sp.scale})
-					}
-				}
-			}
+			res, err = s.o.Source.QueryRange(ctx, q, rng)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", sp.title, err))
+			c.NoData = "the metrics source did not answer: " + reason(err)
+			out = append(out, c)
+			continue
+		}
+		for _, ser := range res.Series {
+			if ser.Labels["service"] != service {
+				continue
+			}
+			for _, p := range ser.Points {
+				c.Points = append(c.Points, model.Point{At: p.T, Value: p.V * sp.scale})
+			}
+		}
+		if len(c.Points) == 0 {
+			c.NoData = "no samples of " + metric + " for " + service + " in this range"
+			if sp.signal == "" {
+				c.NoData += " (the metrics source does not scrape the engine)"
+			}
 		}
 		out = append(out, c)
 	}
-	if len(errs) == len(specs) {
+	if len(errs) > 0 && len(errs) == len(sps) {
 		return out, errors.Join(errs...)
 	}
 	return out, nil
+}
+
+// query returns the PromQL of a spec and the metric it reads.
+func (s *Source) query(sp chartSpec, service string) (q, metric string, err error) {
+	if sp.signal == "" {
+		return "max by (service) (governor_engine_load_score{service=" + strconv.Quote(service) + "})", "governor_engine_load_score", nil
+	}
+	q, err = s.o.Reader.Query(sp.signal, signals.PerService, service)
+	return q, "the " + string(sp.signal) + " signal", err
+}
+
+// reason says why a query failed without the backend's details.
+func reason(err error) string {
+	switch {
+	case errors.Is(err, signals.ErrUnavailable):
+		return "it is unavailable"
+	case errors.Is(err, signals.ErrQuery):
+		return "it refused the query"
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return "it took too long"
+	}
+	return "it failed"
+}
+
+// rateWindow is the rate window of a range: the configured window, or the
+// step when that is longer.
+func (s *Source) rateWindow(rng signals.Range) string {
+	return prommodel.Duration(max(s.o.Window, rng.Step)).String()
 }
