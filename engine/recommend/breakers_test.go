@@ -26,7 +26,7 @@ func withBreakers(perInstance float64, slowCall, timeout time.Duration) *rules.R
 	rs.Downstreams = []rules.Downstream{
 		{Name: "payments", Timeout: rules.Duration(timeout), Breaker: &rules.Breaker{Window: rules.Duration(20 * time.Second),
 			MinCalls: 30, ErrorRatio: 0.4, SlowCallRatio: 0.5, SlowCall: rules.Duration(slowCall)}},
-		{Name: "search", Breaker: &rules.Breaker{Kind: rules.BreakerKindThrottle, SlowCall: rules.Duration(time.Second)}},
+		{Name: "search", Breaker: &rules.Breaker{Kind: rules.BreakerKindThrottle, K: 3}},
 		{Name: "audit", Timeout: rules.Duration(time.Second)},
 	}
 	return rs

@@ -16,6 +16,9 @@ func TestYAMLRoundTrip(t *testing.T) {
 	r.Priority = &rules.Priority{Levels: map[string]rules.Class{"0": rules.ClassCritical}, Default: rules.ClassBrowse}
 	lifo := false
 	r.Routes[0].Queue = &rules.Queue{Target: rules.Duration(5e6), LIFO: &lifo}
+	for i := range r.Routes { // shedding and the queue work on a concurrency limit
+		r.Routes[i].Concurrency = &rules.Concurrency{}
+	}
 	r.Downstreams[0].Retry = &rules.Retry{MaxAttempts: 3, Budget: 0.2}
 	out, err := versioning.EncodeYAML(r)
 	require.NoError(t, err)

@@ -17,7 +17,7 @@ import (
 // error wrapping ErrInvalid; a *ValidationError names each field.
 func Decode(data []byte) (*Ruleset, error) {
 	var r Ruleset
-	if err := decodeStrict(data, &r); err != nil {
+	if err := decodeStrict(data, &r, MaxBytes); err != nil {
 		return nil, err
 	}
 	if err := r.Validate(); err != nil {
@@ -26,9 +26,9 @@ func Decode(data []byte) (*Ruleset, error) {
 	return &r, nil
 }
 
-func decodeStrict(data []byte, v any) error {
-	if len(data) > MaxBytes {
-		return &ValidationError{Errors: []FieldError{{Field: "", Problem: fmt.Sprintf("payload is %d bytes, at most %d allowed", len(data), MaxBytes)}}}
+func decodeStrict(data []byte, v any, limit int) error {
+	if len(data) > limit {
+		return &ValidationError{Errors: []FieldError{{Field: "", Problem: fmt.Sprintf("payload is %d bytes, at most %d allowed", len(data), limit)}}}
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -91,17 +91,58 @@ func jsonKind(k string) string {
 // downstreams sorted by name, methods and exemption lists sorted, map keys
 // sorted, no insignificant white space. Equal rulesets have equal encodings.
 func (r *Ruleset) Canonical() ([]byte, error) {
-	c := r.Clone()
-	slices.SortFunc(c.Routes, func(a, b Route) int { return strings.Compare(a.Name, b.Name) })
-	slices.SortFunc(c.Downstreams, func(a, b Downstream) int { return strings.Compare(a.Name, b.Name) })
+	return json.Marshal(r.sorted())
+}
+
+func routeByName(a, b Route) int           { return strings.Compare(a.Name, b.Name) }
+func downstreamByName(a, b Downstream) int { return strings.Compare(a.Name, b.Name) }
+
+// sorted returns r when its lists are already in canonical order (as in
+// every envelope, which carries the canonical encoding), or else a copy that
+// shares everything with r except the lists it sorts. r is never modified.
+func (r *Ruleset) sorted() *Ruleset {
+	if r == nil || r.inOrder() {
+		return r
+	}
+	c := *r
+	c.Routes = slices.Clone(r.Routes)
+	slices.SortFunc(c.Routes, routeByName)
+	c.Downstreams = slices.Clone(r.Downstreams)
+	slices.SortFunc(c.Downstreams, downstreamByName)
 	for i := range c.Routes {
-		slices.Sort(c.Routes[i].Match.Methods)
-		if e := c.Routes[i].Exempt; e != nil {
-			slices.Sort(e.Paths)
-			slices.Sort(e.Callers)
+		rt := &c.Routes[i]
+		if !slices.IsSorted(rt.Match.Methods) {
+			rt.Match.Methods = slices.Sorted(slices.Values(rt.Match.Methods))
+		}
+		if e := rt.Exempt; e != nil && (!slices.IsSorted(e.Paths) || !slices.IsSorted(e.Callers)) {
+			ce := *e
+			if !slices.IsSorted(e.Paths) {
+				ce.Paths = slices.Sorted(slices.Values(e.Paths))
+			}
+			if !slices.IsSorted(e.Callers) {
+				ce.Callers = slices.Sorted(slices.Values(e.Callers))
+			}
+			rt.Exempt = &ce
 		}
 	}
-	return json.Marshal(c)
+	return &c
+}
+
+// inOrder reports whether every list Canonical sorts is already sorted.
+func (r *Ruleset) inOrder() bool {
+	if !slices.IsSortedFunc(r.Routes, routeByName) || !slices.IsSortedFunc(r.Downstreams, downstreamByName) {
+		return false
+	}
+	for i := range r.Routes {
+		rt := &r.Routes[i]
+		if !slices.IsSorted(rt.Match.Methods) {
+			return false
+		}
+		if e := rt.Exempt; e != nil && (!slices.IsSorted(e.Paths) || !slices.IsSorted(e.Callers)) {
+			return false
+		}
+	}
+	return true
 }
 
 // Checksum returns "sha256:<hex>" of the canonical encoding.
@@ -158,12 +199,12 @@ func NewEnvelope(version int64, r *Ruleset) (*Envelope, error) {
 	return &Envelope{Service: r.Service, Version: version, Checksum: sum, Ruleset: r}, nil
 }
 
-// DecodeEnvelope parses and verifies an envelope: strict JSON, a valid
-// ruleset for the envelope's service, a positive version and a matching
-// checksum. Every failure wraps ErrInvalid.
+// DecodeEnvelope parses and verifies an envelope: at most MaxEnvelopeBytes,
+// strict JSON, a valid ruleset for the envelope's service, a positive version
+// and a matching checksum. Every failure wraps ErrInvalid.
 func DecodeEnvelope(data []byte) (*Envelope, error) {
 	var e Envelope
-	if err := decodeStrict(data, &e); err != nil {
+	if err := decodeStrict(data, &e, MaxEnvelopeBytes); err != nil {
 		return nil, err
 	}
 	if err := e.Verify(); err != nil {

@@ -14,8 +14,13 @@ func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
 func FuzzDecode(f *testing.F) {
 	f.Add([]byte(validJSON))
 	f.Add([]byte(`{"service":"a"}`))
-	f.Add([]byte(`{"service":"a","routes":[{"name":"r","match":{"path_prefix":"/"},"queue":{"target":"5ms"}}]}`))
+	f.Add([]byte(`{"service":"a","routes":[{"name":"r","match":{"path_prefix":"/"},"concurrency":{},"queue":{"target":"5ms"}}]}`))
 	f.Add([]byte(`{"service":"a","downstreams":[{"name":"d","breaker":{"kind":"throttle","k":2}}]}`))
+	// Combinations the enforcers would ignore, refused by Validate.
+	f.Add([]byte(`{"service":"a","routes":[{"name":"r","match":{"path_prefix":"/"},"queue":{"target":"5ms"},"shedding":{"rotate_every":"1h"}}]}`))
+	f.Add([]byte(`{"service":"a","routes":[{"name":"r","match":{"path_prefix":"/"},"warm_up":{"period":"1m"},"exempt":{"caller_header":"X-C"}}]}`))
+	f.Add([]byte(`{"service":"a","routes":[{"name":"r","match":{"path_prefix":"/"},"concurrency":{"algorithm":"fixed","max":3,"tolerance":1}}]}`))
+	f.Add([]byte(`{"service":"a","downstreams":[{"name":"d","breaker":{"kind":"throttle","min_calls":3,"slow_call":"1s"}},{"name":"e","breaker":{"k":2}}]}`))
 	f.Add([]byte(`[]`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := Decode(data)

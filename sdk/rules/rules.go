@@ -6,6 +6,22 @@
 // shedding, queueing, warm-up) and per-downstream outbound protection (circuit
 // breaker, retries with a budget, bulkhead, balancing).
 //
+// Validate refuses settings that the enforcers would silently ignore, naming
+// the field: shedding or a queue on a route without concurrency, a warm-up on
+// a route with no limit to ramp, shedding.rotate_every without
+// consistent_users, exempt.caller_header without exempt.callers, tolerance or
+// probe_interval with the fixed algorithm, and breaker fields of the other
+// kind (k on a breaker; min_calls, error_ratio, slow_call_ratio, slow_call,
+// open_base, open_max or half_open_probes on a throttle). Two combinations
+// are accepted with a documented meaning: a queue on a shadow route is kept
+// but unused while the route is in shadow mode (nothing waits in a dry run),
+// and slow_call is counted only while slow_call_ratio is below 1.
+//
+// Size limits fit the NATS default max_payload (DefaultMaxPayload, 1 MiB): an
+// encoded ruleset is at most MaxBytes, its Envelope at most MaxEnvelopeBytes,
+// which leaves room under the default max_payload for a canary selector and
+// the headers of a JetStream KV write.
+//
 // Decode parses and validates untrusted bytes with field-level errors.
 // Canonical gives the byte-stable encoding that Checksum hashes, so the store,
 // the distribution layer and every SDK instance agree on what a version is.
@@ -14,6 +30,7 @@
 package rules
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -146,34 +163,43 @@ type KeyRateLimit struct {
 type Concurrency struct {
 	// Algorithm is gradient, little or fixed; default gradient.
 	Algorithm string `json:"algorithm,omitempty"`
-	// Initial is the starting limit; default 20 (Max for fixed).
+	// Initial is the starting limit; default 20. The fixed algorithm's limit
+	// is Max from the start: Initial and Min need only be consistent with it.
 	Initial int `json:"initial,omitempty"`
-	// Min and Max bound the limit; defaults 4 and 1000.
+	// Min and Max bound the limit; defaults 4 and 1000. Max is required for
+	// the fixed algorithm.
 	Min int `json:"min,omitempty"`
 	Max int `json:"max,omitempty"`
 	// Tolerance is how much latency above the no-load latency is accepted
-	// before the limit shrinks (0.5 = 50%); default 0.5.
+	// before the limit shrinks (0.5 = 50%); default 0.5. Refused with the
+	// fixed algorithm.
 	Tolerance float64 `json:"tolerance,omitempty"`
-	// ProbeInterval is how often the no-load latency is re-measured; default 60s.
+	// ProbeInterval is how often the no-load latency is re-measured; default
+	// 60s. Refused with the fixed algorithm.
 	ProbeInterval Duration `json:"probe_interval,omitempty"`
 }
 
 // Shedding configures priority-aware load shedding under the concurrency
-// limit; it takes effect only on a route with Concurrency (which sheds with
-// these defaults when Shedding is absent).
+// limit. It needs Concurrency on the same route (Validate refuses it
+// otherwise); a route with Concurrency and no Shedding sheds with these
+// defaults.
 type Shedding struct {
 	// Reserved is the share of the limit only the critical class may use;
 	// default 0.1.
 	Reserved float64 `json:"reserved,omitempty"`
 	// ConsistentUsers sheds the same users for a while (keyed by the priority
-	// user header) so sessions are not half-served.
+	// user header, or the user the application passes with the request) so
+	// sessions are not half-served.
 	ConsistentUsers bool `json:"consistent_users,omitempty"`
-	// RotateEvery changes which users are shed first; default 1h.
+	// RotateEvery changes which users are shed first; default 1h. It needs
+	// ConsistentUsers.
 	RotateEvery Duration `json:"rotate_every,omitempty"`
 }
 
-// Queue is a short CoDel queue in front of the concurrency limit; it takes
-// effect only on a route with Concurrency that is not in shadow mode.
+// Queue is a short CoDel queue in front of the concurrency limit. It needs
+// Concurrency on the same route (Validate refuses it otherwise). On a route
+// in shadow mode the queue is kept but unused, since a dry run makes nothing
+// wait; it works again when the route returns to enforce.
 type Queue struct {
 	// Target queueing delay; default 5ms.
 	Target Duration `json:"target,omitempty"`
@@ -187,7 +213,8 @@ type Queue struct {
 
 // WarmUp ramps a fresh instance's limits (the rate limits and the
 // concurrency limit) up over Period, counted from the instance's start, so a
-// warm-up added to a long-running instance has no effect.
+// warm-up added to a long-running instance has no effect. It needs at least
+// one of RateLimit, KeyRateLimits or Concurrency on the same route.
 type WarmUp struct {
 	// InitialFraction of the limits at start; default 0.1.
 	InitialFraction float64 `json:"initial_fraction,omitempty"`
@@ -201,7 +228,7 @@ type Exempt struct {
 	Paths []string `json:"paths,omitempty"`
 	// Callers are values of CallerHeader.
 	Callers []string `json:"callers,omitempty"`
-	// CallerHeader names the caller; default X-Caller.
+	// CallerHeader names the caller; default X-Caller. It needs Callers.
 	CallerHeader string `json:"caller_header,omitempty"`
 }
 
@@ -218,7 +245,8 @@ type Downstream struct {
 }
 
 // Breaker is a circuit breaker or, with Kind throttle, client-side adaptive
-// throttling.
+// throttling. A throttle uses only Window and K; a breaker uses every field
+// but K. Validate refuses a field the kind does not use.
 type Breaker struct {
 	// Kind is breaker (default) or throttle.
 	Kind string `json:"kind,omitempty"`
@@ -231,6 +259,7 @@ type Breaker struct {
 	// SlowCallRatio that opens the breaker; default 1 (off).
 	SlowCallRatio float64 `json:"slow_call_ratio,omitempty"`
 	// SlowCall is the duration above which a call counts as slow; default 1s.
+	// Slow calls count only while SlowCallRatio is below 1.
 	SlowCall Duration `json:"slow_call,omitempty"`
 	// OpenBase is the first open period, doubled on every reopen up to OpenMax;
 	// defaults 5s and 60s.
@@ -284,6 +313,11 @@ func (d Duration) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON accepts a duration string such as "150ms" or "2s".
 func (d *Duration) UnmarshalJSON(b []byte) error {
+	if n := len(b); n >= 2 && b[0] == '"' && b[n-1] == '"' && bytes.IndexByte(b[1:n-1], '\\') < 0 {
+		// A JSON string without escapes (the decoder has checked the rest):
+		// its bytes are the text, no need to decode it again.
+		return d.UnmarshalText(b[1 : n-1])
+	}
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
 		return fmt.Errorf("duration must be a string such as \"150ms\"")

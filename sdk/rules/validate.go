@@ -40,10 +40,24 @@ func (e *ValidationError) Unwrap() error { return ErrInvalid }
 
 // Limits on the size of a ruleset.
 const (
-	MaxBytes       = 1 << 20 // encoded size accepted by Decode
-	MaxRoutes      = 1000
-	MaxDownstreams = 1000
-	MaxNameLen     = 128
+	// DefaultMaxPayload is a NATS server's default max_payload: the largest
+	// message it accepts, headers included.
+	DefaultMaxPayload = 1 << 20
+	// MaxBytes bounds an encoded ruleset: Decode's input and the canonical
+	// encoding a rules store accepts. It stays 16 KiB under
+	// DefaultMaxPayload, so the version's Envelope, a canary selector and
+	// the headers of a JetStream KV write still fit a default server.
+	MaxBytes = DefaultMaxPayload - 16<<10
+	// MaxEnvelopeOverhead bounds what an Envelope adds around its encoded
+	// ruleset (service name of at most MaxNameLen characters, version,
+	// checksum); the encoding needs under 300 bytes.
+	MaxEnvelopeOverhead = 1 << 10
+	// MaxEnvelopeBytes bounds an encoded Envelope, DecodeEnvelope's input:
+	// the envelope of any ruleset within MaxBytes fits.
+	MaxEnvelopeBytes = MaxBytes + MaxEnvelopeOverhead
+	MaxRoutes        = 1000
+	MaxDownstreams   = 1000
+	MaxNameLen       = 128
 )
 
 var (
@@ -258,17 +272,38 @@ func (c *checker) route(f string, rt *Route) {
 		if cc.ProbeInterval > 0 && cc.ProbeInterval.D() < time.Second {
 			c.add(cf+".probe_interval", "must be at least 1s, got %s", cc.ProbeInterval.D())
 		}
+		if cc.Algorithm == AlgorithmFixed {
+			// The fixed limit is Max from the start: the adaptive knobs do nothing.
+			if cc.Tolerance != 0 {
+				c.add(cf+".tolerance", "has no effect with the fixed algorithm")
+			}
+			if cc.ProbeInterval != 0 {
+				c.add(cf+".probe_interval", "has no effect with the fixed algorithm")
+			}
+		}
 	}
 	if s := rt.Shedding; s != nil {
+		if rt.Concurrency == nil {
+			c.add(f+".shedding", "needs concurrency: shedding divides the route's concurrency limit between the classes")
+		}
 		c.ratio(f+".shedding.reserved", s.Reserved, false)
 		c.duration(f+".shedding.rotate_every", s.RotateEvery, maxPeriod)
+		if s.RotateEvery != 0 && !s.ConsistentUsers {
+			c.add(f+".shedding.rotate_every", "needs consistent_users: it rotates which users are shed first")
+		}
 	}
 	if q := rt.Queue; q != nil {
+		if rt.Concurrency == nil {
+			c.add(f+".queue", "needs concurrency: requests wait in the queue for a slot under the route's concurrency limit")
+		}
 		c.duration(f+".queue.target", q.Target, time.Minute)
 		c.duration(f+".queue.interval", q.Interval, time.Minute)
 		c.nonNegInt(f+".queue.max_length", q.MaxLength, 1<<16)
 	}
 	if w := rt.WarmUp; w != nil {
+		if rt.RateLimit == nil && len(rt.KeyRateLimits) == 0 && rt.Concurrency == nil {
+			c.add(f+".warm_up", "needs rate_limit, key_rate_limits or concurrency: it ramps those limits and the route has none")
+		}
 		if w.InitialFraction != 0 {
 			c.ratio(f+".warm_up.initial_fraction", w.InitialFraction, false)
 		}
@@ -279,6 +314,9 @@ func (c *checker) route(f string, rt *Route) {
 	}
 	if e := rt.Exempt; e != nil {
 		c.header(f+".exempt.caller_header", e.CallerHeader)
+		if e.CallerHeader != "" && len(e.Callers) == 0 {
+			c.add(f+".exempt.caller_header", "needs exempt.callers: the header is read only to match them")
+		}
 		for j, p := range e.Paths {
 			if p == "" || p[0] != '/' {
 				c.add(fmt.Sprintf("%s.exempt.paths[%d]", f, j), "must start with \"/\", got %q", p)
@@ -320,6 +358,22 @@ func (c *checker) downstream(f string, d *Downstream) {
 		c.nonNegInt(bf+".half_open_probes", b.HalfOpenProbes, 1000)
 		if b.K != 0 && (math.IsNaN(b.K) || b.K < 1 || b.K > 100) {
 			c.add(bf+".k", "must be between 1 and 100, got %v", b.K)
+		}
+		if b.Kind == BreakerKindThrottle {
+			// The throttle counts requests and accepts over Window and
+			// scales by K; the state machine's fields do nothing.
+			for _, x := range []struct {
+				name string
+				set  bool
+			}{{"min_calls", b.MinCalls != 0}, {"error_ratio", b.ErrorRatio != 0}, {"slow_call_ratio", b.SlowCallRatio != 0},
+				{"slow_call", b.SlowCall != 0}, {"open_base", b.OpenBase != 0}, {"open_max", b.OpenMax != 0},
+				{"half_open_probes", b.HalfOpenProbes != 0}} {
+				if x.set {
+					c.add(bf+"."+x.name, "has no effect with kind throttle (it uses window and k)")
+				}
+			}
+		} else if b.K != 0 && (b.Kind == "" || b.Kind == BreakerKindBreaker) {
+			c.add(bf+".k", "has effect only with kind throttle")
 		}
 	}
 	if r := d.Retry; r != nil {

@@ -213,7 +213,7 @@ func testBadInput(t *testing.T, f Factory) {
 		{"unknown field", versioning.FormatJSON, `{"service":"bad","rout":[]}`, []string{"ruleset.rout"}},
 		{"wrong type", versioning.FormatJSON, `{"service":"bad","routes":[{"name":"r","match":{"path_prefix":"/"},"rate_limit":{"rate":"fast"}}]}`,
 			[]string{"ruleset.routes.rate_limit.rate"}},
-		{"out of range", versioning.FormatJSON, `{"service":"bad","routes":[{"name":"r","match":{"path_prefix":"/"},"rate_limit":{"rate":-1},"shedding":{"reserved":1.5}}]}`,
+		{"out of range", versioning.FormatJSON, `{"service":"bad","routes":[{"name":"r","match":{"path_prefix":"/"},"rate_limit":{"rate":-1},"concurrency":{},"shedding":{"reserved":1.5}}]}`,
 			[]string{"ruleset.routes[0].rate_limit.rate", "ruleset.routes[0].shedding.reserved"}},
 		{"oversized", versioning.FormatJSON, huge, []string{"ruleset"}},
 		{"invalid YAML", versioning.FormatYAML, "service: [bad", []string{"ruleset"}},
