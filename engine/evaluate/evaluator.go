@@ -147,8 +147,11 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 		return res, fmt.Errorf("evaluate: read signals: %w", err)
 	}
 	scores := e.o.Tracker.Update(snap)
-	if err := e.breakers(ctx, at); err != nil {
+	if incidents, err := e.breakers(ctx, at); err != nil {
 		errs = append(errs, err)
+	} else if e.o.Guard != nil {
+		// What the guardrail must not blame on a version.
+		e.o.Guard.Note(at, incidents)
 	}
 	live, err := e.liveInstances(ctx, at)
 	if err != nil {
@@ -267,27 +270,31 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 const breakerQuery = `count by (service, downstream) (governor_sdk_breaker_state == 2)`
 
 // breakers emits breaker_open for every downstream whose breaker opened
-// since the last cycle.
-func (e *Evaluator) breakers(ctx context.Context, at time.Time) error {
+// since the last cycle, and returns the open ones as incidents for the
+// guardrail.
+func (e *Evaluator) breakers(ctx context.Context, at time.Time) ([]guardrail.Incident, error) {
 	if e.o.Breakers == nil {
-		return nil
+		return nil, nil
 	}
 	res, err := e.o.Breakers.Query(ctx, breakerQuery, at)
 	if err != nil {
-		return fmt.Errorf("evaluate: breakers: %w", err)
+		return nil, fmt.Errorf("evaluate: breakers: %w", err)
 	}
 	now := make(map[string]bool, len(res.Samples))
+	var incidents []guardrail.Incident
 	for _, s := range res.Samples {
 		svc, ds := s.Labels["service"], s.Labels["downstream"]
 		key := svc + "/" + ds
 		now[key] = true
+		msg := fmt.Sprintf("%s: the breaker to %s is open on %.0f instance(s)", svc, ds, s.V)
 		if !e.open[key] {
-			e.o.Events.Emit(ctx, events.Event{Kind: events.BreakerOpen, Severity: events.Warning, At: at, Service: svc,
-				Message: fmt.Sprintf("%s: the breaker to %s is open on %.0f instance(s)", svc, ds, s.V)})
+			e.o.Events.Emit(ctx, events.Event{Kind: events.BreakerOpen, Severity: events.Warning, At: at, Service: svc, Message: msg})
 		}
+		incidents = append(incidents, guardrail.Incident{Service: svc, Kind: string(events.BreakerOpen), Downstream: ds,
+			What: fmt.Sprintf("the breaker to %s is open on %.0f instance(s)", ds, s.V)})
 	}
 	e.open = now
-	return nil
+	return incidents, nil
 }
 
 // liveInstances counts each service's instances that are not GONE, and

@@ -195,6 +195,12 @@ func TestTick(t *testing.T) {
 	if got := evs.Events(events.BreakerOpen); len(got) != 1 || got[0].Service != "svc-0001" || !strings.Contains(got[0].Message, "payments") {
 		t.Fatalf("breaker_open events %+v", got)
 	}
+	// The guardrail knows of it as one incident, so it
+	// does not blame svc-0001's version for what the breaker explains.
+	if got := guard.Incidents("svc-0001"); len(got) != 1 || got[0].Downstream != "payments" || got[0].Kind != string(events.BreakerOpen) ||
+		!strings.Contains(got[0].What, "open on 1 instance(s)") || !got[0].To.Equal(clk.Now()) {
+		t.Fatalf("guardrail incidents %+v", got)
+	}
 	if _, err := New(Options{}); err == nil || !strings.Contains(err.Error(), "Reader") {
 		t.Fatalf("missing options: %v", err)
 	}

@@ -403,7 +403,7 @@ func TestNoteMergesAndForgets(t *testing.T) {
 	g.Note(t0.Add(20*time.Second), nil)
 	g.Note(t0.Add(30*time.Second), open)
 	spans := g.incidentsIn("a", t0, t0.Add(time.Hour))
-	if len(spans) != 2 || !spans[0].to.Equal(t0.Add(10*time.Second)) || spans[0].What != "x open on 2" || !spans[1].from.Equal(t0.Add(30*time.Second)) {
+	if len(spans) != 2 || !spans[0].To.Equal(t0.Add(10*time.Second)) || spans[0].What != "x open on 2" || !spans[1].From.Equal(t0.Add(30*time.Second)) {
 		t.Fatalf("spans %+v", spans)
 	}
 	if got := g.incidentsIn("a", t0.Add(15*time.Second), t0.Add(25*time.Second)); len(got) != 0 {

@@ -94,10 +94,10 @@ type watch struct {
 type Guard struct {
 	o       Options
 	mu      sync.Mutex
-	watches map[string]*watch // by service: the active version's state
-	done    []Decision        // final decisions, newest last
-	spans   map[string][]span // noted incidents by service
-	noted   time.Time         // time of the latest Note
+	watches map[string]*watch  // by service: the active version's state
+	done    []Decision         // final decisions, newest last
+	spans   map[string][]Noted // noted incidents by service
+	noted   time.Time          // time of the latest Note
 }
 
 // New validates the options and returns a Guard.
@@ -105,7 +105,7 @@ func New(o Options) (*Guard, error) {
 	if err := o.fill(); err != nil {
 		return nil, err
 	}
-	return &Guard{o: o, watches: map[string]*watch{}, spans: map[string][]span{}}, nil
+	return &Guard{o: o, watches: map[string]*watch{}, spans: map[string][]Noted{}}, nil
 }
 
 // Observe updates the watches from the services' active versions at time now
@@ -334,14 +334,14 @@ func (g *Guard) incidents(ctx context.Context, w *watch, cond *conditions, bFrom
 		}
 		when := "across activation"
 		switch {
-		case s.to.Before(act):
+		case s.To.Before(act):
 			when = "before activation"
-		case !s.from.Before(act):
+		case !s.From.Before(act):
 			when = "after activation"
 		}
 		what := s.What + " (" + when + ")"
 		cond.any = append(cond.any, what)
-		if !s.to.Before(aFrom) {
+		if !s.To.Before(aFrom) {
 			cond.after = append(cond.after, what)
 		}
 		cond.confounders = append(cond.confounders, what)

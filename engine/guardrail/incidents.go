@@ -27,10 +27,12 @@ type Incident struct {
 
 func (i Incident) key() string { return i.Kind + "\x00" + i.Downstream }
 
-// span is one incident seen at consecutive notes from from to to.
-type span struct {
+// Noted is one incident as the guardrail keeps it: seen at consecutive
+// notes from From to To.
+type Noted struct {
 	Incident
-	from, to time.Time
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
 }
 
 // maxSpans bounds the incidents kept per service.
@@ -52,21 +54,21 @@ func (g *Guard) Note(at time.Time, open []Incident) {
 		extended := false
 		for i := len(spans) - 1; i >= 0; i-- {
 			s := &spans[i]
-			if s.key() == in.key() && !prev.IsZero() && s.to.Equal(prev) {
-				s.to, s.What = at, in.What
+			if s.key() == in.key() && !prev.IsZero() && s.To.Equal(prev) {
+				s.To, s.What = at, in.What
 				extended = true
 				break
 			}
 		}
 		if !extended {
-			spans = append(spans, span{Incident: in, from: at, to: at})
+			spans = append(spans, Noted{Incident: in, From: at, To: at})
 		}
 		g.spans[in.Service] = spans
 	}
 	for svc, spans := range g.spans {
 		keep := spans[:0]
 		for _, s := range spans {
-			if !s.to.Before(horizon) {
+			if !s.To.Before(horizon) {
 				keep = append(keep, s)
 			}
 		}
@@ -82,13 +84,20 @@ func (g *Guard) Note(at time.Time, open []Incident) {
 	g.noted = at
 }
 
-// incidentsIn returns the service's incidents overlapping [from, to].
-func (g *Guard) incidentsIn(service string, from, to time.Time) []span {
+// Incidents returns the incidents kept for a service, oldest first.
+func (g *Guard) Incidents(service string) []Noted {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	var out []span
+	return append([]Noted(nil), g.spans[service]...)
+}
+
+// incidentsIn returns the service's incidents overlapping [from, to].
+func (g *Guard) incidentsIn(service string, from, to time.Time) []Noted {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []Noted
 	for _, s := range g.spans[service] {
-		if !s.from.After(to) && !s.to.Before(from) {
+		if !s.From.After(to) && !s.To.Before(from) {
 			out = append(out, s)
 		}
 	}
