@@ -105,6 +105,9 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 	}
 	slot, inflight, ok := rt.acquire(h, class, cohort, scale, now)
 	if !ok {
+		if !rt.shadow {
+			rt.conc.refused(now)
+		}
 		switch {
 		case rt.shadow:
 			s.counts[outShadowShed][class].Add(1)

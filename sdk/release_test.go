@@ -54,3 +54,62 @@ func TestReleaseFeedsEveryLimiterKind(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusalsReachTheLimiter: when the limit is full and the requests in
+// flight stall (none finishes), the refusals tell the limiter, which halves
+// its limit before any of them finishes.
+func TestRefusalsReachTheLimiter(t *testing.T) {
+	clk := clock.NewFake(fakeStart)
+	var made limit.Limiter
+	opts := governor.DefaultOptions("svc")
+	opts.Clock = clk
+	opts.Defaults = &rules.Ruleset{Service: "svc"}
+	opts.NewLimiter = func(cfg rules.Concurrency, c clock.Clock) (governor.Limiter, error) {
+		l, err := limit.New(cfg, c)
+		made = l
+		return l, err
+	}
+	g, err := governor.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	r := route("api", "/api")
+	r.Concurrency = &rules.Concurrency{Initial: 20}
+	if err := g.Apply(ruleset(r), 1); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// A second of normal traffic: 10 requests in flight at 5 ms.
+	for range 200 {
+		var ps []governor.Permit
+		for range 10 {
+			p, err := g.Admit(ctx, governor.Request{Path: "/api", Priority: "critical"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps = append(ps, p)
+		}
+		clk.Advance(5 * time.Millisecond)
+		for _, p := range ps {
+			p.Release(5*time.Millisecond, governor.Success)
+		}
+	}
+	before, _ := g.Limit("api")
+	// Then the route fills up and nothing finishes.
+	var stuck []governor.Permit
+	for range 500 {
+		if p, err := g.Admit(ctx, governor.Request{Path: "/api", Priority: "critical"}); err == nil {
+			stuck = append(stuck, p)
+		}
+		clk.Advance(time.Millisecond)
+	}
+	after, _ := g.Limit("api")
+	if s := made.(limit.Inspector).Snapshot(); s.Stalls != 1 || after > (before+1)/2 {
+		t.Fatalf("limit %d -> %d with %d stall cuts after 0.5 s without any request finishing; want halved once",
+			before, after, s.Stalls)
+	}
+	for _, p := range stuck {
+		p.Release(500*time.Millisecond, governor.Success)
+	}
+}

@@ -22,12 +22,17 @@ type concurrency struct {
 	// gradient is lim when it is the default algorithm, called directly
 	// (Limit inlines to an atomic load) rather than through the interface.
 	gradient *limit.Gradient
+	// refusals is lim's RefusalObserver when it has one: told of every
+	// request refused for the limit, so it sees a stall before any
+	// request finishes.
+	refusals limit.RefusalObserver
 }
 
 func newConcurrency(cfg rules.Concurrency, lim Limiter) *concurrency {
 	c := &concurrency{cfg: cfg, lim: lim}
 	c.hinted, _ = lim.(limit.HintedObserver)
 	c.gradient, _ = lim.(*limit.Gradient)
+	c.refusals, _ = lim.(limit.RefusalObserver)
 	return c
 }
 
@@ -47,6 +52,13 @@ func (c *concurrency) observe(hint uint32, now, rtt int64, inflight int, dropped
 		c.hinted.ObserveShard(hint, now, rtt, inflight, dropped)
 	default:
 		c.lim.Observe(now, rtt, inflight, dropped)
+	}
+}
+
+// refused tells the limiter that a request was refused for the limit at now.
+func (c *concurrency) refused(now int64) {
+	if c.refusals != nil {
+		c.refusals.Refused(now)
 	}
 }
 

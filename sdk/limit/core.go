@@ -32,6 +32,7 @@ const (
 	severe        = 4               // a window this many times the no-load RTT, after a slow one, halves the limit
 	persists      = 0.8             // ... if it is not much faster than that one (a pause's tail is)
 	largeCut      = 0.9             // a cut to 90% or less is followed by one round trip without cuts
+	stallCut      = 0.5             // a stall (no request finishes while the limit refuses) halves the limit
 )
 
 // algorithm is what distinguishes the adaptive limiters; core calls it once
@@ -50,6 +51,8 @@ type core struct {
 	limit     atomic.Int64
 	windowEnd atomic.Int64
 	_         [cacheLine - 16]byte
+	// Read by Refused while a window is overdue.
+	stallNext atomic.Int64
 
 	shards []shard
 	mask   uint32
@@ -76,6 +79,8 @@ type core struct {
 	lastRTT   float64 // the average RTT of the last decided window
 	settle    int64   // requests admitted before this saw the limit before the last large cut
 	episode   episode
+	stallMark int64  // samples in the shards at the last stall cut (-1: none since the last window)
+	stallAt   int64  // when the last stall cut was made
 	win       window // the window being decided
 
 	snap snapshotState
@@ -83,7 +88,7 @@ type core struct {
 
 type snapshotState struct {
 	learned, noLoad, sample atomic.Int64
-	windows, probes         atomic.Int64
+	windows, probes, stalls atomic.Int64
 	probing, engaged        atomic.Bool
 	maxTP                   atomic.Uint64
 }
@@ -100,6 +105,7 @@ func (c *core) init(p params, o options, alg algorithm, clk clock.Clock) {
 	c.cur = float64(p.initial)
 	c.noLoad = float64(o.noLoad)
 	c.enforced = true
+	c.stallMark, c.stallAt = -1, math.MinInt64
 	if o.seeded {
 		c.rng = newRand(o.seed)
 	}
@@ -183,6 +189,7 @@ func (c *core) close(now int64) int64 {
 		var w window
 		take(c.shards, &w) // stale and too few: discard, keep the limit
 		c.taken += w.count
+		c.stallMark = -1
 		c.winStart = now
 		return now + c.window
 	}
@@ -192,6 +199,7 @@ func (c *core) close(now int64) int64 {
 	*w = window{start: c.winStart, end: now}
 	take(c.shards, w)
 	c.taken += w.count
+	c.stallMark = -1
 	w.finish(c.busyAt())
 	c.winStart = now
 	c.decide(w)
@@ -225,12 +233,14 @@ func (c *core) decide(w *window) {
 		// follows look like a second slow window.
 		congested := w.avgRTT > c.noLoad*(1+c.p.tolerance) && !w.idle(c.cur)
 		switch {
-		case next < c.cur && (w.start+w.end)/2 < c.settle:
+		case next < c.cur && ((w.start+w.end)/2 < c.settle || (w.start+w.end)/2-int64(w.avgRTT) < c.stallAt):
 			// Most of this window's requests were admitted before the
 			// last large cut: wait for those admitted under it before
 			// cutting again (one cut per round trip), so that neither a
 			// slow dependency nor the drops already in flight take the
-			// limit down to Min.
+			// limit down to Min. Likewise for the requests admitted
+			// before a stall cut: they are the stall's, already
+			// answered.
 			next = c.cur
 		case w.dropRatio() >= dropThreshold:
 			c.calm, c.dropAt = calmWindows, c.cur
@@ -302,6 +312,7 @@ func (c *core) Snapshot() Snapshot {
 		Engaged:       c.snap.engaged.Load(),
 		Windows:       c.snap.windows.Load(),
 		Probes:        c.snap.probes.Load(),
+		Stalls:        c.snap.stalls.Load(),
 		MaxThroughput: math.Float64frombits(c.snap.maxTP.Load()),
 	}
 }

@@ -34,7 +34,8 @@
 //     row at 4x the no-load RTT or more, not recovering (at least 80% of
 //     the previous window's RTT), halves the limit at once, so a latency
 //     step halves it within a round trip plus two windows of its first slow
-//     samples.
+//     samples. A step of many times the no-load RTT can leave no request
+//     finishing for longer than that: see stalls below.
 //   - "little": Little's law, brpc style. The limit is the largest recent
 //     throughput times the no-load latency, corrected by the queueing seen
 //     now: target = maxThroughput * ((2 + Tolerance) * noLoad - sample). It is
@@ -83,6 +84,18 @@
 //     take, instead of sitting at Min until the next interval. Only a probe
 //     window that used its limit caps the restored limit (one that did not
 //     says nothing about it).
+//   - Stalls: when a dependency becomes many times slower, no request
+//     finishes for a while, so Observe hears nothing, while the limit fills
+//     and refuses. The admission core reports every refusal to Refused
+//     (RefusalObserver); once no request has finished for max(window, 4 x
+//     the no-load RTT) past the end of the current window, Refused halves an
+//     enforced limit at once, one cut per stall (until a request finishes
+//     again). The requests admitted before the cut are the stall's: their
+//     slow samples do not cut again, and the cut is judged like a halving
+//     (if the requests admitted after it are no faster, the no-load RTT is
+//     stale and is re-probed). A 40x latency step then halves the limit in
+//     about 0.2 s instead of after its first slow samples (1.2 s at 30 ms ->
+//     1200 ms). A pause shorter than a window never counts.
 //   - Collapse at low traffic: a window with fewer than MinSamples samples
 //     makes no decision; it is extended, and after ten window lengths its
 //     samples are discarded, the limit unchanged (unless the limit is in use:

@@ -5,9 +5,10 @@ package limit
 type Fixed struct{ n int }
 
 var (
-	_ Limiter        = (*Fixed)(nil)
-	_ Inspector      = (*Fixed)(nil)
-	_ HintedObserver = (*Fixed)(nil)
+	_ Limiter         = (*Fixed)(nil)
+	_ Inspector       = (*Fixed)(nil)
+	_ HintedObserver  = (*Fixed)(nil)
+	_ RefusalObserver = (*Fixed)(nil)
 )
 
 func newFixed(n int) *Fixed { return &Fixed{n: max(n, 1)} }
@@ -25,3 +26,6 @@ func (f *Fixed) Snapshot() Snapshot {
 
 // ObserveShard does nothing.
 func (f *Fixed) ObserveShard(hint uint32, now, rtt int64, inflight int, dropped bool) {}
+
+// Refused does nothing: the limit is fixed.
+func (*Fixed) Refused(int64) {}

@@ -12,9 +12,10 @@ import (
 type Gradient struct{ core }
 
 var (
-	_ Limiter        = (*Gradient)(nil)
-	_ Inspector      = (*Gradient)(nil)
-	_ HintedObserver = (*Gradient)(nil)
+	_ Limiter         = (*Gradient)(nil)
+	_ Inspector       = (*Gradient)(nil)
+	_ HintedObserver  = (*Gradient)(nil)
+	_ RefusalObserver = (*Gradient)(nil)
 )
 
 type gradient struct{}

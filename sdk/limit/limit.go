@@ -28,6 +28,21 @@ type HintedObserver interface {
 	ObserveShard(hint uint32, now, rtt int64, inflight int, dropped bool)
 }
 
+// RefusalObserver is implemented by every limiter of this package: the
+// admission core calls Refused when it refuses a request because the limit
+// (its class's share of it) is full. It is how the limiter learns of a stall,
+// which Observe alone cannot show: when a dependency becomes many times
+// slower, no request finishes for a while, so no sample arrives, while the
+// limit fills and refuses. If no request has finished for the stall time,
+// max(window, 4 x the no-load RTT), past the end of the current window,
+// Refused halves an enforced limit at once; once per stall, that is until a
+// request finishes again. A GC-like pause shorter than a window never
+// counts. Lock-free and allocation-free: an atomic load unless a window is
+// overdue.
+type RefusalObserver interface {
+	Refused(now int64)
+}
+
 // Inspector is implemented by every limiter of this package: a consistent
 // enough view of its state for metrics, tests and the laboratory.
 type Inspector interface {
@@ -44,6 +59,7 @@ type Snapshot struct {
 	Engaged   bool          // the limit is enforced (always true except for Little's law)
 	Windows   int64         // windows that led to a decision
 	Probes    int64         // probes completed
+	Stalls    int64         // stall cuts (see RefusalObserver)
 	// MaxThroughput is Little's law's largest recent throughput, requests/s.
 	MaxThroughput float64
 }

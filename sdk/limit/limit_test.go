@@ -466,3 +466,29 @@ func TestObserveDoesNotAllocate(t *testing.T) {
 		}
 	}
 }
+
+func TestRefusedDoesNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	l, err := New(rules.Concurrency{}, clock.NewFake(time.Time{}), WithWindow(time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := l.(RefusalObserver)
+	now, i := int64(0), 0
+	allocs := testing.AllocsPerRun(5000, func() {
+		i++
+		now += int64(time.Millisecond)
+		if i%20 == 0 {
+			l.Observe(now, int64(time.Millisecond), 2, false) // ends a stall
+		}
+		r.Refused(now)
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per Refused", allocs)
+	}
+	if s := l.(Inspector).Snapshot(); s.Stalls == 0 {
+		t.Fatalf("the run did not exercise stall cuts: %+v", s)
+	}
+}

@@ -16,9 +16,10 @@ const throughputDecay = 0.1
 type Little struct{ core }
 
 var (
-	_ Limiter        = (*Little)(nil)
-	_ Inspector      = (*Little)(nil)
-	_ HintedObserver = (*Little)(nil)
+	_ Limiter         = (*Little)(nil)
+	_ Inspector       = (*Little)(nil)
+	_ HintedObserver  = (*Little)(nil)
+	_ RefusalObserver = (*Little)(nil)
 )
 
 type little struct {

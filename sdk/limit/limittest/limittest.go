@@ -5,7 +5,8 @@
 // requests are in flight takes Base; beyond that it queues, and its latency
 // grows in proportion (Base x inflight / Capacity), with optional uniform
 // noise and periodic pauses of the whole server (GC-like stalls). Requests arrive at a fixed rate (evenly spaced or Poisson), are
-// admitted while in-flight is below the limiter's Limit, and report to
+// admitted while in-flight is below the limiter's Limit (a refusal is
+// reported to Refused, as the admission core does), and report to
 // Observe when they finish (or time out, as drops). The simulation advances a
 // clock.Fake, so code under test that reads the same clock sees virtual time.
 //
@@ -187,6 +188,9 @@ func (s *Sim) arrive(t int64) {
 	s.next = t + s.gap()
 	if s.lim != nil && s.inflight >= s.lim.Limit() {
 		s.stats.Rejected++
+		if r, ok := s.lim.(limit.RefusalObserver); ok {
+			r.Refused(t)
+		}
 		return
 	}
 	s.stats.Admitted++

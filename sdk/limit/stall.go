@@ -1,0 +1,56 @@
+package limit
+
+import "math"
+
+// Stalls: no request finishes while the limit refuses requests.
+
+// Refused records that a request was refused at now because the limit was
+// full (see RefusalObserver). It costs one atomic load unless the current
+// window is overdue by a window length, that is unless no request has
+// finished for that long.
+func (c *core) Refused(now int64) {
+	end := c.windowEnd.Load()
+	if end == closing || end == math.MinInt64 || now-end < c.window || now < c.stallNext.Load() ||
+		!c.windowEnd.CompareAndSwap(end, closing) {
+		return // a request finished recently, the first window has not begun, or checked recently
+	}
+	next := end
+	defer func() { c.windowEnd.Store(next) }()
+	next = c.stall(now, end)
+}
+
+// stall runs with the closing token when no request has finished since end
+// (the overdue window end) and a request was refused at now. It returns the
+// window end to restore.
+func (c *core) stall(now, end int64) int64 {
+	after := max(c.window, int64(severe*c.noLoad))
+	if !c.started || now-end < after {
+		c.stallNext.Store(end + after)
+		return end
+	}
+	// Look again after another stall time at the earliest: refusals come
+	// fast during a stall, and each would otherwise count the samples.
+	c.stallNext.Store(now + after)
+	n := countSamples(c.shards)
+	if n == c.stallMark || !c.enforced {
+		// Already cut for this stall (no request finished since), or
+		// the limit is not enforced (Little's law before its signal):
+		// wait for samples.
+		return end
+	}
+	// The requests in flight have not finished for several no-load RTTs
+	// while the limit refuses more: a dependency stalled or slowed many
+	// times over. Observe will not hear of it until they finish, which
+	// can take longer than the client waits: halve the limit now, once,
+	// as the second slow window of a latency step would.
+	c.stallMark, c.stallAt = n, now
+	// The cut opens a congestion episode that is judged like a halving
+	// (watchResponse): if the requests admitted from now on are no faster
+	// than the stall, the slowness is a dependency's, not this limiter's
+	// queue, and a probe relearns the no-load RTT instead of halving on.
+	c.episode = episode{active: true, limit: c.cur, rtt: float64(now - end), halved: true, judge: now}
+	c.cur = c.clamp(c.cur * stallCut)
+	c.snap.stalls.Add(1)
+	c.publish()
+	return end
+}
