@@ -16,6 +16,9 @@ type Series struct {
 type SeriesChart struct {
 	Title string `json:"title"`
 	Unit  string `json:"unit"`
+	// Of says what the series are ("class", "downstream"); it heads the
+	// legend.
+	Of string `json:"of,omitempty"`
 	// Series in legend order.
 	Series []Series `json:"series"`
 	// Min and Max fix the value axis when both are not zero.

@@ -117,9 +117,12 @@ type serviceData struct {
 	ScoreChart any
 	Instances  []model.Instance
 	Charts     []renderedChart
-	HasLedger  bool
-	Range      string
-	Ranges     []string
+	// ClassCharts are admitted and shed traffic by class and the
+	// breakers' states (model.ServiceCharts).
+	ClassCharts []renderedChart
+	HasLedger   bool
+	Range       string
+	Ranges      []string
 }
 
 func stateRank(s string) int {
@@ -176,12 +179,19 @@ func (p *Pages) service(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	pts := d.Status.Trend
+	pts, scoreWhy := d.Status.Trend, "the engine has no load score for "+svc+" yet"
 	if h, ok := p.o.Fleet.(model.History); ok {
 		if hp, err := h.LoadScoreHistory(r.Context(), svc, span); err == nil {
 			pts = hp
 		} else {
 			banners = append(banners, Banner{"warn", "Load score history is unavailable."})
+		}
+	} else if w, ok := p.o.Charts.(model.Window); ok {
+		// The engine's load score gauge, where the metrics source scrapes
+		// the engine: the whole range instead of the recent trend.
+		end := p.o.Clock.Now()
+		if cs, err := w.Window(r.Context(), svc, end.Add(-span), end, model.SignalLoadScore); err == nil && len(cs) == 1 && len(cs[0].Points) > 0 {
+			pts = cs[0].Points
 		}
 	}
 	if in, ok := p.o.Fleet.(model.Instances); ok {
@@ -200,10 +210,20 @@ func (p *Pages) service(w http.ResponseWriter, r *http.Request) {
 		}
 		for _, c := range charts {
 			d.Charts = append(d.Charts, renderedChart{Title: c.Title, Unit: c.Unit,
-				SVG: Chart(ChartOptions{Points: c.Points, Unit: c.Unit, Label: c.Title + " of " + svc, Min: c.Min, Max: c.Max})})
+				SVG: Chart(ChartOptions{Points: c.Points, Unit: c.Unit, Label: c.Title + " of " + svc, Min: c.Min, Max: c.Max, NoData: c.NoData})})
 		}
 	}
-	d.ScoreChart = Chart(ChartOptions{Points: pts, Label: "load score of " + svc, Min: 0, Max: 1, Act: 0.8, Release: 0.5})
+	if sc, ok := p.o.Charts.(model.ServiceCharts); ok {
+		charts, err := sc.ServiceCharts(r.Context(), svc, span)
+		if err != nil {
+			banners = append(banners, Banner{"warn", "The metrics source is unavailable: traffic by class and breaker charts are missing."})
+			p.o.Logger.Warn("pages: class charts", "service", svc, "err", err)
+		}
+		for _, c := range charts {
+			d.ClassCharts = append(d.ClassCharts, renderedChart{Title: c.Title, Unit: c.Unit, SVG: SeriesChart(c, c.Title+" of "+svc)})
+		}
+	}
+	d.ScoreChart = Chart(ChartOptions{Points: pts, Label: "load score of " + svc, Min: 0, Max: 1, Act: 0.8, Release: 0.5, NoData: scoreWhy})
 	if v, err := p.o.Rules.Active(r.Context(), svc); err == nil {
 		d.Active = &v
 	} else if !errors.Is(err, versioning.ErrNotFound) {

@@ -47,6 +47,7 @@ func (p *Pages) Routes(r chi.Router) {
 		r.Get("/services/{service}/propose", p.proposeForm)
 		r.Get("/services/{service}/rollback/{n}", p.rollbackForm)
 		r.Get("/recommendations", p.recommendations)
+		r.Get("/recommendations/{service}/{n}", p.recommendationPage)
 		r.Get("/alerts", p.alerts)
 		r.Get("/audit", p.audit)
 	})

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -353,48 +352,4 @@ func (p *Pages) rollback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.Redirect(w, r, fmt.Sprintf("/services/%s/rules/%d", v.Service, v.Number), http.StatusSeeOther)
-}
-
-type recommendation struct {
-	versioning.Version
-	Changes               []versioning.Change
-	EvidenceHTML          template.HTML
-	ApproveWhy, RejectWhy string
-}
-
-func (p *Pages) recommendations(w http.ResponseWriter, r *http.Request) {
-	ctx := r.Context()
-	infos, err := p.o.Rules.Services(ctx)
-	if err != nil {
-		p.fail(w, r, err)
-		return
-	}
-	var items []recommendation
-	for _, in := range infos {
-		if in.Pending == 0 {
-			continue
-		}
-		vs, err := p.o.Rules.List(ctx, versioning.ListFilter{Service: in.Name, States: []versioning.State{versioning.StateProposed}})
-		if err != nil {
-			p.fail(w, r, err)
-			return
-		}
-		pol, err := p.o.Rules.Policy(ctx, in.Name)
-		if err != nil {
-			p.fail(w, r, err)
-			return
-		}
-		for _, v := range vs {
-			rec := recommendation{Version: v, EvidenceHTML: p.evidenceHTML(v.Evidence)}
-			rec.ApproveWhy, rec.RejectWhy = DecisionWhy(v, pol, auth.FromContext(ctx))
-			if v.Parent > 0 {
-				if parent, err := p.o.Rules.Get(ctx, v.Service, v.Parent); err == nil {
-					rec.Changes = versioning.Diff(parent.Ruleset, v.Ruleset)
-				}
-			}
-			items = append(items, rec)
-		}
-	}
-	slices.SortFunc(items, func(a, b recommendation) int { return b.CreatedAt.Compare(a.CreatedAt) })
-	p.render(w, r, http.StatusOK, "recommendations", "Recommendations", "recommendations", struct{ Items []recommendation }{items})
 }

@@ -41,8 +41,14 @@ type ChartOptions struct {
 	Unit, Label string
 	// Min and Max fix the value axis (both zero: from the data).
 	Min, Max float64
-	// Act and Release draw the load score bands when above zero.
-	Act, Release float64
+	// Act and Release draw the load score bands when above zero; Setpoint
+	// the controller's setpoint.
+	Act, Release, Setpoint float64
+	// Target draws a target line (e.g. the p99 latency target) when above
+	// zero.
+	Target float64
+	// NoData says why there are no points; default "No data for this range."
+	NoData string
 }
 
 const (
@@ -51,79 +57,284 @@ const (
 	padT, padB     = 10, 28
 )
 
+// noData is what an empty chart shows: the reason, when known.
+func noData(reason string) template.HTML {
+	if reason == "" {
+		return `<p class="muted nodata">No data for this range.</p>`
+	}
+	return template.HTML(`<p class="muted nodata">No data: ` + template.HTMLEscapeString(reason) + `</p>`)
+}
+
+// plot maps values and times to the chart's coordinates.
+type plot struct {
+	lo, hi float64
+	t0, t1 time.Time
+	timed  bool
+}
+
+func (pl plot) y(v float64) float64 {
+	return padT + (1-(v-pl.lo)/(pl.hi-pl.lo))*float64(chartH-padT-padB)
+}
+
+// x places point i of n: by time when the chart is timed, else evenly; a
+// lone point (or a chart of one instant) sits in the middle.
+func (pl plot) x(i, n int, p model.Point) float64 {
+	w := float64(chartW - padL - padR)
+	switch {
+	case pl.timed && pl.t1.After(pl.t0):
+		return padL + float64(p.At.Sub(pl.t0))/float64(pl.t1.Sub(pl.t0))*w
+	case pl.timed || n == 1:
+		return padL + w/2
+	}
+	return padL + float64(i)/float64(n-1)*w
+}
+
+func (pl plot) frame(b *strings.Builder, label string) {
+	fmt.Fprintf(b, `<svg class="chart" viewBox="0 0 %d %d" role="img" aria-label="%s">`, chartW, chartH, template.HTMLEscapeString(label))
+}
+
+// valueAxis draws the grid and the value labels: five ticks, or one per
+// level of a state chart.
+func (pl plot) valueAxis(b *strings.Builder, unit string, levels []string) {
+	tick := func(v float64, text string) {
+		y := pl.y(v)
+		fmt.Fprintf(b, `<line class="grid" x1="%d" x2="%d" y1="%.1f" y2="%.1f"/>`, padL, chartW-padR, y, y)
+		fmt.Fprintf(b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`, padL-4, y+4, template.HTMLEscapeString(text))
+	}
+	if len(levels) > 0 {
+		for i, l := range levels {
+			tick(float64(i), l)
+		}
+	} else {
+		for i := 0; i <= 4; i++ {
+			v := pl.lo + (pl.hi-pl.lo)*float64(i)/4
+			tick(v, fmtValue(v, unit))
+		}
+	}
+	fmt.Fprintf(b, `<line class="axis" x1="%d" x2="%d" y1="%d" y2="%d"/>`, padL, padL, padT, chartH-padB)
+	fmt.Fprintf(b, `<line class="axis" x1="%d" x2="%d" y1="%d" y2="%d"/>`, padL, chartW-padR, chartH-padB, chartH-padB)
+}
+
+// timeAxis labels the first, middle and last instants.
+func (pl plot) timeAxis(b *strings.Builder) {
+	if !pl.timed {
+		return
+	}
+	span := pl.t1.Sub(pl.t0)
+	ticks := []time.Time{pl.t0, pl.t0.Add(span / 2), pl.t1}
+	if span <= 0 {
+		ticks = ticks[:1]
+	}
+	for i, t := range ticks {
+		anchor := "middle"
+		switch {
+		case len(ticks) == 1:
+		case i == 0:
+			anchor = "start"
+		case i == len(ticks)-1:
+			anchor = "end"
+		}
+		fmt.Fprintf(b, `<text x="%.1f" y="%d" text-anchor="%s">%s</text>`, pl.x(0, 1, model.Point{At: t}), chartH-8, anchor, t.UTC().Format(timeLayout(span)))
+	}
+}
+
+// hline draws a horizontal reference line with its value on hover.
+func (pl plot) hline(b *strings.Builder, v float64, class, title string) {
+	y := pl.y(v)
+	fmt.Fprintf(b, `<line class="%s" x1="%d" x2="%d" y1="%.1f" y2="%.1f"><title>%s</title></line>`, class, padL, chartW-padR, y, y, template.HTMLEscapeString(title))
+}
+
+// line draws one series: a polyline per run of points without a gap (a
+// step line for state charts), a visible marker for every point that has
+// no neighbour to join, and every point's value on hover.
+func (pl plot) line(b *strings.Builder, pts []model.Point, class, name, unit string, levels []string, step bool) {
+	n := len(pts)
+	if n == 0 {
+		return
+	}
+	gapAfter := gaps(pts, pl.timed)
+	start := 0
+	for i := range pts {
+		if i < n-1 && !gapAfter[i] {
+			continue
+		}
+		if i > start { // a run of two or more points
+			fmt.Fprintf(b, `<polyline class="line %s" points="`, class)
+			for j := start; j <= i; j++ {
+				x, y := pl.x(j, n, pts[j]), pl.y(pts[j].Value)
+				if step && j > start {
+					fmt.Fprintf(b, "%.1f,%.1f ", x, pl.y(pts[j-1].Value))
+				}
+				fmt.Fprintf(b, "%.1f,%.1f ", x, y)
+			}
+			b.WriteString(`"/>`)
+		}
+		start = i + 1
+	}
+	for i, p := range pts {
+		v := fmtValue(p.Value, unit)
+		if len(levels) > 0 {
+			v = levelName(p.Value, levels)
+		}
+		label := v
+		if pl.timed {
+			label = p.At.UTC().Format("2006-01-02 15:04:05 UTC") + ": " + v
+		}
+		if name != "" {
+			label = name + " · " + label
+		}
+		dot := ""
+		if (i == 0 || gapAfter[i-1]) && (i == n-1 || gapAfter[i]) {
+			dot = " dot"
+		}
+		fmt.Fprintf(b, `<circle class="pt %s%s" cx="%.1f" cy="%.1f" r="4"><title>%s</title></circle>`, class, dot, pl.x(i, n, p), pl.y(p.Value), template.HTMLEscapeString(label))
+	}
+}
+
+// gaps marks the points after which a timed series has a hole: a distance
+// to the next point of more than twice the series' shortest step.
+func gaps(pts []model.Point, timed bool) []bool {
+	out := make([]bool, len(pts))
+	if !timed || len(pts) < 3 {
+		return out
+	}
+	var step time.Duration
+	for i := 1; i < len(pts); i++ {
+		if d := pts[i].At.Sub(pts[i-1].At); d > 0 && (step == 0 || d < step) {
+			step = d
+		}
+	}
+	for i := 1; i < len(pts); i++ {
+		if pts[i].At.Sub(pts[i-1].At) > 2*step {
+			out[i-1] = true
+		}
+	}
+	return out
+}
+
+func levelName(v float64, levels []string) string {
+	i := int(math.Round(v))
+	if i >= 0 && i < len(levels) {
+		return levels[i]
+	}
+	return fmtValue(v, "")
+}
+
 // Chart draws an SVG line chart with axes, tick labels with units and the
 // value of every point on hover (an SVG <title>, which also reaches screen
-// readers). Points without times are spaced evenly.
+// readers). Points without times are spaced evenly; a timed series breaks
+// where samples are missing, and a point with no neighbour (a series of one)
+// gets a visible marker. An empty chart says why.
 func Chart(o ChartOptions) template.HTML {
 	pts := o.Points
 	if len(pts) == 0 {
-		return `<p class="muted">No data for this range.</p>`
+		return noData(o.NoData)
 	}
-	lo, hi := o.Min, o.Max
-	if lo == 0 && hi == 0 {
-		lo, hi = bounds(pts, []float64{o.Act, o.Release})
-	}
-	timed := !pts[0].At.IsZero()
-	t0, t1 := pts[0].At, pts[len(pts)-1].At
-	xOf := func(i int, p model.Point) float64 {
-		w := float64(chartW - padL - padR)
-		if timed && t1.After(t0) {
-			return padL + float64(p.At.Sub(t0))/float64(t1.Sub(t0))*w
-		}
-		if len(pts) == 1 {
-			return padL + w/2
-		}
-		return padL + float64(i)/float64(len(pts)-1)*w
-	}
-	yOf := func(v float64) float64 {
-		return padT + (1-(v-lo)/(hi-lo))*float64(chartH-padT-padB)
+	pl := plot{lo: o.Min, hi: o.Max, timed: !pts[0].At.IsZero(), t0: pts[0].At, t1: pts[len(pts)-1].At}
+	if pl.lo == 0 && pl.hi == 0 {
+		pl.lo, pl.hi = bounds(pts, []float64{o.Act, o.Release, o.Setpoint, o.Target})
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, `<svg class="chart" viewBox="0 0 %d %d" role="img" aria-label="%s">`, chartW, chartH, template.HTMLEscapeString(o.Label))
-	// Value axis with 5 ticks.
-	for i := 0; i <= 4; i++ {
-		v := lo + (hi-lo)*float64(i)/4
-		y := yOf(v)
-		fmt.Fprintf(&b, `<line class="grid" x1="%d" x2="%d" y1="%.1f" y2="%.1f"/>`, padL, chartW-padR, y, y)
-		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`, padL-4, y+4, template.HTMLEscapeString(fmtValue(v, o.Unit)))
-	}
-	fmt.Fprintf(&b, `<line class="axis" x1="%d" x2="%d" y1="%d" y2="%d"/>`, padL, padL, padT, chartH-padB)
-	fmt.Fprintf(&b, `<line class="axis" x1="%d" x2="%d" y1="%d" y2="%d"/>`, padL, chartW-padR, chartH-padB, chartH-padB)
-	// Time axis: first, middle, last.
-	if timed {
-		for _, i := range []int{0, len(pts) / 2, len(pts) - 1} {
-			anchor := "middle"
-			if i == 0 {
-				anchor = "start"
-			} else if i == len(pts)-1 {
-				anchor = "end"
-			}
-			fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="%s">%s</text>`, xOf(i, pts[i]), chartH-8, anchor, pts[i].At.UTC().Format(timeLayout(t1.Sub(t0))))
+	pl.frame(&b, o.Label)
+	pl.valueAxis(&b, o.Unit, nil)
+	pl.timeAxis(&b)
+	for _, ref := range []struct {
+		v            float64
+		class, title string
+	}{
+		{o.Act, "band-act", "act above " + fmtValue(o.Act, o.Unit)},
+		{o.Release, "band-release", "release below " + fmtValue(o.Release, o.Unit)},
+		{o.Setpoint, "band-setpoint", "setpoint " + fmtValue(o.Setpoint, o.Unit)},
+		{o.Target, "band-target", "target " + fmtValue(o.Target, o.Unit)},
+	} {
+		if ref.v > 0 {
+			pl.hline(&b, ref.v, ref.class, ref.title)
 		}
 	}
-	for _, band := range []struct {
-		v     float64
-		class string
-	}{{o.Act, "band-act"}, {o.Release, "band-release"}} {
-		if band.v > 0 {
-			y := yOf(band.v)
-			fmt.Fprintf(&b, `<line class="%s" x1="%d" x2="%d" y1="%.1f" y2="%.1f"/>`, band.class, padL, chartW-padR, y, y)
-		}
-	}
-	b.WriteString(`<polyline class="line" points="`)
-	for i, p := range pts {
-		fmt.Fprintf(&b, "%.1f,%.1f ", xOf(i, p), yOf(p.Value))
-	}
-	b.WriteString(`"/>`)
-	for i, p := range pts {
-		label := fmtValue(p.Value, o.Unit)
-		if timed {
-			label = p.At.UTC().Format("2006-01-02 15:04:05 UTC") + ": " + label
-		}
-		fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4"><title>%s</title></circle>`, xOf(i, p), yOf(p.Value), template.HTMLEscapeString(label))
-	}
+	pl.line(&b, pts, "s0", "", o.Unit, nil, false)
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
+}
+
+// SeriesChart draws several series on shared axes (class colours s0…s5,
+// cycling), a step line per series for state charts (Levels), values on
+// hover, and under it a legend that is also the chart's text summary: each
+// series' latest, lowest and highest value (for a state chart: its state
+// now, its worst state and the share of samples not in the first state).
+// label names the chart for screen readers.
+func SeriesChart(c model.SeriesChart, label string) template.HTML {
+	var all []model.Point
+	for _, s := range c.Series {
+		all = append(all, s.Points...)
+	}
+	if len(all) == 0 {
+		why := c.NoData
+		if why == "" && len(c.Series) > 0 {
+			why = "none of the series has samples in this range"
+		}
+		return noData(why)
+	}
+	pl := plot{lo: c.Min, hi: c.Max, timed: !all[0].At.IsZero()}
+	for i, p := range all {
+		if i == 0 || p.At.Before(pl.t0) {
+			pl.t0 = p.At
+		}
+		if i == 0 || p.At.After(pl.t1) {
+			pl.t1 = p.At
+		}
+	}
+	if pl.lo == 0 && pl.hi == 0 {
+		pl.lo, pl.hi = bounds(all, nil)
+	}
+	var b strings.Builder
+	pl.frame(&b, label)
+	pl.valueAxis(&b, c.Unit, c.Levels)
+	pl.timeAxis(&b)
+	for i, s := range c.Series {
+		pl.line(&b, s.Points, seriesClass(i), s.Name, c.Unit, c.Levels, len(c.Levels) > 0)
+	}
+	b.WriteString(`</svg>`)
+	legend(&b, c)
+	return template.HTML(b.String())
+}
+
+func seriesClass(i int) string { return "s" + strconv.Itoa(i%6) }
+
+// legend writes the table under a series chart.
+func legend(b *strings.Builder, c model.SeriesChart) {
+	name := "Series"
+	if c.Of != "" {
+		name = c.Of
+	}
+	cols := []string{"Now", "Lowest", "Highest"}
+	if len(c.Levels) > 0 {
+		cols = []string{"Now", "Worst", "Not " + c.Levels[0]}
+	}
+	fmt.Fprintf(b, `<table class="legend"><thead><tr><th>%s</th><th class="num">%s</th><th class="num">%s</th><th class="num">%s</th></tr></thead><tbody>`,
+		template.HTMLEscapeString(name), cols[0], cols[1], template.HTMLEscapeString(cols[2]))
+	for i, s := range c.Series {
+		fmt.Fprintf(b, `<tr><td><span class="swatch %s" aria-hidden="true"></span>%s</td>`, seriesClass(i), template.HTMLEscapeString(s.Name))
+		if len(s.Points) == 0 {
+			b.WriteString(`<td class="num muted" colspan="3">no data</td></tr>`)
+			continue
+		}
+		lo, hi, off := math.Inf(1), math.Inf(-1), 0
+		for _, p := range s.Points {
+			lo, hi = math.Min(lo, p.Value), math.Max(hi, p.Value)
+			if math.Round(p.Value) != 0 {
+				off++
+			}
+		}
+		last := s.Points[len(s.Points)-1].Value
+		if len(c.Levels) > 0 {
+			fmt.Fprintf(b, `<td class="num">%s</td><td class="num">%s</td><td class="num">%.0f %%</td></tr>`,
+				template.HTMLEscapeString(levelName(last, c.Levels)), template.HTMLEscapeString(levelName(hi, c.Levels)), 100*float64(off)/float64(len(s.Points)))
+			continue
+		}
+		fmt.Fprintf(b, `<td class="num">%s</td><td class="num">%s</td><td class="num">%s</td></tr>`,
+			template.HTMLEscapeString(fmtValue(last, c.Unit)), template.HTMLEscapeString(fmtValue(lo, c.Unit)), template.HTMLEscapeString(fmtValue(hi, c.Unit)))
+	}
+	b.WriteString(`</tbody></table>`)
 }
 
 func timeLayout(span time.Duration) string {

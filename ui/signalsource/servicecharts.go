@@ -38,11 +38,11 @@ func (s *Source) ServiceCharts(ctx context.Context, service string, span time.Du
 		q      string
 		metric string
 	}{
-		{model.SeriesChart{Title: "Admitted by class", Unit: "req/s"}, "class",
+		{model.SeriesChart{Title: "Admitted by class", Unit: "req/s", Of: "Class"}, "class",
 			`sum by (class) (rate(governor_sdk_requests_total{` + sel + `,outcome="admitted"}[` + w + `]))`, "governor_sdk_requests_total"},
-		{model.SeriesChart{Title: "Shed by class (shed, rate limited, queue timeout)", Unit: "req/s"}, "class",
+		{model.SeriesChart{Title: "Shed by class (shed, rate limited, queue timeout)", Unit: "req/s", Of: "Class"}, "class",
 			`sum by (class) (rate(governor_sdk_requests_total{` + sel + `,outcome=~"shed|rate_limited|queue_timeout"}[` + w + `]))`, "governor_sdk_requests_total"},
-		{model.SeriesChart{Title: "Breaker states", Min: 0, Max: 2, Levels: BreakerLevels}, "downstream",
+		{model.SeriesChart{Title: "Breaker states", Of: "Downstream", Min: 0, Max: 2, Levels: BreakerLevels}, "downstream",
 			`max by (downstream) (governor_sdk_breaker_state{` + sel + `})`, "governor_sdk_breaker_state"},
 	}
 	out := make([]model.SeriesChart, 0, len(queries))
