@@ -312,7 +312,7 @@ func (a *App) buildEngine() error {
 	g := a.cfg.Guardrail
 	a.guard, err = guardrail.New(guardrail.Options{Store: a.store, Series: guardrail.SignalSeries{Source: a.source, Reader: a.reader},
 		Window: g.Window, Settle: g.Settle, Step: g.Step, MinSamples: g.MinSamples, Alpha: g.Alpha,
-		ErrorTolerance: g.ErrorTolerance, LatencyTolerance: g.LatencyTolerance, GoodputTolerance: g.GoodputTolerance,
+		ErrorTolerance: g.ErrorTolerance, LatencyTolerance: g.LatencyTolerance, GoodputTolerance: g.GoodputTolerance, LoadRatio: g.LoadRatio,
 		Actor: recommend.EngineActor(), Events: a.sink, Logger: a.log})
 	if err != nil {
 		return fmt.Errorf("%w: guardrail: %w", ErrStart, err)

@@ -111,6 +111,9 @@ type Guardrail struct {
 	ErrorTolerance   float64       `yaml:"error_tolerance"`
 	LatencyTolerance float64       `yaml:"latency_tolerance"`
 	GoodputTolerance float64       `yaml:"goodput_tolerance"`
+	// LoadRatio is how far the offered load may move between the
+	// guardrail's windows for them to count as comparable; 0 means 1.5.
+	LoadRatio float64 `yaml:"load_ratio"`
 }
 
 // Demo configures the demo fleet of dev mode.
@@ -274,6 +277,9 @@ func (c *Config) Validate() error {
 		if !(v > 0 && v < 10) {
 			bad("guardrail."+name, "must be in (0, 10), got %v", v)
 		}
+	}
+	if g.LoadRatio != 0 && !(g.LoadRatio > 1 && g.LoadRatio <= 100) {
+		bad("guardrail.load_ratio", "must be above 1 and at most 100 (0: 1.5), got %v", g.LoadRatio)
 	}
 	if c.Dev {
 		if c.Demo.Instances < 1 || c.Demo.Instances > 50 {
