@@ -1,8 +1,12 @@
 package recommend
 
 import (
+	"context"
 	"fmt"
 	"math"
+	"time"
+
+	"governor.dev/governor/rules/versioning"
 )
 
 // Band is a service's pre-approved range for automatic changes of the
@@ -69,4 +73,65 @@ func (b Band) bounds(c0 float64) (lo, hi float64) {
 		hi = b.Ceiling
 	}
 	return lo, max(hi, lo)
+}
+
+// Where a service's band comes from (Submitted.BandSource).
+const (
+	// BandFromPolicy: a person set the band in the service's policy in the
+	// rules store (versioning.Policy.Band).
+	BandFromPolicy = "policy"
+	// BandFromConfig: the engine's configured band (the fallback).
+	BandFromConfig = "config"
+)
+
+// PolicyBand returns the band in force for a service under pol, and where it
+// comes from. A band a person set in the policy (pol.Band) takes precedence
+// over fallback, the engine's configured band, and is manual exactly when
+// the policy is ManualOnly. Without one, fallback applies, and it is manual
+// when fallback is or the policy is ManualOnly (the store refuses automatic
+// application under a ManualOnly policy in any case).
+func PolicyBand(pol versioning.Policy, fallback Band) (Band, string) {
+	if b := pol.Band; b != nil {
+		return Band{Manual: pol.ManualOnly, MaxChangePerHour: b.MaxChangePerHour, Floor: b.Floor, Ceiling: b.Ceiling}, BandFromPolicy
+	}
+	fallback.Manual = fallback.Manual || pol.ManualOnly
+	return fallback, BandFromConfig
+}
+
+// PolicyBands gives each service the band in force (see PolicyBand) from the
+// rules store's policy, falling back to the engine's configured band. Its
+// Band method fits engine/evaluate's Options.Band, so the controller's
+// output bounds and Proposer's auto-apply decision use the same band.
+type PolicyBands struct {
+	// Reader is the rules store; required.
+	Reader versioning.Reader
+	// Fallback returns a service's configured band; nil means DefaultBand.
+	Fallback func(service string) Band
+	// Timeout bounds each policy read; default 2s.
+	Timeout time.Duration
+}
+
+// Band returns service's band: the policy's when a person set one, else the
+// fallback. It costs one primary-key read of the store. If the store cannot
+// be read it returns the fallback made manual, so that nothing applies
+// itself under a band nobody could check; Proposer.Submit reads the policy
+// again (and fails) before proposing.
+func (p *PolicyBands) Band(service string) Band {
+	fallback := DefaultBand()
+	if p.Fallback != nil {
+		fallback = p.Fallback(service)
+	}
+	timeout := p.Timeout
+	if timeout <= 0 {
+		timeout = 2 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	pol, err := p.Reader.Policy(ctx, service)
+	if err != nil {
+		fallback.Manual = true
+		return fallback
+	}
+	b, _ := PolicyBand(pol, fallback)
+	return b
 }

@@ -62,4 +62,24 @@
 // Band: a cumulative change of at most MaxChangePerHour, never below Floor
 // or above Ceiling, never for Manual services; everything else waits for a
 // person's approval.
+//
+// # Where a service's band comes from
+//
+// Precedence, highest first (PolicyBand):
+//
+//  1. The band a person set in the service's policy in the rules store
+//     (versioning.Policy.Band, edited by admins on the Settings page and
+//     audited as a policy change): its MaxChangePerHour, Floor and Ceiling
+//     replace the configured ones, and it is Manual exactly when the policy
+//     is ManualOnly.
+//  2. Otherwise the engine's configured band (engine config bands.services,
+//     then bands.default), made Manual also when the policy is ManualOnly
+//     (the store refuses automatic application under such a policy anyway).
+//
+// Proposer.Submit reads the policy before every submission, so a band set
+// or cleared by a person takes effect on the next evaluation; the band
+// passed to Submit is the configured fallback. PolicyBands gives the
+// evaluator the same band for the controller's output bounds. Submitted and
+// the evidence of each engine version record the band used and its source
+// ("policy" or "config").
 package recommend

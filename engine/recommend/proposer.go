@@ -62,9 +62,15 @@ type Submitted struct {
 	Unchanged bool `json:"unchanged,omitempty"`
 	// Kept says why an open proposal with other content was kept.
 	Kept string `json:"kept,omitempty"`
+	// Band is the band the auto-apply decision used and BandSource where
+	// it came from: BandFromPolicy or BandFromConfig (see PolicyBand).
+	Band       Band   `json:"band"`
+	BandSource string `json:"band_source"`
 }
 
-// Submit proposes rec's ruleset, applying it itself inside band. At most one
+// Submit proposes rec's ruleset, applying it itself inside the service's
+// band: the band a person set in the service's policy in the store when
+// there is one, else band, the engine's configured band (see PolicyBand). At most one
 // engine proposal per service stays open: an older open one with other
 // content is withdrawn and replaced, one with the same content is kept, and
 // so is one the new recommendation, waiting for approval, differs from only
@@ -92,6 +98,11 @@ func (p *Proposer) Submit(ctx context.Context, rec Recommendation, band Band) (S
 	if clk == nil {
 		clk = clock.Real{}
 	}
+	pol, err := p.Store.Policy(ctx, rec.Service)
+	if err != nil {
+		return Submitted{}, fmt.Errorf("recommend: policy of %s: %w", rec.Service, err)
+	}
+	band, bandSource := PolicyBand(pol, band)
 	versions, err := p.Store.List(ctx, versioning.ListFilter{Service: rec.Service, Limit: 200})
 	if err != nil {
 		return Submitted{}, fmt.Errorf("recommend: list versions: %w", err)
@@ -113,17 +124,19 @@ func (p *Proposer) Submit(ctx context.Context, rec Recommendation, band Band) (S
 	if err != nil {
 		return Submitted{}, fmt.Errorf("recommend: checksum: %w", err)
 	}
-	var out Submitted
+	out := Submitted{Band: band, BandSource: bandSource}
 	for _, v := range versions {
 		if v.State != versioning.StateProposed || v.Source != versioning.SourceEngine {
 			continue
 		}
 		if v.Checksum == sum && v.Parent == rec.Base && !ok {
-			return Submitted{Version: v, Policy: why, Unchanged: true}, nil
+			out.Version, out.Policy, out.Unchanged = v, why, true
+			return out, nil
 		}
 		if v.Parent == rec.Base && !ok {
 			if kept, small := smallMove(v.Ruleset, rec.Ruleset, deadband); small {
-				return Submitted{Version: v, Policy: why, Unchanged: true, Kept: kept}, nil
+				out.Version, out.Policy, out.Unchanged, out.Kept = v, why, true, kept
+				return out, nil
 			}
 		}
 		if _, err := p.Store.Withdraw(ctx, rec.Service, v.Number, actor, "replaced by a newer recommendation"); err != nil &&
@@ -134,10 +147,12 @@ func (p *Proposer) Submit(ctx context.Context, rec Recommendation, band Band) (S
 	}
 	ev := struct {
 		*Evidence
-		AutoApply bool    `json:"auto_apply"`
-		Policy    string  `json:"policy"`
-		Reference float64 `json:"hour_reference"`
-	}{rec.Evidence, ok, why, ref}
+		AutoApply  bool    `json:"auto_apply"`
+		Policy     string  `json:"policy"`
+		Reference  float64 `json:"hour_reference"`
+		Band       Band    `json:"band"`
+		BandSource string  `json:"band_source"`
+	}{rec.Evidence, ok, why, ref, band, bandSource}
 	raw, err := json.Marshal(ev)
 	if err != nil {
 		return Submitted{}, fmt.Errorf("recommend: evidence: %w", err)

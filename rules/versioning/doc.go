@@ -30,7 +30,9 @@
 // admins, needs a reason and is marked as such in the audit log. The decision
 // engine proposes with Source engine and evidence; with AutoApply its proposal
 // goes live at once (the engine decides what lies within its bands) unless the
-// service's policy is ManualOnly.
+// service's policy is ManualOnly. A policy may also carry the service's
+// auto-apply band (Policy.Band: max change per hour, floor and ceiling in
+// req/s), which the engine then uses instead of its configured band.
 //
 // Optimistic concurrency: a proposal names the version it was based on
 // (BaseVersion); if another version went live since, Propose and Approve

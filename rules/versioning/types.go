@@ -162,9 +162,27 @@ type Policy struct {
 	// ApproverRoles may approve and reject; default approver and admin.
 	ApproverRoles []Role `json:"approver_roles"`
 	// ManualOnly forbids engine proposals from applying themselves.
-	ManualOnly bool      `json:"manual_only"`
-	UpdatedAt  time.Time `json:"updated_at,omitzero"`
-	UpdatedBy  string    `json:"updated_by,omitempty"`
+	ManualOnly bool `json:"manual_only"`
+	// Band, if set, is the auto-apply band a person chose for the service:
+	// the engine uses it instead of the band of its configuration file. nil
+	// (the default, and what SetPolicy with a nil Band restores) leaves the
+	// engine's configured band in force.
+	Band      *AutoApplyBand `json:"band,omitempty"`
+	UpdatedAt time.Time      `json:"updated_at,omitzero"`
+	UpdatedBy string         `json:"updated_by,omitempty"`
+}
+
+// AutoApplyBand is the pre-approved range inside which an engine proposal
+// moving the service-wide rate ceiling applies itself (unless the policy is
+// ManualOnly); outside it the proposal waits for approval.
+type AutoApplyBand struct {
+	// MaxChangePerHour is the largest cumulative relative change of the
+	// ceiling within an hour that applies itself (0.1 = 10%); 0 to 10.
+	MaxChangePerHour float64 `json:"max_change_per_hour"`
+	// Floor and Ceiling bound the service-wide rate ceiling, in requests
+	// per second (0: no bound). Floor must not exceed a set Ceiling.
+	Floor   float64 `json:"floor"`
+	Ceiling float64 `json:"ceiling"`
 }
 
 // DefaultPolicy is the policy of a service nobody configured.

@@ -3,6 +3,7 @@ package versioning
 import (
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"strings"
 	"unicode/utf8"
@@ -183,6 +184,24 @@ func (p Policy) Validate() (Policy, error) {
 			f.add(fmt.Sprintf("approver_roles[%d]", i), "%q is listed twice", r)
 		}
 		seen[r] = true
+	}
+	if b := p.Band; b != nil {
+		if !(b.MaxChangePerHour >= 0 && b.MaxChangePerHour <= 10) {
+			f.add("band.max_change_per_hour", "must be between 0 and 10 (a share of the ceiling: 0.1 is 10%%), got %v", b.MaxChangePerHour)
+		}
+		for _, fv := range []struct {
+			name string
+			v    float64
+		}{{"band.floor", b.Floor}, {"band.ceiling", b.Ceiling}} {
+			if !(fv.v >= 0) || math.IsInf(fv.v, 0) {
+				f.add(fv.name, "must be a finite number of requests per second, 0 or above (0: no bound), got %v", fv.v)
+			}
+		}
+		if b.Ceiling > 0 && b.Floor > b.Ceiling {
+			f.add("band.floor", "%v req/s is above band.ceiling %v req/s", b.Floor, b.Ceiling)
+		}
+		band := *b
+		p.Band = &band
 	}
 	return p, f.err()
 }

@@ -1,6 +1,7 @@
 package versioning_test
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -37,6 +38,18 @@ func TestPolicyValidate(t *testing.T) {
 			versioning.Policy{Service: "s", ApprovalsRequired: 3, ApproverRoles: []versioning.Role{versioning.RoleAdmin}, ManualOnly: true}, nil},
 		{"bad", versioning.Policy{Service: "", ApprovalsRequired: -1, ApproverRoles: []versioning.Role{versioning.RoleViewer, "x", versioning.RoleAdmin, versioning.RoleAdmin}},
 			versioning.Policy{}, []string{"service", "approvals_required", "approver_roles[0]", "approver_roles[1]", "approver_roles[3]"}},
+		{"band", versioning.Policy{Service: "s", Band: &versioning.AutoApplyBand{MaxChangePerHour: 0.25, Floor: 50, Ceiling: 500}},
+			versioning.Policy{Service: "s", ApprovalsRequired: 1, ApproverRoles: versioning.DefaultPolicy("s").ApproverRoles,
+				Band: &versioning.AutoApplyBand{MaxChangePerHour: 0.25, Floor: 50, Ceiling: 500}}, nil},
+		{"band without bounds", versioning.Policy{Service: "s", Band: &versioning.AutoApplyBand{}},
+			versioning.Policy{Service: "s", ApprovalsRequired: 1, ApproverRoles: versioning.DefaultPolicy("s").ApproverRoles,
+				Band: &versioning.AutoApplyBand{}}, nil},
+		{"band out of range", versioning.Policy{Service: "s", Band: &versioning.AutoApplyBand{MaxChangePerHour: 11, Floor: -1, Ceiling: math.Inf(1)}},
+			versioning.Policy{}, []string{"band.max_change_per_hour", "band.floor", "band.ceiling"}},
+		{"band NaN", versioning.Policy{Service: "s", Band: &versioning.AutoApplyBand{MaxChangePerHour: math.NaN(), Floor: math.NaN()}},
+			versioning.Policy{}, []string{"band.max_change_per_hour", "band.floor"}},
+		{"band floor above ceiling", versioning.Policy{Service: "s", Band: &versioning.AutoApplyBand{MaxChangePerHour: 0.1, Floor: 200, Ceiling: 100}},
+			versioning.Policy{}, []string{"band.floor"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -83,6 +96,11 @@ func TestProposalValidate(t *testing.T) {
 func TestInputErrorMessage(t *testing.T) {
 	_, err := versioning.Policy{Service: "s", ApprovalsRequired: 20}.Validate()
 	require.EqualError(t, err, "versioning: invalid input: approvals_required: must be between 1 and 10, got 20")
+}
+
+func TestPolicyBandErrorMessage(t *testing.T) {
+	_, err := versioning.Policy{Service: "s", Band: &versioning.AutoApplyBand{MaxChangePerHour: 0.1, Floor: 200, Ceiling: 100}}.Validate()
+	require.EqualError(t, err, "versioning: invalid input: band.floor: 200 req/s is above band.ceiling 100 req/s")
 }
 
 func TestActorHas(t *testing.T) {

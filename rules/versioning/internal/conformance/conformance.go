@@ -2,6 +2,7 @@ package conformance
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
@@ -28,6 +29,7 @@ func Run(t *testing.T, f Factory) {
 		{"RollbackToV1FromV10", testRollback},
 		{"RollbackRefusals", testRollbackRefusals},
 		{"PolicyTwoApprovals", testPolicyTwoApprovals},
+		{"PolicyBand", testPolicyBand},
 		{"RejectAndWithdraw", testRejectWithdraw},
 		{"EmergencyPublish", testEmergency},
 		{"AutoApply", testAutoApply},
@@ -369,6 +371,79 @@ func testPolicyTwoApprovals(t *testing.T, f Factory) {
 	entries, err := s.Audit(ctx, versioning.AuditFilter{Action: versioning.ActionPolicy})
 	require.NoError(t, err)
 	require.Len(t, entries, 1)
+}
+
+func testPolicyBand(t *testing.T, f Factory) {
+	ctx := context.Background()
+	h := f(t, Options{})
+	s := h.Store
+	pol, err := s.SetPolicy(ctx, versioning.Policy{Service: "cart", ApprovalsRequired: 2}, root)
+	require.NoError(t, err)
+	require.Nil(t, pol.Band, "no band unless a person sets one")
+	got, err := s.Policy(ctx, "cart")
+	require.NoError(t, err)
+	require.Nil(t, got.Band)
+
+	band := &versioning.AutoApplyBand{MaxChangePerHour: 0.25, Floor: 40.5, Ceiling: 900}
+	pol.Band, pol.ManualOnly = band, true
+	pol, err = s.SetPolicy(ctx, pol, root)
+	require.NoError(t, err)
+	band.Floor = 1 // the stored policy does not alias the caller's band
+	got, err = s.Policy(ctx, "cart")
+	require.NoError(t, err)
+	require.Equal(t, &versioning.AutoApplyBand{MaxChangePerHour: 0.25, Floor: 40.5, Ceiling: 900}, got.Band)
+	require.Equal(t, 2, got.ApprovalsRequired)
+	require.True(t, got.ManualOnly)
+	require.Equal(t, "root", got.UpdatedBy)
+	require.Equal(t, pol.Band, got.Band)
+
+	// A band with no bounds and no automatic change at all is valid.
+	got.Band = &versioning.AutoApplyBand{}
+	_, err = s.SetPolicy(ctx, got, root)
+	require.NoError(t, err)
+	got, err = s.Policy(ctx, "cart")
+	require.NoError(t, err)
+	require.Equal(t, &versioning.AutoApplyBand{}, got.Band)
+
+	before := auditCount(t, h)
+	bad := got
+	bad.Band = &versioning.AutoApplyBand{MaxChangePerHour: -0.1, Floor: 300, Ceiling: 200}
+	_, err = s.SetPolicy(ctx, bad, root)
+	require.Equal(t, []string{"band.max_change_per_hour", "band.floor"}, fieldsOf(t, err))
+	_, err = s.SetPolicy(ctx, versioning.Policy{Service: "cart", Band: &versioning.AutoApplyBand{MaxChangePerHour: 0.2}}, bob)
+	require.ErrorIs(t, err, versioning.ErrForbidden, "only admins set policies")
+	require.Equal(t, before, auditCount(t, h), "refused changes are not audited")
+	got, err = s.Policy(ctx, "cart")
+	require.NoError(t, err)
+	require.Equal(t, &versioning.AutoApplyBand{}, got.Band, "nothing half-applied")
+
+	// A nil band hands the service back to the engine's configured band.
+	got.Band = nil
+	_, err = s.SetPolicy(ctx, got, root)
+	require.NoError(t, err)
+	got, err = s.Policy(ctx, "cart")
+	require.NoError(t, err)
+	require.Nil(t, got.Band)
+	require.True(t, got.ManualOnly)
+
+	entries, err := s.Audit(ctx, versioning.AuditFilter{Service: "cart", Action: versioning.ActionPolicy})
+	require.NoError(t, err)
+	require.Len(t, entries, 4)
+	require.JSONEq(t, `{"old":{"approvals_required":2,"approver_roles":["approver","admin"],"manual_only":false,"band":null},
+		"new":{"approvals_required":2,"approver_roles":["approver","admin"],"manual_only":true,
+			"band":{"max_change_per_hour":0.25,"floor":40.5,"ceiling":900}}}`, string(entries[1].Detail))
+	require.JSONEq(t, `{"max_change_per_hour":0,"floor":0,"ceiling":0}`, gjsonBand(t, entries[3].Detail, "old"))
+	require.JSONEq(t, `null`, gjsonBand(t, entries[3].Detail, "new"))
+	_, err = s.VerifyAudit(ctx)
+	require.NoError(t, err)
+}
+
+// gjsonBand returns the band of a policy audit entry's old or new side.
+func gjsonBand(t *testing.T, detail []byte, side string) string {
+	t.Helper()
+	var d map[string]map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(detail, &d))
+	return string(d[side]["band"])
 }
 
 func testRejectWithdraw(t *testing.T, f Factory) {

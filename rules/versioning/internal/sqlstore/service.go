@@ -24,7 +24,8 @@ func errorsIsNotFound(err error) bool { return errors.Is(err, versioning.ErrNotF
 // transaction the service row is always locked before the audit chain head.
 func (s *Store) service(ctx context.Context, tx Tx, name string, lock bool) (serviceRow, error) {
 	q := `SELECT name, last_number, active_number, approvals_required, approver_roles, manual_only,
-		policy_updated_at, policy_updated_by FROM rule_services WHERE name = $1`
+		policy_updated_at, policy_updated_by, band_max_change_per_hour, band_floor, band_ceiling
+		FROM rule_services WHERE name = $1`
 	if lock {
 		q += s.d.ForUpdate
 	}
@@ -34,9 +35,12 @@ func (s *Store) service(ctx context.Context, tx Tx, name string, lock bool) (ser
 		roles     string
 		updatedAt *time.Time
 		updatedBy *string
+		bandMax   *float64
+		floor     *float64
+		ceiling   *float64
 	)
 	err := tx.QueryRow(ctx, q, name).Scan(&r.name, &r.last, &active, &r.policy.ApprovalsRequired, &roles,
-		&r.policy.ManualOnly, &updatedAt, &updatedBy)
+		&r.policy.ManualOnly, &updatedAt, &updatedBy, &bandMax, &floor, &ceiling)
 	if s.noRows(err) {
 		return r, fmt.Errorf("%w: service %q has no versions", versioning.ErrNotFound, name)
 	}
@@ -47,6 +51,9 @@ func (s *Store) service(ctx context.Context, tx Tx, name string, lock bool) (ser
 	r.policy.Service = name
 	r.policy.ApproverRoles = versioning.SplitRoles(roles)
 	r.policy.UpdatedAt, r.policy.UpdatedBy = utc(updatedAt), deref(updatedBy)
+	if bandMax != nil {
+		r.policy.Band = &versioning.AutoApplyBand{MaxChangePerHour: *bandMax, Floor: deref(floor), Ceiling: deref(ceiling)}
+	}
 	return r, nil
 }
 
@@ -65,4 +72,22 @@ func (s *Store) nextNumber(ctx context.Context, tx Tx, svc *serviceRow) (int64, 
 	svc.last++
 	_, err := tx.Exec(ctx, `UPDATE rule_services SET last_number = $2 WHERE name = $1`, svc.name, svc.last)
 	return svc.last, err
+}
+
+// bandColumns returns the band's stored columns (all nil without a band).
+func bandColumns(b *versioning.AutoApplyBand) (maxChange, floor, ceiling *float64) {
+	if b == nil {
+		return nil, nil, nil
+	}
+	return &b.MaxChangePerHour, &b.Floor, &b.Ceiling
+}
+
+// policyDetail is a policy as an audit entry's detail records it.
+func policyDetail(p versioning.Policy) map[string]any {
+	var band any
+	if p.Band != nil {
+		band = map[string]any{"max_change_per_hour": p.Band.MaxChangePerHour, "floor": p.Band.Floor, "ceiling": p.Band.Ceiling}
+	}
+	return map[string]any{"approvals_required": p.ApprovalsRequired, "approver_roles": p.ApproverRoles,
+		"manual_only": p.ManualOnly, "band": band}
 }

@@ -508,16 +508,17 @@ func (s *Store) SetPolicy(ctx context.Context, p versioning.Policy, by versionin
 			if err != nil {
 				return false, err
 			}
+			bandMax, floor, ceiling := bandColumns(p.Band)
 			if _, err := tx.Exec(ctx, `UPDATE rule_services SET approvals_required = $2, approver_roles = $3,
-				manual_only = $4, policy_updated_at = $5, policy_updated_by = $6 WHERE name = $1`,
-				p.Service, p.ApprovalsRequired, versioning.JoinRoles(p.ApproverRoles), p.ManualOnly, now, by.Name); err != nil {
+				manual_only = $4, policy_updated_at = $5, policy_updated_by = $6, band_max_change_per_hour = $7,
+				band_floor = $8, band_ceiling = $9 WHERE name = $1`,
+				p.Service, p.ApprovalsRequired, versioning.JoinRoles(p.ApproverRoles), p.ManualOnly, now, by.Name,
+				bandMax, floor, ceiling); err != nil {
 				return false, err
 			}
 			p.UpdatedAt, p.UpdatedBy = now, by.Name
-			old := svc.policy
 			if _, err := s.appendAudit(ctx, tx, by, versioning.ActionPolicy, p.Service, 0, map[string]any{
-				"old": map[string]any{"approvals_required": old.ApprovalsRequired, "approver_roles": old.ApproverRoles, "manual_only": old.ManualOnly},
-				"new": map[string]any{"approvals_required": p.ApprovalsRequired, "approver_roles": p.ApproverRoles, "manual_only": p.ManualOnly},
+				"old": policyDetail(svc.policy), "new": policyDetail(p),
 			}); err != nil {
 				return false, err
 			}
