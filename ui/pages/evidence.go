@@ -87,6 +87,15 @@ type engineEvidence struct {
 	AutoApply         *bool             `json:"auto_apply"`
 	Policy            string            `json:"policy"`
 	HourReference     float64           `json:"hour_reference"`
+	// Band is the auto-apply band the decision used, BandSource where it
+	// came from ("policy" or "config"); both absent in older evidence.
+	Band *struct {
+		Manual           bool    `json:"manual"`
+		MaxChangePerHour float64 `json:"max_change_per_hour"`
+		Floor            float64 `json:"floor"`
+		Ceiling          float64 `json:"ceiling"`
+	} `json:"band"`
+	BandSource string `json:"band_source"`
 }
 
 // parseEngineEvidence decodes engine evidence; ok is false for anything
@@ -120,7 +129,9 @@ type evidenceView struct {
 	Verdict       string
 	Policy        string
 	HourReference string
-	Charts        []evidenceChart
+	// Band describes the auto-apply band the verdict used.
+	Band   string
+	Charts []evidenceChart
 	// ChartsFrom says where the charts' data comes from.
 	ChartsFrom  string
 	Score       string
@@ -214,6 +225,26 @@ func (p *Pages) buildEvidence(e engineEvidence, charts []model.Chart, chartsErr 
 		BreakerNote: e.BreakerNote}
 	if e.AutoApply != nil {
 		v.Verdict = map[bool]string{true: "yes", false: "no"}[*e.AutoApply]
+	}
+	if b := e.Band; b != nil {
+		switch {
+		case b.Manual:
+			v.Band = "manual: every change waits for approval"
+		default:
+			v.Band = fmt.Sprintf("at most %.0f %% change per hour", 100*b.MaxChangePerHour)
+			if b.Floor > 0 {
+				v.Band += ", floor " + fmtRate(ptr(b.Floor))
+			}
+			if b.Ceiling > 0 {
+				v.Band += ", ceiling " + fmtRate(ptr(b.Ceiling))
+			}
+		}
+		switch e.BandSource {
+		case "policy":
+			v.Band += " (set in the service's policy)"
+		case "config":
+			v.Band += " (the engine's configured default)"
+		}
 	}
 	if e.HourReference > 0 {
 		v.HourReference = fmtRate(ptr(e.HourReference))

@@ -143,6 +143,13 @@ func TestEvidenceChartsFromTheWindow(t *testing.T) {
 	}
 	v := (&Pages{}).buildEvidence(e, win, nil)
 	require.Equal(t, "yes", v.Verdict)
+	require.Empty(t, v.Band, "evidence without a band")
+
+	raw := engineEvidenceJSON(t, evAt, false)
+	raw = append(raw[:len(raw)-1], []byte(`,"band":{"manual":false,"max_change_per_hour":0.1,"floor":50,"ceiling":0},"band_source":"policy"}`)...)
+	withBand, ok := parseEngineEvidence(raw)
+	require.True(t, ok)
+	require.Equal(t, "at most 10 % change per hour, floor 50.0 req/s (set in the service's policy)", (&Pages{}).buildEvidence(withBand, nil, nil).Band)
 	require.Contains(t, v.ChartsFrom, "single points are the evidence's own readings")
 	require.Contains(t, string(v.Charts[0].SVG), "<polyline")
 	require.NotContains(t, string(v.Charts[0].SVG), ` dot"`)
