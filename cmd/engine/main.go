@@ -1,7 +1,8 @@
 // Command engine is Governor's decision engine. Each subcommand is one job:
 //
 //	engine run [flags]                 the decision engine (also: engine -dev, engine -config FILE);
-//	                                   alert routing and receivers from $GOVERNOR_ALERTS_CONFIG
+//	                                   alert routing and receivers from alerts.config_file,
+//	                                   $GOVERNOR_ALERTS_CONFIG or -alerts-config
 //	engine -check-config [flags]       validate the configuration and exit
 //	engine backtest -service S -from T1 -to T2
 //	                                   replay recorded metrics through the recommender

@@ -83,8 +83,10 @@ func TestDetectEndToEnd(t *testing.T) {
 	}
 }
 
-// TestAlertsConfig: the alerting file of GOVERNOR_ALERTS_CONFIG is checked
-// with the rest of the configuration, its errors named.
+// TestAlertsConfig: the alerting document, named by GOVERNOR_ALERTS_CONFIG,
+// -alerts-config or alerts.config_file in the engine's file, is checked with
+// the rest of the configuration, its errors named together with the
+// engine's.
 func TestAlertsConfig(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, body string) string {
@@ -94,23 +96,42 @@ func TestAlertsConfig(t *testing.T) {
 		}
 		return p
 	}
+	ok := write("ok.json", `{"receivers": [{"name": "hook", "webhook": {"url": "http://127.0.0.1:9/hook"}}], "routes": [{"receiver": "hook"}]}`)
+	ftp := write("ftp.json", `{"receivers": [{"name": "hook", "webhook": {"url": "ftp://example.com/"}}]}`)
+	engineFile := func(alerts string) string {
+		return write("engine-"+filepath.Base(alerts)+".yaml", "alerts:\n  config_file: "+alerts+"\n")
+	}
 	tests := []struct {
-		name, file string
-		wantCode   int
-		want       string
+		name     string
+		env      string
+		args     []string
+		wantCode int
+		want     []string
 	}{
-		{"valid", write("ok.json", `{"receivers": [{"name": "hook", "webhook": {"url": "http://127.0.0.1:9/hook"}}], "routes": [{"receiver": "hook"}]}`), 0, "alerting OK"},
-		{"not http", write("ftp.json", `{"receivers": [{"name": "hook", "webhook": {"url": "ftp://example.com/"}}]}`), 2, "receivers[0]"},
-		{"unknown field", write("typo.json", `{"recievers": []}`), 2, "recievers"},
-		{"missing", filepath.Join(dir, "absent.json"), 2, "GOVERNOR_ALERTS_CONFIG"},
+		{"env valid", ok, nil, 0, []string{"alerting OK", "1 receivers, 1 routes"}},
+		{"env not http", ftp, nil, 2, []string{"alerts.config_file", "receivers[0]"}},
+		{"env unknown field", write("typo.json", `{"recievers": []}`), nil, 2, []string{"recievers"}},
+		{"env missing", filepath.Join(dir, "absent.json"), nil, 2, []string{"alerts.config_file", "absent.json"}},
+		{"flag", "", []string{"-alerts-config", ftp}, 2, []string{"receivers[0]"}},
+		{"flag over env", ftp, []string{"-alerts-config", ok}, 0, []string{"alerting OK"}},
+		{"config file key", "", []string{"-config", engineFile(ok)}, 0, []string{"alerting OK", "config_file: " + ok}},
+		{"config file key, bad document", "", []string{"-config", engineFile(ftp)}, 2, []string{"receivers[0]"}},
+		{"both documents' errors at once", ftp, []string{"-interval", "1ms"}, 2, []string{"interval:", "receivers[0]"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv(AlertsEnv, tt.file)
+			t.Setenv("GOVERNOR_ALERTS_CONFIG", tt.env)
 			var stdout, stderr bytes.Buffer
-			code := dispatch(context.Background(), []string{"-check-config", "-listen", "127.0.0.1:0"}, &stdout, &stderr)
-			if code != tt.wantCode || !strings.Contains(stdout.String()+stderr.String(), tt.want) {
-				t.Fatalf("exit %d, stdout %q, stderr %q; want %d and %q", code, stdout.String(), stderr.String(), tt.wantCode, tt.want)
+			args := append([]string{"-check-config", "-listen", "127.0.0.1:0"}, tt.args...)
+			code := dispatch(context.Background(), args, &stdout, &stderr)
+			out := stdout.String() + stderr.String()
+			if code != tt.wantCode {
+				t.Fatalf("exit %d, output %q; want %d", code, out, tt.wantCode)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("output %q does not contain %q", out, w)
+				}
 			}
 		})
 	}

@@ -11,45 +11,22 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	alertsconfig "governor.dev/governor/alerts/config"
 	"governor.dev/governor/engine/app"
 	"governor.dev/governor/engine/config"
 )
 
-// AlertsEnv names the alerting configuration file (alerts/config: rules,
-// routes, receivers as JSON). Without it the engine runs the built-in alert
-// rules and only logs notifications.
-const AlertsEnv = "GOVERNOR_ALERTS_CONFIG"
-
-// loadAlerts reads and validates the alerting file; "" is none.
-func loadAlerts(path string) (*alertsconfig.Config, error) {
-	if path == "" {
-		return nil, nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", AlertsEnv, err)
-	}
-	c, err := alertsconfig.Parse(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", AlertsEnv, path, err)
-	}
-	return c, nil
-}
-
 // runEngine is `engine run [flags]` (also `engine -dev`, `engine -config F`):
-// the decision engine until SIGINT or SIGTERM.
+// the decision engine until SIGINT or SIGTERM. The alerting document
+// (alerts.config_file, GOVERNOR_ALERTS_CONFIG or -alerts-config) is checked
+// with the rest of the configuration: -check-config reports the errors of
+// both.
 func runEngine(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cfg, cmd, err := config.Load(args, os.Getenv, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "engine: configuration has errors:\n%v\n", err)
-		return 2
-	}
-	alerting, err := loadAlerts(os.Getenv(AlertsEnv))
-	if err != nil {
+	alerting, alertsErr := app.LoadAlerts(cfg.Alerts)
+	if err = errors.Join(err, alertsErr); err != nil {
 		fmt.Fprintf(stderr, "engine: configuration has errors:\n%v\n", err)
 		return 2
 	}
@@ -57,7 +34,8 @@ func runEngine(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		out, _ := yaml.Marshal(cfg)
 		fmt.Fprintf(stdout, "configuration OK (file %q)\n%s", cmd.File, out)
 		if alerting != nil {
-			fmt.Fprintf(stdout, "alerting OK (file %q): %d receivers\n", os.Getenv(AlertsEnv), len(alerting.Receivers))
+			fmt.Fprintf(stdout, "alerting OK (file %q): %d rules configured, %d receivers, %d routes\n",
+				cfg.Alerts.ConfigFile, len(alerting.Rules), len(alerting.Receivers), len(alerting.Routes))
 		}
 		return 0
 	}

@@ -72,7 +72,8 @@ type Options struct {
 	// BcryptCost of UI passwords; default bcrypt's (tests lower it).
 	BcryptCost int
 	// Alerts configures the alert rules, routes and receivers; nil: the
-	// built-in rules and a receiver that only logs.
+	// document Config.Alerts.ConfigFile names, read by New, or without
+	// one the built-in rules and a receiver that only logs.
 	Alerts *alertsconfig.Config
 	// AlertInterval is how often the alerts manager evaluates its rules
 	// while this replica leads; default 15s.
@@ -118,6 +119,11 @@ type App struct {
 func New(ctx context.Context, o Options) (a *App, err error) {
 	if err := o.Config.Validate(); err != nil {
 		return nil, err
+	}
+	if o.Alerts == nil {
+		if o.Alerts, err = LoadAlerts(o.Config.Alerts); err != nil {
+			return nil, err
+		}
 	}
 	if o.Registry == nil {
 		o.Registry = prometheus.NewRegistry()
@@ -301,11 +307,7 @@ func (a *App) buildEngine() error {
 	if err != nil {
 		return fmt.Errorf("%w: load_score: %w", ErrStart, err)
 	}
-	ro := recommend.DefaultOptions()
-	r := a.cfg.Recommend
-	ro.Setpoint, ro.Gains, ro.MinChange, ro.MinScores = r.Setpoint, recommend.Gains{Kp: r.Kp, Ki: r.Ki, Kd: r.Kd}, r.MinChange, r.MinScores
-	ro.Thresholds.MinSamples = r.BaselineSamples
-	rec, err := recommend.New(ro)
+	rec, err := recommend.New(RecommendOptions(a.cfg.Recommend))
 	if err != nil {
 		return fmt.Errorf("%w: recommend: %w", ErrStart, err)
 	}
@@ -313,12 +315,12 @@ func (a *App) buildEngine() error {
 	a.guard, err = guardrail.New(guardrail.Options{Store: a.store, Series: guardrail.SignalSeries{Source: a.source, Reader: a.reader},
 		Window: g.Window, Settle: g.Settle, Step: g.Step, MinSamples: g.MinSamples, Alpha: g.Alpha,
 		ErrorTolerance: g.ErrorTolerance, LatencyTolerance: g.LatencyTolerance, GoodputTolerance: g.GoodputTolerance, LoadRatio: g.LoadRatio,
-		Actor: recommend.EngineActor(), Events: a.sink, Logger: a.log})
+		MaxWait: g.MaxWait, Actor: recommend.EngineActor(), Events: a.sink, Logger: a.log})
 	if err != nil {
 		return fmt.Errorf("%w: guardrail: %w", ErrStart, err)
 	}
 	a.eval, err = evaluate.New(evaluate.Options{Reader: a.reader, Tracker: tracker, Recommender: rec, Versions: a.store,
-		Proposer: &recommend.Proposer{Store: a.store, Clock: a.o.Clock}, Guard: a.guard, Fleet: a.plane.Ledger(),
+		Proposer: &recommend.Proposer{Store: a.store, Clock: a.o.Clock, OpenDeadband: a.cfg.Recommend.OpenDeadband}, Guard: a.guard, Fleet: a.plane.Ledger(),
 		Breakers: a.source, Band: a.band, Events: a.sink, Logger: a.log, Registerer: a.o.Registry})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrStart, err)
@@ -333,6 +335,18 @@ func (a *App) buildEngine() error {
 		a.elector = &leader.Local{ID: a.cfg.Identity}
 	}
 	return nil
+}
+
+// RecommendOptions converts the recommend section of the configuration.
+func RecommendOptions(r config.Recommend) recommend.Options {
+	ro := recommend.DefaultOptions()
+	ro.Setpoint, ro.Gains, ro.MinChange, ro.MinScores = r.Setpoint, recommend.Gains{Kp: r.Kp, Ki: r.Ki, Kd: r.Kd}, r.MinChange, r.MinScores
+	ro.Deadband, ro.MaxStepPerSecond, ro.Binding = r.Deadband, r.MaxStepPerSecond, r.Binding
+	ro.SlowCallMin, ro.SlowCallMax, ro.SlowCallDeadband = r.SlowCallMin, r.SlowCallMax, r.SlowCallDeadband
+	t := &ro.Thresholds
+	t.MinSamples, t.SlowCallFactor, t.HealthyErrorRatio = r.BaselineSamples, r.SlowCallFactor, r.HealthyErrorRatio
+	t.WarnSpreads, t.CriticalSpreads = r.WarnSpreads, r.CriticalSpreads
+	return ro
 }
 
 // band converts a service's configured band.

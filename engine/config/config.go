@@ -40,7 +40,44 @@ type Config struct {
 	Recommend Recommend `yaml:"recommend"`
 	Bands     Bands     `yaml:"bands"`
 	Guardrail Guardrail `yaml:"guardrail"`
-	Demo      Demo      `yaml:"demo"`
+	// Alerts configures alerting besides the built-in rules.
+	Alerts Alerts `yaml:"alerts"`
+	// AlertLevels are the levels of p99 latency and error ratio the
+	// engine alerts on.
+	AlertLevels AlertLevels `yaml:"alert_levels"`
+	Demo        Demo        `yaml:"demo"`
+}
+
+// Alerts configures alerting.
+type Alerts struct {
+	// ConfigFile is the alerting document (package alerts/config: rules,
+	// routes, timing, inhibition, receivers as JSON); empty runs the
+	// built-in rules with a receiver that only logs. Also
+	// GOVERNOR_ALERTS_CONFIG and -alerts-config. Routing saved in the
+	// database from the UI supersedes it; the file is the bootstrap.
+	ConfigFile string `yaml:"config_file"`
+}
+
+// AlertLevels are the levels the evaluator compares every service's p99
+// latency and error ratio with (package engine/evaluate, AlertLevels).
+type AlertLevels struct {
+	// Disabled turns the comparison off.
+	Disabled bool `yaml:"disabled"`
+	// LatencyWarn and LatencyCritical fix the p99 levels for every
+	// service; zero (the default) uses the levels the engine learns from
+	// each service's healthy baseline (engine/thresholds) once it is
+	// conclusive.
+	LatencyWarn     time.Duration `yaml:"latency_warn"`
+	LatencyCritical time.Duration `yaml:"latency_critical"`
+	// ErrorRatioWarn and ErrorRatioCritical are the error-ratio levels.
+	ErrorRatioWarn     float64 `yaml:"error_ratio_warn"`
+	ErrorRatioCritical float64 `yaml:"error_ratio_critical"`
+	// MinRequestRate: below this many requests per second the error
+	// ratio is not judged (one failure in three requests is not an
+	// incident).
+	MinRequestRate float64 `yaml:"min_request_rate"`
+	// Refresh is how often a level still crossed is reported again.
+	Refresh time.Duration `yaml:"refresh"`
 }
 
 // NATS is where rules are distributed.
@@ -85,6 +122,32 @@ type Recommend struct {
 	// BaselineSamples is how many healthy intervals the threshold
 	// baselines need.
 	BaselineSamples int `yaml:"baseline_samples"`
+	// Deadband is the load-score error the controller treats as zero.
+	Deadband float64 `yaml:"deadband"`
+	// MaxStepPerSecond bounds the ceiling's move per second, as a share of
+	// the ceiling the controller started from.
+	MaxStepPerSecond float64 `yaml:"max_step_per_second"`
+	// Binding: a ceiling binds when the offered rate is at least this
+	// share of it.
+	Binding float64 `yaml:"binding"`
+	// OpenDeadband: an open engine proposal is kept while a new
+	// recommendation moves its ceilings and concurrency bounds by less
+	// than this share.
+	OpenDeadband float64 `yaml:"open_deadband"`
+	// SlowCallMin and SlowCallMax bound the recommended breaker slow-call
+	// threshold; SlowCallDeadband is the relative change below which it is
+	// left alone; SlowCallFactor multiplies the healthy p99 baseline.
+	SlowCallMin      time.Duration `yaml:"slow_call_min"`
+	SlowCallMax      time.Duration `yaml:"slow_call_max"`
+	SlowCallDeadband float64       `yaml:"slow_call_deadband"`
+	SlowCallFactor   float64       `yaml:"slow_call_factor"`
+	// HealthyErrorRatio: an interval with more errors does not shape the
+	// healthy baselines.
+	HealthyErrorRatio float64 `yaml:"healthy_error_ratio"`
+	// WarnSpreads and CriticalSpreads place the learned p99 alert levels
+	// above the healthy baseline, in robust spreads.
+	WarnSpreads     float64 `yaml:"warn_spreads"`
+	CriticalSpreads float64 `yaml:"critical_spreads"`
 }
 
 // Band is a service's auto-apply band.
@@ -114,6 +177,9 @@ type Guardrail struct {
 	// LoadRatio is how far the offered load may move between the
 	// guardrail's windows for them to count as comparable; 0 means 1.5.
 	LoadRatio float64 `yaml:"load_ratio"`
+	// MaxWait: a version still inconclusive this long after Settle is
+	// recorded as inconclusive for good; 0 means three windows.
+	MaxWait time.Duration `yaml:"max_wait"`
 }
 
 // Demo configures the demo fleet of dev mode.
@@ -136,8 +202,11 @@ func Default() Config {
 		Metrics:  Metrics{ScrapeInterval: 15 * time.Second, Window: time.Minute},
 		Score:    Score{Latency: 250 * time.Millisecond, HalfLife: 30 * time.Second},
 		Recommend: Recommend{Setpoint: 0.7, Kp: 1, Ki: 0.05, MinChange: 0.05, MinScores: 3,
-			BaselineSamples: 2880},
-		Bands: Bands{Default: Band{MaxChangePerHour: 0.1}},
+			BaselineSamples: 2880, Deadband: 0.05, MaxStepPerSecond: 0.01, Binding: 0.9, OpenDeadband: 0.1,
+			SlowCallMin: 10 * time.Millisecond, SlowCallMax: 30 * time.Second, SlowCallDeadband: 0.2, SlowCallFactor: 2,
+			HealthyErrorRatio: 0.01, WarnSpreads: 4, CriticalSpreads: 8},
+		AlertLevels: AlertLevels{ErrorRatioWarn: 0.01, ErrorRatioCritical: 0.05, MinRequestRate: 1, Refresh: time.Minute},
+		Bands:       Bands{Default: Band{MaxChangePerHour: 0.1}},
 		Guardrail: Guardrail{Window: 5 * time.Minute, Settle: time.Minute, Step: 15 * time.Second, MinSamples: 10,
 			Alpha: 0.05, ErrorTolerance: 0.01, LatencyTolerance: 0.25, GoodputTolerance: 0.2},
 		Demo: Demo{Instances: 2, Period: 90 * time.Second},
@@ -255,6 +324,37 @@ func (c *Config) Validate() error {
 	if r.BaselineSamples < 1 {
 		bad("recommend.baseline_samples", "must be at least 1, got %d", r.BaselineSamples)
 	}
+	if !(r.Deadband >= 0 && r.Deadband < 0.5) {
+		bad("recommend.deadband", "must be in [0, 0.5), got %v", r.Deadband)
+	}
+	if !(r.MaxStepPerSecond > 0 && r.MaxStepPerSecond <= 1) {
+		bad("recommend.max_step_per_second", "must be in (0, 1], got %v", r.MaxStepPerSecond)
+	}
+	if !(r.Binding > 0 && r.Binding <= 1) {
+		bad("recommend.binding", "must be in (0, 1], got %v", r.Binding)
+	}
+	if !(r.OpenDeadband > 0 && r.OpenDeadband < 1) {
+		bad("recommend.open_deadband", "must be in (0, 1), got %v", r.OpenDeadband)
+	}
+	minDur("recommend.slow_call_min", r.SlowCallMin, time.Millisecond)
+	if r.SlowCallMax < r.SlowCallMin || r.SlowCallMax > time.Hour {
+		bad("recommend.slow_call_max", "must be between slow_call_min (%s) and 1h, got %s", r.SlowCallMin, r.SlowCallMax)
+	}
+	if !(r.SlowCallDeadband > 0 && r.SlowCallDeadband < 1) {
+		bad("recommend.slow_call_deadband", "must be in (0, 1), got %v", r.SlowCallDeadband)
+	}
+	if !(r.SlowCallFactor >= 1 && r.SlowCallFactor <= 100) {
+		bad("recommend.slow_call_factor", "must be in [1, 100], got %v", r.SlowCallFactor)
+	}
+	if !(r.HealthyErrorRatio >= 0 && r.HealthyErrorRatio <= 1) {
+		bad("recommend.healthy_error_ratio", "must be in [0, 1], got %v", r.HealthyErrorRatio)
+	}
+	if !(r.WarnSpreads > 0 && r.WarnSpreads <= 100) {
+		bad("recommend.warn_spreads", "must be in (0, 100], got %v", r.WarnSpreads)
+	} else if !(r.CriticalSpreads > r.WarnSpreads && r.CriticalSpreads <= 100) {
+		bad("recommend.critical_spreads", "must be above warn_spreads (%v) and at most 100, got %v", r.WarnSpreads, r.CriticalSpreads)
+	}
+	c.AlertLevels.validate(bad)
 	c.Bands.Default.validate("bands.default", bad)
 	for name, b := range c.Bands.Services {
 		b.validate("bands.services."+name, bad)
@@ -281,6 +381,12 @@ func (c *Config) Validate() error {
 	if g.LoadRatio != 0 && !(g.LoadRatio > 1 && g.LoadRatio <= 100) {
 		bad("guardrail.load_ratio", "must be above 1 and at most 100 (0: 1.5), got %v", g.LoadRatio)
 	}
+	if g.MaxWait < 0 {
+		bad("guardrail.max_wait", "must not be negative, got %s", g.MaxWait)
+	}
+	if f := c.Alerts.ConfigFile; f != "" && strings.TrimSpace(f) != f {
+		bad("alerts.config_file", "%q has leading or trailing spaces", f)
+	}
 	if c.Dev {
 		if c.Demo.Instances < 1 || c.Demo.Instances > 50 {
 			bad("demo.instances", "must be between 1 and 50, got %d", c.Demo.Instances)
@@ -306,6 +412,31 @@ func (b Band) validate(field string, bad func(field, format string, args ...any)
 	}
 	if b.Ceiling > 0 && b.Floor > b.Ceiling {
 		bad(field+".floor", "%v is above the ceiling %v", b.Floor, b.Ceiling)
+	}
+}
+
+func (l AlertLevels) validate(bad func(field, format string, args ...any)) {
+	if l.LatencyWarn < 0 {
+		bad("alert_levels.latency_warn", "must not be negative, got %s", l.LatencyWarn)
+	}
+	if l.LatencyCritical < 0 {
+		bad("alert_levels.latency_critical", "must not be negative, got %s", l.LatencyCritical)
+	}
+	if (l.LatencyWarn == 0) != (l.LatencyCritical == 0) {
+		bad("alert_levels.latency_critical", "set both latency_warn and latency_critical, or neither (learned levels)")
+	} else if l.LatencyWarn > 0 && l.LatencyCritical <= l.LatencyWarn {
+		bad("alert_levels.latency_critical", "%s must be above latency_warn %s", l.LatencyCritical, l.LatencyWarn)
+	}
+	if !(l.ErrorRatioWarn > 0 && l.ErrorRatioWarn < 1) {
+		bad("alert_levels.error_ratio_warn", "must be in (0, 1), got %v", l.ErrorRatioWarn)
+	} else if !(l.ErrorRatioCritical > l.ErrorRatioWarn && l.ErrorRatioCritical <= 1) {
+		bad("alert_levels.error_ratio_critical", "must be above error_ratio_warn (%v) and at most 1, got %v", l.ErrorRatioWarn, l.ErrorRatioCritical)
+	}
+	if !(l.MinRequestRate >= 0) || math.IsInf(l.MinRequestRate, 0) {
+		bad("alert_levels.min_request_rate", "must be a finite rate >= 0, got %v", l.MinRequestRate)
+	}
+	if l.Refresh < time.Second || l.Refresh > 2*time.Minute {
+		bad("alert_levels.refresh", "must be between 1s and 2m (the alert rule resolves 5m after the last report), got %s", l.Refresh)
 	}
 }
 

@@ -116,3 +116,55 @@ func FuzzDecode(f *testing.F) {
 		_ = c.Validate() // must not panic
 	})
 }
+
+// TestRecommendAndAlertLevelKeys: every tuning key is validated with an
+// error naming it, and the defaults are the recommender's own.
+func TestRecommendAndAlertLevelKeys(t *testing.T) {
+	tests := []struct {
+		name  string
+		yaml  string
+		field string
+	}{
+		{"open deadband zero", "recommend: {open_deadband: 0}", "recommend.open_deadband:"},
+		{"open deadband one", "recommend: {open_deadband: 1}", "recommend.open_deadband:"},
+		{"deadband", "recommend: {deadband: 0.5}", "recommend.deadband:"},
+		{"step", "recommend: {max_step_per_second: 0}", "recommend.max_step_per_second:"},
+		{"binding", "recommend: {binding: 1.5}", "recommend.binding:"},
+		{"slow call min", "recommend: {slow_call_min: 1us}", "recommend.slow_call_min:"},
+		{"slow call max", "recommend: {slow_call_max: 2h}", "recommend.slow_call_max:"},
+		{"slow call deadband", "recommend: {slow_call_deadband: 1}", "recommend.slow_call_deadband:"},
+		{"slow call factor", "recommend: {slow_call_factor: 0.5}", "recommend.slow_call_factor:"},
+		{"healthy errors", "recommend: {healthy_error_ratio: 2}", "recommend.healthy_error_ratio:"},
+		{"spreads", "recommend: {warn_spreads: 8, critical_spreads: 4}", "recommend.critical_spreads:"},
+		{"max wait", "guardrail: {max_wait: -1s}", "guardrail.max_wait:"},
+		{"alerts file spaces", "alerts: {config_file: ' a.json'}", "alerts.config_file:"},
+		{"latency levels half set", "alert_levels: {latency_warn: 1s}", "alert_levels.latency_critical:"},
+		{"latency levels order", "alert_levels: {latency_warn: 1s, latency_critical: 500ms}", "alert_levels.latency_critical:"},
+		{"error levels", "alert_levels: {error_ratio_warn: 0.1, error_ratio_critical: 0.05}", "alert_levels.error_ratio_critical:"},
+		{"error warn", "alert_levels: {error_ratio_warn: 0}", "alert_levels.error_ratio_warn:"},
+		{"min rate", "alert_levels: {min_request_rate: -1}", "alert_levels.min_request_rate:"},
+		{"refresh", "alert_levels: {refresh: 10m}", "alert_levels.refresh:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Decode(strings.NewReader(tt.yaml), Default())
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = c.Validate()
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.field) {
+				t.Fatalf("error %v, want one naming %s", err, tt.field)
+			}
+		})
+	}
+	c, err := Decode(strings.NewReader("recommend: {open_deadband: 0.2}\nalert_levels: {latency_warn: 300ms, latency_critical: 1s}\n"), Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if c.Recommend.OpenDeadband != 0.2 || c.AlertLevels.LatencyCritical != time.Second {
+		t.Fatalf("decoded %+v %+v", c.Recommend, c.AlertLevels)
+	}
+}

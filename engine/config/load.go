@@ -29,6 +29,7 @@ var env = []struct {
 	{"GOVERNOR_IDENTITY", func(c *Config, v string) error { c.Identity = v; return nil }},
 	{"GOVERNOR_NATS_URL", func(c *Config, v string) error { c.NATS.URL = v; return nil }},
 	{"GOVERNOR_PROMETHEUS_URL", func(c *Config, v string) error { c.Metrics.PrometheusURL = v; return nil }},
+	{"GOVERNOR_ALERTS_CONFIG", func(c *Config, v string) error { c.Alerts.ConfigFile = v; return nil }},
 	{"GOVERNOR_INTERVAL", func(c *Config, v string) (err error) { c.Interval, err = time.ParseDuration(v); return err }},
 	{"GOVERNOR_SETPOINT", func(c *Config, v string) (err error) {
 		c.Recommend.Setpoint, err = strconv.ParseFloat(v, 64)
@@ -44,10 +45,10 @@ func Load(args []string, getenv func(string) string, stderr io.Writer) (Config, 
 	fs := flag.NewFlagSet("engine", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
-		dev                                                bool
-		listen, dataDir, database, natsURL, prom, identity string
-		interval                                           time.Duration
-		setpoint                                           float64
+		dev                                                        bool
+		listen, dataDir, database, natsURL, prom, identity, alerts string
+		interval                                                   time.Duration
+		setpoint                                                   float64
 	)
 	fs.StringVar(&cmd.File, "config", "", "YAML configuration file (also GOVERNOR_CONFIG)")
 	fs.BoolVar(&cmd.CheckConfig, "check-config", false, "validate the configuration, print it and exit")
@@ -58,6 +59,7 @@ func Load(args []string, getenv func(string) string, stderr io.Writer) (Config, 
 	fs.StringVar(&natsURL, "nats", "", "NATS URL; empty for an embedded server (GOVERNOR_NATS_URL)")
 	fs.StringVar(&prom, "prometheus", "", "Prometheus query API URL; empty for the embedded store (GOVERNOR_PROMETHEUS_URL)")
 	fs.StringVar(&identity, "identity", "", "replica name for leader election (GOVERNOR_IDENTITY)")
+	fs.StringVar(&alerts, "alerts-config", "", "alerting document, JSON of package alerts/config (GOVERNOR_ALERTS_CONFIG, alerts.config_file)")
 	fs.DurationVar(&interval, "interval", 0, "evaluation interval (GOVERNOR_INTERVAL)")
 	fs.Float64Var(&setpoint, "setpoint", 0, "load score the controllers hold (GOVERNOR_SETPOINT)")
 	if err := fs.Parse(args); err != nil {
@@ -113,6 +115,8 @@ func Load(args []string, getenv func(string) string, stderr io.Writer) (Config, 
 			c.Metrics.PrometheusURL = prom
 		case "identity":
 			c.Identity = identity
+		case "alerts-config":
+			c.Alerts.ConfigFile = alerts
 		case "interval":
 			c.Interval = interval
 		case "setpoint":

@@ -1,0 +1,64 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"governor.dev/governor/engine/config"
+	"governor.dev/governor/engine/recommend"
+)
+
+// TestRecommendOptions: the configuration's defaults are the recommender's
+// own, and every key reaches its option.
+func TestRecommendOptions(t *testing.T) {
+	if got, want := RecommendOptions(config.Default().Recommend), recommend.DefaultOptions(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("defaults differ:\nconfig    %+v\nrecommend %+v", got, want)
+	}
+	if got := config.Default().Recommend.OpenDeadband; got != recommend.DefaultOpenDeadband {
+		t.Fatalf("recommend.open_deadband default %v, want %v", got, recommend.DefaultOpenDeadband)
+	}
+	r := config.Default().Recommend
+	r.Deadband, r.MaxStepPerSecond, r.Binding = 0.02, 0.05, 0.8
+	r.SlowCallMin, r.SlowCallMax, r.SlowCallDeadband, r.SlowCallFactor = 5*time.Millisecond, 10*time.Second, 0.3, 3
+	r.HealthyErrorRatio, r.WarnSpreads, r.CriticalSpreads, r.BaselineSamples = 0.02, 3, 6, 10
+	o := RecommendOptions(r)
+	if o.Deadband != 0.02 || o.MaxStepPerSecond != 0.05 || o.Binding != 0.8 || o.SlowCallMin != 5*time.Millisecond ||
+		o.SlowCallMax != 10*time.Second || o.SlowCallDeadband != 0.3 || o.Thresholds.SlowCallFactor != 3 ||
+		o.Thresholds.HealthyErrorRatio != 0.02 || o.Thresholds.WarnSpreads != 3 || o.Thresholds.CriticalSpreads != 6 ||
+		o.Thresholds.MinSamples != 10 {
+		t.Fatalf("options %+v", o)
+	}
+	if _, err := recommend.New(o); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAlertsConfigFile: New reads the alerting document of
+// alerts.config_file and refuses a bad one before starting anything.
+func TestAlertsConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "alerts.json")
+	if err := os.WriteFile(bad, []byte(`{"receivers": [{"name": "x", "webhook": {"url": "ftp://x/"}}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := config.DevDefaults()
+	cfg.DataDir, cfg.Listen = dir, "127.0.0.1:0"
+	cfg.Alerts.ConfigFile = bad
+	_, err := New(context.Background(), Options{Config: cfg})
+	if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "alerts.config_file") || !strings.Contains(err.Error(), "receivers[0]") {
+		t.Fatalf("New: %v", err)
+	}
+	cfg.Alerts.ConfigFile = filepath.Join(dir, "absent.json")
+	if _, err := New(context.Background(), Options{Config: cfg}); err == nil || !strings.Contains(err.Error(), "alerts.config_file") {
+		t.Fatalf("New with a missing file: %v", err)
+	}
+	if c, err := LoadAlerts(config.Alerts{}); c != nil || err != nil {
+		t.Fatalf("no file: %v %v", c, err)
+	}
+}
