@@ -147,11 +147,9 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 		return res, fmt.Errorf("evaluate: read signals: %w", err)
 	}
 	scores := e.o.Tracker.Update(snap)
-	if incidents, err := e.breakers(ctx, at); err != nil {
+	incidents, err := e.breakers(ctx, at)
+	if err != nil {
 		errs = append(errs, err)
-	} else if e.o.Guard != nil {
-		// What the guardrail must not blame on a version.
-		e.o.Guard.Note(at, incidents)
 	}
 	live, err := e.liveInstances(ctx, at)
 	if err != nil {
@@ -194,6 +192,8 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 		active = append(active, v)
 	}
 	if e.o.Guard != nil {
+		// What the guardrail must not blame on a version.
+		e.o.Guard.Note(at, append(incidents, overloadedDependencies(scores, active)...))
 		dec, err := e.o.Guard.Observe(ctx, at, active)
 		if err != nil {
 			errs = append(errs, err)
@@ -297,6 +297,38 @@ func (e *Evaluator) breakers(ctx context.Context, at time.Time) ([]guardrail.Inc
 	return incidents, nil
 }
 
+// DependencyOverloaded is the guardrail incident kind of a downstream that
+// is itself a governed service and is overloaded.
+const DependencyOverloaded = "dependency_overloaded"
+
+// overloadedDependencies returns, for every active version, an incident per
+// downstream named like a governed service whose load score is known and
+// overloaded (the tracker's hysteresis state).
+func overloadedDependencies(scores []loadscore.Score, active []versioning.Version) []guardrail.Incident {
+	over := map[string]loadscore.Score{}
+	for _, sc := range scores {
+		if sc.Known && sc.Overloaded {
+			over[sc.Key.Service] = sc
+		}
+	}
+	if len(over) == 0 {
+		return nil
+	}
+	var out []guardrail.Incident
+	for _, v := range active {
+		if v.Ruleset == nil {
+			continue
+		}
+		for _, d := range v.Ruleset.Downstreams {
+			if sc, ok := over[d.Name]; ok && d.Name != v.Service {
+				out = append(out, guardrail.Incident{Service: v.Service, Kind: DependencyOverloaded, Downstream: d.Name,
+					What: fmt.Sprintf("dependency %s is overloaded (load score %.2f)", d.Name, sc.Value)})
+			}
+		}
+	}
+	return out
+}
+
 // liveInstances counts each service's instances that are not GONE, and
 // emits instance_stale when an instance turns STALE or NACKED and
 // instance_recovered when it no longer is.
@@ -361,20 +393,11 @@ func (e *Evaluator) liveInstances(ctx context.Context, at time.Time) (map[string
 	return out, nil
 }
 
-// InstanceRecovered is the event of an instance that was STALE or NACKED
-// and is no longer: it is SYNCED (or PENDING a newer version), GONE, or left
-// the ledger. Its Detail is a Recovery. Alert sinks clear the instance's
-// stale and nacked alerts on it rather than wait for them to expire.
-const InstanceRecovered events.Kind = "instance_recovered"
+// InstanceRecovered is events.InstanceRecovered; its Detail is a Recovery.
+const InstanceRecovered = events.InstanceRecovered
 
 // Recovery is the Detail of an InstanceRecovered event.
-type Recovery struct {
-	// Instance is the ledger record now (only Service and Instance are set
-	// when it left the ledger).
-	Instance distribution.Instance `json:"instance"`
-	// From is the state it recovered from: STALE or NACKED.
-	From distribution.State `json:"from"`
-}
+type Recovery = events.Recovery
 
 func badState(s distribution.State) bool {
 	return s == distribution.StateStale || s == distribution.StateNacked

@@ -205,3 +205,31 @@ func TestTick(t *testing.T) {
 		t.Fatalf("missing options: %v", err)
 	}
 }
+
+func TestOverloadedDependencies(t *testing.T) {
+	score := func(svc string, value float64, known, over bool) loadscore.Score {
+		return loadscore.Score{Key: signals.Key{Service: svc}, Value: value, Known: known, Overloaded: over}
+	}
+	scores := []loadscore.Score{score("payments", 0.93, true, true), score("search", 0.4, true, false),
+		score("ledger", 0.95, false, true), score("checkout", 0.99, true, true)}
+	version := func(svc string, downstreams ...string) versioning.Version {
+		rs := &rules.Ruleset{Service: svc}
+		for _, d := range downstreams {
+			rs.Downstreams = append(rs.Downstreams, rules.Downstream{Name: d})
+		}
+		return versioning.Version{Service: svc, Number: 2, Ruleset: rs}
+	}
+	got := overloadedDependencies(scores, []versioning.Version{
+		version("checkout", "payments", "search", "ledger", "checkout", "https://maps.example"),
+		version("cart", "search"), {Service: "bare"}})
+	if len(got) != 1 {
+		t.Fatalf("incidents %+v, want payments only", got)
+	}
+	if in := got[0]; in.Service != "checkout" || in.Downstream != "payments" || in.Kind != DependencyOverloaded ||
+		in.What != "dependency payments is overloaded (load score 0.93)" {
+		t.Fatalf("incident %+v", in)
+	}
+	if got := overloadedDependencies(scores[1:2], []versioning.Version{version("checkout", "search")}); got != nil {
+		t.Fatalf("incidents %+v with nothing overloaded", got)
+	}
+}

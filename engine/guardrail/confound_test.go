@@ -357,6 +357,21 @@ func TestIncidents(t *testing.T) {
 			check: ErrorRatio, checkVerd: Regression,
 		},
 		{
+			// More traffic sent to payments may be what broke it.
+			name: "a version that admits more is not excused by a dependency's incident",
+			v1:   withDownstream(100, 0.5), v2: withDownstream(200, 0.5), value: errorsUp, incidents: breakerOpen(40*time.Second, 0),
+			advance: 3 * time.Minute, verdict: Regression, final: true, rollback: true, event: events.AutoRollback,
+			check: ErrorRatio, checkVerd: Regression,
+		},
+		{
+			name: "an incident without a downstream confounds a version that admits more",
+			v1:   withDownstream(100, 0.5), v2: withDownstream(200, 0.5), value: errorsUp,
+			incidents: func(since time.Duration) []Incident {
+				return []Incident{{Service: "checkout", Kind: "anomaly", What: "the host is swapping"}}
+			},
+			advance: 3 * time.Minute, verdict: Inconclusive, confounder: "the host is swapping (across activation)", check: ErrorRatio, checkVerd: Inconclusive,
+		},
+		{
 			name: "a version refusing most traffic during an incident still rolls back",
 			v1:   withDownstream(100, 0.5), v2: withDownstream(10, 0.5), incidents: breakerOpen(40*time.Second, 0),
 			value: scaled(1, func(m Metric, i int) (float64, bool) {
@@ -436,3 +451,33 @@ func TestCheckJSONWithoutPValue(t *testing.T) {
 
 // nopStore is a versioning.Store no test path calls.
 type nopStore struct{ versioning.Store }
+
+func TestAdmitsMore(t *testing.T) {
+	conc := func(rate float64, max int) *rules.Ruleset {
+		rs := ruleset(rate)
+		rs.Routes[0].Concurrency = &rules.Concurrency{Max: max}
+		return rs
+	}
+	noLimit := ruleset(1)
+	noLimit.Routes[0].RateLimit = nil
+	tests := []struct {
+		name      string
+		v, parent *rules.Ruleset
+		want      bool
+	}{
+		{"lower rate", ruleset(10), ruleset(100), false},
+		{"same", ruleset(100), ruleset(100), false},
+		{"higher rate", ruleset(200), ruleset(100), true},
+		{"rate limit removed", noLimit, ruleset(100), true},
+		{"rate limit added", ruleset(100), noLimit, false},
+		{"higher concurrency", conc(100, 50), conc(100, 20), true},
+		{"concurrency to the default maximum", conc(100, 0), conc(100, 20), true},
+		{"lower concurrency", conc(100, 10), conc(100, 20), false},
+		{"no parent", ruleset(200), nil, false},
+	}
+	for _, tt := range tests {
+		if got := admitsMore(tt.v, tt.parent); got != tt.want {
+			t.Errorf("%s: admitsMore = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

@@ -38,14 +38,18 @@
 // # Incidents
 //
 // The evaluator notes, every cycle, the incidents it sees that a rule
-// version does not control (Guard.Note): today, a dependency's breaker open.
+// version does not control (Guard.Note): a dependency's breaker open, a
+// dependency that is itself a governed service overloaded.
 // An incident overlapping the after window makes error ratio and p99
 // regressions inconclusive; one overlapping either window keeps them from
 // passing (before activation it may hide a regression), and the goodput
 // check is made on the admitted share (1 - shed ratio) instead, which a
 // failing dependency does not move but a version that refuses traffic does.
 // An incident on a downstream whose rules the version changes is no
-// confounder: the version may have caused it.
+// confounder: the version may have caused it; neither is any dependency's
+// incident when the version admits more than its parent on some route (a
+// higher or removed rate limit or concurrency maximum), since the extra
+// traffic it sends may be the cause.
 //
 // Every decision lists its Confounders (for example "offered load rose
 // 2.30x after activation (500.0/s -> 1150.0/s)") and each check's Detail

@@ -84,10 +84,12 @@ type watch struct {
 	d Decision
 	// parent is the version it replaced (d.Parent is 0 for a rollback,
 	// which is never rolled back).
-	parent     int64
-	ruleset    *rules.Ruleset
-	controls   map[string]bool // downstreams whose rules it changes; nil until needed
-	controlErr error
+	parent   int64
+	ruleset  *rules.Ruleset
+	controls map[string]bool // downstreams whose rules it changes; nil until needed
+	// sendsMore: it admits more than its parent, so every dependency's
+	// trouble may be its doing.
+	sendsMore bool
 }
 
 // Guard watches active versions. It is safe for concurrent use.
@@ -310,7 +312,8 @@ func (g *Guard) loadCheck(before, after Summary) Check {
 }
 
 // incidents fills the conditions with the noted incidents overlapping the
-// windows, leaving out those on downstreams whose rules the version changes.
+// windows, leaving out those on downstreams whose rules the version
+// changes, and every downstream's when it admits more than its parent.
 func (g *Guard) incidents(ctx context.Context, w *watch, cond *conditions, bFrom, aFrom, aTo time.Time) error {
 	spans := g.incidentsIn(w.d.Service, bFrom, aTo)
 	if len(spans) == 0 {
@@ -325,11 +328,12 @@ func (g *Guard) incidents(ctx context.Context, w *watch, cond *conditions, bFrom
 				return fmt.Errorf("guardrail: %s v%d: parent v%d: %w", w.d.Service, w.d.Version, w.parent, err)
 			}
 			w.controls = changedDownstreams(w.ruleset, p.Ruleset)
+			w.sendsMore = admitsMore(w.ruleset, p.Ruleset)
 		}
 	}
 	act := w.d.ActivatedAt
 	for _, s := range spans {
-		if s.Downstream != "" && w.controls[s.Downstream] {
+		if s.Downstream != "" && (w.sendsMore || w.controls[s.Downstream]) {
 			continue
 		}
 		when := "across activation"

@@ -1,6 +1,7 @@
 package guardrail
 
 import (
+	"math"
 	"reflect"
 	"time"
 
@@ -129,4 +130,39 @@ func changedDownstreams(a, b *rules.Ruleset) map[string]bool {
 		}
 	}
 	return out
+}
+
+// admitsMore reports whether v lets more traffic through than parent on a
+// route both have: a higher rate limit or concurrency maximum, or one
+// removed. Such a version sends more to its dependencies and may be what
+// troubles them.
+func admitsMore(v, parent *rules.Ruleset) bool {
+	if v == nil || parent == nil {
+		return false
+	}
+	rate := func(l *rules.RateLimit) float64 {
+		if l == nil {
+			return math.Inf(1)
+		}
+		return l.Rate
+	}
+	conc := func(c *rules.Concurrency) float64 {
+		switch {
+		case c == nil:
+			return math.Inf(1)
+		case c.Max == 0:
+			return 1000 // the SDK's default maximum
+		}
+		return float64(c.Max)
+	}
+	prev := make(map[string]rules.Route, len(parent.Routes))
+	for _, r := range parent.Routes {
+		prev[r.Name] = r
+	}
+	for _, r := range v.Routes {
+		if p, ok := prev[r.Name]; ok && (rate(r.RateLimit) > rate(p.RateLimit) || conc(r.Concurrency) > conc(p.Concurrency)) {
+			return true
+		}
+	}
+	return false
 }
