@@ -17,13 +17,33 @@ var _ events.Sink = EngineSink{}
 
 // Emit implements events.Sink.
 func (s EngineSink) Emit(_ context.Context, e events.Event) {
-	ev, ok := FromEngine(e)
-	if !ok {
-		return
+	for _, ev := range Conditions(e) {
+		if err := s.M.Observe(ev); err != nil {
+			s.M.log.Warn("engine event refused by alerts", "kind", e.Kind, "err", err)
+		}
 	}
-	if err := s.M.Observe(ev); err != nil {
-		s.M.log.Warn("engine event refused by alerts", "kind", e.Kind, "err", err)
+}
+
+// Conditions maps an engine event to the rule conditions it raises or
+// clears: FromEngine's one, or for instance_recovered two, clearing the
+// instance's stale and nacked alerts at once instead of leaving them to
+// expire. Kinds without an alert give none.
+func Conditions(e events.Event) []rule.Event {
+	if e.Kind == events.InstanceRecovered {
+		r, ok := e.Detail.(events.Recovery)
+		if !ok {
+			return nil
+		}
+		labels := map[string]string{"instance": r.Instance.Instance}
+		return []rule.Event{
+			{Kind: rule.EventInstanceStale, Service: e.Service, Labels: labels, At: e.At, Resolved: true},
+			{Kind: rule.EventInstanceNacked, Service: e.Service, Labels: labels, At: e.At, Resolved: true},
+		}
 	}
+	if ev, ok := FromEngine(e); ok {
+		return []rule.Event{ev}
+	}
+	return nil
 }
 
 // FromEngine maps an engine event to a rule condition. Leadership acquired

@@ -163,7 +163,7 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 	if err := a.startAlerts(ctx); err != nil {
 		return nil, err
 	}
-	a.sink = append(a.sink.(events.Multi), alertSink{m: a.alerts})
+	a.sink = append(a.sink.(events.Multi), alerts.EngineSink{M: a.alerts})
 	if err := a.buildEngine(); err != nil {
 		return nil, err
 	}

@@ -15,10 +15,11 @@
 // first admin's one-time password is printed in the banner.
 //
 // The alerts manager (package alerts/manager) stores its state in the rules
-// database, receives the engine's events (instance_recovered clears stale
-// and nacked alerts at once) and evaluates its rules every AlertInterval
-// while this replica leads, so two engines never notify twice. Without
-// Options.Alerts it runs the built-in rules and only logs notifications.
+// database, receives the engine's events through its EngineSink and
+// evaluates its rules every AlertInterval while this replica leads, so two
+// engines never notify twice. Its rules, routes and receivers come from
+// Options.Alerts or the document alerts.config_file names; without either
+// it runs the built-in rules and only logs notifications.
 //
 // cmd/engine only parses the configuration and calls Run; tests embed the
 // whole process through New.

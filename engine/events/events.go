@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"governor.dev/governor/rules/distribution"
 )
 
 // Kind names what happened.
@@ -29,7 +31,49 @@ const (
 	LeaderLost            Kind = "leader_lost"
 	InstanceStale         Kind = "instance_stale"
 	BreakerOpen           Kind = "breaker_open"
+	// InstanceRecovered is emitted by engine/evaluate when an instance
+	// that was STALE or NACKED no longer is (SYNCED, PENDING a newer
+	// version, GONE, or out of the ledger); its Detail is a Recovery.
+	// Alert sinks clear the instance's stale and nacked alerts at once.
+	InstanceRecovered Kind = "instance_recovered"
+	// LevelCrossed is emitted by engine/evaluate when a service's p99
+	// latency or error ratio goes above one of its alert levels, and again
+	// every refresh while it stays above; LevelCleared when it is back at
+	// or below. The Detail of both is a Level.
+	LevelCrossed Kind = "level_crossed"
+	LevelCleared Kind = "level_cleared"
 )
+
+// Recovery is the Detail of an InstanceRecovered event.
+type Recovery struct {
+	// Instance is the ledger record now (only Service and Instance are set
+	// when it left the ledger).
+	Instance distribution.Instance `json:"instance"`
+	// From is the state it recovered from: STALE or NACKED.
+	From distribution.State `json:"from"`
+}
+
+// The signals and levels of a Level.
+const (
+	SignalLatencyP99 = "latency_p99"
+	SignalErrorRatio = "error_ratio"
+	LevelWarn        = "warn"
+	LevelCritical    = "critical"
+)
+
+// Level is the Detail of LevelCrossed and LevelCleared events.
+type Level struct {
+	// Signal is SignalLatencyP99 (seconds) or SignalErrorRatio.
+	Signal string `json:"signal"`
+	// Level is LevelWarn or LevelCritical.
+	Level string `json:"level"`
+	// Value is the reading; Threshold the level it is compared with.
+	Value     float64 `json:"value"`
+	Threshold float64 `json:"threshold"`
+	// Source says where the level comes from: "learned" (the service's
+	// healthy baseline, engine/thresholds) or "configured".
+	Source string `json:"source"`
+}
 
 // Severity orders events for routing.
 type Severity string
