@@ -16,4 +16,13 @@
 // service; a version already active when first seen is announced only if
 // it went active after the engine started (Options.Since), so restarts and
 // failovers do not announce it again.
+//
+// # Guardrail incidents
+//
+// Before the guardrail judges the active versions, each cycle notes for it
+// (guardrail.Guard.Note) the incidents a rule version does not control: every
+// downstream breaker open (kind breaker_open) and every downstream named like
+// a governed service whose load score is overloaded (DependencyOverloaded).
+// The guardrail then does not blame a version for errors or latency such an
+// incident explains; see package engine/guardrail.
 package evaluate
