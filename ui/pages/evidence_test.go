@@ -174,3 +174,24 @@ func TestChangeRows(t *testing.T) {
 	}, rows)
 	require.True(t, strings.HasPrefix(prettyJSON(json.RawMessage(`{"a":1}`)), "{\n  \"a\": 1"))
 }
+
+// FuzzEngineEvidence: whatever JSON a version carries, decoding and
+// rendering its evidence neither panics nor leaves markup unescaped.
+func FuzzEngineEvidence(f *testing.F) {
+	f.Add(engineEvidenceJSON(f, evAt, true))
+	f.Add([]byte(`{"at":"2026-01-01T00:00:00Z","expected_effect":"x","ceiling":{"from":1e-300,"to":1e300},"pid":{"p":1e308,"i":-1e308}}`))
+	f.Add([]byte(`{"at":"2026-01-01T00:00:00Z","expected_effect":"<script>","terms":[{"term":"<b>","known":true,"weight":-1}],"signals":{"request_rate":-5}}`))
+	f.Add([]byte(`{"load_score":[1,2]}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		e, ok := parseEngineEvidence(raw)
+		if !ok {
+			return
+		}
+		v := (&Pages{}).buildEvidence(e, nil, nil)
+		for _, c := range v.Charts {
+			if strings.Contains(string(c.SVG), "<script") || strings.Contains(string(c.SVG), "<b>") {
+				t.Fatalf("unescaped markup in %s", c.SVG)
+			}
+		}
+	})
+}
