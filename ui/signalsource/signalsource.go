@@ -114,10 +114,15 @@ func specOf(name string) (chartSpec, bool) {
 	return chartSpec{}, false
 }
 
-// rangeOf spreads Points over [start, end].
+// rangeOf spreads Points over [start, end] in whole seconds, counted back
+// from end so the last point is at end (the latest reading); start moves
+// later by less than a step when the step is rounded down.
 func (s *Source) rangeOf(start, end time.Time) signals.Range {
 	step := end.Sub(start) / time.Duration(s.o.Points-1)
 	step = max(step.Truncate(time.Second), time.Second)
+	if n := end.Sub(start) / step; n > 0 {
+		start = end.Add(-n * step)
+	}
 	return signals.Range{Start: start, End: end, Step: step}
 }
 
