@@ -26,6 +26,7 @@ const (
 	ActionEmergency Action = "emergency"
 	ActionPolicy    Action = "policy"
 	ActionRebase    Action = "rebase"
+	ActionRevise    Action = "revise" // an open proposal revised in place
 )
 
 // Actions other components record through Auditor.RecordAudit.
@@ -41,7 +42,7 @@ const (
 func (a Action) Lifecycle() bool {
 	switch a {
 	case ActionPropose, ActionApprove, ActionReject, ActionWithdraw, ActionActivate,
-		ActionAutoApply, ActionPublish, ActionRollback, ActionEmergency, ActionPolicy, ActionRebase:
+		ActionAutoApply, ActionPublish, ActionRollback, ActionEmergency, ActionPolicy, ActionRebase, ActionRevise:
 		return true
 	}
 	return false

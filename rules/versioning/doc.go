@@ -3,14 +3,15 @@
 //
 // # Model
 //
-// Each service has numbered, immutable versions (1, 2, 3, ... per service,
-// gap-free). A version holds the canonical ruleset (the SDK's schema, package
+// Each service has numbered versions (1, 2, 3, ... per service, gap-free),
+// immutable once decided. A version holds the canonical ruleset (the SDK's schema, package
 // governor.dev/governor/sdk/rules), its checksum, its parent (the version that
 // was active when it was proposed), author, reason, free-form evidence and its
 // source (a person or the engine).
 //
 // Lifecycle:
 //
+//	proposed --revise (author)--> proposed (same number, Revision + 1)
 //	proposed --approve (policy's count reached)--> approved --relay--> published
 //	proposed --reject--> rejected
 //	proposed --withdraw (author)--> withdrawn
@@ -33,6 +34,17 @@
 // service's policy is ManualOnly. A policy may also carry the service's
 // auto-apply band (Policy.Band: max change per hour, floor and ceiling in
 // req/s), which the engine then uses instead of its configured band.
+//
+// Revisions: the author of an open proposal may revise it in place
+// (Store.Revise): new ruleset, reason and evidence under the same number and
+// parent, Revision counting the revisions and RevisedAt the last one, each
+// audited as ActionRevise. The database refuses any other change of a
+// version's content. A revision that changes the ruleset invalidates the
+// approvals already given (an approver never approves one ruleset and has
+// another published); one of reason and evidence alone keeps them. Approval
+// forms pass the checksum the approver reviewed (Store.ApproveChecksum),
+// which fails with ErrConflict if the proposal was revised since. The
+// decision engine keeps at most one open proposal per service this way.
 //
 // Optimistic concurrency: a proposal names the version it was based on
 // (BaseVersion); if another version went live since, Propose and Approve

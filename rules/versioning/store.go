@@ -33,6 +33,25 @@ type Store interface {
 	// author or an admin. ErrInvalidState if the proposal is not stale or no
 	// longer proposed.
 	Rebase(ctx context.Context, service string, number int64, by Actor) (Version, error)
+	// ApproveChecksum is Approve of the content the approver reviewed: it
+	// fails with ErrConflict, writing nothing, if the proposal's ruleset no
+	// longer has that checksum (it was revised since). Approval forms
+	// should use it, so that nobody approves one ruleset and has another
+	// published.
+	ApproveChecksum(ctx context.Context, service string, number int64, checksum string, by Actor, comment string) (Version, error)
+	// Revise updates an open proposal in place: the same number and parent,
+	// p's ruleset, reason and evidence, Revision one higher and RevisedAt
+	// now, audited as ActionRevise. p.Author must be the proposal's author
+	// (nobody else, admins included, so the author stays the only one who
+	// wrote the content) with an editor role; p.BaseVersion must be the
+	// proposal's parent (else ErrConflict); p.Service, if set, must be
+	// service; p.Source, if set, must be the proposal's source; AutoApply,
+	// Rebase and Replaces must be unset. When the ruleset changes, the
+	// approvals already given are invalidated (removed, and named in the
+	// audit entry); a revision of reason and evidence alone keeps them.
+	// ErrInvalidState if the version is no longer proposed (approved,
+	// rejected, withdrawn).
+	Revise(ctx context.Context, service string, number int64, p Proposal) (Version, error)
 	// Reject closes a proposal; by needs an approver role of the policy.
 	Reject(ctx context.Context, service string, number int64, by Actor, comment string) (Version, error)
 	// Withdraw closes a proposal on behalf of its author (or an admin).

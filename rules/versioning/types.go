@@ -75,7 +75,9 @@ const (
 	SourceRollback Source = "rollback" // copied from an earlier version
 )
 
-// Version is one immutable, numbered ruleset of a service plus its lifecycle.
+// Version is one numbered ruleset of a service plus its lifecycle. Its
+// content never changes once it is decided; while it is proposed its author
+// may revise it in place (Store.Revise).
 type Version struct {
 	Service string `json:"service"`
 	Number  int64  `json:"number"`
@@ -100,6 +102,12 @@ type Version struct {
 	AutoApplied bool       `json:"auto_applied,omitempty"`
 	Approvals   []Approval `json:"approvals,omitempty"`
 	CreatedAt   time.Time  `json:"created_at"`
+	// Revision counts the revisions of the proposal in place (Store.Revise;
+	// 0: never revised) and RevisedAt is when the last one was made. The
+	// ruleset, checksum, reason and evidence are those of the last
+	// revision; CreatedAt stays when the version was first proposed.
+	Revision  int       `json:"revision,omitempty"`
+	RevisedAt time.Time `json:"revised_at,omitzero"`
 	// DecidedAt, DecidedBy and DecisionComment record the final approval,
 	// rejection or withdrawal.
 	DecidedAt       time.Time `json:"decided_at,omitzero"`
@@ -138,7 +146,7 @@ type Proposal struct {
 	// AutoApply makes an engine proposal go live without approval when the
 	// service's policy allows it (not ManualOnly). Only SourceEngine may ask.
 	AutoApply bool
-	// Replaces, if above 0, names an open proposal of the same service that
+	// Replaces (Propose only), if above 0, names an open proposal of the same service that
 	// this one replaces: it is withdrawn in the same transaction, so a
 	// proposer can keep at most one open proposal per service. The author
 	// must be its author (or an admin).

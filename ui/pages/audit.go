@@ -15,7 +15,7 @@ import (
 var AuditActions = []versioning.Action{
 	versioning.ActionPropose, versioning.ActionApprove, versioning.ActionReject, versioning.ActionWithdraw,
 	versioning.ActionActivate, versioning.ActionAutoApply, versioning.ActionPublish, versioning.ActionRollback,
-	versioning.ActionEmergency, versioning.ActionPolicy, versioning.ActionRebase, versioning.ActionLogin,
+	versioning.ActionEmergency, versioning.ActionPolicy, versioning.ActionRebase, versioning.ActionRevise, versioning.ActionLogin,
 	versioning.ActionLoginFailure, versioning.ActionLogout, versioning.ActionTokenCreate, versioning.ActionTokenRevoke,
 }
 

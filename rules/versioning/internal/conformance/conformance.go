@@ -34,6 +34,9 @@ func Run(t *testing.T, f Factory) {
 		{"EmergencyPublish", testEmergency},
 		{"AutoApply", testAutoApply},
 		{"ReplaceOpenProposal", testReplace},
+		{"Revise", testRevise},
+		{"ReviseRefusals", testReviseRefusals},
+		{"ReviseApproveRace", testReviseApproveRace},
 		{"Diff", testDiff},
 		{"Reads", testReads},
 		{"AuditChainVerifies", testAuditVerifies},
@@ -681,9 +684,25 @@ func testAuditAppendOnly(t *testing.T, f Factory) {
 	}
 	_, err := h.Store.VerifyAudit(ctx)
 	require.NoError(t, err)
-	// Version content is immutable too.
+	// Version content is immutable too: a decided version's always, an
+	// open proposal's except by a revision (the counter going up by one),
+	// provenance always.
 	err = h.Exec(ctx, `UPDATE rule_versions SET content = '{}' WHERE service = 'ao'`)
 	require.ErrorContains(t, err, "immutable")
+	err = h.Exec(ctx, `UPDATE rule_versions SET content = '{}', revision = revision + 1 WHERE service = 'ao'`)
+	require.ErrorContains(t, err, "immutable")
+	p := propose(t, h.Store, "ao", 1, 2)
+	for _, q := range []string{
+		`UPDATE rule_versions SET evidence = '{}' WHERE service = 'ao' AND number = $1`,
+		`UPDATE rule_versions SET reason = 'x', revision = revision + 2 WHERE service = 'ao' AND number = $1`,
+		`UPDATE rule_versions SET author = 'mallory', revision = revision + 1 WHERE service = 'ao' AND number = $1`,
+		`UPDATE rule_versions SET state = 'approved', content = '{}', revision = revision + 1 WHERE service = 'ao' AND number = $1`,
+	} {
+		err = h.Exec(ctx, q, p.Number)
+		require.ErrorContains(t, err, "immutable", q)
+	}
+	require.NoError(t, h.Exec(ctx, `UPDATE rule_versions SET reason = 'revised', revision = revision + 1
+		WHERE service = 'ao' AND number = $1`, p.Number), "an open proposal's revision")
 	err = h.Exec(ctx, `DELETE FROM rule_versions WHERE service = 'ao'`)
 	require.ErrorContains(t, err, "never deleted")
 }

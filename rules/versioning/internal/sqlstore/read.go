@@ -13,7 +13,8 @@ import (
 
 const versionColumns = `v.service, v.number, v.parent, v.state, v.content, v.checksum, v.author, v.source,
 	v.reason, v.evidence, v.rollback_of, v.emergency, v.auto_applied, v.created_at, v.decided_at,
-	v.decided_by, v.decision_comment, v.activated_at, v.superseded_at, v.published_at, s.active_number`
+	v.decided_by, v.decision_comment, v.activated_at, v.superseded_at, v.published_at, v.revision,
+	v.revised_at, s.active_number`
 
 const versionFrom = ` FROM rule_versions v JOIN rule_services s ON s.name = v.service`
 
@@ -35,12 +36,14 @@ func scanVersion(r interface{ Scan(...any) error }) (versionRow, error) {
 		parent, rollbackOf, active                        *int64
 		evidence, decidedBy, comment                      *string
 		decidedAt, activatedAt, supersededAt, publishedAt *time.Time
+		revisedAt                                         *time.Time
+		revision                                          int64
 		state, source                                     string
 	)
 	v := &out.v
 	err := r.Scan(&v.Service, &v.Number, &parent, &state, &out.content, &v.Checksum, &v.Author, &source,
 		&v.Reason, &evidence, &rollbackOf, &v.Emergency, &v.AutoApplied, &v.CreatedAt, &decidedAt,
-		&decidedBy, &comment, &activatedAt, &supersededAt, &publishedAt, &active)
+		&decidedBy, &comment, &activatedAt, &supersededAt, &publishedAt, &revision, &revisedAt, &active)
 	if err != nil {
 		return out, err
 	}
@@ -54,6 +57,7 @@ func scanVersion(r interface{ Scan(...any) error }) (versionRow, error) {
 	v.CreatedAt = v.CreatedAt.UTC()
 	v.DecidedAt, v.ActivatedAt = utc(decidedAt), utc(activatedAt)
 	v.SupersededAt, v.PublishedAt = utc(supersededAt), utc(publishedAt)
+	v.Revision, v.RevisedAt = int(revision), utc(revisedAt)
 	return out, nil
 }
 

@@ -107,7 +107,7 @@ type metrics struct {
 	retries *prometheus.CounterVec
 }
 
-var operations = []string{"propose", "rebase", "approve", "reject", "withdraw", "rollback", "emergency_publish",
+var operations = []string{"propose", "rebase", "revise", "approve", "reject", "withdraw", "rollback", "emergency_publish",
 	"set_policy", "record_audit", "claim_outbox", "mark_outbox_done", "active", "get", "list",
 	"services", "policy", "audit", "verify_audit"}
 

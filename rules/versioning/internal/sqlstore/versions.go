@@ -224,10 +224,23 @@ func (s *Store) openProposal(ctx context.Context, tx Tx, service string, number 
 
 // Approve implements versioning.Store.
 func (s *Store) Approve(ctx context.Context, service string, number int64, by versioning.Actor, comment string) (versioning.Version, error) {
+	return s.approve(ctx, service, number, false, "", by, comment)
+}
+
+// ApproveChecksum implements versioning.Store.
+func (s *Store) ApproveChecksum(ctx context.Context, service string, number int64, checksum string, by versioning.Actor, comment string) (versioning.Version, error) {
+	return s.approve(ctx, service, number, true, checksum, by, comment)
+}
+
+// approve approves a proposal; with reviewed, its ruleset must have checksum.
+func (s *Store) approve(ctx context.Context, service string, number int64, reviewed bool, checksum string, by versioning.Actor, comment string) (versioning.Version, error) {
 	var out versioning.Version
 	err := s.op(ctx, "approve", func(ctx context.Context) error {
 		if err := checkDecision(service, number, by, comment); err != nil {
 			return err
+		}
+		if reviewed && checksum == "" {
+			return &versioning.InputError{Errors: fieldErr("checksum", "is required: the checksum of the ruleset the approver reviewed")}
 		}
 		return s.write(ctx, "approve", func(tx Tx) (bool, error) {
 			svc, err := s.service(ctx, tx, service, true)
@@ -247,6 +260,10 @@ func (s *Store) Approve(ctx context.Context, service string, number int64, by ve
 			}
 			if _, v, err = s.openProposal(ctx, tx, service, number, "approve"); err != nil {
 				return false, err
+			}
+			if reviewed && checksum != v.v.Checksum {
+				return false, fmt.Errorf("%w: version %d of %s was revised since it was reviewed (revision %d, ruleset %s, not %s); review it again",
+					versioning.ErrConflict, number, service, v.v.Revision, v.v.Checksum, checksum)
 			}
 			ap, err := s.approvals(ctx, tx, service, number, number)
 			if err != nil {
@@ -323,6 +340,106 @@ func (s *Store) Rebase(ctx context.Context, service string, number int64, by ver
 				return false, err
 			}
 			out, err = s.reload(ctx, tx, service, n)
+			return false, err
+		})
+	})
+	return out, err
+}
+
+// Revise implements versioning.Store.
+func (s *Store) Revise(ctx context.Context, service string, number int64, p versioning.Proposal) (versioning.Version, error) {
+	var out versioning.Version
+	err := s.op(ctx, "revise", func(ctx context.Context) error {
+		source := p.Source
+		var errs []rules.FieldError
+		if err := versioning.ValidateService(service); err != nil {
+			var ie *versioning.InputError
+			if errors.As(err, &ie) {
+				errs = append(errs, ie.Errors...)
+			}
+		}
+		if number <= 0 {
+			errs = append(errs, fieldErr("number", "must be above 0, got %d", number)...)
+		}
+		if p.Service != "" && p.Service != service {
+			errs = append(errs, fieldErr("service", "%q is not the revised version's service %q", p.Service, service)...)
+		}
+		if p.AutoApply {
+			errs = append(errs, fieldErr("auto_apply", "a revision never applies itself; propose anew instead")...)
+		}
+		if p.Rebase {
+			errs = append(errs, fieldErr("rebase", "a revision keeps the proposal's base; rebase it instead")...)
+		}
+		if p.Replaces != 0 {
+			errs = append(errs, fieldErr("replaces", "a revision replaces nothing, got %d", p.Replaces)...)
+		}
+		if len(errs) > 0 {
+			return &versioning.InputError{Errors: errs}
+		}
+		p.Service = service
+		pp, err := prepare(p)
+		if err != nil {
+			return err
+		}
+		p = pp.p
+		if !p.Author.Has(editors...) {
+			return forbidden(p.Author, "revise rule changes", editors)
+		}
+		return s.write(ctx, "revise", func(tx Tx) (bool, error) {
+			_, old, err := s.openProposal(ctx, tx, service, number, "revise")
+			if err != nil {
+				return false, err
+			}
+			if old.v.Author != p.Author.Name {
+				return false, fmt.Errorf("%w: only the author (%s) may revise version %d of %s; others propose their own",
+					versioning.ErrForbidden, old.v.Author, number, service)
+			}
+			if source != "" && source != old.v.Source {
+				return false, &versioning.InputError{Errors: fieldErr("source",
+					"is %s but version %d of %s came from %s; a revision keeps its source", source, number, service, old.v.Source)}
+			}
+			if p.BaseVersion != old.v.Parent {
+				return false, fmt.Errorf("%w: the revision is based on version %d of %s but version %d was proposed on version %d; propose anew",
+					versioning.ErrConflict, p.BaseVersion, service, number, old.v.Parent)
+			}
+			var evidence *string
+			if len(pp.evidence) > 0 {
+				e := string(pp.evidence)
+				evidence = &e
+			}
+			now := s.now()
+			n, err := tx.Exec(ctx, `UPDATE rule_versions SET content = $3, checksum = $4, reason = $5, evidence = $6,
+				revision = revision + 1, revised_at = $7 WHERE service = $1 AND number = $2 AND state = 'proposed'`,
+				service, number, string(pp.canonical), pp.checksum, p.Reason, evidence, now)
+			if err != nil {
+				return false, err
+			}
+			if n != 1 {
+				return false, fmt.Errorf("%w: version %d of %s changed while being revised", versioning.ErrConflict, number, service)
+			}
+			changed := pp.checksum != old.v.Checksum
+			invalidated := []string{}
+			if changed {
+				ap, err := s.approvals(ctx, tx, service, number, number)
+				if err != nil {
+					return false, err
+				}
+				for _, a := range ap[number] {
+					invalidated = append(invalidated, a.Approver)
+				}
+				if len(invalidated) > 0 {
+					if _, err := tx.Exec(ctx, `DELETE FROM rule_approvals WHERE service = $1 AND number = $2`, service, number); err != nil {
+						return false, err
+					}
+				}
+			}
+			if _, err := s.appendAudit(ctx, tx, p.Author, versioning.ActionRevise, service, number, map[string]any{
+				"revision": old.v.Revision + 1, "old_checksum": old.v.Checksum, "checksum": pp.checksum,
+				"ruleset_changed": changed, "reason": p.Reason, "approvals_invalidated": invalidated,
+			}); err != nil {
+				return false, err
+			}
+			out, err = s.reload(ctx, tx, service, number)
 			return false, err
 		})
 	})
