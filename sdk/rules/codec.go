@@ -157,7 +157,10 @@ func (r *Ruleset) Checksum() (string, error) {
 // ChecksumOf returns "sha256:<hex>" of already canonical bytes.
 func ChecksumOf(canonical []byte) string {
 	sum := sha256.Sum256(canonical)
-	return "sha256:" + hex.EncodeToString(sum[:])
+	var b [len("sha256:") + 2*sha256.Size]byte
+	copy(b[:], "sha256:")
+	hex.Encode(b[len("sha256:"):], sum[:])
+	return string(b[:])
 }
 
 // Clone returns a deep copy.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -206,6 +207,26 @@ func TestDurationDecoding(t *testing.T) {
 		}
 		if tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
 			t.Errorf("%s: err %v, want %q", tt.in, err, tt.err)
+		}
+	}
+}
+
+// TestNameAndHeaderCharsets: the hand-written checks accept exactly what
+// the documented patterns accept.
+func TestNameAndHeaderCharsets(t *testing.T) {
+	nameRE := regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._:/-]*$`)
+	headerRE := regexp.MustCompile(`^[A-Za-z0-9!#$%&'*+.^_` + "`" + `|~-]+$`)
+	var cases []string
+	for c := 0; c < 256; c++ {
+		cases = append(cases, string(rune(c)), "a"+string([]byte{byte(c)}), string([]byte{byte(c)})+"a", "ab"+string([]byte{byte(c)}))
+	}
+	cases = append(cases, "", "checkout", "payments-db", "a.b_c:d/e-f", "-x", ".x", "X-Api-Key", "X Key", "é", "a\x00")
+	for _, v := range cases {
+		if got, want := validName(v), nameRE.MatchString(v); got != want {
+			t.Errorf("validName(%q) = %v, the pattern says %v", v, got, want)
+		}
+		if got, want := validHeader(v), headerRE.MatchString(v); got != want {
+			t.Errorf("validHeader(%q) = %v, the pattern says %v", v, got, want)
 		}
 	}
 }

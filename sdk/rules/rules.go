@@ -308,7 +308,10 @@ func (d Duration) D() time.Duration { return time.Duration(d) }
 
 // MarshalJSON encodes the duration as a string.
 func (d Duration) MarshalJSON() ([]byte, error) {
-	return json.Marshal(time.Duration(d).String())
+	// The text is digits, letters, '.', '-' and 'µ': nothing to escape.
+	s := time.Duration(d).String()
+	b := make([]byte, 0, len(s)+2)
+	return append(append(append(b, '"'), s...), '"'), nil
 }
 
 // UnmarshalJSON accepts a duration string such as "150ms" or "2s".

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -61,11 +61,40 @@ const (
 )
 
 var (
-	nameRE    = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._:/-]*$`)
-	headerRE  = regexp.MustCompile(`^[A-Za-z0-9!#$%&'*+.^_` + "`" + `|~-]+$`)
-	methodSet = map[string]bool{"GET": true, "HEAD": true, "POST": true, "PUT": true, "PATCH": true,
-		"DELETE": true, "OPTIONS": true, "CONNECT": true, "TRACE": true}
+	methodList = [...]string{"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT", "TRACE"}
+	anyMethod  = []string{"*"}
 )
+
+// validName reports whether v matches ^[a-zA-Z0-9][a-zA-Z0-9._:/-]*$.
+func validName(v string) bool {
+	for i := 0; i < len(v); i++ {
+		switch ch := v[i]; {
+		case 'a' <= ch && ch <= 'z', 'A' <= ch && ch <= 'Z', '0' <= ch && ch <= '9':
+		case i > 0 && (ch == '.' || ch == '_' || ch == ':' || ch == '/' || ch == '-'):
+		default:
+			return false
+		}
+	}
+	return v != ""
+}
+
+// validHeader reports whether v is an HTTP token (RFC 9110), a valid header
+// name.
+func validHeader(v string) bool {
+	for i := 0; i < len(v); i++ {
+		switch ch := v[i]; {
+		case 'a' <= ch && ch <= 'z', 'A' <= ch && ch <= 'Z', '0' <= ch && ch <= '9':
+		case strings.IndexByte("!#$%&'*+.^_`|~-", ch) >= 0:
+		default:
+			return false
+		}
+	}
+	return v != ""
+}
+
+// matchKey is a method (or "*") and a path prefix that two routes must not
+// share.
+type matchKey struct{ method, prefix string }
 
 type checker struct{ errs []FieldError }
 
@@ -73,65 +102,65 @@ func (c *checker) add(field, format string, args ...any) {
 	c.errs = append(c.errs, FieldError{Field: field, Problem: fmt.Sprintf(format, args...)})
 }
 
-func (c *checker) name(field, v string) {
+func (c *checker) name(f, sub, v string) {
 	switch {
 	case v == "":
-		c.add(field, "is required")
+		c.add(f+sub, "is required")
 	case len(v) > MaxNameLen:
-		c.add(field, "is longer than %d characters", MaxNameLen)
-	case !nameRE.MatchString(v):
-		c.add(field, "%q may contain only letters, digits and . _ : / - and must start with a letter or digit", v)
+		c.add(f+sub, "is longer than %d characters", MaxNameLen)
+	case !validName(v):
+		c.add(f+sub, "%q may contain only letters, digits and . _ : / - and must start with a letter or digit", v)
 	}
 }
 
-func (c *checker) header(field, v string) {
-	if v != "" && !headerRE.MatchString(v) {
-		c.add(field, "%q is not a valid header name", v)
+func (c *checker) header(f, sub, v string) {
+	if v != "" && !validHeader(v) {
+		c.add(f+sub, "%q is not a valid header name", v)
 	}
 }
 
-func (c *checker) ratio(field string, v float64, allowOne bool) {
+func (c *checker) ratio(f, sub string, v float64, allowOne bool) {
 	switch {
 	case math.IsNaN(v) || math.IsInf(v, 0):
-		c.add(field, "must be a finite number")
+		c.add(f+sub, "must be a finite number")
 	case v < 0:
-		c.add(field, "must not be negative, got %v", v)
+		c.add(f+sub, "must not be negative, got %v", v)
 	case v > 1 || (!allowOne && v == 1):
-		c.add(field, "must be below %s, got %v", map[bool]string{true: "or equal to 1", false: "1"}[allowOne], v)
+		c.add(f+sub, "must be below %s, got %v", map[bool]string{true: "or equal to 1", false: "1"}[allowOne], v)
 	}
 }
 
-func (c *checker) positive(field string, v float64) {
+func (c *checker) positive(f, sub string, v float64) {
 	if math.IsNaN(v) || math.IsInf(v, 0) || v <= 0 {
-		c.add(field, "must be a finite number above 0, got %v", v)
+		c.add(f+sub, "must be a finite number above 0, got %v", v)
 	}
 }
 
-func (c *checker) nonNegInt(field string, v, max int) {
+func (c *checker) nonNegInt(f, sub string, v, max int) {
 	if v < 0 {
-		c.add(field, "must not be negative, got %d", v)
+		c.add(f+sub, "must not be negative, got %d", v)
 	} else if v > max {
-		c.add(field, "must be at most %d, got %d", max, v)
+		c.add(f+sub, "must be at most %d, got %d", max, v)
 	}
 }
 
-func (c *checker) duration(field string, d Duration, max time.Duration) {
+func (c *checker) duration(f, sub string, d Duration, max time.Duration) {
 	if d < 0 {
-		c.add(field, "must not be negative, got %s", d.D())
+		c.add(f+sub, "must not be negative, got %s", d.D())
 	} else if d.D() > max {
-		c.add(field, "must be at most %s, got %s", max, d.D())
+		c.add(f+sub, "must be at most %s, got %s", max, d.D())
 	}
 }
 
-func (c *checker) mode(field string, m Mode) {
+func (c *checker) mode(f, sub string, m Mode) {
 	if m != "" && m != ModeEnforce && m != ModeShadow {
-		c.add(field, "must be %q or %q, got %q", ModeEnforce, ModeShadow, m)
+		c.add(f+sub, "must be %q or %q, got %q", ModeEnforce, ModeShadow, m)
 	}
 }
 
-func (c *checker) class(field string, v Class) {
+func (c *checker) class(f, sub string, v Class) {
 	if v.Rank() < 0 {
-		c.add(field, "must be one of critical, core, browse, batch, got %q", v)
+		c.add(f+sub, "must be one of critical, core, browse, batch, got %q", v)
 	}
 }
 
@@ -142,47 +171,46 @@ func (r *Ruleset) Validate() error {
 		return &ValidationError{Errors: []FieldError{{Field: "", Problem: "ruleset is empty"}}}
 	}
 	c := &checker{}
-	c.name("service", r.Service)
+	c.name("service", "", r.Service)
 	if p := r.Priority; p != nil {
-		c.header("priority.header", p.Header)
-		c.header("priority.user_header", p.UserHeader)
+		c.header("priority.header", "", p.Header)
+		c.header("priority.user_header", "", p.UserHeader)
 		for k, v := range p.Levels {
-			f := "priority.levels." + k
-			if n, err := strconv.Atoi(k); err != nil || n < 0 || n > 9 || len(k) != 1 {
-				c.add(f, "key must be a digit 0-9")
+			if len(k) != 1 || k[0] < '0' || k[0] > '9' {
+				c.add("priority.levels."+k, "key must be a digit 0-9")
 			}
-			c.class(f, v)
+			c.class("priority.levels.", k, v)
 		}
 		for k, v := range p.Aliases {
-			f := "priority.aliases." + k
 			if k == "" || len(k) > MaxNameLen {
-				c.add(f, "alias must be 1 to %d characters", MaxNameLen)
+				c.add("priority.aliases."+k, "alias must be 1 to %d characters", MaxNameLen)
 			}
-			c.class(f, v)
+			c.class("priority.aliases.", k, v)
 		}
 		if p.Default != "" {
-			c.class("priority.default", p.Default)
+			c.class("priority.default", "", p.Default)
 		}
 	}
 	if len(r.Routes) > MaxRoutes {
 		c.add("routes", "has %d entries, at most %d allowed", len(r.Routes), MaxRoutes)
 	}
-	names := map[string]int{}
-	matches := map[string]int{}
-	for i, rt := range r.Routes {
-		f := fmt.Sprintf("routes[%d]", i)
-		c.name(f+".name", rt.Name)
+	names := make(map[string]int, len(r.Routes))
+	matches := make(map[matchKey]int, len(r.Routes))
+	for i := range r.Routes {
+		rt := &r.Routes[i]
+		f := "routes[" + strconv.Itoa(i) + "]"
+		c.name(f, ".name", rt.Name)
 		if j, dup := names[rt.Name]; dup && rt.Name != "" {
 			c.add(f+".name", "%q is already used by routes[%d]", rt.Name, j)
 		}
 		names[rt.Name] = i
-		c.route(f, &rt)
+		c.route(f, rt)
 		methods := rt.Match.Methods
 		if len(methods) == 0 {
-			methods = []string{"*"}
+			methods = anyMethod
 		}
 		for _, m := range methods {
-			key := m + " " + rt.Match.PathPrefix
+			key := matchKey{m, rt.Match.PathPrefix}
 			if j, dup := matches[key]; dup {
 				c.add(f+".match", "matches the same requests (%s %s) as routes[%d]", m, rt.Match.PathPrefix, j)
 			}
@@ -192,15 +220,16 @@ func (r *Ruleset) Validate() error {
 	if len(r.Downstreams) > MaxDownstreams {
 		c.add("downstreams", "has %d entries, at most %d allowed", len(r.Downstreams), MaxDownstreams)
 	}
-	dnames := map[string]int{}
-	for i, d := range r.Downstreams {
-		f := fmt.Sprintf("downstreams[%d]", i)
-		c.name(f+".name", d.Name)
+	dnames := make(map[string]int, len(r.Downstreams))
+	for i := range r.Downstreams {
+		d := &r.Downstreams[i]
+		f := "downstreams[" + strconv.Itoa(i) + "]"
+		c.name(f, ".name", d.Name)
 		if j, dup := dnames[d.Name]; dup && d.Name != "" {
 			c.add(f+".name", "%q is already used by downstreams[%d]", d.Name, j)
 		}
 		dnames[d.Name] = i
-		c.downstream(f, &d)
+		c.downstream(f, d)
 	}
 	if len(c.errs) == 0 {
 		return nil
@@ -211,74 +240,76 @@ func (r *Ruleset) Validate() error {
 const maxPeriod = 7 * 24 * time.Hour
 
 func (c *checker) route(f string, rt *Route) {
-	c.mode(f+".mode", rt.Mode)
+	c.mode(f, ".mode", rt.Mode)
 	p := rt.Match.PathPrefix
 	if p == "" || p[0] != '/' {
 		c.add(f+".match.path_prefix", "must start with \"/\", got %q", p)
 	} else if len(p) > 1024 {
 		c.add(f+".match.path_prefix", "is longer than 1024 characters")
 	}
-	seen := map[string]bool{}
+	var seen uint16 // bit k: methodList[k] already listed
 	for j, m := range rt.Match.Methods {
-		if !methodSet[m] {
+		k := slices.Index(methodList[:], m)
+		if k < 0 {
 			c.add(fmt.Sprintf("%s.match.methods[%d]", f, j), "%q is not an upper-case HTTP method", m)
 		}
-		if seen[m] {
+		if (k >= 0 && seen&(1<<k) != 0) || (k < 0 && slices.Contains(rt.Match.Methods[:j], m)) {
 			c.add(fmt.Sprintf("%s.match.methods[%d]", f, j), "%q is listed twice", m)
 		}
-		seen[m] = true
+		if k >= 0 {
+			seen |= 1 << k
+		}
 	}
 	if rl := rt.RateLimit; rl != nil {
-		c.positive(f+".rate_limit.rate", rl.Rate)
-		c.nonNegInt(f+".rate_limit.burst", rl.Burst, 1<<30)
+		c.positive(f, ".rate_limit.rate", rl.Rate)
+		c.nonNegInt(f, ".rate_limit.burst", rl.Burst, 1<<30)
 	}
 	for j, k := range rt.KeyRateLimits {
 		kf := fmt.Sprintf("%s.key_rate_limits[%d]", f, j)
-		if k.Key != "ip" && !(strings.HasPrefix(k.Key, "header:") && headerRE.MatchString(strings.TrimPrefix(k.Key, "header:"))) {
+		if k.Key != "ip" && !(strings.HasPrefix(k.Key, "header:") && validHeader(strings.TrimPrefix(k.Key, "header:"))) {
 			c.add(kf+".key", "must be \"ip\" or \"header:<Name>\", got %q", k.Key)
 		}
-		c.positive(kf+".rate", k.Rate)
-		c.nonNegInt(kf+".burst", k.Burst, 1<<30)
-		c.nonNegInt(kf+".max_keys", k.MaxKeys, 1<<20)
+		c.positive(kf, ".rate", k.Rate)
+		c.nonNegInt(kf, ".burst", k.Burst, 1<<30)
+		c.nonNegInt(kf, ".max_keys", k.MaxKeys, 1<<20)
 	}
 	if cc := rt.Concurrency; cc != nil {
-		cf := f + ".concurrency"
 		switch cc.Algorithm {
 		case "", AlgorithmGradient, AlgorithmLittle, AlgorithmFixed:
 		default:
-			c.add(cf+".algorithm", "must be gradient, little or fixed, got %q", cc.Algorithm)
+			c.add(f+".concurrency.algorithm", "must be gradient, little or fixed, got %q", cc.Algorithm)
 		}
-		c.nonNegInt(cf+".initial", cc.Initial, 1<<20)
-		c.nonNegInt(cf+".min", cc.Min, 1<<20)
-		c.nonNegInt(cf+".max", cc.Max, 1<<20)
+		c.nonNegInt(f, ".concurrency.initial", cc.Initial, 1<<20)
+		c.nonNegInt(f, ".concurrency.min", cc.Min, 1<<20)
+		c.nonNegInt(f, ".concurrency.max", cc.Max, 1<<20)
 		if cc.Min > 0 && cc.Max > 0 && cc.Min > cc.Max {
-			c.add(cf+".min", "(%d) must not exceed max (%d)", cc.Min, cc.Max)
+			c.add(f+".concurrency.min", "(%d) must not exceed max (%d)", cc.Min, cc.Max)
 		}
 		if cc.Initial > 0 && cc.Max > 0 && cc.Initial > cc.Max {
-			c.add(cf+".initial", "(%d) must not exceed max (%d)", cc.Initial, cc.Max)
+			c.add(f+".concurrency.initial", "(%d) must not exceed max (%d)", cc.Initial, cc.Max)
 		}
 		if cc.Initial > 0 && cc.Min > 0 && cc.Initial < cc.Min {
-			c.add(cf+".initial", "(%d) must not be below min (%d)", cc.Initial, cc.Min)
+			c.add(f+".concurrency.initial", "(%d) must not be below min (%d)", cc.Initial, cc.Min)
 		}
 		if cc.Algorithm == AlgorithmFixed && cc.Max == 0 {
-			c.add(cf+".max", "is required for the fixed algorithm")
+			c.add(f+".concurrency.max", "is required for the fixed algorithm")
 		}
 		if cc.Tolerance != 0 {
 			if math.IsNaN(cc.Tolerance) || cc.Tolerance < 0 || cc.Tolerance > 10 {
-				c.add(cf+".tolerance", "must be between 0 and 10, got %v", cc.Tolerance)
+				c.add(f+".concurrency.tolerance", "must be between 0 and 10, got %v", cc.Tolerance)
 			}
 		}
-		c.duration(cf+".probe_interval", cc.ProbeInterval, 24*time.Hour)
+		c.duration(f, ".concurrency.probe_interval", cc.ProbeInterval, 24*time.Hour)
 		if cc.ProbeInterval > 0 && cc.ProbeInterval.D() < time.Second {
-			c.add(cf+".probe_interval", "must be at least 1s, got %s", cc.ProbeInterval.D())
+			c.add(f+".concurrency.probe_interval", "must be at least 1s, got %s", cc.ProbeInterval.D())
 		}
 		if cc.Algorithm == AlgorithmFixed {
 			// The fixed limit is Max from the start: the adaptive knobs do nothing.
 			if cc.Tolerance != 0 {
-				c.add(cf+".tolerance", "has no effect with the fixed algorithm")
+				c.add(f+".concurrency.tolerance", "has no effect with the fixed algorithm")
 			}
 			if cc.ProbeInterval != 0 {
-				c.add(cf+".probe_interval", "has no effect with the fixed algorithm")
+				c.add(f+".concurrency.probe_interval", "has no effect with the fixed algorithm")
 			}
 		}
 	}
@@ -286,8 +317,8 @@ func (c *checker) route(f string, rt *Route) {
 		if rt.Concurrency == nil {
 			c.add(f+".shedding", "needs concurrency: shedding divides the route's concurrency limit between the classes")
 		}
-		c.ratio(f+".shedding.reserved", s.Reserved, false)
-		c.duration(f+".shedding.rotate_every", s.RotateEvery, maxPeriod)
+		c.ratio(f, ".shedding.reserved", s.Reserved, false)
+		c.duration(f, ".shedding.rotate_every", s.RotateEvery, maxPeriod)
 		if s.RotateEvery != 0 && !s.ConsistentUsers {
 			c.add(f+".shedding.rotate_every", "needs consistent_users: it rotates which users are shed first")
 		}
@@ -296,24 +327,24 @@ func (c *checker) route(f string, rt *Route) {
 		if rt.Concurrency == nil {
 			c.add(f+".queue", "needs concurrency: requests wait in the queue for a slot under the route's concurrency limit")
 		}
-		c.duration(f+".queue.target", q.Target, time.Minute)
-		c.duration(f+".queue.interval", q.Interval, time.Minute)
-		c.nonNegInt(f+".queue.max_length", q.MaxLength, 1<<16)
+		c.duration(f, ".queue.target", q.Target, time.Minute)
+		c.duration(f, ".queue.interval", q.Interval, time.Minute)
+		c.nonNegInt(f, ".queue.max_length", q.MaxLength, 1<<16)
 	}
 	if w := rt.WarmUp; w != nil {
 		if rt.RateLimit == nil && len(rt.KeyRateLimits) == 0 && rt.Concurrency == nil {
 			c.add(f+".warm_up", "needs rate_limit, key_rate_limits or concurrency: it ramps those limits and the route has none")
 		}
 		if w.InitialFraction != 0 {
-			c.ratio(f+".warm_up.initial_fraction", w.InitialFraction, false)
+			c.ratio(f, ".warm_up.initial_fraction", w.InitialFraction, false)
 		}
 		if w.Period <= 0 {
 			c.add(f+".warm_up.period", "is required and must be above 0")
 		}
-		c.duration(f+".warm_up.period", w.Period, 24*time.Hour)
+		c.duration(f, ".warm_up.period", w.Period, 24*time.Hour)
 	}
 	if e := rt.Exempt; e != nil {
-		c.header(f+".exempt.caller_header", e.CallerHeader)
+		c.header(f, ".exempt.caller_header", e.CallerHeader)
 		if e.CallerHeader != "" && len(e.Callers) == 0 {
 			c.add(f+".exempt.caller_header", "needs exempt.callers: the header is read only to match them")
 		}
@@ -331,33 +362,32 @@ func (c *checker) route(f string, rt *Route) {
 }
 
 func (c *checker) downstream(f string, d *Downstream) {
-	c.mode(f+".mode", d.Mode)
-	c.duration(f+".timeout", d.Timeout, time.Hour)
+	c.mode(f, ".mode", d.Mode)
+	c.duration(f, ".timeout", d.Timeout, time.Hour)
 	if b := d.Breaker; b != nil {
-		bf := f + ".breaker"
 		if b.Kind != "" && b.Kind != BreakerKindBreaker && b.Kind != BreakerKindThrottle {
-			c.add(bf+".kind", "must be breaker or throttle, got %q", b.Kind)
+			c.add(f+".breaker.kind", "must be breaker or throttle, got %q", b.Kind)
 		}
-		c.duration(bf+".window", b.Window, time.Hour)
+		c.duration(f, ".breaker.window", b.Window, time.Hour)
 		if b.Window > 0 && b.Window.D() < 100*time.Millisecond {
-			c.add(bf+".window", "must be at least 100ms, got %s", b.Window.D())
+			c.add(f+".breaker.window", "must be at least 100ms, got %s", b.Window.D())
 		}
-		c.nonNegInt(bf+".min_calls", b.MinCalls, 1<<20)
+		c.nonNegInt(f, ".breaker.min_calls", b.MinCalls, 1<<20)
 		if b.ErrorRatio != 0 {
-			c.ratio(bf+".error_ratio", b.ErrorRatio, true)
+			c.ratio(f, ".breaker.error_ratio", b.ErrorRatio, true)
 		}
 		if b.SlowCallRatio != 0 {
-			c.ratio(bf+".slow_call_ratio", b.SlowCallRatio, true)
+			c.ratio(f, ".breaker.slow_call_ratio", b.SlowCallRatio, true)
 		}
-		c.duration(bf+".slow_call", b.SlowCall, time.Hour)
-		c.duration(bf+".open_base", b.OpenBase, time.Hour)
-		c.duration(bf+".open_max", b.OpenMax, 24*time.Hour)
+		c.duration(f, ".breaker.slow_call", b.SlowCall, time.Hour)
+		c.duration(f, ".breaker.open_base", b.OpenBase, time.Hour)
+		c.duration(f, ".breaker.open_max", b.OpenMax, 24*time.Hour)
 		if b.OpenBase > 0 && b.OpenMax > 0 && b.OpenBase > b.OpenMax {
-			c.add(bf+".open_base", "(%s) must not exceed open_max (%s)", b.OpenBase.D(), b.OpenMax.D())
+			c.add(f+".breaker.open_base", "(%s) must not exceed open_max (%s)", b.OpenBase.D(), b.OpenMax.D())
 		}
-		c.nonNegInt(bf+".half_open_probes", b.HalfOpenProbes, 1000)
+		c.nonNegInt(f, ".breaker.half_open_probes", b.HalfOpenProbes, 1000)
 		if b.K != 0 && (math.IsNaN(b.K) || b.K < 1 || b.K > 100) {
-			c.add(bf+".k", "must be between 1 and 100, got %v", b.K)
+			c.add(f+".breaker.k", "must be between 1 and 100, got %v", b.K)
 		}
 		if b.Kind == BreakerKindThrottle {
 			// The throttle counts requests and accepts over Window and
@@ -369,26 +399,25 @@ func (c *checker) downstream(f string, d *Downstream) {
 				{"slow_call", b.SlowCall != 0}, {"open_base", b.OpenBase != 0}, {"open_max", b.OpenMax != 0},
 				{"half_open_probes", b.HalfOpenProbes != 0}} {
 				if x.set {
-					c.add(bf+"."+x.name, "has no effect with kind throttle (it uses window and k)")
+					c.add(f+".breaker."+x.name, "has no effect with kind throttle (it uses window and k)")
 				}
 			}
 		} else if b.K != 0 && (b.Kind == "" || b.Kind == BreakerKindBreaker) {
-			c.add(bf+".k", "has effect only with kind throttle")
+			c.add(f+".breaker.k", "has effect only with kind throttle")
 		}
 	}
 	if r := d.Retry; r != nil {
-		rf := f + ".retry"
-		c.nonNegInt(rf+".max_attempts", r.MaxAttempts, 100)
-		c.duration(rf+".base_backoff", r.BaseBackoff, time.Minute)
-		c.duration(rf+".max_backoff", r.MaxBackoff, time.Hour)
+		c.nonNegInt(f, ".retry.max_attempts", r.MaxAttempts, 100)
+		c.duration(f, ".retry.base_backoff", r.BaseBackoff, time.Minute)
+		c.duration(f, ".retry.max_backoff", r.MaxBackoff, time.Hour)
 		if r.BaseBackoff > 0 && r.MaxBackoff > 0 && r.BaseBackoff > r.MaxBackoff {
-			c.add(rf+".base_backoff", "(%s) must not exceed max_backoff (%s)", r.BaseBackoff.D(), r.MaxBackoff.D())
+			c.add(f+".retry.base_backoff", "(%s) must not exceed max_backoff (%s)", r.BaseBackoff.D(), r.MaxBackoff.D())
 		}
 		if r.Budget != 0 {
-			c.ratio(rf+".budget", r.Budget, true)
+			c.ratio(f, ".retry.budget", r.Budget, true)
 		}
 		if r.MinPerSecond != 0 && (math.IsNaN(r.MinPerSecond) || r.MinPerSecond < 0 || r.MinPerSecond > 1e6) {
-			c.add(rf+".min_per_second", "must be between 0 and 1000000, got %v", r.MinPerSecond)
+			c.add(f+".retry.min_per_second", "must be between 0 and 1000000, got %v", r.MinPerSecond)
 		}
 	}
 	if b := d.Bulkhead; b != nil {
@@ -397,7 +426,7 @@ func (c *checker) downstream(f string, d *Downstream) {
 		}
 	}
 	if b := d.Balancer; b != nil {
-		c.duration(f+".balancer.decay", b.Decay, time.Hour)
-		c.duration(f+".balancer.slow_start", b.SlowStart, time.Hour)
+		c.duration(f, ".balancer.decay", b.Decay, time.Hour)
+		c.duration(f, ".balancer.slow_start", b.SlowStart, time.Hour)
 	}
 }
