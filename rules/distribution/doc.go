@@ -15,6 +15,21 @@
 // before it marked the row done leaves the row to the next relay, which
 // publishes it exactly once.
 //
+// A version that cannot be published as it is, is given up on instead of
+// retried: a value larger than the server accepts (the connection's
+// max_payload less KVHeaderRoom; Publisher refuses it with a *TooLargeError
+// naming the service, version, size and limit) or a row whose payload is
+// not its version's envelope. The relay logs it once at error level, counts
+// it (governor_distribution_relay_rows_total{outcome="undeliverable"},
+// governor_distribution_relay_undeliverable_rows), tells
+// RelayOptions.OnUndeliverable and lists it in Relay.Undeliverable; the row
+// stays pending in the store and is skipped when claimed again, until a
+// newer version of the service is published (the row is then marked done as
+// superseded) or the server's max_payload grows. The sizes fit by
+// construction: a store accepts rulesets of at most rules.MaxBytes, whose
+// envelope (rules.MaxEnvelopeBytes) and canary record (watch.MaxCanaryBytes)
+// fit a server with the default max_payload of 1 MiB.
+//
 // # Staged rollout
 //
 // Publisher.StartCanary writes a version to the service's canary key with a

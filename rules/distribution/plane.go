@@ -33,6 +33,9 @@ type PlaneOptions struct {
 	Lease time.Duration
 	Sweep time.Duration
 	Stage func(ctx context.Context, item versioning.OutboxItem) (*watch.Selector, error)
+	// OnUndeliverable goes to the Relay: it hears once of every row the
+	// relay gives up on (Plane.Undeliverable lists them).
+	OnUndeliverable func(ctx context.Context, u Undeliverable)
 	// Replicas of the bucket (3 on a production cluster); default 1.
 	Replicas int
 	// Grace and GoneAfter go to the Ledger (LedgerOptions).
@@ -70,7 +73,8 @@ func NewPlane(ctx context.Context, o PlaneOptions) (*Plane, error) {
 		return nil, err
 	}
 	relay, err := NewRelay(RelayOptions{Outbox: o.Outbox, Publisher: pub, Wake: o.Wake, Batch: o.Batch, Lease: o.Lease,
-		Sweep: o.Sweep, Stage: o.Stage, OnPublished: ledger.Published, Clock: o.Clock, Logger: o.Logger, Registerer: o.Registerer})
+		Sweep: o.Sweep, Stage: o.Stage, OnPublished: ledger.Published, OnUndeliverable: o.OnUndeliverable,
+		Clock: o.Clock, Logger: o.Logger, Registerer: o.Registerer})
 	if err != nil {
 		return nil, err
 	}
@@ -82,6 +86,11 @@ func (p *Plane) Publisher() *Publisher { return p.pub }
 
 // Ledger returns the ledger.
 func (p *Plane) Ledger() *Ledger { return p.ledger }
+
+// Undeliverable lists the outbox rows the relay gave up on: versions too
+// large for the NATS server or with an invalid payload, not published and
+// not retried (Relay.Undeliverable).
+func (p *Plane) Undeliverable() []Undeliverable { return p.relay.Undeliverable() }
 
 // Run runs the relay and the ledger until ctx ends.
 func (p *Plane) Run(ctx context.Context) error {

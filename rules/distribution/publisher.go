@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"governor.dev/governor/sdk/rules"
@@ -26,7 +27,35 @@ var (
 	ErrStale = errors.New("distribution: not newer than the stable version")
 	// ErrUnavailable: NATS could not be reached or refused the operation.
 	ErrUnavailable = errors.New("distribution: unavailable")
+	// ErrTooLarge: the value is larger than the NATS server accepts (wrapped
+	// together with ErrInvalid in a *TooLargeError). Retrying does not help.
+	ErrTooLarge = errors.New("distribution: larger than the NATS max payload")
 )
+
+// KVHeaderRoom is the part of the server's max_payload kept for the headers
+// of a KV write (the expected revision, about 70 bytes); the value may use
+// the rest.
+const KVHeaderRoom = 512
+
+// TooLargeError says which version did not fit the server, by how much.
+type TooLargeError struct {
+	Service string
+	Version int64
+	// Key is the KV key the value was meant for.
+	Key string
+	// Size is the value's size in bytes; Limit the most the server accepts
+	// for a value (its max_payload, MaxPayload, less KVHeaderRoom).
+	Size, Limit int
+	MaxPayload  int64
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("%s: %s version %d is %d bytes for key %s, at most %d fit the server's max_payload of %d bytes",
+		ErrTooLarge, e.Service, e.Version, e.Size, e.Key, e.Limit, e.MaxPayload)
+}
+
+// Unwrap makes errors.Is true for ErrTooLarge and ErrInvalid.
+func (e *TooLargeError) Unwrap() []error { return []error{ErrTooLarge, ErrInvalid} }
 
 // PublisherOptions configure the KV bucket.
 type PublisherOptions struct {
@@ -50,6 +79,7 @@ func DefaultPublisherOptions() PublisherOptions {
 // Publisher writes versions to the KV bucket keyed by service.
 type Publisher struct {
 	kv    jetstream.KeyValue
+	nc    *nats.Conn // for the server's max_payload; nil if unknown
 	names watch.Names
 	opts  PublisherOptions
 }
@@ -89,7 +119,31 @@ func NewPublisher(ctx context.Context, js jetstream.JetStream, opts PublisherOpt
 	if err != nil {
 		return nil, fmt.Errorf("%w: bucket %s: %w", ErrUnavailable, opts.Names.Bucket(), err)
 	}
-	return &Publisher{kv: kv, names: opts.Names, opts: opts}, nil
+	return &Publisher{kv: kv, nc: js.Conn(), names: opts.Names, opts: opts}, nil
+}
+
+// MaxValueBytes returns the largest value the connected server accepts in
+// one KV write (its max_payload less KVHeaderRoom), or 0 while that is not
+// known (never connected).
+func (p *Publisher) MaxValueBytes() int {
+	if p.nc == nil {
+		return 0
+	}
+	mp := p.nc.MaxPayload()
+	if mp <= 0 {
+		return 0
+	}
+	return int(max(mp-KVHeaderRoom, 0))
+}
+
+// fits refuses a value the server would refuse, with a *TooLargeError.
+func (p *Publisher) fits(env *rules.Envelope, key string, size int) error {
+	limit := p.MaxValueBytes()
+	if limit == 0 || size <= limit {
+		return nil
+	}
+	return &TooLargeError{Service: env.Service, Version: env.Version, Key: key, Size: size, Limit: limit,
+		MaxPayload: p.nc.MaxPayload()}
 }
 
 // Names returns the names in use.
@@ -98,7 +152,8 @@ func (p *Publisher) Names() watch.Names { return p.names }
 // Publish writes the envelope (the verbatim outbox payload) to the service's
 // stable key unless the key already holds this or a newer version. It is
 // safe against concurrent publishers: the write is a compare-and-set on the
-// key's revision.
+// key's revision. A payload larger than the server accepts (MaxValueBytes)
+// is refused with a *TooLargeError before anything is written.
 func (p *Publisher) Publish(ctx context.Context, payload []byte) (Outcome, *rules.Envelope, error) {
 	env, err := rules.DecodeEnvelope(payload)
 	if err != nil {
@@ -109,7 +164,7 @@ func (p *Publisher) Publish(ctx context.Context, payload []byte) (Outcome, *rule
 }
 
 // put writes value under key if the key holds no envelope of this or a newer
-// version.
+// version and the value fits the server.
 func (p *Publisher) put(ctx context.Context, key string, env *rules.Envelope, value []byte) (Outcome, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
 	defer cancel()
@@ -137,6 +192,9 @@ func (p *Publisher) put(ctx context.Context, key string, env *rules.Envelope, va
 						ErrConflict, env.Service, env.Version, have.Checksum, env.Checksum)
 				}
 			}
+		}
+		if err := p.fits(env, key, len(value)); err != nil {
+			return "", err
 		}
 		if rev == 0 {
 			_, err = p.kv.Create(ctx, key, value)
@@ -200,7 +258,8 @@ func (p *Publisher) Canary(ctx context.Context, service string) (*watch.Canary, 
 }
 
 // StartCanary stages the envelope to the instances sel picks. The version
-// must be newer than the stable one; a running canary of the service is
+// must be newer than the stable one, and the canary record must fit the
+// server (else a *TooLargeError); a running canary of the service is
 // replaced.
 func (p *Publisher) StartCanary(ctx context.Context, payload []byte, sel watch.Selector) (*rules.Envelope, error) {
 	env, err := rules.DecodeEnvelope(payload)
@@ -221,6 +280,9 @@ func (p *Publisher) StartCanary(ctx context.Context, payload []byte, sel watch.S
 	value, err := watch.EncodeCanary(&watch.Canary{Selector: sel, Envelope: env})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if err := p.fits(env, p.names.CanaryKey(env.Service), len(value)); err != nil {
+		return nil, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
 	defer cancel()

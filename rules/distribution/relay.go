@@ -1,6 +1,7 @@
 package distribution
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,9 +45,12 @@ type RelayOptions struct {
 	// already there), before the row is marked done; the Ledger's Published
 	// fits.
 	OnPublished func(ctx context.Context, env *rules.Envelope, canary *watch.Selector) error
-	Clock       clock.Clock
-	Logger      *slog.Logger
-	Registerer  prometheus.Registerer
+	// OnUndeliverable is called once when the relay gives up on a row (see
+	// Undeliverable).
+	OnUndeliverable func(ctx context.Context, u Undeliverable)
+	Clock           clock.Clock
+	Logger          *slog.Logger
+	Registerer      prometheus.Registerer
 }
 
 // DefaultRelayOptions returns the defaults of the optional fields.
@@ -55,6 +59,10 @@ func DefaultRelayOptions() RelayOptions {
 		Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler)}
 }
 
+// errBadRow marks a row whose payload is not a valid envelope of the row's
+// service and version: retrying cannot help.
+var errBadRow = errors.New("payload is not the row's envelope")
+
 // Relay moves outbox rows to NATS.
 type Relay struct {
 	o RelayOptions
@@ -62,13 +70,44 @@ type Relay struct {
 
 	mu    sync.Mutex
 	retry []versioning.OutboxItem // rows whose publication failed, still leased
+	dead  map[int64]Undeliverable // rows given up on, by outbox id
 }
 
 type relayMetrics struct {
-	rows      *prometheus.CounterVec // outcome
-	failures  *prometheus.CounterVec // stage
-	passes    prometheus.Counter
-	lastBatch prometheus.Gauge
+	rows          *prometheus.CounterVec // outcome
+	failures      *prometheus.CounterVec // stage
+	passes        prometheus.Counter
+	lastBatch     prometheus.Gauge
+	undeliverable prometheus.Gauge
+}
+
+// Reasons a row is undeliverable.
+const (
+	// ReasonTooLarge: the value is larger than the server's max_payload
+	// allows (Size and Limit say by how much).
+	ReasonTooLarge = "too_large"
+	// ReasonInvalid: the row's payload is not a valid envelope of the row's
+	// service and version.
+	ReasonInvalid = "invalid"
+)
+
+// Undeliverable is an outbox row the relay gave up on because retrying
+// cannot help: the version is not published, the row stays pending in the
+// store, and the relay does not try it again (it only looks again when a
+// claim returns it after its lease and the server's max_payload has grown
+// since). When the relay publishes a newer version of the same service, the
+// row is marked done as superseded.
+type Undeliverable struct {
+	OutboxID int64  `json:"outbox_id"`
+	Service  string `json:"service"`
+	Version  int64  `json:"version"`
+	Reason   string `json:"reason"`
+	// Size is the value's size in bytes and Limit the most the server
+	// accepts (ReasonTooLarge; 0 otherwise).
+	Size  int       `json:"size"`
+	Limit int       `json:"limit,omitempty"`
+	Error string    `json:"error"`
+	At    time.Time `json:"at"`
 }
 
 // NewRelay checks the options and returns a relay.
@@ -103,17 +142,19 @@ func NewRelay(o RelayOptions) (*Relay, error) {
 		reg = prometheus.NewRegistry()
 	}
 	f := promauto.With(reg)
-	r := &Relay{o: o, m: relayMetrics{
+	r := &Relay{o: o, dead: map[int64]Undeliverable{}, m: relayMetrics{
 		rows: f.NewCounterVec(prometheus.CounterOpts{Name: "governor_distribution_relay_rows_total",
-			Help: "Outbox rows relayed, by outcome: published, duplicate, superseded, canary."}, []string{"outcome"}),
+			Help: "Outbox rows relayed, by outcome: published, duplicate, superseded, canary, undeliverable (given up: too large for the server or invalid; counted once per row)."}, []string{"outcome"}),
 		failures: f.NewCounterVec(prometheus.CounterOpts{Name: "governor_distribution_relay_failures_total",
 			Help: "Relay failures by stage: claim, publish, mark. The row is retried after its lease."}, []string{"stage"}),
 		passes: f.NewCounter(prometheus.CounterOpts{Name: "governor_distribution_relay_passes_total",
 			Help: "Claim passes over the outbox."}),
 		lastBatch: f.NewGauge(prometheus.GaugeOpts{Name: "governor_distribution_relay_last_batch_rows",
 			Help: "Rows claimed by the last pass."}),
+		undeliverable: f.NewGauge(prometheus.GaugeOpts{Name: "governor_distribution_relay_undeliverable_rows",
+			Help: "Outbox rows this relay gave up on (too large for the server or invalid) and that no newer version has superseded yet."}),
 	}}
-	for _, s := range []Outcome{Published, Duplicate, Superseded, Staged} {
+	for _, s := range []Outcome{Published, Duplicate, Superseded, Staged, outcomeUndeliverable} {
 		r.m.rows.WithLabelValues(string(s))
 	}
 	for _, s := range []string{"claim", "publish", "mark"} {
@@ -156,10 +197,27 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 }
 
+// outcomeUndeliverable labels the rows given up on in the rows metric.
+const outcomeUndeliverable Outcome = "undeliverable"
+
+// Undeliverable lists the rows this relay gave up on and that no newer
+// version has superseded yet, oldest row first.
+func (r *Relay) Undeliverable() []Undeliverable {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Undeliverable, 0, len(r.dead))
+	for _, u := range r.dead {
+		out = append(out, u)
+	}
+	slices.SortFunc(out, func(a, b Undeliverable) int { return cmp.Compare(a.OutboxID, b.OutboxID) })
+	return out
+}
+
 // Pass retries the rows whose publication failed earlier, then claims one
 // batch and relays it; it returns how many rows it claimed. Rows that fail
 // stay leased and are kept for the next pass; if this relay dies, another
-// claims them when the lease expires.
+// claims them when the lease expires. Rows given up on (Undeliverable) are
+// not relayed again.
 func (r *Relay) Pass(ctx context.Context) (int, error) {
 	r.m.passes.Inc()
 	r.mu.Lock()
@@ -174,7 +232,7 @@ func (r *Relay) Pass(ctx context.Context) (int, error) {
 	}
 	r.m.lastBatch.Set(float64(len(claimed)))
 	for _, it := range claimed {
-		if !slices.ContainsFunc(items, func(o versioning.OutboxItem) bool { return o.ID == it.ID }) {
+		if !slices.ContainsFunc(items, func(o versioning.OutboxItem) bool { return o.ID == it.ID }) && !r.givenUp(it) {
 			items = append(items, it)
 		}
 	}
@@ -182,7 +240,9 @@ func (r *Relay) Pass(ctx context.Context) (int, error) {
 	for _, it := range items {
 		if err := r.relay(ctx, it); err != nil {
 			errs = append(errs, err)
-			failed = append(failed, it)
+			if !r.undeliverable(ctx, it, err) {
+				failed = append(failed, it)
+			}
 		}
 	}
 	r.mu.Lock()
@@ -204,11 +264,10 @@ func (r *Relay) relay(ctx context.Context, it versioning.OutboxItem) error {
 	}
 	env, err := rules.DecodeEnvelope(it.Payload)
 	if err == nil && (env.Service != it.Service || env.Version != it.Version) {
-		err = fmt.Errorf("outbox row %d says %s v%d but its payload is %s v%d", it.ID, it.Service, it.Version, env.Service, env.Version)
+		err = fmt.Errorf("the row says %s v%d but its payload is %s v%d", it.Service, it.Version, env.Service, env.Version)
 	}
 	if err != nil {
-		r.m.failures.WithLabelValues("publish").Inc()
-		return fmt.Errorf("%w: outbox row %d: %w", ErrInvalid, it.ID, err)
+		return fmt.Errorf("%w: %w: outbox row %d: %w", ErrInvalid, errBadRow, it.ID, err)
 	}
 	outcome := Staged
 	if sel != nil {
@@ -221,7 +280,9 @@ func (r *Relay) relay(ctx context.Context, it versioning.OutboxItem) error {
 		outcome, _, err = r.o.Publisher.Publish(ctx, it.Payload)
 	}
 	if err != nil {
-		r.m.failures.WithLabelValues("publish").Inc()
+		if !errors.Is(err, ErrTooLarge) {
+			r.m.failures.WithLabelValues("publish").Inc()
+		}
 		return fmt.Errorf("distribution: publish %s v%d: %w", it.Service, it.Version, err)
 	}
 	if r.o.OnPublished != nil && outcome != Superseded {
@@ -235,5 +296,88 @@ func (r *Relay) relay(ctx context.Context, it versioning.OutboxItem) error {
 	}
 	r.m.rows.WithLabelValues(string(outcome)).Inc()
 	log.LogAttrs(ctx, slog.LevelInfo, "rule version relayed", slog.String("outcome", string(outcome)))
+	if outcome == Published || outcome == Duplicate {
+		r.supersede(ctx, env.Service, env.Version)
+	}
 	return nil
+}
+
+// givenUp reports whether the relay gave up on the row and should skip it.
+// A row refused as too large is looked at again once the server accepts
+// more than it did then (a reconnect to a server with a larger max_payload).
+func (r *Relay) givenUp(it versioning.OutboxItem) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	u, ok := r.dead[it.ID]
+	if !ok {
+		return false
+	}
+	if u.Reason == ReasonTooLarge {
+		if limit := r.o.Publisher.MaxValueBytes(); limit > u.Limit {
+			delete(r.dead, it.ID)
+			r.m.undeliverable.Set(float64(len(r.dead)))
+			return false
+		}
+	}
+	return true
+}
+
+// undeliverable records the row as given up on when err says retrying
+// cannot help, and reports whether it did.
+func (r *Relay) undeliverable(ctx context.Context, it versioning.OutboxItem, err error) bool {
+	u := Undeliverable{OutboxID: it.ID, Service: it.Service, Version: it.Version, Size: len(it.Payload),
+		Error: err.Error(), At: r.o.Clock.Now()}
+	var tl *TooLargeError
+	switch {
+	case errors.As(err, &tl):
+		u.Reason, u.Size, u.Limit = ReasonTooLarge, tl.Size, tl.Limit
+	case errors.Is(err, errBadRow):
+		u.Reason = ReasonInvalid
+	default:
+		return false
+	}
+	r.mu.Lock()
+	_, known := r.dead[it.ID]
+	r.dead[it.ID] = u
+	r.m.undeliverable.Set(float64(len(r.dead)))
+	r.mu.Unlock()
+	if known {
+		return true
+	}
+	r.m.rows.WithLabelValues(string(outcomeUndeliverable)).Inc()
+	r.o.Logger.LogAttrs(ctx, slog.LevelError, "rule version undeliverable: not published, not retried",
+		slog.String("service", u.Service), slog.Int64("version", u.Version), slog.Int64("outbox_id", u.OutboxID),
+		slog.String("reason", u.Reason), slog.Int("size", u.Size), slog.Int("limit", u.Limit), slog.String("err", u.Error))
+	if r.o.OnUndeliverable != nil {
+		r.o.OnUndeliverable(ctx, u)
+	}
+	return true
+}
+
+// supersede marks done the rows given up on for older versions of the
+// service, now that the bucket holds version.
+func (r *Relay) supersede(ctx context.Context, service string, version int64) {
+	r.mu.Lock()
+	var old []Undeliverable
+	for _, u := range r.dead {
+		if u.Service == service && u.Version < version {
+			old = append(old, u)
+		}
+	}
+	r.mu.Unlock()
+	for _, u := range old {
+		if err := r.o.Outbox.MarkOutboxDone(ctx, u.OutboxID); err != nil {
+			r.m.failures.WithLabelValues("mark").Inc()
+			r.o.Logger.LogAttrs(ctx, slog.LevelWarn, "undeliverable row not marked done", slog.Int64("outbox_id", u.OutboxID), slog.Any("err", err))
+			continue
+		}
+		r.mu.Lock()
+		delete(r.dead, u.OutboxID)
+		r.m.undeliverable.Set(float64(len(r.dead)))
+		r.mu.Unlock()
+		r.m.rows.WithLabelValues(string(Superseded)).Inc()
+		r.o.Logger.LogAttrs(ctx, slog.LevelInfo, "undeliverable rule version superseded",
+			slog.String("service", u.Service), slog.Int64("version", u.Version), slog.Int64("outbox_id", u.OutboxID),
+			slog.Int64("by_version", version))
+	}
 }

@@ -63,6 +63,12 @@ func Bucket(service, instance string) int {
 	return int(h.Sum64() % 10000)
 }
 
+// MaxCanaryBytes bounds an encoded Canary: an envelope of at most
+// rules.MaxEnvelopeBytes and a selector of at most 4 KiB. It stays under the
+// NATS default max_payload (rules.DefaultMaxPayload) with room for the
+// headers of a KV write.
+const MaxCanaryBytes = rules.MaxEnvelopeBytes + 4<<10
+
 // Canary is the value of Names.CanaryKey: a version staged to the instances
 // the selector picks. Promotion writes the envelope to the stable key and
 // deletes the canary key; abort deletes the canary key, and the instances
@@ -72,7 +78,8 @@ type Canary struct {
 	Envelope *rules.Envelope `json:"envelope"`
 }
 
-// EncodeCanary checks and encodes a canary record.
+// EncodeCanary checks and encodes a canary record of at most
+// MaxCanaryBytes.
 func EncodeCanary(c *Canary) ([]byte, error) {
 	if c == nil || c.Envelope == nil {
 		return nil, fmt.Errorf("%w: canary: envelope is required", ErrMalformed)
@@ -83,14 +90,22 @@ func EncodeCanary(c *Canary) ([]byte, error) {
 	if err := c.Envelope.Verify(); err != nil {
 		return nil, fmt.Errorf("%w: canary envelope: %w", ErrMalformed, err)
 	}
-	return json.Marshal(c)
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("%w: canary: %w", ErrMalformed, err)
+	}
+	if len(b) > MaxCanaryBytes {
+		return nil, fmt.Errorf("%w: canary is %d bytes, at most %d allowed (a selector of at most %d bytes around the envelope)",
+			ErrMalformed, len(b), MaxCanaryBytes, MaxCanaryBytes-rules.MaxEnvelopeBytes)
+	}
+	return b, nil
 }
 
 // DecodeCanary parses and verifies a canary record. Envelope errors are the
 // *rules.ValidationError of rules.DecodeEnvelope.
 func DecodeCanary(data []byte) (*Canary, error) {
-	if len(data) > rules.MaxBytes+4096 {
-		return nil, fmt.Errorf("%w: canary is %d bytes, at most %d allowed", ErrMalformed, len(data), rules.MaxBytes+4096)
+	if len(data) > MaxCanaryBytes {
+		return nil, fmt.Errorf("%w: canary is %d bytes, at most %d allowed", ErrMalformed, len(data), MaxCanaryBytes)
 	}
 	var raw struct {
 		Selector Selector        `json:"selector"`

@@ -61,7 +61,7 @@ func newTestState(t testing.TB, service, instance string, labels map[string]stri
 	}
 	app := &fakeApplier{refuse: map[int64]bool{}}
 	var reports []*Report
-	s := &state{service: service, instance: instance, labels: labels, maxBytes: rules.MaxBytes,
+	s := &state{service: service, instance: instance, labels: labels, maxBytes: MaxCanaryBytes,
 		applier: app, now: func() time.Time { return time.Unix(1, 0) },
 		send: func(r *Report) { reports = append(reports, r) }, onError: func(error) {}, m: m}
 	return s, app, &reports, reg

@@ -63,7 +63,9 @@ type Options struct {
 	Applier Applier
 	// CacheFile keeps the last-known-good version; empty disables the cache.
 	CacheFile string
-	// MaxBytes refuses larger values; default rules.MaxBytes.
+	// MaxBytes refuses larger values; default MaxCanaryBytes, the largest
+	// value a control plane publishes (a stable envelope is at most
+	// rules.MaxEnvelopeBytes).
 	MaxBytes int
 	// Heartbeat is the heartbeat period; default 10s.
 	Heartbeat time.Duration
@@ -86,7 +88,7 @@ type Options struct {
 // DefaultOptions returns the defaults of the optional fields.
 func DefaultOptions() Options {
 	return Options{
-		MaxBytes:       rules.MaxBytes,
+		MaxBytes:       MaxCanaryBytes,
 		Heartbeat:      10 * time.Second,
 		Resync:         30 * time.Second,
 		RetryMin:       100 * time.Millisecond,
