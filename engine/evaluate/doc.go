@@ -11,11 +11,15 @@
 // Besides the auto_apply and proposal events of its own changes, a cycle
 // emits what it notices in the fleet and the rules store: instance_stale
 // and instance_recovered from the delivery ledger, breaker_open from the
-// breaker metrics, and emergency_publish once per emergency version it sees
-// go active. For the latter it remembers the last active version of every
-// service; a version already active when first seen is announced only if
-// it went active after the engine started (Options.Since), so restarts and
-// failovers do not announce it again.
+// breaker metrics, and emergency_publish once per emergency publication.
+// The latter come from the audit log (ActionEmergency entries) after a
+// watermark the replicas share (SQLWatermark, table
+// governor_engine_watermarks): a publication made while no engine led, or
+// superseded before one looked, is reported by the next leader, and a
+// compare-and-set on the watermark before the report means two replicas
+// evaluating side by side during a leader change never both report it. The
+// first time the watermark is set, publications before the engine's start
+// (Options.Since) are history, not news.
 //
 // # Guardrail incidents
 //

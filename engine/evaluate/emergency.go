@@ -17,43 +17,83 @@ type Emergency struct {
 	ActivatedAt time.Time `json:"activated_at"`
 	// Parent is the version that was active before it (0: none).
 	Parent int64 `json:"parent,omitempty"`
+	// AuditSeq is the sequence number of its audit entry.
+	AuditSeq int64 `json:"audit_seq"`
 }
 
-// emergencies emits events.EmergencyPublish once per emergency version
-// that went active: it remembers the last active version it saw of each
-// service and looks at a service's active version only when that number
-// changed. A version it first sees already active is announced only when
-// it went active at or after e.since (this engine's start): an earlier one
-// was announced by the engine that ran then, so a restart or a failover
-// does not announce it again. Fetched versions are cached in e.active; the
-// services whose active version could not be read are returned in failed.
-func (e *Evaluator) emergencies(ctx context.Context, at time.Time, infos []versioning.ServiceInfo) (failed map[string]bool, errs []error) {
+// emergencyPage bounds the audit entries one cycle reports.
+const emergencyPage = 200
+
+// emergencies emits events.EmergencyPublish once per emergency
+// publication, read from the audit log (ActionEmergency entries) after the
+// watermark (Options.Watermark), whether the version is still active or was
+// superseded since, and whether or not an engine was leading when it
+// happened. It fetches the versions first, then moves the watermark past
+// them with a compare-and-set, then emits: of two replicas that both see
+// an entry (a leader change), only the one whose move succeeds reports it.
+// A crash between the move and the emit loses that report; nothing is ever
+// reported twice.
+//
+// The first time (the mark never set) only publications at or after
+// e.since are reported: the history before this engine's first start is
+// not news. A version that cannot be read stops the cycle's scan there; it
+// is reported on a later cycle. The returned map is kept for the caller's
+// signature and always empty: reading the audit log fails no service.
+func (e *Evaluator) emergencies(ctx context.Context, at time.Time, _ []versioning.ServiceInfo) (failed map[string]bool, errs []error) {
 	failed = map[string]bool{}
-	for _, in := range infos {
-		if in.Active == 0 {
+	audit := e.o.Audit
+	if audit == nil {
+		var ok bool
+		if audit, ok = e.o.Versions.(versioning.Auditor); !ok {
+			return failed, nil
+		}
+	}
+	if e.o.Watermark == nil {
+		e.o.Watermark = &MemWatermark{}
+	}
+	mark := e.o.Watermark
+	seq, set, err := mark.Load(ctx)
+	if err != nil {
+		return failed, []error{err}
+	}
+	entries, err := audit.Audit(ctx, versioning.AuditFilter{Action: versioning.ActionEmergency, AfterSeq: seq, Limit: emergencyPage})
+	if err != nil {
+		return failed, []error{fmt.Errorf("evaluate: emergency publications: %w", err)}
+	}
+	type report struct {
+		entry versioning.AuditEntry
+		v     versioning.Version
+	}
+	var reports []report
+	to := seq
+	for _, en := range entries {
+		if !set && en.At.Before(e.since) {
+			to = en.Seq
 			continue
 		}
-		last, known := e.seen[in.Name]
-		if known && last == in.Active {
-			continue
+		v, err := e.o.Versions.Get(ctx, en.Service, en.Version)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("evaluate: %s: emergency version v%d: %w", en.Service, en.Version, err))
+			break // reported on a later cycle
 		}
-		v, ok := e.active[in.Name]
-		if !ok || v.Number != in.Active {
-			var err error
-			if v, err = e.o.Versions.Get(ctx, in.Name, in.Active); err != nil {
-				errs = append(errs, fmt.Errorf("evaluate: %s: active version v%d: %w", in.Name, in.Active, err))
-				failed[in.Name] = true
-				continue // looked at again next cycle
-			}
-			e.active[in.Name] = v
-		}
-		e.seen[in.Name] = v.Number
-		if !v.Emergency || (!known && v.ActivatedAt.Before(e.since)) {
-			continue
-		}
-		e.o.Events.Emit(ctx, events.Event{Kind: events.EmergencyPublish, Severity: events.Warning, At: at, Service: in.Name,
-			Version: v.Number, Message: fmt.Sprintf("%s v%d was published in emergency mode by %s, skipping approval: %s", in.Name, v.Number, v.Author, v.Reason),
-			Detail: Emergency{Version: v.Number, Author: v.Author, Reason: v.Reason, ActivatedAt: v.ActivatedAt, Parent: v.Parent}})
+		reports = append(reports, report{en, v})
+		to = en.Seq
+	}
+	if set && to == seq {
+		return failed, errs
+	}
+	moved, err := mark.Advance(ctx, set, seq, to)
+	if err != nil {
+		return failed, append(errs, err)
+	}
+	if !moved {
+		return failed, errs // another replica reports them
+	}
+	for _, r := range reports {
+		v := r.v
+		e.o.Events.Emit(ctx, events.Event{Kind: events.EmergencyPublish, Severity: events.Warning, At: at, Service: v.Service,
+			Version: v.Number, Message: fmt.Sprintf("%s v%d was published in emergency mode by %s, skipping approval: %s", v.Service, v.Number, v.Author, v.Reason),
+			Detail: Emergency{Version: v.Number, Author: v.Author, Reason: v.Reason, ActivatedAt: v.ActivatedAt, Parent: v.Parent, AuditSeq: r.entry.Seq}})
 	}
 	return failed, errs
 }

@@ -21,6 +21,26 @@ import (
 	"governor.dev/governor/sdk/rules"
 )
 
+// newEmergencyEval is an evaluator reading versions, the audit log of
+// audit and the watermark w (nil: in memory).
+func newEmergencyEval(t *testing.T, reader *signals.Reader, versions versioning.Reader, audit versioning.Auditor, w Watermark, sink events.Sink) *Evaluator {
+	t.Helper()
+	tracker, err := loadscore.New(loadscore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := recommend.New(recommend.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(Options{Reader: reader, Tracker: tracker, Recommender: rec, Versions: versions, Audit: audit, Watermark: w,
+		Events: sink, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
 // flakyVersions fails Get for the services in fail.
 type flakyVersions struct {
 	versioning.Reader
@@ -91,21 +111,7 @@ func TestEmergencyPublish(t *testing.T) {
 		t.Fatal(err)
 	}
 	newEval := func(versions versioning.Reader, sink events.Sink) *Evaluator {
-		t.Helper()
-		tracker, err := loadscore.New(loadscore.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec, err := recommend.New(recommend.DefaultOptions())
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := New(Options{Reader: reader, Tracker: tracker, Recommender: rec, Versions: versions, Events: sink,
-			Registerer: prometheus.NewRegistry()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e
+		return newEmergencyEval(t, reader, versions, st, nil, sink)
 	}
 	fail := map[string]bool{}
 	evs := events.NewRecorder(100)

@@ -48,11 +48,16 @@ type Options struct {
 	// (governor_sdk_breaker_state == 2), emitting breaker_open when one
 	// opens.
 	Breakers signals.Source
-	// Since is when this engine started watching the rules store: an
-	// emergency version already active when first seen is announced
-	// (events.EmergencyPublish) only if it went active at or after Since,
-	// so a restart does not announce it again. Default: the time of the
-	// first Tick.
+	// Audit is read for emergency publications (events.EmergencyPublish);
+	// default Versions when it implements versioning.Auditor (every
+	// versioning.Store does), otherwise none are reported.
+	Audit versioning.Auditor
+	// Watermark records how far emergency publications were reported,
+	// shared by the replicas (SQLWatermark); default in memory.
+	Watermark Watermark
+	// Since is when this engine started watching the rules store: while
+	// the watermark was never set, only emergency publications at or after
+	// Since are reported. Default: the time of the first Tick.
 	Since time.Time
 	// Band returns a service's band; default recommend.DefaultBand.
 	Band       func(service string) recommend.Band
@@ -81,7 +86,6 @@ type Evaluator struct {
 	active  map[string]versioning.Version // cache by service, Tick's goroutine only
 	states  map[string]distribution.State // ledger state by service/instance, Tick's goroutine only
 	open    map[string]bool               // open breakers by service/downstream, Tick's goroutine only
-	seen    map[string]int64              // last active version seen by service, Tick's goroutine only
 	since   time.Time                     // see Options.Since
 	last    time.Time
 	metrics metrics
@@ -131,7 +135,7 @@ func New(o Options) (*Evaluator, error) {
 		m.proposals.WithLabelValues(oc)
 	}
 	return &Evaluator{o: o, scores: map[string]loadscore.Score{}, recs: map[string]recommend.Recommendation{},
-		active: map[string]versioning.Version{}, seen: map[string]int64{}, since: o.Since, metrics: m}, nil
+		active: map[string]versioning.Version{}, since: o.Since, metrics: m}, nil
 }
 
 // Tick runs one cycle at time at. Per-service failures are collected in
