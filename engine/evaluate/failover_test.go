@@ -11,7 +11,7 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
-	_ "modernc.org/sqlite"              // database/sql driver "sqlite"
+	_ "modernc.org/sqlite"             // database/sql driver "sqlite"
 
 	"governor.dev/governor/engine/events"
 	"governor.dev/governor/engine/signals"
