@@ -120,7 +120,7 @@ func TestRecommendationEvidenceForPeople(t *testing.T) {
 		`<dd class="effect">lower the ceiling from 200.0 to 160.0 req/s over 2 instances (api 80.0/s each)</dd>`,
 		`<strong class="confidence">90 %</strong>`,
 		"100 % of the load score&#39;s weight was known (latency, cpu)",
-		`<strong class="verdict-no">✋ waits for approval</strong>: a change of 20.0% within the hour exceeds the band of 10.0%`,
+		`<strong class="verdict-no">waits for approval</strong>: a change of 20.0% within the hour exceeds the band of 10.0%`,
 		`<td class="num">−32.0 req/s</td><td>lowers the ceiling</td>`,
 		`<td class="num">&#43;200.0 req/s</td><td>raises the ceiling</td>`,
 		`<td>P + I + D</td><td>the ceiling the controller asks for, before limits</td><td class="num">160.0 req/s</td>`,

@@ -310,7 +310,7 @@ func legend(b *strings.Builder, c model.SeriesChart) {
 	if len(c.Levels) > 0 {
 		cols = []string{"Now", "Worst", "Not " + c.Levels[0]}
 	}
-	fmt.Fprintf(b, `<table class="legend"><thead><tr><th>%s</th><th class="num">%s</th><th class="num">%s</th><th class="num">%s</th></tr></thead><tbody>`,
+	fmt.Fprintf(b, `<div class="tablewrap"><table class="legend"><thead><tr><th>%s</th><th class="num">%s</th><th class="num">%s</th><th class="num">%s</th></tr></thead><tbody>`,
 		template.HTMLEscapeString(name), cols[0], cols[1], template.HTMLEscapeString(cols[2]))
 	for i, s := range c.Series {
 		fmt.Fprintf(b, `<tr><td><span class="swatch %s" aria-hidden="true"></span>%s</td>`, seriesClass(i), template.HTMLEscapeString(s.Name))
@@ -334,7 +334,7 @@ func legend(b *strings.Builder, c model.SeriesChart) {
 		fmt.Fprintf(b, `<td class="num">%s</td><td class="num">%s</td><td class="num">%s</td></tr>`,
 			template.HTMLEscapeString(fmtValue(last, c.Unit)), template.HTMLEscapeString(fmtValue(lo, c.Unit)), template.HTMLEscapeString(fmtValue(hi, c.Unit)))
 	}
-	b.WriteString(`</tbody></table>`)
+	b.WriteString(`</tbody></table></div>`)
 }
 
 func timeLayout(span time.Duration) string {
