@@ -3,6 +3,7 @@ package rules
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -61,6 +62,54 @@ func FuzzDecodeEnvelope(f *testing.F) {
 		}
 		if err := e.Verify(); err != nil {
 			t.Fatalf("decoded envelope does not verify: %v", err)
+		}
+	})
+}
+
+// canonicalViaClone is the canonical encoding computed the slow, obvious
+// way: a deep copy through JSON, sorted in place.
+func canonicalViaClone(r *Ruleset) ([]byte, error) {
+	c := r.Clone()
+	slices.SortFunc(c.Routes, routeByName)
+	slices.SortFunc(c.Downstreams, downstreamByName)
+	for i := range c.Routes {
+		slices.Sort(c.Routes[i].Match.Methods)
+		if e := c.Routes[i].Exempt; e != nil {
+			slices.Sort(e.Paths)
+			slices.Sort(e.Callers)
+		}
+	}
+	return json.Marshal(c)
+}
+
+// FuzzCanonical: Canonical, which copies only what it sorts, encodes every
+// decodable ruleset (valid or not) exactly as a sorted deep copy does, and
+// leaves the ruleset unchanged.
+func FuzzCanonical(f *testing.F) {
+	f.Add([]byte(validJSON))
+	f.Add([]byte(`{"service":"a","routes":[{"name":"b","match":{"path_prefix":"/","methods":["POST","GET"]},"exempt":{"paths":["/z","/a"],"callers":["y","x"]}},{"name":"a","match":{"path_prefix":"/"}}],"downstreams":[{"name":"z"},{"name":"y","timeout":"1s"}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var r Ruleset
+		if decodeStrict(data, &r, MaxBytes) != nil {
+			return
+		}
+		before, err := json.Marshal(&r)
+		if err != nil {
+			return
+		}
+		got, err := r.Canonical()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := canonicalViaClone(&r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != string(want) {
+			t.Fatalf("canonical\n%s\nwant\n%s", got, want)
+		}
+		if after, _ := json.Marshal(&r); string(after) != string(before) {
+			t.Fatalf("Canonical modified the ruleset:\n%s\n%s", before, after)
 		}
 	})
 }
