@@ -123,7 +123,7 @@ func TestRecommendationEvidenceForPeople(t *testing.T) {
 		`<strong class="verdict-no">waits for approval</strong>: a change of 20.0% within the hour exceeds the band of 10.0%`,
 		`<td class="num">−32.0 req/s</td><td>lowers the ceiling</td>`,
 		`<td class="num">&#43;200.0 req/s</td><td>raises the ceiling</td>`,
-		`<td>P + I + D</td><td>the ceiling the controller asks for, before limits</td><td class="num">160.0 req/s</td>`,
+		`<td>P + I + D</td><td class="hide-narrow">the ceiling the controller asks for, before limits</td><td class="num">160.0 req/s</td>`,
 		`<td class="num">200.0 req/s → 160.0 req/s</td><td><strong>−40.0 req/s (−20.0 %)</strong></td>`,
 		`<code>routes[api].rate_limit.rate</code></td><td class="old"><code>100</code></td><td class="new"><code>80</code></td><td class="num">−20 (−20.0 %)</td>`,
 		`Healthy baselines <strong class="detector-conclusive">conclusive</strong>`,
