@@ -87,15 +87,17 @@
 //   - Stalls: when a dependency becomes many times slower, no request
 //     finishes for a while, so Observe hears nothing, while the limit fills
 //     and refuses. The admission core reports every refusal to Refused
-//     (RefusalObserver); once no request has finished for max(window, 4 x
-//     the no-load RTT) past the end of the current window, Refused halves an
-//     enforced limit at once, one cut per stall (until a request finishes
-//     again). The requests admitted before the cut are the stall's: their
+//     (RefusalObserver); once no request has finished for the longest of a
+//     window, 4 x the no-load RTT and the last window's average RTT past the
+//     end of the current window, Refused halves an enforced limit at once,
+//     one cut per stall (until a request finishes again), never during a
+//     probe. The requests admitted before the cut are the stall's: their
 //     slow samples do not cut again, and the cut is judged like a halving
 //     (if the requests admitted after it are no faster, the no-load RTT is
 //     stale and is re-probed). A 40x latency step then halves the limit in
 //     about 0.2 s instead of after its first slow samples (1.2 s at 30 ms ->
-//     1200 ms). A pause shorter than a window never counts.
+//     1200 ms); the gaps between the slow answers that follow are not new
+//     stalls. A pause shorter than a window never counts.
 //   - Collapse at low traffic: a window with fewer than MinSamples samples
 //     makes no decision; it is extended, and after ten window lengths its
 //     samples are discarded, the limit unchanged (unless the limit is in use:

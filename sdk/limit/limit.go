@@ -33,11 +33,12 @@ type HintedObserver interface {
 // (its class's share of it) is full. It is how the limiter learns of a stall,
 // which Observe alone cannot show: when a dependency becomes many times
 // slower, no request finishes for a while, so no sample arrives, while the
-// limit fills and refuses. If no request has finished for the stall time,
-// max(window, 4 x the no-load RTT), past the end of the current window,
-// Refused halves an enforced limit at once; once per stall, that is until a
-// request finishes again. A GC-like pause shorter than a window never
-// counts. Lock-free and allocation-free: an atomic load unless a window is
+// limit fills and refuses. If no request has finished for the stall time
+// (the longest of a window, 4 x the no-load RTT and the last window's
+// average RTT) past the end of the current window, Refused halves an
+// enforced limit at once; once per stall, that is until a request finishes
+// again, and never during a probe. A GC-like pause shorter than a window
+// never counts. Lock-free and allocation-free: an atomic load unless a window is
 // overdue.
 type RefusalObserver interface {
 	Refused(now int64)

@@ -23,7 +23,7 @@ func (c *core) Refused(now int64) {
 // (the overdue window end) and a request was refused at now. It returns the
 // window end to restore.
 func (c *core) stall(now, end int64) int64 {
-	after := max(c.window, int64(severe*c.noLoad))
+	after := c.stallTime()
 	if !c.started || now-end < after {
 		c.stallNext.Store(end + after)
 		return end
@@ -32,9 +32,10 @@ func (c *core) stall(now, end int64) int64 {
 	// fast during a stall, and each would otherwise count the samples.
 	c.stallNext.Store(now + after)
 	n := countSamples(c.shards)
-	if n == c.stallMark || !c.enforced {
-		// Already cut for this stall (no request finished since), or
-		// the limit is not enforced (Little's law before its signal):
+	if n == c.stallMark || !c.enforced || c.probe.active {
+		// Already cut for this stall (no request finished since), the
+		// limit is not enforced (Little's law before its signal), or a
+		// probe is lowering it step by step and measuring each step:
 		// wait for samples.
 		return end
 	}
@@ -53,4 +54,12 @@ func (c *core) stall(now, end int64) int64 {
 	c.snap.stalls.Add(1)
 	c.publish()
 	return end
+}
+
+// stallTime is how long no request may finish before it is a stall: a
+// window, and several no-load RTTs, and the last decided window's average
+// RTT (once the samples show the slowness, silences that long are its
+// ordinary gaps, not a new stall).
+func (c *core) stallTime() int64 {
+	return max(c.window, int64(severe*c.noLoad), int64(c.lastRTT))
 }
