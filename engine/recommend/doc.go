@@ -52,12 +52,23 @@
 // # Proposals and bands
 //
 // Proposer turns a recommendation into a proposed version through
-// rules/versioning, keeping at most one open engine proposal per service (an
-// older one is withdrawn and replaced, in place of stacking). Small moves do
-// not churn the history: while a recommendation waits for approval and
-// differs from the open proposal only by rate ceilings and concurrency
-// bounds within Proposer.OpenDeadband (default 10%) of its values, the open
-// proposal is kept and Submitted.Kept says why. A proposal
+// rules/versioning, keeping at most one open engine proposal per service,
+// updated in place rather than stacked. While a recommendation waits for
+// approval and is based on the same version as the open engine proposal,
+// that proposal is revised (versioning.Store.Revise: same number, Revision
+// + 1, audited as revise): its evidence is refreshed, and its ruleset
+// replaced when the recommendation moved beyond Proposer.OpenDeadband
+// (default 10%) of its rate ceilings and concurrency bounds or changed
+// anything else; a ruleset change invalidates the approvals already given
+// on it, so nobody approves one ruleset and has another published. Inside
+// the deadband the ruleset (and its reason) stay and the evidence says why
+// (ruleset_kept, Submitted.Kept); such evidence-only revisions come at most
+// once per Proposer.EvidenceRefresh (default 1 minute), so a recommendation
+// repeated every evaluation does not write an audited revision every
+// evaluation. A recommendation that applies itself, or one based on
+// another active version than the open proposal, is proposed as a new
+// version that withdraws the open one in the same transaction
+// (Submitted.Replaced). Proposals by people are never touched. A proposal
 // applies itself (AutoApply, audited as the engine) only inside the service's
 // Band: a cumulative change of at most MaxChangePerHour, never below Floor
 // or above Ceiling, never for Manual services; everything else waits for a

@@ -8,12 +8,13 @@ import (
 )
 
 // DefaultOpenDeadband is the default Proposer.OpenDeadband: a move of at
-// most 10% of the open proposal's values keeps it.
+// most 10% of the open proposal's values keeps its ruleset.
 const DefaultOpenDeadband = 0.1
 
 // smallMove says whether next differs from the open proposal's ruleset
 // only by rate ceilings and concurrency bounds (rate, initial, max) each
-// within deadband of the open proposal's value, and if so why it is kept.
+// within deadband of the open proposal's value, and if so why its ruleset is
+// kept.
 // Any other difference (routes, breakers, timeouts, ...) is not small.
 func smallMove(open, next *rules.Ruleset, deadband float64) (string, bool) {
 	if open == nil || next == nil || len(open.Routes) != len(next.Routes) {
@@ -70,6 +71,6 @@ func smallMove(open, next *rules.Ruleset, deadband float64) (string, bool) {
 	if err != nil || sa != sb {
 		return "", false
 	}
-	return fmt.Sprintf("kept the open proposal: rate ceilings and concurrency bounds move by at most %.1f%%, inside the deadband of %.1f%%, and nothing else changes",
+	return fmt.Sprintf("kept the open proposal's ruleset: rate ceilings and concurrency bounds move by at most %.1f%%, inside the deadband of %.1f%%, and nothing else changes",
 		100*largest, 100*deadband), true
 }

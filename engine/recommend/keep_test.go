@@ -24,10 +24,12 @@ func openRuleset(rate float64, maxConc int, slowCall time.Duration) *rules.Rules
 }
 
 // TestOpenProposalDeadband: an open engine proposal (400 req/s per
-// instance, concurrency max 32, slow_call 300ms, waiting for approval) is
-// kept when the next recommendation moves the rate and concurrency bounds
-// by at most the deadband (default 10% of the open values) and changes
-// nothing else; otherwise it is withdrawn and replaced. The percentages are
+// instance, concurrency max 32, slow_call 300ms, waiting for approval)
+// keeps its ruleset when the next recommendation moves the rate and
+// concurrency bounds by at most the deadband (default 10% of the open
+// values) and changes nothing else; otherwise it is revised in place with
+// the new ruleset; a recommendation that applies itself replaces it. The
+// percentages are
 // worked out by hand: 420/400 = +5%, 33/32 = +3.1%, 440/400 = +10%,
 // 360/400 = -10%, 450/400 = +12.5%, 36/32 = +12.5%.
 func TestOpenProposalDeadband(t *testing.T) {
@@ -107,8 +109,9 @@ func TestOpenProposalDeadband(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.kept {
-				if !sub.Unchanged || sub.Version.Number != open.Version.Number || sub.Replaced != 0 {
-					t.Fatalf("want the open v%d kept, got %+v", open.Version.Number, sub)
+				if !sub.Unchanged || sub.Version.Number != open.Version.Number || sub.Replaced != 0 ||
+					sub.Revised || sub.Version.Revision != 0 {
+					t.Fatalf("want the open v%d kept as it is (evidence refreshed at most once a minute), got %+v", open.Version.Number, sub)
 				}
 				if !strings.Contains(sub.Kept, tc.keptWhy) {
 					t.Fatalf("kept %q, want it to contain %q", sub.Kept, tc.keptWhy)
@@ -121,21 +124,38 @@ func TestOpenProposalDeadband(t *testing.T) {
 				}
 				return
 			}
-			if sub.Unchanged || sub.Kept != "" || sub.Replaced != open.Version.Number || sub.Version.Number == open.Version.Number {
-				t.Fatalf("want v%d replaced, got %+v", open.Version.Number, sub)
+			if sub.Unchanged || sub.Kept != "" {
+				t.Fatalf("want the ruleset of v%d moved, got %+v", open.Version.Number, sub)
+			}
+			want, err := tc.next.Checksum()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if sub.Version.Checksum != want {
+				t.Fatalf("checksum %s, want the new ruleset's %s", sub.Version.Checksum, want)
+			}
+			if !tc.auto {
+				// Revised in place: same number, revision 1, nothing stacked.
+				if !sub.Revised || sub.Replaced != 0 || sub.AutoApplied || sub.Version.Number != open.Version.Number ||
+					sub.Version.Revision != 1 || !sub.Version.RevisedAt.Equal(clk.Now()) {
+					t.Fatalf("want v%d revised, got %+v", open.Version.Number, sub)
+				}
+				if len(after) != len(before) {
+					t.Fatalf("%d versions after, %d before: a new version was proposed", len(after), len(before))
+				}
+				if len(proposed) != 1 || proposed[0].Number != open.Version.Number {
+					t.Fatalf("open proposals %+v", proposed)
+				}
+				return
+			}
+			if !sub.AutoApplied || sub.Revised || sub.Replaced != open.Version.Number || sub.Version.Number == open.Version.Number {
+				t.Fatalf("want v%d replaced by a version that applies itself, got %+v", open.Version.Number, sub)
 			}
 			if len(after) != len(before)+1 {
 				t.Fatalf("%d versions after, %d before: want one new version", len(after), len(before))
 			}
-			if sub.AutoApplied != tc.auto {
-				t.Fatalf("auto-applied %v, want %v (%s)", sub.AutoApplied, tc.auto, sub.Policy)
-			}
-			wantOpen := 1
-			if tc.auto {
-				wantOpen = 0
-			}
-			if len(proposed) != wantOpen {
-				t.Fatalf("%d open proposals, want %d: %+v", len(proposed), wantOpen, proposed)
+			if len(proposed) != 0 {
+				t.Fatalf("open proposals %+v, want none", proposed)
 			}
 			for _, v := range after {
 				if v.Number == open.Version.Number && v.State != versioning.StateWithdrawn {
@@ -165,6 +185,9 @@ func TestProposerOptions(t *testing.T) {
 		{"negative", Proposer{Store: s, OpenDeadband: -0.1}, "Proposer.OpenDeadband"},
 		{"one", Proposer{Store: s, OpenDeadband: 1}, "Proposer.OpenDeadband"},
 		{"NaN", Proposer{Store: s, OpenDeadband: math.NaN()}, "Proposer.OpenDeadband"},
+		{"refresh every submission", Proposer{Store: s, EvidenceRefresh: -1}, ""},
+		{"refresh every 5 minutes", Proposer{Store: s, EvidenceRefresh: 5 * time.Minute}, ""},
+		{"refresh beyond a day", Proposer{Store: s, EvidenceRefresh: 25 * time.Hour}, "Proposer.EvidenceRefresh"},
 		{"no store", Proposer{Store: st}, "Proposer.Store"},
 	}
 	for _, tc := range tests {

@@ -28,13 +28,23 @@ type Proposer struct {
 	// Clock defaults to clock.Real.
 	Clock clock.Clock
 	// OpenDeadband is the relative move below which an open engine
-	// proposal is kept rather than replaced: when the new recommendation
-	// differs from it only by rate ceilings and concurrency bounds, each
-	// within this share of the open proposal's value, and waits for
-	// approval, no new version is proposed. Default DefaultOpenDeadband
+	// proposal keeps its ruleset: when the new recommendation differs from
+	// it only by rate ceilings and concurrency bounds, each within this
+	// share of the open proposal's value, and waits for approval, only the
+	// evidence of the open proposal is revised. Default DefaultOpenDeadband
 	// (0.1); valid in (0, 1).
 	OpenDeadband float64
+	// EvidenceRefresh is the least time between two revisions of an open
+	// proposal that leave its ruleset as it is (evidence only), so that a
+	// recommendation repeated every evaluation does not write an audited
+	// revision every evaluation. A revision that changes the ruleset is
+	// never held back. Default DefaultEvidenceRefresh (1 minute); negative:
+	// refresh on every submission.
+	EvidenceRefresh time.Duration
 }
+
+// DefaultEvidenceRefresh is the default Proposer.EvidenceRefresh.
+const DefaultEvidenceRefresh = time.Minute
 
 // Validate checks the proposer's options; errors name the field.
 func (p *Proposer) Validate() error {
@@ -43,6 +53,9 @@ func (p *Proposer) Validate() error {
 	}
 	if d := p.OpenDeadband; d != 0 && !(d > 0 && d < 1) {
 		return fmt.Errorf("%w: Proposer.OpenDeadband is %v, want in (0, 1)", ErrInvalidOption, d)
+	}
+	if r := p.EvidenceRefresh; r > 24*time.Hour {
+		return fmt.Errorf("%w: Proposer.EvidenceRefresh is %v, want at most 24h (negative: every submission)", ErrInvalidOption, r)
 	}
 	return nil
 }
@@ -54,13 +67,21 @@ type Submitted struct {
 	AutoApplied bool `json:"auto_applied"`
 	// Policy says why it applied itself or waits for approval.
 	Policy string `json:"policy"`
-	// Replaced is the open engine proposal this one replaced (0: none).
+	// Replaced is the open engine proposal this one replaced (0: none):
+	// withdrawn in the transaction that proposed the new version, because
+	// the new one applies itself or the open one was based on another
+	// version.
 	Replaced int64 `json:"replaced,omitempty"`
-	// Unchanged is true when the open proposal was kept instead of
-	// proposing again: it has the same content, or (see Kept) the new
-	// recommendation moves it only inside the open deadband.
+	// Revised is true when the open engine proposal was revised in place
+	// (Version is it, with its new Revision).
+	Revised bool `json:"revised,omitempty"`
+	// Unchanged is true when the ruleset waiting for approval stayed as it
+	// was: the open proposal has the same content, or (see Kept) the new
+	// recommendation moves it only inside the open deadband. Its evidence
+	// was refreshed if Revised.
 	Unchanged bool `json:"unchanged,omitempty"`
-	// Kept says why an open proposal with other content was kept.
+	// Kept says why an open proposal's ruleset was kept although the
+	// recommendation differs from it.
 	Kept string `json:"kept,omitempty"`
 	// Band is the band the auto-apply decision used and BandSource where
 	// it came from: BandFromPolicy or BandFromConfig (see PolicyBand).
@@ -70,11 +91,19 @@ type Submitted struct {
 
 // Submit proposes rec's ruleset, applying it itself inside the service's
 // band: the band a person set in the service's policy in the store when
-// there is one, else band, the engine's configured band (see PolicyBand). At most one
-// engine proposal per service stays open: an older open one with other
-// content is withdrawn and replaced, one with the same content is kept, and
-// so is one the new recommendation, waiting for approval, differs from only
-// by rate ceilings and concurrency bounds inside OpenDeadband.
+// there is one, else band, the engine's configured band (see PolicyBand).
+//
+// At most one engine proposal per service stays open, updated in place
+// rather than stacked. While a recommendation waits for approval and is
+// based on the same version as the open engine proposal, that proposal is
+// revised (versioning.Store.Revise: same number, Revision + 1): its
+// evidence always, its ruleset when the recommendation moved beyond
+// OpenDeadband (which invalidates approvals already given on it). Only
+// evidence-only revisions are spaced by EvidenceRefresh. A recommendation
+// that applies itself, or one based on another version than the open
+// proposal, is proposed as a new version that replaces (withdraws) the open
+// one in the same transaction. Proposals by people are never touched.
+//
 // Breaker threshold changes are outside every band: with a ceiling move
 // the band allows, the ceiling move alone is submitted (and applies
 // itself) and the breaker change is recommended again on a later cycle;
@@ -89,6 +118,10 @@ func (p *Proposer) Submit(ctx context.Context, rec Recommendation, band Band) (S
 	deadband := p.OpenDeadband
 	if deadband == 0 {
 		deadband = DefaultOpenDeadband
+	}
+	refresh := p.EvidenceRefresh
+	if refresh == 0 {
+		refresh = DefaultEvidenceRefresh
 	}
 	actor := p.Actor
 	if actor.Name == "" {
@@ -107,7 +140,8 @@ func (p *Proposer) Submit(ctx context.Context, rec Recommendation, band Band) (S
 	if err != nil {
 		return Submitted{}, fmt.Errorf("recommend: list versions: %w", err)
 	}
-	ref := hourReference(versions, rec.Evidence.Ceiling.From, clk.Now())
+	now := clk.Now()
+	ref := hourReference(versions, rec.Evidence.Ceiling.From, now)
 	ok, why := band.Allows(ref, rec.Evidence.Ceiling.To)
 	if len(rec.Evidence.Breakers) > 0 {
 		// The band pre-approves ceiling moves only: a breaker threshold
@@ -124,48 +158,88 @@ func (p *Proposer) Submit(ctx context.Context, rec Recommendation, band Band) (S
 	if err != nil {
 		return Submitted{}, fmt.Errorf("recommend: checksum: %w", err)
 	}
-	out := Submitted{Band: band, BandSource: bandSource}
+	out := Submitted{Band: band, BandSource: bandSource, Policy: why}
+	// The engine's own open proposals, newest first; more than one only
+	// if an older engine stacked them.
+	var open []versioning.Version
 	for _, v := range versions {
-		if v.State != versioning.StateProposed || v.Source != versioning.SourceEngine {
-			continue
+		if v.State == versioning.StateProposed && v.Source == versioning.SourceEngine && v.Author == actor.Name {
+			open = append(open, v)
 		}
-		if v.Checksum == sum && v.Parent == rec.Base && !ok {
-			out.Version, out.Policy, out.Unchanged = v, why, true
-			return out, nil
-		}
-		if v.Parent == rec.Base && !ok {
-			if kept, small := smallMove(v.Ruleset, rec.Ruleset, deadband); small {
-				out.Version, out.Policy, out.Unchanged, out.Kept = v, why, true, kept
-				return out, nil
-			}
-		}
+	}
+	for _, v := range open[min(1, len(open)):] {
 		if _, err := p.Store.Withdraw(ctx, rec.Service, v.Number, actor, "replaced by a newer recommendation"); err != nil &&
 			!errors.Is(err, versioning.ErrInvalidState) {
 			return Submitted{}, fmt.Errorf("recommend: withdraw %s v%d: %w", rec.Service, v.Number, err)
 		}
-		out.Replaced = v.Number
 	}
-	ev := struct {
-		*Evidence
-		AutoApply  bool    `json:"auto_apply"`
-		Policy     string  `json:"policy"`
-		Reference  float64 `json:"hour_reference"`
-		Band       Band    `json:"band"`
-		BandSource string  `json:"band_source"`
-	}{rec.Evidence, ok, why, ref, band, bandSource}
-	raw, err := json.Marshal(ev)
+	evidence := func(kept string) (json.RawMessage, error) {
+		raw, err := json.Marshal(struct {
+			*Evidence
+			AutoApply   bool    `json:"auto_apply"`
+			Policy      string  `json:"policy"`
+			Reference   float64 `json:"hour_reference"`
+			Band        Band    `json:"band"`
+			BandSource  string  `json:"band_source"`
+			RulesetKept string  `json:"ruleset_kept,omitempty"`
+		}{rec.Evidence, ok, why, ref, band, bandSource, kept})
+		if err != nil {
+			return nil, fmt.Errorf("recommend: evidence: %w", err)
+		}
+		return raw, nil
+	}
+	if len(open) > 0 && !ok && open[0].Parent == rec.Base {
+		cur := open[0]
+		rs, reason, kept := rec.Ruleset, clip(rec.Reason, versioning.MaxReasonBytes), ""
+		same := cur.Checksum == sum
+		if !same {
+			if k, small := smallMove(cur.Ruleset, rec.Ruleset, deadband); small {
+				rs, kept = cur.Ruleset, k
+			}
+		}
+		out.Version, out.Unchanged, out.Kept = cur, same || kept != "", kept
+		if out.Unchanged {
+			// The reason goes with the ruleset, which stays.
+			reason = cur.Reason
+			last := cur.RevisedAt
+			if last.IsZero() {
+				last = cur.CreatedAt
+			}
+			if refresh > 0 && now.Sub(last) < refresh {
+				return out, nil
+			}
+		}
+		raw, err := evidence(kept)
+		if err != nil {
+			return Submitted{}, err
+		}
+		v, err := p.Store.Revise(ctx, rec.Service, cur.Number, versioning.Proposal{
+			BaseVersion: rec.Base, Ruleset: rs, Author: actor, Reason: reason, Evidence: raw,
+			Source: versioning.SourceEngine,
+		})
+		if err != nil {
+			return Submitted{}, fmt.Errorf("recommend: revise %s v%d: %w", rec.Service, cur.Number, err)
+		}
+		out.Version, out.Revised = v, true
+		return out, nil
+	}
+	raw, err := evidence("")
 	if err != nil {
-		return Submitted{}, fmt.Errorf("recommend: evidence: %w", err)
+		return Submitted{}, err
 	}
-	v, err := p.Store.Propose(ctx, versioning.Proposal{
+	prop := versioning.Proposal{
 		Service: rec.Service, BaseVersion: rec.Base, Ruleset: rec.Ruleset, Author: actor,
 		Reason: clip(rec.Reason, versioning.MaxReasonBytes), Evidence: raw,
 		Source: versioning.SourceEngine, AutoApply: ok,
-	})
+	}
+	if len(open) > 0 {
+		prop.Replaces = open[0].Number
+	}
+	v, err := p.Store.Propose(ctx, prop)
 	if err != nil {
 		return Submitted{}, fmt.Errorf("recommend: propose %s: %w", rec.Service, err)
 	}
-	out.Version, out.AutoApplied, out.Policy = v, v.AutoApplied, why
+	out.Version, out.AutoApplied, out.Replaced = v, v.AutoApplied, prop.Replaces
 	return out, nil
 }
 

@@ -251,14 +251,15 @@ func TestProposer(t *testing.T) {
 	if err != nil || !again.Unchanged || again.Version.Number != big.Version.Number {
 		t.Fatalf("resubmit: %+v %v", again, err)
 	}
-	// A newer recommendation replaces it: one open proposal per service.
+	// A newer recommendation revises it in place: one open proposal per
+	// service.
 	rec2 := evaluate(1, 1000, &v1)
 	upd, err := pr.Submit(ctx, rec2, DefaultBand())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if upd.Replaced != big.Version.Number {
-		t.Fatalf("replaced %d, want %d", upd.Replaced, big.Version.Number)
+	if !upd.Revised || upd.Replaced != 0 || upd.Version.Number != big.Version.Number || upd.Version.Revision != 1 {
+		t.Fatalf("want v%d revised, got %+v", big.Version.Number, upd)
 	}
 	open, _ := st.List(ctx, versioning.ListFilter{Service: "checkout", States: []versioning.State{versioning.StateProposed}})
 	if len(open) != 1 || open[0].Number != upd.Version.Number {
