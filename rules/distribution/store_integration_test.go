@@ -3,6 +3,7 @@ package distribution
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -176,5 +177,68 @@ func waitWake(t *testing.T, wake <-chan struct{}, what string) {
 	case <-wake:
 	case <-time.After(30 * time.Second):
 		t.Fatalf("no %s", what)
+	}
+}
+
+// TestUndeliverableVersionOnTheRulesStore: on the real stores, a version the
+// server (max_payload 64 KiB) cannot take stays pending and approved, is not
+// retried, and once a newer version is published its row is done and the
+// store keeps it superseded, never published.
+func TestUndeliverableVersionOnTheRulesStore(t *testing.T) {
+	srv, maxPayload := smallServer(t)
+	for _, st := range rulesStores {
+		t.Run(st.name, func(t *testing.T) {
+			ctx := context.Background()
+			clk := clock.NewFake(time.Now())
+			store, _, _ := st.open(t, clk)
+			pub := newTestPublisher(t, srv.URL())
+			relay, err := NewRelay(RelayOptions{Outbox: store, Publisher: pub, Clock: clk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			big, _ := sizedEnvelope(t, "checkout", 1, maxPayload)
+			p, err := store.Propose(ctx, versioning.Proposal{Rebase: true, Author: author, Reason: "big", Ruleset: big.Ruleset})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := store.Approve(ctx, "checkout", p.Number, approver, "ok"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := relay.Pass(ctx); !errors.Is(err, ErrTooLarge) {
+				t.Fatalf("pass = %v, want ErrTooLarge", err)
+			}
+			if u := relay.Undeliverable(); len(u) != 1 || u[0].Version != p.Number || u[0].Limit != maxPayload-KVHeaderRoom {
+				t.Fatalf("undeliverable %+v", u)
+			}
+			clk.Advance(31 * time.Second)
+			if n, err := relay.Pass(ctx); n != 1 || err != nil {
+				t.Fatalf("pass after the lease: %d rows, %v; want the row claimed and skipped", n, err)
+			}
+			if v, err := store.Get(ctx, "checkout", p.Number); err != nil || v.State == versioning.StatePublished {
+				t.Fatalf("the big version is %v (%v); it must not be published", v.State, err)
+			}
+
+			small := approveVersion(t, store, "checkout", 10)
+			if _, err := relay.Pass(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if latest, err := pub.Latest(ctx, "checkout"); err != nil || latest.Version != small.Number {
+				t.Fatalf("latest %v, %v; want v%d", latest, err, small.Number)
+			}
+			if u := relay.Undeliverable(); len(u) != 0 {
+				t.Fatalf("undeliverable %+v after a newer version", u)
+			}
+			clk.Advance(31 * time.Second)
+			if items, err := store.ClaimOutbox(ctx, 10, time.Second); err != nil || len(items) != 0 {
+				t.Fatalf("rows still pending: %+v, %v", items, err)
+			}
+			v, err := store.Get(ctx, "checkout", p.Number)
+			if err != nil || v.State != versioning.StateSuperseded {
+				t.Fatalf("the big version is %v (%v), want superseded", v.State, err)
+			}
+			if h := history(t, pub, "checkout"); len(h) != 1 {
+				t.Fatalf("%d writes, want only the small version", len(h))
+			}
+		})
 	}
 }
