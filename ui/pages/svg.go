@@ -13,8 +13,12 @@ import (
 
 // Sparkline draws a small trend line (no axes) for the overview.
 func Sparkline(pts []model.Point) template.HTML {
-	if len(pts) < 2 {
-		return `<span class="muted">—</span>`
+	switch len(pts) {
+	case 0:
+		return `<span class="muted" title="no trend yet">—</span>`
+	case 1:
+		// One reading so far: a dot at the right, where the latest goes.
+		return `<svg class="spark" viewBox="0 0 100 24" preserveAspectRatio="none" role="img" aria-label="trend: one reading"><circle class="dot" cx="97" cy="12" r="3"/></svg>`
 	}
 	lo, hi := bounds(pts, nil)
 	var b strings.Builder

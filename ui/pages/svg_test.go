@@ -27,6 +27,11 @@ func TestChartSinglePointHasAVisibleMarker(t *testing.T) {
 	require.Contains(t, svg, `class="pt s0 dot" cx="333.0"`, "in the middle")
 }
 
+func TestSparklineSinglePoint(t *testing.T) {
+	require.Contains(t, string(Sparkline([]model.Point{{Value: 0.4}})), `<circle class="dot"`)
+	require.Contains(t, string(Sparkline(nil)), "—")
+}
+
 func TestChartBreaksAtGapsAndMarksIsolatedPoints(t *testing.T) {
 	// Samples every minute, a hole, one lone sample, a hole, two samples.
 	pts := []model.Point{at(0, 1), at(1, 2), at(2, 3), at(10, 4), at(20, 5), at(21, 6)}
