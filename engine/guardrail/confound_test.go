@@ -481,3 +481,61 @@ func TestAdmitsMore(t *testing.T) {
 		}
 	}
 }
+
+// TestSpikeAcrossActivation is the demo's spike seen by a version activated
+// just after it began: it covers the end of the window before and most of
+// the one after. The means differ by less than the load ratio; the medians
+// tell the windows apart, so the p99 rise is not blamed on the version.
+func TestSpikeAcrossActivation(t *testing.T) {
+	act := time.Date(2026, 1, 1, 0, 20, 0, 0, time.UTC) // v2's activation in twoVersions
+	inSpike := func(at time.Time) bool {
+		return !at.Before(act.Add(-30*time.Second)) && at.Before(act.Add(120*time.Second))
+	}
+	spike := func(m Metric, at time.Time, i int) float64 {
+		v := healthy(m, i)
+		if !inSpike(at) {
+			return v
+		}
+		switch m {
+		case OfferedLoad:
+			return v * 2.5
+		case LatencyP99:
+			return 1 + float64(i%3)*0.01
+		case GoodputShare, AdmittedShare:
+			return 0.6 + float64(i%3)*0.01
+		}
+		return v
+	}
+	d := runConfound(t, confoundCase{timed: spike, advance: 2*time.Minute + 40*time.Second,
+		verdict: Inconclusive, confounder: "offered load rose 2.4", check: LatencyP99, checkVerd: Inconclusive})
+	if c, _ := checkOf(d, LatencyP99); !strings.Contains(c.Detail, "not held against the version: offered load rose") {
+		t.Fatalf("p99 check %+v, want a regression not held against the version", c)
+	}
+	if c, _ := checkOf(d, OfferedLoad); !(c.Effect > 1 && c.Effect < 1.5) || !strings.Contains(c.Detail, "medians") {
+		t.Fatalf("the means moved %vx; the case needs them within the load ratio", c.Effect)
+	}
+	if c, _ := checkOf(d, GoodputShare); c.Verdict != Inconclusive || !strings.Contains(c.Detail, "load rise explains") {
+		t.Fatalf("goodput check %+v", c)
+	}
+	// Once the spike is over the latest window is comparable and healthy.
+	runConfound(t, confoundCase{timed: spike, advance: 7 * time.Minute, verdict: Pass, final: true})
+}
+
+func TestMedian(t *testing.T) {
+	tests := []struct {
+		xs   []float64
+		want float64
+	}{
+		{[]float64{3, 1, 2}, 2},
+		{[]float64{4, 1, 3, 2}, 2.5},
+		{[]float64{math.NaN(), 5, math.Inf(1)}, 5},
+	}
+	for _, tt := range tests {
+		if got := median(tt.xs); got != tt.want {
+			t.Errorf("median(%v) = %v, want %v", tt.xs, got, tt.want)
+		}
+	}
+	if got := median([]float64{math.NaN()}); !math.IsNaN(got) {
+		t.Errorf("median of nothing finite = %v", got)
+	}
+}

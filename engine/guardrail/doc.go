@@ -18,7 +18,9 @@
 //
 // Goodput is judged relative to the offered load, so a change of traffic
 // alone does not move it; the offered load (request rate, every outcome) of
-// the two windows is compared as well. When it moved beyond LoadRatio
+// the two windows is compared as well, by mean and by median (a spike that
+// fills most of the after window but only the end of the one before moves
+// the median more than the mean). When either moved beyond LoadRatio
 // (default 1.5x) either way, the windows are not comparable: no comparison
 // passes, and a regression counts only when the load change cannot explain
 // it:

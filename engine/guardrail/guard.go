@@ -175,8 +175,11 @@ func (g *Guard) Observe(ctx context.Context, now time.Time, active []versioning.
 
 // conditions are what else changed between the windows of one evaluation.
 type conditions struct {
-	// load is the offered load's ratio after/before; NaN when unknown.
-	load       float64
+	// load is the ratio of the offered load's means after/before, shift
+	// the ratio of the mean or the median, whichever moved farther; NaN
+	// when unknown.
+	load, shift float64
+	// rose and fell: shift is beyond LoadRatio.
 	rose, fell bool
 	// after: incidents overlapping the after window; any: either window.
 	after, any []string
@@ -203,32 +206,38 @@ func (g *Guard) evaluate(ctx context.Context, now time.Time, w watch) (watch, er
 	if full {
 		aFrom = now.Add(-g.o.Window)
 	}
-	read := func(m Metric) (Summary, Summary, error) {
+	samples := func(m Metric) ([]float64, []float64, error) {
 		before, err := g.o.Series.Samples(ctx, d.Service, m, bFrom, bTo, g.o.Step)
 		if err != nil {
-			return Summary{}, Summary{}, fmt.Errorf("guardrail: %s v%d: %w", d.Service, d.Version, err)
+			return nil, nil, fmt.Errorf("guardrail: %s v%d: %w", d.Service, d.Version, err)
 		}
 		after, err := g.o.Series.Samples(ctx, d.Service, m, aFrom, aTo, g.o.Step)
 		if err != nil {
-			return Summary{}, Summary{}, fmt.Errorf("guardrail: %s v%d: %w", d.Service, d.Version, err)
+			return nil, nil, fmt.Errorf("guardrail: %s v%d: %w", d.Service, d.Version, err)
 		}
-		return summarize(before), summarize(after), nil
+		return before, after, nil
+	}
+	read := func(m Metric) (Summary, Summary, error) {
+		before, after, err := samples(m)
+		return summarize(before), summarize(after), err
 	}
 
-	lb, la, err := read(OfferedLoad)
+	lb, la, err := samples(OfferedLoad)
 	if err != nil {
 		return w, err
 	}
-	load := g.loadCheck(lb, la)
-	cond := conditions{load: load.Effect}
-	if !math.IsNaN(cond.load) {
-		cond.rose, cond.fell = cond.load > g.o.LoadRatio, cond.load < 1/g.o.LoadRatio
+	load, shift := g.loadCheck(lb, la)
+	cond := conditions{load: load.Effect, shift: shift.ratio}
+	if !math.IsNaN(shift.ratio) {
+		cond.rose, cond.fell = shift.ratio > g.o.LoadRatio, shift.ratio < 1/g.o.LoadRatio
 	}
 	switch {
 	case cond.rose:
-		cond.confounders = append(cond.confounders, fmt.Sprintf("offered load rose %s after activation (%.1f/s -> %.1f/s)", times(cond.load), lb.Mean, la.Mean))
+		cond.confounders = append(cond.confounders, fmt.Sprintf("offered load rose %s after activation (%s %.1f/s -> %.1f/s)",
+			times(shift.ratio), shift.measure, shift.before, shift.after))
 	case cond.fell:
-		cond.confounders = append(cond.confounders, fmt.Sprintf("offered load fell %s after activation (%.1f/s -> %.1f/s)", times(1/cond.load), lb.Mean, la.Mean))
+		cond.confounders = append(cond.confounders, fmt.Sprintf("offered load fell %s after activation (%s %.1f/s -> %.1f/s)",
+			times(1/shift.ratio), shift.measure, shift.before, shift.after))
 	}
 	if err := g.incidents(ctx, &w, &cond, bFrom, aFrom, aTo); err != nil {
 		return w, err
@@ -283,32 +292,55 @@ func (g *Guard) evaluate(ctx context.Context, now time.Time, w watch) (watch, er
 	return w, nil
 }
 
+// loadShift is how far the offered load moved: the ratio after/before of
+// the measure (mean or median) that moved farther.
+type loadShift struct {
+	measure       string
+	before, after float64
+	ratio         float64 // NaN: unknown
+}
+
 // loadCheck compares the offered load of the two windows: Pass when
-// comparable (within LoadRatio either way), Inconclusive otherwise or with
-// too few samples. Its Effect is the ratio after/before (NaN: unknown).
-func (g *Guard) loadCheck(before, after Summary) Check {
+// comparable, Inconclusive otherwise or with too few samples. Its Effect is
+// the ratio of the means after/before (NaN: unknown). The windows are
+// comparable when both the means and the medians are within LoadRatio of
+// each other either way: the mean catches a sustained change, the median a
+// burst that covers most of one window but moves the mean less (a spike
+// that fills the after window but only the end of the one before).
+func (g *Guard) loadCheck(beforeSamples, afterSamples []float64) (Check, loadShift) {
+	before, after := summarize(beforeSamples), summarize(afterSamples)
 	c := Check{Metric: OfferedLoad, Before: before, After: after, PValue: math.NaN(), Effect: math.NaN(), Tolerance: g.o.LoadRatio}
 	if before.N < g.o.MinSamples || after.N < g.o.MinSamples {
 		c.Verdict = Inconclusive
 		c.Detail = fmt.Sprintf("%s: %d samples before and %d after, need %d each", OfferedLoad, before.N, after.N, g.o.MinSamples)
-		return c
+		return c, loadShift{ratio: math.NaN()}
 	}
-	switch {
-	case before.Mean > 0:
-		c.Effect = after.Mean / before.Mean
-	case after.Mean > 0:
-		c.Effect = math.Inf(1)
-	default:
-		c.Effect = 1
+	c.Effect = ratio(after.Mean, before.Mean)
+	mb, ma := median(beforeSamples), median(afterSamples)
+	shift := loadShift{measure: "mean", before: before.Mean, after: after.Mean, ratio: c.Effect}
+	if r := ratio(ma, mb); math.Abs(math.Log(r)) > math.Abs(math.Log(c.Effect)) {
+		shift = loadShift{measure: "median", before: mb, after: ma, ratio: r}
 	}
-	c.Detail = fmt.Sprintf("offered load %.1f/s -> %.1f/s (%s, comparable within %s)", before.Mean, after.Mean, times(c.Effect), times(g.o.LoadRatio))
-	if c.Effect > g.o.LoadRatio || c.Effect < 1/g.o.LoadRatio {
+	c.Detail = fmt.Sprintf("offered load %.1f/s -> %.1f/s (%s; medians %.1f/s -> %.1f/s; comparable within %s)",
+		before.Mean, after.Mean, times(c.Effect), mb, ma, times(g.o.LoadRatio))
+	if shift.ratio > g.o.LoadRatio || shift.ratio < 1/g.o.LoadRatio {
 		c.Verdict = Inconclusive
 		c.Detail += ": windows not comparable"
 	} else {
 		c.Verdict = Pass
 	}
-	return c
+	return c, shift
+}
+
+// ratio is after/before, +Inf when only after is positive, 1 when neither.
+func ratio(after, before float64) float64 {
+	switch {
+	case before > 0:
+		return after / before
+	case after > 0:
+		return math.Inf(1)
+	}
+	return 1
 }
 
 // incidents fills the conditions with the noted incidents overlapping the
@@ -401,8 +433,8 @@ func (g *Guard) compare(m Metric, before, after Summary, cond conditions) Check 
 		c.PValue = welchGreater(after, floor)
 		worse = c.Effect > c.Tolerance
 		if floor.Mean != before.Mean {
-			c.Detail = fmt.Sprintf("%s %.3f -> %.3f, below the %.3f the %s load rise explains by %.1f%% (tolerance %.0f%%, p=%.3g)",
-				name, before.Mean, after.Mean, floor.Mean, times(cond.load), 100*c.Effect, 100*c.Tolerance, c.PValue)
+			c.Detail = fmt.Sprintf("%s %.3f -> %.3f against the %.3f the %s load rise explains (%+.1f%%, tolerance -%.0f%%, p=%.3g)",
+				name, before.Mean, after.Mean, floor.Mean, times(cond.load), -100*c.Effect, 100*c.Tolerance, c.PValue)
 		} else {
 			c.Detail = fmt.Sprintf("%s %.3f -> %.3f (%+.1f%%, tolerance -%.0f%%, p=%.3g)", name, before.Mean, after.Mean, -100*c.Effect, 100*c.Tolerance, c.PValue)
 		}
@@ -444,9 +476,9 @@ func (g *Guard) compare(m Metric, before, after Summary, cond conditions) Check 
 func (c conditions) loadNote() []string {
 	switch {
 	case c.rose:
-		return []string{"offered load rose " + times(c.load)}
+		return []string{"offered load rose " + times(c.shift)}
 	case c.fell:
-		return []string{"offered load fell " + times(1/c.load)}
+		return []string{"offered load fell " + times(1/c.shift)}
 	}
 	return nil
 }

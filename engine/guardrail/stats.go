@@ -1,6 +1,9 @@
 package guardrail
 
-import "math"
+import (
+	"math"
+	"sort"
+)
 
 // Summary is the sample size, mean and standard deviation of one window.
 type Summary struct {
@@ -123,4 +126,23 @@ func betacf(a, b, x float64) float64 {
 		}
 	}
 	return h
+}
+
+// median of the finite samples; NaN without any.
+func median(xs []float64) float64 {
+	ys := make([]float64, 0, len(xs))
+	for _, x := range xs {
+		if !math.IsNaN(x) && !math.IsInf(x, 0) {
+			ys = append(ys, x)
+		}
+	}
+	if len(ys) == 0 {
+		return math.NaN()
+	}
+	sort.Float64s(ys)
+	n := len(ys)
+	if n%2 == 1 {
+		return ys[n/2]
+	}
+	return (ys[n/2-1] + ys[n/2]) / 2
 }
