@@ -26,7 +26,10 @@
 // cache line shared between CPUs: in-flight counts, token buckets and metric
 // counters are sharded. An admission picks its shard once, at random, and its
 // release, its duration sample (count and sum in one word) and the limiter's
-// sample reuse it. sdk/httpgov wraps it as net/http middleware; the gRPC
+// sample reuse it. A request refused for the concurrency limit is reported to
+// the limiter (limit.RefusalObserver), so that a limit full of requests that
+// do not finish (a stalled dependency) is cut before any of them returns.
+// sdk/httpgov wraps it as net/http middleware; the gRPC
 // interceptors in sdk/grpc build on the same API.
 //
 // Apply swaps the whole ruleset atomically: it validates first and refuses an
