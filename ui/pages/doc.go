@@ -3,6 +3,19 @@
 // approving and rolling back), recommendations, alerts, the audit log and
 // settings, plus the login flow and the overview's Server-Sent Events stream.
 //
+// Charts are server-rendered SVG (svg.go) with axes, units, every value on
+// hover, reference lines (act, release, setpoint, target), breaks where
+// samples are missing, a visible marker for a point with no neighbour, and
+// the reason when there is no data; charts of several series (traffic by
+// class, breaker states) carry a legend that is also their text summary.
+// An engine recommendation's evidence (evidence.go) is shown for people:
+// the signals over the minutes before it (from a model.Window source, else
+// the evidence's own readings), the controller's P, I and D terms and how
+// they add up to the change, the load score terms, the detector, the
+// expected effect, the confidence and what it rests on, the change as a
+// before / after table and the auto-apply verdict; the raw JSON stays in a
+// collapsed block.
+//
 // Every read-only page works without JavaScript; the only script
 // (assets/app.js) swaps in fresh overview rows pushed over SSE. Every form
 // that changes state carries the session's CSRF token, and each route states
