@@ -24,11 +24,16 @@ type Manager struct {
 	o        Options
 	log      *slog.Logger
 	eval     *rule.Evaluator
+	silences *silence.Set
+	m        *metrics
+
+	// routeMu guards the routing: Reconfigure swaps it under the write
+	// lock; flushing, sending and acknowledging hold the read lock.
+	routeMu  sync.RWMutex
 	disp     *dispatch.Dispatcher
 	inhib    *inhibit.Inhibitor
-	silences *silence.Set
 	queues   map[string]*notify.Queue
-	m        *metrics
+	retiring []*notify.Queue // replaced queues finishing their messages
 
 	stepMu  sync.Mutex // one Step at a time
 	mu      sync.Mutex
@@ -93,11 +98,7 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 			m.current = append(m.current, st.Alert())
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(o.Receivers)) {
-		qo := o.Queue
-		qo.Clock, qo.Logger, qo.Metrics, qo.OnResult = o.Clock, o.Logger, m.m.delivery, m.onResult
-		m.queues[name] = notify.NewQueue(name, o.Receivers[name], qo)
-	}
+	m.queues = m.newQueues(o.Receivers)
 	for _, p := range pending {
 		if q := m.queues[p.Message.Receiver]; q != nil {
 			q.Enqueue(p.Message)
@@ -116,16 +117,38 @@ func (m *Manager) Close() error {
 	}
 	m.closed = true
 	m.mu.Unlock()
+	m.routeMu.Lock()
+	defer m.routeMu.Unlock()
 	for _, q := range m.queues {
+		q.Close()
+	}
+	for _, q := range m.retiring {
 		q.Close()
 	}
 	return nil
 }
 
-// Idle waits until every queued notification has had its last attempt.
+func (m *Manager) newQueues(receivers map[string]notify.Notifier) map[string]*notify.Queue {
+	out := make(map[string]*notify.Queue, len(receivers))
+	for _, name := range slices.Sorted(maps.Keys(receivers)) {
+		qo := m.o.Queue
+		qo.Clock, qo.Logger, qo.Metrics, qo.OnResult = m.o.Clock, m.o.Logger, m.m.delivery, m.onResult
+		out[name] = notify.NewQueue(name, receivers[name], qo)
+	}
+	return out
+}
+
+// Idle waits until every queued notification has had its last attempt,
+// on the receivers in force and on those being replaced.
 func (m *Manager) Idle(ctx context.Context) error {
+	m.routeMu.RLock()
+	qs := slices.Clone(m.retiring)
 	for _, name := range slices.Sorted(maps.Keys(m.queues)) {
-		if err := m.queues[name].Idle(ctx); err != nil {
+		qs = append(qs, m.queues[name])
+	}
+	m.routeMu.RUnlock()
+	for _, q := range qs {
+		if err := q.Idle(ctx); err != nil {
 			return err
 		}
 	}
@@ -186,7 +209,10 @@ func (m *Manager) Step(ctx context.Context, now time.Time) error {
 		errs = append(errs, m.storeErr(m.o.Store.DeleteAck(ctx, fp)))
 	}
 
-	// What keeps each firing alert quiet, decided once per step.
+	// What keeps each firing alert quiet, decided once per step, and what
+	// is sent, on one routing.
+	m.routeMu.RLock()
+	defer m.routeMu.RUnlock()
 	quiet := map[alerts.Fingerprint]string{}
 	var silenced, inhibited, acked int
 	for _, a := range firing {
@@ -250,7 +276,8 @@ func (m *Manager) storeErr(err error) error {
 	return err
 }
 
-// send logs the message with its group state, then queues it. A message
+// send logs the message with its group state, then queues it; the caller
+// holds routeMu for reading. A message
 // already in the log is not queued again; if the log cannot be written the
 // message is still sent (a page matters more than the log) and the error
 // returned.
@@ -391,6 +418,8 @@ func (m *Manager) Acknowledge(ctx context.Context, fp alerts.Fingerprint, by, co
 	m.acks[fp] = ack
 	m.mu.Unlock()
 	var errs []error
+	m.routeMu.RLock()
+	defer m.routeMu.RUnlock()
 	for _, msg := range m.disp.Acknowledge(now, a) {
 		errs = append(errs, m.send(ctx, nil, msg))
 	}
@@ -413,6 +442,8 @@ func (m *Manager) Alerts(now time.Time) []Status {
 	acks := maps.Clone(m.acks)
 	m.mu.Unlock()
 	firing := slices.DeleteFunc(slices.Clone(cur), func(a alerts.Alert) bool { return !a.EndsAt.IsZero() })
+	m.routeMu.RLock()
+	defer m.routeMu.RUnlock()
 	out := make([]Status, 0, len(cur))
 	for _, a := range cur {
 		s := Status{Alert: a, Fingerprint: a.Fingerprint().String(), SilencedBy: m.silences.Muted(a.Labels, now)}

@@ -53,34 +53,18 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Store == nil {
 		return o, fmt.Errorf("%w: manager: store is required", alerts.ErrInvalid)
 	}
-	if len(o.Receivers) == 0 {
-		return o, fmt.Errorf("%w: manager: at least one receiver is required", alerts.ErrInvalid)
-	}
 	if o.Rules == nil {
 		o.Rules = rule.Builtin()
 	}
 	if !slices.ContainsFunc(o.Rules, func(r rule.Rule) bool { return r.Name == rule.ReceiverFailingRule }) {
 		o.Rules = append(slices.Clone(o.Rules), rule.ReceiverFailing())
 	}
-	if len(o.Routes) == 0 {
-		if len(o.Receivers) != 1 {
-			return o, fmt.Errorf("%w: manager: routes are required with more than one receiver", alerts.ErrInvalid)
-		}
-		for name := range o.Receivers {
-			o.Routes = []dispatch.Route{{Receiver: name}}
-		}
+	rt, err := Routing{Routes: o.Routes, Timing: o.Timing, Inhibit: o.Inhibit, NoInhibition: o.NoInhibition,
+		Receivers: o.Receivers}.withDefaults()
+	if err != nil {
+		return o, err
 	}
-	for i, r := range o.Routes {
-		if o.Receivers[r.Receiver] == nil {
-			return o, fmt.Errorf("%w: manager: routes[%d]: receiver %q is not configured", alerts.ErrInvalid, i, r.Receiver)
-		}
-	}
-	if o.Inhibit == nil && !o.NoInhibition {
-		o.Inhibit = inhibit.Defaults()
-	}
-	if o.NoInhibition {
-		o.Inhibit = nil
-	}
+	o.Routes, o.Inhibit = rt.Routes, rt.Inhibit
 	if o.Interval <= 0 {
 		o.Interval = 15 * time.Second
 	}

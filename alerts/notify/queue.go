@@ -108,8 +108,10 @@ type Queue struct {
 	cond    *sync.Cond
 	pending int
 	closed  bool
+	retired bool
 
 	cancel context.CancelFunc
+	retire chan struct{} // closed by Retire
 	done   chan struct{}
 }
 
@@ -118,18 +120,19 @@ func NewQueue(name string, n Notifier, o QueueOptions) *Queue {
 	o = o.withDefaults()
 	o.Metrics.init(name)
 	ctx, cancel := context.WithCancel(context.Background())
-	q := &Queue{name: name, n: n, o: o, ch: make(chan *Message, o.Capacity), cancel: cancel, done: make(chan struct{})}
+	q := &Queue{name: name, n: n, o: o, ch: make(chan *Message, o.Capacity), cancel: cancel,
+		retire: make(chan struct{}), done: make(chan struct{})}
 	q.cond = sync.NewCond(&q.mu)
 	go q.run(ctx)
 	return q
 }
 
 // Enqueue queues m without blocking; it returns false and counts a drop
-// when the queue is full or closed.
+// when the queue is full, retired or closed.
 func (q *Queue) Enqueue(m *Message) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.closed {
+	if q.closed || q.retired {
 		q.o.Metrics.dropped.WithLabelValues(q.name).Inc()
 		return false
 	}
@@ -180,6 +183,21 @@ func (q *Queue) Close() {
 	q.mu.Unlock()
 }
 
+// Retire stops taking messages and lets the worker finish the queued ones,
+// each with its remaining attempts, before it stops: a receiver replaced by
+// a new configuration delivers what it already accepted. The returned
+// channel is closed when the worker has stopped. Close still abandons the
+// rest at once.
+func (q *Queue) Retire() <-chan struct{} {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !q.retired {
+		q.retired = true
+		close(q.retire)
+	}
+	return q.done
+}
+
 func (q *Queue) run(ctx context.Context) {
 	defer close(q.done)
 	for {
@@ -187,26 +205,47 @@ func (q *Queue) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case m := <-q.ch:
-			q.o.Metrics.depth.WithLabelValues(q.name).Set(float64(len(q.ch)))
-			attempts, err := q.deliver(ctx, m)
-			if ctx.Err() != nil && err != nil {
+			if !q.handle(ctx, m) {
 				return
 			}
-			if err != nil {
-				q.o.Metrics.failed.WithLabelValues(q.name).Inc()
-				q.o.Logger.Error("alert notification failed", "receiver", q.name, "group", m.GroupKey, "attempts", attempts, "err", err)
-			} else {
-				q.o.Metrics.sent.WithLabelValues(q.name).Inc()
+		case <-q.retire:
+			// Enqueue refuses from now on (it sends under q.mu), so the
+			// channel holds everything that is left.
+			for {
+				select {
+				case m := <-q.ch:
+					if !q.handle(ctx, m) {
+						return
+					}
+				default:
+					return
+				}
 			}
-			if q.o.OnResult != nil {
-				q.o.OnResult(m, attempts, err)
-			}
-			q.mu.Lock()
-			q.pending--
-			q.cond.Broadcast()
-			q.mu.Unlock()
 		}
 	}
+}
+
+// handle delivers one message; false when the queue was closed meanwhile.
+func (q *Queue) handle(ctx context.Context, m *Message) bool {
+	q.o.Metrics.depth.WithLabelValues(q.name).Set(float64(len(q.ch)))
+	attempts, err := q.deliver(ctx, m)
+	if ctx.Err() != nil && err != nil {
+		return false
+	}
+	if err != nil {
+		q.o.Metrics.failed.WithLabelValues(q.name).Inc()
+		q.o.Logger.Error("alert notification failed", "receiver", q.name, "group", m.GroupKey, "attempts", attempts, "err", err)
+	} else {
+		q.o.Metrics.sent.WithLabelValues(q.name).Inc()
+	}
+	if q.o.OnResult != nil {
+		q.o.OnResult(m, attempts, err)
+	}
+	q.mu.Lock()
+	q.pending--
+	q.cond.Broadcast()
+	q.mu.Unlock()
+	return true
 }
 
 func (q *Queue) deliver(ctx context.Context, m *Message) (int, error) {

@@ -173,3 +173,51 @@ func TestNewMessageCommonLabels(t *testing.T) {
 		t.Fatal("firing")
 	}
 }
+
+// TestQueueRetireFinishesQueued: a retired queue refuses new messages but
+// delivers what it had accepted, retries included, then stops.
+func TestQueueRetireFinishesQueued(t *testing.T) {
+	f := clock.NewFake(time.Unix(0, 0))
+	m := NewMetrics(nil)
+	n := &scripted{failures: 1, block: make(chan struct{})}
+	var mu sync.Mutex
+	var delivered []string
+	q := NewQueue("old", n, QueueOptions{Clock: f, Metrics: m, InitialBackoff: time.Second,
+		OnResult: func(msg *Message, _ int, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if err == nil {
+				delivered = append(delivered, msg.ID)
+			}
+		}})
+	defer q.Close()
+	for _, id := range []string{"a", "b", "c"} {
+		if !q.Enqueue(&Message{ID: id}) {
+			t.Fatalf("enqueue %s refused", id)
+		}
+	}
+	done := q.Retire()
+	if q.Enqueue(&Message{ID: "late"}) {
+		t.Fatal("a retired queue accepted a message")
+	}
+	if got := testutil.ToFloat64(m.dropped.WithLabelValues("old")); got != 1 {
+		t.Fatalf("dropped %v, want 1", got)
+	}
+	close(n.block)
+	waitTimer(t, f) // "a" failed once and waits for its back-off
+	select {
+	case <-done:
+		t.Fatal("the retired queue stopped with a message still retrying")
+	default:
+	}
+	f.Advance(time.Second)
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if strings.Join(delivered, ",") != "a,b,c" {
+		t.Fatalf("delivered %v, want a,b,c", delivered)
+	}
+	if err := q.Idle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

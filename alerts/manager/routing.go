@@ -1,0 +1,124 @@
+package manager
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"governor.dev/governor/alerts"
+	"governor.dev/governor/alerts/dispatch"
+	"governor.dev/governor/alerts/inhibit"
+	"governor.dev/governor/alerts/notify"
+	"governor.dev/governor/alerts/rule"
+)
+
+// Routing is where notifications go: the part of the configuration that
+// Reconfigure replaces while the manager runs.
+type Routing struct {
+	// Routes are required with several receivers; with one receiver they
+	// default to a single route to it.
+	Routes []dispatch.Route
+	Timing dispatch.Timing
+	// Inhibit defaults to inhibit.Defaults(); NoInhibition turns it off.
+	Inhibit      []inhibit.Rule
+	NoInhibition bool
+	// Receivers by name; at least one.
+	Receivers map[string]notify.Notifier
+}
+
+func (r Routing) withDefaults() (Routing, error) {
+	if len(r.Receivers) == 0 {
+		return r, fmt.Errorf("%w: manager: at least one receiver is required", alerts.ErrInvalid)
+	}
+	if len(r.Routes) == 0 {
+		if len(r.Receivers) != 1 {
+			return r, fmt.Errorf("%w: manager: routes are required with more than one receiver", alerts.ErrInvalid)
+		}
+		for name := range r.Receivers {
+			r.Routes = []dispatch.Route{{Receiver: name}}
+		}
+	}
+	for i, rt := range r.Routes {
+		if r.Receivers[rt.Receiver] == nil {
+			return r, fmt.Errorf("%w: manager: routes[%d]: receiver %q is not configured", alerts.ErrInvalid, i, rt.Receiver)
+		}
+	}
+	if r.Inhibit == nil && !r.NoInhibition {
+		r.Inhibit = inhibit.Defaults()
+	}
+	if r.NoInhibition {
+		r.Inhibit = nil
+	}
+	return r, nil
+}
+
+// Reconfigure replaces the routes, timing, inhibition rules and receivers
+// at once, between two steps. The new routing is validated whole first; on
+// any error the old one stays. Notifications already queued finish on the
+// receivers that accepted them (with their retries); every notification
+// decided after Reconfigure returns uses the new routing. Groups keep what
+// they have notified when their receiver is still routed to, so a swap
+// neither repeats nor loses a page; groups of receivers no route names any
+// more are forgotten, and a removed receiver's failing alert is resolved.
+func (m *Manager) Reconfigure(r Routing) error {
+	r, err := r.withDefaults()
+	if err != nil {
+		return err
+	}
+	disp, err := dispatch.New(r.Routes, r.Timing)
+	if err != nil {
+		return err
+	}
+	inhib, err := inhibit.New(r.Inhibit)
+	if err != nil {
+		return err
+	}
+	// No step flushes while the routing changes.
+	m.stepMu.Lock()
+	defer m.stepMu.Unlock()
+	if m.isClosed() {
+		return alerts.ErrClosed
+	}
+	m.routeMu.Lock()
+	disp.Restore(m.disp.States())
+	old := m.queues
+	m.disp, m.inhib, m.queues = disp, inhib, m.newQueues(r.Receivers)
+	m.retiring = slices.DeleteFunc(m.retiring, func(q *notify.Queue) bool {
+		select {
+		case <-q.Retire():
+			return true
+		default:
+			return false
+		}
+	})
+	for _, q := range old {
+		q.Retire()
+		m.retiring = append(m.retiring, q)
+	}
+	m.routeMu.Unlock()
+
+	m.mu.Lock()
+	var gone []string
+	for name, failing := range m.failing {
+		if _, ok := r.Receivers[name]; !ok {
+			if failing {
+				gone = append(gone, name)
+			}
+			delete(m.failing, name)
+		}
+	}
+	m.mu.Unlock()
+	now := m.o.Clock.Now()
+	for _, name := range gone {
+		_, _ = m.eval.Observe(rule.Event{Kind: rule.EventReceiverFailing, Labels: map[string]string{"receiver": name},
+			At: now, Resolved: true})
+	}
+	return nil
+}
+
+// Receivers lists the receivers in force, sorted.
+func (m *Manager) Receivers() []string {
+	m.routeMu.RLock()
+	defer m.routeMu.RUnlock()
+	return slices.Sorted(maps.Keys(m.queues))
+}

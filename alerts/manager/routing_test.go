@@ -1,0 +1,127 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"governor.dev/governor/alerts"
+	"governor.dev/governor/alerts/dispatch"
+	"governor.dev/governor/alerts/notify"
+	"governor.dev/governor/alerts/notify/pagerduty"
+	"governor.dev/governor/alerts/notify/webhook"
+)
+
+// TestReconfigureSwapsReceiversAndRoutes: a notification being retried when
+// the routing changes finishes on the receiver that accepted it; what is
+// decided afterwards goes by the new routes; a receiver still routed to
+// keeps its groups, so it is not paged again before its repeat interval.
+func TestReconfigureSwapsReceiversAndRoutes(t *testing.T) {
+	h := newHarness(t)
+	team := newReceiver(t)
+	h.db.set("shed", "checkout")
+	h.at(0)
+	h.at(time.Minute)
+	h.at(90 * time.Second)
+	h.expect(90*time.Second, "firing Shed@checkout/firing")
+	if got := h.pdActions(); strings.Join(got, ",") != "trigger" {
+		t.Fatalf("pagerduty actions %v", got)
+	}
+
+	// The webhook starts failing; the Load page is in its retry back-off
+	// when the routing changes.
+	h.hook.mu.Lock()
+	h.hook.fail = true
+	h.hook.mu.Unlock()
+	h.db.set("load", "search") // another service: the P0 does not inhibit it
+	h.at(2 * time.Minute)
+	h.clk.Set(t0.Add(150 * time.Second))
+	if err := h.m.Step(context.Background(), h.clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; h.clk.Pending() == 0; i++ { // the hook queue waits for its back-off
+		if i == 1e6 {
+			st, _ := h.st.Groups(context.Background())
+			t.Fatalf("no retry pending; alerts %+v groups %+v", h.m.Alerts(h.clk.Now()), st)
+		}
+		waitBriefly()
+	}
+
+	teamHook, err := webhook.New(webhook.Config{URL: team.srv.URL}, team.srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd, err := pagerduty.New(pagerduty.Config{RoutingKey: "rk2", URL: h.pd.srv.URL}, h.pd.srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.m.Reconfigure(Routing{
+		Receivers: map[string]notify.Notifier{"pd": pd, "team": teamHook},
+		Routes: []dispatch.Route{
+			{Receiver: "pd", Severities: []alerts.Severity{alerts.P0}, Continue: true},
+			{Receiver: "team"},
+		},
+		Timing: dispatch.Timing{GroupWait: 30 * time.Second, GroupInterval: time.Minute},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(h.m.Receivers(), ","); got != "pd,team" {
+		t.Fatalf("receivers %s", got)
+	}
+
+	// The old webhook recovers: its retry delivers the page it accepted.
+	h.hook.mu.Lock()
+	h.hook.fail = false
+	h.hook.mu.Unlock()
+	h.clk.Advance(time.Second)
+	if err := h.m.Idle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.expect(150*time.Second, "firing Load@search/firing")
+
+	// New decisions go to team (its own group wait) and never to the old
+	// webhook; PagerDuty keeps its group and repeats on its own schedule.
+	h.at(3 * time.Minute)
+	h.at(210 * time.Second)
+	if got := team.webhooks(t); strings.Join(got, "|") != "firing Load@search/firing|firing Shed@checkout/firing" {
+		t.Fatalf("team got %v", got)
+	}
+	h.expect(210 * time.Second)
+	if got := h.pdActions(); len(got) != 0 {
+		t.Fatalf("pagerduty paged again after the swap: %v", got)
+	}
+	h.at(6*time.Minute + 30*time.Second)
+	if got := h.pdActions(); strings.Join(got, ",") != "trigger" {
+		t.Fatalf("pagerduty repeat %v", got)
+	}
+	h.expect(6*time.Minute + 30*time.Second)
+}
+
+// TestReconfigureRefusesBadRoutingAndKeepsOld: a routing naming an unknown
+// receiver is refused whole; the old one keeps working.
+func TestReconfigureRefusesBadRoutingAndKeepsOld(t *testing.T) {
+	h := newHarness(t)
+	hook, err := webhook.New(webhook.Config{URL: h.hook.srv.URL}, h.hook.srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []Routing{
+		{},
+		{Receivers: map[string]notify.Notifier{"a": hook, "b": hook}},
+		{Receivers: map[string]notify.Notifier{"a": hook}, Routes: []dispatch.Route{{Receiver: "nobody"}}},
+		{Receivers: map[string]notify.Notifier{"a": hook}, Routes: []dispatch.Route{{Receiver: "a", GroupBy: []string{"bad label"}}}},
+	} {
+		if err := h.m.Reconfigure(r); !errors.Is(err, alerts.ErrInvalid) {
+			t.Fatalf("Reconfigure(%+v) = %v, want ErrInvalid", r, err)
+		}
+	}
+	if got := strings.Join(h.m.Receivers(), ","); got != "hook,pd" {
+		t.Fatalf("receivers after refusals %s", got)
+	}
+	h.db.set("load", "checkout")
+	h.at(0)
+	h.at(30 * time.Second)
+	h.expect(30*time.Second, "firing Load@checkout/firing")
+}
