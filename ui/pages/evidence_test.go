@@ -2,6 +2,7 @@ package pages
 
 import (
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +27,7 @@ func engineEvidenceJSON(t testing.TB, at time.Time, autoApply bool) []byte {
 		Terms: []loadscore.Contribution{
 			{Term: loadscore.Latency, Input: signals.KnownValue(0.42), Target: 0.25, Normalized: 1, Weight: 0.3, EffectiveWeight: 0.5, Contribution: 0.5, Known: true},
 			{Term: loadscore.CPU, Input: signals.KnownValue(0.72), Target: 1, Normalized: 0.72, Weight: 0.3, EffectiveWeight: 0.5, Contribution: 0.36, Known: true},
-			{Term: loadscore.Memory, Input: signals.Unknown(signals.Missing, "no series"), Weight: 0.4, Reason: "no series"},
+			{Term: loadscore.Memory, Input: signals.Unknown(signals.Missing, "no series"), Normalized: math.NaN(), Weight: 0.4, Reason: "no series"},
 		},
 		Signals: map[signals.Signal]*float64{signals.LatencyP99: &p99, signals.RequestRate: &rate, signals.ErrorRatio: &errs, signals.CPU: nil},
 		PID:     pid.State{Time: at, Mode: pid.Auto, Setpoint: 0.7, Measurement: 0.86, Error: -0.16, P: -32, I: 200, D: -8, Unlimited: 160, Output: 160},
