@@ -111,3 +111,23 @@ func TestRecoveryClearsInstanceAlerts(t *testing.T) {
 		t.Fatalf("conditions of a recovery %+v", evs)
 	}
 }
+
+// TestLevelConditions: level events become alert_level conditions labelled
+// by signal and level, P1 for critical and P2 for warn, cleared by
+// level_cleared; without their detail they are dropped.
+func TestLevelConditions(t *testing.T) {
+	d := events.Level{Signal: events.SignalErrorRatio, Level: events.LevelCritical, Value: 0.2, Threshold: 0.05}
+	evs := Conditions(events.Event{Kind: events.LevelCrossed, Severity: events.Critical, Service: "a", At: t0, Detail: d})
+	if len(evs) != 1 || evs[0].Kind != rule.EventAlertLevel || evs[0].Severity != "P1" || evs[0].Resolved ||
+		evs[0].Labels["signal"] != "error_ratio" || evs[0].Labels["level"] != "critical" || evs[0].Service != "a" {
+		t.Fatalf("critical crossed: %+v", evs)
+	}
+	d.Level = events.LevelWarn
+	evs = Conditions(events.Event{Kind: events.LevelCleared, Severity: events.Info, Service: "a", At: t0, Detail: d})
+	if len(evs) != 1 || evs[0].Severity != "P2" || !evs[0].Resolved || evs[0].Labels["level"] != "warn" {
+		t.Fatalf("warn cleared: %+v", evs)
+	}
+	if evs := Conditions(events.Event{Kind: events.LevelCrossed, At: t0, Detail: "no level"}); len(evs) != 0 {
+		t.Fatalf("without detail: %+v", evs)
+	}
+}

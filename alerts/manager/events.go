@@ -76,6 +76,18 @@ func FromEngine(e events.Event) (rule.Event, bool) {
 		}
 	case events.BreakerOpen:
 		ev.Kind = rule.EventBreakerOpen
+	case events.LevelCrossed, events.LevelCleared:
+		// One alert per service, signal and level: P1 for critical, P2
+		// for warn, whatever the event's severity.
+		d, ok := e.Detail.(events.Level)
+		if !ok {
+			return rule.Event{}, false
+		}
+		ev.Kind, ev.Resolved, ev.Severity = rule.EventAlertLevel, e.Kind == events.LevelCleared, alerts.P2
+		if d.Level == events.LevelCritical {
+			ev.Severity = alerts.P1
+		}
+		ev.Labels = map[string]string{"signal": d.Signal, "level": d.Level}
 	default:
 		return rule.Event{}, false
 	}

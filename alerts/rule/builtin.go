@@ -50,6 +50,9 @@ func Builtin() []Rule {
 		{Name: "GovernorLeaderLost", Event: EventLeaderLost, Severity: alerts.P0,
 			Annotations: ann("GovernorLeaderLost", `The decision engine has no leader`, ``)},
 		ReceiverFailing(),
+		{Name: "GovernorSignalAboveLevel", Event: EventAlertLevel, For: 5 * time.Minute, ResolveAfter: 5 * time.Minute,
+			Annotations: ann("GovernorSignalAboveLevel", `{{ $labels.service }}: {{ $labels.signal }} above its {{ $labels.level }} alert level`,
+				`The engine has seen {{ $labels.signal }} above the {{ $labels.level }} level for 5 minutes (P1 critical, P2 warn).`)},
 		{Name: "GovernorAnomaly", Event: EventAnomaly,
 			Annotations: ann("GovernorAnomaly", `{{ $labels.service }}: {{ $labels.signal }} crossed its anomaly threshold`, ``)},
 	}

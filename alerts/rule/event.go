@@ -18,6 +18,11 @@ const (
 	EventEmergencyPublish = "emergency_publish"
 	EventLeaderLost       = "leader_lost"
 	EventAnomaly          = "anomaly"
+	// EventAlertLevel: a service's p99 latency or error ratio is above one
+	// of its alert levels (labels signal and level; tier P1 for critical,
+	// P2 for warn), raised by the engine's level_crossed events and
+	// cleared by level_cleared.
+	EventAlertLevel = "alert_level"
 	// EventReceiverFailing is raised by the alerts manager itself when a
 	// receiver gives up on a notification, and cleared when it delivers.
 	EventReceiverFailing = "receiver_failing"

@@ -322,7 +322,8 @@ func (a *App) buildEngine() error {
 	a.eval, err = evaluate.New(evaluate.Options{Reader: a.reader, Tracker: tracker, Recommender: rec, Versions: a.store,
 		Proposer: &recommend.Proposer{Store: a.store, Clock: a.o.Clock, OpenDeadband: a.cfg.Recommend.OpenDeadband}, Guard: a.guard, Fleet: a.plane.Ledger(),
 		Breakers: a.source, Band: a.band, Events: a.sink, Logger: a.log, Registerer: a.o.Registry,
-		Watermark: evaluate.SQLWatermark{DB: a.ledgerDB, Name: evaluate.EmergencyMark, Leader: a.cfg.Identity}})
+		Watermark: evaluate.SQLWatermark{DB: a.ledgerDB, Name: evaluate.EmergencyMark, Leader: a.cfg.Identity},
+		Levels:    AlertLevels(a.cfg.AlertLevels)})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrStart, err)
 	}
@@ -348,6 +349,16 @@ func RecommendOptions(r config.Recommend) recommend.Options {
 	t.MinSamples, t.SlowCallFactor, t.HealthyErrorRatio = r.BaselineSamples, r.SlowCallFactor, r.HealthyErrorRatio
 	t.WarnSpreads, t.CriticalSpreads = r.WarnSpreads, r.CriticalSpreads
 	return ro
+}
+
+// AlertLevels converts the alert_levels section of the configuration; nil
+// when disabled.
+func AlertLevels(c config.AlertLevels) *evaluate.AlertLevels {
+	if c.Disabled {
+		return nil
+	}
+	return &evaluate.AlertLevels{LatencyWarn: c.LatencyWarn, LatencyCritical: c.LatencyCritical, LearnedMargin: c.LearnedMargin, ErrorWarn: c.ErrorRatioWarn,
+		ErrorCritical: c.ErrorRatioCritical, MinRequestRate: c.MinRequestRate, Refresh: c.Refresh}
 }
 
 // band converts a service's configured band.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"governor.dev/governor/engine/config"
+	"governor.dev/governor/engine/evaluate"
 	"governor.dev/governor/engine/recommend"
 )
 
@@ -36,6 +37,24 @@ func TestRecommendOptions(t *testing.T) {
 	}
 	if _, err := recommend.New(o); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAlertLevels: the configuration's defaults are the evaluator's, and
+// disabled means none.
+func TestAlertLevels(t *testing.T) {
+	got := AlertLevels(config.Default().AlertLevels)
+	if want := evaluate.DefaultAlertLevels(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("defaults differ:\nconfig   %+v\nevaluate %+v", got, want)
+	}
+	c := config.Default().AlertLevels
+	c.LatencyWarn, c.LatencyCritical = 300*time.Millisecond, time.Second
+	if l := AlertLevels(c); l.LatencyWarn != c.LatencyWarn || l.LatencyCritical != c.LatencyCritical || l.Validate() != nil {
+		t.Fatalf("levels %+v", l)
+	}
+	c.Disabled = true
+	if l := AlertLevels(c); l != nil {
+		t.Fatalf("disabled: %+v", l)
 	}
 }
 

@@ -69,6 +69,9 @@ type AlertLevels struct {
 	// conclusive.
 	LatencyWarn     time.Duration `yaml:"latency_warn"`
 	LatencyCritical time.Duration `yaml:"latency_critical"`
+	// LearnedMargin floors the learned p99 levels: warn at least this
+	// share above the healthy baseline, critical twice as far.
+	LearnedMargin float64 `yaml:"learned_margin"`
 	// ErrorRatioWarn and ErrorRatioCritical are the error-ratio levels.
 	ErrorRatioWarn     float64 `yaml:"error_ratio_warn"`
 	ErrorRatioCritical float64 `yaml:"error_ratio_critical"`
@@ -205,7 +208,7 @@ func Default() Config {
 			BaselineSamples: 2880, Deadband: 0.05, MaxStepPerSecond: 0.01, Binding: 0.9, OpenDeadband: 0.1,
 			SlowCallMin: 10 * time.Millisecond, SlowCallMax: 30 * time.Second, SlowCallDeadband: 0.2, SlowCallFactor: 2,
 			HealthyErrorRatio: 0.01, WarnSpreads: 4, CriticalSpreads: 8},
-		AlertLevels: AlertLevels{ErrorRatioWarn: 0.01, ErrorRatioCritical: 0.05, MinRequestRate: 1, Refresh: time.Minute},
+		AlertLevels: AlertLevels{LearnedMargin: 0.25, ErrorRatioWarn: 0.01, ErrorRatioCritical: 0.05, MinRequestRate: 1, Refresh: time.Minute},
 		Bands:       Bands{Default: Band{MaxChangePerHour: 0.1}},
 		Guardrail: Guardrail{Window: 5 * time.Minute, Settle: time.Minute, Step: 15 * time.Second, MinSamples: 10,
 			Alpha: 0.05, ErrorTolerance: 0.01, LatencyTolerance: 0.25, GoodputTolerance: 0.2},
@@ -431,6 +434,9 @@ func (l AlertLevels) validate(bad func(field, format string, args ...any)) {
 		bad("alert_levels.error_ratio_warn", "must be in (0, 1), got %v", l.ErrorRatioWarn)
 	} else if !(l.ErrorRatioCritical > l.ErrorRatioWarn && l.ErrorRatioCritical <= 1) {
 		bad("alert_levels.error_ratio_critical", "must be above error_ratio_warn (%v) and at most 1, got %v", l.ErrorRatioWarn, l.ErrorRatioCritical)
+	}
+	if !(l.LearnedMargin >= 0 && l.LearnedMargin <= 10) {
+		bad("alert_levels.learned_margin", "must be in [0, 10], got %v", l.LearnedMargin)
 	}
 	if !(l.MinRequestRate >= 0) || math.IsInf(l.MinRequestRate, 0) {
 		bad("alert_levels.min_request_rate", "must be a finite rate >= 0, got %v", l.MinRequestRate)

@@ -143,6 +143,7 @@ func TestRecommendAndAlertLevelKeys(t *testing.T) {
 		{"error levels", "alert_levels: {error_ratio_warn: 0.1, error_ratio_critical: 0.05}", "alert_levels.error_ratio_critical:"},
 		{"error warn", "alert_levels: {error_ratio_warn: 0}", "alert_levels.error_ratio_warn:"},
 		{"min rate", "alert_levels: {min_request_rate: -1}", "alert_levels.min_request_rate:"},
+		{"margin", "alert_levels: {learned_margin: -0.1}", "alert_levels.learned_margin:"},
 		{"refresh", "alert_levels: {refresh: 10m}", "alert_levels.refresh:"},
 	}
 	for _, tt := range tests {

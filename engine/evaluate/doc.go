@@ -21,6 +21,13 @@
 // first time the watermark is set, publications before the engine's start
 // (Options.Since) are history, not news.
 //
+// With Options.Levels a cycle also compares every service's p99 latency and
+// error ratio with its alert levels and emits level_crossed and
+// level_cleared (see AlertLevels: learned p99 levels from the healthy
+// baseline, or fixed ones; configured error-ratio levels); the alerts
+// manager's built-in rule GovernorSignalAboveLevel turns them into P1
+// (critical) and P2 (warn) alerts after 5 minutes.
+//
 // # Guardrail incidents
 //
 // Before the guardrail judges the active versions, each cycle notes for it

@@ -59,6 +59,9 @@ type Options struct {
 	// the watermark was never set, only emergency publications at or after
 	// Since are reported. Default: the time of the first Tick.
 	Since time.Time
+	// Levels, if set, alerts on each service's p99 latency and error
+	// ratio against its alert levels (events.LevelCrossed, LevelCleared).
+	Levels *AlertLevels
 	// Band returns a service's band; default recommend.DefaultBand.
 	Band       func(service string) recommend.Band
 	Events     events.Sink
@@ -107,6 +110,9 @@ func New(o Options) (*Evaluator, error) {
 		if missing {
 			errs = append(errs, fmt.Errorf("%w: %s is required", ErrInvalidOption, name))
 		}
+	}
+	if o.Levels != nil {
+		errs = append(errs, o.Levels.Validate())
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -253,6 +259,7 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 			}
 		}
 	}
+	e.o.Levels.check(ctx, at, snap.Entries, e.o.Recommender.Thresholds, e.o.Events)
 	res.Scores = scores
 	e.mu.Lock()
 	for _, sc := range scores {

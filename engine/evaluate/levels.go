@@ -1,0 +1,159 @@
+package evaluate
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"governor.dev/governor/engine/events"
+	"governor.dev/governor/engine/signals"
+	"governor.dev/governor/engine/thresholds"
+)
+
+// AlertLevels turns the alert levels of every service into alerting: once
+// per cycle it compares each service's p99 latency and error ratio with
+// its warn and critical levels and emits events.LevelCrossed when a
+// reading goes above one (and again every Refresh while it stays above),
+// events.LevelCleared when it is back at or below. The built-in alert rule
+// GovernorSignalAboveLevel (package alerts/rule) turns them into alerts
+// with a `for` duration: P1 for the critical level, P2 for warn, resolved
+// by the cleared event.
+//
+// The levels in force are the engine's, not a rule version's (rule
+// versions carry no alert levels): the p99 levels the service's healthy
+// baseline recommends (engine/thresholds, through the recommender; none
+// while the baseline is inconclusive), unless LatencyWarn and
+// LatencyCritical fix them for every service; the error-ratio levels are
+// configured (an error-ratio objective is a policy, not a baseline). A
+// reading that is unknown compares with nothing: its alert, if any, stays
+// until the rule's resolve_after passes without a new event. The state of
+// what was reported lives in memory: a new leader starts afresh, reporting
+// what is above at its first cycle.
+//
+// Its methods run on Tick's goroutine only. The zero value is not usable:
+// use DefaultAlertLevels and adjust.
+type AlertLevels struct {
+	// LatencyWarn and LatencyCritical fix the p99 levels; zero: learned.
+	LatencyWarn, LatencyCritical time.Duration
+	// ErrorWarn and ErrorCritical are the error-ratio levels.
+	ErrorWarn, ErrorCritical float64
+	// LearnedMargin floors the learned p99 levels: warn at least this
+	// share above the healthy baseline, critical twice as far, so a very
+	// steady service is not paged for a jitter its tiny spread calls an
+	// excursion. Default 0.25.
+	LearnedMargin float64
+	// MinRequestRate: the error ratio of a service serving fewer requests
+	// per second is not judged.
+	MinRequestRate float64
+	// Refresh is how often a level still crossed is reported again; it
+	// must be shorter than the rule's resolve_after (5m).
+	Refresh time.Duration
+
+	raised map[levelKey]time.Time // last report of each crossed level
+}
+
+// DefaultAlertLevels returns learned p99 levels (at least 25% and 50% above
+// the healthy baseline), error-ratio levels of 1% and 5% judged from 1
+// request per second, reported every minute.
+func DefaultAlertLevels() *AlertLevels {
+	return &AlertLevels{LearnedMargin: 0.25, ErrorWarn: 0.01, ErrorCritical: 0.05, MinRequestRate: 1, Refresh: time.Minute}
+}
+
+// Validate names the first bad field.
+func (l *AlertLevels) Validate() error {
+	switch {
+	case l.LatencyWarn < 0 || l.LatencyCritical < 0 || (l.LatencyWarn == 0) != (l.LatencyCritical == 0) ||
+		(l.LatencyWarn > 0 && l.LatencyCritical <= l.LatencyWarn):
+		return fmt.Errorf("%w: AlertLevels.LatencyWarn %s and LatencyCritical %s: want both zero, or 0 < warn < critical",
+			ErrInvalidOption, l.LatencyWarn, l.LatencyCritical)
+	case !(l.ErrorWarn > 0 && l.ErrorWarn < l.ErrorCritical && l.ErrorCritical <= 1):
+		return fmt.Errorf("%w: AlertLevels.ErrorWarn %v and ErrorCritical %v: want 0 < warn < critical <= 1",
+			ErrInvalidOption, l.ErrorWarn, l.ErrorCritical)
+	case !(l.LearnedMargin >= 0 && l.LearnedMargin <= 10):
+		return fmt.Errorf("%w: AlertLevels.LearnedMargin %v: want in [0, 10]", ErrInvalidOption, l.LearnedMargin)
+	case !(l.MinRequestRate >= 0) || math.IsInf(l.MinRequestRate, 0):
+		return fmt.Errorf("%w: AlertLevels.MinRequestRate %v: want a finite rate >= 0", ErrInvalidOption, l.MinRequestRate)
+	case l.Refresh <= 0:
+		return fmt.Errorf("%w: AlertLevels.Refresh %s: want above 0", ErrInvalidOption, l.Refresh)
+	}
+	return nil
+}
+
+type levelKey struct{ service, signal, level string }
+
+// learnedLevels returns a service's learned p99 levels, ok false while
+// there are none.
+type learnedLevels func(service string) (thresholds.Recommendation, bool)
+
+// check compares the services' readings with their levels at time at.
+// Only service-level entries (no instance) count.
+func (l *AlertLevels) check(ctx context.Context, at time.Time, entries map[signals.Key]*signals.Entry, learned learnedLevels, sink events.Sink) {
+	if l == nil {
+		return
+	}
+	if l.raised == nil {
+		l.raised = map[levelKey]time.Time{}
+	}
+	for k, en := range entries {
+		if en == nil || k.Instance != "" {
+			continue
+		}
+		svc := k.Service
+		if p99, ok := en.Get(signals.LatencyP99).Get(); ok {
+			warn, crit, source := l.LatencyWarn.Seconds(), l.LatencyCritical.Seconds(), "configured"
+			if warn == 0 {
+				warn, crit, source = 0, 0, "learned"
+				if t, ok := learned(svc); ok && !t.Inconclusive && t.LatencyWarn > 0 && t.LatencyCritical > t.LatencyWarn {
+					warn = math.Max(t.LatencyWarn, t.BaselineP99*(1+l.LearnedMargin))
+					crit = math.Max(t.LatencyCritical, t.BaselineP99*(1+2*l.LearnedMargin))
+				}
+			}
+			if warn > 0 {
+				l.compare(ctx, at, svc, events.SignalLatencyP99, p99, warn, crit, source, sink)
+			}
+		}
+		er, ok1 := en.Get(signals.ErrorRatio).Get()
+		rate, ok2 := en.Get(signals.RequestRate).Get()
+		if ok1 && ok2 && rate >= l.MinRequestRate && !math.IsNaN(er) {
+			l.compare(ctx, at, svc, events.SignalErrorRatio, er, l.ErrorWarn, l.ErrorCritical, "configured", sink)
+		}
+	}
+}
+
+// compare reports one signal of one service against both levels.
+func (l *AlertLevels) compare(ctx context.Context, at time.Time, svc, signal string, v, warn, crit float64, source string, sink events.Sink) {
+	for _, lv := range [...]struct {
+		name      string
+		threshold float64
+		sev       events.Severity
+	}{{events.LevelWarn, warn, events.Warning}, {events.LevelCritical, crit, events.Critical}} {
+		key := levelKey{svc, signal, lv.name}
+		last, raised := l.raised[key]
+		d := events.Level{Signal: signal, Level: lv.name, Value: v, Threshold: lv.threshold, Source: source}
+		switch {
+		case v > lv.threshold && (!raised || at.Sub(last) >= l.Refresh):
+			l.raised[key] = at
+			sink.Emit(ctx, events.Event{Kind: events.LevelCrossed, Severity: lv.sev, At: at, Service: svc, Detail: d,
+				Message: fmt.Sprintf("%s %s %s is above its %s level %s (%s)", svc, signalName(signal), format(signal, v), lv.name, format(signal, lv.threshold), source)})
+		case v <= lv.threshold && raised:
+			delete(l.raised, key)
+			sink.Emit(ctx, events.Event{Kind: events.LevelCleared, Severity: events.Info, At: at, Service: svc, Detail: d,
+				Message: fmt.Sprintf("%s %s %s is back at or below its %s level %s (%s)", svc, signalName(signal), format(signal, v), lv.name, format(signal, lv.threshold), source)})
+		}
+	}
+}
+
+func signalName(s string) string {
+	if s == events.SignalLatencyP99 {
+		return "p99 latency"
+	}
+	return "error ratio"
+}
+
+func format(signal string, v float64) string {
+	if signal == events.SignalLatencyP99 {
+		return time.Duration(v * float64(time.Second)).Round(time.Microsecond).String()
+	}
+	return fmt.Sprintf("%.2f%%", 100*v)
+}

@@ -1,0 +1,242 @@
+package evaluate
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	alerts "governor.dev/governor/alerts/manager"
+	"governor.dev/governor/alerts/notify"
+	"governor.dev/governor/alerts/rule"
+	"governor.dev/governor/alerts/store"
+	"governor.dev/governor/engine/events"
+	"governor.dev/governor/engine/loadscore"
+	"governor.dev/governor/engine/recommend"
+	"governor.dev/governor/engine/signals"
+	"governor.dev/governor/engine/thresholds"
+	"governor.dev/governor/sdk/clock"
+)
+
+// entry is a service's readings: p99 seconds, error ratio, request rate
+// (NaN: unknown).
+func entry(svc string, p99, errRatio, rate float64) map[signals.Key]*signals.Entry {
+	v := func(f float64) signals.Value {
+		if f != f {
+			return signals.Unknown(signals.Missing, "no series")
+		}
+		return signals.KnownValue(f)
+	}
+	k := signals.Key{Service: svc}
+	return map[signals.Key]*signals.Entry{k: {Key: k, Values: map[signals.Signal]signals.Value{
+		signals.LatencyP99: v(p99), signals.ErrorRatio: v(errRatio), signals.RequestRate: v(rate)}}}
+}
+
+func noLearned(string) (thresholds.Recommendation, bool) { return thresholds.Recommendation{}, false }
+
+// TestAlertLevelsEvents: a reading above a level is reported when it
+// crosses and every Refresh while it stays; back at or below, once
+// cleared; each level on its own.
+func TestAlertLevelsEvents(t *testing.T) {
+	ctx := context.Background()
+	l := DefaultAlertLevels()
+	l.LatencyWarn, l.LatencyCritical = 200*time.Millisecond, 500*time.Millisecond
+	if err := l.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	rec := events.NewRecorder(100)
+	t0 := benchT0
+	steps := []struct {
+		after         time.Duration
+		p99, er, rate float64
+		want          []string
+	}{
+		{0, 0.1, 0.001, 100, nil},
+		{10 * time.Second, 0.3, 0.001, 100, []string{"level_crossed latency_p99 warn warning"}},
+		{20 * time.Second, 0.3, 0.001, 100, nil}, // within Refresh
+		{70 * time.Second, 0.6, 0.001, 100, []string{"level_crossed latency_p99 warn warning", // refreshed
+			"level_crossed latency_p99 critical critical"}},
+		{80 * time.Second, 0.4, 0.02, 100, []string{"level_cleared latency_p99 critical info",
+			"level_crossed error_ratio warn warning"}},
+		{90 * time.Second, 0.4, 0.5, 0.5, nil},                                                        // too few requests to judge the error ratio
+		{100 * time.Second, nan(), 0.5, 100, []string{"level_crossed error_ratio critical critical"}}, // unknown p99: nothing
+		{110 * time.Second, 0.1, 0.001, 100, []string{"level_cleared latency_p99 warn info",
+			"level_cleared error_ratio warn info", "level_cleared error_ratio critical info"}},
+		{120 * time.Second, 0.1, 0.001, 100, nil},
+	}
+	seen := 0
+	for i, s := range steps {
+		l.check(ctx, t0.Add(s.after), entry("checkout", s.p99, s.er, s.rate), noLearned, rec)
+		var got []string
+		for _, e := range rec.Events("")[seen:] {
+			d := e.Detail.(events.Level)
+			if e.Service != "checkout" || !e.At.Equal(t0.Add(s.after)) || d.Source != "configured" || !strings.Contains(e.Message, d.Level) {
+				t.Fatalf("step %d: event %+v", i, e)
+			}
+			got = append(got, fmt.Sprintf("%s %s %s %s", e.Kind, d.Signal, d.Level, e.Severity))
+		}
+		seen = len(rec.Events(""))
+		if !sameSet(got, s.want) {
+			t.Fatalf("step %d: events %q, want %q", i, got, s.want)
+		}
+	}
+}
+
+func sameSet(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	m := map[string]int{}
+	for _, s := range a {
+		m[s]++
+	}
+	for _, s := range b {
+		m[s]--
+	}
+	for _, n := range m {
+		if n != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func nan() float64 { var z float64; return z / z }
+
+// TestAlertLevelsLearned: without fixed p99 levels, the levels are the
+// ones the service's healthy baseline recommends, and none while it is
+// inconclusive.
+func TestAlertLevelsLearned(t *testing.T) {
+	ctx := context.Background()
+	ro := recommend.DefaultOptions()
+	ro.Thresholds.MinSamples = 20
+	r, err := recommend.New(ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := DefaultAlertLevels()
+	rec := events.NewRecorder(100)
+	t0 := benchT0
+	feed := func(svc string, i int, p99 float64) {
+		at := t0.Add(time.Duration(i) * 10 * time.Second)
+		en := entry(svc, p99, 0, 100)[signals.Key{Service: svc}]
+		en.Values[signals.LatencyP50] = signals.KnownValue(p99 / 3)
+		r.Evaluate(recommend.Input{At: at, Service: svc, Entry: en, Score: loadscore.Score{}})
+		l.check(ctx, at, map[signals.Key]*signals.Entry{en.Key: en}, r.Thresholds, rec)
+	}
+	for i := range 10 {
+		feed("cold", i, 5) // far above anything, but nothing to compare with yet
+	}
+	if got := rec.Events(""); len(got) != 0 {
+		t.Fatalf("inconclusive baseline, events %+v", got)
+	}
+	i := 0
+	for ; i < 100; i++ {
+		feed("api", i, 0.1+0.002*float64(i%5)) // steady: a tiny spread
+	}
+	th, ok := r.Thresholds("api")
+	if !ok || th.Inconclusive || !(th.LatencyWarn > 0.1 && th.LatencyCritical > th.LatencyWarn) {
+		t.Fatalf("learned %+v %v", th, ok)
+	}
+	if got := rec.Events(""); len(got) != 0 {
+		t.Fatalf("healthy readings, events %+v", got)
+	}
+	if !(th.LatencyWarn < th.BaselineP99*1.2) {
+		t.Fatalf("learned levels %+v: want a steady service's warn level within 20%% of its baseline", th)
+	}
+	feed("api", i, th.BaselineP99*1.2) // above the learned levels, inside the margin
+	if got := rec.Events(""); len(got) != 0 {
+		t.Fatalf("inside the margin, events %+v", got)
+	}
+	i++
+	feed("api", i, th.BaselineP99*1.6)
+	got := rec.Events(events.LevelCrossed)
+	if len(got) != 2 {
+		t.Fatalf("events %+v, want warn and critical crossed", got)
+	}
+	for _, e := range got {
+		if d := e.Detail.(events.Level); d.Source != "learned" || d.Signal != events.SignalLatencyP99 || e.Service != "api" {
+			t.Fatalf("event %+v", e)
+		}
+	}
+	if _, ok := r.Thresholds("unknown"); ok {
+		t.Fatal("thresholds of a service never evaluated")
+	}
+}
+
+// TestAlertLevelsAlerting: level events through the alerts manager's
+// built-in rules, on one injected clock: a p99 above the critical level
+// pends for the rule's 5 minutes, then fires as P1 (critical) and P2
+// (warn); back below critical the P1 resolves and the P2 stays; below warn
+// everything resolves.
+func TestAlertLevelsAlerting(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.OpenSQLite(ctx, ":memory:", store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	clk := clock.NewFake(benchT0)
+	var eventRules []rule.Rule
+	for _, r := range rule.Builtin() {
+		if r.Event != "" {
+			eventRules = append(eventRules, r)
+		}
+	}
+	m, err := alerts.New(ctx, alerts.Options{Rules: eventRules, Store: st, Clock: clk,
+		Receivers: map[string]notify.Notifier{"discard": discard{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	sink := alerts.EngineSink{M: m}
+	l := DefaultAlertLevels()
+	l.LatencyWarn, l.LatencyCritical = 200*time.Millisecond, 500*time.Millisecond
+	firing := func() map[string]string {
+		out := map[string]string{}
+		for _, s := range m.Alerts(clk.Now()) {
+			if s.EndsAt.IsZero() && s.Labels["alertname"] == "GovernorSignalAboveLevel" {
+				out[s.Labels["service"]+" "+s.Labels["signal"]+" "+s.Labels["level"]] = s.Labels["severity"]
+			}
+		}
+		return out
+	}
+	// One engine cycle and one alerts step every 10 s.
+	run := func(d time.Duration, p99 float64) {
+		t.Helper()
+		for end := clk.Now().Add(d); clk.Now().Before(end); {
+			clk.Advance(10 * time.Second)
+			l.check(ctx, clk.Now(), entry("checkout", p99, 0, 100), noLearned, sink)
+			if err := m.Step(ctx, clk.Now()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want := func(step string, w map[string]string) {
+		t.Helper()
+		got := firing()
+		if fmt.Sprint(got) != fmt.Sprint(w) {
+			t.Fatalf("%s: firing %v, want %v", step, got, w)
+		}
+	}
+	run(time.Minute, 0.1)
+	want("healthy", map[string]string{})
+	run(4*time.Minute, 0.8)
+	want("above critical for 4m: pending", map[string]string{})
+	run(time.Minute+10*time.Second, 0.8)
+	want("above critical for 5m", map[string]string{"checkout latency_p99 critical": "P1", "checkout latency_p99 warn": "P2"})
+	run(20*time.Second, 0.3)
+	want("below critical", map[string]string{"checkout latency_p99 warn": "P2"})
+	run(20*time.Second, 0.1)
+	want("below warn", map[string]string{})
+	// A short excursion does not page.
+	run(2*time.Minute, 0.8)
+	run(time.Minute, 0.1)
+	run(5*time.Minute, 0.1)
+	want("short excursion", map[string]string{})
+}
+
+type discard struct{}
+
+func (discard) Notify(context.Context, *notify.Message) (bool, error) { return false, nil }
