@@ -41,7 +41,8 @@
 // audited as ActionRevise. The database refuses any other change of a
 // version's content. A revision that changes the ruleset invalidates the
 // approvals already given (an approver never approves one ruleset and has
-// another published); one of reason and evidence alone keeps them. Approval
+// another published): it starts a new approval round, and only the current
+// round's approvals count; one of reason and evidence alone keeps them. Approval
 // forms pass the checksum the approver reviewed (Store.ApproveChecksum),
 // which fails with ErrConflict if the proposal was revised since. The
 // decision engine keeps at most one open proposal per service this way.

@@ -47,8 +47,10 @@ type Store interface {
 	// proposal's parent (else ErrConflict); p.Service, if set, must be
 	// service; p.Source, if set, must be the proposal's source; AutoApply,
 	// Rebase and Replaces must be unset. When the ruleset changes, the
-	// approvals already given are invalidated (removed, and named in the
-	// audit entry); a revision of reason and evidence alone keeps them.
+	// approvals already given are invalidated: a new approval round starts,
+	// earlier rounds' approvals stay in the database as history but no
+	// longer count or show in Version.Approvals, and the audit entry names
+	// them. A revision of reason and evidence alone keeps them.
 	// ErrInvalidState if the version is no longer proposed (approved,
 	// rejected, withdrawn).
 	Revise(ctx context.Context, service string, number int64, p Proposal) (Version, error)

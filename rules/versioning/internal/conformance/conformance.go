@@ -695,6 +695,8 @@ func testAuditAppendOnly(t *testing.T, f Factory) {
 	for _, q := range []string{
 		`UPDATE rule_versions SET evidence = '{}' WHERE service = 'ao' AND number = $1`,
 		`UPDATE rule_versions SET reason = 'x', revision = revision + 2 WHERE service = 'ao' AND number = $1`,
+		`UPDATE rule_versions SET approval_round = approval_round + 2, revision = revision + 1 WHERE service = 'ao' AND number = $1`,
+		`UPDATE rule_versions SET approval_round = approval_round + 1 WHERE service = 'ao' AND number = $1`,
 		`UPDATE rule_versions SET author = 'mallory', revision = revision + 1 WHERE service = 'ao' AND number = $1`,
 		`UPDATE rule_versions SET state = 'approved', content = '{}', revision = revision + 1 WHERE service = 'ao' AND number = $1`,
 	} {
@@ -723,6 +725,16 @@ func testAppRole(t *testing.T, f Factory) {
 	require.NoError(t, err)
 	require.Len(t, items, 1)
 	require.NoError(t, app.MarkOutboxDone(ctx, items[0].ID))
+	// A revision invalidates approvals without deleting anything.
+	_, err = app.SetPolicy(ctx, versioning.Policy{Service: "role", ApprovalsRequired: 2}, root)
+	require.NoError(t, err)
+	r, err := app.Propose(ctx, revision("role", v.Number, 2, `{}`))
+	require.NoError(t, err)
+	_, err = app.Approve(ctx, "role", r.Number, bob, "")
+	require.NoError(t, err)
+	r, err = app.Revise(ctx, "role", r.Number, revision("role", v.Number, 3, `{}`))
+	require.NoError(t, err)
+	require.Empty(t, r.Approvals)
 	// ...but may not rewrite the audit log, even with the trigger gone.
 	require.NoError(t, h.Exec(ctx, `ALTER TABLE rule_audit DISABLE TRIGGER USER`))
 	for _, q := range []string{
@@ -737,7 +749,7 @@ func testAppRole(t *testing.T, f Factory) {
 	require.NoError(t, h.Exec(ctx, `ALTER TABLE rule_audit ENABLE TRIGGER USER`))
 	rep, err := app.VerifyAudit(ctx)
 	require.NoError(t, err)
-	require.Equal(t, int64(4), rep.Entries)
+	require.Equal(t, int64(8), rep.Entries)
 }
 
 func testRecordAudit(t *testing.T, f Factory) {

@@ -98,6 +98,9 @@ func testRevise(t *testing.T, f Factory) {
 	require.NoError(t, err)
 	require.Equal(t, versioning.StateApproved, got.State)
 	require.True(t, got.Active)
+	require.Len(t, got.Approvals, 2)
+	require.Equal(t, int64(3), h.Count(ctx, `SELECT count(*) FROM rule_approvals WHERE service = 'rev' AND number = $1`, p.Number),
+		"the invalidated approval stays as history")
 	act, err := s.Active(ctx, "rev")
 	require.NoError(t, err)
 	require.Equal(t, checksumOf(t, "rev", 20), act.Checksum)

@@ -114,8 +114,11 @@ func (s *Store) complete(ctx context.Context, tx Tx, r versionRow) (versioning.V
 }
 
 func (s *Store) approvals(ctx context.Context, tx Tx, service string, from, to int64) (map[int64][]versioning.Approval, error) {
-	rows, err := tx.Query(ctx, `SELECT number, approver, comment, at FROM rule_approvals
-		WHERE service = $1 AND number BETWEEN $2 AND $3 ORDER BY number, at, approver`, service, from, to)
+	// Only the current round counts: a revision that changed the ruleset
+	// started a new one.
+	rows, err := tx.Query(ctx, `SELECT a.number, a.approver, a.comment, a.at FROM rule_approvals a
+		JOIN rule_versions v ON v.service = a.service AND v.number = a.number AND v.approval_round = a.round
+		WHERE a.service = $1 AND a.number BETWEEN $2 AND $3 ORDER BY a.number, a.at, a.approver`, service, from, to)
 	if err != nil {
 		return nil, err
 	}

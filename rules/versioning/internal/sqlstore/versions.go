@@ -277,8 +277,9 @@ func (s *Store) approve(ctx context.Context, service string, number int64, revie
 				return false, fmt.Errorf("%w: version %d of %s was proposed on version %d but version %d went live since; rebase it",
 					versioning.ErrConflict, number, service, v.v.Parent, svc.active)
 			}
-			if _, err := tx.Exec(ctx, `INSERT INTO rule_approvals (service, number, approver, comment, at)
-				VALUES ($1, $2, $3, $4, $5)`, service, number, by.Name, comment, s.now()); err != nil {
+			if _, err := tx.Exec(ctx, `INSERT INTO rule_approvals (service, number, round, approver, comment, at)
+				SELECT $1, $2, approval_round, $3, $4, $5 FROM rule_versions WHERE service = $1 AND number = $2`,
+				service, number, by.Name, comment, s.now()); err != nil {
 				return false, err
 			}
 			count := len(ap[number]) + 1
@@ -407,18 +408,11 @@ func (s *Store) Revise(ctx context.Context, service string, number int64, p vers
 				e := string(pp.evidence)
 				evidence = &e
 			}
-			now := s.now()
-			n, err := tx.Exec(ctx, `UPDATE rule_versions SET content = $3, checksum = $4, reason = $5, evidence = $6,
-				revision = revision + 1, revised_at = $7 WHERE service = $1 AND number = $2 AND state = 'proposed'`,
-				service, number, string(pp.canonical), pp.checksum, p.Reason, evidence, now)
-			if err != nil {
-				return false, err
-			}
-			if n != 1 {
-				return false, fmt.Errorf("%w: version %d of %s changed while being revised", versioning.ErrConflict, number, service)
-			}
+			// A new ruleset starts a new approval round: the approvals given
+			// so far stay as history but no longer count.
 			changed := pp.checksum != old.v.Checksum
 			invalidated := []string{}
+			round := 0
 			if changed {
 				ap, err := s.approvals(ctx, tx, service, number, number)
 				if err != nil {
@@ -427,11 +421,17 @@ func (s *Store) Revise(ctx context.Context, service string, number int64, p vers
 				for _, a := range ap[number] {
 					invalidated = append(invalidated, a.Approver)
 				}
-				if len(invalidated) > 0 {
-					if _, err := tx.Exec(ctx, `DELETE FROM rule_approvals WHERE service = $1 AND number = $2`, service, number); err != nil {
-						return false, err
-					}
-				}
+				round = 1
+			}
+			n, err := tx.Exec(ctx, `UPDATE rule_versions SET content = $3, checksum = $4, reason = $5, evidence = $6,
+				revision = revision + 1, revised_at = $7, approval_round = approval_round + $8
+				WHERE service = $1 AND number = $2 AND state = 'proposed'`,
+				service, number, string(pp.canonical), pp.checksum, p.Reason, evidence, s.now(), round)
+			if err != nil {
+				return false, err
+			}
+			if n != 1 {
+				return false, fmt.Errorf("%w: version %d of %s changed while being revised", versioning.ErrConflict, number, service)
 			}
 			if _, err := s.appendAudit(ctx, tx, p.Author, versioning.ActionRevise, service, number, map[string]any{
 				"revision": old.v.Revision + 1, "old_checksum": old.v.Checksum, "checksum": pp.checksum,
