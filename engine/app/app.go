@@ -321,7 +321,7 @@ func (a *App) buildEngine() error {
 	}
 	a.eval, err = evaluate.New(evaluate.Options{Reader: a.reader, Tracker: tracker, Recommender: rec, Versions: a.store,
 		Proposer: &recommend.Proposer{Store: a.store, Clock: a.o.Clock, OpenDeadband: a.cfg.Recommend.OpenDeadband}, Guard: a.guard, Fleet: a.plane.Ledger(),
-		Breakers: a.source, Band: a.band, Events: a.sink, Logger: a.log, Registerer: a.o.Registry,
+		Breakers: a.source, Band: (&recommend.PolicyBands{Reader: a.store, Fallback: a.band}).Band, Events: a.sink, Logger: a.log, Registerer: a.o.Registry,
 		Watermark: evaluate.SQLWatermark{DB: a.ledgerDB, Name: evaluate.EmergencyMark, Leader: a.cfg.Identity},
 		Levels:    AlertLevels(a.cfg.AlertLevels)})
 	if err != nil {
