@@ -478,7 +478,7 @@ func changeRows(cs []versioning.Change) []changeRow {
 		r := changeRow{Path: c.Path, Op: string(c.Op), Before: rawValue(c.Old), After: rawValue(c.New)}
 		var a, b float64
 		if json.Unmarshal(c.Old, &a) == nil && json.Unmarshal(c.New, &b) == nil && a != b {
-			r.Delta = signed(b-a, "%g", "")
+			r.Delta = signed(b-a, "%.6g", "")
 			if a != 0 {
 				r.Delta += " (" + signed(100*(b-a)/math.Abs(a), "%.1f", "%") + ")"
 			}

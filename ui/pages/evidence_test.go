@@ -165,11 +165,13 @@ func TestEvidenceChartsFromTheWindow(t *testing.T) {
 func TestChangeRows(t *testing.T) {
 	rows := changeRows([]versioning.Change{
 		{Path: "routes[api].rate_limit.rate", Op: "changed", Old: json.RawMessage(`100`), New: json.RawMessage(`80`)},
+		{Path: "routes[api].rate_limit.burst", Op: "changed", Old: json.RawMessage(`75`), New: json.RawMessage(`48.8`)},
 		{Path: "routes[api].class", Op: "added", New: json.RawMessage(`"critical"`)},
 		{Path: "downstreams[db].breaker", Op: "removed", Old: json.RawMessage(`{"slow_call": "1s"}`)},
 	})
 	require.Equal(t, []changeRow{
 		{Path: "routes[api].rate_limit.rate", Op: "changed", Before: "100", After: "80", Delta: "−20 (−20.0 %)"},
+		{Path: "routes[api].rate_limit.burst", Op: "changed", Before: "75", After: "48.8", Delta: "−26.2 (−34.9 %)"},
 		{Path: "routes[api].class", Op: "added", After: "critical"},
 		{Path: "downstreams[db].breaker", Op: "removed", Before: `{"slow_call":"1s"}`},
 	}, rows)
