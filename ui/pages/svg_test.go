@@ -105,3 +105,24 @@ func TestSeriesChartStates(t *testing.T) {
 	require.Contains(t, empty, "No data: no downstream breaker in checkout&#39;s metrics")
 	require.Contains(t, string(SeriesChart(model.SeriesChart{Series: []model.Series{{Name: "a"}}}, "x")), "none of the series has samples")
 }
+
+// BenchmarkCharts: one service page's worth of chart rendering, a line
+// chart of 120 points and a chart of four classes of 120 points each.
+func BenchmarkCharts(b *testing.B) {
+	pts := make([]model.Point, 120)
+	for i := range pts {
+		pts[i] = model.Point{At: st0.Add(time.Duration(i) * 30 * time.Second), Value: float64(i % 17)}
+	}
+	sc := model.SeriesChart{Title: "Admitted by class", Unit: "req/s", Of: "Class"}
+	for _, c := range []string{"critical", "core", "browse", "batch"} {
+		sc.Series = append(sc.Series, model.Series{Name: c, Points: pts})
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if len(Chart(ChartOptions{Points: pts, Unit: "req/s", Label: "rate"})) == 0 || len(SeriesChart(sc, "admitted")) == 0 {
+				b.Fatal("empty chart")
+			}
+		}
+	})
+}
