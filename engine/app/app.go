@@ -106,6 +106,7 @@ type App struct {
 	fleet    *demo.Fleet
 	names    watch.Names
 	alerts   *alerts.Manager
+	routing  *alertRouting
 	ui       http.Handler
 	ln       net.Listener
 	ready    atomic.Bool
@@ -161,6 +162,9 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		return nil, err
 	}
 	if err := a.startAlerts(ctx); err != nil {
+		return nil, err
+	}
+	if err := a.startAlertRouting(ctx); err != nil {
 		return nil, err
 	}
 	a.sink = append(a.sink.(events.Multi), alerts.EngineSink{M: a.alerts})

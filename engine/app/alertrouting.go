@@ -1,0 +1,146 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"governor.dev/governor/alerts"
+	alertsconfig "governor.dev/governor/alerts/config"
+	"governor.dev/governor/alerts/configstore"
+	alertsmanager "governor.dev/governor/alerts/manager"
+	"governor.dev/governor/rules/versioning"
+)
+
+// alertRouting applies the alerting configuration saved in the web UI
+// (alerts/configstore) to the running alerts manager.
+//
+// Precedence: the newest saved version is in force; the configuration file
+// (Options.Alerts, from alerts.config_file or GOVERNOR_ALERTS_CONFIG) or,
+// without one, the built-in rules and a receiver that only logs, is the
+// bootstrap that applies while nothing has been saved. A saved version is
+// applied at start and then picked up by a poll every AlertInterval
+// (default 15s), without a restart: rules through UpdateRules, routes,
+// timing, inhibition and receivers through Reconfigure (notifications
+// already queued finish on the old receivers). A version that no longer
+// builds (it was valid when saved) is logged and skipped; the one in force
+// stays.
+type alertRouting struct {
+	store   *configstore.Store
+	manager *alertsmanager.Manager
+	applied int64 // guarded by mu
+	mu      sync.Mutex
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// startAlertRouting opens the saved versions on the rules database,
+// applies the newest one and starts the poll; the closer stops it.
+func (a *App) startAlertRouting(ctx context.Context) error {
+	st, err := configstore.New(ctx, a.ledgerDB, a.dialect(), configstore.Options{Clock: a.o.Clock, Logger: a.log})
+	if err != nil {
+		return fmt.Errorf("%w: alert routing: %w", ErrStart, err)
+	}
+	r := &alertRouting{store: st, manager: a.alerts, done: make(chan struct{})}
+	if err := r.poll(ctx); err != nil {
+		return fmt.Errorf("%w: alert routing: %w", ErrStart, err)
+	}
+	every := a.o.AlertInterval
+	if every <= 0 {
+		every = 15 * time.Second
+	}
+	pctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go func() {
+		defer close(r.done)
+		for {
+			t := a.o.Clock.NewTimer(every)
+			select {
+			case <-pctx.Done():
+				t.Stop()
+				return
+			case <-t.C():
+			}
+			if err := r.poll(pctx); err != nil && pctx.Err() == nil {
+				a.log.Warn("alert routing: saved configuration not applied", "err", err)
+			}
+		}
+	}()
+	a.routing = r
+	a.closers = append(a.closers, func() { cancel(); <-r.done })
+	return nil
+}
+
+// poll applies the newest saved version if it is newer than the applied one.
+func (r *alertRouting) poll(ctx context.Context) error {
+	v, err := r.store.Latest(ctx)
+	if errors.Is(err, alerts.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if v.Number <= r.applied {
+		return nil
+	}
+	if err := apply(r.manager, v); err != nil {
+		r.applied = v.Number // do not retry a version that cannot build
+		return fmt.Errorf("version %d: %w", v.Number, err)
+	}
+	r.applied = v.Number
+	return nil
+}
+
+// apply builds every part of a version before changing anything.
+func apply(m *alertsmanager.Manager, v configstore.Version) error {
+	c, err := v.Config()
+	if err != nil {
+		return err
+	}
+	recv, err := c.Notifiers(nil)
+	if err != nil {
+		return err
+	}
+	rt := alertsmanager.Routing{Routes: c.Routes, Timing: c.DispatchTiming(), Inhibit: c.InhibitRules(), Receivers: recv}
+	rt.NoInhibition = len(rt.Inhibit) == 0
+	if err := m.UpdateRules(c.RuleSet()); err != nil {
+		return err
+	}
+	return m.Reconfigure(rt)
+}
+
+// routingStore is the UI's store of saved versions (nil before start).
+func (a *App) routingStore() *configstore.Store {
+	if a.routing == nil {
+		return nil
+	}
+	return a.routing.store
+}
+
+// alertBootstrap is the configuration file's document as the UI shows it
+// while nothing has been saved ("" without a file).
+func (a *App) alertBootstrap() string {
+	if a.o.Alerts == nil {
+		return ""
+	}
+	b, err := json.MarshalIndent(a.o.Alerts, "", "  ")
+	if err != nil {
+		return ""
+	}
+	if _, err := alertsconfig.Parse(b); err != nil {
+		return ""
+	}
+	return string(b)
+}
+
+// configBand is the engine's configured band of a service, for the
+// settings page (which shows it where no policy band is set).
+func (a *App) configBand(service string) (versioning.AutoApplyBand, bool) {
+	b := a.band(service)
+	return versioning.AutoApplyBand{MaxChangePerHour: b.MaxChangePerHour, Floor: b.Floor, Ceiling: b.Ceiling}, b.Manual
+}

@@ -1,0 +1,65 @@
+package app
+
+import (
+	"context"
+	"database/sql"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"governor.dev/governor/alerts/configstore"
+	alertsmanager "governor.dev/governor/alerts/manager"
+	"governor.dev/governor/alerts/notify"
+	"governor.dev/governor/alerts/store"
+	"governor.dev/governor/migrations"
+	"governor.dev/governor/sdk/clock"
+)
+
+// TestAlertRoutingAppliesSavedVersions: a saved version supersedes the
+// bootstrap routing on the next poll, once; a later save is picked up too.
+func TestAlertRoutingAppliesSavedVersions(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "g.db")+"?_pragma=busy_timeout(5000)&_txlock=immediate")
+	require.NoError(t, err)
+	db.SetMaxOpenConns(1)
+	t.Cleanup(func() { _ = db.Close() })
+	ast, err := store.New(ctx, db, migrations.SQLite, store.Options{})
+	require.NoError(t, err)
+	m, err := alertsmanager.New(ctx, alertsmanager.Options{Store: ast, Clock: clk,
+		Receivers: map[string]notify.Notifier{"log": logReceiver{log: slog.New(slog.DiscardHandler)}}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	cs, err := configstore.New(ctx, db, migrations.SQLite, configstore.Options{Clock: clk})
+	require.NoError(t, err)
+	r := &alertRouting{store: cs, manager: m}
+
+	require.NoError(t, r.poll(ctx)) // nothing saved: the bootstrap stays
+	require.Equal(t, []string{"log"}, m.Receivers())
+
+	_, err = cs.Save(ctx, configstore.SaveRequest{Author: "ada", Comment: "page the team", Document: `{
+	  "builtin_rules": "disabled",
+	  "rules": [{"name": "Custom", "event": "leader_lost", "severity": "P0"}],
+	  "routes": [{"receiver": "pager", "severities": ["P0"]}, {"receiver": "team"}],
+	  "receivers": [{"name": "pager", "pagerduty": {"routing_key": "k"}},
+	                {"name": "team", "webhook": {"url": "http://127.0.0.1:1/hook"}}]}`})
+	require.NoError(t, err)
+	require.NoError(t, r.poll(ctx))
+	require.Equal(t, []string{"pager", "team"}, m.Receivers())
+	var names []string
+	for _, rl := range m.Rules() {
+		names = append(names, rl.Name)
+	}
+	require.Equal(t, "Custom,GovernorAlertReceiverFailing", strings.Join(names, ","))
+
+	_, err = cs.Save(ctx, configstore.SaveRequest{Base: 1, Author: "ada", Comment: "one receiver",
+		Document: `{"receivers": [{"name": "only", "webhook": {"url": "http://127.0.0.1:1/x"}}]}`})
+	require.NoError(t, err)
+	require.NoError(t, r.poll(ctx))
+	require.Equal(t, []string{"only"}, m.Receivers())
+	require.Equal(t, int64(2), r.applied)
+}
