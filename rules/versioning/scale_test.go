@@ -148,3 +148,59 @@ func BenchmarkProposeApprove(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRevise measures the engine revising its open proposal in place,
+// alternating an evidence-only revision with one that changes the ruleset
+// (which starts a new approval round); an approval is given before each so
+// the round has something to invalidate. Each goroutine works on its own
+// service; the audit chain head is shared by all. One op is one revision
+// plus one approval.
+func BenchmarkRevise(b *testing.B) {
+	engine := versioning.Actor{Name: "engine", Roles: []versioning.Role{versioning.RoleOperator}}
+	approver := versioning.Actor{Name: "bob", Roles: []versioning.Role{versioning.RoleApprover}}
+	admin := versioning.Actor{Name: "root", Roles: []versioning.Role{versioning.RoleAdmin}}
+	ruleset := func(service string, rate float64) *rules.Ruleset {
+		return &rules.Ruleset{Service: service, Routes: []rules.Route{{Name: "api",
+			Match: rules.Match{PathPrefix: "/api"}, RateLimit: &rules.RateLimit{Rate: rate}}}}
+	}
+	for _, o := range openers {
+		b.Run(o.name, func(b *testing.B) {
+			ctx := context.Background()
+			h := o.open(b)
+			var worker atomic.Int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				service := fmt.Sprintf("bench-%d", worker.Add(1))
+				// Two approvals required, so one approval never completes it.
+				if _, err := h.Store.SetPolicy(ctx, versioning.Policy{Service: service, ApprovalsRequired: 2}, admin); err != nil {
+					b.Error(err)
+					return
+				}
+				p := versioning.Proposal{Ruleset: ruleset(service, 1), Author: engine, Source: versioning.SourceEngine,
+					Reason: "bench", Evidence: []byte(`{"load":0.5}`)}
+				v, err := h.Store.Propose(ctx, p)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				for i := 0; pb.Next(); i++ {
+					if i%2 == 1 {
+						p.Ruleset = ruleset(service, float64(i+1))
+					} else if _, err := h.Store.Approve(ctx, service, v.Number, approver, ""); err != nil {
+						b.Error(err)
+						return
+					}
+					p.Evidence = fmt.Appendf(nil, `{"load":%d}`, i)
+					if _, err := h.Store.Revise(ctx, service, v.Number, p); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			_, err := h.Store.VerifyAudit(ctx)
+			require.NoError(b, err)
+		})
+	}
+}
