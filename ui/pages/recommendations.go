@@ -7,11 +7,15 @@ import (
 	"html/template"
 	"net/http"
 	"slices"
+	"sync"
 
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/ui/auth"
 	"governor.dev/governor/ui/model"
 )
+
+// recommendationWorkers bounds the recommendations built at once.
+const recommendationWorkers = 4
 
 // recommendation is one proposal as the recommendations pages show it.
 type recommendation struct {
@@ -79,7 +83,11 @@ func (p *Pages) recommendations(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, r, err)
 		return
 	}
-	var items []recommendation
+	type open struct {
+		v   versioning.Version
+		pol versioning.Policy
+	}
+	var opens []open
 	for _, in := range infos {
 		if in.Pending == 0 {
 			continue
@@ -95,9 +103,24 @@ func (p *Pages) recommendations(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for _, v := range vs {
-			items = append(items, p.recommendation(ctx, v, pol))
+			opens = append(opens, open{v, pol})
 		}
 	}
+	// Each engine recommendation queries the metrics source for its
+	// window: a few at a time rather than one after another.
+	items := make([]recommendation, len(opens))
+	sem := make(chan struct{}, recommendationWorkers)
+	var wg sync.WaitGroup
+	for i, o := range opens {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			items[i] = p.recommendation(ctx, o.v, o.pol)
+		}()
+	}
+	wg.Wait()
 	slices.SortFunc(items, func(a, b recommendation) int { return b.CreatedAt.Compare(a.CreatedAt) })
 	p.render(w, r, http.StatusOK, "recommendations", "Recommendations", "recommendations", struct{ Items []recommendation }{items})
 }
