@@ -56,28 +56,44 @@ func (e *Evaluator) emergencies(ctx context.Context, at time.Time, _ []versionin
 	if err != nil {
 		return failed, []error{err}
 	}
-	entries, err := audit.Audit(ctx, versioning.AuditFilter{Action: versioning.ActionEmergency, AfterSeq: seq, Limit: emergencyPage})
+	// The audit log's head first: appends are serialized, so every entry
+	// up to it is committed, and the mark can move past the entries that
+	// are not emergencies (the next scan starts there, not at the last
+	// emergency).
+	head, err := audit.Audit(ctx, versioning.AuditFilter{Newest: true, Limit: 1})
 	if err != nil {
 		return failed, []error{fmt.Errorf("evaluate: emergency publications: %w", err)}
+	}
+	to := seq
+	if len(head) > 0 && head[0].Seq > seq {
+		to = head[0].Seq
+	}
+	var entries []versioning.AuditEntry
+	if to > seq {
+		entries, err = audit.Audit(ctx, versioning.AuditFilter{Action: versioning.ActionEmergency, AfterSeq: seq, BeforeSeq: to + 1, Limit: emergencyPage})
+		if err != nil {
+			return failed, []error{fmt.Errorf("evaluate: emergency publications: %w", err)}
+		}
+		if len(entries) == emergencyPage {
+			to = entries[len(entries)-1].Seq // the rest on the next cycle
+		}
 	}
 	type report struct {
 		entry versioning.AuditEntry
 		v     versioning.Version
 	}
 	var reports []report
-	to := seq
 	for _, en := range entries {
 		if !set && en.At.Before(e.since) {
-			to = en.Seq
 			continue
 		}
 		v, err := e.o.Versions.Get(ctx, en.Service, en.Version)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("evaluate: %s: emergency version v%d: %w", en.Service, en.Version, err))
-			break // reported on a later cycle
+			to = en.Seq - 1 // reported on a later cycle
+			break
 		}
 		reports = append(reports, report{en, v})
-		to = en.Seq
 	}
 	if set && to == seq {
 		return failed, errs
