@@ -4,6 +4,16 @@
 // every problem at once, each naming its field, so `engine -check-config`
 // shows a broken file's mistakes in one run.
 //
+// Besides the engine's own keys, alerts.config_file (also
+// GOVERNOR_ALERTS_CONFIG and -alerts-config) names the alerting document
+// (package alerts/config: rules, routes, receivers); cmd/engine and
+// engine/app read and validate it with the rest, so -check-config reports
+// its errors too. It is the bootstrap: alert routing saved from the UI
+// supersedes it. alert_levels sets the p99 latency and error-ratio levels
+// the engine alerts on (engine/evaluate AlertLevels), recommend.* every
+// knob of the recommender and the open-proposal deadband
+// (recommend.open_deadband), guardrail.* the guardrail's.
+//
 // Dev mode (`-dev`, used by `make run`) changes the defaults for a demo that
 // shows something within a minute: embedded NATS, SQLite and metrics store,
 // the demo fleet, second-scale intervals and short guardrail windows.
