@@ -539,3 +539,83 @@ func TestMedian(t *testing.T) {
 		t.Errorf("median of nothing finite = %v", got)
 	}
 }
+
+// TestNewLeaderRebuilds: a guard that takes over mid-watch (a new leader)
+// rebuilds the watch from the activation time and reaches the verdict the
+// first one would have, naming the same confounder; a regression is rolled
+// back once, and the new leader does not roll back the rollback.
+func TestNewLeaderRebuilds(t *testing.T) {
+	tests := []struct {
+		name     string
+		value    func(m Metric, after bool, i int) float64
+		verdict  Verdict
+		rollback bool
+	}{
+		{"traffic drop", scaled(0.3, nil), Inconclusive, false},
+		{"error regression", scaled(1, func(m Metric, i int) (float64, bool) { return 0.2, m == ErrorRatio }), Regression, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			st, at := twoVersions(t, clk, ruleset(100), ruleset(10))
+			newGuard := func() *Guard {
+				g, err := New(Options{Store: st, Series: fakeSeries{switchAt: at.Add(30 * time.Second), value: tt.value},
+					Window: 2 * time.Minute, Settle: 30 * time.Second, Step: 10 * time.Second, MinSamples: 6})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return g
+			}
+			observe := func(g *Guard) []Decision {
+				act, err := st.Active(ctx, "checkout")
+				if err != nil {
+					t.Fatal(err)
+				}
+				final, err := g.Observe(ctx, clk.Now(), []versioning.Version{act})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return final
+			}
+			first := newGuard()
+			clk.Advance(40 * time.Second) // settling: nothing decided
+			if final := observe(first); len(final) != 0 || !first.Watching("checkout") {
+				t.Fatalf("first leader decided %+v while settling", final)
+			}
+			// The first leader is gone; the second starts from nothing.
+			second := newGuard()
+			var got []Decision
+			for range 20 {
+				clk.Advance(10 * time.Second)
+				if got = observe(second); len(got) > 0 {
+					break
+				}
+			}
+			if !tt.rollback {
+				ds := second.Decisions()
+				if len(ds) != 1 || ds[0].Verdict != tt.verdict || len(ds[0].Confounders) != 1 || !strings.Contains(ds[0].Confounders[0], "offered load fell") {
+					t.Fatalf("decisions %+v", ds)
+				}
+				return
+			}
+			if len(got) != 1 || got[0].Verdict != tt.verdict || got[0].RollbackVersion == 0 {
+				t.Fatalf("final %+v", got)
+			}
+			// A third leader sees the rollback version: watched, never
+			// rolled back, whatever the signals say.
+			third := newGuard()
+			for range 30 {
+				clk.Advance(10 * time.Second)
+				for _, d := range observe(third) {
+					if d.RollbackVersion != 0 {
+						t.Fatalf("the rollback was rolled back: %+v", d)
+					}
+				}
+			}
+			if act, _ := st.Active(ctx, "checkout"); act.Number != got[0].RollbackVersion {
+				t.Fatalf("active v%d, want the rollback v%d", act.Number, got[0].RollbackVersion)
+			}
+		})
+	}
+}
