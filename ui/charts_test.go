@@ -204,3 +204,38 @@ func TestServiceTrafficByClassAndBreakers(t *testing.T) {
 		})
 	}
 }
+
+// TestManyRecommendationsNewestFirst: the recommendations are built a few
+// at a time, each with its window, and still listed newest first.
+func TestManyRecommendationsNewestFirst(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	alice := versioning.Actor{Name: "alice", Roles: roleUsers["alice"]}
+	bob := versioning.Actor{Name: "bob", Roles: roleUsers["bob"]}
+	const n = 9
+	for i := range n {
+		svc := "svc-" + string(rune('a'+i))
+		v1, err := e.store.Propose(ctx, versioning.Proposal{Ruleset: ruleset(svc, 100), Author: alice, Reason: "first"})
+		require.NoError(t, err)
+		_, err = e.store.Approve(ctx, svc, v1.Number, bob, "ok")
+		require.NoError(t, err)
+		e.clk.Advance(time.Minute)
+		_, err = e.store.Propose(ctx, versioning.Proposal{BaseVersion: 1, Ruleset: ruleset(svc, 80), Source: versioning.SourceEngine, Author: versioning.Actor{Name: "engine", Roles: []versioning.Role{versioning.RoleOperator}},
+			Reason: "load", Evidence: []byte(`{"at":"2026-03-01T09:00:00Z","expected_effect":"lower ` + svc + `","ceiling":{"from":100,"to":80}}`)})
+		require.NoError(t, err)
+	}
+	charts := &windowCharts{}
+	h, err := ui.New(ui.Options{Rules: e.store, Auth: e.auth, Fleet: e.fleet, Charts: charts, Clock: e.clk})
+	require.NoError(t, err)
+	sid, _ := e.session("vera")
+	code, body := get(t, h, sid, "/recommendations")
+	require.Equal(t, http.StatusOK, code)
+	last := len(body)
+	for i := range n {
+		at := strings.Index(body, `<dd class="effect">lower svc-`+string(rune('a'+i))+`</dd>`)
+		require.Positive(t, at, "svc-%c", 'a'+i)
+		require.Less(t, at, last, "newest first")
+		last = at
+	}
+	require.Len(t, charts.windows, n, "one window per engine recommendation")
+}
