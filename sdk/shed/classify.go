@@ -7,10 +7,10 @@
 // strictly smaller (or, at tiny limits, equal) share, so under the same load a
 // lower class is always shed before a higher one and priority inversion cannot
 // happen. At the small limits of a saturated server a share of the limit is
-// less than the few slots critical traffic holds, so Plan sizes the critical
-// class's room from its measured concurrency (Reserve) instead, letting it
-// go beyond the limit by what it needs (bounded by Overshoot) while the
-// lower classes, unchanged, absorb the shedding. With consistent user
+// less than the few slots critical traffic holds, so Plan adds room for the
+// critical class's measured concurrency (Reserve) on top of the limit,
+// letting it go beyond the limit by what it needs (bounded by Overshoot)
+// while the lower classes, unchanged, absorb the shedding. With consistent user
 // shedding a class's ceiling is spread over user cohorts, so the same users
 // give way first for a rotation period and their sessions are either served
 // or shed, not half of each.

@@ -61,5 +61,5 @@ func ExamplePlan() {
 	fmt.Println(shed.Plan(7, 0.1, r.Peak(next)))
 	// Output:
 	// [7 6 5 4]
-	// [12 6 5 4]
+	// [13 6 5 4]
 }

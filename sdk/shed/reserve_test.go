@@ -158,7 +158,11 @@ func TestPlan(t *testing.T) {
 				if c[0] < limit || c[0] > (1+Overshoot)*limit {
 					t.Fatalf("Plan(%d, %v, %d): critical ceiling %d outside [limit, (1+Overshoot) limit]", limit, reserved, peak, c[0])
 				}
-				if want := min(max(limit, c[1]+Margin(peak)), (1+Overshoot)*limit); c[0] != want {
+				want := min(limit+Margin(peak), (1+Overshoot)*limit)
+				if peak == 0 {
+					want = limit
+				}
+				if c[0] != want {
 					t.Fatalf("Plan(%d, %v, %d): critical ceiling %d, want %d", limit, reserved, peak, c[0], want)
 				}
 			}
@@ -177,13 +181,14 @@ func TestPlanAtSmallLimits(t *testing.T) {
 		// No critical traffic measured: the ceilings of Thresholds.
 		{7, 0, Ceilings{7, 6, 5, 4}},
 		{100, 0, Ceilings{100, 90, 81, 72}},
-		// At a large limit the 10% share already covers a small peak.
-		{100, 4, Ceilings{100, 90, 81, 72}},
-		{100, 16, Ceilings{110, 90, 81, 72}},
-		// At a saturated server's small limit critical gets what it holds
-		// plus one standard deviation on top of core's ceiling.
-		{7, 4, Ceilings{12, 6, 5, 4}},
-		{4, 4, Ceilings{9, 3, 2, 1}},
+		// Critical keeps the share core may not fill and gets what it
+		// holds plus one standard deviation on top of the limit.
+		{100, 4, Ceilings{106, 90, 81, 72}},
+		{100, 16, Ceilings{120, 90, 81, 72}},
+		// At a saturated server's small limit that is several times the
+		// share.
+		{7, 4, Ceilings{13, 6, 5, 4}},
+		{4, 4, Ceilings{10, 3, 2, 1}},
 		// A flood of critical traffic is bounded.
 		{4, 100, Ceilings{(1 + Overshoot) * 4, 3, 2, 1}},
 	}
