@@ -1,0 +1,83 @@
+package guardrail
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+
+	"governor.dev/governor/engine/signals"
+	"governor.dev/governor/engine/signals/embedded"
+)
+
+// TestSignalSeries runs the guardrail's queries on the embedded store: two
+// services, two instances each, counters at steady rates. checkout is
+// offered 100 requests/s, sheds 10% and fails 5% of what it admits; cart is
+// offered twice as much and never fails, so a query that mixed the two
+// would show.
+func TestSignalSeries(t *testing.T) {
+	ctx := context.Background()
+	db, err := embedded.Open(embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	type rates struct{ admitted, shed, errors float64 } // per instance, per second
+	services := map[string]rates{"checkout": {45, 5, 2.25}, "cart": {100, 0, 0}}
+	for step := 0; step <= 20; step++ {
+		at := t0.Add(time.Duration(step) * 15 * time.Second)
+		secs := at.Sub(t0).Seconds()
+		app := db.Appender(ctx)
+		for svc, r := range services {
+			for i := range 2 {
+				base := []string{"job", "governor", "instance", fmt.Sprintf("%s-%d:8080", svc, i), "service", svc, "route", "api", "class", "core"}
+				add := func(v float64, kv ...string) {
+					if _, err := app.Append(0, labels.FromStrings(append(append([]string{}, base...), kv...)...), at.UnixMilli(), v); err != nil {
+						t.Fatal(err)
+					}
+				}
+				add(r.admitted*secs, "__name__", "governor_sdk_requests_total", "outcome", "admitted")
+				add(r.shed*secs, "__name__", "governor_sdk_requests_total", "outcome", "shed")
+				add(r.errors*secs, "__name__", "governor_sdk_request_errors_total")
+			}
+		}
+		if err := app.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reader, err := signals.NewReader(db, signals.ReaderOptions{MaxAge: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := SignalSeries{Source: db, Reader: reader}
+	tests := []struct {
+		m    Metric
+		want float64
+	}{
+		{OfferedLoad, 100},
+		{ErrorRatio, 0.05},
+		{AdmittedShare, 0.9},
+		{GoodputShare, 0.9 * 0.95},
+	}
+	for _, tt := range tests {
+		got, err := s.Samples(ctx, "checkout", tt.m, t0.Add(2*time.Minute), t0.Add(4*time.Minute), 30*time.Second)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.m, err)
+		}
+		if len(got) != 5 {
+			t.Fatalf("%s: %d samples %v, want 5", tt.m, len(got), got)
+		}
+		for _, v := range got {
+			if math.Abs(v-tt.want) > 1e-6*math.Max(1, tt.want) {
+				t.Fatalf("%s: samples %v, want %v", tt.m, got, tt.want)
+			}
+		}
+	}
+	if _, err := s.Samples(ctx, "checkout", Metric("nonsense"), t0, t0.Add(time.Minute), time.Minute); err == nil {
+		t.Fatal("an unknown metric was answered")
+	}
+}
