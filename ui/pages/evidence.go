@@ -449,7 +449,7 @@ func evidenceCharts(e engineEvidence, charts []model.Chart, chartsErr error) ([]
 	case fromEvidence == 0 && fromSource > 0:
 		from = fmt.Sprintf("The metrics source, over the %s before the proposal.", fmtDuration(evidenceWindow))
 	case fromSource == 0 && charts == nil && chartsErr == nil:
-		from = "The evidence's own readings at the proposal (no metrics source is configured)."
+		from = "The evidence's own readings at the proposal (no metrics source that draws past windows is configured)."
 	case fromSource == 0:
 		from = "The evidence's own readings at the proposal: the metrics source has no data for the window before it."
 	default:

@@ -120,7 +120,7 @@ func TestBuildEvidence(t *testing.T) {
 	// Without a metrics source, the charts are the evidence's own readings:
 	// one visible point each.
 	require.Len(t, v.Charts, 4)
-	require.Contains(t, v.ChartsFrom, "no metrics source is configured")
+	require.Contains(t, v.ChartsFrom, "no metrics source that draws past windows is configured")
 	for _, c := range v.Charts {
 		require.Contains(t, string(c.SVG), ` dot"`, c.Title)
 	}
