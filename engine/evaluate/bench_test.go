@@ -128,7 +128,7 @@ func BenchmarkTick(b *testing.B) {
 		b.Fatal(err)
 	}
 	e, err := New(Options{Reader: reader, Tracker: tracker, Recommender: rec, Versions: st,
-		Proposer: &recommend.Proposer{Store: st}, Guard: guard, Fleet: fleetOf{ins}})
+		Proposer: &recommend.Proposer{Store: st}, Guard: guard, Fleet: fleetOf{ins}, Levels: DefaultAlertLevels()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -240,3 +240,33 @@ func TestAlertLevelsAlerting(t *testing.T) {
 type discard struct{}
 
 func (discard) Notify(context.Context, *notify.Message) (bool, error) { return false, nil }
+
+// BenchmarkAlertLevels is the alert-level part of one cycle for 1,000
+// services with learned (conclusive) p99 levels.
+func BenchmarkAlertLevels(b *testing.B) {
+	const services = 1000
+	ctx := context.Background()
+	ro := recommend.DefaultOptions()
+	ro.Thresholds.MinSamples = 5
+	r, err := recommend.New(ro)
+	if err != nil {
+		b.Fatal(err)
+	}
+	entries := map[signals.Key]*signals.Entry{}
+	for s := range services {
+		svc := fmt.Sprintf("svc-%04d", s)
+		for i := range 10 {
+			en := entry(svc, 0.1+0.001*float64(i%3), 0.001, 100)[signals.Key{Service: svc}]
+			en.Values[signals.LatencyP50] = signals.KnownValue(0.03)
+			r.Evaluate(recommend.Input{At: benchT0.Add(time.Duration(i) * 10 * time.Second), Service: svc, Entry: en})
+			entries[en.Key] = en
+		}
+	}
+	l := DefaultAlertLevels()
+	at := benchT0.Add(time.Hour)
+	b.ReportAllocs()
+	for b.Loop() {
+		at = at.Add(10 * time.Second)
+		l.check(ctx, at, entries, r.Thresholds, events.Discard{})
+	}
+}
