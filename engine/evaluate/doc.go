@@ -32,7 +32,9 @@
 //
 // Before the guardrail judges the active versions, each cycle notes for it
 // (guardrail.Guard.Note) the incidents a rule version does not control: every
-// downstream breaker open (kind breaker_open) and every downstream named like
+// downstream breaker open (kind breaker_open), every downstream whose p99
+// latency jumped beyond twice its learnt baseline (SlowDownstream, from
+// governor_sdk_downstream_duration_seconds), and every downstream named like
 // a governed service whose load score is overloaded (DependencyOverloaded).
 // The guardrail then does not blame a version for errors or latency such an
 // incident explains; see package engine/guardrail.

@@ -46,7 +46,8 @@ type Options struct {
 	Fleet       Fleet
 	// Breakers, if set, is queried every cycle for open circuit breakers
 	// (governor_sdk_breaker_state == 2), emitting breaker_open when one
-	// opens.
+	// opens, and, with a Guard, for the p99 latency of every downstream
+	// (slow downstreams are guardrail incidents).
 	Breakers signals.Source
 	// Audit is read for emergency publications (events.EmergencyPublish);
 	// default Versions when it implements versioning.Auditor (every
@@ -89,6 +90,7 @@ type Evaluator struct {
 	active  map[string]versioning.Version // cache by service, Tick's goroutine only
 	states  map[string]distribution.State // ledger state by service/instance, Tick's goroutine only
 	open    map[string]bool               // open breakers by service/downstream, Tick's goroutine only
+	latency map[string]*latencyBaseline   // downstream p99 baselines by service/downstream, Tick's goroutine only
 	since   time.Time                     // see Options.Since
 	last    time.Time
 	metrics metrics
@@ -160,6 +162,11 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 	incidents, err := e.breakers(ctx, at)
 	if err != nil {
 		errs = append(errs, err)
+	}
+	if slow, err := e.slowDownstreams(ctx, at); err != nil {
+		errs = append(errs, err)
+	} else {
+		incidents = append(incidents, slow...)
 	}
 	live, err := e.liveInstances(ctx, at)
 	if err != nil {
@@ -306,38 +313,6 @@ func (e *Evaluator) breakers(ctx context.Context, at time.Time) ([]guardrail.Inc
 	}
 	e.open = now
 	return incidents, nil
-}
-
-// DependencyOverloaded is the guardrail incident kind of a downstream that
-// is itself a governed service and is overloaded.
-const DependencyOverloaded = "dependency_overloaded"
-
-// overloadedDependencies returns, for every active version, an incident per
-// downstream named like a governed service whose load score is known and
-// overloaded (the tracker's hysteresis state).
-func overloadedDependencies(scores []loadscore.Score, active []versioning.Version) []guardrail.Incident {
-	over := map[string]loadscore.Score{}
-	for _, sc := range scores {
-		if sc.Known && sc.Overloaded {
-			over[sc.Key.Service] = sc
-		}
-	}
-	if len(over) == 0 {
-		return nil
-	}
-	var out []guardrail.Incident
-	for _, v := range active {
-		if v.Ruleset == nil {
-			continue
-		}
-		for _, d := range v.Ruleset.Downstreams {
-			if sc, ok := over[d.Name]; ok && d.Name != v.Service {
-				out = append(out, guardrail.Incident{Service: v.Service, Kind: DependencyOverloaded, Downstream: d.Name,
-					What: fmt.Sprintf("dependency %s is overloaded (load score %.2f)", d.Name, sc.Value)})
-			}
-		}
-	}
-	return out
 }
 
 // liveInstances counts each service's instances that are not GONE, and

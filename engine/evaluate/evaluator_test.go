@@ -3,6 +3,7 @@ package evaluate
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -231,5 +232,105 @@ func TestOverloadedDependencies(t *testing.T) {
 	}
 	if got := overloadedDependencies(scores[1:2], []versioning.Version{version("checkout", "search")}); got != nil {
 		t.Fatalf("incidents %+v with nothing overloaded", got)
+	}
+}
+
+// downstreamSource answers the downstream latency query with p99 for
+// checkout's calls to payments (NaN: no sample).
+type downstreamSource struct {
+	signals.Source
+	p99 *float64
+}
+
+func (s downstreamSource) Query(_ context.Context, q string, at time.Time) (*signals.Result, error) {
+	if q != downstreamQuery {
+		return nil, fmt.Errorf("unexpected query %q", q)
+	}
+	res := &signals.Result{Type: signals.TypeVector}
+	if !math.IsNaN(*s.p99) {
+		res.Samples = []signals.Sample{{Labels: signals.Labels{"service": "checkout", "downstream": "payments"},
+			Point: signals.Point{T: at, V: *s.p99}}}
+	}
+	return res, nil
+}
+
+func TestSlowDownstreams(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	guard, err := guardrail.New(guardrail.Options{Store: st, Series: guardrail.SignalSeries{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p99 float64
+	e := &Evaluator{o: Options{Breakers: downstreamSource{p99: &p99}, Guard: guard}}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	step := func(v float64) []guardrail.Incident {
+		t.Helper()
+		p99, at = v, at.Add(10*time.Second)
+		got, err := e.slowDownstreams(ctx, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	// A jump before the baseline is learnt is not judged.
+	if got := step(0.5); got != nil {
+		t.Fatalf("incident on the first sample: %+v", got)
+	}
+	e.latency = nil
+	for i := range baselineCycles {
+		if got := step(0.05 + float64(i%2)*0.002); got != nil {
+			t.Fatalf("cycle %d of the baseline: %+v", i, got)
+		}
+	}
+	if got := step(0.09); got != nil { // 1.8x: within the usual
+		t.Fatalf("incident at 1.8x: %+v", got)
+	}
+	got := step(0.2)
+	if len(got) != 1 || got[0].Service != "checkout" || got[0].Downstream != "payments" || got[0].Kind != SlowDownstream ||
+		!strings.Contains(got[0].What, "calls to payments are slow: p99 0.200s") {
+		t.Fatalf("incidents %+v", got)
+	}
+	// It lasts above 1.5x the baseline, which it does not move, and ends
+	// below.
+	if got := step(0.09); len(got) != 1 {
+		t.Fatalf("incident ended at 0.09: %+v", got)
+	}
+	if got := step(math.NaN()); got != nil {
+		t.Fatalf("incident without a sample: %+v", got)
+	}
+	if e.latency != nil && len(e.latency) != 0 {
+		t.Fatalf("baseline kept for a downstream without samples: %+v", e.latency)
+	}
+	for range baselineCycles {
+		step(0.05)
+	}
+	if got := step(0.06); got != nil {
+		t.Fatalf("incident at 0.06: %+v", got)
+	}
+	// A tiny latency doubling is no incident.
+	e.latency = nil
+	for range baselineCycles + 1 {
+		step(0.001)
+	}
+	if got := step(0.003); got != nil {
+		t.Fatalf("incident at 3ms over a 1ms baseline: %+v", got)
+	}
+	// Slow for good: after maxSlowCycles it is the new normal.
+	n := 0
+	for range maxSlowCycles + 5 {
+		if len(step(0.5)) > 0 {
+			n++
+		}
+	}
+	if n != maxSlowCycles {
+		t.Fatalf("slow for %d cycles, want %d", n, maxSlowCycles)
+	}
+	if got := step(0.5); got != nil {
+		t.Fatalf("incident at the new normal: %+v", got)
 	}
 }

@@ -40,8 +40,9 @@
 // # Incidents
 //
 // The evaluator notes, every cycle, the incidents it sees that a rule
-// version does not control (Guard.Note): a dependency's breaker open, a
-// dependency that is itself a governed service overloaded.
+// version does not control (Guard.Note): a dependency's breaker open, its
+// latency jumping, a dependency that is itself a governed service
+// overloaded (see engine/evaluate).
 // An incident overlapping the after window makes error ratio and p99
 // regressions inconclusive; one overlapping either window keeps them from
 // passing (before activation it may hide a regression), and the goodput
