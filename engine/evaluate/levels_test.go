@@ -3,6 +3,7 @@ package evaluate
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +16,9 @@ import (
 	"governor.dev/governor/engine/loadscore"
 	"governor.dev/governor/engine/recommend"
 	"governor.dev/governor/engine/signals"
+	"governor.dev/governor/engine/signals/embedded"
 	"governor.dev/governor/engine/thresholds"
+	"governor.dev/governor/rules/versioning/sqlite"
 	"governor.dev/governor/sdk/clock"
 )
 
@@ -268,5 +271,69 @@ func BenchmarkAlertLevels(b *testing.B) {
 	for b.Loop() {
 		at = at.Add(10 * time.Second)
 		l.check(ctx, at, entries, r.Thresholds, events.Discard{})
+	}
+}
+
+// TestTickAlertLevels: a cycle compares every service's p99 latency, as
+// read from the metrics store, with the levels and reports those above.
+func TestTickAlertLevels(t *testing.T) {
+	ctx := context.Background()
+	db, err := embedded.Open(embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	fillStore(t, db, 10, 1)
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	reader, err := signals.NewReader(db, signals.ReaderOptions{MaxAge: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := benchT0.Add(5 * time.Minute)
+	snap, err := reader.Read(ctx, at, signals.PerService)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p99 := map[string]float64{}
+	var all []float64
+	for k, en := range snap.Entries {
+		if v, ok := en.Get(signals.LatencyP99).Get(); ok {
+			p99[k.Service] = v
+			all = append(all, v)
+		}
+	}
+	slices.Sort(all)
+	if len(all) != 10 || all[0] == all[9] {
+		t.Fatalf("p99 by service %v: want ten different values", p99)
+	}
+	l := DefaultAlertLevels()
+	l.LatencyWarn = time.Duration((all[4] + all[5]) / 2 * float64(time.Second))
+	l.LatencyCritical = time.Duration(all[9] * 2 * float64(time.Second))
+	rec := events.NewRecorder(100)
+	e := newEmergencyEval(t, reader, st, nil, nil, rec)
+	e.o.Levels = l
+	if _, err := e.Tick(ctx, at); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, ev := range rec.Events(events.LevelCrossed) {
+		d := ev.Detail.(events.Level)
+		if d.Signal != events.SignalLatencyP99 || d.Level != events.LevelWarn || ev.Severity != events.Warning {
+			t.Fatalf("event %+v", ev)
+		}
+		got[ev.Service] = d.Value
+	}
+	want := map[string]float64{}
+	for svc, v := range p99 {
+		if v > l.LatencyWarn.Seconds() {
+			want[svc] = v
+		}
+	}
+	if len(want) != 5 || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("crossed %v, want %v", got, want)
 	}
 }
