@@ -4,18 +4,22 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"governor.dev/governor/alerts"
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/ui/model"
 )
 
 // endpoint is one state-changing route and a user whose roles pass its door.
 type endpoint struct {
-	path string
+	// method defaults to POST.
+	method string
+	path   string
 	form url.Values
 	json string
 	user string
@@ -53,6 +57,11 @@ var stateChanging = []endpoint{
 	{path: "/api/v1/services/checkout/canary/promote", json: `{}`, user: "bob"},
 	{path: "/api/v1/services/checkout/canary/abort", json: `{}`, user: "otto"},
 	{path: "/api/v1/silences", json: `{"service":"checkout","for":"1h","comment":"c"}`, user: "otto"},
+	{path: "/settings/alerting", form: url.Values{"document": {testBootstrap}, "comment": {"c"}, "base": {"0"}}, user: "ada"},
+	{path: "/services/checkout/emergency", form: url.Values{"ruleset": {"service: checkout\n"}, "reason": {"r"}, "confirm": {"yes"}}, user: "ada"},
+	{method: "PUT", path: "/api/v1/settings/alerting", json: `{"document":` + strconv.Quote(testBootstrap) + `,"comment":"c"}`, user: "ada"},
+	{method: "PUT", path: "/api/v1/services/checkout/policy", json: `{"band":{"max_change_per_hour":0.2}}`, user: "ada"},
+	{path: "/api/v1/services/checkout/emergency", json: `{"reason":"r","ruleset":{"service":"checkout"}}`, user: "ada"},
 }
 
 // TestStateChangesRefused: every state-changing endpoint refuses anonymous
@@ -69,7 +78,11 @@ func TestStateChangesRefused(t *testing.T) {
 
 	for _, ep := range stateChanging {
 		t.Run(ep.path, func(t *testing.T) {
-			r := req{method: "POST", path: ep.path, form: ep.form, json: ep.json}
+			method := ep.method
+			if method == "" {
+				method = "POST"
+			}
+			r := req{method: method, path: ep.path, form: ep.form, json: ep.json}
 
 			resp, body := e.do(r)
 			require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "anonymous: %s", body)
@@ -117,6 +130,11 @@ func TestStateChangesRefused(t *testing.T) {
 	require.Equal(t, versioning.StateProposed, vs[0].State)
 	firing, _ := e.alerts.Firing(ctx)
 	require.Empty(t, firing[0].AckedBy)
+	_, err = e.routing.Latest(ctx)
+	require.ErrorIs(t, err, alerts.ErrNotFound, "a refused request saved an alerting configuration")
+	pol, err := e.store.Policy(ctx, "checkout")
+	require.NoError(t, err)
+	require.Nil(t, pol.Band, "a refused request set a band")
 }
 
 // TestBearerTokens: a token acts with its scopes only and needs no CSRF

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 	_ "modernc.org/sqlite"
 
+	"governor.dev/governor/alerts/configstore"
 	"governor.dev/governor/internal/testenv"
 	"governor.dev/governor/migrations"
 	"governor.dev/governor/rules/versioning"
@@ -40,9 +41,20 @@ type env struct {
 	fleet  *model.StaticFleet
 	db     *sql.DB
 	roll   *model.MemoryRollouts
+	// routing holds the saved alerting configurations.
+	routing *configstore.Store
 }
 
 const testPassword = "correct horse battery"
+
+// testBootstrap stands for the engine's alerting configuration file.
+const testBootstrap = `{"receivers": [{"name": "oncall", "pagerduty": {"routing_key": "BOOTSTRAP-KEY"}}]}`
+
+// testConfigBand stands for the engine's configured bands: 10% per hour,
+// search manual.
+func testConfigBand(service string) (versioning.AutoApplyBand, bool) {
+	return versioning.AutoApplyBand{MaxChangePerHour: 0.1}, service == "search"
+}
 
 var roleUsers = map[string][]versioning.Role{
 	"vera":  {versioning.RoleViewer},
@@ -92,8 +104,11 @@ func newEnvOn(t testing.TB, clk *clock.Fake, st versioning.Store, db *sql.DB, di
 		_, err := am.CreateUser(ctx, name, testPassword, roles, false)
 		require.NoError(t, err)
 	}
-	e := &env{t: t, store: st, auth: am, clk: clk, alerts: model.NewMemoryAlerts(clk), fleet: &model.StaticFleet{}, db: db, roll: model.NewMemoryRollouts()}
-	h, err := ui.New(ui.Options{Rules: st, Auth: am, Fleet: e.fleet, Alerts: e.alerts, Rollouts: e.roll, Clock: clk, LiveInterval: time.Second})
+	cs, err := configstore.New(ctx, db, dialect, configstore.Options{Clock: clk})
+	require.NoError(t, err)
+	e := &env{t: t, store: st, auth: am, clk: clk, alerts: model.NewMemoryAlerts(clk), fleet: &model.StaticFleet{}, db: db, roll: model.NewMemoryRollouts(), routing: cs}
+	h, err := ui.New(ui.Options{Rules: st, Auth: am, Fleet: e.fleet, Alerts: e.alerts, Rollouts: e.roll, Clock: clk, LiveInterval: time.Second,
+		AlertRouting: cs, AlertBootstrap: testBootstrap, ConfigBand: testConfigBand})
 	require.NoError(t, err)
 	e.srv = httptest.NewServer(h)
 	t.Cleanup(e.srv.Close)

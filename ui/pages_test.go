@@ -267,7 +267,7 @@ func TestEveryPageRendersUnderStrictCSP(t *testing.T) {
 	sid, _ := e.session("ada")
 	for _, path := range []string{"/", "/services/checkout", "/services/checkout?range=7d", "/services/checkout/rules", "/services/checkout/rules/1",
 		"/services/checkout/rules/2", "/services/checkout/diff?from=1&to=2", "/services/checkout/propose", "/services/checkout/rollback/1",
-		"/recommendations", "/alerts", "/audit", "/audit?action=approve", "/settings", auth.PasswordPath, "/account"} {
+		"/recommendations", "/alerts", "/audit", "/audit?action=approve", "/settings", "/services/checkout/emergency", auth.PasswordPath, "/account"} {
 		t.Run(path, func(t *testing.T) {
 			resp, body := e.do(req{method: "GET", path: path, session: sid})
 			require.Equal(t, http.StatusOK, resp.StatusCode, body)

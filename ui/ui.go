@@ -38,8 +38,16 @@ type Options struct {
 	Rollouts model.Rollouts
 	// Charts draws the service page's signal charts (see ui/signalsource).
 	Charts model.Charts
-	Clock  clock.Clock
-	Logger *slog.Logger
+	// AlertRouting enables editing the alerting configuration on the
+	// settings page (nil: the page says it is not configured here);
+	// AlertBootstrap is the engine's configuration file document, shown
+	// while no version has been saved. ConfigBand gives the engine's
+	// configured auto-apply band shown where a policy sets none.
+	AlertRouting   model.AlertRouting
+	AlertBootstrap string
+	ConfigBand     model.ConfigBand
+	Clock          clock.Clock
+	Logger         *slog.Logger
 	// Registerer receives the UI's request metrics; nil for none.
 	Registerer prometheus.Registerer
 	// TrustedOrigins are extra origins (scheme://host[:port]) allowed to send
@@ -66,11 +74,13 @@ func New(o Options) (http.Handler, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	pg, err := pages.New(pages.Options{Rules: o.Rules, Auth: o.Auth, Fleet: o.Fleet, Alerts: o.Alerts, Rollouts: o.Rollouts, Charts: o.Charts, Clock: o.Clock, Logger: o.Logger, LiveInterval: o.LiveInterval})
+	pg, err := pages.New(pages.Options{Rules: o.Rules, Auth: o.Auth, Fleet: o.Fleet, Alerts: o.Alerts, Rollouts: o.Rollouts, Charts: o.Charts,
+		AlertRouting: o.AlertRouting, AlertBootstrap: o.AlertBootstrap, ConfigBand: o.ConfigBand, Clock: o.Clock, Logger: o.Logger, LiveInterval: o.LiveInterval})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	ap, err := api.New(api.Options{Rules: o.Rules, Fleet: o.Fleet, Alerts: o.Alerts, Rollouts: o.Rollouts, Clock: o.Clock, Logger: o.Logger})
+	ap, err := api.New(api.Options{Rules: o.Rules, Fleet: o.Fleet, Alerts: o.Alerts, Rollouts: o.Rollouts,
+		AlertRouting: o.AlertRouting, AlertBootstrap: o.AlertBootstrap, ConfigBand: o.ConfigBand, Clock: o.Clock, Logger: o.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}

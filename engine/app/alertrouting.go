@@ -13,6 +13,7 @@ import (
 	"governor.dev/governor/alerts/configstore"
 	alertsmanager "governor.dev/governor/alerts/manager"
 	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/ui/model"
 )
 
 // alertRouting applies the alerting configuration saved in the web UI
@@ -115,7 +116,7 @@ func apply(m *alertsmanager.Manager, v configstore.Version) error {
 }
 
 // routingStore is the UI's store of saved versions (nil before start).
-func (a *App) routingStore() *configstore.Store {
+func (a *App) routingStore() model.AlertRouting {
 	if a.routing == nil {
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	alertsconfig "governor.dev/governor/alerts/config"
 	"governor.dev/governor/alerts/configstore"
 	alertsmanager "governor.dev/governor/alerts/manager"
 	"governor.dev/governor/alerts/notify"
@@ -62,4 +63,23 @@ func TestAlertRoutingAppliesSavedVersions(t *testing.T) {
 	require.NoError(t, r.poll(ctx))
 	require.Equal(t, []string{"only"}, m.Receivers())
 	require.Equal(t, int64(2), r.applied)
+}
+
+// TestAlertBootstrapRoundTrips: the configuration file's document, as the
+// UI shows it before the first save, parses back to the same receivers.
+func TestAlertBootstrapRoundTrips(t *testing.T) {
+	c, err := alertsconfig.Parse([]byte(`{"rules": [{"name": "R", "expr": "up == 0", "severity": "P1", "for": "2m"}],
+	  "routes": [{"receiver": "pager", "severities": ["P0"], "matchers": "{service=\"checkout\"}", "continue": true}, {"receiver": "am"}],
+	  "timing": {"group_wait": "10s", "repeat": {"P1": "2h"}, "p2_digest": true},
+	  "inhibit_rules": [{"source": "severity=\"P0\"", "target": "severity=~\"P1|P2\"", "equal": ["service"]}],
+	  "receivers": [{"name": "pager", "pagerduty": {"routing_key": "k"}}, {"name": "am", "alertmanager": {"url": "http://am:9093"}}]}`))
+	require.NoError(t, err)
+	a := &App{o: Options{Alerts: c}}
+	doc := a.alertBootstrap()
+	require.NotEmpty(t, doc)
+	back, err := alertsconfig.Parse([]byte(doc))
+	require.NoError(t, err)
+	require.Equal(t, c.ReceiverNames(), back.ReceiverNames())
+	require.Equal(t, c.DispatchTiming(), back.DispatchTiming())
+	require.Empty(t, (&App{}).alertBootstrap())
 }

@@ -138,6 +138,7 @@ func (a *App) startUI(ctx context.Context) error {
 		return fmt.Errorf("%w: ui alerts: %w", ErrStart, err)
 	}
 	if a.ui, err = ui.New(ui.Options{Rules: a.store, Auth: am, Fleet: fleet, Alerts: al, Rollouts: rollouts, Charts: charts,
+		AlertRouting: a.routingStore(), AlertBootstrap: a.alertBootstrap(), ConfigBand: a.configBand,
 		Clock: a.o.Clock, Logger: a.log, Registerer: a.o.Registry}); err != nil {
 		return fmt.Errorf("%w: ui: %w", ErrStart, err)
 	}

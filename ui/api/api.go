@@ -38,8 +38,15 @@ type Options struct {
 	Alerts model.Alerts
 	// Rollouts may be nil (the canary routes answer 503).
 	Rollouts model.Rollouts
-	Clock    clock.Clock
-	Logger   *slog.Logger
+	// AlertRouting may be nil (the alerting configuration routes answer
+	// 503); AlertBootstrap is shown while no version is saved.
+	AlertRouting   model.AlertRouting
+	AlertBootstrap string
+	// ConfigBand gives the engine's configured band of a service; may be nil.
+	ConfigBand model.ConfigBand
+
+	Clock  clock.Clock
+	Logger *slog.Logger
 	// MaxBody bounds request bodies; default 2 MiB.
 	MaxBody int64
 }
@@ -109,6 +116,15 @@ func (a *API) Routes(r chi.Router) {
 		r.Use(need(alertRoles...))
 		r.Post("/alerts/{id}/ack", a.ack)
 		r.Post("/silences", a.silence)
+	})
+	r.Group(func(r chi.Router) {
+		r.Use(need(versioning.RoleAdmin))
+		r.Get("/settings/alerting", a.alerting)
+		r.Get("/settings/alerting/versions", a.alertingVersions)
+		r.Put("/settings/alerting", a.saveAlerting)
+		r.Get("/services/{service}/policy", a.policy)
+		r.Put("/services/{service}/policy", a.setPolicy)
+		r.Post("/services/{service}/emergency", a.emergency)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { a.fail(w, r, httperr.ErrNotFound) })
 }

@@ -37,6 +37,12 @@ type Options struct {
 	Rollouts model.Rollouts
 	// Charts draws the service page's signal charts; may be nil.
 	Charts model.Charts
+	// AlertRouting (the saved alerting configuration), its bootstrap
+	// document and the engine's configured bands may be nil / empty.
+	AlertRouting   model.AlertRouting
+	AlertBootstrap string
+	ConfigBand     model.ConfigBand
+
 	Clock  clock.Clock
 	Logger *slog.Logger
 	// LiveInterval is how often the overview stream sends rows; default 2s.
@@ -74,7 +80,7 @@ func New(o Options) (*Pages, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pages: %w", err)
 	}
-	for _, name := range []string{"login", "password", "account", "overview", "service", "timeline", "version", "diff", "rollback", "propose", "recommendations", "recommendation", "alerts", "audit", "settings"} {
+	for _, name := range []string{"login", "password", "account", "overview", "service", "timeline", "version", "diff", "rollback", "propose", "recommendations", "recommendation", "alerts", "audit", "settings", "emergency"} {
 		t, err := template.Must(base.Clone()).ParseFS(templateFS, "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("pages: %s: %w", name, err)

@@ -74,6 +74,9 @@ func (p *Pages) Routes(r chi.Router) {
 		r.Post("/settings/users", p.createUser)
 		r.Post("/settings/users/{name}/roles", p.setRoles)
 		r.Post("/settings/policies/{service}", p.setPolicy)
+		r.Post("/settings/alerting", p.saveAlerting)
+		r.Get("/services/{service}/emergency", p.emergencyForm)
+		r.Post("/services/{service}/emergency", p.emergency)
 	})
 }
 

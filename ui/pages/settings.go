@@ -1,53 +1,180 @@
 package pages
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 
+	"governor.dev/governor/alerts"
+	"governor.dev/governor/alerts/configstore"
 	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/sdk/rules"
 	"governor.dev/governor/ui/auth"
 	"governor.dev/governor/ui/internal/httperr"
+	"governor.dev/governor/ui/model"
 )
 
 type settingsData struct {
 	Users         []auth.User
 	Roles         []versioning.Role
-	Policies      []versioning.Policy
+	Policies      []policyRow
+	Alerting      alertingData
 	Error, Notice string
+}
+
+// policyRow is one service's approval policy and auto-apply band as the
+// form shows it: the stored values, or what was submitted with the errors.
+type policyRow struct {
+	versioning.Policy
+	// Custom: the policy sets its own band; otherwise the engine's
+	// configured band applies, shown as ConfigBand when known.
+	Custom                    bool
+	Approvals                 string
+	MaxChange, Floor, Ceiling string
+	ConfigBand                *versioning.AutoApplyBand
+	ConfigManual              bool
+	// DefaultText describes the engine's configured band.
+	DefaultText string
+	Errors      map[string]string
+	FieldErrs   []rules.FieldError
+}
+
+// alertingData is the alerting configuration section.
+type alertingData struct {
+	Enabled bool
+	// Number is the version in force (0: none saved; the bootstrap applies).
+	Number   int64
+	Current  configstore.Version
+	Document string
+	Comment  string
+	Summary  *configstore.Summary
+	History  []configstore.Version
+	Error    string
+	// Invalid marks the document field as the cause of Error.
+	Invalid bool
 }
 
 var allRoles = []versioning.Role{versioning.RoleViewer, versioning.RoleOperator, versioning.RoleApprover, versioning.RoleAdmin}
 
 func (p *Pages) settings(w http.ResponseWriter, r *http.Request) {
-	p.renderSettings(w, r, http.StatusOK, "", "")
+	p.renderSettings(w, r, http.StatusOK, settingsState{})
 }
 
-func (p *Pages) renderSettings(w http.ResponseWriter, r *http.Request, status int, errText, notice string) {
+// settingsState carries what a failed form submitted back to the page.
+type settingsState struct {
+	errText, notice string
+	policy          *policyRow
+	alerting        *alertingData
+}
+
+func (p *Pages) renderSettings(w http.ResponseWriter, r *http.Request, status int, st settingsState) {
 	ctx := r.Context()
 	users, err := p.o.Auth.Users(ctx)
 	if err != nil {
 		p.fail(w, r, err)
 		return
 	}
-	d := settingsData{Users: users, Roles: allRoles, Error: errText, Notice: notice}
+	d := settingsData{Users: users, Roles: allRoles, Error: st.errText, Notice: st.notice}
 	infos, err := p.o.Rules.Services(ctx)
 	if err != nil {
 		p.fail(w, r, err)
 		return
 	}
 	for _, in := range infos {
+		if st.policy != nil && st.policy.Service == in.Name {
+			d.Policies = append(d.Policies, *st.policy)
+			continue
+		}
 		pol, err := p.o.Rules.Policy(ctx, in.Name)
 		if err != nil {
 			p.fail(w, r, err)
 			return
 		}
-		d.Policies = append(d.Policies, pol)
+		d.Policies = append(d.Policies, p.policyRow(pol))
+	}
+	if st.alerting != nil {
+		d.Alerting = *st.alerting
+	} else if d.Alerting, err = p.alertingSection(r); err != nil {
+		p.fail(w, r, err)
+		return
 	}
 	p.render(w, r, status, "settings", "Settings", "settings", d)
+}
+
+// bandText says a band in words: "10% of the ceiling per hour, floor
+// 50 req/s, no ceiling".
+func bandText(b versioning.AutoApplyBand, manual bool) string {
+	bound := func(name string, v float64) string {
+		if v == 0 {
+			return "no " + name
+		}
+		return name + " " + fmtNum(v) + " req/s"
+	}
+	s := fmtNum(b.MaxChangePerHour*100) + "% of the ceiling per hour, " + bound("floor", b.Floor) + ", " + bound("ceiling", b.Ceiling)
+	if manual {
+		s += "; manual (never applies itself)"
+	}
+	return s
+}
+
+func fmtNum(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+func (p *Pages) policyRow(pol versioning.Policy) policyRow {
+	row := policyRow{Policy: pol, Approvals: strconv.Itoa(pol.ApprovalsRequired)}
+	if p.o.ConfigBand != nil {
+		b, manual := p.o.ConfigBand(pol.Service)
+		row.ConfigBand, row.ConfigManual = &b, manual
+		row.DefaultText = bandText(b, manual)
+	} else {
+		row.DefaultText = "the band in the engine's configuration (bands.default or bands.services)"
+	}
+	if pol.Band != nil {
+		row.Custom = true
+		row.MaxChange, row.Floor, row.Ceiling = fmtNum(pol.Band.MaxChangePerHour), fmtNum(pol.Band.Floor), fmtNum(pol.Band.Ceiling)
+	} else if row.ConfigBand != nil {
+		row.MaxChange, row.Floor, row.Ceiling = fmtNum(row.ConfigBand.MaxChangePerHour), fmtNum(row.ConfigBand.Floor), fmtNum(row.ConfigBand.Ceiling)
+	}
+	return row
+}
+
+// alertingSection reads the saved alerting configuration: the newest
+// version masked, its receivers and routes, and the history.
+func (p *Pages) alertingSection(r *http.Request) (alertingData, error) {
+	if p.o.AlertRouting == nil {
+		return alertingData{}, nil
+	}
+	d := alertingData{Enabled: true}
+	v, err := p.o.AlertRouting.Latest(r.Context())
+	switch {
+	case err == nil:
+		d.Number, d.Current = v.Number, v
+		if d.Document, err = configstore.Mask(v.Document); err != nil {
+			return d, err
+		}
+		if c, err := v.Config(); err == nil {
+			s := configstore.Summarize(c)
+			d.Summary = &s
+		}
+	case errors.Is(err, alerts.ErrNotFound):
+		d.Document = p.o.AlertBootstrap
+		if d.Document != "" {
+			if masked, err := configstore.Mask(d.Document); err == nil {
+				d.Document = masked
+			}
+		}
+	default:
+		return d, err
+	}
+	if d.History, err = p.o.AlertRouting.List(r.Context(), 20); err != nil {
+		return d, err
+	}
+	return d, nil
 }
 
 func formRoles(r *http.Request) []versioning.Role {
@@ -69,7 +196,7 @@ func (p *Pages) createUser(w http.ResponseWriter, r *http.Request) {
 		p.settingsError(w, r, err)
 		return
 	}
-	p.renderSettings(w, r, http.StatusOK, "", fmt.Sprintf("User %s created. One-time password (shown once): %s", name, pw))
+	p.renderSettings(w, r, http.StatusOK, settingsState{notice: fmt.Sprintf("User %s created. One-time password (shown once): %s", name, pw)})
 }
 
 func (p *Pages) settingsError(w http.ResponseWriter, r *http.Request, err error) {
@@ -78,7 +205,7 @@ func (p *Pages) settingsError(w http.ResponseWriter, r *http.Request, err error)
 		p.fail(w, r, err)
 		return
 	}
-	p.renderSettings(w, r, status, httperr.Message(err), "")
+	p.renderSettings(w, r, status, settingsState{errText: httperr.Message(err)})
 }
 
 func (p *Pages) setRoles(w http.ResponseWriter, r *http.Request) {
@@ -96,6 +223,44 @@ func (p *Pages) setRoles(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/settings", http.StatusSeeOther)
 }
 
+// policyForm reads the policy form into pol; the problems are named by
+// the store's field names (approvals_required, band.floor, ...).
+func policyForm(r *http.Request, pol versioning.Policy, row *policyRow) (versioning.Policy, []rules.FieldError) {
+	var errs []rules.FieldError
+	row.Approvals = strings.TrimSpace(r.PostFormValue("approvals"))
+	if n, err := strconv.Atoi(row.Approvals); err != nil {
+		errs = append(errs, rules.FieldError{Field: "approvals_required", Problem: "must be a whole number"})
+	} else {
+		pol.ApprovalsRequired = n
+	}
+	pol.ManualOnly = r.PostFormValue("manual_only") == "yes"
+	row.Custom = r.PostFormValue("band") == "custom"
+	row.MaxChange = strings.TrimSpace(r.PostFormValue("max_change_per_hour"))
+	row.Floor = strings.TrimSpace(r.PostFormValue("floor"))
+	row.Ceiling = strings.TrimSpace(r.PostFormValue("ceiling"))
+	if !row.Custom {
+		pol.Band = nil
+		return pol, errs
+	}
+	var b versioning.AutoApplyBand
+	for _, f := range []struct {
+		name, raw string
+		dst       *float64
+	}{{"band.max_change_per_hour", row.MaxChange, &b.MaxChangePerHour}, {"band.floor", row.Floor, &b.Floor}, {"band.ceiling", row.Ceiling, &b.Ceiling}} {
+		if f.raw == "" {
+			continue // 0: no bound
+		}
+		v, err := strconv.ParseFloat(f.raw, 64)
+		if err != nil {
+			errs = append(errs, rules.FieldError{Field: f.name, Problem: fmt.Sprintf("%q is not a number", f.raw)})
+			continue
+		}
+		*f.dst = v
+	}
+	pol.Band = &b
+	return pol, errs
+}
+
 func (p *Pages) setPolicy(w http.ResponseWriter, r *http.Request) {
 	svc, err := serviceParam(r)
 	if err != nil {
@@ -107,16 +272,72 @@ func (p *Pages) setPolicy(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, r, err)
 		return
 	}
-	n, err := strconv.Atoi(r.PostFormValue("approvals"))
+	row := p.policyRow(pol)
+	next, errs := policyForm(r, pol, &row)
+	if len(errs) == 0 {
+		_, err = p.o.Rules.SetPolicy(r.Context(), next, auth.FromContext(r.Context()).Actor())
+		if err == nil {
+			http.Redirect(w, r, "/settings#policy-"+svc, http.StatusSeeOther)
+			return
+		}
+		if status, _ := httperr.Status(err); status >= 500 {
+			p.fail(w, r, err)
+			return
+		}
+		if errs = httperr.Fields(err); errs == nil {
+			errs = []rules.FieldError{{Field: "policy", Problem: httperr.Message(err)}}
+		}
+	}
+	row.Policy.ManualOnly = next.ManualOnly
+	row.FieldErrs = errs
+	row.Errors = map[string]string{}
+	for _, e := range errs {
+		row.Errors[e.Field] = e.Problem
+	}
+	p.renderSettings(w, r, http.StatusUnprocessableEntity, settingsState{
+		errText: fmt.Sprintf("The policy of %s was not saved: fix the fields marked below.", svc), policy: &row})
+}
+
+// saveAlerting stores a new version of the alerting document. The admin
+// edits the masked document; masks keep the saved secrets.
+func (p *Pages) saveAlerting(w http.ResponseWriter, r *http.Request) {
+	if p.o.AlertRouting == nil {
+		p.fail(w, r, fmt.Errorf("%w: the alerting configuration is not stored here", httperr.ErrUnavailable))
+		return
+	}
+	pr := auth.FromContext(r.Context())
+	base, _ := strconv.ParseInt(r.PostFormValue("base"), 10, 64)
+	doc, comment := r.PostFormValue("document"), strings.TrimSpace(r.PostFormValue("comment"))
+	v, err := p.o.AlertRouting.Save(r.Context(), configstore.SaveRequest{Document: doc, Base: base, Author: pr.User.Name, Comment: comment})
 	if err != nil {
-		p.settingsError(w, r, httperrBad("approvals: must be a number"))
+		status, _ := httperr.Status(err)
+		if status >= 500 {
+			p.fail(w, r, err)
+			return
+		}
+		d, rerr := p.alertingSection(r)
+		if rerr != nil {
+			p.fail(w, r, rerr)
+			return
+		}
+		d.Document, d.Comment, d.Error = doc, comment, httperr.Message(err)
+		d.Invalid = errors.Is(err, alerts.ErrInvalid)
+		p.renderSettings(w, r, status, settingsState{errText: "The alerting configuration was not saved: see below.", alerting: &d})
 		return
 	}
-	pol.ApprovalsRequired = n
-	pol.ManualOnly = r.PostFormValue("manual_only") == "yes"
-	if _, err := p.o.Rules.SetPolicy(r.Context(), pol, auth.FromContext(r.Context()).Actor()); err != nil {
-		p.settingsError(w, r, err)
-		return
+	p.auditAlerting(r, v)
+	http.Redirect(w, r, "/settings#alerting", http.StatusSeeOther)
+}
+
+// auditAlerting records a saved version in the audit log.
+func (p *Pages) auditAlerting(r *http.Request, v configstore.Version) {
+	auditAlertConfig(r, p.o.Rules, p.o.Logger.Error, v)
+}
+
+func auditAlertConfig(r *http.Request, a versioning.Auditor, logf func(string, ...any), v configstore.Version) {
+	detail, _ := json.Marshal(map[string]any{"version": v.Number, "comment": v.Comment})
+	if _, err := a.RecordAudit(r.Context(), versioning.AuditRecord{Actor: auth.FromContext(r.Context()).Actor(),
+		Action: model.ActionAlertConfig, Version: v.Number, Detail: detail}); err != nil {
+		logf("ui: alerting configuration audit entry not written", "version", v.Number, "err", err)
 	}
-	http.Redirect(w, r, "/settings", http.StatusSeeOther)
 }

@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"strings"
 
+	"governor.dev/governor/alerts"
+	"governor.dev/governor/alerts/configstore"
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/sdk/rules"
 	"governor.dev/governor/ui/auth"
@@ -55,6 +57,10 @@ var static = []mapping{
 	{auth.ErrUnavailable, http.StatusServiceUnavailable, false},
 	{model.ErrInvalid, http.StatusUnprocessableEntity, true},
 	{model.ErrNotFound, http.StatusNotFound, true},
+	{configstore.ErrConflict, http.StatusConflict, true},
+	{alerts.ErrInvalid, http.StatusUnprocessableEntity, true},
+	{alerts.ErrNotFound, http.StatusNotFound, true},
+	{alerts.ErrStore, http.StatusServiceUnavailable, false},
 	{ErrBadRequest, http.StatusBadRequest, true},
 	{ErrNotFound, http.StatusNotFound, true},
 	{ErrUnavailable, http.StatusServiceUnavailable, true},

@@ -1,0 +1,303 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+
+	"governor.dev/governor/alerts"
+	"governor.dev/governor/alerts/configstore"
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/sdk/rules"
+	"governor.dev/governor/ui/auth"
+	"governor.dev/governor/ui/internal/httperr"
+	"governor.dev/governor/ui/model"
+)
+
+// AlertingVersion is a saved alerting document as the API returns it:
+// secrets masked, with its receivers and routes.
+type AlertingVersion struct {
+	Number    int64                `json:"number"`
+	Document  string               `json:"document"`
+	Author    string               `json:"author,omitempty"`
+	Comment   string               `json:"comment,omitempty"`
+	CreatedAt string               `json:"created_at,omitempty"`
+	Summary   *configstore.Summary `json:"summary,omitempty"`
+}
+
+// AlertingResponse is GET /settings/alerting: the version in force, or
+// number 0 and source "file" while the bootstrap document applies.
+type AlertingResponse struct {
+	Source  string          `json:"source"`
+	Version AlertingVersion `json:"version"`
+}
+
+func maskedVersion(v configstore.Version) (AlertingVersion, error) {
+	doc, err := configstore.Mask(v.Document)
+	if err != nil {
+		return AlertingVersion{}, err
+	}
+	out := AlertingVersion{Number: v.Number, Document: doc, Author: v.Author, Comment: v.Comment}
+	if !v.CreatedAt.IsZero() {
+		out.CreatedAt = v.CreatedAt.Format("2006-01-02T15:04:05.999999999Z07:00")
+	}
+	if c, err := v.Config(); err == nil {
+		s := configstore.Summarize(c)
+		out.Summary = &s
+	}
+	return out, nil
+}
+
+func (a *API) routing(w http.ResponseWriter, r *http.Request) bool {
+	if a.o.AlertRouting == nil {
+		a.fail(w, r, fmt.Errorf("%w: the alerting configuration is not stored here", httperr.ErrUnavailable))
+		return false
+	}
+	return true
+}
+
+func (a *API) alerting(w http.ResponseWriter, r *http.Request) {
+	if !a.routing(w, r) {
+		return
+	}
+	v, err := a.o.AlertRouting.Latest(r.Context())
+	resp := AlertingResponse{Source: "saved"}
+	switch {
+	case errors.Is(err, alerts.ErrNotFound):
+		resp.Source = "file"
+		if a.o.AlertBootstrap == "" {
+			resp.Source = "builtin"
+		}
+		v, err = configstore.Version{Document: a.o.AlertBootstrap}, nil
+		if v.Document == "" {
+			writeJSON(w, http.StatusOK, resp)
+			return
+		}
+	case err != nil:
+		a.fail(w, r, err)
+		return
+	}
+	if resp.Version, err = maskedVersion(v); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (a *API) alertingVersions(w http.ResponseWriter, r *http.Request) {
+	if !a.routing(w, r) {
+		return
+	}
+	limit := 50
+	if l := r.URL.Query().Get("limit"); l != "" {
+		n, err := number(r, "limit", l)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		limit = int(min(n, 1000))
+	}
+	vs, err := a.o.AlertRouting.List(r.Context(), limit)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out := make([]AlertingVersion, 0, len(vs))
+	for _, v := range vs {
+		mv, err := maskedVersion(v)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		mv.Summary = nil
+		out = append(out, mv)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"versions": out})
+}
+
+// AlertingRequest is the body of PUT /settings/alerting.
+type AlertingRequest struct {
+	// Document is the alerting document as a JSON string or object; masked
+	// secrets keep the values of Base.
+	Document json.RawMessage `json:"document"`
+	Base     int64           `json:"base"`
+	Comment  string          `json:"comment"`
+}
+
+func (a *API) saveAlerting(w http.ResponseWriter, r *http.Request) {
+	if !a.routing(w, r) {
+		return
+	}
+	var req AlertingRequest
+	if err := a.decode(w, r, &req); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	doc := string(req.Document)
+	var s string
+	if json.Unmarshal(req.Document, &s) == nil {
+		doc = s
+	}
+	v, err := a.o.AlertRouting.Save(r.Context(), configstore.SaveRequest{Document: doc, Base: req.Base,
+		Author: auth.FromContext(r.Context()).User.Name, Comment: req.Comment})
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	detail, _ := json.Marshal(map[string]any{"version": v.Number, "comment": v.Comment})
+	if _, err := a.o.Rules.RecordAudit(r.Context(), versioning.AuditRecord{Actor: auth.FromContext(r.Context()).Actor(),
+		Action: model.ActionAlertConfig, Version: v.Number, Detail: detail}); err != nil {
+		a.o.Logger.Error("api: alerting configuration audit entry not written", "version", v.Number, "err", err)
+	}
+	mv, err := maskedVersion(v)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, mv)
+}
+
+// PolicyResponse is a service's policy with the band in force.
+type PolicyResponse struct {
+	versioning.Policy
+	// ConfigBand is the engine's configured band (when this process knows
+	// it), in force while Band is null.
+	ConfigBand   *versioning.AutoApplyBand `json:"config_band,omitempty"`
+	ConfigManual bool                      `json:"config_manual,omitempty"`
+}
+
+func (a *API) policyResponse(pol versioning.Policy) PolicyResponse {
+	out := PolicyResponse{Policy: pol}
+	if a.o.ConfigBand != nil {
+		b, manual := a.o.ConfigBand(pol.Service)
+		out.ConfigBand, out.ConfigManual = &b, manual
+	}
+	return out
+}
+
+func (a *API) policy(w http.ResponseWriter, r *http.Request) {
+	svc, err := service(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	pol, err := a.o.Rules.Policy(r.Context(), svc)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, a.policyResponse(pol))
+}
+
+// PolicyRequest is the body of PUT /services/{service}/policy. Absent
+// fields keep their values; "band": null returns to the engine's band.
+type PolicyRequest struct {
+	ApprovalsRequired *int              `json:"approvals_required"`
+	ApproverRoles     []versioning.Role `json:"approver_roles"`
+	ManualOnly        *bool             `json:"manual_only"`
+	Band              json.RawMessage   `json:"band"`
+}
+
+func (a *API) setPolicy(w http.ResponseWriter, r *http.Request) {
+	svc, err := service(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	var req PolicyRequest
+	if err := a.decode(w, r, &req); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	pol, err := a.o.Rules.Policy(r.Context(), svc)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if req.ApprovalsRequired != nil {
+		pol.ApprovalsRequired = *req.ApprovalsRequired
+	}
+	if req.ApproverRoles != nil {
+		pol.ApproverRoles = slices.Clone(req.ApproverRoles)
+	}
+	if req.ManualOnly != nil {
+		pol.ManualOnly = *req.ManualOnly
+	}
+	if len(req.Band) > 0 {
+		if string(req.Band) == "null" {
+			pol.Band = nil
+		} else {
+			var b versioning.AutoApplyBand
+			dec := json.NewDecoder(bytes.NewReader(req.Band))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&b); err != nil {
+				a.fail(w, r, &versioning.InputError{Errors: []rules.FieldError{{Field: "band", Problem: "want null or {max_change_per_hour, floor, ceiling}: " + err.Error()}}})
+				return
+			}
+			pol.Band = &b
+		}
+	}
+	out, err := a.o.Rules.SetPolicy(r.Context(), pol, auth.FromContext(r.Context()).Actor())
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, a.policyResponse(out))
+}
+
+// EmergencyRequest is the body of POST /services/{service}/emergency.
+type EmergencyRequest struct {
+	Reason  string          `json:"reason"`
+	Ruleset json.RawMessage `json:"ruleset"`
+	// DryRun returns the changes against the active version without
+	// publishing.
+	DryRun bool `json:"dry_run"`
+}
+
+func (a *API) emergency(w http.ResponseWriter, r *http.Request) {
+	svc, err := service(r)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	var req EmergencyRequest
+	if err := a.decode(w, r, &req); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	rs, err := versioning.DecodeRuleset(versioning.FormatJSON, req.Ruleset)
+	if err == nil {
+		err = rs.Validate()
+	}
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if req.DryRun {
+		var active *rules.Ruleset
+		v, err := a.o.Rules.Active(r.Context(), svc)
+		switch {
+		case err == nil:
+			active = v.Ruleset
+		case !errors.Is(err, versioning.ErrNotFound):
+			a.fail(w, r, err)
+			return
+		}
+		changes := versioning.Diff(active, rs)
+		if changes == nil {
+			changes = []versioning.Change{}
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"active": v.Number, "changes": changes})
+		return
+	}
+	v, err := a.o.Rules.EmergencyPublish(r.Context(), versioning.Proposal{Service: svc, Ruleset: rs, Reason: req.Reason,
+		Author: auth.FromContext(r.Context()).Actor(), Source: versioning.SourceUser})
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, v)
+}
