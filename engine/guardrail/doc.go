@@ -42,8 +42,7 @@
 // The evaluator notes, every cycle, the incidents it sees that a rule
 // version does not control (Guard.Note): a dependency's breaker open, its
 // latency jumping, a dependency that is itself a governed service
-// overloaded (see engine/evaluate).
-// An incident overlapping the after window makes error ratio and p99
+// overloaded (see engine/evaluate). An incident overlapping the after window makes error ratio and p99
 // regressions inconclusive; one overlapping either window keeps them from
 // passing (before activation it may hide a regression), and the goodput
 // check is made on the admitted share (1 - shed ratio) instead, which a
@@ -55,7 +54,7 @@
 // traffic it sends may be the cause.
 //
 // Every decision lists its Confounders (for example "offered load rose
-// 2.30x after activation (500.0/s -> 1150.0/s)") and each check's Detail
+// 2.30x after activation (mean 500.0/s -> 1150.0/s)") and each check's Detail
 // says why it could not stand, so a person sees why a version was not
 // judged.
 //
