@@ -111,6 +111,8 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 		"/services/{service}/rollback":            {"post"}, "/alerts": {"get"}, "/alerts/{id}/ack": {"post"}, "/silences": {"post"},
 		"/audit": {"get"}, "/audit/verify": {"get"}, "/openapi.yaml": {"get"},
 		"/services/{service}/canary": {"get", "post"}, "/services/{service}/canary/promote": {"post"}, "/services/{service}/canary/abort": {"post"},
+		"/services/{service}/policy": {"get", "put"}, "/services/{service}/emergency": {"post"},
+		"/settings/alerting": {"get", "put"}, "/settings/alerting/versions": {"get"},
 	} {
 		for _, m := range methods {
 			require.Contains(t, doc.Paths[path], m, "%s %s undocumented", m, path)

@@ -20,9 +20,9 @@ type endpoint struct {
 	// method defaults to POST.
 	method string
 	path   string
-	form url.Values
-	json string
-	user string
+	form   url.Values
+	json   string
+	user   string
 	// anyRole: every logged-in user passes the door (no viewer case).
 	anyRole bool
 }
