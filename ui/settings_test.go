@@ -256,8 +256,15 @@ func TestEmergencyPublishPreviewConfirm(t *testing.T) {
 	require.Equal(t, http.StatusCreated, resp.StatusCode, body)
 	require.Contains(t, body, `"active":true`)
 
+	_, body = e.do(req{method: "GET", path: "/services/checkout/rules", session: sid})
+	require.Contains(t, body, `href="/services/checkout/emergency"`, "admins find it on the rules page")
+	_, body = e.do(req{method: "GET", path: "/audit?action=alert_config", session: sid})
+	require.Contains(t, body, `<option selected>alert_config</option>`)
+
 	// Not for operators, even on the read side of the form.
 	osid, _ := e.session("otto")
 	resp, _ = e.do(req{method: "GET", path: "/services/checkout/emergency", session: osid})
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	_, body = e.do(req{method: "GET", path: "/services/checkout/rules", session: osid})
+	require.NotContains(t, body, "/emergency")
 }

@@ -9,6 +9,7 @@ import (
 
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/ui/internal/httperr"
+	"governor.dev/governor/ui/model"
 )
 
 // AuditActions are the actions the filter offers.
@@ -17,6 +18,7 @@ var AuditActions = []versioning.Action{
 	versioning.ActionActivate, versioning.ActionAutoApply, versioning.ActionPublish, versioning.ActionRollback,
 	versioning.ActionEmergency, versioning.ActionPolicy, versioning.ActionRebase, versioning.ActionRevise, versioning.ActionLogin,
 	versioning.ActionLoginFailure, versioning.ActionLogout, versioning.ActionTokenCreate, versioning.ActionTokenRevoke,
+	model.ActionAlertConfig,
 }
 
 type auditData struct {
