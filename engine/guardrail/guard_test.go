@@ -246,11 +246,11 @@ func TestRollbackIsNotRolledBack(t *testing.T) {
 }
 
 func TestOptionsNameEveryError(t *testing.T) {
-	_, err := New(Options{Window: -time.Second, Alpha: 0.9, MinSamples: 1})
+	_, err := New(Options{Window: -time.Second, Alpha: 0.9, MinSamples: 1, LoadRatio: 0.5})
 	if err == nil {
 		t.Fatal("bad options accepted")
 	}
-	for _, want := range []string{"Store", "Series", "Window", "Alpha", "MinSamples"} {
+	for _, want := range []string{"Store", "Series", "Window", "Alpha", "MinSamples", "LoadRatio is 0.5"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %s", err, want)
 		}
