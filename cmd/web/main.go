@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	_ "modernc.org/sqlite"
 
+	"governor.dev/governor/alerts/configstore"
 	"governor.dev/governor/engine/signals"
 	"governor.dev/governor/engine/signals/promapi"
 	"governor.dev/governor/migrations"
@@ -95,7 +96,12 @@ func serve(ctx context.Context, c config, stdout io.Writer, log *slog.Logger) er
 	if pw != "" {
 		fmt.Fprintf(stdout, "Created the first admin %q with the one-time password: %s\nLog in and choose a new password; it is not shown again.\n", c.admin, pw)
 	}
-	o := ui.Options{Rules: store, Auth: am, Logger: log, Registerer: prometheus.NewRegistry()}
+	// The alerting configuration admins save here; the engine applies it.
+	routing, err := configstore.New(ctx, db, dialect, configstore.Options{Logger: log})
+	if err != nil {
+		return err
+	}
+	o := ui.Options{Rules: store, Auth: am, Logger: log, Registerer: prometheus.NewRegistry(), AlertRouting: routing}
 	if c.engine != "" {
 		ec, err := engineclient.New(engineclient.Options{BaseURL: c.engine})
 		if err != nil {
