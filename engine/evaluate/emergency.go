@@ -25,8 +25,8 @@ type Emergency struct {
 const emergencyPage = 200
 
 // emergencies emits events.EmergencyPublish once per emergency
-// publication, read from the audit log (ActionEmergency entries) after the
-// watermark (Options.Watermark), whether the version is still active or was
+// publication, read from the audit log (ActionEmergency entries) between
+// the watermark (Options.Watermark) and the log's head, whether the version is still active or was
 // superseded since, and whether or not an engine was leading when it
 // happened. It fetches the versions first, then moves the watermark past
 // them with a compare-and-set, then emits: of two replicas that both see

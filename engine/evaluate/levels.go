@@ -135,11 +135,11 @@ func (l *AlertLevels) compare(ctx context.Context, at time.Time, svc, signal str
 		case v > lv.threshold && (!raised || at.Sub(last) >= l.Refresh):
 			l.raised[key] = at
 			sink.Emit(ctx, events.Event{Kind: events.LevelCrossed, Severity: lv.sev, At: at, Service: svc, Detail: d,
-				Message: fmt.Sprintf("%s %s %s is above its %s level %s (%s)", svc, signalName(signal), format(signal, v), lv.name, format(signal, lv.threshold), source)})
+				Message: fmt.Sprintf("%s %s %s is above its %s level %s (%s)", svc, signalName(signal), levelText(signal, v), lv.name, levelText(signal, lv.threshold), source)})
 		case v <= lv.threshold && raised:
 			delete(l.raised, key)
 			sink.Emit(ctx, events.Event{Kind: events.LevelCleared, Severity: events.Info, At: at, Service: svc, Detail: d,
-				Message: fmt.Sprintf("%s %s %s is back at or below its %s level %s (%s)", svc, signalName(signal), format(signal, v), lv.name, format(signal, lv.threshold), source)})
+				Message: fmt.Sprintf("%s %s %s is back at or below its %s level %s (%s)", svc, signalName(signal), levelText(signal, v), lv.name, levelText(signal, lv.threshold), source)})
 		}
 	}
 }
@@ -151,7 +151,7 @@ func signalName(s string) string {
 	return "error ratio"
 }
 
-func format(signal string, v float64) string {
+func levelText(signal string, v float64) string {
 	if signal == events.SignalLatencyP99 {
 		return time.Duration(v * float64(time.Second)).Round(time.Microsecond).String()
 	}
