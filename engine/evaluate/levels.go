@@ -29,7 +29,9 @@ import (
 // reading that is unknown compares with nothing: its alert, if any, stays
 // until the rule's resolve_after passes without a new event. The state of
 // what was reported lives in memory: a new leader starts afresh, reporting
-// what is above at its first cycle.
+// what is above at its first cycle; an alert the old leader raised for a
+// reading that is now below resolves through the rule's resolve_after
+// (5m) rather than at once.
 //
 // Its methods run on Tick's goroutine only. The zero value is not usable:
 // use DefaultAlertLevels and adjust.
