@@ -8,5 +8,9 @@
 // a firing or acknowledged alert nor sends a notification twice; messages
 // logged but never delivered are queued again.
 //
+// Reconfigure replaces routes, timing, inhibition and receivers between two
+// steps, atomically: notifications already queued finish on the receivers
+// that accepted them. UpdateRules replaces the rules.
+//
 // Step takes the evaluation time; Run calls it on a clock.
 package manager
