@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"log/slog"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -82,4 +84,46 @@ func TestAlertBootstrapRoundTrips(t *testing.T) {
 	require.Equal(t, c.ReceiverNames(), back.ReceiverNames())
 	require.Equal(t, c.DispatchTiming(), back.DispatchTiming())
 	require.Empty(t, (&App{}).alertBootstrap())
+}
+
+// TestAlertRoutingPollsWithoutRestart: the engine applies the newest saved
+// version at start, and a version saved while it runs on the next poll of
+// its clock.
+func TestAlertRoutingPollsWithoutRestart(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "g.db")+"?_pragma=busy_timeout(5000)&_txlock=immediate")
+	require.NoError(t, err)
+	db.SetMaxOpenConns(1)
+	t.Cleanup(func() { _ = db.Close() })
+	ast, err := store.New(ctx, db, migrations.SQLite, store.Options{})
+	require.NoError(t, err)
+	m, err := alertsmanager.New(ctx, alertsmanager.Options{Store: ast, Clock: clk,
+		Receivers: map[string]notify.Notifier{"log": logReceiver{log: slog.New(slog.DiscardHandler)}}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	cs, err := configstore.New(ctx, db, migrations.SQLite, configstore.Options{Clock: clk})
+	require.NoError(t, err)
+	_, err = cs.Save(ctx, configstore.SaveRequest{Author: "ada", Comment: "saved before start",
+		Document: `{"receivers": [{"name": "first", "webhook": {"url": "http://127.0.0.1:1/a"}}]}`})
+	require.NoError(t, err)
+
+	a := &App{o: Options{Clock: clk, AlertInterval: 15 * time.Second}, log: slog.New(slog.DiscardHandler), ledgerDB: db, alerts: m}
+	require.NoError(t, a.startAlertRouting(ctx))
+	defer a.close()
+	require.Equal(t, []string{"first"}, m.Receivers(), "a saved version supersedes the bootstrap at start")
+	require.NotNil(t, a.routingStore())
+
+	_, err = cs.Save(ctx, configstore.SaveRequest{Base: 1, Author: "ada", Comment: "while running",
+		Document: `{"receivers": [{"name": "second", "webhook": {"url": "http://127.0.0.1:1/b"}}]}`})
+	require.NoError(t, err)
+	for clk.Pending() == 0 {
+		runtime.Gosched()
+	}
+	require.Equal(t, []string{"first"}, m.Receivers(), "not before the poll")
+	clk.Advance(15 * time.Second)
+	for slices.Equal(m.Receivers(), []string{"first"}) {
+		runtime.Gosched()
+	}
+	require.Equal(t, []string{"second"}, m.Receivers())
 }
