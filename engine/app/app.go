@@ -361,8 +361,16 @@ func AlertLevels(c config.AlertLevels) *evaluate.AlertLevels {
 	if c.Disabled {
 		return nil
 	}
-	return &evaluate.AlertLevels{LatencyWarn: c.LatencyWarn, LatencyCritical: c.LatencyCritical, LearnedMargin: c.LearnedMargin, ErrorWarn: c.ErrorRatioWarn,
+	l := &evaluate.AlertLevels{LatencyWarn: c.LatencyWarn, LatencyCritical: c.LatencyCritical, LearnedMargin: c.LearnedMargin, ErrorWarn: c.ErrorRatioWarn,
 		ErrorCritical: c.ErrorRatioCritical, MinRequestRate: c.MinRequestRate, Refresh: c.Refresh}
+	for name, s := range c.Services {
+		if l.Services == nil {
+			l.Services = map[string]evaluate.LevelOverride{}
+		}
+		l.Services[name] = evaluate.LevelOverride{Disabled: s.Disabled, LatencyWarn: s.LatencyWarn, LatencyCritical: s.LatencyCritical,
+			ErrorWarn: s.ErrorRatioWarn, ErrorCritical: s.ErrorRatioCritical}
+	}
+	return l
 }
 
 // band converts a service's configured band.

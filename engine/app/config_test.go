@@ -52,6 +52,13 @@ func TestAlertLevels(t *testing.T) {
 	if l := AlertLevels(c); l.LatencyWarn != c.LatencyWarn || l.LatencyCritical != c.LatencyCritical || l.Validate() != nil {
 		t.Fatalf("levels %+v", l)
 	}
+	c.Services = map[string]config.ServiceLevels{"batch": {LatencyWarn: time.Second, LatencyCritical: 2 * time.Second, ErrorRatioWarn: 0.1, ErrorRatioCritical: 0.2},
+		"legacy": {Disabled: true}}
+	l := AlertLevels(c)
+	if l.Services["batch"] != (evaluate.LevelOverride{LatencyWarn: time.Second, LatencyCritical: 2 * time.Second, ErrorWarn: 0.1, ErrorCritical: 0.2}) ||
+		!l.Services["legacy"].Disabled || l.Validate() != nil {
+		t.Fatalf("overrides %+v", l.Services)
+	}
 	c.Disabled = true
 	if l := AlertLevels(c); l != nil {
 		t.Fatalf("disabled: %+v", l)

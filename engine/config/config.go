@@ -81,6 +81,23 @@ type AlertLevels struct {
 	MinRequestRate float64 `yaml:"min_request_rate"`
 	// Refresh is how often a level still crossed is reported again.
 	Refresh time.Duration `yaml:"refresh"`
+	// Services override the levels of single services.
+	Services map[string]ServiceLevels `yaml:"services"`
+}
+
+// ServiceLevels are one service's alert levels; zero fields keep the
+// defaults of alert_levels.
+type ServiceLevels struct {
+	// Disabled: the service is not compared at all.
+	Disabled bool `yaml:"disabled"`
+	// LatencyWarn and LatencyCritical fix the service's p99 levels (both
+	// or neither).
+	LatencyWarn     time.Duration `yaml:"latency_warn"`
+	LatencyCritical time.Duration `yaml:"latency_critical"`
+	// ErrorRatioWarn and ErrorRatioCritical replace the error-ratio
+	// levels (both or neither).
+	ErrorRatioWarn     float64 `yaml:"error_ratio_warn"`
+	ErrorRatioCritical float64 `yaml:"error_ratio_critical"`
 }
 
 // NATS is where rules are distributed.
@@ -418,22 +435,41 @@ func (b Band) validate(field string, bad func(field, format string, args ...any)
 	}
 }
 
+// validateLatency checks a pair of p99 levels: both zero, or 0 < warn <
+// critical.
+func validateLatency(field string, warn, crit time.Duration, bad func(field, format string, args ...any)) {
+	if warn < 0 {
+		bad(field+".latency_warn", "must not be negative, got %s", warn)
+	}
+	if crit < 0 {
+		bad(field+".latency_critical", "must not be negative, got %s", crit)
+	}
+	if (warn == 0) != (crit == 0) {
+		bad(field+".latency_critical", "set both latency_warn and latency_critical, or neither (learned levels)")
+	} else if warn > 0 && crit <= warn {
+		bad(field+".latency_critical", "%s must be above latency_warn %s", crit, warn)
+	}
+}
+
+// validateErrors checks a pair of error-ratio levels: 0 < warn < critical
+// <= 1.
+func validateErrors(field string, warn, crit float64, bad func(field, format string, args ...any)) {
+	if !(warn > 0 && warn < 1) {
+		bad(field+".error_ratio_warn", "must be in (0, 1), got %v", warn)
+	} else if !(crit > warn && crit <= 1) {
+		bad(field+".error_ratio_critical", "must be above error_ratio_warn (%v) and at most 1, got %v", warn, crit)
+	}
+}
+
 func (l AlertLevels) validate(bad func(field, format string, args ...any)) {
-	if l.LatencyWarn < 0 {
-		bad("alert_levels.latency_warn", "must not be negative, got %s", l.LatencyWarn)
-	}
-	if l.LatencyCritical < 0 {
-		bad("alert_levels.latency_critical", "must not be negative, got %s", l.LatencyCritical)
-	}
-	if (l.LatencyWarn == 0) != (l.LatencyCritical == 0) {
-		bad("alert_levels.latency_critical", "set both latency_warn and latency_critical, or neither (learned levels)")
-	} else if l.LatencyWarn > 0 && l.LatencyCritical <= l.LatencyWarn {
-		bad("alert_levels.latency_critical", "%s must be above latency_warn %s", l.LatencyCritical, l.LatencyWarn)
-	}
-	if !(l.ErrorRatioWarn > 0 && l.ErrorRatioWarn < 1) {
-		bad("alert_levels.error_ratio_warn", "must be in (0, 1), got %v", l.ErrorRatioWarn)
-	} else if !(l.ErrorRatioCritical > l.ErrorRatioWarn && l.ErrorRatioCritical <= 1) {
-		bad("alert_levels.error_ratio_critical", "must be above error_ratio_warn (%v) and at most 1, got %v", l.ErrorRatioWarn, l.ErrorRatioCritical)
+	validateLatency("alert_levels", l.LatencyWarn, l.LatencyCritical, bad)
+	validateErrors("alert_levels", l.ErrorRatioWarn, l.ErrorRatioCritical, bad)
+	for name, s := range l.Services {
+		field := "alert_levels.services." + name
+		validateLatency(field, s.LatencyWarn, s.LatencyCritical, bad)
+		if s.ErrorRatioWarn != 0 || s.ErrorRatioCritical != 0 {
+			validateErrors(field, s.ErrorRatioWarn, s.ErrorRatioCritical, bad)
+		}
 	}
 	if !(l.LearnedMargin >= 0 && l.LearnedMargin <= 10) {
 		bad("alert_levels.learned_margin", "must be in [0, 10], got %v", l.LearnedMargin)

@@ -144,6 +144,8 @@ func TestRecommendAndAlertLevelKeys(t *testing.T) {
 		{"error warn", "alert_levels: {error_ratio_warn: 0}", "alert_levels.error_ratio_warn:"},
 		{"min rate", "alert_levels: {min_request_rate: -1}", "alert_levels.min_request_rate:"},
 		{"margin", "alert_levels: {learned_margin: -0.1}", "alert_levels.learned_margin:"},
+		{"service latency", "alert_levels: {services: {checkout: {latency_warn: 2s, latency_critical: 1s}}}", "alert_levels.services.checkout.latency_critical:"},
+		{"service errors", "alert_levels: {services: {checkout: {error_ratio_warn: 0.1}}}", "alert_levels.services.checkout.error_ratio_critical:"},
 		{"refresh", "alert_levels: {refresh: 10m}", "alert_levels.refresh:"},
 	}
 	for _, tt := range tests {

@@ -51,6 +51,8 @@ type AlertLevels struct {
 	// Refresh is how often a level still crossed is reported again; it
 	// must be shorter than the rule's resolve_after (5m).
 	Refresh time.Duration
+	// Services override the levels of single services.
+	Services map[string]LevelOverride
 
 	raised map[levelKey]time.Time // last report of each crossed level
 }
@@ -79,6 +81,36 @@ func (l *AlertLevels) Validate() error {
 	case l.Refresh <= 0:
 		return fmt.Errorf("%w: AlertLevels.Refresh %s: want above 0", ErrInvalidOption, l.Refresh)
 	}
+	for svc, o := range l.Services {
+		if err := o.validate(svc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// LevelOverride is one service's levels; zero fields keep AlertLevels'.
+type LevelOverride struct {
+	// Disabled: the service is not compared at all.
+	Disabled bool
+	// LatencyWarn and LatencyCritical fix the service's p99 levels (both
+	// or neither).
+	LatencyWarn, LatencyCritical time.Duration
+	// ErrorWarn and ErrorCritical replace the error-ratio levels (both or
+	// neither).
+	ErrorWarn, ErrorCritical float64
+}
+
+func (o LevelOverride) validate(service string) error {
+	switch {
+	case o.LatencyWarn < 0 || o.LatencyCritical < 0 || (o.LatencyWarn == 0) != (o.LatencyCritical == 0) ||
+		(o.LatencyWarn > 0 && o.LatencyCritical <= o.LatencyWarn):
+		return fmt.Errorf("%w: AlertLevels.Services[%q].LatencyWarn %s and LatencyCritical %s: want both zero, or 0 < warn < critical",
+			ErrInvalidOption, service, o.LatencyWarn, o.LatencyCritical)
+	case (o.ErrorWarn != 0 || o.ErrorCritical != 0) && !(o.ErrorWarn > 0 && o.ErrorWarn < o.ErrorCritical && o.ErrorCritical <= 1):
+		return fmt.Errorf("%w: AlertLevels.Services[%q].ErrorWarn %v and ErrorCritical %v: want both zero, or 0 < warn < critical <= 1",
+			ErrInvalidOption, service, o.ErrorWarn, o.ErrorCritical)
+	}
 	return nil
 }
 
@@ -102,8 +134,15 @@ func (l *AlertLevels) check(ctx context.Context, at time.Time, entries map[signa
 			continue
 		}
 		svc := k.Service
+		ov := l.Services[svc]
+		if ov.Disabled {
+			continue
+		}
 		if p99, ok := en.Get(signals.LatencyP99).Get(); ok {
 			warn, crit, source := l.LatencyWarn.Seconds(), l.LatencyCritical.Seconds(), "configured"
+			if ov.LatencyWarn > 0 {
+				warn, crit = ov.LatencyWarn.Seconds(), ov.LatencyCritical.Seconds()
+			}
 			if warn == 0 {
 				warn, crit, source = 0, 0, "learned"
 				if t, ok := learned(svc); ok && !t.Inconclusive && t.LatencyWarn > 0 && t.LatencyCritical > t.LatencyWarn {
@@ -118,7 +157,11 @@ func (l *AlertLevels) check(ctx context.Context, at time.Time, entries map[signa
 		er, ok1 := en.Get(signals.ErrorRatio).Get()
 		rate, ok2 := en.Get(signals.RequestRate).Get()
 		if ok1 && ok2 && rate >= l.MinRequestRate && !math.IsNaN(er) {
-			l.compare(ctx, at, svc, events.SignalErrorRatio, er, l.ErrorWarn, l.ErrorCritical, "configured", sink)
+			warn, crit := l.ErrorWarn, l.ErrorCritical
+			if ov.ErrorWarn > 0 {
+				warn, crit = ov.ErrorWarn, ov.ErrorCritical
+			}
+			l.compare(ctx, at, svc, events.SignalErrorRatio, er, warn, crit, "configured", sink)
 		}
 	}
 }

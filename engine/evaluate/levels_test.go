@@ -3,6 +3,7 @@ package evaluate
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -335,5 +336,47 @@ func TestTickAlertLevels(t *testing.T) {
 	}
 	if len(want) != 5 || fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("crossed %v, want %v", got, want)
+	}
+}
+
+// TestAlertLevelsOverrides: a service's own levels replace the defaults,
+// and a disabled service is not compared.
+func TestAlertLevelsOverrides(t *testing.T) {
+	l := DefaultAlertLevels()
+	l.LatencyWarn, l.LatencyCritical = 200*time.Millisecond, 500*time.Millisecond
+	l.Services = map[string]LevelOverride{
+		"batch":  {LatencyWarn: time.Second, LatencyCritical: 2 * time.Second, ErrorWarn: 0.1, ErrorCritical: 0.2},
+		"legacy": {Disabled: true},
+		"search": {ErrorWarn: 0.001, ErrorCritical: 0.01},
+	}
+	if err := l.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	rec := events.NewRecorder(100)
+	entries := map[signals.Key]*signals.Entry{}
+	for _, svc := range []string{"batch", "legacy", "search", "checkout"} {
+		maps.Copy(entries, entry(svc, 0.6, 0.06, 100))
+	}
+	l.check(context.Background(), benchT0, entries, noLearned, rec)
+	var got []string
+	for _, e := range rec.Events(events.LevelCrossed) {
+		d := e.Detail.(events.Level)
+		got = append(got, fmt.Sprintf("%s %s %s %g", e.Service, d.Signal, d.Level, d.Threshold))
+	}
+	want := []string{
+		"checkout latency_p99 warn 0.2", "checkout latency_p99 critical 0.5", "checkout error_ratio warn 0.01", "checkout error_ratio critical 0.05",
+		"search latency_p99 warn 0.2", "search latency_p99 critical 0.5", "search error_ratio warn 0.001", "search error_ratio critical 0.01",
+	}
+	if !sameSet(got, want) {
+		t.Fatalf("crossed %q, want %q", got, want)
+	}
+	for name, o := range map[string]LevelOverride{
+		"half latency": {LatencyWarn: time.Second},
+		"error order":  {ErrorWarn: 0.2, ErrorCritical: 0.1},
+	} {
+		l.Services = map[string]LevelOverride{"x": o}
+		if err := l.Validate(); err == nil || !strings.Contains(err.Error(), `Services["x"]`) {
+			t.Errorf("%s: %v", name, err)
+		}
 	}
 }
