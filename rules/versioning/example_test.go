@@ -2,6 +2,7 @@ package versioning_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"governor.dev/governor/rules/versioning"
@@ -46,4 +47,49 @@ func Example() {
 	// routes[pay].rate_limit.rate changed 100 -> 150
 	// 1 checkout 1
 	// 4 audit entries verified
+}
+
+// The author revises an open proposal in place: the same number, a higher
+// revision. A new ruleset invalidates the approval already given, and an
+// approval of the checksum reviewed before the revision is refused.
+func ExampleStore_Revise() {
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:"})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	admin := versioning.Actor{Name: "root", Roles: []versioning.Role{versioning.RoleAdmin}}
+	engine := versioning.Actor{Name: "engine", Roles: []versioning.Role{versioning.RoleOperator}}
+	bob := versioning.Actor{Name: "bob", Roles: []versioning.Role{versioning.RoleApprover}}
+	carol := versioning.Actor{Name: "carol", Roles: []versioning.Role{versioning.RoleApprover}}
+	if _, err := s.SetPolicy(ctx, versioning.Policy{Service: "checkout", ApprovalsRequired: 2}, admin); err != nil {
+		panic(err)
+	}
+	rate := func(r float64) *rules.Ruleset {
+		return &rules.Ruleset{Service: "checkout", Routes: []rules.Route{{
+			Name: "pay", Match: rules.Match{PathPrefix: "/pay"}, RateLimit: &rules.RateLimit{Rate: r}}}}
+	}
+	p := versioning.Proposal{Ruleset: rate(100), Author: engine, Source: versioning.SourceEngine,
+		Reason: "load score 0.9", Evidence: []byte(`{"load_score": 0.9}`)}
+	v, _ := s.Propose(ctx, p)
+	reviewed := v.Checksum
+	v, _ = s.Approve(ctx, "checkout", v.Number, bob, "one of two")
+	fmt.Println("v", v.Number, "revision", v.Revision, "approvals", len(v.Approvals))
+
+	p.Evidence = []byte(`{"load_score": 0.93}`)
+	v, _ = s.Revise(ctx, "checkout", v.Number, p)
+	fmt.Println("v", v.Number, "revision", v.Revision, "approvals", len(v.Approvals), string(v.Evidence))
+
+	p.Ruleset, p.Reason = rate(80), "load score 0.97"
+	v, _ = s.Revise(ctx, "checkout", v.Number, p)
+	fmt.Println("v", v.Number, "revision", v.Revision, "approvals", len(v.Approvals), v.Ruleset.Routes[0].RateLimit.Rate)
+
+	_, err = s.ApproveChecksum(ctx, "checkout", v.Number, reviewed, carol, "")
+	fmt.Println(errors.Is(err, versioning.ErrConflict))
+	// Output:
+	// v 1 revision 0 approvals 1
+	// v 1 revision 1 approvals 1 {"load_score":0.93}
+	// v 1 revision 2 approvals 0 80
+	// true
 }
