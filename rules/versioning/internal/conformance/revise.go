@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/rules/versioning/internal/sqlstore"
 	"governor.dev/governor/sdk/clock"
 )
 
@@ -234,6 +235,28 @@ func testReviseRefusals(t *testing.T, f Factory) {
 	require.NoError(t, err)
 	require.Equal(t, 0, got.Revision)
 	require.Equal(t, q.Checksum, got.Checksum)
+
+	// A transient failure runs the whole revision again: it counts once.
+	var attempts int
+	h3 := f(t, Options{BeforeCommit: func(op string, attempt int) error {
+		if op != "revise" {
+			return nil
+		}
+		attempts = attempt
+		if attempt == 1 {
+			return sqlstore.ErrRetryable
+		}
+		return nil
+	}})
+	w1 = live(t, h3.Store, "rr", 1)
+	q, err = h3.Store.Propose(ctx, revision("rr", w1.Number, 10, `{}`))
+	require.NoError(t, err)
+	n = auditCount(t, h3)
+	got, err = h3.Store.Revise(ctx, "rr", q.Number, revision("rr", w1.Number, 20, `{}`))
+	require.NoError(t, err)
+	require.Equal(t, 2, attempts)
+	require.Equal(t, 1, got.Revision)
+	require.Equal(t, n+1, auditCount(t, h3))
 }
 
 var errPermanent = fmt.Errorf("permanent failure")
