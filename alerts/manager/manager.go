@@ -40,7 +40,10 @@ type Manager struct {
 	acks    map[alerts.Fingerprint]alerts.Ack
 	current []alerts.Alert
 	failing map[string]bool
-	closed  bool
+	// routed names the receivers in force: a replaced receiver finishing
+	// its queue raises no failing alert.
+	routed map[string]bool
+	closed bool
 
 	lastPrune time.Time // guarded by stepMu
 	saved     bool      // guarded by stepMu: the store holds the states
@@ -89,7 +92,10 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 	disp.Restore(groups)
 	m := &Manager{o: o, log: o.Logger, eval: ev, disp: disp, inhib: inhib, silences: silence.NewSet(sils...),
 		queues: map[string]*notify.Queue{}, m: newMetrics(o.Registerer), acks: map[alerts.Fingerprint]alerts.Ack{},
-		failing: map[string]bool{}}
+		failing: map[string]bool{}, routed: map[string]bool{}}
+	for name := range o.Receivers {
+		m.routed[name] = true
+	}
 	for _, a := range acks {
 		m.acks[a.Fingerprint] = a
 	}
@@ -309,6 +315,10 @@ func (m *Manager) onResult(msg *notify.Message, attempts int, err error) {
 		m.log.Error("alert notification log not updated", "id", msg.ID, "err", e)
 	}
 	m.mu.Lock()
+	if !m.routed[msg.Receiver] {
+		m.mu.Unlock()
+		return
+	}
 	was := m.failing[msg.Receiver]
 	m.failing[msg.Receiver] = err != nil
 	m.mu.Unlock()

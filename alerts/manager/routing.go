@@ -98,6 +98,10 @@ func (m *Manager) Reconfigure(r Routing) error {
 	m.routeMu.Unlock()
 
 	m.mu.Lock()
+	m.routed = map[string]bool{}
+	for name := range r.Receivers {
+		m.routed[name] = true
+	}
 	var gone []string
 	for name, failing := range m.failing {
 		if _, ok := r.Receivers[name]; !ok {

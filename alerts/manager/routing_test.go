@@ -125,3 +125,44 @@ func TestReconfigureRefusesBadRoutingAndKeepsOld(t *testing.T) {
 	h.at(30 * time.Second)
 	h.expect(30*time.Second, "firing Load@checkout/firing")
 }
+
+// TestReconfigureReplacedReceiverGivingUpRaisesNothing: a receiver removed
+// by Reconfigure that gives up on its last queued message raises no
+// GovernorAlertReceiverFailing, which nothing could resolve any more.
+func TestReconfigureReplacedReceiverGivingUpRaisesNothing(t *testing.T) {
+	h := newHarness(t)
+	h.hook.mu.Lock()
+	h.hook.fail = true
+	h.hook.mu.Unlock()
+	h.db.set("load", "checkout")
+	h.at(0)
+	h.clk.Set(t0.Add(30 * time.Second))
+	if err := h.m.Step(context.Background(), h.clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for h.clk.Pending() == 0 {
+		waitBriefly()
+	}
+	team := newReceiver(t)
+	teamHook, err := webhook.New(webhook.Config{URL: team.srv.URL}, team.srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.m.Reconfigure(Routing{Receivers: map[string]notify.Notifier{"team": teamHook}}); err != nil {
+		t.Fatal(err)
+	}
+	h.clk.Advance(time.Second) // attempt 2
+	for h.clk.Pending() == 0 {
+		waitBriefly()
+	}
+	h.clk.Advance(2 * time.Second) // attempt 3, the last
+	if err := h.m.Idle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.at(time.Minute)
+	for _, s := range h.m.Alerts(h.clk.Now()) {
+		if s.Labels["alertname"] == "GovernorAlertReceiverFailing" {
+			t.Fatalf("a replaced receiver raised %v", s.Labels)
+		}
+	}
+}
