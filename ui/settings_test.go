@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"html"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -267,4 +268,43 @@ func TestEmergencyPublishPreviewConfirm(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
 	_, body = e.do(req{method: "GET", path: "/services/checkout/rules", session: osid})
 	require.NotContains(t, body, "/emergency")
+}
+
+// FuzzAlertingBody: any body of PUT /api/v1/settings/alerting is either
+// saved or refused with a 4xx JSON error, never a 5xx, and a saved
+// document never echoes a secret.
+func FuzzAlertingBody(f *testing.F) {
+	e := newEnvTB(f)
+	ctx := context.Background()
+	ada, err := e.auth.User(ctx, "ada")
+	if err != nil {
+		f.Fatal(err)
+	}
+	tok, _, err := e.auth.CreateToken(ctx, principal(ada), "ada", "fuzz", []versioning.Role{versioning.RoleAdmin}, 0)
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, s := range []string{`{}`, `{"comment":"c","document":` + strconv.Quote(testBootstrap) + `}`,
+		`{"comment":"c","document":{"receivers":[{"name":"a","slack":{"url":"<masked>"}}]}}`,
+		`{"comment":"c","base":-1,"document":"{"}`, `[`, strings.Repeat(`{"document":`, 50)} {
+		f.Add(s)
+	}
+	h := e.srv.Config.Handler
+	f.Fuzz(func(t *testing.T, body string) {
+		r := httptest.NewRequest("PUT", "/api/v1/settings/alerting", strings.NewReader(body))
+		r.Header.Set("Authorization", "Bearer "+tok)
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusCreated && (w.Code < 400 || w.Code >= 500) {
+			t.Fatalf("status %d for %q: %s", w.Code, body, w.Body)
+		}
+		var doc map[string]any
+		if err := json.Unmarshal(w.Body.Bytes(), &doc); err != nil {
+			t.Fatalf("not JSON: %s", w.Body)
+		}
+		if w.Code == http.StatusCreated && strings.Contains(w.Body.String(), "BOOTSTRAP-KEY") {
+			t.Fatalf("a secret in the response: %s", w.Body)
+		}
+	})
 }
