@@ -100,11 +100,17 @@ func TestSettingsAlertingEditor(t *testing.T) {
 	require.Contains(t, body, "&lt;masked&gt;")
 	require.Equal(t, "0", baseRe.FindStringSubmatch(body)[1])
 
-	bad := `{"routes": [{"receiver": "nobody"}], "receivers": [{"name": "oncall", "pagerduty": {"routing_key": "<masked>"}}]}`
+	bad := `{"routes": [{"receiver": "nobody"}], "receivers": [{"name": "pager", "pagerduty": {"routing_key": "<masked>"}}]}`
 	resp, body := e.do(req{method: "POST", path: "/settings/alerting", session: sid, csrf: csrf, form: url.Values{"document": {bad}, "comment": {"route"}, "base": {"0"}}})
 	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
-	require.Contains(t, body, "receivers[0].pagerduty.routing_key: the value is masked", "no saved secret to keep yet")
+	require.Contains(t, body, "receivers[0].pagerduty.routing_key: the value is masked", "no saved secret to keep for pager")
 	require.Contains(t, body, `aria-invalid="true" aria-describedby="alerting-error"`)
+	// The configuration file's receiver keeps its secret through the mask.
+	bad = strings.Replace(bad, `"pager"`, `"oncall"`, 1)
+	resp, body = e.do(req{method: "POST", path: "/settings/alerting", session: sid, csrf: csrf, form: url.Values{"document": {bad}, "comment": {"route"}, "base": {"0"}}})
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
+	require.Contains(t, body, html.EscapeString(`routes[0]: receiver "nobody" is not defined`))
+	require.NotContains(t, body, "BOOTSTRAP-KEY", "the input shown again is the masked one")
 
 	doc := `{
   "routes": [{"receiver": "pager", "severities": ["P0"], "continue": true}, {"receiver": "team", "matchers": "{service=\"checkout\"}"}, {"receiver": "pager"}],
@@ -307,4 +313,19 @@ func FuzzAlertingBody(f *testing.F) {
 			t.Fatalf("a secret in the response: %s", w.Body)
 		}
 	})
+}
+
+// TestSettingsAlertingFirstSaveKeepsFileSecrets: the first save of the
+// configuration file's document, as shown (masked), keeps its secrets.
+func TestSettingsAlertingFirstSaveKeepsFileSecrets(t *testing.T) {
+	e := newEnv(t)
+	sid, csrf := e.session("ada")
+	_, body := e.do(req{method: "GET", path: "/settings", session: sid})
+	shown := html.UnescapeString(docRe.FindStringSubmatch(body)[1])
+	require.Contains(t, shown, `"routing_key": "<masked>"`)
+	resp, _ := e.do(req{method: "POST", path: "/settings/alerting", session: sid, csrf: csrf, form: url.Values{"document": {shown}, "comment": {"adopt the file"}, "base": {"0"}}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	v, err := e.routing.Latest(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, testBootstrap, v.Document)
 }

@@ -141,6 +141,16 @@ func (a *API) saveAlerting(w http.ResponseWriter, r *http.Request) {
 	if json.Unmarshal(req.Document, &s) == nil {
 		doc = s
 	}
+	// The first version keeps the secrets of the configuration file's
+	// document where it holds masks.
+	if req.Base == 0 && a.o.AlertBootstrap != "" {
+		unmasked, err := configstore.Unmask(doc, a.o.AlertBootstrap)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		doc = unmasked
+	}
 	v, err := a.o.AlertRouting.Save(r.Context(), configstore.SaveRequest{Document: doc, Base: req.Base,
 		Author: auth.FromContext(r.Context()).User.Name, Comment: req.Comment})
 	if err != nil {

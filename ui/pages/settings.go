@@ -308,7 +308,7 @@ func (p *Pages) saveAlerting(w http.ResponseWriter, r *http.Request) {
 	pr := auth.FromContext(r.Context())
 	base, _ := strconv.ParseInt(r.PostFormValue("base"), 10, 64)
 	doc, comment := r.PostFormValue("document"), strings.TrimSpace(r.PostFormValue("comment"))
-	v, err := p.o.AlertRouting.Save(r.Context(), configstore.SaveRequest{Document: doc, Base: base, Author: pr.User.Name, Comment: comment})
+	v, err := saveAlerting(r, p.o.AlertRouting, p.o.AlertBootstrap, configstore.SaveRequest{Document: doc, Base: base, Author: pr.User.Name, Comment: comment})
 	if err != nil {
 		status, _ := httperr.Status(err)
 		if status >= 500 {
@@ -327,6 +327,19 @@ func (p *Pages) saveAlerting(w http.ResponseWriter, r *http.Request) {
 	}
 	p.auditAlerting(r, v)
 	http.Redirect(w, r, "/settings#alerting", http.StatusSeeOther)
+}
+
+// saveAlerting saves a version; the first one (base 0) keeps the secrets
+// of the configuration file's document where it holds masks.
+func saveAlerting(r *http.Request, st model.AlertRouting, bootstrap string, req configstore.SaveRequest) (configstore.Version, error) {
+	if req.Base == 0 && bootstrap != "" {
+		doc, err := configstore.Unmask(req.Document, bootstrap)
+		if err != nil {
+			return configstore.Version{}, err
+		}
+		req.Document = doc
+	}
+	return st.Save(r.Context(), req)
 }
 
 // auditAlerting records a saved version in the audit log.
