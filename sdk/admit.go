@@ -41,6 +41,9 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 	if ctx.Err() != nil {
 		return Permit{}, g.reject(rt, s, class, ReasonQueueTimeout, 0)
 	}
+	if !req.Deadline.IsZero() && !g.meets(rt, req.Deadline) {
+		return Permit{}, g.reject(rt, s, class, ReasonDeadline, 0)
+	}
 	now := g.nanotime()
 	scale := rt.scale(now)
 
@@ -140,6 +143,21 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 	return Permit{rt: rt, start: now, shard: uint16(slot), class: uint8(class), inflight: int32(inflight)}, nil
 }
 
+// meets reports whether a request due by deadline may start on rt: its
+// deadline has not passed and, on a route with a concurrency limit in
+// enforce mode, the time left is at least the route's recent average latency
+// times its deadline factor. A route in shadow mode refuses only the expired.
+func (g *Governor) meets(rt *route, deadline time.Time) bool {
+	left := int64(deadline.Sub(g.clk.Now()))
+	if left <= 0 {
+		return false
+	}
+	if rt.conc == nil || rt.shadow {
+		return true
+	}
+	return float64(left) >= rt.deadlineFactor*float64(rt.conc.recentLatency())
+}
+
 // reject counts a refusal and returns its error. wait is the time until the
 // refusing bucket has a token (0 when unknown: Retry-After 1s).
 func (g *Governor) reject(rt *route, s *cellShard, class int, reason Reason, wait int64) error {
@@ -149,6 +167,8 @@ func (g *Governor) reject(rt *route, s *cellShard, class int, reason Reason, wai
 		out = outShed
 	case ReasonRateLimited:
 		out = outRateLimited
+	case ReasonDeadline:
+		out = outDeadline
 	default:
 		out = outQueueTimeout
 	}

@@ -23,6 +23,9 @@ const (
 	DefaultWarmFraction = 0.1
 	DefaultMaxKeys      = 10000
 	DefaultCallerHeader = "X-Caller"
+	// DefaultDeadlineFactor: a request with a stated deadline needs at
+	// least the route's recent average latency left.
+	DefaultDeadlineFactor = 1.0
 )
 
 // Apply validates rs and, if it is valid, makes it the ruleset in force as
@@ -154,7 +157,15 @@ func (g *Governor) buildRoute(cfg rules.Route, prev *route) (*route, error) {
 		rt.keyed = append(rt.keyed, kl)
 	}
 	if cc := cfg.Concurrency; cc != nil {
-		if prev != nil && prev.conc != nil && prev.conc.cfg == *cc {
+		same := *cc
+		if prev != nil && prev.conc != nil {
+			same.DeadlineFactor = prev.conc.cfg.DeadlineFactor // not the limiter's
+		}
+		rt.deadlineFactor = cc.DeadlineFactor
+		if rt.deadlineFactor == 0 {
+			rt.deadlineFactor = DefaultDeadlineFactor
+		}
+		if prev != nil && prev.conc != nil && prev.conc.cfg == same {
 			rt.conc = prev.conc
 		} else {
 			lim, err := g.newLim(*cc, g.clk)
@@ -204,7 +215,7 @@ func (g *Governor) buildRoute(cfg rules.Route, prev *route) (*route, error) {
 			rt.callerHeader = textproto.CanonicalMIMEHeaderKey(e.CallerHeader)
 		}
 	}
-	for reason := ReasonShed; reason <= ReasonBreakerOpen; reason++ {
+	for reason := ReasonShed; reason <= ReasonDeadline; reason++ {
 		for c := range rt.rejections[reason] {
 			rt.rejections[reason][c] = &Rejection{Reason: reason, Route: rt.name, Class: rules.Classes[c], RetryAfter: time.Second}
 		}

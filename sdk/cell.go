@@ -15,11 +15,12 @@ const (
 	outShadowShed
 	outShadowRateLimit
 	outExempt
+	outDeadline
 	numOutcomes
 )
 
 var outcomeNames = [numOutcomes]string{"admitted", "shed", "rate_limited", "queue_timeout",
-	"shadow_would_shed", "shadow_would_rate_limit", "exempt"}
+	"shadow_would_shed", "shadow_would_rate_limit", "exempt", "deadline"}
 
 // cellShard is one shard of a route's live counts. Each request touches one
 // shard only, chosen at random, so concurrent requests rarely share a cache

@@ -7,6 +7,7 @@ import (
 
 	governor "governor.dev/governor/sdk"
 	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/limit"
 	"governor.dev/governor/sdk/rules"
 )
 
@@ -15,9 +16,14 @@ type fixedLimiter struct {
 	limit   atomic.Int64
 	samples atomic.Int64
 	dropped atomic.Int64
+	rtt     atomic.Int64 // the SampleRTT its Snapshot reports, ns
 }
 
 func (f *fixedLimiter) Limit() int { return int(f.limit.Load()) }
+
+func (f *fixedLimiter) Snapshot() limit.Snapshot {
+	return limit.Snapshot{Limit: f.Limit(), SampleRTT: time.Duration(f.rtt.Load())}
+}
 
 func (f *fixedLimiter) Observe(now, rtt int64, inflight int, dropped bool) {
 	f.samples.Add(1)

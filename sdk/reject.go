@@ -26,6 +26,10 @@ var (
 	// ErrBreakerOpen: a circuit breaker refused the call (outbound side; the
 	// HTTP middleware maps it to 503).
 	ErrBreakerOpen = fmt.Errorf("%w: breaker open", ErrRejected)
+	// ErrDeadline: the caller's deadline (Request.Deadline) had passed, or
+	// left less time than the route's recent latency (times
+	// rules.Concurrency.DeadlineFactor), so the request was not started.
+	ErrDeadline = fmt.Errorf("%w: deadline", ErrRejected)
 
 	// ErrInvalidOptions wraps errors from New.
 	ErrInvalidOptions = errors.New("governor: invalid options")
@@ -45,12 +49,13 @@ const (
 	ReasonRateLimited
 	ReasonQueueTimeout
 	ReasonBreakerOpen
+	ReasonDeadline
 )
 
-var reasonNames = [...]string{"", "shed", "rate_limited", "queue_timeout", "breaker_open"}
+var reasonNames = [...]string{"", "shed", "rate_limited", "queue_timeout", "breaker_open", "deadline"}
 
 // String returns the metric outcome name: shed, rate_limited, queue_timeout,
-// breaker_open.
+// breaker_open, deadline.
 func (r Reason) String() string {
 	if int(r) < len(reasonNames) && r > 0 {
 		return reasonNames[r]
@@ -69,6 +74,8 @@ func (r Reason) Err() error {
 		return ErrQueueTimeout
 	case ReasonBreakerOpen:
 		return ErrBreakerOpen
+	case ReasonDeadline:
+		return ErrDeadline
 	}
 	return ErrRejected
 }

@@ -1,6 +1,9 @@
 package governor
 
-import "net/http"
+import (
+	"net/http"
+	"time"
+)
 
 // Header looks up request headers (or gRPC metadata) by name. Names are
 // given in canonical MIME form ("X-Traffic-Priority"); http.Header satisfies
@@ -27,6 +30,12 @@ type Request struct {
 	Caller string
 	// ClientIP keys the "ip" per-key rate limits.
 	ClientIP string
+	// Deadline is when the caller stops waiting for the answer (zero: not
+	// stated). Admit refuses with ErrDeadline a request whose deadline has
+	// passed or leaves less time than the route's recent average latency
+	// (times rules.Concurrency.DeadlineFactor, default 1), before any other
+	// stage. It is compared with the Governor's clock (Clock.Now).
+	Deadline time.Time
 	// Header resolves fields left empty and "header:<Name>" rate-limit keys.
 	Header Header
 }

@@ -26,6 +26,9 @@ type concurrency struct {
 	// request refused for the limit, so it sees a stall before any
 	// request finishes.
 	refusals limit.RefusalObserver
+	// snap is lim's Snapshot when it has one: its last window's average
+	// latency is what a request with a stated deadline must have left.
+	snap interface{ Snapshot() limit.Snapshot }
 }
 
 func newConcurrency(cfg rules.Concurrency, lim Limiter) *concurrency {
@@ -33,6 +36,7 @@ func newConcurrency(cfg rules.Concurrency, lim Limiter) *concurrency {
 	c.hinted, _ = lim.(limit.HintedObserver)
 	c.gradient, _ = lim.(*limit.Gradient)
 	c.refusals, _ = lim.(limit.RefusalObserver)
+	c.snap, _ = lim.(interface{ Snapshot() limit.Snapshot })
 	return c
 }
 
@@ -60,6 +64,15 @@ func (c *concurrency) refused(now int64) {
 	if c.refusals != nil {
 		c.refusals.Refused(now)
 	}
+}
+
+// recentLatency returns the average latency of the limiter's last decided
+// window, in ns (0 when unknown).
+func (c *concurrency) recentLatency() int64 {
+	if c.snap == nil {
+		return 0
+	}
+	return int64(c.snap.Snapshot().SampleRTT)
 }
 
 // ceilSnap caches the class ceilings for one limit.
@@ -108,7 +121,9 @@ type route struct {
 	callerHeader         string
 
 	// rejections are preallocated per reason and class (RetryAfter 1s).
-	rejections [ReasonBreakerOpen + 1][shed.NumClasses]*Rejection
+	rejections [ReasonDeadline + 1][shed.NumClasses]*Rejection
+	// deadlineFactor is rules.Concurrency.DeadlineFactor with its default.
+	deadlineFactor float64
 }
 
 // scale returns the warm-up factor at time now: 1 after the ramp.

@@ -177,6 +177,13 @@ type Concurrency struct {
 	// ProbeInterval is how often the no-load latency is re-measured; default
 	// 60s. Refused with the fixed algorithm.
 	ProbeInterval Duration `json:"probe_interval,omitempty"`
+	// DeadlineFactor refuses at once a request whose caller stated a
+	// deadline (Request.Deadline; sdk/httpgov and sdk/grpc read it from the
+	// request) with less time left than this multiple of the route's recent
+	// average latency (the limiter's last window); default 1, at most 10. A
+	// request whose deadline has passed is always refused; a small value such
+	// as 0.01 refuses only those. Changing it keeps the learned limit.
+	DeadlineFactor float64 `json:"deadline_factor,omitempty"`
 }
 
 // Shedding configures priority-aware load shedding under the concurrency

@@ -299,6 +299,11 @@ func (c *checker) route(f string, rt *Route) {
 				c.add(f+".concurrency.tolerance", "must be between 0 and 10, got %v", cc.Tolerance)
 			}
 		}
+		if cc.DeadlineFactor != 0 {
+			if math.IsNaN(cc.DeadlineFactor) || cc.DeadlineFactor < 0 || cc.DeadlineFactor > 10 {
+				c.add(f+".concurrency.deadline_factor", "must be between 0 and 10, got %v", cc.DeadlineFactor)
+			}
+		}
 		c.duration(f, ".concurrency.probe_interval", cc.ProbeInterval, 24*time.Hour)
 		if cc.ProbeInterval > 0 && cc.ProbeInterval.D() < time.Second {
 			c.add(f+".concurrency.probe_interval", "must be at least 1s, got %s", cc.ProbeInterval.D())
