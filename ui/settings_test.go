@@ -158,6 +158,15 @@ func TestSettingsAlertingEditor(t *testing.T) {
 	require.Equal(t, int64(2), entries[1].Version)
 	require.JSONEq(t, `{"version":2,"comment":"default to the team"}`, string(entries[1].Detail))
 
+	// An earlier version opens from the history, masked.
+	resp, body = e.do(req{method: "GET", path: "/settings?alerting_version=1", session: sid})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, `<strong>Version 1</strong>, saved by ada`)
+	require.Contains(t, body, html.EscapeString(`{"receiver": "pager"}]`), "v1 still routes the rest to pager")
+	require.NotContains(t, body, "PD-SECRET-1")
+	resp, _ = e.do(req{method: "GET", path: "/settings?alerting_version=9", session: sid})
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+
 	// The API: masked reads, history, a save that names the bad field.
 	resp, body = e.do(req{method: "GET", path: "/api/v1/settings/alerting", session: sid})
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)

@@ -14,6 +14,8 @@ import (
 type AlertRouting interface {
 	// Latest returns the newest version; alerts.ErrNotFound if none.
 	Latest(ctx context.Context) (configstore.Version, error)
+	// Get returns version n; alerts.ErrNotFound if it does not exist.
+	Get(ctx context.Context, n int64) (configstore.Version, error)
 	// List returns up to limit versions, newest first.
 	List(ctx context.Context, limit int) ([]configstore.Version, error)
 	// Save validates and stores a new version.

@@ -58,6 +58,9 @@ type alertingData struct {
 	Error    string
 	// Invalid marks the document field as the cause of Error.
 	Invalid bool
+	// Viewed is an earlier version opened from the history (masked).
+	Viewed         *configstore.Version
+	ViewedDocument string
 }
 
 var allRoles = []versioning.Role{versioning.RoleViewer, versioning.RoleOperator, versioning.RoleApprover, versioning.RoleAdmin}
@@ -173,6 +176,20 @@ func (p *Pages) alertingSection(r *http.Request) (alertingData, error) {
 	}
 	if d.History, err = p.o.AlertRouting.List(r.Context(), 20); err != nil {
 		return d, err
+	}
+	if q := r.URL.Query().Get("alerting_version"); q != "" && r.Method == http.MethodGet {
+		n, err := strconv.ParseInt(q, 10, 64)
+		if err != nil || n < 1 {
+			return d, httperrBad("alerting_version must be a version number")
+		}
+		v, err := p.o.AlertRouting.Get(r.Context(), n)
+		if err != nil {
+			return d, err
+		}
+		if d.ViewedDocument, err = configstore.Mask(v.Document); err != nil {
+			return d, err
+		}
+		d.Viewed = &v
 	}
 	return d, nil
 }
