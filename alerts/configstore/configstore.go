@@ -74,9 +74,10 @@ type Options struct {
 
 // Store keeps the versions. It is safe for concurrent use.
 type Store struct {
-	db  *sql.DB
-	d   migrations.Dialect
-	clk clock.Clock
+	db    *sql.DB
+	d     migrations.Dialect
+	clk   clock.Clock
+	saved chan struct{}
 }
 
 // New migrates db (shared with the other stores; not closed by Store).
@@ -90,8 +91,13 @@ func New(ctx context.Context, db *sql.DB, d migrations.Dialect, o Options) (*Sto
 	if err := migrations.Up(ctx, db, d, migrations.Options{Logger: o.Logger}); err != nil {
 		return nil, fmt.Errorf("%w: configstore: %w", alerts.ErrStore, err)
 	}
-	return &Store{db: db, d: d, clk: o.Clock}, nil
+	return &Store{db: db, d: d, clk: o.Clock, saved: make(chan struct{}, 1)}, nil
 }
+
+// Saved receives a value (coalesced, never blocking Save) after a Save of
+// this Store commits, so an engine in the same process applies the new
+// version at once instead of at its next poll. Other processes poll.
+func (s *Store) Saved() <-chan struct{} { return s.saved }
 
 func (s *Store) q(query string) string {
 	if s.d != migrations.Postgres {
@@ -215,6 +221,10 @@ func (s *Store) Save(ctx context.Context, r SaveRequest) (Version, error) {
 			return Version{}, cerr
 		}
 		return Version{}, wrap("save", err)
+	}
+	select {
+	case s.saved <- struct{}{}:
+	default:
 	}
 	return v, nil
 }

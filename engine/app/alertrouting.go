@@ -23,8 +23,9 @@ import (
 // (Options.Alerts, from alerts.config_file or GOVERNOR_ALERTS_CONFIG) or,
 // without one, the built-in rules and a receiver that only logs, is the
 // bootstrap that applies while nothing has been saved. A saved version is
-// applied at start and then picked up by a poll every AlertInterval
-// (default 15s), without a restart: rules through UpdateRules, routes,
+// applied at start and then picked up without a restart, at once when the
+// UI of this process saved it, else by a poll every AlertInterval (default
+// 15s): rules through UpdateRules, routes,
 // timing, inhibition and receivers through Reconfigure (notifications
 // already queued finish on the old receivers). A version that no longer
 // builds (it was valid when saved) is logged and skipped; the one in force
@@ -64,6 +65,8 @@ func (a *App) startAlertRouting(ctx context.Context) error {
 				t.Stop()
 				return
 			case <-t.C():
+			case <-st.Saved(): // saved by the UI in this process
+				t.Stop()
 			}
 			if err := r.poll(pctx); err != nil && pctx.Err() == nil {
 				a.log.Warn("alert routing: saved configuration not applied", "err", err)

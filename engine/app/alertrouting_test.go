@@ -114,16 +114,26 @@ func TestAlertRoutingPollsWithoutRestart(t *testing.T) {
 	require.Equal(t, []string{"first"}, m.Receivers(), "a saved version supersedes the bootstrap at start")
 	require.NotNil(t, a.routingStore())
 
+	// Saved by another process (cs is a store of its own on the same
+	// database): picked up by the poll.
 	_, err = cs.Save(ctx, configstore.SaveRequest{Base: 1, Author: "ada", Comment: "while running",
 		Document: `{"receivers": [{"name": "second", "webhook": {"url": "http://127.0.0.1:1/b"}}]}`})
 	require.NoError(t, err)
 	for clk.Pending() == 0 {
 		runtime.Gosched()
 	}
-	require.Equal(t, []string{"first"}, m.Receivers(), "not before the poll")
 	clk.Advance(15 * time.Second)
 	for slices.Equal(m.Receivers(), []string{"first"}) {
 		runtime.Gosched()
 	}
 	require.Equal(t, []string{"second"}, m.Receivers())
+
+	// Saved by the UI of this process: applied at once, no clock needed.
+	_, err = a.routing.store.Save(ctx, configstore.SaveRequest{Base: 2, Author: "ada", Comment: "from this process",
+		Document: `{"receivers": [{"name": "third", "webhook": {"url": "http://127.0.0.1:1/c"}}]}`})
+	require.NoError(t, err)
+	for slices.Equal(m.Receivers(), []string{"second"}) {
+		runtime.Gosched()
+	}
+	require.Equal(t, []string{"third"}, m.Receivers())
 }
