@@ -9,12 +9,21 @@
 // measured on a precise clock and an outcome taken from the status code, so
 // the adaptive limit learns from every request.
 //
+// A request that states its deadline (HeaderDeadline, HeaderEnvoyTimeout or
+// HeaderGRPCTimeout; see ParseDeadline) is refused at once with 504 Gateway
+// Timeout and code "deadline" when the deadline has passed or leaves less
+// than the route's recent average latency (rules.Concurrency.DeadlineFactor
+// times it), and counted under the outcome "deadline"; an admitted one runs
+// with the deadline on its context, so the handler's own calls give up in
+// time. Requests without such a header cost nothing extra.
+//
 // Handlers that call downstreams can answer their own refusals the same way
 // with WriteError.
 package httpgov
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"io"
 	"net"
@@ -41,6 +50,9 @@ type Options struct {
 	// Outcome maps a response status to an outcome; default: 503 and 504
 	// are Dropped (overload), other 5xx Failure, anything else Success.
 	Outcome func(status int) governor.Outcome
+	// IgnoreDeadlines leaves the deadline headers unread: no request is
+	// refused for its deadline and none gets one on its context.
+	IgnoreDeadlines bool
 }
 
 // Middleware returns net/http middleware that admits requests through g.
@@ -68,15 +80,25 @@ type handler struct {
 var writers = sync.Pool{New: func() any { return new(statusWriter) }}
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var deadline time.Time
+	if !h.opts.IgnoreDeadlines && hasDeadline(r.Header) {
+		deadline, _, _ = ParseDeadline(r.Header, h.opts.Clock.Now())
+	}
 	permit, err := h.g.Admit(r.Context(), governor.Request{
 		Path:     r.URL.Path,
 		Method:   r.Method,
 		ClientIP: h.opts.ClientIP(r),
 		Header:   r.Header,
+		Deadline: deadline,
 	})
 	if err != nil {
 		WriteError(w, err)
 		return
+	}
+	if !deadline.IsZero() {
+		ctx, cancel := context.WithDeadline(r.Context(), deadline)
+		defer cancel()
+		r = r.WithContext(ctx)
 	}
 	if !permit.Admitted() {
 		h.next.ServeHTTP(w, r)
@@ -188,6 +210,7 @@ var bodies = map[string][]byte{
 	"queue_timeout": []byte(`{"code":"queue_timeout","message":"the request waited too long for capacity; retry later"}` + "\n"),
 	"breaker_open":  []byte(`{"code":"breaker_open","message":"a dependency is unavailable; retry later"}` + "\n"),
 	"unavailable":   []byte(`{"code":"unavailable","message":"a dependency is saturated; retry later"}` + "\n"),
+	"deadline":      []byte(`{"code":"deadline","message":"the request's deadline had passed or could not be met; it was not started"}` + "\n"),
 }
 
 // statusCoder is implemented by errors that know their HTTP status, such as
@@ -196,9 +219,10 @@ type statusCoder interface{ StatusCode() int }
 
 // WriteError answers a Governor refusal: 429 for shed, rate-limited and
 // queue-timeout rejections, 503 for an open breaker (ErrBreakerOpen, or any
-// error with a StatusCode method such as an outbound refusal), each with a
-// Retry-After header and a JSON body {"code", "message"} where code is shed,
-// rate_limited, queue_timeout, breaker_open or unavailable. It reports false,
+// error with a StatusCode method such as an outbound refusal), 504 for a
+// deadline that had passed or could not be met, each with a Retry-After
+// header and a JSON body {"code", "message"} where code is shed,
+// rate_limited, queue_timeout, breaker_open, unavailable or deadline. It reports false,
 // writing nothing, for errors that are not refusals.
 func WriteError(w http.ResponseWriter, err error) bool {
 	var rej *governor.Rejection
@@ -208,8 +232,11 @@ func WriteError(w http.ResponseWriter, err error) bool {
 	case errors.As(err, &rej):
 		code, retry = rej.Reason.String(), rej.RetryAfterSeconds()
 		status = http.StatusTooManyRequests
-		if rej.Reason == governor.ReasonBreakerOpen {
+		switch rej.Reason {
+		case governor.ReasonBreakerOpen:
 			status = http.StatusServiceUnavailable
+		case governor.ReasonDeadline:
+			status = http.StatusGatewayTimeout
 		}
 	case errors.Is(err, governor.ErrBreakerOpen):
 		code, status = "breaker_open", http.StatusServiceUnavailable
