@@ -18,5 +18,9 @@
 // call through a governor.Governor. Refusals map to codes.ResourceExhausted
 // (shed, rate limited, queue timeout) and codes.Unavailable (an open breaker,
 // including an outbound refusal a handler returns), with the Retry-After in
-// the grpc-retry-pushback-ms trailer.
+// the grpc-retry-pushback-ms trailer. A call whose deadline (the caller's
+// grpc-timeout, which gRPC puts on the context) has passed or leaves less
+// than the route's recent average latency (rules.Concurrency.DeadlineFactor
+// times it) is refused at once with codes.DeadlineExceeded and counted under
+// the outcome "deadline" (ServerOptions.IgnoreDeadlines turns this off).
 package grpcgov

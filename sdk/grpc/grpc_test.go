@@ -21,6 +21,7 @@ import (
 	"governor.dev/governor/sdk/breaker"
 	"governor.dev/governor/sdk/bulkhead"
 	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/limit"
 	"governor.dev/governor/sdk/outbound"
 	"governor.dev/governor/sdk/rules"
 )
@@ -393,5 +394,51 @@ func TestClientBulkheadRefusesAsUnavailable(t *testing.T) {
 	}
 	if err := check(cc); err != nil {
 		t.Fatalf("call after the slot was freed = %v", err)
+	}
+}
+
+// rttLimiter is a fixed limit whose last window's latency is set.
+type rttLimiter struct{ rtt time.Duration }
+
+func (rttLimiter) Limit() int                      { return 10 }
+func (rttLimiter) Observe(int64, int64, int, bool) {}
+func (l rttLimiter) Snapshot() limit.Snapshot      { return limit.Snapshot{Limit: 10, SampleRTT: l.rtt} }
+
+func TestServerRefusesCallsThatCannotMeetTheirDeadline(t *testing.T) {
+	for _, ignore := range []bool{false, true} {
+		opts := governor.Options{Service: "health", Clock: clock.NewFake(time.Now()), Defaults: &rules.Ruleset{Service: "health", Routes: []rules.Route{{
+			Name: "check", Match: rules.Match{PathPrefix: "/"}, Concurrency: &rules.Concurrency{},
+		}}}, NewLimiter: func(rules.Concurrency, clock.Clock) (governor.Limiter, error) {
+			return rttLimiter{rtt: time.Hour}, nil
+		}}
+		g, err := governor.New(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(g.Close)
+		var sawDeadline bool
+		h := &health{reply: func(ctx context.Context, _ int) error {
+			_, sawDeadline = ctx.Deadline()
+			return nil
+		}}
+		cc := serve(t, h, []grpc.ServerOption{grpc.UnaryInterceptor(UnaryServerInterceptor(g, ServerOptions{IgnoreDeadlines: ignore}))})
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_, err = healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{})
+		cancel()
+		if ignore {
+			if err != nil || h.count() != 1 || !sawDeadline {
+				t.Fatalf("IgnoreDeadlines: err %v, handler ran %d times, deadline on its context %v", err, h.count(), sawDeadline)
+			}
+			continue
+		}
+		if s := status.Convert(err); s.Code() != codes.DeadlineExceeded || s.Message() != "governor: deadline; retry later" {
+			t.Fatalf("30s left on a route whose calls take 1h: %v; want the governor's DeadlineExceeded", err)
+		}
+		if h.count() != 0 {
+			t.Fatal("the handler ran")
+		}
+		if err := check(cc); err != nil || h.count() != 1 {
+			t.Fatalf("a call without a deadline: %v (handler ran %d times)", err, h.count())
+		}
 	}
 }

@@ -27,6 +27,11 @@ type ServerOptions struct {
 	// Outcome maps a handler's error to how the call ended; default
 	// DefaultOutcome.
 	Outcome func(error) governor.Outcome
+	// IgnoreDeadlines leaves the call's deadline out of admission: by
+	// default a call whose deadline (grpc-timeout, which gRPC puts on the
+	// context) has passed or leaves less than the route's recent latency
+	// is refused with codes.DeadlineExceeded before the handler runs.
+	IgnoreDeadlines bool
 }
 
 // DefaultOutcome: no error is a success; DeadlineExceeded, ResourceExhausted
@@ -61,7 +66,8 @@ func unavailable(err error) bool {
 }
 
 // Status maps a Governor refusal to a gRPC status error: ResourceExhausted
-// for shed, rate-limited and queue-timeout rejections, Unavailable for an open
+// for shed, rate-limited and queue-timeout rejections, DeadlineExceeded for a
+// deadline that had passed or could not be met, Unavailable for an open
 // breaker (a governor rejection or an outbound refusal). Other errors are
 // returned unchanged.
 func Status(err error) error {
@@ -69,8 +75,11 @@ func Status(err error) error {
 	switch {
 	case errors.As(err, &rej):
 		c := codes.ResourceExhausted
-		if rej.Reason == governor.ReasonBreakerOpen {
+		switch rej.Reason {
+		case governor.ReasonBreakerOpen:
 			c = codes.Unavailable
+		case governor.ReasonDeadline:
+			c = codes.DeadlineExceeded
 		}
 		return status.Error(c, "governor: "+rej.Reason.String()+"; retry later")
 	case unavailable(err):
@@ -101,8 +110,11 @@ func (h mdHeader) Get(name string) string {
 	return ""
 }
 
-func request(ctx context.Context, method string) governor.Request {
+func request(ctx context.Context, method string, deadlines bool) governor.Request {
 	r := governor.Request{Path: method, Method: "POST"}
+	if deadlines {
+		r.Deadline, _ = ctx.Deadline()
+	}
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
 		r.Header = mdHeader(md)
 	}
@@ -130,7 +142,7 @@ func refuse(ctx context.Context, err error) error {
 func UnaryServerInterceptor(g *governor.Governor, opts ServerOptions) grpc.UnaryServerInterceptor {
 	opts.fill()
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		permit, err := g.Admit(ctx, request(ctx, info.FullMethod))
+		permit, err := g.Admit(ctx, request(ctx, info.FullMethod, !opts.IgnoreDeadlines))
 		if err != nil {
 			return nil, refuse(ctx, err)
 		}
@@ -147,7 +159,7 @@ func StreamServerInterceptor(g *governor.Governor, opts ServerOptions) grpc.Stre
 	opts.fill()
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		ctx := ss.Context()
-		permit, err := g.Admit(ctx, request(ctx, info.FullMethod))
+		permit, err := g.Admit(ctx, request(ctx, info.FullMethod, !opts.IgnoreDeadlines))
 		if err != nil {
 			return refuse(ctx, err)
 		}
