@@ -298,6 +298,10 @@ func (a *API) propose(w http.ResponseWriter, r *http.Request) {
 // DecisionRequest is the body of approve, reject and withdraw.
 type DecisionRequest struct {
 	Comment string `json:"comment"`
+	// Checksum, for approve, is the checksum of the ruleset the approver
+	// reviewed: the approval then fails with 409, writing nothing, if the
+	// proposal was revised since. Optional; reject and withdraw ignore it.
+	Checksum string `json:"checksum,omitempty"`
 }
 
 func (a *API) decide(kind string) http.HandlerFunc {
@@ -323,7 +327,11 @@ func (a *API) decide(kind string) http.HandlerFunc {
 		var v versioning.Version
 		switch kind {
 		case "approve":
-			v, err = a.o.Rules.Approve(r.Context(), svc, n, by, req.Comment)
+			if req.Checksum != "" {
+				v, err = a.o.Rules.ApproveChecksum(r.Context(), svc, n, req.Checksum, by, req.Comment)
+			} else {
+				v, err = a.o.Rules.Approve(r.Context(), svc, n, by, req.Comment)
+			}
 		case "reject":
 			v, err = a.o.Rules.Reject(r.Context(), svc, n, by, req.Comment)
 		case "rebase":

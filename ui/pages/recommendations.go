@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"time"
 
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/ui/auth"
@@ -121,7 +122,9 @@ func (p *Pages) recommendations(w http.ResponseWriter, r *http.Request) {
 		}()
 	}
 	wg.Wait()
-	slices.SortFunc(items, func(a, b recommendation) int { return b.CreatedAt.Compare(a.CreatedAt) })
+	// Most recent first, a revision counting as new: an approver sees a
+	// proposal the engine just revised at the top again.
+	slices.SortFunc(items, func(a, b recommendation) int { return latest(b.Version).Compare(latest(a.Version)) })
 	p.render(w, r, http.StatusOK, "recommendations", "Recommendations", "recommendations", struct{ Items []recommendation }{items})
 }
 
@@ -143,4 +146,12 @@ func (p *Pages) recommendationPage(w http.ResponseWriter, r *http.Request) {
 	}
 	rec := p.recommendation(r.Context(), v, pol)
 	p.render(w, r, http.StatusOK, "recommendation", fmt.Sprintf("Recommendation %s v%d", v.Service, v.Number), "recommendations", rec, banners...)
+}
+
+// latest is when v was last proposed or revised.
+func latest(v versioning.Version) time.Time {
+	if v.RevisedAt.After(v.CreatedAt) {
+		return v.RevisedAt
+	}
+	return v.CreatedAt
 }

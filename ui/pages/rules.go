@@ -65,6 +65,18 @@ type versionData struct {
 	ActiveNumber int64
 	Evidence     bool
 	EvidenceHTML template.HTML
+	// Revised is set when an approval was refused because the proposal was
+	// revised after the approver opened it: the page then shows the
+	// current revision and says so.
+	Revised *revisedNotice
+}
+
+// revisedNotice tells an approver that the ruleset they reviewed is no
+// longer the proposal's: Revision is the one to review now.
+type revisedNotice struct {
+	Service  string
+	Number   int64
+	Revision int
 }
 
 func (p *Pages) loadVersion(r *http.Request) (versioning.Version, error) {
@@ -89,6 +101,11 @@ func (p *Pages) version(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *Pages) renderVersion(w http.ResponseWriter, r *http.Request, status int, v versioning.Version, banners ...Banner) {
+	p.renderVersionWith(w, r, status, v, nil, banners...)
+}
+
+// renderVersionWith is renderVersion with a last change to the page data.
+func (p *Pages) renderVersionWith(w http.ResponseWriter, r *http.Request, status int, v versioning.Version, edit func(*versionData), banners ...Banner) {
 	ctx := r.Context()
 	pr := auth.FromContext(ctx)
 	d := versionData{Version: v, Evidence: len(v.Evidence) > 0, EvidenceHTML: p.evidenceHTML(v.Evidence)}
@@ -114,6 +131,9 @@ func (p *Pages) renderVersion(w http.ResponseWriter, r *http.Request, status int
 		}
 	}
 	d.CanWithdraw = v.State == versioning.StateProposed && pr != nil && (pr.User.Name == v.Author || pr.Has(versioning.RoleAdmin))
+	if edit != nil {
+		edit(&d)
+	}
 	p.render(w, r, status, "version", fmt.Sprintf("%s v%d", v.Service, v.Number), "overview", d, banners...)
 }
 
@@ -163,7 +183,20 @@ func (p *Pages) decide(d decision) http.HandlerFunc {
 		var out versioning.Version
 		switch d {
 		case decisionApprove:
-			out, err = p.o.Rules.Approve(r.Context(), v.Service, v.Number, pr.Actor(), comment)
+			// The form carries the checksum of the ruleset it showed: the
+			// approval is of that content, never of a later revision.
+			reviewed := r.PostFormValue("checksum")
+			out, err = p.o.Rules.ApproveChecksum(r.Context(), v.Service, v.Number, reviewed, pr.Actor(), comment)
+			if errors.Is(err, versioning.ErrConflict) && reviewed != "" {
+				// Revised since the page was opened (or a stale base, said
+				// by the store's message below): show the current revision.
+				if cur, gerr := p.o.Rules.Get(r.Context(), v.Service, v.Number); gerr == nil && cur.Checksum != reviewed {
+					p.renderVersionWith(w, r, http.StatusConflict, cur, func(d *versionData) {
+						d.Revised = &revisedNotice{Service: cur.Service, Number: cur.Number, Revision: cur.Revision}
+					})
+					return
+				}
+			}
 		case decisionReject:
 			out, err = p.o.Rules.Reject(r.Context(), v.Service, v.Number, pr.Actor(), comment)
 		case decisionRebase:
