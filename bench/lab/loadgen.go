@@ -12,6 +12,7 @@ import (
 
 	"governor.dev/governor/bench/report"
 	"governor.dev/governor/bench/scenario"
+	"governor.dev/governor/sdk/httpgov"
 )
 
 // hardCap is how long past its deadline the load generator keeps waiting
@@ -157,6 +158,9 @@ func (lg *loadgen) attempt(ctx context.Context, req int32, try uint8) {
 	hr.Header.Set(hCPU, strconv.FormatInt(int64(r.CPU), 10))
 	hr.Header.Set(hWait, strconv.FormatInt(int64(r.Wait), 10))
 	hr.Header.Set(hDeadline, strconv.FormatInt(deadline.UnixNano(), 10))
+	// The deadline as a service would receive it; every limiter gets it,
+	// only Governor's adapters read it (limiters.Request.Deadline).
+	hr.Header.Set(httpgov.HeaderDeadline, strconv.FormatInt(deadline.UnixMilli(), 10))
 	resp, err := lg.client.Do(hr)
 	a.Latency = time.Since(sent)
 	late := a.Latency > lg.s.Client.Deadline.D()

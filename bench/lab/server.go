@@ -10,10 +10,12 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"governor.dev/governor/bench/limiters"
 	"governor.dev/governor/bench/scenario"
+	"governor.dev/governor/sdk/httpgov"
 	"governor.dev/governor/sdk/rules"
 )
 
@@ -42,10 +44,27 @@ type server struct {
 	inflight atomic.Int64
 	mu       sync.Mutex
 	limits   []int // the limiter's limit every 100 ms since the start
+	// traced turns on the per-request measurements below (BENCH_TRACE).
+	traced bool
+	tr     traceCounts
+}
+
+// traceCounts are the per-second measurements BENCH_TRACE prints: where a
+// request's time goes before the handler, and what the refusals cost.
+type traceCounts struct {
+	n        atomic.Int64 // requests that reached the handler
+	preSum   atomic.Int64 // sum of send-to-handler times, ns
+	preMax   atomic.Int64
+	dead     atomic.Int64 // reached the handler after their deadline
+	refused  atomic.Int64
+	refSum   atomic.Int64 // time in the handler of refused requests, ns
+	admitted atomic.Int64
+	handSum  atomic.Int64 // handler time of admitted requests, ns
+	burnSum  atomic.Int64 // CPU burned as the requests' cost, ns
 }
 
 func newServer(s *scenario.Scenario, lim limiters.Limiter) *server {
-	sv := &server{s: s, lim: lim, started: make(chan struct{})}
+	sv := &server{s: s, lim: lim, started: make(chan struct{}), traced: os.Getenv("BENCH_TRACE") != ""}
 	sv.burn = newBurner(&sv.gate)
 	if s.Downstream != nil && s.Downstream.Concurrency > 0 {
 		sv.pool = make(chan struct{}, s.Downstream.Concurrency)
@@ -89,10 +108,28 @@ func (sv *server) work(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	deadline := time.Unix(0, header(r, hDeadline))
+	if sv.traced {
+		// The generator sent the request one client deadline before its
+		// deadline: the rest is time in the network, the accept queue, the
+		// run queue and the HTTP parser.
+		pre := int64(start.Sub(deadline.Add(-sv.s.Client.Deadline.D())))
+		sv.tr.n.Add(1)
+		sv.tr.preSum.Add(pre)
+		for m := sv.tr.preMax.Load(); pre > m && !sv.tr.preMax.CompareAndSwap(m, pre); m = sv.tr.preMax.Load() {
+		}
+		if start.After(deadline) {
+			sv.tr.dead.Add(1)
+		}
+	}
 	ctx, cancel := context.WithDeadline(r.Context(), deadline)
 	defer cancel()
-	t, err := sv.lim.Acquire(ctx, limiters.Request{Class: rules.Classes[class], User: uint64(header(r, hUser))})
+	stated, _, _ := httpgov.ParseDeadline(r.Header, start)
+	t, err := sv.lim.Acquire(ctx, limiters.Request{Class: rules.Classes[class], User: uint64(header(r, hUser)), Deadline: stated})
 	if err != nil {
+		if sv.traced {
+			sv.tr.refused.Add(1)
+			sv.tr.refSum.Add(int64(time.Since(start)))
+		}
 		code := http.StatusServiceUnavailable // gave up waiting in a queue
 		if errors.Is(err, limiters.ErrRejected) {
 			code = http.StatusTooManyRequests
@@ -108,6 +145,9 @@ func (sv *server) work(w http.ResponseWriter, r *http.Request) {
 		cpu = time.Duration(float64(cpu) / f)
 	}
 	sv.burn.burn(cpu)
+	if sv.traced {
+		sv.tr.burnSum.Add(int64(cpu))
+	}
 	if wait := time.Duration(header(r, hWait)); wait > 0 {
 		if sv.pool != nil {
 			sv.pool <- struct{}{}
@@ -122,6 +162,10 @@ func (sv *server) work(w http.ResponseWriter, r *http.Request) {
 	}
 	latency := time.Since(start)
 	sv.lim.Release(t, latency, time.Now().After(deadline))
+	if sv.traced {
+		sv.tr.admitted.Add(1)
+		sv.tr.handSum.Add(int64(latency))
+	}
 	w.WriteHeader(http.StatusOK)
 }
 
@@ -178,11 +222,16 @@ func (sv *server) serve(ctx context.Context, ready func(addr string) error) erro
 }
 
 // trace samples the limiter's limit every 100 ms from the start of the run
-// (for limiters that expose one), and logs it with the in-flight count once
-// a second to stderr when BENCH_TRACE is set.
+// (for limiters that expose one), and when BENCH_TRACE is set logs to stderr
+// once a second: the limit, the in-flight count, the mean and largest time
+// from the generator's send to the handler's start ("pre"), how many
+// requests reached the handler after their deadline ("dead"), the mean
+// handler time of admitted and refused requests, and the process's CPU time
+// beyond the requests' own cost per request handled ("overhead": accepting,
+// parsing, refusing, garbage collection).
 func (sv *server) trace(ctx context.Context) {
 	l, ok := sv.lim.(interface{ Limit() int })
-	if !ok {
+	if !ok && !sv.traced {
 		return
 	}
 	select {
@@ -190,23 +239,57 @@ func (sv *server) trace(ctx context.Context) {
 	case <-ctx.Done():
 		return
 	}
-	verbose := os.Getenv("BENCH_TRACE") != ""
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
+	lastCPU := processCPU()
 	for n := 1; ; n++ {
 		select {
 		case <-t.C:
-			lim := l.Limit()
-			sv.mu.Lock()
-			sv.limits = append(sv.limits, lim)
-			sv.mu.Unlock()
-			if verbose && n%10 == 0 {
-				fmt.Fprintf(os.Stderr, "t=%.1fs limit=%d inflight=%d\n", sv.elapsed().Seconds(), lim, sv.inflight.Load())
+			lim := -1
+			if ok {
+				lim = l.Limit()
+				sv.mu.Lock()
+				sv.limits = append(sv.limits, lim)
+				sv.mu.Unlock()
+			}
+			if sv.traced && n%10 == 0 {
+				cpu := processCPU()
+				sv.logSecond(lim, cpu-lastCPU)
+				lastCPU = cpu
 			}
 		case <-ctx.Done():
 			return
 		}
 	}
+}
+
+// logSecond prints and resets one second of trace counts.
+func (sv *server) logSecond(lim int, cpu time.Duration) {
+	tr := &sv.tr
+	n, pre, preMax, dead := tr.n.Swap(0), tr.preSum.Swap(0), tr.preMax.Swap(0), tr.dead.Swap(0)
+	ref, refSum, adm, hand, burn := tr.refused.Swap(0), tr.refSum.Swap(0), tr.admitted.Swap(0), tr.handSum.Swap(0), tr.burnSum.Swap(0)
+	mean := func(sum, k int64) float64 {
+		if k == 0 {
+			return 0
+		}
+		return float64(sum) / float64(k) / 1e6
+	}
+	over := 0.0
+	if n > 0 {
+		over = float64(int64(cpu)-burn) / float64(n) / 1e3
+	}
+	fmt.Fprintf(os.Stderr, "t=%.1fs limit=%d inflight=%d handled=%d pre_mean=%.1fms pre_max=%.1fms dead=%d admitted=%d handler_mean=%.1fms refused=%d refused_mean=%.3fms cpu=%.0fms burn=%.0fms overhead=%.0fus/req\n",
+		sv.elapsed().Seconds(), lim, sv.inflight.Load(), n, mean(pre, n), float64(preMax)/1e6, dead,
+		adm, mean(hand, adm), ref, mean(refSum, ref), float64(cpu)/1e6, float64(burn)/1e6, over)
+}
+
+// processCPU is the process's user and system CPU time so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // Limits returns the limit samples taken so far (every 100 ms).

@@ -12,15 +12,18 @@ import (
 // gov is Governor's admission core (package governor of the SDK) with its
 // default ruleset: one catch-all route with an adaptive concurrency limit of
 // the given algorithm and priority shedding; "governor-queue" adds the CoDel
-// queue the default ruleset leaves out.
+// queue the default ruleset leaves out. With deadlines, the request's stated
+// deadline goes to Admit (refused at once when it has passed or leaves less
+// than the recent latency); "governor-nodeadline" leaves it out.
 type gov struct {
-	g *governor.Governor
+	g         *governor.Governor
+	deadlines bool
 }
 
 // classNames are the priority values Admit receives per class rank.
 var classNames = [...]string{"critical", "core", "browse", "batch"}
 
-func newGovernor(algorithm string, queue bool) factory {
+func newGovernor(algorithm string, queue, deadlines bool) factory {
 	return func(o Options) (Limiter, error) {
 		rs := o.Ruleset
 		if rs == nil {
@@ -36,7 +39,7 @@ func newGovernor(algorithm string, queue bool) factory {
 		if err != nil {
 			return nil, fmt.Errorf("limiters: governor: %w", err)
 		}
-		return &gov{g: g}, nil
+		return &gov{g: g, deadlines: deadlines}, nil
 	}
 }
 
@@ -45,7 +48,11 @@ func (a *gov) Acquire(ctx context.Context, r Request) (Ticket, error) {
 	if k := r.Class.Rank(); k >= 0 {
 		prio = classNames[k]
 	}
-	p, err := a.g.Admit(ctx, governor.Request{Path: "/", Method: "GET", Priority: prio})
+	req := governor.Request{Path: "/", Method: "GET", Priority: prio}
+	if a.deadlines {
+		req.Deadline = r.Deadline
+	}
+	p, err := a.g.Admit(ctx, req)
 	if err != nil {
 		return Ticket{}, fmt.Errorf("%w: %w", ErrRejected, err)
 	}

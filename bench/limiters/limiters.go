@@ -31,6 +31,11 @@ type Request struct {
 	Class rules.Class
 	// User is a stable key of the end user (0 if none).
 	User uint64
+	// Deadline is the caller's deadline as the request states it
+	// (httpgov.HeaderDeadline; zero if none). Every limiter is given it;
+	// only "governor" and its algorithm variants use it (Request.Deadline
+	// of the SDK), "governor-nodeadline" ignores it, like the peers.
+	Deadline time.Time
 }
 
 // Ticket is what Acquire hands out and Release takes back: a plain value,
@@ -117,13 +122,14 @@ type factory func(Options) (Limiter, error)
 // factories maps limiter names to constructors. It is filled by a literal
 // (no init side effects) and extended as adapters are added.
 var factories = map[string]factory{
-	"governor":          newGovernor(rules.AlgorithmGradient, false),
-	"governor-little":   newGovernor(rules.AlgorithmLittle, false),
-	"governor-queue":    newGovernor(rules.AlgorithmGradient, true),
-	"none":              newNone,
-	"static":            newStatic,
-	"xrate":             newXRate,
-	"aegis-bbr":         newAegisBBR,
-	"failsafe-adaptive": newFailsafe,
-	"gozero-shedder":    newGoZero,
+	"governor":            newGovernor(rules.AlgorithmGradient, false, true),
+	"governor-nodeadline": newGovernor(rules.AlgorithmGradient, false, false),
+	"governor-little":     newGovernor(rules.AlgorithmLittle, false, true),
+	"governor-queue":      newGovernor(rules.AlgorithmGradient, true, true),
+	"none":                newNone,
+	"static":              newStatic,
+	"xrate":               newXRate,
+	"aegis-bbr":           newAegisBBR,
+	"failsafe-adaptive":   newFailsafe,
+	"gozero-shedder":      newGoZero,
 }

@@ -42,6 +42,10 @@ type Env struct {
 	CapacityRPS float64
 	// StaticLimit is the concurrency of the "static" baseline.
 	StaticLimit int
+	// Deadline is the scenario's client deadline: an attempt admitted at
+	// t states the deadline t + Deadline (the simulator has no queueing
+	// before admission).
+	Deadline time.Duration
 }
 
 // Factory builds a policy for one run.
@@ -49,13 +53,15 @@ type Factory func(env *Env) (Policy, error)
 
 // Factories are the policies the simulator knows. The "-reimpl" ones are
 // re-implementations from published formulas or source, not the original
-// code (which cannot run in virtual time); "governor" and
-// "governor-little" run Governor's real sdk/limit and sdk/shed code, and
-// "xrate" the real golang.org/x/time/rate.
+// code (which cannot run in virtual time); "governor", "governor-little"
+// and "governor-nodeadline" (which does not pass the attempt's deadline to
+// Admit) run Governor's real sdk/limit and sdk/shed code, and "xrate" the
+// real golang.org/x/time/rate.
 func Factories() map[string]Factory {
 	return map[string]Factory{
-		"governor":                 governorFactory(rules.AlgorithmGradient),
-		"governor-little":          governorFactory(rules.AlgorithmLittle),
+		"governor":                 governorFactory(rules.AlgorithmGradient, true),
+		"governor-nodeadline":      governorFactory(rules.AlgorithmGradient, false),
+		"governor-little":          governorFactory(rules.AlgorithmLittle, true),
 		"none":                     func(*Env) (Policy, error) { return nonePolicy{}, nil },
 		"static":                   func(e *Env) (Policy, error) { return staticPolicy(e.StaticLimit), nil },
 		"xrate":                    newXRatePolicy,
@@ -102,13 +108,15 @@ func ParseList(s string) ([]string, error) {
 // its default ruleset and the given algorithm, on the virtual clock and one
 // shard so runs are repeatable.
 type governorPolicy struct {
-	g   *governor.Governor
-	ctx context.Context
+	g        *governor.Governor
+	ctx      context.Context
+	clk      *clock.Fake
+	deadline time.Duration // 0: the deadline is not passed
 }
 
 var classNames = [...]string{"critical", "core", "browse", "batch"}
 
-func governorFactory(algorithm string) Factory {
+func governorFactory(algorithm string, deadlines bool) Factory {
 	return func(e *Env) (Policy, error) {
 		rs := governor.DefaultRuleset("sim")
 		rs.Routes[0].Concurrency.Algorithm = algorithm
@@ -120,12 +128,20 @@ func governorFactory(algorithm string) Factory {
 		if err != nil {
 			return nil, fmt.Errorf("sim: governor %s: %w", algorithm, err)
 		}
-		return &governorPolicy{g: g, ctx: context.Background()}, nil
+		p := &governorPolicy{g: g, ctx: context.Background(), clk: e.Clock}
+		if deadlines {
+			p.deadline = e.Deadline
+		}
+		return p, nil
 	}
 }
 
 func (p *governorPolicy) Admit(_ time.Duration, class, _ int) (any, bool) {
-	pm, err := p.g.Admit(p.ctx, governor.Request{Path: "/", Method: "GET", Priority: classNames[class]})
+	req := governor.Request{Path: "/", Method: "GET", Priority: classNames[class]}
+	if p.deadline > 0 {
+		req.Deadline = p.clk.Now().Add(p.deadline)
+	}
+	pm, err := p.g.Admit(p.ctx, req)
 	if err != nil {
 		return nil, false
 	}

@@ -72,6 +72,7 @@ func Run(s *scenario.Scenario, name string, o Options) (Output, error) {
 		Inflight:    func() int { return e.inflight },
 		CapacityRPS: Capacity(s, o),
 		StaticLimit: s.StaticLimit(Capacity(s, o)),
+		Deadline:    s.Client.Deadline.D(),
 	}
 	p, err := f(env)
 	if err != nil {
