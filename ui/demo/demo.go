@@ -109,10 +109,12 @@ func Seed(ctx context.Context, o Options) error {
 		if _, err := o.Rules.Approve(ctx, svc, v2.Number, approver, "ok for the holidays"); err != nil {
 			return err
 		}
-		evidence := `{"load_score":[0.52,0.61,0.7,0.78,0.86,0.91],"p99_seconds":[0.18,0.22,0.31,0.42,0.55,0.61],` +
-			`"controller":{"kp":0.6,"ki":0.1,"kd":0,"error":0.11},"expected_effect":"load score back under 0.75 within 5 minutes","confidence":0.8}`
+		evidence, err := EngineEvidence(svc, o.Clock.Now(), 500, 350)
+		if err != nil {
+			return err
+		}
 		if _, err := o.Rules.Propose(ctx, versioning.Proposal{BaseVersion: v2.Number, Ruleset: Ruleset(svc, 350), Author: engine,
-			Source: versioning.SourceEngine, Reason: "load score 0.91 above 0.80: lower the rate limit", Evidence: []byte(evidence)}); err != nil {
+			Source: versioning.SourceEngine, Reason: "load score 0.91 above 0.80: lower the rate limit", Evidence: evidence}); err != nil {
 			return err
 		}
 	}
@@ -165,10 +167,10 @@ func Snapshot(o Options, step int, now time.Time, trend map[string][]model.Point
 				{Name: "memory", Value: 0.4, Weight: 0.3, Contribution: 0.12},
 				{Name: "latency", Value: math.Min(1, p99/0.4), Weight: 0.3, Contribution: 0.3 * math.Min(1, p99/0.4)},
 			},
-			Rollout: model.Rollout{Synced: 40},
+			Rollout: model.Rollout{Synced: Instances},
 		}
 		if d := step - o.IncidentAt; i == 0 && d >= 0 && d%60 < 3 {
-			s.Rollout = model.Rollout{Synced: 37, Pending: 3}
+			s.Rollout = model.Rollout{Synced: Instances - 3, Pending: 3}
 		}
 		out[i] = s
 	}
