@@ -324,7 +324,7 @@ func (a *App) buildEngine() error {
 		return fmt.Errorf("%w: guardrail: %w", ErrStart, err)
 	}
 	a.eval, err = evaluate.New(evaluate.Options{Reader: a.reader, Tracker: tracker, Recommender: rec, Versions: a.store,
-		Proposer: &recommend.Proposer{Store: a.store, Clock: a.o.Clock, OpenDeadband: a.cfg.Recommend.OpenDeadband}, Guard: a.guard, Fleet: a.plane.Ledger(),
+		Proposer: NewProposer(a.cfg.Recommend, a.store, a.o.Clock), Guard: a.guard, Fleet: a.plane.Ledger(),
 		Breakers: a.source, Band: (&recommend.PolicyBands{Reader: a.store, Fallback: a.band}).Band, Events: a.sink, Logger: a.log, Registerer: a.o.Registry,
 		Watermark: evaluate.SQLWatermark{DB: a.ledgerDB, Name: evaluate.EmergencyMark, Leader: a.cfg.Identity},
 		Levels:    AlertLevels(a.cfg.AlertLevels)})
@@ -353,6 +353,16 @@ func RecommendOptions(r config.Recommend) recommend.Options {
 	t.MinSamples, t.SlowCallFactor, t.HealthyErrorRatio = r.BaselineSamples, r.SlowCallFactor, r.HealthyErrorRatio
 	t.WarnSpreads, t.CriticalSpreads = r.WarnSpreads, r.CriticalSpreads
 	return ro
+}
+
+// NewProposer is the engine's proposer with the recommend section's
+// open_deadband and evidence_refresh (0: refresh at every evaluation).
+func NewProposer(r config.Recommend, store versioning.Store, clk clock.Clock) *recommend.Proposer {
+	p := &recommend.Proposer{Store: store, Clock: clk, OpenDeadband: r.OpenDeadband, EvidenceRefresh: r.EvidenceRefresh}
+	if r.EvidenceRefresh == 0 {
+		p.EvidenceRefresh = -1 // the proposer's zero is its default
+	}
+	return p
 }
 
 // AlertLevels converts the alert_levels section of the configuration; nil

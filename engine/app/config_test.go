@@ -40,6 +40,25 @@ func TestRecommendOptions(t *testing.T) {
 	}
 }
 
+// TestNewProposer: recommend.open_deadband and recommend.evidence_refresh
+// reach the proposer; the default refresh is the proposer's own, 0 means
+// every evaluation.
+func TestNewProposer(t *testing.T) {
+	r := config.Default().Recommend
+	p := NewProposer(r, nil, nil)
+	if p.EvidenceRefresh != recommend.DefaultEvidenceRefresh || p.OpenDeadband != recommend.DefaultOpenDeadband {
+		t.Fatalf("defaults: refresh %s deadband %v", p.EvidenceRefresh, p.OpenDeadband)
+	}
+	r.EvidenceRefresh, r.OpenDeadband = 5*time.Minute, 0.2
+	if p := NewProposer(r, nil, nil); p.EvidenceRefresh != 5*time.Minute || p.OpenDeadband != 0.2 {
+		t.Fatalf("refresh %s deadband %v", p.EvidenceRefresh, p.OpenDeadband)
+	}
+	r.EvidenceRefresh = 0
+	if p := NewProposer(r, nil, nil); p.EvidenceRefresh >= 0 {
+		t.Fatalf("evidence_refresh 0: proposer refresh %s, want negative (every submission)", p.EvidenceRefresh)
+	}
+}
+
 // TestAlertLevels: the configuration's defaults are the evaluator's, and
 // disabled means none.
 func TestAlertLevels(t *testing.T) {

@@ -154,6 +154,11 @@ type Recommend struct {
 	// recommendation moves its ceilings and concurrency bounds by less
 	// than this share.
 	OpenDeadband float64 `yaml:"open_deadband"`
+	// EvidenceRefresh is the least time between two revisions of an open
+	// engine proposal that only refresh its evidence (its ruleset stays);
+	// a revision that moves the ruleset is never held back. 0 refreshes
+	// the evidence at every evaluation.
+	EvidenceRefresh time.Duration `yaml:"evidence_refresh"`
 	// SlowCallMin and SlowCallMax bound the recommended breaker slow-call
 	// threshold; SlowCallDeadband is the relative change below which it is
 	// left alone; SlowCallFactor multiplies the healthy p99 baseline.
@@ -222,7 +227,7 @@ func Default() Config {
 		Metrics:  Metrics{ScrapeInterval: 15 * time.Second, Window: time.Minute},
 		Score:    Score{Latency: 250 * time.Millisecond, HalfLife: 30 * time.Second},
 		Recommend: Recommend{Setpoint: 0.7, Kp: 1, Ki: 0.05, MinChange: 0.05, MinScores: 3,
-			BaselineSamples: 2880, Deadband: 0.05, MaxStepPerSecond: 0.01, Binding: 0.9, OpenDeadband: 0.1,
+			BaselineSamples: 2880, Deadband: 0.05, MaxStepPerSecond: 0.01, Binding: 0.9, OpenDeadband: 0.1, EvidenceRefresh: time.Minute,
 			SlowCallMin: 10 * time.Millisecond, SlowCallMax: 30 * time.Second, SlowCallDeadband: 0.2, SlowCallFactor: 2,
 			HealthyErrorRatio: 0.01, WarnSpreads: 4, CriticalSpreads: 8},
 		AlertLevels: AlertLevels{LearnedMargin: 0.25, ErrorRatioWarn: 0.01, ErrorRatioCritical: 0.05, MinRequestRate: 1, Refresh: time.Minute},
@@ -355,6 +360,9 @@ func (c *Config) Validate() error {
 	}
 	if !(r.OpenDeadband > 0 && r.OpenDeadband < 1) {
 		bad("recommend.open_deadband", "must be in (0, 1), got %v", r.OpenDeadband)
+	}
+	if r.EvidenceRefresh < 0 || r.EvidenceRefresh > 24*time.Hour {
+		bad("recommend.evidence_refresh", "must be between 0 (every evaluation) and 24h, got %s", r.EvidenceRefresh)
 	}
 	minDur("recommend.slow_call_min", r.SlowCallMin, time.Millisecond)
 	if r.SlowCallMax < r.SlowCallMin || r.SlowCallMax > time.Hour {

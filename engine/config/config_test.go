@@ -127,6 +127,8 @@ func TestRecommendAndAlertLevelKeys(t *testing.T) {
 	}{
 		{"open deadband zero", "recommend: {open_deadband: 0}", "recommend.open_deadband:"},
 		{"open deadband one", "recommend: {open_deadband: 1}", "recommend.open_deadband:"},
+		{"evidence refresh negative", "recommend: {evidence_refresh: -1s}", "recommend.evidence_refresh:"},
+		{"evidence refresh too long", "recommend: {evidence_refresh: 25h}", "recommend.evidence_refresh:"},
 		{"deadband", "recommend: {deadband: 0.5}", "recommend.deadband:"},
 		{"step", "recommend: {max_step_per_second: 0}", "recommend.max_step_per_second:"},
 		{"binding", "recommend: {binding: 1.5}", "recommend.binding:"},
@@ -160,14 +162,17 @@ func TestRecommendAndAlertLevelKeys(t *testing.T) {
 			}
 		})
 	}
-	c, err := Decode(strings.NewReader("recommend: {open_deadband: 0.2}\nalert_levels: {latency_warn: 300ms, latency_critical: 1s}\n"), Default())
+	if got := Default().Recommend.EvidenceRefresh; got != time.Minute {
+		t.Errorf("default recommend.evidence_refresh %s, want 1m", got)
+	}
+	c, err := Decode(strings.NewReader("recommend: {open_deadband: 0.2, evidence_refresh: 5m}\nalert_levels: {latency_warn: 300ms, latency_critical: 1s}\n"), Default())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if c.Recommend.OpenDeadband != 0.2 || c.AlertLevels.LatencyCritical != time.Second {
+	if c.Recommend.OpenDeadband != 0.2 || c.Recommend.EvidenceRefresh != 5*time.Minute || c.AlertLevels.LatencyCritical != time.Second {
 		t.Fatalf("decoded %+v %+v", c.Recommend, c.AlertLevels)
 	}
 }

@@ -11,8 +11,10 @@
 // its errors too. It is the bootstrap: alert routing saved from the UI
 // supersedes it. alert_levels sets the p99 latency and error-ratio levels
 // the engine alerts on (engine/evaluate AlertLevels), recommend.* every
-// knob of the recommender and the open-proposal deadband
-// (recommend.open_deadband), guardrail.* the guardrail's.
+// knob of the recommender, the open-proposal deadband
+// (recommend.open_deadband) and how often an open proposal's evidence alone
+// is revised (recommend.evidence_refresh, default 1m), guardrail.* the
+// guardrail's.
 //
 // Dev mode (`-dev`, used by `make run`) changes the defaults for a demo that
 // shows something within a minute: embedded NATS, SQLite and metrics store,
