@@ -136,10 +136,10 @@ func New(o Options) (*Evaluator, error) {
 		score: f.NewGaugeVec(prometheus.GaugeOpts{Name: "governor_engine_load_score",
 			Help: "Smoothed load score per service (absent when unknown)."}, []string{"service"}),
 		proposals: f.NewCounterVec(prometheus.CounterOpts{Name: "governor_engine_proposals_total",
-			Help: "Recommendations submitted, by outcome: auto_applied, proposed, unchanged, failed."}, []string{"outcome"}),
+			Help: "Recommendations submitted, by outcome: auto_applied, proposed, revised (an open proposal's ruleset), unchanged, failed."}, []string{"outcome"}),
 		rollbacks: f.NewCounter(prometheus.CounterOpts{Name: "governor_engine_rollbacks_total", Help: "Automatic rollbacks by the guardrail."}),
 	}
-	for _, oc := range []string{"auto_applied", "proposed", "unchanged", "failed"} {
+	for _, oc := range []string{"auto_applied", "proposed", "revised", "unchanged", "failed"} {
 		m.proposals.WithLabelValues(oc)
 	}
 	return &Evaluator{o: o, scores: map[string]loadscore.Score{}, recs: map[string]recommend.Recommendation{},
@@ -258,11 +258,19 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 				res.Submitted = append(res.Submitted, sub)
 				e.o.Events.Emit(ctx, events.Event{Kind: events.AutoApply, Severity: events.Info, At: at, Service: svc,
 					Version: sub.Version.Number, Message: fmt.Sprintf("%s v%d applied itself: %s", svc, sub.Version.Number, sub.Version.Reason)})
+			case sub.Revised:
+				// The open proposal's ruleset moved: same number, a new
+				// revision, approvals given on the old one no longer count.
+				e.metrics.proposals.WithLabelValues("revised").Inc()
+				res.Submitted = append(res.Submitted, sub)
+				e.o.Events.Emit(ctx, events.Event{Kind: events.Proposal, Severity: events.Info, At: at, Service: svc,
+					Version: sub.Version.Number, Message: fmt.Sprintf("%s v%d revised (revision %d), waits for approval (%s): %s",
+						svc, sub.Version.Number, sub.Version.Revision, sub.Policy, rec.Reason)})
 			default:
 				e.metrics.proposals.WithLabelValues("proposed").Inc()
 				res.Submitted = append(res.Submitted, sub)
 				e.o.Events.Emit(ctx, events.Event{Kind: events.Proposal, Severity: events.Info, At: at, Service: svc,
-					Version: sub.Version.Number, Message: fmt.Sprintf("%s v%d waits for approval (%s): %s", svc, sub.Version.Number, sub.Policy, rec.Reason)})
+					Version: sub.Version.Number, Message: fmt.Sprintf("%s v%d proposed, waits for approval (%s): %s", svc, sub.Version.Number, sub.Policy, rec.Reason)})
 			}
 		}
 	}
