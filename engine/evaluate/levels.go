@@ -120,6 +120,35 @@ type levelKey struct{ service, signal, level string }
 // there are none.
 type learnedLevels func(service string) (thresholds.Recommendation, bool)
 
+// P99Levels returns the p99 latency levels in seconds that service's
+// readings are compared with, and where they come from: "configured" (the
+// service's override or the fixed levels) or "learned" (from the healthy
+// baseline learned gives, floored by LearnedMargin). ok is false when
+// there are none: the service is disabled, or its baseline is still
+// inconclusive. It reads only the configuration and learned, so it is safe
+// to call from any goroutine while the configuration is not changed.
+func (l *AlertLevels) P99Levels(service string, learned func(service string) (thresholds.Recommendation, bool)) (warn, crit float64, source string, ok bool) {
+	if l == nil {
+		return 0, 0, "", false
+	}
+	ov := l.Services[service]
+	if ov.Disabled {
+		return 0, 0, "", false
+	}
+	warn, crit, source = l.LatencyWarn.Seconds(), l.LatencyCritical.Seconds(), "configured"
+	if ov.LatencyWarn > 0 {
+		warn, crit = ov.LatencyWarn.Seconds(), ov.LatencyCritical.Seconds()
+	}
+	if warn == 0 {
+		warn, crit, source = 0, 0, "learned"
+		if t, ok := learned(service); ok && !t.Inconclusive && t.LatencyWarn > 0 && t.LatencyCritical > t.LatencyWarn {
+			warn = math.Max(t.LatencyWarn, t.BaselineP99*(1+l.LearnedMargin))
+			crit = math.Max(t.LatencyCritical, t.BaselineP99*(1+2*l.LearnedMargin))
+		}
+	}
+	return warn, crit, source, warn > 0
+}
+
 // check compares the services' readings with their levels at time at.
 // Only service-level entries (no instance) count.
 func (l *AlertLevels) check(ctx context.Context, at time.Time, entries map[signals.Key]*signals.Entry, learned learnedLevels, sink events.Sink) {
@@ -139,18 +168,7 @@ func (l *AlertLevels) check(ctx context.Context, at time.Time, entries map[signa
 			continue
 		}
 		if p99, ok := en.Get(signals.LatencyP99).Get(); ok {
-			warn, crit, source := l.LatencyWarn.Seconds(), l.LatencyCritical.Seconds(), "configured"
-			if ov.LatencyWarn > 0 {
-				warn, crit = ov.LatencyWarn.Seconds(), ov.LatencyCritical.Seconds()
-			}
-			if warn == 0 {
-				warn, crit, source = 0, 0, "learned"
-				if t, ok := learned(svc); ok && !t.Inconclusive && t.LatencyWarn > 0 && t.LatencyCritical > t.LatencyWarn {
-					warn = math.Max(t.LatencyWarn, t.BaselineP99*(1+l.LearnedMargin))
-					crit = math.Max(t.LatencyCritical, t.BaselineP99*(1+2*l.LearnedMargin))
-				}
-			}
-			if warn > 0 {
+			if warn, crit, source, ok := l.P99Levels(svc, learned); ok {
 				l.compare(ctx, at, svc, events.SignalLatencyP99, p99, warn, crit, source, sink)
 			}
 		}
