@@ -6,6 +6,11 @@
 // it runs, on the route the request matches:
 //
 //  1. exemptions (health checks, listed callers) that bypass everything;
+//     then the caller's deadline, when it states one (Request.Deadline;
+//     sdk/httpgov and sdk/grpc read it from the request): a request whose
+//     deadline has passed, or leaves less than the route's recent average
+//     latency (rules.Concurrency.DeadlineFactor times it), is refused at
+//     once with ErrDeadline, counted under the outcome "deadline";
 //  2. the token-bucket rate limit of the route, then the per-key limits
 //     (client IP, caller, user) with bounded memory;
 //  3. the adaptive concurrency limit (sdk/limit), split into one ceiling per
