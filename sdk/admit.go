@@ -41,7 +41,7 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 	if ctx.Err() != nil {
 		return Permit{}, g.reject(rt, s, class, ReasonQueueTimeout, 0)
 	}
-	if !req.Deadline.IsZero() && !g.meets(rt, req.Deadline) {
+	if !req.Deadline.IsZero() && !g.meets(rt, class, req.Deadline) {
 		return Permit{}, g.reject(rt, s, class, ReasonDeadline, 0)
 	}
 	now := g.nanotime()
@@ -143,19 +143,28 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 	return Permit{rt: rt, start: now, shard: uint16(slot), class: uint8(class), inflight: int32(inflight)}, nil
 }
 
-// meets reports whether a request due by deadline may start on rt: its
-// deadline has not passed and, on a route with a concurrency limit in
+// meets reports whether a request of class due by deadline may start on rt:
+// its deadline has not passed and, on a route with a concurrency limit in
 // enforce mode, the time left is at least the route's recent average latency
-// times its deadline factor. A route in shadow mode refuses only the expired.
-func (g *Governor) meets(rt *route, deadline time.Time) bool {
+// times its deadline factor, or nothing is in flight on the route. The
+// critical class (0), and every class on a route in shadow mode, is refused
+// only when expired: an average says little about one request, and
+// critical work is tried while it can still finish.
+func (g *Governor) meets(rt *route, class int, deadline time.Time) bool {
 	left := int64(deadline.Sub(g.clk.Now()))
 	if left <= 0 {
 		return false
 	}
-	if rt.conc == nil || rt.shadow {
+	if rt.conc == nil || rt.shadow || class == 0 {
 		return true
 	}
-	return float64(left) >= rt.deadlineFactor*float64(rt.conc.recentLatency())
+	if float64(left) >= rt.deadlineFactor*float64(rt.conc.recentLatency()) {
+		return true
+	}
+	// Refusing on a latency measured before keeps that latency from being
+	// measured again: a route with nothing in flight admits the request,
+	// so a latency that has come down is seen.
+	return rt.cell.inflight() == 0
 }
 
 // reject counts a refusal and returns its error. wait is the time until the

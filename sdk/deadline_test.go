@@ -39,6 +39,11 @@ func TestDeadlineRefusesExpiredAndUnmeetable(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			hold, err := f.g.Admit(context.Background(), governor.Request{Path: "/x"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer hold.Release(time.Millisecond, governor.Success)
 			p, err := f.g.Admit(context.Background(), governor.Request{Path: "/x", Deadline: c.deadline})
 			if c.admitted {
 				if err != nil || !p.Admitted() {
@@ -61,6 +66,8 @@ func TestDeadlineRefusesExpiredAndUnmeetable(t *testing.T) {
 func TestDeadlineFactorScalesTheNeededBudget(t *testing.T) {
 	f := newFixture(t, 1, deadlineRoute(2, ""))
 	f.lims.made[0].rtt.Store(int64(50 * time.Millisecond))
+	hold, _ := f.g.Admit(context.Background(), governor.Request{Path: "/"})
+	defer hold.Release(time.Millisecond, governor.Success)
 	admit := func(left time.Duration) error {
 		p, err := f.g.Admit(context.Background(), governor.Request{Path: "/", Deadline: f.clk.Now().Add(left)})
 		p.Release(time.Millisecond, governor.Success)
@@ -108,6 +115,34 @@ func TestDeadlineUnknownLatencyAndShadow(t *testing.T) {
 	}
 }
 
+// An idle route admits a request its recent latency says cannot finish, so
+// the latency is measured again; critical requests are judged only on the
+// deadline itself.
+func TestDeadlineIdleRouteAndCriticalAreAdmitted(t *testing.T) {
+	f := newFixture(t, 1, deadlineRoute(0, ""))
+	f.lims.made[0].rtt.Store(int64(time.Second))
+	short := func() time.Time { return f.clk.Now().Add(100 * time.Millisecond) }
+	first, err := f.g.Admit(context.Background(), governor.Request{Path: "/", Deadline: short()})
+	if err != nil {
+		t.Fatalf("idle route: %v; want admitted to re-measure", err)
+	}
+	if _, err := f.g.Admit(context.Background(), governor.Request{Path: "/", Deadline: short()}); !errors.Is(err, governor.ErrDeadline) {
+		t.Fatalf("with one in flight: %v; want ErrDeadline", err)
+	}
+	crit, err := f.g.Admit(context.Background(), governor.Request{Path: "/", Priority: "critical", Deadline: short()})
+	if err != nil {
+		t.Fatalf("critical with 100ms left: %v; want admitted", err)
+	}
+	if _, err := f.g.Admit(context.Background(), governor.Request{Path: "/", Priority: "critical", Deadline: f.clk.Now()}); !errors.Is(err, governor.ErrDeadline) {
+		t.Fatalf("critical, expired: %v; want ErrDeadline", err)
+	}
+	first.Release(time.Millisecond, governor.Success)
+	crit.Release(time.Millisecond, governor.Success)
+	if _, err := f.g.Admit(context.Background(), governor.Request{Path: "/", Deadline: short()}); err != nil {
+		t.Fatalf("idle again: %v", err)
+	}
+}
+
 func TestDeadlineFactorChangeKeepsTheLimiter(t *testing.T) {
 	f := newFixture(t, 1, deadlineRoute(0, ""))
 	if err := f.g.Apply(deadlineRoute(3, ""), 2); err != nil {
@@ -117,6 +152,8 @@ func TestDeadlineFactorChangeKeepsTheLimiter(t *testing.T) {
 		t.Fatalf("changing deadline_factor built %d limiters; want the learned one kept", len(f.lims.made))
 	}
 	f.lims.made[0].rtt.Store(int64(10 * time.Millisecond))
+	hold, _ := f.g.Admit(context.Background(), governor.Request{Path: "/"})
+	defer hold.Release(time.Millisecond, governor.Success)
 	if _, err := f.g.Admit(context.Background(), governor.Request{Path: "/", Deadline: f.clk.Now().Add(29 * time.Millisecond)}); !errors.Is(err, governor.ErrDeadline) {
 		t.Fatalf("factor 3 not in force after Apply: %v", err)
 	}

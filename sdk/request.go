@@ -32,8 +32,9 @@ type Request struct {
 	ClientIP string
 	// Deadline is when the caller stops waiting for the answer (zero: not
 	// stated). Admit refuses with ErrDeadline a request whose deadline has
-	// passed or leaves less time than the route's recent average latency
-	// (times rules.Concurrency.DeadlineFactor, default 1), before any other
+	// passed or, except for the critical class, leaves less time than the
+	// route's recent average latency (times rules.Concurrency.DeadlineFactor,
+	// default 1) while the route has requests in flight, before any other
 	// stage. It is compared with the Governor's clock (Clock.Now).
 	Deadline time.Time
 	// Header resolves fields left empty and "header:<Name>" rate-limit keys.

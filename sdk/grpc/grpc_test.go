@@ -416,6 +416,13 @@ func TestServerRefusesCallsThatCannotMeetTheirDeadline(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(g.Close)
+		// One call in flight: an idle route would admit any call to
+		// re-measure its latency.
+		hold, err := g.Admit(context.Background(), governor.Request{Path: "/hold"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { hold.Release(time.Millisecond, governor.Success) })
 		var sawDeadline bool
 		h := &health{reply: func(ctx context.Context, _ int) error {
 			_, sawDeadline = ctx.Deadline()

@@ -1,6 +1,7 @@
 package httpgov_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -51,6 +52,13 @@ func deadlineServer(t *testing.T, opts httpgov.Options) (*clock.Fake, func(hdr m
 	if err := g.Apply(rs, 1); err != nil {
 		t.Fatal(err)
 	}
+	// One request in flight: an idle route would admit any request to
+	// re-measure its latency.
+	hold, err := g.Admit(context.Background(), governor.Request{Path: "/hold"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hold.Release(time.Millisecond, governor.Success) })
 	opts.Clock = clk
 	var seen time.Time
 	var had bool

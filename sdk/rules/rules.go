@@ -180,9 +180,11 @@ type Concurrency struct {
 	// DeadlineFactor refuses at once a request whose caller stated a
 	// deadline (Request.Deadline; sdk/httpgov and sdk/grpc read it from the
 	// request) with less time left than this multiple of the route's recent
-	// average latency (the limiter's last window); default 1, at most 10. A
-	// request whose deadline has passed is always refused; a small value such
-	// as 0.01 refuses only those. Changing it keeps the learned limit.
+	// average latency (the limiter's last window) while the route has
+	// requests in flight; default 1, at most 10. Critical requests, and any
+	// request whose deadline has passed, are judged only on the deadline
+	// itself; a small value such as 0.01 refuses only expired requests.
+	// Changing it keeps the learned limit.
 	DeadlineFactor float64 `json:"deadline_factor,omitempty"`
 }
 
