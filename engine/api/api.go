@@ -37,6 +37,17 @@ type Guardrails interface {
 	Decisions() []guardrail.Decision
 }
 
+// Levels gives the p99 latency levels the engine compares a service's
+// readings with (evaluate.AlertLevels.P99Levels over the recommender's
+// learned baselines); ok false when the service has none.
+type Levels func(service string) (LatencyLevels, bool)
+
+// Relay lists the rule versions the relay gave up delivering
+// (*distribution.Plane).
+type Relay interface {
+	Undeliverable() []distribution.Undeliverable
+}
+
 // Options wire the handler. Evaluations and Versions are required; the
 // others may be nil (their endpoints answer empty lists).
 type Options struct {
@@ -45,6 +56,8 @@ type Options struct {
 	Ledger      Ledger
 	Guardrails  Guardrails
 	Events      *events.Recorder
+	Levels      Levels
+	Relay       Relay
 	Gatherer    prometheus.Gatherer
 	// Ready reports why the engine is not ready (nil: ready).
 	Ready  func() error
@@ -60,6 +73,22 @@ type Service struct {
 	Pending        int                        `json:"pending"`
 	Instances      map[distribution.State]int `json:"instances"`
 	Recommendation *recommend.Recommendation  `json:"recommendation,omitempty"`
+	// LatencyLevels are the p99 levels the engine alerts on; absent when
+	// the service has none (alert levels disabled, or a learned baseline
+	// still inconclusive).
+	LatencyLevels *LatencyLevels `json:"latency_levels,omitempty"`
+	// Undeliverable lists the service's versions the relay gave up on
+	// (too large for the NATS max payload, or refused by the server).
+	Undeliverable []distribution.Undeliverable `json:"undeliverable,omitempty"`
+}
+
+// LatencyLevels are a service's p99 latency alert levels, in seconds.
+type LatencyLevels struct {
+	Warn     float64 `json:"warn"`
+	Critical float64 `json:"critical"`
+	// Source is "configured" (engine configuration) or "learned" (from the
+	// service's healthy baseline).
+	Source string `json:"source"`
 }
 
 // Prefix is the path prefix of the engine's read API. It is not /api/v1:
@@ -87,6 +116,7 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET "+Prefix+"/ledger", s.ledger)
 	mux.HandleFunc("GET "+Prefix+"/guardrails", s.guardrails)
 	mux.HandleFunc("GET "+Prefix+"/events", s.events)
+	mux.HandleFunc("GET "+Prefix+"/undeliverable", s.undeliverable)
 	return mux
 }
 
@@ -137,9 +167,21 @@ func (s *server) list(ctx context.Context) ([]Service, error) {
 			get(in.Service).Instances[in.State]++
 		}
 	}
+	if s.o.Relay != nil {
+		for _, u := range s.o.Relay.Undeliverable() {
+			sv := get(u.Service)
+			sv.Undeliverable = append(sv.Undeliverable, u)
+		}
+	}
 	out := make([]Service, 0, len(order))
 	for _, name := range order {
-		out = append(out, *byName[name])
+		sv := byName[name]
+		if s.o.Levels != nil {
+			if lv, ok := s.o.Levels(name); ok {
+				sv.LatencyLevels = &lv
+			}
+		}
+		out = append(out, *sv)
 	}
 	sortServices(out)
 	return out, nil
@@ -214,6 +256,14 @@ func (s *server) guardrails(w http.ResponseWriter, _ *http.Request) {
 		ds = s.o.Guardrails.Decisions()
 	}
 	s.json(w, map[string]any{"decisions": ds})
+}
+
+func (s *server) undeliverable(w http.ResponseWriter, _ *http.Request) {
+	us := []distribution.Undeliverable{}
+	if s.o.Relay != nil {
+		us = s.o.Relay.Undeliverable()
+	}
+	s.json(w, map[string]any{"undeliverable": us})
 }
 
 func (s *server) events(w http.ResponseWriter, r *http.Request) {

@@ -21,9 +21,15 @@
 //	                                   {"instances": [distribution.Instance]}
 //	GET /engine/api/v1/guardrails      {"decisions": [guardrail.Decision]} newest first
 //	GET /engine/api/v1/events?kind=K   {"events": [events.Event]} oldest first
+//	GET /engine/api/v1/undeliverable   {"undeliverable": [distribution.Undeliverable]}
+//	                                   versions the relay gave up on, by outbox id
 //
 // Service is {"service", "score" (loadscore.Score: value, known, overloaded
 // and raw.terms with each term's input, weight and contribution),
 // "active_version" (number, 0 if none), "pending" (open proposals), "instances" (count per ledger
-// state), "recommendation" (the latest, with its evidence)}.
+// state), "recommendation" (the latest, with its evidence), "latency_levels"
+// ({"warn", "critical"} p99 levels in seconds and "source": "configured" or
+// "learned"; absent when the engine has none for the service),
+// "undeliverable" (its versions the relay gave up on: version, reason,
+// size and limit in bytes; absent when none)}.
 package api

@@ -111,6 +111,9 @@ type App struct {
 	ln       net.Listener
 	ready    atomic.Bool
 
+	// p99Levels are the p99 alert levels of a service, for the engine API.
+	p99Levels api.Levels
+
 	admin, adminPassword string
 	closers              []func()
 }
@@ -323,13 +326,18 @@ func (a *App) buildEngine() error {
 	if err != nil {
 		return fmt.Errorf("%w: guardrail: %w", ErrStart, err)
 	}
+	levels := AlertLevels(a.cfg.AlertLevels)
 	a.eval, err = evaluate.New(evaluate.Options{Reader: a.reader, Tracker: tracker, Recommender: rec, Versions: a.store,
 		Proposer: NewProposer(a.cfg.Recommend, a.store, a.o.Clock), Guard: a.guard, Fleet: a.plane.Ledger(),
 		Breakers: a.source, Band: (&recommend.PolicyBands{Reader: a.store, Fallback: a.band}).Band, Events: a.sink, Logger: a.log, Registerer: a.o.Registry,
 		Watermark: evaluate.SQLWatermark{DB: a.ledgerDB, Name: evaluate.EmergencyMark, Leader: a.cfg.Identity},
-		Levels:    AlertLevels(a.cfg.AlertLevels)})
+		Levels:    levels})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrStart, err)
+	}
+	a.p99Levels = func(service string) (api.LatencyLevels, bool) {
+		warn, crit, source, ok := levels.P99Levels(service, rec.Thresholds)
+		return api.LatencyLevels{Warn: warn, Critical: crit, Source: source}, ok
 	}
 	if a.cfg.Database != "" {
 		a.elector, err = leader.NewPostgres(leader.PostgresOptions{URL: a.cfg.Database, Identity: a.cfg.Identity,
@@ -481,7 +489,7 @@ func (a *App) Run(ctx context.Context) error {
 	wg.Go(func() { leader.RunTicks(ctx, a.elector, a.o.Clock, a.cfg.Interval, a.tick) })
 	wg.Go(func() { a.runAlerts(ctx) })
 	engine := api.Handler(api.Options{Evaluations: a.eval, Versions: a.store, Ledger: a.plane.Ledger(),
-		Guardrails: a.guard, Events: a.recorder, Gatherer: a.o.Registry, Ready: a.readiness, Logger: a.log})
+		Guardrails: a.guard, Events: a.recorder, Levels: a.p99Levels, Relay: a.plane, Gatherer: a.o.Registry, Ready: a.readiness, Logger: a.log})
 	srv := &http.Server{Handler: combine(engine, a.ui), ReadHeaderTimeout: 5 * time.Second}
 	wg.Go(func() {
 		if err := srv.Serve(a.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

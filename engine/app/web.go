@@ -17,6 +17,7 @@ import (
 	"governor.dev/governor/ui/auth"
 	"governor.dev/governor/ui/canarysource"
 	"governor.dev/governor/ui/enginesource"
+	"governor.dev/governor/ui/model"
 	"governor.dev/governor/ui/signalsource"
 )
 
@@ -117,7 +118,14 @@ func (a *App) startUI(ctx context.Context) error {
 		return fmt.Errorf("%w: ui admin: %w", ErrStart, err)
 	}
 	a.admin = admin
-	es, err := enginesource.New(enginesource.Options{Scores: a.eval, Ledger: a.plane.Ledger()})
+	es, err := enginesource.New(enginesource.Options{Scores: a.eval, Ledger: a.plane.Ledger(), Relay: a.plane,
+		Levels: func(service string) (model.LatencyLevels, bool) {
+			if a.p99Levels == nil {
+				return model.LatencyLevels{}, false
+			}
+			lv, ok := a.p99Levels(service)
+			return model.LatencyLevels(lv), ok
+		}})
 	if err != nil {
 		return fmt.Errorf("%w: ui fleet: %w", ErrStart, err)
 	}

@@ -1,6 +1,6 @@
 // Package engineclient is the UI's model.Fleet when the web UI runs as its
 // own process: it reads the decision engine's JSON API (GET /engine/api/v1/services
-// and /engine/api/v1/ledger, see package governor.dev/governor/engine/api) over HTTP
+// /engine/api/v1/services/{service} and /engine/api/v1/ledger, see package governor.dev/governor/engine/api) over HTTP
 // and keeps each service's load score trend (one point per engine
 // evaluation). Unknown values stay unknown (nil), never zero; an engine that
 // does not answer is an error the overview shows as a banner.
@@ -25,6 +25,9 @@ import (
 // ErrEngine wraps every failure to read the engine.
 var ErrEngine = errors.New("engineclient: engine unavailable")
 
+// errNotFound marks a 404 from the engine (a service it does not know).
+var errNotFound = errors.New("not found")
+
 // Options configure New.
 type Options struct {
 	// BaseURL of the engine, e.g. http://engine:9090; required.
@@ -47,6 +50,7 @@ type Client struct {
 var (
 	_ model.Fleet     = (*Client)(nil)
 	_ model.Instances = (*Client)(nil)
+	_ model.Details   = (*Client)(nil)
 )
 
 // New returns a Client.
@@ -106,7 +110,11 @@ func (c *Client) get(ctx context.Context, path string, q url.Values, into any) e
 	body := io.LimitReader(resp.Body, 64<<20)
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(body, 512))
-		return fmt.Errorf("%w: %s: %s %s", ErrEngine, path, resp.Status, strings.TrimSpace(string(b)))
+		err := fmt.Errorf("%w: %s: %s %s", ErrEngine, path, resp.Status, strings.TrimSpace(string(b)))
+		if resp.StatusCode == http.StatusNotFound {
+			err = fmt.Errorf("%w (%w)", err, errNotFound)
+		}
+		return err
 	}
 	if err := json.NewDecoder(body).Decode(into); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrEngine, path, err)
@@ -185,4 +193,38 @@ func (c *Client) Instances(ctx context.Context, svc string) ([]model.Instance, e
 		out[i] = model.Instance{Name: in.Instance, State: in.State, Running: in.Running, Target: in.Target, Since: in.Since, LastSeen: in.LastSeen, NackError: in.NackError}
 	}
 	return out, nil
+}
+
+// ServiceDetail reads a service's p99 alert levels and its undeliverable
+// versions from the engine's service detail. A service the engine does
+// not know has neither.
+func (c *Client) ServiceDetail(ctx context.Context, svc string) (model.ServiceDetail, error) {
+	var doc struct {
+		LatencyLevels *model.LatencyLevels `json:"latency_levels"`
+		Undeliverable []struct {
+			Service string    `json:"service"`
+			Version int64     `json:"version"`
+			Reason  string    `json:"reason"`
+			Size    int       `json:"size"`
+			Limit   int       `json:"limit"`
+			Error   string    `json:"error"`
+			At      time.Time `json:"at"`
+		} `json:"undeliverable"`
+	}
+	err := c.get(ctx, "/engine/api/v1/services/"+url.PathEscape(svc), nil, &doc)
+	if errors.Is(err, errNotFound) {
+		return model.ServiceDetail{}, nil
+	}
+	if err != nil {
+		return model.ServiceDetail{}, err
+	}
+	d := model.ServiceDetail{P99: doc.LatencyLevels}
+	if lv := d.P99; lv != nil && !(lv.Warn > 0) {
+		d.P99 = nil
+	}
+	for _, u := range doc.Undeliverable {
+		d.Undeliverable = append(d.Undeliverable, model.Undeliverable{Service: u.Service, Version: u.Version, Reason: u.Reason,
+			Size: u.Size, Limit: u.Limit, Error: u.Error, At: u.At})
+	}
+	return d, nil
 }

@@ -3,7 +3,9 @@
 // model.Fleet: each service's smoothed load score with its terms and a trend
 // kept here (one point per engine evaluation), its p99 latency (the latency
 // term's input), and its rollout state counted from the ledger. It also
-// implements model.Instances for the per-instance ledger of a service page.
+// implements model.Instances for the per-instance ledger of a service page,
+// and model.Details: the p99 alert levels and the versions the relay could
+// not deliver.
 //
 // Request rate, error ratio and shed ratios are not in the engine's scores
 // yet; they are left unknown (shown as "no data"), never zero.
@@ -36,11 +38,22 @@ type Ledger interface {
 	Instances(ctx context.Context, service string) ([]distribution.Instance, error)
 }
 
+// Relay lists the rule versions the relay gave up delivering
+// (*distribution.Plane).
+type Relay interface {
+	Undeliverable() []distribution.Undeliverable
+}
+
 // Options configure New.
 type Options struct {
 	// Scores is required; Ledger may be nil (no rollout state).
 	Scores Scores
 	Ledger Ledger
+	// Levels, if set, gives a service's p99 alert levels (the engine's
+	// evaluate.AlertLevels.P99Levels); ok false when it has none.
+	Levels func(service string) (model.LatencyLevels, bool)
+	// Relay, if set, lists the versions that cannot be delivered.
+	Relay Relay
 	// TrendLen is how many evaluations the trend keeps; default 60.
 	TrendLen int
 }
@@ -56,6 +69,7 @@ type Source struct {
 var (
 	_ model.Fleet     = (*Source)(nil)
 	_ model.Instances = (*Source)(nil)
+	_ model.Details   = (*Source)(nil)
 )
 
 // New returns a Source.
@@ -165,4 +179,28 @@ func (s *Source) Instances(ctx context.Context, service string) ([]model.Instanc
 			Since: in.Since, LastSeen: in.LastSeen, NackError: in.NackError}
 	}
 	return out, nil
+}
+
+// ServiceDetail returns a service's p99 alert levels and its versions the
+// relay gave up on.
+func (s *Source) ServiceDetail(_ context.Context, service string) (model.ServiceDetail, error) {
+	var d model.ServiceDetail
+	if s.o.Levels != nil {
+		if lv, ok := s.o.Levels(service); ok {
+			d.P99 = &lv
+		}
+	}
+	if s.o.Relay != nil {
+		for _, u := range s.o.Relay.Undeliverable() {
+			if u.Service == service {
+				d.Undeliverable = append(d.Undeliverable, Undeliverable(u))
+			}
+		}
+	}
+	return d, nil
+}
+
+// Undeliverable converts the relay's record to the UI's.
+func Undeliverable(u distribution.Undeliverable) model.Undeliverable {
+	return model.Undeliverable{Service: u.Service, Version: u.Version, Reason: u.Reason, Size: u.Size, Limit: u.Limit, Error: u.Error, At: u.At}
 }

@@ -142,6 +142,8 @@ func stateRank(s string) int {
 type renderedChart struct {
 	Title, Unit string
 	SVG         template.HTML
+	// Note says what a reference line drawn on the chart is.
+	Note string
 }
 
 func parseRange(s string) (string, time.Duration) {
@@ -202,6 +204,8 @@ func (p *Pages) service(w http.ResponseWriter, r *http.Request) {
 		// Instances that need a look first.
 		slices.SortStableFunc(d.Instances, func(a, b model.Instance) int { return stateRank(a.State) - stateRank(b.State) })
 	}
+	detail, detailBanners := p.serviceDetail(r, svc)
+	banners = append(banners, detailBanners...)
 	if p.o.Charts != nil {
 		charts, err := p.o.Charts.Charts(r.Context(), svc, span)
 		if err != nil {
@@ -209,8 +213,13 @@ func (p *Pages) service(w http.ResponseWriter, r *http.Request) {
 			p.o.Logger.Warn("pages: charts", "service", svc, "err", err)
 		}
 		for _, c := range charts {
-			d.Charts = append(d.Charts, renderedChart{Title: c.Title, Unit: c.Unit,
-				SVG: Chart(ChartOptions{Points: c.Points, Unit: c.Unit, Label: c.Title + " of " + svc, Min: c.Min, Max: c.Max, NoData: c.NoData})})
+			o := ChartOptions{Points: c.Points, Unit: c.Unit, Label: c.Title + " of " + svc, Min: c.Min, Max: c.Max, NoData: c.NoData}
+			rc := renderedChart{Title: c.Title, Unit: c.Unit}
+			if lv := detail.P99; lv != nil && isP99(c) {
+				o.Target, rc.Note = p99Target(*lv, c.Unit)
+			}
+			rc.SVG = Chart(o)
+			d.Charts = append(d.Charts, rc)
 		}
 	}
 	if sc, ok := p.o.Charts.(model.ServiceCharts); ok {
@@ -230,4 +239,56 @@ func (p *Pages) service(w http.ResponseWriter, r *http.Request) {
 		banners = append(banners, Banner{"error", "The rules database is unavailable: the active rules cannot be shown."})
 	}
 	p.render(w, r, http.StatusOK, "service", svc, "overview", d, banners...)
+}
+
+// serviceDetail reads what the engine knows of svc beyond its status (the
+// p99 alert levels, the versions that cannot be delivered), when the fleet
+// reads the engine; the banners say what cannot be delivered, or that the
+// detail is unavailable.
+func (p *Pages) serviceDetail(r *http.Request, svc string) (model.ServiceDetail, []Banner) {
+	det, ok := p.o.Fleet.(model.Details)
+	if !ok {
+		return model.ServiceDetail{}, nil
+	}
+	d, err := det.ServiceDetail(r.Context(), svc)
+	if err != nil {
+		p.o.Logger.Warn("pages: service detail", "service", svc, "err", err)
+		return d, []Banner{{"warn", "The engine did not answer: the p99 levels and delivery problems are not shown."}}
+	}
+	var banners []Banner
+	for _, u := range d.Undeliverable {
+		banners = append(banners, Banner{"error", u.String() + ". The fleet keeps the version it runs; publish a smaller ruleset or raise the broker's max payload."})
+	}
+	return d, banners
+}
+
+// isP99 tells the p99 latency chart of a service page.
+func isP99(c model.Chart) bool {
+	return strings.HasPrefix(strings.ToLower(c.Title), "p99") && latencyScale(c.Unit) > 0
+}
+
+// latencyScale converts seconds to unit; 0 for a unit that is no time.
+func latencyScale(unit string) float64 {
+	switch unit {
+	case "s":
+		return 1
+	case "ms":
+		return 1e3
+	case "µs", "us":
+		return 1e6
+	}
+	return 0
+}
+
+// p99Target is the line a p99 chart in unit draws for lv (the warn level,
+// above which the engine raises a P2 alert) and the note that names it.
+func p99Target(lv model.LatencyLevels, unit string) (float64, string) {
+	k := latencyScale(unit)
+	from := "set in the engine's configuration"
+	if lv.Source == "learned" {
+		from = "learned from the service's healthy baseline"
+	}
+	note := fmt.Sprintf("Dashed line: the p99 target, the warn level %s (%s); above it a P2 alert, above the critical level %s a P1.",
+		fmtValue(lv.Warn*k, unit), from, fmtValue(lv.Critical*k, unit))
+	return lv.Warn * k, note
 }

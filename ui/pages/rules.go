@@ -22,6 +22,8 @@ type timelineData struct {
 	HasRollout bool
 	Canary     *model.CanaryState
 	Error      string
+	// Undeliverable says, by version, why the relay could not deliver it.
+	Undeliverable map[int64]string
 }
 
 func (p *Pages) timeline(w http.ResponseWriter, r *http.Request) {
@@ -44,7 +46,13 @@ func (p *Pages) timeline(w http.ResponseWriter, r *http.Request) {
 		d.To = vs[0].Number
 		d.From = max(vs[0].Number-1, 1)
 	}
-	var banners []Banner
+	detail, banners := p.serviceDetail(r, svc)
+	for _, u := range detail.Undeliverable {
+		if d.Undeliverable == nil {
+			d.Undeliverable = map[int64]string{}
+		}
+		d.Undeliverable[u.Version] = u.String()
+	}
 	if p.o.Rollouts != nil {
 		d.HasRollout = true
 		if d.Canary, err = p.o.Rollouts.Canary(r.Context(), svc); err != nil {

@@ -40,6 +40,14 @@ func (e *Enriched) Instances(ctx context.Context, service string) ([]model.Insta
 	return nil, nil
 }
 
+// ServiceDetail passes through to the base fleet when it reads the engine.
+func (e *Enriched) ServiceDetail(ctx context.Context, service string) (model.ServiceDetail, error) {
+	if d, ok := e.base.(model.Details); ok {
+		return d.ServiceDetail(ctx, service)
+	}
+	return model.ServiceDetail{}, nil
+}
+
 // Services returns the base fleet's services with the missing signals
 // filled in. A metrics failure leaves them unknown and is returned with the
 // services, so the overview shows a banner and the rest.

@@ -1,0 +1,74 @@
+package model
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// LatencyLevels are the p99 latency levels the engine alerts a service on,
+// in seconds: above Warn a P2 alert, above Critical a P1. Source says where
+// they come from: "configured" (the engine's configuration) or "learned"
+// (the service's healthy baseline).
+type LatencyLevels struct {
+	Warn     float64 `json:"warn"`
+	Critical float64 `json:"critical"`
+	Source   string  `json:"source"`
+}
+
+// Undeliverable is a rule version the relay gave up delivering to the
+// fleet: Reason "too_large" when its Size in bytes is above Limit, the
+// message broker's max payload; Error says what the broker answered.
+type Undeliverable struct {
+	Service string    `json:"service"`
+	Version int64     `json:"version"`
+	Reason  string    `json:"reason"`
+	Size    int       `json:"size"`
+	Limit   int       `json:"limit,omitempty"`
+	Error   string    `json:"error,omitempty"`
+	At      time.Time `json:"at"`
+}
+
+// String says what went wrong in one line, for a banner:
+// "v12 cannot be delivered: 1.2 MB > 1.0 MB max payload".
+func (u Undeliverable) String() string {
+	if u.Limit > 0 && u.Size > u.Limit {
+		return fmt.Sprintf("v%d cannot be delivered: %s > %s max payload", u.Version, Bytes(u.Size), Bytes(u.Limit))
+	}
+	why := u.Error
+	if why == "" {
+		why = u.Reason
+	}
+	if why == "" {
+		why = "the relay gave up on it"
+	}
+	return fmt.Sprintf("v%d cannot be delivered: %s", u.Version, why)
+}
+
+// Bytes formats a size in bytes with a decimal unit (B, kB, MB).
+func Bytes(n int) string {
+	switch {
+	case n >= 1_000_000:
+		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+	case n >= 1_000:
+		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// ServiceDetail is what the engine knows of one service beyond its
+// ServiceStatus.
+type ServiceDetail struct {
+	// P99 is nil when the engine has no p99 levels for the service (alert
+	// levels disabled, or the healthy baseline still inconclusive).
+	P99 *LatencyLevels `json:"p99_levels,omitempty"`
+	// Undeliverable lists its versions the relay gave up on.
+	Undeliverable []Undeliverable `json:"undeliverable,omitempty"`
+}
+
+// Details is optionally implemented by a Fleet that reads the engine: the
+// service page then draws the p99 levels on its latency chart and, with
+// the rules timeline, warns of versions that cannot be delivered.
+type Details interface {
+	ServiceDetail(ctx context.Context, service string) (ServiceDetail, error)
+}
