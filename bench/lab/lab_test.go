@@ -34,7 +34,7 @@ func TestServerAndLoadGenerator(t *testing.T) {
 	addr := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- newServer(s, lim).serve(ctx, func(a string) error { addr <- a; return nil })
+		done <- newServer(s, lim, 0).serve(ctx, func(a string) error { addr <- a; return nil })
 	}()
 	base := "http://" + <-addr
 	c, err := calibrate(ctx, s, base, 300*time.Millisecond)

@@ -31,7 +31,7 @@ const (
 var ErrTooBig = errors.New("lab: scenario too large for live mode")
 
 // DefaultLiveLimiters are the limiters a live run compares by default.
-var DefaultLiveLimiters = []string{"governor", "governor-little", "aegis-bbr", "failsafe-adaptive", "gozero-shedder", "xrate", "static", "none"}
+var DefaultLiveLimiters = []string{"governor", "governor-nodeadline", "governor-little", "aegis-bbr", "failsafe-adaptive", "gozero-shedder", "xrate", "static", "none"}
 
 // LiveOptions configure RunLive.
 type LiveOptions struct {
@@ -51,6 +51,11 @@ type childConfig struct {
 	CapacityRPS float64         `json:"capacity_rps,omitempty"`
 	Addr        string          `json:"addr,omitempty"`
 	Calibrate   bool            `json:"calibrate,omitempty"`
+	// BurnPerNs is the handler's work rate (xorshift rounds per ns) the
+	// calibration run's server measured; every limiter's server uses it, so
+	// a server that starts while other processes load the machine does not
+	// measure a slower rate and then do less work per request (0: measure).
+	BurnPerNs float64 `json:"burn_per_ns,omitempty"`
 }
 
 // childResult is what the load generator prints (and, in Limits, what the
@@ -59,6 +64,8 @@ type childResult struct {
 	CapacityRPS float64          `json:"capacity_rps,omitempty"`
 	Attempts    []report.Attempt `json:"attempts,omitempty"`
 	Limits      []int            `json:"limits,omitempty"`
+	// BurnPerNs is the work rate the server used (see childConfig).
+	BurnPerNs float64 `json:"burn_per_ns,omitempty"`
 }
 
 // RunLive runs the scenario on loopback: for every limiter, a server
@@ -101,7 +108,7 @@ func RunLive(ctx context.Context, s *scenario.Scenario, list string, o LiveOptio
 	run := report.Run{Scenario: s.Name, Mode: ModeLive, CapacityRPS: round(cal.CapacityRPS)}
 	o.Logger.Info("calibrated", "scenario", s.Name, "capacity_rps", round(cal.CapacityRPS))
 	for _, name := range names {
-		res, err := liveOnce(ctx, o, childConfig{Scenario: raw, Limiter: name, CapacityRPS: cal.CapacityRPS})
+		res, err := liveOnce(ctx, o, childConfig{Scenario: raw, Limiter: name, CapacityRPS: cal.CapacityRPS, BurnPerNs: cal.BurnPerNs})
 		if err != nil {
 			return run, fmt.Errorf("lab: live %s: %w", name, err)
 		}
@@ -144,7 +151,10 @@ func liveOnce(ctx context.Context, o LiveOptions, cfg childConfig) (out childRes
 	if err := json.NewEncoder(srvIn).Encode(cfg); err != nil {
 		return out, fmt.Errorf("lab: configure server: %w", err)
 	}
-	var hello struct{ Addr string }
+	var hello struct {
+		Addr      string
+		BurnPerNs float64 `json:"burn_per_ns"`
+	}
 	br := bufio.NewReader(srvOut)
 	line, err := br.ReadBytes('\n')
 	if err != nil || json.Unmarshal(line, &hello) != nil || hello.Addr == "" {
@@ -185,6 +195,7 @@ func liveOnce(ctx context.Context, o LiveOptions, cfg childConfig) (out childRes
 	if err := json.Unmarshal(b, &out); err != nil {
 		return out, fmt.Errorf("lab: load generator output: %w", err)
 	}
+	out.BurnPerNs = hello.BurnPerNs
 	return out, nil
 }
 
@@ -223,9 +234,9 @@ func Child(ctx context.Context, role string, in io.Reader, out io.Writer) error 
 			io.Copy(io.Discard, in)
 			cancel()
 		}()
-		sv := newServer(s, lim)
+		sv := newServer(s, lim, cfg.BurnPerNs)
 		err = sv.serve(ctx, func(addr string) error {
-			return json.NewEncoder(out).Encode(map[string]string{"addr": addr})
+			return json.NewEncoder(out).Encode(map[string]any{"addr": addr, "burn_per_ns": sv.burn.perNs})
 		})
 		if err != nil {
 			return err

@@ -63,9 +63,14 @@ type traceCounts struct {
 	burnSum  atomic.Int64 // CPU burned as the requests' cost, ns
 }
 
-func newServer(s *scenario.Scenario, lim limiters.Limiter) *server {
+// newServer builds the server; perNs is the burner's work rate (0: measure
+// it now).
+func newServer(s *scenario.Scenario, lim limiters.Limiter, perNs float64) *server {
 	sv := &server{s: s, lim: lim, started: make(chan struct{}), traced: os.Getenv("BENCH_TRACE") != ""}
 	sv.burn = newBurner(&sv.gate)
+	if perNs > 0 {
+		sv.burn.perNs = perNs
+	}
 	if s.Downstream != nil && s.Downstream.Concurrency > 0 {
 		sv.pool = make(chan struct{}, s.Downstream.Concurrency)
 	}
