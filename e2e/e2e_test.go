@@ -117,7 +117,7 @@ func TestBrowserWalkThrough(t *testing.T) {
 	// Every page was photographed.
 	pngs, err := filepath.Glob(filepath.Join(shots, "*.png"))
 	require.NoError(t, err)
-	require.GreaterOrEqual(t, len(pngs), 15)
+	require.GreaterOrEqual(t, len(pngs), 17)
 	for _, p := range pngs {
 		fi, err := os.Stat(p)
 		require.NoError(t, err)

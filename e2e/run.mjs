@@ -72,8 +72,36 @@ try {
   await p.waitForSelector("text=load score 0.91 above 0.80");
   await p.click("details summary");
   await shot(p, "04-recommendations");
-  await p.click('a[href="/services/checkout/rules/3"] >> nth=0');
-  await p.waitForURL(/rules\/3$/);
+  // The recommendation's own page: the engine's evidence explained, with its charts.
+  await p.click('a[href="/recommendations/checkout/3"]');
+  await p.waitForURL(/recommendations\/checkout\/3$/);
+  await p.waitForSelector(".evcharts svg.chart");
+  const ev = await p.evaluate(() => [...document.querySelectorAll(".evcharts figure")].map((f) => ({
+    title: f.querySelector("h3")?.textContent || "",
+    svg: !!f.querySelector("svg.chart"),
+    axes: f.querySelectorAll("svg.chart line.axis").length,
+    ticks: f.querySelectorAll("svg.chart text").length,
+  })));
+  expect(ev.length === 4 && ev.every((c) => c.svg && c.axes === 2 && c.ticks > 0),
+    "the evidence charts render as SVG with both axes and labels: " + JSON.stringify(ev));
+  expect(ev.some((c) => c.title.startsWith("Load score")) && ev.some((c) => c.title.startsWith("p99 latency")), "load score and p99 are among the evidence charts");
+  const facts = await p.textContent(".rec");
+  expect(facts.includes("Expected effect") && facts.includes("P + I + D") && facts.includes("Healthy baselines"),
+    "the evidence view shows the effect, the controller terms and the detector, not raw JSON");
+  await shot(p, "04b-recommendation-detail");
+  {
+    // The same page on a phone: nothing scrolls sideways.
+    const ctx = await browser.newContext({ viewport: { width: 375, height: 812 }, storageState: await alice.ctx.storageState() });
+    const phone = await ctx.newPage();
+    await phone.goto(base + "/recommendations/checkout/3");
+    await phone.waitForSelector(".evcharts svg.chart");
+    const w = await phone.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+    expect(w[0] <= w[1], `the recommendation page does not scroll sideways on a 375 px phone (scrollWidth ${w[0]}, innerWidth ${w[1]})`);
+    await shot(phone, "04c-recommendation-phone");
+    await ctx.close();
+  }
+  await p.goto(base + "/services/checkout/rules/3");
+  expect(await p.inputValue('form[action$="/rules/3/approve"] input[name=checksum]') !== "", "the approve form carries the checksum of the ruleset shown");
   // Alice is an approver but did not propose it (the engine did): she may approve. She proposes her own change instead
   // to see self-approval refused.
   await p.goto(base + "/services/checkout/propose");
@@ -132,8 +160,11 @@ try {
   await shot(p, "10-rolled-back");
 
   // Otto (operator) acknowledges the P1 alert, on a phone.
-  const otto = await session("otto", { width: 390, height: 844 });
+  const otto = await session("otto", { width: 375, height: 812 });
   p = otto.page;
+  await p.waitForSelector("#overview-rows");
+  const widths = await p.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+  expect(widths[0] <= widths[1], `the overview does not scroll sideways on a 375 px phone (scrollWidth ${widths[0]}, innerWidth ${widths[1]})`);
   await shot(p, "11-overview-phone");
   await p.goto(base + "/alerts");
   await p.waitForSelector(".tier-P1");
