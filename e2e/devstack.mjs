@@ -138,6 +138,21 @@ try {
   await card.locator("details summary").click();
   expect((await card.locator("details").textContent()).length > 50, "the recommendation carries its evidence");
   await shot(admin, "06-recommendations-evidence");
+  // The recommendation's own page: the evidence charts over the window before it.
+  await card.locator('h2 a[href^="/recommendations/checkout/"]').click();
+  await admin.waitForURL(/\/recommendations\/checkout\/\d+$/);
+  await admin.waitForSelector(".evcharts svg.chart");
+  const evCharts = await admin.evaluate(() => [...document.querySelectorAll(".evcharts figure")].map((f) => ({
+    title: (f.querySelector("h3")?.textContent || "").trim(),
+    axes: f.querySelectorAll("svg.chart line.axis").length,
+    lines: f.querySelectorAll("svg.chart polyline, svg.chart circle").length,
+    nodata: (f.querySelector(".nodata")?.textContent || "").trim(),
+  })));
+  expect(evCharts.length === 4 && evCharts.every((c) => c.axes === 2 || c.nodata !== "") &&
+    evCharts.filter((c) => /^(Load score|p99 latency)/.test(c.title)).every((c) => c.axes === 2 && c.lines > 0),
+    "the evidence charts render as SVG with axes (the load score and p99 with data): " + JSON.stringify(evCharts));
+  await shot(admin, "06b-recommendation-detail");
+  await admin.goBack();
   await card.locator('a:text-is("Full version")').click();
   await admin.waitForURL(/\/services\/checkout\/rules\/\d+$/);
   expect((await admin.textContent("body")).includes("Evidence"), "the version page shows the evidence");
@@ -219,8 +234,10 @@ try {
   await shot(admin, "13-rolled-back");
 
   // The admin, on a phone, acknowledges a P1 alert.
-  const phone = await newPage({ width: 390, height: 844 });
+  const phone = await newPage({ width: 375, height: 812 });
   await login(phone, "admin", newPassword, false);
+  const widths = await phone.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+  expect(widths[0] <= widths[1], `the overview does not scroll sideways on a 375 px phone (scrollWidth ${widths[0]}, innerWidth ${widths[1]})`);
   await shot(phone, "14-overview-phone");
   const p1Row = 'tbody tr:has(span.tier-P1):has(button:text-is("Acknowledge"))';
   await poll(phone, "/alerts", async () => (await phone.locator(p1Row).count()) > 0, 60000, "a firing P1 alert");
