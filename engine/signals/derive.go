@@ -66,7 +66,7 @@ func ratio(num, den sum) float64 {
 
 // refused is the set of outcomes the shed ratio counts.
 func refused(outcome string) bool {
-	return outcome == "shed" || outcome == "rate_limited" || outcome == "queue_timeout"
+	return outcome == "shed" || outcome == "rate_limited" || outcome == "queue_timeout" || outcome == "deadline"
 }
 
 type classSums struct{ all, shed sum }
