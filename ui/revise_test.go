@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
@@ -145,4 +146,48 @@ func TestRevisionShownAndSorted(t *testing.T) {
 	require.Contains(t, body, "revision 1, ")
 	_, body = e.do(req{method: "GET", path: "/services/checkout/rules/2", session: sid})
 	require.Contains(t, body, "Revision <strong>1</strong>, revised ")
+}
+
+// Whatever the approve body, the API answers without a 5xx, and an
+// approval with a checksum happens only for the ruleset's own checksum.
+func FuzzApproveBody(f *testing.F) {
+	e := newEnvTB(f)
+	e.seed()
+	ctx := context.Background()
+	bob, err := e.auth.User(ctx, "bob")
+	if err != nil {
+		f.Fatal(err)
+	}
+	tok, _, err := e.auth.CreateToken(ctx, principal(bob), "bob", "fuzz", []versioning.Role{versioning.RoleApprover}, 0)
+	if err != nil {
+		f.Fatal(err)
+	}
+	v2, err := e.store.Get(ctx, "checkout", 2)
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, s := range []string{`{}`, `{"checksum":""}`, `{"checksum":"sha256:0"}`, `{"comment":"ok","checksum":"` + v2.Checksum + `"}`,
+		`{"checksum":1}`, `{"checksum":null}`, `[`, `{"checksum":"x","extra":1}`} {
+		f.Add(s)
+	}
+	h := e.srv.Config.Handler
+	f.Fuzz(func(t *testing.T, body string) {
+		r := httptest.NewRequest("POST", "/api/v1/services/checkout/versions/2/approve", strings.NewReader(body))
+		r.Header.Set("Authorization", "Bearer "+tok)
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code >= 500 {
+			t.Fatalf("status %d for %q: %s", w.Code, body, w.Body)
+		}
+		if w.Code == http.StatusOK {
+			var req struct {
+				Checksum any `json:"checksum"`
+			}
+			_ = json.Unmarshal([]byte(body), &req)
+			if c, ok := req.Checksum.(string); ok && c != "" && c != v2.Checksum {
+				t.Fatalf("approved with checksum %q, the ruleset's is %q", c, v2.Checksum)
+			}
+		}
+	})
 }
