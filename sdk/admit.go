@@ -17,7 +17,9 @@ import (
 //
 // Admit blocks only when the route has a queue and the limit is full; then it
 // waits at most the queue's allowed time, and returns early when ctx is done.
-// A request whose ctx is already done is never started. The stages run in
+// A request whose ctx is already done is never started, nor one whose
+// stated Deadline has passed or cannot be met (ErrDeadline; see
+// Request.Deadline). The stages run in
 // the order of the package documentation; a request refused by a later stage
 // has still used its tokens from the earlier ones. The admitted path
 // allocates nothing.
