@@ -3,7 +3,9 @@ package engineclient_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -52,4 +54,35 @@ func TestServiceDetailAgainstEngineAPI(t *testing.T) {
 	srv.Close()
 	_, err = c.ServiceDetail(ctx, "checkout")
 	require.True(t, errors.Is(err, engineclient.ErrEngine), "an engine that does not answer is an error: %v", err)
+}
+
+// Whatever the engine answers, ServiceDetail returns a detail or an
+// ErrEngine error, never a p99 level without a positive warn level.
+func FuzzServiceDetail(f *testing.F) {
+	for _, s := range []string{`{}`, `{"latency_levels":{"warn":0.2,"critical":0.4,"source":"learned"}}`, `{"latency_levels":{"warn":0}}`,
+		`{"latency_levels":{"warn":"x"}}`, `{"undeliverable":[{"version":3,"size":2000000,"limit":1000000}]}`, `{"undeliverable":{}}`, `[`, `null`} {
+		f.Add(s)
+	}
+	var body atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(body.Load().(string)))
+	}))
+	f.Cleanup(srv.Close)
+	c, err := engineclient.New(engineclient.Options{BaseURL: srv.URL})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, b string) {
+		body.Store(b)
+		d, err := c.ServiceDetail(context.Background(), "checkout")
+		if err != nil {
+			if !errors.Is(err, engineclient.ErrEngine) {
+				t.Fatalf("error not ErrEngine: %v", err)
+			}
+			return
+		}
+		if d.P99 != nil && !(d.P99.Warn > 0) {
+			t.Fatalf("p99 level without a warn level: %+v", d.P99)
+		}
+	})
 }
