@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"os"
+	"runtime/metrics"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -247,6 +249,7 @@ func (sv *server) trace(ctx context.Context) {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	lastCPU := processCPU()
+	sched := newSchedLatency()
 	for n := 1; ; n++ {
 		select {
 		case <-t.C:
@@ -259,7 +262,7 @@ func (sv *server) trace(ctx context.Context) {
 			}
 			if sv.traced && n%10 == 0 {
 				cpu := processCPU()
-				sv.logSecond(lim, cpu-lastCPU)
+				sv.logSecond(lim, cpu-lastCPU, sched)
 				lastCPU = cpu
 			}
 		case <-ctx.Done():
@@ -269,7 +272,7 @@ func (sv *server) trace(ctx context.Context) {
 }
 
 // logSecond prints and resets one second of trace counts.
-func (sv *server) logSecond(lim int, cpu time.Duration) {
+func (sv *server) logSecond(lim int, cpu time.Duration, sched *schedLatency) {
 	tr := &sv.tr
 	n, pre, preMax, dead := tr.n.Swap(0), tr.preSum.Swap(0), tr.preMax.Swap(0), tr.dead.Swap(0)
 	ref, refSum, adm, hand, burn := tr.refused.Swap(0), tr.refSum.Swap(0), tr.admitted.Swap(0), tr.handSum.Swap(0), tr.burnSum.Swap(0)
@@ -283,9 +286,69 @@ func (sv *server) logSecond(lim int, cpu time.Duration) {
 	if n > 0 {
 		over = float64(int64(cpu)-burn) / float64(n) / 1e3
 	}
-	fmt.Fprintf(os.Stderr, "t=%.1fs limit=%d inflight=%d handled=%d pre_mean=%.1fms pre_max=%.1fms dead=%d admitted=%d handler_mean=%.1fms refused=%d refused_mean=%.3fms cpu=%.0fms burn=%.0fms overhead=%.0fus/req\n",
+	runq, runq99 := sched.second()
+	fmt.Fprintf(os.Stderr, "t=%.1fs limit=%d inflight=%d handled=%d pre_mean=%.1fms pre_max=%.1fms dead=%d admitted=%d handler_mean=%.1fms refused=%d refused_mean=%.3fms cpu=%.0fms burn=%.0fms overhead=%.0fus/req runq_mean=%.2fms runq_p99=%.1fms\n",
 		sv.elapsed().Seconds(), lim, sv.inflight.Load(), n, mean(pre, n), float64(preMax)/1e6, dead,
-		adm, mean(hand, adm), ref, mean(refSum, ref), float64(cpu)/1e6, float64(burn)/1e6, over)
+		adm, mean(hand, adm), ref, mean(refSum, ref), float64(cpu)/1e6, float64(burn)/1e6, over,
+		runq.Seconds()*1e3, runq99.Seconds()*1e3)
+}
+
+// schedLatency reads Go's /sched/latencies:seconds (time goroutines spent
+// runnable before running) and reports it per interval.
+type schedLatency struct {
+	sample []metrics.Sample
+	last   []uint64
+}
+
+func newSchedLatency() *schedLatency {
+	l := &schedLatency{sample: []metrics.Sample{{Name: "/sched/latencies:seconds"}}}
+	l.second()
+	return l
+}
+
+// second returns the mean and the 99th percentile (bucket upper bound) of
+// the scheduling latencies since the previous call.
+func (l *schedLatency) second() (mean, p99 time.Duration) {
+	metrics.Read(l.sample)
+	if l.sample[0].Value.Kind() != metrics.KindFloat64Histogram {
+		return 0, 0
+	}
+	h := l.sample[0].Value.Float64Histogram()
+	if len(l.last) != len(h.Counts) {
+		l.last = make([]uint64, len(h.Counts))
+	}
+	var total uint64
+	var sum float64
+	d := make([]uint64, len(h.Counts))
+	for i, c := range h.Counts {
+		d[i] = c - l.last[i]
+		l.last[i] = c
+		total += d[i]
+		lo, hi := h.Buckets[i], h.Buckets[i+1]
+		if math.IsInf(hi, 1) {
+			hi = lo
+		}
+		if math.IsInf(lo, -1) {
+			lo = hi
+		}
+		sum += float64(d[i]) * (lo + hi) / 2
+	}
+	if total == 0 {
+		return 0, 0
+	}
+	var seen uint64
+	for i, c := range d {
+		seen += c
+		if float64(seen) >= 0.99*float64(total) {
+			hi := h.Buckets[i+1]
+			if math.IsInf(hi, 1) {
+				hi = h.Buckets[i]
+			}
+			p99 = time.Duration(hi * 1e9)
+			break
+		}
+	}
+	return time.Duration(sum / float64(total) * 1e9), p99
 }
 
 // processCPU is the process's user and system CPU time so far.
