@@ -128,6 +128,12 @@ try {
     .filter((t) => t.getBBox().x < 0).map((t) => t.textContent));
   expect(clipped.length === 0, "every chart label fits in its chart" + (clipped.length ? ": clipped " + clipped.join(", ") : ""));
   await shot(admin, "05-service");
+  // The p99 chart draws the engine's p99 alert level (learned from the healthy baseline) as its target.
+  await poll(admin, "/services/checkout", async () => (await admin.locator("p.chart-note").count()) > 0, 30000,
+    "a p99 target on checkout's p99 chart");
+  const note = await admin.textContent("p.chart-note");
+  expect((await admin.locator("svg.chart line.band-target").count()) === 1 && /warn level [\d.]+ ms/.test(note),
+    "the p99 chart draws the engine's target with its label and unit: " + note);
 
   // The engine's recommendation and its evidence.
   const engineCard = (page) => page.locator("div.card").filter({ has: page.locator("h2", { hasText: /checkout v\d+\s+engine/ }) });
