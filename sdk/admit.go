@@ -149,15 +149,18 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 // its deadline has not passed and, on a route with a concurrency limit in
 // enforce mode, the time left is at least the route's recent average latency
 // times its deadline factor, or nothing is in flight on the route. The
-// critical class (0), and every class on a route in shadow mode, is refused
-// only when expired: an average says little about one request, and
-// critical work is tried while it can still finish.
+// critical class (0) is refused only when expired: an average says little
+// about one request, and critical work is tried while it can still finish.
+// A route in shadow mode refuses nothing for deadlines.
 func (g *Governor) meets(rt *route, class int, deadline time.Time) bool {
+	if rt.shadow {
+		return true // a dry run refuses nothing
+	}
 	left := int64(deadline.Sub(g.clk.Now()))
 	if left <= 0 {
 		return false
 	}
-	if rt.conc == nil || rt.shadow || class == 0 {
+	if rt.conc == nil || class == 0 {
 		return true
 	}
 	if float64(left) >= rt.deadlineFactor*float64(rt.conc.recentLatency()) {

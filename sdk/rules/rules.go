@@ -183,7 +183,8 @@ type Concurrency struct {
 	// average latency (the limiter's last window) while the route has
 	// requests in flight; default 1, at most 10. Critical requests, and any
 	// request whose deadline has passed, are judged only on the deadline
-	// itself; a small value such as 0.01 refuses only expired requests.
+	// itself; a small value such as 0.01 refuses only expired requests. A
+	// route in shadow mode refuses nothing for deadlines.
 	// Changing it keeps the learned limit.
 	DeadlineFactor float64 `json:"deadline_factor,omitempty"`
 }
