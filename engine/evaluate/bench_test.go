@@ -17,6 +17,7 @@ import (
 	"governor.dev/governor/rules/distribution"
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/rules/versioning/sqlite"
+	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/sdk/rules"
 )
 
@@ -74,9 +75,51 @@ func fillStore(b testing.TB, db *embedded.DB, services, instances int) {
 	}
 }
 
+// fillDownstreams writes, for every service, the SDK series of its calls to
+// one downstream (the next service): the breaker state, open on every tenth
+// service, and the call latency histogram.
+func fillDownstreams(b testing.TB, db *embedded.DB, services, instances int) {
+	ctx := context.Background()
+	les := []string{"0.005", "0.025", "0.1", "0.5", "+Inf"}
+	for step := 0; step <= 20; step++ {
+		ts := benchT0.Add(time.Duration(step) * 15 * time.Second).UnixMilli()
+		app := db.Appender(ctx)
+		for s := range services {
+			svc, ds := fmt.Sprintf("svc-%04d", s), fmt.Sprintf("svc-%04d", (s+1)%services)
+			state := 0.0
+			if s%10 == 0 {
+				state = 2
+			}
+			for i := range instances {
+				inst := fmt.Sprintf("10.%d.%d.%d:8080", s/250, s%250, i)
+				add := func(v float64, kv ...string) {
+					l := labels.FromStrings(append([]string{"job", "governor", "instance", inst, "service", svc, "downstream", ds}, kv...)...)
+					if _, err := app.Append(0, l, ts, v); err != nil {
+						b.Fatal(err)
+					}
+				}
+				add(state, "__name__", "governor_sdk_breaker_state")
+				n := float64(step) * 15 * 50
+				for k, le := range les {
+					add(n*float64(k+1)/float64(len(les)), "__name__", "governor_sdk_downstream_duration_seconds_bucket", "le", le)
+				}
+			}
+		}
+		if err := app.Commit(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkTick is one evaluation cycle for 1,000 services x 10 instances
-// against the embedded store: signals read, scores, recommendations,
-// proposals submitted to SQLite and the guardrail's pass.
+// against the embedded store: signals read, scores, downstream breakers and
+// latency, recommendations, proposals submitted to SQLite, alert levels and
+// the guardrail's pass. Every service calls the next one; every other
+// service has a version activated two minutes before the tick that the
+// guardrail is judging (its after window still growing, so it is judged at
+// every cycle), and every tenth service has its breaker to the next one
+// open (a guardrail incident). cpu-ns/op is the process's user+sys CPU time
+// per cycle, less sensitive to the machine's load than ns/op.
 func BenchmarkTick(b *testing.B) {
 	const services, instances = 1000, 10
 	ctx := context.Background()
@@ -86,29 +129,41 @@ func BenchmarkTick(b *testing.B) {
 	}
 	defer db.Close()
 	fillStore(b, db, services, instances)
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:"})
+	fillDownstreams(b, db, services, instances)
+	clk := clock.NewFake(benchT0.Add(-10 * time.Minute))
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer st.Close()
 	alice := versioning.Actor{Name: "alice", Roles: []versioning.Role{versioning.RoleOperator}}
 	bob := versioning.Actor{Name: "bob", Roles: []versioning.Role{versioning.RoleApprover}}
-	var ins []distribution.Instance
-	for s := range services {
-		svc := fmt.Sprintf("svc-%04d", s)
+	version := func(svc string, rate float64) {
 		rs := &rules.Ruleset{Service: svc, Routes: []rules.Route{{Name: "api", Match: rules.Match{PathPrefix: "/"},
-			RateLimit: &rules.RateLimit{Rate: 80}, Concurrency: &rules.Concurrency{Min: 2, Max: 50}}}}
-		p, err := st.Propose(ctx, versioning.Proposal{Ruleset: rs, Author: alice, Reason: "bench"})
+			RateLimit: &rules.RateLimit{Rate: rate}, Concurrency: &rules.Concurrency{Min: 2, Max: 50}}},
+			Downstreams: []rules.Downstream{{Name: fmt.Sprintf("svc-%04d", (svcIndex(svc)+1)%services), Breaker: &rules.Breaker{}}}}
+		p, err := st.Propose(ctx, versioning.Proposal{Ruleset: rs, Author: alice, Reason: "bench", Rebase: true})
 		if err != nil {
 			b.Fatal(err)
 		}
 		if _, err := st.Approve(ctx, svc, p.Number, bob, "ok"); err != nil {
 			b.Fatal(err)
 		}
+	}
+	var ins []distribution.Instance
+	for s := range services {
+		svc := fmt.Sprintf("svc-%04d", s)
+		version(svc, 80)
 		for i := range instances {
 			ins = append(ins, distribution.Instance{Service: svc, Instance: strconv.Itoa(i), State: distribution.StateSynced})
 		}
 	}
+	clk.Set(benchT0.Add(3 * time.Minute))
+	for s := 0; s < services; s += 2 {
+		version(fmt.Sprintf("svc-%04d", s), 70) // guarded: it has a parent
+	}
+	at := benchT0.Add(5 * time.Minute)
+	clk.Set(at)
 	reader, err := signals.NewReader(db, signals.ReaderOptions{MaxAge: -1})
 	if err != nil {
 		b.Fatal(err)
@@ -128,11 +183,10 @@ func BenchmarkTick(b *testing.B) {
 		b.Fatal(err)
 	}
 	e, err := New(Options{Reader: reader, Tracker: tracker, Recommender: rec, Versions: st,
-		Proposer: &recommend.Proposer{Store: st}, Guard: guard, Fleet: fleetOf{ins}, Levels: DefaultAlertLevels()})
+		Proposer: &recommend.Proposer{Store: st, Clock: clk}, Guard: guard, Fleet: fleetOf{ins}, Breakers: db, Levels: DefaultAlertLevels()})
 	if err != nil {
 		b.Fatal(err)
 	}
-	at := benchT0.Add(5 * time.Minute)
 	res, err := e.Tick(ctx, at)
 	if err != nil {
 		b.Fatal(err)
@@ -146,23 +200,68 @@ func BenchmarkTick(b *testing.B) {
 	if len(res.Scores) != services || known != services {
 		b.Fatalf("%d scores, %d known; want %d", len(res.Scores), known, services)
 	}
+	watching, confounded := 0, 0
+	for _, d := range guard.Decisions() {
+		if d.Final {
+			b.Fatalf("%s v%d decided at the first cycle: %s", d.Service, d.Version, d.Reason)
+		}
+		if len(d.Checks) > 0 { // watching or inconclusive so far, not settling
+			watching++
+		}
+		if len(d.Confounders) > 0 {
+			confounded++
+		}
+	}
+	if watching != services/2 || confounded == 0 {
+		b.Fatalf("%d versions judged (want %d), %d with incidents (want some)", watching, services/2, confounded)
+	}
 	b.Run("cycle", func(b *testing.B) {
 		b.ReportAllocs()
+		cpu := cpuTime()
 		for b.Loop() {
 			at = at.Add(time.Millisecond) // the same data, a new tick
 			if _, err := e.Tick(ctx, at); err != nil {
 				b.Fatal(err)
 			}
 		}
+		b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
 		b.ReportMetric(float64(services*instances), "instances")
+	})
+	// The guardrail's pass alone, for the split.
+	var active []versioning.Version
+	for s := 0; s < services; s += 2 {
+		v, err := st.Active(ctx, fmt.Sprintf("svc-%04d", s))
+		if err != nil {
+			b.Fatal(err)
+		}
+		active = append(active, v)
+	}
+	b.Run("guard", func(b *testing.B) {
+		b.ReportAllocs()
+		cpu := cpuTime()
+		for b.Loop() {
+			at = at.Add(time.Millisecond)
+			if _, err := guard.Observe(ctx, at, active); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
 	})
 	// The signal read alone (the PromQL part of the cycle), for the split.
 	b.Run("read", func(b *testing.B) {
 		b.ReportAllocs()
+		cpu := cpuTime()
 		for b.Loop() {
 			if _, err := reader.Read(ctx, at, signals.PerService); err != nil {
 				b.Fatal(err)
 			}
 		}
+		b.ReportMetric(float64(cpuTime()-cpu)/float64(b.N), "cpu-ns/op")
 	})
+}
+
+// svcIndex is the number in a service name svc-NNNN.
+func svcIndex(svc string) int {
+	n, _ := strconv.Atoi(svc[len("svc-"):])
+	return n
 }

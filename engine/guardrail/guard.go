@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -90,6 +91,54 @@ type watch struct {
 	// sendsMore: it admits more than its parent, so every dependency's
 	// trouble may be its doing.
 	sendsMore bool
+	// before holds the samples of the window before activation read so
+	// far, by metric: that window lies in the past, so it is read once.
+	// A map once stored here is never written again (copied to add).
+	before map[Metric][]float64
+	// grown holds, while the after window grows from activation + Settle,
+	// the samples read so far that lie at least a Step in the past, by
+	// metric: the window's grid stays put while it grows, so only the
+	// newer points are read again. Copied to add, like before.
+	grown map[Metric]grownSamples
+}
+
+// grownSamples are the samples of a growing after window at the grid points
+// before next.
+type grownSamples struct {
+	next time.Time
+	vals []float64
+}
+
+// span is one read of an after window: the grid points from..to; keep:
+// they lie a Step or more in the past, so they are kept for the next
+// evaluation.
+type span struct {
+	from, to time.Time
+	keep     bool
+}
+
+// afterSpans splits the after window of w for metric m into what must be
+// read: all of it once full (its grid moves with now); while it grows, the
+// points not kept yet that lie a Step or more in the past (kept), and the
+// newer ones (read again next time, as a scrape may still land there).
+func (g *Guard) afterSpans(win windows, w watch, m Metric) []span {
+	if win.full {
+		return []span{{from: win.aFrom, to: win.aTo}}
+	}
+	next := win.aFrom
+	if k, ok := w.grown[m]; ok {
+		next = k.next
+	}
+	var out []span
+	if safe := win.aTo.Add(-g.o.Step); !safe.Before(next) {
+		last := next.Add(safe.Sub(next) / g.o.Step * g.o.Step)
+		out = append(out, span{from: next, to: last, keep: true})
+		next = last.Add(g.o.Step)
+	}
+	if !next.After(win.aTo) {
+		out = append(out, span{from: next, to: win.aTo})
+	}
+	return out
 }
 
 // Guard watches active versions. It is safe for concurrent use.
@@ -150,8 +199,9 @@ func (g *Guard) Observe(ctx context.Context, now time.Time, active []versioning.
 
 	var final []Decision
 	var errs []error
+	pre := g.prefetch(ctx, now, open)
 	for _, w := range open {
-		w, err := g.evaluate(ctx, now, w)
+		w, err := g.evaluate(ctx, now, w, pre)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -187,33 +237,162 @@ type conditions struct {
 	confounders []string
 }
 
-// evaluate judges one watch at time now.
-func (g *Guard) evaluate(ctx context.Context, now time.Time, w watch) (watch, error) {
+// windows are the before and after windows of a watch at time now; settling
+// is true while the after window holds fewer than MinSamples steps. The
+// after window grows to Window, then slides (full): a version judged
+// inconclusive (a traffic change, an incident) is judged again on the
+// latest Window until MaxWait.
+type windows struct {
+	bFrom, bTo, aFrom, aTo time.Time
+	start                  time.Time // activation + Settle
+	full, settling         bool
+}
+
+func (g *Guard) windows(now time.Time, d Decision) windows {
+	start := d.ActivatedAt.Add(g.o.Settle)
+	win := windows{bFrom: d.ActivatedAt.Add(-g.o.Window), bTo: d.ActivatedAt.Add(-time.Millisecond), aFrom: start, aTo: now, start: start,
+		full: !now.Before(start.Add(g.o.Window)), settling: now.Before(start.Add(time.Duration(g.o.MinSamples) * g.o.Step))}
+	if win.full {
+		win.aFrom = now.Add(-g.o.Window)
+	}
+	return win
+}
+
+// readKey names the samples of one service's metric over one window.
+type readKey struct {
+	service  string
+	m        Metric
+	from, to time.Time
+}
+
+// prefetched are samples read for many watches at once (see BatchSeries).
+type prefetched map[readKey][]float64
+
+// prefetch reads, with one query per metric and window, the samples the
+// open watches will need that two or more of them share a window for: the
+// after windows (all the watches past their first full window share one),
+// the before windows not read yet (versions activated together share one),
+// the admitted share only for services with a noted incident. What is not
+// prefetched, or whose batch failed, each watch reads alone as before.
+func (g *Guard) prefetch(ctx context.Context, now time.Time, open []watch) prefetched {
+	bs, ok := g.o.Series.(BatchSeries)
+	if !ok || len(open) < 2 {
+		return nil
+	}
+	type group struct {
+		m        Metric
+		from, to time.Time
+	}
+	groups := map[group][]string{}
+	var order []group
+	add := func(gr group, svc string) {
+		if _, ok := groups[gr]; !ok {
+			order = append(order, gr)
+		}
+		groups[gr] = append(groups[gr], svc)
+	}
+	for _, w := range open {
+		win := g.windows(now, w.d)
+		if win.settling {
+			continue
+		}
+		ms := []Metric{OfferedLoad, ErrorRatio, LatencyP99, GoodputShare}
+		if len(g.incidentsIn(w.d.Service, win.bFrom, win.aTo)) > 0 {
+			ms = append(ms, AdmittedShare)
+		}
+		for _, m := range ms {
+			for _, sp := range g.afterSpans(win, w, m) {
+				add(group{m, sp.from, sp.to}, w.d.Service)
+			}
+			if _, ok := w.before[m]; !ok {
+				add(group{m, win.bFrom, win.bTo}, w.d.Service)
+			}
+		}
+	}
+	pre := prefetched{}
+	for _, gr := range order {
+		all := groups[gr]
+		if len(all) < 2 {
+			continue
+		}
+		for svcs := range slices.Chunk(all, maxBatch) {
+			got, ok, err := bs.SamplesBy(ctx, svcs, gr.m, gr.from, gr.to, g.o.Step)
+			if err != nil || !ok {
+				if err != nil {
+					g.o.Logger.Debug("guardrail: batched read failed, reading each service alone", "metric", gr.m, "services", len(svcs), "err", err)
+				}
+				continue
+			}
+			for _, svc := range svcs {
+				pre[readKey{svc, gr.m, gr.from, gr.to}] = got[svc]
+			}
+		}
+	}
+	return pre
+}
+
+// maxBatch bounds the services of one batched read: PromQL turns a service
+// matcher of up to 256 alternatives into direct index lookups, and matches
+// a longer one against every service name with a regular expression.
+const maxBatch = 200
+
+// evaluate judges one watch at time now, reading what pre lacks.
+func (g *Guard) evaluate(ctx context.Context, now time.Time, w watch, pre prefetched) (watch, error) {
 	d := w.d
 	d.At = now
-	start := d.ActivatedAt.Add(g.o.Settle)
-	if now.Before(start.Add(time.Duration(g.o.MinSamples) * g.o.Step)) {
+	win := g.windows(now, d)
+	if win.settling {
 		d.Verdict, d.Reason = Watching, "settling: not enough samples after activation yet"
 		w.d = d
 		return w, nil
 	}
-	// The after window grows to Window, then slides: a version judged
-	// inconclusive (a traffic change, an incident) is judged again on the
-	// latest Window until MaxWait.
-	full := !now.Before(start.Add(g.o.Window))
-	bFrom, bTo := d.ActivatedAt.Add(-g.o.Window), d.ActivatedAt.Add(-time.Millisecond)
-	aFrom, aTo := start, now
-	if full {
-		aFrom = now.Add(-g.o.Window)
+	full := win.full
+	start := win.start
+	bFrom, bTo, aFrom, aTo := win.bFrom, win.bTo, win.aFrom, win.aTo
+	read1 := func(m Metric, from, to time.Time) ([]float64, error) {
+		if v, ok := pre[readKey{d.Service, m, from, to}]; ok {
+			return v, nil
+		}
+		v, err := g.o.Series.Samples(ctx, d.Service, m, from, to, g.o.Step)
+		if err != nil {
+			return nil, fmt.Errorf("guardrail: %s v%d: %w", d.Service, d.Version, err)
+		}
+		return v, nil
 	}
 	samples := func(m Metric) ([]float64, []float64, error) {
-		before, err := g.o.Series.Samples(ctx, d.Service, m, bFrom, bTo, g.o.Step)
-		if err != nil {
-			return nil, nil, fmt.Errorf("guardrail: %s v%d: %w", d.Service, d.Version, err)
+		before, ok := w.before[m]
+		if !ok {
+			var err error
+			if before, err = read1(m, bFrom, bTo); err != nil {
+				return nil, nil, err
+			}
+			// The window before activation is past: keep it (a new map,
+			// since copies of the watch share the old one).
+			cached := make(map[Metric][]float64, len(w.before)+1)
+			for k, v := range w.before {
+				cached[k] = v
+			}
+			cached[m] = before
+			w.before = cached
 		}
-		after, err := g.o.Series.Samples(ctx, d.Service, m, aFrom, aTo, g.o.Step)
-		if err != nil {
-			return nil, nil, fmt.Errorf("guardrail: %s v%d: %w", d.Service, d.Version, err)
+		var after []float64
+		if k, ok := w.grown[m]; ok && !full {
+			after = k.vals[:len(k.vals):len(k.vals)]
+		}
+		for _, sp := range g.afterSpans(win, w, m) {
+			v, err := read1(m, sp.from, sp.to)
+			if err != nil {
+				return nil, nil, err
+			}
+			after = append(after, v...)
+			if sp.keep {
+				kept := make(map[Metric]grownSamples, len(w.grown)+1)
+				for k, v := range w.grown {
+					kept[k] = v
+				}
+				kept[m] = grownSamples{next: sp.to.Add(g.o.Step), vals: after[:len(after):len(after)]}
+				w.grown = kept
+			}
 		}
 		return before, after, nil
 	}

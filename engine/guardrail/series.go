@@ -39,6 +39,20 @@ type Series interface {
 	Samples(ctx context.Context, service string, m Metric, from, to time.Time, step time.Duration) ([]float64, error)
 }
 
+// BatchSeries is a Series that can also read one metric of many services
+// over the same window in one query. The Guard uses it when several watches
+// share a window (every watch past its first full window shares the after
+// window ending now), so a cycle with many guarded versions costs a few
+// queries per metric instead of a few per version. ok false means the
+// answer cannot be split by service (a template without the service label,
+// say): the Guard then reads each service alone.
+type BatchSeries interface {
+	Series
+	SamplesBy(ctx context.Context, services []string, m Metric, from, to time.Time, step time.Duration) (samples map[string][]float64, ok bool, err error)
+}
+
+var _ BatchSeries = SignalSeries{}
+
 // SignalSeries reads the samples from a signals.Source with the Reader's
 // templates, so the guardrail sees what the load score sees.
 type SignalSeries struct {
@@ -48,7 +62,7 @@ type SignalSeries struct {
 
 // Samples implements Series.
 func (s SignalSeries) Samples(ctx context.Context, service string, m Metric, from, to time.Time, step time.Duration) ([]float64, error) {
-	q, err := s.query(service, m)
+	q, err := s.query(m, service)
 	if err != nil {
 		return nil, err
 	}
@@ -68,8 +82,32 @@ func (s SignalSeries) Samples(ctx context.Context, service string, m Metric, fro
 	return out, nil
 }
 
-func (s SignalSeries) query(service string, m Metric) (string, error) {
-	q := func(sig signals.Signal) (string, error) { return s.Reader.Query(sig, signals.PerService, service) }
+// SamplesBy implements BatchSeries: the services' queries in one, split by
+// the service label. A service without data has no entry.
+func (s SignalSeries) SamplesBy(ctx context.Context, services []string, m Metric, from, to time.Time, step time.Duration) (map[string][]float64, bool, error) {
+	q, err := s.query(m, services...)
+	if err != nil {
+		return nil, false, err
+	}
+	res, err := s.Source.QueryRange(ctx, q, signals.Range{Start: from, End: to, Step: step})
+	if err != nil {
+		return nil, false, fmt.Errorf("%w: %d services %s: %w", ErrSeries, len(services), m, err)
+	}
+	out := make(map[string][]float64, len(services))
+	for _, sr := range res.Series {
+		svc, ok := sr.Labels["service"]
+		if !ok {
+			return nil, false, nil
+		}
+		for _, p := range sr.Points {
+			out[svc] = append(out[svc], p.V)
+		}
+	}
+	return out, true, nil
+}
+
+func (s SignalSeries) query(m Metric, services ...string) (string, error) {
+	q := func(sig signals.Signal) (string, error) { return s.Reader.Query(sig, signals.PerService, services...) }
 	switch m {
 	case ErrorRatio:
 		return q(signals.ErrorRatio)

@@ -80,4 +80,27 @@ func TestSignalSeries(t *testing.T) {
 	if _, err := s.Samples(ctx, "checkout", Metric("nonsense"), t0, t0.Add(time.Minute), time.Minute); err == nil {
 		t.Fatal("an unknown metric was answered")
 	}
+	// One query for both services answers what one query each does.
+	for _, m := range []Metric{OfferedLoad, ErrorRatio, LatencyP99, AdmittedShare, GoodputShare} {
+		from, to := t0.Add(2*time.Minute), t0.Add(4*time.Minute)
+		got, ok, err := s.SamplesBy(ctx, []string{"checkout", "cart", "absent"}, m, from, to, 30*time.Second)
+		if err != nil || !ok {
+			t.Fatalf("%s: batch ok %v, %v", m, ok, err)
+		}
+		for _, svc := range []string{"checkout", "cart", "absent"} {
+			alone, err := s.Samples(ctx, svc, m, from, to, 30*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(got[svc]) != fmt.Sprint(alone) {
+				t.Errorf("%s %s: batch %v, alone %v", m, svc, got[svc], alone)
+			}
+		}
+		if len(got["cart"]) == 0 && m != LatencyP99 {
+			t.Errorf("%s: no samples for cart", m)
+		}
+	}
+	if _, _, err := s.SamplesBy(ctx, []string{"checkout", "cart"}, Metric("nonsense"), t0, t0.Add(time.Minute), time.Minute); err == nil {
+		t.Fatal("an unknown metric was answered in a batch")
+	}
 }
