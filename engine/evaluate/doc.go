@@ -34,7 +34,11 @@
 // (guardrail.Guard.Note) the incidents a rule version does not control: every
 // downstream breaker open (kind breaker_open), every downstream whose p99
 // latency jumped beyond twice its learnt baseline (SlowDownstream, from
-// governor_sdk_downstream_duration_seconds), and every downstream named like
+// governor_sdk_downstream_duration_seconds), every downstream whose p99 the
+// anomaly detector of package engine/thresholds, one per service and
+// downstream fed every cycle, scores as a rise it has not seen
+// (LatencyAnomaly: a dependency in trouble short of the 2x jump; after the
+// detector's warm-up of 300 cycles), and every downstream named like
 // a governed service whose load score is overloaded (DependencyOverloaded).
 // The guardrail then does not blame a version for errors or latency such an
 // incident explains; see package engine/guardrail.

@@ -19,6 +19,7 @@ import (
 	"governor.dev/governor/engine/recommend"
 	"governor.dev/governor/engine/signals"
 	"governor.dev/governor/engine/signals/embedded"
+	"governor.dev/governor/engine/thresholds"
 	"governor.dev/governor/rules/distribution"
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/rules/versioning/sqlite"
@@ -334,3 +335,54 @@ func TestSlowDownstreams(t *testing.T) {
 		t.Fatalf("incident at the new normal: %+v", got)
 	}
 }
+
+// TestLatencyAnomaly: once its detector has warmed up on a steady p99, a
+// dependency whose p99 rises to 1.6x (short of the 2x SlowDownstream jump)
+// is a LatencyAnomaly incident; the steady series before it is none, and a
+// fall is none.
+func TestLatencyAnomaly(t *testing.T) {
+	ctx := context.Background()
+	var p99 float64
+	e := &Evaluator{o: Options{Breakers: downstreamSource{p99: &p99}, Guard: &guardrail.Guard{}}}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	step := func(v float64) []guardrail.Incident {
+		t.Helper()
+		p99, at = v, at.Add(10*time.Second)
+		got, err := e.slowDownstreams(ctx, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	steady := func(i int) float64 { return 0.1 + 0.004*float64((i*7)%5) } // 100-116ms
+	warmup := thresholds.DefaultOptions().Warmup
+	for i := range warmup + 200 {
+		if got := step(steady(i)); got != nil {
+			t.Fatalf("cycle %d of a steady p99: %+v", i, got)
+		}
+	}
+	if got := step(0.05); got != nil {
+		t.Fatalf("incident when the dependency got faster: %+v", got)
+	}
+	step(steady(0))
+	got := step(0.17)
+	if len(got) != 1 || got[0].Kind != LatencyAnomaly || got[0].Service != "checkout" || got[0].Downstream != "payments" ||
+		!strings.Contains(got[0].What, "calls to payments are unusually slow: p99 0.170s") {
+		t.Fatalf("incidents at 1.6x: %+v", got)
+	}
+	if got := step(0.17); len(got) != 1 || got[0].Kind != LatencyAnomaly {
+		t.Fatalf("a lasting rise no longer counts: %+v", got)
+	}
+	// The guardrail keeps it as any other incident the version does not
+	// control.
+	g, err := guardrail.New(guardrail.Options{Store: nopVersions{}, Series: guardrail.SignalSeries{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Note(at, got)
+	if n := g.Incidents("checkout"); len(n) != 1 || n[0].Kind != LatencyAnomaly {
+		t.Fatalf("noted %+v", n)
+	}
+}
+
+type nopVersions struct{ versioning.Store }

@@ -8,6 +8,7 @@ import (
 
 	"governor.dev/governor/engine/guardrail"
 	"governor.dev/governor/engine/loadscore"
+	"governor.dev/governor/engine/thresholds"
 	"governor.dev/governor/rules/versioning"
 )
 
@@ -68,12 +69,26 @@ const (
 	maxSlowCycles  = 60
 )
 
+// LatencyAnomaly is the guardrail incident kind of a downstream whose p99
+// latency the anomaly detector (engine/thresholds) finds rising beyond what
+// it has learnt of that series, short of the SlowDownstream jump.
+const LatencyAnomaly = "latency_anomaly"
+
+// anomalyScore is the detector score from which a rise of a downstream's
+// p99 is an incident: about 0.84 means "not seen within recent memory", and
+// the detector damps the scores of an event's aftershocks to about 0.82, so
+// a rise that lasts keeps counting.
+const anomalyScore = 0.8
+
 // latencyBaseline is the usual p99 of one service's calls to a downstream.
 type latencyBaseline struct {
 	p99     float64
 	n       int
 	slow    bool
 	slowFor int // cycles in a row
+	// det follows the p99 series once per cycle; from its warm-up on, a
+	// rise it scores at anomalyScore or more is a LatencyAnomaly.
+	det *thresholds.Detector
 }
 
 // slowDownstreams returns an incident per downstream whose p99 latency
@@ -103,9 +118,14 @@ func (e *Evaluator) slowDownstreams(ctx context.Context, at time.Time) ([]guardr
 		}
 		b := e.latency[key]
 		if b == nil {
-			b = &latencyBaseline{p99: v}
+			det, err := thresholds.New(thresholds.DefaultOptions())
+			if err != nil {
+				return nil, fmt.Errorf("evaluate: downstream latency detector: %w", err)
+			}
+			b = &latencyBaseline{p99: v, det: det}
 			e.latency[key] = b
 		}
+		an := b.det.Observe(at, v)
 		if b.n >= baselineCycles {
 			if b.slow {
 				b.slow = v >= clearFactor*b.p99
@@ -120,8 +140,14 @@ func (e *Evaluator) slowDownstreams(ctx context.Context, at time.Time) ([]guardr
 			continue
 		}
 		if b.slow { // slow for too long: the new normal
-			*b = latencyBaseline{p99: v, n: baselineCycles}
+			*b = latencyBaseline{p99: v, n: baselineCycles, det: b.det}
 			continue
+		}
+		if !an.Inconclusive && an.Score >= anomalyScore && v > an.Expected && v-an.Expected >= slowFloor {
+			// Not a jump to twice the baseline, but a rise this series
+			// has not shown: the dependency is in trouble all the same.
+			out = append(out, guardrail.Incident{Service: svc, Kind: LatencyAnomaly, Downstream: ds,
+				What: fmt.Sprintf("calls to %s are unusually slow: p99 %.3fs, expected %.3fs (anomaly score %.2f)", ds, v, an.Expected, an.Score)})
 		}
 		b.slowFor = 0
 		b.p99 += baselineWeight * (v - b.p99)
