@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"governor.dev/governor/engine/signals"
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/rules/versioning/sqlite"
 	"governor.dev/governor/sdk/clock"
@@ -47,22 +48,41 @@ func (c *countingSeries) Samples(ctx context.Context, service string, m Metric, 
 // batched is a countingSeries that also reads many services at once.
 type batched struct{ *countingSeries }
 
-func (b batched) SamplesBy(ctx context.Context, services []string, m Metric, from, to time.Time, step time.Duration) (map[string][]float64, bool, error) {
+func (b batched) SamplesBy(ctx context.Context, services []string, m Metric, from, to time.Time, step time.Duration) (map[string][]signals.Point, bool, error) {
 	b.mu.Lock()
 	b.batch++
 	b.mu.Unlock()
-	out := map[string][]float64{}
+	out := map[string][]signals.Point{}
 	for _, svc := range services {
 		b.count(readKey{svc, m, from, to})
-		v, err := b.by[svc].Samples(ctx, svc, m, from, to, step)
-		if err != nil {
-			return nil, false, err
-		}
-		if len(v) > 0 {
-			out[svc] = v
+		f := b.by[svc]
+		i := 0
+		for t := from; !t.After(to); t = t.Add(step) {
+			if v := f.value(m, !t.Before(f.switchAt), i); !math.IsNaN(v) {
+				out[svc] = append(out[svc], signals.Point{T: t, V: v})
+			}
+			i++
 		}
 	}
 	return out, true, nil
+}
+
+// consistent makes the shares of a behaviour agree with its shed and error
+// ratios as the queries do: the admitted share is 1 - shed ratio, the
+// goodput share (1 - shed ratio) x (1 - error ratio).
+func consistent(b func(m Metric, after bool, i int) float64) func(m Metric, after bool, i int) float64 {
+	return func(m Metric, after bool, i int) float64 {
+		shed := 1 - b(AdmittedShare, after, i)
+		switch m {
+		case ShedRatio:
+			return shed
+		case AdmittedShare:
+			return 1 - shed
+		case GoodputShare:
+			return (1 - shed) * (1 - b(ErrorRatio, after, i))
+		}
+		return b(m, after, i)
+	}
 }
 
 // TestBatchedReadsDecideAlike: a guard reading many services per query
@@ -81,7 +101,7 @@ func TestBatchedReadsDecideAlike(t *testing.T) {
 		return healthy(m, i)
 	}
 	goodputDrop := func(m Metric, after bool, i int) float64 {
-		if after && m == GoodputShare {
+		if after && m == AdmittedShare {
 			return 0.4 + float64(i%2)/100
 		}
 		return healthy(m, i)
@@ -139,7 +159,7 @@ func TestBatchedReadsDecideAlike(t *testing.T) {
 					}
 				}
 				s.acts[sv.name] = s.clk.Now()
-				s.series.by[sv.name] = fakeSeries{switchAt: s.clk.Now().Add(30 * time.Second), value: sv.value}
+				s.series.by[sv.name] = fakeSeries{switchAt: s.clk.Now().Add(30 * time.Second), value: consistent(sv.value)}
 			}
 		}
 		var series Series = s.series

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"governor.dev/governor/engine/events"
+	"governor.dev/governor/engine/signals"
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/sdk/rules"
 )
@@ -310,25 +311,122 @@ func (g *Guard) prefetch(ctx context.Context, now time.Time, open []watch) prefe
 		}
 	}
 	pre := prefetched{}
-	for _, gr := range order {
-		all := groups[gr]
-		if len(all) < 2 {
-			continue
+	type window struct{ from, to time.Time }
+	read := map[group]map[string][]signals.Point{} // what the batches answered
+	fetch := func(m Metric, w window, svcs []string) map[string][]signals.Point {
+		key := group{m, w.from, w.to}
+		if got, ok := read[key]; ok {
+			return got
 		}
-		for svcs := range slices.Chunk(all, maxBatch) {
-			got, ok, err := bs.SamplesBy(ctx, svcs, gr.m, gr.from, gr.to, g.o.Step)
+		var got map[string][]signals.Point
+		for chunk := range slices.Chunk(svcs, maxBatch) {
+			part, ok, err := bs.SamplesBy(ctx, chunk, m, w.from, w.to, g.o.Step)
 			if err != nil || !ok {
 				if err != nil {
-					g.o.Logger.Debug("guardrail: batched read failed, reading each service alone", "metric", gr.m, "services", len(svcs), "err", err)
+					g.o.Logger.Debug("guardrail: batched read failed, reading each service alone", "metric", m, "services", len(chunk), "err", err)
 				}
-				continue
+				got = nil
+				break
 			}
-			for _, svc := range svcs {
-				pre[readKey{svc, gr.m, gr.from, gr.to}] = got[svc]
+			if got == nil {
+				got = make(map[string][]signals.Point, len(svcs))
+			}
+			for _, svc := range chunk {
+				got[svc] = part[svc]
+			}
+		}
+		read[key] = got // nil: failed, read alone
+		return got
+	}
+	// The services of each window that need a base metric: the goodput
+	// share needs the shed and error ratios, the admitted share the shed
+	// ratio.
+	base := map[group][]string{}
+	var bases []group
+	need := func(gr group, svcs []string) {
+		if _, ok := base[gr]; !ok {
+			bases = append(bases, gr)
+		}
+		base[gr] = append(base[gr], svcs...)
+	}
+	for _, gr := range order {
+		svcs := groups[gr]
+		if len(svcs) < 2 {
+			continue
+		}
+		switch gr.m {
+		case GoodputShare:
+			need(group{ShedRatio, gr.from, gr.to}, svcs)
+			need(group{ErrorRatio, gr.from, gr.to}, svcs)
+		case AdmittedShare:
+			need(group{ShedRatio, gr.from, gr.to}, svcs)
+		default:
+			need(gr, svcs)
+		}
+	}
+	for _, gr := range bases {
+		svcs := slices.Compact(slices.Sorted(slices.Values(base[gr])))
+		fetch(gr.m, window{gr.from, gr.to}, svcs)
+	}
+	values := func(ps []signals.Point) []float64 {
+		var out []float64
+		for _, p := range ps {
+			out = append(out, p.V)
+		}
+		return out
+	}
+	for _, gr := range order {
+		svcs := groups[gr]
+		if len(svcs) < 2 {
+			continue
+		}
+		shed, errs := read[group{ShedRatio, gr.from, gr.to}], read[group{ErrorRatio, gr.from, gr.to}]
+		for _, svc := range svcs {
+			k := readKey{svc, gr.m, gr.from, gr.to}
+			switch gr.m {
+			case GoodputShare:
+				// (1 - shed) * (1 - errors) where both have a sample, as
+				// the query's vector matching does.
+				if shed == nil || errs == nil {
+					continue
+				}
+				pre[k] = goodputShare(shed[svc], errs[svc])
+			case AdmittedShare:
+				if shed == nil {
+					continue
+				}
+				pre[k] = admittedShare(shed[svc])
+			default:
+				if got := read[gr]; got != nil {
+					pre[k] = values(got[svc])
+				}
 			}
 		}
 	}
 	return pre
+}
+
+// goodputShare is (1 - shed ratio) x (1 - error ratio) at every step both
+// have a sample, as the GoodputShare query computes it.
+func goodputShare(shed, errs []signals.Point) []float64 {
+	var out []float64
+	for _, p := range shed {
+		i, ok := slices.BinarySearchFunc(errs, p.T, func(q signals.Point, t time.Time) int { return q.T.Compare(t) })
+		if ok {
+			out = append(out, (1-p.V)*(1-errs[i].V))
+		}
+	}
+	return out
+}
+
+// admittedShare is 1 - shed ratio at every step, as the AdmittedShare query
+// computes it.
+func admittedShare(shed []signals.Point) []float64 {
+	out := make([]float64, 0, len(shed))
+	for _, p := range shed {
+		out = append(out, 1-p.V)
+	}
+	return out
 }
 
 // maxBatch bounds the services of one batched read: PromQL turns a service

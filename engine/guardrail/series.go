@@ -29,6 +29,10 @@ const (
 	// OfferedLoad is the inbound request rate, every outcome counted. It is
 	// not judged: it tells whether the two windows are comparable.
 	OfferedLoad Metric = "offered_load"
+	// ShedRatio is the share of offered requests refused. It is not judged:
+	// batched reads (BatchSeries) derive the goodput and admitted shares
+	// from it and the error ratio, step by step, as their queries do.
+	ShedRatio Metric = "shed_ratio"
 )
 
 // Metrics lists the judged metrics in order.
@@ -40,15 +44,18 @@ type Series interface {
 }
 
 // BatchSeries is a Series that can also read one metric of many services
-// over the same window in one query. The Guard uses it when several watches
-// share a window (every watch past its first full window shares the after
-// window ending now), so a cycle with many guarded versions costs a few
-// queries per metric instead of a few per version. ok false means the
-// answer cannot be split by service (a template without the service label,
-// say): the Guard then reads each service alone.
+// over the same window in one query, with the time of every sample. The
+// Guard uses it when several watches share a window (every watch past its
+// first full window shares the after window ending now), so a cycle with
+// many guarded versions costs a few queries per metric instead of a few per
+// version; it reads OfferedLoad, ErrorRatio, LatencyP99 and ShedRatio this
+// way and derives GoodputShare and AdmittedShare from the last two. ok
+// false means the answer is not one series per service labelled only by
+// service (a custom template, say): the Guard then reads each service
+// alone.
 type BatchSeries interface {
 	Series
-	SamplesBy(ctx context.Context, services []string, m Metric, from, to time.Time, step time.Duration) (samples map[string][]float64, ok bool, err error)
+	SamplesBy(ctx context.Context, services []string, m Metric, from, to time.Time, step time.Duration) (samples map[string][]signals.Point, ok bool, err error)
 }
 
 var _ BatchSeries = SignalSeries{}
@@ -84,7 +91,7 @@ func (s SignalSeries) Samples(ctx context.Context, service string, m Metric, fro
 
 // SamplesBy implements BatchSeries: the services' queries in one, split by
 // the service label. A service without data has no entry.
-func (s SignalSeries) SamplesBy(ctx context.Context, services []string, m Metric, from, to time.Time, step time.Duration) (map[string][]float64, bool, error) {
+func (s SignalSeries) SamplesBy(ctx context.Context, services []string, m Metric, from, to time.Time, step time.Duration) (map[string][]signals.Point, bool, error) {
 	q, err := s.query(m, services...)
 	if err != nil {
 		return nil, false, err
@@ -93,15 +100,13 @@ func (s SignalSeries) SamplesBy(ctx context.Context, services []string, m Metric
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: %d services %s: %w", ErrSeries, len(services), m, err)
 	}
-	out := make(map[string][]float64, len(services))
+	out := make(map[string][]signals.Point, len(services))
 	for _, sr := range res.Series {
 		svc, ok := sr.Labels["service"]
-		if !ok {
+		if !ok || len(sr.Labels) != 1 {
 			return nil, false, nil
 		}
-		for _, p := range sr.Points {
-			out[svc] = append(out[svc], p.V)
-		}
+		out[svc] = sr.Points
 	}
 	return out, true, nil
 }
@@ -115,6 +120,8 @@ func (s SignalSeries) query(m Metric, services ...string) (string, error) {
 		return q(signals.LatencyP99)
 	case OfferedLoad:
 		return q(signals.RequestRate)
+	case ShedRatio:
+		return q(signals.ShedRatio)
 	case AdmittedShare:
 		sr, err := q(signals.ShedRatio)
 		if err != nil {

@@ -81,7 +81,7 @@ func TestSignalSeries(t *testing.T) {
 		t.Fatal("an unknown metric was answered")
 	}
 	// One query for both services answers what one query each does.
-	for _, m := range []Metric{OfferedLoad, ErrorRatio, LatencyP99, AdmittedShare, GoodputShare} {
+	for _, m := range []Metric{OfferedLoad, ErrorRatio, LatencyP99, ShedRatio, AdmittedShare, GoodputShare} {
 		from, to := t0.Add(2*time.Minute), t0.Add(4*time.Minute)
 		got, ok, err := s.SamplesBy(ctx, []string{"checkout", "cart", "absent"}, m, from, to, 30*time.Second)
 		if err != nil || !ok {
@@ -92,12 +92,43 @@ func TestSignalSeries(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if fmt.Sprint(got[svc]) != fmt.Sprint(alone) {
+			var vals []float64
+			for _, p := range got[svc] {
+				vals = append(vals, p.V)
+			}
+			if fmt.Sprint(vals) != fmt.Sprint(alone) {
 				t.Errorf("%s %s: batch %v, alone %v", m, svc, got[svc], alone)
 			}
 		}
 		if len(got["cart"]) == 0 && m != LatencyP99 {
 			t.Errorf("%s: no samples for cart", m)
+		}
+	}
+	// The shares derived from the shed and error ratios are, to the bit,
+	// what their queries answer.
+	from, to := t0.Add(90*time.Second), t0.Add(5*time.Minute)
+	shed, _, err := s.SamplesBy(ctx, []string{"checkout", "cart"}, ShedRatio, from, to, 15*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs, _, err := s.SamplesBy(ctx, []string{"checkout", "cart"}, ErrorRatio, from, to, 15*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, svc := range []string{"checkout", "cart"} {
+		for m, derived := range map[Metric][]float64{GoodputShare: goodputShare(shed[svc], errs[svc]), AdmittedShare: admittedShare(shed[svc])} {
+			want, err := s.Samples(ctx, svc, m, from, to, 15*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(want) == 0 || fmt.Sprint(derived) != fmt.Sprint(want) {
+				t.Errorf("%s %s: derived %v, queried %v", svc, m, derived, want)
+			}
+			for i := range min(len(want), len(derived)) {
+				if math.Float64bits(want[i]) != math.Float64bits(derived[i]) {
+					t.Errorf("%s %s sample %d: derived %v, queried %v", svc, m, i, derived[i], want[i])
+				}
+			}
 		}
 	}
 	if _, _, err := s.SamplesBy(ctx, []string{"checkout", "cart"}, Metric("nonsense"), t0, t0.Add(time.Minute), time.Minute); err == nil {
