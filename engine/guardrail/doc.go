@@ -69,6 +69,18 @@
 // proposes nothing new for the service, so every version gets its own
 // verdict.
 //
+// # Reads
+//
+// The window before activation lies in the past: each metric of it is read
+// once per watch. While the after window grows its grid stays put, so the
+// samples a Step or more in the past are kept and only the newer ones are
+// read again. With a BatchSeries (SignalSeries is one) the watches sharing
+// a window (every watch past its first full window shares the one ending
+// now) are read together, one query per metric for up to 200 services, and
+// the goodput and admitted shares are derived step by step from the shed
+// and error ratios, as their queries compute them; whatever a batch cannot
+// answer is read service by service.
+//
 // The guardrail keeps no state that matters across a leader change: a new
 // leader rebuilds its watches from the active versions' activation times.
 // Noted incidents live in memory only, so a new leader knows those from its
