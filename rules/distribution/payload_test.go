@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"governor.dev/governor/internal/natsembed"
+	"governor.dev/governor/internal/testenv"
 	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/sdk/rules"
 	"governor.dev/governor/sdk/watch"
@@ -238,7 +239,7 @@ func TestLargestValidRulesetFitsADefaultServer(t *testing.T) {
 			ctx := context.Background()
 			pub := newTestPublisher(t, url)
 			if pub.MaxValueBytes() < rules.DefaultMaxPayload-KVHeaderRoom {
-				t.Skipf("server max_payload %d is below the NATS default", pub.MaxValueBytes()+KVHeaderRoom)
+				testenv.Unavailable(t, "a NATS server with the default max_payload (this one has %d)", pub.MaxValueBytes()+KVHeaderRoom)
 			}
 			service := strings.Repeat("s", rules.MaxNameLen)
 			pad := 0
