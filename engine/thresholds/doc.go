@@ -69,9 +69,24 @@
 // errors above the health limit or anomalous latency, and recommends a
 // breaker slow-call threshold from the baseline p99, a rate ceiling from the
 // healthy peak throughput (a high quantile, not the maximum) plus headroom, and
-// latency alert levels. Until it has seen MinSamples healthy intervals its
-// answer is Inconclusive. Latency and throughput distributions are kept in a
-// Sketch: a quantile sketch with bounded relative error and time decay.
+// latency and error-ratio alert levels (the healthy median plus WarnSpreads
+// and CriticalSpreads robust spreads of the healthy series). Until it has
+// seen MinSamples healthy intervals its answer is Inconclusive. Latency,
+// throughput and error-ratio distributions are kept in a Sketch: a quantile
+// sketch with bounded relative error and time decay.
+//
+// # State
+//
+// Detector, Sketch and Recommender encode what they learned with
+// MarshalBinary and restore it with UnmarshalBinary, so another process
+// (a new engine leader) continues exactly where one stopped: a restored
+// detector scores every later sample as the original would. The bytes
+// carry a format version (StateVersion) and a fingerprint of the options;
+// state of another version, saved under other options (other seasons,
+// another sketch accuracy), truncated or corrupt is refused with an error
+// wrapping ErrState, and the receiver keeps its state. Zeros are stored
+// sparsely: a detector under DefaultOptions takes a few KiB once its
+// profiles fill (TestDetectorStateRoundTrip logs the size).
 package thresholds
 
 import "errors"

@@ -98,6 +98,11 @@ type Recommendation struct {
 	PeakThroughput, RateCeiling float64
 	// LatencyWarn and LatencyCritical are alert levels on p99 latency.
 	LatencyWarn, LatencyCritical float64
+	// BaselineErrorRatio is the median error ratio of the healthy
+	// intervals; ErrorWarn and ErrorCritical are alert levels on the error
+	// ratio WarnSpreads and CriticalSpreads robust spreads of the healthy
+	// error ratio above it (capped at 1).
+	BaselineErrorRatio, ErrorWarn, ErrorCritical float64
 }
 
 // Recommender learns a service's healthy baselines from its intervals and
@@ -108,6 +113,8 @@ type Recommender struct {
 	throughput *Sketch
 	detector   *Detector
 	p99Spread  robust
+	errs       *Sketch // error ratio of the healthy intervals
+	errSpread  robust
 	healthy    int
 	total      int
 }
@@ -121,8 +128,9 @@ func NewRecommender(opt RecommenderOptions) (*Recommender, error) {
 	if err != nil {
 		return nil, fmt.Errorf("recommender options, Detector: %w", err)
 	}
-	r := &Recommender{opt: opt, detector: det, p99Spread: robust{alpha: halfLifeAlpha(opt.Detector.LongHalfLife)}}
-	for _, s := range []**Sketch{&r.p50, &r.p99, &r.throughput} {
+	a := halfLifeAlpha(opt.Detector.LongHalfLife)
+	r := &Recommender{opt: opt, detector: det, p99Spread: robust{alpha: a}, errSpread: robust{alpha: a}}
+	for _, s := range []**Sketch{&r.p50, &r.p99, &r.throughput, &r.errs} {
 		if *s, err = NewSketch(opt.Sketch); err != nil {
 			return nil, fmt.Errorf("recommender options, Sketch: %w", err)
 		}
@@ -152,6 +160,8 @@ func (r *Recommender) Observe(iv Interval) (healthy bool) {
 	r.p99.Add(iv.Time, iv.LatencyP99)
 	r.throughput.Add(iv.Time, iv.Throughput)
 	r.p99Spread.update(iv.LatencyP99, r.opt.Detector.Clip)
+	r.errs.Add(iv.Time, iv.ErrorRatio)
+	r.errSpread.update(iv.ErrorRatio, r.opt.Detector.Clip)
 	return true
 }
 
@@ -171,5 +181,13 @@ func (r *Recommender) Recommend() Recommendation {
 	spread := r.p99Spread.spread()
 	rec.LatencyWarn = rec.BaselineP99 + r.opt.WarnSpreads*spread
 	rec.LatencyCritical = rec.BaselineP99 + r.opt.CriticalSpreads*spread
+	// The sketch's lowest bucket stands for every ratio up to its Min:
+	// a service without errors has a baseline of 0.
+	if rec.BaselineErrorRatio, _ = r.errs.Quantile(0.5); rec.BaselineErrorRatio <= r.opt.Sketch.Min {
+		rec.BaselineErrorRatio = 0
+	}
+	es := r.errSpread.spread()
+	rec.ErrorWarn = math.Min(1, rec.BaselineErrorRatio+r.opt.WarnSpreads*es)
+	rec.ErrorCritical = math.Min(1, rec.BaselineErrorRatio+r.opt.CriticalSpreads*es)
 	return rec
 }

@@ -1,0 +1,208 @@
+package thresholds
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// series is a noisy daily cycle with a few spikes, one sample a minute.
+func series(rng *rand.Rand, i int) (time.Time, float64) {
+	t := time.Unix(1.7e9, 0).Add(time.Duration(i) * time.Minute)
+	v := 0.1 + 0.02*math.Sin(2*math.Pi*float64(i)/1440) + 0.005*rng.NormFloat64()
+	if i%997 == 0 {
+		v *= 3
+	}
+	return t, v
+}
+
+// TestDetectorStateRoundTrip: a detector restored from another's state
+// scores every later sample exactly as the original does.
+func TestDetectorStateRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	a, err := New(DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const split = 3000 // past the warm-up and a full day
+	for i := range split {
+		a.Observe(series(rng, i))
+	}
+	b, err := a.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("detector state after %d samples: %d bytes", split, len(b))
+	r, _ := New(DefaultOptions())
+	if err := r.UnmarshalBinary(b); err != nil {
+		t.Fatal(err)
+	}
+	if r.Samples() != split {
+		t.Fatalf("restored detector has %d samples, want %d", r.Samples(), split)
+	}
+	for i := split; i < split+2000; i++ {
+		ts, v := series(rng, i)
+		want, got := a.Observe(ts, v), r.Observe(ts, v)
+		if got != want {
+			t.Fatalf("sample %d: restored detector says %+v, original %+v", i, got, want)
+		}
+	}
+	again, _ := r.MarshalBinary()
+	orig, _ := a.MarshalBinary()
+	if string(again) != string(orig) {
+		t.Fatal("restored detector's state differs from the original's after the same samples")
+	}
+}
+
+func TestRecommenderStateRoundTrip(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	opt := DefaultRecommenderOptions()
+	opt.MinSamples = 500
+	a, err := NewRecommender(opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	iv := func(i int) Interval {
+		ts, p99 := series(rng, i)
+		return Interval{Time: ts, Throughput: 100 + 10*rng.Float64(), ErrorRatio: 0.002 + 0.001*rng.Float64(), LatencyP50: p99 / 3, LatencyP99: p99}
+	}
+	for i := range 400 {
+		a.Observe(iv(i))
+	}
+	b, _ := a.MarshalBinary()
+	r, _ := NewRecommender(opt)
+	if err := r.UnmarshalBinary(b); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("recommender state after 400 intervals: %d bytes", len(b))
+	for i := 400; i < 1200; i++ {
+		x := iv(i)
+		if a.Observe(x) != r.Observe(x) {
+			t.Fatalf("interval %d: health verdicts differ", i)
+		}
+	}
+	want, got := a.Recommend(), r.Recommend()
+	if want != got {
+		t.Fatalf("restored recommends %+v, original %+v", got, want)
+	}
+	if want.Inconclusive || !(want.ErrorWarn > want.BaselineErrorRatio && want.ErrorCritical > want.ErrorWarn) {
+		t.Fatalf("error-ratio levels not learned: %+v", want)
+	}
+	if !(want.BaselineErrorRatio > 0.002 && want.BaselineErrorRatio < 0.003 && want.ErrorWarn < 0.01) {
+		t.Fatalf("baseline error ratio %v, warn %v: want about 0.0025 and a warn level below 1%%", want.BaselineErrorRatio, want.ErrorWarn)
+	}
+}
+
+func TestSketchStateRoundTrip(t *testing.T) {
+	s, _ := NewSketch(DefaultSketchOptions())
+	for i := range 1000 {
+		s.Add(time.Unix(int64(i*60), 0), float64(i%37)/100)
+	}
+	b, _ := s.MarshalBinary()
+	r, _ := NewSketch(DefaultSketchOptions())
+	if err := r.UnmarshalBinary(b); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []float64{0, 0.1, 0.5, 0.99, 1} {
+		w, _ := s.Quantile(q)
+		g, _ := r.Quantile(q)
+		if w != g {
+			t.Fatalf("q%v: restored %v, original %v", q, g, w)
+		}
+	}
+}
+
+// TestStateRefused: another version, other options, truncation and
+// trailing bytes are refused and leave the receiver as it was.
+func TestStateRefused(t *testing.T) {
+	d, _ := New(DefaultOptions())
+	for i := range 50 {
+		d.Observe(time.Unix(int64(i), 0), float64(i))
+	}
+	good, _ := d.MarshalBinary()
+	other := DefaultOptions()
+	other.Seasons = []Season{Daily}
+	od, _ := New(other)
+	tests := []struct {
+		name string
+		into *Detector
+		b    []byte
+		want string
+	}{
+		{"version", d, append([]byte{StateVersion + 1}, good[1:]...), "format version 2"},
+		{"kind", d, append([]byte{StateVersion, kindSketch}, good[2:]...), "kind"},
+		{"options", od, good, "other options"},
+		{"truncated", d, good[:len(good)/2], "truncated"},
+		{"trailing", d, append(append([]byte{}, good...), 0), "trailing"},
+		{"empty", d, nil, "truncated header"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before, _ := tt.into.MarshalBinary()
+			err := tt.into.UnmarshalBinary(tt.b)
+			if !errors.Is(err, ErrState) || !contains(err.Error(), tt.want) {
+				t.Fatalf("err %v: want ErrState saying %q", err, tt.want)
+			}
+			if after, _ := tt.into.MarshalBinary(); string(after) != string(before) {
+				t.Fatal("refused state changed the detector")
+			}
+		})
+	}
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
+
+// FuzzUnmarshalState: arbitrary bytes never panic, and whatever is accepted
+// gives a detector, sketch or recommender that still scores in [0, 1] and
+// encodes back to the same bytes.
+func FuzzUnmarshalState(f *testing.F) {
+	opt := DefaultRecommenderOptions()
+	opt.Detector.Warmup = 3
+	opt.MinSamples = 2
+	d, _ := New(opt.Detector)
+	s, _ := NewSketch(opt.Sketch)
+	r, _ := NewRecommender(opt)
+	for i := range 20 {
+		ts := time.Unix(int64(i*60), 0)
+		d.Observe(ts, float64(i%5))
+		s.Add(ts, float64(i%7))
+		r.Observe(Interval{Time: ts, Throughput: 10, ErrorRatio: 0.001, LatencyP50: 0.01, LatencyP99: 0.05 + float64(i%3)/100})
+	}
+	for _, m := range []interface{ MarshalBinary() ([]byte, error) }{d, s, r} {
+		b, _ := m.MarshalBinary()
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		dd, _ := New(opt.Detector)
+		if dd.UnmarshalBinary(b) == nil {
+			if res := dd.Observe(time.Unix(1e6, 0), 1); !(res.Score >= 0 && res.Score <= 1) {
+				t.Fatalf("restored detector scores %v", res.Score)
+			}
+		}
+		ss, _ := NewSketch(opt.Sketch)
+		if ss.UnmarshalBinary(b) == nil {
+			if again, _ := ss.MarshalBinary(); string(again) != string(b) {
+				t.Fatal("sketch state does not encode back to its bytes")
+			}
+			ss.Add(time.Unix(1e6, 0), 1)
+			ss.Quantile(0.5)
+		}
+		rr, _ := NewRecommender(opt)
+		if rr.UnmarshalBinary(b) == nil {
+			rr.Observe(Interval{Time: time.Unix(1e6, 0), Throughput: 1, LatencyP50: 0.01, LatencyP99: 0.02})
+			rec := rr.Recommend()
+			if math.IsNaN(rec.ErrorWarn) || math.IsNaN(rec.LatencyWarn) {
+				t.Fatalf("restored recommender recommends NaN: %+v", rec)
+			}
+		}
+	})
+}
