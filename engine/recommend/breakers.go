@@ -33,10 +33,12 @@ type BreakerChange struct {
 
 // planBreakers derives the breaker slow-call changes for ruleset rs from
 // the detector state. It returns the changes and, when there are none, a
-// note saying why. Only downstreams with a breaker of kind breaker are
-// changed (throttling has no slow-call threshold); a change smaller than
-// the relative deadband is not proposed, so the threshold does not flap
-// with the baseline.
+// note saying why. Only downstreams with a breaker of kind breaker that
+// counts slow calls are changed: throttling has no slow-call threshold, and
+// a breaker whose slow_call_ratio is unset or 1 ignores slow_call (the SDK
+// counts slow calls only below 1), so tuning it would change nothing. A
+// change smaller than the relative deadband is not proposed, so the
+// threshold does not flap with the baseline.
 func planBreakers(rs *rules.Ruleset, det Detector, o *Options) ([]BreakerChange, string) {
 	if det.Inconclusive {
 		return nil, "breaker thresholds unchanged: baselines inconclusive (" + det.Reason + ")"
@@ -46,11 +48,15 @@ func planBreakers(rs *rules.Ruleset, det Detector, o *Options) ([]BreakerChange,
 	}
 	target, bound := boundSlowCall(det.SlowCallThreshold, o.SlowCallMin, o.SlowCallMax)
 	var out []BreakerChange
-	var within []string
+	var within, off []string
 	breakers := 0
 	for _, d := range rs.Downstreams {
 		b := d.Breaker
 		if b == nil || b.Kind == rules.BreakerKindThrottle {
+			continue
+		}
+		if !slowCallsCounted(b) {
+			off = append(off, d.Name)
 			continue
 		}
 		breakers++
@@ -74,15 +80,32 @@ func planBreakers(rs *rules.Ruleset, det Detector, o *Options) ([]BreakerChange,
 		out = append(out, BreakerChange{Downstream: d.Name, From: cur.Seconds(), To: to.Seconds(),
 			BaselineP99: det.BaselineP99, Recommended: det.SlowCallThreshold, HealthyIntervals: det.HealthyIntervals, Why: text})
 	}
+	offNote := ""
+	if len(off) > 0 {
+		offNote = fmt.Sprintf("slow-call detection off (slow_call_ratio unset or 1) on %s", strings.Join(off, ", "))
+	}
 	switch {
 	case len(out) > 0:
 		return out, ""
+	case breakers == 0 && offNote != "":
+		return nil, "breaker thresholds unchanged: " + offNote
 	case breakers == 0:
 		return nil, "breaker thresholds unchanged: no downstream breaker"
 	default:
-		return nil, fmt.Sprintf("breaker thresholds unchanged: slow_call (%s) within %.0f%% of the recommended %s (healthy p99 baseline %s)",
+		note := fmt.Sprintf("breaker thresholds unchanged: slow_call (%s) within %.0f%% of the recommended %s (healthy p99 baseline %s)",
 			strings.Join(within, ", "), 100*o.SlowCallDeadband, target, secs(det.BaselineP99))
+		if offNote != "" {
+			note += "; " + offNote
+		}
+		return nil, note
 	}
+}
+
+// slowCallsCounted reports whether breaker b counts slow calls, so that its
+// slow_call threshold has an effect: the SDK (sdk/breaker) reads an unset
+// slow_call_ratio as 1 and counts slow calls only below 1.
+func slowCallsCounted(b *rules.Breaker) bool {
+	return b.SlowCallRatio > 0 && b.SlowCallRatio < 1
 }
 
 // boundSlowCall rounds a threshold in seconds to two significant digits

@@ -265,3 +265,63 @@ func TestBreakerProposalWaits(t *testing.T) {
 		t.Fatalf("breaker proposal on the new version %+v", later)
 	}
 }
+
+// TestBreakerSlowCallOff: a breaker whose slow_call_ratio is unset or 1
+// does not count slow calls (sdk/breaker), so its slow_call is never
+// proposed: with no other change there is no proposal and the note says
+// why; next to a breaker that counts slow calls only that one changes.
+// Every other breaker knob stays as the ruleset has it.
+func TestBreakerSlowCallOff(t *testing.T) {
+	withRatio := func(perInstance, ratio float64) *rules.Ruleset {
+		rs := withBreakers(perInstance, 0, 0)
+		rs.Downstreams[0].Breaker.SlowCallRatio = ratio
+		return rs
+	}
+	const off = "slow-call detection off (slow_call_ratio unset or 1) on payments"
+	tests := []struct {
+		name string
+		rs   *rules.Ruleset
+		note string // in the reason or the evidence's breaker note
+	}{
+		{"unset ratio, no rate limit", withRatio(0, 0), "no rate-limited route to govern; breaker thresholds unchanged: " + off},
+		{"ratio 1, no rate limit", withRatio(0, 1), "breaker thresholds unchanged: " + off},
+		{"unset ratio next to a rate limit", withRatio(500, 0), "breaker thresholds unchanged: " + off},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := Input{Service: "checkout", Score: score(0.7), Entry: entry(990), Active: activeRS(tt.rs), Instances: 2}
+			rec := run(newRec(t), in, 3)
+			note := ""
+			if rec.Evidence != nil {
+				if len(rec.Evidence.Breakers) != 0 {
+					t.Fatalf("breaker changes %+v for a breaker that ignores slow_call", rec.Evidence.Breakers)
+				}
+				note = rec.Evidence.BreakerNote
+			}
+			if rec.Ruleset != nil {
+				for _, d := range rec.Ruleset.Downstreams {
+					if d.Breaker != nil && d.Name == "payments" && d.Breaker.SlowCall != 0 {
+						t.Fatalf("slow_call set to %v", d.Breaker.SlowCall.D())
+					}
+				}
+			}
+			if !strings.Contains(rec.Reason, tt.note) && !strings.Contains(note, tt.note) {
+				t.Fatalf("reason %q, breaker note %q: want %q", rec.Reason, note, tt.note)
+			}
+		})
+	}
+
+	t.Run("only the breaker that counts slow calls changes", func(t *testing.T) {
+		rs := withBreakers(0, 0, 0)
+		rs.Downstreams = append(rs.Downstreams, rules.Downstream{Name: "ledger", Breaker: &rules.Breaker{
+			MinCalls: 10, ErrorRatio: 0.3, SlowCall: rules.Duration(2 * time.Second)}})
+		in := Input{Service: "checkout", Score: score(0.7), Entry: entry(990), Active: activeRS(rs), Instances: 2}
+		rec := run(newRec(t), in, 3)
+		if rec.Ruleset == nil || len(rec.Evidence.Breakers) != 1 || rec.Evidence.Breakers[0].Downstream != "payments" {
+			t.Fatalf("reason %q, breakers %+v", rec.Reason, rec.Evidence.Breakers)
+		}
+		if got := *rec.Ruleset.Downstreams[3].Breaker; got != *rs.Downstreams[3].Breaker {
+			t.Fatalf("ledger breaker %+v, want it unchanged %+v", got, *rs.Downstreams[3].Breaker)
+		}
+	})
+}

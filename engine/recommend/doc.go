@@ -16,7 +16,10 @@
 //
 // Breaker slow-call thresholds come from engine/thresholds' healthy
 // baselines. Once its Recommender is conclusive for a service (enough
-// healthy intervals), every downstream breaker of kind breaker gets
+// healthy intervals), every downstream breaker of kind breaker that counts
+// slow calls (slow_call_ratio above 0 and below 1; unset or 1 turns slow-call
+// detection off in the SDK, so slow_call would have no effect and is left
+// alone, the note saying so) gets
 // slow_call = SlowCallFactor x the healthy p99 baseline, rounded to two
 // significant digits, kept within [SlowCallMin, SlowCallMax] and at most the
 // downstream's timeout; every other breaker field is kept. A threshold
