@@ -42,4 +42,9 @@
 // a governed service whose load score is overloaded (DependencyOverloaded).
 // The guardrail then does not blame a version for errors or latency such an
 // incident explains; see package engine/guardrail.
+//
+// Each cycle also hands its signal snapshot to the guardrail
+// (guardrail.Guard.Record): on the guardrail's Step grid it is every
+// service's sample for that instant, so the windows the guardrail compares
+// need no query of their own while the ticks fall on the grid.
 package evaluate

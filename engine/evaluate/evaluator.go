@@ -159,6 +159,11 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 		return res, fmt.Errorf("evaluate: read signals: %w", err)
 	}
 	scores := e.o.Tracker.Update(snap)
+	if e.o.Guard != nil {
+		// The guardrail's samples at this tick, when it lies on its grid:
+		// the windows it judges need no query for them.
+		e.o.Guard.Record(snap)
+	}
 	incidents, err := e.breakers(ctx, at)
 	if err != nil {
 		errs = append(errs, err)

@@ -58,7 +58,13 @@ func (b batched) SamplesBy(ctx context.Context, services []string, m Metric, fro
 		f := b.by[svc]
 		i := 0
 		for t := from; !t.After(to); t = t.Add(step) {
-			if v := f.value(m, !t.Before(f.switchAt), i); !math.IsNaN(v) {
+			var v float64
+			if f.timed != nil {
+				v = f.timed(m, t, i)
+			} else {
+				v = f.value(m, !t.Before(f.switchAt), i)
+			}
+			if !math.IsNaN(v) {
 				out[svc] = append(out[svc], signals.Point{T: t, V: v})
 			}
 			i++
@@ -159,7 +165,12 @@ func TestBatchedReadsDecideAlike(t *testing.T) {
 					}
 				}
 				s.acts[sv.name] = s.clk.Now()
-				s.series.by[sv.name] = fakeSeries{switchAt: s.clk.Now().Add(30 * time.Second), value: consistent(sv.value)}
+				// The samples are a function of their time, so a point
+				// reads alike in any window that holds it.
+				switchAt, value := s.clk.Now().Add(30*time.Second), consistent(sv.value)
+				s.series.by[sv.name] = fakeSeries{timed: func(m Metric, at time.Time, _ int) float64 {
+					return value(m, !at.Before(switchAt), int(at.Sub(t0)/(10*time.Second)))
+				}}
 			}
 		}
 		var series Series = s.series

@@ -71,18 +71,40 @@
 //
 // # Reads
 //
-// The window before activation lies in the past: each metric of it is read
-// once per watch. While the after window grows its grid stays put, so the
-// samples a Step or more in the past are kept and only the newer ones are
-// read again. With a BatchSeries (SignalSeries is one) the watches sharing
-// a window (every watch past its first full window shares the one ending
-// now) are read together, one query per metric for up to 200 services, and
-// the goodput and admitted shares are derived step by step from the shed
-// and error ratios, as their queries compute them; whatever a batch cannot
-// answer is read service by service.
+// With a BatchSeries (SignalSeries is one) every window is assembled from
+// samples on one grid shared by all services: the multiples of Step, as
+// time.Truncate and the engine's ticks count them. A window's samples are
+// the grid points inside it (Window/Step before activation; after it, from
+// activation + Settle, growing to Window/Step + 1 at most and then
+// sliding). The
+// evaluator hands every cycle's signal snapshot to Record; a tick on the
+// grid gives every service's request rate, error ratio, p99 latency and
+// shed ratio at that point, and the goodput and admitted shares are derived
+// from them as their queries compute them. So a cycle whose ticks fall on
+// the grid (an interval that divides Step) sends no query for the
+// guardrail at all. The points no snapshot covered (before the engine
+// started or took the lead, ticks off the grid, a failed read) are read
+// from the store when a window needs them: the services missing the same
+// span of points together, one range query per metric for up to 200
+// services; points a Step or more in the past are kept, newer ones read
+// again next time, as a scrape may still land there. The points are kept
+// per service until no window can reach them (Window + Settle + MaxWait),
+// which bounds the memory to about that many Steps per service.
+//
+// A snapshot value is what the signal reader saw at the tick: a scrape that
+// lands later for that instant does not change it, and a signal the reader
+// marks stale or not finite is no sample. Otherwise the samples are the
+// range queries' (the same templates, summed in another order).
+//
+// With a Series that is not a BatchSeries (or for a service whose batch
+// failed, e.g. a custom template that answers more labels than the
+// service), a watch reads its service alone on a grid anchored at its
+// activation: the window before once, a growing after window only where it
+// is new.
 //
 // The guardrail keeps no state that matters across a leader change: a new
-// leader rebuilds its watches from the active versions' activation times.
+// leader rebuilds its watches from the active versions' activation times
+// and reads the grid points it has not seen from the store.
 // Noted incidents live in memory only, so a new leader knows those from its
 // first cycle on.
 package guardrail

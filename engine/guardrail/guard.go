@@ -149,6 +149,7 @@ type Guard struct {
 	watches map[string]*watch  // by service: the active version's state
 	done    []Decision         // final decisions, newest last
 	spans   map[string][]Noted // noted incidents by service
+	rings   map[string]ring    // samples on the Step grid by service (see Record)
 	noted   time.Time          // time of the latest Note
 }
 
@@ -200,9 +201,14 @@ func (g *Guard) Observe(ctx context.Context, now time.Time, active []versioning.
 
 	var final []Decision
 	var errs []error
-	pre := g.prefetch(ctx, now, open)
+	var view *gridView
+	if bs, ok := g.ringed(); ok {
+		v := g.fill(ctx, now, open, bs)
+		view = &v
+		g.prune(now)
+	}
 	for _, w := range open {
-		w, err := g.evaluate(ctx, now, w, pre)
+		w, err := g.evaluate(ctx, now, w, view)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -266,165 +272,31 @@ type readKey struct {
 	from, to time.Time
 }
 
-// prefetched are samples read for many watches at once (see BatchSeries).
-type prefetched map[readKey][]float64
-
-// prefetch reads, with one query per metric and window, the samples the
-// open watches will need that two or more of them share a window for: the
-// after windows (all the watches past their first full window share one),
-// the before windows not read yet (versions activated together share one),
-// the admitted share only for services with a noted incident. What is not
-// prefetched, or whose batch failed, each watch reads alone as before.
-func (g *Guard) prefetch(ctx context.Context, now time.Time, open []watch) prefetched {
-	bs, ok := g.o.Series.(BatchSeries)
-	if !ok || len(open) < 2 {
-		return nil
-	}
-	type group struct {
-		m        Metric
-		from, to time.Time
-	}
-	groups := map[group][]string{}
-	var order []group
-	add := func(gr group, svc string) {
-		if _, ok := groups[gr]; !ok {
-			order = append(order, gr)
-		}
-		groups[gr] = append(groups[gr], svc)
-	}
-	for _, w := range open {
-		win := g.windows(now, w.d)
-		if win.settling {
-			continue
-		}
-		ms := []Metric{OfferedLoad, ErrorRatio, LatencyP99, GoodputShare}
-		if len(g.incidentsIn(w.d.Service, win.bFrom, win.aTo)) > 0 {
-			ms = append(ms, AdmittedShare)
-		}
-		for _, m := range ms {
-			for _, sp := range g.afterSpans(win, w, m) {
-				add(group{m, sp.from, sp.to}, w.d.Service)
-			}
-			if _, ok := w.before[m]; !ok {
-				add(group{m, win.bFrom, win.bTo}, w.d.Service)
-			}
-		}
-	}
-	pre := prefetched{}
-	type window struct{ from, to time.Time }
-	read := map[group]map[string][]signals.Point{} // what the batches answered
-	fetch := func(m Metric, w window, svcs []string) map[string][]signals.Point {
-		key := group{m, w.from, w.to}
-		if got, ok := read[key]; ok {
-			return got
-		}
-		var got map[string][]signals.Point
-		for chunk := range slices.Chunk(svcs, maxBatch) {
-			part, ok, err := bs.SamplesBy(ctx, chunk, m, w.from, w.to, g.o.Step)
-			if err != nil || !ok {
-				if err != nil {
-					g.o.Logger.Debug("guardrail: batched read failed, reading each service alone", "metric", m, "services", len(chunk), "err", err)
-				}
-				got = nil
-				break
-			}
-			if got == nil {
-				got = make(map[string][]signals.Point, len(svcs))
-			}
-			for _, svc := range chunk {
-				got[svc] = part[svc]
-			}
-		}
-		read[key] = got // nil: failed, read alone
-		return got
-	}
-	// The services of each window that need a base metric: the goodput
-	// share needs the shed and error ratios, the admitted share the shed
-	// ratio.
-	base := map[group][]string{}
-	var bases []group
-	need := func(gr group, svcs []string) {
-		if _, ok := base[gr]; !ok {
-			bases = append(bases, gr)
-		}
-		base[gr] = append(base[gr], svcs...)
-	}
-	for _, gr := range order {
-		svcs := groups[gr]
-		if len(svcs) < 2 {
-			continue
-		}
-		switch gr.m {
-		case GoodputShare:
-			need(group{ShedRatio, gr.from, gr.to}, svcs)
-			need(group{ErrorRatio, gr.from, gr.to}, svcs)
-		case AdmittedShare:
-			need(group{ShedRatio, gr.from, gr.to}, svcs)
-		default:
-			need(gr, svcs)
-		}
-	}
-	for _, gr := range bases {
-		svcs := slices.Compact(slices.Sorted(slices.Values(base[gr])))
-		fetch(gr.m, window{gr.from, gr.to}, svcs)
-	}
-	values := func(ps []signals.Point) []float64 {
-		var out []float64
-		for _, p := range ps {
-			out = append(out, p.V)
-		}
-		return out
-	}
-	for _, gr := range order {
-		svcs := groups[gr]
-		if len(svcs) < 2 {
-			continue
-		}
-		shed, errs := read[group{ShedRatio, gr.from, gr.to}], read[group{ErrorRatio, gr.from, gr.to}]
-		for _, svc := range svcs {
-			k := readKey{svc, gr.m, gr.from, gr.to}
-			switch gr.m {
-			case GoodputShare:
-				// (1 - shed) * (1 - errors) where both have a sample, as
-				// the query's vector matching does.
-				if shed == nil || errs == nil {
-					continue
-				}
-				pre[k] = goodputShare(shed[svc], errs[svc])
-			case AdmittedShare:
-				if shed == nil {
-					continue
-				}
-				pre[k] = admittedShare(shed[svc])
-			default:
-				if got := read[gr]; got != nil {
-					pre[k] = values(got[svc])
-				}
-			}
-		}
-	}
-	return pre
-}
-
 // goodputShare is (1 - shed ratio) x (1 - error ratio) at every step both
-// have a sample, as the GoodputShare query computes it.
+// have a sample, as the GoodputShare query computes it (and a grid point
+// derives it).
 func goodputShare(shed, errs []signals.Point) []float64 {
 	var out []float64
 	for _, p := range shed {
 		i, ok := slices.BinarySearchFunc(errs, p.T, func(q signals.Point, t time.Time) int { return q.T.Compare(t) })
 		if ok {
-			out = append(out, (1-p.V)*(1-errs[i].V))
+			q := emptyPoint()
+			q.set(ShedRatio, p.V)
+			q.set(ErrorRatio, errs[i].V)
+			out = append(out, q.value(GoodputShare))
 		}
 	}
 	return out
 }
 
 // admittedShare is 1 - shed ratio at every step, as the AdmittedShare query
-// computes it.
+// computes it (and a grid point derives it).
 func admittedShare(shed []signals.Point) []float64 {
 	out := make([]float64, 0, len(shed))
 	for _, p := range shed {
-		out = append(out, 1-p.V)
+		q := emptyPoint()
+		q.set(ShedRatio, p.V)
+		out = append(out, q.value(AdmittedShare))
 	}
 	return out
 }
@@ -434,8 +306,10 @@ func admittedShare(shed []signals.Point) []float64 {
 // a longer one against every service name with a regular expression.
 const maxBatch = 200
 
-// evaluate judges one watch at time now, reading what pre lacks.
-func (g *Guard) evaluate(ctx context.Context, now time.Time, w watch, pre prefetched) (watch, error) {
+// evaluate judges one watch at time now: from the grid points of view, or
+// (without a view, or when its batched read failed) reading the service
+// alone on the watch's own grid.
+func (g *Guard) evaluate(ctx context.Context, now time.Time, w watch, view *gridView) (watch, error) {
 	d := w.d
 	d.At = now
 	win := g.windows(now, d)
@@ -447,10 +321,10 @@ func (g *Guard) evaluate(ctx context.Context, now time.Time, w watch, pre prefet
 	full := win.full
 	start := win.start
 	bFrom, bTo, aFrom, aTo := win.bFrom, win.bTo, win.aFrom, win.aTo
+	if view != nil && view.failed[d.Service] {
+		view = nil
+	}
 	read1 := func(m Metric, from, to time.Time) ([]float64, error) {
-		if v, ok := pre[readKey{d.Service, m, from, to}]; ok {
-			return v, nil
-		}
 		v, err := g.o.Series.Samples(ctx, d.Service, m, from, to, g.o.Step)
 		if err != nil {
 			return nil, fmt.Errorf("guardrail: %s v%d: %w", d.Service, d.Version, err)
@@ -458,6 +332,9 @@ func (g *Guard) evaluate(ctx context.Context, now time.Time, w watch, pre prefet
 		return v, nil
 	}
 	samples := func(m Metric) ([]float64, []float64, error) {
+		if view != nil {
+			return view.samples(d.Service, m, bFrom, bTo), view.samples(d.Service, m, aFrom, aTo), nil
+		}
 		before, ok := w.before[m]
 		if !ok {
 			var err error

@@ -44,13 +44,12 @@ type Series interface {
 }
 
 // BatchSeries is a Series that can also read one metric of many services
-// over the same window in one query, with the time of every sample. The
-// Guard uses it when several watches share a window (every watch past its
-// first full window shares the after window ending now), so a cycle with
-// many guarded versions costs a few queries per metric instead of a few per
-// version; it reads OfferedLoad, ErrorRatio, LatencyP99 and ShedRatio this
-// way and derives GoodputShare and AdmittedShare from the last two. ok
-// false means the answer is not one series per service labelled only by
+// over the same window in one query, with the time of every sample. With
+// it the Guard assembles its windows from samples on a grid of Step shared
+// by all services (see Record and the package documentation) and reads the
+// points it lacks in batches: OfferedLoad, ErrorRatio, LatencyP99 and
+// ShedRatio, deriving GoodputShare and AdmittedShare from the last three.
+// ok false means the answer is not one series per service labelled only by
 // service (a custom template, say): the Guard then reads each service
 // alone.
 type BatchSeries interface {

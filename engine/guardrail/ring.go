@@ -1,0 +1,319 @@
+package guardrail
+
+import (
+	"context"
+	"math"
+	"slices"
+	"time"
+
+	"governor.dev/governor/engine/signals"
+)
+
+// The samples of every service on one grid: the multiples of Step (as
+// time.Truncate counts them, as the engine's ticks do). A cycle whose tick
+// lies on the grid hands its signal snapshot to Record, which keeps the
+// values as the samples of that grid point; the windows of every watch are
+// then assembled from these points, and only the points no snapshot covered
+// (before the engine started, a tick off the grid or missed) are read from
+// the store, in batches of services sharing the same missing span.
+
+// baseMetrics are the metrics a grid point holds; the shares are derived
+// from them as their queries compute them.
+var baseMetrics = [...]Metric{OfferedLoad, ErrorRatio, LatencyP99, ShedRatio}
+
+// baseSignals are the snapshot signals of baseMetrics, in the same order.
+var baseSignals = [...]signals.Signal{signals.RequestRate, signals.ErrorRatio, signals.LatencyP99, signals.ShedRatio}
+
+// point is one service's samples at one grid point, by baseMetrics; NaN:
+// no sample. A point present in a ring has been observed, with or without
+// samples.
+type point [len(baseMetrics)]float64
+
+func emptyPoint() point {
+	var p point
+	for i := range p {
+		p[i] = math.NaN()
+	}
+	return p
+}
+
+// value is metric m at the point, NaN when it has none.
+func (p point) value(m Metric) float64 {
+	switch m {
+	case OfferedLoad:
+		return p[0]
+	case ErrorRatio:
+		return p[1]
+	case LatencyP99:
+		return p[2]
+	case ShedRatio:
+		return p[3]
+	case AdmittedShare:
+		return 1 - p[3]
+	case GoodputShare:
+		return (1 - p[3]) * (1 - p[1])
+	}
+	return math.NaN()
+}
+
+// set stores the sample of base metric m.
+func (p *point) set(m Metric, v float64) {
+	if i := slices.Index(baseMetrics[:], m); i >= 0 {
+		p[i] = v
+	}
+}
+
+// ring holds one service's grid points by time (Unix nanoseconds).
+type ring map[int64]point
+
+// ringed reports whether the guard assembles its windows from grid points:
+// it needs a BatchSeries, whose samples carry their times, to read the
+// points no snapshot covered.
+func (g *Guard) ringed() (BatchSeries, bool) {
+	bs, ok := g.o.Series.(BatchSeries)
+	return bs, ok
+}
+
+// gridFrom is the first grid point at or after t.
+func (g *Guard) gridFrom(t time.Time) time.Time {
+	f := t.Truncate(g.o.Step)
+	if f.Before(t) {
+		f = f.Add(g.o.Step)
+	}
+	return f
+}
+
+// horizon is the oldest time a watch can still compare at time now: the
+// start of the window before the oldest activation still judged.
+func (g *Guard) horizon(now time.Time) time.Time {
+	return now.Add(-(g.o.Window + g.o.Settle + g.o.MaxWait + g.o.Step))
+}
+
+// Record keeps the per-service signals of a snapshot taken on the grid (At
+// a multiple of Step) as every service's samples at that time: the request
+// rate, error ratio, p99 latency and shed ratio, which the guardrail's
+// metrics are (or derive from). Watches then read from the store only what
+// no snapshot covered. A snapshot off the grid, of another scope, or with a
+// failed read of one of those signals is ignored (its points are read from
+// the store when needed); a signal unknown for a service (no series, not
+// finite, stale) is no sample, and a service the snapshot lacks has no
+// samples at that time. The snapshot must come from the templates and the
+// source Series reads (the evaluator's Reader for SignalSeries). Without a
+// BatchSeries, Record does nothing.
+func (g *Guard) Record(snap *signals.Snapshot) {
+	if _, ok := g.ringed(); !ok || snap == nil || snap.Scope != signals.PerService {
+		return
+	}
+	at := snap.At
+	if !at.Truncate(g.o.Step).Equal(at) {
+		return
+	}
+	for _, s := range baseSignals {
+		if snap.Errors[s] != nil {
+			return
+		}
+	}
+	key := at.UnixNano()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.rings == nil {
+		g.rings = map[string]ring{}
+	}
+	for k, e := range snap.Entries {
+		p := emptyPoint()
+		for i, s := range baseSignals {
+			if v, ok := e.Get(s).Get(); ok {
+				p[i] = v
+			}
+		}
+		r := g.rings[k.Service]
+		if r == nil {
+			r = ring{}
+			g.rings[k.Service] = r
+		}
+		r[key] = p
+	}
+	oldest := g.horizon(at).UnixNano()
+	for svc, r := range g.rings {
+		if _, ok := snap.Entries[signals.Key{Service: svc}]; !ok {
+			r[key] = emptyPoint()
+		}
+		for t := range r {
+			if t < oldest {
+				delete(r, t)
+			}
+		}
+		if len(r) == 0 {
+			delete(g.rings, svc)
+		}
+	}
+}
+
+// gridView is what the watches of one Observe read their samples from: the
+// rings and the points read for this call only (fresh: too new to keep, a
+// scrape may still land there).
+type gridView struct {
+	g     *Guard
+	fresh map[string]ring
+	// failed: services whose missing points could not be read in a batch;
+	// they are read service by service on their own grid.
+	failed map[string]bool
+}
+
+// lookup returns the service's point at t.
+func (v gridView) lookup(svc string, t time.Time) (point, bool) {
+	key := t.UnixNano()
+	if p, ok := v.fresh[svc][key]; ok {
+		return p, true
+	}
+	v.g.mu.Lock()
+	defer v.g.mu.Unlock()
+	p, ok := v.g.rings[svc][key]
+	return p, ok
+}
+
+// samples are the samples of metric m of a service at the grid points in
+// [from, to], in time order, leaving out the points without one.
+func (v gridView) samples(svc string, m Metric, from, to time.Time) []float64 {
+	var out []float64
+	for t := v.g.gridFrom(from); !t.After(to); t = t.Add(v.g.o.Step) {
+		p, ok := v.lookup(svc, t)
+		if !ok {
+			continue
+		}
+		if x := p.value(m); !math.IsNaN(x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// gridSpan is a run of consecutive grid points, from..to.
+type gridSpan struct{ from, to time.Time }
+
+// fill reads, in batches, the grid points the open watches' windows need
+// that no snapshot or earlier read covered: each service's missing points
+// in runs, the services sharing a run read together, one query per base
+// metric for up to maxBatch services. Points a Step or more in the past are
+// kept in the rings; newer ones serve this call only.
+func (g *Guard) fill(ctx context.Context, now time.Time, open []watch, bs BatchSeries) gridView {
+	view := gridView{g: g, fresh: map[string]ring{}, failed: map[string]bool{}}
+	spans := map[gridSpan][]string{}
+	var order []gridSpan
+	g.mu.Lock()
+	for _, w := range open {
+		win := g.windows(now, w.d)
+		if win.settling {
+			continue
+		}
+		r := g.rings[w.d.Service]
+		var run *gridSpan
+		flush := func() {
+			if run == nil {
+				return
+			}
+			if _, ok := spans[*run]; !ok {
+				order = append(order, *run)
+			}
+			spans[*run] = append(spans[*run], w.d.Service)
+			run = nil
+		}
+		for _, iv := range [][2]time.Time{{win.bFrom, win.bTo}, {win.aFrom, win.aTo}} {
+			for t := g.gridFrom(iv[0]); !t.After(iv[1]); t = t.Add(g.o.Step) {
+				if _, ok := r[t.UnixNano()]; ok {
+					flush()
+					continue
+				}
+				if run == nil {
+					run = &gridSpan{from: t}
+				}
+				run.to = t
+			}
+			flush()
+		}
+	}
+	g.mu.Unlock()
+
+	keepBefore := now.Add(-g.o.Step)
+	for _, sp := range order {
+		svcs := slices.Compact(slices.Sorted(slices.Values(spans[sp])))
+		for chunk := range slices.Chunk(svcs, maxBatch) {
+			got := make(map[string]ring, len(chunk))
+			for _, svc := range chunk {
+				r := ring{}
+				for t := sp.from; !t.After(sp.to); t = t.Add(g.o.Step) {
+					r[t.UnixNano()] = emptyPoint()
+				}
+				got[svc] = r
+			}
+			ok := true
+			for _, m := range baseMetrics {
+				res, answered, err := bs.SamplesBy(ctx, chunk, m, sp.from, sp.to, g.o.Step)
+				if err != nil || !answered {
+					if err != nil {
+						g.o.Logger.Debug("guardrail: batched read failed, reading each service alone", "metric", m, "services", len(chunk), "err", err)
+					}
+					ok = false
+					break
+				}
+				for svc, pts := range res {
+					r, mine := got[svc]
+					if !mine {
+						continue
+					}
+					for _, pt := range pts {
+						if p, on := r[pt.T.UnixNano()]; on {
+							p.set(m, pt.V)
+							r[pt.T.UnixNano()] = p
+						}
+					}
+				}
+			}
+			if !ok {
+				for _, svc := range chunk {
+					view.failed[svc] = true
+				}
+				continue
+			}
+			g.mu.Lock()
+			if g.rings == nil {
+				g.rings = map[string]ring{}
+			}
+			for svc, r := range got {
+				for t, p := range r {
+					if time.Unix(0, t).After(keepBefore) {
+						if view.fresh[svc] == nil {
+							view.fresh[svc] = ring{}
+						}
+						view.fresh[svc][t] = p
+						continue
+					}
+					if g.rings[svc] == nil {
+						g.rings[svc] = ring{}
+					}
+					g.rings[svc][t] = p
+				}
+			}
+			g.mu.Unlock()
+		}
+	}
+	return view
+}
+
+// prune forgets the grid points older than any window a watch can still
+// compare at time now.
+func (g *Guard) prune(now time.Time) {
+	oldest := g.horizon(now).UnixNano()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for svc, r := range g.rings {
+		for t := range r {
+			if t < oldest {
+				delete(r, t)
+			}
+		}
+		if len(r) == 0 {
+			delete(g.rings, svc)
+		}
+	}
+}
