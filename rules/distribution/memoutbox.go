@@ -18,14 +18,16 @@ type MemoryOutbox struct {
 	clk   clock.Clock
 	ready chan struct{}
 
-	mu     sync.Mutex
-	nextID int64
-	rows   []*memRow
+	mu       sync.Mutex
+	nextID   int64
+	rows     []*memRow
+	failures []versioning.OutboxFailure
 }
 
 type memRow struct {
-	item versioning.OutboxItem
-	done bool
+	item   versioning.OutboxItem
+	done   bool
+	failed bool
 }
 
 var _ versioning.Outbox = (*MemoryOutbox)(nil)
@@ -70,7 +72,7 @@ func (o *MemoryOutbox) ClaimOutbox(_ context.Context, limit int, lease time.Dura
 		if len(out) >= limit {
 			break
 		}
-		if r.done || now.Before(r.item.LeaseUntil) {
+		if r.done || r.failed || now.Before(r.item.LeaseUntil) {
 			continue
 		}
 		r.item.Attempts++
@@ -86,17 +88,105 @@ func (o *MemoryOutbox) MarkOutboxDone(_ context.Context, id int64) error {
 	defer o.mu.Unlock()
 	for _, r := range o.rows {
 		if r.item.ID == id {
+			if r.done {
+				return nil
+			}
 			r.done = true
+			now := o.clk.Now()
+			for i, f := range o.failures {
+				if f.Service == r.item.Service && f.Version <= r.item.Version && f.Open() {
+					o.failures[i].SupersededBy, o.failures[i].SupersededAt = r.item.Version, now
+				}
+			}
 			return nil
 		}
 	}
 	return fmt.Errorf("%w: outbox row %d", versioning.ErrNotFound, id)
 }
 
+// MarkOutboxUndeliverable records the row as given up on, as a store does.
+func (o *MemoryOutbox) MarkOutboxUndeliverable(_ context.Context, id int64, f versioning.OutboxFailure) (versioning.OutboxFailure, bool, error) {
+	if err := f.Validate(); err != nil {
+		return versioning.OutboxFailure{}, false, err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, r := range o.rows {
+		if r.item.ID != id {
+			continue
+		}
+		if r.failed {
+			for i := len(o.failures) - 1; i >= 0; i-- {
+				if o.failures[i].OutboxID == id {
+					return o.failures[i], false, nil
+				}
+			}
+		}
+		if r.done {
+			return versioning.OutboxFailure{}, false, nil
+		}
+		r.failed = true
+		f.ID, f.OutboxID, f.Service, f.Version, f.At = int64(len(o.failures)+1), id, r.item.Service, r.item.Version, o.clk.Now()
+		f.SupersededBy, f.SupersededAt = 0, time.Time{}
+		o.failures = append(o.failures, f)
+		return f, true, nil
+	}
+	return versioning.OutboxFailure{}, false, fmt.Errorf("%w: outbox row %d", versioning.ErrNotFound, id)
+}
+
+// RequeueOutbox puts an undeliverable row back in the claims, as a store
+// does.
+func (o *MemoryOutbox) RequeueOutbox(_ context.Context, id int64, relay string) (bool, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, r := range o.rows {
+		if r.item.ID != id {
+			continue
+		}
+		if r.done || !r.failed {
+			return false, nil
+		}
+		r.failed, r.item.LeaseUntil = false, time.Time{}
+		for i, f := range o.failures {
+			if f.OutboxID == id && f.Open() {
+				o.failures[i].RequeuedAt, o.failures[i].RequeuedBy = o.clk.Now(), relay
+			}
+		}
+		select {
+		case o.ready <- struct{}{}:
+		default:
+		}
+		return true, nil
+	}
+	return false, fmt.Errorf("%w: outbox row %d", versioning.ErrNotFound, id)
+}
+
+// OutboxFailures lists the recorded failures, newest first.
+func (o *MemoryOutbox) OutboxFailures(_ context.Context, f versioning.FailureFilter) ([]versioning.OutboxFailure, error) {
+	if f.Limit < 0 || f.Limit > 1000 {
+		return nil, fmt.Errorf("%w: limit: must be between 1 and 1000 (0 for 100), got %d", versioning.ErrInvalid, f.Limit)
+	}
+	limit := f.Limit
+	if limit == 0 {
+		limit = 100
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []versioning.OutboxFailure
+	for i := len(o.failures) - 1; i >= 0 && len(out) < limit; i-- {
+		fl := o.failures[i]
+		if (f.Service == "" || fl.Service == f.Service) && (f.History || fl.Open()) {
+			out = append(out, fl)
+		}
+	}
+	return out, nil
+}
+
 // OutboxReady signals that a row was added.
 func (o *MemoryOutbox) OutboxReady() <-chan struct{} { return o.ready }
 
-// Pending returns the number of rows not yet done.
+// Pending returns the number of rows not yet done (undeliverable rows
+// included).
 func (o *MemoryOutbox) Pending() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()

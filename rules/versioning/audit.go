@@ -27,6 +27,12 @@ const (
 	ActionPolicy    Action = "policy"
 	ActionRebase    Action = "rebase"
 	ActionRevise    Action = "revise" // an open proposal revised in place
+	// ActionUndeliverable: the relay gave up on a version's outbox row
+	// (Outbox.MarkOutboxUndeliverable).
+	ActionUndeliverable Action = "undeliverable"
+	// ActionRequeue: a relay put an undeliverable row back in the claims
+	// (Outbox.RequeueOutbox).
+	ActionRequeue Action = "requeue"
 )
 
 // Actions other components record through Auditor.RecordAudit.
@@ -42,7 +48,8 @@ const (
 func (a Action) Lifecycle() bool {
 	switch a {
 	case ActionPropose, ActionApprove, ActionReject, ActionWithdraw, ActionActivate,
-		ActionAutoApply, ActionPublish, ActionRollback, ActionEmergency, ActionPolicy, ActionRebase, ActionRevise:
+		ActionAutoApply, ActionPublish, ActionRollback, ActionEmergency, ActionPolicy, ActionRebase, ActionRevise,
+		ActionUndeliverable, ActionRequeue:
 		return true
 	}
 	return false

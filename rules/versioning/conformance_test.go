@@ -140,7 +140,8 @@ func appRole(t *testing.T, admin *pgxpool.Pool, url string) (versioning.Store, f
 	for _, q := range []string{
 		`CREATE ROLE ` + role + ` NOLOGIN NOSUPERUSER NOINHERIT`,
 		`GRANT USAGE ON SCHEMA public TO ` + role,
-		`GRANT SELECT, INSERT, UPDATE ON rule_services, rule_versions, rule_approvals, rule_audit_head, rule_outbox TO ` + role,
+		`GRANT SELECT, INSERT, UPDATE ON rule_services, rule_versions, rule_approvals, rule_audit_head, rule_outbox,
+			rule_outbox_failures TO ` + role,
 		`GRANT SELECT, INSERT ON rule_audit TO ` + role,
 		`GRANT SELECT ON goose_db_version TO ` + role,
 	} {

@@ -19,7 +19,16 @@
 //
 // A version goes live ("active") the moment it is approved: the service's
 // active pointer moves to it and an outbox row for the relay is written in the
-// same transaction. Published records that the relay handed it to NATS. The
+// same transaction. Published records that the relay handed it to NATS. A
+// row the relay cannot deliver as it is (too large for the server, not its
+// version's envelope) is recorded as undeliverable
+// (Outbox.MarkOutboxUndeliverable: reason, error, size, limit, relay, time,
+// with an "undeliverable" audit entry) in the transaction that takes it out
+// of the claims; Outbox.OutboxFailures lists the open ones, newest first,
+// until a newer version of the service is marked done (the failure is then
+// superseded, kept as history) or a relay requeues the row
+// (Outbox.RequeueOutbox, audited as "requeue"). The version itself stays
+// approved, never published. The
 // active version of a service is the one Store.Active returns; Version.Active
 // marks it. Rollback and emergency publish create a new version that goes
 // live at once (rollback_of records the target of a rollback); history is

@@ -111,12 +111,37 @@ type Auditor interface {
 // (service, version), which never changes meaning.
 type Outbox interface {
 	// ClaimOutbox leases up to limit unpublished rows whose lease is free or
-	// expired, oldest first, for the given lease duration.
+	// expired, oldest first, for the given lease duration. Rows recorded
+	// as undeliverable are never claimed again.
 	ClaimOutbox(ctx context.Context, limit int, lease time.Duration) ([]OutboxItem, error)
 	// MarkOutboxDone marks a row published and its version StatePublished (if
-	// it is still approved), writing an ActionPublish audit entry. Marking a
-	// row that is already done is a no-op; ErrNotFound for an unknown id.
+	// it is still approved), writing an ActionPublish audit entry, and
+	// supersedes the open failures (MarkOutboxUndeliverable) of older
+	// versions of the service (and the row's own, should a failed row be
+	// marked done after all), naming them in that entry. Marking a row
+	// that is already done is a no-op; ErrNotFound for an unknown id.
 	MarkOutboxDone(ctx context.Context, id int64) error
+	// MarkOutboxUndeliverable records that the relay gave up on a row
+	// whose version cannot be delivered as it is (f.Validate; the store
+	// fills in the row's service and version, the time and the ID), in
+	// the transaction that takes the row out of the claims, with an
+	// ActionUndeliverable audit entry. It reports whether this call
+	// recorded it: false, writing nothing, when the row is already
+	// recorded as undeliverable or already published (another relay got
+	// there first). ErrNotFound for an unknown id.
+	MarkOutboxUndeliverable(ctx context.Context, id int64, f OutboxFailure) (OutboxFailure, bool, error)
+	// OutboxFailures lists failures matching f, newest first. Without
+	// f.History only the open ones: when MarkOutboxDone marks a row done,
+	// the open failures of older versions of its service are superseded by
+	// it (kept as history, no longer listed); RequeueOutbox closes one too.
+	OutboxFailures(ctx context.Context, f FailureFilter) ([]OutboxFailure, error)
+	// RequeueOutbox puts a row recorded as undeliverable back in the
+	// claims, closing its open failure (RequeuedAt, RequeuedBy: relay) with
+	// an ActionRequeue audit entry, because what made it undeliverable has
+	// changed (the server now accepts larger values). It reports whether it
+	// did: false, writing nothing, when the row is not undeliverable (never
+	// was, already requeued, or published). ErrNotFound for an unknown id.
+	RequeueOutbox(ctx context.Context, id int64, relay string) (bool, error)
 	// OutboxReady receives a value (coalesced, never blocking the store) after
 	// a transaction of this Store that wrote an outbox row commits, so an
 	// in-process relay can wake at once. Other processes on PostgreSQL listen

@@ -16,7 +16,7 @@
 // those from PUBLIC; a trigger refuses them for every role anyway):
 //
 //	GRANT SELECT, INSERT, UPDATE ON rule_services, rule_versions, rule_approvals,
-//	    rule_audit_head, rule_outbox TO governor_app;
+//	    rule_audit_head, rule_outbox, rule_outbox_failures TO governor_app;
 //	GRANT SELECT, INSERT ON rule_audit TO governor_app;
 package postgres
 

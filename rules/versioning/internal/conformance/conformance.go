@@ -47,6 +47,8 @@ func Run(t *testing.T, f Factory) {
 		{"OutboxClaimLeaseMark", testOutboxLease},
 		{"OutboxConcurrentClaimers", testOutboxConcurrentClaim},
 		{"OutboxExactlyOnceUnderRetry", testOutboxRetry},
+		{"OutboxUndeliverable", testOutboxUndeliverable},
+		{"OutboxUndeliverableRace", testOutboxUndeliverableRace},
 		{"FailedTransactionWritesNothing", testFailedTx},
 		{"BadInputWritesNothing", testBadInput},
 		{"YAMLRoundTrip", testYAML},
@@ -725,6 +727,21 @@ func testAppRole(t *testing.T, f Factory) {
 	require.NoError(t, err)
 	require.Len(t, items, 1)
 	require.NoError(t, app.MarkOutboxDone(ctx, items[0].ID))
+	// Relay outcomes too: a row given up on, then requeued.
+	u := live(t, app, "role-big", 1)
+	items, err = app.ClaimOutbox(ctx, 10, 60e9)
+	require.NoError(t, err)
+	require.Len(t, items, 1)
+	require.Equal(t, u.Number, items[0].Version)
+	_, recorded, err := app.MarkOutboxUndeliverable(ctx, items[0].ID, tooLarge("app/1"))
+	require.NoError(t, err)
+	require.True(t, recorded)
+	fails, err := app.OutboxFailures(ctx, versioning.FailureFilter{})
+	require.NoError(t, err)
+	require.Len(t, fails, 1)
+	requeued, err := app.RequeueOutbox(ctx, items[0].ID, "app/1")
+	require.NoError(t, err)
+	require.True(t, requeued)
 	// A revision invalidates approvals without deleting anything.
 	_, err = app.SetPolicy(ctx, versioning.Policy{Service: "role", ApprovalsRequired: 2}, root)
 	require.NoError(t, err)
@@ -749,7 +766,7 @@ func testAppRole(t *testing.T, f Factory) {
 	require.NoError(t, h.Exec(ctx, `ALTER TABLE rule_audit ENABLE TRIGGER USER`))
 	rep, err := app.VerifyAudit(ctx)
 	require.NoError(t, err)
-	require.Equal(t, int64(8), rep.Entries)
+	require.Equal(t, int64(8+3+2), rep.Entries, "8 for role; propose, approve and activate of role-big; undeliverable, requeue")
 }
 
 func testRecordAudit(t *testing.T, f Factory) {

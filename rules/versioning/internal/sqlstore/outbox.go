@@ -10,7 +10,7 @@ import (
 	"governor.dev/governor/rules/versioning"
 )
 
-// RelayActor is the audit actor of MarkOutboxDone.
+// RelayActor is the audit actor of MarkOutboxDone and MarkOutboxUndeliverable.
 var RelayActor = versioning.Actor{Name: "system:outbox-relay", Roles: []versioning.Role{}}
 
 // activate makes version n the service's live version: the previous one is
@@ -76,7 +76,7 @@ func (s *Store) ClaimOutbox(ctx context.Context, limit int, lease time.Duration)
 			out = out[:0]
 			now := s.now()
 			rows, err := tx.Query(ctx, `UPDATE rule_outbox SET lease_until = $1, attempts = attempts + 1
-				WHERE id IN (SELECT id FROM rule_outbox WHERE published_at IS NULL
+				WHERE id IN (SELECT id FROM rule_outbox WHERE published_at IS NULL AND failed_at IS NULL
 					AND (lease_until IS NULL OR lease_until <= $2) ORDER BY id LIMIT $3`+s.d.SkipLocked+`)
 				RETURNING id, service, version, kind, checksum, payload, created_at, attempts, lease_until`,
 				now.Add(lease), now, limit)
@@ -139,8 +139,15 @@ func (s *Store) MarkOutboxDone(ctx context.Context, id int64) error {
 				WHERE service = $1 AND number = $2`, service, version, now); err != nil {
 				return false, err
 			}
-			_, err = s.appendAudit(ctx, tx, RelayActor, versioning.ActionPublish, service, version,
-				map[string]any{"outbox_id": id, "kind": kind, "attempts": attempts})
+			superseded, err := s.supersedeFailures(ctx, tx, service, version, now)
+			if err != nil {
+				return false, err
+			}
+			detail := map[string]any{"outbox_id": id, "kind": kind, "attempts": attempts}
+			if len(superseded) > 0 {
+				detail["supersedes_undeliverable"] = superseded
+			}
+			_, err = s.appendAudit(ctx, tx, RelayActor, versioning.ActionPublish, service, version, detail)
 			return false, err
 		})
 	})
