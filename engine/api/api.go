@@ -42,10 +42,11 @@ type Guardrails interface {
 // learned baselines); ok false when the service has none.
 type Levels func(service string) (LatencyLevels, bool)
 
-// Relay lists the rule versions the relay gave up delivering
-// (*distribution.Plane).
+// Relay lists the rule versions the relay gave up delivering, as the rules
+// store records them (*distribution.Plane): not superseded yet, newest
+// first, of one service unless service is empty.
 type Relay interface {
-	Undeliverable() []distribution.Undeliverable
+	Undeliverable(ctx context.Context, service string) ([]distribution.Undeliverable, error)
 }
 
 // Options wire the handler. Evaluations and Versions are required; the
@@ -168,7 +169,11 @@ func (s *server) list(ctx context.Context) ([]Service, error) {
 		}
 	}
 	if s.o.Relay != nil {
-		for _, u := range s.o.Relay.Undeliverable() {
+		us, err := s.o.Relay.Undeliverable(ctx, "")
+		if err != nil {
+			return nil, err
+		}
+		for _, u := range us {
 			sv := get(u.Service)
 			sv.Undeliverable = append(sv.Undeliverable, u)
 		}
@@ -258,10 +263,22 @@ func (s *server) guardrails(w http.ResponseWriter, _ *http.Request) {
 	s.json(w, map[string]any{"decisions": ds})
 }
 
-func (s *server) undeliverable(w http.ResponseWriter, _ *http.Request) {
+func (s *server) undeliverable(w http.ResponseWriter, r *http.Request) {
 	us := []distribution.Undeliverable{}
+	service := r.URL.Query().Get("service")
+	if service != "" {
+		if err := versioning.ValidateService(service); err != nil {
+			s.error(w, err)
+			return
+		}
+	}
 	if s.o.Relay != nil {
-		us = s.o.Relay.Undeliverable()
+		got, err := s.o.Relay.Undeliverable(r.Context(), service)
+		if err != nil {
+			s.error(w, err)
+			return
+		}
+		us = append(us, got...)
 	}
 	s.json(w, map[string]any{"undeliverable": us})
 }

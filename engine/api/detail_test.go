@@ -13,7 +13,15 @@ import (
 
 type fakeRelay []distribution.Undeliverable
 
-func (f fakeRelay) Undeliverable() []distribution.Undeliverable { return f }
+func (f fakeRelay) Undeliverable(_ context.Context, service string) ([]distribution.Undeliverable, error) {
+	var out []distribution.Undeliverable
+	for _, u := range f {
+		if service == "" || u.Service == service {
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}
 
 // The service detail carries the p99 levels the engine alerts on and the
 // versions the relay could not deliver; /undeliverable lists them all.

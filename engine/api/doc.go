@@ -21,8 +21,12 @@
 //	                                   {"instances": [distribution.Instance]}
 //	GET /engine/api/v1/guardrails      {"decisions": [guardrail.Decision]} newest first
 //	GET /engine/api/v1/events?kind=K   {"events": [events.Event]} oldest first
-//	GET /engine/api/v1/undeliverable   {"undeliverable": [distribution.Undeliverable]}
-//	                                   versions the relay gave up on, by outbox id
+//	GET /engine/api/v1/undeliverable?service=S
+//	                                   {"undeliverable": [distribution.Undeliverable]}
+//	                                   versions the relay gave up on, as the rules
+//	                                   store records them (they survive restarts
+//	                                   and are shared by every relay replica),
+//	                                   until a newer version is published; newest first
 //
 // Service is {"service", "score" (loadscore.Score: value, known, overloaded
 // and raw.terms with each term's input, weight and contribution),
@@ -31,5 +35,5 @@
 // ({"warn", "critical"} p99 levels in seconds and "source": "configured" or
 // "learned"; absent when the engine has none for the service),
 // "undeliverable" (its versions the relay gave up on: version, reason,
-// size and limit in bytes; absent when none)}.
+// size and limit in bytes, error, time and relay; absent when none)}.
 package api

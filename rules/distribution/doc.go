@@ -19,13 +19,27 @@
 // retried: a value larger than the server accepts (the connection's
 // max_payload less KVHeaderRoom; Publisher refuses it with a *TooLargeError
 // naming the service, version, size and limit) or a row whose payload is
-// not its version's envelope. The relay logs it once at error level, counts
-// it (governor_distribution_relay_rows_total{outcome="undeliverable"},
-// governor_distribution_relay_undeliverable_rows), tells
-// RelayOptions.OnUndeliverable and lists it in Relay.Undeliverable; the row
-// stays pending in the store and is skipped when claimed again, until a
-// newer version of the service is published (the row is then marked done as
-// superseded) or the server's max_payload grows. The sizes fit by
+// not its version's envelope. The relay records it in the store
+// (versioning.Outbox.MarkOutboxUndeliverable: reason, error text, size,
+// limit, time and RelayOptions.Name, audited as "undeliverable") in the
+// transaction that takes the row out of the claims, so it is not claimed
+// again after the lease, by this relay after a restart or by any replica.
+// The relay whose record reached the store logs it once at error level,
+// counts it (governor_distribution_relay_rows_total{outcome="undeliverable"})
+// and tells RelayOptions.OnUndeliverable. Relay.Undeliverable (and
+// Plane.Undeliverable, which the engine API and the web UI read) lists the
+// store's open records, newest first, whichever relay wrote them;
+// governor_distribution_relay_undeliverable_rows is that count as of the
+// relay's last pass (store-wide, so every replica reports the same value:
+// aggregate with max, not sum). When a newer version of the service is
+// marked done, the store supersedes the record: no longer listed, kept as
+// history (versioning.FailureFilter.History). A relay whose server accepts
+// more than a too-large row needed (checked at its first pass and whenever
+// the server's limit grows, e.g. a reconnect after max_payload was raised)
+// requeues the row (versioning.Outbox.RequeueOutbox) and publishes it. The
+// rows metric counts superseded outcomes of the publisher only; the
+// supersession of undeliverable records shows in the gauge and the store's
+// history. The sizes fit by
 // construction: a store accepts rulesets of at most rules.MaxBytes, whose
 // envelope (rules.MaxEnvelopeBytes) and canary record (watch.MaxCanaryBytes)
 // fit a server with the default max_payload of 1 MiB.

@@ -15,6 +15,7 @@ import (
 
 	"governor.dev/governor/internal/natsembed"
 	"governor.dev/governor/internal/testenv"
+	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/sdk/rules"
 	"governor.dev/governor/sdk/watch"
@@ -125,10 +126,11 @@ func TestPublishRefusesWhatTheServerCannotTake(t *testing.T) {
 }
 
 // TestRelayGivesUpOnAVersionTooLargeForTheServer: the relay records a
-// version the server cannot take once (metric, log naming service, version,
-// size and limit, Undeliverable, OnUndeliverable), does not retry it, skips
-// the row when a claim returns it after its lease, and marks it done as
-// superseded once a newer version of the service is published.
+// version the server cannot take once in the outbox (metric, log naming
+// service, version, size and limit, Undeliverable, OnUndeliverable), does
+// not retry it, and the outbox never hands the row out again; a newer
+// version of the service that is published supersedes it (kept as
+// history).
 func TestRelayGivesUpOnAVersionTooLargeForTheServer(t *testing.T) {
 	srv, maxPayload := smallServer(t)
 	ctx := context.Background()
@@ -138,7 +140,7 @@ func TestRelayGivesUpOnAVersionTooLargeForTheServer(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	var logs bytes.Buffer
 	var hooked []Undeliverable
-	relay, err := NewRelay(RelayOptions{Outbox: outbox, Publisher: pub, Clock: clk, Registerer: reg,
+	relay, err := NewRelay(RelayOptions{Outbox: outbox, Publisher: pub, Clock: clk, Registerer: reg, Name: "relay-a",
 		Logger:          slog.New(slog.NewJSONHandler(&logs, nil)),
 		OnUndeliverable: func(_ context.Context, u Undeliverable) { hooked = append(hooked, u) }})
 	if err != nil {
@@ -154,10 +156,11 @@ func TestRelayGivesUpOnAVersionTooLargeForTheServer(t *testing.T) {
 	if n, err := relay.Pass(ctx); n != 1 || !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("first pass: %d rows, %v; want 1 row, ErrTooLarge", n, err)
 	}
-	want := Undeliverable{OutboxID: id, Service: "checkout", Version: 1, Reason: ReasonTooLarge, Size: limit + 1, Limit: limit, At: clk.Now()}
-	got := relay.Undeliverable()
-	if len(got) != 1 || len(hooked) != 1 {
-		t.Fatalf("undeliverable %+v, hook %+v", got, hooked)
+	want := Undeliverable{OutboxID: id, Service: "checkout", Version: 1, Reason: ReasonTooLarge, Size: limit + 1, Limit: limit,
+		At: clk.Now(), Relay: "relay-a"}
+	got, err := relay.Undeliverable(ctx, "")
+	if err != nil || len(got) != 1 || len(hooked) != 1 {
+		t.Fatalf("undeliverable %+v (%v), hook %+v", got, err, hooked)
 	}
 	if got[0].Error == "" || !strings.Contains(got[0].Error, "max_payload") {
 		t.Fatalf("error %q", got[0].Error)
@@ -194,13 +197,13 @@ func TestRelayGivesUpOnAVersionTooLargeForTheServer(t *testing.T) {
 		t.Fatalf("log line %v", line)
 	}
 
-	// Not retried within the lease, skipped when claimed again after it.
+	// Not retried within the lease, not claimed again after it.
 	if n, err := relay.Pass(ctx); n != 0 || err != nil {
 		t.Fatalf("pass within the lease: %d rows, %v; want nothing", n, err)
 	}
 	clk.Advance(31 * time.Second)
-	if n, err := relay.Pass(ctx); n != 1 || err != nil {
-		t.Fatalf("pass after the lease: %d rows, %v; want the row claimed and skipped", n, err)
+	if n, err := relay.Pass(ctx); n != 0 || err != nil {
+		t.Fatalf("pass after the lease: %d rows, %v; want nothing claimed", n, err)
 	}
 	checkOnce("after the lease")
 	if h := history(t, pub, "checkout"); len(h) != 0 {
@@ -217,14 +220,68 @@ func TestRelayGivesUpOnAVersionTooLargeForTheServer(t *testing.T) {
 	if latest, err := pub.Latest(ctx, "checkout"); err != nil || latest.Version != 2 {
 		t.Fatalf("latest %v, %v", latest, err)
 	}
-	if outbox.Pending() != 0 || len(relay.Undeliverable()) != 0 {
-		t.Fatalf("pending %d, undeliverable %+v; want the big row done as superseded", outbox.Pending(), relay.Undeliverable())
+	if u, err := relay.Undeliverable(ctx, "checkout"); err != nil || len(u) != 0 {
+		t.Fatalf("undeliverable %+v, %v; want none after v2", u, err)
 	}
-	if v := counterValue(t, reg, "governor_distribution_relay_rows_total", "outcome", "superseded"); v != 1 {
-		t.Fatalf("rows{superseded} = %v, want 1", v)
+	hist, err := outbox.OutboxFailures(ctx, versioning.FailureFilter{History: true})
+	if err != nil || len(hist) != 1 || hist[0].SupersededBy != 2 {
+		t.Fatalf("history %+v, %v; want v1 superseded by v2", hist, err)
 	}
 	if v := gaugeValue(t, reg, "governor_distribution_relay_undeliverable_rows"); v != 0 {
 		t.Fatalf("undeliverable_rows = %v, want 0", v)
+	}
+}
+
+// TestRelayRequeuesWhatALargerServerAccepts: a row given up on as too large
+// is requeued by a relay whose server accepts it (a restart after raising
+// max_payload) and published; one that is still too large stays.
+func TestRelayRequeuesWhatALargerServerAccepts(t *testing.T) {
+	small, maxPayload := smallServer(t)
+	ctx := context.Background()
+	outbox := NewMemoryOutbox(nil)
+	limit := maxPayload - KVHeaderRoom
+	big, _ := sizedEnvelope(t, "checkout", 1, limit+1)
+	if _, err := outbox.Add(big); err != nil {
+		t.Fatal(err)
+	}
+	huge, _ := sizedEnvelope(t, "search", 1, 2<<20)
+	if _, err := outbox.Add(huge); err != nil {
+		t.Fatal(err)
+	}
+	first, err := NewRelay(RelayOptions{Outbox: outbox, Publisher: newTestPublisher(t, small.URL()), Name: "small"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.Pass(ctx); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("pass on the small server = %v, want ErrTooLarge", err)
+	}
+	if u, _ := first.Undeliverable(ctx, ""); len(u) != 2 {
+		t.Fatalf("undeliverable %+v, want both", u)
+	}
+
+	pub := newTestPublisher(t, embedded(t).URL())
+	var logs bytes.Buffer
+	second, err := NewRelay(RelayOptions{Outbox: outbox, Publisher: pub, Name: "large",
+		Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := second.Pass(ctx); n != 1 || err != nil {
+		t.Fatalf("pass on the larger server: %d rows, %v; want checkout requeued and claimed, search left alone", n, err)
+	}
+	if latest, err := pub.Latest(ctx, "checkout"); err != nil || latest.Version != 1 {
+		t.Fatalf("checkout latest %v, %v; want v1 published", latest, err)
+	}
+	if !strings.Contains(logs.String(), "requeued") {
+		t.Fatalf("no requeue logged:\n%s", logs.String())
+	}
+	u, err := second.Undeliverable(ctx, "")
+	if err != nil || len(u) != 1 || u[0].Service != "search" || u[0].Relay != "small" {
+		t.Fatalf("undeliverable %+v, %v; want search only, as the small relay recorded it", u, err)
+	}
+	hist, err := outbox.OutboxFailures(ctx, versioning.FailureFilter{Service: "checkout", History: true})
+	if err != nil || len(hist) != 1 || hist[0].RequeuedBy != "large" || hist[0].SupersededBy != 0 {
+		t.Fatalf("checkout history %+v, %v", hist, err)
 	}
 }
 

@@ -36,6 +36,8 @@ type PlaneOptions struct {
 	// OnUndeliverable goes to the Relay: it hears once of every row the
 	// relay gives up on (Plane.Undeliverable lists them).
 	OnUndeliverable func(ctx context.Context, u Undeliverable)
+	// RelayName goes to the Relay (RelayOptions.Name).
+	RelayName string
 	// Replicas of the bucket (3 on a production cluster); default 1.
 	Replicas int
 	// Grace and GoneAfter go to the Ledger (LedgerOptions).
@@ -74,7 +76,7 @@ func NewPlane(ctx context.Context, o PlaneOptions) (*Plane, error) {
 	}
 	relay, err := NewRelay(RelayOptions{Outbox: o.Outbox, Publisher: pub, Wake: o.Wake, Batch: o.Batch, Lease: o.Lease,
 		Sweep: o.Sweep, Stage: o.Stage, OnPublished: ledger.Published, OnUndeliverable: o.OnUndeliverable,
-		Clock: o.Clock, Logger: o.Logger, Registerer: o.Registerer})
+		Name: o.RelayName, Clock: o.Clock, Logger: o.Logger, Registerer: o.Registerer})
 	if err != nil {
 		return nil, err
 	}
@@ -87,10 +89,14 @@ func (p *Plane) Publisher() *Publisher { return p.pub }
 // Ledger returns the ledger.
 func (p *Plane) Ledger() *Ledger { return p.ledger }
 
-// Undeliverable lists the outbox rows the relay gave up on: versions too
-// large for the NATS server or with an invalid payload, not published and
-// not retried (Relay.Undeliverable).
-func (p *Plane) Undeliverable() []Undeliverable { return p.relay.Undeliverable() }
+// Undeliverable lists the outbox rows the store records as undeliverable:
+// versions too large for the NATS server or with an invalid payload, not
+// published and not retried, and not superseded yet by a newer version;
+// newest first, of one service unless service is empty
+// (Relay.Undeliverable).
+func (p *Plane) Undeliverable(ctx context.Context, service string) ([]Undeliverable, error) {
+	return p.relay.Undeliverable(ctx, service)
+}
 
 // Run runs the relay and the ledger until ctx ends.
 func (p *Plane) Run(ctx context.Context) error {

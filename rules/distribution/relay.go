@@ -1,14 +1,16 @@
 package distribution
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
@@ -46,11 +48,15 @@ type RelayOptions struct {
 	// fits.
 	OnPublished func(ctx context.Context, env *rules.Envelope, canary *watch.Selector) error
 	// OnUndeliverable is called once when the relay gives up on a row (see
-	// Undeliverable).
+	// Undeliverable): by the relay whose record reached the store first.
 	OnUndeliverable func(ctx context.Context, u Undeliverable)
-	Clock           clock.Clock
-	Logger          *slog.Logger
-	Registerer      prometheus.Registerer
+	// Name identifies this relay in the store's record of the rows it gives
+	// up on (at most versioning.MaxFailureRelayBytes); default
+	// "<hostname>/<pid>".
+	Name       string
+	Clock      clock.Clock
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
 }
 
 // DefaultRelayOptions returns the defaults of the optional fields.
@@ -70,7 +76,9 @@ type Relay struct {
 
 	mu    sync.Mutex
 	retry []versioning.OutboxItem // rows whose publication failed, still leased
-	dead  map[int64]Undeliverable // rows given up on, by outbox id
+	// checked is the server limit (MaxValueBytes) the undeliverable rows
+	// were last compared with (requeueFitting).
+	checked int
 }
 
 type relayMetrics struct {
@@ -91,12 +99,13 @@ const (
 	ReasonInvalid = "invalid"
 )
 
-// Undeliverable is an outbox row the relay gave up on because retrying
-// cannot help: the version is not published, the row stays pending in the
-// store, and the relay does not try it again (it only looks again when a
-// claim returns it after its lease and the server's max_payload has grown
-// since). When the relay publishes a newer version of the same service, the
-// row is marked done as superseded.
+// Undeliverable is an outbox row a relay gave up on because retrying
+// cannot help: the version is not published, and the store records the row
+// as undeliverable (versioning.Outbox.MarkOutboxUndeliverable) in the
+// transaction that takes it out of the claims, so no relay, this one after
+// a restart included, claims it again. It stays listed until a newer
+// version of the service is published (the store then keeps it as
+// superseded history).
 type Undeliverable struct {
 	OutboxID int64  `json:"outbox_id"`
 	Service  string `json:"service"`
@@ -108,6 +117,14 @@ type Undeliverable struct {
 	Limit int       `json:"limit,omitempty"`
 	Error string    `json:"error"`
 	At    time.Time `json:"at"`
+	// Relay names the relay that gave up (RelayOptions.Name).
+	Relay string `json:"relay"`
+}
+
+// undeliverableFrom converts the store's record.
+func undeliverableFrom(f versioning.OutboxFailure) Undeliverable {
+	return Undeliverable{OutboxID: f.OutboxID, Service: f.Service, Version: f.Version, Reason: f.Reason,
+		Size: f.Size, Limit: f.Limit, Error: f.Error, At: f.At, Relay: f.Relay}
 }
 
 // NewRelay checks the options and returns a relay.
@@ -137,12 +154,22 @@ func NewRelay(o RelayOptions) (*Relay, error) {
 	if o.Logger == nil {
 		o.Logger = d.Logger
 	}
+	if o.Name == "" {
+		host, err := os.Hostname()
+		if err != nil || host == "" {
+			host = "relay"
+		}
+		o.Name = fmt.Sprintf("%s/%d", host, os.Getpid())
+	}
+	if len(o.Name) > versioning.MaxFailureRelayBytes || !utf8.ValidString(o.Name) {
+		return nil, fmt.Errorf("%w: relay: Name must be valid UTF-8 of at most %d bytes", ErrInvalid, versioning.MaxFailureRelayBytes)
+	}
 	reg := o.Registerer
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
 	f := promauto.With(reg)
-	r := &Relay{o: o, dead: map[int64]Undeliverable{}, m: relayMetrics{
+	r := &Relay{o: o, m: relayMetrics{
 		rows: f.NewCounterVec(prometheus.CounterOpts{Name: "governor_distribution_relay_rows_total",
 			Help: "Outbox rows relayed, by outcome: published, duplicate, superseded, canary, undeliverable (given up: too large for the server or invalid; counted once per row)."}, []string{"outcome"}),
 		failures: f.NewCounterVec(prometheus.CounterOpts{Name: "governor_distribution_relay_failures_total",
@@ -152,7 +179,7 @@ func NewRelay(o RelayOptions) (*Relay, error) {
 		lastBatch: f.NewGauge(prometheus.GaugeOpts{Name: "governor_distribution_relay_last_batch_rows",
 			Help: "Rows claimed by the last pass."}),
 		undeliverable: f.NewGauge(prometheus.GaugeOpts{Name: "governor_distribution_relay_undeliverable_rows",
-			Help: "Outbox rows this relay gave up on (too large for the server or invalid) and that no newer version has superseded yet."}),
+			Help: "Outbox rows the store records as undeliverable (too large for the server or invalid; given up on by any relay) that no newer version has superseded yet, as of this relay's last pass (at most 1000)."}),
 	}}
 	for _, s := range []Outcome{Published, Duplicate, Superseded, Staged, outcomeUndeliverable} {
 		r.m.rows.WithLabelValues(string(s))
@@ -200,39 +227,99 @@ func (r *Relay) Run(ctx context.Context) error {
 // outcomeUndeliverable labels the rows given up on in the rows metric.
 const outcomeUndeliverable Outcome = "undeliverable"
 
-// Undeliverable lists the rows this relay gave up on and that no newer
-// version has superseded yet, oldest row first.
-func (r *Relay) Undeliverable() []Undeliverable {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make([]Undeliverable, 0, len(r.dead))
-	for _, u := range r.dead {
-		out = append(out, u)
+// maxListed bounds Undeliverable and the undeliverable_rows gauge.
+const maxListed = 1000
+
+// Undeliverable lists the rows the store records as undeliverable (given up
+// on by any relay, before or after a restart) that no newer version has
+// superseded yet, newest first; service, if not empty, selects one service.
+func (r *Relay) Undeliverable(ctx context.Context, service string) ([]Undeliverable, error) {
+	fs, err := r.o.Outbox.OutboxFailures(ctx, versioning.FailureFilter{Service: service, Limit: maxListed})
+	if err != nil {
+		return nil, fmt.Errorf("distribution: list undeliverable rows: %w", err)
 	}
-	slices.SortFunc(out, func(a, b Undeliverable) int { return cmp.Compare(a.OutboxID, b.OutboxID) })
-	return out
+	out := make([]Undeliverable, len(fs))
+	for i, f := range fs {
+		out[i] = undeliverableFrom(f)
+	}
+	return out, nil
+}
+
+// requeueFitting puts back in the claims the rows recorded as too large
+// that the server now accepts: once per relay start and whenever the
+// server's limit grows (a reconnect to a server with a larger max_payload).
+func (r *Relay) requeueFitting(ctx context.Context) error {
+	limit := r.o.Publisher.MaxValueBytes()
+	r.mu.Lock()
+	checked := r.checked
+	r.mu.Unlock()
+	if limit == 0 || limit <= checked {
+		return nil
+	}
+	fs, err := r.o.Outbox.OutboxFailures(ctx, versioning.FailureFilter{Limit: maxListed})
+	if err != nil {
+		return fmt.Errorf("distribution: list undeliverable rows: %w", err)
+	}
+	var errs []error
+	for _, f := range fs {
+		if f.Reason != ReasonTooLarge || f.Size > limit {
+			continue
+		}
+		ok, err := r.o.Outbox.RequeueOutbox(ctx, f.OutboxID, r.o.Name)
+		if err != nil {
+			r.m.failures.WithLabelValues("mark").Inc()
+			errs = append(errs, fmt.Errorf("distribution: requeue outbox row %d: %w", f.OutboxID, err))
+			continue
+		}
+		if ok {
+			r.o.Logger.LogAttrs(ctx, slog.LevelInfo, "undeliverable rule version requeued: the server accepts it now",
+				slog.String("service", f.Service), slog.Int64("version", f.Version), slog.Int64("outbox_id", f.OutboxID),
+				slog.Int("size", f.Size), slog.Int("limit_then", f.Limit), slog.Int("limit", limit))
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	r.mu.Lock()
+	r.checked = max(r.checked, limit)
+	r.mu.Unlock()
+	return nil
+}
+
+// countUndeliverable sets the gauge from the store.
+func (r *Relay) countUndeliverable(ctx context.Context) error {
+	fs, err := r.o.Outbox.OutboxFailures(ctx, versioning.FailureFilter{Limit: maxListed})
+	if err != nil {
+		return fmt.Errorf("distribution: count undeliverable rows: %w", err)
+	}
+	r.m.undeliverable.Set(float64(len(fs)))
+	return nil
 }
 
 // Pass retries the rows whose publication failed earlier, then claims one
 // batch and relays it; it returns how many rows it claimed. Rows that fail
 // stay leased and are kept for the next pass; if this relay dies, another
 // claims them when the lease expires. Rows given up on (Undeliverable) are
-// not relayed again.
+// recorded in the store, which never hands them out again. Each pass ends
+// by reading the undeliverable count for the gauge.
 func (r *Relay) Pass(ctx context.Context) (int, error) {
 	r.m.passes.Inc()
+	var errs []error
+	if err := r.requeueFitting(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	r.mu.Lock()
 	items := r.retry
 	r.retry = nil
 	r.mu.Unlock()
 	claimed, err := r.o.Outbox.ClaimOutbox(ctx, r.o.Batch, r.o.Lease)
-	var errs []error
 	if err != nil {
 		r.m.failures.WithLabelValues("claim").Inc()
 		errs = append(errs, fmt.Errorf("distribution: claim outbox: %w", err))
 	}
 	r.m.lastBatch.Set(float64(len(claimed)))
 	for _, it := range claimed {
-		if !slices.ContainsFunc(items, func(o versioning.OutboxItem) bool { return o.ID == it.ID }) && !r.givenUp(it) {
+		if !slices.ContainsFunc(items, func(o versioning.OutboxItem) bool { return o.ID == it.ID }) {
 			items = append(items, it)
 		}
 	}
@@ -240,7 +327,10 @@ func (r *Relay) Pass(ctx context.Context) (int, error) {
 	for _, it := range items {
 		if err := r.relay(ctx, it); err != nil {
 			errs = append(errs, err)
-			if !r.undeliverable(ctx, it, err) {
+			if given, markErr := r.undeliverable(ctx, it, err); markErr != nil {
+				errs = append(errs, markErr)
+				failed = append(failed, it) // recorded on the next pass
+			} else if !given {
 				failed = append(failed, it)
 			}
 		}
@@ -248,6 +338,9 @@ func (r *Relay) Pass(ctx context.Context) (int, error) {
 	r.mu.Lock()
 	r.retry = append(r.retry, failed...)
 	r.mu.Unlock()
+	if err := r.countUndeliverable(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	return len(claimed), errors.Join(errs...)
 }
 
@@ -296,54 +389,33 @@ func (r *Relay) relay(ctx context.Context, it versioning.OutboxItem) error {
 	}
 	r.m.rows.WithLabelValues(string(outcome)).Inc()
 	log.LogAttrs(ctx, slog.LevelInfo, "rule version relayed", slog.String("outcome", string(outcome)))
-	if outcome == Published || outcome == Duplicate {
-		r.supersede(ctx, env.Service, env.Version)
-	}
 	return nil
 }
 
-// givenUp reports whether the relay gave up on the row and should skip it.
-// A row refused as too large is looked at again once the server accepts
-// more than it did then (a reconnect to a server with a larger max_payload).
-func (r *Relay) givenUp(it versioning.OutboxItem) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	u, ok := r.dead[it.ID]
-	if !ok {
-		return false
-	}
-	if u.Reason == ReasonTooLarge {
-		if limit := r.o.Publisher.MaxValueBytes(); limit > u.Limit {
-			delete(r.dead, it.ID)
-			r.m.undeliverable.Set(float64(len(r.dead)))
-			return false
-		}
-	}
-	return true
-}
-
-// undeliverable records the row as given up on when err says retrying
-// cannot help, and reports whether it did.
-func (r *Relay) undeliverable(ctx context.Context, it versioning.OutboxItem, err error) bool {
-	u := Undeliverable{OutboxID: it.ID, Service: it.Service, Version: it.Version, Size: len(it.Payload),
-		Error: err.Error(), At: r.o.Clock.Now()}
+// undeliverable records the row in the store as given up on when err says
+// retrying cannot help, and reports whether it did; an error means the
+// store could not record it (the row is kept for the next pass).
+func (r *Relay) undeliverable(ctx context.Context, it versioning.OutboxItem, err error) (bool, error) {
+	f := versioning.OutboxFailure{Size: len(it.Payload), Error: truncate(err.Error(), versioning.MaxFailureErrorBytes),
+		Relay: r.o.Name}
 	var tl *TooLargeError
 	switch {
 	case errors.As(err, &tl):
-		u.Reason, u.Size, u.Limit = ReasonTooLarge, tl.Size, tl.Limit
+		f.Reason, f.Size, f.Limit = ReasonTooLarge, tl.Size, tl.Limit
 	case errors.Is(err, errBadRow):
-		u.Reason = ReasonInvalid
+		f.Reason = ReasonInvalid
 	default:
-		return false
+		return false, nil
 	}
-	r.mu.Lock()
-	_, known := r.dead[it.ID]
-	r.dead[it.ID] = u
-	r.m.undeliverable.Set(float64(len(r.dead)))
-	r.mu.Unlock()
-	if known {
-		return true
+	rec, recorded, markErr := r.o.Outbox.MarkOutboxUndeliverable(ctx, it.ID, f)
+	if markErr != nil {
+		r.m.failures.WithLabelValues("mark").Inc()
+		return false, fmt.Errorf("distribution: mark outbox row %d undeliverable: %w", it.ID, markErr)
 	}
+	if !recorded {
+		return true, nil // another relay recorded it, or published it meanwhile
+	}
+	u := undeliverableFrom(rec)
 	r.m.rows.WithLabelValues(string(outcomeUndeliverable)).Inc()
 	r.o.Logger.LogAttrs(ctx, slog.LevelError, "rule version undeliverable: not published, not retried",
 		slog.String("service", u.Service), slog.Int64("version", u.Version), slog.Int64("outbox_id", u.OutboxID),
@@ -351,33 +423,13 @@ func (r *Relay) undeliverable(ctx context.Context, it versioning.OutboxItem, err
 	if r.o.OnUndeliverable != nil {
 		r.o.OnUndeliverable(ctx, u)
 	}
-	return true
+	return true, nil
 }
 
-// supersede marks done the rows given up on for older versions of the
-// service, now that the bucket holds version.
-func (r *Relay) supersede(ctx context.Context, service string, version int64) {
-	r.mu.Lock()
-	var old []Undeliverable
-	for _, u := range r.dead {
-		if u.Service == service && u.Version < version {
-			old = append(old, u)
-		}
+// truncate cuts s to at most n bytes of valid UTF-8.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	r.mu.Unlock()
-	for _, u := range old {
-		if err := r.o.Outbox.MarkOutboxDone(ctx, u.OutboxID); err != nil {
-			r.m.failures.WithLabelValues("mark").Inc()
-			r.o.Logger.LogAttrs(ctx, slog.LevelWarn, "undeliverable row not marked done", slog.Int64("outbox_id", u.OutboxID), slog.Any("err", err))
-			continue
-		}
-		r.mu.Lock()
-		delete(r.dead, u.OutboxID)
-		r.m.undeliverable.Set(float64(len(r.dead)))
-		r.mu.Unlock()
-		r.m.rows.WithLabelValues(string(Superseded)).Inc()
-		r.o.Logger.LogAttrs(ctx, slog.LevelInfo, "undeliverable rule version superseded",
-			slog.String("service", u.Service), slog.Int64("version", u.Version), slog.Int64("outbox_id", u.OutboxID),
-			slog.Int64("by_version", version))
-	}
+	return strings.ToValidUTF8(s[:n], "")
 }

@@ -297,7 +297,7 @@ func TestRelayRefusesARowWhosePayloadDisagrees(t *testing.T) {
 			if outbox.Pending() != 1 {
 				t.Fatal("the row was marked done")
 			}
-			if u := relay.Undeliverable(); len(u) != 1 || u[0].Reason != ReasonInvalid || u[0].OutboxID != 1 {
+			if u, err := relay.Undeliverable(ctx, ""); err != nil || len(u) != 1 || u[0].Reason != ReasonInvalid || u[0].OutboxID != 1 {
 				t.Fatalf("undeliverable %+v, want the row as invalid", u)
 			}
 			if _, err := relay.Pass(ctx); err != nil {

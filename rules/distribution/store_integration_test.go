@@ -6,12 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"governor.dev/governor/migrations"
 	"governor.dev/governor/rules/versioning"
@@ -25,6 +27,10 @@ var (
 	author   = versioning.Actor{Name: "alice", Roles: []versioning.Role{versioning.RoleOperator}}
 	approver = versioning.Actor{Name: "bob", Roles: []versioning.Role{versioning.RoleApprover}}
 )
+
+// storeLocations maps each store rulesStores opened to its SQLite path or
+// PostgreSQL URL, for reopen.
+var storeLocations sync.Map
 
 // rulesStores opens the real rules stores.
 var rulesStores = []struct {
@@ -40,6 +46,7 @@ var rulesStores = []struct {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = s.Close() })
+		storeLocations.Store(s, path)
 		return s, "", openSQL(t, "sqlite", "file:"+path+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)", migrations.SQLite)
 	}},
 	{"postgres", func(t *testing.T, clk clock.Clock) (versioning.Store, string, *sql.DB) {
@@ -49,6 +56,7 @@ var rulesStores = []struct {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = s.Close() })
+		storeLocations.Store(s, url)
 		return s, url, openSQL(t, "pgx", url, migrations.Postgres)
 	}},
 }
@@ -181,9 +189,13 @@ func waitWake(t *testing.T, wake <-chan struct{}, what string) {
 }
 
 // TestUndeliverableVersionOnTheRulesStore: on the real stores, a version the
-// server (max_payload 64 KiB) cannot take stays pending and approved, is not
-// retried, and once a newer version is published its row is done and the
-// store keeps it superseded, never published.
+// server (max_payload 64 KiB) cannot take is recorded as undeliverable once,
+// in the store: it stays approved, is not claimed again after the lease,
+// and a restarted relay (a new Relay on a reopened store) still lists it
+// without recording it again. Once a newer version is published the
+// failure is superseded: no longer listed, kept as history, and the store
+// keeps the big version superseded, never published. The audit chain
+// verifies, with one undeliverable entry.
 func TestUndeliverableVersionOnTheRulesStore(t *testing.T) {
 	srv, maxPayload := smallServer(t)
 	for _, st := range rulesStores {
@@ -192,7 +204,10 @@ func TestUndeliverableVersionOnTheRulesStore(t *testing.T) {
 			clk := clock.NewFake(time.Now())
 			store, _, _ := st.open(t, clk)
 			pub := newTestPublisher(t, srv.URL())
-			relay, err := NewRelay(RelayOptions{Outbox: store, Publisher: pub, Clock: clk})
+			var hooked int
+			reg := prometheus.NewRegistry()
+			relay, err := NewRelay(RelayOptions{Outbox: store, Publisher: pub, Clock: clk, Name: "relay-a", Registerer: reg,
+				OnUndeliverable: func(context.Context, Undeliverable) { hooked++ }})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -207,38 +222,109 @@ func TestUndeliverableVersionOnTheRulesStore(t *testing.T) {
 			if _, err := relay.Pass(ctx); !errors.Is(err, ErrTooLarge) {
 				t.Fatalf("pass = %v, want ErrTooLarge", err)
 			}
-			if u := relay.Undeliverable(); len(u) != 1 || u[0].Version != p.Number || u[0].Limit != maxPayload-KVHeaderRoom {
-				t.Fatalf("undeliverable %+v", u)
+			check := func(r *Relay, when string) {
+				t.Helper()
+				u, err := r.Undeliverable(ctx, "checkout")
+				if err != nil || len(u) != 1 || u[0].Version != p.Number || u[0].Limit != maxPayload-KVHeaderRoom ||
+					u[0].Reason != ReasonTooLarge || u[0].Relay != "relay-a" || !strings.Contains(u[0].Error, "max_payload") {
+					t.Fatalf("%s: undeliverable %+v, %v", when, u, err)
+				}
+			}
+			check(relay, "after the first pass")
+			if v := gaugeValue(t, reg, "governor_distribution_relay_undeliverable_rows"); v != 1 {
+				t.Fatalf("undeliverable_rows = %v, want 1", v)
 			}
 			clk.Advance(31 * time.Second)
-			if n, err := relay.Pass(ctx); n != 1 || err != nil {
-				t.Fatalf("pass after the lease: %d rows, %v; want the row claimed and skipped", n, err)
+			if n, err := relay.Pass(ctx); n != 0 || err != nil {
+				t.Fatalf("pass after the lease: %d rows, %v; want nothing claimed", n, err)
 			}
-			if v, err := store.Get(ctx, "checkout", p.Number); err != nil || v.State == versioning.StatePublished {
-				t.Fatalf("the big version is %v (%v); it must not be published", v.State, err)
+			if v, err := store.Get(ctx, "checkout", p.Number); err != nil || v.State != versioning.StateApproved {
+				t.Fatalf("the big version is %v (%v); it must stay approved, not published", v.State, err)
 			}
 
-			small := approveVersion(t, store, "checkout", 10)
-			if _, err := relay.Pass(ctx); err != nil {
+			// A restart: a new relay, on a second store handle for the same
+			// database, lists it without recording it again.
+			reopened := reopen(t, st.name, store, clk)
+			reg2 := prometheus.NewRegistry()
+			restarted, err := NewRelay(RelayOptions{Outbox: reopened, Publisher: pub, Clock: clk, Name: "relay-b", Registerer: reg2,
+				OnUndeliverable: func(context.Context, Undeliverable) { hooked++ }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			clk.Advance(31 * time.Second)
+			if n, err := restarted.Pass(ctx); n != 0 || err != nil {
+				t.Fatalf("restarted relay's pass: %d rows, %v; want nothing claimed", n, err)
+			}
+			check(restarted, "after the restart")
+			if v := gaugeValue(t, reg2, "governor_distribution_relay_undeliverable_rows"); v != 1 {
+				t.Fatalf("restarted relay's undeliverable_rows = %v, want 1 (from the store)", v)
+			}
+			if hooked != 1 {
+				t.Fatalf("OnUndeliverable called %d times, want once", hooked)
+			}
+
+			small := approveVersion(t, reopened, "checkout", 10)
+			if _, err := restarted.Pass(ctx); err != nil {
 				t.Fatal(err)
 			}
 			if latest, err := pub.Latest(ctx, "checkout"); err != nil || latest.Version != small.Number {
 				t.Fatalf("latest %v, %v; want v%d", latest, err, small.Number)
 			}
-			if u := relay.Undeliverable(); len(u) != 0 {
-				t.Fatalf("undeliverable %+v after a newer version", u)
+			if u, err := restarted.Undeliverable(ctx, ""); err != nil || len(u) != 0 {
+				t.Fatalf("undeliverable %+v, %v after a newer version", u, err)
+			}
+			if v := gaugeValue(t, reg2, "governor_distribution_relay_undeliverable_rows"); v != 0 {
+				t.Fatalf("undeliverable_rows = %v, want 0", v)
+			}
+			hist, err := store.OutboxFailures(ctx, versioning.FailureFilter{Service: "checkout", History: true})
+			if err != nil || len(hist) != 1 || hist[0].SupersededBy != small.Number || hist[0].Version != p.Number {
+				t.Fatalf("history %+v, %v; want v%d superseded by v%d", hist, err, p.Number, small.Number)
 			}
 			clk.Advance(31 * time.Second)
 			if items, err := store.ClaimOutbox(ctx, 10, time.Second); err != nil || len(items) != 0 {
 				t.Fatalf("rows still pending: %+v, %v", items, err)
 			}
 			v, err := store.Get(ctx, "checkout", p.Number)
-			if err != nil || v.State != versioning.StateSuperseded {
-				t.Fatalf("the big version is %v (%v), want superseded", v.State, err)
+			if err != nil || v.State != versioning.StateSuperseded || !v.PublishedAt.IsZero() {
+				t.Fatalf("the big version is %v published at %v (%v), want superseded, never published", v.State, v.PublishedAt, err)
 			}
 			if h := history(t, pub, "checkout"); len(h) != 1 {
 				t.Fatalf("%d writes, want only the small version", len(h))
 			}
+			entries, err := store.Audit(ctx, versioning.AuditFilter{Action: versioning.ActionUndeliverable})
+			if err != nil || len(entries) != 1 || entries[0].Version != p.Number {
+				t.Fatalf("undeliverable audit entries %+v, %v; want one", entries, err)
+			}
+			if _, err := store.VerifyAudit(ctx); err != nil {
+				t.Fatalf("audit chain: %v", err)
+			}
 		})
 	}
+}
+
+// reopen opens a second store on the database of s (the same file or
+// PostgreSQL database), as a restarted process would.
+func reopen(t *testing.T, name string, s versioning.Store, clk clock.Clock) versioning.Store {
+	t.Helper()
+	var (
+		out versioning.Store
+		err error
+	)
+	at, ok := storeLocations.Load(s)
+	if !ok {
+		t.Fatal("reopen: the store was not opened by rulesStores")
+	}
+	switch name {
+	case "sqlite":
+		out, err = sqlite.Open(context.Background(), sqlite.Options{Path: at.(string), Clock: clk})
+	case "postgres":
+		out, err = postgres.Open(context.Background(), postgres.Options{URL: at.(string), Clock: clk})
+	default:
+		t.Fatalf("unknown store %q", name)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = out.Close() })
+	return out
 }

@@ -13,7 +13,15 @@ import (
 
 type fakeRelay []distribution.Undeliverable
 
-func (f fakeRelay) Undeliverable() []distribution.Undeliverable { return f }
+func (f fakeRelay) Undeliverable(_ context.Context, service string) ([]distribution.Undeliverable, error) {
+	var out []distribution.Undeliverable
+	for _, u := range f {
+		if service == "" || u.Service == service {
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}
 
 func TestServiceDetail(t *testing.T) {
 	relay := fakeRelay{{OutboxID: 1, Service: "checkout", Version: 12, Reason: "too_large", Size: 1_200_000, Limit: 1_000_000},

@@ -38,10 +38,10 @@ type Ledger interface {
 	Instances(ctx context.Context, service string) ([]distribution.Instance, error)
 }
 
-// Relay lists the rule versions the relay gave up delivering
-// (*distribution.Plane).
+// Relay lists the rule versions the relay gave up delivering, as the rules
+// store records them (*distribution.Plane).
 type Relay interface {
-	Undeliverable() []distribution.Undeliverable
+	Undeliverable(ctx context.Context, service string) ([]distribution.Undeliverable, error)
 }
 
 // Options configure New.
@@ -183,7 +183,7 @@ func (s *Source) Instances(ctx context.Context, service string) ([]model.Instanc
 
 // ServiceDetail returns a service's p99 alert levels and its versions the
 // relay gave up on.
-func (s *Source) ServiceDetail(_ context.Context, service string) (model.ServiceDetail, error) {
+func (s *Source) ServiceDetail(ctx context.Context, service string) (model.ServiceDetail, error) {
 	var d model.ServiceDetail
 	if s.o.Levels != nil {
 		if lv, ok := s.o.Levels(service); ok {
@@ -191,10 +191,12 @@ func (s *Source) ServiceDetail(_ context.Context, service string) (model.Service
 		}
 	}
 	if s.o.Relay != nil {
-		for _, u := range s.o.Relay.Undeliverable() {
-			if u.Service == service {
-				d.Undeliverable = append(d.Undeliverable, Undeliverable(u))
-			}
+		us, err := s.o.Relay.Undeliverable(ctx, service)
+		if err != nil {
+			return d, err
+		}
+		for _, u := range us {
+			d.Undeliverable = append(d.Undeliverable, Undeliverable(u))
 		}
 	}
 	return d, nil
