@@ -22,7 +22,7 @@ import (
 
 type relay []distribution.Undeliverable
 
-func (r relay) Undeliverable() []distribution.Undeliverable { return r }
+func (r relay) Undeliverable(context.Context, string) ([]distribution.Undeliverable, error) { return r, nil }
 
 // The client reads the p99 levels and undeliverable versions from the real
 // engine API handler.
