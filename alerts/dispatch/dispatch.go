@@ -96,7 +96,12 @@ func (d *Dispatcher) Receivers() []string {
 }
 
 // Restore loads persisted group states. States of receivers no route names
-// any more are dropped.
+// any more are dropped. A notified alert that the routes now put in another
+// group of the same receiver (its group_by changed) moves there with the
+// time of its last notification, as Alertmanager keeps alerts firing across
+// a reload: it is not reported resolved because its grouping changed, nor
+// announced again before the group's repeat interval, and its resolve, when
+// it comes, is sent by the new group.
 func (d *Dispatcher) Restore(states []GroupState) {
 	known := d.Receivers()
 	d.mu.Lock()
@@ -106,6 +111,57 @@ func (d *Dispatcher) Restore(states []GroupState) {
 			continue
 		}
 		d.groups[s.Receiver+"\x00"+s.Key] = &group{state: s.clone()}
+	}
+	d.regroup()
+}
+
+// regroup moves notified alerts whose group the routes changed; d.mu held.
+func (d *Dispatcher) regroup() {
+	for _, id := range slices.Sorted(maps.Keys(d.groups)) {
+		g := d.groups[id]
+		if g == nil {
+			continue
+		}
+		moved := false
+		for _, fp := range slices.Sorted(maps.Keys(g.state.Notified)) {
+			a := g.state.Notified[fp]
+			var to []string
+			for nid := range d.route([]alerts.Alert{a}) {
+				if recv, _, _ := strings.Cut(nid, "\x00"); recv == g.state.Receiver {
+					to = append(to, nid)
+				}
+			}
+			if len(to) == 0 || slices.Contains(to, id) {
+				// Still grouped here, or no longer routed to this
+				// receiver at all: the group resolves it as before.
+				continue
+			}
+			for _, nid := range to {
+				ng := d.groups[nid]
+				if ng == nil {
+					recv, key, _ := strings.Cut(nid, "\x00")
+					ng = &group{state: GroupState{Receiver: recv, Key: key, Notified: map[string]alerts.Alert{},
+						Labels: a.Labels.Subset(d.groupByOf(recv, a.Labels))}}
+					d.groups[nid] = ng
+				} else if ng.state.SentAt.After(g.state.SentAt) {
+					// The new group notified since: what it holds is newer
+					// (a persisted state left behind by an earlier move).
+					continue
+				}
+				if _, ok := ng.state.Notified[fp]; !ok {
+					ng.state.Notified[fp] = a
+				}
+				if g.state.SentAt.After(ng.state.SentAt) {
+					ng.state.SentAt = g.state.SentAt
+				}
+				ng.state.Seq = max(ng.state.Seq, g.state.Seq)
+			}
+			delete(g.state.Notified, fp)
+			moved = true
+		}
+		if moved && len(g.state.Notified) == 0 {
+			delete(d.groups, id)
+		}
 	}
 }
 

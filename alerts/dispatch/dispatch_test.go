@@ -228,3 +228,59 @@ func TestRestoreDropsUnroutedReceivers(t *testing.T) {
 		t.Fatalf("states %+v", st)
 	}
 }
+
+// TestRegroupKeepsFiringAlerts: changing a receiver's group_by (a reload)
+// moves the alerts it notified to their new groups. Like Alertmanager, no
+// alert still firing is reported resolved because its grouping changed,
+// and none is announced again before the repeat interval; a real resolve
+// is still sent, by the new group. A restart that loads the old group's
+// persisted state next to the newer state of the group it moved to does
+// not resolve the alert a second time.
+func TestRegroupKeepsFiringAlerts(t *testing.T) {
+	a := alert("Shed", "checkout", alerts.P1, t0)
+	b := alert("Shed", "search", alerts.P1, t0)
+	before := newDispatcher(t, Route{Receiver: "team", GroupBy: []string{"alertname"}})
+	run(t, before, Filter{}, []step{
+		{0, []alerts.Alert{a, b}, ""},
+		{30 * time.Second, []alerts.Alert{a, b}, "team:firing:2f0r"},
+	})
+	persisted := before.States()
+
+	after := newDispatcher(t, Route{Receiver: "team", GroupBy: []string{"alertname", "service"}})
+	after.Restore(before.States())
+	aEnded := a
+	aEnded.EndsAt = t0.Add(170 * time.Second)
+	run(t, after, Filter{}, []step{
+		{60 * time.Second, []alerts.Alert{a, b}, ""},
+		{150 * time.Second, []alerts.Alert{a, b}, ""}, // the old group's interval: nothing resolved
+		{10 * time.Minute, []alerts.Alert{a, b}, ""},  // nothing fresh either
+	})
+	if got := len(after.States()); got != 2 {
+		t.Fatalf("%d groups after the regroup, want one per service: %+v", got, after.States())
+	}
+	run(t, after, Filter{}, []step{
+		{11 * time.Minute, []alerts.Alert{aEnded, b}, "team:resolved:0f1r"}, // a real resolve, from a's new group
+	})
+	// What the log holds for checkout's new group: the resolve.
+	var resolvedA GroupState
+	for _, g := range after.States() {
+		if g.Labels["service"] == "checkout" {
+			resolvedA = g
+		}
+	}
+	if resolvedA.Key == "" || len(resolvedA.Notified) != 0 || !resolvedA.SentAt.Equal(t0.Add(11*time.Minute)) {
+		t.Fatalf("checkout group %+v", resolvedA)
+	}
+	run(t, after, Filter{}, []step{
+		{12 * time.Minute, []alerts.Alert{b}, ""},
+		{30*time.Second + time.Hour, []alerts.Alert{b}, "team:firing:1f0r"}, // b's repeat, from the last page
+	})
+
+	// A restart: the old group's state was never rewritten (it sent nothing
+	// after the move); checkout's new group logged the resolve.
+	restarted := newDispatcher(t, Route{Receiver: "team", GroupBy: []string{"alertname", "service"}})
+	restarted.Restore(append(persisted, resolvedA))
+	run(t, restarted, Filter{}, []step{
+		{13 * time.Minute, []alerts.Alert{b}, ""},
+	})
+}

@@ -58,7 +58,10 @@ func (r Routing) withDefaults() (Routing, error) {
 // receivers that accepted them (with their retries); every notification
 // decided after Reconfigure returns uses the new routing. Groups keep what
 // they have notified when their receiver is still routed to, so a swap
-// neither repeats nor loses a page; groups of receivers no route names any
+// neither repeats nor loses a page; when the receiver's group_by changed,
+// the alerts it notified move to their new groups (dispatch.Restore), so
+// none is reported resolved, or paged again, because its grouping changed,
+// and its resolve comes from the new group; groups of receivers no route names any
 // more are forgotten, and a removed receiver's failing alert is resolved.
 func (m *Manager) Reconfigure(r Routing) error {
 	r, err := r.withDefaults()
