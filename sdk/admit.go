@@ -47,6 +47,14 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 		return Permit{}, g.reject(rt, s, class, ReasonDeadline, 0)
 	}
 	now := g.nanotime()
+	if t := g.throttle; t != nil && rt.conc != nil {
+		if lvl := t.check(now); lvl != 0 && sheds(lvl, class, h>>16) {
+			if !rt.shadow {
+				return Permit{}, g.reject(rt, s, class, ReasonOverload, 0)
+			}
+			s.counts[outShadowShed][class].Add(1)
+		}
+	}
 	scale := rt.scale(now)
 
 	wouldLimit := false
@@ -183,6 +191,8 @@ func (g *Governor) reject(rt *route, s *cellShard, class int, reason Reason, wai
 		out = outRateLimited
 	case ReasonDeadline:
 		out = outDeadline
+	case ReasonOverload:
+		out = outOverload
 	default:
 		out = outQueueTimeout
 	}

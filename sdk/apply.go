@@ -215,7 +215,7 @@ func (g *Governor) buildRoute(cfg rules.Route, prev *route) (*route, error) {
 			rt.callerHeader = textproto.CanonicalMIMEHeaderKey(e.CallerHeader)
 		}
 	}
-	for reason := ReasonShed; reason <= ReasonDeadline; reason++ {
+	for reason := ReasonShed; reason <= ReasonOverload; reason++ {
 		for c := range rt.rejections[reason] {
 			rt.rejections[reason][c] = &Rejection{Reason: reason, Route: rt.name, Class: rules.Classes[c], RetryAfter: time.Second}
 		}

@@ -16,11 +16,12 @@ const (
 	outShadowRateLimit
 	outExempt
 	outDeadline
+	outOverload
 	numOutcomes
 )
 
 var outcomeNames = [numOutcomes]string{"admitted", "shed", "rate_limited", "queue_timeout",
-	"shadow_would_shed", "shadow_would_rate_limit", "exempt", "deadline"}
+	"shadow_would_shed", "shadow_would_rate_limit", "exempt", "deadline", "overload"}
 
 // cellShard is one shard of a route's live counts. Each request touches one
 // shard only, chosen at random, so concurrent requests rarely share a cache

@@ -26,6 +26,7 @@ type Governor struct {
 	applyMu   sync.Mutex
 	metrics   *metrics
 	outbound  *outbound.Set
+	throttle  *throttle // nil when off
 	closeOnce sync.Once
 }
 
@@ -68,12 +69,18 @@ func New(opts Options) (*Governor, error) {
 	}
 	g.start = g.clk.Nanotime()
 	g.wallBase = g.clk.Now().UnixNano() - g.start
+	th, err := newThrottle(opts.Overload, opts.Clock != nil, g.start)
+	if err != nil {
+		g.Close()
+		return nil, err
+	}
+	g.throttle = th
 
 	defaults := opts.Defaults
 	if defaults == nil {
 		defaults = DefaultRuleset(opts.Service)
 	}
-	err := defaults.Validate()
+	err = defaults.Validate()
 	if err == nil && defaults.Service != opts.Service {
 		err = fmt.Errorf("ruleset is for service %q, not %q", defaults.Service, opts.Service)
 	}

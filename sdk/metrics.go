@@ -42,6 +42,7 @@ type collector struct {
 	g                                           *Governor
 	requests, errors, duration, inflight, limit *prometheus.Desc
 	queueDelay                                  *prometheus.Desc
+	overloadLevel, schedLatency                 *prometheus.Desc
 	durationBounds, queueBounds                 []float64
 }
 
@@ -60,6 +61,10 @@ func newCollector(g *Governor) *collector {
 			"Current concurrency limit (after the warm-up ramp).", []string{"route"}, nil),
 		queueDelay: prometheus.NewDesc("governor_sdk_queue_delay_seconds",
 			"Time spent queued before admission.", []string{"route"}, nil),
+		overloadLevel: prometheus.NewDesc("governor_sdk_overload_level",
+			"Classes the overload throttle sheds: 0 none, 1 all of batch, 1.5 batch and half of browse, up to 4.", nil, nil),
+		schedLatency: prometheus.NewDesc("governor_sdk_sched_latency_seconds",
+			"Mean scheduling latency (runnable goroutines waiting for a CPU) over the overload throttle's last window.", nil, nil),
 	}
 	for _, b := range durationBounds {
 		c.durationBounds = append(c.durationBounds, b.Seconds())
@@ -72,13 +77,18 @@ func newCollector(g *Governor) *collector {
 
 // Describe sends the fixed descriptors.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.requests, c.errors, c.duration, c.inflight, c.limit, c.queueDelay} {
+	for _, d := range []*prometheus.Desc{c.requests, c.errors, c.duration, c.inflight, c.limit, c.queueDelay, c.overloadLevel, c.schedLatency} {
 		ch <- d
 	}
 }
 
 // Collect sums every route's shards.
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	if c.g.throttle != nil {
+		level, lat := c.g.OverloadLevel()
+		ch <- prometheus.MustNewConstMetric(c.overloadLevel, prometheus.GaugeValue, level)
+		ch <- prometheus.MustNewConstMetric(c.schedLatency, prometheus.GaugeValue, lat.Seconds())
+	}
 	st := c.g.state.Load()
 	for _, rt := range st.routes {
 		cl := rt.cell

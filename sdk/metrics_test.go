@@ -117,8 +117,8 @@ func TestMetricsFollowTheContract(t *testing.T) {
 			t.Errorf("requests_total{route=%s,class=%s,outcome=%s} = %v, want %v", c.route, c.class, c.outcome, got, c.want)
 		}
 	}
-	if got := len(m["governor_sdk_requests_total"].GetMetric()); got != 2*4*8 {
-		t.Errorf("%d requests_total series, want every route x class x outcome up front (64)", got)
+	if got := len(m["governor_sdk_requests_total"].GetMetric()); got != 2*4*9 {
+		t.Errorf("%d requests_total series, want every route x class x outcome up front (72)", got)
 	}
 	if v := m.value("governor_sdk_request_errors_total", map[string]string{"route": "shadow", "class": "core"}); v != 1 {
 		t.Errorf("errors %v, want 1", v)

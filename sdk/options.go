@@ -37,6 +37,10 @@ type Options struct {
 	// rules of every applied ruleset; nil means the Governor makes one with
 	// the same Service, Clock and Registerer. Outbound returns it.
 	Outbound *outbound.Set
+	// Overload configures the overload throttle, which sheds the lowest
+	// classes while the process's goroutines wait too long for a CPU; it
+	// is on by default (OverloadOptions).
+	Overload OverloadOptions
 }
 
 // DefaultOptions returns options for service with every default.

@@ -30,6 +30,9 @@ var (
 	// left less time than the route's recent latency (times
 	// rules.Concurrency.DeadlineFactor), so the request was not started.
 	ErrDeadline = fmt.Errorf("%w: deadline", ErrRejected)
+	// ErrOverload: the overload throttle refused the request's class while
+	// the process's CPU was saturated (OverloadOptions). It wraps ErrShed.
+	ErrOverload = fmt.Errorf("%w: overload", ErrShed)
 
 	// ErrInvalidOptions wraps errors from New.
 	ErrInvalidOptions = errors.New("governor: invalid options")
@@ -50,12 +53,13 @@ const (
 	ReasonQueueTimeout
 	ReasonBreakerOpen
 	ReasonDeadline
+	ReasonOverload
 )
 
-var reasonNames = [...]string{"", "shed", "rate_limited", "queue_timeout", "breaker_open", "deadline"}
+var reasonNames = [...]string{"", "shed", "rate_limited", "queue_timeout", "breaker_open", "deadline", "overload"}
 
 // String returns the metric outcome name: shed, rate_limited, queue_timeout,
-// breaker_open, deadline.
+// breaker_open, deadline, overload.
 func (r Reason) String() string {
 	if int(r) < len(reasonNames) && r > 0 {
 		return reasonNames[r]
@@ -76,6 +80,8 @@ func (r Reason) Err() error {
 		return ErrBreakerOpen
 	case ReasonDeadline:
 		return ErrDeadline
+	case ReasonOverload:
+		return ErrOverload
 	}
 	return ErrRejected
 }

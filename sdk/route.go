@@ -121,7 +121,7 @@ type route struct {
 	callerHeader         string
 
 	// rejections are preallocated per reason and class (RetryAfter 1s).
-	rejections [ReasonDeadline + 1][shed.NumClasses]*Rejection
+	rejections [ReasonOverload + 1][shed.NumClasses]*Rejection
 	// deadlineFactor is rules.Concurrency.DeadlineFactor with its default.
 	deadlineFactor float64
 }

@@ -1,0 +1,5 @@
+//go:build !race
+
+package governor_test
+
+const raceEnabled = false

@@ -1,0 +1,282 @@
+package governor
+
+import (
+	"fmt"
+	"math"
+	rtmetrics "runtime/metrics"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"governor.dev/governor/sdk/shed"
+)
+
+// OverloadOptions configure the overload throttle: while the process's
+// goroutines wait too long for a CPU, it refuses a growing share of the
+// lowest traffic classes on every route with a concurrency limit, before
+// any other stage runs.
+//
+// Why: when the CPU is saturated, requests queue in front of the handler
+// (the accept backlog, socket buffers and Go's run queue) where no
+// concurrency limit sees them; the limit is not full, yet every request
+// waits. The only way to drain that queue is to admit less work than the
+// CPU can do, and the throttle takes it from the lowest classes first.
+//
+// What it reads: the mean scheduling latency (the time a runnable goroutine
+// waits to run, runtime/metrics "/sched/latencies:seconds") of the last
+// Window, read once per Window by the one admission that finds the window
+// over.
+//
+// When it acts: after two consecutive windows above Target (a single slow
+// window, such as a GC pause, does nothing), it sheds a share of the batch
+// class that grows with every further slow window, in proportion to how far
+// the latency is above Target (at most 0.3 classes per window); when batch
+// is fully shed, browse, then core, and critical only when every other
+// class is fully shed. Each window below Target gives back in proportion
+// to how far below it the latency is (at most 0.3 classes per window: a
+// quiet CPU clears a full level in about 1.3 s, 13 windows).
+// Refusals carry ReasonOverload (ErrOverload, a kind of ErrShed) and count
+// under the outcome "overload"; governor_sdk_overload_level and
+// governor_sdk_sched_latency_seconds show the throttle's state.
+type OverloadOptions struct {
+	// Disabled turns the throttle off.
+	Disabled bool
+	// Target is the mean scheduling latency per window above which the
+	// throttle acts; 0 means 10ms. A process on a dedicated, lightly loaded
+	// CPU sees well under 1ms; set it above what the process sees at its
+	// busiest healthy load.
+	Target time.Duration
+	// Window is how often the latency is read and the shed share adjusted;
+	// 0 means 100ms. At least 10ms.
+	Window time.Duration
+	// Source reads the scheduling latency histogram; nil means the Go
+	// runtime's (RuntimeSchedLatency) when Options.Clock is nil. With an
+	// injected clock (tests, simulations) the throttle runs only when Source
+	// is set: the runtime's latencies are real time, meaningless against a
+	// simulated clock.
+	Source SchedSource
+}
+
+// SchedSource reads a cumulative histogram of scheduling latencies, as
+// runtime/metrics.Float64Histogram holds it: counts[i] latencies fell in
+// [buckets[i], buckets[i+1]) seconds, counted since the process started
+// (len(buckets) == len(counts)+1; the outer bounds may be infinite). The
+// throttle reads it once per window, from one goroutine at a time, and does
+// not keep the slices past the next call, so an implementation may reuse
+// them.
+type SchedSource interface {
+	ReadSchedLatency() (counts []uint64, buckets []float64)
+}
+
+// RuntimeSchedLatency returns the Go runtime's scheduling latency histogram
+// ("/sched/latencies:seconds"). Reading it does not allocate.
+func RuntimeSchedLatency() SchedSource {
+	return &runtimeSched{samples: []rtmetrics.Sample{{Name: "/sched/latencies:seconds"}}}
+}
+
+type runtimeSched struct {
+	mu      sync.Mutex
+	samples []rtmetrics.Sample
+}
+
+func (r *runtimeSched) ReadSchedLatency() ([]uint64, []float64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rtmetrics.Read(r.samples)
+	if r.samples[0].Value.Kind() != rtmetrics.KindFloat64Histogram {
+		return nil, nil
+	}
+	h := r.samples[0].Value.Float64Histogram()
+	return h.Counts, h.Buckets
+}
+
+// Throttle constants. The level is a number of classes in 1/levelUnit: level
+// 1.5 sheds all of batch and half of browse.
+const (
+	levelUnit    = 1 << 13
+	riseGain     = 0.1 // classes added per slow window per unit of relative error
+	maxErr       = 3   // relative error counted at most: +0.3 classes per window
+	fallGain     = 0.3 // classes removed per quick window per unit of relative error
+	levelFloor   = 0.02
+	minWakeups   = 8 // fewer in a window say nothing about the CPU
+	defaultSched = 10 * time.Millisecond
+	defaultWin   = 100 * time.Millisecond
+)
+
+// throttle is the overload throttle of one Governor. The hot path reads one
+// word: the end of the current window (high 48 bits, in 1.024µs units from
+// the origin) and the level (low 16 bits).
+type throttle struct {
+	word   atomic.Uint64
+	origin int64
+	window int64
+	target float64 // seconds
+	src    SchedSource
+
+	mu      sync.Mutex // held by the admission that rolls the window
+	prev    []uint64
+	primed  bool
+	slow    int     // consecutive windows above the target
+	level   float64 // in classes, 0..NumClasses
+	latency atomic.Uint64
+}
+
+func newThrottle(o OverloadOptions, injected bool, now int64) (*throttle, error) {
+	if o.Target < 0 {
+		return nil, fmt.Errorf("%w: Overload.Target must not be negative, got %s", ErrInvalidOptions, o.Target)
+	}
+	if o.Window < 0 || (o.Window > 0 && o.Window < 10*time.Millisecond) {
+		return nil, fmt.Errorf("%w: Overload.Window must be 0 (default 100ms) or at least 10ms, got %s", ErrInvalidOptions, o.Window)
+	}
+	if o.Disabled {
+		return nil, nil
+	}
+	src := o.Source
+	if src == nil {
+		if injected {
+			return nil, nil
+		}
+		src = RuntimeSchedLatency()
+	}
+	t := &throttle{origin: now, window: int64(o.Window), target: o.Target.Seconds(), src: src}
+	if t.window == 0 {
+		t.window = int64(defaultWin)
+	}
+	if o.Target == 0 {
+		t.target = defaultSched.Seconds()
+	}
+	t.mu.Lock()
+	t.sample() // the first window's delta starts here
+	t.mu.Unlock()
+	t.word.Store(t.pack(now+t.window, 0))
+	return t, nil
+}
+
+func (t *throttle) pack(due int64, level uint32) uint64 {
+	return uint64(due-t.origin)>>10<<16 | uint64(level)
+}
+
+// check returns the level in force at now, rolling the window when it is
+// over. It is the throttle's hot path: one atomic load.
+func (t *throttle) check(now int64) uint32 {
+	w := t.word.Load()
+	if now-t.origin >= int64(w>>16<<10) {
+		w = t.roll(now)
+	}
+	return uint32(w & 0xffff)
+}
+
+// sheds reports whether a request of class c (0 critical .. NumClasses-1
+// batch) is refused at level; r is a uniform random number.
+func sheds(level uint32, c int, r uint32) bool {
+	from := uint32(shed.NumClasses-1-c) * levelUnit
+	if level <= from {
+		return false
+	}
+	x := level - from
+	return x >= levelUnit || r&(levelUnit-1) < x
+}
+
+// roll reads the latency of the window that ended and adjusts the level.
+// One admission does it; the others keep the word they read.
+func (t *throttle) roll(now int64) uint64 {
+	if !t.mu.TryLock() {
+		return t.word.Load()
+	}
+	defer t.mu.Unlock()
+	w := t.word.Load()
+	if now-t.origin < int64(w>>16<<10) {
+		return w // rolled meanwhile
+	}
+	lat, n := t.sample()
+	t.latency.Store(math.Float64bits(lat))
+	t.adjust(lat, n)
+	w = t.pack(now+t.window, uint32(t.level*levelUnit))
+	t.word.Store(w)
+	return w
+}
+
+// adjust moves the level for a window whose mean latency was lat over n
+// wake-ups: an integral controller on the relative error (lat-target)/target,
+// raising by up to riseGain*3 classes per slow window and cutting by up to
+// fallGain per quick one, so a window just under the target during an
+// overload gives back little and a quiet CPU clears the level in about a
+// second. From level 0 it rises only on the second slow window in a row.
+func (t *throttle) adjust(lat float64, n uint64) {
+	if n < minWakeups {
+		lat = 0 // a window with hardly any wake-ups has no queue
+	}
+	e := (lat - t.target) / t.target
+	if e > 0 {
+		t.slow++
+		if t.slow < 2 && t.level == 0 {
+			return
+		}
+		t.level = min(float64(shed.NumClasses), t.level+riseGain*min(e, maxErr))
+		return
+	}
+	t.slow = 0
+	t.level += fallGain * e
+	if t.level < levelFloor {
+		t.level = 0
+	}
+}
+
+// sample returns the mean latency (seconds) and the number of wake-ups
+// since the previous sample, and remembers the counts. Bucket midpoints
+// stand for their samples (the lower bound for the last, open bucket).
+func (t *throttle) sample() (float64, uint64) {
+	counts, buckets := t.src.ReadSchedLatency()
+	if len(counts) == 0 || len(buckets) != len(counts)+1 {
+		return 0, 0
+	}
+	if len(t.prev) != len(counts) {
+		t.prev = make([]uint64, len(counts))
+		t.primed = false
+	}
+	var n uint64
+	var sum float64
+	for i, c := range counts {
+		d := c - t.prev[i]
+		if c < t.prev[i] {
+			d = 0
+		}
+		t.prev[i] = c
+		if d == 0 {
+			continue
+		}
+		lo, hi := buckets[i], buckets[i+1]
+		var v float64
+		switch {
+		case math.IsInf(lo, -1) || lo < 0:
+			v = max(hi, 0)
+		case math.IsInf(hi, 1):
+			v = lo
+		default:
+			v = (lo + hi) / 2
+		}
+		n += d
+		sum += v * float64(d)
+	}
+	if !t.primed {
+		t.primed = true
+		return 0, 0
+	}
+	if n == 0 {
+		return 0, 0
+	}
+	return sum / float64(n), n
+}
+
+// OverloadLevel returns the overload throttle's level: 0 when it sheds
+// nothing, 1 when it sheds all of the batch class, 2.5 when batch and browse
+// and half of core, up to 4 (the number of classes); and the mean scheduling
+// latency of the last window it read. Both are 0 when the throttle is off.
+func (g *Governor) OverloadLevel() (level float64, latency time.Duration) {
+	t := g.throttle
+	if t == nil {
+		return 0, 0
+	}
+	level = float64(t.word.Load()&0xffff) / levelUnit
+	return level, time.Duration(math.Float64frombits(t.latency.Load()) * 1e9)
+}
