@@ -16,7 +16,8 @@ import (
 var AuditActions = []versioning.Action{
 	versioning.ActionPropose, versioning.ActionApprove, versioning.ActionReject, versioning.ActionWithdraw,
 	versioning.ActionActivate, versioning.ActionAutoApply, versioning.ActionPublish, versioning.ActionRollback,
-	versioning.ActionEmergency, versioning.ActionPolicy, versioning.ActionRebase, versioning.ActionRevise, versioning.ActionLogin,
+	versioning.ActionEmergency, versioning.ActionPolicy, versioning.ActionRebase, versioning.ActionRevise,
+	versioning.ActionUndeliverable, versioning.ActionRequeue, versioning.ActionLogin,
 	versioning.ActionLoginFailure, versioning.ActionLogout, versioning.ActionTokenCreate, versioning.ActionTokenRevoke,
 	model.ActionAlertConfig,
 }
