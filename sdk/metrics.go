@@ -62,7 +62,7 @@ func newCollector(g *Governor) *collector {
 		queueDelay: prometheus.NewDesc("governor_sdk_queue_delay_seconds",
 			"Time spent queued before admission.", []string{"route"}, nil),
 		overloadLevel: prometheus.NewDesc("governor_sdk_overload_level",
-			"Classes the overload throttle sheds: 0 none, 1 all of batch, 1.5 batch and half of browse, up to 4.", nil, nil),
+			"Classes the overload throttle sheds: 0 none, 1 all of batch, 1.5 batch and half of browse, up to 3 (4 when critical may be shed).", nil, nil),
 		schedLatency: prometheus.NewDesc("governor_sdk_sched_latency_seconds",
 			"Mean scheduling latency (runnable goroutines waiting for a CPU) over the overload throttle's last window.", nil, nil),
 	}

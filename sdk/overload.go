@@ -30,9 +30,9 @@ import (
 // When it acts: after two consecutive windows above Target (a single slow
 // window, such as a GC pause, does nothing), it sheds a share of the batch
 // class that grows with every further slow window, in proportion to how far
-// the latency is above Target (at most 0.3 classes per window); when batch
-// is fully shed, browse, then core, and critical only when every other
-// class is fully shed. Each window below Target gives back in proportion
+// the latency is above Target (at most one class per window); when batch
+// is fully shed, browse, then core; critical only with ShedCritical, and
+// only when every other class is fully shed. Each window below Target gives back in proportion
 // to how far below it the latency is (at most 0.3 classes per window: a
 // quiet CPU clears a full level in about 1.3 s, 13 windows).
 // Refusals carry ReasonOverload (ErrOverload, a kind of ErrShed) and count
@@ -49,6 +49,11 @@ type OverloadOptions struct {
 	// Window is how often the latency is read and the shed share adjusted;
 	// 0 means 100ms. At least 10ms.
 	Window time.Duration
+	// ShedCritical lets the throttle shed the critical class once every
+	// other class is fully shed. Off by default: critical requests are left
+	// to the concurrency limit, its reserve and their deadlines, so a flood
+	// of critical traffic alone is not throttled.
+	ShedCritical bool
 	// Source reads the scheduling latency histogram; nil means the Go
 	// runtime's (RuntimeSchedLatency) when Options.Clock is nil. With an
 	// injected clock (tests, simulations) the throttle runs only when Source
@@ -95,7 +100,7 @@ func (r *runtimeSched) ReadSchedLatency() ([]uint64, []float64) {
 const (
 	levelUnit    = 1 << 13
 	riseGain     = 0.1 // classes added per slow window per unit of relative error
-	maxErr       = 3   // relative error counted at most: +0.3 classes per window
+	maxErr       = 10  // relative error counted at most: +1 class per window
 	fallGain     = 0.3 // classes removed per quick window per unit of relative error
 	levelFloor   = 0.02
 	minWakeups   = 8 // fewer in a window say nothing about the CPU
@@ -117,7 +122,8 @@ type throttle struct {
 	prev    []uint64
 	primed  bool
 	slow    int     // consecutive windows above the target
-	level   float64 // in classes, 0..NumClasses
+	level   float64 // in classes, 0..max
+	max     float64 // NumClasses-1, or NumClasses with ShedCritical
 	latency atomic.Uint64
 }
 
@@ -138,7 +144,10 @@ func newThrottle(o OverloadOptions, injected bool, now int64) (*throttle, error)
 		}
 		src = RuntimeSchedLatency()
 	}
-	t := &throttle{origin: now, window: int64(o.Window), target: o.Target.Seconds(), src: src}
+	t := &throttle{origin: now, window: int64(o.Window), target: o.Target.Seconds(), src: src, max: float64(shed.NumClasses - 1)}
+	if o.ShedCritical {
+		t.max = float64(shed.NumClasses)
+	}
 	if t.window == 0 {
 		t.window = int64(defaultWin)
 	}
@@ -198,7 +207,7 @@ func (t *throttle) roll(now int64) uint64 {
 
 // adjust moves the level for a window whose mean latency was lat over n
 // wake-ups: an integral controller on the relative error (lat-target)/target,
-// raising by up to riseGain*3 classes per slow window and cutting by up to
+// raising by up to riseGain*maxErr classes per slow window and cutting by up to
 // fallGain per quick one, so a window just under the target during an
 // overload gives back little and a quiet CPU clears the level in about a
 // second. From level 0 it rises only on the second slow window in a row.
@@ -212,7 +221,7 @@ func (t *throttle) adjust(lat float64, n uint64) {
 		if t.slow < 2 && t.level == 0 {
 			return
 		}
-		t.level = min(float64(shed.NumClasses), t.level+riseGain*min(e, maxErr))
+		t.level = min(t.max, t.level+riseGain*min(e, maxErr))
 		return
 	}
 	t.slow = 0
@@ -270,7 +279,7 @@ func (t *throttle) sample() (float64, uint64) {
 
 // OverloadLevel returns the overload throttle's level: 0 when it sheds
 // nothing, 1 when it sheds all of the batch class, 2.5 when batch and browse
-// and half of core, up to 4 (the number of classes); and the mean scheduling
+// and half of core, up to 3 (4 with ShedCritical); and the mean scheduling
 // latency of the last window it read. Both are 0 when the throttle is off.
 func (g *Governor) OverloadLevel() (level float64, latency time.Duration) {
 	t := g.throttle

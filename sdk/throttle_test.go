@@ -109,7 +109,7 @@ func (tt *throttled) window(t *testing.T, lat time.Duration, n int) [4]float64 {
 }
 
 func TestThrottleShedsLowerClassesFirstWhileLatencyIsHigh(t *testing.T) {
-	tt := newThrottled(t, governor.OverloadOptions{})
+	tt := newThrottled(t, governor.OverloadOptions{ShedCritical: true})
 	for range 5 {
 		if r := tt.window(t, time.Millisecond, 100); r != [4]float64{} {
 			t.Fatalf("refused %v at 1ms scheduling latency, want nothing", r)
@@ -149,6 +149,21 @@ func TestThrottleShedsLowerClassesFirstWhileLatencyIsHigh(t *testing.T) {
 	}
 	if prev != 4 {
 		t.Fatalf("level %v after 30 slow windows, want the maximum 4", prev)
+	}
+}
+
+func TestThrottleSparesCriticalByDefault(t *testing.T) {
+	tt := newThrottled(t, governor.OverloadOptions{})
+	tt.window(t, time.Millisecond, 1)
+	var r [4]float64
+	for range 30 {
+		r = tt.window(t, 400*time.Millisecond, 100)
+		if r[0] != 0 {
+			t.Fatalf("critical refused %v without ShedCritical", r[0])
+		}
+	}
+	if l, _ := tt.g.OverloadLevel(); l != 3 || r != [4]float64{0, 1, 1, 1} {
+		t.Fatalf("level %v, refused %v after 30 windows at 400ms, want 3 and every class but critical", l, r)
 	}
 }
 
