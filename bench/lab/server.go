@@ -287,10 +287,17 @@ func (sv *server) logSecond(lim int, cpu time.Duration, sched *schedLatency) {
 		over = float64(int64(cpu)-burn) / float64(n) / 1e3
 	}
 	runq, runq99 := sched.second()
-	fmt.Fprintf(os.Stderr, "t=%.1fs limit=%d inflight=%d handled=%d pre_mean=%.1fms pre_max=%.1fms dead=%d admitted=%d handler_mean=%.1fms refused=%d refused_mean=%.3fms cpu=%.0fms burn=%.0fms overhead=%.0fus/req runq_mean=%.2fms runq_p99=%.1fms\n",
+	throttle := ""
+	if o, ok := sv.lim.(interface {
+		Overload() (float64, time.Duration)
+	}); ok {
+		level, lat := o.Overload()
+		throttle = fmt.Sprintf(" throttle=%.2f throttle_runq=%.1fms", level, lat.Seconds()*1e3)
+	}
+	fmt.Fprintf(os.Stderr, "t=%.1fs limit=%d inflight=%d handled=%d pre_mean=%.1fms pre_max=%.1fms dead=%d admitted=%d handler_mean=%.1fms refused=%d refused_mean=%.3fms cpu=%.0fms burn=%.0fms overhead=%.0fus/req runq_mean=%.2fms runq_p99=%.1fms%s\n",
 		sv.elapsed().Seconds(), lim, sv.inflight.Load(), n, mean(pre, n), float64(preMax)/1e6, dead,
 		adm, mean(hand, adm), ref, mean(refSum, ref), float64(cpu)/1e6, float64(burn)/1e6, over,
-		runq.Seconds()*1e3, runq99.Seconds()*1e3)
+		runq.Seconds()*1e3, runq99.Seconds()*1e3, throttle)
 }
 
 // schedLatency reads Go's /sched/latencies:seconds (time goroutines spent

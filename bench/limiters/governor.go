@@ -15,6 +15,9 @@ import (
 // queue the default ruleset leaves out. With deadlines, the request's stated
 // deadline goes to Admit (refused at once when it has passed or leaves less
 // than the recent latency); "governor-nodeadline" leaves it out.
+// "governor-nosched" is "governor" with the overload throttle
+// (governor.OverloadOptions: shedding the lowest classes while Go's
+// scheduling latency is high) turned off.
 type gov struct {
 	g         *governor.Governor
 	deadlines bool
@@ -23,7 +26,7 @@ type gov struct {
 // classNames are the priority values Admit receives per class rank.
 var classNames = [...]string{"critical", "core", "browse", "batch"}
 
-func newGovernor(algorithm string, queue, deadlines bool) factory {
+func newGovernor(algorithm string, queue, deadlines, sched bool) factory {
 	return func(o Options) (Limiter, error) {
 		rs := o.Ruleset
 		if rs == nil {
@@ -35,6 +38,7 @@ func newGovernor(algorithm string, queue, deadlines bool) factory {
 		}
 		opts := governor.DefaultOptions(rs.Service)
 		opts.Defaults = rs
+		opts.Overload.Disabled = !sched
 		g, err := governor.New(opts)
 		if err != nil {
 			return nil, fmt.Errorf("limiters: governor: %w", err)
@@ -68,6 +72,10 @@ func (a *gov) Release(t Ticket, latency time.Duration, failed bool) {
 }
 
 func (a *gov) Close() { a.g.Close() }
+
+// Overload is the overload throttle's level (classes shed) and the mean
+// scheduling latency of its last window.
+func (a *gov) Overload() (float64, time.Duration) { return a.g.OverloadLevel() }
 
 // Limit is the default route's current concurrency limit.
 func (a *gov) Limit() int {

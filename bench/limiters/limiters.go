@@ -122,10 +122,11 @@ type factory func(Options) (Limiter, error)
 // factories maps limiter names to constructors. It is filled by a literal
 // (no init side effects) and extended as adapters are added.
 var factories = map[string]factory{
-	"governor":            newGovernor(rules.AlgorithmGradient, false, true),
-	"governor-nodeadline": newGovernor(rules.AlgorithmGradient, false, false),
-	"governor-little":     newGovernor(rules.AlgorithmLittle, false, true),
-	"governor-queue":      newGovernor(rules.AlgorithmGradient, true, true),
+	"governor":            newGovernor(rules.AlgorithmGradient, false, true, true),
+	"governor-nodeadline": newGovernor(rules.AlgorithmGradient, false, false, true),
+	"governor-nosched":    newGovernor(rules.AlgorithmGradient, false, true, false),
+	"governor-little":     newGovernor(rules.AlgorithmLittle, false, true, true),
+	"governor-queue":      newGovernor(rules.AlgorithmGradient, true, true, true),
 	"none":                newNone,
 	"static":              newStatic,
 	"xrate":               newXRate,
