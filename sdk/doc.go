@@ -10,7 +10,14 @@
 //     sdk/httpgov and sdk/grpc read it from the request): a request whose
 //     deadline has passed, or leaves less than the route's recent average
 //     latency (rules.Concurrency.DeadlineFactor times it), is refused at
-//     once with ErrDeadline, counted under the outcome "deadline";
+//     once with ErrDeadline, counted under the outcome "deadline"; then, on
+//     a route with a concurrency limit, the overload throttle
+//     (OverloadOptions): while Go's scheduling latency stays above its
+//     target, the CPU is saturated and requests queue before the handler
+//     where no concurrency limit sees them, so a growing share of the
+//     lowest classes is refused (ErrOverload, outcome "overload"), batch
+//     first, never critical unless allowed, and only after two slow
+//     windows in a row;
 //  2. the token-bucket rate limit of the route, then the per-key limits
 //     (client IP, caller, user) with bounded memory;
 //  3. the adaptive concurrency limit (sdk/limit), split into one ceiling per

@@ -155,3 +155,21 @@ func ExampleGovernor_Limit() {
 	// 36
 	// 50
 }
+
+// The overload throttle is on by default with the Go runtime's scheduling
+// latency as its signal; here it acts above a 20ms mean per 200ms window,
+// for a process that sees up to 10ms at its busiest healthy load. Set
+// Disabled to turn it off.
+func ExampleOverloadOptions() {
+	opts := governor.DefaultOptions("checkout")
+	opts.Overload = governor.OverloadOptions{Target: 20 * time.Millisecond, Window: 200 * time.Millisecond}
+	g, err := governor.New(opts)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer g.Close()
+	level, _ := g.OverloadLevel()
+	fmt.Println("classes shed:", level)
+	// Output: classes shed: 0
+}

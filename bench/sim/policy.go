@@ -56,11 +56,16 @@ type Factory func(env *Env) (Policy, error)
 // code (which cannot run in virtual time); "governor", "governor-little"
 // and "governor-nodeadline" (which does not pass the attempt's deadline to
 // Admit) run Governor's real sdk/limit and sdk/shed code, and "xrate" the
-// real golang.org/x/time/rate.
+// real golang.org/x/time/rate. "governor-nosched" is "governor" with the
+// overload throttle off; in the simulator the two are the same, as the
+// throttle reads Go's scheduling latency, which the simulator does not
+// model (there is no queue before admission), and a Governor on an
+// injected clock without a latency source runs without it.
 func Factories() map[string]Factory {
 	return map[string]Factory{
 		"governor":                 governorFactory(rules.AlgorithmGradient, true),
 		"governor-nodeadline":      governorFactory(rules.AlgorithmGradient, false),
+		"governor-nosched":         governorFactory(rules.AlgorithmGradient, true),
 		"governor-little":          governorFactory(rules.AlgorithmLittle, true),
 		"none":                     func(*Env) (Policy, error) { return nonePolicy{}, nil },
 		"static":                   func(e *Env) (Policy, error) { return staticPolicy(e.StaticLimit), nil },
