@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -70,10 +71,14 @@ func newEnvTB(t testing.TB) *env {
 	t.Helper()
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
+	// One database file for the rules store and the accounts, as in
+	// production: the alerting configuration's audit entries are written
+	// with its versions and read through the rules store.
+	path := filepath.Join(t.TempDir(), "governor.db")
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: path, Clock: clk})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	db, err := sql.Open("sqlite", ":memory:")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
 	require.NoError(t, err)
 	db.SetMaxOpenConns(1)
 	t.Cleanup(func() { _ = db.Close() })

@@ -3,6 +3,9 @@
 // save in the web UI, in the rules database (migrations 00101). Every save
 // is validated whole by config.Parse and refused with the field named;
 // versions are numbered, immutable and carry who saved them, when and why.
+// Each save records an AuditAction entry in the rule store's hash-chained
+// audit log in the same transaction (rules/versioning/sqlaudit): a version
+// is never stored without its entry, nor an entry without its version.
 //
 // Precedence: the newest saved version is the alerting configuration in
 // force. The engine's configuration file (alerts.config_file, or
@@ -18,6 +21,7 @@ package configstore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -27,8 +31,14 @@ import (
 	"governor.dev/governor/alerts"
 	"governor.dev/governor/alerts/config"
 	"governor.dev/governor/migrations"
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/rules/versioning/sqlaudit"
 	"governor.dev/governor/sdk/clock"
 )
+
+// AuditAction is the audit action of a saved version; the entry's version
+// is the version number, its detail {"version": n, "comment": "..."}.
+const AuditAction versioning.Action = "alert_config"
 
 // ErrConflict: another version was saved since the one the edit started from.
 var ErrConflict = errors.New("alerts: config: conflict")
@@ -61,8 +71,11 @@ type SaveRequest struct {
 	Document string
 	// Base is the version the edit started from (0: none saved yet). If
 	// another version was saved since, Save fails with ErrConflict.
-	Base    int64
+	Base int64
+	// Author names who saves (a user name, as the audit log's actors);
+	// Roles are the author's roles, recorded in the audit entry.
 	Author  string
+	Roles   []versioning.Role
 	Comment string
 }
 
@@ -195,6 +208,10 @@ func (s *Store) Save(ctx context.Context, r SaveRequest) (Version, error) {
 	case r.Base < 0:
 		return Version{}, fmt.Errorf("%w: base: must not be negative", alerts.ErrInvalid)
 	}
+	actor := versioning.Actor{Name: r.Author, Roles: r.Roles}
+	if err := versioning.ValidateActor("author", actor); err != nil {
+		return Version{}, fmt.Errorf("%w: %w", alerts.ErrInvalid, err)
+	}
 	var base string
 	if r.Base > 0 {
 		bv, err := s.Get(ctx, r.Base)
@@ -214,7 +231,7 @@ func (s *Store) Save(ctx context.Context, r SaveRequest) (Version, error) {
 		return Version{}, err
 	}
 	v := Version{Number: r.Base + 1, Document: doc, Author: r.Author, Comment: r.Comment, CreatedAt: s.clk.Now().UTC()}
-	if err := s.insert(ctx, v); err != nil {
+	if err := s.insert(ctx, v, actor); err != nil {
 		// Another save took the number first (the check in the transaction
 		// or, racing it, the primary key).
 		if cerr := s.conflict(ctx, r.Base); cerr != nil {
@@ -231,13 +248,22 @@ func (s *Store) Save(ctx context.Context, r SaveRequest) (Version, error) {
 
 var errStale = errors.New("stale base")
 
-// insert stores v if the newest version is v.Number-1.
-func (s *Store) insert(ctx context.Context, v Version) error {
+// insert stores v if the newest version is v.Number-1, and its audit
+// entry by actor, in one transaction.
+func (s *Store) insert(ctx context.Context, v Version, actor versioning.Actor) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = tx.Rollback() }()
+	if s.d == migrations.SQLite {
+		// Take the write lock before reading: a deferred transaction that
+		// read first fails (SQLITE_BUSY) to upgrade if another connection
+		// wrote meanwhile, the rule store appending to the audit chain, say.
+		if _, err := tx.ExecContext(ctx, "UPDATE rule_audit_head SET seq = seq WHERE id = 1"); err != nil {
+			return err
+		}
+	}
 	var latest sql.NullInt64
 	if err := tx.QueryRowContext(ctx, "SELECT max(number) FROM alert_config_versions").Scan(&latest); err != nil {
 		return err
@@ -248,6 +274,14 @@ func (s *Store) insert(ctx context.Context, v Version) error {
 	if _, err := tx.ExecContext(ctx, s.q("INSERT INTO alert_config_versions ("+columns+") VALUES (?, ?, ?, ?, ?)"),
 		v.Number, v.Document, v.Author, v.Comment, v.CreatedAt.UnixNano()); err != nil {
 		return err
+	}
+	detail, err := json.Marshal(map[string]any{"version": v.Number, "comment": v.Comment})
+	if err != nil {
+		return err
+	}
+	if _, err := sqlaudit.Record(ctx, tx, s.d, v.CreatedAt, versioning.AuditRecord{Actor: actor, Action: AuditAction,
+		Version: v.Number, Detail: detail}); err != nil {
+		return fmt.Errorf("audit entry: %w", err)
 	}
 	return tx.Commit()
 }

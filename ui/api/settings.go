@@ -14,7 +14,6 @@ import (
 	"governor.dev/governor/sdk/rules"
 	"governor.dev/governor/ui/auth"
 	"governor.dev/governor/ui/internal/httperr"
-	"governor.dev/governor/ui/model"
 )
 
 // AlertingVersion is a saved alerting document as the API returns it:
@@ -151,16 +150,13 @@ func (a *API) saveAlerting(w http.ResponseWriter, r *http.Request) {
 		}
 		doc = unmasked
 	}
+	// The store records the audit entry in the save's transaction.
+	actor := auth.FromContext(r.Context()).Actor()
 	v, err := a.o.AlertRouting.Save(r.Context(), configstore.SaveRequest{Document: doc, Base: req.Base,
-		Author: auth.FromContext(r.Context()).User.Name, Comment: req.Comment})
+		Author: actor.Name, Roles: actor.Roles, Comment: req.Comment})
 	if err != nil {
 		a.fail(w, r, err)
 		return
-	}
-	detail, _ := json.Marshal(map[string]any{"version": v.Number, "comment": v.Comment})
-	if _, err := a.o.Rules.RecordAudit(r.Context(), versioning.AuditRecord{Actor: auth.FromContext(r.Context()).Actor(),
-		Action: model.ActionAlertConfig, Version: v.Number, Detail: detail}); err != nil {
-		a.o.Logger.Error("api: alerting configuration audit entry not written", "version", v.Number, "err", err)
 	}
 	mv, err := maskedVersion(v)
 	if err != nil {

@@ -18,7 +18,8 @@ type AlertRouting interface {
 	Get(ctx context.Context, n int64) (configstore.Version, error)
 	// List returns up to limit versions, newest first.
 	List(ctx context.Context, limit int) ([]configstore.Version, error)
-	// Save validates and stores a new version.
+	// Save validates and stores a new version with its audit entry (one
+	// transaction).
 	Save(ctx context.Context, r configstore.SaveRequest) (configstore.Version, error)
 }
 
@@ -29,4 +30,4 @@ type ConfigBand func(service string) (band versioning.AutoApplyBand, manual bool
 
 // ActionAlertConfig is the audit action of a saved alerting configuration;
 // its detail holds the version number and comment.
-const ActionAlertConfig versioning.Action = "alert_config"
+const ActionAlertConfig = configstore.AuditAction

@@ -1,7 +1,6 @@
 package pages
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -325,7 +324,10 @@ func (p *Pages) saveAlerting(w http.ResponseWriter, r *http.Request) {
 	pr := auth.FromContext(r.Context())
 	base, _ := strconv.ParseInt(r.PostFormValue("base"), 10, 64)
 	doc, comment := r.PostFormValue("document"), strings.TrimSpace(r.PostFormValue("comment"))
-	v, err := saveAlerting(r, p.o.AlertRouting, p.o.AlertBootstrap, configstore.SaveRequest{Document: doc, Base: base, Author: pr.User.Name, Comment: comment})
+	// The store records the audit entry in the save's transaction.
+	actor := pr.Actor()
+	_, err := saveAlerting(r, p.o.AlertRouting, p.o.AlertBootstrap, configstore.SaveRequest{Document: doc, Base: base,
+		Author: actor.Name, Roles: actor.Roles, Comment: comment})
 	if err != nil {
 		status, _ := httperr.Status(err)
 		if status >= 500 {
@@ -342,7 +344,6 @@ func (p *Pages) saveAlerting(w http.ResponseWriter, r *http.Request) {
 		p.renderSettings(w, r, status, settingsState{errText: "The alerting configuration was not saved: see below.", alerting: &d})
 		return
 	}
-	p.auditAlerting(r, v)
 	http.Redirect(w, r, "/settings#alerting", http.StatusSeeOther)
 }
 
@@ -357,17 +358,4 @@ func saveAlerting(r *http.Request, st model.AlertRouting, bootstrap string, req 
 		req.Document = doc
 	}
 	return st.Save(r.Context(), req)
-}
-
-// auditAlerting records a saved version in the audit log.
-func (p *Pages) auditAlerting(r *http.Request, v configstore.Version) {
-	auditAlertConfig(r, p.o.Rules, p.o.Logger.Error, v)
-}
-
-func auditAlertConfig(r *http.Request, a versioning.Auditor, logf func(string, ...any), v configstore.Version) {
-	detail, _ := json.Marshal(map[string]any{"version": v.Number, "comment": v.Comment})
-	if _, err := a.RecordAudit(r.Context(), versioning.AuditRecord{Actor: auth.FromContext(r.Context()).Actor(),
-		Action: model.ActionAlertConfig, Version: v.Number, Detail: detail}); err != nil {
-		logf("ui: alerting configuration audit entry not written", "version", v.Number, "err", err)
-	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"governor.dev/governor/rules/versioning"
 )
@@ -14,6 +15,23 @@ import (
 // orders appends by commit, so sequence numbers and links never fork.
 func (s *Store) appendAudit(ctx context.Context, tx Tx, a versioning.Actor, action versioning.Action,
 	service string, version int64, detail any) (versioning.AuditEntry, error) {
+	return appendAuditEntry(ctx, tx, s.d.ForUpdate, s.now(), a, action, service, version, detail)
+}
+
+// RecordAuditTx appends r to the chain inside tx, a transaction of another
+// component on the rules database that must record its change atomically
+// with it (rules/versioning/sqlaudit). r is checked as RecordAudit checks
+// it; at is the entry's time.
+func RecordAuditTx(ctx context.Context, tx Tx, d Dialect, at time.Time, r versioning.AuditRecord) (versioning.AuditEntry, error) {
+	detail, err := checkRecord(r)
+	if err != nil {
+		return versioning.AuditEntry{}, err
+	}
+	return appendAuditEntry(ctx, tx, d.ForUpdate, at.UTC().Truncate(time.Microsecond), r.Actor, r.Action, r.Service, r.Version, detail)
+}
+
+func appendAuditEntry(ctx context.Context, tx Tx, forUpdate string, at time.Time, a versioning.Actor, action versioning.Action,
+	service string, version int64, detail any) (versioning.AuditEntry, error) {
 	raw, ok := detail.([]byte)
 	if !ok {
 		var err error
@@ -21,13 +39,13 @@ func (s *Store) appendAudit(ctx context.Context, tx Tx, a versioning.Actor, acti
 			return versioning.AuditEntry{}, fmt.Errorf("audit detail: %w", err)
 		}
 	}
-	e := versioning.AuditEntry{At: s.now(), Actor: a.Name, Roles: a.Roles, Action: action,
+	e := versioning.AuditEntry{At: at, Actor: a.Name, Roles: a.Roles, Action: action,
 		Service: service, Version: version, Detail: raw}
 	if e.Roles == nil {
 		e.Roles = []versioning.Role{}
 	}
 	var head int64
-	if err := tx.QueryRow(ctx, `SELECT seq, hash FROM rule_audit_head WHERE id = 1`+s.d.ForUpdate).
+	if err := tx.QueryRow(ctx, `SELECT seq, hash FROM rule_audit_head WHERE id = 1`+forUpdate).
 		Scan(&head, &e.PrevHash); err != nil {
 		return e, fmt.Errorf("audit head: %w", err)
 	}
@@ -177,26 +195,7 @@ var actionRE = regexp.MustCompile(`^[a-z][a-z0-9_.]{0,63}$`)
 func (s *Store) RecordAudit(ctx context.Context, r versioning.AuditRecord) (versioning.AuditEntry, error) {
 	var out versioning.AuditEntry
 	err := s.op(ctx, "record_audit", func(ctx context.Context) error {
-		if err := versioning.ValidateActor("actor", r.Actor); err != nil {
-			return err
-		}
-		switch {
-		case !actionRE.MatchString(string(r.Action)):
-			return &versioning.InputError{Errors: fieldErr("action",
-				"must be 1 to 64 lower-case letters, digits, _ or ., starting with a letter, got %q", r.Action)}
-		case r.Action.Lifecycle():
-			return &versioning.InputError{Errors: fieldErr("action",
-				"%q is recorded by the rule store itself", r.Action)}
-		}
-		if r.Service != "" {
-			if err := versioning.ValidateService(r.Service); err != nil {
-				return err
-			}
-		}
-		if r.Version < 0 {
-			return &versioning.InputError{Errors: fieldErr("version", "must not be negative, got %d", r.Version)}
-		}
-		detail, err := versioning.CompactDetail(r.Detail)
+		detail, err := checkRecord(r)
 		if err != nil {
 			return err
 		}
@@ -207,4 +206,29 @@ func (s *Store) RecordAudit(ctx context.Context, r versioning.AuditRecord) (vers
 		})
 	})
 	return out, err
+}
+
+// checkRecord checks an entry recorded by another component and returns
+// its compact detail.
+func checkRecord(r versioning.AuditRecord) ([]byte, error) {
+	if err := versioning.ValidateActor("actor", r.Actor); err != nil {
+		return nil, err
+	}
+	switch {
+	case !actionRE.MatchString(string(r.Action)):
+		return nil, &versioning.InputError{Errors: fieldErr("action",
+			"must be 1 to 64 lower-case letters, digits, _ or ., starting with a letter, got %q", r.Action)}
+	case r.Action.Lifecycle():
+		return nil, &versioning.InputError{Errors: fieldErr("action",
+			"%q is recorded by the rule store itself", r.Action)}
+	}
+	if r.Service != "" {
+		if err := versioning.ValidateService(r.Service); err != nil {
+			return nil, err
+		}
+	}
+	if r.Version < 0 {
+		return nil, &versioning.InputError{Errors: fieldErr("version", "must not be negative, got %d", r.Version)}
+	}
+	return versioning.CompactDetail(r.Detail)
 }
