@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"strings"
@@ -353,5 +354,69 @@ func TestLargestValidRulesetFitsADefaultServer(t *testing.T) {
 				t.Fatalf("the stored canary (%d bytes) does not decode within the watcher's limit: %.200v", len(c.Value()), err)
 			}
 		})
+	}
+}
+
+// flakyOutbox fails MarkOutboxUndeliverable while fail is above zero.
+type flakyOutbox struct {
+	*MemoryOutbox
+	fail int
+}
+
+func (o *flakyOutbox) MarkOutboxUndeliverable(ctx context.Context, id int64, f versioning.OutboxFailure) (versioning.OutboxFailure, bool, error) {
+	if o.fail > 0 {
+		o.fail--
+		return versioning.OutboxFailure{}, false, fmt.Errorf("%w: database restarting", versioning.ErrUnavailable)
+	}
+	return o.MemoryOutbox.MarkOutboxUndeliverable(ctx, id, f)
+}
+
+// TestRelayKeepsARowItCouldNotRecord: when the store cannot record a row as
+// undeliverable, the relay keeps the row and records it on its next pass;
+// nothing is reported before the record exists.
+func TestRelayKeepsARowItCouldNotRecord(t *testing.T) {
+	srv, maxPayload := smallServer(t)
+	ctx := context.Background()
+	outbox := &flakyOutbox{MemoryOutbox: NewMemoryOutbox(nil), fail: 1}
+	big, _ := sizedEnvelope(t, "checkout", 1, maxPayload)
+	if _, err := outbox.Add(big); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	hooked := 0
+	relay, err := NewRelay(RelayOptions{Outbox: outbox, Publisher: newTestPublisher(t, srv.URL()), Registerer: reg,
+		OnUndeliverable: func(context.Context, Undeliverable) { hooked++ }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := relay.Pass(ctx); !errors.Is(err, versioning.ErrUnavailable) {
+		t.Fatalf("first pass = %v, want the store's error", err)
+	}
+	if u, _ := relay.Undeliverable(ctx, ""); len(u) != 0 || hooked != 0 {
+		t.Fatalf("undeliverable %+v, hook %d: nothing before the record exists", u, hooked)
+	}
+	if v := counterValue(t, reg, "governor_distribution_relay_failures_total", "stage", "mark"); v != 1 {
+		t.Fatalf("failures{mark} = %v, want 1", v)
+	}
+	if n, err := relay.Pass(ctx); n != 0 || !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("second pass: %d rows claimed, %v; want the kept row tried again (ErrTooLarge), nothing claimed", n, err)
+	}
+	if u, _ := relay.Undeliverable(ctx, ""); len(u) != 1 || hooked != 1 {
+		t.Fatalf("undeliverable %+v, hook %d; want it recorded once", u, hooked)
+	}
+	if n, err := relay.Pass(ctx); n != 0 || err != nil {
+		t.Fatalf("third pass: %d rows, %v; want nothing", n, err)
+	}
+}
+
+func TestNewRelayRefusesALongName(t *testing.T) {
+	pub := newTestPublisher(t, embedded(t).URL())
+	_, err := NewRelay(RelayOptions{Outbox: NewMemoryOutbox(nil), Publisher: pub, Name: strings.Repeat("r", versioning.MaxFailureRelayBytes+1)})
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "Name") {
+		t.Fatalf("err = %v, want ErrInvalid naming Name", err)
+	}
+	r, err := NewRelay(RelayOptions{Outbox: NewMemoryOutbox(nil), Publisher: pub})
+	if err != nil || !strings.Contains(r.o.Name, "/") {
+		t.Fatalf("default name %q, %v; want <host>/<pid>", r.o.Name, err)
 	}
 }
