@@ -21,28 +21,48 @@ import (
 // by the cleared event.
 //
 // The levels in force are the engine's, not a rule version's (rule
-// versions carry no alert levels): the p99 levels the service's healthy
-// baseline recommends (engine/thresholds, through the recommender; none
-// while the baseline is inconclusive), unless LatencyWarn and
-// LatencyCritical fix them for every service; the error-ratio levels are
-// configured (an error-ratio objective is a policy, not a baseline). A
+// versions carry no alert levels). Precedence, per signal:
+//
+//   - p99 latency: a service's override (LevelOverride.LatencyWarn and
+//     LatencyCritical), else the fixed LatencyWarn and LatencyCritical,
+//     else the levels the service's healthy baseline recommends
+//     (engine/thresholds, through the recommender), floored by
+//     LearnedMargin; none while the baseline is inconclusive.
+//   - error ratio: a service's override (LevelOverride.ErrorWarn and
+//     ErrorCritical) is authoritative: an SRE's objective is used as set.
+//     Otherwise, with ErrorLearned, the levels the healthy baseline
+//     recommends (its median error ratio plus the recommender's warn and
+//     critical spreads, at least LearnedMargin above the median), with
+//     ErrorWarn and ErrorCritical as floors: a learned level never goes
+//     below the configured one, so nothing is paged below the objective.
+//     While the baseline is inconclusive the floors are the levels; with
+//     both floors zero there are none until it is conclusive. Without
+//     ErrorLearned, ErrorWarn and ErrorCritical are the levels.
+//
+// The event's Source says which applied: "configured" or "learned". A
 // reading that is unknown compares with nothing: its alert, if any, stays
-// until the rule's resolve_after passes without a new event. The state of
-// what was reported lives in memory: a new leader starts afresh, reporting
-// what is above at its first cycle; an alert the old leader raised for a
-// reading that is now below resolves through the rule's resolve_after
-// (5m) rather than at once.
+// until the rule's resolve_after passes without a new event. What was
+// reported (the levels crossed and when) is persisted with the engine's
+// state (State): a new leader that restores it reports neither a second
+// crossing of what is still above nor misses the clearing of what the old
+// leader raised; without it, a new leader starts afresh, reporting what is
+// above at its first cycle, and an alert the old leader raised for a
+// reading now below resolves through the rule's resolve_after (5m).
 //
 // Its methods run on Tick's goroutine only. The zero value is not usable:
 // use DefaultAlertLevels and adjust.
 type AlertLevels struct {
 	// LatencyWarn and LatencyCritical fix the p99 levels; zero: learned.
 	LatencyWarn, LatencyCritical time.Duration
-	// ErrorWarn and ErrorCritical are the error-ratio levels.
+	// ErrorWarn and ErrorCritical are the error-ratio levels, or with
+	// ErrorLearned the floors of the learned ones (both zero: no floor).
 	ErrorWarn, ErrorCritical float64
-	// LearnedMargin floors the learned p99 levels: warn at least this
-	// share above the healthy baseline, critical twice as far, so a very
-	// steady service is not paged for a jitter its tiny spread calls an
+	// ErrorLearned learns the error-ratio levels from the healthy
+	// baseline (see the precedence above). Default true.
+	ErrorLearned bool
+	// LearnedMargin floors the learned levels: warn at least this share
+	// above the healthy baseline, critical twice as far, so a very steady
+	// service is not paged for a jitter its tiny spread calls an
 	// excursion. Default 0.25.
 	LearnedMargin float64
 	// MinRequestRate: the error ratio of a service serving fewer requests
@@ -58,10 +78,10 @@ type AlertLevels struct {
 }
 
 // DefaultAlertLevels returns learned p99 levels (at least 25% and 50% above
-// the healthy baseline), error-ratio levels of 1% and 5% judged from 1
-// request per second, reported every minute.
+// the healthy baseline), learned error-ratio levels no lower than 1% and
+// 5%, judged from 1 request per second, reported every minute.
 func DefaultAlertLevels() *AlertLevels {
-	return &AlertLevels{LearnedMargin: 0.25, ErrorWarn: 0.01, ErrorCritical: 0.05, MinRequestRate: 1, Refresh: time.Minute}
+	return &AlertLevels{LearnedMargin: 0.25, ErrorWarn: 0.01, ErrorCritical: 0.05, ErrorLearned: true, MinRequestRate: 1, Refresh: time.Minute}
 }
 
 // Validate names the first bad field.
@@ -71,8 +91,11 @@ func (l *AlertLevels) Validate() error {
 		(l.LatencyWarn > 0 && l.LatencyCritical <= l.LatencyWarn):
 		return fmt.Errorf("%w: AlertLevels.LatencyWarn %s and LatencyCritical %s: want both zero, or 0 < warn < critical",
 			ErrInvalidOption, l.LatencyWarn, l.LatencyCritical)
-	case !(l.ErrorWarn > 0 && l.ErrorWarn < l.ErrorCritical && l.ErrorCritical <= 1):
-		return fmt.Errorf("%w: AlertLevels.ErrorWarn %v and ErrorCritical %v: want 0 < warn < critical <= 1",
+	case l.ErrorLearned && (l.ErrorWarn != 0 || l.ErrorCritical != 0) && !(l.ErrorWarn > 0 && l.ErrorWarn < l.ErrorCritical && l.ErrorCritical <= 1):
+		return fmt.Errorf("%w: AlertLevels.ErrorWarn %v and ErrorCritical %v (floors of the learned levels): want both zero, or 0 < warn < critical <= 1",
+			ErrInvalidOption, l.ErrorWarn, l.ErrorCritical)
+	case !l.ErrorLearned && !(l.ErrorWarn > 0 && l.ErrorWarn < l.ErrorCritical && l.ErrorCritical <= 1):
+		return fmt.Errorf("%w: AlertLevels.ErrorWarn %v and ErrorCritical %v: want 0 < warn < critical <= 1 (or ErrorLearned)",
 			ErrInvalidOption, l.ErrorWarn, l.ErrorCritical)
 	case !(l.LearnedMargin >= 0 && l.LearnedMargin <= 10):
 		return fmt.Errorf("%w: AlertLevels.LearnedMargin %v: want in [0, 10]", ErrInvalidOption, l.LearnedMargin)
@@ -149,6 +172,40 @@ func (l *AlertLevels) P99Levels(service string, learned func(service string) (th
 	return warn, crit, source, warn > 0
 }
 
+// ErrorLevels returns the error-ratio levels that service's readings are
+// compared with and where they come from, "configured" or "learned" (see
+// the precedence in AlertLevels); ok is false when there are none: the
+// service is disabled, or the levels are learned without floors and the
+// baseline is still inconclusive. Like P99Levels it is safe to call from
+// any goroutine while the configuration is not changed.
+func (l *AlertLevels) ErrorLevels(service string, learned func(service string) (thresholds.Recommendation, bool)) (warn, crit float64, source string, ok bool) {
+	if l == nil {
+		return 0, 0, "", false
+	}
+	ov := l.Services[service]
+	switch {
+	case ov.Disabled:
+		return 0, 0, "", false
+	case ov.ErrorWarn > 0:
+		return ov.ErrorWarn, ov.ErrorCritical, "configured", true
+	}
+	warn, crit, source = l.ErrorWarn, l.ErrorCritical, "configured"
+	if l.ErrorLearned {
+		if t, ok := learned(service); ok && !t.Inconclusive && t.ErrorCritical > t.ErrorWarn && t.ErrorWarn > 0 {
+			lw := math.Min(1, math.Max(t.ErrorWarn, t.BaselineErrorRatio*(1+l.LearnedMargin)))
+			lc := math.Min(1, math.Max(t.ErrorCritical, t.BaselineErrorRatio*(1+2*l.LearnedMargin)))
+			if lw > warn || lc > crit {
+				source = "learned"
+			}
+			warn, crit = math.Max(warn, lw), math.Max(crit, lc)
+			if crit <= warn { // a learned warn above the critical floor
+				crit = math.Min(1, math.Max(crit, warn*(1+l.LearnedMargin)))
+			}
+		}
+	}
+	return warn, crit, source, warn > 0 && crit > warn
+}
+
 // check compares the services' readings with their levels at time at.
 // Only service-level entries (no instance) count.
 func (l *AlertLevels) check(ctx context.Context, at time.Time, entries map[signals.Key]*signals.Entry, learned learnedLevels, sink events.Sink) {
@@ -175,11 +232,9 @@ func (l *AlertLevels) check(ctx context.Context, at time.Time, entries map[signa
 		er, ok1 := en.Get(signals.ErrorRatio).Get()
 		rate, ok2 := en.Get(signals.RequestRate).Get()
 		if ok1 && ok2 && rate >= l.MinRequestRate && !math.IsNaN(er) {
-			warn, crit := l.ErrorWarn, l.ErrorCritical
-			if ov.ErrorWarn > 0 {
-				warn, crit = ov.ErrorWarn, ov.ErrorCritical
+			if warn, crit, source, ok := l.ErrorLevels(svc, learned); ok {
+				l.compare(ctx, at, svc, events.SignalErrorRatio, er, warn, crit, source, sink)
 			}
-			l.compare(ctx, at, svc, events.SignalErrorRatio, er, warn, crit, "configured", sink)
 		}
 	}
 }

@@ -1,0 +1,388 @@
+package evaluate
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+)
+
+// The parts of the engine's persisted state (StateRow.Part).
+const (
+	// StateEvents is one row (key ""): the alert levels crossed, the open
+	// breakers and the instances in a bad ledger state, written every
+	// cycle it changed.
+	StateEvents = "events"
+	// StateBaseline is one row per service: its healthy baseline
+	// (engine/thresholds, through engine/recommend), learned p99 and
+	// error-ratio levels included.
+	StateBaseline = "baseline"
+	// StateDownstream is one row per service and downstream ("svc/ds"): the
+	// downstream p99 baseline and anomaly detector of the guardrail
+	// incidents.
+	StateDownstream = "downstream"
+)
+
+// StateRow is one persisted piece of engine state.
+type StateRow struct {
+	Part, Key string
+	// Format is the encoding's version; rows of another are ignored.
+	Format int
+	// At is the cycle that wrote it; Leader the replica.
+	At     time.Time
+	Leader string
+	Data   []byte
+}
+
+// StateStore keeps the engine's state rows, shared by the replicas.
+type StateStore interface {
+	// Save upserts rows (a row never replaces a newer one of the same
+	// part and key) and, unless prune is zero, deletes rows older than
+	// prune, in one transaction.
+	Save(ctx context.Context, rows []StateRow, prune time.Time) error
+	// Load returns every row.
+	Load(ctx context.Context) ([]StateRow, error)
+}
+
+// SQLState keeps the rows in the governor_engine_state table (migration
+// 00402) of the rules database, PostgreSQL or SQLite.
+type SQLState struct{ DB *sql.DB }
+
+var _ StateStore = SQLState{}
+
+// Save implements StateStore.
+func (s SQLState) Save(ctx context.Context, rows []StateRow, prune time.Time) (err error) {
+	tx, err := s.DB.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("evaluate: save state: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if len(rows) > 0 {
+		stmt, err := tx.PrepareContext(ctx, `INSERT INTO governor_engine_state (part, key, format, at_ns, leader, data)
+			VALUES ($1, $2, $3, $4, $5, $6)
+			ON CONFLICT (part, key) DO UPDATE SET format = excluded.format, at_ns = excluded.at_ns, leader = excluded.leader, data = excluded.data
+			WHERE governor_engine_state.at_ns <= excluded.at_ns`)
+		if err != nil {
+			return fmt.Errorf("evaluate: save state: %w", err)
+		}
+		defer stmt.Close()
+		for _, r := range rows {
+			if _, err := stmt.ExecContext(ctx, r.Part, r.Key, r.Format, r.At.UnixNano(), r.Leader, r.Data); err != nil {
+				return fmt.Errorf("evaluate: save state %s %q: %w", r.Part, r.Key, err)
+			}
+		}
+	}
+	if !prune.IsZero() {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM governor_engine_state WHERE at_ns < $1`, prune.UnixNano()); err != nil {
+			return fmt.Errorf("evaluate: prune state: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("evaluate: save state: %w", err)
+	}
+	return nil
+}
+
+// Load implements StateStore.
+func (s SQLState) Load(ctx context.Context) ([]StateRow, error) {
+	rs, err := s.DB.QueryContext(ctx, `SELECT part, key, format, at_ns, leader, data FROM governor_engine_state`)
+	if err != nil {
+		return nil, fmt.Errorf("evaluate: load state: %w", err)
+	}
+	defer rs.Close()
+	var out []StateRow
+	for rs.Next() {
+		var r StateRow
+		var ns int64
+		if err := rs.Scan(&r.Part, &r.Key, &r.Format, &ns, &r.Leader, &r.Data); err != nil {
+			return nil, fmt.Errorf("evaluate: load state: %w", err)
+		}
+		r.At = time.Unix(0, ns).UTC()
+		out = append(out, r)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("evaluate: load state: %w", err)
+	}
+	return out, nil
+}
+
+// MemState keeps the rows in memory (tests, one process).
+type MemState struct {
+	mu   sync.Mutex
+	rows map[[2]string]StateRow
+}
+
+// Save implements StateStore.
+func (m *MemState) Save(_ context.Context, rows []StateRow, prune time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.rows == nil {
+		m.rows = map[[2]string]StateRow{}
+	}
+	for _, r := range rows {
+		k := [2]string{r.Part, r.Key}
+		if old, ok := m.rows[k]; !ok || !old.At.After(r.At) {
+			r.Data = slices.Clone(r.Data)
+			m.rows[k] = r
+		}
+	}
+	if !prune.IsZero() {
+		maps.DeleteFunc(m.rows, func(_ [2]string, r StateRow) bool { return r.At.Before(prune) })
+	}
+	return nil
+}
+
+// Load implements StateStore.
+func (m *MemState) Load(context.Context) ([]StateRow, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Collect(maps.Values(m.rows)), nil
+}
+
+// StateOptions configure a State.
+type StateOptions struct {
+	// Store is required.
+	Store StateStore
+	// Leader names this replica in the rows it writes.
+	Leader string
+	// Every spreads the baselines and downstream detectors over Every
+	// cycles: each cycle writes the rows of about 1/Every of them, so
+	// each row is at most Every cycles old and a cycle's write stays
+	// small. The events row is written every cycle it changed. Default 30.
+	Every int
+	// MaxAge: rows older than this at a restore are ignored (and pruned
+	// when saving). It must exceed Every cycles. Default 1h.
+	MaxAge time.Duration
+	Logger *slog.Logger
+}
+
+// DefaultStateOptions returns Every 30, MaxAge 1h.
+func DefaultStateOptions() StateOptions { return StateOptions{Every: 30, MaxAge: time.Hour} }
+
+// State persists what an Evaluator learned and reported so that another
+// replica taking over the lead (or this one restarted) continues where it
+// stopped rather than from nothing: the alert levels crossed, breakers
+// open and instances in a bad state (no second level_crossed,
+// breaker_open or instance_stale for what was already reported, and the
+// level_cleared of an alert the old leader raised comes at the first cycle
+// the reading is back below); every service's healthy baseline (its
+// learned p99 and error-ratio levels known at once, not after another
+// MinSamples intervals); every downstream's p99 baseline and anomaly
+// detector (LatencyAnomaly incidents from the first cycle, not after a
+// 300-cycle warm-up).
+//
+// Why snapshots rather than replaying history at takeover: the baselines
+// learn from a day of intervals or more (MinSamples, sketches with a week's
+// half-life) and the detectors from 300 cycles and weekly profiles;
+// replaying that from the metrics store would read thousands of cycles of
+// every service at each takeover, needs retention the store may not have,
+// and would not reproduce the events already reported. A snapshot costs a
+// bounded write per cycle (Every) and restores exactly: a restored
+// detector scores every later sample as the old leader's would have. The
+// price is at most Every cycles of samples the restored baselines did not
+// learn from, which their half-lives of hundreds of cycles absorb.
+//
+// Save and Restore must run on the goroutine that runs the Evaluator's
+// Tick (between ticks).
+type State struct {
+	e     *Evaluator
+	o     StateOptions
+	cycle uint64
+	last  []byte // the events row last written
+}
+
+// NewState checks the options.
+func NewState(e *Evaluator, o StateOptions) (*State, error) {
+	d := DefaultStateOptions()
+	if o.Every == 0 {
+		o.Every = d.Every
+	}
+	if o.MaxAge == 0 {
+		o.MaxAge = d.MaxAge
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case e == nil:
+		return nil, fmt.Errorf("%w: State: an Evaluator is required", ErrInvalidOption)
+	case o.Store == nil:
+		return nil, fmt.Errorf("%w: StateOptions.Store is required", ErrInvalidOption)
+	case o.Every < 1 || o.Every > 10000:
+		return nil, fmt.Errorf("%w: StateOptions.Every %d: want 1..10000 cycles", ErrInvalidOption, o.Every)
+	case o.MaxAge < 0:
+		return nil, fmt.Errorf("%w: StateOptions.MaxAge %s: want above 0", ErrInvalidOption, o.MaxAge)
+	}
+	return &State{e: e, o: o}, nil
+}
+
+// SaveStats is what one Save wrote.
+type SaveStats struct {
+	Rows, Bytes int
+}
+
+// slot is the cycle (modulo Every) that writes a key's row.
+func (s *State) slot(key string) uint64 {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return uint64(h.Sum32()) % uint64(s.o.Every)
+}
+
+// Save writes the cycle at's share of the state: the events row if it
+// changed since the last Save, and the baselines and downstream detectors
+// whose slot is this cycle's.
+func (s *State) Save(ctx context.Context, at time.Time) (SaveStats, error) {
+	c := s.cycle % uint64(s.o.Every)
+	s.cycle++
+	row := func(part, key string, data []byte) StateRow {
+		return StateRow{Part: part, Key: key, Format: stateFormat, At: at, Leader: s.o.Leader, Data: data}
+	}
+	var rows []StateRow
+	ev := encodeEvents(s.e.eventState())
+	if string(ev) != string(s.last) || c == 0 {
+		rows = append(rows, row(StateEvents, "", ev))
+	}
+	if err := s.e.o.Recommender.SaveBaselines(func(svc string) bool { return s.slot(svc) == c },
+		func(svc string, b []byte) { rows = append(rows, row(StateBaseline, svc, b)) }); err != nil {
+		return SaveStats{}, fmt.Errorf("evaluate: save state: %w", err)
+	}
+	for _, key := range slices.Sorted(maps.Keys(s.e.latency)) {
+		if s.slot(key) != c {
+			continue
+		}
+		b, err := encodeDownstream(s.e.latency[key])
+		if err != nil {
+			return SaveStats{}, fmt.Errorf("evaluate: save state %s: %w", key, err)
+		}
+		rows = append(rows, row(StateDownstream, key, b))
+	}
+	var prune time.Time
+	if c == 0 {
+		prune = at.Add(-s.o.MaxAge)
+	}
+	st := SaveStats{Rows: len(rows)}
+	for _, r := range rows {
+		st.Bytes += len(r.Data)
+	}
+	if err := s.o.Store.Save(ctx, rows, prune); err != nil {
+		return st, err
+	}
+	s.last = ev
+	return st, nil
+}
+
+// RestoreStats is what one Restore did.
+type RestoreStats struct {
+	// Restored counts the rows restored by part.
+	Restored map[string]int
+	// Ignored counts the rows left out, by reason: "older than max_age",
+	// "format N" (another version), "not newer than this replica's
+	// state", or a decoding error.
+	Ignored map[string]int
+	// Newest is the newest row restored and Leader the replica that wrote it.
+	Newest time.Time
+	Leader string
+}
+
+// Restore reads the persisted state at time at and takes every row newer
+// than the Evaluator's last cycle (all of them in a new process) and not
+// older than MaxAge. A row that cannot be restored (another format,
+// corrupt, saved under other options) is ignored with a logged reason; the
+// Evaluator keeps what it had for it.
+func (s *State) Restore(ctx context.Context, at time.Time) (RestoreStats, error) {
+	st := RestoreStats{Restored: map[string]int{}, Ignored: map[string]int{}}
+	rows, err := s.o.Store.Load(ctx)
+	if err != nil {
+		return st, err
+	}
+	mine := s.e.LastTick()
+	oldest := at.Add(-s.o.MaxAge)
+	ignore := func(r StateRow, why string) {
+		if st.Ignored[why] == 0 {
+			s.o.Logger.Warn("engine state ignored", "part", r.Part, "key", r.Key, "at", r.At, "leader", r.Leader, "reason", why)
+		}
+		st.Ignored[why]++
+	}
+	slices.SortFunc(rows, func(a, b StateRow) int { return a.At.Compare(b.At) })
+	for _, r := range rows {
+		switch {
+		case r.Format != stateFormat:
+			ignore(r, fmt.Sprintf("format %d, this engine reads %d", r.Format, stateFormat))
+			continue
+		case r.At.Before(oldest):
+			ignore(r, fmt.Sprintf("older than max_age %s", s.o.MaxAge))
+			continue
+		case !r.At.After(mine):
+			ignore(r, "not newer than this replica's state")
+			continue
+		}
+		var err error
+		switch r.Part {
+		case StateEvents:
+			var ev eventState
+			if ev, err = decodeEvents(r.Data); err == nil {
+				s.e.setEventState(ev)
+				s.last = nil
+			}
+		case StateBaseline:
+			err = s.e.o.Recommender.RestoreBaseline(r.Key, r.Data)
+		case StateDownstream:
+			var b *latencyBaseline
+			if b, err = decodeDownstream(r.Data); err == nil {
+				if s.e.latency == nil {
+					s.e.latency = map[string]*latencyBaseline{}
+				}
+				s.e.latency[r.Key] = b
+			}
+		default:
+			err = fmt.Errorf("%w: unknown part %q", ErrState, r.Part)
+		}
+		if err != nil {
+			ignore(r, err.Error())
+			continue
+		}
+		st.Restored[r.Part]++
+		if !r.At.Before(st.Newest) {
+			st.Newest, st.Leader = r.At, r.Leader
+		}
+	}
+	s.o.Logger.Info("engine state restored", "at", at, "rows", sum(st.Restored), "baselines", st.Restored[StateBaseline],
+		"downstreams", st.Restored[StateDownstream], "events", st.Restored[StateEvents], "ignored", sum(st.Ignored),
+		"newest", st.Newest, "from", st.Leader)
+	return st, nil
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+// eventState returns what the Evaluator remembers of what it reported.
+func (e *Evaluator) eventState() eventState {
+	s := eventState{open: e.open, bad: e.states}
+	if e.o.Levels != nil {
+		s.raised = e.o.Levels.raised
+	}
+	return s
+}
+
+// setEventState replaces it.
+func (e *Evaluator) setEventState(s eventState) {
+	if e.o.Levels != nil {
+		e.o.Levels.raised = s.raised
+	}
+	e.open = s.open
+	e.states = s.bad
+}
