@@ -17,6 +17,7 @@ import (
 
 	"governor.dev/governor/bench/limiters"
 	"governor.dev/governor/bench/scenario"
+	governor "governor.dev/governor/sdk"
 	"governor.dev/governor/sdk/httpgov"
 	"governor.dev/governor/sdk/rules"
 )
@@ -59,6 +60,7 @@ type traceCounts struct {
 	preMax   atomic.Int64
 	dead     atomic.Int64 // reached the handler after their deadline
 	refused  atomic.Int64
+	overload atomic.Int64 // refused by Governor's overload throttle
 	refSum   atomic.Int64 // time in the handler of refused requests, ns
 	admitted atomic.Int64
 	handSum  atomic.Int64 // handler time of admitted requests, ns
@@ -136,6 +138,9 @@ func (sv *server) work(w http.ResponseWriter, r *http.Request) {
 		if sv.traced {
 			sv.tr.refused.Add(1)
 			sv.tr.refSum.Add(int64(time.Since(start)))
+			if errors.Is(err, governor.ErrOverload) {
+				sv.tr.overload.Add(1)
+			}
 		}
 		code := http.StatusServiceUnavailable // gave up waiting in a queue
 		if errors.Is(err, limiters.ErrRejected) {
@@ -292,7 +297,7 @@ func (sv *server) logSecond(lim int, cpu time.Duration, sched *schedLatency) {
 		Overload() (float64, time.Duration)
 	}); ok {
 		level, lat := o.Overload()
-		throttle = fmt.Sprintf(" throttle=%.2f throttle_runq=%.1fms", level, lat.Seconds()*1e3)
+		throttle = fmt.Sprintf(" throttle=%.2f throttle_runq=%.1fms throttle_refused=%d", level, lat.Seconds()*1e3, tr.overload.Swap(0))
 	}
 	fmt.Fprintf(os.Stderr, "t=%.1fs limit=%d inflight=%d handled=%d pre_mean=%.1fms pre_max=%.1fms dead=%d admitted=%d handler_mean=%.1fms refused=%d refused_mean=%.3fms cpu=%.0fms burn=%.0fms overhead=%.0fus/req runq_mean=%.2fms runq_p99=%.1fms%s\n",
 		sv.elapsed().Seconds(), lim, sv.inflight.Load(), n, mean(pre, n), float64(preMax)/1e6, dead,
