@@ -3,6 +3,10 @@ package app
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +15,7 @@ import (
 
 	"governor.dev/governor/engine/config"
 	"governor.dev/governor/engine/events"
+	"governor.dev/governor/engine/leader"
 	"governor.dev/governor/internal/testenv"
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/rules/versioning/postgres"
@@ -18,8 +23,13 @@ import (
 )
 
 // TestFailover runs two engines on one database, stops the leader, and
-// checks the standby leads within seconds and that every tick was evaluated
-// exactly once; an emergency publication made at the leader change is
+// checks the standby leads within seconds and that no tick was evaluated
+// twice, by any replica (a, b and the engine c started after both): each
+// evaluation is backed by its own claim row naming its replica, the claims
+// each replica won are exactly the evaluations it counted, and a claim row
+// without an evaluation is at most the one a replica's stop cut short (its
+// last). Every figure is read after the replica's Run returned, so nothing
+// races with the cancellation. An emergency publication made at the leader change is
 // reported once, by the new leader, and one made while no engine runs by
 // the engine that starts next. (engine/leader's TestFailover kills the leader's database
 // session instead, as a crashed process loses it.)
@@ -33,6 +43,7 @@ func TestFailover(t *testing.T) {
 	regs := map[string]*prometheus.Registry{}
 	done := map[string]chan error{}
 	stop := map[string]context.CancelFunc{}
+	claims := map[string]*claimLog{}
 	for _, id := range []string{"a", "b"} {
 		cfg := config.Default()
 		cfg.Listen, cfg.DataDir, cfg.Identity = "127.0.0.1:0", t.TempDir(), id
@@ -43,7 +54,7 @@ func TestFailover(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		apps[id] = a
+		apps[id], claims[id] = a, recordClaims(a)
 		actx, acancel := context.WithCancel(ctx)
 		stop[id], done[id] = acancel, make(chan error, 1)
 		go func() { done[id] <- a.Run(actx) }()
@@ -101,6 +112,7 @@ func TestFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	claims["c"], regs["c"] = recordClaims(c), regC
 	cctx, ccancel := context.WithCancel(ctx)
 	cdone := make(chan error, 1)
 	go func() { cdone <- c.Run(cctx) }()
@@ -123,14 +135,164 @@ func TestFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer admin.Close(context.Background())
-	var rows, leaders int
-	if err := admin.QueryRow(context.Background(), "SELECT count(*), count(DISTINCT leader) FROM governor_engine_ticks WHERE leader IN ('a', 'b')").Scan(&rows, &leaders); err != nil {
+	rows, err := admin.Query(context.Background(), "SELECT tick, leader FROM governor_engine_ticks")
+	if err != nil {
 		t.Fatal(err)
 	}
-	evaluated := ticks(t, regs["a"]) + ticks(t, regs["b"])
-	if float64(rows) != evaluated || leaders != 2 {
-		t.Fatalf("%d ticks recorded by %d leaders, %v evaluated: a tick ran twice or was not recorded", rows, leaders, evaluated)
+	claimed := map[time.Time]string{} // every claim row: tick -> replica
+	for rows.Next() {
+		var tick time.Time
+		var leader string
+		if err := rows.Scan(&tick, &leader); err != nil {
+			t.Fatal(err)
+		}
+		claimed[tick.UTC()] = leader
 	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	won, counted := map[string][]time.Time{}, map[string]float64{}
+	for _, id := range []string{"a", "b", "c"} {
+		won[id], counted[id] = claims[id].ticks(), ticks(t, regs[id])
+	}
+	for _, p := range tickProblems(claimed, won, counted) {
+		t.Error(p)
+	}
+}
+
+// tickProblems checks, for every replica of won (the ticks it claimed, in
+// order, each of which it evaluated) against counted (the evaluations its
+// metric counted) and claimed (every claim row: tick -> replica), that no
+// tick was evaluated twice, that each evaluation has its own claim row
+// naming the replica, that the counts agree, that each replica evaluated
+// at least 3 ticks, and that a claim row without an evaluation is at most
+// the one a replica's stop cut short (the row written, the answer lost to
+// the cancellation): one, after every tick it evaluated.
+func tickProblems(claimed map[time.Time]string, won map[string][]time.Time, counted map[string]float64) []string {
+	var out []string
+	evaluatedBy := map[time.Time]string{}
+	for _, id := range slices.Sorted(maps.Keys(won)) {
+		if got := counted[id]; got != float64(len(won[id])) {
+			out = append(out, fmt.Sprintf("%s counted %v evaluations for %d claims won", id, got, len(won[id])))
+		}
+		if len(won[id]) < 3 {
+			out = append(out, fmt.Sprintf("%s evaluated %d ticks, want at least 3", id, len(won[id])))
+		}
+		var last time.Time
+		for _, tick := range won[id] {
+			if other, ok := evaluatedBy[tick]; ok {
+				out = append(out, fmt.Sprintf("tick %s evaluated twice, by %s and %s", tick, other, id))
+			}
+			evaluatedBy[tick] = id
+			if claimed[tick] != id {
+				out = append(out, fmt.Sprintf("%s evaluated tick %s, claimed by %q", id, tick, claimed[tick]))
+			}
+			last = tick
+		}
+		var cut []time.Time
+		for tick, leader := range claimed {
+			if leader == id && evaluatedBy[tick] != id {
+				cut = append(cut, tick)
+			}
+		}
+		if len(cut) > 1 || (len(cut) == 1 && !cut[0].After(last)) {
+			slices.SortFunc(cut, time.Time.Compare)
+			out = append(out, fmt.Sprintf("%s has claim rows %v it did not evaluate (last evaluated %s)", id, cut, last))
+		}
+	}
+	for tick, leader := range claimed {
+		if _, ok := won[leader]; !ok {
+			out = append(out, fmt.Sprintf("tick %s claimed by unknown replica %q", tick, leader))
+		}
+	}
+	return out
+}
+
+// TestTickProblems: the failover accounting accepts a claim cut short by a
+// replica's stop (which a count of rows against evaluations took for a
+// tick run twice) and flags every real fault, for every replica.
+func TestTickProblems(t *testing.T) {
+	tk := func(i int) time.Time {
+		return time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC).Add(time.Duration(i) * 200 * time.Millisecond)
+	}
+	base := func() (map[time.Time]string, map[string][]time.Time, map[string]float64) {
+		claimed := map[time.Time]string{}
+		won := map[string][]time.Time{}
+		for i, id := range []string{"a", "a", "a", "b", "b", "b", "c", "c", "c"} {
+			claimed[tk(i)] = id
+			won[id] = append(won[id], tk(i))
+		}
+		return claimed, won, map[string]float64{"a": 3, "b": 3, "c": 3}
+	}
+	tests := []struct {
+		name   string
+		change func(claimed map[time.Time]string, won map[string][]time.Time, counted map[string]float64)
+		want   string // "" for no problem
+	}{
+		{"clean", func(map[time.Time]string, map[string][]time.Time, map[string]float64) {}, ""},
+		{"a claim cut short by a's stop, after its last evaluation", func(c map[time.Time]string, _ map[string][]time.Time, _ map[string]float64) {
+			c[tk(20)] = "a"
+		}, ""},
+		{"a claim without evaluation before the last", func(c map[time.Time]string, w map[string][]time.Time, n map[string]float64) {
+			c[tk(7)] = "c"
+			w["c"] = []time.Time{tk(6), tk(8), tk(9)}
+		}, "c has claim rows"},
+		{"c evaluated a tick b evaluated", func(c map[time.Time]string, w map[string][]time.Time, n map[string]float64) {
+			w["c"] = append(w["c"], tk(5))
+			n["c"] = 4
+		}, "evaluated twice, by b and c"},
+		{"an evaluation without its claim row", func(c map[time.Time]string, _ map[string][]time.Time, _ map[string]float64) {
+			delete(c, tk(8))
+		}, `c evaluated tick 2026-03-02 10:00:01.6 +0000 UTC, claimed by ""`},
+		{"c counted an evaluation it did not claim", func(_ map[time.Time]string, _ map[string][]time.Time, n map[string]float64) {
+			n["c"] = 4
+		}, "c counted 4 evaluations for 3 claims won"},
+		{"c evaluated too little", func(c map[time.Time]string, w map[string][]time.Time, n map[string]float64) {
+			delete(c, tk(8))
+			w["c"], n["c"] = w["c"][:2], 2
+		}, "c evaluated 2 ticks"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			claimed, won, counted := base()
+			tt.change(claimed, won, counted)
+			got := strings.Join(tickProblems(claimed, won, counted), "\n")
+			if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+				t.Fatalf("problems %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// claimLog records the ticks a replica won, each of which it evaluates
+// (leader.RunTicks runs the evaluation after every won claim).
+type claimLog struct {
+	leader.Elector
+	mu  sync.Mutex
+	won []time.Time
+}
+
+// recordClaims wraps a's elector (before Run) to record its claims.
+func recordClaims(a *App) *claimLog {
+	c := &claimLog{Elector: a.elector}
+	a.elector = c
+	return c
+}
+
+func (c *claimLog) ClaimTick(ctx context.Context, tick time.Time) (bool, error) {
+	ok, err := c.Elector.ClaimTick(ctx, tick)
+	if ok && err == nil {
+		c.mu.Lock()
+		c.won = append(c.won, tick.UTC())
+		c.mu.Unlock()
+	}
+	return ok, err
+}
+
+func (c *claimLog) ticks() []time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.won)
 }
 
 // emergency publishes a ruleset for service in emergency mode.
