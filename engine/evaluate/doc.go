@@ -11,20 +11,32 @@
 // Besides the auto_apply and proposal events of its own changes, a cycle
 // emits what it notices in the fleet and the rules store: instance_stale
 // and instance_recovered from the delivery ledger, breaker_open from the
-// breaker metrics, and emergency_publish once per emergency publication.
+// breaker metrics, and emergency_publish for every emergency publication.
 // The latter come from the audit log (ActionEmergency entries) after a
 // watermark the replicas share (SQLWatermark, table
 // governor_engine_watermarks): a publication made while no engine led, or
-// superseded before one looked, is reported by the next leader, and a
-// compare-and-set on the watermark before the report means two replicas
-// evaluating side by side during a leader change never both report it. The
-// first time the watermark is set, publications before the engine's start
-// (Options.Since) are history, not news.
+// superseded before one looked, is reported by the next leader. The report
+// comes before the watermark moves (at least once): a crash between the two
+// loses nothing, and the publication is reported again under the same key
+// (Emergency.Key), which the alerts manager folds into the one alert it
+// keeps per service. The first time the watermark is set, publications
+// before the engine's start (Options.Since) are history, not news.
+//
+// # State across a leader change
+//
+// State (table governor_engine_state) persists what a cycle learned and
+// reported: the alert levels crossed, open breakers and instances in a bad
+// state, every service's healthy baseline and every downstream's anomaly
+// detector. The leader saves a share of it every cycle; a replica taking
+// over restores it before its first cycle, so it neither re-raises what
+// was reported nor misses a resolve, and its detectors and learned levels
+// are warm at once.
 //
 // With Options.Levels a cycle also compares every service's p99 latency and
 // error ratio with its alert levels and emits level_crossed and
 // level_cleared (see AlertLevels: learned p99 levels from the healthy
-// baseline, or fixed ones; configured error-ratio levels); the alerts
+// baseline, or fixed ones; error-ratio levels learned likewise over
+// configured floors, or configured); the alerts
 // manager's built-in rule GovernorSignalAboveLevel turns them into P1
 // (critical) and P2 (warn) alerts after 5 minutes.
 //

@@ -19,20 +19,35 @@ type Emergency struct {
 	Parent int64 `json:"parent,omitempty"`
 	// AuditSeq is the sequence number of its audit entry.
 	AuditSeq int64 `json:"audit_seq"`
+	// Key identifies the publication (EmergencyKey): a report made again
+	// after a crash, or by two replicas during a leader change, carries
+	// the same key.
+	Key string `json:"key"`
+}
+
+// EmergencyKey is the deterministic key of the report of the emergency
+// publication of service's version n recorded at audit sequence seq.
+func EmergencyKey(service string, n, seq int64) string {
+	return fmt.Sprintf("emergency_publish/%s/v%d/audit-%d", service, n, seq)
 }
 
 // emergencyPage bounds the audit entries one cycle reports.
 const emergencyPage = 200
 
-// emergencies emits events.EmergencyPublish once per emergency
+// emergencies emits events.EmergencyPublish for every emergency
 // publication, read from the audit log (ActionEmergency entries) between
-// the watermark (Options.Watermark) and the log's head, whether the version is still active or was
-// superseded since, and whether or not an engine was leading when it
-// happened. It fetches the versions first, then moves the watermark past
-// them with a compare-and-set, then emits: of two replicas that both see
-// an entry (a leader change), only the one whose move succeeds reports it.
-// A crash between the move and the emit loses that report; nothing is ever
-// reported twice.
+// the watermark (Options.Watermark) and the log's head, whether the
+// version is still active or was superseded since, and whether or not an
+// engine was leading when it happened. It fetches the versions, emits,
+// and only then moves the watermark past them with a compare-and-set:
+// at least once. A crash (or a failed move) between the emit and the move
+// loses nothing: the next cycle, here or on a new leader, reports the same
+// publications again, with the same Emergency.Key (EmergencyKey), so a
+// duplicate is recognised downstream; the alerts manager keeps one alert
+// per service for them (rule GovernorEmergencyPublish), so a duplicate
+// refreshes it rather than raising another. Two replicas evaluating side
+// by side during a leader change may both report the same entries, keyed
+// alike; only one of them moves the mark.
 //
 // The first time (the mark never set) only publications at or after
 // e.since are reported: the history before this engine's first start is
@@ -98,18 +113,17 @@ func (e *Evaluator) emergencies(ctx context.Context, at time.Time, _ []versionin
 	if set && to == seq {
 		return failed, errs
 	}
-	moved, err := mark.Advance(ctx, set, seq, to)
-	if err != nil {
-		return failed, append(errs, err)
-	}
-	if !moved {
-		return failed, errs // another replica reports them
-	}
 	for _, r := range reports {
 		v := r.v
 		e.o.Events.Emit(ctx, events.Event{Kind: events.EmergencyPublish, Severity: events.Warning, At: at, Service: v.Service,
 			Version: v.Number, Message: fmt.Sprintf("%s v%d was published in emergency mode by %s, skipping approval: %s", v.Service, v.Number, v.Author, v.Reason),
-			Detail: Emergency{Version: v.Number, Author: v.Author, Reason: v.Reason, ActivatedAt: v.ActivatedAt, Parent: v.Parent, AuditSeq: r.entry.Seq}})
+			Detail: Emergency{Version: v.Number, Author: v.Author, Reason: v.Reason, ActivatedAt: v.ActivatedAt, Parent: v.Parent,
+				AuditSeq: r.entry.Seq, Key: EmergencyKey(v.Service, v.Number, r.entry.Seq)}})
+	}
+	if _, err := mark.Advance(ctx, set, seq, to); err != nil {
+		// Reported, not recorded: the next cycle reports them again
+		// under the same keys.
+		return failed, append(errs, err)
 	}
 	return failed, errs
 }

@@ -203,3 +203,88 @@ func TestEmergencyPublish(t *testing.T) {
 		t.Fatalf("after a restart, a new emergency: %+v", got)
 	}
 }
+
+// failingMark fails every Advance while fail is set: the process "crashes"
+// between the report and the move of the mark.
+type failingMark struct {
+	Watermark
+	fail bool
+}
+
+func (f *failingMark) Advance(ctx context.Context, set bool, from, to int64) (bool, error) {
+	if f.fail {
+		return false, errors.New("injected: crash before the mark moved")
+	}
+	return f.Watermark.Advance(ctx, set, from, to)
+}
+
+// TestEmergencyAtLeastOnce: when the mark cannot move after a report (a
+// crash between the two), nothing is lost: the next cycle, and a new
+// engine on the same mark, report the publication again under the same
+// key; once the mark moved, nobody reports it again.
+func TestEmergencyAtLeastOnce(t *testing.T) {
+	ctx := context.Background()
+	db, err := embedded.Open(embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	clk := clock.NewFake(benchT0)
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	reader, err := signals.NewReader(db, signals.ReaderOptions{MaxAge: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared := &MemWatermark{}
+	mark := &failingMark{Watermark: shared}
+	evs := events.NewRecorder(100)
+	one := newEmergencyEval(t, reader, st, st, mark, evs)
+	if _, err := one.Tick(ctx, clk.Now()); err != nil { // sets the mark at the (empty) head
+		t.Fatal(err)
+	}
+	root := versioning.Actor{Name: "root", Roles: []versioning.Role{versioning.RoleAdmin}}
+	v, err := st.EmergencyPublish(ctx, versioning.Proposal{Ruleset: &rules.Ruleset{Service: "a", Routes: []rules.Route{{Name: "api",
+		Match: rules.Match{PathPrefix: "/"}, RateLimit: &rules.RateLimit{Rate: 5}}}}, Author: root, Reason: "stop the bleeding"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := func() []string {
+		var out []string
+		for _, ev := range evs.Events(events.EmergencyPublish) {
+			out = append(out, ev.Detail.(Emergency).Key)
+		}
+		return out
+	}
+	mark.fail = true
+	clk.Advance(10 * time.Second)
+	if _, err := one.Tick(ctx, clk.Now()); err == nil || !strings.Contains(err.Error(), "injected") {
+		t.Fatalf("tick with a failing mark: err %v", err)
+	}
+	got := keys()
+	if len(got) != 1 || !strings.HasPrefix(got[0], fmt.Sprintf("emergency_publish/a/v%d/audit-", v.Number)) {
+		t.Fatalf("reported %q before the failed move, want a's v%d once", got, v.Number)
+	}
+	// The process dies; a new one (or a new leader) with the same mark.
+	two := newEmergencyEval(t, reader, st, st, mark, evs)
+	clk.Advance(10 * time.Second)
+	if _, err := two.Tick(ctx, clk.Now()); err == nil {
+		t.Fatal("the mark still fails: want an error")
+	}
+	mark.fail = false
+	clk.Advance(10 * time.Second)
+	if _, err := two.Tick(ctx, clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(10 * time.Second)
+	if _, err := two.Tick(ctx, clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	got = keys()
+	if len(got) != 3 || got[1] != got[0] || got[2] != got[0] {
+		t.Fatalf("reports %q: want the same key three times (two failed moves, one that held), then none", got)
+	}
+}

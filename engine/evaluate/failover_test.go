@@ -167,7 +167,10 @@ func testEmergencyFailover(t *testing.T, clk *clock.Fake, st versioning.Store, d
 	tick(two)
 	want("old leader back", "one: a v2", "two: b v1", "two: c v1")
 
-	// Both evaluate at once: each publication is reported by one of them.
+	// Both evaluate at once: each publication is reported at least once;
+	// both may report it (they share the mark, not the emit), under the
+	// same key (see TestEmergencyAtLeastOnce), and nothing is reported
+	// again once the mark moved past it.
 	emergency("d", 1)
 	emergency("e", 1)
 	clk.Advance(10 * time.Second)
@@ -190,16 +193,19 @@ func testEmergencyFailover(t *testing.T, clk *clock.Fake, st versioning.Store, d
 		services = append(services, r[len(r)-4:])
 	}
 	slices.Sort(services)
-	if !slices.Equal(services, []string{"d v1", "e v1"}) {
-		t.Fatalf("side by side: reported %q, want d v1 and e v1 once each", tail)
+	if services = slices.Compact(services); !slices.Equal(services, []string{"d v1", "e v1"}) || len(tail) > 4 {
+		t.Fatalf("side by side: reported %q, want d v1 and e v1, at most twice each", tail)
 	}
 	// A restarted engine with the shared mark reports none of them again.
+	mu.Lock()
+	before := len(reported)
+	mu.Unlock()
 	three := newEngine("three")
 	tick(three)
 	mu.Lock()
 	n := len(reported)
 	mu.Unlock()
-	if n != 5 {
+	if n != before {
 		t.Fatalf("after a restart: %q", reported)
 	}
 }
