@@ -13,7 +13,19 @@ import (
 // limit -> adaptive concurrency limit -> release with a latency sample, on
 // the default coarse clock. It must not allocate.
 func BenchmarkAdmit(b *testing.B) {
-	g, err := governor.New(governor.DefaultOptions("bench"))
+	benchmarkAdmit(b, governor.DefaultOptions("bench"))
+}
+
+// BenchmarkAdmitNoThrottle is BenchmarkAdmit with the overload throttle
+// off, for a side-by-side measure of what its check costs.
+func BenchmarkAdmitNoThrottle(b *testing.B) {
+	opts := governor.DefaultOptions("bench")
+	opts.Overload.Disabled = true
+	benchmarkAdmit(b, opts)
+}
+
+func benchmarkAdmit(b *testing.B, opts governor.Options) {
+	g, err := governor.New(opts)
 	if err != nil {
 		b.Fatal(err)
 	}

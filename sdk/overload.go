@@ -3,6 +3,7 @@ package governor
 import (
 	"fmt"
 	"math"
+	"runtime"
 	rtmetrics "runtime/metrics"
 	"sync"
 	"sync/atomic"
@@ -28,7 +29,8 @@ import (
 // over.
 //
 // When it acts: after two consecutive windows above Target (a single slow
-// window, such as a GC pause, does nothing), it sheds a share of the batch
+// window, such as a GC pause, does nothing) in which the process kept at
+// least half of its CPUs busy (CPUTimeSource), it sheds a share of the batch
 // class that grows with every further slow window, in proportion to how far
 // the latency is above Target (at most one class per window); when batch
 // is fully shed, browse, then core; critical only with ShedCritical, and
@@ -73,8 +75,20 @@ type SchedSource interface {
 	ReadSchedLatency() (counts []uint64, buckets []float64)
 }
 
+// CPUTimeSource is implemented by a SchedSource that can also tell how much
+// CPU time the process has used (cumulative; ok false when unknown). With
+// it, a window counts as slow only when the process itself kept its CPUs
+// busy (at least half of GOMAXPROCS over the window): a process whose
+// goroutines wait because other processes hold the machine's CPUs gains
+// nothing by refusing its own work, and the throttle then gives back its
+// level as if the window had been quick.
+type CPUTimeSource interface {
+	ReadCPUTime() (used time.Duration, ok bool)
+}
+
 // RuntimeSchedLatency returns the Go runtime's scheduling latency histogram
-// ("/sched/latencies:seconds"). Reading it does not allocate.
+// ("/sched/latencies:seconds"), and the process's CPU time (getrusage, on
+// Unix; CPUTimeSource). Reading them does not allocate.
 func RuntimeSchedLatency() SchedSource {
 	return &runtimeSched{samples: []rtmetrics.Sample{{Name: "/sched/latencies:seconds"}}}
 }
@@ -95,6 +109,8 @@ func (r *runtimeSched) ReadSchedLatency() ([]uint64, []float64) {
 	return h.Counts, h.Buckets
 }
 
+func (r *runtimeSched) ReadCPUTime() (time.Duration, bool) { return processCPU() }
+
 // Throttle constants. The level is a number of classes in 1/levelUnit: level
 // 1.5 sheds all of batch and half of browse.
 const (
@@ -103,7 +119,9 @@ const (
 	maxErr       = 10  // relative error counted at most: +1 class per window
 	fallGain     = 0.3 // classes removed per quick window per unit of relative error
 	levelFloor   = 0.02
-	minWakeups   = 8 // fewer in a window say nothing about the CPU
+	notOurs      = -0.5 // the error counted for a slow window in which the process was not busy
+	minBusy      = 0.5  // share of GOMAXPROCS the process must have used for a slow window to count
+	minWakeups   = 8    // fewer in a window say nothing about the CPU
 	defaultSched = 10 * time.Millisecond
 	defaultWin   = 100 * time.Millisecond
 )
@@ -121,7 +139,12 @@ type throttle struct {
 	mu      sync.Mutex // held by the admission that rolls the window
 	prev    []uint64
 	primed  bool
-	slow    int     // consecutive windows above the target
+	slow    int // consecutive windows above the target
+	cpu     CPUTimeSource
+	procs   float64 // GOMAXPROCS
+	lastCPU time.Duration
+	lastAt  int64
+	haveCPU bool
 	level   float64 // in classes, 0..max
 	max     float64 // NumClasses-1, or NumClasses with ShedCritical
 	latency atomic.Uint64
@@ -154,8 +177,11 @@ func newThrottle(o OverloadOptions, injected bool, now int64) (*throttle, error)
 	if o.Target == 0 {
 		t.target = defaultSched.Seconds()
 	}
+	t.cpu, _ = src.(CPUTimeSource)
+	t.procs = float64(runtime.GOMAXPROCS(0))
 	t.mu.Lock()
 	t.sample() // the first window's delta starts here
+	t.busy(now)
 	t.mu.Unlock()
 	t.word.Store(t.pack(now+t.window, 0))
 	return t, nil
@@ -199,7 +225,7 @@ func (t *throttle) roll(now int64) uint64 {
 	}
 	lat, n := t.sample()
 	t.latency.Store(math.Float64bits(lat))
-	t.adjust(lat, n)
+	t.adjust(lat, n, t.busy(now))
 	w = t.pack(now+t.window, uint32(t.level*levelUnit))
 	t.word.Store(w)
 	return w
@@ -211,11 +237,14 @@ func (t *throttle) roll(now int64) uint64 {
 // fallGain per quick one, so a window just under the target during an
 // overload gives back little and a quiet CPU clears the level in about a
 // second. From level 0 it rises only on the second slow window in a row.
-func (t *throttle) adjust(lat float64, n uint64) {
+func (t *throttle) adjust(lat float64, n uint64, busy bool) {
 	if n < minWakeups {
 		lat = 0 // a window with hardly any wake-ups has no queue
 	}
 	e := (lat - t.target) / t.target
+	if e > 0 && !busy {
+		e = notOurs // the CPUs are taken by others: refusing does not help
+	}
 	if e > 0 {
 		t.slow++
 		if t.slow < 2 && t.level == 0 {
@@ -229,6 +258,25 @@ func (t *throttle) adjust(lat float64, n uint64) {
 	if t.level < levelFloor {
 		t.level = 0
 	}
+}
+
+// busy reports whether the process used at least minBusy of its CPUs since
+// the previous call (true when its CPU time is unknown).
+func (t *throttle) busy(now int64) bool {
+	if t.cpu == nil {
+		return true
+	}
+	used, ok := t.cpu.ReadCPUTime()
+	if !ok {
+		t.haveCPU = false
+		return true
+	}
+	prevUsed, prevAt, had := t.lastCPU, t.lastAt, t.haveCPU
+	t.lastCPU, t.lastAt, t.haveCPU = used, now, true
+	if !had || now <= prevAt {
+		return true
+	}
+	return float64(used-prevUsed) >= minBusy*t.procs*float64(now-prevAt)
 }
 
 // sample returns the mean latency (seconds) and the number of wake-ups

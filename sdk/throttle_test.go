@@ -3,8 +3,10 @@ package governor_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -389,5 +391,45 @@ func TestThrottleDoesNotAllocate(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("%v allocations per Admit rolling a throttle window", allocs)
+	}
+}
+
+// cpuSched is a fakeSched that also reports the process's CPU time.
+type cpuSched struct {
+	*fakeSched
+	used atomic.Int64
+}
+
+func (c *cpuSched) ReadCPUTime() (time.Duration, bool) { return time.Duration(c.used.Load()), true }
+
+func TestThrottleActsOnlyWhenTheProcessIsBusy(t *testing.T) {
+	src := &cpuSched{fakeSched: newFakeSched()}
+	tt := newThrottled(t, governor.OverloadOptions{Source: src})
+	tt.src = src.fakeSched
+	procs := time.Duration(runtime.GOMAXPROCS(0))
+	window := func(lat time.Duration, share float64) {
+		src.used.Add(int64(float64(procs*100*time.Millisecond) * share))
+		tt.window(t, lat, 1)
+	}
+	window(time.Millisecond, 0.9)
+	// Slow windows while the process uses 20% of its CPUs: other
+	// processes hold the machine, refusing would not help.
+	for range 10 {
+		window(200*time.Millisecond, 0.2)
+	}
+	if l, _ := tt.g.OverloadLevel(); l != 0 {
+		t.Fatalf("level %v while the process was not busy, want 0", l)
+	}
+	for range 5 {
+		window(200*time.Millisecond, 0.9)
+	}
+	high, _ := tt.g.OverloadLevel()
+	if high < 2 {
+		t.Fatalf("level %v after 5 slow, busy windows, want at least 2", high)
+	}
+	// Still slow, but the process is no longer busy: give back.
+	window(200*time.Millisecond, 0.2)
+	if l, _ := tt.g.OverloadLevel(); l >= high || l < high-0.3 {
+		t.Fatalf("level went from %v to %v in a slow window the process was not busy in, want a cut of 0.15", high, l)
 	}
 }
