@@ -166,3 +166,49 @@ func TestReconfigureReplacedReceiverGivingUpRaisesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestReconfigureGroupByKeepsFiringAlerts: a new group_by for a receiver
+// that stays routed to regroups its alerts without a notification: none
+// is reported resolved, none is paged again before its repeat interval
+// (Alertmanager's behaviour on reload); a real resolve still arrives, from
+// the new group.
+func TestReconfigureGroupByKeepsFiringAlerts(t *testing.T) {
+	h := newHarness(t)
+	h.db.set("load", "checkout", "search")
+	h.at(0)
+	h.at(30 * time.Second)
+	h.expect(30*time.Second, "firing Load@checkout/firing", "firing Load@search/firing") // one group per service
+
+	hook, err := webhook.New(webhook.Config{URL: h.hook.srv.URL}, h.hook.srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd, err := pagerduty.New(pagerduty.Config{RoutingKey: "rk", URL: h.pd.srv.URL}, h.pd.srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.m.Reconfigure(Routing{
+		Receivers: map[string]notify.Notifier{"hook": hook, "pd": pd},
+		Routes: []dispatch.Route{
+			{Receiver: "pd", Severities: []alerts.Severity{alerts.P0}, Continue: true},
+			{Receiver: "hook", GroupBy: []string{"alertname"}},
+		},
+		Timing: dispatch.Timing{GroupWait: 30 * time.Second, GroupInterval: time.Minute},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h.timeline(time.Minute, 5*time.Minute, nil)
+
+	h.db.set("load", "search")
+	h.at(6 * time.Minute)
+	h.expect(6*time.Minute, "firing Load@checkout/resolved,Load@search/firing")
+	groups, err := h.st.Groups(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range groups {
+		if g.Key == `{alertname="Load"}` && (len(g.Notified) != 1 || g.Receiver != "hook") {
+			t.Fatalf("the new group logged %+v", g)
+		}
+	}
+}
