@@ -150,7 +150,10 @@ type Guard struct {
 	done    []Decision         // final decisions, newest last
 	spans   map[string][]Noted // noted incidents by service
 	rings   map[string]ring    // samples on the Step grid by service (see Record)
-	noted   time.Time          // time of the latest Note
+	// recorded are the grid times of the snapshots kept (Unix ns): a
+	// service without a point there had no samples.
+	recorded map[int64]bool
+	noted    time.Time // time of the latest Note
 }
 
 // New validates the options and returns a Guard.

@@ -133,20 +133,45 @@ func (g *Guard) Record(snap *signals.Snapshot) {
 		}
 		r[key] = p
 	}
-	oldest := g.horizon(at).UnixNano()
-	for svc, r := range g.rings {
-		if _, ok := snap.Entries[signals.Key{Service: svc}]; !ok {
-			r[key] = emptyPoint()
+	if g.recorded == nil {
+		g.recorded = map[int64]bool{}
+	}
+	g.recorded[key] = true // a service without an entry had no samples
+	g.forget(at)
+}
+
+// forget drops the grid points older than any window a watch can still
+// compare at time now, and the services without a sample left.
+func (g *Guard) forget(now time.Time) {
+	oldest := g.horizon(now).UnixNano()
+	for t := range g.recorded {
+		if t < oldest {
+			delete(g.recorded, t)
 		}
-		for t := range r {
+	}
+	for svc, r := range g.rings {
+		some := false // any sample left: a service gone for good is forgotten
+		for t, p := range r {
 			if t < oldest {
 				delete(r, t)
+				continue
 			}
+			some = some || p.any()
 		}
-		if len(r) == 0 {
+		if !some {
 			delete(g.rings, svc)
 		}
 	}
+}
+
+// any reports whether the point holds a sample.
+func (p point) any() bool {
+	for _, v := range p {
+		if !math.IsNaN(v) {
+			return true
+		}
+	}
+	return false
 }
 
 // gridView is what the watches of one Observe read their samples from: the
@@ -166,10 +191,25 @@ func (v gridView) lookup(svc string, t time.Time) (point, bool) {
 	if p, ok := v.fresh[svc][key]; ok {
 		return p, true
 	}
-	v.g.mu.Lock()
-	defer v.g.mu.Unlock()
-	p, ok := v.g.rings[svc][key]
-	return p, ok
+	return v.g.point(svc, key)
+}
+
+// point returns the service's point at grid time key (Unix nanoseconds): a
+// kept one, or none at a recorded time the snapshot had no entry for it.
+func (g *Guard) point(svc string, key int64) (point, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.pointLocked(svc, key)
+}
+
+func (g *Guard) pointLocked(svc string, key int64) (point, bool) {
+	if p, ok := g.rings[svc][key]; ok {
+		return p, true
+	}
+	if g.recorded[key] {
+		return emptyPoint(), true
+	}
+	return point{}, false
 }
 
 // samples are the samples of metric m of a service at the grid points in
@@ -193,8 +233,8 @@ type gridSpan struct{ from, to time.Time }
 
 // fill reads, in batches, the grid points the open watches' windows need
 // that no snapshot or earlier read covered: each service's missing points
-// in runs, the services sharing a run read together, one query per base
-// metric for up to maxBatch services. Points a Step or more in the past are
+// in one span, the services sharing a span read together, one query per
+// base metric for up to maxBatch services. Points a Step or more in the past are
 // kept in the rings; newer ones serve this call only.
 func (g *Guard) fill(ctx context.Context, now time.Time, open []watch, bs BatchSeries) gridView {
 	view := gridView{g: g, fresh: map[string]ring{}, failed: map[string]bool{}}
@@ -206,22 +246,14 @@ func (g *Guard) fill(ctx context.Context, now time.Time, open []watch, bs BatchS
 		if win.settling {
 			continue
 		}
-		r := g.rings[w.d.Service]
+		// One span from the first missing point to the last: a range
+		// query costs mostly per series, not per step, so reading the
+		// points between (kept ones, the settling time) again is cheaper
+		// than a second query.
 		var run *gridSpan
-		flush := func() {
-			if run == nil {
-				return
-			}
-			if _, ok := spans[*run]; !ok {
-				order = append(order, *run)
-			}
-			spans[*run] = append(spans[*run], w.d.Service)
-			run = nil
-		}
 		for _, iv := range [][2]time.Time{{win.bFrom, win.bTo}, {win.aFrom, win.aTo}} {
 			for t := g.gridFrom(iv[0]); !t.After(iv[1]); t = t.Add(g.o.Step) {
-				if _, ok := r[t.UnixNano()]; ok {
-					flush()
+				if _, ok := g.pointLocked(w.d.Service, t.UnixNano()); ok {
 					continue
 				}
 				if run == nil {
@@ -229,7 +261,12 @@ func (g *Guard) fill(ctx context.Context, now time.Time, open []watch, bs BatchS
 				}
 				run.to = t
 			}
-			flush()
+		}
+		if run != nil {
+			if _, ok := spans[*run]; !ok {
+				order = append(order, *run)
+			}
+			spans[*run] = append(spans[*run], w.d.Service)
 		}
 	}
 	g.mu.Unlock()
@@ -281,6 +318,9 @@ func (g *Guard) fill(ctx context.Context, now time.Time, open []watch, bs BatchS
 			}
 			for svc, r := range got {
 				for t, p := range r {
+					if _, kept := g.pointLocked(svc, t); kept {
+						continue // read again only as part of the span
+					}
 					if time.Unix(0, t).After(keepBefore) {
 						if view.fresh[svc] == nil {
 							view.fresh[svc] = ring{}
@@ -300,20 +340,9 @@ func (g *Guard) fill(ctx context.Context, now time.Time, open []watch, bs BatchS
 	return view
 }
 
-// prune forgets the grid points older than any window a watch can still
-// compare at time now.
+// prune forgets, under the lock, what no window can reach at time now.
 func (g *Guard) prune(now time.Time) {
-	oldest := g.horizon(now).UnixNano()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for svc, r := range g.rings {
-		for t := range r {
-			if t < oldest {
-				delete(r, t)
-			}
-		}
-		if len(r) == 0 {
-			delete(g.rings, svc)
-		}
-	}
+	g.forget(now)
 }

@@ -310,3 +310,66 @@ func TestGridPointsDecideAsPerServiceReads(t *testing.T) {
 	}
 	t.Logf("range queries: per service %d, fed %d, restarted %d (on the first cycle of its watches)", old.src.n.Load(), fed.src.n.Load(), restartReads)
 }
+
+// TestRecordKeepsGridPointsOnly: Record keeps a snapshot taken on the grid,
+// ignores one off the grid, one with a failed read of a signal it keeps and
+// one per instance, records a service the snapshot lacks as without
+// samples, and forgets points no window can reach and services without a
+// sample in reach, so the memory stays bounded however long it runs.
+func TestRecordKeepsGridPointsOnly(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	g, err := New(Options{Store: nopStore{}, Series: SignalSeries{}, Window: time.Minute, Settle: 10 * time.Second, Step: 10 * time.Second, MaxWait: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := func(at time.Time, services ...string) *signals.Snapshot {
+		s := &signals.Snapshot{At: at, Scope: signals.PerService, Entries: map[signals.Key]*signals.Entry{}, Errors: map[signals.Signal]error{}}
+		for _, svc := range services {
+			e := &signals.Entry{Key: signals.Key{Service: svc}, Values: map[signals.Signal]signals.Value{
+				signals.RequestRate: signals.KnownValue(100), signals.ErrorRatio: signals.KnownValue(0.01),
+				signals.LatencyP99: signals.KnownValue(0.2), signals.ShedRatio: signals.Unknown(signals.NotFinite, "NaN")}}
+			s.Entries[e.Key] = e
+		}
+		return s
+	}
+	points := func(svc string) int {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return len(g.rings[svc])
+	}
+	g.Record(snap(t0.Add(time.Second), "a"))
+	if n := points("a"); n != 0 {
+		t.Fatalf("a snapshot off the grid kept %d points", n)
+	}
+	failed := snap(t0, "a")
+	failed.Errors[signals.ErrorRatio] = fmt.Errorf("boom")
+	g.Record(failed)
+	perInstance := snap(t0, "a")
+	perInstance.Scope = signals.PerInstance
+	g.Record(perInstance)
+	if n := points("a"); n != 0 {
+		t.Fatalf("a failed or per-instance snapshot kept %d points", n)
+	}
+	g.Record(snap(t0, "a", "b"))
+	g.Record(snap(t0.Add(10*time.Second), "a"))
+	view := gridView{g: g}
+	if got := view.samples("a", GoodputShare, t0, t0.Add(10*time.Second)); len(got) != 0 {
+		t.Fatalf("goodput share %v without a shed ratio", got)
+	}
+	if got := view.samples("a", ErrorRatio, t0, t0.Add(10*time.Second)); fmt.Sprint(got) != "[0.01 0.01]" {
+		t.Fatalf("error ratio %v", got)
+	}
+	if p, ok := view.lookup("b", t0.Add(10*time.Second)); !ok || !math.IsNaN(p.value(OfferedLoad)) {
+		t.Fatalf("b, absent from the second snapshot: point %v kept %v, want observed without samples", p, ok)
+	}
+	// Window + Settle + MaxWait + Step is 2m20s: 15 points at most.
+	for i := range 200 {
+		g.Record(snap(t0.Add(time.Duration(i)*10*time.Second), "a"))
+	}
+	if n := points("a"); n > 15 {
+		t.Fatalf("%d points kept for a; no window reaches back further than 15", n)
+	}
+	if n := points("b"); n != 0 {
+		t.Fatalf("%d points kept for b, without a sample for longer than any window reaches", n)
+	}
+}
