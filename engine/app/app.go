@@ -101,6 +101,8 @@ type App struct {
 	source   signals.Source
 	reader   *signals.Reader
 	eval     *evaluate.Evaluator
+	state    *evaluate.State // nil: state.disabled
+	lastTick time.Time       // the last cycle this replica ran, tick goroutine only
 	guard    *guardrail.Guard
 	elector  leader.Elector
 	fleet    *demo.Fleet
@@ -335,6 +337,13 @@ func (a *App) buildEngine() error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrStart, err)
 	}
+	if !a.cfg.State.Disabled {
+		a.state, err = evaluate.NewState(a.eval, evaluate.StateOptions{Store: evaluate.SQLState{DB: a.ledgerDB}, Leader: a.cfg.Identity,
+			Every: a.cfg.State.Every, MaxAge: a.cfg.State.MaxAge, Logger: a.log})
+		if err != nil {
+			return fmt.Errorf("%w: state: %w", ErrStart, err)
+		}
+	}
 	a.p99Levels = func(service string) (api.LatencyLevels, bool) {
 		warn, crit, source, ok := levels.P99Levels(service, rec.Thresholds)
 		return api.LatencyLevels{Warn: warn, Critical: crit, Source: source}, ok
@@ -380,7 +389,7 @@ func AlertLevels(c config.AlertLevels) *evaluate.AlertLevels {
 		return nil
 	}
 	l := &evaluate.AlertLevels{LatencyWarn: c.LatencyWarn, LatencyCritical: c.LatencyCritical, LearnedMargin: c.LearnedMargin, ErrorWarn: c.ErrorRatioWarn,
-		ErrorCritical: c.ErrorRatioCritical, MinRequestRate: c.MinRequestRate, Refresh: c.Refresh}
+		ErrorCritical: c.ErrorRatioCritical, ErrorLearned: c.ErrorRatioLevels != config.ErrorLevelsConfigured, MinRequestRate: c.MinRequestRate, Refresh: c.Refresh}
 	for name, s := range c.Services {
 		if l.Services == nil {
 			l.Services = map[string]evaluate.LevelOverride{}
@@ -511,9 +520,22 @@ func (a *App) Run(ctx context.Context) error {
 	return err
 }
 
-// tick runs one evaluation cycle.
+// tick runs one evaluation cycle. At a takeover (the first cycle, or one
+// after cycles this replica did not run) it first restores the state the
+// leader before it saved; after every cycle it saves its share.
 func (a *App) tick(ctx context.Context, at time.Time) {
+	if a.state != nil && (a.lastTick.IsZero() || at.Sub(a.lastTick) > a.cfg.Interval) {
+		if _, err := a.state.Restore(ctx, at); err != nil {
+			a.log.Warn("engine state not restored: starting from this replica's own", "tick", at, "err", err)
+		}
+	}
+	a.lastTick = at
 	res, err := a.eval.Tick(ctx, at)
+	if a.state != nil {
+		if _, err := a.state.Save(ctx, at); err != nil {
+			a.log.Warn("engine state not saved", "tick", at, "err", err)
+		}
+	}
 	if err != nil {
 		a.log.Warn("evaluation", "tick", at, "err", err)
 	}

@@ -45,7 +45,27 @@ type Config struct {
 	// AlertLevels are the levels of p99 latency and error ratio the
 	// engine alerts on.
 	AlertLevels AlertLevels `yaml:"alert_levels"`
-	Demo        Demo        `yaml:"demo"`
+	// State is how the leader persists what it learned and reported, so
+	// a new leader continues where it stopped.
+	State State `yaml:"state"`
+	Demo  Demo  `yaml:"demo"`
+}
+
+// State configures the engine state the leader persists in the rules
+// database (engine/evaluate State, table governor_engine_state): alert
+// levels crossed, open breakers, instances in a bad state, every
+// service's healthy baseline and every downstream's anomaly detector.
+type State struct {
+	// Disabled keeps the state in memory only: a new leader starts
+	// from nothing (alerts re-raised, detectors and baselines cold).
+	Disabled bool `yaml:"disabled"`
+	// Every spreads the baselines and detectors over this many cycles:
+	// each cycle writes about 1/Every of them, so each is at most Every
+	// cycles old at a takeover. Default 30.
+	Every int `yaml:"every"`
+	// MaxAge: state older than this at a takeover is ignored (logged)
+	// and pruned. Must exceed every x interval. Default 1h.
+	MaxAge time.Duration `yaml:"max_age"`
 }
 
 // Alerts configures alerting.
@@ -72,7 +92,17 @@ type AlertLevels struct {
 	// LearnedMargin floors the learned p99 levels: warn at least this
 	// share above the healthy baseline, critical twice as far.
 	LearnedMargin float64 `yaml:"learned_margin"`
-	// ErrorRatioWarn and ErrorRatioCritical are the error-ratio levels.
+	// ErrorRatioLevels is "learned" (the default): the error-ratio levels
+	// are learned from each service's healthy baseline, with
+	// error_ratio_warn and error_ratio_critical as floors (a learned level
+	// never goes below them; both 0: no floor, no level while the
+	// baseline is inconclusive), or "configured": error_ratio_warn and
+	// error_ratio_critical are the levels. A service's own
+	// error_ratio_warn and error_ratio_critical (alert_levels.services)
+	// are its levels either way.
+	ErrorRatioLevels string `yaml:"error_ratio_levels"`
+	// ErrorRatioWarn and ErrorRatioCritical are the error-ratio levels,
+	// or their floors when learned.
 	ErrorRatioWarn     float64 `yaml:"error_ratio_warn"`
 	ErrorRatioCritical float64 `yaml:"error_ratio_critical"`
 	// MinRequestRate: below this many requests per second the error
@@ -230,8 +260,10 @@ func Default() Config {
 			BaselineSamples: 2880, Deadband: 0.05, MaxStepPerSecond: 0.01, Binding: 0.9, OpenDeadband: 0.1, EvidenceRefresh: time.Minute,
 			SlowCallMin: 10 * time.Millisecond, SlowCallMax: 30 * time.Second, SlowCallDeadband: 0.2, SlowCallFactor: 2,
 			HealthyErrorRatio: 0.01, WarnSpreads: 4, CriticalSpreads: 8},
-		AlertLevels: AlertLevels{LearnedMargin: 0.25, ErrorRatioWarn: 0.01, ErrorRatioCritical: 0.05, MinRequestRate: 1, Refresh: time.Minute},
-		Bands:       Bands{Default: Band{MaxChangePerHour: 0.1}},
+		AlertLevels: AlertLevels{LearnedMargin: 0.25, ErrorRatioLevels: ErrorLevelsLearned, ErrorRatioWarn: 0.01, ErrorRatioCritical: 0.05,
+			MinRequestRate: 1, Refresh: time.Minute},
+		State: State{Every: 30, MaxAge: time.Hour},
+		Bands: Bands{Default: Band{MaxChangePerHour: 0.1}},
 		Guardrail: Guardrail{Window: 5 * time.Minute, Settle: time.Minute, Step: 15 * time.Second, MinSamples: 10,
 			Alpha: 0.05, ErrorTolerance: 0.01, LatencyTolerance: 0.25, GoodputTolerance: 0.2},
 		Demo: Demo{Instances: 2, Period: 90 * time.Second},
@@ -383,6 +415,7 @@ func (c *Config) Validate() error {
 		bad("recommend.critical_spreads", "must be above warn_spreads (%v) and at most 100, got %v", r.WarnSpreads, r.CriticalSpreads)
 	}
 	c.AlertLevels.validate(bad)
+	c.State.validate(c.Interval, bad)
 	c.Bands.Default.validate("bands.default", bad)
 	for name, b := range c.Bands.Services {
 		b.validate("bands.services."+name, bad)
@@ -469,9 +502,24 @@ func validateErrors(field string, warn, crit float64, bad func(field, format str
 	}
 }
 
+// The values of alert_levels.error_ratio_levels.
+const (
+	ErrorLevelsLearned    = "learned"
+	ErrorLevelsConfigured = "configured"
+)
+
 func (l AlertLevels) validate(bad func(field, format string, args ...any)) {
 	validateLatency("alert_levels", l.LatencyWarn, l.LatencyCritical, bad)
-	validateErrors("alert_levels", l.ErrorRatioWarn, l.ErrorRatioCritical, bad)
+	switch l.ErrorRatioLevels {
+	case ErrorLevelsLearned:
+		if l.ErrorRatioWarn != 0 || l.ErrorRatioCritical != 0 {
+			validateErrors("alert_levels", l.ErrorRatioWarn, l.ErrorRatioCritical, bad)
+		}
+	case ErrorLevelsConfigured:
+		validateErrors("alert_levels", l.ErrorRatioWarn, l.ErrorRatioCritical, bad)
+	default:
+		bad("alert_levels.error_ratio_levels", "must be %q or %q, got %q", ErrorLevelsLearned, ErrorLevelsConfigured, l.ErrorRatioLevels)
+	}
 	for name, s := range l.Services {
 		field := "alert_levels.services." + name
 		validateLatency(field, s.LatencyWarn, s.LatencyCritical, bad)
@@ -496,6 +544,19 @@ func sortErrs(errs []error) {
 		for j := i; j > 0 && errs[j].Error() < errs[j-1].Error(); j-- {
 			errs[j], errs[j-1] = errs[j-1], errs[j]
 		}
+	}
+}
+
+func (s State) validate(interval time.Duration, bad func(field, format string, args ...any)) {
+	if s.Disabled {
+		return
+	}
+	if s.Every < 1 || s.Every > 10000 {
+		bad("state.every", "must be 1..10000 cycles, got %d", s.Every)
+		return
+	}
+	if min := time.Duration(s.Every) * interval; s.MaxAge <= min || s.MaxAge < time.Minute {
+		bad("state.max_age", "must be at least 1m and above every x interval (%d x %s = %s), got %s", s.Every, interval, min, s.MaxAge)
 	}
 }
 

@@ -149,6 +149,11 @@ func TestRecommendAndAlertLevelKeys(t *testing.T) {
 		{"service latency", "alert_levels: {services: {checkout: {latency_warn: 2s, latency_critical: 1s}}}", "alert_levels.services.checkout.latency_critical:"},
 		{"service errors", "alert_levels: {services: {checkout: {error_ratio_warn: 0.1}}}", "alert_levels.services.checkout.error_ratio_critical:"},
 		{"refresh", "alert_levels: {refresh: 10m}", "alert_levels.refresh:"},
+		{"error levels source", "alert_levels: {error_ratio_levels: guessed}", `alert_levels.error_ratio_levels: must be "learned" or "configured", got "guessed"`},
+		{"configured error levels need both", "alert_levels: {error_ratio_levels: configured, error_ratio_warn: 0, error_ratio_critical: 0}", "alert_levels.error_ratio_warn:"},
+		{"learned error floors order", "alert_levels: {error_ratio_warn: 0.05, error_ratio_critical: 0.01}", "alert_levels.error_ratio_critical:"},
+		{"state every", "state: {every: 0}", "state.every: must be 1..10000 cycles, got 0"},
+		{"state max age", "interval: 10s\nstate: {every: 30, max_age: 5m}", "state.max_age: must be at least 1m and above every x interval (30 x 10s = 5m0s), got 5m0s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -164,6 +169,19 @@ func TestRecommendAndAlertLevelKeys(t *testing.T) {
 	}
 	if got := Default().Recommend.EvidenceRefresh; got != time.Minute {
 		t.Errorf("default recommend.evidence_refresh %s, want 1m", got)
+	}
+	for _, ok := range []string{"alert_levels: {error_ratio_warn: 0, error_ratio_critical: 0}", "state: {disabled: true, every: 0}",
+		"alert_levels: {error_ratio_levels: configured}"} {
+		c, err := Decode(strings.NewReader(ok), Default())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Validate(); err != nil {
+			t.Errorf("%s: %v", ok, err)
+		}
+	}
+	if d := Default(); d.AlertLevels.ErrorRatioLevels != ErrorLevelsLearned || d.State != (State{Every: 30, MaxAge: time.Hour}) {
+		t.Errorf("defaults: error_ratio_levels %q, state %+v", d.AlertLevels.ErrorRatioLevels, d.State)
 	}
 	c, err := Decode(strings.NewReader("recommend: {open_deadband: 0.2, evidence_refresh: 5m}\nalert_levels: {latency_warn: 300ms, latency_critical: 1s}\n"), Default())
 	if err != nil {

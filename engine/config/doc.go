@@ -10,7 +10,19 @@
 // engine/app read and validate it with the rest, so -check-config reports
 // its errors too. It is the bootstrap: alert routing saved from the UI
 // supersedes it. alert_levels sets the p99 latency and error-ratio levels
-// the engine alerts on (engine/evaluate AlertLevels), recommend.* every
+// the engine alerts on (engine/evaluate AlertLevels). Precedence, per
+// service: its own levels under alert_levels.services are authoritative;
+// otherwise the p99 levels are latency_warn and latency_critical when set,
+// else learned from the healthy baseline (at least learned_margin above
+// it); the error-ratio levels, with error_ratio_levels "learned" (the
+// default), are learned from the healthy baseline with error_ratio_warn
+// and error_ratio_critical as floors (the floors apply while the baseline
+// is inconclusive; both 0: no floor and no level until it is conclusive),
+// with "configured" exactly error_ratio_warn and error_ratio_critical.
+// state.* sets how the leader persists what it learned and reported for
+// the next leader (state.every: spread over that many cycles, default 30;
+// state.max_age: older state is ignored at a takeover, default 1h;
+// state.disabled). recommend.* every
 // knob of the recommender, the open-proposal deadband
 // (recommend.open_deadband) and how often an open proposal's evidence alone
 // is revised (recommend.evidence_refresh, default 1m), guardrail.* the
