@@ -85,16 +85,19 @@
 // guardrail at all. The points no snapshot covered (before the engine
 // started or took the lead, ticks off the grid, a failed read) are read
 // from the store when a window needs them: the services missing the same
-// span of points together, one range query per metric for up to 200
-// services; points a Step or more in the past are kept, newer ones read
-// again next time, as a scrape may still land there. The points are kept
-// per service until no window can reach them (Window + Settle + MaxWait),
-// which bounds the memory to about that many Steps per service.
+// span of points together (one span per service, from its first missing
+// point to its last), one range query per metric for up to 200 services.
+// With ticks that do not fall on every grid point (the default 10 s
+// interval and 15 s Step: every other point) the others are read so, each
+// once, when a window first reaches them. The points are kept per service
+// until no window can reach them (Window + Settle + MaxWait), which bounds
+// the memory to about that many Steps per service.
 //
-// A snapshot value is what the signal reader saw at the tick: a scrape that
-// lands later for that instant does not change it, and a signal the reader
-// marks stale or not finite is no sample. Otherwise the samples are the
-// range queries' (the same templates, summed in another order).
+// A point is what the store answered when it was recorded or read: a
+// scrape that lands later for that instant does not change it. A signal
+// the reader marks stale or not finite is no sample. Otherwise the samples
+// are the range queries' (the same templates; a snapshot's are summed in
+// another order).
 //
 // With a Series that is not a BatchSeries (or for a service whose batch
 // failed, e.g. a custom template that answers more labels than the

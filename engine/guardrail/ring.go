@@ -174,12 +174,9 @@ func (p point) any() bool {
 	return false
 }
 
-// gridView is what the watches of one Observe read their samples from: the
-// rings and the points read for this call only (fresh: too new to keep, a
-// scrape may still land there).
+// gridView is what the watches of one Observe read their samples from.
 type gridView struct {
-	g     *Guard
-	fresh map[string]ring
+	g *Guard
 	// failed: services whose missing points could not be read in a batch;
 	// they are read service by service on their own grid.
 	failed map[string]bool
@@ -187,11 +184,7 @@ type gridView struct {
 
 // lookup returns the service's point at t.
 func (v gridView) lookup(svc string, t time.Time) (point, bool) {
-	key := t.UnixNano()
-	if p, ok := v.fresh[svc][key]; ok {
-		return p, true
-	}
-	return v.g.point(svc, key)
+	return v.g.point(svc, t.UnixNano())
 }
 
 // point returns the service's point at grid time key (Unix nanoseconds): a
@@ -234,10 +227,11 @@ type gridSpan struct{ from, to time.Time }
 // fill reads, in batches, the grid points the open watches' windows need
 // that no snapshot or earlier read covered: each service's missing points
 // in one span, the services sharing a span read together, one query per
-// base metric for up to maxBatch services. Points a Step or more in the past are
-// kept in the rings; newer ones serve this call only.
+// base metric for up to maxBatch services. The points read are kept, as
+// the recorded ones are: a scrape landing later for an instant already read
+// does not change its sample.
 func (g *Guard) fill(ctx context.Context, now time.Time, open []watch, bs BatchSeries) gridView {
-	view := gridView{g: g, fresh: map[string]ring{}, failed: map[string]bool{}}
+	view := gridView{g: g, failed: map[string]bool{}}
 	spans := map[gridSpan][]string{}
 	var order []gridSpan
 	g.mu.Lock()
@@ -271,7 +265,6 @@ func (g *Guard) fill(ctx context.Context, now time.Time, open []watch, bs BatchS
 	}
 	g.mu.Unlock()
 
-	keepBefore := now.Add(-g.o.Step)
 	for _, sp := range order {
 		svcs := slices.Compact(slices.Sorted(slices.Values(spans[sp])))
 		for chunk := range slices.Chunk(svcs, maxBatch) {
@@ -320,13 +313,6 @@ func (g *Guard) fill(ctx context.Context, now time.Time, open []watch, bs BatchS
 				for t, p := range r {
 					if _, kept := g.pointLocked(svc, t); kept {
 						continue // read again only as part of the span
-					}
-					if time.Unix(0, t).After(keepBefore) {
-						if view.fresh[svc] == nil {
-							view.fresh[svc] = ring{}
-						}
-						view.fresh[svc][t] = p
-						continue
 					}
 					if g.rings[svc] == nil {
 						g.rings[svc] = ring{}

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"sort"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,14 +27,25 @@ import (
 // every watch's own grid, as guards did before the grid points.
 type alone struct{ Series }
 
-// rangeCounter counts the range queries sent to a source.
+// rangeCounter counts the range queries sent to a source, and each query's
+// reads of every instant.
 type rangeCounter struct {
 	signals.Source
-	n atomic.Int64
+	n     atomic.Int64
+	mu    sync.Mutex
+	reads map[string]int // by query and instant
 }
 
 func (c *rangeCounter) QueryRange(ctx context.Context, q string, r signals.Range) (*signals.Result, error) {
 	c.n.Add(1)
+	c.mu.Lock()
+	if c.reads == nil {
+		c.reads = map[string]int{}
+	}
+	for t := r.Start; !t.After(r.End); t = t.Add(r.Step) {
+		c.reads[q+"@"+t.Format(time.TimeOnly)]++
+	}
+	c.mu.Unlock()
 	return c.Source.QueryRange(ctx, q, r)
 }
 
@@ -372,4 +385,70 @@ func TestRecordKeepsGridPointsOnly(t *testing.T) {
 	if n := points("b"); n != 0 {
 		t.Fatalf("%d points kept for b, without a sample for longer than any window reaches", n)
 	}
+}
+
+// TestTicksOffTheGrid: with ticks every 10 s and a Step of 15 s (the
+// defaults), every other grid point comes from the store, each read once,
+// the first time a window reaches it; the regressions are still found.
+func TestTicksOffTheGrid(t *testing.T) {
+	ctx := context.Background()
+	db, err := embedded.Open(embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	act := t0.Add(5 * time.Minute)
+	end := act.Add(10 * time.Minute)
+	fillGrid(t, db, t0, act, end)
+	reader, err := signals.NewReader(db, signals.ReaderOptions{MaxAge: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, clk := gridStore(t, t0, act)
+	src := &rangeCounter{Source: db}
+	g, err := New(Options{Store: st, Series: SignalSeries{Source: src, Reader: reader}, Window: 2 * time.Minute,
+		Settle: 30 * time.Second, Step: 15 * time.Second, MinSamples: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for now := act.Add(-2 * time.Minute); !now.After(end); now = now.Add(10 * time.Second) {
+		clk.Set(now)
+		snap, err := reader.Read(ctx, now, signals.PerService)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.Record(snap)
+		var active []versioning.Version
+		for _, b := range gridServices {
+			v, err := st.Active(ctx, b.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			active = append(active, v)
+		}
+		if _, err := g.Observe(ctx, now, active); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k, n := range src.reads {
+		if n > 1 {
+			t.Errorf("%s read %d times", k[strings.LastIndex(k, "@")+1:], n)
+		}
+	}
+	if src.n.Load() == 0 {
+		t.Error("no point read: the points between the ticks came from nowhere")
+	}
+	finals := map[string]Verdict{}
+	for _, d := range g.Decisions() {
+		if d.Final && d.Version == 2 {
+			finals[d.Service] = d.Verdict
+		}
+	}
+	for _, svc := range []string{"errors", "slow", "shedding"} {
+		if finals[svc] != Regression {
+			t.Errorf("%s: final verdict %q, want a regression", svc, finals[svc])
+		}
+	}
+	t.Logf("%d range queries, %d instants read", src.n.Load(), len(src.reads))
 }
