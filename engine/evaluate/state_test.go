@@ -85,7 +85,7 @@ type failoverEngine struct {
 	p99 *float64
 }
 
-func newFailoverEngine(t *testing.T, name string, store StateStore) *failoverEngine {
+func newFailoverEngine(t testing.TB, name string, store StateStore) *failoverEngine {
 	t.Helper()
 	mdb, err := embedded.Open(embedded.Options{})
 	if err != nil {
