@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -377,6 +378,102 @@ func TestAlertLevelsOverrides(t *testing.T) {
 		l.Services = map[string]LevelOverride{"x": o}
 		if err := l.Validate(); err == nil || !strings.Contains(err.Error(), `Services["x"]`) {
 			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// TestErrorLevelsPrecedence: a service's own error-ratio levels are
+// authoritative; otherwise learned levels over the configured floors (the
+// floors while the baseline is inconclusive, none without floors), or the
+// configured levels when learning is off.
+func TestErrorLevelsPrecedence(t *testing.T) {
+	learned := func(warn, crit, base float64, inconclusive bool) func(string) (thresholds.Recommendation, bool) {
+		return func(string) (thresholds.Recommendation, bool) {
+			return thresholds.Recommendation{Inconclusive: inconclusive, BaselineErrorRatio: base, ErrorWarn: warn, ErrorCritical: crit}, true
+		}
+	}
+	floors := func(w, c float64, learn bool) *AlertLevels {
+		l := DefaultAlertLevels()
+		l.ErrorWarn, l.ErrorCritical, l.ErrorLearned = w, c, learn
+		l.Services = map[string]LevelOverride{"slo": {ErrorWarn: 0.001, ErrorCritical: 0.002}, "off": {Disabled: true}}
+		return l
+	}
+	tests := []struct {
+		name       string
+		l          *AlertLevels
+		svc        string
+		learned    func(string) (thresholds.Recommendation, bool)
+		warn, crit float64
+		source     string
+		ok         bool
+	}{
+		{"override wins over learned", floors(0.01, 0.05, true), "slo", learned(0.03, 0.06, 0.02, false), 0.001, 0.002, "configured", true},
+		{"disabled", floors(0.01, 0.05, true), "off", learned(0.03, 0.06, 0.02, false), 0, 0, "", false},
+		{"learned above the floors", floors(0.01, 0.05, true), "api", learned(0.03, 0.06, 0.02, false), 0.03, 0.06, "learned", true},
+		{"learned below the floors: the floors", floors(0.01, 0.05, true), "api", learned(0.002, 0.004, 0.001, false), 0.01, 0.05, "configured", true},
+		{"learned warn above, critical below", floors(0.01, 0.05, true), "api", learned(0.02, 0.03, 0.01, false), 0.02, 0.05, "learned", true},
+		{"margin above the baseline", floors(0, 0, true), "api", learned(0.0101, 0.0102, 0.01, false), 0.0125, 0.015, "learned", true},
+		{"inconclusive: the floors", floors(0.01, 0.05, true), "api", learned(0, 0, 0, true), 0.01, 0.05, "configured", true},
+		{"inconclusive without floors: none", floors(0, 0, true), "api", learned(0, 0, 0, true), 0, 0, "configured", false},
+		{"never evaluated without floors: none", floors(0, 0, true), "api", noLearned, 0, 0, "configured", false},
+		{"configured only", floors(0.01, 0.05, false), "api", learned(0.03, 0.06, 0.02, false), 0.01, 0.05, "configured", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := tt.l.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			w, c, src, ok := tt.l.ErrorLevels(tt.svc, tt.learned)
+			if ok != tt.ok || src != tt.source || math.Abs(w-tt.warn) > 1e-12 || math.Abs(c-tt.crit) > 1e-12 {
+				t.Fatalf("got %v %v %q %v, want %v %v %q %v", w, c, src, ok, tt.warn, tt.crit, tt.source, tt.ok)
+			}
+		})
+	}
+	bad := floors(0, 0, false)
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "ErrorWarn 0 and ErrorCritical 0") {
+		t.Fatalf("configured levels of zero: err %v", err)
+	}
+	half := floors(0.01, 0, true)
+	if err := half.Validate(); err == nil || !strings.Contains(err.Error(), "floors of the learned levels") {
+		t.Fatalf("half a floor: err %v", err)
+	}
+}
+
+// TestLearnedErrorLevelsAlert: a service whose healthy error ratio is
+// steady about 0.5% learns its own error-ratio levels (no floors) and
+// alerts at 3%, which a floor of 5% would not.
+func TestLearnedErrorLevelsAlert(t *testing.T) {
+	ctx := context.Background()
+	ro := recommend.DefaultOptions()
+	ro.Thresholds.MinSamples = 50
+	r, err := recommend.New(ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := DefaultAlertLevels()
+	l.ErrorWarn, l.ErrorCritical = 0, 0
+	rec := events.NewRecorder(100)
+	feed := func(i int, er float64) {
+		at := benchT0.Add(time.Duration(i) * 10 * time.Second)
+		en := entry("api", 0.1+0.001*float64(i%3), er, 100)[signals.Key{Service: "api"}]
+		en.Values[signals.LatencyP50] = signals.KnownValue(0.03)
+		r.Evaluate(recommend.Input{At: at, Service: "api", Entry: en})
+		l.check(ctx, at, map[signals.Key]*signals.Entry{en.Key: en}, r.Thresholds, rec)
+	}
+	for i := range 100 {
+		feed(i, 0.004+0.0005*float64(i%5))
+	}
+	if got := rec.Events(""); len(got) != 0 {
+		t.Fatalf("healthy readings: %+v", got)
+	}
+	feed(100, 0.03)
+	got := rec.Events(events.LevelCrossed)
+	if len(got) != 2 {
+		t.Fatalf("crossed %+v, want the learned warn and critical error-ratio levels", got)
+	}
+	for _, e := range got {
+		if d := e.Detail.(events.Level); d.Signal != events.SignalErrorRatio || d.Source != "learned" || !(d.Threshold > 0.005 && d.Threshold < 0.03) {
+			t.Fatalf("event %+v", e)
 		}
 	}
 }
