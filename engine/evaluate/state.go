@@ -191,6 +191,16 @@ func DefaultStateOptions() StateOptions { return StateOptions{Every: 30, MaxAge:
 // price is at most Every cycles of samples the restored baselines did not
 // learn from, which their half-lives of hundreds of cycles absorb.
 //
+// Cost, for 1,000 services each with a baseline and a downstream detector
+// whose daily and weekly profiles are full (about 7.6 KB a row, 15 MB in
+// all), on this loaded 2-vCPU machine (go test -run XXX -bench
+// BenchmarkState -benchmem -cpu 1,2 ./engine/evaluate): Every 30 writes
+// about 68 rows and 0.5 MB per cycle in 16-21 ms to SQLite, 21-31 ms to
+// PostgreSQL (2.8-4.1 MB allocated); Every 1 writes the whole state, 0.23-0.32
+// s to SQLite and 0.66-0.73 s to PostgreSQL per cycle. A takeover restores
+// all of it in 0.36-0.59 s (332 MB allocated, mostly fresh sketches and
+// profiles, once).
+//
 // Save and Restore must run on the goroutine that runs the Evaluator's
 // Tick (between ticks).
 type State struct {
