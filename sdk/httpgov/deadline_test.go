@@ -226,3 +226,50 @@ func BenchmarkMiddlewareDeadline(b *testing.B) {
 		}
 	})
 }
+
+// A request whose context already ends before the caller's deadline (a
+// shorter server timeout) keeps its context; a later one gets the
+// caller's deadline.
+func TestMiddlewareKeepsAnEarlierServerDeadline(t *testing.T) {
+	clk := clock.NewFake(time.Now().Add(time.Hour).Truncate(time.Millisecond))
+	gopts := governor.DefaultOptions("web")
+	gopts.Clock = clk
+	g, err := governor.New(gopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	var got context.Context
+	h := httpgov.Middleware(g, httpgov.Options{Clock: clk})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Context()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	stated := clk.Now().Add(time.Second)
+	for _, c := range []struct {
+		name   string
+		server time.Time
+		want   time.Time
+	}{
+		{"server earlier", stated.Add(-time.Millisecond), stated.Add(-time.Millisecond)},
+		{"server same", stated, stated},
+		{"server later", stated.Add(time.Minute), stated},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithDeadline(context.Background(), c.server)
+			defer cancel()
+			req := httptest.NewRequest("GET", "/x", nil).WithContext(ctx)
+			req.Header.Set(httpgov.HeaderDeadline, strconv.FormatInt(stated.UnixMilli(), 10))
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != http.StatusNoContent {
+				t.Fatalf("status %d", rec.Code)
+			}
+			if dl, ok := got.Deadline(); !ok || !dl.Equal(c.want) {
+				t.Fatalf("handler's deadline %v (%v), want %v", dl, ok, c.want)
+			}
+			if kept := got == ctx; kept != !c.server.After(stated) {
+				t.Fatalf("context kept: %v, want it kept only when the server's deadline is not later", kept)
+			}
+		})
+	}
+}

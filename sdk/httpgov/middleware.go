@@ -95,7 +95,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, err)
 		return
 	}
-	if !deadline.IsZero() {
+	if !deadline.IsZero() && !hasEarlierDeadline(r.Context(), deadline) {
 		ctx, cancel := context.WithDeadline(r.Context(), deadline)
 		defer cancel()
 		r = r.WithContext(ctx)
@@ -123,6 +123,15 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writers.Put(sw)
 	}()
 	h.next.ServeHTTP(sw, r)
+}
+
+// hasEarlierDeadline reports whether ctx already ends no later than
+// deadline (a server timeout shorter than the caller's): the request then
+// keeps its context, which saves the timer, the derived context and the
+// request copy.
+func hasEarlierDeadline(ctx context.Context, deadline time.Time) bool {
+	d, ok := ctx.Deadline()
+	return ok && !d.After(deadline)
 }
 
 // DefaultOutcome maps 503 and 504 to Dropped, other 5xx to Failure and
