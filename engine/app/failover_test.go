@@ -151,6 +151,17 @@ func TestFailover(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
+	// Every leader saved the engine state for the next one.
+	for _, id := range []string{first, second, "c"} {
+		var n int
+		if err := admin.QueryRow(context.Background(), "SELECT count(*) FROM governor_engine_state WHERE leader = $1", id).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 && id == "c" {
+			t.Errorf("no engine state saved by %s", id)
+		}
+		t.Logf("engine state rows last written by %s: %d", id, n)
+	}
 	won, counted := map[string][]time.Time{}, map[string]float64{}
 	for _, id := range []string{"a", "b", "c"} {
 		won[id], counted[id] = claims[id].ticks(), ticks(t, regs[id])

@@ -120,7 +120,11 @@ func (e *Evaluator) emergencies(ctx context.Context, at time.Time, _ []versionin
 			Detail: Emergency{Version: v.Number, Author: v.Author, Reason: v.Reason, ActivatedAt: v.ActivatedAt, Parent: v.Parent,
 				AuditSeq: r.entry.Seq, Key: EmergencyKey(v.Service, v.Number, r.entry.Seq)}})
 	}
-	if _, err := mark.Advance(ctx, set, seq, to); err != nil {
+	// Once reported, record it even if the cycle is being cancelled (the
+	// process stopping): a report the mark misses is made again.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := mark.Advance(actx, set, seq, to); err != nil {
 		// Reported, not recorded: the next cycle reports them again
 		// under the same keys.
 		return failed, append(errs, err)
