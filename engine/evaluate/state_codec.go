@@ -294,11 +294,8 @@ func decodeDownstream(b []byte) (*latencyBaseline, error) {
 	if d.err != nil {
 		return nil, d.err
 	}
-	det, err := thresholds.New(thresholds.DefaultOptions())
+	det, err := thresholds.RestoreDetector(thresholds.DefaultOptions(), d.b)
 	if err != nil {
-		return nil, err
-	}
-	if err := det.UnmarshalBinary(d.b); err != nil {
 		return nil, fmt.Errorf("%w: detector: %w", ErrState, err)
 	}
 	lb.det = det

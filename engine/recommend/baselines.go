@@ -34,19 +34,23 @@ func (r *Recommender) SaveBaselines(selected func(service string) bool, fn func(
 	return nil
 }
 
-// RestoreBaseline replaces a service's healthy baseline by one
+// RestoreBaseline replaces a service's healthy baseline by data, one
 // SaveBaselines encoded (another replica's, say). A state that cannot be
 // restored (thresholds.ErrState: another format or other options) leaves
 // the service's baseline as it was.
-func (r *Recommender) RestoreBaseline(service string, state []byte) error {
-	thr, err := thresholds.NewRecommender(r.o.Thresholds)
+func (r *Recommender) RestoreBaseline(service string, data []byte) error {
+	thr, err := thresholds.RestoreRecommender(r.o.Thresholds, data)
 	if err != nil {
-		return err
-	}
-	if err := thr.UnmarshalBinary(state); err != nil {
 		return fmt.Errorf("recommend: %s: baseline: %w", service, err)
 	}
-	st := r.state(service)
+	r.mu.Lock()
+	st := r.s[service]
+	if st == nil {
+		r.s[service] = &state{thr: thr}
+		r.mu.Unlock()
+		return nil
+	}
+	r.mu.Unlock()
 	st.mu.Lock()
 	st.thr = thr
 	st.mu.Unlock()

@@ -303,24 +303,29 @@ func (d *Detector) encode(e *enc) {
 // other options, truncated or corrupt are refused with an error wrapping
 // ErrState, and the detector is left as it was.
 func (d *Detector) UnmarshalBinary(b []byte) error {
-	x := dec{b: b}
-	x.header(kindDetector, fingerprint(d.opt))
-	n := d.clone()
-	n.decode(&x)
-	if err := x.end(); err != nil {
+	n, err := RestoreDetector(d.opt, b)
+	if err != nil {
 		return err
 	}
 	*d = *n
 	return nil
 }
 
-// clone returns a fresh detector with d's options (and fresh profiles).
-func (d *Detector) clone() *Detector {
-	n, err := New(d.opt)
-	if err != nil { // d was made by New: cannot happen
-		panic(err)
+// RestoreDetector returns a detector with options opt and the state
+// MarshalBinary wrote (New and UnmarshalBinary in one, without a
+// throwaway detector).
+func RestoreDetector(opt Options, b []byte) (*Detector, error) {
+	n, err := New(opt)
+	if err != nil {
+		return nil, err
 	}
-	return n
+	x := dec{b: b}
+	x.header(kindDetector, fingerprint(n.opt))
+	n.decode(&x)
+	if err := x.end(); err != nil {
+		return nil, err
+	}
+	return n, nil
 }
 
 func (d *Detector) decode(x *dec) {
@@ -438,12 +443,23 @@ func (r *Recommender) sketches() []*Sketch { return []*Sketch{r.p50, r.p99, r.th
 // made with the same options (NewRecommender); anything else is refused
 // with an error wrapping ErrState and the recommender is left as it was.
 func (r *Recommender) UnmarshalBinary(b []byte) error {
-	x := dec{b: b}
-	x.header(kindRecommender, fingerprint(r.opt))
-	n, err := NewRecommender(r.opt)
+	n, err := RestoreRecommender(r.opt, b)
 	if err != nil {
 		return err
 	}
+	*r = *n
+	return nil
+}
+
+// RestoreRecommender returns a recommender with options opt and the state
+// MarshalBinary wrote (NewRecommender and UnmarshalBinary in one).
+func RestoreRecommender(opt RecommenderOptions, b []byte) (*Recommender, error) {
+	n, err := NewRecommender(opt)
+	if err != nil {
+		return nil, err
+	}
+	x := dec{b: b}
+	x.header(kindRecommender, fingerprint(n.opt))
 	n.detector.decode(&x)
 	for _, s := range n.sketches() {
 		s.decode(&x)
@@ -456,8 +472,7 @@ func (r *Recommender) UnmarshalBinary(b []byte) error {
 		x.fail("%d healthy intervals of %d: want at most all", n.healthy, n.total)
 	}
 	if err := x.end(); err != nil {
-		return err
+		return nil, err
 	}
-	*r = *n
-	return nil
+	return n, nil
 }
