@@ -76,11 +76,11 @@
 // time.Truncate and the engine's ticks count them. A window's samples are
 // the grid points inside it (Window/Step before activation; after it, from
 // activation + Settle, growing to Window/Step + 1 at most and then
-// sliding). The
-// evaluator hands every cycle's signal snapshot to Record; a tick on the
-// grid gives every service's request rate, error ratio, p99 latency and
-// shed ratio at that point, and the goodput and admitted shares are derived
-// from them as their queries compute them. So a cycle whose ticks fall on
+// sliding), whatever the activation time. The evaluator hands every
+// cycle's signal snapshot to Record; a tick on the grid gives every
+// service's request rate, error ratio, p99 latency and shed ratio at that
+// point, and the goodput and admitted shares are derived from them as their
+// queries compute them. So a cycle whose ticks fall on
 // the grid (an interval that divides Step) sends no query for the
 // guardrail at all. The points no snapshot covered (before the engine
 // started or took the lead, ticks off the grid, a failed read) are read
