@@ -198,7 +198,18 @@ func FuzzParseDeadline(f *testing.F) {
 
 // BenchmarkMiddlewareDeadline is BenchmarkMiddleware with an Envoy timeout
 // header: the parse, one clock read and the context carrying the deadline.
-func BenchmarkMiddlewareDeadline(b *testing.B) {
+func BenchmarkMiddlewareDeadline(b *testing.B) { benchmarkDeadline(b, nil) }
+
+// BenchmarkMiddlewareServerDeadline is BenchmarkMiddlewareDeadline on a
+// request whose context already ends sooner (a server timeout): the
+// request keeps it, so no context, timer or request copy is made.
+func BenchmarkMiddlewareServerDeadline(b *testing.B) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second) // before the 5s Envoy timeout, after the run
+	defer cancel()
+	benchmarkDeadline(b, ctx)
+}
+
+func benchmarkDeadline(b *testing.B, ctx context.Context) {
 	opts := governor.DefaultOptions("bench")
 	opts.Registerer = prometheus.NewRegistry()
 	g, err := governor.New(opts)
@@ -219,6 +230,9 @@ func BenchmarkMiddlewareDeadline(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		req := httptest.NewRequest("GET", "/api/orders", nil)
+		if ctx != nil {
+			req = req.WithContext(ctx)
+		}
 		req.Header.Set(httpgov.HeaderEnvoyTimeout, "5000")
 		w := &discard{h: http.Header{}}
 		for pb.Next() {
