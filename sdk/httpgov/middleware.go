@@ -220,6 +220,7 @@ var bodies = map[string][]byte{
 	"breaker_open":  []byte(`{"code":"breaker_open","message":"a dependency is unavailable; retry later"}` + "\n"),
 	"unavailable":   []byte(`{"code":"unavailable","message":"a dependency is saturated; retry later"}` + "\n"),
 	"deadline":      []byte(`{"code":"deadline","message":"the request's deadline had passed or could not be met; it was not started"}` + "\n"),
+	"overload":      []byte(`{"code":"overload","message":"the service's CPU is saturated and sheds lower-priority requests; retry later"}` + "\n"),
 }
 
 // statusCoder is implemented by errors that know their HTTP status, such as
@@ -231,7 +232,7 @@ type statusCoder interface{ StatusCode() int }
 // error with a StatusCode method such as an outbound refusal), 504 for a
 // deadline that had passed or could not be met, each with a Retry-After
 // header and a JSON body {"code", "message"} where code is shed,
-// rate_limited, queue_timeout, breaker_open, unavailable or deadline. It reports false,
+// rate_limited, queue_timeout, breaker_open, unavailable, deadline or overload. It reports false,
 // writing nothing, for errors that are not refusals.
 func WriteError(w http.ResponseWriter, err error) bool {
 	var rej *governor.Rejection

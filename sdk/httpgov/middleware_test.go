@@ -125,6 +125,7 @@ func TestWriteError(t *testing.T) {
 		{"breaker rejection", &governor.Rejection{Reason: governor.ReasonBreakerOpen}, 503, "breaker_open"},
 		{"breaker sentinel", fmt.Errorf("call db: %w", governor.ErrBreakerOpen), 503, "breaker_open"},
 		{"outbound breaker", fmt.Errorf("call: %w", &outbound.RejectedError{Downstream: "db", Reason: breaker.ErrOpen}), 503, "breaker_open"},
+		{"overload", &governor.Rejection{Reason: governor.ReasonOverload}, 429, "overload"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
