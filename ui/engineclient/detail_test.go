@@ -22,7 +22,9 @@ import (
 
 type relay []distribution.Undeliverable
 
-func (r relay) Undeliverable(context.Context, string) ([]distribution.Undeliverable, error) { return r, nil }
+func (r relay) Undeliverable(context.Context, string) ([]distribution.Undeliverable, error) {
+	return r, nil
+}
 
 // The client reads the p99 levels and undeliverable versions from the real
 // engine API handler.
