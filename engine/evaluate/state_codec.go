@@ -1,7 +1,6 @@
 package evaluate
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -10,6 +9,7 @@ import (
 
 	"governor.dev/governor/engine/events"
 	"governor.dev/governor/engine/thresholds"
+	"governor.dev/governor/internal/statecodec"
 	"governor.dev/governor/rules/distribution"
 )
 
@@ -26,131 +26,29 @@ const stateFormat = 1
 // encoded state.
 const maxStateString = 4096
 
-type stateEnc struct{ b []byte }
+// stateEnc and stateDec are the shared state encoding (internal/statecodec)
+// with this package's error and string bound.
+type stateEnc struct{ statecodec.Enc }
 
-func (e *stateEnc) u(v uint64)  { e.b = binary.AppendUvarint(e.b, v) }
-func (e *stateEnc) i(v int64)   { e.b = binary.AppendVarint(e.b, v) }
-func (e *stateEnc) f(v float64) { e.b = binary.LittleEndian.AppendUint64(e.b, math.Float64bits(v)) }
-func (e *stateEnc) s(v string)  { e.u(uint64(len(v))); e.b = append(e.b, v...) }
-func (e *stateEnc) bool(v bool) {
-	if v {
-		e.b = append(e.b, 1)
-	} else {
-		e.b = append(e.b, 0)
-	}
-}
+type stateDec struct{ statecodec.Dec }
 
-type stateDec struct {
-	b   []byte
-	err error
-}
+func newStateDec(b []byte) *stateDec { return &stateDec{statecodec.Dec{B: b, Sentinel: ErrState}} }
 
-func (d *stateDec) fail(format string, args ...any) {
-	if d.err == nil {
-		d.err = fmt.Errorf("%w: %s", ErrState, fmt.Sprintf(format, args...))
-	}
-}
-
-func (d *stateDec) u(what string) uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("%s: truncated", what)
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *stateDec) i(what string) int64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Varint(d.b)
-	if n <= 0 {
-		d.fail("%s: truncated", what)
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
-
-// n reads a count in [0, limit].
-func (d *stateDec) n(what string, limit int) int {
-	v := d.u(what)
-	if d.err == nil && v > uint64(limit) {
-		d.fail("%s %d: want at most %d", what, v, limit)
-		return 0
-	}
-	return int(v)
-}
-
-func (d *stateDec) f(what string) float64 {
-	if d.err != nil {
-		return 0
-	}
-	if len(d.b) < 8 {
-		d.fail("%s: truncated", what)
-		return 0
-	}
-	v := math.Float64frombits(binary.LittleEndian.Uint64(d.b))
-	d.b = d.b[8:]
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		d.fail("%s: %v, want a finite number", what, v)
-		return 0
-	}
-	return v
-}
-
-func (d *stateDec) s(what string) string {
-	n := d.n(what+" length", maxStateString)
-	if d.err != nil {
-		return ""
-	}
-	if len(d.b) < n {
-		d.fail("%s: truncated", what)
-		return ""
-	}
-	v := string(d.b[:n])
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *stateDec) bool(what string) bool {
-	if d.err != nil {
-		return false
-	}
-	if len(d.b) < 1 || d.b[0] > 1 {
-		d.fail("%s: want 0 or 1", what)
-		return false
-	}
-	v := d.b[0] == 1
-	d.b = d.b[1:]
-	return v
-}
+func (d *stateDec) s(what string) string { return d.S(what, maxStateString) }
 
 func (d *stateDec) version() {
-	if d.err != nil {
+	if d.Err != nil {
 		return
 	}
-	if len(d.b) < 1 {
-		d.fail("empty")
+	if len(d.B) < 1 {
+		d.Fail("empty")
 		return
 	}
-	if d.b[0] != stateFormat {
-		d.fail("format version %d, want %d", d.b[0], stateFormat)
+	if d.B[0] != stateFormat {
+		d.Fail("format version %d, want %d", d.B[0], stateFormat)
 		return
 	}
-	d.b = d.b[1:]
-}
-
-func (d *stateDec) end() error {
-	if d.err == nil && len(d.b) > 0 {
-		d.fail("%d trailing bytes", len(d.b))
-	}
-	return d.err
+	d.B = d.B[1:]
 }
 
 // eventState is what the evaluator remembers of what it reported, so a new
@@ -165,7 +63,7 @@ type eventState struct {
 
 // encodeEvents writes an eventState in a deterministic order.
 func encodeEvents(s eventState) []byte {
-	e := stateEnc{b: []byte{stateFormat}}
+	e := stateEnc{statecodec.Enc{B: []byte{stateFormat}}}
 	keys := make([]levelKey, 0, len(s.raised))
 	for k := range s.raised {
 		keys = append(keys, k)
@@ -179,12 +77,12 @@ func encodeEvents(s eventState) []byte {
 		}
 		return cmpStr(a.level, b.level)
 	})
-	e.u(uint64(len(keys)))
+	e.U(uint64(len(keys)))
 	for _, k := range keys {
-		e.s(k.service)
-		e.s(k.signal)
-		e.s(k.level)
-		e.i(s.raised[k].UnixNano())
+		e.S(k.service)
+		e.S(k.signal)
+		e.S(k.level)
+		e.I(s.raised[k].UnixNano())
 	}
 	open := make([]string, 0, len(s.open))
 	for k, ok := range s.open {
@@ -193,9 +91,9 @@ func encodeEvents(s eventState) []byte {
 		}
 	}
 	slices.Sort(open)
-	e.u(uint64(len(open)))
+	e.U(uint64(len(open)))
 	for _, k := range open {
-		e.s(k)
+		e.S(k)
 	}
 	bad := make([]string, 0, len(s.bad))
 	for k, st := range s.bad {
@@ -204,12 +102,12 @@ func encodeEvents(s eventState) []byte {
 		}
 	}
 	slices.Sort(bad)
-	e.u(uint64(len(bad)))
+	e.U(uint64(len(bad)))
 	for _, k := range bad {
-		e.s(k)
-		e.s(string(s.bad[k]))
+		e.S(k)
+		e.S(string(s.bad[k]))
 	}
-	return e.b
+	return e.B
 }
 
 func cmpStr(a, b string) int {
@@ -227,74 +125,74 @@ const maxStateEntries = 1 << 20
 
 // decodeEvents reads what encodeEvents wrote.
 func decodeEvents(b []byte) (eventState, error) {
-	d := stateDec{b: b}
+	d := newStateDec(b)
 	d.version()
 	s := eventState{raised: map[levelKey]time.Time{}, open: map[string]bool{}, bad: map[string]distribution.State{}}
-	n := d.n("crossed levels", maxStateEntries)
+	n := d.N("crossed levels", maxStateEntries)
 	for range n {
 		k := levelKey{service: d.s("service"), signal: d.s("signal"), level: d.s("level")}
-		at := d.i("reported at")
-		if d.err != nil {
+		at := d.I("reported at")
+		if d.Err != nil {
 			break
 		}
 		if k.service == "" || (k.signal != events.SignalLatencyP99 && k.signal != events.SignalErrorRatio) ||
 			(k.level != events.LevelWarn && k.level != events.LevelCritical) {
-			d.fail("crossed level %q %q %q: want a service, signal %s or %s, level %s or %s", k.service, k.signal, k.level,
+			d.Fail("crossed level %q %q %q: want a service, signal %s or %s, level %s or %s", k.service, k.signal, k.level,
 				events.SignalLatencyP99, events.SignalErrorRatio, events.LevelWarn, events.LevelCritical)
 			break
 		}
 		s.raised[k] = time.Unix(0, at).UTC()
 	}
-	n = d.n("open breakers", maxStateEntries)
+	n = d.N("open breakers", maxStateEntries)
 	for range n {
-		if k := d.s("breaker"); d.err == nil {
+		if k := d.s("breaker"); d.Err == nil {
 			s.open[k] = true
 		}
 	}
-	n = d.n("instances in a bad state", maxStateEntries)
+	n = d.N("instances in a bad state", maxStateEntries)
 	for range n {
 		k, st := d.s("instance"), distribution.State(d.s("instance state"))
-		if d.err != nil {
+		if d.Err != nil {
 			break
 		}
 		if !badState(st) {
-			d.fail("instance %q state %q: want STALE or NACKED", k, st)
+			d.Fail("instance %q state %q: want STALE or NACKED", k, st)
 			break
 		}
 		s.bad[k] = st
 	}
-	return s, d.end()
+	return s, d.End()
 }
 
 // encodeDownstream writes the baseline of one service's calls to a
 // downstream, its anomaly detector included.
 func encodeDownstream(b *latencyBaseline) ([]byte, error) {
-	e := stateEnc{b: []byte{stateFormat}}
-	e.f(b.p99)
-	e.i(int64(b.n))
-	e.bool(b.slow)
-	e.i(int64(b.slowFor))
+	e := stateEnc{statecodec.Enc{B: []byte{stateFormat}}}
+	e.F(b.p99)
+	e.I(int64(b.n))
+	e.Bool(b.slow)
+	e.I(int64(b.slowFor))
 	det, err := b.det.MarshalBinary()
 	if err != nil {
 		return nil, err
 	}
-	e.b = append(e.b, det...)
-	return e.b, nil
+	e.B = append(e.B, det...)
+	return e.B, nil
 }
 
 // decodeDownstream reads what encodeDownstream wrote into a baseline whose
 // detector has the options the evaluator uses.
 func decodeDownstream(b []byte) (*latencyBaseline, error) {
-	d := stateDec{b: b}
+	d := newStateDec(b)
 	d.version()
-	lb := &latencyBaseline{p99: d.f("p99"), n: int(d.i("cycles")), slow: d.bool("slow"), slowFor: int(d.i("slow cycles"))}
-	if d.err == nil && (lb.p99 < 0 || lb.n < 0 || lb.slowFor < 0 || lb.n > math.MaxInt32 || lb.slowFor > math.MaxInt32) {
-		d.fail("p99 %v, cycles %d, slow cycles %d: want none negative", lb.p99, lb.n, lb.slowFor)
+	lb := &latencyBaseline{p99: d.F("p99"), n: int(d.I("cycles")), slow: d.Bool("slow"), slowFor: int(d.I("slow cycles"))}
+	if d.Err == nil && (lb.p99 < 0 || lb.n < 0 || lb.slowFor < 0 || lb.n > math.MaxInt32 || lb.slowFor > math.MaxInt32) {
+		d.Fail("p99 %v, cycles %d, slow cycles %d: want none negative", lb.p99, lb.n, lb.slowFor)
 	}
-	if d.err != nil {
-		return nil, d.err
+	if d.Err != nil {
+		return nil, d.Err
 	}
-	det, err := thresholds.RestoreDetector(thresholds.DefaultOptions(), d.b)
+	det, err := thresholds.RestoreDetector(thresholds.DefaultOptions(), d.B)
 	if err != nil {
 		return nil, fmt.Errorf("%w: detector: %w", ErrState, err)
 	}
