@@ -2,7 +2,6 @@ package sqlstore
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"governor.dev/governor/rules/versioning"
@@ -37,16 +36,8 @@ func (s *Store) MarkOutboxUndeliverable(ctx context.Context, id int64, f version
 		}
 		return s.write(ctx, "mark_outbox_undeliverable", func(tx Tx) (bool, error) {
 			recorded = false
-			var service string
-			err := tx.QueryRow(ctx, `SELECT service FROM rule_outbox WHERE id = $1`, id).Scan(&service)
-			if s.noRows(err) {
-				return false, fmt.Errorf("%w: outbox row %d", versioning.ErrNotFound, id)
-			}
+			service, err := s.lockOutboxService(ctx, tx, id)
 			if err != nil {
-				return false, err
-			}
-			// The service row first, as every writer locks it, then the row.
-			if _, err := s.service(ctx, tx, service, true); err != nil {
 				return false, err
 			}
 			var (
@@ -173,15 +164,8 @@ func (s *Store) RequeueOutbox(ctx context.Context, id int64, relay string) (bool
 		}
 		return s.write(ctx, "requeue_outbox", func(tx Tx) (bool, error) {
 			requeued = false
-			var service string
-			err := tx.QueryRow(ctx, `SELECT service FROM rule_outbox WHERE id = $1`, id).Scan(&service)
-			if s.noRows(err) {
-				return false, fmt.Errorf("%w: outbox row %d", versioning.ErrNotFound, id)
-			}
+			service, err := s.lockOutboxService(ctx, tx, id)
 			if err != nil {
-				return false, err
-			}
-			if _, err := s.service(ctx, tx, service, true); err != nil {
 				return false, err
 			}
 			var (

@@ -106,15 +106,8 @@ func (s *Store) ClaimOutbox(ctx context.Context, limit int, lease time.Duration)
 func (s *Store) MarkOutboxDone(ctx context.Context, id int64) error {
 	return s.op(ctx, "mark_outbox_done", func(ctx context.Context) error {
 		return s.write(ctx, "mark_outbox_done", func(tx Tx) (bool, error) {
-			var service string
-			err := tx.QueryRow(ctx, `SELECT service FROM rule_outbox WHERE id = $1`, id).Scan(&service)
-			if s.noRows(err) {
-				return false, fmt.Errorf("%w: outbox row %d", versioning.ErrNotFound, id)
-			}
+			service, err := s.lockOutboxService(ctx, tx, id)
 			if err != nil {
-				return false, err
-			}
-			if _, err := s.service(ctx, tx, service, true); err != nil {
 				return false, err
 			}
 			var (
@@ -151,4 +144,22 @@ func (s *Store) MarkOutboxDone(ctx context.Context, id int64) error {
 			return false, err
 		})
 	})
+}
+
+// lockOutboxService locks the service of outbox row id (the service row
+// first, as every writer locks it; callers then lock the row itself) and
+// returns its name.
+func (s *Store) lockOutboxService(ctx context.Context, tx Tx, id int64) (string, error) {
+	var service string
+	err := tx.QueryRow(ctx, `SELECT service FROM rule_outbox WHERE id = $1`, id).Scan(&service)
+	if s.noRows(err) {
+		return "", fmt.Errorf("%w: outbox row %d", versioning.ErrNotFound, id)
+	}
+	if err != nil {
+		return "", err
+	}
+	if _, err := s.service(ctx, tx, service, true); err != nil {
+		return "", err
+	}
+	return service, nil
 }
