@@ -17,7 +17,8 @@
 //     where no concurrency limit sees them, so a growing share of the
 //     lowest classes is refused (ErrOverload, outcome "overload"), batch
 //     first, never critical unless allowed, and only after two slow
-//     windows in a row;
+//     windows in a row, or after one severe window (the CPUs busy and the
+//     goroutines runnable at its end a long wait: the onset of a spike);
 //  2. the token-bucket rate limit of the route, then the per-key limits
 //     (client IP, caller, user) with bounded memory;
 //  3. the adaptive concurrency limit (sdk/limit), split into one ceiling per

@@ -25,8 +25,9 @@ import (
 //
 // What it reads: the mean scheduling latency (the time a runnable goroutine
 // waits to run, runtime/metrics "/sched/latencies:seconds") of the last
-// Window, read once per Window by the one admission that finds the window
-// over.
+// Window, the process's CPU time and the number of goroutines runnable at
+// the window's end, read once per Window by the one admission that finds
+// the window over (off the hot path, without allocating).
 //
 // When it acts: after two consecutive windows above Target (a single slow
 // window, such as a GC pause, does nothing) in which the process kept at
@@ -34,9 +35,16 @@ import (
 // class that grows with every further slow window, in proportion to how far
 // the latency is above Target (at most one class per window); when batch
 // is fully shed, browse, then core; critical only with ShedCritical, and
-// only when every other class is fully shed. Each window below Target gives back in proportion
-// to how far below it the latency is (at most 0.3 classes per window: a
-// quiet CPU clears a full level in about 1.3 s, 13 windows).
+// only when every other class is fully shed. A severe onset is acted on in
+// its first window: when the process kept at least 80% of its CPUs busy over
+// the window and the goroutines runnable at its end (RunQueueSource) would
+// wait at least 5 x Target to run at the window's CPU time per wake-up, the
+// window counts at once, and its error is the larger of the two estimates.
+// A stall is not such a window: the process's CPUs idle through it. While
+// windows stay severe, they are half as long, so a spike reaches the higher
+// classes within a few tenths of a second. Each window below Target gives
+// back in proportion to how far below it the latency is (at most 0.3 classes
+// per window: a quiet CPU clears a full level in about 1.3 s, 13 windows).
 // Refusals carry ReasonOverload (ErrOverload, a kind of ErrShed) and count
 // under the outcome "overload"; governor_sdk_overload_level and
 // governor_sdk_sched_latency_seconds show the throttle's state.
@@ -86,16 +94,32 @@ type CPUTimeSource interface {
 	ReadCPUTime() (used time.Duration, ok bool)
 }
 
+// RunQueueSource is implemented by a SchedSource that can also tell how many
+// goroutines are runnable now: ready to run and waiting for a CPU (the Go
+// runtime's "/sched/goroutines/runnable:goroutines"). It is the queue the
+// latency histogram only reports once its goroutines have run; with it, and
+// with CPUTimeSource, the throttle acts on the first window of a severe
+// overload (OverloadOptions).
+type RunQueueSource interface {
+	ReadRunnable() (n uint64, ok bool)
+}
+
 // RuntimeSchedLatency returns the Go runtime's scheduling latency histogram
-// ("/sched/latencies:seconds"), and the process's CPU time (getrusage, on
-// Unix; CPUTimeSource). Reading them does not allocate.
+// ("/sched/latencies:seconds"), its count of runnable goroutines
+// ("/sched/goroutines/runnable:goroutines"; RunQueueSource) and the
+// process's CPU time (getrusage, on Unix; CPUTimeSource). Reading them does
+// not allocate.
 func RuntimeSchedLatency() SchedSource {
-	return &runtimeSched{samples: []rtmetrics.Sample{{Name: "/sched/latencies:seconds"}}}
+	return &runtimeSched{
+		samples:  []rtmetrics.Sample{{Name: "/sched/latencies:seconds"}},
+		runnable: []rtmetrics.Sample{{Name: "/sched/goroutines/runnable:goroutines"}},
+	}
 }
 
 type runtimeSched struct {
-	mu      sync.Mutex
-	samples []rtmetrics.Sample
+	mu       sync.Mutex
+	samples  []rtmetrics.Sample
+	runnable []rtmetrics.Sample
 }
 
 func (r *runtimeSched) ReadSchedLatency() ([]uint64, []float64) {
@@ -111,6 +135,16 @@ func (r *runtimeSched) ReadSchedLatency() ([]uint64, []float64) {
 
 func (r *runtimeSched) ReadCPUTime() (time.Duration, bool) { return processCPU() }
 
+func (r *runtimeSched) ReadRunnable() (uint64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rtmetrics.Read(r.runnable)
+	if r.runnable[0].Value.Kind() != rtmetrics.KindUint64 {
+		return 0, false
+	}
+	return r.runnable[0].Value.Uint64(), true
+}
+
 // Throttle constants. The level is a number of classes in 1/levelUnit: level
 // 1.5 sheds all of batch and half of browse.
 const (
@@ -122,6 +156,10 @@ const (
 	notOurs      = -0.5 // the error counted for a slow window in which the process was not busy
 	minBusy      = 0.5  // share of GOMAXPROCS the process must have used for a slow window to count
 	minWakeups   = 8    // fewer in a window say nothing about the CPU
+	onsetBusy    = 0.8  // share of GOMAXPROCS the process must have used for one window to start the throttle
+	onsetQueue   = 5    // the run queue's wait, in targets, for one window to start the throttle
+	fastDiv      = 2    // windows are Window/fastDiv while they are severe
+	minWindow    = int64(10 * time.Millisecond)
 	defaultSched = 10 * time.Millisecond
 	defaultWin   = 100 * time.Millisecond
 )
@@ -141,13 +179,14 @@ type throttle struct {
 	primed  bool
 	slow    int // consecutive windows above the target
 	cpu     CPUTimeSource
+	rq      RunQueueSource
 	procs   float64 // GOMAXPROCS
 	lastCPU time.Duration
 	lastAt  int64
 	haveCPU bool
-	level   float64 // in classes, 0..max
-	max     float64 // NumClasses-1, or NumClasses with ShedCritical
-	latency atomic.Uint64
+	level   float64       // in classes, 0..max
+	max     float64       // NumClasses-1, or NumClasses with ShedCritical
+	latency atomic.Uint64 // float64 bits: the last window's mean, seconds
 }
 
 func newThrottle(o OverloadOptions, injected bool, now int64) (*throttle, error) {
@@ -178,6 +217,7 @@ func newThrottle(o OverloadOptions, injected bool, now int64) (*throttle, error)
 		t.target = defaultSched.Seconds()
 	}
 	t.cpu, _ = src.(CPUTimeSource)
+	t.rq, _ = src.(RunQueueSource)
 	t.procs = float64(runtime.GOMAXPROCS(0))
 	t.mu.Lock()
 	t.sample() // the first window's delta starts here
@@ -224,59 +264,90 @@ func (t *throttle) roll(now int64) uint64 {
 		return w // rolled meanwhile
 	}
 	lat, n := t.sample()
+	share, used := t.busy(now)
+	q := t.runQueue(n, used)
 	t.latency.Store(math.Float64bits(lat))
-	t.adjust(lat, n, t.busy(now))
-	w = t.pack(now+t.window, uint32(t.level*levelUnit))
+	win := t.window
+	if t.adjust(lat, n, share, q) {
+		win = max(t.window/fastDiv, minWindow)
+	}
+	w = t.pack(now+win, uint32(t.level*levelUnit))
 	t.word.Store(w)
 	return w
 }
 
 // adjust moves the level for a window whose mean latency was lat over n
-// wake-ups: an integral controller on the relative error (lat-target)/target,
-// raising by up to riseGain*maxErr classes per slow window and cutting by up to
-// fallGain per quick one, so a window just under the target during an
-// overload gives back little and a quiet CPU clears the level in about a
-// second. From level 0 it rises only on the second slow window in a row.
-func (t *throttle) adjust(lat float64, n uint64, busy bool) {
+// wake-ups, in which the process used share of its CPUs (negative: unknown)
+// and at whose end the run queue would wait q: an integral controller on the
+// relative error (lat-target)/target, raising by up to riseGain*maxErr
+// classes per slow window and cutting by up to fallGain per quick one, so a
+// window just under the target during an overload gives back little and a
+// quiet CPU clears the level in about a second. From level 0 it rises only
+// on the second slow window in a row, or on the first severe one (busy
+// CPUs and a run queue of at least onsetQueue targets), whose error is the
+// larger of the latency's and the run queue's. It reports whether the
+// window was severe and the level is still below its maximum: the next
+// window is then shorter.
+func (t *throttle) adjust(lat float64, n uint64, share, q float64) bool {
 	if n < minWakeups {
-		lat = 0 // a window with hardly any wake-ups has no queue
+		lat, q = 0, 0 // a window with hardly any wake-ups has no queue
 	}
 	e := (lat - t.target) / t.target
-	if e > 0 && !busy {
+	severe := share >= onsetBusy && q >= onsetQueue*t.target
+	if severe {
+		e = max(e, (q-t.target)/t.target)
+	}
+	if e > 0 && share >= 0 && share < minBusy {
 		e = notOurs // the CPUs are taken by others: refusing does not help
 	}
 	if e > 0 {
 		t.slow++
-		if t.slow < 2 && t.level == 0 {
-			return
+		if t.slow < 2 && t.level == 0 && !severe {
+			return false
 		}
 		t.level = min(t.max, t.level+riseGain*min(e, maxErr))
-		return
+		return severe && t.level < t.max
 	}
 	t.slow = 0
 	t.level += fallGain * e
 	if t.level < levelFloor {
 		t.level = 0
 	}
+	return false
 }
 
-// busy reports whether the process used at least minBusy of its CPUs since
-// the previous call (true when its CPU time is unknown).
-func (t *throttle) busy(now int64) bool {
+// runQueue estimates how long the goroutines runnable now will wait to run
+// (seconds): their number times the CPU time per wake-up of the window that
+// ended (used over n wake-ups), over GOMAXPROCS. 0 when unknown.
+func (t *throttle) runQueue(n uint64, used time.Duration) float64 {
+	if t.rq == nil || n == 0 || used <= 0 {
+		return 0
+	}
+	r, ok := t.rq.ReadRunnable()
+	if !ok {
+		return 0
+	}
+	return float64(r) * used.Seconds() / float64(n) / t.procs
+}
+
+// busy returns the share of its CPUs (of GOMAXPROCS) the process used
+// since the previous call, and the CPU time it used; -1 and 0 when unknown.
+func (t *throttle) busy(now int64) (float64, time.Duration) {
 	if t.cpu == nil {
-		return true
+		return -1, 0
 	}
 	used, ok := t.cpu.ReadCPUTime()
 	if !ok {
 		t.haveCPU = false
-		return true
+		return -1, 0
 	}
 	prevUsed, prevAt, had := t.lastCPU, t.lastAt, t.haveCPU
 	t.lastCPU, t.lastAt, t.haveCPU = used, now, true
 	if !had || now <= prevAt {
-		return true
+		return -1, 0
 	}
-	return float64(used-prevUsed) >= minBusy*t.procs*float64(now-prevAt)
+	d := used - prevUsed
+	return float64(d) / (t.procs * float64(now-prevAt)), d
 }
 
 // sample returns the mean latency (seconds) and the number of wake-ups

@@ -3,6 +3,9 @@ package governor_test
 import (
 	"container/heap"
 	"context"
+	"errors"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -183,5 +186,190 @@ func TestCriticalFloodStaysBounded(t *testing.T) {
 	}
 	if rate := float64(served) / 15; rate < 0.9*capacity/service.Seconds() {
 		t.Errorf("served %.0f/s, want at least 90%% of the capacity %.0f/s", rate, capacity/service.Seconds())
+	}
+}
+
+// onsetSched is a fake source that also reports the process's CPU time
+// and the run queue, as the Go runtime's source does.
+type onsetSched struct {
+	*cpuSched
+	runnable atomic.Uint64
+}
+
+func (o *onsetSched) ReadRunnable() (uint64, bool) { return o.runnable.Load(), true }
+
+type onsetThrottled struct {
+	*throttled
+	src   *onsetSched
+	procs time.Duration
+}
+
+func newOnsetThrottled(t *testing.T, o governor.OverloadOptions) *onsetThrottled {
+	t.Helper()
+	src := &onsetSched{cpuSched: &cpuSched{fakeSched: newFakeSched()}}
+	o.Source = src
+	tt := newThrottled(t, o)
+	tt.src = src.fakeSched
+	return &onsetThrottled{throttled: tt, src: src, procs: time.Duration(runtime.GOMAXPROCS(0))}
+}
+
+// step lets d pass in which 200 goroutines waited lat to run and the
+// process used share of its CPUs, leaves runnable goroutines waiting at its
+// end, and offers n requests of every class; it returns the share of each
+// class (critical, core, browse, batch) refused. 200 wake-ups in 100ms with
+// every CPU busy are 0.5ms of CPU per wake-up and CPU, so 100 runnable
+// goroutines are a 50ms queue (in a 50ms window, a 25ms one).
+func (o *onsetThrottled) step(t *testing.T, d, lat time.Duration, share float64, runnable uint64, n int) [4]float64 {
+	t.Helper()
+	o.src.used.Add(int64(float64(o.procs*d) * share))
+	o.src.add(lat, 200)
+	o.src.runnable.Store(runnable)
+	o.clk.Advance(d)
+	var refused [4]float64
+	for c, name := range []string{"critical", "core", "browse", "batch"} {
+		for range n {
+			p, err := o.g.Admit(context.Background(), governor.Request{Path: "/", Priority: name})
+			if err != nil {
+				if !errors.Is(err, governor.ErrOverload) {
+					t.Fatalf("refused for %v, want only overload refusals", err)
+				}
+				refused[c]++
+				continue
+			}
+			p.Release(time.Millisecond, governor.Success)
+		}
+		refused[c] /= float64(n)
+	}
+	return refused
+}
+
+func (o *onsetThrottled) level() float64 {
+	l, _ := o.g.OverloadLevel()
+	return l
+}
+
+// quiet lets healthy windows pass: 1ms scheduling latency, half the CPUs,
+// two goroutines runnable.
+func (o *onsetThrottled) quiet(t *testing.T, windows int) {
+	t.Helper()
+	for range windows {
+		if r := o.step(t, 100*time.Millisecond, time.Millisecond, 0.5, 2, 20); r != [4]float64{} {
+			t.Fatalf("refused %v in a healthy window (level %v)", r, o.level())
+		}
+	}
+}
+
+// TestThrottleStartsWithinOneWindowOnASevereSpike: a spike fills the run
+// queue while the CPUs are busy; the window that ends with the queue
+// already acts, and the windows after it are half as long while the queue
+// stays, so every class but critical is refused within 0.3s of the onset.
+func TestThrottleStartsWithinOneWindowOnASevereSpike(t *testing.T) {
+	o := newOnsetThrottled(t, governor.OverloadOptions{})
+	o.quiet(t, 5)
+	// The first window of the spike: the latency histogram has seen little
+	// of it yet (15ms), the run queue has: 600 runnable goroutines are a
+	// 300ms wait.
+	r := o.step(t, 100*time.Millisecond, 15*time.Millisecond, 1, 600, 200)
+	if l := o.level(); l < 1 || r[3] < 1 || r[2] != 0 || r[0] != 0 {
+		t.Fatalf("after the first window of a severe spike: level %v, refused %v; want all of batch refused at once", l, r)
+	}
+	// The next window ends after Window/2.
+	r = o.step(t, 50*time.Millisecond, 40*time.Millisecond, 1, 600, 200)
+	if l := o.level(); l < 2 || r[2] < 1 {
+		t.Fatalf("50ms later: level %v, refused %v; want browse refused too", l, r)
+	}
+	r = o.step(t, 50*time.Millisecond, 80*time.Millisecond, 1, 600, 200)
+	if l := o.level(); l != 3 || r != [4]float64{0, 1, 1, 1} {
+		t.Fatalf("200ms after the first window: level %v, refused %v; want every class but critical", l, r)
+	}
+	// At the maximum, windows are full length again: 50ms is not a window.
+	o.step(t, 50*time.Millisecond, time.Millisecond, 0.5, 0, 1)
+	if l := o.level(); l != 3 {
+		t.Fatalf("level %v 50ms after reaching 3, want no new window yet", l)
+	}
+}
+
+// TestThrottleOnsetNeedsBusyCPUsAndAQueue: one slow window starts nothing
+// unless the process kept its CPUs busy and the run queue is long: a stall
+// (the CPUs idle through it, then the waiting goroutines run), a window the
+// process was starved in by other processes, and a slow window with a short
+// run queue each wait for a second slow window, and a healthy window after
+// them leaves the level at 0.
+func TestThrottleOnsetNeedsBusyCPUsAndAQueue(t *testing.T) {
+	tests := []struct {
+		name     string
+		lat      time.Duration
+		share    float64
+		runnable uint64
+	}{
+		{"stall", 400 * time.Millisecond, 0.4, 40},
+		{"stall with a long queue after it", 300 * time.Millisecond, 0.6, 300},
+		{"starved by other processes", 200 * time.Millisecond, 0.3, 300},
+		{"busy with a short queue", 60 * time.Millisecond, 1, 20},
+		{"busy, queue just under 5 targets", 60 * time.Millisecond, 1, 99},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := newOnsetThrottled(t, governor.OverloadOptions{})
+			o.quiet(t, 3)
+			for range 20 {
+				if r := o.step(t, 100*time.Millisecond, tt.lat, tt.share, tt.runnable, 50); r != [4]float64{} {
+					t.Fatalf("one window (%v, CPUs %.0f%% busy, %d runnable) refused %v", tt.lat, tt.share*100, tt.runnable, r)
+				}
+				o.quiet(t, 1)
+				if l := o.level(); l != 0 {
+					t.Fatalf("level %v after one slow window and a healthy one, want 0", l)
+				}
+			}
+		})
+	}
+	// The same windows twice in a row are an overload where the process
+	// is busy enough to gain from refusing.
+	o := newOnsetThrottled(t, governor.OverloadOptions{})
+	o.quiet(t, 3)
+	o.step(t, 100*time.Millisecond, 60*time.Millisecond, 1, 20, 1)
+	o.step(t, 100*time.Millisecond, 60*time.Millisecond, 1, 20, 1)
+	if l := o.level(); l == 0 {
+		t.Fatal("two slow busy windows in a row left the level at 0")
+	}
+}
+
+// TestThrottleReleasesGradually: after a severe onset took the level to
+// 3, healthy windows give it back at most 0.3 classes at a time, in
+// full-length windows (a quiet half window moves nothing), so the level
+// takes at least ten windows to clear, and core comes back before browse.
+func TestThrottleReleasesGradually(t *testing.T) {
+	o := newOnsetThrottled(t, governor.OverloadOptions{})
+	o.quiet(t, 3)
+	for i := 0; i < 8 && o.level() < 3; i++ {
+		o.step(t, 50*time.Millisecond, 100*time.Millisecond, 1, 400, 1)
+	}
+	if l := o.level(); l != 3 {
+		t.Fatalf("level %v after a severe onset, want 3", l)
+	}
+	prev := 3.0
+	windows := 0
+	for prev > 0 {
+		// Half a window: no roll while falling.
+		o.step(t, 50*time.Millisecond, time.Millisecond, 0.3, 2, 1)
+		if l := o.level(); l != prev {
+			t.Fatalf("level moved from %v to %v 50ms into a window while falling", prev, l)
+		}
+		r := o.step(t, 50*time.Millisecond, time.Millisecond, 0.3, 2, 400)
+		windows++
+		l := o.level()
+		if l > prev || prev-l > 0.3+1e-9 {
+			t.Fatalf("healthy window %d: level %v -> %v, want a cut of at most 0.3", windows, prev, l)
+		}
+		if l > 2 && r[1] > 0 && r[2] < 1 {
+			t.Fatalf("level %v refused core %v but browse only %v", l, r[1], r[2])
+		}
+		prev = l
+		if windows > 15 {
+			t.Fatalf("level %v after 15 healthy windows, want 0", l)
+		}
+	}
+	if windows < 10 {
+		t.Fatalf("level 3 cleared in %d healthy windows, want at least 10 (0.3 a window)", windows)
 	}
 }
