@@ -238,14 +238,21 @@ func (sv *server) serve(ctx context.Context, ready func(addr string) error) erro
 // once a second: the limit, the in-flight count, the mean and largest time
 // from the generator's send to the handler's start ("pre"), how many
 // requests reached the handler after their deadline ("dead"), the mean
-// handler time of admitted and refused requests, and the process's CPU time
+// handler time of admitted and refused requests, the process's CPU time
 // beyond the requests' own cost per request handled ("overhead": accepting,
-// parsing, refusing, garbage collection).
+// parsing, refusing, garbage collection), the most goroutines runnable at
+// one of its 100 ms ticks, and for Governor the overload throttle's level at
+// every tick.
 func (sv *server) trace(ctx context.Context) {
 	l, ok := sv.lim.(interface{ Limit() int })
 	if !ok && !sv.traced {
 		return
 	}
+	ov, _ := sv.lim.(interface {
+		Overload() (float64, time.Duration)
+	})
+	var levels []byte
+	var runnable uint64 // the most goroutines runnable at a tick this second
 	select {
 	case <-sv.started:
 	case <-ctx.Done():
@@ -265,10 +272,21 @@ func (sv *server) trace(ctx context.Context) {
 				sv.limits = append(sv.limits, lim)
 				sv.mu.Unlock()
 			}
+			if sv.traced {
+				runnable = max(runnable, sched.runnable())
+			}
+			if sv.traced && ov != nil {
+				level, _ := ov.Overload()
+				if len(levels) > 0 {
+					levels = append(levels, '/')
+				}
+				levels = strconv.AppendFloat(levels, level, 'f', 1, 64)
+			}
 			if sv.traced && n%10 == 0 {
 				cpu := processCPU()
-				sv.logSecond(lim, cpu-lastCPU, sched)
+				sv.logSecond(lim, cpu-lastCPU, sched, runnable, levels)
 				lastCPU = cpu
+				levels, runnable = levels[:0], 0
 			}
 		case <-ctx.Done():
 			return
@@ -277,7 +295,7 @@ func (sv *server) trace(ctx context.Context) {
 }
 
 // logSecond prints and resets one second of trace counts.
-func (sv *server) logSecond(lim int, cpu time.Duration, sched *schedLatency) {
+func (sv *server) logSecond(lim int, cpu time.Duration, sched *schedLatency, runnable uint64, levels []byte) {
 	tr := &sv.tr
 	n, pre, preMax, dead := tr.n.Swap(0), tr.preSum.Swap(0), tr.preMax.Swap(0), tr.dead.Swap(0)
 	ref, refSum, adm, hand, burn := tr.refused.Swap(0), tr.refSum.Swap(0), tr.admitted.Swap(0), tr.handSum.Swap(0), tr.burnSum.Swap(0)
@@ -297,12 +315,12 @@ func (sv *server) logSecond(lim int, cpu time.Duration, sched *schedLatency) {
 		Overload() (float64, time.Duration)
 	}); ok {
 		level, lat := o.Overload()
-		throttle = fmt.Sprintf(" throttle=%.2f throttle_runq=%.1fms throttle_refused=%d", level, lat.Seconds()*1e3, tr.overload.Swap(0))
+		throttle = fmt.Sprintf(" throttle=%.2f throttle_runq=%.1fms throttle_refused=%d throttle_levels=%s", level, lat.Seconds()*1e3, tr.overload.Swap(0), levels)
 	}
-	fmt.Fprintf(os.Stderr, "t=%.1fs limit=%d inflight=%d handled=%d pre_mean=%.1fms pre_max=%.1fms dead=%d admitted=%d handler_mean=%.1fms refused=%d refused_mean=%.3fms cpu=%.0fms burn=%.0fms overhead=%.0fus/req runq_mean=%.2fms runq_p99=%.1fms%s\n",
+	fmt.Fprintf(os.Stderr, "t=%.1fs limit=%d inflight=%d handled=%d pre_mean=%.1fms pre_max=%.1fms dead=%d admitted=%d handler_mean=%.1fms refused=%d refused_mean=%.3fms cpu=%.0fms burn=%.0fms overhead=%.0fus/req runq_mean=%.2fms runq_p99=%.1fms runnable_max=%d%s\n",
 		sv.elapsed().Seconds(), lim, sv.inflight.Load(), n, mean(pre, n), float64(preMax)/1e6, dead,
 		adm, mean(hand, adm), ref, mean(refSum, ref), float64(cpu)/1e6, float64(burn)/1e6, over,
-		runq.Seconds()*1e3, runq99.Seconds()*1e3, throttle)
+		runq.Seconds()*1e3, runq99.Seconds()*1e3, runnable, throttle)
 }
 
 // schedLatency reads Go's /sched/latencies:seconds (time goroutines spent
@@ -310,12 +328,25 @@ func (sv *server) logSecond(lim int, cpu time.Duration, sched *schedLatency) {
 type schedLatency struct {
 	sample []metrics.Sample
 	last   []uint64
+	queue  []metrics.Sample
 }
 
 func newSchedLatency() *schedLatency {
-	l := &schedLatency{sample: []metrics.Sample{{Name: "/sched/latencies:seconds"}}}
+	l := &schedLatency{
+		sample: []metrics.Sample{{Name: "/sched/latencies:seconds"}},
+		queue:  []metrics.Sample{{Name: "/sched/goroutines/runnable:goroutines"}},
+	}
 	l.second()
 	return l
+}
+
+// runnable is the number of goroutines ready to run and waiting for the CPU.
+func (l *schedLatency) runnable() uint64 {
+	metrics.Read(l.queue)
+	if l.queue[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return l.queue[0].Value.Uint64()
 }
 
 // second returns the mean and the 99th percentile (bucket upper bound) of
