@@ -200,6 +200,11 @@ func FuzzParseDeadline(f *testing.F) {
 // header: the parse, one clock read and the context carrying the deadline.
 func BenchmarkMiddlewareDeadline(b *testing.B) { benchmarkDeadline(b, nil) }
 
+// BenchmarkMiddlewareDeadlineWaited is BenchmarkMiddlewareDeadline with a
+// handler that waits on its context (Done), as one calling a downstream
+// with it does: the deadline's timer is made.
+func BenchmarkMiddlewareDeadlineWaited(b *testing.B) { benchmarkDeadlineHandler(b, nil, true) }
+
 // BenchmarkMiddlewareServerDeadline is BenchmarkMiddlewareDeadline on a
 // request whose context already ends sooner (a server timeout): the
 // request keeps it, so no context, timer or request copy is made.
@@ -209,24 +214,40 @@ func BenchmarkMiddlewareServerDeadline(b *testing.B) {
 	benchmarkDeadline(b, ctx)
 }
 
-func benchmarkDeadline(b *testing.B, ctx context.Context) {
+func benchmarkDeadline(b *testing.B, ctx context.Context) { benchmarkDeadlineHandler(b, ctx, false) }
+
+// deadlineHandler is the middleware over a handler that answers 200,
+// after reading its context's Done when wait is set.
+func deadlineHandler(tb testing.TB, wait bool) http.Handler {
 	opts := governor.DefaultOptions("bench")
 	opts.Registerer = prometheus.NewRegistry()
 	g, err := governor.New(opts)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	defer g.Close()
+	tb.Cleanup(g.Close)
 	rs := &rules.Ruleset{Service: "bench", Routes: []rules.Route{{
 		Name: "api", Match: rules.Match{PathPrefix: "/api"},
 		Concurrency: &rules.Concurrency{Initial: 100},
 	}}}
 	if err := g.Apply(rs, 1); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	h := httpgov.Middleware(g, httpgov.Options{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return httpgov.Middleware(g, httpgov.Options{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if wait {
+			select {
+			case <-r.Context().Done():
+				w.WriteHeader(http.StatusGatewayTimeout)
+				return
+			default:
+			}
+		}
 		w.WriteHeader(http.StatusOK)
 	}))
+}
+
+func benchmarkDeadlineHandler(b *testing.B, ctx context.Context, wait bool) {
+	h := deadlineHandler(b, wait)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		req := httptest.NewRequest("GET", "/api/orders", nil)
@@ -283,6 +304,40 @@ func TestMiddlewareKeepsAnEarlierServerDeadline(t *testing.T) {
 			}
 			if kept := got == ctx; kept != !c.server.After(stated) {
 				t.Fatalf("context kept: %v, want it kept only when the server's deadline is not later", kept)
+			}
+		})
+	}
+}
+
+// TestMiddlewareDeadlineAllocations: a request with a caller deadline whose
+// handler does not wait on its context costs one allocation (the request
+// copy and its context, together); with an earlier server deadline, or
+// without a deadline, none.
+func TestMiddlewareDeadlineAllocations(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	h := deadlineHandler(t, false)
+	server, cancel := context.WithTimeout(context.Background(), time.Hour) // before the 2h Envoy timeout
+	defer cancel()
+	for _, tt := range []struct {
+		name   string
+		ctx    context.Context
+		header string
+		want   float64
+	}{
+		{"caller deadline", context.Background(), "7200000", 1},
+		{"earlier server deadline", server, "7200000", 0},
+		{"no deadline", context.Background(), "", 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			req := httptest.NewRequest("GET", "/api/orders", nil).WithContext(tt.ctx)
+			if tt.header != "" {
+				req.Header.Set(httpgov.HeaderEnvoyTimeout, tt.header)
+			}
+			w := &discard{h: http.Header{}}
+			if got := testing.AllocsPerRun(1000, func() { h.ServeHTTP(w, req) }); got > tt.want {
+				t.Fatalf("%v allocations per request, want at most %v", got, tt.want)
 			}
 		})
 	}

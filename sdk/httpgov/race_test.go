@@ -1,0 +1,5 @@
+//go:build race
+
+package httpgov_test
+
+const raceEnabled = true
