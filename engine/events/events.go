@@ -8,6 +8,7 @@ package events
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -95,6 +96,23 @@ type Event struct {
 	Message  string    `json:"message"`
 	// Detail is free-form structured context (a guardrail decision, say).
 	Detail any `json:"detail,omitempty"`
+	// Key, if set, identifies what the event reports: the same occurrence
+	// reported again (after a crash, or by two replicas during a leader
+	// change) carries the same Key, and Recorder keeps it once.
+	Key string `json:"key,omitempty"`
+}
+
+// ReportKey is the key Recorder deduplicates e by: e.Key when set; for an
+// EmergencyPublish, which reports one emergency version, its kind, service
+// and version; "" (never deduplicated) otherwise.
+func (e Event) ReportKey() string {
+	switch {
+	case e.Key != "":
+		return e.Key
+	case e.Kind == EmergencyPublish && e.Service != "" && e.Version > 0:
+		return fmt.Sprintf("%s/%s/v%d", e.Kind, e.Service, e.Version)
+	}
+	return ""
 }
 
 // Sink receives events. Emit must not block for long: a sink that forwards
@@ -134,11 +152,16 @@ func (m Multi) Emit(ctx context.Context, e Event) {
 	}
 }
 
-// Recorder keeps the newest events in memory (bounded), newest last.
+// Recorder keeps the newest events in memory (bounded), newest last. It is
+// idempotent on Event.ReportKey: an event whose key is already kept is not
+// added again, so an emergency publication reported twice (the watermark
+// move after the first report failed, or two replicas overlapping during a
+// takeover) is listed once.
 type Recorder struct {
 	mu     sync.Mutex
 	max    int
 	events []Event
+	keys   map[string]bool // ReportKeys of the kept events
 }
 
 // NewRecorder keeps up to max events (default 500 when max < 1).
@@ -146,16 +169,30 @@ func NewRecorder(max int) *Recorder {
 	if max < 1 {
 		max = 500
 	}
-	return &Recorder{max: max}
+	return &Recorder{max: max, keys: map[string]bool{}}
 }
 
-// Emit implements Sink.
+// Emit implements Sink. An event whose ReportKey is already kept is a
+// no-op.
 func (r *Recorder) Emit(_ context.Context, e Event) {
+	key := e.ReportKey()
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if key != "" {
+		if r.keys[key] {
+			return
+		}
+		r.keys[key] = true
+	}
 	r.events = append(r.events, e)
 	if len(r.events) > r.max {
-		r.events = append(r.events[:0:0], r.events[len(r.events)-r.max:]...)
+		drop := len(r.events) - r.max
+		for _, old := range r.events[:drop] {
+			if k := old.ReportKey(); k != "" {
+				delete(r.keys, k)
+			}
+		}
+		r.events = append(r.events[:0:0], r.events[drop:]...)
 	}
 }
 

@@ -2,6 +2,7 @@ package events
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -22,5 +23,54 @@ func TestRecorderBoundsAndFilters(t *testing.T) {
 	}
 	if got := r.Events(AutoRollback); len(got) != 1 {
 		t.Fatalf("filter: got %d rollbacks, want 1", len(got))
+	}
+}
+
+// TestRecorderKeepsAReportOnce: the same emergency publication reported
+// twice (the watermark move after the first report failed, or two replicas
+// overlapping during a takeover) is listed once; other versions, and
+// events without a key, are all kept; once the first report has been
+// evicted, a new report is kept again.
+func TestRecorderKeepsAReportOnce(t *testing.T) {
+	ctx := context.Background()
+	r := NewRecorder(4)
+	at := time.Unix(0, 0)
+	emergency := func(service string, v int64, sec int) Event {
+		return Event{Kind: EmergencyPublish, Severity: Warning, Service: service, Version: v,
+			At: at.Add(time.Duration(sec) * time.Second), Message: fmt.Sprintf("%s v%d", service, v)}
+	}
+	r.Emit(ctx, emergency("checkout", 7, 0))
+	r.Emit(ctx, emergency("checkout", 7, 1)) // the second replica's report
+	r.Emit(ctx, emergency("checkout", 8, 2))
+	r.Emit(ctx, emergency("search", 7, 3))
+	got := r.Events(EmergencyPublish)
+	if len(got) != 3 || got[0].At != at || got[1].Version != 8 || got[2].Service != "search" {
+		t.Fatalf("kept %+v, want checkout v7 (first report), checkout v8, search v7", got)
+	}
+	r.Emit(ctx, Event{Kind: AutoApply, Service: "checkout", Version: 9})
+	r.Emit(ctx, Event{Kind: AutoApply, Service: "checkout", Version: 9})
+	if got := r.Events(AutoApply); len(got) != 2 {
+		t.Fatalf("kept %d auto_apply events, want both (no key)", len(got))
+	}
+	// Explicit keys.
+	k := NewRecorder(10)
+	k.Emit(ctx, Event{Kind: BreakerOpen, Key: "b/1"})
+	k.Emit(ctx, Event{Kind: BreakerOpen, Key: "b/1"})
+	k.Emit(ctx, Event{Kind: BreakerOpen, Key: "b/2"})
+	if got := k.Events(""); len(got) != 2 {
+		t.Fatalf("kept %+v, want one per key", got)
+	}
+	// checkout v7 has been evicted (4 kept); checkout v8 is still kept, so
+	// a report of it is a no-op, while a new report of v7 is listed again.
+	if got := r.Events(""); len(got) != 4 || got[0].Version != 8 {
+		t.Fatalf("kept %+v", got)
+	}
+	r.Emit(ctx, emergency("checkout", 8, 4))
+	if got := r.Events(EmergencyPublish); len(got) != 2 {
+		t.Fatalf("checkout v8 reported again while kept: %+v", got)
+	}
+	r.Emit(ctx, emergency("checkout", 7, 5))
+	if got := r.Events(EmergencyPublish); len(got) != 2 || got[1].Version != 7 || got[0].Service != "search" {
+		t.Fatalf("after eviction: %+v, want search v7 and checkout v7 again", got)
 	}
 }
