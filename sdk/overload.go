@@ -40,11 +40,14 @@ import (
 // the window and the goroutines runnable at its end (RunQueueSource) would
 // wait at least 5 x Target to run at the window's CPU time per wake-up, the
 // window counts at once, and its error is the larger of the two estimates.
-// A stall is not such a window: the process's CPUs idle through it. While
-// windows stay severe, they are half as long, so a spike reaches the higher
-// classes within a few tenths of a second. Each window below Target gives
-// back in proportion to how far below it the latency is (at most 0.3 classes
-// per window: a quiet CPU clears a full level in about 1.3 s, 13 windows).
+// A stall is not such a window: the process's CPUs idle through it. A run
+// queue that long also counts a window in which the process got less than
+// half of its CPUs: the queue is its own work, and refusing drains it. While
+// the run queue stays that long, windows are half as long, so a spike
+// reaches the higher classes within a few tenths of a second. Each window
+// below Target gives back in proportion to how far below it the latency is
+// (at most 0.3 classes per window: a quiet CPU clears a full level in about
+// 1.3 s, 13 windows).
 // Refusals carry ReasonOverload (ErrOverload, a kind of ErrShed) and count
 // under the outcome "overload"; governor_sdk_overload_level and
 // governor_sdk_sched_latency_seconds show the throttle's state.
@@ -86,10 +89,10 @@ type SchedSource interface {
 // CPUTimeSource is implemented by a SchedSource that can also tell how much
 // CPU time the process has used (cumulative; ok false when unknown). With
 // it, a window counts as slow only when the process itself kept its CPUs
-// busy (at least half of GOMAXPROCS over the window): a process whose
-// goroutines wait because other processes hold the machine's CPUs gains
-// nothing by refusing its own work, and the throttle then gives back its
-// level as if the window had been quick.
+// busy (at least half of GOMAXPROCS over the window) or has a long run queue
+// (RunQueueSource): a process whose goroutines wait because other processes
+// hold the machine's CPUs gains nothing by refusing its own work, and the
+// throttle then gives back its level as if the window had been quick.
 type CPUTimeSource interface {
 	ReadCPUTime() (used time.Duration, ok bool)
 }
@@ -158,7 +161,7 @@ const (
 	minWakeups   = 8    // fewer in a window say nothing about the CPU
 	onsetBusy    = 0.8  // share of GOMAXPROCS the process must have used for one window to start the throttle
 	onsetQueue   = 5    // the run queue's wait, in targets, for one window to start the throttle
-	fastDiv      = 2    // windows are Window/fastDiv while they are severe
+	fastDiv      = 2    // windows are Window/fastDiv while the run queue is long
 	minWindow    = int64(10 * time.Millisecond)
 	defaultSched = 10 * time.Millisecond
 	defaultWin   = 100 * time.Millisecond
@@ -282,31 +285,34 @@ func (t *throttle) roll(now int64) uint64 {
 // relative error (lat-target)/target, raising by up to riseGain*maxErr
 // classes per slow window and cutting by up to fallGain per quick one, so a
 // window just under the target during an overload gives back little and a
-// quiet CPU clears the level in about a second. From level 0 it rises only
-// on the second slow window in a row, or on the first severe one (busy
-// CPUs and a run queue of at least onsetQueue targets), whose error is the
-// larger of the latency's and the run queue's. It reports whether the
-// window was severe and the level is still below its maximum: the next
-// window is then shorter.
+// quiet CPU clears the level in about a second. A long run queue (at least
+// onsetQueue targets) makes the error the larger of the latency's and the
+// queue's, and makes the window the process's own overload even when it
+// used less than minBusy of its CPUs: the queue is its own work, whatever
+// share of the machine it gets. From level 0 the level rises only on the
+// second slow window in a row, or on the first with a long queue in which
+// the process kept onsetBusy of its CPUs busy. It reports whether the run
+// queue was long and the level is still below its maximum: the next window
+// is then shorter.
 func (t *throttle) adjust(lat float64, n uint64, share, q float64) bool {
 	if n < minWakeups {
 		lat, q = 0, 0 // a window with hardly any wake-ups has no queue
 	}
 	e := (lat - t.target) / t.target
-	severe := share >= onsetBusy && q >= onsetQueue*t.target
-	if severe {
+	long := q >= onsetQueue*t.target
+	if long {
 		e = max(e, (q-t.target)/t.target)
 	}
-	if e > 0 && share >= 0 && share < minBusy {
+	if e > 0 && share >= 0 && share < minBusy && !long {
 		e = notOurs // the CPUs are taken by others: refusing does not help
 	}
 	if e > 0 {
 		t.slow++
-		if t.slow < 2 && t.level == 0 && !severe {
+		if t.slow < 2 && t.level == 0 && !(long && share >= onsetBusy) {
 			return false
 		}
 		t.level = min(t.max, t.level+riseGain*min(e, maxErr))
-		return severe && t.level < t.max
+		return long && t.level < t.max
 	}
 	t.slow = 0
 	t.level += fallGain * e

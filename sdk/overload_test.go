@@ -304,7 +304,8 @@ func TestThrottleOnsetNeedsBusyCPUsAndAQueue(t *testing.T) {
 	}{
 		{"stall", 400 * time.Millisecond, 0.4, 40},
 		{"stall with a long queue after it", 300 * time.Millisecond, 0.6, 300},
-		{"starved by other processes", 200 * time.Millisecond, 0.3, 300},
+		{"starved by other processes", 200 * time.Millisecond, 0.3, 20},
+		{"starved, with a long queue", 200 * time.Millisecond, 0.3, 400},
 		{"busy with a short queue", 60 * time.Millisecond, 1, 20},
 		{"busy, queue just under 5 targets", 60 * time.Millisecond, 1, 99},
 	}
@@ -371,5 +372,36 @@ func TestThrottleReleasesGradually(t *testing.T) {
 	}
 	if windows < 10 {
 		t.Fatalf("level 3 cleared in %d healthy windows, want at least 10 (0.3 a window)", windows)
+	}
+}
+
+// TestThrottleLongRunQueueIsTheProcesssOwn: a process that gets only 30% of
+// its CPUs from a busy machine does not count its slow windows while its
+// run queue is short (its goroutines wait for the machine, not for each
+// other), and does once its own runnable goroutines are a long wait: from
+// the second such window it refuses, and it keeps refusing while the queue
+// stays, though it is still starved.
+func TestThrottleLongRunQueueIsTheProcesssOwn(t *testing.T) {
+	o := newOnsetThrottled(t, governor.OverloadOptions{})
+	o.quiet(t, 3)
+	for range 10 {
+		o.step(t, 100*time.Millisecond, 200*time.Millisecond, 0.3, 20, 1)
+	}
+	if l := o.level(); l != 0 {
+		t.Fatalf("level %v while starved with a short run queue, want 0", l)
+	}
+	// 400 runnable at 0.15ms of CPU per wake-up: a 60ms queue.
+	o.step(t, 100*time.Millisecond, 200*time.Millisecond, 0.3, 400, 1)
+	if l := o.level(); l != 0 {
+		t.Fatalf("level %v after one starved window, want 0 (a single window acts only with busy CPUs)", l)
+	}
+	prev := 0.0
+	for w := range 6 {
+		o.step(t, 100*time.Millisecond, 200*time.Millisecond, 0.3, 400, 1)
+		l := o.level()
+		if l <= prev && l < 3 {
+			t.Fatalf("starved window %d with a long run queue: level %v after %v, want it rising", w+2, l, prev)
+		}
+		prev = l
 	}
 }
