@@ -1,7 +1,7 @@
 // Package statecodec is the compact binary encoding of the engine's
 // persisted state (engine/thresholds detectors and sketches, the
 // evaluator's event state): unsigned and signed varints, little-endian
-// float64s, length-prefixed strings and one-byte booleans.
+// float64s, length-prefixed strings, one-byte booleans and times.
 //
 // Dec reads with a sticky error: the first problem is kept, wrapped in the
 // caller's sentinel error and naming the field, and every later read
@@ -13,6 +13,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"time"
 )
 
 // Enc appends fields to B.
@@ -144,4 +145,29 @@ func (d *Dec) End() error {
 		d.Fail("%d trailing bytes", len(d.B))
 	}
 	return d.Err
+}
+
+// Time appends a time as a flag (0 for the zero time) and, unless zero,
+// its Unix time in nanoseconds (a signed varint). The location and the
+// monotonic reading are not kept; times outside the years 1678 to 2262 do
+// not survive.
+func (e *Enc) Time(t time.Time) {
+	if t.IsZero() {
+		e.Bool(false)
+		return
+	}
+	e.Bool(true)
+	e.I(t.UnixNano())
+}
+
+// Time reads what Enc.Time wrote: the zero time, or a time in UTC.
+func (d *Dec) Time(what string) time.Time {
+	if !d.Bool(what) {
+		return time.Time{}
+	}
+	ns := d.I(what)
+	if d.Err != nil {
+		return time.Time{}
+	}
+	return time.Unix(0, ns).UTC()
 }

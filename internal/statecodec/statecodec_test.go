@@ -5,6 +5,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 )
 
 var errTest = errors.New("test state")
@@ -69,5 +70,36 @@ func TestErrorsNameTheField(t *testing.T) {
 	}
 	if d.U("after") != 0 || !strings.Contains(d.Err.Error(), "trailing") {
 		t.Fatal("the first error must stick")
+	}
+}
+
+// FuzzTime: a time in the representable range survives Enc.Time and
+// Dec.Time (in UTC); the zero time stays zero.
+func FuzzTime(f *testing.F) {
+	f.Add(int64(0), false)
+	f.Add(int64(1767225600123456789), true)
+	f.Add(int64(math.MinInt64), true)
+	f.Fuzz(func(t *testing.T, ns int64, set bool) {
+		var in time.Time
+		if set {
+			in = time.Unix(0, ns)
+		}
+		var e Enc
+		e.Time(in)
+		d := Dec{B: e.B, Sentinel: errTest}
+		got := d.Time("at")
+		if err := d.End(); err != nil {
+			t.Fatal(err)
+		}
+		if !got.Equal(in) || got.IsZero() != in.IsZero() || (!got.IsZero() && got.Location() != time.UTC) {
+			t.Fatalf("round trip of %v: got %v", in, got)
+		}
+	})
+}
+
+func TestTimeTruncated(t *testing.T) {
+	d := Dec{B: []byte{1}, Sentinel: errTest}
+	if got := d.Time("last update"); !got.IsZero() || !errors.Is(d.Err, errTest) || !strings.Contains(d.Err.Error(), "last update: truncated") {
+		t.Fatalf("got %v, %v", got, d.Err)
 	}
 }
