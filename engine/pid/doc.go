@@ -17,7 +17,9 @@
 //     be irregular; the controller never reads a clock.
 //
 // State returns the P, I and D terms of the last step so callers can record
-// why the output moved.
+// why the output moved. MarshalBinary and RestoreController carry the whole
+// controller (configuration, mode, integral, filtered derivative, last step)
+// to another process, which then continues exactly where it was.
 package pid
 
 import "errors"
