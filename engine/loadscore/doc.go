@@ -35,5 +35,8 @@
 // Overloaded when the smoothed score rises above ActAbove (0.8) and is
 // released only when it falls below ReleaseBelow (0.5). An unknown score
 // changes neither the average nor the state; after MaxGap without a known
-// score the key's history is dropped and starts afresh.
+// score the key's history is dropped and starts afresh. The Tracker's
+// MarshalBinary and UnmarshalBinary carry this state (the smoothed score,
+// when it was last known and seen, the hysteresis side) to another replica,
+// which then scores the next snapshot exactly as the first would.
 package loadscore
