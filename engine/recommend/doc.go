@@ -12,6 +12,14 @@
 // The concurrency bounds (Concurrency.Max) of the rate-limited routes follow
 // the same ratio.
 //
+// What a Recommender keeps between evaluations can move to another replica:
+// SaveBaselines and RestoreBaseline carry each service's healthy baseline,
+// SaveControllers and RestoreControllers the controllers (integral, filtered
+// derivative, last step, the version tracked) and the counts of consecutive
+// known scores, so a replica that restores both recommends exactly what the
+// one that saved them would have (engine/evaluate persists them across a
+// leader change).
+//
 // # Breaker thresholds
 //
 // Breaker slow-call thresholds come from engine/thresholds' healthy

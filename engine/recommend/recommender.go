@@ -84,11 +84,16 @@ func (r *Recommender) state(service string) *state {
 	defer r.mu.Unlock()
 	st := r.s[service]
 	if st == nil {
-		thr, _ := thresholds.NewRecommender(r.o.Thresholds) // validated in New
-		st = &state{thr: thr}
+		st = r.newState()
 		r.s[service] = st
 	}
 	return st
+}
+
+// newState is the state of a service not seen before.
+func (r *Recommender) newState() *state {
+	thr, _ := thresholds.NewRecommender(r.o.Thresholds) // validated in New
+	return &state{thr: thr}
 }
 
 // Forget drops the state of a service that is gone.
