@@ -38,8 +38,9 @@ import (
 // only when every other class is fully shed. A severe onset is acted on in
 // its first window: when the process kept at least 80% of its CPUs busy over
 // the window and the goroutines runnable at its end (RunQueueSource) would
-// wait at least 5 x Target to run at the window's CPU time per wake-up, the
-// window counts at once, and its error is the larger of the two estimates.
+// wait at least 5 x Target to run (Little's law: their number over the rate
+// at which goroutines were scheduled in the window), the window counts at
+// once, and its error is the larger of the two estimates.
 // A stall is not such a window: the process's CPUs idle through it. A run
 // queue that long also counts a window in which the process got less than
 // half of its CPUs: the queue is its own work, and refusing drains it. While
@@ -100,9 +101,10 @@ type CPUTimeSource interface {
 // RunQueueSource is implemented by a SchedSource that can also tell how many
 // goroutines are runnable now: ready to run and waiting for a CPU (the Go
 // runtime's "/sched/goroutines/runnable:goroutines"). It is the queue the
-// latency histogram only reports once its goroutines have run; with it, and
-// with CPUTimeSource, the throttle acts on the first window of a severe
-// overload (OverloadOptions).
+// latency histogram only reports once its goroutines have run. With it, a
+// window whose run queue is a long wait counts as slow whatever share of
+// the CPUs the process got, and with CPUTimeSource as well, the throttle
+// acts on the first window of a severe overload (OverloadOptions).
 type RunQueueSource interface {
 	ReadRunnable() (n uint64, ok bool)
 }
@@ -187,6 +189,7 @@ type throttle struct {
 	lastCPU time.Duration
 	lastAt  int64
 	haveCPU bool
+	rolled  int64         // when the window that ends now began
 	level   float64       // in classes, 0..max
 	max     float64       // NumClasses-1, or NumClasses with ShedCritical
 	latency atomic.Uint64 // float64 bits: the last window's mean, seconds
@@ -209,7 +212,7 @@ func newThrottle(o OverloadOptions, injected bool, now int64) (*throttle, error)
 		}
 		src = RuntimeSchedLatency()
 	}
-	t := &throttle{origin: now, window: int64(o.Window), target: o.Target.Seconds(), src: src, max: float64(shed.NumClasses - 1)}
+	t := &throttle{origin: now, rolled: now, window: int64(o.Window), target: o.Target.Seconds(), src: src, max: float64(shed.NumClasses - 1)}
 	if o.ShedCritical {
 		t.max = float64(shed.NumClasses)
 	}
@@ -267,8 +270,9 @@ func (t *throttle) roll(now int64) uint64 {
 		return w // rolled meanwhile
 	}
 	lat, n := t.sample()
-	share, used := t.busy(now)
-	q := t.runQueue(n, used)
+	share := t.busy(now)
+	q := t.runQueue(n, now-t.rolled)
+	t.rolled = now
 	t.latency.Store(math.Float64bits(lat))
 	win := t.window
 	if t.adjust(lat, n, share, q) {
@@ -322,38 +326,40 @@ func (t *throttle) adjust(lat float64, n uint64, share, q float64) bool {
 	return false
 }
 
-// runQueue estimates how long the goroutines runnable now will wait to run
-// (seconds): their number times the CPU time per wake-up of the window that
-// ended (used over n wake-ups), over GOMAXPROCS. 0 when unknown.
-func (t *throttle) runQueue(n uint64, used time.Duration) float64 {
-	if t.rq == nil || n == 0 || used <= 0 {
+// runQueue estimates how long a goroutine made runnable now waits to run
+// (seconds), by Little's law: the goroutines runnable now over the rate at
+// which goroutines were scheduled in the window that ended (n wake-ups in
+// elapsed ns). It is the wall time the run queue takes to drain at the pace
+// it drained, whatever share of the machine's CPUs the process got. 0 when
+// unknown.
+func (t *throttle) runQueue(n uint64, elapsed int64) float64 {
+	if t.rq == nil || n == 0 || elapsed <= 0 {
 		return 0
 	}
 	r, ok := t.rq.ReadRunnable()
 	if !ok {
 		return 0
 	}
-	return float64(r) * used.Seconds() / float64(n) / t.procs
+	return float64(r) * float64(elapsed) / 1e9 / float64(n)
 }
 
 // busy returns the share of its CPUs (of GOMAXPROCS) the process used
-// since the previous call, and the CPU time it used; -1 and 0 when unknown.
-func (t *throttle) busy(now int64) (float64, time.Duration) {
+// since the previous call; -1 when unknown.
+func (t *throttle) busy(now int64) float64 {
 	if t.cpu == nil {
-		return -1, 0
+		return -1
 	}
 	used, ok := t.cpu.ReadCPUTime()
 	if !ok {
 		t.haveCPU = false
-		return -1, 0
+		return -1
 	}
 	prevUsed, prevAt, had := t.lastCPU, t.lastAt, t.haveCPU
 	t.lastCPU, t.lastAt, t.haveCPU = used, now, true
 	if !had || now <= prevAt {
-		return -1, 0
+		return -1
 	}
-	d := used - prevUsed
-	return float64(d) / (t.procs * float64(now-prevAt)), d
+	return float64(used-prevUsed) / (t.procs * float64(now-prevAt))
 }
 
 // sample returns the mean latency (seconds) and the number of wake-ups

@@ -216,9 +216,9 @@ func newOnsetThrottled(t *testing.T, o governor.OverloadOptions) *onsetThrottled
 // step lets d pass in which 200 goroutines waited lat to run and the
 // process used share of its CPUs, leaves runnable goroutines waiting at its
 // end, and offers n requests of every class; it returns the share of each
-// class (critical, core, browse, batch) refused. 200 wake-ups in 100ms with
-// every CPU busy are 0.5ms of CPU per wake-up and CPU, so 100 runnable
-// goroutines are a 50ms queue (in a 50ms window, a 25ms one).
+// class (critical, core, browse, batch) refused. 200 wake-ups in 100ms are
+// 2,000 a second, so 100 runnable goroutines are a 50ms queue (in a 50ms
+// window, a 25ms one).
 func (o *onsetThrottled) step(t *testing.T, d, lat time.Duration, share float64, runnable uint64, n int) [4]float64 {
 	t.Helper()
 	o.src.used.Add(int64(float64(o.procs*d) * share))
@@ -267,8 +267,8 @@ func TestThrottleStartsWithinOneWindowOnASevereSpike(t *testing.T) {
 	o := newOnsetThrottled(t, governor.OverloadOptions{})
 	o.quiet(t, 5)
 	// The first window of the spike: the latency histogram has seen little
-	// of it yet (15ms), the run queue has: 600 runnable goroutines are a
-	// 300ms wait.
+	// of it yet (15ms), the run queue has: 600 runnable goroutines at 2,000
+	// wake-ups a second are a 300ms wait.
 	r := o.step(t, 100*time.Millisecond, 15*time.Millisecond, 1, 600, 200)
 	if l := o.level(); l < 1 || r[3] < 1 || r[2] != 0 || r[0] != 0 {
 		t.Fatalf("after the first window of a severe spike: level %v, refused %v; want all of batch refused at once", l, r)
@@ -390,7 +390,7 @@ func TestThrottleLongRunQueueIsTheProcesssOwn(t *testing.T) {
 	if l := o.level(); l != 0 {
 		t.Fatalf("level %v while starved with a short run queue, want 0", l)
 	}
-	// 400 runnable at 0.15ms of CPU per wake-up: a 60ms queue.
+	// 400 runnable at 2,000 wake-ups a second: a 200ms queue.
 	o.step(t, 100*time.Millisecond, 200*time.Millisecond, 0.3, 400, 1)
 	if l := o.level(); l != 0 {
 		t.Fatalf("level %v after one starved window, want 0 (a single window acts only with busy CPUs)", l)
