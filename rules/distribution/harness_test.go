@@ -33,7 +33,7 @@ var servers = []struct {
 	{"machine", func(t *testing.T) string { return machineNATS(t) }},
 }
 
-func embedded(t *testing.T) *natsembed.Server {
+func embedded(t testing.TB) *natsembed.Server {
 	t.Helper()
 	s, err := natsembed.Start(natsembed.Options{})
 	if err != nil {
@@ -44,7 +44,7 @@ func embedded(t *testing.T) *natsembed.Server {
 }
 
 // uniqueNames gives each test its own bucket and subjects.
-func uniqueNames(t *testing.T) watch.Names {
+func uniqueNames(t testing.TB) watch.Names {
 	t.Helper()
 	var b [5]byte
 	_, _ = rand.Read(b[:])
@@ -55,7 +55,7 @@ func uniqueNames(t *testing.T) watch.Names {
 	return n
 }
 
-func connect(t *testing.T, url string) *nats.Conn {
+func connect(t testing.TB, url string) *nats.Conn {
 	t.Helper()
 	nc, err := watch.Connect(url, nats.ReconnectWait(50*time.Millisecond))
 	if err != nil {
@@ -311,7 +311,7 @@ func machineNATS(t *testing.T) string {
 	return testenv.NATS(t)
 }
 
-func machinePostgres(t *testing.T) string {
+func machinePostgres(t testing.TB) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("-short: no machine PostgreSQL")

@@ -161,10 +161,10 @@ func (o *MemoryOutbox) RequeueOutbox(_ context.Context, id int64, relay string) 
 	return false, fmt.Errorf("%w: outbox row %d", versioning.ErrNotFound, id)
 }
 
-// OutboxFailures lists the recorded failures, newest first.
+// OutboxFailures lists the recorded failures matching f, newest first.
 func (o *MemoryOutbox) OutboxFailures(_ context.Context, f versioning.FailureFilter) ([]versioning.OutboxFailure, error) {
-	if f.Limit < 0 || f.Limit > 1000 {
-		return nil, fmt.Errorf("%w: limit: must be between 1 and 1000 (0 for 100), got %d", versioning.ErrInvalid, f.Limit)
+	if err := f.Validate(); err != nil {
+		return nil, err
 	}
 	limit := f.Limit
 	if limit == 0 {
@@ -174,12 +174,28 @@ func (o *MemoryOutbox) OutboxFailures(_ context.Context, f versioning.FailureFil
 	defer o.mu.Unlock()
 	var out []versioning.OutboxFailure
 	for i := len(o.failures) - 1; i >= 0 && len(out) < limit; i-- {
-		fl := o.failures[i]
-		if (f.Service == "" || fl.Service == f.Service) && (f.History || fl.Open()) {
-			out = append(out, fl)
+		if f.Match(o.failures[i]) {
+			out = append(out, o.failures[i])
 		}
 	}
 	return out, nil
+}
+
+// CountOutboxFailures counts the recorded failures matching f.
+func (o *MemoryOutbox) CountOutboxFailures(_ context.Context, f versioning.FailureFilter) (int, error) {
+	f.Limit = 0 // every match counts
+	if err := f.Validate(); err != nil {
+		return 0, err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, fl := range o.failures {
+		if f.Match(fl) {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // OutboxReady signals that a row was added.

@@ -53,7 +53,7 @@ func sizedEnvelope(t testing.TB, service string, v int64, size int) (*rules.Enve
 }
 
 // smallServer starts an embedded NATS server whose max_payload is 64 KiB.
-func smallServer(t *testing.T) (*natsembed.Server, int) {
+func smallServer(t testing.TB) (*natsembed.Server, int) {
 	t.Helper()
 	const maxPayload = 64 << 10
 	s, err := natsembed.Start(natsembed.Options{MaxPayload: maxPayload})
@@ -283,6 +283,75 @@ func TestRelayRequeuesWhatALargerServerAccepts(t *testing.T) {
 	hist, err := outbox.OutboxFailures(ctx, versioning.FailureFilter{Service: "checkout", History: true})
 	if err != nil || len(hist) != 1 || hist[0].RequeuedBy != "large" || hist[0].SupersededBy != 0 {
 		t.Fatalf("checkout history %+v, %v", hist, err)
+	}
+}
+
+// listingOutbox counts the reads of failure rows (OutboxFailures).
+type listingOutbox struct {
+	*MemoryOutbox
+	lists int
+}
+
+func (o *listingOutbox) OutboxFailures(ctx context.Context, f versioning.FailureFilter) ([]versioning.OutboxFailure, error) {
+	o.lists++
+	return o.MemoryOutbox.OutboxFailures(ctx, f)
+}
+
+// TestRelayUndeliverableBeyondAThousand: with more open failures than a list
+// returns (1,000), the gauge counts them all, a row the server accepts is
+// requeued however many newer failures there are, and a pass reads failure
+// rows only when looking for rows to requeue (once per server limit), never
+// to count them.
+func TestRelayUndeliverableBeyondAThousand(t *testing.T) {
+	srv, maxPayload := smallServer(t)
+	ctx := context.Background()
+	limit := maxPayload - KVHeaderRoom
+	outbox := &listingOutbox{MemoryOutbox: NewMemoryOutbox(nil)}
+	fail := func(service string, size int) {
+		t.Helper()
+		id, err := outbox.Add(envelope(t, service, 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok, err := outbox.MarkOutboxUndeliverable(ctx, id, versioning.OutboxFailure{Reason: ReasonTooLarge,
+			Error: "too large", Size: size, Limit: size - 1, Relay: "smaller"}); !ok || err != nil {
+			t.Fatalf("record %s: %v, %v", service, ok, err)
+		}
+	}
+	// The oldest row fits this server exactly; the 1,001 after it never will.
+	fail("fits", limit)
+	const big = 1001
+	for i := range big {
+		fail(fmt.Sprintf("big-%d", i), limit+1)
+	}
+	pub := newTestPublisher(t, srv.URL())
+	reg := prometheus.NewRegistry()
+	relay, err := NewRelay(RelayOptions{Outbox: outbox, Publisher: pub, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := relay.Pass(ctx); n != 1 || err != nil {
+		t.Fatalf("first pass: %d rows claimed, %v; want the fitting row requeued and claimed", n, err)
+	}
+	if latest, err := pub.Latest(ctx, "fits"); err != nil || latest.Version != 1 {
+		t.Fatalf("fits latest %v, %v; want v1 published", latest, err)
+	}
+	if v := gaugeValue(t, reg, "governor_distribution_relay_undeliverable_rows"); v != big {
+		t.Fatalf("undeliverable_rows = %v, want %d", v, big)
+	}
+	if outbox.lists != 1 {
+		t.Fatalf("the first pass read failure rows %d times, want once (the rows that fit)", outbox.lists)
+	}
+	for range 3 {
+		if n, err := relay.Pass(ctx); n != 0 || err != nil {
+			t.Fatalf("pass: %d rows, %v; want nothing", n, err)
+		}
+	}
+	if outbox.lists != 1 {
+		t.Fatalf("later passes read failure rows (%d reads in all); a count is enough", outbox.lists)
+	}
+	if v := gaugeValue(t, reg, "governor_distribution_relay_undeliverable_rows"); v != big {
+		t.Fatalf("undeliverable_rows = %v, want %d", v, big)
 	}
 }
 

@@ -179,7 +179,7 @@ func NewRelay(o RelayOptions) (*Relay, error) {
 		lastBatch: f.NewGauge(prometheus.GaugeOpts{Name: "governor_distribution_relay_last_batch_rows",
 			Help: "Rows claimed by the last pass."}),
 		undeliverable: f.NewGauge(prometheus.GaugeOpts{Name: "governor_distribution_relay_undeliverable_rows",
-			Help: "Outbox rows the store records as undeliverable (too large for the server or invalid; given up on by any relay) that no newer version has superseded yet, as of this relay's last pass (at most 1000)."}),
+			Help: "Outbox rows the store records as undeliverable (too large for the server or invalid; given up on by any relay) that no newer version has superseded yet, as of this relay's last pass."}),
 	}}
 	for _, s := range []Outcome{Published, Duplicate, Superseded, Staged, outcomeUndeliverable} {
 		r.m.rows.WithLabelValues(string(s))
@@ -227,7 +227,7 @@ func (r *Relay) Run(ctx context.Context) error {
 // outcomeUndeliverable labels the rows given up on in the rows metric.
 const outcomeUndeliverable Outcome = "undeliverable"
 
-// maxListed bounds Undeliverable and the undeliverable_rows gauge.
+// maxListed bounds Undeliverable and each read of the rows to requeue.
 const maxListed = 1000
 
 // Undeliverable lists the rows the store records as undeliverable (given up
@@ -256,25 +256,31 @@ func (r *Relay) requeueFitting(ctx context.Context) error {
 	if limit == 0 || limit <= checked {
 		return nil
 	}
-	fs, err := r.o.Outbox.OutboxFailures(ctx, versioning.FailureFilter{Limit: maxListed})
-	if err != nil {
-		return fmt.Errorf("distribution: list undeliverable rows: %w", err)
-	}
+	// Only the rows that fit are read: none, usually.
+	filter := versioning.FailureFilter{Reason: ReasonTooLarge, MaxSize: limit, Limit: maxListed}
 	var errs []error
-	for _, f := range fs {
-		if f.Reason != ReasonTooLarge || f.Size > limit {
-			continue
-		}
-		ok, err := r.o.Outbox.RequeueOutbox(ctx, f.OutboxID, r.o.Name)
+	for {
+		fs, err := r.o.Outbox.OutboxFailures(ctx, filter)
 		if err != nil {
-			r.m.failures.WithLabelValues("mark").Inc()
-			errs = append(errs, fmt.Errorf("distribution: requeue outbox row %d: %w", f.OutboxID, err))
-			continue
+			return fmt.Errorf("distribution: list undeliverable rows that fit: %w", err)
 		}
-		if ok {
-			r.o.Logger.LogAttrs(ctx, slog.LevelInfo, "undeliverable rule version requeued: the server accepts it now",
-				slog.String("service", f.Service), slog.Int64("version", f.Version), slog.Int64("outbox_id", f.OutboxID),
-				slog.Int("size", f.Size), slog.Int("limit_then", f.Limit), slog.Int("limit", limit))
+		closed := 0
+		for _, f := range fs {
+			ok, err := r.o.Outbox.RequeueOutbox(ctx, f.OutboxID, r.o.Name)
+			if err != nil {
+				r.m.failures.WithLabelValues("mark").Inc()
+				errs = append(errs, fmt.Errorf("distribution: requeue outbox row %d: %w", f.OutboxID, err))
+				continue
+			}
+			closed++ // requeued now, or by another relay meanwhile: no longer listed
+			if ok {
+				r.o.Logger.LogAttrs(ctx, slog.LevelInfo, "undeliverable rule version requeued: the server accepts it now",
+					slog.String("service", f.Service), slog.Int64("version", f.Version), slog.Int64("outbox_id", f.OutboxID),
+					slog.Int("size", f.Size), slog.Int("limit_then", f.Limit), slog.Int("limit", limit))
+			}
+		}
+		if len(fs) < maxListed || closed < len(fs) {
+			break
 		}
 	}
 	if len(errs) > 0 {
@@ -288,11 +294,11 @@ func (r *Relay) requeueFitting(ctx context.Context) error {
 
 // countUndeliverable sets the gauge from the store.
 func (r *Relay) countUndeliverable(ctx context.Context) error {
-	fs, err := r.o.Outbox.OutboxFailures(ctx, versioning.FailureFilter{Limit: maxListed})
+	n, err := r.o.Outbox.CountOutboxFailures(ctx, versioning.FailureFilter{})
 	if err != nil {
 		return fmt.Errorf("distribution: count undeliverable rows: %w", err)
 	}
-	r.m.undeliverable.Set(float64(len(fs)))
+	r.m.undeliverable.Set(float64(n))
 	return nil
 }
 

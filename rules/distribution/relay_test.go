@@ -28,7 +28,7 @@ func history(t *testing.T, p *Publisher, service string) []jetstream.KeyValueEnt
 	return h
 }
 
-func newTestPublisher(t *testing.T, url string) *Publisher {
+func newTestPublisher(t testing.TB, url string) *Publisher {
 	t.Helper()
 	names := uniqueNames(t)
 	js, err := jetstream.New(connect(t, url))

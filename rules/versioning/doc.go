@@ -24,7 +24,9 @@
 // version's envelope) is recorded as undeliverable
 // (Outbox.MarkOutboxUndeliverable: reason, error, size, limit, relay, time,
 // with an "undeliverable" audit entry) in the transaction that takes it out
-// of the claims; Outbox.OutboxFailures lists the open ones, newest first,
+// of the claims; Outbox.OutboxFailures lists the open ones, newest first
+// (by service, reason or the largest size a transport accepts;
+// Outbox.CountOutboxFailures counts them without reading them),
 // until a newer version of the service is marked done (the failure is then
 // superseded, kept as history) or a relay requeues the row
 // (Outbox.RequeueOutbox, audited as "requeue"). The version itself stays

@@ -102,8 +102,38 @@ func (f OutboxFailure) Validate() error {
 type FailureFilter struct {
 	// Service, if set, must match exactly.
 	Service string
+	// Reason, if set, must match exactly.
+	Reason string
+	// MaxSize, if above 0, selects the failures whose Size is at most
+	// MaxSize (the rows a transport accepting MaxSize bytes would take).
+	MaxSize int
 	// History includes closed failures (superseded or requeued).
 	History bool
-	// Limit defaults to 100, at most 1000.
+	// Limit defaults to 100, at most 1000 (OutboxFailures;
+	// CountOutboxFailures ignores it).
 	Limit int
+}
+
+// Validate checks the filter, naming each bad field.
+func (f FailureFilter) Validate() error {
+	v := &fields{}
+	if f.Service != "" {
+		v.service("service", f.Service)
+	}
+	if f.Reason != "" && !failureReasonRE.MatchString(f.Reason) {
+		v.add("reason", "must be 1-64 lower-case letters, digits or _ starting with a letter, got %q", f.Reason)
+	}
+	if f.MaxSize < 0 {
+		v.add("max_size", "must not be negative, got %d", f.MaxSize)
+	}
+	if f.Limit < 0 || f.Limit > 1000 {
+		v.add("limit", "must be between 1 and 1000 (0 for 100), got %d", f.Limit)
+	}
+	return v.err()
+}
+
+// Match reports whether fl is selected by f (all but Limit).
+func (f FailureFilter) Match(fl OutboxFailure) bool {
+	return (f.Service == "" || fl.Service == f.Service) && (f.Reason == "" || fl.Reason == f.Reason) &&
+		(f.MaxSize <= 0 || fl.Size <= f.MaxSize) && (f.History || fl.Open())
 }

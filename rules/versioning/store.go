@@ -135,6 +135,10 @@ type Outbox interface {
 	// the open failures of older versions of its service are superseded by
 	// it (kept as history, no longer listed); RequeueOutbox closes one too.
 	OutboxFailures(ctx context.Context, f FailureFilter) ([]OutboxFailure, error)
+	// CountOutboxFailures returns how many failures match f without
+	// reading them, for a gauge or an "is anything there" check; f.Limit is
+	// ignored (every match counts).
+	CountOutboxFailures(ctx context.Context, f FailureFilter) (int, error)
 	// RequeueOutbox puts a row recorded as undeliverable back in the
 	// claims, closing its open failure (RequeuedAt, RequeuedBy: relay) with
 	// an ActionRequeue audit entry, because what made it undeliverable has

@@ -49,6 +49,7 @@ func Run(t *testing.T, f Factory) {
 		{"OutboxExactlyOnceUnderRetry", testOutboxRetry},
 		{"OutboxUndeliverable", testOutboxUndeliverable},
 		{"OutboxUndeliverableRace", testOutboxUndeliverableRace},
+		{"OutboxFailureCount", testOutboxFailureCount},
 		{"FailedTransactionWritesNothing", testFailedTx},
 		{"BadInputWritesNothing", testBadInput},
 		{"YAMLRoundTrip", testYAML},

@@ -213,3 +213,89 @@ func testOutboxUndeliverableRace(t *testing.T, f Factory) {
 	require.NoError(t, err)
 	require.Len(t, entries, 1)
 }
+
+// testOutboxFailureCount: CountOutboxFailures counts what OutboxFailures
+// lists (every match, whatever the limit), and both select by reason and by
+// the largest size a transport accepts.
+func testOutboxFailureCount(t *testing.T, f Factory) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	h := f(t, Options{Clock: clk})
+	s := h.Store
+	fail := func(service string, fl versioning.OutboxFailure) versioning.OutboxFailure {
+		t.Helper()
+		live(t, s, service, 1)
+		items, err := s.ClaimOutbox(ctx, 10, 30*time.Second)
+		require.NoError(t, err)
+		require.Len(t, items, 1)
+		clk.Advance(time.Second)
+		got, recorded, err := s.MarkOutboxUndeliverable(ctx, items[0].ID, fl)
+		require.NoError(t, err)
+		require.True(t, recorded)
+		return got
+	}
+	count := func(ff versioning.FailureFilter) int {
+		t.Helper()
+		n, err := s.CountOutboxFailures(ctx, ff)
+		require.NoError(t, err)
+		list, err := s.OutboxFailures(ctx, versioning.FailureFilter{Service: ff.Service, Reason: ff.Reason,
+			MaxSize: ff.MaxSize, History: ff.History, Limit: 1000})
+		require.NoError(t, err)
+		require.Len(t, list, n, "the count agrees with the list for %+v", ff)
+		return n
+	}
+	require.Zero(t, count(versioning.FailureFilter{}), "an empty store")
+
+	big := fail("big", tooLarge("r"))
+	small := versioning.OutboxFailure{Reason: "too_large", Error: "small is 1200 bytes, at most 1000", Size: 1200,
+		Limit: 1000, Relay: "r"}
+	small = fail("small", small)
+	bad := fail("bad", versioning.OutboxFailure{Reason: "invalid", Error: "not the row's envelope", Relay: "r"})
+
+	require.Equal(t, 3, count(versioning.FailureFilter{}))
+	require.Equal(t, 2, count(versioning.FailureFilter{Reason: "too_large"}))
+	require.Equal(t, 1, count(versioning.FailureFilter{Reason: "invalid"}))
+	require.Equal(t, 1, count(versioning.FailureFilter{Service: "big"}))
+	require.Zero(t, count(versioning.FailureFilter{Service: "nobody"}))
+	require.Equal(t, 1, count(versioning.FailureFilter{Reason: "too_large", MaxSize: 1999}), "only small fits 1999")
+	require.Equal(t, 1, count(versioning.FailureFilter{Reason: "too_large", MaxSize: 1200}), "a size equal to the limit fits")
+	require.Zero(t, count(versioning.FailureFilter{Reason: "too_large", MaxSize: 1199}))
+	require.Equal(t, 2, count(versioning.FailureFilter{Reason: "too_large", MaxSize: 2000}))
+	list, err := s.OutboxFailures(ctx, versioning.FailureFilter{Reason: "too_large", MaxSize: 1999})
+	require.NoError(t, err)
+	require.Equal(t, []versioning.OutboxFailure{small}, list)
+	list, err = s.OutboxFailures(ctx, versioning.FailureFilter{Limit: 1})
+	require.NoError(t, err)
+	require.Equal(t, []versioning.OutboxFailure{bad}, list, "the limit bounds the list, newest first")
+	n, err := s.CountOutboxFailures(ctx, versioning.FailureFilter{Limit: 1})
+	require.NoError(t, err)
+	require.Equal(t, 3, n, "the limit does not bound the count")
+
+	// Closed failures count only with History.
+	ok, err := s.RequeueOutbox(ctx, small.OutboxID, "r")
+	require.NoError(t, err)
+	require.True(t, ok)
+	live(t, s, "big", 2)
+	items, err := s.ClaimOutbox(ctx, 10, 30*time.Second)
+	require.NoError(t, err)
+	for _, it := range items {
+		if it.Service == "big" {
+			require.NoError(t, s.MarkOutboxDone(ctx, it.ID))
+		}
+	}
+	require.Equal(t, 1, count(versioning.FailureFilter{}), "only bad is open")
+	require.Equal(t, 3, count(versioning.FailureFilter{History: true}))
+	require.Equal(t, 1, count(versioning.FailureFilter{Service: "big", History: true}))
+	require.Zero(t, count(versioning.FailureFilter{Service: "big"}), "big v1 is superseded by v2")
+	list, err = s.OutboxFailures(ctx, versioning.FailureFilter{Service: "big", History: true})
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.Equal(t, big.ID, list[0].ID)
+
+	// Bad input names the field.
+	_, err = s.CountOutboxFailures(ctx, versioning.FailureFilter{Service: "Bad Name", Reason: "Too Large", MaxSize: -1,
+		Limit: 1001})
+	require.Equal(t, []string{"service", "reason", "max_size"}, fieldsOf(t, err), "the limit is ignored")
+	_, err = s.OutboxFailures(ctx, versioning.FailureFilter{Reason: "Too Large", MaxSize: -1})
+	require.Equal(t, []string{"reason", "max_size"}, fieldsOf(t, err))
+}

@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"governor.dev/governor/rules/versioning"
@@ -109,32 +110,44 @@ func (s *Store) supersedeFailures(ctx context.Context, tx Tx, service string, ve
 	return versions, err
 }
 
+// failureWhere is the WHERE clause selecting the failures f matches (all
+// but f.Limit), with its arguments numbered from $first.
+func failureWhere(f versioning.FailureFilter, first int) (string, []any) {
+	q := ` WHERE 1 = 1`
+	var args []any
+	arg := func(cond string, v any) {
+		args = append(args, v)
+		q += fmt.Sprintf(cond, first+len(args)-1)
+	}
+	if !f.History {
+		q += ` AND superseded_at IS NULL AND requeued_at IS NULL`
+	}
+	if f.Service != "" {
+		arg(` AND service = $%d`, f.Service)
+	}
+	if f.Reason != "" {
+		arg(` AND reason = $%d`, f.Reason)
+	}
+	if f.MaxSize > 0 {
+		arg(` AND size <= $%d`, int64(f.MaxSize))
+	}
+	return q, args
+}
+
 // OutboxFailures implements versioning.Outbox.
 func (s *Store) OutboxFailures(ctx context.Context, f versioning.FailureFilter) ([]versioning.OutboxFailure, error) {
 	var out []versioning.OutboxFailure
 	err := s.op(ctx, "outbox_failures", func(ctx context.Context) error {
-		if f.Service != "" {
-			if err := versioning.ValidateService(f.Service); err != nil {
-				return err
-			}
-		}
-		if f.Limit < 0 || f.Limit > 1000 {
-			return &versioning.InputError{Errors: fieldErr("limit", "must be between 1 and 1000 (0 for 100), got %d", f.Limit)}
+		if err := f.Validate(); err != nil {
+			return err
 		}
 		limit := f.Limit
 		if limit == 0 {
 			limit = 100
 		}
-		q := `SELECT ` + failureColumns + ` FROM rule_outbox_failures WHERE 1 = 1`
-		args := []any{limit}
-		if !f.History {
-			q += ` AND superseded_at IS NULL AND requeued_at IS NULL`
-		}
-		if f.Service != "" {
-			args = append(args, f.Service)
-			q += ` AND service = $2`
-		}
-		q += ` ORDER BY failed_at DESC, id DESC LIMIT $1`
+		where, args := failureWhere(f, 2)
+		q := `SELECT ` + failureColumns + ` FROM rule_outbox_failures` + where + ` ORDER BY failed_at DESC, id DESC LIMIT $1`
+		args = append([]any{limit}, args...)
 		return s.db.Read(ctx, func(tx Tx) error {
 			out = out[:0]
 			rows, err := tx.Query(ctx, q, args...)
@@ -153,6 +166,22 @@ func (s *Store) OutboxFailures(ctx context.Context, f versioning.FailureFilter) 
 		})
 	})
 	return out, err
+}
+
+// CountOutboxFailures implements versioning.Outbox.
+func (s *Store) CountOutboxFailures(ctx context.Context, f versioning.FailureFilter) (int, error) {
+	var n int64
+	err := s.op(ctx, "count_outbox_failures", func(ctx context.Context) error {
+		f.Limit = 0 // every match counts
+		if err := f.Validate(); err != nil {
+			return err
+		}
+		where, args := failureWhere(f, 1)
+		return s.db.Read(ctx, func(tx Tx) error {
+			return tx.QueryRow(ctx, `SELECT count(*) FROM rule_outbox_failures`+where, args...).Scan(&n)
+		})
+	})
+	return int(n), err
 }
 
 // RequeueOutbox implements versioning.Outbox.
