@@ -90,8 +90,13 @@
 //     (RefusalObserver); once no request has finished for the longest of a
 //     window, 4 x the no-load RTT and the last window's average RTT past the
 //     end of the current window, Refused halves an enforced limit at once,
-//     one cut per stall (until a request finishes again), never during a
-//     probe. The requests admitted before the cut are the stall's: their
+//     one cut per stall (until a request finishes again). During a probe
+//     the silence must also last 4 x the probe's fastest window: a step
+//     during a routine probe abandons the probe (its windows would measure
+//     the stall, and could not close before the stuck requests answer) and
+//     cuts as without it, while the gaps between the slow answers of a
+//     probe that relearns a slow dependency's RTT do not count. The
+//     requests admitted before the cut are the stall's: their
 //     slow samples do not cut again, and the cut is judged like a halving
 //     (if the requests admitted after it are no faster, the no-load RTT is
 //     stale and is re-probed). A 40x latency step then halves the limit in

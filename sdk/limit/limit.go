@@ -37,8 +37,9 @@ type HintedObserver interface {
 // (the longest of a window, 4 x the no-load RTT and the last window's
 // average RTT) past the end of the current window, Refused halves an
 // enforced limit at once; once per stall, that is until a request finishes
-// again, and never during a probe. A GC-like pause shorter than a window
-// never counts. Lock-free and allocation-free: an atomic load unless a window is
+// again. During a probe the stall must also last 4 x the probe's fastest
+// window; it then abandons the probe and cuts. A GC-like pause shorter than
+// a window never counts. Lock-free and allocation-free: an atomic load unless a window is
 // overdue.
 type RefusalObserver interface {
 	Refused(now int64)

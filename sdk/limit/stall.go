@@ -24,6 +24,13 @@ func (c *core) Refused(now int64) {
 // window end to restore.
 func (c *core) stall(now, end int64) int64 {
 	after := c.stallTime()
+	if c.probe.active {
+		// A probe measures latencies near its fastest window: a silence
+		// of several of those voids its measurement, while a silence
+		// shorter is the ordinary gap between slow answers of a probe
+		// that relearns a slow dependency's RTT.
+		after = max(after, int64(severe*c.probe.best))
+	}
 	if !c.started || now-end < after {
 		c.stallNext.Store(end + after)
 		return end
@@ -32,12 +39,19 @@ func (c *core) stall(now, end int64) int64 {
 	// fast during a stall, and each would otherwise count the samples.
 	c.stallNext.Store(now + after)
 	n := countSamples(c.shards)
-	if n == c.stallMark || !c.enforced || c.probe.active {
-		// Already cut for this stall (no request finished since), the
-		// limit is not enforced (Little's law before its signal), or a
-		// probe is lowering it step by step and measuring each step:
-		// wait for samples.
+	if n == c.stallMark || !c.enforced {
+		// Already cut for this stall (no request finished since), or the
+		// limit is not enforced (Little's law before its signal): wait
+		// for samples.
 		return end
+	}
+	if c.probe.active {
+		// The stall began during a probe: its windows would measure the
+		// stall, not its lowered limit, and could not even close until
+		// the stuck requests answer. Abandon it (the limit stays where
+		// it had lowered it) and cut as without a probe.
+		c.probe.active = false
+		c.nextProbe = now + c.probeDelay()
 	}
 	// The requests in flight have not finished for several no-load RTTs
 	// while the limit refuses more: a dependency stalled or slowed many

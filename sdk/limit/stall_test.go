@@ -111,3 +111,35 @@ func TestRefusedWithoutStallKeepsTheLimit(t *testing.T) {
 		t.Errorf("fixed limit %d after a refusal, want 8", f.Limit())
 	}
 }
+
+// The same step while a routine probe is lowering the limit: the probe's
+// measurement is void (its requests are as stuck as any), so the stall
+// abandons it and halves the limit as it would otherwise, within 1 s. Where
+// the first probe falls is a matter of the seed (the clock reading by
+// default): a step during it must not wait for the probe's windows, which
+// need answers the stall holds back.
+func TestStallDuringAProbeHalvesWithinOneSecond(t *testing.T) {
+	cfg := limittest.Config{
+		Server: limittest.Server{Capacity: 32, Base: 30 * time.Millisecond, Jitter: 0.1},
+		Rate:   1500, Seed: 7, Poisson: true,
+	}
+	clk := clock.NewFake(time.Time{})
+	l, err := limit.New(rules.Concurrency{}, clk, limit.WithSeed(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim := limittest.New(clk, l, cfg)
+	if _, ok := sim.RunUntil(10*time.Second, func() bool { return snap(l).Probing }); !ok {
+		t.Fatal("no probe within 10 s")
+	}
+	before := l.Limit()
+	sim.Server.Base = 1200 * time.Millisecond
+	took, ok := sim.RunUntil(time.Second, func() bool { return l.Limit() <= before/2 })
+	if !ok {
+		t.Fatalf("limit %d -> %d (probing %v): not halved within 1s of a 40x step during a probe", before, l.Limit(), snap(l).Probing)
+	}
+	if s := snap(l); s.Stalls != 1 || s.Probing {
+		t.Errorf("%d stall cuts, probing %v; want one cut and the probe abandoned", s.Stalls, s.Probing)
+	}
+	t.Logf("limit %d halved %v after a 40x latency step during a probe", before, took)
+}
