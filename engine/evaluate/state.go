@@ -26,6 +26,15 @@ const (
 	// downstream p99 baseline and anomaly detector of the guardrail
 	// incidents.
 	StateDownstream = "downstream"
+	// StateScores is one row (key ""): the load-score tracker's smoothing
+	// and hysteresis state of every service (loadscore.Tracker
+	// MarshalBinary), written every cycle it changed.
+	StateScores = "scores"
+	// StateControl is one row (key ""): every service's ceiling controller
+	// (engine/pid) with the version it tracks and its count of consecutive
+	// known scores (recommend.Recommender.SaveControllers), written every
+	// cycle it changed.
+	StateControl = "control"
 )
 
 // StateRow is one persisted piece of engine state.
@@ -157,7 +166,8 @@ type StateOptions struct {
 	// Every spreads the baselines and downstream detectors over Every
 	// cycles: each cycle writes the rows of about 1/Every of them, so
 	// each row is at most Every cycles old and a cycle's write stays
-	// small. The events row is written every cycle it changed. Default 30.
+	// small. The events, scores and control rows are written every cycle
+	// they changed (and every Every cycles). Default 30.
 	Every int
 	// MaxAge: rows older than this at a restore are ignored (and pruned
 	// when saving). It must exceed Every cycles. Default 1h.
@@ -178,7 +188,20 @@ func DefaultStateOptions() StateOptions { return StateOptions{Every: 30, MaxAge:
 // learned p99 and error-ratio levels known at once, not after another
 // MinSamples intervals); every downstream's p99 baseline and anomaly
 // detector (LatencyAnomaly incidents from the first cycle, not after a
-// 300-cycle warm-up).
+// 300-cycle warm-up); every service's load-score smoothing and hysteresis
+// (the smoothed score and which side of the hysteresis it is on) and its
+// ceiling controller (the PID's integral, filtered derivative and last
+// step, the version it tracks, the count of consecutive known scores).
+//
+// The scores and controllers are small (about 230 bytes a service) and
+// saved whole every cycle: a replica that restores the last cycle's rows
+// computes exactly the score and recommendation the old leader would have
+// at the next cycle (same smoothed value, same PID terms and ceiling),
+// rather than restarting the smoothing, forgetting an overload and
+// restarting each controller "bumpless" from the ceiling in force with no
+// integral and MinScores cycles without a recommendation. The evidence of
+// that recommendation (the healthy baseline's counts) is as exact as the
+// baseline row, at most Every cycles old.
 //
 // Why snapshots rather than replaying history at takeover: the baselines
 // learn from a day of intervals or more (MinSamples, sketches with a week's
@@ -189,7 +212,9 @@ func DefaultStateOptions() StateOptions { return StateOptions{Every: 30, MaxAge:
 // bounded write per cycle (Every) and restores exactly: a restored
 // detector scores every later sample as the old leader's would have. The
 // price is at most Every cycles of samples the restored baselines did not
-// learn from, which their half-lives of hundreds of cycles absorb.
+// learn from, which their half-lives of hundreds of cycles absorb. Rows
+// older than MaxAge are not restored at all: a controller or smoothed
+// score from an hour ago says less than a fresh start.
 //
 // Cost, for 1,000 services each with a baseline and a downstream detector
 // whose daily and weekly profiles are full (about 7.6 KB a row, 15 MB in
@@ -204,10 +229,13 @@ func DefaultStateOptions() StateOptions { return StateOptions{Every: 30, MaxAge:
 // Save and Restore must run on the goroutine that runs the Evaluator's
 // Tick (between ticks).
 type State struct {
-	e     *Evaluator
-	o     StateOptions
-	cycle uint64
-	last  []byte // the events row last written
+	e      *Evaluator
+	o      StateOptions
+	cycle  uint64
+	last   []byte // the events row last written
+	scores []byte // the scores row last written
+	ctl    []byte // the control row last written
+	spare  []byte // a buffer for the next control row
 }
 
 // NewState checks the options.
@@ -247,9 +275,9 @@ func (s *State) slot(key string) uint64 {
 	return uint64(h.Sum32()) % uint64(s.o.Every)
 }
 
-// Save writes the cycle at's share of the state: the events row if it
-// changed since the last Save, and the baselines and downstream detectors
-// whose slot is this cycle's.
+// Save writes the cycle at's share of the state: the events, scores and
+// control rows if they changed since the last Save, and the baselines and
+// downstream detectors whose slot is this cycle's.
 func (s *State) Save(ctx context.Context, at time.Time) (SaveStats, error) {
 	c := s.cycle % uint64(s.o.Every)
 	s.cycle++
@@ -260,6 +288,20 @@ func (s *State) Save(ctx context.Context, at time.Time) (SaveStats, error) {
 	ev := encodeEvents(s.e.eventState())
 	if string(ev) != string(s.last) || c == 0 {
 		rows = append(rows, row(StateEvents, "", ev))
+	}
+	sc, err := s.e.o.Tracker.MarshalBinary()
+	if err != nil {
+		return SaveStats{}, fmt.Errorf("evaluate: save state: %w", err)
+	}
+	if string(sc) != string(s.scores) || c == 0 {
+		rows = append(rows, row(StateScores, "", sc))
+	}
+	ctl, err := s.e.o.Recommender.SaveControllers(s.spare[:0])
+	if err != nil {
+		return SaveStats{}, fmt.Errorf("evaluate: save state: %w", err)
+	}
+	if string(ctl) != string(s.ctl) || c == 0 {
+		rows = append(rows, row(StateControl, "", ctl))
 	}
 	if err := s.e.o.Recommender.SaveBaselines(func(svc string) bool { return s.slot(svc) == c },
 		func(svc string, b []byte) { rows = append(rows, row(StateBaseline, svc, b)) }); err != nil {
@@ -284,9 +326,11 @@ func (s *State) Save(ctx context.Context, at time.Time) (SaveStats, error) {
 		st.Bytes += len(r.Data)
 	}
 	if err := s.o.Store.Save(ctx, rows, prune); err != nil {
+		s.spare = ctl[:0]
 		return st, err
 	}
-	s.last = ev
+	s.last, s.scores = ev, sc
+	s.ctl, s.spare = ctl, s.ctl[:0]
 	return st, nil
 }
 
@@ -350,6 +394,14 @@ func (s *State) Restore(ctx context.Context, at time.Time) (RestoreStats, error)
 			}
 		case StateBaseline:
 			err = s.e.o.Recommender.RestoreBaseline(r.Key, r.Data)
+		case StateScores:
+			if err = s.e.o.Tracker.UnmarshalBinary(r.Data); err == nil {
+				s.scores = nil
+			}
+		case StateControl:
+			if err = s.e.o.Recommender.RestoreControllers(r.Data); err == nil {
+				s.ctl = nil
+			}
 		case StateDownstream:
 			var b *latencyBaseline
 			if b, err = decodeDownstream(r.Data); err == nil {
@@ -371,7 +423,8 @@ func (s *State) Restore(ctx context.Context, at time.Time) (RestoreStats, error)
 		}
 	}
 	s.o.Logger.Info("engine state restored", "at", at, "rows", sum(st.Restored), "baselines", st.Restored[StateBaseline],
-		"downstreams", st.Restored[StateDownstream], "events", st.Restored[StateEvents], "ignored", sum(st.Ignored),
+		"downstreams", st.Restored[StateDownstream], "events", st.Restored[StateEvents], "scores", st.Restored[StateScores],
+		"controllers", st.Restored[StateControl], "ignored", sum(st.Ignored),
 		"newest", st.Newest, "from", st.Leader)
 	return st, nil
 }

@@ -8,14 +8,17 @@ import (
 	"time"
 
 	"governor.dev/governor/engine/recommend"
+	"governor.dev/governor/engine/signals"
 	"governor.dev/governor/engine/thresholds"
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/sdk/rules"
 )
 
 // fullState gives f's evaluator the state of n services, each with a
 // conclusive healthy baseline and one downstream detector whose daily and
 // weekly profiles are full (3,000 samples five minutes apart: ten days),
-// the largest a state row gets under the default options, and a crossed
-// p99 warn level.
+// the largest a state row gets under the default options, a crossed p99
+// warn level, a smoothed load score and a running ceiling controller.
 func fullState(b testing.TB, f *failoverEngine, n int) {
 	b.Helper()
 	ro := recommend.DefaultOptions()
@@ -52,13 +55,34 @@ func fullState(b testing.TB, f *failoverEngine, n int) {
 		}
 		f.e.latency[svc+"/"+fmt.Sprintf("svc-%04d", (s+1)%n)] = lb
 		f.e.o.Levels.raised[levelKey{svc, "latency_p99", "warn"}] = benchT0
+		controlled(b, f, svc, s)
+	}
+}
+
+// controlled gives svc a smoothed load score and a ceiling controller
+// three cycles into an overload.
+func controlled(b testing.TB, f *failoverEngine, svc string, s int) {
+	b.Helper()
+	active := &versioning.Version{Service: svc, Number: 3, Active: true, Ruleset: &rules.Ruleset{Service: svc,
+		Routes: []rules.Route{{Name: "api", Match: rules.Match{PathPrefix: "/"}, RateLimit: &rules.RateLimit{Rate: 250}}}}}
+	for i := range 3 {
+		at := benchT0.Add(time.Duration(i) * 10 * time.Second)
+		load := 0.8 + 0.01*float64((s+i)%10)
+		en := &signals.Entry{Key: signals.Key{Service: svc}, Values: map[signals.Signal]signals.Value{
+			signals.CPU: signals.KnownValue(load), signals.Memory: signals.KnownValue(load * (1 << 30)),
+			signals.LatencyP99: signals.KnownValue(0.25 * load), signals.LatencyP50: signals.KnownValue(0.05),
+			signals.RequestRate: signals.KnownValue(490), signals.ErrorRatio: signals.KnownValue(0.001)}}
+		sc := f.e.o.Tracker.Observe(at, en)
+		f.e.o.Recommender.Evaluate(recommend.Input{At: at, Service: svc, Score: sc, Entry: en, Active: active, Instances: 2})
 	}
 }
 
 // BenchmarkStateSave is the cost per cycle of saving the engine state of
 // 1,000 services (a baseline and a downstream detector each, profiles
-// full): every=30 (the default: about 1/30 of the rows a cycle) and every=1
-// (the whole state every cycle), to SQLite (a file) and PostgreSQL.
+// full, a load score and a ceiling controller each): every=30 (the
+// default: about 1/30 of the baselines and detectors a cycle, the scores
+// and controllers whole) and every=1 (the whole state every cycle), to
+// SQLite (a file) and PostgreSQL.
 // bytes/cycle is the state written per cycle, rows/cycle the rows.
 func BenchmarkStateSave(b *testing.B) {
 	const services = 1000
@@ -84,6 +108,9 @@ func BenchmarkStateSave(b *testing.B) {
 				b.ResetTimer()
 				for b.Loop() {
 					at = at.Add(10 * time.Second)
+					// Between two cycles every score and controller
+					// moves: their rows are written each time.
+					st.scores, st.ctl = nil, nil
 					s, err := st.Save(ctx, at)
 					if err != nil {
 						b.Fatal(err)
@@ -123,10 +150,35 @@ func BenchmarkStateRestore(b *testing.B) {
 				f := newFailoverEngine(b, "b", store)
 				b.StartTimer()
 				s, err := f.st.Restore(ctx, benchT0.Add(time.Second))
-				if err != nil || s.Restored[StateBaseline] != services || s.Restored[StateDownstream] != services {
+				if err != nil || s.Restored[StateBaseline] != services || s.Restored[StateDownstream] != services ||
+					s.Restored[StateScores] != 1 || s.Restored[StateControl] != 1 {
 					b.Fatalf("restored %+v: %v", s, err)
 				}
 			}
 		})
 	}
+}
+
+// BenchmarkStateControl is the encoding alone of the two rows written every
+// cycle for 1,000 services: the load scores and the controllers.
+func BenchmarkStateControl(b *testing.B) {
+	const services = 1000
+	f := newFailoverEngine(b, "a", &MemState{})
+	for s := range services {
+		controlled(b, f, fmt.Sprintf("svc-%04d", s), s)
+	}
+	var buf []byte
+	var bytes int
+	b.ReportAllocs()
+	for b.Loop() {
+		sc, err := f.e.o.Tracker.MarshalBinary()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if buf, err = f.e.o.Recommender.SaveControllers(buf[:0]); err != nil {
+			b.Fatal(err)
+		}
+		bytes = len(sc) + len(buf)
+	}
+	b.ReportMetric(float64(bytes), "bytes/cycle")
 }

@@ -295,8 +295,8 @@ func TestStateRestoreIgnores(t *testing.T) {
 }
 
 // TestStateSaveSpread: each cycle writes about 1/Every of the baselines,
-// every baseline once per Every cycles, and the events row only when it
-// changed (and once per Every cycles).
+// every baseline once per Every cycles, and the events, scores and control
+// rows only when they changed (and once per Every cycles).
 func TestStateSaveSpread(t *testing.T) {
 	ctx := context.Background()
 	store := &MemState{}
@@ -334,8 +334,11 @@ func TestStateSaveSpread(t *testing.T) {
 	if seen[StateEvents+"/"] != 1 || seen[StateDownstream+"/checkout/payments"] != 1 {
 		t.Fatalf("events row written %d times, downstream %d, want 1 each", seen[StateEvents+"/"], seen[StateDownstream+"/checkout/payments"])
 	}
-	if total != 50+2 {
-		t.Fatalf("%d rows in 5 cycles, want 52", total)
+	if seen[StateScores+"/"] != 1 || seen[StateControl+"/"] != 1 {
+		t.Fatalf("scores row written %d times, control %d, want 1 each", seen[StateScores+"/"], seen[StateControl+"/"])
+	}
+	if total != 50+4 {
+		t.Fatalf("%d rows in 5 cycles, want 54", total)
 	}
 }
 
