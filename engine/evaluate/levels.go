@@ -151,25 +151,11 @@ type learnedLevels func(service string) (thresholds.Recommendation, bool)
 // inconclusive. It reads only the configuration and learned, so it is safe
 // to call from any goroutine while the configuration is not changed.
 func (l *AlertLevels) P99Levels(service string, learned func(service string) (thresholds.Recommendation, bool)) (warn, crit float64, source string, ok bool) {
-	if l == nil {
+	if l == nil || l.Services[service].Disabled {
 		return 0, 0, "", false
 	}
-	ov := l.Services[service]
-	if ov.Disabled {
-		return 0, 0, "", false
-	}
-	warn, crit, source = l.LatencyWarn.Seconds(), l.LatencyCritical.Seconds(), "configured"
-	if ov.LatencyWarn > 0 {
-		warn, crit = ov.LatencyWarn.Seconds(), ov.LatencyCritical.Seconds()
-	}
-	if warn == 0 {
-		warn, crit, source = 0, 0, "learned"
-		if t, ok := learned(service); ok && !t.Inconclusive && t.LatencyWarn > 0 && t.LatencyCritical > t.LatencyWarn {
-			warn = math.Max(t.LatencyWarn, t.BaselineP99*(1+l.LearnedMargin))
-			crit = math.Max(t.LatencyCritical, t.BaselineP99*(1+2*l.LearnedMargin))
-		}
-	}
-	return warn, crit, source, warn > 0
+	v := l.p99Levels(service, learned)
+	return v.Warn, v.Critical, v.Source, v.InForce
 }
 
 // ErrorLevels returns the error-ratio levels that service's readings are
@@ -179,31 +165,154 @@ func (l *AlertLevels) P99Levels(service string, learned func(service string) (th
 // baseline is still inconclusive. Like P99Levels it is safe to call from
 // any goroutine while the configuration is not changed.
 func (l *AlertLevels) ErrorLevels(service string, learned func(service string) (thresholds.Recommendation, bool)) (warn, crit float64, source string, ok bool) {
-	if l == nil {
+	if l == nil || l.Services[service].Disabled {
 		return 0, 0, "", false
 	}
+	v := l.errorLevels(service, learned)
+	return v.Warn, v.Critical, v.Source, v.InForce
+}
+
+// Where a level in force comes from (SignalLevels.WarnFrom, CriticalFrom).
+const (
+	// FromLearned: the service's healthy baseline.
+	FromLearned = "learned"
+	// FromFloor: the configured floor of a learned level, in force while
+	// the baseline is inconclusive or when the learned level is lower.
+	FromFloor = "floor"
+	// FromConfigured: the engine's configuration (fixed p99 levels, or
+	// error-ratio levels with learning off).
+	FromConfigured = "configured"
+	// FromOverride: the service's own levels in the configuration.
+	FromOverride = "override"
+)
+
+// SignalLevels are the alert levels one signal of one service is compared
+// with, where each comes from and the healthy baseline behind them.
+type SignalLevels struct {
+	// Signal is events.SignalLatencyP99 (levels in seconds) or
+	// events.SignalErrorRatio (ratios).
+	Signal string
+	// InForce is false when the signal has no levels (learned ones while
+	// the baseline is inconclusive, without floors): nothing alerts on it.
+	InForce bool
+	// Warn and Critical are the levels; zero when not in force.
+	Warn, Critical float64
+	// Source is what the level events say: "learned" when a level came
+	// from the baseline, else "configured".
+	Source string
+	// WarnFrom and CriticalFrom say where each level comes from: FromLearned,
+	// FromFloor, FromConfigured or FromOverride; empty when not in force.
+	WarnFrom, CriticalFrom string
+	// Learned is true when the levels are learned from the service's
+	// healthy baseline (or are the floors of learned ones).
+	Learned bool
+	// Conclusive: the baseline has enough healthy intervals; Baseline is
+	// then its median (p99 in seconds, or error ratio), zero before.
+	// Samples is its count of healthy intervals, Needed the count it needs
+	// to be conclusive.
+	Conclusive      bool
+	Baseline        float64
+	Samples, Needed int
+}
+
+// InForce returns the levels a service's p99 latency and error ratio are
+// compared with, in that order, or nil when the service is not compared
+// (alert levels off, or the service disabled). needed is the baseline's
+// MinSamples. Like P99Levels it is safe to call from any goroutine while
+// the configuration is not changed.
+func (l *AlertLevels) InForce(service string, learned func(service string) (thresholds.Recommendation, bool), needed int) []SignalLevels {
+	if l == nil || l.Services[service].Disabled {
+		return nil
+	}
+	out := []SignalLevels{l.p99Levels(service, learned), l.errorLevels(service, learned)}
+	for i := range out {
+		if out[i].Learned {
+			out[i].Needed = needed
+		}
+	}
+	return out
+}
+
+// AlertLevelsInForce returns the levels of service its cycles compare the
+// readings with (AlertLevels.InForce over the recommender's baselines); nil
+// without Options.Levels or for a disabled service. It is safe to call
+// from any goroutine.
+func (e *Evaluator) AlertLevelsInForce(service string) []SignalLevels {
+	return e.o.Levels.InForce(service, e.o.Recommender.Thresholds, e.o.Recommender.Options().Thresholds.MinSamples)
+}
+
+// baseline records what the baseline t (ok false: none yet) says.
+func (v *SignalLevels) baseline(t thresholds.Recommendation, ok bool, median float64) {
+	v.Learned = true
+	if !ok {
+		return
+	}
+	v.Samples = t.HealthyIntervals
+	if v.Conclusive = !t.Inconclusive; v.Conclusive {
+		v.Baseline = median
+	}
+}
+
+// p99Levels: a service's override, else the fixed levels, else learned
+// ones floored by LearnedMargin.
+func (l *AlertLevels) p99Levels(service string, learned learnedLevels) SignalLevels {
+	v := SignalLevels{Signal: events.SignalLatencyP99, Source: "configured"}
 	ov := l.Services[service]
 	switch {
-	case ov.Disabled:
-		return 0, 0, "", false
-	case ov.ErrorWarn > 0:
-		return ov.ErrorWarn, ov.ErrorCritical, "configured", true
+	case ov.LatencyWarn > 0:
+		v.Warn, v.Critical, v.WarnFrom, v.CriticalFrom = ov.LatencyWarn.Seconds(), ov.LatencyCritical.Seconds(), FromOverride, FromOverride
+	case l.LatencyWarn > 0:
+		v.Warn, v.Critical, v.WarnFrom, v.CriticalFrom = l.LatencyWarn.Seconds(), l.LatencyCritical.Seconds(), FromConfigured, FromConfigured
+	default:
+		v.Source = "learned"
+		t, ok := learned(service)
+		v.baseline(t, ok, t.BaselineP99)
+		if ok && !t.Inconclusive && t.LatencyWarn > 0 && t.LatencyCritical > t.LatencyWarn {
+			v.Warn = math.Max(t.LatencyWarn, t.BaselineP99*(1+l.LearnedMargin))
+			v.Critical = math.Max(t.LatencyCritical, t.BaselineP99*(1+2*l.LearnedMargin))
+			v.WarnFrom, v.CriticalFrom = FromLearned, FromLearned
+		}
 	}
-	warn, crit, source = l.ErrorWarn, l.ErrorCritical, "configured"
+	v.InForce = v.Warn > 0
+	return v
+}
+
+// errorLevels: a service's override, else the configured levels, or with
+// ErrorLearned the learned ones over the configured floors.
+func (l *AlertLevels) errorLevels(service string, learned learnedLevels) SignalLevels {
+	v := SignalLevels{Signal: events.SignalErrorRatio, Source: "configured"}
+	if ov := l.Services[service]; ov.ErrorWarn > 0 {
+		v.Warn, v.Critical, v.WarnFrom, v.CriticalFrom, v.InForce = ov.ErrorWarn, ov.ErrorCritical, FromOverride, FromOverride, true
+		return v
+	}
+	v.Warn, v.Critical, v.WarnFrom, v.CriticalFrom = l.ErrorWarn, l.ErrorCritical, FromConfigured, FromConfigured
 	if l.ErrorLearned {
-		if t, ok := learned(service); ok && !t.Inconclusive && t.ErrorCritical > t.ErrorWarn && t.ErrorWarn > 0 {
+		v.WarnFrom, v.CriticalFrom = FromFloor, FromFloor
+		t, ok := learned(service)
+		v.baseline(t, ok, t.BaselineErrorRatio)
+		if ok && !t.Inconclusive && t.ErrorCritical > t.ErrorWarn && t.ErrorWarn > 0 {
 			lw := math.Min(1, math.Max(t.ErrorWarn, t.BaselineErrorRatio*(1+l.LearnedMargin)))
 			lc := math.Min(1, math.Max(t.ErrorCritical, t.BaselineErrorRatio*(1+2*l.LearnedMargin)))
-			if lw > warn || lc > crit {
-				source = "learned"
+			if lw > v.Warn || lc > v.Critical {
+				v.Source = "learned"
 			}
-			warn, crit = math.Max(warn, lw), math.Max(crit, lc)
-			if crit <= warn { // a learned warn above the critical floor
-				crit = math.Min(1, math.Max(crit, warn*(1+l.LearnedMargin)))
+			if lw > v.Warn {
+				v.Warn, v.WarnFrom = lw, FromLearned
+			}
+			if lc > v.Critical {
+				v.Critical, v.CriticalFrom = lc, FromLearned
+			}
+			if v.Critical <= v.Warn { // a learned warn above the critical floor
+				if c := math.Min(1, math.Max(v.Critical, v.Warn*(1+l.LearnedMargin))); c != v.Critical {
+					v.Critical, v.CriticalFrom = c, FromLearned
+				}
 			}
 		}
 	}
-	return warn, crit, source, warn > 0 && crit > warn
+	if v.InForce = v.Warn > 0 && v.Critical > v.Warn; !v.InForce {
+		v.WarnFrom, v.CriticalFrom = "", ""
+	}
+	return v
 }
 
 // check compares the services' readings with their levels at time at.
