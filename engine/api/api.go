@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"governor.dev/governor/engine/evaluate"
 	"governor.dev/governor/engine/events"
 	"governor.dev/governor/engine/guardrail"
 	"governor.dev/governor/engine/loadscore"
@@ -42,6 +43,10 @@ type Guardrails interface {
 // learned baselines); ok false when the service has none.
 type Levels func(service string) (LatencyLevels, bool)
 
+// AlertLevels gives the alert levels in force for a service, per signal
+// (*evaluate.Evaluator.AlertLevelsInForce); nil when it is not compared.
+type AlertLevels func(service string) []evaluate.SignalLevels
+
 // Relay lists the rule versions the relay gave up delivering, as the rules
 // store records them (*distribution.Plane): not superseded yet, newest
 // first, of one service unless service is empty.
@@ -58,6 +63,7 @@ type Options struct {
 	Guardrails  Guardrails
 	Events      *events.Recorder
 	Levels      Levels
+	AlertLevels AlertLevels
 	Relay       Relay
 	Gatherer    prometheus.Gatherer
 	// Ready reports why the engine is not ready (nil: ready).
@@ -78,6 +84,10 @@ type Service struct {
 	// the service has none (alert levels disabled, or a learned baseline
 	// still inconclusive).
 	LatencyLevels *LatencyLevels `json:"latency_levels,omitempty"`
+	// AlertLevels are the levels in force per signal (p99 latency, error
+	// ratio), where each comes from and the baseline learned ones come
+	// from; absent when the service is not compared.
+	AlertLevels []AlertLevel `json:"alert_levels,omitempty"`
 	// Undeliverable lists the service's versions the relay gave up on
 	// (too large for the NATS max payload, or refused by the server).
 	Undeliverable []distribution.Undeliverable `json:"undeliverable,omitempty"`
@@ -90,6 +100,59 @@ type LatencyLevels struct {
 	// Source is "configured" (engine configuration) or "learned" (from the
 	// service's healthy baseline).
 	Source string `json:"source"`
+}
+
+// AlertLevel is the alert levels of one signal of a service.
+type AlertLevel struct {
+	// Signal is "latency_p99" (levels and baseline in seconds) or
+	// "error_ratio" (ratios).
+	Signal string `json:"signal"`
+	// InForce is false when the signal has no levels yet (learned ones
+	// while the baseline is inconclusive, without configured floors).
+	InForce bool `json:"in_force"`
+	// Warn and Critical are the levels: above Warn a P2 alert, above
+	// Critical a P1; null when not in force.
+	Warn     *float64 `json:"warn"`
+	Critical *float64 `json:"critical"`
+	// Source is what the level events say: "learned" when a level came
+	// from the baseline, else "configured".
+	Source string `json:"source"`
+	// WarnFrom and CriticalFrom say where each level comes from:
+	// "learned" (the healthy baseline), "floor" (the configured floor of
+	// a learned level, above it or while it is learning), "configured"
+	// (the engine's configuration) or "override" (the service's own
+	// levels); absent when not in force.
+	WarnFrom     string `json:"warn_from,omitempty"`
+	CriticalFrom string `json:"critical_from,omitempty"`
+	// Learned: the levels are learned from the healthy baseline (or are
+	// floors of learned ones). Baseline is its median (p99 seconds or
+	// error ratio), null while it is inconclusive or when nothing is
+	// learned; Samples its healthy intervals, of Needed for a conclusive
+	// baseline.
+	Learned  bool     `json:"learned"`
+	Baseline *float64 `json:"baseline"`
+	Samples  int      `json:"samples"`
+	Needed   int      `json:"needed,omitempty"`
+}
+
+// alertLevels converts the evaluator's levels.
+func alertLevels(in []evaluate.SignalLevels) []AlertLevel {
+	if len(in) == 0 {
+		return nil
+	}
+	num := func(v float64, ok bool) *float64 {
+		if !ok {
+			return nil
+		}
+		return &v
+	}
+	out := make([]AlertLevel, 0, len(in))
+	for _, v := range in {
+		out = append(out, AlertLevel{Signal: v.Signal, InForce: v.InForce, Warn: num(v.Warn, v.InForce), Critical: num(v.Critical, v.InForce),
+			Source: v.Source, WarnFrom: v.WarnFrom, CriticalFrom: v.CriticalFrom, Learned: v.Learned,
+			Baseline: num(v.Baseline, v.Learned && v.Conclusive), Samples: v.Samples, Needed: v.Needed})
+	}
+	return out
 }
 
 // Prefix is the path prefix of the engine's read API. It is not /api/v1:
@@ -185,6 +248,9 @@ func (s *server) list(ctx context.Context) ([]Service, error) {
 			if lv, ok := s.o.Levels(name); ok {
 				sv.LatencyLevels = &lv
 			}
+		}
+		if s.o.AlertLevels != nil {
+			sv.AlertLevels = alertLevels(s.o.AlertLevels(name))
 		}
 		out = append(out, *sv)
 	}

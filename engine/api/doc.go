@@ -34,6 +34,13 @@
 // state), "recommendation" (the latest, with its evidence), "latency_levels"
 // ({"warn", "critical"} p99 levels in seconds and "source": "configured" or
 // "learned"; absent when the engine has none for the service),
+// "alert_levels" (per signal, "latency_p99" then "error_ratio": "in_force",
+// "warn" and "critical" (null when not in force), "source", "warn_from" and
+// "critical_from" ("learned", "floor": the configured floor of a learned
+// level, "configured" or "override": the service's own), "learned",
+// "baseline" (the healthy median the learned levels come from, null while
+// inconclusive), "samples" (its healthy intervals) and "needed"; absent
+// when the service is not compared),
 // "undeliverable" (its versions the relay gave up on: version, reason,
 // size and limit in bytes, error, time and relay; absent when none)}.
 package api
