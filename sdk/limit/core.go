@@ -33,6 +33,8 @@ const (
 	persists      = 0.8             // ... if it is not much faster than that one (a pause's tail is)
 	largeCut      = 0.9             // a cut to 90% or less is followed by one round trip without cuts
 	stallCut      = 0.5             // a stall (no request finishes while the limit refuses) halves the limit
+	lateMargin    = 0.8             // the tolerated latency stays below 80% of the latency at which answers came late
+	lateFloor     = 0.1             // ... but never below 1.1 x the no-load RTT
 )
 
 // algorithm is what distinguishes the adaptive limiters; core calls it once
@@ -79,9 +81,12 @@ type core struct {
 	lastRTT   float64 // the average RTT of the last decided window
 	settle    int64   // requests admitted before this saw the limit before the last large cut
 	episode   episode
-	stallMark int64  // samples in the shards at the last stall cut (-1: none since the last window)
-	stallAt   int64  // when the last stall cut was made
-	win       window // the window being decided
+	stallMark int64   // samples in the shards at the last stall cut (-1: none since the last window)
+	stallAt   int64   // when the last stall cut was made
+	grownAt   int64   // when the limit was last raised
+	lateRTT   float64 // the lowest average RTT of a window with drops since the no-load RTT last fell a lot (0: none)
+	lateBase  float64 // the no-load RTT when lateRTT was recorded
+	win       window  // the window being decided
 
 	snap snapshotState
 }
@@ -105,7 +110,7 @@ func (c *core) init(p params, o options, alg algorithm, clk clock.Clock) {
 	c.cur = float64(p.initial)
 	c.noLoad = float64(o.noLoad)
 	c.enforced = true
-	c.stallMark, c.stallAt = -1, math.MinInt64
+	c.stallMark, c.stallAt, c.grownAt = -1, math.MinInt64, math.MinInt64
 	if o.seeded {
 		c.rng = newRand(o.seed)
 	}
@@ -221,6 +226,7 @@ func (c *core) busyAt() int64 { return max(int64(math.Ceil(c.cur*busyShare)), 1)
 func (c *core) decide(w *window) {
 	c.peak = max(float64(w.maxInflight), c.peak*peakDecay)
 	c.lowerBaseline(w)
+	c.noteLate(w)
 	c.enforced = c.alg.engaged(c, w)
 	if c.probe.active {
 		c.probeWindow(w)
@@ -231,7 +237,7 @@ func (c *core) decide(w *window) {
 		// often above the tolerance: a queue of one or two on a busy
 		// core, the tail of a pause), and it must not make a pause that
 		// follows look like a second slow window.
-		congested := w.avgRTT > c.noLoad*(1+c.p.tolerance) && !w.idle(c.cur)
+		congested := w.avgRTT > c.tolerated() && !w.idle(c.cur)
 		switch {
 		case next < c.cur && ((w.start+w.end)/2 < c.settle || (w.start+w.end)/2-int64(w.avgRTT) < c.stallAt):
 			// Most of this window's requests were admitted before the
@@ -249,6 +255,13 @@ func (c *core) decide(w *window) {
 			// overload yet: cut when the next window is slow too. Nor
 			// does it start a probe, which would measure the pause.
 			next, held = c.cur, true
+		case next > c.cur && (w.start+w.end)/2-int64(w.avgRTT) < c.grownAt:
+			// Most of this window's requests were admitted before the
+			// last raise took effect: they cannot show what it did.
+			// Behind a dependency slower than a window, raising again
+			// on their latency would raise once per window on stale
+			// news and overshoot by the round trip.
+			next = c.cur
 		case c.calm > 0:
 			// Congestion avoidance after drops: grow freely back to 90%
 			// of the limit that dropped, then additively, so the limit
@@ -262,6 +275,9 @@ func (c *core) decide(w *window) {
 		}
 		if next <= c.cur*largeCut {
 			c.settle = w.end + int64(w.avgRTT*probeSettle)
+		}
+		if next > c.cur {
+			c.grownAt = w.end
 		}
 		c.cur = c.clamp(next)
 		if !held {
@@ -314,5 +330,35 @@ func (c *core) Snapshot() Snapshot {
 		Probes:        c.snap.probes.Load(),
 		Stalls:        c.snap.stalls.Load(),
 		MaxThroughput: math.Float64frombits(c.snap.maxTP.Load()),
+	}
+}
+
+// tolerated returns the highest average RTT that is not congestion: the
+// no-load RTT plus the tolerance, but below the latency at which answers
+// came late (noteLate). A dependency whose no-load RTT is a large part of
+// the callers' deadline (1.2 s of 2 s) leaves no room for the tolerance's
+// queue: at 1.5 x its RTT the answers miss their deadline, and the drops
+// would cut the limit only once they are already being wasted.
+func (c *core) tolerated() float64 {
+	t := c.noLoad * (1 + c.p.tolerance)
+	if c.lateRTT > 0 {
+		t = min(t, max(c.lateRTT*lateMargin, c.noLoad*(1+min(lateFloor, c.p.tolerance))))
+	}
+	return t
+}
+
+// noteLate records the average RTT of a window with drops (answers late
+// for their deadline, or failed from overload): the latency the callers
+// cannot wait for. It is forgotten when the no-load RTT falls a lot (the
+// slow period ended), since it was measured against the slow one.
+func (c *core) noteLate(w *window) {
+	if c.lateRTT > 0 && c.noLoad < c.lateBase*staleBaseline {
+		c.lateRTT = 0
+	}
+	if w.dropRatio() < dropThreshold || w.avgRTT <= 0 || w.idle(c.cur) {
+		return
+	}
+	if c.lateRTT == 0 || w.avgRTT < c.lateRTT {
+		c.lateRTT, c.lateBase = w.avgRTT, c.noLoad
 	}
 }

@@ -30,7 +30,14 @@
 //     limit' = limit * gradient + sqrt(limit * gradient), smoothed by half
 //     toward that target, so every window moves the limit by a bounded step
 //     and the square-root term keeps a little queue of headroom to discover
-//     spare capacity. A step is the exception: a second slow window in a
+//     spare capacity. The latency tolerated, noLoad * (1 + Tolerance), is
+//     capped once answers come late: 80% of the lowest average RTT of a
+//     loaded window with drops (1% or more), but not below 1.1 x noLoad,
+//     until the no-load RTT falls by a fifth. Behind a dependency whose
+//     no-load RTT is most of the callers' deadline (1.2 s of 2 s) the
+//     tolerance's queue would take the answers past the deadline, and the
+//     drops alone would cut only once the queue is being wasted. A step is
+//     the exception: a second slow window in a
 //     row at 4x the no-load RTT or more, not recovering (at least 80% of
 //     the previous window's RTT), halves the limit at once, so a latency
 //     step halves it within a round trip plus two windows of its first slow
@@ -75,12 +82,18 @@
 //     the start, so a service that starts under load, and so never sees a
 //     fast window, learns its no-load RTT within seconds.
 //   - A stale no-load RTT, in both directions: a window 20% faster than the
-//     estimate (a slow period ended) triggers a probe at once; so does an
-//     episode of congestion in which halving the limit (or holding it at
-//     Min) did not bring the latency down by a fifth (the latency is a
-//     slower dependency, not this limiter's queue), judged on requests
-//     admitted after the halving. Then the slower RTT is adopted within a
-//     few round trips and the limit climbs back to what the server can
+//     estimate (a slow period ended) schedules a probe one old RTT later,
+//     once the requests admitted in the slow period have drained (while
+//     they finish the latency falls whatever the limit, which a probe would
+//     take for its own doing), and raises the limit to at least the recent
+//     peak in flight: the slots the slow requests held now turn over many
+//     times faster, and new requests take them as they free instead of
+//     waiting for the in-flight count to fall below a limit learned at the
+//     slow RTT. An episode of congestion in which halving the limit (or
+//     holding it at Min) did not bring the latency down by a fifth (the
+//     latency is a slower dependency, not this limiter's queue), judged on
+//     requests admitted after the halving, triggers a probe at once. Then
+//     the slower RTT is adopted within a few round trips and the limit climbs back to what the server can
 //     take, instead of sitting at Min until the next interval. Only a probe
 //     window that used its limit caps the restored limit (one that did not
 //     says nothing about it).
@@ -122,8 +135,11 @@
 //     not make the pause look like a second slow window. After a cut to 90%
 //     or less (a halving, drops) the limit is not cut again until most of a
 //     window was admitted under it (1.5 RTT): the samples still in flight
-//     saw the old limit. After a window with drops
-//     (1% or more of its requests) the limit is cut by the dropped share (at
+//     saw the old limit. Likewise a raise waits until most of a window was
+//     admitted after the previous one: behind a dependency slower than a
+//     window, raising on every window would act on latencies that cannot
+//     show the last raise yet and overshoot by a round trip. After a
+//     window with drops (1% or more of its requests) the limit is cut by the dropped share (at
 //     least 10%, at most half) and then grows by at most 1 per window for 20
 //     windows, so it does not saw back into the timeouts. Little's law stays
 //     engaged while its limit is in use and for a hold time after the signal

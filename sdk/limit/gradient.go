@@ -39,7 +39,7 @@ func (gradient) update(c *core, w *window) float64 {
 	if w.avgRTT <= 0 || c.noLoad <= 0 {
 		return l // no latency information (RTTs below the 64 ns resolution)
 	}
-	g := min(max(c.noLoad*(1+c.p.tolerance)/w.avgRTT, 0.5), 2)
+	g := min(max(c.tolerated()/w.avgRTT, 0.5), 2)
 	target := l*g + math.Sqrt(l*g)
 	if target > l && !w.used {
 		return l // never grow a limit nobody uses

@@ -41,8 +41,20 @@ func (c *core) lowerBaseline(w *window) {
 	if w.avgRTT < c.noLoad*staleBaseline && !c.probe.active {
 		// The no-load RTT fell a lot at once: the estimate was stale (a
 		// slow period ended), and the limit learned against it is too.
-		// Probe now instead of at the next interval.
-		c.nextProbe = w.end
+		// Probe soon instead of at the next interval, but not before the
+		// requests admitted in the slow period have drained (one slow
+		// RTT): while they finish the latency keeps falling whatever the
+		// limit, and a probe would read that as its own doing and lower
+		// the limit step after step. Meanwhile the slots the slow
+		// requests held turn over many times faster: let the limit be at
+		// least the recent peak in flight (and end the additive growth
+		// after drops, which were the slow period's), so that new
+		// requests take the slots as the slow ones free them, instead of
+		// waiting for the in-flight count to fall below a limit learned
+		// at the slow RTT.
+		c.nextProbe = w.end + int64(c.lastRTT)
+		c.cur = c.clamp(max(c.cur, c.peak))
+		c.calm = 0
 	}
 	c.noLoad = w.avgRTT
 }
@@ -65,7 +77,7 @@ func (c *core) maybeStartProbe(w *window) {
 // holding the limit at its floor until the next interval. It reports whether
 // it concluded so.
 func (c *core) watchResponse(w *window, next float64) bool {
-	congested := c.noLoad > 0 && w.avgRTT > c.noLoad*(1+c.p.tolerance)
+	congested := c.noLoad > 0 && w.avgRTT > c.tolerated()
 	ep := &c.episode
 	switch {
 	case !congested:

@@ -1,0 +1,58 @@
+package limit_test
+
+import (
+	"testing"
+	"time"
+
+	"governor.dev/governor/sdk/limit/limittest"
+	"governor.dev/governor/sdk/rules"
+)
+
+// A slow database whose latency is most of the callers' deadline: 32
+// connections at 30 ms, offered 300 requests/s (about 60% of what 32
+// connections serve at 30 ms), deadline 2 s; then every call takes 1.2 s for
+// 30 s, so 32 connections serve 27 calls/s and a queue of half their number
+// already takes the latency past the deadline. The gradient's tolerance (1.5 x
+// the no-load RTT, 1.8 s) is then too late a signal: the limiter takes the
+// latency at which answers came late as the most it tolerates (80% of it),
+// so after the first late answers the queue stays short and almost every
+// admitted request answers in time. Then, when the step clears, the slots
+// the slow requests held turn over 40 times faster: the limit is at least the
+// recent peak in flight, and the probe that relearns the no-load RTT waits
+// until the slow requests have drained, so the service is back to full
+// throughput within a second.
+func TestSlowDependencyNearTheDeadline(t *testing.T) {
+	cfg := limittest.Config{
+		Server: limittest.Server{Capacity: 32, Base: 30 * time.Millisecond, Jitter: 0.1},
+		Rate:   300, Seed: 11, Poisson: true, Timeout: 2 * time.Second,
+	}
+	l, sim := setup(t, rules.Concurrency{}, cfg)
+	sim.Run(5 * time.Second)
+	sim.Server.Base = 1200 * time.Millisecond
+	sim.Run(10 * time.Second) // the stall, the relearning and the first late answers
+	mark := sim.Stats()
+	sim.Run(20 * time.Second)
+	step := sim.Stats().Sub(mark)
+	late := float64(step.Dropped) / float64(step.Completed+step.Dropped)
+	served := float64(step.Completed) / 20
+	sim.Server.Base = 30 * time.Millisecond
+	mark = sim.Stats()
+	sim.Run(time.Second)
+	first := sim.Stats().Sub(mark)
+	mark = sim.Stats()
+	sim.Run(time.Second)
+	second := sim.Stats().Sub(mark)
+	t.Logf("last 20 s of the step: %.1f answers/s in time (32 connections at 1.2 s serve 26.7), %.1f%% late, mean %v, limit %d; "+
+		"after it: %d then %d of %d then %d answered in time", served, 100*late, step.MeanLatency(), l.Limit(),
+		first.Completed, second.Completed, first.Offered, second.Offered)
+	if late > 0.05 {
+		t.Errorf("%.1f%% of the answers in the step were late, want at most 5%%: the queue grew past the deadline", 100*late)
+	}
+	if served < 20 {
+		t.Errorf("%.1f answers/s in time during the step, want at least 20 (of 26.7)", served)
+	}
+	if float64(first.Completed) < 0.7*float64(first.Offered) || float64(second.Completed) < 0.9*float64(second.Offered) {
+		t.Errorf("after the step: %d of %d then %d of %d answered in time, want 70%% in the first second and 90%% in the second",
+			first.Completed, first.Offered, second.Completed, second.Offered)
+	}
+}
