@@ -61,6 +61,19 @@ type group struct {
 	firstSeen time.Time
 }
 
+// GroupRef names a group: its receiver and key.
+type GroupRef struct {
+	Receiver string `json:"receiver"`
+	Key      string `json:"key"`
+}
+
+func refOf(id string) GroupRef {
+	recv, key, _ := strings.Cut(id, "\x00")
+	return GroupRef{Receiver: recv, Key: key}
+}
+
+func (r GroupRef) id() string { return r.Receiver + "\x00" + r.Key }
+
 // Dispatcher groups and times notifications. It is safe for concurrent use.
 type Dispatcher struct {
 	routes []Route
@@ -68,6 +81,10 @@ type Dispatcher struct {
 
 	mu     sync.Mutex
 	groups map[string]*group // by receiver + "\x00" + key
+	// changed and forgotten hold the groups (by id) whose state a regroup
+	// changed without a notification, and those dropped, since the last
+	// TakeChanges.
+	changed, forgotten map[string]bool
 }
 
 // New validates routes and timing (zero timing fields take defaults).
@@ -81,7 +98,8 @@ func New(routes []Route, timing Timing) (*Dispatcher, error) {
 	if err := timing.Validate(); err != nil {
 		return nil, err
 	}
-	return &Dispatcher{routes: routes, timing: timing, groups: map[string]*group{}}, nil
+	return &Dispatcher{routes: routes, timing: timing, groups: map[string]*group{}, changed: map[string]bool{},
+		forgotten: map[string]bool{}}, nil
 }
 
 // Receivers returns the receivers named by the routes.
@@ -101,7 +119,8 @@ func (d *Dispatcher) Receivers() []string {
 // time of its last notification, as Alertmanager keeps alerts firing across
 // a reload: it is not reported resolved because its grouping changed, nor
 // announced again before the group's repeat interval, and its resolve, when
-// it comes, is sent by the new group.
+// it comes, is sent by the new group. The groups a move changed or emptied
+// are reported by TakeChanges.
 func (d *Dispatcher) Restore(states []GroupState) {
 	known := d.Receivers()
 	d.mu.Lock()
@@ -155,14 +174,61 @@ func (d *Dispatcher) regroup() {
 					ng.state.SentAt = g.state.SentAt
 				}
 				ng.state.Seq = max(ng.state.Seq, g.state.Seq)
+				d.changed[nid] = true
 			}
 			delete(g.state.Notified, fp)
 			moved = true
 		}
 		if moved && len(g.state.Notified) == 0 {
-			delete(d.groups, id)
+			d.forget(id)
+		} else if moved {
+			d.changed[id] = true
 		}
 	}
+}
+
+// forget drops a group; d.mu held.
+func (d *Dispatcher) forget(id string) {
+	delete(d.groups, id)
+	delete(d.changed, id)
+	d.forgotten[id] = true
+}
+
+// TakeChanges returns, sorted, the groups whose state changed without a
+// notification (a regroup moved notified alerts in or out: Restore), whose
+// state the caller persists as it does a notified group's, and the groups
+// dropped (emptied by a regroup, or with nothing firing and nothing
+// notified left), whose persisted state the caller removes; each call
+// returns what happened since the previous one. A group dropped and formed
+// again since is reported changed only if a regroup changed it.
+func (d *Dispatcher) TakeChanges() (changed, forgotten []GroupRef) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.changed) == 0 && len(d.forgotten) == 0 {
+		return nil, nil
+	}
+	for _, id := range slices.Sorted(maps.Keys(d.changed)) {
+		changed = append(changed, refOf(id))
+	}
+	for _, id := range slices.Sorted(maps.Keys(d.forgotten)) {
+		if d.groups[id] == nil {
+			forgotten = append(forgotten, refOf(id))
+		}
+	}
+	clear(d.changed)
+	clear(d.forgotten)
+	return changed, forgotten
+}
+
+// State returns a copy of the state of a group, if the dispatcher holds it.
+func (d *Dispatcher) State(r GroupRef) (GroupState, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	g := d.groups[r.id()]
+	if g == nil {
+		return GroupState{}, false
+	}
+	return g.state.clone(), true
 }
 
 // States returns a copy of the group states.
@@ -219,7 +285,7 @@ func (d *Dispatcher) Flush(now time.Time, as []alerts.Alert, f Filter) []Notific
 			out = append(out, n)
 		}
 		if len(byGroup[id]) == 0 && len(g.state.Notified) == 0 {
-			delete(d.groups, id)
+			d.forget(id)
 		}
 	}
 	return out

@@ -284,3 +284,66 @@ func TestRegroupKeepsFiringAlerts(t *testing.T) {
 		{13 * time.Minute, []alerts.Alert{b}, ""},
 	})
 }
+
+// TestTakeChangesAfterARegroup: a regroup reports the groups the moved
+// alerts went to as changed, with their state, and the groups they left as
+// forgotten; a group dropped when nothing is left in it is forgotten too,
+// and one formed again since is not.
+func TestTakeChangesAfterARegroup(t *testing.T) {
+	a := alert("Shed", "checkout", alerts.P1, t0)
+	b := alert("Shed", "search", alerts.P1, t0)
+	before := newDispatcher(t, Route{Receiver: "team", GroupBy: []string{"alertname", "service"}})
+	run(t, before, Filter{}, []step{
+		{0, []alerts.Alert{a, b}, ""},
+		{30 * time.Second, []alerts.Alert{a, b}, "team:firing:1f0r team:firing:1f0r"},
+	})
+	if ch, fg := before.TakeChanges(); len(ch) != 0 || len(fg) != 0 {
+		t.Fatalf("notifications carry their state: changed %v, forgotten %v", ch, fg)
+	}
+	old := before.States()
+
+	after := newDispatcher(t, Route{Receiver: "team", GroupBy: []string{"alertname"}})
+	after.Restore(old)
+	changed, forgotten := after.TakeChanges()
+	byName := GroupRef{Receiver: "team", Key: `{alertname="Shed"}`}
+	if len(changed) != 1 || changed[0] != byName {
+		t.Fatalf("changed %v, want %v", changed, byName)
+	}
+	if len(forgotten) != 2 || forgotten[0] != (GroupRef{"team", old[0].Key}) || forgotten[1] != (GroupRef{"team", old[1].Key}) {
+		t.Fatalf("forgotten %v, want the two groups by service", forgotten)
+	}
+	st, ok := after.State(byName)
+	if !ok || len(st.Notified) != 2 || !st.SentAt.Equal(t0.Add(30*time.Second)) || st.Seq != 1 {
+		t.Fatalf("the new group's state %+v, %v", st, ok)
+	}
+	if _, ok := after.State(GroupRef{"team", old[0].Key}); ok {
+		t.Fatal("an old group is still held")
+	}
+	if ch, fg := after.TakeChanges(); len(ch) != 0 || len(fg) != 0 {
+		t.Fatalf("taken twice: changed %v, forgotten %v", ch, fg)
+	}
+
+	// Both resolve: the resolve is a notification; the group is dropped
+	// once the resolved alerts are no longer reported.
+	aEnded, bEnded := a, b
+	aEnded.EndsAt, bEnded.EndsAt = t0.Add(time.Minute), t0.Add(time.Minute)
+	run(t, after, Filter{}, []step{
+		{3 * time.Minute, []alerts.Alert{aEnded, bEnded}, "team:resolved:0f2r"},
+		{4 * time.Minute, nil, ""},
+	})
+	if ch, fg := after.TakeChanges(); len(ch) != 0 || len(fg) != 1 || fg[0] != byName {
+		t.Fatalf("changed %v, forgotten %v; want the empty group forgotten", ch, fg)
+	}
+	// Dropped and formed again before the changes are taken: not forgotten.
+	c := alert("Shed", "checkout", alerts.P1, t0.Add(5*time.Minute))
+	run(t, after, Filter{}, []step{
+		{5 * time.Minute, []alerts.Alert{c}, ""},
+		{5*time.Minute + 30*time.Second, []alerts.Alert{c}, "team:firing:1f0r"},
+		{10 * time.Minute, nil, "team:resolved:0f1r"},
+		{11 * time.Minute, nil, ""},
+		{12 * time.Minute, []alerts.Alert{c}, ""},
+	})
+	if ch, fg := after.TakeChanges(); len(ch) != 0 || len(fg) != 0 {
+		t.Fatalf("changed %v, forgotten %v; want nothing for a group formed again", ch, fg)
+	}
+}

@@ -128,6 +128,8 @@ type harness struct {
 	start time.Time
 	// retention is Options.Retention (0: default).
 	retention time.Duration
+	// routes, if set, replace the default routes at the next open.
+	routes []dispatch.Route
 }
 
 func newHarness(t testing.TB) *harness { return newHarnessOn(t, "") }
@@ -162,13 +164,17 @@ func (h *harness) open() {
 	if err != nil {
 		h.t.Fatal(err)
 	}
+	routes := h.routes
+	if routes == nil {
+		routes = []dispatch.Route{
+			{Receiver: "pd", Severities: []alerts.Severity{alerts.P0}, Continue: true},
+			{Receiver: "hook"},
+		}
+	}
 	h.m, err = New(context.Background(), Options{
 		Rules: testRules, Query: h.db.query, Store: st, Clock: h.clk, Registerer: h.reg,
 		Receivers: map[string]notify.Notifier{"hook": hook, "pd": pd},
-		Routes: []dispatch.Route{
-			{Receiver: "pd", Severities: []alerts.Severity{alerts.P0}, Continue: true},
-			{Receiver: "hook"},
-		},
+		Routes:    routes,
 		Timing:    dispatch.Timing{GroupWait: 30 * time.Second, GroupInterval: time.Minute},
 		Queue:     notify.QueueOptions{InitialBackoff: time.Second, MaxAttempts: 3},
 		Retention: h.retention,

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -47,6 +48,9 @@ type Manager struct {
 
 	lastPrune time.Time // guarded by stepMu
 	saved     bool      // guarded by stepMu: the store holds the states
+	// groupsPut and groupsDrop are the group changes (dispatch.TakeChanges)
+	// not yet in the store; guarded by stepMu.
+	groupsPut, groupsDrop map[dispatch.GroupRef]bool
 }
 
 // New validates the options, loads the persisted state from the store and
@@ -92,7 +96,8 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 	disp.Restore(groups)
 	m := &Manager{o: o, log: o.Logger, eval: ev, disp: disp, inhib: inhib, silences: silence.NewSet(sils...),
 		queues: map[string]*notify.Queue{}, m: newMetrics(o.Registerer), acks: map[alerts.Fingerprint]alerts.Ack{},
-		failing: map[string]bool{}, routed: map[string]bool{}}
+		failing: map[string]bool{}, routed: map[string]bool{}, groupsPut: map[dispatch.GroupRef]bool{},
+		groupsDrop: map[dispatch.GroupRef]bool{}}
 	for name := range o.Receivers {
 		m.routed[name] = true
 	}
@@ -245,6 +250,7 @@ func (m *Manager) Step(ctx context.Context, now time.Time) error {
 	for _, n := range m.disp.Flush(now, res.Alerts, filter) {
 		errs = append(errs, m.send(ctx, &n.State, n.Message))
 	}
+	errs = append(errs, m.storeErr(m.syncGroups(ctx)))
 	m.updateGauges(silenced, inhibited, acked)
 	if now.Sub(m.lastPrune) >= time.Hour {
 		m.lastPrune = now
@@ -280,6 +286,59 @@ func (m *Manager) storeErr(err error) error {
 		m.m.storeErrors.Inc()
 	}
 	return err
+}
+
+// syncGroups brings the store's group states in line with the
+// dispatcher's after the step's notifications: the groups a regroup
+// changed are stored, and the groups the dispatcher dropped are removed
+// (a group whose alerts moved away when its receiver's group_by changed,
+// one with nothing left to resolve), in one transaction, so the store
+// never holds a moved alert in neither group. What the store refuses is
+// tried again at the next step. The caller holds stepMu and routeMu for
+// reading.
+func (m *Manager) syncGroups(ctx context.Context) error {
+	changed, forgotten := m.disp.TakeChanges()
+	for _, r := range changed {
+		m.groupsPut[r] = true
+		delete(m.groupsDrop, r)
+	}
+	for _, r := range forgotten {
+		m.groupsDrop[r] = true
+		delete(m.groupsPut, r)
+	}
+	if len(m.groupsPut) == 0 && len(m.groupsDrop) == 0 {
+		return nil
+	}
+	var put []dispatch.GroupState
+	var drop []dispatch.GroupRef
+	for _, r := range sortedRefs(m.groupsPut) {
+		if st, ok := m.disp.State(r); ok {
+			put = append(put, st)
+		} else {
+			drop = append(drop, r)
+		}
+	}
+	for _, r := range sortedRefs(m.groupsDrop) {
+		// A group formed again since keeps its row until it notifies.
+		if _, ok := m.disp.State(r); !ok {
+			drop = append(drop, r)
+		}
+	}
+	if err := m.o.Store.UpdateGroups(ctx, put, drop); err != nil {
+		return err
+	}
+	clear(m.groupsPut)
+	clear(m.groupsDrop)
+	return nil
+}
+
+func sortedRefs(set map[dispatch.GroupRef]bool) []dispatch.GroupRef {
+	return slices.SortedFunc(maps.Keys(set), func(a, b dispatch.GroupRef) int {
+		if c := strings.Compare(a.Receiver, b.Receiver); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
 }
 
 // send logs the message with its group state, then queues it; the caller

@@ -61,8 +61,10 @@ func (r Routing) withDefaults() (Routing, error) {
 // neither repeats nor loses a page; when the receiver's group_by changed,
 // the alerts it notified move to their new groups (dispatch.Restore), so
 // none is reported resolved, or paged again, because its grouping changed,
-// and its resolve comes from the new group; groups of receivers no route names any
-// more are forgotten, and a removed receiver's failing alert is resolved.
+// and its resolve comes from the new group (the next Step stores the new
+// groups and removes the stored states of the groups they left, in one
+// transaction); groups of receivers no route names any more are forgotten,
+// and a removed receiver's failing alert is resolved.
 func (m *Manager) Reconfigure(r Routing) error {
 	r, err := r.withDefaults()
 	if err != nil {

@@ -3,6 +3,9 @@ package manager
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +15,8 @@ import (
 	"governor.dev/governor/alerts/notify"
 	"governor.dev/governor/alerts/notify/pagerduty"
 	"governor.dev/governor/alerts/notify/webhook"
+	"governor.dev/governor/alerts/rule"
+	"governor.dev/governor/internal/testenv"
 )
 
 // TestReconfigureSwapsReceiversAndRoutes: a notification being retried when
@@ -210,5 +215,97 @@ func TestReconfigureGroupByKeepsFiringAlerts(t *testing.T) {
 		if g.Key == `{alertname="Load"}` && (len(g.Notified) != 1 || g.Receiver != "hook") {
 			t.Fatalf("the new group logged %+v", g)
 		}
+	}
+}
+
+// hookGroups returns the keys of the hook receiver's stored groups, sorted,
+// each with the number of alerts it holds as notified.
+func hookGroups(t *testing.T, h *harness) []string {
+	t.Helper()
+	groups, err := h.st.Groups(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, g := range groups {
+		if g.Receiver == "hook" {
+			out = append(out, fmt.Sprintf("%s:%d", g.Key, len(g.Notified)))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestGroupByChangeRemovesOldGroupRows: after a receiver's group_by
+// changes, the next step stores the new group, holding the alerts moved to
+// it, and removes the old groups' rows, in one transaction, without a
+// notification; a restart then neither pages again nor loses the resolve.
+// Once everything resolved, no row is left.
+func TestGroupByChangeRemovesOldGroupRowsSQLite(t *testing.T) { testGroupByChange(t, newHarness(t)) }
+
+func TestGroupByChangeRemovesOldGroupRowsPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("PostgreSQL integration test")
+	}
+	testGroupByChange(t, newHarnessOn(t, testenv.Postgres(t)))
+}
+
+func testGroupByChange(t *testing.T, h *harness) {
+	h.db.set("load", "checkout", "search")
+	h.at(0)
+	h.at(30 * time.Second)
+	h.expect(30*time.Second, "firing Load@checkout/firing", "firing Load@search/firing")
+	byService := []string{`{alertname="Load", service="checkout"}:1`, `{alertname="Load", service="search"}:1`}
+	if got := hookGroups(t, h); !slices.Equal(got, byService) {
+		t.Fatalf("stored groups %v, want %v", got, byService)
+	}
+
+	byName := []dispatch.Route{
+		{Receiver: "pd", Severities: []alerts.Severity{alerts.P0}, Continue: true},
+		{Receiver: "hook", GroupBy: []string{"alertname"}},
+	}
+	hook, err := webhook.New(webhook.Config{URL: h.hook.srv.URL}, h.hook.srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.m.Reconfigure(Routing{Receivers: map[string]notify.Notifier{"hook": hook}, Routes: byName[1:],
+		Timing: dispatch.Timing{GroupWait: 30 * time.Second, GroupInterval: time.Minute}}); err != nil {
+		t.Fatal(err)
+	}
+	h.at(time.Minute)
+	h.expect(time.Minute)
+	moved := []string{`{alertname="Load"}:2`}
+	if got := hookGroups(t, h); !slices.Equal(got, moved) {
+		t.Fatalf("stored groups after the regroup %v, want %v (the old groups' rows removed)", got, moved)
+	}
+
+	// A restart with the new grouping: nothing paged again, and the real
+	// resolve comes from the new group.
+	h.close()
+	h.routes = byName
+	h.open()
+	h.timeline(90*time.Second, 5*time.Minute, nil)
+	h.db.set("load", "search")
+	h.at(6 * time.Minute)
+	h.expect(6*time.Minute, "firing Load@checkout/resolved,Load@search/firing")
+	if got, want := hookGroups(t, h), []string{`{alertname="Load"}:1`}; !slices.Equal(got, want) {
+		t.Fatalf("stored groups %v, want %v", got, want)
+	}
+	h.db.set("load")
+	h.at(7 * time.Minute)
+	h.expect(7*time.Minute, "resolved Load@search/resolved")
+	if got, want := hookGroups(t, h), []string{`{alertname="Load"}:0`}; !slices.Equal(got, want) {
+		t.Fatalf("stored groups %v, want %v", got, want)
+	}
+	// Once the resolved alerts are no longer reported, the group is gone,
+	// and so is its row.
+	h.at(7*time.Minute + rule.ResolvedRetention + time.Minute)
+	h.expect(7*time.Minute + rule.ResolvedRetention + time.Minute)
+	if got := hookGroups(t, h); len(got) != 0 {
+		t.Fatalf("stored groups %v once everything resolved, want none", got)
+	}
+	// History and the notification log are kept.
+	if hist, err := h.m.History(context.Background(), 0, 100); err != nil || len(hist) == 0 {
+		t.Fatalf("history %d entries, %v", len(hist), err)
 	}
 }

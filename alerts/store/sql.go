@@ -346,6 +346,31 @@ func (s *SQL) Groups(ctx context.Context) ([]dispatch.GroupState, error) {
 	return collectJSON[dispatch.GroupState](rows, "groups")
 }
 
+// UpdateGroups implements Store.
+func (s *SQL) UpdateGroups(ctx context.Context, put []dispatch.GroupState, remove []dispatch.GroupRef) error {
+	if len(put) == 0 && len(remove) == 0 {
+		return nil
+	}
+	return s.tx(ctx, "update groups", func(tx *sql.Tx) error {
+		for _, g := range put {
+			gb, err := json.Marshal(g)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO alert_groups (receiver, group_key, seq, body) VALUES ($1, $2, $3, $4)
+				ON CONFLICT (receiver, group_key) DO UPDATE SET seq = excluded.seq, body = excluded.body`, g.Receiver, g.Key, g.Seq, string(gb)); err != nil {
+				return err
+			}
+		}
+		for _, r := range remove {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM alert_groups WHERE receiver = $1 AND group_key = $2`, r.Receiver, r.Key); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // MarkDelivered implements Store.
 func (s *SQL) MarkDelivered(ctx context.Context, id string, at time.Time, attempts int, errText string) error {
 	var delivered any

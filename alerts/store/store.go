@@ -58,6 +58,11 @@ type Store interface {
 	// again and inserted is false.
 	RecordNotification(ctx context.Context, g *dispatch.GroupState, m *notify.Message) (inserted bool, err error)
 	Groups(ctx context.Context) ([]dispatch.GroupState, error)
+	// UpdateGroups stores the group states put and removes the groups
+	// named by remove, in one transaction: when a regroup moves notified
+	// alerts from one group to another, the group they move to is stored
+	// before, never after, the one they leave is removed.
+	UpdateGroups(ctx context.Context, put []dispatch.GroupState, remove []dispatch.GroupRef) error
 	// MarkDelivered closes a log entry after its last attempt; errText ""
 	// means delivered.
 	MarkDelivered(ctx context.Context, id string, at time.Time, attempts int, errText string) error

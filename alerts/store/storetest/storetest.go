@@ -4,6 +4,7 @@ package storetest
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,6 +30,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Silences", testSilences},
 		{"Acks", testAcks},
 		{"NotificationLog", testNotificationLog},
+		{"UpdateGroups", testUpdateGroups},
 		{"Prune", testPrune},
 	}
 	for _, tt := range tests {
@@ -185,6 +187,57 @@ func testNotificationLog(t *testing.T, s store.Store) {
 	}
 	if pend, _ := s.Undelivered(ctx); len(pend) != 0 {
 		t.Fatal("given-up notification still pending")
+	}
+}
+
+// testUpdateGroups: UpdateGroups stores and removes group states at once,
+// leaving the notification log alone.
+func testUpdateGroups(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	m := notifytest.Sample(notify.KindNotify)
+	a := m.Alerts[0].Alert
+	old := &dispatch.GroupState{Receiver: m.Receiver, Key: m.GroupKey, Labels: m.GroupLabels, SentAt: t0, Seq: 3,
+		Notified: map[string]alerts.Alert{m.Alerts[0].Fingerprint: a}}
+	if ok, err := s.RecordNotification(ctx, old, m); err != nil || !ok {
+		t.Fatalf("record: %v %v", ok, err)
+	}
+	other := dispatch.GroupState{Receiver: "other", Key: "k", SentAt: t0, Seq: 1, Notified: map[string]alerts.Alert{}}
+	if err := s.UpdateGroups(ctx, []dispatch.GroupState{other}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The alert moves to a new group of the same receiver.
+	moved := dispatch.GroupState{Receiver: m.Receiver, Key: `{alertname="x"}`, Labels: alerts.Labels{"alertname": "x"},
+		SentAt: t0, Seq: 3, Notified: map[string]alerts.Alert{m.Alerts[0].Fingerprint: a}}
+	if err := s.UpdateGroups(ctx, []dispatch.GroupState{moved},
+		[]dispatch.GroupRef{{Receiver: old.Receiver, Key: old.Key}, {Receiver: "never", Key: "stored"}}); err != nil {
+		t.Fatal(err)
+	}
+	groups, err := s.Groups(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, g := range groups {
+		keys = append(keys, g.Receiver+"/"+g.Key)
+	}
+	want := []string{"other/k", m.Receiver + `/{alertname="x"}`} // by receiver, then key
+	if strings.Join(keys, " ") != strings.Join(want, " ") || groups[1].Seq != 3 || !groups[1].SentAt.Equal(t0) ||
+		len(groups[1].Notified) != 1 {
+		t.Fatalf("groups %v (%+v), want %v with the moved alert", keys, groups, want)
+	}
+	// Put again: replaced, not added.
+	moved.Seq, moved.Notified = 4, map[string]alerts.Alert{}
+	if err := s.UpdateGroups(ctx, []dispatch.GroupState{moved}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if groups, err := s.Groups(ctx); err != nil || len(groups) != 2 || groups[1].Seq != 4 || len(groups[1].Notified) != 0 {
+		t.Fatalf("groups %+v %v", groups, err)
+	}
+	if pend, err := s.Undelivered(ctx); err != nil || len(pend) != 1 || pend[0].Message.ID != m.ID {
+		t.Fatalf("the notification log changed: %+v %v", pend, err)
+	}
+	if err := s.UpdateGroups(ctx, nil, nil); err != nil {
+		t.Fatal(err)
 	}
 }
 
