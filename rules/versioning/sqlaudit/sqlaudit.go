@@ -37,33 +37,5 @@ func Record(ctx context.Context, tx *sql.Tx, d migrations.Dialect, at time.Time,
 	if tx == nil {
 		return versioning.AuditEntry{}, fmt.Errorf("%w: sqlaudit: tx is required", versioning.ErrInvalid)
 	}
-	return sqlstore.RecordAuditTx(ctx, txAdapter{tx}, sd, at, r)
+	return sqlstore.RecordAuditTx(ctx, sqlstore.StdTx(tx), sd, at, r)
 }
-
-// txAdapter runs sqlstore's statements ($1 placeholders, which both
-// drivers accept) on a *sql.Tx.
-type txAdapter struct{ tx *sql.Tx }
-
-func (a txAdapter) Exec(ctx context.Context, query string, args ...any) (int64, error) {
-	res, err := a.tx.ExecContext(ctx, query, args...)
-	if err != nil {
-		return 0, err
-	}
-	return res.RowsAffected()
-}
-
-func (a txAdapter) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
-	return a.tx.QueryRowContext(ctx, query, args...)
-}
-
-func (a txAdapter) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
-	rows, err := a.tx.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	return rowsAdapter{rows}, nil
-}
-
-type rowsAdapter struct{ *sql.Rows }
-
-func (r rowsAdapter) Close() { _ = r.Rows.Close() }

@@ -142,45 +142,14 @@ func (d *db) InTx(ctx context.Context, fn func(sqlstore.Tx) error) error {
 		return err
 	}
 	defer func() { _ = tx.Rollback() }()
-	if err := fn(adapter{tx}); err != nil {
+	if err := fn(sqlstore.StdTx(tx)); err != nil {
 		return err
 	}
 	return tx.Commit()
 }
 
-func (d *db) Read(ctx context.Context, fn func(sqlstore.Tx) error) error { return fn(adapter{d.db}) }
+func (d *db) Read(ctx context.Context, fn func(sqlstore.Tx) error) error {
+	return fn(sqlstore.StdTx(d.db))
+}
 
 func (d *db) Close() error { return d.db.Close() }
-
-// querier is what *sql.DB and *sql.Tx have in common.
-type querier interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
-
-type adapter struct{ q querier }
-
-func (a adapter) Exec(ctx context.Context, query string, args ...any) (int64, error) {
-	res, err := a.q.ExecContext(ctx, query, args...)
-	if err != nil {
-		return 0, err
-	}
-	return res.RowsAffected()
-}
-
-func (a adapter) QueryRow(ctx context.Context, query string, args ...any) sqlstore.Row {
-	return a.q.QueryRowContext(ctx, query, args...)
-}
-
-func (a adapter) Query(ctx context.Context, query string, args ...any) (sqlstore.Rows, error) {
-	rows, err := a.q.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	return rowsAdapter{rows}, nil
-}
-
-type rowsAdapter struct{ *sql.Rows }
-
-func (r rowsAdapter) Close() { _ = r.Rows.Close() }
