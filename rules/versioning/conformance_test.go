@@ -2,13 +2,10 @@ package versioning_test
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -17,6 +14,7 @@ import (
 	"governor.dev/governor/internal/testenv"
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/rules/versioning/internal/conformance"
+	"governor.dev/governor/rules/versioning/internal/pgrole"
 	"governor.dev/governor/rules/versioning/postgres"
 	"governor.dev/governor/rules/versioning/sqlite"
 )
@@ -133,40 +131,12 @@ func postgresHarness(t testing.TB, o conformance.Options) conformance.Harness {
 // documents and opens a store whose connections run as that role.
 func appRole(t *testing.T, admin *pgxpool.Pool, url string) (versioning.Store, func(ctx context.Context, q string) error) {
 	t.Helper()
-	ctx := context.Background()
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	role := "governor_app_" + hex.EncodeToString(b[:])
-	for _, q := range []string{
-		`CREATE ROLE ` + role + ` NOLOGIN NOSUPERUSER NOINHERIT`,
-		`GRANT USAGE ON SCHEMA public TO ` + role,
-		`GRANT SELECT, INSERT, UPDATE ON rule_services, rule_versions, rule_approvals, rule_audit_head, rule_outbox,
-			rule_outbox_failures TO ` + role,
-		`GRANT SELECT, INSERT ON rule_audit TO ` + role,
-		`GRANT SELECT ON goose_db_version TO ` + role,
-	} {
-		_, err := admin.Exec(ctx, q)
-		require.NoError(t, err, q)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, _ = admin.Exec(ctx, `DROP OWNED BY `+role)
-		_, _ = admin.Exec(ctx, `DROP ROLE `+role)
-	})
-	cfg, err := pgxpool.ParseConfig(url)
-	require.NoError(t, err)
-	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-		_, err := c.Exec(ctx, `SET ROLE `+role)
-		return err
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	var super bool
-	require.NoError(t, pool.QueryRow(ctx, `SELECT rolsuper FROM pg_roles WHERE rolname = current_user`).Scan(&super))
-	require.False(t, super, "the application role must not be a superuser")
-	s, err := postgres.Open(ctx, postgres.Options{Pool: pool, SkipMigrations: true})
+	_, pool := pgrole.New(t, admin, url,
+		`SELECT, INSERT, UPDATE ON rule_services, rule_versions, rule_approvals, rule_audit_head, rule_outbox,
+			rule_outbox_failures`,
+		`SELECT, INSERT ON rule_audit`,
+		`SELECT ON goose_db_version`)
+	s, err := postgres.Open(context.Background(), postgres.Options{Pool: pool, SkipMigrations: true})
 	require.NoError(t, err)
 	return s, func(ctx context.Context, q string) error {
 		_, err := pool.Exec(ctx, q)

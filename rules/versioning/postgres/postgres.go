@@ -18,6 +18,16 @@
 //	GRANT SELECT, INSERT, UPDATE ON rule_services, rule_versions, rule_approvals,
 //	    rule_audit_head, rule_outbox, rule_outbox_failures TO governor_app;
 //	GRANT SELECT, INSERT ON rule_audit TO governor_app;
+//
+// Open checks these privileges of the role it runs as (current_user) and
+// refuses to start without them, with an ErrMissingGrant naming the role,
+// each table and the privileges missing on it, and the GRANT that adds
+// them. A deployment whose application role was set up before
+// rule_outbox_failures existed (migration 00005) needs
+//
+//	GRANT SELECT, INSERT, UPDATE ON rule_outbox_failures TO governor_app;
+//
+// (the migrations cannot grant it: they do not know the role).
 package postgres
 
 import (
@@ -25,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -41,6 +52,70 @@ import (
 
 // OutboxChannel is the NOTIFY channel of new outbox rows.
 const OutboxChannel = "governor_outbox"
+
+// ErrMissingGrant: the role the store runs as lacks a privilege it needs on
+// one of its tables (Open; the error names them).
+var ErrMissingGrant = errors.New("postgres: missing table privileges")
+
+// grants are the privileges the store needs, by table (the package doc's
+// GRANT statements).
+var grants = []struct {
+	table      string
+	privileges []string
+}{
+	{"rule_services", []string{"SELECT", "INSERT", "UPDATE"}},
+	{"rule_versions", []string{"SELECT", "INSERT", "UPDATE"}},
+	{"rule_approvals", []string{"SELECT", "INSERT", "UPDATE"}},
+	{"rule_audit_head", []string{"SELECT", "INSERT", "UPDATE"}},
+	{"rule_outbox", []string{"SELECT", "INSERT", "UPDATE"}},
+	{"rule_outbox_failures", []string{"SELECT", "INSERT", "UPDATE"}},
+	{"rule_audit", []string{"SELECT", "INSERT"}},
+}
+
+// checkGrants returns an ErrMissingGrant naming every table on which the
+// current role lacks a privilege of grants, with the GRANTs that add them.
+func checkGrants(ctx context.Context, q querier) error {
+	var tables, privileges []string
+	for _, g := range grants {
+		for _, p := range g.privileges {
+			tables, privileges = append(tables, g.table), append(privileges, p)
+		}
+	}
+	rows, err := q.Query(ctx, `SELECT current_user::text, g.t, g.p FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS g(t, p, i)
+		WHERE NOT has_table_privilege(g.t, g.p) ORDER BY g.i`, tables, privileges)
+	if err != nil {
+		return fmt.Errorf("%w: postgres: check table privileges: %w", versioning.ErrUnavailable, err)
+	}
+	var role string
+	missing := map[string][]string{}
+	var order []string
+	for rows.Next() {
+		var t, p string
+		if err := rows.Scan(&role, &t, &p); err != nil {
+			rows.Close()
+			return fmt.Errorf("%w: postgres: check table privileges: %w", versioning.ErrUnavailable, err)
+		}
+		if missing[t] == nil {
+			order = append(order, t)
+		}
+		missing[t] = append(missing[t], p)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("%w: postgres: check table privileges: %w", versioning.ErrUnavailable, err)
+	}
+	if len(order) == 0 {
+		return nil
+	}
+	var lacks, fix []string
+	for _, t := range order {
+		ps := strings.Join(missing[t], ", ")
+		lacks = append(lacks, ps+" on "+t)
+		fix = append(fix, "GRANT "+ps+" ON "+t+" TO "+pgx.Identifier{role}.Sanitize()+";")
+	}
+	return fmt.Errorf("%w: %w: role %q lacks %s (%s)", versioning.ErrUnavailable, ErrMissingGrant, role,
+		strings.Join(lacks, "; "), strings.Join(fix, " "))
+}
 
 // Options configure Open.
 type Options struct {
@@ -109,6 +184,12 @@ func Open(ctx context.Context, o Options) (versioning.Store, error) {
 		if err != nil {
 			return fail(fmt.Errorf("%w: postgres: %w", versioning.ErrUnavailable, err))
 		}
+	}
+	gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	err = checkGrants(gctx, pool)
+	cancel()
+	if err != nil {
+		return fail(err)
 	}
 	return sqlstore.New(&db{pool: pool, owned: owned}, dialect(), sqlstore.Options{
 		Clock: o.Clock, Logger: o.Logger, Registerer: o.Registerer, Timeout: o.Timeout,

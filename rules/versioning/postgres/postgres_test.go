@@ -7,12 +7,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
 	"governor.dev/governor/internal/testenv"
 	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/rules/versioning/internal/pgrole"
 	"governor.dev/governor/rules/versioning/postgres"
 	"governor.dev/governor/sdk/rules"
 )
@@ -141,4 +143,36 @@ func pgURL(t *testing.T) string {
 		t.Skip("PostgreSQL integration test: skipped with -short")
 	}
 	return testenv.Postgres(t)
+}
+
+// TestOpenNamesAMissingGrant: an application role set up before
+// rule_outbox_failures existed (every other documented grant in place) is
+// refused at Open with an error naming the role, the table, the privileges
+// and the GRANT that adds them; once granted, Open succeeds.
+func TestOpenNamesAMissingGrant(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	url := pgURL(t)
+	owner, err := postgres.Open(ctx, postgres.Options{URL: url}) // migrates
+	require.NoError(t, err)
+	require.NoError(t, owner.Close())
+	admin, err := pgxpool.New(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(admin.Close)
+	role, pool := pgrole.New(t, admin, url,
+		`SELECT, INSERT, UPDATE ON rule_services, rule_versions, rule_approvals, rule_audit_head, rule_outbox`,
+		`SELECT, INSERT ON rule_audit`,
+		`SELECT ON rule_outbox_failures`)
+
+	s, err := postgres.Open(ctx, postgres.Options{Pool: pool, SkipMigrations: true})
+	require.Nil(t, s)
+	require.ErrorIs(t, err, postgres.ErrMissingGrant)
+	require.ErrorIs(t, err, versioning.ErrUnavailable)
+	require.Contains(t, err.Error(), `role "`+role+`" lacks INSERT, UPDATE on rule_outbox_failures (GRANT INSERT, UPDATE ON rule_outbox_failures TO "`+role+`";)`)
+
+	_, err = admin.Exec(ctx, `GRANT INSERT, UPDATE ON rule_outbox_failures TO `+role)
+	require.NoError(t, err)
+	s, err = postgres.Open(ctx, postgres.Options{Pool: pool, SkipMigrations: true})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
 }
