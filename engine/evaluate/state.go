@@ -1,6 +1,7 @@
 package evaluate
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -371,7 +372,16 @@ func (s *State) Restore(ctx context.Context, at time.Time) (RestoreStats, error)
 		}
 		st.Ignored[why]++
 	}
-	slices.SortFunc(rows, func(a, b StateRow) int { return a.At.Compare(b.At) })
+	// Oldest first; of rows written at the same cycle, the baselines before
+	// the controllers, so a service's state is made once, with its
+	// restored baseline, not first with a fresh one the baseline replaces.
+	late := func(r StateRow) int {
+		if r.Part == StateControl {
+			return 1
+		}
+		return 0
+	}
+	slices.SortFunc(rows, func(a, b StateRow) int { return cmp.Or(a.At.Compare(b.At), late(a)-late(b)) })
 	for _, r := range rows {
 		switch {
 		case r.Format != stateFormat:

@@ -110,7 +110,7 @@ func BenchmarkStateSave(b *testing.B) {
 					at = at.Add(10 * time.Second)
 					// Between two cycles every score and controller
 					// moves: their rows are written each time.
-					st.scores, st.ctl = nil, nil
+					st.scores, st.ctl = nil, st.ctl[:0]
 					s, err := st.Save(ctx, at)
 					if err != nil {
 						b.Fatal(err)
