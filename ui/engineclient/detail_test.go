@@ -62,7 +62,9 @@ func TestServiceDetailAgainstEngineAPI(t *testing.T) {
 // ErrEngine error, never a p99 level without a positive warn level.
 func FuzzServiceDetail(f *testing.F) {
 	for _, s := range []string{`{}`, `{"latency_levels":{"warn":0.2,"critical":0.4,"source":"learned"}}`, `{"latency_levels":{"warn":0}}`,
-		`{"latency_levels":{"warn":"x"}}`, `{"undeliverable":[{"version":3,"size":2000000,"limit":1000000}]}`, `{"undeliverable":{}}`, `[`, `null`} {
+		`{"latency_levels":{"warn":"x"}}`, `{"undeliverable":[{"version":3,"size":2000000,"limit":1000000}]}`, `{"undeliverable":{}}`, `[`, `null`,
+		`{"alert_levels":[{"signal":"error_ratio","in_force":true,"warn":0.01,"critical":0.05,"warn_from":"floor","learned":true,"baseline":null,"samples":3}]}`,
+		`{"alert_levels":{}}`} {
 		f.Add(s)
 	}
 	var body atomic.Value

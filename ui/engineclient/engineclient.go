@@ -195,12 +195,13 @@ func (c *Client) Instances(ctx context.Context, svc string) ([]model.Instance, e
 	return out, nil
 }
 
-// ServiceDetail reads a service's p99 alert levels and its undeliverable
+// ServiceDetail reads a service's alert levels and its undeliverable
 // versions from the engine's service detail. A service the engine does
 // not know has neither.
 func (c *Client) ServiceDetail(ctx context.Context, svc string) (model.ServiceDetail, error) {
 	var doc struct {
 		LatencyLevels *model.LatencyLevels `json:"latency_levels"`
+		AlertLevels   []model.AlertLevel   `json:"alert_levels"`
 		Undeliverable []struct {
 			Service string    `json:"service"`
 			Version int64     `json:"version"`
@@ -218,7 +219,7 @@ func (c *Client) ServiceDetail(ctx context.Context, svc string) (model.ServiceDe
 	if err != nil {
 		return model.ServiceDetail{}, err
 	}
-	d := model.ServiceDetail{P99: doc.LatencyLevels}
+	d := model.ServiceDetail{P99: doc.LatencyLevels, Levels: doc.AlertLevels}
 	if lv := d.P99; lv != nil && !(lv.Warn > 0) {
 		d.P99 = nil
 	}

@@ -4,7 +4,7 @@
 // kept here (one point per engine evaluation), its p99 latency (the latency
 // term's input), and its rollout state counted from the ledger. It also
 // implements model.Instances for the per-instance ledger of a service page,
-// and model.Details: the p99 alert levels and the versions the relay could
+// and model.Details: the alert levels and the versions the relay could
 // not deliver.
 //
 // Request rate, error ratio and shed ratios are not in the engine's scores
@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"governor.dev/governor/engine/evaluate"
 	"governor.dev/governor/engine/loadscore"
 	"governor.dev/governor/rules/distribution"
 	"governor.dev/governor/ui/model"
@@ -52,6 +53,9 @@ type Options struct {
 	// Levels, if set, gives a service's p99 alert levels (the engine's
 	// evaluate.AlertLevels.P99Levels); ok false when it has none.
 	Levels func(service string) (model.LatencyLevels, bool)
+	// AlertLevels, if set, gives the alert levels in force for a service
+	// per signal (*evaluate.Evaluator.AlertLevelsInForce).
+	AlertLevels func(service string) []evaluate.SignalLevels
 	// Relay, if set, lists the versions that cannot be delivered.
 	Relay Relay
 	// TrendLen is how many evaluations the trend keeps; default 60.
@@ -181,7 +185,7 @@ func (s *Source) Instances(ctx context.Context, service string) ([]model.Instanc
 	return out, nil
 }
 
-// ServiceDetail returns a service's p99 alert levels and its versions the
+// ServiceDetail returns a service's alert levels and its versions the
 // relay gave up on.
 func (s *Source) ServiceDetail(ctx context.Context, service string) (model.ServiceDetail, error) {
 	var d model.ServiceDetail
@@ -189,6 +193,9 @@ func (s *Source) ServiceDetail(ctx context.Context, service string) (model.Servi
 		if lv, ok := s.o.Levels(service); ok {
 			d.P99 = &lv
 		}
+	}
+	if s.o.AlertLevels != nil {
+		d.Levels = AlertLevels(s.o.AlertLevels(service))
 	}
 	if s.o.Relay != nil {
 		us, err := s.o.Relay.Undeliverable(ctx, service)
@@ -205,4 +212,25 @@ func (s *Source) ServiceDetail(ctx context.Context, service string) (model.Servi
 // Undeliverable converts the relay's record to the UI's.
 func Undeliverable(u distribution.Undeliverable) model.Undeliverable {
 	return model.Undeliverable{Service: u.Service, Version: u.Version, Reason: u.Reason, Size: u.Size, Limit: u.Limit, Error: u.Error, At: u.At}
+}
+
+// AlertLevels converts the evaluator's levels to the UI's: unknown numbers
+// (levels not in force, a baseline still learning) are nil.
+func AlertLevels(in []evaluate.SignalLevels) []model.AlertLevel {
+	if len(in) == 0 {
+		return nil
+	}
+	num := func(v float64, ok bool) *float64 {
+		if !ok {
+			return nil
+		}
+		return &v
+	}
+	out := make([]model.AlertLevel, 0, len(in))
+	for _, v := range in {
+		out = append(out, model.AlertLevel{Signal: v.Signal, InForce: v.InForce, Warn: num(v.Warn, v.InForce), Critical: num(v.Critical, v.InForce),
+			Source: v.Source, WarnFrom: v.WarnFrom, CriticalFrom: v.CriticalFrom, Learned: v.Learned,
+			Baseline: num(v.Baseline, v.Learned && v.Conclusive), Samples: v.Samples, Needed: v.Needed})
+	}
+	return out
 }

@@ -16,6 +16,31 @@ type LatencyLevels struct {
 	Source   string  `json:"source"`
 }
 
+// AlertLevel is what the engine compares one signal of a service with:
+// Signal "latency_p99" (levels and baseline in seconds) or "error_ratio"
+// (ratios). Warn and Critical are nil when no level is in force (learned
+// levels while the baseline is still inconclusive, without configured
+// floors). WarnFrom and CriticalFrom say where each comes from: "learned"
+// (the service's healthy baseline), "floor" (the configured floor of a
+// learned level: above it, or in force while it is learning),
+// "configured" (the engine's configuration) or "override" (the service's
+// own levels). Learned levels come from a baseline of Samples healthy
+// intervals, of Needed for it to be conclusive; Baseline is its median,
+// nil while it is not.
+type AlertLevel struct {
+	Signal       string   `json:"signal"`
+	InForce      bool     `json:"in_force"`
+	Warn         *float64 `json:"warn"`
+	Critical     *float64 `json:"critical"`
+	Source       string   `json:"source"`
+	WarnFrom     string   `json:"warn_from,omitempty"`
+	CriticalFrom string   `json:"critical_from,omitempty"`
+	Learned      bool     `json:"learned"`
+	Baseline     *float64 `json:"baseline"`
+	Samples      int      `json:"samples"`
+	Needed       int      `json:"needed,omitempty"`
+}
+
 // Undeliverable is a rule version the relay gave up delivering to the
 // fleet: Reason "too_large" when its Size in bytes is above Limit, the
 // message broker's max payload; Error says what the broker answered.
@@ -62,13 +87,17 @@ type ServiceDetail struct {
 	// P99 is nil when the engine has no p99 levels for the service (alert
 	// levels disabled, or the healthy baseline still inconclusive).
 	P99 *LatencyLevels `json:"p99_levels,omitempty"`
+	// Levels are the alert levels in force per signal (p99 latency, error
+	// ratio); nil when the engine does not compare the service.
+	Levels []AlertLevel `json:"alert_levels,omitempty"`
 	// Undeliverable lists its versions the relay gave up on.
 	Undeliverable []Undeliverable `json:"undeliverable,omitempty"`
 }
 
 // Details is optionally implemented by a Fleet that reads the engine: the
-// service page then draws the p99 levels on its latency chart and, with
-// the rules timeline, warns of versions that cannot be delivered.
+// service page then draws the p99 levels on its latency chart, lists the
+// alert levels in force with their origin and, with the rules timeline,
+// warns of versions that cannot be delivered.
 type Details interface {
 	ServiceDetail(ctx context.Context, service string) (ServiceDetail, error)
 }

@@ -123,6 +123,9 @@ type serviceData struct {
 	HasLedger   bool
 	Range       string
 	Ranges      []string
+	// Levels are the alert levels in force (model.Details), one row per
+	// signal.
+	Levels []levelRow
 }
 
 func stateRank(s string) int {
@@ -206,6 +209,7 @@ func (p *Pages) service(w http.ResponseWriter, r *http.Request) {
 	}
 	detail, detailBanners := p.serviceDetail(r, svc)
 	banners = append(banners, detailBanners...)
+	d.Levels = levelRows(detail.Levels)
 	if p.o.Charts != nil {
 		charts, err := p.o.Charts.Charts(r.Context(), svc, span)
 		if err != nil {
