@@ -15,7 +15,7 @@ import (
 // standard context (its timer, its place among the parent's children) and
 // from then on everything is answered by it, so contexts derived from this
 // one are canceled with it as they would be from the standard one. A
-// handler that never waits on Done, which is most of them, costs no timer.
+// handler that never waits on Done costs no timer.
 //
 // Err reports context.DeadlineExceeded from the deadline on (where the
 // standard context reports it once its timer has fired), the parent's
