@@ -498,7 +498,8 @@ func (a *App) Run(ctx context.Context) error {
 	wg.Go(func() { leader.RunTicks(ctx, a.elector, a.o.Clock, a.cfg.Interval, a.tick) })
 	wg.Go(func() { a.runAlerts(ctx) })
 	engine := api.Handler(api.Options{Evaluations: a.eval, Versions: a.store, Ledger: a.plane.Ledger(),
-		Guardrails: a.guard, Events: a.recorder, Levels: a.p99Levels, Relay: a.plane, Gatherer: a.o.Registry, Ready: a.readiness, Logger: a.log})
+		Guardrails: a.guard, Events: a.recorder, Levels: a.p99Levels, AlertLevels: a.eval.AlertLevelsInForce, Relay: a.plane, Gatherer: a.o.Registry,
+		Ready: a.readiness, Logger: a.log})
 	srv := &http.Server{Handler: combine(engine, a.ui), ReadHeaderTimeout: 5 * time.Second}
 	wg.Go(func() {
 		if err := srv.Serve(a.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -118,7 +118,7 @@ func (a *App) startUI(ctx context.Context) error {
 		return fmt.Errorf("%w: ui admin: %w", ErrStart, err)
 	}
 	a.admin = admin
-	es, err := enginesource.New(enginesource.Options{Scores: a.eval, Ledger: a.plane.Ledger(), Relay: a.plane,
+	es, err := enginesource.New(enginesource.Options{Scores: a.eval, Ledger: a.plane.Ledger(), Relay: a.plane, AlertLevels: a.eval.AlertLevelsInForce,
 		Levels: func(service string) (model.LatencyLevels, bool) {
 			if a.p99Levels == nil {
 				return model.LatencyLevels{}, false
