@@ -134,6 +134,10 @@ try {
   const note = await admin.textContent("p.chart-note");
   expect((await admin.locator("svg.chart line.band-target").count()) === 1 && /warn level [\d.]+ ms/.test(note),
     "the p99 chart draws the engine's target with its label and unit: " + note);
+  // The alert levels in force, per signal, with where each comes from and the baseline behind learned ones.
+  const levels = (await admin.textContent("#alert-levels")).replace(/\s+/g, " ");
+  expect(/p99 latency/.test(levels) && /error ratio/.test(levels) && /learned from the healthy baseline/.test(levels) &&
+    /over \d+ healthy intervals/.test(levels), "the service page lists the alert levels with their origin and baseline: " + levels);
 
   // The engine's recommendation and its evidence.
   const engineCard = (page) => page.locator("div.card").filter({ has: page.locator("h2", { hasText: /checkout v\d+\s+engine/ }) });
