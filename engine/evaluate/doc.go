@@ -27,10 +27,16 @@
 // State (table governor_engine_state) persists what a cycle learned and
 // reported: the alert levels crossed, open breakers and instances in a bad
 // state, every service's healthy baseline and every downstream's anomaly
-// detector. The leader saves a share of it every cycle; a replica taking
-// over restores it before its first cycle, so it neither re-raises what
-// was reported nor misses a resolve, and its detectors and learned levels
-// are warm at once.
+// detector, every service's load-score smoothing and hysteresis and its
+// ceiling controller (PID). The leader saves a share of the baselines and
+// detectors every cycle and the scores and controllers whole; a replica
+// taking over restores it before its first cycle, so it neither re-raises
+// what was reported nor misses a resolve, its detectors and learned levels
+// are warm at once, and its next scores and recommendations are the ones
+// the old leader would have computed. State older than max_age is not
+// restored. Evaluator.AlertLevelsInForce shows, per service, the alert
+// levels in force, where each comes from and the baseline behind learned
+// ones (the engine API and the service page show them).
 //
 // With Options.Levels a cycle also compares every service's p99 latency and
 // error ratio with its alert levels and emits level_crossed and

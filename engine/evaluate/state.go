@@ -219,13 +219,18 @@ func DefaultStateOptions() StateOptions { return StateOptions{Every: 30, MaxAge:
 //
 // Cost, for 1,000 services each with a baseline and a downstream detector
 // whose daily and weekly profiles are full (about 7.6 KB a row, 15 MB in
-// all), on this loaded 2-vCPU machine (go test -run XXX -bench
-// BenchmarkState -benchmem -cpu 1,2 ./engine/evaluate): Every 30 writes
-// about 68 rows and 0.5 MB per cycle in 16-21 ms to SQLite, 21-31 ms to
-// PostgreSQL (2.8-4.1 MB allocated); Every 1 writes the whole state, 0.23-0.32
-// s to SQLite and 0.66-0.73 s to PostgreSQL per cycle. A takeover restores
-// all of it in 0.17-0.24 s (BenchmarkStateRestore; 169 MB allocated once,
-// mostly the restored sketches and profiles themselves).
+// all), a load score and a ceiling controller, on this loaded 2-vCPU
+// machine (go test -run XXX -bench BenchmarkState -benchmem -cpu 1,2
+// ./engine/evaluate): Every 30 writes about 69 rows and 0.74 MB per cycle
+// (0.51 MB before the scores and controllers: they add 2 rows and 231 KB,
+// encoded in 1.1-1.3 ms, BenchmarkStateControl) in 12-29 ms to SQLite,
+// 30-58 ms to PostgreSQL (2.9-4.8 MB allocated); the time the two rows add
+// is within the noise of runs side by side at a load average of 8-9 (the
+// same runs without them: 12-30 ms and 34-160 ms). Every 1 writes the
+// whole state, 0.2-0.5 s to SQLite and 0.7-2 s to PostgreSQL per cycle.
+// A takeover restores all of it in 0.2-0.8 s (BenchmarkStateRestore; 170
+// MB allocated once, 169 MB without the scores and controllers, mostly
+// the restored sketches and profiles themselves).
 //
 // Save and Restore must run on the goroutine that runs the Evaluator's
 // Tick (between ticks).
