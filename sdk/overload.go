@@ -41,9 +41,10 @@ import (
 // wait at least 5 x Target to run (Little's law: their number over the rate
 // at which goroutines were scheduled in the window), the window counts at
 // once, and its error is the larger of the two estimates.
-// A stall is not such a window: the process's CPUs idle through it. A run
-// queue that long also counts a window in which the process got less than
-// half of its CPUs: the queue is its own work, and refusing drains it. While
+// A stall is not such a window: the process's CPUs idle through it. Once
+// the throttle is on, a run queue that long also counts a window in which
+// the process got less than half of its CPUs: the queue is its own work,
+// and refusing drains it. While
 // the run queue stays that long, windows are half as long, so a spike
 // reaches the higher classes within a few tenths of a second. Each window
 // below Target gives back in proportion to how far below it the latency is
@@ -90,10 +91,11 @@ type SchedSource interface {
 // CPUTimeSource is implemented by a SchedSource that can also tell how much
 // CPU time the process has used (cumulative; ok false when unknown). With
 // it, a window counts as slow only when the process itself kept its CPUs
-// busy (at least half of GOMAXPROCS over the window) or has a long run queue
-// (RunQueueSource): a process whose goroutines wait because other processes
-// hold the machine's CPUs gains nothing by refusing its own work, and the
-// throttle then gives back its level as if the window had been quick.
+// busy (at least half of GOMAXPROCS over the window) or, once the throttle is
+// on, has a long run queue (RunQueueSource): a process whose goroutines wait
+// because other processes hold the machine's CPUs gains nothing by refusing
+// its own work, and the throttle then gives back its level as if the window
+// had been quick.
 type CPUTimeSource interface {
 	ReadCPUTime() (used time.Duration, ok bool)
 }
@@ -291,9 +293,11 @@ func (t *throttle) roll(now int64) uint64 {
 // window just under the target during an overload gives back little and a
 // quiet CPU clears the level in about a second. A long run queue (at least
 // onsetQueue targets) makes the error the larger of the latency's and the
-// queue's, and makes the window the process's own overload even when it
-// used less than minBusy of its CPUs: the queue is its own work, whatever
-// share of the machine it gets. From level 0 the level rises only on the
+// queue's and, once the throttle is on, makes the window the process's own
+// overload even when it used less than minBusy of its CPUs: the queue is its
+// own work, whatever share of the machine it gets (from level 0 such a
+// window does not count: other processes taking the CPUs for a moment are
+// no reason to start refusing). From level 0 the level rises only on the
 // second slow window in a row, or on the first with a long queue in which
 // the process kept onsetBusy of its CPUs busy. It reports whether the run
 // queue was long and the level is still below its maximum: the next window
@@ -307,7 +311,7 @@ func (t *throttle) adjust(lat float64, n uint64, share, q float64) bool {
 	if long {
 		e = max(e, (q-t.target)/t.target)
 	}
-	if e > 0 && share >= 0 && share < minBusy && !long {
+	if e > 0 && share >= 0 && share < minBusy && (!long || t.level == 0) {
 		e = notOurs // the CPUs are taken by others: refusing does not help
 	}
 	if e > 0 {

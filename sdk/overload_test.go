@@ -376,32 +376,36 @@ func TestThrottleReleasesGradually(t *testing.T) {
 }
 
 // TestThrottleLongRunQueueIsTheProcesssOwn: a process that gets only 30% of
-// its CPUs from a busy machine does not count its slow windows while its
-// run queue is short (its goroutines wait for the machine, not for each
-// other), and does once its own runnable goroutines are a long wait: from
-// the second such window it refuses, and it keeps refusing while the queue
-// stays, though it is still starved.
+// its CPUs from a busy machine does not start refusing on slow windows,
+// whether its run queue is short or long: other processes taking the CPUs
+// for a while are no reason to. Once an overload started the throttle, a
+// long run queue keeps it on though the process is starved (the queue is
+// its own work, and refusing drains it), where a short one gives back.
 func TestThrottleLongRunQueueIsTheProcesssOwn(t *testing.T) {
 	o := newOnsetThrottled(t, governor.OverloadOptions{})
 	o.quiet(t, 3)
-	for range 10 {
-		o.step(t, 100*time.Millisecond, 200*time.Millisecond, 0.3, 20, 1)
-	}
-	if l := o.level(); l != 0 {
-		t.Fatalf("level %v while starved with a short run queue, want 0", l)
-	}
-	// 400 runnable at 2,000 wake-ups a second: a 200ms queue.
-	o.step(t, 100*time.Millisecond, 200*time.Millisecond, 0.3, 400, 1)
-	if l := o.level(); l != 0 {
-		t.Fatalf("level %v after one starved window, want 0 (a single window acts only with busy CPUs)", l)
-	}
-	prev := 0.0
-	for w := range 6 {
-		o.step(t, 100*time.Millisecond, 200*time.Millisecond, 0.3, 400, 1)
-		l := o.level()
-		if l <= prev && l < 3 {
-			t.Fatalf("starved window %d with a long run queue: level %v after %v, want it rising", w+2, l, prev)
+	for _, runnable := range []uint64{20, 400} { // 10ms and 200ms queues
+		for range 10 {
+			o.step(t, 100*time.Millisecond, 200*time.Millisecond, 0.3, runnable, 1)
 		}
-		prev = l
+		if l := o.level(); l != 0 {
+			t.Fatalf("level %v while starved with %d runnable, want 0", l, runnable)
+		}
+	}
+	o.step(t, 100*time.Millisecond, 200*time.Millisecond, 1, 400, 1) // a busy window: the onset
+	start := o.level()
+	if start == 0 {
+		t.Fatal("a busy window with a long run queue did not start the throttle")
+	}
+	for w := range 3 {
+		o.step(t, 100*time.Millisecond, 200*time.Millisecond, 0.3, 400, 1)
+		if l := o.level(); l < start || (l == start && l < 3) {
+			t.Fatalf("starved window %d with a long run queue: level %v after %v, want it rising", w+1, l, start)
+		}
+		start = o.level()
+	}
+	o.step(t, 100*time.Millisecond, 200*time.Millisecond, 0.3, 20, 1)
+	if l := o.level(); l >= start {
+		t.Fatalf("starved window with a short run queue: level %v after %v, want a cut", l, start)
 	}
 }

@@ -251,8 +251,10 @@ func (sv *server) trace(ctx context.Context) {
 	ov, _ := sv.lim.(interface {
 		Overload() (float64, time.Duration)
 	})
-	var levels []byte
+	var levels, ticks []byte
 	var runnable uint64 // the most goroutines runnable at a tick this second
+	tick := newSchedLatency()
+	lastTick := time.Now()
 	select {
 	case <-sv.started:
 	case <-ctx.Done():
@@ -273,7 +275,23 @@ func (sv *server) trace(ctx context.Context) {
 				sv.mu.Unlock()
 			}
 			if sv.traced {
-				runnable = max(runnable, sched.runnable())
+				r := sched.runnable()
+				runnable = max(runnable, r)
+				// What the throttle reads per window: the mean latency and
+				// the run queue's wait by Little's law, in ms.
+				mean, _, n := tick.window()
+				now := time.Now()
+				q := 0.0
+				if n > 0 {
+					q = float64(r) * now.Sub(lastTick).Seconds() / float64(n) * 1e3
+				}
+				lastTick = now
+				if len(ticks) > 0 {
+					ticks = append(ticks, '/')
+				}
+				ticks = strconv.AppendFloat(ticks, mean.Seconds()*1e3, 'f', 0, 64)
+				ticks = append(ticks, ':')
+				ticks = strconv.AppendFloat(ticks, q, 'f', 0, 64)
 			}
 			if sv.traced && ov != nil {
 				level, _ := ov.Overload()
@@ -284,9 +302,9 @@ func (sv *server) trace(ctx context.Context) {
 			}
 			if sv.traced && n%10 == 0 {
 				cpu := processCPU()
-				sv.logSecond(lim, cpu-lastCPU, sched, runnable, levels)
+				sv.logSecond(lim, cpu-lastCPU, sched, runnable, levels, ticks)
 				lastCPU = cpu
-				levels, runnable = levels[:0], 0
+				levels, ticks, runnable = levels[:0], ticks[:0], 0
 			}
 		case <-ctx.Done():
 			return
@@ -295,7 +313,7 @@ func (sv *server) trace(ctx context.Context) {
 }
 
 // logSecond prints and resets one second of trace counts.
-func (sv *server) logSecond(lim int, cpu time.Duration, sched *schedLatency, runnable uint64, levels []byte) {
+func (sv *server) logSecond(lim int, cpu time.Duration, sched *schedLatency, runnable uint64, levels, ticks []byte) {
 	tr := &sv.tr
 	n, pre, preMax, dead := tr.n.Swap(0), tr.preSum.Swap(0), tr.preMax.Swap(0), tr.dead.Swap(0)
 	ref, refSum, adm, hand, burn := tr.refused.Swap(0), tr.refSum.Swap(0), tr.admitted.Swap(0), tr.handSum.Swap(0), tr.burnSum.Swap(0)
@@ -317,10 +335,10 @@ func (sv *server) logSecond(lim int, cpu time.Duration, sched *schedLatency, run
 		level, lat := o.Overload()
 		throttle = fmt.Sprintf(" throttle=%.2f throttle_runq=%.1fms throttle_refused=%d throttle_levels=%s", level, lat.Seconds()*1e3, tr.overload.Swap(0), levels)
 	}
-	fmt.Fprintf(os.Stderr, "t=%.1fs limit=%d inflight=%d handled=%d pre_mean=%.1fms pre_max=%.1fms dead=%d admitted=%d handler_mean=%.1fms refused=%d refused_mean=%.3fms cpu=%.0fms burn=%.0fms overhead=%.0fus/req runq_mean=%.2fms runq_p99=%.1fms runnable_max=%d%s\n",
+	fmt.Fprintf(os.Stderr, "t=%.1fs limit=%d inflight=%d handled=%d pre_mean=%.1fms pre_max=%.1fms dead=%d admitted=%d handler_mean=%.1fms refused=%d refused_mean=%.3fms cpu=%.0fms burn=%.0fms overhead=%.0fus/req runq_mean=%.2fms runq_p99=%.1fms runnable_max=%d ticks_ms=%s%s\n",
 		sv.elapsed().Seconds(), lim, sv.inflight.Load(), n, mean(pre, n), float64(preMax)/1e6, dead,
 		adm, mean(hand, adm), ref, mean(refSum, ref), float64(cpu)/1e6, float64(burn)/1e6, over,
-		runq.Seconds()*1e3, runq99.Seconds()*1e3, runnable, throttle)
+		runq.Seconds()*1e3, runq99.Seconds()*1e3, runnable, ticks, throttle)
 }
 
 // schedLatency reads Go's /sched/latencies:seconds (time goroutines spent
@@ -352,15 +370,20 @@ func (l *schedLatency) runnable() uint64 {
 // second returns the mean and the 99th percentile (bucket upper bound) of
 // the scheduling latencies since the previous call.
 func (l *schedLatency) second() (mean, p99 time.Duration) {
+	mean, p99, _ = l.window()
+	return mean, p99
+}
+
+// window is second with the number of wake-ups.
+func (l *schedLatency) window() (mean, p99 time.Duration, total uint64) {
 	metrics.Read(l.sample)
 	if l.sample[0].Value.Kind() != metrics.KindFloat64Histogram {
-		return 0, 0
+		return 0, 0, 0
 	}
 	h := l.sample[0].Value.Float64Histogram()
 	if len(l.last) != len(h.Counts) {
 		l.last = make([]uint64, len(h.Counts))
 	}
-	var total uint64
 	var sum float64
 	d := make([]uint64, len(h.Counts))
 	for i, c := range h.Counts {
@@ -377,7 +400,7 @@ func (l *schedLatency) second() (mean, p99 time.Duration) {
 		sum += float64(d[i]) * (lo + hi) / 2
 	}
 	if total == 0 {
-		return 0, 0
+		return 0, 0, 0
 	}
 	var seen uint64
 	for i, c := range d {
@@ -391,7 +414,7 @@ func (l *schedLatency) second() (mean, p99 time.Duration) {
 			break
 		}
 	}
-	return time.Duration(sum / float64(total) * 1e9), p99
+	return time.Duration(sum / float64(total) * 1e9), p99, total
 }
 
 // processCPU is the process's user and system CPU time so far.
