@@ -25,8 +25,8 @@ const (
 	InFlight Signal = "inflight"
 	// Limit is the current concurrency limit (summed like InFlight).
 	Limit Signal = "limit"
-	// ShedRatio is the share of offered requests refused: shed, rate limited
-	// or timed out in the queue.
+	// ShedRatio is the share of offered requests refused: shed, rate
+	// limited, timed out in the queue or refused for the caller's deadline.
 	ShedRatio Signal = "shed_ratio"
 	// QueueDelayP99 is the p99 of the time spent queued before admission.
 	QueueDelayP99 Signal = "queue_delay_p99"
