@@ -52,8 +52,9 @@ func fillFleet(b *testing.B, db *embedded.DB, services, instances int) {
 }
 
 // BenchmarkRead is one Read of 200 services x 10 instances from the
-// embedded store, through the shared queries and through one query per
-// signal.
+// embedded store: the shared rate queries evaluated from the store's
+// samples (series), the shared queries all sent as PromQL (shared), and one
+// query per signal (per_signal).
 func BenchmarkRead(b *testing.B) {
 	db, err := embedded.Open(embedded.Options{})
 	if err != nil {
@@ -62,14 +63,21 @@ func BenchmarkRead(b *testing.B) {
 	defer db.Close()
 	fillFleet(b, db, 200, 10)
 	at := sharedT0.Add(5 * time.Minute)
-	for _, perSignal := range []bool{false, true} {
-		r, err := signals.NewReader(db, signals.ReaderOptions{MaxAge: -1, PerSignal: perSignal})
+	for _, c := range []struct {
+		name      string
+		src       signals.Source
+		perSignal bool
+	}{
+		{"series", db, false},
+		{"shared", promqlOnly{db}, false},
+		{"per_signal", db, true},
+	} {
+		r, err := signals.NewReader(c.src, signals.ReaderOptions{MaxAge: -1, PerSignal: c.perSignal})
 		if err != nil {
 			b.Fatal(err)
 		}
 		for _, scope := range []signals.Scope{signals.PerService, signals.PerInstance} {
-			name := map[bool]string{false: "shared", true: "per_signal"}[perSignal] + "/" + scope.String()
-			b.Run(name, func(b *testing.B) {
+			b.Run(c.name+"/"+scope.String(), func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
 					if _, err := r.Read(context.Background(), at, scope); err != nil {

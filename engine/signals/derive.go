@@ -118,12 +118,16 @@ func derive(sigs []Signal, got [numShared]sharedAnswer, scope Scope) []answer {
 		reqOrder  []group
 		warned    [numShared]bool
 		latencies *latencySums
+		queue     *latencySums
 	)
 	if a := got[sharedRequests]; a.err == nil && a.res != nil && a.res.Type == TypeVector {
 		reqs, reqOrder = requestTotals(a.res, scope)
 	}
 	if a := got[sharedLatency]; a.err == nil && a.res != nil && a.res.Type == TypeVector {
 		latencies = latencyBuckets(a.res, scope)
+	}
+	if a := got[sharedQueue]; a.err == nil && a.res != nil && a.res.Type == TypeVector {
+		queue = latencyBuckets(a.res, scope)
 	}
 	for _, s := range sigs {
 		a := answer{sig: s}
@@ -146,8 +150,11 @@ func derive(sigs []Signal, got [numShared]sharedAnswer, scope Scope) []answer {
 			if !warned[q] {
 				warned[q] = true
 				a.res.Warnings = append(a.res.Warnings, got[q].res.Warnings...)
-				if q == sharedLatency {
+				switch q {
+				case sharedLatency:
 					a.res.Warnings = append(a.res.Warnings, latencies.warnings...)
+				case sharedQueue:
+					a.res.Warnings = append(a.res.Warnings, queue.warnings...)
 				}
 			}
 		}
@@ -171,6 +178,12 @@ func derive(sigs []Signal, got [numShared]sharedAnswer, scope Scope) []answer {
 			}
 			var forced string
 			a.res.Samples, forced = latencies.quantile(q, at(got[sharedLatency].res.Samples))
+			if forced != "" {
+				a.res.Warnings = append(a.res.Warnings, forced)
+			}
+		case QueueDelayP99:
+			var forced string
+			a.res.Samples, forced = queue.quantile(0.99, at(got[sharedQueue].res.Samples))
 			if forced != "" {
 				a.res.Warnings = append(a.res.Warnings, forced)
 			}

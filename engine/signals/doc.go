@@ -14,16 +14,28 @@
 // override.
 //
 // From a PromQLSource (both implementations) Read does not send one query per
-// signal: the signals whose templates are the defaults are derived from four
-// shared queries (requests by class and outcome, errors, latency buckets by
-// le, and CPU and memory joined to their services once), so each series is
-// selected and decoded once per Read rather than once per signal that uses
-// it. Ratios and quantiles are computed in Go from the summed rates exactly
+// signal: the signals whose templates are the defaults are derived from five
+// shared queries (requests by class and outcome, errors, latency buckets and
+// queue delay buckets by le, and CPU and memory joined to their services
+// once), so each series is selected and decoded once per Read rather than
+// once per signal that uses it. Ratios and quantiles are computed in Go from the summed rates exactly
 // as the templates compute them (the numerator falls back to zero, 0/0 is
 // unknown, histogram_quantile is Prometheus's BucketQuantile). An overridden
 // template is always sent as written, and ReaderOptions.PerSignal sends every
 // template; the results are the same up to floating-point summation order.
 // Reader.Query renders the templates.
+//
+// From a SeriesSource (the embedded store) the Reader does not send the
+// four shared rate queries, nor the default in-flight, limit and freshness
+// templates, through the PromQL engine at all: it reads the selected series'
+// samples from the store and computes rate() (PromQL's extrapolation and
+// counter-reset handling, step by step), the instant selectors' newest
+// sample within the lookback, and the sums and maxima itself, in the
+// engine's order, so the answers are the engine's to the bit (checked
+// against it on seeded fleets with counter resets, gaps, stale markers, NaN
+// values and missing series, and fuzzed). A query whose series hold native
+// histogram samples falls back to the engine; the process join and every
+// overridden template always go to it.
 //
 // A signal that cannot be known is reported as unknown with a Status saying
 // why (no series, NaN or infinite, stale, query failed); it is never reported

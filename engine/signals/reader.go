@@ -147,26 +147,37 @@ func (r *Reader) Read(ctx context.Context, at time.Time, scope Scope, services .
 		wg  sync.WaitGroup
 		sem = make(chan struct{}, r.opts.Concurrency)
 	)
-	run := func(q string, done func(*Result, error)) {
+	run := func(ask func() (*Result, error), done func(*Result, error)) {
 		wg.Go(func() {
 			sem <- struct{}{}
-			res, err := r.src.Query(ctx, q, at)
+			res, err := ask()
 			<-sem
 			done(res, err)
 		})
 	}
-	derived, err := r.readShared(data, scope, run)
+	derived, err := r.readShared(ctx, at, data, scope, services, run)
 	if err != nil {
 		wg.Wait()
 		return nil, fmt.Errorf("%w: shared query: %v", ErrInvalidOption, err)
 	}
+	series, _ := r.src.(SeriesSource)
 	for _, s := range r.plan.own {
 		q, err := render(r.tmpl[s], data)
 		if err != nil {
 			wg.Wait()
 			return nil, fmt.Errorf("%w: templates.%s: %v", ErrInvalidOption, s, err)
 		}
-		run(q, func(res *Result, err error) {
+		ask := func() (*Result, error) { return r.src.Query(ctx, q, at) }
+		if gq, ok := ownGauges[s]; ok && series != nil && !r.opts.PerSignal && !r.overridden(s) {
+			ask = func() (*Result, error) {
+				res, err := gq.eval(ctx, series, services, scope, at)
+				if errors.Is(err, ErrNotFloat) {
+					return r.src.Query(ctx, q, at)
+				}
+				return res, err
+			}
+		}
+		run(ask, func(res *Result, err error) {
 			mu.Lock()
 			answers = append(answers, answer{sig: s, res: res, err: err})
 			mu.Unlock()
@@ -175,6 +186,12 @@ func (r *Reader) Read(ctx context.Context, at time.Time, scope Scope, services .
 	wg.Wait()
 	answers = append(answers, derived()...)
 	return r.assemble(at, scope, answers)
+}
+
+// overridden reports whether configuration overrides the template of s.
+func (r *Reader) overridden(s Signal) bool {
+	_, ok := r.opts.Templates[s]
+	return ok
 }
 
 func (r *Reader) assemble(at time.Time, scope Scope, answers []answer) (*Snapshot, error) {

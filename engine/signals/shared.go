@@ -1,9 +1,12 @@
 package signals
 
 import (
+	"context"
+	"errors"
 	"maps"
 	"slices"
 	"text/template"
+	"time"
 )
 
 // PromQLSource is a Source that evaluates any PromQL expression, as a
@@ -37,6 +40,9 @@ const (
 	// both and told apart by the governor_signal label. A join the templates
 	// would refuse (one target under two services) fails both signals.
 	sharedProcess
+	// sharedQueue is the rate of the queue delay buckets by scope and le:
+	// the queue delay p99.
+	sharedQueue
 	numShared
 )
 
@@ -44,6 +50,7 @@ var sharedTemplates = [numShared]string{
 	sharedRequests: `sum by ({{.By}}, class, outcome) (rate(governor_sdk_requests_total{ {{.Selector}} }[{{.Window}}]))`,
 	sharedErrors:   `sum by ({{.By}}) (rate(governor_sdk_request_errors_total{ {{.Selector}} }[{{.Window}}]))`,
 	sharedLatency:  `sum by ({{.By}}, le) (rate(governor_sdk_request_duration_seconds_bucket{ {{.Selector}} }[{{.Window}}]))`,
+	sharedQueue:    `sum by ({{.By}}, le) (rate(governor_sdk_queue_delay_seconds_bucket{ {{.Selector}} }[{{.Window}}]))`,
 	sharedProcess: `avg by ({{.By}}, governor_signal) (
   (
     label_replace(rate(process_cpu_seconds_total[{{.Window}}]), "governor_signal", "cpu", "", "")
@@ -63,6 +70,7 @@ var sharedNeeds = map[Signal][]sharedQuery{
 	ErrorRatio:       {sharedRequests, sharedErrors},
 	LatencyP50:       {sharedLatency},
 	LatencyP99:       {sharedLatency},
+	QueueDelayP99:    {sharedQueue},
 	CPU:              {sharedProcess},
 	Memory:           {sharedProcess},
 }
@@ -90,7 +98,7 @@ func newPlan(tmpl templateSet, overrides map[Signal]string, perSignal bool) (pla
 			if p.shared[q] != nil {
 				continue
 			}
-			t, err := template.New("shared").Option("missingkey=error").Parse(sharedTemplates[q])
+			t, err := parseShared(q)
 			if err != nil {
 				return plan{}, err
 			}
@@ -100,6 +108,10 @@ func newPlan(tmpl templateSet, overrides map[Signal]string, perSignal bool) (pla
 	return p, nil
 }
 
+func parseShared(q sharedQuery) (*template.Template, error) {
+	return template.New("shared").Option("missingkey=error").Parse(sharedTemplates[q])
+}
+
 // sharedAnswer is the outcome of one shared query.
 type sharedAnswer struct {
 	res *Result
@@ -107,10 +119,14 @@ type sharedAnswer struct {
 }
 
 // readShared runs the plan's shared queries through run, which bounds
-// concurrency, and derives the answers of the plan's derived signals.
-func (r *Reader) readShared(data TemplateData, scope Scope,
-	run func(q string, done func(*Result, error))) (func() []answer, error) {
+// concurrency, and derives the answers of the plan's derived signals. From
+// a SeriesSource the rate queries are evaluated here (see rateQuery.eval),
+// and sent to the source as PromQL only when a series holds native
+// histograms.
+func (r *Reader) readShared(ctx context.Context, at time.Time, data TemplateData, scope Scope, services []string,
+	run func(ask func() (*Result, error), done func(*Result, error))) (func() []answer, error) {
 	var got [numShared]sharedAnswer
+	series, _ := r.src.(SeriesSource)
 	for q, t := range r.plan.shared {
 		if t == nil {
 			continue
@@ -119,7 +135,17 @@ func (r *Reader) readShared(data TemplateData, scope Scope,
 		if err != nil {
 			return nil, err
 		}
-		run(text, func(res *Result, err error) { got[q] = sharedAnswer{res: res, err: err} })
+		ask := func() (*Result, error) { return r.src.Query(ctx, text, at) }
+		if rq, ok := sharedRates[sharedQuery(q)]; ok && series != nil {
+			ask = func() (*Result, error) {
+				res, err := rq.eval(ctx, series, services, scope, r.opts.Window, at)
+				if errors.Is(err, ErrNotFloat) {
+					return r.src.Query(ctx, text, at)
+				}
+				return res, err
+			}
+		}
+		run(ask, func(res *Result, err error) { got[q] = sharedAnswer{res: res, err: err} })
 	}
 	return func() []answer { return derive(r.plan.derived, got, scope) }, nil
 }

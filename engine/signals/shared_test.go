@@ -210,9 +210,10 @@ func countContaining(ws []string, part string) int {
 }
 
 // recording is a PromQLSource in front of the store that records the queries
-// and fails those containing failOn.
+// and fails those containing failOn. It hides the store's SeriesSource side,
+// so every shared query is sent as PromQL.
 type recording struct {
-	*embedded.DB
+	signals.PromQLSource
 	failOn string
 	mu     sync.Mutex
 	asked  []string
@@ -225,7 +226,7 @@ func (r *recording) Query(ctx context.Context, q string, at time.Time) (*signals
 	if r.failOn != "" && strings.Contains(q, r.failOn) {
 		return nil, errors.New("boom")
 	}
-	return r.DB.Query(ctx, q, at)
+	return r.PromQLSource.Query(ctx, q, at)
 }
 
 func TestSharedQueryPlan(t *testing.T) {
@@ -239,16 +240,16 @@ func TestSharedQueryPlan(t *testing.T) {
 		failed    []signals.Signal
 		notFailed []signals.Signal
 	}{
-		{name: "shared", queries: 4 + 4},
+		{name: "shared", queries: 5 + 3},
 		{name: "per signal", opts: signals.ReaderOptions{PerSignal: true}, queries: 12},
 		{name: "overridden request rate keeps its template",
 			opts:    signals.ReaderOptions{Templates: map[signals.Signal]string{signals.RequestRate: `sum by ({{.By}}) (rate(governor_sdk_requests_total{ {{.Selector}}outcome="admitted"}[{{.Window}}]))`}},
-			queries: 4 + 5},
+			queries: 5 + 4},
 		{name: "overridden latency drops the latency query",
 			opts: signals.ReaderOptions{Templates: map[signals.Signal]string{
 				signals.LatencyP50: `histogram_quantile(0.5, sum by ({{.By}}, le) (rate(governor_sdk_queue_delay_seconds_bucket{ {{.Selector}} }[{{.Window}}])))`,
 				signals.LatencyP99: `histogram_quantile(0.99, sum by ({{.By}}, le) (rate(governor_sdk_queue_delay_seconds_bucket{ {{.Selector}} }[{{.Window}}])))`}},
-			queries: 3 + 6},
+			queries: 4 + 5},
 		{name: "failed requests query fails what derives from it", failOn: "class, outcome", queries: 8,
 			failed:    []signals.Signal{signals.RequestRate, signals.ErrorRatio, signals.ShedRatio, signals.ShedRatioByClass},
 			notFailed: []signals.Signal{signals.LatencyP99, signals.InFlight}},
@@ -260,7 +261,7 @@ func TestSharedQueryPlan(t *testing.T) {
 			notFailed: []signals.Signal{signals.RequestRate, signals.LatencyP50}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			src := &recording{DB: db, failOn: tt.failOn}
+			src := &recording{PromQLSource: db, failOn: tt.failOn}
 			tt.opts.MaxAge = -1
 			r, err := signals.NewReader(src, tt.opts)
 			require.NoError(t, err)

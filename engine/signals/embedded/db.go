@@ -89,6 +89,12 @@ type DB struct {
 	db     *tsdb.DB
 	engine *promql.Engine
 	qopts  promql.QueryOpts
+	// timeout bounds one query, SelectFloats and SelectLatest included.
+	timeout time.Duration
+	// lookback is how far back SelectLatest looks, as instant selectors do.
+	lookback time.Duration
+	// recent keeps the newest samples of the series the reader reads.
+	recent *recent
 	dir    string
 	tmpDir bool
 }
@@ -137,16 +143,25 @@ func Open(opts Options) (*DB, error) {
 		Parser:               parser.NewParser(parser.Options{}),
 	})
 	return &DB{
-		db:     db,
-		engine: engine,
-		qopts:  promql.NewPrometheusQueryOpts(false, opts.LookbackDelta, nil),
-		dir:    dir,
-		tmpDir: tmp,
+		db:       db,
+		engine:   engine,
+		qopts:    promql.NewPrometheusQueryOpts(false, opts.LookbackDelta, nil),
+		timeout:  opts.QueryTimeout,
+		lookback: opts.LookbackDelta,
+		recent:   newRecent(),
+		dir:      dir,
+		tmpDir:   tmp,
 	}, nil
 }
 
-// Appender returns a TSDB appender.
-func (d *DB) Appender(ctx context.Context) storage.Appender { return d.db.Appender(ctx) }
+// Appender returns a TSDB appender. What it commits of the metrics the
+// signal reader reads is also kept in the recent-samples cache (see
+// SelectFloats).
+func (d *DB) Appender(ctx context.Context) storage.Appender {
+	return &recentAppender{Appender: d.db.Appender(ctx), r: d.recent, headMin: d.headMin}
+}
+
+func (d *DB) headMin() int64 { return d.db.Head().MinTime() }
 
 // Querier gives raw access to the stored series.
 func (d *DB) Querier(mint, maxt int64) (storage.Querier, error) { return d.db.Querier(mint, maxt) }

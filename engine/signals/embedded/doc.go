@@ -2,7 +2,10 @@
 // pulls the /metrics of configured targets, an in-memory Prometheus TSDB with
 // bounded retention, and Prometheus's own PromQL engine to answer queries, so
 // the engine's signal queries behave the same here as against a real
-// Prometheus.
+// Prometheus. The DB is also a signals.SeriesSource (SelectFloats,
+// SelectLatest): the signal Reader reads the samples behind its most
+// frequent queries directly and computes what the engine would, at a
+// fraction of the engine's cost per series.
 //
 // The scraper follows Prometheus's conventions closely enough that the same
 // queries give the same answers: one goroutine per target, a per-scrape
