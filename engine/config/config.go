@@ -221,8 +221,12 @@ type Bands struct {
 
 // Guardrail tunes the before/after comparison.
 type Guardrail struct {
-	Window           time.Duration `yaml:"window"`
-	Settle           time.Duration `yaml:"settle"`
+	Window time.Duration `yaml:"window"`
+	Settle time.Duration `yaml:"settle"`
+	// Step is the spacing of the samples compared (default 10s). A multiple
+	// of Interval puts a cycle on every sample time, whose own signal read
+	// gives the guardrail its samples; the sample times between ticks are
+	// read from the metrics store instead (engine/guardrail, Reads).
 	Step             time.Duration `yaml:"step"`
 	MinSamples       int           `yaml:"min_samples"`
 	Alpha            float64       `yaml:"alpha"`
@@ -264,7 +268,7 @@ func Default() Config {
 			MinRequestRate: 1, Refresh: time.Minute},
 		State: State{Every: 30, MaxAge: time.Hour},
 		Bands: Bands{Default: Band{MaxChangePerHour: 0.1}},
-		Guardrail: Guardrail{Window: 5 * time.Minute, Settle: time.Minute, Step: 15 * time.Second, MinSamples: 10,
+		Guardrail: Guardrail{Window: 5 * time.Minute, Settle: time.Minute, Step: 10 * time.Second, MinSamples: 10,
 			Alpha: 0.05, ErrorTolerance: 0.01, LatencyTolerance: 0.25, GoodputTolerance: 0.2},
 		Demo: Demo{Instances: 2, Period: 90 * time.Second},
 	}

@@ -194,3 +194,16 @@ func TestRecommendAndAlertLevelKeys(t *testing.T) {
 		t.Fatalf("decoded %+v %+v", c.Recommend, c.AlertLevels)
 	}
 }
+
+// TestDefaultGuardrailStepOnTicks: the production guardrail step is a
+// multiple of the evaluation interval, so every grid point the guardrail
+// compares is a cycle's tick and needs no query of its own.
+func TestDefaultGuardrailStepOnTicks(t *testing.T) {
+	c := Default()
+	if c.Guardrail.Step%c.Interval != 0 {
+		t.Fatalf("guardrail.step %s is not a multiple of interval %s", c.Guardrail.Step, c.Interval)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -26,7 +26,9 @@
 // knob of the recommender, the open-proposal deadband
 // (recommend.open_deadband) and how often an open proposal's evidence alone
 // is revised (recommend.evidence_refresh, default 1m), guardrail.* the
-// guardrail's.
+// guardrail's (guardrail.step, default 10s, is best a multiple of interval:
+// then every sample time the guardrail compares is a cycle's, and costs no
+// query of its own).
 //
 // Dev mode (`-dev`, used by `make run`) changes the defaults for a demo that
 // shows something within a minute: embedded NATS, SQLite and metrics store,

@@ -87,9 +87,10 @@
 // from the store when a window needs them: the services missing the same
 // span of points together (one span per service, from its first missing
 // point to its last), one range query per metric for up to 200 services.
-// With ticks that do not fall on every grid point (the default 10 s
-// interval and 15 s Step: every other point) the others are read so, each
-// once, when a window first reaches them. The points are kept per service
+// With ticks that do not fall on every grid point (a Step that is not a
+// multiple of the interval, such as 15 s with 10 s ticks: every other point)
+// the others are read so, each once, when a window first reaches them; the
+// defaults (10 s interval, 10 s Step) read none. The points are kept per service
 // until no window can reach them (Window + Settle + MaxWait), which bounds
 // the memory to about that many Steps per service.
 //
