@@ -164,7 +164,7 @@ func cycleJSON(t *testing.T, res Result) string {
 	return string(b)
 }
 
-// TestStateControlTakeover runs whole cycles (Tick, 10 s apart, the clock
+// TestStateControlTakeover (SQLite, and PostgreSQL) runs whole cycles (Tick, 10 s apart, the clock
 // injected as the tick time) over six services whose load moves through the
 // hysteresis band and around the setpoint. Leader A runs 60 cycles and
 // saves its state after each. B restores it and then runs the same next 40
@@ -174,10 +174,17 @@ func cycleJSON(t *testing.T, res Result) string {
 // smoothing restarts, and it recommends nothing until it has MinScores
 // known scores.
 func TestStateControlTakeover(t *testing.T) {
+	testStateControlTakeover(t, SQLState{DB: stateSQLite(t)})
+}
+
+func TestStateControlTakeoverPostgres(t *testing.T) {
+	testStateControlTakeover(t, SQLState{DB: statePostgres(t)})
+}
+
+func testStateControlTakeover(t *testing.T, store StateStore) {
 	ctx := context.Background()
 	const services = 6
 	reader, versions := controlStores(t, services)
-	store := SQLState{DB: stateSQLite(t)}
 	a := newControlReplica(t, "a", reader, versions, store, 1)
 	at := benchT0.Add(2 * time.Minute)
 	tick := func(r controlReplica, i int) Result {
