@@ -44,9 +44,9 @@ import (
 // A stall is not such a window: the process's CPUs idle through it. Once
 // the throttle is on, a run queue that long also counts a window in which
 // the process got less than half of its CPUs: the queue is its own work,
-// and refusing drains it. While
-// the run queue stays that long, windows are half as long, so a spike
-// reaches the higher classes within a few tenths of a second. Each window
+// and refusing drains it (the level then moves on the latency alone). While
+// windows stay severe, they are half as long, so a spike reaches the higher
+// classes within a few tenths of a second. Each window
 // below Target gives back in proportion to how far below it the latency is
 // (at most 0.3 classes per window: a quiet CPU clears a full level in about
 // 1.3 s, 13 windows).
@@ -165,7 +165,7 @@ const (
 	minWakeups   = 8    // fewer in a window say nothing about the CPU
 	onsetBusy    = 0.8  // share of GOMAXPROCS the process must have used for one window to start the throttle
 	onsetQueue   = 5    // the run queue's wait, in targets, for one window to start the throttle
-	fastDiv      = 2    // windows are Window/fastDiv while the run queue is long
+	fastDiv      = 2    // windows are Window/fastDiv while they are severe
 	minWindow    = int64(10 * time.Millisecond)
 	defaultSched = 10 * time.Millisecond
 	defaultWin   = 100 * time.Millisecond
@@ -292,23 +292,26 @@ func (t *throttle) roll(now int64) uint64 {
 // classes per slow window and cutting by up to fallGain per quick one, so a
 // window just under the target during an overload gives back little and a
 // quiet CPU clears the level in about a second. A long run queue (at least
-// onsetQueue targets) makes the error the larger of the latency's and the
-// queue's and, once the throttle is on, makes the window the process's own
+// onsetQueue targets) in a window the process kept onsetBusy of its CPUs
+// busy (severe) makes the error the larger of the latency's and the
+// queue's; a long run queue alone, once the throttle is on, makes the
+// window the process's own
 // overload even when it used less than minBusy of its CPUs: the queue is its
 // own work, whatever share of the machine it gets (from level 0 such a
 // window does not count: other processes taking the CPUs for a moment are
 // no reason to start refusing). From level 0 the level rises only on the
 // second slow window in a row, or on the first with a long queue in which
-// the process kept onsetBusy of its CPUs busy. It reports whether the run
-// queue was long and the level is still below its maximum: the next window
-// is then shorter.
+// the process kept onsetBusy of its CPUs busy. It reports whether the
+// window was severe and the level is still below its maximum: the next
+// window is then shorter.
 func (t *throttle) adjust(lat float64, n uint64, share, q float64) bool {
 	if n < minWakeups {
 		lat, q = 0, 0 // a window with hardly any wake-ups has no queue
 	}
 	e := (lat - t.target) / t.target
 	long := q >= onsetQueue*t.target
-	if long {
+	severe := long && share >= onsetBusy
+	if severe {
 		e = max(e, (q-t.target)/t.target)
 	}
 	if e > 0 && share >= 0 && share < minBusy && (!long || t.level == 0) {
@@ -316,11 +319,11 @@ func (t *throttle) adjust(lat float64, n uint64, share, q float64) bool {
 	}
 	if e > 0 {
 		t.slow++
-		if t.slow < 2 && t.level == 0 && !(long && share >= onsetBusy) {
+		if t.slow < 2 && t.level == 0 && !severe {
 			return false
 		}
 		t.level = min(t.max, t.level+riseGain*min(e, maxErr))
-		return long && t.level < t.max
+		return severe && t.level < t.max
 	}
 	t.slow = 0
 	t.level += fallGain * e

@@ -409,3 +409,25 @@ func TestThrottleLongRunQueueIsTheProcesssOwn(t *testing.T) {
 		t.Fatalf("starved window with a short run queue: level %v after %v, want a cut", l, start)
 	}
 }
+
+// TestThrottleRunQueueSpeedsOnlyBusyWindows: the run queue's estimate
+// raises the level faster than the latency does only in a window the
+// process kept busy. On a machine that leaves the process 60% of its CPUs,
+// a burst of runnable goroutines after a stall (a 200ms estimate from a
+// handful of wake-ups) moves the level by the latency's error, not by a
+// class.
+func TestThrottleRunQueueSpeedsOnlyBusyWindows(t *testing.T) {
+	o := newOnsetThrottled(t, governor.OverloadOptions{})
+	o.quiet(t, 3)
+	for range 3 {
+		o.step(t, 100*time.Millisecond, 15*time.Millisecond, 0.6, 400, 1)
+	}
+	// 15ms against 10ms: +0.05 a window from the second slow one.
+	if l := o.level(); l < 0.09 || l > 0.11 {
+		t.Fatalf("level %v after three half-busy windows at 15ms with a long run queue, want 0.1", l)
+	}
+	o.step(t, 100*time.Millisecond, 15*time.Millisecond, 1, 400, 1)
+	if l := o.level(); l < 1 {
+		t.Fatalf("level %v after a busy window with a 200ms run queue, want at least 1", l)
+	}
+}
