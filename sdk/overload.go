@@ -38,7 +38,7 @@ import (
 // only when every other class is fully shed. A severe onset is acted on in
 // its first window: when the process kept at least 80% of its CPUs busy over
 // the window and the goroutines runnable at its end (RunQueueSource) would
-// wait at least 5 x Target to run (Little's law: their number over the rate
+// wait at least 20 x Target to run (Little's law: their number over the rate
 // at which goroutines were scheduled in the window), the window counts at
 // once, and its error is the larger of the two estimates.
 // A stall is not such a window: the process's CPUs idle through it. Once
@@ -164,7 +164,7 @@ const (
 	minBusy      = 0.5  // share of GOMAXPROCS the process must have used for a slow window to count
 	minWakeups   = 8    // fewer in a window say nothing about the CPU
 	onsetBusy    = 0.8  // share of GOMAXPROCS the process must have used for one window to start the throttle
-	onsetQueue   = 5    // the run queue's wait, in targets, for one window to start the throttle
+	onsetQueue   = 20   // the run queue's wait, in targets, for one window to start the throttle
 	fastDiv      = 2    // windows are Window/fastDiv while they are severe
 	minWindow    = int64(10 * time.Millisecond)
 	defaultSched = 10 * time.Millisecond

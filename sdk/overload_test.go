@@ -217,8 +217,8 @@ func newOnsetThrottled(t *testing.T, o governor.OverloadOptions) *onsetThrottled
 // process used share of its CPUs, leaves runnable goroutines waiting at its
 // end, and offers n requests of every class; it returns the share of each
 // class (critical, core, browse, batch) refused. 200 wake-ups in 100ms are
-// 2,000 a second, so 100 runnable goroutines are a 50ms queue (in a 50ms
-// window, a 25ms one).
+// 2,000 a second, so 400 runnable goroutines are a 200ms queue (in a 50ms
+// window, a 100ms one): 20 targets.
 func (o *onsetThrottled) step(t *testing.T, d, lat time.Duration, share float64, runnable uint64, n int) [4]float64 {
 	t.Helper()
 	o.src.used.Add(int64(float64(o.procs*d) * share))
@@ -267,18 +267,18 @@ func TestThrottleStartsWithinOneWindowOnASevereSpike(t *testing.T) {
 	o := newOnsetThrottled(t, governor.OverloadOptions{})
 	o.quiet(t, 5)
 	// The first window of the spike: the latency histogram has seen little
-	// of it yet (15ms), the run queue has: 600 runnable goroutines at 2,000
-	// wake-ups a second are a 300ms wait.
-	r := o.step(t, 100*time.Millisecond, 15*time.Millisecond, 1, 600, 200)
+	// of it yet (15ms), the run queue has: 1,000 runnable goroutines at
+	// 2,000 wake-ups a second are a 500ms wait.
+	r := o.step(t, 100*time.Millisecond, 15*time.Millisecond, 1, 1000, 200)
 	if l := o.level(); l < 1 || r[3] < 1 || r[2] != 0 || r[0] != 0 {
 		t.Fatalf("after the first window of a severe spike: level %v, refused %v; want all of batch refused at once", l, r)
 	}
 	// The next window ends after Window/2.
-	r = o.step(t, 50*time.Millisecond, 40*time.Millisecond, 1, 600, 200)
+	r = o.step(t, 50*time.Millisecond, 40*time.Millisecond, 1, 1000, 200)
 	if l := o.level(); l < 2 || r[2] < 1 {
 		t.Fatalf("50ms later: level %v, refused %v; want browse refused too", l, r)
 	}
-	r = o.step(t, 50*time.Millisecond, 80*time.Millisecond, 1, 600, 200)
+	r = o.step(t, 50*time.Millisecond, 80*time.Millisecond, 1, 1000, 200)
 	if l := o.level(); l != 3 || r != [4]float64{0, 1, 1, 1} {
 		t.Fatalf("200ms after the first window: level %v, refused %v; want every class but critical", l, r)
 	}
@@ -303,11 +303,11 @@ func TestThrottleOnsetNeedsBusyCPUsAndAQueue(t *testing.T) {
 		runnable uint64
 	}{
 		{"stall", 400 * time.Millisecond, 0.4, 40},
-		{"stall with a long queue after it", 300 * time.Millisecond, 0.6, 300},
+		{"stall with a long queue after it", 300 * time.Millisecond, 0.6, 800},
 		{"starved by other processes", 200 * time.Millisecond, 0.3, 20},
-		{"starved, with a long queue", 200 * time.Millisecond, 0.3, 400},
+		{"starved, with a long queue", 200 * time.Millisecond, 0.3, 800},
 		{"busy with a short queue", 60 * time.Millisecond, 1, 20},
-		{"busy, queue just under 5 targets", 60 * time.Millisecond, 1, 99},
+		{"busy, queue just under 20 targets", 60 * time.Millisecond, 1, 399},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -343,7 +343,7 @@ func TestThrottleReleasesGradually(t *testing.T) {
 	o := newOnsetThrottled(t, governor.OverloadOptions{})
 	o.quiet(t, 3)
 	for i := 0; i < 8 && o.level() < 3; i++ {
-		o.step(t, 50*time.Millisecond, 100*time.Millisecond, 1, 400, 1)
+		o.step(t, 50*time.Millisecond, 100*time.Millisecond, 1, 1000, 1)
 	}
 	if l := o.level(); l != 3 {
 		t.Fatalf("level %v after a severe onset, want 3", l)
@@ -384,7 +384,7 @@ func TestThrottleReleasesGradually(t *testing.T) {
 func TestThrottleLongRunQueueIsTheProcesssOwn(t *testing.T) {
 	o := newOnsetThrottled(t, governor.OverloadOptions{})
 	o.quiet(t, 3)
-	for _, runnable := range []uint64{20, 400} { // 10ms and 200ms queues
+	for _, runnable := range []uint64{20, 800} { // 10ms and 400ms queues
 		for range 10 {
 			o.step(t, 100*time.Millisecond, 200*time.Millisecond, 0.3, runnable, 1)
 		}
@@ -392,13 +392,13 @@ func TestThrottleLongRunQueueIsTheProcesssOwn(t *testing.T) {
 			t.Fatalf("level %v while starved with %d runnable, want 0", l, runnable)
 		}
 	}
-	o.step(t, 100*time.Millisecond, 200*time.Millisecond, 1, 400, 1) // a busy window: the onset
+	o.step(t, 100*time.Millisecond, 200*time.Millisecond, 1, 800, 1) // a busy window: the onset
 	start := o.level()
 	if start == 0 {
 		t.Fatal("a busy window with a long run queue did not start the throttle")
 	}
 	for w := range 3 {
-		o.step(t, 100*time.Millisecond, 200*time.Millisecond, 0.3, 400, 1)
+		o.step(t, 100*time.Millisecond, 200*time.Millisecond, 0.3, 800, 1)
 		if l := o.level(); l < start || (l == start && l < 3) {
 			t.Fatalf("starved window %d with a long run queue: level %v after %v, want it rising", w+1, l, start)
 		}
@@ -413,21 +413,20 @@ func TestThrottleLongRunQueueIsTheProcesssOwn(t *testing.T) {
 // TestThrottleRunQueueSpeedsOnlyBusyWindows: the run queue's estimate
 // raises the level faster than the latency does only in a window the
 // process kept busy. On a machine that leaves the process 60% of its CPUs,
-// a burst of runnable goroutines after a stall (a 200ms estimate from a
-// handful of wake-ups) moves the level by the latency's error, not by a
-// class.
+// a burst of runnable goroutines after a stall (a 400ms estimate) moves
+// the level by the latency's error, not by a class.
 func TestThrottleRunQueueSpeedsOnlyBusyWindows(t *testing.T) {
 	o := newOnsetThrottled(t, governor.OverloadOptions{})
 	o.quiet(t, 3)
 	for range 3 {
-		o.step(t, 100*time.Millisecond, 15*time.Millisecond, 0.6, 400, 1)
+		o.step(t, 100*time.Millisecond, 15*time.Millisecond, 0.6, 800, 1)
 	}
 	// 15ms against 10ms: +0.05 a window from the second slow one.
 	if l := o.level(); l < 0.09 || l > 0.11 {
 		t.Fatalf("level %v after three half-busy windows at 15ms with a long run queue, want 0.1", l)
 	}
-	o.step(t, 100*time.Millisecond, 15*time.Millisecond, 1, 400, 1)
+	o.step(t, 100*time.Millisecond, 15*time.Millisecond, 1, 800, 1)
 	if l := o.level(); l < 1 {
-		t.Fatalf("level %v after a busy window with a 200ms run queue, want at least 1", l)
+		t.Fatalf("level %v after a busy window with a 400ms run queue, want at least 1", l)
 	}
 }
