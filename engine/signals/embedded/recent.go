@@ -288,11 +288,33 @@ type recentAppender struct {
 	pending []pending
 }
 
+// pendingPool recycles the pending lists of finished appenders: a scrape
+// appends hundreds of samples.
+var pendingPool = sync.Pool{New: func() any { return new([]pending) }}
+
+func (a *recentAppender) add(p pending) {
+	if a.pending == nil {
+		a.pending = (*pendingPool.Get().(*[]pending))[:0]
+	}
+	a.pending = append(a.pending, p)
+}
+
+// release returns the pending list to the pool.
+func (a *recentAppender) release() {
+	if a.pending == nil {
+		return
+	}
+	clear(a.pending) // drop the label references
+	ps := a.pending[:0]
+	a.pending = nil
+	pendingPool.Put(&ps)
+}
+
 func (a *recentAppender) Append(ref storage.SeriesRef, l labels.Labels, t int64, v float64) (storage.SeriesRef, error) {
 	ref, err := a.Appender.Append(ref, l, t, v)
 	if err == nil {
 		if m := a.r.metric(l); m != nil {
-			a.pending = append(a.pending, pending{m: m, ref: ref, ls: l, t: t, v: v})
+			a.add(pending{m: m, ref: ref, ls: l, t: t, v: v})
 		}
 	}
 	return ref, err
@@ -301,7 +323,7 @@ func (a *recentAppender) Append(ref storage.SeriesRef, l labels.Labels, t int64,
 // invalidate marks the series of l as not answerable from the cache.
 func (a *recentAppender) invalidate(ref storage.SeriesRef, l labels.Labels, err error) {
 	if m := a.r.metric(l); m != nil && err == nil {
-		a.pending = append(a.pending, pending{m: m, ref: ref, ls: l, invalid: true})
+		a.add(pending{m: m, ref: ref, ls: l, invalid: true})
 	}
 }
 
@@ -345,11 +367,11 @@ func (a *recentAppender) Commit() error {
 		}
 	}
 	a.r.commit(a.pending, a.headMin())
-	a.pending = nil
+	a.release()
 	return err
 }
 
 func (a *recentAppender) Rollback() error {
-	a.pending = nil
+	a.release()
 	return a.Appender.Rollback()
 }
