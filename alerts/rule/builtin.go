@@ -21,7 +21,7 @@ func Builtin() []Rule {
 	}
 	// Shadow outcomes count a request a second time, so the denominator
 	// leaves them out.
-	const critShed = `sum by (service) (rate(governor_sdk_requests_total{class="critical",outcome=~"shed|rate_limited|queue_timeout"}[5m]))` +
+	const critShed = `sum by (service) (rate(governor_sdk_requests_total{class="critical",outcome=~"shed|rate_limited|queue_timeout|overload"}[5m]))` +
 		` / sum by (service) (rate(governor_sdk_requests_total{class="critical",outcome!~"shadow_.*"}[5m])) > 0.001`
 	return []Rule{
 		{Name: "GovernorLoadHigh", Expr: `governor_engine_load_score > 0.8`, Severity: alerts.P1,
@@ -30,7 +30,7 @@ func Builtin() []Rule {
 				`Smoothed load score {{ $value }} has stayed above 0.8 for 10 minutes.`)},
 		{Name: "GovernorCriticalShed", Expr: critShed, Severity: alerts.P0, For: 2 * time.Minute,
 			Annotations: ann("GovernorCriticalShed", `{{ $labels.service }} is refusing critical traffic`,
-				`Ratio {{ $value }} of critical requests shed, rate limited or timed out in the queue (above 0.1%).`)},
+				`Ratio {{ $value }} of critical requests shed, rate limited, timed out in the queue or refused by the overload throttle (above 0.1%).`)},
 		{Name: "GovernorBreakerOpen", Expr: `count by (service, downstream) (governor_sdk_breaker_state == 2) == 1`,
 			Severity: alerts.P2, For: time.Minute,
 			Annotations: ann("GovernorBreakerOpen", `{{ $labels.service }} breaker to {{ $labels.downstream }} open`,

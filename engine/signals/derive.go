@@ -64,9 +64,14 @@ func ratio(num, den sum) float64 {
 	return 0 * den.value() / den.value()
 }
 
-// refused is the set of outcomes the shed ratio counts.
+// refused reports whether the shed ratio counts outcome: one of
+// ShedOutcomes.
 func refused(outcome string) bool {
-	return outcome == "shed" || outcome == "rate_limited" || outcome == "queue_timeout" || outcome == "deadline"
+	switch outcome {
+	case "shed", "rate_limited", "queue_timeout", "deadline", "overload":
+		return true
+	}
+	return false
 }
 
 type classSums struct{ all, shed sum }

@@ -99,7 +99,7 @@ func openSeededStore(t testing.TB, seed uint64) (*embedded.DB, time.Time) {
 				return append([]string{"__name__", name, "job", "sdk", "service", svc, "instance", inst}, kv...)
 			}
 			for _, class := range []string{"critical", "batch", ""} {
-				for _, oc := range []string{"admitted", "shed", "rate_limited", "queue_timeout", "deadline", "exempt"} {
+				for _, oc := range []string{"admitted", "shed", "rate_limited", "queue_timeout", "deadline", "overload", "exempt"} {
 					if rng.IntN(3) == 0 {
 						continue
 					}

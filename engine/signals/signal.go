@@ -25,8 +25,9 @@ const (
 	InFlight Signal = "inflight"
 	// Limit is the current concurrency limit (summed like InFlight).
 	Limit Signal = "limit"
-	// ShedRatio is the share of offered requests refused: shed, rate
-	// limited, timed out in the queue or refused for the caller's deadline.
+	// ShedRatio is the share of offered requests refused: the outcomes
+	// of ShedOutcomes (shed, rate limited, timed out in the queue, refused
+	// for the caller's deadline or by the overload throttle).
 	ShedRatio Signal = "shed_ratio"
 	// QueueDelayP99 is the p99 of the time spent queued before admission.
 	QueueDelayP99 Signal = "queue_delay_p99"
@@ -128,3 +129,9 @@ func classify(s Signal, f float64) Value {
 	}
 	return KnownValue(f)
 }
+
+// ShedOutcomes is the PromQL alternation of the governor_sdk_requests_total
+// outcomes that ShedRatio counts as refused (docs/metrics.md). The engine's
+// derivation, its default templates and the web UI's shed chart all use it,
+// so they cannot disagree.
+const ShedOutcomes = "shed|rate_limited|queue_timeout|deadline|overload"

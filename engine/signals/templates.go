@@ -51,14 +51,14 @@ sum by ({{.By}}) (rate(governor_sdk_requests_total{ {{.Selector}}outcome="admitt
 		InFlight:   `sum by ({{.By}}) (governor_sdk_inflight{ {{.Selector}} })`,
 		Limit:      `sum by ({{.By}}) (governor_sdk_limit{ {{.Selector}} })`,
 		ShedRatio: `(
-  sum by ({{.By}}) (rate(governor_sdk_requests_total{ {{.Selector}}outcome=~"shed|rate_limited|queue_timeout|deadline"}[{{.Window}}]))
+  sum by ({{.By}}) (rate(governor_sdk_requests_total{ {{.Selector}}outcome=~"` + ShedOutcomes + `"}[{{.Window}}]))
   or
   0 * sum by ({{.By}}) (rate(governor_sdk_requests_total{ {{.Selector}} }[{{.Window}}]))
 )
 /
 sum by ({{.By}}) (rate(governor_sdk_requests_total{ {{.Selector}} }[{{.Window}}]))`,
 		ShedRatioByClass: `(
-  sum by ({{.By}}, class) (rate(governor_sdk_requests_total{ {{.Selector}}outcome=~"shed|rate_limited|queue_timeout|deadline"}[{{.Window}}]))
+  sum by ({{.By}}, class) (rate(governor_sdk_requests_total{ {{.Selector}}outcome=~"` + ShedOutcomes + `"}[{{.Window}}]))
   or
   0 * sum by ({{.By}}, class) (rate(governor_sdk_requests_total{ {{.Selector}} }[{{.Window}}]))
 )

@@ -40,8 +40,8 @@ func (s *Source) ServiceCharts(ctx context.Context, service string, span time.Du
 	}{
 		{model.SeriesChart{Title: "Admitted by class", Unit: "req/s", Of: "Class"}, "class",
 			`sum by (class) (rate(governor_sdk_requests_total{` + sel + `,outcome="admitted"}[` + w + `]))`, "governor_sdk_requests_total"},
-		{model.SeriesChart{Title: "Shed by class (shed, rate limited, queue timeout)", Unit: "req/s", Of: "Class"}, "class",
-			`sum by (class) (rate(governor_sdk_requests_total{` + sel + `,outcome=~"shed|rate_limited|queue_timeout"}[` + w + `]))`, "governor_sdk_requests_total"},
+		{model.SeriesChart{Title: "Refused by class (shed, rate limited, queue timeout, deadline, overload)", Unit: "req/s", Of: "Class"}, "class",
+			`sum by (class) (rate(governor_sdk_requests_total{` + sel + `,outcome=~"` + signals.ShedOutcomes + `"}[` + w + `]))`, "governor_sdk_requests_total"},
 		{model.SeriesChart{Title: "Breaker states", Of: "Downstream", Min: 0, Max: 2, Levels: BreakerLevels}, "downstream",
 			`max by (downstream) (governor_sdk_breaker_state{` + sel + `})`, "governor_sdk_breaker_state"},
 	}

@@ -94,7 +94,7 @@ func TestServiceChartsByClassAndBreakers(t *testing.T) {
 			{Labels: signals.Labels{"class": "critical"}, Points: pts(100, 110)},
 			{Labels: signals.Labels{"class": "vip"}, Points: pts(1, 1)},
 		}},
-		{`outcome=~"shed|rate_limited|queue_timeout"`, []signals.Series{
+		{`outcome=~"` + signals.ShedOutcomes + `"`, []signals.Series{
 			{Labels: signals.Labels{"class": "browse"}, Points: pts(0, 12.5)},
 		}},
 		{`governor_sdk_breaker_state`, []signals.Series{
