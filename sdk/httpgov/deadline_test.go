@@ -309,11 +309,11 @@ func TestMiddlewareKeepsAnEarlierServerDeadline(t *testing.T) {
 	}
 }
 
-// TestMiddlewareDeadlineAllocations: a request with a caller deadline whose
+// TestMiddlewareDeadlineDoesNotAllocate: a request with a caller deadline whose
 // handler does not wait on its context costs one allocation (the request
 // copy and its context, together); with an earlier server deadline, or
 // without a deadline, none.
-func TestMiddlewareDeadlineAllocations(t *testing.T) {
+func TestMiddlewareDeadlineDoesNotAllocate(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
