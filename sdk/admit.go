@@ -40,20 +40,25 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 		s.counts[outExempt][class].Add(1)
 		return Permit{}, nil
 	}
+	now := g.nanotime()
+	var lvl uint32
+	if t := g.throttle; t != nil && rt.conc != nil {
+		// Read (and roll) the throttle before the refusals below: when
+		// every request arrives past its deadline, its windows must still
+		// end.
+		lvl = t.check(now)
+	}
 	if ctx.Err() != nil {
 		return Permit{}, g.reject(rt, s, class, ReasonQueueTimeout, 0)
 	}
 	if !req.Deadline.IsZero() && !g.meets(rt, class, req.Deadline) {
 		return Permit{}, g.reject(rt, s, class, ReasonDeadline, 0)
 	}
-	now := g.nanotime()
-	if t := g.throttle; t != nil && rt.conc != nil {
-		if lvl := t.check(now); lvl != 0 && sheds(lvl, class, h>>16) {
-			if !rt.shadow {
-				return Permit{}, g.reject(rt, s, class, ReasonOverload, 0)
-			}
-			s.counts[outShadowShed][class].Add(1)
+	if lvl != 0 && sheds(lvl, class, h>>16) {
+		if !rt.shadow {
+			return Permit{}, g.reject(rt, s, class, ReasonOverload, 0)
 		}
+		s.counts[outShadowShed][class].Add(1)
 	}
 	scale := rt.scale(now)
 

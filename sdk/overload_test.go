@@ -430,3 +430,25 @@ func TestThrottleRunQueueSpeedsOnlyBusyWindows(t *testing.T) {
 		t.Fatalf("level %v after a busy window with a 400ms run queue, want at least 1", l)
 	}
 }
+
+// TestThrottleWindowsEndWhileRequestsArriveDead: at a spike's onset every
+// request can reach Admit past its deadline and be refused for it; the
+// throttle's windows must end all the same, so that the level has risen
+// when requests with time left arrive.
+func TestThrottleWindowsEndWhileRequestsArriveDead(t *testing.T) {
+	o := newOnsetThrottled(t, governor.OverloadOptions{})
+	o.quiet(t, 3)
+	for range 4 {
+		o.src.used.Add(int64(o.procs * 50 * time.Millisecond))
+		o.src.add(80*time.Millisecond, 200)
+		o.src.runnable.Store(1000)
+		o.clk.Advance(50 * time.Millisecond)
+		req := governor.Request{Path: "/", Priority: "core", Deadline: o.clk.Now().Add(-time.Millisecond)}
+		if _, err := o.g.Admit(context.Background(), req); !errors.Is(err, governor.ErrDeadline) {
+			t.Fatalf("Admit past the deadline = %v, want ErrDeadline", err)
+		}
+	}
+	if l := o.level(); l < 2 {
+		t.Fatalf("level %v after 200ms of severe windows in which every request was past its deadline, want at least 2", l)
+	}
+}
