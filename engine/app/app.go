@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -240,7 +241,7 @@ func (a *App) openStore(ctx context.Context) error {
 		path := a.cfg.SQLitePath()
 		a.store, err = sqlite.Open(ctx, sqlite.Options{Path: path, Clock: a.o.Clock, Logger: a.log, Registerer: a.o.Registry})
 		if err == nil {
-			a.ledgerDB, err = sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+			a.ledgerDB, err = sql.Open("sqlite", sqliteLedgerDSN(path))
 		}
 		if err == nil {
 			err = migrations.Up(ctx, a.ledgerDB, migrations.SQLite)
@@ -258,6 +259,22 @@ func (a *App) openStore(ctx context.Context) error {
 		return fmt.Errorf("%w: rules store: %w", ErrStart, err)
 	}
 	return nil
+}
+
+// sqliteLedgerDSN is the data source of the ledger pool, which shares the
+// rules store's file: WAL with synchronous(NORMAL) like the store, a busy
+// timeout, and write transactions that take the write lock at BEGIN
+// (_txlock=immediate). A deferred transaction that reads and then writes
+// fails at once with SQLITE_BUSY, without waiting out the busy timeout,
+// whenever another connection (the store's own pool, or another connection
+// of this pool) committed since its read.
+func sqliteLedgerDSN(path string) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout(5000)")
+	q.Add("_pragma", "synchronous(NORMAL)")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Set("_txlock", "immediate")
+	return "file:" + path + "?" + q.Encode()
 }
 
 func (a *App) startPlane(ctx context.Context) error {
