@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -93,7 +94,10 @@ func TestDevStackServesUI(t *testing.T) {
 	out := &syncBuffer{}
 	cfg := testConfig(t)
 	cfg.Demo.BadVersionAfter = 0
-	a, err := New(ctx, Options{Config: cfg, Stdout: out, BcryptCost: bcrypt.MinCost, AlertInterval: time.Second})
+	// Warnings and errors, shown if a login fails.
+	logs := &syncBuffer{}
+	a, err := New(ctx, Options{Config: cfg, Stdout: out, BcryptCost: bcrypt.MinCost, AlertInterval: time.Second,
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,11 +125,11 @@ func TestDevStackServesUI(t *testing.T) {
 		t.Fatalf("anonymous GET /: %d to %q, want a redirect to the login page", code, h.Get("Location"))
 	}
 	if code, _, _ := b.do(http.MethodPost, "/login", url.Values{"name": {"admin"}, "password": {"not-the-password"}}); code != http.StatusUnauthorized {
-		t.Fatalf("login with a wrong password: %d, want 401", code)
+		t.Fatalf("login with a wrong password: %d, want 401; log:\n%s", code, logs.String())
 	}
 	code, _, h := b.do(http.MethodPost, "/login", url.Values{"name": {"admin"}, "password": {password}})
 	if code != http.StatusSeeOther || h.Get("Location") != auth.PasswordPath || b.cookie == "" {
-		t.Fatalf("login with the one-time password: %d to %q (cookie %t), want the password page", code, h.Get("Location"), b.cookie != "")
+		t.Fatalf("login with the one-time password: %d to %q (cookie %t), want the password page; log:\n%s", code, h.Get("Location"), b.cookie != "", logs.String())
 	}
 	code, page, _ := b.do(http.MethodGet, auth.PasswordPath, nil)
 	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(page)

@@ -212,6 +212,7 @@ func (m *Manager) Login(ctx context.Context, name, password, clientAddr string) 
 		m.audit(ctx, attempted, versioning.ActionLoginFailure, detailJSON("reason", "bad credentials", "addr", clientAddr))
 		return nil, User{}, fmt.Errorf("%w: wrong user name or password", ErrUnauthenticated)
 	default:
+		m.o.Logger.Error("auth: login: reading the user failed", "user", name, "err", err)
 		return nil, User{}, err
 	}
 	if bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)) != nil {
@@ -220,6 +221,7 @@ func (m *Manager) Login(ctx context.Context, name, password, clientAddr string) 
 	}
 	s, err := m.newSession(ctx, u.Name)
 	if err != nil {
+		m.o.Logger.Error("auth: login: storing the session failed", "user", name, "err", err)
 		return nil, User{}, err
 	}
 	m.audit(ctx, versioning.Actor{Name: u.Name, Roles: u.Roles}, versioning.ActionLogin, detailJSON("addr", clientAddr))
