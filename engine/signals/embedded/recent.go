@@ -1,6 +1,7 @@
 package embedded
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"sync"
@@ -102,7 +103,7 @@ func (r *recent) commit(ps []pending, headMin int64) {
 			s = &recentSeries{ref: p.ref, ls: p.ls, floor: p.t - 1}
 			p.m.byRef[p.ref] = s
 			i, _ := slices.BinarySearchFunc(p.m.series, p.ref, func(e *recentSeries, ref storage.SeriesRef) int {
-				return cmpRef(e.ref, ref)
+				return cmp.Compare(e.ref, ref)
 			})
 			p.m.series = slices.Insert(p.m.series, i, s)
 		}
@@ -136,16 +137,6 @@ func (r *recent) commit(ps []pending, headMin int64) {
 			})
 		}
 	}
-}
-
-func cmpRef(a, b storage.SeriesRef) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // lookup returns the cached series of the selector ms, in the TSDB's
