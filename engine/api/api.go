@@ -135,8 +135,9 @@ type AlertLevel struct {
 	Needed   int      `json:"needed,omitempty"`
 }
 
-// alertLevels converts the evaluator's levels.
-func alertLevels(in []evaluate.SignalLevels) []AlertLevel {
+// AlertLevelsOf converts the evaluator's levels: unknown numbers (levels
+// not in force, a baseline still learning) are nil.
+func AlertLevelsOf(in []evaluate.SignalLevels) []AlertLevel {
 	if len(in) == 0 {
 		return nil
 	}
@@ -250,7 +251,7 @@ func (s *server) list(ctx context.Context) ([]Service, error) {
 			}
 		}
 		if s.o.AlertLevels != nil {
-			sv.AlertLevels = alertLevels(s.o.AlertLevels(name))
+			sv.AlertLevels = AlertLevelsOf(s.o.AlertLevels(name))
 		}
 		out = append(out, *sv)
 	}

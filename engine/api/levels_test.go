@@ -73,7 +73,7 @@ func TestServiceAlertLevels(t *testing.T) {
 		t.Fatalf("listed alert levels %+v", lv)
 	}
 	l.LatencyWarn = 0
-	young := alertLevels(l.InForce("young", learned, 100))
+	young := AlertLevelsOf(l.InForce("young", learned, 100))
 	if p := young[0]; p.InForce || p.Warn != nil || p.Baseline != nil || p.Samples != 7 || p.Needed != 100 || p.WarnFrom != "" {
 		t.Fatalf("young p99 %+v", p)
 	}

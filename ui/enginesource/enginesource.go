@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"governor.dev/governor/engine/api"
 	"governor.dev/governor/engine/evaluate"
 	"governor.dev/governor/engine/loadscore"
 	"governor.dev/governor/rules/distribution"
@@ -214,23 +215,17 @@ func Undeliverable(u distribution.Undeliverable) model.Undeliverable {
 	return model.Undeliverable{Service: u.Service, Version: u.Version, Reason: u.Reason, Size: u.Size, Limit: u.Limit, Error: u.Error, At: u.At}
 }
 
-// AlertLevels converts the evaluator's levels to the UI's: unknown numbers
-// (levels not in force, a baseline still learning) are nil.
+// AlertLevels converts the evaluator's levels to the UI's, as the engine
+// API does (api.AlertLevelsOf): unknown numbers (levels not in force, a
+// baseline still learning) are nil.
 func AlertLevels(in []evaluate.SignalLevels) []model.AlertLevel {
-	if len(in) == 0 {
+	levels := api.AlertLevelsOf(in)
+	if levels == nil {
 		return nil
 	}
-	num := func(v float64, ok bool) *float64 {
-		if !ok {
-			return nil
-		}
-		return &v
-	}
-	out := make([]model.AlertLevel, 0, len(in))
-	for _, v := range in {
-		out = append(out, model.AlertLevel{Signal: v.Signal, InForce: v.InForce, Warn: num(v.Warn, v.InForce), Critical: num(v.Critical, v.InForce),
-			Source: v.Source, WarnFrom: v.WarnFrom, CriticalFrom: v.CriticalFrom, Learned: v.Learned,
-			Baseline: num(v.Baseline, v.Learned && v.Conclusive), Samples: v.Samples, Needed: v.Needed})
+	out := make([]model.AlertLevel, len(levels))
+	for i, l := range levels {
+		out[i] = model.AlertLevel(l)
 	}
 	return out
 }
