@@ -225,22 +225,7 @@ func (o *onsetThrottled) step(t *testing.T, d, lat time.Duration, share float64,
 	o.src.add(lat, 200)
 	o.src.runnable.Store(runnable)
 	o.clk.Advance(d)
-	var refused [4]float64
-	for c, name := range []string{"critical", "core", "browse", "batch"} {
-		for range n {
-			p, err := o.g.Admit(context.Background(), governor.Request{Path: "/", Priority: name})
-			if err != nil {
-				if !errors.Is(err, governor.ErrOverload) {
-					t.Fatalf("refused for %v, want only overload refusals", err)
-				}
-				refused[c]++
-				continue
-			}
-			p.Release(time.Millisecond, governor.Success)
-		}
-		refused[c] /= float64(n)
-	}
-	return refused
+	return admitEach(t, o.g, n)
 }
 
 func (o *onsetThrottled) level() float64 {

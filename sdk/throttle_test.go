@@ -92,22 +92,7 @@ func (tt *throttled) window(t *testing.T, lat time.Duration, n int) [4]float64 {
 	t.Helper()
 	tt.src.add(lat, 200)
 	tt.clk.Advance(100 * time.Millisecond)
-	var refused [4]float64
-	for c, name := range []string{"critical", "core", "browse", "batch"} {
-		for range n {
-			p, err := tt.g.Admit(context.Background(), governor.Request{Path: "/", Priority: name})
-			if err != nil {
-				if !errors.Is(err, governor.ErrOverload) {
-					t.Fatalf("refused for %v, want only overload refusals", err)
-				}
-				refused[c]++
-				continue
-			}
-			p.Release(time.Millisecond, governor.Success)
-		}
-		refused[c] /= float64(n)
-	}
-	return refused
+	return admitEach(t, tt.g, n)
 }
 
 func TestThrottleShedsLowerClassesFirstWhileLatencyIsHigh(t *testing.T) {
@@ -432,4 +417,27 @@ func TestThrottleActsOnlyWhenTheProcessIsBusy(t *testing.T) {
 	if l, _ := tt.g.OverloadLevel(); l >= high || l < high-0.3 {
 		t.Fatalf("level went from %v to %v in a slow window the process was not busy in, want a cut of 0.15", high, l)
 	}
+}
+
+// admitEach admits n requests of each class (critical, core, browse,
+// batch) and returns the share of each that was refused; any refusal other
+// than the overload throttle's fails the test.
+func admitEach(t *testing.T, g *governor.Governor, n int) [4]float64 {
+	t.Helper()
+	var refused [4]float64
+	for c, name := range []string{"critical", "core", "browse", "batch"} {
+		for range n {
+			p, err := g.Admit(context.Background(), governor.Request{Path: "/", Priority: name})
+			if err != nil {
+				if !errors.Is(err, governor.ErrOverload) {
+					t.Fatalf("refused for %v, want only overload refusals", err)
+				}
+				refused[c]++
+				continue
+			}
+			p.Release(time.Millisecond, governor.Success)
+		}
+		refused[c] /= float64(n)
+	}
+	return refused
 }
