@@ -35,7 +35,10 @@
 // against it on seeded fleets with counter resets, gaps, stale markers, NaN
 // values and missing series, and fuzzed). A query whose series hold native
 // histogram samples falls back to the engine; the process join and every
-// overridden template always go to it.
+// overridden template always go to it. BucketQuantile answers a
+// histogram_quantile over a rate sum of bucket series the same way, from a
+// SeriesSource's samples, or as PromQL from any other Source: the
+// evaluator's downstream p99 (DownstreamP99) is one.
 //
 // A signal that cannot be known is reported as unknown with a Status saying
 // why (no series, NaN or infinite, stale, query failed); it is never reported
