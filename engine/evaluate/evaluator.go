@@ -47,7 +47,8 @@ type Options struct {
 	// Breakers, if set, is queried every cycle for open circuit breakers
 	// (governor_sdk_breaker_state == 2), emitting breaker_open when one
 	// opens, and, with a Guard, for the p99 latency of every downstream
-	// (slow downstreams are guardrail incidents).
+	// (slow downstreams are guardrail incidents), which a
+	// signals.SeriesSource answers from its samples.
 	Breakers signals.Source
 	// Audit is read for emergency publications (events.EmergencyPublish);
 	// default Versions when it implements versioning.Auditor (every

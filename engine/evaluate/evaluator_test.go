@@ -244,7 +244,7 @@ type downstreamSource struct {
 }
 
 func (s downstreamSource) Query(_ context.Context, q string, at time.Time) (*signals.Result, error) {
-	if q != downstreamQuery {
+	if q != signals.DownstreamP99.String() {
 		return nil, fmt.Errorf("unexpected query %q", q)
 	}
 	res := &signals.Result{Type: signals.TypeVector}

@@ -8,6 +8,7 @@ import (
 
 	"governor.dev/governor/engine/guardrail"
 	"governor.dev/governor/engine/loadscore"
+	"governor.dev/governor/engine/signals"
 	"governor.dev/governor/engine/thresholds"
 	"governor.dev/governor/rules/versioning"
 )
@@ -47,10 +48,6 @@ func overloadedDependencies(scores []loadscore.Score, active []versioning.Versio
 // SlowDownstream is the guardrail incident kind of a downstream whose p99
 // latency jumped.
 const SlowDownstream = "slow_downstream"
-
-// downstreamQuery is the p99 latency of every service's calls to each of its
-// downstreams over the last minute.
-const downstreamQuery = `histogram_quantile(0.99, sum by (service, downstream, le) (rate(governor_sdk_downstream_duration_seconds_bucket[1m])))`
 
 // How a downstream latency jump is told: its p99 above slowFactor times its
 // baseline and at least slowFloor above it; the incident lasts until the
@@ -94,13 +91,14 @@ type latencyBaseline struct {
 // slowDownstreams returns an incident per downstream whose p99 latency
 // jumped (see slowFactor). A dependency that slows down makes its callers
 // slower and more error-prone whatever their rules, so the guardrail must
-// not blame their versions for it. Nothing is queried without Breakers (the
-// PromQL source) or Guard.
+// not blame their versions for it. The p99 is signals.DownstreamP99, read
+// from the embedded store's samples or asked of Prometheus. Nothing is
+// queried without Breakers (the PromQL source) or Guard.
 func (e *Evaluator) slowDownstreams(ctx context.Context, at time.Time) ([]guardrail.Incident, error) {
 	if e.o.Breakers == nil || e.o.Guard == nil {
 		return nil, nil
 	}
-	res, err := e.o.Breakers.Query(ctx, downstreamQuery, at)
+	res, err := signals.DownstreamP99.Eval(ctx, e.o.Breakers, at)
 	if err != nil {
 		return nil, fmt.Errorf("evaluate: downstream latency: %w", err)
 	}
