@@ -252,10 +252,11 @@ func counterRate(pts []promql.FPoint, rangeStart, rangeEnd int64, rangeSeconds f
 	return result * factor, true
 }
 
-// SeriesMetrics lists the metrics whose samples the Reader reads from a
-// SeriesSource, so that a store can keep them at hand.
+// SeriesMetrics lists the metrics whose samples the Reader and
+// DownstreamP99 read from a SeriesSource, so that a store can keep them at
+// hand.
 func SeriesMetrics() []string {
-	var out []string
+	out := []string{DownstreamP99.Metric}
 	for _, q := range sharedRates {
 		out = append(out, q.metric)
 	}

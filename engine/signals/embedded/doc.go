@@ -3,9 +3,10 @@
 // bounded retention, and Prometheus's own PromQL engine to answer queries, so
 // the engine's signal queries behave the same here as against a real
 // Prometheus. The DB is also a signals.SeriesSource (SelectFloats,
-// SelectLatest): the signal Reader reads the samples behind its default
-// queries directly and computes what the engine would. For the metrics it
-// reads (signals.SeriesMetrics) the DB's appenders keep the newest 12
+// SelectLatest): the signal Reader, and the evaluator's downstream p99
+// (signals.DownstreamP99), read the samples behind their default queries
+// directly and compute what the engine would. For the metrics they read
+// (signals.SeriesMetrics) the DB's appenders keep the newest 12
 // samples of every series at commit (about 300 bytes a series), so a cycle's
 // windows are answered without the TSDB's index lookups or chunk decoding:
 // a read of 1,000 services x 10 instances costs 0.15-0.19 CPU-s instead of
