@@ -53,6 +53,14 @@ func (r realTimer) Stop() bool          { return r.t.Stop() }
 // Coarse is a clock whose Nanotime is an atomic load, refreshed by one
 // background goroutine every resolution. Use it where a ~40 ns clock read per
 // request matters more than sub-millisecond precision. Close stops it.
+//
+// The refreshing goroutine waits for a CPU like any other: while the
+// process's goroutines queue for the CPUs (a CPU-bound overload, more so at
+// GOMAXPROCS=1, where every goroutine the net/http server starts takes the
+// place next in line), the reading can fall behind the real time by as long
+// as that queue, hundreds of milliseconds. A reader that must not lag that
+// far calls Refresh now and then (one call in N), which also brings the
+// reading up to date for every other reader.
 type Coarse struct {
 	now  atomic.Int64
 	stop chan struct{}
@@ -72,7 +80,7 @@ func NewCoarse(resolution time.Duration) *Coarse {
 		for {
 			select {
 			case <-t.C:
-				c.now.Store(Real{}.Nanotime())
+				c.Refresh()
 			case <-c.stop:
 				return
 			}
@@ -86,6 +94,23 @@ func (c *Coarse) Now() time.Time { return time.Now() }
 
 // Nanotime returns the last refreshed monotonic reading.
 func (c *Coarse) Nanotime() int64 { return c.now.Load() }
+
+// Refresh reads the system's monotonic clock, makes it the reading Nanotime
+// returns unless a later one is there already, and returns the reading. It
+// costs a system clock read and a compare-and-swap; the reading never goes
+// back.
+func (c *Coarse) Refresh() int64 {
+	now := Real{}.Nanotime()
+	for {
+		old := c.now.Load()
+		if old >= now {
+			return old
+		}
+		if c.now.CompareAndSwap(old, now) {
+			return now
+		}
+	}
+}
 
 // NewTimer wraps time.NewTimer.
 func (c *Coarse) NewTimer(d time.Duration) Timer { return Real{}.NewTimer(d) }

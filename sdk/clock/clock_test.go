@@ -1,6 +1,8 @@
 package clock
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 )
@@ -58,6 +60,60 @@ func TestCoarseMovesForward(t *testing.T) {
 		t.Fatal("coarse clock did not advance")
 	}
 	c.Close()
+}
+
+// TestCoarseRefreshCatchesUp: a coarse reading that fell behind (its
+// goroutine waited for a CPU) is brought up to the system clock by Refresh,
+// for every reader, and a reading ahead of the one Refresh takes stays.
+func TestCoarseRefreshCatchesUp(t *testing.T) {
+	c := NewCoarse(time.Hour) // the goroutine will not refresh it
+	defer c.Close()
+	c.now.Store(Real{}.Nanotime() - int64(time.Second)) // a second behind
+	before := Real{}.Nanotime()
+	got := c.Refresh()
+	if got < before {
+		t.Fatalf("Refresh returned %d, want at least the real reading %d", got, before)
+	}
+	if n := c.Nanotime(); n != got {
+		t.Fatalf("Nanotime %d after Refresh returned %d", n, got)
+	}
+	ahead := Real{}.Nanotime() + int64(time.Hour)
+	c.now.Store(ahead)
+	if got := c.Refresh(); got != ahead || c.Nanotime() != ahead {
+		t.Fatalf("Refresh moved a later reading %d back to %d (Nanotime %d)", ahead, got, c.Nanotime())
+	}
+}
+
+// TestCoarseRefreshNeverGoesBack: readers refreshing concurrently with the
+// clock's own goroutine each see a reading that never decreases.
+func TestCoarseRefreshNeverGoesBack(t *testing.T) {
+	c := NewCoarse(time.Microsecond)
+	defer c.Close()
+	var wg sync.WaitGroup
+	errs := make(chan string, 4)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			prev := int64(0)
+			for i := range 20000 {
+				n := c.Nanotime()
+				if i%3 == 0 {
+					n = c.Refresh()
+				}
+				if n < prev {
+					errs <- fmt.Sprintf("reading went back from %d to %d", prev, n)
+					return
+				}
+				prev = n
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Fatal(e)
+	}
 }
 
 func BenchmarkNanotime(b *testing.B) {
