@@ -43,6 +43,12 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 	now := g.nanotime()
 	var lvl uint32
 	if t := g.throttle; t != nil && rt.conc != nil {
+		if c := g.ownClock; c != nil && h>>12&(refreshEvery-1) == 0 {
+			// The coarse clock falls behind while goroutines queue for
+			// the CPU (a spike's onset: by 0.7s at GOMAXPROCS=1), which
+			// is when the throttle's windows must end on time.
+			now = c.Refresh()
+		}
 		// Read (and roll) the throttle before the refusals below: when
 		// every request arrives past its deadline, its windows must still
 		// end.
@@ -51,8 +57,14 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 	if ctx.Err() != nil {
 		return Permit{}, g.reject(rt, s, class, ReasonQueueTimeout, 0)
 	}
-	if !req.Deadline.IsZero() && !g.meets(rt, class, req.Deadline) {
-		return Permit{}, g.reject(rt, s, class, ReasonDeadline, 0)
+	if !req.Deadline.IsZero() {
+		left := int64(req.Deadline.Sub(g.clk.Now()))
+		if t := g.throttle; t != nil && rt.conc != nil {
+			t.note(left, h)
+		}
+		if !g.meets(rt, class, left) {
+			return Permit{}, g.reject(rt, s, class, ReasonDeadline, 0)
+		}
 	}
 	if lvl != 0 && sheds(lvl, class, h>>16) {
 		if !rt.shadow {
@@ -158,18 +170,17 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 	return Permit{rt: rt, start: now, shard: uint16(slot), class: uint8(class), inflight: int32(inflight)}, nil
 }
 
-// meets reports whether a request of class due by deadline may start on rt:
-// its deadline has not passed and, on a route with a concurrency limit in
+// meets reports whether a request of class with left ns to its deadline may
+// start on rt: its deadline has not passed and, on a route with a concurrency limit in
 // enforce mode, the time left is at least the route's recent average latency
 // times its deadline factor, or nothing is in flight on the route. The
 // critical class (0) is refused only when expired: an average says little
 // about one request, and critical work is tried while it can still finish.
 // A route in shadow mode refuses nothing for deadlines.
-func (g *Governor) meets(rt *route, class int, deadline time.Time) bool {
+func (g *Governor) meets(rt *route, class int, left int64) bool {
 	if rt.shadow {
 		return true // a dry run refuses nothing
 	}
-	left := int64(deadline.Sub(g.clk.Now()))
 	if left <= 0 {
 		return false
 	}

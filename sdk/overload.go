@@ -27,7 +27,9 @@ import (
 // waits to run, runtime/metrics "/sched/latencies:seconds") of the last
 // Window, the process's CPU time and the number of goroutines runnable at
 // the window's end, read once per Window by the one admission that finds
-// the window over (off the hot path, without allocating).
+// the window over (off the hot path, without allocating), and the time
+// left to their deadline of the requests that state one (Request.Deadline,
+// sampled).
 //
 // When it acts: after two consecutive windows above Target (a single slow
 // window, such as a GC pause, does nothing) in which the process kept at
@@ -39,8 +41,13 @@ import (
 // its first window: when the process kept at least 80% of its CPUs busy over
 // the window and the goroutines runnable at its end (RunQueueSource) would
 // wait at least 20 x Target to run (Little's law: their number over the rate
-// at which goroutines were scheduled in the window), the window counts at
-// once, and its error is the larger of the two estimates.
+// at which goroutines were scheduled in the window) and at least the time
+// the requests reaching Admit had left to their stated deadlines (when they
+// state one: a queue they can still wait out is left to the latency), the
+// window counts at once, and its error is the larger of the two estimates.
+// Once batch is fully shed, it takes two such windows in a row (one
+// window's estimate is noisy, and a steady overload that the latency holds
+// would otherwise see a class refused at every burst).
 // A stall is not such a window: the process's CPUs idle through it. Once
 // the throttle is on, a run queue that long also counts a window in which
 // the process got less than half of its CPUs: the queue is its own work,
@@ -49,7 +56,11 @@ import (
 // classes within a few tenths of a second. Each window
 // below Target gives back in proportion to how far below it the latency is
 // (at most 0.3 classes per window: a quiet CPU clears a full level in about
-// 1.3 s, 13 windows).
+// 1.3 s, 13 windows). A window in which the CPUs were busy but too few
+// goroutines were scheduled to measure (long-running work) leaves the
+// level as it is. Windows end on time even while the process's goroutines
+// queue for the CPU: one admission in 16 refreshes the Governor's coarse
+// clock (clock.Coarse.Refresh), whose own goroutine waits in that queue.
 // Refusals carry ReasonOverload (ErrOverload, a kind of ErrShed) and count
 // under the outcome "overload"; governor_sdk_overload_level and
 // governor_sdk_sched_latency_seconds show the throttle's state.
@@ -160,12 +171,17 @@ const (
 	maxErr       = 10  // relative error counted at most: +1 class per window
 	fallGain     = 0.3 // classes removed per quick window per unit of relative error
 	levelFloor   = 0.02
-	notOurs      = -0.5 // the error counted for a slow window in which the process was not busy
-	minBusy      = 0.5  // share of GOMAXPROCS the process must have used for a slow window to count
-	minWakeups   = 8    // fewer in a window say nothing about the CPU
-	onsetBusy    = 0.8  // share of GOMAXPROCS the process must have used for one window to start the throttle
-	onsetQueue   = 20   // the run queue's wait, in targets, for one window to start the throttle
-	fastDiv      = 2    // windows are Window/fastDiv while they are severe
+	notOurs      = -0.5        // the error counted for a slow window in which the process was not busy
+	minBusy      = 0.5         // share of GOMAXPROCS the process must have used for a slow window to count
+	minWakeups   = 8           // fewer in a window say nothing about the CPU
+	onsetBusy    = 0.8         // share of GOMAXPROCS the process must have used for one window to start the throttle
+	onsetQueue   = 20          // the run queue's wait, in targets, for one window to start the throttle
+	leftEvery    = 4           // one admission in leftEvery with a stated deadline reports its time left
+	leftShards   = 8           // the time-left sums are split over this many cache lines
+	minLeft      = 4           // time-left samples needed for a window's mean
+	leftMaxAge   = time.Second // a mean of time left older than this is forgotten
+	refreshEvery = 16          // one admission in refreshEvery reads the system clock (clock.Coarse.Refresh)
+	fastDiv      = 2           // windows are Window/fastDiv while they are severe
 	minWindow    = int64(10 * time.Millisecond)
 	defaultSched = 10 * time.Millisecond
 	defaultWin   = 100 * time.Millisecond
@@ -185,6 +201,7 @@ type throttle struct {
 	prev    []uint64
 	primed  bool
 	slow    int // consecutive windows above the target
+	queued  int // consecutive busy windows with a run queue longer than the time left
 	cpu     CPUTimeSource
 	rq      RunQueueSource
 	procs   float64 // GOMAXPROCS
@@ -192,9 +209,21 @@ type throttle struct {
 	lastAt  int64
 	haveCPU bool
 	rolled  int64         // when the window that ends now began
+	left    float64       // mean time left to stated deadlines, seconds; -1 unknown
+	leftAt  int64         // when left was measured
 	level   float64       // in classes, 0..max
 	max     float64       // NumClasses-1, or NumClasses with ShedCritical
 	latency atomic.Uint64 // float64 bits: the last window's mean, seconds
+
+	// lefts sum the time left to their stated deadline of the sampled
+	// admissions since it was last read; each shard its own cache line.
+	lefts [leftShards]leftShard
+}
+
+type leftShard struct {
+	sum atomic.Int64 // ns, negative times counted as 0
+	n   atomic.Int64
+	_   [48]byte
 }
 
 func newThrottle(o OverloadOptions, injected bool, now int64) (*throttle, error) {
@@ -214,7 +243,7 @@ func newThrottle(o OverloadOptions, injected bool, now int64) (*throttle, error)
 		}
 		src = RuntimeSchedLatency()
 	}
-	t := &throttle{origin: now, rolled: now, window: int64(o.Window), target: o.Target.Seconds(), src: src, max: float64(shed.NumClasses - 1)}
+	t := &throttle{origin: now, rolled: now, left: -1, window: int64(o.Window), target: o.Target.Seconds(), src: src, max: float64(shed.NumClasses - 1)}
 	if o.ShedCritical {
 		t.max = float64(shed.NumClasses)
 	}
@@ -277,7 +306,7 @@ func (t *throttle) roll(now int64) uint64 {
 	t.rolled = now
 	t.latency.Store(math.Float64bits(lat))
 	win := t.window
-	if t.adjust(lat, n, share, q) {
+	if t.adjust(lat, n, share, q, t.timeLeft(now)) {
 		win = max(t.window/fastDiv, minWindow)
 	}
 	w = t.pack(now+win, uint32(t.level*levelUnit))
@@ -285,32 +314,88 @@ func (t *throttle) roll(now int64) uint64 {
 	return w
 }
 
+// note records, for one admission in leftEvery (h is the admission's random
+// number), the time left to the deadline the request states (ns).
+func (t *throttle) note(left int64, h uint32) {
+	if h>>6&(leftEvery-1) != 0 {
+		return
+	}
+	s := &t.lefts[h>>8&(leftShards-1)]
+	s.sum.Add(max(left, 0))
+	s.n.Add(1)
+}
+
+// timeLeft returns the mean time left to their stated deadlines (seconds)
+// of the admissions sampled since it last took a mean of at least minLeft
+// samples, that mean while it is under leftMaxAge old, or -1: the requests
+// state no deadline.
+func (t *throttle) timeLeft(now int64) float64 {
+	var n int64
+	for i := range t.lefts {
+		n += t.lefts[i].n.Load()
+	}
+	if n >= minLeft {
+		var sum int64
+		n = 0
+		for i := range t.lefts {
+			sum += t.lefts[i].sum.Swap(0)
+			n += t.lefts[i].n.Swap(0)
+		}
+		t.left, t.leftAt = float64(sum)/float64(n)/1e9, now
+	}
+	if t.left >= 0 && now-t.leftAt > int64(leftMaxAge) {
+		t.left = -1
+	}
+	return t.left
+}
+
 // adjust moves the level for a window whose mean latency was lat over n
-// wake-ups, in which the process used share of its CPUs (negative: unknown)
-// and at whose end the run queue would wait q: an integral controller on the
-// relative error (lat-target)/target, raising by up to riseGain*maxErr
-// classes per slow window and cutting by up to fallGain per quick one, so a
-// window just under the target during an overload gives back little and a
-// quiet CPU clears the level in about a second. A long run queue (at least
-// onsetQueue targets) in a window the process kept onsetBusy of its CPUs
-// busy (severe) makes the error the larger of the latency's and the
-// queue's; a long run queue alone, once the throttle is on, makes the
-// window the process's own
-// overload even when it used less than minBusy of its CPUs: the queue is its
+// wake-ups, in which the process used share of its CPUs (negative: unknown),
+// at whose end the run queue would wait q, and in which requests reached
+// Admit with left to their stated deadlines (negative: none stated): an
+// integral controller on the relative error (lat-target)/target, raising by
+// up to riseGain*maxErr classes per slow window and cutting by up to
+// fallGain per quick one, so a window just under the target during an
+// overload gives back little and a quiet CPU clears the level in about a
+// second. A long run queue (at least onsetQueue targets, and at least the
+// time the requests had left) in a window the process kept onsetBusy of its
+// CPUs busy (severe) makes the error the larger of the latency's and the
+// queue's: the requests arriving now would wait past their deadlines, and
+// only refusing at once saves them; a queue they can wait out moves the
+// level by the latency alone, so a steady overload is not met with a class
+// refused per window while the CPU could serve it. A long run queue alone,
+// once the throttle is on, makes the window the process's own overload
+// even when it used less than minBusy of its CPUs: the queue is its
 // own work, whatever share of the machine it gets (from level 0 such a
 // window does not count: other processes taking the CPUs for a moment are
 // no reason to start refusing). From level 0 the level rises only on the
-// second slow window in a row, or on the first with a long queue in which
-// the process kept onsetBusy of its CPUs busy. It reports whether the
-// window was severe and the level is still below its maximum: the next
-// window is then shorter.
-func (t *throttle) adjust(lat float64, n uint64, share, q float64) bool {
+// second slow window in a row, or on the first severe one; from level 1, a
+// severe window counts as one only after another. A window with fewer than
+// minWakeups wake-ups in which the process kept minBusy of its CPUs busy
+// moves nothing. It reports whether the window was severe and the level is
+// still below its maximum: the next window is then shorter.
+func (t *throttle) adjust(lat float64, n uint64, share, q, left float64) bool {
 	if n < minWakeups {
+		if share >= minBusy {
+			// The CPUs were busy with hardly any wake-ups (the runtime
+			// times one in eight): long-running goroutines, or a short
+			// window in an overload. The window tells nothing.
+			return false
+		}
 		lat, q = 0, 0 // a window with hardly any wake-ups has no queue
 	}
 	e := (lat - t.target) / t.target
 	long := q >= onsetQueue*t.target
-	severe := long && share >= onsetBusy
+	severe := long && share >= onsetBusy && (left < 0 || q >= left)
+	if severe {
+		t.queued++
+	} else {
+		t.queued = 0
+	}
+	// One window's queue is a noisy estimate (the runtime times one
+	// wake-up in eight, and the runnable count is one instant): past the
+	// onset (batch all refused), it takes two such windows in a row.
+	severe = severe && (t.level < 1 || t.queued >= 2)
 	if severe {
 		e = max(e, (q-t.target)/t.target)
 	}

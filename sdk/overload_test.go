@@ -202,6 +202,9 @@ type onsetThrottled struct {
 	*throttled
 	src   *onsetSched
 	procs time.Duration
+	// left is the time to the deadline the requests step offers state
+	// (none when 0).
+	left time.Duration
 }
 
 func newOnsetThrottled(t *testing.T, o governor.OverloadOptions) *onsetThrottled {
@@ -225,7 +228,11 @@ func (o *onsetThrottled) step(t *testing.T, d, lat time.Duration, share float64,
 	o.src.add(lat, 200)
 	o.src.runnable.Store(runnable)
 	o.clk.Advance(d)
-	return admitEach(t, o.g, n)
+	var deadline time.Time
+	if o.left != 0 {
+		deadline = o.clk.Now().Add(o.left)
+	}
+	return admitEachBy(t, o.g, n, deadline)
 }
 
 func (o *onsetThrottled) level() float64 {
@@ -435,5 +442,130 @@ func TestThrottleWindowsEndWhileRequestsArriveDead(t *testing.T) {
 	}
 	if l := o.level(); l < 2 {
 		t.Fatalf("level %v after 200ms of severe windows in which every request was past its deadline, want at least 2", l)
+	}
+}
+
+// TestThrottleOnsetWaitsForAQueueThatThreatensDeadlines: requests that
+// state their deadlines tell the throttle how long they can wait. A run
+// queue they can wait out (400ms with 1s left) starts nothing in one window
+// and then moves the level by the latency's error alone; the same queue
+// acts at once when the requests reaching Admit have less time left than
+// it (300ms), as it does when they state no deadline for a second.
+func TestThrottleOnsetWaitsForAQueueThatThreatensDeadlines(t *testing.T) {
+	o := newOnsetThrottled(t, governor.OverloadOptions{})
+	o.left = time.Second
+	o.quiet(t, 3)
+	// 800 runnable goroutines at 2,000 wake-ups a second: a 400ms wait.
+	if r := o.step(t, 100*time.Millisecond, 15*time.Millisecond, 1, 800, 50); r != [4]float64{} {
+		t.Fatalf("one busy window with a 400ms run queue and 1s left refused %v, want nothing", r)
+	}
+	o.step(t, 100*time.Millisecond, 15*time.Millisecond, 1, 800, 50)
+	// 15ms against 10ms: +0.05 from the second slow window.
+	if l := o.level(); l < 0.04 || l > 0.06 {
+		t.Fatalf("level %v after two busy windows at 15ms with a queue the deadlines allow, want 0.05", l)
+	}
+	// The requests now reach Admit with 300ms left; the window after them
+	// is severe.
+	o.left = 300 * time.Millisecond
+	o.step(t, 100*time.Millisecond, 15*time.Millisecond, 1, 800, 50)
+	before := o.level()
+	o.step(t, 100*time.Millisecond, 15*time.Millisecond, 1, 800, 50)
+	if l := o.level(); l < before+0.9 {
+		t.Fatalf("level %v -> %v in a busy window whose 400ms run queue exceeds the 300ms the requests had left, want a class more", before, l)
+	}
+
+	// Requests that stop stating deadlines: after a second the run queue
+	// alone decides again.
+	o = newOnsetThrottled(t, governor.OverloadOptions{})
+	o.left = time.Second
+	o.quiet(t, 3)
+	o.left = 0
+	o.quiet(t, 11)
+	o.step(t, 100*time.Millisecond, 15*time.Millisecond, 1, 800, 50)
+	if l := o.level(); l < 1 {
+		t.Fatalf("level %v after a busy window with a 400ms run queue, a second after the last stated deadline; want at least 1", l)
+	}
+}
+
+// TestThrottleSteadyOverloadRisesByTheLatency: in a steady overload the
+// throttle holds the level where the latency is near its target; a run
+// queue that builds up for a few windows, shorter than the time the
+// requests have left, raises it by the latency's error, not by a class
+// per window (which would refuse work the CPU could still do in time).
+func TestThrottleSteadyOverloadRisesByTheLatency(t *testing.T) {
+	o := newOnsetThrottled(t, governor.OverloadOptions{})
+	o.left = 450 * time.Millisecond
+	o.quiet(t, 3)
+	// 35ms (the bucket's midpoint) against 10ms: +0.25 a window from the
+	// second slow one.
+	for range 6 {
+		o.step(t, 100*time.Millisecond, 30*time.Millisecond, 1, 100, 20)
+	}
+	start := o.level()
+	if start < 1.2 || start > 1.3 {
+		t.Fatalf("level %v after 6 busy windows at 35ms, want 1.25", start)
+	}
+	// 200-440ms run queues, below the 450ms left, at 15ms: +0.05 a window.
+	for _, runnable := range []uint64{400, 600, 880} {
+		o.step(t, 100*time.Millisecond, 15*time.Millisecond, 1, runnable, 20)
+	}
+	if l := o.level(); l > start+0.16 {
+		t.Fatalf("level %v -> %v over three windows at 15ms with run queues the deadlines allow, want +0.15 (the latency's error)", start, l)
+	}
+}
+
+// TestThrottleNeedsTwoQueueWindowsPastTheOnset: once batch is fully
+// refused, one window with a long run queue is a burst the latency can
+// answer (the estimate rests on one instant's runnable count and on the
+// runtime's one-in-eight sample of wake-ups); two in a row add a class.
+func TestThrottleNeedsTwoQueueWindowsPastTheOnset(t *testing.T) {
+	o := newOnsetThrottled(t, governor.OverloadOptions{})
+	o.quiet(t, 3)
+	for range 6 {
+		o.step(t, 100*time.Millisecond, 30*time.Millisecond, 1, 100, 1)
+	}
+	start := o.level()
+	if start < 1.2 || start > 1.3 {
+		t.Fatalf("level %v after 6 busy windows at 35ms, want 1.25", start)
+	}
+	// A 500ms run queue at 15ms (the requests state no deadline).
+	o.step(t, 100*time.Millisecond, 15*time.Millisecond, 1, 1000, 1)
+	if l := o.level(); l > start+0.06 {
+		t.Fatalf("level %v -> %v after one window with a long run queue past the onset, want the latency's +0.05", start, l)
+	}
+	o.step(t, 100*time.Millisecond, 15*time.Millisecond, 1, 1000, 1)
+	if l := o.level(); l < start+1 {
+		t.Fatalf("level %v -> %v after a second window with a long run queue, want a class more", start, l)
+	}
+}
+
+// TestThrottleBusyWindowWithFewWakeupsMovesNothing: the runtime times one
+// wake-up in eight, so a short window of an overload whose CPU runs a
+// handful of long handlers can count fewer than eight. Such a window says
+// nothing about the queue and leaves the level as it is (it used to give
+// back as if the CPU had been quiet); a window with few wake-ups and idle
+// CPUs still gives back.
+func TestThrottleBusyWindowWithFewWakeupsMovesNothing(t *testing.T) {
+	o := newOnsetThrottled(t, governor.OverloadOptions{})
+	o.quiet(t, 3)
+	o.step(t, 100*time.Millisecond, 100*time.Millisecond, 1, 1000, 1) // severe: the next window is 50ms
+	start := o.level()
+	if start < 1 {
+		t.Fatalf("level %v after a severe window, want at least 1", start)
+	}
+	few := func(d time.Duration, share float64) {
+		o.src.used.Add(int64(float64(o.procs*d) * share))
+		o.src.add(100*time.Millisecond, 3)
+		o.src.runnable.Store(1000)
+		o.clk.Advance(d)
+		admitEach(t, o.g, 1)
+	}
+	few(50*time.Millisecond, 1)
+	if l := o.level(); l != start {
+		t.Fatalf("level %v -> %v after a busy window with 3 wake-ups, want it unchanged", start, l)
+	}
+	few(100*time.Millisecond, 0.1)
+	if l := o.level(); l >= start {
+		t.Fatalf("level %v -> %v after an idle window with 3 wake-ups, want a cut", start, l)
 	}
 }

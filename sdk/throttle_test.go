@@ -377,6 +377,17 @@ func TestThrottleDoesNotAllocate(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("%v allocations per Admit rolling a throttle window", allocs)
 	}
+	// A stated deadline: the throttle samples the time left to it.
+	req.Deadline = clk.Now().Add(24 * time.Hour)
+	allocs = testing.AllocsPerRun(2000, func() {
+		clk.Advance(10 * time.Millisecond)
+		if p, err := g.Admit(ctx, req); err == nil {
+			p.Release(time.Millisecond, governor.Success)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per Admit of a request stating a deadline", allocs)
+	}
 }
 
 // cpuSched is a fakeSched that also reports the process's CPU time.
@@ -424,10 +435,17 @@ func TestThrottleActsOnlyWhenTheProcessIsBusy(t *testing.T) {
 // than the overload throttle's fails the test.
 func admitEach(t *testing.T, g *governor.Governor, n int) [4]float64 {
 	t.Helper()
+	return admitEachBy(t, g, n, time.Time{})
+}
+
+// admitEachBy is admitEach with every request stating deadline (none when
+// zero).
+func admitEachBy(t *testing.T, g *governor.Governor, n int, deadline time.Time) [4]float64 {
+	t.Helper()
 	var refused [4]float64
 	for c, name := range []string{"critical", "core", "browse", "batch"} {
 		for range n {
-			p, err := g.Admit(context.Background(), governor.Request{Path: "/", Priority: name})
+			p, err := g.Admit(context.Background(), governor.Request{Path: "/", Priority: name, Deadline: deadline})
 			if err != nil {
 				if !errors.Is(err, governor.ErrOverload) {
 					t.Fatalf("refused for %v, want only overload refusals", err)
