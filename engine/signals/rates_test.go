@@ -83,13 +83,9 @@ func openSeededStore(t testing.TB, seed uint64) (*embedded.DB, time.Time) {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, db.Close()) })
 	t0 := sharedT0.UnixMilli()
-	type stored struct {
-		ls      labels.Labels
-		samples []rateSample
-	}
-	var all []stored
+	var all []storedSeries
 	add := func(kv ...string) {
-		all = append(all, stored{labels.FromStrings(kv...), seededSeries(rng, t0)})
+		all = append(all, storedSeries{labels.FromStrings(kv...), seededSeries(rng, t0)})
 	}
 	services := []string{"a", "b", "c.d", "cxd", "e", "f"}
 	for si, svc := range services {
@@ -131,28 +127,8 @@ func openSeededStore(t testing.TB, seed uint64) (*embedded.DB, time.Time) {
 			add(base("governor_sdk_limit", "route", "a")...)
 		}
 	}
-	all = append(all, stored{labels.FromStrings("__name__", "governor_sdk_requests_total", "instance", "x", "outcome", "admitted"), seededSeries(rng, t0)})
-	// One append per scrape time, as scrapes commit.
-	var times []int64
-	for _, s := range all {
-		for _, p := range s.samples {
-			times = append(times, p.t)
-		}
-	}
-	slices.Sort(times)
-	times = slices.Compact(times)
-	next := make([]int, len(all))
-	for _, ts := range times {
-		app := db.Appender(context.Background())
-		for i, s := range all {
-			if next[i] < len(s.samples) && s.samples[next[i]].t == ts {
-				_, err := app.Append(0, s.ls, ts, s.samples[next[i]].v)
-				require.NoError(t, err)
-				next[i]++
-			}
-		}
-		require.NoError(t, app.Commit())
-	}
+	all = append(all, storedSeries{labels.FromStrings("__name__", "governor_sdk_requests_total", "instance", "x", "outcome", "admitted"), seededSeries(rng, t0)})
+	storeByTime(t, db, all)
 	return db, sharedT0
 }
 
