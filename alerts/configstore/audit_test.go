@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"governor.dev/governor/alerts/configstore"
+	"governor.dev/governor/internal/sqlitedb"
 	"governor.dev/governor/internal/testenv"
 	"governor.dev/governor/migrations"
 	"governor.dev/governor/rules/versioning"
@@ -34,8 +35,8 @@ func sharedSQLite(t *testing.T, clk clock.Clock) shared {
 	rs, err := sqlite.Open(context.Background(), sqlite.Options{Path: path, Clock: clk})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rs.Close() })
-	// As the engine opens its ledger database: deferred transactions.
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+	// As the engine opens its ledger pool on the rules store's file.
+	db, err := sqlitedb.Open(path, sqlitedb.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
 	cs, err := configstore.New(context.Background(), db, migrations.SQLite, configstore.Options{Clock: clk})

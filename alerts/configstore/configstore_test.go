@@ -16,6 +16,7 @@ import (
 
 	"governor.dev/governor/alerts"
 	"governor.dev/governor/alerts/configstore"
+	"governor.dev/governor/internal/sqlitedb"
 	"governor.dev/governor/internal/testenv"
 	"governor.dev/governor/migrations"
 	"governor.dev/governor/sdk/clock"
@@ -35,9 +36,8 @@ const docV1 = `{
 
 func openSQLite(t *testing.T, clk clock.Clock) *configstore.Store {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "g.db")+"?_pragma=busy_timeout(5000)&_txlock=immediate")
+	db, err := sqlitedb.Open(filepath.Join(t.TempDir(), "g.db"), sqlitedb.Options{})
 	require.NoError(t, err)
-	db.SetMaxOpenConns(1)
 	t.Cleanup(func() { _ = db.Close() })
 	s, err := configstore.New(context.Background(), db, migrations.SQLite, configstore.Options{Clock: clk})
 	require.NoError(t, err)

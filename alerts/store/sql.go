@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -19,6 +18,7 @@ import (
 	"governor.dev/governor/alerts/notify"
 	"governor.dev/governor/alerts/rule"
 	"governor.dev/governor/alerts/silence"
+	"governor.dev/governor/internal/sqlitedb"
 	"governor.dev/governor/migrations"
 )
 
@@ -41,19 +41,10 @@ func OpenSQLite(ctx context.Context, path string, o Options) (*SQL, error) {
 	if path == "" {
 		return nil, fmt.Errorf("%w: sqlite: path is required", alerts.ErrInvalid)
 	}
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(5000)")
-	if path != ":memory:" {
-		q.Add("_pragma", "journal_mode(WAL)")
-	}
-	q.Set("_txlock", "immediate")
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	db, err := sqlitedb.Open(path, sqlitedb.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("%w: sqlite: %w", alerts.ErrStore, err)
 	}
-	db.SetMaxOpenConns(1)
-	db.SetConnMaxIdleTime(0)
-	db.SetConnMaxLifetime(0)
 	return New(ctx, db, migrations.SQLite, o)
 }
 

@@ -32,6 +32,7 @@ import (
 	"governor.dev/governor/alerts/configstore"
 	"governor.dev/governor/engine/signals"
 	"governor.dev/governor/engine/signals/promapi"
+	"governor.dev/governor/internal/sqlitedb"
 	"governor.dev/governor/migrations"
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/rules/versioning/postgres"
@@ -182,11 +183,10 @@ func open(ctx context.Context, c config, log *slog.Logger) (versioning.Store, *s
 	if err != nil {
 		return nil, nil, "", err
 	}
-	db, err := sql.Open("sqlite", "file:"+c.sqlitePath+"?_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
+	db, err := sqlitedb.Open(c.sqlitePath, sqlitedb.Options{})
 	if err != nil {
 		_ = st.Close()
 		return nil, nil, "", err
 	}
-	db.SetMaxOpenConns(1)
 	return st, db, migrations.SQLite, nil
 }

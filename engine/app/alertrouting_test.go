@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"database/sql"
 	"log/slog"
 	"path/filepath"
 	"runtime"
@@ -18,6 +17,7 @@ import (
 	alertsmanager "governor.dev/governor/alerts/manager"
 	"governor.dev/governor/alerts/notify"
 	"governor.dev/governor/alerts/store"
+	"governor.dev/governor/internal/sqlitedb"
 	"governor.dev/governor/migrations"
 	"governor.dev/governor/sdk/clock"
 )
@@ -27,9 +27,8 @@ import (
 func TestAlertRoutingAppliesSavedVersions(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "g.db")+"?_pragma=busy_timeout(5000)&_txlock=immediate")
+	db, err := sqlitedb.Open(filepath.Join(t.TempDir(), "g.db"), sqlitedb.Options{})
 	require.NoError(t, err)
-	db.SetMaxOpenConns(1)
 	t.Cleanup(func() { _ = db.Close() })
 	ast, err := store.New(ctx, db, migrations.SQLite, store.Options{})
 	require.NoError(t, err)
@@ -92,9 +91,8 @@ func TestAlertBootstrapRoundTrips(t *testing.T) {
 func TestAlertRoutingPollsWithoutRestart(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "g.db")+"?_pragma=busy_timeout(5000)&_txlock=immediate")
+	db, err := sqlitedb.Open(filepath.Join(t.TempDir(), "g.db"), sqlitedb.Options{})
 	require.NoError(t, err)
-	db.SetMaxOpenConns(1)
 	t.Cleanup(func() { _ = db.Close() })
 	ast, err := store.New(ctx, db, migrations.SQLite, store.Options{})
 	require.NoError(t, err)

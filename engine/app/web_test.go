@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"database/sql"
 	"io"
 	"log/slog"
 	"net/http"
@@ -21,6 +20,7 @@ import (
 	"governor.dev/governor/engine/loadscore"
 	"governor.dev/governor/engine/recommend"
 	"governor.dev/governor/engine/signals"
+	"governor.dev/governor/internal/sqlitedb"
 	"governor.dev/governor/migrations"
 	"governor.dev/governor/rules/distribution"
 	"governor.dev/governor/rules/versioning/sqlite"
@@ -57,7 +57,7 @@ func TestCombinedAPIIsAuthenticated(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+	db, err := sqlitedb.Open(path, sqlitedb.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func TestCombinedAPIIsAuthenticated(t *testing.T) {
 // receivers, and an invalid one is refused before anything starts.
 func TestStartAlerts(t *testing.T) {
 	ctx := context.Background()
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "rules.db")+"?_pragma=busy_timeout(5000)")
+	db, err := sqlitedb.Open(filepath.Join(t.TempDir(), "rules.db"), sqlitedb.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

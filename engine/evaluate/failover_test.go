@@ -16,6 +16,7 @@ import (
 	"governor.dev/governor/engine/events"
 	"governor.dev/governor/engine/signals"
 	"governor.dev/governor/engine/signals/embedded"
+	"governor.dev/governor/internal/sqlitedb"
 	"governor.dev/governor/internal/testenv"
 	"governor.dev/governor/migrations"
 	"governor.dev/governor/rules/versioning"
@@ -34,7 +35,7 @@ func TestEmergencyFailoverSQLite(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+	db, err := sqlitedb.Open(path, sqlitedb.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

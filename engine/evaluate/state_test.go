@@ -20,6 +20,7 @@ import (
 	"governor.dev/governor/engine/signals"
 	"governor.dev/governor/engine/signals/embedded"
 	"governor.dev/governor/engine/thresholds"
+	"governor.dev/governor/internal/sqlitedb"
 	"governor.dev/governor/internal/testenv"
 	"governor.dev/governor/migrations"
 	"governor.dev/governor/rules/distribution"
@@ -28,7 +29,7 @@ import (
 // stateDB opens a fresh SQLite database with the migrations applied.
 func stateSQLite(t testing.TB) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "state.db")+"?_pragma=busy_timeout(5000)")
+	db, err := sqlitedb.Open(filepath.Join(t.TempDir(), "state.db"), sqlitedb.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

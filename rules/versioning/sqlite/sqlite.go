@@ -17,13 +17,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	sqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"governor.dev/governor/internal/sqlitedb"
 	"governor.dev/governor/migrations"
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/rules/versioning/internal/sqlstore"
@@ -61,23 +61,12 @@ func Open(ctx context.Context, o Options) (versioning.Store, error) {
 	if busy <= 0 {
 		busy = 5 * time.Second
 	}
-	q := url.Values{}
-	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
-	q.Add("_pragma", "foreign_keys(1)")
-	q.Add("_pragma", "synchronous(NORMAL)")
-	if o.Path != ":memory:" {
-		q.Add("_pragma", "journal_mode(WAL)")
-	}
-	q.Set("_txlock", "immediate")
-	sdb, err := sql.Open("sqlite", "file:"+o.Path+"?"+q.Encode())
+	// One connection: transactions of this process queue in database/sql
+	// instead of failing with SQLITE_BUSY, and ":memory:" stays one database.
+	sdb, err := sqlitedb.Open(o.Path, sqlitedb.Options{BusyTimeout: busy, ForeignKeys: true})
 	if err != nil {
 		return nil, fmt.Errorf("%w: sqlite: %w", versioning.ErrUnavailable, err)
 	}
-	// One connection: transactions of this process queue in database/sql
-	// instead of failing with SQLITE_BUSY, and ":memory:" stays one database.
-	sdb.SetMaxOpenConns(1)
-	sdb.SetConnMaxLifetime(0)
-	sdb.SetConnMaxIdleTime(0)
 	if err := ping(ctx, sdb, busy); err != nil {
 		_ = sdb.Close()
 		return nil, fmt.Errorf("%w: sqlite: %s: %w", versioning.ErrUnavailable, o.Path, err)

@@ -1,0 +1,129 @@
+package sqlitedb_test
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	_ "modernc.org/sqlite"
+
+	"governor.dev/governor/internal/sqlitedb"
+)
+
+func TestDSN(t *testing.T) {
+	tests := []struct {
+		name, path string
+		o          sqlitedb.Options
+		want       string
+	}{
+		{"defaults", "/var/g.db", sqlitedb.Options{},
+			"file:/var/g.db?_pragma=busy_timeout%285000%29&_pragma=synchronous%28NORMAL%29&_pragma=journal_mode%28WAL%29&_txlock=immediate"},
+		{"foreign keys and a busy timeout", "g.db", sqlitedb.Options{BusyTimeout: 250 * time.Millisecond, ForeignKeys: true},
+			"file:g.db?_pragma=busy_timeout%28250%29&_pragma=foreign_keys%281%29&_pragma=synchronous%28NORMAL%29&_pragma=journal_mode%28WAL%29&_txlock=immediate"},
+		{"in memory: no WAL", ":memory:", sqlitedb.Options{},
+			"file::memory:?_pragma=busy_timeout%285000%29&_pragma=synchronous%28NORMAL%29&_txlock=immediate"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, sqlitedb.DSN(tt.path, tt.o))
+		})
+	}
+}
+
+// TestPragmas: a pool opened with DSN runs in WAL mode with
+// synchronous(NORMAL), the busy timeout and, when asked, foreign keys.
+func TestPragmas(t *testing.T) {
+	ctx := context.Background()
+	db, err := sql.Open("sqlite", sqlitedb.DSN(filepath.Join(t.TempDir(), "g.db"), sqlitedb.Options{BusyTimeout: 1500 * time.Millisecond, ForeignKeys: true}))
+	require.NoError(t, err)
+	defer db.Close()
+	for pragma, want := range map[string]string{"journal_mode": "wal", "synchronous": "1", "busy_timeout": "1500", "foreign_keys": "1"} {
+		var got string
+		require.NoError(t, db.QueryRowContext(ctx, "PRAGMA "+pragma).Scan(&got), pragma)
+		require.Equal(t, want, got, pragma)
+	}
+}
+
+// TestReadThenWrite: a transaction that reads and then writes must not fail
+// with SQLITE_BUSY because another pool on the same file committed after
+// its read. With deferred transactions the write fails at once, busy
+// timeout or not; DSN's transactions take the write lock at BEGIN, so the
+// other writer waits (here it gives up at once: busy_timeout 0) and the
+// transaction commits.
+func TestReadThenWrite(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "g.db")
+	pool, err := sql.Open("sqlite", sqlitedb.DSN(path, sqlitedb.Options{}))
+	require.NoError(t, err)
+	defer pool.Close()
+	other, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(0)")
+	require.NoError(t, err)
+	defer other.Close()
+	_, err = pool.ExecContext(ctx, `CREATE TABLE t (k INTEGER PRIMARY KEY, v INTEGER)`)
+	require.NoError(t, err)
+
+	tx, err := pool.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	var n int
+	require.NoError(t, tx.QueryRowContext(ctx, `SELECT count(*) FROM t`).Scan(&n))
+	// The other writer either commits (deferred BEGIN) or is refused at once
+	// (the transaction holds the write lock); both are allowed.
+	_, _ = other.ExecContext(ctx, `INSERT INTO t (v) VALUES (1)`)
+	_, err = tx.ExecContext(ctx, `INSERT INTO t (v) VALUES (?)`, n)
+	require.NoError(t, err, "write after read in a transaction")
+	require.NoError(t, tx.Commit())
+}
+
+// TestOpenQueuesWriters: the writers of one pool queue for its connection
+// instead of polling for SQLite's write lock, so none fails with
+// SQLITE_BUSY however short the busy timeout; and the pool keeps ":memory:"
+// one database.
+func TestOpenQueuesWriters(t *testing.T) {
+	for _, path := range []string{filepath.Join(t.TempDir(), "g.db"), ":memory:"} {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			ctx := context.Background()
+			db, err := sqlitedb.Open(path, sqlitedb.Options{BusyTimeout: time.Millisecond})
+			require.NoError(t, err)
+			defer db.Close()
+			_, err = db.ExecContext(ctx, `CREATE TABLE t (k INTEGER PRIMARY KEY, v INTEGER)`)
+			require.NoError(t, err)
+			const writers, each = 8, 25
+			errs := make(chan error, writers*each)
+			var wg sync.WaitGroup
+			for w := range writers {
+				wg.Go(func() {
+					for i := range each {
+						errs <- func() error {
+							tx, err := db.BeginTx(ctx, nil)
+							if err != nil {
+								return err
+							}
+							defer func() { _ = tx.Rollback() }()
+							var n int
+							if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM t`).Scan(&n); err != nil {
+								return err
+							}
+							if _, err := tx.ExecContext(ctx, `INSERT INTO t (v) VALUES (?)`, w*each+i+n); err != nil {
+								return err
+							}
+							return tx.Commit()
+						}()
+					}
+				})
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				require.NoError(t, err)
+			}
+			var n int
+			require.NoError(t, db.QueryRowContext(ctx, `SELECT count(*) FROM t`).Scan(&n))
+			require.Equal(t, writers*each, n)
+		})
+	}
+}
