@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
@@ -37,6 +36,7 @@ import (
 	"governor.dev/governor/engine/signals/embedded"
 	"governor.dev/governor/engine/signals/promapi"
 	"governor.dev/governor/internal/natsembed"
+	"governor.dev/governor/internal/sqlitedb"
 	"governor.dev/governor/migrations"
 	"governor.dev/governor/rules/distribution"
 	"governor.dev/governor/rules/versioning"
@@ -241,7 +241,9 @@ func (a *App) openStore(ctx context.Context) error {
 		path := a.cfg.SQLitePath()
 		a.store, err = sqlite.Open(ctx, sqlite.Options{Path: path, Clock: a.o.Clock, Logger: a.log, Registerer: a.o.Registry})
 		if err == nil {
-			a.ledgerDB, err = sql.Open("sqlite", sqliteLedgerDSN(path))
+			// The ledger, the engine state, alerts and UI accounts share one
+			// connection beside the store's (see package sqlitedb).
+			a.ledgerDB, err = sqlitedb.Open(path, sqlitedb.Options{})
 		}
 		if err == nil {
 			err = migrations.Up(ctx, a.ledgerDB, migrations.SQLite)
@@ -259,22 +261,6 @@ func (a *App) openStore(ctx context.Context) error {
 		return fmt.Errorf("%w: rules store: %w", ErrStart, err)
 	}
 	return nil
-}
-
-// sqliteLedgerDSN is the data source of the ledger pool, which shares the
-// rules store's file: WAL with synchronous(NORMAL) like the store, a busy
-// timeout, and write transactions that take the write lock at BEGIN
-// (_txlock=immediate). A deferred transaction that reads and then writes
-// fails at once with SQLITE_BUSY, without waiting out the busy timeout,
-// whenever another connection (the store's own pool, or another connection
-// of this pool) committed since its read.
-func sqliteLedgerDSN(path string) string {
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout(5000)")
-	q.Add("_pragma", "synchronous(NORMAL)")
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Set("_txlock", "immediate")
-	return "file:" + path + "?" + q.Encode()
 }
 
 func (a *App) startPlane(ctx context.Context) error {
