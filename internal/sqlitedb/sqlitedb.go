@@ -15,7 +15,7 @@
 // SQLite's busy handler for the lock, first come is not first served, and
 // under load the others keep taking it: a writer polls until its busy
 // timeout is spent and fails with SQLITE_BUSY (the dev stack's ledger pool,
-// with up to eight connections, so failed logins at a load average of 6-8).
+// with up to eight connections, so failed a login at a load average of 7).
 // With one connection the pool's users queue for it in database/sql, each
 // for as long as its context allows, and only another pool's or another
 // process's connection is waited for with the busy timeout.
