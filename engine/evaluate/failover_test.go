@@ -219,7 +219,7 @@ func (f sinkFunc) Emit(_ context.Context, e events.Event) { f(e) }
 // mover read.
 func TestSQLWatermarkCompareAndSet(t *testing.T) {
 	ctx := context.Background()
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(t.TempDir(), "w.db"))
+	db, err := sqlitedb.Open(filepath.Join(t.TempDir(), "w.db"), sqlitedb.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
