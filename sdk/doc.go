@@ -18,7 +18,9 @@
 //     lowest classes is refused (ErrOverload, outcome "overload"), batch
 //     first, never critical unless allowed, and only after two slow
 //     windows in a row, or after one severe window (the CPUs busy and the
-//     goroutines runnable at its end a long wait: the onset of a spike);
+//     goroutines runnable at its end a long wait, longer than the time the
+//     requests have left to their stated deadlines: the onset of a spike;
+//     past batch, two such windows in a row);
 //  2. the token-bucket rate limit of the route, then the per-key limits
 //     (client IP, caller, user) with bounded memory;
 //  3. the adaptive concurrency limit (sdk/limit), split into one ceiling per

@@ -41,7 +41,10 @@ import (
 // its first window: when the process kept at least 80% of its CPUs busy over
 // the window and the goroutines runnable at its end (RunQueueSource) would
 // wait at least 20 x Target to run (Little's law: their number over the rate
-// at which goroutines were scheduled in the window) and at least the time
+// at which the runtime timed goroutines being scheduled in the window; the
+// runtime times about one wake-up in eight, so this estimate, and the two
+// thresholds it is held against, are on that sampled scale: about 8x the
+// real wait, and the thresholds were tuned on it) and at least the time
 // the requests reaching Admit had left to their stated deadlines (when they
 // state one: a queue they can still wait out is left to the latency), the
 // window counts at once, and its error is the larger of the two estimates.
@@ -422,8 +425,11 @@ func (t *throttle) adjust(lat float64, n uint64, share, q, left float64) bool {
 // (seconds), by Little's law: the goroutines runnable now over the rate at
 // which goroutines were scheduled in the window that ended (n wake-ups in
 // elapsed ns). It is the wall time the run queue takes to drain at the pace
-// it drained, whatever share of the machine's CPUs the process got. 0 when
-// unknown.
+// it drained, whatever share of the machine's CPUs the process got, on the
+// scale of the runtime's sampling: n counts the wake-ups the runtime timed,
+// about one in eight (gTrackingPeriod), so the estimate is about 8x the real
+// wait; onsetQueue and the comparison with the time left are tuned on that
+// scale. 0 when unknown.
 func (t *throttle) runQueue(n uint64, elapsed int64) float64 {
 	if t.rq == nil || n == 0 || elapsed <= 0 {
 		return 0
