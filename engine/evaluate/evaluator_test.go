@@ -255,19 +255,26 @@ func (s downstreamSource) Query(_ context.Context, q string, at time.Time) (*sig
 	return res, nil
 }
 
-func TestSlowDownstreams(t *testing.T) {
-	ctx := context.Background()
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:"})
+// memGuard returns a guardrail on an in-memory rules store, closed when the
+// test ends.
+func memGuard(t *testing.T) *guardrail.Guard {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: ":memory:"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	t.Cleanup(func() { st.Close() })
 	guard, err := guardrail.New(guardrail.Options{Store: st, Series: guardrail.SignalSeries{}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return guard
+}
+
+func TestSlowDownstreams(t *testing.T) {
+	ctx := context.Background()
 	var p99 float64
-	e := &Evaluator{o: Options{Breakers: downstreamSource{p99: &p99}, Guard: guard}}
+	e := &Evaluator{o: Options{Breakers: downstreamSource{p99: &p99}, Guard: memGuard(t)}}
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	step := func(v float64) []guardrail.Incident {
 		t.Helper()

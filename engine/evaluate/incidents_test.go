@@ -15,7 +15,6 @@ import (
 	"governor.dev/governor/engine/guardrail"
 	"governor.dev/governor/engine/signals"
 	"governor.dev/governor/engine/signals/embedded"
-	"governor.dev/governor/rules/versioning/sqlite"
 )
 
 // fillSlowdown writes, every 15 s for twelve minutes, the latency buckets of
@@ -72,15 +71,7 @@ func TestSlowDownstreamsFromSamples(t *testing.T) {
 	defer db.Close()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	fillSlowdown(t, db, t0)
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	guard, err := guardrail.New(guardrail.Options{Store: st, Series: guardrail.SignalSeries{}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	guard := memGuard(t)
 	direct := &Evaluator{o: Options{Breakers: db, Guard: guard}}
 	viaPromQL := &Evaluator{o: Options{Breakers: promqlOnly{db}, Guard: guard}}
 	byKey := func(a, b guardrail.Incident) int {
