@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
-	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/tsdb/tsdbutil"
 	"github.com/stretchr/testify/require"
 
@@ -212,19 +211,7 @@ func FuzzBucketQuantile(f *testing.F) {
 		for i := 0; i+3 < len(data); i += 4 {
 			s := int(data[i] % 16) // downstream (low bit) and le
 			ts[s] += int64(data[i+1]%40+1) * 500
-			v := vals[s]
-			switch op, arg := data[i+2], float64(data[i+3]); {
-			case op < 200:
-				v += arg * float64(op) / 7
-			case op < 220:
-				v = arg
-			case op < 230:
-				v = math.Float64frombits(value.StaleNaN)
-			case op < 240:
-				v = math.NaN()
-			case op < 250:
-				v = -arg
-			}
+			v := fuzzStep(vals[s], data[i+2], float64(data[i+3]))
 			if !math.IsNaN(v) && v >= 0 {
 				vals[s] = v
 			}

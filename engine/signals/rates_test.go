@@ -493,19 +493,7 @@ func FuzzSeriesRate(f *testing.F) {
 		for i := 0; i+2 < len(data); i += 3 {
 			s := int(data[i] & 1)
 			ts[s] += int64(data[i]%40+1) * 500
-			v := vals[s]
-			switch op, arg := data[i+1], float64(data[i+2]); {
-			case op < 200:
-				v += arg * float64(op) / 7
-			case op < 220:
-				v = arg
-			case op < 230:
-				v = math.Float64frombits(value.StaleNaN)
-			case op < 240:
-				v = math.NaN()
-			case op < 250:
-				v = -arg
-			}
+			v := fuzzStep(vals[s], data[i+1], float64(data[i+2]))
 			if !math.IsNaN(v) && v >= 0 {
 				vals[s] = v
 			}
@@ -524,4 +512,23 @@ func FuzzSeriesRate(f *testing.F) {
 		require.NoError(t, err)
 		sameBits(t, want, got, fmt.Sprintf("%s at %s over %s", svc, at.Sub(sharedT0), window))
 	})
+}
+
+// fuzzStep is a fuzzed counter's next sample after prev: mostly an
+// increase, else a reset to arg, a stale marker, a NaN, a negative value or
+// prev again, as op says.
+func fuzzStep(prev float64, op byte, arg float64) float64 {
+	switch {
+	case op < 200:
+		return prev + arg*float64(op)/7
+	case op < 220:
+		return arg
+	case op < 230:
+		return math.Float64frombits(value.StaleNaN)
+	case op < 240:
+		return math.NaN()
+	case op < 250:
+		return -arg
+	}
+	return prev
 }
