@@ -19,6 +19,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"governor.dev/governor/alerts/configstore"
+	"governor.dev/governor/internal/sqlitedb"
 	"governor.dev/governor/internal/testenv"
 	"governor.dev/governor/migrations"
 	"governor.dev/governor/rules/versioning"
@@ -78,9 +79,8 @@ func newEnvTB(t testing.TB) *env {
 	st, err := sqlite.Open(ctx, sqlite.Options{Path: path, Clock: clk})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(5000)")
+	db, err := sqlitedb.Open(path, sqlitedb.Options{})
 	require.NoError(t, err)
-	db.SetMaxOpenConns(1)
 	t.Cleanup(func() { _ = db.Close() })
 	return newEnvOn(t, clk, st, db, migrations.SQLite)
 }
