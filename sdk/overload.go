@@ -40,30 +40,40 @@ import (
 // only when every other class is fully shed. A severe onset is acted on in
 // its first window: when the process kept at least 80% of its CPUs busy over
 // the window and the goroutines runnable at its end (RunQueueSource) would
-// wait at least 20 x Target to run (Little's law: their number over the rate
-// at which the runtime timed goroutines being scheduled in the window; the
-// runtime times about one wake-up in eight, so this estimate, and the two
-// thresholds it is held against, are on that sampled scale: about 8x the
-// real wait, and the thresholds were tuned on it) and at least the time
-// the requests reaching Admit had left to their stated deadlines (when they
-// state one: a queue they can still wait out is left to the latency), the
-// window counts at once, and its error is the larger of the two estimates.
-// Once batch is fully shed, it takes two such windows in a row (one
-// window's estimate is noisy, and a steady overload that the latency holds
-// would otherwise see a class refused at every burst).
-// A stall is not such a window: the process's CPUs idle through it. Once
-// the throttle is on, a run queue that long also counts a window in which
-// the process got less than half of its CPUs: the queue is its own work,
-// and refusing drains it (the level then moves on the latency alone). While
-// windows stay severe, they are half as long, so a spike reaches the higher
-// classes within a few tenths of a second. Each window
-// below Target gives back in proportion to how far below it the latency is
-// (at most 0.3 classes per window: a quiet CPU clears a full level in about
-// 1.3 s, 13 windows). A window in which the CPUs were busy but too few
-// goroutines were scheduled to measure (long-running work) leaves the
-// level as it is. Windows end on time even while the process's goroutines
-// queue for the CPU: one admission in 16 refreshes the Governor's coarse
-// clock (clock.Coarse.Refresh), whose own goroutine waits in that queue.
+// wait at least 2.5 x Target to run (Little's law: their number over the
+// rate at which goroutines were scheduled in the window, which the runtime
+// times one in eight) and at least an eighth of the time the requests
+// reaching Admit had left to their stated deadlines (when they state one; a
+// queue they can still wait out is left to the latency, and the runnable
+// goroutines are only the part of the queue before Admit that the runtime
+// sees: the rest waits in socket buffers and the accept backlog), the window
+// counts at once and adds a class. Once batch is fully shed, it takes two
+// such windows in a row (one window's estimate is noisy, and a steady
+// overload that the latency holds would otherwise see a class refused at
+// every burst), and once the throttle has been on for ten windows, a run
+// queue of 1.5 eighths of the time left (at a steady overload the level
+// holds the run queue near an eighth of it, and a Poisson burst takes a
+// window or two just past it). A stall is not such a window: the process's
+// CPUs idle through it. Once the throttle is on, a run queue that long also
+// counts a window in which the process got less than half of its CPUs: the
+// queue is its own work, and refusing drains it (the level then moves as in
+// any other window). While windows stay severe, they are half as long, so a
+// spike reaches the higher classes within a few tenths of a second.
+// Once the throttle is on, the latency and the run queue must agree: the
+// latency is the wait of the goroutines that ran in the window, the run
+// queue the wait of those runnable at its end, so a slow window whose queue
+// has drained, or a quick one with a queue building, holds the level, and
+// otherwise the level moves by the smaller of the two errors (the latency
+// alone lags the queue: at a steady overload the level rose on the wait of
+// a queue already drained, and the CPUs idled while it fell back). Each
+// window below Target gives back in proportion to how far below it the
+// latency (and the run queue) is (at most 0.3 classes per window: a quiet
+// CPU clears a full level in about 1.3 s, 13 windows). A window in which
+// the CPUs were busy but too few goroutines were scheduled to measure
+// (long-running work) leaves the level as it is. Windows end on time even
+// while the process's goroutines queue for the CPU: one admission in 16
+// refreshes the Governor's coarse clock (clock.Coarse.Refresh), whose own
+// goroutine waits in that queue.
 // Refusals carry ReasonOverload (ErrOverload, a kind of ErrShed) and count
 // under the outcome "overload"; governor_sdk_overload_level and
 // governor_sdk_sched_latency_seconds show the throttle's state.
@@ -119,8 +129,9 @@ type CPUTimeSource interface {
 // runtime's "/sched/goroutines/runnable:goroutines"). It is the queue the
 // latency histogram only reports once its goroutines have run. With it, a
 // window whose run queue is a long wait counts as slow whatever share of
-// the CPUs the process got, and with CPUTimeSource as well, the throttle
-// acts on the first window of a severe overload (OverloadOptions).
+// the CPUs the process got, the throttle once on moves its level only
+// where the latency and the run queue agree, and with CPUTimeSource as
+// well, it acts on the first window of a severe overload (OverloadOptions).
 type RunQueueSource interface {
 	ReadRunnable() (n uint64, ok bool)
 }
@@ -169,25 +180,29 @@ func (r *runtimeSched) ReadRunnable() (uint64, bool) {
 // Throttle constants. The level is a number of classes in 1/levelUnit: level
 // 1.5 sheds all of batch and half of browse.
 const (
-	levelUnit    = 1 << 13
-	riseGain     = 0.1 // classes added per slow window per unit of relative error
-	maxErr       = 10  // relative error counted at most: +1 class per window
-	fallGain     = 0.3 // classes removed per quick window per unit of relative error
-	levelFloor   = 0.02
-	notOurs      = -0.5        // the error counted for a slow window in which the process was not busy
-	minBusy      = 0.5         // share of GOMAXPROCS the process must have used for a slow window to count
-	minWakeups   = 8           // fewer in a window say nothing about the CPU
-	onsetBusy    = 0.8         // share of GOMAXPROCS the process must have used for one window to start the throttle
-	onsetQueue   = 20          // the run queue's wait, in targets, for one window to start the throttle
-	leftEvery    = 4           // one admission in leftEvery with a stated deadline reports its time left
-	leftShards   = 8           // the time-left sums are split over this many cache lines
-	minLeft      = 4           // time-left samples needed for a window's mean
-	leftMaxAge   = time.Second // a mean of time left older than this is forgotten
-	refreshEvery = 16          // one admission in refreshEvery reads the system clock (clock.Coarse.Refresh)
-	fastDiv      = 2           // windows are Window/fastDiv while they are severe
-	minWindow    = int64(10 * time.Millisecond)
-	defaultSched = 10 * time.Millisecond
-	defaultWin   = 100 * time.Millisecond
+	levelUnit     = 1 << 13
+	riseGain      = 0.1 // classes added per slow window per unit of relative error
+	maxErr        = 10  // relative error counted at most: +1 class per window
+	fallGain      = 0.3 // classes removed per quick window per unit of relative error
+	levelFloor    = 0.02
+	notOurs       = -0.5        // the error counted for a slow window in which the process was not busy
+	minBusy       = 0.5         // share of GOMAXPROCS the process must have used for a slow window to count
+	minWakeups    = 8           // fewer in a window say nothing about the CPU
+	onsetBusy     = 0.8         // share of GOMAXPROCS the process must have used for one window to start the throttle
+	onsetQueue    = 2.5         // the run queue's wait, in targets, for one window to start the throttle
+	onsetLeft     = 1.0 / 8     // the part of the time left the run queue's wait must reach for a severe window, from level 0
+	onLeft        = 1.5 / 8     // the same once the level has been above 0 for onsetWindows
+	onsetWindows  = 10          // windows after the level left 0 in which a severe window needs only onsetLeft
+	schedSampling = 8           // the runtime times one wake-up in schedSampling (gTrackingPeriod)
+	leftEvery     = 4           // one admission in leftEvery with a stated deadline reports its time left
+	leftShards    = 8           // the time-left sums are split over this many cache lines
+	minLeft       = 4           // time-left samples needed for a window's mean
+	leftMaxAge    = time.Second // a mean of time left older than this is forgotten
+	refreshEvery  = 16          // one admission in refreshEvery reads the system clock (clock.Coarse.Refresh)
+	fastDiv       = 2           // windows are Window/fastDiv while they are severe
+	minWindow     = int64(10 * time.Millisecond)
+	defaultSched  = 10 * time.Millisecond
+	defaultWin    = 100 * time.Millisecond
 )
 
 // throttle is the overload throttle of one Governor. The hot path reads one
@@ -204,7 +219,8 @@ type throttle struct {
 	prev    []uint64
 	primed  bool
 	slow    int // consecutive windows above the target
-	queued  int // consecutive busy windows with a run queue longer than the time left
+	queued  int // consecutive severe windows (before the two-in-a-row rule)
+	on      int // windows judged since the level last left 0
 	cpu     CPUTimeSource
 	rq      RunQueueSource
 	procs   float64 // GOMAXPROCS
@@ -354,29 +370,44 @@ func (t *throttle) timeLeft(now int64) float64 {
 
 // adjust moves the level for a window whose mean latency was lat over n
 // wake-ups, in which the process used share of its CPUs (negative: unknown),
-// at whose end the run queue would wait q, and in which requests reached
-// Admit with left to their stated deadlines (negative: none stated): an
-// integral controller on the relative error (lat-target)/target, raising by
-// up to riseGain*maxErr classes per slow window and cutting by up to
-// fallGain per quick one, so a window just under the target during an
+// at whose end the run queue would wait q (negative: unknown), and in which
+// requests reached Admit with left to their stated deadlines (negative: none
+// stated): an integral controller on the relative error (lat-target)/target,
+// raising by up to riseGain*maxErr classes per slow window and cutting by up
+// to fallGain per quick one, so a window just under the target during an
 // overload gives back little and a quiet CPU clears the level in about a
-// second. A long run queue (at least onsetQueue targets, and at least the
-// time the requests had left) in a window the process kept onsetBusy of its
-// CPUs busy (severe) makes the error the larger of the latency's and the
-// queue's: the requests arriving now would wait past their deadlines, and
-// only refusing at once saves them; a queue they can wait out moves the
-// level by the latency alone, so a steady overload is not met with a class
-// refused per window while the CPU could serve it. A long run queue alone,
-// once the throttle is on, makes the window the process's own overload
-// even when it used less than minBusy of its CPUs: the queue is its
-// own work, whatever share of the machine it gets (from level 0 such a
-// window does not count: other processes taking the CPUs for a moment are
-// no reason to start refusing). From level 0 the level rises only on the
-// second slow window in a row, or on the first severe one; from level 1, a
-// severe window counts as one only after another. A window with fewer than
-// minWakeups wake-ups in which the process kept minBusy of its CPUs busy
-// moves nothing. It reports whether the window was severe and the level is
-// still below its maximum: the next window is then shorter.
+// second.
+//
+// A long run queue (at least onsetQueue targets, and at least onsetLeft of
+// the time the requests had left; onLeft once the level has been above 0
+// for onsetWindows windows) in a window the process kept onsetBusy of its
+// CPUs busy (severe) adds a class: the requests arriving now would wait
+// past their deadlines, and only refusing at once saves them; a queue they
+// can wait out moves the level as any other window does, so a steady
+// overload is not met with a class refused per window while the CPU could
+// serve it. From level 1, a severe window counts as one only after another.
+//
+// Once the level is above 0, the latency and the run queue must agree: the
+// latency is the wait of the goroutines that ran in the window, the run
+// queue the wait of those runnable at its end. A slow window whose queue has
+// drained (the level already refuses enough) or a quick one with a queue
+// building (it refuses too little) holds the level; when both are above the
+// target it rises by the smaller error, when both are below it falls by the
+// smaller one. On the latency alone, a steady overload ran a limit cycle:
+// the level rose on the latency of a queue already drained, the CPUs idled
+// for half a second while it fell back, and it fell below the level needed
+// while the next queue built.
+//
+// A long run queue alone, once the throttle is on, makes the window the
+// process's own overload even when it used less than minBusy of its CPUs:
+// the queue is its own work, whatever share of the machine it gets (from
+// level 0 such a window does not count: other processes taking the CPUs for
+// a moment are no reason to start refusing). From level 0 the level rises
+// only on the second slow window in a row, or on the first severe one. A
+// window with fewer than minWakeups wake-ups in which the process kept
+// minBusy of its CPUs busy moves nothing. It reports whether the window was
+// severe and the level is still below its maximum: the next window is then
+// shorter.
 func (t *throttle) adjust(lat float64, n uint64, share, q, left float64) bool {
 	if n < minWakeups {
 		if share >= minBusy {
@@ -385,25 +416,45 @@ func (t *throttle) adjust(lat float64, n uint64, share, q, left float64) bool {
 			// window in an overload. The window tells nothing.
 			return false
 		}
-		lat, q = 0, 0 // a window with hardly any wake-ups has no queue
+		lat, q = 0, min(q, 0) // a window with hardly any wake-ups has no queue
 	}
 	e := (lat - t.target) / t.target
 	long := q >= onsetQueue*t.target
-	severe := long && share >= onsetBusy && (left < 0 || q >= left)
+	part := onsetLeft
+	if t.on >= onsetWindows {
+		// At a steady overload the level holds the queue near the time
+		// left, and Poisson bursts take single windows just past it.
+		part = onLeft
+	}
+	severe := long && share >= onsetBusy && (left < 0 || q >= part*left)
 	if severe {
 		t.queued++
 	} else {
 		t.queued = 0
 	}
-	// One window's queue is a noisy estimate (the runtime times one
-	// wake-up in eight, and the runnable count is one instant): past the
-	// onset (batch all refused), it takes two such windows in a row.
+	// One window's queue is a noisy estimate (the runnable count is one
+	// instant): past the onset (batch all refused), it takes two such
+	// windows in a row.
 	severe = severe && (t.level < 1 || t.queued >= 2)
 	if severe {
-		e = max(e, (q-t.target)/t.target)
+		e = maxErr
 	}
 	if e > 0 && share >= 0 && share < minBusy && (!long || t.level == 0) {
 		e = notOurs // the CPUs are taken by others: refusing does not help
+	}
+	if !severe && t.level > 0 && q >= 0 {
+		eq := (q - t.target) / t.target
+		switch {
+		case e > 0 && eq > 0:
+			e = min(e, eq)
+		case e < 0 && eq < 0:
+			e = max(e, eq)
+		default:
+			e = 0 // they disagree: hold
+		}
+	}
+	if t.level > 0 {
+		t.on++
 	}
 	if e > 0 {
 		t.slow++
@@ -416,29 +467,34 @@ func (t *throttle) adjust(lat float64, n uint64, share, q, left float64) bool {
 	t.slow = 0
 	t.level += fallGain * e
 	if t.level < levelFloor {
-		t.level = 0
+		t.level, t.on = 0, 0
 	}
 	return false
 }
 
 // runQueue estimates how long a goroutine made runnable now waits to run
 // (seconds), by Little's law: the goroutines runnable now over the rate at
-// which goroutines were scheduled in the window that ended (n wake-ups in
-// elapsed ns). It is the wall time the run queue takes to drain at the pace
-// it drained, whatever share of the machine's CPUs the process got, on the
-// scale of the runtime's sampling: n counts the wake-ups the runtime timed,
-// about one in eight (gTrackingPeriod), so the estimate is about 8x the real
-// wait; onsetQueue and the comparison with the time left are tuned on that
-// scale. 0 when unknown.
+// which goroutines were scheduled in the window that ended (n timed
+// wake-ups in elapsed ns; the runtime times one in schedSampling, its
+// gTrackingPeriod, so the rate is schedSampling*n/elapsed). It is the wall
+// time the run queue takes to drain at the pace it drained, whatever share
+// of the machine's CPUs the process got. It is only the part of the queue
+// before Admit that the runtime sees: the requests still in socket buffers
+// and the accept backlog are not runnable goroutines, which is why a severe
+// window needs this wait to reach only a part of the time left (onsetLeft,
+// onLeft). -1 when unknown; 0 when no wake-up was timed.
 func (t *throttle) runQueue(n uint64, elapsed int64) float64 {
-	if t.rq == nil || n == 0 || elapsed <= 0 {
-		return 0
+	if t.rq == nil || elapsed <= 0 {
+		return -1
 	}
 	r, ok := t.rq.ReadRunnable()
 	if !ok {
+		return -1
+	}
+	if n == 0 {
 		return 0
 	}
-	return float64(r) * float64(elapsed) / 1e9 / float64(n)
+	return float64(r) * float64(elapsed) / 1e9 / float64(schedSampling*n)
 }
 
 // busy returns the share of its CPUs (of GOMAXPROCS) the process used

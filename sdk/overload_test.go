@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"errors"
+	"math"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -219,9 +220,10 @@ func newOnsetThrottled(t *testing.T, o governor.OverloadOptions) *onsetThrottled
 // step lets d pass in which 200 goroutines waited lat to run and the
 // process used share of its CPUs, leaves runnable goroutines waiting at its
 // end, and offers n requests of every class; it returns the share of each
-// class (critical, core, browse, batch) refused. 200 wake-ups in 100ms are
-// 2,000 a second, so 400 runnable goroutines are a 200ms queue (in a 50ms
-// window, a 100ms one): 20 targets.
+// class (critical, core, browse, batch) refused. 200 timed wake-ups in 100ms
+// stand for 1,600 (the runtime times one in eight): 16,000 a second, so 400
+// runnable goroutines are a 25ms queue (in a 50ms window, 12.5ms), 2.5
+// targets.
 func (o *onsetThrottled) step(t *testing.T, d, lat time.Duration, share float64, runnable uint64, n int) [4]float64 {
 	t.Helper()
 	o.src.used.Add(int64(float64(o.procs*d) * share))
@@ -260,7 +262,7 @@ func TestThrottleStartsWithinOneWindowOnASevereSpike(t *testing.T) {
 	o.quiet(t, 5)
 	// The first window of the spike: the latency histogram has seen little
 	// of it yet (15ms), the run queue has: 1,000 runnable goroutines at
-	// 2,000 wake-ups a second are a 500ms wait.
+	// 16,000 wake-ups a second are a 62.5ms wait.
 	r := o.step(t, 100*time.Millisecond, 15*time.Millisecond, 1, 1000, 200)
 	if l := o.level(); l < 1 || r[3] < 1 || r[2] != 0 || r[0] != 0 {
 		t.Fatalf("after the first window of a severe spike: level %v, refused %v; want all of batch refused at once", l, r)
@@ -299,7 +301,7 @@ func TestThrottleOnsetNeedsBusyCPUsAndAQueue(t *testing.T) {
 		{"starved by other processes", 200 * time.Millisecond, 0.3, 20},
 		{"starved, with a long queue", 200 * time.Millisecond, 0.3, 800},
 		{"busy with a short queue", 60 * time.Millisecond, 1, 20},
-		{"busy, queue just under 20 targets", 60 * time.Millisecond, 1, 399},
+		{"busy, queue just under 2.5 targets", 60 * time.Millisecond, 1, 399},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -376,7 +378,7 @@ func TestThrottleReleasesGradually(t *testing.T) {
 func TestThrottleLongRunQueueIsTheProcesssOwn(t *testing.T) {
 	o := newOnsetThrottled(t, governor.OverloadOptions{})
 	o.quiet(t, 3)
-	for _, runnable := range []uint64{20, 800} { // 10ms and 400ms queues
+	for _, runnable := range []uint64{20, 800} { // 1.25ms and 50ms queues
 		for range 10 {
 			o.step(t, 100*time.Millisecond, 200*time.Millisecond, 0.3, runnable, 1)
 		}
@@ -405,7 +407,7 @@ func TestThrottleLongRunQueueIsTheProcesssOwn(t *testing.T) {
 // TestThrottleRunQueueSpeedsOnlyBusyWindows: the run queue's estimate
 // raises the level faster than the latency does only in a window the
 // process kept busy. On a machine that leaves the process 60% of its CPUs,
-// a burst of runnable goroutines after a stall (a 400ms estimate) moves
+// a burst of runnable goroutines after a stall (a 50ms wait) moves
 // the level by the latency's error, not by a class.
 func TestThrottleRunQueueSpeedsOnlyBusyWindows(t *testing.T) {
 	o := newOnsetThrottled(t, governor.OverloadOptions{})
@@ -419,7 +421,7 @@ func TestThrottleRunQueueSpeedsOnlyBusyWindows(t *testing.T) {
 	}
 	o.step(t, 100*time.Millisecond, 15*time.Millisecond, 1, 800, 1)
 	if l := o.level(); l < 1 {
-		t.Fatalf("level %v after a busy window with a 400ms run queue, want at least 1", l)
+		t.Fatalf("level %v after a busy window with a 50ms run queue, want at least 1", l)
 	}
 }
 
@@ -447,17 +449,19 @@ func TestThrottleWindowsEndWhileRequestsArriveDead(t *testing.T) {
 
 // TestThrottleOnsetWaitsForAQueueThatThreatensDeadlines: requests that
 // state their deadlines tell the throttle how long they can wait. A run
-// queue they can wait out (400ms with 1s left) starts nothing in one window
-// and then moves the level by the latency's error alone; the same queue
-// acts at once when the requests reaching Admit have less time left than
-// it (300ms), as it does when they state no deadline for a second.
+// queue shorter than an eighth of the time they have left (50ms with 1s
+// left; the runnable goroutines are only part of the queue before Admit)
+// starts nothing in one window and then moves the level by the latency's
+// error alone; the same queue acts at once when the requests reaching Admit
+// have less than eight times it left (300ms), as it does when they state no
+// deadline for a second.
 func TestThrottleOnsetWaitsForAQueueThatThreatensDeadlines(t *testing.T) {
 	o := newOnsetThrottled(t, governor.OverloadOptions{})
 	o.left = time.Second
 	o.quiet(t, 3)
-	// 800 runnable goroutines at 2,000 wake-ups a second: a 400ms wait.
+	// 800 runnable goroutines at 16,000 wake-ups a second: a 50ms wait.
 	if r := o.step(t, 100*time.Millisecond, 15*time.Millisecond, 1, 800, 50); r != [4]float64{} {
-		t.Fatalf("one busy window with a 400ms run queue and 1s left refused %v, want nothing", r)
+		t.Fatalf("one busy window with a 50ms run queue and 1s left refused %v, want nothing", r)
 	}
 	o.step(t, 100*time.Millisecond, 15*time.Millisecond, 1, 800, 50)
 	// 15ms against 10ms: +0.05 from the second slow window.
@@ -471,7 +475,7 @@ func TestThrottleOnsetWaitsForAQueueThatThreatensDeadlines(t *testing.T) {
 	before := o.level()
 	o.step(t, 100*time.Millisecond, 15*time.Millisecond, 1, 800, 50)
 	if l := o.level(); l < before+0.9 {
-		t.Fatalf("level %v -> %v in a busy window whose 400ms run queue exceeds the 300ms the requests had left, want a class more", before, l)
+		t.Fatalf("level %v -> %v in a busy window whose 50ms run queue exceeds an eighth of the 300ms the requests had left, want a class more", before, l)
 	}
 
 	// Requests that stop stating deadlines: after a second the run queue
@@ -483,7 +487,7 @@ func TestThrottleOnsetWaitsForAQueueThatThreatensDeadlines(t *testing.T) {
 	o.quiet(t, 11)
 	o.step(t, 100*time.Millisecond, 15*time.Millisecond, 1, 800, 50)
 	if l := o.level(); l < 1 {
-		t.Fatalf("level %v after a busy window with a 400ms run queue, a second after the last stated deadline; want at least 1", l)
+		t.Fatalf("level %v after a busy window with a 50ms run queue, a second after the last stated deadline; want at least 1", l)
 	}
 }
 
@@ -496,16 +500,17 @@ func TestThrottleSteadyOverloadRisesByTheLatency(t *testing.T) {
 	o := newOnsetThrottled(t, governor.OverloadOptions{})
 	o.left = 450 * time.Millisecond
 	o.quiet(t, 3)
-	// 35ms (the bucket's midpoint) against 10ms: +0.25 a window from the
-	// second slow one.
+	// 35ms (the bucket's midpoint) against 10ms, and a 35ms run queue: +0.25
+	// a window from the second slow one.
 	for range 6 {
-		o.step(t, 100*time.Millisecond, 30*time.Millisecond, 1, 100, 20)
+		o.step(t, 100*time.Millisecond, 30*time.Millisecond, 1, 560, 20)
 	}
 	start := o.level()
 	if start < 1.2 || start > 1.3 {
 		t.Fatalf("level %v after 6 busy windows at 35ms, want 1.25", start)
 	}
-	// 200-440ms run queues, below the 450ms left, at 15ms: +0.05 a window.
+	// 25-55ms run queues, under the 56ms (an eighth of the 450ms left) that
+	// make a window severe, at 15ms: +0.05 a window.
 	for _, runnable := range []uint64{400, 600, 880} {
 		o.step(t, 100*time.Millisecond, 15*time.Millisecond, 1, runnable, 20)
 	}
@@ -521,14 +526,17 @@ func TestThrottleSteadyOverloadRisesByTheLatency(t *testing.T) {
 func TestThrottleNeedsTwoQueueWindowsPastTheOnset(t *testing.T) {
 	o := newOnsetThrottled(t, governor.OverloadOptions{})
 	o.quiet(t, 3)
-	for range 6 {
-		o.step(t, 100*time.Millisecond, 30*time.Millisecond, 1, 100, 1)
+	// 35ms against 10ms with a 22.5ms run queue (under the 25ms of a long
+	// one): +0.25 on the second slow window (from level 0 the latency
+	// alone), +0.125 on each after it (the queue's smaller error).
+	for range 10 {
+		o.step(t, 100*time.Millisecond, 30*time.Millisecond, 1, 360, 1)
 	}
 	start := o.level()
 	if start < 1.2 || start > 1.3 {
-		t.Fatalf("level %v after 6 busy windows at 35ms, want 1.25", start)
+		t.Fatalf("level %v after 10 busy windows at 35ms, want 1.25", start)
 	}
-	// A 500ms run queue at 15ms (the requests state no deadline).
+	// A 62.5ms run queue at 15ms (the requests state no deadline).
 	o.step(t, 100*time.Millisecond, 15*time.Millisecond, 1, 1000, 1)
 	if l := o.level(); l > start+0.06 {
 		t.Fatalf("level %v -> %v after one window with a long run queue past the onset, want the latency's +0.05", start, l)
@@ -567,5 +575,83 @@ func TestThrottleBusyWindowWithFewWakeupsMovesNothing(t *testing.T) {
 	few(100*time.Millisecond, 0.1)
 	if l := o.level(); l >= start {
 		t.Fatalf("level %v -> %v after an idle window with 3 wake-ups, want a cut", start, l)
+	}
+}
+
+// TestThrottleHoldsWhileLatencyAndRunQueueDisagree: once the throttle is
+// on, the latency (the wait of the goroutines that ran in the window) and
+// the run queue (the wait of those runnable at its end) must agree. A slow
+// window whose queue has drained holds the level (the level already refuses
+// enough: rising on such windows idled the CPUs at a steady 2x), and so does
+// a quick window with a queue building (falling would refuse too little);
+// when both are slow the level rises by the smaller error, when both are
+// quick it falls by the smaller one.
+func TestThrottleHoldsWhileLatencyAndRunQueueDisagree(t *testing.T) {
+	o := newOnsetThrottled(t, governor.OverloadOptions{})
+	o.left = 450 * time.Millisecond
+	o.quiet(t, 3)
+	for range 6 {
+		o.step(t, 100*time.Millisecond, 30*time.Millisecond, 1, 560, 20)
+	}
+	if l := o.level(); l < 1.2 || l > 1.3 {
+		t.Fatalf("level %v after 6 busy windows at 35ms with a 35ms run queue, want 1.25", l)
+	}
+	tests := []struct {
+		name     string
+		lat      time.Duration // the bucket's midpoint is the window's mean
+		runnable uint64        // 16 is a 1ms queue
+		move     float64
+	}{
+		{"slow, the queue drained", 30 * time.Millisecond, 2, 0},
+		{"quick, a queue building", 3 * time.Millisecond, 240, 0},
+		{"both slow: the queue's smaller error", 30 * time.Millisecond, 320, 0.1},
+		{"both quick: the queue's smaller error", 3 * time.Millisecond, 80, -0.15},
+		{"both quick: the latency's smaller error", 7 * time.Millisecond, 2, -0.075},
+	}
+	for _, tt := range tests {
+		before := o.level()
+		o.step(t, 100*time.Millisecond, tt.lat, 1, tt.runnable, 20)
+		if got := o.level() - before; math.Abs(got-tt.move) > 0.01 {
+			t.Errorf("%s (%v, %d runnable): level %v -> %v, want %+.3f", tt.name, tt.lat, tt.runnable, before, o.level(), tt.move)
+		}
+	}
+}
+
+// TestThrottleSteadySevereNeedsAMargin: in the first windows after the
+// throttle starts, a run queue of an eighth of the time left is severe (a
+// spike's onset, where the level must reach 3 within a few tenths of a
+// second); once the throttle has been on for onsetWindows windows, it takes
+// 1.5 eighths. At a steady overload the level holds the run queue near an
+// eighth of the time left, and a Poisson burst takes a window or two just
+// past it: each such pair added a class and left the CPUs idle for half a
+// second.
+func TestThrottleSteadySevereNeedsAMargin(t *testing.T) {
+	o := newOnsetThrottled(t, governor.OverloadOptions{})
+	o.left = 450 * time.Millisecond
+	o.quiet(t, 3)
+	// 35ms against 10ms with a 22.5ms run queue: +0.25 on the second slow
+	// window, +0.125 on each after it.
+	for range 12 {
+		o.step(t, 100*time.Millisecond, 30*time.Millisecond, 1, 360, 20)
+	}
+	start := o.level()
+	if start < 1.45 || start > 1.55 {
+		t.Fatalf("level %v after 12 busy windows at 35ms, want 1.5", start)
+	}
+	// 62.5ms run queues: past an eighth of the 450ms left (56ms), under 1.5
+	// eighths (84ms); at 15ms, +0.05 a window.
+	for range 2 {
+		o.step(t, 100*time.Millisecond, 15*time.Millisecond, 1, 1000, 20)
+	}
+	if l := o.level(); l > start+0.11 {
+		t.Fatalf("level %v -> %v after two windows with a run queue under 1.5 eighths of the time left, want the latency's +0.1", start, l)
+	}
+	// 125ms run queues: a class on the second.
+	before := o.level()
+	for range 2 {
+		o.step(t, 100*time.Millisecond, 15*time.Millisecond, 1, 2000, 20)
+	}
+	if l := o.level(); l < before+1 {
+		t.Fatalf("level %v -> %v after two windows with a run queue past 1.5 eighths of the time left, want a class more", before, l)
 	}
 }
