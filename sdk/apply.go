@@ -174,9 +174,10 @@ func (g *Governor) buildRoute(cfg rules.Route, prev *route) (*route, error) {
 			}
 			rt.conc = newConcurrency(*cc, lim)
 		}
-		rt.reserve = shed.NewReserve(0)
 		if prev != nil && prev.reserve != nil {
 			rt.reserve = prev.reserve
+		} else {
+			rt.reserve = shed.NewReserve(0, rt.cell.lowerAdmitted)
 		}
 		rt.reserved = DefaultReserved
 		rt.rotate = int64(DefaultRotateEvery)

@@ -78,7 +78,7 @@ func (c *concurrency) recentLatency() int64 {
 // ceilSnap caches the class ceilings for one limit.
 type ceilSnap struct {
 	limit int
-	peak  int // the critical class's measured concurrency
+	peak  int // the critical concurrency to make room for (Reserve.Room)
 	ceil  shed.Ceilings
 }
 
@@ -104,7 +104,7 @@ type route struct {
 	keyed  []keyLimit
 
 	conc       *concurrency
-	reserve    *shed.Reserve // the critical class's measured concurrency
+	reserve    *shed.Reserve // the critical class's measured concurrency and room
 	snap       atomic.Pointer[ceilSnap]
 	log2n      uint // log2 of len(cell.shards)
 	reserved   float64
@@ -153,7 +153,7 @@ func (rt *route) ceilings(now int64) *ceilSnap {
 	} else {
 		l = rt.conc.lim.Limit()
 	}
-	peak := rt.reserve.Peak(now)
+	peak := rt.reserve.Room(now)
 	s := rt.snap.Load()
 	if s != nil && s.limit == l && s.peak == peak {
 		return s
@@ -229,4 +229,17 @@ func (rt *route) exempt(req *Request) bool {
 		}
 	}
 	return false
+}
+
+// lowerAdmitted returns how many requests of the classes below critical the
+// route name has admitted so far (the metric counts, summed over the
+// shards): the count shed.Reserve reads once per window.
+func (c *cell) lowerAdmitted() uint64 {
+	var n uint64
+	for i := range c.shards {
+		for k := 1; k < shed.NumClasses; k++ {
+			n += c.shards[i].counts[outAdmitted][k].Load()
+		}
+	}
+	return n
 }

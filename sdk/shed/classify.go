@@ -10,7 +10,10 @@
 // less than the few slots critical traffic holds, so Plan adds room for the
 // critical class's measured concurrency (Reserve) on top of the limit,
 // letting it go beyond the limit by what it needs (bounded by Overshoot)
-// while the lower classes, unchanged, absorb the shedding. With consistent user
+// while the lower classes, unchanged, absorb the shedding. The room is kept
+// only while the lower classes are admitted beside critical: once they are
+// all shed, critical's in-flight count measures its own queue, and its
+// ceiling is the limit (Reserve.Room). With consistent user
 // shedding a class's ceiling is spread over user cohorts, so the same users
 // give way first for a rotation period and their sessions are either served
 // or shed, not half of each.

@@ -52,7 +52,7 @@ func ExampleCeilings_ForCohort() {
 // measured concurrency beyond the limit; the lower classes keep the
 // ceilings of Thresholds and absorb the shedding.
 func ExamplePlan() {
-	r := shed.NewReserve(time.Second)
+	r := shed.NewReserve(time.Second, nil)
 	for range 4 { // four critical requests in flight at once
 		r.Admitted(0)
 	}

@@ -19,14 +19,32 @@ const DefaultReserveWindow = 500 * time.Millisecond
 //
 // The critical class's in-flight count is tracked as its requests are
 // admitted and released. Peak is its largest value over the last two
-// complete windows: the measured concurrency Plan sizes the critical ceiling
-// from. Only complete windows count, so the ceilings change at most once per
-// window, from a finished measurement, and a burst cannot raise its own
-// ceiling while it arrives. When the room is too small, critical requests
-// fill it, the peak reaches the ceiling and the next window's ceiling is
-// larger (Plan adds a margin), so the estimate corrects itself upwards
-// window by window (up to Plan's bound); once the critical load falls, the
-// old peak is forgotten after two windows.
+// complete windows. Only complete windows count, so the ceilings change at
+// most once per window, from a finished measurement, and a burst cannot
+// raise its own ceiling while it arrives. When the room is too small,
+// critical requests fill it, the peak reaches the ceiling and the next
+// window's ceiling is larger (Plan adds a margin), so the estimate corrects
+// itself upwards window by window (up to Plan's bound); once the critical
+// load falls, the old peak is forgotten after two windows.
+//
+// Room is the measured concurrency Plan sizes the critical ceiling from:
+// Peak, except after a complete window in which critical requests held
+// slots and the lower classes were admitted nothing (counted through the
+// function given to NewReserve). The room beyond the limit exists because
+// the lower classes' requests, up to their own ceilings, stretch critical's
+// latency and so the slots it needs. Once they are all shed there is nothing
+// left to make room against: the critical class is the route's whole load,
+// and its in-flight count grows only with its own queue. Behind a dependency
+// that serves fewer critical requests than arrive (the laboratory's latency
+// step: 32 connections at 1.2 s serve 26.7 a second, critical requests
+// arrive at 30 a second), room grown from that count ratchets up window
+// after window to Plan's bound, 4x the limit, and every request waits
+// behind the queue (simulator: 72 in flight at a limit of 18, answers after
+// 2.2-2.7 s for a 2 s deadline). Room is then 0 and the critical ceiling is
+// the limit, which the limiter sizes from the latency: in the simulator
+// the step's p99 fell from 2367 to 1803 ms and its goodput ratio rose from
+// 0.953 to 0.964, every other scenario unchanged. In the CPU-bound
+// scenarios the lower classes are always partly admitted and Room is Peak.
 //
 // A Reserve is safe for concurrent use and allocates nothing; the zero value
 // is not usable, call NewReserve.
@@ -37,15 +55,26 @@ type Reserve struct {
 	last     atomic.Int64 // peak of the last complete window
 	prev     atomic.Int64 // peak of the window before it
 	start    atomic.Int64 // start of the open window (ns, the caller's Nanotime)
+
+	lower     func() uint64 // the lower classes' admissions so far (nil: not counted)
+	lowerMark atomic.Uint64 // lower() when the open window began
+	crowded   atomic.Bool   // the last complete window: critical held slots, the lower classes got none
 }
 
 // NewReserve returns a Reserve measuring over windows of the given length;
-// window <= 0 means DefaultReserveWindow.
-func NewReserve(window time.Duration) *Reserve {
+// window <= 0 means DefaultReserveWindow. lower, if not nil, returns how
+// many requests of the lower classes (every class but critical) have been
+// admitted so far, a count that only grows; it is called once per window
+// (see Room). With nil, Room is Peak.
+func NewReserve(window time.Duration, lower func() uint64) *Reserve {
 	if window <= 0 {
 		window = DefaultReserveWindow
 	}
-	return &Reserve{window: int64(window)}
+	r := &Reserve{window: int64(window), lower: lower}
+	if lower != nil {
+		r.lowerMark.Store(lower())
+	}
+	return r
 }
 
 // Admitted records a critical request taking a slot at now (ns).
@@ -75,6 +104,17 @@ func (r *Reserve) Peak(now int64) int {
 	return int(max(r.last.Load(), r.prev.Load()))
 }
 
+// Room returns the critical concurrency Plan should make room for as of now:
+// Peak, or 0 when in the last complete window critical requests held slots
+// while the lower classes were admitted nothing (see Reserve).
+func (r *Reserve) Room(now int64) int {
+	r.roll(now)
+	if r.crowded.Load() {
+		return 0
+	}
+	return int(max(r.last.Load(), r.prev.Load()))
+}
+
 // Margin returns the room to keep for a measured critical concurrency of
 // peak slots: peak plus one standard deviation of a Poisson count with that
 // mean, ceil(sqrt(peak)); 0 when nothing was measured.
@@ -88,7 +128,9 @@ func Margin(peak int) int {
 // roll closes the open window when it has ended: its peak becomes the last
 // one, the last one the one before, and windows that passed without any
 // call count as idle. The new window's peak starts at the present in-flight
-// count.
+// count. With a lower-class count, it also notes whether the closed window
+// (the last complete one) had critical requests in flight and no lower-class
+// admission; an idle last window does not.
 func (r *Reserve) roll(now int64) {
 	s := r.start.Load()
 	if now-s < r.window {
@@ -107,4 +149,8 @@ func (r *Reserve) roll(now int64) {
 	}
 	r.prev.Store(last)
 	r.last.Store(p)
+	if r.lower != nil {
+		n := r.lower()
+		r.crowded.Store(p > 0 && n == r.lowerMark.Swap(n))
+	}
 }

@@ -20,7 +20,7 @@ func TestMargin(t *testing.T) {
 func TestReservePeakCountsCompleteWindowsOnly(t *testing.T) {
 	const w = int64(time.Second)
 	at := func(f float64) int64 { return int64(f * float64(w)) }
-	r := NewReserve(time.Second)
+	r := NewReserve(time.Second, nil)
 	steps := []struct {
 		at       float64
 		admit    int // critical requests admitted (negative: released)
@@ -54,8 +54,58 @@ func TestReservePeakCountsCompleteWindowsOnly(t *testing.T) {
 	}
 }
 
+// TestReserveRoomNeedsLowerClassAdmissions: Room is Peak, except after a
+// complete window in which critical requests held slots and the lower
+// classes were admitted nothing; a window with nothing in flight is idle,
+// not crowded; without a lower-class count Room is Peak.
+func TestReserveRoomNeedsLowerClassAdmissions(t *testing.T) {
+	const w = int64(time.Second)
+	at := func(f float64) int64 { return int64(f * float64(w)) }
+	var lower uint64
+	r := NewReserve(time.Second, func() uint64 { return lower })
+	plain := NewReserve(time.Second, nil)
+	steps := []struct {
+		at         float64
+		admit      int    // critical requests admitted (negative: released)
+		lower      uint64 // lower-class requests admitted
+		peak, room int
+	}{
+		{0.0, 3, 0, 0, 0}, // nothing complete yet
+		{1.0, 0, 0, 3, 0}, // [0,1): critical held 3, the lower classes none
+		{1.5, 0, 2, 3, 0}, // two core requests admitted in the open window
+		{2.0, 0, 0, 3, 3}, // [1,2): critical held 3 beside them
+		{2.1, -3, 0, 3, 3},
+		{3.0, 0, 0, 3, 0}, // [2,3): it started with 3 in flight, no lower class
+		{4.0, 0, 0, 3, 3}, // [3,4): idle, not crowded: the peak of [2,3) is remembered
+		{5.0, 0, 0, 0, 0}, // forgotten
+		{5.5, 2, 1, 0, 0},
+		{6.0, 0, 0, 2, 2}, // [5,6): both classes admitted
+	}
+	for _, st := range steps {
+		now := at(st.at)
+		lower += st.lower
+		for range st.admit {
+			r.Admitted(now)
+			plain.Admitted(now)
+		}
+		for range -st.admit {
+			r.Released(now)
+			plain.Released(now)
+		}
+		if got := r.Peak(now); got != st.peak {
+			t.Fatalf("at %.1f windows: Peak = %d, want %d", st.at, got, st.peak)
+		}
+		if got := r.Room(now); got != st.room {
+			t.Fatalf("at %.1f windows: Room = %d, want %d", st.at, got, st.room)
+		}
+		if got := plain.Room(now); got != st.peak {
+			t.Fatalf("at %.1f windows: Room without a lower-class count = %d, want Peak %d", st.at, got, st.peak)
+		}
+	}
+}
+
 func TestReserveNeverGoesNegative(t *testing.T) {
-	r := NewReserve(time.Second)
+	r := NewReserve(time.Second, nil)
 	r.Released(1)
 	r.Admitted(2)
 	if got := r.Peak(int64(time.Second) + 2); got != 1 {
@@ -64,7 +114,7 @@ func TestReserveNeverGoesNegative(t *testing.T) {
 }
 
 func TestReserveDefaultWindow(t *testing.T) {
-	r := NewReserve(-time.Second)
+	r := NewReserve(-time.Second, nil)
 	if r.window != int64(DefaultReserveWindow) {
 		t.Fatalf("window = %d, want %d", r.window, DefaultReserveWindow)
 	}
@@ -74,7 +124,7 @@ func TestReserveDefaultWindow(t *testing.T) {
 // the peak is at most the number of goroutines (run with -race).
 func TestReserveConcurrent(t *testing.T) {
 	const n = 8
-	r := NewReserve(time.Second)
+	r := NewReserve(time.Second, nil)
 	var wg sync.WaitGroup
 	for g := range n {
 		wg.Add(1)
@@ -107,7 +157,7 @@ func TestReserveAndPlanFollowTheCriticalLoad(t *testing.T) {
 		w     = int64(time.Second)
 	)
 	core := Thresholds(limit, 0.1)[1]
-	r := NewReserve(time.Second)
+	r := NewReserve(time.Second, nil)
 	// run plays windows in which critical wants demand slots at once; it
 	// returns the critical ceiling of the last window and how many critical
 	// requests that window admitted.
@@ -200,7 +250,7 @@ func TestPlanAtSmallLimits(t *testing.T) {
 }
 
 func BenchmarkReserve(b *testing.B) {
-	r := NewReserve(time.Millisecond)
+	r := NewReserve(time.Millisecond, nil)
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		var now int64

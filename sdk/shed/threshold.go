@@ -79,37 +79,42 @@ func Share(total, n, i int) int {
 // Overshoot bounds how far the critical class may go beyond the limit:
 // Plan never gives it a ceiling above (1+Overshoot) x limit. It is a safety
 // bound, not the sizing (Margin of the measured peak is): even a flood of
-// critical traffic, whose measured peak raises its ceiling window after
-// window, holds at most (1+Overshoot) x the limit in flight, and the
-// limiter, which sees the latency the extra requests cause, keeps the limit
-// and so this bound down. Measured in TestCriticalFloodStaysBounded (package
-// governor): critical traffic alone at three times what a backend of 20
-// slots serves settles at a limit of 10-18 and at most 44 in flight, a mean
-// latency of twice the service time, and the backend keeps serving at its
-// capacity. In the laboratory's 5.7x spike (limits 4-17) the measured need
+// critical traffic beside lower-class traffic, whose measured peak raises
+// its ceiling window after window, holds at most (1+Overshoot) x the limit
+// in flight, and the limiter, which sees the latency the extra requests
+// cause, keeps the limit and so this bound down. A flood that crowds the
+// lower classes out entirely gets no room at all (Reserve.Room): in
+// TestCriticalFloodStaysBounded (package governor) critical traffic alone
+// at three times what a backend of 20 slots serves settles at a limit of 36
+// with at most 36 in flight, a mean latency of 1.8x the service time, and
+// the backend keeps serving at its capacity (with room for the flood's
+// peak, before: a limit of 10-18, 44 in flight, twice the service time).
+// In the laboratory's 5.7x spike (limits 4-17) the measured need
 // exceeds twice the limit at times; with a bound of 3, 1,730 of its 1,731
 // critical requests succeed (sim; the one refused arrives 0.23 s into the
 // spike, before a complete window has measured the new load).
 const Overshoot = 3
 
 // Plan returns the class ceilings for a concurrency limit when the critical
-// class's measured concurrency (Reserve.Peak) is peak. The lower classes get
-// exactly the ceilings of Thresholds(limit, reserved): under overload they
-// keep the in-flight count near the limit, so the limiter still sees its
-// limit used and can grow it. The critical class keeps the reserved share
-// of the limit that core may not fill and gets room for its measured
-// concurrency on top: its ceiling is the limit plus Margin(peak), at most
-// (1+Overshoot) x limit; with nothing measured (peak 0) Plan equals
-// Thresholds. At the small limits of a saturated server (4-8) a share of the
-// limit is less than the few slots critical traffic holds (its arrival rate
-// times a latency that grows with the load), so critical may then exceed the
-// limit by what it measurably needs, while the lower classes, which stop
-// below the limit, absorb the shedding. The reserved share stays on top of
-// the measurement rather than being the larger of the two: when the critical
-// load rises faster than a window can measure (an overload onset, a spike),
-// the share is the room it has until the next window; in the laboratory's
-// 5.7x spike this took critical success from 99.88% to 99.94% (sim). Ceilings never increase from one class to the next,
-// so there is no priority inversion.
+// class's measured concurrency to make room for is peak (Reserve.Room: its
+// peak in flight, or 0 after a window in which the lower classes were all
+// shed). The lower classes get exactly the ceilings of Thresholds(limit,
+// reserved): under overload they keep the in-flight count near the limit,
+// so the limiter still sees its limit used and can grow it. The critical
+// class keeps the reserved share of the limit that core may not fill and
+// gets room for its measured concurrency on top: its ceiling is the limit
+// plus Margin(peak), at most (1+Overshoot) x limit; with nothing measured
+// (peak 0) Plan equals Thresholds. At the small limits of a saturated
+// server (4-8) a share of the limit is less than the few slots critical
+// traffic holds (its arrival rate times a latency that grows with the load),
+// so critical may then exceed the limit by what it measurably needs, while
+// the lower classes, which stop below the limit, absorb the shedding. The
+// reserved share stays on top of the measurement rather than being the
+// larger of the two: when the critical load rises faster than a window can
+// measure (an overload onset, a spike), the share is the room it has until
+// the next window; in the laboratory's 5.7x spike this took critical
+// success from 99.88% to 99.94% (sim). Ceilings never increase from one
+// class to the next, so there is no priority inversion.
 func Plan(limit int, reserved float64, peak int) Ceilings {
 	t := Thresholds(limit, reserved)
 	if limit <= 0 || peak <= 0 {
