@@ -84,6 +84,7 @@ type core struct {
 	stallMark int64   // samples in the shards at the last stall cut (-1: none since the last window)
 	stallAt   int64   // when the last stall cut was made
 	grownAt   int64   // when the limit was last raised
+	drainEnd  int64   // until then the requests of a slow period that ended are still draining
 	lateRTT   float64 // the lowest average RTT of a window with drops since the no-load RTT last fell a lot (0: none)
 	lateBase  float64 // the no-load RTT when lateRTT was recorded
 	win       window  // the window being decided
@@ -110,7 +111,7 @@ func (c *core) init(p params, o options, alg algorithm, clk clock.Clock) {
 	c.cur = float64(p.initial)
 	c.noLoad = float64(o.noLoad)
 	c.enforced = true
-	c.stallMark, c.stallAt, c.grownAt = -1, math.MinInt64, math.MinInt64
+	c.stallMark, c.stallAt, c.grownAt, c.drainEnd = -1, math.MinInt64, math.MinInt64, math.MinInt64
 	if o.seeded {
 		c.rng = newRand(o.seed)
 	}
@@ -239,6 +240,11 @@ func (c *core) decide(w *window) {
 		// follows look like a second slow window.
 		congested := w.avgRTT > c.tolerated() && !w.idle(c.cur)
 		switch {
+		case next < c.cur && w.end < c.drainEnd && w.dropRatio() < dropThreshold:
+			// A slow period just ended (the no-load RTT fell a lot) and
+			// its requests are still draining: their latency says
+			// nothing about the limit (it falls whatever the limit is).
+			next = c.cur
 		case next < c.cur && ((w.start+w.end)/2 < c.settle || (w.start+w.end)/2-int64(w.avgRTT) < c.stallAt):
 			// Most of this window's requests were admitted before the
 			// last large cut: wait for those admitted under it before

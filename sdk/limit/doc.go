@@ -85,7 +85,10 @@
 //     estimate (a slow period ended) schedules a probe one old RTT later,
 //     once the requests admitted in the slow period have drained (while
 //     they finish the latency falls whatever the limit, which a probe would
-//     take for its own doing), and raises the limit to at least the recent
+//     take for its own doing); until then the latency does not cut the
+//     limit either (drops still do). As the slow requests thin out the
+//     estimate falls in several steps, each against a shorter old RTT: the
+//     wait is the longest of them. It also raises the limit to at least the recent
 //     peak in flight: the slots the slow requests held now turn over many
 //     times faster, and new requests take them as they free instead of
 //     waiting for the in-flight count to fall below a limit learned at the
