@@ -35,6 +35,7 @@ const (
 	stallCut      = 0.5             // a stall (no request finishes while the limit refuses) halves the limit
 	lateMargin    = 0.8             // the tolerated latency stays below 80% of the latency at which answers came late
 	lateFloor     = 0.1             // ... but never below 1.1 x the no-load RTT
+	queuedShare   = 0.5             // a raise is a queue if the RTT rose by half its share and the completion rate did not
 )
 
 // algorithm is what distinguishes the adaptive limiters; core calls it once
@@ -85,6 +86,7 @@ type core struct {
 	stallAt   int64   // when the last stall cut was made
 	grownAt   int64   // when the limit was last raised
 	drainEnd  int64   // until then the requests of a slow period that ended are still draining
+	raise     raise   // the last raise, while the limit is the one it set
 	lateRTT   float64 // the lowest average RTT of a window with drops since the no-load RTT last fell a lot (0: none)
 	lateBase  float64 // the no-load RTT when lateRTT was recorded
 	win       window  // the window being decided
@@ -229,6 +231,11 @@ func (c *core) decide(w *window) {
 	c.lowerBaseline(w)
 	c.noteLate(w)
 	c.enforced = c.alg.engaged(c, w)
+	if c.probe.active || c.cur != c.raise.to || c.noLoad != c.raise.noLoad {
+		// A probe, a cut or a new no-load RTT since the raise: the
+		// windows that follow no longer show what it did.
+		c.raise = raise{}
+	}
 	if c.probe.active {
 		c.probeWindow(w)
 	} else {
@@ -268,6 +275,20 @@ func (c *core) decide(w *window) {
 			// on their latency would raise once per window on stale
 			// news and overshoot by the round trip.
 			next = c.cur
+		case c.raise.rtt >= float64(c.window) && c.raise.queued(w):
+			// The last raise went into latency, not completions: the
+			// extra requests wait in a queue (a dependency with a
+			// fixed number of connections). Go back to the limit that
+			// the completions measured justify, and grow from there
+			// additively, as after drops. Only where the round trip
+			// is longer than a window: there the latency shows a
+			// raise's queue a round trip late, after the gradient
+			// has raised on the stale news. Where a window holds many
+			// round trips the gradient sees the queue in the next
+			// window, and its tolerance is what keeps a saturated
+			// core busy.
+			next = min(next, c.raise.useful(w))
+			c.calm, c.dropAt = calmWindows, next/calmFrom
 		case c.calm > 0:
 			// Congestion avoidance after drops: grow freely back to 90%
 			// of the limit that dropped, then additively, so the limit
@@ -284,6 +305,7 @@ func (c *core) decide(w *window) {
 		}
 		if next > c.cur {
 			c.grownAt = w.end
+			c.raise = raise{from: c.cur, to: c.clamp(next), rate: w.rate(), rtt: w.avgRTT, noLoad: c.noLoad}
 		}
 		c.cur = c.clamp(next)
 		if !held {
@@ -294,6 +316,37 @@ func (c *core) decide(w *window) {
 	c.snap.windows.Add(1)
 	c.snap.sample.Store(int64(w.avgRTT))
 	c.publish()
+}
+
+// raise is a raise of the limit and the window it was decided on.
+type raise struct {
+	from, to float64 // the limit before and after
+	rate     float64 // completions per second of the window
+	rtt      float64 // average RTT of the window, ns
+	noLoad   float64 // the no-load RTT then
+}
+
+// queued reports whether w, a window of requests admitted after the raise
+// (the raise hold makes sure of that), shows the raise as a queue: the
+// limit was in use, the latency rose by at least half the raise's share (a
+// raise by 20% made the RTT 10% slower or more) and the completion rate did
+// not (it rose by less than 10%). Where the extra requests are served, the
+// rate rises with the limit; where they wait for a fixed pool of
+// connections, only the latency does.
+func (r *raise) queued(w *window) bool {
+	if r.to <= r.from || r.rtt <= 0 || r.rate <= 0 || !w.used {
+		return false
+	}
+	share := queuedShare * (r.to/r.from - 1)
+	return w.avgRTT >= r.rtt*(1+share) && w.rate() < r.rate*(1+share)
+}
+
+// useful returns the limit between the raise's from and to that the
+// completions of w justify: from plus the share of the raise by which the
+// completion rate rose.
+func (r *raise) useful(w *window) float64 {
+	gain := (w.rate()/r.rate - 1) / (r.to/r.from - 1)
+	return r.from + (r.to-r.from)*min(max(gain, 0), 1)
 }
 
 func (c *core) clamp(v float64) float64 {

@@ -141,7 +141,13 @@
 //     saw the old limit. Likewise a raise waits until most of a window was
 //     admitted after the previous one: behind a dependency slower than a
 //     window, raising on every window would act on latencies that cannot
-//     show the last raise yet and overshoot by a round trip. After a
+//     show the last raise yet and overshoot by a round trip. Where the
+//     round trip is longer than a window, the first window admitted after
+//     a raise also judges it: if the latency rose by at least half the
+//     raise's share while the completion rate did not, the raise only
+//     made a queue (a dependency with a fixed pool of connections), and
+//     the limit goes back to what the measured completions justify and
+//     then grows by one per window for 20 windows, as after drops. After a
 //     window with drops (1% or more of its requests) the limit is cut by the dropped share (at
 //     least 10%, at most half) and then grows by at most 1 per window for 20
 //     windows, so it does not saw back into the timeouts. Little's law stays

@@ -60,6 +60,14 @@ func (w *window) idle(limit float64) bool {
 	return !w.used && w.concurrency < limit*idleShare
 }
 
+// rate returns the window's completions per second.
+func (w *window) rate() float64 {
+	if d := w.end - w.start; d > 0 {
+		return float64(w.count) * 1e9 / float64(d)
+	}
+	return 0
+}
+
 func (w *window) dropRatio() float64 {
 	if w.count == 0 {
 		return 0
