@@ -47,17 +47,20 @@ import (
 // queue they can still wait out is left to the latency, and the runnable
 // goroutines are only the part of the queue before Admit that the runtime
 // sees: the rest waits in socket buffers and the accept backlog), the window
-// counts at once and adds a class. Once batch is fully shed, it takes two
-// such windows in a row (one window's estimate is noisy, and a steady
-// overload that the latency holds would otherwise see a class refused at
-// every burst), and once the throttle has been on for ten windows, a run
-// queue of 1.5 eighths of the time left (at a steady overload the level
-// holds the run queue near an eighth of it, and a Poisson burst takes a
-// window or two just past it). A stall is not such a window: the process's
-// CPUs idle through it. Once the throttle is on, a run queue that long also
-// counts a window in which the process got less than half of its CPUs: the
-// queue is its own work, and refusing drains it (the level then moves as in
-// any other window). While windows stay severe, they are half as long, so a
+// counts at once and adds a class; in the first ten windows after the
+// throttle starts, a class for every quarter of the time left that the run
+// queue's wait reaches, if that is more (at a spike's onset the requests
+// already queued before Admit arrive dead while the level climbs). Once the
+// throttle has been on for ten windows, it takes a run queue of 1.5 eighths
+// of the time left (at a steady overload the level holds the run queue near
+// an eighth of it, and a Poisson burst takes a window or two just past it)
+// and, once batch is fully shed, two such windows in a row (one window's
+// estimate is noisy, and a steady overload that the latency holds would
+// otherwise see a class refused at every burst). A stall is not such a
+// window: the process's CPUs idle through it. Once the throttle is on, a
+// run queue that long also counts a window in which the process got less
+// than half of its CPUs: the queue is its own work, and refusing drains it
+// (the level then moves as in any other window). While windows stay severe, they are half as long, so a
 // spike reaches the higher classes within a few tenths of a second.
 // Once the throttle is on, the latency and the run queue must agree: the
 // latency is the wait of the goroutines that ran in the window, the run
@@ -193,6 +196,7 @@ const (
 	onsetLeft     = 1.0 / 8     // the part of the time left the run queue's wait must reach for a severe window, from level 0
 	onLeft        = 1.5 / 8     // the same once the level has been above 0 for onsetWindows
 	onsetWindows  = 10          // windows after the level left 0 in which a severe window needs only onsetLeft
+	onsetStep     = 2.0 / 8     // in those windows, a severe window adds a class per this part of the time left its run queue reaches
 	schedSampling = 8           // the runtime times one wake-up in schedSampling (gTrackingPeriod)
 	leftEvery     = 4           // one admission in leftEvery with a stated deadline reports its time left
 	leftShards    = 8           // the time-left sums are split over this many cache lines
@@ -385,7 +389,13 @@ func (t *throttle) timeLeft(now int64) float64 {
 // past their deadlines, and only refusing at once saves them; a queue they
 // can wait out moves the level as any other window does, so a steady
 // overload is not met with a class refused per window while the CPU could
-// serve it. From level 1, a severe window counts as one only after another.
+// serve it. In the first onsetWindows windows after the level left 0 (a
+// spike's onset), a severe window counts at once and adds a class for every
+// onsetStep of the time left its queue reaches, if that is more: the
+// requests queued before Admit arrive dead while the level climbs (at a
+// 5.7x spike, every critical request lost arrived dead in its first 0.3-0.6
+// s). After them, from level 1, a severe window counts as one only after
+// another.
 //
 // Once the level is above 0, the latency and the run queue must agree: the
 // latency is the wait of the goroutines that ran in the window, the run
@@ -433,11 +443,18 @@ func (t *throttle) adjust(lat float64, n uint64, share, q, left float64) bool {
 		t.queued = 0
 	}
 	// One window's queue is a noisy estimate (the runnable count is one
-	// instant): past the onset (batch all refused), it takes two such
-	// windows in a row.
-	severe = severe && (t.level < 1 || t.queued >= 2)
+	// instant): past the onset's first onsetWindows windows, from level 1,
+	// it takes two such windows in a row.
+	onset := t.on < onsetWindows
+	severe = severe && (t.level < 1 || onset || t.queued >= 2)
 	if severe {
 		e = maxErr
+		if onset && left > 0 {
+			// In the onset, a class for every onsetStep of the time
+			// left the queue reaches: the requests already queued
+			// before Admit die while the level climbs.
+			e = maxErr * max(1, q/(onsetStep*left))
+		}
 	}
 	if e > 0 && share >= 0 && share < minBusy && (!long || t.level == 0) {
 		e = notOurs // the CPUs are taken by others: refusing does not help
@@ -461,7 +478,10 @@ func (t *throttle) adjust(lat float64, n uint64, share, q, left float64) bool {
 		if t.slow < 2 && t.level == 0 && !severe {
 			return false
 		}
-		t.level = min(t.max, t.level+riseGain*min(e, maxErr))
+		if !severe {
+			e = min(e, maxErr)
+		}
+		t.level = min(t.max, t.level+riseGain*e)
 		return severe && t.level < t.max
 	}
 	t.slow = 0

@@ -520,21 +520,22 @@ func TestThrottleSteadyOverloadRisesByTheLatency(t *testing.T) {
 }
 
 // TestThrottleNeedsTwoQueueWindowsPastTheOnset: once batch is fully
-// refused, one window with a long run queue is a burst the latency can
-// answer (the estimate rests on one instant's runnable count and on the
-// runtime's one-in-eight sample of wake-ups); two in a row add a class.
+// refused and the throttle has been on for onsetWindows windows, one window
+// with a long run queue is a burst the latency can answer (the estimate
+// rests on one instant's runnable count and on the runtime's one-in-eight
+// sample of wake-ups); two in a row add a class.
 func TestThrottleNeedsTwoQueueWindowsPastTheOnset(t *testing.T) {
 	o := newOnsetThrottled(t, governor.OverloadOptions{})
 	o.quiet(t, 3)
 	// 35ms against 10ms with a 22.5ms run queue (under the 25ms of a long
 	// one): +0.25 on the second slow window (from level 0 the latency
 	// alone), +0.125 on each after it (the queue's smaller error).
-	for range 10 {
+	for range 12 {
 		o.step(t, 100*time.Millisecond, 30*time.Millisecond, 1, 360, 1)
 	}
 	start := o.level()
-	if start < 1.2 || start > 1.3 {
-		t.Fatalf("level %v after 10 busy windows at 35ms, want 1.25", start)
+	if start < 1.45 || start > 1.55 {
+		t.Fatalf("level %v after 12 busy windows at 35ms, want 1.5", start)
 	}
 	// A 62.5ms run queue at 15ms (the requests state no deadline).
 	o.step(t, 100*time.Millisecond, 15*time.Millisecond, 1, 1000, 1)
@@ -653,5 +654,46 @@ func TestThrottleSteadySevereNeedsAMargin(t *testing.T) {
 	}
 	if l := o.level(); l < before+1 {
 		t.Fatalf("level %v -> %v after two windows with a run queue past 1.5 eighths of the time left, want a class more", before, l)
+	}
+}
+
+// TestThrottleSpikeOnsetClimbsByTheQueue: in the first onsetWindows windows
+// after the throttle starts, a severe window counts at once, also from
+// level 1 and after a window that was not severe, and it adds a class for
+// every quarter of the time left its run queue reaches. At a spike's onset
+// the requests already queued before Admit (in socket buffers, the accept
+// backlog and the run queue) die while the level climbs: the critical
+// requests lost at a 5.7x spike all arrived dead in its first 0.3-0.6s.
+func TestThrottleSpikeOnsetClimbsByTheQueue(t *testing.T) {
+	o := newOnsetThrottled(t, governor.OverloadOptions{})
+	o.left = 400 * time.Millisecond
+	o.quiet(t, 3)
+	// 3,200 runnable goroutines at 16,000 wake-ups a second: a 200ms wait,
+	// half of the 400ms left: two classes in the first window.
+	o.step(t, 100*time.Millisecond, 15*time.Millisecond, 1, 3200, 20)
+	if l := o.level(); l < 1.99 || l > 2.01 {
+		t.Fatalf("level %v after a severe window whose run queue is half of the time left, want 2", l)
+	}
+
+	// From level 1 in the onset, a severe window after one that was not
+	// severe counts at once.
+	o = newOnsetThrottled(t, governor.OverloadOptions{})
+	o.left = 400 * time.Millisecond
+	o.quiet(t, 3)
+	// 62.5ms against 50ms (an eighth of the time left): a class.
+	o.step(t, 100*time.Millisecond, 15*time.Millisecond, 1, 1000, 20)
+	if l := o.level(); l < 0.99 || l > 1.01 {
+		t.Fatalf("level %v after a severe window whose run queue is past an eighth of the time left, want 1", l)
+	}
+	// A window (50ms: the last one was severe) whose 25ms queue is short
+	// of the time left: the smaller error, +0.15.
+	o.step(t, 50*time.Millisecond, 30*time.Millisecond, 1, 800, 20)
+	before := o.level()
+	if before < 1.14 || before > 1.16 {
+		t.Fatalf("level %v after a window with a 25ms run queue at 35ms, want 1.15", before)
+	}
+	o.step(t, 100*time.Millisecond, 30*time.Millisecond, 1, 1000, 20)
+	if l := o.level(); l < before+0.99 {
+		t.Fatalf("level %v -> %v after a severe window in the onset, want a class more at once", before, l)
 	}
 }
