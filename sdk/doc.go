@@ -18,9 +18,13 @@
 //     lowest classes is refused (ErrOverload, outcome "overload"), batch
 //     first, never critical unless allowed, and only after two slow
 //     windows in a row, or after one severe window (the CPUs busy and the
-//     goroutines runnable at its end a long wait, longer than the time the
-//     requests have left to their stated deadlines: the onset of a spike;
-//     past batch, two such windows in a row);
+//     goroutines runnable at its end a wait of at least an eighth of the
+//     time the requests have left to their stated deadlines: the onset of a
+//     spike), which in the throttle's first ten windows adds a class for
+//     every quarter of that time its run queue reaches; after those ten
+//     windows a severe window needs 1.5 eighths and, past batch, two in a
+//     row; once on, the level moves only where the window's latency and its
+//     run queue agree;
 //  2. the token-bucket rate limit of the route, then the per-key limits
 //     (client IP, caller, user) with bounded memory;
 //  3. the adaptive concurrency limit (sdk/limit), split into one ceiling per

@@ -114,7 +114,9 @@ func TestOverloadShedsLowClassesFirst(t *testing.T) {
 
 // TestCriticalFloodStaysBounded: critical requests may go beyond the limit
 // by their measured concurrency (shed.Plan), at most (1+shed.Overshoot) x
-// the limit. A flood of critical traffic alone, three times what the
+// the limit, but only while the lower classes are admitted beside them
+// (shed.Reserve.Room); a flood of critical traffic alone gets no room past
+// the limit once a window has measured it. A flood of critical traffic alone, three times what the
 // backend serves, must not overload it: the limiter sees the latency the
 // extra requests cause and shrinks the limit, and with it the bound, so the
 // in-flight count settles near the backend's capacity, not at a multiple of
