@@ -493,20 +493,30 @@ func TestThrottleOnsetWaitsForAQueueThatThreatensDeadlines(t *testing.T) {
 	}
 }
 
+// steadyOverload returns a throttle that saw 3 quiet windows, then windows
+// busy windows at a 35ms mean latency (the bucket's midpoint) with runnable
+// goroutines at their end (560 is a 35ms run queue), the requests stating
+// 450ms left to their deadlines.
+func steadyOverload(t *testing.T, windows int, runnable uint64) *onsetThrottled {
+	t.Helper()
+	o := newOnsetThrottled(t, governor.OverloadOptions{})
+	o.left = 450 * time.Millisecond
+	o.quiet(t, 3)
+	for range windows {
+		o.step(t, 100*time.Millisecond, 30*time.Millisecond, 1, runnable, 20)
+	}
+	return o
+}
+
 // TestThrottleSteadyOverloadRisesByTheLatency: in a steady overload the
 // throttle holds the level where the latency is near its target; a run
 // queue that builds up for a few windows, shorter than the time the
 // requests have left, raises it by the latency's error, not by a class
 // per window (which would refuse work the CPU could still do in time).
 func TestThrottleSteadyOverloadRisesByTheLatency(t *testing.T) {
-	o := newOnsetThrottled(t, governor.OverloadOptions{})
-	o.left = 450 * time.Millisecond
-	o.quiet(t, 3)
-	// 35ms (the bucket's midpoint) against 10ms, and a 35ms run queue: +0.25
-	// a window from the second slow one.
-	for range 6 {
-		o.step(t, 100*time.Millisecond, 30*time.Millisecond, 1, 560, 20)
-	}
+	// 35ms against 10ms, and a 35ms run queue: +0.25 a window from the
+	// second slow one.
+	o := steadyOverload(t, 6, 560)
 	start := o.level()
 	if start < 1.2 || start > 1.3 {
 		t.Fatalf("level %v after 6 busy windows at 35ms, want 1.25", start)
@@ -590,12 +600,7 @@ func TestThrottleBusyWindowWithFewWakeupsMovesNothing(t *testing.T) {
 // when both are slow the level rises by the smaller error, when both are
 // quick it falls by the smaller one.
 func TestThrottleHoldsWhileLatencyAndRunQueueDisagree(t *testing.T) {
-	o := newOnsetThrottled(t, governor.OverloadOptions{})
-	o.left = 450 * time.Millisecond
-	o.quiet(t, 3)
-	for range 6 {
-		o.step(t, 100*time.Millisecond, 30*time.Millisecond, 1, 560, 20)
-	}
+	o := steadyOverload(t, 6, 560)
 	if l := o.level(); l < 1.2 || l > 1.3 {
 		t.Fatalf("level %v after 6 busy windows at 35ms with a 35ms run queue, want 1.25", l)
 	}
@@ -629,14 +634,9 @@ func TestThrottleHoldsWhileLatencyAndRunQueueDisagree(t *testing.T) {
 // past it: each such pair added a class and left the CPUs idle for half a
 // second.
 func TestThrottleSteadySevereNeedsAMargin(t *testing.T) {
-	o := newOnsetThrottled(t, governor.OverloadOptions{})
-	o.left = 450 * time.Millisecond
-	o.quiet(t, 3)
 	// 35ms against 10ms with a 22.5ms run queue: +0.25 on the second slow
 	// window, +0.125 on each after it.
-	for range 12 {
-		o.step(t, 100*time.Millisecond, 30*time.Millisecond, 1, 360, 20)
-	}
+	o := steadyOverload(t, 12, 360)
 	start := o.level()
 	if start < 1.45 || start > 1.55 {
 		t.Fatalf("level %v after 12 busy windows at 35ms, want 1.5", start)

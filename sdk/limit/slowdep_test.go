@@ -4,9 +4,24 @@ import (
 	"testing"
 	"time"
 
+	"governor.dev/governor/sdk/limit"
 	"governor.dev/governor/sdk/limit/limittest"
 	"governor.dev/governor/sdk/rules"
 )
+
+// slowDependencyStep runs 5 s of the slow database below at 30 ms and
+// returns with every call now taking 1.2 s.
+func slowDependencyStep(t *testing.T) (limit.Limiter, *limittest.Sim) {
+	t.Helper()
+	cfg := limittest.Config{
+		Server: limittest.Server{Capacity: 32, Base: 30 * time.Millisecond, Jitter: 0.1},
+		Rate:   300, Seed: 11, Poisson: true, Timeout: 2 * time.Second,
+	}
+	l, sim := setup(t, rules.Concurrency{}, cfg)
+	sim.Run(5 * time.Second)
+	sim.Server.Base = 1200 * time.Millisecond
+	return l, sim
+}
 
 // A slow database whose latency is most of the callers' deadline: 32
 // connections at 30 ms, offered 300 requests/s (about 60% of what 32
@@ -22,13 +37,7 @@ import (
 // until the slow requests have drained, so the service is back to full
 // throughput within a second.
 func TestSlowDependencyNearTheDeadline(t *testing.T) {
-	cfg := limittest.Config{
-		Server: limittest.Server{Capacity: 32, Base: 30 * time.Millisecond, Jitter: 0.1},
-		Rate:   300, Seed: 11, Poisson: true, Timeout: 2 * time.Second,
-	}
-	l, sim := setup(t, rules.Concurrency{}, cfg)
-	sim.Run(5 * time.Second)
-	sim.Server.Base = 1200 * time.Millisecond
+	l, sim := slowDependencyStep(t)
 	sim.Run(10 * time.Second) // the stall, the relearning and the first late answers
 	mark := sim.Stats()
 	sim.Run(20 * time.Second)
@@ -109,13 +118,7 @@ func TestDrainAfterASlowPeriodIsNotCongestion(t *testing.T) {
 // in the last 15 s of the step, none late (1.64 s before, 8 late), with as
 // many answers.
 func TestARaiseThatOnlyQueuesIsTakenBack(t *testing.T) {
-	cfg := limittest.Config{
-		Server: limittest.Server{Capacity: 32, Base: 30 * time.Millisecond, Jitter: 0.1},
-		Rate:   300, Seed: 11, Poisson: true, Timeout: 2 * time.Second,
-	}
-	l, sim := setup(t, rules.Concurrency{}, cfg)
-	sim.Run(5 * time.Second)
-	sim.Server.Base = 1200 * time.Millisecond
+	l, sim := slowDependencyStep(t)
 	sim.Run(15 * time.Second)
 	mark := sim.Stats()
 	sim.Run(15 * time.Second)
