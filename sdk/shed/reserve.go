@@ -108,11 +108,11 @@ func (r *Reserve) Peak(now int64) int {
 // Peak, or 0 when in the last complete window critical requests held slots
 // while the lower classes were admitted nothing (see Reserve).
 func (r *Reserve) Room(now int64) int {
-	r.roll(now)
+	p := r.Peak(now) // rolls the window first, so crowded is the last complete one's
 	if r.crowded.Load() {
 		return 0
 	}
-	return int(max(r.last.Load(), r.prev.Load()))
+	return p
 }
 
 // Margin returns the room to keep for a measured critical concurrency of
