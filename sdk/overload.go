@@ -430,8 +430,9 @@ func (t *throttle) adjust(lat float64, n uint64, share, q, left float64) bool {
 	}
 	e := (lat - t.target) / t.target
 	long := q >= onsetQueue*t.target
+	onset := t.on < onsetWindows
 	part := onsetLeft
-	if t.on >= onsetWindows {
+	if !onset {
 		// At a steady overload the level holds the queue near the time
 		// left, and Poisson bursts take single windows just past it.
 		part = onLeft
@@ -445,7 +446,6 @@ func (t *throttle) adjust(lat float64, n uint64, share, q, left float64) bool {
 	// One window's queue is a noisy estimate (the runnable count is one
 	// instant): past the onset's first onsetWindows windows, from level 1,
 	// it takes two such windows in a row.
-	onset := t.on < onsetWindows
 	severe = severe && (t.level < 1 || onset || t.queued >= 2)
 	if severe {
 		e = maxErr
