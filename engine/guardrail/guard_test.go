@@ -245,6 +245,49 @@ func TestRollbackIsNotRolledBack(t *testing.T) {
 	}
 }
 
+// A version replaced after the cycle read the active versions (here a
+// person's rollback) is judged but not rolled back: rolling back to its
+// parent would undo the newer decision.
+func TestReplacedVersionIsNotRolledBack(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st, at := liveVersions(t, clk)
+	v2, err := st.Active(ctx, "checkout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := func(m Metric, after bool, i int) float64 {
+		if after && m == ErrorRatio {
+			return 0.5
+		}
+		return healthy(m, i)
+	}
+	rec := events.NewRecorder(10)
+	g, err := New(Options{Store: st, Series: fakeSeries{switchAt: at.Add(30 * time.Second), value: bad}, Events: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(5 * time.Minute)
+	manual, err := st.Rollback(ctx, "checkout", 1, alice, "manual")
+	if err != nil {
+		t.Fatal(err)
+	}
+	final, err := g.Observe(ctx, clk.Now(), []versioning.Version{v2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(final) != 1 || final[0].Verdict != Regression || final[0].RollbackVersion != 0 ||
+		!strings.Contains(final[0].Reason, "not rolled back: v3 replaced it") {
+		t.Fatalf("decisions %+v", final)
+	}
+	if act, _ := st.Active(ctx, "checkout"); act.Number != manual.Number {
+		t.Fatalf("active v%d by %s, want the manual rollback v%d kept", act.Number, act.Author, manual.Number)
+	}
+	if evs := rec.Events(""); len(evs) != 0 {
+		t.Fatalf("events %+v, want none", evs)
+	}
+}
+
 func TestOptionsNameEveryError(t *testing.T) {
 	_, err := New(Options{Window: -time.Second, Alpha: 0.9, MinSamples: 1, LoadRatio: 0.5})
 	if err == nil {
