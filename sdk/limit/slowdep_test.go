@@ -132,3 +132,50 @@ func TestARaiseThatOnlyQueuesIsTakenBack(t *testing.T) {
 		t.Errorf("%.1f answers/s in time, want at least 25 (32 connections at 1.2 s serve 26.7)", served)
 	}
 }
+
+// Behind the slow dependency the gradient tolerates at most 10% above the
+// no-load RTT and keeps at most 2 requests of headroom (not the square root
+// of the limit, 6 at 36): the 32 connections are all busy at 32 in flight,
+// and every request more waits 37 ms in front of them, adding to every
+// answer and nothing to the throughput. The no-load RTT is relearned from
+// windows at least as long as their RTT (the first answers after the step
+// are the fastest of the batch that met it, 15-50% below 1.2 s), and after
+// the relearning the limit starts from the recent peak in flight instead of
+// climbing from the probe's floor. Ten seeds, the first 10 s of the step and
+// the 20 s after: every seed's mean latency at most 1.4 s and none late
+// (1.25-1.37 s, before 1.36-1.59 s with up to 23 late), at least 25 answers a
+// second, at least 1500 answered in the ten first 10 s (1596; before 1407),
+// and the relearned no-load RTT within 10% of 1.2 s.
+func TestALongRoundTripToleratesLittleQueue(t *testing.T) {
+	var early int64
+	for seed := uint64(1); seed <= 10; seed++ {
+		cfg := limittest.Config{
+			Server: limittest.Server{Capacity: 32, Base: 30 * time.Millisecond, Jitter: 0.1},
+			Rate:   300, Seed: seed, Poisson: true, Timeout: 2 * time.Second,
+		}
+		l, sim := setup(t, rules.Concurrency{}, cfg)
+		sim.Run(5 * time.Second)
+		sim.Server.Base = 1200 * time.Millisecond
+		mark := sim.Stats()
+		sim.Run(10 * time.Second)
+		early += sim.Stats().Sub(mark).Completed
+		mark = sim.Stats()
+		sim.Run(20 * time.Second)
+		d := sim.Stats().Sub(mark)
+		served, noLoad := float64(d.Completed)/20, snap(l).NoLoadRTT
+		t.Logf("seed %d: %.1f answers/s, mean latency %v, %d late, no-load RTT %v, limit %d", seed, served, d.MeanLatency(), d.Dropped, noLoad, l.Limit())
+		if d.MeanLatency() > 1400*time.Millisecond || d.Dropped > 0 {
+			t.Errorf("seed %d: mean latency %v with %d late behind a 1.2 s dependency, want at most 1.4 s and none late: the limit holds a queue at its connections", seed, d.MeanLatency(), d.Dropped)
+		}
+		if served < 25 {
+			t.Errorf("seed %d: %.1f answers/s, want at least 25 (32 connections at 1.2 s serve 26.7)", seed, served)
+		}
+		if noLoad < 1080*time.Millisecond || noLoad > 1320*time.Millisecond {
+			t.Errorf("seed %d: no-load RTT relearned as %v, want within 10%% of 1.2 s", seed, noLoad)
+		}
+	}
+	t.Logf("answered in the first 10 s of the step, ten seeds: %d", early)
+	if early < 1500 {
+		t.Errorf("%d answered in the first 10 s of the step over ten seeds, want at least 1500: the limit climbs back from the probe's floor", early)
+	}
+}
