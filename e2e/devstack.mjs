@@ -16,6 +16,23 @@ function expect(cond, what) {
   console.log(`ok  ${((Date.now() - t0) / 1000).toFixed(1)}s  ${what}`);
 }
 
+// verdict waits for the guardrail's final decision on a version, read from
+// the engine's API, and returns it.
+async function verdict(service, version, limit) {
+  const end = Date.now() + limit;
+  let last = "no decision yet";
+  for (;;) {
+    const r = await fetch(base + "/engine/api/v1/guardrails");
+    if (r.ok) {
+      const d = (await r.json()).decisions.find((d) => d.service === service && d.version === version);
+      if (d && d.final) return d;
+      if (d) last = `${d.verdict}: ${d.reason}`;
+    }
+    if (Date.now() > end) throw new Error(`no final guardrail verdict on ${service} v${version} within ${limit / 1000}s (${last})`);
+    await new Promise((ok) => setTimeout(ok, 500));
+  }
+}
+
 // poll reloads the page until check() holds, every 1.5 s up to limit ms.
 async function poll(page, url, check, limit, what) {
   const end = Date.now() + limit;
@@ -216,31 +233,52 @@ try {
   await shot(bob, "09-approved");
   const version = Number(approved.match(/(\d+)$/)[1]);
 
-  // The ledger reaches SYNCED on every instance.
+  // The guardrail judges the approved version. Checkout's incident recurs
+  // every 24 s, so its goodput may drop after the approval for reasons
+  // that are not the version, and the guardrail may roll it back by itself
+  // within seconds. Its final verdict comes first: from then on only the
+  // admin changes checkout's active version (a decided version is not
+  // judged again, a rollback is never rolled back), so the admin's
+  // rollback below cannot race the engine's.
+  const judged = await verdict("checkout", version, 60000);
+  const engineRollback = judged.rollback_version || 0;
+  expect(judged.verdict !== "regression" || engineRollback > version,
+    `the guardrail's final verdict on checkout v${version}: ${judged.verdict}` +
+    (engineRollback ? `, rolled back to v${judged.parent} as v${engineRollback}` : "") + ` (${judged.reason})`);
+  const live = engineRollback || version;
+
+  // The ledger reaches SYNCED on every instance, on the version the
+  // guardrail left active.
   await poll(bob, "/services/checkout", async () => {
     const rows = await bob.locator("h2:text-is('Instances') + .tablewrap tbody tr").allTextContents();
-    return rows.length === 2 && rows.every((r) => r.includes("SYNCED") && r.includes("v" + version)) &&
+    return rows.length === 2 && rows.every((r) => r.includes("SYNCED") && r.includes("v" + live)) &&
       (await bob.textContent("body")).includes("2/2 SYNCED");
-  }, 30000, `both instances SYNCED on v${version}`);
-  expect(true, `the ledger reaches SYNCED: 2/2 instances run v${version}`);
+  }, 30000, `both instances SYNCED on v${live}`);
+  expect(true, `the ledger reaches SYNCED: 2/2 instances run v${live}`);
   await shot(bob, "10-ledger-synced");
 
-  // The admin rolls back to the version before, with the diff preview.
+  // The admin rolls back with the diff preview: to the version before the
+  // approved one, or, when the guardrail already did that, to the approved
+  // version itself (the admin overrides the engine, whose drop the
+  // incident explains). Either is the newest version that went live and is
+  // not active, the first on the timeline that offers a rollback.
+  const to = engineRollback ? version : judged.parent;
   await admin.goto(base + "/services/checkout/rules");
   await shot(admin, "11-timeline");
   const target = admin.locator('a:text-is("Roll back to this")').first();
   const href = await target.getAttribute("href");
+  expect(href === `/services/checkout/rollback/${to}`, `the timeline offers the rollback to v${to} first: ${href}`);
   await target.click();
   await admin.waitForSelector("table.diff");
   const diff = await admin.textContent("table.diff");
   expect(diff.includes("routes[api].rate_limit.rate") && diff.includes("routes[api].concurrency.max"),
     `the rollback preview (${href}) shows what changes: the rate limit and the concurrency ceiling`);
   await shot(admin, "12-rollback-preview");
-  await admin.fill("#reason", "errors went up after the change");
+  await admin.fill("#reason", engineRollback ? "the incident explains the drop, not the change" : "errors went up after the change");
   await admin.check("input[name=confirm]");
-  await admin.click('button:text-matches("^Roll back to v")');
-  await admin.waitForSelector("text=Rollback to the content of");
-  expect((await admin.textContent("h1")).includes("active"), "the rollback is a new, active version");
+  await admin.click(`button:text-is("Roll back to v${to}")`);
+  await admin.waitForSelector(`text=Rollback to the content of v${to}`);
+  expect((await admin.textContent("h1")).includes("active"), `the rollback to v${to} is a new, active version`);
   await shot(admin, "13-rolled-back");
 
   // The admin, on a phone, acknowledges a P1 alert.
