@@ -62,7 +62,12 @@
 // (BaseVersion); if another version went live since, Propose and Approve
 // refuse it with ErrConflict. Propose with Rebase set bases a new proposal on
 // whatever is active instead, and Store.Rebase moves a stale proposal onto the
-// active version (a new number; the stale one is withdrawn).
+// active version (a new number; the stale one is withdrawn). A rollback may
+// name the version it was decided against (Store.RollbackFrom: the active
+// version of the diff a person reviewed, the version the guardrail judged);
+// if another version went live since, it is refused with a *ConflictError
+// naming both, checked in the transaction that would write it, and nothing
+// is written.
 //
 // Every action appends an AuditEntry whose hash chains to the previous entry
 // (sha256 over canonical JSON); VerifyAudit walks the chain and names the

@@ -12,7 +12,10 @@ import (
 var (
 	// ErrNotFound: no such service, version or outbox row.
 	ErrNotFound = errors.New("versioning: not found")
-	// ErrConflict: the proposal's base is no longer the active version.
+	// ErrConflict: the state an action was decided against changed: the
+	// proposal's base is no longer the active version, the reviewed
+	// ruleset was revised, or the version a rollback was decided against
+	// is no longer active (*ConflictError).
 	ErrConflict = errors.New("versioning: conflict")
 	// ErrSelfApproval: the author tried to approve their own proposal.
 	ErrSelfApproval = errors.New("versioning: self-approval refused")
@@ -86,3 +89,23 @@ func (e *ChainError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrTampered) true.
 func (e *ChainError) Unwrap() error { return ErrTampered }
+
+// ConflictError is the conflict of a write that named the version it
+// expected to be active (Store.RollbackFrom) while another one is: nothing
+// was written. Action is what was refused ("roll back checkout to version
+// 1").
+type ConflictError struct {
+	Service string
+	Action  string
+	// Expected is the version the caller decided against; Active the one
+	// that is active instead.
+	Expected, Active int64
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("%s: %s: version %d is active, not the expected version %d",
+		ErrConflict, e.Action, e.Active, e.Expected)
+}
+
+// Unwrap makes errors.Is(err, ErrConflict) true.
+func (e *ConflictError) Unwrap() error { return ErrConflict }

@@ -62,6 +62,15 @@ type Store interface {
 	// version `to` (which must have been live before), recording RollbackOf.
 	// by needs the operator, approver or admin role; reason is required.
 	Rollback(ctx context.Context, service string, to int64, by Actor, reason string) (Version, error)
+	// RollbackFrom is Rollback of the version the caller saw active: from
+	// is the version its decision was made against (the diff a person
+	// reviewed, the version the guardrail judged), which becomes the new
+	// version's parent. If another version is active, checked in the
+	// transaction that writes, it fails with a *ConflictError (wrapping
+	// ErrConflict) naming both and writes nothing. Rollback forms and
+	// automated rollbacks should use it, so that nobody rolls back a
+	// version other than the one they decided about.
+	RollbackFrom(ctx context.Context, service string, from, to int64, by Actor, reason string) (Version, error)
 	// EmergencyPublish activates a ruleset at once, skipping approval and the
 	// base-version check (break glass). p.Author must be an admin and
 	// p.Reason is required. The audit log marks it as an emergency.

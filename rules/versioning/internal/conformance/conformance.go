@@ -28,6 +28,8 @@ func Run(t *testing.T, f Factory) {
 		{"ConflictOnStaleParent", testStaleParent},
 		{"RollbackToV1FromV10", testRollback},
 		{"RollbackRefusals", testRollbackRefusals},
+		{"RollbackFromExpectedActive", testRollbackFrom},
+		{"RollbackFromRace", testRollbackFromRace},
 		{"PolicyTwoApprovals", testPolicyTwoApprovals},
 		{"PolicyBand", testPolicyBand},
 		{"RejectAndWithdraw", testRejectWithdraw},

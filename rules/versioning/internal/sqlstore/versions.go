@@ -510,6 +510,17 @@ func (s *Store) Withdraw(ctx context.Context, service string, number int64, by v
 
 // Rollback implements versioning.Store.
 func (s *Store) Rollback(ctx context.Context, service string, to int64, by versioning.Actor, reason string) (versioning.Version, error) {
+	return s.rollback(ctx, service, false, 0, to, by, reason)
+}
+
+// RollbackFrom implements versioning.Store.
+func (s *Store) RollbackFrom(ctx context.Context, service string, from, to int64, by versioning.Actor, reason string) (versioning.Version, error) {
+	return s.rollback(ctx, service, true, from, to, by, reason)
+}
+
+// rollback rolls back to version to; with expect, only if from is the
+// active version, checked under the service's lock.
+func (s *Store) rollback(ctx context.Context, service string, expect bool, from, to int64, by versioning.Actor, reason string) (versioning.Version, error) {
 	var out versioning.Version
 	err := s.op(ctx, "rollback", func(ctx context.Context) error {
 		var errs []rules.FieldError
@@ -519,6 +530,9 @@ func (s *Store) Rollback(ctx context.Context, service string, to int64, by versi
 			if errors.As(err, &ie) {
 				errs = append(errs, ie.Errors...)
 			}
+		}
+		if expect && from <= 0 {
+			errs = append(errs, fieldErr("from", "must be above 0, got %d", from)...)
 		}
 		if to <= 0 {
 			errs = append(errs, fieldErr("to", "must be above 0, got %d", to)...)
@@ -533,6 +547,10 @@ func (s *Store) Rollback(ctx context.Context, service string, to int64, by versi
 			svc, err := s.service(ctx, tx, service, true)
 			if err != nil {
 				return false, err
+			}
+			if expect && svc.active != from {
+				return false, &versioning.ConflictError{Service: service, Expected: from, Active: svc.active,
+					Action: fmt.Sprintf("roll back %s to version %d", service, to)}
 			}
 			target, err := s.getVersion(ctx, tx, service, to, false)
 			if err != nil {
