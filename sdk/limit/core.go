@@ -36,8 +36,6 @@ const (
 	lateMargin    = 0.8             // the tolerated latency stays below 80% of the latency at which answers came late
 	lateFloor     = 0.1             // ... but never below 1.1 x the no-load RTT
 	queuedShare   = 0.5             // a raise is a queue if the RTT rose by half its share and the completion rate did not
-	longTolerance = 0.1             // where the no-load RTT is longer than a window, at most 10% above it is tolerated ...
-	longHeadroom  = 2               // ... and the square-root headroom is at most 2 requests
 )
 
 // algorithm is what distinguishes the adaptive limiters; core calls it once
@@ -92,7 +90,6 @@ type core struct {
 	lateRTT   float64 // the lowest average RTT of a window with drops since the no-load RTT last fell a lot (0: none)
 	lateBase  float64 // the no-load RTT when lateRTT was recorded
 	win       window  // the window being decided
-	longRules bool    // the rules for a round trip longer than a window apply (the gradient; see long)
 
 	snap snapshotState
 }
@@ -402,46 +399,11 @@ func (c *core) Snapshot() Snapshot {
 // queue: at 1.5 x its RTT the answers miss their deadline, and the drops
 // would cut the limit only once they are already being wasted.
 func (c *core) tolerated() float64 {
-	t := c.noLoad * (1 + c.tolerance())
+	t := c.noLoad * (1 + c.p.tolerance)
 	if c.lateRTT > 0 {
-		t = min(t, max(c.lateRTT*lateMargin, c.noLoad*(1+min(lateFloor, c.tolerance()))))
+		t = min(t, max(c.lateRTT*lateMargin, c.noLoad*(1+min(lateFloor, c.p.tolerance))))
 	}
 	return t
-}
-
-// long reports whether the no-load RTT is longer than a window: a
-// dependency slow enough that every request in a queue before it adds a
-// sizeable share of its RTT to every other request's latency. Behind 32
-// connections to a dependency that answers in 1.2 s, one request more than
-// the connections waits 37 ms, and the square-root headroom of a limit of 36
-// (6 requests) waits 0.2 s, while it adds no throughput: the connections are
-// all busy. A core queues for a few milliseconds instead, and there a queue
-// of a few requests is what keeps it busy. So where the round trip is long
-// the tolerance is at most 10% and the headroom at most 2 requests: the
-// limit settles where the latency is the no-load RTT (for a dependency with
-// a fixed pool of connections, at about their number) instead of half as
-// much again.
-//
-// These rules, and those on the windows shorter than their RTT
-// (lowerBaseline), are the gradient's: Little's law sizes its limit from
-// the no-load RTT itself, and a higher (truer) estimate behind the slow
-// dependency only raised its limit there.
-func (c *core) long() bool { return c.longRules && c.noLoad >= float64(c.window) }
-
-// early reports whether w, a window shorter than its own average RTT,
-// holds the first answers of requests admitted together (after a latency
-// step, the fastest of those that met it): a draw from the fast side, not
-// the no-load RTT. Only where the long-RTT rules apply (see long).
-func (c *core) early(w *window) bool { return c.longRules && w.end-w.start < int64(w.avgRTT) }
-
-// tolerance returns the share above the no-load RTT that is not
-// congestion: the configured tolerance, at most longTolerance where the
-// round trip is long.
-func (c *core) tolerance() float64 {
-	if c.long() {
-		return min(c.p.tolerance, longTolerance)
-	}
-	return c.p.tolerance
 }
 
 // noteLate records the average RTT of a window with drops (answers late

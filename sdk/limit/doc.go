@@ -42,12 +42,7 @@
 //     the previous window's RTT), halves the limit at once, so a latency
 //     step halves it within a round trip plus two windows of its first slow
 //     samples. A step of many times the no-load RTT can leave no request
-//     finishing for longer than that: see stalls below. Where the no-load
-//     RTT is longer than a window (a slow dependency, not a core), the
-//     tolerance is at most 10% and the headroom at most 2 requests instead
-//     of sqrt(limit): each request queued there adds a share of a long RTT
-//     to every answer (37 ms behind 32 connections at 1.2 s) and, the
-//     connections all busy, nothing to the throughput.
+//     finishing for longer than that: see stalls below.
 //   - "little": Little's law, brpc style. The limit is the largest recent
 //     throughput times the no-load latency, corrected by the queueing seen
 //     now: target = maxThroughput * ((2 + Tolerance) * noLoad - sample). It is
@@ -102,14 +97,7 @@
 //     latency is a slower dependency, not this limiter's queue), judged on
 //     requests admitted after the halving, triggers a probe at once. Then
 //     the slower RTT is adopted within a few round trips and the limit climbs back to what the server can
-//     take, instead of sitting at Min until the next interval; where the
-//     RTT it adopts is longer than a window, the limit restarts from the
-//     recent peak in flight (what the slow dependency answered when it met
-//     the step). A window shorter than its own average RTT (the first,
-//     fastest answers of requests admitted together) neither lowers the
-//     estimate by less than a fifth nor counts as a probe's fastest, and
-//     neither does the window that starts a probe when its RTT is longer
-//     than a window. Only a probe
+//     take, instead of sitting at Min until the next interval. Only a probe
 //     window that used its limit caps the restored limit (one that did not
 //     says nothing about it).
 //   - Stalls: when a dependency becomes many times slower, no request

@@ -22,7 +22,6 @@ type gradient struct{}
 
 func newGradient(p params, o options, clk clock.Clock) *Gradient {
 	g := &Gradient{}
-	g.longRules = true
 	g.init(p, o, gradient{}, clk)
 	return g
 }
@@ -41,11 +40,7 @@ func (gradient) update(c *core, w *window) float64 {
 		return l // no latency information (RTTs below the 64 ns resolution)
 	}
 	g := min(max(c.tolerated()/w.avgRTT, 0.5), 2)
-	head := math.Sqrt(l * g)
-	if c.long() {
-		head = min(head, longHeadroom) // see core.long
-	}
-	target := l*g + head
+	target := l*g + math.Sqrt(l*g)
 	if target > l && !w.used {
 		return l // never grow a limit nobody uses
 	}

@@ -161,10 +161,9 @@ func TestWindowNeedsMinSamples(t *testing.T) {
 	if n := c.Snapshot().Windows; n != 1 {
 		t.Fatalf("decided %d windows after 10 samples, want 1", n)
 	}
-	// Stale windows with too few samples, the limit not in use, are
-	// discarded, not decided.
+	// Stale windows with too few samples are discarded, not decided.
 	for i := range int64(5) {
-		c.Observe(600*ms+i*400*ms, 500*ms, 5, false)
+		c.Observe(600*ms+i*400*ms, 500*ms, 20, false)
 	}
 	if n := c.Snapshot().Windows; n != 1 {
 		t.Fatalf("decided %d windows, want still 1", n)

@@ -8,7 +8,6 @@ type probeState struct {
 	saved      float64
 	prev, best float64
 	bestLimit  float64 // the limit the fastest probe window ran at (0: it did not use it)
-	measured   bool    // best is a probe window's (not the window that started the probe)
 	settle     int64   // windows starting before this still see the previous limit
 }
 
@@ -37,14 +36,6 @@ func (c *core) jitter(d int64) int64 {
 // lowerBaseline lowers the no-load RTT at once to a faster window.
 func (c *core) lowerBaseline(w *window) {
 	if w.avgRTT <= 0 || (c.noLoad != 0 && w.avgRTT >= c.noLoad) {
-		return
-	}
-	if c.noLoad != 0 && w.avgRTT >= c.noLoad*staleBaseline && c.early(w) {
-		// A window shorter than its RTT is the fast side of a batch
-		// (core.early). Lowering the estimate to the fastest of such
-		// windows left it 15-20% below the 1.2 s a slow dependency
-		// took, and the tolerance below what it takes unloaded. A
-		// large fall (a slow period ended) still counts at once.
 		return
 	}
 	if w.avgRTT < c.noLoad*staleBaseline && !c.probe.active {
@@ -79,12 +70,8 @@ func (c *core) maybeStartProbe(w *window) {
 	if w.end < c.nextProbe || !w.used || !c.enforced {
 		return
 	}
-	// Where the round trip is longer than a window, the window that
-	// starts the probe is not a candidate for its fastest: after a
-	// latency step it is the stall's first answers, the fastest of the
-	// requests that met the step.
 	c.probe = probeState{active: true, saved: c.cur, prev: w.avgRTT, best: w.avgRTT, bestLimit: c.cur,
-		measured: !c.longRules || w.avgRTT < float64(c.window), settle: w.end + int64(w.avgRTT*probeSettle)}
+		settle: w.end + int64(w.avgRTT*probeSettle)}
 	c.cur = c.clamp(c.cur * probeStep)
 }
 
@@ -131,10 +118,8 @@ func (c *core) probeWindow(w *window) {
 		return // requests admitted before the last step still finish in this window
 	}
 	pr.steps++
-	if !pr.measured || w.avgRTT <= pr.best && !c.early(w) {
-		// The first probe window, then the fastest of those at least
-		// as long as their RTT (core.early).
-		pr.best, pr.bestLimit, pr.measured = w.avgRTT, c.cur, true
+	if w.avgRTT <= pr.best {
+		pr.best, pr.bestLimit = w.avgRTT, c.cur
 		if !w.used {
 			pr.bestLimit = 0 // the limit did not shape this window: it says nothing about the limit
 		}
@@ -149,7 +134,6 @@ func (c *core) probeWindow(w *window) {
 	}
 	// The probe is conclusive when the latency stopped responding to a lower
 	// limit; an inconclusive probe may only lower the estimate.
-	old := c.noLoad
 	if !falling || atMin || pr.best < c.noLoad {
 		c.noLoad = pr.best
 	}
@@ -159,16 +143,6 @@ func (c *core) probeWindow(w *window) {
 	restore := pr.saved
 	if pr.bestLimit > 0 {
 		restore = min(restore, pr.bestLimit*(1+c.p.tolerance))
-	}
-	if c.long() && c.noLoad*staleBaseline > old {
-		// The probe found a dependency many times slower than the
-		// estimate (a latency step: the limit was halved by the
-		// stall, then lowered by the probe). The recent peak in
-		// flight is a concurrency the slow dependency answered, all
-		// of it, when it met the step: start from there, as when a
-		// slow period ends, rather than climbing back from the
-		// probe's floor one round trip (1.2 s) per step.
-		restore = max(restore, c.peak)
 	}
 	c.cur = c.clamp(restore)
 	pr.active = false
