@@ -64,8 +64,9 @@
 // rules/versioning (a new rollback version, audited as the engine, with the
 // decision as reason), and emits an auto_rollback event, unless the version
 // is no longer active by then (a person rolled back or published while the
-// cycle judged it): rolling back to its parent would undo their newer
-// decision, so the verdict only says so. Rollback versions
+// cycle judged it, up to the rollback's own transaction, which checks it:
+// versioning.Store.RollbackFrom): rolling back to its parent would undo
+// their newer decision, so the verdict only says so. Rollback versions
 // themselves are watched but never rolled back, so the guardrail cannot
 // loop; a service's first version is not watched (there is nothing before
 // it). While a version is being judged, Watching is true and the engine

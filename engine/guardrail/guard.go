@@ -661,23 +661,19 @@ func (g *Guard) rollback(ctx context.Context, d *Decision) error {
 			Version: d.Version, Message: fmt.Sprintf("%s v%d regressed but has no version to roll back to", d.Service, d.Version), Detail: *d})
 		return nil
 	}
-	// The cycle read the active versions before judging them: a person's
-	// rollback or publication since then replaced the version, and rolling
-	// back to its parent now would undo their decision. (Store.Rollback
-	// takes no expected active version, so a change between this read and
-	// the rollback still loses; the window is these two calls, no longer
-	// the whole cycle.)
-	act, err := g.o.Store.Active(ctx, d.Service)
+	// The cycle read the active versions before judging them, and a
+	// person's rollback or publication may have replaced the version since
+	// (or may land while this runs): rolling back to its parent then would
+	// undo their decision. RollbackFrom checks, in the transaction that
+	// would write, that the judged version is still the active one.
+	v, err := g.o.Store.RollbackFrom(ctx, d.Service, d.Version, d.Parent, g.o.Actor, clip(d.Reason, versioning.MaxReasonBytes))
 	if err != nil {
-		return fmt.Errorf("guardrail: roll back %s v%d: active version: %w", d.Service, d.Version, err)
-	}
-	if act.Number != d.Version {
-		d.Reason += fmt.Sprintf(" (not rolled back: v%d replaced it since)", act.Number)
-		return nil
-	}
-	v, err := g.o.Store.Rollback(ctx, d.Service, d.Parent, g.o.Actor, clip(d.Reason, versioning.MaxReasonBytes))
-	if err != nil {
-		if errors.Is(err, versioning.ErrConflict) || errors.Is(err, versioning.ErrInvalidState) {
+		var ce *versioning.ConflictError
+		switch {
+		case errors.As(err, &ce):
+			d.Reason += fmt.Sprintf(" (not rolled back: v%d replaced it since)", ce.Active)
+			return nil
+		case errors.Is(err, versioning.ErrConflict) || errors.Is(err, versioning.ErrInvalidState):
 			d.Reason += fmt.Sprintf(" (rollback not possible: %v)", err)
 			return nil
 		}

@@ -299,3 +299,73 @@ func TestOptionsNameEveryError(t *testing.T) {
 		}
 	}
 }
+
+// racingStore commits a person's rollback to v1 just before the guardrail's
+// rollback reaches the store: after any read the guardrail could make first.
+type racingStore struct {
+	versioning.Store
+	manual versioning.Version
+}
+
+func (s *racingStore) person(ctx context.Context) error {
+	var err error
+	s.manual, err = s.Store.Rollback(ctx, "checkout", 1, alice, "manual")
+	return err
+}
+
+func (s *racingStore) Rollback(ctx context.Context, service string, to int64, by versioning.Actor, reason string) (versioning.Version, error) {
+	if err := s.person(ctx); err != nil {
+		return versioning.Version{}, err
+	}
+	return s.Store.Rollback(ctx, service, to, by, reason)
+}
+
+func (s *racingStore) RollbackFrom(ctx context.Context, service string, from, to int64, by versioning.Actor, reason string) (versioning.Version, error) {
+	if err := s.person(ctx); err != nil {
+		return versioning.Version{}, err
+	}
+	return s.Store.RollbackFrom(ctx, service, from, to, by, reason)
+}
+
+// A person's rollback that commits between the guardrail's last read and its
+// own rollback is kept: the store refuses the rollback of a version that is
+// no longer active.
+func TestRollbackRacingAPersonIsRefused(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	inner, at := liveVersions(t, clk)
+	st := &racingStore{Store: inner}
+	v2, err := st.Active(ctx, "checkout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := func(m Metric, after bool, i int) float64 {
+		if after && m == ErrorRatio {
+			return 0.5
+		}
+		return healthy(m, i)
+	}
+	rec := events.NewRecorder(10)
+	g, err := New(Options{Store: st, Series: fakeSeries{switchAt: at.Add(30 * time.Second), value: bad}, Events: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(5 * time.Minute)
+	final, err := g.Observe(ctx, clk.Now(), []versioning.Version{v2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.manual.Number != 3 {
+		t.Fatalf("the person's rollback is v%d, want v3", st.manual.Number)
+	}
+	if len(final) != 1 || final[0].Verdict != Regression || final[0].RollbackVersion != 0 ||
+		!strings.Contains(final[0].Reason, "(not rolled back: v3 replaced it since)") {
+		t.Fatalf("decisions %+v", final)
+	}
+	if act, _ := st.Active(ctx, "checkout"); act.Number != 3 {
+		t.Fatalf("active v%d by %s, want the person's rollback v3 kept", act.Number, act.Author)
+	}
+	if evs := rec.Events(""); len(evs) != 0 {
+		t.Fatalf("events %+v, want none", evs)
+	}
+}
