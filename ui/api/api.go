@@ -351,6 +351,11 @@ func (a *API) decide(kind string) http.HandlerFunc {
 type RollbackRequest struct {
 	To     int64  `json:"to"`
 	Reason string `json:"reason"`
+	// From is the active version the rollback was decided against (the
+	// "from" of the diff the caller reviewed): the rollback then fails
+	// with 409, writing nothing, if another version is active. Optional;
+	// without it the rollback applies over whatever is active.
+	From int64 `json:"from,omitempty"`
 }
 
 func (a *API) rollback(w http.ResponseWriter, r *http.Request) {
@@ -364,11 +369,24 @@ func (a *API) rollback(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
+	var fields []rules.FieldError
 	if req.To < 1 {
-		a.fail(w, r, &versioning.InputError{Errors: []rules.FieldError{{Field: "to", Problem: "must be a version number"}}})
+		fields = append(fields, rules.FieldError{Field: "to", Problem: "must be a version number"})
+	}
+	if req.From < 0 {
+		fields = append(fields, rules.FieldError{Field: "from", Problem: "must be a version number (or absent)"})
+	}
+	if len(fields) > 0 {
+		a.fail(w, r, &versioning.InputError{Errors: fields})
 		return
 	}
-	v, err := a.o.Rules.Rollback(r.Context(), svc, req.To, auth.FromContext(r.Context()).Actor(), req.Reason)
+	by := auth.FromContext(r.Context()).Actor()
+	var v versioning.Version
+	if req.From > 0 {
+		v, err = a.o.Rules.RollbackFrom(r.Context(), svc, req.From, req.To, by, req.Reason)
+	} else {
+		v, err = a.o.Rules.Rollback(r.Context(), svc, req.To, by, req.Reason)
+	}
 	if err != nil {
 		a.fail(w, r, err)
 		return

@@ -21,6 +21,9 @@
 // that changes state carries the session's CSRF token, and each route states
 // the roles it needs (see Routes); the rules store enforces four eyes and
 // policy roles again underneath, so the UI cannot be more permissive than the
-// store. A failing backend (database, metrics, alerts) shows a banner instead
+// store. Forms that act on what a person reviewed carry what they saw: an
+// approval the ruleset's checksum, a rollback the active version its
+// preview was computed against ("from"); if it changed meanwhile, nothing
+// is applied and the page comes back fresh with a message saying so. A failing backend (database, metrics, alerts) shows a banner instead
 // of the part it would fill; errors never show internals.
 package pages

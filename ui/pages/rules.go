@@ -326,11 +326,16 @@ func (p *Pages) propose(w http.ResponseWriter, r *http.Request) {
 }
 
 type rollbackData struct {
-	Service    string
-	Target     versioning.Version
+	Service string
+	Target  versioning.Version
+	// Active is the version the preview's changes are computed against;
+	// the form sends its number back as "from", and the rollback applies
+	// only while it is still active.
 	Active     *versioning.Version
 	Changes    []versioning.Change
 	Why, Error string
+	// Reason is the reason already typed, kept when the form comes back.
+	Reason string
 }
 
 func (p *Pages) rollbackData(r *http.Request) (rollbackData, error) {
@@ -377,17 +382,45 @@ func (p *Pages) rollback(w http.ResponseWriter, r *http.Request) {
 		p.render(w, r, http.StatusUnprocessableEntity, "rollback", "Roll back "+d.Service, "overview", d)
 		return
 	}
-	pr := auth.FromContext(r.Context())
-	v, err := p.o.Rules.Rollback(r.Context(), d.Service, d.Target.Number, pr.Actor(), strings.TrimSpace(r.PostFormValue("reason")))
+	d.Reason = strings.TrimSpace(r.PostFormValue("reason"))
+	by := auth.FromContext(r.Context()).Actor()
+	var v versioning.Version
+	if f := r.PostFormValue("from"); f == "" {
+		// A form without the version its preview was computed against
+		// (a script's post): roll back over whatever is active.
+		v, err = p.o.Rules.Rollback(r.Context(), d.Service, d.Target.Number, by, d.Reason)
+	} else if from, perr := strconv.ParseInt(f, 10, 64); perr != nil {
+		err = &versioning.InputError{Errors: []rules.FieldError{{Field: "from", Problem: "must be a version number"}}}
+	} else {
+		v, err = p.o.Rules.RollbackFrom(r.Context(), d.Service, from, d.Target.Number, by, d.Reason)
+	}
 	if err != nil {
 		status, _ := httperr.Status(err)
 		if status >= 500 {
 			p.fail(w, r, err)
 			return
 		}
-		d.Error = httperr.Message(err)
-		if fs := httperr.Fields(err); len(fs) > 0 {
+		var ce *versioning.ConflictError
+		switch {
+		case errors.As(err, &ce):
+			// Back to a fresh preview: against the version active now.
+			reason := d.Reason
+			if d, err = p.rollbackData(r); err != nil {
+				p.fail(w, r, err)
+				return
+			}
+			d.Reason = reason
+			now := ce.Active
+			if d.Active != nil {
+				now = d.Active.Number
+			}
+			d.Error = fmt.Sprintf("Nothing was rolled back: v%d went live after this preview was computed against v%d. "+
+				"The changes below are against v%d now; review them and roll back again.", ce.Active, ce.Expected, now)
+		case len(httperr.Fields(err)) > 0:
+			fs := httperr.Fields(err)
 			d.Error = fs[0].Field + ": " + fs[0].Problem
+		default:
+			d.Error = httperr.Message(err)
 		}
 		p.render(w, r, status, "rollback", "Roll back "+d.Service, "overview", d)
 		return
