@@ -93,3 +93,38 @@ func ExampleStore_Revise() {
 	// v 1 revision 2 approvals 0 80
 	// true
 }
+
+// A rollback names the version it was decided against: two people preview
+// "roll back v2" and confirm; the second is refused, since the first's
+// rollback replaced v2, and nothing is written.
+func ExampleStore_RollbackFrom() {
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:"})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Close()
+	alice := versioning.Actor{Name: "alice", Roles: []versioning.Role{versioning.RoleOperator}}
+	bob := versioning.Actor{Name: "bob", Roles: []versioning.Role{versioning.RoleApprover}}
+	for base, r := range []float64{100, 150} {
+		rs := &rules.Ruleset{Service: "checkout", Routes: []rules.Route{{
+			Name: "pay", Match: rules.Match{PathPrefix: "/pay"}, RateLimit: &rules.RateLimit{Rate: r}}}}
+		v, _ := s.Propose(ctx, versioning.Proposal{BaseVersion: int64(base), Ruleset: rs, Author: alice, Reason: "limits"})
+		if _, err := s.Approve(ctx, "checkout", v.Number, bob, "ok"); err != nil {
+			panic(err)
+		}
+	}
+	active, _ := s.Active(ctx, "checkout")
+
+	v, _ := s.RollbackFrom(ctx, "checkout", active.Number, 1, alice, "errors went up")
+	fmt.Println("v", v.Number, "parent", v.Parent, "rollback of", v.RollbackOf)
+
+	_, err = s.RollbackFrom(ctx, "checkout", active.Number, 1, bob, "errors went up")
+	var ce *versioning.ConflictError
+	fmt.Println(errors.As(err, &ce), ce.Expected, ce.Active)
+	fmt.Println(err)
+	// Output:
+	// v 3 parent 2 rollback of 1
+	// true 2 3
+	// versioning: conflict: roll back checkout to version 1: version 3 is active, not the expected version 2
+}
