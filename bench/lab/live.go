@@ -114,7 +114,8 @@ func RunLive(ctx context.Context, s *scenario.Scenario, list string, o LiveOptio
 		}
 		r := report.Measure(name, s, cal.CapacityRPS, res.Attempts)
 		r.Detail.LimitShrinkS = limitShrink(s, res.Limits)
-		o.Logger.Info("measured", "scenario", s.Name, "limiter", name, "goodput_rps", r.GoodputRPS, "goodput_ratio", r.GoodputRatio)
+		o.Logger.Info("measured", "scenario", s.Name, "limiter", name, "goodput_rps", r.GoodputRPS, "goodput_ratio", r.GoodputRatio,
+			"limit_shrink_s", r.Detail.LimitShrinkS)
 		run.Results = append(run.Results, r)
 	}
 	return run, nil

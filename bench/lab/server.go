@@ -65,6 +65,9 @@ type traceCounts struct {
 	admitted atomic.Int64
 	handSum  atomic.Int64 // handler time of admitted requests, ns
 	burnSum  atomic.Int64 // CPU burned as the requests' cost, ns
+	// Per 100 ms tick, for the step trace (stepTrace).
+	tickDone    atomic.Int64 // admitted requests that finished
+	tickRefused atomic.Int64
 }
 
 // newServer builds the server; perNs is the burner's work rate (0: measure
@@ -137,6 +140,7 @@ func (sv *server) work(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		if sv.traced {
 			sv.tr.refused.Add(1)
+			sv.tr.tickRefused.Add(1)
 			sv.tr.refSum.Add(int64(time.Since(start)))
 			if errors.Is(err, governor.ErrOverload) {
 				sv.tr.overload.Add(1)
@@ -176,6 +180,7 @@ func (sv *server) work(w http.ResponseWriter, r *http.Request) {
 	sv.lim.Release(t, latency, time.Now().After(deadline))
 	if sv.traced {
 		sv.tr.admitted.Add(1)
+		sv.tr.tickDone.Add(1)
 		sv.tr.handSum.Add(int64(latency))
 	}
 	w.WriteHeader(http.StatusOK)
@@ -293,6 +298,9 @@ func (sv *server) trace(ctx context.Context) {
 				ticks = append(ticks, ':')
 				ticks = strconv.AppendFloat(ticks, q, 'f', 0, 64)
 			}
+			if sv.traced {
+				sv.stepTrace(lim)
+			}
 			if sv.traced && ov != nil {
 				level, _ := ov.Overload()
 				if len(levels) > 0 {
@@ -309,6 +317,26 @@ func (sv *server) trace(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
+	}
+}
+
+// stepTrace prints, around the scenario's events (from 1 s before each
+// starts to 3 s after), one line per 100 ms tick: the limit, the requests in
+// flight, and how many admitted requests finished and how many were refused
+// since the previous tick. The per-second lines are too coarse to see how
+// fast the limit reacts to a step.
+func (sv *server) stepTrace(lim int) {
+	done, ref := sv.tr.tickDone.Swap(0), sv.tr.tickRefused.Swap(0)
+	at := sv.elapsed()
+	near := false
+	for _, e := range sv.s.Events {
+		if from := e.From.D(); at >= from-time.Second && at <= from+3*time.Second {
+			near = true
+		}
+	}
+	if near {
+		fmt.Fprintf(os.Stderr, "step t=%.2fs wall=%d limit=%d inflight=%d done=%d refused=%d\n",
+			at.Seconds(), time.Now().UnixNano(), lim, sv.inflight.Load(), done, ref)
 	}
 }
 
