@@ -40,7 +40,11 @@ func RunSim(s *scenario.Scenario, limiters []string, o sim.Options) (report.Run,
 }
 
 // limitShrink is how long after the first event starts the limit first
-// falls to half its value at that moment (-1: never, or no event).
+// falls to half its value at that moment (-1: never, or no event). The
+// samples are the published limit, the learned one rounded to the nearest
+// integer: an odd sample L stands for a learned limit near L, whose half
+// rounds to (L+1)/2, so that is the half a sample is compared with (a
+// sample of 37 halved is published as 19, not 18).
 func limitShrink(s *scenario.Scenario, limits []int) float64 {
 	if len(s.Events) == 0 {
 		return -1
@@ -52,7 +56,7 @@ func limitShrink(s *scenario.Scenario, limits []int) float64 {
 	}
 	before := limits[i-1]
 	for k := i; k < len(limits); k++ {
-		if limits[k] <= before/2 {
+		if limits[k] <= (before+1)/2 {
 			return float64(k+1-i) / 10
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"governor.dev/governor/bench/report"
 	"governor.dev/governor/bench/scenario"
 	"governor.dev/governor/bench/sim"
+	"governor.dev/governor/sdk/rules"
 )
 
 const tiny = `{"name":"tiny","duration":"1s","arrival":{"unit":"rps","base":40},
@@ -68,5 +69,26 @@ func TestRunSim(t *testing.T) {
 	}
 	if run.Mode != ModeSim || run.CapacityRPS != 5000 || len(run.Results) != 2 {
 		t.Fatalf("unexpected run %+v", run)
+	}
+}
+
+// TestLimitShrink: the limit samples are rounded, so a halving of an odd
+// sample is published as its half rounded up (37.1 halved is 18.55, published
+// as 19), and counts as the halving.
+func TestLimitShrink(t *testing.T) {
+	s := &scenario.Scenario{Events: []scenario.Event{{From: rules.Duration(500 * time.Millisecond)}}}
+	for _, c := range []struct {
+		name   string
+		limits []int
+		want   float64
+	}{
+		{"odd halved", []int{37, 37, 37, 37, 37, 37, 19, 19, 14}, 0.2},
+		{"even halved", []int{64, 64, 64, 64, 64, 64, 32, 32}, 0.2},
+		{"not half", []int{37, 37, 37, 37, 37, 37, 20, 20, 14}, 0.4},
+		{"never", []int{51, 51, 51, 51, 51, 40, 30}, -1},
+	} {
+		if got := limitShrink(s, c.limits); got != c.want {
+			t.Errorf("%s: limitShrink = %v, want %v", c.name, got, c.want)
+		}
 	}
 }
