@@ -19,6 +19,7 @@ import (
 	"governor.dev/governor/bench/scenario"
 	governor "governor.dev/governor/sdk"
 	"governor.dev/governor/sdk/httpgov"
+	"governor.dev/governor/sdk/limit"
 	"governor.dev/governor/sdk/rules"
 )
 
@@ -247,7 +248,7 @@ func (sv *server) serve(ctx context.Context, ready func(addr string) error) erro
 // beyond the requests' own cost per request handled ("overhead": accepting,
 // parsing, refusing, garbage collection), the most goroutines runnable at
 // one of its 100 ms ticks, and for Governor the overload throttle's level at
-// every tick.
+// every tick and its limiter's state (limitState).
 func (sv *server) trace(ctx context.Context) {
 	l, ok := sv.lim.(interface{ Limit() int })
 	if !ok && !sv.traced {
@@ -323,8 +324,9 @@ func (sv *server) trace(ctx context.Context) {
 // stepTrace prints, around the scenario's events (from 1 s before each
 // starts to 3 s after), one line per 100 ms tick: the limit, the requests in
 // flight, and how many admitted requests finished and how many were refused
-// since the previous tick. The per-second lines are too coarse to see how
-// fast the limit reacts to a step.
+// since the previous tick, and the limiter's state (limitState). The
+// per-second lines are too coarse to see how fast the limit reacts to a
+// step.
 func (sv *server) stepTrace(lim int) {
 	done, ref := sv.tr.tickDone.Swap(0), sv.tr.tickRefused.Swap(0)
 	at := sv.elapsed()
@@ -335,8 +337,8 @@ func (sv *server) stepTrace(lim int) {
 		}
 	}
 	if near {
-		fmt.Fprintf(os.Stderr, "step t=%.2fs wall=%d limit=%d inflight=%d done=%d refused=%d\n",
-			at.Seconds(), time.Now().UnixNano(), lim, sv.inflight.Load(), done, ref)
+		fmt.Fprintf(os.Stderr, "step t=%.2fs wall=%d limit=%d inflight=%d done=%d refused=%d%s\n",
+			at.Seconds(), time.Now().UnixNano(), lim, sv.inflight.Load(), done, ref, sv.limitState())
 	}
 }
 
@@ -363,10 +365,30 @@ func (sv *server) logSecond(lim int, cpu time.Duration, sched *schedLatency, run
 		level, lat := o.Overload()
 		throttle = fmt.Sprintf(" throttle=%.2f throttle_runq=%.1fms throttle_refused=%d throttle_levels=%s", level, lat.Seconds()*1e3, tr.overload.Swap(0), levels)
 	}
-	fmt.Fprintf(os.Stderr, "t=%.1fs limit=%d inflight=%d handled=%d pre_mean=%.1fms pre_max=%.1fms dead=%d admitted=%d handler_mean=%.1fms refused=%d refused_mean=%.3fms cpu=%.0fms burn=%.0fms overhead=%.0fus/req runq_mean=%.2fms runq_p99=%.1fms runnable_max=%d ticks_ms=%s%s\n",
+	fmt.Fprintf(os.Stderr, "t=%.1fs limit=%d inflight=%d handled=%d pre_mean=%.1fms pre_max=%.1fms dead=%d admitted=%d handler_mean=%.1fms refused=%d refused_mean=%.3fms cpu=%.0fms burn=%.0fms overhead=%.0fus/req runq_mean=%.2fms runq_p99=%.1fms runnable_max=%d ticks_ms=%s%s%s\n",
 		sv.elapsed().Seconds(), lim, sv.inflight.Load(), n, mean(pre, n), float64(preMax)/1e6, dead,
 		adm, mean(hand, adm), ref, mean(refSum, ref), float64(cpu)/1e6, float64(burn)/1e6, over,
-		runq.Seconds()*1e3, runq99.Seconds()*1e3, runnable, ticks, throttle)
+		runq.Seconds()*1e3, runq99.Seconds()*1e3, runnable, ticks, throttle, sv.limitState())
+}
+
+// limitState is the trace's view of an adaptive limiter's state after its
+// last decided window, for the limiters that expose one (Governor's
+// limit.Snapshot): the no-load RTT estimate, the window's average RTT, the
+// learned limit, whether a probe runs, and the probes and stall cuts so
+// far. Empty for the others.
+func (sv *server) limitState() string {
+	in, ok := sv.lim.(interface {
+		LimitState() (limit.Snapshot, bool)
+	})
+	if !ok {
+		return ""
+	}
+	s, ok := in.LimitState()
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf(" noload=%.1fms window_rtt=%.1fms learned=%d probing=%t probes=%d stalls=%d windows=%d",
+		s.NoLoadRTT.Seconds()*1e3, s.SampleRTT.Seconds()*1e3, s.Learned, s.Probing, s.Probes, s.Stalls, s.Windows)
 }
 
 // schedLatency reads Go's /sched/latencies:seconds (time goroutines spent

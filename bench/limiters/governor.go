@@ -3,9 +3,12 @@ package limiters
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	governor "governor.dev/governor/sdk"
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/limit"
 	"governor.dev/governor/sdk/rules"
 )
 
@@ -21,6 +24,10 @@ import (
 type gov struct {
 	g         *governor.Governor
 	deadlines bool
+	// inspect is the last route limiter the governor built (the default
+	// ruleset has one route), for LimitState. The factory hands the
+	// limiter to the governor unchanged, so admission is not affected.
+	inspect atomic.Pointer[limit.Inspector]
 }
 
 // classNames are the priority values Admit receives per class rank.
@@ -36,14 +43,23 @@ func newGovernor(algorithm string, queue, deadlines, sched bool) factory {
 				rs.Routes[0].Queue = &rules.Queue{} // CoDel with its defaults
 			}
 		}
+		a := &gov{deadlines: deadlines}
 		opts := governor.DefaultOptions(rs.Service)
 		opts.Defaults = rs
 		opts.Overload.Disabled = !sched
+		opts.NewLimiter = func(cfg rules.Concurrency, clk clock.Clock) (governor.Limiter, error) {
+			l, err := governor.NewLimiter(cfg, clk)
+			if in, ok := l.(limit.Inspector); ok && err == nil {
+				a.inspect.Store(&in)
+			}
+			return l, err
+		}
 		g, err := governor.New(opts)
 		if err != nil {
 			return nil, fmt.Errorf("limiters: governor: %w", err)
 		}
-		return &gov{g: g, deadlines: deadlines}, nil
+		a.g = g
+		return a, nil
 	}
 }
 
@@ -81,4 +97,16 @@ func (a *gov) Overload() (float64, time.Duration) { return a.g.OverloadLevel() }
 func (a *gov) Limit() int {
 	l, _ := a.g.Limit("default")
 	return l
+}
+
+// LimitState is the route limiter's state after its last decided window
+// (limit.Snapshot: the no-load RTT estimate, the last window's average RTT,
+// the learned limit, whether a probe runs); false before it is built or
+// when the algorithm has none.
+func (a *gov) LimitState() (limit.Snapshot, bool) {
+	in := a.inspect.Load()
+	if in == nil {
+		return limit.Snapshot{}, false
+	}
+	return (*in).Snapshot(), true
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"governor.dev/governor/sdk/limit"
 	"governor.dev/governor/sdk/rules"
 )
 
@@ -82,5 +83,27 @@ func TestParseList(t *testing.T) {
 		if len(got) != tt.want {
 			t.Fatalf("ParseList(%q) = %v, want %d names", tt.in, got, tt.want)
 		}
+	}
+}
+
+func TestGovernorLimitStateIsTheRouteLimiters(t *testing.T) {
+	l, err := New("governor", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ls, ok := l.(interface {
+		LimitState() (limit.Snapshot, bool)
+		Limit() int
+	})
+	if !ok {
+		t.Fatal("governor does not expose LimitState")
+	}
+	s, ok := ls.LimitState()
+	if !ok {
+		t.Fatal("LimitState: no limiter")
+	}
+	if s.Limit != ls.Limit() || s.Limit < 1 {
+		t.Fatalf("LimitState().Limit = %d, Limit() = %d", s.Limit, ls.Limit())
 	}
 }
