@@ -214,6 +214,25 @@ func TestGuard(t *testing.T) {
 	}
 }
 
+// regressionGuard is a guard over st, with a recorder for its events, whose
+// series show an error ratio of 0.5 from 30 s after at: every version live
+// at at regresses.
+func regressionGuard(t *testing.T, st versioning.Store, at time.Time) (*Guard, *events.Recorder) {
+	t.Helper()
+	bad := func(m Metric, after bool, i int) float64 {
+		if after && m == ErrorRatio {
+			return 0.5
+		}
+		return healthy(m, i)
+	}
+	rec := events.NewRecorder(10)
+	g, err := New(Options{Store: st, Series: fakeSeries{switchAt: at.Add(30 * time.Second), value: bad}, Events: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, rec
+}
+
 func TestRollbackIsNotRolledBack(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -222,16 +241,7 @@ func TestRollbackIsNotRolledBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad := func(m Metric, after bool, i int) float64 {
-		if after && m == ErrorRatio {
-			return 0.5
-		}
-		return healthy(m, i)
-	}
-	g, err := New(Options{Store: st, Series: fakeSeries{switchAt: at.Add(30 * time.Second), value: bad}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, _ := regressionGuard(t, st, at)
 	clk.Advance(5 * time.Minute)
 	final, err := g.Observe(ctx, clk.Now(), []versioning.Version{rb})
 	if err != nil {
@@ -256,17 +266,7 @@ func TestReplacedVersionIsNotRolledBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad := func(m Metric, after bool, i int) float64 {
-		if after && m == ErrorRatio {
-			return 0.5
-		}
-		return healthy(m, i)
-	}
-	rec := events.NewRecorder(10)
-	g, err := New(Options{Store: st, Series: fakeSeries{switchAt: at.Add(30 * time.Second), value: bad}, Events: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, rec := regressionGuard(t, st, at)
 	clk.Advance(5 * time.Minute)
 	manual, err := st.Rollback(ctx, "checkout", 1, alice, "manual")
 	if err != nil {
@@ -339,17 +339,7 @@ func TestRollbackRacingAPersonIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bad := func(m Metric, after bool, i int) float64 {
-		if after && m == ErrorRatio {
-			return 0.5
-		}
-		return healthy(m, i)
-	}
-	rec := events.NewRecorder(10)
-	g, err := New(Options{Store: st, Series: fakeSeries{switchAt: at.Add(30 * time.Second), value: bad}, Events: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, rec := regressionGuard(t, st, at)
 	clk.Advance(5 * time.Minute)
 	final, err := g.Observe(ctx, clk.Now(), []versioning.Version{v2})
 	if err != nil {
