@@ -71,7 +71,14 @@ import (
 // a queue already drained, and the CPUs idled while it fell back). Each
 // window below Target gives back in proportion to how far below it the
 // latency (and the run queue) is (at most 0.3 classes per window: a quiet
-// CPU clears a full level in about 1.3 s, 13 windows). A window in which
+// CPU clears a full level in about 1.3 s, 13 windows). In the ten windows
+// after a severe one, a window in which the process left part of its CPUs
+// idle with no run queue (shorter than Target) gives back at least 1.5
+// classes per unit of the idle share, whatever the latency: the class the
+// severe window added drains the queue, and once it has drained, the level
+// refuses work the CPUs could do (at a steady 2x overload the onset took
+// the level to 2.7-3 where 1.7 was needed, and it fell 0.2-0.3 a window
+// while the CPU idled for half a second). A window in which
 // the CPUs were busy but too few goroutines were scheduled to measure
 // (long-running work) leaves the level as it is. Windows end on time even
 // while the process's goroutines queue for the CPU: one admission in 16
@@ -187,6 +194,8 @@ const (
 	riseGain      = 0.1 // classes added per slow window per unit of relative error
 	maxErr        = 10  // relative error counted at most: +1 class per window
 	fallGain      = 0.3 // classes removed per quick window per unit of relative error
+	idleGain      = 1.5 // classes removed per window per unit of the CPU share left idle with no run queue, after a severe window
+	idleWindows   = 10  // windows after a severe one in which idleGain applies
 	levelFloor    = 0.02
 	notOurs       = -0.5        // the error counted for a slow window in which the process was not busy
 	minBusy       = 0.5         // share of GOMAXPROCS the process must have used for a slow window to count
@@ -225,6 +234,7 @@ type throttle struct {
 	slow    int // consecutive windows above the target
 	queued  int // consecutive severe windows (before the two-in-a-row rule)
 	on      int // windows judged since the level last left 0
+	settle  int // windows judged since the last severe one, up to idleWindows
 	cpu     CPUTimeSource
 	rq      RunQueueSource
 	procs   float64 // GOMAXPROCS
@@ -266,7 +276,7 @@ func newThrottle(o OverloadOptions, injected bool, now int64) (*throttle, error)
 		}
 		src = RuntimeSchedLatency()
 	}
-	t := &throttle{origin: now, rolled: now, left: -1, window: int64(o.Window), target: o.Target.Seconds(), src: src, max: float64(shed.NumClasses - 1)}
+	t := &throttle{origin: now, rolled: now, left: -1, settle: idleWindows, window: int64(o.Window), target: o.Target.Seconds(), src: src, max: float64(shed.NumClasses - 1)}
 	if o.ShedCritical {
 		t.max = float64(shed.NumClasses)
 	}
@@ -415,7 +425,15 @@ func (t *throttle) timeLeft(now int64) float64 {
 // a moment are no reason to start refusing). From level 0 the level rises
 // only on the second slow window in a row, or on the first severe one. A
 // window with fewer than minWakeups wake-ups in which the process kept
-// minBusy of its CPUs busy moves nothing. It reports whether the window was
+// minBusy of its CPUs busy moves nothing.
+//
+// In the idleWindows windows after a severe one, a window that would fall
+// or hold with the run queue under the target falls by at least idleGain
+// classes per unit of the CPU share the process left idle: the severe
+// window's class was sized to drain the queue, and once the queue has
+// drained, the level refuses work the CPUs could do. Past them, an idle
+// window gives back by the latency alone (a Poisson lull is no reason to
+// admit a burst). It reports whether the window was
 // severe and the level is still below its maximum: the next window is then
 // shorter.
 func (t *throttle) adjust(lat float64, n uint64, share, q, left float64) bool {
@@ -468,6 +486,18 @@ func (t *throttle) adjust(lat float64, n uint64, share, q, left float64) bool {
 			e = max(e, eq)
 		default:
 			e = 0 // they disagree: hold
+		}
+	}
+	if severe {
+		t.settle = 0
+	} else if t.settle < idleWindows {
+		t.settle++
+		if t.level > 0 && e <= 0 && share >= 0 && q >= 0 && q < t.target {
+			// The CPUs idled with no queue left after a severe climb:
+			// the level refuses work they could do. Give back in
+			// proportion to the idle share, whatever the latency of the
+			// goroutines that ran says.
+			e = min(e, -idleGain*(1-share)/fallGain)
 		}
 	}
 	if t.level > 0 {

@@ -332,7 +332,8 @@ func TestThrottleOnsetNeedsBusyCPUsAndAQueue(t *testing.T) {
 }
 
 // TestThrottleReleasesGradually: after a severe onset took the level to
-// 3, healthy windows give it back at most 0.3 classes at a time, in
+// 3, healthy windows in which the CPUs stay busy give it back at most 0.3
+// classes at a time, in
 // full-length windows (a quiet half window moves nothing), so the level
 // takes at least ten windows to clear, and core comes back before browse.
 func TestThrottleReleasesGradually(t *testing.T) {
@@ -348,11 +349,11 @@ func TestThrottleReleasesGradually(t *testing.T) {
 	windows := 0
 	for prev > 0 {
 		// Half a window: no roll while falling.
-		o.step(t, 50*time.Millisecond, time.Millisecond, 0.3, 2, 1)
+		o.step(t, 50*time.Millisecond, time.Millisecond, 1, 2, 1)
 		if l := o.level(); l != prev {
 			t.Fatalf("level moved from %v to %v 50ms into a window while falling", prev, l)
 		}
-		r := o.step(t, 50*time.Millisecond, time.Millisecond, 0.3, 2, 400)
+		r := o.step(t, 50*time.Millisecond, time.Millisecond, 1, 2, 400)
 		windows++
 		l := o.level()
 		if l > prev || prev-l > 0.3+1e-9 {
@@ -697,5 +698,71 @@ func TestThrottleSpikeOnsetClimbsByTheQueue(t *testing.T) {
 	o.step(t, 100*time.Millisecond, 30*time.Millisecond, 1, 1000, 20)
 	if l := o.level(); l < before+0.99 {
 		t.Fatalf("level %v -> %v after a severe window in the onset, want a class more at once", before, l)
+	}
+}
+
+// TestThrottleGivesBackTheIdleCPU: in the ten windows after a
+// severe one, a window in which the CPUs idled with no run queue left gives
+// back 1.5 classes per unit of the idle share, whatever the latency of the
+// goroutines that ran says: a severe window adds a class to drain the
+// queue, and once it has drained, the level refuses work the CPUs could do.
+// At a steady 2x overload the onset took the level to 2.7-3 where about 1.7
+// is needed, and it fell 0.2-0.3 a window while the CPU idled for half a
+// second. A window with a queue building, or with the CPUs busy, moves as
+// before, and so does an idle window long after the last severe one.
+func TestThrottleGivesBackTheIdleCPU(t *testing.T) {
+	// 1.5 after 12 windows at 35ms, then two windows with a 125ms run
+	// queue (past 1.5 eighths of the 450ms left): +0.05, then a class. The
+	// next window is 50ms long (the last one was severe): 8 runnable
+	// goroutines are a 0.25ms queue, 480 a 15ms one.
+	climb := func(t *testing.T) *onsetThrottled {
+		o := steadyOverload(t, 12, 360)
+		for range 2 {
+			o.step(t, 100*time.Millisecond, 15*time.Millisecond, 1, 2000, 20)
+		}
+		if l := o.level(); l < 2.54 || l > 2.56 {
+			t.Fatalf("level %v after a severe climb from 1.5, want 2.55", l)
+		}
+		return o
+	}
+	tests := []struct {
+		name     string
+		lat      time.Duration // the bucket's midpoint is the window's mean
+		share    float64
+		runnable uint64
+		move     float64
+	}{
+		{"idle 40%, quick, no queue", 7 * time.Millisecond, 0.6, 8, -0.6},
+		{"idle 40%, slow, the queue drained", 30 * time.Millisecond, 0.6, 8, -0.6},
+		{"idle 10%: the latency's error gives back more", 3 * time.Millisecond, 0.9, 8, -0.195},
+		{"busy, quick", 7 * time.Millisecond, 1, 8, -0.075},
+		{"busy, slow, the queue drained", 30 * time.Millisecond, 1, 8, 0},
+		{"idle 40%, quick, a queue building", 3 * time.Millisecond, 0.6, 480, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := climb(t)
+			before := o.level()
+			o.step(t, 50*time.Millisecond, tt.lat, tt.share, tt.runnable, 20)
+			if got := o.level() - before; math.Abs(got-tt.move) > 0.01 {
+				t.Errorf("%v, CPUs %.0f%% busy, %d runnable: level %v -> %v, want %+.3f", tt.lat, tt.share*100, tt.runnable, before, o.level(), tt.move)
+			}
+		})
+	}
+	// Ten windows after the severe one, an idle window gives back by the
+	// latency alone: the level then follows the queue, and a Poisson lull
+	// is no reason to admit a burst.
+	o := climb(t)
+	o.step(t, 50*time.Millisecond, 30*time.Millisecond, 1, 8, 20)
+	for range 9 {
+		o.step(t, 100*time.Millisecond, 30*time.Millisecond, 1, 16, 20)
+	}
+	before := o.level()
+	if before < 2.54 || before > 2.56 {
+		t.Fatalf("level %v after ten slow windows whose queue drained, want 2.55 (held)", before)
+	}
+	o.step(t, 100*time.Millisecond, 7*time.Millisecond, 0.6, 16, 20)
+	if got := o.level() - before; math.Abs(got+0.075) > 0.01 {
+		t.Errorf("idle window ten windows after a severe one: level %v -> %v, want -0.075", before, o.level())
 	}
 }
