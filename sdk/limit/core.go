@@ -14,6 +14,7 @@ const (
 	closing       = math.MaxInt64   // windowEnd while a window is being closed
 	busyShare     = 0.8             // in-flight >= 80% of the limit counts as using it
 	idleShare     = 0.5             // average in-flight below half the limit is idle
+	burstRoom     = 3               // a used window grows the limit only if its average in-flight is within 3 sqrt(limit) of it
 	dropThreshold = 0.01            // drops above 1% of a window cut the limit
 	smoothing     = 0.5             // share of the way to the target taken per window
 	maxWindowAge  = 10              // windows without enough samples are discarded after 10 lengths

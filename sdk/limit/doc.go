@@ -129,7 +129,17 @@
 //     low load cannot ratchet the limit down.
 //   - Unbounded growth when latency is flat: the limit grows only when it is
 //     used, that is when in-flight reached 80% of the limit during the
-//     window; it settles at about 1.25 x the peak demand.
+//     window; it settles at about 1.25 x the peak demand. A burst is not
+//     demand: a window whose in-flight touched 80% of the limit once but
+//     whose average in-flight stayed more than 3 square roots of the limit
+//     below it (10 in flight under a limit of 36) grows it only if it filled
+//     the published limit. Before, single bursts at 60% of a slow
+//     database's 32 connections (10 in flight on average) grew the limit to
+//     36-51, and when the database slowed 40x, 45-53 requests were in before
+//     the stall cut, those past the 32 connections answering after 2.4 s.
+//     The small limits of a saturated server (6-10, with 1-3 in flight) are
+//     within the square-root room and grow on a burst as before: that growth
+//     is their burst headroom.
 //   - Oscillation: steps are bounded and smoothed, and a single slow window (a
 //     GC pause, a stalled neighbour) does not cut the limit nor start a
 //     probe: the next window must be slow too (drops cut at once). Only a

@@ -41,8 +41,13 @@ func (gradient) update(c *core, w *window) float64 {
 	}
 	g := min(max(c.tolerated()/w.avgRTT, 0.5), 2)
 	target := l*g + math.Sqrt(l*g)
-	if target > l && !w.used {
-		return l // never grow a limit nobody uses
+	if target > l && (!w.used || w.concurrency < l-burstRoom*math.Sqrt(l) && w.maxInflight < c.limit.Load()) {
+		// Never grow a limit nobody uses, nor one already well above
+		// the load: a window whose in-flight touched the busy share
+		// once (a burst) but whose average stayed more than burstRoom
+		// square roots below the limit shows the limit has room for
+		// its bursts.
+		return l
 	}
 	if c.congested && w.avgRTT >= severe*c.noLoad && w.avgRTT >= c.lastRTT*persists {
 		// The second slow window in a row, several times the no-load

@@ -1,6 +1,7 @@
 package limit
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -117,5 +118,41 @@ func TestCongestionAtMinReprobes(t *testing.T) {
 	limits := feed(c, 5*int64(100*time.Millisecond), repeat(slow, 10)...)
 	if nl := c.Snapshot().NoLoadRTT; nl < 25*time.Millisecond {
 		t.Fatalf("no-load RTT still %v after 10 windows at Min 3x slower (limits %v)", nl, limits)
+	}
+}
+
+// A service at 60% of a slow database's 32 connections: ~10 requests in
+// flight on average at a 30 ms RTT, and in every window one burst that
+// reaches the busy share of the limit. The limit has room for those bursts:
+// it must not grow on them to where a latency step would let far more
+// requests in than the database serves (it grew 20 -> 90 in five windows before, one burst
+// per window being enough). Where the average in flight is near the limit,
+// the same windows still grow it.
+func TestBurstsDoNotGrowAnIdleLimit(t *testing.T) {
+	const length = int64(100 * time.Millisecond)
+	run := func(avg float64) []int {
+		c := newTestCore(t, rules.Concurrency{}, WithSeed(1))
+		rtt := int64(30 * time.Millisecond)
+		var limits []int
+		for k := range int64(30) {
+			// Little's law: avg in flight at 30 ms takes avg/0.03 answers per second.
+			n := int64(avg * float64(length) / float64(rtt))
+			burst := int(math.Ceil(float64(c.Limit()) * busyShare))
+			for i := range n {
+				inflight := int(avg)
+				if i == n/2 {
+					inflight = burst
+				}
+				c.Observe(k*length+(i+1)*length/n, rtt, inflight, false)
+			}
+			limits = append(limits, c.Limit())
+		}
+		return limits
+	}
+	if limits := run(10); limits[len(limits)-1] > 28 {
+		t.Errorf("10 in flight on average with one burst per window: limits %v, want to stay at 28 or below", limits)
+	}
+	if limits := run(18); limits[len(limits)-1] <= 20 {
+		t.Errorf("18 in flight on average under a limit of 20: limits %v, want it grown", limits)
 	}
 }
