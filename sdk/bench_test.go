@@ -18,7 +18,15 @@ import (
 func BenchmarkAdmit(b *testing.B) {
 	opts := governor.DefaultOptions("bench")
 	opts.Overload.Source = idleSched{}
-	benchmarkAdmit(b, opts)
+	benchmarkAdmit(b, opts, "3")
+}
+
+// BenchmarkAdmitCritical is BenchmarkAdmit for critical requests, whose
+// admissions and releases the route's Reserve also counts.
+func BenchmarkAdmitCritical(b *testing.B) {
+	opts := governor.DefaultOptions("bench")
+	opts.Overload.Source = idleSched{}
+	benchmarkAdmit(b, opts, "critical")
 }
 
 // idleSched is a scheduling latency histogram that never moves.
@@ -33,10 +41,10 @@ func (idleSched) ReadSchedLatency() ([]uint64, []float64) { return idleCounts, i
 func BenchmarkAdmitNoThrottle(b *testing.B) {
 	opts := governor.DefaultOptions("bench")
 	opts.Overload.Disabled = true
-	benchmarkAdmit(b, opts)
+	benchmarkAdmit(b, opts, "3")
 }
 
-func benchmarkAdmit(b *testing.B, opts governor.Options) {
+func benchmarkAdmit(b *testing.B, opts governor.Options, priority string) {
 	g, err := governor.New(opts)
 	if err != nil {
 		b.Fatal(err)
@@ -56,7 +64,7 @@ func benchmarkAdmit(b *testing.B, opts governor.Options) {
 	const latency = 2 * time.Millisecond
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
-		req := governor.Request{Path: "/api/orders", Method: "GET", Priority: "3"}
+		req := governor.Request{Path: "/api/orders", Method: "GET", Priority: priority}
 		for pb.Next() {
 			p, err := g.Admit(ctx, req)
 			if err != nil {

@@ -12,22 +12,23 @@ import (
 // TestCriticalRoomBesideTheLowerClasses: the critical class gets room
 // beyond the limit for its measured concurrency only while the lower
 // classes are admitted beside it. A window in which critical requests held
-// every slot and the lower classes got none (they were all shed, or sent
-// nothing) leaves the critical ceiling at the limit: room grown from that
-// measurement would only let critical queue behind itself, as behind a
-// dependency slower than its arrivals. When a lower-class request is
-// admitted again, the room returns.
+// every slot and the lower classes got at most a fifth of the admissions
+// (they were shed but for a trickle, or sent nothing) leaves the critical
+// ceiling at the limit: room grown from that measurement would only let
+// critical queue behind itself, as behind a dependency slower than its
+// arrivals. When the lower classes are admitted again, the room returns.
 func TestCriticalRoomBesideTheLowerClasses(t *testing.T) {
 	const limit = 10 // fixed; core may fill 9
 	window := shed.DefaultReserveWindow
 	for _, tt := range []struct {
 		name    string
-		served  bool // a core request is admitted in the first window
-		extra   int  // critical requests admitted beyond the limit in the next window
+		served  int // core requests admitted in the first window, beside 10 critical ones
+		extra   int // critical requests admitted beyond the limit in the next window
 		comment string
 	}{
-		{"lower classes shed", false, 0, "the ceiling stays at the limit"},
-		{"lower classes served", true, shed.Margin(limit), "room for the measured 10 plus the margin"},
+		{"lower classes shed", 0, 0, "the ceiling stays at the limit"},
+		{"a trickle of the lower classes", 2, 0, "2 of 12 admissions: the ceiling stays at the limit"},
+		{"lower classes served", 3, shed.Margin(limit), "3 of 13 admissions: room for the measured 10 plus the margin"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, 1, ruleset(concRoute(limit, 0.1)))
@@ -46,7 +47,7 @@ func TestCriticalRoomBesideTheLowerClasses(t *testing.T) {
 					held = append(held, p)
 				}
 			}
-			if tt.served {
+			for range tt.served {
 				p, ok := admit("core")
 				if !ok {
 					t.Fatal("core refused on an idle route")
@@ -66,7 +67,7 @@ func TestCriticalRoomBesideTheLowerClasses(t *testing.T) {
 				t.Fatalf("next window: %d more critical admitted beyond the limit, want %d (%s)", len(more), tt.extra, tt.comment)
 			}
 			held = append(held, more...)
-			if tt.served {
+			if tt.served > 0 {
 				return
 			}
 			// Critical traffic eases; a core request is admitted again, and the

@@ -104,6 +104,47 @@ func TestReserveRoomNeedsLowerClassAdmissions(t *testing.T) {
 	}
 }
 
+// TestReserveTrickleOfLowerClassesIsCrowded: behind a dependency that
+// serves fewer critical requests than arrive, a lower-class request now and
+// then takes a slot critical freed; a window in which the lower classes got
+// at most a fifth of the admissions still has no room, one in which they got
+// more has its peak.
+func TestReserveTrickleOfLowerClassesIsCrowded(t *testing.T) {
+	const w = int64(time.Second)
+	var lower uint64
+	r := NewReserve(time.Second, func() uint64 { return lower })
+	steps := []struct {
+		at         float64
+		critical   int    // critical requests admitted at at
+		lower      uint64 // lower-class requests admitted at at
+		released   int    // critical requests released at at
+		peak, room int    // after the admissions and releases
+		comment    string //
+	}{
+		{0.0, 12, 0, 0, 0, 0, "nothing complete yet"},
+		{0.5, 0, 3, 12, 0, 0, "3 lower-class requests beside 12 critical: a fifth"},
+		{1.0, 10, 0, 0, 12, 0, "[0,1) crowded: no room"},
+		{1.5, 0, 3, 10, 12, 0, "3 beside 10: more than a fifth"},
+		{2.0, 0, 0, 0, 12, 12, "[1,2) not crowded: room is the peak"},
+	}
+	for _, st := range steps {
+		now := int64(st.at * float64(w))
+		for range st.critical {
+			r.Admitted(now)
+		}
+		lower += st.lower
+		for range st.released {
+			r.Released(now)
+		}
+		if got := r.Peak(now); got != st.peak {
+			t.Fatalf("at %.1f s (%s): Peak = %d, want %d", st.at, st.comment, got, st.peak)
+		}
+		if got := r.Room(now); got != st.room {
+			t.Fatalf("at %.1f s (%s): Room = %d, want %d", st.at, st.comment, got, st.room)
+		}
+	}
+}
+
 func TestReserveNeverGoesNegative(t *testing.T) {
 	r := NewReserve(time.Second, nil)
 	r.Released(1)
