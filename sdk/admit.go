@@ -163,10 +163,10 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 			return Permit{}, g.reject(rt, s, class, ReasonShed, 0)
 		}
 	}
-	rt.shards[slot].counts[outAdmitted][class].Add(1)
 	if class == 0 {
-		rt.reserve.Admitted(now)
+		rt.reserve.Admitted(now) // before the count: an admission that closes the Reserve's window belongs to the next one
 	}
+	rt.shards[slot].counts[outAdmitted][class].Add(1)
 	return Permit{rt: rt, start: now, shard: uint16(slot), class: uint8(class), inflight: int32(inflight)}, nil
 }
 

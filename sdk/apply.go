@@ -177,7 +177,7 @@ func (g *Governor) buildRoute(cfg rules.Route, prev *route) (*route, error) {
 		if prev != nil && prev.reserve != nil {
 			rt.reserve = prev.reserve
 		} else {
-			rt.reserve = shed.NewReserve(0, rt.cell.lowerAdmitted)
+			rt.reserve = shed.NewReserve(0, rt.cell.admitted)
 		}
 		rt.reserved = DefaultReserved
 		rt.rotate = int64(DefaultRotateEvery)

@@ -231,15 +231,15 @@ func (rt *route) exempt(req *Request) bool {
 	return false
 }
 
-// lowerAdmitted returns how many requests of the classes below critical the
-// route name has admitted so far (the metric counts, summed over the
-// shards): the count shed.Reserve reads once per window.
-func (c *cell) lowerAdmitted() uint64 {
-	var n uint64
+// admitted returns how many requests of the critical class and of the
+// classes below it the route name has admitted so far (the metric counts,
+// summed over the shards): the counts shed.Reserve reads once per window.
+func (c *cell) admitted() (critical, lower uint64) {
 	for i := range c.shards {
+		critical += c.shards[i].counts[outAdmitted][0].Load()
 		for k := 1; k < shed.NumClasses; k++ {
-			n += c.shards[i].counts[outAdmitted][k].Load()
+			lower += c.shards[i].counts[outAdmitted][k].Load()
 		}
 	}
-	return n
+	return critical, lower
 }

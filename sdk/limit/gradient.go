@@ -41,7 +41,7 @@ func (gradient) update(c *core, w *window) float64 {
 	}
 	g := min(max(c.tolerated()/w.avgRTT, 0.5), 2)
 	target := l*g + math.Sqrt(l*g)
-	if target > l && (!w.used || w.concurrency < l-burstRoom*math.Sqrt(l) && w.maxInflight < c.limit.Load()) {
+	if target > l && (!w.used || (w.concurrency < l-burstRoom*math.Sqrt(l) && w.maxInflight < c.limit.Load())) {
 		// Never grow a limit nobody uses, nor one already well above
 		// the load: a window whose in-flight touched the busy share
 		// once (a burst) but whose average stayed more than burstRoom

@@ -30,7 +30,7 @@ const DefaultReserveWindow = 500 * time.Millisecond
 // Room is the measured concurrency Plan sizes the critical ceiling from:
 // Peak, except after a complete window in which critical requests held
 // slots and the lower classes got at most a fifth of the admissions
-// (crowdedShare; their admissions are counted through the function given to
+// (crowdedShare; the admissions are counted through the function given to
 // NewReserve). The room beyond the limit exists because
 // the lower classes' requests, up to their own ceilings, stretch critical's
 // latency and so the slots it needs. Once they are all shed there is nothing
@@ -63,16 +63,15 @@ const DefaultReserveWindow = 500 * time.Millisecond
 type Reserve struct {
 	window   int64
 	inflight atomic.Int64
-	admitted atomic.Uint64 // the critical class's admissions so far (beside inflight: one cache line)
-	peak     atomic.Int64  // peak in-flight in the open window
-	last     atomic.Int64  // peak of the last complete window
-	prev     atomic.Int64  // peak of the window before it
-	start    atomic.Int64  // start of the open window (ns, the caller's Nanotime)
+	peak     atomic.Int64 // peak in-flight in the open window
+	last     atomic.Int64 // peak of the last complete window
+	prev     atomic.Int64 // peak of the window before it
+	start    atomic.Int64 // start of the open window (ns, the caller's Nanotime)
 
-	lower     func() uint64 // the lower classes' admissions so far (nil: not counted)
-	lowerMark atomic.Uint64 // lower() when the open window began
-	critMark  atomic.Uint64 // admitted when the open window began
-	crowded   atomic.Bool   // the last complete window: critical held slots, the lower classes got at most crowdedShare of the admissions
+	admitted  func() (critical, lower uint64) // the admissions so far (nil: not counted)
+	critMark  atomic.Uint64                   // the critical admissions when the open window began
+	lowerMark atomic.Uint64                   // the lower classes' admissions then
+	crowded   atomic.Bool                     // the last complete window: critical held slots, the lower classes got at most crowdedShare of the admissions
 }
 
 // crowdedShare is the largest share of a window's admissions the lower
@@ -80,17 +79,20 @@ type Reserve struct {
 const crowdedShare = 0.2
 
 // NewReserve returns a Reserve measuring over windows of the given length;
-// window <= 0 means DefaultReserveWindow. lower, if not nil, returns how
-// many requests of the lower classes (every class but critical) have been
-// admitted so far, a count that only grows; it is called once per window
-// (see Room). With nil, Room is Peak.
-func NewReserve(window time.Duration, lower func() uint64) *Reserve {
+// window <= 0 means DefaultReserveWindow. admitted, if not nil, returns how
+// many requests of the critical class and of the lower classes (every class
+// but critical) have been admitted so far, counts that only grow (the
+// caller's metrics); it is called once per window (see Room). With nil, Room
+// is Peak.
+func NewReserve(window time.Duration, admitted func() (critical, lower uint64)) *Reserve {
 	if window <= 0 {
 		window = DefaultReserveWindow
 	}
-	r := &Reserve{window: int64(window), lower: lower}
-	if lower != nil {
-		r.lowerMark.Store(lower())
+	r := &Reserve{window: int64(window), admitted: admitted}
+	if admitted != nil {
+		c, l := admitted()
+		r.critMark.Store(c)
+		r.lowerMark.Store(l)
 	}
 	return r
 }
@@ -98,7 +100,6 @@ func NewReserve(window time.Duration, lower func() uint64) *Reserve {
 // Admitted records a critical request taking a slot at now (ns).
 func (r *Reserve) Admitted(now int64) {
 	r.roll(now)
-	r.admitted.Add(1)
 	v := r.inflight.Add(1)
 	for {
 		p := r.peak.Load()
@@ -148,7 +149,7 @@ func Margin(peak int) int {
 // roll closes the open window when it has ended: its peak becomes the last
 // one, the last one the one before, and windows that passed without any
 // call count as idle. The new window's peak starts at the present in-flight
-// count. With a lower-class count, it also notes whether the closed window
+// count. With the admission counts, it also notes whether the closed window
 // (the last complete one) had critical requests in flight and the lower
 // classes at most crowdedShare of its admissions; an idle last window does
 // not.
@@ -170,10 +171,9 @@ func (r *Reserve) roll(now int64) {
 	}
 	r.prev.Store(last)
 	r.last.Store(p)
-	if r.lower != nil {
-		n := r.lower()
-		a := r.admitted.Load()
-		lower, crit := float64(n-r.lowerMark.Swap(n)), float64(a-r.critMark.Swap(a))
+	if r.admitted != nil {
+		c, l := r.admitted()
+		crit, lower := float64(c-r.critMark.Swap(c)), float64(l-r.lowerMark.Swap(l))
 		r.crowded.Store(p > 0 && lower <= crowdedShare*(lower+crit))
 	}
 }

@@ -61,8 +61,8 @@ func TestReservePeakCountsCompleteWindowsOnly(t *testing.T) {
 func TestReserveRoomNeedsLowerClassAdmissions(t *testing.T) {
 	const w = int64(time.Second)
 	at := func(f float64) int64 { return int64(f * float64(w)) }
-	var lower uint64
-	r := NewReserve(time.Second, func() uint64 { return lower })
+	var critical, lower uint64
+	r := NewReserve(time.Second, func() (uint64, uint64) { return critical, lower })
 	plain := NewReserve(time.Second, nil)
 	steps := []struct {
 		at         float64
@@ -87,6 +87,7 @@ func TestReserveRoomNeedsLowerClassAdmissions(t *testing.T) {
 		for range st.admit {
 			r.Admitted(now)
 			plain.Admitted(now)
+			critical++
 		}
 		for range -st.admit {
 			r.Released(now)
@@ -111,15 +112,15 @@ func TestReserveRoomNeedsLowerClassAdmissions(t *testing.T) {
 // more has its peak.
 func TestReserveTrickleOfLowerClassesIsCrowded(t *testing.T) {
 	const w = int64(time.Second)
-	var lower uint64
-	r := NewReserve(time.Second, func() uint64 { return lower })
+	var critical, lower uint64
+	r := NewReserve(time.Second, func() (uint64, uint64) { return critical, lower })
 	steps := []struct {
 		at         float64
 		critical   int    // critical requests admitted at at
 		lower      uint64 // lower-class requests admitted at at
 		released   int    // critical requests released at at
 		peak, room int    // after the admissions and releases
-		comment    string //
+		comment    string
 	}{
 		{0.0, 12, 0, 0, 0, 0, "nothing complete yet"},
 		{0.5, 0, 3, 12, 0, 0, "3 lower-class requests beside 12 critical: a fifth"},
@@ -131,6 +132,7 @@ func TestReserveTrickleOfLowerClassesIsCrowded(t *testing.T) {
 		now := int64(st.at * float64(w))
 		for range st.critical {
 			r.Admitted(now)
+			critical++
 		}
 		lower += st.lower
 		for range st.released {
