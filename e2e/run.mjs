@@ -177,21 +177,9 @@ try {
   }
   await p.waitForSelector(firingP1);
   await shot(p, "12-alerts-firing");
-  // One clean-clone CI run waited 20 s after the click for the
-  // acknowledgement and never saw it; the cause is not established (an alert
-  // that resolved between the page load and the click is one candidate).
-  // Try again on a fresh page, at most three times: a P1 alert must still
-  // end up acknowledged by otto.
-  let acked = false;
-  for (let i = 0; i < 3 && !acked; i++) {
-    if (i > 0) {
-      await p.goto(base + "/alerts");
-      await p.waitForSelector(firingP1);
-    }
-    await p.click('button:text-is("Acknowledge")');
-    acked = await p.waitForSelector("text=acknowledged by otto", { timeout: 10000 }).then(() => true, () => false);
-  }
-  expect(acked, "the P1 alert is acknowledged");
+  await p.click('button:text-is("Acknowledge")');
+  await p.waitForSelector("text=acknowledged by otto");
+  expect(true, "the P1 alert is acknowledged");
   await shot(p, "13-alerts-acknowledged");
 
   await p.goto(base + "/audit");
