@@ -166,19 +166,16 @@ try {
   const widths = await p.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
   expect(widths[0] <= widths[1], `the overview does not scroll sideways on a 375 px phone (scrollWidth ${widths[0]}, innerWidth ${widths[1]})`);
   await shot(p, "11-overview-phone");
-  // The demo's incident fires a P1 for about 14 s of every 30 s cycle and the
-  // page is not live: reload until a P1 row is firing (the legend's P1 badge
-  // is always there, so wait for the row, not the badge).
-  const firingP1 = 'tr[id^="alert-"] .tier-P1';
+  // The test holds one P1 firing for the whole walk-through (payments-held);
+  // the demo's own P1 comes and goes beside it.
+  const held = "#alert-payments-held";
   await p.goto(base + "/alerts");
-  for (let i = 0; i < 80 && !(await p.$(firingP1)); i++) {
-    await p.waitForTimeout(500);
-    await p.goto(base + "/alerts");
-  }
-  await p.waitForSelector(firingP1);
+  await p.waitForSelector(held + " .tier-P1");
+  expect((await p.textContent(held)).includes("open"), "the held P1 is firing and open");
   await shot(p, "12-alerts-firing");
-  await p.click('button:text-is("Acknowledge")');
-  await p.waitForSelector("text=acknowledged by otto");
+  await p.click(held + ' button:text-is("Acknowledge")');
+  await p.waitForURL(base + "/alerts");
+  await p.waitForSelector(held + " >> text=acknowledged by otto");
   expect(true, "the P1 alert is acknowledged");
   await shot(p, "13-alerts-acknowledged");
 
