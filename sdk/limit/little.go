@@ -54,8 +54,8 @@ func (l *little) engaged(c *core, w *window) bool {
 }
 
 func (l *little) update(c *core, w *window) float64 {
-	if d := float64(w.end-w.start) / 1e9; d > 0 {
-		tp := float64(w.count) / d
+	if w.end > w.start {
+		tp := w.rate()
 		switch {
 		case tp > l.maxTP:
 			l.maxTP = tp
