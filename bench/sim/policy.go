@@ -11,6 +11,7 @@ import (
 
 	governor "governor.dev/governor/sdk"
 	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/limit"
 	"governor.dev/governor/sdk/rules"
 )
 
@@ -116,7 +117,8 @@ type governorPolicy struct {
 	g        *governor.Governor
 	ctx      context.Context
 	clk      *clock.Fake
-	deadline time.Duration // 0: the deadline is not passed
+	deadline time.Duration   // 0: the deadline is not passed
+	inspect  limit.Inspector // the route's limiter, for LimitState (nil: none)
 }
 
 var classNames = [...]string{"critical", "core", "browse", "batch"}
@@ -129,11 +131,19 @@ func governorFactory(algorithm string, deadlines bool) Factory {
 		opts.Defaults = rs
 		opts.Clock = e.Clock
 		opts.Shards = 1
+		p := &governorPolicy{ctx: context.Background(), clk: e.Clock}
+		opts.NewLimiter = func(cfg rules.Concurrency, clk clock.Clock) (governor.Limiter, error) {
+			l, err := governor.NewLimiter(cfg, clk)
+			if in, ok := l.(limit.Inspector); ok && err == nil {
+				p.inspect = in
+			}
+			return l, err
+		}
 		g, err := governor.New(opts)
 		if err != nil {
 			return nil, fmt.Errorf("sim: governor %s: %w", algorithm, err)
 		}
-		p := &governorPolicy{g: g, ctx: context.Background(), clk: e.Clock}
+		p.g = g
 		if deadlines {
 			p.deadline = e.Deadline
 		}
@@ -164,6 +174,15 @@ func (p *governorPolicy) Done(h any, _, rtt time.Duration, _ int, dropped bool) 
 func (p *governorPolicy) Limit() int {
 	l, _ := p.g.Limit("default")
 	return l
+}
+
+// LimitState is the route limiter's state after its last decided window
+// (for the trace); false when the algorithm exposes none.
+func (p *governorPolicy) LimitState() (limit.Snapshot, bool) {
+	if p.inspect == nil {
+		return limit.Snapshot{}, false
+	}
+	return p.inspect.Snapshot(), true
 }
 
 type nonePolicy struct{}

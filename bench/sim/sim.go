@@ -17,11 +17,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"time"
 
 	"governor.dev/governor/bench/report"
 	"governor.dev/governor/bench/scenario"
 	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/limit"
 )
 
 // ErrUnknown is returned for a policy name the simulator does not know.
@@ -118,12 +120,20 @@ type engine struct {
 
 	busy, busyPrev float64 // CPU busy ticks in the current / last 100 ms
 	busyTicks      int
+
+	// trace prints a line per virtual second to stderr (BENCH_TRACE):
+	// the limit, the requests in flight, at the downstream and waiting for
+	// one of its connections, admissions and refusals in the second, and
+	// the limiter's state where the policy exposes it.
+	trace              bool
+	admitted, refused  int
+	traceTicks, second int
 }
 
 func newEngine(s *scenario.Scenario, o Options) *engine {
 	src := scenario.NewSource(s, 0)
 	capRPS := Capacity(s, o)
-	e := &engine{s: s, o: o, clk: clock.NewFake(time.Time{})}
+	e := &engine{s: s, o: o, clk: clock.NewFake(time.Time{}), trace: os.Getenv("BENCH_TRACE") != ""}
 	e.reqs = src.Requests(capRPS)
 	e.budget = scenario.NewBudget(s.Client.RetryBudget)
 	e.pauses = src.PauseSchedule()
@@ -174,6 +184,9 @@ func (e *engine) run() {
 		if e.busyTicks == ticksPer100ms {
 			e.busyPrev, e.busy, e.busyTicks = e.busy/float64(ticksPer100ms), 0, 0
 			e.limits = append(e.limits, e.policy.Limit())
+			if e.traceTicks++; e.trace && e.traceTicks == 10 {
+				e.traceSecond()
+			}
 		}
 	}
 	// Whatever is still running never answered in time.
@@ -193,6 +206,11 @@ func (e *engine) send(at time.Duration, req int32, try uint8) {
 		e.budget.First(at)
 	}
 	h, ok := e.policy.Admit(at, int(r.Class), e.inflight)
+	if ok {
+		e.admitted++
+	} else {
+		e.refused++
+	}
 	if !ok {
 		e.attempts[idx].Outcome = report.Rejected
 		e.jobs = append(e.jobs, nil)
@@ -319,4 +337,19 @@ func (h *eventHeap) Pop() any {
 	x := old[len(old)-1]
 	*h = old[:len(old)-1]
 	return x
+}
+
+// traceSecond prints the trace line of the virtual second that just ended.
+func (e *engine) traceSecond() {
+	e.second++
+	state := ""
+	if in, ok := e.policy.(interface{ LimitState() (limit.Snapshot, bool) }); ok {
+		if st, ok := in.LimitState(); ok {
+			state = fmt.Sprintf(" noload=%.1fms window_rtt=%.1fms learned=%d probing=%t probes=%d stalls=%d",
+				st.NoLoadRTT.Seconds()*1e3, st.SampleRTT.Seconds()*1e3, st.Learned, st.Probing, st.Probes, st.Stalls)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "sim t=%ds limit=%d inflight=%d downstream=%d waiting=%d admitted=%d refused=%d%s\n",
+		e.second, e.policy.Limit(), e.inflight, len(e.dsQ), len(e.dsWait), e.admitted, e.refused, state)
+	e.traceTicks, e.admitted, e.refused = 0, 0, 0
 }
