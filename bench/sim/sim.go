@@ -16,6 +16,7 @@ import (
 	"container/heap"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"time"
@@ -35,6 +36,13 @@ type Options struct {
 	Cores int
 	// Tick is the time step; default 100µs.
 	Tick time.Duration
+	// Trace, if not nil, receives a line per virtual second: the limit,
+	// the requests in flight, at the downstream and waiting for one of its
+	// connections, the admissions and refusals of the second, and the
+	// limiter's state where the policy exposes it (Governor's
+	// limit.Snapshot). With nil, BENCH_TRACE in the environment sends the
+	// lines to stderr, as in live mode.
+	Trace io.Writer
 }
 
 func (o Options) withDefaults() Options {
@@ -43,6 +51,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Tick <= 0 {
 		o.Tick = 100 * time.Microsecond
+	}
+	if o.Trace == nil && os.Getenv("BENCH_TRACE") != "" {
+		o.Trace = os.Stderr
 	}
 	return o
 }
@@ -121,11 +132,7 @@ type engine struct {
 	busy, busyPrev float64 // CPU busy ticks in the current / last 100 ms
 	busyTicks      int
 
-	// trace prints a line per virtual second to stderr (BENCH_TRACE):
-	// the limit, the requests in flight, at the downstream and waiting for
-	// one of its connections, admissions and refusals in the second, and
-	// the limiter's state where the policy exposes it.
-	trace              bool
+	// The trace's counts of the current virtual second (Options.Trace).
 	admitted, refused  int
 	traceTicks, second int
 }
@@ -133,7 +140,7 @@ type engine struct {
 func newEngine(s *scenario.Scenario, o Options) *engine {
 	src := scenario.NewSource(s, 0)
 	capRPS := Capacity(s, o)
-	e := &engine{s: s, o: o, clk: clock.NewFake(time.Time{}), trace: os.Getenv("BENCH_TRACE") != ""}
+	e := &engine{s: s, o: o, clk: clock.NewFake(time.Time{})}
 	e.reqs = src.Requests(capRPS)
 	e.budget = scenario.NewBudget(s.Client.RetryBudget)
 	e.pauses = src.PauseSchedule()
@@ -184,8 +191,10 @@ func (e *engine) run() {
 		if e.busyTicks == ticksPer100ms {
 			e.busyPrev, e.busy, e.busyTicks = e.busy/float64(ticksPer100ms), 0, 0
 			e.limits = append(e.limits, e.policy.Limit())
-			if e.traceTicks++; e.trace && e.traceTicks == 10 {
-				e.traceSecond()
+			if e.o.Trace != nil {
+				if e.traceTicks++; e.traceTicks == 10 {
+					e.traceSecond()
+				}
 			}
 		}
 	}
@@ -349,7 +358,7 @@ func (e *engine) traceSecond() {
 				st.NoLoadRTT.Seconds()*1e3, st.SampleRTT.Seconds()*1e3, st.Learned, st.Probing, st.Probes, st.Stalls)
 		}
 	}
-	fmt.Fprintf(os.Stderr, "sim t=%ds limit=%d inflight=%d downstream=%d waiting=%d admitted=%d refused=%d%s\n",
+	fmt.Fprintf(e.o.Trace, "sim t=%ds limit=%d inflight=%d downstream=%d waiting=%d admitted=%d refused=%d%s\n",
 		e.second, e.policy.Limit(), e.inflight, len(e.dsQ), len(e.dsWait), e.admitted, e.refused, state)
 	e.traceTicks, e.admitted, e.refused = 0, 0, 0
 }

@@ -1,8 +1,11 @@
 package sim
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -156,5 +159,49 @@ func TestUnknownPolicy(t *testing.T) {
 	}
 	if got, _ := ParseList(""); len(got) != len(Names()) {
 		t.Fatalf("ParseList(\"\") = %v, want every policy", got)
+	}
+}
+
+// The trace has a line per virtual second whose limit is the one the run
+// recorded at that second, whose admissions and refusals add up to the
+// run's attempts, and which never shows more requests at the downstream than
+// its connections; Governor's lines carry its limiter's state.
+func TestTraceFollowsTheRun(t *testing.T) {
+	s := load(t, "latency-step")
+	var buf bytes.Buffer
+	out, err := Run(s, "governor", Options{Trace: &buf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if want := len(out.Limits) / 10; len(lines) != want {
+		t.Fatalf("%d trace lines, want one per second: %d", len(lines), want)
+	}
+	var attempts, probed int
+	for i, l := range lines {
+		var sec, lim, inflight, down, waiting, adm, ref int
+		if _, err := fmt.Sscanf(l, "sim t=%ds limit=%d inflight=%d downstream=%d waiting=%d admitted=%d refused=%d",
+			&sec, &lim, &inflight, &down, &waiting, &adm, &ref); err != nil {
+			t.Fatalf("line %d %q: %v", i, l, err)
+		}
+		if sec != i+1 || lim != out.Limits[10*i+9] {
+			t.Errorf("line %d: second %d limit %d, want second %d limit %d", i, sec, lim, i+1, out.Limits[10*i+9])
+		}
+		if down > s.Downstream.Concurrency || down+waiting > inflight {
+			t.Errorf("line %d: %d at the downstream and %d waiting of %d in flight (%d connections)", i, down, waiting, inflight, s.Downstream.Concurrency)
+		}
+		if !strings.Contains(l, " noload=") {
+			t.Errorf("line %d has no limiter state: %q", i, l)
+		}
+		if strings.Contains(l, "probing=true") {
+			probed++
+		}
+		attempts += adm + ref
+	}
+	if attempts != len(out.Attempts) {
+		t.Errorf("the trace counts %d attempts, the run made %d", attempts, len(out.Attempts))
+	}
+	if probed == 0 {
+		t.Error("no second of the latency step shows a probe")
 	}
 }
