@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"governor.dev/governor/bench/limiters"
+	"governor.dev/governor/bench/report"
 	"governor.dev/governor/bench/scenario"
 	governor "governor.dev/governor/sdk"
 	"governor.dev/governor/sdk/httpgov"
-	"governor.dev/governor/sdk/limit"
 	"governor.dev/governor/sdk/rules"
 )
 
@@ -338,7 +338,7 @@ func (sv *server) stepTrace(lim int) {
 	}
 	if near {
 		fmt.Fprintf(os.Stderr, "step t=%.2fs wall=%d limit=%d inflight=%d done=%d refused=%d%s\n",
-			at.Seconds(), time.Now().UnixNano(), lim, sv.inflight.Load(), done, ref, sv.limitState())
+			at.Seconds(), time.Now().UnixNano(), lim, sv.inflight.Load(), done, ref, report.LimitState(sv.lim))
 	}
 }
 
@@ -368,27 +368,7 @@ func (sv *server) logSecond(lim int, cpu time.Duration, sched *schedLatency, run
 	fmt.Fprintf(os.Stderr, "t=%.1fs limit=%d inflight=%d handled=%d pre_mean=%.1fms pre_max=%.1fms dead=%d admitted=%d handler_mean=%.1fms refused=%d refused_mean=%.3fms cpu=%.0fms burn=%.0fms overhead=%.0fus/req runq_mean=%.2fms runq_p99=%.1fms runnable_max=%d ticks_ms=%s%s%s\n",
 		sv.elapsed().Seconds(), lim, sv.inflight.Load(), n, mean(pre, n), float64(preMax)/1e6, dead,
 		adm, mean(hand, adm), ref, mean(refSum, ref), float64(cpu)/1e6, float64(burn)/1e6, over,
-		runq.Seconds()*1e3, runq99.Seconds()*1e3, runnable, ticks, throttle, sv.limitState())
-}
-
-// limitState is the trace's view of an adaptive limiter's state after its
-// last decided window, for the limiters that expose one (Governor's
-// limit.Snapshot): the no-load RTT estimate, the window's average RTT, the
-// learned limit, whether a probe runs, and the probes and stall cuts so
-// far. Empty for the others.
-func (sv *server) limitState() string {
-	in, ok := sv.lim.(interface {
-		LimitState() (limit.Snapshot, bool)
-	})
-	if !ok {
-		return ""
-	}
-	s, ok := in.LimitState()
-	if !ok {
-		return ""
-	}
-	return fmt.Sprintf(" noload=%.1fms window_rtt=%.1fms learned=%d probing=%t probes=%d stalls=%d windows=%d",
-		s.NoLoadRTT.Seconds()*1e3, s.SampleRTT.Seconds()*1e3, s.Learned, s.Probing, s.Probes, s.Stalls, s.Windows)
+		runq.Seconds()*1e3, runq99.Seconds()*1e3, runnable, ticks, throttle, report.LimitState(sv.lim))
 }
 
 // schedLatency reads Go's /sched/latencies:seconds (time goroutines spent

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"governor.dev/governor/bench/report"
 	governor "governor.dev/governor/sdk"
 	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/sdk/limit"
@@ -175,6 +176,8 @@ func (p *governorPolicy) Limit() int {
 	l, _ := p.g.Limit("default")
 	return l
 }
+
+var _ report.LimitStater = (*governorPolicy)(nil)
 
 // LimitState is the route limiter's state after its last decided window
 // (for the trace); false when the algorithm exposes none.

@@ -24,7 +24,6 @@ import (
 	"governor.dev/governor/bench/report"
 	"governor.dev/governor/bench/scenario"
 	"governor.dev/governor/sdk/clock"
-	"governor.dev/governor/sdk/limit"
 )
 
 // ErrUnknown is returned for a policy name the simulator does not know.
@@ -351,14 +350,7 @@ func (h *eventHeap) Pop() any {
 // traceSecond prints the trace line of the virtual second that just ended.
 func (e *engine) traceSecond() {
 	e.second++
-	state := ""
-	if in, ok := e.policy.(interface{ LimitState() (limit.Snapshot, bool) }); ok {
-		if st, ok := in.LimitState(); ok {
-			state = fmt.Sprintf(" noload=%.1fms window_rtt=%.1fms learned=%d probing=%t probes=%d stalls=%d",
-				st.NoLoadRTT.Seconds()*1e3, st.SampleRTT.Seconds()*1e3, st.Learned, st.Probing, st.Probes, st.Stalls)
-		}
-	}
 	fmt.Fprintf(e.o.Trace, "sim t=%ds limit=%d inflight=%d downstream=%d waiting=%d admitted=%d refused=%d%s\n",
-		e.second, e.policy.Limit(), e.inflight, len(e.dsQ), len(e.dsWait), e.admitted, e.refused, state)
+		e.second, e.policy.Limit(), e.inflight, len(e.dsQ), len(e.dsWait), e.admitted, e.refused, report.LimitState(e.policy))
 	e.traceTicks, e.admitted, e.refused = 0, 0, 0
 }
