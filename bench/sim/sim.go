@@ -132,8 +132,7 @@ type engine struct {
 	busyTicks      int
 
 	// The trace's counts of the current virtual second (Options.Trace).
-	admitted, refused  int
-	traceTicks, second int
+	admitted, refused int
 }
 
 func newEngine(s *scenario.Scenario, o Options) *engine {
@@ -190,10 +189,8 @@ func (e *engine) run() {
 		if e.busyTicks == ticksPer100ms {
 			e.busyPrev, e.busy, e.busyTicks = e.busy/float64(ticksPer100ms), 0, 0
 			e.limits = append(e.limits, e.policy.Limit())
-			if e.o.Trace != nil {
-				if e.traceTicks++; e.traceTicks == 10 {
-					e.traceSecond()
-				}
+			if e.o.Trace != nil && len(e.limits)%10 == 0 {
+				e.traceSecond()
 			}
 		}
 	}
@@ -214,17 +211,14 @@ func (e *engine) send(at time.Duration, req int32, try uint8) {
 		e.budget.First(at)
 	}
 	h, ok := e.policy.Admit(at, int(r.Class), e.inflight)
-	if ok {
-		e.admitted++
-	} else {
-		e.refused++
-	}
 	if !ok {
+		e.refused++
 		e.attempts[idx].Outcome = report.Rejected
 		e.jobs = append(e.jobs, nil)
 		e.maybeRetry(at, req, try)
 		return
 	}
+	e.admitted++
 	e.inflight++
 	j := &job{att: idx, handle: h, inflight: e.inflight, wait: r.Wait, finishV: e.v + r.CPU.Seconds()}
 	e.jobs = append(e.jobs, j)
@@ -349,8 +343,7 @@ func (h *eventHeap) Pop() any {
 
 // traceSecond prints the trace line of the virtual second that just ended.
 func (e *engine) traceSecond() {
-	e.second++
 	fmt.Fprintf(e.o.Trace, "sim t=%ds limit=%d inflight=%d downstream=%d waiting=%d admitted=%d refused=%d%s\n",
-		e.second, e.policy.Limit(), e.inflight, len(e.dsQ), len(e.dsWait), e.admitted, e.refused, report.LimitState(e.policy))
-	e.traceTicks, e.admitted, e.refused = 0, 0, 0
+		len(e.limits)/10, e.policy.Limit(), e.inflight, len(e.dsQ), len(e.dsWait), e.admitted, e.refused, report.LimitState(e.policy))
+	e.admitted, e.refused = 0, 0
 }
