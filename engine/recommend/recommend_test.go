@@ -129,6 +129,15 @@ func TestEvaluate(t *testing.T) {
 					t.Fatalf("ceiling %v not below the offered 400", to)
 				}
 			}},
+		{name: "a slack ceiling's cut stops at the band's floor", n: 3, propose: true, reason: "lower the ceiling",
+			in: Input{Service: "checkout", Score: score(0.95), Entry: entry(400), Active: active(500, nil), Instances: 2, Band: Band{Floor: 350}},
+			check: func(t *testing.T, rec Recommendation) {
+				if to := rec.Evidence.Ceiling.To; to != 350 {
+					t.Fatalf("ceiling %v, want the floor 350", to)
+				}
+			}},
+		{name: "a floor above the offered rate leaves a slack ceiling alone", n: 3, reason: "the band's floor 900.0 req/s keeps any cut above the offered rate",
+			in: Input{Service: "checkout", Score: score(0.95), Entry: entry(400), Active: active(500, nil), Instances: 2, Band: Band{Floor: 900}}},
 		{name: "underload with a binding ceiling raises it", n: 3, propose: true, reason: "raise the ceiling",
 			in: Input{Service: "checkout", Score: score(0.3), Entry: entry(1000), Active: active(500, nil), Instances: 2}},
 		{name: "a new instance re-splits the ceiling", n: 3, propose: true, reason: "re-split the 1000.0 req/s ceiling over 3",

@@ -168,8 +168,19 @@ func (r *Recommender) Evaluate(in Input) Recommendation {
 		case out < cur.To && in.Score.Value > r.o.Setpoint:
 			// Overloaded below a ceiling nobody reaches: cutting the
 			// ceiling would change nothing, so cut the offered rate by
-			// the controller's share instead.
-			to = rate * out / cur.To
+			// the controller's share instead, inside the band: the
+			// controller's own output is, this rescaled one is not.
+			lo, hi := in.Band.bounds(st.base)
+			to = min(max(rate*out/cur.To, lo), hi)
+			if to >= rate {
+				// The band's floor keeps any cut above the offered
+				// rate, where it changes nothing.
+				_ = st.track(&r.o, in, cur.To)
+				if !hold {
+					return none(false, "overloaded below a ceiling nobody reaches (offered %.1f req/s), and the band's floor %.1f req/s keeps any cut above the offered rate; %s", rate, lo, note)
+				}
+				to = cur.To
+			}
 		default:
 			// Moving a ceiling nobody reaches changes nothing: hold the
 			// controller at the ceiling in force so it does not wind up.
