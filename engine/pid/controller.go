@@ -171,7 +171,9 @@ func (c *Controller) step(now time.Time, sp, y float64) {
 	out := clamp(s.Unlimited, cfg.OutMin, cfg.OutMax)
 	if cfg.RateLimit > 0 {
 		step := cfg.RateLimit * interval.Seconds()
-		out = clamp(out, prev.Output-step, prev.Output+step)
+		// The bounds win over the rate limit: after SetConfig narrowed
+		// them, a step from the previous output could leave them.
+		out = clamp(clamp(out, prev.Output-step, prev.Output+step), cfg.OutMin, cfg.OutMax)
 	}
 	s.Saturated = out != s.Unlimited
 	switch cfg.AntiWindup {
@@ -218,11 +220,14 @@ func (c *Controller) Mode() Mode { return c.mode }
 
 // SetConfig replaces the configuration. If the new one is invalid nothing
 // changes. Gain changes are bumpless: the integral absorbs the change of the P
-// and D terms at the last step, so the output does not jump.
+// and D terms at the last step, so the output does not jump. Narrower output
+// limits take effect at once: a manual output outside them is clamped, and
+// in Auto the next output is inside them whatever RateLimit allows.
 func (c *Controller) SetConfig(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	c.manual = clamp(c.manual, cfg.OutMin, cfg.OutMax)
 	if c.started {
 		s := &c.last
 		p := cfg.Kp * s.Error
@@ -233,6 +238,10 @@ func (c *Controller) SetConfig(cfg Config) error {
 		s.I += (s.P - p) + (s.D - d)
 		s.P, s.D = p, d
 		s.Unlimited = s.P + s.I + s.D
+		if c.mode == Manual {
+			s.I = c.manual - s.P - s.D
+			s.Unlimited, s.Output = c.manual, c.manual
+		}
 	}
 	c.cfg = cfg
 	return nil

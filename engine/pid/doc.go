@@ -8,7 +8,8 @@
 //   - the integral is stored as its contribution to the output, and windup is
 //     prevented by back-calculation (the default) or conditional integration;
 //   - the output is clamped to [OutMin, OutMax] and its change per second is
-//     limited by RateLimit;
+//     limited by RateLimit (the bounds win: after SetConfig narrows them, the
+//     next output is inside them);
 //   - errors inside the Deadband are treated as zero (continuously: the
 //     deadband is subtracted from larger errors);
 //   - switching from manual to automatic and changing gains are bumpless: the
