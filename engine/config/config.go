@@ -355,15 +355,20 @@ func (c *Config) Validate() error {
 			bad(fmt.Sprintf("metrics.targets[%d]", i), "%q must be an http(s) URL", t)
 		}
 	}
+	positive := false
 	for term, w := range c.Score.Weights {
 		switch term {
 		case "cpu", "memory", "latency", "inflight", "queue":
+			positive = positive || w > 0
 		default:
 			bad("load_score.weights."+term, "unknown term (want cpu, memory, latency, inflight or queue)")
 		}
 		if !(w >= 0) || math.IsInf(w, 0) {
 			bad("load_score.weights."+term, "must be a finite weight >= 0, got %v", w)
 		}
+	}
+	if len(c.Score.Weights) > 0 && !positive {
+		bad("load_score.weights", "no term has a positive weight: the load score would be unknown (omit weights for the defaults)")
 	}
 	minDur("load_score.latency", c.Score.Latency, time.Millisecond)
 	minDur("load_score.half_life", c.Score.HalfLife, time.Second)
@@ -375,6 +380,9 @@ func (c *Config) Validate() error {
 		if !(g >= 0) || math.IsInf(g, 0) {
 			bad("recommend."+name, "must be a finite gain >= 0, got %v", g)
 		}
+	}
+	if r.Kp == 0 && r.Ki == 0 && r.Kd == 0 {
+		bad("recommend.kp", "kp, ki and kd are all 0: the controller would never move the ceiling (omit them for the defaults)")
 	}
 	if !(r.MinChange > 0 && r.MinChange < 1) {
 		bad("recommend.min_change", "must be in (0, 1), got %v", r.MinChange)

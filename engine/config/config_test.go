@@ -207,3 +207,36 @@ func TestDefaultGuardrailStepOnTicks(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Weights or gains that are all zero are refused by name: the engine would
+// otherwise fail later without naming the field (weights), or run the
+// default gains instead of the configured ones (gains).
+func TestAllZeroWeightsAndGainsNamed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "engine.yaml")
+	err := os.WriteFile(path, []byte(`
+load_score:
+  weights: {cpu: 0, latency: 0}
+recommend:
+  kp: 0
+  ki: 0
+  kd: 0
+`), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = Load([]string{"-config", path}, func(string) string { return "" }, io.Discard)
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("error %v, want ErrInvalid", err)
+	}
+	for _, want := range []string{"load_score.weights: no term has a positive weight", "recommend.kp: kp, ki and kd are all 0"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not say %q:\n%v", want, err)
+		}
+	}
+	c := Default()
+	c.Score.Weights = map[string]float64{"cpu": 0, "latency": 0.2}
+	c.Recommend.Kp, c.Recommend.Ki, c.Recommend.Kd = 0, 0.05, 0
+	if err := c.Validate(); err != nil {
+		t.Fatalf("one positive weight and one non-zero gain: %v", err)
+	}
+}
