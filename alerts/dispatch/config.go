@@ -101,8 +101,10 @@ func (t Timing) WithDefaults() Timing {
 		}
 	}
 	t.Repeat = rep
-	if t.BusinessHours.EndHour == 0 && t.BusinessHours.StartHour == 0 && len(t.BusinessHours.Weekdays) == 0 {
-		t.BusinessHours = d.BusinessHours
+	if t.BusinessHours.EndHour == 0 && t.BusinessHours.StartHour == 0 {
+		// Hours omitted: the default hours, in the location and on the
+		// days given (a location alone must not fall back to UTC).
+		t.BusinessHours.StartHour, t.BusinessHours.EndHour = d.BusinessHours.StartHour, d.BusinessHours.EndHour
 	}
 	return t
 }
@@ -125,7 +127,8 @@ func (t Timing) Validate() error {
 
 // BusinessHours is a weekly window in a time zone.
 type BusinessHours struct {
-	// StartHour and EndHour bound the window, 0 <= start < end <= 24.
+	// StartHour and EndHour bound the window, 0 <= start < end <= 24;
+	// both omitted (0): 9 to 17.
 	StartHour int `json:"start_hour"`
 	EndHour   int `json:"end_hour"`
 	// Weekdays open; default Monday to Friday.

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -249,13 +250,17 @@ func (d *Dispatcher) route(as []alerts.Alert) map[string][]routed {
 	for _, a := range as {
 		fp := a.Fingerprint()
 		ra := routed{a: a, fp: fp, key: fp.String()}
+		var seen []string // the groups the alert is in: two routes may name one
 		for _, r := range d.routes {
 			if !r.Matches(a.Labels) {
 				continue
 			}
 			gl := a.Labels.Subset(r.groupBy())
 			id := r.Receiver + "\x00" + gl.String()
-			out[id] = append(out[id], ra)
+			if !slices.Contains(seen, id) {
+				seen = append(seen, id)
+				out[id] = append(out[id], ra)
+			}
 			if !r.Continue {
 				break
 			}
@@ -339,17 +344,10 @@ func (d *Dispatcher) flushGroup(now time.Time, g *group, rs []routed, f Filter) 
 	if len(firing) == 0 && len(resolved) == 0 {
 		return Notification{}, false
 	}
-	tier := alerts.P2
+	tier := alerts.P2 // the firing alerts' tier: it sets the repeat interval
 	for _, a := range firing {
 		if a.Severity().MoreUrgent(tier) {
 			tier = a.Severity()
-		}
-	}
-	if len(firing) == 0 {
-		for _, a := range resolved {
-			if a.Severity().MoreUrgent(tier) {
-				tier = a.Severity()
-			}
 		}
 	}
 	var due bool
@@ -363,7 +361,15 @@ func (d *Dispatcher) flushGroup(now time.Time, g *group, rs []routed, f Filter) 
 	default:
 		due = !now.Before(g.state.SentAt.Add(d.timing.Repeat[tier]))
 	}
-	if tier == alerts.P2 {
+	// Business hours and the digest hold P2 only: a group whose P1 resolved
+	// while a P2 of it still fires sends the P1's resolve now.
+	gate := tier
+	for _, a := range resolved {
+		if a.Severity().MoreUrgent(gate) {
+			gate = a.Severity()
+		}
+	}
+	if gate == alerts.P2 {
 		bh := d.timing.BusinessHours
 		if d.timing.P2Digest {
 			// One digest a day, at the first step of the business day,
@@ -384,8 +390,29 @@ func (d *Dispatcher) flushGroup(now time.Time, g *group, rs []routed, f Filter) 
 	for _, a := range resolved {
 		msgAlerts = append(msgAlerts, notify.Alert{Alert: a, Status: notify.StatusResolved, Fingerprint: a.Fingerprint().String()})
 	}
+	// Firing, then resolved, each by fingerprint; an alert that resolved
+	// and fired again since the last notification comes last, after its
+	// old episode's resolve: receivers that deduplicate by fingerprint
+	// (PagerDuty's dedup_key) apply the events in order, and a trigger
+	// before the resolve would close the incident of a firing alert.
+	refired := make(map[string]bool, len(resolved))
+	for _, a := range resolved {
+		refired[a.Fingerprint().String()] = true
+	}
+	rank := func(a notify.Alert) int {
+		switch {
+		case a.Status == notify.StatusResolved:
+			return 1
+		case refired[a.Fingerprint]:
+			return 2
+		}
+		return 0
+	}
 	slices.SortFunc(msgAlerts, func(a, b notify.Alert) int {
-		return strings.Compare(a.Status+a.Fingerprint, b.Status+b.Fingerprint)
+		if r := cmp.Compare(rank(a), rank(b)); r != 0 {
+			return r
+		}
+		return strings.Compare(a.Fingerprint, b.Fingerprint)
 	})
 	st := g.state.clone()
 	for _, a := range resolved {

@@ -54,15 +54,20 @@ func New(rules []Rule) (*Inhibitor, error) {
 }
 
 // MutedBy returns the fingerprint of a firing alert in firing that mutes
-// target, and whether there is one. An alert never mutes itself.
+// target, and whether there is one. An alert never mutes itself, and, as in
+// Alertmanager, a target that matches a rule's source as well is not muted
+// by a source that matches its target as well: two such alerts (two
+// fleet-wide breakers of one service under "a fleet breaker mutes its
+// service's P1 and P2") would otherwise mute each other and neither page.
 func (in *Inhibitor) MutedBy(target alerts.Labels, firing []alerts.Alert) (alerts.Fingerprint, bool) {
 	tfp := target.Fingerprint()
 	for _, r := range in.rules {
 		if !r.Target.Matches(target) {
 			continue
 		}
+		twoSided := r.Source.Matches(target)
 		for _, src := range firing {
-			if !src.EndsAt.IsZero() || !r.Source.Matches(src.Labels) {
+			if !src.EndsAt.IsZero() || !r.Source.Matches(src.Labels) || (twoSided && r.Target.Matches(src.Labels)) {
 				continue
 			}
 			fp := src.Fingerprint()

@@ -1,0 +1,61 @@
+package dispatch
+
+import (
+	"testing"
+	"time"
+
+	"governor.dev/governor/alerts"
+	"governor.dev/governor/alerts/notify"
+)
+
+// A group holding a notified P1 and a firing P2 of the same rule and
+// service (GovernorSignalAboveLevel critical + warn): when the P1 resolves
+// outside business hours, its resolve goes out at the group interval (a P1
+// page is not gated by business hours), not on Monday at 09:00.
+func TestP1ResolveNotHeldByP2BusinessHours(t *testing.T) {
+	d := newDispatcher(t)
+	fri20 := time.Date(2026, 3, 6, 20, 0, 0, 0, time.UTC) // Friday 20:00 UTC, after hours
+	p1 := alert("GovernorSignalAboveLevel", "checkout", alerts.P1, fri20)
+	p1.Labels["level"] = "critical"
+	p2 := alert("GovernorSignalAboveLevel", "checkout", alerts.P2, fri20)
+	p2.Labels["level"] = "warn"
+	// P1 and P2 fire together: the P1 tier pages at night after the group wait.
+	ns := d.Flush(fri20, []alerts.Alert{p1, p2}, Filter{})
+	if len(ns) != 0 {
+		t.Fatalf("notified before group wait: %v", describe(ns))
+	}
+	ns = d.Flush(fri20.Add(30*time.Second), []alerts.Alert{p1, p2}, Filter{})
+	if describe(ns) != "team:firing:2f0r" {
+		t.Fatalf("first page: %q", describe(ns))
+	}
+	// The critical level clears at 20:10, warn stays.
+	res := p1
+	res.EndsAt = fri20.Add(10 * time.Minute)
+	for at := 10 * time.Minute; at <= 3*time.Hour; at += 30 * time.Second {
+		ns = d.Flush(fri20.Add(at), []alerts.Alert{res, p2}, Filter{})
+		for _, n := range ns {
+			for _, a := range n.Message.Alerts {
+				if a.Status == notify.StatusResolved && a.Labels["severity"] == "P1" {
+					return // the P1 resolve went out
+				}
+			}
+		}
+	}
+	t.Fatalf("the resolve of the paged P1 was not sent within 3h of 20:10 Friday")
+}
+
+// Two routes of one receiver with the same group_by (the first with
+// continue) put the alert in one group once: one PagerDuty trigger, one
+// Slack attachment, one webhook entry.
+func TestSameReceiverOnTwoRoutesListsAlertOnce(t *testing.T) {
+	d := newDispatcher(t, Route{Receiver: "team", Severities: []alerts.Severity{alerts.P0}, Continue: true}, Route{Receiver: "team"})
+	a := alert("Shed", "checkout", alerts.P0, t0)
+	d.Flush(t0, []alerts.Alert{a}, Filter{})
+	ns := d.Flush(t0.Add(30*time.Second), []alerts.Alert{a}, Filter{})
+	if len(ns) != 1 {
+		t.Fatalf("notifications %v", describe(ns))
+	}
+	if n := len(ns[0].Message.Alerts); n != 1 {
+		t.Fatalf("one alert listed %d times in the notification: %q", n, describe(ns))
+	}
+}
