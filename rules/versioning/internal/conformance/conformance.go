@@ -649,6 +649,11 @@ func testAuditTamper(t *testing.T, f Factory) {
 		{"replaced hash", `UPDATE rule_audit SET hash = 'sha256:00' WHERE seq = 2`, 2, "does not match its hash"},
 		{"deleted entry", `DELETE FROM rule_audit WHERE seq = 4`, 5, "sequence jumps"},
 		{"deleted last entry", `DELETE FROM rule_audit WHERE seq = (SELECT max(seq) FROM rule_audit)`, 0, "missing"},
+		// An INSERT the application role may run, with the head left alone:
+		// Audit would list it as the newest entry.
+		{"entry past the head", `INSERT INTO rule_audit (seq, at, actor, roles, action, service, version, detail, prev_hash, hash)
+			SELECT seq + 1, at, 'mallory', roles, action, service, version, detail, hash, 'sha256:forged'
+			FROM rule_audit WHERE seq = (SELECT max(seq) FROM rule_audit)`, -1, "past the chain head"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -661,8 +666,11 @@ func testAuditTamper(t *testing.T, f Factory) {
 			_, err := h.Store.VerifyAudit(ctx)
 			require.NoError(t, err)
 			want := tt.seq
-			if want == 0 {
+			switch want {
+			case 0: // the last entry
 				want = auditCount(t, h)
+			case -1: // the one after it
+				want = auditCount(t, h) + 1
 			}
 			require.NoError(t, h.Tamper(ctx, tt.tamper))
 			_, err = h.Store.VerifyAudit(ctx)

@@ -145,19 +145,28 @@ const verifyPage = 1000
 
 // VerifyAudit implements versioning.Auditor. It checks the chain up to the
 // head as read at the start, so appends during the walk do not disturb it.
+// An entry past that head in the same snapshot was not appended through the
+// chain (an append moves the head in the transaction that inserts the
+// entry), and Audit would list it as the newest: it is reported too.
 // The walk as a whole is bounded by ctx only (a long log takes a while); each
 // page read is bounded by the store's timeout.
 func (s *Store) VerifyAudit(ctx context.Context) (versioning.AuditReport, error) {
 	var rep versioning.AuditReport
 	err := s.timed(ctx, "verify_audit", func(ctx context.Context) error {
-		var headSeq int64
+		var headSeq, lastSeq int64
 		var headHash string
 		if err := s.bounded(ctx, func(ctx context.Context) error {
 			return s.db.Read(ctx, func(tx Tx) error {
-				return tx.QueryRow(ctx, `SELECT seq, hash FROM rule_audit_head WHERE id = 1`).Scan(&headSeq, &headHash)
+				// One statement, one snapshot: the head and the log's last entry.
+				return tx.QueryRow(ctx, `SELECT h.seq, h.hash, (SELECT coalesce(max(a.seq), 0) FROM rule_audit a)
+					FROM rule_audit_head h WHERE h.id = 1`).Scan(&headSeq, &headHash, &lastSeq)
 			})
 		}); err != nil {
 			return err
+		}
+		if lastSeq > headSeq {
+			return &versioning.ChainError{Seq: headSeq + 1, Problem: fmt.Sprintf(
+				"entry past the chain head (not chained): the head records %d entries, the log holds entries up to %d", headSeq, lastSeq)}
 		}
 		seq, hash := int64(0), versioning.GenesisHash
 		for seq < headSeq {
