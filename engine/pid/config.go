@@ -47,6 +47,8 @@ type Config struct {
 	// OutMin and OutMax bound the output.
 	OutMin, OutMax float64
 	// RateLimit is the largest output change per second; 0 means unlimited.
+	// Seconds are counted up to MaxInterval per step: after a long gap the
+	// output moves at most RateLimit x MaxInterval.
 	RateLimit float64
 	// Deadband is the error magnitude treated as zero.
 	Deadband float64
@@ -55,9 +57,10 @@ type Config struct {
 	// no derivative term, as Åström and Hägglund suggest).
 	AntiWindup   AntiWindup
 	TrackingTime time.Duration
-	// MaxInterval caps the time step used for integration and filtering, so a
-	// long gap between ticks (a stalled scrape, say) does not dump a large
-	// integral step. Default 1 minute.
+	// MaxInterval caps the time step used for integration, filtering and
+	// the rate limit, so a long gap between ticks (a stalled scrape, say)
+	// does not dump a large integral step or a large output change. Default
+	// 1 minute.
 	MaxInterval time.Duration
 }
 

@@ -170,7 +170,7 @@ func (c *Controller) step(now time.Time, sp, y float64) {
 	s.Unlimited = s.P + integ + s.D
 	out := clamp(s.Unlimited, cfg.OutMin, cfg.OutMax)
 	if cfg.RateLimit > 0 {
-		step := cfg.RateLimit * interval.Seconds()
+		step := cfg.RateLimit * dt // a gap in the samples does not bank change
 		// The bounds win over the rate limit: after SetConfig narrowed
 		// them, a step from the previous output could leave them.
 		out = clamp(clamp(out, prev.Output-step, prev.Output+step), cfg.OutMin, cfg.OutMax)

@@ -68,3 +68,32 @@ func TestSetConfigNarrowedLimitsClampTheManualOutput(t *testing.T) {
 		t.Fatalf("first Auto output %v, %v; want a bumpless 50", out, err)
 	}
 }
+
+// A gap between updates does not bank output change: after ten minutes
+// without a sample the output moves at most RateLimit x MaxInterval.
+func TestRateLimitAfterAGap(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.Kp, cfg.Ki = 1, 0
+	cfg.OutMin, cfg.OutMax = 0, 1000
+	cfg.RateLimit = 1 // per second
+	cfg.MaxInterval = time.Minute
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(0, 0)
+	if err := c.SetManual(100); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Update(t0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	c.SetAuto()
+	out, err := c.Update(t0.Add(10*time.Minute), 900, 0) // P alone asks for 900
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != 160 {
+		t.Fatalf("output %v after a 10-minute gap, want 100 + 1/s x 60 s = 160", out)
+	}
+}
