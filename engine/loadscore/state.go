@@ -84,6 +84,10 @@ func (t *Tracker) UnmarshalBinary(b []byte) error {
 			d.Fail("key %q: want a service", k)
 			break
 		}
+		if !(s.value >= 0 && s.value <= 1) { // scores are in [0, 1]; corrupt bytes are not
+			d.Fail("key %s: smoothed score %v: want a value in [0, 1]", k, s.value)
+			break
+		}
 		if _, dup := keys[k]; dup {
 			d.Fail("key %s: twice", k)
 			break

@@ -1,6 +1,8 @@
 package loadscore
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"math"
 	"testing"
@@ -79,6 +81,8 @@ func TestTrackerUnmarshalRefuses(t *testing.T) {
 		{"truncated", good[:len(good)-1], "has a score: want 0 or 1"},
 		{"trailing", append(append([]byte{}, good...), 7), "1 trailing bytes"},
 		{"no service", []byte{StateVersion, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, "want a service"},
+		{"score above 1", withScore(t, good, 1.5), "smoothed score 1.5: want a value in [0, 1]"},
+		{"score below 0", withScore(t, good, -0.25), "smoothed score -0.25: want a value in [0, 1]"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			tr := cpuOnly(t)
@@ -120,4 +124,16 @@ func FuzzTrackerState(f *testing.F) {
 		}
 		tr.Observe(t0.Add(time.Hour), cpu(0.5))
 	})
+}
+
+// withScore returns the encoded state of one key with its smoothed score
+// replaced by v (statecodec writes floats as 8 little-endian bytes; the
+// score in good is 0.5).
+func withScore(t *testing.T, good []byte, v float64) []byte {
+	t.Helper()
+	i := bytes.Index(good, binary.LittleEndian.AppendUint64(nil, math.Float64bits(0.5)))
+	require.GreaterOrEqual(t, i, 0, "the score 0.5 is not in the encoded state")
+	out := bytes.Clone(good)
+	binary.LittleEndian.PutUint64(out[i:], math.Float64bits(v))
+	return out
 }
