@@ -48,6 +48,8 @@ func (b Band) Allows(ref, to float64) (bool, string) {
 	switch {
 	case b.Manual:
 		return false, "service is marked manual: every change waits for approval"
+	case !(to > 0) || math.IsInf(to, 0):
+		return false, fmt.Sprintf("%v req/s is not a positive finite ceiling", to)
 	case b.Floor > 0 && to < b.Floor:
 		return false, fmt.Sprintf("%.1f req/s is below the floor %.1f", to, b.Floor)
 	case b.Ceiling > 0 && to > b.Ceiling:

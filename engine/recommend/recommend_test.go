@@ -189,6 +189,9 @@ func TestBandAllows(t *testing.T) {
 		{Band{MaxChangePerHour: 1, Floor: 950}, 1000, 900, false},
 		{Band{MaxChangePerHour: 1, Ceiling: 1050}, 1000, 1100, false},
 		{DefaultBand(), 0, 10, false},
+		{DefaultBand(), 1000, math.NaN(), false},
+		{DefaultBand(), 1000, math.Inf(1), false},
+		{DefaultBand(), 1000, 0, false},
 	}
 	for _, tt := range tests {
 		if got, why := tt.band.Allows(tt.ref, tt.to); got != tt.want || why == "" {
