@@ -72,7 +72,9 @@ const MaxCanaryBytes = rules.MaxEnvelopeBytes + 4<<10
 // Canary is the value of Names.CanaryKey: a version staged to the instances
 // the selector picks. Promotion writes the envelope to the stable key and
 // deletes the canary key; abort deletes the canary key, and the instances
-// that ran the canary return to the stable version.
+// that ran the canary return to the stable version, as do those a
+// replacing canary no longer selects (also when they restart in between and
+// start on the canary version from their cache).
 type Canary struct {
 	Selector Selector        `json:"selector"`
 	Envelope *rules.Envelope `json:"envelope"`

@@ -36,7 +36,9 @@ type state struct {
 	lastNack *Report
 }
 
-// loadCache applies the cached last-known-good version, if any.
+// loadCache applies the cached last-known-good version, if any. It may be a
+// canary version: settle leaves it once the watch shows that no canary
+// selecting this instance holds it any more.
 func (s *state) loadCache() {
 	if s.cachePath == "" {
 		return
@@ -99,26 +101,47 @@ func (s *state) onCanary(data []byte) {
 		s.reject(c.Envelope.Version, ReasonWrongService, wrongService(c.Envelope.Service, s.service))
 		return
 	}
+	// The record replaces any previous canary, which this instance may be
+	// running: settle first, then move forward to this canary if it selects
+	// the instance (reconcile also counts it as ignored if it is older).
 	s.canary = c
+	s.settle()
 	if c.Selector.Selects(s.service, s.instance, s.labels) {
 		s.reconcile(c.Envelope.Version)
 	}
 }
 
-// onCanaryGone handles the deletion of the canary key (promotion or abort).
-// An instance running the aborted canary returns to the stable version: the
-// one case where it applies a lower version, on an explicit instruction.
+// onCanaryGone handles the deletion of the canary key (promotion or abort),
+// also when the state never saw the record: an instance restarted while the
+// canary it ran was aborted finds only the deletion.
 func (s *state) onCanaryGone() {
-	prev := s.canary
 	s.canary = nil
-	if prev == nil || s.stable == nil {
-		return
-	}
-	if cur := s.running.Load(); cur == prev.Envelope.Version && s.stable.Version < cur {
-		s.apply(s.stable)
-		return
-	}
+	s.settle()
 	s.reconcile(0)
+}
+
+// settle leaves a running version that nothing stages for this instance any
+// more: one above the stable version that no canary selecting this instance
+// holds (an aborted canary, a canary replaced by one that does not select
+// this instance, or a canary restored from the cache at start that is gone
+// since). The instance applies its target version, usually the stable one:
+// the one case where it applies a lower version. Without a stable version it
+// keeps what it runs, having nothing to return to.
+//
+// It runs only once the canary key is known (a canary value, its deletion,
+// or the end of the watch's initial values): a canary restored from the
+// cache would otherwise be left before its record arrives.
+func (s *state) settle() {
+	cur := s.running.Load()
+	if s.stable == nil || s.stable.Version >= cur {
+		return
+	}
+	if c := s.canary; c != nil && c.Envelope.Version == cur && c.Selector.Selects(s.service, s.instance, s.labels) {
+		return
+	}
+	if t := s.target(); t.Version != s.refused {
+		s.apply(t)
+	}
 }
 
 // target is the version this instance should run.

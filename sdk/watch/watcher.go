@@ -8,9 +8,13 @@
 // through the Applier, written to the cache (temporary file, fsync, rename)
 // and answered with an ACK, or refused with a NACK that carries the reason
 // and the validation error; a refused value never replaces the rules in force.
-// Versions older than the running one are ignored. After a reconnect the
-// watch is re-established and delivers the latest value of each key, so no
-// version is lost; a periodic resync reads the keys as a safety net.
+// Versions older than the running one are ignored, with one exception: an
+// instance running a version above the stable one that no canary selecting
+// it holds (its canary was aborted, or replaced by one for other instances,
+// also while it was down and restarted on that canary from the cache)
+// returns to the stable version. After a reconnect the watch is
+// re-established and delivers the latest value of each key, so no version is
+// lost; a periodic resync reads the keys as a safety net.
 // Heartbeats carry the instance id, labels and running version.
 //
 // The package never logs: failures that are not answered with a NACK (cache
@@ -296,7 +300,11 @@ func (w *Watcher) follow(ctx context.Context, kv jetstream.KeyValue, kw jetstrea
 			if !ok {
 				return
 			}
-			if e == nil { // all initial values delivered
+			if e == nil {
+				// All initial values delivered, so the canary key is known:
+				// a canary restored from the cache is left here even when
+				// the canary key holds no entry at all.
+				w.st.settle()
 				continue
 			}
 			switch e.Key() {
