@@ -53,6 +53,15 @@
 // instances return to the stable version. A Relay can stage every outbox row
 // through a canary with Options.Stage.
 //
+// Canary versions only go forward, as stable ones do: StartCanary refuses
+// (ErrStale) a version not newer than the stable one, the running canary or
+// one staged before and aborted or promoted, so a relay retrying an old row,
+// or taking over the row of a relay that died after staging it, never
+// replaces a newer canary, stages an aborted one again or publishes either
+// to every instance. Promote and Abort remove only the canary they read; a
+// canary staged meanwhile stays. A canary a newer stable version overtook
+// (a rollback) is not promoted: Promote fails with ErrStale and withdraws it.
+//
 // # Ledger
 //
 // Ledger consumes the ACK / NACK reports and heartbeats the SDK watchers
@@ -62,7 +71,11 @@
 // NACKED (refused the version, with the validation error) or GONE (no
 // heartbeat), with the history of transitions. It persists through a
 // LedgerStore: MemoryStore for tests and the dev stack, SQLStore on the rules
-// database (PostgreSQL or SQLite, migrations 00200-00299).
+// database (PostgreSQL or SQLite, migrations 00200-00299). A publication the
+// ledger could not record keeps its outbox row, which the relay retries
+// until the ledger knows; and every sweep moves a service's stable version up
+// to the bucket's (LedgerOptions.Latest), which also repairs a promotion the
+// ledger missed.
 //
 // # Wiring
 //

@@ -39,9 +39,11 @@ type LedgerOptions struct {
 	// QueueGroup shares the subjects between ledger replicas; default
 	// "governor-ledger".
 	QueueGroup string
-	// Latest, when set, tells the ledger the stable version of a service it
-	// has no target for (a fresh ledger next to a bucket that already holds
-	// versions); Publisher.Latest fits through LatestFrom.
+	// Latest, when set, tells the ledger the stable version of a service:
+	// it seeds the target of a service the ledger has none for (a fresh
+	// ledger next to a bucket that already holds versions), and every Sweep
+	// catches up with a newer version the ledger missed (it could not record
+	// the publication). Publisher.Latest fits through LatestFrom.
 	Latest func(ctx context.Context, service string) (int64, error)
 	// Buffer bounds the messages waiting to be recorded; default 8192.
 	// Beyond it messages are dropped and counted (heartbeats repair the
@@ -143,16 +145,25 @@ func (l *Ledger) Published(ctx context.Context, env *rules.Envelope, canary *wat
 		sel := *canary
 		sel.Labels = maps.Clone(sel.Labels)
 		t.Canary, t.CanaryAt, t.Selector = env.Version, now, &sel
-	} else if env.Version > t.Stable {
-		t.Stable, t.StableAt = env.Version, now
-		if t.Canary <= t.Stable {
-			t.Canary, t.CanaryAt, t.Selector = 0, time.Time{}, nil
-		}
+	} else {
+		advanceStable(&t, env.Version, now)
 	}
 	if err := l.o.Store.SetTarget(ctx, t); err != nil {
 		return fmt.Errorf("distribution: ledger target: %w", err)
 	}
 	return l.reevaluate(ctx, t)
+}
+
+// advanceStable makes v the stable version of t if it is newer; a canary
+// that is not newer than it is over.
+func advanceStable(t *Target, v int64, now time.Time) {
+	if v <= t.Stable {
+		return
+	}
+	t.Stable, t.StableAt = v, now
+	if t.Canary <= t.Stable {
+		t.Canary, t.CanaryAt, t.Selector = 0, time.Time{}, nil
+	}
 }
 
 // Aborted records that a service's staged version was withdrawn.
@@ -256,6 +267,26 @@ func (l *Ledger) target(ctx context.Context, service string) (Target, error) {
 	return t, nil
 }
 
+// catchUp moves t's stable version up to the one latest reports, and
+// records it. On error it returns t unchanged.
+func (l *Ledger) catchUp(ctx context.Context, t Target, latest func(context.Context, string) (int64, error)) (Target, error) {
+	v, err := latest(ctx, t.Service)
+	if err != nil {
+		return t, fmt.Errorf("distribution: ledger target of %s: %w", t.Service, err)
+	}
+	if v <= t.Stable {
+		return t, nil
+	}
+	moved := t
+	advanceStable(&moved, v, l.o.Clock.Now())
+	if err := l.o.Store.SetTarget(ctx, moved); err != nil {
+		return t, fmt.Errorf("distribution: ledger target: %w", err)
+	}
+	l.o.Logger.LogAttrs(ctx, slog.LevelInfo, "ledger: caught up with a publication it missed",
+		slog.String("service", t.Service), slog.Int64("recorded", t.Stable), slog.Int64("version", v))
+	return moved, nil
+}
+
 // LatestFrom adapts a Publisher for LedgerOptions.Latest.
 func LatestFrom(p *Publisher) func(ctx context.Context, service string) (int64, error) {
 	return func(ctx context.Context, service string) (int64, error) {
@@ -305,7 +336,10 @@ func (l *Ledger) reevaluate(ctx context.Context, t Target) error {
 }
 
 // Sweep re-evaluates every instance (time makes instances STALE or GONE)
-// and refreshes the per-state gauges.
+// and refreshes the per-state gauges. With LedgerOptions.Latest, it first
+// moves each service's stable version up to the bucket's, should the ledger
+// have missed a publication; if the bucket cannot be read, the sweep goes on
+// with the recorded targets.
 func (l *Ledger) Sweep(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -316,11 +350,21 @@ func (l *Ledger) Sweep(ctx context.Context) error {
 	now := l.o.Clock.Now()
 	targets := map[string]Target{}
 	counts := map[string]map[State]int{}
+	latest := l.o.Latest
 	for _, in := range ins {
 		t, ok := targets[in.Service]
 		if !ok {
 			if t, err = l.target(ctx, in.Service); err != nil {
 				return err
+			}
+			if latest != nil {
+				if t, err = l.catchUp(ctx, t, latest); err != nil {
+					// The bucket or the store cannot be reached: keep the
+					// recorded targets, and wait for one timeout per sweep at
+					// most.
+					l.o.Logger.LogAttrs(ctx, slog.LevelWarn, "ledger: stable versions not compared with the bucket", slog.Any("err", err))
+					latest = nil
+				}
 			}
 			targets[in.Service] = t
 		}

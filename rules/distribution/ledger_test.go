@@ -3,6 +3,7 @@ package distribution
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -326,5 +327,51 @@ func TestSweepWritesOnlyWhatChanged(t *testing.T) {
 	}
 	if store.saves != before+2 {
 		t.Fatalf("a sweep that made 2 instances GONE wrote %d", store.saves-before)
+	}
+}
+
+// A sweep moves the ledger's stable version up to the bucket's when the
+// ledger missed a publication, so instances that run it are SYNCED; when
+// the bucket cannot be read, the sweep goes on with the recorded target.
+func TestLedgerSweepCatchesUpWithAMissedPublication(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	var bucket int64 = 1
+	var bucketErr error
+	l, err := NewLedger(LedgerOptions{Store: NewMemoryStore(), Clock: clk, Registerer: prometheus.NewRegistry(),
+		Latest: func(context.Context, string) (int64, error) { return bucket, bucketErr }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Published(ctx, envelope(t, "checkout", 1), nil); err != nil {
+		t.Fatal(err)
+	}
+	canary := watch10()
+	if err := l.Published(ctx, envelope(t, "checkout", 2), &canary); err != nil {
+		t.Fatal(err)
+	}
+	// v3 reaches the bucket; the ledger is not told (its store failed).
+	bucket = 3
+	bucketErr = errors.New("nats: timeout")
+	clk.Advance(time.Minute)
+	if err := l.HandleHeartbeat(ctx, &watch.Heartbeat{Service: "checkout", Instance: "pod-0", Running: 3, IntervalMS: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Sweep(ctx); err != nil {
+		t.Fatalf("sweep with the bucket unreadable: %v", err)
+	}
+	if tg, _, _ := l.o.Store.Target(ctx, "checkout"); tg.Stable != 1 {
+		t.Fatalf("target stable v%d with the bucket unreadable, want the recorded v1", tg.Stable)
+	}
+	bucketErr = nil
+	if err := l.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	in, _, _ := l.o.Store.Instance(ctx, "checkout", "pod-0")
+	if in.State != StateSynced || in.Target != 3 {
+		t.Fatalf("pod-0 runs v3, the bucket's version, but the ledger says %s for v%d", in.State, in.Target)
+	}
+	if tg, _, _ := l.o.Store.Target(ctx, "checkout"); tg.Stable != 3 || tg.Canary != 0 {
+		t.Fatalf("target %+v, want stable v3 and the overtaken canary v2 gone", tg)
 	}
 }

@@ -22,9 +22,11 @@ var (
 	ErrInvalid = errors.New("distribution: invalid input")
 	// ErrNoCanary: promote or abort without a staged version.
 	ErrNoCanary = errors.New("distribution: no canary")
-	// ErrStale: a canary that is not newer than the stable version (wrapped
-	// together with ErrInvalid).
-	ErrStale = errors.New("distribution: not newer than the stable version")
+	// ErrStale: a canary that is not newer than the stable version or than
+	// a version staged before, a promotion overtaken by a newer stable
+	// version, or an abort of a canary a newer one replaced (wrapped together
+	// with ErrInvalid).
+	ErrStale = errors.New("distribution: stale version")
 	// ErrUnavailable: NATS could not be reached or refused the operation.
 	ErrUnavailable = errors.New("distribution: unavailable")
 	// ErrTooLarge: the value is larger than the NATS server accepts (wrapped
@@ -63,7 +65,9 @@ type PublisherOptions struct {
 	Names watch.Names
 	// Replicas of the bucket's stream; default 1 (3 on a production cluster).
 	Replicas int
-	// History kept per key; default 5.
+	// History kept per key; default 5, at least 2: the canary key's last
+	// staged version must outlive the delete marker of its abort or
+	// promotion, so that it is never staged again (StartCanary).
 	History uint8
 	// Storage is file (default) or memory.
 	Storage jetstream.StorageType
@@ -91,7 +95,7 @@ type Outcome string
 const (
 	Published  Outcome = "published"  // the version is now in the bucket
 	Duplicate  Outcome = "duplicate"  // the bucket already had this version
-	Superseded Outcome = "superseded" // the bucket has a newer version: nothing written
+	Superseded Outcome = "superseded" // the bucket has a newer version, or the canary was aborted: nothing written
 	Staged     Outcome = "canary"     // written to the canary key (RelayOptions.Stage)
 )
 
@@ -103,6 +107,9 @@ func NewPublisher(ctx context.Context, js jetstream.JetStream, opts PublisherOpt
 	}
 	if opts.History == 0 {
 		opts.History = d.History
+	}
+	if opts.History < 2 {
+		return nil, fmt.Errorf("%w: publisher: History must be at least 2, not %d", ErrInvalid, opts.History)
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = d.Timeout
@@ -159,13 +166,14 @@ func (p *Publisher) Publish(ctx context.Context, payload []byte) (Outcome, *rule
 	if err != nil {
 		return "", nil, fmt.Errorf("%w: envelope: %w", ErrInvalid, err)
 	}
-	out, err := p.put(ctx, p.names.StableKey(env.Service), env, payload)
+	out, _, err := p.put(ctx, p.names.StableKey(env.Service), env, payload)
 	return out, env, err
 }
 
 // put writes value under key if the key holds no envelope of this or a newer
-// version and the value fits the server.
-func (p *Publisher) put(ctx context.Context, key string, env *rules.Envelope, value []byte) (Outcome, error) {
+// version and the value fits the server. When the outcome is Superseded,
+// newer is the version the key holds.
+func (p *Publisher) put(ctx context.Context, key string, env *rules.Envelope, value []byte) (_ Outcome, newer int64, _ error) {
 	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
 	defer cancel()
 	for {
@@ -178,23 +186,23 @@ func (p *Publisher) put(ctx context.Context, key string, env *rules.Envelope, va
 				rev = cur.Revision()
 			}
 		case err != nil:
-			return "", fmt.Errorf("%w: get %s: %w", ErrUnavailable, key, err)
+			return "", 0, fmt.Errorf("%w: get %s: %w", ErrUnavailable, key, err)
 		default:
 			rev = cur.Revision()
 			if have, ok := versionIn(cur.Value()); ok {
 				switch {
 				case have.Version > env.Version:
-					return Superseded, nil
+					return Superseded, have.Version, nil
 				case have.Version == env.Version && have.Checksum == env.Checksum:
-					return Duplicate, nil
+					return Duplicate, 0, nil
 				case have.Version == env.Version:
-					return "", fmt.Errorf("%w: %s version %d is already published with checksum %s, not %s",
+					return "", 0, fmt.Errorf("%w: %s version %d is already published with checksum %s, not %s",
 						ErrConflict, env.Service, env.Version, have.Checksum, env.Checksum)
 				}
 			}
 		}
 		if err := p.fits(env, key, len(value)); err != nil {
-			return "", err
+			return "", 0, err
 		}
 		if rev == 0 {
 			_, err = p.kv.Create(ctx, key, value)
@@ -203,11 +211,11 @@ func (p *Publisher) put(ctx context.Context, key string, env *rules.Envelope, va
 		}
 		switch {
 		case err == nil:
-			return Published, nil
+			return Published, 0, nil
 		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
 			continue // another publisher wrote first: look again
 		default:
-			return "", fmt.Errorf("%w: put %s: %w", ErrUnavailable, key, err)
+			return "", 0, fmt.Errorf("%w: put %s: %w", ErrUnavailable, key, err)
 		}
 	}
 }
@@ -241,26 +249,71 @@ func (p *Publisher) Latest(ctx context.Context, service string) (*rules.Envelope
 
 // Canary returns the staged version of a service; (nil, nil) if none.
 func (p *Publisher) Canary(ctx context.Context, service string) (*watch.Canary, error) {
+	c, _, err := p.canary(ctx, service)
+	return c, err
+}
+
+// canary returns the staged version of a service and the revision of its
+// record; (nil, 0, nil) if none.
+func (p *Publisher) canary(ctx context.Context, service string) (*watch.Canary, uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
 	defer cancel()
 	e, err := p.kv.Get(ctx, p.names.CanaryKey(service))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: get canary of %s: %w", ErrUnavailable, service, err)
+		return nil, 0, fmt.Errorf("%w: get canary of %s: %w", ErrUnavailable, service, err)
 	}
 	c, err := watch.DecodeCanary(e.Value())
 	if err != nil {
-		return nil, fmt.Errorf("%w: stored canary of %s: %w", ErrInvalid, service, err)
+		return nil, 0, fmt.Errorf("%w: stored canary of %s: %w", ErrInvalid, service, err)
 	}
-	return c, nil
+	return c, e.Revision(), nil
 }
 
-// StartCanary stages the envelope to the instances sel picks. The version
-// must be newer than the stable one, and the canary record must fit the
-// server (else a *TooLargeError); a running canary of the service is
-// replaced.
+// staleError refuses a canary that is not newer than what the bucket has
+// or had. It is an ErrStale and an ErrInvalid; the relay reads the fields
+// to tell a row it already staged from one it must not stage.
+type staleError struct {
+	service string
+	version int64 // the version refused
+	// stable is the stable version when it is this or a newer one.
+	stable int64
+	// staged is the newest version staged before, when it is this or a newer
+	// one; running says it is still staged (with the same content, if it is
+	// this version), else it was aborted or promoted.
+	staged  int64
+	running bool
+}
+
+func (e *staleError) Error() string {
+	var why string
+	switch {
+	case e.stable > 0:
+		why = fmt.Sprintf("stable version %d", e.stable)
+	case e.running && e.staged == e.version:
+		why = "already the running canary"
+	case e.running:
+		why = fmt.Sprintf("running canary version %d", e.staged)
+	default:
+		why = fmt.Sprintf("version %d was staged before and withdrawn (aborted or promoted)", e.staged)
+	}
+	return fmt.Sprintf("%s: %s: canary version %d of %s: %s", ErrInvalid, ErrStale, e.version, e.service, why)
+}
+
+// Unwrap makes errors.Is true for ErrStale and ErrInvalid.
+func (e *staleError) Unwrap() []error { return []error{ErrStale, ErrInvalid} }
+
+// StartCanary stages the envelope to the instances sel picks, replacing an
+// older running canary. Canary versions only go forward, as stable ones
+// do: a version that is not newer than the stable one, the running canary
+// or any version staged before (aborted or promoted) is refused with an
+// error wrapping ErrStale and ErrInvalid, so a relay retrying an old row
+// never replaces a newer canary nor stages again one the operator aborted.
+// The same version staged with other content is an ErrConflict. The
+// canary record must fit the server (else a *TooLargeError). The write is
+// a compare-and-set on the canary key's revision.
 func (p *Publisher) StartCanary(ctx context.Context, payload []byte, sel watch.Selector) (*rules.Envelope, error) {
 	env, err := rules.DecodeEnvelope(payload)
 	if err != nil {
@@ -274,28 +327,91 @@ func (p *Publisher) StartCanary(ctx context.Context, payload []byte, sel watch.S
 		return nil, err
 	}
 	if stable != nil && stable.Version >= env.Version {
-		return nil, fmt.Errorf("%w: %w: canary version %d of %s, stable version %d",
-			ErrInvalid, ErrStale, env.Version, env.Service, stable.Version)
+		return nil, &staleError{service: env.Service, version: env.Version, stable: stable.Version}
 	}
 	value, err := watch.EncodeCanary(&watch.Canary{Selector: sel, Envelope: env})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if err := p.fits(env, p.names.CanaryKey(env.Service), len(value)); err != nil {
+	key := p.names.CanaryKey(env.Service)
+	if err := p.fits(env, key, len(value)); err != nil {
 		return nil, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
 	defer cancel()
-	if _, err := p.kv.Put(cctx, p.names.CanaryKey(env.Service), value); err != nil {
-		return nil, fmt.Errorf("%w: put canary of %s: %w", ErrUnavailable, env.Service, err)
+	for {
+		// The history, not only the current value: an aborted or promoted
+		// canary survives there behind its delete marker.
+		hist, err := p.kv.History(cctx, key)
+		var rev uint64
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			// never staged
+		case err != nil:
+			return nil, fmt.Errorf("%w: history of canary of %s: %w", ErrUnavailable, env.Service, err)
+		default:
+			rev = hist[len(hist)-1].Revision()
+			if err := staleCanary(env, hist); err != nil {
+				return nil, err
+			}
+		}
+		if rev == 0 {
+			_, err = p.kv.Create(cctx, key, value)
+		} else {
+			_, err = p.kv.Update(cctx, key, value, rev)
+		}
+		switch {
+		case err == nil:
+			return env, nil
+		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+			continue // staged, aborted or promoted meanwhile: look again
+		default:
+			return nil, fmt.Errorf("%w: put canary of %s: %w", ErrUnavailable, env.Service, err)
+		}
 	}
-	return env, nil
+}
+
+// staleCanary refuses env if the canary key's history (oldest first) holds
+// a canary of this or a newer version.
+func staleCanary(env *rules.Envelope, hist []jetstream.KeyValueEntry) error {
+	if c, ok := stagedIn(hist[len(hist)-1]); ok && c.Envelope.Version >= env.Version {
+		if c.Envelope.Version == env.Version && c.Envelope.Checksum != env.Checksum {
+			return fmt.Errorf("%w: %s version %d is already staged with checksum %s, not %s",
+				ErrConflict, env.Service, env.Version, c.Envelope.Checksum, env.Checksum)
+		}
+		return &staleError{service: env.Service, version: env.Version, staged: c.Envelope.Version, running: true}
+	}
+	var newest int64
+	for _, e := range hist {
+		if c, ok := stagedIn(e); ok {
+			newest = max(newest, c.Envelope.Version)
+		}
+	}
+	if newest >= env.Version {
+		return &staleError{service: env.Service, version: env.Version, staged: newest}
+	}
+	return nil
+}
+
+// stagedIn returns the canary an entry of the canary key staged; false for
+// a delete marker, or a record that does not decode (not a version staged:
+// StartCanary may replace it).
+func stagedIn(e jetstream.KeyValueEntry) (*watch.Canary, bool) {
+	if e.Operation() != jetstream.KeyValuePut {
+		return nil, false
+	}
+	c, err := watch.DecodeCanary(e.Value())
+	return c, err == nil
 }
 
 // Promote publishes the staged version to every instance, then removes the
-// canary. It returns the promoted envelope.
+// canary, and returns the promoted envelope. A canary staged meanwhile (a
+// newer version) stays staged. If a newer version reached the stable key
+// while this one was staged (a rollback, or a version published without a
+// canary), nothing is promoted: the canary, which no instance runs any more,
+// is withdrawn as by Abort, and the error wraps ErrStale and ErrInvalid.
 func (p *Publisher) Promote(ctx context.Context, service string) (*rules.Envelope, error) {
-	c, err := p.Canary(ctx, service)
+	c, rev, err := p.canary(ctx, service)
 	if err != nil {
 		return nil, err
 	}
@@ -306,30 +422,56 @@ func (p *Publisher) Promote(ctx context.Context, service string) (*rules.Envelop
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if _, err := p.put(ctx, p.names.StableKey(service), c.Envelope, payload); err != nil {
+	out, stable, err := p.put(ctx, p.names.StableKey(service), c.Envelope, payload)
+	if err != nil {
 		return nil, err
 	}
-	return c.Envelope, p.deleteCanary(ctx, service)
+	if _, err := p.deleteCanary(ctx, service, rev); err != nil {
+		return nil, err
+	}
+	if out == Superseded {
+		return nil, fmt.Errorf("%w: %w: canary version %d of %s not promoted: stable version %d is newer",
+			ErrInvalid, ErrStale, c.Envelope.Version, service, stable)
+	}
+	return c.Envelope, nil
 }
 
 // Abort removes the staged version; the canary instances return to the
-// stable version. It returns the aborted envelope.
+// stable version. It returns the aborted envelope. If a newer canary
+// replaced the one read meanwhile, that one stays staged and the error
+// wraps ErrStale and ErrInvalid.
 func (p *Publisher) Abort(ctx context.Context, service string) (*rules.Envelope, error) {
-	c, err := p.Canary(ctx, service)
+	c, rev, err := p.canary(ctx, service)
 	if err != nil {
 		return nil, err
 	}
 	if c == nil {
 		return nil, fmt.Errorf("%w: %s has no staged version to abort", ErrNoCanary, service)
 	}
-	return c.Envelope, p.deleteCanary(ctx, service)
+	deleted, err := p.deleteCanary(ctx, service, rev)
+	if err != nil {
+		return nil, err
+	}
+	if !deleted {
+		return nil, fmt.Errorf("%w: %w: canary version %d of %s not aborted: a newer canary replaced it and stays staged",
+			ErrInvalid, ErrStale, c.Envelope.Version, service)
+	}
+	return c.Envelope, nil
 }
 
-func (p *Publisher) deleteCanary(ctx context.Context, service string) error {
+// deleteCanary removes the service's canary record if its revision is
+// still rev, and reports whether it did: a canary staged after rev is
+// another version, which the caller did not mean to remove.
+func (p *Publisher) deleteCanary(ctx context.Context, service string, rev uint64) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
 	defer cancel()
-	if err := p.kv.Delete(ctx, p.names.CanaryKey(service)); err != nil {
-		return fmt.Errorf("%w: delete canary of %s: %w", ErrUnavailable, service, err)
+	err := p.kv.Delete(ctx, p.names.CanaryKey(service), jetstream.LastRevision(rev))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+		return false, nil
+	default:
+		return false, fmt.Errorf("%w: delete canary of %s: %w", ErrUnavailable, service, err)
 	}
-	return nil
 }

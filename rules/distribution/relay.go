@@ -45,7 +45,9 @@ type RelayOptions struct {
 	Stage func(ctx context.Context, item versioning.OutboxItem) (*watch.Selector, error)
 	// OnPublished is called after a version reached the bucket (or was
 	// already there), before the row is marked done; the Ledger's Published
-	// fits.
+	// fits. If it fails, the row is not marked done and is retried like a
+	// failed publication (the version is then a duplicate, and OnPublished
+	// is called again).
 	OnPublished func(ctx context.Context, env *rules.Envelope, canary *watch.Selector) error
 	// OnUndeliverable is called once when the relay gives up on a row (see
 	// Undeliverable): by the relay whose record reached the store first.
@@ -173,7 +175,7 @@ func NewRelay(o RelayOptions) (*Relay, error) {
 		rows: f.NewCounterVec(prometheus.CounterOpts{Name: "governor_distribution_relay_rows_total",
 			Help: "Outbox rows relayed, by outcome: published, duplicate, superseded, canary, undeliverable (given up: too large for the server or invalid; counted once per row)."}, []string{"outcome"}),
 		failures: f.NewCounterVec(prometheus.CounterOpts{Name: "governor_distribution_relay_failures_total",
-			Help: "Relay failures by stage: claim, publish, mark. The row is retried after its lease."}, []string{"stage"}),
+			Help: "Relay failures by stage: claim, publish, ledger (OnPublished), mark. The row is retried after its lease."}, []string{"stage"}),
 		passes: f.NewCounter(prometheus.CounterOpts{Name: "governor_distribution_relay_passes_total",
 			Help: "Claim passes over the outbox."}),
 		lastBatch: f.NewGauge(prometheus.GaugeOpts{Name: "governor_distribution_relay_last_batch_rows",
@@ -184,7 +186,7 @@ func NewRelay(o RelayOptions) (*Relay, error) {
 	for _, s := range []Outcome{Published, Duplicate, Superseded, Staged, outcomeUndeliverable} {
 		r.m.rows.WithLabelValues(string(s))
 	}
-	for _, s := range []string{"claim", "publish", "mark"} {
+	for _, s := range []string{"claim", "publish", "ledger", "mark"} {
 		r.m.failures.WithLabelValues(s)
 	}
 	return r, nil
@@ -371,11 +373,24 @@ func (r *Relay) relay(ctx context.Context, it versioning.OutboxItem) error {
 	outcome := Staged
 	if sel != nil {
 		_, err = r.o.Publisher.StartCanary(ctx, it.Payload, *sel)
-		if errors.Is(err, ErrStale) {
-			sel = nil // the stable key already has this or a newer version: nothing to stage
+		var stale *staleError
+		if errors.As(err, &stale) {
+			switch {
+			case stale.stable > 0:
+				// The stable key has this or a newer version: Publish says
+				// which (duplicate or superseded) and writes nothing.
+				sel, err = nil, nil
+			case stale.running && stale.staged == it.Version:
+				// Staged by a relay that died before marking the row done.
+				outcome, err = Duplicate, nil
+			default:
+				// A newer version is staged, or this one was aborted: it
+				// must not reach any instance again.
+				outcome, err = Superseded, nil
+			}
 		}
 	}
-	if sel == nil {
+	if sel == nil && err == nil {
 		outcome, _, err = r.o.Publisher.Publish(ctx, it.Payload)
 	}
 	if err != nil {
@@ -385,8 +400,11 @@ func (r *Relay) relay(ctx context.Context, it versioning.OutboxItem) error {
 		return fmt.Errorf("distribution: publish %s v%d: %w", it.Service, it.Version, err)
 	}
 	if r.o.OnPublished != nil && outcome != Superseded {
+		// The row stays claimed until the ledger knows: the retry publishes
+		// a duplicate and tells it again.
 		if err := r.o.OnPublished(ctx, env, sel); err != nil {
-			log.LogAttrs(ctx, slog.LevelWarn, "ledger not told of a publication", slog.Any("err", err))
+			r.m.failures.WithLabelValues("ledger").Inc()
+			return fmt.Errorf("distribution: tell the ledger of %s v%d: %w", it.Service, it.Version, err)
 		}
 	}
 	if err := r.o.Outbox.MarkOutboxDone(ctx, it.ID); err != nil {

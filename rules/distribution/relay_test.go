@@ -306,3 +306,80 @@ func TestRelayRefusesARowWhosePayloadDisagrees(t *testing.T) {
 		})
 	}
 }
+
+// flakyLedgerStore fails SetTarget while fail is set (the rules database
+// restarting).
+type flakyLedgerStore struct {
+	*MemoryStore
+	mu   sync.Mutex
+	fail bool
+}
+
+func (f *flakyLedgerStore) setFail(fail bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fail = fail
+}
+
+func (f *flakyLedgerStore) SetTarget(ctx context.Context, t Target) error {
+	f.mu.Lock()
+	fail := f.fail
+	f.mu.Unlock()
+	if fail {
+		return errors.New("connection refused")
+	}
+	return f.MemoryStore.SetTarget(ctx, t)
+}
+
+// A publication the ledger could not record keeps its row: the relay
+// retries it (a duplicate in the bucket) until the ledger knows the new
+// version, and only then marks the row done.
+func TestRelayKeepsARowTheLedgerDidNotRecord(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Unix(1000, 0))
+	outbox := NewMemoryOutbox(clk)
+	pub := newTestPublisher(t, embedded(t).URL())
+	store := &flakyLedgerStore{MemoryStore: NewMemoryStore()}
+	ledger, err := NewLedger(LedgerOptions{Store: store, Names: pub.Names(), Clock: clk, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	relay, err := NewRelay(RelayOptions{Outbox: outbox, Publisher: pub, OnPublished: ledger.Published, Clock: clk,
+		Registerer: reg, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := outbox.Add(envelope(t, "checkout", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := relay.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	store.setFail(true)
+	if _, err := outbox.Add(envelope(t, "checkout", 2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := relay.Pass(ctx); err == nil {
+		t.Fatal("pass while the ledger cannot record: want its error")
+	}
+	if outbox.Pending() != 1 {
+		t.Fatal("row v2 marked done although the ledger did not record it")
+	}
+	if got := counterValue(t, reg, "governor_distribution_relay_failures_total", "stage", "ledger"); got != 1 {
+		t.Fatalf("ledger failures = %v, want 1", got)
+	}
+	store.setFail(false)
+	if _, err := relay.Pass(ctx); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if outbox.Pending() != 0 {
+		t.Fatal("row v2 not marked done after the ledger recorded it")
+	}
+	if got := counterValue(t, reg, "governor_distribution_relay_rows_total", "outcome", string(Duplicate)); got != 1 {
+		t.Fatalf("duplicate rows = %v, want 1 (the retry of v2)", got)
+	}
+	if tg, ok, err := store.Target(ctx, "checkout"); err != nil || !ok || tg.Stable != 2 {
+		t.Fatalf("ledger target %+v (%v, %v), want stable v2", tg, ok, err)
+	}
+}
