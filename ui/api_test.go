@@ -81,9 +81,9 @@ func TestAPIRulesLifecycle(t *testing.T) {
 	resp, b = e.do(req{method: "GET", path: "/api/v1/services/checkout/canary", session: sid})
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, b, `"canary":{"version":1,"percent":10}`)
-	code, _ = post("/api/v1/services/checkout/canary/promote", ``)
+	code, _ = post("/api/v1/services/checkout/canary/promote", `{"version":1}`)
 	require.Equal(t, http.StatusForbidden, code, "operators do not promote")
-	code, body = post("/api/v1/services/checkout/canary/abort", ``)
+	code, body = post("/api/v1/services/checkout/canary/abort", `{"version":1}`)
 	require.Equal(t, http.StatusOK, code, "%v", body)
 
 	code, body = post("/api/v1/silences", `{"service":"checkout","for":"1m","comment":""}`)

@@ -429,14 +429,14 @@ func TestCanaryStartPromoteAbort(t *testing.T) {
 	_, body = e.do(req{method: "GET", path: "/services/checkout/rules", session: sid})
 	require.Contains(t, body, "v1 is staged to 10 % of the instances.")
 
-	resp, _ = e.do(req{method: "POST", path: "/services/checkout/canary/promote", session: sid, csrf: csrf})
+	resp, _ = e.do(req{method: "POST", path: "/services/checkout/canary/promote", session: sid, csrf: csrf, form: url.Values{"version": {"1"}}})
 	require.Equal(t, http.StatusForbidden, resp.StatusCode, "an operator may not promote")
 	sidB, csrfB := e.session("bob")
-	resp, _ = e.do(req{method: "POST", path: "/services/checkout/canary/promote", session: sidB, csrf: csrfB})
+	resp, _ = e.do(req{method: "POST", path: "/services/checkout/canary/promote", session: sidB, csrf: csrfB, form: url.Values{"version": {"1"}}})
 	require.Equal(t, "/services/checkout/rules", resp.Header.Get("Location"))
 	require.Equal(t, int64(1), e.roll.Stable("checkout"))
 
-	resp, _ = e.do(req{method: "POST", path: "/services/checkout/canary/abort", session: sid, csrf: csrf})
+	resp, _ = e.do(req{method: "POST", path: "/services/checkout/canary/abort", session: sid, csrf: csrf, form: url.Values{"version": {"1"}}})
 	require.Contains(t, resp.Header.Get("Location"), "error=", "nothing to abort")
 	entries, err := e.store.Audit(ctx, versioning.AuditFilter{Service: "checkout", Newest: true, Limit: 2})
 	require.NoError(t, err)

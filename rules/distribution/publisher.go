@@ -20,12 +20,14 @@ var (
 	ErrConflict = errors.New("distribution: conflict")
 	// ErrInvalid: bad input, refused before anything was written.
 	ErrInvalid = errors.New("distribution: invalid input")
-	// ErrNoCanary: promote or abort without a staged version.
+	// ErrNoCanary: promote, abort or selector change without a staged
+	// version.
 	ErrNoCanary = errors.New("distribution: no canary")
 	// ErrStale: a canary that is not newer than the stable version or than
 	// a version staged before, a promotion overtaken by a newer stable
-	// version, or an abort of a canary a newer one replaced (wrapped together
-	// with ErrInvalid).
+	// version, an abort of a canary a newer one replaced, or a promotion,
+	// abort or selector change of a version that is not the one staged
+	// (wrapped together with ErrInvalid).
 	ErrStale = errors.New("distribution: stale version")
 	// ErrUnavailable: NATS could not be reached or refused the operation.
 	ErrUnavailable = errors.New("distribution: unavailable")
@@ -411,12 +413,32 @@ func stagedIn(e jetstream.KeyValueEntry) (*watch.Canary, bool) {
 // canary), nothing is promoted: the canary, which no instance runs any more,
 // is withdrawn as by Abort, and the error wraps ErrStale and ErrInvalid.
 func (p *Publisher) Promote(ctx context.Context, service string) (*rules.Envelope, error) {
+	return p.promote(ctx, service, 0)
+}
+
+// PromoteVersion is Promote of the canary of version, the one the caller
+// looked at: if another version is staged, nothing is promoted and the error
+// wraps ErrStale and ErrInvalid. Only the record read is promoted, so a
+// canary replaced after the check is never promoted in its place.
+func (p *Publisher) PromoteVersion(ctx context.Context, service string, version int64) (*rules.Envelope, error) {
+	if version < 1 {
+		return nil, fmt.Errorf("%w: version: must be a version number, not %d", ErrInvalid, version)
+	}
+	return p.promote(ctx, service, version)
+}
+
+// promote promotes the staged canary, which must be of version unless
+// version is 0.
+func (p *Publisher) promote(ctx context.Context, service string, version int64) (*rules.Envelope, error) {
 	c, rev, err := p.canary(ctx, service)
 	if err != nil {
 		return nil, err
 	}
 	if c == nil {
 		return nil, fmt.Errorf("%w: %s has no staged version to promote", ErrNoCanary, service)
+	}
+	if err := expectCanary(service, "promoted", c, version); err != nil {
+		return nil, err
 	}
 	payload, err := json.Marshal(c.Envelope)
 	if err != nil {
@@ -441,12 +463,31 @@ func (p *Publisher) Promote(ctx context.Context, service string) (*rules.Envelop
 // replaced the one read meanwhile, that one stays staged and the error
 // wraps ErrStale and ErrInvalid.
 func (p *Publisher) Abort(ctx context.Context, service string) (*rules.Envelope, error) {
+	return p.abort(ctx, service, 0)
+}
+
+// AbortVersion is Abort of the canary of version, the one the caller looked
+// at: if another version is staged, it stays staged and the error wraps
+// ErrStale and ErrInvalid.
+func (p *Publisher) AbortVersion(ctx context.Context, service string, version int64) (*rules.Envelope, error) {
+	if version < 1 {
+		return nil, fmt.Errorf("%w: version: must be a version number, not %d", ErrInvalid, version)
+	}
+	return p.abort(ctx, service, version)
+}
+
+// abort removes the staged canary, which must be of version unless version
+// is 0.
+func (p *Publisher) abort(ctx context.Context, service string, version int64) (*rules.Envelope, error) {
 	c, rev, err := p.canary(ctx, service)
 	if err != nil {
 		return nil, err
 	}
 	if c == nil {
 		return nil, fmt.Errorf("%w: %s has no staged version to abort", ErrNoCanary, service)
+	}
+	if err := expectCanary(service, "aborted", c, version); err != nil {
+		return nil, err
 	}
 	deleted, err := p.deleteCanary(ctx, service, rev)
 	if err != nil {
@@ -457,6 +498,61 @@ func (p *Publisher) Abort(ctx context.Context, service string) (*rules.Envelope,
 			ErrInvalid, ErrStale, c.Envelope.Version, service)
 	}
 	return c.Envelope, nil
+}
+
+// expectCanary refuses, with an ErrStale and ErrInvalid naming both
+// versions, a staged canary c that is not of version (0: any version).
+func expectCanary(service, action string, c *watch.Canary, version int64) error {
+	if version == 0 || c.Envelope.Version == version {
+		return nil
+	}
+	return fmt.Errorf("%w: %w: canary version %d of %s not %s: version %d is staged now",
+		ErrInvalid, ErrStale, version, service, action, c.Envelope.Version)
+}
+
+// SetCanarySelector changes which instances run the staged canary of
+// version (a 10 % canary widened to 50 %, say) and returns its envelope.
+// StartCanary refuses the running version again, as a relay retrying a row
+// must; this is how a person restages it to another share. If no canary is
+// staged the error wraps ErrNoCanary; if another version is, ErrStale and
+// ErrInvalid. The write is a compare-and-set on the canary record's
+// revision, so a canary replaced, promoted or aborted meanwhile is never
+// brought back.
+func (p *Publisher) SetCanarySelector(ctx context.Context, service string, version int64, sel watch.Selector) (*rules.Envelope, error) {
+	if err := sel.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	for {
+		c, rev, err := p.canary(ctx, service)
+		if err != nil {
+			return nil, err
+		}
+		if c == nil {
+			return nil, fmt.Errorf("%w: %s has no staged version %d to change", ErrNoCanary, service, version)
+		}
+		if err := expectCanary(service, "changed", c, version); err != nil {
+			return nil, err
+		}
+		value, err := watch.EncodeCanary(&watch.Canary{Selector: sel, Envelope: c.Envelope})
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+		key := p.names.CanaryKey(service)
+		if err := p.fits(c.Envelope, key, len(value)); err != nil {
+			return nil, err
+		}
+		cctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
+		_, err = p.kv.Update(cctx, key, value, rev)
+		cancel()
+		switch {
+		case err == nil:
+			return c.Envelope, nil
+		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+			continue // replaced, promoted or aborted meanwhile: look again
+		default:
+			return nil, fmt.Errorf("%w: put canary of %s: %w", ErrUnavailable, service, err)
+		}
+	}
 }
 
 // deleteCanary removes the service's canary record if its revision is

@@ -80,10 +80,26 @@ func (a *API) startCanary(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, map[string]any{"version": v.Number, "percent": req.Percent})
 }
 
+// CanaryActionRequest is the body of POST /services/{service}/canary/promote
+// and /abort: the version the caller saw staged. If another version is
+// staged now, nothing changes (409).
+type CanaryActionRequest struct {
+	Version int64 `json:"version"`
+}
+
 func (a *API) canaryAction(kind string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		svc, ok := a.rollouts(w, r)
 		if !ok {
+			return
+		}
+		var req CanaryActionRequest
+		if err := a.decode(w, r, &req); err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		if req.Version < 1 {
+			a.fail(w, r, &versioning.InputError{Errors: []rules.FieldError{{Field: "version", Problem: "required: the staged version number to " + kind}}})
 			return
 		}
 		var (
@@ -91,9 +107,9 @@ func (a *API) canaryAction(kind string) http.HandlerFunc {
 			err error
 		)
 		if kind == "promote" {
-			n, err = a.o.Rollouts.Promote(r.Context(), svc)
+			n, err = a.o.Rollouts.Promote(r.Context(), svc, req.Version)
 		} else {
-			n, err = a.o.Rollouts.Abort(r.Context(), svc)
+			n, err = a.o.Rollouts.Abort(r.Context(), svc, req.Version)
 		}
 		if err != nil {
 			a.fail(w, r, err)

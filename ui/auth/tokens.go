@@ -14,7 +14,9 @@ const tokenPrefix = "gov_"
 
 // CreateToken issues an API token for user with the given scopes (role
 // names, each of which the user must hold) and optional lifetime (0: no
-// expiry). The returned secret is shown once and never stored.
+// expiry). The returned secret is shown once and never stored. A token
+// acting for its user (by.Token set) grants no scope beyond its own roles
+// and no lifetime beyond its own expiry: a token never mints a broader one.
 func (m *Manager) CreateToken(ctx context.Context, by *Principal, user, label string, scopes []versioning.Role, ttl time.Duration) (string, Token, error) {
 	if label == "" || len(label) > 100 {
 		return "", Token{}, fmt.Errorf("%w: label: required, at most 100 bytes", ErrInvalid)
@@ -28,6 +30,17 @@ func (m *Manager) CreateToken(ctx context.Context, by *Principal, user, label st
 	if by == nil || (by.User.Name != user && !by.Has(versioning.RoleAdmin)) {
 		return "", Token{}, fmt.Errorf("%w: only admins create tokens for other users", ErrForbidden)
 	}
+	now := m.o.Clock.Now().UTC()
+	if by.Token != nil {
+		for _, s := range scopes {
+			if !slices.Contains(by.Roles, s) {
+				return "", Token{}, fmt.Errorf("%w: scopes: the token acting holds no role %q; it may not grant it", ErrForbidden, s)
+			}
+		}
+		if exp := by.Token.ExpiresAt; !exp.IsZero() && (ttl == 0 || now.Add(ttl).After(exp)) {
+			return "", Token{}, fmt.Errorf("%w: ttl: the token acting expires at %s; a token it creates may not outlive it", ErrForbidden, exp.Format(time.RFC3339))
+		}
+	}
 	u, err := m.User(ctx, user)
 	if err != nil {
 		return "", Token{}, err
@@ -37,7 +50,6 @@ func (m *Manager) CreateToken(ctx context.Context, by *Principal, user, label st
 			return "", Token{}, fmt.Errorf("%w: scopes: %s does not hold role %q", ErrInvalid, user, s)
 		}
 	}
-	now := m.o.Clock.Now().UTC()
 	t := Token{ID: strings.ToLower(randomString(9)), User: user, Label: label, Scopes: scopes, CreatedAt: now}
 	t.ID = strings.NewReplacer("_", "x", "-", "y").Replace(t.ID)
 	var expires int64

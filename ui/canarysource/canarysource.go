@@ -35,16 +35,22 @@ func New(p *distribution.Publisher) (*Source, error) {
 // Canary returns the staged version, nil if none.
 func (s *Source) Canary(ctx context.Context, service string) (*model.CanaryState, error) {
 	c, err := s.p.Canary(ctx, service)
-	if err != nil || c == nil || c.Envelope == nil {
-		return nil, err
+	if err != nil {
+		return nil, translate(err, model.ErrInvalid)
+	}
+	if c == nil || c.Envelope == nil {
+		return nil, nil
 	}
 	return &model.CanaryState{Version: c.Envelope.Version, Percent: c.Selector.Percent, Labels: c.Selector.Labels}, nil
 }
 
-// StartCanary stages v to percent of the instances.
+// StartCanary stages v to percent of the instances. If v (the same content)
+// already is the running canary, it changes the share the canary runs on:
+// the publisher's StartCanary refuses a version it staged before, which
+// the relay needs, but a person widens a running canary by staging it again.
 func (s *Source) StartCanary(ctx context.Context, v versioning.Version, percent float64) error {
-	if percent <= 0 || percent >= 100 {
-		return fmt.Errorf("%w: percent: must be above 0 and below 100", model.ErrInvalid)
+	if err := model.ValidPercent(percent); err != nil {
+		return err
 	}
 	env, err := rules.NewEnvelope(v.Number, v.Ruleset)
 	if err != nil {
@@ -54,27 +60,64 @@ func (s *Source) StartCanary(ctx context.Context, v versioning.Version, percent 
 	if err != nil {
 		return err
 	}
-	_, err = s.p.StartCanary(ctx, payload, watch.Selector{Percent: percent})
-	return err
+	sel := watch.Selector{Percent: percent}
+	running, err := s.p.Canary(ctx, env.Service)
+	if err != nil {
+		return translate(err, model.ErrInvalid)
+	}
+	if running != nil && running.Envelope.Version == env.Version && running.Envelope.Checksum == env.Checksum {
+		_, err = s.p.SetCanarySelector(ctx, env.Service, env.Version, sel)
+	} else {
+		_, err = s.p.StartCanary(ctx, payload, sel)
+	}
+	// A stale version here is the person's mistake (not newer than the
+	// stable version or one staged before): invalid input.
+	return translate(err, model.ErrInvalid)
 }
 
-// Promote writes the staged version to the stable key.
-func (s *Source) Promote(ctx context.Context, service string) (int64, error) {
-	env, err := s.p.Promote(ctx, service)
+// Promote writes the staged version, which must be version, to the stable
+// key.
+func (s *Source) Promote(ctx context.Context, service string, version int64) (int64, error) {
+	env, err := s.p.PromoteVersion(ctx, service, version)
 	if err != nil {
-		return 0, err
+		// Stale here: another version is staged than the one the person
+		// saw, or a newer stable version overtook it.
+		return 0, translate(err, model.ErrConflict)
 	}
 	return env.Version, nil
 }
 
-// Abort deletes the canary key.
-func (s *Source) Abort(ctx context.Context, service string) (int64, error) {
-	env, err := s.p.Abort(ctx, service)
+// Abort deletes the canary key if it holds version.
+func (s *Source) Abort(ctx context.Context, service string, version int64) (int64, error) {
+	env, err := s.p.AbortVersion(ctx, service, version)
 	if err != nil {
-		return 0, err
-	}
-	if env == nil {
-		return 0, nil
+		return 0, translate(err, model.ErrConflict)
 	}
 	return env.Version, nil
+}
+
+// translate gives a publisher error the model's meaning, keeping its text,
+// which says why: ErrStale becomes stale (model.ErrInvalid when the
+// person's input is at fault, model.ErrConflict when the canary changed
+// since they looked). Other errors, which the UI does not expect, are
+// returned as they are (an internal error).
+func translate(err error, stale error) error {
+	var kind error
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, distribution.ErrNoCanary):
+		kind = model.ErrNotFound
+	case errors.Is(err, distribution.ErrStale):
+		kind = stale
+	case errors.Is(err, distribution.ErrConflict):
+		kind = model.ErrConflict
+	case errors.Is(err, distribution.ErrInvalid):
+		kind = model.ErrInvalid
+	case errors.Is(err, distribution.ErrUnavailable):
+		kind = model.ErrUnavailable
+	default:
+		return err
+	}
+	return fmt.Errorf("%w: %w", kind, err)
 }

@@ -2,10 +2,21 @@ package model
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"sync"
 
 	"governor.dev/governor/rules/versioning"
+)
+
+// Errors of Rollouts besides ErrInvalid and ErrNotFound (no canary staged).
+var (
+	// ErrConflict: the canary is not the one the caller looked at (another
+	// version is staged, or a newer stable version overtook it).
+	ErrConflict = errors.New("model: conflict")
+	// ErrUnavailable: the distribution plane could not be reached.
+	ErrUnavailable = errors.New("model: unavailable")
 )
 
 // CanaryState is a version staged to a share of a service's instances.
@@ -20,12 +31,25 @@ type CanaryState struct {
 type Rollouts interface {
 	// Canary returns the staged version of a service, nil if none.
 	Canary(ctx context.Context, service string) (*CanaryState, error)
-	// StartCanary stages v to percent (0 < percent < 100) of the instances.
+	// StartCanary stages v to percent (0 < percent < 100) of the instances;
+	// if v already is the staged version, it changes its share.
 	StartCanary(ctx context.Context, v versioning.Version, percent float64) error
-	// Promote makes the staged version the stable one for everyone.
-	Promote(ctx context.Context, service string) (int64, error)
-	// Abort removes the staged version; its instances return to stable.
-	Abort(ctx context.Context, service string) (int64, error)
+	// Promote makes the staged version the stable one for everyone. version
+	// is the one the person looked at: if another is staged, nothing
+	// changes and the error is an ErrConflict naming both.
+	Promote(ctx context.Context, service string, version int64) (int64, error)
+	// Abort removes the staged version, which must be version (else
+	// ErrConflict); its instances return to stable.
+	Abort(ctx context.Context, service string, version int64) (int64, error)
+}
+
+// ValidPercent refuses a canary share that is not above 0 and below 100
+// (NaN included: it compares false with everything).
+func ValidPercent(percent float64) error {
+	if math.IsNaN(percent) || percent <= 0 || percent >= 100 {
+		return invalid(fmt.Sprintf("percent: must be above 0 and below 100, not %v", percent))
+	}
+	return nil
 }
 
 // MemoryRollouts is an in-memory Rollouts for the dev stack and tests.
@@ -53,8 +77,8 @@ func (m *MemoryRollouts) Canary(_ context.Context, service string) (*CanaryState
 
 // StartCanary stages v.
 func (m *MemoryRollouts) StartCanary(_ context.Context, v versioning.Version, percent float64) error {
-	if percent <= 0 || percent >= 100 {
-		return invalid("percent: must be above 0 and below 100")
+	if err := ValidPercent(percent); err != nil {
+		return err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -62,29 +86,41 @@ func (m *MemoryRollouts) StartCanary(_ context.Context, v versioning.Version, pe
 	return nil
 }
 
-// Promote makes the canary stable.
-func (m *MemoryRollouts) Promote(_ context.Context, service string) (int64, error) {
+// Promote makes the canary of version stable.
+func (m *MemoryRollouts) Promote(_ context.Context, service string, version int64) (int64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	c, ok := m.canary[service]
-	if !ok {
-		return 0, fmt.Errorf("%w: no canary for %s", ErrNotFound, service)
+	c, err := m.staged(service, version, "promoted")
+	if err != nil {
+		return 0, err
 	}
 	delete(m.canary, service)
 	m.stable[service] = c.Version
 	return c.Version, nil
 }
 
-// Abort drops the canary.
-func (m *MemoryRollouts) Abort(_ context.Context, service string) (int64, error) {
+// Abort drops the canary of version.
+func (m *MemoryRollouts) Abort(_ context.Context, service string, version int64) (int64, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	c, ok := m.canary[service]
-	if !ok {
-		return 0, fmt.Errorf("%w: no canary for %s", ErrNotFound, service)
+	c, err := m.staged(service, version, "aborted")
+	if err != nil {
+		return 0, err
 	}
 	delete(m.canary, service)
 	return c.Version, nil
+}
+
+// staged returns the canary of service if it is of version; m.mu is held.
+func (m *MemoryRollouts) staged(service string, version int64, action string) (CanaryState, error) {
+	c, ok := m.canary[service]
+	if !ok {
+		return CanaryState{}, fmt.Errorf("%w: no canary for %s", ErrNotFound, service)
+	}
+	if c.Version != version {
+		return CanaryState{}, fmt.Errorf("%w: canary version %d of %s not %s: version %d is staged now", ErrConflict, version, service, action, c.Version)
+	}
+	return c, nil
 }
 
 // Stable returns the version Promote last made stable.

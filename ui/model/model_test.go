@@ -3,6 +3,7 @@ package model_test
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -127,4 +128,32 @@ func FuzzParseSilence(f *testing.F) {
 		require.NotEmpty(t, s.Service)
 		require.NotEmpty(t, s.Comment)
 	})
+}
+
+// TestMemoryRolloutsActOnTheVersionShown: promote and abort name the
+// version the person saw; with another one staged they change nothing and
+// say so (ErrConflict, both versions named). A share that is not a number
+// in (0, 100), NaN included, is refused naming percent.
+func TestMemoryRolloutsActOnTheVersionShown(t *testing.T) {
+	ctx := context.Background()
+	m := model.NewMemoryRollouts()
+	v := func(n int64) versioning.Version { return versioning.Version{Service: "checkout", Number: n} }
+	for _, pct := range []float64{math.NaN(), math.Inf(1), math.Inf(-1), 0, 100} {
+		err := m.StartCanary(ctx, v(2), pct)
+		require.ErrorIs(t, err, model.ErrInvalid, "percent %v", pct)
+		require.Contains(t, err.Error(), "percent:")
+	}
+	require.NoError(t, m.StartCanary(ctx, v(3), 10))
+	_, err := m.Promote(ctx, "checkout", 2)
+	require.ErrorIs(t, err, model.ErrConflict)
+	require.Contains(t, err.Error(), "version 2")
+	require.Contains(t, err.Error(), "version 3")
+	_, err = m.Abort(ctx, "checkout", 2)
+	require.ErrorIs(t, err, model.ErrConflict)
+	require.Zero(t, m.Stable("checkout"))
+	n, err := m.Promote(ctx, "checkout", 3)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), n)
+	_, err = m.Abort(ctx, "checkout", 3)
+	require.ErrorIs(t, err, model.ErrNotFound)
 }

@@ -1,6 +1,7 @@
 package pages
 
 import (
+	"fmt"
 	"net/http"
 	"time"
 
@@ -39,8 +40,18 @@ func (p *Pages) accountError(w http.ResponseWriter, r *http.Request, err error) 
 	p.renderAccount(w, r, status, accountData{Error: httperr.Message(err)})
 }
 
+// errTokenBySession: a bearer token must not mint or revoke tokens (a
+// read-only token would grant itself its user's other roles, or revoke the
+// user's other tokens, and bearer requests skip CSRF): that takes the user
+// at a browser, logged in.
+var errTokenBySession = fmt.Errorf("%w: API tokens are created and revoked from a logged-in browser session, not with an API token", auth.ErrForbidden)
+
 func (p *Pages) createToken(w http.ResponseWriter, r *http.Request) {
 	pr := auth.FromContext(r.Context())
+	if pr.Session == nil {
+		p.fail(w, r, errTokenBySession)
+		return
+	}
 	_ = r.ParseForm()
 	var scopes []versioning.Role
 	for _, s := range r.PostForm["scope"] {
@@ -60,7 +71,12 @@ func (p *Pages) createToken(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *Pages) revokeToken(w http.ResponseWriter, r *http.Request) {
-	if err := p.o.Auth.RevokeToken(r.Context(), auth.FromContext(r.Context()), chi.URLParam(r, "id")); err != nil {
+	pr := auth.FromContext(r.Context())
+	if pr.Session == nil {
+		p.fail(w, r, errTokenBySession)
+		return
+	}
+	if err := p.o.Auth.RevokeToken(r.Context(), pr, chi.URLParam(r, "id")); err != nil {
 		p.accountError(w, r, err)
 		return
 	}

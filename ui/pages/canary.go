@@ -69,7 +69,10 @@ func (p *Pages) promoteCanary(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, r, firstErr(err, httperrUnavailable()))
 		return
 	}
-	n, err := p.o.Rollouts.Promote(r.Context(), svc)
+	n, err := stagedVersion(r)
+	if err == nil {
+		n, err = p.o.Rollouts.Promote(r.Context(), svc, n)
+	}
 	p.canaryDone(w, r, svc, ActionCanaryPromote, n, map[string]any{}, err)
 }
 
@@ -79,8 +82,21 @@ func (p *Pages) abortCanary(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, r, firstErr(err, httperrUnavailable()))
 		return
 	}
-	n, err := p.o.Rollouts.Abort(r.Context(), svc)
+	n, err := stagedVersion(r)
+	if err == nil {
+		n, err = p.o.Rollouts.Abort(r.Context(), svc, n)
+	}
 	p.canaryDone(w, r, svc, ActionCanaryAbort, n, map[string]any{}, err)
+}
+
+// stagedVersion is the version the promote and abort forms showed (field
+// "version"): the action applies to it only, never to a canary staged since.
+func stagedVersion(r *http.Request) (int64, error) {
+	n, err := strconv.ParseInt(r.PostFormValue("version"), 10, 64)
+	if err != nil || n < 1 {
+		return 0, httperrBad("version: must be the staged version number")
+	}
+	return n, nil
 }
 
 func httperrUnavailable() error {

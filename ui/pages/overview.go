@@ -36,7 +36,8 @@ func (p *Pages) overview(w http.ResponseWriter, r *http.Request) {
 
 // overviewEvents streams the overview's rows and summary as Server-Sent
 // Events ("rows" and "summary", HTML rendered by the same templates as the
-// page) every LiveInterval until the client goes away.
+// page) every LiveInterval until the client goes away or its session or
+// token ends ("end").
 func (p *Pages) overviewEvents(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{}) // a stream outlives the server's write timeout
@@ -46,12 +47,22 @@ func (p *Pages) overviewEvents(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	ctx := r.Context()
 	pr := auth.FromContext(ctx)
+	// The middleware resolved the token from this header; only its secret
+	// resolves it again.
+	bearer, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	for {
 		// A stream lives no longer than its session: logout, expiry or a
-		// role change ends it.
+		// role change ends it. Nor than its API token: revocation, expiry
+		// or the deletion of its user ends it.
 		if pr != nil && pr.Session != nil {
 			if _, err := p.o.Auth.SessionPrincipal(ctx, pr.Session.ID); errors.Is(err, auth.ErrUnauthenticated) {
 				_ = writeEvent(w, "end", "session ended")
+				return
+			}
+		}
+		if pr != nil && pr.Token != nil {
+			if _, err := p.o.Auth.TokenPrincipal(ctx, bearer); errors.Is(err, auth.ErrUnauthenticated) {
+				_ = writeEvent(w, "end", "token no longer valid")
 				return
 			}
 		}

@@ -57,6 +57,8 @@ var static = []mapping{
 	{auth.ErrUnavailable, http.StatusServiceUnavailable, false},
 	{model.ErrInvalid, http.StatusUnprocessableEntity, true},
 	{model.ErrNotFound, http.StatusNotFound, true},
+	{model.ErrConflict, http.StatusConflict, true},
+	{model.ErrUnavailable, http.StatusServiceUnavailable, false},
 	{configstore.ErrConflict, http.StatusConflict, true},
 	{alerts.ErrInvalid, http.StatusUnprocessableEntity, true},
 	{alerts.ErrNotFound, http.StatusNotFound, true},

@@ -1,0 +1,266 @@
+package ui_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"governor.dev/governor/internal/natsembed"
+	"governor.dev/governor/rules/distribution"
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/sdk/rules"
+	"governor.dev/governor/sdk/watch"
+	"governor.dev/governor/ui"
+	"governor.dev/governor/ui/canarysource"
+)
+
+// approveV2AndV3 approves the seeded proposal v2 and a v3 based on it.
+func (e *env) approveV2AndV3() (v2, v3 versioning.Version) {
+	e.t.Helper()
+	ctx := context.Background()
+	bob := versioning.Actor{Name: "bob", Roles: roleUsers["bob"]}
+	alice := versioning.Actor{Name: "alice", Roles: roleUsers["alice"]}
+	v2, err := e.store.Approve(ctx, "checkout", 2, bob, "ok")
+	require.NoError(e.t, err)
+	v3, err = e.store.Propose(ctx, versioning.Proposal{BaseVersion: 2, Ruleset: ruleset("checkout", 999), Author: alice, Reason: "other"})
+	require.NoError(e.t, err)
+	v3, err = e.store.Approve(ctx, "checkout", v3.Number, bob, "ok")
+	require.NoError(e.t, err)
+	return v2, v3
+}
+
+// formFields returns the hidden fields of the form posting to action on
+// the page.
+func formFields(t *testing.T, page, action string) url.Values {
+	t.Helper()
+	form := regexp.MustCompile(`(?s)<form[^>]*action="` + regexp.QuoteMeta(action) + `">(.*?)</form>`).FindStringSubmatch(page)
+	require.NotNil(t, form, "no form posting to %s", action)
+	fields := url.Values{}
+	for _, m := range regexp.MustCompile(`<input type="hidden" name="([^"]+)" value="([^"]*)"`).FindAllStringSubmatch(form[1], -1) {
+		fields.Set(m[1], m[2])
+	}
+	return fields
+}
+
+// TestCanaryFormsActOnlyOnVersionShown: the rules page's promote and abort
+// forms carry the version they show; if the canary was replaced after the
+// page was rendered, submitting them changes nothing and says which
+// version is staged now (409, shown as the page's error banner).
+func TestCanaryFormsActOnlyOnVersionShown(t *testing.T) {
+	e := newEnv(t)
+	e.seed()
+	ctx := context.Background()
+	v2, v3 := e.approveV2AndV3()
+	require.NoError(t, e.roll.StartCanary(ctx, v2, 10))
+
+	sid, _ := e.session("bob")
+	resp, page := e.do(req{method: "GET", path: "/services/checkout/rules", session: sid})
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, page, "Promote v2 to everyone")
+	promote := formFields(t, page, "/services/checkout/canary/promote")
+	abort := formFields(t, page, "/services/checkout/canary/abort")
+	require.Equal(t, "2", promote.Get("version"))
+	require.Equal(t, "2", abort.Get("version"))
+
+	// Meanwhile an operator replaces the canary with v3.
+	_, err := e.roll.Abort(ctx, "checkout", v2.Number)
+	require.NoError(t, err)
+	require.NoError(t, e.roll.StartCanary(ctx, v3, 10))
+
+	for action, fields := range map[string]url.Values{"promote": promote, "abort": abort} {
+		resp, _ = e.do(req{method: "POST", path: "/services/checkout/canary/" + action, session: sid, csrf: fields.Get("csrf"), form: fields})
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, action)
+		loc, err := url.Parse(resp.Header.Get("Location"))
+		require.NoError(t, err)
+		msg := loc.Query().Get("error")
+		require.Contains(t, msg, "version 2", "%s: %s", action, msg)
+		require.Contains(t, msg, "version 3", "%s: %s", action, msg)
+	}
+	require.Zero(t, e.roll.Stable("checkout"), "nothing promoted")
+	c, err := e.roll.Canary(ctx, "checkout")
+	require.NoError(t, err)
+	require.Equal(t, v3.Number, c.Version, "v3 still staged")
+
+	// A form without the version is refused.
+	csrf := promote.Get("csrf")
+	resp, _ = e.do(req{method: "POST", path: "/services/checkout/canary/promote", session: sid, csrf: csrf})
+	require.Contains(t, resp.Header.Get("Location"), "version%3A+must+be")
+
+	// The page as it is now promotes v3.
+	_, page = e.do(req{method: "GET", path: "/services/checkout/rules", session: sid})
+	fields := formFields(t, page, "/services/checkout/canary/promote")
+	resp, _ = e.do(req{method: "POST", path: "/services/checkout/canary/promote", session: sid, csrf: fields.Get("csrf"), form: fields})
+	require.Equal(t, "/services/checkout/rules", resp.Header.Get("Location"))
+	require.Equal(t, v3.Number, e.roll.Stable("checkout"))
+}
+
+// TestCanaryAPIPromoteAbortNameTheVersion: POST .../canary/promote and
+// .../canary/abort require the staged version in the body (422 naming
+// "version" without it) and refuse another one with 409 naming both.
+func TestCanaryAPIPromoteAbortNameTheVersion(t *testing.T) {
+	e := newEnv(t)
+	e.seed()
+	ctx := context.Background()
+	_, v3 := e.approveV2AndV3()
+	require.NoError(t, e.roll.StartCanary(ctx, v3, 10))
+	sid, csrf := e.session("alice")
+	post := func(path, body string) (int, map[string]any) {
+		resp, b := e.do(req{method: "POST", path: path, json: body, session: sid, csrf: csrf})
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(b), &m), b)
+		return resp.StatusCode, m
+	}
+	for _, action := range []string{"promote", "abort"} {
+		path := "/api/v1/services/checkout/canary/" + action
+		code, body := post(path, `{}`)
+		require.Equal(t, http.StatusUnprocessableEntity, code, "%s without a version: %v", action, body)
+		require.Equal(t, "version", body["fields"].([]any)[0].(map[string]any)["field"])
+		code, body = post(path, `{"version":2}`)
+		require.Equal(t, http.StatusConflict, code, "%s of v2 while v3 is staged: %v", action, body)
+		require.Contains(t, body["error"], "version 2")
+		require.Contains(t, body["error"], "version 3")
+	}
+	require.Zero(t, e.roll.Stable("checkout"))
+	code, body := post("/api/v1/services/checkout/canary/promote", `{"version":3}`)
+	require.Equal(t, http.StatusOK, code, "%v", body)
+	require.EqualValues(t, 3, body["version"])
+	require.Equal(t, v3.Number, e.roll.Stable("checkout"))
+}
+
+// canaryEnv is the UI with canary rollouts on a real Publisher (embedded
+// JetStream), as cmd/web and the engine wire it.
+func canaryEnv(t *testing.T) (*env, *distribution.Publisher) {
+	t.Helper()
+	ctx := context.Background()
+	e := newEnv(t)
+	srv, err := natsembed.Start(natsembed.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv.Close() })
+	nc, err := nats.Connect(srv.URL())
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	names, err := watch.NewNames("uicanary")
+	require.NoError(t, err)
+	pub, err := distribution.NewPublisher(ctx, js, distribution.PublisherOptions{Names: names, Storage: jetstream.MemoryStorage, Timeout: 2 * time.Second})
+	require.NoError(t, err)
+	src, err := canarysource.New(pub)
+	require.NoError(t, err)
+	h, err := ui.New(ui.Options{Rules: e.store, Auth: e.auth, Fleet: e.fleet, Alerts: e.alerts, Rollouts: src, Clock: e.clk})
+	require.NoError(t, err)
+	e.srv.Close()
+	e.srv = httptest.NewServer(h)
+	t.Cleanup(e.srv.Close)
+	return e, pub
+}
+
+// TestCanaryMistakesAreClientErrors: with the real canary source, ordinary
+// mistakes (promote with nothing staged, stage a version older than the
+// stable one, a share that is not a number, promote a version replaced
+// meanwhile) come back as 4xx saying what is wrong, and as the rules
+// page's error banner, never as 500 "Internal error".
+func TestCanaryMistakesAreClientErrors(t *testing.T) {
+	e, pub := canaryEnv(t)
+	e.seed()
+	ctx := context.Background()
+	v2, v3 := e.approveV2AndV3()
+	env, err := rules.NewEnvelope(v2.Number, v2.Ruleset)
+	require.NoError(t, err)
+	payload, err := json.Marshal(env)
+	require.NoError(t, err)
+	_, _, err = pub.Publish(ctx, payload) // the relay delivered v2: stable is v2
+	require.NoError(t, err)
+
+	sid, csrf := e.session("alice")
+	resp, body := e.do(req{method: "POST", path: "/api/v1/services/checkout/canary/promote", json: `{"version":3}`, session: sid, csrf: csrf})
+	require.Equal(t, http.StatusNotFound, resp.StatusCode, "promote with nothing staged: %s", body)
+	require.Contains(t, body, "no staged version")
+	resp, body = e.do(req{method: "POST", path: "/api/v1/services/checkout/canary", json: `{"version":1,"percent":10}`, session: sid, csrf: csrf})
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode, "canary of v1 while v2 is stable: %s", body)
+	require.Contains(t, body, "stable version 2")
+
+	banner := func(resp *http.Response) string {
+		t.Helper()
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+		loc, err := url.Parse(resp.Header.Get("Location"))
+		require.NoError(t, err)
+		require.Equal(t, "/services/checkout/rules", loc.Path)
+		return loc.Query().Get("error")
+	}
+	resp, _ = e.do(req{method: "POST", path: "/services/checkout/canary/abort", session: sid, csrf: csrf, form: url.Values{"version": {"3"}}})
+	require.Contains(t, banner(resp), "no staged version")
+	resp, _ = e.do(req{method: "POST", path: "/services/checkout/canary", session: sid, csrf: csrf, form: url.Values{"version": {"1"}, "percent": {"10"}}})
+	require.Contains(t, banner(resp), "stable version 2")
+	for _, pct := range []string{"NaN", "Inf", "-Inf"} {
+		resp, _ = e.do(req{method: "POST", path: "/services/checkout/canary", session: sid, csrf: csrf, form: url.Values{"version": {"3"}, "percent": {pct}}})
+		require.Contains(t, banner(resp), "percent:", pct)
+	}
+	c, err := pub.Canary(ctx, "checkout")
+	require.NoError(t, err)
+	require.Nil(t, c, "nothing staged")
+
+	// The approver saw v3 staged; it was aborted and v4 staged meanwhile.
+	alice := versioning.Actor{Name: "alice", Roles: roleUsers["alice"]}
+	bob := versioning.Actor{Name: "bob", Roles: roleUsers["bob"]}
+	v4, err := e.store.Propose(ctx, versioning.Proposal{BaseVersion: v3.Number, Ruleset: ruleset("checkout", 400), Author: alice, Reason: "more"})
+	require.NoError(t, err)
+	v4, err = e.store.Approve(ctx, "checkout", v4.Number, bob, "ok")
+	require.NoError(t, err)
+	resp, _ = e.do(req{method: "POST", path: "/services/checkout/canary", session: sid, csrf: csrf, form: url.Values{"version": {"3"}, "percent": {"10"}}})
+	require.Equal(t, "", banner(resp))
+	_, page := e.do(req{method: "GET", path: "/services/checkout/rules", session: sid})
+	fields := formFields(t, page, "/services/checkout/canary/promote")
+	resp, body = e.do(req{method: "POST", path: "/api/v1/services/checkout/canary/abort", json: `{"version":3}`, session: sid, csrf: csrf})
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	resp, body = e.do(req{method: "POST", path: "/api/v1/services/checkout/canary", json: `{"version":4,"percent":10}`, session: sid, csrf: csrf})
+	require.Equal(t, http.StatusCreated, resp.StatusCode, body)
+	resp, _ = e.do(req{method: "POST", path: "/services/checkout/canary/promote", session: sid, csrf: fields.Get("csrf"), form: fields})
+	msg := banner(resp)
+	require.Contains(t, msg, "version 3")
+	require.Contains(t, msg, "version 4 is staged")
+	latest, err := pub.Latest(ctx, "checkout")
+	require.NoError(t, err)
+	require.Equal(t, v2.Number, latest.Version, "v4 was not promoted")
+	_, page = e.do(req{method: "GET", path: "/services/checkout/rules?error=" + url.QueryEscape(msg), session: sid})
+	require.True(t, strings.Contains(page, `banner-error`), "the page shows the error banner")
+}
+
+// TestCanaryWidenRunningVersion: staging the running canary's version again
+// with a larger share (the 10 % to 50 % step of a progressive rollout)
+// widens it, through the API and the page, on the real publisher, whose
+// StartCanary refuses a version staged before.
+func TestCanaryWidenRunningVersion(t *testing.T) {
+	e, pub := canaryEnv(t)
+	e.seed()
+	ctx := context.Background()
+	_, v3 := e.approveV2AndV3()
+	sid, csrf := e.session("otto")
+	resp, body := e.do(req{method: "POST", path: "/api/v1/services/checkout/canary", json: `{"version":3,"percent":10}`, session: sid, csrf: csrf})
+	require.Equal(t, http.StatusCreated, resp.StatusCode, body)
+	resp, body = e.do(req{method: "POST", path: "/api/v1/services/checkout/canary", json: `{"version":3,"percent":50}`, session: sid, csrf: csrf})
+	require.Equal(t, http.StatusCreated, resp.StatusCode, body)
+	c, err := pub.Canary(ctx, "checkout")
+	require.NoError(t, err)
+	require.Equal(t, v3.Number, c.Envelope.Version)
+	require.Equal(t, 50.0, c.Selector.Percent)
+
+	resp, _ = e.do(req{method: "POST", path: "/services/checkout/canary", session: sid, csrf: csrf, form: url.Values{"version": {"3"}, "percent": {"75"}}})
+	require.Equal(t, "/services/checkout/rules", resp.Header.Get("Location"))
+	_, page := e.do(req{method: "GET", path: "/services/checkout/rules", session: sid})
+	require.Contains(t, page, "v3 is staged to 75 % of the instances.")
+
+	// An older version is still refused while v3 runs.
+	resp, body = e.do(req{method: "POST", path: "/api/v1/services/checkout/canary", json: `{"version":2,"percent":50}`, session: sid, csrf: csrf})
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode, body)
+}
