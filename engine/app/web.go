@@ -137,7 +137,7 @@ func (a *App) startUI(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: ui charts: %w", ErrStart, err)
 	}
-	rollouts, err := canarysource.New(a.plane.Publisher())
+	rollouts, err := canarysource.New(a.plane)
 	if err != nil {
 		return fmt.Errorf("%w: ui rollouts: %w", ErrStart, err)
 	}

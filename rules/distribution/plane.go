@@ -119,20 +119,59 @@ func (p *Plane) StartCanary(ctx context.Context, payload []byte, sel watch.Selec
 	return env, p.ledger.Published(ctx, env, &sel)
 }
 
-// Promote publishes a service's staged version to every instance.
-func (p *Plane) Promote(ctx context.Context, service string) (*rules.Envelope, error) {
-	env, err := p.pub.Promote(ctx, service)
+// Canary returns the staged version of a service; (nil, nil) if none.
+func (p *Plane) Canary(ctx context.Context, service string) (*watch.Canary, error) {
+	return p.pub.Canary(ctx, service)
+}
+
+// SetCanarySelector changes the instances the running canary of version
+// runs on (Publisher.SetCanarySelector), and tells the ledger.
+func (p *Plane) SetCanarySelector(ctx context.Context, service string, version int64, sel watch.Selector) (*rules.Envelope, error) {
+	env, err := p.pub.SetCanarySelector(ctx, service, version, sel)
 	if err != nil {
 		return nil, err
 	}
-	return env, p.ledger.Published(ctx, env, nil)
+	return env, p.ledger.Published(ctx, env, &sel)
+}
+
+// Promote publishes a service's staged version to every instance.
+func (p *Plane) Promote(ctx context.Context, service string) (*rules.Envelope, error) {
+	return p.promoted(ctx)(p.pub.Promote(ctx, service))
+}
+
+// PromoteVersion is Promote of the canary of version, the one the caller
+// looked at (Publisher.PromoteVersion).
+func (p *Plane) PromoteVersion(ctx context.Context, service string, version int64) (*rules.Envelope, error) {
+	return p.promoted(ctx)(p.pub.PromoteVersion(ctx, service, version))
+}
+
+// promoted tells the ledger of a promotion that succeeded.
+func (p *Plane) promoted(ctx context.Context) func(*rules.Envelope, error) (*rules.Envelope, error) {
+	return func(env *rules.Envelope, err error) (*rules.Envelope, error) {
+		if err != nil {
+			return nil, err
+		}
+		return env, p.ledger.Published(ctx, env, nil)
+	}
 }
 
 // Abort withdraws a service's staged version.
 func (p *Plane) Abort(ctx context.Context, service string) (*rules.Envelope, error) {
-	env, err := p.pub.Abort(ctx, service)
-	if err != nil {
-		return nil, err
+	return p.aborted(ctx, service)(p.pub.Abort(ctx, service))
+}
+
+// AbortVersion is Abort of the canary of version, the one the caller looked
+// at (Publisher.AbortVersion).
+func (p *Plane) AbortVersion(ctx context.Context, service string, version int64) (*rules.Envelope, error) {
+	return p.aborted(ctx, service)(p.pub.AbortVersion(ctx, service, version))
+}
+
+// aborted tells the ledger of an abort that succeeded.
+func (p *Plane) aborted(ctx context.Context, service string) func(*rules.Envelope, error) (*rules.Envelope, error) {
+	return func(env *rules.Envelope, err error) (*rules.Envelope, error) {
+		if err != nil {
+			return nil, err
+		}
+		return env, p.ledger.Aborted(ctx, service)
 	}
-	return env, p.ledger.Aborted(ctx, service)
 }

@@ -3,6 +3,7 @@ package distribution
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -83,6 +84,26 @@ func TestPlaneStagesThroughTheRelayAndRollsOut(t *testing.T) {
 	if got := fmt.Sprint(b.app.versions()); got != "[1 2]" {
 		t.Fatalf("pod-b applied %s, want [1 2]", got)
 	}
+
+	// The paths a person takes (the UI): the version they looked at, and a
+	// running canary moved to other instances; the ledger follows each.
+	payload, _ = json.Marshal(envelope(t, "checkout", 4))
+	if _, err := plane.StartCanary(ctx, payload, staged); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "ledger: a on canary v4", synced(map[string]int64{"pod-a": 4, "pod-b": 2}))
+	if _, err := plane.SetCanarySelector(ctx, "checkout", 4, watch.Selector{Labels: map[string]string{"zone": "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "pod-b on canary v4, pod-a back on v2", func() bool { return a.w.Running() == 2 && b.w.Running() == 4 })
+	eventually(t, "ledger: b on canary v4", synced(map[string]int64{"pod-a": 2, "pod-b": 4}))
+	if _, err := plane.AbortVersion(ctx, "checkout", 3); !errors.Is(err, ErrStale) {
+		t.Fatalf("abort of v3 while v4 is staged: %v, want ErrStale", err)
+	}
+	if _, err := plane.PromoteVersion(ctx, "checkout", 4); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "ledger: everyone on v4", synced(map[string]int64{"pod-a": 4, "pod-b": 4}))
 }
 
 func TestNewPlaneRefusesMissingParts(t *testing.T) {

@@ -19,15 +19,32 @@ import (
 // ErrInvalid: bad options.
 var ErrInvalid = errors.New("canarysource: invalid options")
 
-// Source is a model.Rollouts over a Publisher.
-type Source struct{ p *distribution.Publisher }
+// Canaries is what a Source drives: the distribution plane
+// (*distribution.Plane), which also tells its delivery ledger of every
+// change so that the instances' states stay right, or a bare
+// *distribution.Publisher (no ledger).
+type Canaries interface {
+	Canary(ctx context.Context, service string) (*watch.Canary, error)
+	StartCanary(ctx context.Context, payload []byte, sel watch.Selector) (*rules.Envelope, error)
+	SetCanarySelector(ctx context.Context, service string, version int64, sel watch.Selector) (*rules.Envelope, error)
+	PromoteVersion(ctx context.Context, service string, version int64) (*rules.Envelope, error)
+	AbortVersion(ctx context.Context, service string, version int64) (*rules.Envelope, error)
+}
+
+var (
+	_ Canaries = (*distribution.Plane)(nil)
+	_ Canaries = (*distribution.Publisher)(nil)
+)
+
+// Source is a model.Rollouts over the distribution plane.
+type Source struct{ p Canaries }
 
 var _ model.Rollouts = (*Source)(nil)
 
 // New returns a Source.
-func New(p *distribution.Publisher) (*Source, error) {
+func New(p Canaries) (*Source, error) {
 	if p == nil {
-		return nil, fmt.Errorf("%w: a Publisher is required", ErrInvalid)
+		return nil, fmt.Errorf("%w: a Plane or Publisher is required", ErrInvalid)
 	}
 	return &Source{p: p}, nil
 }
