@@ -58,6 +58,12 @@ func TestAPIRulesLifecycle(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, b, `"number":2`)
 	require.NotContains(t, b, `"number":1,`)
+	resp, b = e.do(req{method: "GET", path: "/api/v1/services/checkout/versions?state=bogus", session: sid})
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode, b)
+	require.Contains(t, b, `"field":"state"`)
+	resp, b = e.do(req{method: "GET", path: "/api/v1/services/nobody/versions", session: sid})
+	require.Equal(t, http.StatusOK, resp.StatusCode, b)
+	require.Contains(t, b, `"versions":[]`, "no versions is an empty list, not null")
 
 	resp, b = e.do(req{method: "GET", path: "/api/v1/audit/verify", session: sid})
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -66,6 +72,10 @@ func TestAPIRulesLifecycle(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, b, `"action":"propose"`)
 	require.NotContains(t, b, `"action":"approve"`)
+	resp, b = e.do(req{method: "GET", path: "/api/v1/audit?action=Bogus%20action&order=sideways", session: sid})
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode, b)
+	require.Contains(t, b, `"field":"action"`)
+	require.Contains(t, b, `"field":"order"`)
 
 	e.alerts.Fire(model.Alert{ID: "a1", Tier: model.P1, Service: "checkout"})
 	code, body = post("/api/v1/alerts/a1/ack", `{}`)

@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"regexp"
+	"slices"
 	"strconv"
 
 	"github.com/go-chi/chi/v5"
@@ -180,7 +182,13 @@ func (a *API) versions(w http.ResponseWriter, r *http.Request) {
 	f := versioning.ListFilter{Service: svc}
 	q := r.URL.Query()
 	if s := q.Get("state"); s != "" {
-		f.States = []versioning.State{versioning.State(s)}
+		st := versioning.State(s)
+		if !slices.Contains(versionStates, st) {
+			a.fail(w, r, &versioning.InputError{Errors: []rules.FieldError{{Field: "state",
+				Problem: fmt.Sprintf("%q is not a version state (want one of %v)", s, versionStates)}}})
+			return
+		}
+		f.States = []versioning.State{st}
 	}
 	if b := q.Get("before"); b != "" {
 		if f.Before, err = number(r, "before", b); err != nil {
@@ -201,8 +209,20 @@ func (a *API) versions(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
+	if vs == nil {
+		vs = []versioning.Version{}
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"versions": vs})
 }
+
+// versionStates are the states the versions list filters by.
+var versionStates = []versioning.State{versioning.StateProposed, versioning.StateApproved, versioning.StatePublished,
+	versioning.StateSuperseded, versioning.StateRejected, versioning.StateWithdrawn}
+
+// auditAction is the form of an audit action (the store's): other
+// components record actions of their own, so any well-formed one may be
+// asked for.
+var auditAction = regexp.MustCompile(`^[a-z][a-z0-9_.]{0,63}$`)
 
 func (a *API) getVersion(r *http.Request) (versioning.Version, error) {
 	svc, err := service(r)
@@ -457,6 +477,17 @@ func (a *API) silence(w http.ResponseWriter, r *http.Request) {
 func (a *API) audit(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := versioning.AuditFilter{Service: q.Get("service"), Actor: q.Get("actor"), Action: versioning.Action(q.Get("action")), Newest: q.Get("order") != "oldest"}
+	var bad []rules.FieldError
+	if act := q.Get("action"); act != "" && !auditAction.MatchString(act) {
+		bad = append(bad, rules.FieldError{Field: "action", Problem: fmt.Sprintf("%q is not an audit action (lower-case letters, digits, _ or ., starting with a letter)", act)})
+	}
+	if o := q.Get("order"); o != "" && o != "newest" && o != "oldest" {
+		bad = append(bad, rules.FieldError{Field: "order", Problem: fmt.Sprintf("%q: want newest or oldest", o)})
+	}
+	if len(bad) > 0 {
+		a.fail(w, r, &versioning.InputError{Errors: bad})
+		return
+	}
 	var err error
 	for _, p := range []struct {
 		name string
