@@ -26,6 +26,10 @@ const (
 // PasswordPath is where a user with a one-time password is sent.
 const PasswordPath = "/account/password"
 
+// LogoutPath ends the session; a user with a one-time password may use it
+// too, without choosing a new password first.
+const LogoutPath = "/logout"
+
 type ctxKey struct{}
 
 // FromContext returns the request's principal, nil if anonymous.
@@ -116,7 +120,7 @@ func Require(onError ErrorWriter, roles ...versioning.Role) func(http.Handler) h
 				onError(w, r, ErrUnauthenticated)
 				return
 			}
-			if p.User.MustChange && p.Session != nil && r.URL.Path != PasswordPath {
+			if p.User.MustChange && p.Session != nil && r.URL.Path != PasswordPath && r.URL.Path != LogoutPath {
 				if r.Method == http.MethodGet {
 					http.Redirect(w, r, PasswordPath, http.StatusSeeOther)
 					return

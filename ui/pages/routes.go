@@ -29,7 +29,7 @@ func (p *Pages) Routes(r chi.Router) {
 	}
 	r.Get("/login", p.loginForm)
 	r.Post("/login", p.login)
-	r.With(need()).Post("/logout", p.logout)
+	r.With(need()).Post(auth.LogoutPath, p.logout)
 	r.With(need()).Get(auth.PasswordPath, p.passwordForm)
 	r.With(need()).Post(auth.PasswordPath, p.changePassword)
 	r.With(need()).Get("/account", p.account)
