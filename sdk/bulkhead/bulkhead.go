@@ -115,8 +115,9 @@ func (b *Bulkhead) Cancel() { b.inflight.Add(-1) }
 
 // Do runs fn in a slot. When there is none it returns fallback(ctx, ErrFull),
 // or ErrFull when fallback is nil. fn's error counts as an overload drop for
-// the adaptive cap when it is context.DeadlineExceeded.
-func (b *Bulkhead) Do(ctx context.Context, fn func(context.Context) error, fallback func(context.Context, error) error) error {
+// the adaptive cap when it is context.DeadlineExceeded. The slot is released
+// even when fn panics (the panic, not a drop, goes on up).
+func (b *Bulkhead) Do(ctx context.Context, fn func(context.Context) error, fallback func(context.Context, error) error) (err error) {
 	n, err := b.Acquire()
 	if err != nil {
 		if fallback != nil {
@@ -125,8 +126,11 @@ func (b *Bulkhead) Do(ctx context.Context, fn func(context.Context) error, fallb
 		return err
 	}
 	start := b.clk.Nanotime()
-	err = fn(ctx)
-	end := b.clk.Nanotime()
-	b.Release(end, end-start, n, errors.Is(err, context.DeadlineExceeded))
-	return err
+	// Deferred so that a panic recovered further up (a recovery middleware)
+	// does not keep the slot forever; err is then nil, not a drop.
+	defer func() {
+		end := b.clk.Nanotime()
+		b.Release(end, end-start, n, errors.Is(err, context.DeadlineExceeded))
+	}()
+	return fn(ctx)
 }

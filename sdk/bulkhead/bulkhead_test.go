@@ -103,6 +103,36 @@ func TestDoRunsFallbackWhenFull(t *testing.T) {
 	}
 }
 
+// A panicking fn must give its slot back, or panics recovered further up (a
+// recovery middleware) fill the bulkhead for good; the panic goes on up and
+// the adaptive cap hears of the call, not as an overload drop.
+func TestDoReleasesSlotWhenFnPanics(t *testing.T) {
+	lim := &fakeLimiter{limit: 2}
+	b, err := New(rules.Bulkhead{MaxConcurrent: 2}, Options{Limiter: lim, Clock: clock.NewFake(time.Time{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		func() {
+			defer func() {
+				if p := recover(); p != "boom" {
+					t.Fatalf("recovered %v, want the panic of fn", p)
+				}
+			}()
+			_ = b.Do(context.Background(), func(context.Context) error { panic("boom") }, nil)
+		}()
+	}
+	if n := b.InFlight(); n != 0 {
+		t.Fatalf("in flight after two panicking calls = %d, want 0", n)
+	}
+	if len(lim.dropped) != 2 || lim.dropped[0] || lim.dropped[1] {
+		t.Fatalf("limiter saw drops %v, want two calls that were not dropped", lim.dropped)
+	}
+	if err := b.Do(context.Background(), func(context.Context) error { return nil }, nil); err != nil {
+		t.Fatalf("a healthy call after the panics was refused: %v", err)
+	}
+}
+
 func TestInheritSharesInFlight(t *testing.T) {
 	old, _ := New(rules.Bulkhead{MaxConcurrent: 5}, Options{})
 	for range 3 {

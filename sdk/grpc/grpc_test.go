@@ -281,6 +281,68 @@ func TestServerMapsRejections(t *testing.T) {
 	}
 }
 
+// A panicking handler is usually recovered by a recovery interceptor further
+// out (go-grpc-middleware's recovery). Its permit must still be released and
+// the panic must go on to that interceptor: otherwise every panic keeps a slot
+// of the route's concurrency limit until the route admits nothing.
+func TestServerInterceptorsReleaseWhenHandlerPanics(t *testing.T) {
+	g := newGovernor(t, &rules.Ruleset{Service: "health", Routes: []rules.Route{{
+		Name: "check", Match: rules.Match{PathPrefix: "/"},
+		Concurrency: &rules.Concurrency{Algorithm: rules.AlgorithmFixed, Max: 1},
+	}}})
+	unary := UnaryServerInterceptor(g, ServerOptions{})
+	stream := StreamServerInterceptor(g, ServerOptions{})
+	calls := []struct {
+		name string
+		call func(panics bool) error
+	}{
+		{"unary", func(panics bool) error {
+			_, err := unary(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: "/pkg.S/M"},
+				func(context.Context, any) (any, error) {
+					if panics {
+						panic("boom")
+					}
+					return nil, nil
+				})
+			return err
+		}},
+		{"stream", func(panics bool) error {
+			return stream(nil, fakeStream{}, &grpc.StreamServerInfo{FullMethod: "/pkg.S/M"},
+				func(any, grpc.ServerStream) error {
+					if panics {
+						panic("boom")
+					}
+					return nil
+				})
+		}},
+	}
+	for _, c := range calls {
+		t.Run(c.name, func(t *testing.T) {
+			for range 3 {
+				func() {
+					defer func() {
+						if p := recover(); p != "boom" {
+							t.Fatalf("recovered %v, want the handler's panic", p)
+						}
+					}()
+					_ = c.call(true)
+				}()
+				if n := g.InFlight("check"); n != 0 {
+					t.Fatalf("in flight after a panicking handler = %d, want 0", n)
+				}
+			}
+			if err := c.call(false); err != nil {
+				t.Fatalf("a call after the panics (limit 1) = %v, want admitted", err)
+			}
+		})
+	}
+}
+
+// fakeStream is a server stream with a background context.
+type fakeStream struct{ grpc.ServerStream }
+
+func (fakeStream) Context() context.Context { return context.Background() }
+
 func TestServerMapsOutboundRefusalsToUnavailable(t *testing.T) {
 	g := newGovernor(t, governor.DefaultRuleset("health"))
 	refusals := []error{

@@ -138,7 +138,8 @@ func refuse(ctx context.Context, err error) error {
 
 // UnaryServerInterceptor admits every unary call through g. The full method
 // name ("/pkg.Service/Method") is the path routes match; metadata serves as
-// headers (priority, user, caller).
+// headers (priority, user, caller). A handler that panics releases its permit
+// as a failure; the panic goes on to the interceptors further out.
 func UnaryServerInterceptor(g *governor.Governor, opts ServerOptions) grpc.UnaryServerInterceptor {
 	opts.fill()
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -147,6 +148,7 @@ func UnaryServerInterceptor(g *governor.Governor, opts ServerOptions) grpc.Unary
 			return nil, refuse(ctx, err)
 		}
 		start := opts.Clock.Nanotime()
+		defer releaseOnPanic(permit, opts.Clock, start)
 		resp, err := handler(ctx, req)
 		permit.Release(time.Duration(opts.Clock.Nanotime()-start), opts.Outcome(err))
 		return resp, Status(err)
@@ -154,7 +156,8 @@ func UnaryServerInterceptor(g *governor.Governor, opts ServerOptions) grpc.Unary
 }
 
 // StreamServerInterceptor admits every stream through g; the permit is held
-// for the stream's whole life.
+// for the stream's whole life, and released as a failure if the handler
+// panics.
 func StreamServerInterceptor(g *governor.Governor, opts ServerOptions) grpc.StreamServerInterceptor {
 	opts.fill()
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
@@ -164,8 +167,20 @@ func StreamServerInterceptor(g *governor.Governor, opts ServerOptions) grpc.Stre
 			return refuse(ctx, err)
 		}
 		start := opts.Clock.Nanotime()
+		defer releaseOnPanic(permit, opts.Clock, start)
 		err = handler(srv, ss)
 		permit.Release(time.Duration(opts.Clock.Nanotime()-start), opts.Outcome(err))
 		return Status(err)
+	}
+}
+
+// releaseOnPanic, deferred, releases permit as a Failure when the handler
+// panics and lets the panic go on: a recovery interceptor further out keeps
+// the server alive, and the call must not keep its slot of the route's
+// concurrency limit.
+func releaseOnPanic(permit governor.Permit, clk clock.Clock, start int64) {
+	if p := recover(); p != nil {
+		permit.Release(time.Duration(clk.Nanotime()-start), governor.Failure)
+		panic(p)
 	}
 }

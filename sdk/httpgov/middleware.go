@@ -157,14 +157,17 @@ func RemoteHost(r *http.Request) string {
 	return strings.TrimSuffix(strings.TrimPrefix(a, "["), "]")
 }
 
-// statusWriter records the status code the handler writes.
+// statusWriter records the status code the handler writes: the final one,
+// not an informational 1xx sent before it.
 type statusWriter struct {
 	http.ResponseWriter
 	status int
 }
 
 func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
+	// A 1xx such as 103 Early Hints precedes the real status; 101 Switching
+	// Protocols is the last status of its connection.
+	if w.status == 0 && (code >= 200 || code == http.StatusSwitchingProtocols) {
 		w.status = code
 	}
 	w.ResponseWriter.WriteHeader(code)

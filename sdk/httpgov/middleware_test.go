@@ -208,6 +208,52 @@ func TestAdmittedRequestsAreMeasured(t *testing.T) {
 	}
 }
 
+// The outcome comes from the response's final status: an informational 1xx
+// sent first (103 Early Hints) must not stand for it, or a 500 that follows
+// counts as a success, hidden from the adaptive limit and the error metrics.
+func TestOutcomeComesFromTheFinalStatus(t *testing.T) {
+	tests := []struct {
+		name  string
+		write func(http.ResponseWriter)
+		want  int
+	}{
+		{"early hints then 500", func(w http.ResponseWriter) {
+			w.WriteHeader(http.StatusEarlyHints)
+			w.WriteHeader(http.StatusInternalServerError)
+		}, http.StatusInternalServerError},
+		{"early hints then a body", func(w http.ResponseWriter) {
+			w.WriteHeader(http.StatusEarlyHints)
+			_, _ = w.Write([]byte("ok"))
+		}, http.StatusOK},
+		{"continue then 503", func(w http.ResponseWriter) {
+			w.WriteHeader(http.StatusContinue)
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}, http.StatusServiceUnavailable},
+		{"switching protocols", func(w http.ResponseWriter) {
+			w.WriteHeader(http.StatusSwitchingProtocols)
+		}, http.StatusSwitchingProtocols},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := clock.NewFake(time.Now())
+			rt := rules.Route{Name: "api", Match: rules.Match{PathPrefix: "/"}, Concurrency: &rules.Concurrency{Algorithm: rules.AlgorithmFixed, Max: 5}}
+			g := newGovernor(t, clk, nil, rt)
+			var seen []int
+			h := httpgov.Middleware(g, httpgov.Options{Clock: clk, Outcome: func(status int) governor.Outcome {
+				seen = append(seen, status)
+				return httpgov.DefaultOutcome(status)
+			}})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Link", "</app.css>; rel=preload")
+				tt.write(w)
+			}))
+			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil))
+			if len(seen) != 1 || seen[0] != tt.want {
+				t.Fatalf("outcome computed from statuses %v, want [%d]", seen, tt.want)
+			}
+		})
+	}
+}
+
 func TestUngovernedAndCanceledRequests(t *testing.T) {
 	clk := clock.NewFake(time.Now())
 	g := newGovernor(t, clk, nil, rules.Route{Name: "api", Match: rules.Match{PathPrefix: "/api"}})

@@ -5,8 +5,11 @@
 // holds a share of the rate and the burst as a GCRA "theoretical arrival time"
 // in one atomic word, and a request refused by its shard tries the others
 // before it is rejected, so the bucket as a whole admits exactly what an
-// unsharded one would. Keyed is a bucket per key (caller, client IP, user)
-// with bounded memory: beyond MaxKeys the least recently seen keys are
+// unsharded one would. A scale below 1 (a warm-up ramp) stretches the
+// interval between tokens; the debt a shard carries is kept in tokens across
+// a change of scale, so a drained bucket refills at the scaled rate of the
+// moment while the ramp rises. Keyed is a bucket per key (caller, client IP,
+// user) with bounded memory: beyond MaxKeys the least recently seen keys are
 // forgotten.
 //
 // Time is passed in as monotonic nanoseconds (clock.Clock.Nanotime); nothing
@@ -30,7 +33,15 @@ const MaxShards = 64
 // 64-byte lines, so neighbours 64 bytes apart would still share.
 type bucketShard struct {
 	tat atomic.Int64 // theoretical arrival time of the next request
-	_   [120]byte
+	// interval is the interval tat's debt was counted in. It is stored
+	// after tat, without a lock (a second word would need a lock to move
+	// with tat): a caller racing that store may pair tat with the interval
+	// of the call before. That happens only while the scale changes (at a
+	// steady scale nobody writes it), and it misjudges the debt by the
+	// ratio between two concurrent calls' intervals, which under a ramp is
+	// its drift over those few nanoseconds.
+	interval atomic.Int64
+	_        [112]byte
 }
 
 // Bucket is a sharded token bucket. It is safe for concurrent use.
@@ -64,6 +75,9 @@ func NewBucket(rate float64, burst, shards int) (*Bucket, error) {
 	if b.interval < 1 {
 		b.interval = 1
 	}
+	for i := range b.shards {
+		b.shards[i].interval.Store(b.interval)
+	}
 	for i := range b.bursts {
 		share := burst / n
 		if i < burst%n {
@@ -82,8 +96,10 @@ func (b *Bucket) Burst() int { return b.burst }
 
 // Allow takes a token at time now (monotonic ns), starting with shard
 // hint&mask and trying every other shard before refusing. scale (0 < scale
-// <= 1) slows the refill, as a warm-up ramp does; pass 1 otherwise. On refusal
-// it returns how long until a token is due.
+// <= 1) slows the refill, as a warm-up ramp does; pass 1 otherwise. When the
+// scale changes, the tokens owed stay owed, now at the new rate: a rising
+// scale pays a drained bucket's debt off faster. On refusal it returns how
+// long until a token is due.
 func (b *Bucket) Allow(now int64, hint uint32, scale float64) (bool, int64) {
 	interval := b.interval
 	if scale < 1 {
@@ -110,13 +126,33 @@ func (b *Bucket) take(i uint32, now, interval int64) (bool, int64) {
 	tau := b.bursts[i] * interval
 	for {
 		tat := s.tat.Load()
-		base := max(tat, now)
+		old := s.interval.Load()
+		base := rebase(tat, now, old, interval)
 		next := base + interval
 		if over := next - now - tau; over > 0 {
 			return false, over
 		}
 		if s.tat.CompareAndSwap(tat, next) {
+			if old != interval {
+				s.interval.Store(interval)
+			}
 			return true, 0
 		}
 	}
+}
+
+// rebase returns when a GCRA whose theoretical arrival time is tat, counted
+// in intervals of old, would have paid its debt at time now if it counted in
+// intervals of interval: the tokens owed stay the same. Without a rebase, a
+// debt taken at a low warm-up scale would outlast the tolerance of the
+// higher scales that follow, and the bucket would admit nothing for seconds
+// while its rate rises.
+func rebase(tat, now, old, interval int64) int64 {
+	if tat <= now {
+		return now
+	}
+	if old == interval {
+		return tat
+	}
+	return now + int64(float64(tat-now)*float64(interval)/float64(old))
 }

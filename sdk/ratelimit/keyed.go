@@ -34,6 +34,7 @@ type keyedPart struct {
 type keyedEntry struct {
 	key        string
 	tat        int64
+	interval   int64 // the interval tat's debt was counted in
 	prev, next int32
 }
 
@@ -77,8 +78,9 @@ func (k *Keyed) Len() int {
 }
 
 // Allow takes a token from key's bucket at time now (monotonic ns); scale
-// (0 < scale <= 1) slows the refill during a warm-up. On refusal it returns
-// how long until a token is due. Allow allocates only when it meets a new key.
+// (0 < scale <= 1) slows the refill during a warm-up, and, as for Bucket, the
+// tokens owed stay owed across a change of scale. On refusal it returns how
+// long until a token is due. Allow allocates only when it meets a new key.
 func (k *Keyed) Allow(key string, now int64, scale float64) (bool, int64) {
 	interval := k.interval
 	if scale < 1 {
@@ -90,15 +92,16 @@ func (k *Keyed) Allow(key string, now int64, scale float64) (bool, int64) {
 	i, ok := p.index[key]
 	if !ok {
 		i = p.insert(key)
+		p.ents[i].interval = interval
 	} else {
 		p.touch(i)
 	}
 	e := &p.ents[i]
-	next := max(e.tat, now) + interval
+	next := rebase(e.tat, now, e.interval, interval) + interval
 	if over := next - now - int64(k.burst)*interval; over > 0 {
 		return false, over
 	}
-	e.tat = next
+	e.tat, e.interval = next, interval
 	return true, 0
 }
 

@@ -200,3 +200,63 @@ func BenchmarkKeyedAllow(b *testing.B) {
 		}
 	})
 }
+
+// rampScale is the Governor's warm-up ramp (route.scale): linear from 0.1 to
+// 1 over 30 s.
+func rampScale(now int64) float64 {
+	const from, dur = 0.1, int64(30 * time.Second)
+	if now >= dur {
+		return 1
+	}
+	return from + (1-from)*float64(now)/float64(dur)
+}
+
+// While a warm-up scale rises, a drained bucket must admit at the scaled rate
+// of the moment: the tokens it owes stay owed when the scale changes, so the
+// debt taken at a low scale does not outlast the tolerance of the higher
+// scales that follow (which once starved a fresh instance that used its burst
+// for more than five seconds).
+func TestWarmUpRampRefillsAtTheScaledRate(t *testing.T) {
+	for _, shards := range []int{1, 4} {
+		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) {
+			b, err := NewBucket(100, 100, shards)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k, err := NewKeyed(100, 100, 16)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Ask every millisecond, far above the rate, for 40 s.
+			ms := int64(time.Millisecond)
+			var bucketRamp, keyedRamp, bucketAll, keyedAll int
+			for now := int64(0); now < 40*int64(time.Second); now += ms {
+				s := rampScale(now)
+				okB, _ := b.Allow(now, uint32(now/ms)*2654435761, s)
+				okK, _ := k.Allow("client", now, s)
+				inRamp := now >= int64(time.Second) && now < 5*int64(time.Second)
+				if okB {
+					bucketAll++
+					if inRamp {
+						bucketRamp++
+					}
+				}
+				if okK {
+					keyedAll++
+					if inRamp {
+						keyedRamp++
+					}
+				}
+			}
+			// Over [1s, 5s) the scaled rate 100 x (0.1 + 0.9 t/30s)
+			// adds up to 76 tokens.
+			if bucketRamp < 74 || bucketRamp > 78 || keyedRamp < 74 || keyedRamp > 78 {
+				t.Errorf("admitted in [1s,5s) of the ramp: bucket %d, keyed %d; want 76 each", bucketRamp, keyedRamp)
+			}
+			// Over 40 s: the burst, 1650 during the ramp, 1000 after it.
+			if bucketAll < 2740 || bucketAll > 2760 || keyedAll < 2740 || keyedAll > 2760 {
+				t.Errorf("admitted in 40 s: bucket %d, keyed %d; want 2750 each", bucketAll, keyedAll)
+			}
+		})
+	}
+}

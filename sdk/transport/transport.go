@@ -15,7 +15,15 @@
 // methods (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) or requests carrying an
 // Idempotency-Key header, unless Options.AllowNonIdempotent says otherwise,
 // and only when the body can be replayed (http.Request.GetBody). By default
-// transport errors and the statuses 429, 502, 503 and 504 are retried.
+// transport errors and the statuses 429, 502, 503 and 504 are retried,
+// honouring the response's Retry-After; Options.Retryable decides this on its
+// own, apart from Options.Failed (a 429 is retried but is no failure of the
+// downstream).
+//
+// A caller that cancels its request (context.Canceled) says nothing about the
+// downstream: the attempt it abandons counts as neither a success nor a
+// failure for the breaker and the adaptive bulkhead, and as no failure for
+// the endpoint it was sent to.
 //
 // The bulkhead slot and the endpoint's in-flight count are released when the
 // response headers arrive; the latency recorded is the time to headers.
@@ -47,11 +55,12 @@ type Options struct {
 	// through unprotected.
 	Downstream func(*http.Request) string
 	// Failed says whether an outcome counts as a failure for the breaker;
-	// default a transport error or a 5xx status.
+	// default DefaultFailed: a transport error other than context.Canceled,
+	// or a 5xx status.
 	Failed func(*http.Response, error) bool
-	// Retryable says whether a failed attempt may be retried; default a
-	// transport error (unless the request's context is done) or a 429, 502,
-	// 503 or 504 status.
+	// Retryable says whether an attempt may be retried, whatever Failed
+	// says of it; default DefaultRetryable: a transport error (unless the
+	// request was canceled) or a 429, 502, 503 or 504 status.
 	Retryable func(*http.Response, error) bool
 	// AllowNonIdempotent lets requests with other methods be retried too.
 	AllowNonIdempotent bool
@@ -88,9 +97,13 @@ func New(opts Options) (*RoundTripper, error) {
 	return &RoundTripper{opts: opts}, nil
 }
 
-// DefaultFailed counts transport errors and 5xx statuses as failures.
+// DefaultFailed counts transport errors and 5xx statuses as failures, but
+// not context.Canceled: the caller went away, the downstream did not fail.
 func DefaultFailed(resp *http.Response, err error) bool {
-	return err != nil || resp.StatusCode >= 500
+	if err != nil {
+		return !errors.Is(err, context.Canceled)
+	}
+	return resp.StatusCode >= 500
 }
 
 // DefaultRetryable retries transport errors and the statuses 429, 502, 503
@@ -155,7 +168,9 @@ func (t *RoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			return nil, err
 		}
-		if !t.opts.Failed(resp, err) || !canRetry || !t.opts.Retryable(resp, err) {
+		// Retryable alone decides: a 429 is retried though it is no
+		// failure of the downstream.
+		if !canRetry || !t.opts.Retryable(resp, err) {
 			return resp, err
 		}
 		var after time.Duration
@@ -181,6 +196,7 @@ func (t *RoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 // attempt makes one protected attempt. It never modifies req: a request sent
 // to an endpoint or with a timeout is a shallow copy.
 func (t *RoundTripper) attempt(d *outbound.Downstream, req *http.Request) (*http.Response, error) {
+	caller := req.Context()
 	clk := d.Clock()
 	now := clk.Nanotime()
 	call, err := d.Begin(now)
@@ -211,10 +227,21 @@ func (t *RoundTripper) attempt(d *outbound.Downstream, req *http.Request) (*http
 	}
 	resp, err := t.opts.Base.RoundTrip(req)
 	end := clk.Nanotime()
-	failed := t.opts.Failed(resp, err)
-	call.End(end, failed, dropped(resp, err))
-	if pick.ok {
-		bal.Done(pick.p, end, failed)
+	if err != nil && errors.Is(caller.Err(), context.Canceled) {
+		// The caller went away: the outcome says nothing of the
+		// downstream. Cancel gives the bulkhead slot back without telling
+		// the breaker or the adaptive limit; the balancer has no neutral
+		// outcome, so the endpoint hears of no failure.
+		call.Cancel()
+		if pick.ok {
+			bal.Done(pick.p, end, false)
+		}
+	} else {
+		failed := t.opts.Failed(resp, err)
+		call.End(end, failed, dropped(resp, err))
+		if pick.ok {
+			bal.Done(pick.p, end, failed)
+		}
 	}
 	if cancel != nil {
 		if resp != nil && resp.Body != nil {

@@ -147,6 +147,14 @@ func TestRetryOnTransportErrorsAndNotOnOthers(t *testing.T) {
 		{"500 is not retried", func(int) (*http.Response, error) { return status(500), nil }, 1},
 		{"404 is not retried", func(int) (*http.Response, error) { return status(404), nil }, 1},
 		{"attempts run out", func(int) (*http.Response, error) { return status(502), nil }, 3},
+		// A 429 is no failure of the downstream (Failed), but it is retried.
+		{"429 is retried", func(n int) (*http.Response, error) {
+			if n == 1 {
+				return status(429), nil
+			}
+			return status(200), nil
+		}, 2},
+		// The same 429 asking for longer than MaxBackoff (1s) is not.
 		{"retry-after beyond max backoff", func(int) (*http.Response, error) { return status(429, "Retry-After", "3600"), nil }, 1},
 	}
 	for _, tt := range tests {
@@ -179,7 +187,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 			at = append(at, time.Now())
 			switch n {
 			case 1:
-				return status(503, "Retry-After", "2"), nil
+				return status(429, "Retry-After", "2"), nil
 			case 2:
 				return status(503, "Retry-After", time.Now().Add(500*time.Millisecond).UTC().Format(http.TimeFormat)), nil
 			}
@@ -200,6 +208,86 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 			t.Fatalf("third attempt %v after the second, want at most 500ms", gap)
 		}
 	})
+}
+
+// A caller that cancels its request (a user navigates away, a hedged request
+// loses) says nothing about the downstream's health: however often it
+// happens, and whatever Failed says of context.Canceled, it must not open the
+// downstream's breaker, eject an endpoint or keep a bulkhead slot.
+func TestCallerCancellationIsNoDownstreamFailure(t *testing.T) {
+	tests := []struct {
+		name   string
+		failed func(*http.Response, error) bool
+	}{
+		{"default Failed", nil},
+		{"Failed counting every error", func(resp *http.Response, err error) bool { return err != nil || resp.StatusCode >= 500 }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := clock.NewFake(time.Time{})
+			s := &script{reply: func(_ int, r *http.Request) (*http.Response, error) {
+				if err := r.Context().Err(); err != nil {
+					return nil, err // what http.Transport returns for a canceled request
+				}
+				return status(200), nil
+			}}
+			c, set := newClient(t, clk, []rules.Downstream{{Name: "api",
+				Breaker:  &rules.Breaker{MinCalls: 5},
+				Bulkhead: &rules.Bulkhead{MaxConcurrent: 1},
+				Balancer: &rules.Balancer{SlowStart: rules.Duration(time.Second)}}}, s,
+				func(o *Options) { o.Failed = tt.failed })
+			set.SetEndpoints("api", []string{"10.0.0.1:80"})
+			clk.Advance(time.Second)
+			for range 20 {
+				ctx, cancel := context.WithCancel(context.Background())
+				cancel()
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api/", nil)
+				if resp, err := c.Do(req); err == nil {
+					resp.Body.Close()
+				}
+			}
+			d := set.Get("api")
+			if ejected := d.Balancer().Ejected(clk.Nanotime()); len(ejected) != 0 {
+				t.Fatalf("endpoints %v ejected after caller cancellations", ejected)
+			}
+			if n := d.Bulkhead().InFlight(); n != 0 {
+				t.Fatalf("bulkhead holds %d slots after caller cancellations", n)
+			}
+			resp, err := c.Get("http://api/")
+			if err != nil {
+				t.Fatalf("a healthy downstream after 20 caller cancellations: %v", err)
+			}
+			resp.Body.Close()
+		})
+	}
+}
+
+func TestDefaultFailedAndRetryable(t *testing.T) {
+	tests := []struct {
+		name              string
+		resp              *http.Response
+		err               error
+		failed, retryable bool
+	}{
+		{"200", status(200), nil, false, false},
+		{"404", status(404), nil, false, false},
+		{"429", status(429), nil, false, true},
+		{"500", status(500), nil, true, false},
+		{"503", status(503), nil, true, true},
+		{"connection error", nil, errors.New("connection reset"), true, true},
+		{"timeout", nil, context.DeadlineExceeded, true, true},
+		{"caller canceled", nil, context.Canceled, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := DefaultFailed(tt.resp, tt.err); got != tt.failed {
+				t.Errorf("DefaultFailed = %v, want %v", got, tt.failed)
+			}
+			if got := DefaultRetryable(tt.resp, tt.err); got != tt.retryable {
+				t.Errorf("DefaultRetryable = %v, want %v", got, tt.retryable)
+			}
+		})
+	}
 }
 
 func TestDeadlineStopsRetries(t *testing.T) {
