@@ -20,7 +20,8 @@ type GroupState struct {
 	Key      string        `json:"key"`
 	Labels   alerts.Labels `json:"labels"`
 	// Notified holds the firing alerts already announced, by fingerprint;
-	// each leaves when its resolve is sent.
+	// each leaves when its resolve is sent, and comes back, with its end
+	// time, when that resolve was never delivered (Undo).
 	Notified map[string]alerts.Alert `json:"notified"`
 	// SentAt is the time of the last notification, Seq its number.
 	SentAt time.Time `json:"sent_at"`
@@ -60,6 +61,10 @@ type routed struct {
 type group struct {
 	state     GroupState
 	firstSeen time.Time
+	// undone: Undo took back the group's last notification, so the next
+	// one waits for the group interval even with nothing notified, as
+	// Alertmanager retries at the next flush of the group.
+	undone bool
 }
 
 // GroupRef names a group: its receiver and key.
@@ -196,7 +201,8 @@ func (d *Dispatcher) forget(id string) {
 }
 
 // TakeChanges returns, sorted, the groups whose state changed without a
-// notification (a regroup moved notified alerts in or out: Restore), whose
+// notification (a regroup moved notified alerts in or out: Restore; an
+// undelivered notification was taken back: Undo), whose
 // state the caller persists as it does a notified group's, and the groups
 // dropped (emptied by a regroup, or with nothing firing and nothing
 // notified left), whose persisted state the caller removes; each call
@@ -330,7 +336,9 @@ func (d *Dispatcher) flushGroup(now time.Time, g *group, rs []routed, f Filter) 
 			continue
 		}
 		r := n
-		r.EndsAt = now
+		if r.EndsAt.IsZero() { // else a resolve put back by Undo: it keeps its end
+			r.EndsAt = now
+		}
 		if e, ok := ended[fp]; ok && e.StartsAt.Equal(n.StartsAt) {
 			r.EndsAt = e.EndsAt
 		}
@@ -353,7 +361,7 @@ func (d *Dispatcher) flushGroup(now time.Time, g *group, rs []routed, f Filter) 
 	var due bool
 	switch {
 	case len(fresh) > 0 || len(resolved) > 0:
-		if len(g.state.Notified) == 0 {
+		if len(g.state.Notified) == 0 && !g.undone {
 			due = !now.Before(g.firstSeen.Add(d.timing.GroupWait))
 		} else {
 			due = !now.Before(g.state.SentAt.Add(d.timing.GroupInterval))
@@ -424,9 +432,90 @@ func (d *Dispatcher) flushGroup(now time.Time, g *group, rs []routed, f Filter) 
 	st.SentAt = now
 	st.Seq++
 	g.state = st
+	g.undone = false
 	m := notify.NewMessage(notify.KindNotify, st.Receiver, st.Key, st.Labels, msgAlerts, now)
 	m.ID = MessageID(st.Receiver, st.Key, now)
 	return Notification{Message: m, State: st.clone()}, true
+}
+
+// Undo takes back what a notification its receiver never got did to its
+// group's state, as Alertmanager logs a notification only once it was
+// delivered: what it reported is due again at the group's next interval.
+// Each alert it resolved is put back among the notified ones, so its resolve
+// goes out again, unless the group holds a newer episode of the alert (that
+// one's trigger reopened what the resolve would have closed). The firing
+// alerts it announced count as fresh again, unless the group has notified
+// since: that later message carries every alert still firing, and its own
+// delivery decides. A group forgotten meanwhile is formed again; a receiver
+// no route names any more is left alone. The group is reported by
+// TakeChanges for the caller to store. Messages other than KindNotify change
+// no group state and are ignored.
+func (d *Dispatcher) Undo(msg *notify.Message) {
+	if msg.Kind != notify.KindNotify || !slices.Contains(d.Receivers(), msg.Receiver) {
+		return
+	}
+	id := GroupRef{Receiver: msg.Receiver, Key: msg.GroupKey}.id()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	g := d.groups[id]
+	if g == nil {
+		g = &group{state: GroupState{Receiver: msg.Receiver, Key: msg.GroupKey, Labels: msg.GroupLabels,
+			Notified: map[string]alerts.Alert{}, SentAt: msg.CreatedAt}}
+		d.groups[id] = g
+	}
+	st := g.state.clone()
+	if st.SentAt.Equal(msg.CreatedAt) {
+		for _, a := range msg.Firing() {
+			if n, ok := st.Notified[a.Fingerprint]; ok && n.StartsAt.Equal(a.StartsAt) {
+				delete(st.Notified, a.Fingerprint)
+			}
+		}
+	}
+	// After the firing ones: an alert that resolved and fired again within
+	// the message gets its old episode back, so the resolve and the new
+	// trigger go out again in that order.
+	for _, a := range msg.Alerts {
+		if _, ok := st.Notified[a.Fingerprint]; a.Status == notify.StatusResolved && !ok {
+			st.Notified[a.Fingerprint] = a.Alert
+		}
+	}
+	g.state = st
+	g.undone = true
+	d.changed[id] = true
+}
+
+// Firing returns the alerts of as that the groups of receiver have
+// notified and that still fire, neither muted nor acknowledged, sorted by
+// fingerprint: what the receiver was told fires and should still hear of
+// (notify.Resender).
+func (d *Dispatcher) Firing(now time.Time, receiver string, as []alerts.Alert, f Filter) []notify.Alert {
+	type episode struct {
+		fp     string
+		starts int64
+	}
+	told := map[episode]bool{}
+	d.mu.Lock()
+	for _, g := range d.groups {
+		if g.state.Receiver != receiver {
+			continue
+		}
+		for fp, n := range g.state.Notified {
+			told[episode{fp, n.StartsAt.UnixNano()}] = true
+		}
+	}
+	d.mu.Unlock()
+	var out []notify.Alert
+	for _, a := range as {
+		fp := a.Fingerprint()
+		e := episode{fp.String(), a.StartsAt.UnixNano()}
+		if a.Resolved(now) || !told[e] || (f.Muted != nil && f.Muted(fp, a)) || (f.Acknowledged != nil && f.Acknowledged(fp, a)) {
+			continue
+		}
+		delete(told, e) // an alert in two groups of the receiver is listed once
+		out = append(out, notify.Alert{Alert: a, Status: notify.StatusFiring, Fingerprint: e.fp})
+	}
+	slices.SortFunc(out, func(a, b notify.Alert) int { return strings.Compare(a.Fingerprint, b.Fingerprint) })
+	return out
 }
 
 // MessageID names the notification of a group sent at t: a group notifies

@@ -124,8 +124,10 @@ func TestDeliversToRealAlertmanager(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Recent fake time so that Alertmanager's own clock sees a current alert.
-	start := time.Now().UTC().Truncate(time.Second).Add(-time.Hour)
+	// Recent fake time so that Alertmanager's own clock sees a current
+	// alert: the firing alert is posted with an end 4 resend intervals
+	// (4m) after it.
+	start := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
 	clk := clock.NewFake(start)
 	db := &metricsDB{series: map[string][]rule.Sample{}}
 	m, err := New(ctx, Options{Rules: testRules, Query: db.query, Store: st, Clock: clk, Registerer: prometheus.NewRegistry(),

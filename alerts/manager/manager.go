@@ -35,6 +35,9 @@ type Manager struct {
 	inhib    *inhibit.Inhibitor
 	queues   map[string]*notify.Queue
 	retiring []*notify.Queue // replaced queues finishing their messages
+	// resend holds the resend interval of each receiver that is a
+	// notify.Resender.
+	resend map[string]time.Duration
 
 	stepMu  sync.Mutex // one Step at a time
 	mu      sync.Mutex
@@ -45,6 +48,18 @@ type Manager struct {
 	// its queue raises no failing alert.
 	routed map[string]bool
 	closed bool
+
+	// failed holds the notifications given up by their receiver, for the
+	// next step to take back from their groups (dispatch.Undo); guarded by
+	// mu. undone holds those taken back whose log entries stay open until
+	// the groups are stored; guarded by stepMu.
+	failed, undone []failure
+
+	// resentAt is when each Resender's firing alerts were last queued
+	// again (guarded by stepMu); resending names those whose resend is
+	// still queued (guarded by mu).
+	resentAt  map[string]time.Time
+	resending map[string]bool
 
 	lastPrune time.Time // guarded by stepMu
 	saved     bool      // guarded by stepMu: the store holds the states
@@ -97,7 +112,8 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 	m := &Manager{o: o, log: o.Logger, eval: ev, disp: disp, inhib: inhib, silences: silence.NewSet(sils...),
 		queues: map[string]*notify.Queue{}, m: newMetrics(o.Registerer), acks: map[alerts.Fingerprint]alerts.Ack{},
 		failing: map[string]bool{}, routed: map[string]bool{}, groupsPut: map[dispatch.GroupRef]bool{},
-		groupsDrop: map[dispatch.GroupRef]bool{}}
+		groupsDrop: map[dispatch.GroupRef]bool{}, resend: resendIntervals(o.Receivers), resentAt: map[string]time.Time{},
+		resending: map[string]bool{}}
 	for name := range o.Receivers {
 		m.routed[name] = true
 	}
@@ -240,6 +256,16 @@ func (m *Manager) Step(ctx context.Context, now time.Time) error {
 		}
 		quiet[a.Fingerprint()] = r
 	}
+	// Notifications given up are taken back before the flush, so that
+	// what they failed to report is due again at the group interval.
+	m.mu.Lock()
+	failed := m.failed
+	m.failed = nil
+	m.mu.Unlock()
+	for _, f := range failed {
+		m.disp.Undo(f.msg)
+	}
+	m.undone = append(m.undone, failed...)
 	filter := dispatch.Filter{
 		Muted: func(fp alerts.Fingerprint, _ alerts.Alert) bool {
 			r := quiet[fp]
@@ -250,7 +276,12 @@ func (m *Manager) Step(ctx context.Context, now time.Time) error {
 	for _, n := range m.disp.Flush(now, res.Alerts, filter) {
 		errs = append(errs, m.send(ctx, &n.State, n.Message))
 	}
-	errs = append(errs, m.storeErr(m.syncGroups(ctx)))
+	m.resendFiring(now, firing, filter)
+	if err := m.storeErr(m.syncGroups(ctx)); err != nil {
+		errs = append(errs, err)
+	} else {
+		errs = append(errs, m.closeUndone(ctx))
+	}
 	m.updateGauges(silenced, inhibited, acked)
 	if now.Sub(m.lastPrune) >= time.Hour {
 		m.lastPrune = now
@@ -258,6 +289,55 @@ func (m *Manager) Step(ctx context.Context, now time.Time) error {
 		errs = append(errs, m.storeErr(err))
 	}
 	return errors.Join(errs...)
+}
+
+// resendIntervals returns the resend interval of each receiver that is a
+// notify.Resender.
+func resendIntervals(receivers map[string]notify.Notifier) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for name, n := range receivers {
+		if r, ok := n.(notify.Resender); ok && r.ResendInterval() > 0 {
+			out[name] = r.ResendInterval()
+		}
+	}
+	return out
+}
+
+// resendFiring queues again, every resend interval, the firing alerts each
+// Resender was notified of (dispatch.Firing), in one message per receiver,
+// whatever the repeat interval of their tier: Alertmanager resolves an
+// alert that is not posted again before its end. Resends are not logged:
+// a restarted manager resends at its first step. A receiver gets its next
+// resend once the last one had its last attempt, so one that is down does
+// not fill its queue with them. The caller holds stepMu and routeMu for
+// reading.
+func (m *Manager) resendFiring(now time.Time, firing []alerts.Alert, f dispatch.Filter) {
+	for _, name := range slices.Sorted(maps.Keys(m.resend)) {
+		if last, ok := m.resentAt[name]; ok && now.Sub(last) < m.resend[name] {
+			continue
+		}
+		as := m.disp.Firing(now, name, firing, f)
+		m.mu.Lock()
+		busy := m.resending[name]
+		// Marked before it is queued: the queue may be done with it
+		// before Enqueue returns.
+		m.resending[name] = busy || len(as) > 0
+		m.mu.Unlock()
+		if busy {
+			continue
+		}
+		m.resentAt[name] = now
+		if len(as) == 0 {
+			continue
+		}
+		msg := notify.NewMessage(notify.KindResend, name, "", nil, as, now)
+		msg.ID = fmt.Sprintf("resend-%s-%d", name, now.UnixNano())
+		if !m.queues[name].Enqueue(msg) {
+			m.mu.Lock()
+			delete(m.resending, name)
+			m.mu.Unlock()
+		}
+	}
 }
 
 // quietReason says what keeps a firing alert from notifying: "silenced",
@@ -361,17 +441,52 @@ func (m *Manager) send(ctx context.Context, g *dispatch.GroupState, msg *notify.
 	return err
 }
 
+// failure is a notification its receiver gave up on.
+type failure struct {
+	msg      *notify.Message
+	attempts int
+	err      string
+	at       time.Time
+}
+
+// closeUndone closes the log entries of the notifications taken back, once
+// their groups are stored: until then a restart queues them again from the
+// log, so what they report is neither lost nor, for long, sent twice. The
+// caller holds stepMu.
+func (m *Manager) closeUndone(ctx context.Context) error {
+	var errs []error
+	for _, f := range m.undone {
+		errs = append(errs, m.storeErr(m.o.Store.MarkDelivered(ctx, f.msg.ID, f.at, f.attempts, f.err)))
+	}
+	m.undone = nil
+	return errors.Join(errs...)
+}
+
 // onResult closes the log entry and raises or clears the receiver's alert.
+// A notification given up is closed by the next step, after it took the
+// message back from its group (Step, closeUndone); the queue cannot do
+// that here, as a flush may be running.
 func (m *Manager) onResult(msg *notify.Message, attempts int, err error) {
 	ctx := context.Background()
 	now := m.o.Clock.Now()
-	text := ""
-	if err != nil {
-		text = err.Error()
-	}
-	if e := m.o.Store.MarkDelivered(ctx, msg.ID, now, attempts, text); e != nil {
-		m.m.storeErrors.Inc()
-		m.log.Error("alert notification log not updated", "id", msg.ID, "err", e)
+	switch {
+	case msg.Kind == notify.KindResend: // not in the log
+		m.mu.Lock()
+		delete(m.resending, msg.Receiver)
+		m.mu.Unlock()
+	case err != nil && msg.Kind == notify.KindNotify:
+		m.mu.Lock()
+		m.failed = append(m.failed, failure{msg: msg, attempts: attempts, err: err.Error(), at: now})
+		m.mu.Unlock()
+	default:
+		text := ""
+		if err != nil {
+			text = err.Error()
+		}
+		if e := m.o.Store.MarkDelivered(ctx, msg.ID, now, attempts, text); e != nil {
+			m.m.storeErrors.Inc()
+			m.log.Error("alert notification log not updated", "id", msg.ID, "err", e)
+		}
 	}
 	m.mu.Lock()
 	if !m.routed[msg.Receiver] {

@@ -88,6 +88,7 @@ func (m *Manager) Reconfigure(r Routing) error {
 	disp.Restore(m.disp.States())
 	old := m.queues
 	m.disp, m.inhib, m.queues = disp, inhib, m.newQueues(r.Receivers)
+	m.resend = resendIntervals(r.Receivers)
 	m.retiring = slices.DeleteFunc(m.retiring, func(q *notify.Queue) bool {
 		select {
 		case <-q.Retire():

@@ -200,9 +200,17 @@ func TestFailingReceiverAlertsAndDoesNotBlockOthers(t *testing.T) {
 	}
 	// The failure raises GovernorAlertReceiverFailing (P1), sent to the webhook.
 	h.at(2 * time.Minute)
+	// PagerDuty is back: the page it gave up on goes out again at the
+	// group interval after it (90s + 1m).
+	h.pd.mu.Lock()
+	h.pd.fail = false
+	h.pd.mu.Unlock()
 	h.at(2*time.Minute + 30*time.Second)
 	got := h.hook.webhooks(t)
 	if len(got) != 1 || !strings.Contains(got[0], "GovernorAlertReceiverFailing@/firing") {
 		t.Fatalf("receiver failing alert: %v", got)
+	}
+	if got := h.pdActions(); strings.Join(got, ",") != "trigger" {
+		t.Fatalf("pagerduty after it came back: %v, want the page given up on", got)
 	}
 }

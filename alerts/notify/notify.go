@@ -24,6 +24,10 @@ const (
 	// KindAcknowledge reports that a person acknowledged the alerts;
 	// integrations without acknowledgements ignore it.
 	KindAcknowledge Kind = "acknowledge"
+	// KindResend repeats, to a Resender, the firing alerts it was notified
+	// of that still fire. It is not in the notification log and changes no
+	// group state.
+	KindResend Kind = "resend"
 )
 
 // Status values of messages and alerts, as in Alertmanager.
@@ -66,6 +70,15 @@ func (m *Message) Firing() []Alert {
 // retrying (network errors, 5xx, 429) or final (4xx, bad payload).
 type Notifier interface {
 	Notify(ctx context.Context, m *Message) (retry bool, err error)
+}
+
+// Resender is a Notifier whose receiver forgets a firing alert that is not
+// posted again in time (Alertmanager resolves it at its endsAt). The manager
+// sends it the firing alerts it was notified of every ResendInterval, as
+// KindResend messages, besides the group notifications.
+type Resender interface {
+	Notifier
+	ResendInterval() time.Duration
 }
 
 // NewMessage fills the status and the common labels and annotations from

@@ -5,20 +5,50 @@ package alertmanager
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"time"
 
+	"governor.dev/governor/alerts"
 	"governor.dev/governor/alerts/notify"
 )
 
-// Config of an Alertmanager receiver: its base URL, e.g. http://am:9093.
+// DefaultResendInterval is the resend interval of Config, Prometheus's
+// default resend delay.
+const DefaultResendInterval = time.Minute
+
+// Config of an Alertmanager receiver.
 type Config struct {
+	// URL is the base URL, e.g. http://am:9093.
 	URL string `json:"url"`
+	// ResendInterval, a Go duration string (default "1m"), is how often
+	// the firing alerts are posted again. Each is posted with an end 4
+	// intervals ahead: Alertmanager resolves an alert that is not posted
+	// again before its end (without one, after its resolve_timeout, 5m by
+	// default), so the alerts are posted again well within it, whatever
+	// the repeat interval of their tier.
+	ResendInterval string `json:"resend_interval,omitempty"`
 }
 
-// Validate refuses a URL that is not http(s).
-func (c Config) Validate() error { return notify.ValidateURL("alertmanager: url", c.URL) }
+// Validate refuses a URL that is not http(s) and a resend interval that is
+// not a positive duration.
+func (c Config) Validate() error {
+	_, err := c.resendInterval()
+	return errors.Join(notify.ValidateURL("alertmanager: url", c.URL), err)
+}
+
+func (c Config) resendInterval() (time.Duration, error) {
+	if c.ResendInterval == "" {
+		return DefaultResendInterval, nil
+	}
+	d, err := time.ParseDuration(c.ResendInterval)
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%w: alertmanager: resend_interval %q: want a positive duration like \"1m\"", alerts.ErrInvalid, c.ResendInterval)
+	}
+	return d, nil
+}
 
 // PostableAlert is one element of the API request body.
 type PostableAlert struct {
@@ -29,12 +59,13 @@ type PostableAlert struct {
 	GeneratorURL string            `json:"generatorURL,omitempty"`
 }
 
-var _ notify.Notifier = (*Notifier)(nil)
+var _ notify.Resender = (*Notifier)(nil)
 
 // Notifier posts alerts.
 type Notifier struct {
 	url    string
 	client *http.Client
+	resend time.Duration
 }
 
 // New validates c; client nil uses a default client.
@@ -42,17 +73,27 @@ func New(c Config, client *http.Client) (*Notifier, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	return &Notifier{url: strings.TrimRight(c.URL, "/") + "/api/v2/alerts", client: client}, nil
+	resend, _ := c.resendInterval()
+	return &Notifier{url: strings.TrimRight(c.URL, "/") + "/api/v2/alerts", client: client, resend: resend}, nil
 }
 
-// Build renders the API body: firing alerts without an end, resolved ones
-// with their end time so Alertmanager resolves them.
-func Build(m *notify.Message) []PostableAlert {
+// ResendInterval implements notify.Resender.
+func (n *Notifier) ResendInterval() time.Duration { return n.resend }
+
+// Build renders the API body: firing alerts end 4 resend intervals after
+// the message was made, as Prometheus does, so that Alertmanager keeps them
+// firing while they are posted again and resolves them if Governor stops
+// (the end counts from the message, not the post: a message delivered late
+// does not keep a resolved alert firing); resolved ones end at their end
+// time so Alertmanager resolves them.
+func Build(m *notify.Message, resend time.Duration) []PostableAlert {
 	out := make([]PostableAlert, 0, len(m.Alerts))
 	for _, a := range m.Alerts {
 		p := PostableAlert{Labels: a.Labels, Annotations: a.Annotations, StartsAt: a.StartsAt, GeneratorURL: a.GeneratorURL}
 		if a.Status == notify.StatusResolved {
 			p.EndsAt = a.EndsAt
+		} else {
+			p.EndsAt = m.CreatedAt.Add(4 * resend)
 		}
 		out = append(out, p)
 	}
@@ -65,5 +106,5 @@ func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) 
 	if m.Kind == notify.KindAcknowledge {
 		return false, nil
 	}
-	return notify.PostJSON(ctx, n.client, n.url, nil, Build(m))
+	return notify.PostJSON(ctx, n.client, n.url, nil, Build(m, n.resend))
 }
