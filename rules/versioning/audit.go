@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Action names what an audit entry records.
@@ -178,6 +179,9 @@ func compactDetail(field string, raw json.RawMessage, max int) ([]byte, *InputEr
 	}
 	if len(raw) > max {
 		return nil, invalid(field, "is %d bytes, at most %d allowed", len(raw), max)
+	}
+	if !utf8.Valid(raw) { // json.Compact does not check, and PostgreSQL's text refuses it
+		return nil, invalid(field, "is not valid UTF-8")
 	}
 	var buf bytes.Buffer
 	if err := json.Compact(&buf, raw); err != nil {

@@ -50,6 +50,8 @@ func (f *fields) text(field, s string, max int, required bool) {
 		f.add(field, "is %d bytes, at most %d allowed", len(s), max)
 	case !utf8.ValidString(s):
 		f.add(field, "is not valid UTF-8")
+	case strings.ContainsRune(s, 0):
+		f.add(field, "must not contain NUL bytes") // PostgreSQL's text cannot hold them
 	}
 }
 
