@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -290,6 +291,10 @@ func (s *server) service(w http.ResponseWriter, r *http.Request) {
 
 func (s *server) versions(w http.ResponseWriter, r *http.Request) {
 	f := versioning.ListFilter{Service: r.PathValue("service")}
+	if err := versioning.ValidateService(f.Service); err != nil {
+		s.error(w, err)
+		return
+	}
 	if l := r.URL.Query().Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 || n > 1000 {
@@ -302,6 +307,19 @@ func (s *server) versions(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.error(w, err)
 		return
+	}
+	if len(vs) == 0 {
+		// No versions: a known service without any yet, or no such service.
+		list, err := s.list(r.Context())
+		if err != nil {
+			s.error(w, err)
+			return
+		}
+		if !slices.ContainsFunc(list, func(sv Service) bool { return sv.Service == f.Service }) {
+			s.error(w, versioning.ErrNotFound)
+			return
+		}
+		vs = []versioning.Version{}
 	}
 	s.json(w, map[string]any{"versions": vs})
 }
