@@ -134,6 +134,12 @@ func (p Proposal) Validate() error {
 	if p.AutoApply && p.Source != SourceEngine {
 		f.add("auto_apply", "only engine proposals may apply themselves")
 	}
+	if p.AutoApply && p.Rebase {
+		// Its band was judged against BaseVersion: rebased onto another
+		// active version (a rollback since, say) it could undo that
+		// version unseen.
+		f.add("rebase", "a proposal that applies itself is never rebased: it goes live only on the version it was judged against")
+	}
 	return f.err()
 }
 

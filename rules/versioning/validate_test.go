@@ -82,6 +82,11 @@ func TestProposalValidate(t *testing.T) {
 			p.AutoApply = true
 		}, []string{"ruleset.service", "service", "base_version", "author.name", "author.roles[0]", "reason", "evidence", "source", "auto_apply"}},
 		{"invalid UTF-8 reason", func(p *versioning.Proposal) { p.Reason = "\xff" }, []string{"reason"}},
+		{"NUL in reason", func(p *versioning.Proposal) { p.Reason = "a\x00b" }, []string{"reason"}},
+		{"evidence not UTF-8", func(p *versioning.Proposal) { p.Evidence = []byte("{\"a\":\"\xff\"}") }, []string{"evidence"}},
+		{"auto-apply rebased", func(p *versioning.Proposal) {
+			p.Source, p.AutoApply, p.Rebase = versioning.SourceEngine, true, true
+		}, []string{"rebase"}},
 		{"long actor", func(p *versioning.Proposal) { p.Author.Name = strings.Repeat("a", versioning.MaxActorBytes+1) }, []string{"author.name"}},
 	}
 	for _, tt := range tests {
