@@ -253,6 +253,8 @@ func testStaleParent(t *testing.T, f Factory) {
 	// The stale proposal b moves onto the active version explicitly.
 	_, err = s.Rebase(ctx, "feed", b.Number, engine)
 	require.ErrorIs(t, err, versioning.ErrForbidden, "only the author or an admin")
+	_, err = s.Rebase(ctx, "feed", b.Number, versioning.Actor{Name: alice.Name, Roles: []versioning.Role{versioning.RoleViewer}})
+	require.ErrorIs(t, err, versioning.ErrForbidden, "the author, now a viewer only, may no longer propose")
 	nb, err := s.Rebase(ctx, "feed", b.Number, alice)
 	require.NoError(t, err)
 	require.Equal(t, r.Number, nb.Parent)

@@ -321,6 +321,9 @@ func (s *Store) Rebase(ctx context.Context, service string, number int64, by ver
 				return false, fmt.Errorf("%w: only the author (%s) or an admin may rebase version %d of %s",
 					versioning.ErrForbidden, old.v.Author, number, service)
 			}
+			if !by.Has(editors...) { // a rebase is a new proposal: an author no longer an editor may not make one
+				return false, forbidden(by, "rebase rule changes", editors)
+			}
 			if old.v.Parent == svc.active {
 				return false, fmt.Errorf("%w: version %d of %s is already based on the active version %d",
 					versioning.ErrInvalidState, number, service, svc.active)
