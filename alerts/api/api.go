@@ -43,7 +43,7 @@ type handler struct {
 //	GET    /alerts/{fingerprint}/history state changes, ?limit=
 //	POST   /alerts/{fingerprint}/ack    {"by", "comment"}
 //	GET    /silences
-//	POST   /silences                    {"matchers", "starts_at", "ends_at", "created_by", "comment"}
+//	POST   /silences                    {"matchers", "starts_at", "ends_at", "created_by", "comment"}; 400 if ends_at is past
 //	DELETE /silences/{id}               expire now
 func New(m *manager.Manager, o Options) http.Handler {
 	if o.Clock == nil {

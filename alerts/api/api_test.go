@@ -137,3 +137,23 @@ func TestSilences(t *testing.T) {
 		t.Fatalf("GET /silences: %v", list)
 	}
 }
+
+// A silence whose end is already past (a mistyped date) would mute
+// nothing: POST /silences refuses it with 400 naming ends_at, as
+// Alertmanager does, rather than 201 and an alert still paging.
+func TestSilenceEndingInThePastRefused(t *testing.T) {
+	srv, m, clk := setup(t)
+	start := t0.Add(-2 * time.Hour).Format(time.RFC3339)
+	end := t0.Add(-time.Hour).Format(time.RFC3339)
+	resp, obj, _ := do(t, "POST", srv.URL+"/silences",
+		`{"matchers": "{service=\"checkout\"}", "starts_at": "`+start+`", "ends_at": "`+end+`", "comment": "deploy"}`)
+	if resp.StatusCode != 400 || !strings.Contains(obj["error"].(string), "ends_at") {
+		t.Fatalf("POST /silences ending an hour ago: %d %v, want 400 naming ends_at", resp.StatusCode, obj)
+	}
+	if resp, _, list := do(t, "GET", srv.URL+"/silences", ""); resp.StatusCode != 200 || len(list) != 0 {
+		t.Fatalf("GET /silences after the refusal: %d %v", resp.StatusCode, list)
+	}
+	if st := m.Alerts(clk.Now()); len(st) != 1 || len(st[0].SilencedBy) != 0 {
+		t.Fatalf("alerts %+v", st)
+	}
+}

@@ -523,7 +523,9 @@ func (m *Manager) updateGauges(silenced, inhibited, acked int) {
 
 // UpdateRules replaces the rule set. The whole set is validated first and
 // refused, with the old set kept, on any error; unchanged rules keep the
-// state of their alerts. The receiver-failing rule is kept when missing.
+// state of their alerts, and the alerts of the others are dropped from the
+// store too at the next step. A step running meanwhile skips the replaced
+// rules. The receiver-failing rule is kept when missing.
 func (m *Manager) UpdateRules(rules []rule.Rule) error {
 	if !slices.ContainsFunc(rules, func(r rule.Rule) bool { return r.Name == rule.ReceiverFailingRule }) {
 		rules = append(slices.Clone(rules), rule.ReceiverFailing())
@@ -549,9 +551,16 @@ func (m *Manager) Observe(ev rule.Event) error {
 }
 
 // AddSilence validates and stores a silence; it applies from the next step.
+// A silence that has already ended on the manager's clock is refused, as
+// Alertmanager does: it would mute nothing, and whoever mistyped its end
+// would believe the alert silenced.
 func (m *Manager) AddSilence(ctx context.Context, s silence.Silence) (silence.Silence, error) {
 	if err := s.Validate(); err != nil {
 		return silence.Silence{}, err
+	}
+	if now := m.o.Clock.Now(); !s.EndsAt.After(now) {
+		return silence.Silence{}, fmt.Errorf("%w: silence: ends_at: %s is in the past (now %s)", alerts.ErrInvalid,
+			s.EndsAt.Format(time.RFC3339), now.Format(time.RFC3339))
 	}
 	if s.ID == "" {
 		s.ID = silence.NewID()
@@ -565,13 +574,19 @@ func (m *Manager) AddSilence(ctx context.Context, s silence.Silence) (silence.Si
 	return m.silences.Add(s)
 }
 
-// ExpireSilence ends a silence at now.
+// ExpireSilence ends a silence at now. The store is written first and the
+// running set changed only once it holds the end, as AddSilence does: a
+// silence the store still holds active would come back after a restart.
 func (m *Manager) ExpireSilence(ctx context.Context, id string, now time.Time) error {
-	s, err := m.silences.Expire(id, now)
+	s, err := m.silences.Get(id)
 	if err != nil {
 		return err
 	}
-	return m.o.Store.PutSilence(ctx, s)
+	if err := m.o.Store.PutSilence(ctx, s.Expired(now)); err != nil {
+		return err
+	}
+	_, err = m.silences.Expire(id, now)
+	return err
 }
 
 // Silences lists the silences.

@@ -10,5 +10,6 @@
 //
 // Update replaces the rule set atomically: the new set is validated whole and
 // refused with the old set kept on any error; rules that did not change keep
-// their alerts' state.
+// their alerts' state and queued events, the others start over. An Eval
+// that runs while the set changes never applies a replaced or removed rule.
 package rule

@@ -72,6 +72,12 @@ type Evaluator struct {
 	rules  []Rule
 	active map[string]map[alerts.Fingerprint]*Active // by rule name
 	events map[string][]Event                        // pending events by rule name
+	// gen counts the Updates, so that an Eval whose query ran while the
+	// rule set changed can tell that the rule it holds may be outdated.
+	gen uint64
+	// dropped is set when an Update dropped alert states, so that the next
+	// Eval reports Changed and the store forgets them too.
+	dropped bool
 }
 
 // NewEvaluator validates rules and returns an evaluator.
@@ -91,8 +97,10 @@ func (e *Evaluator) Rules() []Rule {
 }
 
 // Update replaces the rule set. The whole set is validated first; on error
-// the old set stays. Alerts of rules whose definition did not change keep
-// their state; the others start over.
+// the old set stays. Alerts and queued events of rules whose definition did
+// not change are kept; the others start over, and the next Eval reports
+// Changed when alerts were dropped. An Eval running meanwhile does not apply
+// a rule that is no longer in force.
 func (e *Evaluator) Update(rules []Rule) error {
 	if err := ValidateSet(rules); err != nil {
 		return err
@@ -104,16 +112,35 @@ func (e *Evaluator) Update(rules []Rule) error {
 		old[r.Name] = r
 	}
 	active := map[string]map[alerts.Fingerprint]*Active{}
+	events := map[string][]Event{}
 	for _, r := range rules {
 		if o, ok := old[r.Name]; ok && equalRules(o, r) {
 			if a := e.active[r.Name]; a != nil {
 				active[r.Name] = a
 			}
+			// Events were queued for the old definition (its event kind):
+			// a changed rule must not be raised by them.
+			if evs := e.events[r.Name]; evs != nil {
+				events[r.Name] = evs
+			}
+		}
+	}
+	for name, m := range e.active {
+		if _, kept := active[name]; !kept && len(m) > 0 {
+			e.dropped = true
 		}
 	}
 	e.active = active
+	e.events = events
 	e.rules = slices.Clone(rules)
+	e.gen++
 	return nil
+}
+
+// inForce reports whether r is the rule of its name in the set. Callers
+// hold e.mu.
+func (e *Evaluator) inForce(r Rule) bool {
+	return slices.ContainsFunc(e.rules, func(c Rule) bool { return c.Name == r.Name && equalRules(c, r) })
 }
 
 func equalRules(a, b Rule) bool {
@@ -179,15 +206,19 @@ type Result struct {
 	// state until the next evaluation.
 	Errors []error
 	// Changed reports whether a state worth persisting changed: a
-	// transition, a keep-firing or event time, an alert dropped. Values and
-	// annotations alone do not count.
+	// transition, a keep-firing or event time, an alert dropped (also by an
+	// Update since the last Eval). Values and annotations alone do not
+	// count.
 	Changed bool
 }
 
-// Eval evaluates every enabled rule at t.
+// Eval evaluates every enabled rule at t. Queries run outside the lock; a
+// rule that an Update changed or removed meanwhile is skipped, as its
+// alerts now belong to the new definition, which the next Eval evaluates.
 func (e *Evaluator) Eval(ctx context.Context, t time.Time, query QueryFunc) Result {
 	e.mu.Lock()
 	rules := slices.Clone(e.rules)
+	gen := e.gen
 	e.mu.Unlock()
 	var res Result
 	for _, r := range rules {
@@ -206,19 +237,24 @@ func (e *Evaluator) Eval(ctx context.Context, t time.Time, query QueryFunc) Resu
 				continue
 			}
 			seen = r.observeSamples(samples)
-		} else {
-			e.mu.Lock()
-			seen = r.observeEvents(e.active[r.Name], e.events[r.Name], t)
-			delete(e.events, r.Name)
-			e.mu.Unlock()
 		}
 		e.mu.Lock()
+		if e.gen != gen && !e.inForce(r) {
+			e.mu.Unlock()
+			continue
+		}
+		if r.Event != "" {
+			seen = r.observeEvents(e.active[r.Name], e.events[r.Name], t)
+			delete(e.events, r.Name)
+		}
 		tr, changed := e.step(r, seen, t)
 		res.Transitions = append(res.Transitions, tr...)
 		res.Changed = res.Changed || changed
 		e.mu.Unlock()
 	}
 	e.mu.Lock()
+	res.Changed = res.Changed || e.dropped
+	e.dropped = false
 	for _, m := range e.active {
 		for _, a := range m {
 			if a.State == alerts.StateFiring || (!a.ResolvedAt.IsZero() && !a.FiredAt.IsZero()) {

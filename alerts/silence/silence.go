@@ -94,6 +94,30 @@ func (st *Set) Add(s Silence) (Silence, error) {
 	return s, nil
 }
 
+// Expired returns the silence ended at t: its end moved back to t, and its
+// start too if it had not started. One that had already ended is returned
+// unchanged.
+func (s Silence) Expired(t time.Time) Silence {
+	if s.EndsAt.After(t) {
+		s.EndsAt = t
+		if s.StartsAt.After(t) {
+			s.StartsAt = t
+		}
+	}
+	return s
+}
+
+// Get returns the silence id.
+func (st *Set) Get(id string) (Silence, error) {
+	st.mu.RLock()
+	defer st.mu.RUnlock()
+	s, ok := st.m[id]
+	if !ok {
+		return Silence{}, fmt.Errorf("%w: silence %q", alerts.ErrNotFound, id)
+	}
+	return s, nil
+}
+
 // Expire ends the silence at t (no-op if it had already ended).
 func (st *Set) Expire(id string, t time.Time) (Silence, error) {
 	st.mu.Lock()
@@ -102,13 +126,8 @@ func (st *Set) Expire(id string, t time.Time) (Silence, error) {
 	if !ok {
 		return Silence{}, fmt.Errorf("%w: silence %q", alerts.ErrNotFound, id)
 	}
-	if s.EndsAt.After(t) {
-		s.EndsAt = t
-		if s.StartsAt.After(t) {
-			s.StartsAt = t
-		}
-		st.m[id] = s
-	}
+	s = s.Expired(t)
+	st.m[id] = s
 	return s, nil
 }
 

@@ -2,6 +2,7 @@ package silence
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -88,5 +89,34 @@ func TestSetMutesInWindowAndExpires(t *testing.T) {
 	}
 	if len(st.List()) != 1 {
 		t.Fatal("list")
+	}
+}
+
+// Expired computes the ended copy without touching the set, so a caller can
+// store it before the set changes; Get reads one silence.
+func TestExpiredLeavesSetUnchanged(t *testing.T) {
+	ms, _ := alerts.ParseMatchers(`{service="a"}`)
+	st := NewSet()
+	s, err := st.Add(Silence{Matchers: ms, StartsAt: t0.Add(time.Hour), EndsAt: t0.Add(2 * time.Hour), CreatedBy: "ops", Comment: "later"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.Get(s.ID)
+	if err != nil || !reflect.DeepEqual(got, s) {
+		t.Fatalf("Get = %+v %v, want %+v", got, err, s)
+	}
+	// Not started yet: both ends move to t.
+	if e := s.Expired(t0); !e.StartsAt.Equal(t0) || !e.EndsAt.Equal(t0) {
+		t.Fatalf("Expired(t0) = %+v", e)
+	}
+	// Already ended: unchanged.
+	if e := s.Expired(t0.Add(3 * time.Hour)); !reflect.DeepEqual(e, s) {
+		t.Fatalf("Expired after the end = %+v, want unchanged", e)
+	}
+	if got, _ := st.Get(s.ID); !reflect.DeepEqual(got, s) {
+		t.Fatalf("set changed by Expired: %+v", got)
+	}
+	if _, err := st.Get("nope"); !errors.Is(err, alerts.ErrNotFound) {
+		t.Fatalf("Get unknown: %v", err)
 	}
 }
