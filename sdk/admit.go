@@ -16,7 +16,8 @@ import (
 // nothing. A request that matches no route is admitted ungoverned.
 //
 // Admit blocks only when the route has a queue and the limit is full; then it
-// waits at most the queue's allowed time, and returns early when ctx is done.
+// waits at most the queue's allowed time, and returns early (ErrQueueTimeout)
+// when ctx is done or the stated Deadline passes.
 // A request whose ctx is already done is never started, nor one whose
 // stated Deadline has passed or cannot be met (ErrDeadline; see
 // Request.Deadline). The stages run in
@@ -66,11 +67,14 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 			return Permit{}, g.reject(rt, s, class, ReasonDeadline, 0)
 		}
 	}
+	// wouldShed and wouldLimit count a request on a shadow route once
+	// under each would-be refusal, however many stages would refuse it.
+	wouldShed := false
 	if lvl != 0 && sheds(lvl, class, h>>16) {
 		if !rt.shadow {
 			return Permit{}, g.reject(rt, s, class, ReasonOverload, 0)
 		}
-		s.counts[outShadowShed][class].Add(1)
+		wouldShed = true
 	}
 	scale := rt.scale(now)
 
@@ -97,7 +101,13 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 		kl := &rt.keyed[i]
 		key := req.ClientIP
 		if !kl.ip {
-			key = req.header(kl.header)
+			key = ""
+			if kl.caller {
+				key = req.Caller // set wins over the header, as for exemptions
+			}
+			if key == "" {
+				key = req.header(kl.header)
+			}
 		}
 		if key == "" {
 			continue
@@ -140,13 +150,13 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 		}
 		switch {
 		case rt.shadow:
-			s.counts[outShadowShed][class].Add(1)
+			wouldShed = true
 			slot = h & uint32(len(rt.shards)-1)
 			inflight = int(rt.shards[slot].inflight.Add(1))
 		case rt.queue != nil:
 			var waited time.Duration
 			var err error
-			slot, waited, err = rt.queue.Wait(ctx, class, cohort)
+			slot, waited, err = rt.queue.WaitUntil(ctx, class, cohort, req.Deadline)
 			if err != queue.ErrFull {
 				rt.cell.queueDelay.observe(waited)
 			}
@@ -162,6 +172,9 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 		default:
 			return Permit{}, g.reject(rt, s, class, ReasonShed, 0)
 		}
+	}
+	if wouldShed {
+		s.counts[outShadowShed][class].Add(1)
 	}
 	if class == 0 {
 		rt.reserve.Admitted(now) // before the count: an admission that closes the Reserve's window belongs to the next one

@@ -33,7 +33,8 @@ const (
 // older version is refused with an error and the rules in force stay as they
 // were; nothing is half-applied. Routes whose rules did not change keep all
 // their learned state; a changed route keeps the parts whose rules are equal
-// (its limiter, its buckets) and always its in-flight counts and counters.
+// (its limiter, its buckets) and always its in-flight counts, counters and
+// queue (with the requests waiting in it, under the new queue settings).
 // Downstream rules go to the outbound set (Outbound) before the inbound swap;
 // if it refuses them, nothing changes.
 func (g *Governor) Apply(rs *rules.Ruleset, version int64) error {
@@ -77,7 +78,14 @@ func (g *Governor) apply(rs *rules.Ruleset, version int64) error {
 }
 
 // publish puts st in force. The caller holds applyMu (or is New).
-func (g *Governor) publish(st *state) { g.state.Store(st) }
+func (g *Governor) publish(st *state) {
+	for _, rt := range st.routes {
+		if rt.queue != nil {
+			_ = rt.queue.Configure(*rt.cfg.Queue) // validated by build
+		}
+	}
+	g.state.Store(st)
+}
 
 // build turns a validated ruleset into enforcement state, reusing what old
 // learned. It changes nothing shared: the caller publishes the result.
@@ -121,7 +129,7 @@ func (g *Governor) buildRoute(cfg rules.Route, prev *route) (*route, error) {
 	if prev != nil {
 		rt.cell = prev.cell
 	} else {
-		rt.cell = newCell(cfg.Name, g.shards)
+		rt.cell = g.newCell(cfg.Name)
 	}
 	rt.shards = rt.cell.shards
 	rt.log2n = uint(bits.Len(uint(len(rt.shards))) - 1)
@@ -136,10 +144,15 @@ func (g *Governor) buildRoute(cfg rules.Route, prev *route) (*route, error) {
 			rt.bucket = b
 		}
 	}
+	rt.callerHeader = DefaultCallerHeader
+	if e := cfg.Exempt; e != nil && e.CallerHeader != "" {
+		rt.callerHeader = textproto.CanonicalMIMEHeaderKey(e.CallerHeader)
+	}
 	for j, kr := range cfg.KeyRateLimits {
 		kl := keyLimit{cfg: kr, ip: kr.Key == "ip"}
 		if !kl.ip {
 			kl.header = textproto.CanonicalMIMEHeaderKey(strings.TrimPrefix(kr.Key, "header:"))
+			kl.caller = kl.header == rt.callerHeader
 		}
 		if prev != nil && j < len(prev.keyed) && prev.keyed[j].cfg == kr {
 			kl.k = prev.keyed[j].k
@@ -191,11 +204,10 @@ func (g *Governor) buildRoute(cfg rules.Route, prev *route) (*route, error) {
 			rt.consistent = s.ConsistentUsers
 		}
 		if q := cfg.Queue; q != nil && !rt.shadow {
-			qq, err := queue.New(*q, g.clk, rt.queueAcquire(g))
-			if err != nil {
+			if err := queue.Validate(*q); err != nil {
 				return nil, fmt.Errorf("queue: %w", err)
 			}
-			rt.queue = qq
+			rt.queue = rt.cell.queue // configured by publish
 		}
 	}
 	if w := cfg.WarmUp; w != nil {
@@ -211,10 +223,6 @@ func (g *Governor) buildRoute(cfg rules.Route, prev *route) (*route, error) {
 		rt.exempts = len(e.Paths)+len(e.Callers) > 0
 		rt.exemptPaths = e.Paths
 		rt.callers = e.Callers
-		rt.callerHeader = DefaultCallerHeader
-		if e.CallerHeader != "" {
-			rt.callerHeader = textproto.CanonicalMIMEHeaderKey(e.CallerHeader)
-		}
 	}
 	for reason := ReasonShed; reason <= ReasonOverload; reason++ {
 		for c := range rt.rejections[reason] {

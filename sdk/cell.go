@@ -1,8 +1,11 @@
 package governor
 
 import (
+	"math/rand/v2"
 	"sync/atomic"
 
+	"governor.dev/governor/sdk/queue"
+	"governor.dev/governor/sdk/rules"
 	"governor.dev/governor/sdk/shed"
 )
 
@@ -39,15 +42,44 @@ type cellShard struct {
 }
 
 // cell is the state of a route name that outlives rule changes: in-flight
-// counts and metric counters.
+// counts, metric counters and the queue.
 type cell struct {
 	name       string
 	shards     []cellShard
 	queueDelay queueHist
+	// queue is where the route's requests wait for a slot, when its rules
+	// give it a queue (publish configures it). It is the cell's, not the
+	// route's, so that every release, also of a permit admitted under
+	// rules since replaced, serves the requests waiting under the rules in
+	// force, and no waiter is left behind in a replaced queue.
+	queue *queue.Queue
 }
 
-func newCell(name string, shards int) *cell {
-	return &cell{name: name, shards: make([]cellShard, shards)}
+// newCell returns a cell for the route name whose queue takes slots under
+// the route in force by that name.
+func (g *Governor) newCell(name string) *cell {
+	c := &cell{name: name, shards: make([]cellShard, g.shards)}
+	c.queue, _ = queue.New(rules.Queue{}, g.clk, g.queueAcquire(c)) // the zero configuration is valid
+	return c
+}
+
+// queueAcquire returns the function c's queue takes slots with: under the
+// limit of the route in force for c, or, when no route in force has a
+// limit on c any more (removed, renamed, its concurrency rule dropped),
+// with none, so the requests still waiting start.
+func (g *Governor) queueAcquire(c *cell) queue.AcquireFunc {
+	return func(class int, k uint32) (uint32, bool) {
+		h := rand.Uint32()
+		rt := g.state.Load().byName[c.name]
+		if rt == nil || rt.cell != c || rt.conc == nil {
+			i := h & uint32(len(c.shards)-1)
+			c.shards[i].inflight.Add(1)
+			return i, true
+		}
+		now := g.nanotime()
+		slot, _, ok := rt.acquire(h, class, k, rt.scale(now), now)
+		return slot, ok
+	}
 }
 
 func (c *cell) inflight() int64 {

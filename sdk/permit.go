@@ -1,7 +1,6 @@
 package governor
 
 import (
-	"math/rand/v2"
 	"time"
 
 	"governor.dev/governor/sdk/rules"
@@ -57,7 +56,7 @@ func (p Permit) Release(latency time.Duration, o Outcome) {
 			c.observe(uint32(p.shard), p.start+int64(latency), int64(latency), int(p.inflight), o == Dropped)
 		}
 	}
-	if q := rt.queue; q != nil && q.Len() > 0 {
+	if q := rt.cell.queue; q.Len() > 0 {
 		q.Dispatch()
 	}
 }
@@ -81,13 +80,4 @@ func (p Permit) Class() rules.Class {
 		return ""
 	}
 	return rules.Classes[p.class]
-}
-
-// queueAcquire returns the function the route's queue takes slots with.
-func (rt *route) queueAcquire(g *Governor) func(c int, k uint32) (uint32, bool) {
-	return func(c int, k uint32) (uint32, bool) {
-		now := g.nanotime()
-		slot, _, ok := rt.acquire(rand.Uint32(), c, k, rt.scale(now), now)
-		return slot, ok
-	}
 }

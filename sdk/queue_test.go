@@ -101,3 +101,99 @@ func TestQueuedRequestPastItsDeadlineNeverStarts(t *testing.T) {
 		t.Fatalf("in flight %d, want 0: the expired request took the slot", f.g.InFlight("api"))
 	}
 }
+
+// TestQueuedRequestPastItsStatedDeadlineNeverStarts: a request that states
+// its deadline in Request.Deadline (not in its ctx) leaves the queue at that
+// deadline, refused, and is never started after it.
+func TestQueuedRequestPastItsStatedDeadlineNeverStarts(t *testing.T) {
+	r := concRoute(1, 0)
+	r.Queue = &rules.Queue{}
+	f := newFixture(t, 1, ruleset(r))
+	ctx := context.Background()
+	a, err := f.g.Admit(ctx, governor.Request{Path: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued := make(chan admitResult, 1)
+	go func() {
+		p, err := f.g.Admit(ctx, governor.Request{Path: "/", Priority: "critical", Deadline: f.clk.Now().Add(20 * time.Millisecond)})
+		queued <- admitResult{p, err}
+	}()
+	until(t, func() bool { return f.clk.Pending() == 1 })
+	f.clk.Advance(20 * time.Millisecond) // the deadline, before the queue's 100ms
+	until(t, func() bool { return len(queued) == 1 })
+	b := <-queued
+	if !errors.Is(b.err, governor.ErrQueueTimeout) || b.p.Admitted() {
+		t.Fatalf("request at its stated deadline: %v, want refused then", b.err)
+	}
+	a.Release(time.Millisecond, governor.Success)
+	if f.g.InFlight("api") != 0 {
+		t.Fatalf("in flight %d, want 0: the expired request took the slot", f.g.InFlight("api"))
+	}
+}
+
+// TestQueueServesAcrossApply: the queue outlives rule changes with the
+// route's counts. A permit admitted before an Apply that changed the route
+// frees its slot, on release, to a request waiting under the new rules; a
+// request waiting since before an Apply (that here also changed the queue's
+// settings) gets the slot of a permit admitted after it. Neither waits out
+// the queue's time while the route has room.
+func TestQueueServesAcrossApply(t *testing.T) {
+	r := concRoute(2, 0)
+	r.Queue = &rules.Queue{}
+	f := newFixture(t, 1, ruleset(r))
+	ctx := context.Background()
+	admit := func() governor.Permit {
+		t.Helper()
+		p, err := f.g.Admit(ctx, governor.Request{Path: "/", Priority: "critical"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	wait := func() chan admitResult {
+		queued := make(chan admitResult, 1)
+		go func() {
+			p, err := f.g.Admit(ctx, governor.Request{Path: "/", Priority: "critical"})
+			queued <- admitResult{p, err}
+		}()
+		until(t, func() bool { return f.clk.Pending() == 1 })
+		return queued
+	}
+	served := func(queued chan admitResult) governor.Permit {
+		t.Helper()
+		until(t, func() bool { return len(queued) == 1 }) // the fake clock stands still: only a release serves it
+		w := <-queued
+		if w.err != nil {
+			t.Fatalf("waiter refused: %v", w.err)
+		}
+		return w.p
+	}
+	version := int64(1)
+	apply := func(change func(*rules.Route)) {
+		t.Helper()
+		change(&r)
+		version++
+		if err := f.g.Apply(ruleset(r), version); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	old := admit()
+	apply(func(r *rules.Route) { r.Exempt = &rules.Exempt{Paths: []string{"/healthz"}} })
+	cur := admit()
+	queued := wait()
+	old.Release(time.Millisecond, governor.Success)
+	p := served(queued)
+
+	queued = wait()
+	apply(func(r *rules.Route) { r.Queue = &rules.Queue{MaxLength: 4} })
+	cur.Release(time.Millisecond, governor.Success)
+	q := served(queued)
+
+	p.Release(time.Millisecond, governor.Success)
+	q.Release(time.Millisecond, governor.Success)
+	if n := f.g.InFlight("api"); n != 0 {
+		t.Fatalf("in flight %d at the end, want 0", n)
+	}
+}

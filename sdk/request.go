@@ -25,8 +25,10 @@ type Request struct {
 	Priority string
 	// User keys consistent shedding. Empty: read from the user header.
 	User string
-	// Caller names the calling service for caller exemptions and per-key
-	// limits. Empty: read from the route's caller header.
+	// Caller names the calling service for caller exemptions and for the
+	// per-key rate limits keyed on the route's caller header
+	// (rules.Exempt.CallerHeader, default X-Caller). Empty: read from that
+	// header.
 	Caller string
 	// ClientIP keys the "ip" per-key rate limits.
 	ClientIP string

@@ -87,6 +87,9 @@ type keyLimit struct {
 	cfg    rules.KeyRateLimit
 	ip     bool
 	header string // canonical header name when !ip
+	// caller: header is the route's caller header, so a Request.Caller
+	// that is set is the key.
+	caller bool
 	k      *ratelimit.Keyed
 }
 
@@ -111,14 +114,14 @@ type route struct {
 	consistent bool
 	rotate     int64 // ns
 
-	queue *queue.Queue
+	queue *queue.Queue // cell.queue when the rules give the route a queue
 
 	warm                 bool
 	warmFrom             float64
 	warmStart, warmEnd   int64
 	exempts              bool // any exemption configured
 	exemptPaths, callers []string
-	callerHeader         string
+	callerHeader         string // canonical; DefaultCallerHeader unless the exemption names another
 
 	// rejections are preallocated per reason and class (RetryAfter 1s).
 	rejections [ReasonOverload + 1][shed.NumClasses]*Rejection
@@ -166,11 +169,15 @@ func (rt *route) ceilings(now int64) *ceilSnap {
 // acquire takes an in-flight slot for class c (user cohort k) under the
 // concurrency limit scaled by scale. The class's ceiling is split over all
 // shards (the shares add up to it exactly); the request tries shard hint
-// first and every other shard before giving up, so it is refused only when
-// every shard is at its share, that is when the route as a whole is at the
-// ceiling. It returns the shard and the in-flight count including this
-// request (estimated from its shard when the shares are large enough for
-// that to be accurate).
+// first and every other shard before giving up, so the top ceiling's class
+// (critical) is refused only when every shard is at its share, that is when
+// the route as a whole is at the ceiling. A class below the top ceiling also
+// gives its slot back when the route's count, summed over the shards, is
+// then above its ceiling: the classes above may hold some shards over its
+// share, and those slots count against it as much as its own. It returns the
+// shard and the in-flight count including this request (estimated from its
+// shard, for the top class, when the shares are large enough for that to be
+// accurate).
 func (rt *route) acquire(hint uint32, c int, k uint32, scale float64, now int64) (uint32, int, bool) {
 	s := rt.ceilings(now)
 	ceil := &s.ceil
@@ -197,12 +204,25 @@ func (rt *route) acquire(hint uint32, c int, k uint32, scale float64, now int64)
 			if v >= thr {
 				break
 			}
-			if in.CompareAndSwap(v, v+1) {
-				if base >= 4 {
-					return i, int(v+1) << rt.log2n, true
-				}
-				return i, int(rt.cell.inflight()), true
+			if !in.CompareAndSwap(v, v+1) {
+				continue
 			}
+			if ceiling < ceil[0] {
+				// Checked after taking the slot, so that concurrent
+				// admissions see each other: the route never holds more
+				// than the ceiling for long, at the cost of refusing
+				// both of two that race for its last slot.
+				n := rt.cell.inflight()
+				if n > int64(ceiling) {
+					in.Add(-1)
+					return 0, 0, false
+				}
+				return i, int(n), true
+			}
+			if base >= 4 {
+				return i, int(v+1) << rt.log2n, true
+			}
+			return i, int(rt.cell.inflight()), true
 		}
 	}
 	return 0, 0, false

@@ -61,16 +61,17 @@ type AcquireFunc func(c int, k uint32) (slot uint32, ok bool)
 
 // Queue is a CoDel queue with adaptive LIFO. It is safe for concurrent use.
 type Queue struct {
-	clk      clock.Clock
-	acquire  AcquireFunc
-	target   int64
-	interval int64
-	maxLen   int
-	lifo     bool
+	clk     clock.Clock
+	acquire AcquireFunc
 
 	waiting atomic.Int32 // length, readable without the lock
 
-	mu          sync.Mutex
+	mu sync.Mutex
+	// The settings, under mu: Configure changes them in place.
+	target      int64
+	interval    int64
+	maxLen      int
+	lifo        bool
 	classes     [NumClasses][]*waiter
 	n           int
 	overloaded  bool
@@ -79,14 +80,15 @@ type Queue struct {
 }
 
 type waiter struct {
-	ctx    context.Context
-	class  int
-	cohort uint32
-	enq    int64
-	ready  chan struct{}
-	done   bool // decided, under Queue.mu
-	slot   uint32
-	err    error
+	ctx      context.Context
+	deadline time.Time // the caller's stated deadline; zero: none
+	class    int
+	cohort   uint32
+	enq      int64
+	ready    chan struct{}
+	done     bool // decided, under Queue.mu
+	slot     uint32
+	err      error
 }
 
 // New returns a queue configured by cfg (zero fields take the defaults) that
@@ -95,11 +97,33 @@ func New(cfg rules.Queue, clk clock.Clock, acquire AcquireFunc) (*Queue, error) 
 	if clk == nil || acquire == nil {
 		return nil, fmt.Errorf("%w: clock and acquire function are required", ErrInvalid)
 	}
-	q := &Queue{clk: clk, acquire: acquire, target: int64(cfg.Target), interval: int64(cfg.Interval),
-		maxLen: cfg.MaxLength, lifo: cfg.LIFO == nil || *cfg.LIFO}
-	if q.target < 0 || q.interval < 0 || q.maxLen < 0 {
-		return nil, fmt.Errorf("%w: target, interval and max length must not be negative", ErrInvalid)
+	q := &Queue{clk: clk, acquire: acquire}
+	if err := q.Configure(cfg); err != nil {
+		return nil, err
 	}
+	q.intervalEnd = clk.Nanotime() + q.interval
+	return q, nil
+}
+
+// Validate reports whether cfg is a valid queue configuration.
+func Validate(cfg rules.Queue) error {
+	if cfg.Target < 0 || cfg.Interval < 0 || cfg.MaxLength < 0 {
+		return fmt.Errorf("%w: target, interval and max length must not be negative", ErrInvalid)
+	}
+	return nil
+}
+
+// Configure applies cfg (zero fields take the defaults) in place: the
+// requests waiting stay queued under the new settings, and the CoDel state
+// carries over. An invalid cfg changes nothing.
+func (q *Queue) Configure(cfg rules.Queue) error {
+	if err := Validate(cfg); err != nil {
+		return err
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.target, q.interval, q.maxLen = int64(cfg.Target), int64(cfg.Interval), cfg.MaxLength
+	q.lifo = cfg.LIFO == nil || *cfg.LIFO
 	if q.target == 0 {
 		q.target = int64(DefaultTarget)
 	}
@@ -109,8 +133,7 @@ func New(cfg rules.Queue, clk clock.Clock, acquire AcquireFunc) (*Queue, error) 
 	if q.maxLen == 0 {
 		q.maxLen = DefaultMaxLength
 	}
-	q.intervalEnd = clk.Nanotime() + q.interval
-	return q, nil
+	return nil
 }
 
 // Len returns the number of waiting requests. It is a single atomic load,
@@ -130,10 +153,17 @@ func (q *Queue) Overloaded() bool {
 // slot, its allowed waiting time passes, or ctx is done. It returns the slot
 // and the time spent waiting, or ErrFull, ErrTimeout or ErrExpired.
 func (q *Queue) Wait(ctx context.Context, c int, k uint32) (uint32, time.Duration, error) {
+	return q.WaitUntil(ctx, c, k, time.Time{})
+}
+
+// WaitUntil is Wait for a request that states its deadline apart from ctx
+// (zero: none): it is never started once that deadline has passed on the
+// queue's clock, and stops waiting then with ErrExpired.
+func (q *Queue) WaitUntil(ctx context.Context, c int, k uint32, deadline time.Time) (uint32, time.Duration, error) {
 	if c < 0 || c >= NumClasses {
 		c = NumClasses - 1
 	}
-	if expired(ctx, q.clk) {
+	if expired(ctx, deadline, q.clk) {
 		return 0, 0, ErrExpired
 	}
 	q.mu.Lock()
@@ -143,7 +173,7 @@ func (q *Queue) Wait(ctx context.Context, c int, k uint32) (uint32, time.Duratio
 		q.mu.Unlock()
 		return 0, 0, ErrFull
 	}
-	w := &waiter{ctx: ctx, class: c, cohort: k, enq: now, ready: make(chan struct{}, 1)}
+	w := &waiter{ctx: ctx, deadline: deadline, class: c, cohort: k, enq: now, ready: make(chan struct{}, 1)}
 	q.classes[c] = append(q.classes[c], w)
 	q.n++
 	q.waiting.Store(int32(q.n))
@@ -152,6 +182,11 @@ func (q *Queue) Wait(ctx context.Context, c int, k uint32) (uint32, time.Duratio
 		wait = 2 * q.target
 	}
 	q.mu.Unlock()
+	if !deadline.IsZero() {
+		// Woken at the deadline: a request that can no longer be
+		// started must not hold its place until the queue's time is up.
+		wait = min(wait, int64(deadline.Sub(q.clk.Now())))
+	}
 
 	// A slot may have been freed between the caller's failed attempt and
 	// the enqueue, by a release that saw an empty queue.
@@ -166,6 +201,9 @@ func (q *Queue) Wait(ctx context.Context, c int, k uint32) (uint32, time.Duratio
 		timeout = ErrExpired
 	case <-t.C():
 		timeout = ErrTimeout
+		if !deadline.IsZero() && !q.clk.Now().Before(deadline) {
+			timeout = ErrExpired
+		}
 	}
 	q.mu.Lock()
 	if !w.done {
@@ -194,7 +232,7 @@ func (q *Queue) Dispatch() {
 	q.tick(now)
 	for q.n > 0 {
 		w := q.next()
-		if expired(w.ctx, q.clk) {
+		if expired(w.ctx, w.deadline, q.clk) {
 			q.finish(w, 0, ErrExpired)
 			continue
 		}
@@ -280,13 +318,14 @@ func (q *Queue) remove(w *waiter) {
 	}
 }
 
-// expired reports whether ctx is done or its deadline has passed on clk.
-func expired(ctx context.Context, clk clock.Clock) bool {
+// expired reports whether ctx is done, or its deadline or the stated
+// deadline (zero: none) has passed on clk.
+func expired(ctx context.Context, deadline time.Time, clk clock.Clock) bool {
 	if ctx.Err() != nil {
 		return true
 	}
-	if d, ok := ctx.Deadline(); ok && !clk.Now().Before(d) {
-		return true
+	if d, ok := ctx.Deadline(); ok && (deadline.IsZero() || d.Before(deadline)) {
+		deadline = d
 	}
-	return false
+	return !deadline.IsZero() && !clk.Now().Before(deadline)
 }
