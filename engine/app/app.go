@@ -104,6 +104,9 @@ type App struct {
 	eval     *evaluate.Evaluator
 	state    *evaluate.State // nil: state.disabled
 	lastTick time.Time       // the last cycle this replica ran, tick goroutine only
+	// restored: this replica read the state its predecessor saved at its
+	// takeover (tick goroutine only). Until it has, it saves nothing.
+	restored bool
 	guard    *guardrail.Guard
 	elector  leader.Elector
 	fleet    *demo.Fleet
@@ -526,16 +529,22 @@ func (a *App) Run(ctx context.Context) error {
 
 // tick runs one evaluation cycle. At a takeover (the first cycle, or one
 // after cycles this replica did not run) it first restores the state the
-// leader before it saved; after every cycle it saves its share.
+// leader before it saved; after every cycle it saves its share. A restore
+// that fails (the store could not be read) is tried again every cycle, and
+// until one succeeds the replica saves nothing: its own unrestored state,
+// saved as newer, would replace what the leader before it learned
+// (baselines, controllers, events already reported).
 func (a *App) tick(ctx context.Context, at time.Time) {
-	if a.state != nil && (a.lastTick.IsZero() || at.Sub(a.lastTick) > a.cfg.Interval) {
-		if _, err := a.state.Restore(ctx, at); err != nil {
-			a.log.Warn("engine state not restored: starting from this replica's own", "tick", at, "err", err)
+	if a.state != nil && (!a.restored || at.Sub(a.lastTick) > a.cfg.Interval) {
+		_, err := a.state.Restore(ctx, at)
+		a.restored = err == nil
+		if err != nil {
+			a.log.Warn("engine state not restored: retried next cycle, nothing saved meanwhile", "tick", at, "err", err)
 		}
 	}
 	a.lastTick = at
 	res, err := a.eval.Tick(ctx, at)
-	if a.state != nil {
+	if a.state != nil && a.restored {
 		if _, err := a.state.Save(ctx, at); err != nil {
 			a.log.Warn("engine state not saved", "tick", at, "err", err)
 		}

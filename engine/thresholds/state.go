@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"slices"
 	"time"
 
 	"governor.dev/governor/internal/statecodec"
@@ -269,8 +270,18 @@ func (d *Detector) decode(x *dec) {
 		w := fmt.Sprintf("rarity of %s", Feature(i))
 		x.floats(w, r.tree[:])
 		r.total, r.weight, r.max = x.F(w+" total"), x.F(w+" weight"), x.F(w+" max")
-		if x.Err == nil && !(r.weight > 0) {
+		switch {
+		case x.Err != nil:
+		case !(r.weight > 0):
 			x.Fail("%s weight %v: want > 0", w, r.weight)
+		case slices.ContainsFunc(r.tree[:], func(v float64) bool { return !(v >= 0) }):
+			// Counts never go negative: a sign flipped in storage would
+			// make every surprisal NaN, and the detector blind.
+			x.Fail("%s: a negative count", w)
+		case !(r.total >= 0) || !(r.max >= 0):
+			x.Fail("%s total %v, max %v: want >= 0", w, r.total, r.max)
+		case math.Abs(r.below(rarityBins)-r.total) > 1e-6*math.Max(1, r.total):
+			x.Fail("%s total %v: the bins hold %v", w, r.total, r.below(rarityBins))
 		}
 	}
 	d.cusUp, d.cusDn = x.F("cusum up"), x.F("cusum down")

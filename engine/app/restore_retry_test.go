@@ -1,0 +1,90 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"governor.dev/governor/engine/config"
+	"governor.dev/governor/engine/evaluate"
+)
+
+// flakyState is a StateStore whose first Load fails, as one query can at a
+// takeover (the database that just lost the old leader's session).
+type flakyState struct {
+	evaluate.MemState
+	mu        sync.Mutex
+	loads     int
+	failLoads int
+}
+
+func (f *flakyState) Load(ctx context.Context) ([]evaluate.StateRow, error) {
+	f.mu.Lock()
+	f.loads++
+	fail := f.loads <= f.failLoads
+	f.mu.Unlock()
+	if fail {
+		return nil, errors.New("transient: connection reset")
+	}
+	return f.MemState.Load(ctx)
+}
+
+// TestFailedRestoreAtTakeoverIsRetried: a restore that fails at a takeover
+// (one failed Load) is tried again at the next cycle, and until it succeeds
+// the replica saves nothing, so the rows the previous leader persisted
+// (baselines, controllers, events already reported) are not replaced by
+// this replica's unrestored state.
+func TestFailedRestoreAtTakeoverIsRetried(t *testing.T) {
+	ctx := context.Background()
+	cfg := config.Default()
+	cfg.Listen, cfg.DataDir, cfg.Identity = "127.0.0.1:0", t.TempDir(), "b"
+	cfg.Interval = 10 * time.Second
+	a, err := New(ctx, Options{Config: cfg, Registry: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.close()
+
+	store := &flakyState{failLoads: 2}
+	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	// The previous leader "a" persisted its state at t0.
+	prev, err := evaluate.NewState(a.eval, evaluate.StateOptions{Store: &store.MemState, Leader: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := prev.Save(ctx, t0); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := store.MemState.Load(ctx)
+	if len(before) == 0 {
+		t.Fatal("the previous leader saved no rows: the test shows nothing")
+	}
+	if a.state, err = evaluate.NewState(a.eval, evaluate.StateOptions{Store: store, Leader: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	leaders := func() map[string]int {
+		rows, _ := store.MemState.Load(ctx)
+		n := map[string]int{}
+		for _, r := range rows {
+			n[r.Leader]++
+		}
+		return n
+	}
+
+	a.tick(ctx, t0.Add(cfg.Interval))   // takeover: the restore's Load fails
+	a.tick(ctx, t0.Add(2*cfg.Interval)) // fails again
+	if got := leaders(); got["a"] != len(before) || got["b"] != 0 {
+		t.Fatalf("after two failed restores the rows are by leader %v; want the previous leader's %d untouched", got, len(before))
+	}
+	a.tick(ctx, t0.Add(3*cfg.Interval)) // restores, then saves
+	if store.loads != 3 {
+		t.Fatalf("%d restore attempts over 3 cycles, want 3", store.loads)
+	}
+	if got := leaders(); got["b"] == 0 {
+		t.Fatalf("after the restore succeeded the replica saved nothing: rows by leader %v", got)
+	}
+}
