@@ -282,11 +282,17 @@ func (r *Reader) assemble(at time.Time, scope Scope, answers []answer) (*Snapsho
 // its newest SDK sample is older than MaxAge, or when the freshness query
 // answered but not for this entry: its SDK gauges are gone (the target is
 // down or removed, so staleness markers ended them) while rate windows still
-// hold its last samples.
+// hold its last samples. When the freshness query failed, no entry can be
+// told from a dead target's, so every one is stale: a controller that
+// pauses for a cycle does less harm than one acting on a dead target's last
+// rates.
 func (r *Reader) staleness(at time.Time, e *Entry, freshnessAnswered bool) string {
 	if e.Newest.IsZero() {
 		if freshnessAnswered {
 			return "no current SDK sample (target down or gone)"
+		}
+		if r.opts.MaxAge > 0 {
+			return "freshness unknown: the freshness query failed"
 		}
 		return ""
 	}

@@ -205,3 +205,32 @@ func TestReadServiceSelector(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidOption)
 	require.ErrorContains(t, err, "services[1]: empty service name")
 }
+
+// When the freshness query fails, no entry can be told from a dead
+// target's (whose rate windows still hold its last samples), so every
+// entry reads stale, saying why; with the age check disabled nothing
+// changes.
+func TestReadFreshnessFailedIsStale(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		opts ReaderOptions
+		want Status
+	}{
+		{"age check on", ReaderOptions{}, Stale},
+		{"age check disabled", ReaderOptions{MaxAge: -1}, Known},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, tt.opts)
+			f.src.errs[f.q(Freshness, PerService)] = fmt.Errorf("%w: 3 attempts: server error", ErrUnavailable)
+			f.answer(RequestRate, PerService, smp(5, "service", "a"))
+			snap, err := f.r.Read(context.Background(), now, PerService)
+			require.NoError(t, err)
+			v := snap.Get(Key{Service: "a"}, RequestRate)
+			require.Equal(t, tt.want, v.Status, "%+v", v)
+			if tt.want == Stale {
+				require.Contains(t, v.Detail, "the freshness query failed")
+			}
+			require.ErrorIs(t, snap.Errors[Freshness], ErrUnavailable)
+		})
+	}
+}
