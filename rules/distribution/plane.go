@@ -136,42 +136,42 @@ func (p *Plane) SetCanarySelector(ctx context.Context, service string, version i
 
 // Promote publishes a service's staged version to every instance.
 func (p *Plane) Promote(ctx context.Context, service string) (*rules.Envelope, error) {
-	return p.promoted(ctx)(p.pub.Promote(ctx, service))
+	env, err := p.pub.Promote(ctx, service)
+	return p.promoted(ctx, env, err)
 }
 
 // PromoteVersion is Promote of the canary of version, the one the caller
 // looked at (Publisher.PromoteVersion).
 func (p *Plane) PromoteVersion(ctx context.Context, service string, version int64) (*rules.Envelope, error) {
-	return p.promoted(ctx)(p.pub.PromoteVersion(ctx, service, version))
+	env, err := p.pub.PromoteVersion(ctx, service, version)
+	return p.promoted(ctx, env, err)
 }
 
-// promoted tells the ledger of a promotion that succeeded.
-func (p *Plane) promoted(ctx context.Context) func(*rules.Envelope, error) (*rules.Envelope, error) {
-	return func(env *rules.Envelope, err error) (*rules.Envelope, error) {
-		if err != nil {
-			return nil, err
-		}
-		return env, p.ledger.Published(ctx, env, nil)
+// promoted tells the ledger of a promotion that succeeded (err nil).
+func (p *Plane) promoted(ctx context.Context, env *rules.Envelope, err error) (*rules.Envelope, error) {
+	if err != nil {
+		return nil, err
 	}
+	return env, p.ledger.Published(ctx, env, nil)
 }
 
 // Abort withdraws a service's staged version.
 func (p *Plane) Abort(ctx context.Context, service string) (*rules.Envelope, error) {
-	return p.aborted(ctx, service)(p.pub.Abort(ctx, service))
+	env, err := p.pub.Abort(ctx, service)
+	return p.aborted(ctx, service, env, err)
 }
 
 // AbortVersion is Abort of the canary of version, the one the caller looked
 // at (Publisher.AbortVersion).
 func (p *Plane) AbortVersion(ctx context.Context, service string, version int64) (*rules.Envelope, error) {
-	return p.aborted(ctx, service)(p.pub.AbortVersion(ctx, service, version))
+	env, err := p.pub.AbortVersion(ctx, service, version)
+	return p.aborted(ctx, service, env, err)
 }
 
-// aborted tells the ledger of an abort that succeeded.
-func (p *Plane) aborted(ctx context.Context, service string) func(*rules.Envelope, error) (*rules.Envelope, error) {
-	return func(env *rules.Envelope, err error) (*rules.Envelope, error) {
-		if err != nil {
-			return nil, err
-		}
-		return env, p.ledger.Aborted(ctx, service)
+// aborted tells the ledger of an abort that succeeded (err nil).
+func (p *Plane) aborted(ctx context.Context, service string, env *rules.Envelope, err error) (*rules.Envelope, error) {
+	if err != nil {
+		return nil, err
 	}
+	return env, p.ledger.Aborted(ctx, service)
 }

@@ -421,8 +421,8 @@ func (p *Publisher) Promote(ctx context.Context, service string) (*rules.Envelop
 // wraps ErrStale and ErrInvalid. Only the record read is promoted, so a
 // canary replaced after the check is never promoted in its place.
 func (p *Publisher) PromoteVersion(ctx context.Context, service string, version int64) (*rules.Envelope, error) {
-	if version < 1 {
-		return nil, fmt.Errorf("%w: version: must be a version number, not %d", ErrInvalid, version)
+	if err := versionArg(version); err != nil {
+		return nil, err
 	}
 	return p.promote(ctx, service, version)
 }
@@ -430,14 +430,8 @@ func (p *Publisher) PromoteVersion(ctx context.Context, service string, version 
 // promote promotes the staged canary, which must be of version unless
 // version is 0.
 func (p *Publisher) promote(ctx context.Context, service string, version int64) (*rules.Envelope, error) {
-	c, rev, err := p.canary(ctx, service)
+	c, rev, err := p.staged(ctx, service, "promote", version)
 	if err != nil {
-		return nil, err
-	}
-	if c == nil {
-		return nil, fmt.Errorf("%w: %s has no staged version to promote", ErrNoCanary, service)
-	}
-	if err := expectCanary(service, "promoted", c, version); err != nil {
 		return nil, err
 	}
 	payload, err := json.Marshal(c.Envelope)
@@ -470,8 +464,8 @@ func (p *Publisher) Abort(ctx context.Context, service string) (*rules.Envelope,
 // at: if another version is staged, it stays staged and the error wraps
 // ErrStale and ErrInvalid.
 func (p *Publisher) AbortVersion(ctx context.Context, service string, version int64) (*rules.Envelope, error) {
-	if version < 1 {
-		return nil, fmt.Errorf("%w: version: must be a version number, not %d", ErrInvalid, version)
+	if err := versionArg(version); err != nil {
+		return nil, err
 	}
 	return p.abort(ctx, service, version)
 }
@@ -479,14 +473,8 @@ func (p *Publisher) AbortVersion(ctx context.Context, service string, version in
 // abort removes the staged canary, which must be of version unless version
 // is 0.
 func (p *Publisher) abort(ctx context.Context, service string, version int64) (*rules.Envelope, error) {
-	c, rev, err := p.canary(ctx, service)
+	c, rev, err := p.staged(ctx, service, "abort", version)
 	if err != nil {
-		return nil, err
-	}
-	if c == nil {
-		return nil, fmt.Errorf("%w: %s has no staged version to abort", ErrNoCanary, service)
-	}
-	if err := expectCanary(service, "aborted", c, version); err != nil {
 		return nil, err
 	}
 	deleted, err := p.deleteCanary(ctx, service, rev)
@@ -500,14 +488,29 @@ func (p *Publisher) abort(ctx context.Context, service string, version int64) (*
 	return c.Envelope, nil
 }
 
-// expectCanary refuses, with an ErrStale and ErrInvalid naming both
-// versions, a staged canary c that is not of version (0: any version).
-func expectCanary(service, action string, c *watch.Canary, version int64) error {
-	if version == 0 || c.Envelope.Version == version {
-		return nil
+// versionArg checks the version a caller says it looked at.
+func versionArg(version int64) error {
+	if version < 1 {
+		return fmt.Errorf("%w: version: must be a version number, not %d", ErrInvalid, version)
 	}
-	return fmt.Errorf("%w: %w: canary version %d of %s not %s: version %d is staged now",
-		ErrInvalid, ErrStale, version, service, action, c.Envelope.Version)
+	return nil
+}
+
+// staged returns the service's staged canary and its record's revision, for
+// action: an error wrapping ErrNoCanary if none is staged, or ErrStale and
+// ErrInvalid, naming both versions, if it is not of version (0: any).
+func (p *Publisher) staged(ctx context.Context, service, action string, version int64) (*watch.Canary, uint64, error) {
+	c, rev, err := p.canary(ctx, service)
+	switch {
+	case err != nil:
+		return nil, 0, err
+	case c == nil:
+		return nil, 0, fmt.Errorf("%w: %s has no staged version to %s", ErrNoCanary, service, action)
+	case version != 0 && c.Envelope.Version != version:
+		return nil, 0, fmt.Errorf("%w: %w: cannot %s canary version %d of %s: version %d is staged now",
+			ErrInvalid, ErrStale, action, version, service, c.Envelope.Version)
+	}
+	return c, rev, nil
 }
 
 // SetCanarySelector changes which instances run the staged canary of
@@ -522,15 +525,12 @@ func (p *Publisher) SetCanarySelector(ctx context.Context, service string, versi
 	if err := sel.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
+	if err := versionArg(version); err != nil {
+		return nil, err
+	}
 	for {
-		c, rev, err := p.canary(ctx, service)
+		c, rev, err := p.staged(ctx, service, "change", version)
 		if err != nil {
-			return nil, err
-		}
-		if c == nil {
-			return nil, fmt.Errorf("%w: %s has no staged version %d to change", ErrNoCanary, service, version)
-		}
-		if err := expectCanary(service, "changed", c, version); err != nil {
 			return nil, err
 		}
 		value, err := watch.EncodeCanary(&watch.Canary{Selector: sel, Envelope: c.Envelope})
