@@ -51,6 +51,11 @@ type Filter struct {
 	Acknowledged func(fp alerts.Fingerprint, a alerts.Alert) bool
 }
 
+// quiet reports whether a firing alert is muted or acknowledged.
+func (f Filter) quiet(fp alerts.Fingerprint, a alerts.Alert) bool {
+	return (f.Muted != nil && f.Muted(fp, a)) || (f.Acknowledged != nil && f.Acknowledged(fp, a))
+}
+
 // routed is an alert with its fingerprint.
 type routed struct {
 	a   alerts.Alert
@@ -322,7 +327,7 @@ func (d *Dispatcher) flushGroup(now time.Time, g *group, rs []routed, f Filter) 
 			continue
 		}
 		present[r.key] = a
-		if (f.Muted != nil && f.Muted(r.fp, a)) || (f.Acknowledged != nil && f.Acknowledged(r.fp, a)) {
+		if f.quiet(r.fp, a) {
 			continue
 		}
 		firing = append(firing, a)
@@ -395,18 +400,17 @@ func (d *Dispatcher) flushGroup(now time.Time, g *group, rs []routed, f Filter) 
 	for _, a := range firing {
 		msgAlerts = append(msgAlerts, notify.Alert{Alert: a, Status: notify.StatusFiring, Fingerprint: a.Fingerprint().String()})
 	}
+	refired := make(map[string]bool, len(resolved)) // the resolved, some of which may fire again
 	for _, a := range resolved {
-		msgAlerts = append(msgAlerts, notify.Alert{Alert: a, Status: notify.StatusResolved, Fingerprint: a.Fingerprint().String()})
+		fp := a.Fingerprint().String()
+		refired[fp] = true
+		msgAlerts = append(msgAlerts, notify.Alert{Alert: a, Status: notify.StatusResolved, Fingerprint: fp})
 	}
 	// Firing, then resolved, each by fingerprint; an alert that resolved
 	// and fired again since the last notification comes last, after its
 	// old episode's resolve: receivers that deduplicate by fingerprint
 	// (PagerDuty's dedup_key) apply the events in order, and a trigger
 	// before the resolve would close the incident of a firing alert.
-	refired := make(map[string]bool, len(resolved))
-	for _, a := range resolved {
-		refired[a.Fingerprint().String()] = true
-	}
 	rank := func(a notify.Alert) int {
 		switch {
 		case a.Status == notify.StatusResolved:
@@ -508,7 +512,7 @@ func (d *Dispatcher) Firing(now time.Time, receiver string, as []alerts.Alert, f
 	for _, a := range as {
 		fp := a.Fingerprint()
 		e := episode{fp.String(), a.StartsAt.UnixNano()}
-		if a.Resolved(now) || !told[e] || (f.Muted != nil && f.Muted(fp, a)) || (f.Acknowledged != nil && f.Acknowledged(fp, a)) {
+		if a.Resolved(now) || !told[e] || f.quiet(fp, a) {
 			continue
 		}
 		delete(told, e) // an alert in two groups of the receiver is listed once
