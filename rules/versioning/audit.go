@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -44,6 +45,14 @@ const (
 	ActionTokenCreate  Action = "token_create"
 	ActionTokenRevoke  Action = "token_revoke"
 )
+
+// actionForm is the form of every action, the Store's and other
+// components' alike.
+var actionForm = regexp.MustCompile(`^[a-z][a-z0-9_.]{0,63}$`)
+
+// WellFormed reports whether a has the form of an action: 1 to 64
+// lower-case letters, digits, _ or ., starting with a letter.
+func (a Action) WellFormed() bool { return actionForm.MatchString(string(a)) }
 
 // Lifecycle reports whether only a Store may record the action.
 func (a Action) Lifecycle() bool {

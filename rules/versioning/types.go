@@ -58,6 +58,15 @@ const (
 	StateWithdrawn  State = "withdrawn"
 )
 
+// Valid reports whether s is one of the states above.
+func (s State) Valid() bool {
+	switch s {
+	case StateProposed, StateApproved, StatePublished, StateSuperseded, StateRejected, StateWithdrawn:
+		return true
+	}
+	return false
+}
+
 // WentLive reports whether a version in this state has been active at some
 // point (and so is a valid rollback target).
 func (s State) WentLive() bool {

@@ -8,8 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"regexp"
-	"slices"
 	"strconv"
 
 	"github.com/go-chi/chi/v5"
@@ -183,9 +181,9 @@ func (a *API) versions(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	if s := q.Get("state"); s != "" {
 		st := versioning.State(s)
-		if !slices.Contains(versionStates, st) {
+		if !st.Valid() {
 			a.fail(w, r, &versioning.InputError{Errors: []rules.FieldError{{Field: "state",
-				Problem: fmt.Sprintf("%q is not a version state (want one of %v)", s, versionStates)}}})
+				Problem: fmt.Sprintf("%q is not a version state (proposed, approved, published, superseded, rejected or withdrawn)", s)}}})
 			return
 		}
 		f.States = []versioning.State{st}
@@ -214,15 +212,6 @@ func (a *API) versions(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"versions": vs})
 }
-
-// versionStates are the states the versions list filters by.
-var versionStates = []versioning.State{versioning.StateProposed, versioning.StateApproved, versioning.StatePublished,
-	versioning.StateSuperseded, versioning.StateRejected, versioning.StateWithdrawn}
-
-// auditAction is the form of an audit action (the store's): other
-// components record actions of their own, so any well-formed one may be
-// asked for.
-var auditAction = regexp.MustCompile(`^[a-z][a-z0-9_.]{0,63}$`)
 
 func (a *API) getVersion(r *http.Request) (versioning.Version, error) {
 	svc, err := service(r)
@@ -478,7 +467,8 @@ func (a *API) audit(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := versioning.AuditFilter{Service: q.Get("service"), Actor: q.Get("actor"), Action: versioning.Action(q.Get("action")), Newest: q.Get("order") != "oldest"}
 	var bad []rules.FieldError
-	if act := q.Get("action"); act != "" && !auditAction.MatchString(act) {
+	// Other components record actions of their own: any well-formed one may be asked for.
+	if act := f.Action; act != "" && !act.WellFormed() {
 		bad = append(bad, rules.FieldError{Field: "action", Problem: fmt.Sprintf("%q is not an audit action (lower-case letters, digits, _ or ., starting with a letter)", act)})
 	}
 	if o := q.Get("order"); o != "" && o != "newest" && o != "oldest" {

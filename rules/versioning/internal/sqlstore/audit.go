@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
@@ -198,8 +197,6 @@ func (s *Store) VerifyAudit(ctx context.Context) (versioning.AuditReport, error)
 	return rep, err
 }
 
-var actionRE = regexp.MustCompile(`^[a-z][a-z0-9_.]{0,63}$`)
-
 // RecordAudit implements versioning.Auditor.
 func (s *Store) RecordAudit(ctx context.Context, r versioning.AuditRecord) (versioning.AuditEntry, error) {
 	var out versioning.AuditEntry
@@ -224,7 +221,7 @@ func checkRecord(r versioning.AuditRecord) ([]byte, error) {
 		return nil, err
 	}
 	switch {
-	case !actionRE.MatchString(string(r.Action)):
+	case !r.Action.WellFormed():
 		return nil, &versioning.InputError{Errors: fieldErr("action",
 			"must be 1 to 64 lower-case letters, digits, _ or ., starting with a letter, got %q", r.Action)}
 	case r.Action.Lifecycle():
