@@ -164,29 +164,25 @@ func (r *Recommender) Evaluate(in Input) Recommendation {
 	hold := resplit || len(brk) > 0 // something to propose with the ceiling held
 	to := out
 	if rate < r.o.Binding*cur.To {
-		switch {
-		case out < cur.To && in.Score.Value > r.o.Setpoint:
+		var idle string // why moving the ceiling would change nothing, if it would not
+		if out < cur.To && in.Score.Value > r.o.Setpoint {
 			// Overloaded below a ceiling nobody reaches: cutting the
 			// ceiling would change nothing, so cut the offered rate by
 			// the controller's share instead, inside the band: the
 			// controller's own output is, this rescaled one is not.
 			lo, hi := in.Band.bounds(st.base)
-			to = min(max(rate*out/cur.To, lo), hi)
-			if to >= rate {
-				// The band's floor keeps any cut above the offered
-				// rate, where it changes nothing.
-				_ = st.track(&r.o, in, cur.To)
-				if !hold {
-					return none(false, "overloaded below a ceiling nobody reaches (offered %.1f req/s), and the band's floor %.1f req/s keeps any cut above the offered rate; %s", rate, lo, note)
-				}
-				to = cur.To
+			if to = min(max(rate*out/cur.To, lo), hi); to >= rate {
+				idle = fmt.Sprintf("overloaded below a ceiling nobody reaches (offered %.1f req/s), and the band's floor %.1f req/s keeps any cut above the offered rate", rate, lo)
 			}
-		default:
-			// Moving a ceiling nobody reaches changes nothing: hold the
-			// controller at the ceiling in force so it does not wind up.
+		} else {
+			idle = fmt.Sprintf("ceiling %.1f req/s is not binding (offered %.1f req/s)", cur.To, rate)
+		}
+		if idle != "" {
+			// Hold the controller at the ceiling in force so it does not
+			// wind up.
 			_ = st.track(&r.o, in, cur.To)
 			if !hold {
-				return none(false, "ceiling %.1f req/s is not binding (offered %.1f req/s); %s", cur.To, rate, note)
+				return none(false, "%s; %s", idle, note)
 			}
 			to = cur.To
 		}
