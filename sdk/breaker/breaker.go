@@ -1,6 +1,7 @@
 package breaker
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,7 +24,10 @@ type Breaker struct {
 	// Allow reads both with one load. A Ticket is the word that admitted it.
 	word      atomic.Uint64
 	openUntil atomic.Int64
-	issued    atomic.Int64 // probes handed out in this half-open round
+	// slots packs the half-open round (the low 32 bits of its generation)
+	// above the number of probes handed out in it, so a call takes a slot
+	// only of the round whose word it read.
+	slots atomic.Uint64
 
 	ring *window.Ring
 
@@ -45,6 +49,12 @@ type Breaker struct {
 	probeSlow int64
 
 	onChange func(from, to State)
+
+	// Test hooks, nil outside tests. beforeSlot runs in Allow between reading
+	// a half-open word and taking a probe slot; beforePublish runs in
+	// transition, under the lock, just before the new word is stored.
+	beforeSlot    func()
+	beforePublish func()
 }
 
 var _ Guard = (*Breaker)(nil)
@@ -59,7 +69,7 @@ func newBreaker(c rules.Breaker, opts Options) *Breaker {
 		slowCall:    c.SlowCall.D(),
 		openBase:    c.OpenBase.D(),
 		openMax:     c.OpenMax.D(),
-		probes:      int64(c.HalfOpenProbes),
+		probes:      min(int64(c.HalfOpenProbes), math.MaxUint32), // the count in slots has 32 bits
 		probeWindow: int64(c.Window.D()),
 		onChange:    opts.OnStateChange,
 	}
@@ -68,6 +78,11 @@ func newBreaker(c rules.Breaker, opts Options) *Breaker {
 }
 
 func stateOf(w uint64) State { return State(w & 3) }
+
+// roundOf returns the half-open round of w as slots holds it, in the high
+// 32 bits. Two rounds collide only 2^32 generations apart, far more state
+// changes than a call can sleep through between reading slots and taking one.
+func roundOf(w uint64) uint64 { return w >> 2 << 32 }
 
 // Allow reports whether a call may start at now. While closed it costs one
 // atomic load.
@@ -83,16 +98,25 @@ func (b *Breaker) Allow(now int64) (Ticket, error) {
 			}
 			b.transition(w, HalfOpen, now)
 		case HalfOpen:
-			if b.issued.Add(1) <= b.probes {
-				if b.word.Load() == w {
+			if b.beforeSlot != nil {
+				b.beforeSlot()
+			}
+			if r := b.takeSlot(w); r != slotsFull {
+				if r == slotTaken && b.word.Load() == w {
 					return Ticket(w), nil
 				}
-				continue // the round changed under us: the slot belongs to an old one
+				// The round ended, before or after we took one of its slots
+				// (which no later round reads): try the state that followed.
+				continue
 			}
 			b.mu.Lock()
-			stuck := b.word.Load() == w && now-b.halfSince >= b.probeWindow
+			cur := b.word.Load()
+			stuck := now-b.halfSince >= b.probeWindow
 			b.mu.Unlock()
-			if !stuck {
+			switch {
+			case cur != w:
+				continue // the full round ended while we looked
+			case !stuck:
 				return 0, ErrOpen
 			}
 			// Probes were handed out but never reported for a whole window:
@@ -101,6 +125,31 @@ func (b *Breaker) Allow(now int64) (Ticket, error) {
 		}
 	}
 	return 0, ErrOpen
+}
+
+// Results of takeSlot.
+const (
+	slotTaken     = iota
+	slotsFull     // every probe of the round is out
+	slotRoundGone // the slots already belong to a later round
+)
+
+// takeSlot takes a probe slot of the half-open round of w. It never takes a
+// slot of another round: transition stores a round's slots before its word,
+// so a call that read w finds the slots of w's round or of a later one.
+func (b *Breaker) takeSlot(w uint64) int {
+	round := roundOf(w)
+	for {
+		s := b.slots.Load()
+		switch {
+		case s&^math.MaxUint32 != round:
+			return slotRoundGone
+		case int64(s&math.MaxUint32) >= b.probes:
+			return slotsFull
+		case b.slots.CompareAndSwap(s, s+1):
+			return slotTaken
+		}
+	}
 }
 
 // Record reports the outcome of a call admitted with t. Outcomes of calls
@@ -183,6 +232,7 @@ func (b *Breaker) transition(w uint64, to State, now int64) {
 		return
 	}
 	from := stateOf(w)
+	next := (w>>2+1)<<2 | uint64(to)
 	switch to {
 	case Open:
 		b.opens++
@@ -195,12 +245,15 @@ func (b *Breaker) transition(w uint64, to State, now int64) {
 	case HalfOpen:
 		b.halfSince = now
 		b.probeOK, b.probeBad, b.probeSlow = 0, 0, 0
-		b.issued.Store(0)
+		b.slots.Store(roundOf(next)) // before the word: see takeSlot
 	case Closed:
 		b.opens = 0
 		b.ring.Reset()
 	}
-	b.word.Store((w>>2+1)<<2 | uint64(to))
+	if b.beforePublish != nil {
+		b.beforePublish()
+	}
+	b.word.Store(next)
 	b.mu.Unlock()
 	if b.onChange != nil && from != to {
 		b.onChange(from, to)

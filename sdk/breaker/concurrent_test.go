@@ -1,6 +1,7 @@
 package breaker
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -59,4 +60,142 @@ func TestConcurrentProbesNeverExceedTheConfiguredCount(t *testing.T) {
 			t.Fatalf("half-open generation %d admitted %d probes, want at most %d", tk>>2, n, probes)
 		}
 	}
+}
+
+// allowN calls Allow n times at now and returns the tickets it handed out.
+func allowN(b *Breaker, now int64, n int) []Ticket {
+	var out []Ticket
+	for range n {
+		if tk, err := b.Allow(now); err == nil {
+			out = append(out, tk)
+		}
+	}
+	return out
+}
+
+// wantProbes checks that the current half-open round handed out exactly
+// probes of tickets and that no round handed out more.
+func wantProbes(t *testing.T, b *Breaker, tickets []Ticket, probes int) {
+	t.Helper()
+	perRound := map[Ticket]int{}
+	for _, tk := range tickets {
+		if stateOf(uint64(tk)) == HalfOpen {
+			perRound[tk]++
+		}
+	}
+	for tk, n := range perRound {
+		if n > probes {
+			t.Errorf("generation %d admitted %d probes, want at most %d", tk>>2, n, probes)
+		}
+	}
+	cur := Ticket(b.word.Load())
+	if stateOf(uint64(cur)) != HalfOpen || perRound[cur] != probes {
+		t.Errorf("current generation %d (%v) admitted %d probes, want %d (tickets %v)",
+			cur>>2, stateOf(uint64(cur)), perRound[cur], probes, tickets)
+	}
+}
+
+// TestRestartedProbeRoundKeepsItsSlots covers the restart of a probe round
+// whose probes never reported. A call of the old round can read the old word
+// while the restart is half done: the new round's slots are reset but its
+// word not yet stored. That call must not take a slot of the new round, or
+// the new round is left with fewer probes than it needs to decide and waits a
+// whole window for the next restart.
+func TestRestartedProbeRoundKeepsItsSlots(t *testing.T) {
+	for _, probes := range []int{1, 3} {
+		t.Run(fmt.Sprint(probes, " probes"), func(t *testing.T) {
+			c := cfg()
+			c.HalfOpenProbes = probes
+			r := newRig(t, c)
+			for range 10 {
+				r.call(true, 0)
+			}
+			r.clk.Advance(time.Second)
+			if got := allowN(r.b, r.clk.Nanotime(), probes); len(got) != probes {
+				t.Fatalf("first round admitted %d probes, want %d", len(got), probes)
+			}
+			r.clk.Advance(10 * time.Second) // a window without reports: the next Allow restarts the round
+			now := r.clk.Nanotime()
+			var tickets []Ticket
+			r.b.beforePublish = func() {
+				r.b.beforePublish = nil
+				tickets = append(tickets, allowN(r.b, now, probes)...)
+			}
+			tickets = append(tickets, allowN(r.b, now, probes+2)...)
+			wantProbes(t, r.b, tickets, probes)
+			for _, tk := range tickets {
+				r.b.Record(tk, now, 0, false)
+			}
+			r.wantState(Closed)
+		})
+	}
+}
+
+// TestCallOfAnEndedRoundTakesNoSlotOfTheNext covers a call that reads a
+// half-open word and is descheduled before it takes a probe slot, while its
+// round fails, the breaker reopens and a fresh round starts. When it resumes
+// it must take a slot of the fresh round only as a call of that round, with
+// that round's ticket, never a slot whose ticket Record would ignore.
+func TestCallOfAnEndedRoundTakesNoSlotOfTheNext(t *testing.T) {
+	for _, probes := range []int{2, 3} {
+		t.Run(fmt.Sprint(probes, " probes"), func(t *testing.T) {
+			c := cfg()
+			c.HalfOpenProbes = probes
+			r := newRig(t, c)
+			for range 10 {
+				r.call(true, 0)
+			}
+			r.clk.Advance(time.Second)
+			paused := r.clk.Nanotime()
+			var tickets []Ticket
+			r.b.beforeSlot = func() {
+				r.b.beforeSlot = nil
+				for r.b.State(r.clk.Nanotime()) == HalfOpen {
+					if !r.call(true, 0) { // the probes fail: reopen
+						t.Fatal("probe refused")
+					}
+				}
+				r.clk.Advance(2 * time.Second)
+				tickets = append(tickets, allowN(r.b, r.clk.Nanotime(), 1)...) // starts the fresh round
+			}
+			tickets = append(tickets, allowN(r.b, paused, 1)...)
+			tickets = append(tickets, allowN(r.b, r.clk.Nanotime(), probes+1)...)
+			wantProbes(t, r.b, tickets, probes)
+			for _, tk := range tickets {
+				r.b.Record(tk, r.clk.Nanotime(), 0, false)
+			}
+			r.wantState(Closed)
+		})
+	}
+}
+
+// TestCallFindingAFullRoundRetriesWhenTheRoundEnds covers a call that finds
+// every probe of its round out while the last probe reports and closes the
+// breaker. The call must be admitted by the closed breaker, not refused on
+// behalf of the round that just ended.
+func TestCallFindingAFullRoundRetriesWhenTheRoundEnds(t *testing.T) {
+	c := cfg()
+	c.HalfOpenProbes = 1
+	r := newRig(t, c)
+	for range 10 {
+		r.call(true, 0)
+	}
+	r.clk.Advance(time.Second)
+	now := r.clk.Nanotime()
+	probe, err := r.b.Allow(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.b.beforeSlot = func() {
+		r.b.beforeSlot = nil
+		r.b.Record(probe, now, 0, false)
+	}
+	tk, err := r.b.Allow(now)
+	if err != nil {
+		t.Fatalf("Allow after the round closed the breaker: %v", err)
+	}
+	if stateOf(uint64(tk)) != Closed {
+		t.Fatalf("ticket state = %v, want closed", stateOf(uint64(tk)))
+	}
+	r.wantState(Closed)
 }
