@@ -9,8 +9,9 @@ import (
 	"governor.dev/governor/sdk/rules"
 )
 
-// Errors returned by this package. Next returns the last four when it decides
-// against a retry; the caller then returns the last attempt's outcome.
+// Errors returned by this package. Next returns the last four (or the
+// context's error once the context is done) when it decides against a retry;
+// the caller then returns the last attempt's outcome.
 var (
 	ErrInvalidConfig = errors.New("retry: invalid config")
 	// ErrAttemptsExhausted: MaxAttempts attempts were made.

@@ -8,10 +8,10 @@
 // second that are always allowed (as Envoy's and Finagle's retry budgets do),
 // so that when a downstream fails, total load stays below (1 + Budget) times
 // the offered load instead of MaxAttempts times. And a retry is only planned
-// when it can finish: not when the wait plus the time the failed attempt
-// took would pass the context's deadline, never sooner than a Retry-After
-// the server asked for, and not at all when that Retry-After is longer than
-// MaxBackoff.
+// when it can finish: not when the context is already done (the caller has
+// gone), not when the wait plus the time the failed attempt took would pass
+// the context's deadline, never sooner than a Retry-After the server asked
+// for, and not at all when that Retry-After is longer than MaxBackoff.
 //
 // ParseRetryAfter reads the HTTP Retry-After header in both of its forms.
 // Whether a request may be retried at all (idempotency) is the caller's

@@ -71,6 +71,10 @@ func (r *Retrier) MaxAttempts() int { return r.maxAttempts }
 func (r *Retrier) Backoff(n int) time.Duration {
 	ceil := r.base
 	for i := 1; i < n && ceil < r.max; i++ {
+		if ceil > r.max/2 { // doubling would pass the cap, or overflow
+			ceil = r.max
+			break
+		}
 		ceil *= 2
 	}
 	ceil = min(ceil, r.max)
@@ -92,10 +96,14 @@ type Failure struct {
 // Next decides whether a retry may follow the failure f and returns how long
 // to wait first. On a yes it has spent one retry from the budget; on a no it
 // returns one of ErrAttemptsExhausted, ErrRetryAfterTooLong, ErrDeadline or
-// ErrBudgetExhausted.
+// ErrBudgetExhausted, or ctx's error when ctx is already done (the caller has
+// gone: no retry is planned and the budget is not spent).
 func (r *Retrier) Next(ctx context.Context, f Failure) (time.Duration, error) {
 	if f.Attempts >= r.maxAttempts {
 		return 0, ErrAttemptsExhausted
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
 	}
 	d := r.Backoff(f.Attempts)
 	if f.RetryAfter > 0 {
@@ -104,8 +112,13 @@ func (r *Retrier) Next(ctx context.Context, f Failure) (time.Duration, error) {
 		}
 		d = max(d, f.RetryAfter)
 	}
-	if dl, ok := ctx.Deadline(); ok && !r.clk.Now().Add(d+max(f.Took, 0)).Before(dl) {
-		return 0, ErrDeadline
+	if dl, ok := ctx.Deadline(); ok {
+		// The wait plus the retry must end before the deadline; compared
+		// without adding them, so long durations cannot overflow.
+		left := dl.Sub(r.clk.Now())
+		if d >= left || max(f.Took, 0) >= left-d {
+			return 0, ErrDeadline
+		}
 	}
 	if !r.budget.TryRetry(r.clk.Nanotime()) {
 		return 0, ErrBudgetExhausted

@@ -3,6 +3,7 @@ package retry
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -85,6 +86,78 @@ func TestNextDecides(t *testing.T) {
 				t.Fatalf("Next = %v, %v; want %v, %v", d, err, tt.wantDelay, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestNextPlansNoRetryForADoneContext: the caller cancelled (or its deadline
+// passed) while the failed attempt was coming back. No retry can follow, so
+// Next must say no and leave the budget unspent; before, it planned a retry,
+// spent a retry from the budget and the transport counted it as attempted.
+func TestNextPlansNoRetryForADoneContext(t *testing.T) {
+	clk := clock.NewFake(time.Now())
+	r, err := New(rules.Retry{}, Options{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Budget().Request(clk.Nanotime())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if d, err := r.Next(ctx, Failure{Attempts: 1}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Next with a cancelled context = %v, %v; want context.Canceled", d, err)
+	}
+	if got := r.Budget().Ratio(clk.Nanotime()); got != 0 {
+		t.Fatalf("budget ratio %v: a retry was spent for a caller that has gone", got)
+	}
+}
+
+// TestNextMeasuresTheDeadlineOnTheInjectedClock runs the fake clock an hour
+// ahead of the wall clock: whether the wait fits before the context's
+// deadline must be judged on the Retrier's clock, not on time.Now.
+func TestNextMeasuresTheDeadlineOnTheInjectedClock(t *testing.T) {
+	clk := clock.NewFake(time.Now().Add(time.Hour))
+	r, err := New(rules.Retry{BaseBackoff: ms(100)}, Options{Clock: clk, Float64: func() float64 { return 0.5 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(100*time.Millisecond))
+	defer cancel()
+	if d, err := r.Next(ctx, Failure{Attempts: 1}); err != nil || d != 50*time.Millisecond {
+		t.Fatalf("Next with 100ms left = %v, %v; want 50ms", d, err)
+	}
+	clk.Advance(60 * time.Millisecond)
+	if _, err := r.Next(ctx, Failure{Attempts: 1}); !errors.Is(err, ErrDeadline) {
+		t.Fatalf("Next with 40ms left on the fake clock = %v, want ErrDeadline", err)
+	}
+}
+
+// TestLongDurationsDoNotOverflow builds a Retrier straight from rules that
+// did not pass rules.Validate (which caps max_backoff at an hour): a
+// MaxBackoff near the largest time.Duration. The exponential ceiling must
+// stop at MaxBackoff instead of doubling past it into negative waits, and the
+// deadline check must not wrap a huge wait plus the attempt's duration
+// around into a "fits".
+func TestLongDurationsDoNotOverflow(t *testing.T) {
+	clk := clock.NewFake(time.Now())
+	r, err := New(rules.Retry{BaseBackoff: ms(25), MaxBackoff: rules.Duration(math.MaxInt64), MaxAttempts: 100},
+		Options{Clock: clk, Float64: func() float64 { return 0.5 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prev := time.Duration(0)
+	for n := 1; n <= 100; n++ {
+		d := r.Backoff(n)
+		if d < prev {
+			t.Fatalf("Backoff(%d) = %v, below Backoff(%d) = %v", n, d, n-1, prev)
+		}
+		prev = d
+	}
+	if want := time.Duration(0.5 * float64(math.MaxInt64)); prev != want {
+		t.Fatalf("Backoff(100) = %v, want half of MaxBackoff (%v)", prev, want)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(time.Hour))
+	defer cancel()
+	if d, err := r.Next(ctx, Failure{Attempts: 1, RetryAfter: math.MaxInt64 - 1, Took: time.Minute}); !errors.Is(err, ErrDeadline) {
+		t.Fatalf("Next with a Retry-After of centuries = %v, %v; want ErrDeadline", d, err)
 	}
 }
 
