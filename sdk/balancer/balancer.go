@@ -94,6 +94,11 @@ func New(c rules.Balancer, opts Options) (*Balancer, error) {
 func (b *Balancer) Update(addrs []string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.update(addrs)
+}
+
+// update replaces the list; b.mu must be held.
+func (b *Balancer) update(addrs []string) {
 	old := *b.eps.Load()
 	next := make([]*Endpoint, 0, len(addrs))
 	for _, a := range addrs {
@@ -110,12 +115,20 @@ func (b *Balancer) Update(addrs []string) {
 }
 
 // Add adds an endpoint unless it is present.
-func (b *Balancer) Add(addr string) { b.Update(append(b.Endpoints(), addr)) }
+func (b *Balancer) Add(addr string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	// The list is read under the lock: concurrent Adds and Removes each see
+	// the others' changes instead of overwriting them.
+	b.update(append(b.Endpoints(), addr))
+}
 
 // Remove removes an endpoint if it is present. Calls in flight to it finish
 // normally.
 func (b *Balancer) Remove(addr string) {
-	b.Update(slices.DeleteFunc(b.Endpoints(), func(a string) bool { return a == addr }))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.update(slices.DeleteFunc(b.Endpoints(), func(a string) bool { return a == addr }))
 }
 
 // Endpoints returns the addresses in the list.
@@ -260,11 +273,16 @@ func (b *Balancer) Done(p Pick, now int64, failed bool) {
 	}
 	e.inflight.Add(-1)
 	rtt := now - p.start
-	sample := rtt
+	sample := float64(max(rtt, 1))
 	if failed {
 		// A fast failure must not make the endpoint look fast: count it as
-		// at least twice the current estimate.
-		sample = max(rtt, int64(2*e.Latency(now, b.decay)))
+		// twice the current estimate, but let failures push the estimate
+		// no further than the decay time. Unbounded, every failure in a
+		// row doubled it (a few dozen took it to centuries), and after an
+		// outage the balancer stayed blind to latency for tens of decay
+		// times while the estimates came back down.
+		est := e.Latency(now, b.decay)
+		sample = max(sample, est, min(2*est, b.decay))
 	}
 	e.observe(now, sample, b.decay)
 	if e.brk != nil {

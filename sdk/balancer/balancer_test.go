@@ -2,7 +2,9 @@ package balancer
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -123,6 +125,58 @@ func TestFailingEndpointIsEjected(t *testing.T) {
 	got = run(t, b, clk, 500, lat, nil) // it recovered: a probe closes its breaker
 	if got["bad"] == 0 || len(b.Ejected(clk.Nanotime())) != 0 {
 		t.Fatalf("recovered endpoint got %d calls, ejected %v", got["bad"], b.Ejected(clk.Nanotime()))
+	}
+}
+
+// TestEstimateRecoversAfterAFailureStreak: every call to the endpoint fails
+// fast for a while (an outage of the whole downstream fails every endpoint
+// this way), then it serves 10ms calls again. Failures must never make it
+// look faster, but they must not inflate its estimate so far that it stays
+// wrong long after the recovery: before, every failure in a row doubled the
+// estimate, 200 of them left it at centuries, and ten decay times of 10ms
+// calls still left it at days, so the balancer ignored latency for minutes.
+func TestEstimateRecoversAfterAFailureStreak(t *testing.T) {
+	b, clk := settled(t, nil, "a")
+	e := b.Endpoint("a")
+	for i := range 200 {
+		p, err := b.Pick(clk.Nanotime())
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Millisecond)
+		before := e.Latency(clk.Nanotime(), b.decay)
+		b.Done(p, clk.Nanotime(), true)
+		if got := e.Latency(clk.Nanotime(), b.decay); got < before {
+			t.Fatalf("failure %d lowered the estimate from %v to %v", i+1, time.Duration(before), time.Duration(got))
+		}
+	}
+	if got := e.Latency(clk.Nanotime(), b.decay); got < 5*float64(time.Second) || got > b.decay {
+		t.Fatalf("estimate after 200 failures = %v, want high but at most the decay time %v",
+			time.Duration(got), time.Duration(b.decay))
+	}
+	run(t, b, clk, 10000, map[string]time.Duration{"a": 10 * time.Millisecond}, nil) // ten decay times
+	if got := time.Duration(e.Latency(clk.Nanotime(), b.decay)); got > 20*time.Millisecond {
+		t.Fatalf("estimate %v after ten decay times of 10ms calls, want near 10ms", got)
+	}
+}
+
+// TestConcurrentAddAndRemoveLoseNothing: service discovery adds endpoints
+// from several goroutines at once. Add and Remove read the list and write a
+// new one; both must happen under the lock, or concurrent calls overwrite
+// each other's changes and endpoints silently go missing.
+func TestConcurrentAddAndRemoveLoseNothing(t *testing.T) {
+	b, _ := newTest(t, rules.Balancer{}, nil)
+	b.Update([]string{"gone-0", "gone-1", "gone-2", "gone-3"})
+	var wg sync.WaitGroup
+	for i := range 64 {
+		wg.Go(func() { b.Add(fmt.Sprintf("10.0.0.%d:80", i)) })
+	}
+	for i := range 4 {
+		wg.Go(func() { b.Remove(fmt.Sprintf("gone-%d", i)) })
+	}
+	wg.Wait()
+	if got := b.Len(); got != 64 {
+		t.Fatalf("Len = %d after 64 concurrent Adds and 4 Removes, want 64 (%v)", got, b.Endpoints())
 	}
 }
 

@@ -6,8 +6,12 @@
 // peak-sensitive: a sample slower than the estimate replaces it at once, a
 // faster one pulls it down with weight 1 - exp(-elapsed / Decay), and an idle
 // endpoint's estimate decays toward zero over Decay, so a briefly slow
-// endpoint gets traffic again. An endpoint without samples costs nothing
-// while idle and a large penalty once it has a call in flight.
+// endpoint gets traffic again. A failed call counts as twice the estimate,
+// so a fast failure never makes an endpoint look fast, but failures alone
+// raise the estimate no higher than Decay: however long an outage lasted, an
+// endpoint that recovers is judged by its latency again within a few Decays.
+// An endpoint without samples costs nothing while idle and a large penalty
+// once it has a call in flight.
 //
 // A new endpoint starts slowly: for SlowStart after it was added, a pick that
 // chose it keeps it only with probability age / SlowStart (at least 5%), so

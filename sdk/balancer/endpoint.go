@@ -49,9 +49,9 @@ func (e *Endpoint) load(now int64, decay float64) float64 {
 	return c * (n + 1)
 }
 
-// observe folds a latency sample into the peak EWMA.
-func (e *Endpoint) observe(now int64, rtt int64, decay float64) {
-	sample := float64(max(rtt, 1))
+// observe folds a latency sample (nanoseconds, at least 1) into the peak
+// EWMA.
+func (e *Endpoint) observe(now int64, sample float64, decay float64) {
 	for {
 		old := e.cost.Load()
 		c := math.Float64frombits(old)
