@@ -116,7 +116,7 @@ func (d *Downstream) Begin(now int64) (Call, error) {
 		}
 	}
 	if d.brk != nil {
-		t, err := d.brk.Allow(now)
+		t, err := d.allow(now, c.bh)
 		switch {
 		case err == nil:
 			c.ticket = t
@@ -131,6 +131,24 @@ func (d *Downstream) Begin(now int64) (Call, error) {
 		}
 	}
 	return c, nil
+}
+
+// allow asks the breaker. Allow may run the OnStateChange hook; should the
+// hook panic, the bulkhead slot Begin holds (holding) is given back, or every
+// such panic would leak a slot until the bulkhead refused every call.
+func (d *Downstream) allow(now int64, holding bool) (breaker.Ticket, error) {
+	if !holding {
+		return d.brk.Allow(now)
+	}
+	done := false
+	defer func() {
+		if !done {
+			d.bh.Cancel()
+		}
+	}()
+	t, err := d.brk.Allow(now)
+	done = true
+	return t, err
 }
 
 // Refuse reports a call refused outside Begin, such as one for which every
@@ -171,9 +189,6 @@ func (c Call) End(now int64, failed, dropped bool) {
 		return
 	}
 	rtt := now - c.start
-	if d.brk != nil {
-		d.brk.Record(c.ticket, now, time.Duration(rtt), failed)
-	}
 	if c.bh {
 		d.bh.Release(now, rtt, c.inflight, dropped)
 	}
@@ -181,6 +196,11 @@ func (c Call) End(now int64, failed, dropped bool) {
 		d.stats.finish(iError, rtt)
 	} else {
 		d.stats.finish(iSuccess, rtt)
+	}
+	// Last: Record may run the OnStateChange hook, and a hook that panics
+	// must not keep the bulkhead slot or lose the count.
+	if d.brk != nil {
+		d.brk.Record(c.ticket, now, time.Duration(rtt), failed)
 	}
 }
 

@@ -31,7 +31,8 @@ var (
 
 // Hooks let a service observe its outbound protection; the library never
 // logs. Hooks run synchronously on the calling goroutine, outside every lock:
-// keep them short.
+// keep them short. A hook that panics leaves the bulkhead and the call counts
+// as they would be without the hook.
 type Hooks struct {
 	// OnStateChange runs when a downstream's breaker changes state.
 	OnStateChange func(downstream string, from, to breaker.State)

@@ -285,6 +285,12 @@ func TestRetriesAreCountedAndBudgeted(t *testing.T) {
 	for range 4 {
 		d.Request(f.clk.Nanotime())
 	}
+	// A caller that has gone gets no retry: nothing is spent or counted.
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := d.NextRetry(gone, retry.Failure{Attempts: 1}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("NextRetry for a cancelled caller = %v, want context.Canceled", err)
+	}
 	// 0.5 x 4 requests + 0.05/s x 10s window = 2.5: two retries, then none.
 	var errs []error
 	for range 3 {
@@ -414,5 +420,55 @@ func TestAdaptiveBulkhead(t *testing.T) {
 	}})
 	if err := bad.Apply([]rules.Downstream{{Name: "x", Bulkhead: &rules.Bulkhead{MaxConcurrent: 1, Adaptive: true}}}); !errors.Is(err, ErrInvalidRules) {
 		t.Fatalf("Apply with a failing limiter factory = %v", err)
+	}
+}
+
+// TestAPanickingHookLeaksNoBulkheadSlot: a service's OnStateChange hook has a
+// bug and panics, and its server recovers the panic per request, as net/http
+// does. The breaker runs the hook inside End (closed to open) and inside
+// Begin (open to half-open, after the bulkhead slot is taken). Each panic
+// must leave the bulkhead and the call counts as they should be: before, it
+// kept the call's slot for good, and enough state changes left the bulkhead
+// refusing every call to the downstream.
+func TestAPanickingHookLeaksNoBulkheadSlot(t *testing.T) {
+	clk := clock.NewFake(time.Time{})
+	s, err := New(Options{Clock: clk, Hooks: Hooks{
+		OnStateChange: func(string, breaker.State, breaker.State) { panic("bug in a hook") },
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Apply([]rules.Downstream{{Name: "db", Breaker: brk(), Bulkhead: &rules.Bulkhead{MaxConcurrent: 10}}}); err != nil {
+		t.Fatal(err)
+	}
+	d := s.Get("db")
+	panics := func(fn func()) (panicked bool) {
+		defer func() { panicked = recover() != nil }()
+		fn()
+		return false
+	}
+	inEnd := 0
+	for range 5 { // the fifth failure opens the breaker inside End
+		c, err := d.Begin(clk.Nanotime())
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Millisecond)
+		if panics(func() { c.End(clk.Nanotime(), true, false) }) {
+			inEnd++
+		}
+	}
+	if n := d.Bulkhead().InFlight(); inEnd != 1 || n != 0 {
+		t.Fatalf("%d panics in End, then %d bulkhead slots held; want 1 and 0", inEnd, n)
+	}
+	if got := d.stats.snapshot().calls[iError]; got != 5 {
+		t.Fatalf("%d errors counted, want 5", got)
+	}
+	clk.Advance(time.Second) // open period over: the next Allow turns half-open
+	if !panics(func() { _, _ = d.Begin(clk.Nanotime()) }) {
+		t.Fatal("the hook did not run in Begin")
+	}
+	if n := d.Bulkhead().InFlight(); n != 0 {
+		t.Fatalf("%d bulkhead slots held after the hook panicked in Begin", n)
 	}
 }
