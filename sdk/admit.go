@@ -153,6 +153,7 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 			wouldShed = true
 			slot = h & uint32(len(rt.shards)-1)
 			inflight = int(rt.shards[slot].inflight.Add(1))
+			rt.mark(slot, int64(inflight))
 		case rt.queue != nil:
 			var waited time.Duration
 			var err error

@@ -53,6 +53,9 @@ type cell struct {
 	// rules since replaced, serves the requests waiting under the rules in
 	// force, and no waiter is left behind in a replaced queue.
 	queue *queue.Queue
+	// snap is the class ceilings of the route in force by this name that
+	// has a concurrency limit (route.ceilings).
+	snap atomic.Pointer[ceilSnap]
 }
 
 // newCell returns a cell for the route name whose queue takes slots under

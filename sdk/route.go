@@ -75,11 +75,82 @@ func (c *concurrency) recentLatency() int64 {
 	return int64(c.snap.Snapshot().SampleRTT)
 }
 
-// ceilSnap caches the class ceilings for one limit.
+// ceilSnap caches the class ceilings of one route for one limit. It is kept
+// on the route's cell, so that the admissions of a route being replaced,
+// which share the cell's shards, mark the snapshot in force (see mark).
 type ceilSnap struct {
+	owner *route
 	limit int
 	peak  int // the critical concurrency to make room for (Reserve.Room)
 	ceil  shed.Ceilings
+	// skew is shardsSkewed when some shard may hold more than its share of
+	// the lowest class's ceiling, shardsLevel when none does, and
+	// shardsChecking while an admission reads the shards to find out.
+	// While the shards are level, a class below critical that stays within
+	// its own shard's share cannot take the route over its ceiling, and is
+	// admitted without summing the shards. A snapshot starts skewed: the
+	// counts it finds were taken under other ceilings.
+	skew atomic.Uint32
+}
+
+// The values of ceilSnap.skew.
+const (
+	shardsLevel uint32 = iota
+	shardsSkewed
+	shardsChecking
+)
+
+// share returns shard i's share of ceiling c on a route of 1<<log2n shards.
+func share(c int, i uint32, log2n uint) int64 {
+	n := int64(c >> log2n)
+	if i < uint32(c)&(1<<log2n-1) {
+		n++
+	}
+	return n
+}
+
+// mark records that shard i holds n requests after an admission: when that
+// is more than the shard's share of the lowest ceiling in force, the
+// snapshot in force is skewed. An admission that finds it level, or being
+// checked (the check may have read this shard before the request), sets it
+// skewed; one that finds it skewed already writes nothing, so a route whose
+// shards stay skewed costs its admissions no shared write.
+func (rt *route) mark(i uint32, n int64) {
+	s := rt.cell.snap.Load()
+	if s == nil || n <= share(s.ceil[shed.NumClasses-1], i, rt.log2n) {
+		return
+	}
+	if s.skew.Load() != shardsSkewed {
+		s.skew.Store(shardsSkewed)
+	}
+}
+
+// routeInflight returns the route's in-flight count summed over its shards.
+// When s is skewed and no other admission is checking it, it also checks
+// it: claim it (skewed to checking), read every shard, and set it level if
+// no shard is over its share of the lowest ceiling and it is still being
+// checked. An admission that pushes a shard over its share meanwhile sets
+// it skewed, and the last step then fails.
+func (rt *route) routeInflight(s *ceilSnap) int64 {
+	claimed := s.skew.CompareAndSwap(shardsSkewed, shardsChecking)
+	low := s.ceil[shed.NumClasses-1]
+	var n int64
+	over := false
+	for i := range rt.shards {
+		v := rt.shards[i].inflight.Load()
+		n += v
+		if v > share(low, uint32(i), rt.log2n) {
+			over = true
+		}
+	}
+	if claimed {
+		to := shardsLevel
+		if over {
+			to = shardsSkewed
+		}
+		s.skew.CompareAndSwap(shardsChecking, to) // fails when an admission skewed it meanwhile
+	}
+	return n
 }
 
 // keyLimit is one per-key rate limit of a route.
@@ -108,8 +179,7 @@ type route struct {
 
 	conc       *concurrency
 	reserve    *shed.Reserve // the critical class's measured concurrency and room
-	snap       atomic.Pointer[ceilSnap]
-	log2n      uint // log2 of len(cell.shards)
+	log2n      uint          // log2 of len(cell.shards)
 	reserved   float64
 	consistent bool
 	rotate     int64 // ns
@@ -157,12 +227,13 @@ func (rt *route) ceilings(now int64) *ceilSnap {
 		l = rt.conc.lim.Limit()
 	}
 	peak := rt.reserve.Room(now)
-	s := rt.snap.Load()
-	if s != nil && s.limit == l && s.peak == peak {
+	s := rt.cell.snap.Load()
+	if s != nil && s.owner == rt && s.limit == l && s.peak == peak {
 		return s
 	}
-	s = &ceilSnap{limit: l, peak: peak, ceil: shed.Plan(l, rt.reserved, peak)}
-	rt.snap.Store(s)
+	s = &ceilSnap{owner: rt, limit: l, peak: peak, ceil: shed.Plan(l, rt.reserved, peak)}
+	s.skew.Store(shardsSkewed)
+	rt.cell.snap.Store(s)
 	return s
 }
 
@@ -174,10 +245,12 @@ func (rt *route) ceilings(now int64) *ceilSnap {
 // the route as a whole is at the ceiling. A class below the top ceiling also
 // gives its slot back when the route's count, summed over the shards, is
 // then above its ceiling: the classes above may hold some shards over its
-// share, and those slots count against it as much as its own. It returns the
-// shard and the in-flight count including this request (estimated from its
-// shard, for the top class, when the shares are large enough for that to be
-// accurate).
+// share, and those slots count against it as much as its own. It sums the
+// shards only when some shard may be over its share of the lowest ceiling
+// (ceilSnap.skew): otherwise no shard holds a higher class's slots beyond
+// this class's share. It returns the shard and the in-flight count
+// including this request (estimated from its shard when the shares are large
+// enough for that to be accurate and the shards were not summed).
 func (rt *route) acquire(hint uint32, c int, k uint32, scale float64, now int64) (uint32, int, bool) {
 	s := rt.ceilings(now)
 	ceil := &s.ceil
@@ -207,12 +280,19 @@ func (rt *route) acquire(hint uint32, c int, k uint32, scale float64, now int64)
 			if !in.CompareAndSwap(v, v+1) {
 				continue
 			}
+			rt.mark(i, v+1)
 			if ceiling < ceil[0] {
 				// Checked after taking the slot, so that concurrent
 				// admissions see each other: the route never holds more
 				// than the ceiling for long, at the cost of refusing
-				// both of two that race for its last slot.
-				n := rt.cell.inflight()
+				// both of two that race for its last slot. While the
+				// shards are level (no shard over its share of the
+				// lowest ceiling), this slot, within its own shard's
+				// share, cannot take the route over the ceiling.
+				if base >= 4 && scale == 1 && !rt.consistent && s.skew.Load() == shardsLevel {
+					return i, int(v+1) << rt.log2n, true
+				}
+				n := rt.routeInflight(s)
 				if n > int64(ceiling) {
 					in.Add(-1)
 					return 0, 0, false
