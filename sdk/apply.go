@@ -124,6 +124,20 @@ func (g *Governor) build(rs *rules.Ruleset, version int64, old *state) (*state, 
 	return st, nil
 }
 
+// unusedKeyLimit returns the index of a per-key limit of prev with rule kr
+// that is not reused yet, or -1.
+func unusedKeyLimit(prev *route, reused []bool, kr rules.KeyRateLimit) int {
+	if prev == nil {
+		return -1
+	}
+	for i := range prev.keyed {
+		if !reused[i] && prev.keyed[i].cfg == kr {
+			return i
+		}
+	}
+	return -1
+}
+
 func (g *Governor) buildRoute(cfg rules.Route, prev *route) (*route, error) {
 	rt := &route{cfg: cfg, name: cfg.Name, shadow: cfg.Mode == rules.ModeShadow}
 	if prev != nil {
@@ -148,14 +162,21 @@ func (g *Governor) buildRoute(cfg rules.Route, prev *route) (*route, error) {
 	if e := cfg.Exempt; e != nil && e.CallerHeader != "" {
 		rt.callerHeader = textproto.CanonicalMIMEHeaderKey(e.CallerHeader)
 	}
+	// A per-key limit whose rule is unchanged keeps its buckets wherever it
+	// moved in the list; each of prev's is reused once.
+	var reused []bool
+	if prev != nil {
+		reused = make([]bool, len(prev.keyed))
+	}
 	for j, kr := range cfg.KeyRateLimits {
 		kl := keyLimit{cfg: kr, ip: kr.Key == "ip"}
 		if !kl.ip {
 			kl.header = textproto.CanonicalMIMEHeaderKey(strings.TrimPrefix(kr.Key, "header:"))
 			kl.caller = kl.header == rt.callerHeader
 		}
-		if prev != nil && j < len(prev.keyed) && prev.keyed[j].cfg == kr {
-			kl.k = prev.keyed[j].k
+		if i := unusedKeyLimit(prev, reused, kr); i >= 0 {
+			reused[i] = true
+			kl.k = prev.keyed[i].k
 		} else {
 			maxKeys := kr.MaxKeys
 			if maxKeys == 0 {

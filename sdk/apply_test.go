@@ -69,6 +69,33 @@ func TestApplyKeepsLearnedStateForUnchangedRoutes(t *testing.T) {
 	}
 }
 
+// TestApplyKeepsPerKeyLimitsMovedInTheList: a per-key limit whose rule did
+// not change keeps its buckets when another limit is put before it in the
+// route's list. Matched by position, the per-IP limit here got new, full
+// buckets, and every client that had used up its burst got it again.
+func TestApplyKeepsPerKeyLimitsMovedInTheList(t *testing.T) {
+	byIP := rules.KeyRateLimit{Key: "ip", Rate: 1, Burst: 1}
+	byKey := rules.KeyRateLimit{Key: "header:X-Api-Key", Rate: 100, Burst: 100}
+	r := route("api", "/")
+	r.KeyRateLimits = []rules.KeyRateLimit{byIP}
+	f := newFixture(t, 1, ruleset(r))
+	ctx := context.Background()
+	req := governor.Request{Path: "/", ClientIP: "10.0.0.1"}
+	p, err := f.g.Admit(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Release(time.Millisecond, governor.Success)
+	r2 := r
+	r2.KeyRateLimits = []rules.KeyRateLimit{byKey, byIP}
+	if err := f.g.Apply(ruleset(r2), 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.g.Admit(ctx, req); !errors.Is(err, governor.ErrRateLimited) {
+		t.Fatalf("10.0.0.1's empty bucket was refilled when a limit was put before its own: %v", err)
+	}
+}
+
 func TestApplyRefusesAndKeepsOldRules(t *testing.T) {
 	f := newFixture(t, 1, ruleset(concRoute(1, 0)))
 	bad := ruleset(concRoute(1, 0))
