@@ -113,7 +113,8 @@ func (m *Manager) SetRoles(ctx context.Context, name string, roles []versioning.
 }
 
 // ChangePassword sets a new password after checking the current one, clears
-// MustChange and ends every other session of the user.
+// MustChange and ends every other session of the user. The user's API tokens
+// stay valid: revoking them is a separate, deliberate act (RevokeToken).
 func (m *Manager) ChangePassword(ctx context.Context, name, current, next string, keep *Session) error {
 	_, hash, err := m.userWithHash(ctx, name)
 	if err != nil {
