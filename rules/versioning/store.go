@@ -86,9 +86,12 @@ type Store interface {
 type Reader interface {
 	// Active returns the live version of a service; ErrNotFound if none.
 	Active(ctx context.Context, service string) (Version, error)
-	// Get returns one version; ErrNotFound if it does not exist.
+	// Get returns one version; ErrNotFound if it does not exist. The
+	// version and its approvals are read as of one moment: a proposal is
+	// never shown with the approvals of another revision of it.
 	Get(ctx context.Context, service string, number int64) (Version, error)
-	// List returns versions of one service, newest first.
+	// List returns versions of one service, newest first, each with its
+	// approvals as of one moment (as Get).
 	List(ctx context.Context, f ListFilter) ([]Version, error)
 	// Services lists every service the store knows (it has versions or a
 	// policy), by name.

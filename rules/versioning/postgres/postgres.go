@@ -242,6 +242,22 @@ func (d *db) InTx(ctx context.Context, fn func(sqlstore.Tx) error) error {
 
 func (d *db) Read(ctx context.Context, fn func(sqlstore.Tx) error) error { return fn(adapter{d.pool}) }
 
+// Snapshot runs fn in a read-only REPEATABLE READ transaction: every
+// statement sees the snapshot of the first, whatever commits meanwhile (a
+// version and its approvals as of one moment). Read-only, it never fails
+// with a serialization error.
+func (d *db) Snapshot(ctx context.Context, fn func(sqlstore.Tx) error) error {
+	tx, err := d.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	if err := fn(adapter{tx}); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
 func (d *db) Close() error {
 	if d.owned {
 		d.pool.Close()

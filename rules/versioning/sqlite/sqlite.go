@@ -141,4 +141,20 @@ func (d *db) Read(ctx context.Context, fn func(sqlstore.Tx) error) error {
 	return fn(sqlstore.StdTx(d.db))
 }
 
+// Snapshot runs fn in a read transaction: ReadOnly makes the driver begin a
+// deferred transaction (no write lock), whose first read fixes the snapshot
+// every later statement sees in WAL mode, whatever another connection
+// commits meanwhile.
+func (d *db) Snapshot(ctx context.Context, fn func(sqlstore.Tx) error) error {
+	tx, err := d.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := fn(sqlstore.StdTx(tx)); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
 func (d *db) Close() error { return d.db.Close() }

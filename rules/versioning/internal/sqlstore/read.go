@@ -142,6 +142,9 @@ func (s *Store) noRows(err error) bool { return err != nil && s.d.NoRows(err) }
 func (s *Store) Active(ctx context.Context, service string) (versioning.Version, error) {
 	var out versioning.Version
 	err := s.op(ctx, "active", func(ctx context.Context) error {
+		// Two statements outside a snapshot: a version that went live is
+		// decided, so the approvals the second reads are those it had when
+		// the first read it.
 		return s.db.Read(ctx, func(tx Tx) error {
 			r, err := scanVersion(tx.QueryRow(ctx, ActiveQuery, service))
 			if s.noRows(err) {
@@ -161,7 +164,9 @@ func (s *Store) Active(ctx context.Context, service string) (versioning.Version,
 func (s *Store) Get(ctx context.Context, service string, number int64) (versioning.Version, error) {
 	var out versioning.Version
 	err := s.op(ctx, "get", func(ctx context.Context) error {
-		return s.db.Read(ctx, func(tx Tx) error {
+		// One snapshot: an open proposal's ruleset and approvals change
+		// together (a revision starts a new approval round).
+		return s.db.Snapshot(ctx, func(tx Tx) error {
 			r, err := s.getVersion(ctx, tx, service, number, false)
 			if err != nil {
 				return err
@@ -201,7 +206,8 @@ func (s *Store) List(ctx context.Context, f versioning.ListFilter) ([]versioning
 		}
 		args = append(args, limit)
 		q += fmt.Sprintf(" ORDER BY v.number DESC LIMIT $%d", len(args))
-		return s.db.Read(ctx, func(tx Tx) error {
+		// One snapshot for the versions and their approvals, as in Get.
+		return s.db.Snapshot(ctx, func(tx Tx) error {
 			rows, err := tx.Query(ctx, q, args...)
 			if err != nil {
 				return err

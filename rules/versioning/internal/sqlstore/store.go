@@ -43,8 +43,15 @@ type DB interface {
 	// InTx runs fn in a read-write transaction, committing if fn returns nil
 	// and rolling back otherwise.
 	InTx(ctx context.Context, fn func(Tx) error) error
-	// Read runs fn with read-only statements outside any transaction.
+	// Read runs fn with read-only statements outside any transaction: for
+	// reads of one statement, which sees one state of the database.
 	Read(ctx context.Context, fn func(Tx) error) error
+	// Snapshot runs fn with read-only statements in one read-only
+	// transaction whose statements all see the same consistent snapshot of
+	// the database (PostgreSQL: REPEATABLE READ; SQLite: a deferred
+	// transaction, whose first read fixes what it sees), for reads of more
+	// than one statement: a version and its approvals.
+	Snapshot(ctx context.Context, fn func(Tx) error) error
 	Close() error
 }
 

@@ -36,8 +36,9 @@ func (d *fakeDB) InTx(ctx context.Context, fn func(Tx) error) error {
 	d.commits++
 	return nil
 }
-func (d *fakeDB) Read(ctx context.Context, fn func(Tx) error) error { return fn(nil) }
-func (d *fakeDB) Close() error                                      { return nil }
+func (d *fakeDB) Read(ctx context.Context, fn func(Tx) error) error     { return fn(nil) }
+func (d *fakeDB) Snapshot(ctx context.Context, fn func(Tx) error) error { return fn(nil) }
+func (d *fakeDB) Close() error                                          { return nil }
 
 func newFake(t *testing.T, o Options) (*Store, *fakeDB, *prometheus.Registry) {
 	t.Helper()
