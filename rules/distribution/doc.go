@@ -71,11 +71,20 @@
 // NACKED (refused the version, with the validation error) or GONE (no
 // heartbeat), with the history of transitions. It persists through a
 // LedgerStore: MemoryStore for tests and the dev stack, SQLStore on the rules
-// database (PostgreSQL or SQLite, migrations 00200-00299). A publication the
-// ledger could not record keeps its outbox row, which the relay retries
-// until the ledger knows; and every sweep moves a service's stable version up
-// to the bucket's (LedgerOptions.Latest), which also repairs a promotion the
-// ledger missed.
+// database (PostgreSQL or SQLite, migrations 00200-00299). Ledger replicas
+// (every engine instance runs one; they share the subjects in a queue
+// group) update the same records, each by reading, changing and writing
+// one: the write is a compare-and-set on the record as read, and a replica
+// whose record another changed meanwhile reads it again and redoes its
+// change (governor_distribution_ledger_conflicts_total), so no replica
+// writes a stale copy over another's ACK, heartbeat or target. A
+// publication the ledger could not record keeps its outbox row, which the
+// relay retries until the ledger knows; and every sweep moves a service's
+// stable version up to the bucket's (LedgerOptions.Latest), which also
+// repairs a promotion the ledger missed, and records the canary the bucket
+// stages (LedgerOptions.Staged), which repairs a canary, a selector change
+// or an abort the ledger missed (the Plane changes the bucket first and the
+// ledger second, and a retry of the operation cannot tell the ledger).
 //
 // # Wiring
 //

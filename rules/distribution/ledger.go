@@ -2,6 +2,7 @@ package distribution
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -45,6 +46,12 @@ type LedgerOptions struct {
 	// catches up with a newer version the ledger missed (it could not record
 	// the publication). Publisher.Latest fits through LatestFrom.
 	Latest func(ctx context.Context, service string) (int64, error)
+	// Staged, when set, tells the ledger the canary the bucket stages for a
+	// service (nil if none): every Sweep makes the recorded canary the
+	// bucket's, should the ledger have missed a StartCanary, a selector
+	// change or an abort (the bucket changed, the ledger's write failed).
+	// Publisher.Canary fits.
+	Staged func(ctx context.Context, service string) (*watch.Canary, error)
 	// Buffer bounds the messages waiting to be recorded; default 8192.
 	// Beyond it messages are dropped and counted (heartbeats repair the
 	// ledger).
@@ -64,12 +71,20 @@ func DefaultLedgerOptions() LedgerOptions {
 type Ledger struct {
 	o    LedgerOptions
 	eval evaluator
-	mu   sync.Mutex // serialises read-modify-write of instances and targets
+	// mu serialises this replica's updates of instances and targets; other
+	// replicas are kept out by the store's compare-and-set (LedgerStore).
+	mu sync.Mutex
 
-	messages *prometheus.CounterVec // kind, result
-	states   *prometheus.GaugeVec   // service, state
-	moves    *prometheus.CounterVec // to
+	messages  *prometheus.CounterVec // kind, result
+	states    *prometheus.GaugeVec   // service, state
+	moves     *prometheus.CounterVec // to
+	conflicts prometheus.Counter
 }
+
+// maxAttempts bounds the rounds of one compare-and-set update of a ledger
+// record: a round fails only when another replica changed the record since
+// it was read.
+const maxAttempts = 10
 
 // NewLedger checks the options and returns a ledger.
 func NewLedger(o LedgerOptions) (*Ledger, error) {
@@ -117,6 +132,8 @@ func NewLedger(o LedgerOptions) (*Ledger, error) {
 			Help: "Instances per service and delivery state, as of the last sweep."}, []string{"service", "state"}),
 		moves: f.NewCounterVec(prometheus.CounterOpts{Name: "governor_distribution_ledger_transitions_total",
 			Help: "State transitions of instances, by the state entered."}, []string{"to"}),
+		conflicts: f.NewCounter(prometheus.CounterOpts{Name: "governor_distribution_ledger_conflicts_total",
+			Help: "Ledger records another replica changed between this one's read and write, read and written again."}),
 	}
 	for _, s := range States {
 		l.moves.WithLabelValues(string(s))
@@ -135,21 +152,19 @@ func NewLedger(o LedgerOptions) (*Ledger, error) {
 func (l *Ledger) Published(ctx context.Context, env *rules.Envelope, canary *watch.Selector) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	t, _, err := l.o.Store.Target(ctx, env.Service)
-	if err != nil {
-		return fmt.Errorf("distribution: ledger target: %w", err)
-	}
-	t.Service = env.Service
 	now := l.o.Clock.Now()
-	if canary != nil {
-		sel := *canary
-		sel.Labels = maps.Clone(sel.Labels)
-		t.Canary, t.CanaryAt, t.Selector = env.Version, now, &sel
-	} else {
-		advanceStable(&t, env.Version, now)
-	}
-	if err := l.o.Store.SetTarget(ctx, t); err != nil {
-		return fmt.Errorf("distribution: ledger target: %w", err)
+	t, _, err := l.updateTarget(ctx, env.Service, func(t *Target, _ bool) bool {
+		if canary != nil {
+			sel := *canary
+			sel.Labels = maps.Clone(sel.Labels)
+			t.Canary, t.CanaryAt, t.Selector = env.Version, now, &sel
+		} else {
+			advanceStable(t, env.Version, now)
+		}
+		return true
+	})
+	if err != nil {
+		return err
 	}
 	return l.reevaluate(ctx, t)
 }
@@ -170,101 +185,146 @@ func advanceStable(t *Target, v int64, now time.Time) {
 func (l *Ledger) Aborted(ctx context.Context, service string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	t, ok, err := l.o.Store.Target(ctx, service)
-	if err != nil || !ok {
+	t, wrote, err := l.updateTarget(ctx, service, func(t *Target, ok bool) bool {
+		if !ok {
+			return false
+		}
+		t.Canary, t.CanaryAt, t.Selector = 0, time.Time{}, nil
+		return true
+	})
+	if err != nil || !wrote {
 		return err
 	}
-	t.Canary, t.CanaryAt, t.Selector = 0, time.Time{}, nil
-	if err := l.o.Store.SetTarget(ctx, t); err != nil {
-		return fmt.Errorf("distribution: ledger target: %w", err)
-	}
 	return l.reevaluate(ctx, t)
+}
+
+// updateTarget reads a service's target (ok false: none recorded), lets
+// change modify it, and writes it unless change returns false. The write is
+// a compare-and-set: if another replica changed the target since it was
+// read, it is read and changed again. It returns the target as written (or
+// as read, when change wrote nothing) and whether it wrote.
+func (l *Ledger) updateTarget(ctx context.Context, service string, change func(t *Target, ok bool) bool) (Target, bool, error) {
+	for attempt := 1; ; attempt++ {
+		t, ok, err := l.o.Store.Target(ctx, service)
+		if err != nil {
+			return t, false, fmt.Errorf("distribution: ledger target: %w", err)
+		}
+		var prev *Target
+		if ok {
+			p := t
+			prev = &p
+		}
+		t.Service = service
+		if !change(&t, ok) {
+			return t, false, nil
+		}
+		err = l.o.Store.SetTarget(ctx, prev, t)
+		if err == nil {
+			return t, true, nil
+		}
+		if !errors.Is(err, ErrChanged) || attempt == maxAttempts {
+			return t, false, fmt.Errorf("distribution: ledger target: %w", err)
+		}
+		l.conflicts.Inc()
+	}
 }
 
 // HandleReport records an ACK or NACK.
 func (l *Ledger) HandleReport(ctx context.Context, r *watch.Report) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.o.Clock.Now()
-	in, err := l.instance(ctx, r.Service, r.Instance, now)
-	if err != nil {
-		return err
-	}
-	in.LastSeen = now
-	in.Running = r.Running
-	if r.Labels != nil {
-		in.Labels = maps.Clone(r.Labels)
-	}
-	if r.Status == watch.StatusACK {
-		in.AckVersion = max(in.AckVersion, r.Version)
-	} else {
-		in.NackVersion, in.NackReason, in.NackError, in.NackAt = r.Version, string(r.Reason), r.Error, now
-	}
-	return l.save(ctx, in, now)
+	return l.updateInstance(ctx, r.Service, r.Instance, func(in *Instance, now time.Time) {
+		in.LastSeen = now
+		in.Running = r.Running
+		if r.Labels != nil {
+			in.Labels = maps.Clone(r.Labels)
+		}
+		if r.Status == watch.StatusACK {
+			in.AckVersion = max(in.AckVersion, r.Version)
+		} else {
+			in.NackVersion, in.NackReason, in.NackError, in.NackAt = r.Version, string(r.Reason), r.Error, now
+		}
+	})
 }
 
 // HandleHeartbeat records a heartbeat.
 func (l *Ledger) HandleHeartbeat(ctx context.Context, h *watch.Heartbeat) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.o.Clock.Now()
-	in, err := l.instance(ctx, h.Service, h.Instance, now)
-	if err != nil {
-		return err
-	}
-	in.LastSeen, in.Running, in.HeartbeatMS = now, h.Running, h.IntervalMS
-	in.Labels = maps.Clone(h.Labels)
-	if h.NackError != "" && (h.NackVersion != in.NackVersion || h.NackError != in.NackError) {
-		// A NACK this ledger missed (it was down or disconnected).
-		in.NackVersion, in.NackReason, in.NackError, in.NackAt = h.NackVersion, string(h.NackReason), h.NackError, now
-	}
-	return l.save(ctx, in, now)
+	return l.updateInstance(ctx, h.Service, h.Instance, func(in *Instance, now time.Time) {
+		in.LastSeen, in.Running, in.HeartbeatMS = now, h.Running, h.IntervalMS
+		in.Labels = maps.Clone(h.Labels)
+		if h.NackError != "" && (h.NackVersion != in.NackVersion || h.NackError != in.NackError) {
+			// A NACK this ledger missed (it was down or disconnected).
+			in.NackVersion, in.NackReason, in.NackError, in.NackAt = h.NackVersion, string(h.NackReason), h.NackError, now
+		}
+	})
 }
 
-// instance loads an instance or starts a new record.
-func (l *Ledger) instance(ctx context.Context, service, instance string, now time.Time) (Instance, error) {
-	in, ok, err := l.o.Store.Instance(ctx, service, instance)
-	if err != nil {
-		return Instance{}, fmt.Errorf("distribution: ledger instance: %w", err)
+// updateInstance reads an instance (a new record if unknown), lets change
+// record a message in it, evaluates it against the service's target and
+// writes it with a transition if its state changed. The write is a
+// compare-and-set: if another replica changed the record since it was read
+// (recorded another message of the instance), it is read and changed again,
+// so neither message is lost.
+func (l *Ledger) updateInstance(ctx context.Context, service, instance string, change func(in *Instance, now time.Time)) error {
+	for attempt := 1; ; attempt++ {
+		now := l.o.Clock.Now()
+		in, ok, err := l.o.Store.Instance(ctx, service, instance)
+		if err != nil {
+			return fmt.Errorf("distribution: ledger instance: %w", err)
+		}
+		var prev *Instance
+		if ok {
+			p := in
+			p.Labels = maps.Clone(in.Labels)
+			prev = &p
+		} else {
+			in = Instance{Service: service, Instance: instance, Since: now}
+		}
+		change(&in, now)
+		t, err := l.target(ctx, service)
+		if err != nil {
+			return err
+		}
+		_, err = l.saveAgainst(ctx, prev, in, t, now, true)
+		if !errors.Is(err, ErrChanged) || attempt == maxAttempts {
+			return err
+		}
+		l.conflicts.Inc()
 	}
-	if !ok {
-		in = Instance{Service: service, Instance: instance, Since: now}
-	}
-	return in, nil
-}
-
-// save evaluates the instance and writes it with a transition if its state
-// changed.
-func (l *Ledger) save(ctx context.Context, in Instance, now time.Time) error {
-	t, err := l.target(ctx, in.Service)
-	if err != nil {
-		return err
-	}
-	return l.saveAgainst(ctx, in, t, now, true)
 }
 
 // target returns the service's target, seeding it from Latest when the
 // ledger has none.
 func (l *Ledger) target(ctx context.Context, service string) (Target, error) {
-	t, ok, err := l.o.Store.Target(ctx, service)
-	if err != nil {
-		return t, fmt.Errorf("distribution: ledger target: %w", err)
-	}
-	t.Service = service
-	if ok || l.o.Latest == nil {
-		return t, nil
-	}
-	v, err := l.o.Latest(ctx, service)
-	if err != nil {
-		return t, fmt.Errorf("distribution: ledger target of %s: %w", service, err)
-	}
-	if v > 0 {
-		t.Stable, t.StableAt = v, l.o.Clock.Now()
-		if err := l.o.Store.SetTarget(ctx, t); err != nil {
+	for attempt := 1; ; attempt++ {
+		t, ok, err := l.o.Store.Target(ctx, service)
+		if err != nil {
 			return t, fmt.Errorf("distribution: ledger target: %w", err)
 		}
+		t.Service = service
+		if ok || l.o.Latest == nil {
+			return t, nil
+		}
+		v, err := l.o.Latest(ctx, service)
+		if err != nil {
+			return t, fmt.Errorf("distribution: ledger target of %s: %w", service, err)
+		}
+		if v <= 0 {
+			return t, nil
+		}
+		t.Stable, t.StableAt = v, l.o.Clock.Now()
+		err = l.o.Store.SetTarget(ctx, nil, t)
+		if err == nil {
+			return t, nil
+		}
+		if !errors.Is(err, ErrChanged) || attempt == maxAttempts {
+			return t, fmt.Errorf("distribution: ledger target: %w", err)
+		}
+		// Another replica recorded a target meanwhile: read it.
+		l.conflicts.Inc()
 	}
-	return t, nil
 }
 
 // catchUp moves t's stable version up to the one latest reports, and
@@ -277,13 +337,71 @@ func (l *Ledger) catchUp(ctx context.Context, t Target, latest func(context.Cont
 	if v <= t.Stable {
 		return t, nil
 	}
-	moved := t
-	advanceStable(&moved, v, l.o.Clock.Now())
-	if err := l.o.Store.SetTarget(ctx, moved); err != nil {
-		return t, fmt.Errorf("distribution: ledger target: %w", err)
+	now := l.o.Clock.Now()
+	var recorded int64
+	moved, wrote, err := l.updateTarget(ctx, t.Service, func(cur *Target, _ bool) bool {
+		if v <= cur.Stable {
+			return false // another replica moved it meanwhile
+		}
+		recorded = cur.Stable
+		advanceStable(cur, v, now)
+		return true
+	})
+	if err != nil {
+		return t, err
 	}
-	l.o.Logger.LogAttrs(ctx, slog.LevelInfo, "ledger: caught up with a publication it missed",
-		slog.String("service", t.Service), slog.Int64("recorded", t.Stable), slog.Int64("version", v))
+	if wrote {
+		l.o.Logger.LogAttrs(ctx, slog.LevelInfo, "ledger: caught up with a publication it missed",
+			slog.String("service", t.Service), slog.Int64("recorded", recorded), slog.Int64("version", v))
+	}
+	return moved, nil
+}
+
+// catchUpCanary makes t's canary the one staged reports for the bucket
+// (none, if it stages none or one the stable version overtook), and records
+// it. t was read before the bucket, and the ledger is told of a canary
+// after the bucket has it: a canary t records that the bucket no longer
+// stages was withdrawn, and a staged one t lacks was staged. The write
+// happens only while the recorded canary is still t's (a replica recording
+// another meanwhile knows better). On error it returns t unchanged.
+func (l *Ledger) catchUpCanary(ctx context.Context, t Target, staged func(context.Context, string) (*watch.Canary, error)) (Target, error) {
+	c, err := staged(ctx, t.Service)
+	if err != nil {
+		return t, fmt.Errorf("distribution: ledger canary of %s: %w", t.Service, err)
+	}
+	var v int64
+	var sel *watch.Selector
+	if c != nil && c.Envelope != nil && c.Envelope.Version > t.Stable {
+		v = c.Envelope.Version
+		s := c.Selector
+		s.Labels = maps.Clone(s.Labels)
+		sel = &s
+	}
+	if v == t.Canary && (v == 0 || sameSelector(sel, t.Selector)) {
+		return t, nil
+	}
+	now := l.o.Clock.Now()
+	moved, wrote, err := l.updateTarget(ctx, t.Service, func(cur *Target, _ bool) bool {
+		if cur.Stable != t.Stable || cur.Canary != t.Canary || !sameSelector(cur.Selector, t.Selector) {
+			return false
+		}
+		if v == 0 {
+			cur.Canary, cur.CanaryAt, cur.Selector = 0, time.Time{}, nil
+		} else {
+			if cur.Canary != v {
+				cur.Canary, cur.CanaryAt = v, now
+			}
+			cur.Selector = sel
+		}
+		return true
+	})
+	if err != nil {
+		return t, err
+	}
+	if wrote {
+		l.o.Logger.LogAttrs(ctx, slog.LevelInfo, "ledger: caught up with a canary change it missed",
+			slog.String("service", t.Service), slog.Int64("recorded", t.Canary), slog.Int64("canary", v))
+	}
 	return moved, nil
 }
 
@@ -298,26 +416,51 @@ func LatestFrom(p *Publisher) func(ctx context.Context, service string) (int64, 
 	}
 }
 
-// saveAgainst evaluates the instance against t and writes it; unless
+// saveAgainst evaluates the instance against t and writes it over prev,
+// the record as read (nil: a new instance), with compare-and-set; unless
 // changed is set (the record itself changed) it writes only when the state
-// or the target moved.
-func (l *Ledger) saveAgainst(ctx context.Context, in Instance, t Target, now time.Time, changed bool) error {
+// or the target moved. It returns the state.
+func (l *Ledger) saveAgainst(ctx context.Context, prev *Instance, in Instance, t Target, now time.Time, changed bool) (State, error) {
 	state, want, detail := l.eval.evaluate(&in, t, now)
 	if !changed && state == in.State && want == in.Target {
-		return nil
+		return state, nil
 	}
 	var tr *Transition
 	if state != in.State {
 		tr = &Transition{Service: in.Service, Instance: in.Instance, From: in.State, To: state,
 			Target: want, Running: in.Running, Detail: detail, At: now}
 		in.State, in.Since = state, now
-		l.moves.WithLabelValues(string(state)).Inc()
 	}
 	in.Target = want
-	if err := l.o.Store.SaveInstance(ctx, in, tr); err != nil {
-		return fmt.Errorf("distribution: ledger save %s/%s: %w", in.Service, in.Instance, err)
+	if err := l.o.Store.SaveInstance(ctx, prev, in, tr); err != nil {
+		return state, fmt.Errorf("distribution: ledger save %s/%s: %w", in.Service, in.Instance, err)
 	}
-	return nil
+	if tr != nil {
+		l.moves.WithLabelValues(string(state)).Inc()
+	}
+	return state, nil
+}
+
+// reevaluateInstance evaluates an instance as read against t and writes it
+// if its state or target moved. If another replica changed the record
+// meanwhile, it is read again and evaluated anew.
+func (l *Ledger) reevaluateInstance(ctx context.Context, in Instance, t Target, now time.Time) (State, error) {
+	for attempt := 1; ; attempt++ {
+		prev := in
+		state, err := l.saveAgainst(ctx, &prev, in, t, now, false)
+		if !errors.Is(err, ErrChanged) || attempt == maxAttempts {
+			return state, err
+		}
+		l.conflicts.Inc()
+		cur, ok, err := l.o.Store.Instance(ctx, in.Service, in.Instance)
+		if err != nil {
+			return state, fmt.Errorf("distribution: ledger instance: %w", err)
+		}
+		if !ok {
+			return state, nil
+		}
+		in = cur
+	}
 }
 
 // reevaluate re-evaluates every instance of the target's service.
@@ -328,7 +471,7 @@ func (l *Ledger) reevaluate(ctx context.Context, t Target) error {
 	}
 	now := l.o.Clock.Now()
 	for _, in := range ins {
-		if err := l.saveAgainst(ctx, in, t, now, false); err != nil {
+		if _, err := l.reevaluateInstance(ctx, in, t, now); err != nil {
 			return err
 		}
 	}
@@ -338,7 +481,8 @@ func (l *Ledger) reevaluate(ctx context.Context, t Target) error {
 // Sweep re-evaluates every instance (time makes instances STALE or GONE)
 // and refreshes the per-state gauges. With LedgerOptions.Latest, it first
 // moves each service's stable version up to the bucket's, should the ledger
-// have missed a publication; if the bucket cannot be read, the sweep goes on
+// have missed a publication, and with LedgerOptions.Staged it records the
+// canary the bucket stages; if the bucket cannot be read, the sweep goes on
 // with the recorded targets.
 func (l *Ledger) Sweep(ctx context.Context) error {
 	l.mu.Lock()
@@ -350,7 +494,7 @@ func (l *Ledger) Sweep(ctx context.Context) error {
 	now := l.o.Clock.Now()
 	targets := map[string]Target{}
 	counts := map[string]map[State]int{}
-	latest := l.o.Latest
+	latest, staged := l.o.Latest, l.o.Staged
 	for _, in := range ins {
 		t, ok := targets[in.Service]
 		if !ok {
@@ -366,12 +510,18 @@ func (l *Ledger) Sweep(ctx context.Context) error {
 					latest = nil
 				}
 			}
+			if staged != nil {
+				if t, err = l.catchUpCanary(ctx, t, staged); err != nil {
+					l.o.Logger.LogAttrs(ctx, slog.LevelWarn, "ledger: canaries not compared with the bucket", slog.Any("err", err))
+					staged = nil
+				}
+			}
 			targets[in.Service] = t
 		}
-		if err := l.saveAgainst(ctx, in, t, now, false); err != nil {
+		state, err := l.reevaluateInstance(ctx, in, t, now)
+		if err != nil {
 			return err
 		}
-		state, _, _ := l.eval.evaluate(&in, t, now)
 		if counts[in.Service] == nil {
 			counts[in.Service] = map[State]int{}
 		}

@@ -51,27 +51,65 @@ func (s *SQLStore) Target(ctx context.Context, service string) (Target, bool, er
 	return t, true, nil
 }
 
-// SetTarget implements LedgerStore.
-func (s *SQLStore) SetTarget(ctx context.Context, t Target) error {
-	var selector sql.NullString
-	if t.Selector != nil {
-		b, err := json.Marshal(t.Selector)
-		if err != nil {
-			return fmt.Errorf("ledger: selector: %w", err)
-		}
-		selector = sql.NullString{String: string(b), Valid: true}
+// SetTarget implements LedgerStore: an insert that does nothing if the
+// service has a target (prev nil), or an update of the row only while every
+// column still holds prev's value.
+func (s *SQLStore) SetTarget(ctx context.Context, prev *Target, t Target) error {
+	selector, err := selectorColumn(t.Selector)
+	if err != nil {
+		return err
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO delivery_targets
-		(service, stable_version, stable_at, canary_version, canary_at, selector)
-		VALUES ($1, $2, $3, $4, $5, $6)
-		ON CONFLICT (service) DO UPDATE SET stable_version = excluded.stable_version,
-			stable_at = excluded.stable_at, canary_version = excluded.canary_version,
-			canary_at = excluded.canary_at, selector = excluded.selector`,
-		t.Service, t.Stable, nullTime(t.StableAt), t.Canary, nullTime(t.CanaryAt), selector)
+	var res sql.Result
+	if prev == nil {
+		res, err = s.db.ExecContext(ctx, `INSERT INTO delivery_targets
+			(service, stable_version, stable_at, canary_version, canary_at, selector)
+			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (service) DO NOTHING`,
+			t.Service, t.Stable, nullTime(t.StableAt), t.Canary, nullTime(t.CanaryAt), selector)
+	} else {
+		var was sql.NullString
+		if was, err = selectorColumn(prev.Selector); err != nil {
+			return err
+		}
+		res, err = s.db.ExecContext(ctx, `UPDATE delivery_targets SET stable_version = $2, stable_at = $3,
+			canary_version = $4, canary_at = $5, selector = $6
+			WHERE service = $1 AND stable_version = $7 AND stable_at IS NOT DISTINCT FROM $8
+				AND canary_version = $9 AND canary_at IS NOT DISTINCT FROM $10 AND COALESCE(selector, '') = $11`,
+			t.Service, t.Stable, nullTime(t.StableAt), t.Canary, nullTime(t.CanaryAt), selector,
+			prev.Stable, nullTime(prev.StableAt), prev.Canary, nullTime(prev.CanaryAt), was.String)
+	}
 	if err != nil {
 		return fmt.Errorf("ledger: set target of %s: %w", t.Service, err)
 	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("ledger: set target of %s: %w", t.Service, err)
+	} else if n == 0 {
+		return fmt.Errorf("%w: target of %s", ErrChanged, t.Service)
+	}
 	return nil
+}
+
+// selectorColumn encodes a selector for the selector column (NULL for none).
+func selectorColumn(sel *watch.Selector) (sql.NullString, error) {
+	if sel == nil {
+		return sql.NullString{}, nil
+	}
+	b, err := json.Marshal(sel)
+	if err != nil {
+		return sql.NullString{}, fmt.Errorf("ledger: selector: %w", err)
+	}
+	return sql.NullString{String: string(b), Valid: true}, nil
+}
+
+// labelsColumn encodes an instance's labels for the labels column.
+func labelsColumn(labels map[string]string) (string, error) {
+	if len(labels) == 0 {
+		return "{}", nil
+	}
+	b, err := json.Marshal(labels)
+	if err != nil {
+		return "", fmt.Errorf("ledger: labels: %w", err)
+	}
+	return string(b), nil
 }
 
 const instanceColumns = `service, instance, labels, running_version, target_version, state, state_since,
@@ -139,32 +177,47 @@ func (s *SQLStore) Instances(ctx context.Context, service string) ([]Instance, e
 	return out, nil
 }
 
-// SaveInstance implements LedgerStore.
-func (s *SQLStore) SaveInstance(ctx context.Context, in Instance, tr *Transition) error {
-	labels := []byte("{}")
-	if len(in.Labels) > 0 {
-		var err error
-		if labels, err = json.Marshal(in.Labels); err != nil {
-			return fmt.Errorf("ledger: labels: %w", err)
-		}
+// SaveInstance implements LedgerStore: an insert that does nothing if the
+// instance is known (prev nil), or an update of the row only while every
+// column still holds prev's value; the transition in the same transaction.
+func (s *SQLStore) SaveInstance(ctx context.Context, prev *Instance, in Instance, tr *Transition) error {
+	labels, err := labelsColumn(in.Labels)
+	if err != nil {
+		return err
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("ledger: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	_, err = tx.ExecContext(ctx, `INSERT INTO delivery_instances (`+instanceColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
-		ON CONFLICT (service, instance) DO UPDATE SET labels = excluded.labels,
-			running_version = excluded.running_version, target_version = excluded.target_version,
-			state = excluded.state, state_since = excluded.state_since, last_seen = excluded.last_seen,
-			heartbeat_ms = excluded.heartbeat_ms, ack_version = excluded.ack_version,
-			nack_version = excluded.nack_version, nack_reason = excluded.nack_reason,
-			nack_error = excluded.nack_error, nack_at = excluded.nack_at`,
-		in.Service, in.Instance, string(labels), in.Running, in.Target, string(in.State), in.Since.UTC(),
-		in.LastSeen.UTC(), in.HeartbeatMS, in.AckVersion, in.NackVersion, in.NackReason, in.NackError, nullTime(in.NackAt))
+	args := []any{in.Service, in.Instance, labels, in.Running, in.Target, string(in.State), in.Since.UTC(),
+		in.LastSeen.UTC(), in.HeartbeatMS, in.AckVersion, in.NackVersion, in.NackReason, in.NackError, nullTime(in.NackAt)}
+	var res sql.Result
+	if prev == nil {
+		res, err = tx.ExecContext(ctx, `INSERT INTO delivery_instances (`+instanceColumns+`)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+			ON CONFLICT (service, instance) DO NOTHING`, args...)
+	} else {
+		was, lerr := labelsColumn(prev.Labels)
+		if lerr != nil {
+			return lerr
+		}
+		args = append(args, was, prev.Running, prev.Target, string(prev.State), prev.Since.UTC(), prev.LastSeen.UTC(),
+			prev.HeartbeatMS, prev.AckVersion, prev.NackVersion, prev.NackReason, prev.NackError, nullTime(prev.NackAt))
+		res, err = tx.ExecContext(ctx, `UPDATE delivery_instances SET labels = $3, running_version = $4,
+			target_version = $5, state = $6, state_since = $7, last_seen = $8, heartbeat_ms = $9, ack_version = $10,
+			nack_version = $11, nack_reason = $12, nack_error = $13, nack_at = $14
+			WHERE service = $1 AND instance = $2 AND labels = $15 AND running_version = $16 AND target_version = $17
+				AND state = $18 AND state_since = $19 AND last_seen = $20 AND heartbeat_ms = $21 AND ack_version = $22
+				AND nack_version = $23 AND nack_reason = $24 AND nack_error = $25 AND nack_at IS NOT DISTINCT FROM $26`, args...)
+	}
 	if err != nil {
 		return fmt.Errorf("ledger: save instance %s/%s: %w", in.Service, in.Instance, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("ledger: save instance %s/%s: %w", in.Service, in.Instance, err)
+	} else if n == 0 {
+		return fmt.Errorf("%w: instance %s/%s", ErrChanged, in.Service, in.Instance)
 	}
 	if tr != nil {
 		_, err = tx.ExecContext(ctx, `INSERT INTO delivery_transitions

@@ -2,27 +2,46 @@ package distribution
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"strings"
 	"sync"
+	"time"
+
+	"governor.dev/governor/sdk/watch"
 )
+
+// ErrChanged: a ledger record is no longer the one the writer read (another
+// ledger replica wrote it meanwhile); nothing was written. Read it again and
+// retry.
+var ErrChanged = errors.New("distribution: ledger record changed meanwhile")
 
 // LedgerStore persists the ledger. Implementations are safe for concurrent
 // use.
+//
+// Several ledger replicas (engine instances in one queue group) update the
+// same records, each by reading, changing and writing one. The writes are
+// compare-and-set: SetTarget and SaveInstance write only over the record as
+// the writer read it (prev, nil for a record that did not exist) and
+// otherwise fail with ErrChanged, so that a replica never writes back a
+// stale copy over another's change (an instance's ACK, a new stable
+// version).
 type LedgerStore interface {
 	// Target returns a service's target; ok is false if none was recorded.
 	Target(ctx context.Context, service string) (t Target, ok bool, err error)
-	// SetTarget records a service's target.
-	SetTarget(ctx context.Context, t Target) error
+	// SetTarget records a service's target if its recorded target is still
+	// prev (nil: none is recorded); otherwise it fails with ErrChanged.
+	SetTarget(ctx context.Context, prev *Target, t Target) error
 	// Instance returns one instance; ok is false if unknown.
 	Instance(ctx context.Context, service, instance string) (in Instance, ok bool, err error)
 	// Instances lists the instances of a service ("" for every service),
 	// ordered by service and instance.
 	Instances(ctx context.Context, service string) ([]Instance, error)
 	// SaveInstance writes an instance and, when tr is not nil, appends the
-	// transition, atomically.
-	SaveInstance(ctx context.Context, in Instance, tr *Transition) error
+	// transition, atomically, if the recorded instance is still prev (nil:
+	// unknown); otherwise it fails with ErrChanged and writes nothing.
+	SaveInstance(ctx context.Context, prev *Instance, in Instance, tr *Transition) error
 	// Transitions returns the newest transitions of a service (and instance,
 	// if not ""), newest first, at most limit.
 	Transitions(ctx context.Context, service, instance string, limit int) ([]Transition, error)
@@ -48,15 +67,52 @@ func (m *MemoryStore) Target(_ context.Context, service string) (Target, bool, e
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	t, ok := m.targets[service]
+	if t.Selector != nil {
+		sel := *t.Selector
+		sel.Labels = maps.Clone(sel.Labels)
+		t.Selector = &sel
+	}
 	return t, ok, nil
 }
 
 // SetTarget implements LedgerStore.
-func (m *MemoryStore) SetTarget(_ context.Context, t Target) error {
+func (m *MemoryStore) SetTarget(_ context.Context, prev *Target, t Target) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	cur, ok := m.targets[t.Service]
+	if ok != (prev != nil) || (ok && !sameTarget(cur, *prev)) {
+		return ErrChanged
+	}
+	if t.Selector != nil {
+		sel := *t.Selector
+		sel.Labels = maps.Clone(sel.Labels)
+		t.Selector = &sel
+	}
 	m.targets[t.Service] = t
 	return nil
+}
+
+// sameTarget reports whether two targets record the same.
+func sameTarget(a, b Target) bool {
+	return a.Service == b.Service && a.Stable == b.Stable && a.StableAt.Equal(b.StableAt) &&
+		a.Canary == b.Canary && a.CanaryAt.Equal(b.CanaryAt) && sameSelector(a.Selector, b.Selector)
+}
+
+func sameSelector(a, b *watch.Selector) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Percent == b.Percent && maps.Equal(a.Labels, b.Labels)
+}
+
+// sameInstance reports whether two instance records record the same.
+func sameInstance(a, b Instance) bool {
+	eq := func(x, y time.Time) bool { return x.Equal(y) }
+	return a.Service == b.Service && a.Instance == b.Instance && maps.Equal(a.Labels, b.Labels) &&
+		a.Running == b.Running && a.Target == b.Target && a.State == b.State && eq(a.Since, b.Since) &&
+		eq(a.LastSeen, b.LastSeen) && a.HeartbeatMS == b.HeartbeatMS && a.AckVersion == b.AckVersion &&
+		a.NackVersion == b.NackVersion && a.NackReason == b.NackReason && a.NackError == b.NackError &&
+		eq(a.NackAt, b.NackAt)
 }
 
 // Instance implements LedgerStore.
@@ -89,11 +145,16 @@ func (m *MemoryStore) Instances(_ context.Context, service string) ([]Instance, 
 }
 
 // SaveInstance implements LedgerStore.
-func (m *MemoryStore) SaveInstance(_ context.Context, in Instance, tr *Transition) error {
+func (m *MemoryStore) SaveInstance(_ context.Context, prev *Instance, in Instance, tr *Transition) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	key := [2]string{in.Service, in.Instance}
+	cur, ok := m.instances[key]
+	if ok != (prev != nil) || (ok && !sameInstance(cur, *prev)) {
+		return ErrChanged
+	}
 	in.Labels = maps.Clone(in.Labels)
-	m.instances[[2]string{in.Service, in.Instance}] = in
+	m.instances[key] = in
 	if tr != nil {
 		m.transitions = append(m.transitions, *tr)
 	}

@@ -5,11 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	_ "modernc.org/sqlite" // database/sql driver "sqlite"
 
 	"governor.dev/governor/migrations"
@@ -295,9 +297,9 @@ type countingStore struct {
 	saves int
 }
 
-func (c *countingStore) SaveInstance(ctx context.Context, in Instance, tr *Transition) error {
+func (c *countingStore) SaveInstance(ctx context.Context, prev *Instance, in Instance, tr *Transition) error {
 	c.saves++
-	return c.MemoryStore.SaveInstance(ctx, in, tr)
+	return c.MemoryStore.SaveInstance(ctx, prev, in, tr)
 }
 
 func TestSweepWritesOnlyWhatChanged(t *testing.T) {
@@ -373,5 +375,214 @@ func TestLedgerSweepCatchesUpWithAMissedPublication(t *testing.T) {
 	}
 	if tg, _, _ := l.o.Store.Target(ctx, "checkout"); tg.Stable != 3 || tg.Canary != 0 {
 		t.Fatalf("target %+v, want stable v3 and the overtaken canary v2 gone", tg)
+	}
+}
+
+// pausingStore holds a ledger replica between its read of a record and its
+// write: the first read of an instance (or target, as armed) returns, then
+// waits until released while another replica writes the same record.
+type pausingStore struct {
+	LedgerStore
+	mu       sync.Mutex
+	armed    string // "instance" or "target"
+	read     chan struct{}
+	released chan struct{}
+}
+
+func newPausingStore(s LedgerStore, what string) *pausingStore {
+	return &pausingStore{LedgerStore: s, armed: what, read: make(chan struct{}), released: make(chan struct{})}
+}
+
+func (p *pausingStore) pause(what string) {
+	p.mu.Lock()
+	hit := p.armed == what
+	if hit {
+		p.armed = ""
+	}
+	p.mu.Unlock()
+	if hit {
+		close(p.read)
+		<-p.released
+	}
+}
+
+func (p *pausingStore) Instance(ctx context.Context, service, instance string) (Instance, bool, error) {
+	in, ok, err := p.LedgerStore.Instance(ctx, service, instance)
+	p.pause("instance")
+	return in, ok, err
+}
+
+func (p *pausingStore) Target(ctx context.Context, service string) (Target, bool, error) {
+	t, ok, err := p.LedgerStore.Target(ctx, service)
+	p.pause("target")
+	return t, ok, err
+}
+
+// interleave runs first on replica b until it has read the record the
+// store is armed for, then second on replica a to completion, then lets b
+// write.
+func interleave(t *testing.T, ps *pausingStore, first, second func() error) {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() { done <- first() }()
+	<-ps.read
+	if err := second(); err != nil {
+		close(ps.released)
+		<-done
+		t.Fatal(err)
+	}
+	close(ps.released)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLedgerReplicasKeepEachOthersConfirmations: ledger replicas share the
+// report and heartbeat subjects in a queue group, so one instance's ACK and
+// heartbeat can be recorded by two replicas at once. Replica b reads
+// pod-0's record (acked v1) for a heartbeat; replica a records pod-0's ACK
+// of v2; then b writes. b's write must not carry its stale copy over a's:
+// the store refuses it (compare-and-set), b reads again and the ACK of v2
+// stays in the ledger.
+func TestLedgerReplicasKeepEachOthersConfirmations(t *testing.T) {
+	for _, st := range ledgerStores {
+		t.Run(st.name, func(t *testing.T) {
+			ctx := context.Background()
+			clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+			store := st.open(t)
+			a := newTestLedger(t, store, clk)
+			if err := a.Published(ctx, envelope(t, "checkout", 1), nil); err != nil {
+				t.Fatal(err)
+			}
+			ack := func(v int64) error {
+				return a.HandleReport(ctx, &watch.Report{Service: "checkout", Instance: "pod-0", Status: watch.StatusACK,
+					Version: v, Running: v, Labels: map[string]string{"zone": "a"}})
+			}
+			if err := ack(1); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Published(ctx, envelope(t, "checkout", 2), nil); err != nil {
+				t.Fatal(err)
+			}
+			ps := newPausingStore(store, "instance")
+			b := newTestLedger(t, ps, clk)
+			interleave(t, ps, func() error {
+				return b.HandleHeartbeat(ctx, &watch.Heartbeat{Service: "checkout", Instance: "pod-0", Running: 2,
+					IntervalMS: 1000, Labels: map[string]string{"zone": "a"}})
+			}, func() error { return ack(2) })
+			in, _, err := store.Instance(ctx, "checkout", "pod-0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if in.AckVersion != 2 || in.Running != 2 || in.State != StateSynced || in.HeartbeatMS != 1000 {
+				t.Fatalf("pod-0 %+v, want the ACK of v2 and the heartbeat both recorded, SYNCED", in)
+			}
+			if got := testutil.ToFloat64(b.conflicts); got != 1 {
+				t.Fatalf("conflicts = %v, want 1 (b's first write refused)", got)
+			}
+		})
+	}
+}
+
+// TestLedgerReplicasKeepEachOthersTargetChanges: the relay of one replica
+// records a new stable version (v2) while an operator's canary (v3) is
+// recorded by another replica that read the target before. The canary's
+// write must not put back the stable version it read (v1): the store
+// refuses it, the replica reads again and the target holds both.
+func TestLedgerReplicasKeepEachOthersTargetChanges(t *testing.T) {
+	for _, st := range ledgerStores {
+		t.Run(st.name, func(t *testing.T) {
+			ctx := context.Background()
+			clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+			store := st.open(t)
+			a := newTestLedger(t, store, clk)
+			if err := a.Published(ctx, envelope(t, "checkout", 1), nil); err != nil {
+				t.Fatal(err)
+			}
+			ps := newPausingStore(store, "target")
+			b := newTestLedger(t, ps, clk)
+			sel := watch.Selector{Percent: 10, Labels: map[string]string{"zone": "a"}}
+			interleave(t, ps, func() error { return b.Published(ctx, envelope(t, "checkout", 3), &sel) },
+				func() error { return a.Published(ctx, envelope(t, "checkout", 2), nil) })
+			tg, _, err := store.Target(ctx, "checkout")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tg.Stable != 2 || tg.Canary != 3 || tg.Selector == nil || tg.Selector.Labels["zone"] != "a" {
+				t.Fatalf("target %+v, want stable v2 and canary v3", tg)
+			}
+			if got := testutil.ToFloat64(b.conflicts); got != 1 {
+				t.Fatalf("conflicts = %v, want 1 (b's first write refused)", got)
+			}
+		})
+	}
+}
+
+// TestLedgerStoresWriteOnlyOverWhatWasRead: SetTarget and SaveInstance
+// write only over the record as the writer read it (nil: none), and a
+// refused SaveInstance appends no transition.
+func TestLedgerStoresWriteOnlyOverWhatWasRead(t *testing.T) {
+	for _, st := range ledgerStores {
+		t.Run(st.name, func(t *testing.T) {
+			ctx := context.Background()
+			s := st.open(t)
+			at := time.Unix(1_700_000_000, 0)
+			t1 := Target{Service: "checkout", Stable: 1, StableAt: at}
+			if err := s.SetTarget(ctx, nil, t1); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.SetTarget(ctx, nil, t1); !errors.Is(err, ErrChanged) {
+				t.Fatalf("a second first write: %v, want ErrChanged", err)
+			}
+			read, _, err := s.Target(ctx, "checkout")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t2 := read
+			t2.Canary, t2.CanaryAt, t2.Selector = 2, at.Add(time.Second), &watch.Selector{Percent: 5}
+			if err := s.SetTarget(ctx, &read, t2); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.SetTarget(ctx, &read, Target{Service: "checkout", Stable: 9}); !errors.Is(err, ErrChanged) {
+				t.Fatalf("write over a stale target: %v, want ErrChanged", err)
+			}
+			if got, _, _ := s.Target(ctx, "checkout"); got.Stable != 1 || got.Canary != 2 {
+				t.Fatalf("target %+v after a refused write, want stable v1 canary v2", got)
+			}
+
+			in := Instance{Service: "checkout", Instance: "pod-0", Labels: map[string]string{"zone": "a"}, Running: 1,
+				Target: 1, State: StateSynced, Since: at, LastSeen: at, HeartbeatMS: 1000, AckVersion: 1}
+			if err := s.SaveInstance(ctx, nil, in, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.SaveInstance(ctx, nil, in, nil); !errors.Is(err, ErrChanged) {
+				t.Fatalf("a second first write: %v, want ErrChanged", err)
+			}
+			old, _, err := s.Instance(ctx, "checkout", "pod-0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			nacked := old
+			nacked.State, nacked.NackVersion, nacked.NackError, nacked.NackAt = StateNacked, 2, "bad", at.Add(time.Second)
+			tr := &Transition{Service: "checkout", Instance: "pod-0", From: StateSynced, To: StateNacked, At: at}
+			if err := s.SaveInstance(ctx, &old, nacked, tr); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.SaveInstance(ctx, &old, in, tr); !errors.Is(err, ErrChanged) {
+				t.Fatalf("write over a stale instance: %v, want ErrChanged", err)
+			}
+			got, _, _ := s.Instance(ctx, "checkout", "pod-0")
+			if got.State != StateNacked || got.NackError != "bad" {
+				t.Fatalf("instance %+v after a refused write, want the NACK kept", got)
+			}
+			if trs, _ := s.Transitions(ctx, "checkout", "", 0); len(trs) != 1 {
+				t.Fatalf("%d transitions, want 1: a refused write appends none", len(trs))
+			}
+			again, _, _ := s.Instance(ctx, "checkout", "pod-0")
+			again.Running = 2
+			if err := s.SaveInstance(ctx, &got, again, nil); err != nil {
+				t.Fatalf("write over the record as read: %v", err)
+			}
+		})
 	}
 }

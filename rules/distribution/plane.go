@@ -70,7 +70,7 @@ func NewPlane(ctx context.Context, o PlaneOptions) (*Plane, error) {
 		return nil, err
 	}
 	ledger, err := NewLedger(LedgerOptions{Store: o.Store, Names: o.Names, Grace: o.Grace, GoneAfter: o.GoneAfter,
-		Latest: LatestFrom(pub), Clock: o.Clock, Logger: o.Logger, Registerer: o.Registerer})
+		Latest: LatestFrom(pub), Staged: pub.Canary, Clock: o.Clock, Logger: o.Logger, Registerer: o.Registerer})
 	if err != nil {
 		return nil, err
 	}

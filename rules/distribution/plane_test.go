@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/sdk/watch"
 )
 
@@ -109,5 +111,86 @@ func TestPlaneStagesThroughTheRelayAndRollsOut(t *testing.T) {
 func TestNewPlaneRefusesMissingParts(t *testing.T) {
 	if _, err := NewPlane(context.Background(), PlaneOptions{}); err == nil {
 		t.Fatal("accepted")
+	}
+}
+
+// TestLedgerSweepCatchesUpWithACanaryItMissed: the Plane changes the bucket
+// first and tells the ledger second. When the ledger's write fails (the
+// rules database restarting), the operator sees the error, but retrying
+// cannot help: an abort retried finds no canary, a canary staged again is
+// refused as stale. The next sweep compares the recorded canary with the
+// bucket's: an aborted canary is withdrawn from the target and a staged one
+// added, so the instances are judged against what they were sent (SYNCED),
+// not a canary gone or unknown (STALE).
+func TestLedgerSweepCatchesUpWithACanaryItMissed(t *testing.T) {
+	ctx := context.Background()
+	url := embedded(t).URL()
+	names := uniqueNames(t)
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	store := &flakyLedgerStore{MemoryStore: NewMemoryStore()}
+	plane, err := NewPlane(ctx, PlaneOptions{Conn: connect(t, url), Names: names, Outbox: NewMemoryOutbox(clk),
+		Store: store, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		js, _ := jetstream.New(connect(t, url))
+		_ = js.DeleteKeyValue(context.Background(), names.Bucket())
+	})
+	l := plane.Ledger()
+	heartbeat := func(running int64) {
+		t.Helper()
+		if err := l.HandleHeartbeat(ctx, &watch.Heartbeat{Service: "checkout", Instance: "pod-a", Running: running,
+			IntervalMS: 1000, Labels: map[string]string{"zone": "a"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	payload := func(v int64) []byte {
+		b, err := json.Marshal(envelope(t, "checkout", v))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	sweptTo := func(step string, want int64) {
+		t.Helper()
+		clk.Advance(time.Minute) // past the grace period: behind would be STALE
+		heartbeat(want)
+		if err := l.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+		in, _, _ := store.Instance(ctx, "checkout", "pod-a")
+		if in.State != StateSynced || in.Target != want {
+			t.Fatalf("%s: pod-a runs v%d, but the ledger says %s for v%d", step, want, in.State, in.Target)
+		}
+	}
+	_, env, err := plane.Publisher().Publish(ctx, payload(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Published(ctx, env, nil); err != nil {
+		t.Fatal(err)
+	}
+	zoneA := watch.Selector{Labels: map[string]string{"zone": "a"}}
+	if _, err := plane.StartCanary(ctx, payload(2), zoneA); err != nil {
+		t.Fatal(err)
+	}
+	heartbeat(2)
+
+	store.setFail(true)
+	if _, err := plane.Abort(ctx, "checkout"); err == nil {
+		t.Fatal("abort with the ledger failing: want its error")
+	}
+	store.setFail(false)
+	sweptTo("after an abort the ledger missed", 1)
+
+	store.setFail(true)
+	if _, err := plane.StartCanary(ctx, payload(3), zoneA); err == nil {
+		t.Fatal("canary with the ledger failing: want its error")
+	}
+	store.setFail(false)
+	sweptTo("after a canary the ledger missed", 3)
+	if tg, _, _ := store.Target(ctx, "checkout"); tg.Canary != 3 || tg.Selector == nil || tg.Selector.Labels["zone"] != "a" {
+		t.Fatalf("target %+v, want canary v3 on zone a", tg)
 	}
 }

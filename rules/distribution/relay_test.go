@@ -321,14 +321,14 @@ func (f *flakyLedgerStore) setFail(fail bool) {
 	f.fail = fail
 }
 
-func (f *flakyLedgerStore) SetTarget(ctx context.Context, t Target) error {
+func (f *flakyLedgerStore) SetTarget(ctx context.Context, prev *Target, t Target) error {
 	f.mu.Lock()
 	fail := f.fail
 	f.mu.Unlock()
 	if fail {
 		return errors.New("connection refused")
 	}
-	return f.MemoryStore.SetTarget(ctx, t)
+	return f.MemoryStore.SetTarget(ctx, prev, t)
 }
 
 // A publication the ledger could not record keeps its row: the relay
