@@ -4,6 +4,8 @@ package email
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"net/mail"
@@ -80,7 +82,9 @@ func Render(m *notify.Message) (subject, body string) {
 	return subject, b.String()
 }
 
-// Notify implements notify.Notifier. SMTP failures are retried.
+// Notify implements notify.Notifier. SMTP failures are retried. The
+// attempt ends with ctx (the queue's timeout): a relay that accepts the
+// connection and then stalls does not hold the receiver's queue.
 func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return true, err
@@ -89,15 +93,68 @@ func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) 
 	msg := "From: " + n.c.From + "\r\nTo: " + strings.Join(n.c.To, ", ") + "\r\nSubject: " + subject +
 		"\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n" +
 		strings.ReplaceAll(body, "\n", "\r\n")
+	host, _, _ := net.SplitHostPort(n.c.Smarthost)
 	var auth smtp.Auth
 	if n.c.Username != "" {
-		host, _, _ := net.SplitHostPort(n.c.Smarthost)
 		auth = smtp.PlainAuth("", n.c.Username, n.c.Password, host)
 	}
-	if err := smtp.SendMail(n.c.Smarthost, auth, addr(n.c.From), addrs(n.c.To), []byte(msg)); err != nil {
+	if err := send(ctx, n.c.Smarthost, host, auth, addr(n.c.From), addrs(n.c.To), []byte(msg)); err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+		}
 		return true, fmt.Errorf("%w: email: %v", notify.ErrDelivery, err)
 	}
 	return false, nil
+}
+
+// send is smtp.SendMail on a connection that ctx closes: STARTTLS when the
+// relay offers it, then authentication, envelope and data.
+func send(ctx context.Context, smarthost, host string, auth smtp.Auth, from string, to []string, msg []byte) error {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", smarthost)
+	if err != nil {
+		return err
+	}
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	defer stop()
+	c, err := smtp.NewClient(conn, host)
+	if err != nil {
+		_ = conn.Close()
+		return err
+	}
+	defer c.Close()
+	if ok, _ := c.Extension("STARTTLS"); ok {
+		if err := c.StartTLS(&tls.Config{ServerName: host}); err != nil {
+			return err
+		}
+	}
+	if auth != nil {
+		if ok, _ := c.Extension("AUTH"); !ok {
+			return errors.New("smtp: server doesn't support AUTH")
+		}
+		if err := c.Auth(auth); err != nil {
+			return err
+		}
+	}
+	if err := c.Mail(from); err != nil {
+		return err
+	}
+	for _, rcpt := range to {
+		if err := c.Rcpt(rcpt); err != nil {
+			return err
+		}
+	}
+	w, err := c.Data()
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(msg); err != nil {
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	return c.Quit()
 }
 
 func addr(s string) string {

@@ -106,6 +106,36 @@ func TestUnreachableRelayIsRetryable(t *testing.T) {
 	}
 }
 
+// A relay that accepts the connection and then says nothing (a hung SMTP
+// server) ends the attempt with its context, as an HTTP receiver does:
+// smtp.SendMail has no deadline, and the worker of the receiver's queue
+// would wait for good, with no retry, no give-up, and Close hanging.
+func TestStalledRelayEndsWithTheAttempt(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		accepted <- c
+		if err == nil {
+			cancel() // connected, no greeting: the attempt's context ends
+		}
+	}()
+	n, _ := New(Config{Smarthost: ln.Addr().String(), From: "a@b.test", To: []string{"c@d.test"}})
+	retry, err := n.Notify(ctx, notifytest.Sample(notify.KindNotify))
+	if c := <-accepted; c != nil {
+		_ = c.Close()
+	}
+	cancel()
+	if !retry || !errors.Is(err, notify.ErrDelivery) || !strings.Contains(err.Error(), "context canceled") {
+		t.Fatalf("retry %v err %v, want a retryable delivery error naming the context", retry, err)
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	tests := []struct {
 		c    Config
