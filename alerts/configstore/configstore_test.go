@@ -15,6 +15,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"governor.dev/governor/alerts"
+	"governor.dev/governor/alerts/config"
 	"governor.dev/governor/alerts/configstore"
 	"governor.dev/governor/internal/sqlitedb"
 	"governor.dev/governor/internal/testenv"
@@ -192,6 +193,33 @@ func TestMaskUnmaskRoundTrip(t *testing.T) {
 	require.Equal(t, "{nope", back)
 	_, err = configstore.Mask("{nope")
 	require.ErrorIs(t, err, alerts.ErrInvalid)
+}
+
+// config.Parse reads keys as encoding/json does, ignoring case: a document
+// written with "URL" or "Routing_Key" configures the receiver's secret, so
+// Mask hides it too (the settings page would show the token otherwise), and
+// Unmask puts it back.
+func TestMaskIgnoresKeyCaseAsParseDoes(t *testing.T) {
+	doc := `{"Receivers": [{"Name": "w", "Webhook": {"URL": "https://hook.example/t?token=abc"}},
+	  {"name": "p", "pagerduty": {"Routing_Key": "R0UTINGKEY-secret"}}],
+	  "routes": [{"receiver": "w"}, {"receiver": "p"}]}`
+	c, err := config.Parse([]byte(doc))
+	require.NoError(t, err)
+	require.Equal(t, "https://hook.example/t?token=abc", c.Receivers[0].Webhook.URL)
+	require.Equal(t, "R0UTINGKEY-secret", c.Receivers[1].PagerDuty.RoutingKey)
+	masked, err := configstore.Mask(doc)
+	require.NoError(t, err)
+	require.NotContains(t, masked, "token=abc")
+	require.NotContains(t, masked, "R0UTINGKEY-secret")
+	require.Contains(t, masked, `"URL": "<masked:hook.example>"`)
+	back, err := configstore.Unmask(masked, doc)
+	require.NoError(t, err)
+	require.Equal(t, doc, back)
+	// A mask kept under the other spelling takes the saved secret too.
+	edited := strings.Replace(masked, `"URL"`, `"url"`, 1)
+	back, err = configstore.Unmask(edited, doc)
+	require.NoError(t, err)
+	require.Contains(t, back, `"url": "https://hook.example/t?token=abc"`)
 }
 
 func FuzzMaskUnmask(f *testing.F) {

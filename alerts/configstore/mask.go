@@ -99,7 +99,9 @@ func (w *walker) value(path []string) error {
 		_, err := w.dec.Token() // the closing delimiter
 		return err
 	case string:
-		if len(path) < 3 || path[0] != "receivers" {
+		// Keys compare as encoding/json matches them to fields, ignoring
+		// case: config.Parse reads "URL" as url, so it is masked too.
+		if len(path) < 3 || !strings.EqualFold(path[0], "receivers") {
 			return nil
 		}
 		i, err := strconv.Atoi(path[1])
@@ -107,15 +109,30 @@ func (w *walker) value(path []string) error {
 			return nil
 		}
 		switch {
-		case len(path) == 3 && path[2] == "name":
+		case len(path) == 3 && strings.EqualFold(path[2], "name"):
 			w.names[i] = t
-		case len(path) == 4 && secretFields[path[2]] == path[3]:
+		case len(path) == 4:
+			kind, field, ok := secretField(path[2], path[3])
+			if !ok {
+				return nil
+			}
 			start := before + bytes.IndexByte(w.doc[before:], '"')
-			w.secrets = append(w.secrets, secret{recv: i, kind: path[2], field: path[3], value: t,
+			w.secrets = append(w.secrets, secret{recv: i, kind: kind, field: field, value: t,
 				start: start, end: int(w.dec.InputOffset())})
 		}
 	}
 	return nil
+}
+
+// secretField returns the receiver kind and secret field that the keys
+// kind and field name, as encoding/json matches keys: ignoring case.
+func secretField(kind, field string) (string, string, bool) {
+	for k, f := range secretFields {
+		if strings.EqualFold(kind, k) && strings.EqualFold(field, f) {
+			return k, f, true
+		}
+	}
+	return "", "", false
 }
 
 func quote(s string) string {
