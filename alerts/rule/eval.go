@@ -150,13 +150,15 @@ func equalRules(a, b Rule) bool {
 }
 
 // Restore loads persisted alert states (after a restart). States of rules
-// not in the set are dropped.
+// not in the set, or disabled, are dropped, as Update drops them: Eval
+// never evaluates a disabled rule, so an alert restored for one would fire
+// for good.
 func (e *Evaluator) Restore(states []Active) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	known := map[string]bool{}
 	for _, r := range e.rules {
-		known[r.Name] = true
+		known[r.Name] = !r.Disabled
 	}
 	for _, s := range states {
 		if !known[s.Rule] {

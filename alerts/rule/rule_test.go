@@ -167,6 +167,30 @@ func TestRestoreResumesState(t *testing.T) {
 	}
 }
 
+// A rule disabled across a restart (its state stored while it fired) does
+// not get its alerts back: Eval never evaluates a disabled rule, so a
+// restored alert would fire, and page, for good.
+func TestRestoreDropsStatesOfDisabledRules(t *testing.T) {
+	on := []Sample{{Labels: map[string]string{"service": "a"}, Value: 1}}
+	s := series{0: on}
+	r := Rule{Name: "A", Expr: "x", Severity: alerts.P1}
+	e, _ := NewEvaluator([]Rule{r})
+	if res := e.Eval(context.Background(), t0, s.query); len(res.Alerts) != 1 {
+		t.Fatalf("A should fire: %+v", res)
+	}
+	r.Disabled = true
+	e2, _ := NewEvaluator([]Rule{r})
+	e2.Restore(e.States())
+	if st := e2.States(); len(st) != 0 {
+		t.Fatalf("states restored for a disabled rule: %+v", st)
+	}
+	for _, d := range []time.Duration{time.Minute, time.Hour} {
+		if res := e2.Eval(context.Background(), t0.Add(d), s.query); len(res.Alerts) != 0 {
+			t.Fatalf("at %s: the disabled rule's alert fires: %+v", d, res.Alerts)
+		}
+	}
+}
+
 func TestQueryErrorKeepsState(t *testing.T) {
 	e, _ := NewEvaluator([]Rule{{Name: "A", Expr: "x", Severity: alerts.P1}})
 	fail := func(context.Context, string, time.Time) ([]Sample, error) { return nil, errors.New("down") }
