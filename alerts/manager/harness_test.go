@@ -130,6 +130,13 @@ type harness struct {
 	retention time.Duration
 	// routes, if set, replace the default routes at the next open.
 	routes []dispatch.Route
+	// rules, if set, replace testRules at the next open.
+	rules []rule.Rule
+	// capacity is Options.Queue.Capacity at the next open (0: default).
+	capacity int
+	// withoutPD leaves the pd receiver out at the next open (routes must
+	// not name it).
+	withoutPD bool
 }
 
 func newHarness(t testing.TB) *harness { return newHarnessOn(t, "") }
@@ -171,12 +178,20 @@ func (h *harness) open() {
 			{Receiver: "hook"},
 		}
 	}
+	rules := h.rules
+	if rules == nil {
+		rules = testRules
+	}
+	receivers := map[string]notify.Notifier{"hook": hook, "pd": pd}
+	if h.withoutPD {
+		delete(receivers, "pd")
+	}
 	h.m, err = New(context.Background(), Options{
-		Rules: testRules, Query: h.db.query, Store: st, Clock: h.clk, Registerer: h.reg,
-		Receivers: map[string]notify.Notifier{"hook": hook, "pd": pd},
+		Rules: rules, Query: h.db.query, Store: st, Clock: h.clk, Registerer: h.reg,
+		Receivers: receivers,
 		Routes:    routes,
 		Timing:    dispatch.Timing{GroupWait: 30 * time.Second, GroupInterval: time.Minute},
-		Queue:     notify.QueueOptions{InitialBackoff: time.Second, MaxAttempts: 3},
+		Queue:     notify.QueueOptions{Capacity: h.capacity, InitialBackoff: time.Second, MaxAttempts: 3},
 		Retention: h.retention,
 	})
 	if err != nil {

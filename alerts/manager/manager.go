@@ -120,15 +120,29 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 	for _, a := range acks {
 		m.acks[a.Fingerprint] = a
 	}
-	for _, st := range states {
+	// The alerts are those of the states the evaluator kept: the states of
+	// rules removed or disabled since the last run are not shown, not even
+	// before the first step.
+	var gone []string
+	for _, st := range ev.States() {
 		if st.State == alerts.StateFiring || (!st.ResolvedAt.IsZero() && !st.FiredAt.IsZero()) {
 			m.current = append(m.current, st.Alert())
 		}
+		// A receiver failing before the restart clears its alert with its
+		// next delivery; one no longer configured, at once (Reconfigure).
+		if st.Rule == rule.ReceiverFailingRule && st.State != alerts.StateInactive {
+			if name := st.Labels["receiver"]; m.routed[name] {
+				m.failing[name] = true
+			} else {
+				gone = append(gone, name)
+			}
+		}
 	}
+	m.resolveFailing(gone)
 	m.queues = m.newQueues(o.Receivers)
 	for _, p := range pending {
 		if q := m.queues[p.Message.Receiver]; q != nil {
-			q.Enqueue(p.Message)
+			m.enqueue(q, p.Message)
 		}
 	}
 	return m, nil
@@ -437,8 +451,27 @@ func (m *Manager) send(ctx context.Context, g *dispatch.GroupState, msg *notify.
 	if q == nil {
 		return errors.Join(err, fmt.Errorf("%w: receiver %q", alerts.ErrNotFound, msg.Receiver))
 	}
-	q.Enqueue(msg)
+	m.enqueue(q, msg)
 	return err
+}
+
+// errQueueFull is the log entry's error of a notification its receiver's
+// queue had no room for.
+const errQueueFull = "receiver queue full"
+
+// enqueue queues a logged message. A notification the queue has no room
+// for (the queue counts and logs the drop) counts as not sent, as one its
+// receiver gave up on does: the next step takes it back from its group, so
+// what it reports goes out again at the group interval, and closes its log
+// entry. A dropped acknowledgement keeps its log entry open, for the next
+// process to send.
+func (m *Manager) enqueue(q *notify.Queue, msg *notify.Message) {
+	if q.Enqueue(msg) || msg.Kind != notify.KindNotify {
+		return
+	}
+	m.mu.Lock()
+	m.failed = append(m.failed, failure{msg: msg, err: errQueueFull, at: m.o.Clock.Now()})
+	m.mu.Unlock()
 }
 
 // failure is a notification its receiver gave up on.

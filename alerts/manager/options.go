@@ -36,7 +36,11 @@ type Options struct {
 	Receivers map[string]notify.Notifier
 	Store     store.Store
 	// Queue tunes every receiver queue (Clock, Logger, Metrics and
-	// OnResult are set by the manager).
+	// OnResult are set by the manager): Queue.Capacity bounds the
+	// notifications waiting for each receiver, default
+	// notify.DefaultCapacity. A notification dropped on a full queue is
+	// taken back from its group and sent again at the group interval, as
+	// one the receiver gave up on. Negative fields are refused.
 	Queue notify.QueueOptions
 	// Interval between steps of Run; default 15s.
 	Interval time.Duration
@@ -52,6 +56,9 @@ type Options struct {
 func (o Options) withDefaults() (Options, error) {
 	if o.Store == nil {
 		return o, fmt.Errorf("%w: manager: store is required", alerts.ErrInvalid)
+	}
+	if err := o.Queue.Validate(); err != nil {
+		return o, fmt.Errorf("manager: %w", err)
 	}
 	if o.Rules == nil {
 		o.Rules = rule.Builtin()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"governor.dev/governor/alerts"
+	"governor.dev/governor/alerts/rule"
 	"governor.dev/governor/internal/testenv"
 )
 
@@ -109,5 +110,40 @@ func TestRestartResendsUndeliveredOnce(t *testing.T) {
 	h.timeline(time.Minute, 3*time.Minute, nil)
 	if pend, _ := h.st.Undelivered(ctx); len(pend) != 0 {
 		t.Fatalf("undelivered %+v", pend)
+	}
+}
+
+// A rule removed from, or disabled in, the configuration across a restart
+// takes its alerts with it, as UpdateRules does for a running manager: the
+// restarted manager does not list them (GET /alerts), not even before its
+// first step, never fires them again, and resolves what they had notified.
+func TestRestartDropsAlertsOfRemovedRules(t *testing.T) {
+	disabled := testRules[1]
+	disabled.Disabled = true
+	tests := []struct {
+		name  string
+		rules []rule.Rule
+	}{
+		{"removed", []rule.Rule{testRules[0], testRules[2]}},
+		{"disabled", []rule.Rule{testRules[0], disabled, testRules[2]}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.db.set("load", "checkout")
+			h.timeline(0, 30*time.Second, map[time.Duration][]string{30 * time.Second: {"firing Load@checkout/firing"}})
+			h.close()
+			h.rules = tt.rules
+			h.open()
+			if got := h.m.Alerts(h.clk.Now()); len(got) != 0 {
+				t.Fatalf("alerts listed after the restart: %+v", got)
+			}
+			h.timeline(time.Minute, 3*time.Minute, map[time.Duration][]string{
+				time.Minute + 30*time.Second: {"resolved Load@checkout/resolved"}, // 30s + group interval
+			})
+			if got := h.m.Alerts(h.clk.Now()); len(got) != 0 {
+				t.Fatalf("alerts listed after the first steps: %+v", got)
+			}
+		})
 	}
 }

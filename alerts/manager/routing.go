@@ -118,12 +118,17 @@ func (m *Manager) Reconfigure(r Routing) error {
 		}
 	}
 	m.mu.Unlock()
+	m.resolveFailing(gone)
+	return nil
+}
+
+// resolveFailing clears the failing alerts of receivers that are gone.
+func (m *Manager) resolveFailing(receivers []string) {
 	now := m.o.Clock.Now()
-	for _, name := range gone {
+	for _, name := range receivers {
 		_, _ = m.eval.Observe(rule.Event{Kind: rule.EventReceiverFailing, Labels: map[string]string{"receiver": name},
 			At: now, Resolved: true})
 	}
-	return nil
 }
 
 // Receivers lists the receivers in force, sorted.

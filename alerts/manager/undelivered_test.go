@@ -2,12 +2,18 @@ package manager
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"governor.dev/governor/alerts"
+	"governor.dev/governor/alerts/dispatch"
+	"governor.dev/governor/alerts/notify/pagerduty"
+	"governor.dev/governor/alerts/rule"
 	"governor.dev/governor/internal/testenv"
 )
 
@@ -131,5 +137,200 @@ func testResolveGivenUpRestart(t *testing.T, h *harness, stepFirst bool) {
 	}
 	if pend, _ := h.st.Undelivered(ctx); len(pend) != 0 {
 		t.Fatalf("log entries left open: %+v", pend)
+	}
+}
+
+// pdEvents returns the PagerDuty events in arrival order as action:service
+// for the Shed alerts of the services named.
+func (h *harness) pdEvents(services ...string) []string {
+	var out []string
+	for _, raw := range h.pd.take() {
+		var e pagerduty.Event
+		if err := json.Unmarshal(raw, &e); err != nil {
+			h.t.Fatal(err)
+		}
+		svc := "?"
+		for _, s := range services {
+			if e.DedupKey == (alerts.Labels{"alertname": "Shed", "service": s, "severity": "P0"}).Fingerprint().String() {
+				svc = s
+			}
+		}
+		out = append(out, e.EventAction+":"+svc)
+	}
+	return out
+}
+
+// waitBackoff waits until a queue worker waits on its back-off timer.
+func (h *harness) waitBackoff() {
+	for h.clk.Pending() == 0 {
+		waitBriefly()
+	}
+}
+
+// stepAt steps at start+d without waiting for the deliveries.
+func (h *harness) stepAt(d time.Duration) {
+	h.t.Helper()
+	h.clk.Set(h.start.Add(d))
+	if err := h.m.Step(context.Background(), h.clk.Now()); err != nil {
+		h.t.Fatalf("step at %s: %v", d, err)
+	}
+}
+
+// A resolve dropped because PagerDuty's queue was full (PagerDuty slow,
+// its queue holding a page on back-off and another resolve) is not lost:
+// like a notification the receiver gave up on, the next step takes it back
+// from its group and it goes out again at the group interval after it
+// (4m30s + 1m), once, so the incident does not stay open; its log entry is
+// closed.
+func TestResolveDroppedOnFullQueueIsSentAgain(t *testing.T) {
+	h := newHarness(t)
+	h.close()
+	h.routes = []dispatch.Route{{Receiver: "pd"}}
+	h.capacity = 1
+	h.open()
+	h.db.set("shed", "z")
+	h.steps(0, 90*time.Second)
+	if got := h.pdEvents("z", "b"); strings.Join(got, ",") != "trigger:z" {
+		t.Fatalf("first page: %v", got)
+	}
+	h.db.set("shed", "z", "b")
+	h.steps(2*time.Minute, 3*time.Minute)
+	h.setPagerDutyFailing(true)
+	h.stepAt(3*time.Minute + 30*time.Second) // b's page fails and waits 1s
+	h.waitBackoff()
+	h.db.set("shed")
+	h.clk.Set(h.start.Add(4*time.Minute + 30*time.Second)) // b's page fails again and waits 2s
+	h.waitBackoff()
+	h.stepAt(4*time.Minute + 30*time.Second) // b's resolve fills the queue, z's is dropped
+	if v := testutil.ToFloat64(h.m.m.delivery.Dropped("pd")); v != 1 {
+		t.Fatalf("notifications dropped for pd = %v, want z's resolve", v)
+	}
+	h.setPagerDutyFailing(false)
+	h.clk.Advance(2 * time.Second)
+	if err := h.m.Idle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.pdEvents("z", "b"); strings.Join(got, ",") != "trigger:b,resolve:b" {
+		t.Fatalf("pagerduty once back: %v", got)
+	}
+	h.steps(5*time.Minute, 5*time.Minute)
+	if got := h.pdEvents("z", "b"); len(got) != 0 {
+		t.Fatalf("pagerduty before the group interval: %v", got)
+	}
+	h.steps(5*time.Minute+30*time.Second, 10*time.Minute)
+	if got := h.pdEvents("z", "b"); strings.Join(got, ",") != "resolve:z" {
+		t.Fatalf("pagerduty after the drop: %v, want z's resolve once", got)
+	}
+	if pend, _ := h.st.Undelivered(context.Background()); len(pend) != 0 {
+		t.Fatalf("log entries left open: %+v", pend)
+	}
+}
+
+func TestRestartWithMoreUndeliveredThanQueueCapacitySQLite(t *testing.T) {
+	testRestartWithMoreUndeliveredThanQueueCapacity(t, newHarness(t))
+}
+
+func TestRestartWithMoreUndeliveredThanQueueCapacityPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("PostgreSQL integration test")
+	}
+	testRestartWithMoreUndeliveredThanQueueCapacity(t, newHarnessOn(t, testenv.Postgres(t)))
+}
+
+// testRestartWithMoreUndeliveredThanQueueCapacity stops the manager with
+// three pages to PagerDuty undelivered and restarts it with a queue of one:
+// the pages the queue has no room for are taken back from their groups at
+// the first step and sent at the group interval, so each page arrives once
+// and no log entry stays open.
+func testRestartWithMoreUndeliveredThanQueueCapacity(t *testing.T, h *harness) {
+	h.close()
+	h.routes = []dispatch.Route{{Receiver: "pd"}}
+	h.open()
+	h.setPagerDutyFailing(true)
+	h.db.set("shed", "z", "b", "c")
+	h.steps(0, time.Minute)
+	h.stepAt(90 * time.Second) // three pages: one waits on its back-off, two queued
+	h.waitBackoff()
+	h.close()
+	h.capacity = 1
+	h.open()
+	h.waitBackoff()
+	if v := testutil.ToFloat64(h.m.m.delivery.Dropped("pd")); v < 1 {
+		t.Fatalf("notifications dropped for pd = %v, want at least one of the three pages", v)
+	}
+	h.setPagerDutyFailing(false)
+	h.clk.Advance(time.Second)
+	if err := h.m.Idle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h.steps(2*time.Minute, 5*time.Minute)
+	got := h.pdEvents("z", "b", "c")
+	slices.Sort(got)
+	if strings.Join(got, ",") != "trigger:b,trigger:c,trigger:z" {
+		t.Fatalf("pagerduty after the restart: %v, want each page once", got)
+	}
+	if pend, _ := h.st.Undelivered(context.Background()); len(pend) != 0 {
+		t.Fatalf("log entries left open: %+v", pend)
+	}
+}
+
+func TestReceiverFailingAlertClearsAfterRestartSQLite(t *testing.T) {
+	testReceiverFailingAlertClearsAfterRestart(t, newHarness(t))
+}
+
+func TestReceiverFailingAlertClearsAfterRestartPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("PostgreSQL integration test")
+	}
+	testReceiverFailingAlertClearsAfterRestart(t, newHarnessOn(t, testenv.Postgres(t)))
+}
+
+// receiverFailing returns the failing alert of receiver, if listed.
+func (h *harness) receiverFailing(receiver string) (alerts.Alert, bool) {
+	for _, s := range h.m.Alerts(h.clk.Now()) {
+		if s.Labels["alertname"] == rule.ReceiverFailingRule && s.Labels["receiver"] == receiver {
+			return s.Alert, true
+		}
+	}
+	return alerts.Alert{}, false
+}
+
+// testReceiverFailingAlertClearsAfterRestart restarts the manager while
+// PagerDuty's failing alert fires: the restarted manager knows PagerDuty
+// was failing, so the alert resolves with PagerDuty's next delivery (the
+// resolve given up on), not a day later at the rule's resolve_after, paging
+// every hour meanwhile.
+func testReceiverFailingAlertClearsAfterRestart(t *testing.T, h *harness) {
+	pageThenLoseResolve(t, h)
+	h.at(3 * time.Minute)
+	if a, ok := h.receiverFailing("pd"); !ok || !a.EndsAt.IsZero() {
+		t.Fatalf("pd failing alert before the restart: %+v (listed %v), want it firing", a, ok)
+	}
+	h.close()
+	h.setPagerDutyFailing(false)
+	h.open()
+	h.steps(3*time.Minute+30*time.Second, 10*time.Minute)
+	if got := h.pdInOrder(); strings.Join(got, ",") != "resolve" {
+		t.Fatalf("pagerduty after the restart: %v, want the resolve given up on", got)
+	}
+	if a, ok := h.receiverFailing("pd"); ok && a.EndsAt.IsZero() {
+		t.Fatalf("pd delivers again, yet its failing alert still fires: %+v", a)
+	}
+}
+
+// A receiver removed from the configuration while its failing alert fires
+// (across a restart) has that alert resolved at once, as Reconfigure does
+// for a running manager: nothing could ever clear it otherwise.
+func TestReceiverFailingAlertOfRemovedReceiverResolvesAtRestart(t *testing.T) {
+	h := newHarness(t)
+	pageThenLoseResolve(t, h)
+	h.at(3 * time.Minute)
+	h.close()
+	h.withoutPD = true
+	h.routes = []dispatch.Route{{Receiver: "hook"}}
+	h.open()
+	h.at(3*time.Minute + 30*time.Second)
+	if a, ok := h.receiverFailing("pd"); ok && a.EndsAt.IsZero() {
+		t.Fatalf("failing alert of a receiver no longer configured: %+v", a)
 	}
 }

@@ -13,10 +13,20 @@ import (
 	"governor.dev/governor/sdk/clock"
 )
 
-// QueueOptions tune a receiver queue. Zero fields take the defaults.
+// DefaultCapacity is the number of messages a receiver queue holds unless
+// QueueOptions.Capacity says otherwise.
+const DefaultCapacity = 256
+
+// DefaultInitialBackoff is the first wait between two attempts unless
+// QueueOptions.InitialBackoff says otherwise.
+const DefaultInitialBackoff = time.Second
+
+// QueueOptions tune a receiver queue. Zero fields take the defaults;
+// negative ones are refused by Validate.
 type QueueOptions struct {
-	// Capacity bounds the queued messages; default 256. A full queue drops
-	// the new message and counts it.
+	// Capacity bounds the queued messages; default DefaultCapacity. A full
+	// queue drops the new message, counts it and logs a warning; Enqueue
+	// reports it.
 	Capacity int
 	// InitialBackoff and MaxBackoff shape the exponential back-off between
 	// attempts; defaults 1s and 1m.
@@ -33,12 +43,40 @@ type QueueOptions struct {
 	OnResult func(m *Message, attempts int, err error)
 }
 
+// Validate names the first bad field: a negative capacity, attempt count,
+// back-off or timeout, or a maximum back-off below the initial one.
+func (o QueueOptions) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: queue: %s: %s", alerts.ErrInvalid, field, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case o.Capacity < 0:
+		return bad("capacity", "must not be negative, got %d", o.Capacity)
+	case o.MaxAttempts < 0:
+		return bad("max_attempts", "must not be negative, got %d", o.MaxAttempts)
+	case o.InitialBackoff < 0:
+		return bad("initial_backoff", "must not be negative, got %s", o.InitialBackoff)
+	case o.MaxBackoff < 0:
+		return bad("max_backoff", "must not be negative, got %s", o.MaxBackoff)
+	case o.Timeout < 0:
+		return bad("timeout", "must not be negative, got %s", o.Timeout)
+	}
+	initial := o.InitialBackoff
+	if initial == 0 {
+		initial = DefaultInitialBackoff
+	}
+	if o.MaxBackoff > 0 && o.MaxBackoff < initial {
+		return bad("max_backoff", "%s is below initial_backoff %s", o.MaxBackoff, initial)
+	}
+	return nil
+}
+
 func (o QueueOptions) withDefaults() QueueOptions {
 	if o.Capacity <= 0 {
-		o.Capacity = 256
+		o.Capacity = DefaultCapacity
 	}
 	if o.InitialBackoff <= 0 {
-		o.InitialBackoff = time.Second
+		o.InitialBackoff = DefaultInitialBackoff
 	}
 	if o.MaxBackoff < o.InitialBackoff {
 		o.MaxBackoff = max(time.Minute, o.InitialBackoff)

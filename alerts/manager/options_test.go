@@ -1,0 +1,58 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"governor.dev/governor/alerts"
+	"governor.dev/governor/alerts/notify"
+	"governor.dev/governor/alerts/store"
+)
+
+// Bad queue options are refused with the field named, before anything is
+// loaded or started, instead of silently taking the defaults: a negative
+// capacity would otherwise run with 256, a maximum back-off below the
+// initial one with 1m.
+func TestNewRefusesBadQueueOptions(t *testing.T) {
+	st, err := store.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "alerts.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	tests := []struct {
+		name  string
+		queue notify.QueueOptions
+		want  string
+	}{
+		{"negative capacity", notify.QueueOptions{Capacity: -1}, "queue: capacity: must not be negative, got -1"},
+		{"negative attempts", notify.QueueOptions{MaxAttempts: -3}, "queue: max_attempts"},
+		{"negative back-off", notify.QueueOptions{InitialBackoff: -time.Second}, "queue: initial_backoff"},
+		{"negative timeout", notify.QueueOptions{Timeout: -time.Second}, "queue: timeout"},
+		{"max back-off below the initial one", notify.QueueOptions{InitialBackoff: 2 * time.Minute, MaxBackoff: time.Minute},
+			"queue: max_backoff: 1m0s is below initial_backoff 2m0s"},
+		{"max back-off below the default initial one", notify.QueueOptions{MaxBackoff: time.Millisecond},
+			"queue: max_backoff: 1ms is below initial_backoff 1s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := New(context.Background(), Options{Store: st, Receivers: map[string]notify.Notifier{"x": discardNotifier{}},
+				Queue: tt.queue})
+			if err == nil {
+				_ = m.Close()
+			}
+			if !errors.Is(err, alerts.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("New: %v, want an invalid-input error containing %q", err, tt.want)
+			}
+		})
+	}
+	m, err := New(context.Background(), Options{Store: st, Receivers: map[string]notify.Notifier{"x": discardNotifier{}},
+		Queue: notify.QueueOptions{Capacity: 1024, InitialBackoff: 2 * time.Second, MaxBackoff: 2 * time.Second}})
+	if err != nil {
+		t.Fatalf("valid queue options refused: %v", err)
+	}
+	_ = m.Close()
+}
