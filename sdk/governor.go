@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/limit"
 	"governor.dev/governor/sdk/outbound"
 	"governor.dev/governor/sdk/rules"
 	"governor.dev/governor/sdk/shed"
@@ -169,6 +170,20 @@ func (g *Governor) Limit(route string) (int, bool) {
 		return 0, false
 	}
 	return rt.effectiveLimit(g.clk.Nanotime()), true
+}
+
+// LimiterState returns the state of a route's concurrency limiter after its
+// last decided window (limit.Snapshot: the learned limit, the no-load
+// latency it judges by, whether it is probing), and whether the route exists
+// and its limiter reports one (the limiters of package limit do; a fixed
+// limit or a custom Options.NewLimiter may not). It is what the limiter
+// based its limit on, for a person or a test to read.
+func (g *Governor) LimiterState(route string) (limit.Snapshot, bool) {
+	rt := g.state.Load().byName[route]
+	if rt == nil || rt.conc == nil || rt.conc.snap == nil {
+		return limit.Snapshot{}, false
+	}
+	return rt.conc.snap.Snapshot(), true
 }
 
 // InFlight returns the number of admitted, unreleased requests of a route.

@@ -60,6 +60,32 @@ func TestDefaultsGovernEverything(t *testing.T) {
 	}
 }
 
+// TestLimiterStateReadsTheRouteLimiter: LimiterState reports the state the
+// default route's adaptive limiter decided its limit from, and nothing for a
+// route that does not exist or has no concurrency limit.
+func TestLimiterStateReadsTheRouteLimiter(t *testing.T) {
+	opts := governor.DefaultOptions("svc")
+	opts.Clock = clock.NewFake(fakeStart)
+	g, err := governor.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	st, ok := g.LimiterState("default")
+	if l, _ := g.Limit("default"); !ok || st.Limit != l {
+		t.Fatalf("LimiterState(default) = %+v, %v; want the limiter's state with limit %d", st, ok, l)
+	}
+	if _, ok := g.LimiterState("nope"); ok {
+		t.Fatal("LimiterState of an unknown route reported a state")
+	}
+	if err := g.Apply(ruleset(route("plain", "/")), 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := g.LimiterState("plain"); ok {
+		t.Fatal("LimiterState of a route without a concurrency limit reported a state")
+	}
+}
+
 func TestRouteMatching(t *testing.T) {
 	withMethods := route("orders-post", "/orders")
 	withMethods.Match.Methods = []string{"POST"}

@@ -3,11 +3,9 @@ package limiters
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	governor "governor.dev/governor/sdk"
-	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/sdk/limit"
 	"governor.dev/governor/sdk/rules"
 )
@@ -24,10 +22,9 @@ import (
 type gov struct {
 	g         *governor.Governor
 	deadlines bool
-	// inspect is the last route limiter the governor built (the default
-	// ruleset has one route), for LimitState. The factory hands the
-	// limiter to the governor unchanged, so admission is not affected.
-	inspect atomic.Pointer[limit.Inspector]
+	// route is the first route with a concurrency limit, whose limiter
+	// LimitState reports.
+	route string
 }
 
 // classNames are the priority values Admit receives per class rank.
@@ -47,12 +44,11 @@ func newGovernor(algorithm string, queue, deadlines, sched bool) factory {
 		opts := governor.DefaultOptions(rs.Service)
 		opts.Defaults = rs
 		opts.Overload.Disabled = !sched
-		opts.NewLimiter = func(cfg rules.Concurrency, clk clock.Clock) (governor.Limiter, error) {
-			l, err := governor.NewLimiter(cfg, clk)
-			if in, ok := l.(limit.Inspector); ok && err == nil {
-				a.inspect.Store(&in)
+		for _, r := range rs.Routes {
+			if r.Concurrency != nil {
+				a.route = r.Name
+				break
 			}
-			return l, err
 		}
 		g, err := governor.New(opts)
 		if err != nil {
@@ -104,9 +100,5 @@ func (a *gov) Limit() int {
 // the learned limit, whether a probe runs); false before it is built or
 // when the algorithm has none.
 func (a *gov) LimitState() (limit.Snapshot, bool) {
-	in := a.inspect.Load()
-	if in == nil {
-		return limit.Snapshot{}, false
-	}
-	return (*in).Snapshot(), true
+	return a.g.LimiterState(a.route)
 }

@@ -118,8 +118,7 @@ type governorPolicy struct {
 	g        *governor.Governor
 	ctx      context.Context
 	clk      *clock.Fake
-	deadline time.Duration   // 0: the deadline is not passed
-	inspect  limit.Inspector // the route's limiter, for LimitState (nil: none)
+	deadline time.Duration // 0: the deadline is not passed
 }
 
 var classNames = [...]string{"critical", "core", "browse", "batch"}
@@ -133,13 +132,6 @@ func governorFactory(algorithm string, deadlines bool) Factory {
 		opts.Clock = e.Clock
 		opts.Shards = 1
 		p := &governorPolicy{ctx: context.Background(), clk: e.Clock}
-		opts.NewLimiter = func(cfg rules.Concurrency, clk clock.Clock) (governor.Limiter, error) {
-			l, err := governor.NewLimiter(cfg, clk)
-			if in, ok := l.(limit.Inspector); ok && err == nil {
-				p.inspect = in
-			}
-			return l, err
-		}
 		g, err := governor.New(opts)
 		if err != nil {
 			return nil, fmt.Errorf("sim: governor %s: %w", algorithm, err)
@@ -182,10 +174,7 @@ var _ report.LimitStater = (*governorPolicy)(nil)
 // LimitState is the route limiter's state after its last decided window
 // (for the trace); false when the algorithm exposes none.
 func (p *governorPolicy) LimitState() (limit.Snapshot, bool) {
-	if p.inspect == nil {
-		return limit.Snapshot{}, false
-	}
-	return p.inspect.Snapshot(), true
+	return p.g.LimiterState("default")
 }
 
 type nonePolicy struct{}
