@@ -41,3 +41,23 @@ func BenchmarkThrottleAllowRecord(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkAllowRelease is a call its caller cancels: one Allow and one
+// Release, for both kinds.
+func BenchmarkAllowRelease(b *testing.B) {
+	for _, kind := range []string{rules.BreakerKindBreaker, rules.BreakerKindThrottle} {
+		b.Run(kind, func(b *testing.B) {
+			g, _ := New(rules.Breaker{Kind: kind}, Options{})
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				var now int64
+				for pb.Next() {
+					now += 50
+					if tk, err := g.Allow(now); err == nil {
+						g.Release(tk)
+					}
+				}
+			})
+		})
+	}
+}

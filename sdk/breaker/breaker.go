@@ -181,6 +181,29 @@ func (b *Breaker) Record(t Ticket, now int64, latency time.Duration, failed bool
 	}
 }
 
+// Release gives back what Allow took for a call admitted with t that ends
+// without an outcome (the caller cancelled it, or it was never made). While
+// closed nothing was taken and nothing is recorded. A half-open probe gives
+// its slot back to its round, so another call can probe in its place; a probe
+// of a round that has ended gives nothing, and no round's count goes below
+// zero. Call Release instead of Record, never both.
+func (b *Breaker) Release(t Ticket) {
+	w := uint64(t)
+	if t == 0 || stateOf(w) != HalfOpen {
+		return
+	}
+	round := roundOf(w)
+	for {
+		s := b.slots.Load()
+		if s&^math.MaxUint32 != round || s&math.MaxUint32 == 0 {
+			return
+		}
+		if b.slots.CompareAndSwap(s, s-1) {
+			return
+		}
+	}
+}
+
 func (b *Breaker) evaluate(w uint64, now int64) {
 	s := b.ring.Sum(now)
 	calls := s[cCalls]

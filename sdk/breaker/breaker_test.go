@@ -50,6 +50,19 @@ func (r *rig) call(failed bool, latency time.Duration) bool {
 	return true
 }
 
+// trip fails ten calls in a row, which opens the breakers of cfg.
+func (r *rig) trip() {
+	for range 10 {
+		r.call(true, 0)
+	}
+}
+
+// halfOpen trips the breaker and waits out its first open period (1s).
+func (r *rig) halfOpen() {
+	r.trip()
+	r.clk.Advance(time.Second)
+}
+
 func (r *rig) wantState(want State) {
 	r.t.Helper()
 	if got := r.b.State(r.clk.Nanotime()); got != want {
@@ -118,9 +131,7 @@ func TestOldCallsLeaveTheWindow(t *testing.T) {
 
 func TestFullCycleClosedOpenHalfOpenClosed(t *testing.T) {
 	r := newRig(t, cfg())
-	for range 10 {
-		r.call(true, 0)
-	}
+	r.trip()
 	r.wantState(Open)
 	r.wantChanges("closed>open")
 
@@ -162,9 +173,7 @@ func TestBackoffDoublesUpToTheCapAndResetsAfterSuccess(t *testing.T) {
 	c := cfg()
 	c.HalfOpenProbes = 1
 	r := newRig(t, c)
-	for range 10 {
-		r.call(true, 0)
-	}
+	r.trip()
 	for _, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second} {
 		r.wantState(Open)
 		r.clk.Advance(want - time.Millisecond)
@@ -182,9 +191,7 @@ func TestBackoffDoublesUpToTheCapAndResetsAfterSuccess(t *testing.T) {
 		t.Fatal("probe refused")
 	}
 	r.wantState(Closed)
-	for range 10 {
-		r.call(true, 0)
-	}
+	r.trip()
 	r.wantState(Open)
 	r.clk.Advance(time.Second) // back to OpenBase
 	r.wantState(HalfOpen)
@@ -209,10 +216,7 @@ func TestProbesDecideByErrorRatio(t *testing.T) {
 			c := cfg()
 			c.HalfOpenProbes, c.ErrorRatio = tt.probes, tt.ratio
 			r := newRig(t, c)
-			for range 10 {
-				r.call(true, 0)
-			}
-			r.clk.Advance(time.Second)
+			r.halfOpen()
 			for _, failed := range tt.results {
 				if !r.call(failed, 0) {
 					t.Fatal("probe refused")
@@ -253,10 +257,7 @@ func TestStaleTicketsAreIgnored(t *testing.T) {
 	r := newRig(t, c)
 	now := r.clk.Nanotime()
 	early, _ := r.b.Allow(now) // admitted while closed
-	for range 10 {
-		r.call(true, 0)
-	}
-	r.clk.Advance(time.Second)
+	r.halfOpen()
 	probe, err := r.b.Allow(r.clk.Nanotime())
 	if err != nil {
 		t.Fatal(err)
@@ -270,10 +271,7 @@ func TestStaleTicketsAreIgnored(t *testing.T) {
 
 func TestUnreportedProbesDoNotWedgeHalfOpen(t *testing.T) {
 	r := newRig(t, cfg())
-	for range 10 {
-		r.call(true, 0)
-	}
-	r.clk.Advance(time.Second)
+	r.halfOpen()
 	for range 3 {
 		if _, err := r.b.Allow(r.clk.Nanotime()); err != nil {
 			t.Fatal(err)
@@ -290,6 +288,50 @@ func TestUnreportedProbesDoNotWedgeHalfOpen(t *testing.T) {
 		}
 	}
 	r.wantState(Closed)
+}
+
+// A probe whose caller cancels it reports no outcome. With one probe per
+// round, a slot it kept would leave the round full: every call refused until
+// the round times out a whole window later, and every cancelled probe of the
+// next round doing the same again. Release gives the slot back at once, so
+// the next call probes in its place, and the round is decided by the calls
+// that do report.
+func TestReleasedProbeGivesItsSlotBackToItsRound(t *testing.T) {
+	c := cfg()
+	c.HalfOpenProbes = 1
+	r := newRig(t, c)
+	r.halfOpen()
+	for range 5 {
+		probe, err := r.b.Allow(r.clk.Nanotime())
+		if err != nil {
+			t.Fatalf("probe after a released probe: %v", err)
+		}
+		if stateOf(uint64(probe)) != HalfOpen {
+			t.Fatalf("probe admitted as %v, want half-open", stateOf(uint64(probe)))
+		}
+		r.b.Release(probe)
+		r.wantState(HalfOpen) // a release decides nothing
+	}
+	if !r.call(false, 0) {
+		t.Fatal("probe refused after released probes")
+	}
+	r.wantState(Closed)
+	r.wantChanges("closed>open", "open>half-open", "half-open>closed")
+
+	// While closed a release records nothing: ten released calls and nine
+	// failures are fewer than MinCalls.
+	for range 10 {
+		tk, err := r.b.Allow(r.clk.Nanotime())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.b.Release(tk)
+	}
+	for range 9 {
+		r.call(true, 0)
+	}
+	r.wantState(Closed)
+	r.b.Release(0) // the zero ticket is ignored
 }
 
 func TestNewValidates(t *testing.T) {

@@ -1,6 +1,7 @@
 package breaker
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -17,11 +18,7 @@ import (
 func TestConcurrentProbesNeverExceedTheConfiguredCount(t *testing.T) {
 	const probes = 2
 	clk := clock.NewFake(time.Time{})
-	g, err := New(rules.Breaker{MinCalls: 5, OpenBase: rules.Duration(time.Millisecond),
-		OpenMax: rules.Duration(4 * time.Millisecond), HalfOpenProbes: probes, Window: rules.Duration(100 * time.Millisecond)}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := hammered(t, probes)
 	var (
 		mu      sync.Mutex
 		granted = map[Ticket]int{}
@@ -107,10 +104,7 @@ func TestRestartedProbeRoundKeepsItsSlots(t *testing.T) {
 			c := cfg()
 			c.HalfOpenProbes = probes
 			r := newRig(t, c)
-			for range 10 {
-				r.call(true, 0)
-			}
-			r.clk.Advance(time.Second)
+			r.halfOpen()
 			if got := allowN(r.b, r.clk.Nanotime(), probes); len(got) != probes {
 				t.Fatalf("first round admitted %d probes, want %d", len(got), probes)
 			}
@@ -142,10 +136,7 @@ func TestCallOfAnEndedRoundTakesNoSlotOfTheNext(t *testing.T) {
 			c := cfg()
 			c.HalfOpenProbes = probes
 			r := newRig(t, c)
-			for range 10 {
-				r.call(true, 0)
-			}
-			r.clk.Advance(time.Second)
+			r.halfOpen()
 			paused := r.clk.Nanotime()
 			var tickets []Ticket
 			r.b.beforeSlot = func() {
@@ -177,10 +168,7 @@ func TestCallFindingAFullRoundRetriesWhenTheRoundEnds(t *testing.T) {
 	c := cfg()
 	c.HalfOpenProbes = 1
 	r := newRig(t, c)
-	for range 10 {
-		r.call(true, 0)
-	}
-	r.clk.Advance(time.Second)
+	r.halfOpen()
 	now := r.clk.Nanotime()
 	probe, err := r.b.Allow(now)
 	if err != nil {
@@ -198,4 +186,117 @@ func TestCallFindingAFullRoundRetriesWhenTheRoundEnds(t *testing.T) {
 		t.Fatalf("ticket state = %v, want closed", stateOf(uint64(tk)))
 	}
 	r.wantState(Closed)
+}
+
+// TestReleaseOfAnEndedRoundFreesNoSlotOfTheNext covers a probe released after
+// its round ended: the round was restarted after a window without reports
+// and the new round's only probe is out. The release, whether it runs while
+// the restart is half done (the new round's slots stored, its word not yet)
+// or after, must not free the new round's slot, or the new round would hand
+// out more probes than configured. Extra releases of a ticket never take a
+// round's count below zero, which would borrow from the round number.
+func TestReleaseOfAnEndedRoundFreesNoSlotOfTheNext(t *testing.T) {
+	c := cfg()
+	c.HalfOpenProbes = 1
+	r := newRig(t, c)
+	r.halfOpen()
+	old, err := r.b.Allow(r.clk.Nanotime())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.clk.Advance(10 * time.Second) // a window without reports: the next Allow restarts the round
+	r.b.beforePublish = func() {
+		r.b.beforePublish = nil
+		r.b.Release(old)
+	}
+	cur, err := r.b.Allow(r.clk.Nanotime())
+	if err != nil || cur == old || stateOf(uint64(cur)) != HalfOpen {
+		t.Fatalf("Allow after the probe window = %v, %v; want a probe of a fresh round", cur, err)
+	}
+	r.b.Release(old)
+	if _, err := r.b.Allow(r.clk.Nanotime()); !errors.Is(err, ErrOpen) {
+		t.Fatalf("Allow with the fresh round's probe out = %v: a release of the old round freed its slot", err)
+	}
+	for range 3 {
+		r.b.Release(cur)
+	}
+	if _, err := r.b.Allow(r.clk.Nanotime()); err != nil {
+		t.Fatalf("Allow after the probe was released = %v", err)
+	}
+	if _, err := r.b.Allow(r.clk.Nanotime()); !errors.Is(err, ErrOpen) {
+		t.Fatalf("second Allow = %v: extra releases handed out an extra probe", err)
+	}
+}
+
+// TestConcurrentReleasesNeverHandOutMoreProbesThanConfigured hammers a
+// breaker whose calls are recorded or released at random while the clock
+// moves, and checks that no half-open round ever has more than
+// HalfOpenProbes probes out (handed out and not released) at once.
+func TestConcurrentReleasesNeverHandOutMoreProbesThanConfigured(t *testing.T) {
+	const probes = 2
+	clk := clock.NewFake(time.Time{})
+	g := hammered(t, probes)
+	var (
+		mu       sync.Mutex
+		out      = map[Ticket]int{} // per round: probes handed out, not released
+		released int
+		wg       sync.WaitGroup
+	)
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 9))
+			for i := range 5000 {
+				if i%10 == 0 {
+					clk.Advance(100 * time.Microsecond)
+				}
+				tk, err := g.Allow(clk.Nanotime())
+				if err != nil {
+					continue
+				}
+				probe := stateOf(uint64(tk)) == HalfOpen
+				if probe {
+					// Counted after the slot is taken and (below) before it
+					// is given back: the count never exceeds the real one.
+					mu.Lock()
+					out[tk]++
+					n := out[tk]
+					mu.Unlock()
+					if n > probes {
+						t.Errorf("half-open generation %d has %d probes out, want at most %d", tk>>2, n, probes)
+						return
+					}
+				}
+				if rng.IntN(3) == 0 {
+					if probe {
+						mu.Lock()
+						out[tk]--
+						released++
+						mu.Unlock()
+					}
+					g.Release(tk)
+					continue
+				}
+				g.Record(tk, clk.Nanotime(), 0, rng.IntN(2) == 0) // one in two fail
+			}
+		}()
+	}
+	wg.Wait()
+	if len(out) < 5 || released == 0 {
+		t.Fatalf("%d half-open rounds, %d probes released: the test exercised too little", len(out), released)
+	}
+	t.Logf("%d half-open rounds, %d probes released", len(out), released)
+}
+
+// hammered returns a breaker for the concurrent tests: it opens after 5
+// calls, for 1-4ms, with the given number of half-open probes.
+func hammered(t *testing.T, probes int) Guard {
+	t.Helper()
+	g, err := New(rules.Breaker{MinCalls: 5, OpenBase: rules.Duration(time.Millisecond),
+		OpenMax: rules.Duration(4 * time.Millisecond), HalfOpenProbes: probes, Window: rules.Duration(100 * time.Millisecond)}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
 }

@@ -100,6 +100,13 @@ type Guard interface {
 	Allow(now int64) (Ticket, error)
 	// Record reports the outcome of a call Allow admitted.
 	Record(t Ticket, now int64, latency time.Duration, failed bool)
+	// Release gives back what Allow took for a call it admitted that ends
+	// without an outcome: the caller cancelled it, or it was never made. It
+	// counts neither a success nor a failure: a half-open probe's slot goes
+	// back to its round, and the throttle takes back the request it
+	// counted. Each admitted call ends with exactly one Record or Release;
+	// the zero Ticket is ignored.
+	Release(t Ticket)
 	// State returns the state at now.
 	State(now int64) State
 }

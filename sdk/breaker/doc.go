@@ -20,7 +20,11 @@
 // The hot path takes the time as an argument (monotonic nanoseconds, as from
 // clock.Clock.Nanotime) so a caller that already read the clock does not pay
 // for a second read. Allow returns a Ticket that Record hands back, so a call
-// started before a state change cannot decide the new state.
+// started before a state change cannot decide the new state. A call that ends
+// without an outcome (its caller cancelled it, or it was never made) hands
+// its Ticket to Release instead: it counts neither way, a half-open probe's
+// slot goes back to its round at once (rather than when the round times out)
+// and the throttle takes back the request it counted.
 //
 // State-change hooks run synchronously in the goroutine that caused the
 // change, after every lock has been released.

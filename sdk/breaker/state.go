@@ -23,6 +23,7 @@ func (s State) String() string {
 	return "unknown"
 }
 
-// Ticket ties a call to the breaker generation that admitted it. The zero
-// Ticket is never issued by Allow and is ignored by Record.
+// Ticket ties a call to what admitted it: the Breaker's generation, or the
+// time the Throttle counted its request. The zero Ticket is never issued by
+// Allow and is ignored by Record and Release.
 type Ticket uint64

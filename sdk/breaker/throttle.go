@@ -53,20 +53,36 @@ func newThrottle(c rules.Breaker, opts Options) *Throttle {
 	return t
 }
 
-// Allow counts a request and rejects it with the current probability.
+// Allow counts a request and rejects it with the current probability. The
+// Ticket of an admitted call holds now, the time the request was counted at.
 func (t *Throttle) Allow(now int64) (Ticket, error) {
 	p := t.probability(now) // before counting this request, so a lone first call passes
 	t.ring.Add(now, cRequests, 1)
 	if p > 0 && t.rnd() < p {
 		return 0, ErrOpen
 	}
-	return 1, nil
+	if now == 0 {
+		return 1, nil // the zero Ticket means none; 1ns later is the same bucket
+	}
+	return Ticket(now), nil
 }
 
 // Record counts an accepted call; failures and latency do not count.
 func (t *Throttle) Record(tk Ticket, now int64, _ time.Duration, failed bool) {
 	if tk != 0 && !failed {
 		t.ring.Add(now, cAccepts, 1)
+	}
+}
+
+// Release takes back the request Allow counted for a call admitted with tk
+// that ends without an outcome (the caller cancelled it, or it was never
+// made), so a cancelled call moves the reject probability neither way. The
+// request is taken out of the bucket that counted it; once that bucket has
+// left the window there is nothing to take back. Call Release instead of
+// Record, never both.
+func (t *Throttle) Release(tk Ticket) {
+	if tk != 0 {
+		t.ring.Add(int64(tk), cRequests, -1)
 	}
 }
 
@@ -79,7 +95,10 @@ func (t *Throttle) probability(now int64) float64 {
 		return math.Float64frombits(t.p.Load())
 	}
 	s := t.ring.Sum(now)
-	req, acc := float64(s[cRequests]), float64(s[cAccepts])
+	// Release takes requests back, so a count lost when a bucket is
+	// recycled under concurrency could leave the sum below zero: never let
+	// the denominator reach zero.
+	req, acc := float64(max(s[cRequests], 0)), float64(s[cAccepts])
 	p := max(0, (req-t.k*acc)/(req+1))
 	old := math.Float64frombits(t.p.Swap(math.Float64bits(p)))
 	if t.onChange != nil && (old == 0) != (p == 0) {

@@ -2,6 +2,7 @@ package breaker
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -84,4 +85,54 @@ func TestThrottleRejectsWithItsProbability(t *testing.T) {
 	if _, err := th.Allow(clk.Nanotime()); err != nil {
 		t.Fatalf("roll above p=%v rejected", p)
 	}
+}
+
+// Calls the caller cancels (hedged requests that lost, callers that left)
+// end without an outcome. Counted as requests without an accept they would
+// raise the reject probability of a downstream that never failed: with two of
+// three calls cancelled the throttle refused more than half of all calls.
+// Release takes each cancelled call's request back, so only the calls that
+// report count.
+func TestThrottleCancelledCallsLeaveTheProbabilityUnchanged(t *testing.T) {
+	clk := clock.NewFake(time.Time{})
+	rng := rand.New(rand.NewPCG(3, 4))
+	g, err := New(rules.Breaker{Kind: rules.BreakerKindThrottle}, Options{Float64: rng.Float64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	th := g.(*Throttle)
+	refused := 0
+	for i := range 1000 {
+		tk, err := th.Allow(clk.Nanotime()) // the first at time 0
+		switch {
+		case err != nil:
+			refused++
+		case i%3 != 0:
+			th.Release(tk)
+		default:
+			th.Record(tk, clk.Nanotime(), 0, false)
+		}
+		clk.Advance(10 * time.Millisecond)
+	}
+	if refused != 0 {
+		t.Fatalf("%d of 1000 calls refused; the downstream never failed", refused)
+	}
+	s := th.ring.Sum(clk.Nanotime())
+	if s[cRequests] != s[cAccepts] {
+		t.Fatalf("window holds %d requests and %d accepts, want only the reported calls' requests", s[cRequests], s[cAccepts])
+	}
+
+	// A call released after its request has left the window takes nothing
+	// back from the requests still in it.
+	tk, err := th.Allow(clk.Nanotime())
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(11 * time.Second)
+	th.Allow(clk.Nanotime())
+	th.Release(tk)
+	if s := th.ring.Sum(clk.Nanotime()); s[cRequests] != 1 {
+		t.Fatalf("requests in the window = %d, want 1", s[cRequests])
+	}
+	th.Release(0) // the zero ticket is ignored
 }

@@ -117,7 +117,10 @@ func (r *Ring) cellFor(now int64) *cell {
 	return c
 }
 
-// Add adds delta to counter i (0 <= i < Counters) at time now.
+// Add adds delta to counter i (0 <= i < Counters) at time now. now may lie in
+// the past: a negative delta at the time of an earlier Add takes that count
+// back from the bucket that holds it, and has no effect once that bucket
+// has left the window.
 func (r *Ring) Add(now int64, i int, delta int64) {
 	if c := r.cellFor(now); c != nil {
 		c.c[i].Add(delta)

@@ -46,6 +46,27 @@ func TestRingDropsSamplesOlderThanTheirBucket(t *testing.T) {
 	}
 }
 
+// A count added at an earlier time is taken back from the bucket that
+// holds it (the throttle takes back the request of a cancelled call), and a
+// bucket that has left the window has nothing to give back.
+func TestRingTakesBackFromAnEarlierBucket(t *testing.T) {
+	r := New(8*time.Second, 8)
+	sec := int64(time.Second)
+	r.Add(sec, 0, 2)
+	r.Add(5*sec, 0, 1)
+	r.Add(sec, 0, -1) // at 5s, back into the bucket of 1s
+	if got := r.Sum(5 * sec)[0]; got != 2 {
+		t.Fatalf("Sum(5s) = %d, want 2", got)
+	}
+	if got := r.Sum(9 * sec)[0]; got != 1 { // the bucket of 1s left with its net count
+		t.Fatalf("Sum(9s) = %d, want 1", got)
+	}
+	r.Add(sec, 0, -1) // too late: nothing to take back
+	if got := r.Sum(9 * sec)[0]; got != 1 {
+		t.Fatalf("Sum(9s) after a late take-back = %d, want 1", got)
+	}
+}
+
 func TestRingAdd2AndReset(t *testing.T) {
 	r := New(time.Second, 4)
 	r.Add2(0, 0, 2, 2, 5)
