@@ -19,7 +19,11 @@
 //
 // Transports (sdk/transport for net/http, the sdk/grpc module) drive a call
 // through Downstream.Begin and Call.End, and retries through
-// Downstream.Request and Downstream.NextRetry. Metrics follow
+// Downstream.Request and Downstream.NextRetry. A call that ends without an
+// outcome, because it was not made after all or because its caller cancelled
+// it, ends with Call.Cancel instead: it gives back the bulkhead slot and the
+// breaker's admission (a half-open probe slot, a throttle's request count)
+// and counts neither a success nor a failure. Metrics follow
 // docs/metrics.md: calls by outcome, call latency, breaker state, retries and
 // retry budget use, bulkhead in-flight and cap, balanced endpoints by state.
 // Every series exists from the moment its downstream is applied; the call

@@ -84,7 +84,8 @@ func (d *Downstream) Retrier() *retry.Retrier { return d.retrier }
 // Set.SetEndpoints gave some.
 func (d *Downstream) Balancer() *balancer.Balancer { return d.bal }
 
-// Call is one call admitted by Begin; finish it with End.
+// Call is one call admitted by Begin; finish it with End, or with Cancel
+// when it ends without an outcome.
 type Call struct {
 	d        *Downstream
 	ticket   breaker.Ticket
@@ -204,13 +205,23 @@ func (c Call) End(now int64, failed, dropped bool) {
 	}
 }
 
-// Cancel gives back what Begin took for a call that is not made after all
-// (for example no endpoint could take it). The breaker hears nothing: a
-// half-open probe slot it handed out is reclaimed when its probe round times
-// out. A zero Call is ignored.
+// Cancel ends a call without an outcome: one that is not made after all (no
+// endpoint could take it) or whose caller gave up before it ended. It gives
+// back what Begin took, the bulkhead slot and the breaker's admission
+// (breaker.Guard.Release: a half-open probe's slot goes back to its round, a
+// throttle takes back the request it counted), and records nothing: no
+// latency sample, no success, no failure. End the call with End or Cancel,
+// not both. A zero Call is ignored.
 func (c Call) Cancel() {
-	if c.d != nil && c.bh {
-		c.d.bh.Cancel()
+	d := c.d
+	if d == nil {
+		return
+	}
+	if c.bh {
+		d.bh.Cancel()
+	}
+	if d.brk != nil {
+		d.brk.Release(c.ticket)
 	}
 }
 

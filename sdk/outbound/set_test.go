@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -470,5 +471,75 @@ func TestAPanickingHookLeaksNoBulkheadSlot(t *testing.T) {
 	}
 	if n := d.Bulkhead().InFlight(); n != 0 {
 		t.Fatalf("%d bulkhead slots held after the hook panicked in Begin", n)
+	}
+}
+
+// TestCancelledProbeFreesItsSlotAtOnce: with one half-open probe, a probe
+// whose caller cancels it ends with Call.Cancel. Before Cancel gave the probe
+// slot back, every call to the downstream was refused until the probe round
+// timed out a window (10s) later, and each cancelled probe of the next round
+// did it again. The next call must be admitted as a probe at once, and
+// decide the round.
+func TestCancelledProbeFreesItsSlotAtOnce(t *testing.T) {
+	f := newFixture(t)
+	f.apply(rules.Downstream{Name: "db", Breaker: brk(), Bulkhead: &rules.Bulkhead{MaxConcurrent: 5}})
+	f.trip("db")
+	f.clk.Advance(time.Second) // the open period is over
+	d := f.set.Get("db")
+	for range 3 {
+		probe, err := d.Begin(f.clk.Nanotime())
+		if err != nil {
+			t.Fatalf("probe after a cancelled probe: %v", err)
+		}
+		probe.Cancel()
+		if st := d.Breaker().State(f.clk.Nanotime()); st != breaker.HalfOpen {
+			t.Fatalf("breaker %v after a cancelled probe, want half-open", st)
+		}
+	}
+	if err := f.call("db", false); err != nil {
+		t.Fatalf("call after cancelled probes = %v", err)
+	}
+	if st := d.Breaker().State(f.clk.Nanotime()); st != breaker.Closed {
+		t.Fatalf("breaker %v after a successful probe, want closed", st)
+	}
+	if n := d.Bulkhead().InFlight(); n != 0 {
+		t.Fatalf("%d bulkhead slots held after cancelled calls", n)
+	}
+	if got := f.count(OutcomeSuccess, "db"); got != 1 {
+		t.Fatalf("%v successes counted, want 1: a cancelled call is no success", got)
+	}
+}
+
+// TestCancelledCallsLeaveTheThrottleUnchanged: two of three calls are
+// cancelled by their callers (hedging, callers that leave) and the rest
+// succeed. Counted as requests that were never accepted, the cancelled calls
+// made the adaptive throttle refuse more than half of all calls to a
+// downstream that never failed; Cancel takes their requests back.
+func TestCancelledCallsLeaveTheThrottleUnchanged(t *testing.T) {
+	clk := clock.NewFake(time.Time{})
+	rng := rand.New(rand.NewPCG(1, 2))
+	s, err := New(Options{Clock: clk, Float64: rng.Float64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Apply([]rules.Downstream{{Name: "db", Breaker: &rules.Breaker{Kind: rules.BreakerKindThrottle}}}); err != nil {
+		t.Fatal(err)
+	}
+	d := s.Get("db")
+	refused := 0
+	for i := range 1000 {
+		clk.Advance(10 * time.Millisecond)
+		c, err := d.Begin(clk.Nanotime())
+		switch {
+		case err != nil:
+			refused++
+		case i%3 != 0:
+			c.Cancel()
+		default:
+			c.End(clk.Nanotime(), false, false)
+		}
+	}
+	if refused != 0 {
+		t.Fatalf("%d of 1000 calls refused; the downstream never failed", refused)
 	}
 }
