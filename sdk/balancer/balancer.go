@@ -167,7 +167,8 @@ func (b *Balancer) newEndpoint(addr string) *Endpoint {
 	return e
 }
 
-// Pick is one call's choice of endpoint; give it back with Done.
+// Pick is one call's choice of endpoint; give it back with Done, or with
+// Cancel when the call ends without an outcome.
 type Pick struct {
 	ep     *Endpoint
 	ticket breaker.Ticket
@@ -287,6 +288,24 @@ func (b *Balancer) Done(p Pick, now int64, failed bool) {
 	e.observe(now, sample, b.decay)
 	if e.brk != nil {
 		e.brk.Record(p.ticket, now, time.Duration(rtt), failed)
+	}
+}
+
+// Cancel ends a picked call without an outcome: one that is not made after
+// all or whose caller gave up before it ended. It gives back the endpoint's
+// in-flight count and its breaker's admission (breaker.Guard.Release: a
+// half-open probe's slot goes back to its round), and records nothing: no
+// latency sample, no success, no failure, so a cancelled call can neither
+// close an ejected endpoint's breaker nor move its estimate. End a pick with
+// Done or Cancel, not both. A zero Pick is ignored.
+func (b *Balancer) Cancel(p Pick) {
+	e := p.ep
+	if e == nil {
+		return
+	}
+	e.inflight.Add(-1)
+	if e.brk != nil {
+		e.brk.Release(p.ticket)
 	}
 }
 

@@ -128,6 +128,48 @@ func TestFailingEndpointIsEjected(t *testing.T) {
 	}
 }
 
+// TestCancelGivesBackTheCallAndRecordsNothing: an ejected endpoint's open
+// period ends and its one half-open probe goes to a call whose caller gives
+// up after 3s. Done had no neutral outcome: reported as a success, the
+// cancelled probe closed the breaker of an endpoint nobody had seen recover,
+// and its 3s fed the latency estimate. Cancel must give back the in-flight
+// count and the probe slot, leave the breaker half-open for the next probe
+// and leave the estimate where it was.
+func TestCancelGivesBackTheCallAndRecordsNothing(t *testing.T) {
+	brk := &rules.Breaker{MinCalls: 3, OpenBase: rules.Duration(time.Second), HalfOpenProbes: 1}
+	b, clk := settled(t, brk, "a")
+	run(t, b, clk, 3, map[string]time.Duration{"a": 5 * time.Millisecond}, map[string]bool{"a": true})
+	if ej := b.Ejected(clk.Nanotime()); len(ej) != 1 {
+		t.Fatalf("ejected = %v, want [a]", ej)
+	}
+	e := b.Endpoint("a")
+	clk.Advance(time.Second) // the open period is over: the next pick is the probe
+	for range 3 {
+		before := e.Latency(clk.Nanotime(), b.decay)
+		p, err := b.Pick(clk.Nanotime())
+		if err != nil {
+			t.Fatalf("Pick after a cancelled probe: %v", err)
+		}
+		clk.Advance(3 * time.Second)
+		b.Cancel(p)
+		if n := e.InFlight(); n != 0 {
+			t.Fatalf("%d calls in flight after Cancel", n)
+		}
+		if st := e.brk.State(clk.Nanotime()); st != breaker.HalfOpen {
+			t.Fatalf("endpoint breaker %v after a cancelled probe, want half-open", st)
+		}
+		if got := e.Latency(clk.Nanotime(), b.decay); got > before {
+			t.Fatalf("estimate %v after a cancelled call, was %v: the call fed a sample",
+				time.Duration(got), time.Duration(before))
+		}
+	}
+	run(t, b, clk, 1, map[string]time.Duration{"a": 5 * time.Millisecond}, nil) // a probe that reports
+	if st := e.brk.State(clk.Nanotime()); st != breaker.Closed {
+		t.Fatalf("endpoint breaker %v after a successful probe, want closed", st)
+	}
+	b.Cancel(Pick{}) // a zero Pick is ignored
+}
+
 // TestEstimateRecoversAfterAFailureStreak: every call to the endpoint fails
 // fast for a while (an outage of the whole downstream fails every endpoint
 // this way), then it serves 10ms calls again. Failures must never make it
@@ -276,4 +318,22 @@ func BenchmarkPickDone(b *testing.B) {
 			})
 		})
 	}
+}
+
+// BenchmarkPickCancel is a balanced call its caller cancels before it ends.
+func BenchmarkPickCancel(b *testing.B) {
+	bal, _ := New(rules.Balancer{SlowStart: rules.Duration(time.Nanosecond)}, Options{Breaker: &rules.Breaker{}})
+	bal.Update([]string{"a", "b"})
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		now := int64(time.Second)
+		for pb.Next() {
+			now += 1000
+			p, err := bal.Pick(now)
+			if err != nil {
+				b.Fatal(err)
+			}
+			bal.Cancel(p)
+		}
+	})
 }

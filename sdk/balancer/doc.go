@@ -18,6 +18,10 @@
 // its share of traffic ramps up instead of a cold instance taking a
 // stampede. With a breaker configured each endpoint has its own; an endpoint
 // whose breaker is open is ejected (never picked) until its open period ends.
+// A call that ends without an outcome (never made, or cancelled by its
+// caller) is given back with Cancel rather than Done: it frees its in-flight
+// count and any half-open probe slot and moves neither the estimate nor the
+// breaker.
 //
 // Endpoints can be added and removed at any time (Update, Add, Remove); the
 // state of the ones that stay is kept.
