@@ -22,8 +22,10 @@
 //
 // A caller that cancels its request (context.Canceled) says nothing about the
 // downstream: the attempt it abandons counts as neither a success nor a
-// failure for the breaker and the adaptive bulkhead, and as no failure for
-// the endpoint it was sent to.
+// failure for the downstream's breaker, the endpoint's breaker and the
+// adaptive bulkhead, and feeds no latency sample to the endpoint's estimate.
+// It gives back what it took: the bulkhead slot, the endpoint's in-flight
+// count and any half-open probe slot, which the next call can take at once.
 //
 // The bulkhead slot and the endpoint's in-flight count are released when the
 // response headers arrive; the latency recorded is the time to headers.
@@ -229,12 +231,14 @@ func (t *RoundTripper) attempt(d *outbound.Downstream, req *http.Request) (*http
 	end := clk.Nanotime()
 	if err != nil && errors.Is(caller.Err(), context.Canceled) {
 		// The caller went away: the outcome says nothing of the
-		// downstream. Cancel gives the bulkhead slot back without telling
-		// the breaker or the adaptive limit; the balancer has no neutral
-		// outcome, so the endpoint hears of no failure.
+		// downstream. Both cancels give back what the attempt took (the
+		// bulkhead slot, the in-flight count, half-open probe slots)
+		// without a success, a failure or a latency sample. A per-attempt
+		// timeout ends the attempt's own context, not the caller's, and
+		// is a failure below.
 		call.Cancel()
 		if pick.ok {
-			bal.Done(pick.p, end, false)
+			bal.Cancel(pick.p)
 		}
 	} else {
 		failed := t.opts.Failed(resp, err)

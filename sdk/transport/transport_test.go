@@ -12,6 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"governor.dev/governor/sdk/balancer"
 	"governor.dev/governor/sdk/breaker"
 	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/sdk/outbound"
@@ -259,6 +260,106 @@ func TestCallerCancellationIsNoDownstreamFailure(t *testing.T) {
 			}
 			resp.Body.Close()
 		})
+	}
+}
+
+// TestCallerCancelledProbeDecidesNothing: a downstream and its one endpoint
+// were failing, so both breakers are open; their open periods end and the
+// next request, the probe of both, is cancelled by its caller after 3s.
+// Before, the attempt told the balancer it succeeded (closing the endpoint's
+// breaker on no evidence and feeding 3s into its estimate) and kept the
+// downstream breaker's only probe slot, so every request was refused until
+// the probe round timed out. The abandoned attempt must decide nothing and
+// give back both probe slots, so the next request probes at once.
+func TestCallerCancelledProbeDecidesNothing(t *testing.T) {
+	clk := clock.NewFake(time.Time{})
+	var (
+		mu           sync.Mutex
+		cancelCaller context.CancelFunc // set: the next attempt is cancelled mid-flight
+		healthy      bool
+	)
+	s := &script{reply: func(_ int, r *http.Request) (*http.Response, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if cancelCaller != nil {
+			clk.Advance(3 * time.Second)
+			cancelCaller()
+			cancelCaller = nil
+			return nil, r.Context().Err()
+		}
+		if !healthy {
+			return status(500), nil
+		}
+		return status(200), nil
+	}}
+	var changes []string // of the endpoint's breaker
+	set, err := outbound.New(outbound.Options{Clock: clk, Float64: zeroJitter, Hooks: outbound.Hooks{
+		OnEndpointStateChange: func(_, _ string, from, to breaker.State) {
+			changes = append(changes, from.String()+">"+to.String())
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := set.Apply([]rules.Downstream{{Name: "api",
+		Breaker:  &rules.Breaker{MinCalls: 3, OpenBase: rules.Duration(time.Second), HalfOpenProbes: 1},
+		Balancer: &rules.Balancer{SlowStart: rules.Duration(time.Second)}}}); err != nil {
+		t.Fatal(err)
+	}
+	set.SetEndpoints("api", []string{"10.0.0.1:80"})
+	rt, err := New(Options{Set: set, Base: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &http.Client{Transport: rt}
+	get := func(ctx context.Context) error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api/", nil)
+		resp, err := c.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	clk.Advance(time.Second)
+	for range 3 {
+		if err := get(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := set.Get("api")
+	if ej := d.Balancer().Ejected(clk.Nanotime()); len(ej) != 1 || d.Breaker().State(clk.Nanotime()) != breaker.Open {
+		t.Fatalf("ejected %v, downstream breaker %v: want both open", ej, d.Breaker().State(clk.Nanotime()))
+	}
+	e := d.Balancer().Endpoint("10.0.0.1:80")
+	clk.Advance(time.Second) // both open periods are over
+	mu.Lock()
+	healthy = true
+	mu.Unlock()
+	for range 3 {
+		ctx, cancel := context.WithCancel(context.Background())
+		mu.Lock()
+		cancelCaller = cancel
+		mu.Unlock()
+		if err := get(ctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled request = %v, want context.Canceled", err)
+		}
+		if st := d.Breaker().State(clk.Nanotime()); st != breaker.HalfOpen {
+			t.Fatalf("downstream breaker %v after a cancelled probe, want half-open", st)
+		}
+		if last := changes[len(changes)-1]; last != "open>half-open" {
+			t.Fatalf("endpoint breaker changes %v: a cancelled probe decided its round", changes)
+		}
+		if n := e.InFlight(); n != 0 {
+			t.Fatalf("%d calls in flight on the endpoint after a cancelled request", n)
+		}
+		if lat := time.Duration(e.Latency(clk.Nanotime(), float64(balancer.DefaultDecay))); lat >= time.Second {
+			t.Fatalf("endpoint estimate %v: the cancelled attempt fed a sample", lat)
+		}
+	}
+	if err := get(context.Background()); err != nil {
+		t.Fatalf("request after cancelled probes = %v, want a probe", err)
+	}
+	if st := d.Breaker().State(clk.Nanotime()); st != breaker.Closed || changes[len(changes)-1] != "half-open>closed" {
+		t.Fatalf("downstream breaker %v, endpoint breaker changes %v: want both closed by the probe", st, changes)
 	}
 }
 
