@@ -143,6 +143,10 @@ func UnaryClientInterceptor(opts ClientOptions) (grpc.UnaryClientInterceptor, er
 			if cancel != nil {
 				cancel()
 			}
+			if callerCanceled(ctx, err) {
+				call.Cancel()
+				return err
+			}
 			end := clk.Nanotime()
 			failed := opts.Failed(err)
 			call.End(end, failed, dropped(err))
@@ -198,8 +202,22 @@ func StreamClientInterceptor(opts ClientOptions) (grpc.StreamClientInterceptor, 
 			return nil, refusal(err)
 		}
 		s, err := streamer(ctx, desc, cc, method, callOpts...)
+		if callerCanceled(ctx, err) {
+			call.Cancel()
+			return s, err
+		}
 		failed := opts.Failed(err)
 		call.End(clk.Nanotime(), failed, dropped(err))
 		return s, err
 	}, nil
+}
+
+// callerCanceled reports whether a call ended with codes.Canceled because its
+// caller cancelled ctx. Such a call says nothing of the downstream: it is
+// cancelled (outbound.Call.Cancel), counting neither a success nor a
+// failure, and gives back what it took, a half-open probe slot included. A
+// codes.Canceled the server sent while ctx is live is an outcome like any
+// other, and a per-attempt timeout is a failure.
+func callerCanceled(ctx context.Context, err error) bool {
+	return err != nil && status.Code(err) == codes.Canceled && errors.Is(ctx.Err(), context.Canceled)
 }

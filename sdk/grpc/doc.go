@@ -12,7 +12,10 @@
 // HTTP Retry-After (a negative value means do not retry). A refused call fails
 // with codes.Unavailable, and the error also unwraps to the
 // *outbound.RejectedError, so errors.Is(err, breaker.ErrOpen) works.
-// StreamClientInterceptor guards the opening of streams.
+// StreamClientInterceptor guards the opening of streams. A call that fails
+// with codes.Canceled because its caller cancelled the context says nothing
+// of the downstream: it counts as neither a success nor a failure and gives
+// back its bulkhead slot and any half-open probe slot (outbound.Call.Cancel).
 //
 // Server side, UnaryServerInterceptor and StreamServerInterceptor admit every
 // call through a governor.Governor. Refusals map to codes.ResourceExhausted

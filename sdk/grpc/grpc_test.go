@@ -3,9 +3,11 @@ package grpcgov
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -210,6 +212,78 @@ func TestClientBreakerRefusesAsUnavailable(t *testing.T) {
 	}
 }
 
+// TestClientCallerCancellationDecidesNoProbe: the downstream was failing and
+// its breaker (one half-open probe) is open; the open period ends and the
+// probe is a call whose caller cancels it while the server works on it, so
+// it fails with codes.Canceled. Before, the interceptor reported it as a
+// success (DefaultFailed says Canceled is no failure) and closed the breaker
+// on no evidence. A call cancelled by its own caller must decide nothing and
+// give its probe slot back, for unary calls and for streams, so the next
+// call probes at once.
+func TestClientCallerCancellationDecidesNoProbe(t *testing.T) {
+	clk := clock.NewFake(time.Now())
+	set := clientSet(t, clk, rules.Downstream{Name: "passthrough:///health",
+		Breaker: &rules.Breaker{MinCalls: 3, OpenBase: rules.Duration(time.Second), HalfOpenProbes: 1}})
+	ci, _ := UnaryClientInterceptor(ClientOptions{Set: set})
+	si, _ := StreamClientInterceptor(ClientOptions{Set: set})
+	const (
+		failing = iota
+		hanging // until the caller cancels
+		healthy
+	)
+	var mode atomic.Int32
+	started := make(chan struct{}, 1)
+	h := &health{reply: func(ctx context.Context, _ int) error {
+		switch mode.Load() {
+		case failing:
+			return status.Error(codes.Internal, "boom")
+		case hanging:
+			started <- struct{}{}
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	}}
+	cc := serve(t, h, nil, grpc.WithUnaryInterceptor(ci), grpc.WithStreamInterceptor(si))
+	for range 3 {
+		if err := check(cc); status.Code(err) != codes.Internal {
+			t.Fatalf("call = %v", err)
+		}
+	}
+	brk := set.Get("passthrough:///health").Breaker()
+	if st := brk.State(clk.Nanotime()); st != breaker.Open {
+		t.Fatalf("breaker %v after failures, want open", st)
+	}
+	clk.Advance(time.Second) // the open period is over
+	mode.Store(hanging)
+	for range 3 {
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { <-started; cancel() }()
+		_, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{})
+		if status.Code(err) != codes.Canceled {
+			t.Fatalf("cancelled call = %v, want Canceled", err)
+		}
+		if st := brk.State(clk.Nanotime()); st != breaker.HalfOpen {
+			t.Fatalf("breaker %v after a cancelled probe, want half-open", st)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // a stream whose caller has gone before it is established
+	if _, err := healthpb.NewHealthClient(cc).Watch(ctx, &healthpb.HealthCheckRequest{}); status.Code(err) != codes.Canceled {
+		t.Fatalf("cancelled stream = %v, want Canceled", err)
+	}
+	if st := brk.State(clk.Nanotime()); st != breaker.HalfOpen {
+		t.Fatalf("breaker %v after a cancelled stream probe, want half-open", st)
+	}
+	mode.Store(healthy)
+	if err := check(cc); err != nil {
+		t.Fatalf("call after cancelled probes = %v, want a probe", err)
+	}
+	if st := brk.State(clk.Nanotime()); st != breaker.Closed {
+		t.Fatalf("breaker %v after a successful probe, want closed", st)
+	}
+}
+
 func TestStreamClientPassesThrough(t *testing.T) {
 	set := clientSet(t, clock.Real{}, rules.Downstream{Name: "passthrough:///health", Bulkhead: &rules.Bulkhead{MaxConcurrent: 1}})
 	si, _ := StreamClientInterceptor(ClientOptions{Set: set})
@@ -383,6 +457,31 @@ func TestStatusAndOutcome(t *testing.T) {
 			}
 			if got := DefaultOutcome(Status(tt.err)); got != tt.outcome {
 				t.Fatalf("outcome = %v, want %v", got, tt.outcome)
+			}
+		})
+	}
+}
+
+// A handler that returns its context's error as it is reaches the client as
+// the code gRPC sends for it: a client that went away as Canceled, a deadline
+// as DeadlineExceeded. The outcome must follow that code: before, both were
+// Unknown, a failure, so every client that left counted as a server error.
+func TestOutcomeOfAPlainContextErrorFollowsItsCode(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want governor.Outcome
+	}{
+		{"client went away", context.Canceled, governor.Success},
+		{"wrapped", fmt.Errorf("query: %w", context.Canceled), governor.Success},
+		{"deadline", context.DeadlineExceeded, governor.Dropped},
+		{"canceled status", status.Error(codes.Canceled, "x"), governor.Success},
+		{"plain error", errors.New("x"), governor.Failure},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := DefaultOutcome(Status(tt.err)); got != tt.want {
+				t.Fatalf("outcome = %v, want %v", got, tt.want)
 			}
 		})
 	}

@@ -37,7 +37,10 @@ type ServerOptions struct {
 // DefaultOutcome: no error is a success; DeadlineExceeded, ResourceExhausted
 // and Unavailable (including an outbound refusal) are overload drops;
 // Internal, Unknown and DataLoss are failures; other codes are client errors
-// and count as successes.
+// and count as successes, Canceled among them (the client went away, the
+// server did not fail). A plain context error counts as the code gRPC sends
+// for it: context.Canceled as Canceled, context.DeadlineExceeded as
+// DeadlineExceeded.
 func DefaultOutcome(err error) governor.Outcome {
 	if err == nil {
 		return governor.Success
@@ -51,12 +54,18 @@ func DefaultOutcome(err error) governor.Outcome {
 	return governor.Success
 }
 
-// code is the gRPC code of an error, with outbound refusals as Unavailable.
+// code is the gRPC code of an error, with outbound refusals as Unavailable
+// and a plain context error as the code gRPC sends for it: context.Canceled
+// (the client went away) is Canceled, context.DeadlineExceeded is
+// DeadlineExceeded.
 func code(err error) codes.Code {
 	if unavailable(err) {
 		return codes.Unavailable
 	}
-	return status.Code(err)
+	if s, ok := status.FromError(err); ok {
+		return s.Code()
+	}
+	return status.FromContextError(err).Code()
 }
 
 // unavailable reports whether err is an open breaker or an outbound refusal.
