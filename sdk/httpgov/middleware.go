@@ -11,9 +11,11 @@
 //
 // A request that states its deadline (HeaderDeadline, HeaderEnvoyTimeout or
 // HeaderGRPCTimeout; see ParseDeadline) is refused at once with 504 Gateway
-// Timeout and code "deadline" when the deadline has passed or leaves less
-// than the route's recent average latency (rules.Concurrency.DeadlineFactor
-// times it), and counted under the outcome "deadline"; an admitted one runs
+// Timeout and code "deadline" when the deadline has passed or, for a class
+// below critical on a route with requests in flight, leaves less than the
+// route's recent average latency (rules.Concurrency.DeadlineFactor times
+// it; see Governor.Admit), and counted under the outcome "deadline"; an
+// admitted one runs
 // with the deadline on its context, so the handler's own calls give up in
 // time; the context's timer is made only when something waits on it (Done),
 // so a handler that does not costs one allocation. Requests without such a

@@ -3,8 +3,8 @@
 //
 //	go run ./cmd/overload -scenario scenarios/steady-2x.json -mode sim -json
 //
-// Without -json it prints a table. -limiters selects limiters (default all
-// of the mode). The live mode re-executes this binary as its server and load
+// Without -json it prints a table. -limiters selects limiters (default:
+// every limiter in sim mode, lab.DefaultLiveLimiters live). The live mode re-executes this binary as its server and load
 // generator processes (-role server|loadgen, internal).
 package main
 
@@ -37,7 +37,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	path := fs.String("scenario", "", "scenario file (JSON)")
 	mode := fs.String("mode", lab.ModeSim, "sim or live")
 	asJSON := fs.Bool("json", false, "print the JSON result object")
-	limiters := fs.String("limiters", "", "comma-separated limiters (default: all of the mode; with -all, the live ones)")
+	limiters := fs.String("limiters", "", "comma-separated limiters (default: every limiter in sim mode, lab.DefaultLiveLimiters in live mode and with -all)")
 	role := fs.String("role", "", "internal: server or loadgen (live mode child processes)")
 	all := fs.String("all", "", "run every scenario of this directory (with -modes) and write -results")
 	modes := fs.String("modes", "sim,live", "with -all: modes to run (empty: only re-render saved runs)")
