@@ -103,7 +103,7 @@ func (h *handler) ack(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req ackRequest
-	if err := h.decode(r, &req); err != nil {
+	if err := h.decode(w, r, &req); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -136,7 +136,7 @@ type silenceRequest struct {
 
 func (h *handler) addSilence(w http.ResponseWriter, r *http.Request) {
 	var req silenceRequest
-	if err := h.decode(r, &req); err != nil {
+	if err := h.decode(w, r, &req); err != nil {
 		h.fail(w, r, err)
 		return
 	}
@@ -164,14 +164,30 @@ func (h *handler) expireSilence(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// decode reads a strict JSON body.
-func (h *handler) decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, h.o.MaxBody))
+// decode reads a strict JSON body: one JSON value, with no unknown field
+// and nothing but white space after it, within MaxBody bytes.
+func (h *handler) decode(w http.ResponseWriter, r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, h.o.MaxBody))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: body: %v", alerts.ErrInvalid, err)
+	err := dec.Decode(v)
+	if err == nil {
+		off := dec.InputOffset()
+		if _, err = dec.Token(); errors.Is(err, io.EOF) {
+			return nil
+		}
+		if !isTooLarge(err) {
+			return fmt.Errorf("%w: body: trailing data after the JSON value at offset %d", alerts.ErrInvalid, off)
+		}
 	}
-	return nil
+	if isTooLarge(err) {
+		return fmt.Errorf("%w: body: larger than %d bytes", alerts.ErrInvalid, h.o.MaxBody)
+	}
+	return fmt.Errorf("%w: body: %v", alerts.ErrInvalid, err)
+}
+
+func isTooLarge(err error) bool {
+	var tl *http.MaxBytesError
+	return errors.As(err, &tl)
 }
 
 // fail maps domain errors to HTTP statuses, in one place.

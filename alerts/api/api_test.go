@@ -157,3 +157,39 @@ func TestSilenceEndingInThePastRefused(t *testing.T) {
 		t.Fatalf("alerts %+v", st)
 	}
 }
+
+// A request body is one JSON value: a client that sends two objects (a
+// retry glued to the first attempt, a bad concatenation) or anything after
+// the value gets 400 naming the trailing data, not 201 for a silence built
+// from the first part only. An unknown field (a typo such as "endsAt") is
+// refused naming it, and a body over MaxBody says so.
+func TestBodyIsOneStrictJSONValue(t *testing.T) {
+	srv, m, _ := setup(t)
+	_, _, list := do(t, "GET", srv.URL+"/alerts", "")
+	fp := list[0].(map[string]any)["fingerprint"].(string)
+	end := t0.Add(time.Hour).Format(time.RFC3339)
+	sil := `{"matchers": "{service=\"checkout\"}", "ends_at": "` + end + `", "comment": "deploy"}`
+	tests := []struct{ name, path, body, want string }{
+		{"silence then garbage", "/silences", sil + ` garbage`, "trailing data"},
+		{"two silences", "/silences", sil + "\n" + sil, "trailing data"},
+		{"silence then a closing brace", "/silences", sil + `}`, "trailing data"},
+		{"ack then an object", "/alerts/" + fp + "/ack", `{"comment": "x"} {}`, "trailing data"},
+		{"unknown field", "/silences", `{"matchers": "{service=\"checkout\"}", "ends_at": "` + end + `", "comment": "x", "endsAt": "x"}`,
+			`unknown field "endsAt"`},
+		{"too large", "/alerts/" + fp + "/ack", `{"comment": "` + strings.Repeat("x", 70<<10) + `"}`, "larger than 65536 bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, obj, _ := do(t, "POST", srv.URL+tt.path, tt.body)
+			if resp.StatusCode != 400 || !strings.Contains(obj["error"].(string), tt.want) {
+				t.Fatalf("POST %s: %d %v, want 400 naming %q", tt.path, resp.StatusCode, obj, tt.want)
+			}
+		})
+	}
+	if s := m.Silences(); len(s) != 0 {
+		t.Fatalf("silences created from refused bodies: %+v", s)
+	}
+	if resp, _, _ := do(t, "POST", srv.URL+"/silences", sil+" \n"); resp.StatusCode != 201 {
+		t.Fatalf("body with trailing white space: %d, want 201", resp.StatusCode)
+	}
+}
