@@ -60,7 +60,8 @@ type Config struct {
 	Receivers    []Receiver       `json:"receivers"`
 }
 
-// Rule is rule.Rule with duration strings.
+// Rule is rule.Rule with duration strings. An omitted resolve_after takes
+// rule.DefaultResolveAfter; "0s" is refused, not replaced by it.
 type Rule struct {
 	Name          string            `json:"name"`
 	Expr          string            `json:"expr,omitempty"`
@@ -68,16 +69,19 @@ type Rule struct {
 	Severity      alerts.Severity   `json:"severity,omitempty"`
 	For           Duration          `json:"for,omitempty"`
 	KeepFiringFor Duration          `json:"keep_firing_for,omitempty"`
-	ResolveAfter  Duration          `json:"resolve_after,omitempty"`
+	ResolveAfter  *Duration         `json:"resolve_after,omitempty"`
 	Labels        map[string]string `json:"labels,omitempty"`
 	Annotations   map[string]string `json:"annotations,omitempty"`
 	Disabled      bool              `json:"disabled,omitempty"`
 }
 
-// Timing is dispatch.Timing with duration strings.
+// Timing is dispatch.Timing with duration strings. An omitted field takes
+// its default; an explicit "0s" keeps its literal meaning where it has one
+// (group_wait: notify a new group at once) and is refused where it has
+// none (group_interval, repeat), never replaced by the default.
 type Timing struct {
-	GroupWait     Duration                     `json:"group_wait,omitempty"`
-	GroupInterval Duration                     `json:"group_interval,omitempty"`
+	GroupWait     *Duration                    `json:"group_wait,omitempty"`
+	GroupInterval *Duration                    `json:"group_interval,omitempty"`
 	Repeat        map[alerts.Severity]Duration `json:"repeat,omitempty"`
 	BusinessHours *dispatch.BusinessHours      `json:"business_hours,omitempty"`
 	// P2Digest sends P2 alerts once a day at the business-day opening.
@@ -102,8 +106,11 @@ func Parse(b []byte) (*Config, error) {
 	if err := dec.Decode(&c); err != nil {
 		return nil, fmt.Errorf("%w: config: %v", alerts.ErrInvalid, decodeError(b, err))
 	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: config: trailing data after the document", alerts.ErrInvalid)
+	// Anything but white space after the document, a closing bracket
+	// included (which dec.More does not report), is refused.
+	if off := dec.InputOffset(); len(bytes.TrimSpace(b[off:])) > 0 {
+		line := 1 + bytes.Count(b[:off], []byte("\n"))
+		return nil, fmt.Errorf("%w: config: line %d: trailing data after the document", alerts.ErrInvalid, line)
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -139,8 +146,10 @@ func (c *Config) RuleSet() []rule.Rule {
 	}
 	for _, r := range c.Rules {
 		rr := rule.Rule{Name: r.Name, Expr: r.Expr, Event: r.Event, Severity: r.Severity, For: time.Duration(r.For),
-			KeepFiringFor: time.Duration(r.KeepFiringFor), ResolveAfter: time.Duration(r.ResolveAfter),
-			Labels: r.Labels, Annotations: r.Annotations, Disabled: r.Disabled}
+			KeepFiringFor: time.Duration(r.KeepFiringFor), Labels: r.Labels, Annotations: r.Annotations, Disabled: r.Disabled}
+		if r.ResolveAfter != nil {
+			rr.ResolveAfter = time.Duration(*r.ResolveAfter)
+		}
 		if i := slices.IndexFunc(out, func(o rule.Rule) bool { return o.Name == r.Name }); i >= 0 {
 			out[i] = rr
 		} else {
@@ -150,10 +159,17 @@ func (c *Config) RuleSet() []rule.Rule {
 	return out
 }
 
-// DispatchTiming converts the timing (zero fields take defaults later).
+// DispatchTiming converts the timing (omitted fields take defaults later;
+// group_wait "0s" is dispatch.Timing.NoGroupWait).
 func (c *Config) DispatchTiming() dispatch.Timing {
-	t := dispatch.Timing{GroupWait: time.Duration(c.Timing.GroupWait), GroupInterval: time.Duration(c.Timing.GroupInterval),
-		P2Digest: c.Timing.P2Digest}
+	t := dispatch.Timing{P2Digest: c.Timing.P2Digest}
+	if c.Timing.GroupWait != nil {
+		t.GroupWait = time.Duration(*c.Timing.GroupWait)
+		t.NoGroupWait = t.GroupWait == 0
+	}
+	if c.Timing.GroupInterval != nil {
+		t.GroupInterval = time.Duration(*c.Timing.GroupInterval)
+	}
 	if len(c.Timing.Repeat) > 0 {
 		t.Repeat = map[alerts.Severity]time.Duration{}
 		for s, d := range c.Timing.Repeat {
@@ -179,6 +195,12 @@ func (c *Config) InhibitRules() []inhibit.Rule {
 func (c *Config) Validate() error {
 	if c.BuiltinRules != "" && c.BuiltinRules != "enabled" && c.BuiltinRules != "disabled" {
 		return fmt.Errorf("%w: config: builtin_rules %q: want enabled or disabled", alerts.ErrInvalid, c.BuiltinRules)
+	}
+	for i, r := range c.Rules {
+		if r.ResolveAfter != nil && *r.ResolveAfter == 0 {
+			return fmt.Errorf("%w: config: rules[%d] (%s): resolve_after: must be positive; omit it for the default %s",
+				alerts.ErrInvalid, i, r.Name, rule.DefaultResolveAfter)
+		}
 	}
 	if err := rule.ValidateSet(c.RuleSet()); err != nil {
 		return fmt.Errorf("config: %w", err)
@@ -210,9 +232,23 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%w: config: routes[%d]: receiver %q is not defined", alerts.ErrInvalid, i, r.Receiver)
 		}
 	}
-	for s := range c.Timing.Repeat {
+	if len(c.Routes) > 0 {
+		// Without routes the one receiver takes every alert.
+		if err := dispatch.ValidateRoutes(c.Routes); err != nil {
+			return fmt.Errorf("config: %w", err)
+		}
+	}
+	if d := c.Timing.GroupInterval; d != nil && *d == 0 {
+		return fmt.Errorf("%w: config: timing.group_interval: must be positive, got 0s; omit it for the default %s",
+			alerts.ErrInvalid, dispatch.DefaultTiming().GroupInterval)
+	}
+	for _, s := range slices.Sorted(maps.Keys(c.Timing.Repeat)) {
 		if _, err := alerts.ParseSeverity(string(s)); err != nil {
 			return fmt.Errorf("config: timing.repeat: %w", err)
+		}
+		if c.Timing.Repeat[s] == 0 {
+			return fmt.Errorf("%w: config: timing.repeat.%s: must be positive, got 0s; omit it for the default %s",
+				alerts.ErrInvalid, s, dispatch.DefaultTiming().Repeat[s])
 		}
 	}
 	if err := c.DispatchTiming().WithDefaults().Validate(); err != nil {

@@ -1,12 +1,14 @@
 package config
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"governor.dev/governor/alerts"
+	"governor.dev/governor/alerts/dispatch"
 )
 
 const valid = `{
@@ -113,4 +115,112 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("valid config does not build its receivers: %v", err)
 		}
 	})
+}
+
+// twoReceivers is the receivers part of a document with a pager and a
+// webhook, for the tests below.
+const twoReceivers = `"receivers": [{"name": "w", "webhook": {"url": "http://h/"}}, {"name": "p", "pagerduty": {"routing_key": "k"}}]`
+
+// An SRE writes routes for the pager (P0) and for one team's service and
+// forgets the fallback: a P1 of another service would match no route and
+// notify nobody, silently. As Alertmanager insists on a root route with a
+// receiver, the document is refused, naming the routes and the fix.
+func TestParseRefusesRoutesThatLeaveAlertsUnrouted(t *testing.T) {
+	doc := `{"routes": [{"receiver": "p", "severities": ["P0"], "continue": true},
+	  {"receiver": "w", "matchers": "{service=\"checkout\"}"}], ` + twoReceivers + `}`
+	_, err := Parse([]byte(doc))
+	if !errors.Is(err, alerts.ErrInvalid) || !strings.Contains(err.Error(), "routes: no route catches every alert") {
+		t.Fatalf("Parse() = %v, want an invalid-input error naming routes", err)
+	}
+	// A catch-all anywhere is enough: alerts an earlier route took without
+	// continue are routed there, the others reach it.
+	for _, routes := range []string{
+		`[{"receiver": "p", "severities": ["P0"]}, {"receiver": "w"}]`,
+		`[{"receiver": "p", "continue": true}, {"receiver": "w", "matchers": "{service=\"checkout\"}"}]`,
+	} {
+		if _, err := Parse([]byte(`{"routes": ` + routes + `, ` + twoReceivers + `}`)); err != nil {
+			t.Errorf("routes %s refused: %v", routes, err)
+		}
+	}
+}
+
+// A document followed by anything but white space is refused, a stray
+// closing brace or bracket included (an editing slip that json.Decoder.More
+// does not report): the part after it might be what the author meant.
+func TestParseRefusesTrailingDataAfterTheDocument(t *testing.T) {
+	doc := `{` + twoReceivers + `, "routes": [{"receiver": "w"}]}`
+	for _, trailing := range []string{" }", "]", "\n{}", " x"} {
+		_, err := Parse([]byte(doc + trailing))
+		if !errors.Is(err, alerts.ErrInvalid) || !strings.Contains(err.Error(), "trailing data") {
+			t.Errorf("document followed by %q: %v, want an invalid-input error about trailing data", trailing, err)
+		}
+	}
+	if _, err := Parse([]byte(doc + " \n\t")); err != nil {
+		t.Fatalf("document followed by white space: %v", err)
+	}
+}
+
+// An explicit "0s" is never replaced by the default: where zero has no
+// meaning (a group interval or repeat interval of zero would notify at every
+// step; an event rule that resolves at once never fires) it is refused,
+// naming the field, instead of silently running with 5m, 1h or 15m.
+func TestParseRefusesZeroIntervalsWithoutMeaning(t *testing.T) {
+	tests := []struct{ name, doc, want string }{
+		{"group_interval", `{"timing": {"group_interval": "0s"}, ` + twoReceivers + `, "routes": [{"receiver": "w"}]}`,
+			"timing.group_interval: must be positive"},
+		{"repeat", `{"timing": {"repeat": {"P0": "5m", "P1": "0m"}}, ` + twoReceivers + `, "routes": [{"receiver": "w"}]}`,
+			"timing.repeat.P1: must be positive"},
+		{"resolve_after", `{"rules": [{"name": "Down", "event": "down", "severity": "P1", "resolve_after": "0s"}], ` + twoReceivers +
+			`, "routes": [{"receiver": "w"}]}`, "rules[0] (Down): resolve_after: must be positive"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.doc))
+			if !errors.Is(err, alerts.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Parse() = %v, want an invalid-input error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// group_wait "0s" means what it says, as in Alertmanager: a new group
+// notifies at the first flush, not after the default 30s. The literal zero
+// survives a round trip through the document (the engine shows the
+// bootstrap file re-encoded), and an omitted group_wait still takes 30s.
+func TestParseGroupWaitZeroNotifiesAtOnce(t *testing.T) {
+	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	a := alerts.Alert{Labels: alerts.Labels{"alertname": "X", "service": "a", "severity": "P1"}, StartsAt: t0}
+	firstFlush := func(t *testing.T, c *Config) int {
+		t.Helper()
+		d, err := dispatch.New(c.Routes, c.DispatchTiming())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(d.Flush(t0, []alerts.Alert{a}, dispatch.Filter{}))
+	}
+	c, err := Parse([]byte(`{"timing": {"group_wait": "0s"}, ` + twoReceivers + `, "routes": [{"receiver": "w"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := firstFlush(t, c); n != 1 {
+		t.Fatalf("group_wait 0s: %d notifications at the first flush, want 1", n)
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := firstFlush(t, back); n != 1 || !strings.Contains(string(b), `"group_wait":"0s"`) {
+		t.Fatalf("after a round trip (%s): %d notifications at the first flush, want 1", b, n)
+	}
+	omitted, err := Parse([]byte(`{` + twoReceivers + `, "routes": [{"receiver": "w"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := firstFlush(t, omitted); n != 0 || omitted.DispatchTiming().WithDefaults().GroupWait != 30*time.Second {
+		t.Fatalf("group_wait omitted: %d notifications at the first flush, want 0 (30s wait)", n)
+	}
 }

@@ -26,7 +26,8 @@ import (
 const docV1 = `{
   "routes": [
     {"receiver": "pager", "severities": ["P0"], "continue": true},
-    {"receiver": "team", "matchers": "{service=\"checkout\"}"}
+    {"receiver": "team", "matchers": "{service=\"checkout\"}"},
+    {"receiver": "pager"}
   ],
   "timing": {"group_wait": "30s"},
   "receivers": [
@@ -82,6 +83,8 @@ func testStore(t *testing.T, open func(*testing.T, clock.Clock) *configstore.Sto
 		{`{"receivers": []}`, "receivers: at least one is required"},
 		{`{"routes": [{"receiver": "nobody"}], "receivers": [{"name": "a", "webhook": {"url": "http://x"}}]}`, `routes[0]: receiver "nobody" is not defined`},
 		{`{"receivers": [{"name": "a", "webhook": {"url": "ftp://x"}}]}`, "receivers[0] (a): "},
+		{`{"routes": [{"receiver": "a", "severities": ["P0"]}], "receivers": [{"name": "a", "webhook": {"url": "http://x"}}]}`,
+			"routes: no route catches every alert"},
 		{"{\n \"receivers\": [\n  {\"name\": 1}]}", "line 3"},
 		{`{"receivers": [{"name": "a", "webhook": {"url": "http://x"}}], "extra": 1}`, `unknown field "extra"`},
 	} {
@@ -171,6 +174,7 @@ func TestSummarizeMasksSecrets(t *testing.T) {
 	require.Equal(t, []configstore.RouteRow{
 		{Receiver: "pager", Severities: "P0", Continue: true},
 		{Receiver: "team", Matchers: `{service="checkout"}`},
+		{Receiver: "pager"},
 	}, s.Routes)
 }
 

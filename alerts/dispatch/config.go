@@ -2,6 +2,7 @@ package dispatch
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -59,16 +60,43 @@ func (r Route) Validate() error {
 	return nil
 }
 
+// CatchesAll reports whether the route takes every alert that reaches it:
+// it has neither matchers nor severities.
+func (r Route) CatchesAll() bool { return len(r.Matchers) == 0 && len(r.Severities) == 0 }
+
+// ValidateRoutes validates each route and refuses routes that let an alert
+// go unrouted: as Alertmanager's root route has a receiver, one route must
+// catch every alert (CatchesAll). An alert reaching it is routed there; one
+// that does not was taken by an earlier route without continue.
+func ValidateRoutes(routes []Route) error {
+	for i, r := range routes {
+		if err := r.Validate(); err != nil {
+			return fmt.Errorf("routes[%d]: %w", i, err)
+		}
+	}
+	if !slices.ContainsFunc(routes, Route.CatchesAll) {
+		return fmt.Errorf("%w: routes: no route catches every alert, so alerts no route matches would notify nobody: "+
+			"end the routes with one without matchers and severities, as Alertmanager's root route, "+
+			`e.g. {"receiver": "<default receiver>"}`, alerts.ErrInvalid)
+	}
+	return nil
+}
+
 // Timing holds the grouping and repeat intervals.
 type Timing struct {
 	// GroupWait holds a new group so that alerts raised together are sent
-	// together; default 30s.
+	// together; default 30s, none with NoGroupWait.
 	GroupWait time.Duration `json:"group_wait,omitempty"`
+	// NoGroupWait sends the first notification of a new group at the flush
+	// that forms it (group_wait "0s" in the configuration); GroupWait must
+	// then be 0.
+	NoGroupWait bool `json:"no_group_wait,omitempty"`
 	// GroupInterval is the least time between two notifications of one
 	// group about new or resolved alerts; default 5m.
 	GroupInterval time.Duration `json:"group_interval,omitempty"`
 	// Repeat is the repeat interval of an unchanged firing group, by tier;
-	// defaults P0 5m, P1 1h, P2 24h.
+	// defaults P0 5m, P1 1h, P2 24h. A tier given must have a positive
+	// interval.
 	Repeat map[alerts.Severity]time.Duration `json:"repeat,omitempty"`
 	// BusinessHours gate P2 notifications (first, repeat and resolve).
 	BusinessHours BusinessHours `json:"business_hours"`
@@ -84,22 +112,18 @@ func DefaultTiming() Timing {
 		BusinessHours: DefaultBusinessHours()}
 }
 
-// WithDefaults fills zero fields from DefaultTiming.
+// WithDefaults fills zero fields from DefaultTiming (GroupWait stays 0
+// with NoGroupWait) and the tiers missing from Repeat.
 func (t Timing) WithDefaults() Timing {
 	d := DefaultTiming()
-	if t.GroupWait == 0 {
+	if t.GroupWait == 0 && !t.NoGroupWait {
 		t.GroupWait = d.GroupWait
 	}
 	if t.GroupInterval == 0 {
 		t.GroupInterval = d.GroupInterval
 	}
-	rep := map[alerts.Severity]time.Duration{}
-	for s, v := range d.Repeat {
-		rep[s] = v
-		if t.Repeat[s] > 0 {
-			rep[s] = t.Repeat[s]
-		}
-	}
+	rep := maps.Clone(d.Repeat)
+	maps.Copy(rep, t.Repeat)
 	t.Repeat = rep
 	if t.BusinessHours.EndHour == 0 && t.BusinessHours.StartHour == 0 {
 		// Hours omitted: the default hours, in the location and on the
@@ -114,12 +138,15 @@ func (t Timing) Validate() error {
 	if t.GroupWait < 0 || t.GroupInterval < 0 {
 		return fmt.Errorf("%w: timing: group_wait and group_interval must not be negative", alerts.ErrInvalid)
 	}
-	for s, v := range t.Repeat {
+	if t.NoGroupWait && t.GroupWait != 0 {
+		return fmt.Errorf("%w: timing: group_wait %s contradicts no_group_wait", alerts.ErrInvalid, t.GroupWait)
+	}
+	for _, s := range slices.Sorted(maps.Keys(t.Repeat)) {
 		if _, err := alerts.ParseSeverity(string(s)); err != nil {
 			return fmt.Errorf("timing: repeat: %w", err)
 		}
-		if v < 0 {
-			return fmt.Errorf("%w: timing: repeat.%s must not be negative", alerts.ErrInvalid, s)
+		if v := t.Repeat[s]; v <= 0 {
+			return fmt.Errorf("%w: timing: repeat.%s: must be positive, got %s", alerts.ErrInvalid, s, v)
 		}
 	}
 	return t.BusinessHours.Validate()

@@ -98,12 +98,11 @@ type Dispatcher struct {
 	changed, forgotten map[string]bool
 }
 
-// New validates routes and timing (zero timing fields take defaults).
+// New validates routes (ValidateRoutes: one must catch every alert) and
+// timing (zero timing fields take defaults).
 func New(routes []Route, timing Timing) (*Dispatcher, error) {
-	for i, r := range routes {
-		if err := r.Validate(); err != nil {
-			return nil, fmt.Errorf("routes[%d]: %w", i, err)
-		}
+	if err := ValidateRoutes(routes); err != nil {
+		return nil, err
 	}
 	timing = timing.WithDefaults()
 	if err := timing.Validate(); err != nil {
@@ -111,6 +110,13 @@ func New(routes []Route, timing Timing) (*Dispatcher, error) {
 	}
 	return &Dispatcher{routes: routes, timing: timing, groups: map[string]*group{}, changed: map[string]bool{},
 		forgotten: map[string]bool{}}, nil
+}
+
+// Timing returns the timing in force, defaults filled in.
+func (d *Dispatcher) Timing() Timing {
+	t := d.timing
+	t.Repeat = maps.Clone(t.Repeat)
+	return t
 }
 
 // Receivers returns the receivers named by the routes.
@@ -125,7 +131,10 @@ func (d *Dispatcher) Receivers() []string {
 }
 
 // Restore loads persisted group states. States of receivers no route names
-// any more are dropped. A notified alert that the routes now put in another
+// any more are dropped and reported by TakeChanges as forgotten, so that
+// the caller removes their stored rows: a receiver added back later starts
+// afresh, without resolves for what it was told before its removal. A
+// notified alert that the routes now put in another
 // group of the same receiver (its group_by changed) moves there with the
 // time of its last notification, as Alertmanager keeps alerts firing across
 // a reload: it is not reported resolved because its grouping changed, nor
@@ -137,10 +146,12 @@ func (d *Dispatcher) Restore(states []GroupState) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, s := range states {
+		id := GroupRef{Receiver: s.Receiver, Key: s.Key}.id()
 		if !slices.Contains(known, s.Receiver) {
+			d.forgotten[id] = true
 			continue
 		}
-		d.groups[s.Receiver+"\x00"+s.Key] = &group{state: s.clone()}
+		d.groups[id] = &group{state: s.clone()}
 	}
 	d.regroup()
 }
@@ -209,8 +220,9 @@ func (d *Dispatcher) forget(id string) {
 // notification (a regroup moved notified alerts in or out: Restore; an
 // undelivered notification was taken back: Undo), whose
 // state the caller persists as it does a notified group's, and the groups
-// dropped (emptied by a regroup, or with nothing firing and nothing
-// notified left), whose persisted state the caller removes; each call
+// dropped (emptied by a regroup, with nothing firing and nothing notified
+// left, or of a receiver no route names any more: Restore), whose
+// persisted state the caller removes; each call
 // returns what happened since the previous one. A group dropped and formed
 // again since is reported changed only if a regroup changed it.
 func (d *Dispatcher) TakeChanges() (changed, forgotten []GroupRef) {

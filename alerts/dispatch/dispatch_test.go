@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -167,7 +168,7 @@ func TestRoutingByLabelsAndTier(t *testing.T) {
 	if _, err := New([]Route{{}}, Timing{}); err == nil {
 		t.Fatal("route without receiver accepted")
 	}
-	if _, err := New(nil, Timing{BusinessHours: BusinessHours{StartHour: 18, EndHour: 9}}); err == nil {
+	if _, err := New([]Route{{Receiver: "team"}}, Timing{BusinessHours: BusinessHours{StartHour: 18, EndHour: 9}}); err == nil {
 		t.Fatal("inverted business hours accepted")
 	}
 }
@@ -221,11 +222,75 @@ func TestP2DailyDigest(t *testing.T) {
 	}
 }
 
+// TestRestoreDropsUnroutedReceivers: the persisted groups of a receiver no
+// route names any more are dropped, and reported forgotten so that their
+// rows are removed: were they kept, adding the receiver back would restore
+// what it was told before its removal and send it resolves, days later,
+// for alerts it no longer knows.
 func TestRestoreDropsUnroutedReceivers(t *testing.T) {
 	d := newDispatcher(t)
 	d.Restore([]GroupState{{Receiver: "gone", Key: "k", Notified: map[string]alerts.Alert{"x": {}}}, {Receiver: "team", Key: "k"}})
 	if st := d.States(); len(st) != 1 || st[0].Receiver != "team" {
 		t.Fatalf("states %+v", st)
+	}
+	changed, forgotten := d.TakeChanges()
+	if len(changed) != 0 || len(forgotten) != 1 || forgotten[0] != (GroupRef{Receiver: "gone", Key: "k"}) {
+		t.Fatalf("changes after the restore: changed %v, forgotten %v; want the group of gone forgotten", changed, forgotten)
+	}
+}
+
+// TestNewRefusesRoutesThatLeaveAlertsUnrouted: routes without a catch-all
+// would drop the alerts none matches; the dispatcher refuses them, as
+// Alertmanager requires a root route, naming the routes.
+func TestNewRefusesRoutesThatLeaveAlertsUnrouted(t *testing.T) {
+	checkout, _ := alerts.ParseMatchers(`service="checkout"`)
+	for _, routes := range [][]Route{
+		nil,
+		{{Receiver: "pager", Severities: []alerts.Severity{alerts.P0, alerts.P1, alerts.P2}}},
+		{{Receiver: "pager", Severities: []alerts.Severity{alerts.P0}, Continue: true}, {Receiver: "team", Matchers: checkout}},
+	} {
+		if _, err := New(routes, Timing{}); !errors.Is(err, alerts.ErrInvalid) || !strings.Contains(err.Error(), "routes: no route catches every alert") {
+			t.Errorf("New(%+v) = %v, want an invalid-input error naming routes", routes, err)
+		}
+	}
+}
+
+// TestNoGroupWaitNotifiesAtFirstFlush: NoGroupWait (group_wait "0s") sends
+// a new group at the flush that forms it; later changes still wait for the
+// group interval.
+func TestNoGroupWaitNotifiesAtFirstFlush(t *testing.T) {
+	d, err := New([]Route{{Receiver: "team"}}, Timing{NoGroupWait: true, GroupInterval: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	load := alert("Load", "a", alerts.P1, t0)
+	load2 := alert("Load", "a", alerts.P1, t0)
+	load2.Labels["instance"] = "2" // same group
+	shed := alert("Shed", "a", alerts.P1, t0)
+	run(t, d, Filter{}, []step{
+		{0, []alerts.Alert{load}, "team:firing:1f0r"},
+		{30 * time.Second, []alerts.Alert{load, load2, shed}, "team:firing:1f0r"}, // the new group only
+		{45 * time.Second, []alerts.Alert{load, load2, shed}, ""},
+		{time.Minute, []alerts.Alert{load, load2, shed}, "team:firing:2f0r"}, // Load's group interval
+	})
+	if _, err := New([]Route{{Receiver: "team"}}, Timing{NoGroupWait: true, GroupWait: time.Second}); !errors.Is(err, alerts.ErrInvalid) {
+		t.Fatalf("NoGroupWait with a group wait: %v", err)
+	}
+}
+
+// TestTimingRefusesZeroRepeat: a tier given a zero repeat interval is
+// refused, naming it, rather than silently repeating at the default.
+func TestTimingRefusesZeroRepeat(t *testing.T) {
+	_, err := New([]Route{{Receiver: "team"}}, Timing{Repeat: map[alerts.Severity]time.Duration{alerts.P1: 0}})
+	if !errors.Is(err, alerts.ErrInvalid) || !strings.Contains(err.Error(), "repeat.P1: must be positive") {
+		t.Fatalf("repeat P1 0: %v", err)
+	}
+	d, err := New([]Route{{Receiver: "team"}}, Timing{Repeat: map[alerts.Severity]time.Duration{alerts.P1: 2 * time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := d.Timing().Repeat; rep[alerts.P1] != 2*time.Hour || rep[alerts.P0] != 5*time.Minute {
+		t.Fatalf("repeat in force %v", rep)
 	}
 }
 

@@ -1,5 +1,6 @@
 // Package dispatch turns the current alerts into notifications: it routes
-// each alert by labels and tier to receivers, groups alerts by labels, holds
+// each alert by labels and tier to receivers (one route must catch every
+// alert, as Alertmanager's root route does), groups alerts by labels, holds
 // a new group for GroupWait, batches later changes by GroupInterval, repeats
 // an unchanged firing group after the repeat interval of its tier (P0 5m,
 // P1 1h, P2 daily and only within business hours) and reports resolves.

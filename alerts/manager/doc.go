@@ -2,11 +2,13 @@
 // step, persists alert state and history, mutes silenced, inhibited and
 // acknowledged alerts, lets the dispatcher decide what to notify, records
 // each notification in the log before handing it to the receiver's queue,
-// and raises an alert of its own when a receiver keeps failing.
+// and raises an alert of its own when a receiver keeps failing: it gives up
+// on notifications, or its full queue keeps dropping them.
 //
 // A restarted manager loads everything from the store, so it neither loses
 // a firing or acknowledged alert nor sends a notification twice; messages
-// logged but never delivered are queued again.
+// logged but never delivered are queued again, or closed unsent when their
+// receiver is no longer configured.
 //
 // Reconfigure replaces routes, timing, inhibition and receivers between two
 // steps, atomically: notifications already queued finish on the receivers

@@ -29,18 +29,31 @@ var t0 = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
 
 // receiver is a real HTTP receiver recording what it gets.
 type receiver struct {
+	t    testing.TB
 	srv  *httptest.Server
 	mu   sync.Mutex
 	got  []json.RawMessage
 	fail bool
+	// held, while set, holds every request until it is closed (hold).
+	held chan struct{}
 }
 
 func newReceiver(t testing.TB) *receiver {
-	r := &receiver{}
+	r := &receiver{t: t}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		var raw json.RawMessage
 		if err := json.NewDecoder(req.Body).Decode(&raw); err != nil {
 			t.Error(err)
+		}
+		r.mu.Lock()
+		held := r.held
+		r.mu.Unlock()
+		if held != nil {
+			select {
+			case <-held:
+			case <-req.Context().Done():
+				return
+			}
 		}
 		r.mu.Lock()
 		defer r.mu.Unlock()
@@ -52,6 +65,26 @@ func newReceiver(t testing.TB) *receiver {
 	}))
 	t.Cleanup(r.srv.Close)
 	return r
+}
+
+// hold makes the receiver slow: every request waits until release is
+// called (at the latest when the test ends), then is answered.
+func (r *receiver) hold() (release func()) {
+	ch := make(chan struct{})
+	r.mu.Lock()
+	r.held = ch
+	r.mu.Unlock()
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			r.mu.Lock()
+			r.held = nil
+			r.mu.Unlock()
+			close(ch)
+		})
+	}
+	r.t.Cleanup(release)
+	return release
 }
 
 // take returns and forgets what arrived.
@@ -128,12 +161,16 @@ type harness struct {
 	start time.Time
 	// retention is Options.Retention (0: default).
 	retention time.Duration
+	// silenceRetention is Options.SilenceRetention (0: default).
+	silenceRetention time.Duration
 	// routes, if set, replace the default routes at the next open.
 	routes []dispatch.Route
 	// rules, if set, replace testRules at the next open.
 	rules []rule.Rule
 	// capacity is Options.Queue.Capacity at the next open (0: default).
 	capacity int
+	// timeout is Options.Queue.Timeout at the next open (0: default).
+	timeout time.Duration
 	// withoutPD leaves the pd receiver out at the next open (routes must
 	// not name it).
 	withoutPD bool
@@ -191,8 +228,8 @@ func (h *harness) open() {
 		Receivers: receivers,
 		Routes:    routes,
 		Timing:    dispatch.Timing{GroupWait: 30 * time.Second, GroupInterval: time.Minute},
-		Queue:     notify.QueueOptions{Capacity: h.capacity, InitialBackoff: time.Second, MaxAttempts: 3},
-		Retention: h.retention,
+		Queue:     notify.QueueOptions{Capacity: h.capacity, InitialBackoff: time.Second, MaxAttempts: 3, Timeout: h.timeout},
+		Retention: h.retention, SilenceRetention: h.silenceRetention,
 	})
 	if err != nil {
 		h.t.Fatal(err)

@@ -43,7 +43,10 @@ type Manager struct {
 	mu      sync.Mutex
 	acks    map[alerts.Fingerprint]alerts.Ack
 	current []alerts.Alert
-	failing map[string]bool
+	// health says which receivers in force are failing, and why.
+	health map[string]receiverHealth
+	// gap is the drop gap (dropGap) of the timing in force.
+	gap time.Duration
 	// routed names the receivers in force: a replaced receiver finishing
 	// its queue raises no failing alert.
 	routed map[string]bool
@@ -69,7 +72,9 @@ type Manager struct {
 }
 
 // New validates the options, loads the persisted state from the store and
-// starts a queue per receiver; undelivered notifications are queued again.
+// starts a queue per receiver; undelivered notifications are queued again,
+// those of receivers no longer configured closed unsent (discard), and the
+// stored groups of receivers no route names are removed at the first Step.
 func New(ctx context.Context, o Options) (*Manager, error) {
 	o, err := o.withDefaults()
 	if err != nil {
@@ -111,9 +116,10 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 	disp.Restore(groups)
 	m := &Manager{o: o, log: o.Logger, eval: ev, disp: disp, inhib: inhib, silences: silence.NewSet(sils...),
 		queues: map[string]*notify.Queue{}, m: newMetrics(o.Registerer), acks: map[alerts.Fingerprint]alerts.Ack{},
-		failing: map[string]bool{}, routed: map[string]bool{}, groupsPut: map[dispatch.GroupRef]bool{},
+		health: map[string]receiverHealth{}, routed: map[string]bool{}, groupsPut: map[dispatch.GroupRef]bool{},
 		groupsDrop: map[dispatch.GroupRef]bool{}, resend: resendIntervals(o.Receivers), resentAt: map[string]time.Time{},
 		resending: map[string]bool{}}
+	m.gap = m.dropGap(disp.Timing().GroupInterval)
 	for name := range o.Receivers {
 		m.routed[name] = true
 	}
@@ -132,7 +138,7 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 		// next delivery; one no longer configured, at once (Reconfigure).
 		if st.Rule == rule.ReceiverFailingRule && st.State != alerts.StateInactive {
 			if name := st.Labels["receiver"]; m.routed[name] {
-				m.failing[name] = true
+				m.health[name] = receiverHealth{gaveUp: true}
 			} else {
 				gone = append(gone, name)
 			}
@@ -143,9 +149,30 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 	for _, p := range pending {
 		if q := m.queues[p.Message.Receiver]; q != nil {
 			m.enqueue(q, p.Message)
+		} else {
+			m.discard(ctx, p)
 		}
 	}
 	return m, nil
+}
+
+// errReceiverGone is the log entry's error of an undelivered notification
+// whose receiver is no longer configured.
+const errReceiverGone = "receiver no longer configured"
+
+// discard closes, unsent, the log entry of an undelivered notification
+// whose receiver is no longer configured: nothing could ever send it, and
+// it would otherwise be loaded again at every start. It is counted and
+// logged; a store error leaves it for the next start.
+func (m *Manager) discard(ctx context.Context, p store.Pending) {
+	msg := p.Message
+	m.m.discarded.Inc()
+	m.log.Warn("alert notification discarded: receiver no longer configured", "receiver", msg.Receiver,
+		"group", msg.GroupKey, "kind", msg.Kind, "id", msg.ID, "created_at", msg.CreatedAt)
+	if err := m.o.Store.MarkDelivered(ctx, msg.ID, m.o.Clock.Now(), 0, errReceiverGone); err != nil {
+		m.m.storeErrors.Inc()
+		m.log.Error("alert notification log not updated", "id", msg.ID, "err", err)
+	}
 }
 
 // Close stops the queues. Undelivered notifications stay in the log and
@@ -221,6 +248,7 @@ func (m *Manager) Step(ctx context.Context, now time.Time) error {
 		return alerts.ErrClosed
 	}
 	m.m.evals.Inc()
+	m.endDropRuns(now)
 	res := m.eval.Eval(ctx, now, m.o.Query)
 	errs := res.Errors
 	m.m.evalErrors.Add(float64(len(res.Errors)))
@@ -300,9 +328,21 @@ func (m *Manager) Step(ctx context.Context, now time.Time) error {
 	if now.Sub(m.lastPrune) >= time.Hour {
 		m.lastPrune = now
 		_, err := m.o.Store.Prune(ctx, now.Add(-m.o.Retention))
-		errs = append(errs, m.storeErr(err))
+		errs = append(errs, m.storeErr(err), m.pruneSilences(ctx, now))
 	}
 	return errors.Join(errs...)
+}
+
+// pruneSilences deletes the silences that ended SilenceRetention before
+// now, from the store first: one the store still holds would come back at
+// the next start.
+func (m *Manager) pruneSilences(ctx context.Context, now time.Time) error {
+	before := now.Add(-m.o.SilenceRetention)
+	if _, err := m.o.Store.PruneSilences(ctx, before); err != nil {
+		return m.storeErr(err)
+	}
+	m.silences.Prune(before)
+	return nil
 }
 
 // resendIntervals returns the resend interval of each receiver that is a
@@ -350,6 +390,7 @@ func (m *Manager) resendFiring(now time.Time, firing []alerts.Alert, f dispatch.
 			m.mu.Lock()
 			delete(m.resending, name)
 			m.mu.Unlock()
+			m.noteDrop(name, now)
 		}
 	}
 }
@@ -464,14 +505,19 @@ const errQueueFull = "receiver queue full"
 // receiver gave up on does: the next step takes it back from its group, so
 // what it reports goes out again at the group interval, and closes its log
 // entry. A dropped acknowledgement keeps its log entry open, for the next
-// process to send.
+// process to send. Every drop counts towards the receiver failing
+// (noteDrop).
 func (m *Manager) enqueue(q *notify.Queue, msg *notify.Message) {
-	if q.Enqueue(msg) || msg.Kind != notify.KindNotify {
+	if q.Enqueue(msg) {
 		return
 	}
-	m.mu.Lock()
-	m.failed = append(m.failed, failure{msg: msg, err: errQueueFull, at: m.o.Clock.Now()})
-	m.mu.Unlock()
+	now := m.o.Clock.Now()
+	if msg.Kind == notify.KindNotify {
+		m.mu.Lock()
+		m.failed = append(m.failed, failure{msg: msg, err: errQueueFull, at: now})
+		m.mu.Unlock()
+	}
+	m.noteDrop(msg.Receiver, now)
 }
 
 // failure is a notification its receiver gave up on.
@@ -521,19 +567,7 @@ func (m *Manager) onResult(msg *notify.Message, attempts int, err error) {
 			m.log.Error("alert notification log not updated", "id", msg.ID, "err", e)
 		}
 	}
-	m.mu.Lock()
-	if !m.routed[msg.Receiver] {
-		m.mu.Unlock()
-		return
-	}
-	was := m.failing[msg.Receiver]
-	m.failing[msg.Receiver] = err != nil
-	m.mu.Unlock()
-	if (err != nil) == was {
-		return
-	}
-	_, _ = m.eval.Observe(rule.Event{Kind: rule.EventReceiverFailing, Labels: map[string]string{"receiver": msg.Receiver},
-		At: now, Resolved: err == nil})
+	m.updateHealth(msg.Receiver, now, func(h *receiverHealth) { h.gaveUp = err != nil })
 }
 
 func (m *Manager) updateGauges(silenced, inhibited, acked int) {

@@ -15,6 +15,7 @@ type metrics struct {
 	evalErrors  prometheus.Counter
 	storeErrors prometheus.Counter
 	events      *prometheus.CounterVec
+	discarded   prometheus.Counter
 	delivery    *notify.Metrics
 }
 
@@ -33,6 +34,8 @@ func newMetrics(r prometheus.Registerer) *metrics {
 			Help: "Writes to the alerts store that failed."}),
 		events: f.NewCounterVec(prometheus.CounterOpts{Name: "governor_alerts_events_total",
 			Help: "Engine events observed, by whether a rule listens (matched, unmatched)."}, []string{"result"}),
+		discarded: f.NewCounter(prometheus.CounterOpts{Name: "governor_alerts_notifications_discarded_total",
+			Help: "Undelivered notifications of receivers no longer configured, closed unsent at start."}),
 		delivery: notify.NewMetrics(r),
 	}
 	for _, st := range []alerts.State{alerts.StatePending, alerts.StateFiring} {

@@ -24,7 +24,7 @@ func TestMetricsOnInjectedRegisterer(t *testing.T) {
 		"governor_alerts_rule_errors_total", "governor_alerts_store_errors_total", "governor_alerts_events_total",
 		"governor_alerts_notifications_sent_total", "governor_alerts_notifications_failed_total",
 		"governor_alerts_notifications_dropped_total", "governor_alerts_notification_attempts_total",
-		"governor_alerts_notification_queue_depth",
+		"governor_alerts_notification_queue_depth", "governor_alerts_notifications_discarded_total",
 	} {
 		if !have[name] {
 			t.Errorf("metric %s not registered", name)

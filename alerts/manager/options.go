@@ -26,7 +26,8 @@ type Options struct {
 	// per evaluation (event rules still work).
 	Query rule.QueryFunc
 	// Routes are required with several receivers; with one receiver they
-	// default to a single route to it.
+	// default to a single route to it. One must catch every alert
+	// (dispatch.ValidateRoutes).
 	Routes []dispatch.Route
 	Timing dispatch.Timing
 	// Inhibit defaults to inhibit.Defaults(); NoInhibition turns it off.
@@ -47,15 +48,40 @@ type Options struct {
 	// Retention keeps history and delivered notifications this long;
 	// default 30 days. Step prunes at most once an hour.
 	Retention time.Duration
+	// SilenceRetention keeps a silence this long after it ended (listed,
+	// and expirable again without effect), then Step deletes it, from the
+	// store too; default DefaultSilenceRetention (120h, as Alertmanager's
+	// --data.retention). Negative is refused.
+	SilenceRetention time.Duration
+	// DroppingFor is how long a receiver's full queue may keep dropping
+	// notifications before the receiver counts as failing, as one that
+	// gives up does (GovernorAlertReceiverFailing); default
+	// DefaultDroppingFor. Drops less than DroppingFor apart (or, if longer,
+	// the group interval plus Interval: a dropped notification is sent again
+	// at the group interval) form one run; the receiver recovers once its
+	// queue has dropped nothing for as long. Negative is refused.
+	DroppingFor time.Duration
 
 	Clock      clock.Clock
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
 }
 
+// DefaultSilenceRetention is Options.SilenceRetention unless set.
+const DefaultSilenceRetention = 120 * time.Hour
+
+// DefaultDroppingFor is Options.DroppingFor unless set.
+const DefaultDroppingFor = 10 * time.Minute
+
 func (o Options) withDefaults() (Options, error) {
 	if o.Store == nil {
 		return o, fmt.Errorf("%w: manager: store is required", alerts.ErrInvalid)
+	}
+	if o.SilenceRetention < 0 {
+		return o, fmt.Errorf("%w: manager: SilenceRetention: must not be negative, got %s", alerts.ErrInvalid, o.SilenceRetention)
+	}
+	if o.DroppingFor < 0 {
+		return o, fmt.Errorf("%w: manager: DroppingFor: must not be negative, got %s", alerts.ErrInvalid, o.DroppingFor)
 	}
 	if err := o.Queue.Validate(); err != nil {
 		return o, fmt.Errorf("manager: %w", err)
@@ -77,6 +103,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.Retention <= 0 {
 		o.Retention = 30 * 24 * time.Hour
+	}
+	if o.SilenceRetention == 0 {
+		o.SilenceRetention = DefaultSilenceRetention
+	}
+	if o.DroppingFor == 0 {
+		o.DroppingFor = DefaultDroppingFor
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}

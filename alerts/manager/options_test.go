@@ -56,3 +56,29 @@ func TestNewRefusesBadQueueOptions(t *testing.T) {
 	}
 	_ = m.Close()
 }
+
+// A negative SilenceRetention or DroppingFor is refused with the field
+// named instead of silently taking the default.
+func TestNewRefusesNegativeDurations(t *testing.T) {
+	st, err := store.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "alerts.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	for _, tt := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{SilenceRetention: -time.Hour}, "SilenceRetention: must not be negative"},
+		{Options{DroppingFor: -time.Minute}, "DroppingFor: must not be negative"},
+	} {
+		tt.o.Store, tt.o.Receivers = st, map[string]notify.Notifier{"x": discardNotifier{}}
+		m, err := New(context.Background(), tt.o)
+		if err == nil {
+			_ = m.Close()
+		}
+		if !errors.Is(err, alerts.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("New: %v, want an invalid-input error containing %q", err, tt.want)
+		}
+	}
+}

@@ -16,7 +16,8 @@ import (
 // Reconfigure replaces while the manager runs.
 type Routing struct {
 	// Routes are required with several receivers; with one receiver they
-	// default to a single route to it.
+	// default to a single route to it. One must catch every alert
+	// (dispatch.ValidateRoutes).
 	Routes []dispatch.Route
 	Timing dispatch.Timing
 	// Inhibit defaults to inhibit.Defaults(); NoInhibition turns it off.
@@ -64,7 +65,8 @@ func (r Routing) withDefaults() (Routing, error) {
 // and its resolve comes from the new group (the next Step stores the new
 // groups and removes the stored states of the groups they left, in one
 // transaction); groups of receivers no route names any more are forgotten,
-// and a removed receiver's failing alert is resolved.
+// and their stored states removed at the next Step, so a receiver added back
+// later starts afresh; a removed receiver's failing alert is resolved.
 func (m *Manager) Reconfigure(r Routing) error {
 	r, err := r.withDefaults()
 	if err != nil {
@@ -108,13 +110,14 @@ func (m *Manager) Reconfigure(r Routing) error {
 	for name := range r.Receivers {
 		m.routed[name] = true
 	}
+	m.gap = m.dropGap(disp.Timing().GroupInterval)
 	var gone []string
-	for name, failing := range m.failing {
+	for name, h := range m.health {
 		if _, ok := r.Receivers[name]; !ok {
-			if failing {
+			if h.failing() {
 				gone = append(gone, name)
 			}
-			delete(m.failing, name)
+			delete(m.health, name)
 		}
 	}
 	m.mu.Unlock()

@@ -309,3 +309,100 @@ func testGroupByChange(t *testing.T, h *harness) {
 		t.Fatalf("history %d entries, %v", len(hist), err)
 	}
 }
+
+// Routes that no alert can fall through to a receiver from (here: only the
+// P0 pager) would drop every other alert silently. New and Reconfigure
+// refuse them, naming the routes, as Alertmanager requires a root route;
+// the routing in force stays.
+func TestRoutesThatLeaveAlertsUnroutedRefused(t *testing.T) {
+	h := newHarness(t)
+	pd, err := pagerduty.New(pagerduty.Config{RoutingKey: "rk", URL: h.pd.srv.URL}, h.pd.srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pagerOnly := []dispatch.Route{{Receiver: "pd", Severities: []alerts.Severity{alerts.P0}}}
+	err = h.m.Reconfigure(Routing{Receivers: map[string]notify.Notifier{"pd": pd}, Routes: pagerOnly})
+	if !errors.Is(err, alerts.ErrInvalid) || !strings.Contains(err.Error(), "routes: no route catches every alert") {
+		t.Fatalf("Reconfigure: %v, want an invalid-input error naming routes", err)
+	}
+	if got := strings.Join(h.m.Receivers(), ","); got != "hook,pd" {
+		t.Fatalf("receivers after the refusal %s", got)
+	}
+	m, err := New(context.Background(), Options{Store: h.st, Receivers: map[string]notify.Notifier{"pd": pd}, Routes: pagerOnly})
+	if err == nil {
+		_ = m.Close()
+	}
+	if !errors.Is(err, alerts.ErrInvalid) || !strings.Contains(err.Error(), "routes: no route catches every alert") {
+		t.Fatalf("New: %v, want an invalid-input error naming routes", err)
+	}
+}
+
+func TestGroupsOfRemovedReceiverDroppedSQLite(t *testing.T) {
+	testGroupsOfRemovedReceiverDropped(t, func() *harness { return newHarness(t) })
+}
+
+func TestGroupsOfRemovedReceiverDroppedPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("PostgreSQL integration test")
+	}
+	testGroupsOfRemovedReceiverDropped(t, func() *harness { return newHarnessOn(t, testenv.Postgres(t)) })
+}
+
+// testGroupsOfRemovedReceiverDropped pages PagerDuty, then removes it, by
+// Reconfigure or across a restart, while the page's alert fires: the next
+// step removes PagerDuty's group rows. The alert resolves; PagerDuty is
+// added back and the manager restarted: PagerDuty gets nothing, where the
+// old rows, restored, made it send a resolve for an alert it was no longer
+// routed, days later as well as minutes.
+func testGroupsOfRemovedReceiverDropped(t *testing.T, newH func() *harness) {
+	tests := []struct {
+		name   string
+		remove func(*harness)
+	}{
+		{"reconfigure", func(h *harness) {
+			hook, err := webhook.New(webhook.Config{URL: h.hook.srv.URL}, h.hook.srv.Client())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := h.m.Reconfigure(Routing{Receivers: map[string]notify.Notifier{"hook": hook},
+				Timing: dispatch.Timing{GroupWait: 30 * time.Second, GroupInterval: time.Minute}}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"restart", func(h *harness) {
+			h.close()
+			h.withoutPD, h.routes = true, []dispatch.Route{{Receiver: "hook"}}
+			h.open()
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newH()
+			h.db.set("shed", "checkout")
+			h.steps(0, 90*time.Second)
+			if got := h.pdActions(); strings.Join(got, ",") != "trigger" {
+				t.Fatalf("first page %v", got)
+			}
+			tt.remove(h)
+			h.at(2 * time.Minute)
+			groups, err := h.st.Groups(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, g := range groups {
+				if g.Receiver == "pd" {
+					t.Fatalf("row of the removed receiver pd kept: %+v", g)
+				}
+			}
+			h.db.set("shed")
+			h.steps(150*time.Second, 5*time.Minute)
+			h.close()
+			h.withoutPD, h.routes = false, nil
+			h.open()
+			h.steps(330*time.Second, 10*time.Minute)
+			if got := h.pdActions(); len(got) != 0 {
+				t.Fatalf("pagerduty, added back, got %v for an alert resolved while it was removed, want nothing", got)
+			}
+		})
+	}
+}

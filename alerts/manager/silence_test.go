@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -88,5 +89,84 @@ func TestAddSilenceEndedAlreadyRefused(t *testing.T) {
 	}
 	if len(stored) != 0 || len(h.m.Silences()) != 0 {
 		t.Fatalf("refused silences kept: store %v, manager %v", stored, h.m.Silences())
+	}
+}
+
+// Ended silences are kept for SilenceRetention (120h by default, as in
+// Alertmanager), listed and visible in the store, then deleted from both:
+// otherwise every silence ever made is loaded at each start and listed by
+// GET /silences forever. A restart does not bring a deleted one back.
+func TestEndedSilencesDeletedAfterRetention(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	ms, _ := alerts.ParseMatchers(`{service="checkout"}`)
+	add := func(end time.Duration) silence.Silence {
+		t.Helper()
+		s, err := h.m.AddSilence(ctx, silence.Silence{Matchers: ms, StartsAt: t0, EndsAt: t0.Add(end), CreatedBy: "ops", Comment: "deploy"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	expired := add(2 * time.Hour)
+	if err := h.m.ExpireSilence(ctx, expired.ID, t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	ended := add(3 * time.Hour)
+	kept := add(30 * time.Hour)
+	ids := func() (inManager, inStore string) {
+		t.Helper()
+		stored, err := h.st.Silences(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var a, b []string
+		for _, s := range h.m.Silences() {
+			a = append(a, s.ID)
+		}
+		for _, s := range stored {
+			b = append(b, s.ID)
+		}
+		slices.Sort(a)
+		slices.Sort(b)
+		return strings.Join(a, ","), strings.Join(b, ",")
+	}
+	sorted := func(ids ...string) string {
+		slices.Sort(ids)
+		return strings.Join(ids, ",")
+	}
+	all := sorted(expired.ID, ended.ID, kept.ID)
+	h.at(time.Hour + DefaultSilenceRetention - time.Minute) // the expired one ended 120h ago less a minute
+	if m, s := ids(); m != all || s != all {
+		t.Fatalf("within the retention: manager %s, store %s; want %s", m, s, all)
+	}
+	h.at(3*time.Hour + DefaultSilenceRetention) // an hour later: the expired one is gone; ended ended 120h ago
+	if m, s := ids(); m != sorted(ended.ID, kept.ID) || s != m {
+		t.Fatalf("the expired silence after its retention: manager %s, store %s; want %s", m, s, sorted(ended.ID, kept.ID))
+	}
+	h.close()
+	h.open()
+	h.at(30*time.Hour + DefaultSilenceRetention + time.Hour)
+	if m, s := ids(); m != "" || s != "" {
+		t.Fatalf("after every retention and a restart: manager %q, store %q; want none", m, s)
+	}
+}
+
+// SilenceRetention is configurable: with 1h, a silence ended 2h ago is
+// deleted at the next prune.
+func TestSilenceRetentionConfigurable(t *testing.T) {
+	h := newHarness(t)
+	h.close()
+	h.silenceRetention = time.Hour
+	h.open()
+	ctx := context.Background()
+	ms, _ := alerts.ParseMatchers(`{service="checkout"}`)
+	if _, err := h.m.AddSilence(ctx, silence.Silence{Matchers: ms, StartsAt: t0, EndsAt: t0.Add(time.Hour), CreatedBy: "ops",
+		Comment: "deploy"}); err != nil {
+		t.Fatal(err)
+	}
+	h.at(3 * time.Hour)
+	if stored, _ := h.st.Silences(ctx); len(stored) != 0 || len(h.m.Silences()) != 0 {
+		t.Fatalf("silence ended 2h ago kept with a retention of 1h: manager %v, store %v", h.m.Silences(), stored)
 	}
 }

@@ -334,3 +334,68 @@ func TestReceiverFailingAlertOfRemovedReceiverResolvesAtRestart(t *testing.T) {
 		t.Fatalf("failing alert of a receiver no longer configured: %+v", a)
 	}
 }
+
+func TestUndeliveredOfRemovedReceiverClosedAtStartSQLite(t *testing.T) {
+	testUndeliveredOfRemovedReceiverClosedAtStart(t, newHarness(t))
+}
+
+func TestUndeliveredOfRemovedReceiverClosedAtStartPostgres(t *testing.T) {
+	if testing.Short() {
+		t.Skip("PostgreSQL integration test")
+	}
+	testUndeliveredOfRemovedReceiverClosedAtStart(t, newHarnessOn(t, testenv.Postgres(t)))
+}
+
+// testUndeliveredOfRemovedReceiverClosedAtStart stops the manager while a
+// page to PagerDuty waits on its back-off, and restarts it without
+// PagerDuty: nothing could ever send that page, so the start closes its
+// log entry, unsent, counts it in
+// governor_alerts_notifications_discarded_total and logs it, instead of
+// loading it again at every start. A second start finds nothing to
+// discard; PagerDuty, added back, is not sent the old page from the log.
+func testUndeliveredOfRemovedReceiverClosedAtStart(t *testing.T, h *harness) {
+	ctx := context.Background()
+	h.setPagerDutyFailing(true)
+	h.db.set("shed", "checkout")
+	h.steps(0, time.Minute)
+	h.stepAt(90 * time.Second) // the page fails and waits on its back-off
+	h.waitBackoff()
+	h.close()
+	h.setPagerDutyFailing(false)
+	h.withoutPD, h.routes = true, []dispatch.Route{{Receiver: "hook"}}
+	h.open()
+	openFor := func(receiver string) int {
+		t.Helper()
+		pend, err := h.st.Undelivered(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, p := range pend {
+			if p.Message.Receiver == receiver {
+				n++
+			}
+		}
+		return n
+	}
+	if n := openFor("pd"); n != 0 {
+		t.Fatalf("%d log entries of the removed receiver pd left open after the start", n)
+	}
+	if v := testutil.ToFloat64(h.m.m.discarded); v != 1 {
+		t.Fatalf("discarded notifications %v, want the page to pd", v)
+	}
+	h.close()
+	h.open()
+	if v := testutil.ToFloat64(h.m.m.discarded); v != 0 {
+		t.Fatalf("discarded notifications at the second start %v, want none", v)
+	}
+	h.close()
+	h.withoutPD, h.routes = false, nil
+	h.open()
+	if err := h.m.Idle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := h.pdActions(); len(got) != 0 {
+		t.Fatalf("pagerduty, added back, got %v from the log", got)
+	}
+}

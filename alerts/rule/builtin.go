@@ -62,10 +62,11 @@ func Builtin() []Rule {
 const ReceiverFailingRule = "GovernorAlertReceiverFailing"
 
 // ReceiverFailing is the rule the manager always runs: a receiver that gave
-// up on a notification raises a P1 until it delivers again.
+// up on a notification raises a P1 until it delivers again, and so does one
+// whose full queue keeps dropping notifications, until it keeps up again.
 func ReceiverFailing() Rule {
 	return Rule{Name: ReceiverFailingRule, Event: EventReceiverFailing, Severity: alerts.P1, ResolveAfter: 24 * time.Hour,
 		Annotations: map[string]string{"summary": `Alert receiver {{ $labels.receiver }} is failing`,
-			"description": `Notifications to {{ $labels.receiver }} are given up after every retry; other receivers still get them.`,
+			"description": `Notifications to {{ $labels.receiver }} are given up after every retry, or keep being dropped on its full queue; other receivers still get them.`,
 			"runbook_url": "https://governor.dev/runbooks/alerts#GovernorAlertReceiverFailing"}}
 }

@@ -24,7 +24,8 @@ const (
 	// cleared by level_cleared.
 	EventAlertLevel = "alert_level"
 	// EventReceiverFailing is raised by the alerts manager itself when a
-	// receiver gives up on a notification, and cleared when it delivers.
+	// receiver gives up on a notification, or its full queue keeps dropping
+	// notifications, and cleared when it delivers again, or keeps up again.
 	EventReceiverFailing = "receiver_failing"
 )
 

@@ -131,6 +131,20 @@ func (st *Set) Expire(id string, t time.Time) (Silence, error) {
 	return s, nil
 }
 
+// Prune removes the silences that ended before t and returns how many.
+func (st *Set) Prune(t time.Time) int {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	n := 0
+	for id, s := range st.m {
+		if s.EndsAt.Before(t) {
+			delete(st.m, id)
+			n++
+		}
+	}
+	return n
+}
+
 // Muted returns the IDs of the silences muting l at t, sorted.
 func (st *Set) Muted(l alerts.Labels, t time.Time) []string {
 	st.mu.RLock()

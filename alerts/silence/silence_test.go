@@ -120,3 +120,25 @@ func TestExpiredLeavesSetUnchanged(t *testing.T) {
 		t.Fatalf("Get unknown: %v", err)
 	}
 }
+
+// TestSetPruneRemovesEndedSilences: Prune drops the silences that ended
+// before the cutoff (kept until then so that they can be listed); the
+// others stay.
+func TestSetPruneRemovesEndedSilences(t *testing.T) {
+	ms := mustMatchers(t, `service="a"`)
+	st := NewSet(
+		Silence{ID: "old", Matchers: ms, StartsAt: t0, EndsAt: t0.Add(time.Hour)},
+		Silence{ID: "cutoff", Matchers: ms, StartsAt: t0, EndsAt: t0.Add(2 * time.Hour)},
+		Silence{ID: "active", Matchers: ms, StartsAt: t0, EndsAt: t0.Add(48 * time.Hour)},
+	)
+	if n := st.Prune(t0.Add(2 * time.Hour)); n != 1 {
+		t.Fatalf("pruned %d, want 1", n)
+	}
+	var ids []string
+	for _, s := range st.List() {
+		ids = append(ids, s.ID)
+	}
+	if strings.Join(ids, ",") != "active,cutoff" {
+		t.Fatalf("silences left %v, want active and cutoff", ids)
+	}
+}

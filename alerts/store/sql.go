@@ -251,6 +251,16 @@ func (s *SQL) Silences(ctx context.Context) ([]silence.Silence, error) {
 	return collectJSON[silence.Silence](rows, "silences")
 }
 
+// PruneSilences implements Store.
+func (s *SQL) PruneSilences(ctx context.Context, before time.Time) (int64, error) {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM alert_silences WHERE ends_at < $1`, nanos(before))
+	if err != nil {
+		return 0, wrap("prune silences", err)
+	}
+	n, err := res.RowsAffected()
+	return n, wrap("prune silences", err)
+}
+
 // PutAck implements Store.
 func (s *SQL) PutAck(ctx context.Context, a alerts.Ack) error {
 	if err := a.Validate(); err != nil {

@@ -48,6 +48,9 @@ type Store interface {
 
 	PutSilence(ctx context.Context, s silence.Silence) error
 	Silences(ctx context.Context) ([]silence.Silence, error)
+	// PruneSilences deletes the silences that ended before before; it
+	// returns the rows deleted.
+	PruneSilences(ctx context.Context, before time.Time) (int64, error)
 
 	PutAck(ctx context.Context, a alerts.Ack) error
 	DeleteAck(ctx context.Context, fp alerts.Fingerprint) error

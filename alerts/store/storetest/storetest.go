@@ -32,6 +32,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"NotificationLog", testNotificationLog},
 		{"UpdateGroups", testUpdateGroups},
 		{"Prune", testPrune},
+		{"PruneSilences", testPruneSilences},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -275,5 +276,36 @@ func testPrune(t *testing.T, s store.Store) {
 	}
 	if pend, _ := s.Undelivered(ctx); len(pend) != 1 || pend[0].Message.ID != "open" {
 		t.Fatalf("an undelivered message must survive pruning: %+v", pend)
+	}
+}
+
+// testPruneSilences: PruneSilences deletes the silences that ended before
+// the time given, and only those.
+func testPruneSilences(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	m, _ := alerts.ParseMatchers(`{service="a"}`)
+	for id, end := range map[string]time.Time{"ended": t0.Add(time.Hour), "at-cutoff": t0.Add(2 * time.Hour), "active": t0.Add(200 * time.Hour)} {
+		if err := s.PutSilence(ctx, silence.Silence{ID: id, Matchers: m, StartsAt: t0, EndsAt: end, CreatedBy: "ops",
+			Comment: "x", CreatedAt: t0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := s.PruneSilences(ctx, t0.Add(2*time.Hour))
+	if err != nil || n != 1 {
+		t.Fatalf("pruned %d silences (%v), want 1: the one ended before the cutoff", n, err)
+	}
+	got, err := s.Silences(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, sl := range got {
+		ids = append(ids, sl.ID)
+	}
+	if strings.Join(ids, ",") != "at-cutoff,active" && strings.Join(ids, ",") != "active,at-cutoff" {
+		t.Fatalf("silences after the prune: %v, want at-cutoff and active", ids)
+	}
+	if n, err := s.PruneSilences(ctx, t0.Add(2*time.Hour)); err != nil || n != 0 {
+		t.Fatalf("second prune: %d %v", n, err)
 	}
 }
