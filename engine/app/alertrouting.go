@@ -47,7 +47,12 @@ func (a *App) startAlertRouting(ctx context.Context) error {
 		return fmt.Errorf("%w: alert routing: %w", ErrStart, err)
 	}
 	r := &alertRouting{store: st, manager: a.alerts, done: make(chan struct{})}
-	if err := r.poll(ctx); err != nil {
+	switch err := r.poll(ctx); {
+	case errors.Is(err, errVersionUnusable):
+		// Saved under rules an older release accepted: the engine still
+		// starts, on the routing in force, and says why.
+		a.log.Error("alert routing: saved configuration not applied; the configuration file's routing stays", "err", err)
+	case err != nil:
 		return fmt.Errorf("%w: alert routing: %w", ErrStart, err)
 	}
 	every := a.o.AlertInterval
@@ -78,7 +83,11 @@ func (a *App) startAlertRouting(ctx context.Context) error {
 	return nil
 }
 
+// errVersionUnusable: the newest saved version does not build (any more).
+var errVersionUnusable = errors.New("saved version unusable")
+
 // poll applies the newest saved version if it is newer than the applied one.
+// A version that does not build is skipped for good (errVersionUnusable).
 func (r *alertRouting) poll(ctx context.Context) error {
 	v, err := r.store.Latest(ctx)
 	if errors.Is(err, alerts.ErrNotFound) {
@@ -94,7 +103,7 @@ func (r *alertRouting) poll(ctx context.Context) error {
 	}
 	if err := apply(r.manager, v); err != nil {
 		r.applied = v.Number // do not retry a version that cannot build
-		return fmt.Errorf("version %d: %w", v.Number, err)
+		return fmt.Errorf("%w: version %d: %w", errVersionUnusable, v.Number, err)
 	}
 	r.applied = v.Number
 	return nil

@@ -135,3 +135,38 @@ func TestAlertRoutingPollsWithoutRestart(t *testing.T) {
 	}
 	require.Equal(t, []string{"third"}, m.Receivers())
 }
+
+// TestAlertRoutingStartsPastAVersionThatNoLongerBuilds: a saved version
+// that a later release refuses (here routes without a catch-all, which
+// releases before that rule accepted) must not stop the engine from
+// starting: it is logged and skipped, and the routing in force (the
+// bootstrap) stays, as the poll does for such a version while running.
+func TestAlertRoutingStartsPastAVersionThatNoLongerBuilds(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))
+	db, err := sqlitedb.Open(filepath.Join(t.TempDir(), "g.db"), sqlitedb.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	ast, err := store.New(ctx, db, migrations.SQLite, store.Options{})
+	require.NoError(t, err)
+	m, err := alertsmanager.New(ctx, alertsmanager.Options{Store: ast, Clock: clk,
+		Receivers: map[string]notify.Notifier{"log": logReceiver{log: slog.New(slog.DiscardHandler)}}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	cs, err := configstore.New(ctx, db, migrations.SQLite, configstore.Options{Clock: clk})
+	require.NoError(t, err)
+	_, err = cs.Save(ctx, configstore.SaveRequest{Author: "ada", Comment: "saved by an older release",
+		Document: `{"receivers": [{"name": "first", "webhook": {"url": "http://127.0.0.1:1/a"}}]}`})
+	require.NoError(t, err)
+	_, err = db.ExecContext(ctx, `UPDATE alert_config_versions SET document = ? WHERE number = 1`, `{
+	  "routes": [{"receiver": "pager", "severities": ["P0"]}],
+	  "receivers": [{"name": "pager", "pagerduty": {"routing_key": "k"}}, {"name": "team", "webhook": {"url": "http://127.0.0.1:1/hook"}}]}`)
+	require.NoError(t, err)
+
+	var logged strings.Builder
+	a := &App{o: Options{Clock: clk, AlertInterval: 15 * time.Second}, log: slog.New(slog.NewTextHandler(&logged, nil)), ledgerDB: db, alerts: m}
+	require.NoError(t, a.startAlertRouting(ctx))
+	defer a.close()
+	require.Equal(t, []string{"log"}, m.Receivers(), "the routing in force stays")
+	require.Contains(t, logged.String(), "version 1")
+}
