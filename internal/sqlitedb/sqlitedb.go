@@ -19,12 +19,21 @@
 // With one connection the pool's users queue for it in database/sql, each
 // for as long as its context allows, and only another pool's or another
 // process's connection is waited for with the busy timeout.
+//
+// Open creates a missing database file readable by its owner only (0600):
+// it holds password hashes and alert receivers' secrets. SQLite gives the
+// -wal and -shm files the database file's permissions. An existing file
+// keeps the permissions it has.
 package sqlitedb
 
 import (
 	"database/sql"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
+	"os"
+	"strings"
 	"time"
 
 	_ "modernc.org/sqlite" // the "sqlite" driver
@@ -43,6 +52,11 @@ type Options struct {
 	ForeignKeys bool
 }
 
+// uriPath escapes what a SQLite URI filename would otherwise read as the
+// start of its query ('?') or fragment ('#') or as an escape ('%'): a
+// directory named "a#b" must not open the file "a".
+var uriPath = strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23")
+
 // DSN returns the data source name of the database file path (":memory:"
 // for a private in-memory database, which has no WAL).
 func DSN(path string, o Options) string {
@@ -60,14 +74,24 @@ func DSN(path string, o Options) string {
 		q.Add("_pragma", "journal_mode(WAL)")
 	}
 	q.Set("_txlock", "immediate")
-	return "file:" + path + "?" + q.Encode()
+	return "file:" + uriPath.Replace(path) + "?" + q.Encode()
 }
 
 // Open returns a pool of one connection on the database file path, opened
-// with DSN(path, o) and kept open (":memory:" thus stays one database). A
+// with DSN(path, o) and kept open (":memory:" thus stays one database); a
+// missing file is created with mode 0600. A
 // caller must not use the pool again while it holds a transaction or
 // unclosed rows of it: that waits for itself.
 func Open(path string, o Options) (*sql.DB, error) {
+	if path != ":memory:" {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+		switch {
+		case err == nil:
+			_ = f.Close()
+		case !errors.Is(err, fs.ErrExist):
+			return nil, fmt.Errorf("sqlitedb: %w", err)
+		}
+	}
 	db, err := sql.Open("sqlite", DSN(path, o))
 	if err != nil {
 		return nil, fmt.Errorf("sqlitedb: %s: %w", path, err)

@@ -3,6 +3,7 @@ package sqlitedb_test
 import (
 	"context"
 	"database/sql"
+	"os"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -26,6 +27,8 @@ func TestDSN(t *testing.T) {
 			"file:g.db?_pragma=busy_timeout%28250%29&_pragma=foreign_keys%281%29&_pragma=synchronous%28NORMAL%29&_pragma=journal_mode%28WAL%29&_txlock=immediate"},
 		{"in memory: no WAL", ":memory:", sqlitedb.Options{},
 			"file::memory:?_pragma=busy_timeout%285000%29&_pragma=synchronous%28NORMAL%29&_txlock=immediate"},
+		{"URI characters in the path escaped", "/srv/a#1/b?2/50%/g.db", sqlitedb.Options{},
+			"file:/srv/a%231/b%3f2/50%25/g.db?_pragma=busy_timeout%285000%29&_pragma=synchronous%28NORMAL%29&_pragma=journal_mode%28WAL%29&_txlock=immediate"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -124,6 +127,70 @@ func TestOpenQueuesWriters(t *testing.T) {
 			var n int
 			require.NoError(t, db.QueryRowContext(ctx, `SELECT count(*) FROM t`).Scan(&n))
 			require.Equal(t, writers*each, n)
+		})
+	}
+}
+
+// TestOpenCreatesPrivateFiles: the database holds password hashes and alert
+// receivers' secrets; a file Open creates, and the -wal and -shm files SQLite
+// creates beside it, are readable by their owner only, whatever the umask
+// (SQLite's default, 0644, made them world-readable).
+func TestOpenCreatesPrivateFiles(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "g.db")
+	db, err := sqlitedb.Open(path, sqlitedb.Options{})
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.ExecContext(context.Background(), `CREATE TABLE t (k INTEGER)`)
+	require.NoError(t, err)
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(p)
+		require.NoError(t, err)
+		require.Zero(t, fi.Mode().Perm()&0o077, "%s has mode %v", p, fi.Mode())
+	}
+}
+
+// TestOpenExistingFileKeepsItsMode: a file the operator made (say
+// group-readable for a backup job) is opened as it is.
+func TestOpenExistingFileKeepsItsMode(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "g.db")
+	require.NoError(t, os.WriteFile(path, nil, 0o600))
+	require.NoError(t, os.Chmod(path, 0o640))
+	db, err := sqlitedb.Open(path, sqlitedb.Options{})
+	require.NoError(t, err)
+	defer db.Close()
+	_, err = db.ExecContext(context.Background(), `CREATE TABLE t (k INTEGER)`)
+	require.NoError(t, err)
+	fi, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o640), fi.Mode().Perm())
+}
+
+// TestOpenPathWithURICharacters: the path goes into a SQLite URI, where '#'
+// starts a fragment, '?' a query and '%' an escape. A data directory named
+// "a#b" opened the file "a" beside it, and one named "c?d" took the rest of
+// the path for the query and lost the pragmas, silently, in both cases.
+// The database must be the file at the path, in WAL mode.
+func TestOpenPathWithURICharacters(t *testing.T) {
+	for _, name := range []string{"a#b", "c?d", "e%41f", "g h"} {
+		t.Run(name, func(t *testing.T) {
+			root := t.TempDir()
+			dir := filepath.Join(root, name)
+			require.NoError(t, os.Mkdir(dir, 0o700))
+			path := filepath.Join(dir, "g.db")
+			db, err := sqlitedb.Open(path, sqlitedb.Options{})
+			require.NoError(t, err)
+			defer db.Close()
+			ctx := context.Background()
+			var mode string
+			require.NoError(t, db.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode))
+			require.Equal(t, "wal", mode)
+			_, err = db.ExecContext(ctx, `CREATE TABLE t (k INTEGER)`)
+			require.NoError(t, err)
+			_, err = os.Stat(path + "-wal")
+			require.NoError(t, err, "the WAL is beside the file at the path")
+			entries, err := os.ReadDir(root)
+			require.NoError(t, err)
+			require.Len(t, entries, 1, "nothing opened beside the directory")
 		})
 	}
 }
