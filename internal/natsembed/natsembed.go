@@ -8,6 +8,7 @@
 package natsembed
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -92,7 +93,9 @@ type Server struct {
 	port    int
 }
 
-// Start starts a server and waits until it accepts clients.
+// Start starts a server and waits until it accepts clients. A server that
+// cannot start (its port taken, its store unusable) fails Start at once with
+// its reason, wrapped in ErrStart.
 func Start(opts Options) (*Server, error) {
 	opts = opts.withDefaults()
 	if opts.Port < 0 || opts.Port > 65535 {
@@ -138,13 +141,17 @@ func (s *Server) start() error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrStart, err)
 	}
-	if s.opts.Logger != nil {
-		srv.SetLoggerV2(slogAdapter{s.opts.Logger}, true, false, false)
-	}
+	// The server reports a failure to start (its port taken, its
+	// JetStream store unusable) only to its logger, and then never becomes
+	// ready: the adapter keeps the first such report so that Start fails at
+	// once with it instead of waiting out StartTimeout.
+	log := &slogAdapter{l: s.opts.Logger, fatal: make(chan string, 1)}
+	srv.SetLoggerV2(log, s.opts.Logger != nil, false, false)
 	go srv.Start()
-	if !srv.ReadyForConnections(s.opts.StartTimeout) {
+	if err := waitReady(srv, log.fatal, s.opts.StartTimeout); err != nil {
 		srv.Shutdown()
-		return fmt.Errorf("%w: not ready for connections within %s", ErrStart, s.opts.StartTimeout)
+		srv.WaitForShutdown()
+		return fmt.Errorf("%w: %s: %w", ErrStart, net.JoinHostPort(s.opts.Host, fmt.Sprint(s.port)), err)
 	}
 	if a, ok := srv.Addr().(*net.TCPAddr); ok {
 		s.port = a.Port
@@ -214,12 +221,48 @@ func (s *Server) Close() error {
 	return nil
 }
 
-// slogAdapter feeds the server's log into a *slog.Logger.
-type slogAdapter struct{ l *slog.Logger }
+// waitReady waits until srv accepts clients, it reports a fatal error, or
+// timeout passes.
+func waitReady(srv *server.Server, fatal <-chan string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if srv.ReadyForConnections(25 * time.Millisecond) {
+			return nil
+		}
+		select {
+		case msg := <-fatal:
+			return errors.New(msg)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not ready for connections within %s", timeout)
+		}
+	}
+}
 
-func (a slogAdapter) Noticef(format string, v ...any) { a.l.Info(fmt.Sprintf(format, v...)) }
-func (a slogAdapter) Warnf(format string, v ...any)   { a.l.Warn(fmt.Sprintf(format, v...)) }
-func (a slogAdapter) Fatalf(format string, v ...any)  { a.l.Error(fmt.Sprintf(format, v...)) }
-func (a slogAdapter) Errorf(format string, v ...any)  { a.l.Error(fmt.Sprintf(format, v...)) }
-func (a slogAdapter) Debugf(format string, v ...any)  { a.l.Debug(fmt.Sprintf(format, v...)) }
-func (a slogAdapter) Tracef(format string, v ...any)  { a.l.Debug(fmt.Sprintf(format, v...)) }
+// slogAdapter feeds the server's log into a *slog.Logger (nil: discarded)
+// and keeps the first fatal report in fatal.
+type slogAdapter struct {
+	l     *slog.Logger
+	fatal chan string
+}
+
+func (a *slogAdapter) log(level slog.Level, format string, v []any) {
+	if a.l != nil {
+		a.l.Log(context.Background(), level, fmt.Sprintf(format, v...))
+	}
+}
+
+func (a *slogAdapter) Noticef(format string, v ...any) { a.log(slog.LevelInfo, format, v) }
+func (a *slogAdapter) Warnf(format string, v ...any)   { a.log(slog.LevelWarn, format, v) }
+func (a *slogAdapter) Errorf(format string, v ...any)  { a.log(slog.LevelError, format, v) }
+func (a *slogAdapter) Debugf(format string, v ...any)  { a.log(slog.LevelDebug, format, v) }
+func (a *slogAdapter) Tracef(format string, v ...any)  { a.log(slog.LevelDebug, format, v) }
+
+func (a *slogAdapter) Fatalf(format string, v ...any) {
+	a.log(slog.LevelError, format, v)
+	select {
+	case a.fatal <- fmt.Sprintf(format, v...):
+	default:
+	}
+}

@@ -3,13 +3,16 @@ package natsembed
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"go.uber.org/goleak"
 )
 
 func TestRestartKeepsStreamsAndURL(t *testing.T) {
@@ -129,6 +132,45 @@ func TestBadOptions(t *testing.T) {
 					_ = s.Close()
 				}
 				t.Fatalf("err = %v, want ErrStart", err)
+			}
+		})
+	}
+}
+
+// TestStartFailsAtOnceWithTheCause: the server cannot start (its port is
+// taken, say by a process left from an earlier run; or its JetStream store is
+// unusable). Start must fail at once with the server's reason, not wait out
+// StartTimeout (a minute here) and then report only that it was not ready,
+// and it must leave nothing running.
+func TestStartFailsAtOnceWithTheCause(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	badStore := t.TempDir()
+	if err := os.WriteFile(filepath.Join(badStore, "jetstream"), []byte("not a directory"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"port taken", Options{Port: taken.Addr().(*net.TCPAddr).Port}, "address already in use"},
+		{"store unusable", Options{StoreDir: badStore}, "JetStream"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+			tt.opts.StartTimeout = time.Minute
+			s, err := Start(tt.opts)
+			if err == nil {
+				_ = s.Close()
+				t.Fatal("started")
+			}
+			if !errors.Is(err, ErrStart) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("err = %v, want ErrStart saying %q", err, tt.want)
 			}
 		})
 	}
