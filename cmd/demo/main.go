@@ -25,17 +25,19 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
+	"governor.dev/governor/cmd/internal/shutdown"
 	"governor.dev/governor/sdk/rules"
 )
 
+// main stops cleanly at the first SIGINT or SIGTERM; a second one exits at
+// once (package shutdown).
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	ctx, stop := shutdown.Notify(slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
 // config is the demo's command line.

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -38,9 +39,18 @@ func TestParseRefusesBadFlags(t *testing.T) {
 	}
 }
 
+// TestDefaultRulesAreValid: every -capacity the flags accept (at least 1)
+// gives valid rules; a small one (1 to 3) was accepted by the flags and then
+// refused at start by the rules (an adaptive limit's floor above its initial
+// value), with an error that did not name the flag.
 func TestDefaultRulesAreValid(t *testing.T) {
-	if err := defaultRules(20).Validate(); err != nil {
-		t.Fatal(err)
+	for _, capacity := range []int{1, 2, 3, 4, 20, 1000} {
+		if _, err := parse([]string{"-capacity", strconv.Itoa(capacity)}, io.Discard); err != nil {
+			t.Fatalf("-capacity %d: %v", capacity, err)
+		}
+		if err := defaultRules(capacity).Validate(); err != nil {
+			t.Errorf("-capacity %d: %v", capacity, err)
+		}
 	}
 }
 

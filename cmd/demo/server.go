@@ -16,8 +16,10 @@ import (
 )
 
 // defaultRules protect /api/ with an adaptive limit starting near the
-// backend's capacity, priority shedding with consistent users, a short CoDel
-// queue and a per-user rate limit.
+// backend's capacity (its floor is 4, or the capacity when -capacity is
+// smaller, so every capacity the flag accepts gives valid rules), priority
+// shedding with consistent users, a short CoDel queue and a per-user rate
+// limit.
 func defaultRules(capacity int) *rules.Ruleset {
 	return &rules.Ruleset{
 		Service:  "demo",
@@ -25,7 +27,7 @@ func defaultRules(capacity int) *rules.Ruleset {
 		Routes: []rules.Route{{
 			Name:          "api",
 			Match:         rules.Match{PathPrefix: "/api/"},
-			Concurrency:   &rules.Concurrency{Algorithm: rules.AlgorithmGradient, Initial: capacity, Min: 4, Max: 1000},
+			Concurrency:   &rules.Concurrency{Algorithm: rules.AlgorithmGradient, Initial: capacity, Min: min(4, capacity), Max: 1000},
 			Shedding:      &rules.Shedding{Reserved: 0.1, ConsistentUsers: true},
 			Queue:         &rules.Queue{},
 			KeyRateLimits: []rules.KeyRateLimit{{Key: "header:X-User", Rate: 50, Burst: 20}},

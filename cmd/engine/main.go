@@ -15,11 +15,12 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
-	"os/signal"
 	"slices"
 	"strings"
-	"syscall"
+
+	"governor.dev/governor/cmd/internal/shutdown"
 )
 
 // command is one subcommand: run parses its own flags from args.
@@ -37,8 +38,10 @@ var commands = []command{
 
 func main() { os.Exit(run()) }
 
+// run ends the command's context at the first SIGINT or SIGTERM; a second
+// one exits at once (package shutdown).
 func run() int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := shutdown.Notify(slog.New(slog.NewTextHandler(os.Stderr, nil)))
 	defer stop()
 	return dispatch(ctx, os.Args[1:], os.Stdout, os.Stderr)
 }
@@ -71,4 +74,8 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nrun 'engine <command> -h' for the flags of a command")
+	fmt.Fprintln(w, "\nengine run reads its configuration in layers, each overriding the one before:")
+	fmt.Fprintln(w, "defaults (-dev or GOVERNOR_DEV=true: the zero-setup stack's), the YAML file of")
+	fmt.Fprintln(w, "-config or GOVERNOR_CONFIG, GOVERNOR_* environment variables, then flags.")
+	fmt.Fprintln(w, "SIGINT or SIGTERM stops it cleanly; a second signal exits at once.")
 }

@@ -20,6 +20,7 @@ func TestDispatch(t *testing.T) {
 	}{
 		{"no command", nil, 2, "usage: engine <command>"},
 		{"help", []string{"help"}, 0, "detect"},
+		{"help names the precedence", []string{"-h"}, 0, "GOVERNOR_* environment variables, then flags"},
 		{"unknown", []string{"serve"}, 2, `unknown command "serve"`},
 		{"check config", []string{"-check-config", "-listen", "127.0.0.1:0"}, 0, ""},
 		{"backtest without flags", []string{"backtest"}, 2, "-service is required"},
@@ -134,5 +135,26 @@ func TestAlertsConfig(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestConfigPrecedence: what `engine -h` says holds: the file is overridden
+// by GOVERNOR_* variables, which flags override.
+func TestConfigPrecedence(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "engine.yaml")
+	if err := os.WriteFile(file, []byte("listen: 127.0.0.1:1111\ninterval: 7s\nidentity: from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GOVERNOR_LISTEN", "127.0.0.1:2222")
+	t.Setenv("GOVERNOR_INTERVAL", "9s")
+	var stdout, stderr bytes.Buffer
+	code := dispatch(context.Background(), []string{"-check-config", "-config", file, "-listen", "127.0.0.1:3333"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	for _, want := range []string{"listen: 127.0.0.1:3333", "interval: 9s", "identity: from-file"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("configuration lacks %q:\n%s", want, stdout.String())
+		}
 	}
 }

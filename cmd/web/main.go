@@ -8,6 +8,14 @@
 //	web -engine http://127.0.0.1:9090   # live scores and ledger from the engine's API
 //	web -engine http://127.0.0.1:9090 -prometheus http://127.0.0.1:9091
 //	web -demo    # in-memory demo fleet, alerts and a scripted incident
+//
+// The command line is checked before anything is opened: a bad value is
+// refused (exit 2) naming its flag. The listener is bound before the
+// database is touched, so a start that fails on its address creates no
+// admin. GET /healthz answers while the process runs; GET /readyz answers
+// 503 while the database does not. SIGINT or SIGTERM stops it: live
+// overview streams end, other requests get up to 10s to finish; a second
+// signal exits at once.
 package main
 
 import (
@@ -19,17 +27,13 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
-	"os/signal"
-	"syscall"
-	"time"
+	"strings"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
-	"github.com/prometheus/client_golang/prometheus"
 	_ "modernc.org/sqlite"
 
-	"governor.dev/governor/alerts/configstore"
+	"governor.dev/governor/cmd/internal/shutdown"
 	"governor.dev/governor/engine/signals"
 	"governor.dev/governor/engine/signals/promapi"
 	"governor.dev/governor/internal/sqlitedb"
@@ -37,19 +41,19 @@ import (
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/rules/versioning/postgres"
 	"governor.dev/governor/rules/versioning/sqlite"
-	"governor.dev/governor/sdk/clock"
-	"governor.dev/governor/ui"
 	"governor.dev/governor/ui/auth"
-	"governor.dev/governor/ui/demo"
 	"governor.dev/governor/ui/engineclient"
 	"governor.dev/governor/ui/model"
 	"governor.dev/governor/ui/signalsource"
 )
 
+// main stops cleanly at the first SIGINT or SIGTERM; a second one exits at
+// once (package shutdown).
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	ctx, stop := shutdown.Notify(slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
 type config struct {
@@ -57,111 +61,105 @@ type config struct {
 	demo                                                     bool
 }
 
+// run returns the exit code: 0 after a clean stop, 1 when the start or the
+// stop failed, 2 for a bad command line.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("web", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var c config
-	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "listen address")
-	fs.StringVar(&c.sqlitePath, "sqlite", "governor.db", "SQLite database file (ignored with -postgres)")
-	fs.StringVar(&c.postgresURL, "postgres", "", "PostgreSQL URL of the rules database")
-	fs.StringVar(&c.admin, "admin", "admin", "name of the first admin, created with a one-time password if there are no users")
-	fs.StringVar(&c.engine, "engine", "", "base URL of the decision engine's API (live load scores and the delivery ledger), e.g. http://127.0.0.1:9090")
-	fs.StringVar(&c.prometheus, "prometheus", "", "base URL of the Prometheus-compatible API the engine reads: service page charts and the overview's golden signals")
-	fs.BoolVar(&c.demo, "demo", false, "show an in-memory demo fleet with alerts and a scripted incident")
-	if err := fs.Parse(args); err != nil {
+	c, err := parse(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
 		return 2
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
-	if err := serve(ctx, c, stdout, log); err != nil {
+	src, err := newSources(c, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "web: bad command line: %v\n", err)
+		return 2
+	}
+	if err := serve(ctx, c, src, stdout, log); err != nil {
 		log.Error("web: stopped", "err", err)
 		return 1
 	}
 	return 0
 }
 
-func serve(ctx context.Context, c config, stdout io.Writer, log *slog.Logger) error {
-	store, db, dialect, err := open(ctx, c, log)
-	if err != nil {
-		return err
+// parse reads the flags and refuses bad values, each error naming its flag.
+// Flag syntax errors are printed by the flag set; the others here.
+func parse(args []string, stderr io.Writer) (config, error) {
+	fs := flag.NewFlagSet("web", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c config
+	fs.StringVar(&c.addr, "addr", "127.0.0.1:8080", "listen address (host:port)")
+	fs.StringVar(&c.sqlitePath, "sqlite", "governor.db", "SQLite database file (ignored with -postgres)")
+	fs.StringVar(&c.postgresURL, "postgres", "", "postgres:// URL of the rules database")
+	fs.StringVar(&c.admin, "admin", "admin", "name of the first admin, created with a one-time password if there are no users")
+	fs.StringVar(&c.engine, "engine", "", "base URL of the decision engine's API (live load scores and the delivery ledger), e.g. http://127.0.0.1:9090")
+	fs.StringVar(&c.prometheus, "prometheus", "", "base URL of the Prometheus-compatible API the engine reads: service page charts and the overview's golden signals")
+	fs.BoolVar(&c.demo, "demo", false, "show an in-memory demo fleet with alerts and a scripted incident")
+	if err := fs.Parse(args); err != nil {
+		return c, err
 	}
-	defer store.Close()
-	defer db.Close()
-	am, err := auth.New(ctx, auth.Options{DB: db, Dialect: dialect, Auditor: store, Logger: log})
-	if err != nil {
-		return err
+	var errs []error
+	if fs.NArg() > 0 {
+		errs = append(errs, fmt.Errorf("unexpected arguments %q (flags go before them)", fs.Args()))
 	}
-	pw, err := am.EnsureAdmin(ctx, c.admin)
-	if err != nil {
-		return err
+	if _, _, err := net.SplitHostPort(c.addr); err != nil {
+		errs = append(errs, fmt.Errorf("-addr: %q is not host:port: %w", c.addr, err))
 	}
-	if pw != "" {
-		fmt.Fprintf(stdout, "Created the first admin %q with the one-time password: %s\nLog in and choose a new password; it is not shown again.\n", c.admin, pw)
+	if err := auth.ValidateUserName(c.admin); err != nil {
+		errs = append(errs, fmt.Errorf("-admin: %q: %w", c.admin, err))
 	}
-	// The alerting configuration admins save here; the engine applies it.
-	routing, err := configstore.New(ctx, db, dialect, configstore.Options{Logger: log})
-	if err != nil {
-		return err
+	switch {
+	case c.postgresURL != "":
+		if !strings.HasPrefix(c.postgresURL, "postgres://") && !strings.HasPrefix(c.postgresURL, "postgresql://") {
+			errs = append(errs, errors.New("-postgres: must be a postgres:// URL"))
+		}
+	case c.sqlitePath == "":
+		errs = append(errs, errors.New("-sqlite: a file is required without -postgres"))
 	}
-	o := ui.Options{Rules: store, Auth: am, Logger: log, Registerer: prometheus.NewRegistry(), AlertRouting: routing}
+	if err := errors.Join(errs...); err != nil {
+		fmt.Fprintf(stderr, "web: bad command line:\n%v\n", err)
+		return c, err
+	}
+	return c, nil
+}
+
+// sources are the optional live data the flags name, built before anything
+// is opened so that a bad URL is refused at once.
+type sources struct {
+	fleet  model.Fleet
+	charts model.Charts
+}
+
+func newSources(c config, log *slog.Logger) (sources, error) {
+	var s sources
 	if c.engine != "" {
 		ec, err := engineclient.New(engineclient.Options{BaseURL: c.engine})
 		if err != nil {
-			return err
+			return s, fmt.Errorf("-engine: %w", err)
 		}
-		o.Fleet = ec
+		s.fleet = ec
 	}
 	if c.prometheus != "" {
 		src, err := promapi.New(promapi.Options{Address: c.prometheus, Logger: log})
 		if err != nil {
-			return err
+			return s, fmt.Errorf("-prometheus: %w", err)
 		}
-		charts, err := signalsource.New(signalsource.Options{Source: src})
-		if err != nil {
-			return err
+		if s.charts, err = signalsource.New(signalsource.Options{Source: src}); err != nil {
+			return s, fmt.Errorf("-prometheus: %w", err)
 		}
-		o.Charts = charts
-		if o.Fleet != nil {
+		if s.fleet != nil {
 			rd, err := signals.NewReader(src, signals.DefaultReaderOptions())
 			if err != nil {
-				return err
+				return s, fmt.Errorf("-prometheus: %w", err)
 			}
-			if o.Fleet, err = signalsource.Enrich(o.Fleet, rd, nil); err != nil {
-				return err
+			if s.fleet, err = signalsource.Enrich(s.fleet, rd, nil); err != nil {
+				return s, fmt.Errorf("-prometheus: %w", err)
 			}
 		}
 	}
-	if c.demo {
-		fleet, alerts := &model.StaticFleet{}, model.NewMemoryAlerts(clock.Real{})
-		do := demo.Options{Rules: store, Fleet: fleet, Alerts: alerts}
-		if err := demo.Seed(ctx, do); err != nil {
-			return err
-		}
-		go func() { _ = demo.Run(ctx, do) }()
-		o.Fleet, o.Alerts = fleet, alerts
-	}
-	h, err := ui.New(o)
-	if err != nil {
-		return err
-	}
-	ln, err := net.Listen("tcp", c.addr)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "Governor web UI on http://%s/\n", ln.Addr())
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return s, nil
 }
 
 // open opens the rules store and a database/sql handle on the same database
