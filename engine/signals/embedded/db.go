@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,8 +23,12 @@ var ErrClosed = errors.New("embedded: closed")
 // Options configures a DB. Zero fields take the defaults of DefaultOptions.
 type Options struct {
 	// Dir holds the TSDB blocks cut from the in-memory head. Empty means a
-	// temporary directory removed by Close. The write-ahead log is disabled:
-	// the store is a cache of what targets expose, rebuilt by scraping.
+	// temporary directory under os.TempDir() (governor-signals-*, with a
+	// lock file beside it that the process holds while the DB is open),
+	// removed by Close; one a crashed or killed process left is removed by
+	// the next Open without a Dir, once its lock file shows no process has
+	// it open. The write-ahead log is disabled: the store is a cache of what
+	// targets expose, rebuilt by scraping.
 	Dir string
 	// Retention bounds how long samples are kept. Default 6h.
 	Retention time.Duration
@@ -96,7 +99,7 @@ type DB struct {
 	// recent keeps the newest samples of the series the reader reads.
 	recent *recent
 	dir    string
-	tmpDir bool
+	tmp    *tempDir // nil with Options.Dir
 }
 
 var (
@@ -109,13 +112,14 @@ func Open(opts Options) (*DB, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
 	}
-	dir, tmp := opts.Dir, false
+	dir := opts.Dir
+	var tmp *tempDir
 	if dir == "" {
-		d, err := os.MkdirTemp("", "governor-signals-*")
-		if err != nil {
-			return nil, fmt.Errorf("embedded: temp dir: %w", err)
+		var err error
+		if tmp, err = newTempDir(); err != nil {
+			return nil, err
 		}
-		dir, tmp = d, true
+		dir = tmp.dir
 	}
 	to := tsdb.DefaultOptions()
 	to.WALSegmentSize = -1
@@ -127,8 +131,8 @@ func Open(opts Options) (*DB, error) {
 	}
 	db, err := tsdb.Open(dir, opts.Logger, opts.Registerer, to, nil)
 	if err != nil {
-		if tmp {
-			_ = os.RemoveAll(dir)
+		if tmp != nil {
+			_ = tmp.remove()
 		}
 		return nil, fmt.Errorf("embedded: open tsdb: %w", err)
 	}
@@ -150,7 +154,7 @@ func Open(opts Options) (*DB, error) {
 		lookback: opts.LookbackDelta,
 		recent:   newRecent(),
 		dir:      dir,
-		tmpDir:   tmp,
+		tmp:      tmp,
 	}, nil
 }
 
@@ -166,11 +170,12 @@ func (d *DB) headMin() int64 { return d.db.Head().MinTime() }
 // Querier gives raw access to the stored series.
 func (d *DB) Querier(mint, maxt int64) (storage.Querier, error) { return d.db.Querier(mint, maxt) }
 
-// Close stops the TSDB and removes a temporary directory.
+// Close stops the TSDB and removes a temporary directory (see Options.Dir).
 func (d *DB) Close() error {
 	err := errors.Join(d.engine.Close(), d.db.Close())
-	if d.tmpDir {
-		err = errors.Join(err, os.RemoveAll(d.dir))
+	if d.tmp != nil {
+		err = errors.Join(err, d.tmp.remove())
+		d.tmp = nil
 	}
 	return err
 }

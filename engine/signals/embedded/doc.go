@@ -21,6 +21,12 @@
 // a removed target. Timestamps in the exposition are ignored (the scrape time
 // is used) and native histograms are not scraped; the SDK exposes neither.
 //
+// Without a directory of its own (Options.Dir), the DB keeps its blocks in
+// a temporary directory, governor-signals-<random> under os.TempDir(), and
+// holds a lock on the file of that name plus .lock while it is open: Close
+// removes both, and the next Open removes those of a process that crashed
+// or was killed (their lock is free), never one in use.
+//
 // A target that times out, refuses the connection or returns something that
 // does not parse is marked down with the error, visible through
 // Scraper.Targets and Scraper.StatusHandler; other targets are unaffected.
