@@ -97,11 +97,31 @@ func TestTrackerUnmarshalRefuses(t *testing.T) {
 
 // FuzzTrackerState: arbitrary bytes never panic; what is accepted survives
 // an encode-decode round trip and the tracker keeps scoring.
+//
+// The seeds are valid states: an empty tracker, one key whose score went
+// unknown, and several services and instances on both sides of the
+// hysteresis (overloaded and not, smoothed scores between the thresholds).
 func FuzzTrackerState(f *testing.F) {
+	empty, _ := New(Options{Weights: Weights{CPU: 1}})
+	b, _ := empty.MarshalBinary()
+	f.Add(b)
 	a, _ := New(Options{Weights: Weights{CPU: 1}})
 	a.Observe(t0, cpu(0.9))
 	a.Observe(t0.Add(time.Minute), unknownCPU())
-	b, _ := a.MarshalBinary()
+	b, _ = a.MarshalBinary()
+	f.Add(b)
+	many, _ := New(Options{Weights: Weights{CPU: 1}})
+	for i := range 6 {
+		at := t0.Add(time.Duration(i) * 30 * time.Second)
+		for j, svc := range []string{"checkout", "search", "ship"} {
+			for _, inst := range []string{"", svc + "-1", svc + "-2"} {
+				e := entry(svc, map[signals.Signal]float64{signals.CPU: 0.2 + 0.3*float64(j) + 0.1*float64(i%3)})
+				e.Key.Instance = inst
+				many.Observe(at, e)
+			}
+		}
+	}
+	b, _ = many.MarshalBinary()
 	f.Add(b)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		tr, _ := New(Options{Weights: Weights{CPU: 1}})

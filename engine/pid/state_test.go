@@ -108,12 +108,17 @@ func TestRestoreControllerRefuses(t *testing.T) {
 // FuzzRestoreController: arbitrary bytes never panic; what is accepted
 // encodes again to a state that restores to the same controller, and it
 // keeps working.
+//
+// The seeds are valid states: a fresh controller, one that ran, one put in
+// manual mode.
 func FuzzRestoreController(f *testing.F) {
 	c, _ := New(DefaultConfig())
+	b, _ := c.MarshalBinary()
+	f.Add(b)
 	for i := range 5 {
 		_, _ = c.Update(time.Unix(int64(i*10), 0), 0.7, 0.5+0.1*float64(i))
 	}
-	b, _ := c.MarshalBinary()
+	b, _ = c.MarshalBinary()
 	f.Add(b)
 	_ = c.SetManual(0.3)
 	b, _ = c.MarshalBinary()

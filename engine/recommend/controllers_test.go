@@ -117,14 +117,27 @@ func corruptController(b []byte) []byte {
 
 // FuzzRestoreControllers: arbitrary bytes never panic; what is accepted
 // survives an encode-decode round trip.
+//
+// The seeds are valid states: no controller, one tracking an active
+// version, and two services, one without an active version.
 func FuzzRestoreControllers(f *testing.F) {
 	r, _ := New(DefaultOptions())
+	b, _ := r.SaveControllers(nil)
+	f.Add(b)
 	in := Input{Service: "checkout", Score: score(0.9), Entry: entry(990), Active: active(500, nil), Instances: 2}
 	for i := range 4 {
 		in.At = t0.Add(time.Duration(i) * 10 * time.Second)
 		r.Evaluate(in)
 	}
-	b, _ := r.SaveControllers(nil)
+	b, _ = r.SaveControllers(nil)
+	f.Add(b)
+	other := Input{Service: "search", Score: score(0.4), Entry: entry(100), Instances: 1}
+	other.Entry.Key.Service = "search"
+	for i := range 3 {
+		other.At = t0.Add(time.Duration(i) * 10 * time.Second)
+		r.Evaluate(other)
+	}
+	b, _ = r.SaveControllers(nil)
 	f.Add(b)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, _ := New(DefaultOptions())

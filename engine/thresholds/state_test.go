@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -161,55 +162,123 @@ func contains(s, sub string) bool {
 	return false
 }
 
-// FuzzUnmarshalState: arbitrary bytes never panic, and whatever is accepted
-// gives a detector, sketch or recommender that still scores in [0, 1], and
-// a sketch that survives an encode-decode round trip.
-func FuzzUnmarshalState(f *testing.F) {
+// fuzzStates are the options and seeds of the state fuzz tests: valid
+// states of each kind, fresh and learned (seasonal profiles started,
+// sketches decayed).
+func fuzzStates() (RecommenderOptions, [][]byte) {
 	opt := DefaultRecommenderOptions()
 	opt.Detector.Warmup = 3
 	opt.MinSamples = 2
+	var seeds [][]byte
+	add := func(ss ...interface{ MarshalBinary() ([]byte, error) }) {
+		for _, s := range ss {
+			b, _ := s.MarshalBinary()
+			seeds = append(seeds, b)
+		}
+	}
 	d, _ := New(opt.Detector)
 	s, _ := NewSketch(opt.Sketch)
 	r, _ := NewRecommender(opt)
-	for i := range 20 {
-		ts := time.Unix(int64(i*60), 0)
-		d.Observe(ts, float64(i%5))
+	add(d, s, r)
+	for i := range 400 {
+		// Every 5 minutes for 33 hours: past the daily season.
+		ts := time.Unix(int64(i*300), 0)
+		d.Observe(ts, float64(i%5)+float64(i%288)/100)
 		s.Add(ts, float64(i%7))
 		r.Observe(Interval{Time: ts, Throughput: 10, ErrorRatio: 0.001, LatencyP50: 0.01, LatencyP99: 0.05 + float64(i%3)/100})
+		if i == 20 || i == 399 {
+			add(d, s, r)
+		}
 	}
-	for _, m := range []interface{ MarshalBinary() ([]byte, error) }{d, s, r} {
-		b, _ := m.MarshalBinary()
-		f.Add(b)
+	return opt, seeds
+}
+
+// checkState decodes b as each kind of state: a refusal wraps ErrState;
+// what is accepted encodes to bytes that are accepted again and encode to
+// the same bytes (decode(encode(x)) = x; b need not be canonical: a long
+// varint), and gives a detector, sketch or recommender that still scores
+// in [0, 1].
+func checkState(t *testing.T, opt RecommenderOptions, b []byte) {
+	type state interface {
+		MarshalBinary() ([]byte, error)
+		UnmarshalBinary([]byte) error
 	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		dd, _ := New(opt.Detector)
-		if dd.UnmarshalBinary(b) == nil {
-			if res := dd.Observe(time.Unix(1e6, 0), 1); !(res.Score >= 0 && res.Score <= 1) {
+	fresh := func(i int) state {
+		switch i {
+		case 0:
+			d, _ := New(opt.Detector)
+			return d
+		case 1:
+			s, _ := NewSketch(opt.Sketch)
+			return s
+		}
+		r, _ := NewRecommender(opt)
+		return r
+	}
+	for i := range 3 {
+		st := fresh(i)
+		if err := st.UnmarshalBinary(b); err != nil {
+			if !errors.Is(err, ErrState) {
+				t.Fatalf("%T: error %v does not wrap ErrState", st, err)
+			}
+			continue
+		}
+		enc, _ := st.MarshalBinary()
+		again := fresh(i)
+		if err := again.UnmarshalBinary(enc); err != nil {
+			t.Fatalf("%T: re-encoded state refused: %v", st, err)
+		}
+		if b2, _ := again.MarshalBinary(); string(b2) != string(enc) {
+			t.Fatalf("%T: state does not survive a round trip", st)
+		}
+		switch st := st.(type) {
+		case *Detector:
+			if res := st.Observe(time.Unix(1e6, 0), 1); !(res.Score >= 0 && res.Score <= 1) {
 				t.Fatalf("restored detector scores %v", res.Score)
 			}
-		}
-		ss, _ := NewSketch(opt.Sketch)
-		if ss.UnmarshalBinary(b) == nil {
-			// Bytes need not be canonical (a long varint), but what they
-			// decode to survives a round trip.
-			enc, _ := ss.MarshalBinary()
-			again, _ := NewSketch(opt.Sketch)
-			if err := again.UnmarshalBinary(enc); err != nil {
-				t.Fatalf("re-encoded sketch state refused: %v", err)
-			}
-			if b2, _ := again.MarshalBinary(); string(b2) != string(enc) {
-				t.Fatal("sketch state does not survive a round trip")
-			}
-			ss.Add(time.Unix(1e6, 0), 1)
-			ss.Quantile(0.5)
-		}
-		rr, _ := NewRecommender(opt)
-		if rr.UnmarshalBinary(b) == nil {
-			rr.Observe(Interval{Time: time.Unix(1e6, 0), Throughput: 1, LatencyP50: 0.01, LatencyP99: 0.02})
-			rec := rr.Recommend()
+		case *Sketch:
+			st.Add(time.Unix(1e6, 0), 1)
+			st.Quantile(0.5)
+		case *Recommender:
+			st.Observe(Interval{Time: time.Unix(1e6, 0), Throughput: 1, LatencyP50: 0.01, LatencyP99: 0.02})
+			rec := st.Recommend()
 			if math.IsNaN(rec.ErrorWarn) || math.IsNaN(rec.LatencyWarn) {
 				t.Fatalf("restored recommender recommends NaN: %+v", rec)
 			}
 		}
+	}
+}
+
+// FuzzUnmarshalState: arbitrary bytes never panic, and what is accepted
+// passes checkState. The seeds are the valid states of fuzzStates.
+func FuzzUnmarshalState(f *testing.F) {
+	opt, seeds := fuzzStates()
+	for _, b := range seeds {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { checkState(t, opt, b) })
+}
+
+// FuzzPatchedState: a valid state (one of fuzzStates, picked by seed) with
+// patch written over it at an offset, and cut short if cut is less than its
+// length, passes checkState. The input is a few bytes, so the fuzzer
+// mutates and minimizes it quickly, and every mutation lands past a valid
+// header inside a detector, sketch or recommender, where
+// FuzzUnmarshalState's kilobyte inputs are mostly spent minimizing.
+func FuzzPatchedState(f *testing.F) {
+	opt, seeds := fuzzStates()
+	for i, b := range seeds {
+		f.Add(uint8(i), uint16(len(b)/2), []byte{0xff}, uint16(len(b)))
+		f.Add(uint8(i), uint16(2), []byte{0}, uint16(len(b)))
+		f.Add(uint8(i), uint16(len(b)-1), []byte{}, uint16(len(b)-1))
+	}
+	f.Fuzz(func(t *testing.T, seed uint8, at uint16, patch []byte, cut uint16) {
+		b := seeds[int(seed)%len(seeds)]
+		off := int(at) % (len(b) + 1)
+		b = slices.Concat(b[:off], patch, b[min(len(b), off+len(patch)):])
+		if int(cut) < len(b) {
+			b = b[:cut]
+		}
+		checkState(t, opt, b)
 	})
 }
