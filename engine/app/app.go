@@ -527,15 +527,18 @@ func (a *App) Run(ctx context.Context) error {
 	return err
 }
 
-// tick runs one evaluation cycle. At a takeover (the first cycle, or one
-// after cycles this replica did not run) it first restores the state the
-// leader before it saved; after every cycle it saves its share. A restore
-// that fails (the store could not be read) is tried again every cycle, and
-// until one succeeds the replica saves nothing: its own unrestored state,
-// saved as newer, would replace what the leader before it learned
-// (baselines, controllers, events already reported).
+// tick runs one evaluation cycle under the lead context (leader.RunTicks).
+// At a takeover (the first cycle, or one after cycles this replica did not
+// run) it first restores the state the leader before it saved; after every
+// cycle it saves its share. A restore that fails (the store could not be
+// read) is tried again every cycle, and until one succeeds the replica
+// saves nothing: its own unrestored state, saved as newer, would replace
+// what the leader before it learned (baselines, controllers, events
+// already reported). A cycle in which the lead ended saves nothing either,
+// whatever the state store does with an ended context, and the replica
+// restores again before its next cycle: another may have led meanwhile.
 func (a *App) tick(ctx context.Context, at time.Time) {
-	if a.state != nil && (!a.restored || at.Sub(a.lastTick) > a.cfg.Interval) {
+	if a.state != nil && ctx.Err() == nil && (!a.restored || at.Sub(a.lastTick) > a.cfg.Interval) {
 		_, err := a.state.Restore(ctx, at)
 		a.restored = err == nil
 		if err != nil {
@@ -544,8 +547,16 @@ func (a *App) tick(ctx context.Context, at time.Time) {
 	}
 	a.lastTick = at
 	res, err := a.eval.Tick(ctx, at)
-	if a.state != nil && a.restored {
-		if _, err := a.state.Save(ctx, at); err != nil {
+	switch {
+	case a.state == nil || !a.restored:
+	case ctx.Err() != nil:
+		a.restored = false
+		a.log.Warn("the lead ended during the cycle: engine state not saved", "tick", at, "cause", context.Cause(ctx))
+	default:
+		if _, err := a.state.Save(ctx, at); errors.Is(err, evaluate.ErrSuperseded) {
+			a.restored = false
+			a.log.Warn("engine state not saved: another replica claimed a later cycle", "tick", at, "err", err)
+		} else if err != nil {
 			a.log.Warn("engine state not saved", "tick", at, "err", err)
 		}
 	}

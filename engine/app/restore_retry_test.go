@@ -11,6 +11,7 @@ import (
 
 	"governor.dev/governor/engine/config"
 	"governor.dev/governor/engine/evaluate"
+	"governor.dev/governor/engine/leader"
 )
 
 // flakyState is a StateStore whose first Load fails, as one query can at a
@@ -86,5 +87,53 @@ func TestFailedRestoreAtTakeoverIsRetried(t *testing.T) {
 	}
 	if got := leaders(); got["b"] == 0 {
 		t.Fatalf("after the restore succeeded the replica saved nothing: rows by leader %v", got)
+	}
+}
+
+// TestCycleWhoseLeadEndedSavesNoState: the lead ends during a cycle (the
+// lease ran out on a hung database; the tick's context ends with it). What
+// is left of the cycle must not save this replica's state, whatever the
+// state store does with an ended context (this one ignores it), since the
+// next leader may already be restoring or saving; and before its next
+// cycle the replica restores again, though only one interval passed, as
+// another replica may have led in between.
+func TestCycleWhoseLeadEndedSavesNoState(t *testing.T) {
+	ctx := context.Background()
+	cfg := config.Default()
+	cfg.Listen, cfg.DataDir, cfg.Identity = "127.0.0.1:0", t.TempDir(), "b"
+	cfg.Interval = 10 * time.Second
+	a, err := New(ctx, Options{Config: cfg, Registry: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.close()
+	store := &flakyState{}
+	if a.state, err = evaluate.NewState(a.eval, evaluate.StateOptions{Store: store, Leader: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	newest := func() time.Time {
+		rows, _ := store.MemState.Load(ctx)
+		var at time.Time
+		for _, r := range rows {
+			if r.At.After(at) {
+				at = r.At
+			}
+		}
+		return at
+	}
+	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	a.tick(ctx, t0) // takeover: restores, then saves
+	if store.loads != 1 || !newest().Equal(t0) {
+		t.Fatalf("first cycle: %d restores, newest row %v", store.loads, newest())
+	}
+	ended, end := context.WithCancelCause(ctx)
+	end(leader.ErrLeaseExpired)
+	a.tick(ended, t0.Add(cfg.Interval))
+	if got := newest(); !got.Equal(t0) {
+		t.Fatalf("a cycle whose lead had ended saved rows of %v", got)
+	}
+	a.tick(ctx, t0.Add(2*cfg.Interval))
+	if store.loads != 2 {
+		t.Fatalf("%d restores, want one more after the cycle that lost the lead", store.loads)
 	}
 }

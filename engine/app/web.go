@@ -78,18 +78,15 @@ func (l logReceiver) Notify(_ context.Context, m *notify.Message) (bool, error) 
 }
 
 // runAlerts steps the alerts manager on its interval while this replica
-// leads, so that two engines on one database never notify twice.
+// leads, so that two engines on one database never notify twice (see
+// stepAlerts).
 func (a *App) runAlerts(ctx context.Context) {
 	every := a.o.AlertInterval
 	if every <= 0 {
 		every = 15 * time.Second
 	}
 	for {
-		if a.elector.IsLeader() {
-			if err := a.alerts.Step(ctx, a.o.Clock.Now()); err != nil && ctx.Err() == nil {
-				a.log.Warn("alerts step", "err", err)
-			}
-		}
+		a.stepAlerts(ctx, a.alerts.Step)
 		t := a.o.Clock.NewTimer(every)
 		select {
 		case <-ctx.Done():
@@ -97,6 +94,20 @@ func (a *App) runAlerts(ctx context.Context) {
 			return
 		case <-t.C():
 		}
+	}
+}
+
+// stepAlerts runs one step of the alerts manager (step) if this replica
+// leads, under its lead context: a step in whose middle the lead is lost
+// stops rather than saving and notifying beside the next leader's.
+func (a *App) stepAlerts(ctx context.Context, step func(context.Context, time.Time) error) {
+	lctx, cancel := a.elector.LeaderContext(ctx)
+	defer cancel()
+	if lctx.Err() != nil {
+		return
+	}
+	if err := step(lctx, a.o.Clock.Now()); err != nil && lctx.Err() == nil {
+		a.log.Warn("alerts step", "err", err)
 	}
 }
 

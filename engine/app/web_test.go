@@ -2,12 +2,14 @@ package app
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 	alertsconfig "governor.dev/governor/alerts/config"
 
 	"governor.dev/governor/engine/api"
+	"governor.dev/governor/engine/leader"
 	"governor.dev/governor/engine/loadscore"
 	"governor.dev/governor/engine/recommend"
 	"governor.dev/governor/engine/signals"
@@ -183,4 +186,62 @@ func TestStartAlerts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// leaseElector leads until the test ends its lead; the contexts it hands out
+// end at once with it.
+type leaseElector struct {
+	leader.Local
+	mu   sync.Mutex
+	ends []context.CancelCauseFunc
+}
+
+func (e *leaseElector) LeaderContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	c, cancel := context.WithCancelCause(ctx)
+	e.mu.Lock()
+	e.ends = append(e.ends, cancel)
+	e.mu.Unlock()
+	return c, func() { cancel(context.Canceled) }
+}
+
+func (e *leaseElector) end(cause error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, f := range e.ends {
+		f(cause)
+	}
+}
+
+// TestAlertStepEndsWithTheLead: the alerts manager steps under the lead
+// context, so a step in whose middle the lease runs out stops (its state
+// writes and notifications fail) instead of notifying beside the next
+// leader's step; a replica that does not lead does not step.
+func TestAlertStepEndsWithTheLead(t *testing.T) {
+	e := &leaseElector{}
+	a := &App{o: Options{Clock: clock.NewFake(time.Unix(100, 0))}, log: slog.New(slog.DiscardHandler), elector: e}
+	var cause error
+	a.stepAlerts(context.Background(), func(ctx context.Context, _ time.Time) error {
+		e.end(leader.ErrLeaseExpired)
+		cause = context.Cause(ctx)
+		return nil
+	})
+	if !errors.Is(cause, leader.ErrLeaseExpired) {
+		t.Fatalf("the alerts step went on after the lead ended: %v", cause)
+	}
+	a.elector = &notLeading{}
+	a.stepAlerts(context.Background(), func(context.Context, time.Time) error {
+		t.Fatal("a replica that does not lead stepped the alerts manager")
+		return nil
+	})
+}
+
+// notLeading is a replica that never leads.
+type notLeading struct{ leader.Local }
+
+func (*notLeading) IsLeader() bool { return false }
+
+func (*notLeading) LeaderContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	c, cancel := context.WithCancelCause(ctx)
+	cancel(leader.ErrNotLeader)
+	return c, func() {}
 }

@@ -34,7 +34,9 @@
 // what was reported nor misses a resolve, its detectors and learned levels
 // are warm at once, and its next scores and recommendations are the ones
 // the old leader would have computed. State older than max_age is not
-// restored. Evaluator.AlertLevelsInForce shows, per service, the alert
+// restored. A leader that lost the lead during a cycle saves nothing of it:
+// SQLState refuses the rows of a cycle older than the newest tick claimed
+// (engine/leader), so they cannot mix with what the new leader restored. Evaluator.AlertLevelsInForce shows, per service, the alert
 // levels in force, where each comes from and the baseline behind learned
 // ones (the engine API and the service page show them).
 //

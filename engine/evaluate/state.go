@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"log/slog"
@@ -59,8 +60,21 @@ type StateStore interface {
 	Load(ctx context.Context) ([]StateRow, error)
 }
 
+// ErrSuperseded is returned by SQLState.Save for the rows of a cycle older
+// than a tick claimed since: the replica that ran it lost the lead during
+// the cycle, and its successor's state must not be mixed with it.
+var ErrSuperseded = errors.New("evaluate: state superseded: a later cycle was claimed")
+
 // SQLState keeps the rows in the governor_engine_state table (migration
 // 00402) of the rules database, PostgreSQL or SQLite.
+//
+// The cycle time of the rows is their fencing token: Save refuses (with
+// ErrSuperseded) rows older than the newest tick claimed in
+// governor_engine_ticks (engine/leader, which only claims ticks later than
+// every one claimed before), checked in the saving transaction. A leader
+// that lost the lead mid-cycle, after another replica claimed a later
+// cycle, so writes nothing; the one-node SQLite mode claims no ticks in
+// the table and is never refused.
 type SQLState struct{ DB *sql.DB }
 
 var _ StateStore = SQLState{}
@@ -77,6 +91,19 @@ func (s SQLState) Save(ctx context.Context, rows []StateRow, prune time.Time) (e
 		}
 	}()
 	if len(rows) > 0 {
+		var cycle time.Time
+		for _, r := range rows {
+			if r.At.After(cycle) {
+				cycle = r.At
+			}
+		}
+		var later bool
+		if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM governor_engine_ticks WHERE tick > $1)`, cycle.UTC()).Scan(&later); err != nil {
+			return fmt.Errorf("evaluate: save state: %w", err)
+		}
+		if later {
+			return fmt.Errorf("%w (cycle %s)", ErrSuperseded, cycle.UTC().Format(time.RFC3339Nano))
+		}
 		stmt, err := tx.PrepareContext(ctx, `INSERT INTO governor_engine_state (part, key, format, at_ns, leader, data)
 			VALUES ($1, $2, $3, $4, $5, $6)
 			ON CONFLICT (part, key) DO UPDATE SET format = excluded.format, at_ns = excluded.at_ns, leader = excluded.leader, data = excluded.data

@@ -7,11 +7,13 @@ import (
 	"maps"
 	"math"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
 
 	"governor.dev/governor/engine/events"
 	"governor.dev/governor/engine/guardrail"
@@ -24,6 +26,8 @@ import (
 	"governor.dev/governor/internal/testenv"
 	"governor.dev/governor/migrations"
 	"governor.dev/governor/rules/distribution"
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/sdk/rules"
 )
 
 // stateDB opens a fresh SQLite database with the migrations applied.
@@ -56,6 +60,37 @@ func statePostgres(t testing.TB) *sql.DB {
 		t.Fatal(err)
 	}
 	return db
+}
+
+// TestSQLStateRefusesACycleOlderThanTheNewestClaim: leader a lost the lead
+// in the middle of its cycle at t0 (its lease ran out on a hung database,
+// say) and b has since claimed the cycle at t0+10s. What a still tries to
+// save of its cycle is refused as a whole, so the rows b restored from and
+// writes are not mixed with a's; b's own cycle, and later ones, are saved.
+func TestSQLStateRefusesACycleOlderThanTheNewestClaim(t *testing.T) {
+	db := statePostgres(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	claimed := t0.Add(10 * time.Second)
+	if _, err := db.ExecContext(ctx, `INSERT INTO governor_engine_ticks (tick, leader) VALUES ($1, 'b')`, claimed); err != nil {
+		t.Fatal(err)
+	}
+	st := SQLState{DB: db}
+	row := func(at time.Time, leader string) StateRow {
+		return StateRow{Part: StateEvents, Format: stateFormat, At: at, Leader: leader, Data: []byte{1}}
+	}
+	err := st.Save(ctx, []StateRow{row(t0, "a"), {Part: StateBaseline, Key: "svc", Format: stateFormat, At: t0, Leader: "a", Data: []byte{2}}}, time.Time{})
+	require.ErrorIs(t, err, ErrSuperseded)
+	rows, err := st.Load(ctx)
+	require.NoError(t, err)
+	require.Empty(t, rows, "a refused save writes nothing")
+	for _, at := range []time.Time{claimed, claimed.Add(10 * time.Second)} {
+		require.NoError(t, st.Save(ctx, []StateRow{row(at, "b")}, time.Time{}))
+	}
+	rows, err = st.Load(ctx)
+	require.NoError(t, err)
+	require.Len(t, rows, 1)
+	require.True(t, rows[0].At.Equal(claimed.Add(10*time.Second)))
 }
 
 func TestStateFailoverSQLite(t *testing.T)   { testStateFailover(t, SQLState{DB: stateSQLite(t)}) }
@@ -379,34 +414,218 @@ func TestEventStateRoundTrip(t *testing.T) {
 	}
 }
 
-// FuzzDecodeState: arbitrary bytes never panic the decoders of the events
-// and downstream rows; what the events decoder accepts survives an
-// encode-decode round trip.
-func FuzzDecodeState(f *testing.F) {
-	f.Add(encodeEvents(eventState{raised: map[levelKey]time.Time{{"a", events.SignalLatencyP99, events.LevelWarn}: benchT0},
-		open: map[string]bool{"x/y": true}, bad: map[string]distribution.State{"a/1": distribution.StateStale}}))
-	det, _ := thresholds.New(thresholds.DefaultOptions())
-	for i := range 20 {
-		det.Observe(benchT0.Add(time.Duration(i)*time.Second), float64(i%3))
+// The parts of FuzzDecodeState, in the order its first argument picks them.
+var fuzzParts = []string{StateEvents, StateDownstream, StateBaseline, StateScores, StateControl}
+
+// fuzzRestorers are fresh restorers of every part, with the options of the
+// seeds of stateSeeds.
+type fuzzRestorers struct {
+	tracker *loadscore.Tracker
+	rec     *recommend.Recommender
+	down    *latencyBaseline
+}
+
+func newFuzzRestorers(t testing.TB) *fuzzRestorers {
+	t.Helper()
+	tr, err := loadscore.New(loadscore.Options{Weights: loadscore.Weights{loadscore.Latency: 0.5, loadscore.InFlight: 0.5}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	ds, _ := encodeDownstream(&latencyBaseline{p99: 0.1, n: 7, det: det})
-	f.Add(ds)
-	f.Fuzz(func(t *testing.T, b []byte) {
-		if s, err := decodeEvents(b); err == nil {
-			// Bytes need not be canonical (a long varint, an unsorted
-			// list), but what they decode to survives a round trip.
-			enc := encodeEvents(s)
-			again, err := decodeEvents(enc)
-			if err != nil || string(encodeEvents(again)) != string(enc) {
-				t.Fatalf("accepted events state does not survive a round trip: %v", err)
+	ro := recommend.DefaultOptions()
+	ro.MinScores, ro.Thresholds.MinSamples = 2, 3
+	rec, err := recommend.New(ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fuzzRestorers{tracker: tr, rec: rec}
+}
+
+// fuzzErrs is the error a part's decoder wraps when it refuses a row.
+var fuzzErrs = map[string]error{StateEvents: ErrState, StateDownstream: ErrState, StateBaseline: thresholds.ErrState,
+	StateScores: loadscore.ErrState, StateControl: recommend.ErrState}
+
+// restore decodes row b of part as Restore does and returns the encoding
+// of what it restored, as the next Save would write it.
+func (r *fuzzRestorers) restore(part string, b []byte) ([]byte, error) {
+	switch part {
+	case StateEvents:
+		s, err := decodeEvents(b)
+		if err != nil {
+			return nil, err
+		}
+		return encodeEvents(s), nil
+	case StateDownstream:
+		lb, err := decodeDownstream(b)
+		if err != nil {
+			return nil, err
+		}
+		r.down = lb
+		return encodeDownstream(lb)
+	case StateBaseline:
+		if err := r.rec.RestoreBaseline("checkout", b); err != nil {
+			return nil, err
+		}
+		var enc []byte
+		err := r.rec.SaveBaselines(nil, func(_ string, b []byte) { enc = b })
+		return enc, err
+	case StateScores:
+		if err := r.tracker.UnmarshalBinary(b); err != nil {
+			return nil, err
+		}
+		return r.tracker.MarshalBinary()
+	default:
+		if err := r.rec.RestoreControllers(b); err != nil {
+			return nil, err
+		}
+		return r.rec.SaveControllers(nil)
+	}
+}
+
+// use runs what was restored one more cycle.
+func (r *fuzzRestorers) use(t *testing.T) {
+	at := benchT0.Add(time.Hour)
+	if r.down != nil {
+		if res := r.down.det.Observe(at, 1); !(res.Score >= 0 && res.Score <= 1) {
+			t.Fatalf("restored detector scores %v", res.Score)
+		}
+	}
+	e := fuzzEntry("checkout", 1)
+	r.rec.Evaluate(recommend.Input{At: at, Service: "checkout", Score: r.tracker.Observe(at, e), Entry: e, Instances: 1})
+}
+
+// fuzzEntry is service svc's signals at step i: request rate, latency and
+// in-flight moving with the step.
+func fuzzEntry(svc string, i int) *signals.Entry {
+	e := &signals.Entry{Key: signals.Key{Service: svc}, Values: map[signals.Signal]signals.Value{}}
+	for _, s := range signals.All {
+		e.Values[s] = signals.Unknown(signals.Missing, "no series")
+	}
+	load := 0.6 + 0.35*math.Sin(float64(i)/3)
+	e.Values[signals.RequestRate] = signals.KnownValue(1000 * load)
+	e.Values[signals.ErrorRatio] = signals.KnownValue(0.001 * load)
+	e.Values[signals.LatencyP50] = signals.KnownValue(0.02 * load)
+	e.Values[signals.LatencyP99] = signals.KnownValue(0.15 * load)
+	e.Values[signals.InFlight] = signals.KnownValue(20 * load)
+	e.Values[signals.Limit] = signals.KnownValue(25)
+	return e
+}
+
+// stateSeeds returns valid rows of every part, as a leader writes them: at
+// its start (empty) and after cycles of two services, one with an active
+// version its controller tracks; each with the index of its part in
+// fuzzParts.
+func stateSeeds(t testing.TB) (parts []uint8, rows [][]byte) {
+	t.Helper()
+	add := func(part string, b []byte) {
+		parts, rows = append(parts, uint8(slices.Index(fuzzParts, part))), append(rows, b)
+	}
+	r := newFuzzRestorers(t)
+	emptyScores, _ := r.tracker.MarshalBinary()
+	emptyCtl, _ := r.rec.SaveControllers(nil)
+	add(StateScores, emptyScores)
+	add(StateControl, emptyCtl)
+	add(StateEvents, encodeEvents(eventState{}))
+	add(StateEvents, encodeEvents(eventState{
+		raised: map[levelKey]time.Time{{"a", events.SignalLatencyP99, events.LevelWarn}: benchT0, {"b", events.SignalErrorRatio, events.LevelCritical}: benchT0.Add(time.Hour)},
+		open:   map[string]bool{"x/y": true, "a/db": true},
+		bad:    map[string]distribution.State{"a/1": distribution.StateStale, "b/2": distribution.StateNacked}}))
+	rs := &rules.Ruleset{Service: "checkout", Routes: []rules.Route{{Name: "api", Match: rules.Match{PathPrefix: "/api/"},
+		RateLimit: &rules.RateLimit{Rate: 500}, Concurrency: &rules.Concurrency{Initial: 20, Min: 2, Max: 40}}}}
+	active := &versioning.Version{Service: "checkout", Number: 3, State: versioning.StatePublished, Active: true, Ruleset: rs}
+	for i := range 12 {
+		at := benchT0.Add(time.Duration(i) * 15 * time.Second)
+		for _, svc := range []string{"checkout", "search"} {
+			e := fuzzEntry(svc, i)
+			sc := r.tracker.Observe(at, e)
+			in := recommend.Input{At: at, Service: svc, Score: sc, Entry: e, Instances: 2}
+			if svc == "checkout" {
+				in.Active = active
 			}
-		} else if !errors.Is(err, ErrState) {
-			t.Fatalf("error %v does not wrap ErrState", err)
+			r.rec.Evaluate(in)
 		}
-		if lb, err := decodeDownstream(b); err == nil {
-			lb.det.Observe(benchT0, 1)
-		} else if !errors.Is(err, ErrState) {
-			t.Fatalf("error %v does not wrap ErrState", err)
+		if i == 0 || i == 5 || i == 11 {
+			sc, _ := r.tracker.MarshalBinary()
+			ctl, _ := r.rec.SaveControllers(nil)
+			add(StateScores, sc)
+			add(StateControl, ctl)
+			_ = r.rec.SaveBaselines(nil, func(_ string, b []byte) { add(StateBaseline, b) })
 		}
+	}
+	fresh, _ := thresholds.New(thresholds.DefaultOptions())
+	ds, _ := encodeDownstream(&latencyBaseline{det: fresh})
+	add(StateDownstream, ds)
+	det, _ := thresholds.New(thresholds.DefaultOptions())
+	for i := range 40 {
+		det.Observe(benchT0.Add(time.Duration(i)*15*time.Second), 0.05+0.01*float64(i%4))
+	}
+	ds, _ = encodeDownstream(&latencyBaseline{p99: 0.1, n: 40, slow: true, slowFor: 2, det: det})
+	add(StateDownstream, ds)
+	return parts, rows
+}
+
+// FuzzDecodeState: arbitrary bytes never panic the decoder of any part of
+// the engine's state (as Restore picks it by the row's part: events,
+// downstream, baseline, scores, control); every error wraps the part's
+// ErrState; what a decoder accepts encodes to bytes it accepts again and
+// that encode to the same bytes (decode(encode(x)) = x, though the bytes
+// fuzzed need not be canonical: a long varint, an unsorted list), and the
+// restored piece keeps working. The seeds are valid rows of every part,
+// empty and learned (checked here), so that mutations reach the decoders
+// of the inner states: the detectors, sketches, controllers and smoothed
+// scores.
+func FuzzDecodeState(f *testing.F) {
+	parts, rows := stateSeeds(f)
+	for i := range rows {
+		if _, err := newFuzzRestorers(f).restore(fuzzParts[parts[i]], rows[i]); err != nil {
+			f.Fatalf("seed %d, a %s row, refused: %v", i, fuzzParts[parts[i]], err)
+		}
+		f.Add(parts[i], rows[i])
+	}
+	f.Fuzz(func(t *testing.T, p uint8, b []byte) { checkRow(t, fuzzParts[int(p)%len(fuzzParts)], b) })
+}
+
+// FuzzPatchedStateRow: a valid row (one of stateSeeds, picked by seed)
+// with patch written over it at an offset, and cut short if cut is less
+// than its length, passes the checks of FuzzDecodeState. The input is a
+// few bytes, quick to mutate and minimize, and every mutation lands inside
+// a row past its valid start: in a baseline's or downstream's detector, a
+// controller, a smoothed score.
+func FuzzPatchedStateRow(f *testing.F) {
+	parts, rows := stateSeeds(f)
+	for i, b := range rows {
+		f.Add(uint8(i), uint16(len(b)/2), []byte{0xff}, uint16(len(b)))
+		f.Add(uint8(i), uint16(len(b)-1), []byte{}, uint16(len(b)-1))
+	}
+	f.Fuzz(func(t *testing.T, seed uint8, at uint16, patch []byte, cut uint16) {
+		i := int(seed) % len(rows)
+		b := rows[i]
+		off := int(at) % (len(b) + 1)
+		b = slices.Concat(b[:off], patch, b[min(len(b), off+len(patch)):])
+		if int(cut) < len(b) {
+			b = b[:cut]
+		}
+		checkRow(t, fuzzParts[parts[i]], b)
 	})
+}
+
+// checkRow decodes b as a row of part: a refusal wraps the part's error;
+// what is accepted encodes to bytes that are accepted again and encode to
+// the same bytes, and the restored piece keeps working.
+func checkRow(t *testing.T, part string, b []byte) {
+	r := newFuzzRestorers(t)
+	enc, err := r.restore(part, b)
+	if err != nil {
+		if !errors.Is(err, fuzzErrs[part]) {
+			t.Fatalf("%s: error %v does not wrap %v", part, err, fuzzErrs[part])
+		}
+		return
+	}
+	again, err := newFuzzRestorers(t).restore(part, enc)
+	if err != nil {
+		t.Fatalf("%s: accepted state does not survive a round trip: %v", part, err)
+	}
+	if string(again) != string(enc) {
+		t.Fatalf("%s: accepted state encodes to other bytes after a round trip", part)
+	}
+	r.use(t)
 }

@@ -7,10 +7,35 @@
 // split, the session was terminated) the lock is gone with it and a standby,
 // retrying every RetryInterval, takes over within a few seconds. Each tick is
 // claimed in the table governor_engine_ticks through the lock-holding
-// connection (INSERT ... ON CONFLICT DO NOTHING on the tick time), so a tick a
-// dying leader evaluated is never evaluated again by its successor. The table
-// comes from migration 00400 (package migrations); the leader deletes ticks
-// older than TickRetention as it claims new ones.
+// connection (an INSERT that only succeeds for a tick later than every one
+// claimed), so a tick a dying leader evaluated is never evaluated again by
+// its successor, and ticks only move forward. The table comes from
+// migration 00400 (package migrations); the leader deletes ticks older than
+// TickRetention as it claims new ones.
+//
+// # Lease
+//
+// Holding the lock is not enough to lead: a leader cut off from the
+// database (a hung connection, a partition) cannot tell that the server has
+// ended its session and that a standby took the lock. So leadership is a
+// lease on the leader's own clock: every check or claim the connection
+// answers renews it for Lease from when it was sent, every call on the
+// connection is bounded by a third of the Lease and never outlasts it, and
+// a leader whose lease runs out stops leading then (IsLeader turns false,
+// LeaderContext's contexts end), even while its calls hang. A replica that
+// takes the lock leads only one Lease later, when the lease of any leader
+// before it has run out. The lock-holding session also gets an
+// idle_session_timeout (SessionTimeout), so that the server frees the lock
+// of a leader that went silent rather than keeping it until TCP gives up.
+// No lock is held across database calls where IsLeader needs it.
+//
+// # Fencing
+//
+// RunTicks runs each tick under LeaderContext: when the lead ends mid-tick,
+// what is left of it (reads, proposals, the state saved) fails with the
+// context instead of running beside the next leader's tick. The newest
+// claimed tick is also a fencing token at the write: evaluate.SQLState
+// refuses the state rows of a cycle older than it.
 //
 // Local is the single-node elector of the SQLite mode: always the leader,
 // ticks claimed in memory.

@@ -19,6 +19,13 @@ type Elector interface {
 	// ClaimTick claims the evaluation of tick: true exactly once per tick
 	// across all replicas; false if it was claimed already.
 	ClaimTick(ctx context.Context, tick time.Time) (bool, error)
+	// LeaderContext returns a context derived from ctx that ends when the
+	// leadership this replica holds now ends (its lease ran out, its
+	// connection failed), with the reason as its cause; one already ended
+	// (cause ErrNotLeader) when it does not lead. Work done as the leader
+	// (a tick's evaluation and its writes) runs under it, so that it stops
+	// when the lead is lost instead of going on beside the next leader.
+	LeaderContext(ctx context.Context) (context.Context, context.CancelFunc)
 	// Identity names this replica.
 	Identity() string
 }
@@ -40,6 +47,11 @@ func (l *Local) IsLeader() bool { return true }
 
 // Identity implements Elector.
 func (l *Local) Identity() string { return l.ID }
+
+// LeaderContext implements Elector: a single node leads until ctx ends.
+func (l *Local) LeaderContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithCancel(ctx)
+}
 
 // ClaimTick implements Elector: ticks must move forward.
 func (l *Local) ClaimTick(_ context.Context, tick time.Time) (bool, error) {

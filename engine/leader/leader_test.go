@@ -3,6 +3,7 @@ package leader
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -63,14 +64,18 @@ func waitTimer(t *testing.T, clk *clock.Fake) {
 }
 
 func TestPostgresOptions(t *testing.T) {
-	if _, err := NewPostgres(PostgresOptions{RetryInterval: -1}); err == nil {
-		t.Fatal("bad options accepted")
+	for _, o := range []PostgresOptions{
+		{URL: "postgres://x", Identity: "a", RetryInterval: -1},
+		{URL: "postgres://x", Identity: "a", Lease: -1},
+		{URL: "postgres://x", Identity: "a", CheckInterval: time.Second, Lease: time.Second},
+		{Identity: "a"},
+	} {
+		if _, err := NewPostgres(o); !errors.Is(err, ErrInvalidOption) {
+			t.Fatalf("%+v: %v, want ErrInvalidOption", o, err)
+		}
 	}
 }
 
-// TestFailover runs two electors, kills the leader's session (as a crashed
-// process would lose it) and checks the standby leads within seconds and no
-// tick is evaluated twice.
 // migrated is a fresh PostgreSQL database with Governor's schema, as the
 // engine leaves it at start.
 func migrated(t *testing.T) string {
@@ -91,21 +96,10 @@ func migrated(t *testing.T) string {
 // TickRetention leave the table as newer ones are claimed.
 func TestClaimTickPrunes(t *testing.T) {
 	url := migrated(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	e, err := NewPostgres(PostgresOptions{URL: url, Identity: "a", RetryInterval: 50 * time.Millisecond, TickRetention: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = e.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	eventually(t, 10*time.Second, func() string {
-		if e.IsLeader() {
-			return "ok"
-		}
-		return ""
-	})
+	ctx := context.Background()
+	clk := clock.NewFake(leaseT0)
+	e := startTraced(t, url, "a", clk, func(o *PostgresOptions) { o.TickRetention = time.Hour })
+	e.lead(t, clk)
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for i, c := range []struct {
 		tick time.Time
@@ -131,6 +125,9 @@ func TestClaimTickPrunes(t *testing.T) {
 	}
 }
 
+// TestFailover runs two electors, kills the leader's session (as a crashed
+// process would lose it) and checks the standby leads within seconds and no
+// tick is evaluated twice.
 func TestFailover(t *testing.T) {
 	url := migrated(t)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -19,6 +19,13 @@ import (
 // ErrInvalidOption marks bad options.
 var ErrInvalidOption = errors.New("leader: invalid option")
 
+// ErrLeaseExpired is the cause of a leadership that ended because its lease
+// ran out before the lock-holding connection confirmed it.
+var ErrLeaseExpired = errors.New("leader: lease expired")
+
+// errCallTimeout is the cause of a database call cut short by its deadline.
+var errCallTimeout = errors.New("leader: database call timed out")
+
 // DefaultLockKey is the advisory lock key of the engine ("GOVENGIN").
 const DefaultLockKey int64 = 0x474f56454e47494e
 
@@ -34,6 +41,21 @@ type PostgresOptions struct {
 	RetryInterval time.Duration
 	// CheckInterval of the leader's connection; default 1s.
 	CheckInterval time.Duration
+	// Lease is how long one confirmation of the lock (a check or a claim
+	// the lock-holding connection answered) keeps this replica leading,
+	// counted on Clock from when the call was sent. A replica that cannot
+	// renew it stops leading when it runs out, and a replica that takes
+	// the lock waits one Lease before it leads, so the two never lead at
+	// the same time. Every database call of the leader is bounded by a
+	// third of the Lease and never outlasts it. Default 3 × CheckInterval;
+	// it must exceed CheckInterval.
+	Lease time.Duration
+	// SessionTimeout is the idle_session_timeout of the lock-holding
+	// session: the server ends it, and so releases the lock, when the
+	// leader sent nothing for this long (a leader cut off from the
+	// database, whose connection the server would otherwise keep until TCP
+	// gives up). Default 2 × Lease; negative: not set.
+	SessionTimeout time.Duration
 	// TickRetention is how long claimed ticks are kept; the leader deletes
 	// older ones as it claims. Default 24h.
 	TickRetention time.Duration
@@ -43,13 +65,30 @@ type PostgresOptions struct {
 	Registerer    prometheus.Registerer
 }
 
-// Postgres elects through an advisory lock.
+// Postgres elects through an advisory lock held by one connection, and
+// leads on a lease that connection renews.
 type Postgres struct {
-	o      PostgresOptions
-	mu     sync.Mutex
-	conn   *pgx.Conn // the lock-holding connection while leading
+	o PostgresOptions
+
+	// mu guards the fields below; it is never held across I/O, so IsLeader
+	// and LeaderContext never wait for the database.
+	mu   sync.Mutex
+	conn *pgx.Conn // the lock-holding connection, nil without the lock
+	// from is when this replica may lead (the lock taken plus one Lease),
+	// until the lease it last confirmed runs out.
+	from, until time.Time
+	term        context.Context // ends with the leadership (cause: why)
+	endTerm     context.CancelCauseFunc
+
+	// io orders the calls on conn (a pgx.Conn serves one at a time).
+	io sync.Mutex
+	// broken tells the lead loop that a claim found the connection dead.
+	broken chan error
+
 	leader prometheus.Gauge
 	claims *prometheus.CounterVec
+
+	trace func(event string) // test hook: "wait", "lead", "call <what>", "lost"
 }
 
 var _ Elector = (*Postgres)(nil)
@@ -63,8 +102,8 @@ func NewPostgres(o PostgresOptions) (*Postgres, error) {
 	if o.Identity == "" {
 		errs = append(errs, fmt.Errorf("%w: Identity is required", ErrInvalidOption))
 	}
-	if o.RetryInterval < 0 || o.CheckInterval < 0 || o.TickRetention < 0 {
-		errs = append(errs, fmt.Errorf("%w: RetryInterval, CheckInterval and TickRetention must not be negative", ErrInvalidOption))
+	if o.RetryInterval < 0 || o.CheckInterval < 0 || o.TickRetention < 0 || o.Lease < 0 {
+		errs = append(errs, fmt.Errorf("%w: RetryInterval, CheckInterval, Lease and TickRetention must not be negative", ErrInvalidOption))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -77,6 +116,15 @@ func NewPostgres(o PostgresOptions) (*Postgres, error) {
 	}
 	if o.CheckInterval == 0 {
 		o.CheckInterval = time.Second
+	}
+	if o.Lease == 0 {
+		o.Lease = 3 * o.CheckInterval
+	}
+	if o.Lease <= o.CheckInterval {
+		return nil, fmt.Errorf("%w: Lease %s must exceed CheckInterval %s", ErrInvalidOption, o.Lease, o.CheckInterval)
+	}
+	if o.SessionTimeout == 0 {
+		o.SessionTimeout = 2 * o.Lease
 	}
 	if o.TickRetention == 0 {
 		o.TickRetention = 24 * time.Hour
@@ -91,10 +139,11 @@ func NewPostgres(o PostgresOptions) (*Postgres, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	f := promauto.With(o.Registerer)
-	p := &Postgres{o: o,
+	p := &Postgres{o: o, broken: make(chan error, 1),
 		leader: f.NewGauge(prometheus.GaugeOpts{Name: "governor_engine_leader", Help: "1 while this replica leads."}),
 		claims: f.NewCounterVec(prometheus.CounterOpts{Name: "governor_engine_tick_claims_total",
 			Help: "Tick claims by result: won, taken (another replica had it), error."}, []string{"result"}),
+		trace: func(string) {},
 	}
 	for _, r := range []string{"won", "taken", "error"} {
 		p.claims.WithLabelValues(r)
@@ -105,29 +154,51 @@ func NewPostgres(o PostgresOptions) (*Postgres, error) {
 // Identity implements Elector.
 func (p *Postgres) Identity() string { return p.o.Identity }
 
-// IsLeader implements Elector.
+// IsLeader implements Elector: the lock is held, the Lease waited out since
+// it was taken, and the lease last confirmed has not run out on Clock.
 func (p *Postgres) IsLeader() bool {
+	now := p.o.Clock.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.conn != nil
+	return p.leadsLocked(now)
+}
+
+func (p *Postgres) leadsLocked(now time.Time) bool {
+	return p.conn != nil && !now.Before(p.from) && now.Before(p.until)
+}
+
+// LeaderContext implements Elector.
+func (p *Postgres) LeaderContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	now := p.o.Clock.Now()
+	p.mu.Lock()
+	term, leads := p.term, p.leadsLocked(now)
+	p.mu.Unlock()
+	c, cancel := context.WithCancelCause(ctx)
+	if !leads {
+		cancel(ErrNotLeader)
+		return c, func() {}
+	}
+	stop := context.AfterFunc(term, func() { cancel(context.Cause(term)) })
+	return c, func() { stop(); cancel(context.Canceled) }
 }
 
 // Run implements Elector.
 func (p *Postgres) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
-		conn, err := p.acquire(ctx)
+		conn, locked, err := p.acquire(ctx)
 		if err != nil && ctx.Err() == nil {
 			p.o.Logger.Debug("leader: campaign", "err", err)
 		}
 		wait := p.o.RetryInterval
 		if conn != nil {
-			p.lead(ctx, conn)
+			p.lead(ctx, conn, locked)
 			// A replica that lost its session stands back for two retry
 			// intervals, so a standby that kept campaigning takes over
 			// rather than the replica whose connection just failed.
 			wait = 2 * p.o.RetryInterval
 		}
 		t := p.o.Clock.NewTimer(wait)
+		p.trace("campaign")
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -137,83 +208,229 @@ func (p *Postgres) Run(ctx context.Context) error {
 	return nil
 }
 
-// acquire returns a connection holding the lock, or nil.
-func (p *Postgres) acquire(ctx context.Context) (*pgx.Conn, error) {
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+// acquire returns a connection holding the lock, or nil, and when the
+// answer that granted it arrived (on Clock). Campaigning is bounded by the
+// Lease in real time: nothing is led yet.
+func (p *Postgres) acquire(ctx context.Context) (*pgx.Conn, time.Time, error) {
+	cctx, cancel := context.WithTimeout(ctx, p.o.Lease)
 	defer cancel()
 	conn, err := pgx.Connect(cctx, p.o.URL)
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
+	}
+	if p.o.SessionTimeout > 0 {
+		// A server that supports no idle_session_timeout (before
+		// PostgreSQL 14) keeps the session until TCP gives up.
+		ms := max(p.o.SessionTimeout.Milliseconds(), 1)
+		if _, err := conn.Exec(cctx, fmt.Sprintf("SET idle_session_timeout = %d", ms)); err != nil {
+			p.o.Logger.Debug("leader: idle_session_timeout not set", "err", err)
+		}
 	}
 	var got bool
 	if err := conn.QueryRow(cctx, "SELECT pg_try_advisory_lock($1)", p.o.LockKey).Scan(&got); err != nil || !got {
 		conn.Close(context.Background())
-		return nil, err
+		return nil, time.Time{}, err
 	}
-	return conn, nil
+	return conn, p.o.Clock.Now(), nil
 }
 
-// lead holds leadership until the connection fails or ctx ends.
-func (p *Postgres) lead(ctx context.Context, conn *pgx.Conn) {
+// lead holds the lock until the connection fails, the lease runs out or ctx
+// ends. It leads from one Lease after the lock was granted: a leader before
+// it sent its last confirmation before its session ended, so before the
+// lock was free, and its lease has run out by then on its own clock.
+func (p *Postgres) lead(ctx context.Context, conn *pgx.Conn, locked time.Time) {
+	term, endTerm := context.WithCancelCause(ctx)
+	from := locked.Add(p.o.Lease)
 	p.mu.Lock()
-	p.conn = conn
+	p.conn, p.from, p.until, p.term, p.endTerm = conn, from, from, term, endTerm
 	p.mu.Unlock()
-	p.leader.Set(1)
-	p.o.Logger.Info("leader: acquired", "identity", p.o.Identity)
-	p.o.Events.Emit(ctx, events.Event{Kind: events.LeaderAcquired, Severity: events.Info, At: p.o.Clock.Now(),
-		Message: p.o.Identity + " leads the engine"})
+	select { // a report of a connection before this one
+	case <-p.broken:
+	default:
+	}
+	p.o.Logger.Info("leader: lock taken, waiting out the lease of a leader before", "identity", p.o.Identity, "lease", p.o.Lease)
+	leading := false
 	var lost error
 	for lost == nil && ctx.Err() == nil {
-		t := p.o.Clock.NewTimer(p.o.CheckInterval)
+		wait := p.o.CheckInterval
+		if !leading {
+			wait = min(wait, from.Sub(p.o.Clock.Now()))
+		}
+		t := p.o.Clock.NewTimer(wait)
+		p.trace("wait")
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			continue
+		case lost = <-p.broken:
+			t.Stop()
+			continue
 		case <-t.C():
-			p.mu.Lock()
-			cctx, cancel := context.WithTimeout(ctx, p.o.CheckInterval)
-			lost = conn.Ping(cctx)
-			cancel()
-			p.mu.Unlock()
+		}
+		if lost = p.call(ctx, "check", func(ctx context.Context, c *pgx.Conn) error { return c.Ping(ctx) }); lost != nil {
+			continue
+		}
+		if !leading && p.IsLeader() {
+			leading = true
+			p.leader.Set(1)
+			p.o.Logger.Info("leader: acquired", "identity", p.o.Identity)
+			p.o.Events.Emit(ctx, events.Event{Kind: events.LeaderAcquired, Severity: events.Info, At: p.o.Clock.Now(),
+				Message: p.o.Identity + " leads the engine"})
+			p.trace("lead")
 		}
 	}
+	// The leadership ends before the lock is given up.
+	cause := lost
+	if cause == nil {
+		cause = context.Cause(ctx)
+	}
 	p.mu.Lock()
-	p.conn = nil
+	p.conn, p.from, p.until, p.term, p.endTerm = nil, time.Time{}, time.Time{}, nil, nil
 	p.mu.Unlock()
+	endTerm(cause)
 	p.leader.Set(0)
-	if ctx.Err() != nil {
-		uctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	// The lock-holding connection is no longer shared once calls in flight
+	// have returned (each within its deadline).
+	p.io.Lock()
+	defer p.io.Unlock()
+	if ctx.Err() != nil && lost == nil {
+		// Nothing is led any more: a real-time bound will do.
+		uctx, cancel := context.WithTimeout(context.Background(), p.o.Lease/3)
 		_, _ = conn.Exec(uctx, "SELECT pg_advisory_unlock($1)", p.o.LockKey)
 		conn.Close(uctx)
 		cancel()
+		p.trace("released")
 		return
 	}
 	conn.Close(context.Background())
+	p.trace("lost")
+	if !leading {
+		p.o.Logger.Info("leader: lock lost before leading", "identity", p.o.Identity, "err", lost)
+		return
+	}
 	p.o.Logger.Warn("leader: lost", "identity", p.o.Identity, "err", lost)
 	p.o.Events.Emit(ctx, events.Event{Kind: events.LeaderLost, Severity: events.Warning, At: p.o.Clock.Now(),
 		Message: fmt.Sprintf("%s lost the engine leadership: %v", p.o.Identity, lost)})
 }
 
-// ClaimTick implements Elector through the lock-holding connection.
-func (p *Postgres) ClaimTick(ctx context.Context, tick time.Time) (bool, error) {
+// call runs f on the lock-holding connection, one call at a time, within a
+// deadline of a third of the Lease that never outlasts the lease, and cut
+// short when the leadership ends. When f succeeds, the lease is renewed
+// from when the call was sent; when it misses its deadline or leaves the
+// connection closed, the leadership ends at once and the lead loop gives
+// the connection (and so the lock) up. A call that finds the lease run out
+// fails with ErrLeaseExpired, one made without the lock with ErrNotLeader.
+func (p *Postgres) call(ctx context.Context, what string, f func(context.Context, *pgx.Conn) error) error {
+	p.io.Lock()
+	defer p.io.Unlock()
+	sent := p.o.Clock.Now()
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.conn == nil {
+	conn, until, term := p.conn, p.until, p.term
+	p.mu.Unlock()
+	if conn == nil {
+		return ErrNotLeader
+	}
+	d := min(p.o.Lease/3, until.Sub(sent))
+	if d <= 0 {
+		return ErrLeaseExpired
+	}
+	cctx, cancel := p.deadline(ctx, d)
+	defer cancel()
+	stop := context.AfterFunc(term, cancel)
+	defer stop()
+	p.trace("call " + what)
+	err := f(cctx, conn)
+	if err != nil {
+		timedOut := context.Cause(cctx) == errCallTimeout
+		if timedOut {
+			err = fmt.Errorf("%w (%s within %s): %w", errCallTimeout, what, d, err)
+		}
+		if timedOut || conn.IsClosed() {
+			p.endLease(conn, err)
+		}
+		return err
+	}
+	p.mu.Lock()
+	if p.conn == conn && sent.Add(p.o.Lease).After(p.until) {
+		p.until = sent.Add(p.o.Lease)
+	}
+	p.mu.Unlock()
+	return nil
+}
+
+// deadline is context.WithTimeout on the elector's Clock; the returned
+// cancel may be called more than once.
+func (p *Postgres) deadline(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	c, cancel := context.WithCancelCause(ctx)
+	t := p.o.Clock.NewTimer(d)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-t.C():
+			cancel(errCallTimeout)
+		case <-done:
+		}
+	}()
+	var once sync.Once
+	return c, func() {
+		once.Do(func() {
+			t.Stop()
+			close(done)
+			cancel(context.Canceled)
+		})
+	}
+}
+
+// ClaimTick implements Elector through the lock-holding connection. Ticks
+// only move forward: a tick no later than one claimed already (by any
+// replica) is not won, so a replica whose clock lags its predecessor's does
+// not evaluate a cycle older than one evaluated, and the newest claimed
+// tick names the only cycle whose writes count (see evaluate.SQLState). A
+// claim that finds the connection dead ends the leadership at once.
+func (p *Postgres) ClaimTick(ctx context.Context, tick time.Time) (bool, error) {
+	if !p.IsLeader() {
 		return false, ErrNotLeader
 	}
-	tag, err := p.conn.Exec(ctx, `INSERT INTO governor_engine_ticks (tick, leader) VALUES ($1, $2) ON CONFLICT (tick) DO NOTHING`,
-		tick.UTC(), p.o.Identity)
+	var won bool
+	err := p.call(ctx, "claim", func(ctx context.Context, c *pgx.Conn) error {
+		tag, err := c.Exec(ctx, `INSERT INTO governor_engine_ticks (tick, leader)
+			SELECT $1, $2 WHERE NOT EXISTS (SELECT 1 FROM governor_engine_ticks WHERE tick >= $1)
+			ON CONFLICT (tick) DO NOTHING`, tick.UTC(), p.o.Identity)
+		won = err == nil && tag.RowsAffected() == 1
+		return err
+	})
 	if err != nil {
 		p.claims.WithLabelValues("error").Inc()
 		return false, fmt.Errorf("leader: claim tick: %w", err)
 	}
-	if tag.RowsAffected() == 1 {
-		p.claims.WithLabelValues("won").Inc()
-		// Older ticks can no longer be claimed twice: keep the table small.
-		if _, err := p.conn.Exec(ctx, `DELETE FROM governor_engine_ticks WHERE tick < $1`, tick.UTC().Add(-p.o.TickRetention)); err != nil {
-			p.o.Logger.Warn("leader: prune ticks", "err", err)
-		}
-		return true, nil
+	if !won {
+		p.claims.WithLabelValues("taken").Inc()
+		return false, nil
 	}
-	p.claims.WithLabelValues("taken").Inc()
-	return false, nil
+	p.claims.WithLabelValues("won").Inc()
+	// Older ticks can no longer be claimed twice: keep the table small.
+	if err := p.call(ctx, "prune", func(ctx context.Context, c *pgx.Conn) error {
+		_, err := c.Exec(ctx, `DELETE FROM governor_engine_ticks WHERE tick < $1`, tick.UTC().Add(-p.o.TickRetention))
+		return err
+	}); err != nil {
+		p.o.Logger.Warn("leader: prune ticks", "err", err)
+	}
+	return true, nil
+}
+
+// endLease ends the leadership held through conn now: IsLeader turns false,
+// every LeaderContext ends with cause err, and the lead loop gives the lock
+// up.
+func (p *Postgres) endLease(conn *pgx.Conn, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.conn != conn {
+		return
+	}
+	p.until = time.Time{}
+	p.endTerm(err)
+	select {
+	case p.broken <- err:
+	default:
+	}
 }

@@ -10,7 +10,9 @@ import (
 // RunTicks calls fn once per interval-aligned tick that this replica leads
 // and claims, until ctx ends. Ticks are the wall-clock times truncated to the
 // interval, so every replica names a tick the same way; a claim lost to
-// another replica, or a tick met while not leading, is skipped.
+// another replica, or a tick met while not leading, is skipped. The claim
+// and fn run under the elector's LeaderContext: when the lead is lost
+// mid-tick, fn's context ends and what is left of the tick is not done.
 func RunTicks(ctx context.Context, e Elector, clk clock.Clock, interval time.Duration, fn func(ctx context.Context, tick time.Time)) {
 	if clk == nil {
 		clk = clock.Real{}
@@ -31,8 +33,10 @@ func RunTicks(ctx context.Context, e Elector, clk clock.Clock, interval time.Dur
 			continue
 		}
 		last = tick
-		if ok, err := e.ClaimTick(ctx, tick); err == nil && ok {
-			fn(ctx, tick)
+		lctx, cancel := e.LeaderContext(ctx)
+		if ok, err := e.ClaimTick(lctx, tick); err == nil && ok {
+			fn(lctx, tick)
 		}
+		cancel()
 	}
 }
