@@ -153,9 +153,10 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 	if o.Events != nil {
 		a.sink = append(a.sink.(events.Multi), o.Events)
 	}
+	started := a // the named result is nil once a failed start returns
 	defer func() {
 		if err != nil {
-			a.close()
+			started.close()
 		}
 	}()
 	if err := a.startNATS(); err != nil {

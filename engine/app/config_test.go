@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -105,5 +106,25 @@ func TestAlertsConfigFile(t *testing.T) {
 	}
 	if c, err := LoadAlerts(config.Alerts{}); c != nil || err != nil {
 		t.Fatalf("no file: %v %v", c, err)
+	}
+}
+
+// TestFailedStartNamesTheDependency: a start that fails once New has begun
+// starting things (here NATS, on a port nothing listens on) returns an
+// error naming the dependency and closes what it had opened; it used to
+// panic in that cleanup, with the App it closes already set to nil.
+func TestFailedStartNamesTheDependency(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	_ = ln.Close()
+	cfg := config.DevDefaults()
+	cfg.DataDir, cfg.Listen = t.TempDir(), "127.0.0.1:0"
+	cfg.NATS.URL = "nats://" + dead
+	a, err := New(context.Background(), Options{Config: cfg})
+	if a != nil || err == nil || !strings.Contains(err.Error(), "nats") {
+		t.Fatalf("New with NATS down = %v, %v; want no App and an error naming NATS", a, err)
 	}
 }
