@@ -91,6 +91,27 @@ func TestDevFlagChangesDefaults(t *testing.T) {
 	}
 }
 
+// TestDevFlagWinsOverTheEnvironment: -dev=false overrides GOVERNOR_DEV=true,
+// as every flag overrides its variable; without the flag the variable holds.
+func TestDevFlagWinsOverTheEnvironment(t *testing.T) {
+	env := func(k string) string {
+		if k == "GOVERNOR_DEV" {
+			return "true"
+		}
+		return ""
+	}
+	c, _, err := Load([]string{"-dev=false", "-data-dir", t.TempDir()}, env, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Dev {
+		t.Fatal("-dev=false with GOVERNOR_DEV=true ran the dev stack")
+	}
+	if c, _, err = Load(nil, env, io.Discard); err != nil || !c.Dev {
+		t.Fatalf("GOVERNOR_DEV=true without the flag: dev %v, %v", c.Dev, err)
+	}
+}
+
 func TestBadEnvNamed(t *testing.T) {
 	_, _, err := Load(nil, func(k string) string {
 		if k == "GOVERNOR_INTERVAL" {

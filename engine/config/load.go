@@ -71,12 +71,16 @@ func Load(args []string, getenv func(string) string, stderr io.Writer) (Config, 
 	if getenv == nil {
 		getenv = os.Getenv
 	}
+	devFlag := false
+	fs.Visit(func(f *flag.Flag) { devFlag = devFlag || f.Name == "dev" })
 	if v := getenv("GOVERNOR_DEV"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
 			return Config{}, cmd, fmt.Errorf("%w: GOVERNOR_DEV: %q is not a boolean", ErrInvalid, v)
 		}
-		dev = dev || b
+		if !devFlag { // the flag, when given, wins
+			dev = b
+		}
 	}
 	c := Default()
 	if dev {
