@@ -172,7 +172,7 @@ func TestLowerClassCeilingAfterTheLimitFalls(t *testing.T) {
 func TestReplacedRouteSkewsTheCeilingsInForce(t *testing.T) {
 	g := fixedRoute(t, 100, 8)
 	old := g.state.Load().byName["api"]
-	if err := g.Apply(fixedRules(40), 2); err != nil {
+	if err := g.Apply(fixedRules(56), 2); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := g.Admit(context.Background(), Request{Path: "/", Priority: "batch"}); err != nil {
@@ -181,7 +181,7 @@ func TestReplacedRouteSkewsTheCeilingsInForce(t *testing.T) {
 	if got := skewOf(g, "api"); got != shardsLevel {
 		t.Fatalf("new route's shards %d after a batch admission, want level", got)
 	}
-	for range 6 { // the new batch share is 28/8: 3 or 4; old critical's 12 or 13
+	for range 6 { // the new batch share is 40/8: 5; old critical's 12 or 13
 		if _, _, ok := old.acquire(0, 0, 0, 1, 0); !ok {
 			t.Fatal("the replaced route refused critical")
 		}

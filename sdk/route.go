@@ -91,6 +91,11 @@ type ceilSnap struct {
 	// admitted without summing the shards. A snapshot starts skewed: the
 	// counts it finds were taken under other ceilings.
 	skew atomic.Uint32
+	// levels: the lowest ceiling gives every shard a share of at least 4,
+	// large enough for the fast path's estimate of the in-flight count.
+	// Below that every lower-class admission sums the shards anyway, and
+	// skew is neither kept nor read.
+	levels bool
 }
 
 // The values of ceilSnap.skew.
@@ -117,7 +122,7 @@ func share(c int, i uint32, log2n uint) int64 {
 // shards stay skewed costs its admissions no shared write.
 func (rt *route) mark(i uint32, n int64) {
 	s := rt.cell.snap.Load()
-	if s == nil || n <= share(s.ceil[shed.NumClasses-1], i, rt.log2n) {
+	if s == nil || !s.levels || n <= share(s.ceil[shed.NumClasses-1], i, rt.log2n) {
 		return
 	}
 	if s.skew.Load() != shardsSkewed {
@@ -132,7 +137,7 @@ func (rt *route) mark(i uint32, n int64) {
 // checked. An admission that pushes a shard over its share meanwhile sets
 // it skewed, and the last step then fails.
 func (rt *route) routeInflight(s *ceilSnap) int64 {
-	claimed := s.skew.CompareAndSwap(shardsSkewed, shardsChecking)
+	claimed := s.levels && s.skew.CompareAndSwap(shardsSkewed, shardsChecking)
 	low := s.ceil[shed.NumClasses-1]
 	var n int64
 	over := false
@@ -232,6 +237,7 @@ func (rt *route) ceilings(now int64) *ceilSnap {
 		return s
 	}
 	s = &ceilSnap{owner: rt, limit: l, peak: peak, ceil: shed.Plan(l, rt.reserved, peak)}
+	s.levels = s.ceil[shed.NumClasses-1]>>rt.log2n >= 4
 	s.skew.Store(shardsSkewed)
 	rt.cell.snap.Store(s)
 	return s
@@ -289,7 +295,7 @@ func (rt *route) acquire(hint uint32, c int, k uint32, scale float64, now int64)
 				// shards are level (no shard over its share of the
 				// lowest ceiling), this slot, within its own shard's
 				// share, cannot take the route over the ceiling.
-				if base >= 4 && scale == 1 && !rt.consistent && s.skew.Load() == shardsLevel {
+				if s.levels && scale == 1 && !rt.consistent && s.skew.Load() == shardsLevel {
 					return i, int(v+1) << rt.log2n, true
 				}
 				n := rt.routeInflight(s)
