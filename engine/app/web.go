@@ -38,7 +38,8 @@ func (a *App) startAlerts(ctx context.Context) error {
 		return fmt.Errorf("%w: alerts store: %w", ErrStart, err)
 	}
 	mo := alerts.Options{Query: alerts.QueryFromSource(a.source), Store: st, Interval: a.o.AlertInterval,
-		Clock: a.o.Clock, Logger: a.log, Registerer: a.o.Registry}
+		Clock: a.o.Clock, Logger: a.log, Registerer: a.o.Registry,
+		SilenceRetention: a.cfg.Alerts.SilenceRetention, DroppingFor: a.cfg.Alerts.ReceiverDroppingFor}
 	if c := a.o.Alerts; c != nil {
 		if err := c.Validate(); err != nil {
 			return fmt.Errorf("%w: alerts: %w", ErrStart, err)

@@ -76,6 +76,13 @@ type Alerts struct {
 	// GOVERNOR_ALERTS_CONFIG and -alerts-config. Routing saved in the
 	// database from the UI supersedes it; the file is the bootstrap.
 	ConfigFile string `yaml:"config_file"`
+	// SilenceRetention keeps an ended silence this long (listed, and in the
+	// store) before it is deleted; 0: 120h, as Alertmanager's retention.
+	SilenceRetention time.Duration `yaml:"silence_retention"`
+	// ReceiverDroppingFor is how long a receiver's full queue may keep
+	// dropping notifications before the receiver counts as failing
+	// (GovernorAlertReceiverFailing); 0: 10m.
+	ReceiverDroppingFor time.Duration `yaml:"receiver_dropping_for"`
 }
 
 // AlertLevels are the levels the evaluator compares every service's p99
@@ -459,6 +466,12 @@ func (c *Config) Validate() error {
 	}
 	if f := c.Alerts.ConfigFile; f != "" && strings.TrimSpace(f) != f {
 		bad("alerts.config_file", "%q has leading or trailing spaces", f)
+	}
+	if d := c.Alerts.SilenceRetention; d < 0 {
+		bad("alerts.silence_retention", "must not be negative (0: 120h), got %s", d)
+	}
+	if d := c.Alerts.ReceiverDroppingFor; d < 0 {
+		bad("alerts.receiver_dropping_for", "must not be negative (0: 10m), got %s", d)
 	}
 	if c.Dev {
 		if c.Demo.Instances < 1 || c.Demo.Instances > 50 {

@@ -161,6 +161,8 @@ func TestRecommendAndAlertLevelKeys(t *testing.T) {
 		{"spreads", "recommend: {warn_spreads: 8, critical_spreads: 4}", "recommend.critical_spreads:"},
 		{"max wait", "guardrail: {max_wait: -1s}", "guardrail.max_wait:"},
 		{"alerts file spaces", "alerts: {config_file: ' a.json'}", "alerts.config_file:"},
+		{"silence retention", "alerts: {silence_retention: -1h}", "alerts.silence_retention:"},
+		{"receiver dropping for", "alerts: {receiver_dropping_for: -1m}", "alerts.receiver_dropping_for:"},
 		{"latency levels half set", "alert_levels: {latency_warn: 1s}", "alert_levels.latency_critical:"},
 		{"latency levels order", "alert_levels: {latency_warn: 1s, latency_critical: 500ms}", "alert_levels.latency_critical:"},
 		{"error levels", "alert_levels: {error_ratio_warn: 0.1, error_ratio_critical: 0.05}", "alert_levels.error_ratio_critical:"},
