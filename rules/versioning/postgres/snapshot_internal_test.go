@@ -2,8 +2,6 @@ package postgres
 
 import (
 	"context"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -13,47 +11,6 @@ import (
 	"governor.dev/governor/rules/versioning/internal/conformance"
 	"governor.dev/governor/rules/versioning/internal/sqlstore"
 )
-
-// betweenReads wraps the store's database adapter: an armed hook runs
-// once, just before the next read of approvals, i.e. after the read of the
-// version they belong to.
-type betweenReads struct {
-	sqlstore.DB
-	mu   sync.Mutex
-	hook func()
-}
-
-func (b *betweenReads) arm(fn func()) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.hook = fn
-}
-
-func (b *betweenReads) Read(ctx context.Context, fn func(sqlstore.Tx) error) error {
-	return b.DB.Read(ctx, func(tx sqlstore.Tx) error { return fn(hookedTx{tx, b}) })
-}
-
-func (b *betweenReads) Snapshot(ctx context.Context, fn func(sqlstore.Tx) error) error {
-	return b.DB.Snapshot(ctx, func(tx sqlstore.Tx) error { return fn(hookedTx{tx, b}) })
-}
-
-type hookedTx struct {
-	sqlstore.Tx
-	b *betweenReads
-}
-
-func (t hookedTx) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows, error) {
-	if strings.Contains(q, "FROM rule_approvals") {
-		t.b.mu.Lock()
-		fn := t.b.hook
-		t.b.hook = nil
-		t.b.mu.Unlock()
-		if fn != nil {
-			fn()
-		}
-	}
-	return t.Tx.Query(ctx, q, args...)
-}
 
 // TestReadsSeeAProposalWithItsOwnApprovals: Get and List read a version
 // and its approvals in two statements. A revision and a new approval that
@@ -72,8 +29,8 @@ func TestReadsSeeAProposalWithItsOwnApprovals(t *testing.T) {
 	pool, err := pgxpool.New(ctx, url)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	hooked := &betweenReads{DB: &db{pool: pool}}
+	hooked := &conformance.BetweenReads{DB: &db{pool: pool}}
 	reader, err := sqlstore.New(hooked, dialect(), sqlstore.Options{})
 	require.NoError(t, err)
-	conformance.ConsistentReads(t, reader, writer, hooked.arm)
+	conformance.ConsistentReads(t, reader, writer, hooked.Arm)
 }

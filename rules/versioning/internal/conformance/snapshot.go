@@ -2,11 +2,14 @@ package conformance
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/rules/versioning/internal/sqlstore"
 )
 
 // ConsistentReads checks that a read returns a version together with the
@@ -77,4 +80,48 @@ func ConsistentReads(t *testing.T, reader, writer versioning.Store, arm func(fn 
 			}
 		})
 	}
+}
+
+// BetweenReads wraps a store's database adapter for ConsistentReads: an
+// armed hook runs once, just before the next read of approvals, that is
+// after the read of the version they belong to.
+type BetweenReads struct {
+	sqlstore.DB
+	mu   sync.Mutex
+	hook func()
+}
+
+// Arm makes the next read of approvals run fn first.
+func (b *BetweenReads) Arm(fn func()) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.hook = fn
+}
+
+// Read implements sqlstore.DB.
+func (b *BetweenReads) Read(ctx context.Context, fn func(sqlstore.Tx) error) error {
+	return b.DB.Read(ctx, func(tx sqlstore.Tx) error { return fn(hookedTx{tx, b}) })
+}
+
+// Snapshot implements sqlstore.DB.
+func (b *BetweenReads) Snapshot(ctx context.Context, fn func(sqlstore.Tx) error) error {
+	return b.DB.Snapshot(ctx, func(tx sqlstore.Tx) error { return fn(hookedTx{tx, b}) })
+}
+
+type hookedTx struct {
+	sqlstore.Tx
+	b *BetweenReads
+}
+
+func (t hookedTx) Query(ctx context.Context, q string, args ...any) (sqlstore.Rows, error) {
+	if strings.Contains(q, "FROM rule_approvals") {
+		t.b.mu.Lock()
+		fn := t.b.hook
+		t.b.hook = nil
+		t.b.mu.Unlock()
+		if fn != nil {
+			fn()
+		}
+	}
+	return t.Tx.Query(ctx, q, args...)
 }
