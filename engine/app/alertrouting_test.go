@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"database/sql"
 	"log/slog"
 	"path/filepath"
 	"runtime"
@@ -26,24 +27,13 @@ import (
 // bootstrap routing on the next poll, once; a later save is picked up too.
 func TestAlertRoutingAppliesSavedVersions(t *testing.T) {
 	ctx := context.Background()
-	clk := clock.NewFake(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))
-	db, err := sqlitedb.Open(filepath.Join(t.TempDir(), "g.db"), sqlitedb.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
-	ast, err := store.New(ctx, db, migrations.SQLite, store.Options{})
-	require.NoError(t, err)
-	m, err := alertsmanager.New(ctx, alertsmanager.Options{Store: ast, Clock: clk,
-		Receivers: map[string]notify.Notifier{"log": logReceiver{log: slog.New(slog.DiscardHandler)}}})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = m.Close() })
-	cs, err := configstore.New(ctx, db, migrations.SQLite, configstore.Options{Clock: clk})
-	require.NoError(t, err)
+	_, _, m, cs := routingRig(t)
 	r := &alertRouting{store: cs, manager: m}
 
 	require.NoError(t, r.poll(ctx)) // nothing saved: the bootstrap stays
 	require.Equal(t, []string{"log"}, m.Receivers())
 
-	_, err = cs.Save(ctx, configstore.SaveRequest{Author: "ada", Comment: "page the team", Document: `{
+	_, err := cs.Save(ctx, configstore.SaveRequest{Author: "ada", Comment: "page the team", Document: `{
 	  "builtin_rules": "disabled",
 	  "rules": [{"name": "Custom", "event": "leader_lost", "severity": "P0"}],
 	  "routes": [{"receiver": "pager", "severities": ["P0"]}, {"receiver": "team"}],
@@ -90,19 +80,8 @@ func TestAlertBootstrapRoundTrips(t *testing.T) {
 // its clock.
 func TestAlertRoutingPollsWithoutRestart(t *testing.T) {
 	ctx := context.Background()
-	clk := clock.NewFake(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))
-	db, err := sqlitedb.Open(filepath.Join(t.TempDir(), "g.db"), sqlitedb.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
-	ast, err := store.New(ctx, db, migrations.SQLite, store.Options{})
-	require.NoError(t, err)
-	m, err := alertsmanager.New(ctx, alertsmanager.Options{Store: ast, Clock: clk,
-		Receivers: map[string]notify.Notifier{"log": logReceiver{log: slog.New(slog.DiscardHandler)}}})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = m.Close() })
-	cs, err := configstore.New(ctx, db, migrations.SQLite, configstore.Options{Clock: clk})
-	require.NoError(t, err)
-	_, err = cs.Save(ctx, configstore.SaveRequest{Author: "ada", Comment: "saved before start",
+	clk, db, m, cs := routingRig(t)
+	_, err := cs.Save(ctx, configstore.SaveRequest{Author: "ada", Comment: "saved before start",
 		Document: `{"receivers": [{"name": "first", "webhook": {"url": "http://127.0.0.1:1/a"}}]}`})
 	require.NoError(t, err)
 
@@ -143,19 +122,8 @@ func TestAlertRoutingPollsWithoutRestart(t *testing.T) {
 // bootstrap) stays, as the poll does for such a version while running.
 func TestAlertRoutingStartsPastAVersionThatNoLongerBuilds(t *testing.T) {
 	ctx := context.Background()
-	clk := clock.NewFake(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))
-	db, err := sqlitedb.Open(filepath.Join(t.TempDir(), "g.db"), sqlitedb.Options{})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
-	ast, err := store.New(ctx, db, migrations.SQLite, store.Options{})
-	require.NoError(t, err)
-	m, err := alertsmanager.New(ctx, alertsmanager.Options{Store: ast, Clock: clk,
-		Receivers: map[string]notify.Notifier{"log": logReceiver{log: slog.New(slog.DiscardHandler)}}})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = m.Close() })
-	cs, err := configstore.New(ctx, db, migrations.SQLite, configstore.Options{Clock: clk})
-	require.NoError(t, err)
-	_, err = cs.Save(ctx, configstore.SaveRequest{Author: "ada", Comment: "saved by an older release",
+	clk, db, m, cs := routingRig(t)
+	_, err := cs.Save(ctx, configstore.SaveRequest{Author: "ada", Comment: "saved by an older release",
 		Document: `{"receivers": [{"name": "first", "webhook": {"url": "http://127.0.0.1:1/a"}}]}`})
 	require.NoError(t, err)
 	_, err = db.ExecContext(ctx, `UPDATE alert_config_versions SET document = ? WHERE number = 1`, `{
@@ -169,4 +137,25 @@ func TestAlertRoutingStartsPastAVersionThatNoLongerBuilds(t *testing.T) {
 	defer a.close()
 	require.Equal(t, []string{"log"}, m.Receivers(), "the routing in force stays")
 	require.Contains(t, logged.String(), "version 1")
+}
+
+// routingRig returns a fake clock, a SQLite rules database, an alerts
+// manager on it whose only receiver logs, and a store of saved alerting
+// versions on the same database.
+func routingRig(t *testing.T) (*clock.Fake, *sql.DB, *alertsmanager.Manager, *configstore.Store) {
+	t.Helper()
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))
+	db, err := sqlitedb.Open(filepath.Join(t.TempDir(), "g.db"), sqlitedb.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	ast, err := store.New(ctx, db, migrations.SQLite, store.Options{})
+	require.NoError(t, err)
+	m, err := alertsmanager.New(ctx, alertsmanager.Options{Store: ast, Clock: clk,
+		Receivers: map[string]notify.Notifier{"log": logReceiver{log: slog.New(slog.DiscardHandler)}}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	cs, err := configstore.New(ctx, db, migrations.SQLite, configstore.Options{Clock: clk})
+	require.NoError(t, err)
+	return clk, db, m, cs
 }
