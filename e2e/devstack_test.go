@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,26 +22,9 @@ import (
 	"governor.dev/governor/engine/app"
 	"governor.dev/governor/engine/config"
 	"governor.dev/governor/engine/demo"
+	"governor.dev/governor/internal/testenv"
 	"governor.dev/governor/rules/versioning"
 )
-
-// syncBuffer collects the banner while the app writes it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // logWriter sends the app's warnings to the test log.
 type logWriter struct{ t *testing.T }
@@ -117,7 +98,7 @@ func TestBrowserDevStack(t *testing.T) {
 	node := requireTools(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	banner := &syncBuffer{}
+	banner := &testenv.Buffer{}
 	log := slog.New(slog.NewTextHandler(logWriter{t}, &slog.HandlerOptions{Level: slog.LevelError}))
 	a, err := app.New(ctx, app.Options{Config: devConfig(t), Stdout: banner, Logger: log, Registry: prometheus.NewRegistry(),
 		DemoServices: devServices(), BcryptCost: bcrypt.MinCost, AlertInterval: time.Second})

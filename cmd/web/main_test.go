@@ -31,7 +31,7 @@ import (
 type web struct {
 	url    string
 	out    string // stdout up to the "web UI on" line
-	stderr *syncBuffer
+	stderr *testenv.Buffer
 	cancel context.CancelFunc
 	done   chan int
 }
@@ -55,7 +55,7 @@ func start(t *testing.T, args ...string) *web {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
-	w := &web{stderr: &syncBuffer{}, cancel: cancel, done: make(chan int, 1)}
+	w := &web{stderr: &testenv.Buffer{}, cancel: cancel, done: make(chan int, 1)}
 	go func() {
 		w.done <- run(ctx, append([]string{"-addr", "127.0.0.1:0"}, args...), pw, w.stderr)
 		_ = pw.Close()
@@ -77,23 +77,6 @@ func start(t *testing.T, args ...string) *web {
 	}
 	t.Cleanup(func() { cancel() })
 	return w
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestFirstStartPrintsOneTimePassword starts the command on a random

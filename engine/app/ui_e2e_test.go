@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -9,32 +8,14 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
+	"governor.dev/governor/internal/testenv"
 	"governor.dev/governor/ui/auth"
 )
-
-// syncBuffer is the banner's writer, read while Run writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // browser speaks HTTP to the UI like a browser on the same origin: it
 // follows no redirects and keeps the session cookie itself (Go's cookie jar
@@ -91,11 +72,11 @@ func TestDevStackServesUI(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &syncBuffer{}
+	out := &testenv.Buffer{}
 	cfg := testConfig(t)
 	cfg.Demo.BadVersionAfter = 0
 	// Warnings and errors, shown if a login fails.
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	a, err := New(ctx, Options{Config: cfg, Stdout: out, BcryptCost: bcrypt.MinCost, AlertInterval: time.Second,
 		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {

@@ -1,39 +1,21 @@
 package shutdown
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"governor.dev/governor/internal/testenv"
 )
-
-// syncBuffer is a log destination the signal goroutine and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestSecondSignalExitsAtOnce: an operator whose clean stop hangs (a
 // request that never finishes, a dependency that does not answer) sends the
 // signal again; the first SIGTERM ended the context and said so, the second
 // exits with 128 + SIGINT's number without waiting for the stop.
 func TestSecondSignalExitsAtOnce(t *testing.T) {
-	var logs syncBuffer
+	var logs testenv.Buffer
 	exited := make(chan int, 1)
 	ctx, stop := notify(slog.New(slog.NewTextHandler(&logs, nil)), func(code int) { exited <- code })
 	defer stop()
