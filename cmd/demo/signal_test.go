@@ -5,14 +5,14 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"governor.dev/governor/internal/testenv"
 )
 
 // TestSecondSIGTERMExitsAtOnce: the operator stops the demo while a request
@@ -21,36 +21,9 @@ import (
 // once with 143 (128 + SIGTERM), not be swallowed until that timeout. The
 // binary is built and run for real: the signal handling lives in main.
 func TestSecondSIGTERMExitsAtOnce(t *testing.T) {
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "demo")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	logPath := filepath.Join(dir, "stderr")
-	logf, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-load", "0", "-capacity", "4", "-work", "1h")
-	cmd.Stderr = logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var waitErr error
-	exited := make(chan struct{})
-	go func() {
-		waitErr = cmd.Wait()
-		close(exited)
-	}()
-	defer func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	}()
-	logs := func() string {
-		b, _ := os.ReadFile(logPath)
-		return string(b)
-	}
+	cmd := exec.Command(testenv.Binary(t, "demo"), "-addr", "127.0.0.1:0", "-load", "0", "-capacity", "4", "-work", "1h")
+	proc := testenv.Start(t, cmd)
+	logs := proc.Stderr.String
 	deadline := time.Now().Add(30 * time.Second)
 	poll := func(what string, done func() bool) {
 		t.Helper()
@@ -100,14 +73,13 @@ func TestSecondSIGTERMExitsAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-exited:
-		err = waitErr
+	case <-proc.Exited():
 	case <-time.After(30 * time.Second):
 		t.Fatalf("still running after the second SIGTERM; log:\n%s", logs())
 	}
 	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 143 {
-		t.Fatalf("exit %v, want status 143 from the second SIGTERM; log:\n%s", err, logs())
+	if err := proc.Err(); !errors.As(err, &ee) || ee.ExitCode() != 143 {
+		t.Fatalf("exit %v, want status 143 from the second SIGTERM; log:\n%s", proc.Err(), logs())
 	}
 	for _, want := range []string{"send it again to exit at once", "second signal"} {
 		if !strings.Contains(logs(), want) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -10,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"governor.dev/governor/internal/testenv"
 )
 
 // TestDevStackStopsCleanlyOnSIGTERM runs the built binary as an operator
@@ -22,52 +23,21 @@ func TestDevStackStopsCleanlyOnSIGTERM(t *testing.T) {
 		t.Skip("builds and runs the engine binary")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "engine")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	stdoutPath, stderrPath := filepath.Join(dir, "stdout"), filepath.Join(dir, "stderr")
-	stdout, err := os.Create(stdoutPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stdout.Close()
-	stderr, err := os.Create(stderrPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stderr.Close()
-	cmd := exec.Command(bin, "-dev", "-listen", "127.0.0.1:0", "-data-dir", filepath.Join(dir, "var"))
-	cmd.Dir, cmd.Stdout, cmd.Stderr = dir, stdout, stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var waitErr error
-	exited := make(chan struct{})
-	go func() {
-		waitErr = cmd.Wait()
-		close(exited)
-	}()
-	defer func() {
-		_ = cmd.Process.Kill()
-		<-exited
-	}()
-	read := func(p string) string {
-		b, _ := os.ReadFile(p)
-		return string(b)
-	}
+	cmd := exec.Command(testenv.Binary(t, "engine"), "-dev", "-listen", "127.0.0.1:0", "-data-dir", filepath.Join(dir, "var"))
+	cmd.Dir = dir
+	proc := testenv.Start(t, cmd)
 	base := ""
 	deadline := time.Now().Add(time.Minute)
 	for base == "" {
 		select {
-		case <-exited:
-			t.Fatalf("exited at start: %v\n%s", waitErr, read(stderrPath))
+		case <-proc.Exited():
+			t.Fatalf("exited at start: %v\n%s", proc.Err(), proc.Stderr)
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no banner within a minute:\n%s\n%s", read(stdoutPath), read(stderrPath))
+			t.Fatalf("no banner within a minute:\n%s\n%s", proc.Stdout, proc.Stderr)
 		}
-		if m := regexp.MustCompile(`(http://127\.0\.0\.1:\d+)/healthz`).FindStringSubmatch(read(stdoutPath)); m != nil {
+		if m := regexp.MustCompile(`(http://127\.0\.0\.1:\d+)/healthz`).FindStringSubmatch(proc.Stdout.String()); m != nil {
 			base = m[1]
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -85,13 +55,13 @@ func TestDevStackStopsCleanlyOnSIGTERM(t *testing.T) {
 		t.Fatal(err)
 	}
 	select {
-	case <-exited:
+	case <-proc.Exited():
 	case <-time.After(time.Minute):
-		t.Fatalf("still running a minute after SIGTERM:\n%s", read(stderrPath))
+		t.Fatalf("still running a minute after SIGTERM:\n%s", proc.Stderr)
 	}
-	logs := read(stderrPath)
-	if waitErr != nil {
-		t.Fatalf("exit %v after SIGTERM, want 0:\n%s", waitErr, logs)
+	logs := proc.Stderr.String()
+	if err := proc.Err(); err != nil {
+		t.Fatalf("exit %v after SIGTERM, want 0:\n%s", err, logs)
 	}
 	for _, want := range []string{"send it again to exit at once", "engine stopped"} {
 		if !strings.Contains(logs, want) {
