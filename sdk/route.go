@@ -144,7 +144,7 @@ func (rt *route) routeInflight(s *ceilSnap) int64 {
 	for i := range rt.shards {
 		v := rt.shards[i].inflight.Load()
 		n += v
-		if v > share(low, uint32(i), rt.log2n) {
+		if claimed && !over && v > share(low, uint32(i), rt.log2n) {
 			over = true
 		}
 	}
