@@ -56,6 +56,10 @@ type Options struct {
 	TrustedOrigins []string
 	// LiveInterval is how often the overview stream updates; default 2s.
 	LiveInterval time.Duration
+	// Stopping, once closed, ends the live streams (the overview's events),
+	// which otherwise run as long as their clients: close it before the
+	// server's Shutdown, which waits for every request. nil: never.
+	Stopping <-chan struct{}
 }
 
 // CSP is the Content-Security-Policy of every response: scripts and styles
@@ -75,7 +79,7 @@ func New(o Options) (http.Handler, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	pg, err := pages.New(pages.Options{Rules: o.Rules, Auth: o.Auth, Fleet: o.Fleet, Alerts: o.Alerts, Rollouts: o.Rollouts, Charts: o.Charts,
-		AlertRouting: o.AlertRouting, AlertBootstrap: o.AlertBootstrap, ConfigBand: o.ConfigBand, Clock: o.Clock, Logger: o.Logger, LiveInterval: o.LiveInterval})
+		AlertRouting: o.AlertRouting, AlertBootstrap: o.AlertBootstrap, ConfigBand: o.ConfigBand, Clock: o.Clock, Logger: o.Logger, LiveInterval: o.LiveInterval, Stopping: o.Stopping})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}

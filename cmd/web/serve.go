@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -63,8 +62,9 @@ func serve(ctx context.Context, c config, src sources, stdout io.Writer, log *sl
 	if err != nil {
 		return err
 	}
+	stopping := make(chan struct{})
 	o := ui.Options{Rules: store, Auth: am, Logger: log, Registerer: prometheus.NewRegistry(), AlertRouting: routing,
-		Fleet: src.fleet, Charts: src.charts}
+		Fleet: src.fleet, Charts: src.charts, Stopping: stopping}
 	// The demo's incident script writes to the store: it ends, and is
 	// waited for, before the store closes, on every return.
 	var wg sync.WaitGroup
@@ -84,14 +84,13 @@ func serve(ctx context.Context, c config, src sources, stdout io.Writer, log *sl
 	if err != nil {
 		return err
 	}
-	var st streams
-	ready, pages := readyz(db), st.wrap(h)
+	ready := readyz(db)
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/readyz" && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
 			ready.ServeHTTP(w, r)
 			return
 		}
-		pages.ServeHTTP(w, r)
+		h.ServeHTTP(w, r)
 	})
 	fmt.Fprintf(stdout, "Governor web UI on http://%s/\n", ln.Addr())
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute}
@@ -104,7 +103,7 @@ func serve(ctx context.Context, c config, src sources, stdout io.Writer, log *sl
 	}
 	// Event streams never finish by themselves; Shutdown would wait for
 	// them until its timeout and report a failed stop.
-	st.end()
+	close(stopping)
 	sctx, cancel := context.WithTimeout(context.Background(), drainTimeout)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
@@ -131,93 +130,3 @@ func readyz(db *sql.DB) http.Handler {
 		_, _ = w.Write([]byte("ready\n"))
 	})
 }
-
-// streams ends the requests answered as Server-Sent Events (Content-Type
-// text/event-stream) when the server stops: they run until their context
-// ends, which Shutdown alone never does. Other requests are left to finish.
-type streams struct {
-	mu    sync.Mutex
-	live  map[*streamWriter]struct{}
-	ended bool
-}
-
-func (s *streams) wrap(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithCancel(r.Context())
-		defer cancel()
-		sw := &streamWriter{ResponseWriter: w, s: s, cancel: cancel}
-		defer s.forget(sw)
-		next.ServeHTTP(sw, r.WithContext(ctx))
-	})
-}
-
-// add registers a stream, or ends it at once if the server is stopping.
-func (s *streams) add(w *streamWriter) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.ended {
-		w.cancel()
-		return
-	}
-	if s.live == nil {
-		s.live = map[*streamWriter]struct{}{}
-	}
-	s.live[w] = struct{}{}
-}
-
-func (s *streams) forget(w *streamWriter) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(s.live, w)
-}
-
-// end ends every stream, and those that start later.
-func (s *streams) end() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.ended = true
-	for w := range s.live {
-		w.cancel()
-	}
-}
-
-// streamWriter notices the response's content type when its header is
-// written. Unwrap keeps http.ResponseController (flush, deadlines) working.
-type streamWriter struct {
-	http.ResponseWriter
-	s      *streams
-	cancel context.CancelFunc
-	noted  bool
-}
-
-// note looks once at the header being sent.
-func (w *streamWriter) note() {
-	if w.noted {
-		return
-	}
-	w.noted = true
-	if strings.HasPrefix(w.Header().Get("Content-Type"), "text/event-stream") {
-		w.s.add(w)
-	}
-}
-
-func (w *streamWriter) WriteHeader(code int) {
-	if code >= 200 {
-		w.note()
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *streamWriter) Write(b []byte) (int, error) {
-	w.note()
-	return w.ResponseWriter.Write(b)
-}
-
-func (w *streamWriter) Flush() {
-	w.note()
-	_ = http.NewResponseController(w.ResponseWriter).Flush()
-}
-
-func (w *streamWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-var _ http.Flusher = (*streamWriter)(nil)

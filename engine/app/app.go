@@ -114,6 +114,7 @@ type App struct {
 	alerts   *alerts.Manager
 	routing  *alertRouting
 	ui       http.Handler
+	stopping chan struct{} // closed when Run stops serving: ends the UI's live streams
 	ln       net.Listener
 	ready    atomic.Bool
 
@@ -148,7 +149,7 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 	if o.Stdout == nil {
 		o.Stdout = io.Discard
 	}
-	a = &App{o: o, cfg: o.Config, log: o.Logger, recorder: events.NewRecorder(500)}
+	a = &App{o: o, cfg: o.Config, log: o.Logger, recorder: events.NewRecorder(500), stopping: make(chan struct{})}
 	a.sink = events.Multi{a.recorder, events.Log{Logger: o.Logger}}
 	if o.Events != nil {
 		a.sink = append(a.sink.(events.Multi), o.Events)
@@ -520,6 +521,7 @@ func (a *App) Run(ctx context.Context) error {
 	case err = <-errc:
 	}
 	cancel()
+	close(a.stopping) // the UI's live streams would hold Shutdown to its timeout
 	shut, scancel := context.WithTimeout(context.Background(), 5*time.Second)
 	_ = srv.Shutdown(shut)
 	scancel()

@@ -159,7 +159,7 @@ func (a *App) startUI(ctx context.Context) error {
 	}
 	if a.ui, err = ui.New(ui.Options{Rules: a.store, Auth: am, Fleet: fleet, Alerts: al, Rollouts: rollouts, Charts: charts,
 		AlertRouting: a.routingStore(), AlertBootstrap: a.alertBootstrap(), ConfigBand: a.configBand,
-		Clock: a.o.Clock, Logger: a.log, Registerer: a.o.Registry}); err != nil {
+		Clock: a.o.Clock, Logger: a.log, Registerer: a.o.Registry, Stopping: a.stopping}); err != nil {
 		return fmt.Errorf("%w: ui: %w", ErrStart, err)
 	}
 	return nil

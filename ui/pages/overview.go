@@ -36,8 +36,9 @@ func (p *Pages) overview(w http.ResponseWriter, r *http.Request) {
 
 // overviewEvents streams the overview's rows and summary as Server-Sent
 // Events ("rows" and "summary", HTML rendered by the same templates as the
-// page) every LiveInterval until the client goes away or its session or
-// token ends ("end").
+// page) every LiveInterval until the client goes away, its session or
+// token ends ("end"), or the server stops (Options.Stopping; no "end", so
+// the browser reconnects to the server that replaces it).
 func (p *Pages) overviewEvents(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{}) // a stream outlives the server's write timeout
@@ -78,6 +79,9 @@ func (p *Pages) overviewEvents(w http.ResponseWriter, r *http.Request) {
 		t := p.o.Clock.NewTimer(p.o.LiveInterval)
 		select {
 		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-p.o.Stopping:
 			t.Stop()
 			return
 		case <-t.C():

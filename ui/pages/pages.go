@@ -47,6 +47,8 @@ type Options struct {
 	Logger *slog.Logger
 	// LiveInterval is how often the overview stream sends rows; default 2s.
 	LiveInterval time.Duration
+	// Stopping, once closed, ends the overview streams (ui.Options.Stopping).
+	Stopping <-chan struct{}
 	// Location formats times; default UTC.
 	Location *time.Location
 }
