@@ -203,11 +203,11 @@ func (l *Ledger) Aborted(ctx context.Context, service string) error {
 // a compare-and-set: if another replica changed the target since it was
 // read, it is read and changed again. It returns the target as written (or
 // as read, when change wrote nothing) and whether it wrote.
-func (l *Ledger) updateTarget(ctx context.Context, service string, change func(t *Target, ok bool) bool) (Target, bool, error) {
-	for attempt := 1; ; attempt++ {
-		t, ok, err := l.o.Store.Target(ctx, service)
-		if err != nil {
-			return t, false, fmt.Errorf("distribution: ledger target: %w", err)
+func (l *Ledger) updateTarget(ctx context.Context, service string, change func(t *Target, ok bool) bool) (t Target, wrote bool, err error) {
+	err = l.compareAndSet(func() error {
+		var ok bool
+		if t, ok, err = l.o.Store.Target(ctx, service); err != nil {
+			return err
 		}
 		var prev *Target
 		if ok {
@@ -215,15 +215,25 @@ func (l *Ledger) updateTarget(ctx context.Context, service string, change func(t
 			prev = &p
 		}
 		t.Service = service
-		if !change(&t, ok) {
-			return t, false, nil
+		if wrote = change(&t, ok); !wrote {
+			return nil
 		}
-		err = l.o.Store.SetTarget(ctx, prev, t)
-		if err == nil {
-			return t, true, nil
-		}
+		return l.o.Store.SetTarget(ctx, prev, t)
+	})
+	if err != nil {
+		return t, false, fmt.Errorf("distribution: ledger target: %w", err)
+	}
+	return t, wrote, nil
+}
+
+// compareAndSet runs op, one read and compare-and-set write of the store,
+// again while another replica's write beats it (ErrChanged), at most
+// maxAttempts times, counting each conflict.
+func (l *Ledger) compareAndSet(op func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := op()
 		if !errors.Is(err, ErrChanged) || attempt == maxAttempts {
-			return t, false, fmt.Errorf("distribution: ledger target: %w", err)
+			return err
 		}
 		l.conflicts.Inc()
 	}
@@ -268,7 +278,7 @@ func (l *Ledger) HandleHeartbeat(ctx context.Context, h *watch.Heartbeat) error 
 // (recorded another message of the instance), it is read and changed again,
 // so neither message is lost.
 func (l *Ledger) updateInstance(ctx context.Context, service, instance string, change func(in *Instance, now time.Time)) error {
-	for attempt := 1; ; attempt++ {
+	return l.compareAndSet(func() error {
 		now := l.o.Clock.Now()
 		in, ok, err := l.o.Store.Instance(ctx, service, instance)
 		if err != nil {
@@ -288,43 +298,36 @@ func (l *Ledger) updateInstance(ctx context.Context, service, instance string, c
 			return err
 		}
 		_, err = l.saveAgainst(ctx, prev, in, t, now, true)
-		if !errors.Is(err, ErrChanged) || attempt == maxAttempts {
-			return err
-		}
-		l.conflicts.Inc()
-	}
+		return err
+	})
 }
 
 // target returns the service's target, seeding it from Latest when the
 // ledger has none.
-func (l *Ledger) target(ctx context.Context, service string) (Target, error) {
-	for attempt := 1; ; attempt++ {
-		t, ok, err := l.o.Store.Target(ctx, service)
-		if err != nil {
-			return t, fmt.Errorf("distribution: ledger target: %w", err)
+func (l *Ledger) target(ctx context.Context, service string) (t Target, err error) {
+	err = l.compareAndSet(func() error { // another replica may record one meanwhile: then read it
+		var ok bool
+		if t, ok, err = l.o.Store.Target(ctx, service); err != nil {
+			return fmt.Errorf("distribution: ledger target: %w", err)
 		}
 		t.Service = service
 		if ok || l.o.Latest == nil {
-			return t, nil
+			return nil
 		}
 		v, err := l.o.Latest(ctx, service)
 		if err != nil {
-			return t, fmt.Errorf("distribution: ledger target of %s: %w", service, err)
+			return fmt.Errorf("distribution: ledger target of %s: %w", service, err)
 		}
 		if v <= 0 {
-			return t, nil
+			return nil
 		}
 		t.Stable, t.StableAt = v, l.o.Clock.Now()
-		err = l.o.Store.SetTarget(ctx, nil, t)
-		if err == nil {
-			return t, nil
+		if err := l.o.Store.SetTarget(ctx, nil, t); err != nil {
+			return fmt.Errorf("distribution: ledger target: %w", err)
 		}
-		if !errors.Is(err, ErrChanged) || attempt == maxAttempts {
-			return t, fmt.Errorf("distribution: ledger target: %w", err)
-		}
-		// Another replica recorded a target meanwhile: read it.
-		l.conflicts.Inc()
-	}
+		return nil
+	})
+	return t, err
 }
 
 // catchUp moves t's stable version up to the one latest reports, and
@@ -444,23 +447,25 @@ func (l *Ledger) saveAgainst(ctx context.Context, prev *Instance, in Instance, t
 // reevaluateInstance evaluates an instance as read against t and writes it
 // if its state or target moved. If another replica changed the record
 // meanwhile, it is read again and evaluated anew.
-func (l *Ledger) reevaluateInstance(ctx context.Context, in Instance, t Target, now time.Time) (State, error) {
-	for attempt := 1; ; attempt++ {
+func (l *Ledger) reevaluateInstance(ctx context.Context, in Instance, t Target, now time.Time) (state State, err error) {
+	first := true
+	err = l.compareAndSet(func() error {
+		if !first {
+			cur, ok, err := l.o.Store.Instance(ctx, in.Service, in.Instance)
+			if err != nil {
+				return fmt.Errorf("distribution: ledger instance: %w", err)
+			}
+			if !ok {
+				return nil
+			}
+			in = cur
+		}
+		first = false
 		prev := in
-		state, err := l.saveAgainst(ctx, &prev, in, t, now, false)
-		if !errors.Is(err, ErrChanged) || attempt == maxAttempts {
-			return state, err
-		}
-		l.conflicts.Inc()
-		cur, ok, err := l.o.Store.Instance(ctx, in.Service, in.Instance)
-		if err != nil {
-			return state, fmt.Errorf("distribution: ledger instance: %w", err)
-		}
-		if !ok {
-			return state, nil
-		}
-		in = cur
-	}
+		state, err = l.saveAgainst(ctx, &prev, in, t, now, false)
+		return err
+	})
+	return state, err
 }
 
 // reevaluate re-evaluates every instance of the target's service.
