@@ -575,15 +575,34 @@ func (a *App) tick(ctx context.Context, at time.Time) {
 	}
 }
 
+// readiness answers /readyz: nil once this replica can do its work. It
+// needs NATS and the rules database to answer (checked on every call, so a
+// ready replica turns unready while either is down), and, on the replica
+// that leads, one completed evaluation cycle. A replica that does not lead
+// has no cycle to wait for: it serves the store's pages and takes the lead
+// when the leader goes, so it is ready as soon as its dependencies answer,
+// and stays past the cycle gate when it then takes the lead (the only
+// replica left must not drop out of its load balancer at a takeover).
 func (a *App) readiness() error {
-	switch {
-	case !a.nc.IsConnected():
+	if !a.nc.IsConnected() {
 		return errors.New("not connected to NATS")
-	case !a.ready.Load():
-		return errors.New("no evaluation cycle has completed yet")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), readyPing)
+	defer cancel()
+	if err := a.ledgerDB.PingContext(ctx); err != nil {
+		return fmt.Errorf("rules database: %w", err)
+	}
+	if !a.ready.Load() {
+		if a.elector.IsLeader() {
+			return errors.New("no evaluation cycle has completed yet")
+		}
+		a.ready.Store(true)
 	}
 	return nil
 }
+
+// readyPing bounds the database check of /readyz.
+const readyPing = 2 * time.Second
 
 func (a *App) banner() {
 	base := "http://" + a.Addr()
