@@ -85,6 +85,8 @@ type core struct {
 	episode   episode
 	stallMark int64   // samples in the shards at the last stall cut (-1: none since the last window)
 	stallAt   int64   // when the last stall cut was made
+	fullFor   int64   // the window end fullAt belongs to
+	fullAt    int64   // the first refusal since fullFor: the limit was full then
 	grownAt   int64   // when the limit was last raised
 	drainEnd  int64   // until then the requests of a slow period that ended are still draining
 	raise     raise   // the last raise, while the limit is the one it set
@@ -115,6 +117,7 @@ func (c *core) init(p params, o options, alg algorithm, clk clock.Clock) {
 	c.noLoad = float64(o.noLoad)
 	c.enforced = true
 	c.stallMark, c.stallAt, c.grownAt, c.drainEnd = -1, math.MinInt64, math.MinInt64, math.MinInt64
+	c.fullFor = math.MinInt64
 	if o.seeded {
 		c.rng = newRand(o.seed)
 	}

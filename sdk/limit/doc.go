@@ -105,8 +105,10 @@
 //     and refuses. The admission core reports every refusal to Refused
 //     (RefusalObserver); once no request has finished for the longest of a
 //     window, 4 x the no-load RTT and the last window's average RTT past the
-//     end of the current window, Refused halves an enforced limit at once,
-//     one cut per stall (until a request finishes again). During a probe
+//     end of the current window and past the first refusal after it (a
+//     burst that fills the limit after a quiet spell is not a stall),
+//     Refused halves an enforced limit at once, one cut per stall (until a
+//     request finishes again). During a probe
 //     the silence must also last 4 x the probe's fastest window: a step
 //     during a routine probe abandons the probe (its windows would measure
 //     the stall, and could not close before the stuck requests answer) and

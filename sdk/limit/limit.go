@@ -35,9 +35,11 @@ type HintedObserver interface {
 // slower, no request finishes for a while, so no sample arrives, while the
 // limit fills and refuses. If no request has finished for the stall time
 // (the longest of a window, 4 x the no-load RTT and the last window's
-// average RTT) past the end of the current window, Refused halves an
-// enforced limit at once; once per stall, that is until a request finishes
-// again. During a probe the stall must also last 4 x the probe's fastest
+// average RTT) past the end of the current window and past the first
+// refusal after it, Refused halves an enforced limit at once; once per
+// stall, that is until a request finishes again. (Before that refusal
+// nothing need have been in flight: a burst after a quiet spell is no
+// stall.) During a probe the stall must also last 4 x the probe's fastest
 // window; it then abandons the probe and cuts. A GC-like pause shorter than
 // a window never counts. Lock-free and allocation-free: an atomic load unless a window is
 // overdue.

@@ -6,11 +6,12 @@ import "math"
 
 // Refused records that a request was refused at now because the limit was
 // full (see RefusalObserver). It costs one atomic load unless the current
-// window is overdue by a window length, that is unless no request has
-// finished for that long.
+// window is overdue, that is unless no request has finished since its end:
+// then a refusal notes when the limit was found full, and the next look
+// comes a window or a stall time later.
 func (c *core) Refused(now int64) {
 	end := c.windowEnd.Load()
-	if end == closing || end == math.MinInt64 || now-end < c.window || now < c.stallNext.Load() ||
+	if end == closing || end == math.MinInt64 || now < end || now < c.stallNext.Load() ||
 		!c.windowEnd.CompareAndSwap(end, closing) {
 		return // a request finished recently, the first window has not begun, or checked recently
 	}
@@ -23,6 +24,14 @@ func (c *core) Refused(now int64) {
 // (the overdue window end) and a request was refused at now. It returns the
 // window end to restore.
 func (c *core) stall(now, end int64) int64 {
+	if end != c.fullFor {
+		// The first refusal since the window end. The silence counts from
+		// here at the earliest: before it nothing need have been in flight
+		// (an idle period, a quiet route), and the requests of a burst
+		// that follows have only just been admitted.
+		c.fullFor, c.fullAt = end, now
+	}
+	from := c.fullAt
 	after := c.stallTime()
 	if c.probe.active {
 		// A probe measures latencies near its fastest window: a silence
@@ -31,8 +40,12 @@ func (c *core) stall(now, end int64) int64 {
 		// that relearns a slow dependency's RTT.
 		after = max(after, int64(severe*c.probe.best))
 	}
-	if !c.started || now-end < after {
-		c.stallNext.Store(end + after)
+	if !c.started || now-from < after {
+		// Look again when the silence is long enough, or when the next
+		// window can have ended (a request that finishes closes this
+		// one, and the next ends a window later), whichever comes
+		// first: its first refusal starts a new silence.
+		c.stallNext.Store(min(from+after, now+c.window))
 		return end
 	}
 	// Look again after another stall time at the earliest: refusals come

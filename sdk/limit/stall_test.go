@@ -112,6 +112,40 @@ func TestRefusedWithoutStallKeepsTheLimit(t *testing.T) {
 	}
 }
 
+// A quiet route (5 requests/s of 10 ms) that gets a burst of more requests
+// than its limit after half a second without one: the window is long
+// overdue when the first refusal comes, but nothing was in flight during the
+// silence, and the burst's requests all finish 10 ms later. No stall: the
+// silence counts from the first refusal. (Counted from the overdue window
+// end, every burst halved the limit, down to Min after four.)
+func TestBurstsAfterQuietSpellsAreNotStalls(t *testing.T) {
+	clk := clock.NewFake(time.Time{})
+	l, err := limit.New(rules.Concurrency{}, clk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := l.(limit.RefusalObserver)
+	before := l.Limit()
+	for range 5 {
+		for range 10 { // 2 s at 5 requests/s
+			clk.Advance(200 * time.Millisecond)
+			l.Observe(clk.Nanotime(), int64(10*time.Millisecond), 1, false)
+		}
+		clk.Advance(500 * time.Millisecond)
+		n := l.Limit() // the burst fills the limit; 10 more are refused
+		for range 10 {
+			r.Refused(clk.Nanotime())
+		}
+		clk.Advance(10 * time.Millisecond)
+		for range n {
+			l.Observe(clk.Nanotime(), int64(10*time.Millisecond), n, false)
+		}
+	}
+	if s := snap(l); s.Stalls != 0 || l.Limit() < before {
+		t.Errorf("limit %d -> %d after %d stall cuts; want no cut: every burst's requests finished in 10 ms", before, l.Limit(), s.Stalls)
+	}
+}
+
 // The same step while a routine probe is lowering the limit: the probe's
 // measurement is void (its requests are as stuck as any), so the stall
 // abandons it and halves the limit as it would otherwise, within 1 s. Where
