@@ -69,7 +69,13 @@ func resolve(cfg rules.Concurrency) (params, error) {
 		p.max = max(DefaultMax, p.min, p.initial)
 	}
 	if p.min == 0 {
+		// As the default Max yields to an explicit Min or Initial, the
+		// default Min yields to an explicit Max or Initial: an Initial of
+		// 2 starts at 2 and is not raised to 4 by the first window.
 		p.min = min(DefaultMin, p.max)
+		if p.initial > 0 {
+			p.min = min(p.min, p.initial)
+		}
 	}
 	if p.initial == 0 {
 		if cfg.Algorithm == rules.AlgorithmFixed {

@@ -2,6 +2,7 @@ package limit
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -31,6 +32,7 @@ func TestNewResolvesDefaults(t *testing.T) {
 		{"large min raises initial", rules.Concurrency{Min: 50}, nil, 50, 50, 1000, "gradient", 0.5, 60},
 		{"min above default max raises max", rules.Concurrency{Min: 2000}, nil, 2000, 2000, 2000, "gradient", 0.5, 60},
 		{"explicit initial", rules.Concurrency{Initial: 7, Min: 2, Max: 9}, nil, 7, 2, 9, "gradient", 0.5, 60},
+		{"small initial lowers the default min", rules.Concurrency{Initial: 2}, nil, 2, 2, 1000, "gradient", 0.5, 60},
 		{"initial limit option carries a learned limit", rules.Concurrency{}, []Option{WithInitialLimit(300)}, 300, 4, 1000, "gradient", 0.5, 60},
 		{"initial limit option is clamped to max", rules.Concurrency{Max: 100}, []Option{WithInitialLimit(300)}, 100, 4, 100, "gradient", 0.5, 60},
 		{"initial limit option is clamped to min", rules.Concurrency{Min: 10}, []Option{WithInitialLimit(2)}, 10, 10, 1000, "gradient", 0.5, 60},
@@ -101,6 +103,13 @@ func TestNewRefusesBadInput(t *testing.T) {
 		{"nil signal", rules.Concurrency{}, []Option{WithOverloadSignal(nil)}, ErrInvalidOption, "overload signal"},
 		{"negative hold", rules.Concurrency{}, []Option{WithHold(-time.Second)}, ErrInvalidOption, "hold"},
 		{"too many shards", rules.Concurrency{}, []Option{WithShards(4096)}, ErrInvalidOption, "shards"},
+		{"negative snapshot learned", rules.Concurrency{}, []Option{WithSnapshot(Snapshot{Learned: -1})}, ErrInvalidOption, "snapshot Learned"},
+		{"negative snapshot no-load RTT", rules.Concurrency{}, []Option{WithSnapshot(Snapshot{NoLoadRTT: -1})}, ErrInvalidOption, "snapshot NoLoadRTT"},
+		{"NaN snapshot throughput", rules.Concurrency{Algorithm: "little"}, []Option{WithSnapshot(Snapshot{MaxThroughput: nan})}, ErrInvalidOption, "snapshot MaxThroughput"},
+		// An infinite throughput turned NaN at the first window that used
+		// the limit: Little's law stopped moving, and the next rule change
+		// failed to carry the snapshot.
+		{"infinite snapshot throughput", rules.Concurrency{Algorithm: "little"}, []Option{WithSnapshot(Snapshot{MaxThroughput: math.Inf(1)})}, ErrInvalidOption, "snapshot MaxThroughput"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

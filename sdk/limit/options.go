@@ -2,6 +2,7 @@ package limit
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -46,11 +47,20 @@ func WithInitialLimit(n int) Option {
 // (Inspector.Snapshot): its learned limit (as WithInitialLimit), its no-load
 // RTT and, for Little's law, its maximum throughput. Carrying the no-load RTT
 // across a rule change matters: re-learning it on a loaded service would
-// start from an inflated value. A zero Snapshot changes nothing.
+// start from an inflated value. A zero Snapshot changes nothing; a negative
+// field, or a MaxThroughput that is not a finite number, is an error naming
+// the field.
 func WithSnapshot(s Snapshot) Option {
 	return func(o *options) error {
-		if s.Learned < 0 || s.NoLoadRTT < 0 || s.MaxThroughput < 0 || s.MaxThroughput != s.MaxThroughput {
-			return fmt.Errorf("%w: snapshot has a negative or NaN field: %+v", ErrInvalidOption, s)
+		switch {
+		case s.Learned < 0:
+			return fmt.Errorf("%w: snapshot Learned must not be negative, got %d", ErrInvalidOption, s.Learned)
+		case s.NoLoadRTT < 0:
+			return fmt.Errorf("%w: snapshot NoLoadRTT must not be negative, got %s", ErrInvalidOption, s.NoLoadRTT)
+		case !(s.MaxThroughput >= 0 && s.MaxThroughput <= math.MaxFloat64):
+			// An infinite throughput turns NaN at the first window that
+			// uses the limit, and Little's law stops moving.
+			return fmt.Errorf("%w: snapshot MaxThroughput must be finite and not negative, got %v", ErrInvalidOption, s.MaxThroughput)
 		}
 		if s.Learned > 0 {
 			o.initial = s.Learned
