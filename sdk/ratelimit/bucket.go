@@ -29,6 +29,25 @@ var ErrInvalid = errors.New("ratelimit: invalid configuration")
 // MaxShards bounds the shards of a Bucket.
 const MaxShards = 64
 
+// maxTolerance bounds burst x interval (2^61 ns, about 73 years): a rate so
+// low, or a burst so large, that refilling the burst would take longer
+// refills it in that time instead. Without the bound, 1e9/rate would not fit
+// in an int64 for a tiny rate (which turned into one token per nanosecond,
+// no limit at all), and the tolerance burst x interval would overflow for a
+// large burst at a low or warm-up-scaled rate (which refused everything);
+// with it, a theoretical arrival time ahead of now by the tolerance and an
+// interval stays far from the end of int64.
+const maxTolerance = 1 << 61
+
+// toInterval converts ns, a floating-point interval, to whole nanoseconds
+// between 1 and limit.
+func toInterval(ns float64, limit int64) int64 {
+	if !(ns < float64(limit)) { // also +Inf and NaN
+		return limit
+	}
+	return max(1, int64(ns))
+}
+
 // bucketShard is padded to two cache lines: adjacent-line prefetch pairs
 // 64-byte lines, so neighbours 64 bytes apart would still share.
 type bucketShard struct {
@@ -49,14 +68,18 @@ type Bucket struct {
 	rate     float64
 	burst    int
 	interval int64 // ns between tokens of one shard
-	mask     uint32
-	bursts   []int64 // per-shard share of the burst
-	shards   []bucketShard
+	// maxInterval bounds a (scaled) interval: the largest shard's share of
+	// the burst times it stays within maxTolerance.
+	maxInterval int64
+	mask        uint32
+	bursts      []int64 // per-shard share of the burst
+	shards      []bucketShard
 }
 
 // NewBucket returns a bucket refilling rate tokens per second up to burst,
 // spread over up to shards shards (a power of two; never more than burst, and
-// one per 100/s of rate). The bucket starts full.
+// one per 100/s of rate). The bucket starts full. A rate so low that
+// refilling the burst would take over 73 years refills it in 73 years.
 func NewBucket(rate float64, burst, shards int) (*Bucket, error) {
 	if math.IsNaN(rate) || math.IsInf(rate, 0) || rate <= 0 {
 		return nil, fmt.Errorf("%w: rate must be a finite number above 0, got %v", ErrInvalid, rate)
@@ -71,19 +94,17 @@ func NewBucket(rate float64, burst, shards int) (*Bucket, error) {
 		n *= 2
 	}
 	b := &Bucket{rate: rate, burst: burst, mask: uint32(n - 1), shards: make([]bucketShard, n), bursts: make([]int64, n)}
-	b.interval = int64(float64(n) * 1e9 / rate)
-	if b.interval < 1 {
-		b.interval = 1
-	}
-	for i := range b.shards {
-		b.shards[i].interval.Store(b.interval)
-	}
 	for i := range b.bursts {
 		share := burst / n
 		if i < burst%n {
 			share++
 		}
 		b.bursts[i] = int64(share)
+	}
+	b.maxInterval = max(1, maxTolerance/b.bursts[0]) // shard 0 has the largest share
+	b.interval = toInterval(float64(n)*1e9/rate, b.maxInterval)
+	for i := range b.shards {
+		b.shards[i].interval.Store(b.interval)
 	}
 	return b, nil
 }
@@ -106,7 +127,7 @@ func (b *Bucket) Allow(now int64, hint uint32, scale float64) (bool, int64) {
 		if scale <= 0 {
 			scale = 1e-3
 		}
-		interval = int64(float64(interval) / scale)
+		interval = toInterval(float64(interval)/scale, b.maxInterval)
 	}
 	n := uint32(len(b.shards))
 	wait := int64(math.MaxInt64)

@@ -16,10 +16,11 @@ const keyedParts = 16
 // admitting. It is safe for concurrent use; keys are spread over independently
 // locked parts by hash.
 type Keyed struct {
-	rate     float64
-	burst    int
-	interval int64
-	parts    [keyedParts]keyedPart
+	rate        float64
+	burst       int
+	interval    int64
+	maxInterval int64 // bounds a (scaled) interval: burst times it stays within maxTolerance
+	parts       [keyedParts]keyedPart
 }
 
 type keyedPart struct {
@@ -40,6 +41,7 @@ type keyedEntry struct {
 
 // NewKeyed returns a per-key limiter: rate tokens per second per key up to
 // burst, remembering at most maxKeys keys (rounded up to a multiple of 16).
+// As for NewBucket, a refill of the burst is bounded to 73 years.
 func NewKeyed(rate float64, burst, maxKeys int) (*Keyed, error) {
 	if math.IsNaN(rate) || math.IsInf(rate, 0) || rate <= 0 {
 		return nil, fmt.Errorf("%w: rate must be a finite number above 0, got %v", ErrInvalid, rate)
@@ -51,7 +53,8 @@ func NewKeyed(rate float64, burst, maxKeys int) (*Keyed, error) {
 		return nil, fmt.Errorf("%w: max keys must be at least 1, got %d", ErrInvalid, maxKeys)
 	}
 	k := &Keyed{rate: rate, burst: burst}
-	k.interval = max(1, int64(1e9/rate))
+	k.maxInterval = max(1, maxTolerance/int64(burst))
+	k.interval = toInterval(1e9/rate, k.maxInterval)
 	per := (maxKeys + keyedParts - 1) / keyedParts
 	for i := range k.parts {
 		p := &k.parts[i]
@@ -84,7 +87,7 @@ func (k *Keyed) Len() int {
 func (k *Keyed) Allow(key string, now int64, scale float64) (bool, int64) {
 	interval := k.interval
 	if scale < 1 {
-		interval = int64(float64(interval) / max(scale, 1e-3))
+		interval = toInterval(float64(interval)/max(scale, 1e-3), k.maxInterval)
 	}
 	p := &k.parts[hashKey(key)%keyedParts]
 	p.mu.Lock()

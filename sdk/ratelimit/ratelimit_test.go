@@ -260,3 +260,54 @@ func TestWarmUpRampRefillsAtTheScaledRate(t *testing.T) {
 		})
 	}
 }
+
+// A rate so low that 1e9/rate does not fit in an int64 (a typo in a rule,
+// 1e-11/s) once became one token per nanosecond: no limit at all.
+func TestTinyRateIsNotUnlimited(t *testing.T) {
+	b, err := NewBucket(1e-11, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := NewKeyed(1e-11, 1, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := int64(time.Hour)
+	nb, nk := 0, 0
+	for i := range 100 {
+		if ok, _ := b.Allow(now+int64(i), 0, 1); ok {
+			nb++
+		}
+		if ok, _ := k.Allow("a", now+int64(i), 1); ok {
+			nk++
+		}
+	}
+	if nb != 1 || nk != 1 {
+		t.Fatalf("rate 1e-11/s burst 1 admitted bucket %d, keyed %d in 100ns, want 1", nb, nk)
+	}
+}
+
+// A large burst at a low rate, or at a warm-up scale, must not overflow the
+// tolerance burst x interval, which refused every request, the first of a
+// full bucket included.
+func TestLargeBurstAtLowRateDoesNotOverflow(t *testing.T) {
+	for _, scale := range []float64{1, 0.1, 1e-3} {
+		b, err := NewBucket(0.01, 1<<30, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := NewKeyed(0.01, 1<<30, 16)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := int64(time.Hour)
+		for i := range 3 {
+			okB, waitB := b.Allow(now, 0, scale)
+			okK, waitK := k.Allow("a", now, scale)
+			if !okB || !okK {
+				t.Fatalf("scale %v: request %d of a full bucket of 2^30 at 0.01/s refused: bucket %v (wait %d), keyed %v (wait %d)",
+					scale, i, okB, waitB, okK, waitK)
+			}
+		}
+	}
+}
