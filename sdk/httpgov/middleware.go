@@ -183,22 +183,29 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 }
 
 // Flush passes through to the underlying writer when it can flush.
-func (w *statusWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		if w.status == 0 {
-			w.status = http.StatusOK
-		}
-		f.Flush()
+func (w *statusWriter) Flush() { _ = w.FlushError() }
+
+// FlushError flushes the underlying writer, reached as
+// http.ResponseController reaches it (through writers that only Unwrap);
+// it fails with http.ErrNotSupported where that cannot flush.
+func (w *statusWriter) FlushError() error {
+	err := http.NewResponseController(w.ResponseWriter).Flush()
+	if err == nil && w.status == 0 {
+		w.status = http.StatusOK
 	}
+	return err
 }
 
 // Hijack passes through to the underlying writer (for WebSockets and other
 // protocol switches); it fails with http.ErrNotSupported where that cannot.
+// Only a successful hijack stands for the status (101): a handler whose
+// hijack failed answers with its own.
 func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	if w.status == 0 {
+	conn, buf, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err == nil && w.status == 0 {
 		w.status = http.StatusSwitchingProtocols
 	}
-	return http.NewResponseController(w.ResponseWriter).Hijack()
+	return conn, buf, err
 }
 
 // ReadFrom keeps the underlying writer's io.ReaderFrom fast path (sendfile).
@@ -235,12 +242,15 @@ var bodies = map[string][]byte{
 type statusCoder interface{ StatusCode() int }
 
 // WriteError answers a Governor refusal: 429 for shed, rate-limited and
-// queue-timeout rejections, 503 for an open breaker (ErrBreakerOpen, or any
-// error with a StatusCode method such as an outbound refusal), 504 for a
-// deadline that had passed or could not be met, each with a Retry-After
-// header and a JSON body {"code", "message"} where code is shed,
-// rate_limited, queue_timeout, breaker_open, unavailable, deadline or overload. It reports false,
-// writing nothing, for errors that are not refusals.
+// queue-timeout rejections, 503 for an open breaker (ErrBreakerOpen, or an
+// error whose StatusCode method reports 503, such as an outbound refusal;
+// one that reports 429 is answered 429 rate_limited), 504 for a deadline
+// that had passed or could not be met, each with a Retry-After header and a
+// JSON body {"code", "message"} where code is shed, rate_limited,
+// queue_timeout, breaker_open, unavailable, deadline or overload. It reports
+// false, writing nothing, for errors that are not refusals, among them an
+// error whose StatusCode reports any other status (a downstream's 404 or
+// 500 is the handler's to answer).
 func WriteError(w http.ResponseWriter, err error) bool {
 	var rej *governor.Rejection
 	code, status, retry := "", 0, int64(1)
@@ -257,7 +267,7 @@ func WriteError(w http.ResponseWriter, err error) bool {
 		}
 	case errors.Is(err, governor.ErrBreakerOpen):
 		code, status = "breaker_open", http.StatusServiceUnavailable
-	case errors.As(err, &sc):
+	case errors.As(err, &sc) && (sc.StatusCode() == http.StatusServiceUnavailable || sc.StatusCode() == http.StatusTooManyRequests):
 		status = sc.StatusCode()
 		switch {
 		case errors.Is(err, breaker.ErrOpen):

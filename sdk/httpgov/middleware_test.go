@@ -400,3 +400,88 @@ func until(t *testing.T, cond func() bool) {
 	}
 	t.Fatal("condition never held")
 }
+
+// statusError is a downstream client's error that carries the status the
+// downstream answered.
+type statusError int
+
+func (e statusError) Error() string   { return "downstream answered " + http.StatusText(int(e)) }
+func (e statusError) StatusCode() int { return int(e) }
+
+// WriteError answers only refusals: an error whose StatusCode is not a
+// refusal's (429, 503) is the handler's to answer. It once answered a
+// downstream's 404 or 500 as "a dependency is saturated; retry later", and
+// panicked (invalid WriteHeader code) on a status of 0.
+func TestWriteErrorLeavesOtherStatusesToTheHandler(t *testing.T) {
+	for _, code := range []int{0, 200, 404, 500, 504} {
+		rec := httptest.NewRecorder()
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("status %d: WriteError panicked: %v", code, p)
+				}
+			}()
+			if httpgov.WriteError(rec, fmt.Errorf("get user: %w", statusError(code))) || rec.Body.Len() != 0 {
+				t.Errorf("status %d: WriteError answered %d %q", code, rec.Code, rec.Body.String())
+			}
+		}()
+	}
+	for code, want := range map[int]string{503: "unavailable", 429: "rate_limited"} {
+		rec := httptest.NewRecorder()
+		var b body
+		if !httpgov.WriteError(rec, statusError(code)) || rec.Code != code || json.Unmarshal(rec.Body.Bytes(), &b) != nil || b.Code != want {
+			t.Errorf("status %d: answered %d %q, want %d code %s", code, rec.Code, rec.Body.String(), code, want)
+		}
+	}
+}
+
+// outcomeStatuses serves one request through the middleware to w and
+// returns the statuses the outcome was computed from.
+func outcomeStatuses(t *testing.T, w http.ResponseWriter, handle func(http.ResponseWriter)) []int {
+	t.Helper()
+	clk := clock.NewFake(time.Now())
+	rt := rules.Route{Name: "api", Match: rules.Match{PathPrefix: "/"}, Concurrency: &rules.Concurrency{Algorithm: rules.AlgorithmFixed, Max: 5}}
+	g := newGovernor(t, clk, nil, rt)
+	var seen []int
+	h := httpgov.Middleware(g, httpgov.Options{Clock: clk, Outcome: func(status int) governor.Outcome {
+		seen = append(seen, status)
+		return httpgov.DefaultOutcome(status)
+	}})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { handle(w) }))
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	return seen
+}
+
+// A hijack that fails (HTTP/2, a writer that cannot) switches nothing: the
+// error the handler then answers is the outcome, not a 101 success.
+func TestFailedHijackIsNotASwitchOfProtocols(t *testing.T) {
+	seen := outcomeStatuses(t, httptest.NewRecorder(), func(w http.ResponseWriter) {
+		if _, _, err := http.NewResponseController(w).Hijack(); !errors.Is(err, http.ErrNotSupported) {
+			t.Errorf("Hijack on a recorder: %v, want ErrNotSupported", err)
+		}
+		http.Error(w, "cannot upgrade", http.StatusInternalServerError)
+	})
+	if len(seen) != 1 || seen[0] != http.StatusInternalServerError {
+		t.Fatalf("outcome computed from %v, want [500]", seen)
+	}
+}
+
+// unwrapOnly is another middleware's writer that offers the one underneath
+// only through Unwrap.
+type unwrapOnly struct{ http.ResponseWriter }
+
+func (u unwrapOnly) Unwrap() http.ResponseWriter { return u.ResponseWriter }
+
+// A streaming handler's Flush reaches a flusher behind a writer that only
+// unwraps, as http.ResponseController's would without the middleware.
+func TestFlushReachesAWriterBehindUnwrap(t *testing.T) {
+	rec := httptest.NewRecorder()
+	seen := outcomeStatuses(t, unwrapOnly{rec}, func(w http.ResponseWriter) {
+		_, _ = w.Write([]byte("data: 1\n\n"))
+		if err := http.NewResponseController(w).Flush(); err != nil {
+			t.Errorf("Flush: %v", err)
+		}
+	})
+	if !rec.Flushed || len(seen) != 1 || seen[0] != http.StatusOK {
+		t.Fatalf("flushed %v, outcome from %v; want flushed, [200]", rec.Flushed, seen)
+	}
+}
