@@ -73,6 +73,7 @@ type Queue struct {
 	maxLen      int
 	lifo        bool
 	classes     [NumClasses][]*waiter
+	cohorts     [NumClasses]uint64 // cohorts (modulo 64) enqueued in a class since it was last empty
 	n           int
 	overloaded  bool
 	minDelay    int64 // smallest delay seen in the current interval
@@ -175,6 +176,7 @@ func (q *Queue) WaitUntil(ctx context.Context, c int, k uint32, deadline time.Ti
 	}
 	w := &waiter{ctx: ctx, deadline: deadline, class: c, cohort: k, enq: now, ready: make(chan struct{}, 1)}
 	q.classes[c] = append(q.classes[c], w)
+	q.cohorts[c] |= 1 << (k & 63)
 	q.n++
 	q.waiting.Store(int32(q.n))
 	wait := q.interval
@@ -221,7 +223,11 @@ func (q *Queue) WaitUntil(ctx context.Context, c int, k uint32, deadline time.Ti
 // Dispatch hands free slots to waiting requests: highest class first, oldest
 // first (newest first while overloaded). Requests whose deadline has passed,
 // and while overloaded those that waited over 2 x Target, are dropped on the
-// way. It stops at the first request it cannot get a slot for.
+// way. A request it cannot get a slot for keeps waiting, and so do those of
+// its class from the same user cohort; the class's requests from other
+// cohorts are still tried (under consistent shedding each cohort has its own
+// ceiling, and a low cohort must not hold a higher one back), but no lower
+// class is.
 func (q *Queue) Dispatch() {
 	if q.waiting.Load() == 0 {
 		return
@@ -230,25 +236,51 @@ func (q *Queue) Dispatch() {
 	defer q.mu.Unlock()
 	now := q.clk.Nanotime()
 	q.tick(now)
-	for q.n > 0 {
-		w := q.next()
-		if expired(w.ctx, w.deadline, q.clk) {
-			q.finish(w, 0, ErrExpired)
-			continue
+	lifo := q.lifo && q.overloaded
+	for c := range q.classes {
+		// refused holds the cohorts (modulo 64) refused a slot; r is the
+		// rank in serving order of the next request to try: those ranked
+		// before it are of refused cohorts, and keep their ranks when a
+		// request at r leaves.
+		var refused uint64
+		for r := 0; r < len(q.classes[c]); {
+			ws := q.classes[c]
+			w := ws[r]
+			if lifo {
+				w = ws[len(ws)-1-r]
+			}
+			bit := uint64(1) << (w.cohort & 63)
+			if refused&bit != 0 {
+				r++
+				continue
+			}
+			if expired(w.ctx, w.deadline, q.clk) {
+				q.finish(w, 0, ErrExpired)
+				continue
+			}
+			delay := now - w.enq
+			if q.overloaded && delay > 2*q.target {
+				q.finish(w, 0, ErrTimeout)
+				continue
+			}
+			slot, ok := q.acquire(w.class, w.cohort)
+			if !ok {
+				refused |= bit
+				if refused == q.cohorts[c] {
+					break // every cohort waiting was refused: no need to scan the rest
+				}
+				r++
+				continue
+			}
+			q.minDelay = min(q.minDelay, delay)
+			q.finish(w, slot, nil)
+			if q.n == 0 {
+				q.minDelay = 0 // drained by service: no standing queue
+			}
 		}
-		delay := now - w.enq
-		if q.overloaded && delay > 2*q.target {
-			q.finish(w, 0, ErrTimeout)
-			continue
-		}
-		slot, ok := q.acquire(w.class, w.cohort)
-		if !ok {
+		if refused != 0 {
+			// A lower class's ceilings are lower still.
 			return
-		}
-		q.minDelay = min(q.minDelay, delay)
-		q.finish(w, slot, nil)
-		if q.n == 0 {
-			q.minDelay = 0 // drained by service: no standing queue
 		}
 	}
 }
@@ -283,21 +315,6 @@ func (q *Queue) tick(now int64) {
 // noDelay marks an interval in which no delay was recorded yet.
 const noDelay = 1<<63 - 1
 
-// next returns the waiter to serve next without removing it.
-func (q *Queue) next() *waiter {
-	for c := range q.classes {
-		ws := q.classes[c]
-		if len(ws) == 0 {
-			continue
-		}
-		if q.lifo && q.overloaded {
-			return ws[len(ws)-1]
-		}
-		return ws[0]
-	}
-	return nil
-}
-
 func (q *Queue) finish(w *waiter, slot uint32, err error) {
 	q.remove(w)
 	w.done, w.slot, w.err = true, slot, err
@@ -311,6 +328,9 @@ func (q *Queue) remove(w *waiter) {
 			copy(ws[i:], ws[i+1:])
 			ws[len(ws)-1] = nil
 			q.classes[w.class] = ws[:len(ws)-1]
+			if len(ws) == 1 {
+				q.cohorts[w.class] = 0
+			}
 			q.n--
 			q.waiting.Store(int32(q.n))
 			return

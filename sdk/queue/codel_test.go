@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync"
 	"testing"
@@ -17,12 +18,15 @@ type slots struct {
 	mu    sync.Mutex
 	free  int
 	taken int
+	// minCohort refuses the cohorts below it, as consistent shedding does
+	// when the route is between their ceilings.
+	minCohort uint32
 }
 
-func (s *slots) acquire(int, uint32) (uint32, bool) {
+func (s *slots) acquire(_ int, k uint32) (uint32, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.free == 0 {
+	if s.free == 0 || k < s.minCohort {
 		return 0, false
 	}
 	s.free--
@@ -65,11 +69,17 @@ func newHarness(t *testing.T, cfg rules.Queue) *harness {
 // enqueue starts a waiter and returns once it is queued with its timer set.
 func (h *harness) enqueue(ctx context.Context, name string, class int) {
 	h.t.Helper()
+	h.enqueueCohort(ctx, name, class, 0)
+}
+
+// enqueueCohort is enqueue for a request of user cohort k.
+func (h *harness) enqueueCohort(ctx context.Context, name string, class int, k uint32) {
+	h.t.Helper()
 	h.waiting++
 	want := h.q.Len() + 1
 	pending := h.clk.Pending() + 1
 	go func() {
-		slot, wait, err := h.q.Wait(ctx, class, 0)
+		slot, wait, err := h.q.Wait(ctx, class, k)
 		h.results <- result{name, slot, wait, err}
 	}()
 	h.until(func() bool { return h.q.Len() == want && h.clk.Pending() == pending })
@@ -196,6 +206,56 @@ func TestOverloadSwitchesToLIFOAndDrops(t *testing.T) {
 	h.clk.Advance(101 * time.Millisecond)
 	if h.q.Overloaded() {
 		t.Fatal("still overloaded after an interval in which the queue drained")
+	}
+}
+
+// Under consistent shedding each user cohort of a class has its own
+// ceiling: a waiter of a low cohort the limit refuses must not hold back one
+// of a higher cohort behind it that the limit admits (which then timed out
+// while its slot stayed free), in FIFO and in LIFO order.
+func TestLowCohortDoesNotBlockAHigherCohortOfItsClass(t *testing.T) {
+	for _, overloaded := range []bool{false, true} {
+		t.Run(fmt.Sprintf("overloaded=%v", overloaded), func(t *testing.T) {
+			h := newHarness(t, rules.Queue{Target: rules.Duration(5 * time.Millisecond), Interval: rules.Duration(100 * time.Millisecond)})
+			h.s.minCohort = 8
+			if overloaded {
+				// A queue that stands through the interval [101ms, 202ms).
+				h.enqueue(context.Background(), "standing", 1)
+				h.clk.Advance(60 * time.Millisecond)
+				h.enqueue(context.Background(), "standing", 1)
+				h.clk.Advance(41 * time.Millisecond)
+				h.next()
+				h.q.Overloaded() // the first interval ends
+				h.clk.Advance(49 * time.Millisecond)
+				h.enqueue(context.Background(), "standing", 1)
+				h.clk.Advance(52 * time.Millisecond)
+				h.next()
+				if !h.q.Overloaded() {
+					t.Fatal("not overloaded after an interval with a standing queue")
+				}
+				h.clk.Advance(49 * time.Millisecond) // the last one times out
+				h.next()
+			}
+			h.enqueueCohort(context.Background(), "low-old", 1, 0)
+			h.enqueueCohort(context.Background(), "high", 1, 15)
+			h.enqueueCohort(context.Background(), "low-new", 1, 1)
+			h.enqueueCohort(context.Background(), "batch", 3, 15)
+			h.free(2)
+			if r := h.next(); r.name != "high" || r.err != nil {
+				t.Fatalf("%s finished (%v), want high started", r.name, r.err)
+			}
+			if h.q.Len() != 3 || h.s.taken != 1 {
+				t.Fatalf("%d waiting, %d started; want the low cohorts and batch waiting, batch behind a refused class", h.q.Len(), h.s.taken)
+			}
+			h.s.mu.Lock()
+			h.s.minCohort = 0
+			h.s.mu.Unlock()
+			h.q.Dispatch()
+			h.next()
+			h.free(2)
+			h.next()
+			h.next()
+		})
 	}
 }
 
