@@ -122,6 +122,10 @@ func TestBadEnvNamed(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "GOVERNOR_INTERVAL") {
 		t.Fatalf("error %v", err)
 	}
+	// The only error: the bad value did not become an interval of zero.
+	if strings.Contains(err.Error(), "interval: must be") {
+		t.Fatalf("a bad GOVERNOR_INTERVAL also reported as a zero interval: %v", err)
+	}
 }
 
 func FuzzDecode(f *testing.F) {

@@ -30,9 +30,21 @@ var env = []struct {
 	{"GOVERNOR_NATS_URL", func(c *Config, v string) error { c.NATS.URL = v; return nil }},
 	{"GOVERNOR_PROMETHEUS_URL", func(c *Config, v string) error { c.Metrics.PrometheusURL = v; return nil }},
 	{"GOVERNOR_ALERTS_CONFIG", func(c *Config, v string) error { c.Alerts.ConfigFile = v; return nil }},
-	{"GOVERNOR_INTERVAL", func(c *Config, v string) (err error) { c.Interval, err = time.ParseDuration(v); return err }},
-	{"GOVERNOR_SETPOINT", func(c *Config, v string) (err error) {
-		c.Recommend.Setpoint, err = strconv.ParseFloat(v, 64)
+	// A value that does not parse leaves the field as it was, so the error
+	// naming the variable is the only one: a zero in its place would add a
+	// second, naming the field as if it had been set to zero.
+	{"GOVERNOR_INTERVAL", func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err == nil {
+			c.Interval = d
+		}
+		return err
+	}},
+	{"GOVERNOR_SETPOINT", func(c *Config, v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err == nil {
+			c.Recommend.Setpoint = f
+		}
 		return err
 	}},
 }
