@@ -575,14 +575,13 @@ func (a *App) tick(ctx context.Context, at time.Time) {
 	}
 }
 
-// readiness answers /readyz: nil once this replica can do its work. It
-// needs NATS and the rules database to answer (checked on every call, so a
-// ready replica turns unready while either is down), and, on the replica
-// that leads, one completed evaluation cycle. A replica that does not lead
-// has no cycle to wait for: it serves the store's pages and takes the lead
-// when the leader goes, so it is ready as soon as its dependencies answer,
-// and stays past the cycle gate when it then takes the lead (the only
-// replica left must not drop out of its load balancer at a takeover).
+// readiness answers /readyz: nil while this replica serves the engine's
+// reads. It needs NATS and the rules database to answer (checked on every
+// call, so a ready replica turns unready while either is down), the lead,
+// and one completed evaluation cycle. A standby is not ready: the load
+// scores and recommendations the engine API and UI show are the leader's
+// (kept in its memory), so a load balancer must send the reads to the
+// leader alone; a standby turns ready after its first cycle as the leader.
 func (a *App) readiness() error {
 	if !a.nc.IsConnected() {
 		return errors.New("not connected to NATS")
@@ -592,11 +591,11 @@ func (a *App) readiness() error {
 	if err := a.ledgerDB.PingContext(ctx); err != nil {
 		return fmt.Errorf("rules database: %w", err)
 	}
-	if !a.ready.Load() {
-		if a.elector.IsLeader() {
-			return errors.New("no evaluation cycle has completed yet")
-		}
-		a.ready.Store(true)
+	switch {
+	case !a.elector.IsLeader():
+		return errors.New("standby: another replica leads, and serves the load scores and recommendations")
+	case !a.ready.Load():
+		return errors.New("no evaluation cycle has completed yet")
 	}
 	return nil
 }

@@ -14,8 +14,8 @@ import (
 
 // TestReadinessFollowsTheDependencies: /readyz turns unready when NATS or
 // the rules database stops answering after the engine was ready, and a
-// replica that does not lead is ready without an evaluation cycle of its
-// own, and stays ready when it takes the lead.
+// replica that does not lead is not ready (its API would show no load
+// scores) until it leads and has run a cycle.
 func TestReadinessFollowsTheDependencies(t *testing.T) {
 	rig := func(e leader.Elector) *App {
 		nc, err := nats.Connect(testenv.NATS(t))
@@ -51,8 +51,10 @@ func TestReadinessFollowsTheDependencies(t *testing.T) {
 	unready(lead, "rules database")
 
 	standby := rig(&notLeading{})
-	ready(standby)
+	unready(standby, "standby")
 	standby.elector = &leader.Local{ID: "b"} // it takes the lead
+	unready(standby, "no evaluation cycle has completed yet")
+	standby.ready.Store(true)
 	ready(standby)
 	standby.nc.Close()
 	unready(standby, "not connected to NATS")
