@@ -29,9 +29,11 @@ const (
 )
 
 // Apply validates rs and, if it is valid, makes it the ruleset in force as
-// version, atomically. An invalid ruleset, one for another service, or an
-// older version is refused with an error and the rules in force stay as they
-// were; nothing is half-applied. Routes whose rules did not change keep all
+// version, atomically. An invalid ruleset or one for another service is
+// refused with an error and the rules in force stay as they were; nothing is
+// half-applied. A version below the one in force is applied like any other:
+// the caller orders versions (package watch applies one when an instance
+// leaves a canary for the stable version, and ignores older ones otherwise). Routes whose rules did not change keep all
 // their learned state; a changed route keeps the parts whose rules are equal
 // (its limiter, its buckets) and always its in-flight counts, counters and
 // queue (with the requests waiting in it, under the new queue settings).
@@ -63,9 +65,6 @@ func (g *Governor) apply(rs *rules.Ruleset, version int64) error {
 		return fmt.Errorf("%w: ruleset is for service %q, this governor enforces %q", ErrInvalidRules, rs.Service, g.opts.Service)
 	}
 	old := g.state.Load()
-	if version < old.version {
-		return fmt.Errorf("%w: version %d is older than %d in force", ErrStaleVersion, version, old.version)
-	}
 	st, err := g.build(rs.Clone(), version, old)
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidRules, err)

@@ -112,7 +112,6 @@ func TestApplyRefusesAndKeepsOldRules(t *testing.T) {
 		{"invalid", bad, 2, rules.ErrInvalid, "routes[0].rate_limit.rate"},
 		{"nil", nil, 2, governor.ErrInvalidRules, ""},
 		{"other service", otherService, 2, governor.ErrInvalidRules, ""},
-		{"stale", ruleset(concRoute(5, 0)), 0, governor.ErrStaleVersion, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -231,4 +230,20 @@ func TestApplyRemovingARouteDropsItsSeries(t *testing.T) {
 		t.Fatalf("after removal /b/x went to %q (%v), want a", p.Route(), err)
 	}
 	held.Release(time.Millisecond, governor.Success)
+}
+
+// TestApplyTakesAVersionBelowTheOneInForce: an instance leaving a canary
+// returns to the stable version, numbered below the canary's; the caller
+// (package watch) orders versions, and Apply must not refuse it.
+func TestApplyTakesAVersionBelowTheOneInForce(t *testing.T) {
+	f := newFixture(t, 1, ruleset(concRoute(1, 0)))
+	if err := f.g.Apply(ruleset(concRoute(5, 0)), 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.g.Apply(ruleset(concRoute(2, 0)), 1); err != nil {
+		t.Fatalf("Apply of the stable version 1 under the canary's 3: %v", err)
+	}
+	if v, c := f.g.Version(), f.g.Rules().Routes[0].Concurrency; v != 1 || c == nil || c.Max != 2 {
+		t.Fatalf("in force: version %d, concurrency %+v; want version 1's", v, c)
+	}
 }

@@ -39,8 +39,6 @@ var (
 	// ErrInvalidRules wraps errors from Apply that refuse a ruleset; the
 	// rules.ValidationError with field-level problems is wrapped as well.
 	ErrInvalidRules = errors.New("governor: invalid rules")
-	// ErrStaleVersion: Apply was given a version older than the one in force.
-	ErrStaleVersion = errors.New("governor: stale version")
 )
 
 // Reason is why a request was refused.
