@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
 	"strings"
 )
@@ -47,8 +48,7 @@ func jsonFieldError(err error) FieldError {
 	var se *json.SyntaxError
 	switch {
 	case errors.As(err, &te):
-		field := te.Field
-		return FieldError{Field: field, Problem: fmt.Sprintf("must be %s, got %s", jsonKind(te.Type.Kind().String()), te.Value)}
+		return FieldError{Field: te.Field, Problem: typeProblem(te)}
 	case errors.As(err, &se):
 		return FieldError{Field: "", Problem: fmt.Sprintf("invalid JSON at byte %d: %v", se.Offset, se)}
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
@@ -73,6 +73,23 @@ func jsonFieldError(err error) FieldError {
 		}
 		return FieldError{Field: "", Problem: msg}
 	}
+}
+
+// typeProblem says what is wrong with a value of the wrong type.
+func typeProblem(te *json.UnmarshalTypeError) string {
+	number := strings.HasPrefix(te.Value, "number")
+	switch k := te.Type.Kind(); {
+	case te.Type == durationType && strings.HasPrefix(te.Value, `"`):
+		return "invalid duration " + te.Value + `: use a duration such as "150ms" or "2s"`
+	case te.Type == durationType:
+		return `must be a duration string such as "150ms", got ` + te.Value
+	case number && (k == reflect.Int || k == reflect.Int64 || k == reflect.Int32):
+		// A fraction, or an integer too large for the field.
+		return "must be a whole number within range, got " + te.Value
+	case number && (k == reflect.Float64 || k == reflect.Float32):
+		return "is out of range, got " + te.Value
+	}
+	return fmt.Sprintf("must be %s, got %s", jsonKind(te.Type.Kind().String()), te.Value)
 }
 
 func jsonKind(k string) string {

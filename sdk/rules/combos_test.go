@@ -194,10 +194,10 @@ func TestDurationDecoding(t *testing.T) {
 		{`"150ms"`, Duration(150e6), ""},
 		{`" 2s "`, Duration(2e9), ""},
 		{`"1\u0073"`, Duration(1e9), ""},
-		{`"soon"`, 0, `invalid duration "soon"`},
-		{`"\u0073oon"`, 0, `invalid duration "soon"`},
-		{`5`, 0, "must be a string"},
-		{`null`, 0, `invalid duration ""`},
+		{`"soon"`, 0, `cannot unmarshal "soon" into Go value of type rules.Duration`},
+		{`"\u0073oon"`, 0, `cannot unmarshal "soon" into`},
+		{`5`, 0, "cannot unmarshal number 5 into"},
+		{`null`, 0, "cannot unmarshal null into"},
 	}
 	for _, tt := range tests {
 		var d Duration

@@ -23,11 +23,20 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"service":"a","routes":[{"name":"r","match":{"path_prefix":"/"},"concurrency":{"algorithm":"fixed","max":3,"tolerance":1}}]}`))
 	f.Add([]byte(`{"service":"a","downstreams":[{"name":"d","breaker":{"kind":"throttle","min_calls":3,"slow_call":"1s"}},{"name":"e","breaker":{"k":2}}]}`))
 	f.Add([]byte(`[]`))
+	// Values of the wrong type, reported at their field.
+	f.Add([]byte(`{"service":"a","downstreams":[{"name":"d","timeout":"soon","retry":{"max_attempts":1.5}}]}`))
+	f.Add([]byte(`{"service":"a","routes":[{"name":"r","match":{"path_prefix":"/"},"rate_limit":{"rate":1e400}}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := Decode(data)
 		if err != nil {
-			if !errors.Is(err, ErrInvalid) {
-				t.Fatalf("error does not wrap ErrInvalid: %v", err)
+			var ve *ValidationError
+			if !errors.Is(err, ErrInvalid) || !errors.As(err, &ve) {
+				t.Fatalf("error is not a *ValidationError wrapping ErrInvalid: %v", err)
+			}
+			for _, fe := range ve.Errors {
+				if fe.Problem == "" {
+					t.Fatalf("field error %q without a problem", fe.Field)
+				}
 			}
 			return
 		}
@@ -62,6 +71,23 @@ func FuzzDecodeEnvelope(f *testing.F) {
 		}
 		if err := e.Verify(); err != nil {
 			t.Fatalf("decoded envelope does not verify: %v", err)
+		}
+		// A watcher caches the envelope it applied as json.Marshal encodes
+		// it and decodes it again at start: the same version comes back
+		// (unless escaping made it larger than the input may be).
+		b, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) > MaxEnvelopeBytes {
+			return
+		}
+		back, err := DecodeEnvelope(b)
+		if err != nil {
+			t.Fatalf("the encoding of a decoded envelope does not decode: %v\n%s", err, b)
+		}
+		if back.Version != e.Version || back.Checksum != e.Checksum || back.Service != e.Service {
+			t.Fatalf("round trip changed the envelope: %+v, want %+v", back, e)
 		}
 	})
 }

@@ -33,6 +33,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -166,8 +168,9 @@ type Concurrency struct {
 	// Initial is the starting limit; default 20. The fixed algorithm's limit
 	// is Max from the start: Initial and Min need only be consistent with it.
 	Initial int `json:"initial,omitempty"`
-	// Min and Max bound the limit; defaults 4 and 1000. Max is required for
-	// the fixed algorithm.
+	// Min and Max bound the limit; defaults 4 and 1000, the default giving
+	// way to an explicit bound or Initial on the other side (Initial 2 makes
+	// the default Min 2). Max is required for the fixed algorithm.
 	Min int `json:"min,omitempty"`
 	Max int `json:"max,omitempty"`
 	// Tolerance is how much latency above the no-load latency is accepted
@@ -324,23 +327,56 @@ func (d Duration) MarshalJSON() ([]byte, error) {
 	return append(append(append(b, '"'), s...), '"'), nil
 }
 
-// UnmarshalJSON accepts a duration string such as "150ms" or "2s".
+// UnmarshalJSON accepts a duration string such as "150ms" or "2s". Any
+// other value is refused with a *json.UnmarshalTypeError, so that
+// encoding/json adds the path of the field and Decode names it.
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	if n := len(b); n >= 2 && b[0] == '"' && b[n-1] == '"' && bytes.IndexByte(b[1:n-1], '\\') < 0 {
 		// A JSON string without escapes (the decoder has checked the rest):
 		// its bytes are the text, no need to decode it again.
-		return d.UnmarshalText(b[1 : n-1])
+		if err := d.UnmarshalText(b[1 : n-1]); err != nil {
+			return durationError(string(b))
+		}
+		return nil
 	}
 	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return fmt.Errorf("duration must be a string such as \"150ms\"")
+	if err := json.Unmarshal(b, &s); err != nil || len(b) == 0 || b[0] != '"' {
+		return durationError(jsonValue(b))
 	}
 	v, err := time.ParseDuration(strings.TrimSpace(s))
 	if err != nil {
-		return fmt.Errorf("invalid duration %q", s)
+		return durationError(strconv.Quote(s))
 	}
 	*d = Duration(v)
 	return nil
+}
+
+var durationType = reflect.TypeFor[Duration]()
+
+// durationError refuses value (a quoted string, or the kind of another JSON
+// value) as a Duration.
+func durationError(value string) error {
+	return &json.UnmarshalTypeError{Value: value, Type: durationType}
+}
+
+// jsonValue describes a JSON value that is not a string as encoding/json
+// does: "number 5", "bool", "object", "array", "null".
+func jsonValue(b []byte) string {
+	switch b = bytes.TrimSpace(b); {
+	case len(b) == 0:
+		return "nothing"
+	case b[0] == '{':
+		return "object"
+	case b[0] == '[':
+		return "array"
+	case b[0] == 't' || b[0] == 'f':
+		return "bool"
+	case b[0] == 'n':
+		return "null"
+	case len(b) > 32:
+		return "number " + string(b[:32]) + "..."
+	}
+	return "number " + string(b)
 }
 
 // MarshalText lets YAML and other text encoders use the duration string.

@@ -50,7 +50,11 @@ func TestDecodeFieldErrors(t *testing.T) {
 		{"duplicate route", `{"service":"a","routes":[{"name":"r","match":{"path_prefix":"/"}},{"name":"r","match":{"path_prefix":"/x"}}]}`, "routes[1].name", "already used"},
 		{"overlapping match", `{"service":"a","routes":[{"name":"r","match":{"path_prefix":"/"}},{"name":"s","match":{"path_prefix":"/"}}]}`, "routes[1].match", "same requests"},
 		{"min above max", `{"service":"a","routes":[{"name":"r","match":{"path_prefix":"/"},"concurrency":{"min":10,"max":5}}]}`, "routes[0].concurrency.min", "must not exceed"},
-		{"bad duration", `{"service":"a","routes":[{"name":"r","match":{"path_prefix":"/"},"queue":{"target":"soon"}}]}`, "", "invalid duration"},
+		{"bad duration", `{"service":"a","routes":[{"name":"r","match":{"path_prefix":"/"},"queue":{"target":"soon"}}]}`, "routes.queue.target", `invalid duration "soon"`},
+		{"duration not a string", `{"service":"a","downstreams":[{"name":"d","timeout":5}]}`, "downstreams.timeout", `must be a duration string such as "150ms", got number 5`},
+		{"fraction for an integer", `{"service":"a","routes":[{"name":"r","match":{"path_prefix":"/"},"rate_limit":{"rate":1,"burst":1.5}}]}`, "routes.rate_limit.burst", "must be a whole number within range, got number 1.5"},
+		{"integer too large", `{"service":"a","routes":[{"name":"r","match":{"path_prefix":"/"},"rate_limit":{"rate":1,"burst":1e30}}]}`, "routes.rate_limit.burst", "whole number within range"},
+		{"number too large", `{"service":"a","routes":[{"name":"r","match":{"path_prefix":"/"},"rate_limit":{"rate":1e400}}]}`, "routes.rate_limit.rate", "out of range"},
 		{"wrong type", `{"service":"a","routes":[{"name":"r","match":{"path_prefix":"/"},"rate_limit":{"rate":"fast"}}]}`, "routes.rate_limit.rate", "number"},
 		{"bad class", `{"service":"a","priority":{"default":"vip"}}`, "priority.default", "one of"},
 		{"bad level", `{"service":"a","priority":{"levels":{"12":"core"}}}`, "priority.levels.12", "digit"},
@@ -77,6 +81,33 @@ func TestDecodeFieldErrors(t *testing.T) {
 			}
 			t.Fatalf("no error for field %q containing %q in %v", tt.field, tt.problem, ve.Errors)
 		})
+	}
+}
+
+// TestDecodeEnvelopeNamesTheFieldOfABadDuration: a duration that does not
+// parse is reported at its field, also inside an envelope.
+func TestDecodeEnvelopeNamesTheFieldOfABadDuration(t *testing.T) {
+	_, err := DecodeEnvelope([]byte(`{"service":"a","version":1,"checksum":"x","ruleset":{"service":"a","downstreams":[{"name":"d","timeout":"1 minute"}]}}`))
+	var ve *ValidationError
+	if !errors.As(err, &ve) || len(ve.Errors) != 1 {
+		t.Fatalf("err = %v, want one field error", err)
+	}
+	if fe := ve.Errors[0]; fe.Field != "ruleset.downstreams.timeout" || !strings.Contains(fe.Problem, `invalid duration "1 minute"`) {
+		t.Fatalf("field error %+v, want ruleset.downstreams.timeout: invalid duration", fe)
+	}
+}
+
+// TestValidateDoesNotSayARouteOverlapsItself: a method listed twice is one
+// problem, not also an overlap of the route with itself.
+func TestValidateDoesNotSayARouteOverlapsItself(t *testing.T) {
+	_, err := Decode([]byte(`{"service":"a","routes":[{"name":"r","match":{"path_prefix":"/","methods":["GET","GET"]}}]}`))
+	var ve *ValidationError
+	if !errors.As(err, &ve) {
+		t.Fatalf("err = %v", err)
+	}
+	want := []FieldError{{Field: "routes[0].match.methods[1]", Problem: `"GET" is listed twice`}}
+	if len(ve.Errors) != 1 || ve.Errors[0] != want[0] {
+		t.Fatalf("errors %v, want %v", ve.Errors, want)
 	}
 }
 

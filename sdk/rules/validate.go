@@ -211,7 +211,8 @@ func (r *Ruleset) Validate() error {
 		}
 		for _, m := range methods {
 			key := matchKey{m, rt.Match.PathPrefix}
-			if j, dup := matches[key]; dup {
+			if j, dup := matches[key]; dup && j != i {
+				// A method listed twice on one route is reported by route.
 				c.add(f+".match", "matches the same requests (%s %s) as routes[%d]", m, rt.Match.PathPrefix, j)
 			}
 			matches[key] = i
