@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -111,6 +112,11 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		{"no conn", Options{Service: "s", Applier: &fakeApplier{}}},
 		{"no applier", Options{Service: "s", Conn: nc}},
 		{"negative heartbeat", Options{Service: "s", Conn: nc, Applier: &fakeApplier{}, Heartbeat: -1}},
+		// What DecodeReport and DecodeHeartbeat would refuse in every
+		// report and heartbeat.
+		{"instance over 256 bytes", Options{Service: "s", Instance: strings.Repeat("i", 257), Conn: nc, Applier: &fakeApplier{}}},
+		{"service over 256 bytes", Options{Service: strings.Repeat("s", 257), Conn: nc, Applier: &fakeApplier{}}},
+		{"labels over 16 KiB", Options{Service: "s", Labels: map[string]string{"x": strings.Repeat("v", 16<<10)}, Conn: nc, Applier: &fakeApplier{}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

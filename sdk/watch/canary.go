@@ -103,8 +103,9 @@ func EncodeCanary(c *Canary) ([]byte, error) {
 	return b, nil
 }
 
-// DecodeCanary parses and verifies a canary record. Envelope errors are the
-// *rules.ValidationError of rules.DecodeEnvelope.
+// DecodeCanary parses and verifies a canary record. Every error wraps
+// ErrMalformed; envelope errors also wrap the *rules.ValidationError of
+// rules.DecodeEnvelope.
 func DecodeCanary(data []byte) (*Canary, error) {
 	if len(data) > MaxCanaryBytes {
 		return nil, fmt.Errorf("%w: canary is %d bytes, at most %d allowed", ErrMalformed, len(data), MaxCanaryBytes)
@@ -129,7 +130,7 @@ func DecodeCanary(data []byte) (*Canary, error) {
 	}
 	env, err := rules.DecodeEnvelope(raw.Envelope)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: canary envelope: %w", ErrMalformed, err)
 	}
 	return &Canary{Selector: raw.Selector, Envelope: env}, nil
 }

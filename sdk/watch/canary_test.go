@@ -1,9 +1,13 @@
 package watch
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"testing"
+
+	"governor.dev/governor/sdk/rules"
 )
 
 func TestSelectorPercentIsStableAndProportional(t *testing.T) {
@@ -62,5 +66,28 @@ func TestSelectorLabelsAndPercent(t *testing.T) {
 	}
 	if sel.Selects("s", "i", map[string]string{"zone": "b"}) || sel.Selects("s", "i", nil) {
 		t.Fatal("non-matching labels selected")
+	}
+}
+
+// TestDecodeCanaryErrorsWrapErrMalformed: as documented on ErrMalformed,
+// every refused canary record wraps it; an envelope error also keeps the
+// *rules.ValidationError that names the field (a NACK's reason reads it).
+func TestDecodeCanaryErrorsWrapErrMalformed(t *testing.T) {
+	good := canaryBytes(t, 2, Selector{Percent: 10})
+	for name, data := range map[string][]byte{
+		"bad checksum":     bytes.Replace(good, []byte(`"sha256:`), []byte(`"sha256:00`), 1),
+		"bad selector":     bytes.Replace(good, []byte(`"percent":10`), []byte(`"percent":200`), 1),
+		"not an object":    []byte(`[]`),
+		"missing envelope": []byte(`{"selector":{"percent":10}}`),
+	} {
+		_, err := DecodeCanary(data)
+		if !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: err %v does not wrap ErrMalformed", name, err)
+		}
+	}
+	_, err := DecodeCanary(bytes.Replace(good, []byte(`"sha256:`), []byte(`"sha256:00`), 1))
+	var ve *rules.ValidationError
+	if !errors.As(err, &ve) || ve.Errors[0].Field != "checksum" {
+		t.Fatalf("err %v, want the envelope's *rules.ValidationError naming the checksum", err)
 	}
 }

@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -48,5 +49,36 @@ func TestAnEntryAlreadyHandledIsNotDecodedAgain(t *testing.T) {
 	}
 	if got := app.versions(); len(got) != 2 || got[1] != 3 {
 		t.Fatalf("applied %v, want [2 3]", got)
+	}
+}
+
+// TestResyncAheadOfTheWatchDoesNotApplyASupersededCanary: a resync may read
+// a key before the watch delivers the values written before it (the Run
+// goroutine was busy applying and fsyncing the cache while they queued). The
+// late values are skipped: the instance never applies, nor ACKs, a canary
+// that was replaced before it arrived.
+func TestResyncAheadOfTheWatchDoesNotApplyASupersededCanary(t *testing.T) {
+	zoneA := Selector{Labels: map[string]string{"zone": "a"}}
+	zoneB := Selector{Labels: map[string]string{"zone": "b"}}
+	s, app, reports, _ := newTestState(t, "checkout", "i-1", map[string]string{"zone": "a"})
+	w := &Watcher{st: s}
+	at := time.Unix(100, 0)
+	w.handleEntry(true, fakeEntry{key: "checkout.stable", value: envelopeBytes(t, "checkout", 1), rev: 1, at: at})
+	// Canary v3 for zone a (rev 7) is replaced at once by v4 for zone b (rev 8).
+	a := fakeEntry{key: "checkout.canary", value: canaryBytes(t, 3, zoneA), rev: 7, at: at.Add(time.Second)}
+	b := fakeEntry{key: "checkout.canary", value: canaryBytes(t, 4, zoneB), rev: 8, at: at.Add(2 * time.Second)}
+	w.handleEntry(false, b) // the resync
+	w.handleEntry(false, a) // the watch, late
+	w.handleEntry(false, b) // the watch
+	if got := app.versions(); !slices.Equal(got, []int64{1}) {
+		t.Fatalf("applied %v, want only the stable v1", got)
+	}
+	if len(*reports) != 1 || (*reports)[0].Version != 1 {
+		t.Fatalf("reports %+v, want the ACK of v1 alone", *reports)
+	}
+	// A recreated bucket restarts revisions, later: its values count.
+	w.handleEntry(false, fakeEntry{key: "checkout.canary", value: canaryBytes(t, 5, zoneA), rev: 2, at: at.Add(time.Hour)})
+	if s.running.Load() != 5 {
+		t.Fatalf("running v%d, want the canary v5 of the recreated bucket", s.running.Load())
 	}
 }

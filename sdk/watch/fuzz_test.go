@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"errors"
 	"testing"
 )
 
@@ -12,6 +13,9 @@ func FuzzDecodeReport(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := DecodeReport(data)
 		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error does not wrap ErrMalformed: %v", err)
+			}
 			return
 		}
 		if r.Service == "" || r.Instance == "" || r.Version < 0 || (r.Status != StatusACK && r.Status != StatusNACK) {
@@ -27,6 +31,9 @@ func FuzzDecodeHeartbeat(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		h, err := DecodeHeartbeat(data)
 		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error does not wrap ErrMalformed: %v", err)
+			}
 			return
 		}
 		if h.Service == "" || h.Instance == "" || h.Running < 0 || h.IntervalMS < 0 {
@@ -43,10 +50,27 @@ func FuzzDecodeCanary(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := DecodeCanary(data)
 		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error does not wrap ErrMalformed: %v", err)
+			}
 			return
 		}
 		if c.Selector.Validate() != nil || c.Envelope == nil || c.Envelope.Verify() != nil {
 			t.Fatalf("accepted an invalid canary %+v", c)
+		}
+		// What a control plane encodes from it decodes to the same record
+		// (unless escaping made it larger than a record may be).
+		b, err := EncodeCanary(c)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) || len(data) <= MaxCanaryBytes/6 {
+				t.Fatalf("a decoded canary does not encode: %v", err)
+			}
+			return
+		}
+		back, err := DecodeCanary(b)
+		if err != nil || back.Envelope.Version != c.Envelope.Version || back.Envelope.Checksum != c.Envelope.Checksum ||
+			back.Selector.Percent != c.Selector.Percent || len(back.Selector.Labels) != len(c.Selector.Labels) {
+			t.Fatalf("round trip changed the canary: %+v %v, want %+v", back, err, c)
 		}
 	})
 }

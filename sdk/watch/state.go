@@ -215,7 +215,7 @@ func (s *state) report(version int64, st Status, reason Reason, err error) *Repo
 	r := &Report{Service: s.service, Instance: s.instance, Version: version, Status: st,
 		Reason: reason, Running: s.running.Load(), Labels: s.labels, At: s.now()}
 	if err != nil {
-		r.Error = err.Error()
+		r.Error = cutError(err.Error())
 	}
 	return r
 }

@@ -3,8 +3,11 @@ package watch
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
+	"unicode/utf8"
 
 	"governor.dev/governor/sdk/rules"
 )
@@ -165,5 +168,36 @@ func TestCanaryForAnotherServiceIsRefused(t *testing.T) {
 	s.onCanary(b)
 	if s.running.Load() != 0 || len(*reports) != 1 || (*reports)[0].Reason != ReasonWrongService {
 		t.Fatalf("running %d, reports %+v", s.running.Load(), *reports)
+	}
+}
+
+// TestALongNACKStillReachesTheControlPlane: the validation error of a large
+// ruleset lists every problem (here about 190 KiB). The NACK and the
+// heartbeats that repeat it must stay within what DecodeReport and
+// DecodeHeartbeat accept, or the ledger drops them: the NACK is lost and the
+// instance, whose heartbeats are all refused, shows as GONE.
+func TestALongNACKStillReachesTheControlPlane(t *testing.T) {
+	s, _, reports, _ := newTestState(t, "checkout", "i-1", map[string]string{"zone": "a"})
+	s.onStable(envelopeBytes(t, "checkout", 1))
+	routes := make([]string, 1000)
+	for i := range routes {
+		routes[i] = fmt.Sprintf(`{"name":"r%d","match":{"path_prefix":"é%d"},"shedding":{}}`, i, i)
+	}
+	s.onStable([]byte(`{"service":"checkout","version":2,"checksum":"x","ruleset":{"service":"checkout","routes":[` + strings.Join(routes, ",") + `]}}`))
+	r := (*reports)[len(*reports)-1]
+	if r.Status != StatusNACK || r.Version != 2 || !strings.Contains(r.Error, "routes[0].match.path_prefix") {
+		t.Fatalf("report %.300v, want the NACK of v2 naming the first problem", r)
+	}
+	if !utf8.ValidString(r.Error) || !strings.HasSuffix(r.Error, "more bytes)") {
+		t.Fatalf("error not cut cleanly: ...%q", r.Error[max(0, len(r.Error)-80):])
+	}
+	b := mustJSON(t, r)
+	if _, err := DecodeReport(b); err != nil {
+		t.Fatalf("the control plane cannot read the NACK (%d bytes): %.200v", len(b), err)
+	}
+	h := Heartbeat{Service: "checkout", Instance: "i-1", Running: 1, IntervalMS: 1000, At: time.Unix(1, 0)}
+	h.NackVersion, h.NackReason, h.NackError = s.nack()
+	if b := mustJSON(t, h); len(b) > MaxWireBytes {
+		t.Fatalf("heartbeat of %d bytes, at most %d accepted", len(b), MaxWireBytes)
 	}
 }

@@ -41,7 +41,9 @@ import (
 
 // Applier applies a validated ruleset atomically; the SDK's *governor.Governor
 // implements it. An error means the ruleset was refused and the previous one
-// stays in force.
+// stays in force. Apply must accept a version below the one in force: the
+// watcher applies one when the instance leaves a canary for the stable
+// version.
 type Applier interface {
 	Apply(rs *rules.Ruleset, version int64) error
 }
@@ -50,11 +52,11 @@ type Applier interface {
 type Options struct {
 	// Service whose rules to follow.
 	Service string
-	// Instance identifies this instance in the ledger; default
-	// "<hostname>-<pid>".
+	// Instance identifies this instance in the ledger, in at most 256
+	// bytes (as Service); default "<hostname>-<pid>".
 	Instance string
 	// Labels describe the instance (zone, pod, version of the service); a
-	// canary may select by them.
+	// canary may select by them. Encoded as JSON they take at most 16 KiB.
 	Labels map[string]string
 	// Conn is the NATS connection. Use Connect, or nats.Connect with
 	// nats.RetryOnFailedConnect(true) so the watcher can start while NATS is
@@ -152,6 +154,15 @@ func New(opts Options) (*Watcher, error) {
 	if opts.Instance == "" {
 		host, _ := os.Hostname()
 		opts.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	// Reports and heartbeats carry these: the control plane refuses them
+	// beyond these sizes.
+	if len(opts.Service) > maxNameBytes || len(opts.Instance) > maxNameBytes {
+		return nil, fmt.Errorf("%w: Service and Instance must be at most %d bytes, got %d and %d",
+			ErrInvalidOption, maxNameBytes, len(opts.Service), len(opts.Instance))
+	}
+	if b, _ := json.Marshal(opts.Labels); len(b) > maxLabelBytes {
+		return nil, fmt.Errorf("%w: Labels encode to %d bytes, at most %d allowed", ErrInvalidOption, len(b), maxLabelBytes)
 	}
 	if opts.MaxBytes == 0 {
 		opts.MaxBytes = d.MaxBytes
@@ -317,14 +328,18 @@ func (w *Watcher) follow(ctx context.Context, kv jetstream.KeyValue, kw jetstrea
 	}
 }
 
-// handleEntry handles an entry unless it is the one last handled for its key.
+// handleEntry handles an entry unless it is the one last handled for its
+// key, or one written before it: a resync may read a key ahead of the watch,
+// which then still delivers the values the resync skipped.
 func (w *Watcher) handleEntry(stable bool, e jetstream.KeyValueEntry) {
 	i := 0
 	if !stable {
 		i = 1
 	}
 	id := entryID{rev: e.Revision(), at: e.Created()}
-	if last := w.seen[i]; last.rev == id.rev && last.at.Equal(id.at) {
+	if last := w.seen[i]; id.rev <= last.rev && !id.at.After(last.at) {
+		// The same entry, or an older one of the same bucket (a recreated
+		// bucket restarts revisions at a later time).
 		return
 	}
 	w.seen[i] = id

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"time"
+	"unicode/utf8"
 )
 
 // ErrMalformed is wrapped by every refused report, heartbeat or canary record.
@@ -14,6 +15,16 @@ var ErrMalformed = errors.New("watch: malformed message")
 
 // MaxWireBytes bounds a report or heartbeat.
 const MaxWireBytes = 64 << 10
+
+// Bounds that keep every report and heartbeat of a watcher within
+// MaxWireBytes: New refuses a longer service, instance or labels, and the
+// error of a NACK is cut (a validation error lists every problem of a
+// ruleset, which for a large one runs to hundreds of KiB).
+const (
+	maxNameBytes  = 256
+	maxLabelBytes = 16 << 10
+	maxErrorBytes = 4 << 10
+)
 
 // Status is the answer of an instance to a version: ACK or NACK.
 type Status string
@@ -45,7 +56,7 @@ type Report struct {
 	// Version answered; 0 when a refused payload did not say.
 	Version int64  `json:"version"`
 	Status  Status `json:"status"`
-	// Reason and Error explain a NACK.
+	// Reason and Error explain a NACK; an Error above 4 KiB is cut.
 	Reason Reason `json:"reason,omitempty"`
 	Error  string `json:"error,omitempty"`
 	// Running is the version the instance runs after this report.
@@ -122,10 +133,23 @@ func required(probs []string, field, v string) []string {
 	switch {
 	case v == "":
 		return append(probs, field+": is required")
-	case len(v) > 256:
-		return append(probs, fmt.Sprintf("%s: is %d bytes, at most 256 allowed", field, len(v)))
+	case len(v) > maxNameBytes:
+		return append(probs, fmt.Sprintf("%s: is %d bytes, at most %d allowed", field, len(v), maxNameBytes))
 	}
 	return probs
+}
+
+// cutError shortens the error of a NACK to at most maxErrorBytes, at a
+// UTF-8 boundary, and says how much it left out.
+func cutError(msg string) string {
+	if len(msg) <= maxErrorBytes {
+		return msg
+	}
+	cut := maxErrorBytes - len(" ... (1234567890 more bytes)")
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s ... (%d more bytes)", msg[:cut], len(msg)-cut)
 }
 
 func malformed(probs []string) error {
