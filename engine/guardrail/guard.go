@@ -276,17 +276,20 @@ type readKey struct {
 }
 
 // goodputShare is (1 - shed ratio) x (1 - error ratio) at every step both
-// have a sample, as the GoodputShare query computes it (and a grid point
-// derives it).
+// have a sample, and 0 at every step that sheds everything (no error ratio
+// then: nothing was admitted), as the GoodputShare query computes it (and a
+// grid point derives it).
 func goodputShare(shed, errs []signals.Point) []float64 {
 	var out []float64
 	for _, p := range shed {
+		q := emptyPoint()
+		q.set(ShedRatio, p.V)
 		i, ok := slices.BinarySearchFunc(errs, p.T, func(q signals.Point, t time.Time) int { return q.T.Compare(t) })
 		if ok {
-			q := emptyPoint()
-			q.set(ShedRatio, p.V)
 			q.set(ErrorRatio, errs[i].V)
-			out = append(out, q.value(GoodputShare))
+		}
+		if v := q.value(GoodputShare); !math.IsNaN(v) {
+			out = append(out, v)
 		}
 	}
 	return out

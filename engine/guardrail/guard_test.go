@@ -2,6 +2,7 @@ package guardrail
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -357,5 +358,68 @@ func TestRollbackRacingAPersonIsRefused(t *testing.T) {
 	}
 	if evs := rec.Events(""); len(evs) != 0 {
 		t.Fatalf("events %+v, want none", evs)
+	}
+}
+
+// refusesAll is healthy before the switch and refuses every request after
+// it: the shed ratio is 1, nothing is admitted, so there is no error ratio
+// and no p99 latency (0/0), and the admitted and goodput shares are 0.
+func refusesAll(m Metric, after bool, i int) float64 {
+	if !after {
+		return consistent(func(m Metric, _ bool, i int) float64 { return healthy(m, i) })(m, after, i)
+	}
+	switch m {
+	case OfferedLoad:
+		return healthy(m, i)
+	case ShedRatio:
+		return 1
+	case AdmittedShare, GoodputShare:
+		return 0
+	}
+	return math.NaN()
+}
+
+// TestVersionRefusingEveryRequestRollsBack: a version that sheds all its
+// traffic leaves no error ratio or p99 to compare, but its goodput share
+// fell from 0.99 to 0: it is a regression and is rolled back, whether the
+// guard reads each service alone or derives the shares from batched grid
+// points (where the goodput of a step with no error ratio was unknown, so
+// the version ended "inconclusive" and stayed live).
+func TestVersionRefusingEveryRequestRollsBack(t *testing.T) {
+	for _, batch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batched=%v", batch), func(t *testing.T) {
+			ctx := context.Background()
+			clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			st, at := liveVersions(t, clk)
+			cs := &countingSeries{by: map[string]fakeSeries{"checkout": {switchAt: at.Add(30 * time.Second), value: refusesAll}}}
+			var s Series = cs
+			if batch {
+				s = batched{cs}
+			}
+			g, err := New(Options{Store: st, Series: s})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got Decision
+			for clk.Now().Sub(at) < 8*time.Minute && !got.Final {
+				clk.Advance(10 * time.Second)
+				act, err := st.Active(ctx, "checkout")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := g.Observe(ctx, clk.Now(), []versioning.Version{act}); err != nil {
+					t.Fatal(err)
+				}
+				for _, d := range g.Decisions() {
+					if d.Version == 2 {
+						got = d
+						break
+					}
+				}
+			}
+			if got.Verdict != Regression || got.RollbackVersion == 0 || !strings.Contains(got.Reason, "goodput share 0.9") {
+				t.Fatalf("verdict %s final %v rollback v%d: %s", got.Verdict, got.Final, got.RollbackVersion, got.Reason)
+			}
+		})
 	}
 }

@@ -24,6 +24,11 @@ var baseMetrics = [...]Metric{OfferedLoad, ErrorRatio, LatencyP99, ShedRatio}
 // baseSignals are the snapshot signals of baseMetrics, in the same order.
 var baseSignals = [...]signals.Signal{signals.RequestRate, signals.ErrorRatio, signals.LatencyP99, signals.ShedRatio}
 
+// allShed is the shed ratio from which a step counts as refusing every
+// request (a ratio of sums may miss 1 by a rounding error): its goodput
+// share is 1 - shed ratio although its error ratio is unknown (0/0).
+const allShed = 1 - 1e-9
+
 // point is one service's samples at one grid point, by baseMetrics; NaN:
 // no sample. A point present in a ring has been observed, with or without
 // samples.
@@ -51,7 +56,12 @@ func (p point) value(m Metric) float64 {
 	case AdmittedShare:
 		return 1 - p[3]
 	case GoodputShare:
-		return (1 - p[3]) * (1 - p[1])
+		er := p[1]
+		if math.IsNaN(er) && p[3] >= allShed {
+			// Nothing admitted: nothing served, and no error ratio (0/0).
+			er = 0
+		}
+		return (1 - p[3]) * (1 - er)
 	}
 	return math.NaN()
 }

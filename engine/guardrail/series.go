@@ -18,8 +18,9 @@ const (
 	// LatencyP99 is the p99 of admitted-request latency in seconds.
 	LatencyP99 Metric = "latency_p99"
 	// GoodputShare is the share of offered requests served without error:
-	// (1 - shed ratio) x (1 - error ratio). Relative to the offered load, so
-	// a change of traffic alone does not move it.
+	// (1 - shed ratio) x (1 - error ratio), and 0 where every request is
+	// shed (the error ratio of nothing admitted is 0/0). Relative to the
+	// offered load, so a change of traffic alone does not move it.
 	GoodputShare Metric = "goodput_share"
 	// AdmittedShare is the share of offered requests admitted (1 - shed
 	// ratio): the part of the goodput a rule version decides. It replaces
@@ -136,7 +137,9 @@ func (s SignalSeries) query(m Metric, services ...string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		return fmt.Sprintf("(1 - (%s)) * (1 - (%s))", sr, er), nil
+		// A step that sheds everything serves nothing: its goodput is 1 -
+		// shed ratio (0), although its error ratio is 0/0 (NaN or absent).
+		return fmt.Sprintf("(1 - (%s)) * (((1 - (%s)) > -Inf) or (((%s) >= %v) * 0 + 1))", sr, er, sr, allShed), nil
 	}
 	return "", fmt.Errorf("%w: unknown metric %q", ErrSeries, m)
 }

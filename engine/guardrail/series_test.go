@@ -135,3 +135,60 @@ func TestSignalSeries(t *testing.T) {
 		t.Fatal("an unknown metric was answered in a batch")
 	}
 }
+
+// TestSignalSeriesGoodputOfAServiceRefusingEverything: a service that
+// sheds all of its 50 requests/s admits none, so its error ratio is 0/0;
+// its goodput share is 0, not unknown, both queried and derived from the
+// shed and error ratios as grid points do.
+func TestSignalSeriesGoodputOfAServiceRefusingEverything(t *testing.T) {
+	ctx := context.Background()
+	db, err := embedded.Open(embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for step := 0; step <= 20; step++ {
+		at := t0.Add(time.Duration(step) * 15 * time.Second)
+		app := db.Appender(ctx)
+		base := []string{"job", "governor", "instance", "checkout-0:8080", "service", "checkout", "route", "api", "class", "core"}
+		add := func(v float64, kv ...string) {
+			if _, err := app.Append(0, labels.FromStrings(append(append([]string{}, base...), kv...)...), at.UnixMilli(), v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Admitted and failed before, nothing admitted any more.
+		add(1000, "__name__", "governor_sdk_requests_total", "outcome", "admitted")
+		add(50*at.Sub(t0).Seconds(), "__name__", "governor_sdk_requests_total", "outcome", "shed")
+		add(10, "__name__", "governor_sdk_request_errors_total")
+		if err := app.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reader, err := signals.NewReader(db, signals.ReaderOptions{MaxAge: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := SignalSeries{Source: db, Reader: reader}
+	from, to := t0.Add(2*time.Minute), t0.Add(4*time.Minute)
+	for _, m := range []Metric{AdmittedShare, GoodputShare} {
+		got, err := s.Samples(ctx, "checkout", m, from, to, 30*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != "[0 0 0 0 0]" {
+			t.Errorf("%s: %v, want five 0s", m, got)
+		}
+	}
+	shed, _, err := s.SamplesBy(ctx, []string{"checkout"}, ShedRatio, from, to, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs, _, err := s.SamplesBy(ctx, []string{"checkout"}, ErrorRatio, from, to, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := goodputShare(shed["checkout"], errs["checkout"]); fmt.Sprint(got) != "[0 0 0 0 0]" {
+		t.Errorf("goodput share derived from shed ratios %v and error ratios %v: %v, want five 0s", shed["checkout"], errs["checkout"], got)
+	}
+}
