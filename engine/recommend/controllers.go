@@ -11,7 +11,8 @@ import (
 )
 
 // ErrState reports controller state that cannot be restored: truncated or
-// corrupt bytes, another format version, a controller pid refuses.
+// corrupt bytes, another format version, a controller pid refuses, a
+// ceiling (the base or the controller's output bounds) at or below 0.
 // Returned errors wrap it and say what is wrong.
 var ErrState = errors.New("recommend: cannot restore state")
 
@@ -108,9 +109,20 @@ func (r *Recommender) RestoreControllers(data []byte) error {
 			if d.Err != nil {
 				break
 			}
+			if !(cs.base > 0) {
+				d.Fail("base ceiling of %q: %v req/s, want above 0", svc, cs.base)
+				break
+			}
 			ctl, err := pid.RestoreController(d.B[:size])
 			if err != nil {
 				d.Fail("controller of %q: %v", svc, err)
+				break
+			}
+			// The controller's output is a ceiling: track never builds one
+			// that may go to 0 or below, or that moves with the load.
+			if cfg := ctl.Config(); !(cfg.OutMin > 0) || cfg.Kp < 0 || cfg.Ki < 0 || cfg.Kd < 0 {
+				d.Fail("controller of %q: output bounds [%v, %v] and gains %v, %v, %v, want bounds above 0 and gains not negative",
+					svc, cfg.OutMin, cfg.OutMax, cfg.Kp, cfg.Ki, cfg.Kd)
 				break
 			}
 			d.B = d.B[size:]

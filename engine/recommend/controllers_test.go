@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"governor.dev/governor/engine/pid"
+	"governor.dev/governor/internal/statecodec"
 )
 
 // TestRestoredControllersRecommendExactly: a recommender given another's
@@ -159,4 +160,55 @@ func FuzzRestoreControllers(f *testing.F) {
 			t.Fatal("accepted state encodes to other bytes after a round trip")
 		}
 	})
+}
+
+// encodeController is SaveControllers' encoding of one service "checkout"
+// with the given base ceiling and controller bytes.
+func encodeController(known int, version int64, base float64, ctl []byte) []byte {
+	e := statecodec.Enc{B: []byte{ControllersVersion}}
+	e.U(1)
+	e.S("checkout")
+	e.U(uint64(known))
+	e.Bool(true)
+	e.I(version)
+	e.F(base)
+	e.U(uint64(len(ctl)))
+	e.B = append(e.B, ctl...)
+	return e.B
+}
+
+// TestRestoreControllersRefusesCeilingsAtOrBelowZero: a controller state
+// whose base ceiling is 0 or negative, or whose controller may output a
+// ceiling of 0 or below, is refused (ErrState); accepted, the first made
+// the next overload recommend a ceiling of 0 (0.1 req/s per instance) and
+// the second one of -100.
+func TestRestoreControllersRefusesCeilingsAtOrBelowZero(t *testing.T) {
+	a := newRec(t)
+	run(a, Input{Service: "checkout", Score: score(0.95), Entry: entry(400), Active: active(500, nil), Instances: 2}, 3)
+	st := a.state("checkout")
+	good, _ := st.ctl.AppendBinary(nil)
+	o := DefaultOptions()
+	neg, err := pid.New(o.pidConfig(1000, -100, 10000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	below, _ := neg.AppendBinary(nil)
+	for _, tt := range []struct {
+		name string
+		base float64
+		ctl  []byte
+		want string
+	}{
+		{"base ceiling 0", 0, good, "base ceiling"},
+		{"negative base ceiling", -500, good, "base ceiling"},
+		{"controller output down to -100", 1000, below, "output bounds"},
+	} {
+		err := newRec(t).RestoreControllers(encodeController(st.known, st.version, tt.base, tt.ctl))
+		if !errors.Is(err, ErrState) || !strings.Contains(err.Error(), tt.want) {
+			t.Fatalf("%s: err %v, want ErrState and %q", tt.name, err, tt.want)
+		}
+	}
+	if err := newRec(t).RestoreControllers(encodeController(st.known, st.version, st.base, good)); err != nil {
+		t.Fatalf("the valid state: %v", err)
+	}
 }
