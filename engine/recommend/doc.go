@@ -79,7 +79,15 @@
 // evaluation. A recommendation that applies itself, or one based on
 // another active version than the open proposal, is proposed as a new
 // version that withdraws the open one in the same transaction
-// (Submitted.Replaced). Proposals by people are never touched. A proposal
+// (Submitted.Replaced). Proposals by people are never touched. A
+// recommendation waiting for approval that repeats the engine's latest
+// proposal, which a person rejected (based on the same version, its ruleset
+// inside OpenDeadband of the rejected one), is not proposed again
+// (Submitted.Rejected): a rejection holds until the recommendation moves
+// beyond the deadband or the active version changes. An evidence-only
+// revision keeps the ceiling and concurrency bounds of the ruleset it keeps
+// in the evidence, since the engine reads the ceiling in force back from
+// there once the version is published. A proposal
 // applies itself (AutoApply, audited as the engine) only inside the service's
 // Band: a cumulative change of at most MaxChangePerHour, never below Floor
 // or above Ceiling, never for Manual services; everything else waits for a

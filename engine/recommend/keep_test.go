@@ -2,6 +2,7 @@ package recommend
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"strings"
@@ -208,5 +209,76 @@ func TestProposerOptions(t *testing.T) {
 				t.Fatalf("submit: %v, want %v", err, ErrInvalidOption)
 			}
 		})
+	}
+}
+
+// TestKeptRulesetKeepsItsCeilingInTheEvidence: an evidence-only revision
+// keeps the open proposal's ruleset (400 req/s on each of 2 instances, a
+// ceiling of 800) although the recommendation moved to 840 (+5%, inside
+// the deadband); the evidence stored with it must still give the ceiling
+// of that ruleset, 800, since the engine reads the ceiling in force back
+// from it once the version is published (a re-split would otherwise split
+// 840 and quietly move the ceiling).
+func TestKeptRulesetKeepsItsCeilingInTheEvidence(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	p, err := st.Propose(ctx, versioning.Proposal{Ruleset: ruleset(500), Author: alice, Reason: "start"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1, err := st.Approve(ctx, "checkout", p.Number, bob, "ok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, _ := currentCeiling(&v1, 2)
+	recFor := func(to float64) Recommendation {
+		rs, c, conc := apply(v1.Ruleset, cur, to, 2)
+		return Recommendation{Service: "checkout", Base: v1.Number, Ruleset: rs, Reason: "move",
+			Evidence: &Evidence{Ceiling: c, Concurrency: conc}}
+	}
+	manual := Band{Manual: true, MaxChangePerHour: 0.1}
+	pr := &Proposer{Store: st, Clock: clk}
+	open, err := pr.Submit(ctx, recFor(800), manual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(2 * DefaultEvidenceRefresh)
+	sub, err := pr.Submit(ctx, recFor(840), manual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sub.Revised || sub.Kept == "" || sub.Version.Number != open.Version.Number {
+		t.Fatalf("want an evidence-only revision keeping the ruleset, got %+v", sub)
+	}
+	got, err := st.Get(ctx, "checkout", open.Version.Number)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, ok := ceilingOf(got.Evidence)
+	per := got.Ruleset.Routes[0].RateLimit.Rate
+	if !ok || per != 400 || c.To != 800 || c.PerInstance["api"] != per {
+		t.Fatalf("kept ruleset has %v req/s per instance, evidence ceiling %+v, want 800 at 400 each", per, c)
+	}
+	var e struct {
+		Concurrency map[string][2]int `json:"concurrency"`
+	}
+	if err := json.Unmarshal(got.Evidence, &e); err != nil {
+		t.Fatal(err)
+	}
+	if want := got.Ruleset.Routes[0].Concurrency.Max; e.Concurrency["api"][1] != want {
+		t.Fatalf("evidence concurrency %v, the kept ruleset's max is %d", e.Concurrency, want)
+	}
+	// Published, the version's ceiling in force is its ruleset's.
+	published, err := st.Approve(ctx, "checkout", open.Version.Number, bob, "ok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := currentCeiling(&published, 3); c.To != 800 {
+		t.Fatalf("ceiling in force read back as %v, want 800", c.To)
 	}
 }

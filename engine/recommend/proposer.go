@@ -81,8 +81,16 @@ type Submitted struct {
 	// was refreshed if Revised.
 	Unchanged bool `json:"unchanged,omitempty"`
 	// Kept says why an open proposal's ruleset was kept although the
-	// recommendation differs from it.
+	// recommendation differs from it, or why nothing was proposed (see
+	// Rejected).
 	Kept string `json:"kept,omitempty"`
+	// Rejected is the engine proposal a person rejected that this
+	// recommendation repeats (0: none): based on the same active version,
+	// with the same ruleset or one inside OpenDeadband of it, and waiting
+	// for approval. Nothing is proposed (Unchanged, Version is the rejected
+	// one) until the recommendation moves beyond the deadband, the active
+	// version changes or the band lets it apply itself.
+	Rejected int64 `json:"rejected,omitempty"`
 	// Band is the band the auto-apply decision used and BandSource where
 	// it came from: BandFromPolicy or BandFromConfig (see PolicyBand).
 	Band       Band   `json:"band"`
@@ -102,7 +110,10 @@ type Submitted struct {
 // evidence-only revisions are spaced by EvidenceRefresh. A recommendation
 // that applies itself, or one based on another version than the open
 // proposal, is proposed as a new version that replaces (withdraws) the open
-// one in the same transaction. Proposals by people are never touched.
+// one in the same transaction. Proposals by people are never touched. A
+// recommendation waiting for approval that repeats the engine's proposal a
+// person rejected (same base version, ruleset inside OpenDeadband of it) is
+// not proposed again (Submitted.Rejected).
 //
 // Breaker threshold changes are outside every band: with a ceiling move
 // the band allows, the ceiling move alone is submitted (and applies
@@ -188,6 +199,12 @@ func (p *Proposer) Submit(ctx context.Context, rec Recommendation, band Band) (S
 		}
 		return raw, nil
 	}
+	if len(open) == 0 && !ok {
+		if v, k, again := rejectedAgain(versions, actor, rec, sum, deadband); again {
+			out.Version, out.Unchanged, out.Kept, out.Rejected = v, true, k, v.Number
+			return out, nil
+		}
+	}
 	if len(open) > 0 && !ok && open[0].Parent == rec.Base {
 		cur := open[0]
 		rs, reason, kept := rec.Ruleset, clip(rec.Reason, versioning.MaxReasonBytes), ""
@@ -195,6 +212,7 @@ func (p *Proposer) Submit(ctx context.Context, rec Recommendation, band Band) (S
 		if !same {
 			if k, small := smallMove(cur.Ruleset, rec.Ruleset, deadband); small {
 				rs, kept = cur.Ruleset, k
+				rec.Evidence = keptEvidence(rec.Evidence, cur.Evidence)
 			}
 		}
 		out.Version, out.Unchanged, out.Kept = cur, same || kept != "", kept
@@ -241,6 +259,44 @@ func (p *Proposer) Submit(ctx context.Context, rec Recommendation, band Band) (S
 	}
 	out.Version, out.AutoApplied, out.Replaced = v, v.AutoApplied, prop.Replaces
 	return out, nil
+}
+
+// rejectedAgain finds the engine's newest proposal (versions newest
+// first) and reports whether a person rejected it and rec repeats it: based
+// on the same version, with the same ruleset (checksum sum) or one inside
+// the deadband of it; kept says so.
+func rejectedAgain(versions []versioning.Version, actor versioning.Actor, rec Recommendation, sum string, deadband float64) (v versioning.Version, kept string, again bool) {
+	for _, v := range versions {
+		if v.Source != versioning.SourceEngine || v.Author != actor.Name {
+			continue
+		}
+		if v.State != versioning.StateRejected || v.Parent != rec.Base {
+			return versioning.Version{}, "", false
+		}
+		if _, small := smallMove(v.Ruleset, rec.Ruleset, deadband); v.Checksum != sum && !small {
+			return versioning.Version{}, "", false
+		}
+		return v, fmt.Sprintf("not proposed again: %s rejected v%d, and the recommendation moves its ruleset by at most the deadband of %.1f%%",
+			v.DecidedBy, v.Number, 100*deadband), true
+	}
+	return versioning.Version{}, "", false
+}
+
+// keptEvidence is ev with the ceiling and concurrency bounds of the open
+// proposal whose ruleset stays (its evidence open): the evidence stored
+// with a ruleset describes that ruleset, since once it is published
+// currentCeiling reads the ceiling in force back from it.
+func keptEvidence(ev *Evidence, open json.RawMessage) *Evidence {
+	var e struct {
+		Ceiling     Ceiling           `json:"ceiling"`
+		Concurrency map[string][2]int `json:"concurrency"`
+	}
+	if ev == nil || len(open) == 0 || json.Unmarshal(open, &e) != nil {
+		return ev
+	}
+	out := *ev
+	out.Ceiling, out.Concurrency = e.Ceiling, e.Concurrency
+	return &out
 }
 
 // hourReference is the ceiling in force before the automatic changes of the

@@ -247,3 +247,70 @@ func TestProposerUnstacks(t *testing.T) {
 		t.Fatalf("refresh every submission: %+v", again)
 	}
 }
+
+// TestProposerDoesNotReproposeWhatAPersonRejected: a person rejects the
+// engine's proposal of an 800 req/s ceiling; the same recommendation, or
+// one inside the open deadband of it (840, +5%), is not proposed again on
+// the next cycles; one beyond it (700, -12.5%) is.
+func TestProposerDoesNotReproposeWhatAPersonRejected(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	p, err := st.Propose(ctx, versioning.Proposal{Ruleset: ruleset(500), Author: alice, Reason: "start"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1, err := st.Approve(ctx, "checkout", p.Number, bob, "ok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, _ := currentCeiling(&v1, 2)
+	recFor := func(to float64) Recommendation {
+		rs, c, conc := apply(v1.Ruleset, cur, to, 2)
+		return Recommendation{Service: "checkout", Base: v1.Number, Ruleset: rs, Reason: fmt.Sprintf("ceiling %v", to),
+			Evidence: &Evidence{Ceiling: c, Concurrency: conc}}
+	}
+	manual := Band{Manual: true, MaxChangePerHour: 0.1}
+	pr := &Proposer{Store: st, Clock: clk}
+	open, err := pr.Submit(ctx, recFor(800), manual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Reject(ctx, "checkout", open.Version.Number, bob, "no: the promo starts"); err != nil {
+		t.Fatal(err)
+	}
+	proposed := func() []versioning.Version {
+		t.Helper()
+		vs, err := st.List(ctx, versioning.ListFilter{Service: "checkout", States: []versioning.State{versioning.StateProposed}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return vs
+	}
+	for _, to := range []float64{800, 840, 800} {
+		clk.Advance(10 * time.Second)
+		sub, err := pr.Submit(ctx, recFor(to), manual)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sub.Unchanged || sub.Rejected != open.Version.Number || sub.Version.Number != open.Version.Number ||
+			!strings.Contains(sub.Kept, "bob rejected v") {
+			t.Fatalf("ceiling %v after the rejection: v%d %s, unchanged %v, rejected %d, kept %q", to, sub.Version.Number, sub.Version.State, sub.Unchanged, sub.Rejected, sub.Kept)
+		}
+		if vs := proposed(); len(vs) != 0 {
+			t.Fatalf("ceiling %v: rejected v%d proposed again as v%d", to, open.Version.Number, vs[0].Number)
+		}
+	}
+	clk.Advance(10 * time.Second)
+	sub, err := pr.Submit(ctx, recFor(700), manual)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sub.Unchanged || sub.Rejected != 0 || len(proposed()) != 1 {
+		t.Fatalf("a recommendation beyond the deadband of the rejected one: v%d %s, unchanged %v, rejected %d", sub.Version.Number, sub.Version.State, sub.Unchanged, sub.Rejected)
+	}
+}
