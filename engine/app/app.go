@@ -381,11 +381,17 @@ func RecommendOptions(r config.Recommend) recommend.Options {
 }
 
 // NewProposer is the engine's proposer with the recommend section's
-// open_deadband and evidence_refresh (0: refresh at every evaluation).
+// open_deadband, evidence_refresh (0: refresh at every evaluation) and
+// rollback_hold (0: no hold).
 func NewProposer(r config.Recommend, store versioning.Store, clk clock.Clock) *recommend.Proposer {
-	p := &recommend.Proposer{Store: store, Clock: clk, OpenDeadband: r.OpenDeadband, EvidenceRefresh: r.EvidenceRefresh}
+	p := &recommend.Proposer{Store: store, Clock: clk, OpenDeadband: r.OpenDeadband, EvidenceRefresh: r.EvidenceRefresh,
+		RollbackHold: r.RollbackHold}
+	// The proposer's zeros are its defaults.
 	if r.EvidenceRefresh == 0 {
-		p.EvidenceRefresh = -1 // the proposer's zero is its default
+		p.EvidenceRefresh = -1
+	}
+	if r.RollbackHold == 0 {
+		p.RollbackHold = -1
 	}
 	return p
 }

@@ -58,6 +58,13 @@ func TestNewProposer(t *testing.T) {
 	if p := NewProposer(r, nil, nil); p.EvidenceRefresh >= 0 {
 		t.Fatalf("evidence_refresh 0: proposer refresh %s, want negative (every submission)", p.EvidenceRefresh)
 	}
+	if p.RollbackHold != recommend.DefaultRollbackHold {
+		t.Fatalf("default rollback hold %s, want %s", p.RollbackHold, recommend.DefaultRollbackHold)
+	}
+	r.RollbackHold = 0
+	if p := NewProposer(r, nil, nil); p.RollbackHold >= 0 {
+		t.Fatalf("rollback_hold 0: proposer hold %s, want negative (no hold)", p.RollbackHold)
+	}
 }
 
 // TestAlertLevels: the configuration's defaults are the evaluator's, and

@@ -196,6 +196,10 @@ type Recommend struct {
 	// a revision that moves the ruleset is never held back. 0 refreshes
 	// the evidence at every evaluation.
 	EvidenceRefresh time.Duration `yaml:"evidence_refresh"`
+	// RollbackHold is how long after a rollback of a version that applied
+	// itself a ceiling change in the same direction waits for a person
+	// instead of applying itself. 0: no hold.
+	RollbackHold time.Duration `yaml:"rollback_hold"`
 	// SlowCallMin and SlowCallMax bound the recommended breaker slow-call
 	// threshold; SlowCallDeadband is the relative change below which it is
 	// left alone; SlowCallFactor multiplies the healthy p99 baseline.
@@ -268,7 +272,7 @@ func Default() Config {
 		Metrics:  Metrics{ScrapeInterval: 15 * time.Second, Window: time.Minute},
 		Score:    Score{Latency: 250 * time.Millisecond, HalfLife: 30 * time.Second},
 		Recommend: Recommend{Setpoint: 0.7, Kp: 1, Ki: 0.05, MinChange: 0.05, MinScores: 3,
-			BaselineSamples: 2880, Deadband: 0.05, MaxStepPerSecond: 0.01, Binding: 0.9, OpenDeadband: 0.1, EvidenceRefresh: time.Minute,
+			BaselineSamples: 2880, Deadband: 0.05, MaxStepPerSecond: 0.01, Binding: 0.9, OpenDeadband: 0.1, EvidenceRefresh: time.Minute, RollbackHold: time.Hour,
 			SlowCallMin: 10 * time.Millisecond, SlowCallMax: 30 * time.Second, SlowCallDeadband: 0.2, SlowCallFactor: 2,
 			HealthyErrorRatio: 0.01, WarnSpreads: 4, CriticalSpreads: 8},
 		AlertLevels: AlertLevels{LearnedMargin: 0.25, ErrorRatioLevels: ErrorLevelsLearned, ErrorRatioWarn: 0.01, ErrorRatioCritical: 0.05,
@@ -414,6 +418,9 @@ func (c *Config) Validate() error {
 	}
 	if r.EvidenceRefresh < 0 || r.EvidenceRefresh > 24*time.Hour {
 		bad("recommend.evidence_refresh", "must be between 0 (every evaluation) and 24h, got %s", r.EvidenceRefresh)
+	}
+	if r.RollbackHold < 0 || r.RollbackHold > 7*24*time.Hour {
+		bad("recommend.rollback_hold", "must be between 0 (no hold) and 168h, got %s", r.RollbackHold)
 	}
 	minDur("recommend.slow_call_min", r.SlowCallMin, time.Millisecond)
 	if r.SlowCallMax < r.SlowCallMin || r.SlowCallMax > time.Hour {

@@ -154,6 +154,7 @@ func TestRecommendAndAlertLevelKeys(t *testing.T) {
 		{"open deadband one", "recommend: {open_deadband: 1}", "recommend.open_deadband:"},
 		{"evidence refresh negative", "recommend: {evidence_refresh: -1s}", "recommend.evidence_refresh:"},
 		{"evidence refresh too long", "recommend: {evidence_refresh: 25h}", "recommend.evidence_refresh:"},
+		{"rollback hold negative", "recommend: {rollback_hold: -1s}", "recommend.rollback_hold:"},
 		{"deadband", "recommend: {deadband: 0.5}", "recommend.deadband:"},
 		{"step", "recommend: {max_step_per_second: 0}", "recommend.max_step_per_second:"},
 		{"binding", "recommend: {binding: 1.5}", "recommend.binding:"},

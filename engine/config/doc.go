@@ -25,7 +25,9 @@
 // state.disabled). recommend.* every
 // knob of the recommender, the open-proposal deadband
 // (recommend.open_deadband) and how often an open proposal's evidence alone
-// is revised (recommend.evidence_refresh, default 1m), guardrail.* the
+// is revised (recommend.evidence_refresh, default 1m), how long a change
+// like one that applied itself and was rolled back waits for a person
+// (recommend.rollback_hold, default 1h), guardrail.* the
 // guardrail's (guardrail.step, default 10s, is best a multiple of interval:
 // then every sample time the guardrail compares is a cycle's, and costs no
 // query of its own).

@@ -90,8 +90,10 @@
 // there once the version is published. A proposal
 // applies itself (AutoApply, audited as the engine) only inside the service's
 // Band: a cumulative change of at most MaxChangePerHour, never below Floor
-// or above Ceiling, never for Manual services; everything else waits for a
-// person's approval.
+// or above Ceiling, never for Manual services, and never in the direction of
+// a change that applied itself and was rolled back (by the guardrail or a
+// person) within Proposer.RollbackHold (default 1 hour): the engine does not
+// redo what was just undone. Everything else waits for a person's approval.
 //
 // # Where a service's band comes from
 //

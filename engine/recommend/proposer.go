@@ -41,10 +41,20 @@ type Proposer struct {
 	// never held back. Default DefaultEvidenceRefresh (1 minute); negative:
 	// refresh on every submission.
 	EvidenceRefresh time.Duration
+	// RollbackHold is how long after a rollback of a version that applied
+	// itself (by the guardrail or a person) a ceiling change in the same
+	// direction does not apply itself but waits for a person, however
+	// small: the engine must not redo, minutes later, what was just undone
+	// (a cut, its rollback, the same cut again). A change the other way is
+	// not held. Default DefaultRollbackHold (1 hour); negative: no hold.
+	RollbackHold time.Duration
 }
 
 // DefaultEvidenceRefresh is the default Proposer.EvidenceRefresh.
 const DefaultEvidenceRefresh = time.Minute
+
+// DefaultRollbackHold is the default Proposer.RollbackHold.
+const DefaultRollbackHold = time.Hour
 
 // Validate checks the proposer's options; errors name the field.
 func (p *Proposer) Validate() error {
@@ -154,6 +164,12 @@ func (p *Proposer) Submit(ctx context.Context, rec Recommendation, band Band) (S
 	now := clk.Now()
 	ref := hourReference(versions, rec.Evidence.Ceiling.From, now)
 	ok, why := band.Allows(ref, rec.Evidence.Ceiling.To)
+	if hold := p.rollbackHold(); ok && hold > 0 {
+		if undone, back, like := rolledBack(versions, rec.Evidence.Ceiling, now, hold); like {
+			ok, why = false, fmt.Sprintf("v%d applied a like change by itself and was rolled back (v%d) at %s: a like change waits for a person until %s",
+				undone, back.Number, back.ActivatedAt.UTC().Format(time.RFC3339), back.ActivatedAt.Add(hold).UTC().Format(time.RFC3339))
+		}
+	}
 	if len(rec.Evidence.Breakers) > 0 {
 		// The band pre-approves ceiling moves only: a breaker threshold
 		// change always waits for a person. A ceiling move the band allows
@@ -297,6 +313,53 @@ func keptEvidence(ev *Evidence, open json.RawMessage) *Evidence {
 	out := *ev
 	out.Ceiling, out.Concurrency = e.Ceiling, e.Concurrency
 	return &out
+}
+
+func (p *Proposer) rollbackHold() time.Duration {
+	if p.RollbackHold == 0 {
+		return DefaultRollbackHold
+	}
+	return p.RollbackHold
+}
+
+// rolledBack finds, among versions (newest first), a rollback activated
+// within hold of now that undid a version which applied itself moving the
+// ceiling in the same direction as c; it returns the undone version's
+// number and the rollback.
+func rolledBack(newestFirst []versioning.Version, c Ceiling, now time.Time, hold time.Duration) (int64, versioning.Version, bool) {
+	dir := direction(c)
+	if dir == 0 {
+		return 0, versioning.Version{}, false
+	}
+	for _, back := range newestFirst {
+		if back.RollbackOf == 0 || back.ActivatedAt.IsZero() || now.Sub(back.ActivatedAt) > hold {
+			continue
+		}
+		for _, v := range newestFirst {
+			if v.Number != back.Parent {
+				continue
+			}
+			var e struct {
+				Ceiling Ceiling `json:"ceiling"`
+			}
+			if v.AutoApplied && json.Unmarshal(v.Evidence, &e) == nil && direction(e.Ceiling) == dir {
+				return v.Number, back, true
+			}
+			break
+		}
+	}
+	return 0, versioning.Version{}, false
+}
+
+// direction is the sign of a ceiling move: -1 a cut, +1 a raise, 0 none.
+func direction(c Ceiling) int {
+	switch {
+	case c.To < c.From:
+		return -1
+	case c.To > c.From:
+		return 1
+	}
+	return 0
 }
 
 // hourReference is the ceiling in force before the automatic changes of the
