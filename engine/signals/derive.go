@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/util/kahansum"
@@ -82,11 +83,19 @@ type requestSums struct {
 	classOrder          []string
 }
 
-// requestTotals folds the shared requests answer into sums per group.
+// shadow reports whether outcome is one of ShadowOutcomes: not an offered
+// request of its own.
+func shadow(outcome string) bool { return strings.HasPrefix(outcome, "shadow_") }
+
+// requestTotals folds the shared requests answer into sums per group,
+// leaving out the shadow outcomes as the templates' offered matcher does.
 func requestTotals(res *Result, scope Scope) (map[group]*requestSums, []group) {
 	by := map[group]*requestSums{}
 	var order []group
 	for _, smp := range res.Samples {
+		if shadow(smp.Labels["outcome"]) {
+			continue
+		}
 		g := groupOf(smp.Labels, scope)
 		rs, ok := by[g]
 		if !ok {

@@ -199,7 +199,7 @@ func TestReadServiceSelector(t *testing.T) {
 	}
 	q, err := f.r.Query(RequestRate, PerService, "checkout")
 	require.NoError(t, err)
-	require.Equal(t, `sum by (service) (rate(governor_sdk_requests_total{ service="checkout", }[30s]))`, q)
+	require.Equal(t, `sum by (service) (rate(governor_sdk_requests_total{ service="checkout",outcome!~"shadow_.*"}[30s]))`, q)
 
 	_, err = f.r.Read(context.Background(), now, PerService, "ok", "")
 	require.ErrorIs(t, err, ErrInvalidOption)

@@ -50,6 +50,10 @@ func edgeFleet() []series {
 			req("a", inst, "batch", "rate_limited", 3),
 			req("a", inst, "critical", "queue_timeout", 1),
 			req("a", inst, "", "admitted", 7),
+			// A shadow route's would-be refusals count requests already
+			// counted as admitted: not offered load.
+			req("a", inst, "batch", "shadow_would_shed", 20),
+			req("a", inst, "critical", "shadow_would_rate_limit", 5),
 			other("governor_sdk_request_errors_total", "a", inst, ctr(2), "class", "critical"),
 		)
 		for k, le := range []string{"0.01", "0.1", "1", "+Inf"} {
@@ -85,6 +89,11 @@ func edgeFleet() []series {
 		req("d", "d1", "batch", "shed", 5),
 		other("governor_sdk_request_errors_total", "d", "d1", ctr(1)),
 		other("governor_sdk_rules_version", "d", "d1", gauge(1)),
+	)
+	// e: only shadow outcomes, so no offered load at all.
+	out = append(out,
+		req("e", "e1", "core", "shadow_would_shed", 5),
+		other("governor_sdk_rules_version", "e", "e1", gauge(1)),
 	)
 	// Process metrics without a service label, joined through the targets;
 	// one of a process without SDK gauges, so without a service.
@@ -175,7 +184,7 @@ func TestSharedQueriesAgreeWithTemplates(t *testing.T) {
 	snap, err := shared.Read(context.Background(), at, signals.PerService)
 	require.NoError(t, err)
 	a, b, c, d := signals.Key{Service: "a"}, signals.Key{Service: "b"}, signals.Key{Service: "c"}, signals.Key{Service: "d"}
-	require.InDelta(t, 2*161.0/15, snap.Get(a, signals.RequestRate).V, 1e-9)
+	require.InDelta(t, 2*161.0/15, snap.Get(a, signals.RequestRate).V, 1e-9, "shadow outcomes are not offered requests")
 	require.InDelta(t, 2.0/147, snap.Get(a, signals.ErrorRatio).V, 1e-9)
 	require.InDelta(t, 14.0/161, snap.Get(a, signals.ShedRatio).V, 1e-9)
 	require.InDelta(t, 13.0/53, snap.Entries[a].ShedByClass["batch"].V, 1e-9)
@@ -192,9 +201,48 @@ func TestSharedQueriesAgreeWithTemplates(t *testing.T) {
 		require.Equal(t, signals.NotFinite, snap.Get(c, s).Status, "%s of an idle service", s)
 	}
 	require.Equal(t, signals.Missing, snap.Get(d, signals.ErrorRatio).Status, "errors without admitted requests")
+	e := signals.Key{Service: "e"}
+	for _, s := range []signals.Signal{signals.RequestRate, signals.ShedRatio} {
+		require.Equal(t, signals.Missing, snap.Get(e, s).Status, "%s of a service with only shadow outcomes", s)
+	}
+	require.Empty(t, snap.Entries[e].ShedByClass)
 	require.True(t, slicesContain(snap.Warnings, "lacks the labels of its scope"), snap.Warnings)
 	require.Equal(t, 1, countContaining(snap.Warnings, "without a valid le label"), snap.Warnings)
 	require.Equal(t, 2, countContaining(snap.Warnings, "fixed for monotonicity in 1 groups"), "b's buckets, for p50 and p99: %q", snap.Warnings)
+}
+
+// A shadow route counts a request it would have shed as admitted and as
+// shadow_would_shed: the offered load is the admitted requests only, and
+// nothing was shed.
+func TestShadowOutcomesAreNotOfferedLoad(t *testing.T) {
+	db, err := embedded.Open(embedded.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, db.Close()) })
+	req := func(outcome string) labels.Labels {
+		return labels.FromStrings("__name__", "governor_sdk_requests_total", "job", "sdk", "service", "a", "instance", "a1", "route", "api", "class", "batch", "outcome", outcome)
+	}
+	for i := 0; i <= 8; i++ {
+		app := db.Appender(context.Background())
+		ts := sharedT0.Add(time.Duration(i) * 15 * time.Second).UnixMilli()
+		// 100/s offered on a shadow route, all admitted; 40/s would be shed.
+		_, err := app.Append(0, req("admitted"), ts, 1500*float64(i))
+		require.NoError(t, err)
+		_, err = app.Append(0, req("shadow_would_shed"), ts, 600*float64(i))
+		require.NoError(t, err)
+		_, err = app.Append(0, labels.FromStrings("__name__", "governor_sdk_rules_version", "job", "sdk", "service", "a", "instance", "a1"), ts, 1)
+		require.NoError(t, err)
+		require.NoError(t, app.Commit())
+	}
+	at := sharedT0.Add(2 * time.Minute)
+	for _, perSignal := range []bool{false, true} {
+		r, err := signals.NewReader(db, signals.ReaderOptions{PerSignal: perSignal})
+		require.NoError(t, err)
+		snap, err := r.Read(context.Background(), at, signals.PerService)
+		require.NoError(t, err)
+		k := signals.Key{Service: "a"}
+		require.InDelta(t, 100, snap.Get(k, signals.RequestRate).V, 1e-9, "perSignal %v", perSignal)
+		require.InDelta(t, 0, snap.Get(k, signals.ShedRatio).V, 1e-9)
+	}
 }
 
 func slicesContain(ws []string, part string) bool { return countContaining(ws, part) > 0 }

@@ -13,7 +13,8 @@ type Signal string
 // [0, 1], latencies in seconds, CPU in cores, memory in bytes.
 const (
 	// RequestRate is the offered load: inbound requests per second, every
-	// outcome (admitted, shed, rate limited, ...).
+	// outcome (admitted, shed, rate limited, ...) but the shadow ones, which
+	// count again requests already counted as admitted (see ShadowOutcomes).
 	RequestRate Signal = "request_rate"
 	// ErrorRatio is errors per admitted request.
 	ErrorRatio Signal = "error_ratio"
@@ -135,3 +136,15 @@ func classify(s Signal, f float64) Value {
 // derivation, its default templates and the web UI's shed chart all use it,
 // so they cannot disagree.
 const ShedOutcomes = "shed|rate_limited|queue_timeout|deadline|overload"
+
+// ShadowOutcomes is the PromQL regular expression of the
+// governor_sdk_requests_total outcomes a shadow-mode route counts in
+// addition to a request's real outcome (admitted): what enforcing would have
+// done. They are not requests of their own, so the offered load (RequestRate)
+// and the shed ratios' denominators leave them out.
+const ShadowOutcomes = "shadow_.*"
+
+// offered is the label matcher that selects the
+// governor_sdk_requests_total series counting offered requests: every
+// outcome but ShadowOutcomes.
+const offered = `outcome!~"` + ShadowOutcomes + `"`

@@ -38,7 +38,7 @@ type TemplateData struct {
 // governor_sdk_rules_version gauge on (job, instance).
 func DefaultTemplates() map[Signal]string {
 	return map[Signal]string{
-		RequestRate: `sum by ({{.By}}) (rate(governor_sdk_requests_total{ {{.Selector}} }[{{.Window}}]))`,
+		RequestRate: `sum by ({{.By}}) (rate(governor_sdk_requests_total{ {{.Selector}}` + offered + `}[{{.Window}}]))`,
 		ErrorRatio: `(
   sum by ({{.By}}) (rate(governor_sdk_request_errors_total{ {{.Selector}} }[{{.Window}}]))
   or
@@ -53,17 +53,17 @@ sum by ({{.By}}) (rate(governor_sdk_requests_total{ {{.Selector}}outcome="admitt
 		ShedRatio: `(
   sum by ({{.By}}) (rate(governor_sdk_requests_total{ {{.Selector}}outcome=~"` + ShedOutcomes + `"}[{{.Window}}]))
   or
-  0 * sum by ({{.By}}) (rate(governor_sdk_requests_total{ {{.Selector}} }[{{.Window}}]))
+  0 * sum by ({{.By}}) (rate(governor_sdk_requests_total{ {{.Selector}}` + offered + `}[{{.Window}}]))
 )
 /
-sum by ({{.By}}) (rate(governor_sdk_requests_total{ {{.Selector}} }[{{.Window}}]))`,
+sum by ({{.By}}) (rate(governor_sdk_requests_total{ {{.Selector}}` + offered + `}[{{.Window}}]))`,
 		ShedRatioByClass: `(
   sum by ({{.By}}, class) (rate(governor_sdk_requests_total{ {{.Selector}}outcome=~"` + ShedOutcomes + `"}[{{.Window}}]))
   or
-  0 * sum by ({{.By}}, class) (rate(governor_sdk_requests_total{ {{.Selector}} }[{{.Window}}]))
+  0 * sum by ({{.By}}, class) (rate(governor_sdk_requests_total{ {{.Selector}}` + offered + `}[{{.Window}}]))
 )
 /
-sum by ({{.By}}, class) (rate(governor_sdk_requests_total{ {{.Selector}} }[{{.Window}}]))`,
+sum by ({{.By}}, class) (rate(governor_sdk_requests_total{ {{.Selector}}` + offered + `}[{{.Window}}]))`,
 		QueueDelayP99: `histogram_quantile(0.99, sum by ({{.By}}, le) (rate(governor_sdk_queue_delay_seconds_bucket{ {{.Selector}} }[{{.Window}}])))`,
 		CPU: `avg by ({{.By}}) (
   rate(process_cpu_seconds_total[{{.Window}}])
