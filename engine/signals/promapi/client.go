@@ -53,10 +53,13 @@ func DefaultOptions() Options {
 // Client queries a Prometheus-compatible HTTP API. It is a signals.Source
 // and safe for concurrent use.
 type Client struct {
-	api      v1.API
-	opts     Options
-	attempts *prometheus.CounterVec
-	duration prometheus.Histogram
+	api  v1.API
+	opts Options
+	// serverTimeout is opts.Timeout as the query's timeout parameter (see
+	// serverTimeout).
+	serverTimeout time.Duration
+	attempts      *prometheus.CounterVec
+	duration      prometheus.Histogram
 	// wait sleeps for d or until ctx ends; tests replace it.
 	wait func(ctx context.Context, d time.Duration) error
 	// jitter returns a number in [0, 1); tests replace it.
@@ -105,8 +108,9 @@ func New(opts Options) (*Client, error) {
 	}
 	f := promauto.With(opts.Registerer)
 	c := &Client{
-		api:  v1.NewAPI(ac),
-		opts: opts,
+		api:           v1.NewAPI(ac),
+		opts:          opts,
+		serverTimeout: serverTimeout(opts.Timeout),
 		attempts: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "governor_signals_promapi_attempts_total",
 			Help: "Query attempts against the Prometheus API by result (success, retried, failed).",
@@ -136,10 +140,23 @@ func (c *Client) clockWait(ctx context.Context, d time.Duration) error {
 	}
 }
 
+// serverTimeout is the attempt timeout d as the query API's timeout
+// parameter. The client sends it as Go writes durations, and Prometheus
+// (like Thanos and Mimir) refuses a fraction there ("1.5s": bad_data) but
+// takes whole units ("1m30s", "500ms"), so d is cut to whole seconds, or to
+// whole milliseconds below a second. The server then gives up no later than
+// the attempt does.
+func serverTimeout(d time.Duration) time.Duration {
+	if d >= time.Second {
+		return d.Truncate(time.Second)
+	}
+	return d.Truncate(time.Millisecond)
+}
+
 // Query evaluates an instant query at time at.
 func (c *Client) Query(ctx context.Context, q string, at time.Time) (*signals.Result, error) {
 	return c.do(ctx, func(ctx context.Context) (model.Value, v1.Warnings, v1.Infos, error) {
-		return c.api.Query(ctx, q, at, v1.WithTimeout(c.opts.Timeout))
+		return c.api.Query(ctx, q, at, v1.WithTimeout(c.serverTimeout))
 	})
 }
 
@@ -149,7 +166,7 @@ func (c *Client) QueryRange(ctx context.Context, q string, r signals.Range) (*si
 		return nil, err
 	}
 	return c.do(ctx, func(ctx context.Context) (model.Value, v1.Warnings, v1.Infos, error) {
-		return c.api.QueryRange(ctx, q, v1.Range{Start: r.Start, End: r.End, Step: r.Step}, v1.WithTimeout(c.opts.Timeout))
+		return c.api.QueryRange(ctx, q, v1.Range{Start: r.Start, End: r.End, Step: r.Step}, v1.WithTimeout(c.serverTimeout))
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 
 	"governor.dev/governor/engine/signals"
@@ -222,4 +223,31 @@ func TestOptionsValidation(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.QueryRange(context.Background(), "up", signals.Range{Start: at, End: at})
 	require.ErrorIs(t, err, signals.ErrInvalidOption)
+}
+
+// The timeout sent with a query is one Prometheus parses: it refuses a
+// fraction such as "1.5s" (bad_data, so every query would fail), so a
+// fractional attempt timeout is sent cut to whole seconds, or whole
+// milliseconds below a second.
+func TestServerTimeoutIsAPrometheusDuration(t *testing.T) {
+	tests := []struct {
+		timeout time.Duration
+		want    string
+	}{
+		{1500 * time.Millisecond, "1s"},
+		{90*time.Second + 250*time.Millisecond, "1m30s"},
+		{500 * time.Millisecond, "500ms"},
+		{250*time.Millisecond + 500*time.Microsecond, "250ms"},
+		{10 * time.Second, "10s"},
+	}
+	for _, tt := range tests {
+		f := &fakeAPI{replies: []reply{{200, vectorBody, false}}}
+		c, _ := newClient(t, f, Options{Timeout: tt.timeout})
+		_, err := c.Query(context.Background(), "up", at)
+		require.NoError(t, err)
+		got := f.forms[0]["timeout"][0]
+		require.Equal(t, tt.want, got, "timeout %s", tt.timeout)
+		_, err = model.ParseDuration(got)
+		require.NoError(t, err, "timeout %s", tt.timeout)
+	}
 }
