@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,7 +18,9 @@ import (
 	"governor.dev/governor/engine/signals"
 )
 
-// ErrClosed is returned by a DB used after Close.
+// ErrClosed is returned by a DB used after Close: its queries and
+// selections (wrapped with signals.ErrUnavailable) and its appenders'
+// Commit.
 var ErrClosed = errors.New("embedded: closed")
 
 // Options configures a DB. Zero fields take the defaults of DefaultOptions.
@@ -100,6 +103,7 @@ type DB struct {
 	recent *recent
 	dir    string
 	tmp    *tempDir // nil with Options.Dir
+	closed atomic.Bool
 }
 
 var (
@@ -162,7 +166,7 @@ func Open(opts Options) (*DB, error) {
 // signal reader reads is also kept in the recent-samples cache (see
 // SelectFloats).
 func (d *DB) Appender(ctx context.Context) storage.Appender {
-	return &recentAppender{Appender: d.db.Appender(ctx), r: d.recent, headMin: d.headMin}
+	return &recentAppender{Appender: d.db.Appender(ctx), r: d.recent, headMin: d.headMin, closed: &d.closed}
 }
 
 func (d *DB) headMin() int64 { return d.db.Head().MinTime() }
@@ -171,7 +175,12 @@ func (d *DB) headMin() int64 { return d.db.Head().MinTime() }
 func (d *DB) Querier(mint, maxt int64) (storage.Querier, error) { return d.db.Querier(mint, maxt) }
 
 // Close stops the TSDB and removes a temporary directory (see Options.Dir).
+// The DB then answers nothing, not even from the recent-samples cache;
+// closing it again does nothing.
 func (d *DB) Close() error {
+	if d.closed.Swap(true) {
+		return nil
+	}
 	err := errors.Join(d.engine.Close(), d.db.Close())
 	if d.tmp != nil {
 		err = errors.Join(err, d.tmp.remove())
@@ -182,6 +191,9 @@ func (d *DB) Close() error {
 
 // Query evaluates an instant query at time at.
 func (d *DB) Query(ctx context.Context, q string, at time.Time) (*signals.Result, error) {
+	if err := d.usable(); err != nil {
+		return nil, err
+	}
 	qry, err := d.engine.NewInstantQuery(ctx, d.db, d.qopts, q, at)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", signals.ErrQuery, err)
@@ -194,11 +206,22 @@ func (d *DB) QueryRange(ctx context.Context, q string, r signals.Range) (*signal
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
+	if err := d.usable(); err != nil {
+		return nil, err
+	}
 	qry, err := d.engine.NewRangeQuery(ctx, d.db, d.qopts, q, r.Start, r.End, r.Step)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", signals.ErrQuery, err)
 	}
 	return d.exec(ctx, qry)
+}
+
+// usable fails with ErrClosed once the DB is closed.
+func (d *DB) usable() error {
+	if d.closed.Load() {
+		return fmt.Errorf("%w: %w", signals.ErrUnavailable, ErrClosed)
+	}
+	return nil
 }
 
 func (d *DB) exec(ctx context.Context, qry promql.Query) (*signals.Result, error) {

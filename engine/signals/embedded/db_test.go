@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/value"
+	"github.com/prometheus/prometheus/promql"
 	"github.com/stretchr/testify/require"
 
 	"governor.dev/governor/engine/signals"
@@ -165,4 +166,28 @@ func TestStore(t *testing.T) {
 
 	_, err = NewStore(Options{}, ScraperOptions{Interval: -1})
 	require.ErrorIs(t, err, signals.ErrInvalidOption)
+}
+
+// A closed DB answers nothing: not its queries, not the reader's selections
+// from the recent-samples cache (which still holds the newest samples), not
+// a late scrape's commit. Every one says ErrClosed; a second Close is a
+// no-op.
+func TestClosedDBAnswersNothing(t *testing.T) {
+	db, err := Open(Options{})
+	require.NoError(t, err)
+	put(t, db, labels.FromStrings("__name__", "governor_sdk_inflight", "service", "a"), at{0, 1}, at{10, 2}, at{20, 3}, at{390, 4})
+	require.NoError(t, db.Close())
+	ts := t0.Add(400 * time.Second)
+	ms := []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, "__name__", "governor_sdk_inflight")}
+	_, err = db.Query(context.Background(), "governor_sdk_inflight", ts)
+	require.ErrorIs(t, err, ErrClosed)
+	err = db.SelectLatest(context.Background(), ts.UnixMilli(), ms, func(labels.Labels, int64, float64) { t.Error("answered after close") })
+	require.ErrorIs(t, err, ErrClosed)
+	require.ErrorIs(t, err, signals.ErrUnavailable)
+	err = db.SelectFloats(context.Background(), ts.Add(-time.Minute).UnixMilli(), ts.UnixMilli(), ms, func(labels.Labels, []promql.FPoint) { t.Error("answered after close") })
+	require.ErrorIs(t, err, ErrClosed)
+	app := db.Appender(context.Background())
+	_, _ = app.Append(0, labels.FromStrings("__name__", "g"), t0.Add(30*time.Second).UnixMilli(), 1)
+	require.ErrorIs(t, app.Commit(), ErrClosed)
+	require.NoError(t, db.Close())
 }

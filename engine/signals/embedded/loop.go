@@ -38,7 +38,9 @@ type loop struct {
 	buf    bytes.Buffer
 	report [3]reportSeries
 
-	cancel context.CancelFunc // nil until started
+	// cancel and done are those of the goroutine the last Run started:
+	// nil until started.
+	cancel context.CancelFunc
 	done   chan struct{}
 
 	mu sync.Mutex
@@ -57,7 +59,6 @@ func newLoop(s *Scraper, url string, target labels.Labels) *loop {
 		url:    url,
 		target: target,
 		cache:  newSeriesCache(target, s.opts.SampleLimit),
-		done:   make(chan struct{}),
 		st:     TargetStatus{URL: url, Labels: labelMap(target), Health: HealthUnknown},
 	}
 	for i, name := range []string{"up", "scrape_duration_seconds", "scrape_samples_scraped"} {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/exemplar"
@@ -276,6 +277,7 @@ type recentAppender struct {
 	storage.Appender
 	r       *recent
 	headMin func() int64
+	closed  *atomic.Bool // the DB's
 	pending []pending
 }
 
@@ -345,6 +347,11 @@ func (a *recentAppender) UpdateMetadata(ref storage.SeriesRef, l labels.Labels, 
 }
 
 func (a *recentAppender) Commit() error {
+	if a.closed.Load() {
+		a.release()
+		_ = a.Appender.Rollback()
+		return ErrClosed
+	}
 	if len(a.pending) == 0 {
 		return a.Appender.Commit()
 	}

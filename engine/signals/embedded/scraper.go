@@ -91,11 +91,13 @@ type Scraper struct {
 	opts    ScraperOptions
 	metrics *scrapeMetrics
 
-	mu      sync.Mutex
-	loops   map[string]*loop
-	ctx     context.Context // set while Run runs
-	wg      sync.WaitGroup
-	running bool
+	mu    sync.Mutex
+	loops map[string]*loop
+	ctx   context.Context // set while Run runs
+	wg    sync.WaitGroup
+	// running: Run starts new targets' loops; active: Run has not returned
+	// (it may still be stopping the loops).
+	running, active bool
 }
 
 // NewScraper returns a scraper writing into app (usually a *DB).
@@ -148,14 +150,15 @@ func (s *Scraper) SetTargets(targets []Target) error {
 }
 
 // Run scrapes until ctx is done, then stops every loop and returns. Series
-// are not marked stale on shutdown (as in Prometheus), only on removal.
+// are not marked stale on shutdown (as in Prometheus), only on removal. Once
+// it has returned, Run may be called again and resumes every target.
 func (s *Scraper) Run(ctx context.Context) error {
 	s.mu.Lock()
-	if s.running {
+	if s.active {
 		s.mu.Unlock()
 		return fmt.Errorf("embedded: scraper already running")
 	}
-	s.running, s.ctx = true, ctx
+	s.active, s.running, s.ctx = true, true, ctx
 	for _, l := range s.loops {
 		s.start(l)
 	}
@@ -173,15 +176,20 @@ func (s *Scraper) Run(ctx context.Context) error {
 	}
 	s.wg.Wait()
 	s.opts.Client.CloseIdleConnections()
+	s.mu.Lock()
+	s.active = false
+	s.mu.Unlock()
 	return nil
 }
 
-// start launches l's goroutine; s.mu must be held.
+// start launches l's goroutine, again if an earlier Run ran it; s.mu must
+// be held.
 func (s *Scraper) start(l *loop) {
 	ctx, cancel := context.WithCancel(s.ctx)
-	l.cancel = cancel
+	done := make(chan struct{})
+	l.cancel, l.done = cancel, done
 	s.wg.Go(func() {
-		defer close(l.done)
+		defer close(done)
 		l.run(ctx)
 	})
 }

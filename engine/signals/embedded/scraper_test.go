@@ -339,3 +339,22 @@ func TestStatusHandler(t *testing.T) {
 	h.s.StatusHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/targets", nil))
 	require.Equal(t, http.StatusMethodNotAllowed, rec.Code)
 }
+
+// Run may be called again once it has returned (a scraper stopped and
+// resumed, say on a change of leader): every target is scraped again, and
+// the restarted loops do not panic closing the first run's channels.
+func TestScraperRunsAgainAfterReturning(t *testing.T) {
+	e := &exposition{}
+	e.set(200, sdkExposition)
+	srv := serve(t, e)
+	h := newHarness(t, ScraperOptions{})
+	require.NoError(t, h.s.SetTargets([]Target{{URL: srv.URL}}))
+	for range 2 {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- h.s.Run(ctx) }()
+		require.Equal(t, HealthUp, h.next().Health)
+		cancel()
+		require.NoError(t, <-done)
+	}
+}

@@ -32,6 +32,9 @@ func (d *DB) SelectFloats(ctx context.Context, mint, maxt int64, ms []*labels.Ma
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%w: %w", signals.ErrQuery, err)
 	}
+	if err := d.usable(); err != nil {
+		return err
+	}
 	if d.recent.selectFloats(mint, maxt, d.headMin(), ms, fn) {
 		return nil
 	}
@@ -94,6 +97,9 @@ func (d *DB) selectFloatsTSDB(ctx context.Context, mint, maxt int64, ms []*label
 func (d *DB) SelectLatest(ctx context.Context, ts int64, ms []*labels.Matcher, fn func(ls labels.Labels, t int64, v float64)) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("%w: %w", signals.ErrQuery, err)
+	}
+	if err := d.usable(); err != nil {
+		return err
 	}
 	if d.recent.selectLatest(ts-d.lookback.Milliseconds()+1, ts, d.headMin(), ms, fn) {
 		return nil
