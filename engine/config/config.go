@@ -361,6 +361,12 @@ func (c *Config) Validate() error {
 	}
 	minDur("metrics.scrape_interval", c.Metrics.ScrapeInterval, 100*time.Millisecond)
 	minDur("metrics.window", c.Metrics.Window, time.Second)
+	if c.Metrics.PrometheusURL == "" && c.Metrics.ScrapeInterval > 0 && c.Metrics.Window < 2*c.Metrics.ScrapeInterval {
+		// Every rate-based signal would read "no series" while the
+		// targets are up.
+		bad("metrics.window", "%s is shorter than two scrape intervals of %s (metrics.scrape_interval): a rate needs two samples in every window",
+			c.Metrics.Window, c.Metrics.ScrapeInterval)
+	}
 	for i, t := range c.Metrics.Targets {
 		if !strings.HasPrefix(t, "http://") && !strings.HasPrefix(t, "https://") {
 			bad(fmt.Sprintf("metrics.targets[%d]", i), "%q must be an http(s) URL", t)

@@ -45,7 +45,9 @@ type Config struct {
 	Prometheus *Prometheus `json:"prometheus,omitempty"`
 	// Embedded configures the default embedded store.
 	Embedded Embedded `json:"embedded"`
-	// Window is the rate window of the signal queries. Default 1m.
+	// Window is the rate window of the signal queries. Default 1m. With the
+	// embedded store it must cover at least two scrape intervals (better
+	// four): a rate needs two samples in the window.
 	Window Duration `json:"window,omitempty"`
 	// MaxAge marks older entries stale. Default 2m.
 	MaxAge Duration `json:"maxAge,omitempty"`
@@ -110,8 +112,23 @@ func (c Config) Validate() error {
 			return bad(d.field, "must not be negative, got %s", time.Duration(d.v))
 		}
 	}
-	if c.Embedded.Interval > 0 && c.Embedded.Timeout > c.Embedded.Interval {
-		return bad("embedded.timeout", "%s exceeds the interval %s", time.Duration(c.Embedded.Timeout), time.Duration(c.Embedded.Interval))
+	if c.Prometheus == nil {
+		// The scraper's interval and the reader's window as they will be,
+		// defaults included.
+		interval := time.Duration(c.Embedded.Interval)
+		if interval == 0 {
+			interval = embedded.DefaultScraperOptions().Interval
+		}
+		if c.Embedded.Timeout > Duration(interval) {
+			return bad("embedded.timeout", "%s exceeds the interval %s", time.Duration(c.Embedded.Timeout), interval)
+		}
+		window := time.Duration(c.Window)
+		if window == 0 {
+			window = signals.DefaultReaderOptions().Window
+		}
+		if window < 2*interval {
+			return bad("window", "%s is shorter than two scrape intervals of %s: rate() needs two samples in every window", window, interval)
+		}
 	}
 	if p := c.Prometheus; p != nil {
 		if !c.Embedded.empty() {

@@ -31,6 +31,13 @@ func TestDecode(t *testing.T) {
 		{"number duration", `{"window":60}`, "want a duration string"},
 		{"negative", `{"maxAge":"-1s"}`, "maxAge: must not be negative"},
 		{"timeout over interval", `{"embedded":{"interval":"5s","timeout":"6s"}}`, "embedded.timeout: 6s exceeds the interval 5s"},
+		{"timeout over the default interval", `{"embedded":{"timeout":"20s"}}`, "embedded.timeout: 20s exceeds the interval 15s"},
+		// A window holding one scrape has no rate: every rate signal would
+		// read missing while the target is up.
+		{"window under two intervals", `{"window":"10s"}`, "window: 10s is shorter than two scrape intervals of 15s"},
+		{"default window under two intervals", `{"embedded":{"interval":"45s"}}`, "window: 1m0s is shorter than two scrape intervals of 45s"},
+		{"window of two intervals", `{"window":"30s"}`, ""},
+		{"prometheus window is not bound to the embedded interval", `{"prometheus":{"address":"http://p:9090"},"window":"10s"}`, ""},
 		{"both sources", `{"prometheus":{"address":"http://p:9090"},"embedded":{"interval":"5s"}}`, "embedded: must be empty when prometheus is set"},
 		{"no address", `{"prometheus":{}}`, "prometheus.address: required"},
 		{"negative retries", `{"prometheus":{"address":"http://p","retries":-2}}`, "prometheus.retries: must not be negative"},
