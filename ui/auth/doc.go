@@ -17,7 +17,8 @@
 // token: a browser never attaches them by itself.
 //
 // Logins are throttled per user name and per client address with the SDK's
-// keyed token buckets (package governor.dev/governor/sdk/ratelimit). Every
+// keyed token buckets (package governor.dev/governor/sdk/ratelimit), and
+// password changes per user name at the same rate. Every
 // login, failure and logout is written to the rules audit log through
 // versioning.Auditor.RecordAudit.
 //

@@ -59,7 +59,7 @@ func (m *Manager) Middleware(onError ErrorWriter) func(http.Handler) http.Handle
 				err error
 			)
 			if h := r.Header.Get("Authorization"); h != "" {
-				bearer, ok := strings.CutPrefix(h, "Bearer ")
+				bearer, ok := bearerToken(h)
 				if !ok {
 					onError(w, r, fmt.Errorf("%w: Authorization must be a Bearer token", ErrUnauthenticated))
 					return
@@ -100,6 +100,16 @@ func (m *Manager) Middleware(onError ErrorWriter) func(http.Handler) http.Handle
 	}
 }
 
+// bearerToken returns the credentials of a Bearer Authorization header; the
+// scheme name is case-insensitive (RFC 9110, section 11.1).
+func bearerToken(h string) (string, bool) {
+	scheme, cred, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	return strings.TrimLeft(cred, " "), true
+}
+
 func safeMethod(m string) bool {
 	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
 }
@@ -107,13 +117,17 @@ func safeMethod(m string) bool {
 // Require lets through principals holding any of roles (any principal when
 // roles is empty). Anonymous browser GETs are redirected to the login page;
 // other anonymous requests get ErrUnauthenticated. A user with a one-time
-// password is sent to PasswordPath.
+// password is sent to PasswordPath from a page, and gets ErrForbidden from
+// anything else (the API included).
 func Require(onError ErrorWriter, roles ...versioning.Role) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			p := FromContext(r.Context())
+			// Browsers are redirected; API calls (a page's script or
+			// automation) get an error document they can read.
+			page := r.Method == http.MethodGet && !strings.HasPrefix(r.URL.Path, "/api/")
 			if p == nil {
-				if r.Method == http.MethodGet && !strings.HasPrefix(r.URL.Path, "/api/") {
+				if page {
 					http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 					return
 				}
@@ -121,7 +135,7 @@ func Require(onError ErrorWriter, roles ...versioning.Role) func(http.Handler) h
 				return
 			}
 			if p.User.MustChange && p.Session != nil && r.URL.Path != PasswordPath && r.URL.Path != LogoutPath {
-				if r.Method == http.MethodGet {
+				if page {
 					http.Redirect(w, r, PasswordPath, http.StatusSeeOther)
 					return
 				}

@@ -72,3 +72,48 @@ func TestPostgres(t *testing.T) {
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, rep.Entries, int64(3), "login, token create, token revoke")
 }
+
+// TestEnsureAdminConcurrentReplicasBothStart: two replicas starting on a
+// fresh database both see no users; the one whose admin is created second
+// starts normally (no password to print) instead of failing with
+// ErrExists. The other replica's insert is held uncommitted until this
+// one's waits on it.
+func TestEnsureAdminConcurrentReplicasBothStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	url := testenv.Postgres(t)
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st, err := postgres.Open(ctx, postgres.Options{URL: url, Clock: clk})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	db, err := sql.Open("pgx", url)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	m, err := auth.New(ctx, auth.Options{DB: db, Dialect: migrations.Postgres, Auditor: st, Clock: clk, BcryptCost: bcrypt.MinCost})
+	require.NoError(t, err)
+
+	other, err := db.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	_, err = other.ExecContext(ctx, `INSERT INTO ui_users (name, password_hash, roles, must_change, created_ms, updated_ms) VALUES ('admin', 'x', 'admin', 1, 0, 0)`)
+	require.NoError(t, err)
+	type result struct {
+		pw  string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		pw, err := m.EnsureAdmin(ctx, "admin")
+		done <- result{pw, err}
+	}()
+	require.Eventually(t, func() bool {
+		var n int
+		_ = db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n)
+		return n > 0
+	}, 10*time.Second, 5*time.Millisecond, "EnsureAdmin waits on the other replica's insert")
+	require.NoError(t, other.Commit())
+	r := <-done
+	require.NoError(t, r.err)
+	require.Empty(t, r.pw, "the other replica prints the password")
+}

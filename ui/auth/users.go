@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"golang.org/x/crypto/bcrypt"
@@ -115,7 +116,13 @@ func (m *Manager) SetRoles(ctx context.Context, name string, roles []versioning.
 // ChangePassword sets a new password after checking the current one, clears
 // MustChange and ends every other session of the user. The user's API tokens
 // stay valid: revoking them is a separate, deliberate act (RevokeToken).
+// Attempts are throttled per user name at the login rate (ErrThrottled), so
+// that a session left open is no way around the login throttle to guess the
+// password.
 func (m *Manager) ChangePassword(ctx context.Context, name, current, next string, keep *Session) error {
+	if ok, _ := m.throttle.Allow("change:"+throttleName(name), m.o.Clock.Nanotime(), 1); !ok {
+		return ErrThrottled
+	}
 	_, hash, err := m.userWithHash(ctx, name)
 	if err != nil {
 		return err
@@ -176,7 +183,9 @@ func (m *Manager) DeleteUser(ctx context.Context, name string) error {
 
 // EnsureAdmin creates the first user, an admin (with every role, so one
 // person can run a fresh installation) named name, if there are no users
-// yet. It returns the one-time password to print, or "" if users exist.
+// yet. It returns the one-time password to print, or "" if users exist,
+// including when another process sharing the database (a replica starting
+// at the same time) created the admin first.
 func (m *Manager) EnsureAdmin(ctx context.Context, name string) (string, error) {
 	var n int
 	if err := m.db.QueryRowContext(ctx, `SELECT count(*) FROM ui_users`).Scan(&n); err != nil {
@@ -188,6 +197,9 @@ func (m *Manager) EnsureAdmin(ctx context.Context, name string) (string, error) 
 	pw := randomString(18)
 	roles := []versioning.Role{versioning.RoleAdmin, versioning.RoleApprover, versioning.RoleOperator, versioning.RoleViewer}
 	if _, err := m.CreateUser(ctx, name, pw, roles, true); err != nil {
+		if errors.Is(err, ErrExists) {
+			return "", nil
+		}
 		return "", err
 	}
 	return pw, nil
@@ -198,7 +210,7 @@ func (m *Manager) EnsureAdmin(ctx context.Context, name string) (string, error) 
 // audited. A wrong name and a wrong password give the same error.
 func (m *Manager) Login(ctx context.Context, name, password, clientAddr string) (*Session, User, error) {
 	now := m.o.Clock.Nanotime()
-	okName, _ := m.throttle.Allow("user:"+name, now, 1)
+	okName, _ := m.throttle.Allow(throttleName(name), now, 1)
 	okAddr, _ := m.throttle.Allow("addr:"+clientAddr, now, 1)
 	attempted := versioning.Actor{Name: name}
 	if !okName || !okAddr {
@@ -228,6 +240,11 @@ func (m *Manager) Login(ctx context.Context, name, password, clientAddr string) 
 	m.audit(ctx, versioning.Actor{Name: u.Name, Roles: u.Roles}, versioning.ActionLogin, detailJSON("addr", clientAddr))
 	return s, u, nil
 }
+
+// throttleName is the login throttle's key of a user name. The name is the
+// client's, as long as the request body allows: the key is its digest so
+// that the limiter's keys stay small.
+func throttleName(name string) string { return "user:" + hashSecret(name) }
 
 func detailJSON(kv ...string) string {
 	m := map[string]string{}

@@ -1,0 +1,107 @@
+package auth_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/ui/auth"
+)
+
+func heapAlloc() int64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
+
+// TestLoginThrottleRetainsNoHugeNames: the user name of a login is the
+// client's, as long as the body allows (2 MiB through the pages); the
+// throttle, which remembers up to 100,000 names, must not keep it whole, or
+// anonymous requests fill the memory.
+func TestLoginThrottleRetainsNoHugeNames(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	pad := strings.Repeat("x", 1<<20)
+	before := heapAlloc()
+	for i := range 48 {
+		_, _, err := e.m.Login(ctx, strconv.Itoa(i)+pad, "whatever password", "10.0.0."+strconv.Itoa(i))
+		require.ErrorIs(t, err, auth.ErrUnauthenticated)
+	}
+	grown := heapAlloc() - before
+	runtime.KeepAlive(e.m)
+	require.Less(t, grown, int64(8<<20), "48 attempts with 1 MiB names kept %d MiB", grown>>20)
+}
+
+// TestChangePasswordThrottledLikeLogin: a session left open must not be a
+// way around the login throttle to guess the user's password.
+func TestChangePasswordThrottledLikeLogin(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	_, err := e.m.CreateUser(ctx, "ann", "correct horse battery", operator, false)
+	require.NoError(t, err)
+	s, _, err := e.m.Login(ctx, "ann", "correct horse battery", "10.0.0.1")
+	require.NoError(t, err)
+	throttled := 0
+	for i := range 10 {
+		err = e.m.ChangePassword(ctx, "ann", "guess number "+strconv.Itoa(i), "a brand new password", s)
+		if errors.Is(err, auth.ErrThrottled) {
+			throttled++
+			continue
+		}
+		require.ErrorIs(t, err, auth.ErrInvalid)
+	}
+	require.Equal(t, 7, throttled, "burst 3")
+	err = e.m.ChangePassword(ctx, "ann", "correct horse battery", "a brand new password", s)
+	require.ErrorIs(t, err, auth.ErrThrottled, "not even the right password gets through")
+	e.clk.Advance(10 * time.Second) // 6 per minute
+	require.NoError(t, e.m.ChangePassword(ctx, "ann", "correct horse battery", "a brand new password", s))
+}
+
+// TestBearerSchemeCaseInsensitive: the Authorization scheme name is
+// case-insensitive (RFC 9110); clients that send "bearer" are not refused.
+func TestBearerSchemeCaseInsensitive(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	u, err := e.m.CreateUser(ctx, "bot", "correct horse battery", operator, false)
+	require.NoError(t, err)
+	secret, _, err := e.m.CreateToken(ctx, &auth.Principal{User: u, Roles: u.Roles}, "bot", "ci", operator, 0)
+	require.NoError(t, err)
+	var gotErr error
+	onErr := func(w http.ResponseWriter, _ *http.Request, err error) { gotErr = err; w.WriteHeader(499) }
+	h := e.m.Middleware(onErr)(auth.Require(onErr, versioning.RoleOperator)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		require.Equal(t, "bot", auth.FromContext(r.Context()).User.Name)
+		w.WriteHeader(http.StatusNoContent)
+	})))
+	for _, tc := range []struct {
+		header string
+		code   int
+	}{
+		{"Bearer " + secret, http.StatusNoContent},
+		{"bearer " + secret, http.StatusNoContent},
+		{"BEARER  " + secret, http.StatusNoContent},
+		{"Basic " + secret, 499},
+		{"Bearer", 499},
+		{"Bearer" + secret, 499},
+	} {
+		gotErr = nil
+		r := httptest.NewRequest("GET", "/api/v1/overview", nil)
+		r.Header.Set("Authorization", tc.header)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		require.Equal(t, tc.code, w.Code, "%q: %v", tc.header, gotErr)
+		if tc.code == 499 {
+			require.ErrorIs(t, gotErr, auth.ErrUnauthenticated)
+		}
+	}
+}
