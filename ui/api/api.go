@@ -8,7 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"reflect"
 	"strconv"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 
@@ -141,12 +143,48 @@ func (a *API) decode(w http.ResponseWriter, r *http.Request, v any) error {
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return &versioning.InputError{Errors: []rules.FieldError{{Field: "body", Problem: "not valid JSON for this operation: " + err.Error()}}}
+		return &versioning.InputError{Errors: []rules.FieldError{decodeProblem(err)}}
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return &versioning.InputError{Errors: []rules.FieldError{{Field: "body", Problem: "must hold one JSON object"}}}
 	}
 	return nil
+}
+
+// decodeProblem names the field a decoding error is about: a value of the
+// wrong type or a field the operation does not have; "body" otherwise.
+func decodeProblem(err error) rules.FieldError {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return rules.FieldError{Field: te.Field, Problem: fmt.Sprintf("must be %s, not a JSON %s", jsonKind(te.Type), te.Value)}
+	}
+	if q, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if name, uerr := strconv.Unquote(q); uerr == nil {
+			return rules.FieldError{Field: name, Problem: fmt.Sprintf("%q is not a field of this operation", name)}
+		}
+	}
+	return rules.FieldError{Field: "body", Problem: "not valid JSON for this operation: " + err.Error()}
+}
+
+// jsonKind describes what JSON a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Pointer:
+		return jsonKind(t.Elem())
+	default:
+		return "an object"
+	}
 }
 
 func service(r *http.Request) (string, error) {

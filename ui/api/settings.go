@@ -240,7 +240,13 @@ func (a *API) setPolicy(w http.ResponseWriter, r *http.Request) {
 			dec := json.NewDecoder(bytes.NewReader(req.Band))
 			dec.DisallowUnknownFields()
 			if err := dec.Decode(&b); err != nil {
-				a.fail(w, r, &versioning.InputError{Errors: []rules.FieldError{{Field: "band", Problem: "want null or {max_change_per_hour, floor, ceiling}: " + err.Error()}}})
+				fe := decodeProblem(err)
+				if fe.Field == "body" {
+					fe = rules.FieldError{Field: "band", Problem: "want null or {max_change_per_hour, floor, ceiling}: " + err.Error()}
+				} else {
+					fe.Field = "band." + fe.Field
+				}
+				a.fail(w, r, &versioning.InputError{Errors: []rules.FieldError{fe}})
 				return
 			}
 			pol.Band = &b
