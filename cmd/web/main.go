@@ -27,6 +27,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 
@@ -59,6 +60,7 @@ func main() {
 type config struct {
 	addr, sqlitePath, postgresURL, admin, engine, prometheus string
 	demo                                                     bool
+	trustedProxies                                           []netip.Prefix
 }
 
 // run returns the exit code: 0 after a clean stop, 1 when the start or the
@@ -97,10 +99,23 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.engine, "engine", "", "base URL of the decision engine's API (live load scores and the delivery ledger), e.g. http://127.0.0.1:9090")
 	fs.StringVar(&c.prometheus, "prometheus", "", "base URL of the Prometheus-compatible API the engine reads: service page charts and the overview's golden signals")
 	fs.BoolVar(&c.demo, "demo", false, "show an in-memory demo fleet with alerts and a scripted incident")
+	var proxies string
+	fs.StringVar(&proxies, "trusted-proxies", "", "comma-separated networks (CIDR) of the load balancers in front: a login from one counts against the X-Forwarded-For client's throttle, not the balancer's")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	var errs []error
+	for p := range strings.SplitSeq(proxies, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		pfx, err := netip.ParsePrefix(p)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("-trusted-proxies: %q is not a network such as 10.0.0.0/8: %w", p, err))
+			continue
+		}
+		c.trustedProxies = append(c.trustedProxies, pfx.Masked())
+	}
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected arguments %q (flags go before them)", fs.Args()))
 	}

@@ -46,7 +46,7 @@ func serve(ctx context.Context, c config, src sources, stdout io.Writer, log *sl
 	// below stop before these run.
 	defer store.Close()
 	defer db.Close()
-	am, err := auth.New(ctx, auth.Options{DB: db, Dialect: dialect, Auditor: store, Logger: log})
+	am, err := auth.New(ctx, auth.Options{DB: db, Dialect: dialect, Auditor: store, Logger: log, TrustedProxies: c.trustedProxies})
 	if err != nil {
 		return err
 	}

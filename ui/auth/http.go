@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -178,11 +179,49 @@ func ClearCookie(w http.ResponseWriter) {
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: "", Path: "/", HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode, MaxAge: -1})
 }
 
-// ClientAddr is the host part of r.RemoteAddr (login throttling key).
-func ClientAddr(r *http.Request) string {
+// ClientAddr is the address of the client that sent r (the login
+// throttle's key): the host part of r.RemoteAddr or, when that is one of
+// Options.TrustedProxies, the rightmost X-Forwarded-For address that is not
+// (the leftmost if every one is: all hops were trusted). Entries a client
+// put in the header before the proxies appended theirs are never believed.
+func (m *Manager) ClientAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		host = r.RemoteAddr
 	}
-	return host
+	if len(m.o.TrustedProxies) == 0 || !m.trusted(host) {
+		return host
+	}
+	var hops []string
+	for _, h := range r.Header.Values("X-Forwarded-For") {
+		for f := range strings.SplitSeq(h, ",") {
+			hops = append(hops, strings.TrimSpace(f))
+		}
+	}
+	client := host
+	for i := len(hops) - 1; i >= 0; i-- {
+		a, err := netip.ParseAddr(hops[i])
+		if err != nil {
+			break // a malformed hop: believe nothing before it
+		}
+		client = a.Unmap().String()
+		if !m.trusted(client) {
+			break
+		}
+	}
+	return client
+}
+
+func (m *Manager) trusted(host string) bool {
+	a, err := netip.ParseAddr(host)
+	if err != nil {
+		return false
+	}
+	a = a.Unmap()
+	for _, p := range m.o.TrustedProxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }

@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
@@ -38,6 +39,15 @@ type Options struct {
 	// changes need the database anyway), so pages stay usable with a
 	// banner. Default 5m; negative turns it off.
 	OutageGrace time.Duration
+	// TrustedProxies are the networks of the load balancers or reverse
+	// proxies in front of the UI. A request from one of them is taken to
+	// come from the rightmost X-Forwarded-For address that is not itself
+	// in these networks (the login throttle's client address); without
+	// them the peer address is the client and X-Forwarded-For is ignored.
+	// Behind a load balancer, leaving them out makes every login appear
+	// to come from the balancer, so a few failed logins by anyone throttle
+	// everyone's.
+	TrustedProxies []netip.Prefix
 }
 
 func (o Options) withDefaults() (Options, error) {

@@ -20,7 +20,7 @@ func (p *Pages) loginForm(w http.ResponseWriter, r *http.Request) {
 
 func (p *Pages) login(w http.ResponseWriter, r *http.Request) {
 	name, pw, next := r.PostFormValue("name"), r.PostFormValue("password"), safeNext(r.PostFormValue("next"))
-	s, u, err := p.o.Auth.Login(r.Context(), name, pw, auth.ClientAddr(r))
+	s, u, err := p.o.Auth.Login(r.Context(), name, pw, p.o.Auth.ClientAddr(r))
 	if err != nil {
 		status, _ := httperr.Status(err)
 		msg := httperr.Message(err)
