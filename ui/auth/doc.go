@@ -18,9 +18,12 @@
 //
 // Logins are throttled per user name and per client address with the SDK's
 // keyed token buckets (package governor.dev/governor/sdk/ratelimit), and
-// password changes per user name at the same rate. Every
+// password changes per user name at the same rate; the client address is
+// taken from X-Forwarded-For only behind Options.TrustedProxies. Every
 // login, failure and logout is written to the rules audit log through
-// versioning.Auditor.RecordAudit.
+// versioning.Auditor.RecordAudit, except that of the throttled attempts of a
+// client address only the first in a minute is (the others cost the client
+// nothing, and would grow the log as fast as it posts).
 //
 // No account ships with a default password: EnsureAdmin creates the first
 // admin with a random one-time password that must be changed at first login.

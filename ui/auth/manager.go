@@ -28,6 +28,10 @@ type Manager struct {
 	o        Options
 	db       *sql.DB
 	throttle *ratelimit.Keyed
+	// auditThrottled lets one throttled login per client address a minute
+	// into the audit log: the rest cost the client nothing and must not
+	// grow the log as fast as it can post.
+	auditThrottled *ratelimit.Keyed
 	// dummy is a hash compared against for unknown users, so that a login
 	// takes as long whether or not the user exists.
 	dummy []byte
@@ -53,7 +57,11 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	return &Manager{o: o, db: o.DB, throttle: th, dummy: dummy, recent: newRecentSessions(o.OutageGrace)}, nil
+	quiet, err := ratelimit.NewKeyed(1.0/60, 1, 100_000)
+	if err != nil {
+		return nil, fmt.Errorf("%w: audit throttle: %w", ErrInvalid, err)
+	}
+	return &Manager{o: o, db: o.DB, throttle: th, auditThrottled: quiet, dummy: dummy, recent: newRecentSessions(o.OutageGrace)}, nil
 }
 
 var userName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._@+-]{0,127}$`)

@@ -105,3 +105,33 @@ func TestBearerSchemeCaseInsensitive(t *testing.T) {
 		}
 	}
 }
+
+// TestThrottledLoginsAreAuditedOncePerAddressAMinute: a refused (throttled)
+// login costs the attacker nothing, so auditing each one let anyone grow the
+// hash-chained audit log, a serialized write apiece, as fast as they could
+// post. The first throttled attempt of an address in a minute is audited;
+// the rest are not, until the next minute.
+func TestThrottledLoginsAreAuditedOncePerAddressAMinute(t *testing.T) {
+	e := newEnv(t) // burst 3
+	ctx := context.Background()
+	throttledRows := func() int {
+		entries, err := e.store.Audit(ctx, versioning.AuditFilter{})
+		require.NoError(t, err)
+		n := 0
+		for _, en := range entries {
+			if strings.Contains(string(en.Detail), "throttled") {
+				n++
+			}
+		}
+		return n
+	}
+	for i := range 200 {
+		_, _, _ = e.m.Login(ctx, "ann"+strconv.Itoa(i), "wrong password!!", "10.0.0.9")
+	}
+	require.Equal(t, 1, throttledRows(), "200 attempts, all but 3 throttled, in one minute")
+	e.clk.Advance(time.Minute)
+	for i := range 50 {
+		_, _, _ = e.m.Login(ctx, "bob"+strconv.Itoa(i), "wrong password!!", "10.0.0.9")
+	}
+	require.Equal(t, 2, throttledRows(), "a minute later")
+}

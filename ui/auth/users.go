@@ -207,14 +207,18 @@ func (m *Manager) EnsureAdmin(ctx context.Context, name string) (string, error) 
 
 // Login checks a password and starts a session. Attempts are throttled per
 // name and per client address (ErrThrottled); each success and failure is
-// audited. A wrong name and a wrong password give the same error.
+// audited, a throttled attempt only the first of its client address in a
+// minute. A wrong name and a wrong password give the same error.
 func (m *Manager) Login(ctx context.Context, name, password, clientAddr string) (*Session, User, error) {
 	now := m.o.Clock.Nanotime()
 	okName, _ := m.throttle.Allow(throttleName(name), now, 1)
 	okAddr, _ := m.throttle.Allow("addr:"+clientAddr, now, 1)
 	attempted := versioning.Actor{Name: name}
 	if !okName || !okAddr {
-		m.audit(ctx, attempted, versioning.ActionLoginFailure, detailJSON("reason", "throttled", "addr", clientAddr))
+		if ok, _ := m.auditThrottled.Allow("addr:"+clientAddr, now, 1); ok {
+			m.audit(ctx, attempted, versioning.ActionLoginFailure, detailJSON("reason", "throttled",
+				"addr", clientAddr, "note", "further throttled attempts from this address within the minute are not audited"))
+		}
 		return nil, User{}, ErrThrottled
 	}
 	u, hash, err := m.userWithHash(ctx, name)
