@@ -56,8 +56,9 @@ type Detail struct {
 	Amplification float64
 	// OfferedRPS is the mean first-attempt rate.
 	OfferedRPS float64
-	// LimitShrinkS is how long after the last disturbance began the limit
-	// first fell below half its value before it (simulator only; -1 never).
+	// LimitShrinkS is how long after the first event began the limit first
+	// fell to half its value before it, in 100 ms samples (both modes, for
+	// limiters that expose a limit; -1 never, or no event).
 	LimitShrinkS float64
 	// Note explains anything unusual (e.g. a re-implementation).
 	Note string

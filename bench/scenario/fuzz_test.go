@@ -4,12 +4,14 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
 
 // FuzzDecode: any input either decodes to a scenario whose rate functions
-// are finite and non-negative, or fails with ErrInvalid. It never panics.
+// are finite and non-negative and bounded by the largest valid rate, or
+// fails with ErrInvalid. It never panics.
 func FuzzDecode(f *testing.F) {
 	f.Add([]byte(minimal))
 	files, _ := filepath.Glob("../scenarios/*.json")
@@ -18,6 +20,8 @@ func FuzzDecode(f *testing.F) {
 			f.Add(b)
 		}
 	}
+	f.Add([]byte(strings.Replace(minimal, `"base":100}`,
+		`"base":1,"segments":[{"from":"1s","to":"2s","shape":"constant","rate":5,"rate_end":1e300}]}`, 1)))
 	f.Add([]byte(`{}`))
 	f.Add([]byte(`[]`))
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -36,6 +40,11 @@ func FuzzDecode(f *testing.F) {
 			if c := s.IdealCapacity(at, 100); !(c >= 0) {
 				t.Fatalf("IdealCapacity(%s) = %v", at, c)
 			}
+		}
+		// Thinning draws MaxRate x duration candidates: it must stay
+		// within what the validated fields allow (rate + amplitude).
+		if m := s.MaxRate(1); m > 2*maxRate {
+			t.Fatalf("MaxRate %v above twice the largest valid rate", m)
 		}
 		if e := s.LastDisturbanceEnd(); e < 0 || e > s.Length() {
 			t.Fatalf("LastDisturbanceEnd %s outside the run", e)

@@ -177,11 +177,19 @@ func (s *Scenario) RateAt(t time.Duration, capacityRPS float64) float64 {
 	return max(r, 0)
 }
 
-// MaxRate bounds RateAt over the run (for thinning arrivals).
+// MaxRate bounds RateAt over the run (for thinning arrivals). Only the
+// fields of a segment's own shape count: a rate_end or amplitude left on a
+// constant segment is ignored by RateAt, so it must not inflate the bound.
 func (s *Scenario) MaxRate(capacityRPS float64) float64 {
 	m := s.Arrival.Base
 	for _, g := range s.Arrival.Segments {
-		m = max(m, g.Rate, g.RateEnd, g.Rate+math.Abs(g.Amplitude))
+		m = max(m, g.Rate)
+		switch g.Shape {
+		case ShapeRamp:
+			m = max(m, g.RateEnd)
+		case ShapeSine:
+			m = max(m, g.Rate+math.Abs(g.Amplitude))
+		}
 	}
 	if s.Arrival.Unit == UnitCapacity {
 		m *= capacityRPS

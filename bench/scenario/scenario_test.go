@@ -198,3 +198,24 @@ func TestLoadMissingFile(t *testing.T) {
 }
 
 func ms(n int) rules.Duration { return rules.Duration(time.Duration(n) * time.Millisecond) }
+
+// A rate_end or amplitude left on a segment of another shape is ignored by
+// RateAt, so it must not inflate MaxRate: thinning draws MaxRate x duration
+// candidates, and a stray "rate_end": 1e12 on a constant segment made
+// Arrivals run for hours.
+func TestMaxRateIgnoresFieldsOfOtherShapes(t *testing.T) {
+	in := strings.Replace(minimal, `"base":100}`, `"base":1,"segments":[
+		{"from":"1s","to":"2s","shape":"constant","rate":5,"rate_end":1e12,"amplitude":1e12},
+		{"from":"2s","to":"3s","shape":"ramp","rate":2,"rate_end":7,"amplitude":1e12},
+		{"from":"3s","to":"4s","shape":"sine","rate":3,"rate_end":1e12,"amplitude":1,"period":"1s"}]}`, 1)
+	s, err := Decode([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := s.MaxRate(1); got != 7 {
+		t.Fatalf("MaxRate = %v, want 7 (the ramp's end)", got)
+	}
+	if n := len(NewSource(s, 0).Arrivals(1)); n > 100 {
+		t.Fatalf("%d arrivals in 10 s at rates of at most 7/s", n)
+	}
+}

@@ -43,13 +43,13 @@ func newBuckets(n int, width time.Duration) *buckets {
 func (b *buckets) advance(now time.Duration) int {
 	idx := int64(now / b.width)
 	n := int64(len(b.sum))
+	if idx-b.lastBucketAt > n {
+		b.lastBucketAt = idx - n // a whole window passed: clear every bucket once
+	}
 	for b.lastBucketAt < idx {
 		b.lastBucketAt++
 		i := b.lastBucketAt % n
 		b.sum[i], b.count[i] = 0, 0
-		if idx-b.lastBucketAt >= n {
-			b.lastBucketAt = idx - 1
-		}
 	}
 	return int(idx % n)
 }

@@ -87,3 +87,23 @@ func TestCPUModelsEngageOnlyWhenCPUIsHigh(t *testing.T) {
 		})
 	}
 }
+
+// After a gap longer than the whole window every bucket is stale: aegis'
+// and go-zero's rolling windows reset them all.
+func TestBucketsForgetEverythingAfterAWholeWindow(t *testing.T) {
+	b := newBuckets(10, 100*time.Millisecond)
+	b.add(550*time.Millisecond, 7)
+	b.add(650*time.Millisecond, 3)
+	var sum, count float64
+	b.each(100*time.Second, func(s, c float64) { sum += s; count += c })
+	if sum != 0 || count != 0 {
+		t.Fatalf("100 s later the 1 s window still holds %v in %v samples", sum, count)
+	}
+	// A gap shorter than the window keeps the buckets still inside it.
+	b.add(100*time.Second, 5)
+	sum = 0
+	b.each(100*time.Second+500*time.Millisecond, func(s, _ float64) { sum += s })
+	if sum != 5 {
+		t.Fatalf("the window holds %v, want the 5 added 0.5 s earlier", sum)
+	}
+}

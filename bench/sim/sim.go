@@ -165,14 +165,20 @@ func (e *engine) run() {
 	ticksPer100ms := int(100 * time.Millisecond / dt)
 	for t := time.Duration(0); t < drainUntil; t += dt {
 		e.now = t
-		// New first attempts and retries due in this tick.
-		for next < len(e.reqs) && e.reqs[next].At < t+dt {
-			e.send(e.reqs[next].At, int32(next), 0)
-			next++
-		}
-		for len(e.retries) > 0 && e.retries[0].at < t+dt {
-			ev := heap.Pop(&e.retries).(event)
-			if ev.at < end {
+		// New first attempts and retries due in this tick, in time order
+		// (policies such as x/time/rate must not see time go back).
+		for {
+			first := next < len(e.reqs) && e.reqs[next].At < t+dt
+			retry := len(e.retries) > 0 && e.retries[0].at < t+dt
+			if first && (!retry || e.reqs[next].At <= e.retries[0].at) {
+				e.send(e.reqs[next].At, int32(next), 0)
+				next++
+				continue
+			}
+			if !retry {
+				break
+			}
+			if ev := heap.Pop(&e.retries).(event); ev.at < end {
 				e.send(ev.at, ev.req, ev.try)
 			}
 		}
@@ -180,7 +186,9 @@ func (e *engine) run() {
 		e.tickDownstream(t + dt)
 		for len(e.timeouts) > 0 && e.timeouts[0].at < t+dt {
 			ev := heap.Pop(&e.timeouts).(event)
-			if j := e.jobs[ev.att]; j != nil && !j.done {
+			// The client gives up at the deadline: retry unless the answer
+			// came in time (one finished later in this same tick is late).
+			if j := e.jobs[ev.att]; j != nil && (!j.done || e.attempts[ev.att].Outcome == report.Late) {
 				e.maybeRetry(ev.at, ev.req, ev.try)
 			}
 		}

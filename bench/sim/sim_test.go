@@ -205,3 +205,53 @@ func TestTraceFollowsTheRun(t *testing.T) {
 		t.Error("no second of the latency step shows a probe")
 	}
 }
+
+// An answer that comes later than its deadline but within the same 100 µs
+// tick was already given up on by the client at the deadline: the attempt
+// is late and the request is retried, as when it finishes a tick later.
+func TestLateAnswerInItsDeadlinesTickIsRetried(t *testing.T) {
+	s, err := scenario.Decode([]byte(`{"name":"t","duration":"1s","arrival":{"unit":"rps","base":1},
+		"cost":{"cpu":{"dist":"constant","mean":"1ms"}},"client":{"deadline":"10ms","max_attempts":2}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEngine(s, Options{}.withDefaults())
+	// 10.05 ms of CPU: done at the end of the tick [10 ms, 10.1 ms).
+	e.reqs = []scenario.Request{{At: 0, Class: 1, CPU: 10050 * time.Microsecond}}
+	e.policy = nonePolicy{}
+	e.run()
+	if len(e.attempts) != 2 || e.attempts[0].Outcome != report.Late || e.attempts[1].Try != 1 {
+		t.Fatalf("attempts %+v, want the late first attempt and its retry", e.attempts)
+	}
+}
+
+// orderPolicy refuses every other request and records when it was asked.
+type orderPolicy struct {
+	nonePolicy
+	asked []time.Duration
+}
+
+func (p *orderPolicy) Admit(now time.Duration, _, _ int) (any, bool) {
+	p.asked = append(p.asked, now)
+	return nil, len(p.asked)%2 == 0
+}
+
+// First attempts and retries due in the same tick reach the policy in time
+// order: x/time/rate and the bucketed re-implementations take the time of
+// each call, and a token bucket that sees time go back counts the interval
+// twice.
+func TestAdmissionsAreInTimeOrder(t *testing.T) {
+	e := newEngine(load(t, "retry-storm"), Options{}.withDefaults())
+	p := &orderPolicy{}
+	e.policy = p
+	e.run()
+	back := 0
+	for i := 1; i < len(p.asked); i++ {
+		if p.asked[i] < p.asked[i-1] {
+			back++
+		}
+	}
+	if back > 0 || len(p.asked) < 1000 {
+		t.Fatalf("%d of %d admissions went back in time", back, len(p.asked))
+	}
+}
