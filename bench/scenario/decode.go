@@ -242,6 +242,10 @@ func (c *checker) dist(field string, d *Dist, positive bool) {
 		if d.Stddev <= 0 {
 			c.add(field+".stddev", "must be positive for a lognormal")
 		}
+		if d.Mean == 0 {
+			// Its parameters come from the mean's logarithm.
+			c.add(field+".mean", "must be positive for a lognormal")
+		}
 	default:
 		c.add(field+".dist", "must be constant, uniform, exponential or lognormal, got %q", d.Dist)
 	}

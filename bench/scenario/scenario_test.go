@@ -51,6 +51,8 @@ func TestDecodeRejects(t *testing.T) {
 		{"attempts", strings.Replace(minimal, `"deadline":"100ms"`, `"deadline":"100ms","max_attempts":11`, 1), "client.max_attempts"},
 		{"no deadline", strings.Replace(minimal, `"100ms"`, `"0s"`, 1), "client.deadline"},
 		{"zipf", strings.Replace(minimal, `"client"`, `"users":{"count":10,"s":0.5},"client"`, 1), "users.s"},
+		// Its parameters come from the mean's logarithm: a zero mean sampled NaN.
+		{"lognormal without a mean", strings.Replace(minimal, `}},"client"`, `},"wait":{"dist":"lognormal","mean":"0s","stddev":"1ms"}},"client"`, 1), "cost.wait.mean"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
