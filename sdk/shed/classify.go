@@ -37,15 +37,23 @@ var defaultLevels = [10]uint8{0, 0, 1, 1, 1, 2, 2, 2, 3, 3}
 // concurrent use; Classify allocates nothing.
 type Classifier struct {
 	levels  [10]uint8
+	names   [NumClasses]uint8 // the rank of each class name: its own unless an alias redefines it
 	aliases map[string]uint8
 	def     uint8
 }
 
 // NewClassifier builds a classifier from a validated priority configuration;
 // nil means the defaults. Unknown classes in p (which Validate refuses) fall
-// back to the default class.
+// back to the default class. An alias whose key is a class name (in any
+// letter case, surrounding spaces ignored) redefines that name in every
+// spelling (the lowest of their classes when several spellings of one name
+// are aliased), so aliases {"critical": "core"} with levels 0 and 1 mapped
+// to core leave clients no header value that claims the critical class.
 func NewClassifier(p *rules.Priority) *Classifier {
 	c := &Classifier{levels: defaultLevels, def: uint8(rules.ClassCore.Rank())}
+	for i := range c.names {
+		c.names[i] = uint8(i)
+	}
 	if p == nil {
 		return c
 	}
@@ -59,9 +67,21 @@ func NewClassifier(p *rules.Priority) *Classifier {
 	}
 	if len(p.Aliases) > 0 {
 		c.aliases = make(map[string]uint8, len(p.Aliases))
+		var renamed [NumClasses]bool
 		for k, v := range p.Aliases {
-			if r := v.Rank(); r >= 0 {
-				c.aliases[k] = uint8(r)
+			r := v.Rank()
+			if r < 0 {
+				continue
+			}
+			c.aliases[k] = uint8(r)
+			if i := className(k); i >= 0 {
+				// Two spellings of one name may be aliased to different
+				// classes: the other spellings get the lower one, the
+				// same on every instance whatever the map's order.
+				if !renamed[i] || uint8(r) > c.names[i] {
+					c.names[i] = uint8(r)
+				}
+				renamed[i] = true
 			}
 		}
 	}
@@ -82,7 +102,8 @@ func (c *Classifier) Classify(v string) int {
 
 // Lookup returns the class rank of a priority value and whether the value was
 // recognised: a digit 0-9 (surrounding spaces allowed), a class name in any
-// letter case, or a configured alias (exact match).
+// letter case (surrounding spaces allowed; the class of an alias with that
+// name when one is configured), or a configured alias (exact match).
 func (c *Classifier) Lookup(v string) (int, bool) {
 	if d, ok := ParseLevel(v); ok {
 		return int(c.levels[d]), true
@@ -92,13 +113,22 @@ func (c *Classifier) Lookup(v string) (int, bool) {
 			return int(r), true
 		}
 	}
+	if i := className(v); i >= 0 {
+		return int(c.names[i]), true
+	}
+	return 0, false
+}
+
+// className returns the rank of the class v names in any letter case,
+// surrounding spaces ignored, or -1.
+func className(v string) int {
 	v = strings.TrimSpace(v)
 	for i, name := range rules.Classes {
 		if strings.EqualFold(v, string(name)) {
-			return i, true
+			return i
 		}
 	}
-	return 0, false
+	return -1
 }
 
 // ParseLevel parses a numeric priority: a single digit 0-9, optionally

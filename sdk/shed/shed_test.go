@@ -116,6 +116,96 @@ func TestCohortIsStableAndSpread(t *testing.T) {
 	}
 }
 
+// TestCohortRotationReshufflesUsers: a new epoch must deal the users out
+// afresh, independently of the cohorts they had. Appending the epoch to the
+// key's FNV-1a left the low bits of the hash (the cohort) a function of the
+// low bits of the bytes, so users moved between epochs in fixed groups (a
+// chi-square of 7,000 to 116,000 here, about 225 when independent).
+func TestCohortRotationReshufflesUsers(t *testing.T) {
+	const users = 16000
+	for _, epoch := range []int64{0, 1, 7, 255, 490000, 490001, 1 << 40} {
+		var joint [Cohorts][Cohorts]int
+		var before, after [Cohorts]int
+		for u := range users {
+			user := fmt.Sprint("user-", u)
+			a, b := Cohort(user, epoch), Cohort(user, epoch+1)
+			joint[a][b]++
+			before[a]++
+			after[b]++
+		}
+		// Chi-square test of independence: (16-1)^2 = 225 degrees of
+		// freedom, 99.9% quantile about 300.
+		chi2 := 0.0
+		for a := range joint {
+			for b, n := range joint[a] {
+				want := float64(before[a]) * float64(after[b]) / users
+				chi2 += (float64(n) - want) * (float64(n) - want) / want
+			}
+		}
+		if chi2 > 300 {
+			t.Errorf("epochs %d and %d: chi-square %.0f of the (before, after) cohort pairs, want under 300 (independent: about 225)", epoch, epoch+1, chi2)
+		}
+	}
+}
+
+// TestCohortRotationSharesTheLowestCohortsFairly: over a day of hourly
+// epochs every user should spend about a quarter of the hours in the lowest
+// quarter of the cohorts (the first shed); with the groups of the old hash
+// 5.6% of the users were there half the day or more, against 0.75% for
+// independent epochs.
+func TestCohortRotationSharesTheLowestCohortsFairly(t *testing.T) {
+	const users, hours, day0 = 16000, 24, 490000 // hours since 1970
+	often := 0
+	for u := range users {
+		user := fmt.Sprint("user-", u)
+		n := 0
+		for e := int64(day0); e < day0+hours; e++ {
+			if Cohort(user, e) < Cohorts/4 {
+				n++
+			}
+		}
+		if n >= hours/2 {
+			often++
+		}
+	}
+	if often > users/50 {
+		t.Fatalf("%d of %d users are in the lowest quarter of the cohorts for %d of %d epochs or more, want under 2%% (independent epochs: 0.75%%)", often, users, hours/2, hours)
+	}
+}
+
+// TestAliasOfAClassNameAppliesInEveryLetterCase: class names match in any
+// letter case, so an alias that redefines one (demoting "critical" so that
+// clients cannot claim it) must too; before, "Critical" still got the
+// critical class. Two spellings aliased to different classes give the other
+// spellings the lower one, whatever the map's order.
+func TestAliasOfAClassNameAppliesInEveryLetterCase(t *testing.T) {
+	c := NewClassifier(&rules.Priority{
+		Levels:  map[string]rules.Class{"0": rules.ClassCore, "1": rules.ClassCore},
+		Aliases: map[string]rules.Class{"critical": rules.ClassCore, "internal-checkout": rules.ClassCritical},
+	})
+	for _, v := range []string{"0", "1", "critical", "Critical", "CRITICAL", " critical\t"} {
+		if got := c.Classify(v); got != 1 {
+			t.Errorf("Classify(%q) = %d, want core (1): the alias demotes critical", v, got)
+		}
+	}
+	if got := c.Classify("internal-checkout"); got != 0 {
+		t.Errorf("Classify(internal-checkout) = %d, want critical (0)", got)
+	}
+	if got := c.Classify("Browse"); got != 2 {
+		t.Errorf("Classify(Browse) = %d, want browse (2): other names keep their class", got)
+	}
+	for range 20 { // map order varies from one NewClassifier to the next
+		c := NewClassifier(&rules.Priority{Aliases: map[string]rules.Class{
+			"core": rules.ClassCritical, "Core": rules.ClassBatch, "CORE": rules.ClassBrowse,
+		}})
+		for v, want := range map[string]int{"core": 0, "Core": 3, "CORE": 2, "cOrE": 3, " core ": 3} {
+			if got := c.Classify(v); got != want {
+				t.Fatalf("Classify(%q) = %d, want %d", v, got, want)
+			}
+		}
+	}
+}
+
 // FuzzClassify: any header value yields a valid class; digits (with blanks)
 // parse to themselves and map through the levels.
 func FuzzClassify(f *testing.F) {
@@ -159,6 +249,15 @@ func BenchmarkClassify(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			_ = c.Classify("browse")
+		}
+	})
+}
+
+func BenchmarkCohort(b *testing.B) {
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			_ = Cohort("user-1234567", 490000)
 		}
 	})
 }
