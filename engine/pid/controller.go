@@ -104,23 +104,32 @@ func (c *Controller) Update(now time.Time, setpoint, measurement float64) (float
 	if !finite(setpoint) || !finite(measurement) {
 		return c.last.Output, fmt.Errorf("%w: setpoint %v, measurement %v: want finite numbers", ErrInput, setpoint, measurement)
 	}
-	if !c.started {
-		c.start(now, setpoint, measurement)
-		return c.last.Output, nil
-	}
-	if now.Before(c.last.Time) {
+	var (
+		s     State
+		deriv float64
+	)
+	switch {
+	case !c.started:
+		s, deriv = c.start(now, setpoint, measurement), c.deriv
+	case now.Before(c.last.Time):
 		return c.last.Output, fmt.Errorf("%w: time %s is before the last update %s", ErrInput, now.Format(time.RFC3339Nano), c.last.Time.Format(time.RFC3339Nano))
-	}
-	if now.Equal(c.last.Time) {
+	case now.Equal(c.last.Time):
 		return c.last.Output, nil
+	default:
+		s, deriv = c.step(now, setpoint, measurement)
 	}
-	c.step(now, setpoint, measurement)
+	// Finite input can still overflow (setpoint minus measurement, the
+	// measurement's rate over a short interval, a large gain): an infinite
+	// term would make every later output NaN.
+	if !finite(deriv) || !finite(s.Error) || !finite(s.P) || !finite(s.I) || !finite(s.D) || !finite(s.Unlimited) {
+		return c.last.Output, fmt.Errorf("%w: setpoint %v, measurement %v: the P, I or D term overflows", ErrInput, setpoint, measurement)
+	}
+	c.started, c.last, c.deriv = true, s, deriv
 	return c.last.Output, nil
 }
 
 // start handles the first sample: no interval yet, so no I or D contribution.
-func (c *Controller) start(now time.Time, sp, y float64) {
-	c.started = true
+func (c *Controller) start(now time.Time, sp, y float64) State {
 	e := c.deadband(sp - y)
 	s := State{Time: now, Mode: c.mode, Setpoint: sp, Measurement: y, Error: e}
 	s.P = c.cfg.Kp * e
@@ -130,10 +139,11 @@ func (c *Controller) start(now time.Time, sp, y float64) {
 	s.Unlimited = s.P + s.I
 	s.Output = clamp(s.Unlimited, c.cfg.OutMin, c.cfg.OutMax)
 	s.Saturated = s.Output != s.Unlimited
-	c.last = s
+	return s
 }
 
-func (c *Controller) step(now time.Time, sp, y float64) {
+// step computes the next state and filtered derivative; Update keeps them.
+func (c *Controller) step(now time.Time, sp, y float64) (State, float64) {
 	cfg := &c.cfg
 	prev := c.last
 	interval := now.Sub(prev.Time)
@@ -144,16 +154,15 @@ func (c *Controller) step(now time.Time, sp, y float64) {
 	// interval (the measurement really moved that much), the filter the
 	// capped one.
 	rate := -(y - prev.Measurement) / interval.Seconds()
+	deriv := rate
 	if tf := cfg.DerivativeFilter.Seconds(); tf > 0 {
-		c.deriv += dt / (tf + dt) * (rate - c.deriv)
-	} else {
-		c.deriv = rate
+		deriv = c.deriv + dt/(tf+dt)*(rate-c.deriv)
 	}
 
 	s := State{Time: now, Mode: c.mode, Setpoint: sp, Measurement: y, Error: e, Interval: interval}
 	s.P = cfg.Kp * e
 	if cfg.Kd != 0 {
-		s.D = cfg.Kd * c.deriv
+		s.D = cfg.Kd * deriv
 	}
 
 	if c.mode == Manual {
@@ -162,8 +171,7 @@ func (c *Controller) step(now time.Time, sp, y float64) {
 		s.I = c.manual - s.P - s.D
 		s.Unlimited = c.manual
 		s.Output = c.manual
-		c.last = s
-		return
+		return s, deriv
 	}
 
 	integ := prev.I + cfg.Ki*e*dt
@@ -190,7 +198,7 @@ func (c *Controller) step(now time.Time, sp, y float64) {
 	}
 	s.I = integ
 	s.Output = out
-	c.last = s
+	return s, deriv
 }
 
 // SetManual switches to Manual mode with the given output, clamped to the
@@ -238,10 +246,12 @@ func (c *Controller) SetConfig(cfg Config) error {
 		s.I += (s.P - p) + (s.D - d)
 		s.P, s.D = p, d
 		s.Unlimited = s.P + s.I + s.D
-		if c.mode == Manual {
-			s.I = c.manual - s.P - s.D
-			s.Unlimited, s.Output = c.manual, c.manual
-		}
+	}
+	if c.mode == Manual {
+		// Before the first Update too: the output SetManual reported.
+		s := &c.last
+		s.I = c.manual - s.P - s.D
+		s.Unlimited, s.Output = c.manual, c.manual
 	}
 	c.cfg = cfg
 	return nil

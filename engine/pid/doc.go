@@ -29,6 +29,7 @@ import "errors"
 var (
 	// ErrConfig reports an invalid Config field.
 	ErrConfig = errors.New("pid: invalid config")
-	// ErrInput reports an unusable Update argument (NaN, infinite, time going backwards).
+	// ErrInput reports an unusable Update argument (NaN, infinite, so large
+	// that a term overflows, time going backwards).
 	ErrInput = errors.New("pid: invalid input")
 )

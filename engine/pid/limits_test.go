@@ -97,3 +97,25 @@ func TestRateLimitAfterAGap(t *testing.T) {
 		t.Fatalf("output %v after a 10-minute gap, want 100 + 1/s x 60 s = 160", out)
 	}
 }
+
+// SetManual before the first Update reports the manual output; a SetConfig
+// that then narrows the bounds clamps what State and Output report too, not
+// only what the first Update will return.
+func TestSetConfigNarrowedLimitsClampTheManualOutputBeforeTheFirstUpdate(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.OutMin, cfg.OutMax = 0, 100
+	c := mustNew(t, cfg)
+	if err := c.SetManual(80); err != nil {
+		t.Fatal(err)
+	}
+	cfg.OutMax = 50
+	if err := c.SetConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if s := c.State(); c.Output() != 50 || s.Output != 50 || s.Unlimited != 50 {
+		t.Fatalf("output %v, state %+v after SetConfig lowered OutMax to 50; want 50", c.Output(), s)
+	}
+	if out, err := c.Update(time.Unix(0, 0), 0, 0); err != nil || out != 50 {
+		t.Fatalf("first output %v, %v; want the manual 50", out, err)
+	}
+}

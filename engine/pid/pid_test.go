@@ -404,6 +404,47 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+// TestOverflowingInputRefused: finite input whose error, rate or terms
+// overflow float64 is refused like NaN and leaves the state unchanged;
+// accepted, it made every later output NaN and the state unsavable.
+func TestOverflowingInputRefused(t *testing.T) {
+	t0 := time.Unix(100, 0)
+	tests := []struct {
+		name    string
+		started bool
+		sp, y   float64
+	}{
+		{"first sample: error overflows", false, -math.MaxFloat64, math.MaxFloat64},
+		{"error overflows", true, -math.MaxFloat64, math.MaxFloat64},
+		{"derivative overflows", true, 0.5, math.MaxFloat64},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.Kd = 0.1
+			c := mustNew(t, cfg)
+			if tt.started {
+				if _, err := c.Update(t0, 0.5, -math.MaxFloat64/2); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before, deriv := c.State(), c.deriv
+			if _, err := c.Update(t0.Add(time.Second), tt.sp, tt.y); !errors.Is(err, ErrInput) {
+				t.Fatalf("err %v, want ErrInput; state %+v", err, c.State())
+			}
+			if c.State() != before || c.deriv != deriv {
+				t.Fatalf("state %+v after refused input, want %+v", c.State(), before)
+			}
+			if out, err := c.Update(t0.Add(2*time.Second), 0.5, 0.5); err != nil || math.IsNaN(out) {
+				t.Fatalf("next output %v, %v; want a number", out, err)
+			}
+			if _, err := c.MarshalBinary(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
 func TestConfigValidate(t *testing.T) {
 	mod := func(f func(*Config)) Config { c := DefaultConfig(); f(&c); return c }
 	tests := []struct {

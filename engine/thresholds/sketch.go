@@ -67,8 +67,11 @@ func NewSketch(opt SketchOptions) (*Sketch, error) {
 }
 
 func (s *Sketch) index(v float64) int {
-	if !(v > s.opt.Min) {
+	switch {
+	case !(v > s.opt.Min):
 		return 0
+	case math.IsInf(v, 1): // the conversion below would make it the lowest
+		return len(s.counts) - 1
 	}
 	i := int(math.Ceil(math.Log(v)/s.lnGamma)-s.offset) + 1
 	return max(0, min(i, len(s.counts)-1))

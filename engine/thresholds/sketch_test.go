@@ -103,3 +103,21 @@ func TestSketchEdges(t *testing.T) {
 		}
 	}
 }
+
+// TestSketchCountsInfinityInTheHighestBucket: +Inf is larger than Max and
+// counts in the highest bucket, as SketchOptions says; it used to count in
+// the lowest, so a sketch fed +Inf latencies reported them as Min.
+func TestSketchCountsInfinityInTheHighestBucket(t *testing.T) {
+	s, err := NewSketch(DefaultSketchOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(1e9, 0)
+	for i := range 10 {
+		s.Add(t0.Add(time.Duration(i)*time.Second), 0.1)
+		s.Add(t0.Add(time.Duration(i)*time.Second), math.Inf(1))
+	}
+	if got, ok := s.Quantile(0.9); !ok || math.Abs(got-s.opt.Max)/s.opt.Max > s.opt.RelativeAccuracy {
+		t.Fatalf("p90 %v, %v with half the values +Inf; want Max %v", got, ok, s.opt.Max)
+	}
+}
