@@ -195,3 +195,20 @@ func TestClassRank(t *testing.T) {
 		t.Fatal("unknown class ranked")
 	}
 }
+
+// TestValidateRefusesADigitAlias: a digit (spaces around it allowed) is read
+// as a priority level before any alias, so an alias "0" or " 7" was
+// accepted and silently ignored ({"0": "core"} left 0 critical).
+func TestValidateRefusesADigitAlias(t *testing.T) {
+	for _, k := range []string{"0", " 7"} {
+		_, err := Decode([]byte(`{"service":"a","priority":{"aliases":{"` + k + `":"core"}}}`))
+		var ve *ValidationError
+		if !errors.As(err, &ve) || len(ve.Errors) != 1 || ve.Errors[0].Field != "priority.aliases."+k ||
+			!strings.Contains(ve.Errors[0].Problem, "priority.levels") {
+			t.Fatalf("alias %q: %v; want one error naming priority.aliases.%s and pointing to priority.levels", k, err, k)
+		}
+	}
+	if _, err := Decode([]byte(`{"service":"a","priority":{"aliases":{"10":"core","checkout":"critical"}}}`)); err != nil {
+		t.Fatalf("aliases that are not one digit: %v", err)
+	}
+}

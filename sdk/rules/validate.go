@@ -185,6 +185,10 @@ func (r *Ruleset) Validate() error {
 			if k == "" || len(k) > MaxNameLen {
 				c.add("priority.aliases."+k, "alias must be 1 to %d characters", MaxNameLen)
 			}
+			if d := strings.TrimSpace(k); len(d) == 1 && d[0] >= '0' && d[0] <= '9' {
+				// A digit is read as a level before any alias.
+				c.add("priority.aliases."+k, "%q is a priority level, never looked up as an alias: map it in priority.levels", k)
+			}
 			c.class("priority.aliases.", k, v)
 		}
 		if p.Default != "" {
