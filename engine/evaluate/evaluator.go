@@ -149,6 +149,8 @@ func New(o Options) (*Evaluator, error) {
 
 // Tick runs one cycle at time at. Per-service failures are collected in
 // Result.Errors and joined into the error; the other services still run.
+// A rules store that cannot list its services stops the guardrail and the
+// recommendations for the cycle, not its scores and level alerts.
 func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 	start := time.Now()
 	defer func() { e.metrics.duration.Observe(time.Since(start).Seconds()) }()
@@ -184,7 +186,13 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 	var active []versioning.Version
 	infos, err := e.o.Versions.Services(ctx)
 	if err != nil {
-		return res, fmt.Errorf("evaluate: services: %w", err)
+		// The rules store is down: nothing can be judged or proposed, but
+		// the readings are current. They still alert (a level alert not
+		// refreshed would resolve while the reading stays above it) and
+		// the scores are shown.
+		errs = append(errs, fmt.Errorf("evaluate: services: %w", err))
+		e.o.Levels.check(ctx, at, snap.Entries, e.o.Recommender.Thresholds, e.o.Events)
+		return e.publish(res, scores, errs)
 	}
 	current := make(map[string]int64, len(infos))
 	for _, in := range infos {
@@ -235,11 +243,6 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 	}
 	for _, sc := range scores {
 		svc := sc.Key.Service
-		if sc.Known {
-			e.metrics.score.WithLabelValues(svc).Set(sc.Value)
-		} else {
-			e.metrics.score.DeleteLabelValues(svc)
-		}
 		in := recommend.Input{At: at, Service: svc, Score: sc, Entry: snap.Entries[sc.Key], Instances: live[svc],
 			Band: e.o.Band(svc), Active: actives[svc]}
 		if e.o.Fleet == nil {
@@ -281,13 +284,42 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 		}
 	}
 	e.o.Levels.check(ctx, at, snap.Entries, e.o.Recommender.Thresholds, e.o.Events)
+	return e.publish(res, scores, errs)
+}
+
+// publish makes a cycle's scores and recommendations the ones the read
+// accessors and the load score gauge show, and returns the cycle's result
+// with its errors. A service absent from the cycle has no current score:
+// its gauge goes at once (an alert on it must not fire on a service that is
+// gone), and its last score and recommendation are dropped once the tracker
+// forgets it too (loadscore.Options.MaxGap).
+func (e *Evaluator) publish(res Result, scores []loadscore.Score, errs []error) (Result, error) {
+	at := res.At
 	res.Scores = scores
+	for _, sc := range scores {
+		if sc.Known {
+			e.metrics.score.WithLabelValues(sc.Key.Service).Set(sc.Value)
+		} else {
+			e.metrics.score.DeleteLabelValues(sc.Key.Service)
+		}
+	}
+	gap := e.o.Tracker.Options().MaxGap
 	e.mu.Lock()
 	for _, sc := range scores {
 		e.scores[sc.Key.Service] = sc
 	}
 	for _, r := range res.Recommendations {
 		e.recs[r.Service] = r
+	}
+	for svc, sc := range e.scores {
+		if sc.At.Equal(at) {
+			continue
+		}
+		e.metrics.score.DeleteLabelValues(svc)
+		if at.Sub(sc.At) > gap {
+			delete(e.scores, svc)
+			delete(e.recs, svc)
+		}
 	}
 	e.last = at
 	e.mu.Unlock()
@@ -403,7 +435,8 @@ func badState(s distribution.State) bool {
 	return s == distribution.StateStale || s == distribution.StateNacked
 }
 
-// Scores returns the latest score of every service, by name.
+// Scores returns the latest score of every service, by name; a service
+// absent from the cycles for longer than the tracker's MaxGap is left out.
 func (e *Evaluator) Scores() []loadscore.Score {
 	e.mu.Lock()
 	defer e.mu.Unlock()

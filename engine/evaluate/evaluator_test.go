@@ -393,3 +393,71 @@ func TestLatencyAnomaly(t *testing.T) {
 }
 
 type nopVersions struct{ versioning.Store }
+
+// readerOf reads a store holding the SDK series of services svc-0000...,
+// one instance each (fillStore).
+func readerOf(t *testing.T, services int) *signals.Reader {
+	t.Helper()
+	db, err := embedded.Open(embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	fillStore(t, db, services, 1)
+	r, err := signals.NewReader(db, signals.ReaderOptions{MaxAge: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestVanishedServiceLeavesTheGaugeAndTheAPI: a service whose signals are
+// gone has no current load score: its governor_engine_load_score series
+// goes at once (GovernorLoadHigh must not fire on its last value for good),
+// and its last score and recommendation leave the read accessors once the
+// tracker forgets it (MaxGap).
+func TestVanishedServiceLeavesTheGaugeAndTheAPI(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	tracker, err := loadscore.New(loadscore.Options{MaxGap: 30 * time.Second,
+		Weights: loadscore.Weights{loadscore.Latency: 0.5, loadscore.InFlight: 0.5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := recommend.New(recommend.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	e, err := New(Options{Reader: readerOf(t, 3), Tracker: tracker, Recommender: rec, Versions: st, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := benchT0.Add(5 * time.Minute)
+	if _, err := e.Tick(ctx, at); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(reg, "governor_engine_load_score"); n != 3 {
+		t.Fatalf("%d load score series, want 3", n)
+	}
+	e.o.Reader = readerOf(t, 2) // svc-0002 is gone
+	for i := 1; i <= 4; i++ {
+		if _, err := e.Tick(ctx, at.Add(time.Duration(i)*10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if n := testutil.CollectAndCount(reg, "governor_engine_load_score"); n != 2 {
+			t.Fatalf("tick %d: %d load score series, want 2", i, n)
+		}
+		wantShown := 3
+		if i == 4 { // 40 s since its last score, max gap 30 s
+			wantShown = 2
+		}
+		if got, recs := len(e.Scores()), len(e.Recommendations()); got != wantShown || recs != wantShown {
+			t.Fatalf("tick %d: %d scores, %d recommendations shown, want %d", i, got, recs, wantShown)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package evaluate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -20,6 +21,7 @@ import (
 	"governor.dev/governor/engine/signals"
 	"governor.dev/governor/engine/signals/embedded"
 	"governor.dev/governor/engine/thresholds"
+	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/rules/versioning/sqlite"
 	"governor.dev/governor/sdk/clock"
 )
@@ -475,5 +477,41 @@ func TestLearnedErrorLevelsAlert(t *testing.T) {
 		if d := e.Detail.(events.Level); d.Signal != events.SignalErrorRatio || d.Source != "learned" || !(d.Threshold > 0.005 && d.Threshold < 0.03) {
 			t.Fatalf("event %+v", e)
 		}
+	}
+}
+
+// servicesDown is a rules store that cannot list its services.
+type servicesDown struct{ versioning.Reader }
+
+func (servicesDown) Services(context.Context) ([]versioning.ServiceInfo, error) {
+	return nil, errors.New("connection refused")
+}
+
+// TestRulesStoreDownStillAlertsOnLevels: with the rules store down nothing
+// can be judged or proposed, but the readings still alert (a level alert
+// not refreshed would resolve while the reading stays above) and the
+// cycle's scores are shown.
+func TestRulesStoreDownStillAlertsOnLevels(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	evs := events.NewRecorder(100)
+	e := newEmergencyEval(t, readerOf(t, 3), servicesDown{st}, nil, nil, evs)
+	l := DefaultAlertLevels()
+	l.LatencyWarn, l.LatencyCritical = time.Microsecond, time.Hour
+	e.o.Levels = l
+	at := benchT0.Add(5 * time.Minute)
+	res, err := e.Tick(ctx, at)
+	if err == nil || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("error %v, want the store's", err)
+	}
+	if got := len(evs.Events(events.LevelCrossed)); got != 3 {
+		t.Fatalf("%d level_crossed events with the rules store down, want 3", got)
+	}
+	if len(res.Scores) != 3 || len(e.Scores()) != 3 || !e.LastTick().Equal(at) {
+		t.Fatalf("cycle scores %d, shown %d, last tick %s", len(res.Scores), len(e.Scores()), e.LastTick())
 	}
 }
