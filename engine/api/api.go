@@ -329,13 +329,14 @@ func (s *server) recommendations(w http.ResponseWriter, _ *http.Request) {
 }
 
 func (s *server) ledger(w http.ResponseWriter, r *http.Request) {
-	ins := []distribution.Instance{}
+	ins := []distribution.Instance{} // [] when none, never null
 	if s.o.Ledger != nil {
-		var err error
-		if ins, err = s.o.Ledger.Instances(r.Context(), r.URL.Query().Get("service")); err != nil {
+		got, err := s.o.Ledger.Instances(r.Context(), r.URL.Query().Get("service"))
+		if err != nil {
 			s.error(w, err)
 			return
 		}
+		ins = append(ins, got...)
 	}
 	s.json(w, map[string]any{"instances": ins})
 }
@@ -343,7 +344,7 @@ func (s *server) ledger(w http.ResponseWriter, r *http.Request) {
 func (s *server) guardrails(w http.ResponseWriter, _ *http.Request) {
 	ds := []guardrail.Decision{}
 	if s.o.Guardrails != nil {
-		ds = s.o.Guardrails.Decisions()
+		ds = append(ds, s.o.Guardrails.Decisions()...)
 	}
 	s.json(w, map[string]any{"decisions": ds})
 }

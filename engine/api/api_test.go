@@ -95,12 +95,38 @@ func TestHandler(t *testing.T) {
 		if resp.StatusCode != tt.code || !strings.Contains(string(body), tt.want) {
 			t.Errorf("GET %s: %d %s; want %d containing %s", tt.path, resp.StatusCode, body, tt.code, tt.want)
 		}
-		if strings.HasPrefix(tt.path, "/api/") && !json.Valid(body) {
+		if strings.HasPrefix(tt.path, Prefix) && !json.Valid(body) {
 			t.Errorf("GET %s: not JSON: %s", tt.path, body)
 		}
 	}
 	ready = nil
 	if resp, err := http.Get(srv.URL + "/readyz"); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("readyz when ready: %v %v", resp, err)
+	}
+}
+
+// A ledger without instances answers an empty list, not null: the SQL and
+// memory ledger stores return a nil slice when nothing matches.
+func TestLedgerWithoutInstancesIsAnEmptyList(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	led, err := distribution.NewLedger(distribution.LedgerOptions{Store: distribution.NewMemoryStore()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(Handler(Options{Evaluations: fakeEval{}, Versions: st, Ledger: led}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + Prefix + "/ledger?service=checkout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || strings.TrimSpace(string(body)) != `{"instances":[]}` {
+		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
 }
