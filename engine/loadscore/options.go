@@ -164,8 +164,11 @@ func (o Options) normalize() (Options, error) {
 	if o.MaxGap == 0 {
 		o.MaxGap = d.MaxGap
 	}
-	if o.HalfLife < 0 || o.MaxGap < 0 {
-		return o, fmt.Errorf("%w: half_life and max_gap must be positive", ErrInvalidOption)
+	if o.HalfLife < 0 {
+		return o, fmt.Errorf("%w: half_life must be positive, got %s", ErrInvalidOption, o.HalfLife)
+	}
+	if o.MaxGap < 0 {
+		return o, fmt.Errorf("%w: max_gap must be positive, got %s", ErrInvalidOption, o.MaxGap)
 	}
 	if o.ActAbove == 0 {
 		o.ActAbove = d.ActAbove

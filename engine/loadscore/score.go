@@ -3,6 +3,7 @@ package loadscore
 import (
 	"fmt"
 	"math"
+	"strconv"
 
 	"governor.dev/governor/engine/signals"
 )
@@ -91,7 +92,7 @@ func (term Term) contribution(e *signals.Entry, t Targets) Contribution {
 		c.Input, c.Target = e.Get(signals.QueueDelayP99), t.QueueDelay.Seconds()
 	case InFlight:
 		c.Input = e.Get(signals.InFlight)
-		limit := e.Get(signals.Limit)
+		limit := checked(e.Get(signals.Limit))
 		switch {
 		case !limit.Known():
 			c.Reason = "limit " + limit.String()
@@ -102,6 +103,7 @@ func (term Term) contribution(e *signals.Entry, t Targets) Contribution {
 		}
 		c.Target = limit.V
 	}
+	c.Input = checked(c.Input)
 	if !c.Input.Known() {
 		c.Reason = c.Input.String()
 		return c
@@ -109,4 +111,15 @@ func (term Term) contribution(e *signals.Entry, t Targets) Contribution {
 	c.Known = true
 	c.Normalized = min(max(c.Input.V/c.Target, 0), 1)
 	return c
+}
+
+// checked turns a known value that is not a finite number (a snapshot not
+// built by signals.Reader, which classifies them itself) into an unknown
+// one: a NaN would make the score NaN and stay in the smoothed average for
+// good.
+func checked(v signals.Value) signals.Value {
+	if v.Known() && (math.IsNaN(v.V) || math.IsInf(v.V, 0)) {
+		return signals.Unknown(signals.NotFinite, strconv.FormatFloat(v.V, 'g', -1, 64))
+	}
+	return v
 }

@@ -1,6 +1,7 @@
 package loadscore
 
 import (
+	"encoding/json"
 	"math"
 	"testing"
 	"time"
@@ -138,6 +139,19 @@ func TestInFlightNeedsALimit(t *testing.T) {
 	require.Equal(t, 1.0, raw.Score, "over the limit clamps to 1")
 }
 
+// A known limit that is not a finite number (a snapshot not built by
+// signals.Reader) makes the inflight term unknown, not 0, and the score
+// still encodes.
+func TestInfiniteLimitIsUnknown(t *testing.T) {
+	tr, err := New(Options{Weights: Weights{InFlight: 1}})
+	require.NoError(t, err)
+	sc := tr.Observe(t0, entry("s", map[signals.Signal]float64{signals.InFlight: 3, signals.Limit: math.Inf(1)}))
+	require.False(t, sc.Raw.Known)
+	require.Equal(t, "limit unknown (not_finite: +Inf)", sc.Raw.Terms[0].Reason)
+	_, err = json.Marshal(sc)
+	require.NoError(t, err)
+}
+
 func TestStaleSignalIsUnknownNotZero(t *testing.T) {
 	e := entry("s", map[signals.Signal]float64{signals.Memory: 0, signals.LatencyP99: 0})
 	e.Values[signals.CPU] = signals.Unknown(signals.Stale, "newest sample 3m0s old (max 2m0s)")
@@ -165,7 +179,8 @@ func TestOptionsValidation(t *testing.T) {
 		{"act above 1", Options{ActAbove: 1.2, ReleaseBelow: 0.5}, "act_above <= 1"},
 		{"act below default release", Options{ActAbove: 0.4}, "release_below 0.5, act_above 0.4"},
 		{"negative release", Options{ReleaseBelow: -0.1}, "0 < release_below"},
-		{"half life", Options{HalfLife: -time.Second}, "half_life"},
+		{"half life", Options{HalfLife: -time.Second}, "half_life must be positive, got -1s"},
+		{"max gap", Options{MaxGap: -time.Minute}, "max_gap must be positive, got -1m0s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -114,3 +114,21 @@ func TestUpdateSnapshot(t *testing.T) {
 	tr.Update(&signals.Snapshot{At: t0.Add(10 * time.Minute), Entries: map[signals.Key]*signals.Entry{}})
 	require.Empty(t, tr.keys)
 }
+
+// A known reading that is NaN (a snapshot not built by signals.Reader) is
+// an unknown term: it neither becomes the score nor stays in the smoothed
+// average for good, and the state still encodes for a takeover.
+func TestNonFiniteInputDoesNotPoisonTheAverage(t *testing.T) {
+	tr := cpuOnly(t)
+	tr.Observe(t0, cpu(0.5))
+	nan := cpu(0)
+	nan.Values[signals.CPU] = signals.KnownValue(math.NaN())
+	sc := tr.Observe(t0.Add(30*time.Second), nan)
+	require.False(t, sc.Raw.Known)
+	require.Equal(t, "unknown (not_finite: NaN)", sc.Raw.Terms[0].Reason)
+	require.InDelta(t, 0.5, sc.Value, 1e-12)
+	sc = tr.Observe(t0.Add(60*time.Second), cpu(1))
+	require.InDelta(t, 0.875, sc.Value, 1e-12) // 60 s after the last known score
+	_, err := tr.MarshalBinary()
+	require.NoError(t, err)
+}
