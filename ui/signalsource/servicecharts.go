@@ -74,7 +74,8 @@ func (s *Source) ServiceCharts(ctx context.Context, service string, span time.Du
 	return out, nil
 }
 
-// seriesBy turns a matrix into series named by a label, sorted by name.
+// seriesBy turns a matrix into series named by a label, sorted by name,
+// without NaN and infinite samples.
 func seriesBy(res *signals.Result, label string) []model.Series {
 	var out []model.Series
 	for _, ser := range res.Series {
@@ -85,9 +86,14 @@ func seriesBy(res *signals.Result, label string) []model.Series {
 		if name == "" {
 			name = "(no " + label + ")"
 		}
-		pts := make([]model.Point, len(ser.Points))
-		for i, p := range ser.Points {
-			pts[i] = model.Point{At: p.T, Value: p.V}
+		pts := make([]model.Point, 0, len(ser.Points))
+		for _, p := range ser.Points {
+			if finite(p.V) {
+				pts = append(pts, model.Point{At: p.T, Value: p.V})
+			}
+		}
+		if len(pts) == 0 {
+			continue
 		}
 		out = append(out, model.Series{Name: name, Points: pts})
 	}

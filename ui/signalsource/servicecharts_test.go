@@ -3,6 +3,7 @@ package signalsource_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -222,4 +223,33 @@ func TestWindow(t *testing.T) {
 	charts, err = s.Window(context.Background(), "checkout", start, end, model.SignalLoadScore, model.SignalRequestRate)
 	require.Error(t, err)
 	require.Equal(t, "the metrics source did not answer: it refused the query", charts[1].NoData)
+}
+
+// TestChartsLeaveOutNonFiniteSamples: PromQL answers NaN for a ratio over
+// no traffic (0/0) and for a quantile of an empty histogram, exactly when a
+// service stops serving. Such samples are no data, left out (the chart
+// breaks there), never points: a NaN coordinate cut the SVG line short and
+// showed "NaN %" on hover.
+func TestChartsLeaveOutNonFiniteSamples(t *testing.T) {
+	nan, inf := math.NaN(), math.Inf(1)
+	src := &routedSource{routes: []route{
+		{"histogram_quantile(0.99", []signals.Series{{Labels: signals.Labels{"service": "checkout"}, Points: pts(0.2, nan, inf, 0.3)}}},
+		{`outcome="admitted"`, []signals.Series{
+			{Labels: signals.Labels{"class": "critical"}, Points: pts(10, nan, 12)},
+			{Labels: signals.Labels{"class": "batch"}, Points: pts(nan, nan)},
+		}},
+	}}
+	s, err := signalsource.New(signalsource.Options{Source: src, Clock: clock.NewFake(t0), Points: 31})
+	require.NoError(t, err)
+	charts, err := s.Window(context.Background(), "checkout", t0.Add(-5*time.Minute), t0, model.SignalLatencyP99)
+	require.NoError(t, err)
+	require.Equal(t, []model.Point{{At: t0.Add(-3 * time.Minute), Value: 200}, {At: t0, Value: 300}}, charts[0].Points)
+
+	sc, err := s.ServiceCharts(context.Background(), "checkout", 5*time.Minute)
+	require.NoError(t, err)
+	adm := sc[0]
+	require.Equal(t, "critical", adm.Series[0].Name)
+	require.Equal(t, []model.Point{{At: t0.Add(-2 * time.Minute), Value: 10}, {At: t0, Value: 12}}, adm.Series[0].Points)
+	require.Equal(t, "batch", adm.Series[3].Name)
+	require.Empty(t, adm.Series[3].Points, "a class with only NaN samples has no data")
 }

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -142,7 +143,8 @@ func (s *Source) Charts(ctx context.Context, service string, span time.Duration)
 // the service page) of the service between start and end, in the order
 // asked. Unknown names and an inverted window are refused before any query;
 // a failed query leaves its chart without points, with the reason in
-// NoData, and only when every one fails is the error returned too.
+// NoData, and only when every one fails is the error returned too. NaN and
+// infinite samples are no data: they are left out.
 func (s *Source) Window(ctx context.Context, service string, start, end time.Time, names ...string) ([]model.Chart, error) {
 	if service == "" {
 		return nil, fmt.Errorf("%w: empty service name", ErrInvalid)
@@ -179,7 +181,9 @@ func (s *Source) Window(ctx context.Context, service string, start, end time.Tim
 				continue
 			}
 			for _, p := range ser.Points {
-				c.Points = append(c.Points, model.Point{At: p.T, Value: p.V * sp.scale})
+				if finite(p.V) {
+					c.Points = append(c.Points, model.Point{At: p.T, Value: p.V * sp.scale})
+				}
 			}
 		}
 		if len(c.Points) == 0 {
@@ -195,6 +199,11 @@ func (s *Source) Window(ctx context.Context, service string, start, end time.Tim
 	}
 	return out, nil
 }
+
+// finite tells a sample from no data: PromQL answers NaN for a ratio
+// over no traffic (0/0) and for a quantile of an empty histogram, which a
+// chart shows as a gap, never as a value.
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 // query returns the PromQL of a spec and the metric it reads.
 func (s *Source) query(sp chartSpec, service string) (q, metric string, err error) {
