@@ -95,9 +95,12 @@ func fmtSecs(v *float64) string {
 	}
 }
 
+// fmtShed lists the classes that shed; "none" only when every class is
+// known not to shed. No class at all is no data (the metrics did not
+// answer, or the fleet does not know the shed ratios), never "none".
 func fmtShed(m map[string]float64) string {
 	if len(m) == 0 {
-		return "none"
+		return "no data"
 	}
 	keys := make([]string, 0, len(m))
 	for k := range m {

@@ -109,12 +109,15 @@ func (p *Pages) sendOverview(ctx context.Context, w http.ResponseWriter) error {
 }
 
 // writeEvent writes one SSE event; each line of data gets its own "data:".
+// A line ends at CR, LF or CRLF, as the browser reads the stream: a CR
+// inside a line (an error text quoted in a banner) would end it there.
 func writeEvent(w http.ResponseWriter, event, data string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "event: %s\n", event)
+	data = strings.ReplaceAll(strings.ReplaceAll(data, "\r\n", "\n"), "\r", "\n")
 	for _, line := range strings.Split(data, "\n") {
 		b.WriteString("data: ")
-		b.WriteString(strings.TrimRight(line, "\r"))
+		b.WriteString(line)
 		b.WriteByte('\n')
 	}
 	b.WriteByte('\n')

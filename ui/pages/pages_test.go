@@ -1,6 +1,7 @@
 package pages
 
 import (
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -32,13 +33,25 @@ func TestFormats(t *testing.T) {
 		{fmtRate(f64(2500)), "2.5k req/s"},
 		{fmtPct(f64(0.012)), "1.20 %"},
 		{fmtShed(map[string]float64{"sheddable": 0.1, "critical": 0}), "sheddable 10.0 %"},
-		{fmtShed(nil), "none"},
+		{fmtShed(map[string]float64{"sheddable": 0, "critical": 0}), "none"},
+		{fmtShed(nil), "no data"},
+		{fmtShed(map[string]float64{}), "no data"},
 		{string(fmtRollout(model.Rollout{Synced: 37, Stale: 2, Nacked: 1})), `<span class="rollout-bad">37/40 SYNCED, 2 STALE, 1 NACKED</span>`},
 		{string(fmtRollout(model.Rollout{Synced: 40})), "40/40 SYNCED"},
 		{string(fmtScore(f64(0.85))), `<span class="score score-high">0.85</span>`},
 	} {
 		require.Equal(t, tc.want, tc.got)
 	}
+}
+
+// TestUnknownShedIsNoDataNotNone: a service whose shed ratios the fleet
+// does not know (the metrics did not answer, or no Enrich) reads "no
+// data" in the overview's Shed cell, never "none", which claims it sheds
+// nothing.
+func TestUnknownShedIsNoDataNotNone(t *testing.T) {
+	row := string(rowHTML(model.Row{ServiceStatus: model.ServiceStatus{Name: "checkout"}}))
+	require.Contains(t, row, `<td class="num hide-narrow">no data</td><td><span class="muted">none</span>`, "shed cell, then the rules cell")
+	require.NotContains(t, row, `<td class="num hide-narrow">none</td>`)
 }
 
 func TestDecisionWhy(t *testing.T) {
@@ -113,4 +126,14 @@ func FuzzSafeNext(f *testing.F) {
 			t.Fatalf("safeNext(%q) = %q leaves the site", s, got)
 		}
 	})
+}
+
+// TestEventDataLinesEndAtCROrLF: an SSE reader ends a line at CR, LF or
+// CRLF, so every one of them in an event's data starts a new "data:" line;
+// a bare CR (a proxy's error page quoted in the overview's banner) cut the
+// line short and the rest was read as a field, not as data.
+func TestEventDataLinesEndAtCROrLF(t *testing.T) {
+	rec := httptest.NewRecorder()
+	require.NoError(t, writeEvent(rec, "summary", "<div>502 Bad Gateway &lt;html&gt;\r</div>\r\nnext\rlast"))
+	require.Equal(t, "event: summary\ndata: <div>502 Bad Gateway &lt;html&gt;\ndata: </div>\ndata: next\ndata: last\n\n", rec.Body.String())
 }
