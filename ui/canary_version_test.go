@@ -264,3 +264,41 @@ func TestCanaryWidenRunningVersion(t *testing.T) {
 	resp, body = e.do(req{method: "POST", path: "/api/v1/services/checkout/canary", json: `{"version":2,"percent":50}`, session: sid, csrf: csrf})
 	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode, body)
 }
+
+// TestCanaryButtonsFollowRoles: the rules page offers each canary action
+// only to the roles its route admits (start and abort: operator, approver,
+// admin; promote: approver, admin); for the others the button is disabled
+// and the page says why, rather than an enabled button that answers 403 in
+// the middle of an incident.
+func TestCanaryButtonsFollowRoles(t *testing.T) {
+	e := newEnv(t)
+	e.seed()
+	v2, _ := e.approveV2AndV3()
+	button := func(page, action string) string {
+		t.Helper()
+		m := regexp.MustCompile(`(?s)action="` + regexp.QuoteMeta(action) + `">.*?(<button[^>]*>)`).FindStringSubmatch(page)
+		require.NotNil(t, m, "no form posting to %s", action)
+		return m[1]
+	}
+	disabled := func(b string) bool { return strings.Contains(b, "disabled") }
+	for _, tc := range []struct {
+		user  string
+		start bool
+	}{{"vera", false}, {"otto", true}, {"bob", true}, {"ada", true}} {
+		sid, _ := e.session(tc.user)
+		_, page := e.do(req{method: "GET", path: "/services/checkout/rules", session: sid})
+		require.Equal(t, !tc.start, disabled(button(page, "/services/checkout/canary")), "%s: start", tc.user)
+		require.Equal(t, !tc.start, strings.Contains(page, "Start canary is disabled: you need one of the roles: operator, approver, admin"), tc.user)
+	}
+	require.NoError(t, e.roll.StartCanary(context.Background(), v2, 10))
+	for _, tc := range []struct {
+		user           string
+		promote, abort bool
+	}{{"vera", false, false}, {"otto", false, true}, {"bob", true, true}, {"ada", true, true}} {
+		sid, _ := e.session(tc.user)
+		_, page := e.do(req{method: "GET", path: "/services/checkout/rules", session: sid})
+		require.Equal(t, !tc.promote, disabled(button(page, "/services/checkout/canary/promote")), "%s: promote", tc.user)
+		require.Equal(t, !tc.promote, strings.Contains(page, "Promote is disabled: you need one of the roles: approver, admin"), tc.user)
+		require.Equal(t, !tc.abort, disabled(button(page, "/services/checkout/canary/abort")), "%s: abort", tc.user)
+	}
+}

@@ -104,3 +104,20 @@ func TestAPIRollbackFrom(t *testing.T) {
 	require.Equal(t, http.StatusCreated, code, "%v", body)
 	require.EqualValues(t, 3, body["parent"])
 }
+
+// TestRollbackWithoutConfirmationKeepsTheReason: a rollback posted without
+// the confirmation comes back asking for it with the reason as typed, not
+// an empty field to type again.
+func TestRollbackWithoutConfirmationKeepsTheReason(t *testing.T) {
+	e := newEnv(t)
+	liveV2(e)
+	sid, csrf := e.session("otto")
+	resp, body := e.do(req{method: "POST", path: "/services/checkout/rollback/1", session: sid, csrf: csrf,
+		form: url.Values{"from": {"2"}, "reason": {"errors up"}}})
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
+	require.Contains(t, body, "Confirm that you reviewed the changes.")
+	require.Contains(t, body, `value="errors up"`, "the reason is kept")
+	a, err := e.store.Active(context.Background(), "checkout")
+	require.NoError(t, err)
+	require.Equal(t, int64(2), a.Number, "nothing applied")
+}

@@ -18,7 +18,9 @@ var (
 	anyRole     = []versioning.Role{versioning.RoleViewer, versioning.RoleOperator, versioning.RoleApprover, versioning.RoleAdmin}
 	changeRoles = []versioning.Role{versioning.RoleOperator, versioning.RoleApprover, versioning.RoleAdmin}
 	alertRoles  = []versioning.Role{versioning.RoleOperator, versioning.RoleAdmin}
-	adminRoles  = []versioning.Role{versioning.RoleAdmin}
+	// promoteRoles may make a canary the version for everyone.
+	promoteRoles = []versioning.Role{versioning.RoleApprover, versioning.RoleAdmin}
+	adminRoles   = []versioning.Role{versioning.RoleAdmin}
 )
 
 // Routes mounts the pages on r. The auth middleware (auth.Manager.Middleware)
@@ -62,7 +64,7 @@ func (p *Pages) Routes(r chi.Router) {
 		r.Post("/services/{service}/canary", p.startCanary)
 		r.Post("/services/{service}/canary/abort", p.abortCanary)
 	})
-	r.With(need(versioning.RoleApprover, versioning.RoleAdmin)).Post("/services/{service}/canary/promote", p.promoteCanary)
+	r.With(need(promoteRoles...)).Post("/services/{service}/canary/promote", p.promoteCanary)
 	r.Group(func(r chi.Router) {
 		r.Use(need(alertRoles...))
 		r.Post("/alerts/{id}/ack", p.ack)

@@ -21,10 +21,19 @@ type timelineData struct {
 	From, To   int64
 	HasRollout bool
 	Canary     *model.CanaryState
-	Error      string
+	// CanaryWhy and PromoteWhy say why the viewer may not start or abort
+	// a canary, or promote it ("" when they may): the buttons are disabled.
+	CanaryWhy, PromoteWhy string
+	Error                 string
 	// Undeliverable says, by version, why the relay could not deliver it.
 	Undeliverable map[int64]string
+	// Older links to the page of older versions when this one is full.
+	Older string
 }
+
+// timelinePage is how many versions the timeline shows at once, newest
+// first; Older pages back.
+const timelinePage = 200
 
 func (p *Pages) timeline(w http.ResponseWriter, r *http.Request) {
 	svc, err := serviceParam(r)
@@ -32,16 +41,30 @@ func (p *Pages) timeline(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, r, err)
 		return
 	}
-	f := versioning.ListFilter{Service: svc, Limit: 200}
-	if st := r.URL.Query().Get("state"); st != "" {
+	q := r.URL.Query()
+	f := versioning.ListFilter{Service: svc, Limit: timelinePage}
+	if st := q.Get("state"); st != "" {
 		f.States = []versioning.State{versioning.State(st)}
+	}
+	if b := q.Get("before"); b != "" {
+		n, err := strconv.ParseInt(b, 10, 64)
+		if err != nil || n < 1 {
+			p.fail(w, r, httperrBad("before must be a version number"))
+			return
+		}
+		f.Before = n
 	}
 	vs, err := p.o.Rules.List(r.Context(), f)
 	if err != nil {
 		p.fail(w, r, err)
 		return
 	}
-	d := timelineData{Service: svc, Versions: vs, Error: r.URL.Query().Get("error")}
+	d := timelineData{Service: svc, Versions: vs, Error: q.Get("error")}
+	if len(vs) == f.Limit {
+		q.Del("error")
+		q.Set("before", strconv.FormatInt(vs[len(vs)-1].Number, 10))
+		d.Older = "/services/" + svc + "/rules?" + q.Encode()
+	}
 	if len(vs) > 0 {
 		d.To = vs[0].Number
 		d.From = max(vs[0].Number-1, 1)
@@ -55,6 +78,11 @@ func (p *Pages) timeline(w http.ResponseWriter, r *http.Request) {
 	}
 	if p.o.Rollouts != nil {
 		d.HasRollout = true
+		pr := auth.FromContext(r.Context())
+		d.CanaryWhy = changeWhy(pr)
+		if !pr.Has(promoteRoles...) {
+			d.PromoteWhy = "you need one of the roles: approver, admin"
+		}
 		if d.Canary, err = p.o.Rollouts.Canary(r.Context(), svc); err != nil {
 			banners = append(banners, Banner{"warn", "The canary state is unavailable: " + httperr.Message(err)})
 		}
@@ -377,12 +405,12 @@ func (p *Pages) rollback(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, r, err)
 		return
 	}
+	d.Reason = strings.TrimSpace(r.PostFormValue("reason"))
 	if r.PostFormValue("confirm") != "yes" {
 		d.Error = "Confirm that you reviewed the changes."
 		p.render(w, r, http.StatusUnprocessableEntity, "rollback", "Roll back "+d.Service, "overview", d)
 		return
 	}
-	d.Reason = strings.TrimSpace(r.PostFormValue("reason"))
 	by := auth.FromContext(r.Context()).Actor()
 	var v versioning.Version
 	if f := r.PostFormValue("from"); f == "" {
