@@ -11,6 +11,7 @@ import (
 	"net/mail"
 	"net/smtp"
 	"strings"
+	"time"
 
 	"governor.dev/governor/alerts"
 	"governor.dev/governor/alerts/notify"
@@ -90,8 +91,20 @@ func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) 
 		return true, err
 	}
 	subject, body := Render(m)
+	// Date is required by RFC 5322 and Message-ID expected: relays do not
+	// add them for a remote client, and large mailbox providers refuse or
+	// spam-file mail without them. A retried message keeps its Message-ID.
+	date := m.CreatedAt
+	if date.IsZero() {
+		date = time.Now()
+	}
 	msg := "From: " + n.c.From + "\r\nTo: " + strings.Join(n.c.To, ", ") + "\r\nSubject: " + subject +
-		"\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n" +
+		"\r\nDate: " + date.Format(time.RFC1123Z)
+	if m.ID != "" {
+		_, domain, _ := strings.Cut(addr(n.c.From), "@")
+		msg += "\r\nMessage-ID: <" + m.ID + "@" + domain + ">"
+	}
+	msg += "\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n" +
 		strings.ReplaceAll(body, "\n", "\r\n")
 	host, _, _ := net.SplitHostPort(n.c.Smarthost)
 	var auth smtp.Auth

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/mail"
 	"net/textproto"
 	"strings"
 	"testing"
@@ -150,5 +151,27 @@ func TestConfigValidate(t *testing.T) {
 		if err := tt.c.Validate(); !errors.Is(err, alerts.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
 			t.Fatalf("%+v: %v, want %q", tt.c, err, tt.want)
 		}
+	}
+}
+
+func TestMailHasDateAndMessageID(t *testing.T) {
+	s := newSMTPServer(t)
+	n, _ := New(Config{Smarthost: s.ln.Addr().String(), From: "Governor <alerts@governor.test>", To: []string{"oncall@governor.test"}})
+	m := notifytest.Sample(notify.KindNotify)
+	if _, err := n.Notify(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	got := <-s.mail
+	_, data, _ := strings.Cut(got, "\n\n")
+	msg, err := mail.ReadMessage(strings.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := msg.Header.Date()
+	if err != nil || !d.Equal(m.CreatedAt) {
+		t.Fatalf("Date header %v (%v), want %s: RFC 5322 requires it", d, err, m.CreatedAt)
+	}
+	if id := msg.Header.Get("Message-ID"); !strings.HasPrefix(id, "<") || !strings.Contains(id, m.ID) {
+		t.Fatalf("Message-ID %q", id)
 	}
 }

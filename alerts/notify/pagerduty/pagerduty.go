@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 
 	"governor.dev/governor/alerts"
 	"governor.dev/governor/alerts/notify"
@@ -54,6 +55,11 @@ type Payload struct {
 	CustomDetails map[string]string `json:"custom_details,omitempty"`
 }
 
+// MaxSummaryLen is the longest summary PagerDuty accepts, in characters: a
+// longer one makes it refuse the event (400 "'summary' is too long"), so
+// Build truncates it.
+const MaxSummaryLen = 1024
+
 // SeverityOf maps tiers to PagerDuty severities.
 func SeverityOf(s alerts.Severity) string {
 	switch s {
@@ -71,6 +77,12 @@ var _ notify.Notifier = (*Notifier)(nil)
 type Notifier struct {
 	c      Config
 	client *http.Client
+
+	// accepted holds, for the message being delivered (its queue retries
+	// one message at a time), which of its events PagerDuty has accepted.
+	mu       sync.Mutex
+	last     *notify.Message
+	accepted []bool
 }
 
 // New validates c; client nil uses a default client.
@@ -103,6 +115,7 @@ func (n *Notifier) Build(m *notify.Message) []Event {
 			if summary == "" {
 				summary = a.Labels["alertname"] + " " + a.Labels.String()
 			}
+			summary = truncate(summary, MaxSummaryLen)
 			e.Payload = &Payload{Summary: summary, Source: n.c.Source, Severity: SeverityOf(a.Severity()),
 				Component: a.Labels["service"], Class: a.Labels["alertname"], CustomDetails: a.Labels}
 		}
@@ -111,17 +124,56 @@ func (n *Notifier) Build(m *notify.Message) []Event {
 	return out
 }
 
-// Notify implements notify.Notifier. Every event is sent; a failure is
-// retried as a whole (PagerDuty deduplicates by dedup_key).
+// truncate cuts s to at most max characters, the last one an ellipsis.
+func truncate(s string, limit int) string {
+	r := []rune(s)
+	if len(r) <= limit {
+		return s
+	}
+	return string(r[:limit-1]) + "…"
+}
+
+// Notify implements notify.Notifier. Every event is sent, in order; after
+// a failed one, the later events with the same dedup_key wait for the
+// retry, so that PagerDuty applies each alert's events in order. A retry of
+// the same message sends only the events not accepted yet: under
+// PagerDuty's rate limit (429), resending the accepted ones would use up
+// the window again and the message would never get through.
 func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) {
+	evs := n.Build(m)
+	n.mu.Lock()
+	if n.last != m || len(n.accepted) != len(evs) {
+		n.last, n.accepted = m, make([]bool, len(evs))
+	}
+	accepted := n.accepted
+	n.mu.Unlock()
 	var errs []error
 	retry := false
-	for _, e := range n.Build(m) {
+	failed := map[string]bool{} // dedup keys whose earlier event failed
+	for i, e := range evs {
+		n.mu.Lock()
+		done := accepted[i]
+		n.mu.Unlock()
+		if done || failed[e.DedupKey] {
+			continue
+		}
 		r, err := notify.PostJSON(ctx, n.client, n.c.URL, nil, e)
 		if err != nil {
 			retry = retry || r
 			errs = append(errs, err)
+			failed[e.DedupKey] = true
+			continue
 		}
+		n.mu.Lock()
+		accepted[i] = true
+		n.mu.Unlock()
+	}
+	if len(errs) == 0 {
+		n.mu.Lock()
+		if n.last == m {
+			n.last, n.accepted = nil, nil
+		}
+		n.mu.Unlock()
 	}
 	return retry, errors.Join(errs...)
 }

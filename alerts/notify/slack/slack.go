@@ -1,5 +1,5 @@
 // Package slack posts to a Slack-style incoming webhook: a text line per
-// group and one coloured attachment per alert.
+// group and one coloured attachment per alert (at most MaxAttachments).
 package slack
 
 import (
@@ -28,6 +28,11 @@ type Message struct {
 	Attachments []Attachment `json:"attachments,omitempty"`
 }
 
+// MaxAttachments is the most attachments a message carries: Slack refuses
+// a message with more (too_many_attachments, 400), so a larger group shows
+// its first alerts and a last attachment counting the others.
+const MaxAttachments = 100
+
 // Attachment is one alert.
 type Attachment struct {
 	Color string `json:"color"`
@@ -51,14 +56,20 @@ func New(c Config, client *http.Client) (*Notifier, error) {
 	return &Notifier{c: c, client: client}, nil
 }
 
-// Build renders the body of a message.
+// Build renders the body of a message: one attachment per alert, at most
+// MaxAttachments.
 func Build(m *notify.Message, channel string) Message {
 	verb := strings.ToUpper(m.Status)
 	if m.Kind == notify.KindAcknowledge {
 		verb = "ACKNOWLEDGED"
 	}
 	out := Message{Channel: channel, Text: fmt.Sprintf("[%s %s] %s (%d alerts)", m.Severity, verb, m.GroupLabels, len(m.Alerts))}
-	for _, a := range m.Alerts {
+	for i, a := range m.Alerts {
+		if i == MaxAttachments-1 && len(m.Alerts) > MaxAttachments {
+			out.Attachments = append(out.Attachments, Attachment{Color: "#808080",
+				Title: fmt.Sprintf("… and %d more alerts", len(m.Alerts)-i)})
+			break
+		}
 		color := map[alerts.Severity]string{alerts.P0: "danger", alerts.P1: "warning", alerts.P2: "#439FE0"}[a.Severity()]
 		if a.Status == notify.StatusResolved {
 			color = "good"

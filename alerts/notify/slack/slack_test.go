@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -38,5 +39,18 @@ func TestIncomingWebhook(t *testing.T) {
 	}
 	if _, err := New(Config{URL: "mailto:x@y"}, nil); !errors.Is(err, alerts.ErrInvalid) {
 		t.Fatal("bad url accepted")
+	}
+}
+
+// Slack refuses a message with more than 100 attachments.
+func TestLargeGroupStaysWithinSlackAttachmentLimit(t *testing.T) {
+	var as []notify.Alert
+	for i := range 150 {
+		l := alerts.Labels{"alertname": "BreakerOpen", "instance": fmt.Sprint(i), "severity": "P2"}
+		as = append(as, notify.Alert{Alert: alerts.Alert{Labels: l}, Status: notify.StatusFiring, Fingerprint: l.Fingerprint().String()})
+	}
+	m := notify.NewMessage(notify.KindNotify, "team", "k", alerts.Labels{"alertname": "BreakerOpen"}, as, notifytest.Sample(notify.KindNotify).CreatedAt)
+	if got := len(Build(m, "").Attachments); got > 100 {
+		t.Fatalf("%d attachments: Slack refuses a message with more than 100 (too_many_attachments)", got)
 	}
 }
