@@ -10,7 +10,8 @@ import (
 )
 
 // Rule mutes alerts matching Target while an alert matching Source fires
-// with the same values of the Equal labels.
+// with the same values of the Equal labels; as in Alertmanager, a label
+// missing on both sides counts as equal (the empty value).
 type Rule struct {
 	Source alerts.Matchers `json:"source"`
 	Target alerts.Matchers `json:"target"`
@@ -33,11 +34,16 @@ func (r Rule) Validate() error {
 	return nil
 }
 
-// Defaults is the shipped rule: P0 mutes P1/P2 of the same service.
+// Defaults is the shipped rule: P0 mutes P1/P2 of the same service. The
+// source must have a service: as in Alertmanager, an Equal label missing on
+// both sides counts as equal, so a P0 of no service (GovernorLeaderLost)
+// would otherwise mute every P1/P2 of no service, GovernorAlertReceiverFailing
+// among them.
 func Defaults() []Rule {
 	src, _ := alerts.NewMatcher(alerts.MatchEqual, alerts.SeverityLabel, string(alerts.P0))
+	svc, _ := alerts.NewMatcher(alerts.MatchRegexp, "service", ".+")
 	tgt, _ := alerts.NewMatcher(alerts.MatchRegexp, alerts.SeverityLabel, "P1|P2")
-	return []Rule{{Source: alerts.Matchers{src}, Target: alerts.Matchers{tgt}, Equal: []string{"service"}}}
+	return []Rule{{Source: alerts.Matchers{src, svc}, Target: alerts.Matchers{tgt}, Equal: []string{"service"}}}
 }
 
 // Inhibitor applies rules to a snapshot of alerts.

@@ -45,3 +45,19 @@ func TestDefaultsMuteLowerTiersOfSameService(t *testing.T) {
 		t.Fatal("bad equal label accepted")
 	}
 }
+
+// GovernorLeaderLost has no service: it must not mute every P1/P2 without
+// one (GovernorAlertReceiverFailing), as an Equal label missing on both
+// sides counts as equal.
+func TestDefaultsServicelessP0MutesNothing(t *testing.T) {
+	in, err := New(Defaults())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	leaderLost := alerts.Alert{Labels: alerts.Labels{"alertname": "GovernorLeaderLost", "severity": "P0"}, StartsAt: t0}
+	target := alerts.Labels{"alertname": "GovernorAlertReceiverFailing", "receiver": "pager", "severity": "P1"}
+	if _, muted := in.MutedBy(target, []alerts.Alert{leaderLost}); muted {
+		t.Fatal("a P0 of no service muted a P1 of no service: the default rule mutes only the same service")
+	}
+}
