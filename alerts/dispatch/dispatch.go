@@ -56,11 +56,19 @@ func (f Filter) quiet(fp alerts.Fingerprint, a alerts.Alert) bool {
 	return (f.Muted != nil && f.Muted(fp, a)) || (f.Acknowledged != nil && f.Acknowledged(fp, a))
 }
 
-// routed is an alert with its fingerprint.
+// routed is an alert with its fingerprint, in one group.
 type routed struct {
 	a   alerts.Alert
 	fp  alerts.Fingerprint
 	key string // fp.String()
+	// route is the index of the route that put it in the group, whose
+	// group_by names the group's labels (groupLabels).
+	route int
+}
+
+// groupLabels returns the labels of the group r is in.
+func (d *Dispatcher) groupLabels(r routed) alerts.Labels {
+	return r.a.Labels.Subset(d.routes[r.route].groupBy())
 }
 
 type group struct {
@@ -167,7 +175,8 @@ func (d *Dispatcher) regroup() {
 		for _, fp := range slices.Sorted(maps.Keys(g.state.Notified)) {
 			a := g.state.Notified[fp]
 			var to []string
-			for nid := range d.route([]alerts.Alert{a}) {
+			byGroup := d.route([]alerts.Alert{a})
+			for nid := range byGroup {
 				if recv, _, _ := strings.Cut(nid, "\x00"); recv == g.state.Receiver {
 					to = append(to, nid)
 				}
@@ -182,7 +191,7 @@ func (d *Dispatcher) regroup() {
 				if ng == nil {
 					recv, key, _ := strings.Cut(nid, "\x00")
 					ng = &group{state: GroupState{Receiver: recv, Key: key, Notified: map[string]alerts.Alert{},
-						Labels: a.Labels.Subset(d.groupByOf(recv, a.Labels))}}
+						Labels: d.groupLabels(byGroup[nid][0])}}
 					d.groups[nid] = ng
 				} else if ng.state.SentAt.After(g.state.SentAt) {
 					// The new group notified since: what it holds is newer
@@ -274,7 +283,7 @@ func (d *Dispatcher) route(as []alerts.Alert) map[string][]routed {
 		fp := a.Fingerprint()
 		ra := routed{a: a, fp: fp, key: fp.String()}
 		var seen []string // the groups the alert is in: two routes may name one
-		for _, r := range d.routes {
+		for i, r := range d.routes {
 			if !r.Matches(a.Labels) {
 				continue
 			}
@@ -282,6 +291,7 @@ func (d *Dispatcher) route(as []alerts.Alert) map[string][]routed {
 			id := r.Receiver + "\x00" + gl.String()
 			if !slices.Contains(seen, id) {
 				seen = append(seen, id)
+				ra.route = i
 				out[id] = append(out[id], ra)
 			}
 			if !r.Continue {
@@ -302,8 +312,7 @@ func (d *Dispatcher) Flush(now time.Time, as []alerts.Alert, f Filter) []Notific
 	for id, rs := range byGroup {
 		if d.groups[id] == nil {
 			recv, key, _ := strings.Cut(id, "\x00")
-			labels := rs[0].a.Labels.Subset(d.groupByOf(recv, rs[0].a.Labels))
-			d.groups[id] = &group{state: GroupState{Receiver: recv, Key: key, Labels: labels, Notified: map[string]alerts.Alert{}}}
+			d.groups[id] = &group{state: GroupState{Receiver: recv, Key: key, Labels: d.groupLabels(rs[0]), Notified: map[string]alerts.Alert{}}}
 		}
 	}
 	var out []Notification
@@ -317,15 +326,6 @@ func (d *Dispatcher) Flush(now time.Time, as []alerts.Alert, f Filter) []Notific
 		}
 	}
 	return out
-}
-
-func (d *Dispatcher) groupByOf(receiver string, l alerts.Labels) []string {
-	for _, r := range d.routes {
-		if r.Receiver == receiver && r.Matches(l) {
-			return r.groupBy()
-		}
-	}
-	return DefaultGroupBy()
 }
 
 func (d *Dispatcher) flushGroup(now time.Time, g *group, rs []routed, f Filter) (Notification, bool) {

@@ -412,3 +412,24 @@ func TestTakeChangesAfterARegroup(t *testing.T) {
 		t.Fatalf("changed %v, forgotten %v; want nothing for a group formed again", ch, fg)
 	}
 }
+
+// Two routes to one receiver with different group_by: each group carries
+// the labels of its own group_by.
+func TestGroupLabelsComeFromTheRouteThatFormedTheGroup(t *testing.T) {
+	d, err := New([]Route{
+		{Receiver: "team", Severities: []alerts.Severity{alerts.P0}, GroupBy: []string{"alertname"}, Continue: true},
+		{Receiver: "team", GroupBy: []string{"service"}},
+	}, Timing{NoGroupWait: true, GroupInterval: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := d.Flush(t0, []alerts.Alert{alert("Shed", "checkout", alerts.P0, t0)}, Filter{})
+	if len(ns) != 2 {
+		t.Fatalf("%d notifications, want 2", len(ns))
+	}
+	for _, n := range ns {
+		if n.State.Key != n.Message.GroupLabels.String() {
+			t.Errorf("group %s has group labels %s", n.State.Key, n.Message.GroupLabels)
+		}
+	}
+}
