@@ -36,6 +36,8 @@
 //	00001-00099  rules (rules/versioning)
 //	00100-00199  alerts
 //	00200-00299  rule delivery ledger (rules/distribution)
+//	00300-00399  web UI accounts (ui/auth)
+//	00400-00499  decision engine state (engine/leader, engine/evaluate)
 //
 // Files are applied in version order even when a lower number arrives after a
 // higher one was applied (goose's out-of-order mode), because subsystems add

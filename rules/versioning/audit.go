@@ -152,6 +152,24 @@ type AuditFilter struct {
 	Limit int
 }
 
+// Validate checks the filter, naming each bad field: Service, Actor and
+// Action, if set, must have the form the store gives them (a service name,
+// an actor name, a well-formed action), so a value no entry can hold is bad
+// input rather than a query the database refuses.
+func (f AuditFilter) Validate() error {
+	v := &fields{}
+	if f.Service != "" {
+		v.service("service", f.Service)
+	}
+	if f.Actor != "" {
+		v.actorName("actor", f.Actor)
+	}
+	if f.Action != "" && !f.Action.WellFormed() {
+		v.add("action", "must be 1 to 64 lower-case letters, digits, _ or ., starting with a letter, got %q", f.Action)
+	}
+	return v.err()
+}
+
 // AuditReport is the result of a successful VerifyAudit.
 type AuditReport struct {
 	// Entries is how many entries were checked.

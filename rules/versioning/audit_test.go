@@ -3,6 +3,7 @@ package versioning_test
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,4 +106,25 @@ func TestLifecycleActions(t *testing.T) {
 	}
 	require.Equal(t, []versioning.Role{"a", "b"}, versioning.SplitRoles(versioning.JoinRoles([]versioning.Role{"a", "b"})))
 	require.Empty(t, versioning.SplitRoles(""))
+}
+
+// TestAuditFilterValidate: a filter value no entry can hold (from a query
+// string: ?actor=%00) is bad input naming its field.
+func TestAuditFilterValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		f      versioning.AuditFilter
+		fields []string
+	}{
+		{"empty", versioning.AuditFilter{}, nil},
+		{"valid", versioning.AuditFilter{Service: "checkout", Actor: "system:outbox-relay", Action: versioning.ActionLoginFailure}, nil},
+		{"other component's action", versioning.AuditFilter{Action: "alert_config.save"}, nil},
+		{"bad text", versioning.AuditFilter{Service: "\xff", Actor: "a\x00b", Action: "Login"}, []string{"service", "actor", "action"}},
+		{"too long actor", versioning.AuditFilter{Actor: strings.Repeat("a", versioning.MaxActorBytes+1)}, []string{"actor"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.fields, fieldNames(t, tt.f.Validate()))
+		})
+	}
 }

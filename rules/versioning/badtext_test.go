@@ -50,6 +50,31 @@ func TestTextTheDatabaseCannotStoreIsBadInput(t *testing.T) {
 					_, err := s.Reject(ctx, "x", v.Number, textBob, "no\x00pe")
 					return err
 				}},
+				// Reads too: a filter from a query string (GET /audit?actor=%00).
+				{"actor", func() error {
+					_, err := s.Audit(ctx, versioning.AuditFilter{Actor: "a\x00b"})
+					return err
+				}},
+				{"service", func() error {
+					_, err := s.Audit(ctx, versioning.AuditFilter{Service: "\xff"})
+					return err
+				}},
+				{"action", func() error {
+					_, err := s.Audit(ctx, versioning.AuditFilter{Action: "login\x00"})
+					return err
+				}},
+				{"service", func() error {
+					_, err := s.Get(ctx, "x\x00", v.Number)
+					return err
+				}},
+				{"service", func() error {
+					_, err := s.Active(ctx, "\xff")
+					return err
+				}},
+				{"states[0]", func() error {
+					_, err := s.List(ctx, versioning.ListFilter{Service: "x", States: []versioning.State{"proposed\x00"}})
+					return err
+				}},
 			}
 			for _, c := range cases {
 				t.Run(c.field, func(t *testing.T) {

@@ -38,8 +38,13 @@
 //
 // Four eyes: an approver must differ from the author and hold one of the
 // roles the service's Policy allows (default approver or admin); a Policy may
-// require more than one approval. Emergency publish (break glass) is for
-// admins, needs a reason and is marked as such in the audit log. The decision
+// require more than one approval, each from a different person. Names that
+// differ only in case (alice, Alice) are one person here: nobody approves
+// their own proposal, or approves one twice, under another spelling. A
+// Policy carries a Revision; SetPolicy of a policy read with its Revision
+// is refused with ErrConflict if another admin changed it since, so that
+// partial updates never revert each other. Emergency publish (break glass)
+// is for admins, needs a reason and is marked as such in the audit log. The decision
 // engine proposes with Source engine and evidence; with AutoApply its proposal
 // goes live at once (the engine decides what lies within its bands) unless the
 // service's policy is ManualOnly. A policy may also carry the service's

@@ -24,7 +24,8 @@ type Store interface {
 	// reached the version goes live, supersedes the previous one and gets an
 	// outbox row. ErrSelfApproval for the author, ErrForbidden without an
 	// approver role, ErrInvalidState if the version is no longer proposed
-	// (another approver won the race) or by already approved it, ErrConflict
+	// (another approver won the race) or by already approved it (names are
+	// compared without regard to case, for both), ErrConflict
 	// if another version went live since the proposal was made.
 	Approve(ctx context.Context, service string, number int64, by Actor, comment string) (Version, error)
 	// Rebase re-proposes a stale proposal on top of the active version: a new
@@ -76,6 +77,9 @@ type Store interface {
 	// p.Reason is required. The audit log marks it as an emergency.
 	EmergencyPublish(ctx context.Context, p Proposal) (Version, error)
 	// SetPolicy replaces a service's approval policy; by must be an admin.
+	// With p.Revision above 0 it is a compare-and-set: ErrConflict,
+	// writing nothing, if the stored policy is at another revision (see
+	// Policy.Revision). The returned policy carries the new revision.
 	SetPolicy(ctx context.Context, p Policy, by Actor) (Policy, error)
 
 	// Close releases the database.
@@ -84,9 +88,11 @@ type Store interface {
 
 // Reader is the read side of a Store.
 type Reader interface {
-	// Active returns the live version of a service; ErrNotFound if none.
+	// Active returns the live version of a service; ErrNotFound if none,
+	// an *InputError if service is not a valid service name.
 	Active(ctx context.Context, service string) (Version, error)
-	// Get returns one version; ErrNotFound if it does not exist. The
+	// Get returns one version; ErrNotFound if it does not exist, an
+	// *InputError if service is not a valid service name. The
 	// version and its approvals are read as of one moment: a proposal is
 	// never shown with the approvals of another revision of it.
 	Get(ctx context.Context, service string, number int64) (Version, error)
@@ -103,7 +109,8 @@ type Reader interface {
 // Auditor reads, verifies and extends the audit log.
 type Auditor interface {
 	// Audit returns entries matching f, in sequence order (newest first
-	// with f.Newest).
+	// with f.Newest); an *InputError if f does not validate
+	// (AuditFilter.Validate).
 	Audit(ctx context.Context, f AuditFilter) ([]AuditEntry, error)
 	// VerifyAudit walks the whole chain. On the first entry that does not
 	// verify it returns a *ChainError (wrapping ErrTampered) naming it.

@@ -184,9 +184,16 @@ type Policy struct {
 	// the engine uses it instead of the band of its configuration file. nil
 	// (the default, and what SetPolicy with a nil Band restores) leaves the
 	// engine's configured band in force.
-	Band      *AutoApplyBand `json:"band,omitempty"`
-	UpdatedAt time.Time      `json:"updated_at,omitzero"`
-	UpdatedBy string         `json:"updated_by,omitempty"`
+	Band *AutoApplyBand `json:"band,omitempty"`
+	// Revision counts the changes made to the policy (0: never set); the
+	// store sets it. Given to SetPolicy above 0 it is a compare-and-set:
+	// the change is refused with ErrConflict, writing nothing, unless the
+	// stored policy still has that revision, so that a read-modify-write
+	// (Policy, change some fields, SetPolicy) never reverts a change
+	// another admin made in between. 0 sets the policy unconditionally.
+	Revision  int64     `json:"revision,omitempty"`
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
+	UpdatedBy string    `json:"updated_by,omitempty"`
 }
 
 // AutoApplyBand is the pre-approved range inside which an engine proposal
@@ -222,7 +229,8 @@ type ServiceInfo struct {
 type ListFilter struct {
 	// Service is required.
 	Service string
-	// States, if set, keeps only versions in one of them.
+	// States, if set, keeps only versions in one of them (each a valid
+	// State, else List fails with an *InputError).
 	States []State
 	// Before, if above 0, keeps versions numbered below it (paging).
 	Before int64

@@ -27,18 +27,22 @@ func (f *fields) err() error {
 }
 
 func (f *fields) actor(field string, a Actor) {
-	switch {
-	case a.Name == "":
-		f.add(field+".name", "is required")
-	case len(a.Name) > MaxActorBytes:
-		f.add(field+".name", "is longer than %d bytes", MaxActorBytes)
-	case !actorRE.MatchString(a.Name):
-		f.add(field+".name", "%q may contain only letters, digits and . _ @ + : / -", a.Name)
-	}
+	f.actorName(field+".name", a.Name)
 	for i, r := range a.Roles {
 		if !r.Valid() {
 			f.add(fmt.Sprintf("%s.roles[%d]", field, i), "must be viewer, operator, approver or admin, got %q", r)
 		}
+	}
+}
+
+func (f *fields) actorName(field, name string) {
+	switch {
+	case name == "":
+		f.add(field, "is required")
+	case len(name) > MaxActorBytes:
+		f.add(field, "is longer than %d bytes", MaxActorBytes)
+	case !actorRE.MatchString(name):
+		f.add(field, "%q may contain only letters, digits and . _ @ + : / -", name)
 	}
 }
 
@@ -174,6 +178,9 @@ func (p Policy) Validate() (Policy, error) {
 	f.service("service", p.Service)
 	if p.ApprovalsRequired == 0 {
 		p.ApprovalsRequired = 1
+	}
+	if p.Revision < 0 {
+		f.add("revision", "must not be negative, got %d", p.Revision)
 	}
 	if p.ApprovalsRequired < 1 || p.ApprovalsRequired > 10 {
 		f.add("approvals_required", "must be between 1 and 10, got %d", p.ApprovalsRequired)

@@ -48,6 +48,7 @@ func TestPolicyValidate(t *testing.T) {
 			versioning.Policy{}, []string{"band.max_change_per_hour", "band.floor", "band.ceiling"}},
 		{"band NaN", versioning.Policy{Service: "s", Band: &versioning.AutoApplyBand{MaxChangePerHour: math.NaN(), Floor: math.NaN()}},
 			versioning.Policy{}, []string{"band.max_change_per_hour", "band.floor"}},
+		{"negative revision", versioning.Policy{Service: "s", Revision: -1}, versioning.Policy{}, []string{"revision"}},
 		{"band floor above ceiling", versioning.Policy{Service: "s", Band: &versioning.AutoApplyBand{MaxChangePerHour: 0.1, Floor: 200, Ceiling: 100}},
 			versioning.Policy{}, []string{"band.floor"}},
 	}

@@ -82,6 +82,9 @@ func scanAudit(r interface{ Scan(...any) error }) (versioning.AuditEntry, error)
 func (s *Store) Audit(ctx context.Context, f versioning.AuditFilter) ([]versioning.AuditEntry, error) {
 	var out []versioning.AuditEntry
 	err := s.op(ctx, "audit", func(ctx context.Context) error {
+		if err := f.Validate(); err != nil {
+			return err
+		}
 		limit := f.Limit
 		if limit <= 0 {
 			limit = 100

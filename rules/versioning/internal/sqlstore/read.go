@@ -142,6 +142,9 @@ func (s *Store) noRows(err error) bool { return err != nil && s.d.NoRows(err) }
 func (s *Store) Active(ctx context.Context, service string) (versioning.Version, error) {
 	var out versioning.Version
 	err := s.op(ctx, "active", func(ctx context.Context) error {
+		if err := versioning.ValidateService(service); err != nil {
+			return err
+		}
 		// Two statements outside a snapshot: a version that went live is
 		// decided, so the approvals the second reads are those it had when
 		// the first read it.
@@ -164,6 +167,9 @@ func (s *Store) Active(ctx context.Context, service string) (versioning.Version,
 func (s *Store) Get(ctx context.Context, service string, number int64) (versioning.Version, error) {
 	var out versioning.Version
 	err := s.op(ctx, "get", func(ctx context.Context) error {
+		if err := versioning.ValidateService(service); err != nil {
+			return err
+		}
 		// One snapshot: an open proposal's ruleset and approvals change
 		// together (a revision starts a new approval round).
 		return s.db.Snapshot(ctx, func(tx Tx) error {
@@ -184,6 +190,12 @@ func (s *Store) List(ctx context.Context, f versioning.ListFilter) ([]versioning
 	err := s.op(ctx, "list", func(ctx context.Context) error {
 		if err := versioning.ValidateService(f.Service); err != nil {
 			return err
+		}
+		for i, st := range f.States {
+			if !st.Valid() {
+				return &versioning.InputError{Errors: fieldErr(fmt.Sprintf("states[%d]", i),
+					"must be proposed, approved, published, superseded, rejected or withdrawn, got %q", st)}
+			}
 		}
 		limit := f.Limit
 		if limit <= 0 {

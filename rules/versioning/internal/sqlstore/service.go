@@ -24,7 +24,7 @@ func errorsIsNotFound(err error) bool { return errors.Is(err, versioning.ErrNotF
 // transaction the service row is always locked before the audit chain head.
 func (s *Store) service(ctx context.Context, tx Tx, name string, lock bool) (serviceRow, error) {
 	q := `SELECT name, last_number, active_number, approvals_required, approver_roles, manual_only,
-		policy_updated_at, policy_updated_by, band_max_change_per_hour, band_floor, band_ceiling
+		policy_updated_at, policy_updated_by, band_max_change_per_hour, band_floor, band_ceiling, policy_revision
 		FROM rule_services WHERE name = $1`
 	if lock {
 		q += s.d.ForUpdate
@@ -40,7 +40,7 @@ func (s *Store) service(ctx context.Context, tx Tx, name string, lock bool) (ser
 		ceiling   *float64
 	)
 	err := tx.QueryRow(ctx, q, name).Scan(&r.name, &r.last, &active, &r.policy.ApprovalsRequired, &roles,
-		&r.policy.ManualOnly, &updatedAt, &updatedBy, &bandMax, &floor, &ceiling)
+		&r.policy.ManualOnly, &updatedAt, &updatedBy, &bandMax, &floor, &ceiling, &r.policy.Revision)
 	if s.noRows(err) {
 		return r, fmt.Errorf("%w: service %q has no versions", versioning.ErrNotFound, name)
 	}

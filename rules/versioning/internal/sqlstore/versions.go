@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/sdk/rules"
@@ -21,6 +23,12 @@ func forbidden(a versioning.Actor, action string, need []versioning.Role) error 
 	return fmt.Errorf("%w: %s may not %s (needs one of the roles %s)", versioning.ErrForbidden,
 		a.Name, action, versioning.JoinRoles(need))
 }
+
+// samePerson reports whether two actor names are one person for four eyes:
+// names that differ only in case (alice, Alice) are, so nobody approves
+// their own proposal, or approves it twice, under another spelling of
+// their name.
+func samePerson(a, b string) bool { return strings.EqualFold(a, b) }
 
 // newVersion is a version about to be inserted.
 type newVersion struct {
@@ -251,7 +259,7 @@ func (s *Store) approve(ctx context.Context, service string, number int64, revie
 			if err != nil {
 				return false, err
 			}
-			if v.v.Author == by.Name {
+			if samePerson(v.v.Author, by.Name) {
 				return false, fmt.Errorf("%w: %s proposed version %d of %s and cannot approve it; another approver must",
 					versioning.ErrSelfApproval, by.Name, number, service)
 			}
@@ -269,9 +277,9 @@ func (s *Store) approve(ctx context.Context, service string, number int64, revie
 			if err != nil {
 				return false, err
 			}
-			if slices.ContainsFunc(ap[number], func(a versioning.Approval) bool { return a.Approver == by.Name }) {
-				return false, fmt.Errorf("%w: %s already approved version %d of %s",
-					versioning.ErrInvalidState, by.Name, number, service)
+			if i := slices.IndexFunc(ap[number], func(a versioning.Approval) bool { return samePerson(a.Approver, by.Name) }); i >= 0 {
+				return false, fmt.Errorf("%w: %s already approved version %d of %s (as %s)",
+					versioning.ErrInvalidState, by.Name, number, service, ap[number][i].Approver)
 			}
 			if v.v.Parent != svc.active {
 				return false, fmt.Errorf("%w: version %d of %s was proposed on version %d but version %d went live since; rebase it",
@@ -646,15 +654,24 @@ func (s *Store) SetPolicy(ctx context.Context, p versioning.Policy, by versionin
 			if err != nil {
 				return false, err
 			}
+			if p.Revision > 0 && p.Revision != svc.policy.Revision {
+				stored := "it was never set"
+				if svc.policy.Revision > 0 {
+					stored = fmt.Sprintf("it is at revision %d (%s at %s)", svc.policy.Revision, svc.policy.UpdatedBy,
+						svc.policy.UpdatedAt.Format(time.RFC3339))
+				}
+				return false, fmt.Errorf("%w: the policy of %s is not at revision %d any more: %s; read it again",
+					versioning.ErrConflict, p.Service, p.Revision, stored)
+			}
 			bandMax, floor, ceiling := bandColumns(p.Band)
 			if _, err := tx.Exec(ctx, `UPDATE rule_services SET approvals_required = $2, approver_roles = $3,
 				manual_only = $4, policy_updated_at = $5, policy_updated_by = $6, band_max_change_per_hour = $7,
-				band_floor = $8, band_ceiling = $9 WHERE name = $1`,
+				band_floor = $8, band_ceiling = $9, policy_revision = $10 WHERE name = $1`,
 				p.Service, p.ApprovalsRequired, versioning.JoinRoles(p.ApproverRoles), p.ManualOnly, now, by.Name,
-				bandMax, floor, ceiling); err != nil {
+				bandMax, floor, ceiling, svc.policy.Revision+1); err != nil {
 				return false, err
 			}
-			p.UpdatedAt, p.UpdatedBy = now, by.Name
+			p.Revision, p.UpdatedAt, p.UpdatedBy = svc.policy.Revision+1, now, by.Name
 			if _, err := s.appendAudit(ctx, tx, by, versioning.ActionPolicy, p.Service, 0, map[string]any{
 				"old": policyDetail(svc.policy), "new": policyDetail(p),
 			}); err != nil {
