@@ -69,9 +69,12 @@
 // instance a State: SYNCED (runs the version meant for it), PENDING (behind,
 // within the grace period), STALE (behind for longer than the grace period),
 // NACKED (refused the version, with the validation error) or GONE (no
-// heartbeat), with the history of transitions. It persists through a
-// LedgerStore: MemoryStore for tests and the dev stack, SQLStore on the rules
-// database (PostgreSQL or SQLite, migrations 00200-00299). Ledger replicas
+// heartbeat), with the history of transitions. An instance GONE for longer
+// than LedgerOptions.ForgetAfter (default 24h) is forgotten, its history
+// kept: replaced pods and restarted processes come back under new ids. It
+// persists through a LedgerStore: MemoryStore for tests and the dev stack,
+// SQLStore on the rules database (PostgreSQL or SQLite, migrations
+// 00200-00299). Ledger replicas
 // (every engine instance runs one; they share the subjects in a queue
 // group) update the same records, each by reading, changing and writing
 // one: the write is a compare-and-set on the record as read, and a replica

@@ -34,6 +34,12 @@ type LedgerOptions struct {
 	GoneAfter time.Duration
 	// GoneBeats: missed heartbeats that make an instance GONE; default 3.
 	GoneBeats int
+	// ForgetAfter is how long after its last heartbeat a GONE instance is
+	// forgotten: a sweep deletes its record (its transitions stay in the
+	// history), so the instances of replaced pods and restarted processes,
+	// which come back under new ids, do not pile up; default 24h. An
+	// instance heard from again is recorded anew.
+	ForgetAfter time.Duration
 	// Sweep is the period of re-evaluation (STALE and GONE need time to
 	// pass); default 5s.
 	Sweep time.Duration
@@ -63,8 +69,9 @@ type LedgerOptions struct {
 
 // DefaultLedgerOptions returns the defaults of the optional fields.
 func DefaultLedgerOptions() LedgerOptions {
-	return LedgerOptions{Grace: 30 * time.Second, GoneAfter: 35 * time.Second, GoneBeats: 3, Sweep: 5 * time.Second,
-		QueueGroup: "governor-ledger", Buffer: 8192, Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler)}
+	return LedgerOptions{Grace: 30 * time.Second, GoneAfter: 35 * time.Second, GoneBeats: 3, ForgetAfter: 24 * time.Hour,
+		Sweep: 5 * time.Second, QueueGroup: "governor-ledger", Buffer: 8192, Clock: clock.Real{},
+		Logger: slog.New(slog.DiscardHandler)}
 }
 
 // Ledger records what every instance runs.
@@ -79,6 +86,8 @@ type Ledger struct {
 	states    *prometheus.GaugeVec   // service, state
 	moves     *prometheus.CounterVec // to
 	conflicts prometheus.Counter
+	// gauged lists the services whose state gauges the last sweep set.
+	gauged map[string]bool
 }
 
 // maxAttempts bounds the rounds of one compare-and-set update of a ledger
@@ -92,7 +101,7 @@ func NewLedger(o LedgerOptions) (*Ledger, error) {
 	if o.Store == nil {
 		return nil, fmt.Errorf("%w: ledger: Store is required", ErrInvalid)
 	}
-	if o.Grace < 0 || o.GoneAfter < 0 || o.GoneBeats < 0 || o.Sweep < 0 || o.Buffer < 0 {
+	if o.Grace < 0 || o.GoneAfter < 0 || o.GoneBeats < 0 || o.ForgetAfter < 0 || o.Sweep < 0 || o.Buffer < 0 {
 		return nil, fmt.Errorf("%w: ledger: durations and counts must not be negative", ErrInvalid)
 	}
 	if o.Grace == 0 {
@@ -103,6 +112,9 @@ func NewLedger(o LedgerOptions) (*Ledger, error) {
 	}
 	if o.GoneBeats == 0 {
 		o.GoneBeats = d.GoneBeats
+	}
+	if o.ForgetAfter == 0 {
+		o.ForgetAfter = d.ForgetAfter
 	}
 	if o.Sweep == 0 {
 		o.Sweep = d.Sweep
@@ -154,14 +166,11 @@ func (l *Ledger) Published(ctx context.Context, env *rules.Envelope, canary *wat
 	defer l.mu.Unlock()
 	now := l.o.Clock.Now()
 	t, _, err := l.updateTarget(ctx, env.Service, func(t *Target, _ bool) bool {
-		if canary != nil {
-			sel := *canary
-			sel.Labels = maps.Clone(sel.Labels)
-			t.Canary, t.CanaryAt, t.Selector = env.Version, now, &sel
-		} else {
+		if canary == nil {
 			advanceStable(t, env.Version, now)
+			return true
 		}
-		return true
+		return stageCanary(t, env.Version, *canary, now)
 	})
 	if err != nil {
 		return err
@@ -181,12 +190,35 @@ func advanceStable(t *Target, v int64, now time.Time) {
 	}
 }
 
-// Aborted records that a service's staged version was withdrawn.
+// stageCanary makes v, staged to the instances sel picks, the canary of t
+// and reports whether t changed. Canary versions only go forward
+// (Publisher.StartCanary), so a canary older than the recorded one, or not
+// newer than the stable version, is a late report and changes nothing. The
+// recorded canary told again keeps its time, so a duplicate does not
+// restart the grace period; with another selector (SetCanarySelector) the
+// time moves, as the newly selected instances were sent it now.
+func stageCanary(t *Target, v int64, sel watch.Selector, now time.Time) bool {
+	if v <= t.Stable || v < t.Canary || (v == t.Canary && sameSelector(&sel, t.Selector)) {
+		return false
+	}
+	sel.Labels = maps.Clone(sel.Labels)
+	t.Canary, t.CanaryAt, t.Selector = v, now, &sel
+	return true
+}
+
+// Aborted records that a service's staged version was withdrawn: the
+// recorded canary, whichever version it is.
 func (l *Ledger) Aborted(ctx context.Context, service string) error {
+	return l.aborted(ctx, service, 0)
+}
+
+// aborted withdraws the recorded canary if it is not newer than version (0:
+// any). A newer one was staged after the bucket's abort, and stays.
+func (l *Ledger) aborted(ctx context.Context, service string, version int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	t, wrote, err := l.updateTarget(ctx, service, func(t *Target, ok bool) bool {
-		if !ok {
+		if !ok || (version != 0 && t.Canary > version) {
 			return false
 		}
 		t.Canary, t.CanaryAt, t.Selector = 0, time.Time{}, nil
@@ -483,8 +515,9 @@ func (l *Ledger) reevaluate(ctx context.Context, t Target) error {
 	return nil
 }
 
-// Sweep re-evaluates every instance (time makes instances STALE or GONE)
-// and refreshes the per-state gauges. With LedgerOptions.Latest, it first
+// Sweep re-evaluates every instance (time makes instances STALE or GONE),
+// forgets the instances GONE for longer than LedgerOptions.ForgetAfter and
+// refreshes the per-state gauges. With LedgerOptions.Latest, it first
 // moves each service's stable version up to the bucket's, should the ledger
 // have missed a publication, and with LedgerOptions.Staged it records the
 // canary the bucket stages; if the bucket cannot be read, the sweep goes on
@@ -523,6 +556,13 @@ func (l *Ledger) Sweep(ctx context.Context) error {
 			}
 			targets[in.Service] = t
 		}
+		forgot, err := l.forget(ctx, in, t, now)
+		if err != nil {
+			return err
+		}
+		if forgot {
+			continue
+		}
 		state, err := l.reevaluateInstance(ctx, in, t, now)
 		if err != nil {
 			return err
@@ -532,12 +572,43 @@ func (l *Ledger) Sweep(ctx context.Context) error {
 		}
 		counts[in.Service][state]++
 	}
+	for svc := range l.gauged {
+		if counts[svc] == nil {
+			for _, s := range States {
+				l.states.DeleteLabelValues(svc, string(s))
+			}
+		}
+	}
+	l.gauged = map[string]bool{}
 	for svc, c := range counts {
 		for _, s := range States {
 			l.states.WithLabelValues(svc, string(s)).Set(float64(c[s]))
 		}
+		l.gauged[svc] = true
 	}
 	return nil
+}
+
+// forget deletes the record of an instance GONE for longer than
+// ForgetAfter, as read, and reports whether it did; a record another
+// replica changed meanwhile (the instance spoke again) stays.
+func (l *Ledger) forget(ctx context.Context, in Instance, t Target, now time.Time) (bool, error) {
+	if in.State != StateGone || now.Sub(in.LastSeen) <= l.o.ForgetAfter {
+		return false, nil
+	}
+	if state, _, _ := l.eval.evaluate(&in, t, now); state != StateGone {
+		return false, nil
+	}
+	err := l.o.Store.DeleteInstance(ctx, in)
+	if errors.Is(err, ErrChanged) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("distribution: ledger forget %s/%s: %w", in.Service, in.Instance, err)
+	}
+	l.o.Logger.LogAttrs(ctx, slog.LevelInfo, "ledger: forgot an instance gone for long",
+		slog.String("service", in.Service), slog.String("instance", in.Instance), slog.Time("last_seen", in.LastSeen))
+	return true, nil
 }
 
 // Instances lists the instances of a service ("" for all) with their states.

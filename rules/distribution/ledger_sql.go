@@ -207,9 +207,7 @@ func (s *SQLStore) SaveInstance(ctx context.Context, prev *Instance, in Instance
 		res, err = tx.ExecContext(ctx, `UPDATE delivery_instances SET labels = $3, running_version = $4,
 			target_version = $5, state = $6, state_since = $7, last_seen = $8, heartbeat_ms = $9, ack_version = $10,
 			nack_version = $11, nack_reason = $12, nack_error = $13, nack_at = $14
-			WHERE service = $1 AND instance = $2 AND labels = $15 AND running_version = $16 AND target_version = $17
-				AND state = $18 AND state_since = $19 AND last_seen = $20 AND heartbeat_ms = $21 AND ack_version = $22
-				AND nack_version = $23 AND nack_reason = $24 AND nack_error = $25 AND nack_at IS NOT DISTINCT FROM $26`, args...)
+			WHERE service = $1 AND instance = $2 AND `+instanceUnchanged(15), args...)
 	}
 	if err != nil {
 		return fmt.Errorf("ledger: save instance %s/%s: %w", in.Service, in.Instance, err)
@@ -230,6 +228,42 @@ func (s *SQLStore) SaveInstance(ctx context.Context, prev *Instance, in Instance
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("ledger: commit: %w", err)
+	}
+	return nil
+}
+
+// instanceUnchanged is the condition that a delivery_instances row still
+// holds the record whose columns after service and instance are the
+// arguments from $first on, in the order of instanceColumns.
+func instanceUnchanged(first int) string {
+	cond := `labels = $%d AND running_version = $%d AND target_version = $%d AND state = $%d AND state_since = $%d
+		AND last_seen = $%d AND heartbeat_ms = $%d AND ack_version = $%d AND nack_version = $%d AND nack_reason = $%d
+		AND nack_error = $%d AND nack_at IS NOT DISTINCT FROM $%d`
+	n := make([]any, 12)
+	for i := range n {
+		n[i] = first + i
+	}
+	return fmt.Sprintf(cond, n...)
+}
+
+// DeleteInstance implements LedgerStore: a delete of the row only while
+// every column still holds prev's value.
+func (s *SQLStore) DeleteInstance(ctx context.Context, prev Instance) error {
+	labels, err := labelsColumn(prev.Labels)
+	if err != nil {
+		return err
+	}
+	res, err := s.db.ExecContext(ctx, `DELETE FROM delivery_instances WHERE service = $1 AND instance = $2 AND `+
+		instanceUnchanged(3), prev.Service, prev.Instance, labels, prev.Running, prev.Target, string(prev.State),
+		prev.Since.UTC(), prev.LastSeen.UTC(), prev.HeartbeatMS, prev.AckVersion, prev.NackVersion, prev.NackReason,
+		prev.NackError, nullTime(prev.NackAt))
+	if err != nil {
+		return fmt.Errorf("ledger: delete instance %s/%s: %w", prev.Service, prev.Instance, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("ledger: delete instance %s/%s: %w", prev.Service, prev.Instance, err)
+	} else if n == 0 {
+		return fmt.Errorf("%w: instance %s/%s", ErrChanged, prev.Service, prev.Instance)
 	}
 	return nil
 }

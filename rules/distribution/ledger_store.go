@@ -42,6 +42,11 @@ type LedgerStore interface {
 	// transition, atomically, if the recorded instance is still prev (nil:
 	// unknown); otherwise it fails with ErrChanged and writes nothing.
 	SaveInstance(ctx context.Context, prev *Instance, in Instance, tr *Transition) error
+	// DeleteInstance removes an instance (the ledger forgets one gone for
+	// long, LedgerOptions.ForgetAfter) if its record is still prev;
+	// otherwise it fails with ErrChanged and deletes nothing. Its
+	// transitions stay.
+	DeleteInstance(ctx context.Context, prev Instance) error
 	// Transitions returns the newest transitions of a service (and instance,
 	// if not ""), newest first, at most limit.
 	Transitions(ctx context.Context, service, instance string, limit int) ([]Transition, error)
@@ -158,6 +163,18 @@ func (m *MemoryStore) SaveInstance(_ context.Context, prev *Instance, in Instanc
 	if tr != nil {
 		m.transitions = append(m.transitions, *tr)
 	}
+	return nil
+}
+
+// DeleteInstance implements LedgerStore.
+func (m *MemoryStore) DeleteInstance(_ context.Context, prev Instance) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	key := [2]string{prev.Service, prev.Instance}
+	if cur, ok := m.instances[key]; !ok || !sameInstance(cur, prev) {
+		return ErrChanged
+	}
+	delete(m.instances, key)
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -518,9 +519,10 @@ func TestLedgerReplicasKeepEachOthersTargetChanges(t *testing.T) {
 	}
 }
 
-// TestLedgerStoresWriteOnlyOverWhatWasRead: SetTarget and SaveInstance
-// write only over the record as the writer read it (nil: none), and a
-// refused SaveInstance appends no transition.
+// TestLedgerStoresWriteOnlyOverWhatWasRead: SetTarget, SaveInstance and
+// DeleteInstance write only over the record as the writer read it (nil:
+// none), a refused SaveInstance appends no transition, and DeleteInstance
+// keeps the transitions.
 func TestLedgerStoresWriteOnlyOverWhatWasRead(t *testing.T) {
 	for _, st := range ledgerStores {
 		t.Run(st.name, func(t *testing.T) {
@@ -583,6 +585,152 @@ func TestLedgerStoresWriteOnlyOverWhatWasRead(t *testing.T) {
 			if err := s.SaveInstance(ctx, &got, again, nil); err != nil {
 				t.Fatalf("write over the record as read: %v", err)
 			}
+
+			if err := s.DeleteInstance(ctx, got); !errors.Is(err, ErrChanged) {
+				t.Fatalf("delete of a stale instance: %v, want ErrChanged", err)
+			}
+			if _, ok, _ := s.Instance(ctx, "checkout", "pod-0"); !ok {
+				t.Fatal("a refused delete deleted the instance")
+			}
+			if err := s.DeleteInstance(ctx, again); err != nil {
+				t.Fatalf("delete of the record as read: %v", err)
+			}
+			if _, ok, _ := s.Instance(ctx, "checkout", "pod-0"); ok {
+				t.Fatal("instance still there after its delete")
+			}
+			if trs, _ := s.Transitions(ctx, "checkout", "pod-0", 0); len(trs) != 1 {
+				t.Fatalf("%d transitions after the delete, want the 1 kept", len(trs))
+			}
 		})
+	}
+}
+
+// A canary told twice (a relay that died after telling the ledger and
+// before marking its row done; the next relay finds the canary staged and
+// tells the ledger again) does not restart the grace period: an instance
+// STALE on the canary stays STALE.
+func TestLedgerCanaryToldTwiceKeepsItsGracePeriod(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	l := newTestLedger(t, NewMemoryStore(), clk)
+	if err := l.Published(ctx, envelope(t, "checkout", 1), nil); err != nil {
+		t.Fatal(err)
+	}
+	all := watch.Selector{Percent: 100}
+	if err := l.Published(ctx, envelope(t, "checkout", 2), &all); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Minute)
+	if err := l.HandleHeartbeat(ctx, &watch.Heartbeat{Service: "checkout", Instance: "pod-a", Running: 1, IntervalMS: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	if in, _, _ := l.o.Store.Instance(ctx, "checkout", "pod-a"); in.State != StateStale {
+		t.Fatalf("pod-a %s a minute after the canary, want STALE", in.State)
+	}
+	if err := l.Published(ctx, envelope(t, "checkout", 2), &all); err != nil {
+		t.Fatal(err)
+	}
+	if in, _, _ := l.o.Store.Instance(ctx, "checkout", "pod-a"); in.State != StateStale {
+		t.Fatalf("after the canary was told again, pod-a %s, want still STALE", in.State)
+	}
+}
+
+// Canary versions only go forward: one told late, after a newer one was
+// staged, or one the stable version overtook, leaves the recorded canary.
+func TestLedgerKeepsTheNewerCanaryWhenAnOlderIsToldLate(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	l := newTestLedger(t, NewMemoryStore(), clk)
+	if err := l.Published(ctx, envelope(t, "checkout", 2), nil); err != nil {
+		t.Fatal(err)
+	}
+	all := watch.Selector{Percent: 100}
+	for _, v := range []int64{4, 3, 2, 1} {
+		if err := l.Published(ctx, envelope(t, "checkout", v), &all); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tg, _, _ := l.o.Store.Target(ctx, "checkout"); tg.Canary != 4 || tg.Stable != 2 {
+		t.Fatalf("target stable v%d canary v%d, want stable v2 canary v4", tg.Stable, tg.Canary)
+	}
+}
+
+// Instances gone for good (pods replaced by a deploy, processes restarted
+// under a new id) are forgotten after ForgetAfter, so the instance list and
+// the GONE gauge do not grow with every restart; one heard from again is
+// recorded anew.
+func TestLedgerForgetsInstancesGoneForLong(t *testing.T) {
+	for _, st := range ledgerStores {
+		t.Run(st.name, func(t *testing.T) {
+			ctx := context.Background()
+			clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+			l := newTestLedger(t, st.open(t), clk) // ForgetAfter: the default 24h
+			hb := func(id string) {
+				t.Helper()
+				if err := l.HandleHeartbeat(ctx, &watch.Heartbeat{Service: "checkout", Instance: id, Running: 1, IntervalMS: 1000}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sweep := func() {
+				t.Helper()
+				if err := l.Sweep(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := l.Published(ctx, envelope(t, "checkout", 1), nil); err != nil {
+				t.Fatal(err)
+			}
+			for day := range 3 { // a new pod every day
+				id := fmt.Sprintf("pod-%d", day)
+				for range 24 {
+					hb(id)
+					clk.Advance(time.Hour)
+					sweep()
+				}
+			}
+			ins, err := l.Instances(ctx, "checkout")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ins) != 1 || ins[0].Instance != "pod-2" || ins[0].State != StateGone {
+				t.Fatalf("instances %+v, want only pod-2, gone an hour ago (pod-0 and pod-1 over 24h ago)", ins)
+			}
+			if g := testutil.ToFloat64(l.states.WithLabelValues("checkout", string(StateGone))); g != 1 {
+				t.Fatalf("GONE gauge %v, want 1", g)
+			}
+			clk.Advance(time.Minute)
+			hb("pod-0")
+			sweep()
+			ins, _ = l.Instances(ctx, "checkout")
+			if len(ins) != 2 || ins[0].Instance != "pod-0" || ins[0].State != StateSynced || ins[1].Instance != "pod-2" {
+				t.Fatalf("instances %+v, want pod-0 back and SYNCED, pod-2 gone, pod-1 forgotten", ins)
+			}
+			if trs, _ := l.History(ctx, "checkout", "pod-1", 0); len(trs) == 0 {
+				t.Fatal("the history of the forgotten pod-1 went with it")
+			}
+		})
+	}
+}
+
+// A service whose every instance was forgotten loses its state gauges.
+func TestLedgerDropsTheGaugesOfAServiceWithNoInstanceLeft(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	reg := prometheus.NewRegistry()
+	l, err := NewLedger(LedgerOptions{Store: NewMemoryStore(), Clock: clk, ForgetAfter: time.Hour, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.HandleHeartbeat(ctx, &watch.Heartbeat{Service: "checkout", Instance: "pod-0", IntervalMS: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if err := l.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Hour)
+	}
+	if n := testutil.CollectAndCount(l.states); n != 0 {
+		t.Fatalf("%d state gauges left for a service with no instance", n)
 	}
 }

@@ -40,8 +40,9 @@ type PlaneOptions struct {
 	RelayName string
 	// Replicas of the bucket (3 on a production cluster); default 1.
 	Replicas int
-	// Grace and GoneAfter go to the Ledger (LedgerOptions).
+	// Grace, GoneAfter and ForgetAfter go to the Ledger (LedgerOptions).
 	Grace, GoneAfter time.Duration
+	ForgetAfter      time.Duration
 	Clock            clock.Clock
 	Logger           *slog.Logger
 	Registerer       prometheus.Registerer
@@ -70,7 +71,8 @@ func NewPlane(ctx context.Context, o PlaneOptions) (*Plane, error) {
 		return nil, err
 	}
 	ledger, err := NewLedger(LedgerOptions{Store: o.Store, Names: o.Names, Grace: o.Grace, GoneAfter: o.GoneAfter,
-		Latest: LatestFrom(pub), Staged: pub.Canary, Clock: o.Clock, Logger: o.Logger, Registerer: o.Registerer})
+		ForgetAfter: o.ForgetAfter, Latest: LatestFrom(pub), Staged: pub.Canary, Clock: o.Clock, Logger: o.Logger,
+		Registerer: o.Registerer})
 	if err != nil {
 		return nil, err
 	}
@@ -173,5 +175,5 @@ func (p *Plane) aborted(ctx context.Context, service string, env *rules.Envelope
 	if err != nil {
 		return nil, err
 	}
-	return env, p.ledger.Aborted(ctx, service)
+	return env, p.ledger.aborted(ctx, service, env.Version)
 }

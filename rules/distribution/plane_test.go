@@ -194,3 +194,57 @@ func TestLedgerSweepCatchesUpWithACanaryItMissed(t *testing.T) {
 		t.Fatalf("target %+v, want canary v3 on zone a", tg)
 	}
 }
+
+// deleteHookKV runs then once, right after the first successful Delete.
+type deleteHookKV struct {
+	jetstream.KeyValue
+	then func()
+}
+
+func (h *deleteHookKV) Delete(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error {
+	err := h.KeyValue.Delete(ctx, key, opts...)
+	if err == nil && h.then != nil {
+		f := h.then
+		h.then = nil
+		f()
+	}
+	return err
+}
+
+// An abort tells the ledger after the bucket: a newer canary staged in
+// between (by the relay or a person) stays the ledger's canary, as it stays
+// the bucket's.
+func TestPlaneAbortKeepsTheCanaryStagedMeanwhileInTheLedger(t *testing.T) {
+	ctx := context.Background()
+	url := embedded(t).URL()
+	names := uniqueNames(t)
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	store := NewMemoryStore()
+	plane, err := NewPlane(ctx, PlaneOptions{Conn: connect(t, url), Names: names, Outbox: NewMemoryOutbox(clk),
+		Store: store, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		js, _ := jetstream.New(connect(t, url))
+		_ = js.DeleteKeyValue(context.Background(), names.Bucket())
+	})
+	sel := watch.Selector{Percent: 50}
+	if _, err := plane.StartCanary(ctx, payloadOf(t, "checkout", 2), sel); err != nil {
+		t.Fatal(err)
+	}
+	plane.pub.kv = &deleteHookKV{KeyValue: plane.pub.kv, then: func() {
+		if _, err := plane.StartCanary(ctx, payloadOf(t, "checkout", 3), sel); err != nil {
+			t.Error(err)
+		}
+	}}
+	if _, err := plane.AbortVersion(ctx, "checkout", 2); err != nil {
+		t.Fatal(err)
+	}
+	if c := canaryVersion(t, plane.Publisher(), "checkout"); c != 3 {
+		t.Fatalf("bucket canary v%d, want v3", c)
+	}
+	if tg, _, _ := store.Target(ctx, "checkout"); tg.Canary != 3 {
+		t.Fatalf("ledger canary v%d after the abort of v2, want v3, which the bucket stages", tg.Canary)
+	}
+}

@@ -287,6 +287,9 @@ type staleError struct {
 	// this version), else it was aborted or promoted.
 	staged  int64
 	running bool
+	// selector is the running canary's (running only): a person may have
+	// changed it since it was staged (SetCanarySelector).
+	selector watch.Selector
 }
 
 func (e *staleError) Error() string {
@@ -381,7 +384,8 @@ func staleCanary(env *rules.Envelope, hist []jetstream.KeyValueEntry) error {
 			return fmt.Errorf("%w: %s version %d is already staged with checksum %s, not %s",
 				ErrConflict, env.Service, env.Version, c.Envelope.Checksum, env.Checksum)
 		}
-		return &staleError{service: env.Service, version: env.Version, staged: c.Envelope.Version, running: true}
+		return &staleError{service: env.Service, version: env.Version, staged: c.Envelope.Version, running: true,
+			selector: c.Selector}
 	}
 	var newest int64
 	for _, e := range hist {

@@ -175,7 +175,7 @@ func NewRelay(o RelayOptions) (*Relay, error) {
 		rows: f.NewCounterVec(prometheus.CounterOpts{Name: "governor_distribution_relay_rows_total",
 			Help: "Outbox rows relayed, by outcome: published, duplicate, superseded, canary, undeliverable (given up: too large for the server or invalid; counted once per row)."}, []string{"outcome"}),
 		failures: f.NewCounterVec(prometheus.CounterOpts{Name: "governor_distribution_relay_failures_total",
-			Help: "Relay failures by stage: claim, publish, ledger (OnPublished), mark. The row is retried after its lease."}, []string{"stage"}),
+			Help: "Relay failures by stage: claim, publish, ledger (OnPublished), mark. The row is retried by the same relay with back-off, or by another relay once its lease expires."}, []string{"stage"}),
 		passes: f.NewCounter(prometheus.CounterOpts{Name: "governor_distribution_relay_passes_total",
 			Help: "Claim passes over the outbox."}),
 		lastBatch: f.NewGauge(prometheus.GaugeOpts{Name: "governor_distribution_relay_last_batch_rows",
@@ -381,8 +381,10 @@ func (r *Relay) relay(ctx context.Context, it versioning.OutboxItem) error {
 				// which (duplicate or superseded) and writes nothing.
 				sel, err = nil, nil
 			case stale.running && stale.staged == it.Version:
-				// Staged by a relay that died before marking the row done.
-				outcome, err = Duplicate, nil
+				// Staged by a relay that died before marking the row done,
+				// or whose ledger write failed: the ledger hears of the
+				// selector staged now, which a person may have changed.
+				outcome, err, sel = Duplicate, nil, &stale.selector
 			default:
 				// A newer version is staged, or this one was aborted: it
 				// must not reach any instance again.

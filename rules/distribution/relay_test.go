@@ -13,6 +13,7 @@ import (
 
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/watch"
 )
 
 // history returns every value ever written to the service's stable key.
@@ -381,5 +382,63 @@ func TestRelayKeepsARowTheLedgerDidNotRecord(t *testing.T) {
 	}
 	if tg, ok, err := store.Target(ctx, "checkout"); err != nil || !ok || tg.Stable != 2 {
 		t.Fatalf("ledger target %+v (%v, %v), want stable v2", tg, ok, err)
+	}
+}
+
+// A relay retrying a canary row it staged (its ledger write failed) tells
+// the ledger the selector the bucket stages, not the one the row was staged
+// with: a person may have widened the canary meanwhile.
+func TestRelayRetryTellsTheLedgerTheSelectorStagedNow(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Unix(1000, 0))
+	outbox := NewMemoryOutbox(clk)
+	pub := newTestPublisher(t, embedded(t).URL())
+	store := &flakyLedgerStore{MemoryStore: NewMemoryStore()}
+	ledger, err := NewLedger(LedgerOptions{Store: store, Names: pub.Names(), Clock: clk, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	relay, err := NewRelay(RelayOptions{Outbox: outbox, Publisher: pub, OnPublished: ledger.Published, Clock: clk,
+		Registerer: prometheus.NewRegistry(), Logger: testLogger(t),
+		Stage: func(_ context.Context, it versioning.OutboxItem) (*watch.Selector, error) {
+			if it.Version == 1 {
+				return nil, nil
+			}
+			return &watch.Selector{Percent: 10}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := outbox.Add(envelope(t, "checkout", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := relay.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	store.setFail(true)
+	if _, err := outbox.Add(envelope(t, "checkout", 2)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := relay.Pass(ctx); err == nil {
+		t.Fatal("pass while the ledger cannot record: want its error")
+	}
+	store.setFail(false)
+	wide := watch.Selector{Percent: 50}
+	env, err := pub.SetCanarySelector(ctx, "checkout", 2, wide) // as Plane.SetCanarySelector does
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ledger.Published(ctx, env, &wide); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := relay.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if outbox.Pending() != 0 {
+		t.Fatal("row v2 not marked done")
+	}
+	tg, _, _ := store.Target(ctx, "checkout")
+	if tg.Canary != 2 || tg.Selector == nil || tg.Selector.Percent != 50 {
+		t.Fatalf("ledger target %+v, want canary v2 on the 50%% the bucket stages", tg)
 	}
 }
