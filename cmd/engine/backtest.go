@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"governor.dev/governor/engine/app"
 	"governor.dev/governor/engine/backtest"
 	"governor.dev/governor/engine/config"
 	"governor.dev/governor/engine/loadscore"
@@ -31,7 +32,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	prom := fs.String("prometheus", os.Getenv("GOVERNOR_PROMETHEUS_URL"), "Prometheus query API holding the recorded metrics (required; GOVERNOR_PROMETHEUS_URL)")
 	rulesFile := fs.String("rules", "", "JSON ruleset in force at the start (required)")
 	cfgFile := fs.String("config", os.Getenv("GOVERNOR_CONFIG"), "engine configuration for the load score, recommender and bands")
-	asJSON := fs.Bool("json", false, "print one JSON object per proposal")
+	asJSON := fs.Bool("json", false, "print one JSON object per proposal (the summary goes to stderr)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -45,11 +46,23 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if *service == "" {
 		errs = append(errs, errors.New("-service is required"))
 	}
-	if *from == "" || err1 != nil {
-		errs = append(errs, fmt.Errorf("-from: %q: want RFC 3339 or a duration (%v)", *from, err1))
+	switch {
+	case *from == "":
+		errs = append(errs, errors.New("-from is required"))
+	case err1 != nil:
+		errs = append(errs, fmt.Errorf("-from: %q: want RFC 3339 or a duration before now (%v)", *from, err1))
 	}
 	if err2 != nil {
-		errs = append(errs, fmt.Errorf("-to: %q: want RFC 3339 or a duration (%v)", *to, err2))
+		errs = append(errs, fmt.Errorf("-to: %q: want RFC 3339 or a duration before now (%v)", *to, err2))
+	}
+	if *from != "" && err1 == nil && err2 == nil && !t1.Before(t2) {
+		errs = append(errs, fmt.Errorf("-from %s is not before -to %s", t1.Format(time.RFC3339), t2.Format(time.RFC3339)))
+	}
+	if *step < 0 {
+		errs = append(errs, fmt.Errorf("-step %s must not be negative", *step))
+	}
+	if fs.NArg() > 0 {
+		errs = append(errs, fmt.Errorf("unexpected arguments %q (flags go before them)", fs.Args()))
 	}
 	if *prom == "" {
 		errs = append(errs, errors.New("-prometheus is required (the embedded store keeps no history across runs)"))
@@ -67,7 +80,7 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			errs = append(errs, err)
 		}
 	}
-	if len(errs) > 0 || fs.NArg() > 0 {
+	if len(errs) > 0 {
 		fmt.Fprintf(stderr, "engine backtest:\n%v\n", errors.Join(errs...))
 		fs.Usage()
 		return 2
@@ -89,25 +102,8 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if *step == 0 {
 		*step = cfg.Interval
 	}
-	o := backtest.Options{Source: src, Service: *service, From: t1, To: t2, Step: *step, Ruleset: rs,
-		Reader:    signals.ReaderOptions{Window: cfg.Metrics.Window, MaxAge: -1},
-		LoadScore: loadscore.Options{Targets: loadscore.Targets{Latency: cfg.Score.Latency}, HalfLife: cfg.Score.HalfLife},
-		Recommend: recommend.DefaultOptions(),
-	}
-	if len(cfg.Score.Weights) > 0 {
-		o.LoadScore.Weights = loadscore.Weights{}
-		for t, w := range cfg.Score.Weights {
-			o.LoadScore.Weights[loadscore.Term(t)] = w
-		}
-	}
-	r := cfg.Recommend
-	o.Recommend.Setpoint, o.Recommend.Gains = r.Setpoint, recommend.Gains{Kp: r.Kp, Ki: r.Ki, Kd: r.Kd}
-	o.Recommend.MinChange, o.Recommend.MinScores, o.Recommend.Thresholds.MinSamples = r.MinChange, r.MinScores, r.BaselineSamples
-	b, ok := cfg.Bands.Services[*service]
-	if !ok {
-		b = cfg.Bands.Default
-	}
-	o.Band = recommend.Band{Manual: b.Manual, MaxChangePerHour: b.MaxChangePerHour, Floor: b.Floor, Ceiling: b.Ceiling}
+	o := backtestOptions(cfg, *service)
+	o.Source, o.From, o.To, o.Step, o.Ruleset = src, t1, t2, *step, rs
 	enc := json.NewEncoder(stdout)
 	sum, err := backtest.Run(ctx, o, func(p backtest.Proposal) {
 		if *asJSON {
@@ -122,16 +118,27 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "engine backtest: %v\n", err)
+		if errors.Is(err, backtest.ErrInvalidOption) {
+			return 2
+		}
 		return 1
 	}
-	if !*asJSON {
-		fmt.Fprintf(stdout, "%d steps, %d known load scores (max %.2f), %d inconclusive; %d proposals, %d inside the band\n",
-			sum.Steps, sum.KnownScores, sum.MaxScore, sum.Inconclusive, sum.Proposals, sum.AutoApplied)
+	// With -json the summary goes to stderr: stdout holds only proposals.
+	w := stdout
+	if *asJSON {
+		w = stderr
+	}
+	fmt.Fprintf(w, "%d steps, %d known load scores (max %.2f), %d inconclusive; %d proposals, %d inside the band\n",
+		sum.Steps, sum.KnownScores, sum.MaxScore, sum.Inconclusive, sum.Proposals, sum.AutoApplied)
+	if sum.FailedReads > 0 {
+		fmt.Fprintf(w, "warning: queries failed at %d of %d steps, whose signals read as unknown; first at %s\n",
+			sum.FailedReads, sum.Steps, sum.FirstFailure)
 	}
 	return 0
 }
 
-// parseTime reads RFC 3339 or a duration before now; "" is now.
+// parseTime reads RFC 3339 or a duration before now; "" is now. A negative
+// duration (a time after now) is refused.
 func parseTime(s string, now time.Time) (time.Time, error) {
 	if s == "" {
 		return now, nil
@@ -143,5 +150,31 @@ func parseTime(s string, now time.Time) (time.Time, error) {
 	if err != nil {
 		return time.Time{}, err
 	}
+	if d < 0 {
+		return time.Time{}, fmt.Errorf("duration %s is negative: that is after now", d)
+	}
 	return now.Add(-d), nil
+}
+
+// backtestOptions are the replay's options from the engine configuration:
+// the load score, the recommender and the service's band as the live engine
+// builds them.
+func backtestOptions(cfg config.Config, service string) backtest.Options {
+	o := backtest.Options{Service: service,
+		Reader:    signals.ReaderOptions{Window: cfg.Metrics.Window, MaxAge: -1},
+		LoadScore: loadscore.Options{Targets: loadscore.Targets{Latency: cfg.Score.Latency}, HalfLife: cfg.Score.HalfLife},
+		Recommend: app.RecommendOptions(cfg.Recommend),
+	}
+	if len(cfg.Score.Weights) > 0 {
+		o.LoadScore.Weights = loadscore.Weights{}
+		for t, w := range cfg.Score.Weights {
+			o.LoadScore.Weights[loadscore.Term(t)] = w
+		}
+	}
+	b, ok := cfg.Bands.Services[service]
+	if !ok {
+		b = cfg.Bands.Default
+	}
+	o.Band = recommend.Band{Manual: b.Manual, MaxChangePerHour: b.MaxChangePerHour, Floor: b.Floor, Ceiling: b.Ceiling}
+	return o
 }

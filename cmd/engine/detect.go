@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"time"
 
 	"governor.dev/governor/engine/thresholds"
@@ -31,6 +32,10 @@ func runDetect(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		fs.Usage()
 		return 2
 	}
+	if sameDir(*data, *out) {
+		fmt.Fprintf(stderr, "engine detect: -out %s is the -data directory: its files would be overwritten while they are read\n", *out)
+		return 2
+	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	opt := thresholds.DefaultOptions()
 	if _, err := thresholds.New(opt); err != nil {
@@ -48,4 +53,14 @@ func runDetect(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	log.Info("detect done", "rows", n, "out", *out, "elapsed", time.Since(start).Round(time.Millisecond))
 	return 0
+}
+
+// sameDir reports whether a and b name the same existing directory.
+func sameDir(a, b string) bool {
+	ai, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	bi, err := os.Stat(b)
+	return err == nil && os.SameFile(ai, bi)
 }

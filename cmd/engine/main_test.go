@@ -41,6 +41,28 @@ func TestDispatch(t *testing.T) {
 	}
 }
 
+// TestDetectRefusesOutputIntoTheDataDirectory: -out naming the -data
+// directory (by any path) would truncate every input file as it is read.
+func TestDetectRefusesOutputIntoTheDataDirectory(t *testing.T) {
+	data := t.TempDir()
+	p := filepath.Join(data, "cat", "a.csv")
+	body := "timestamp,value\n2014-04-01 00:00:00,1\n2014-04-01 00:05:00,2\n"
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := dispatch(context.Background(), []string{"detect", "-data", data, "-out", data + "/."}, &stdout, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), "is the -data directory") {
+		t.Errorf("exit %d, stderr %q; want 2 naming -data", code, stderr.String())
+	}
+	if got, err := os.ReadFile(p); err != nil || string(got) != body {
+		t.Errorf("input now %q (%v), want it untouched", got, err)
+	}
+}
+
 // TestDetectEndToEnd runs `engine detect` on a small corpus in the NAB
 // layout and checks every input file got an output with a score per row.
 func TestDetectEndToEnd(t *testing.T) {
@@ -155,6 +177,44 @@ func TestConfigPrecedence(t *testing.T) {
 	for _, want := range []string{"listen: 127.0.0.1:3333", "interval: 9s", "identity: from-file"} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("configuration lacks %q:\n%s", want, stdout.String())
+		}
+	}
+}
+
+// TestCheckConfigMasksPasswords: -check-config prints the configuration
+// without the credentials its URLs may carry.
+func TestCheckConfigMasksPasswords(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := dispatch(context.Background(), []string{"-check-config", "-listen", "127.0.0.1:0",
+		"-database", "postgres://gov:s3cret-db@db.internal:5432/gov", "-nats", "nats://svc:s3cret-nats@nats:4222",
+		"-prometheus", "https://scrape:s3cret-prom@prom.internal"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if strings.Contains(stdout.String(), "s3cret") {
+		t.Errorf("passwords printed:\n%s", stdout.String())
+	}
+	for _, want := range []string{"postgres://gov:xxxxx@db.internal:5432/gov", "nats://svc:xxxxx@nats:4222", "https://scrape:xxxxx@prom.internal"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("configuration lacks %q:\n%s", want, stdout.String())
+		}
+	}
+}
+
+func TestRedactURL(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"", ""},
+		{"postgres://gov@db/gov", "postgres://gov@db/gov"},
+		{"postgres://db/gov?password=p1&sslmode=require", "postgres://db/gov?password=xxxxx&sslmode=require"},
+		{"host=db user=gov password=p1 dbname=gov", "host=db user=gov password=xxxxx dbname=gov"},
+		{"host=db password='p 1'", "host=db password=xxxxx"},
+		{"nats://a:p1@h1:4222,nats://a:p2@h2:4222", "nats://a:xxxxx@h1:4222,nats://a:xxxxx@h2:4222"},
+		{"nats://tok123@h:4222", "nats://xxxxx@h:4222"},
+		{"http://prom:9090", "http://prom:9090"},
+	}
+	for _, tt := range tests {
+		if got := redactURL(tt.in); got != tt.want {
+			t.Errorf("redactURL(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }

@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/url"
 	"os"
+	"regexp"
+	"strings"
 
 	"gopkg.in/yaml.v3"
 
@@ -31,7 +34,7 @@ func runEngine(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 2
 	}
 	if cmd.CheckConfig {
-		out, _ := yaml.Marshal(cfg)
+		out, _ := yaml.Marshal(redacted(cfg))
 		fmt.Fprintf(stdout, "configuration OK (file %q)\n%s", cmd.File, out)
 		if alerting != nil {
 			fmt.Fprintf(stdout, "alerting OK (file %q): %d rules configured, %d receivers, %d routes\n",
@@ -50,4 +53,43 @@ func runEngine(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 1
 	}
 	return 0
+}
+
+// redacted is cfg with the passwords of its URLs masked, for printing: the
+// database, NATS and Prometheus URLs may carry credentials.
+func redacted(cfg config.Config) config.Config {
+	cfg.Database = redactURL(cfg.Database)
+	cfg.NATS.URL = redactURL(cfg.NATS.URL)
+	cfg.Metrics.PrometheusURL = redactURL(cfg.Metrics.PrometheusURL)
+	return cfg
+}
+
+// Passwords outside a parsable URL: a key=value connection string's, and
+// user info.
+var (
+	dsnPassword = regexp.MustCompile(`(?i)(\bpassword\s*=\s*)('[^']*'|\S+)`)
+	userPass    = regexp.MustCompile(`(//[^/@:]*:)[^/@]*@`)
+)
+
+// redactURL masks the passwords of a URL, a comma-separated list of URLs
+// (user info, a NATS token or a password query parameter) or a key=value
+// connection string.
+func redactURL(s string) string {
+	parts := strings.Split(s, ",")
+	for i, p := range parts {
+		u, err := url.Parse(p)
+		if err != nil || u.Scheme == "" {
+			parts[i] = userPass.ReplaceAllString(dsnPassword.ReplaceAllString(p, "${1}xxxxx"), "${1}xxxxx@")
+			continue
+		}
+		if _, hasPass := u.User.Password(); u.User != nil && !hasPass && (u.Scheme == "nats" || u.Scheme == "tls") {
+			u.User = url.User("xxxxx") // a NATS token
+		}
+		if q := u.Query(); q.Has("password") {
+			q.Set("password", "xxxxx")
+			u.RawQuery = q.Encode()
+		}
+		parts[i] = u.Redacted()
+	}
+	return strings.Join(parts, ",")
 }

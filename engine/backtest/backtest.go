@@ -11,6 +11,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"governor.dev/governor/engine/loadscore"
@@ -56,6 +59,11 @@ type Summary struct {
 	Steps, KnownScores, Inconclusive int
 	Proposals, AutoApplied           int
 	MaxScore                         float64
+	// FailedReads counts the steps at which some query failed (its
+	// signals read as unknown, the step ran on the rest); FirstFailure is
+	// the first such failure.
+	FailedReads  int
+	FirstFailure string
 }
 
 // Run replays the range, calling emit for every proposal in time order.
@@ -72,7 +80,8 @@ func Run(ctx context.Context, o Options, emit func(Proposal)) (Summary, error) {
 		errs = append(errs, fmt.Errorf("%w: service: %w", ErrInvalidOption, err))
 	}
 	if o.From.IsZero() || !o.To.After(o.From) {
-		errs = append(errs, fmt.Errorf("%w: from %s and to %s: want from before to", ErrInvalidOption, o.From, o.To))
+		errs = append(errs, fmt.Errorf("%w: from %s and to %s: want from before to", ErrInvalidOption,
+			o.From.Format(time.RFC3339Nano), o.To.Format(time.RFC3339Nano)))
 	}
 	if o.Step < 0 {
 		errs = append(errs, fmt.Errorf("%w: step %s must be positive", ErrInvalidOption, o.Step))
@@ -81,6 +90,8 @@ func Run(ctx context.Context, o Options, emit func(Proposal)) (Summary, error) {
 		errs = append(errs, fmt.Errorf("%w: Ruleset (the version in force at the start) is required", ErrInvalidOption))
 	} else if err := o.Ruleset.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("%w: ruleset: %w", ErrInvalidOption, err))
+	} else if o.Ruleset.Service != o.Service {
+		errs = append(errs, fmt.Errorf("%w: ruleset is for service %q, not %q", ErrInvalidOption, o.Ruleset.Service, o.Service))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return sum, err
@@ -112,6 +123,12 @@ func Run(ctx context.Context, o Options, emit func(Proposal)) (Summary, error) {
 		inst, err := reader.Read(ctx, at, signals.PerInstance, o.Service)
 		if err != nil {
 			return sum, fmt.Errorf("backtest: read instances at %s: %w", at.Format(time.RFC3339), err)
+		}
+		if failed := readErrors(snap, inst); failed != "" {
+			if sum.FailedReads == 0 {
+				sum.FirstFailure = at.Format(time.RFC3339) + ": " + failed
+			}
+			sum.FailedReads++
 		}
 		key := signals.Key{Service: o.Service}
 		entry := snap.Entries[key]
@@ -152,4 +169,16 @@ func Run(ctx context.Context, o Options, emit func(Proposal)) (Summary, error) {
 		}
 	}
 	return sum, nil
+}
+
+// readErrors describes the failed queries of a step's snapshots, in signal
+// order; "" when none failed.
+func readErrors(snaps ...*signals.Snapshot) string {
+	var msgs []string
+	for _, snap := range snaps {
+		for _, sig := range slices.Sorted(maps.Keys(snap.Errors)) {
+			msgs = append(msgs, fmt.Sprintf("%s (%s): %v", sig, snap.Scope, snap.Errors[sig]))
+		}
+	}
+	return strings.Join(msgs, "; ")
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,6 +127,36 @@ func TestReplayProposesDuringTheIncidentOnly(t *testing.T) {
 	}
 }
 
+// failingCPU is a source whose CPU query always fails.
+type failingCPU struct{ signals.Source }
+
+func (f failingCPU) Query(ctx context.Context, q string, at time.Time) (*signals.Result, error) {
+	if strings.Contains(q, "process_cpu_seconds_total") {
+		return nil, errors.New("query timed out")
+	}
+	return f.Source.Query(ctx, q, at)
+}
+
+// TestReplayReportsFailedQueries: a query failing at every step leaves the
+// replay running on the other signals, but the summary says so.
+func TestReplayReportsFailedQueries(t *testing.T) {
+	db := record(t)
+	o := options(db)
+	o.Source = failingCPU{db}
+	sum, err := Run(context.Background(), o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.FailedReads != sum.Steps || !strings.Contains(sum.FirstFailure, "cpu (service): query timed out") ||
+		!strings.HasPrefix(sum.FirstFailure, "2026-01-01T00:02:00Z: ") {
+		t.Fatalf("summary %+v does not report the failed cpu query", sum)
+	}
+	sum, err = Run(context.Background(), options(db), nil)
+	if err != nil || sum.FailedReads != 0 || sum.FirstFailure != "" {
+		t.Fatalf("summary %+v (%v) reports failures of a healthy source", sum, err)
+	}
+}
+
 func TestOptionsNameEveryError(t *testing.T) {
 	_, err := Run(context.Background(), Options{Service: "bad service!", From: t0, To: t0}, nil)
 	if !errors.Is(err, ErrInvalidOption) {
@@ -135,6 +166,12 @@ func TestOptionsNameEveryError(t *testing.T) {
 		if !contains(err.Error(), want) {
 			t.Errorf("error %q does not name %s", err, want)
 		}
+	}
+	o := options(nil)
+	o.Service = "catalog" // the ruleset is checkout's
+	_, err = Run(context.Background(), o, nil)
+	if !errors.Is(err, ErrInvalidOption) || !contains(err.Error(), `ruleset is for service "checkout", not "catalog"`) {
+		t.Errorf("ruleset of another service: %v", err)
 	}
 }
 

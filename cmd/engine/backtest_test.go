@@ -1,0 +1,111 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"governor.dev/governor/engine/app"
+	"governor.dev/governor/engine/config"
+)
+
+// rulesFile writes a valid ruleset of service checkout and returns its path.
+func rulesFile(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "rules.json")
+	body := `{"service":"checkout","routes":[{"name":"api","match":{"path_prefix":"/"},"rate_limit":{"rate":60}}]}`
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestBacktestUsageErrorsNameTheFlag: a bad command line exits 2 before any
+// query, naming the flag (never "<nil>").
+func TestBacktestUsageErrorsNameTheFlag(t *testing.T) {
+	rules := rulesFile(t)
+	with := func(extra ...string) []string {
+		return append([]string{"backtest", "-service", "checkout", "-prometheus", "http://127.0.0.1:9", "-rules", rules}, extra...)
+	}
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"argument after the flags", with("-from", "2h", "extra"), `unexpected arguments ["extra"]`},
+		{"no -from", with(), "-from is required"},
+		{"negative step", with("-from", "2h", "-step", "-1s"), "-step -1s"},
+		{"from after to", with("-from", "1h", "-to", "2h"), "is not before -to"},
+		{"negative duration is after now", with("-from", "-2h"), "-from"},
+		{"ruleset of another service", []string{"backtest", "-service", "catalog", "-prometheus", "http://127.0.0.1:9", "-rules", rules, "-from", "2h"},
+			`ruleset is for service "checkout", not "catalog"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := dispatch(context.Background(), tt.args, &stdout, &stderr)
+			if code != 2 || !strings.Contains(stderr.String(), tt.want) || strings.Contains(stderr.String(), "<nil>") {
+				t.Errorf("exit %d, stderr %q; want 2 and %q", code, stderr.String(), tt.want)
+			}
+		})
+	}
+}
+
+// TestBacktestRecommendsAsTheLiveEngine: every recommend setting of the
+// configuration reaches the replay's recommender, as it reaches the live
+// engine's.
+func TestBacktestRecommendsAsTheLiveEngine(t *testing.T) {
+	cfg := config.Default()
+	r := &cfg.Recommend
+	r.Setpoint, r.Kp, r.MinScores, r.BaselineSamples = 0.6, 2, 4, 10
+	r.Deadband, r.MaxStepPerSecond, r.Binding = 0.11, 0.007, 0.55
+	r.SlowCallMin, r.SlowCallMax, r.SlowCallDeadband, r.SlowCallFactor = time.Millisecond, time.Second, 0.3, 4
+	r.HealthyErrorRatio, r.WarnSpreads, r.CriticalSpreads = 0.02, 5, 9
+	got := backtestOptions(cfg, "checkout").Recommend
+	if want := app.RecommendOptions(cfg.Recommend); !reflect.DeepEqual(got, want) {
+		t.Errorf("backtest recommender\n%+v\nlive engine's\n%+v", got, want)
+	}
+}
+
+// TestBacktestReportsFailedQueries: a query Prometheus refuses at every step
+// is reported with the summary (on stderr with -json, whose stdout holds
+// only proposals), not hidden behind a replay that looks complete.
+func TestBacktestReportsFailedQueries(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = r.ParseForm()
+		w.Header().Set("Content-Type", "application/json")
+		if strings.Contains(r.Form.Get("query"), "process_cpu_seconds_total") {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = w.Write([]byte(`{"status":"error","errorType":"bad_data","error":"cpu query refused"}`))
+			return
+		}
+		_, _ = w.Write([]byte(`{"status":"success","data":{"resultType":"vector","result":[]}}`))
+	}))
+	defer srv.Close()
+	rules := rulesFile(t)
+	for _, asJSON := range []bool{false, true} {
+		args := []string{"backtest", "-service", "checkout", "-prometheus", srv.URL, "-rules", rules,
+			"-from", "2026-01-01T00:00:00Z", "-to", "2026-01-01T00:01:00Z", "-step", "20s"}
+		if asJSON {
+			args = append(args, "-json")
+		}
+		var stdout, stderr bytes.Buffer
+		code := dispatch(context.Background(), args, &stdout, &stderr)
+		out := stdout.String() + stderr.String()
+		for _, want := range []string{"4 steps, 0 known load scores", "queries failed at 4 of 4 steps", "cpu query refused"} {
+			if code != 0 || !strings.Contains(out, want) {
+				t.Errorf("json=%v: exit %d, output %q lacks %q", asJSON, code, out, want)
+			}
+		}
+		if asJSON && stdout.Len() != 0 {
+			t.Errorf("-json: stdout %q holds more than proposals", stdout.String())
+		}
+	}
+}
