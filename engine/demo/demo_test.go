@@ -3,12 +3,15 @@ package demo
 import (
 	"context"
 	"io"
+	"math"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.uber.org/goleak"
 
 	"governor.dev/governor/internal/natsembed"
 )
@@ -27,6 +30,11 @@ func TestPhase(t *testing.T) {
 		{Service{Incident: CapacityDrop, Factor: 2, Offset: 40 * time.Second}, 69 * time.Second, 1, 1, 2},
 		{Service{Incident: CapacityDrop, Factor: 2, Offset: 40 * time.Second}, 71 * time.Second, 1, 1, 1},
 		{Service{Incident: Spike, Factor: 2}, 95 * time.Second, 2, 1, 1},
+		// Before the start (a clock set back) the cycle runs the same way.
+		{Service{Incident: Spike, Factor: 2}, -100 * time.Second, 1, 1, 1},
+		{Service{Incident: Spike, Factor: 2}, -80 * time.Second, 2, 1, 1},
+		{Service{Incident: Spike, Factor: 2, Offset: 100 * time.Second}, 0, 1, 1, 1},
+		{Service{Incident: Spike, Factor: 2, Offset: 100 * time.Second}, 15 * time.Second, 2, 1, 1},
 	}
 	for _, tt := range tests {
 		r, w, c := tt.svc.phase(tt.at, period)
@@ -45,8 +53,12 @@ func TestValidate(t *testing.T) {
 			t.Fatalf("%s: %v", s.Name, err)
 		}
 	}
+	inf := math.Inf(1)
 	bad := []Service{{}, {Name: "a"}, {Name: "a", Capacity: 1}, {Name: "a", Capacity: 1, Work: 1, Rate: -1},
-		{Name: "a", Capacity: 1, Work: 1, Factor: 0.5}}
+		{Name: "a", Capacity: 1, Work: 1, Factor: 0.5},
+		// An infinite rate would spawn requests without end, NaN none.
+		{Name: "a", Capacity: 1, Work: 1, Rate: inf, Factor: 1}, {Name: "a", Capacity: 1, Work: 1, Rate: math.NaN(), Factor: 1},
+		{Name: "a", Capacity: 1, Work: 1, Rate: 1, Factor: inf}, {Name: "a", Capacity: 1, Work: 1, Rate: 1, Factor: math.NaN()}}
 	for _, s := range bad {
 		if err := s.Validate(); err == nil {
 			t.Errorf("%+v accepted", s)
@@ -55,6 +67,88 @@ func TestValidate(t *testing.T) {
 	if _, err := New(Options{}); err == nil {
 		t.Fatal("fleet without a connection accepted")
 	}
+}
+
+// TestEveryValidServiceGetsValidRules: a service Validate accepts starts
+// (its first ruleset applies) whatever its capacity, rate and instances.
+func TestEveryValidServiceGetsValidRules(t *testing.T) {
+	for _, s := range []Service{
+		{Name: "one-worker", Capacity: 1, Work: time.Millisecond, Rate: 100, Factor: 1},
+		{Name: "idle", Capacity: 8, Work: time.Millisecond, Rate: 0, Factor: 1},
+		{Name: "trickle", Capacity: 8, Work: time.Millisecond, Rate: 1, Factor: 1},
+	} {
+		if err := s.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []int{1, 2, 50} {
+			if err := s.Ruleset(n).Validate(); err != nil {
+				t.Errorf("%s with %d instances: %v", s.Name, n, err)
+			}
+		}
+	}
+}
+
+// startNATS starts an embedded NATS server and connects to it.
+func startNATS(t *testing.T) *nats.Conn {
+	t.Helper()
+	srv, err := natsembed.Start(natsembed.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+func TestPhaseIsInactiveBeforeRun(t *testing.T) {
+	f, err := New(Options{Conn: startNATS(t), Instances: 1,
+		Services: []Service{{Name: "checkout", Capacity: 4, Work: 5 * time.Millisecond, Rate: 50, Factor: 1.5}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.closeUnstarted()
+	if inc, active := f.Phase("checkout"); active {
+		t.Fatalf("%s active before Run", inc)
+	}
+}
+
+// TestFleetStopReleasesPortsAndGoroutines: once Run returns, in the middle
+// of an overload, no instance accepts connections and no goroutine of the
+// fleet (servers, watchers, generators, requests) is left.
+func TestFleetStopReleasesPortsAndGoroutines(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	srv, err := natsembed.Start(natsembed.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := New(Options{Conn: nc, Instances: 2, Traffic: true,
+		Services: []Service{{Name: "checkout", Capacity: 2, Work: 50 * time.Millisecond, Rate: 400, Factor: 3}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = f.Run(ctx) }()
+	time.Sleep(500 * time.Millisecond) // let requests pile up
+	cancel()
+	<-done
+	for _, ep := range f.Endpoints() {
+		if c, err := net.Dial("tcp", strings.TrimPrefix(ep.URL, "http://")); err == nil {
+			c.Close()
+			t.Errorf("%s still accepts connections", ep.URL)
+		}
+	}
+	nc.Close()
+	srv.Close()
+	goleak.VerifyNone(t, before)
 }
 
 // TestFleetServes starts a small fleet on an embedded NATS server: each

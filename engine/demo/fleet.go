@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -104,7 +105,9 @@ type Endpoint struct {
 type Fleet struct {
 	o         Options
 	instances []*instance
-	start     time.Time
+	// start is when Run began (o.Clock), nil before: the incident cycle
+	// counts from it.
+	start atomic.Pointer[time.Time]
 }
 
 // New builds the instances and binds their listeners; Run starts them.
@@ -155,7 +158,8 @@ func (f *Fleet) Running() map[string]int64 {
 // Run serves, watches and (with Traffic) sends load until ctx ends, then
 // stops everything and returns.
 func (f *Fleet) Run(ctx context.Context) error {
-	f.start = f.o.Clock.Now()
+	start := f.o.Clock.Now()
+	f.start.Store(&start)
 	var wg sync.WaitGroup
 	for _, in := range f.instances {
 		wg.Go(func() { in.run(ctx) })
@@ -178,15 +182,23 @@ func (f *Fleet) Run(ctx context.Context) error {
 }
 
 // Phase returns the incident state of a service now: its name and whether
-// it is active.
+// it is active (never before Run).
 func (f *Fleet) Phase(service string) (Incident, bool) {
 	for _, s := range f.o.Services {
 		if s.Name == service {
-			r, w, c := s.phase(f.o.Clock.Now().Sub(f.start), f.o.Period)
+			if f.start.Load() == nil {
+				return s.Incident, false
+			}
+			r, w, c := s.phase(f.elapsed(), f.o.Period)
 			return s.Incident, r != 1 || w != 1 || c != 1
 		}
 	}
 	return 0, false
+}
+
+// elapsed is the time since Run began; call it only once Run has.
+func (f *Fleet) elapsed() time.Duration {
+	return f.o.Clock.Now().Sub(*f.start.Load())
 }
 
 func floatBits(f float64) uint64 { return math.Float64bits(f) }

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"governor.dev/governor/sdk/rules"
@@ -70,26 +71,28 @@ func (s Service) Validate() error {
 		return fmt.Errorf("%w: service %s: capacity must be at least 1, got %d", ErrInvalidOption, s.Name, s.Capacity)
 	case s.Work <= 0:
 		return fmt.Errorf("%w: service %s: work must be above 0, got %s", ErrInvalidOption, s.Name, s.Work)
-	case s.Rate < 0:
-		return fmt.Errorf("%w: service %s: rate must not be negative, got %v", ErrInvalidOption, s.Name, s.Rate)
-	case s.Factor < 1:
-		return fmt.Errorf("%w: service %s: factor must be at least 1, got %v", ErrInvalidOption, s.Name, s.Factor)
+	case !(s.Rate >= 0) || math.IsInf(s.Rate, 1):
+		return fmt.Errorf("%w: service %s: rate must be a finite number not below 0, got %v", ErrInvalidOption, s.Name, s.Rate)
+	case !(s.Factor >= 1) || math.IsInf(s.Factor, 1):
+		return fmt.Errorf("%w: service %s: factor must be a finite number of at least 1, got %v", ErrInvalidOption, s.Name, s.Factor)
 	}
 	return nil
 }
 
 // Ruleset is the service's starting rules: one route /api/ with a per-instance
 // rate limit above the normal load, an adaptive concurrency limit around the
-// capacity and priority shedding.
+// capacity and priority shedding. Every valid service gets a valid ruleset:
+// the rate limit is at least 1 req/s and the concurrency floor at most the
+// capacity.
 func (s Service) Ruleset(instances int) *rules.Ruleset {
-	perInstance := s.Rate * 1.5 / float64(max(instances, 1))
+	perInstance := max(math.Floor(s.Rate*1.5/float64(max(instances, 1))), 1)
 	return &rules.Ruleset{
 		Service: s.Name,
 		Routes: []rules.Route{{
 			Name:        "api",
 			Match:       rules.Match{PathPrefix: "/api/"},
-			RateLimit:   &rules.RateLimit{Rate: float64(int(perInstance))},
-			Concurrency: &rules.Concurrency{Algorithm: rules.AlgorithmGradient, Initial: s.Capacity, Min: 2, Max: s.Capacity * 4},
+			RateLimit:   &rules.RateLimit{Rate: perInstance},
+			Concurrency: &rules.Concurrency{Algorithm: rules.AlgorithmGradient, Initial: s.Capacity, Min: min(2, s.Capacity), Max: s.Capacity * 4},
 			Shedding:    &rules.Shedding{Reserved: 0.1},
 		}},
 	}
@@ -103,7 +106,10 @@ func (s Service) phase(t, period time.Duration) (rate, work, capDiv float64) {
 	if period <= 0 {
 		return
 	}
-	pos := (t + period - s.Offset%period) % period
+	pos := (t - s.Offset%period) % period
+	if pos < 0 {
+		pos += period
+	}
 	if pos < period/3 {
 		switch s.Incident {
 		case Spike:

@@ -47,7 +47,7 @@ func (g *generator) run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		rate, work, capDiv := g.svc.phase(g.f.o.Clock.Now().Sub(g.f.start), g.f.o.Period)
+		rate, work, capDiv := g.svc.phase(g.f.elapsed(), g.f.o.Period)
 		for _, in := range g.instances {
 			in.setIncident(work, capDiv)
 		}
