@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/sdk/limit"
 	"governor.dev/governor/sdk/outbound"
@@ -94,28 +96,65 @@ func New(opts Options) (*Governor, error) {
 		return nil, fmt.Errorf("%w: Defaults: %w", ErrInvalidOptions, err)
 	}
 	g.publish(st)
+	// A New that fails after registering metrics takes them back, so that
+	// the service can call it again on the same Registerer.
+	var reg prometheus.Registerer
+	rec := &recordingRegisterer{Registerer: opts.Registerer}
+	fail := func(err error) (*Governor, error) {
+		g.Close()
+		rec.unregister()
+		return nil, err
+	}
 	if opts.Registerer != nil {
-		m, err := newMetrics(g, opts.Registerer)
+		reg = rec
+		m, err := newMetrics(g, reg)
 		if err != nil {
-			g.Close()
-			return nil, fmt.Errorf("%w: Registerer: %w", ErrInvalidOptions, err)
+			return fail(fmt.Errorf("%w: Registerer: %w", ErrInvalidOptions, err))
 		}
 		g.metrics = m
 		m.version.Set(0)
 	}
 	g.outbound = opts.Outbound
 	if g.outbound == nil {
-		g.outbound, err = outbound.New(outbound.Options{Service: opts.Service, Clock: g.clk, Registerer: opts.Registerer})
+		g.outbound, err = outbound.New(outbound.Options{Service: opts.Service, Clock: g.clk, Registerer: reg})
 		if err != nil {
-			g.Close()
-			return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+			return fail(fmt.Errorf("%w: %w", ErrInvalidOptions, err))
 		}
 	}
 	if err := g.outbound.Apply(st.rules.Downstreams); err != nil {
-		g.Close()
-		return nil, fmt.Errorf("%w: Defaults: %w", ErrInvalidOptions, err)
+		return fail(fmt.Errorf("%w: Defaults: %w", ErrInvalidOptions, err))
 	}
 	return g, nil
+}
+
+// recordingRegisterer remembers the collectors registered through it, for
+// New to unregister them when it fails after registering some.
+type recordingRegisterer struct {
+	prometheus.Registerer
+	done []prometheus.Collector
+}
+
+func (r *recordingRegisterer) Register(c prometheus.Collector) error {
+	if err := r.Registerer.Register(c); err != nil {
+		return err
+	}
+	r.done = append(r.done, c)
+	return nil
+}
+
+func (r *recordingRegisterer) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := r.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+func (r *recordingRegisterer) unregister() {
+	for _, c := range r.done {
+		r.Registerer.Unregister(c)
+	}
+	r.done = nil
 }
 
 // Outbound returns the outbound protection set (breakers, retry budgets,

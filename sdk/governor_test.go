@@ -11,8 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	governor "governor.dev/governor/sdk"
 	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/outbound"
 	"governor.dev/governor/sdk/rules"
 )
 
@@ -639,4 +642,28 @@ func TestStaleClockReadingIsJudgedAgain(t *testing.T) {
 			t.Fatalf("request %d: %v", i, err)
 		}
 	}
+}
+
+// TestNewThatFailsUnregistersItsMetrics: a New that fails after registering
+// its metrics takes them back. Here the outbound set it made could not
+// register (the service had made one on the same registry), and the call
+// that then passed that set as Options.Outbound failed too, on the series
+// the first call had left behind.
+func TestNewThatFailsUnregistersItsMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	set, err := outbound.New(outbound.Options{Service: "svc", Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := governor.DefaultOptions("svc")
+	opts.Registerer = reg
+	if _, err := governor.New(opts); !errors.Is(err, governor.ErrInvalidOptions) {
+		t.Fatalf("New with a second outbound set on the registry: %v, want ErrInvalidOptions", err)
+	}
+	opts.Outbound = set
+	g, err := governor.New(opts)
+	if err != nil {
+		t.Fatalf("New with the service's outbound set after a failed New: %v", err)
+	}
+	g.Close()
 }

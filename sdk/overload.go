@@ -71,7 +71,11 @@ import (
 // a queue already drained, and the CPUs idled while it fell back). Each
 // window below Target gives back in proportion to how far below it the
 // latency (and the run queue) is (at most 0.3 classes per window: a quiet
-// CPU clears a full level in about 1.3 s, 13 windows). In the ten windows
+// CPU clears a full level in about 1.3 s, 13 windows; a window that lasted
+// longer because no request came to end it gives back as the Windows it
+// lasted would have, and, when the process left its CPUs idle through it,
+// its run queue is not read: a level left from an overload does not greet
+// the traffic that returns after a quiet spell). In the ten windows
 // after a severe one, a window in which the process left part of its CPUs
 // idle with no run queue (shorter than Target) gives back at least 1.5
 // classes per unit of the idle share, whatever the latency: the class the
@@ -237,7 +241,6 @@ type throttle struct {
 	settle  int // windows judged since the last severe one, up to idleWindows
 	cpu     CPUTimeSource
 	rq      RunQueueSource
-	procs   float64 // GOMAXPROCS
 	lastCPU time.Duration
 	lastAt  int64
 	haveCPU bool
@@ -288,7 +291,6 @@ func newThrottle(o OverloadOptions, injected bool, now int64) (*throttle, error)
 	}
 	t.cpu, _ = src.(CPUTimeSource)
 	t.rq, _ = src.(RunQueueSource)
-	t.procs = float64(runtime.GOMAXPROCS(0))
 	t.mu.Lock()
 	t.sample() // the first window's delta starts here
 	t.busy(now)
@@ -336,10 +338,19 @@ func (t *throttle) roll(now int64) uint64 {
 	lat, n := t.sample()
 	share := t.busy(now)
 	q := t.runQueue(n, now-t.rolled)
+	// A window that no admission ended on time (no request came) counts,
+	// when it gives back, as the Windows it lasted.
+	span := max(1, (now-t.rolled)/t.window)
+	if span > 1 && share >= 0 && share < minBusy {
+		// An idle spell: its few wake-ups are not the pace at which the
+		// CPUs drain a queue, and the goroutines runnable at its end are
+		// the requests coming back. Its run queue is unknown, not long.
+		q = -1
+	}
 	t.rolled = now
 	t.latency.Store(math.Float64bits(lat))
 	win := t.window
-	if t.adjust(lat, n, share, q, t.timeLeft(now)) {
+	if t.adjust(lat, n, share, q, t.timeLeft(now), float64(span)) {
 		win = max(t.window/fastDiv, minWindow)
 	}
 	w = t.pack(now+win, uint32(t.level*levelUnit))
@@ -386,11 +397,12 @@ func (t *throttle) timeLeft(now int64) float64 {
 // wake-ups, in which the process used share of its CPUs (negative: unknown),
 // at whose end the run queue would wait q (negative: unknown), and in which
 // requests reached Admit with left to their stated deadlines (negative: none
-// stated): an integral controller on the relative error (lat-target)/target,
-// raising by up to riseGain*maxErr classes per slow window and cutting by up
-// to fallGain per quick one, so a window just under the target during an
-// overload gives back little and a quiet CPU clears the level in about a
-// second.
+// stated), and which lasted span Windows (1 unless no request came to end
+// it on time): an integral controller on the relative error
+// (lat-target)/target, raising by up to riseGain*maxErr classes per slow
+// window and cutting by up to fallGain per Window of a quick one (span
+// of them), so a window just under the target during an overload gives back
+// little and a quiet CPU clears the level in about a second.
 //
 // A long run queue (at least onsetQueue targets, and at least onsetLeft of
 // the time the requests had left; onLeft once the level has been above 0
@@ -436,7 +448,7 @@ func (t *throttle) timeLeft(now int64) float64 {
 // admit a burst). It reports whether the window was
 // severe and the level is still below its maximum: the next window is then
 // shorter.
-func (t *throttle) adjust(lat float64, n uint64, share, q, left float64) bool {
+func (t *throttle) adjust(lat float64, n uint64, share, q, left, span float64) bool {
 	if n < minWakeups {
 		if share >= minBusy {
 			// The CPUs were busy with hardly any wake-ups (the runtime
@@ -515,7 +527,7 @@ func (t *throttle) adjust(lat float64, n uint64, share, q, left float64) bool {
 		return severe && t.level < t.max
 	}
 	t.slow = 0
-	t.level += fallGain * e
+	t.level += fallGain * e * span
 	if t.level < levelFloor {
 		t.level, t.on = 0, 0
 	}
@@ -563,7 +575,11 @@ func (t *throttle) busy(now int64) float64 {
 	if !had || now <= prevAt {
 		return -1
 	}
-	return float64(used-prevUsed) / (t.procs * float64(now-prevAt))
+	// GOMAXPROCS is read now, not at New: the runtime changes it when the
+	// container's CPU limit changes, and a share of a stale count read a
+	// saturated process as idle (or an idle one as saturated).
+	procs := float64(runtime.GOMAXPROCS(0))
+	return float64(used-prevUsed) / (procs * float64(now-prevAt))
 }
 
 // sample returns the mean latency (seconds) and the number of wake-ups

@@ -372,6 +372,55 @@ func TestThrottleReleasesGradually(t *testing.T) {
 	}
 }
 
+// TestThrottleQuietSpellsRunQueueHoldsNothing: after a minute in which no
+// request came and the process idled, the few goroutines runnable when the
+// first request back ends the window are not a run queue that holds the
+// level: timed against the spell's few wake-ups they read as a 0.4s wait,
+// and the level stayed at 3. A long window in which the CPUs were busy
+// (the coarse clock fell behind at a spike) still reads its run queue.
+func TestThrottleQuietSpellsRunQueueHoldsNothing(t *testing.T) {
+	o := newOnsetThrottled(t, governor.OverloadOptions{})
+	o.quiet(t, 3)
+	for i := 0; i < 8 && o.level() < 3; i++ {
+		o.step(t, 50*time.Millisecond, 100*time.Millisecond, 1, 1000, 1)
+	}
+	if l := o.level(); l != 3 {
+		t.Fatalf("level %v after a severe onset, want 3", l)
+	}
+	o.src.used.Add(int64(float64(o.procs*time.Minute) * 0.02))
+	o.src.add(time.Millisecond, 400)
+	o.src.runnable.Store(20)
+	o.clk.Advance(time.Minute)
+	if r := admitEach(t, o.g, 100); o.level() != 0 || r != [4]float64{} {
+		t.Fatalf("after a quiet minute: level %v, refused %v; want 0 and nothing", o.level(), r)
+	}
+	o.quiet(t, 3)
+	o.step(t, 300*time.Millisecond, 15*time.Millisecond, 1, 1000, 1)
+	if l := o.level(); l < 1 {
+		t.Fatalf("level %v after a 300ms window with busy CPUs and a long run queue, want at least 1", l)
+	}
+}
+
+// TestThrottleBusyShareFollowsGOMAXPROCS: the share of its CPUs the process
+// used is of GOMAXPROCS as it is now. The runtime changes GOMAXPROCS when
+// the container's CPU limit changes; against the count read at New, a
+// process that saturated its one remaining CPU read as a quarter busy, and
+// the throttle never acted.
+func TestThrottleBusyShareFollowsGOMAXPROCS(t *testing.T) {
+	prev := runtime.GOMAXPROCS(4)
+	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
+	o := newOnsetThrottled(t, governor.OverloadOptions{})
+	o.quiet(t, 3)
+	runtime.GOMAXPROCS(1)
+	o.procs = 1
+	for range 10 {
+		o.step(t, 100*time.Millisecond, 60*time.Millisecond, 1, 1000, 1)
+	}
+	if l := o.level(); l == 0 {
+		t.Fatal("level 0 after a second in which the process saturated its GOMAXPROCS with a long run queue")
+	}
+}
+
 // TestThrottleLongRunQueueIsTheProcesssOwn: a process that gets only 30% of
 // its CPUs from a busy machine does not start refusing on slow windows,
 // whether its run queue is short or long: other processes taking the CPUs

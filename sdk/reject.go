@@ -107,6 +107,11 @@ func (e *Rejection) Unwrap() error { return e.Reason.Err() }
 // RetryAfterSeconds returns RetryAfter rounded up to whole seconds, at least 1,
 // as the Retry-After header wants it.
 func (e *Rejection) RetryAfterSeconds() int64 {
-	s := int64((e.RetryAfter + time.Second - 1) / time.Second)
+	// Rounded without adding to RetryAfter first: near math.MaxInt64 the
+	// sum wraps negative, and "never" became one second.
+	s := int64(e.RetryAfter / time.Second)
+	if e.RetryAfter%time.Second > 0 {
+		s++
+	}
 	return max(s, 1)
 }

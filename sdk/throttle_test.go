@@ -203,6 +203,28 @@ func TestThrottleBacksOffWhenLatencyFalls(t *testing.T) {
 	t.Fatalf("level %v after 20 quiet windows, want 0", l)
 }
 
+// TestThrottleClearsAfterAQuietSpell: a level left from an overload gives
+// back for every Window of a spell in which no request came (the load
+// balancer took the instance out), not for the one window the first
+// request back ends: the traffic that returns after a quiet minute was
+// refused as if the overload had just ended.
+func TestThrottleClearsAfterAQuietSpell(t *testing.T) {
+	tt := newThrottled(t, governor.OverloadOptions{})
+	tt.window(t, time.Millisecond, 1)
+	for range 12 {
+		tt.window(t, 150*time.Millisecond, 1)
+	}
+	if l, _ := tt.g.OverloadLevel(); l < 3 {
+		t.Fatalf("level %v after 12 slow windows, want at least 3", l)
+	}
+	tt.src.add(time.Millisecond, 60000)
+	tt.clk.Advance(time.Minute)
+	r := admitEach(t, tt.g, 100)
+	if l, _ := tt.g.OverloadLevel(); l != 0 || r != [4]float64{} {
+		t.Fatalf("after a quiet minute: level %v, refused %v; want 0 and nothing", l, r)
+	}
+}
+
 func TestThrottleIgnoresSingleSlowWindows(t *testing.T) {
 	tt := newThrottled(t, governor.OverloadOptions{})
 	tt.window(t, time.Millisecond, 1)
