@@ -205,6 +205,9 @@ type PolicyRequest struct {
 	ApproverRoles     []versioning.Role `json:"approver_roles"`
 	ManualOnly        *bool             `json:"manual_only"`
 	Band              json.RawMessage   `json:"band"`
+	// Revision, when set, is the policy revision the change was decided
+	// on: the change is refused (409) if the policy changed since.
+	Revision *int64 `json:"revision"`
 }
 
 func (a *API) setPolicy(w http.ResponseWriter, r *http.Request) {
@@ -222,6 +225,13 @@ func (a *API) setPolicy(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		a.fail(w, r, err)
 		return
+	}
+	if req.Revision != nil {
+		if *req.Revision < 1 {
+			a.fail(w, r, &versioning.InputError{Errors: []rules.FieldError{{Field: "revision", Problem: "must be a revision the policy had (1 or more)"}}})
+			return
+		}
+		pol.Revision = *req.Revision
 	}
 	if req.ApprovalsRequired != nil {
 		pol.ApprovalsRequired = *req.ApprovalsRequired

@@ -290,6 +290,11 @@ func (p *Pages) setPolicy(w http.ResponseWriter, r *http.Request) {
 	}
 	row := p.policyRow(pol)
 	next, errs := policyForm(r, pol, &row)
+	// The form's revision is the one the admin saw: a change saved since
+	// is a conflict, not something to revert silently.
+	if rev, err := strconv.ParseInt(r.PostFormValue("revision"), 10, 64); err == nil && rev > 0 {
+		next.Revision = rev
+	}
 	if len(errs) == 0 {
 		_, err = p.o.Rules.SetPolicy(r.Context(), next, auth.FromContext(r.Context()).Actor())
 		if err == nil {
