@@ -30,6 +30,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
 	_ "modernc.org/sqlite"
@@ -61,6 +62,7 @@ type config struct {
 	addr, sqlitePath, postgresURL, admin, engine, prometheus string
 	demo                                                     bool
 	trustedProxies                                           []netip.Prefix
+	engineMaxAge                                             time.Duration
 }
 
 // run returns the exit code: 0 after a clean stop, 1 when the start or the
@@ -99,6 +101,7 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.engine, "engine", "", "base URL of the decision engine's API (live load scores and the delivery ledger), e.g. http://127.0.0.1:9090")
 	fs.StringVar(&c.prometheus, "prometheus", "", "base URL of the Prometheus-compatible API the engine reads: service page charts and the overview's golden signals")
 	fs.BoolVar(&c.demo, "demo", false, "show an in-memory demo fleet with alerts and a scripted incident")
+	fs.DurationVar(&c.engineMaxAge, "engine-max-age", engineclient.DefaultMaxAge, "with -engine: an engine whose last evaluation is older is shown as unavailable, not its old scores as live (at least a few of the engine's intervals)")
 	var proxies string
 	fs.StringVar(&proxies, "trusted-proxies", "", "comma-separated networks (CIDR) of the load balancers in front: a login from one counts against the X-Forwarded-For client's throttle, not the balancer's")
 	if err := fs.Parse(args); err != nil {
@@ -118,6 +121,9 @@ func parse(args []string, stderr io.Writer) (config, error) {
 	}
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected arguments %q (flags go before them)", fs.Args()))
+	}
+	if c.engineMaxAge <= 0 {
+		errs = append(errs, fmt.Errorf("-engine-max-age: must be positive, got %s", c.engineMaxAge))
 	}
 	if _, _, err := net.SplitHostPort(c.addr); err != nil {
 		errs = append(errs, fmt.Errorf("-addr: %q is not host:port: %w", c.addr, err))
@@ -150,7 +156,7 @@ type sources struct {
 func newSources(c config, log *slog.Logger) (sources, error) {
 	var s sources
 	if c.engine != "" {
-		ec, err := engineclient.New(engineclient.Options{BaseURL: c.engine})
+		ec, err := engineclient.New(engineclient.Options{BaseURL: c.engine, MaxAge: c.engineMaxAge})
 		if err != nil {
 			return s, fmt.Errorf("-engine: %w", err)
 		}

@@ -132,6 +132,7 @@ func TestBadCommandLineRefused(t *testing.T) {
 		{"addr without port", []string{"-addr", "nope"}, "-addr"},
 		{"admin name", []string{"-admin", "a b"}, "-admin"},
 		{"trusted proxy", []string{"-trusted-proxies", "10.0.0.0/8,nope"}, "-trusted-proxies"},
+		{"engine max age", []string{"-engine-max-age", "0s"}, "-engine-max-age"},
 		{"postgres not a URL", []string{"-postgres", "host=db"}, "-postgres"},
 		{"empty sqlite", []string{"-sqlite", ""}, "-sqlite"},
 		{"stray argument", []string{"-addr", "127.0.0.1:0", "stray", "-postgres", "postgres://x"}, "unexpected arguments"},

@@ -3,7 +3,8 @@
 // /engine/api/v1/services/{service} and /engine/api/v1/ledger, see package governor.dev/governor/engine/api) over HTTP
 // and keeps each service's load score trend (one point per engine
 // evaluation). Unknown values stay unknown (nil), never zero; an engine that
-// does not answer is an error the overview shows as a banner.
+// does not answer, or whose last evaluation is older than Options.MaxAge,
+// is an error the overview shows as a banner.
 package engineclient
 
 import (
@@ -25,6 +26,10 @@ import (
 // ErrEngine wraps every failure to read the engine.
 var ErrEngine = errors.New("engineclient: engine unavailable")
 
+// ErrStale (wrapping ErrEngine) reports an engine that answers but has not
+// evaluated for longer than Options.MaxAge: its load scores are old.
+var ErrStale = fmt.Errorf("%w: its last evaluation is too old", ErrEngine)
+
 // errNotFound marks a 404 from the engine (a service it does not know).
 var errNotFound = errors.New("not found")
 
@@ -36,7 +41,19 @@ type Options struct {
 	Client *http.Client
 	// TrendLen is how many evaluations the trend keeps; default 60.
 	TrendLen int
+	// MaxAge is how old the engine's last evaluation may be before its
+	// scores are not shown as current: Services fails with ErrStale (the
+	// pages show a banner) rather than present old scores and overload
+	// flags as live, for instance while the engine cannot read its
+	// metrics. Default DefaultMaxAge; negative: never.
+	MaxAge time.Duration
+	// Now defaults to time.Now.
+	Now func() time.Time
 }
+
+// DefaultMaxAge is the default Options.MaxAge: twelve of the engine's
+// default 10 s evaluation intervals.
+const DefaultMaxAge = 2 * time.Minute
 
 // Client reads the engine.
 type Client struct {
@@ -64,6 +81,12 @@ func New(o Options) (*Client, error) {
 	}
 	if o.TrendLen <= 0 {
 		o.TrendLen = 60
+	}
+	if o.MaxAge == 0 {
+		o.MaxAge = DefaultMaxAge
+	}
+	if o.Now == nil {
+		o.Now = time.Now
 	}
 	return &Client{o: o, base: u, trend: map[string][]model.Point{}}, nil
 }
@@ -130,6 +153,9 @@ func (c *Client) Services(ctx context.Context) ([]model.ServiceStatus, error) {
 	}
 	if err := c.get(ctx, "/engine/api/v1/services", nil, &doc); err != nil {
 		return nil, err
+	}
+	if age := c.o.Now().Sub(doc.LastTick); c.o.MaxAge > 0 && !doc.LastTick.IsZero() && age > c.o.MaxAge {
+		return nil, fmt.Errorf("%w: at %s, %s ago", ErrStale, doc.LastTick.UTC().Format(time.RFC3339), age.Round(time.Second))
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -62,7 +62,8 @@ func TestAgainstEngineAPI(t *testing.T) {
 	srv := httptest.NewServer(engineapi.Handler(engineapi.Options{Evaluations: ev, Versions: st, Ledger: led}))
 	t.Cleanup(srv.Close)
 
-	c, err := engineclient.New(engineclient.Options{BaseURL: srv.URL})
+	now := t0.Add(10 * time.Second)
+	c, err := engineclient.New(engineclient.Options{BaseURL: srv.URL, Now: func() time.Time { return now }})
 	require.NoError(t, err)
 	svcs, err := c.Services(ctx)
 	require.NoError(t, err)
@@ -108,4 +109,40 @@ func TestEngineDown(t *testing.T) {
 		_, err := engineclient.New(engineclient.Options{BaseURL: bad})
 		require.Error(t, err, bad)
 	}
+}
+
+// TestStaleEngineIsNotShownAsLive: an engine that answers but has not
+// evaluated for longer than MaxAge (it cannot read its metrics, say) is an
+// error the pages show as a banner, not its last scores and overload flags
+// presented as current; an engine that has not evaluated yet is not stale.
+func TestStaleEngineIsNotShownAsLive(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ev := &evals{tick: t0, scores: []loadscore.Score{{Key: signals.Key{Service: "checkout"}, At: t0, Value: 0.95, Known: true, Overloaded: true}}}
+	srv := httptest.NewServer(engineapi.Handler(engineapi.Options{Evaluations: ev, Versions: st}))
+	t.Cleanup(srv.Close)
+	now := t0.Add(engineclient.DefaultMaxAge)
+	c, err := engineclient.New(engineclient.Options{BaseURL: srv.URL, Now: func() time.Time { return now }})
+	require.NoError(t, err)
+	_, err = c.Services(ctx)
+	require.NoError(t, err, "exactly MaxAge old")
+
+	now = now.Add(time.Second)
+	_, err = c.Services(ctx)
+	require.ErrorIs(t, err, engineclient.ErrStale)
+	require.ErrorIs(t, err, engineclient.ErrEngine)
+	require.ErrorContains(t, err, "2m1s ago")
+
+	ev.tick = time.Time{} // no evaluation yet
+	_, err = c.Services(ctx)
+	require.NoError(t, err)
+
+	ev.tick = t0
+	never, err := engineclient.New(engineclient.Options{BaseURL: srv.URL, MaxAge: -1, Now: func() time.Time { return now }})
+	require.NoError(t, err)
+	_, err = never.Services(ctx)
+	require.NoError(t, err, "MaxAge negative: never stale")
 }
