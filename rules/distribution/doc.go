@@ -80,7 +80,13 @@
 // one: the write is a compare-and-set on the record as read, and a replica
 // whose record another changed meanwhile reads it again and redoes its
 // change (governor_distribution_ledger_conflicts_total), so no replica
-// writes a stale copy over another's ACK, heartbeat or target. A
+// writes a stale copy over another's ACK, heartbeat or target. Reports and
+// heartbeats arrive on separate subscriptions, so a heartbeat sent before an
+// ACK may be handled after it: the ledger keeps, per instance, the time the
+// instance sent its newest recorded message (Instance.MessageAt, migration
+// 00201), and an older message (by at most GoneAfter; more is taken for the
+// instance's clock stepping back) only refreshes the instance's liveness,
+// not what it runs. A
 // publication the ledger could not record keeps its outbox row, which the
 // relay retries until the ledger knows; and every sweep moves a service's
 // stable version up to the bucket's (LedgerOptions.Latest), which also

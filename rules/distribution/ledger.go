@@ -271,36 +271,71 @@ func (l *Ledger) compareAndSet(op func() error) error {
 	}
 }
 
-// HandleReport records an ACK or NACK.
+// HandleReport records an ACK or NACK. A report older than the newest
+// message recorded of the instance (see Instance.MessageAt) only refreshes
+// LastSeen and AckVersion.
 func (l *Ledger) HandleReport(ctx context.Context, r *watch.Report) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.updateInstance(ctx, r.Service, r.Instance, func(in *Instance, now time.Time) {
 		in.LastSeen = now
+		if r.Status == watch.StatusACK {
+			in.AckVersion = max(in.AckVersion, r.Version)
+		}
+		if !l.inOrder(in, r.At) {
+			return
+		}
 		in.Running = r.Running
 		if r.Labels != nil {
 			in.Labels = maps.Clone(r.Labels)
 		}
-		if r.Status == watch.StatusACK {
-			in.AckVersion = max(in.AckVersion, r.Version)
-		} else {
+		if r.Status == watch.StatusNACK {
 			in.NackVersion, in.NackReason, in.NackError, in.NackAt = r.Version, string(r.Reason), r.Error, now
 		}
 	})
 }
 
-// HandleHeartbeat records a heartbeat.
+// HandleHeartbeat records a heartbeat. A heartbeat older than the newest
+// message recorded of the instance (see Instance.MessageAt) only refreshes
+// LastSeen and HeartbeatMS.
 func (l *Ledger) HandleHeartbeat(ctx context.Context, h *watch.Heartbeat) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.updateInstance(ctx, h.Service, h.Instance, func(in *Instance, now time.Time) {
-		in.LastSeen, in.Running, in.HeartbeatMS = now, h.Running, h.IntervalMS
+		in.LastSeen, in.HeartbeatMS = now, h.IntervalMS
+		if !l.inOrder(in, h.At) {
+			return
+		}
+		in.Running = h.Running
 		in.Labels = maps.Clone(h.Labels)
 		if h.NackError != "" && (h.NackVersion != in.NackVersion || h.NackError != in.NackError) {
 			// A NACK this ledger missed (it was down or disconnected).
 			in.NackVersion, in.NackReason, in.NackError, in.NackAt = h.NackVersion, string(h.NackReason), h.NackError, now
 		}
 	})
+}
+
+// inOrder reports whether a message the instance sent at (its own clock)
+// may record what the instance runs, and if so makes at the instance's
+// MessageAt. Reports and heartbeats arrive on two subscriptions, each with
+// its own delivery goroutine, and are shared out between ledger replicas,
+// so a heartbeat sent before an ACK can be handled after it: recording its
+// Running would move the instance back to the version it ran before, with
+// false transitions until the next heartbeat. A message is out of order
+// when it was sent before the newest one recorded, by at most GoneAfter;
+// one older by more is taken for the instance's clock stepping back (or a
+// new process under the same id), and recorded. A message or record
+// without a time (older SDKs, records from before migration 00201) is in
+// order.
+func (l *Ledger) inOrder(in *Instance, at time.Time) bool {
+	if at.IsZero() {
+		return true
+	}
+	if !in.MessageAt.IsZero() && at.Before(in.MessageAt) && in.MessageAt.Sub(at) <= l.o.GoneAfter {
+		return false
+	}
+	in.MessageAt = at
+	return true
 }
 
 // updateInstance reads an instance (a new record if unknown), lets change

@@ -113,22 +113,23 @@ func labelsColumn(labels map[string]string) (string, error) {
 }
 
 const instanceColumns = `service, instance, labels, running_version, target_version, state, state_since,
-	last_seen, heartbeat_ms, ack_version, nack_version, nack_reason, nack_error, nack_at`
+	last_seen, heartbeat_ms, ack_version, nack_version, nack_reason, nack_error, nack_at, message_at`
 
 type scanner interface{ Scan(...any) error }
 
 func scanInstance(r scanner) (Instance, error) {
 	var (
-		in     Instance
-		labels string
-		nackAt sql.NullTime
+		in                Instance
+		labels            string
+		nackAt, messageAt sql.NullTime
 	)
 	err := r.Scan(&in.Service, &in.Instance, &labels, &in.Running, &in.Target, &in.State, &in.Since,
-		&in.LastSeen, &in.HeartbeatMS, &in.AckVersion, &in.NackVersion, &in.NackReason, &in.NackError, &nackAt)
+		&in.LastSeen, &in.HeartbeatMS, &in.AckVersion, &in.NackVersion, &in.NackReason, &in.NackError, &nackAt,
+		&messageAt)
 	if err != nil {
 		return in, err
 	}
-	in.NackAt = nackAt.Time
+	in.NackAt, in.MessageAt = nackAt.Time, messageAt.Time
 	if labels != "" && labels != "{}" {
 		if err := json.Unmarshal([]byte(labels), &in.Labels); err != nil {
 			return in, fmt.Errorf("labels: %w", err)
@@ -191,11 +192,12 @@ func (s *SQLStore) SaveInstance(ctx context.Context, prev *Instance, in Instance
 	}
 	defer func() { _ = tx.Rollback() }()
 	args := []any{in.Service, in.Instance, labels, in.Running, in.Target, string(in.State), in.Since.UTC(),
-		in.LastSeen.UTC(), in.HeartbeatMS, in.AckVersion, in.NackVersion, in.NackReason, in.NackError, nullTime(in.NackAt)}
+		in.LastSeen.UTC(), in.HeartbeatMS, in.AckVersion, in.NackVersion, in.NackReason, in.NackError, nullTime(in.NackAt),
+		nullTime(in.MessageAt)}
 	var res sql.Result
 	if prev == nil {
 		res, err = tx.ExecContext(ctx, `INSERT INTO delivery_instances (`+instanceColumns+`)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
 			ON CONFLICT (service, instance) DO NOTHING`, args...)
 	} else {
 		was, lerr := labelsColumn(prev.Labels)
@@ -203,11 +205,12 @@ func (s *SQLStore) SaveInstance(ctx context.Context, prev *Instance, in Instance
 			return lerr
 		}
 		args = append(args, was, prev.Running, prev.Target, string(prev.State), prev.Since.UTC(), prev.LastSeen.UTC(),
-			prev.HeartbeatMS, prev.AckVersion, prev.NackVersion, prev.NackReason, prev.NackError, nullTime(prev.NackAt))
+			prev.HeartbeatMS, prev.AckVersion, prev.NackVersion, prev.NackReason, prev.NackError, nullTime(prev.NackAt),
+			nullTime(prev.MessageAt))
 		res, err = tx.ExecContext(ctx, `UPDATE delivery_instances SET labels = $3, running_version = $4,
 			target_version = $5, state = $6, state_since = $7, last_seen = $8, heartbeat_ms = $9, ack_version = $10,
-			nack_version = $11, nack_reason = $12, nack_error = $13, nack_at = $14
-			WHERE service = $1 AND instance = $2 AND `+instanceUnchanged(15), args...)
+			nack_version = $11, nack_reason = $12, nack_error = $13, nack_at = $14, message_at = $15
+			WHERE service = $1 AND instance = $2 AND `+instanceUnchanged(16), args...)
 	}
 	if err != nil {
 		return fmt.Errorf("ledger: save instance %s/%s: %w", in.Service, in.Instance, err)
@@ -238,8 +241,8 @@ func (s *SQLStore) SaveInstance(ctx context.Context, prev *Instance, in Instance
 func instanceUnchanged(first int) string {
 	cond := `labels = $%d AND running_version = $%d AND target_version = $%d AND state = $%d AND state_since = $%d
 		AND last_seen = $%d AND heartbeat_ms = $%d AND ack_version = $%d AND nack_version = $%d AND nack_reason = $%d
-		AND nack_error = $%d AND nack_at IS NOT DISTINCT FROM $%d`
-	n := make([]any, 12)
+		AND nack_error = $%d AND nack_at IS NOT DISTINCT FROM $%d AND message_at IS NOT DISTINCT FROM $%d`
+	n := make([]any, 13)
 	for i := range n {
 		n[i] = first + i
 	}
@@ -256,7 +259,7 @@ func (s *SQLStore) DeleteInstance(ctx context.Context, prev Instance) error {
 	res, err := s.db.ExecContext(ctx, `DELETE FROM delivery_instances WHERE service = $1 AND instance = $2 AND `+
 		instanceUnchanged(3), prev.Service, prev.Instance, labels, prev.Running, prev.Target, string(prev.State),
 		prev.Since.UTC(), prev.LastSeen.UTC(), prev.HeartbeatMS, prev.AckVersion, prev.NackVersion, prev.NackReason,
-		prev.NackError, nullTime(prev.NackAt))
+		prev.NackError, nullTime(prev.NackAt), nullTime(prev.MessageAt))
 	if err != nil {
 		return fmt.Errorf("ledger: delete instance %s/%s: %w", prev.Service, prev.Instance, err)
 	}

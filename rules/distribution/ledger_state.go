@@ -60,6 +60,12 @@ type Instance struct {
 	Since  time.Time `json:"since"`
 	// LastSeen is the time of the last heartbeat or report.
 	LastSeen time.Time `json:"last_seen"`
+	// MessageAt is the time the instance sent (watch.Report.At,
+	// watch.Heartbeat.At, on the instance's clock) the newest message whose
+	// Running, Labels and NACK were recorded; zero if unknown. An older
+	// message, handled late, only refreshes LastSeen (the instance is
+	// alive), HeartbeatMS and AckVersion.
+	MessageAt time.Time `json:"message_at,omitzero"`
 	// HeartbeatMS is the instance's heartbeat period (0 if unknown).
 	HeartbeatMS int64 `json:"heartbeat_ms"`
 	// AckVersion is the last version acknowledged.

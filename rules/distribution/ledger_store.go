@@ -117,7 +117,7 @@ func sameInstance(a, b Instance) bool {
 		a.Running == b.Running && a.Target == b.Target && a.State == b.State && eq(a.Since, b.Since) &&
 		eq(a.LastSeen, b.LastSeen) && a.HeartbeatMS == b.HeartbeatMS && a.AckVersion == b.AckVersion &&
 		a.NackVersion == b.NackVersion && a.NackReason == b.NackReason && a.NackError == b.NackError &&
-		eq(a.NackAt, b.NackAt)
+		eq(a.NackAt, b.NackAt) && eq(a.MessageAt, b.MessageAt)
 }
 
 // Instance implements LedgerStore.

@@ -553,7 +553,7 @@ func TestLedgerStoresWriteOnlyOverWhatWasRead(t *testing.T) {
 			}
 
 			in := Instance{Service: "checkout", Instance: "pod-0", Labels: map[string]string{"zone": "a"}, Running: 1,
-				Target: 1, State: StateSynced, Since: at, LastSeen: at, HeartbeatMS: 1000, AckVersion: 1}
+				Target: 1, State: StateSynced, Since: at, LastSeen: at, HeartbeatMS: 1000, AckVersion: 1, MessageAt: at}
 			if err := s.SaveInstance(ctx, nil, in, nil); err != nil {
 				t.Fatal(err)
 			}
@@ -581,9 +581,17 @@ func TestLedgerStoresWriteOnlyOverWhatWasRead(t *testing.T) {
 				t.Fatalf("%d transitions, want 1: a refused write appends none", len(trs))
 			}
 			again, _, _ := s.Instance(ctx, "checkout", "pod-0")
-			again.Running = 2
+			again.Running, again.MessageAt = 2, at.Add(2*time.Second)
 			if err := s.SaveInstance(ctx, &got, again, nil); err != nil {
 				t.Fatalf("write over the record as read: %v", err)
+			}
+			if read, _, _ := s.Instance(ctx, "checkout", "pod-0"); !read.MessageAt.Equal(again.MessageAt) {
+				t.Fatalf("message time %v, want %v", read.MessageAt, again.MessageAt)
+			}
+			stale := again
+			stale.MessageAt = at
+			if err := s.SaveInstance(ctx, &stale, again, nil); !errors.Is(err, ErrChanged) {
+				t.Fatalf("write over an instance with another message time: %v, want ErrChanged", err)
 			}
 
 			if err := s.DeleteInstance(ctx, got); !errors.Is(err, ErrChanged) {
@@ -732,5 +740,78 @@ func TestLedgerDropsTheGaugesOfAServiceWithNoInstanceLeft(t *testing.T) {
 	}
 	if n := testutil.CollectAndCount(l.states); n != 0 {
 		t.Fatalf("%d state gauges left for a service with no instance", n)
+	}
+}
+
+// TestLedgerHeartbeatSentBeforeAnACKDoesNotMoveTheInstanceBack: reports and
+// heartbeats arrive on two subscriptions (and are shared out between
+// replicas), so a heartbeat sent before an ACK of v2 (still running v1) can
+// be handled after it. It must not move the instance back to v1 (PENDING,
+// with false transitions): the instance stays SYNCED on v2, and only its
+// liveness is refreshed. A later heartbeat is recorded as usual, and one
+// sent long before the newest message (the instance's clock stepped back)
+// is taken as newer rather than ignored for good.
+func TestLedgerHeartbeatSentBeforeAnACKDoesNotMoveTheInstanceBack(t *testing.T) {
+	for _, st := range ledgerStores {
+		t.Run(st.name, func(t *testing.T) {
+			ctx := context.Background()
+			t0 := time.Unix(1_700_000_000, 0)
+			clk := clock.NewFake(t0)
+			store := st.open(t)
+			l := newTestLedger(t, store, clk)
+			sent := func(d time.Duration) time.Time { return t0.Add(d + 123456*time.Nanosecond) } // the SDK's clock, sub-second
+			ack := func(v int64, at time.Time) {
+				t.Helper()
+				if err := l.Published(ctx, envelope(t, "checkout", v), nil); err != nil {
+					t.Fatal(err)
+				}
+				if err := l.HandleReport(ctx, &watch.Report{Service: "checkout", Instance: "pod-0", Status: watch.StatusACK,
+					Version: v, Running: v, At: at}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			hb := func(running int64, at time.Time) {
+				t.Helper()
+				if err := l.HandleHeartbeat(ctx, &watch.Heartbeat{Service: "checkout", Instance: "pod-0", Running: running,
+					IntervalMS: 1000, At: at}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			expect := func(step string, running int64, transitions int, messageAt time.Time) {
+				t.Helper()
+				in, _, err := store.Instance(ctx, "checkout", "pod-0")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if d := in.MessageAt.Sub(messageAt).Abs(); d >= time.Microsecond { // PostgreSQL keeps microseconds
+					t.Fatalf("%s: message time %v, want %v", step, in.MessageAt, messageAt)
+				}
+				if in.State != StateSynced || in.Running != running || !in.LastSeen.Equal(clk.Now()) {
+					t.Fatalf("%s: pod-0 %s on v%d seen %v, want SYNCED on v%d seen %v", step, in.State, in.Running,
+						in.LastSeen, running, clk.Now())
+				}
+				if hist, _ := l.History(ctx, "checkout", "pod-0", 0); len(hist) != transitions {
+					t.Fatalf("%s: %d transitions, want %d", step, len(hist), transitions)
+				}
+			}
+
+			ack(1, sent(0))
+			expect("acked v1", 1, 1, sent(0))
+			clk.Advance(2 * time.Second)
+			ack(2, sent(2*time.Second))
+			expect("acked v2", 2, 3, sent(2*time.Second)) // PENDING, then SYNCED
+			clk.Advance(time.Second)
+			hb(1, sent(time.Second))
+			expect("heartbeat sent before the ACK, handled after", 2, 3, sent(2*time.Second))
+			clk.Advance(time.Second)
+			hb(2, sent(3*time.Second))
+			expect("next heartbeat", 2, 3, sent(3*time.Second))
+			clk.Advance(time.Second)
+			hb(2, sent(3*time.Second-time.Hour))
+			expect("clock stepped back by an hour", 2, 3, sent(3*time.Second-time.Hour))
+			clk.Advance(time.Second)
+			hb(2, sent(4*time.Second-time.Hour))
+			expect("after the step", 2, 3, sent(4*time.Second-time.Hour))
+		})
 	}
 }
