@@ -83,20 +83,7 @@ func TestPolicyBands(t *testing.T) {
 // until the admin clears it again.
 func TestProposerUsesPolicyBand(t *testing.T) {
 	ctx := context.Background()
-	clk := clock.NewFake(t0)
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	p, err := st.Propose(ctx, versioning.Proposal{Ruleset: ruleset(500), Author: alice, Reason: "start"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v1, err := st.Approve(ctx, "checkout", p.Number, bob, "ok")
-	if err != nil {
-		t.Fatal(err)
-	}
+	clk, st, v1 := checkoutAt500(t)
 	pr := &Proposer{Store: st, Clock: clk}
 	config := DefaultBand() // 10% per hour
 	// A 20% cut: 1000 -> 800 req/s service-wide (2 instances).

@@ -221,20 +221,7 @@ func TestProposerOptions(t *testing.T) {
 // 840 and quietly move the ceiling).
 func TestKeptRulesetKeepsItsCeilingInTheEvidence(t *testing.T) {
 	ctx := context.Background()
-	clk := clock.NewFake(t0)
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	p, err := st.Propose(ctx, versioning.Proposal{Ruleset: ruleset(500), Author: alice, Reason: "start"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v1, err := st.Approve(ctx, "checkout", p.Number, bob, "ok")
-	if err != nil {
-		t.Fatal(err)
-	}
+	clk, st, v1 := checkoutAt500(t)
 	cur, _ := currentCeiling(&v1, 2)
 	recFor := func(to float64) Recommendation {
 		rs, c, conc := apply(v1.Ruleset, cur, to, 2)

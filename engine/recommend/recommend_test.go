@@ -221,20 +221,7 @@ var (
 
 func TestProposer(t *testing.T) {
 	ctx := context.Background()
-	clk := clock.NewFake(t0)
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	p, err := st.Propose(ctx, versioning.Proposal{Ruleset: ruleset(500), Author: alice, Reason: "start"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v1, err := st.Approve(ctx, "checkout", p.Number, bob, "ok")
-	if err != nil {
-		t.Fatal(err)
-	}
+	clk, st, v1 := checkoutAt500(t)
 	r := newRec(t)
 	pr := &Proposer{Store: st, Clock: clk}
 	evaluate := func(sc float64, rate float64, act *versioning.Version) Recommendation {
@@ -329,4 +316,26 @@ func TestProposer(t *testing.T) {
 	if _, err := st.VerifyAudit(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// checkoutAt500 is a rules store on a fake clock at t0 whose checkout
+// service runs ruleset(500) as v1, proposed by alice and approved by bob.
+func checkoutAt500(t *testing.T) (*clock.Fake, versioning.Store, versioning.Version) {
+	t.Helper()
+	ctx := context.Background()
+	clk := clock.NewFake(t0)
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	p, err := st.Propose(ctx, versioning.Proposal{Ruleset: ruleset(500), Author: alice, Reason: "start"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1, err := st.Approve(ctx, "checkout", p.Number, bob, "ok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return clk, st, v1
 }

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"governor.dev/governor/rules/versioning"
-	"governor.dev/governor/rules/versioning/sqlite"
-	"governor.dev/governor/sdk/clock"
 )
 
 var carol = versioning.Actor{Name: "carol", Roles: []versioning.Role{versioning.RoleApprover}}
@@ -23,20 +21,7 @@ var carol = versioning.Actor{Name: "carol", Roles: []versioning.Role{versioning.
 // proposal on another base is replaced, not stacked.
 func TestProposerRevisesInPlace(t *testing.T) {
 	ctx := context.Background()
-	clk := clock.NewFake(t0)
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	p, err := st.Propose(ctx, versioning.Proposal{Ruleset: ruleset(500), Author: alice, Reason: "start"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v1, err := st.Approve(ctx, "checkout", p.Number, bob, "ok")
-	if err != nil {
-		t.Fatal(err)
-	}
+	clk, st, v1 := checkoutAt500(t)
 	if _, err := st.SetPolicy(ctx, versioning.Policy{Service: "checkout", ApprovalsRequired: 2}, admin); err != nil {
 		t.Fatal(err)
 	}
@@ -198,20 +183,7 @@ func TestProposerRevisesInPlace(t *testing.T) {
 // collapse into one: the newest is revised, the others withdrawn.
 func TestProposerUnstacks(t *testing.T) {
 	ctx := context.Background()
-	clk := clock.NewFake(t0)
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	p, err := st.Propose(ctx, versioning.Proposal{Ruleset: ruleset(500), Author: alice, Reason: "start"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v1, err := st.Approve(ctx, "checkout", p.Number, bob, "ok")
-	if err != nil {
-		t.Fatal(err)
-	}
+	clk, st, v1 := checkoutAt500(t)
 	var stacked []int64
 	for _, r := range []float64{400, 350} {
 		v, err := st.Propose(ctx, versioning.Proposal{BaseVersion: v1.Number, Ruleset: ruleset(r), Author: EngineActor(),
@@ -254,20 +226,7 @@ func TestProposerUnstacks(t *testing.T) {
 // the next cycles; one beyond it (700, -12.5%) is.
 func TestProposerDoesNotReproposeWhatAPersonRejected(t *testing.T) {
 	ctx := context.Background()
-	clk := clock.NewFake(t0)
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	p, err := st.Propose(ctx, versioning.Proposal{Ruleset: ruleset(500), Author: alice, Reason: "start"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v1, err := st.Approve(ctx, "checkout", p.Number, bob, "ok")
-	if err != nil {
-		t.Fatal(err)
-	}
+	clk, st, v1 := checkoutAt500(t)
 	cur, _ := currentCeiling(&v1, 2)
 	recFor := func(to float64) Recommendation {
 		rs, c, conc := apply(v1.Ruleset, cur, to, 2)

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"governor.dev/governor/rules/versioning"
-	"governor.dev/governor/rules/versioning/sqlite"
-	"governor.dev/governor/sdk/clock"
 )
 
 // TestRolledBackChangeIsNotAppliedAgainByItself: a cut that applied itself
@@ -19,20 +17,7 @@ import (
 // few minutes.
 func TestRolledBackChangeIsNotAppliedAgainByItself(t *testing.T) {
 	ctx := context.Background()
-	clk := clock.NewFake(t0)
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	p, err := st.Propose(ctx, versioning.Proposal{Ruleset: ruleset(500), Author: alice, Reason: "start"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	v1, err := st.Approve(ctx, "checkout", p.Number, bob, "ok")
-	if err != nil {
-		t.Fatal(err)
-	}
+	clk, st, v1 := checkoutAt500(t)
 	pr := &Proposer{Store: st, Clock: clk}
 	cut := func(base int64) Recommendation {
 		return Recommendation{Service: "checkout", Base: base, Ruleset: ruleset(475), Reason: "small cut",
