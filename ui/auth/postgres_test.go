@@ -24,17 +24,8 @@ func TestPostgres(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
-	url := testenv.Postgres(t)
 	ctx := context.Background()
-	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	st, err := postgres.Open(ctx, postgres.Options{URL: url, Clock: clk})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	db, err := sql.Open("pgx", url)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
-	m, err := auth.New(ctx, auth.Options{DB: db, Dialect: migrations.Postgres, Auditor: st, Clock: clk, BcryptCost: bcrypt.MinCost})
-	require.NoError(t, err)
+	m, _, st, clk := postgresManager(t)
 
 	pw, err := m.EnsureAdmin(ctx, "admin")
 	require.NoError(t, err)
@@ -82,17 +73,8 @@ func TestEnsureAdminConcurrentReplicasBothStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("integration test")
 	}
-	url := testenv.Postgres(t)
 	ctx := context.Background()
-	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	st, err := postgres.Open(ctx, postgres.Options{URL: url, Clock: clk})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	db, err := sql.Open("pgx", url)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = db.Close() })
-	m, err := auth.New(ctx, auth.Options{DB: db, Dialect: migrations.Postgres, Auditor: st, Clock: clk, BcryptCost: bcrypt.MinCost})
-	require.NoError(t, err)
+	m, db, _, _ := postgresManager(t)
 
 	other, err := db.BeginTx(ctx, nil)
 	require.NoError(t, err)
@@ -116,4 +98,22 @@ func TestEnsureAdminConcurrentReplicasBothStart(t *testing.T) {
 	r := <-done
 	require.NoError(t, r.err)
 	require.Empty(t, r.pw, "the other replica prints the password")
+}
+
+// postgresManager is a Manager on the real PostgreSQL database, sharing it
+// with the rules store (its auditor) as in production.
+func postgresManager(t *testing.T) (*auth.Manager, *sql.DB, versioning.Store, *clock.Fake) {
+	t.Helper()
+	url := testenv.Postgres(t)
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st, err := postgres.Open(ctx, postgres.Options{URL: url, Clock: clk})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	db, err := sql.Open("pgx", url)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	m, err := auth.New(ctx, auth.Options{DB: db, Dialect: migrations.Postgres, Auditor: st, Clock: clk, BcryptCost: bcrypt.MinCost})
+	require.NoError(t, err)
+	return m, db, st, clk
 }
