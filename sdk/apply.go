@@ -7,6 +7,7 @@ import (
 	"net/textproto"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 
 	"governor.dev/governor/sdk/queue"
@@ -33,13 +34,25 @@ const (
 // refused with an error and the rules in force stay as they were; nothing is
 // half-applied. A version below the one in force is applied like any other:
 // the caller orders versions (package watch applies one when an instance
-// leaves a canary for the stable version, and ignores older ones otherwise). Routes whose rules did not change keep all
-// their learned state; a changed route keeps the parts whose rules are equal
-// (its limiter, its buckets) and always its in-flight counts, counters and
-// queue (with the requests waiting in it, under the new queue settings).
-// Downstream rules go to the outbound set (Outbound) before the inbound swap;
-// if it refuses them, nothing changes.
+// leaves a canary for the stable version, and ignores older ones
+// otherwise). Routes whose rules did not change keep all their learned
+// state; a changed route keeps the parts whose rules are equal (its limiter,
+// its buckets) and always its in-flight counts, counters and queue (with the
+// requests waiting in it, under the new queue settings). Downstream rules go
+// to the outbound set (Outbound) before the inbound swap; if it refuses
+// them, nothing changes. Applies are serialized; Hooks.OnApply is called
+// once Apply has released its lock (see Hooks).
 func (g *Governor) Apply(rs *rules.Ruleset, version int64) error {
+	err := g.applyLocked(rs, version)
+	if h := g.opts.Hooks.OnApply; h != nil {
+		g.hooks.run(h)
+	}
+	return err
+}
+
+// applyLocked applies under applyMu, counts the outcome and queues it for
+// OnApply, so that the queue holds outcomes in the order of the applies.
+func (g *Governor) applyLocked(rs *rules.Ruleset, version int64) error {
 	g.applyMu.Lock()
 	defer g.applyMu.Unlock()
 	err := g.apply(rs, version)
@@ -51,10 +64,66 @@ func (g *Governor) Apply(rs *rules.Ruleset, version int64) error {
 			g.metrics.version.Set(float64(version))
 		}
 	}
-	if h := g.opts.Hooks.OnApply; h != nil {
-		h(version, err)
+	if g.opts.Hooks.OnApply != nil {
+		g.hooks.push(applyOutcome{version: version, err: err})
 	}
 	return err
+}
+
+// applyOutcome is one Apply's result, waiting for Hooks.OnApply.
+type applyOutcome struct {
+	version int64
+	err     error
+}
+
+// hookQueue runs OnApply outside applyMu, in the order of the applies: Apply
+// queues its outcome while it holds applyMu and, once it has released it,
+// runs the queued calls unless another goroutine is running them already
+// (that one then runs this call too, after the earlier ones). A hook that
+// calls Apply queues that Apply's call, which runs after the hook returns.
+type hookQueue struct {
+	mu      sync.Mutex
+	pending []applyOutcome
+	running bool
+}
+
+func (q *hookQueue) push(o applyOutcome) {
+	q.mu.Lock()
+	q.pending = append(q.pending, o)
+	q.mu.Unlock()
+}
+
+// run calls h with every queued outcome, oldest first, unless a call to run
+// is under way. A hook that panics leaves the outcomes behind it queued for
+// the next Apply.
+func (q *hookQueue) run(h func(version int64, err error)) {
+	q.mu.Lock()
+	if q.running {
+		q.mu.Unlock()
+		return
+	}
+	q.running = true
+	locked := true
+	defer func() {
+		if !locked {
+			q.mu.Lock()
+		}
+		q.running = false
+		q.mu.Unlock()
+	}()
+	for len(q.pending) > 0 {
+		o := q.pending[0]
+		q.pending[0] = applyOutcome{}
+		q.pending = q.pending[1:]
+		if len(q.pending) == 0 {
+			q.pending = nil
+		}
+		locked = false
+		q.mu.Unlock()
+		h(o.version, o.err)
+		q.mu.Lock()
+		locked = true
+	}
 }
 
 func (g *Governor) apply(rs *rules.Ruleset, version int64) error {

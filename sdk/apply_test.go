@@ -3,6 +3,9 @@ package governor_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -245,5 +248,99 @@ func TestApplyTakesAVersionBelowTheOneInForce(t *testing.T) {
 	}
 	if v, c := f.g.Version(), f.g.Rules().Routes[0].Concurrency; v != 1 || c == nil || c.Max != 2 {
 		t.Fatalf("in force: version %d, concurrency %+v; want version 1's", v, c)
+	}
+}
+
+// TestOnApplyHookMayCallApply: OnApply runs after Apply has released its
+// lock, so a hook may read the rules and apply a corrected ruleset when a
+// version is refused. It ran under the lock, and such a hook deadlocked the
+// Apply that called it.
+func TestOnApplyHookMayCallApply(t *testing.T) {
+	type call struct {
+		version int64
+		ok      bool
+	}
+	var (
+		g    *governor.Governor
+		seen []call
+	)
+	opts := governor.DefaultOptions("svc")
+	opts.Clock = clock.NewFake(fakeStart)
+	opts.Hooks.OnApply = func(v int64, err error) {
+		seen = append(seen, call{v, err == nil})
+		if got := g.Rules().Service; got != "svc" {
+			t.Errorf("Rules from the hook: service %q", got)
+		}
+		if err != nil {
+			if err := g.Apply(ruleset(concRoute(2, 0)), v+1); err != nil {
+				t.Errorf("corrected ruleset applied from the hook: %v", err)
+			}
+		}
+	}
+	g, err := governor.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if err := g.Apply(ruleset(route("", "no-slash")), 5); !errors.Is(err, governor.ErrInvalidRules) {
+		t.Fatalf("Apply of an invalid ruleset: %v, want ErrInvalidRules", err)
+	}
+	if want := []call{{5, false}, {6, true}}; !slices.Equal(seen, want) {
+		t.Fatalf("OnApply saw %v, want %v (the refusal, then the correction the hook applied)", seen, want)
+	}
+	if g.Version() != 6 {
+		t.Fatalf("version %d in force, want the corrected 6", g.Version())
+	}
+}
+
+// TestOnApplyHookSeesConcurrentAppliesInOrder: with OnApply run outside the
+// lock, concurrent Applies still reach the hook one at a time and in the
+// order they took effect (here the order in which their limiters were
+// built), so the last version the hook saw is the one in force.
+func TestOnApplyHookSeesConcurrentAppliesInOrder(t *testing.T) {
+	var (
+		mu            sync.Mutex
+		built, hooked []int64
+		inHook        atomic.Int32
+	)
+	opts := governor.DefaultOptions("svc")
+	opts.Clock = clock.NewFake(fakeStart)
+	opts.Defaults = &rules.Ruleset{Service: "svc"}
+	opts.NewLimiter = func(cfg rules.Concurrency, clk clock.Clock) (governor.Limiter, error) {
+		mu.Lock()
+		built = append(built, int64(cfg.Max))
+		mu.Unlock()
+		return (&limiters{}).factory(cfg, clk)
+	}
+	opts.Hooks.OnApply = func(v int64, err error) {
+		if inHook.Add(1) != 1 {
+			t.Error("OnApply called while another call runs")
+		}
+		mu.Lock()
+		hooked = append(hooked, v)
+		mu.Unlock()
+		inHook.Add(-1)
+	}
+	g, err := governor.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	var wg sync.WaitGroup
+	for v := 1; v <= 100; v++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := g.Apply(ruleset(concRoute(v, 0)), int64(v)); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if !slices.Equal(built, hooked) {
+		t.Fatalf("applied in the order %v\nOnApply saw %v", built, hooked)
+	}
+	if last := hooked[len(hooked)-1]; last != g.Version() {
+		t.Fatalf("OnApply saw %d last, version %d is in force", last, g.Version())
 	}
 }

@@ -27,6 +27,7 @@ type Governor struct {
 	newLim    LimiterFactory
 	state     atomic.Pointer[state]
 	applyMu   sync.Mutex
+	hooks     hookQueue // OnApply calls waiting to run, in apply order
 	metrics   *metrics
 	outbound  *outbound.Set
 	throttle  *throttle // nil when off
@@ -46,7 +47,11 @@ type state struct {
 }
 
 // New returns a Governor enforcing opts.Defaults (or DefaultRuleset) as
-// version 0. It registers its metrics on opts.Registerer.
+// version 0. It registers its metrics on opts.Registerer; a series it cannot
+// register there (already registered by another Governor for the same
+// service, or a metric of the same name with other labels) makes it fail
+// with an error naming the series and wrapping the Registerer's error, with
+// none of its metrics left registered.
 func New(opts Options) (*Governor, error) {
 	if opts.Service == "" {
 		return nil, fmt.Errorf("%w: Service is required", ErrInvalidOptions)

@@ -1,8 +1,10 @@
 package governor
 
 import (
+	"errors"
+	"fmt"
+
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"governor.dev/governor/sdk/rules"
 	"governor.dev/governor/sdk/shed"
@@ -17,24 +19,49 @@ type metrics struct {
 	rejected prometheus.Counter
 }
 
+// newMetrics registers the Governor's series on reg. A series that cannot
+// be registered (one already there: another Governor for the same service,
+// or a metric of the same name with other labels or help) is an error
+// naming it, wrapping the Registerer's error (a
+// prometheus.AlreadyRegisteredError for the same series); New then takes
+// back what was registered before it.
 func newMetrics(g *Governor, reg prometheus.Registerer) (*metrics, error) {
 	reg = prometheus.WrapRegistererWith(prometheus.Labels{"service": g.opts.Service}, reg)
 	if err := reg.Register(newCollector(g)); err != nil {
-		return nil, err
+		return nil, registerError("governor_sdk_requests_total and the other per-route series", g.opts.Service, err)
 	}
-	f := promauto.With(reg)
-	applied := f.NewCounterVec(prometheus.CounterOpts{
+	applied := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "governor_sdk_rules_applied_total",
 		Help: "Rule updates by result: applied or rejected.",
 	}, []string{"result"})
+	version := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "governor_sdk_rules_version",
+		Help: "Version of the ruleset in force (0 = built-in defaults).",
+	})
+	for _, m := range []struct {
+		name string
+		c    prometheus.Collector
+	}{
+		{"governor_sdk_rules_applied_total", applied},
+		{"governor_sdk_rules_version", version},
+	} {
+		if err := reg.Register(m.c); err != nil {
+			return nil, registerError(m.name, g.opts.Service, err)
+		}
+	}
 	return &metrics{
-		version: f.NewGauge(prometheus.GaugeOpts{
-			Name: "governor_sdk_rules_version",
-			Help: "Version of the ruleset in force (0 = built-in defaults).",
-		}),
+		version:  version,
 		applied:  applied.WithLabelValues("applied"),
 		rejected: applied.WithLabelValues("rejected"),
 	}, nil
+}
+
+// registerError names the series that could not be registered.
+func registerError(what, service string, err error) error {
+	if are := (prometheus.AlreadyRegisteredError{}); errors.As(err, &are) {
+		return fmt.Errorf("%s of service %q: already registered (by another Governor for the service?): %w", what, service, err)
+	}
+	return fmt.Errorf("%s of service %q: %w", what, service, err)
 }
 
 // collector exports the routes' sharded counts.

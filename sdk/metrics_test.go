@@ -2,6 +2,8 @@ package governor_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -143,4 +145,64 @@ func TestMetricsFollowTheContract(t *testing.T) {
 		}
 	}
 	p2.Release(time.Millisecond, governor.Success)
+}
+
+// TestNewFailsNamingAMetricAlreadyRegistered: New returns an error naming a
+// series it cannot register, and leaves none of its own registered. It
+// panicked when the version gauge or the applied counter was taken (a
+// library must not panic in New), and the error for another Governor of
+// the same service did not say which series or why.
+func TestNewFailsNamingAMetricAlreadyRegistered(t *testing.T) {
+	svc := prometheus.Labels{"service": "svc"}
+	tests := []struct {
+		name     string
+		taken    func(t *testing.T, reg *prometheus.Registry)
+		mention  string
+		alreadyR bool // the error wraps prometheus.AlreadyRegisteredError
+	}{
+		{"another Governor for the service", func(t *testing.T, reg *prometheus.Registry) {
+			opts := governor.DefaultOptions("svc")
+			opts.Registerer = reg
+			g, err := governor.New(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.Close()
+		}, "governor_sdk_requests_total", true},
+		{"version gauge with another help", func(t *testing.T, reg *prometheus.Registry) {
+			reg.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: "governor_sdk_rules_version", Help: "other", ConstLabels: svc}))
+		}, "governor_sdk_rules_version", false},
+		{"applied counter without its labels", func(t *testing.T, reg *prometheus.Registry) {
+			reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "governor_sdk_rules_applied_total", Help: "other", ConstLabels: svc}))
+		}, "governor_sdk_rules_applied_total", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			tt.taken(t, reg)
+			before := gather(t, reg)
+			opts := governor.DefaultOptions("svc")
+			opts.Registerer = reg
+			g, err := governor.New(opts)
+			if err == nil {
+				g.Close()
+				t.Fatal("New succeeded with its series taken")
+			}
+			if !errors.Is(err, governor.ErrInvalidOptions) || !strings.Contains(err.Error(), tt.mention) {
+				t.Fatalf("New: %v; want ErrInvalidOptions naming %s", err, tt.mention)
+			}
+			if are := (prometheus.AlreadyRegisteredError{}); errors.As(err, &are) != tt.alreadyR {
+				t.Fatalf("New: %v; wraps AlreadyRegisteredError: %v, want %v", err, !tt.alreadyR, tt.alreadyR)
+			}
+			after := gather(t, reg)
+			if len(after) != len(before) {
+				t.Fatalf("%d metric families after the failed New, want the %d from before", len(after), len(before))
+			}
+			for name, mf := range before {
+				if n := len(after[name].GetMetric()); n != len(mf.GetMetric()) {
+					t.Fatalf("%s has %d series after the failed New, want %d", name, n, len(mf.GetMetric()))
+				}
+			}
+		})
+	}
 }

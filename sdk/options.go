@@ -49,10 +49,17 @@ func DefaultOptions(service string) Options {
 }
 
 // Hooks let a service observe the Governor; the library itself never logs.
-// Hooks run synchronously on the calling goroutine: keep them short.
+// Hooks run synchronously on the goroutine of a call to the Governor and
+// delay it: keep them short.
 type Hooks struct {
 	// OnApply runs after every Apply with the version and nil, or with the
-	// error that refused it.
+	// error that refused it. It runs after Apply has released its lock, so
+	// it may call Apply (to apply a corrected ruleset, say), Rules or any
+	// other method. Calls come one at a time, in the order the applies
+	// happened: when Applies run concurrently, one of them may make the
+	// calls of the others after its own, so an Apply may return before its
+	// call has run; an Apply made from OnApply has its call made after the
+	// hook returns.
 	OnApply func(version int64, err error)
 	// OnReject runs for every request the Governor refuses (not for shadow
 	// counts). It must not retain the *Rejection beyond the call.
