@@ -134,3 +134,28 @@ func TestRunEndsWhenTheConnectionIsClosed(t *testing.T) {
 		t.Fatalf("Run = %v, want ErrConnectionClosed", err)
 	}
 }
+
+// TestNewThatCannotRegisterItsMetricsNamesThemAndLeavesNone: a series that
+// is taken on the Registerer fails New with its name, and the series
+// registered before it are taken back. They stayed registered, so the
+// service could not build a watcher on that Registerer again.
+func TestNewThatCannotRegisterItsMetricsNamesThemAndLeavesNone(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: "governor_sdk_watch_running_version", Help: "other",
+		ConstLabels: prometheus.Labels{"service": "checkout"}}))
+	nc, _ := nats.Connect("nats://127.0.0.1:1", nats.RetryOnFailedConnect(true))
+	t.Cleanup(nc.Close)
+	_, err := New(Options{Service: "checkout", Conn: nc, Applier: &fakeApplier{}, Registerer: reg})
+	if !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "governor_sdk_watch_running_version") {
+		t.Fatalf("New: %v; want ErrInvalidOption naming governor_sdk_watch_running_version", err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "governor_sdk_watch_running_version" {
+			t.Errorf("%s left registered by the failed New", mf.GetName())
+		}
+	}
+}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"governor.dev/governor/sdk/clock"
 )
 
 // An instance runs the stable version or the version of a canary that
@@ -234,5 +236,50 @@ func TestRestartedInstanceReturnsFromACanaryThatIsNoLongerStaged(t *testing.T) {
 				t.Fatalf("cache %v %v, want v1", env, err)
 			}
 		})
+	}
+}
+
+// TestRewatchWithoutACanaryEntryLeavesTheCanary: a re-watch whose initial
+// values hold no entry of the canary key (NATS restarted and lost the
+// bucket, which the control plane recreated with the stable version) means
+// there is no canary. The instance kept the canary record of the previous
+// watch and ran the canary version until the next resync (with Resync at an
+// hour, for an hour); now it returns to the stable version at once, and
+// takes the canary again if the same record is delivered after all.
+func TestRewatchWithoutACanaryEntryLeavesTheCanary(t *testing.T) {
+	zoneA := Selector{Labels: map[string]string{"zone": "a"}}
+	s, app, _, _ := newTestState(t, "checkout", "i-1", map[string]string{"zone": "a"})
+	clk := clock.NewFake(time.Unix(1000, 0))
+	w := &Watcher{st: s, opts: Options{Service: "checkout", Clock: clk, Resync: time.Hour, Heartbeat: time.Hour}}
+	// follow handles the entries, then the watch ends.
+	follow := func(entries ...jetstream.KeyValueEntry) {
+		t.Helper()
+		kw := fakeKeyWatcher{ch: make(chan jetstream.KeyValueEntry, len(entries))}
+		for _, e := range entries {
+			kw.ch <- e
+		}
+		close(kw.ch)
+		hb := clk.NewTimer(time.Hour)
+		w.follow(context.Background(), nil, kw, make(chan nats.Status), &hb)
+	}
+	at := time.Unix(100, 0)
+	stable := fakeEntry{key: "checkout.stable", value: envelopeBytes(t, "checkout", 1), rev: 1, at: at}
+	canary := fakeEntry{key: "checkout.canary", value: canaryBytes(t, 2, zoneA), rev: 2, at: at.Add(time.Second)}
+	follow(stable, canary, nil)
+	if s.running.Load() != 2 {
+		t.Fatalf("running v%d, want the canary v2", s.running.Load())
+	}
+	follow(stable, canary, nil) // a re-watch of the same bucket
+	if got := app.versions(); !slices.Equal(got, []int64{1, 2}) {
+		t.Fatalf("applied %v after a re-watch with the canary still there, want [1 2]", got)
+	}
+	recreated := fakeEntry{key: "checkout.stable", value: envelopeBytes(t, "checkout", 1), rev: 1, at: at.Add(time.Hour)}
+	follow(recreated, nil)
+	if s.running.Load() != 1 {
+		t.Fatalf("running v%d after a watch that showed no canary entry, want the stable v1", s.running.Load())
+	}
+	follow(nil, canary) // the record after all (its initial values came late)
+	if got := app.versions(); s.running.Load() != 2 || !slices.Equal(got, []int64{1, 2, 1, 2}) {
+		t.Fatalf("running v%d, applied %v; want the canary v2 again", s.running.Load(), got)
 	}
 }

@@ -25,6 +25,12 @@ func (e fakeEntry) Created() time.Time              { return e.at }
 func (e fakeEntry) Delta() uint64                   { return 0 }
 func (e fakeEntry) Operation() jetstream.KeyValueOp { return e.op }
 
+// fakeKeyWatcher is a jetstream.KeyWatcher delivering what the test queued.
+type fakeKeyWatcher struct{ ch chan jetstream.KeyValueEntry }
+
+func (f fakeKeyWatcher) Updates() <-chan jetstream.KeyValueEntry { return f.ch }
+func (f fakeKeyWatcher) Stop() error                             { return nil }
+
 func TestAnEntryAlreadyHandledIsNotDecodedAgain(t *testing.T) {
 	s, app, reports, _ := newTestState(t, "checkout", "i-1", nil)
 	w := &Watcher{st: s}

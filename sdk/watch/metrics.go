@@ -1,6 +1,10 @@
 package watch
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // metrics of one watcher. Every series carries the constant label service.
 type metrics struct {
@@ -43,11 +47,27 @@ func newMetrics(reg prometheus.Registerer, service string) (*metrics, error) {
 	}
 	m.cacheErr.WithLabelValues("load")
 	m.cacheErr.WithLabelValues("save")
-	if reg != nil {
-		for _, c := range []prometheus.Collector{m.messages, m.rejected, m.cacheErr, m.rewatch, m.running} {
-			if err := reg.Register(c); err != nil {
-				return nil, err
+	if reg == nil {
+		return m, nil
+	}
+	// A series that cannot be registered fails New with its name; the ones
+	// registered before it are taken back, so that New can be called again.
+	all := []struct {
+		name string
+		c    prometheus.Collector
+	}{
+		{"governor_sdk_watch_messages_total", m.messages},
+		{"governor_sdk_watch_rejected_total", m.rejected},
+		{"governor_sdk_watch_cache_errors_total", m.cacheErr},
+		{"governor_sdk_watch_rewatches_total", m.rewatch},
+		{"governor_sdk_watch_running_version", m.running},
+	}
+	for i, s := range all {
+		if err := reg.Register(s.c); err != nil {
+			for _, done := range all[:i] {
+				reg.Unregister(done.c)
 			}
+			return nil, fmt.Errorf("%s of service %q: %w", s.name, service, err)
 		}
 	}
 	return m, nil

@@ -4,15 +4,20 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"io"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"governor.dev/governor/sdk/clock"
 )
 
 // natsURL returns the machine's NATS ($GOVERNOR_TEST_NATS or the local
@@ -138,5 +143,191 @@ func TestWatcherAgainstNATS(t *testing.T) {
 	}
 	if got, err := LoadCache(cache, "checkout"); err != nil || got.Version != 1 {
 		t.Fatalf("cache %v %v, want v1", got, err)
+	}
+}
+
+// TestNoHeartbeatIsBufferedWhileNATSIsDown: a heartbeat due while the
+// connection is down is not published. It waited in the reconnect buffer
+// with every other one of the outage, and all of them reached the control
+// plane at once after the reconnect.
+func TestNoHeartbeatIsBufferedWhileNATSIsDown(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1000, 0))
+	w := newOffline(t, Options{Service: "checkout", Applier: &fakeApplier{}, Clock: clk, Heartbeat: time.Second})
+	hb := clk.NewTimer(0)
+	w.heartbeat(&hb)
+	if n, err := w.nc.Buffered(); err != nil || n != 0 {
+		t.Fatalf("%d bytes buffered for NATS (%v), want no heartbeat while disconnected", n, err)
+	}
+	clk.Advance(time.Second)
+	select {
+	case <-hb.C():
+	default:
+		t.Fatal("the next heartbeat is not scheduled")
+	}
+}
+
+// proxy forwards TCP connections to NATS until cut: then it closes them and
+// refuses new ones, as a NATS outage would, until restored.
+type proxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	down   bool
+	conns  []net.Conn
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, target: target}
+	t.Cleanup(func() { _ = ln.Close(); p.cut() })
+	go p.serve()
+	return p
+}
+
+func (p *proxy) url() string { return "nats://" + p.ln.Addr().String() }
+
+func (p *proxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.down {
+			p.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			p.mu.Unlock()
+			_ = c.Close()
+			continue
+		}
+		p.conns = append(p.conns, c, s)
+		p.mu.Unlock()
+		go func() { _, _ = io.Copy(s, c); _ = s.Close() }()
+		go func() { _, _ = io.Copy(c, s); _ = c.Close() }()
+	}
+}
+
+func (p *proxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = true
+	for _, c := range p.conns {
+		_ = c.Close()
+	}
+	p.conns = nil
+}
+
+func (p *proxy) restore() {
+	p.mu.Lock()
+	p.down = false
+	p.mu.Unlock()
+}
+
+// TestWatcherAfterNATSComesBack: a watcher cut off from NATS takes the
+// version published meanwhile once NATS is back, and tells the control
+// plane it is alive at once, not a heartbeat period later.
+func TestWatcherAfterNATSComesBack(t *testing.T) {
+	u := natsURL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	names, _ := NewNames("o" + hex.EncodeToString(b[:]))
+	ctl, err := nats.Connect(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctl.Close()
+	js, _ := jetstream.New(ctl)
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: names.Bucket(), Storage: jetstream.MemoryStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = js.DeleteKeyValue(context.Background(), names.Bucket()) }()
+	reports := make(chan *Report, 16)
+	beats := make(chan *Heartbeat, 16)
+	subR, _ := ctl.Subscribe(names.ReportSubject("checkout"), func(m *nats.Msg) {
+		if r, err := DecodeReport(m.Data); err == nil {
+			reports <- r
+		}
+	})
+	defer func() { _ = subR.Unsubscribe() }()
+	subH, _ := ctl.Subscribe(names.HeartbeatSubject("checkout"), func(m *nats.Msg) {
+		if h, err := DecodeHeartbeat(m.Data); err == nil {
+			beats <- h
+		}
+	})
+	defer func() { _ = subH.Unsubscribe() }()
+	_ = ctl.Flush()
+	if _, err := kv.Put(ctx, names.StableKey("checkout"), envelopeBytes(t, "checkout", 1)); err != nil {
+		t.Fatal(err)
+	}
+
+	p := newProxy(t, strings.TrimPrefix(u, "nats://"))
+	nc, err := Connect(p.url(), nats.ReconnectWait(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	disconnected := nc.StatusChanged(nats.RECONNECTING)
+	// Heartbeats an hour apart: after the first, only a reconnect sends one.
+	w, err := New(Options{Service: "checkout", Instance: "pod-0", Conn: nc, Names: names,
+		Applier: &fakeApplier{}, Heartbeat: time.Hour, Resync: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(wctx) }()
+	defer func() { wcancel(); <-done }()
+	next := func(what string) *Report {
+		t.Helper()
+		select {
+		case r := <-reports:
+			return r
+		case <-ctx.Done():
+			t.Fatalf("no report: %s", what)
+			return nil
+		}
+	}
+	beat := func(what string) *Heartbeat {
+		t.Helper()
+		select {
+		case h := <-beats:
+			return h
+		case <-ctx.Done():
+			t.Fatalf("no heartbeat: %s", what)
+			return nil
+		}
+	}
+	if r := next("ACK of v1"); r.Status != StatusACK || r.Version != 1 {
+		t.Fatalf("report %+v, want ACK of v1", r)
+	}
+	beat("at start")
+
+	p.cut()
+	select {
+	case <-disconnected:
+	case <-ctx.Done():
+		t.Fatal("the watcher's connection did not notice the outage")
+	}
+	if _, err := kv.Put(ctx, names.StableKey("checkout"), envelopeBytes(t, "checkout", 2)); err != nil {
+		t.Fatal(err)
+	}
+	p.restore()
+	if r := next("ACK of v2, published during the outage"); r.Status != StatusACK || r.Version != 2 {
+		t.Fatalf("report %+v, want ACK of v2", r)
+	}
+	beat("after the reconnect")
+	if w.Running() != 2 {
+		t.Fatalf("running v%d, want v2", w.Running())
 	}
 }

@@ -33,7 +33,7 @@ type state struct {
 	refused int64           // last version the applier refused: not retried
 
 	mu       sync.Mutex // guards lastNack, read by heartbeats
-	lastNack *Report
+	lastNack *Report    // nil once a version at least as new is applied
 }
 
 // loadCache applies the cached last-known-good version, if any. It may be a
@@ -178,6 +178,7 @@ func (s *state) apply(env *rules.Envelope) {
 	}
 	s.setRunning(env.Version)
 	s.m.messages.WithLabelValues("applied").Inc()
+	s.clearNack(env.Version)
 	if s.cachePath != "" {
 		data, err := json.Marshal(env)
 		if err == nil {
@@ -199,6 +200,19 @@ func (s *state) reject(version int64, reason Reason, err error) {
 	s.lastNack = r
 	s.mu.Unlock()
 	s.send(r)
+}
+
+// clearNack forgets the last NACK once a version at least as new as the
+// refused one is applied (any version, for a NACK that named none): the
+// instance has moved past it, and heartbeats that kept repeating it made a
+// ledger that had not recorded it (a new record, one forgotten while the
+// instance was away) mark the instance NACKED for a later target.
+func (s *state) clearNack(applied int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lastNack != nil && applied >= s.lastNack.Version {
+		s.lastNack = nil
+	}
 }
 
 // nack returns the last NACK (version, reason, error), if any.

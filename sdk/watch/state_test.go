@@ -201,3 +201,53 @@ func TestALongNACKStillReachesTheControlPlane(t *testing.T) {
 		t.Fatalf("heartbeat of %d bytes, at most %d accepted", len(b), MaxWireBytes)
 	}
 }
+
+// TestHeartbeatNACKEndsOnceAVersionAsNewIsApplied: heartbeats repeat the
+// last NACK only until the instance applies a version at least as new as
+// the refused one (any version, for a NACK that named none). A NACK of
+// garbage (version 0) stayed in every heartbeat for good, and a ledger that
+// had not recorded it (a new record for the instance) marked the instance
+// NACKED for whatever version it was told to run next.
+func TestHeartbeatNACKEndsOnceAVersionAsNewIsApplied(t *testing.T) {
+	zoneA := Selector{Labels: map[string]string{"zone": "a"}}
+	tests := []struct {
+		name     string
+		refuse   int64 // the applier refuses this version
+		steps    func(t *testing.T, s *state)
+		wantNack int64 // -1: no NACK in the heartbeat
+		reason   Reason
+	}{
+		{"garbage, then a newer version", 0, func(t *testing.T, s *state) {
+			s.onStable([]byte("garbage"))
+			s.onStable(envelopeBytes(t, "checkout", 2))
+		}, -1, ""},
+		{"refused version, then a newer one", 2, func(t *testing.T, s *state) {
+			s.onStable(envelopeBytes(t, "checkout", 2))
+			s.onStable(envelopeBytes(t, "checkout", 3))
+		}, -1, ""},
+		{"garbage, then an older version ignored", 0, func(t *testing.T, s *state) {
+			s.onStable([]byte("garbage"))
+			s.onStable(envelopeBytes(t, "checkout", 1))
+		}, 0, ReasonNotJSON},
+		{"refused canary, then an older stable version", 7, func(t *testing.T, s *state) {
+			s.onCanary(canaryBytes(t, 7, zoneA))
+			s.onStable(envelopeBytes(t, "checkout", 6))
+		}, 7, ReasonApply},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, app, _, _ := newTestState(t, "checkout", "i-1", map[string]string{"zone": "a"})
+			app.refuse[tt.refuse] = true
+			s.onStable(envelopeBytes(t, "checkout", 1))
+			tt.steps(t, s)
+			v, reason, msg := s.nack()
+			switch {
+			case tt.wantNack < 0 && (reason != "" || msg != "" || v != 0):
+				t.Fatalf("heartbeat repeats NACK (%d, %s, %q) after v%d was applied", v, reason, msg, s.running.Load())
+			case tt.wantNack >= 0 && (v != tt.wantNack || reason != tt.reason || msg == ""):
+				t.Fatalf("heartbeat NACK (%d, %s, %q), want the NACK of v%d (%s) kept: the instance has not moved past it",
+					v, reason, msg, tt.wantNack, tt.reason)
+			}
+		})
+	}
+}

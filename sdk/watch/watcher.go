@@ -14,8 +14,11 @@
 // also while it was down and restarted on that canary from the cache)
 // returns to the stable version. After a reconnect the watch is
 // re-established and delivers the latest value of each key, so no version is
-// lost; a periodic resync reads the keys as a safety net.
-// Heartbeats carry the instance id, labels and running version.
+// lost (a canary key without any entry then, as in a bucket recreated while
+// NATS was down, ends the canary); a periodic resync reads the keys as a
+// safety net. Heartbeats carry the instance id, labels, running version and
+// the last NACK until a version as new is applied; none is sent while NATS
+// is down, and one is sent as soon as it is back.
 //
 // The package never logs: failures that are not answered with a NACK (cache
 // errors, watch errors) go to Options.OnError, and everything is counted in
@@ -114,6 +117,10 @@ type Watcher struct {
 	// or a resync that delivers it again costs no decoding. Only the Run
 	// goroutine uses it.
 	seen [2]entryID
+	// canaryKnown is set once the current watch (or a resync during it)
+	// has delivered an entry of the canary key. Only the Run goroutine
+	// uses it.
+	canaryKnown bool
 }
 
 // entryID identifies a KV entry: its revision and when it was stored (a
@@ -265,8 +272,8 @@ func (w *Watcher) watch(ctx context.Context, js jetstream.JetStream) (jetstream.
 	return kv, kw, nil
 }
 
-// wait sleeps for d, returning early on a reconnect; it keeps heartbeats
-// going and reports false when ctx ends.
+// wait sleeps for d, returning early on a reconnect (with a heartbeat); it
+// keeps heartbeats going and reports false when ctx ends.
 func (w *Watcher) wait(ctx context.Context, d time.Duration, reconnected <-chan nats.Status, hb *clock.Timer) bool {
 	t := w.opts.Clock.NewTimer(d)
 	defer t.Stop()
@@ -277,6 +284,7 @@ func (w *Watcher) wait(ctx context.Context, d time.Duration, reconnected <-chan 
 		case <-t.C():
 			return true
 		case <-reconnected:
+			w.heartbeat(hb)
 			return true
 		case <-(*hb).C():
 			w.heartbeat(hb)
@@ -290,6 +298,7 @@ func (w *Watcher) follow(ctx context.Context, kv jetstream.KeyValue, kw jetstrea
 	resync := w.opts.Clock.NewTimer(w.opts.Resync)
 	defer func() { resync.Stop() }()
 	stableKey, canaryKey := w.names.StableKey(w.opts.Service), w.names.CanaryKey(w.opts.Service)
+	w.canaryKnown = false
 	for {
 		select {
 		case <-ctx.Done():
@@ -312,10 +321,20 @@ func (w *Watcher) follow(ctx context.Context, kv jetstream.KeyValue, kw jetstrea
 				return
 			}
 			if e == nil {
-				// All initial values delivered, so the canary key is known:
-				// a canary restored from the cache is left here even when
-				// the canary key holds no entry at all.
-				w.st.settle()
+				// All initial values delivered, so the canary key is known.
+				// Without any entry (never written, or a bucket recreated
+				// while NATS was down) there is no canary: a canary record
+				// from before the re-watch is forgotten, and a canary
+				// version restored from the cache or run under that record
+				// is left.
+				if w.canaryKnown {
+					w.st.settle()
+				} else {
+					// Values delivered from now on are newer: none of them
+					// is one handled before.
+					w.seen[1] = entryID{}
+					w.st.onCanaryGone()
+				}
 				continue
 			}
 			switch e.Key() {
@@ -335,6 +354,7 @@ func (w *Watcher) handleEntry(stable bool, e jetstream.KeyValueEntry) {
 	i := 0
 	if !stable {
 		i = 1
+		w.canaryKnown = true
 	}
 	id := entryID{rev: e.Revision(), at: e.Created()}
 	if last := w.seen[i]; id.rev <= last.rev && !id.at.After(last.at) {
@@ -382,11 +402,19 @@ func (w *Watcher) resync(ctx context.Context, kv jetstream.KeyValue) error {
 	return nil
 }
 
+// heartbeat publishes a heartbeat, if the connection is up, and schedules
+// the next. While NATS is down a heartbeat would wait in the connection's
+// reconnect buffer with every other one of the outage, all reaching the
+// control plane together after the reconnect: a burst of stale heartbeats
+// from every instance just as it recovers (and, once the buffer is full,
+// an error every period). The reconnect sends a fresh one instead.
 func (w *Watcher) heartbeat(hb *clock.Timer) {
-	h := Heartbeat{Service: w.opts.Service, Instance: w.opts.Instance, Running: w.st.running.Load(),
-		Labels: w.opts.Labels, IntervalMS: w.opts.Heartbeat.Milliseconds(), At: w.opts.Clock.Now()}
-	h.NackVersion, h.NackReason, h.NackError = w.st.nack()
-	w.publish(w.names.HeartbeatSubject(w.opts.Service), &h)
+	if w.nc.IsConnected() {
+		h := Heartbeat{Service: w.opts.Service, Instance: w.opts.Instance, Running: w.st.running.Load(),
+			Labels: w.opts.Labels, IntervalMS: w.opts.Heartbeat.Milliseconds(), At: w.opts.Clock.Now()}
+		h.NackVersion, h.NackReason, h.NackError = w.st.nack()
+		w.publish(w.names.HeartbeatSubject(w.opts.Service), &h)
+	}
 	(*hb).Stop()
 	*hb = w.opts.Clock.NewTimer(w.opts.Heartbeat)
 }

@@ -77,7 +77,9 @@ type Heartbeat struct {
 	IntervalMS int64 `json:"interval_ms"`
 	// The last NACK, repeated so a ledger that missed the report (restarted,
 	// disconnected) still learns it: version (0 if the payload did not say),
-	// reason and error. Empty when the instance never refused a version.
+	// reason and error. Empty when the instance never refused a version, or
+	// has applied one at least as new since (any version, after a NACK
+	// without one).
 	NackVersion int64     `json:"nack_version,omitempty"`
 	NackReason  Reason    `json:"nack_reason,omitempty"`
 	NackError   string    `json:"nack_error,omitempty"`
