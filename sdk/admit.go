@@ -36,7 +36,10 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 	if prio == "" {
 		prio = req.header(st.priorityHeader)
 	}
-	class := st.classifier.Classify(prio)
+	class, capped := st.classifier.ClassifyFrom(prio, req.Peer)
+	if capped {
+		s.capped[class].Add(1)
+	}
 	if rt.exempts && rt.exempt(&req) {
 		s.counts[outExempt][class].Add(1)
 		return Permit{}, nil

@@ -2,6 +2,7 @@ package governor_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -18,7 +19,7 @@ import (
 func BenchmarkAdmit(b *testing.B) {
 	opts := governor.DefaultOptions("bench")
 	opts.Overload.Source = idleSched{}
-	benchmarkAdmit(b, opts, "3")
+	benchmarkAdmit(b, opts, "3", nil, "")
 }
 
 // BenchmarkAdmitCritical is BenchmarkAdmit for critical requests, whose
@@ -26,7 +27,7 @@ func BenchmarkAdmit(b *testing.B) {
 func BenchmarkAdmitCritical(b *testing.B) {
 	opts := governor.DefaultOptions("bench")
 	opts.Overload.Source = idleSched{}
-	benchmarkAdmit(b, opts, "critical")
+	benchmarkAdmit(b, opts, "critical", nil, "")
 }
 
 // idleSched is a scheduling latency histogram that never moves.
@@ -41,16 +42,29 @@ func (idleSched) ReadSchedLatency() ([]uint64, []float64) { return idleCounts, i
 func BenchmarkAdmitNoThrottle(b *testing.B) {
 	opts := governor.DefaultOptions("bench")
 	opts.Overload.Disabled = true
-	benchmarkAdmit(b, opts, "3")
+	benchmarkAdmit(b, opts, "3", nil, "")
 }
 
-func benchmarkAdmit(b *testing.B, opts governor.Options, priority string) {
+// BenchmarkAdmitTrustedPeer is BenchmarkAdmit under priority trust rules
+// with 100 listed peers, for a request of an unlisted peer claiming
+// critical, which is capped to core and counted.
+func BenchmarkAdmitTrustedPeer(b *testing.B) {
+	opts := governor.DefaultOptions("bench")
+	opts.Overload.Source = idleSched{}
+	trust := &rules.Trust{Max: rules.ClassCore, Peers: map[string]rules.Class{}}
+	for i := range 100 {
+		trust.Peers[fmt.Sprintf("spiffe://prod/ns/shop/sa/caller-%d", i)] = rules.ClassCritical
+	}
+	benchmarkAdmit(b, opts, "0", &rules.Priority{Trust: trust}, "spiffe://prod/ns/shop/sa/scraper")
+}
+
+func benchmarkAdmit(b *testing.B, opts governor.Options, priority string, prio *rules.Priority, peer string) {
 	g, err := governor.New(opts)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer g.Close()
-	rs := &rules.Ruleset{Service: "bench", Routes: []rules.Route{{
+	rs := &rules.Ruleset{Service: "bench", Priority: prio, Routes: []rules.Route{{
 		Name:        "api",
 		Match:       rules.Match{PathPrefix: "/api"},
 		RateLimit:   &rules.RateLimit{Rate: 1e12, Burst: 1 << 30},
@@ -64,7 +78,7 @@ func benchmarkAdmit(b *testing.B, opts governor.Options, priority string) {
 	const latency = 2 * time.Millisecond
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
-		req := governor.Request{Path: "/api/orders", Method: "GET", Priority: priority}
+		req := governor.Request{Path: "/api/orders", Method: "GET", Priority: priority, Peer: peer}
 		for pb.Next() {
 			p, err := g.Admit(ctx, req)
 			if err != nil {

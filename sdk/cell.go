@@ -37,6 +37,9 @@ type cellShard struct {
 	inflight atomic.Int64
 	counts   [numOutcomes][shed.NumClasses]atomic.Uint64
 	errors   [shed.NumClasses]atomic.Uint64
+	// capped counts the requests whose class the priority trust lowered,
+	// by the class they were given (rules.Trust).
+	capped   [shed.NumClasses]atomic.Uint64
 	duration durationHist
 	_        [64]byte
 }

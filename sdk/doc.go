@@ -38,8 +38,14 @@
 // a fraction, and a route in shadow mode evaluates all of this but only counts
 // what it would have rejected.
 //
+// A request's class comes from its priority header (rules.Priority); with
+// priority trust (rules.Trust) it is capped by the class its
+// transport-authenticated peer (Request.Peer, the identity of its verified
+// mTLS client certificate) may claim, so a client cannot buy itself out of
+// shedding by sending "critical".
+//
 // Admission is transport-neutral: Admit takes a Request (path, method,
-// priority, user, caller, client IP and a header lookup) and returns a Permit
+// priority, user, caller, peer, client IP and a header lookup) and returns a Permit
 // value, or a *Rejection that carries the reason and a Retry-After. The
 // admitted path allocates nothing, reads only a coarse clock and touches no
 // cache line shared between CPUs: in-flight counts, token buckets and metric

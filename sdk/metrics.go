@@ -68,7 +68,7 @@ func registerError(what, service string, err error) error {
 type collector struct {
 	g                                           *Governor
 	requests, errors, duration, inflight, limit *prometheus.Desc
-	queueDelay                                  *prometheus.Desc
+	queueDelay, capped                          *prometheus.Desc
 	overloadLevel, schedLatency                 *prometheus.Desc
 	durationBounds, queueBounds                 []float64
 }
@@ -82,6 +82,8 @@ func newCollector(g *Governor) *collector {
 			"Admitted requests that ended in an error (HTTP 5xx).", []string{"route", "class"}, nil),
 		duration: prometheus.NewDesc("governor_sdk_request_duration_seconds",
 			"Latency of admitted requests.", []string{"route"}, nil),
+		capped: prometheus.NewDesc("governor_sdk_priority_capped_total",
+			"Requests whose claimed class the priority trust lowered, by the class they were given.", []string{"route", "class"}, nil),
 		inflight: prometheus.NewDesc("governor_sdk_inflight",
 			"Requests in progress.", []string{"route"}, nil),
 		limit: prometheus.NewDesc("governor_sdk_limit",
@@ -104,7 +106,7 @@ func newCollector(g *Governor) *collector {
 
 // Describe sends the fixed descriptors.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.requests, c.errors, c.duration, c.inflight, c.limit, c.queueDelay, c.overloadLevel, c.schedLatency} {
+	for _, d := range []*prometheus.Desc{c.requests, c.errors, c.capped, c.duration, c.inflight, c.limit, c.queueDelay, c.overloadLevel, c.schedLatency} {
 		ch <- d
 	}
 }
@@ -117,10 +119,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.schedLatency, prometheus.GaugeValue, lat.Seconds())
 	}
 	st := c.g.state.Load()
+	trusts := st.classifier.Trusts()
 	for _, rt := range st.routes {
 		cl := rt.cell
 		var counts [shed.NumClasses][numOutcomes]uint64
-		var errs [shed.NumClasses]uint64
+		var errs, capped [shed.NumClasses]uint64
 		var buckets [len(durationBounds) + 1]uint64
 		var sum int64
 		var inflight int64
@@ -132,6 +135,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 					counts[k][o] += s.counts[o][k].Load()
 				}
 				errs[k] += s.errors[k].Load()
+				capped[k] += s.capped[k].Load()
 			}
 			s.duration.read(&buckets, &sum)
 		}
@@ -141,6 +145,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 				ch <- prometheus.MustNewConstMetric(c.requests, prometheus.CounterValue, float64(counts[k][o]), rt.name, class, outcomeNames[o])
 			}
 			ch <- prometheus.MustNewConstMetric(c.errors, prometheus.CounterValue, float64(errs[k]), rt.name, class)
+			if trusts {
+				ch <- prometheus.MustNewConstMetric(c.capped, prometheus.CounterValue, float64(capped[k]), rt.name, class)
+			}
 		}
 		ch <- constHistogram(c.duration, c.durationBounds, buckets[:], sum, rt.name)
 		ch <- prometheus.MustNewConstMetric(c.inflight, prometheus.GaugeValue, float64(inflight), rt.name)

@@ -30,6 +30,12 @@ type Request struct {
 	// (rules.Exempt.CallerHeader, default X-Caller). Empty: read from that
 	// header.
 	Caller string
+	// Peer is the caller's identity as its transport authenticated it
+	// (PeerIdentity of its mTLS certificate; sdk/httpgov and sdk/grpc set
+	// it), never taken from a header. The rules' priority trust
+	// (rules.Trust) caps the class a peer may claim; empty is an unknown
+	// peer.
+	Peer string
 	// ClientIP keys the "ip" per-key rate limits.
 	ClientIP string
 	// Deadline is when the caller stops waiting for the answer (zero: not

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -119,7 +120,7 @@ func (h mdHeader) Get(name string) string {
 	return ""
 }
 
-func request(ctx context.Context, method string, deadlines bool) governor.Request {
+func request(ctx context.Context, g *governor.Governor, method string, deadlines bool) governor.Request {
 	r := governor.Request{Path: method, Method: "POST"}
 	if deadlines {
 		r.Deadline, _ = ctx.Deadline()
@@ -131,6 +132,13 @@ func request(ctx context.Context, method string, deadlines bool) governor.Reques
 		r.ClientIP = p.Addr.String()
 		if i := strings.LastIndexByte(r.ClientIP, ':'); i > 0 {
 			r.ClientIP = strings.Trim(r.ClientIP[:i], "[]")
+		}
+	}
+	if g.TrustsPeers() {
+		if p, ok := peer.FromContext(ctx); ok {
+			if ti, ok := p.AuthInfo.(credentials.TLSInfo); ok {
+				r.Peer = governor.PeerIdentity(&ti.State)
+			}
 		}
 	}
 	return r
@@ -147,12 +155,14 @@ func refuse(ctx context.Context, err error) error {
 
 // UnaryServerInterceptor admits every unary call through g. The full method
 // name ("/pkg.Service/Method") is the path routes match; metadata serves as
-// headers (priority, user, caller). A handler that panics releases its permit
-// as a failure; the panic goes on to the interceptors further out.
+// headers (priority, user, caller); under priority trust rules (rules.Trust)
+// the verified client certificate of an mTLS connection names the peer
+// (governor.PeerIdentity). A handler that panics releases its permit as a
+// failure; the panic goes on to the interceptors further out.
 func UnaryServerInterceptor(g *governor.Governor, opts ServerOptions) grpc.UnaryServerInterceptor {
 	opts.fill()
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		permit, err := g.Admit(ctx, request(ctx, info.FullMethod, !opts.IgnoreDeadlines))
+		permit, err := g.Admit(ctx, request(ctx, g, info.FullMethod, !opts.IgnoreDeadlines))
 		if err != nil {
 			return nil, refuse(ctx, err)
 		}
@@ -171,7 +181,7 @@ func StreamServerInterceptor(g *governor.Governor, opts ServerOptions) grpc.Stre
 	opts.fill()
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		ctx := ss.Context()
-		permit, err := g.Admit(ctx, request(ctx, info.FullMethod, !opts.IgnoreDeadlines))
+		permit, err := g.Admit(ctx, request(ctx, g, info.FullMethod, !opts.IgnoreDeadlines))
 		if err != nil {
 			return refuse(ctx, err)
 		}

@@ -54,6 +54,15 @@ type Options struct {
 	// Outcome maps a response status to an outcome; default: 503 and 504
 	// are Dropped (overload), other 5xx Failure, anything else Success.
 	Outcome func(status int) governor.Outcome
+	// Peer returns the caller's transport-authenticated identity
+	// (governor.Request.Peer), which the rules' priority trust
+	// (rules.Trust) caps classes by; it is called only while the rules
+	// set a trust. Default: governor.PeerIdentity of the request's verified
+	// client certificate (r.TLS). Behind a sidecar that terminates mTLS,
+	// supply one that reads what the sidecar, and only it, sets (for
+	// example Envoy's X-Forwarded-Client-Cert, if every request passes
+	// through the sidecar).
+	Peer func(*http.Request) string
 	// IgnoreDeadlines leaves the deadline headers unread: no request is
 	// refused for its deadline and none gets one on its context.
 	IgnoreDeadlines bool
@@ -69,6 +78,9 @@ func Middleware(g *governor.Governor, opts Options) func(http.Handler) http.Hand
 	}
 	if opts.Outcome == nil {
 		opts.Outcome = DefaultOutcome
+	}
+	if opts.Peer == nil {
+		opts.Peer = TLSPeer
 	}
 	return func(next http.Handler) http.Handler {
 		return &handler{g: g, next: next, opts: opts}
@@ -88,10 +100,15 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !h.opts.IgnoreDeadlines && hasDeadline(r.Header) {
 		deadline, _, _ = ParseDeadline(r.Header, h.opts.Clock.Now())
 	}
+	var peer string
+	if h.g.TrustsPeers() {
+		peer = h.opts.Peer(r)
+	}
 	permit, err := h.g.Admit(r.Context(), governor.Request{
 		Path:     r.URL.Path,
 		Method:   r.Method,
 		ClientIP: h.opts.ClientIP(r),
+		Peer:     peer,
 		Header:   r.Header,
 		Deadline: deadline,
 	})
@@ -128,6 +145,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	h.next.ServeHTTP(sw, r)
 }
+
+// TLSPeer is the default Options.Peer: governor.PeerIdentity of the
+// request's verified client certificate, "" without one.
+func TLSPeer(r *http.Request) string { return governor.PeerIdentity(r.TLS) }
 
 // hasEarlierDeadline reports whether ctx already ends no later than
 // deadline (a server timeout shorter than the caller's): the request then

@@ -116,6 +116,25 @@ type Priority struct {
 	Default Class `json:"default,omitempty"`
 	// UserHeader names the header with a user key for consistent shedding.
 	UserHeader string `json:"user_header,omitempty"`
+	// Trust limits the class a request may claim by who sent it. Nil: any
+	// caller may claim any class, as the priority header is read.
+	Trust *Trust `json:"trust,omitempty"`
+}
+
+// Trust caps the class of a request by its transport-authenticated peer
+// (Request.Peer: the identity in the caller's mTLS certificate, never a
+// header). A request claiming a class above its cap, or defaulting to one,
+// is classified at the cap instead: a client that sends "critical" without
+// being trusted for it competes as, say, core and is shed with core.
+type Trust struct {
+	// Max is the highest class of a request whose peer is not listed in
+	// Peers, including requests without a peer (plain HTTP); required.
+	Max Class `json:"max"`
+	// Peers maps peer identities (a URI SAN such as
+	// spiffe://prod/ns/shop/sa/checkout, else the first DNS SAN, else the
+	// subject's common name; see governor.PeerIdentity) to the highest
+	// class each may claim.
+	Peers map[string]Class `json:"peers,omitempty"`
 }
 
 // Route is the inbound protection of one route.

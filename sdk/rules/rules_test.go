@@ -212,3 +212,31 @@ func TestValidateRefusesADigitAlias(t *testing.T) {
 		t.Fatalf("aliases that are not one digit: %v", err)
 	}
 }
+
+func TestValidatePriorityTrustNamesTheField(t *testing.T) {
+	long := strings.Repeat("p", MaxPeerLen+1)
+	cases := []struct {
+		json, field, problem string
+	}{
+		{`{"trust":{}}`, "priority.trust.max", "is required"},
+		{`{"trust":{"max":"vip"}}`, "priority.trust.max", "must be one of"},
+		{`{"trust":{"max":"core","peers":{"spiffe://a/b":"gold"}}}`, "priority.trust.peers.spiffe://a/b", "must be one of"},
+		{`{"trust":{"max":"core","peers":{" a":"critical"}}}`, "priority.trust.peers. a", "without surrounding spaces"},
+		{`{"trust":{"max":"core","peers":{"` + long + `":"critical"}}}`, "priority.trust.peers." + long, "1 to 2048"},
+	}
+	for _, c := range cases {
+		_, err := Decode([]byte(`{"service":"a","priority":` + c.json + `}`))
+		var ve *ValidationError
+		if !errors.As(err, &ve) || len(ve.Errors) != 1 || ve.Errors[0].Field != c.field ||
+			!strings.Contains(ve.Errors[0].Problem, c.problem) {
+			t.Errorf("%s: %v; want one error on %s saying %q", c.json, err, c.field, c.problem)
+		}
+	}
+	rs, err := Decode([]byte(`{"service":"a","priority":{"trust":{"max":"core","peers":{"spiffe://prod/checkout":"critical"}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rs.Clone().Priority.Trust.Peers["spiffe://prod/checkout"]; got != ClassCritical {
+		t.Fatalf("trust lost in a round trip: %q", got)
+	}
+}

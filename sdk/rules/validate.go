@@ -58,6 +58,10 @@ const (
 	MaxRoutes        = 1000
 	MaxDownstreams   = 1000
 	MaxNameLen       = 128
+	// MaxTrustedPeers bounds priority.trust.peers.
+	MaxTrustedPeers = 1000
+	// MaxPeerLen bounds a peer identity: a SPIFFE ID is at most 2048 bytes.
+	MaxPeerLen = 2048
 )
 
 var (
@@ -193,6 +197,22 @@ func (r *Ruleset) Validate() error {
 		}
 		if p.Default != "" {
 			c.class("priority.default", "", p.Default)
+		}
+		if t := p.Trust; t != nil {
+			if t.Max == "" {
+				c.add("priority.trust.max", "is required: the highest class of a caller not listed in peers")
+			} else {
+				c.class("priority.trust.max", "", t.Max)
+			}
+			if len(t.Peers) > MaxTrustedPeers {
+				c.add("priority.trust.peers", "has %d entries, at most %d allowed", len(t.Peers), MaxTrustedPeers)
+			}
+			for k, v := range t.Peers {
+				if k == "" || len(k) > MaxPeerLen || strings.TrimSpace(k) != k {
+					c.add("priority.trust.peers."+k, "peer identity must be 1 to %d characters without surrounding spaces", MaxPeerLen)
+				}
+				c.class("priority.trust.peers.", k, v)
+			}
 		}
 	}
 	if len(r.Routes) > MaxRoutes {

@@ -40,6 +40,11 @@ type Classifier struct {
 	names   [NumClasses]uint8 // the rank of each class name: its own unless an alias redefines it
 	aliases map[string]uint8
 	def     uint8
+	// trusted is set when the rules cap classes by peer (rules.Trust):
+	// maxRank caps an unlisted peer, peers each listed one.
+	trusted bool
+	maxRank uint8
+	peers   map[string]uint8
 }
 
 // NewClassifier builds a classifier from a validated priority configuration;
@@ -63,6 +68,16 @@ func NewClassifier(p *rules.Priority) *Classifier {
 	for k, v := range p.Levels {
 		if len(k) == 1 && k[0] >= '0' && k[0] <= '9' && v.Rank() >= 0 {
 			c.levels[k[0]-'0'] = uint8(v.Rank())
+		}
+	}
+	if t := p.Trust; t != nil && t.Max.Rank() >= 0 {
+		c.trusted = true
+		c.maxRank = uint8(t.Max.Rank())
+		c.peers = make(map[string]uint8, len(t.Peers))
+		for k, v := range t.Peers {
+			if r := v.Rank(); r >= 0 {
+				c.peers[k] = uint8(r)
+			}
 		}
 	}
 	if len(p.Aliases) > 0 {
@@ -99,6 +114,31 @@ func (c *Classifier) Classify(v string) int {
 	}
 	return int(c.def)
 }
+
+// ClassifyFrom is Classify capped by the rules' trust (rules.Trust) for the
+// request's transport-authenticated peer: a request claiming, or defaulting
+// to, a class above its peer's cap gets the cap, and capped reports it.
+// Without trust rules it is Classify. It allocates nothing.
+func (c *Classifier) ClassifyFrom(v, peer string) (rank int, capped bool) {
+	rank = c.Classify(v)
+	if !c.trusted {
+		return rank, false
+	}
+	limit := c.maxRank
+	if peer != "" {
+		if r, ok := c.peers[peer]; ok {
+			limit = r
+		}
+	}
+	if rank < int(limit) {
+		return int(limit), true
+	}
+	return rank, false
+}
+
+// Trusts reports whether classes depend on the peer (rules.Priority.Trust
+// is set), so a transport need only work out Request.Peer then.
+func (c *Classifier) Trusts() bool { return c.trusted }
 
 // Lookup returns the class rank of a priority value and whether the value was
 // recognised: a digit 0-9 (surrounding spaces allowed), a class name in any

@@ -261,3 +261,35 @@ func BenchmarkCohort(b *testing.B) {
 		}
 	})
 }
+
+func TestClassifyFromCapsByPeer(t *testing.T) {
+	c := NewClassifier(&rules.Priority{Trust: &rules.Trust{
+		Max:   rules.ClassBrowse,
+		Peers: map[string]rules.Class{"gw": rules.ClassCritical, "etl": rules.ClassBatch},
+	}})
+	if !c.Trusts() || NewClassifier(nil).Trusts() {
+		t.Fatal("Trusts must follow the rules")
+	}
+	cases := []struct {
+		v, peer string
+		want    int
+		capped  bool
+	}{
+		{"0", "", 2, true},
+		{"critical", "gw", 0, false},
+		{"core", "x", 2, true},
+		{"batch", "", 3, false},
+		{"", "", 2, true}, // the default core is claimed too
+		{"critical", "etl", 3, true},
+		{"", "gw", 1, false},
+	}
+	for _, tt := range cases {
+		got, capped := c.ClassifyFrom(tt.v, tt.peer)
+		if got != tt.want || capped != tt.capped {
+			t.Errorf("ClassifyFrom(%q, %q) = %d, %v; want %d, %v", tt.v, tt.peer, got, capped, tt.want, tt.capped)
+		}
+	}
+	if got, capped := NewClassifier(nil).ClassifyFrom("0", ""); got != 0 || capped {
+		t.Errorf("without trust: %d, %v", got, capped)
+	}
+}
