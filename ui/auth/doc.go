@@ -27,6 +27,10 @@
 //
 // No account ships with a default password: EnsureAdmin creates the first
 // admin with a random one-time password that must be changed at first login.
+// No change may leave the system without an admin: taking the admin role
+// from, or deleting, the only admin left is refused (ErrLastAdmin), checked
+// and changed atomically so that two admins demoting each other at once
+// cannot both succeed.
 //
 // Storage is the rules database (SQLite or PostgreSQL, migrations 00300-00399).
 package auth

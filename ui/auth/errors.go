@@ -1,6 +1,9 @@
 package auth
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Sentinel errors; every error of this package wraps one of them.
 var (
@@ -18,6 +21,9 @@ var (
 	ErrExists = errors.New("auth: already exists")
 	// ErrNotFound: no such user or token.
 	ErrNotFound = errors.New("auth: not found")
+	// ErrLastAdmin: the change would leave no user with the admin role,
+	// and so nobody to manage users. It wraps ErrInvalid.
+	ErrLastAdmin = fmt.Errorf("%w: no admin would be left", ErrInvalid)
 	// ErrUnavailable: the database failed.
 	ErrUnavailable = errors.New("auth: store unavailable")
 )

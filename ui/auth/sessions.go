@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 )
@@ -75,9 +76,12 @@ func (m *Manager) Logout(ctx context.Context, p *Principal) error {
 	return nil
 }
 
-func (m *Manager) endSessions(ctx context.Context, user string) error {
+// endSessions deletes the user's sessions in tx and forgets them in
+// m.recent; the caller forgets them again once tx commits, in case a
+// request validated one in between.
+func (m *Manager) endSessions(ctx context.Context, tx *sql.Tx, user string) error {
 	m.recent.forgetUser(user)
-	if _, err := m.db.ExecContext(ctx, m.q(`DELETE FROM ui_sessions WHERE username = ?`), user); err != nil {
+	if _, err := tx.ExecContext(ctx, m.q(`DELETE FROM ui_sessions WHERE username = ?`), user); err != nil {
 		return unavailable(err)
 	}
 	return nil

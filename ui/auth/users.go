@@ -2,12 +2,15 @@ package auth
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"golang.org/x/crypto/bcrypt"
 
+	"governor.dev/governor/migrations"
 	"governor.dev/governor/rules/versioning"
 )
 
@@ -98,19 +101,91 @@ func (m *Manager) Users(ctx context.Context) ([]User, error) {
 }
 
 // SetRoles replaces a user's roles and ends the user's sessions, so the
-// change takes effect at once.
+// change takes effect at once. Taking the admin role from the only admin
+// left is refused with ErrLastAdmin: with no admin nobody could manage
+// users again. The check and the change are one atomic step, so two admins
+// removing each other's admin role at the same time cannot both succeed.
 func (m *Manager) SetRoles(ctx context.Context, name string, roles []versioning.Role) error {
 	if err := validateRoles("roles", roles); err != nil {
 		return err
 	}
-	res, err := m.db.ExecContext(ctx, m.q(`UPDATE ui_users SET roles = ?, updated_ms = ? WHERE name = ?`), versioning.JoinRoles(roles), m.nowMS(), name)
+	tx, err := m.db.BeginTx(ctx, nil)
+	if err != nil {
+		return unavailable(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	query := `UPDATE ui_users SET roles = ?, updated_ms = ? WHERE name = ?`
+	args := []any{versioning.JoinRoles(roles), m.nowMS(), name}
+	if !slices.Contains(roles, versioning.RoleAdmin) {
+		if err := m.lockAdmins(ctx, tx); err != nil {
+			return err
+		}
+		query += ` AND ` + notLastAdmin
+		args = append(args, name)
+	}
+	res, err := tx.ExecContext(ctx, m.q(query), args...)
 	if err != nil {
 		return unavailable(err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
+		return m.unchanged(ctx, tx, name, "roles", "removing the admin role from")
+	}
+	if err := m.endSessions(ctx, tx, name); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return unavailable(err)
+	}
+	m.recent.forgetUser(name)
+	return nil
+}
+
+// isAdmin is an SQL condition on a ui_users row's roles column (JoinRoles'
+// comma-separated list) holding the admin role.
+func isAdmin(column string) string {
+	return `(',' || ` + column + ` || ',') LIKE '%,` + string(versioning.RoleAdmin) + `,%'`
+}
+
+// notLastAdmin is the condition of an update or delete of the ui_users row
+// named by its one parameter that takes an admin away: the row does not
+// hold the admin role, or another row does.
+var notLastAdmin = `(NOT ` + isAdmin("roles") + ` OR EXISTS (SELECT 1 FROM ui_users o WHERE o.name <> ? AND ` + isAdmin("o.roles") + `))`
+
+// lockAdmins makes tx the only transaction that may take an admin away
+// until it ends, so that notLastAdmin holds when it commits. On PostgreSQL
+// it locks every admin's row (in name order, so two such transactions do
+// not deadlock): one waiting on another reads the rows as committed by it.
+// A SQLite transaction holds the database's write lock from its first
+// write, which is the statement checking notLastAdmin itself.
+func (m *Manager) lockAdmins(ctx context.Context, tx *sql.Tx) error {
+	if m.o.Dialect != migrations.Postgres {
+		return nil
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT name FROM ui_users WHERE `+isAdmin("roles")+` ORDER BY name FOR UPDATE`)
+	if err != nil {
+		return unavailable(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+	}
+	if err := rows.Err(); err != nil {
+		return unavailable(err)
+	}
+	return nil
+}
+
+// unchanged explains why an update or delete guarded by notLastAdmin
+// changed no row: there is no such user, or it is the only admin left.
+func (m *Manager) unchanged(ctx context.Context, tx *sql.Tx, name, field, what string) error {
+	var one int
+	err := tx.QueryRowContext(ctx, m.q(`SELECT 1 FROM ui_users WHERE name = ?`), name).Scan(&one)
+	if isNoRows(err) {
 		return fmt.Errorf("%w: user %q", ErrNotFound, name)
 	}
-	return m.endSessions(ctx, name)
+	if err != nil {
+		return unavailable(err)
+	}
+	return fmt.Errorf("%w: %s: %s the only admin %q would leave nobody to manage users; give another user the admin role first", ErrLastAdmin, field, what, name)
 }
 
 // ChangePassword sets a new password after checking the current one, clears
@@ -162,22 +237,35 @@ func (m *Manager) ChangePassword(ctx context.Context, name, current, next string
 	return nil
 }
 
-// DeleteUser removes a user with their sessions and tokens.
+// DeleteUser removes a user with their sessions and tokens. Deleting the
+// only admin left is refused with ErrLastAdmin, atomically as in SetRoles.
 func (m *Manager) DeleteUser(ctx context.Context, name string) error {
-	res, err := m.db.ExecContext(ctx, m.q(`DELETE FROM ui_users WHERE name = ?`), name)
+	tx, err := m.db.BeginTx(ctx, nil)
+	if err != nil {
+		return unavailable(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := m.lockAdmins(ctx, tx); err != nil {
+		return err
+	}
+	res, err := tx.ExecContext(ctx, m.q(`DELETE FROM ui_users WHERE name = ? AND `+notLastAdmin), name, name)
 	if err != nil {
 		return unavailable(err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("%w: user %q", ErrNotFound, name)
+		return m.unchanged(ctx, tx, name, "name", "deleting")
 	}
 	// SQLite enforces the cascade only with foreign keys on; be explicit.
-	if err := m.endSessions(ctx, name); err != nil {
+	if err := m.endSessions(ctx, tx, name); err != nil {
 		return err
 	}
-	if _, err := m.db.ExecContext(ctx, m.q(`DELETE FROM ui_tokens WHERE username = ?`), name); err != nil {
+	if _, err := tx.ExecContext(ctx, m.q(`DELETE FROM ui_tokens WHERE username = ?`), name); err != nil {
 		return unavailable(err)
 	}
+	if err := tx.Commit(); err != nil {
+		return unavailable(err)
+	}
+	m.recent.forgetUser(name)
 	return nil
 }
 
