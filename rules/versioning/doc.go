@@ -40,9 +40,10 @@
 // roles the service's Policy allows (default approver or admin); a Policy may
 // require more than one approval, each from a different person. Names that
 // differ only in case (alice, Alice) are one person here: nobody approves
-// their own proposal, or approves one twice, under another spelling. A
-// Policy carries a Revision; SetPolicy of a policy read with its Revision
-// is refused with ErrConflict if another admin changed it since, so that
+// their own proposal, or approves one twice, under another spelling, and
+// the author withdraws, rebases, revises or replaces their proposal under
+// any of them. A Policy carries a Revision; SetPolicy of a policy read
+// with its Revision is refused with ErrConflict if another admin changed it since, so that
 // partial updates never revert each other. Emergency publish (break glass)
 // is for admins, needs a reason and is marked as such in the audit log. The decision
 // engine proposes with Source engine and evidence; with AutoApply its proposal

@@ -31,7 +31,8 @@ type Store interface {
 	// Rebase re-proposes a stale proposal on top of the active version: a new
 	// proposal with the same content, author, source, reason and evidence,
 	// while the old one is withdrawn, in one transaction. by must be the
-	// author or an admin. ErrInvalidState if the proposal is not stale or no
+	// author (compared without regard to case, as in Approve) or an admin.
+	// ErrInvalidState if the proposal is not stale or no
 	// longer proposed.
 	Rebase(ctx context.Context, service string, number int64, by Actor) (Version, error)
 	// ApproveChecksum is Approve of the content the approver reviewed: it
@@ -43,8 +44,8 @@ type Store interface {
 	// Revise updates an open proposal in place: the same number and parent,
 	// p's ruleset, reason and evidence, Revision one higher and RevisedAt
 	// now, audited as ActionRevise. p.Author must be the proposal's author
-	// (nobody else, admins included, so the author stays the only one who
-	// wrote the content) with an editor role; p.BaseVersion must be the
+	// (compared without regard to case, as in Approve; nobody else, admins
+	// included, so the author stays the only one who wrote the content) with an editor role; p.BaseVersion must be the
 	// proposal's parent (else ErrConflict); p.Service, if set, must be
 	// service; p.Source, if set, must be the proposal's source; AutoApply,
 	// Rebase and Replaces must be unset. When the ruleset changes, the
@@ -57,7 +58,8 @@ type Store interface {
 	Revise(ctx context.Context, service string, number int64, p Proposal) (Version, error)
 	// Reject closes a proposal; by needs an approver role of the policy.
 	Reject(ctx context.Context, service string, number int64, by Actor, comment string) (Version, error)
-	// Withdraw closes a proposal on behalf of its author (or an admin).
+	// Withdraw closes a proposal on behalf of its author (compared without
+	// regard to case, as in Approve) or an admin.
 	Withdraw(ctx context.Context, service string, number int64, by Actor, comment string) (Version, error)
 	// Rollback creates and activates a new version whose content equals
 	// version `to` (which must have been live before), recording RollbackOf.

@@ -3,6 +3,7 @@ package versioning
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"time"
 
 	"governor.dev/governor/sdk/rules"
@@ -44,6 +45,13 @@ func (a Actor) Has(roles ...Role) bool {
 	}
 	return false
 }
+
+// SamePerson reports whether two actor names are one person, as the store
+// decides it everywhere (four eyes, and who is a proposal's author for
+// withdraw, rebase, revise and replace): names that differ only in case
+// (alice, Alice) are. Code that says in advance what the store will allow
+// (a disabled button and its reason) should ask it too.
+func SamePerson(a, b string) bool { return strings.EqualFold(a, b) }
 
 // State is where a version is in its lifecycle.
 type State string
@@ -158,7 +166,8 @@ type Proposal struct {
 	// Replaces (Propose only), if above 0, names an open proposal of the same service that
 	// this one replaces: it is withdrawn in the same transaction, so a
 	// proposer can keep at most one open proposal per service. The author
-	// must be its author (or an admin).
+	// must be its author (compared without regard to case, as in Approve)
+	// or an admin.
 	Replaces int64
 }
 

@@ -117,3 +117,20 @@ func TestActorHas(t *testing.T) {
 	require.True(t, versioning.StateSuperseded.WentLive())
 	require.False(t, versioning.StateRejected.WentLive())
 }
+
+func TestSamePersonIgnoresCaseOnly(t *testing.T) {
+	tests := []struct {
+		a, b string
+		want bool
+	}{
+		{"alice", "alice", true},
+		{"alice", "Alice", true},
+		{"ALICE", "alice", true},
+		{"alice", "alice2", false},
+		{"alice", " alice", false},
+		{"alice", "", false},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, versioning.SamePerson(tt.a, tt.b), "%q %q", tt.a, tt.b)
+	}
+}

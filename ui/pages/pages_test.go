@@ -69,6 +69,9 @@ func TestDecisionWhy(t *testing.T) {
 	}{
 		{"approver may decide", proposed, pol, who("bob", versioning.RoleApprover), "", ""},
 		{"author", proposed, pol, who("alice", versioning.RoleApprover), "four eyes", ""},
+		{"author under another case", proposed, pol, who("Alice", versioning.RoleApprover), "four eyes", ""},
+		{"already approved under another case", versioning.Version{State: versioning.StateProposed, Author: "alice", Approvals: []versioning.Approval{{Approver: "bob"}}},
+			versioning.Policy{ApprovalsRequired: 2, ApproverRoles: pol.ApproverRoles}, who("BOB", versioning.RoleApprover), "already approved it", ""},
 		{"operator", proposed, pol, who("otto", versioning.RoleOperator), "policy lets only", "policy lets only"},
 		{"decided", versioning.Version{State: versioning.StateApproved}, pol, who("bob", versioning.RoleApprover), "approved, not awaiting", "approved, not awaiting"},
 		{"already approved", versioning.Version{State: versioning.StateProposed, Author: "alice", Approvals: []versioning.Approval{{Approver: "bob"}}},

@@ -166,7 +166,7 @@ func (p *Pages) renderVersionWith(w http.ResponseWriter, r *http.Request, status
 			}
 		}
 	}
-	d.CanWithdraw = v.State == versioning.StateProposed && pr != nil && (pr.User.Name == v.Author || pr.Has(versioning.RoleAdmin))
+	d.CanWithdraw = v.State == versioning.StateProposed && pr != nil && (versioning.SamePerson(pr.User.Name, v.Author) || pr.Has(versioning.RoleAdmin))
 	if edit != nil {
 		edit(&d)
 	}
@@ -187,11 +187,11 @@ func DecisionWhy(v versioning.Version, pol versioning.Policy, pr *auth.Principal
 		s := "this service's policy lets only these roles decide: " + versioning.JoinRoles(pol.ApproverRoles)
 		approve, reject = s, s
 	}
-	if pr.User.Name == v.Author {
+	if versioning.SamePerson(pr.User.Name, v.Author) {
 		approve = "you proposed this version; four eyes: another approver must approve it"
 	}
 	for _, a := range v.Approvals {
-		if a.Approver == pr.User.Name {
+		if versioning.SamePerson(a.Approver, pr.User.Name) {
 			approve = fmt.Sprintf("you already approved it; %d of %d approvals so far", len(v.Approvals), pol.ApprovalsRequired)
 		}
 	}

@@ -26,6 +26,7 @@ func Run(t *testing.T, f Factory) {
 		{"SelfApprovalRefused", testSelfApproval},
 		{"SelfApprovalUnderAnotherCaseRefused", testSelfApprovalAnotherCase},
 		{"ApprovalCountsEachPersonOnce", testApprovalCountsEachPersonOnce},
+		{"AuthorUnderAnotherCase", testAuthorUnderAnotherCase},
 		{"Roles", testRoles},
 		{"ConflictOnStaleParent", testStaleParent},
 		{"RollbackToV1FromV10", testRollback},

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"governor.dev/governor/rules/versioning"
@@ -23,12 +22,6 @@ func forbidden(a versioning.Actor, action string, need []versioning.Role) error 
 	return fmt.Errorf("%w: %s may not %s (needs one of the roles %s)", versioning.ErrForbidden,
 		a.Name, action, versioning.JoinRoles(need))
 }
-
-// samePerson reports whether two actor names are one person for four eyes:
-// names that differ only in case (alice, Alice) are, so nobody approves
-// their own proposal, or approves it twice, under another spelling of
-// their name.
-func samePerson(a, b string) bool { return strings.EqualFold(a, b) }
 
 // newVersion is a version about to be inserted.
 type newVersion struct {
@@ -128,7 +121,7 @@ func (s *Store) Propose(ctx context.Context, p versioning.Proposal) (versioning.
 				if err != nil {
 					return false, err
 				}
-				if old.v.Author != p.Author.Name && !p.Author.Has(versioning.RoleAdmin) {
+				if !versioning.SamePerson(old.v.Author, p.Author.Name) && !p.Author.Has(versioning.RoleAdmin) {
 					return false, fmt.Errorf("%w: only the author (%s) or an admin may replace version %d of %s",
 						versioning.ErrForbidden, old.v.Author, p.Replaces, p.Service)
 				}
@@ -259,7 +252,7 @@ func (s *Store) approve(ctx context.Context, service string, number int64, revie
 			if err != nil {
 				return false, err
 			}
-			if samePerson(v.v.Author, by.Name) {
+			if versioning.SamePerson(v.v.Author, by.Name) {
 				return false, fmt.Errorf("%w: %s proposed version %d of %s and cannot approve it; another approver must",
 					versioning.ErrSelfApproval, by.Name, number, service)
 			}
@@ -277,7 +270,7 @@ func (s *Store) approve(ctx context.Context, service string, number int64, revie
 			if err != nil {
 				return false, err
 			}
-			if i := slices.IndexFunc(ap[number], func(a versioning.Approval) bool { return samePerson(a.Approver, by.Name) }); i >= 0 {
+			if i := slices.IndexFunc(ap[number], func(a versioning.Approval) bool { return versioning.SamePerson(a.Approver, by.Name) }); i >= 0 {
 				return false, fmt.Errorf("%w: %s already approved version %d of %s (as %s)",
 					versioning.ErrInvalidState, by.Name, number, service, ap[number][i].Approver)
 			}
@@ -325,7 +318,7 @@ func (s *Store) Rebase(ctx context.Context, service string, number int64, by ver
 			if err != nil {
 				return false, err
 			}
-			if old.v.Author != by.Name && !by.Has(versioning.RoleAdmin) {
+			if !versioning.SamePerson(old.v.Author, by.Name) && !by.Has(versioning.RoleAdmin) {
 				return false, fmt.Errorf("%w: only the author (%s) or an admin may rebase version %d of %s",
 					versioning.ErrForbidden, old.v.Author, number, service)
 			}
@@ -402,7 +395,7 @@ func (s *Store) Revise(ctx context.Context, service string, number int64, p vers
 			if err != nil {
 				return false, err
 			}
-			if old.v.Author != p.Author.Name {
+			if !versioning.SamePerson(old.v.Author, p.Author.Name) {
 				return false, fmt.Errorf("%w: only the author (%s) may revise version %d of %s; others propose their own",
 					versioning.ErrForbidden, old.v.Author, number, service)
 			}
@@ -501,7 +494,7 @@ func (s *Store) Withdraw(ctx context.Context, service string, number int64, by v
 			if err != nil {
 				return false, err
 			}
-			if v.v.Author != by.Name && !by.Has(versioning.RoleAdmin) {
+			if !versioning.SamePerson(v.v.Author, by.Name) && !by.Has(versioning.RoleAdmin) {
 				return false, fmt.Errorf("%w: only the author (%s) or an admin may withdraw version %d of %s",
 					versioning.ErrForbidden, v.v.Author, number, service)
 			}
