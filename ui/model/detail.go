@@ -56,9 +56,15 @@ type Undeliverable struct {
 
 // String says what went wrong in one line, for a banner:
 // "v12 cannot be delivered: 1.2 MB > 1.0 MB max payload".
+// Sizes that round to the same text are given in bytes: "1.0 MB > 1.0 MB"
+// would not say why.
 func (u Undeliverable) String() string {
 	if u.Limit > 0 && u.Size > u.Limit {
-		return fmt.Sprintf("v%d cannot be delivered: %s > %s max payload", u.Version, Bytes(u.Size), Bytes(u.Limit))
+		size, limit := Bytes(u.Size), Bytes(u.Limit)
+		if size == limit {
+			size, limit = fmt.Sprintf("%d B", u.Size), fmt.Sprintf("%d B", u.Limit)
+		}
+		return fmt.Sprintf("v%d cannot be delivered: %s > %s max payload", u.Version, size, limit)
 	}
 	why := u.Error
 	if why == "" {
@@ -70,13 +76,14 @@ func (u Undeliverable) String() string {
 	return fmt.Sprintf("v%d cannot be delivered: %s", u.Version, why)
 }
 
-// Bytes formats a size in bytes with a decimal unit (B, kB, MB).
+// Bytes formats a size in bytes with a decimal unit (B, kB, MB), one
+// decimal; a size that rounds to 1000 of a unit takes the next one.
 func Bytes(n int) string {
-	switch {
-	case n >= 1_000_000:
+	if n >= 1_000 {
+		if kb := fmt.Sprintf("%.1f", float64(n)/1e3); kb != "1000.0" && n < 1_000_000 {
+			return kb + " kB"
+		}
 		return fmt.Sprintf("%.1f MB", float64(n)/1e6)
-	case n >= 1_000:
-		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
 	}
 	return fmt.Sprintf("%d B", n)
 }

@@ -8,7 +8,9 @@
 // themselves come from versioning.Reader directly.
 //
 // Build assembles the overview: every service any source knows, sorted by
-// what needs attention first (see Attention). A failing source does not fail
-// the overview: its part is left empty and named in Overview.Problems, so the
-// page can show a banner and everything else.
+// what needs attention first (see Attention). Alerts of no service
+// (fleet-wide ones) are counted but make no row; a value that is not a
+// finite number is no data. A failing source does not fail the overview:
+// it is named in Overview.Problems (with what it still returned shown), so
+// the page can show a banner and everything else.
 package model

@@ -2,6 +2,7 @@ package model_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"testing"
@@ -156,4 +157,61 @@ func TestMemoryRolloutsActOnTheVersionShown(t *testing.T) {
 	require.Equal(t, int64(3), n)
 	_, err = m.Abort(ctx, "checkout", 3)
 	require.ErrorIs(t, err, model.ErrNotFound)
+}
+
+// TestBuildFleetWideAlertsHaveNoRow: an alert of no service (the alerting
+// subsystem's own, such as GovernorLeaderLost) counts as firing but makes
+// no blank service row at the top of the overview.
+func TestBuildFleetWideAlertsHaveNoRow(t *testing.T) {
+	alerts := model.NewMemoryAlerts(nil)
+	alerts.Fire(model.Alert{ID: "leader", Tier: model.P0, Summary: "GovernorLeaderLost"})
+	alerts.Fire(model.Alert{ID: "pay", Tier: model.P1, Service: "payments"})
+	fleet := &model.StaticFleet{}
+	fleet.Set([]model.ServiceStatus{{Name: "checkout"}}, nil)
+	ov, err := model.Build(context.Background(), model.Sources{Fleet: fleet, Alerts: alerts})
+	require.NoError(t, err)
+	var names []string
+	for _, r := range ov.Rows {
+		names = append(names, r.Name)
+	}
+	require.Equal(t, []string{"payments", "checkout"}, names)
+	require.Equal(t, map[model.Tier]int{model.P0: 1, model.P1: 1}, ov.FiringByTier)
+}
+
+// TestBuildTreatsNonFiniteValuesAsNoData: a NaN or infinite value from a
+// source is no data: it neither outranks a service with a P0 alert (its
+// attention was a huge negative number that overflowed the sort) nor
+// breaks the overview's JSON.
+func TestBuildTreatsNonFiniteValuesAsNoData(t *testing.T) {
+	alerts := model.NewMemoryAlerts(nil)
+	alerts.Fire(model.Alert{ID: "a", Tier: model.P0, Service: "down"})
+	nan, inf := math.NaN(), math.Inf(1)
+	fleet := &model.StaticFleet{}
+	fleet.Set([]model.ServiceStatus{
+		{Name: "down", LoadScore: f64(0.2)},
+		{Name: "odd", LoadScore: &nan, RequestRate: &inf, ErrorRatio: &nan, P99: &inf,
+			Trend: []model.Point{{Value: 0.5}, {Value: nan}}, Terms: []model.Term{{Name: "latency", Value: nan}, {Name: "cpu", Value: 0.3}},
+			ShedByClass: map[string]float64{"batch": nan, "critical": 0}},
+		{Name: "huge", LoadScore: f64(math.MaxFloat64)},
+		{Name: "calm", LoadScore: f64(0.1)},
+	}, nil)
+	ov, err := model.Build(context.Background(), model.Sources{Fleet: fleet, Alerts: alerts})
+	require.NoError(t, err)
+	var names []string
+	for _, r := range ov.Rows {
+		names = append(names, r.Name)
+		require.GreaterOrEqual(t, r.Attention, 0, r.Name)
+	}
+	require.Equal(t, []string{"down", "huge", "calm", "odd"}, names)
+	odd := ov.Rows[3]
+	require.Nil(t, odd.LoadScore)
+	require.Nil(t, odd.RequestRate)
+	require.Nil(t, odd.ErrorRatio)
+	require.Nil(t, odd.P99)
+	require.Equal(t, []model.Point{{Value: 0.5}}, odd.Trend)
+	require.Equal(t, []model.Term{{Name: "cpu", Value: 0.3}}, odd.Terms)
+	require.Equal(t, map[string]float64{"critical": 0}, odd.ShedByClass)
+	_, err = json.Marshal(ov)
+	require.NoError(t, err, "the API encodes it")
+	require.Equal(t, 100, model.Attention(model.Row{ServiceStatus: model.ServiceStatus{LoadScore: f64(7)}}), "a load score counts as at most 1")
 }

@@ -1,8 +1,11 @@
 package model
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"maps"
+	"math"
 	"slices"
 	"strings"
 
@@ -26,7 +29,9 @@ type Row struct {
 // Overview is the whole fleet at a glance.
 type Overview struct {
 	Rows []Row `json:"services"`
-	// FiringByTier counts firing alerts over all services.
+	// FiringByTier counts firing alerts over all services, and those of no
+	// service (fleet-wide alerts such as GovernorLeaderLost), which have no
+	// row.
 	FiringByTier map[Tier]int `json:"firing_by_tier"`
 	// OpenProposals over all services.
 	OpenProposals int `json:"open_proposals"`
@@ -70,7 +75,7 @@ func Build(ctx context.Context, s Sources) (Overview, error) {
 		}
 		for _, st := range sts {
 			r := row(st.Name)
-			r.ServiceStatus, r.Known = st, true
+			r.ServiceStatus, r.Known = finite(st), true
 		}
 	} else {
 		ov.Problems = append(ov.Problems, "metrics source not configured")
@@ -97,7 +102,7 @@ func Build(ctx context.Context, s Sources) (Overview, error) {
 		}
 		for _, a := range firing {
 			ov.FiringByTier[a.Tier]++
-			if a.AckedBy == "" && a.SilencedUntil.IsZero() {
+			if a.Service != "" && a.AckedBy == "" && a.SilencedUntil.IsZero() {
 				row(a.Service).Alerts[a.Tier]++
 			}
 		}
@@ -108,31 +113,51 @@ func Build(ctx context.Context, s Sources) (Overview, error) {
 		ov.Rows = append(ov.Rows, *r)
 	}
 	slices.SortFunc(ov.Rows, func(a, b Row) int {
-		if a.Attention != b.Attention {
-			return b.Attention - a.Attention
+		if c := cmp.Compare(b.Attention, a.Attention); c != 0 {
+			return c
 		}
-		sa, sb := score(a), score(b)
-		if sa != sb {
-			if sa > sb {
-				return -1
-			}
-			return 1
+		if c := cmp.Compare(score(b), score(a)); c != 0 {
+			return c
 		}
 		return strings.Compare(a.Name, b.Name)
 	})
 	return ov, nil
 }
 
+// score is the row's load score in [0, 1], -1 if unknown.
 func score(r Row) float64 {
-	if r.LoadScore == nil {
+	if r.LoadScore == nil || !isFinite(*r.LoadScore) {
 		return -1
 	}
-	return *r.LoadScore
+	return min(max(*r.LoadScore, 0), 1)
+}
+
+func isFinite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// finite returns st with every value that is not a finite number made
+// unknown: a NaN or an infinity is no data (the page says "no data", and
+// the API can encode the overview: JSON has no NaN).
+func finite(st ServiceStatus) ServiceStatus {
+	for _, p := range []**float64{&st.LoadScore, &st.RequestRate, &st.ErrorRatio, &st.P99} {
+		if *p != nil && !isFinite(**p) {
+			*p = nil
+		}
+	}
+	st.Trend = slices.DeleteFunc(slices.Clone(st.Trend), func(p Point) bool { return !isFinite(p.Value) })
+	st.Terms = slices.DeleteFunc(slices.Clone(st.Terms), func(t Term) bool {
+		return !isFinite(t.Value) || !isFinite(t.Weight) || !isFinite(t.Contribution)
+	})
+	if st.ShedByClass != nil {
+		st.ShedByClass = maps.Clone(st.ShedByClass)
+		maps.DeleteFunc(st.ShedByClass, func(_ string, v float64) bool { return !isFinite(v) })
+	}
+	return st
 }
 
 // Attention ranks a service: unacknowledged P0 alerts first, then P1,
 // refused rule versions (NACKED), overload, P2 alerts, stale instances,
-// open proposals, a high load score.
+// open proposals, a high load score (taken as at most 1; a load score that
+// is not a finite number is unknown).
 func Attention(r Row) int {
 	a := 0
 	a += 1_000_000 * min(r.Alerts[P0], 9)
@@ -150,8 +175,8 @@ func Attention(r Row) int {
 	if r.Pending > 0 {
 		a += 1_000
 	}
-	if r.LoadScore != nil {
-		a += int(*r.LoadScore * 100)
+	if s := score(r); s > 0 {
+		a += int(s * 100)
 	}
 	return a
 }
