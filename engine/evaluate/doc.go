@@ -22,6 +22,21 @@
 // keeps per service. The first time the watermark is set, publications
 // before the engine's start (Options.Since) are history, not news.
 //
+// # Services that go away
+//
+// A service absent from a cycle's signals loses its load-score gauge at
+// once and its API score after the tracker's MaxGap. Its active version is
+// still handed to the guardrail while it was seen within
+// Options.ForgetAfter (default 1h) or the guardrail still judges it, so a
+// version after which no instance reports any more gets a decision (see
+// package engine/guardrail), with the delivery ledger's latest heartbeat of
+// each service (guardrail.Guard.NoteHeartbeats) telling a service that runs
+// but reports nothing from one that was removed. After ForgetAfter without
+// signals the recommender forgets the service (recommend.Recommender.Forget:
+// its controller and healthy baseline); one back sooner continues where it
+// stopped. A downstream whose latency series is gone keeps its baseline and
+// detector as long.
+//
 // # State across a leader change
 //
 // State (table governor_engine_state) persists what a cycle learned and

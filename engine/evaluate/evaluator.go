@@ -65,10 +65,18 @@ type Options struct {
 	// ratio against its alert levels (events.LevelCrossed, LevelCleared).
 	Levels *AlertLevels
 	// Band returns a service's band; default recommend.DefaultBand.
-	Band       func(service string) recommend.Band
-	Events     events.Sink
-	Logger     *slog.Logger
-	Registerer prometheus.Registerer
+	Band func(service string) recommend.Band
+	// ForgetAfter is how long a service may be absent from every cycle's
+	// signals before the recommender forgets it (its ceiling controller,
+	// count of known scores and healthy baseline, learned alert levels
+	// included) and the guardrail stops looking at its active version; a
+	// service back within it continues where it stopped. Default 1h, the
+	// age beyond which State does not restore what a cycle saved either
+	// (StateOptions.MaxAge); must not be negative.
+	ForgetAfter time.Duration
+	Events      events.Sink
+	Logger      *slog.Logger
+	Registerer  prometheus.Registerer
 }
 
 // Result is what one cycle saw and did.
@@ -92,6 +100,7 @@ type Evaluator struct {
 	states  map[string]distribution.State // ledger state by service/instance, Tick's goroutine only
 	open    map[string]bool               // open breakers by service/downstream, Tick's goroutine only
 	latency map[string]*latencyBaseline   // downstream p99 baselines by service/downstream, Tick's goroutine only
+	seen    map[string]time.Time          // last cycle each service had signals, Tick's goroutine only
 	since   time.Time                     // see Options.Since
 	last    time.Time
 	metrics metrics
@@ -117,11 +126,17 @@ func New(o Options) (*Evaluator, error) {
 	if o.Levels != nil {
 		errs = append(errs, o.Levels.Validate())
 	}
+	if o.ForgetAfter < 0 {
+		errs = append(errs, fmt.Errorf("%w: ForgetAfter is %s, must not be negative", ErrInvalidOption, o.ForgetAfter))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	if o.Band == nil {
 		o.Band = func(string) recommend.Band { return recommend.DefaultBand() }
+	}
+	if o.ForgetAfter == 0 {
+		o.ForgetAfter = DefaultForgetAfter
 	}
 	if o.Events == nil {
 		o.Events = events.Discard{}
@@ -144,7 +159,18 @@ func New(o Options) (*Evaluator, error) {
 		m.proposals.WithLabelValues(oc)
 	}
 	return &Evaluator{o: o, scores: map[string]loadscore.Score{}, recs: map[string]recommend.Recommendation{},
-		active: map[string]versioning.Version{}, since: o.Since, metrics: m}, nil
+		active: map[string]versioning.Version{}, seen: map[string]time.Time{}, since: o.Since, metrics: m}, nil
+}
+
+// DefaultForgetAfter is the default of Options.ForgetAfter.
+const DefaultForgetAfter = time.Hour
+
+// forgetAfter is Options.ForgetAfter, its default if unset.
+func (e *Evaluator) forgetAfter() time.Duration {
+	if e.o.ForgetAfter > 0 {
+		return e.o.ForgetAfter
+	}
+	return DefaultForgetAfter
 }
 
 // Tick runs one cycle at time at. Per-service failures are collected in
@@ -176,9 +202,11 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 	} else {
 		incidents = append(incidents, slow...)
 	}
-	live, err := e.liveInstances(ctx, at)
+	live, heard, err := e.liveInstances(ctx, at)
 	if err != nil {
 		errs = append(errs, err)
+	} else if e.o.Guard != nil && heard != nil {
+		e.o.Guard.NoteHeartbeats(heard)
 	}
 	// The active versions first: the guardrail judges them (and may roll
 	// back) before anything new is proposed on top of them.
@@ -203,8 +231,7 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 	}
 	failed, emErrs := e.emergencies(ctx, at, infos)
 	errs = append(errs, emErrs...)
-	for _, sc := range scores {
-		svc := sc.Key.Service
+	for _, svc := range e.judged(scores, infos) {
 		n := current[svc]
 		if n == 0 || failed[svc] {
 			continue
@@ -287,15 +314,58 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 	return e.publish(res, scores, errs)
 }
 
+// judged lists the services whose active versions the cycle reads: those
+// with signals, in the order of their scores, then, with a Guard, by name,
+// those with an active version and no signals now that had some within
+// ForgetAfter or whose version the guardrail still judges. A version after
+// which no instance reports any more is thus still judged (see
+// guardrail.Guard.NoteHeartbeats) rather than dropped unseen.
+func (e *Evaluator) judged(scores []loadscore.Score, infos []versioning.ServiceInfo) []string {
+	out := make([]string, 0, len(scores))
+	present := make(map[string]bool, len(scores))
+	for _, sc := range scores {
+		out = append(out, sc.Key.Service)
+		present[sc.Key.Service] = true
+	}
+	if e.o.Guard == nil {
+		return out
+	}
+	var absent []string
+	for _, in := range infos {
+		if in.Active == 0 || present[in.Name] {
+			continue
+		}
+		if _, ok := e.seen[in.Name]; ok || e.o.Guard.Watching(in.Name) {
+			absent = append(absent, in.Name)
+		}
+	}
+	slices.Sort(absent)
+	return append(out, absent...)
+}
+
 // publish makes a cycle's scores and recommendations the ones the read
 // accessors and the load score gauge show, and returns the cycle's result
 // with its errors. A service absent from the cycle has no current score:
 // its gauge goes at once (an alert on it must not fire on a service that is
 // gone), and its last score and recommendation are dropped once the tracker
-// forgets it too (loadscore.Options.MaxGap).
+// forgets it too (loadscore.Options.MaxGap). A service absent for longer
+// than ForgetAfter is forgotten by the recommender.
 func (e *Evaluator) publish(res Result, scores []loadscore.Score, errs []error) (Result, error) {
 	at := res.At
 	res.Scores = scores
+	if e.seen == nil {
+		e.seen = map[string]time.Time{}
+	}
+	for _, sc := range scores {
+		e.seen[sc.Key.Service] = at
+	}
+	for svc, last := range e.seen {
+		if at.Sub(last) > e.forgetAfter() {
+			e.o.Recommender.Forget(svc)
+			delete(e.seen, svc)
+			delete(e.active, svc)
+		}
+	}
 	for _, sc := range scores {
 		if sc.Known {
 			e.metrics.score.WithLabelValues(sc.Key.Service).Set(sc.Value)
@@ -361,22 +431,27 @@ func (e *Evaluator) breakers(ctx context.Context, at time.Time) ([]guardrail.Inc
 	return incidents, nil
 }
 
-// liveInstances counts each service's instances that are not GONE, and
-// emits instance_stale when an instance turns STALE or NACKED and
-// instance_recovered when it no longer is.
-func (e *Evaluator) liveInstances(ctx context.Context, at time.Time) (map[string]int, error) {
+// liveInstances counts each service's instances that are not GONE, returns
+// the newest heartbeat or report of any of each service's instances (nil
+// without a Fleet), and emits instance_stale when an instance turns STALE
+// or NACKED and instance_recovered when it no longer is.
+func (e *Evaluator) liveInstances(ctx context.Context, at time.Time) (map[string]int, map[string]time.Time, error) {
 	out := map[string]int{}
 	if e.o.Fleet == nil {
-		return out, nil
+		return out, nil, nil
 	}
 	ins, err := e.o.Fleet.Instances(ctx, "")
 	if err != nil {
-		return out, fmt.Errorf("evaluate: ledger: %w", err)
+		return out, nil, fmt.Errorf("evaluate: ledger: %w", err)
 	}
 	seen := make(map[string]distribution.State, len(ins))
+	heard := map[string]time.Time{}
 	for _, in := range ins {
 		if in.State != distribution.StateGone {
 			out[in.Service]++
+		}
+		if in.LastSeen.After(heard[in.Service]) {
+			heard[in.Service] = in.LastSeen
 		}
 		key := in.Service + "/" + in.Instance
 		seen[key] = in.State
@@ -422,7 +497,7 @@ func (e *Evaluator) liveInstances(ctx context.Context, at time.Time) (map[string
 			Detail: Recovery{Instance: in, From: prev}})
 	}
 	e.states = seen
-	return out, nil
+	return out, heard, nil
 }
 
 // InstanceRecovered is events.InstanceRecovered; its Detail is a Recovery.

@@ -311,8 +311,8 @@ func TestSlowDownstreams(t *testing.T) {
 	if got := step(math.NaN()); got != nil {
 		t.Fatalf("incident without a sample: %+v", got)
 	}
-	if e.latency != nil && len(e.latency) != 0 {
-		t.Fatalf("baseline kept for a downstream without samples: %+v", e.latency)
+	if len(e.latency) != 1 {
+		t.Fatalf("baseline of a downstream without samples for a cycle not kept: %+v", e.latency)
 	}
 	for range baselineCycles {
 		step(0.05)
@@ -458,6 +458,231 @@ func TestVanishedServiceLeavesTheGaugeAndTheAPI(t *testing.T) {
 		}
 		if got, recs := len(e.Scores()), len(e.Recommendations()); got != wantShown || recs != wantShown {
 			t.Fatalf("tick %d: %d scores, %d recommendations shown, want %d", i, got, recs, wantShown)
+		}
+	}
+}
+
+// writeService writes the SDK series of one instance of svc every 10 s
+// over [from, to]: 100 requests/s, 1% shed, 0.1% errors.
+func writeService(t *testing.T, db *embedded.DB, svc string, from, to time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	for ts := from; !ts.After(to); ts = ts.Add(10 * time.Second) {
+		app := db.Appender(ctx)
+		add := func(v float64, kv ...string) {
+			l := labels.FromStrings(append([]string{"job", "governor", "instance", svc + ":8080", "service", svc}, kv...)...)
+			if _, err := app.Append(0, l, ts.UnixMilli(), v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n := ts.Sub(benchT0).Seconds() * 100
+		add(n, "__name__", "governor_sdk_requests_total", "route", "api", "class", "core", "outcome", "admitted")
+		add(n*0.01, "__name__", "governor_sdk_requests_total", "route", "api", "class", "core", "outcome", "shed")
+		add(n*0.001, "__name__", "governor_sdk_request_errors_total", "route", "api", "class", "core")
+		for k, le := range buckets {
+			add(n*min(1, float64(k+1)/float64(len(buckets))*2), "__name__", "governor_sdk_request_duration_seconds_bucket", "route", "api",
+				"le", strconv.FormatFloat(le, 'g', -1, 64))
+		}
+		add(n, "__name__", "governor_sdk_request_duration_seconds_bucket", "route", "api", "le", "+Inf")
+		add(n, "__name__", "governor_sdk_request_duration_seconds_count", "route", "api")
+		add(5, "__name__", "governor_sdk_inflight", "route", "api")
+		add(25, "__name__", "governor_sdk_limit", "route", "api")
+		add(1, "__name__", "governor_sdk_rules_version")
+		if err := app.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// heartbeats is a delivery ledger whose instances are heard from at every
+// call's time (alive) or never after a given time.
+type heartbeats struct {
+	clk   *clock.Fake
+	until map[string]time.Time // by service; zero: heard from now
+}
+
+func (h heartbeats) Instances(context.Context, string) ([]distribution.Instance, error) {
+	var out []distribution.Instance
+	for svc, until := range h.until {
+		in := distribution.Instance{Service: svc, Instance: svc + "-0", State: distribution.StateSynced, LastSeen: h.clk.Now()}
+		if !until.IsZero() {
+			in.State, in.LastSeen = distribution.StateGone, until
+		}
+		out = append(out, in)
+	}
+	return out, nil
+}
+
+// TestVersionAfterWhichNoInstanceReportsIsJudged: checkout's instances stop
+// reporting right after v2 goes live (no series left), while cart reports
+// on. The cycle still hands v2 to the guardrail, which says "no instance
+// reported after v2": rolled back while the delivery ledger still hears
+// from checkout's instances (they run but report nothing), only flagged
+// (inconclusive, with the reason) when they are gone from the ledger too,
+// as when the service was removed on purpose.
+func TestVersionAfterWhichNoInstanceReportsIsJudged(t *testing.T) {
+	for _, alive := range []bool{true, false} {
+		t.Run("alive="+strconv.FormatBool(alive), func(t *testing.T) {
+			ctx := context.Background()
+			act := benchT0.Add(20 * time.Minute)
+			db, err := embedded.Open(embedded.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			writeService(t, db, "checkout", benchT0, act)
+			writeService(t, db, "cart", benchT0, act.Add(10*time.Minute))
+			clk := clock.NewFake(benchT0)
+			st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			alice := versioning.Actor{Name: "alice", Roles: []versioning.Role{versioning.RoleOperator}}
+			bob := versioning.Actor{Name: "bob", Roles: []versioning.Role{versioning.RoleApprover}}
+			for i, rate := range []float64{100, 50} {
+				if i == 1 {
+					clk.Set(act)
+				}
+				for _, svc := range []string{"checkout", "cart"} {
+					rs := &rules.Ruleset{Service: svc, Routes: []rules.Route{{Name: "api", Match: rules.Match{PathPrefix: "/"},
+						RateLimit: &rules.RateLimit{Rate: rate}}}}
+					p, err := st.Propose(ctx, versioning.Proposal{Ruleset: rs, Author: alice, Reason: "test", Rebase: true})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if _, err := st.Approve(ctx, svc, p.Number, bob, "ok"); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			reader, err := signals.NewReader(db, signals.ReaderOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tracker, err := loadscore.New(loadscore.Options{Weights: loadscore.Weights{loadscore.Latency: 0.5, loadscore.InFlight: 0.5}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec, err := recommend.New(recommend.DefaultOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
+			evs := events.NewRecorder(100)
+			guard, err := guardrail.New(guardrail.Options{Store: st, Series: guardrail.SignalSeries{Source: db, Reader: reader}, Events: evs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fleet := heartbeats{clk: clk, until: map[string]time.Time{"checkout": {}, "cart": {}}}
+			if !alive {
+				fleet.until["checkout"] = act.Add(5 * time.Second)
+			}
+			e, err := New(Options{Reader: reader, Tracker: tracker, Recommender: rec, Versions: st, Guard: guard, Fleet: fleet,
+				Events: evs, Registerer: prometheus.NewRegistry()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got *guardrail.Decision
+			for at := act.Add(-3 * time.Minute); at.Before(act.Add(8*time.Minute)) && got == nil; at = at.Add(10 * time.Second) {
+				clk.Set(at)
+				res, err := e.Tick(ctx, at)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, d := range res.Decisions {
+					if d.Service == "checkout" {
+						got = &d
+					}
+				}
+			}
+			if got == nil {
+				t.Fatalf("no decision on checkout v2; open: %+v", guard.Decisions())
+			}
+			if !got.Final || !strings.Contains(got.Reason, "no instance reported after v2") {
+				t.Fatalf("final %v: %s", got.Final, got.Reason)
+			}
+			if alive != (got.RollbackVersion != 0) || alive != (got.Verdict == guardrail.Regression) {
+				t.Fatalf("instances alive %v: %s, rollback v%d: %s", alive, got.Verdict, got.RollbackVersion, got.Reason)
+			}
+			if act, err := st.Active(ctx, "checkout"); err != nil || alive != (act.Number == 3) {
+				t.Fatalf("active v%d (%v), instances alive %v", act.Number, err, alive)
+			}
+			kind := events.GuardrailInconclusive
+			if alive {
+				kind = events.AutoRollback
+			}
+			if got := evs.Events(kind); len(got) != 1 || got[0].Service != "checkout" {
+				t.Fatalf("%s events %+v", kind, got)
+			}
+		})
+	}
+}
+
+// recommended lists the services the recommender keeps state for.
+func recommended(t *testing.T, rec *recommend.Recommender) []string {
+	t.Helper()
+	var out []string
+	if err := rec.SaveBaselines(nil, func(svc string, _ []byte) { out = append(out, svc) }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestRecommenderForgetsAServiceAbsentForForgetAfter: a service whose
+// signals are gone keeps its recommender state (controller, baseline) while
+// it may come back, and loses it once it has been absent for ForgetAfter
+// (default 1h), so the state does not grow with every service that ever
+// ran; a service that reports on keeps its state.
+func TestRecommenderForgetsAServiceAbsentForForgetAfter(t *testing.T) {
+	ctx := context.Background()
+	db, err := embedded.Open(embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	writeService(t, db, "checkout", benchT0, benchT0.Add(10*time.Minute))
+	writeService(t, db, "cart", benchT0, benchT0.Add(3*time.Hour))
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	reader, err := signals.NewReader(db, signals.ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tracker, err := loadscore.New(loadscore.Options{Weights: loadscore.Weights{loadscore.Latency: 0.5, loadscore.InFlight: 0.5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := recommend.New(recommend.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(Options{Reader: reader, Tracker: tracker, Recommender: rec, Versions: st, ForgetAfter: -time.Minute}); err == nil ||
+		!strings.Contains(err.Error(), "ForgetAfter is -1m0s") {
+		t.Fatalf("negative ForgetAfter: %v", err)
+	}
+	e, err := New(Options{Reader: reader, Tracker: tracker, Recommender: rec, Versions: st, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		at   time.Duration
+		want string
+	}{
+		{5 * time.Minute, "cart checkout"},
+		{10 * time.Minute, "cart checkout"},
+		{20 * time.Minute, "cart checkout"}, // checkout gone since about +15m
+		{40 * time.Minute, "cart checkout"},
+		{90 * time.Minute, "cart"},
+	} {
+		res, err := e.Tick(ctx, benchT0.Add(tt.at))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(recommended(t, rec), " "); got != tt.want {
+			t.Fatalf("at +%s (%d scores): recommender keeps %q, want %q", tt.at, len(res.Scores), got, tt.want)
 		}
 	}
 }

@@ -86,6 +86,9 @@ type latencyBaseline struct {
 	// det follows the p99 series once per cycle; from its warm-up on, a
 	// rise it scores at anomalyScore or more is a LatencyAnomaly.
 	det *thresholds.Detector
+	// seen is the last cycle the series was there (with or without a
+	// sample); restored baselines count as seen at their row's cycle.
+	seen time.Time
 }
 
 // slowDownstreams returns an incident per downstream whose p99 latency
@@ -93,7 +96,11 @@ type latencyBaseline struct {
 // slower and more error-prone whatever their rules, so the guardrail must
 // not blame their versions for it. The p99 is signals.DownstreamP99, read
 // from the embedded store's samples or asked of Prometheus. Nothing is
-// queried without Breakers (the PromQL source) or Guard.
+// queried without Breakers (the PromQL source) or Guard. A downstream whose
+// series is gone keeps its baseline and detector for Options.ForgetAfter:
+// a caller whose scrapes failed for a rate window (an overload, a restart)
+// continues with what it learned, rather than learning its "usual" p99
+// anew from a dependency that is still slow.
 func (e *Evaluator) slowDownstreams(ctx context.Context, at time.Time) ([]guardrail.Incident, error) {
 	if e.o.Breakers == nil || e.o.Guard == nil {
 		return nil, nil
@@ -111,6 +118,9 @@ func (e *Evaluator) slowDownstreams(ctx context.Context, at time.Time) ([]guardr
 		svc, ds, v := s.Labels["service"], s.Labels["downstream"], s.V
 		key := svc + "/" + ds
 		seen[key] = true
+		if b := e.latency[key]; b != nil {
+			b.seen = at
+		}
 		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
 			continue // no calls in the window: nothing learned
 		}
@@ -120,7 +130,7 @@ func (e *Evaluator) slowDownstreams(ctx context.Context, at time.Time) ([]guardr
 			if err != nil {
 				return nil, fmt.Errorf("evaluate: downstream latency detector: %w", err)
 			}
-			b = &latencyBaseline{p99: v, det: det}
+			b = &latencyBaseline{p99: v, det: det, seen: at}
 			e.latency[key] = b
 		}
 		an := b.det.Observe(at, v)
@@ -138,7 +148,7 @@ func (e *Evaluator) slowDownstreams(ctx context.Context, at time.Time) ([]guardr
 			continue
 		}
 		if b.slow { // slow for too long: the new normal
-			*b = latencyBaseline{p99: v, n: baselineCycles, det: b.det}
+			*b = latencyBaseline{p99: v, n: baselineCycles, det: b.det, seen: at}
 			continue
 		}
 		if !an.Inconclusive && an.Score >= anomalyScore && v > an.Expected && v-an.Expected >= slowFloor {
@@ -151,8 +161,8 @@ func (e *Evaluator) slowDownstreams(ctx context.Context, at time.Time) ([]guardr
 		b.p99 += baselineWeight * (v - b.p99)
 		b.n++
 	}
-	for key := range e.latency {
-		if !seen[key] {
+	for key, b := range e.latency {
+		if !seen[key] && at.Sub(b.seen) > e.forgetAfter() {
 			delete(e.latency, key)
 		}
 	}

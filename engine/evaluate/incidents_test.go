@@ -61,7 +61,8 @@ func fillSlowdown(t *testing.T, db *embedded.DB, t0 time.Time) {
 // TestSlowDownstreamsFromSamples: the downstream latency incidents and
 // baselines are the same, to the bit, whether the p99 is read from the
 // embedded store's samples or asked of its PromQL engine, cycle after cycle
-// through a slowdown and a downstream whose calls stop.
+// through a slowdown and a downstream whose calls stop (its baseline is
+// dropped once ForgetAfter passed).
 func TestSlowDownstreamsFromSamples(t *testing.T) {
 	ctx := context.Background()
 	db, err := embedded.Open(embedded.Options{})
@@ -72,8 +73,8 @@ func TestSlowDownstreamsFromSamples(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	fillSlowdown(t, db, t0)
 	guard := memGuard(t)
-	direct := &Evaluator{o: Options{Breakers: db, Guard: guard}}
-	viaPromQL := &Evaluator{o: Options{Breakers: promqlOnly{db}, Guard: guard}}
+	direct := &Evaluator{o: Options{Breakers: db, Guard: guard, ForgetAfter: 2 * time.Minute}}
+	viaPromQL := &Evaluator{o: Options{Breakers: promqlOnly{db}, Guard: guard, ForgetAfter: 2 * time.Minute}}
 	byKey := func(a, b guardrail.Incident) int {
 		return cmp.Or(cmp.Compare(a.Service, b.Service), cmp.Compare(a.Downstream, b.Downstream), cmp.Compare(a.Kind, b.Kind))
 	}
@@ -112,5 +113,42 @@ func TestSlowDownstreamsFromSamples(t *testing.T) {
 	}
 	if _, ok := direct.latency["svc-2/svc-3"]; ok {
 		t.Fatal("baseline kept for calls that stopped")
+	}
+}
+
+// TestDownstreamBaselineOutlivesAGapInItsSeries: checkout's calls to
+// payments turn four times slower than their learnt p99, then checkout's
+// series are gone for a minute (its scrapes failing under the load, say)
+// while payments stays slow. The baseline and detector are kept across the
+// gap, so the slowdown is still an incident afterwards (the guardrail does
+// not blame checkout's version for it); dropping them learned the slow p99
+// anew as the usual one and the incident vanished.
+func TestDownstreamBaselineOutlivesAGapInItsSeries(t *testing.T) {
+	ctx := context.Background()
+	var p99 float64
+	e := &Evaluator{o: Options{Breakers: downstreamSource{p99: &p99}, Guard: memGuard(t)}}
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	step := func(v float64) []guardrail.Incident {
+		t.Helper()
+		p99, at = v, at.Add(10*time.Second)
+		got, err := e.slowDownstreams(ctx, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	for range 30 {
+		step(0.05)
+	}
+	if got := step(0.2); len(got) != 1 {
+		t.Fatalf("no incident at 4x: %+v", got)
+	}
+	for range 6 { // the caller's series gone for a minute
+		step(math.NaN())
+	}
+	for i := range 10 {
+		if got := step(0.2); len(got) != 1 || got[0].Kind != SlowDownstream {
+			t.Fatalf("cycle %d after the gap, dependency still 4x slower: incidents %+v", i, got)
+		}
 	}
 }

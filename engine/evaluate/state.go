@@ -435,7 +435,17 @@ func (s *State) Restore(ctx context.Context, at time.Time) (RestoreStats, error)
 				s.last = nil
 			}
 		case StateBaseline:
-			err = s.e.o.Recommender.RestoreBaseline(r.Key, r.Data)
+			if err = s.e.o.Recommender.RestoreBaseline(r.Key, r.Data); err == nil && r.At.After(s.e.seen[r.Key]) {
+				// The old leader still kept the service: it counts as seen
+				// at the row's cycle, so that Options.ForgetAfter forgets
+				// it here too if it does not come back (at most twice
+				// ForgetAfter after it left, as the old leader may have
+				// kept it that long).
+				if s.e.seen == nil {
+					s.e.seen = map[string]time.Time{}
+				}
+				s.e.seen[r.Key] = r.At
+			}
 		case StateScores:
 			if err = s.e.o.Tracker.UnmarshalBinary(r.Data); err == nil {
 				s.scores = nil
@@ -447,6 +457,7 @@ func (s *State) Restore(ctx context.Context, at time.Time) (RestoreStats, error)
 		case StateDownstream:
 			var b *latencyBaseline
 			if b, err = decodeDownstream(r.Data); err == nil {
+				b.seen = r.At
 				if s.e.latency == nil {
 					s.e.latency = map[string]*latencyBaseline{}
 				}

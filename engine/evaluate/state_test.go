@@ -27,6 +27,7 @@ import (
 	"governor.dev/governor/migrations"
 	"governor.dev/governor/rules/distribution"
 	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/rules/versioning/sqlite"
 	"governor.dev/governor/sdk/rules"
 )
 
@@ -628,4 +629,75 @@ func checkRow(t *testing.T, part string, b []byte) {
 		t.Fatalf("%s: accepted state encodes to other bytes after a round trip", part)
 	}
 	r.use(t)
+}
+
+// TestRestoredServiceIsForgottenAfterForgetAfter: a replica taking over
+// restores the state of a service the old leader still kept; when it does
+// not come back, the new leader forgets it after ForgetAfter as well,
+// counted from the old leader's last save of it.
+func TestRestoredServiceIsForgottenAfterForgetAfter(t *testing.T) {
+	ctx := context.Background()
+	db, err := embedded.Open(embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	writeService(t, db, "checkout", benchT0, benchT0.Add(10*time.Minute))
+	writeService(t, db, "cart", benchT0, benchT0.Add(3*time.Hour))
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	reader, err := signals.NewReader(db, signals.ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := &MemState{}
+	engine := func() (*Evaluator, *recommend.Recommender, *State) {
+		tracker, err := loadscore.New(loadscore.Options{Weights: loadscore.Weights{loadscore.Latency: 0.5, loadscore.InFlight: 0.5}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := recommend.New(recommend.DefaultOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := New(Options{Reader: reader, Tracker: tracker, Recommender: rec, Versions: st, Registerer: prometheus.NewRegistry()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := NewState(e, StateOptions{Store: mem, Every: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e, rec, s
+	}
+	old, _, oldState := engine()
+	at := benchT0.Add(5 * time.Minute)
+	if _, err := old.Tick(ctx, at); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := oldState.Save(ctx, at); err != nil {
+		t.Fatal(err)
+	}
+	e, rec, s := engine()
+	if _, err := s.Restore(ctx, at.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		at   time.Duration
+		want string
+	}{
+		{20 * time.Minute, "cart checkout"},
+		{40 * time.Minute, "cart checkout"},
+		{90 * time.Minute, "cart"},
+	} {
+		if _, err := e.Tick(ctx, benchT0.Add(tt.at)); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(recommended(t, rec), " "); got != tt.want {
+			t.Fatalf("at +%s: recommender keeps %q, want %q", tt.at, got, tt.want)
+		}
+	}
 }

@@ -58,6 +58,27 @@
 // says why it could not stand, so a person sees why a version was not
 // judged.
 //
+// # No instance reporting
+//
+// A version after which no instance of its service reports any signal (they
+// crash-loop on it, or it makes them refuse or drop everything before it is
+// counted) leaves nothing to compare, yet it is no pass. When the service
+// had traffic in the window before activation (MinSamples offered-load
+// samples, a mean above 0) and the after window holds no sample of any
+// metric, the decision says "no instance reported after vN" with the load
+// before and the span without samples. A service without traffic still
+// reports a rate of 0, which is a sample, so it is not "silent". Once the
+// after window is full of silence the version is rolled back if an instance
+// of the service was heard from within that window according to the
+// delivery ledger (Guard.NoteHeartbeats, which the evaluator calls every
+// cycle), so the service runs but reports nothing, and other services had
+// samples at MinSamples of the window's grid points, so the metrics store
+// did not lose the whole fleet (this needs a BatchSeries). Otherwise (no
+// ledger, no instance heard from either, as when the service was removed
+// on purpose, or no other service reporting) it is only flagged:
+// inconclusive, then final at MaxWait with a guardrail_inconclusive event
+// that says why it was not rolled back.
+//
 // # Rollbacks
 //
 // On a regression the guardrail rolls back to the version's parent through

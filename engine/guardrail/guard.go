@@ -154,6 +154,9 @@ type Guard struct {
 	// service without a point there had no samples.
 	recorded map[int64]bool
 	noted    time.Time // time of the latest Note
+	// heard is, by service, the newest heartbeat or report of any of its
+	// instances (NoteHeartbeats).
+	heard map[string]time.Time
 }
 
 // New validates the options and returns a Guard.
@@ -416,6 +419,7 @@ func (g *Guard) evaluate(ctx context.Context, now time.Time, w watch, view *grid
 		d.Checks = append(d.Checks, g.compare(m, before, after, cond))
 	}
 	d.Confounders = cond.confounders
+	silent, running := g.silence(w.d, win, lb, d.Checks)
 	var regressed, inconclusive []string
 	for _, c := range d.Checks {
 		switch c.Verdict {
@@ -425,6 +429,10 @@ func (g *Guard) evaluate(ctx context.Context, now time.Time, w watch, view *grid
 			inconclusive = append(inconclusive, c.Detail)
 		}
 	}
+	if silent != "" {
+		// Every check lacks samples after: say why once.
+		inconclusive = []string{silent}
+	}
 	switch {
 	case len(regressed) > 0:
 		d.Verdict, d.Final = Regression, true
@@ -432,6 +440,15 @@ func (g *Guard) evaluate(ctx context.Context, now time.Time, w watch, view *grid
 		if len(cond.confounders) > 0 {
 			d.Reason += " (beyond what these explain: " + strings.Join(cond.confounders, "; ") + ")"
 		}
+		if err := g.rollback(ctx, &d); err != nil {
+			w.d = d
+			return w, err
+		}
+	case silent != "" && full && running:
+		// Its instances run (they were heard from since the window began)
+		// but none reports: the version crashes them or stops them
+		// reporting.
+		d.Verdict, d.Final, d.Reason = Regression, true, "guardrail: "+silent
 		if err := g.rollback(ctx, &d); err != nil {
 			w.d = d
 			return w, err
@@ -450,6 +467,100 @@ func (g *Guard) evaluate(ctx context.Context, now time.Time, w watch, view *grid
 	}
 	w.d = d
 	return w, nil
+}
+
+// othersReported reports whether, at MinSamples grid points in [from, to]
+// or more, another service had a sample (recorded or read): the metrics
+// store answered for the fleet while the service was silent. It needs the
+// grid points of a BatchSeries.
+func (g *Guard) othersReported(service string, from, to time.Time) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for t := g.gridFrom(from); !t.After(to); t = t.Add(g.o.Step) {
+		key := t.UnixNano()
+		for svc, r := range g.rings {
+			if p, ok := r[key]; ok && svc != service && p.any() {
+				n++
+				break
+			}
+		}
+	}
+	return n >= g.o.MinSamples
+}
+
+// silence says "no instance reported after vN: ..." when the service had
+// traffic in the window before activation (MinSamples offered-load samples,
+// a mean above 0) and the after window holds no sample of any metric: every
+// instance stopped reporting (crashed, or refuses or drops everything
+// before it is counted), or the service was removed; "" otherwise. A
+// service with no traffic still reports a rate of 0, which is a sample.
+// running: an instance was heard from (NoteHeartbeats) after the after
+// window began, so the service was not removed, and other services
+// reported meanwhile, so the metrics store did not lose them all.
+func (g *Guard) silence(d Decision, win windows, before []float64, checks []Check) (msg string, running bool) {
+	b := summarize(before)
+	if b.N < g.o.MinSamples || !(b.Mean > 0) {
+		return "", false
+	}
+	for _, c := range checks {
+		if c.After.N > 0 {
+			return "", false
+		}
+	}
+	msg = fmt.Sprintf("no instance reported after v%d: offered load %.1f/s before activation (%d samples), no sample of any signal from %s to %s",
+		d.Version, b.Mean, b.N, stamp(win.aFrom), stamp(win.aTo))
+	_, ringed := g.ringed()
+	switch h, ok := g.lastHeard(d.Service); {
+	case ok && h.After(win.aFrom) && !ringed:
+		msg += fmt.Sprintf("; not rolled back: an instance was heard from at %s (delivery ledger), but whether other services reported meanwhile is unknown (the series are read service by service)", stamp(h))
+	case ok && h.After(win.aFrom) && !g.othersReported(d.Service, win.aFrom, win.aTo):
+		// The metrics pipeline, not the version, may have lost it: no
+		// version is rolled back for a store that lost every service.
+		msg += fmt.Sprintf("; not rolled back: an instance was heard from at %s (delivery ledger), but no other service reported over that span either (the metrics pipeline may be failing)", stamp(h))
+	case ok && h.After(win.aFrom):
+		running = true
+		msg += fmt.Sprintf(", though an instance was heard from at %s (delivery ledger) and other services reported: it runs but reports nothing", stamp(h))
+	case ok:
+		msg += fmt.Sprintf("; not rolled back: no instance heard from since %s (delivery ledger), the service may have been removed on purpose", stamp(h))
+	default:
+		msg += "; not rolled back: no instance known to the delivery ledger, the service may have been removed on purpose"
+	}
+	return msg, running
+}
+
+// stamp formats a time for a decision's reason.
+func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// NoteHeartbeats records, by service, the newest heartbeat or report the
+// delivery ledger has of any of the service's instances (any state, GONE
+// included); the evaluator calls it every cycle it could read the ledger,
+// with every service it knows. It replaces what was noted before. A version
+// after which no instance reports any signal for a full Window is rolled
+// back only when an instance of its service was heard from within that
+// window (it runs, or restarts, but reports nothing) and other services
+// reported meanwhile. Otherwise (no ledger, every instance silent there
+// too, as when the service was removed on purpose, or the whole fleet
+// silent) the version is only flagged: inconclusive, and at MaxWait final
+// with a GuardrailInconclusive event. See the package documentation.
+func (g *Guard) NoteHeartbeats(lastSeen map[string]time.Time) {
+	heard := make(map[string]time.Time, len(lastSeen))
+	for svc, t := range lastSeen {
+		if !t.IsZero() {
+			heard[svc] = t
+		}
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.heard = heard
+}
+
+// lastHeard is the service's newest heartbeat noted.
+func (g *Guard) lastHeard(service string) (time.Time, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	t, ok := g.heard[service]
+	return t, ok
 }
 
 // loadShift is how far the offered load moved: the ratio after/before of

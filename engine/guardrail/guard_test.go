@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"governor.dev/governor/engine/events"
+	"governor.dev/governor/engine/signals"
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/rules/versioning/sqlite"
 	"governor.dev/governor/sdk/clock"
@@ -419,6 +420,147 @@ func TestVersionRefusingEveryRequestRollsBack(t *testing.T) {
 			}
 			if got.Verdict != Regression || got.RollbackVersion == 0 || !strings.Contains(got.Reason, "goodput share 0.9") {
 				t.Fatalf("verdict %s final %v rollback v%d: %s", got.Verdict, got.Final, got.RollbackVersion, got.Reason)
+			}
+		})
+	}
+}
+
+// silentAfter is healthy before the switch and has no sample at all after
+// it: no instance reports.
+func silentAfter(m Metric, after bool, i int) float64 {
+	if after {
+		return math.NaN()
+	}
+	return consistent(func(m Metric, _ bool, i int) float64 { return healthy(m, i) })(m, after, i)
+}
+
+// snapshotAt is the evaluator's snapshot at at: checkout as f says (after:
+// from switchAt on), and, with others, a healthy cart.
+func snapshotAt(at time.Time, f fakeSeries, others bool) *signals.Snapshot {
+	snap := &signals.Snapshot{At: at, Scope: signals.PerService, Entries: map[signals.Key]*signals.Entry{}, Errors: map[signals.Signal]error{}}
+	checkout := &signals.Entry{Key: signals.Key{Service: "checkout"}, Values: map[signals.Signal]signals.Value{}}
+	for i, m := range baseMetrics {
+		if v := f.value(m, !at.Before(f.switchAt), 0); !math.IsNaN(v) {
+			checkout.Values[baseSignals[i]] = signals.KnownValue(v)
+		}
+	}
+	if len(checkout.Values) > 0 {
+		snap.Entries[checkout.Key] = checkout
+	}
+	if others {
+		cart := &signals.Entry{Key: signals.Key{Service: "cart"}, Values: map[signals.Signal]signals.Value{
+			signals.RequestRate: signals.KnownValue(100), signals.ErrorRatio: signals.KnownValue(0.001),
+			signals.LatencyP99: signals.KnownValue(0.1), signals.ShedRatio: signals.KnownValue(0.01)}}
+		snap.Entries[cart.Key] = cart
+	}
+	return snap
+}
+
+// TestVersionAfterWhichNoInstanceReports: a version after which no
+// instance of its service reports any signal, while it had traffic before,
+// is no pass and is not left unjudged: once a full window is silent it is
+// rolled back when its instances are still heard from (delivery ledger)
+// and other services report meanwhile (they crash-loop or report nothing);
+// otherwise (the service gone from the ledger as well, as when it was
+// removed on purpose, no ledger at all, the whole fleet silent, or series
+// read service by service) it is flagged: final inconclusive at MaxWait
+// with an event saying "no instance reported" and why it was not rolled
+// back. A service without traffic before, or whose traffic stopped while
+// its series remain (a rate of 0), is not "silent".
+func TestVersionAfterWhichNoInstanceReports(t *testing.T) {
+	zeroBefore := func(m Metric, after bool, i int) float64 {
+		if !after && m == OfferedLoad {
+			return 0
+		}
+		return silentAfter(m, after, i)
+	}
+	idleAfter := func(m Metric, after bool, i int) float64 {
+		if after && m == OfferedLoad {
+			return 0
+		}
+		return silentAfter(m, after, i)
+	}
+	tests := []struct {
+		name     string
+		value    func(m Metric, after bool, i int) float64
+		batched  bool
+		heard    string // "now", "before" (last heartbeat before activation), "" (never noted)
+		others   bool   // another service reports meanwhile
+		verdict  Verdict
+		rollback bool
+		event    events.Kind
+		reason   string
+	}{
+		{name: "instances heard from: rolled back", value: silentAfter, batched: true, heard: "now", others: true,
+			verdict: Regression, rollback: true, event: events.AutoRollback,
+			reason: "no instance reported after v2: offered load 510.0/s before activation (12 samples), no sample of any signal from 2026-01-01T00:20:30Z to 2026-01-01T00:22:30Z, though an instance was heard from at 2026-01-01T00:22:25Z"},
+		{name: "instances gone since activation: flagged", value: silentAfter, batched: true, heard: "before", others: true,
+			verdict: Inconclusive, event: events.GuardrailInconclusive,
+			reason: "not rolled back: no instance heard from since 2026-01-01T00:19:55Z (delivery ledger), the service may have been removed on purpose"},
+		{name: "no ledger: flagged", value: silentAfter, batched: true, others: true, verdict: Inconclusive, event: events.GuardrailInconclusive,
+			reason: "not rolled back: no instance known to the delivery ledger"},
+		{name: "whole fleet silent: flagged", value: silentAfter, batched: true, heard: "now", verdict: Inconclusive, event: events.GuardrailInconclusive,
+			reason: "no other service reported over that span either (the metrics pipeline may be failing)"},
+		{name: "read service by service: flagged", value: silentAfter, heard: "now", verdict: Inconclusive, event: events.GuardrailInconclusive,
+			reason: "whether other services reported meanwhile is unknown"},
+		{name: "no traffic before: not silent", value: zeroBefore, batched: true, heard: "now", others: true,
+			verdict: Inconclusive, event: events.GuardrailInconclusive, reason: "offered_load: 12 samples before and 0 after"},
+		{name: "traffic stopped, series remain: not silent", value: idleAfter, batched: true, heard: "now", others: true,
+			verdict: Inconclusive, event: events.GuardrailInconclusive, reason: "offered load 510.0/s -> 0.0/s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			st, at := liveVersions(t, clk)
+			cs := &countingSeries{by: map[string]fakeSeries{"checkout": {switchAt: at, value: tt.value}}}
+			var s Series = cs
+			if tt.batched {
+				s = batched{cs}
+			}
+			rec := events.NewRecorder(10)
+			g, err := New(Options{Store: st, Series: s, Events: rec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got Decision
+			for clk.Now().Sub(at) < 8*time.Minute && !got.Final {
+				clk.Advance(10 * time.Second)
+				switch tt.heard {
+				case "now":
+					g.NoteHeartbeats(map[string]time.Time{"checkout": clk.Now().Add(-5 * time.Second)})
+				case "before":
+					g.NoteHeartbeats(map[string]time.Time{"checkout": at.Add(-5 * time.Second)})
+				}
+				g.Record(snapshotAt(clk.Now(), cs.by["checkout"], tt.others))
+				act, err := st.Active(ctx, "checkout")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := g.Observe(ctx, clk.Now(), []versioning.Version{act}); err != nil {
+					t.Fatal(err)
+				}
+				for _, d := range g.Decisions() {
+					if d.Version == 2 {
+						got = d
+						break
+					}
+				}
+			}
+			if !got.Final || got.Verdict != tt.verdict || (got.RollbackVersion != 0) != tt.rollback || !strings.Contains(got.Reason, tt.reason) {
+				t.Fatalf("after %s: %s final %v rollback v%d: %s\nwant %s rollback %v: %s", got.At.Sub(at), got.Verdict, got.Final,
+					got.RollbackVersion, got.Reason, tt.verdict, tt.rollback, tt.reason)
+			}
+			if tt.rollback != (got.At.Sub(at) == 150*time.Second) {
+				t.Fatalf("decided %s after activation", got.At.Sub(at))
+			}
+			silent := strings.Contains(got.Reason, "no instance reported after v2")
+			if want := !strings.Contains(tt.name, "not silent"); silent != want {
+				t.Fatalf("reason %q says no instance reported: %v, want %v", got.Reason, silent, want)
+			}
+			evs := rec.Events("")
+			if len(evs) != 1 || evs[0].Kind != tt.event || silent && !strings.Contains(evs[0].Message, "no instance reported after v2") {
+				t.Fatalf("events %+v, want one %s", evs, tt.event)
 			}
 		})
 	}
