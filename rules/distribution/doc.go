@@ -13,13 +13,22 @@
 // an older one (compare-and-set on the KV revision), and re-publishing the
 // same version is a no-op, so a relay killed after the store committed but
 // before it marked the row done leaves the row to the next relay, which
-// publishes it exactly once.
+// publishes it exactly once. A row retried after its lease ended, or
+// claimed again, is relayed as the store has it then, and one the store no
+// longer has (the database was reset) is dropped with a warning.
 //
 // A version that cannot be published as it is, is given up on instead of
 // retried: a value larger than the server accepts (the connection's
 // max_payload less KVHeaderRoom; Publisher refuses it with a *TooLargeError
-// naming the service, version, size and limit) or a row whose payload is
-// not its version's envelope. The relay records it in the store
+// naming the service, version, size and limit), a row whose payload is
+// not its version's envelope, or a version the bucket and the store
+// disagree about (ErrConflict, reason "conflict"): the bucket holds the
+// version with other content, or holds a newer version the rules store does
+// not have (checked when the Outbox is a rules store, versioning.Reader).
+// The rules database was then reset or restored from a backup and numbers
+// its versions anew; instances never apply other content under a version
+// number they run nor go back to a lower one, so such a row is listed
+// rather than marked published. The relay records it in the store
 // (versioning.Outbox.MarkOutboxUndeliverable: reason, error text, size,
 // limit, time and RelayOptions.Name, audited as "undeliverable") in the
 // transaction that takes the row out of the claims, so it is not claimed
@@ -69,9 +78,18 @@
 // instance a State: SYNCED (runs the version meant for it), PENDING (behind,
 // within the grace period), STALE (behind for longer than the grace period),
 // NACKED (refused the version, with the validation error) or GONE (no
-// heartbeat), with the history of transitions. An instance GONE for longer
+// heartbeat), with the history of transitions. An instance turns GONE only
+// when the ledger was able to hear it for the whole gone period: not while
+// the ledger's NATS connection is down, nor until GoneAfter has passed since
+// the ledger started, reconnected or last failed to record a message (the
+// rules database was down), so an outage of the ledger's own does not make
+// the whole fleet GONE. An instance GONE for longer
 // than LedgerOptions.ForgetAfter (default 24h) is forgotten, its history
-// kept: replaced pods and restarted processes come back under new ids. It
+// kept: replaced pods and restarted processes come back under new ids. The
+// history keeps LedgerOptions.TransitionRetention (default 30 days):
+// sweeps delete older transitions in batches of at most 1000 rows (index of
+// migration 00202), except each recorded instance's newest
+// (governor_distribution_ledger_transitions_pruned_total). It
 // persists through a LedgerStore: MemoryStore for tests and the dev stack,
 // SQLStore on the rules database (PostgreSQL or SQLite, migrations
 // 00200-00299). Ledger replicas

@@ -30,7 +30,9 @@ type LedgerOptions struct {
 	Grace time.Duration
 	// GoneAfter is how long without a heartbeat makes an instance GONE;
 	// default 35s, and never less than GoneBeats heartbeat periods of the
-	// instance.
+	// instance. The ledger must have been listening for all of it: the
+	// period starts again when it starts, reconnects to NATS or fails to
+	// record a message.
 	GoneAfter time.Duration
 	// GoneBeats: missed heartbeats that make an instance GONE; default 3.
 	GoneBeats int
@@ -40,6 +42,15 @@ type LedgerOptions struct {
 	// which come back under new ids, do not pile up; default 24h. An
 	// instance heard from again is recorded anew.
 	ForgetAfter time.Duration
+	// TransitionRetention is how long the history of transitions is kept:
+	// sweeps delete the transitions older than it, except the newest one
+	// of each instance still recorded (the one into its current state), so
+	// that the history of restarted pods does not grow without bound;
+	// default 30 days (DefaultTransitionRetention). The deletes go in
+	// batches of at most 1000 rows, one per sweep while a backlog lasts
+	// (then one every 10 minutes), so a large backlog never holds the
+	// table for long.
+	TransitionRetention time.Duration
 	// Sweep is the period of re-evaluation (STALE and GONE need time to
 	// pass); default 5s.
 	Sweep time.Duration
@@ -70,8 +81,8 @@ type LedgerOptions struct {
 // DefaultLedgerOptions returns the defaults of the optional fields.
 func DefaultLedgerOptions() LedgerOptions {
 	return LedgerOptions{Grace: 30 * time.Second, GoneAfter: 35 * time.Second, GoneBeats: 3, ForgetAfter: 24 * time.Hour,
-		Sweep: 5 * time.Second, QueueGroup: "governor-ledger", Buffer: 8192, Clock: clock.Real{},
-		Logger: slog.New(slog.DiscardHandler)}
+		TransitionRetention: DefaultTransitionRetention, Sweep: 5 * time.Second, QueueGroup: "governor-ledger",
+		Buffer: 8192, Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler)}
 }
 
 // Ledger records what every instance runs.
@@ -86,9 +97,30 @@ type Ledger struct {
 	states    *prometheus.GaugeVec   // service, state
 	moves     *prometheus.CounterVec // to
 	conflicts prometheus.Counter
+	pruned    prometheus.Counter
 	// gauged lists the services whose state gauges the last sweep set.
 	gauged map[string]bool
+	// pruneBatch bounds the transitions one sweep deletes; nextPrune is
+	// when a sweep deletes the next batch.
+	pruneBatch int
+	nextPrune  time.Time
+	// deaf is the last time this replica could not hear or record the
+	// instances' messages (see evaluator.evaluate).
+	deaf time.Time
+	// reconnects is the connection's count as of the last sweep of Run.
+	reconnects uint64
 }
+
+// DefaultTransitionRetention is how long the ledger keeps the history of
+// transitions by default (LedgerOptions.TransitionRetention).
+const DefaultTransitionRetention = 30 * 24 * time.Hour
+
+// pruneBatch bounds the transitions one sweep deletes, and pruneEvery is
+// the time between deletes once no backlog is left.
+const (
+	pruneBatch = 1000
+	pruneEvery = 10 * time.Minute
+)
 
 // maxAttempts bounds the rounds of one compare-and-set update of a ledger
 // record: a round fails only when another replica changed the record since
@@ -101,8 +133,15 @@ func NewLedger(o LedgerOptions) (*Ledger, error) {
 	if o.Store == nil {
 		return nil, fmt.Errorf("%w: ledger: Store is required", ErrInvalid)
 	}
-	if o.Grace < 0 || o.GoneAfter < 0 || o.GoneBeats < 0 || o.ForgetAfter < 0 || o.Sweep < 0 || o.Buffer < 0 {
-		return nil, fmt.Errorf("%w: ledger: durations and counts must not be negative", ErrInvalid)
+	for _, f := range []struct {
+		name  string
+		value int64
+	}{{"Grace", int64(o.Grace)}, {"GoneAfter", int64(o.GoneAfter)}, {"GoneBeats", int64(o.GoneBeats)},
+		{"ForgetAfter", int64(o.ForgetAfter)}, {"TransitionRetention", int64(o.TransitionRetention)},
+		{"Sweep", int64(o.Sweep)}, {"Buffer", int64(o.Buffer)}} {
+		if f.value < 0 {
+			return nil, fmt.Errorf("%w: ledger: %s must not be negative, got %d", ErrInvalid, f.name, f.value)
+		}
 	}
 	if o.Grace == 0 {
 		o.Grace = d.Grace
@@ -115,6 +154,9 @@ func NewLedger(o LedgerOptions) (*Ledger, error) {
 	}
 	if o.ForgetAfter == 0 {
 		o.ForgetAfter = d.ForgetAfter
+	}
+	if o.TransitionRetention == 0 {
+		o.TransitionRetention = d.TransitionRetention
 	}
 	if o.Sweep == 0 {
 		o.Sweep = d.Sweep
@@ -146,6 +188,9 @@ func NewLedger(o LedgerOptions) (*Ledger, error) {
 			Help: "State transitions of instances, by the state entered."}, []string{"to"}),
 		conflicts: f.NewCounter(prometheus.CounterOpts{Name: "governor_distribution_ledger_conflicts_total",
 			Help: "Ledger records another replica changed between this one's read and write, read and written again."}),
+		pruned: f.NewCounter(prometheus.CounterOpts{Name: "governor_distribution_ledger_transitions_pruned_total",
+			Help: "Transitions deleted from the history because they were older than the retention."}),
+		pruneBatch: pruneBatch,
 	}
 	for _, s := range States {
 		l.moves.WithLabelValues(string(s))
@@ -343,9 +388,10 @@ func (l *Ledger) inOrder(in *Instance, at time.Time) bool {
 // writes it with a transition if its state changed. The write is a
 // compare-and-set: if another replica changed the record since it was read
 // (recorded another message of the instance), it is read and changed again,
-// so neither message is lost.
+// so neither message is lost. A message it cannot record makes the ledger
+// deaf (see evaluator.evaluate) as of now.
 func (l *Ledger) updateInstance(ctx context.Context, service, instance string, change func(in *Instance, now time.Time)) error {
-	return l.compareAndSet(func() error {
+	err := l.compareAndSet(func() error {
 		now := l.o.Clock.Now()
 		in, ok, err := l.o.Store.Instance(ctx, service, instance)
 		if err != nil {
@@ -367,6 +413,11 @@ func (l *Ledger) updateInstance(ctx context.Context, service, instance string, c
 		_, err = l.saveAgainst(ctx, prev, in, t, now, true)
 		return err
 	})
+	if err != nil {
+		// A message lost: the instance may seem silent for a while.
+		l.deaf = l.o.Clock.Now()
+	}
+	return err
 }
 
 // target returns the service's target, seeding it from Latest when the
@@ -491,7 +542,7 @@ func LatestFrom(p *Publisher) func(ctx context.Context, service string) (int64, 
 // changed is set (the record itself changed) it writes only when the state
 // or the target moved. It returns the state.
 func (l *Ledger) saveAgainst(ctx context.Context, prev *Instance, in Instance, t Target, now time.Time, changed bool) (State, error) {
-	state, want, detail := l.eval.evaluate(&in, t, now)
+	state, want, detail := l.eval.evaluate(&in, t, now, l.deaf)
 	if !changed && state == in.State && want == in.Target {
 		return state, nil
 	}
@@ -551,12 +602,13 @@ func (l *Ledger) reevaluate(ctx context.Context, t Target) error {
 }
 
 // Sweep re-evaluates every instance (time makes instances STALE or GONE),
-// forgets the instances GONE for longer than LedgerOptions.ForgetAfter and
-// refreshes the per-state gauges. With LedgerOptions.Latest, it first
-// moves each service's stable version up to the bucket's, should the ledger
-// have missed a publication, and with LedgerOptions.Staged it records the
-// canary the bucket stages; if the bucket cannot be read, the sweep goes on
-// with the recorded targets.
+// forgets the instances GONE for longer than LedgerOptions.ForgetAfter,
+// refreshes the per-state gauges and deletes a batch of the transitions
+// older than LedgerOptions.TransitionRetention. With LedgerOptions.Latest,
+// it first moves each service's stable version up to the bucket's, should
+// the ledger have missed a publication, and with LedgerOptions.Staged it
+// records the canary the bucket stages; if the bucket cannot be read, the
+// sweep goes on with the recorded targets.
 func (l *Ledger) Sweep(ctx context.Context) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -621,6 +673,26 @@ func (l *Ledger) Sweep(ctx context.Context) error {
 		}
 		l.gauged[svc] = true
 	}
+	return l.prune(ctx, now)
+}
+
+// prune deletes one batch of the transitions older than the retention
+// (the store keeps each known instance's newest). While batches come back
+// full, a backlog is left and the next sweep deletes the next batch;
+// otherwise the next delete waits pruneEvery. A failed delete is tried
+// again at the next sweep.
+func (l *Ledger) prune(ctx context.Context, now time.Time) error {
+	if now.Before(l.nextPrune) {
+		return nil
+	}
+	n, err := l.o.Store.PruneTransitions(ctx, now.Add(-l.o.TransitionRetention), l.pruneBatch)
+	if err != nil {
+		return fmt.Errorf("distribution: ledger prune: %w", err)
+	}
+	l.pruned.Add(float64(n))
+	if n < l.pruneBatch {
+		l.nextPrune = now.Add(pruneEvery)
+	}
 	return nil
 }
 
@@ -631,7 +703,7 @@ func (l *Ledger) forget(ctx context.Context, in Instance, t Target, now time.Tim
 	if in.State != StateGone || now.Sub(in.LastSeen) <= l.o.ForgetAfter {
 		return false, nil
 	}
-	if state, _, _ := l.eval.evaluate(&in, t, now); state != StateGone {
+	if state, _, _ := l.eval.evaluate(&in, t, now, l.deaf); state != StateGone {
 		return false, nil
 	}
 	err := l.o.Store.DeleteInstance(ctx, in)
@@ -698,6 +770,7 @@ func (l *Ledger) Run(ctx context.Context, nc *nats.Conn) error {
 	if err := nc.Flush(); err != nil && ctx.Err() == nil {
 		l.o.Logger.LogAttrs(ctx, slog.LevelWarn, "ledger: subscriptions not confirmed yet", slog.Any("err", err))
 	}
+	l.listening(nc, true)
 	t := l.o.Clock.NewTimer(l.o.Sweep)
 	defer func() { t.Stop() }()
 	for {
@@ -711,12 +784,28 @@ func (l *Ledger) Run(ctx context.Context, nc *nats.Conn) error {
 				l.o.Logger.LogAttrs(ctx, slog.LevelWarn, "ledger: buffer full, messages dropped (heartbeats will repair)",
 					slog.Int64("dropped", n), slog.Int("buffer", l.o.Buffer))
 			}
+			l.listening(nc, false)
 			if err := l.Sweep(ctx); err != nil {
 				l.o.Logger.LogAttrs(ctx, slog.LevelWarn, "ledger sweep failed", slog.Any("err", err))
 			}
 			t = l.o.Clock.NewTimer(l.o.Sweep)
 		}
 	}
+}
+
+// listening makes the ledger deaf as of now (see evaluator.evaluate) when
+// it starts listening, while the connection is down and when it
+// reconnected since the last call: heartbeats sent meanwhile were lost, and
+// the instances must not turn GONE before they had the time to be heard
+// again.
+func (l *Ledger) listening(nc *nats.Conn, start bool) {
+	reconnects := nc.Stats().Reconnects
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if start || !nc.IsConnected() || reconnects != l.reconnects {
+		l.deaf = l.o.Clock.Now()
+	}
+	l.reconnects = reconnects
 }
 
 func kindOf(subject string, n watch.Names) string {

@@ -303,6 +303,30 @@ func (s *SQLStore) Transitions(ctx context.Context, service, instance string, li
 	return out, nil
 }
 
+// PruneTransitions implements LedgerStore: one statement, so each batch
+// is its own short transaction.
+func (s *SQLStore) PruneTransitions(ctx context.Context, before time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	res, err := s.db.ExecContext(ctx, `DELETE FROM delivery_transitions WHERE id IN (
+		SELECT t.id FROM delivery_transitions t
+		WHERE t.at < $1 AND NOT EXISTS (
+			SELECT 1 FROM delivery_instances i
+			WHERE i.service = t.service AND i.instance = t.instance AND NOT EXISTS (
+				SELECT 1 FROM delivery_transitions n
+				WHERE n.service = t.service AND n.instance = t.instance AND n.id > t.id))
+		ORDER BY t.at, t.id LIMIT $2)`, before.UTC(), limit)
+	if err != nil {
+		return 0, fmt.Errorf("ledger: prune transitions: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("ledger: prune transitions: %w", err)
+	}
+	return int(n), nil
+}
+
 func nullTime(t time.Time) sql.NullTime {
 	if t.IsZero() {
 		return sql.NullTime{}

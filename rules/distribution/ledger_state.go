@@ -96,15 +96,20 @@ type evaluator struct {
 	goneBeats int
 }
 
-// evaluate returns the instance's state at now against the target.
-func (e evaluator) evaluate(in *Instance, t Target, now time.Time) (State, int64, string) {
+// evaluate returns the instance's state at now against the target. deaf
+// is the last time the ledger could not hear or record the instances (its
+// start, a NATS disconnection, a store failure): an instance silent for the
+// gone period becomes GONE only if the ledger was listening for all of it,
+// so an outage of the ledger's own does not make the whole fleet GONE. An
+// instance already GONE stays GONE while it is silent.
+func (e evaluator) evaluate(in *Instance, t Target, now, deaf time.Time) (State, int64, string) {
 	want, at := t.For(in.Instance, in.Labels)
 	gone := e.goneAfter
 	if in.HeartbeatMS > 0 {
 		gone = max(gone, time.Duration(e.goneBeats)*time.Duration(in.HeartbeatMS)*time.Millisecond)
 	}
 	switch {
-	case now.Sub(in.LastSeen) > gone:
+	case now.Sub(in.LastSeen) > gone && (in.State == StateGone || now.Sub(deaf) > gone):
 		return StateGone, want, "no heartbeat since " + in.LastSeen.UTC().Format(time.RFC3339)
 	case want == 0 || in.Running == want:
 		return StateSynced, want, ""

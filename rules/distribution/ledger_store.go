@@ -50,6 +50,11 @@ type LedgerStore interface {
 	// Transitions returns the newest transitions of a service (and instance,
 	// if not ""), newest first, at most limit.
 	Transitions(ctx context.Context, service, instance string, limit int) ([]Transition, error)
+	// PruneTransitions deletes at most limit transitions recorded before
+	// before, oldest first, and returns how many it deleted. The newest
+	// transition of each instance the store records (the one into its
+	// current state) is kept, however old.
+	PruneTransitions(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
 // MemoryStore is a LedgerStore in memory, for tests and the dev stack.
@@ -190,4 +195,43 @@ func (m *MemoryStore) Transitions(_ context.Context, service, instance string, l
 		}
 	}
 	return out, nil
+}
+
+// PruneTransitions implements LedgerStore.
+func (m *MemoryStore) PruneTransitions(_ context.Context, before time.Time, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	newest := map[[2]string]int{} // index of each known instance's newest transition
+	for i, tr := range m.transitions {
+		key := [2]string{tr.Service, tr.Instance}
+		if _, ok := m.instances[key]; ok {
+			newest[key] = i
+		}
+	}
+	var old []int
+	for i, tr := range m.transitions {
+		if n, ok := newest[[2]string{tr.Service, tr.Instance}]; tr.At.Before(before) && (!ok || n != i) {
+			old = append(old, i)
+		}
+	}
+	slices.SortStableFunc(old, func(a, b int) int { return m.transitions[a].At.Compare(m.transitions[b].At) })
+	if len(old) > limit {
+		old = old[:limit]
+	}
+	drop := make(map[int]bool, len(old))
+	for _, i := range old {
+		drop[i] = true
+	}
+	kept := m.transitions[:0]
+	for i, tr := range m.transitions {
+		if !drop[i] {
+			kept = append(kept, tr)
+		}
+	}
+	clear(m.transitions[len(kept):])
+	m.transitions = kept
+	return len(old), nil
 }

@@ -5,12 +5,16 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	_ "modernc.org/sqlite" // database/sql driver "sqlite"
@@ -277,16 +281,22 @@ func TestLedgerRecordsMalformedMessages(t *testing.T) {
 
 func TestNewLedgerRefusesBadOptions(t *testing.T) {
 	tests := []struct {
-		name string
-		o    LedgerOptions
+		name  string
+		o     LedgerOptions
+		field string // the error names it
 	}{
-		{"no store", LedgerOptions{}},
-		{"negative grace", LedgerOptions{Store: NewMemoryStore(), Grace: -time.Second}},
+		{"no store", LedgerOptions{}, "Store"},
+		{"negative grace", LedgerOptions{Store: NewMemoryStore(), Grace: -time.Second}, "Grace"},
+		{"negative gone beats", LedgerOptions{Store: NewMemoryStore(), GoneBeats: -1}, "GoneBeats"},
+		{"negative forget after", LedgerOptions{Store: NewMemoryStore(), ForgetAfter: -time.Hour}, "ForgetAfter"},
+		{"negative transition retention", LedgerOptions{Store: NewMemoryStore(), TransitionRetention: -time.Hour}, "TransitionRetention"},
+		{"negative buffer", LedgerOptions{Store: NewMemoryStore(), Buffer: -1}, "Buffer"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := NewLedger(tt.o); err == nil {
-				t.Fatal("accepted")
+			_, err := NewLedger(tt.o)
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.field) {
+				t.Fatalf("err %v, want an ErrInvalid naming %s", err, tt.field)
 			}
 		})
 	}
@@ -813,5 +823,332 @@ func TestLedgerHeartbeatSentBeforeAnACKDoesNotMoveTheInstanceBack(t *testing.T) 
 			hb(2, sent(4*time.Second-time.Hour))
 			expect("after the step", 2, 3, sent(4*time.Second-time.Hour))
 		})
+	}
+}
+
+// TestLedgerPrunesTransitionsOlderThanTheRetention: with a pod replaced
+// every day, the history does not grow without bound: sweeps delete the
+// transitions older than TransitionRetention (default 30 days), of
+// forgotten pods and of live ones, but never the newest transition of an
+// instance the ledger still records, however old.
+func TestLedgerPrunesTransitionsOlderThanTheRetention(t *testing.T) {
+	for _, st := range ledgerStores {
+		t.Run(st.name, func(t *testing.T) {
+			ctx := context.Background()
+			clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+			store := st.open(t)
+			l := newTestLedger(t, store, clk) // TransitionRetention: the default
+			if got := l.o.TransitionRetention; got != 30*24*time.Hour {
+				t.Fatalf("default retention %v, want 30 days", got)
+			}
+			hb := func(id string, running int64) {
+				t.Helper()
+				if err := l.HandleHeartbeat(ctx, &watch.Heartbeat{Service: "checkout", Instance: id, Running: running, IntervalMS: 1000}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			sweep := func() {
+				t.Helper()
+				if err := l.Sweep(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			count := func(instance string) int {
+				t.Helper()
+				trs, err := store.Transitions(ctx, "checkout", instance, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return len(trs)
+			}
+			if err := l.Published(ctx, envelope(t, "checkout", 1), nil); err != nil {
+				t.Fatal(err)
+			}
+			hb("pod-a", 1) // pod-a lives on
+			for day := range 5 {
+				hb(fmt.Sprintf("pod-%d", day), 1) // a pod a day, gone an hour later
+				for range 24 {
+					clk.Advance(time.Hour)
+					hb("pod-a", 1)
+					sweep()
+				}
+			}
+			if n := count(""); n != 11 {
+				t.Fatalf("%d transitions, want 11 (pod-a SYNCED; 5 pods SYNCED then GONE)", n)
+			}
+			for range 27 { // then pod-0 and pod-1 are more than 30 days old, pod-4 28 days
+				clk.Advance(24 * time.Hour)
+				hb("pod-a", 1)
+				sweep()
+			}
+			if n := count("pod-0") + count("pod-1"); n != 0 {
+				t.Fatalf("pod-0 and pod-1, forgotten, keep %d transitions older than 30 days", n)
+			}
+			if n := count("pod-4"); n != 2 {
+				t.Fatalf("pod-4 keeps %d transitions, want its 2 of the last 30 days", n)
+			}
+			if n := count("pod-a"); n != 1 {
+				t.Fatalf("pod-a keeps %d transitions, want its only one: older than 30 days, but the newest of a known instance", n)
+			}
+			if got := testutil.ToFloat64(l.pruned); got != 4 {
+				t.Fatalf("pruned counter %v, want 4", got)
+			}
+			if err := l.Published(ctx, envelope(t, "checkout", 2), nil); err != nil {
+				t.Fatal(err)
+			}
+			hb("pod-a", 2)
+			clk.Advance(31 * 24 * time.Hour)
+			hb("pod-a", 2)
+			sweep()
+			trs, err := store.Transitions(ctx, "checkout", "pod-a", 0)
+			if err != nil || len(trs) != 1 || trs[0].To != StateSynced || trs[0].Running != 2 {
+				t.Fatalf("pod-a's transitions %+v (%v), want only its newest (SYNCED on v2)", trs, err)
+			}
+		})
+	}
+}
+
+// TestLedgerPrunesABacklogOneBatchPerSweep: a history that grew for long
+// (before the retention existed) is deleted in bounded batches, one per
+// sweep, so no delete holds the table for long.
+func TestLedgerPrunesABacklogOneBatchPerSweep(t *testing.T) {
+	for _, st := range ledgerStores {
+		t.Run(st.name, func(t *testing.T) {
+			ctx := context.Background()
+			clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+			store := st.open(t)
+			l, err := NewLedger(LedgerOptions{Store: store, Clock: clk, TransitionRetention: time.Hour, Registerer: prometheus.NewRegistry()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.pruneBatch = 4
+			for i := range 10 { // transitions of instances forgotten since
+				tr := &Transition{Service: "checkout", Instance: fmt.Sprintf("old-%d", i), From: StateSynced, To: StateGone, At: clk.Now()}
+				in := Instance{Service: "checkout", Instance: tr.Instance, State: StateGone, Since: clk.Now(), LastSeen: clk.Now()}
+				if err := store.SaveInstance(ctx, nil, in, tr); err != nil {
+					t.Fatal(err)
+				}
+				if err := store.DeleteInstance(ctx, in); err != nil {
+					t.Fatal(err)
+				}
+			}
+			clk.Advance(2 * time.Hour)
+			var left []int
+			for range 4 {
+				if err := l.Sweep(ctx); err != nil {
+					t.Fatal(err)
+				}
+				trs, err := store.Transitions(ctx, "checkout", "", 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				left = append(left, len(trs))
+			}
+			if fmt.Sprint(left) != "[6 2 0 0]" {
+				t.Fatalf("transitions left after each sweep %v, want [6 2 0 0]: one batch of 4 per sweep", left)
+			}
+		})
+	}
+}
+
+// downStore fails the reads of instances while down is set (the rules
+// database restarting or failing over).
+type downStore struct {
+	LedgerStore
+	down atomic.Bool
+}
+
+var errConnRefused = errors.New("connection refused")
+
+func (d *downStore) Instance(ctx context.Context, service, instance string) (Instance, bool, error) {
+	if d.down.Load() {
+		return Instance{}, false, errConnRefused
+	}
+	return d.LedgerStore.Instance(ctx, service, instance)
+}
+
+func (d *downStore) Instances(ctx context.Context, service string) ([]Instance, error) {
+	if d.down.Load() {
+		return nil, errConnRefused
+	}
+	return d.LedgerStore.Instances(ctx, service)
+}
+
+// fleetStates maps each instance of checkout to its state.
+func fleetStates(t *testing.T, l *Ledger) map[string]State {
+	t.Helper()
+	ins, err := l.Instances(context.Background(), "checkout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]State{}
+	for _, in := range ins {
+		out[in.Instance] = in.State
+	}
+	return out
+}
+
+// TestLedgerDoesNotMarkTheFleetGoneAfterTheStoreWasDown: while the rules
+// database is down the ledger cannot record heartbeats; when it is back,
+// the instances are given the gone period to be heard again instead of
+// all turning GONE at the first sweep (false transitions, a live-instance
+// count of zero for the engine). One that stays silent is GONE after it.
+func TestLedgerDoesNotMarkTheFleetGoneAfterTheStoreWasDown(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	store := &downStore{LedgerStore: NewMemoryStore()}
+	l := newTestLedger(t, store, clk)
+	pods := []string{"pod-0", "pod-1", "pod-2"}
+	hb := func(id string) error {
+		return l.HandleHeartbeat(ctx, &watch.Heartbeat{Service: "checkout", Instance: id, Running: 1, IntervalMS: 10000})
+	}
+	if err := l.Published(ctx, envelope(t, "checkout", 1), nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range pods {
+		if err := hb(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store.down.Store(true)
+	for range 12 { // two minutes of heartbeats the ledger cannot record
+		clk.Advance(10 * time.Second)
+		for _, id := range pods {
+			if err := hb(id); err == nil {
+				t.Fatal("recorded while the store is down")
+			}
+		}
+		if err := l.Sweep(ctx); err == nil {
+			t.Fatal("swept while the store is down")
+		}
+	}
+	store.down.Store(false)
+	clk.Advance(time.Second)
+	if err := hb("pod-0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for id, s := range fleetStates(t, l) {
+		if s != StateSynced {
+			t.Errorf("%s %s right after the store came back, want SYNCED: the ledger could not hear it", id, s)
+		}
+	}
+	for range 4 {
+		clk.Advance(10 * time.Second)
+		for _, id := range pods[:2] {
+			if err := hb(id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := l.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]State{"pod-0": StateSynced, "pod-1": StateSynced, "pod-2": StateGone}
+	if got := fleetStates(t, l); !maps.Equal(got, want) {
+		t.Fatalf("states %v 40s after the store came back, want %v", got, want)
+	}
+}
+
+// runLedger runs l on nc with a fake clock until the test ends and returns
+// a function that advances the clock by one Sweep period and waits for
+// Run's sweep (Run arms its next timer after the sweep).
+func runLedger(t *testing.T, l *Ledger, nc *nats.Conn, clk *clock.Fake) (sweep func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = l.Run(ctx, nc) }()
+	t.Cleanup(func() { cancel(); <-done })
+	eventually(t, "the ledger's sweep timer", func() bool { return clk.Pending() == 1 })
+	return func() {
+		t.Helper()
+		clk.Advance(l.o.Sweep)
+		eventually(t, "the sweep", func() bool { return clk.Pending() == 1 })
+	}
+}
+
+// TestLedgerDoesNotMarkTheFleetGoneWhileNATSIsDown: without its NATS
+// connection the ledger hears nobody; it does not declare the fleet GONE,
+// and after the reconnection it gives every instance the gone period to be
+// heard again.
+func TestLedgerDoesNotMarkTheFleetGoneWhileNATSIsDown(t *testing.T) {
+	srv := embedded(t)
+	nc := connect(t, srv.URL())
+	ctx := context.Background()
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	l, err := NewLedger(LedgerOptions{Store: NewMemoryStore(), Names: uniqueNames(t), Clock: clk, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sweep := runLedger(t, l, nc, clk)
+	hb := func(id string) {
+		t.Helper()
+		if err := l.HandleHeartbeat(ctx, &watch.Heartbeat{Service: "checkout", Instance: id, Running: 1, IntervalMS: 10000}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hb("pod-0")
+	hb("pod-1")
+	srv.Stop()
+	eventually(t, "the disconnection", func() bool { return !nc.IsConnected() })
+	for range 12 {
+		sweep()
+	}
+	if got := fleetStates(t, l); got["pod-0"] == StateGone || got["pod-1"] == StateGone {
+		t.Fatalf("states %v after a minute without NATS, want nobody GONE: the ledger heard nobody", got)
+	}
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the reconnection", func() bool { return nc.IsConnected() })
+	sweep()
+	if got := fleetStates(t, l); got["pod-0"] == StateGone || got["pod-1"] == StateGone {
+		t.Fatalf("states %v right after NATS came back, want nobody GONE", got)
+	}
+	for range 8 {
+		hb("pod-0")
+		sweep()
+	}
+	want := map[string]State{"pod-0": StateSynced, "pod-1": StateGone}
+	if got := fleetStates(t, l); !maps.Equal(got, want) {
+		t.Fatalf("states %v 40s after NATS came back, want %v", got, want)
+	}
+}
+
+// TestLedgerStartedAfterADowntimeGivesTheFleetTimeToBeHeard: a ledger that
+// starts (an engine deploy, every replica down for minutes) finds records
+// last seen before its downtime; its first sweeps do not turn them GONE
+// before the instances had the gone period to be heard.
+func TestLedgerStartedAfterADowntimeGivesTheFleetTimeToBeHeard(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	store := NewMemoryStore()
+	before := newTestLedger(t, store, clk)
+	for _, id := range []string{"pod-0", "pod-1"} {
+		if err := before.HandleHeartbeat(ctx, &watch.Heartbeat{Service: "checkout", Instance: id, Running: 1, IntervalMS: 10000}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.Advance(5 * time.Minute) // no ledger runs
+	l, err := NewLedger(LedgerOptions{Store: store, Names: uniqueNames(t), Clock: clk, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sweep := runLedger(t, l, connect(t, embedded(t).URL()), clk)
+	sweep()
+	if got := fleetStates(t, l); got["pod-0"] == StateGone || got["pod-1"] == StateGone {
+		t.Fatalf("states %v at the first sweep after the start, want nobody GONE yet", got)
+	}
+	for range 8 {
+		if err := l.HandleHeartbeat(ctx, &watch.Heartbeat{Service: "checkout", Instance: "pod-0", Running: 1, IntervalMS: 10000}); err != nil {
+			t.Fatal(err)
+		}
+		sweep()
+	}
+	want := map[string]State{"pod-0": StateSynced, "pod-1": StateGone}
+	if got := fleetStates(t, l); !maps.Equal(got, want) {
+		t.Fatalf("states %v 40s after the start, want %v", got, want)
 	}
 }

@@ -40,12 +40,14 @@ type PlaneOptions struct {
 	RelayName string
 	// Replicas of the bucket (3 on a production cluster); default 1.
 	Replicas int
-	// Grace, GoneAfter and ForgetAfter go to the Ledger (LedgerOptions).
-	Grace, GoneAfter time.Duration
-	ForgetAfter      time.Duration
-	Clock            clock.Clock
-	Logger           *slog.Logger
-	Registerer       prometheus.Registerer
+	// Grace, GoneAfter, ForgetAfter and TransitionRetention go to the
+	// Ledger (LedgerOptions).
+	Grace, GoneAfter    time.Duration
+	ForgetAfter         time.Duration
+	TransitionRetention time.Duration
+	Clock               clock.Clock
+	Logger              *slog.Logger
+	Registerer          prometheus.Registerer
 }
 
 // Plane is the relay, the publisher and the ledger together, with the
@@ -71,8 +73,8 @@ func NewPlane(ctx context.Context, o PlaneOptions) (*Plane, error) {
 		return nil, err
 	}
 	ledger, err := NewLedger(LedgerOptions{Store: o.Store, Names: o.Names, Grace: o.Grace, GoneAfter: o.GoneAfter,
-		ForgetAfter: o.ForgetAfter, Latest: LatestFrom(pub), Staged: pub.Canary, Clock: o.Clock, Logger: o.Logger,
-		Registerer: o.Registerer})
+		ForgetAfter: o.ForgetAfter, TransitionRetention: o.TransitionRetention, Latest: LatestFrom(pub),
+		Staged: pub.Canary, Clock: o.Clock, Logger: o.Logger, Registerer: o.Registerer})
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +94,8 @@ func (p *Plane) Publisher() *Publisher { return p.pub }
 func (p *Plane) Ledger() *Ledger { return p.ledger }
 
 // Undeliverable lists the outbox rows the store records as undeliverable:
-// versions too large for the NATS server or with an invalid payload, not
+// versions too large for the NATS server, with an invalid payload or in
+// conflict with the version of the same number in the bucket, not
 // published and not retried, and not superseded yet by a newer version;
 // newest first, of one service unless service is empty
 // (Relay.Undeliverable).

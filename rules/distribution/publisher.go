@@ -36,6 +36,10 @@ var (
 	ErrTooLarge = errors.New("distribution: larger than the NATS max payload")
 )
 
+// conflictHint ends the text of an ErrConflict: how the same version comes
+// to have two contents.
+const conflictHint = " (was the rules database reset or restored from a backup, or does another installation use this bucket?)"
+
 // KVHeaderRoom is the part of the server's max_payload kept for the headers
 // of a KV write (the expected revision, about 70 bytes); the value may use
 // the rest.
@@ -172,10 +176,20 @@ func (p *Publisher) Publish(ctx context.Context, payload []byte) (Outcome, *rule
 	return out, env, err
 }
 
+// publish is Publish that also returns, when the outcome is Superseded,
+// the envelope the stable key holds.
+func (p *Publisher) publish(ctx context.Context, payload []byte) (_ Outcome, newer *rules.Envelope, _ error) {
+	env, err := rules.DecodeEnvelope(payload)
+	if err != nil {
+		return "", nil, fmt.Errorf("%w: envelope: %w", ErrInvalid, err)
+	}
+	return p.put(ctx, p.names.StableKey(env.Service), env, payload)
+}
+
 // put writes value under key if the key holds no envelope of this or a newer
 // version and the value fits the server. When the outcome is Superseded,
-// newer is the version the key holds.
-func (p *Publisher) put(ctx context.Context, key string, env *rules.Envelope, value []byte) (_ Outcome, newer int64, _ error) {
+// newer is the envelope the key holds (its version and checksum at least).
+func (p *Publisher) put(ctx context.Context, key string, env *rules.Envelope, value []byte) (_ Outcome, newer *rules.Envelope, _ error) {
 	ctx, cancel := context.WithTimeout(ctx, p.opts.Timeout)
 	defer cancel()
 	for {
@@ -188,23 +202,23 @@ func (p *Publisher) put(ctx context.Context, key string, env *rules.Envelope, va
 				rev = cur.Revision()
 			}
 		case err != nil:
-			return "", 0, fmt.Errorf("%w: get %s: %w", ErrUnavailable, key, err)
+			return "", nil, fmt.Errorf("%w: get %s: %w", ErrUnavailable, key, err)
 		default:
 			rev = cur.Revision()
 			if have, ok := versionIn(cur.Value()); ok {
 				switch {
 				case have.Version > env.Version:
-					return Superseded, have.Version, nil
+					return Superseded, have, nil
 				case have.Version == env.Version && have.Checksum == env.Checksum:
-					return Duplicate, 0, nil
+					return Duplicate, nil, nil
 				case have.Version == env.Version:
-					return "", 0, fmt.Errorf("%w: %s version %d is already published with checksum %s, not %s",
-						ErrConflict, env.Service, env.Version, have.Checksum, env.Checksum)
+					return "", nil, fmt.Errorf("%w: %s version %d is already published with checksum %s, not %s%s",
+						ErrConflict, env.Service, env.Version, have.Checksum, env.Checksum, conflictHint)
 				}
 			}
 		}
 		if err := p.fits(env, key, len(value)); err != nil {
-			return "", 0, err
+			return "", nil, err
 		}
 		if rev == 0 {
 			_, err = p.kv.Create(ctx, key, value)
@@ -213,11 +227,11 @@ func (p *Publisher) put(ctx context.Context, key string, env *rules.Envelope, va
 		}
 		switch {
 		case err == nil:
-			return Published, 0, nil
+			return Published, nil, nil
 		case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
 			continue // another publisher wrote first: look again
 		default:
-			return "", 0, fmt.Errorf("%w: put %s: %w", ErrUnavailable, key, err)
+			return "", nil, fmt.Errorf("%w: put %s: %w", ErrUnavailable, key, err)
 		}
 	}
 }
@@ -381,8 +395,8 @@ func (p *Publisher) StartCanary(ctx context.Context, payload []byte, sel watch.S
 func staleCanary(env *rules.Envelope, hist []jetstream.KeyValueEntry) error {
 	if c, ok := stagedIn(hist[len(hist)-1]); ok && c.Envelope.Version >= env.Version {
 		if c.Envelope.Version == env.Version && c.Envelope.Checksum != env.Checksum {
-			return fmt.Errorf("%w: %s version %d is already staged with checksum %s, not %s",
-				ErrConflict, env.Service, env.Version, c.Envelope.Checksum, env.Checksum)
+			return fmt.Errorf("%w: %s version %d is already staged with checksum %s, not %s%s",
+				ErrConflict, env.Service, env.Version, c.Envelope.Checksum, env.Checksum, conflictHint)
 		}
 		return &staleError{service: env.Service, version: env.Version, staged: c.Envelope.Version, running: true,
 			selector: c.Selector}
@@ -451,7 +465,7 @@ func (p *Publisher) promote(ctx context.Context, service string, version int64) 
 	}
 	if out == Superseded {
 		return nil, fmt.Errorf("%w: %w: canary version %d of %s not promoted: stable version %d is newer",
-			ErrInvalid, ErrStale, c.Envelope.Version, service, stable)
+			ErrInvalid, ErrStale, c.Envelope.Version, service, stable.Version)
 	}
 	return c.Envelope, nil
 }

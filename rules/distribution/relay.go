@@ -23,6 +23,10 @@ import (
 
 // RelayOptions configure a Relay. Outbox and Publisher are required.
 type RelayOptions struct {
+	// Outbox is the store's outbox. When it is a rules store (it has
+	// versioning.Reader's Get), a row the bucket supersedes with a version
+	// the store does not have is given up on as a conflict (see
+	// ReasonConflict) rather than marked done.
 	Outbox    versioning.Outbox
 	Publisher *Publisher
 	// Wake receives a value whenever another process wrote an outbox row
@@ -71,16 +75,29 @@ func DefaultRelayOptions() RelayOptions {
 // service and version: retrying cannot help.
 var errBadRow = errors.New("payload is not the row's envelope")
 
+// errRowGone marks a row the store no longer has (the database was reset
+// or restored from a backup taken before the row was written): there is
+// nothing left to mark done or to retry.
+var errRowGone = errors.New("the row is no longer in the store")
+
 // Relay moves outbox rows to NATS.
 type Relay struct {
 	o RelayOptions
 	m relayMetrics
 
 	mu    sync.Mutex
-	retry []versioning.OutboxItem // rows whose publication failed, still leased
+	retry []heldRow // rows whose publication failed, still leased
 	// checked is the server limit (MaxValueBytes) the undeliverable rows
 	// were last compared with (requeueFitting).
 	checked int
+}
+
+// heldRow is a claimed row whose publication failed, retried by the relay
+// until its lease ends (until, on the relay's clock, no later than the
+// store's end of the lease).
+type heldRow struct {
+	item  versioning.OutboxItem
+	until time.Time
 }
 
 type relayMetrics struct {
@@ -99,6 +116,15 @@ const (
 	// ReasonInvalid: the row's payload is not a valid envelope of the row's
 	// service and version.
 	ReasonInvalid = "invalid"
+	// ReasonConflict: the bucket and the store disagree (ErrConflict): the
+	// bucket holds the row's version with other content, or a newer version
+	// the store does not have (when the Outbox can tell: a rules store).
+	// The rules database was reset or restored from a backup and numbers
+	// its versions anew, or another installation writes to the same
+	// bucket. Instances never apply other content under a version number
+	// they run, nor go back to a lower one, so the row is not published;
+	// a newer version supersedes the record.
+	ReasonConflict = "conflict"
 )
 
 // Undeliverable is an outbox row a relay gave up on because retrying
@@ -173,7 +199,7 @@ func NewRelay(o RelayOptions) (*Relay, error) {
 	f := promauto.With(reg)
 	r := &Relay{o: o, m: relayMetrics{
 		rows: f.NewCounterVec(prometheus.CounterOpts{Name: "governor_distribution_relay_rows_total",
-			Help: "Outbox rows relayed, by outcome: published, duplicate, superseded, canary, undeliverable (given up: too large for the server or invalid; counted once per row)."}, []string{"outcome"}),
+			Help: "Outbox rows relayed, by outcome: published, duplicate, superseded, canary, undeliverable (given up: too large for the server, invalid, or in conflict with the bucket; counted once per row)."}, []string{"outcome"}),
 		failures: f.NewCounterVec(prometheus.CounterOpts{Name: "governor_distribution_relay_failures_total",
 			Help: "Relay failures by stage: claim, publish, ledger (OnPublished), mark. The row is retried by the same relay with back-off, or by another relay once its lease expires."}, []string{"stage"}),
 		passes: f.NewCounter(prometheus.CounterOpts{Name: "governor_distribution_relay_passes_total",
@@ -181,7 +207,7 @@ func NewRelay(o RelayOptions) (*Relay, error) {
 		lastBatch: f.NewGauge(prometheus.GaugeOpts{Name: "governor_distribution_relay_last_batch_rows",
 			Help: "Rows claimed by the last pass."}),
 		undeliverable: f.NewGauge(prometheus.GaugeOpts{Name: "governor_distribution_relay_undeliverable_rows",
-			Help: "Outbox rows the store records as undeliverable (too large for the server or invalid; given up on by any relay) that no newer version has superseded yet, as of this relay's last pass."}),
+			Help: "Outbox rows the store records as undeliverable (too large for the server, invalid or in conflict with the bucket; given up on by any relay) that no newer version has superseded yet, as of this relay's last pass."}),
 	}}
 	for _, s := range []Outcome{Published, Duplicate, Superseded, Staged, outcomeUndeliverable} {
 		r.m.rows.WithLabelValues(string(s))
@@ -306,18 +332,24 @@ func (r *Relay) countUndeliverable(ctx context.Context) error {
 
 // Pass retries the rows whose publication failed earlier, then claims one
 // batch and relays it; it returns how many rows it claimed. Rows that fail
-// stay leased and are kept for the next pass; if this relay dies, another
-// claims them when the lease expires. Rows given up on (Undeliverable) are
-// recorded in the store, which never hands them out again. Each pass ends
-// by reading the undeliverable count for the gauge.
+// stay leased and are kept for the next pass until the lease ends (or
+// longer, while the store cannot be reached); then the next claim hands
+// them out again, to this relay or another. A row claimed again is relayed
+// as the store has it now, not as it was held (the database may have been
+// restored meanwhile), and a row the store no longer has is dropped. Rows
+// given up on (Undeliverable) are recorded in the store, which never hands
+// them out again. When NATS is unavailable, the pass stops at the first
+// row that finds it so and keeps the others for the next. Each pass ends by
+// reading the undeliverable count for the gauge.
 func (r *Relay) Pass(ctx context.Context) (int, error) {
 	r.m.passes.Inc()
 	var errs []error
 	if err := r.requeueFitting(ctx); err != nil {
 		errs = append(errs, err)
 	}
+	now := r.o.Clock.Now()
 	r.mu.Lock()
-	items := r.retry
+	held := r.retry
 	r.retry = nil
 	r.mu.Unlock()
 	claimed, err := r.o.Outbox.ClaimOutbox(ctx, r.o.Batch, r.o.Lease)
@@ -326,21 +358,36 @@ func (r *Relay) Pass(ctx context.Context) (int, error) {
 		errs = append(errs, fmt.Errorf("distribution: claim outbox: %w", err))
 	}
 	r.m.lastBatch.Set(float64(len(claimed)))
-	for _, it := range claimed {
-		if !slices.ContainsFunc(items, func(o versioning.OutboxItem) bool { return o.ID == it.ID }) {
-			items = append(items, it)
+	rows := r.resync(ctx, held, claimed, err == nil, now)
+	var failed []heldRow
+	unavailable := false // NATS: the rows left wait for the next pass
+	for _, h := range rows {
+		if unavailable {
+			failed = append(failed, h)
+			continue
 		}
-	}
-	var failed []versioning.OutboxItem
-	for _, it := range items {
-		if err := r.relay(ctx, it); err != nil {
-			errs = append(errs, err)
-			if given, markErr := r.undeliverable(ctx, it, err); markErr != nil {
-				errs = append(errs, markErr)
-				failed = append(failed, it) // recorded on the next pass
-			} else if !given {
-				failed = append(failed, it)
-			}
+		err := r.relay(ctx, h.item)
+		if err == nil {
+			continue
+		}
+		// Each row would wait for the publisher's timeout: with a batch
+		// of rows the pass would last minutes, and go on long after NATS
+		// is back.
+		unavailable = errors.Is(err, ErrUnavailable)
+		if errors.Is(err, errRowGone) {
+			r.dropGone(ctx, h.item, err)
+			continue
+		}
+		errs = append(errs, err)
+		given, markErr := r.undeliverable(ctx, h.item, err)
+		switch {
+		case errors.Is(markErr, versioning.ErrNotFound):
+			r.dropGone(ctx, h.item, markErr)
+		case markErr != nil:
+			errs = append(errs, markErr)
+			failed = append(failed, h) // recorded on the next pass
+		case !given:
+			failed = append(failed, h)
 		}
 	}
 	r.mu.Lock()
@@ -350,6 +397,43 @@ func (r *Relay) Pass(ctx context.Context) (int, error) {
 		errs = append(errs, err)
 	}
 	return len(claimed), errors.Join(errs...)
+}
+
+// resync returns the rows to relay in this pass: the rows held that were
+// not claimed again, while their lease lasts or the store cannot be asked
+// (answered is false: the claim failed), then the rows claimed, as the
+// store has them now. A row held whose lease ended and that the store did
+// not hand out again is another relay's now, done or gone. A row held with
+// other content than the store now has (the database was restored) is
+// logged.
+func (r *Relay) resync(ctx context.Context, held []heldRow, claimed []versioning.OutboxItem, answered bool, now time.Time) []heldRow {
+	rows := make([]heldRow, 0, len(held)+len(claimed))
+	for _, h := range held {
+		i := slices.IndexFunc(claimed, func(it versioning.OutboxItem) bool { return it.ID == h.item.ID })
+		if i >= 0 {
+			if it := claimed[i]; it.Service != h.item.Service || it.Version != h.item.Version || it.Checksum != h.item.Checksum {
+				r.o.Logger.LogAttrs(ctx, slog.LevelWarn,
+					"outbox row changed in the store since this relay claimed it (database reset or restored?): relaying the store's row",
+					slog.Int64("outbox_id", it.ID), slog.String("held", fmt.Sprintf("%s v%d %s", h.item.Service, h.item.Version, h.item.Checksum)),
+					slog.String("store", fmt.Sprintf("%s v%d %s", it.Service, it.Version, it.Checksum)))
+			}
+			continue
+		}
+		if now.Before(h.until) || !answered {
+			rows = append(rows, h)
+		}
+	}
+	for _, it := range claimed {
+		rows = append(rows, heldRow{item: it, until: now.Add(r.o.Lease)})
+	}
+	return rows
+}
+
+// dropGone forgets a row the store no longer has.
+func (r *Relay) dropGone(ctx context.Context, it versioning.OutboxItem, err error) {
+	r.o.Logger.LogAttrs(ctx, slog.LevelWarn, "outbox row no longer in the store (database reset or restored?): not retried",
+		slog.String("service", it.Service), slog.Int64("version", it.Version), slog.Int64("outbox_id", it.ID),
+		slog.Any("err", err))
 }
 
 func (r *Relay) relay(ctx context.Context, it versioning.OutboxItem) error {
@@ -393,10 +477,13 @@ func (r *Relay) relay(ctx context.Context, it versioning.OutboxItem) error {
 		}
 	}
 	if sel == nil && err == nil {
-		outcome, _, err = r.o.Publisher.Publish(ctx, it.Payload)
+		var newer *rules.Envelope
+		if outcome, newer, err = r.o.Publisher.publish(ctx, it.Payload); err == nil && outcome == Superseded {
+			err = r.storeHas(ctx, it.Service, newer)
+		}
 	}
 	if err != nil {
-		if !errors.Is(err, ErrTooLarge) {
+		if !errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrConflict) {
 			r.m.failures.WithLabelValues("publish").Inc()
 		}
 		return fmt.Errorf("distribution: publish %s v%d: %w", it.Service, it.Version, err)
@@ -409,12 +496,47 @@ func (r *Relay) relay(ctx context.Context, it versioning.OutboxItem) error {
 			return fmt.Errorf("distribution: tell the ledger of %s v%d: %w", it.Service, it.Version, err)
 		}
 	}
-	if err := r.o.Outbox.MarkOutboxDone(ctx, it.ID); err != nil {
+	if err := r.o.Outbox.MarkOutboxDone(ctx, it.ID); errors.Is(err, versioning.ErrNotFound) {
+		return fmt.Errorf("%w: mark outbox row %d done: %w", errRowGone, it.ID, err)
+	} else if err != nil {
 		r.m.failures.WithLabelValues("mark").Inc()
 		return fmt.Errorf("distribution: mark outbox row %d done: %w", it.ID, err)
 	}
 	r.m.rows.WithLabelValues(string(outcome)).Inc()
 	log.LogAttrs(ctx, slog.LevelInfo, "rule version relayed", slog.String("outcome", string(outcome)))
+	return nil
+}
+
+// versionGetter is the part of a rules store (versioning.Reader) the relay
+// asks, when its Outbox has it, whether a version the bucket holds is one
+// of the store's.
+type versionGetter interface {
+	Get(ctx context.Context, service string, number int64) (versioning.Version, error)
+}
+
+// storeHas checks that the newer version that superseded a row in the
+// bucket is the store's version of that number, when the Outbox can tell
+// (versionGetter). If the store does not have it, or has other content
+// under its number, the rules database was reset or restored from an older
+// backup and numbers its versions anew: the row is not superseded but in
+// conflict (ErrConflict), and is listed as undeliverable instead of being
+// marked published.
+func (r *Relay) storeHas(ctx context.Context, service string, newer *rules.Envelope) error {
+	g, ok := r.o.Outbox.(versionGetter)
+	if !ok || newer == nil {
+		return nil
+	}
+	v, err := g.Get(ctx, service, newer.Version)
+	switch {
+	case errors.Is(err, versioning.ErrNotFound):
+		return fmt.Errorf("%w: the bucket holds %s version %d (checksum %s), which the rules store does not have%s",
+			ErrConflict, service, newer.Version, newer.Checksum, conflictHint)
+	case err != nil:
+		return fmt.Errorf("distribution: read %s v%d from the rules store: %w", service, newer.Version, err)
+	case v.Checksum != newer.Checksum:
+		return fmt.Errorf("%w: the bucket holds %s version %d with checksum %s, the rules store has it with %s%s",
+			ErrConflict, service, newer.Version, newer.Checksum, v.Checksum, conflictHint)
+	}
 	return nil
 }
 
@@ -430,6 +552,8 @@ func (r *Relay) undeliverable(ctx context.Context, it versioning.OutboxItem, err
 		f.Reason, f.Size, f.Limit = ReasonTooLarge, tl.Size, tl.Limit
 	case errors.Is(err, errBadRow):
 		f.Reason = ReasonInvalid
+	case errors.Is(err, ErrConflict):
+		f.Reason = ReasonConflict
 	default:
 		return false, nil
 	}

@@ -4,15 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/rules"
 	"governor.dev/governor/sdk/watch"
 )
 
@@ -440,5 +445,234 @@ func TestRelayRetryTellsTheLedgerTheSelectorStagedNow(t *testing.T) {
 	tg, _, _ := store.Target(ctx, "checkout")
 	if tg.Canary != 2 || tg.Selector == nil || tg.Selector.Percent != 50 {
 		t.Fatalf("ledger target %+v, want canary v2 on the 50%% the bucket stages", tg)
+	}
+}
+
+// envelopeWithRate is version v of service with another content than
+// envelope's (as a version numbered anew by a reset rules database).
+func envelopeWithRate(t *testing.T, service string, v int64, rate float64) *rules.Envelope {
+	t.Helper()
+	env, err := rules.NewEnvelope(v, &rules.Ruleset{Service: service, Routes: []rules.Route{{
+		Name: "api", Match: rules.Match{PathPrefix: "/"}, RateLimit: &rules.RateLimit{Rate: rate}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
+}
+
+// TestRelayGivesUpOnAVersionTheBucketHoldsWithOtherContent: after the
+// rules database was reset, the relay finds the bucket holding the row's
+// version number with other content (ErrConflict). Retrying cannot help:
+// it records the row as undeliverable (reason "conflict", both checksums
+// in the error), logs and counts it once and stops retrying, without
+// overwriting the bucket; a newer version is published and supersedes the
+// record.
+func TestRelayGivesUpOnAVersionTheBucketHoldsWithOtherContent(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Unix(1000, 0))
+	outbox := NewMemoryOutbox(clk)
+	pub := newTestPublisher(t, embedded(t).URL())
+	reg := prometheus.NewRegistry()
+	var told []Undeliverable
+	relay, err := NewRelay(RelayOptions{Outbox: outbox, Publisher: pub, Clock: clk, Registerer: reg, Logger: testLogger(t),
+		OnUndeliverable: func(_ context.Context, u Undeliverable) { told = append(told, u) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := envelopeWithRate(t, "checkout", 3, 1000) // published before the reset
+	payload, err := json.Marshal(before)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := pub.Publish(ctx, payload); err != nil {
+		t.Fatal(err)
+	}
+	now := envelope(t, "checkout", 3)
+	if _, err := outbox.Add(now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := relay.Pass(ctx); !errors.Is(err, ErrConflict) {
+		t.Fatalf("pass = %v, want ErrConflict", err)
+	}
+	for i := range 3 {
+		clk.Advance(time.Minute) // past the lease
+		if n, err := relay.Pass(ctx); n != 0 || err != nil {
+			t.Fatalf("pass %d after the conflict: %d rows, %v; want the row given up on", i, n, err)
+		}
+	}
+	u, err := relay.Undeliverable(ctx, "")
+	if err != nil || len(u) != 1 || u[0].Reason != ReasonConflict || u[0].Version != 3 ||
+		!strings.Contains(u[0].Error, before.Checksum) || !strings.Contains(u[0].Error, now.Checksum) {
+		t.Fatalf("undeliverable %+v (%v), want v3 as a conflict naming both checksums", u, err)
+	}
+	if len(told) != 1 {
+		t.Fatalf("OnUndeliverable told %d times, want once", len(told))
+	}
+	if got := counterValue(t, reg, "governor_distribution_relay_rows_total", "outcome", "undeliverable"); got != 1 {
+		t.Fatalf("undeliverable rows = %v, want 1", got)
+	}
+	if got, err := pub.Latest(ctx, "checkout"); err != nil || got.Checksum != before.Checksum {
+		t.Fatalf("latest %+v (%v): the bucket's v3 must stay as it was", got, err)
+	}
+	if _, err := outbox.Add(envelope(t, "checkout", 4)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := relay.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := pub.Latest(ctx, "checkout"); err != nil || got.Version != 4 {
+		t.Fatalf("latest %+v (%v), want v4", got, err)
+	}
+	if u, _ := relay.Undeliverable(ctx, ""); len(u) != 0 {
+		t.Fatalf("undeliverable %+v after v4 was published, want none", u)
+	}
+}
+
+// failingStage fails while fail is set, as a Stage whose store is down.
+func failingStage(fail *atomic.Bool) func(context.Context, versioning.OutboxItem) (*watch.Selector, error) {
+	return func(context.Context, versioning.OutboxItem) (*watch.Selector, error) {
+		if fail.Load() {
+			return nil, errors.New("connection refused")
+		}
+		return nil, nil
+	}
+}
+
+// TestRelayRetriesTheStoresCopyOfARowNotTheOneItHeld: a relay holds a row
+// whose publication failed; the rules database is restored meanwhile, and
+// the row of that id is now another content, free to claim, which another
+// relay published. The relay claims it again and relays the store's copy
+// (a duplicate), instead of retrying the copy it held, which conflicts with
+// the bucket forever.
+func TestRelayRetriesTheStoresCopyOfARowNotTheOneItHeld(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Unix(1000, 0))
+	outbox := NewMemoryOutbox(clk)
+	pub := newTestPublisher(t, embedded(t).URL())
+	var fail atomic.Bool
+	fail.Store(true)
+	relay, err := NewRelay(RelayOptions{Outbox: outbox, Publisher: pub, Clock: clk, Logger: testLogger(t), Stage: failingStage(&fail)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := outbox.Add(envelope(t, "checkout", 3)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := relay.Pass(ctx); err == nil {
+		t.Fatal("pass = nil, want the staging error")
+	}
+	restored := envelopeWithRate(t, "checkout", 3, 1000)
+	payload, err := json.Marshal(restored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outbox.mu.Lock()
+	row := &outbox.rows[0].item
+	row.Payload, row.Checksum, row.LeaseUntil = payload, restored.Checksum, time.Time{}
+	outbox.mu.Unlock()
+	if _, _, err := pub.Publish(ctx, payload); err != nil {
+		t.Fatal(err)
+	}
+	fail.Store(false)
+	if _, err := relay.Pass(ctx); err != nil {
+		t.Fatalf("pass = %v, want the store's copy relayed (a duplicate)", err)
+	}
+	if outbox.Pending() != 0 {
+		t.Fatal("row not marked done")
+	}
+	if got, err := pub.Latest(ctx, "checkout"); err != nil || got.Checksum != restored.Checksum {
+		t.Fatalf("latest %+v (%v), want the restored v3", got, err)
+	}
+}
+
+// TestRelayDropsARowTheStoreNoLongerHas: a relay holds a row whose
+// publication failed, and the rules database is reset: marking the row
+// done fails with ErrNotFound. The relay drops the row instead of retrying
+// it forever.
+func TestRelayDropsARowTheStoreNoLongerHas(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Unix(1000, 0))
+	outbox := NewMemoryOutbox(clk)
+	pub := newTestPublisher(t, embedded(t).URL())
+	var fail atomic.Bool
+	fail.Store(true)
+	relay, err := NewRelay(RelayOptions{Outbox: outbox, Publisher: pub, Clock: clk, Logger: testLogger(t), Stage: failingStage(&fail)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := outbox.Add(envelope(t, "checkout", 3)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := relay.Pass(ctx); err == nil {
+		t.Fatal("pass = nil, want the staging error")
+	}
+	outbox.mu.Lock()
+	outbox.rows = nil // the database is reset
+	outbox.mu.Unlock()
+	fail.Store(false)
+	for i := range 3 {
+		if _, err := relay.Pass(ctx); err != nil {
+			t.Fatalf("pass %d: %v, want the row the store lost dropped", i, err)
+		}
+	}
+	relay.mu.Lock()
+	held := len(relay.retry)
+	relay.mu.Unlock()
+	if held != 0 {
+		t.Fatalf("%d rows still held for a retry", held)
+	}
+}
+
+// unreachableKV fails every read at once while down is set, as a bucket
+// whose server does not answer (each read would wait for the publisher's
+// timeout), and counts the reads tried.
+type unreachableKV struct {
+	jetstream.KeyValue
+	down  atomic.Bool
+	tries atomic.Int64
+}
+
+func (u *unreachableKV) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	if u.down.Load() {
+		u.tries.Add(1)
+		return nil, nats.ErrTimeout
+	}
+	return u.KeyValue.Get(ctx, key)
+}
+
+// TestRelayStopsItsPassWhenNATSIsUnreachable: with NATS down, every row of
+// a pass would wait for the publisher's timeout (5s), so a batch of 100
+// rows kept the relay in one pass for minutes, long after NATS was back.
+// The pass stops at the first row that finds NATS unavailable, keeps the
+// others, and the next pass publishes them all.
+func TestRelayStopsItsPassWhenNATSIsUnreachable(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Unix(1000, 0))
+	outbox := NewMemoryOutbox(clk)
+	pub := newTestPublisher(t, embedded(t).URL())
+	kv := &unreachableKV{KeyValue: pub.kv}
+	pub.kv = kv
+	relay, err := NewRelay(RelayOptions{Outbox: outbox, Publisher: pub, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if _, err := outbox.Add(envelope(t, fmt.Sprintf("svc-%d", i), 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kv.down.Store(true)
+	if n, err := relay.Pass(ctx); n != 10 || !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("pass with NATS down: %d rows, %v; want 10 claimed, ErrUnavailable", n, err)
+	}
+	if got := kv.tries.Load(); got != 1 {
+		t.Fatalf("%d reads of the bucket while NATS is unreachable, want 1", got)
+	}
+	kv.down.Store(false)
+	if _, err := relay.Pass(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := outbox.Pending(); n != 0 {
+		t.Fatalf("%d rows pending after NATS came back, want none", n)
 	}
 }

@@ -162,6 +162,86 @@ func TestKilledRelayOnTheRulesStorePublishesExactlyOnce(t *testing.T) {
 	}
 }
 
+// TestRelayAfterTheRulesDatabaseWasResetListsTheConflicts: the bucket holds
+// v1-v3 of the rules database as it was; the database is reset (a fresh
+// one on the same bucket) and numbers its versions from 1 again. Its v1
+// and v2, overtaken in the bucket by a v3 it does not have, are not marked
+// published (nothing reached the instances), and its v3, whose number the
+// bucket holds with other content, is not retried forever: all three are
+// listed as conflicts. Its v4 is published and supersedes the records.
+func TestRelayAfterTheRulesDatabaseWasResetListsTheConflicts(t *testing.T) {
+	url := embedded(t).URL()
+	for _, st := range rulesStores {
+		t.Run(st.name, func(t *testing.T) {
+			ctx := context.Background()
+			clk := clock.NewFake(time.Now())
+			pub := newTestPublisher(t, url)
+			was, _, _ := st.open(t, clk)
+			first, err := NewRelay(RelayOptions{Outbox: was, Publisher: pub, Clock: clk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 3 {
+				approveVersion(t, was, "checkout", float64(10+i))
+			}
+			if _, err := first.Pass(ctx); err != nil {
+				t.Fatal(err)
+			}
+
+			store, _, _ := st.open(t, clk) // the reset database
+			reg := prometheus.NewRegistry()
+			relay, err := NewRelay(RelayOptions{Outbox: store, Publisher: pub, Clock: clk, Registerer: reg, Logger: testLogger(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			approveVersion(t, store, "checkout", 100)
+			if _, err := relay.Pass(ctx); !errors.Is(err, ErrConflict) {
+				t.Fatalf("pass = %v, want ErrConflict", err)
+			}
+			if u, err := relay.Undeliverable(ctx, "checkout"); err != nil || len(u) != 1 || !strings.Contains(u[0].Error, "does not have") {
+				t.Fatalf("undeliverable %+v (%v), want v1 overtaken by a v3 the store does not have", u, err)
+			}
+			approveVersion(t, store, "checkout", 101)
+			approveVersion(t, store, "checkout", 102)
+			if _, err := relay.Pass(ctx); !errors.Is(err, ErrConflict) {
+				t.Fatalf("pass = %v, want ErrConflict", err)
+			}
+			clk.Advance(31 * time.Second)
+			if n, err := relay.Pass(ctx); n != 0 || err != nil {
+				t.Fatalf("pass after the lease: %d rows, %v; want nothing claimed", n, err)
+			}
+			u, err := relay.Undeliverable(ctx, "checkout")
+			if err != nil || len(u) != 3 {
+				t.Fatalf("undeliverable %+v (%v), want v1-v3", u, err)
+			}
+			for _, x := range u {
+				if x.Reason != ReasonConflict || !strings.Contains(x.Error, "version 3") {
+					t.Fatalf("undeliverable %+v, want a conflict with the bucket's v3", x)
+				}
+			}
+			for v := int64(1); v <= 3; v++ {
+				if got, err := store.Get(ctx, "checkout", v); err != nil || !got.PublishedAt.IsZero() {
+					t.Fatalf("v%d published at %v (%v): nothing reached the instances", v, got.PublishedAt, err)
+				}
+			}
+			if got := counterValue(t, reg, "governor_distribution_relay_rows_total", "outcome", "undeliverable"); got != 3 {
+				t.Fatalf("undeliverable rows = %v, want 3", got)
+			}
+
+			v4 := approveVersion(t, store, "checkout", 200)
+			if _, err := relay.Pass(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if latest, err := pub.Latest(ctx, "checkout"); err != nil || latest.Version != 4 || latest.Checksum != v4.Checksum {
+				t.Fatalf("latest %+v (%v), want the reset database's v4", latest, err)
+			}
+			if u, err := relay.Undeliverable(ctx, ""); err != nil || len(u) != 0 {
+				t.Fatalf("undeliverable %+v (%v) after v4, want none", u, err)
+			}
+		})
+	}
+}
+
 func TestListenPostgresWakesOnNotify(t *testing.T) {
 	url := machinePostgres(t)
 	ctx, cancel := context.WithCancel(context.Background())
