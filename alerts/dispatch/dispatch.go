@@ -20,8 +20,9 @@ type GroupState struct {
 	Key      string        `json:"key"`
 	Labels   alerts.Labels `json:"labels"`
 	// Notified holds the firing alerts already announced, by fingerprint;
-	// each leaves when its resolve is sent, and comes back, with its end
-	// time, when that resolve was never delivered (Undo).
+	// each gets its end time when it stops firing, leaves when its resolve
+	// is sent, and comes back, with its end time, when that resolve was
+	// never delivered (Undo).
 	Notified map[string]alerts.Alert `json:"notified"`
 	// SentAt is the time of the last notification, Seq its number.
 	SentAt time.Time `json:"sent_at"`
@@ -227,7 +228,8 @@ func (d *Dispatcher) forget(id string) {
 
 // TakeChanges returns, sorted, the groups whose state changed without a
 // notification (a regroup moved notified alerts in or out: Restore; an
-// undelivered notification was taken back: Undo), whose
+// undelivered notification was taken back: Undo; a flush recorded the end
+// of a notified alert whose resolve is held back), whose
 // state the caller persists as it does a notified group's, and the groups
 // dropped (emptied by a regroup, with nothing firing and nothing notified
 // left, or of a receiver no route names any more: Restore), whose
@@ -347,19 +349,13 @@ func (d *Dispatcher) flushGroup(now time.Time, g *group, rs []routed, f Filter) 
 			fresh = append(fresh, a)
 		}
 	}
+	ends := d.recordEnds(g, present, ended, now)
 	var resolved []alerts.Alert
 	for fp, n := range g.state.Notified {
 		if p, ok := present[fp]; ok && p.StartsAt.Equal(n.StartsAt) {
 			continue
 		}
-		r := n
-		if r.EndsAt.IsZero() { // else a resolve put back by Undo: it keeps its end
-			r.EndsAt = now
-		}
-		if e, ok := ended[fp]; ok && e.StartsAt.Equal(n.StartsAt) {
-			r.EndsAt = e.EndsAt
-		}
-		resolved = append(resolved, r)
+		resolved = append(resolved, n)
 	}
 	if len(firing) == 0 {
 		g.firstSeen = time.Time{}
@@ -406,6 +402,9 @@ func (d *Dispatcher) flushGroup(now time.Time, g *group, rs []routed, f Filter) 
 		}
 	}
 	if !due {
+		if ends {
+			d.changed[GroupRef{Receiver: g.state.Receiver, Key: g.state.Key}.id()] = true
+		}
 		return Notification{}, false
 	}
 	msgAlerts := make([]notify.Alert, 0, len(firing)+len(resolved))
@@ -452,6 +451,46 @@ func (d *Dispatcher) flushGroup(now time.Time, g *group, rs []routed, f Filter) 
 	m := notify.NewMessage(notify.KindNotify, st.Receiver, st.Key, st.Labels, msgAlerts, now)
 	m.ID = MessageID(st.Receiver, st.Key, now)
 	return Notification{Message: m, State: st.clone()}, true
+}
+
+// recordEnds stores in the group's state the end of each notified alert
+// that no longer fires: the end the alert reports, or now for one that left
+// the current alerts unseen. A resolve held back (group interval, business
+// hours, the P2 digest) then reports when the alert resolved, not when the
+// resolve went out, also once the resolved alert has left the current
+// alerts (rule.ResolvedRetention) and after a restart, as Alertmanager's
+// endsAt. An end already recorded is kept; an alert firing again in the
+// same episode loses its recorded end. It reports whether the state
+// changed; d.mu held.
+func (d *Dispatcher) recordEnds(g *group, present, ended map[string]alerts.Alert, now time.Time) bool {
+	changed := false
+	set := func(fp string, n alerts.Alert) {
+		if !changed {
+			g.state = g.state.clone()
+			changed = true
+		}
+		g.state.Notified[fp] = n
+	}
+	for fp, n := range g.state.Notified { // set replaces the map, not this one
+		if p, ok := present[fp]; ok && p.StartsAt.Equal(n.StartsAt) {
+			if !n.EndsAt.IsZero() {
+				n.EndsAt = time.Time{}
+				set(fp, n)
+			}
+			continue
+		}
+		end := n.EndsAt
+		if e, ok := ended[fp]; ok && e.StartsAt.Equal(n.StartsAt) && !e.EndsAt.IsZero() {
+			end = e.EndsAt
+		} else if end.IsZero() {
+			end = now
+		}
+		if !end.Equal(n.EndsAt) {
+			n.EndsAt = end
+			set(fp, n)
+		}
+	}
+	return changed
 }
 
 // Undo takes back what a notification its receiver never got did to its

@@ -59,3 +59,44 @@ func TestSameReceiverOnTwoRoutesListsAlertOnce(t *testing.T) {
 		t.Fatalf("one alert listed %d times in the notification: %q", n, describe(ns))
 	}
 }
+
+// A P2 that resolves after business hours has its resolve held until
+// Monday 09:00, long after the resolved alert left the current alerts
+// (rule.ResolvedRetention): the resolve reports when the alert resolved,
+// Friday 17:30, as Alertmanager's endsAt, not when it was sent.
+func TestHeldP2ResolveReportsWhenTheAlertResolved(t *testing.T) {
+	d := newDispatcher(t)
+	fri := time.Date(2026, 3, 6, 16, 0, 0, 0, time.UTC) // Friday 16:00
+	a := alert("Breaker", "checkout", alerts.P2, fri)
+	d.Flush(fri, []alerts.Alert{a}, Filter{})
+	if got := describe(d.Flush(fri.Add(30*time.Second), []alerts.Alert{a}, Filter{})); got != "team:firing:1f0r" {
+		t.Fatalf("first notification %q", got)
+	}
+	end := time.Date(2026, 3, 6, 17, 30, 0, 0, time.UTC)
+	r := a
+	r.EndsAt = end
+	var got []notify.Alert
+	for at := end; !at.After(time.Date(2026, 3, 9, 9, 0, 0, 0, time.UTC)); at = at.Add(time.Minute) {
+		var as []alerts.Alert
+		if at.Sub(end) < 15*time.Minute { // then it leaves the current alerts
+			as = []alerts.Alert{r}
+		}
+		for _, n := range d.Flush(at, as, Filter{}) {
+			got = append(got, n.Message.Alerts...)
+		}
+	}
+	if len(got) != 1 || got[0].Status != notify.StatusResolved || !got[0].EndsAt.Equal(end) {
+		t.Fatalf("notified %+v, want one resolve ending at %s", got, end)
+	}
+	// The recorded end is reported for the caller to store with the group.
+	d2 := newDispatcher(t)
+	d2.Flush(fri, []alerts.Alert{a}, Filter{})
+	d2.Flush(fri.Add(30*time.Second), []alerts.Alert{a}, Filter{})
+	d2.TakeChanges()
+	d2.Flush(end, []alerts.Alert{r}, Filter{})
+	changed, _ := d2.TakeChanges()
+	st, ok := d2.State(GroupRef{Receiver: "team", Key: `{alertname="Breaker", service="checkout"}`})
+	if len(changed) != 1 || !ok || !st.Notified[a.Fingerprint().String()].EndsAt.Equal(end) {
+		t.Fatalf("changed %v, state %+v: the end is not in the group state to store", changed, st)
+	}
+}

@@ -2,11 +2,13 @@ package manager
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"governor.dev/governor/alerts"
+	"governor.dev/governor/alerts/notify/webhook"
 	"governor.dev/governor/alerts/rule"
 	"governor.dev/governor/internal/testenv"
 )
@@ -145,5 +147,34 @@ func TestRestartDropsAlertsOfRemovedRules(t *testing.T) {
 				t.Fatalf("alerts listed after the first steps: %+v", got)
 			}
 		})
+	}
+}
+
+// A P2 resolved at 17:30 on Friday has its resolve held until Monday
+// 09:00, with a restart in between: the webhook's endsAt is when the alert
+// resolved, stored with its group, not the time the resolve was sent.
+func TestHeldResolveReportsItsEndAcrossRestart(t *testing.T) {
+	h := newHarness(t)
+	h.start = time.Date(2026, 3, 6, 16, 0, 0, 0, time.UTC) // Friday 16:00
+	h.db.set("breaker", "checkout")
+	h.timeline(0, 30*time.Second, map[time.Duration][]string{30 * time.Second: {"firing Breaker@checkout/firing"}})
+	h.db.set("breaker")
+	h.timeline(90*time.Minute, 100*time.Minute, nil) // resolved at 17:30, after hours
+	h.close()
+	h.open()
+	h.timeline(3*time.Hour, 3*time.Hour+time.Minute, nil) // the resolved alert has left the evaluator
+	h.start = time.Date(2026, 3, 9, 9, 0, 0, 0, time.UTC) // Monday 09:00
+	h.at(0)
+	raws := h.hook.take()
+	if len(raws) != 1 {
+		t.Fatalf("%d payloads, want the held resolve", len(raws))
+	}
+	var p webhook.Payload
+	if err := json.Unmarshal(raws[0], &p); err != nil {
+		t.Fatal(err)
+	}
+	want := time.Date(2026, 3, 6, 17, 30, 0, 0, time.UTC)
+	if len(p.Alerts) != 1 || p.Alerts[0].Status != "resolved" || !p.Alerts[0].EndsAt.Equal(want) {
+		t.Fatalf("payload alerts %+v, want one resolved alert ending at %s", p.Alerts, want)
 	}
 }
