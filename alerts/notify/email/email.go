@@ -1,12 +1,16 @@
 // Package email sends notifications as plain-text mail through an SMTP
-// relay with net/smtp.
+// relay with net/smtp. The mail is 7-bit: headers with non-ASCII text are
+// RFC 2047 encoded and the UTF-8 body is quoted-printable.
 package email
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"mime"
+	"mime/quotedprintable"
 	"net"
 	"net/mail"
 	"net/smtp"
@@ -63,7 +67,11 @@ func New(c Config) (*Notifier, error) {
 	return &Notifier{c: c}, nil
 }
 
-// Render returns the subject and body of a message.
+// timeLayout formats the times of the body.
+const timeLayout = "2006-01-02 15:04:05 MST"
+
+// Render returns the subject and body of a message, as text: Notify
+// encodes them for the mail.
 func Render(m *notify.Message) (subject, body string) {
 	verb := strings.ToUpper(m.Status)
 	if m.Kind == notify.KindAcknowledge {
@@ -78,7 +86,10 @@ func Render(m *notify.Message) (subject, body string) {
 				fmt.Fprintf(&b, "  %s: %s\n", k, v)
 			}
 		}
-		fmt.Fprintf(&b, "  since: %s\n", a.StartsAt.UTC().Format("2006-01-02 15:04:05 MST"))
+		fmt.Fprintf(&b, "  since: %s\n", a.StartsAt.UTC().Format(timeLayout))
+		if a.Status == notify.StatusResolved && !a.EndsAt.IsZero() {
+			fmt.Fprintf(&b, "  resolved: %s\n", a.EndsAt.UTC().Format(timeLayout))
+		}
 	}
 	return subject, b.String()
 }
@@ -98,26 +109,112 @@ func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) 
 	if date.IsZero() {
 		date = time.Now()
 	}
-	msg := "From: " + n.c.From + "\r\nTo: " + strings.Join(n.c.To, ", ") + "\r\nSubject: " + subject +
-		"\r\nDate: " + date.Format(time.RFC1123Z)
-	if m.ID != "" {
-		_, domain, _ := strings.Cut(addr(n.c.From), "@")
-		msg += "\r\nMessage-ID: <" + m.ID + "@" + domain + ">"
+	msg, err := n.compose(m.ID, subject, body, date)
+	if err != nil {
+		return false, fmt.Errorf("%w: email: %v", notify.ErrDelivery, err)
 	}
-	msg += "\r\nMIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n" +
-		strings.ReplaceAll(body, "\n", "\r\n")
 	host, _, _ := net.SplitHostPort(n.c.Smarthost)
 	var auth smtp.Auth
 	if n.c.Username != "" {
 		auth = smtp.PlainAuth("", n.c.Username, n.c.Password, host)
 	}
-	if err := send(ctx, n.c.Smarthost, host, auth, addr(n.c.From), addrs(n.c.To), []byte(msg)); err != nil {
+	if err := send(ctx, n.c.Smarthost, host, auth, addr(n.c.From), addrs(n.c.To), msg); err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
 		}
 		return true, fmt.Errorf("%w: email: %v", notify.ErrDelivery, err)
 	}
 	return false, nil
+}
+
+// compose renders the mail. It is 7-bit, as SMTP without extensions
+// requires: non-ASCII in the subject and in display names is RFC 2047
+// encoded, the UTF-8 body is quoted-printable (which also keeps its lines
+// short, however long an annotation), and long header lines are folded.
+func (n *Notifier) compose(id, subject, body string, date time.Time) ([]byte, error) {
+	from, err := mail.ParseAddress(n.c.From)
+	if err != nil {
+		return nil, fmt.Errorf("from %q: %v", n.c.From, err)
+	}
+	to := make([]string, len(n.c.To))
+	for i, s := range n.c.To {
+		a, err := mail.ParseAddress(s)
+		if err != nil {
+			return nil, fmt.Errorf("to[%d] %q: %v", i, s, err)
+		}
+		to[i] = a.String()
+	}
+	var b bytes.Buffer
+	b.WriteString(header("From", from.String()))
+	b.WriteString(header("To", strings.Join(to, ", ")))
+	b.WriteString(header("Subject", mime.QEncoding.Encode("utf-8", subject)))
+	b.WriteString(header("Date", date.Format(time.RFC1123Z)))
+	if id != "" {
+		_, domain, _ := strings.Cut(from.Address, "@")
+		b.WriteString(header("Message-ID", "<"+id+"@"+domain+">"))
+	}
+	b.WriteString(header("MIME-Version", "1.0"))
+	b.WriteString(header("Content-Type", "text/plain; charset=UTF-8"))
+	b.WriteString(header("Content-Transfer-Encoding", "quoted-printable"))
+	b.WriteString("\r\n")
+	qp := quotedprintable.NewWriter(&b)
+	if _, err := qp.Write([]byte(strings.ReplaceAll(body, "\n", "\r\n"))); err != nil {
+		return nil, err
+	}
+	if err := qp.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// foldWidth is the length past which a header line is folded, RFC 5322's
+// recommended 78 characters.
+const foldWidth = 78
+
+// header returns the header field name: value ending in CRLF, folded
+// before spaces of the value into lines of at most foldWidth characters
+// where it has spaces to break at (encoded words are separated by spaces).
+func header(name, value string) string {
+	var b strings.Builder
+	line := name + ": " + value
+	from := len(name) + 2 // the value's first word stays on the name's line
+	for len(line) > foldWidth {
+		i := foldAt(line, from)
+		if i < 0 {
+			break
+		}
+		b.WriteString(line[:i])
+		b.WriteString("\r\n")
+		line = line[i:] // the space starts the continuation line
+		from = 1
+	}
+	b.WriteString(line)
+	b.WriteString("\r\n")
+	return b.String()
+}
+
+// foldAt returns where to fold a header line: the last space within
+// foldWidth, else the first one, that has a word before it (at or after
+// from) and a word after it, so that no line is white space only; -1 for
+// none.
+func foldAt(line string, from int) int {
+	last := strings.LastIndexFunc(line, func(r rune) bool { return r != ' ' && r != '\t' })
+	at, word := -1, false
+	for i := from; i < last; i++ {
+		switch {
+		case line[i] != ' ' && line[i] != '\t':
+			word = true
+		case line[i] == ' ' && word:
+			if i > foldWidth {
+				if at < 0 {
+					at = i
+				}
+				return at
+			}
+			at = i
+		}
+	}
+	return at
 }
 
 // send is smtp.SendMail on a connection that ctx closes: STARTTLS when the
