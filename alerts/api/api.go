@@ -18,6 +18,7 @@ import (
 	"governor.dev/governor/alerts"
 	"governor.dev/governor/alerts/manager"
 	"governor.dev/governor/alerts/silence"
+	"governor.dev/governor/alerts/store"
 	"governor.dev/governor/sdk/clock"
 )
 
@@ -88,6 +89,9 @@ func (h *handler) history(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
+	if hist == nil {
+		hist = []store.HistoryEntry{} // a list, as GET /alerts and /silences: [] and not null
+	}
 	h.reply(w, http.StatusOK, hist)
 }
 
@@ -126,12 +130,26 @@ func (h *handler) silences(w http.ResponseWriter, r *http.Request) {
 	h.reply(w, http.StatusOK, h.m.Silences())
 }
 
+// silenceRequest is the body of POST /silences. The times are RFC 3339
+// strings, parsed here so that an error names the field.
 type silenceRequest struct {
 	Matchers  alerts.Matchers `json:"matchers"`
-	StartsAt  time.Time       `json:"starts_at"`
-	EndsAt    time.Time       `json:"ends_at"`
+	StartsAt  string          `json:"starts_at"`
+	EndsAt    string          `json:"ends_at"`
 	CreatedBy string          `json:"created_by"`
 	Comment   string          `json:"comment"`
+}
+
+// parseTime reads an RFC 3339 time of the field; "" is the zero time.
+func parseTime(field, s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%w: %s: %q is not an RFC 3339 time like \"2006-01-02T15:04:05Z\"", alerts.ErrInvalid, field, s)
+	}
+	return t, nil
 }
 
 func (h *handler) addSilence(w http.ResponseWriter, r *http.Request) {
@@ -140,14 +158,24 @@ func (h *handler) addSilence(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
+	starts, err := parseTime("starts_at", req.StartsAt)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	ends, err := parseTime("ends_at", req.EndsAt)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	if h.o.Author != nil {
 		req.CreatedBy = h.o.Author(r)
 	}
 	now := h.o.Clock.Now()
-	if req.StartsAt.IsZero() {
-		req.StartsAt = now
+	if starts.IsZero() {
+		starts = now
 	}
-	s, err := h.m.AddSilence(r.Context(), silence.Silence{Matchers: req.Matchers, StartsAt: req.StartsAt, EndsAt: req.EndsAt,
+	s, err := h.m.AddSilence(r.Context(), silence.Silence{Matchers: req.Matchers, StartsAt: starts, EndsAt: ends,
 		CreatedBy: req.CreatedBy, Comment: req.Comment, CreatedAt: now})
 	if err != nil {
 		h.fail(w, r, err)

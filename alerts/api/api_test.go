@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -191,5 +192,53 @@ func TestBodyIsOneStrictJSONValue(t *testing.T) {
 	}
 	if resp, _, _ := do(t, "POST", srv.URL+"/silences", sil+" \n"); resp.StatusCode != 201 {
 		t.Fatalf("body with trailing white space: %d, want 201", resp.StatusCode)
+	}
+}
+
+// A silence whose start or end is not an RFC 3339 time ("2026-03-02
+// 12:00", "now") is refused with 400 naming the field, not only quoting
+// Go's time layout: the SRE sees which of the two times to fix.
+func TestSilenceTimeThatDoesNotParseNamesItsField(t *testing.T) {
+	srv, m, _ := setup(t)
+	end := t0.Add(time.Hour).Format(time.RFC3339)
+	tests := []struct{ name, body, want string }{
+		{"ends_at with a space", `{"matchers": "{service=\"checkout\"}", "ends_at": "2026-03-02 12:00", "comment": "deploy"}`,
+			`ends_at: "2026-03-02 12:00" is not an RFC 3339 time`},
+		{"starts_at a word", `{"matchers": "{service=\"checkout\"}", "starts_at": "now", "ends_at": "` + end + `", "comment": "deploy"}`,
+			`starts_at: "now" is not an RFC 3339 time`},
+		{"ends_at a number", `{"matchers": "{service=\"checkout\"}", "ends_at": 1, "comment": "deploy"}`, "ends_at"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, obj, _ := do(t, "POST", srv.URL+"/silences", tt.body)
+			if resp.StatusCode != 400 || !strings.Contains(obj["error"].(string), tt.want) {
+				t.Fatalf("POST /silences: %d %v, want 400 naming %q", resp.StatusCode, obj, tt.want)
+			}
+		})
+	}
+	if s := m.Silences(); len(s) != 0 {
+		t.Fatalf("silences created from refused bodies: %+v", s)
+	}
+	start := t0.Add(30 * time.Minute).Format(time.RFC3339Nano)
+	resp, obj, _ := do(t, "POST", srv.URL+"/silences", `{"matchers": "{service=\"checkout\"}", "starts_at": "`+start+`", "ends_at": "`+end+`", "comment": "deploy"}`)
+	if resp.StatusCode != 201 || obj["starts_at"] != t0.Add(30*time.Minute).Format(time.RFC3339) {
+		t.Fatalf("POST /silences with both times: %d %v", resp.StatusCode, obj)
+	}
+}
+
+// The history of a fingerprint without state changes (an alert pruned
+// since, a fingerprint copied from another page) is an empty JSON list, as
+// the other list endpoints answer, not null, which a client iterating the
+// answer fails on.
+func TestHistoryWithoutChangesIsAnEmptyList(t *testing.T) {
+	srv, _, _ := setup(t)
+	resp, err := http.Get(srv.URL + "/alerts/00000000000000ff/history")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 || strings.TrimSpace(string(b)) != "[]" {
+		t.Fatalf("GET history of an alert without changes: %d %s (%v), want 200 []", resp.StatusCode, b, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"slices"
@@ -118,7 +119,9 @@ func Parse(b []byte) (*Config, error) {
 	return &c, nil
 }
 
-// decodeError adds the line and column of a syntax or type error.
+// decodeError adds the line and column of a syntax or type error, and the
+// line, column and path (routes[1].matchers) of a value that its field's
+// decoder refused (a duration, matchers), which encoding/json does not say.
 func decodeError(b []byte, err error) error {
 	var off int64 = -1
 	var se *json.SyntaxError
@@ -128,13 +131,23 @@ func decodeError(b []byte, err error) error {
 		off = se.Offset - 1 // the offset is past the offending byte
 	case errors.As(err, &te):
 		off = te.Offset
+	case errors.Is(err, io.ErrUnexpectedEOF):
+	default:
+		if bad, ok := locate(b); ok {
+			line, col := position(b, int64(bad.off))
+			return fmt.Errorf("line %d, column %d: %s: %w", line, col, bad.path, err)
+		}
 	}
 	if off < 0 || off > int64(len(b)) {
 		return err
 	}
-	line := 1 + bytes.Count(b[:off], []byte("\n"))
-	col := int(off) - bytes.LastIndexByte(b[:off], '\n')
+	line, col := position(b, off)
 	return fmt.Errorf("line %d, column %d: %w", line, col, err)
+}
+
+// position returns the line and column (from 1) of offset off of b.
+func position(b []byte, off int64) (line, col int) {
+	return 1 + bytes.Count(b[:off], []byte("\n")), int(off) - bytes.LastIndexByte(b[:off], '\n')
 }
 
 // RuleSet returns the rules to run: the built-in ones unless disabled,

@@ -103,6 +103,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"routes": [{"receiver": "w", "matchers": "{a=~\"(\"}"}]}`))
 	f.Add([]byte(`{"timing": {"repeat": {"P0": "-1m"}}}`))
 	f.Add([]byte(`[]`))
+	f.Add([]byte(`{"rules": [{"name": "x", "for": "1q"}], "routes": [{"matchers": 1}], "timing": {"repeat": {"P0": "x"}}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := Parse(b)
 		if err != nil {
@@ -222,5 +223,31 @@ func TestParseGroupWaitZeroNotifiesAtOnce(t *testing.T) {
 	}
 	if n := firstFlush(t, omitted); n != 0 || omitted.DispatchTiming().WithDefaults().GroupWait != 30*time.Second {
 		t.Fatalf("group_wait omitted: %d notifications at the first flush, want 0 (30s wait)", n)
+	}
+}
+
+// A duration or a list of matchers that does not parse is refused with the
+// line, column and path of its field: encoding/json reports only the
+// value's own error ("time: unknown unit "q" in duration "5q""), and in a
+// document with dozens of durations nobody knows which one.
+func TestParseNamesTheFieldOfARefusedValue(t *testing.T) {
+	const recv = `"receivers": [{"name": "w", "webhook": {"url": "http://h/"}}]`
+	tests := []struct{ name, doc, want string }{
+		{"rule for", "{\"rules\": [{\"name\": \"a\", \"expr\": \"up\"},\n {\"name\": \"b\", \"expr\": \"up\", \"for\": \"5q\"}],\n " + recv + "}",
+			`line 2, column 37: rules[1].for: time: unknown unit "q"`},
+		{"route matchers", `{"routes": [{"receiver": "w"}, {"receiver": "w", "matchers": "{a=\"b\""}], ` + recv + `}`,
+			"line 1, column 62: routes[1].matchers: alerts: invalid input: matchers: position 6"},
+		{"group wait", `{"timing": {"group_wait": "soon"}, ` + recv + `}`, `timing.group_wait: time: invalid duration "soon"`},
+		{"repeat", `{"timing": {"repeat": {"P1": "1x"}}, ` + recv + `}`, "timing.repeat.P1: "},
+		{"inhibit source", `{"inhibit_rules": [{"source": "a=~\"(\"", "target": "b=\"c\""}], ` + recv + `}`, "inhibit_rules[0].source: "},
+		{"key case as encoding/json", `{"Timing": {"Group_Interval": "-1m"}, ` + recv + `}`, `Timing.Group_Interval: duration "-1m" is negative`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.doc))
+			if !errors.Is(err, alerts.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Parse() = %v, want an invalid-input error containing %q", err, tt.want)
+			}
+		})
 	}
 }
