@@ -116,7 +116,11 @@ type App struct {
 	ui       http.Handler
 	stopping chan struct{} // closed when Run stops serving: ends the UI's live streams
 	ln       net.Listener
-	ready    atomic.Bool
+	// readyTerm is the lead under which this replica last completed a
+	// cycle (a LeaderContext): it serves the engine's reads while that lead
+	// lasts, and after a lead lost and regained only once a cycle of the
+	// new one completed. Written by the tick goroutine.
+	readyTerm atomic.Pointer[leadTerm]
 
 	// p99Levels are the p99 alert levels of a service, for the engine API.
 	p99Levels api.Levels
@@ -439,6 +443,10 @@ func (a *App) startFleet() error {
 	if err != nil {
 		return fmt.Errorf("%w: demo: %w", ErrStart, err)
 	}
+	// Closed before its connection: a start that fails later releases its
+	// listeners and governors, and a stop waits for its servers.
+	f := a.fleet
+	a.closers = append(a.closers, func() { _ = f.Close() })
 	return nil
 }
 
@@ -576,18 +584,49 @@ func (a *App) tick(ctx context.Context, at time.Time) {
 		a.log.Info("recommendation", "service", s.Version.Service, "version", s.Version.Number, "auto_applied", s.AutoApplied,
 			"policy", s.Policy, "reason", s.Version.Reason)
 	}
-	if err == nil || len(res.Scores) > 0 {
-		a.ready.Store(true)
+	if (err == nil || len(res.Scores) > 0) && ctx.Err() == nil {
+		a.cycleCompleted()
 	}
+}
+
+// leadTerm is a lead of this replica: ctx ends when it does.
+type leadTerm struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// cycleCompleted records that a cycle completed under the current lead:
+// the replica is ready until that lead ends.
+func (a *App) cycleCompleted() {
+	if t := a.readyTerm.Load(); t != nil && t.ctx.Err() == nil {
+		return // the same lead
+	}
+	ctx, cancel := a.elector.LeaderContext(context.Background())
+	if ctx.Err() != nil {
+		cancel()
+		return
+	}
+	if old := a.readyTerm.Swap(&leadTerm{ctx: ctx, cancel: cancel}); old != nil {
+		old.cancel()
+	}
+}
+
+// cycledThisLead reports whether a cycle completed under the lead in
+// force.
+func (a *App) cycledThisLead() bool {
+	t := a.readyTerm.Load()
+	return t != nil && t.ctx.Err() == nil
 }
 
 // readiness answers /readyz: nil while this replica serves the engine's
 // reads. It needs NATS and the rules database to answer (checked on every
 // call, so a ready replica turns unready while either is down), the lead,
-// and one completed evaluation cycle. A standby is not ready: the load
-// scores and recommendations the engine API and UI show are the leader's
-// (kept in its memory), so a load balancer must send the reads to the
-// leader alone; a standby turns ready after its first cycle as the leader.
+// and one evaluation cycle completed under the lead in force. A standby is
+// not ready: the load scores and recommendations the engine API and UI show
+// are the leader's (kept in its memory), so a load balancer must send the
+// reads to the leader alone; a standby turns ready after its first cycle as
+// the leader, and so does a leader that lost the lead and took it back
+// (what it kept in memory is as old as its last lead).
 func (a *App) readiness() error {
 	if !a.nc.IsConnected() {
 		return errors.New("not connected to NATS")
@@ -600,8 +639,8 @@ func (a *App) readiness() error {
 	switch {
 	case !a.elector.IsLeader():
 		return errors.New("standby: another replica leads, and serves the load scores and recommendations")
-	case !a.ready.Load():
-		return errors.New("no evaluation cycle has completed yet")
+	case !a.cycledThisLead():
+		return errors.New("no evaluation cycle has completed yet under the current lead")
 	}
 	return nil
 }
@@ -662,5 +701,8 @@ func (a *App) close() {
 	a.closers = nil
 	if a.ln != nil {
 		a.ln.Close()
+	}
+	if t := a.readyTerm.Swap(nil); t != nil {
+		t.cancel()
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"governor.dev/governor/engine/config"
 	"governor.dev/governor/engine/evaluate"
 	"governor.dev/governor/engine/recommend"
@@ -134,4 +136,23 @@ func TestFailedStartNamesTheDependency(t *testing.T) {
 	if a != nil || err == nil || !strings.Contains(err.Error(), "nats") {
 		t.Fatalf("New with NATS down = %v, %v; want no App and an error naming NATS", a, err)
 	}
+}
+
+// TestFailedStartReleasesTheDemoFleet: a dev stack whose listen address is
+// taken fails to start after its demo fleet was built, and stops the fleet
+// with the rest: no governor, server or watcher of it is left running.
+func TestFailedStartReleasesTheDemoFleet(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	before := goleak.IgnoreCurrent()
+	cfg := config.DevDefaults()
+	cfg.DataDir, cfg.Listen = t.TempDir(), busy.Addr().String()
+	a, err := New(context.Background(), Options{Config: cfg, BcryptCost: 4})
+	if a != nil || err == nil || !strings.Contains(err.Error(), "listen "+cfg.Listen) {
+		t.Fatalf("New on a taken address = %v, %v; want no App and an error naming the address", a, err)
+	}
+	goleak.VerifyNone(t, before)
 }

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"errors"
 	"io"
 	"math"
 	"net"
@@ -110,7 +111,7 @@ func TestPhaseIsInactiveBeforeRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.closeUnstarted()
+	defer f.Close()
 	if inc, active := f.Phase("checkout"); active {
 		t.Fatalf("%s active before Run", inc)
 	}
@@ -140,12 +141,7 @@ func TestFleetStopReleasesPortsAndGoroutines(t *testing.T) {
 	time.Sleep(500 * time.Millisecond) // let requests pile up
 	cancel()
 	<-done
-	for _, ep := range f.Endpoints() {
-		if c, err := net.Dial("tcp", strings.TrimPrefix(ep.URL, "http://")); err == nil {
-			c.Close()
-			t.Errorf("%s still accepts connections", ep.URL)
-		}
-	}
+	refusesConnections(t, f)
 	nc.Close()
 	srv.Close()
 	goleak.VerifyNone(t, before)
@@ -207,4 +203,76 @@ func TestFleetServes(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// refusesConnections fails the test if an instance of f still accepts TCP
+// connections.
+func refusesConnections(t *testing.T, f *Fleet) {
+	t.Helper()
+	for _, ep := range f.Endpoints() {
+		if c, err := net.Dial("tcp", strings.TrimPrefix(ep.URL, "http://")); err == nil {
+			c.Close()
+			t.Errorf("%s still accepts connections", ep.URL)
+		}
+	}
+}
+
+// TestFleetCloseBeforeRunReleasesEverything: a fleet built and never run
+// (its owner failed to start something else) releases its listeners and
+// governors at Close, which can be called again, and refuses to Run after.
+func TestFleetCloseBeforeRunReleasesEverything(t *testing.T) {
+	nc := startNATS(t)
+	before := goleak.IgnoreCurrent()
+	f, err := New(Options{Conn: nc, Instances: 2,
+		Services: []Service{{Name: "checkout", Capacity: 4, Work: 5 * time.Millisecond, Rate: 50, Factor: 1.5}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	refusesConnections(t, f)
+	if err := f.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if err := f.Run(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Run after Close = %v, want ErrClosed", err)
+	}
+	goleak.VerifyNone(t, before)
+}
+
+// TestFleetCloseStopsRunAndWaitsForIt: Close ends a Run in progress and
+// returns only once Run has, its servers closed.
+func TestFleetCloseStopsRunAndWaitsForIt(t *testing.T) {
+	nc := startNATS(t)
+	f, err := New(Options{Conn: nc, Instances: 2, Traffic: true,
+		Services: []Service{{Name: "checkout", Capacity: 4, Work: 5 * time.Millisecond, Rate: 50, Factor: 1.5}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- f.Run(context.Background()) }()
+	resp, err := http.Get(f.Endpoints()[0].URL + "/metrics") // answered once Run serves
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+	default:
+		t.Fatal("Close returned before Run")
+	}
+	refusesConnections(t, f)
+	if err := f.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if err := f.Run(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("second Run = %v, want ErrClosed", err)
+	}
 }

@@ -19,6 +19,10 @@ import (
 // ErrInvalidOption marks bad fleet options.
 var ErrInvalidOption = errors.New("demo: invalid option")
 
+// ErrClosed is returned by Run on a fleet that was closed or has run
+// already: its listeners and governors are released.
+var ErrClosed = errors.New("demo: fleet closed")
+
 // Options configure a Fleet. Conn is required.
 type Options struct {
 	// Conn is the NATS connection the watchers use.
@@ -101,13 +105,23 @@ type Endpoint struct {
 	URL string `json:"url"`
 }
 
-// Fleet is the running demo services.
+// Fleet is the running demo services. New binds their listeners, Run serves
+// them, and Close (or the end of Run) releases everything.
 type Fleet struct {
 	o         Options
 	instances []*instance
 	// start is when Run began (o.Clock), nil before: the incident cycle
 	// counts from it.
 	start atomic.Pointer[time.Time]
+
+	// mu guards the fields below.
+	mu sync.Mutex
+	// used: Run began or Close was called; what New bound is no longer
+	// released by Close itself.
+	used bool
+	// stop ends a Run in progress; running is done when it has returned.
+	stop    context.CancelFunc
+	running sync.WaitGroup
 }
 
 // New builds the instances and binds their listeners; Run starts them.
@@ -155,9 +169,41 @@ func (f *Fleet) Running() map[string]int64 {
 	return out
 }
 
-// Run serves, watches and (with Traffic) sends load until ctx ends, then
-// stops everything and returns.
+// Close stops the fleet and releases its listeners, servers, watchers and
+// governors, and returns once every goroutine of the fleet has: it ends a
+// Run in progress and waits for it, or releases what New bound when Run
+// never began. It may be called more than once, and concurrently with Run.
+func (f *Fleet) Close() error {
+	f.mu.Lock()
+	used, stop := f.used, f.stop
+	f.used = true
+	f.mu.Unlock()
+	switch {
+	case !used:
+		f.closeUnstarted()
+	case stop != nil:
+		stop()
+	}
+	f.running.Wait()
+	return nil
+}
+
+// Run serves, watches and (with Traffic) sends load until ctx ends or Close
+// is called, then stops everything and returns nil. A fleet runs once: Run
+// after Close, or after an earlier Run, returns ErrClosed.
 func (f *Fleet) Run(ctx context.Context) error {
+	f.mu.Lock()
+	if f.used {
+		f.mu.Unlock()
+		return ErrClosed
+	}
+	f.used = true
+	ctx, stop := context.WithCancel(ctx)
+	f.stop = stop
+	f.running.Add(1)
+	f.mu.Unlock()
+	defer f.running.Done()
+	defer stop()
 	start := f.o.Clock.Now()
 	f.start.Store(&start)
 	var wg sync.WaitGroup
