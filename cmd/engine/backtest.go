@@ -29,9 +29,9 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	from := fs.String("from", "", "start, RFC 3339 (e.g. 2026-11-30T10:00:00Z) or a duration before now (e.g. 2h) (required)")
 	to := fs.String("to", "", "end, RFC 3339 or a duration before now; default now")
 	step := fs.Duration("step", 0, "evaluation step; default the configured interval")
-	prom := fs.String("prometheus", os.Getenv("GOVERNOR_PROMETHEUS_URL"), "Prometheus query API holding the recorded metrics (required; GOVERNOR_PROMETHEUS_URL)")
+	prom := fs.String("prometheus", "", "Prometheus query API holding the recorded metrics (required: this flag, GOVERNOR_PROMETHEUS_URL or metrics.prometheus_url)")
 	rulesFile := fs.String("rules", "", "JSON ruleset in force at the start (required)")
-	cfgFile := fs.String("config", os.Getenv("GOVERNOR_CONFIG"), "engine configuration for the load score, recommender and bands")
+	cfgFile := fs.String("config", "", "engine configuration for the load score, recommender and bands (also GOVERNOR_CONFIG); GOVERNOR_* variables override it as for engine run")
 	asJSON := fs.Bool("json", false, "print one JSON object per proposal (the summary goes to stderr)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -64,21 +64,25 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected arguments %q (flags go before them)", fs.Args()))
 	}
-	if *prom == "" {
-		errs = append(errs, errors.New("-prometheus is required (the embedded store keeps no history across runs)"))
-	}
 	if *rulesFile == "" {
 		errs = append(errs, errors.New("-rules is required"))
 	}
-	cfg := config.Default()
-	if *cfgFile != "" {
-		var err error
-		if cfg, err = config.LoadFile(*cfgFile, cfg); err == nil {
-			err = cfg.Validate()
-		}
-		if err != nil {
-			errs = append(errs, err)
-		}
+	cfg, err := backtestConfig(*cfgFile, os.Getenv)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if *prom == "" {
+		*prom = cfg.Metrics.PrometheusURL
+	}
+	if *prom == "" {
+		errs = append(errs, errors.New("-prometheus is required (the embedded store keeps no history across runs)"))
+	}
+	if *step == 0 {
+		*step = cfg.Interval
+	}
+	if n := backtest.Steps(t1, t2, *step); *from != "" && err1 == nil && err2 == nil && n > backtest.MaxSteps {
+		errs = append(errs, fmt.Errorf("-step %s from -from %s to -to %s gives %d evaluations, more than the %d allowed: raise -step or shorten the range",
+			*step, t1.Format(time.RFC3339), t2.Format(time.RFC3339), n, backtest.MaxSteps))
 	}
 	if len(errs) > 0 {
 		fmt.Fprintf(stderr, "engine backtest:\n%v\n", errors.Join(errs...))
@@ -98,9 +102,6 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if err != nil {
 		fmt.Fprintf(stderr, "engine backtest: %v\n", err)
 		return 2
-	}
-	if *step == 0 {
-		*step = cfg.Interval
 	}
 	o := backtestOptions(cfg, *service)
 	o.Source, o.From, o.To, o.Step, o.Ruleset = src, t1, t2, *step, rs
@@ -154,6 +155,21 @@ func parseTime(s string, now time.Time) (time.Time, error) {
 		return time.Time{}, fmt.Errorf("duration %s is negative: that is after now", d)
 	}
 	return now.Add(-d), nil
+}
+
+// backtestConfig is the engine configuration exactly as `engine run` loads
+// it (config.Load without flags): the defaults (dev mode's with
+// GOVERNOR_DEV), the file (file, else GOVERNOR_CONFIG), then the GOVERNOR_*
+// environment variables, validated as a whole. So the same settings give
+// the replay the recommender, load score, band and interval of the live
+// engine.
+func backtestConfig(file string, getenv func(string) string) (config.Config, error) {
+	var args []string
+	if file != "" {
+		args = []string{"-config", file}
+	}
+	cfg, _, err := config.Load(args, getenv, io.Discard)
+	return cfg, err
 }
 
 // backtestOptions are the replay's options from the engine configuration:

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -107,5 +108,92 @@ func TestBacktestReportsFailedQueries(t *testing.T) {
 		if asJSON && stdout.Len() != 0 {
 			t.Errorf("-json: stdout %q holds more than proposals", stdout.String())
 		}
+	}
+}
+
+// emptyPrometheus answers every query with no series.
+func emptyPrometheus(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"status":"success","data":{"resultType":"vector","result":[]}}`))
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestBacktestLayersTheEnvironmentOverTheConfigFile: GOVERNOR_INTERVAL
+// sets the default step of a replay, over the file's interval as for the
+// live engine; it used to be ignored (the file's or the default interval
+// applied).
+func TestBacktestLayersTheEnvironmentOverTheConfigFile(t *testing.T) {
+	prom := emptyPrometheus(t)
+	file := filepath.Join(t.TempDir(), "engine.yaml")
+	if err := os.WriteFile(file, []byte("interval: 20s\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("GOVERNOR_CONFIG", "")
+	t.Setenv("GOVERNOR_INTERVAL", "30s")
+	for _, extra := range [][]string{nil, {"-config", file}} {
+		args := append([]string{"backtest", "-service", "checkout", "-prometheus", prom, "-rules", rulesFile(t),
+			"-from", "2026-01-01T00:00:00Z", "-to", "2026-01-01T00:01:00Z"}, extra...)
+		var stdout, stderr bytes.Buffer
+		code := dispatch(context.Background(), args, &stdout, &stderr)
+		if code != 0 || !strings.HasPrefix(stdout.String(), "3 steps,") { // 0s, 30s, 60s
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 3 steps of GOVERNOR_INTERVAL 30s", extra, code, stdout.String(), stderr.String())
+		}
+	}
+}
+
+// TestBacktestLoadsTheConfigurationAsTheLiveEngine: for one file and one
+// environment, the replay gets the options the live engine would build
+// (defaults of GOVERNOR_DEV, the file, then GOVERNOR_* variables), whether
+// -config or GOVERNOR_CONFIG names the file.
+func TestBacktestLoadsTheConfigurationAsTheLiveEngine(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "engine.yaml")
+	body := "interval: 20s\nrecommend:\n  setpoint: 0.6\n  kp: 2\nload_score:\n  half_life: 45s\nbands:\n  services:\n    checkout: {manual: true}\n"
+	if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"GOVERNOR_DEV": "true", "GOVERNOR_SETPOINT": "0.4", "GOVERNOR_INTERVAL": "30s", "GOVERNOR_PROMETHEUS_URL": "http://prom:9090"}
+	getenv := func(k string) string { return env[k] }
+	live, _, err := config.Load([]string{"-config", file}, getenv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := backtestConfig(file, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Recommend.Setpoint != 0.4 || got.Recommend.Kp != 2 || got.Interval != 30*time.Second || got.Score.HalfLife != 45*time.Second ||
+		got.Score.Weights == nil || got.Metrics.PrometheusURL != "http://prom:9090" {
+		t.Errorf("backtest configuration %+v lacks a layer", got)
+	}
+	if a, b := backtestOptions(got, "checkout"), backtestOptions(live, "checkout"); !reflect.DeepEqual(a, b) {
+		t.Errorf("backtest options\n%+v\nlive engine's\n%+v", a, b)
+	}
+	env["GOVERNOR_CONFIG"] = file
+	if byEnv, err := backtestConfig("", getenv); err != nil || !reflect.DeepEqual(backtestOptions(byEnv, "checkout"), backtestOptions(live, "checkout")) {
+		t.Errorf("file named by GOVERNOR_CONFIG: %v, options %+v", err, byEnv)
+	}
+	env["GOVERNOR_SETPOINT"] = "high"
+	if _, err := backtestConfig(file, getenv); err == nil || !strings.Contains(err.Error(), "GOVERNOR_SETPOINT") {
+		t.Errorf("bad GOVERNOR_SETPOINT: %v, want an error naming it", err)
+	}
+}
+
+// TestBacktestRefusesTooManySteps: a range and step giving more than
+// backtest.MaxSteps evaluations exit 2 naming -step and the limit before
+// any query (it used to run for hours); the context here is already
+// cancelled, so a replay that started would fail with it instead.
+func TestBacktestRefusesTooManySteps(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	args := []string{"backtest", "-service", "checkout", "-prometheus", "http://127.0.0.1:9", "-rules", rulesFile(t),
+		"-from", "2026-01-01T00:00:00Z", "-to", "2026-01-31T00:00:00Z", "-step", "1ms"}
+	var stdout, stderr bytes.Buffer
+	code := dispatch(ctx, args, &stdout, &stderr)
+	if code != 2 || !strings.Contains(stderr.String(), "-step 1ms") || !strings.Contains(stderr.String(), "more than the 100000 allowed") {
+		t.Fatalf("exit %d, stderr %q; want 2 naming -step and the limit", code, stderr.String())
 	}
 }

@@ -5,7 +5,9 @@
 //	                                   $GOVERNOR_ALERTS_CONFIG or -alerts-config
 //	engine -check-config [flags]       validate the configuration and exit
 //	engine backtest -service S -from T1 -to T2
-//	                                   replay recorded metrics through the recommender
+//	                                   replay recorded metrics through the recommender,
+//	                                   configured as engine run is (file, then GOVERNOR_*);
+//	                                   at most backtest.MaxSteps steps
 //	engine detect -data DIR -out OUT   score NAB-layout CSV files for anomalies
 //
 // The logic lives in importable packages; this file only dispatches.
@@ -78,4 +80,5 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "defaults (-dev or GOVERNOR_DEV=true: the zero-setup stack's), the YAML file of")
 	fmt.Fprintln(w, "-config or GOVERNOR_CONFIG, GOVERNOR_* environment variables, then flags.")
 	fmt.Fprintln(w, "SIGINT or SIGTERM stops it cleanly; a second signal exits at once.")
+	fmt.Fprintln(w, "engine backtest reads the same defaults, file and environment variables.")
 }

@@ -26,6 +26,12 @@ import (
 // ErrInvalidOption marks bad options.
 var ErrInvalidOption = errors.New("backtest: invalid option")
 
+// MaxSteps bounds the evaluations of one replay: every step queries the
+// source for both scopes, so a long range with a tiny step would run for
+// hours. 100000 steps are over eleven days at the engine's default 10s
+// interval; replay a longer range with a larger step, or in parts.
+const MaxSteps = 100_000
+
 // Options configure a replay. Source, Service, From, To and Ruleset are
 // required.
 type Options struct {
@@ -85,6 +91,10 @@ func Run(ctx context.Context, o Options, emit func(Proposal)) (Summary, error) {
 	}
 	if o.Step < 0 {
 		errs = append(errs, fmt.Errorf("%w: step %s must be positive", ErrInvalidOption, o.Step))
+	}
+	if n := Steps(o.From, o.To, o.Step); n > MaxSteps {
+		errs = append(errs, fmt.Errorf("%w: step %s from %s to %s gives %d steps, more than the %d allowed: raise the step or shorten the range",
+			ErrInvalidOption, o.Step, o.From.Format(time.RFC3339), o.To.Format(time.RFC3339), n, MaxSteps))
 	}
 	if o.Ruleset == nil {
 		errs = append(errs, fmt.Errorf("%w: Ruleset (the version in force at the start) is required", ErrInvalidOption))
@@ -169,6 +179,15 @@ func Run(ctx context.Context, o Options, emit func(Proposal)) (Summary, error) {
 		}
 	}
 	return sum, nil
+}
+
+// Steps is how many evaluations a replay from from to to (both included)
+// every step makes; 0 for an empty range or a step that is not positive.
+func Steps(from, to time.Time, step time.Duration) int64 {
+	if step <= 0 || from.IsZero() || to.Before(from) {
+		return 0
+	}
+	return int64(to.Sub(from)/step) + 1
 }
 
 // readErrors describes the failed queries of a step's snapshots, in signal

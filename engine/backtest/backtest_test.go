@@ -183,3 +183,41 @@ func contains(s, sub string) bool {
 	}
 	return false
 }
+
+// stopAtFirstQuery is a source that counts its queries and cancels the
+// replay's context at the first.
+type stopAtFirstQuery struct {
+	signals.Source
+	queries *int
+	cancel  context.CancelFunc
+}
+
+func (s stopAtFirstQuery) Query(context.Context, string, time.Time) (*signals.Result, error) {
+	*s.queries++
+	s.cancel()
+	return nil, errors.New("stopped")
+}
+
+// TestReplayRefusesMoreThanMaxSteps: a month at a step of one second
+// (2.6 million evaluations) is refused before any query, naming the step
+// and the limit; one step fewer than the limit is not.
+func TestReplayRefusesMoreThanMaxSteps(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	queries := 0
+	o := options(nil)
+	o.Source = stopAtFirstQuery{queries: &queries, cancel: cancel}
+	o.From, o.To, o.Step = t0, t0.Add(30*24*time.Hour), time.Second
+	_, err := Run(ctx, o, nil)
+	if !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "step 1s") ||
+		!strings.Contains(err.Error(), "2592001 steps, more than the 100000 allowed") || queries != 0 {
+		t.Fatalf("Run = %v after %d queries; want ErrInvalidOption naming the step and the limit, before any query", err, queries)
+	}
+	o.To = t0.Add((MaxSteps - 1) * time.Second)
+	if n := Steps(o.From, o.To, o.Step); n != MaxSteps {
+		t.Fatalf("Steps = %d, want %d", n, MaxSteps)
+	}
+	if _, err := Run(ctx, o, nil); errors.Is(err, ErrInvalidOption) || queries == 0 {
+		t.Fatalf("Run of MaxSteps = %v after %d queries; want it to start (and stop at the cancel)", err, queries)
+	}
+}
