@@ -4,6 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"log/slog"
+	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -234,4 +237,30 @@ func eventually(t *testing.T, limit time.Duration, f func() string) string {
 	}
 	t.Fatalf("condition not met within %v", limit)
 	return ""
+}
+
+// TestCampaignThatCannotReachTheDatabaseWarnsOnce: a replica whose
+// campaign cannot reach the database (down, refusing connections, out of
+// connection slots) never leads; the log says why, once for a run of the
+// same failure, instead of only at debug level as before.
+func TestCampaignThatCannotReachTheDatabaseWarnsOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	var logs testenv.Buffer
+	clk := clock.NewFake(leaseT0)
+	e := startTraced(t, "postgres://postgres@"+dead+"/test?sslmode=disable", "a", clk, func(o *PostgresOptions) {
+		o.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	for range 3 {
+		e.next(t, "campaign") // one failed attempt logged
+		clk.Advance(testCheck)
+	}
+	out := logs.String()
+	if n := strings.Count(out, "level=WARN"); n != 1 || !strings.Contains(out, "cannot campaign") || !strings.Contains(out, dead) {
+		t.Fatalf("%d warnings after 3 failed campaigns, want 1 naming the database address %s:\n%s", n, dead, out)
+	}
 }

@@ -182,11 +182,24 @@ func (p *Postgres) LeaderContext(ctx context.Context) (context.Context, context.
 	return c, func() { stop(); cancel(context.Canceled) }
 }
 
-// Run implements Elector.
+// Run implements Elector. A campaign that cannot reach the database (or
+// take the lock for another reason than another replica holding it) is
+// logged as a warning when it starts failing and whenever its error
+// changes, then at debug level while it fails the same way: a replica that
+// never leads says why.
 func (p *Postgres) Run(ctx context.Context) error {
+	failing := "" // the error of the last failed campaign; "" after one that worked
 	for ctx.Err() == nil {
 		conn, locked, err := p.acquire(ctx)
-		if err != nil && ctx.Err() == nil {
+		switch {
+		case err == nil:
+			failing = ""
+		case ctx.Err() != nil:
+		case err.Error() != failing:
+			failing = err.Error()
+			p.o.Logger.Warn("leader: cannot campaign for the lead; retrying", "identity", p.o.Identity,
+				"retry", p.o.RetryInterval, "err", err)
+		default:
 			p.o.Logger.Debug("leader: campaign", "err", err)
 		}
 		wait := p.o.RetryInterval
