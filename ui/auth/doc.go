@@ -25,8 +25,17 @@
 // client address only the first in a minute is (the others cost the client
 // nothing, and would grow the log as fast as it posts).
 //
+// User names are unique ignoring case, as approvals compare people
+// (versioning.SamePerson): with "alice" there, "Alice" is refused
+// (ErrExists). A database that held such pairs before migration 00301 keeps
+// them; new clashes are still refused.
+//
 // No account ships with a default password: EnsureAdmin creates the first
 // admin with a random one-time password that must be changed at first login.
+// It is also the way back from a database with users but no admin (from
+// before the guard below): at start, the configured admin is promoted, or
+// created with a one-time password, and the recovery audited.
+//
 // No change may leave the system without an admin: taking the admin role
 // from, or deleting, the only admin left is refused (ErrLastAdmin), checked
 // and changed atomically so that two admins demoting each other at once

@@ -17,7 +17,7 @@ var (
 	ErrCSRF = errors.New("auth: missing or invalid CSRF token")
 	// ErrInvalid: bad input (user name, password, role, scope).
 	ErrInvalid = errors.New("auth: invalid input")
-	// ErrExists: a user with that name already exists.
+	// ErrExists: a user with that name, ignoring case, already exists.
 	ErrExists = errors.New("auth: already exists")
 	// ErrNotFound: no such user or token.
 	ErrNotFound = errors.New("auth: not found")

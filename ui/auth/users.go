@@ -15,6 +15,9 @@ import (
 )
 
 // CreateUser adds a local user. With mustChange the password is one-time.
+// Names are unique ignoring case, as the rules store compares people
+// (versioning.SamePerson): "Alice" is refused with ErrExists while "alice"
+// exists, checked and inserted in one atomic step.
 func (m *Manager) CreateUser(ctx context.Context, name, password string, roles []versioning.Role, mustChange bool) (User, error) {
 	if err := ValidateUserName(name); err != nil {
 		return User{}, err
@@ -30,15 +33,74 @@ func (m *Manager) CreateUser(ctx context.Context, name, password string, roles [
 		return User{}, fmt.Errorf("%w: password: %w", ErrInvalid, err)
 	}
 	now := m.nowMS()
-	_, err = m.db.ExecContext(ctx, m.q(`INSERT INTO ui_users (name, password_hash, roles, must_change, created_ms, updated_ms) VALUES (?, ?, ?, ?, ?, ?)`),
-		name, string(hash), versioning.JoinRoles(roles), boolInt(mustChange), now, now)
+	tx, err := m.db.BeginTx(ctx, nil)
 	if err != nil {
+		return User{}, unavailable(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := m.lockUsers(ctx, tx); err != nil {
+		return User{}, err
+	}
+	if err := m.insertUser(ctx, tx, name, string(hash), roles, mustChange, now); err != nil {
+		return User{}, err
+	}
+	if err := tx.Commit(); err != nil {
 		if isUniqueViolation(err) {
-			return User{}, fmt.Errorf("%w: user %q", ErrExists, name)
+			return User{}, fmt.Errorf("%w: name: a user named %q already exists (names are compared ignoring case)", ErrExists, name)
 		}
 		return User{}, unavailable(err)
 	}
 	return User{Name: name, Roles: roles, MustChange: mustChange, CreatedAt: msTime(now)}, nil
+}
+
+// lockUsers makes the PostgreSQL transaction tx the only one adding users
+// until it ends. A database whose names clashed ignoring case before
+// migration 00301 has no unique index on lower(name), so creations take
+// turns for insertUser's check to hold when they commit. The lock lets
+// logins and sessions (which only read users) through. A SQLite
+// transaction holds the database's write lock from its first write, and
+// the insert checks and writes in one statement.
+func (m *Manager) lockUsers(ctx context.Context, tx *sql.Tx) error {
+	if m.o.Dialect != migrations.Postgres {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `LOCK TABLE ui_users IN SHARE ROW EXCLUSIVE MODE`); err != nil {
+		return unavailable(err)
+	}
+	return nil
+}
+
+// insertUser adds a user row in tx unless a user's name equals name
+// ignoring case (ErrExists naming the field "name").
+func (m *Manager) insertUser(ctx context.Context, tx *sql.Tx, name, hash string, roles []versioning.Role, mustChange bool, now int64) error {
+	res, err := tx.ExecContext(ctx, m.q(`INSERT INTO ui_users (name, password_hash, roles, must_change, created_ms, updated_ms)
+		SELECT CAST(? AS text), CAST(? AS text), CAST(? AS text), CAST(? AS integer), CAST(? AS bigint), CAST(? AS bigint)
+		WHERE NOT EXISTS (SELECT 1 FROM ui_users WHERE lower(name) = lower(?))`),
+		name, hash, versioning.JoinRoles(roles), boolInt(mustChange), now, now, name)
+	if err != nil {
+		if isUniqueViolation(err) {
+			return fmt.Errorf("%w: name: a user named %q already exists (names are compared ignoring case)", ErrExists, name)
+		}
+		return unavailable(err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return m.nameTaken(ctx, tx, name)
+	}
+	return nil
+}
+
+// nameTaken is the error of a new user name that an existing one equals,
+// ignoring case, naming the existing one.
+func (m *Manager) nameTaken(ctx context.Context, tx *sql.Tx, name string) error {
+	var existing string
+	err := tx.QueryRowContext(ctx, m.q(`SELECT name FROM ui_users WHERE lower(name) = lower(?) ORDER BY name LIMIT 1`), name).Scan(&existing)
+	if err != nil && !isNoRows(err) {
+		return unavailable(err)
+	}
+	if existing == "" || existing == name {
+		return fmt.Errorf("%w: name: a user named %q already exists", ErrExists, name)
+	}
+	return fmt.Errorf("%w: name: %q is taken by user %q (names are compared ignoring case, as approvals compare people)", ErrExists, name, existing)
 }
 
 func boolInt(b bool) int {
@@ -269,28 +331,126 @@ func (m *Manager) DeleteUser(ctx context.Context, name string) error {
 	return nil
 }
 
-// EnsureAdmin creates the first user, an admin (with every role, so one
-// person can run a fresh installation) named name, if there are no users
-// yet. It returns the one-time password to print, or "" if users exist,
-// including when another process sharing the database (a replica starting
-// at the same time) created the admin first.
+// ActionAdminRecover is the audit action of EnsureAdmin giving the admin
+// role to the configured admin of a database whose users hold none.
+const ActionAdminRecover versioning.Action = "admin_recover"
+
+// recoveryActor is who the audit log names for EnsureAdmin's recovery: the
+// process starting, acting on its configuration.
+var recoveryActor = versioning.Actor{Name: "system:ensure-admin", Roles: []versioning.Role{}}
+
+// allRoles are the roles of an admin that EnsureAdmin creates, so that one
+// person can run a fresh installation.
+func allRoles() []versioning.Role {
+	return []versioning.Role{versioning.RoleAdmin, versioning.RoleApprover, versioning.RoleOperator, versioning.RoleViewer}
+}
+
+// EnsureAdmin makes sure some user holds the admin role, so that someone
+// can manage users; it changes nothing while one does.
+//
+// With no users at all it creates the first user, an admin named name with
+// every role and a one-time password, which it returns for the caller to
+// print. With users but no admin (a database from before the last admin
+// was guarded, or edited by hand) it recovers: the user named name
+// (compared ignoring case) gets the admin role added to its own and keeps
+// its password, and "" is returned; with no such user, name is created as
+// the first user would be and its one-time password returned. A recovery
+// is audited (ActionAdminRecover) and logged as a warning. The check and
+// the change are one atomic step.
+//
+// It returns "" as well when another process sharing the database (a
+// replica starting at the same time) created or promoted an admin first.
 func (m *Manager) EnsureAdmin(ctx context.Context, name string) (string, error) {
-	var n int
-	if err := m.db.QueryRowContext(ctx, `SELECT count(*) FROM ui_users`).Scan(&n); err != nil {
-		return "", unavailable(err)
-	}
-	if n > 0 {
-		return "", nil
-	}
-	pw := randomString(18)
-	roles := []versioning.Role{versioning.RoleAdmin, versioning.RoleApprover, versioning.RoleOperator, versioning.RoleViewer}
-	if _, err := m.CreateUser(ctx, name, pw, roles, true); err != nil {
-		if errors.Is(err, ErrExists) {
-			return "", nil
-		}
+	if err := ValidateUserName(name); err != nil {
 		return "", err
 	}
+	var admin int
+	err := m.db.QueryRowContext(ctx, `SELECT 1 FROM ui_users WHERE `+isAdmin("roles")+` LIMIT 1`).Scan(&admin)
+	if err == nil {
+		return "", nil
+	}
+	if !isNoRows(err) {
+		return "", unavailable(err)
+	}
+	pw := randomString(18)
+	hash, err := bcrypt.GenerateFromPassword([]byte(pw), m.o.BcryptCost)
+	if err != nil {
+		return "", fmt.Errorf("%w: password: %w", ErrInvalid, err)
+	}
+	r, err := m.ensureAdmin(ctx, name, string(hash))
+	if err != nil {
+		return "", err
+	}
+	if r.recovered {
+		how := "promoted"
+		if r.created {
+			how = "created"
+		}
+		m.o.Logger.Warn("auth: no user held the admin role; the configured admin was given it", "user", r.user, "how", how)
+		m.audit(ctx, recoveryActor, ActionAdminRecover, detailJSON("user", r.user, "how", how, "reason", "no user held the admin role"))
+	}
+	if !r.created {
+		return "", nil
+	}
 	return pw, nil
+}
+
+// ensured is what ensureAdmin did.
+type ensured struct {
+	user string
+	// created: user was created with the one-time password; recovered:
+	// other users existed, none an admin.
+	created, recovered bool
+}
+
+// ensureAdmin is EnsureAdmin's transaction, creating the admin with the
+// password hash.
+func (m *Manager) ensureAdmin(ctx context.Context, name, hash string) (ensured, error) {
+	tx, err := m.db.BeginTx(ctx, nil)
+	if err != nil {
+		return ensured{}, unavailable(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := m.lockUsers(ctx, tx); err != nil {
+		return ensured{}, err
+	}
+	var users, admins int
+	err = tx.QueryRowContext(ctx, `SELECT count(*), COALESCE(SUM(CASE WHEN `+isAdmin("roles")+` THEN 1 ELSE 0 END), 0) FROM ui_users`).Scan(&users, &admins)
+	if err != nil {
+		return ensured{}, unavailable(err)
+	}
+	if admins > 0 {
+		return ensured{}, nil
+	}
+	r := ensured{user: name, recovered: users > 0}
+	var roles string
+	err = tx.QueryRowContext(ctx, m.q(`SELECT name, roles FROM ui_users WHERE lower(name) = lower(?) ORDER BY name LIMIT 1`), name).Scan(&r.user, &roles)
+	switch {
+	case isNoRows(err):
+		r.created = true
+		err = m.insertUser(ctx, tx, name, hash, allRoles(), true, m.nowMS())
+	case err == nil:
+		next := append(versioning.SplitRoles(roles), versioning.RoleAdmin)
+		_, err = tx.ExecContext(ctx, m.q(`UPDATE ui_users SET roles = ?, updated_ms = ? WHERE name = ?`), versioning.JoinRoles(next), m.nowMS(), r.user)
+		if err != nil {
+			err = unavailable(err)
+		}
+	default:
+		err = unavailable(err)
+	}
+	if errors.Is(err, ErrExists) {
+		return ensured{}, nil // another replica created it first
+	}
+	if err != nil {
+		return ensured{}, err
+	}
+	if err := tx.Commit(); err != nil {
+		if isUniqueViolation(err) {
+			return ensured{}, nil // another replica created it first
+		}
+		return ensured{}, unavailable(err)
+	}
+	return r, nil
 }
 
 // Login checks a password and starts a session. Attempts are throttled per
