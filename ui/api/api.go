@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bufio"
 	_ "embed"
 	"encoding/json"
 	"errors"
@@ -129,6 +130,32 @@ func (a *API) Routes(r chi.Router) {
 		r.Post("/services/{service}/emergency", a.emergency)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { a.fail(w, r, httperr.ErrNotFound) })
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) { methodNotAllowed(r, w, req) })
+}
+
+// methods are those the API routes; a 405 lists those of them that the
+// path has.
+var methods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// methodNotAllowed answers 405 with an Allow header and an error document,
+// so that a script sending the wrong method learns which ones the path
+// takes (not a 400 as for a malformed request).
+func methodNotAllowed(routes chi.Routes, w http.ResponseWriter, r *http.Request) {
+	path := r.URL.Path
+	if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePath != "" {
+		path = rc.RoutePath
+	}
+	var allowed []string
+	for _, m := range methods {
+		if routes.Match(chi.NewRouteContext(), m, path) {
+			allowed = append(allowed, m)
+		}
+	}
+	w.Header().Set("Allow", strings.Join(allowed, ", "))
+	writeJSON(w, http.StatusMethodNotAllowed, httperr.Body{
+		Error:  fmt.Sprintf("api: method %s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allowed, ", ")),
+		Status: http.StatusMethodNotAllowed,
+	})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -151,9 +178,34 @@ func (a *API) decode(w http.ResponseWriter, r *http.Request, v any) error {
 	return nil
 }
 
+// decodeOptional is decode for an optional body: an empty one, whether
+// its length was announced (Content-Length: 0) or not (a chunked or
+// HTTP/2 request without a length), leaves v as it is.
+func (a *API) decodeOptional(w http.ResponseWriter, r *http.Request, v any) error {
+	if r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	br := bufio.NewReader(r.Body)
+	if _, err := br.Peek(1); errors.Is(err, io.EOF) {
+		return nil
+	}
+	r.Body = struct {
+		io.Reader
+		io.Closer
+	}{br, r.Body}
+	return a.decode(w, r, v)
+}
+
 // decodeProblem names the field a decoding error is about: a value of the
 // wrong type or a field the operation does not have; "body" otherwise.
 func decodeProblem(err error) rules.FieldError {
+	if errors.Is(err, io.EOF) {
+		return rules.FieldError{Field: "body", Problem: "is empty; this operation needs a JSON object"}
+	}
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return rules.FieldError{Field: "body", Problem: fmt.Sprintf("is too large: at most %d bytes", mbe.Limit)}
+	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) && te.Field != "" {
 		return rules.FieldError{Field: te.Field, Problem: fmt.Sprintf("must be %s, not a JSON %s", jsonKind(te.Type), te.Value)}
@@ -364,11 +416,9 @@ func (a *API) decide(kind string) http.HandlerFunc {
 			return
 		}
 		var req DecisionRequest
-		if r.ContentLength != 0 {
-			if err := a.decode(w, r, &req); err != nil {
-				a.fail(w, r, err)
-				return
-			}
+		if err := a.decodeOptional(w, r, &req); err != nil {
+			a.fail(w, r, err)
+			return
 		}
 		by := auth.FromContext(r.Context()).Actor()
 		var v versioning.Version

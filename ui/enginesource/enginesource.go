@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -88,7 +89,11 @@ func New(o Options) (*Source, error) {
 	return &Source{o: o, trend: map[string][]model.Point{}}, nil
 }
 
-// Services returns every service the engine scores, by name.
+// Services returns every service the engine scores, by name. When the
+// ledger fails it returns the services with the error, naming the ledger:
+// the scores are still good, but the rollout counts of the service that
+// failed and of those after it were not read (model.Rollout has no way to
+// say so; they are zero).
 func (s *Source) Services(ctx context.Context) ([]model.ServiceStatus, error) {
 	scores := s.o.Scores.Scores()
 	tick := s.o.Scores.LastTick()
@@ -129,24 +134,18 @@ func (s *Source) Services(ctx context.Context) ([]model.ServiceStatus, error) {
 		out = append(out, st)
 	}
 	s.mu.Unlock()
+	slices.SortFunc(out, func(a, b model.ServiceStatus) int { return strings.Compare(a.Name, b.Name) })
 	if s.o.Ledger != nil {
 		for i := range out {
 			ins, err := s.o.Ledger.Instances(ctx, out[i].Name)
 			if err != nil {
-				return out, err
+				// The ledger is one database: the services left would
+				// each wait for it to fail again.
+				return out, fmt.Errorf("enginesource: delivery ledger: service %q: %w", out[i].Name, err)
 			}
 			out[i].Rollout = rollout(ins)
 		}
 	}
-	slices.SortFunc(out, func(a, b model.ServiceStatus) int {
-		if a.Name < b.Name {
-			return -1
-		}
-		if a.Name > b.Name {
-			return 1
-		}
-		return 0
-	})
 	return out, nil
 }
 

@@ -80,3 +80,34 @@ func TestServices(t *testing.T) {
 	_, err = enginesource.New(enginesource.Options{})
 	require.Error(t, err)
 }
+
+type flakyLedger struct{ fail string }
+
+func (f flakyLedger) Instances(_ context.Context, svc string) ([]distribution.Instance, error) {
+	if svc == f.fail {
+		return nil, errors.New("connection refused")
+	}
+	return []distribution.Instance{{Instance: "i1", State: distribution.StateSynced}}, nil
+}
+
+// TestServicesNamesTheLedgerWhenItFails: the overview's banner says the
+// delivery ledger failed (not only "connection refused" under "metrics"),
+// and the scores come back sorted with the counts read before the failure.
+func TestServicesNamesTheLedgerWhenItFails(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	fs := &fakeScores{tick: t0, scores: []loadscore.Score{
+		{Key: signals.Key{Service: "c"}, Known: true, Value: 0.1},
+		{Key: signals.Key{Service: "a"}, Known: true, Value: 0.1},
+		{Key: signals.Key{Service: "b"}, Known: true, Value: 0.1},
+	}}
+	src, err := enginesource.New(enginesource.Options{Scores: fs, Ledger: flakyLedger{fail: "b"}})
+	require.NoError(t, err)
+	svcs, err := src.Services(context.Background())
+	require.ErrorContains(t, err, "delivery ledger")
+	require.ErrorContains(t, err, `"b"`)
+	require.ErrorContains(t, err, "connection refused")
+	require.Len(t, svcs, 3, "the scores are still shown")
+	require.Equal(t, []string{"a", "b", "c"}, []string{svcs[0].Name, svcs[1].Name, svcs[2].Name})
+	require.Equal(t, 1, svcs[0].Rollout.Synced)
+	require.NotNil(t, svcs[2].LoadScore)
+}
