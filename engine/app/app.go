@@ -274,7 +274,7 @@ func (a *App) openStore(ctx context.Context) error {
 
 func (a *App) startPlane(ctx context.Context) error {
 	po := distribution.PlaneOptions{Conn: a.nc, Names: a.names, Outbox: a.store, Store: distribution.NewSQLStore(a.ledgerDB),
-		Clock: a.o.Clock, Logger: a.log, Registerer: a.o.Registry}
+		Clock: a.o.Clock, Logger: a.log, Registerer: a.o.Registry, TransitionRetention: a.cfg.NATS.TransitionRetention}
 	if a.cfg.Dev {
 		po.Grace, po.GoneAfter = 10*time.Second, 10*time.Second
 	}
@@ -345,7 +345,7 @@ func (a *App) buildEngine() error {
 		Proposer: NewProposer(a.cfg.Recommend, a.store, a.o.Clock), Guard: a.guard, Fleet: a.plane.Ledger(),
 		Breakers: a.source, Band: (&recommend.PolicyBands{Reader: a.store, Fallback: a.band}).Band, Events: a.sink, Logger: a.log, Registerer: a.o.Registry,
 		Watermark: evaluate.SQLWatermark{DB: a.ledgerDB, Name: evaluate.EmergencyMark, Leader: a.cfg.Identity},
-		Levels:    levels})
+		Levels:    levels, ForgetAfter: a.cfg.State.MaxAge})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrStart, err)
 	}

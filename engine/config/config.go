@@ -64,7 +64,9 @@ type State struct {
 	// cycles old at a takeover. Default 30.
 	Every int `yaml:"every"`
 	// MaxAge: state older than this at a takeover is ignored (logged)
-	// and pruned. Must exceed every x interval. Default 1h.
+	// and pruned, and a service absent from the signals for this long is
+	// forgotten (its controller, baseline and downstream detectors start
+	// anew if it comes back). Must exceed every x interval. Default 1h.
 	MaxAge time.Duration `yaml:"max_age"`
 }
 
@@ -143,6 +145,11 @@ type NATS struct {
 	URL string `yaml:"url"`
 	// Prefix of the bucket and subjects.
 	Prefix string `yaml:"prefix"`
+	// TransitionRetention is how long the delivery ledger keeps the
+	// history of what each instance ran (ACK, NACK, GONE transitions);
+	// each known instance keeps its newest transition however old.
+	// Default 720h (30 days), at least 1h.
+	TransitionRetention time.Duration `yaml:"transition_retention"`
 }
 
 // Metrics is where signals come from.
@@ -268,7 +275,7 @@ func Default() Config {
 		Listen:   "127.0.0.1:7070",
 		DataDir:  "./var",
 		Interval: 10 * time.Second,
-		NATS:     NATS{Prefix: "governor"},
+		NATS:     NATS{Prefix: "governor", TransitionRetention: 30 * 24 * time.Hour},
 		Metrics:  Metrics{ScrapeInterval: 15 * time.Second, Window: time.Minute},
 		Score:    Score{Latency: 250 * time.Millisecond, HalfLife: 30 * time.Second},
 		Recommend: Recommend{Setpoint: 0.7, Kp: 1, Ki: 0.05, MinChange: 0.05, MinScores: 3,
@@ -356,6 +363,7 @@ func (c *Config) Validate() error {
 	if c.NATS.Prefix == "" || strings.ContainsAny(c.NATS.Prefix, " .*>") {
 		bad("nats.prefix", "%q must be a non-empty token without spaces, dots or wildcards", c.NATS.Prefix)
 	}
+	minDur("nats.transition_retention", c.NATS.TransitionRetention, time.Hour)
 	if u := c.Metrics.PrometheusURL; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 		bad("metrics.prometheus_url", "%q must be an http(s) URL (empty for the embedded store)", u)
 	}

@@ -155,6 +155,7 @@ func TestRecommendAndAlertLevelKeys(t *testing.T) {
 		{"evidence refresh negative", "recommend: {evidence_refresh: -1s}", "recommend.evidence_refresh:"},
 		{"evidence refresh too long", "recommend: {evidence_refresh: 25h}", "recommend.evidence_refresh:"},
 		{"rollback hold negative", "recommend: {rollback_hold: -1s}", "recommend.rollback_hold:"},
+		{"transition retention too short", "nats: {transition_retention: 10m}", "nats.transition_retention:"},
 		{"window shorter than two scrapes", "metrics: {scrape_interval: 15s, window: 20s}", "metrics.window:"},
 		{"deadband", "recommend: {deadband: 0.5}", "recommend.deadband:"},
 		{"step", "recommend: {max_step_per_second: 0}", "recommend.max_step_per_second:"},

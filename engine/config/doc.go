@@ -21,8 +21,10 @@
 // with "configured" exactly error_ratio_warn and error_ratio_critical.
 // state.* sets how the leader persists what it learned and reported for
 // the next leader (state.every: spread over that many cycles, default 30;
-// state.max_age: older state is ignored at a takeover, default 1h;
-// state.disabled). recommend.* every
+// state.max_age: older state is ignored at a takeover, and a service
+// absent from the signals that long is forgotten, default 1h;
+// state.disabled). nats.transition_retention: how long the delivery
+// ledger keeps what each instance ran (default 720h). recommend.* every
 // knob of the recommender, the open-proposal deadband
 // (recommend.open_deadband) and how often an open proposal's evidence alone
 // is revised (recommend.evidence_refresh, default 1m), how long a change
