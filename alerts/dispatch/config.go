@@ -96,7 +96,8 @@ type Timing struct {
 	GroupInterval time.Duration `json:"group_interval,omitempty"`
 	// Repeat is the repeat interval of an unchanged firing group, by tier;
 	// defaults P0 5m, P1 1h, P2 24h. A tier given must have a positive
-	// interval.
+	// interval. As in Alertmanager, a group never repeats more often than
+	// GroupInterval: a repeat interval below it acts as GroupInterval.
 	Repeat map[alerts.Severity]time.Duration `json:"repeat,omitempty"`
 	// BusinessHours gate P2 notifications (first, repeat and resolve).
 	BusinessHours BusinessHours `json:"business_hours"`
@@ -131,6 +132,25 @@ func (t Timing) WithDefaults() Timing {
 		t.BusinessHours.StartHour, t.BusinessHours.EndHour = d.BusinessHours.StartHour, d.BusinessHours.EndHour
 	}
 	return t
+}
+
+// repeat returns the repeat interval in force for tier: Repeat, or
+// GroupInterval when that is longer.
+func (t Timing) repeat(tier alerts.Severity) time.Duration {
+	return max(t.Repeat[tier], t.GroupInterval)
+}
+
+// ShortRepeats returns, sorted, the tiers whose repeat interval is below
+// GroupInterval, and so repeat every GroupInterval instead, for a caller to
+// warn about as Alertmanager does.
+func (t Timing) ShortRepeats() []alerts.Severity {
+	var out []alerts.Severity
+	for _, s := range slices.Sorted(maps.Keys(t.Repeat)) {
+		if t.Repeat[s] < t.GroupInterval {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // Validate names the first bad field.

@@ -24,6 +24,12 @@ type GroupState struct {
 	// is sent, and comes back, with its end time, when that resolve was
 	// never delivered (Undo).
 	Notified map[string]alerts.Alert `json:"notified"`
+	// Withheld names the notified alerts that the last notification left
+	// out because they were muted or acknowledged. Such an alert counts as
+	// new once it is no longer quiet, so it is sent at the group interval,
+	// not at the repeat interval: Alertmanager's notification log holds the
+	// alerts of the last notification only.
+	Withheld map[string]bool `json:"withheld,omitempty"`
 	// SentAt is the time of the last notification, Seq its number.
 	SentAt time.Time `json:"sent_at"`
 	Seq    int64     `json:"seq"`
@@ -34,6 +40,7 @@ func (g GroupState) clone() GroupState {
 	if g.Notified == nil {
 		g.Notified = map[string]alerts.Alert{}
 	}
+	g.Withheld = maps.Clone(g.Withheld)
 	return g
 }
 
@@ -201,6 +208,12 @@ func (d *Dispatcher) regroup() {
 				}
 				if _, ok := ng.state.Notified[fp]; !ok {
 					ng.state.Notified[fp] = a
+					if g.state.Withheld[fp] {
+						if ng.state.Withheld == nil {
+							ng.state.Withheld = map[string]bool{}
+						}
+						ng.state.Withheld[fp] = true
+					}
 				}
 				if g.state.SentAt.After(ng.state.SentAt) {
 					ng.state.SentAt = g.state.SentAt
@@ -209,6 +222,7 @@ func (d *Dispatcher) regroup() {
 				d.changed[nid] = true
 			}
 			delete(g.state.Notified, fp)
+			delete(g.state.Withheld, fp)
 			moved = true
 		}
 		if moved && len(g.state.Notified) == 0 {
@@ -334,6 +348,7 @@ func (d *Dispatcher) flushGroup(now time.Time, g *group, rs []routed, f Filter) 
 	present := make(map[string]alerts.Alert, len(rs)) // every firing alert, muted or not
 	ended := map[string]alerts.Alert{}
 	var firing, fresh []alerts.Alert
+	var quiet []string // the firing alerts muted or acknowledged
 	for _, r := range rs {
 		a := r.a
 		if a.Resolved(now) {
@@ -342,10 +357,13 @@ func (d *Dispatcher) flushGroup(now time.Time, g *group, rs []routed, f Filter) 
 		}
 		present[r.key] = a
 		if f.quiet(r.fp, a) {
+			quiet = append(quiet, r.key)
 			continue
 		}
 		firing = append(firing, a)
-		if n, ok := g.state.Notified[r.key]; !ok || !n.StartsAt.Equal(a.StartsAt) {
+		// An alert the last notification withheld is new to the receiver
+		// again, as one it never heard of.
+		if n, ok := g.state.Notified[r.key]; !ok || !n.StartsAt.Equal(a.StartsAt) || g.state.Withheld[r.key] {
 			fresh = append(fresh, a)
 		}
 	}
@@ -380,7 +398,7 @@ func (d *Dispatcher) flushGroup(now time.Time, g *group, rs []routed, f Filter) 
 			due = !now.Before(g.state.SentAt.Add(d.timing.GroupInterval))
 		}
 	default:
-		due = !now.Before(g.state.SentAt.Add(d.timing.Repeat[tier]))
+		due = !now.Before(g.state.SentAt.Add(d.timing.repeat(tier)))
 	}
 	// Business hours and the digest hold P2 only: a group whose P1 resolved
 	// while a P2 of it still fires sends the P1's resolve now.
@@ -443,6 +461,16 @@ func (d *Dispatcher) flushGroup(now time.Time, g *group, rs []routed, f Filter) 
 	}
 	for _, a := range firing {
 		st.Notified[a.Fingerprint().String()] = a
+	}
+	// The quiet alerts the receiver was told of and not told again now.
+	st.Withheld = nil
+	for _, fp := range quiet {
+		if n, ok := st.Notified[fp]; ok && n.StartsAt.Equal(present[fp].StartsAt) {
+			if st.Withheld == nil {
+				st.Withheld = map[string]bool{}
+			}
+			st.Withheld[fp] = true
+		}
 	}
 	st.SentAt = now
 	st.Seq++

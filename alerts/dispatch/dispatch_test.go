@@ -153,6 +153,71 @@ func TestMutedAndAcknowledged(t *testing.T) {
 	})
 }
 
+// An alert paged, then muted while its group notified other alerts, is
+// new to the receiver again once it is no longer muted: it is sent at the
+// group interval, not at the repeat interval (24h for a P2), as
+// Alertmanager's notification log holds only the alerts of the last
+// notification. This holds across a restart. An alert muted and unmuted
+// between two notifications of its group is not sent again.
+func TestAlertUnmutedAfterItsGroupNotifiedIsSentAtGroupInterval(t *testing.T) {
+	a := alert("Breaker", "checkout", alerts.P2, t0)
+	a.Labels["instance"] = "i1"
+	b := alert("Breaker", "checkout", alerts.P2, t0.Add(time.Minute))
+	b.Labels["instance"] = "i2"
+	afp := a.Fingerprint()
+	muted := false
+	f := Filter{Muted: func(fp alerts.Fingerprint, _ alerts.Alert) bool { return muted && fp == afp }}
+	d := newDispatcher(t)
+	run(t, d, f, []step{
+		{0, []alerts.Alert{a}, ""},
+		{30 * time.Second, []alerts.Alert{a}, "team:firing:1f0r"},
+	})
+	muted = true
+	run(t, d, f, []step{
+		{time.Minute, []alerts.Alert{a, b}, ""},
+		{150 * time.Second, []alerts.Alert{a, b}, "team:firing:1f0r"}, // b alone
+	})
+	restarted := newDispatcher(t)
+	restarted.Restore(d.States())
+	muted = false
+	run(t, restarted, f, []step{
+		{10 * time.Minute, []alerts.Alert{a, b}, "team:firing:2f0r"},
+		{20 * time.Minute, []alerts.Alert{a, b}, ""}, // both told: the P2 repeat is a day away
+	})
+
+	// Muted and unmuted with no notification of the group in between: the
+	// receiver's last word on a is that it fires.
+	muted = true
+	run(t, restarted, f, []step{{21 * time.Minute, []alerts.Alert{a, b}, ""}})
+	muted = false
+	run(t, restarted, f, []step{{30 * time.Minute, []alerts.Alert{a, b}, ""}})
+}
+
+// A repeat interval below the group interval acts as the group interval,
+// as in Alertmanager: with group_interval 10m, a P0 (repeat 5m) repeats
+// every 10m.
+func TestRepeatNeverMoreOftenThanGroupInterval(t *testing.T) {
+	tm := Timing{GroupWait: 30 * time.Second, GroupInterval: 10 * time.Minute}
+	d, err := New([]Route{{Receiver: "team"}}, tm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := alert("Shed", "checkout", alerts.P0, t0)
+	run(t, d, Filter{}, []step{
+		{0, []alerts.Alert{a}, ""},
+		{30 * time.Second, []alerts.Alert{a}, "team:firing:1f0r"},
+		{5*time.Minute + 30*time.Second, []alerts.Alert{a}, ""},
+		{10 * time.Minute, []alerts.Alert{a}, ""},
+		{10*time.Minute + 30*time.Second, []alerts.Alert{a}, "team:firing:1f0r"},
+	})
+	if got := tm.WithDefaults().ShortRepeats(); len(got) != 1 || got[0] != alerts.P0 {
+		t.Fatalf("short repeats %v, want [P0]", got)
+	}
+	if got := DefaultTiming().ShortRepeats(); len(got) != 0 {
+		t.Fatalf("default timing has short repeats %v", got)
+	}
+}
+
 func TestRoutingByLabelsAndTier(t *testing.T) {
 	sev, _ := alerts.ParseMatchers(`service="checkout"`)
 	d := newDispatcher(t,

@@ -88,6 +88,7 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	warnShortRepeats(o.Logger, disp.Timing())
 	inhib, err := inhibit.New(o.Inhibit)
 	if err != nil {
 		return nil, err

@@ -1,14 +1,17 @@
 package manager
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"governor.dev/governor/alerts"
+	"governor.dev/governor/alerts/dispatch"
 	"governor.dev/governor/alerts/notify"
 	"governor.dev/governor/alerts/store"
 )
@@ -80,5 +83,42 @@ func TestNewRefusesNegativeDurations(t *testing.T) {
 		if !errors.Is(err, alerts.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("New: %v, want an invalid-input error containing %q", err, tt.want)
 		}
+	}
+}
+
+// A repeat interval below the group interval is accepted, as Alertmanager
+// accepts it, and acts as the group interval (dispatch.Timing.Repeat); New
+// and Reconfigure warn about it, naming the tier and both intervals.
+func TestShortRepeatIntervalIsWarnedAbout(t *testing.T) {
+	st, err := store.OpenSQLite(context.Background(), filepath.Join(t.TempDir(), "alerts.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	var logs bytes.Buffer
+	receivers := map[string]notify.Notifier{"x": discardNotifier{}}
+	m, err := New(context.Background(), Options{Store: st, Receivers: receivers,
+		Timing: dispatch.Timing{GroupInterval: 10 * time.Minute}, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	want := "repeat interval is below the group interval"
+	if got := logs.String(); !strings.Contains(got, want) || !strings.Contains(got, "severity=P0 repeat=5m0s group_interval=10m0s") ||
+		strings.Contains(got, "severity=P1") {
+		t.Fatalf("New logged %q, want a warning about P0 only", got)
+	}
+	logs.Reset()
+	if err := m.Reconfigure(Routing{Receivers: receivers}); err != nil {
+		t.Fatal(err)
+	}
+	if got := logs.String(); strings.Contains(got, want) {
+		t.Fatalf("default timing warned about: %q", got)
+	}
+	if err := m.Reconfigure(Routing{Receivers: receivers, Timing: dispatch.Timing{GroupInterval: 2 * time.Hour}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := logs.String(); !strings.Contains(got, "severity=P1 repeat=1h0m0s group_interval=2h0m0s") {
+		t.Fatalf("Reconfigure logged %q, want a warning about P1", got)
 	}
 }

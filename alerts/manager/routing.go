@@ -2,6 +2,7 @@ package manager
 
 import (
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 
@@ -122,7 +123,18 @@ func (m *Manager) Reconfigure(r Routing) error {
 	}
 	m.mu.Unlock()
 	m.resolveFailing(gone)
+	warnShortRepeats(m.log, disp.Timing())
 	return nil
+}
+
+// warnShortRepeats logs, as Alertmanager does, each tier whose repeat
+// interval is below the group interval: its groups repeat every group
+// interval (dispatch.Timing.Repeat).
+func warnShortRepeats(log *slog.Logger, t dispatch.Timing) {
+	for _, s := range t.ShortRepeats() {
+		log.Warn("alert repeat interval is below the group interval: notifications repeat every group interval",
+			"severity", s, "repeat", t.Repeat[s], "group_interval", t.GroupInterval)
+	}
 }
 
 // resolveFailing clears the failing alerts of receivers that are gone.

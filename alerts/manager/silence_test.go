@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"governor.dev/governor/alerts"
+	"governor.dev/governor/alerts/dispatch"
 	"governor.dev/governor/alerts/silence"
 	"governor.dev/governor/alerts/store"
 )
@@ -169,4 +170,31 @@ func TestSilenceRetentionConfigurable(t *testing.T) {
 	if stored, _ := h.st.Silences(ctx); len(stored) != 0 || len(h.m.Silences()) != 0 {
 		t.Fatalf("silence ended 2h ago kept with a retention of 1h: manager %v, store %v", h.m.Silences(), stored)
 	}
+}
+
+// An alert paged, then silenced while its group notified another alert, is
+// sent again at the group interval after its silence ends, also after a
+// restart in between, as Alertmanager does (the group's notified set
+// changed); not at the repeat interval of its tier (1h for a P1).
+func TestAlertUnsilencedAfterItsGroupNotifiedIsSentAtGroupInterval(t *testing.T) {
+	h := newHarness(t)
+	h.close()
+	h.routes = []dispatch.Route{{Receiver: "hook", GroupBy: []string{"alertname"}}}
+	h.open()
+	h.db.set("load", "checkout")
+	h.timeline(0, 30*time.Second, map[time.Duration][]string{30 * time.Second: {"firing Load@checkout/firing"}})
+	ms, _ := alerts.ParseMatchers(`{service="checkout"}`)
+	if _, err := h.m.AddSilence(context.Background(), silence.Silence{Matchers: ms, StartsAt: t0.Add(time.Minute),
+		EndsAt: t0.Add(10 * time.Minute), CreatedBy: "ops", Comment: "deploy"}); err != nil {
+		t.Fatal(err)
+	}
+	h.db.set("load", "checkout", "search")
+	h.timeline(time.Minute, 5*time.Minute, map[time.Duration][]string{
+		90 * time.Second: {"firing Load@search/firing"}, // checkout is silenced
+	})
+	h.close()
+	h.open()
+	h.timeline(5*time.Minute+30*time.Second, 11*time.Minute, map[time.Duration][]string{
+		10 * time.Minute: {"firing Load@checkout/firing,Load@search/firing"}, // the silence ended
+	})
 }
