@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -43,7 +44,7 @@ type handler struct {
 //	GET    /alerts                      alerts of the last step
 //	GET    /alerts/{fingerprint}/history state changes, ?limit=
 //	POST   /alerts/{fingerprint}/ack    {"by", "comment"}
-//	GET    /silences
+//	GET    /silences                    each with "status": {"state": "pending" | "active" | "expired"}; ?state= filters (repeatable)
 //	POST   /silences                    {"matchers", "starts_at", "ends_at", "created_by", "comment"}; 400 if ends_at is past
 //	DELETE /silences/{id}               expire now
 func New(m *manager.Manager, o Options) http.Handler {
@@ -126,8 +127,43 @@ func (h *handler) ack(w http.ResponseWriter, r *http.Request) {
 	h.reply(w, http.StatusOK, ack)
 }
 
+// SilenceStatus is the status of a listed silence, as Alertmanager's.
+type SilenceStatus struct {
+	State silence.State `json:"state"`
+}
+
+// Silence is a silence as the API shows it: with its state at the time of
+// the request.
+type Silence struct {
+	silence.Silence
+	Status SilenceStatus `json:"status"`
+}
+
+func (h *handler) view(s silence.Silence, now time.Time) Silence {
+	return Silence{Silence: s, Status: SilenceStatus{State: s.State(now)}}
+}
+
+// silences lists the silences, oldest start first; each ?state= given
+// (pending, active, expired) keeps those in that state.
 func (h *handler) silences(w http.ResponseWriter, r *http.Request) {
-	h.reply(w, http.StatusOK, h.m.Silences())
+	var want []silence.State
+	for _, v := range r.URL.Query()["state"] {
+		st, err := silence.ParseState(v)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		want = append(want, st)
+	}
+	now := h.o.Clock.Now()
+	out := []Silence{} // [] and not null when there are none
+	for _, s := range h.m.Silences() {
+		v := h.view(s, now)
+		if len(want) == 0 || slices.Contains(want, v.Status.State) {
+			out = append(out, v)
+		}
+	}
+	h.reply(w, http.StatusOK, out)
 }
 
 // silenceRequest is the body of POST /silences. The times are RFC 3339
@@ -181,7 +217,7 @@ func (h *handler) addSilence(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	h.reply(w, http.StatusCreated, s)
+	h.reply(w, http.StatusCreated, h.view(s, now))
 }
 
 func (h *handler) expireSilence(w http.ResponseWriter, r *http.Request) {

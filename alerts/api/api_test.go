@@ -242,3 +242,75 @@ func TestHistoryWithoutChangesIsAnEmptyList(t *testing.T) {
 		t.Fatalf("GET history of an alert without changes: %d %s (%v), want 200 []", resp.StatusCode, b, err)
 	}
 }
+
+// GET /silences shows each silence's state at the time of the request, as
+// Alertmanager's status.state: pending before it starts, active, expired
+// from its end (or its early expiry) on. ?state= keeps those in the states
+// given; an unknown state is refused, 400, naming the parameter. POST shows
+// the state of the new silence.
+func TestSilencesListShowsAndFiltersState(t *testing.T) {
+	srv, _, clk := setup(t)
+	at := func(d time.Duration) string { return t0.Add(d).Format(time.RFC3339) }
+	post := func(body string) map[string]any {
+		t.Helper()
+		resp, obj, _ := do(t, "POST", srv.URL+"/silences", body)
+		if resp.StatusCode != 201 {
+			t.Fatalf("POST /silences: %d %v", resp.StatusCode, obj)
+		}
+		return obj
+	}
+	state := func(o map[string]any) string {
+		st, _ := o["status"].(map[string]any)
+		s, _ := st["state"].(string)
+		return s
+	}
+	if o := post(`{"matchers": "{service=\"a\"}", "ends_at": "` + at(time.Hour) + `", "comment": "ends"}`); state(o) != "active" {
+		t.Fatalf("new silence %v, want active", o)
+	}
+	if o := post(`{"matchers": "{service=\"b\"}", "starts_at": "` + at(2*time.Hour) + `", "ends_at": "` + at(3*time.Hour) +
+		`", "comment": "later"}`); state(o) != "pending" {
+		t.Fatalf("new silence %v, want pending", o)
+	}
+	clk.Set(t0.Add(10 * time.Minute)) // listed after "ends": oldest start first
+	expired := post(`{"matchers": "{service=\"c\"}", "ends_at": "` + at(5*time.Hour) + `", "comment": "expired"}`)
+	clk.Set(t0.Add(30 * time.Minute))
+	if resp, _, _ := do(t, "DELETE", srv.URL+"/silences/"+expired["id"].(string), ""); resp.StatusCode != 204 {
+		t.Fatalf("DELETE: %d", resp.StatusCode)
+	}
+	list := func(query string) string {
+		t.Helper()
+		resp, _, l := do(t, "GET", srv.URL+"/silences"+query, "")
+		if resp.StatusCode != 200 || l == nil {
+			t.Fatalf("GET /silences%s: %d %v", query, resp.StatusCode, l)
+		}
+		var got []string
+		for _, x := range l {
+			o := x.(map[string]any)
+			got = append(got, o["comment"].(string)+":"+state(o))
+		}
+		return strings.Join(got, " ")
+	}
+	tests := []struct {
+		at    time.Duration
+		query string
+		want  string
+	}{
+		{45 * time.Minute, "", "ends:active expired:expired later:pending"},
+		{45 * time.Minute, "?state=active&state=pending", "ends:active later:pending"},
+		{time.Hour, "", "ends:expired expired:expired later:pending"}, // ends_at is the first instant not muted
+		{150 * time.Minute, "", "ends:expired expired:expired later:active"},
+		{150 * time.Minute, "?state=active", "later:active"},
+		{150 * time.Minute, "?state=expired", "ends:expired expired:expired"},
+		{4 * time.Hour, "?state=pending", ""},
+	}
+	for _, tt := range tests {
+		clk.Set(t0.Add(tt.at))
+		if got := list(tt.query); got != tt.want {
+			t.Errorf("at %s, GET /silences%s: %q, want %q", tt.at, tt.query, got, tt.want)
+		}
+	}
+	resp, obj, _ := do(t, "GET", srv.URL+"/silences?state=gone", "")
+	if resp.StatusCode != 400 || !strings.Contains(obj["error"].(string), `state: "gone"`) {
+		t.Fatalf("unknown state: %d %v", resp.StatusCode, obj)
+	}
+}

@@ -50,6 +50,41 @@ func (s Silence) Validate() error {
 	return nil
 }
 
+// State is where a silence stands at a time, as Alertmanager's
+// status.state.
+type State string
+
+// Silence states.
+const (
+	// StatePending: the silence starts later.
+	StatePending State = "pending"
+	// StateActive: the silence is in force.
+	StateActive State = "active"
+	// StateExpired: the silence has ended (at its end, or expired early).
+	StateExpired State = "expired"
+)
+
+// ParseState reads "pending", "active" or "expired".
+func ParseState(s string) (State, error) {
+	switch st := State(s); st {
+	case StatePending, StateActive, StateExpired:
+		return st, nil
+	}
+	return "", fmt.Errorf("%w: silence: state: %q: want pending, active or expired", alerts.ErrInvalid, s)
+}
+
+// State returns the state of the silence at t: pending before StartsAt,
+// active from StartsAt until EndsAt, expired from EndsAt on.
+func (s Silence) State(t time.Time) State {
+	switch {
+	case !t.Before(s.EndsAt):
+		return StateExpired
+	case t.Before(s.StartsAt):
+		return StatePending
+	}
+	return StateActive
+}
+
 // Active reports whether the silence is in force at t.
 func (s Silence) Active(t time.Time) bool { return !t.Before(s.StartsAt) && t.Before(s.EndsAt) }
 

@@ -142,3 +142,33 @@ func TestSetPruneRemovesEndedSilences(t *testing.T) {
 		t.Fatalf("silences left %v, want active and cutoff", ids)
 	}
 }
+
+// A silence is pending before StartsAt, active from StartsAt until EndsAt
+// (when it mutes) and expired from EndsAt on, as Alertmanager's states.
+func TestStateFollowsTheWindow(t *testing.T) {
+	s := Silence{Matchers: mustMatchers(t, `service="a"`), StartsAt: t0, EndsAt: t0.Add(time.Hour)}
+	tests := []struct {
+		at   time.Duration
+		want State
+	}{
+		{-time.Second, StatePending},
+		{0, StateActive},
+		{time.Hour - time.Nanosecond, StateActive},
+		{time.Hour, StateExpired},
+		{2 * time.Hour, StateExpired},
+	}
+	for _, tt := range tests {
+		at := t0.Add(tt.at)
+		if got := s.State(at); got != tt.want || (got == StateActive) != s.Active(at) {
+			t.Errorf("at %s: state %s (active %v), want %s", tt.at, got, s.Active(at), tt.want)
+		}
+	}
+	for _, st := range []State{StatePending, StateActive, StateExpired} {
+		if got, err := ParseState(string(st)); err != nil || got != st {
+			t.Errorf("ParseState(%q) = %q, %v", st, got, err)
+		}
+	}
+	if _, err := ParseState("Active"); !errors.Is(err, alerts.ErrInvalid) || !strings.Contains(err.Error(), "state") {
+		t.Errorf("ParseState(Active): %v, want ErrInvalid naming state", err)
+	}
+}
