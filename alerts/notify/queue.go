@@ -2,6 +2,7 @@ package notify
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -29,7 +30,8 @@ type QueueOptions struct {
 	// reports it.
 	Capacity int
 	// InitialBackoff and MaxBackoff shape the exponential back-off between
-	// attempts; defaults 1s and 1m.
+	// attempts; defaults 1s and 1m. A receiver's Retry-After (StatusError)
+	// lengthens a wait, up to MaxRetryAfter.
 	InitialBackoff, MaxBackoff time.Duration
 	// MaxAttempts bounds the attempts per message; default 8.
 	MaxAttempts int
@@ -303,8 +305,16 @@ func (q *Queue) deliver(ctx context.Context, m *Message) (int, error) {
 			return attempt, fmt.Errorf("receiver %s: %d attempts: %w", q.name, attempt, err)
 		}
 		q.o.Metrics.attempts.WithLabelValues(q.name, "retry").Inc()
-		q.o.Logger.Warn("alert notification attempt failed, retrying", "receiver", q.name, "attempt", attempt, "backoff", backoff, "err", err)
-		t := q.o.Clock.NewTimer(backoff)
+		// A receiver that asked for a pause (Retry-After on a 429 or 503)
+		// gets it, up to MaxRetryAfter; the back-off still applies when
+		// longer.
+		wait := backoff
+		var se *StatusError
+		if errors.As(err, &se) {
+			wait = max(wait, se.Wait(q.o.Clock.Now()))
+		}
+		q.o.Logger.Warn("alert notification attempt failed, retrying", "receiver", q.name, "attempt", attempt, "backoff", wait, "err", err)
+		t := q.o.Clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()

@@ -221,3 +221,64 @@ func TestQueueRetireFinishesQueued(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// retryAfter refuses the first len(waits) attempts as a rate-limited
+// receiver does (429 with Retry-After), then accepts.
+type retryAfter struct {
+	mu    sync.Mutex
+	waits []time.Duration
+	calls int
+}
+
+func (r *retryAfter) Notify(context.Context, *Message) (bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls++
+	if r.calls > len(r.waits) {
+		return false, nil
+	}
+	return true, &StatusError{StatusCode: 429, RetryAfter: r.waits[r.calls-1]}
+}
+
+// A receiver's Retry-After sets the wait before the next attempt when it
+// is longer than the back-off, up to MaxRetryAfter; a shorter one leaves
+// the back-off: a rate-limited receiver is not hammered, nor held for
+// hours by one header.
+func TestQueueHonoursRetryAfter(t *testing.T) {
+	tests := []struct {
+		name  string
+		waits []time.Duration
+		want  []time.Duration // the waits before attempts 2, 3, ...
+	}{
+		{"longer than the back-off", []time.Duration{30 * time.Second, 30 * time.Second}, []time.Duration{30 * time.Second, 30 * time.Second}},
+		{"bounded", []time.Duration{time.Hour}, []time.Duration{MaxRetryAfter}},
+		{"shorter than the back-off", []time.Duration{0, time.Second, time.Second}, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := clock.NewFake(time.Unix(0, 0))
+			done := make(chan error, 1)
+			n := &retryAfter{waits: tt.waits}
+			q := NewQueue("pd", n, QueueOptions{Clock: f, Metrics: NewMetrics(nil), InitialBackoff: time.Second, MaxAttempts: 8,
+				OnResult: func(_ *Message, _ int, err error) { done <- err }})
+			defer q.Close()
+			q.Enqueue(&Message{})
+			for i, w := range tt.want {
+				waitTimer(t, f)
+				f.Advance(w - time.Millisecond)
+				if f.Pending() != 1 {
+					t.Fatalf("attempt %d made before %s", i+2, w)
+				}
+				f.Advance(time.Millisecond)
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			if n.calls != len(tt.want)+1 {
+				t.Fatalf("%d attempts, want %d", n.calls, len(tt.want)+1)
+			}
+		})
+	}
+}

@@ -138,7 +138,8 @@ func truncate(s string, limit int) string {
 // retry, so that PagerDuty applies each alert's events in order. A retry of
 // the same message sends only the events not accepted yet: under
 // PagerDuty's rate limit (429), resending the accepted ones would use up
-// the window again and the message would never get through.
+// the window again and the message would never get through. A 429 ends the
+// attempt at once, with its Retry-After for the queue (notify.StatusError).
 func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) {
 	evs := n.Build(m)
 	n.mu.Lock()
@@ -158,6 +159,14 @@ func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) 
 			continue
 		}
 		r, err := notify.PostJSON(ctx, n.client, n.c.URL, nil, e)
+		var se *notify.StatusError
+		if errors.As(err, &se) && se.StatusCode == http.StatusTooManyRequests {
+			// Rate limited: the later events would be refused too, and
+			// each would use up the window again. The retry, after the
+			// wait PagerDuty asked for, sends them. The 429 comes first,
+			// for the queue to find its Retry-After.
+			return true, errors.Join(append([]error{err}, errs...)...)
+		}
 		if err != nil {
 			retry = retry || r
 			errs = append(errs, err)

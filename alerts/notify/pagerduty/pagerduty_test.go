@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"governor.dev/governor/alerts"
@@ -163,5 +164,52 @@ func TestFailedEventHoldsLaterEventsOfTheSameAlert(t *testing.T) {
 	}
 	if strings.Join(got, ",") != "resolve,trigger" {
 		t.Fatalf("PagerDuty got %v, want the resolve before the new trigger", got)
+	}
+}
+
+// A 429 ends the attempt: the later events of the message would be refused
+// too and use up PagerDuty's window again. The error carries PagerDuty's
+// Retry-After for the queue, and the retry sends the events not accepted.
+func TestRateLimitEndsTheAttempt(t *testing.T) {
+	var mu sync.Mutex
+	limited := true
+	var requests int
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		requests++
+		if limited {
+			w.Header().Set("Retry-After", "20")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer srv.Close()
+	n, _ := New(Config{RoutingKey: "rk", URL: srv.URL}, srv.Client())
+	var as []notify.Alert
+	for _, s := range []string{"a", "b", "c"} {
+		l := alerts.Labels{"alertname": "X", "service": s, "severity": "P0"}
+		as = append(as, notify.Alert{Alert: alerts.Alert{Labels: l}, Status: notify.StatusFiring, Fingerprint: l.Fingerprint().String()})
+	}
+	m := notify.NewMessage(notify.KindNotify, "pd", "k", nil, as, notifytest.Sample(notify.KindNotify).CreatedAt)
+	retry, err := n.Notify(context.Background(), m)
+	var se *notify.StatusError
+	if !retry || !errors.As(err, &se) || se.Wait(time.Time{}) != 20*time.Second {
+		t.Fatalf("retry %v, err %v: want a retry with PagerDuty's Retry-After of 20s", retry, err)
+	}
+	mu.Lock()
+	if requests != 1 {
+		t.Fatalf("%d requests in the rate-limited attempt, want 1", requests)
+	}
+	limited, requests = false, 0
+	mu.Unlock()
+	if _, err := n.Notify(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if requests != 3 {
+		t.Fatalf("%d events sent by the retry, want 3", requests)
 	}
 }
