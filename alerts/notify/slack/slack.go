@@ -56,14 +56,25 @@ func New(c Config, client *http.Client) (*Notifier, error) {
 	return &Notifier{c: c, client: client}, nil
 }
 
+// escaper turns Slack's control characters into the entities Slack
+// displays as the characters themselves.
+var escaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+// escape returns s with &, < and > escaped as Slack requires of text that
+// is not markup (https://api.slack.com/reference/surfaces/formatting#escaping).
+func escape(s string) string { return escaper.Replace(s) }
+
 // Build renders the body of a message: one attachment per alert, at most
-// MaxAttachments.
+// MaxAttachments. What comes from labels and annotations is escaped (&amp;,
+// &lt;, &gt;), as Slack requires of text that is not markup: it shows as
+// written, and a "<!channel>" in a summary notifies nobody. The markup the
+// notifier writes itself is not escaped.
 func Build(m *notify.Message, channel string) Message {
 	verb := strings.ToUpper(m.Status)
 	if m.Kind == notify.KindAcknowledge {
 		verb = "ACKNOWLEDGED"
 	}
-	out := Message{Channel: channel, Text: fmt.Sprintf("[%s %s] %s (%d alerts)", m.Severity, verb, m.GroupLabels, len(m.Alerts))}
+	out := Message{Channel: channel, Text: fmt.Sprintf("[%s %s] %s (%d alerts)", m.Severity, verb, escape(m.GroupLabels.String()), len(m.Alerts))}
 	for i, a := range m.Alerts {
 		if i == MaxAttachments-1 && len(m.Alerts) > MaxAttachments {
 			out.Attachments = append(out.Attachments, Attachment{Color: "#808080",
@@ -78,8 +89,8 @@ func Build(m *notify.Message, channel string) Message {
 		if title == "" {
 			title = a.Labels["alertname"]
 		}
-		out.Attachments = append(out.Attachments, Attachment{Color: color, Title: "[" + a.Status + "] " + title,
-			Text: a.Annotations["description"]})
+		out.Attachments = append(out.Attachments, Attachment{Color: color, Title: "[" + a.Status + "] " + escape(title),
+			Text: escape(a.Annotations["description"])})
 	}
 	return out
 }

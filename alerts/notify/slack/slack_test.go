@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -52,5 +53,28 @@ func TestLargeGroupStaysWithinSlackAttachmentLimit(t *testing.T) {
 	m := notify.NewMessage(notify.KindNotify, "team", "k", alerts.Labels{"alertname": "BreakerOpen"}, as, notifytest.Sample(notify.KindNotify).CreatedAt)
 	if got := len(Build(m, "").Attachments); got > 100 {
 		t.Fatalf("%d attachments: Slack refuses a message with more than 100 (too_many_attachments)", got)
+	}
+}
+
+// Labels and annotations are escaped as Slack requires (&amp; &lt; &gt;):
+// "p99 > 2s" shows as written, "<!channel>" in a summary notifies nobody and
+// a label value with < or & does not break the text line. Entities already
+// in the text are escaped too, so they show as typed.
+func TestSlackEscapesLabelsAndAnnotations(t *testing.T) {
+	l := alerts.Labels{"alertname": "Latency", "service": "a<b>&c", "severity": "P1"}
+	as := []notify.Alert{
+		{Alert: alerts.Alert{Labels: l, Annotations: map[string]string{"summary": "p99 > 2s <!channel>",
+			"description": "errors & timeouts &amp; <https://evil.example|click>"}}, Status: notify.StatusFiring, Fingerprint: l.Fingerprint().String()},
+		{Alert: alerts.Alert{Labels: alerts.Labels{"alertname": "<@U123>", "severity": "P1"}}, Status: notify.StatusResolved, Fingerprint: "x"},
+	}
+	m := notify.NewMessage(notify.KindNotify, "team", "k", alerts.Labels{"service": "a<b>&c"}, as, notifytest.Sample(notify.KindNotify).CreatedAt)
+	got := Build(m, "#ops")
+	want := Message{Channel: "#ops", Text: `[P1 FIRING] {service="a&lt;b&gt;&amp;c"} (2 alerts)`, Attachments: []Attachment{
+		{Color: "warning", Title: "[firing] p99 &gt; 2s &lt;!channel&gt;",
+			Text: "errors &amp; timeouts &amp;amp; &lt;https://evil.example|click&gt;"},
+		{Color: "good", Title: "[resolved] &lt;@U123&gt;"},
+	}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Build:\n got %+v\nwant %+v", got, want)
 	}
 }
