@@ -84,6 +84,8 @@ func TestParseRefuses(t *testing.T) {
 		{"bad repeat tier", `{"timing": {"repeat": {"P9": "1m"}}, "receivers": [{"name": "w", "webhook": {"url": "http://h/"}}]}`, "P9"},
 		{"bad severity", `{"rules": [{"name": "x", "expr": "up", "severity": "high"}], "receivers": [{"name": "w", "webhook": {"url": "http://h/"}}]}`, "severity"},
 		{"bad business hours", `{"timing": {"business_hours": {"start_hour": 18, "end_hour": 8}}, "receivers": [{"name": "w", "webhook": {"url": "http://h/"}}]}`, "business_hours"},
+		{"email password without username", `{"receivers": [{"name": "m", "email": {"smarthost": "mail:25", "from": "a@b.c", "to": ["d@e.f"], "password": "pw"}}]}`,
+			"receivers[0] (m): alerts: invalid input: email: username: required with password"},
 		{"no receivers", `{}`, "receivers: at least one"},
 		{"trailing data", `{"receivers": [{"name": "w", "webhook": {"url": "http://h/"}}]} {}`, "trailing"},
 	}
@@ -249,5 +251,20 @@ func TestParseNamesTheFieldOfARefusedValue(t *testing.T) {
 				t.Fatalf("Parse() = %v, want an invalid-input error containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// A repeat interval below group_interval is accepted, as Alertmanager
+// accepts it: the group repeats every group_interval (the manager logs a
+// warning). Refusing it would refuse "group_interval": "10m" alone, as the
+// default P0 repeat is 5m.
+func TestParseAcceptsRepeatBelowGroupInterval(t *testing.T) {
+	c, err := Parse([]byte(`{"timing": {"group_interval": "10m", "repeat": {"P1": "2m"}}, ` + twoReceivers + `, "routes": [{"receiver": "w"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.DispatchTiming().WithDefaults().ShortRepeats()
+	if len(got) != 2 || got[0] != alerts.P0 || got[1] != alerts.P1 {
+		t.Fatalf("tiers repeating every group_interval: %v, want [P0 P1]", got)
 	}
 }

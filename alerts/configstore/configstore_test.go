@@ -181,7 +181,7 @@ func TestSummarizeMasksSecrets(t *testing.T) {
 func TestMaskUnmaskRoundTrip(t *testing.T) {
 	doc := `{"receivers": [
 	  {"webhook": {"url": "https://hook.example/t?token=abc"}, "name": "w"},
-	  {"name": "m", "email": {"smarthost": "mail:25", "from": "a@b.c", "to": ["d@e.f"], "password": "pw\"x"}},
+	  {"name": "m", "email": {"smarthost": "mail:25", "from": "a@b.c", "to": ["d@e.f"], "username": "u", "password": "pw\"x"}},
 	  {"name": "am", "alertmanager": {"url": "http://am:9093"}}
 	], "routes": [{"receiver": "w"}, {"receiver": "m"}, {"receiver": "am"}]}`
 	masked, err := configstore.Mask(doc)

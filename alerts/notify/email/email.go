@@ -28,7 +28,8 @@ type Config struct {
 	From      string   `json:"from"`
 	To        []string `json:"to"`
 	// Username and Password enable PLAIN auth (the relay must offer TLS or
-	// be on localhost, as net/smtp requires).
+	// be on localhost, as net/smtp requires). A password without a
+	// username is refused.
 	Username string `json:"username,omitempty"`
 	Password string `json:"password,omitempty"`
 }
@@ -48,6 +49,11 @@ func (c Config) Validate() error {
 		if _, err := mail.ParseAddress(to); err != nil {
 			return fmt.Errorf("%w: email: to[%d] %q: %v", alerts.ErrInvalid, i, to, err)
 		}
+	}
+	if c.Password != "" && c.Username == "" {
+		// Without a username no authentication is made: the password
+		// would be ignored and the mail sent unauthenticated.
+		return fmt.Errorf("%w: email: username: required with password (SMTP PLAIN authentication needs both)", alerts.ErrInvalid)
 	}
 	return nil
 }

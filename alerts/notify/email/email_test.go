@@ -140,6 +140,8 @@ func TestStalledRelayEndsWithTheAttempt(t *testing.T) {
 	}
 }
 
+// TestConfigValidate: each bad field is refused, named; a password without
+// a username among them.
 func TestConfigValidate(t *testing.T) {
 	tests := []struct {
 		c    Config
@@ -149,10 +151,20 @@ func TestConfigValidate(t *testing.T) {
 		{Config{Smarthost: "h:25", From: "nope", To: []string{"d@e.f"}}, "from"},
 		{Config{Smarthost: "h:25", From: "a@b.c"}, "to"},
 		{Config{Smarthost: "h:25", From: "a@b.c", To: []string{"bad"}}, "to[0]"},
+		// Without a username the password would be ignored: no authentication.
+		{Config{Smarthost: "h:25", From: "a@b.c", To: []string{"d@e.f"}, Password: "pw"}, "email: username: required with password"},
 	}
 	for _, tt := range tests {
 		if err := tt.c.Validate(); !errors.Is(err, alerts.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
 			t.Fatalf("%+v: %v, want %q", tt.c, err, tt.want)
+		}
+	}
+	for _, c := range []Config{
+		{Smarthost: "h:25", From: "a@b.c", To: []string{"d@e.f"}, Username: "u", Password: "pw"},
+		{Smarthost: "h:25", From: "a@b.c", To: []string{"d@e.f"}},
+	} {
+		if err := c.Validate(); err != nil {
+			t.Fatalf("%+v refused: %v", c, err)
 		}
 	}
 }
