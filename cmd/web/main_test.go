@@ -117,6 +117,53 @@ func TestFailedListenCreatesNoAdmin(t *testing.T) {
 	require.Equal(t, 0, w.stop(t))
 }
 
+// seedUser creates a viewer named name (no admin role) on the database
+// file, as a database whose admin was lost would hold.
+func seedUser(t *testing.T, path, name string) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: path})
+	require.NoError(t, err)
+	defer st.Close()
+	db, err := sqlitedb.Open(path, sqlitedb.Options{})
+	require.NoError(t, err)
+	defer db.Close()
+	am, err := auth.New(ctx, auth.Options{DB: db, Dialect: migrations.SQLite, Auditor: st, BcryptCost: bcrypt.MinCost})
+	require.NoError(t, err)
+	_, err = am.CreateUser(ctx, name, "a-long-password-1", []versioning.Role{versioning.RoleViewer}, false)
+	require.NoError(t, err)
+}
+
+// TestStartWithoutAdminSaysItCreatedTheAdmin: on a database whose users
+// hold no admin role and none is named like the configured admin, the
+// start creates it and says so, as a recovery, not as "the first admin"
+// of a fresh installation; the next start prints nothing.
+func TestStartWithoutAdminSaysItCreatedTheAdmin(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "web.db")
+	seedUser(t, db, "ops")
+	w := start(t, "-sqlite", db)
+	require.NotContains(t, w.out, "first admin")
+	require.Regexp(t, `No user held the admin role: created the admin "admin" with the one-time password: \S{20,}`, w.out)
+	require.Equal(t, 0, w.stop(t))
+
+	w = start(t, "-sqlite", db)
+	require.NotContains(t, w.out, "admin")
+	require.Equal(t, 0, w.stop(t))
+}
+
+// TestStartWithoutAdminSaysItPromotedTheExistingUser: on a database whose
+// users hold no admin role, the existing user named like the configured
+// admin (ignoring case) is given the role and keeps their password; the
+// start says so, with no one-time password.
+func TestStartWithoutAdminSaysItPromotedTheExistingUser(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "web.db")
+	seedUser(t, db, "Admin")
+	w := start(t, "-sqlite", db)
+	require.Contains(t, w.out, `No user held the admin role: gave it to the existing user "Admin", who logs in with their own password.`)
+	require.NotContains(t, w.out, "one-time password")
+	require.Equal(t, 0, w.stop(t))
+}
+
 // TestBadCommandLineRefused: a bad value is refused with exit 2 naming its
 // flag, before anything is opened (no database file appears), and a stray
 // argument, which would stop flag parsing and silently drop the flags

@@ -9,12 +9,15 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"governor.dev/governor/alerts/configstore"
+	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/ui"
 	"governor.dev/governor/ui/auth"
@@ -50,12 +53,8 @@ func serve(ctx context.Context, c config, src sources, stdout io.Writer, log *sl
 	if err != nil {
 		return err
 	}
-	pw, err := am.EnsureAdmin(ctx, c.admin)
-	if err != nil {
+	if err := ensureAdmin(ctx, am, c.admin, stdout); err != nil {
 		return err
-	}
-	if pw != "" {
-		fmt.Fprintf(stdout, "Created the first admin %q with the one-time password: %s\nLog in and choose a new password; it is not shown again.\n", c.admin, pw)
 	}
 	// The alerting configuration admins save here; the engine applies it.
 	routing, err := configstore.New(ctx, db, dialect, configstore.Options{Logger: log})
@@ -112,6 +111,47 @@ func serve(ctx context.Context, c config, src sources, stdout io.Writer, log *sl
 	}
 	return nil
 }
+
+// ensureAdmin makes sure some user holds the admin role
+// (auth.Manager.EnsureAdmin) and says on stdout what it did: it created the
+// first admin, or, on a database whose users held no admin role (audited
+// as auth.ActionAdminRecover), it created the configured admin or gave the
+// role to the existing user of that name, who keeps their password. A
+// one-time password is printed once. Nothing is printed when an admin
+// existed, or when another replica starting at the same time made one.
+func ensureAdmin(ctx context.Context, am *auth.Manager, name string, stdout io.Writer) error {
+	before, err := am.Users(ctx)
+	if err != nil {
+		return err
+	}
+	pw, err := am.EnsureAdmin(ctx, name)
+	if err != nil {
+		return err
+	}
+	switch {
+	case pw != "" && len(before) == 0:
+		fmt.Fprintf(stdout, "Created the first admin %q with the one-time password: %s\nLog in and choose a new password; it is not shown again.\n", name, pw)
+	case pw != "":
+		fmt.Fprintf(stdout, "No user held the admin role: created the admin %q with the one-time password: %s\nLog in and choose a new password; it is not shown again.\n", name, pw)
+	case slices.ContainsFunc(before, isAdmin):
+		// EnsureAdmin changes nothing while an admin exists.
+	default:
+		i := slices.IndexFunc(before, func(u auth.User) bool { return strings.EqualFold(u.Name, name) })
+		if i < 0 {
+			return nil // another replica created the admin first
+		}
+		u, err := am.User(ctx, before[i].Name)
+		if err != nil {
+			return err
+		}
+		if isAdmin(u) {
+			fmt.Fprintf(stdout, "No user held the admin role: gave it to the existing user %q, who logs in with their own password.\n", u.Name)
+		}
+	}
+	return nil
+}
+
+func isAdmin(u auth.User) bool { return slices.Contains(u.Roles, versioning.RoleAdmin) }
 
 // readyz answers 200 while the database answers, 503 with {"error"} when it
 // does not: a load balancer sends no traffic to a replica that cannot serve

@@ -8,7 +8,8 @@
 // not deliver.
 //
 // Request rate, error ratio and shed ratios are not in the engine's scores
-// yet; they are left unknown (shown as "no data"), never zero.
+// yet; they are left unknown (shown as "no data"), never zero. So is the
+// rollout state when the ledger is not configured or fails.
 package enginesource
 
 import (
@@ -49,7 +50,8 @@ type Relay interface {
 
 // Options configure New.
 type Options struct {
-	// Scores is required; Ledger may be nil (no rollout state).
+	// Scores is required; Ledger may be nil (the rollout state is then
+	// unknown).
 	Scores Scores
 	Ledger Ledger
 	// Levels, if set, gives a service's p99 alert levels (the engine's
@@ -92,8 +94,8 @@ func New(o Options) (*Source, error) {
 // Services returns every service the engine scores, by name. When the
 // ledger fails it returns the services with the error, naming the ledger:
 // the scores are still good, but the rollout counts of the service that
-// failed and of those after it were not read (model.Rollout has no way to
-// say so; they are zero).
+// failed and of those after it were not read, so their Rollout is unknown
+// (model.Rollout.Unknown). Without a ledger every Rollout is unknown.
 func (s *Source) Services(ctx context.Context) ([]model.ServiceStatus, error) {
 	scores := s.o.Scores.Scores()
 	tick := s.o.Scores.LastTick()
@@ -135,6 +137,9 @@ func (s *Source) Services(ctx context.Context) ([]model.ServiceStatus, error) {
 	}
 	s.mu.Unlock()
 	slices.SortFunc(out, func(a, b model.ServiceStatus) int { return strings.Compare(a.Name, b.Name) })
+	for i := range out {
+		out[i].Rollout = model.Rollout{Unknown: true}
+	}
 	if s.o.Ledger != nil {
 		for i := range out {
 			ins, err := s.o.Ledger.Instances(ctx, out[i].Name)

@@ -13,6 +13,7 @@ import (
 	"governor.dev/governor/engine/signals"
 	"governor.dev/governor/rules/distribution"
 	"governor.dev/governor/ui/enginesource"
+	"governor.dev/governor/ui/model"
 )
 
 type fakeScores struct {
@@ -110,4 +111,38 @@ func TestServicesNamesTheLedgerWhenItFails(t *testing.T) {
 	require.Equal(t, []string{"a", "b", "c"}, []string{svcs[0].Name, svcs[1].Name, svcs[2].Name})
 	require.Equal(t, 1, svcs[0].Rollout.Synced)
 	require.NotNil(t, svcs[2].LoadScore)
+}
+
+// TestServicesRolloutIsUnknownWhenTheLedgerWasNotRead: the services whose
+// ledger read failed (the one that failed and those after it) and, without
+// a ledger, every service have an unknown rollout, not zero instances; the
+// counts read before the failure are known.
+func TestServicesRolloutIsUnknownWhenTheLedgerWasNotRead(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	fs := &fakeScores{tick: t0, scores: []loadscore.Score{
+		{Key: signals.Key{Service: "c"}, Known: true, Value: 0.1},
+		{Key: signals.Key{Service: "a"}, Known: true, Value: 0.1},
+		{Key: signals.Key{Service: "b"}, Known: true, Value: 0.1},
+	}}
+	src, err := enginesource.New(enginesource.Options{Scores: fs, Ledger: flakyLedger{fail: "b"}})
+	require.NoError(t, err)
+	svcs, err := src.Services(context.Background())
+	require.Error(t, err)
+	require.Equal(t, model.Rollout{Synced: 1}, svcs[0].Rollout)
+	require.Equal(t, model.Rollout{Unknown: true}, svcs[1].Rollout, "its read failed")
+	require.Equal(t, model.Rollout{Unknown: true}, svcs[2].Rollout, "not read after the failure")
+
+	src, err = enginesource.New(enginesource.Options{Scores: fs})
+	require.NoError(t, err)
+	svcs, err = src.Services(context.Background())
+	require.NoError(t, err)
+	for _, s := range svcs {
+		require.True(t, s.Rollout.Unknown, "%s: no ledger configured", s.Name)
+	}
+
+	src, err = enginesource.New(enginesource.Options{Scores: fs, Ledger: fakeLedger{}})
+	require.NoError(t, err)
+	svcs, err = src.Services(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, model.Rollout{}, svcs[0].Rollout, "a ledger without instances of the service: known, none")
 }

@@ -12,10 +12,21 @@ type Rollout struct {
 	Stale   int `json:"stale"`
 	Nacked  int `json:"nacked"`
 	Gone    int `json:"gone"`
+	// Unknown is set when the delivery ledger was not read for the service
+	// (it failed, or none is configured): the counts are then zero and
+	// mean nothing, and the UI shows "unknown", never "no instances". It
+	// is a flag rather than a nil Rollout so that the JSON keeps its shape
+	// ("unknown": true is added, absent when the counts are known).
+	Unknown bool `json:"unknown,omitempty"`
 }
 
-// Total is the number of instances.
-func (r Rollout) Total() int { return r.Synced + r.Pending + r.Stale + r.Nacked + r.Gone }
+// Total is the number of instances, 0 when unknown.
+func (r Rollout) Total() int {
+	if r.Unknown {
+		return 0
+	}
+	return r.Synced + r.Pending + r.Stale + r.Nacked + r.Gone
+}
 
 // Point is one sample of a series.
 type Point struct {

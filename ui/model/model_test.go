@@ -215,3 +215,24 @@ func TestBuildTreatsNonFiniteValuesAsNoData(t *testing.T) {
 	require.NoError(t, err, "the API encodes it")
 	require.Equal(t, 100, model.Attention(model.Row{ServiceStatus: model.ServiceStatus{LoadScore: f64(7)}}), "a load score counts as at most 1")
 }
+
+// TestUnknownRolloutIsNotCountedAsInstances: a service whose delivery
+// ledger was not read has an unknown rollout. Its counts mean nothing:
+// they raise no attention and the overview zeroes them.
+func TestUnknownRolloutIsNotCountedAsInstances(t *testing.T) {
+	unknown := model.Rollout{Unknown: true, Nacked: 2, Stale: 1}
+	require.Zero(t, unknown.Total())
+	require.Zero(t, model.Attention(model.Row{ServiceStatus: model.ServiceStatus{Name: "x", Rollout: unknown}}))
+
+	f := &model.StaticFleet{}
+	f.Set([]model.ServiceStatus{{Name: "x", Rollout: unknown}}, nil)
+	ov, err := model.Build(context.Background(), model.Sources{Fleet: f})
+	require.NoError(t, err)
+	require.Equal(t, model.Rollout{Unknown: true}, ov.Rows[0].Rollout)
+	b, err := json.Marshal(ov.Rows[0].Rollout)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"synced":0,"pending":0,"stale":0,"nacked":0,"gone":0,"unknown":true}`, string(b))
+	b, err = json.Marshal(model.Rollout{Synced: 3})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"synced":3,"pending":0,"stale":0,"nacked":0,"gone":0}`, string(b), "known counts keep their shape")
+}

@@ -136,12 +136,16 @@ func isFinite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 
 // finite returns st with every value that is not a finite number made
 // unknown: a NaN or an infinity is no data (the page says "no data", and
-// the API can encode the overview: JSON has no NaN).
+// the API can encode the overview: JSON has no NaN). The counts of an
+// unknown rollout are zeroed: they mean nothing.
 func finite(st ServiceStatus) ServiceStatus {
 	for _, p := range []**float64{&st.LoadScore, &st.RequestRate, &st.ErrorRatio, &st.P99} {
 		if *p != nil && !isFinite(**p) {
 			*p = nil
 		}
+	}
+	if st.Rollout.Unknown {
+		st.Rollout = Rollout{Unknown: true}
 	}
 	st.Trend = slices.DeleteFunc(slices.Clone(st.Trend), func(p Point) bool { return !isFinite(p.Value) })
 	st.Terms = slices.DeleteFunc(slices.Clone(st.Terms), func(t Term) bool {
@@ -157,19 +161,25 @@ func finite(st ServiceStatus) ServiceStatus {
 // Attention ranks a service: unacknowledged P0 alerts first, then P1,
 // refused rule versions (NACKED), overload, P2 alerts, stale instances,
 // open proposals, a high load score (taken as at most 1; a load score that
-// is not a finite number is unknown).
+// is not a finite number is unknown). An unknown rollout (Rollout.Unknown)
+// adds nothing, whatever its counts: its instances are neither known to be
+// in trouble nor known to be fine, and the overview's banner says why.
 func Attention(r Row) int {
+	ro := r.Rollout
+	if ro.Unknown {
+		ro = Rollout{}
+	}
 	a := 0
 	a += 1_000_000 * min(r.Alerts[P0], 9)
 	a += 100_000 * min(r.Alerts[P1], 9)
-	if r.Rollout.Nacked > 0 {
+	if ro.Nacked > 0 {
 		a += 50_000
 	}
 	if r.Overloaded {
 		a += 20_000
 	}
 	a += 5_000 * min(r.Alerts[P2], 3)
-	if r.Rollout.Stale > 0 || r.Rollout.Gone > 0 {
+	if ro.Stale > 0 || ro.Gone > 0 {
 		a += 2_000
 	}
 	if r.Pending > 0 {

@@ -119,7 +119,13 @@ func fmtShed(m map[string]float64) string {
 	return strings.Join(parts, ", ")
 }
 
+// fmtRollout counts a service's instances by delivery state: "unknown"
+// when the delivery ledger was not read (it failed, or none is
+// configured), "no instances" only when it was and holds none.
 func fmtRollout(r model.Rollout) template.HTML {
+	if r.Unknown {
+		return `<span class="muted">unknown</span>`
+	}
 	total := r.Total()
 	if total == 0 {
 		return `<span class="muted">no instances</span>`

@@ -44,6 +44,18 @@ func TestFormats(t *testing.T) {
 	}
 }
 
+// TestUnknownRolloutIsUnknownNotNoInstances: a service whose delivery
+// ledger was not read (it failed, or none is configured) reads "unknown"
+// in the Rollout cell, never "no instances"; a ledger that was read and
+// holds none still says "no instances".
+func TestUnknownRolloutIsUnknownNotNoInstances(t *testing.T) {
+	require.Equal(t, `<span class="muted">unknown</span>`, string(fmtRollout(model.Rollout{Unknown: true})))
+	require.Equal(t, `<span class="muted">no instances</span>`, string(fmtRollout(model.Rollout{})))
+	row := string(rowHTML(model.Row{ServiceStatus: model.ServiceStatus{Name: "checkout", Rollout: model.Rollout{Unknown: true}}}))
+	require.Contains(t, row, `<span class="muted">unknown</span>`)
+	require.NotContains(t, row, "no instances")
+}
+
 // TestUnknownShedIsNoDataNotNone: a service whose shed ratios the fleet
 // does not know (the metrics did not answer, or no Enrich) reads "no
 // data" in the overview's Shed cell, never "none", which claims it sheds

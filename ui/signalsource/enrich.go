@@ -50,14 +50,20 @@ func (e *Enriched) ServiceDetail(ctx context.Context, service string) (model.Ser
 
 // Services returns the base fleet's services with the missing signals
 // filled in. A metrics failure leaves them unknown and is returned with the
-// services, so the overview shows a banner and the rest.
+// services, so the overview shows a banner and the rest. The services a
+// failing base fleet still returns (the scores when only the delivery
+// ledger failed) are filled in too, and its error is returned, first (on
+// one line with a metrics failure, for the banner).
 func (e *Enriched) Services(ctx context.Context) ([]model.ServiceStatus, error) {
-	svcs, err := e.base.Services(ctx)
-	if err != nil {
-		return svcs, err
+	svcs, baseErr := e.base.Services(ctx)
+	if len(svcs) == 0 {
+		return svcs, baseErr
 	}
 	snap, err := e.reader.Read(ctx, e.clk.Now(), signals.PerService)
 	if err != nil {
+		if baseErr != nil {
+			return svcs, fmt.Errorf("%w; signalsource: metrics: %w", baseErr, err)
+		}
 		return svcs, fmt.Errorf("signalsource: metrics: %w", err)
 	}
 	known := func(v signals.Value) *float64 {
@@ -90,5 +96,5 @@ func (e *Enriched) Services(ctx context.Context) ([]model.ServiceStatus, error) 
 			}
 		}
 	}
-	return svcs, nil
+	return svcs, baseErr
 }

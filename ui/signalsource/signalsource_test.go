@@ -117,3 +117,37 @@ func TestEnrich(t *testing.T) {
 	require.Error(t, err)
 	require.Len(t, svcs, 2, "the services still come back")
 }
+
+// TestEnrichFillsInWhenTheBaseFleetFails: when the base fleet fails but
+// still returns services (the engine's scores when only the delivery
+// ledger failed), their request rate, error ratio and p99 are still filled
+// in, and the base's error is returned; with the metrics failing too, both
+// errors are, on one line for the overview's banner.
+func TestEnrichFillsInWhenTheBaseFleetFails(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	errLedger := errors.New("enginesource: delivery ledger: connection refused")
+	base := &model.StaticFleet{}
+	base.Set([]model.ServiceStatus{{Name: "checkout"}}, errLedger)
+	rd, err := signals.NewReader(instantSource{}, signals.ReaderOptions{MaxAge: -1})
+	require.NoError(t, err)
+	en, err := signalsource.Enrich(base, rd, clk)
+	require.NoError(t, err)
+	svcs, err := en.Services(context.Background())
+	require.ErrorIs(t, err, errLedger)
+	require.Len(t, svcs, 1)
+	require.NotNil(t, svcs[0].RequestRate)
+	require.Equal(t, 120.0, *svcs[0].RequestRate)
+	require.NotNil(t, svcs[0].ErrorRatio)
+	require.Equal(t, 0.25, *svcs[0].P99)
+
+	rdDown, err := signals.NewReader(instantSource{fail: true}, signals.ReaderOptions{MaxAge: -1})
+	require.NoError(t, err)
+	en, err = signalsource.Enrich(base, rdDown, clk)
+	require.NoError(t, err)
+	svcs, err = en.Services(context.Background())
+	require.ErrorIs(t, err, errLedger)
+	first, _, _ := strings.Cut(err.Error(), "\n")
+	require.Contains(t, first, "delivery ledger", "the banner shows the first line")
+	require.Contains(t, first, "metrics")
+	require.Len(t, svcs, 1)
+}
