@@ -28,7 +28,8 @@
 // The rules database was then reset or restored from a backup and numbers
 // its versions anew; instances never apply other content under a version
 // number they run nor go back to a lower one, so such a row is listed
-// rather than marked published. The relay records it in the store
+// rather than marked published (see Recovery below: the relay raises the
+// store's numbering so that the next version is delivered). The relay records it in the store
 // (versioning.Outbox.MarkOutboxUndeliverable: reason, error text, size,
 // limit, time and RelayOptions.Name, audited as "undeliverable") in the
 // transaction that takes the row out of the claims, so it is not claimed
@@ -52,6 +53,52 @@
 // construction: a store accepts rulesets of at most rules.MaxBytes, whose
 // envelope (rules.MaxEnvelopeBytes) and canary record (watch.MaxCanaryBytes)
 // fit a server with the default max_payload of 1 MiB.
+//
+// # Recovery after the rules database was reset or restored
+//
+// A rules database restored from a backup (or reset) numbers new versions
+// from its own last number, below the version the bucket holds and the
+// fleet runs; instances never go back to a lower number, so such versions
+// would never reach them. When the Outbox implements versioning.Numbering
+// (the PostgreSQL and SQLite stores do), the relay raises the store's
+// numbering of each service to the highest version the bucket holds or
+// held (the stable key, and any canary staged, aborted or promoted, which
+// StartCanary would refuse again): at its first pass, again until it
+// succeeds (so at every engine start), and for a service whose row is in
+// conflict with the bucket. The store audits each raise as "renumber" by
+// system:outbox-relay (detail: from, to and the reason, naming the bucket,
+// version and relay); the relay logs it at warn level and counts it in
+// governor_distribution_relay_renumbered_total. No version is renumbered,
+// the audit chain is untouched, and the numbers skipped are never used.
+//
+// What an SRE sees: Plane.Undeliverable (the engine API and the web UI's
+// undeliverable list) shows the versions the restored database made live
+// before its numbering was raised (its approvals while the engine ran on
+// the restored database without a restart, or outbox rows the backup still
+// had pending) with reason "conflict" and an error naming the version the
+// bucket holds; governor_distribution_relay_undeliverable_rows is above 0.
+// The fleet keeps running the bucket's version meanwhile: nothing older
+// and nothing in conflict reaches it.
+//
+// What to do, without SQL:
+//
+//  1. Decide which content the fleet should run. Versions the backup lost
+//     are not in the store; the bucket's history still has their envelopes
+//     (nats kv history <prefix>_rules <service token>.stable).
+//  2. Roll back to the version wanted (Store.Rollback, the rollback of the
+//     API or the web UI). A rollback creates a new version, now numbered
+//     above the fleet's; it is published, the instances apply it, and it
+//     supersedes the conflict records (the list empties). If the version
+//     wanted is the store's active one, which cannot be rolled back to,
+//     propose its content again and approve it; a new proposal is numbered
+//     above the fleet's as well.
+//  3. Withdraw the proposals that were open before the raise and propose
+//     them again: they keep their numbers, at or below the fleet's, and
+//     approving one would be another conflict.
+//
+// A relay whose first pass could not read the bucket or write the store
+// (NATS or the database down) tries again at each pass; a version approved
+// before it succeeds is listed as a conflict and handled as above.
 //
 // # Staged rollout
 //

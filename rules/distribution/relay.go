@@ -26,7 +26,9 @@ type RelayOptions struct {
 	// Outbox is the store's outbox. When it is a rules store (it has
 	// versioning.Reader's Get), a row the bucket supersedes with a version
 	// the store does not have is given up on as a conflict (see
-	// ReasonConflict) rather than marked done.
+	// ReasonConflict) rather than marked done. When it also implements
+	// versioning.Numbering, the relay raises the store's numbering to the
+	// bucket's versions at its first pass and on every conflict (Pass).
 	Outbox    versioning.Outbox
 	Publisher *Publisher
 	// Wake receives a value whenever another process wrote an outbox row
@@ -90,6 +92,9 @@ type Relay struct {
 	// checked is the server limit (MaxValueBytes) the undeliverable rows
 	// were last compared with (requeueFitting).
 	checked int
+	// numbered is true once the store's numbering was raised to the
+	// bucket's versions (raiseNumbering at the first pass).
+	numbered bool
 }
 
 // heldRow is a claimed row whose publication failed, retried by the relay
@@ -106,6 +111,7 @@ type relayMetrics struct {
 	passes        prometheus.Counter
 	lastBatch     prometheus.Gauge
 	undeliverable prometheus.Gauge
+	renumbered    prometheus.Counter
 }
 
 // Reasons a row is undeliverable.
@@ -201,18 +207,20 @@ func NewRelay(o RelayOptions) (*Relay, error) {
 		rows: f.NewCounterVec(prometheus.CounterOpts{Name: "governor_distribution_relay_rows_total",
 			Help: "Outbox rows relayed, by outcome: published, duplicate, superseded, canary, undeliverable (given up: too large for the server, invalid, or in conflict with the bucket; counted once per row)."}, []string{"outcome"}),
 		failures: f.NewCounterVec(prometheus.CounterOpts{Name: "governor_distribution_relay_failures_total",
-			Help: "Relay failures by stage: claim, publish, ledger (OnPublished), mark. The row is retried by the same relay with back-off, or by another relay once its lease expires."}, []string{"stage"}),
+			Help: "Relay failures by stage: claim, publish, ledger (OnPublished), mark, renumber (raising the rules store's numbering to the bucket's). The row is retried by the same relay with back-off, or by another relay once its lease expires."}, []string{"stage"}),
 		passes: f.NewCounter(prometheus.CounterOpts{Name: "governor_distribution_relay_passes_total",
 			Help: "Claim passes over the outbox."}),
 		lastBatch: f.NewGauge(prometheus.GaugeOpts{Name: "governor_distribution_relay_last_batch_rows",
 			Help: "Rows claimed by the last pass."}),
 		undeliverable: f.NewGauge(prometheus.GaugeOpts{Name: "governor_distribution_relay_undeliverable_rows",
 			Help: "Outbox rows the store records as undeliverable (too large for the server, invalid or in conflict with the bucket; given up on by any relay) that no newer version has superseded yet, as of this relay's last pass."}),
+		renumbered: f.NewCounter(prometheus.CounterOpts{Name: "governor_distribution_relay_renumbered_total",
+			Help: "Services whose next version number in the rules store this relay raised to the version the bucket holds (the rules database was reset or restored from a backup)."}),
 	}}
 	for _, s := range []Outcome{Published, Duplicate, Superseded, Staged, outcomeUndeliverable} {
 		r.m.rows.WithLabelValues(string(s))
 	}
-	for _, s := range []string{"claim", "publish", "ledger", "mark"} {
+	for _, s := range []string{"claim", "publish", "ledger", "mark", "renumber"} {
 		r.m.failures.WithLabelValues(s)
 	}
 	return r, nil
@@ -341,11 +349,31 @@ func (r *Relay) countUndeliverable(ctx context.Context) error {
 // them out again. When NATS is unavailable, the pass stops at the first
 // row that finds it so and keeps the others for the next. Each pass ends by
 // reading the undeliverable count for the gauge.
+//
+// When the Outbox is a rules store that numbers versions
+// (versioning.Numbering), the relay's first pass (again until it succeeds)
+// raises the store's numbering of every service to the highest version the
+// bucket holds or held, and so does a row in conflict with the bucket for
+// its service: after the rules database was reset or restored from a
+// backup, the next version it creates is numbered above what the fleet
+// runs, and is delivered (see the package documentation).
 func (r *Relay) Pass(ctx context.Context) (int, error) {
 	r.m.passes.Inc()
 	var errs []error
 	if err := r.requeueFitting(ctx); err != nil {
 		errs = append(errs, err)
+	}
+	r.mu.Lock()
+	numbered := r.numbered
+	r.mu.Unlock()
+	if !numbered {
+		if err := r.raiseNumbering(ctx, ""); err != nil {
+			errs = append(errs, err)
+		} else {
+			r.mu.Lock()
+			r.numbered = true
+			r.mu.Unlock()
+		}
 	}
 	now := r.o.Clock.Now()
 	r.mu.Lock()
@@ -360,7 +388,8 @@ func (r *Relay) Pass(ctx context.Context) (int, error) {
 	r.m.lastBatch.Set(float64(len(claimed)))
 	rows := r.resync(ctx, held, claimed, err == nil, now)
 	var failed []heldRow
-	unavailable := false // NATS: the rows left wait for the next pass
+	var renumbered []string // services whose numbering this pass raised
+	unavailable := false    // NATS: the rows left wait for the next pass
 	for _, h := range rows {
 		if unavailable {
 			failed = append(failed, h)
@@ -379,6 +408,14 @@ func (r *Relay) Pass(ctx context.Context) (int, error) {
 			continue
 		}
 		errs = append(errs, err)
+		if errors.Is(err, ErrConflict) && !slices.Contains(renumbered, h.item.Service) {
+			// The store numbers below the bucket: its next version of the
+			// service is numbered above the bucket's, and is delivered.
+			renumbered = append(renumbered, h.item.Service)
+			if err := r.raiseNumbering(ctx, h.item.Service); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		given, markErr := r.undeliverable(ctx, h.item, err)
 		switch {
 		case errors.Is(markErr, versioning.ErrNotFound):

@@ -162,14 +162,16 @@ func TestKilledRelayOnTheRulesStorePublishesExactlyOnce(t *testing.T) {
 	}
 }
 
-// TestRelayAfterTheRulesDatabaseWasResetListsTheConflicts: the bucket holds
-// v1-v3 of the rules database as it was; the database is reset (a fresh
-// one on the same bucket) and numbers its versions from 1 again. Its v1
+// TestRelayAfterTheRulesDatabaseWasResetListsTheConflictsAndRenumbers: a
+// relay on a reset rules database (a fresh one on the same bucket) started
+// while the bucket was still empty, so its first pass found nothing to
+// renumber; then the old database publishes v1-v3. The reset database's v1
 // and v2, overtaken in the bucket by a v3 it does not have, are not marked
-// published (nothing reached the instances), and its v3, whose number the
-// bucket holds with other content, is not retried forever: all three are
-// listed as conflicts. Its v4 is published and supersedes the records.
-func TestRelayAfterTheRulesDatabaseWasResetListsTheConflicts(t *testing.T) {
+// published (nothing reached the instances) but listed as conflicts, and
+// the relay raises the store's numbering to the bucket's v3 (audited), so
+// that a rollback, the documented recovery, is v4 and is published,
+// superseding the records.
+func TestRelayAfterTheRulesDatabaseWasResetListsTheConflictsAndRenumbers(t *testing.T) {
 	url := embedded(t).URL()
 	for _, st := range rulesStores {
 		t.Run(st.name, func(t *testing.T) {
@@ -177,6 +179,16 @@ func TestRelayAfterTheRulesDatabaseWasResetListsTheConflicts(t *testing.T) {
 			clk := clock.NewFake(time.Now())
 			pub := newTestPublisher(t, url)
 			was, _, _ := st.open(t, clk)
+			store, _, _ := st.open(t, clk) // the reset database
+			reg := prometheus.NewRegistry()
+			relay, err := NewRelay(RelayOptions{Outbox: store, Publisher: pub, Clock: clk, Registerer: reg, Logger: testLogger(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n, err := relay.Pass(ctx); n != 0 || err != nil {
+				t.Fatalf("first pass on an empty bucket: %d rows, %v", n, err)
+			}
+
 			first, err := NewRelay(RelayOptions{Outbox: was, Publisher: pub, Clock: clk})
 			if err != nil {
 				t.Fatal(err)
@@ -188,21 +200,8 @@ func TestRelayAfterTheRulesDatabaseWasResetListsTheConflicts(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			store, _, _ := st.open(t, clk) // the reset database
-			reg := prometheus.NewRegistry()
-			relay, err := NewRelay(RelayOptions{Outbox: store, Publisher: pub, Clock: clk, Registerer: reg, Logger: testLogger(t)})
-			if err != nil {
-				t.Fatal(err)
-			}
 			approveVersion(t, store, "checkout", 100)
-			if _, err := relay.Pass(ctx); !errors.Is(err, ErrConflict) {
-				t.Fatalf("pass = %v, want ErrConflict", err)
-			}
-			if u, err := relay.Undeliverable(ctx, "checkout"); err != nil || len(u) != 1 || !strings.Contains(u[0].Error, "does not have") {
-				t.Fatalf("undeliverable %+v (%v), want v1 overtaken by a v3 the store does not have", u, err)
-			}
 			approveVersion(t, store, "checkout", 101)
-			approveVersion(t, store, "checkout", 102)
 			if _, err := relay.Pass(ctx); !errors.Is(err, ErrConflict) {
 				t.Fatalf("pass = %v, want ErrConflict", err)
 			}
@@ -211,32 +210,135 @@ func TestRelayAfterTheRulesDatabaseWasResetListsTheConflicts(t *testing.T) {
 				t.Fatalf("pass after the lease: %d rows, %v; want nothing claimed", n, err)
 			}
 			u, err := relay.Undeliverable(ctx, "checkout")
-			if err != nil || len(u) != 3 {
-				t.Fatalf("undeliverable %+v (%v), want v1-v3", u, err)
+			if err != nil || len(u) != 2 {
+				t.Fatalf("undeliverable %+v (%v), want v1 and v2", u, err)
 			}
 			for _, x := range u {
-				if x.Reason != ReasonConflict || !strings.Contains(x.Error, "version 3") {
-					t.Fatalf("undeliverable %+v, want a conflict with the bucket's v3", x)
+				if x.Reason != ReasonConflict || !strings.Contains(x.Error, "version 3") || !strings.Contains(x.Error, "does not have") {
+					t.Fatalf("undeliverable %+v, want a conflict with the bucket's v3, which the store does not have", x)
 				}
 			}
-			for v := int64(1); v <= 3; v++ {
+			for v := int64(1); v <= 2; v++ {
 				if got, err := store.Get(ctx, "checkout", v); err != nil || !got.PublishedAt.IsZero() {
 					t.Fatalf("v%d published at %v (%v): nothing reached the instances", v, got.PublishedAt, err)
 				}
 			}
-			if got := counterValue(t, reg, "governor_distribution_relay_rows_total", "outcome", "undeliverable"); got != 3 {
-				t.Fatalf("undeliverable rows = %v, want 3", got)
+			if got := counterValue(t, reg, "governor_distribution_relay_rows_total", "outcome", "undeliverable"); got != 2 {
+				t.Fatalf("undeliverable rows = %v, want 2", got)
+			}
+			es, err := store.Audit(ctx, versioning.AuditFilter{Service: "checkout", Action: versioning.ActionRenumber})
+			if err != nil || len(es) != 1 || !strings.Contains(string(es[0].Detail), `"from":2`) || !strings.Contains(string(es[0].Detail), `"to":3`) {
+				t.Fatalf("renumber audit entries %+v (%v), want one from 2 to 3", es, err)
+			}
+			if got := counterValue2(t, reg, "governor_distribution_relay_renumbered_total", nil); got != 1 {
+				t.Fatalf("renumbered = %v, want 1", got)
 			}
 
-			v4 := approveVersion(t, store, "checkout", 200)
+			// The recovery: roll back to the version wanted.
+			r, err := store.Rollback(ctx, "checkout", 1, author, "restore after the database reset")
+			if err != nil || r.Number != 4 {
+				t.Fatalf("rollback v%d (%v), want v4 above the bucket's v3", r.Number, err)
+			}
 			if _, err := relay.Pass(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if latest, err := pub.Latest(ctx, "checkout"); err != nil || latest.Version != 4 || latest.Checksum != v4.Checksum {
+			if latest, err := pub.Latest(ctx, "checkout"); err != nil || latest.Version != 4 || latest.Checksum != r.Checksum {
 				t.Fatalf("latest %+v (%v), want the reset database's v4", latest, err)
 			}
 			if u, err := relay.Undeliverable(ctx, ""); err != nil || len(u) != 0 {
 				t.Fatalf("undeliverable %+v (%v) after v4, want none", u, err)
+			}
+			if _, err := store.VerifyAudit(ctx); err != nil {
+				t.Fatalf("audit chain: %v", err)
+			}
+		})
+	}
+}
+
+// TestRulesDatabaseRestoredFromABackupDeliversItsNextVersion: the fleet
+// runs v5 when the rules database is restored from a backup holding v1-v3
+// (a new database with those versions as they were). The plane started on
+// it raises the store's numbering to the bucket's v5 at its relay's first
+// pass, so the next version proposed and approved is v6, and the instance
+// applies it: no conflict, nothing undeliverable, the audit chain intact.
+func TestRulesDatabaseRestoredFromABackupDeliversItsNextVersion(t *testing.T) {
+	url := embedded(t).URL()
+	for _, st := range rulesStores {
+		t.Run(st.name, func(t *testing.T) {
+			ctx := context.Background()
+			names := uniqueNames(t)
+			t.Cleanup(func() {
+				js, _ := jetstream.New(connect(t, url))
+				_ = js.DeleteKeyValue(context.Background(), names.Bucket())
+			})
+			// run starts a control plane on store and returns it with its stop.
+			run := func(store versioning.Store, db *sql.DB) (*Plane, func()) {
+				rctx, cancel := context.WithCancel(ctx)
+				cp, err := NewPlane(rctx, PlaneOptions{Conn: connect(t, url), Names: names, Outbox: store,
+					Store: NewSQLStore(db), Sweep: 100 * time.Millisecond, Logger: testLogger(t)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var wg sync.WaitGroup
+				wg.Add(1)
+				go func() { defer wg.Done(); _ = cp.Run(rctx) }()
+				stop := func() { cancel(); wg.Wait() }
+				t.Cleanup(stop)
+				return cp, stop
+			}
+
+			was, _, wasDB := st.open(t, nil)
+			_, stop := run(was, wasDB)
+			pod := startSDK(t, url, names, "checkout", sdkOpts{instance: "pod-0"})
+			var published []versioning.Version
+			for i := range 5 {
+				v := approveVersion(t, was, "checkout", float64(10+i))
+				published = append(published, v)
+				eventually(t, fmt.Sprintf("v%d applied", v.Number), func() bool { return pod.app.last() == v.Number })
+			}
+			stop()
+
+			// The backup was taken after v3 was published: a new database
+			// holding v1-v3 as they were.
+			store, _, db := st.open(t, nil)
+			for i, want := range published[:3] {
+				v := approveVersion(t, store, "checkout", float64(10+i))
+				if v.Number != want.Number || v.Checksum != want.Checksum {
+					t.Fatalf("restored v%d %s, want v%d %s", v.Number, v.Checksum, want.Number, want.Checksum)
+				}
+			}
+			items, err := store.ClaimOutbox(ctx, 10, time.Minute)
+			if err != nil || len(items) != 3 {
+				t.Fatalf("restored outbox %+v, %v", items, err)
+			}
+			for _, it := range items {
+				if err := store.MarkOutboxDone(ctx, it.ID); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			cp, _ := run(store, db)
+			eventually(t, "the store's numbering raised to the bucket's v5", func() bool {
+				es, err := store.Audit(ctx, versioning.AuditFilter{Service: "checkout", Action: versioning.ActionRenumber})
+				return err == nil && len(es) == 1
+			})
+			next := approveVersion(t, store, "checkout", 99)
+			if next.Number != 6 {
+				t.Fatalf("next version v%d, want v6 (above the fleet's v5)", next.Number)
+			}
+			eventually(t, "v6 applied by the instance", func() bool { return pod.app.last() == 6 })
+			if latest, err := cp.Publisher().Latest(ctx, "checkout"); err != nil || latest.Version != 6 || latest.Checksum != next.Checksum {
+				t.Fatalf("bucket holds %+v (%v), want the restored store's v6", latest, err)
+			}
+			if u, err := cp.Undeliverable(ctx, ""); err != nil || len(u) != 0 {
+				t.Fatalf("undeliverable %+v (%v), want none", u, err)
+			}
+			eventually(t, "v6 published in the store", func() bool {
+				v, err := store.Get(ctx, "checkout", 6)
+				return err == nil && v.State == versioning.StatePublished
+			})
+			if _, err := store.VerifyAudit(ctx); err != nil {
+				t.Fatalf("audit chain: %v", err)
 			}
 		})
 	}

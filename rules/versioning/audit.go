@@ -35,6 +35,10 @@ const (
 	// ActionRequeue: a relay put an undeliverable row back in the claims
 	// (Outbox.RequeueOutbox).
 	ActionRequeue Action = "requeue"
+	// ActionRenumber: a service's next version number was raised above a
+	// floor (Numbering.RaiseNumbering), e.g. to the version the NATS
+	// bucket holds after the rules database was restored from a backup.
+	ActionRenumber Action = "renumber"
 )
 
 // Actions other components record through Auditor.RecordAudit.
@@ -59,7 +63,7 @@ func (a Action) Lifecycle() bool {
 	switch a {
 	case ActionPropose, ActionApprove, ActionReject, ActionWithdraw, ActionActivate,
 		ActionAutoApply, ActionPublish, ActionRollback, ActionEmergency, ActionPolicy, ActionRebase, ActionRevise,
-		ActionUndeliverable, ActionRequeue:
+		ActionUndeliverable, ActionRequeue, ActionRenumber:
 		return true
 	}
 	return false

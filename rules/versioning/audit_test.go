@@ -98,7 +98,7 @@ func TestVerifyChainInPages(t *testing.T) {
 }
 
 func TestLifecycleActions(t *testing.T) {
-	for _, a := range []versioning.Action{versioning.ActionPropose, versioning.ActionApprove, versioning.ActionEmergency, versioning.ActionPublish, versioning.ActionRevise} {
+	for _, a := range []versioning.Action{versioning.ActionPropose, versioning.ActionApprove, versioning.ActionEmergency, versioning.ActionPublish, versioning.ActionRevise, versioning.ActionRenumber} {
 		require.True(t, a.Lifecycle(), a)
 	}
 	for _, a := range []versioning.Action{versioning.ActionLoginFailure, versioning.ActionTokenCreate, "custom"} {

@@ -3,8 +3,13 @@
 //
 // # Model
 //
-// Each service has numbered versions (1, 2, 3, ... per service, gap-free),
-// immutable once decided. A version holds the canonical ruleset (the SDK's schema, package
+// Each service has numbered versions (1, 2, 3, ... per service, gap-free
+// unless the numbering was raised), immutable once decided. After the
+// database was reset or restored from a backup, the versions the fleet runs
+// may be numbered above the store's last; Numbering.RaiseNumbering (called
+// by the distribution relay, audited as "renumber") makes the next version
+// of a service number above them, skipping the numbers between and never
+// renumbering a version. A version holds the canonical ruleset (the SDK's schema, package
 // governor.dev/governor/sdk/rules), its checksum, its parent (the version that
 // was active when it was proposed), author, reason, free-form evidence and its
 // source (a person or the engine).

@@ -88,6 +88,32 @@ type Store interface {
 	Close() error
 }
 
+// Numbering raises the numbers a store gives the new versions of a
+// service, for recovery after the rules database was reset or restored
+// from a backup: the NATS bucket, and the fleet, then run version numbers
+// the store has not reached (or gave again to other content), and
+// instances never go back to a lower number, so versions numbered from the
+// store's own last number would not reach them. The SQL stores (packages
+// postgres and sqlite) implement it; callers find it with a type
+// assertion on their Store.
+type Numbering interface {
+	// RaiseNumbering makes every version of service created from now on
+	// (proposal, rebase, rollback, emergency publication) number above
+	// floor: when the highest number the service has given is below floor,
+	// it becomes floor, in one transaction with an ActionRenumber audit
+	// entry by by (detail: the previous and the new number and the
+	// reason), and RaiseNumbering returns (floor, true). Otherwise it
+	// writes nothing and returns the highest number given and false. It
+	// never renumbers a version: existing versions, open proposals and the
+	// audit chain stay as they are, and the numbers skipped are never
+	// used. A service the store does not know yet is created (listed by
+	// Services, with no active version). by needs a valid name and no
+	// role: raising the floor changes no content and no decision. An
+	// *InputError names a bad service, floor (1 to math.MaxInt64-1),
+	// actor or reason (required).
+	RaiseNumbering(ctx context.Context, service string, floor int64, by Actor, reason string) (int64, bool, error)
+}
+
 // Reader is the read side of a Store.
 type Reader interface {
 	// Active returns the live version of a service; ErrNotFound if none,

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/ui/auth"
 	"governor.dev/governor/ui/internal/httperr"
 	"governor.dev/governor/ui/model"
 )
@@ -17,9 +18,9 @@ var AuditActions = []versioning.Action{
 	versioning.ActionPropose, versioning.ActionApprove, versioning.ActionReject, versioning.ActionWithdraw,
 	versioning.ActionActivate, versioning.ActionAutoApply, versioning.ActionPublish, versioning.ActionRollback,
 	versioning.ActionEmergency, versioning.ActionPolicy, versioning.ActionRebase, versioning.ActionRevise,
-	versioning.ActionUndeliverable, versioning.ActionRequeue, versioning.ActionLogin,
+	versioning.ActionUndeliverable, versioning.ActionRequeue, versioning.ActionRenumber, versioning.ActionLogin,
 	versioning.ActionLoginFailure, versioning.ActionLogout, versioning.ActionTokenCreate, versioning.ActionTokenRevoke,
-	model.ActionAlertConfig,
+	auth.ActionAdminRecover, model.ActionAlertConfig,
 }
 
 type auditData struct {

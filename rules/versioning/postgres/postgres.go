@@ -5,7 +5,8 @@
 // Open applies the embedded migrations (package
 // governor.dev/governor/migrations) under goose's advisory lock, so several
 // processes may start at once. Every write transaction locks the service's
-// row, which makes version numbers gap-free, and then the audit chain head.
+// row, which makes version numbers gap-free (unless RaiseNumbering skips
+// some), and then the audit chain head.
 //
 // Each transaction that writes an outbox row also sends
 // NOTIFY governor_outbox (OutboxChannel) with the service name as payload, so

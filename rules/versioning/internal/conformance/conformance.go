@@ -60,6 +60,8 @@ func Run(t *testing.T, f Factory) {
 		{"FailedTransactionWritesNothing", testFailedTx},
 		{"BadInputWritesNothing", testBadInput},
 		{"YAMLRoundTrip", testYAML},
+		{"RaiseNumbering", testRaiseNumbering},
+		{"RaiseNumberingBadInput", testRaiseNumberingBadInput},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

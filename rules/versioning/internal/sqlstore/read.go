@@ -263,7 +263,8 @@ func (s *Store) Services(ctx context.Context) ([]versioning.ServiceInfo, error) 
 	var out []versioning.ServiceInfo
 	err := s.op(ctx, "services", func(ctx context.Context) error {
 		return s.db.Read(ctx, func(tx Tx) error {
-			rows, err := tx.Query(ctx, `SELECT s.name, COALESCE(s.active_number, 0), s.last_number,
+			rows, err := tx.Query(ctx, `SELECT s.name, COALESCE(s.active_number, 0),
+				(SELECT COALESCE(max(v.number), 0) FROM rule_versions v WHERE v.service = s.name),
 				(SELECT count(*) FROM rule_versions v WHERE v.service = s.name AND v.state = 'proposed')
 				FROM rule_services s ORDER BY s.name`)
 			if err != nil {

@@ -115,7 +115,7 @@ type metrics struct {
 }
 
 var operations = []string{"propose", "rebase", "revise", "approve", "reject", "withdraw", "rollback", "emergency_publish",
-	"set_policy", "record_audit", "claim_outbox", "mark_outbox_done", "mark_outbox_undeliverable", "outbox_failures", "count_outbox_failures", "requeue_outbox", "active", "get", "list",
+	"set_policy", "record_audit", "claim_outbox", "mark_outbox_done", "mark_outbox_undeliverable", "outbox_failures", "count_outbox_failures", "requeue_outbox", "raise_numbering", "active", "get", "list",
 	"services", "policy", "audit", "verify_audit"}
 
 // New builds a Store over db. The schema must already be migrated.
