@@ -44,6 +44,22 @@ async function poll(page, url, check, limit, what) {
   }
 }
 
+// engineView summarizes what the engine's read API says about a service,
+// for the message of a step that timed out waiting on the engine.
+async function engineView(service) {
+  try {
+    const r = await fetch(base + "/engine/api/v1/services/" + service);
+    if (!r.ok) return `engine on ${service}: HTTP ${r.status} ` + (await r.text()).slice(0, 300);
+    const s = await r.json();
+    const rec = s.recommendation;
+    return `engine on ${service}: score ${s.score?.raw?.score?.toFixed(2) ?? "none"} at ${s.score?.at}, active v${s.active_version}, ` +
+      `${s.pending} pending, instances ${JSON.stringify(s.instances)}, recommendation: ` +
+      (rec ? `${rec.inconclusive ? "inconclusive" : "conclusive"} at ${rec.at} on v${rec.base}: ${rec.reason}` : "none");
+  } catch (e) {
+    return `engine on ${service}: ${e}`;
+  }
+}
+
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
   args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"],
@@ -106,18 +122,31 @@ try {
   expect(m, "the admin created bob (approver) and sees his one-time password once");
   const bobOneTime = m[1];
   await shot(admin, "03-settings-user-created");
+  // An admin (here the only one) may not take their own admin role away:
+  // the page says why, naming the field, and the role stays.
+  const ownRoles = 'form[action="/settings/users/admin/roles"]';
+  await admin.uncheck(`${ownRoles} input[value=admin]`);
+  await admin.click(`${ownRoles} button:text-is("Save")`);
+  await admin.waitForSelector(".banner-error");
+  const refusal = (await admin.textContent(".banner-error")).trim();
+  expect(/\broles: .*own admin role/.test(refusal), "the admin cannot remove their own admin role: " + refusal);
+  const again = await admin.goto(base + "/settings");
+  expect(again.status() === 200 && await admin.isChecked(`${ownRoles} input[value=admin]`), "the admin keeps the admin role and the settings page");
 
   // The overview updates live during the demo incident on checkout.
   await admin.goto(base + "/");
   await admin.waitForSelector('#live[data-state="live"]');
   expect(true, "the overview stream is live");
+  // A mark on this document survives only if nothing reloads the page.
+  await admin.evaluate(() => { document.body.dataset.e2eMark = "same-document"; });
+  const sameDocument = async () => (await admin.evaluate(() => document.body.dataset.e2eMark)) === "same-document";
   const before = await admin.textContent("#overview-rows");
   // (page.waitForFunction evaluates a string, which the CSP refuses: poll from here.)
   for (const end = Date.now() + 15000; (await admin.textContent("#overview-rows")) === before;) {
     if (Date.now() > end) throw new Error("the overview rows did not change within 15s");
     await admin.waitForTimeout(250);
   }
-  expect(true, "the overview rows change without a reload");
+  expect(await sameDocument(), "the overview rows change without a reload");
   // The incident (checkout loses three quarters of its capacity from 8 s
   // into every 24 s period) raises checkout's load score: the page that
   // stays open shows it climb above the setpoint (0.5), with the engine's
@@ -132,10 +161,10 @@ try {
     const rising = score >= 0.55 && score > low;
     low = Math.min(low, score);
     if ((rising || text.includes("overloaded")) && /\d+ open/.test(text)) break;
-    if (Date.now() > end) throw new Error("no live incident on checkout within 60s; scores seen: " + scores.join(" "));
+    if (Date.now() > end) throw new Error("no live incident on checkout within 60s; scores seen: " + scores.join(" ") + "; " + await engineView("checkout"));
     await admin.waitForTimeout(250);
   }
-  expect(true, "the incident shows up live: checkout's score went " + scores.join(" → ") + " and a proposal is open");
+  expect(await sameDocument(), "the incident shows up live: checkout's score went " + scores.join(" → ") + " and a proposal is open");
   await shot(admin, "04-overview-incident");
 
   await admin.click('a[href="/services/checkout"]');
@@ -162,8 +191,12 @@ try {
     "an engine recommendation for checkout");
   expect(true, "the engine recommends a change to checkout");
   const card = engineCard(admin).first();
+  const effect = (await card.locator("dd.effect").textContent()).trim();
   await card.locator("details summary").click();
-  expect((await card.locator("details").textContent()).length > 50, "the recommendation carries its evidence");
+  await card.locator("details[open] pre").waitFor();
+  const raw = await card.locator("details[open] pre").textContent();
+  expect(effect !== "" && ["load_score", "setpoint", "pid", "expected_effect"].every((k) => raw.includes(`"${k}"`)),
+    `the recommendation carries its evidence: the expected effect (${effect}) and the raw evidence on a click`);
   await shot(admin, "06-recommendations-evidence");
   // The recommendation's own page: the evidence charts over the window before it.
   await card.locator('h2 a[href^="/recommendations/checkout/"]').click();
@@ -182,7 +215,9 @@ try {
   await admin.goBack();
   await card.locator('a:text-is("Full version")').click();
   await admin.waitForURL(/\/services\/checkout\/rules\/\d+$/);
-  expect((await admin.textContent("body")).includes("Evidence"), "the version page shows the evidence");
+  const recHref = admin.url().replace("/services/checkout/rules/", "/recommendations/checkout/").replace(base, "");
+  expect((await admin.locator('h2:text-is("Evidence")').count()) === 1 && (await admin.locator(`a[href="${recHref}"]`).count()) === 1,
+    "the version page shows the evidence, with a link to it explained");
   await shot(admin, "07-recommendation-version");
 
   // Self-approval: the admin proposes a change and may not approve it.
@@ -204,7 +239,7 @@ try {
   expect(status[0] === 403 && /self-approval/.test(status[1]), "the server refuses self-approval too: " + status[1]);
   await shot(admin, "08-self-approval-refused");
   await admin.click('button:text-is("Withdraw")');
-  await admin.waitForSelector("text=withdrawn");
+  await admin.waitForSelector(".card .state-withdrawn");
 
   // Bob logs in for the first time and approves the engine's recommendation.
   const bob = await newPage();
@@ -274,11 +309,14 @@ try {
   expect(diff.includes("routes[api].rate_limit.rate") && diff.includes("routes[api].concurrency.max"),
     `the rollback preview (${href}) shows what changes: the rate limit and the concurrency ceiling`);
   await shot(admin, "12-rollback-preview");
-  await admin.fill("#reason", engineRollback ? "the incident explains the drop, not the change" : "errors went up after the change");
+  const reason = engineRollback ? "the incident explains the drop, not the change" : "errors went up after the change";
+  await admin.fill("#reason", reason);
   await admin.check("input[name=confirm]");
   await admin.click(`button:text-is("Roll back to v${to}")`);
   await admin.waitForSelector(`text=Rollback to the content of v${to}`);
-  expect((await admin.textContent("h1")).includes("active"), `the rollback to v${to} is a new, active version`);
+  const rolledBack = admin.url().match(/\/rules\/(\d+)$/)[1];
+  expect((await admin.textContent("h1")).includes("active") && (await admin.textContent(".card")).includes("Reason: " + reason),
+    `the rollback to v${to} is a new, active version (v${rolledBack}) with its reason`);
   await shot(admin, "13-rolled-back");
 
   // The admin, on a phone, acknowledges a P1 alert.
@@ -298,8 +336,15 @@ try {
   expect(true, "the P1 alert is acknowledged");
   await shot(phone, "16-alerts-acknowledged");
 
-  await admin.goto(base + "/audit");
+  await admin.goto(base + "/audit?service=checkout");
   expect((await admin.textContent(".banner-ok")).includes("Chain verified"), "the audit chain verifies");
+  const audit = await admin.$$eval("table tbody tr", (trs) => trs.map((tr) => [...tr.querySelectorAll("td")].map((td) => td.textContent.trim())));
+  const rbEntry = audit.find((r) => r[3] === "rollback" && r[5] === rolledBack);
+  expect(rbEntry && rbEntry[2] === "admin" && rbEntry[6].includes(JSON.stringify({ reason }).slice(1, -1)) && rbEntry[6].includes(`"rollback_of":${to}`),
+    "the audit log records the admin's rollback with its reason: " + JSON.stringify(rbEntry));
+  const apEntry = audit.find((r) => r[3] === "approve" && r[5] === String(version));
+  expect(apEntry && apEntry[2] === "bob" && apEntry[6].includes("evidence looks right"),
+    `the audit log records bob's approval of v${version} with his comment: ` + JSON.stringify(apEntry));
   await shot(admin, "17-audit");
   expect(overflows.length === 0, "no card's content spills out of it" + (overflows.length ? ": " + overflows.join(" | ") : ""));
   expect(cspViolations.length === 0, "no Content-Security-Policy violations: " + cspViolations.join(" | "));

@@ -83,14 +83,16 @@ func firingP1(a *app.App) string {
 // TestBrowserDevStack walks the UI of the real dev stack (what `make run`
 // starts, in this process): the first admin logs in with the one-time
 // password from the banner and chooses a new one, creates an approver
-// through the settings page, watches the overview update live during the
-// demo incident, opens the engine's recommendation and its evidence, sees
-// self-approval refused on a proposal of their own; the approver logs in
-// and approves the recommendation; the guardrail's final verdict on it is
-// awaited (it may roll the version back by itself: checkout's incident
-// recurs) and the ledger reaches SYNCED; the admin rolls back with the diff
-// preview (to the version before, or over the guardrail's rollback to the
-// approved one) and acknowledges a P1 alert.
+// through the settings page, is refused removing their own admin role,
+// watches the overview update live during the demo incident, opens the
+// engine's recommendation and its evidence, sees self-approval refused on
+// a proposal of their own; the approver logs in and approves the
+// recommendation; the guardrail's final verdict on it is awaited (it may
+// roll the version back by itself: checkout's incident recurs) and the
+// ledger reaches SYNCED; the admin rolls back with the diff preview (to
+// the version before, or over the guardrail's rollback to the approved
+// one) and a reason, acknowledges a P1 alert, and finds the rollback with
+// its reason and the approval in the audit log.
 func TestBrowserDevStack(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e: -short")

@@ -65,6 +65,15 @@ func requireTools(t *testing.T) string {
 	return node
 }
 
+// TestBrowserWalkThrough walks the UI over the scripted demo fleet (run.mjs):
+// a wrong password is refused; alice sees every service's load score update
+// live and the incident on checkout, opens the service and the engine's
+// proposal with its evidence, proposes a change of her own and is refused
+// approving it (four eyes) before withdrawing it; bob approves the engine's
+// proposal and rolls back to the version before with a reason (a blank one
+// is refused); otto acknowledges a P1 alert, finds the approval and the
+// rollback in the audit log and logs out, which ends the stream of an
+// overview open in another tab; alice, no admin, is refused the settings.
 func TestBrowserWalkThrough(t *testing.T) {
 	if testing.Short() {
 		t.Skip("e2e: -short")
@@ -140,6 +149,12 @@ func TestBrowserWalkThrough(t *testing.T) {
 	active, err := st.Active(ctx, "checkout")
 	require.NoError(t, err)
 	require.Equal(t, int64(2), active.RollbackOf)
+	require.Equal(t, "bob", active.Author)
+	require.Equal(t, "errors went up after v3", active.Reason, "the rollback keeps the reason typed in the browser")
+	v4, err := st.Get(ctx, "checkout", 4)
+	require.NoError(t, err)
+	require.Equal(t, versioning.StateWithdrawn, v4.State, "alice withdrew her own proposal")
+	require.Empty(t, v4.Approvals, "nobody approved alice's own proposal")
 	hist, err := alerts.History(ctx, 0)
 	require.NoError(t, err)
 	i := slices.IndexFunc(hist, func(a model.Alert) bool { return a.ID == heldAlert })

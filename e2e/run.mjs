@@ -49,28 +49,53 @@ try {
     await page.fill("#name", "alice");
     await page.fill("#password", "wrong password here");
     await page.click("button[type=submit]");
-    expect((await page.textContent(".banner-error")).includes("Wrong user name or password"), "a wrong password is refused");
+    expect((await page.textContent(".banner-error")).includes("Wrong user name or password") && page.url().includes("/login"),
+      "a wrong password is refused and the visitor stays on the login page");
     await ctx.close();
   }
 
   // Alice: the overview updates live during the incident.
   const alice = await session("alice");
   let p = alice.page;
+  // Every seeded service has a row with its load score, a number between 0 and 1.
+  const scores = await p.$$eval("#overview-rows tr", (trs) => trs.map((tr) => [
+    (tr.querySelector("td a")?.textContent || "").trim(), (tr.querySelector("td.num")?.textContent || "").trim()]));
+  expect(scores.length === 6 && scores.every(([name, s]) => name !== "" && /^[01]\.\d\d$/.test(s)),
+    "the overview lists every service with its load score: " + scores.map((r) => r.join(" ")).join(", "));
+  // The stream replaces the rows in place: a mark set on this document
+  // survives only if nothing reloads the page while the scores change.
+  await p.evaluate(() => { document.body.dataset.e2eMark = "same-document"; });
+  const scoreOf = (svc) => `#overview-rows tr:has(a[href="/services/${svc}"]) > td.num:nth-child(2) > span.score`;
+  const before = (await p.textContent(scoreOf("payments"))).trim();
   await p.waitForSelector('#live[data-state="live"]');
   expect(true, "the overview stream is live");
-  await p.waitForSelector('#overview-rows >> text=overloaded', { timeout: 30000 });
-  expect(true, "the incident shows up live (checkout overloaded)");
+  await p.waitForSelector(`${scoreOf("payments")}:not(:text-is("${before}"))`);
+  const after = (await p.textContent(scoreOf("payments"))).trim();
+  // The incident (checkout's score climbs to 0.92 for 10 s of every 30 s) reaches the open page.
+  // (The handle keeps the row it matched, even once the stream replaces it.)
+  const hot = await p.waitForSelector('#overview-rows tr:has(a[href="/services/checkout"]):has(strong.score-high:text-is("overloaded"))', { timeout: 35000 });
+  const high = Number((await hot.$eval("td.num:nth-child(2) > span.score", (e) => e.textContent)).trim());
+  expect(high >= 0.8 && await p.evaluate(() => document.body.dataset.e2eMark) === "same-document",
+    `the scores update without a reload (payments ${before} → ${after}) and the incident shows up: checkout ${high.toFixed(2)}, overloaded`);
   await shot(p, "02-overview-incident");
 
-  await p.click('a[href="/services/checkout"]');
+  await p.click('#overview-rows a[href="/services/checkout"]');
+  await p.waitForURL(base + "/services/checkout");
   await p.waitForSelector("svg.chart");
-  expect((await p.textContent("body")).includes("Why the score is what it is"), "the service page explains the score");
+  const terms = await p.$$eval('.card:has(h2:text-is("Why the score is what it is")) tbody tr td:first-child', (tds) => tds.map((t) => t.textContent.trim()));
+  expect(/^[01]\.\d\d/.test((await p.textContent("p.score")).trim()) && ["cpu", "memory", "latency"].every((t) => terms.includes(t)),
+    "the service page shows checkout's load score and explains it by its terms: " + terms.join(", "));
   await shot(p, "03-service");
 
   // The engine's recommendation with its evidence.
   await p.click('nav >> text=Recommendations');
-  await p.waitForSelector("text=load score 0.91 above 0.80");
-  await p.click("details summary");
+  await p.waitForURL(base + "/recommendations");
+  const rec3 = p.locator("div.card.rec").filter({ has: p.locator('h2 a[href="/recommendations/checkout/3"]') });
+  expect((await rec3.textContent()).includes("load score 0.91 above 0.80") && (await rec3.locator("dd.effect").textContent()).trim() !== "",
+    "the engine's proposal v3 is listed with its reason and expected effect");
+  await rec3.locator("details summary").click();
+  await rec3.locator("details[open] pre").waitFor();
+  expect((await rec3.locator("details[open] pre").textContent()).includes('"setpoint"'), "its raw evidence opens on a click");
   await shot(p, "04-recommendations");
   // The recommendation's own page: the engine's evidence explained, with its charts.
   await p.click('a[href="/recommendations/checkout/3"]');
@@ -101,6 +126,9 @@ try {
     await ctx.close();
   }
   await p.goto(base + "/services/checkout/rules/3");
+  expect((await p.textContent(".card .state")).trim() === "proposed" && (await p.locator('h2:text-is("Evidence")').count()) === 1 &&
+    (await p.locator('a[href="/recommendations/checkout/3"]').count()) === 1,
+    "the version page shows v3 as proposed, with its evidence and a link to it explained");
   expect(await p.inputValue('form[action$="/rules/3/approve"] input[name=checksum]') !== "", "the approve form carries the checksum of the ruleset shown");
   // Alice is an approver but did not propose it (the engine did): she may approve. She proposes her own change instead
   // to see self-approval refused.
@@ -130,7 +158,8 @@ try {
   await shot(p, "06-self-approval-refused");
   // Alice withdraws her proposal; the engine's one stays.
   await p.click('button:text-is("Withdraw")');
-  await p.waitForSelector("text=withdrawn");
+  await p.waitForSelector(".card .state-withdrawn");
+  expect(p.url() === own && (await p.locator('button:text-is("Approve")').count()) === 0, "alice withdrew her proposal: no decision is left to take");
 
   // Bob approves the engine's recommendation.
   const bob = await session("bob");
@@ -139,11 +168,14 @@ try {
   await p.fill("#comment", "evidence looks right");
   await p.click('button:text-is("Approve")');
   await p.waitForSelector(".badge-active");
-  expect((await p.textContent("body")).includes("Approved by bob"), "bob's approval makes v3 active");
+  expect(p.url() === base + "/services/checkout/rules/3" && (await p.textContent("body")).includes("Approved by bob") &&
+    (await p.textContent("body")).includes("evidence looks right"), "bob's approval (with his comment) makes v3 active");
   await shot(p, "07-approved");
   await p.goto(base + "/");
-  await p.waitForSelector('#overview-rows >> text=v3');
-  expect((await p.textContent("#overview-rows")).includes("SYNCED"), "the overview shows the rollout state");
+  const checkoutRow = '#overview-rows tr:has(a[href="/services/checkout"])';
+  await p.waitForSelector(`${checkoutRow} a[href="/services/checkout/rules/3"]`);
+  await p.waitForSelector(`${checkoutRow} >> text=SYNCED`);
+  expect(true, "the overview shows v3 active on checkout with its rollout state");
 
   // Roll back to v2 with the diff preview.
   await p.goto(base + "/services/checkout/rules");
@@ -152,11 +184,20 @@ try {
   await p.waitForSelector("table.diff");
   expect((await p.textContent("table.diff")).includes("routes[api].rate_limit.rate"), "the rollback preview shows the diff");
   await shot(p, "09-rollback-preview");
+  // Spaces get past the browser's "required" but not the server: nothing is rolled back.
+  await p.fill("#reason", "   ");
+  await p.check('input[name=confirm]');
+  await p.click('button:text-is("Roll back to v2")');
+  await p.waitForSelector(".banner-error");
+  expect(/^reason: /.test((await p.textContent(".banner-error")).trim()) && (await p.textContent("body")).includes("The active version is v3"),
+    "a rollback without a reason is refused, naming the field: " + (await p.textContent(".banner-error")).trim());
   await p.fill("#reason", "errors went up after v3");
   await p.check('input[name=confirm]');
   await p.click('button:text-is("Roll back to v2")');
   await p.waitForSelector("text=Rollback to the content of");
-  expect((await p.textContent("h1")).includes("active"), "the rollback to v2 is a new, active version");
+  const rolledBack = Number(p.url().match(/\/services\/checkout\/rules\/(\d+)$/)[1]);
+  expect((await p.textContent("h1")).includes("active") && (await p.textContent(".card")).includes("Reason: errors went up after v3"),
+    `the rollback to v2 is a new, active version (v${rolledBack}) that records its reason`);
   await shot(p, "10-rolled-back");
 
   // Otto (operator) acknowledges the P1 alert, on a phone.
@@ -174,16 +215,48 @@ try {
   expect((await p.textContent(held)).includes("open"), "the held P1 is firing and open");
   await shot(p, "12-alerts-firing");
   await p.click(held + ' button:text-is("Acknowledge")');
-  await p.waitForURL(base + "/alerts");
   await p.waitForSelector(held + " >> text=acknowledged by otto");
-  expect(true, "the P1 alert is acknowledged");
+  expect((await p.locator(held + ' button:text-is("Acknowledge")').count()) === 0, "the P1 alert is acknowledged by otto, its button gone");
   await shot(p, "13-alerts-acknowledged");
 
+  // The audit log: bob's approval and rollback, found with the page's own filter.
   await p.goto(base + "/audit");
   expect((await p.textContent(".banner-ok")).includes("Chain verified"), "the audit chain verifies");
+  const auditRows = () => p.$$eval("table tbody tr", (trs) => trs.map((tr) => [...tr.querySelectorAll("td")].map((td) => td.textContent.trim())));
+  await p.fill("#f-service", "checkout");
+  await p.fill("#f-actor", "bob");
+  await p.selectOption("#f-action", "rollback");
+  await p.click('button:text-is("Filter")');
+  await p.waitForURL(/\/audit\?.*action=rollback/);
+  let rows = await auditRows();
+  expect(rows.length === 1 && rows[0][2] === "bob" && rows[0][3] === "rollback" && rows[0][4] === "checkout" &&
+    rows[0][5] === String(rolledBack) && rows[0][6].includes('"reason":"errors went up after v3"') && rows[0][6].includes('"rollback_of":2'),
+    "the audit log records bob's rollback with its reason: " + JSON.stringify(rows));
   await shot(p, "14-audit");
+  await p.selectOption("#f-action", "approve");
+  await p.click('button:text-is("Filter")');
+  await p.waitForURL(/\/audit\?.*action=approve/);
+  rows = await auditRows();
+  expect(rows.length === 1 && rows[0][2] === "bob" && rows[0][5] === "3" && rows[0][6].includes("evidence looks right"),
+    "the audit log records bob's approval of v3 with his comment: " + JSON.stringify(rows));
 
-  await alice.page.goto(base + "/settings");
+  // Logging out ends the session everywhere: the overview open in another
+  // tab is told so by its stream, and the pages ask for a login again.
+  const tab = await otto.ctx.newPage();
+  await tab.goto(base + "/");
+  await tab.waitForSelector('#live[data-state="live"]');
+  await p.click('button:text-is("Log out")');
+  await p.waitForURL(/\/login/);
+  await tab.waitForSelector('#live[data-state="down"]:has-text("session ended")');
+  const ended = (await tab.textContent("#live")).trim();
+  await p.goto(base + "/alerts");
+  expect(ended.includes("session ended") && p.url().includes("/login"),
+    `otto logs out: the open overview says "${ended}" and /alerts asks for a login again`);
+
+  // Settings are for admins: alice (operator, approver) is refused.
+  const settings = await alice.page.goto(base + "/settings");
+  expect(settings.status() === 403 && (await alice.page.locator("#u-name").count()) === 0,
+    `alice, not an admin, is refused the settings page (HTTP ${settings.status()})`);
   await shot(alice.page, "15-settings-forbidden");
   expect(cspViolations.length === 0, "no Content-Security-Policy violations: " + cspViolations.join(" | "));
   console.log("PASS");
