@@ -517,7 +517,7 @@ func (a *App) Run(ctx context.Context) error {
 		wg.Go(func() { a.runDemo(ctx) })
 	}
 	wg.Go(func() { _ = a.elector.Run(ctx) })
-	wg.Go(func() { leader.RunTicks(ctx, a.elector, a.o.Clock, a.cfg.Interval, a.tick) })
+	wg.Go(func() { leader.RunTicks(ctx, a.elector, a.o.Clock, a.cfg.Interval, a.tick, leader.WithLogger(a.log)) })
 	wg.Go(func() { a.runAlerts(ctx) })
 	engine := api.Handler(api.Options{Evaluations: a.eval, Versions: a.store, Ledger: a.plane.Ledger(),
 		Guardrails: a.guard, Events: a.recorder, Levels: a.p99Levels, AlertLevels: a.eval.AlertLevelsInForce, Relay: a.plane, Gatherer: a.o.Registry,

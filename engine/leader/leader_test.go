@@ -264,3 +264,109 @@ func TestCampaignThatCannotReachTheDatabaseWarnsOnce(t *testing.T) {
 		t.Fatalf("%d warnings after 3 failed campaigns, want 1 naming the database address %s:\n%s", n, dead, out)
 	}
 }
+
+// failingClaims leads, but its claims fail with the error the test sets.
+type failingClaims struct {
+	Local
+	mu  sync.Mutex
+	err error
+}
+
+func (e *failingClaims) fail(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.err = err
+}
+
+func (e *failingClaims) ClaimTick(ctx context.Context, tick time.Time) (bool, error) {
+	e.mu.Lock()
+	err := e.err
+	e.mu.Unlock()
+	if err != nil {
+		return false, err
+	}
+	return e.Local.ClaimTick(ctx, tick)
+}
+
+// TestRunTicksWarnsWhenClaimsStartFailingAndWhenTheirErrorChanges: a
+// leader whose claims keep failing (a read-only database, a role that may
+// not write the ticks table) evaluates nothing; the log says why, once per
+// run of the same error, instead of nothing at all.
+func TestRunTicksWarnsWhenClaimsStartFailingAndWhenTheirErrorChanges(t *testing.T) {
+	e := &failingClaims{Local: Local{ID: "a"}}
+	clk := armedClock{Fake: clock.NewFake(time.Unix(1000, 0)), armed: make(chan struct{}, 10)}
+	var logs testenv.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan time.Time, 10)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		RunTicks(ctx, e, clk, 10*time.Second, func(_ context.Context, tick time.Time) { ran <- tick }, WithLogger(log))
+	}()
+	readOnly := errors.New("cannot execute INSERT in a read-only transaction")
+	denied := errors.New("permission denied for table governor_engine_ticks")
+	steps := []struct {
+		err   error
+		warns int // warnings logged so far
+	}{
+		{readOnly, 1}, // failures start
+		{readOnly, 1}, // the same failure again: debug only
+		{readOnly, 1},
+		{denied, 2},       // the error changed
+		{nil, 2},          // claims work again
+		{denied, 3},       // and fail again
+		{ErrNotLeader, 3}, // the lead ended before the claim: the elector logs that
+	}
+	<-clk.armed
+	for i, s := range steps {
+		e.fail(s.err)
+		clk.Advance(10 * time.Second)
+		<-clk.armed // the tick is done
+		if s.err == nil {
+			<-ran
+		}
+		out := logs.String()
+		if n := strings.Count(out, "level=WARN"); n != s.warns {
+			t.Fatalf("tick %d: %d warnings, want %d:\n%s", i, n, s.warns, out)
+		}
+	}
+	out := logs.String()
+	if n := strings.Count(out, "level=DEBUG"); n != 3 {
+		t.Errorf("%d debug lines for the repeated failures and the lost lead, want 3:\n%s", n, out)
+	}
+	for _, want := range []string{readOnly.Error(), denied.Error(), "identity=a"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("log does not name %q:\n%s", want, out)
+		}
+	}
+	cancel()
+	<-done
+}
+
+// TestSessionTimeoutShorterThanTheLeaseIsRefused: a session timeout the
+// leader's silence between two checks can reach would end a healthy
+// leader's session again and again; it is refused, naming the fields.
+func TestSessionTimeoutShorterThanTheLeaseIsRefused(t *testing.T) {
+	for _, o := range []PostgresOptions{
+		{URL: "postgres://x", Identity: "a", CheckInterval: time.Second, SessionTimeout: 500 * time.Millisecond},
+		{URL: "postgres://x", Identity: "a", CheckInterval: time.Second, SessionTimeout: time.Second},
+		{URL: "postgres://x", Identity: "a", CheckInterval: time.Second, SessionTimeout: 1100 * time.Millisecond},
+		{URL: "postgres://x", Identity: "a", CheckInterval: time.Second, Lease: 5 * time.Second, SessionTimeout: 4 * time.Second},
+	} {
+		_, err := NewPostgres(o)
+		if !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "SessionTimeout") || !strings.Contains(err.Error(), "CheckInterval") {
+			t.Errorf("SessionTimeout %s, CheckInterval %s, Lease %s: %v; want ErrInvalidOption naming SessionTimeout and CheckInterval",
+				o.SessionTimeout, o.CheckInterval, o.Lease, err)
+		}
+	}
+	for _, o := range []PostgresOptions{
+		{URL: "postgres://x", Identity: "a", CheckInterval: time.Second},
+		{URL: "postgres://x", Identity: "a", CheckInterval: time.Second, SessionTimeout: -1},
+		{URL: "postgres://x", Identity: "a", CheckInterval: time.Second, SessionTimeout: 3 * time.Second},
+	} {
+		if _, err := NewPostgres(o); err != nil {
+			t.Errorf("SessionTimeout %s, CheckInterval %s: %v", o.SessionTimeout, o.CheckInterval, err)
+		}
+	}
+}

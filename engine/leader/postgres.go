@@ -54,7 +54,9 @@ type PostgresOptions struct {
 	// session: the server ends it, and so releases the lock, when the
 	// leader sent nothing for this long (a leader cut off from the
 	// database, whose connection the server would otherwise keep until TCP
-	// gives up). Default 2 × Lease; negative: not set.
+	// gives up). Default 2 × Lease; negative: not set. It must be at
+	// least the Lease: the leader is silent for a CheckInterval between two
+	// checks, and a session ended while its lease holds makes the lead flap.
 	SessionTimeout time.Duration
 	// TickRetention is how long claimed ticks are kept; the leader deletes
 	// older ones as it claims. Default 24h.
@@ -125,6 +127,14 @@ func NewPostgres(o PostgresOptions) (*Postgres, error) {
 	}
 	if o.SessionTimeout == 0 {
 		o.SessionTimeout = 2 * o.Lease
+	}
+	if o.SessionTimeout > 0 && o.SessionTimeout < o.Lease {
+		// The leader is silent for up to a CheckInterval between two
+		// checks, longer when the network is slow; the Lease is the
+		// silence it tolerates. A shorter session timeout ends the session
+		// of a leader whose lease still holds, again and again.
+		return nil, fmt.Errorf("%w: SessionTimeout %s must be at least the Lease %s: the leader checks its session every CheckInterval %s, and a shorter timeout ends the session of a healthy leader (negative: no timeout)",
+			ErrInvalidOption, o.SessionTimeout, o.Lease, o.CheckInterval)
 	}
 	if o.TickRetention == 0 {
 		o.TickRetention = 24 * time.Hour

@@ -2,10 +2,25 @@ package leader
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"time"
 
 	"governor.dev/governor/sdk/clock"
 )
+
+// TickOption configures RunTicks.
+type TickOption func(*tickOptions)
+
+type tickOptions struct {
+	logger *slog.Logger
+}
+
+// WithLogger makes RunTicks log the claims that fail; a nil logger logs
+// nothing, as does RunTicks without this option.
+func WithLogger(l *slog.Logger) TickOption {
+	return func(o *tickOptions) { o.logger = l }
+}
 
 // RunTicks calls fn once per interval-aligned tick that this replica leads
 // and claims, until ctx ends. Ticks are the wall-clock times truncated to the
@@ -13,11 +28,25 @@ import (
 // another replica, or a tick met while not leading, is skipped. The claim
 // and fn run under the elector's LeaderContext: when the lead is lost
 // mid-tick, fn's context ends and what is left of the tick is not done.
-func RunTicks(ctx context.Context, e Elector, clk clock.Clock, interval time.Duration, fn func(ctx context.Context, tick time.Time)) {
+//
+// A claim that fails (the database is read-only, the engine's role may not
+// write governor_engine_ticks) skips its tick: the replica leads but
+// evaluates nothing. With WithLogger, RunTicks logs a warning when claims
+// start failing and whenever their error changes, then at debug level
+// while they fail the same way.
+func RunTicks(ctx context.Context, e Elector, clk clock.Clock, interval time.Duration, fn func(ctx context.Context, tick time.Time), opts ...TickOption) {
 	if clk == nil {
 		clk = clock.Real{}
 	}
+	var o tickOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.logger == nil {
+		o.logger = slog.New(slog.DiscardHandler)
+	}
 	var last time.Time
+	failing := "" // the error of the last failed claim; "" after one that worked
 	for {
 		now := clk.Now()
 		next := now.Truncate(interval).Add(interval)
@@ -34,8 +63,24 @@ func RunTicks(ctx context.Context, e Elector, clk clock.Clock, interval time.Dur
 		}
 		last = tick
 		lctx, cancel := e.LeaderContext(ctx)
-		if ok, err := e.ClaimTick(lctx, tick); err == nil && ok {
-			fn(lctx, tick)
+		ok, err := e.ClaimTick(lctx, tick)
+		switch {
+		case err == nil:
+			failing = ""
+			if ok {
+				fn(lctx, tick)
+			}
+		case ctx.Err() != nil:
+		case errors.Is(err, ErrNotLeader):
+			// The lead ended between IsLeader and the claim; the elector
+			// says so itself.
+			o.logger.Debug("leader: tick met without the lead", "identity", e.Identity(), "tick", tick, "err", err)
+		case err.Error() != failing:
+			failing = err.Error()
+			o.logger.Warn("leader: cannot claim the tick; leading without evaluating until a claim succeeds",
+				"identity", e.Identity(), "tick", tick, "interval", interval, "err", err)
+		default:
+			o.logger.Debug("leader: claim tick", "identity", e.Identity(), "tick", tick, "err", err)
 		}
 		cancel()
 	}
