@@ -74,6 +74,11 @@ type Summary struct {
 
 // Run replays the range, calling emit for every proposal in time order.
 func Run(ctx context.Context, o Options, emit func(Proposal)) (Summary, error) {
+	return run(ctx, o, emit, &autoApplied{prune: true})
+}
+
+// run is Run keeping the changes that applied themselves in applied.
+func run(ctx context.Context, o Options, emit func(Proposal), applied *autoApplied) (Summary, error) {
 	var sum Summary
 	if o.Step == 0 {
 		o.Step = 10 * time.Second
@@ -119,8 +124,6 @@ func Run(ctx context.Context, o Options, emit func(Proposal)) (Summary, error) {
 		return sum, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 	}
 	active := versioning.Version{Service: o.Service, Number: 1, Ruleset: o.Ruleset, Active: true, ActivatedAt: o.From}
-	var applied []recommend.Ceiling // auto-applied changes with their times in From
-	var appliedAt []time.Time
 	for at := o.From; !at.After(o.To); at = at.Add(o.Step) {
 		if err := ctx.Err(); err != nil {
 			return sum, err
@@ -158,15 +161,9 @@ func Run(ctx context.Context, o Options, emit func(Proposal)) (Summary, error) {
 		if r.Ruleset == nil {
 			continue
 		}
-		ref := r.Evidence.Ceiling.From
-		for i := len(applied) - 1; i >= 0; i-- {
-			if at.Sub(appliedAt[i]) <= time.Hour {
-				ref = applied[i].From
-			}
-		}
-		ok, why := o.Band.Allows(ref, r.Evidence.Ceiling.To)
+		ok, why := o.Band.Allows(applied.reference(at, r.Evidence.Ceiling.From), r.Evidence.Ceiling.To)
 		if ok {
-			applied, appliedAt = append(applied, r.Evidence.Ceiling), append(appliedAt, at)
+			applied.add(at, r.Evidence.Ceiling.From)
 			sum.AutoApplied++
 		}
 		sum.Proposals++
@@ -179,6 +176,48 @@ func Run(ctx context.Context, o Options, emit func(Proposal)) (Summary, error) {
 		}
 	}
 	return sum, nil
+}
+
+// bandWindow is how far back Band.Allows measures a change: the band
+// bounds the cumulative change of the ceiling within an hour.
+const bandWindow = time.Hour
+
+// autoApplied holds the changes a replay let apply themselves, oldest
+// first: when each applied, and the ceiling it replaced.
+type autoApplied struct {
+	at   []time.Time
+	from []float64
+	// prune drops the changes older than bandWindow as the replay moves
+	// on; no later step can look at them.
+	prune bool
+}
+
+// add records a change applied at at that replaced the ceiling from; at is
+// no earlier than any change recorded.
+func (a *autoApplied) add(at time.Time, from float64) {
+	a.at, a.from = append(a.at, at), append(a.from, from)
+}
+
+// reference is the ceiling in force before the changes applied within
+// bandWindow before at: the ceiling the oldest of them replaced, or cur
+// when none applied. Replays move forward, so at is no earlier than at any
+// call before.
+func (a *autoApplied) reference(at time.Time, cur float64) float64 {
+	if a.prune {
+		old := 0
+		for old < len(a.at) && at.Sub(a.at[old]) > bandWindow {
+			old++
+		}
+		a.at, a.from = slices.Delete(a.at, 0, old), slices.Delete(a.from, 0, old)
+	}
+	// The changes are in time order: the oldest within the window is the
+	// first not older than it.
+	for i, t := range a.at {
+		if at.Sub(t) <= bandWindow {
+			return a.from[i]
+		}
+	}
+	return cur
 }
 
 // Steps is how many evaluations a replay from from to to (both included)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,6 +26,14 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // minutes 10 and 20.
 func record(t *testing.T) *embedded.DB {
 	t.Helper()
+	return recordPattern(t, 30*time.Minute, 15*time.Second, func(d time.Duration) bool { return d >= 10*time.Minute && d < 20*time.Minute })
+}
+
+// recordPattern writes a service with two instances at 46 req/s each for
+// span, a sample every every, whose p99 latency is about 500ms while
+// incident says so and about 50ms otherwise.
+func recordPattern(t *testing.T, span, every time.Duration, incident func(since time.Duration) bool) *embedded.DB {
+	t.Helper()
 	db, err := embedded.Open(embedded.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -33,15 +42,14 @@ func record(t *testing.T) *embedded.DB {
 	les := []float64{0.05, 0.25, 0.5, 1}
 	var admitted, slow [2]float64
 	var buckets [2][4]float64
-	for step := 0; step <= 120; step++ {
-		at := t0.Add(time.Duration(step) * 15 * time.Second)
-		incident := at.Sub(t0) >= 10*time.Minute && at.Sub(t0) < 20*time.Minute
+	for at := t0; !at.After(t0.Add(span)); at = at.Add(every) {
+		in := incident(at.Sub(t0))
 		app := db.Appender(context.Background())
 		for i := range 2 {
-			n := 46.0 * 15
+			n := 46.0 * every.Seconds()
 			admitted[i] += n
 			share := []float64{0.995, 1, 1, 1}
-			if incident {
+			if in {
 				share = []float64{0.05, 0.5, 1, 1}
 				slow[i] += n * 0.001
 			}
@@ -219,5 +227,85 @@ func TestReplayRefusesMoreThanMaxSteps(t *testing.T) {
 	}
 	if _, err := Run(ctx, o, nil); errors.Is(err, ErrInvalidOption) || queries == 0 {
 		t.Fatalf("Run of MaxSteps = %v after %d queries; want it to start (and stop at the cancel)", err, queries)
+	}
+}
+
+// TestPruningTheAppliedChangesLeavesALongReplayUnchanged: a replay keeps
+// only the self-applied changes of the band's last hour (it used to keep
+// and scan all of them at every proposal, quadratic in a long replay), and
+// its results are the same as when it keeps them all, over hours of
+// changes both applied and refused.
+func TestPruningTheAppliedChangesLeavesALongReplayUnchanged(t *testing.T) {
+	span := 3 * time.Hour
+	db := recordPattern(t, span, 30*time.Second, func(d time.Duration) bool { return d%(15*time.Minute) >= 10*time.Minute })
+	o := options(db)
+	o.From, o.To, o.Step = t0.Add(2*time.Minute), t0.Add(span), time.Minute
+	o.Reader.Window = 2 * time.Minute
+	o.Band.MaxChangePerHour = 0.8
+	replay := func(applied *autoApplied) (Summary, []Proposal) {
+		var got []Proposal
+		sum, err := run(context.Background(), o, func(p Proposal) { got = append(got, p) }, applied)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sum, got
+	}
+	pruned, all := &autoApplied{prune: true}, &autoApplied{}
+	sumPruned, gotPruned := replay(pruned)
+	sumAll, gotAll := replay(all)
+	if !reflect.DeepEqual(sumPruned, sumAll) || !reflect.DeepEqual(gotPruned, gotAll) {
+		t.Fatalf("pruning changed the replay: %+v with, %+v without", sumPruned, sumAll)
+	}
+	for _, p := range gotAll {
+		t.Logf("%s v%d auto=%v: %s", p.At.Sub(t0), p.Version, p.AutoApply, p.Policy)
+	}
+	refused := sumAll.Proposals - sumAll.AutoApplied
+	if sumAll.AutoApplied < 10 || refused < 10 {
+		t.Fatalf("summary %+v: want many changes applied and refused", sumAll)
+	}
+	end := gotAll[len(gotAll)-1].At
+	if end.Sub(all.at[0]) < 2*bandWindow {
+		t.Fatalf("summary %+v, changes applied from %s, last proposal at %s: want many changes applied and refused over hours",
+			sumAll, all.at[0].Sub(t0), end.Sub(t0))
+	}
+	if len(pruned.at) >= len(all.at) {
+		t.Fatalf("%d changes kept with pruning, %d without", len(pruned.at), len(all.at))
+	}
+	for _, at := range pruned.at {
+		if end.Sub(at) > bandWindow {
+			t.Fatalf("a change applied at %s kept at the last proposal (%s)", at.Sub(t0), end.Sub(t0))
+		}
+	}
+}
+
+// TestAutoAppliedReferenceIsTheOldestChangeWithinTheHour: with or without
+// pruning, the reference is the ceiling the oldest change of the last hour
+// (inclusive) replaced, as a scan of every change finds it; pruning keeps
+// no more than the hour's changes.
+func TestAutoAppliedReferenceIsTheOldestChangeWithinTheHour(t *testing.T) {
+	pruned, all := &autoApplied{prune: true}, &autoApplied{}
+	var everyAt []time.Time
+	var everyFrom []float64
+	at := t0
+	for i := range 3000 {
+		at = at.Add(10 * time.Second) // a change exactly an hour old counts
+		cur := float64(i%97 + 1)
+		want := cur
+		for k := len(everyAt) - 1; k >= 0; k-- {
+			if at.Sub(everyAt[k]) <= time.Hour {
+				want = everyFrom[k]
+			}
+		}
+		if a, b := pruned.reference(at, cur), all.reference(at, cur); a != want || b != want {
+			t.Fatalf("step %d: reference %v with pruning, %v without, want %v", i, a, b, want)
+		}
+		if i%3 != 0 {
+			pruned.add(at, cur)
+			all.add(at, cur)
+			everyAt, everyFrom = append(everyAt, at), append(everyFrom, cur)
+		}
+	}
+	if n := len(pruned.at); n > 361 {
+		t.Fatalf("%d changes kept after 3000 steps of 10s, want at most the hour's 361", n)
 	}
 }
