@@ -77,3 +77,23 @@ func TestServicePageP99TargetAndUndeliverable(t *testing.T) {
 	code, _ = get(t, h, sid, "/services/checkout/rules")
 	require.Equal(t, http.StatusOK, code)
 }
+
+// A fleet that answers the services it could read with the error of what
+// it could not (the engine's delivery ledger down) keeps the service page's
+// live data, with a banner saying what is missing; before, the page dropped
+// both and said the metrics source was unavailable.
+func TestServicePageKeepsWhatAPartlyFailingFleetRead(t *testing.T) {
+	e := newEnv(t)
+	e.seed()
+	score := 0.42
+	e.fleet.Set([]model.ServiceStatus{{Name: "checkout", LoadScore: &score, Rollout: model.Rollout{Unknown: true}}},
+		errors.New("engine: delivery ledger: connection refused"))
+	h, err := ui.New(ui.Options{Rules: e.store, Auth: e.auth, Fleet: e.fleet, Clock: e.clk})
+	require.NoError(t, err)
+	sid, _ := e.session("vera")
+	code, body := get(t, h, sid, "/services/checkout")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, "Part of the live data could not be read: engine: delivery ledger: connection refused")
+	require.NotContains(t, body, "The metrics source is unavailable")
+	require.Contains(t, body, "0.42")
+}

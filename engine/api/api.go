@@ -198,14 +198,20 @@ func (s *server) ready(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte("ready\n"))
 }
 
-func (s *server) list(ctx context.Context) ([]Service, error) {
+// list returns every service the engine knows. A delivery ledger that
+// cannot be read does not fail it: every service's Instances is then nil
+// (unknown, not none), and the returned problem says why.
+func (s *server) list(ctx context.Context) ([]Service, string, error) {
 	byName := map[string]*Service{}
 	var order []string
 	get := func(name string) *Service {
 		if sv := byName[name]; sv != nil {
 			return sv
 		}
-		sv := &Service{Service: name, Instances: map[distribution.State]int{}}
+		sv := &Service{Service: name}
+		if s.o.Ledger != nil {
+			sv.Instances = map[distribution.State]int{}
+		}
 		byName[name] = sv
 		order = append(order, name)
 		return sv
@@ -218,16 +224,17 @@ func (s *server) list(ctx context.Context) ([]Service, error) {
 	}
 	infos, err := s.o.Versions.Services(ctx)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	for _, in := range infos {
 		sv := get(in.Name)
 		sv.ActiveVersion, sv.Pending = in.Active, in.Pending
 	}
+	var problem string
 	if s.o.Ledger != nil {
 		ins, err := s.o.Ledger.Instances(ctx, "")
 		if err != nil {
-			return nil, err
+			problem = "delivery ledger: " + err.Error()
 		}
 		for _, in := range ins {
 			get(in.Service).Instances[in.State]++
@@ -236,7 +243,7 @@ func (s *server) list(ctx context.Context) ([]Service, error) {
 	if s.o.Relay != nil {
 		us, err := s.o.Relay.Undeliverable(ctx, "")
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		for _, u := range us {
 			sv := get(u.Service)
@@ -246,6 +253,9 @@ func (s *server) list(ctx context.Context) ([]Service, error) {
 	out := make([]Service, 0, len(order))
 	for _, name := range order {
 		sv := byName[name]
+		if problem != "" {
+			sv.Instances = nil // not read: unknown, not none
+		}
 		if s.o.Levels != nil {
 			if lv, ok := s.o.Levels(name); ok {
 				sv.LatencyLevels = &lv
@@ -257,16 +267,20 @@ func (s *server) list(ctx context.Context) ([]Service, error) {
 		out = append(out, *sv)
 	}
 	sortServices(out)
-	return out, nil
+	return out, problem, nil
 }
 
 func (s *server) services(w http.ResponseWriter, r *http.Request) {
-	list, err := s.list(r.Context())
+	list, problem, err := s.list(r.Context())
 	if err != nil {
 		s.error(w, err)
 		return
 	}
-	s.json(w, map[string]any{"services": list, "last_tick": s.o.Evaluations.LastTick()})
+	doc := map[string]any{"services": list, "last_tick": s.o.Evaluations.LastTick()}
+	if problem != "" {
+		doc["problems"] = []string{problem}
+	}
+	s.json(w, doc)
 }
 
 func (s *server) service(w http.ResponseWriter, r *http.Request) {
@@ -275,7 +289,7 @@ func (s *server) service(w http.ResponseWriter, r *http.Request) {
 		s.error(w, err)
 		return
 	}
-	list, err := s.list(r.Context())
+	list, _, err := s.list(r.Context())
 	if err != nil {
 		s.error(w, err)
 		return
@@ -310,7 +324,7 @@ func (s *server) versions(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(vs) == 0 {
 		// No versions: a known service without any yet, or no such service.
-		list, err := s.list(r.Context())
+		list, _, err := s.list(r.Context())
 		if err != nil {
 			s.error(w, err)
 			return

@@ -130,3 +130,69 @@ func TestLedgerWithoutInstancesIsAnEmptyList(t *testing.T) {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
 }
+
+type failingLedger struct{}
+
+func (failingLedger) Instances(context.Context, string) ([]distribution.Instance, error) {
+	return nil, errors.New("connection refused")
+}
+
+// TestServicesWithoutTheLedgerSayInstancesAreUnknown: a delivery ledger
+// that cannot be read no longer fails the whole list (the UI lost every
+// score with it), and no ledger is not "no instances": instances is null
+// and, when the read failed, the list's problems say why.
+func TestServicesWithoutTheLedgerSayInstancesAreUnknown(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Propose(ctx, versioning.Proposal{Ruleset: &rules.Ruleset{Service: "checkout"},
+		Author: versioning.Actor{Name: "alice", Roles: []versioning.Role{versioning.RoleOperator}}, Reason: "start"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		ledger  Ledger
+		problem string
+	}{
+		{"no ledger", nil, ""},
+		{"ledger failing", failingLedger{}, "delivery ledger: connection refused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(Handler(Options{Evaluations: fakeEval{}, Versions: st, Ledger: tc.ledger}))
+			defer srv.Close()
+			resp, err := http.Get(srv.URL + "/engine/api/v1/services")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var doc struct {
+				Services []struct {
+					Service   string          `json:"service"`
+					Instances *map[string]int `json:"instances"`
+					Score     json.RawMessage `json:"score"`
+				} `json:"services"`
+				Problems []string `json:"problems"`
+			}
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d", resp.StatusCode)
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+				t.Fatal(err)
+			}
+			if len(doc.Services) == 0 {
+				t.Fatal("no services")
+			}
+			for _, sv := range doc.Services {
+				if sv.Instances != nil {
+					t.Errorf("%s: instances %v, want null", sv.Service, *sv.Instances)
+				}
+			}
+			if tc.problem == "" && doc.Problems != nil || tc.problem != "" && (len(doc.Problems) != 1 || doc.Problems[0] != tc.problem) {
+				t.Errorf("problems %q, want %q", doc.Problems, tc.problem)
+			}
+		})
+	}
+}

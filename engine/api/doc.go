@@ -11,7 +11,7 @@
 //	GET /readyz                        200 once the store, NATS and the first
 //	                                   evaluation are up; 503 {"error"} before
 //	GET /metrics                       Prometheus exposition of the engine
-//	GET /engine/api/v1/services        {"services": [Service], "last_tick": t}
+//	GET /engine/api/v1/services        {"services": [Service], "last_tick": t, "problems": [string] (only when a part could not be read)}
 //	GET /engine/api/v1/services/{service}
 //	                                   Service
 //	GET /engine/api/v1/services/{service}/versions?limit=N
@@ -31,7 +31,8 @@
 // Service is {"service", "score" (loadscore.Score: value, known, overloaded
 // and raw.terms with each term's input, weight and contribution),
 // "active_version" (number, 0 if none), "pending" (open proposals), "instances" (count per ledger
-// state), "recommendation" (the latest, with its evidence), "latency_levels"
+// state; null when the engine has no delivery ledger or could not read it,
+// which the list's "problems" then says: unknown, not none), "recommendation" (the latest, with its evidence), "latency_levels"
 // ({"warn", "critical"} p99 levels in seconds and "source": "configured" or
 // "learned"; absent when the engine has none for the service),
 // "alert_levels" (per signal, "latency_p99" then "error_ratio": "in_force",

@@ -150,6 +150,7 @@ func (c *Client) Services(ctx context.Context) ([]model.ServiceStatus, error) {
 	var doc struct {
 		Services []service `json:"services"`
 		LastTick time.Time `json:"last_tick"`
+		Problems []string  `json:"problems"`
 	}
 	if err := c.get(ctx, "/engine/api/v1/services", nil, &doc); err != nil {
 		return nil, err
@@ -191,9 +192,18 @@ func (c *Client) Services(ctx context.Context) ([]model.ServiceStatus, error) {
 			}
 		}
 		st.Trend = slices.Clone(c.trend[s.Service])
-		st.Rollout = model.Rollout{Synced: s.Instances["SYNCED"], Pending: s.Instances["PENDING"], Stale: s.Instances["STALE"],
-			Nacked: s.Instances["NACKED"], Gone: s.Instances["GONE"]}
+		if s.Instances == nil {
+			// The engine has no delivery ledger or could not read it.
+			st.Rollout = model.Rollout{Unknown: true}
+		} else {
+			st.Rollout = model.Rollout{Synced: s.Instances["SYNCED"], Pending: s.Instances["PENDING"], Stale: s.Instances["STALE"],
+				Nacked: s.Instances["NACKED"], Gone: s.Instances["GONE"]}
+		}
 		out = append(out, st)
+	}
+	if len(doc.Problems) > 0 {
+		// The services are good to show, with what could not be read.
+		return out, fmt.Errorf("engine: %s", strings.Join(doc.Problems, "; "))
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package engineclient_test
 
 import (
 	"context"
+	"errors"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -145,4 +146,47 @@ func TestStaleEngineIsNotShownAsLive(t *testing.T) {
 	require.NoError(t, err)
 	_, err = never.Services(ctx)
 	require.NoError(t, err, "MaxAge negative: never stale")
+}
+
+type failingLedger struct{}
+
+func (failingLedger) Instances(context.Context, string) ([]distribution.Instance, error) {
+	return nil, errors.New("connection refused")
+}
+
+// TestRolloutIsUnknownWhenTheEngineCouldNotReadItsLedger: the standalone UI
+// showed "no instances" when the engine had no ledger, and lost every score
+// when the engine's ledger failed. The scores are kept, the rollout is
+// unknown, and the error says what could not be read.
+func TestRolloutIsUnknownWhenTheEngineCouldNotReadItsLedger(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ev := &evals{tick: t0, scores: []loadscore.Score{{Key: signals.Key{Service: "checkout"}, At: t0, Value: 0.5, Known: true}}}
+	for _, tc := range []struct {
+		name    string
+		ledger  engineapi.Ledger
+		wantErr string
+	}{
+		{"no ledger", nil, ""},
+		{"ledger failing", failingLedger{}, "delivery ledger: connection refused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(engineapi.Handler(engineapi.Options{Evaluations: ev, Versions: st, Ledger: tc.ledger}))
+			defer srv.Close()
+			c, err := engineclient.New(engineclient.Options{BaseURL: srv.URL, Now: func() time.Time { return t0 }})
+			require.NoError(t, err)
+			svcs, err := c.Services(ctx)
+			if tc.wantErr == "" {
+				require.NoError(t, err)
+			} else {
+				require.ErrorContains(t, err, tc.wantErr)
+			}
+			require.Len(t, svcs, 1)
+			require.Equal(t, 0.5, *svcs[0].LoadScore, "the scores are kept")
+			require.True(t, svcs[0].Rollout.Unknown, "instances unknown, not none")
+		})
+	}
 }

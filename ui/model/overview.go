@@ -63,7 +63,7 @@ func Build(ctx context.Context, s Sources) (Overview, error) {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		ov.Problems = append(ov.Problems, what+" unavailable: "+brief(err))
+		ov.Problems = append(ov.Problems, what+" unavailable: "+Brief(err))
 		return nil
 	}
 	if s.Fleet != nil {
@@ -191,7 +191,10 @@ func Attention(r Row) int {
 	return a
 }
 
-func brief(err error) string {
+// Brief says err in one line for a banner: a database that does not
+// answer or a timeout in words, anything else cut at its first line and
+// 160 bytes.
+func Brief(err error) string {
 	switch {
 	case errors.Is(err, versioning.ErrUnavailable):
 		return "the database does not answer"

@@ -192,10 +192,18 @@ func (p *Pages) service(w http.ResponseWriter, r *http.Request) {
 	var banners []Banner
 	if p.o.Fleet == nil {
 		banners = append(banners, Banner{"warn", "The metrics source is not configured: no live data."})
-	} else if sts, err := p.o.Fleet.Services(r.Context()); err != nil {
-		banners = append(banners, Banner{"warn", "The metrics source is unavailable; live data is missing."})
-		p.o.Logger.Warn("pages: fleet", "err", err)
 	} else {
+		// A source may answer what it could read with the error of what
+		// it could not (the delivery ledger down): show both.
+		sts, err := p.o.Fleet.Services(r.Context())
+		if err != nil {
+			msg := "The metrics source is unavailable; live data is missing."
+			if len(sts) > 0 {
+				msg = "Part of the live data could not be read: " + model.Brief(err)
+			}
+			banners = append(banners, Banner{"warn", msg})
+			p.o.Logger.Warn("pages: fleet", "err", err)
+		}
 		for _, s := range sts {
 			if s.Name == svc {
 				d.Status = s
