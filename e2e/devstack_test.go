@@ -117,7 +117,7 @@ func TestBrowserDevStack(t *testing.T) {
 
 	var password string
 	waitUntil(t, 15*time.Second, "the banner with the one-time password", func() bool {
-		m := regexp.MustCompile(`first admin "admin", one-time password: (\S+)`).FindStringSubmatch(banner.String())
+		m := regexp.MustCompile(`first admin "admin" with the one-time password: (\S+)`).FindStringSubmatch(banner.String())
 		if m != nil {
 			password = m[1]
 		}

@@ -9,15 +9,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"governor.dev/governor/alerts/configstore"
-	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/ui"
 	"governor.dev/governor/ui/auth"
@@ -120,38 +117,13 @@ func serve(ctx context.Context, c config, src sources, stdout io.Writer, log *sl
 // one-time password is printed once. Nothing is printed when an admin
 // existed, or when another replica starting at the same time made one.
 func ensureAdmin(ctx context.Context, am *auth.Manager, name string, stdout io.Writer) error {
-	before, err := am.Users(ctx)
+	r, err := am.EnsureAdminReport(ctx, name)
 	if err != nil {
 		return err
 	}
-	pw, err := am.EnsureAdmin(ctx, name)
-	if err != nil {
-		return err
-	}
-	switch {
-	case pw != "" && len(before) == 0:
-		fmt.Fprintf(stdout, "Created the first admin %q with the one-time password: %s\nLog in and choose a new password; it is not shown again.\n", name, pw)
-	case pw != "":
-		fmt.Fprintf(stdout, "No user held the admin role: created the admin %q with the one-time password: %s\nLog in and choose a new password; it is not shown again.\n", name, pw)
-	case slices.ContainsFunc(before, isAdmin):
-		// EnsureAdmin changes nothing while an admin exists.
-	default:
-		i := slices.IndexFunc(before, func(u auth.User) bool { return strings.EqualFold(u.Name, name) })
-		if i < 0 {
-			return nil // another replica created the admin first
-		}
-		u, err := am.User(ctx, before[i].Name)
-		if err != nil {
-			return err
-		}
-		if isAdmin(u) {
-			fmt.Fprintf(stdout, "No user held the admin role: gave it to the existing user %q, who logs in with their own password.\n", u.Name)
-		}
-	}
+	fmt.Fprint(stdout, r.Banner())
 	return nil
 }
-
-func isAdmin(u auth.User) bool { return slices.Contains(u.Roles, versioning.RoleAdmin) }
 
 // readyz answers 200 while the database answers, 503 with {"error"} when it
 // does not: a load balancer sends no traffic to a replica that cannot serve

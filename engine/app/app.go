@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -44,6 +45,7 @@ import (
 	"governor.dev/governor/rules/versioning/sqlite"
 	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/sdk/watch"
+	"governor.dev/governor/ui/auth"
 )
 
 // ErrStart wraps every failure to start.
@@ -125,8 +127,10 @@ type App struct {
 	// p99Levels are the p99 alert levels of a service, for the engine API.
 	p99Levels api.Levels
 
-	admin, adminPassword string
-	closers              []func()
+	// adminEnsured is what the UI's start did to have an admin, printed
+	// once in the banner.
+	adminEnsured auth.AdminEnsured
+	closers      []func()
 }
 
 // New validates the configuration and starts the dependencies (NATS, the
@@ -653,10 +657,10 @@ func (a *App) banner() {
 	fmt.Fprintf(a.o.Stdout, "Governor engine running (identity %s, %s).\n", a.cfg.Identity, mode(a.cfg))
 	if a.ui != nil {
 		fmt.Fprintf(a.o.Stdout, "  web UI:                 %s/\n", base)
-		if a.adminPassword != "" {
-			fmt.Fprintf(a.o.Stdout, "  first admin %q, one-time password: %s\n", a.admin, a.adminPassword)
-			fmt.Fprintln(a.o.Stdout, "  (log in and choose a new password; it is not shown again)")
-			a.adminPassword = ""
+		if b := a.adminEnsured.Banner(); b != "" {
+			// Indented like the rest of the banner; the password once.
+			fmt.Fprint(a.o.Stdout, "  "+strings.ReplaceAll(strings.TrimSuffix(b, "\n"), "\n", "\n  ")+"\n")
+			a.adminEnsured = auth.AdminEnsured{}
 		}
 	}
 	fmt.Fprintf(a.o.Stdout, "  services, load scores:  %s/engine/api/v1/services\n", base)

@@ -87,7 +87,7 @@ func TestDevStackServesUI(t *testing.T) {
 
 	var password string
 	waitFor(t, 10*time.Second, "banner with the one-time password", func() bool {
-		m := regexp.MustCompile(`first admin "admin", one-time password: (\S+)`).FindStringSubmatch(out.String())
+		m := regexp.MustCompile(`first admin "admin" with the one-time password: (\S+)`).FindStringSubmatch(out.String())
 		if m != nil {
 			password = m[1]
 		}

@@ -126,10 +126,9 @@ func (a *App) startUI(ctx context.Context) error {
 	if admin == "" {
 		admin = "admin"
 	}
-	if a.adminPassword, err = am.EnsureAdmin(ctx, admin); err != nil {
+	if a.adminEnsured, err = am.EnsureAdminReport(ctx, admin); err != nil {
 		return fmt.Errorf("%w: ui admin: %w", ErrStart, err)
 	}
-	a.admin = admin
 	es, err := enginesource.New(enginesource.Options{Scores: a.eval, Ledger: a.plane.Ledger(), Relay: a.plane, AlertLevels: a.eval.AlertLevelsInForce,
 		Levels: func(service string) (model.LatencyLevels, bool) {
 			if a.p99Levels == nil {

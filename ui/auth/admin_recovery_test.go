@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -84,4 +85,21 @@ func TestEnsureAdminRefusesBadName(t *testing.T) {
 	_, err := newEnv(t).m.EnsureAdmin(context.Background(), "a b")
 	require.ErrorIs(t, err, auth.ErrInvalid)
 	require.Contains(t, err.Error(), "name:")
+}
+
+func TestAdminEnsuredBanner(t *testing.T) {
+	for _, tc := range []struct {
+		e    auth.AdminEnsured
+		want string
+	}{
+		{auth.AdminEnsured{}, ""},
+		{auth.AdminEnsured{User: "admin", Password: "pw", Created: true}, `Created the first admin "admin" with the one-time password: pw`},
+		{auth.AdminEnsured{User: "admin", Password: "pw", Created: true, Recovered: true}, `No user held the admin role: created the admin "admin" with the one-time password: pw`},
+		{auth.AdminEnsured{User: "Admin", Recovered: true}, `No user held the admin role: gave it to the existing user "Admin", who logs in with their own password.`},
+	} {
+		got := tc.e.Banner()
+		if tc.want == "" && got != "" || !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%+v: banner %q, want it to start with %q", tc.e, got, tc.want)
+		}
+	}
 }

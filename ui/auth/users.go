@@ -361,25 +361,61 @@ func allRoles() []versioning.Role {
 // It returns "" as well when another process sharing the database (a
 // replica starting at the same time) created or promoted an admin first.
 func (m *Manager) EnsureAdmin(ctx context.Context, name string) (string, error) {
+	r, err := m.EnsureAdminReport(ctx, name)
+	return r.Password, err
+}
+
+// AdminEnsured is what EnsureAdminReport did; the zero value: nothing (an
+// admin existed, or another process made one first).
+type AdminEnsured struct {
+	// User is the admin created or given the admin role.
+	User string
+	// Password is the one-time password of a created admin.
+	Password string
+	// Created: User was created; otherwise, when User is set, an existing
+	// user was given the admin role.
+	Created bool
+	// Recovered: other users existed, none of them an admin.
+	Recovered bool
+}
+
+// Banner is what a process starting prints of e, "" when nothing was done:
+// which admin was created (with the one-time password) or promoted, and
+// whether it was a recovery.
+func (e AdminEnsured) Banner() string {
+	switch {
+	case e.User == "":
+		return ""
+	case e.Created && !e.Recovered:
+		return fmt.Sprintf("Created the first admin %q with the one-time password: %s\nLog in and choose a new password; it is not shown again.\n", e.User, e.Password)
+	case e.Created:
+		return fmt.Sprintf("No user held the admin role: created the admin %q with the one-time password: %s\nLog in and choose a new password; it is not shown again.\n", e.User, e.Password)
+	default:
+		return fmt.Sprintf("No user held the admin role: gave it to the existing user %q, who logs in with their own password.\n", e.User)
+	}
+}
+
+// EnsureAdminReport is EnsureAdmin, saying what it did.
+func (m *Manager) EnsureAdminReport(ctx context.Context, name string) (AdminEnsured, error) {
 	if err := ValidateUserName(name); err != nil {
-		return "", err
+		return AdminEnsured{}, err
 	}
 	var admin int
 	err := m.db.QueryRowContext(ctx, `SELECT 1 FROM ui_users WHERE `+isAdmin("roles")+` LIMIT 1`).Scan(&admin)
 	if err == nil {
-		return "", nil
+		return AdminEnsured{}, nil
 	}
 	if !isNoRows(err) {
-		return "", unavailable(err)
+		return AdminEnsured{}, unavailable(err)
 	}
 	pw := randomString(18)
 	hash, err := bcrypt.GenerateFromPassword([]byte(pw), m.o.BcryptCost)
 	if err != nil {
-		return "", fmt.Errorf("%w: password: %w", ErrInvalid, err)
+		return AdminEnsured{}, fmt.Errorf("%w: password: %w", ErrInvalid, err)
 	}
 	r, err := m.ensureAdmin(ctx, name, string(hash))
 	if err != nil {
-		return "", err
+		return AdminEnsured{}, err
 	}
 	if r.recovered {
 		how := "promoted"
@@ -389,10 +425,11 @@ func (m *Manager) EnsureAdmin(ctx context.Context, name string) (string, error) 
 		m.o.Logger.Warn("auth: no user held the admin role; the configured admin was given it", "user", r.user, "how", how)
 		m.audit(ctx, recoveryActor, ActionAdminRecover, detailJSON("user", r.user, "how", how, "reason", "no user held the admin role"))
 	}
-	if !r.created {
-		return "", nil
+	out := AdminEnsured{User: r.user, Created: r.created, Recovered: r.recovered}
+	if r.created {
+		out.Password = pw
 	}
-	return pw, nil
+	return out, nil
 }
 
 // ensured is what ensureAdmin did.
