@@ -32,6 +32,9 @@ type Governor struct {
 	outbound  *outbound.Set
 	throttle  *throttle // nil when off
 	closeOnce sync.Once
+	// registered holds the collectors New registered, which Close takes
+	// back.
+	registered *recordingRegisterer
 }
 
 // state is one applied ruleset, immutable once published.
@@ -107,11 +110,11 @@ func New(opts Options) (*Governor, error) {
 	rec := &recordingRegisterer{Registerer: opts.Registerer}
 	fail := func(err error) (*Governor, error) {
 		g.Close()
-		rec.unregister()
 		return nil, err
 	}
 	if opts.Registerer != nil {
 		reg = rec
+		g.registered = rec
 		m, err := newMetrics(g, reg)
 		if err != nil {
 			return fail(fmt.Errorf("%w: Registerer: %w", ErrInvalidOptions, err))
@@ -179,12 +182,19 @@ func (g *Governor) nanotime() int64 {
 // maxShards bounds Options.Shards.
 const maxShards = 64
 
-// Close stops the clock the Governor started (if it started one). Admission
-// keeps working on the last clock reading; Close is for shutdown and tests.
+// Close stops the clock the Governor started (if it started one) and
+// unregisters the metrics New registered (those of an Options.Outbound set
+// given to it are the caller's), so that a Governor for the same service
+// can be made again on the same Registerer, and a closed one reports no
+// stale series. Admission keeps working on the last clock reading; Close is
+// for shutdown, hot reloads and tests.
 func (g *Governor) Close() {
 	g.closeOnce.Do(func() {
 		if g.ownClock != nil {
 			g.ownClock.Close()
+		}
+		if g.registered != nil {
+			g.registered.unregister()
 		}
 	})
 }

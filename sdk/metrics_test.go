@@ -167,7 +167,7 @@ func TestNewFailsNamingAMetricAlreadyRegistered(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			g.Close()
+			t.Cleanup(g.Close) // still running: its series stay
 		}, "governor_sdk_requests_total", true},
 		{"version gauge with another help", func(t *testing.T, reg *prometheus.Registry) {
 			reg.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: "governor_sdk_rules_version", Help: "other", ConstLabels: svc}))
@@ -204,5 +204,33 @@ func TestNewFailsNamingAMetricAlreadyRegistered(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCloseUnregistersTheMetrics: a closed Governor reported its last
+// counts forever, and a new Governor for the same service (a hot reload, a
+// test restarting the service) could not be made on the same Registerer.
+func TestCloseUnregistersTheMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	opts := governor.DefaultOptions("svc")
+	opts.Registerer = reg
+	g, err := governor.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := gather(t, reg); m["governor_sdk_rules_version"] == nil {
+		t.Fatal("no series registered")
+	}
+	g.Close()
+	if m := gather(t, reg); len(m) != 0 {
+		t.Fatalf("series left after Close: %d families", len(m))
+	}
+	g, err = governor.New(opts)
+	if err != nil {
+		t.Fatalf("New after Close: %v", err)
+	}
+	defer g.Close()
+	if m := gather(t, reg); m["governor_sdk_rules_version"] == nil {
+		t.Fatal("the new Governor's series are missing")
 	}
 }
