@@ -72,17 +72,22 @@ type LedgerOptions struct {
 	// Buffer bounds the messages waiting to be recorded; default 8192.
 	// Beyond it messages are dropped and counted (heartbeats repair the
 	// ledger).
-	Buffer     int
-	Clock      clock.Clock
-	Logger     *slog.Logger
-	Registerer prometheus.Registerer
+	Buffer int
+	// RecordTimeout bounds the recording of one message (its store calls);
+	// default 5s. A database that stops answering without refusing (a
+	// network partition) held the ledger's one loop until the TCP timeout,
+	// with every other message waiting or dropped.
+	RecordTimeout time.Duration
+	Clock         clock.Clock
+	Logger        *slog.Logger
+	Registerer    prometheus.Registerer
 }
 
 // DefaultLedgerOptions returns the defaults of the optional fields.
 func DefaultLedgerOptions() LedgerOptions {
 	return LedgerOptions{Grace: 30 * time.Second, GoneAfter: 35 * time.Second, GoneBeats: 3, ForgetAfter: 24 * time.Hour,
 		TransitionRetention: DefaultTransitionRetention, Sweep: 5 * time.Second, QueueGroup: "governor-ledger",
-		Buffer: 8192, Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler)}
+		Buffer: 8192, RecordTimeout: 5 * time.Second, Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler)}
 }
 
 // Ledger records what every instance runs.
@@ -138,7 +143,7 @@ func NewLedger(o LedgerOptions) (*Ledger, error) {
 		value int64
 	}{{"Grace", int64(o.Grace)}, {"GoneAfter", int64(o.GoneAfter)}, {"GoneBeats", int64(o.GoneBeats)},
 		{"ForgetAfter", int64(o.ForgetAfter)}, {"TransitionRetention", int64(o.TransitionRetention)},
-		{"Sweep", int64(o.Sweep)}, {"Buffer", int64(o.Buffer)}} {
+		{"Sweep", int64(o.Sweep)}, {"Buffer", int64(o.Buffer)}, {"RecordTimeout", int64(o.RecordTimeout)}} {
 		if f.value < 0 {
 			return nil, fmt.Errorf("%w: ledger: %s must not be negative, got %d", ErrInvalid, f.name, f.value)
 		}
@@ -166,6 +171,9 @@ func NewLedger(o LedgerOptions) (*Ledger, error) {
 	}
 	if o.Buffer == 0 {
 		o.Buffer = d.Buffer
+	}
+	if o.RecordTimeout == 0 {
+		o.RecordTimeout = d.RecordTimeout
 	}
 	if o.Clock == nil {
 		o.Clock = d.Clock
@@ -833,7 +841,9 @@ func (l *Ledger) record(ctx context.Context, m *nats.Msg) {
 		l.o.Logger.LogAttrs(ctx, slog.LevelWarn, "ledger: malformed message", slog.String("subject", m.Subject), slog.Any("err", err))
 		return
 	}
-	if err := handle(ctx); err != nil {
+	rctx, cancel := context.WithTimeout(ctx, l.o.RecordTimeout)
+	defer cancel()
+	if err := handle(rctx); err != nil {
 		l.messages.WithLabelValues(kind, "failed").Inc()
 		l.o.Logger.LogAttrs(ctx, slog.LevelWarn, "ledger: message not recorded", slog.String("kind", kind), slog.Any("err", err))
 		return

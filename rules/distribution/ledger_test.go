@@ -291,6 +291,7 @@ func TestNewLedgerRefusesBadOptions(t *testing.T) {
 		{"negative forget after", LedgerOptions{Store: NewMemoryStore(), ForgetAfter: -time.Hour}, "ForgetAfter"},
 		{"negative transition retention", LedgerOptions{Store: NewMemoryStore(), TransitionRetention: -time.Hour}, "TransitionRetention"},
 		{"negative buffer", LedgerOptions{Store: NewMemoryStore(), Buffer: -1}, "Buffer"},
+		{"negative record timeout", LedgerOptions{Store: NewMemoryStore(), RecordTimeout: -time.Second}, "RecordTimeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1150,5 +1151,39 @@ func TestLedgerStartedAfterADowntimeGivesTheFleetTimeToBeHeard(t *testing.T) {
 	want := map[string]State{"pod-0": StateSynced, "pod-1": StateGone}
 	if got := fleetStates(t, l); !maps.Equal(got, want) {
 		t.Fatalf("states %v 40s after the start, want %v", got, want)
+	}
+}
+
+// hangingStore is a ledger store whose instance writes wait for their
+// context: a database that stops answering without refusing.
+type hangingStore struct{ *MemoryStore }
+
+func (hangingStore) SaveInstance(ctx context.Context, _ *Instance, _ Instance, _ *Transition) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestLedgerRecordGivesUpOnAStoreThatDoesNotAnswer: a store that hung
+// held the ledger's one loop until the TCP timeout (minutes), every other
+// message waiting or dropped. Recording a message is bounded by
+// RecordTimeout and counted as failed.
+func TestLedgerRecordGivesUpOnAStoreThatDoesNotAnswer(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	l, err := NewLedger(LedgerOptions{Store: hangingStore{NewMemoryStore()}, Registerer: reg, RecordTimeout: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		l.record(context.Background(), natsMsg(l.o.Names.HeartbeatSubject("s"), `{"service":"s","instance":"i","running":1}`))
+	}()
+	select {
+	case <-done:
+	case <-time.After(time.Minute): // a guard against hanging the suite, not a timing claim
+		t.Fatal("record still waiting for a store that does not answer")
+	}
+	if got := counterValue2(t, reg, "governor_distribution_ledger_messages_total", map[string]string{"kind": "heartbeat", "result": "failed"}); got != 1 {
+		t.Fatalf("failed heartbeats %v, want 1", got)
 	}
 }
