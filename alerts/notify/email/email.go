@@ -28,8 +28,8 @@ type Config struct {
 	From      string   `json:"from"`
 	To        []string `json:"to"`
 	// Username and Password enable PLAIN auth (the relay must offer TLS or
-	// be on localhost, as net/smtp requires). A password without a
-	// username is refused.
+	// be on localhost, as net/smtp requires). One without the other is
+	// refused.
 	Username string `json:"username,omitempty"`
 	Password string `json:"password,omitempty"`
 }
@@ -54,6 +54,11 @@ func (c Config) Validate() error {
 		// Without a username no authentication is made: the password
 		// would be ignored and the mail sent unauthenticated.
 		return fmt.Errorf("%w: email: username: required with password (SMTP PLAIN authentication needs both)", alerts.ErrInvalid)
+	}
+	if c.Username != "" && c.Password == "" {
+		// An empty password (a secret that did not reach the config) fails
+		// only when the first page is sent.
+		return fmt.Errorf("%w: email: password: required with username (SMTP PLAIN authentication needs both)", alerts.ErrInvalid)
 	}
 	return nil
 }

@@ -153,6 +153,7 @@ func TestConfigValidate(t *testing.T) {
 		{Config{Smarthost: "h:25", From: "a@b.c", To: []string{"bad"}}, "to[0]"},
 		// Without a username the password would be ignored: no authentication.
 		{Config{Smarthost: "h:25", From: "a@b.c", To: []string{"d@e.f"}, Password: "pw"}, "email: username: required with password"},
+		{Config{Smarthost: "h:25", From: "a@b.c", To: []string{"d@e.f"}, Username: "u"}, "email: password: required with username"},
 	}
 	for _, tt := range tests {
 		if err := tt.c.Validate(); !errors.Is(err, alerts.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
