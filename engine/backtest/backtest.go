@@ -178,16 +178,12 @@ func run(ctx context.Context, o Options, emit func(Proposal), applied *autoAppli
 	return sum, nil
 }
 
-// bandWindow is how far back Band.Allows measures a change: the band
-// bounds the cumulative change of the ceiling within an hour.
-const bandWindow = time.Hour
-
 // autoApplied holds the changes a replay let apply themselves, oldest
 // first: when each applied, and the ceiling it replaced.
 type autoApplied struct {
 	at   []time.Time
 	from []float64
-	// prune drops the changes older than bandWindow as the replay moves
+	// prune drops the changes older than recommend.BandWindow as the replay moves
 	// on; no later step can look at them.
 	prune bool
 }
@@ -199,13 +195,13 @@ func (a *autoApplied) add(at time.Time, from float64) {
 }
 
 // reference is the ceiling in force before the changes applied within
-// bandWindow before at: the ceiling the oldest of them replaced, or cur
+// recommend.BandWindow before at: the ceiling the oldest of them replaced, or cur
 // when none applied. Replays move forward, so at is no earlier than at any
 // call before.
 func (a *autoApplied) reference(at time.Time, cur float64) float64 {
 	if a.prune {
 		old := 0
-		for old < len(a.at) && at.Sub(a.at[old]) > bandWindow {
+		for old < len(a.at) && at.Sub(a.at[old]) > recommend.BandWindow {
 			old++
 		}
 		a.at, a.from = slices.Delete(a.at, 0, old), slices.Delete(a.from, 0, old)
@@ -213,7 +209,7 @@ func (a *autoApplied) reference(at time.Time, cur float64) float64 {
 	// The changes are in time order: the oldest within the window is the
 	// first not older than it.
 	for i, t := range a.at {
-		if at.Sub(t) <= bandWindow {
+		if at.Sub(t) <= recommend.BandWindow {
 			return a.from[i]
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -192,16 +193,17 @@ func contains(s, sub string) bool {
 	return false
 }
 
-// stopAtFirstQuery is a source that counts its queries and cancels the
-// replay's context at the first.
+// stopAtFirstQuery is a source that counts its queries (which the
+// signal reader makes concurrently) and cancels the replay's context at the
+// first.
 type stopAtFirstQuery struct {
 	signals.Source
-	queries *int
+	queries *atomic.Int64
 	cancel  context.CancelFunc
 }
 
 func (s stopAtFirstQuery) Query(context.Context, string, time.Time) (*signals.Result, error) {
-	*s.queries++
+	s.queries.Add(1)
 	s.cancel()
 	return nil, errors.New("stopped")
 }
@@ -212,21 +214,21 @@ func (s stopAtFirstQuery) Query(context.Context, string, time.Time) (*signals.Re
 func TestReplayRefusesMoreThanMaxSteps(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	queries := 0
+	var queries atomic.Int64
 	o := options(nil)
 	o.Source = stopAtFirstQuery{queries: &queries, cancel: cancel}
 	o.From, o.To, o.Step = t0, t0.Add(30*24*time.Hour), time.Second
 	_, err := Run(ctx, o, nil)
 	if !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), "step 1s") ||
-		!strings.Contains(err.Error(), "2592001 steps, more than the 100000 allowed") || queries != 0 {
-		t.Fatalf("Run = %v after %d queries; want ErrInvalidOption naming the step and the limit, before any query", err, queries)
+		!strings.Contains(err.Error(), "2592001 steps, more than the 100000 allowed") || queries.Load() != 0 {
+		t.Fatalf("Run = %v after %d queries; want ErrInvalidOption naming the step and the limit, before any query", err, queries.Load())
 	}
 	o.To = t0.Add((MaxSteps - 1) * time.Second)
 	if n := Steps(o.From, o.To, o.Step); n != MaxSteps {
 		t.Fatalf("Steps = %d, want %d", n, MaxSteps)
 	}
-	if _, err := Run(ctx, o, nil); errors.Is(err, ErrInvalidOption) || queries == 0 {
-		t.Fatalf("Run of MaxSteps = %v after %d queries; want it to start (and stop at the cancel)", err, queries)
+	if _, err := Run(ctx, o, nil); errors.Is(err, ErrInvalidOption) || queries.Load() == 0 {
+		t.Fatalf("Run of MaxSteps = %v after %d queries; want it to start (and stop at the cancel)", err, queries.Load())
 	}
 }
 
@@ -264,7 +266,7 @@ func TestPruningTheAppliedChangesLeavesALongReplayUnchanged(t *testing.T) {
 		t.Fatalf("summary %+v: want many changes applied and refused", sumAll)
 	}
 	end := gotAll[len(gotAll)-1].At
-	if end.Sub(all.at[0]) < 2*bandWindow {
+	if end.Sub(all.at[0]) < 2*recommend.BandWindow {
 		t.Fatalf("summary %+v, changes applied from %s, last proposal at %s: want many changes applied and refused over hours",
 			sumAll, all.at[0].Sub(t0), end.Sub(t0))
 	}
@@ -272,7 +274,7 @@ func TestPruningTheAppliedChangesLeavesALongReplayUnchanged(t *testing.T) {
 		t.Fatalf("%d changes kept with pruning, %d without", len(pruned.at), len(all.at))
 	}
 	for _, at := range pruned.at {
-		if end.Sub(at) > bandWindow {
+		if end.Sub(at) > recommend.BandWindow {
 			t.Fatalf("a change applied at %s kept at the last proposal (%s)", at.Sub(t0), end.Sub(t0))
 		}
 	}

@@ -26,6 +26,11 @@ type Band struct {
 // DefaultBand returns the default band: 10% per hour, no floor or ceiling.
 func DefaultBand() Band { return Band{MaxChangePerHour: 0.1} }
 
+// BandWindow is how far back Band.MaxChangePerHour counts the changes that
+// applied themselves: the reference ceiling is the one the oldest of them
+// within BandWindow replaced (boundary included).
+const BandWindow = time.Hour
+
 // Validate checks the band; field prefixes the names in errors.
 func (b Band) Validate(field string) error {
 	switch {

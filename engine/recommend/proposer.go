@@ -363,12 +363,12 @@ func direction(c Ceiling) int {
 }
 
 // hourReference is the ceiling in force before the automatic changes of the
-// last hour: the From of the oldest version that applied itself within the
-// hour, or cur when none did.
+// last BandWindow: the From of the oldest version that applied itself
+// within it, or cur when none did.
 func hourReference(newestFirst []versioning.Version, cur float64, now time.Time) float64 {
 	ref := cur
 	for _, v := range newestFirst {
-		if !v.AutoApplied || v.ActivatedAt.IsZero() || now.Sub(v.ActivatedAt) > time.Hour {
+		if !v.AutoApplied || v.ActivatedAt.IsZero() || now.Sub(v.ActivatedAt) > BandWindow {
 			continue
 		}
 		var e struct {
