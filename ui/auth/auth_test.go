@@ -336,3 +336,31 @@ func TestOutageGrace(t *testing.T) {
 		})
 	}
 }
+
+// TestUserManagementIsAudited: creating users and changing their roles
+// through the UI left no trace in the audit log: who made whom an admin
+// could not be told afterwards.
+func TestUserManagementIsAudited(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	admin := &auth.Principal{User: auth.User{Name: "root", Roles: []versioning.Role{versioning.RoleAdmin}}, Roles: []versioning.Role{versioning.RoleAdmin}}
+	_, err := e.m.CreateUserAs(ctx, admin, "bob", "correct horse battery", []versioning.Role{versioning.RoleViewer}, true)
+	require.NoError(t, err)
+	require.NoError(t, e.m.SetRolesAs(ctx, admin, "bob", []versioning.Role{versioning.RoleViewer, versioning.RoleApprover}))
+	require.NoError(t, e.m.DeleteUserAs(ctx, admin, "bob"))
+	require.Error(t, e.m.SetRolesAs(ctx, admin, "bob", []versioning.Role{versioning.RoleViewer}), "a refused change is not audited")
+	entries, err := e.store.Audit(ctx, versioning.AuditFilter{})
+	require.NoError(t, err)
+	var got []string
+	for _, en := range entries {
+		got = append(got, en.Actor+":"+string(en.Action)+":"+string(en.Detail))
+	}
+	require.Equal(t, []string{
+		`root:user_create:{"roles":"viewer","user":"bob"}`,
+		`root:user_roles:{"from":"viewer","to":"viewer,approver","user":"bob"}`,
+		`root:user_delete:{"user":"bob"}`,
+	}, got)
+	for _, en := range entries {
+		require.NotContains(t, string(en.Detail), "horse", "never the password")
+	}
+}

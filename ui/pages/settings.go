@@ -206,7 +206,7 @@ func (p *Pages) createUser(w http.ResponseWriter, r *http.Request) {
 	name := r.PostFormValue("name")
 	pw, err := p.o.Auth.NewOneTimePassword()
 	if err == nil {
-		_, err = p.o.Auth.CreateUser(r.Context(), name, pw, formRoles(r), true)
+		_, err = p.o.Auth.CreateUserAs(r.Context(), auth.FromContext(r.Context()), name, pw, formRoles(r), true)
 	}
 	if err != nil {
 		p.settingsError(w, r, err)
@@ -232,7 +232,7 @@ func (p *Pages) setRoles(w http.ResponseWriter, r *http.Request) {
 		p.settingsError(w, r, fmt.Errorf("%w: roles: you cannot remove your own admin role", auth.ErrInvalid))
 		return
 	}
-	if err := p.o.Auth.SetRoles(r.Context(), name, roles); err != nil {
+	if err := p.o.Auth.SetRolesAs(r.Context(), pr, name, roles); err != nil {
 		p.settingsError(w, r, err)
 		return
 	}
