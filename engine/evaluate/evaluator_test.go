@@ -628,13 +628,11 @@ func recommended(t *testing.T, rec *recommend.Recommender) []string {
 	return out
 }
 
-// TestRecommenderForgetsAServiceAbsentForForgetAfter: a service whose
-// signals are gone keeps its recommender state (controller, baseline) while
-// it may come back, and loses it once it has been absent for ForgetAfter
-// (default 1h), so the state does not grow with every service that ever
-// ran; a service that reports on keeps its state.
-func TestRecommenderForgetsAServiceAbsentForForgetAfter(t *testing.T) {
-	ctx := context.Background()
+// checkoutGoneAfter10m is an embedded store in which checkout reports for
+// the first 10 minutes after benchT0 and cart for 3 hours, read by a
+// signal reader, with an empty rules store.
+func checkoutGoneAfter10m(t *testing.T) (*signals.Reader, versioning.Store) {
+	t.Helper()
 	db, err := embedded.Open(embedded.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -642,7 +640,7 @@ func TestRecommenderForgetsAServiceAbsentForForgetAfter(t *testing.T) {
 	t.Cleanup(func() { db.Close() })
 	writeService(t, db, "checkout", benchT0, benchT0.Add(10*time.Minute))
 	writeService(t, db, "cart", benchT0, benchT0.Add(3*time.Hour))
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:"})
+	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: ":memory:"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -651,6 +649,17 @@ func TestRecommenderForgetsAServiceAbsentForForgetAfter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return reader, st
+}
+
+// TestRecommenderForgetsAServiceAbsentForForgetAfter: a service whose
+// signals are gone keeps its recommender state (controller, baseline) while
+// it may come back, and loses it once it has been absent for ForgetAfter
+// (default 1h), so the state does not grow with every service that ever
+// ran; a service that reports on keeps its state.
+func TestRecommenderForgetsAServiceAbsentForForgetAfter(t *testing.T) {
+	ctx := context.Background()
+	reader, st := checkoutGoneAfter10m(t)
 	tracker, err := loadscore.New(loadscore.Options{Weights: loadscore.Weights{loadscore.Latency: 0.5, loadscore.InFlight: 0.5}})
 	if err != nil {
 		t.Fatal(err)

@@ -27,7 +27,6 @@ import (
 	"governor.dev/governor/migrations"
 	"governor.dev/governor/rules/distribution"
 	"governor.dev/governor/rules/versioning"
-	"governor.dev/governor/rules/versioning/sqlite"
 	"governor.dev/governor/sdk/rules"
 )
 
@@ -637,22 +636,7 @@ func checkRow(t *testing.T, part string, b []byte) {
 // counted from the old leader's last save of it.
 func TestRestoredServiceIsForgottenAfterForgetAfter(t *testing.T) {
 	ctx := context.Background()
-	db, err := embedded.Open(embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	writeService(t, db, "checkout", benchT0, benchT0.Add(10*time.Minute))
-	writeService(t, db, "cart", benchT0, benchT0.Add(3*time.Hour))
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	reader, err := signals.NewReader(db, signals.ReaderOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reader, st := checkoutGoneAfter10m(t)
 	mem := &MemState{}
 	engine := func() (*Evaluator, *recommend.Recommender, *State) {
 		tracker, err := loadscore.New(loadscore.Options{Weights: loadscore.Weights{loadscore.Latency: 0.5, loadscore.InFlight: 0.5}})

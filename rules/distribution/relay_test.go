@@ -538,6 +538,29 @@ func failingStage(fail *atomic.Bool) func(context.Context, versioning.OutboxItem
 	}
 }
 
+// relayHoldingCheckoutV3 is a relay whose publication of checkout v3
+// failed at staging (while fail is set, as it is on return), so that it
+// holds the row, leased, for its next pass.
+func relayHoldingCheckoutV3(t *testing.T) (*MemoryOutbox, *Publisher, *Relay, *atomic.Bool) {
+	t.Helper()
+	clk := clock.NewFake(time.Unix(1000, 0))
+	outbox := NewMemoryOutbox(clk)
+	pub := newTestPublisher(t, embedded(t).URL())
+	fail := &atomic.Bool{}
+	fail.Store(true)
+	relay, err := NewRelay(RelayOptions{Outbox: outbox, Publisher: pub, Clock: clk, Logger: testLogger(t), Stage: failingStage(fail)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := outbox.Add(envelope(t, "checkout", 3)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := relay.Pass(context.Background()); err == nil {
+		t.Fatal("pass = nil, want the staging error")
+	}
+	return outbox, pub, relay, fail
+}
+
 // TestRelayRetriesTheStoresCopyOfARowNotTheOneItHeld: a relay holds a row
 // whose publication failed; the rules database is restored meanwhile, and
 // the row of that id is now another content, free to claim, which another
@@ -546,21 +569,7 @@ func failingStage(fail *atomic.Bool) func(context.Context, versioning.OutboxItem
 // the bucket forever.
 func TestRelayRetriesTheStoresCopyOfARowNotTheOneItHeld(t *testing.T) {
 	ctx := context.Background()
-	clk := clock.NewFake(time.Unix(1000, 0))
-	outbox := NewMemoryOutbox(clk)
-	pub := newTestPublisher(t, embedded(t).URL())
-	var fail atomic.Bool
-	fail.Store(true)
-	relay, err := NewRelay(RelayOptions{Outbox: outbox, Publisher: pub, Clock: clk, Logger: testLogger(t), Stage: failingStage(&fail)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := outbox.Add(envelope(t, "checkout", 3)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := relay.Pass(ctx); err == nil {
-		t.Fatal("pass = nil, want the staging error")
-	}
+	outbox, pub, relay, fail := relayHoldingCheckoutV3(t)
 	restored := envelopeWithRate(t, "checkout", 3, 1000)
 	payload, err := json.Marshal(restored)
 	if err != nil {
@@ -591,21 +600,7 @@ func TestRelayRetriesTheStoresCopyOfARowNotTheOneItHeld(t *testing.T) {
 // it forever.
 func TestRelayDropsARowTheStoreNoLongerHas(t *testing.T) {
 	ctx := context.Background()
-	clk := clock.NewFake(time.Unix(1000, 0))
-	outbox := NewMemoryOutbox(clk)
-	pub := newTestPublisher(t, embedded(t).URL())
-	var fail atomic.Bool
-	fail.Store(true)
-	relay, err := NewRelay(RelayOptions{Outbox: outbox, Publisher: pub, Clock: clk, Logger: testLogger(t), Stage: failingStage(&fail)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := outbox.Add(envelope(t, "checkout", 3)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := relay.Pass(ctx); err == nil {
-		t.Fatal("pass = nil, want the staging error")
-	}
+	outbox, _, relay, fail := relayHoldingCheckoutV3(t)
 	outbox.mu.Lock()
 	outbox.rows = nil // the database is reset
 	outbox.mu.Unlock()
