@@ -47,6 +47,13 @@ type Options struct {
 	// OnStateChange runs when an endpoint's breaker changes state, outside
 	// every lock.
 	OnStateChange func(addr string, from, to breaker.State)
+	// Inherit carries the endpoints of a balancer this one replaces (after
+	// a rule change) over to it. With equal Breaker rules they are the same
+	// endpoints: their latency estimates, slow-start ages, calls in flight
+	// and breakers (an ejected endpoint stays ejected). Otherwise each gets
+	// a fresh breaker but keeps its estimate and slow-start age. The old
+	// balancer is not changed.
+	Inherit *Balancer
 }
 
 // Balancer picks endpoints of one downstream. It is safe for concurrent use.
@@ -84,9 +91,40 @@ func New(c rules.Balancer, opts Options) (*Balancer, error) {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 		}
 	}
+	from := opts.Inherit
+	opts.Inherit = nil // keep no chain of replaced balancers alive
 	b := &Balancer{decay: float64(c.Decay), slowStart: int64(c.SlowStart), opts: opts}
-	b.eps.Store(&[]*Endpoint{})
+	eps := []*Endpoint{}
+	if from != nil {
+		same := sameBreaker(from.opts.Breaker, opts.Breaker)
+		for _, e := range *from.eps.Load() {
+			if !same {
+				e = b.carryOver(e)
+			}
+			eps = append(eps, e)
+		}
+	}
+	b.eps.Store(&eps)
 	return b, nil
+}
+
+// sameBreaker reports whether two endpoints' breaker rules are equal once
+// defaults are filled in.
+func sameBreaker(x, y *rules.Breaker) bool {
+	if x == nil || y == nil {
+		return x == y
+	}
+	return breaker.WithDefaults(*x) == breaker.WithDefaults(*y)
+}
+
+// carryOver returns a copy of e with a breaker of b's rules: the latency
+// estimate and the slow-start age stay, the calls in flight end on e.
+func (b *Balancer) carryOver(e *Endpoint) *Endpoint {
+	n := b.newEndpoint(e.addr)
+	n.added = e.added
+	n.cost.Store(e.cost.Load())
+	n.stamp.Store(e.stamp.Load())
+	return n
 }
 
 // Update makes addrs the endpoint list. Endpoints already present keep their

@@ -337,3 +337,68 @@ func BenchmarkPickCancel(b *testing.B) {
 		}
 	})
 }
+
+// TestInheritKeepsEndpointsAcrossARuleChange: a balancer rebuilt for a rule
+// change started every endpoint afresh. An operator tuning slow_start during
+// an incident put the dead, ejected endpoint straight back into rotation
+// (and every call to it failed until its new breaker saw min_calls
+// failures), and any change threw away the latency estimates. With equal
+// breaker rules the endpoints must be the same ones; with other breaker
+// rules they keep their estimate and slow-start age under a fresh breaker.
+func TestInheritKeepsEndpointsAcrossARuleChange(t *testing.T) {
+	brk := &rules.Breaker{MinCalls: 5, ErrorRatio: 0.5, OpenBase: rules.Duration(5 * time.Second), HalfOpenProbes: 1}
+	old, clk := settled(t, brk, "good", "bad")
+	run(t, old, clk, 200, map[string]time.Duration{"good": 10 * time.Millisecond, "bad": time.Millisecond},
+		map[string]bool{"bad": true})
+	if ej := old.Ejected(clk.Nanotime()); len(ej) != 1 || ej[0] != "bad" {
+		t.Fatalf("ejected = %v, want [bad]", ej)
+	}
+	now := clk.Nanotime()
+	goodCost := old.Endpoint("good").Latency(now, float64(DefaultDecay))
+
+	same := *brk // equal rules, another pointer
+	b, err := New(rules.Balancer{SlowStart: rules.Duration(time.Minute)}, Options{Clock: clk, Breaker: &same, Inherit: old})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := b.Endpoints(); len(got) != 2 || got[0] != "good" || got[1] != "bad" {
+		t.Fatalf("Endpoints = %v", got)
+	}
+	if b.Endpoint("good") != old.Endpoint("good") || b.Endpoint("bad") != old.Endpoint("bad") {
+		t.Fatal("equal breaker rules: want the same endpoints")
+	}
+	if ej := b.Ejected(now); len(ej) != 1 || ej[0] != "bad" {
+		t.Fatalf("after a slow_start change ejected = %v, want [bad]", ej)
+	}
+	for range 50 {
+		p, err := b.Pick(now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Addr() != "good" {
+			t.Fatalf("picked %s, which is ejected", p.Addr())
+		}
+		b.Cancel(p)
+	}
+
+	other := *brk
+	other.MinCalls = 50
+	c, err := New(rules.Balancer{}, Options{Clock: clk, Breaker: &other, Inherit: b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := c.Endpoint("good")
+	switch {
+	case g == nil || g == b.Endpoint("good"):
+		t.Fatal("other breaker rules: want a new endpoint")
+	case g.Latency(now, float64(DefaultDecay)) != goodCost:
+		t.Fatalf("estimate %v, want %v kept", g.Latency(now, float64(DefaultDecay)), goodCost)
+	case g.added != old.Endpoint("good").added:
+		t.Fatal("slow-start age not kept")
+	case len(c.Ejected(now)) != 0:
+		t.Fatalf("a fresh breaker ejects %v", c.Ejected(now))
+	}
+	if len(old.Endpoints()) != 2 || b.Len() != 2 {
+		t.Fatal("the inherited balancer changed")
+	}
+}

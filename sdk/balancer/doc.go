@@ -24,5 +24,9 @@
 // breaker.
 //
 // Endpoints can be added and removed at any time (Update, Add, Remove); the
-// state of the ones that stay is kept.
+// state of the ones that stay is kept. A balancer rebuilt for a rule change
+// takes over the endpoints of the one it replaces (Options.Inherit): with
+// equal breaker rules the very same endpoints, breakers and ejections
+// included; otherwise their estimates and slow-start ages, with fresh
+// breakers.
 package balancer

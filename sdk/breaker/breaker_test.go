@@ -3,6 +3,7 @@ package breaker
 import (
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -344,6 +345,11 @@ func TestNewValidates(t *testing.T) {
 		{"error ratio above one", rules.Breaker{ErrorRatio: 1.5}},
 		{"slow ratio above one", rules.Breaker{SlowCallRatio: 2}},
 		{"k below one", rules.Breaker{Kind: rules.BreakerKindThrottle, K: 0.5}},
+		// NaN passes every comparison: a NaN error ratio once made a
+		// breaker that never opened.
+		{"error ratio NaN", rules.Breaker{ErrorRatio: math.NaN()}},
+		{"slow ratio NaN", rules.Breaker{SlowCallRatio: math.NaN()}},
+		{"k NaN", rules.Breaker{Kind: rules.BreakerKindThrottle, K: math.NaN()}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package breaker
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"governor.dev/governor/sdk/rules"
@@ -74,11 +75,13 @@ func check(c rules.Breaker) error {
 		return fmt.Errorf("%w: kind must be breaker or throttle, got %q", ErrInvalidConfig, c.Kind)
 	case c.Window.D() < 100*time.Millisecond:
 		return fmt.Errorf("%w: window must be at least 100ms, got %s", ErrInvalidConfig, c.Window.D())
-	case c.ErrorRatio > 1:
+	// NaN passes every comparison, and a NaN error ratio made a breaker
+	// that never opened: test for it by name.
+	case math.IsNaN(c.ErrorRatio) || c.ErrorRatio > 1:
 		return fmt.Errorf("%w: error_ratio must be at most 1, got %v", ErrInvalidConfig, c.ErrorRatio)
-	case c.SlowCallRatio > 1:
+	case math.IsNaN(c.SlowCallRatio) || c.SlowCallRatio > 1:
 		return fmt.Errorf("%w: slow_call_ratio must be at most 1, got %v", ErrInvalidConfig, c.SlowCallRatio)
-	case c.K < 1:
+	case math.IsNaN(c.K) || c.K < 1:
 		return fmt.Errorf("%w: k must be at least 1, got %v", ErrInvalidConfig, c.K)
 	}
 	return nil

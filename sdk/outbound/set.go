@@ -247,6 +247,9 @@ func (s *Set) build(r rules.Downstream, prev *Downstream) (*Downstream, error) {
 			bc = *r.Balancer
 		}
 		bo := balancer.Options{Clock: s.clk, IntN: s.opts.IntN, Float64: s.opts.Float64, Breaker: r.Breaker}
+		if prev != nil {
+			bo.Inherit = prev.bal // endpoint statistics, ages and (if equal rules) breakers stay
+		}
 		if f := s.opts.Hooks.OnEndpointStateChange; f != nil {
 			bo.OnStateChange = func(addr string, from, to breaker.State) { f(name, addr, from, to) }
 		}

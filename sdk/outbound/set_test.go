@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -541,5 +542,50 @@ func TestCancelledCallsLeaveTheThrottleUnchanged(t *testing.T) {
 	}
 	if refused != 0 {
 		t.Fatalf("%d of 1000 calls refused; the downstream never failed", refused)
+	}
+}
+
+// TestApplyKeepsEndpointStateWhenTheBalancerChanges: a changed balancer
+// rule rebuilt the balancer from scratch: tuning slow_start during an
+// incident put the dead, ejected endpoint back into rotation at once, and a
+// breaker change threw away every endpoint's latency estimate. The ejection
+// must survive a balancer change, and the estimate a breaker change.
+func TestApplyKeepsEndpointStateWhenTheBalancerChanges(t *testing.T) {
+	f := newFixture(t)
+	base := rules.Downstream{Name: "api", Breaker: brk(), Balancer: &rules.Balancer{SlowStart: rules.Duration(time.Second)}}
+	f.apply(base)
+	f.set.SetEndpoints("api", []string{"10.0.0.1:80"})
+	bal := f.set.Get("api").Balancer()
+	for range 5 {
+		p, err := bal.Pick(f.clk.Nanotime())
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.clk.Advance(time.Millisecond)
+		bal.Done(p, f.clk.Nanotime(), true)
+	}
+	f.set.SetEndpoints("api", []string{"10.0.0.1:80", "10.0.0.2:80"})
+	if got := bal.Ejected(f.clk.Nanotime()); !slices.Equal(got, []string{"10.0.0.1:80"}) {
+		t.Fatalf("ejected %v, want the failing endpoint", got)
+	}
+	decay := float64(10 * time.Second)
+	est := bal.Endpoint("10.0.0.1:80").Latency(f.clk.Nanotime(), decay)
+
+	changed := base
+	changed.Balancer = &rules.Balancer{SlowStart: rules.Duration(2 * time.Second)}
+	f.apply(changed)
+	if got := f.set.Get("api").Balancer().Ejected(f.clk.Nanotime()); !slices.Equal(got, []string{"10.0.0.1:80"}) {
+		t.Fatalf("after a slow_start change ejected %v, want the failing endpoint still", got)
+	}
+	if got := f.set.Get("api").Balancer().Endpoints(); len(got) != 2 {
+		t.Fatalf("endpoints %v", got)
+	}
+
+	nb := *brk()
+	nb.MinCalls = 7
+	changed.Breaker = &nb
+	f.apply(changed)
+	if got := f.set.Get("api").Balancer().Endpoint("10.0.0.1:80").Latency(f.clk.Nanotime(), decay); got != est {
+		t.Fatalf("after a breaker change the estimate is %v, want %v kept", got, est)
 	}
 }

@@ -26,6 +26,8 @@
 // adaptive bulkhead, and feeds no latency sample to the endpoint's estimate.
 // It gives back what it took: the bulkhead slot, the endpoint's in-flight
 // count and any half-open probe slot, which the next call can take at once.
+// So does an attempt cut short by a panic (in Base, in Options.Failed or in a
+// state-change hook) before the panic goes on up.
 //
 // The bulkhead slot and the endpoint's in-flight count are released when the
 // response headers arrive; the latency recorded is the time to headers.
@@ -222,6 +224,24 @@ func (t *RoundTripper) attempt(d *outbound.Downstream, req *http.Request) (*http
 		req = &c.r
 	}
 	var cancel context.CancelFunc
+	// Until the outcome is settled, a panic in Base or in Options.Failed
+	// (which a server's recovery middleware survives) gives back what the
+	// attempt took, as a cancelled call does, and goes on up: otherwise
+	// each such panic kept a bulkhead slot and an endpoint's in-flight
+	// count for good, until the bulkhead refused every call.
+	settled := false
+	defer func() {
+		if settled {
+			return
+		}
+		call.Cancel()
+		if pick.ok {
+			bal.Cancel(pick.p)
+		}
+		if cancel != nil {
+			cancel()
+		}
+	}()
 	if to := d.Timeout(); to > 0 {
 		var ctx context.Context
 		ctx, cancel = context.WithTimeout(req.Context(), to)
@@ -236,16 +256,21 @@ func (t *RoundTripper) attempt(d *outbound.Downstream, req *http.Request) (*http
 		// without a success, a failure or a latency sample. A per-attempt
 		// timeout ends the attempt's own context, not the caller's, and
 		// is a failure below.
+		settled = true
 		call.Cancel()
 		if pick.ok {
 			bal.Cancel(pick.p)
 		}
 	} else {
 		failed := t.opts.Failed(resp, err)
-		call.End(end, failed, dropped(resp, err))
+		drop := dropped(resp, err)
+		settled = true
 		if pick.ok {
-			bal.Done(pick.p, end, failed)
+			// Deferred: it still runs when a state-change hook panics
+			// in End, and End still runs when one panics in Done.
+			defer bal.Done(pick.p, end, failed)
 		}
+		call.End(end, failed, drop)
 	}
 	if cancel != nil {
 		if resp != nil && resp.Body != nil {

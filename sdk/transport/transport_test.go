@@ -592,3 +592,71 @@ func TestShadowModeNeverRefuses(t *testing.T) {
 		t.Fatalf("breaker %v: shadow mode should still learn", st)
 	}
 }
+
+// TestAPanicMidAttemptLeaksNoSlot: a panic while an attempt is in flight,
+// in Base, in an Options.Failed that forgets the response is nil on a
+// transport error, or in a state-change hook, unwinds to a server's recovery
+// middleware and the service goes on. Before, each such panic kept a
+// bulkhead slot and the endpoint's in-flight count for good: after
+// MaxConcurrent of them every call to the downstream was refused with 503,
+// even once it had recovered. The attempt must give back what it took.
+func TestAPanicMidAttemptLeaksNoSlot(t *testing.T) {
+	refused := func(int, *http.Request) (*http.Response, error) { return nil, errors.New("connection refused") }
+	tests := []struct {
+		name   string
+		reply  func(int, *http.Request) (*http.Response, error)
+		failed func(*http.Response, error) bool
+		hooks  outbound.Hooks
+	}{
+		{"Base panics", func(int, *http.Request) (*http.Response, error) { panic("bug in a round tripper") }, nil, outbound.Hooks{}},
+		{"Failed dereferences a nil response", refused,
+			func(resp *http.Response, _ error) bool { return resp.StatusCode >= 500 }, outbound.Hooks{}},
+		{"the downstream breaker's hook panics", refused, nil, outbound.Hooks{
+			OnStateChange: func(string, breaker.State, breaker.State) { panic("bug in a hook") }}},
+		{"the endpoint breaker's hook panics", refused, nil, outbound.Hooks{
+			OnEndpointStateChange: func(string, string, breaker.State, breaker.State) { panic("bug in a hook") }}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := clock.NewFake(time.Time{})
+			set, err := outbound.New(outbound.Options{Clock: clk, Float64: zeroJitter, Hooks: tt.hooks})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := set.Apply([]rules.Downstream{{Name: "api",
+				Breaker:  &rules.Breaker{MinCalls: 5},
+				Bulkhead: &rules.Bulkhead{MaxConcurrent: 3}}}); err != nil {
+				t.Fatal(err)
+			}
+			set.SetEndpoints("api", []string{"10.0.0.1:80"})
+			rt, err := New(Options{Set: set, Base: &script{reply: tt.reply}, Failed: tt.failed})
+			if err != nil {
+				t.Fatal(err)
+			}
+			panics := 0
+			for range 6 {
+				func() {
+					defer func() {
+						if recover() != nil {
+							panics++
+						}
+					}()
+					req, _ := http.NewRequest(http.MethodPost, "http://api/", nil)
+					if resp, err := rt.RoundTrip(req); err == nil {
+						resp.Body.Close()
+					}
+				}()
+			}
+			if panics == 0 {
+				t.Fatal("nothing panicked")
+			}
+			d := set.Get("api")
+			if n := d.Bulkhead().InFlight(); n != 0 {
+				t.Errorf("after %d panics the bulkhead holds %d slots, want 0", panics, n)
+			}
+			if n := d.Balancer().Endpoint("10.0.0.1:80").InFlight(); n != 0 {
+				t.Errorf("after %d panics the endpoint has %d calls in flight, want 0", panics, n)
+			}
+		})
+	}
+}
