@@ -7,7 +7,12 @@
 // whole seconds and a JSON body {"code": ..., "message": ...}. An admitted
 // request releases its permit when the handler returns, with the latency
 // measured on a precise clock and an outcome taken from the status code, so
-// the adaptive limit learns from every request.
+// the adaptive limit learns from every request. A request whose client went
+// away before the handler returned (its context canceled) counts as a
+// success whatever status followed, as codes.Canceled does in gRPC: a
+// proxy's 502 or an http.ErrAbortHandler panic then is no failure of the
+// server. The writer the handler gets keeps http.Flusher, http.Hijacker,
+// io.ReaderFrom, CloseNotify and Unwrap (for http.ResponseController).
 //
 // A request that states its deadline (HeaderDeadline, HeaderEnvoyTimeout or
 // HeaderGRPCTimeout; see ParseDeadline) is refused at once with 504 Gateway
@@ -53,6 +58,7 @@ type Options struct {
 	ClientIP func(*http.Request) string
 	// Outcome maps a response status to an outcome; default: 503 and 504
 	// are Dropped (overload), other 5xx Failure, anything else Success.
+	// It is overridden to Success when the client went away first.
 	Outcome func(status int) governor.Outcome
 	// Peer returns the caller's transport-authenticated identity
 	// (governor.Request.Peer), which the rules' priority trust
@@ -96,6 +102,7 @@ type handler struct {
 var writers = sync.Pool{New: func() any { return new(statusWriter) }}
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	client := r.Context() // before a deadline of the caller's wraps it
 	var deadline time.Time
 	if !h.opts.IgnoreDeadlines && hasDeadline(r.Header) {
 		deadline, _, _ = ParseDeadline(r.Header, h.opts.Clock.Now())
@@ -126,7 +133,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sw := writers.Get().(*statusWriter)
-	sw.ResponseWriter, sw.status = w, 0
+	sw.ResponseWriter, sw.status, sw.ctx = w, 0, client
 	start := h.opts.Clock.Nanotime()
 	defer func() {
 		status := sw.status
@@ -134,13 +141,27 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			status = http.StatusOK
 		}
 		if p := recover(); p != nil {
-			permit.Release(time.Duration(h.opts.Clock.Nanotime()-start), governor.Failure)
-			sw.ResponseWriter = nil
+			// http.ErrAbortHandler is how a handler (httputil.ReverseProxy
+			// among them) gives up on a response it can no longer send:
+			// no failure of the server when its client has gone.
+			o := governor.Failure
+			if p == http.ErrAbortHandler && clientGone(client) {
+				o = governor.Success
+			}
+			permit.Release(time.Duration(h.opts.Clock.Nanotime()-start), o)
+			sw.ResponseWriter, sw.ctx = nil, nil
 			writers.Put(sw)
 			panic(p)
 		}
-		permit.Release(time.Duration(h.opts.Clock.Nanotime()-start), h.opts.Outcome(status))
-		sw.ResponseWriter = nil
+		o := h.opts.Outcome(status)
+		if o != governor.Success && clientGone(client) {
+			// The client went away: the status that followed (a proxy's
+			// 502, a handler's 500 for "context canceled") says nothing of
+			// the server, as in gRPC (DefaultOutcome there).
+			o = governor.Success
+		}
+		permit.Release(time.Duration(h.opts.Clock.Nanotime()-start), o)
+		sw.ResponseWriter, sw.ctx = nil, nil
 		writers.Put(sw)
 	}()
 	h.next.ServeHTTP(sw, r)
@@ -149,6 +170,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // TLSPeer is the default Options.Peer: governor.PeerIdentity of the
 // request's verified client certificate, "" without one.
 func TLSPeer(r *http.Request) string { return governor.PeerIdentity(r.TLS) }
+
+// clientGone reports whether the request's own context (before any deadline
+// of the caller's) was canceled: net/http cancels it when the client closes
+// the connection or resets the stream. A server-side timeout ends it with
+// context.DeadlineExceeded instead, and keeps its outcome.
+func clientGone(ctx context.Context) bool { return ctx.Err() == context.Canceled }
 
 // hasEarlierDeadline reports whether ctx already ends no later than
 // deadline (a server timeout shorter than the caller's): the request then
@@ -185,6 +212,7 @@ func RemoteHost(r *http.Request) string {
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	ctx    context.Context // the request's, for CloseNotify
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -243,6 +271,31 @@ func (w *statusWriter) ReadFrom(r io.Reader) (int64, error) {
 // writerOnly hides everything but Write, so io.Copy does not loop back into
 // ReadFrom.
 type writerOnly struct{ io.Writer }
+
+// closeNotifier is http.CloseNotifier, deprecated but still called by
+// frameworks (gin's Context.Stream type-asserts it on the writer it wraps).
+type closeNotifier interface{ CloseNotify() <-chan bool }
+
+// CloseNotify passes through to the first writer down the Unwrap chain that
+// has it; where none does, the channel receives true when the request's
+// context ends (the client went away, or the handler returned).
+func (w *statusWriter) CloseNotify() <-chan bool {
+	for rw := w.ResponseWriter; rw != nil; {
+		if cn, ok := rw.(closeNotifier); ok {
+			return cn.CloseNotify()
+		}
+		u, ok := rw.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			break
+		}
+		rw = u.Unwrap()
+	}
+	ch := make(chan bool, 1)
+	if w.ctx != nil {
+		context.AfterFunc(w.ctx, func() { ch <- true })
+	}
+	return ch
+}
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -483,5 +484,141 @@ func TestFlushReachesAWriterBehindUnwrap(t *testing.T) {
 	})
 	if !rec.Flushed || len(seen) != 1 || seen[0] != http.StatusOK {
 		t.Fatalf("flushed %v, outcome from %v; want flushed, [200]", rec.Flushed, seen)
+	}
+}
+
+// requestErrors sums governor_sdk_request_errors_total over every series.
+func requestErrors(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == "governor_sdk_request_errors_total" {
+			for _, m := range mf.GetMetric() {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
+}
+
+// A client that goes away mid-request (closed connection, reset stream) is
+// no failure of the server: the 502 a reverse proxy answers then, or its
+// http.ErrAbortHandler panic, must not count as an error (which the engine's
+// error-ratio guardrails read), as gRPC counts codes.Canceled. A server-side
+// timeout, or the same status with the client still there, still counts.
+func TestClientThatWentAwayIsNoFailureOfTheServer(t *testing.T) {
+	tests := []struct {
+		name       string
+		clientGone bool
+		serverEnd  bool // the request context ends by a server-side deadline
+		write      func(http.ResponseWriter)
+		wantErrors float64
+	}{
+		{"proxy answers 502 after the client left", true, false, func(w http.ResponseWriter) { w.WriteHeader(http.StatusBadGateway) }, 0},
+		{"handler answers 500 after the client left", true, false, func(w http.ResponseWriter) { w.WriteHeader(http.StatusInternalServerError) }, 0},
+		{"proxy aborts after the client left", true, false, func(http.ResponseWriter) { panic(http.ErrAbortHandler) }, 0},
+		{"handler panics after the client left", true, false, func(http.ResponseWriter) { panic("nil map") }, 1},
+		{"502 with the client still there", false, false, func(w http.ResponseWriter) { w.WriteHeader(http.StatusBadGateway) }, 1},
+		{"abort with the client still there", false, false, func(http.ResponseWriter) { panic(http.ErrAbortHandler) }, 1},
+		{"500 after a server-side timeout", false, true, func(w http.ResponseWriter) { w.WriteHeader(http.StatusInternalServerError) }, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := clock.NewFake(time.Now())
+			reg := prometheus.NewRegistry()
+			rt := rules.Route{Name: "api", Match: rules.Match{PathPrefix: "/"}, Concurrency: &rules.Concurrency{Algorithm: rules.AlgorithmFixed, Max: 5}}
+			g := newGovernor(t, clk, reg, rt)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			timer := &serverTimeout{Context: ctx}
+			h := httpgov.Middleware(g, httpgov.Options{Clock: clk})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tt.clientGone {
+					cancel()
+				}
+				if tt.serverEnd {
+					timer.expired.Store(true)
+				}
+				tt.write(w)
+			}))
+			func() {
+				defer func() { _ = recover() }()
+				h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil).WithContext(timer))
+			}()
+			if g.InFlight("api") != 0 {
+				t.Fatalf("in flight %d after the request, want 0", g.InFlight("api"))
+			}
+			if got := requestErrors(t, reg); got != tt.wantErrors {
+				t.Fatalf("request_errors_total = %v, want %v", got, tt.wantErrors)
+			}
+		})
+	}
+}
+
+// serverTimeout is a request context that a server-side timeout ends
+// (context.DeadlineExceeded) once expired is set.
+type serverTimeout struct {
+	context.Context
+	expired atomic.Bool
+}
+
+func (c *serverTimeout) Err() error {
+	if c.expired.Load() {
+		return context.DeadlineExceeded
+	}
+	return c.Context.Err()
+}
+
+type closeNotifying struct {
+	http.ResponseWriter
+	ch chan bool
+}
+
+func (c closeNotifying) CloseNotify() <-chan bool { return c.ch }
+
+// Streaming frameworks still type-assert http.CloseNotifier on the writer
+// (gin's Context.Stream does, and panics without it): the middleware's
+// writer keeps it, passing through to the server's, or falling back to the
+// request's context where the writer underneath has none.
+func TestWriterKeepsCloseNotifyForStreamingFrameworks(t *testing.T) {
+	clk := clock.NewFake(time.Now())
+	rt := rules.Route{Name: "api", Match: rules.Match{PathPrefix: "/"}, Concurrency: &rules.Concurrency{Algorithm: rules.AlgorithmFixed, Max: 5}}
+	g := newGovernor(t, clk, nil, rt)
+	var got <-chan bool
+	h := httpgov.Middleware(g, httpgov.Options{Clock: clk})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cn, ok := w.(interface{ CloseNotify() <-chan bool })
+		if !ok {
+			t.Fatal("the middleware's writer hides CloseNotify")
+		}
+		got = cn.CloseNotify()
+	}))
+
+	under := closeNotifying{httptest.NewRecorder(), make(chan bool, 1)}
+	h.ServeHTTP(under, httptest.NewRequest("GET", "/", nil))
+	under.ch <- true
+	select {
+	case <-got:
+	default:
+		t.Fatal("CloseNotify did not pass through to the server's writer")
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/", nil).WithContext(ctx))
+	select {
+	case <-got:
+		t.Fatal("CloseNotify fired while the client is still there")
+	default:
+	}
+	cancel()
+	select {
+	case v := <-got:
+		if !v {
+			t.Fatal("CloseNotify sent false")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("CloseNotify did not fire when the client went away")
 	}
 }

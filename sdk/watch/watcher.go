@@ -18,7 +18,10 @@
 // NATS was down, ends the canary); a periodic resync reads the keys as a
 // safety net. Heartbeats carry the instance id, labels, running version and
 // the last NACK until a version as new is applied; none is sent while NATS
-// is down, and one is sent as soon as it is back.
+// is down, and one is sent as soon as it is back. Reports and heartbeats are
+// stamped (At) on the instance's clock, never earlier than the previous
+// one, so a wall clock stepped back does not make the control plane set
+// them aside as out of order.
 //
 // The package never logs: failures that are not answered with a NACK (cache
 // errors, watch errors) go to Options.OnError, and everything is counted in
@@ -32,6 +35,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -204,10 +208,11 @@ func New(opts Options) (*Watcher, error) {
 		return nil, fmt.Errorf("%w: metrics: %w", ErrInvalidOption, err)
 	}
 	w := &Watcher{opts: opts, nc: opts.Conn, names: opts.Names}
+	stamps := &stamper{now: opts.Clock.Now}
 	w.st = &state{
 		service: opts.Service, instance: opts.Instance, labels: opts.Labels,
 		maxBytes: opts.MaxBytes, applier: opts.Applier, cachePath: opts.CacheFile,
-		now: opts.Clock.Now, send: w.sendReport, onError: opts.OnError, m: m,
+		now: stamps.stamp, send: w.sendReport, onError: opts.OnError, m: m,
 	}
 	w.st.loadCache()
 	return w, nil
@@ -411,12 +416,38 @@ func (w *Watcher) resync(ctx context.Context, kv jetstream.KeyValue) error {
 func (w *Watcher) heartbeat(hb *clock.Timer) {
 	if w.nc.IsConnected() {
 		h := Heartbeat{Service: w.opts.Service, Instance: w.opts.Instance, Running: w.st.running.Load(),
-			Labels: w.opts.Labels, IntervalMS: w.opts.Heartbeat.Milliseconds(), At: w.opts.Clock.Now()}
+			Labels: w.opts.Labels, IntervalMS: w.opts.Heartbeat.Milliseconds(), At: w.st.now()}
 		h.NackVersion, h.NackReason, h.NackError = w.st.nack()
 		w.publish(w.names.HeartbeatSubject(w.opts.Service), &h)
 	}
 	(*hb).Stop()
 	*hb = w.opts.Clock.NewTimer(w.opts.Heartbeat)
+}
+
+// stamper gives reports and heartbeats their At: the clock's time, but never
+// earlier than an At it gave before. The control plane orders an instance's
+// messages by At and records the Running, Labels and NACK of none older
+// than the newest it has; a wall clock stepped back (an NTP correction, a
+// resumed VM) would otherwise have it set aside every report and heartbeat
+// of the instance until the clock caught up again.
+type stamper struct {
+	now  func() time.Time
+	mu   sync.Mutex
+	last time.Time
+}
+
+func (s *stamper) stamp() time.Time {
+	// Round(0) drops the monotonic reading: with it, Before would compare
+	// monotonic times, which never step back, while At goes on the wire as
+	// the wall clock, which does.
+	t := s.now().Round(0)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t.Before(s.last) {
+		return s.last
+	}
+	s.last = t
+	return t
 }
 
 func (w *Watcher) sendReport(r *Report) {

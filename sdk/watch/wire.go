@@ -62,7 +62,10 @@ type Report struct {
 	// Running is the version the instance runs after this report.
 	Running int64             `json:"running"`
 	Labels  map[string]string `json:"labels,omitempty"`
-	At      time.Time         `json:"at"`
+	// At is when the instance sent it, on its clock, and never earlier
+	// than its previous report or heartbeat (a wall clock stepped back
+	// repeats the last At until it catches up).
+	At time.Time `json:"at"`
 }
 
 // Heartbeat tells the control plane an instance is alive and which version it
