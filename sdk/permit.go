@@ -61,6 +61,33 @@ func (p Permit) Release(latency time.Duration, o Outcome) {
 	}
 }
 
+// ReleaseUnmeasured returns the slot and counts the outcome as Release does,
+// but records no latency: neither in the request duration histogram nor as a
+// sample for the adaptive limit. Use it for work whose duration is not a
+// service time: a stream held open for minutes, a long poll, a server-sent
+// event feed. Released with Release, one such request would be taken as a
+// latency of minutes, and the limit of every request sharing its route would
+// fall. held is how long the request held its slot, measured as Release's
+// latency; it only places the release in time. Call it (or Release) exactly
+// once per admitted request.
+func (p Permit) ReleaseUnmeasured(held time.Duration, o Outcome) {
+	rt := p.rt
+	if rt == nil {
+		return
+	}
+	s := &rt.shards[p.shard]
+	s.inflight.Add(-1)
+	if o != Success {
+		s.errors[p.class].Add(1)
+	}
+	if rt.conc != nil && p.class == 0 {
+		rt.reserve.Released(p.start + int64(held))
+	}
+	if q := rt.cell.queue; q.Len() > 0 {
+		q.Dispatch()
+	}
+}
+
 // Admitted reports whether the permit holds a governed slot (false for the
 // zero Permit of an ungoverned or exempt request).
 func (p Permit) Admitted() bool { return p.rt != nil }

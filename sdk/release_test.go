@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	governor "governor.dev/governor/sdk"
 	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/sdk/limit"
@@ -111,5 +113,65 @@ func TestRefusalsReachTheLimiter(t *testing.T) {
 	}
 	for _, p := range stuck {
 		p.Release(500*time.Millisecond, governor.Success)
+	}
+}
+
+// TestReleaseUnmeasuredGivesNoLatencySample: a stream held open for ten
+// minutes and released unmeasured gives its slot back and counts its
+// failure, but is no latency sample: the limiter and the duration histogram
+// see the unary request alone.
+func TestReleaseUnmeasuredGivesNoLatencySample(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	lims := &limiters{}
+	clk := clock.NewFake(fakeStart)
+	opts := governor.DefaultOptions("svc")
+	opts.Clock = clk
+	opts.Registerer = reg
+	opts.NewLimiter = lims.factory
+	opts.Shards = 1
+	opts.Defaults = &rules.Ruleset{Service: "svc"}
+	g, err := governor.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	r := route("api", "/api")
+	r.Concurrency = &rules.Concurrency{Initial: 2}
+	if err := g.Apply(ruleset(r), 1); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	stream, err := g.Admit(ctx, governor.Request{Path: "/api/watch", Priority: "critical"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	unary, err := g.Admit(ctx, governor.Request{Path: "/api/x", Priority: "critical"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(3 * time.Millisecond)
+	unary.Release(3*time.Millisecond, governor.Success)
+	clk.Advance(10 * time.Minute)
+	stream.ReleaseUnmeasured(10*time.Minute+3*time.Millisecond, governor.Failure)
+	governor.Permit{}.ReleaseUnmeasured(time.Second, governor.Failure) // the zero Permit releases nothing
+
+	if n := lims.made[len(lims.made)-1].samples.Load(); n != 1 {
+		t.Fatalf("limiter got %d samples, want 1 (the unary request's only)", n)
+	}
+	if got := g.InFlight("api"); got != 0 {
+		t.Fatalf("in flight after both releases: %d, want 0", got)
+	}
+	m := gather(t, reg)
+	if v := m.value("governor_sdk_request_errors_total", map[string]string{"route": "api", "class": "critical"}); v != 1 {
+		t.Errorf("critical errors %v, want 1 (the stream's failure)", v)
+	}
+	h := m.metric("governor_sdk_request_duration_seconds", map[string]string{"route": "api"})
+	if h == nil || h.GetHistogram().GetSampleCount() != 1 || h.GetHistogram().GetSampleSum() > 1 {
+		t.Fatalf("duration histogram %v, want the unary request's 3 ms alone", h.GetHistogram())
+	}
+	for range 2 { // the limit of 2 is free again
+		if _, err := g.Admit(ctx, governor.Request{Path: "/api/x", Priority: "critical"}); err != nil {
+			t.Fatalf("slot not given back: %v", err)
+		}
 	}
 }

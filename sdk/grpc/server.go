@@ -176,7 +176,11 @@ func UnaryServerInterceptor(g *governor.Governor, opts ServerOptions) grpc.Unary
 
 // StreamServerInterceptor admits every stream through g; the permit is held
 // for the stream's whole life, and released as a failure if the handler
-// panics.
+// panics. A stream's life is no service time (a watch stream may stay open
+// for hours), so it is released unmeasured (governor.Permit.ReleaseUnmeasured):
+// it counts in flight and its outcome counts, but it gives the adaptive limit
+// no latency sample. Give long-lived streams a route of their own, so they do
+// not hold the slots of the unary calls' limit.
 func StreamServerInterceptor(g *governor.Governor, opts ServerOptions) grpc.StreamServerInterceptor {
 	opts.fill()
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
@@ -186,10 +190,18 @@ func StreamServerInterceptor(g *governor.Governor, opts ServerOptions) grpc.Stre
 			return refuse(ctx, err)
 		}
 		start := opts.Clock.Nanotime()
-		defer releaseOnPanic(permit, opts.Clock, start)
+		defer releaseStreamOnPanic(permit, opts.Clock, start)
 		err = handler(srv, ss)
-		permit.Release(time.Duration(opts.Clock.Nanotime()-start), opts.Outcome(err))
+		permit.ReleaseUnmeasured(time.Duration(opts.Clock.Nanotime()-start), opts.Outcome(err))
 		return Status(err)
+	}
+}
+
+// releaseStreamOnPanic is releaseOnPanic for a stream: unmeasured.
+func releaseStreamOnPanic(permit governor.Permit, clk clock.Clock, start int64) {
+	if p := recover(); p != nil {
+		permit.ReleaseUnmeasured(time.Duration(clk.Nanotime()-start), governor.Failure)
+		panic(p)
 	}
 }
 

@@ -11,7 +11,11 @@
 // away before the handler returned (its context canceled) counts as a
 // success whatever status followed, as codes.Canceled does in gRPC: a
 // proxy's 502 or an http.ErrAbortHandler panic then is no failure of the
-// server. The writer the handler gets keeps http.Flusher, http.Hijacker,
+// server. A stream (a hijacked connection such as a WebSocket, or a flushed
+// text/event-stream response) holds its slot while open but is released
+// unmeasured (governor.Permit.ReleaseUnmeasured): how long it stayed open is
+// no service time. Give long-lived streams a route of their own, so they do
+// not hold the slots of the short requests' limit. The writer the handler gets keeps http.Flusher, http.Hijacker,
 // io.ReaderFrom, CloseNotify and Unwrap (for http.ResponseController).
 //
 // A request that states its deadline (HeaderDeadline, HeaderEnvoyTimeout or
@@ -133,7 +137,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sw := writers.Get().(*statusWriter)
-	sw.ResponseWriter, sw.status, sw.ctx = w, 0, client
+	sw.ResponseWriter, sw.status, sw.ctx, sw.hijacked, sw.flushed = w, 0, client, false, false
 	start := h.opts.Clock.Nanotime()
 	defer func() {
 		status := sw.status
@@ -148,9 +152,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if p == http.ErrAbortHandler && clientGone(client) {
 				o = governor.Success
 			}
-			permit.Release(time.Duration(h.opts.Clock.Nanotime()-start), o)
-			sw.ResponseWriter, sw.ctx = nil, nil
-			writers.Put(sw)
+			sw.release(permit, time.Duration(h.opts.Clock.Nanotime()-start), o)
 			panic(p)
 		}
 		o := h.opts.Outcome(status)
@@ -160,9 +162,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// the server, as in gRPC (DefaultOutcome there).
 			o = governor.Success
 		}
-		permit.Release(time.Duration(h.opts.Clock.Nanotime()-start), o)
-		sw.ResponseWriter, sw.ctx = nil, nil
-		writers.Put(sw)
+		sw.release(permit, time.Duration(h.opts.Clock.Nanotime()-start), o)
 	}()
 	h.next.ServeHTTP(sw, r)
 }
@@ -211,8 +211,30 @@ func RemoteHost(r *http.Request) string {
 // not an informational 1xx sent before it.
 type statusWriter struct {
 	http.ResponseWriter
-	status int
-	ctx    context.Context // the request's, for CloseNotify
+	status   int
+	ctx      context.Context // the request's, for CloseNotify
+	hijacked bool            // a successful Hijack (a WebSocket)
+	flushed  bool            // a successful Flush
+}
+
+// release releases permit and puts w back in the pool. A stream (a
+// hijacked connection, or a flushed text/event-stream response) is released
+// unmeasured: how long it stayed open is no service time, and as a latency
+// sample it would cut the limit of every request sharing its route.
+func (w *statusWriter) release(permit governor.Permit, latency time.Duration, o governor.Outcome) {
+	if w.hijacked || w.flushed && isEventStream(w.ResponseWriter.Header()) {
+		permit.ReleaseUnmeasured(latency, o)
+	} else {
+		permit.Release(latency, o)
+	}
+	w.ResponseWriter, w.ctx = nil, nil
+	writers.Put(w)
+}
+
+// isEventStream reports whether h declares a server-sent event stream.
+func isEventStream(h http.Header) bool {
+	ct, _, _ := strings.Cut(h.Get("Content-Type"), ";")
+	return strings.EqualFold(strings.TrimSpace(ct), "text/event-stream")
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -239,8 +261,11 @@ func (w *statusWriter) Flush() { _ = w.FlushError() }
 // it fails with http.ErrNotSupported where that cannot flush.
 func (w *statusWriter) FlushError() error {
 	err := http.NewResponseController(w.ResponseWriter).Flush()
-	if err == nil && w.status == 0 {
-		w.status = http.StatusOK
+	if err == nil {
+		w.flushed = true
+		if w.status == 0 {
+			w.status = http.StatusOK
+		}
 	}
 	return err
 }
@@ -251,8 +276,11 @@ func (w *statusWriter) FlushError() error {
 // hijack failed answers with its own.
 func (w *statusWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	conn, buf, err := http.NewResponseController(w.ResponseWriter).Hijack()
-	if err == nil && w.status == 0 {
-		w.status = http.StatusSwitchingProtocols
+	if err == nil {
+		w.hijacked = true
+		if w.status == 0 {
+			w.status = http.StatusSwitchingProtocols
+		}
 	}
 	return conn, buf, err
 }
