@@ -139,16 +139,24 @@ func UnaryClientInterceptor(opts ClientOptions) (grpc.UnaryClientInterceptor, er
 			if canRetry {
 				co = append(callOpts[:len(callOpts):len(callOpts)], grpc.Trailer(&trailer))
 			}
-			err = invoker(actx, method, req, reply, cc, co...)
-			if cancel != nil {
-				cancel()
-			}
-			if callerCanceled(ctx, err) {
+			var end int64
+			var failed, canceled bool
+			err = settle(call, func() error {
+				defer func() {
+					if cancel != nil {
+						cancel()
+					}
+				}()
+				err := invoker(actx, method, req, reply, cc, co...)
+				if canceled = callerCanceled(ctx, err); !canceled {
+					end, failed = clk.Nanotime(), opts.Failed(err)
+				}
+				return err
+			})
+			if canceled {
 				call.Cancel()
 				return err
 			}
-			end := clk.Nanotime()
-			failed := opts.Failed(err)
 			call.End(end, failed, dropped(err))
 			if err == nil || !failed || !canRetry || !opts.Retryable(err) {
 				return err
@@ -172,6 +180,24 @@ func UnaryClientInterceptor(opts ClientOptions) (grpc.UnaryClientInterceptor, er
 			}
 		}
 	}, nil
+}
+
+// settle runs the part of a call that can panic (the invoker, the
+// interceptors after this one, Options.Failed). A panic there, which a
+// recovery interceptor further out survives, cancels call, giving back its
+// bulkhead slot and any half-open probe slot, and goes on up: each such
+// panic would otherwise keep a slot for good, until the bulkhead refused
+// every call to the downstream.
+func settle(call outbound.Call, run func() error) (err error) {
+	done := false
+	defer func() {
+		if !done {
+			call.Cancel()
+		}
+	}()
+	err = run()
+	done = true
+	return err
 }
 
 // dropped says whether an error is an overload drop (it cuts an adaptive
@@ -201,12 +227,20 @@ func StreamClientInterceptor(opts ClientOptions) (grpc.StreamClientInterceptor, 
 		if err != nil {
 			return nil, refusal(err)
 		}
-		s, err := streamer(ctx, desc, cc, method, callOpts...)
-		if callerCanceled(ctx, err) {
+		var s grpc.ClientStream
+		var failed, canceled bool
+		err = settle(call, func() error {
+			var err error
+			s, err = streamer(ctx, desc, cc, method, callOpts...)
+			if canceled = callerCanceled(ctx, err); !canceled {
+				failed = opts.Failed(err)
+			}
+			return err
+		})
+		if canceled {
 			call.Cancel()
 			return s, err
 		}
-		failed := opts.Failed(err)
 		call.End(clk.Nanotime(), failed, dropped(err))
 		return s, err
 	}, nil
