@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -177,12 +178,19 @@ func FuzzBearerToken(f *testing.F) {
 	})
 }
 
+// TestOversizedBodyRefused: a body over the limit answers 413 naming the
+// limit, from the API and from a page's form alike (not 422 as bad input,
+// nor 403 as if the form's CSRF token were missing).
 func TestOversizedBodyRefused(t *testing.T) {
 	e := newEnv(t)
 	e.seed()
 	sid, csrf := e.session("otto")
 	big := `{"reason":"` + strings.Repeat("x", 3<<20) + `"}`
 	resp, body := e.do(req{method: "POST", path: "/api/v1/services/checkout/versions", session: sid, csrf: csrf, json: big})
-	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
-	require.Contains(t, body, "too large")
+	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, body)
+	require.Contains(t, body, "too large: at most 2097152 bytes (2 MiB)")
+	resp, body = e.do(req{method: "POST", path: "/services/checkout/propose", session: sid, csrf: csrf,
+		form: url.Values{"reason": {strings.Repeat("x", 3<<20)}}})
+	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
+	require.Contains(t, body, "too large: at most 2097152 bytes (2 MiB)")
 }

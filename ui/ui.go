@@ -6,9 +6,11 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"governor.dev/governor/rules/versioning"
@@ -104,7 +106,9 @@ func New(o Options) (http.Handler, error) {
 	}
 
 	r := chi.NewRouter()
-	r.Use(securityHeaders, recoverer(o.Logger, onError), m.middleware, limitBody)
+	// GetHead answers HEAD on every GET route as GET does; net/http sends
+	// no body for HEAD.
+	r.Use(securityHeaders, recoverer(o.Logger, onError), m.middleware, limitBody, middleware.GetHead)
 	r.Handle("/assets/*", http.StripPrefix("/assets", assets.Handler()))
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	r.Group(func(r chi.Router) {
@@ -113,8 +117,10 @@ func New(o Options) (http.Handler, error) {
 		pg.Routes(r)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) { onError(w, r, httperr.ErrNotFound) })
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		onError(w, r, fmt.Errorf("%w: method %s not allowed here", httperr.ErrBadRequest, r.Method))
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		allowed := strings.Join(api.AllowedMethods(r, req.URL.Path), ", ")
+		w.Header().Set("Allow", allowed)
+		onError(w, req, fmt.Errorf("%w: %s is not allowed on %s; allowed: %s", httperr.ErrMethodNotAllowed, req.Method, req.URL.Path, allowed))
 	})
 	return r, nil
 }

@@ -142,7 +142,8 @@ type AuditRecord struct {
 
 // AuditFilter selects audit entries, oldest first unless Newest.
 type AuditFilter struct {
-	// Service, Actor and Action, if set, must match exactly.
+	// Service and Action, if set, must match exactly; Actor matches ignoring
+	// case (user names are unique ignoring case: one person).
 	Service string
 	Actor   string
 	Action  Action

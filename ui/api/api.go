@@ -133,9 +133,24 @@ func (a *API) Routes(r chi.Router) {
 	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) { methodNotAllowed(r, w, req) })
 }
 
-// methods are those the API routes; a 405 lists those of them that the
+// methods are those the UI routes; a 405 lists those of them that the
 // path has.
 var methods = []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// AllowedMethods are the methods routes serves on path, for an Allow
+// header: HEAD follows GET, which answers it without a body.
+func AllowedMethods(routes chi.Routes, path string) []string {
+	var allowed []string
+	for _, m := range methods {
+		if routes.Match(chi.NewRouteContext(), m, path) {
+			allowed = append(allowed, m)
+			if m == http.MethodGet {
+				allowed = append(allowed, http.MethodHead)
+			}
+		}
+	}
+	return allowed
+}
 
 // methodNotAllowed answers 405 with an Allow header and an error document,
 // so that a script sending the wrong method learns which ones the path
@@ -145,12 +160,7 @@ func methodNotAllowed(routes chi.Routes, w http.ResponseWriter, r *http.Request)
 	if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePath != "" {
 		path = rc.RoutePath
 	}
-	var allowed []string
-	for _, m := range methods {
-		if routes.Match(chi.NewRouteContext(), m, path) {
-			allowed = append(allowed, m)
-		}
-	}
+	allowed := AllowedMethods(routes, path)
 	w.Header().Set("Allow", strings.Join(allowed, ", "))
 	writeJSON(w, http.StatusMethodNotAllowed, httperr.Body{
 		Error:  fmt.Sprintf("api: method %s is not allowed on %s; allowed: %s", r.Method, r.URL.Path, strings.Join(allowed, ", ")),
@@ -170,6 +180,11 @@ func (a *API) decode(w http.ResponseWriter, r *http.Request, v any) error {
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			// 413 naming the limit (package httperr), not a field problem.
+			return fmt.Errorf("api: body: %w", err)
+		}
 		return &versioning.InputError{Errors: []rules.FieldError{decodeProblem(err)}}
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
@@ -204,7 +219,7 @@ func decodeProblem(err error) rules.FieldError {
 	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		return rules.FieldError{Field: "body", Problem: fmt.Sprintf("is too large: at most %d bytes", mbe.Limit)}
+		return rules.FieldError{Field: "body", Problem: httperr.TooLargeMessage(mbe.Limit)}
 	}
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) && te.Field != "" {

@@ -84,10 +84,10 @@ func TestRequiredBodyMissingSaysSo(t *testing.T) {
 func TestWrongMethodIs405WithAllow(t *testing.T) {
 	h := newRouter(t)
 	for _, tc := range []struct{ method, path, allow string }{
-		{"DELETE", "/api/v1/services/checkout/versions", "GET, POST"},
-		{"PUT", "/api/v1/overview", "GET"},
-		{"POST", "/api/v1/services/checkout/versions/3", "GET"},
-		{"DELETE", "/api/v1/settings/alerting", "GET, PUT"},
+		{"DELETE", "/api/v1/services/checkout/versions", "GET, HEAD, POST"},
+		{"PUT", "/api/v1/overview", "GET, HEAD"},
+		{"POST", "/api/v1/services/checkout/versions/3", "GET, HEAD"},
+		{"DELETE", "/api/v1/settings/alerting", "GET, HEAD, PUT"},
 	} {
 		w, doc := serve(h, httptest.NewRequest(tc.method, tc.path, nil))
 		require.Equal(t, http.StatusMethodNotAllowed, w.Code, tc.path)

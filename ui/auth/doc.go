@@ -19,7 +19,9 @@
 // Logins are throttled per user name and per client address with the SDK's
 // keyed token buckets (package governor.dev/governor/sdk/ratelimit), and
 // password changes per user name at the same rate; the client address is
-// taken from X-Forwarded-For only behind Options.TrustedProxies. Every
+// taken from X-Forwarded-For only behind Options.TrustedProxies, and an IPv6
+// client is its /64. An address over its limit touches no name's bucket, so
+// a throttled client cannot push other users' spent buckets out. Every
 // login, failure and logout is written to the rules audit log through
 // versioning.Auditor.RecordAudit, except that of the throttled attempts of a
 // client address only the first in a minute is (the others cost the client

@@ -89,6 +89,13 @@ func (m *Manager) Middleware(onError ErrorWriter) func(http.Handler) http.Handle
 			if p != nil && p.Session != nil && !safeMethod(r.Method) {
 				submitted := r.Header.Get(CSRFHeader)
 				if submitted == "" {
+					// A form over the body limit is that (413), not a
+					// missing CSRF token.
+					var mbe *http.MaxBytesError
+					if err := r.ParseForm(); errors.As(err, &mbe) {
+						onError(w, r, fmt.Errorf("auth: reading the form: %w", err))
+						return
+					}
 					submitted = r.PostFormValue(CSRFField)
 				}
 				if err := CheckCSRF(p, submitted); err != nil {
@@ -126,7 +133,7 @@ func Require(onError ErrorWriter, roles ...versioning.Role) func(http.Handler) h
 			p := FromContext(r.Context())
 			// Browsers are redirected; API calls (a page's script or
 			// automation) get an error document they can read.
-			page := r.Method == http.MethodGet && !strings.HasPrefix(r.URL.Path, "/api/")
+			page := (r.Method == http.MethodGet || r.Method == http.MethodHead) && !strings.HasPrefix(r.URL.Path, "/api/")
 			if p == nil {
 				if page {
 					http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)

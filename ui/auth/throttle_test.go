@@ -135,3 +135,18 @@ func TestThrottledLoginsAreAuditedOncePerAddressAMinute(t *testing.T) {
 	}
 	require.Equal(t, 2, throttledRows(), "a minute later")
 }
+
+// TestLoginFromOneIPv6BlockThrottledAsOneClient: logins for many names
+// from the addresses of one /64 share the address's limit.
+func TestLoginFromOneIPv6BlockThrottledAsOneClient(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	for i := range 3 {
+		_, _, err := e.m.Login(ctx, "user"+strconv.Itoa(i), "x", "2001:db8:1:2::"+strconv.Itoa(i+1))
+		require.ErrorIs(t, err, auth.ErrUnauthenticated)
+	}
+	_, _, err := e.m.Login(ctx, "user9", "x", "2001:db8:1:2:abcd::9")
+	require.ErrorIs(t, err, auth.ErrThrottled)
+	_, _, err = e.m.Login(ctx, "user9", "x", "2001:db8:1:3::1")
+	require.ErrorIs(t, err, auth.ErrUnauthenticated, "another /64 is another client")
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 
 	"golang.org/x/crypto/bcrypt"
@@ -494,13 +495,23 @@ func (m *Manager) ensureAdmin(ctx context.Context, name, hash string) (ensured, 
 // name and per client address (ErrThrottled); each success and failure is
 // audited, a throttled attempt only the first of its client address in a
 // minute. A wrong name and a wrong password give the same error.
+//
+// The client address is checked first, and the name's bucket is touched
+// only by attempts the address may make: a client over its limit cannot
+// push the names it posts into the throttle, whose least recently used
+// entries (another user's spent bucket) would make way for them. An IPv6
+// client is its /64, the block one host is usually given.
 func (m *Manager) Login(ctx context.Context, name, password, clientAddr string) (*Session, User, error) {
 	now := m.o.Clock.Nanotime()
-	okName, _ := m.throttle.Allow(throttleName(name), now, 1)
-	okAddr, _ := m.throttle.Allow("addr:"+clientAddr, now, 1)
+	addrKey := throttleAddr(clientAddr)
+	okAddr, _ := m.throttle.Allow(addrKey, now, 1)
+	okName := false
+	if okAddr {
+		okName, _ = m.throttle.Allow(throttleName(name), now, 1)
+	}
 	attempted := versioning.Actor{Name: name}
 	if !okName || !okAddr {
-		if ok, _ := m.auditThrottled.Allow("addr:"+clientAddr, now, 1); ok {
+		if ok, _ := m.auditThrottled.Allow(addrKey, now, 1); ok {
 			m.audit(ctx, attempted, versioning.ActionLoginFailure, detailJSON("reason", "throttled",
 				"addr", clientAddr, "note", "further throttled attempts from this address within the minute are not audited"))
 		}
@@ -534,6 +545,21 @@ func (m *Manager) Login(ctx context.Context, name, password, clientAddr string) 
 // client's, as long as the request body allows: the key is its digest so
 // that the limiter's keys stay small.
 func throttleName(name string) string { return "user:" + hashSecret(name) }
+
+// throttleAddr is the login throttle's key of a client address: the
+// address itself, or for IPv6 its /64, so that a client cannot take a
+// fresh bucket for every address of the block its host was given.
+func throttleAddr(addr string) string {
+	a, err := netip.ParseAddr(addr)
+	if err != nil || !a.Unmap().Is6() {
+		return "addr:" + addr
+	}
+	p, err := a.Prefix(64)
+	if err != nil {
+		return "addr:" + addr
+	}
+	return "addr:" + p.String()
+}
 
 func detailJSON(kv ...string) string {
 	m := map[string]string{}

@@ -46,6 +46,9 @@ func (p *Pages) overviewEvents(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return // the headers of the stream; it has no end to wait for
+	}
 	ctx := r.Context()
 	pr := auth.FromContext(ctx)
 	// The middleware resolved the token from this header; only its secret

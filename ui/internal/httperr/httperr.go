@@ -7,6 +7,7 @@ package httperr
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"html/template"
 	"log/slog"
 	"net/http"
@@ -28,6 +29,9 @@ var (
 	ErrNotFound = errors.New("ui: not found")
 	// ErrUnavailable: a backend (metrics, alerts) is not configured or down.
 	ErrUnavailable = errors.New("ui: unavailable")
+	// ErrMethodNotAllowed: the path exists, not with this method (the
+	// caller sets the Allow header).
+	ErrMethodNotAllowed = errors.New("ui: method not allowed")
 )
 
 type mapping struct {
@@ -35,60 +39,94 @@ type mapping struct {
 	status int
 	// public: the error's text may be shown to the user.
 	public bool
+	// strip: the sentinel's own text ("auth: invalid input") is not shown
+	// before the problem it introduces.
+	strip bool
 }
 
 var static = []mapping{
-	{versioning.ErrNotFound, http.StatusNotFound, true},
-	{versioning.ErrConflict, http.StatusConflict, true},
-	{versioning.ErrSelfApproval, http.StatusForbidden, true},
-	{versioning.ErrForbidden, http.StatusForbidden, true},
-	{versioning.ErrInvalidState, http.StatusConflict, true},
-	{versioning.ErrInvalid, http.StatusUnprocessableEntity, true},
-	{versioning.ErrTampered, http.StatusInternalServerError, true},
-	{versioning.ErrUnavailable, http.StatusServiceUnavailable, false},
-	{rules.ErrInvalid, http.StatusUnprocessableEntity, true},
-	{auth.ErrUnauthenticated, http.StatusUnauthorized, true},
-	{auth.ErrForbidden, http.StatusForbidden, true},
-	{auth.ErrThrottled, http.StatusTooManyRequests, true},
-	{auth.ErrCSRF, http.StatusForbidden, true},
-	{auth.ErrInvalid, http.StatusUnprocessableEntity, true},
-	{auth.ErrExists, http.StatusConflict, true},
-	{auth.ErrNotFound, http.StatusNotFound, true},
-	{auth.ErrUnavailable, http.StatusServiceUnavailable, false},
-	{model.ErrInvalid, http.StatusUnprocessableEntity, true},
-	{model.ErrNotFound, http.StatusNotFound, true},
-	{model.ErrConflict, http.StatusConflict, true},
-	{model.ErrUnavailable, http.StatusServiceUnavailable, false},
-	{configstore.ErrConflict, http.StatusConflict, true},
-	{alerts.ErrInvalid, http.StatusUnprocessableEntity, true},
-	{alerts.ErrNotFound, http.StatusNotFound, true},
-	{alerts.ErrStore, http.StatusServiceUnavailable, false},
-	{ErrBadRequest, http.StatusBadRequest, true},
-	{ErrNotFound, http.StatusNotFound, true},
-	{ErrUnavailable, http.StatusServiceUnavailable, true},
+	{versioning.ErrNotFound, http.StatusNotFound, true, false},
+	{versioning.ErrConflict, http.StatusConflict, true, false},
+	{versioning.ErrSelfApproval, http.StatusForbidden, true, false},
+	{versioning.ErrForbidden, http.StatusForbidden, true, false},
+	{versioning.ErrInvalidState, http.StatusConflict, true, false},
+	{versioning.ErrInvalid, http.StatusUnprocessableEntity, true, false},
+	{versioning.ErrTampered, http.StatusInternalServerError, true, false},
+	{versioning.ErrUnavailable, http.StatusServiceUnavailable, false, false},
+	{rules.ErrInvalid, http.StatusUnprocessableEntity, true, false},
+	{auth.ErrUnauthenticated, http.StatusUnauthorized, true, false},
+	{auth.ErrForbidden, http.StatusForbidden, true, false},
+	{auth.ErrThrottled, http.StatusTooManyRequests, true, false},
+	{auth.ErrCSRF, http.StatusForbidden, true, false},
+	{auth.ErrLastAdmin, http.StatusUnprocessableEntity, true, true},
+	{auth.ErrInvalid, http.StatusUnprocessableEntity, true, true},
+	{auth.ErrExists, http.StatusConflict, true, false},
+	{auth.ErrNotFound, http.StatusNotFound, true, false},
+	{auth.ErrUnavailable, http.StatusServiceUnavailable, false, false},
+	{model.ErrInvalid, http.StatusUnprocessableEntity, true, false},
+	{model.ErrNotFound, http.StatusNotFound, true, false},
+	{model.ErrConflict, http.StatusConflict, true, false},
+	{model.ErrUnavailable, http.StatusServiceUnavailable, false, false},
+	{configstore.ErrConflict, http.StatusConflict, true, false},
+	{alerts.ErrInvalid, http.StatusUnprocessableEntity, true, false},
+	{alerts.ErrNotFound, http.StatusNotFound, true, false},
+	{alerts.ErrStore, http.StatusServiceUnavailable, false, false},
+	{ErrBadRequest, http.StatusBadRequest, true, false},
+	{ErrNotFound, http.StatusNotFound, true, false},
+	{ErrUnavailable, http.StatusServiceUnavailable, true, false},
+	{ErrMethodNotAllowed, http.StatusMethodNotAllowed, true, false},
 }
 
 // Status returns the HTTP status for err and whether its text is safe to
-// show.
+// show. A request body over its limit (an *http.MaxBytesError anywhere in
+// err's chain) is 413.
 func Status(err error) (int, bool) {
-	for _, m := range static {
-		if errors.Is(err, m.err) {
-			return m.status, m.public
-		}
-	}
-	return http.StatusInternalServerError, false
+	m, ok := lookup(err)
+	return m.status, ok && m.public
 }
 
-// Message is the user-facing text for err.
-func Message(err error) string {
-	status, public := Status(err)
-	if public {
-		return err.Error()
+func lookup(err error) (mapping, bool) {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return mapping{status: http.StatusRequestEntityTooLarge, public: true}, true
 	}
+	for _, m := range static {
+		if errors.Is(err, m.err) {
+			return m, true
+		}
+	}
+	return mapping{status: http.StatusInternalServerError}, false
+}
+
+// Message is the user-facing text for err. An error of a sentinel whose
+// own text is internal (auth.ErrInvalid, auth.ErrLastAdmin) is shown from
+// the problem on: "roles: ...", not "auth: invalid input: roles: ...".
+func Message(err error) string {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return TooLargeMessage(mbe.Limit)
+	}
+	m, ok := lookup(err)
+	if ok && m.public {
+		msg := err.Error()
+		if m.strip {
+			msg = strings.TrimPrefix(msg, m.err.Error()+": ")
+		}
+		return msg
+	}
+	status := m.status
 	if status == http.StatusServiceUnavailable {
 		return "A backend is unavailable (the database or the metrics source). Try again shortly."
 	}
 	return "Internal error. It has been logged."
+}
+
+// TooLargeMessage says that a request body is over limit bytes.
+func TooLargeMessage(limit int64) string {
+	if limit >= 1<<20 && limit%(1<<20) == 0 {
+		return fmt.Sprintf("request body too large: at most %d bytes (%d MiB)", limit, limit>>20)
+	}
+	return fmt.Sprintf("request body too large: at most %d bytes", limit)
 }
 
 // Fields returns the field-level problems of an input error, if any.

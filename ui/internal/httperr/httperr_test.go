@@ -62,3 +62,18 @@ func TestWriteHidesInternals(t *testing.T) {
 	require.Equal(t, 422, body.Status)
 	require.Equal(t, "reason", body.Fields[0].Field)
 }
+
+// TestMessageOfLastAdminAndOversizedBody: the last-admin refusal is shown
+// without the package's prefix; a body over its limit is 413 naming it.
+func TestMessageOfLastAdminAndOversizedBody(t *testing.T) {
+	err := fmt.Errorf("%w: roles: removing the admin role from the only admin %q would leave nobody to manage users", auth.ErrLastAdmin, "ada")
+	status, _ := httperr.Status(err)
+	require.Equal(t, http.StatusUnprocessableEntity, status)
+	require.Equal(t, `roles: removing the admin role from the only admin "ada" would leave nobody to manage users`, httperr.Message(err))
+
+	big := fmt.Errorf("api: body: %w", &http.MaxBytesError{Limit: 2 << 20})
+	status, public := httperr.Status(big)
+	require.Equal(t, http.StatusRequestEntityTooLarge, status)
+	require.True(t, public)
+	require.Equal(t, "request body too large: at most 2097152 bytes (2 MiB)", httperr.Message(big))
+}

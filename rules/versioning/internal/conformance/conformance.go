@@ -806,6 +806,10 @@ func testRecordAudit(t *testing.T, f Factory) {
 	got, err := h.Store.Audit(ctx, versioning.AuditFilter{Actor: "mallory"})
 	require.NoError(t, err)
 	require.Len(t, got, 1)
+	// One person whatever the case: user names are unique ignoring case.
+	got, err = h.Store.Audit(ctx, versioning.AuditFilter{Actor: "Mallory"})
+	require.NoError(t, err)
+	require.Len(t, got, 1, "the actor filter ignores case")
 	_, err = h.Store.VerifyAudit(ctx)
 	require.NoError(t, err)
 }

@@ -104,7 +104,7 @@ func (s *Store) Audit(ctx context.Context, f versioning.AuditFilter) ([]versioni
 			add("service = $%d", f.Service)
 		}
 		if f.Actor != "" {
-			add("actor = $%d", f.Actor)
+			add("lower(actor) = lower($%d)", f.Actor) // rule_audit_actor_ci (migration 00302): one person, any case
 		}
 		if f.Action != "" {
 			add("action = $%d", string(f.Action))
