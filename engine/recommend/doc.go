@@ -10,7 +10,11 @@
 // lowers it, one below raises it again, but only while the ceiling binds
 // (raising a ceiling nobody reaches changes nothing and is not proposed).
 // The concurrency bounds (Concurrency.Max) of the rate-limited routes follow
-// the same ratio.
+// the same ratio. While a proposed ceiling is not in force (it waits for
+// approval, or was rejected) the load cannot answer it, so the controller's
+// integral holds once the proposal, by the evidence's own estimate
+// (ExpectedScore), brings the score to the setpoint: a waiting proposal
+// does not wind down to the band's floor.
 //
 // What a Recommender keeps between evaluations can move to another replica:
 // SaveBaselines and RestoreBaseline carry each service's healthy baseline,
@@ -48,7 +52,10 @@
 // The ceiling is a service-level number; the SDK enforces per instance. The
 // ceiling is split into equal per-instance shares from the live instance
 // count of the delivery ledger and re-split as instances come and go, so no
-// counter is shared on the request path. The service-level ceiling travels
+// counter is shared on the request path. A share is rounded to one decimal
+// or three significant digits, whichever is finer, so the instances
+// together enforce the ceiling the evidence names within 0.5%, whether
+// there is one of them or a thousand. The service-level ceiling travels
 // in the evidence of each engine version so a re-split keeps it.
 //
 // # Evidence and restraint

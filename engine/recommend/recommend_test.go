@@ -3,10 +3,13 @@ package recommend
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 
 	"governor.dev/governor/engine/loadscore"
 	"governor.dev/governor/engine/signals"
@@ -338,4 +341,56 @@ func checkoutAt500(t *testing.T) (*clock.Fake, versioning.Store, versioning.Vers
 		t.Fatal(err)
 	}
 	return clk, st, v1
+}
+
+// The per-instance rates the SDK enforces add up to the service-wide
+// ceiling the evidence names, within 1%, from one instance to a thousand.
+func TestPerInstanceRatesEnforceTheCeilingInTheEvidenceAtAnyInstanceCount(t *testing.T) {
+	tests := []struct {
+		instances   int
+		perInstance float64
+	}{
+		{1, 500}, {3, 3.3}, {400, 1}, {1000, 0.05}, {250, 0.4},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.instances), func(t *testing.T) {
+			r := newRec(t)
+			c := float64(tt.instances) * tt.perInstance
+			in := Input{Service: "checkout", Score: score(0.95), Entry: entry(c), Active: active(tt.perInstance, nil), Instances: tt.instances, Band: DefaultBand()}
+			rec := run(r, in, 3)
+			if rec.Ruleset == nil {
+				t.Fatalf("no recommendation: %s", rec.Reason)
+			}
+			per := rec.Ruleset.Routes[0].RateLimit.Rate
+			enforced := per * float64(tt.instances)
+			want := rec.Evidence.Ceiling.Routes["api"]
+			if math.Abs(enforced/want-1) > 0.01 {
+				t.Fatalf("%d instances at %v req/s each enforce %v req/s, evidence says %v (ceiling to %v); effect: %s",
+					tt.instances, per, enforced, want, rec.Evidence.Ceiling.To, rec.Evidence.ExpectedEffect)
+			}
+			if got := rec.Evidence.Ceiling.PerInstance["api"]; got != per {
+				t.Fatalf("evidence per instance %v, ruleset %v", got, per)
+			}
+		})
+	}
+}
+
+// A proposal waiting for approval does not move the ceiling in force, so
+// the load cannot answer it: the controller must not wind the proposal
+// down to the band's floor meanwhile (a 90% cut expected to bring the
+// score to 0.10 after two minutes), but hold it where, by the evidence's
+// own estimate, it answers the error.
+func TestAProposalWaitingForApprovalDoesNotWindTheControllerDown(t *testing.T) {
+	in := Input{Service: "checkout", Score: score(0.95), Entry: entry(1000), Active: active(500, nil), Instances: 2, Band: DefaultBand()}
+	settled := run(newRec(t), in, 12)
+	for _, n := range []int{3, 6, 12, 60} {
+		rec := run(newRec(t), in, n)
+		require.NotNil(t, rec.Ruleset, rec.Reason)
+		ev := rec.Evidence
+		require.Less(t, ev.Ceiling.To, 1000.0, "still a cut")
+		require.GreaterOrEqual(t, ev.ExpectedScore, 0.6, "after %d evaluations: %s", n, rec.Reason)
+		if n >= 12 {
+			require.Equal(t, settled.Evidence.Ceiling.To, ev.Ceiling.To, "after %d evaluations the waiting proposal moved", n)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"sync"
 	"time"
 
@@ -146,6 +147,9 @@ func (r *Recommender) Evaluate(in Input) Recommendation {
 			return none(true, "controller: %v", err)
 		}
 	}
+	if err := st.integrate(&r.o, !r.answered(st.ctl.Output(), cur.To, in)); err != nil {
+		return none(true, "controller: %v", err)
+	}
 	out, err := st.ctl.Update(in.At, r.o.Setpoint, in.Score.Value)
 	if err != nil {
 		return none(true, "controller: %v", err)
@@ -269,6 +273,52 @@ func (st *state) observe(in Input) Detector {
 		LatencyWarn: t.LatencyWarn, LatencyCritical: t.LatencyCritical, PeakThroughput: t.PeakThroughput}
 }
 
+// answered reports whether the controller's output out, a change worth
+// proposing that is not in force (waiting for approval, or rejected), already
+// answers the error: by the evidence's own estimate (the load score scaled
+// by the rate the new ceiling would serve, see effect) it brings the score
+// to the setpoint or past it. The ceiling did not follow the output, so the
+// load cannot answer; integrating on would wind the proposal down to the
+// band's floor (or up to its ceiling) within minutes. The integral holds
+// until the ceiling follows (a new version restarts the controller) or the
+// load moves. With the offered rate unknown it holds too.
+func (r *Recommender) answered(out, cur float64, in Input) bool {
+	if math.Abs(out/cur-1) < r.o.MinChange {
+		return false
+	}
+	if in.Entry == nil {
+		return true
+	}
+	rate, ok := in.Entry.Get(signals.RequestRate).Get()
+	if !ok || !(rate > 0) {
+		return true
+	}
+	expected := in.Score.Value * min(rate, out) / min(rate, cur)
+	if out < cur {
+		return expected <= r.o.Setpoint
+	}
+	return expected >= r.o.Setpoint
+}
+
+// integrate turns the controller's integral action on or off (bumpless:
+// the integral term keeps its value while Ki is 0). A controller without
+// proportional or derivative gain keeps integrating: it has nothing else.
+func (st *state) integrate(o *Options, on bool) error {
+	cfg := st.ctl.Config()
+	ki := 0.0
+	if on {
+		ki = o.Gains.Ki * st.base
+	}
+	if cfg.Ki == ki || (cfg.Kp == 0 && cfg.Kd == 0) {
+		return nil
+	}
+	cfg.Ki, cfg.AntiWindup = ki, pid.BackCalculation
+	if ki == 0 {
+		cfg.AntiWindup = pid.Conditional
+	}
+	return st.ctl.SetConfig(cfg)
+}
+
 // track (re)starts the controller at ceiling c0: bumpless, from c0.
 func (st *state) track(o *Options, in Input, c0 float64) error {
 	lo, hi := in.Band.bounds(c0)
@@ -343,7 +393,7 @@ func apply(active *rules.Ruleset, cur Ceiling, to float64, n int) (*rules.Rulese
 			continue
 		}
 		svc *= ratio
-		per := math.Max(math.Round(svc/float64(n)*10)/10, 0.1)
+		per := perInstance(svc, n)
 		ceil.Routes[rt.Name] = svc
 		ceil.PerInstance[rt.Name] = per
 		rt.RateLimit.Rate = per
@@ -360,6 +410,29 @@ func apply(active *rules.Ruleset, cur Ceiling, to float64, n int) (*rules.Rulese
 		conc = nil
 	}
 	return rs, ceil, conc
+}
+
+// perInstance is a service-wide rate split over n instances, rounded to
+// one decimal or to three significant digits, whichever is finer, so
+// that the instances together enforce the service-wide rate within 0.5%
+// however many there are (a fixed 0.1 req/s step would double a 50 req/s
+// route over 1000 instances, or cut one over 250 by a sixth).
+func perInstance(svc float64, n int) float64 {
+	x := svc / float64(n)
+	if !(x > 0) || x >= 100 {
+		return math.Round(x*10) / 10
+	}
+	q := math.Pow(10, 2-math.Floor(math.Log10(x))) // below 100: at least 10
+	return math.Round(x*q) / q
+}
+
+// rateText renders a per-instance rate: one decimal when that is exact,
+// else every digit it has.
+func rateText(v float64) string {
+	if math.Round(v*10) == v*10 {
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
 }
 
 // effect fills the expected effect of moving the ceiling from cur to `to` at
@@ -380,7 +453,7 @@ func effect(ev *Evidence, cur, to, rate float64, resplit bool, wasInstances int)
 	sort.Strings(names)
 	split := ""
 	for _, n := range names {
-		split += fmt.Sprintf(" %s %.1f/s each", n, ev.Ceiling.PerInstance[n])
+		split += fmt.Sprintf(" %s %s/s each", n, rateText(ev.Ceiling.PerInstance[n]))
 	}
 	verb := "lower"
 	if to > cur {

@@ -66,7 +66,10 @@
 //
 // A Recommender learns a service's healthy baselines from per-interval
 // signals (throughput, error ratio, p50/p99 latency), skipping intervals with
-// errors above the health limit or anomalous latency, and recommends a
+// errors above the health limit or anomalous latency (the detector's score,
+// or a p99 above the critical level of the healthy baseline, so a lasting
+// incident is not learnt as healthy once the detector has adapted to it;
+// a level lasting MinSamples intervals is learnt as the new normal), and recommends a
 // breaker slow-call threshold from the baseline p99, a rate ceiling from the
 // healthy peak throughput (a high quantile, not the maximum) plus headroom, and
 // latency and error-ratio alert levels (the healthy median plus WarnSpreads

@@ -39,6 +39,15 @@ type RecommenderOptions struct {
 	Sketch SketchOptions
 	// Detector configures the anomaly detector run on the p99 latency; an
 	// interval it scores at or above AnomalyScore is not healthy.
+	//
+	// Neither is one whose p99 is above the critical level of the healthy
+	// baseline (its robust level plus CriticalSpreads of its robust
+	// spread), once Detector.Warmup healthy intervals have shaped it. The
+	// detector adapts to a lasting incident within minutes and reports an
+	// event once, so its score alone would let the incident in as healthy;
+	// the healthy baseline learns only from healthy intervals, so it does
+	// not. A level that lasts MinSamples consecutive intervals (as long as
+	// a baseline takes to learn) is taken as the new normal and learnt.
 	Detector     Options
 	AnomalyScore float64
 }
@@ -117,6 +126,9 @@ type Recommender struct {
 	errSpread  robust
 	healthy    int
 	total      int
+	// above counts the consecutive intervals whose p99 was above the
+	// healthy baseline's critical level.
+	above int
 }
 
 // NewRecommender returns a Recommender or an error naming the bad option.
@@ -152,7 +164,13 @@ func (r *Recommender) Observe(iv Interval) (healthy bool) {
 	}
 	r.total++
 	res := r.detector.Observe(iv.Time, iv.LatencyP99)
-	if iv.ErrorRatio > r.opt.HealthyErrorRatio || (!res.Inconclusive && res.Score >= r.opt.AnomalyScore) {
+	if r.aboveBaseline(iv.LatencyP99) {
+		r.above = min(r.above+1, math.MaxInt32)
+	} else {
+		r.above = 0
+	}
+	if iv.ErrorRatio > r.opt.HealthyErrorRatio || (!res.Inconclusive && res.Score >= r.opt.AnomalyScore) ||
+		(r.above > 0 && r.above <= r.opt.MinSamples) {
 		return false
 	}
 	r.healthy++
@@ -163,6 +181,15 @@ func (r *Recommender) Observe(iv Interval) (healthy bool) {
 	r.errs.Add(iv.Time, iv.ErrorRatio)
 	r.errSpread.update(iv.ErrorRatio, r.opt.Detector.Clip)
 	return true
+}
+
+// aboveBaseline reports whether p99 is above the critical level of the
+// healthy p99 baseline, once Detector.Warmup healthy intervals shaped it.
+func (r *Recommender) aboveBaseline(p99 float64) bool {
+	if r.healthy < r.opt.Detector.Warmup {
+		return false
+	}
+	return p99 > r.p99Spread.mean+r.opt.CriticalSpreads*r.p99Spread.spread()
 }
 
 // Recommend returns the current recommendation.

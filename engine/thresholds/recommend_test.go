@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 func TestRecommender(t *testing.T) {
@@ -109,4 +111,66 @@ func TestRecommenderOptionsValidate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// latencyFeed feeds r intervals of about p99 seconds (10% noise, no
+// errors), 30 s apart, and returns how many counted as healthy.
+type latencyFeed struct {
+	r   *Recommender
+	rng *rand.Rand
+	i   int
+}
+
+func (f *latencyFeed) feed(n int, p99 float64) (healthy int) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for range n {
+		f.i++
+		v := p99 * (1 + 0.1*f.rng.NormFloat64())
+		if f.r.Observe(Interval{Time: t0.Add(time.Duration(f.i) * 30 * time.Second), Throughput: 100, LatencyP50: v / 3, LatencyP99: v}) {
+			healthy++
+		}
+	}
+	return healthy
+}
+
+func TestLatencyIncidentWithoutErrorsIsNotLearntAsHealthy(t *testing.T) {
+	o := DefaultRecommenderOptions()
+	o.MinSamples = 500
+	r, err := NewRecommender(o)
+	require.NoError(t, err)
+	f := &latencyFeed{r: r, rng: rand.New(rand.NewPCG(1, 2))}
+	require.Equal(t, 3000, f.feed(3000, 0.1))
+	before := r.Recommend()
+	require.False(t, before.Inconclusive)
+
+	// Two hours at ten times the latency, without errors: the detector
+	// adapts within minutes and reports the event once, yet none of it may
+	// shape the baselines or the alert levels.
+	require.Zero(t, f.feed(240, 1.0), "incident intervals counted as healthy")
+	after := r.Recommend()
+	require.Equal(t, before.HealthyIntervals, after.HealthyIntervals)
+	require.Equal(t, before.BaselineP99, after.BaselineP99)
+	require.Equal(t, before.LatencyWarn, after.LatencyWarn)
+	require.Equal(t, before.LatencyCritical, after.LatencyCritical)
+
+	// Back to normal: learning resumes at once.
+	require.Equal(t, 100, f.feed(100, 0.1))
+}
+
+func TestLatencyLevelLastingMinSamplesIsLearntAsTheNewNormal(t *testing.T) {
+	o := DefaultRecommenderOptions()
+	o.MinSamples = 500
+	r, err := NewRecommender(o)
+	require.NoError(t, err)
+	f := &latencyFeed{r: r, rng: rand.New(rand.NewPCG(3, 4))}
+	f.feed(1000, 0.1)
+	require.Zero(t, f.feed(o.MinSamples, 0.5), "held out while it may be an incident")
+	require.Equal(t, 200, f.feed(200, 0.5), "a level lasting MinSamples intervals is the new normal")
+
+	// The count survives a restart.
+	b, err := r.MarshalBinary()
+	require.NoError(t, err)
+	n, err := RestoreRecommender(o, b)
+	require.NoError(t, err)
+	require.Equal(t, r.above, n.above)
 }

@@ -363,6 +363,7 @@ func (r *Recommender) MarshalBinary() ([]byte, error) {
 	e.robust(r.errSpread)
 	e.I(int64(r.healthy))
 	e.I(int64(r.total))
+	e.I(int64(r.above))
 	return e.B, nil
 }
 
@@ -397,6 +398,10 @@ func RestoreRecommender(opt RecommenderOptions, b []byte) (*Recommender, error) 
 	x.robust("error ratio spread", &n.errSpread)
 	n.healthy = x.n("healthy intervals", math.MaxInt32)
 	n.total = x.n("intervals", math.MaxInt32)
+	if x.Err == nil && len(x.B) > 0 {
+		// Absent from states saved before it was kept: none above.
+		n.above = x.n("intervals above the baseline", math.MaxInt32)
+	}
 	if x.Err == nil && n.healthy > n.total {
 		x.Fail("%d healthy intervals of %d: want at most all", n.healthy, n.total)
 	}
