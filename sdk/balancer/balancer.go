@@ -3,6 +3,7 @@ package balancer
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -17,7 +18,8 @@ import (
 // Errors returned by this package.
 var (
 	// ErrNoEndpoint is returned by Pick when there is no endpoint, or when
-	// every endpoint is ejected (then it also wraps breaker.ErrOpen).
+	// no endpoint's breaker admits the call and panic mode is off (then it
+	// also wraps breaker.ErrOpen).
 	ErrNoEndpoint = errors.New("balancer: no endpoint available")
 	// ErrInvalidConfig wraps configuration errors from New.
 	ErrInvalidConfig = errors.New("balancer: invalid config")
@@ -27,6 +29,10 @@ var (
 const (
 	DefaultDecay     = 10 * time.Second
 	DefaultSlowStart = 30 * time.Second
+	// DefaultPanicThreshold is the panic threshold when
+	// rules.Balancer.PanicThreshold is unset, as Envoy's
+	// healthy_panic_threshold.
+	DefaultPanicThreshold = 0.5
 	// minSlowStartShare is the smallest chance a just-added endpoint keeps a
 	// pick, so it gets samples from the start.
 	minSlowStartShare = 0.05
@@ -58,18 +64,43 @@ type Options struct {
 
 // Balancer picks endpoints of one downstream. It is safe for concurrent use.
 type Balancer struct {
-	eps       atomic.Pointer[[]*Endpoint]
+	eps       atomic.Pointer[list]
 	decay     float64
 	slowStart int64
-	opts      Options
+	// panicAt is the panic threshold; 0 when panic mode is off, also
+	// without a breaker of kind breaker (nothing is ever ejected).
+	panicAt float64
+	// changes counts the state changes of the endpoints' breakers; the
+	// hooks of every endpoint built for this balancer add to it, and a
+	// balancer inheriting the very same endpoints shares it.
+	changes *atomic.Uint64
+	panics  atomic.Uint64 // picks that went around a refusing breaker
+	opts    Options
 
 	mu sync.Mutex // serialises changes to the endpoint list
+}
+
+// list is an endpoint list with its count of healthy endpoints.
+type list struct {
+	eps []*Endpoint
+	// healthy caches how many endpoints have a closed breaker: the low 32
+	// bits of Balancer.changes when it was counted, above the count. It is
+	// counted again only once a breaker has changed state since, so Pick
+	// does not scan the list while the breakers are steady.
+	healthy atomic.Uint64
 }
 
 // New builds a balancer with no endpoints.
 func New(c rules.Balancer, opts Options) (*Balancer, error) {
 	if c.Decay < 0 || c.SlowStart < 0 {
 		return nil, fmt.Errorf("%w: decay and slow_start must not be negative", ErrInvalidConfig)
+	}
+	panicAt := DefaultPanicThreshold
+	if c.PanicThreshold != nil {
+		panicAt = *c.PanicThreshold
+	}
+	if math.IsNaN(panicAt) || panicAt < 0 || panicAt > 1 {
+		return nil, fmt.Errorf("%w: panic_threshold must be between 0 and 1, got %v", ErrInvalidConfig, panicAt)
 	}
 	if c.Decay == 0 {
 		c.Decay = rules.Duration(DefaultDecay)
@@ -91,22 +122,83 @@ func New(c rules.Balancer, opts Options) (*Balancer, error) {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 		}
 	}
+	if opts.Breaker == nil || breaker.WithDefaults(*opts.Breaker).Kind != rules.BreakerKindBreaker {
+		panicAt = 0 // a throttle never ejects, and its refusals must stand
+	}
 	from := opts.Inherit
 	opts.Inherit = nil // keep no chain of replaced balancers alive
-	b := &Balancer{decay: float64(c.Decay), slowStart: int64(c.SlowStart), opts: opts}
+	b := &Balancer{decay: float64(c.Decay), slowStart: int64(c.SlowStart), panicAt: panicAt, opts: opts}
+	b.changes = new(atomic.Uint64)
 	eps := []*Endpoint{}
 	if from != nil {
 		same := sameBreaker(from.opts.Breaker, opts.Breaker)
-		for _, e := range *from.eps.Load() {
+		if same {
+			b.changes = from.changes // their breakers' hooks count there
+		}
+		for _, e := range from.eps.Load().eps {
 			if !same {
 				e = b.carryOver(e)
 			}
 			eps = append(eps, e)
 		}
 	}
-	b.eps.Store(&eps)
+	b.store(eps)
 	return b, nil
 }
+
+// store makes eps the endpoint list, with its healthy count.
+func (b *Balancer) store(eps []*Endpoint) {
+	l := &list{eps: eps}
+	if b.panicAt > 0 {
+		l.healthy.Store(b.count(eps, b.opts.Clock.Nanotime()))
+	}
+	b.eps.Store(l)
+}
+
+// count counts the endpoints with a closed breaker and returns the count
+// as list.healthy holds it.
+func (b *Balancer) count(eps []*Endpoint, now int64) uint64 {
+	// Read the changes first: a state change during the scan leaves a
+	// stale count marked with an older value, which the next Pick counts
+	// again.
+	v := b.changes.Load()
+	var n uint64
+	for _, e := range eps {
+		if e.brk == nil || e.brk.State(now) == breaker.Closed {
+			n++
+		}
+	}
+	return v<<32 | n
+}
+
+// panicking reports whether fewer than the panic threshold's share of the
+// endpoints in l have a closed breaker.
+func (b *Balancer) panicking(l *list, now int64) bool {
+	if b.panicAt == 0 {
+		return false
+	}
+	w := l.healthy.Load()
+	if uint32(w>>32) != uint32(b.changes.Load()) {
+		// A breaker changed state since the count: count again. Picks
+		// that race here each count; the store of an older count is
+		// corrected by the next Pick, as it is marked with an older value.
+		w = b.count(l.eps, now)
+		l.healthy.Store(w)
+	}
+	return float64(uint32(w)) < b.panicAt*float64(len(l.eps))
+}
+
+// Panicking reports whether the balancer is in panic mode at now: fewer
+// than the panic threshold's share of its endpoints have a closed breaker,
+// so Pick ignores ejections.
+func (b *Balancer) Panicking(now int64) bool {
+	l := b.eps.Load()
+	return len(l.eps) > 0 && b.panicking(l, now)
+}
+
+// PanicPicks returns how many picks panic mode has made: calls sent to an
+// endpoint whose breaker did not admit them (Pick.Panic). It only grows.
+func (b *Balancer) PanicPicks() uint64 { return b.panics.Load() }
 
 // sameBreaker reports whether two endpoints' breaker rules are equal once
 // defaults are filled in.
@@ -137,7 +229,7 @@ func (b *Balancer) Update(addrs []string) {
 
 // update replaces the list; b.mu must be held.
 func (b *Balancer) update(addrs []string) {
-	old := *b.eps.Load()
+	old := b.eps.Load().eps
 	next := make([]*Endpoint, 0, len(addrs))
 	for _, a := range addrs {
 		if slices.ContainsFunc(next, func(e *Endpoint) bool { return e.addr == a }) {
@@ -149,7 +241,7 @@ func (b *Balancer) update(addrs []string) {
 		}
 		next = append(next, b.newEndpoint(a))
 	}
-	b.eps.Store(&next)
+	b.store(next)
 }
 
 // Add adds an endpoint unless it is present.
@@ -171,7 +263,7 @@ func (b *Balancer) Remove(addr string) {
 
 // Endpoints returns the addresses in the list.
 func (b *Balancer) Endpoints() []string {
-	eps := *b.eps.Load()
+	eps := b.eps.Load().eps
 	out := make([]string, len(eps))
 	for i, e := range eps {
 		out[i] = e.addr
@@ -180,11 +272,11 @@ func (b *Balancer) Endpoints() []string {
 }
 
 // Len returns the number of endpoints.
-func (b *Balancer) Len() int { return len(*b.eps.Load()) }
+func (b *Balancer) Len() int { return len(b.eps.Load().eps) }
 
 // Endpoint returns the endpoint with the address, or nil.
 func (b *Balancer) Endpoint(addr string) *Endpoint {
-	for _, e := range *b.eps.Load() {
+	for _, e := range b.eps.Load().eps {
 		if e.addr == addr {
 			return e
 		}
@@ -195,9 +287,12 @@ func (b *Balancer) Endpoint(addr string) *Endpoint {
 func (b *Balancer) newEndpoint(addr string) *Endpoint {
 	e := &Endpoint{addr: addr, added: b.opts.Clock.Nanotime()}
 	if b.opts.Breaker != nil {
-		var hook func(from, to breaker.State)
-		if f := b.opts.OnStateChange; f != nil {
-			hook = func(from, to breaker.State) { f(addr, from, to) }
+		changes, f := b.changes, b.opts.OnStateChange
+		hook := func(from, to breaker.State) {
+			changes.Add(1) // first: the healthy count must follow even if f panics
+			if f != nil {
+				f(addr, from, to)
+			}
 		}
 		e.brk, _ = breaker.New(*b.opts.Breaker, breaker.Options{OnStateChange: hook}) // checked in New
 	}
@@ -211,6 +306,7 @@ type Pick struct {
 	ep     *Endpoint
 	ticket breaker.Ticket
 	start  int64
+	panic  bool
 }
 
 // Addr returns the chosen endpoint's address.
@@ -219,15 +315,20 @@ func (p Pick) Addr() string { return p.ep.addr }
 // Endpoint returns the chosen endpoint.
 func (p Pick) Endpoint() *Endpoint { return p.ep }
 
+// Panic reports whether panic mode made the pick: the endpoint's breaker did
+// not admit the call, so its outcome goes to the latency estimate only.
+func (p Pick) Panic() bool { return p.panic }
+
 // Pick chooses an endpoint for a call starting at now (monotonic
 // nanoseconds) and counts the call in flight on it.
 func (b *Balancer) Pick(now int64) (Pick, error) {
-	eps := *b.eps.Load()
+	l := b.eps.Load()
+	eps := l.eps
 	switch len(eps) {
 	case 0:
 		return Pick{}, ErrNoEndpoint
 	case 1:
-		return b.admit(eps[0], nil, now, eps)
+		return b.admit(eps[0], nil, now, l)
 	}
 	i := b.opts.IntN(len(eps))
 	j := b.opts.IntN(len(eps) - 1)
@@ -235,14 +336,18 @@ func (b *Balancer) Pick(now int64) (Pick, error) {
 		j++
 	}
 	x, y := eps[i], eps[j]
-	xo, yo := x.ejected(now), y.ejected(now)
-	switch {
-	case xo && yo:
-		return b.admit(nil, nil, now, eps)
-	case xo:
-		return b.admit(y, nil, now, eps)
-	case yo:
-		return b.admit(x, nil, now, eps)
+	// Panic mode matters only when a candidate is ejected or refuses the
+	// call, so the healthy count is not even looked at while both are
+	// healthy.
+	if xo, yo := x.ejected(now), y.ejected(now); (xo || yo) && !b.panicking(l, now) {
+		switch {
+		case xo && yo:
+			return b.admit(nil, nil, now, l)
+		case xo:
+			return b.admit(y, nil, now, l)
+		default:
+			return b.admit(x, nil, now, l)
+		}
 	}
 	if y.load(now, b.decay) < x.load(now, b.decay) {
 		x, y = y, x
@@ -250,7 +355,7 @@ func (b *Balancer) Pick(now int64) (Pick, error) {
 	if !b.warm(x, now) && b.warm(y, now) {
 		x, y = y, x // a slow-starting endpoint loses this pick
 	}
-	return b.admit(x, y, now, eps)
+	return b.admit(x, y, now, l)
 }
 
 // warm reports whether e keeps a pick: always once its slow start is over,
@@ -265,13 +370,25 @@ func (b *Balancer) warm(e *Endpoint, now int64) bool {
 }
 
 // admit asks the chosen endpoint's breaker (then the alternative's, then any
-// endpoint's) and counts the call in flight.
-func (b *Balancer) admit(first, second *Endpoint, now int64, all []*Endpoint) (Pick, error) {
-	for _, e := range [2]*Endpoint{first, second} {
-		if e == nil {
-			continue
+// endpoint's) and counts the call in flight. In panic mode the chosen
+// endpoint takes the call even if its breaker refuses it.
+func (b *Balancer) admit(first, second *Endpoint, now int64, l *list) (Pick, error) {
+	all := l.eps
+	if first != nil {
+		if p, ok := b.try(first, now); ok {
+			return p, nil
 		}
-		if p, ok := b.try(e, now); ok {
+		if b.panicking(l, now) {
+			// No ticket: the breaker neither counts the call nor gives
+			// up a probe slot for it, so ejection still ends only through
+			// the breaker's own half-open probes.
+			b.panics.Add(1)
+			first.inflight.Add(1)
+			return Pick{ep: first, start: now, panic: true}, nil
+		}
+	}
+	if second != nil {
+		if p, ok := b.try(second, now); ok {
 			return p, nil
 		}
 	}
@@ -350,7 +467,7 @@ func (b *Balancer) Cancel(p Pick) {
 // Ejected returns the addresses whose breakers are open at now.
 func (b *Balancer) Ejected(now int64) []string {
 	var out []string
-	for _, e := range *b.eps.Load() {
+	for _, e := range b.eps.Load().eps {
 		if e.ejected(now) {
 			out = append(out, e.addr)
 		}

@@ -222,9 +222,14 @@ func TestConcurrentAddAndRemoveLoseNothing(t *testing.T) {
 	}
 }
 
-func TestAllEjected(t *testing.T) {
+// TestAllEjectedWithoutPanicModeRefuses: with panic_threshold 0 a fully
+// ejected downstream refuses calls (panic_test.go covers panic mode).
+func TestAllEjectedWithoutPanicModeRefuses(t *testing.T) {
 	brk := &rules.Breaker{MinCalls: 1, HalfOpenProbes: 1}
-	b, clk := settled(t, brk, "a", "b")
+	off := 0.0
+	b, clk := newTest(t, rules.Balancer{SlowStart: rules.Duration(time.Second), PanicThreshold: &off}, brk)
+	b.Update([]string{"a", "b"})
+	clk.Advance(time.Second)
 	for _, addr := range []string{"a", "b"} {
 		for b.Endpoint(addr).ejected(clk.Nanotime()) == false {
 			p, err := b.Pick(clk.Nanotime())

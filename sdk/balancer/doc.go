@@ -18,6 +18,32 @@
 // its share of traffic ramps up instead of a cold instance taking a
 // stampede. With a breaker configured each endpoint has its own; an endpoint
 // whose breaker is open is ejected (never picked) until its open period ends.
+//
+// Panic mode keeps ejection from taking the whole fleet out, as Envoy's
+// healthy panic threshold does. When fewer than PanicThreshold (default 0.5;
+// 0 turns it off) of the endpoints have a closed breaker, as when a
+// dependency shared by all of them fails or an overload cascades, Pick
+// ignores ejection and chooses among all endpoints by P2C as usual, instead
+// of piling every call onto the few left or refusing every call. It applies
+// to breakers of kind breaker only (a throttle never ejects, and what it
+// rejects stays rejected). With a single endpoint any threshold above 0
+// means its breaker never refuses a pick; the downstream's own breaker
+// (sdk/outbound) still fails calls fast. The healthy count is kept per
+// endpoint list and counted again only after a breaker changes state, so
+// Pick does not scan the endpoints while the breakers are steady.
+//
+// Panic mode and half-open probes: a half-open endpoint counts as unhealthy
+// (it admits only its probes), so a fleet whose open periods end together
+// stays in panic mode until probes have closed enough breakers, rather than
+// refusing every call but a few probes. In panic mode a picked endpoint's
+// breaker is still asked first: once its open period is over, the call
+// becomes its half-open probe and its outcome decides the breaker as usual.
+// A call the breaker does not admit (still open, or every probe slot taken)
+// goes to the endpoint without a ticket (Pick.Panic reports it, PanicPicks
+// counts it): its latency and failure feed the estimate, but the breaker
+// never sees it, so panic traffic can neither close an ejected endpoint's
+// breaker early nor reopen or extend it. Ejection ends only through the
+// breaker's own probes.
 // A call that ends without an outcome (never made, or cancelled by its
 // caller) is given back with Cancel rather than Done: it frees its in-flight
 // count and any half-open probe slot and moves neither the estimate nor the

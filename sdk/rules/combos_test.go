@@ -39,6 +39,10 @@ func TestValidateRefusesIgnoredCombinations(t *testing.T) {
 		{"open_base on a throttle", down, `"breaker":{"kind":"throttle","open_base":"1s"}`, "downstreams[0].breaker.open_base", "kind throttle"},
 		{"open_max on a throttle", down, `"breaker":{"kind":"throttle","open_max":"1m"}`, "downstreams[0].breaker.open_max", "kind throttle"},
 		{"half_open_probes on a throttle", down, `"breaker":{"kind":"throttle","half_open_probes":2}`, "downstreams[0].breaker.half_open_probes", "kind throttle"},
+		{"panic threshold without a breaker", down, `"balancer":{"panic_threshold":0.3}`,
+			"downstreams[0].balancer.panic_threshold", "only with a breaker of kind breaker"},
+		{"panic threshold with a throttle", down, `"breaker":{"kind":"throttle"},"balancer":{"panic_threshold":0.3}`,
+			"downstreams[0].balancer.panic_threshold", "only with a breaker of kind breaker"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,6 +74,9 @@ func TestValidateAcceptsDocumentedCombinations(t *testing.T) {
 		{"caller header with callers", `{"service":"a","routes":[{"name":"r","match":{"path_prefix":"/"},"exempt":{"caller_header":"X-Who","callers":["probe"]}}]}`},
 		{"fixed with initial and min", `{"service":"a","routes":[{"name":"r","match":{"path_prefix":"/"},"concurrency":{"algorithm":"fixed","initial":2,"min":1,"max":2}}]}`},
 		{"slow_call with the slow ratio off", `{"service":"a","downstreams":[{"name":"d","breaker":{"slow_call":"300ms"}}]}`},
+		{"panic mode off", `{"service":"a","downstreams":[{"name":"d","breaker":{},"balancer":{"panic_threshold":0}}]}`},
+		{"panic threshold 1", `{"service":"a","downstreams":[{"name":"d","breaker":{"kind":"breaker"},"balancer":{"panic_threshold":1}}]}`},
+		{"panic threshold", `{"service":"a","downstreams":[{"name":"d","breaker":{},"balancer":{"panic_threshold":0.25}}]}`},
 		{"throttle with window and k", `{"service":"a","downstreams":[{"name":"d","breaker":{"kind":"throttle","window":"5s","k":1.5}}]}`},
 		{"consistent users keyed by the application", `{"service":"a","routes":[{"name":"r","match":{"path_prefix":"/"},"concurrency":{},"shedding":{"consistent_users":true}}]}`},
 	}

@@ -330,6 +330,14 @@ type Balancer struct {
 	Decay Duration `json:"decay,omitempty"`
 	// SlowStart ramps a new endpoint's share over this period; default 30s.
 	SlowStart Duration `json:"slow_start,omitempty"`
+	// PanicThreshold is the share of endpoints, in [0, 1], whose breakers
+	// must be closed for ejection to apply: below it the balancer picks
+	// among all endpoints, ejected ones included (panic mode), rather than
+	// pile every call onto the few that are left or refuse every call.
+	// Default (unset) 0.5; 0 turns panic mode off, so a fully ejected
+	// downstream refuses calls. It has effect only with a breaker of kind
+	// breaker.
+	PanicThreshold *float64 `json:"panic_threshold,omitempty"`
 }
 
 // Duration is a time.Duration that encodes as a Go duration string ("150ms").

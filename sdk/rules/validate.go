@@ -458,5 +458,13 @@ func (c *checker) downstream(f string, d *Downstream) {
 	if b := d.Balancer; b != nil {
 		c.duration(f, ".balancer.decay", b.Decay, time.Hour)
 		c.duration(f, ".balancer.slow_start", b.SlowStart, time.Hour)
+		if p := b.PanicThreshold; p != nil {
+			c.ratio(f, ".balancer.panic_threshold", *p, true)
+			// Only a breaker of kind breaker ejects endpoints; without one
+			// there is no ejection for panic mode to override.
+			if k := d.Breaker; k == nil || k.Kind == BreakerKindThrottle {
+				c.add(f+".balancer.panic_threshold", "has effect only with a breaker of kind breaker")
+			}
+		}
 	}
 }
