@@ -27,7 +27,10 @@
 // A service absent from a cycle's signals loses its load-score gauge at
 // once and its API score after the tracker's MaxGap. Its active version is
 // still handed to the guardrail while it was seen within
-// Options.ForgetAfter (default 1h) or the guardrail still judges it, so a
+// Options.ForgetAfter (default 1h) or the guardrail still judges it (and
+// once, when the engine has not read that version before: an engine that
+// restarts or takes the lead after the service went silent still hands it
+// to the guardrail, which watches it while it is recent), so a
 // version after which no instance reports any more gets a decision (see
 // package engine/guardrail), with the delivery ledger's latest heartbeat of
 // each service (guardrail.Guard.NoteHeartbeats) telling a service that runs

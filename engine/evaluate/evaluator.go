@@ -317,9 +317,12 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 // judged lists the services whose active versions the cycle reads: those
 // with signals, in the order of their scores, then, with a Guard, by name,
 // those with an active version and no signals now that had some within
-// ForgetAfter or whose version the guardrail still judges. A version after
-// which no instance reports any more is thus still judged (see
-// guardrail.Guard.NoteHeartbeats) rather than dropped unseen.
+// ForgetAfter, whose version the guardrail still judges, or whose active
+// version the cycle has not read before (an engine that starts or takes
+// the lead after a service stopped reporting). A version after which no
+// instance reports any more is thus still judged (see
+// guardrail.Guard.NoteHeartbeats) rather than dropped unseen, across a
+// restart too.
 func (e *Evaluator) judged(scores []loadscore.Score, infos []versioning.ServiceInfo) []string {
 	out := make([]string, 0, len(scores))
 	present := make(map[string]bool, len(scores))
@@ -335,7 +338,12 @@ func (e *Evaluator) judged(scores []loadscore.Score, infos []versioning.ServiceI
 		if in.Active == 0 || present[in.Name] {
 			continue
 		}
-		if _, ok := e.seen[in.Name]; ok || e.o.Guard.Watching(in.Name) {
+		// A version this engine has not read yet (it started, or took the
+		// lead, after the service stopped reporting; or the version went
+		// live while it was silent) is handed to the guardrail once, which
+		// watches it if it is recent enough and keeps it judged meanwhile.
+		v, read := e.active[in.Name]
+		if _, ok := e.seen[in.Name]; ok || !read || v.Number != in.Active || e.o.Guard.Watching(in.Name) {
 			absent = append(absent, in.Name)
 		}
 	}

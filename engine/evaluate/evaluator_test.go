@@ -519,10 +519,16 @@ func (h heartbeats) Instances(context.Context, string) ([]distribution.Instance,
 // reported after v2": rolled back while the delivery ledger still hears
 // from checkout's instances (they run but report nothing), only flagged
 // (inconclusive, with the reason) when they are gone from the ledger too,
-// as when the service was removed on purpose.
+// as when the service was removed on purpose. An engine that starts (or
+// takes the lead) only after checkout went silent judges v2 all the same.
 func TestVersionAfterWhichNoInstanceReportsIsJudged(t *testing.T) {
-	for _, alive := range []bool{true, false} {
-		t.Run("alive="+strconv.FormatBool(alive), func(t *testing.T) {
+	tests := []struct {
+		alive bool
+		start time.Duration // first tick, after activation
+	}{{true, -3 * time.Minute}, {false, -3 * time.Minute}, {true, 6 * time.Minute}}
+	for _, tt := range tests {
+		alive := tt.alive
+		t.Run(fmt.Sprintf("alive=%v/start=%s", alive, tt.start), func(t *testing.T) {
 			ctx := context.Background()
 			act := benchT0.Add(20 * time.Minute)
 			db, err := embedded.Open(embedded.Options{})
@@ -583,7 +589,7 @@ func TestVersionAfterWhichNoInstanceReportsIsJudged(t *testing.T) {
 				t.Fatal(err)
 			}
 			var got *guardrail.Decision
-			for at := act.Add(-3 * time.Minute); at.Before(act.Add(8*time.Minute)) && got == nil; at = at.Add(10 * time.Second) {
+			for at := act.Add(tt.start); at.Before(act.Add(8*time.Minute)) && got == nil; at = at.Add(10 * time.Second) {
 				clk.Set(at)
 				res, err := e.Tick(ctx, at)
 				if err != nil {

@@ -87,7 +87,18 @@
 // is no longer active by then (a person rolled back or published while the
 // cycle judged it, up to the rollback's own transaction, which checks it:
 // versioning.Store.RollbackFrom): rolling back to its parent would undo
-// their newer decision, so the verdict only says so. Rollback versions
+// their newer decision, so the verdict only says so. A store may answer a
+// rollback with an error after storing it (a deadline passing at commit, a
+// step after the commit failing) or with a version it did not store (the
+// transaction aborted), so on an error the guardrail reads back whether its
+// rollback landed: if it did, the decision is final with the rollback's
+// number and the auto_rollback event, and the error is reported as well;
+// if not, the regression stays open (Watching), its reason naming the
+// failure, and the next cycle retries the rollback rather than judging
+// again. RollbackFrom refuses a second rollback of a version no longer
+// active, and a retry that finds the version replaced reads whether the
+// replacement is its own rollback, so none is made twice or recorded as
+// lost. Rollback versions
 // themselves are watched but never rolled back, so the guardrail cannot
 // loop; a service's first version is not watched (there is nothing before
 // it). While a version is being judged, Watching is true and the engine

@@ -101,6 +101,10 @@ type watch struct {
 	// metric: the window's grid stays put while it grows, so only the
 	// newer points are read again. Copied to add, like before.
 	grown map[Metric]grownSamples
+	// retry is the reason of a regression whose rollback did not land (or
+	// whose outcome the store did not tell): the next evaluation retries
+	// that rollback instead of judging again. "" otherwise.
+	retry string
 }
 
 // grownSamples are the samples of a growing after window at the grid points
@@ -157,6 +161,11 @@ type Guard struct {
 	// heard is, by service, the newest heartbeat or report of any of its
 	// instances (NoteHeartbeats).
 	heard map[string]time.Time
+	// unsettled are regressions whose rollback was to be retried when
+	// their version stopped being active (or left the cycle) and whose
+	// outcome a store read could not establish yet: each Observe reads
+	// again whether the rollback landed.
+	unsettled []watch
 }
 
 // New validates the options and returns a Guard.
@@ -184,6 +193,12 @@ func (g *Guard) Observe(ctx context.Context, now time.Time, active []versioning.
 			}
 			continue
 		}
+		if w != nil && w.retry != "" {
+			// Replaced while its rollback was to be retried: the rollback
+			// may have landed after all (its answer lost), or another
+			// version replaced it.
+			g.unsettled = append(g.unsettled, *w)
+		}
 		if v.ActivatedAt.IsZero() || now.Sub(v.ActivatedAt) > g.o.Settle+g.o.MaxWait || v.Parent == 0 && v.RollbackOf == 0 {
 			// Too old to judge (a restart, say), or a service's first
 			// version: nothing before it to compare with or return to.
@@ -198,15 +213,19 @@ func (g *Guard) Observe(ctx context.Context, now time.Time, active []versioning.
 		g.watches[v.Service] = w
 		open = append(open, *w)
 	}
-	for s := range g.watches {
+	for s, w := range g.watches {
 		if !seen[s] {
+			if w.retry != "" {
+				g.unsettled = append(g.unsettled, *w)
+			}
 			delete(g.watches, s)
 		}
 	}
+	unsettled := g.unsettled
+	g.unsettled = nil
 	g.mu.Unlock()
 
-	var final []Decision
-	var errs []error
+	final, errs := g.settle(ctx, now, unsettled)
 	var view *gridView
 	if bs, ok := g.ringed(); ok {
 		v := g.fill(ctx, now, open, bs)
@@ -217,7 +236,11 @@ func (g *Guard) Observe(ctx context.Context, now time.Time, active []versioning.
 		w, err := g.evaluate(ctx, now, w, view)
 		if err != nil {
 			errs = append(errs, err)
-			continue
+			if !w.d.Final && w.retry == "" {
+				continue
+			}
+			// A rollback that landed although the store answered with an
+			// error is final; one that did not is kept to be retried.
 		}
 		d := w.d
 		g.mu.Lock()
@@ -225,15 +248,54 @@ func (g *Guard) Observe(ctx context.Context, now time.Time, active []versioning.
 			*cur = w
 		}
 		if d.Final {
-			g.done = append(g.done, d)
-			if len(g.done) > g.o.Keep {
-				g.done = append(g.done[:0:0], g.done[len(g.done)-g.o.Keep:]...)
-			}
+			g.keep(d)
 			final = append(final, d)
 		}
 		g.mu.Unlock()
 	}
 	return final, errors.Join(errs...)
+}
+
+// keep records a final decision; g.mu is held.
+func (g *Guard) keep(d Decision) {
+	g.done = append(g.done, d)
+	if len(g.done) > g.o.Keep {
+		g.done = append(g.done[:0:0], g.done[len(g.done)-g.o.Keep:]...)
+	}
+}
+
+// settle decides the regressions whose rollback was to be retried but whose
+// version is no longer active: rolled back when the store holds the
+// guardrail's rollback of it (it landed although the store's answer said
+// otherwise or was lost), otherwise not rolled back because another version
+// replaced it. One whose store read fails stays unsettled for the next
+// Observe.
+func (g *Guard) settle(ctx context.Context, now time.Time, ws []watch) ([]Decision, []error) {
+	var final []Decision
+	var errs []error
+	for _, w := range ws {
+		d := w.d
+		d.At, d.Reason = now, w.retry
+		rb, err := g.findRollback(ctx, d)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("guardrail: %s v%d: whether its rollback to v%d landed: %w", d.Service, d.Version, d.Parent, err))
+			g.mu.Lock()
+			g.unsettled = append(g.unsettled, w)
+			g.mu.Unlock()
+			continue
+		}
+		d.Final = true
+		if rb.Number != 0 {
+			g.rolledBack(ctx, &d, rb, nil)
+		} else {
+			d.Reason += " (not rolled back: another version replaced it since)"
+		}
+		g.mu.Lock()
+		g.keep(d)
+		g.mu.Unlock()
+		final = append(final, d)
+	}
+	return final, errs
 }
 
 // conditions are what else changed between the windows of one evaluation.
@@ -321,6 +383,12 @@ const maxBatch = 200
 func (g *Guard) evaluate(ctx context.Context, now time.Time, w watch, view *gridView) (watch, error) {
 	d := w.d
 	d.At = now
+	if w.retry != "" {
+		// Judged a regression, its rollback did not land: retry that
+		// rollback rather than judge again.
+		d.Reason = w.retry
+		return g.rollBack(ctx, w, d)
+	}
 	win := g.windows(now, d)
 	if win.settling {
 		d.Verdict, d.Reason = Watching, "settling: not enough samples after activation yet"
@@ -440,19 +508,13 @@ func (g *Guard) evaluate(ctx context.Context, now time.Time, w watch, view *grid
 		if len(cond.confounders) > 0 {
 			d.Reason += " (beyond what these explain: " + strings.Join(cond.confounders, "; ") + ")"
 		}
-		if err := g.rollback(ctx, &d); err != nil {
-			w.d = d
-			return w, err
-		}
+		return g.rollBack(ctx, w, d)
 	case silent != "" && full && running:
 		// Its instances run (they were heard from since the window began)
 		// but none reports: the version crashes them or stops them
 		// reporting.
 		d.Verdict, d.Final, d.Reason = Regression, true, "guardrail: "+silent
-		if err := g.rollback(ctx, &d); err != nil {
-			w.d = d
-			return w, err
-		}
+		return g.rollBack(ctx, w, d)
 	case len(inconclusive) == 0 && full:
 		d.Verdict, d.Final, d.Reason = Pass, true, "no regression beyond tolerance over the full window"
 	case len(inconclusive) > 0 && !now.Before(start.Add(g.o.MaxWait)):
@@ -767,7 +829,36 @@ func rel(after, before float64) float64 {
 	return after/before - 1
 }
 
-// rollback returns the service to the guarded version's parent.
+// rollBack rolls the regression d back and returns the watch with its
+// decision: final when the rollback landed (also when the store answered
+// with an error after storing it; the error is returned too) or is not to
+// be made; open, with the failure in its reason, when it did not land, and
+// then the next evaluation retries it (RollbackFrom refuses a second
+// rollback of a version no longer active, so a retry never duplicates one).
+func (g *Guard) rollBack(ctx context.Context, w watch, d Decision) (watch, error) {
+	reason := d.Reason
+	d.Verdict, d.Final = Regression, true
+	w.retry = ""
+	err := g.rollback(ctx, &d)
+	if err != nil && d.RollbackVersion == 0 {
+		d.Final = false
+		d.Reason = reason + fmt.Sprintf(" (rollback failed, retried next cycle: %v)", err)
+		w.retry = reason
+	}
+	w.d = d
+	return w, err
+}
+
+// confirmTimeout bounds the read that tells whether a rollback the store
+// answered with an error landed; it runs even when the cycle's context
+// ended, as a deadline passing at commit leaves that unknown.
+const confirmTimeout = 5 * time.Second
+
+// rollback returns the service to the guarded version's parent. It returns
+// an error when the store failed; d.RollbackVersion is then set when the
+// rollback landed all the same (the store committed it and failed after, or
+// its answer was lost to a deadline): the store may answer a version with
+// an error whether or not it was stored, so what landed is read back.
 func (g *Guard) rollback(ctx context.Context, d *Decision) error {
 	if d.Parent == 0 {
 		d.Reason += " (nothing to roll back to)"
@@ -781,23 +872,66 @@ func (g *Guard) rollback(ctx context.Context, d *Decision) error {
 	// undo their decision. RollbackFrom checks, in the transaction that
 	// would write, that the judged version is still the active one.
 	v, err := g.o.Store.RollbackFrom(ctx, d.Service, d.Version, d.Parent, g.o.Actor, clip(d.Reason, versioning.MaxReasonBytes))
-	if err != nil {
-		var ce *versioning.ConflictError
-		switch {
-		case errors.As(err, &ce):
-			d.Reason += fmt.Sprintf(" (not rolled back: v%d replaced it since)", ce.Active)
-			return nil
-		case errors.Is(err, versioning.ErrConflict) || errors.Is(err, versioning.ErrInvalidState):
-			d.Reason += fmt.Sprintf(" (rollback not possible: %v)", err)
+	if err == nil {
+		g.rolledBack(ctx, d, v, nil)
+		return nil
+	}
+	var ce *versioning.ConflictError
+	switch {
+	case errors.As(err, &ce):
+		// The version replaced may be this guardrail's own rollback of
+		// it, from an attempt whose answer was lost.
+		if rb, ferr := g.findRollback(ctx, *d); ferr == nil && rb.Number != 0 {
+			g.rolledBack(ctx, d, rb, nil)
 			return nil
 		}
-		return fmt.Errorf("guardrail: roll back %s v%d to v%d: %w", d.Service, d.Version, d.Parent, err)
+		d.Reason += fmt.Sprintf(" (not rolled back: v%d replaced it since)", ce.Active)
+		return nil
+	case errors.Is(err, versioning.ErrConflict) || errors.Is(err, versioning.ErrInvalidState):
+		d.Reason += fmt.Sprintf(" (rollback not possible: %v)", err)
+		return nil
 	}
-	d.RollbackVersion = v.Number
-	g.o.Logger.Warn("guardrail rolled back", "service", d.Service, "version", d.Version, "to", d.Parent, "rollback", v.Number, "reason", d.Reason)
-	g.o.Events.Emit(ctx, events.Event{Kind: events.AutoRollback, Severity: events.Critical, At: d.At, Service: d.Service, Version: v.Number,
-		Message: fmt.Sprintf("%s v%d rolled back to v%d as v%d: %s", d.Service, d.Version, d.Parent, v.Number, d.Reason), Detail: *d})
-	return nil
+	err = fmt.Errorf("guardrail: roll back %s v%d to v%d: %w", d.Service, d.Version, d.Parent, err)
+	rb, ferr := g.findRollback(ctx, *d)
+	switch {
+	case ferr != nil:
+		return errors.Join(err, fmt.Errorf("guardrail: %s v%d: whether the rollback landed: %w", d.Service, d.Version, ferr))
+	case rb.Number != 0:
+		g.rolledBack(ctx, d, rb, err)
+	}
+	return err
+}
+
+// rolledBack records the rollback rb of d: its number, a log line and the
+// auto_rollback event; storeErr is what the store answered although it
+// stored rb.
+func (g *Guard) rolledBack(ctx context.Context, d *Decision, rb versioning.Version, storeErr error) {
+	d.RollbackVersion = rb.Number
+	if storeErr != nil {
+		d.Reason += fmt.Sprintf(" (rolled back as v%d, though the store answered: %v)", rb.Number, storeErr)
+	}
+	g.o.Logger.Warn("guardrail rolled back", "service", d.Service, "version", d.Version, "to", d.Parent, "rollback", rb.Number, "reason", d.Reason)
+	g.o.Events.Emit(ctx, events.Event{Kind: events.AutoRollback, Severity: events.Critical, At: d.At, Service: d.Service, Version: rb.Number,
+		Message: fmt.Sprintf("%s v%d rolled back to v%d as v%d: %s", d.Service, d.Version, d.Parent, rb.Number, d.Reason), Detail: *d})
+}
+
+// findRollback reads the store for this guardrail's rollback of d's version
+// to its parent (a rollback version whose parent is d.Version, a copy of
+// d.Parent, by the guardrail's actor); the zero Version when there is none.
+func (g *Guard) findRollback(ctx context.Context, d Decision) (versioning.Version, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), confirmTimeout)
+	defer cancel()
+	vs, err := g.o.Store.List(ctx, versioning.ListFilter{Service: d.Service, Limit: 100})
+	if err != nil {
+		return versioning.Version{}, err
+	}
+	for _, v := range vs {
+		if v.Number > d.Version && v.Parent == d.Version && v.RollbackOf == d.Parent && v.Source == versioning.SourceRollback &&
+			versioning.SamePerson(v.Author, g.o.Actor.Name) {
+			return v, nil
+		}
+	}
+	return versioning.Version{}, nil
 }
 
 // Watching reports whether the active version of a service is still being
