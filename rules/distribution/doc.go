@@ -15,7 +15,14 @@
 // before it marked the row done leaves the row to the next relay, which
 // publishes it exactly once. A row retried after its lease ended, or
 // claimed again, is relayed as the store has it then, and one the store no
-// longer has (the database was reset) is dropped with a warning.
+// longer has (the database was reset) is dropped with a warning. A row is
+// marked done, or undeliverable, only while the store's row of its id is
+// still the one claimed (same service, version and checksum): after a
+// restore from a backup the id can name another row, which the relay never
+// delivered. An Outbox that is an ItemMarker (MemoryOutbox) checks it in
+// the mark itself; with a rules store that marks by id alone, the relay
+// reads the row's version from the store first (Get) and drops the row if
+// the store no longer has it with the row's checksum.
 //
 // A version that cannot be published as it is, is given up on instead of
 // retried: a value larger than the server accepts (the connection's
@@ -65,7 +72,9 @@
 // held (the stable key, and any canary staged, aborted or promoted, which
 // StartCanary would refuse again): at its first pass, again until it
 // succeeds (so at every engine start), and for a service whose row is in
-// conflict with the bucket. The store audits each raise as "renumber" by
+// conflict with the bucket. A service whose highest version in the store
+// (Services) is already at or above the bucket's is skipped, so an
+// ordinary start-up reads the store once and writes nothing. The store audits each raise as "renumber" by
 // system:outbox-relay (detail: from, to and the reason, naming the bucket,
 // version and relay); the relay logs it at warn level and counts it in
 // governor_distribution_relay_renumbered_total. No version is renumbered,
@@ -136,7 +145,10 @@
 // history keeps LedgerOptions.TransitionRetention (default 30 days):
 // sweeps delete older transitions in batches of at most 1000 rows (index of
 // migration 00202), except each recorded instance's newest
-// (governor_distribution_ledger_transitions_pruned_total). It
+// (governor_distribution_ledger_transitions_pruned_total). A sweep of
+// Ledger.Run is bounded by LedgerOptions.SweepTimeout (default 30s), as
+// the recording of one message is by RecordTimeout, so a database that
+// stops answering does not hold the ledger's loop. It
 // persists through a LedgerStore: MemoryStore for tests and the dev stack,
 // SQLStore on the rules database (PostgreSQL or SQLite, migrations
 // 00200-00299). Ledger replicas

@@ -78,16 +78,22 @@ type LedgerOptions struct {
 	// network partition) held the ledger's one loop until the TCP timeout,
 	// with every other message waiting or dropped.
 	RecordTimeout time.Duration
-	Clock         clock.Clock
-	Logger        *slog.Logger
-	Registerer    prometheus.Registerer
+	// SweepTimeout bounds one sweep of Run (its store and bucket calls);
+	// default 30s. A database that stops answering without refusing held
+	// the ledger's one loop, and every message waiting or dropped behind
+	// it, until the TCP timeout. A sweep cut short keeps what it wrote; the
+	// next sweep starts over.
+	SweepTimeout time.Duration
+	Clock        clock.Clock
+	Logger       *slog.Logger
+	Registerer   prometheus.Registerer
 }
 
 // DefaultLedgerOptions returns the defaults of the optional fields.
 func DefaultLedgerOptions() LedgerOptions {
 	return LedgerOptions{Grace: 30 * time.Second, GoneAfter: 35 * time.Second, GoneBeats: 3, ForgetAfter: 24 * time.Hour,
 		TransitionRetention: DefaultTransitionRetention, Sweep: 5 * time.Second, QueueGroup: "governor-ledger",
-		Buffer: 8192, RecordTimeout: 5 * time.Second, Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler)}
+		Buffer: 8192, RecordTimeout: 5 * time.Second, SweepTimeout: 30 * time.Second, Clock: clock.Real{}, Logger: slog.New(slog.DiscardHandler)}
 }
 
 // Ledger records what every instance runs.
@@ -143,7 +149,8 @@ func NewLedger(o LedgerOptions) (*Ledger, error) {
 		value int64
 	}{{"Grace", int64(o.Grace)}, {"GoneAfter", int64(o.GoneAfter)}, {"GoneBeats", int64(o.GoneBeats)},
 		{"ForgetAfter", int64(o.ForgetAfter)}, {"TransitionRetention", int64(o.TransitionRetention)},
-		{"Sweep", int64(o.Sweep)}, {"Buffer", int64(o.Buffer)}, {"RecordTimeout", int64(o.RecordTimeout)}} {
+		{"Sweep", int64(o.Sweep)}, {"Buffer", int64(o.Buffer)}, {"RecordTimeout", int64(o.RecordTimeout)},
+		{"SweepTimeout", int64(o.SweepTimeout)}} {
 		if f.value < 0 {
 			return nil, fmt.Errorf("%w: ledger: %s must not be negative, got %d", ErrInvalid, f.name, f.value)
 		}
@@ -174,6 +181,9 @@ func NewLedger(o LedgerOptions) (*Ledger, error) {
 	}
 	if o.RecordTimeout == 0 {
 		o.RecordTimeout = d.RecordTimeout
+	}
+	if o.SweepTimeout == 0 {
+		o.SweepTimeout = d.SweepTimeout
 	}
 	if o.Clock == nil {
 		o.Clock = d.Clock
@@ -793,9 +803,7 @@ func (l *Ledger) Run(ctx context.Context, nc *nats.Conn) error {
 					slog.Int64("dropped", n), slog.Int("buffer", l.o.Buffer))
 			}
 			l.listening(nc, false)
-			if err := l.Sweep(ctx); err != nil {
-				l.o.Logger.LogAttrs(ctx, slog.LevelWarn, "ledger sweep failed", slog.Any("err", err))
-			}
+			l.sweep(ctx)
 			t = l.o.Clock.NewTimer(l.o.Sweep)
 		}
 	}
@@ -831,6 +839,15 @@ func sameService(subject, service string) error {
 		return fmt.Errorf("%w: subject %s does not belong to service %q", watch.ErrMalformed, subject, service)
 	}
 	return nil
+}
+
+// sweep runs one Sweep of Run, bounded by SweepTimeout.
+func (l *Ledger) sweep(ctx context.Context) {
+	sctx, cancel := context.WithTimeout(ctx, l.o.SweepTimeout)
+	defer cancel()
+	if err := l.Sweep(sctx); err != nil {
+		l.o.Logger.LogAttrs(ctx, slog.LevelWarn, "ledger sweep failed", slog.Duration("timeout", l.o.SweepTimeout), slog.Any("err", err))
+	}
 }
 
 // record decodes and records one message.

@@ -39,7 +39,7 @@ var ledgerStores = []struct {
 	}},
 }
 
-func openSQL(t *testing.T, driver, dsn string, d migrations.Dialect) *sql.DB {
+func openSQL(t testing.TB, driver, dsn string, d migrations.Dialect) *sql.DB {
 	t.Helper()
 	db, err := sql.Open(driver, dsn)
 	if err != nil {
@@ -292,6 +292,7 @@ func TestNewLedgerRefusesBadOptions(t *testing.T) {
 		{"negative transition retention", LedgerOptions{Store: NewMemoryStore(), TransitionRetention: -time.Hour}, "TransitionRetention"},
 		{"negative buffer", LedgerOptions{Store: NewMemoryStore(), Buffer: -1}, "Buffer"},
 		{"negative record timeout", LedgerOptions{Store: NewMemoryStore(), RecordTimeout: -time.Second}, "RecordTimeout"},
+		{"negative sweep timeout", LedgerOptions{Store: NewMemoryStore(), SweepTimeout: -time.Second}, "SweepTimeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -1185,5 +1186,64 @@ func TestLedgerRecordGivesUpOnAStoreThatDoesNotAnswer(t *testing.T) {
 	}
 	if got := counterValue2(t, reg, "governor_distribution_ledger_messages_total", map[string]string{"kind": "heartbeat", "result": "failed"}); got != 1 {
 		t.Fatalf("failed heartbeats %v, want 1", got)
+	}
+}
+
+// stuckSweepStore is a ledger store whose reads of every instance, or
+// whose prunes, wait for their context: a database that stops answering
+// without refusing.
+type stuckSweepStore struct {
+	*MemoryStore
+	instances, prune bool
+}
+
+func (s stuckSweepStore) Instances(ctx context.Context, service string) ([]Instance, error) {
+	if s.instances {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return s.MemoryStore.Instances(ctx, service)
+}
+
+func (s stuckSweepStore) PruneTransitions(ctx context.Context, before time.Time, limit int) (int, error) {
+	if s.prune {
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}
+	return s.MemoryStore.PruneTransitions(ctx, before, limit)
+}
+
+// TestLedgerSweepGivesUpOnAStoreThatDoesNotAnswer: a sweep whose store
+// hung (reading the instances, or pruning) held the ledger's one loop
+// until the TCP timeout, every message waiting behind it. A sweep of Run is
+// bounded by SweepTimeout, and the next message is recorded.
+func TestLedgerSweepGivesUpOnAStoreThatDoesNotAnswer(t *testing.T) {
+	tests := []struct {
+		name  string
+		store stuckSweepStore
+	}{
+		{"instances", stuckSweepStore{MemoryStore: NewMemoryStore(), instances: true}},
+		{"prune", stuckSweepStore{MemoryStore: NewMemoryStore(), prune: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			nc := connect(t, embedded(t).URL())
+			clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+			names := uniqueNames(t)
+			l, err := NewLedger(LedgerOptions{Store: tt.store, Names: names, Clock: clk, Registerer: prometheus.NewRegistry(),
+				SweepTimeout: time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sweep := runLedger(t, l, nc, clk)
+			sweep() // returns once the loop set its next sweep timer
+			if err := nc.Publish(names.HeartbeatSubject("checkout"), []byte(`{"service":"checkout","instance":"pod-0","running":1}`)); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "the heartbeat recorded after the stuck sweep", func() bool {
+				_, ok, err := tt.store.Instance(context.Background(), "checkout", "pod-0")
+				return err == nil && ok
+			})
+		})
 	}
 }

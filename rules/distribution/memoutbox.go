@@ -30,7 +30,10 @@ type memRow struct {
 	failed bool
 }
 
-var _ versioning.Outbox = (*MemoryOutbox)(nil)
+var (
+	_ versioning.Outbox = (*MemoryOutbox)(nil)
+	_ ItemMarker        = (*MemoryOutbox)(nil)
+)
 
 // NewMemoryOutbox returns an empty outbox; nil clk means clock.Real.
 func NewMemoryOutbox(clk clock.Clock) *MemoryOutbox {
@@ -84,10 +87,27 @@ func (o *MemoryOutbox) ClaimOutbox(_ context.Context, limit int, lease time.Dura
 
 // MarkOutboxDone marks a row done; marking it again is a no-op.
 func (o *MemoryOutbox) MarkOutboxDone(_ context.Context, id int64) error {
+	return o.markDone(versioning.OutboxItem{ID: id}, false)
+}
+
+// MarkOutboxItemDone implements ItemMarker: MarkOutboxDone of the row of
+// it's id, only while that row holds it's service, version and checksum.
+func (o *MemoryOutbox) MarkOutboxItemDone(_ context.Context, it versioning.OutboxItem) error {
+	return o.markDone(it, true)
+}
+
+// sameRow reports whether the row r is it (same id, and, when identity is
+// set, same service, version and checksum).
+func sameRow(r *memRow, it versioning.OutboxItem, identity bool) bool {
+	return r.item.ID == it.ID && (!identity ||
+		(r.item.Service == it.Service && r.item.Version == it.Version && r.item.Checksum == it.Checksum))
+}
+
+func (o *MemoryOutbox) markDone(it versioning.OutboxItem, identity bool) error {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, r := range o.rows {
-		if r.item.ID == id {
+		if sameRow(r, it, identity) {
 			if r.done {
 				return nil
 			}
@@ -101,18 +121,39 @@ func (o *MemoryOutbox) MarkOutboxDone(_ context.Context, id int64) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: outbox row %d", versioning.ErrNotFound, id)
+	return notFound(it, identity)
+}
+
+// notFound is the error for a row the outbox does not have (by identity:
+// not with the item's content).
+func notFound(it versioning.OutboxItem, identity bool) error {
+	if identity {
+		return fmt.Errorf("%w: outbox row %d with %s v%d %s", versioning.ErrNotFound, it.ID, it.Service, it.Version, it.Checksum)
+	}
+	return fmt.Errorf("%w: outbox row %d", versioning.ErrNotFound, it.ID)
 }
 
 // MarkOutboxUndeliverable records the row as given up on, as a store does.
 func (o *MemoryOutbox) MarkOutboxUndeliverable(_ context.Context, id int64, f versioning.OutboxFailure) (versioning.OutboxFailure, bool, error) {
+	return o.markUndeliverable(versioning.OutboxItem{ID: id}, false, f)
+}
+
+// MarkOutboxItemUndeliverable implements ItemMarker:
+// MarkOutboxUndeliverable of the row of it's id, only while that row holds
+// it's service, version and checksum.
+func (o *MemoryOutbox) MarkOutboxItemUndeliverable(_ context.Context, it versioning.OutboxItem, f versioning.OutboxFailure) (versioning.OutboxFailure, bool, error) {
+	return o.markUndeliverable(it, true, f)
+}
+
+func (o *MemoryOutbox) markUndeliverable(it versioning.OutboxItem, identity bool, f versioning.OutboxFailure) (versioning.OutboxFailure, bool, error) {
 	if err := f.Validate(); err != nil {
 		return versioning.OutboxFailure{}, false, err
 	}
+	id := it.ID
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, r := range o.rows {
-		if r.item.ID != id {
+		if !sameRow(r, it, identity) {
 			continue
 		}
 		if r.failed {
@@ -131,7 +172,7 @@ func (o *MemoryOutbox) MarkOutboxUndeliverable(_ context.Context, id int64, f ve
 		o.failures = append(o.failures, f)
 		return f, true, nil
 	}
-	return versioning.OutboxFailure{}, false, fmt.Errorf("%w: outbox row %d", versioning.ErrNotFound, id)
+	return versioning.OutboxFailure{}, false, notFound(it, identity)
 }
 
 // RequeueOutbox puts an undeliverable row back in the claims, as a store

@@ -65,13 +65,46 @@ func (p *Publisher) highest(ctx context.Context, service string) (map[string]int
 	}
 }
 
+// servicesLister is the part of a rules store (versioning.Reader) the
+// relay reads before raising numbering: one read instead of a write
+// transaction per service when nothing needs raising.
+type servicesLister interface {
+	Services(ctx context.Context) ([]versioning.ServiceInfo, error)
+}
+
+// storeLatest returns, per service, the highest version number the store
+// has (ServiceInfo.Latest), when the Outbox can tell (servicesLister);
+// the store numbers its next version above it, so a bucket version at or
+// below it needs no raise. An error is logged and taken as knowing
+// nothing: every service is then raised as before.
+func (r *Relay) storeLatest(ctx context.Context) map[string]int64 {
+	l, ok := r.o.Outbox.(servicesLister)
+	if !ok {
+		return nil
+	}
+	ss, err := l.Services(ctx)
+	if err != nil {
+		r.o.Logger.LogAttrs(ctx, slog.LevelWarn, "rules store services not read: raising the numbering of every service in the bucket",
+			slog.Any("err", err))
+		return nil
+	}
+	out := make(map[string]int64, len(ss))
+	for _, s := range ss {
+		out[s.Name] = s.Latest
+	}
+	return out
+}
+
 // raiseNumbering raises the rules store's numbering of every service the
 // bucket holds (or of service, if not empty) to the highest version the
 // bucket holds or held, so that the next version the store creates is
 // delivered rather than refused as a conflict: after the rules database was
 // reset or restored from a backup, its own numbering is below the fleet's.
 // It does nothing when the Outbox is not a store that numbers versions
-// (versioning.Numbering).
+// (versioning.Numbering). When the Outbox lists its services
+// (versioning.Reader's Services), a service whose highest version is at or
+// above the bucket's is skipped without a write: a start-up with nothing
+// to raise reads the store once.
 func (r *Relay) raiseNumbering(ctx context.Context, service string) error {
 	n, ok := r.o.Outbox.(versioning.Numbering)
 	if !ok {
@@ -82,8 +115,12 @@ func (r *Relay) raiseNumbering(ctx context.Context, service string) error {
 		r.m.failures.WithLabelValues("renumber").Inc()
 		return fmt.Errorf("distribution: raise the rules store's numbering: %w", err)
 	}
+	covered := r.storeLatest(ctx)
 	var errs []error
 	for svc, h := range hs {
+		if covered[svc] >= h {
+			continue // the store has a version at or above it: nothing to raise
+		}
 		reason := fmt.Sprintf("the NATS bucket %s holds version %d of %s, above the rules store's numbering "+
 			"(was the rules database reset or restored from a backup?); seen by relay %s", r.o.Publisher.Names().Bucket(), h, svc, r.o.Name)
 		last, raised, err := n.RaiseNumbering(ctx, svc, h, numberingActor, truncate(reason, versioning.MaxReasonBytes))

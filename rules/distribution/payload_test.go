@@ -440,6 +440,15 @@ func (o *flakyOutbox) MarkOutboxUndeliverable(ctx context.Context, id int64, f v
 	return o.MemoryOutbox.MarkOutboxUndeliverable(ctx, id, f)
 }
 
+// MarkOutboxItemUndeliverable is the relay's way in (ItemMarker); it fails
+// as MarkOutboxUndeliverable does.
+func (o *flakyOutbox) MarkOutboxItemUndeliverable(ctx context.Context, it versioning.OutboxItem, f versioning.OutboxFailure) (versioning.OutboxFailure, bool, error) {
+	if o.fail > 0 {
+		return o.MarkOutboxUndeliverable(ctx, it.ID, f)
+	}
+	return o.MemoryOutbox.MarkOutboxItemUndeliverable(ctx, it, f)
+}
+
 // TestRelayKeepsARowItCouldNotRecord: when the store cannot record a row as
 // undeliverable, the relay keeps the row and records it on its next pass;
 // nothing is reported before the record exists.

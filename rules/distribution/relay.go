@@ -533,7 +533,7 @@ func (r *Relay) relay(ctx context.Context, it versioning.OutboxItem) error {
 			return fmt.Errorf("distribution: tell the ledger of %s v%d: %w", it.Service, it.Version, err)
 		}
 	}
-	if err := r.o.Outbox.MarkOutboxDone(ctx, it.ID); errors.Is(err, versioning.ErrNotFound) {
+	if err := r.markDone(ctx, it); errors.Is(err, versioning.ErrNotFound) {
 		return fmt.Errorf("%w: mark outbox row %d done: %w", errRowGone, it.ID, err)
 	} else if err != nil {
 		r.m.failures.WithLabelValues("mark").Inc()
@@ -541,6 +541,69 @@ func (r *Relay) relay(ctx context.Context, it versioning.OutboxItem) error {
 	}
 	r.m.rows.WithLabelValues(string(outcome)).Inc()
 	log.LogAttrs(ctx, slog.LevelInfo, "rule version relayed", slog.String("outcome", string(outcome)))
+	return nil
+}
+
+// ItemMarker is implemented by an Outbox that marks a row only while it is
+// the row the relay claimed: the same id with the same service, version and
+// checksum. After the rules database was restored from a backup, an id the
+// relay holds can name another row (ids are given again from the backup's
+// sequence); marking by id alone would mark published, or undeliverable, a
+// row the relay never delivered. Both methods fail with
+// versioning.ErrNotFound when the store has no row of that id or a row with
+// other content under it, and otherwise behave as MarkOutboxDone and
+// MarkOutboxUndeliverable. MemoryOutbox implements it; the relay uses it
+// whenever its Outbox does.
+type ItemMarker interface {
+	MarkOutboxItemDone(ctx context.Context, it versioning.OutboxItem) error
+	MarkOutboxItemUndeliverable(ctx context.Context, it versioning.OutboxItem, f versioning.OutboxFailure) (versioning.OutboxFailure, bool, error)
+}
+
+// markDone marks the row it done, only while the store's row of its id
+// is still it (ItemMarker, else checkRow first).
+func (r *Relay) markDone(ctx context.Context, it versioning.OutboxItem) error {
+	if m, ok := r.o.Outbox.(ItemMarker); ok {
+		return m.MarkOutboxItemDone(ctx, it)
+	}
+	if err := r.checkRow(ctx, it); err != nil {
+		return err
+	}
+	return r.o.Outbox.MarkOutboxDone(ctx, it.ID)
+}
+
+// markUndeliverable records the row it as given up on, only while the
+// store's row of its id is still it (ItemMarker, else checkRow first).
+func (r *Relay) markUndeliverable(ctx context.Context, it versioning.OutboxItem, f versioning.OutboxFailure) (versioning.OutboxFailure, bool, error) {
+	if m, ok := r.o.Outbox.(ItemMarker); ok {
+		return m.MarkOutboxItemUndeliverable(ctx, it, f)
+	}
+	if err := r.checkRow(ctx, it); err != nil {
+		return versioning.OutboxFailure{}, false, err
+	}
+	return r.o.Outbox.MarkOutboxUndeliverable(ctx, it.ID, f)
+}
+
+// checkRow is the check an Outbox that is not an ItemMarker allows: when
+// it is a rules store (versionGetter), the row's version must be the
+// store's, with the row's checksum, else the store was restored or reset
+// since the row was claimed and the row is taken as gone
+// (versioning.ErrNotFound). The check and the mark are two calls: a
+// restore between them is not seen.
+func (r *Relay) checkRow(ctx context.Context, it versioning.OutboxItem) error {
+	g, ok := r.o.Outbox.(versionGetter)
+	if !ok {
+		return nil
+	}
+	v, err := g.Get(ctx, it.Service, it.Version)
+	switch {
+	case errors.Is(err, versioning.ErrNotFound):
+		return fmt.Errorf("%w: the rules store no longer has %s v%d of outbox row %d", versioning.ErrNotFound, it.Service, it.Version, it.ID)
+	case err != nil:
+		return fmt.Errorf("read %s v%d of outbox row %d: %w", it.Service, it.Version, it.ID, err)
+	case v.Checksum != it.Checksum:
+		return fmt.Errorf("%w: the rules store has %s v%d with checksum %s, outbox row %d was claimed with %s",
+			versioning.ErrNotFound, it.Service, it.Version, v.Checksum, it.ID, it.Checksum)
+	}
 	return nil
 }
 
@@ -594,7 +657,7 @@ func (r *Relay) undeliverable(ctx context.Context, it versioning.OutboxItem, err
 	default:
 		return false, nil
 	}
-	rec, recorded, markErr := r.o.Outbox.MarkOutboxUndeliverable(ctx, it.ID, f)
+	rec, recorded, markErr := r.markUndeliverable(ctx, it, f)
 	if markErr != nil {
 		r.m.failures.WithLabelValues("mark").Inc()
 		return false, fmt.Errorf("distribution: mark outbox row %d undeliverable: %w", it.ID, markErr)

@@ -671,3 +671,57 @@ func TestRelayStopsItsPassWhenNATSIsUnreachable(t *testing.T) {
 		t.Fatalf("%d rows pending after NATS came back, want none", n)
 	}
 }
+
+// restoreWithRowOne replaces the outbox with a restored one whose row 1 is
+// billing v1 (with the given payload), claimed by another relay.
+func restoreWithRowOne(t *testing.T, outbox *MemoryOutbox) {
+	t.Helper()
+	outbox.mu.Lock()
+	outbox.rows, outbox.nextID = nil, 0
+	outbox.mu.Unlock()
+	if _, err := outbox.Add(envelope(t, "billing", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := outbox.ClaimOutbox(context.Background(), 10, time.Minute); err != nil || len(got) != 1 || got[0].ID != 1 {
+		t.Fatalf("claim of the restored row %+v, %v", got, err)
+	}
+}
+
+// TestRelayDoesNotMarkDoneARowRestoredUnderTheSameID: a relay holds row 1
+// (checkout v3) when the rules database is restored from a backup whose
+// row 1 is billing v1, which another relay claimed. The relay publishes
+// checkout v3 and does not mark row 1 done: billing v1 was never
+// delivered.
+func TestRelayDoesNotMarkDoneARowRestoredUnderTheSameID(t *testing.T) {
+	ctx := context.Background()
+	outbox, pub, relay, fail := relayHoldingCheckoutV3(t)
+	restoreWithRowOne(t, outbox)
+	fail.Store(false)
+	_, _ = relay.Pass(ctx)
+	if outbox.Pending() != 1 {
+		t.Fatal("billing v1 marked done by the relay that published checkout v3")
+	}
+	if got, err := pub.Latest(ctx, "billing"); err != nil || got != nil {
+		t.Fatalf("billing in the bucket: %+v, %v", got, err)
+	}
+}
+
+// TestRelayDoesNotRecordUndeliverableARowRestoredUnderTheSameID: a relay
+// holds row 1 (checkout v3, with a payload that is not its envelope) when
+// the rules database is restored with billing v1 as row 1. The relay gives
+// up on checkout v3 without recording billing v1 as undeliverable.
+func TestRelayDoesNotRecordUndeliverableARowRestoredUnderTheSameID(t *testing.T) {
+	ctx := context.Background()
+	outbox, _, relay, fail := relayHoldingCheckoutV3(t)
+	outbox.mu.Lock()
+	outbox.rows[0].item.Payload = json.RawMessage(`{"service":"checkout"}`)
+	relay.retry[0].item.Payload = outbox.rows[0].item.Payload
+	outbox.mu.Unlock()
+	restoreWithRowOne(t, outbox)
+	fail.Store(false)
+	_, _ = relay.Pass(ctx)
+	fs, err := outbox.OutboxFailures(ctx, versioning.FailureFilter{})
+	if err != nil || len(fs) != 0 {
+		t.Fatalf("failures %+v, %v: the restored billing v1 recorded undeliverable", fs, err)
+	}
+}

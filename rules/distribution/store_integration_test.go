@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -509,4 +510,138 @@ func reopen(t *testing.T, name string, s versioning.Store, clk clock.Clock) vers
 	}
 	t.Cleanup(func() { _ = out.Close() })
 	return out
+}
+
+// restorableStore is a rules store that can be swapped for another, as a
+// rules database restored from a backup under a running relay.
+type restorableStore struct {
+	versioning.Store
+	now atomic.Pointer[versioning.Store]
+}
+
+func newRestorable(s versioning.Store) *restorableStore {
+	r := &restorableStore{}
+	r.now.Store(&s)
+	return r
+}
+func (r *restorableStore) cur() versioning.Store      { return *r.now.Load() }
+func (r *restorableStore) restore(s versioning.Store) { r.now.Store(&s) }
+func (r *restorableStore) ClaimOutbox(ctx context.Context, n int, lease time.Duration) ([]versioning.OutboxItem, error) {
+	return r.cur().ClaimOutbox(ctx, n, lease)
+}
+func (r *restorableStore) MarkOutboxDone(ctx context.Context, id int64) error {
+	return r.cur().MarkOutboxDone(ctx, id)
+}
+func (r *restorableStore) MarkOutboxUndeliverable(ctx context.Context, id int64, f versioning.OutboxFailure) (versioning.OutboxFailure, bool, error) {
+	return r.cur().MarkOutboxUndeliverable(ctx, id, f)
+}
+func (r *restorableStore) OutboxFailures(ctx context.Context, f versioning.FailureFilter) ([]versioning.OutboxFailure, error) {
+	return r.cur().OutboxFailures(ctx, f)
+}
+func (r *restorableStore) CountOutboxFailures(ctx context.Context, f versioning.FailureFilter) (int, error) {
+	return r.cur().CountOutboxFailures(ctx, f)
+}
+func (r *restorableStore) RequeueOutbox(ctx context.Context, id int64, relay string) (bool, error) {
+	return r.cur().RequeueOutbox(ctx, id, relay)
+}
+func (r *restorableStore) OutboxReady() <-chan struct{} { return r.cur().OutboxReady() }
+func (r *restorableStore) Get(ctx context.Context, service string, n int64) (versioning.Version, error) {
+	return r.cur().Get(ctx, service, n)
+}
+
+// TestRelayOnARestoredRulesStoreDoesNotMarkAnotherRowDone: on the SQL
+// stores (which mark by id), a relay holds row 1 (checkout v1) when the
+// rules database is restored from a backup without checkout, whose row 1
+// is billing v1, claimed by another relay. The relay checks that the store
+// still has checkout v1 before marking, and leaves billing v1 unpublished.
+func TestRelayOnARestoredRulesStoreDoesNotMarkAnotherRowDone(t *testing.T) {
+	url := embedded(t).URL()
+	for _, st := range rulesStores {
+		t.Run(st.name, func(t *testing.T) {
+			ctx := context.Background()
+			was, _, _ := st.open(t, nil)
+			store := newRestorable(was)
+			fail := &atomic.Bool{}
+			fail.Store(true)
+			pub := newTestPublisher(t, url)
+			relay, err := NewRelay(RelayOptions{Outbox: store, Publisher: pub, Logger: testLogger(t), Stage: failingStage(fail)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			approveVersion(t, was, "checkout", 10)
+			if _, err := relay.Pass(ctx); err == nil {
+				t.Fatal("pass = nil, want the staging error")
+			}
+			// Restored from a backup without checkout: its row 1 is billing
+			// v1, claimed by another relay.
+			restored, _, _ := st.open(t, nil)
+			approveVersion(t, restored, "billing", 10)
+			items, err := restored.ClaimOutbox(ctx, 10, time.Minute)
+			if err != nil || len(items) != 1 || items[0].ID != 1 {
+				t.Fatalf("restored claim %+v, %v", items, err)
+			}
+			store.restore(restored)
+			fail.Store(false)
+			_, _ = relay.Pass(ctx)
+			v, err := restored.Get(ctx, "billing", 1)
+			if err != nil || v.State == versioning.StatePublished {
+				t.Fatalf("billing v1 %s (%v): marked published by the relay that published checkout v1", v.State, err)
+			}
+			if err := restored.MarkOutboxDone(ctx, 1); err != nil && !errors.Is(err, versioning.ErrNotFound) {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// countingNumbering counts the RaiseNumbering calls (each a write
+// transaction of the store).
+type countingNumbering struct {
+	*restorableStore
+	raises atomic.Int64
+}
+
+func (c *countingNumbering) RaiseNumbering(ctx context.Context, service string, floor int64, by versioning.Actor, reason string) (int64, bool, error) {
+	c.raises.Add(1)
+	return c.cur().(versioning.Numbering).RaiseNumbering(ctx, service, floor, by, reason)
+}
+func (c *countingNumbering) Services(ctx context.Context) ([]versioning.ServiceInfo, error) {
+	return c.cur().Services(ctx)
+}
+
+// TestRelayStartUpWithNothingToRaiseOpensNoWriteTransaction: a relay
+// starting next to a bucket whose versions the store has (every ordinary
+// start) reads the store's services once instead of opening a numbering
+// transaction per service.
+func TestRelayStartUpWithNothingToRaiseOpensNoWriteTransaction(t *testing.T) {
+	url := embedded(t).URL()
+	for _, st := range rulesStores {
+		t.Run(st.name, func(t *testing.T) {
+			ctx := context.Background()
+			s, _, _ := st.open(t, nil)
+			pub := newTestPublisher(t, url)
+			for _, svc := range []string{"checkout", "billing", "search"} {
+				approveVersion(t, s, svc, 10)
+				approveVersion(t, s, svc, 11)
+			}
+			first, err := NewRelay(RelayOptions{Outbox: s, Publisher: pub, Logger: testLogger(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n, err := first.Pass(ctx); err != nil || n != 6 {
+				t.Fatalf("first relay pass %d, %v", n, err)
+			}
+			store := &countingNumbering{restorableStore: newRestorable(s)}
+			second, err := NewRelay(RelayOptions{Outbox: store, Publisher: pub, Logger: testLogger(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := second.Pass(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if n := store.raises.Load(); n != 0 {
+				t.Fatalf("%d numbering write transactions at a start-up with nothing to raise, want 0", n)
+			}
+		})
+	}
 }
