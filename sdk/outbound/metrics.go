@@ -110,6 +110,7 @@ type collector struct {
 	s                                     *Set
 	calls, duration, retries, state, used *prometheus.Desc
 	inflight, limit, endpoints            *prometheus.Desc
+	panicking, panicPicks                 *prometheus.Desc
 	bounds                                []float64
 }
 
@@ -132,6 +133,10 @@ func newCollector(s *Set) *collector {
 			"Current bulkhead cap (adaptive or fixed), by downstream.", []string{"downstream"}, nil),
 		endpoints: prometheus.NewDesc("governor_sdk_downstream_endpoints",
 			"Balanced endpoints by downstream and state: active or ejected (breaker open).", []string{"downstream", "state"}, nil),
+		panicking: prometheus.NewDesc("governor_sdk_downstream_panic",
+			"1 while the balancer is in panic mode (fewer endpoints with a closed breaker than its panic threshold: it balances over all of them), else 0.", []string{"downstream"}, nil),
+		panicPicks: prometheus.NewDesc("governor_sdk_downstream_panic_picks_total",
+			"Calls panic mode sent to an endpoint whose breaker did not admit them, by downstream.", []string{"downstream"}, nil),
 	}
 	for _, b := range durationBounds {
 		c.bounds = append(c.bounds, b.Seconds())
@@ -141,7 +146,7 @@ func newCollector(s *Set) *collector {
 
 // Describe sends the descriptors.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.calls, c.duration, c.retries, c.state, c.used, c.inflight, c.limit, c.endpoints} {
+	for _, d := range []*prometheus.Desc{c.calls, c.duration, c.retries, c.state, c.used, c.inflight, c.limit, c.endpoints, c.panicking, c.panicPicks} {
 		ch <- d
 	}
 }
@@ -178,6 +183,12 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ejected := len(d.bal.Ejected(now))
 			ch <- prometheus.MustNewConstMetric(c.endpoints, prometheus.GaugeValue, float64(n-ejected), name, "active")
 			ch <- prometheus.MustNewConstMetric(c.endpoints, prometheus.GaugeValue, float64(ejected), name, "ejected")
+			panicking := 0.0
+			if d.bal.Panicking(now) {
+				panicking = 1
+			}
+			ch <- prometheus.MustNewConstMetric(c.panicking, prometheus.GaugeValue, panicking, name)
+			ch <- prometheus.MustNewConstMetric(c.panicPicks, prometheus.CounterValue, float64(d.bal.PanicPicks()), name)
 		}
 	}
 }

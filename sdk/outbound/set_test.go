@@ -343,6 +343,8 @@ func TestMetricsAreCreatedUpFrontAndDropped(t *testing.T) {
 		{"governor_sdk_downstream_inflight", 1},
 		{"governor_sdk_downstream_limit", 1},
 		{"governor_sdk_downstream_endpoints", 2},
+		{"governor_sdk_downstream_panic", 1},
+		{"governor_sdk_downstream_panic_picks_total", 1},
 	}
 	for _, tt := range tests {
 		if got := count(tt.name); got != tt.want {
@@ -587,5 +589,41 @@ func TestApplyKeepsEndpointStateWhenTheBalancerChanges(t *testing.T) {
 	f.apply(changed)
 	if got := f.set.Get("api").Balancer().Endpoint("10.0.0.1:80").Latency(f.clk.Nanotime(), decay); got != est {
 		t.Fatalf("after a breaker change the estimate is %v, want %v kept", got, est)
+	}
+}
+
+// TestPanicModeIsExported: with its only endpoint ejected the balancer is in
+// panic mode (below the default threshold of half), which
+// governor_sdk_downstream_panic shows, and each call panic mode sends to
+// the ejected endpoint counts in governor_sdk_downstream_panic_picks_total.
+func TestPanicModeIsExported(t *testing.T) {
+	f := newFixture(t)
+	f.apply(rules.Downstream{Name: "api", Breaker: brk(), Balancer: &rules.Balancer{}})
+	f.set.SetEndpoints("api", []string{"10.0.0.1:80"})
+	bal := f.set.Get("api").Balancer()
+	for range 5 {
+		p, err := bal.Pick(f.clk.Nanotime())
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.clk.Advance(time.Millisecond)
+		bal.Done(p, f.clk.Nanotime(), true)
+	}
+	gauge := func() float64 { return f.gathered("governor_sdk_downstream_panic")[0].GetGauge().GetValue() }
+	picks := func() float64 {
+		return f.gathered("governor_sdk_downstream_panic_picks_total")[0].GetCounter().GetValue()
+	}
+	if gauge() != 1 || picks() != 0 {
+		t.Fatalf("panic %v, panic picks %v with the only endpoint ejected, want 1 and 0", gauge(), picks())
+	}
+	for range 3 {
+		p, err := bal.Pick(f.clk.Nanotime())
+		if err != nil || !p.Panic() {
+			t.Fatalf("pick %v, %v: want a panic pick", p.Panic(), err)
+		}
+		bal.Done(p, f.clk.Nanotime(), false)
+	}
+	if picks() != 3 {
+		t.Fatalf("panic picks %v, want 3", picks())
 	}
 }
