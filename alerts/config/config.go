@@ -195,6 +195,29 @@ func (c *Config) DispatchTiming() dispatch.Timing {
 	return t
 }
 
+// Warnings lists what the document accepts but probably does not mean, for
+// the person editing it to see beside the saved result; a warning never
+// refuses the document. As Alertmanager, a repeat interval below the group
+// interval (given or default) is accepted and acts as the group interval:
+// each such tier is named with both intervals.
+func (c *Config) Warnings() []string {
+	out := []string{}
+	t := c.DispatchTiming().WithDefaults()
+	for _, s := range t.ShortRepeats() {
+		repeat := t.Repeat[s].String()
+		if _, given := c.Timing.Repeat[s]; !given {
+			repeat += " (the default)"
+		}
+		interval := t.GroupInterval.String()
+		if c.Timing.GroupInterval == nil {
+			interval += " (the default)"
+		}
+		out = append(out, fmt.Sprintf("timing.repeat.%s: %s is below timing.group_interval %s: %s groups repeat every %s",
+			s, repeat, interval, s, t.GroupInterval))
+	}
+	return out
+}
+
 // InhibitRules returns the configured rules, the defaults when absent and
 // none for an empty list.
 func (c *Config) InhibitRules() []inhibit.Rule {

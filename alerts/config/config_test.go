@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -266,5 +267,38 @@ func TestParseAcceptsRepeatBelowGroupInterval(t *testing.T) {
 	got := c.DispatchTiming().WithDefaults().ShortRepeats()
 	if len(got) != 2 || got[0] != alerts.P0 || got[1] != alerts.P1 {
 		t.Fatalf("tiers repeating every group_interval: %v, want [P0 P1]", got)
+	}
+}
+
+// A repeat interval below the group interval is accepted (it acts as the
+// group interval, as in Alertmanager), and the parsed document says so, for
+// the person editing it: each such tier with both intervals, a default
+// marked as such. The shipped timing warns about nothing.
+func TestRepeatBelowGroupIntervalIsAWarningNotAnError(t *testing.T) {
+	c, err := Parse([]byte(`{"timing": {"group_interval": "2h", "repeat": {"P1": "90m"}},
+	  "receivers": [{"name": "w", "webhook": {"url": "https://hooks.example.com/y"}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"timing.repeat.P0: 5m0s (the default) is below timing.group_interval 2h0m0s: P0 groups repeat every 2h0m0s",
+		"timing.repeat.P1: 1h30m0s is below timing.group_interval 2h0m0s: P1 groups repeat every 2h0m0s",
+	}
+	if got := c.Warnings(); !slices.Equal(got, want) {
+		t.Fatalf("warnings %q, want %q", got, want)
+	}
+	c, err = Parse([]byte(`{"timing": {"repeat": {"P0": "1m"}}, "receivers": [{"name": "w", "webhook": {"url": "https://hooks.example.com/y"}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := c.Warnings(), []string{"timing.repeat.P0: 1m0s is below timing.group_interval 5m0s (the default): P0 groups repeat every 5m0s"}; !slices.Equal(got, want) {
+		t.Fatalf("warnings %q, want %q", got, want)
+	}
+	c, err = Parse([]byte(valid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Warnings(); got == nil || len(got) != 0 {
+		t.Fatalf("warnings %#v, want an empty list", got)
 	}
 }

@@ -248,3 +248,18 @@ func FuzzMaskUnmask(f *testing.F) {
 		}
 	})
 }
+
+// The summary shown with a saved or loaded version (and returned by the
+// settings API that accepts a document) carries the document's warnings:
+// a repeat interval below the group interval is saved, not refused, and
+// the person who saved it sees why it will not repeat as often as written.
+func TestSummaryCarriesConfigWarnings(t *testing.T) {
+	c, err := configstore.Version{Document: `{"timing": {"group_interval": "10m"},
+	  "receivers": [{"name": "w", "webhook": {"url": "https://hooks.example.com/y"}}]}`}.Config()
+	require.NoError(t, err)
+	require.Equal(t, []string{"timing.repeat.P0: 5m0s (the default) is below timing.group_interval 10m0s: P0 groups repeat every 10m0s"},
+		configstore.Summarize(c).Warnings)
+	c, err = configstore.Version{Document: docV1}.Config()
+	require.NoError(t, err)
+	require.Equal(t, []string{}, configstore.Summarize(c).Warnings)
+}

@@ -232,12 +232,16 @@ type Summary struct {
 	Receivers []ReceiverRow `json:"receivers"`
 	Routes    []RouteRow    `json:"routes"`
 	Rules     int           `json:"rules"`
+	// Warnings are config.Config.Warnings: accepted, yet worth a look
+	// (a repeat interval below the group interval, say); [] when none.
+	Warnings []string `json:"warnings"`
 }
 
-// Summarize lists c's receivers and routes; with one receiver and no
-// routes, the implied route to it.
+// Summarize lists c's receivers and routes, with one receiver and no
+// routes the implied route to it, and c's warnings.
 func Summarize(c *config.Config) Summary {
-	s := Summary{Receivers: []ReceiverRow{}, Routes: []RouteRow{}, Rules: len(c.RuleSet())}
+	s := Summary{Receivers: []ReceiverRow{}, Routes: []RouteRow{}, Rules: len(c.RuleSet()),
+		Warnings: c.Warnings()}
 	for _, r := range c.Receivers {
 		row := ReceiverRow{Name: r.Name}
 		switch {

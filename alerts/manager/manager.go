@@ -201,7 +201,7 @@ func (m *Manager) newQueues(receivers map[string]notify.Notifier) map[string]*no
 	out := make(map[string]*notify.Queue, len(receivers))
 	for _, name := range slices.Sorted(maps.Keys(receivers)) {
 		qo := m.o.Queue
-		qo.Clock, qo.Logger, qo.Metrics, qo.OnResult = m.o.Clock, m.o.Logger, m.m.delivery, m.onResult
+		qo.Clock, qo.Logger, qo.Metrics, qo.OnResult, qo.OnDrop = m.o.Clock, m.o.Logger, m.m.delivery, m.onResult, m.onDrop
 		out[name] = notify.NewQueue(name, receivers[name], qo)
 	}
 	return out
@@ -388,10 +388,7 @@ func (m *Manager) resendFiring(now time.Time, firing []alerts.Alert, f dispatch.
 		msg := notify.NewMessage(notify.KindResend, name, "", nil, as, now)
 		msg.ID = fmt.Sprintf("resend-%s-%d", name, now.UnixNano())
 		if !m.queues[name].Enqueue(msg) {
-			m.mu.Lock()
-			delete(m.resending, name)
-			m.mu.Unlock()
-			m.noteDrop(name, now)
+			m.onDrop(msg)
 		}
 	}
 }
@@ -509,13 +506,24 @@ const errQueueFull = "receiver queue full"
 // process to send. Every drop counts towards the receiver failing
 // (noteDrop).
 func (m *Manager) enqueue(q *notify.Queue, msg *notify.Message) {
-	if q.Enqueue(msg) {
-		return
+	if !q.Enqueue(msg) {
+		m.onDrop(msg)
 	}
+}
+
+// onDrop handles a logged message its receiver's full queue dropped: the
+// new one (enqueue) or, to make room for a more urgent one, one it held
+// (notify.QueueOptions.OnDrop); either counts as not sent, as in enqueue.
+func (m *Manager) onDrop(msg *notify.Message) {
 	now := m.o.Clock.Now()
-	if msg.Kind == notify.KindNotify {
+	switch msg.Kind {
+	case notify.KindNotify:
 		m.mu.Lock()
 		m.failed = append(m.failed, failure{msg: msg, err: errQueueFull, at: now})
+		m.mu.Unlock()
+	case notify.KindResend:
+		m.mu.Lock()
+		delete(m.resending, msg.Receiver)
 		m.mu.Unlock()
 	}
 	m.noteDrop(msg.Receiver, now)

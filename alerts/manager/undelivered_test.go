@@ -399,3 +399,62 @@ func testUndeliveredOfRemovedReceiverClosedAtStart(t *testing.T, h *harness) {
 		t.Fatalf("pagerduty, added back, got %v from the log", got)
 	}
 }
+
+// queueDepth reads governor_alerts_notification_queue_depth of receiver.
+func (h *harness) queueDepth(receiver string) float64 {
+	h.t.Helper()
+	mfs, err := h.reg.Gather()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "governor_alerts_notification_queue_depth" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "receiver" && l.GetValue() == receiver {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	h.t.Fatalf("no queue depth for %s", receiver)
+	return 0
+}
+
+// A P0 page reaching a receiver whose queue is full of P2 notifications
+// (the receiver hangs) takes the place of the newest P2 one instead of
+// being dropped, and goes out first once the receiver answers; the P2
+// notification it displaced counts as not sent, as one dropped on a full
+// queue: its group sends it again at the group interval after it (90s +
+// 1m), once.
+func TestP0PageTakesTheQueuePlaceOfAP2WhichIsSentAgainAtGroupInterval(t *testing.T) {
+	h := newHarness(t)
+	h.close()
+	h.routes = []dispatch.Route{{Receiver: "hook"}}
+	h.capacity = 1
+	h.open()
+	release := h.hook.hold()
+	h.db.set("breaker", "a")
+	h.stepAt(0)
+	h.db.set("shed", "c")
+	h.stepAt(30 * time.Second) // Breaker@a goes out and hangs in the receiver
+	for h.queueDepth("hook") != 0 {
+		waitBriefly()
+	}
+	h.db.set("breaker", "a", "b")
+	h.stepAt(60 * time.Second)
+	h.stepAt(90 * time.Second)  // Breaker@b fills the queue
+	h.stepAt(120 * time.Second) // the P0 page finds it full
+	if v := testutil.ToFloat64(h.m.m.delivery.Dropped("hook")); v != 1 {
+		t.Fatalf("dropped %v, want 1", v)
+	}
+	release()
+	h.at(120 * time.Second)
+	h.expect(120*time.Second, "firing Breaker@a/firing", "firing Shed@c/firing")
+	h.at(150 * time.Second)
+	h.expect(150*time.Second, "firing Breaker@b/firing")
+	h.at(180 * time.Second)
+	h.expect(180 * time.Second)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,8 +27,9 @@ const DefaultInitialBackoff = time.Second
 // negative ones are refused by Validate.
 type QueueOptions struct {
 	// Capacity bounds the queued messages; default DefaultCapacity. A full
-	// queue drops the new message, counts it and logs a warning; Enqueue
-	// reports it.
+	// queue drops the new message, or the newest of its least urgent ones
+	// when the new one is more urgent (OnDrop), counts it and logs a
+	// warning; Enqueue reports the new message's drop.
 	Capacity int
 	// InitialBackoff and MaxBackoff shape the exponential back-off between
 	// attempts; defaults 1s and 1m. A receiver's Retry-After (StatusError)
@@ -43,6 +45,10 @@ type QueueOptions struct {
 	// OnResult is called after the last attempt of a message with nil on
 	// success, outside any lock of the queue.
 	OnResult func(m *Message, attempts int, err error)
+	// OnDrop is called with a queued message that a more urgent one took
+	// the place of in the full queue (Enqueue), outside any lock of the
+	// queue. It gets no OnResult.
+	OnDrop func(m *Message)
 }
 
 // Validate names the first bad field: a negative capacity, attempt count,
@@ -137,16 +143,24 @@ func (m *Metrics) init(receiver string) {
 	}
 }
 
-// Queue delivers the messages of one receiver in order, one at a time.
+// Queue delivers the messages of one receiver one at a time, the most
+// urgent tier first (Message.Severity: P0, then P1, then P2), in order of
+// arrival within a tier. The messages of one group keep their order: a
+// message goes out after the earlier ones of its group, which go out
+// first, so that a receiver never hears a group's older news last. A full
+// queue takes a message more urgent than its least urgent one in that
+// one's place (the newest of them; OnDrop is told) and drops any other, so
+// a receiver that is down for long keeps its P0 pages and loses P2s first.
 type Queue struct {
 	name string
 	n    Notifier
 	o    QueueOptions
-	ch   chan *Message
+	wake chan struct{} // a message was queued; capacity 1
 
 	mu      sync.Mutex
 	cond    *sync.Cond
-	pending int
+	items   []*Message // in order of arrival
+	pending int        // queued and being delivered
 	closed  bool
 	retired bool
 
@@ -160,7 +174,7 @@ func NewQueue(name string, n Notifier, o QueueOptions) *Queue {
 	o = o.withDefaults()
 	o.Metrics.init(name)
 	ctx, cancel := context.WithCancel(context.Background())
-	q := &Queue{name: name, n: n, o: o, ch: make(chan *Message, o.Capacity), cancel: cancel,
+	q := &Queue{name: name, n: n, o: o, wake: make(chan struct{}, 1), cancel: cancel,
 		retire: make(chan struct{}), done: make(chan struct{})}
 	q.cond = sync.NewCond(&q.mu)
 	go q.run(ctx)
@@ -168,24 +182,83 @@ func NewQueue(name string, n Notifier, o QueueOptions) *Queue {
 }
 
 // Enqueue queues m without blocking; it returns false and counts a drop
-// when the queue is full, retired or closed.
+// when the queue is retired or closed, or full of messages at least as
+// urgent as m. A full queue holding a less urgent message drops the newest
+// of the least urgent ones instead, counts and logs it and passes it to
+// QueueOptions.OnDrop, and queues m.
 func (q *Queue) Enqueue(m *Message) bool {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	if q.closed || q.retired {
+		q.mu.Unlock()
 		q.o.Metrics.dropped.WithLabelValues(q.name).Inc()
 		return false
 	}
+	var displaced *Message
+	if len(q.items) >= q.o.Capacity {
+		i := q.leastUrgent()
+		if i < 0 || !m.Severity.MoreUrgent(q.items[i].Severity) {
+			q.mu.Unlock()
+			q.o.Metrics.dropped.WithLabelValues(q.name).Inc()
+			q.o.Logger.Warn("alert notification dropped: receiver queue full", "receiver", q.name, "group", m.GroupKey,
+				"severity", m.Severity, "capacity", q.o.Capacity)
+			return false
+		}
+		displaced = q.items[i]
+		q.items = slices.Delete(q.items, i, i+1)
+		q.pending--
+	}
+	q.items = append(q.items, m)
+	q.pending++
+	q.o.Metrics.depth.WithLabelValues(q.name).Set(float64(len(q.items)))
+	q.mu.Unlock()
 	select {
-	case q.ch <- m:
-		q.pending++
-		q.o.Metrics.depth.WithLabelValues(q.name).Set(float64(len(q.ch)))
-		return true
+	case q.wake <- struct{}{}:
 	default:
-		q.o.Metrics.dropped.WithLabelValues(q.name).Inc()
-		q.o.Logger.Warn("alert notification dropped: receiver queue full", "receiver", q.name, "group", m.GroupKey, "capacity", q.o.Capacity)
-		return false
 	}
+	if displaced != nil {
+		q.o.Metrics.dropped.WithLabelValues(q.name).Inc()
+		q.o.Logger.Warn("alert notification dropped: receiver queue full, a more urgent one took its place", "receiver", q.name,
+			"group", displaced.GroupKey, "severity", displaced.Severity, "for_severity", m.Severity, "capacity", q.o.Capacity)
+		if q.o.OnDrop != nil {
+			q.o.OnDrop(displaced)
+		}
+	}
+	return true
+}
+
+// leastUrgent returns the index of the newest of the least urgent queued
+// messages, -1 when none is queued; q.mu held.
+func (q *Queue) leastUrgent() int {
+	at := -1
+	for i, m := range q.items {
+		if at < 0 || !m.Severity.MoreUrgent(q.items[at].Severity) {
+			at = i
+		}
+	}
+	return at
+}
+
+// pop takes the next message to deliver: the earliest of the most urgent
+// ones, or the earliest queued message of its group; nil when none is
+// queued. q.mu held.
+func (q *Queue) pop() *Message {
+	if len(q.items) == 0 {
+		return nil
+	}
+	best := 0
+	for i, m := range q.items {
+		if m.Severity.MoreUrgent(q.items[best].Severity) {
+			best = i
+		}
+	}
+	b := q.items[best]
+	at := slices.IndexFunc(q.items[:best], func(m *Message) bool { return m.Receiver == b.Receiver && m.GroupKey == b.GroupKey })
+	if at < 0 {
+		at = best
+	}
+	m := q.items[at]
+	q.items = slices.Delete(q.items, at, at+1)
+	return m
 }
 
 // Idle waits until every queued message has had its last attempt, or ctx ends.
@@ -241,33 +314,33 @@ func (q *Queue) Retire() <-chan struct{} {
 func (q *Queue) run(ctx context.Context) {
 	defer close(q.done)
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case m := <-q.ch:
-			if !q.handle(ctx, m) {
+		q.mu.Lock()
+		m := q.pop()
+		retired := q.retired
+		q.o.Metrics.depth.WithLabelValues(q.name).Set(float64(len(q.items)))
+		q.mu.Unlock()
+		if m == nil {
+			if retired {
+				// Enqueue refuses from now on (it checks under q.mu), so
+				// nothing is left.
 				return
 			}
-		case <-q.retire:
-			// Enqueue refuses from now on (it sends under q.mu), so the
-			// channel holds everything that is left.
-			for {
-				select {
-				case m := <-q.ch:
-					if !q.handle(ctx, m) {
-						return
-					}
-				default:
-					return
-				}
+			select {
+			case <-ctx.Done():
+				return
+			case <-q.wake:
+			case <-q.retire:
 			}
+			continue
+		}
+		if ctx.Err() != nil || !q.handle(ctx, m) {
+			return
 		}
 	}
 }
 
 // handle delivers one message; false when the queue was closed meanwhile.
 func (q *Queue) handle(ctx context.Context, m *Message) bool {
-	q.o.Metrics.depth.WithLabelValues(q.name).Set(float64(len(q.ch)))
 	attempts, err := q.deliver(ctx, m)
 	if ctx.Err() != nil && err != nil {
 		return false

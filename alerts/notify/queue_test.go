@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -280,5 +281,85 @@ func TestQueueHonoursRetryAfter(t *testing.T) {
 				t.Fatalf("%d attempts, want %d", n.calls, len(tt.want)+1)
 			}
 		})
+	}
+}
+
+// recorder holds the first message until release is closed and records
+// the order of delivery.
+type recorder struct {
+	started chan struct{}
+	release chan struct{}
+	mu      sync.Mutex
+	got     []string
+}
+
+func (r *recorder) Notify(ctx context.Context, m *Message) (bool, error) {
+	r.mu.Lock()
+	first := len(r.got) == 0
+	r.got = append(r.got, m.ID)
+	r.mu.Unlock()
+	if first {
+		close(r.started)
+		select {
+		case <-r.release:
+		case <-ctx.Done():
+			return true, ctx.Err()
+		}
+	}
+	return false, nil
+}
+
+// A receiver that is down for long fills its queue: what it keeps and
+// what it delivers first once back must be the pages. The queue delivers
+// the most urgent tier first (a group's earlier messages before its later
+// one, so a receiver never hears a group's older news last), and a full
+// queue takes a P0 in place of its newest P2, which OnDrop reports, and
+// refuses a P2 when it holds nothing less urgent.
+func TestFullQueueKeepsP0PagesAndDeliversTheMostUrgentFirst(t *testing.T) {
+	msg := func(id, group string, sev alerts.Severity) *Message {
+		return &Message{ID: id, Kind: KindNotify, Receiver: "r", GroupKey: group, Severity: sev}
+	}
+	met := NewMetrics(nil)
+	var dropped []string
+	var mu sync.Mutex
+	r := &recorder{started: make(chan struct{}), release: make(chan struct{})}
+	q := NewQueue("r", r, QueueOptions{Capacity: 3, Metrics: met, OnDrop: func(m *Message) {
+		mu.Lock()
+		dropped = append(dropped, m.ID)
+		mu.Unlock()
+	}})
+	defer q.Close()
+	if !q.Enqueue(msg("busy", "a", alerts.P2)) {
+		t.Fatal("refused")
+	}
+	<-r.started
+	// A P0 of group x after x's P2: x's P2 goes first, so that the
+	// messages of one group keep their order, then the P0, then other P2s.
+	for _, m := range []*Message{msg("p2-x", "x", alerts.P2), msg("p2-b", "b", alerts.P2), msg("p0-x", "x", alerts.P0)} {
+		if !q.Enqueue(m) {
+			t.Fatalf("%s refused", m.ID)
+		}
+	}
+	// Full: a P0 takes the place of the newest P2.
+	if !q.Enqueue(msg("p0-d", "d", alerts.P0)) {
+		t.Fatal("P0 refused by a full queue holding P2")
+	}
+	// Full, with nothing less urgent: a P2 is refused.
+	if q.Enqueue(msg("p2-e", "e", alerts.P2)) {
+		t.Fatal("P2 accepted by a full queue")
+	}
+	close(r.release)
+	if err := q.Idle(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"busy", "p2-x", "p0-x", "p0-d"}
+	if !slices.Equal(r.got, want) {
+		t.Fatalf("delivered %v, want %v", r.got, want)
+	}
+	if want := []string{"p2-b"}; !slices.Equal(dropped, want) {
+		t.Fatalf("displaced %v, want %v", dropped, want)
+	}
+	if got := testutil.ToFloat64(met.dropped.WithLabelValues("r")); got != 2 {
+		t.Fatalf("dropped counter %v, want 2", got)
 	}
 }
