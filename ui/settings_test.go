@@ -195,6 +195,18 @@ func TestSettingsAlertingEditor(t *testing.T) {
 	require.Contains(t, body, `"number":3`)
 	v, _ = e.routing.Latest(ctx)
 	require.Contains(t, v.Document, "PD-SECRET-1")
+
+	// A repeat interval below the group interval is saved, with a warning
+	// shown to whoever saved it.
+	warned := strings.Replace(masked, `"routes":`, `"timing": {"group_interval": "10m"}, "routes":`, 1)
+	resp, _ = e.do(req{method: "POST", path: "/settings/alerting", session: sid, csrf: csrf, form: url.Values{"document": {warned}, "comment": {"slower groups"}, "base": {"3"}}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	_, body = e.do(req{method: "GET", path: "/settings", session: sid})
+	require.Contains(t, body, "accepted, with warnings")
+	require.Contains(t, body, "timing.repeat.P0")
+	resp, body = e.do(req{method: "GET", path: "/api/v1/settings/alerting", session: sid})
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	require.Contains(t, body, `"warnings":["timing.repeat.P0`)
 }
 
 // TestEmergencyPublishPreviewConfirm: the page starts from the active
