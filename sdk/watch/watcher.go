@@ -289,10 +289,24 @@ func (w *Watcher) wait(ctx context.Context, d time.Duration, reconnected <-chan 
 		case <-t.C():
 			return true
 		case <-reconnected:
+			drain(reconnected)
 			w.heartbeat(hb)
 			return true
 		case <-(*hb).C():
 			w.heartbeat(hb)
+		}
+	}
+}
+
+// drain empties ch: reconnects that queued up while one was handled (a
+// flapping network) are answered by the one watch and heartbeat that
+// follow, not by one each, from every instance at once.
+func drain(ch <-chan nats.Status) {
+	for {
+		select {
+		case <-ch:
+		default:
+			return
 		}
 	}
 }
@@ -311,6 +325,7 @@ func (w *Watcher) follow(ctx context.Context, kv jetstream.KeyValue, kw jetstrea
 		case <-reconnected:
 			// The ordered consumer may have lost its place: watch again, which
 			// delivers the latest value of each key.
+			drain(reconnected)
 			w.heartbeat(hb)
 			return
 		case <-(*hb).C():
