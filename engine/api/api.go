@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -68,9 +69,17 @@ type Options struct {
 	Relay       Relay
 	Gatherer    prometheus.Gatherer
 	// Ready reports why the engine is not ready (nil: ready).
-	Ready  func() error
-	Logger *slog.Logger
+	Ready func() error
+	// Timeout bounds each request to the read API: a store or ledger that
+	// stops answering fails the request with 503 instead of holding it
+	// (and a database connection) until the client gives up. Default
+	// DefaultTimeout; negative: none.
+	Timeout time.Duration
+	Logger  *slog.Logger
 }
+
+// DefaultTimeout is the default of Options.Timeout.
+const DefaultTimeout = 10 * time.Second
 
 // Service is one service in the API.
 type Service struct {
@@ -168,6 +177,9 @@ func Handler(o Options) http.Handler {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
 	s := &server{o: o}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
@@ -183,7 +195,19 @@ func Handler(o Options) http.Handler {
 	mux.HandleFunc("GET "+Prefix+"/guardrails", s.guardrails)
 	mux.HandleFunc("GET "+Prefix+"/events", s.events)
 	mux.HandleFunc("GET "+Prefix+"/undeliverable", s.undeliverable)
-	return mux
+	return s.bounded(mux)
+}
+
+// bounded gives every request a context that ends after Options.Timeout.
+func (s *server) bounded(next http.Handler) http.Handler {
+	if s.o.Timeout < 0 {
+		return next
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), s.o.Timeout)
+		defer cancel()
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
 }
 
 type server struct{ o Options }
@@ -406,6 +430,9 @@ func (s *server) error(w http.ResponseWriter, err error) {
 		s.fail(w, http.StatusNotFound, err)
 	case errors.As(err, &in) || errors.Is(err, versioning.ErrInvalid):
 		s.fail(w, http.StatusBadRequest, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		s.o.Logger.Warn("api: request timed out", "timeout", s.o.Timeout, "err", err)
+		s.fail(w, http.StatusServiceUnavailable, fmt.Errorf("timed out after %s: %w", s.o.Timeout, err))
 	default:
 		s.o.Logger.Error("api", "err", err)
 		s.fail(w, http.StatusInternalServerError, err)

@@ -1,7 +1,8 @@
 // Package api serves the engine's HTTP endpoints: /healthz, /readyz,
 // /metrics and the read-only JSON API the web UI uses. Every JSON answer is
 // an object; errors are {"error": "..."} with 400 (bad input), 404 (unknown
-// service or version) or 500. The API is unauthenticated and read-only:
+// service or version), 503 (a read the store or ledger did not answer
+// within Options.Timeout, default 10s) or 500. The API is unauthenticated and read-only:
 // keep the engine's listener internal. Its prefix is /engine/api/v1, never
 // /api/v1, which is the web UI's authenticated API (the dev engine serves
 // both from one listener). Unknown numbers (a score without data) are

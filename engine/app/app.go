@@ -168,6 +168,12 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 			started.close()
 		}
 	}()
+	// The address first: a port already taken fails the start before
+	// anything is opened, migrated or created (the UI's first admin, whose
+	// one-time password only the banner of a start that runs shows).
+	if a.ln, err = net.Listen("tcp", a.cfg.Listen); err != nil {
+		return nil, fmt.Errorf("%w: listen %s: %w", ErrStart, a.cfg.Listen, err)
+	}
 	if err := a.startNATS(); err != nil {
 		return nil, err
 	}
@@ -202,9 +208,6 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		if err := a.startUI(ctx); err != nil {
 			return nil, err
 		}
-	}
-	if a.ln, err = net.Listen("tcp", a.cfg.Listen); err != nil {
-		return nil, fmt.Errorf("%w: listen %s: %w", ErrStart, a.cfg.Listen, err)
 	}
 	return a, nil
 }
@@ -526,7 +529,8 @@ func (a *App) Run(ctx context.Context) error {
 	engine := api.Handler(api.Options{Evaluations: a.eval, Versions: a.store, Ledger: a.plane.Ledger(),
 		Guardrails: a.guard, Events: a.recorder, Levels: a.p99Levels, AlertLevels: a.eval.AlertLevelsInForce, Relay: a.plane, Gatherer: a.o.Registry,
 		Ready: a.readiness, Logger: a.log})
-	srv := &http.Server{Handler: combine(engine, a.ui), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: combine(engine, a.ui), ReadHeaderTimeout: 5 * time.Second,
+		IdleTimeout: 2 * time.Minute} // idle keep-alive connections are dropped, not kept forever
 	wg.Go(func() {
 		if err := srv.Serve(a.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("app: http: %w", err)
@@ -540,8 +544,14 @@ func (a *App) Run(ctx context.Context) error {
 	}
 	cancel()
 	close(a.stopping) // the UI's live streams would hold Shutdown to its timeout
-	shut, scancel := context.WithTimeout(context.Background(), 5*time.Second)
-	_ = srv.Shutdown(shut)
+	shut, scancel := context.WithTimeout(context.Background(), shutdownGrace)
+	if err := srv.Shutdown(shut); err != nil {
+		// Requests still running (a read the database does not answer)
+		// would hold their connections, and the pools closed below, past
+		// the grace: closing their connections ends their contexts.
+		a.log.Warn("http: requests still running after the shutdown grace: closing their connections", "grace", shutdownGrace)
+		_ = srv.Close()
+	}
 	scancel()
 	wg.Wait()
 	a.log.Info("engine stopped")
@@ -648,6 +658,9 @@ func (a *App) readiness() error {
 	}
 	return nil
 }
+
+// shutdownGrace bounds the wait for running HTTP requests at a stop.
+const shutdownGrace = 5 * time.Second
 
 // readyPing bounds the database check of /readyz.
 const readyPing = 2 * time.Second

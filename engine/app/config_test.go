@@ -156,3 +156,30 @@ func TestFailedStartReleasesTheDemoFleet(t *testing.T) {
 	}
 	goleak.VerifyNone(t, before)
 }
+
+// TestStartOnATakenPortLeavesNoAdminWithAnUnseenPassword: a dev stack
+// whose port is taken fails before creating the UI's first admin, so the
+// next start creates it and its banner shows the one-time password. The
+// address used to be bound last: the failed start had created the admin,
+// whose password no banner ever showed, locking everyone out of the UI.
+func TestStartOnATakenPortLeavesNoAdminWithAnUnseenPassword(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	cfg := config.DevDefaults()
+	cfg.DataDir, cfg.Listen = t.TempDir(), busy.Addr().String()
+	if a, err := New(context.Background(), Options{Config: cfg, BcryptCost: 4}); a != nil || err == nil {
+		t.Fatalf("New on a taken address = %v, %v; want no App and an error", a, err)
+	}
+	cfg.Listen = "127.0.0.1:0"
+	a, err := New(context.Background(), Options{Config: cfg, BcryptCost: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.close()
+	if !a.adminEnsured.Created || a.adminEnsured.Password == "" || !strings.Contains(a.adminEnsured.Banner(), a.adminEnsured.Password) {
+		t.Fatalf("the start after one that failed on its port ensured %+v: no one-time password to show", a.adminEnsured)
+	}
+}

@@ -12,7 +12,11 @@
 // internal). In dev mode (or with Options.WebUI) the same listener serves the
 // web UI (package ui) at every other path, its authenticated JSON API under
 // /api/v1 included; the UI's accounts live in the rules database and the
-// first admin's one-time password is printed in the banner.
+// first admin's one-time password is printed in the banner. New binds the
+// listener before it starts anything else, so a port already taken fails the
+// start before the admin is created. At a stop, requests still running after
+// a 5s grace have their connections closed (their contexts end) before the
+// databases close; the engine API bounds each read itself (api.Options.Timeout).
 //
 // The alerts manager (package alerts/manager) stores its state in the rules
 // database, receives the engine's events through its EngineSink and

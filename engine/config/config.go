@@ -7,8 +7,10 @@ import (
 	"io"
 	"math"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -320,7 +322,26 @@ func Decode(r io.Reader, base Config) (Config, error) {
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
 		return base, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
+	// A second document would be ignored: settings after a stray "---"
+	// silently not applied.
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case errors.Is(err, io.EOF):
+	case err != nil:
+		return base, fmt.Errorf("%w: %w", ErrInvalid, err)
+	case !emptyDocument(&extra):
+		return base, fmt.Errorf("%w: line %d: a second YAML document: the file must hold one (remove the \"---\")", ErrInvalid, extra.Line)
+	}
 	return c, nil
+}
+
+// emptyDocument reports whether n, a decoded document, holds nothing (a
+// trailing "---").
+func emptyDocument(n *yaml.Node) bool {
+	for n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	return n.Kind == 0 || (n.Kind == yaml.DocumentNode && len(n.Content) == 0) || (n.Kind == yaml.ScalarNode && n.Tag == "!!null")
 }
 
 // LoadFile decodes a file over base.
@@ -342,8 +363,10 @@ func (c *Config) Validate() error {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%w: %s: %s", ErrInvalid, field, fmt.Sprintf(format, args...)))
 	}
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+	if _, port, err := net.SplitHostPort(c.Listen); err != nil {
 		bad("listen", "%q is not host:port (%v)", c.Listen, err)
+	} else if _, err := net.LookupPort("tcp", port); err != nil {
+		bad("listen", "%q: port %q is not a port number from 0 to 65535", c.Listen, port)
 	}
 	if c.DataDir == "" && c.Database == "" {
 		bad("data_dir", "is required for SQLite when no database URL is set")
@@ -357,15 +380,23 @@ func (c *Config) Validate() error {
 		}
 	}
 	minDur("interval", c.Interval, 100*time.Millisecond)
-	if c.NATS.URL != "" && !strings.HasPrefix(c.NATS.URL, "nats://") && !strings.HasPrefix(c.NATS.URL, "tls://") {
-		bad("nats.url", "%q must be a nats:// or tls:// URL (empty for the embedded server)", c.NATS.URL)
+	if c.NATS.URL != "" {
+		for _, u := range strings.Split(c.NATS.URL, ",") {
+			if problem := urlProblem(strings.TrimSpace(u), "nats", "tls"); problem != "" {
+				bad("nats.url", "%q must be a nats:// or tls:// URL, or a comma-separated list of them (empty for the embedded server): %s",
+					c.NATS.URL, problem)
+				break
+			}
+		}
 	}
 	if c.NATS.Prefix == "" || strings.ContainsAny(c.NATS.Prefix, " .*>") {
 		bad("nats.prefix", "%q must be a non-empty token without spaces, dots or wildcards", c.NATS.Prefix)
 	}
 	minDur("nats.transition_retention", c.NATS.TransitionRetention, time.Hour)
-	if u := c.Metrics.PrometheusURL; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
-		bad("metrics.prometheus_url", "%q must be an http(s) URL (empty for the embedded store)", u)
+	if u := c.Metrics.PrometheusURL; u != "" {
+		if problem := urlProblem(u, "http", "https"); problem != "" {
+			bad("metrics.prometheus_url", "%q must be an http(s) URL (empty for the embedded store): %s", u, problem)
+		}
 	}
 	minDur("metrics.scrape_interval", c.Metrics.ScrapeInterval, 100*time.Millisecond)
 	minDur("metrics.window", c.Metrics.Window, time.Second)
@@ -376,8 +407,8 @@ func (c *Config) Validate() error {
 			c.Metrics.Window, c.Metrics.ScrapeInterval)
 	}
 	for i, t := range c.Metrics.Targets {
-		if !strings.HasPrefix(t, "http://") && !strings.HasPrefix(t, "https://") {
-			bad(fmt.Sprintf("metrics.targets[%d]", i), "%q must be an http(s) URL", t)
+		if problem := urlProblem(t, "http", "https"); problem != "" {
+			bad(fmt.Sprintf("metrics.targets[%d]", i), "%q must be an http(s) URL: %s", t, problem)
 		}
 	}
 	positive := false
@@ -582,6 +613,22 @@ func (l AlertLevels) validate(bad func(field, format string, args ...any)) {
 	if l.Refresh < time.Second || l.Refresh > 2*time.Minute {
 		bad("alert_levels.refresh", "must be between 1s and 2m (the alert rule resolves 5m after the last report), got %s", l.Refresh)
 	}
+}
+
+// urlProblem says what is wrong with u as a URL of one of schemes ("" if
+// nothing): a URL without a host would not fail until it is used, or, for
+// NATS, would quietly reach a server on localhost.
+func urlProblem(u string, schemes ...string) string {
+	p, err := url.Parse(u)
+	switch {
+	case err != nil:
+		return err.Error()
+	case !slices.Contains(schemes, p.Scheme) || !strings.HasPrefix(u, p.Scheme+"://"):
+		return "want the scheme " + strings.Join(schemes, ":// or ") + "://"
+	case p.Hostname() == "":
+		return "no host"
+	}
+	return ""
 }
 
 // sortErrs orders errors by message so reports are stable.

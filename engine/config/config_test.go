@@ -270,3 +270,40 @@ recommend:
 		t.Fatalf("one positive weight and one non-zero gain: %v", err)
 	}
 }
+
+// TestAddressesThatWouldFailOnlyAtRunTimeAreRefused: a URL without a host
+// (which for NATS quietly reached a server on localhost), a listen port out
+// of range and settings after a stray "---" (a second YAML document, never
+// read) used to pass -check-config; each is now named. Lists of NATS URLs,
+// URLs with a path and a trailing empty document stay valid.
+func TestAddressesThatWouldFailOnlyAtRunTimeAreRefused(t *testing.T) {
+	tests := []struct{ doc, want string }{
+		{"metrics:\n  prometheus_url: http://\n", "metrics.prometheus_url"},
+		{"metrics:\n  prometheus_url: HTTP://prom:9090\n", "metrics.prometheus_url"},
+		{"nats:\n  url: nats://\n", "nats.url"},
+		{"nats:\n  url: nats://a:4222,nats://\n", "nats.url"},
+		{"metrics:\n  targets: ['http://']\n", "metrics.targets[0]"},
+		{"listen: 127.0.0.1:99999\n", "listen"},
+		{"interval: 10s\n---\ninterval: 1s\n", "line 2: a second YAML document"},
+	}
+	for _, tt := range tests {
+		c, err := Decode(strings.NewReader(tt.doc), Default())
+		if err == nil {
+			err = c.Validate()
+		}
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q: error %v, want one naming %s", tt.doc, err, tt.want)
+		}
+	}
+	c, err := Decode(strings.NewReader("interval: 10s\n---\n"), Default())
+	if err != nil || c.Interval != 10*time.Second {
+		t.Fatalf("a trailing empty document: %v, interval %s", err, c.Interval)
+	}
+	c.NATS.URL = "nats://a:4222, tls://b:4222"
+	c.Metrics.PrometheusURL = "https://prom.example:9090/prefix"
+	c.Metrics.Targets = []string{"http://10.0.0.1:8080/metrics"}
+	c.Listen = ":http-alt"
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+}

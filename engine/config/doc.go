@@ -2,7 +2,10 @@
 // environment variables (GOVERNOR_*), then command-line flags, each layer
 // overriding the one before, validated as a whole at start. Validate reports
 // every problem at once, each naming its field, so `engine -check-config`
-// shows a broken file's mistakes in one run.
+// shows a broken file's mistakes in one run. The file holds one YAML
+// document (settings after a second "---" are refused, not ignored), and
+// every URL (nats.url, a comma-separated list too,
+// metrics.prometheus_url, metrics.targets) needs its scheme and a host.
 //
 // Besides the engine's own keys, alerts.config_file (also
 // GOVERNOR_ALERTS_CONFIG and -alerts-config) names the alerting document
