@@ -341,6 +341,14 @@ func (s *server) versions(w http.ResponseWriter, r *http.Request) {
 		}
 		f.Limit = n
 	}
+	if b := r.URL.Query().Get("before"); b != "" {
+		n, err := strconv.ParseInt(b, 10, 64)
+		if err != nil || n < 1 {
+			s.fail(w, http.StatusBadRequest, errors.New("before: want a version number of 1 or more (the next page starts below it)"))
+			return
+		}
+		f.Before = n
+	}
 	vs, err := s.o.Versions.List(r.Context(), f)
 	if err != nil {
 		s.error(w, err)

@@ -15,8 +15,11 @@
 //	GET /engine/api/v1/services        {"services": [Service], "last_tick": t, "problems": [string] (only when a part could not be read)}
 //	GET /engine/api/v1/services/{service}
 //	                                   Service
-//	GET /engine/api/v1/services/{service}/versions?limit=N
-//	                                   {"versions": [versioning.Version]} newest first
+//	GET /engine/api/v1/services/{service}/versions?limit=N&before=V
+//	                                   {"versions": [versioning.Version]} newest first,
+//	                                   at most N (default 50, at most 1000), numbered
+//	                                   below V if given (the next page: V = the
+//	                                   last number of this one)
 //	GET /engine/api/v1/recommendations {"recommendations": [recommend.Recommendation]}
 //	GET /engine/api/v1/ledger?service=S
 //	                                   {"instances": [distribution.Instance]}
