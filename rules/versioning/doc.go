@@ -93,6 +93,18 @@
 // zero-setup default. Both apply the migrations of package
 // governor.dev/governor/migrations at start and pass one conformance suite.
 //
+// Both stores also mark an outbox row by the item a relay claimed,
+// MarkOutboxItemDone(ctx, OutboxItem) and MarkOutboxItemUndeliverable(ctx,
+// OutboxItem, OutboxFailure) (the distribution relay's optional ItemMarker):
+// only while the row of the item's id still holds its service, version and
+// checksum, checked in the locked lookup of the one transaction that marks
+// it, and ErrNotFound otherwise, the row left untouched. After the database
+// was restored from a backup an id can name another row, which marking by
+// id alone would mark published or undeliverable without having delivered
+// it. They otherwise behave, are audited and are measured (operations
+// mark_outbox_done and mark_outbox_undeliverable) exactly as
+// Outbox.MarkOutboxDone and Outbox.MarkOutboxUndeliverable.
+//
 // # Errors
 //
 // Errors wrap one of the sentinels below (ErrNotFound, ErrConflict,

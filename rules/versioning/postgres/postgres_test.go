@@ -111,6 +111,48 @@ func TestMetrics(t *testing.T) {
 	require.Positive(t, n)
 }
 
+// itemMarker has the shape of distribution.ItemMarker: the relay marks the
+// row it claimed by its item whenever its Outbox has these methods.
+type itemMarker interface {
+	MarkOutboxItemDone(ctx context.Context, it versioning.OutboxItem) error
+	MarkOutboxItemUndeliverable(ctx context.Context, it versioning.OutboxItem, f versioning.OutboxFailure) (versioning.OutboxFailure, bool, error)
+}
+
+// TestOpenedStoreMarksOutboxRowsByItem: the store Open returns marks a row
+// by its item (the relay's check that a restore did not give its id to
+// another row), measured as the marks by id are.
+func TestOpenedStoreMarksOutboxRowsByItem(t *testing.T) {
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	s, err := postgres.Open(ctx, postgres.Options{URL: pgURL(t), Registerer: reg})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	m, ok := s.(itemMarker)
+	require.True(t, ok, "%T must mark outbox rows by item", s)
+	for _, svc := range []string{"a", "b"} {
+		v, err := s.Propose(ctx, versioning.Proposal{Ruleset: &rules.Ruleset{Service: svc}, Author: alice, Reason: "x"})
+		require.NoError(t, err)
+		_, err = s.Approve(ctx, svc, v.Number, bob, "")
+		require.NoError(t, err)
+	}
+	items, err := s.ClaimOutbox(ctx, 10, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, items, 2)
+	other := items[0]
+	other.Version++
+	require.ErrorIs(t, m.MarkOutboxItemDone(ctx, other), versioning.ErrNotFound)
+	require.NoError(t, m.MarkOutboxItemDone(ctx, items[0]))
+	_, _, err = m.MarkOutboxItemUndeliverable(ctx, other, versioning.OutboxFailure{Reason: "invalid", Error: "x", Relay: "r"})
+	require.ErrorIs(t, err, versioning.ErrNotFound)
+	_, recorded, err := m.MarkOutboxItemUndeliverable(ctx, items[1], versioning.OutboxFailure{Reason: "invalid", Error: "x", Relay: "r"})
+	require.NoError(t, err)
+	require.True(t, recorded)
+	for _, op := range []string{"mark_outbox_done", "mark_outbox_undeliverable"} {
+		require.Equal(t, 1.0, testutil.ToFloat64(opCounter(t, reg, op, "ok")), op)
+		require.Equal(t, 1.0, testutil.ToFloat64(opCounter(t, reg, op, "not_found")), op)
+	}
+}
+
 func opCounter(t *testing.T, reg *prometheus.Registry, op, result string) prometheus.Collector {
 	t.Helper()
 	mfs, err := reg.Gather()

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"governor.dev/governor/rules/versioning"
@@ -98,4 +99,61 @@ func TestConcurrentOpen(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, l, 20)
 	require.Equal(t, int64(20), l[0].Number)
+}
+
+// itemMarker has the shape of distribution.ItemMarker: the relay marks the
+// row it claimed by its item whenever its Outbox has these methods.
+type itemMarker interface {
+	MarkOutboxItemDone(ctx context.Context, it versioning.OutboxItem) error
+	MarkOutboxItemUndeliverable(ctx context.Context, it versioning.OutboxItem, f versioning.OutboxFailure) (versioning.OutboxFailure, bool, error)
+}
+
+// TestOpenedStoreMarksOutboxRowsByItem: the store Open returns marks a row
+// by its item (the relay's check that a restore did not give its id to
+// another row), measured as the mark by id is.
+func TestOpenedStoreMarksOutboxRowsByItem(t *testing.T) {
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	s, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Registerer: reg})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	m, ok := s.(itemMarker)
+	require.True(t, ok, "%T must mark outbox rows by item", s)
+	v, err := s.Propose(ctx, versioning.Proposal{Ruleset: &rules.Ruleset{Service: "mem"}, Author: alice, Reason: "x"})
+	require.NoError(t, err)
+	_, err = s.Approve(ctx, "mem", v.Number, bob, "")
+	require.NoError(t, err)
+	items, err := s.ClaimOutbox(ctx, 10, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, items, 1)
+	other := items[0]
+	other.Checksum = "sha256:0"
+	require.ErrorIs(t, m.MarkOutboxItemDone(ctx, other), versioning.ErrNotFound)
+	require.NoError(t, m.MarkOutboxItemDone(ctx, items[0]))
+	require.Equal(t, 1.0, opCount(t, reg, "mark_outbox_done", "ok"))
+	require.Equal(t, 1.0, opCount(t, reg, "mark_outbox_done", "not_found"))
+}
+
+// opCount is the value of governor_versioning_operations_total for op and
+// result.
+func opCount(t *testing.T, reg *prometheus.Registry, op, result string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != "governor_versioning_operations_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["operation"] == op && labels["result"] == result {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no series operation=%s result=%s", op, result)
+	return 0
 }

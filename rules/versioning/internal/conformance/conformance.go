@@ -57,6 +57,8 @@ func Run(t *testing.T, f Factory) {
 		{"OutboxUndeliverable", testOutboxUndeliverable},
 		{"OutboxUndeliverableRace", testOutboxUndeliverableRace},
 		{"OutboxFailureCount", testOutboxFailureCount},
+		{"OutboxMarkByItem", testOutboxItemMark},
+		{"OutboxMarkByItemAfterRestore", testOutboxItemMarkAfterRestore},
 		{"FailedTransactionWritesNothing", testFailedTx},
 		{"BadInputWritesNothing", testBadInput},
 		{"YAMLRoundTrip", testYAML},

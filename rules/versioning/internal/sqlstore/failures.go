@@ -29,6 +29,24 @@ func scanFailure(r interface{ Scan(...any) error }) (versioning.OutboxFailure, e
 
 // MarkOutboxUndeliverable implements versioning.Outbox.
 func (s *Store) MarkOutboxUndeliverable(ctx context.Context, id int64, f versioning.OutboxFailure) (versioning.OutboxFailure, bool, error) {
+	return s.markOutboxUndeliverable(ctx, outboxRef{id: id}, f)
+}
+
+// MarkOutboxItemUndeliverable is MarkOutboxUndeliverable of the row of
+// it.ID, only while that row still holds it.Service, it.Version and
+// it.Checksum: the row a relay claimed. After the database was restored
+// from a backup, the id can name another row; the store then fails with
+// versioning.ErrNotFound and records nothing. The check is part of the
+// row's locked lookup in the one transaction that records the failure. It
+// returns, audits and measures as MarkOutboxUndeliverable (operation
+// "mark_outbox_undeliverable"): the recorded failure, and whether this call
+// recorded it.
+func (s *Store) MarkOutboxItemUndeliverable(ctx context.Context, it versioning.OutboxItem, f versioning.OutboxFailure) (versioning.OutboxFailure, bool, error) {
+	return s.markOutboxUndeliverable(ctx, itemRef(it), f)
+}
+
+func (s *Store) markOutboxUndeliverable(ctx context.Context, ref outboxRef, f versioning.OutboxFailure) (versioning.OutboxFailure, bool, error) {
+	id := ref.id
 	var out versioning.OutboxFailure
 	var recorded bool
 	err := s.op(ctx, "mark_outbox_undeliverable", func(ctx context.Context) error {
@@ -37,7 +55,7 @@ func (s *Store) MarkOutboxUndeliverable(ctx context.Context, id int64, f version
 		}
 		return s.write(ctx, "mark_outbox_undeliverable", func(tx Tx) (bool, error) {
 			recorded = false
-			service, err := s.lockOutboxService(ctx, tx, id)
+			service, err := s.lockOutboxService(ctx, tx, ref)
 			if err != nil {
 				return false, err
 			}
@@ -46,8 +64,8 @@ func (s *Store) MarkOutboxUndeliverable(ctx context.Context, id int64, f version
 				attempts          int
 				published, failed *time.Time
 			)
-			if err := tx.QueryRow(ctx, `SELECT version, attempts, published_at, failed_at FROM rule_outbox WHERE id = $1`+s.d.ForUpdate,
-				id).Scan(&version, &attempts, &published, &failed); err != nil {
+			if err := s.lockOutboxRow(ctx, tx, ref, `version, attempts, published_at, failed_at`,
+				&version, &attempts, &published, &failed); err != nil {
 				return false, err
 			}
 			if published != nil || failed != nil {
@@ -193,7 +211,8 @@ func (s *Store) RequeueOutbox(ctx context.Context, id int64, relay string) (bool
 		}
 		return s.write(ctx, "requeue_outbox", func(tx Tx) (bool, error) {
 			requeued = false
-			service, err := s.lockOutboxService(ctx, tx, id)
+			ref := outboxRef{id: id}
+			service, err := s.lockOutboxService(ctx, tx, ref)
 			if err != nil {
 				return false, err
 			}
@@ -201,8 +220,8 @@ func (s *Store) RequeueOutbox(ctx context.Context, id int64, relay string) (bool
 				version           int64
 				published, failed *time.Time
 			)
-			if err := tx.QueryRow(ctx, `SELECT version, published_at, failed_at FROM rule_outbox WHERE id = $1`+s.d.ForUpdate,
-				id).Scan(&version, &published, &failed); err != nil {
+			if err := s.lockOutboxRow(ctx, tx, ref, `version, published_at, failed_at`,
+				&version, &published, &failed); err != nil {
 				return false, err
 			}
 			if published != nil || failed == nil {

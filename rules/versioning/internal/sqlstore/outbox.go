@@ -104,9 +104,25 @@ func (s *Store) ClaimOutbox(ctx context.Context, limit int, lease time.Duration)
 
 // MarkOutboxDone implements versioning.Outbox.
 func (s *Store) MarkOutboxDone(ctx context.Context, id int64) error {
+	return s.markOutboxDone(ctx, outboxRef{id: id})
+}
+
+// MarkOutboxItemDone is MarkOutboxDone of the row of it.ID, only while that
+// row still holds it.Service, it.Version and it.Checksum: the row a relay
+// claimed. After the database was restored from a backup, the id can name
+// another row (ids are given again from the backup's sequence); the store
+// then fails with versioning.ErrNotFound and leaves that row untouched.
+// The check is part of the row's locked lookup in the one transaction that
+// marks it. It is audited and measured as MarkOutboxDone (operation
+// "mark_outbox_done").
+func (s *Store) MarkOutboxItemDone(ctx context.Context, it versioning.OutboxItem) error {
+	return s.markOutboxDone(ctx, itemRef(it))
+}
+
+func (s *Store) markOutboxDone(ctx context.Context, ref outboxRef) error {
 	return s.op(ctx, "mark_outbox_done", func(ctx context.Context) error {
 		return s.write(ctx, "mark_outbox_done", func(tx Tx) (bool, error) {
-			service, err := s.lockOutboxService(ctx, tx, id)
+			service, err := s.lockOutboxService(ctx, tx, ref)
 			if err != nil {
 				return false, err
 			}
@@ -116,13 +132,14 @@ func (s *Store) MarkOutboxDone(ctx context.Context, id int64) error {
 				attempts  int
 				published *time.Time
 			)
-			if err := tx.QueryRow(ctx, `SELECT version, kind, attempts, published_at FROM rule_outbox WHERE id = $1`+s.d.ForUpdate,
-				id).Scan(&version, &kind, &attempts, &published); err != nil {
+			if err := s.lockOutboxRow(ctx, tx, ref, `version, kind, attempts, published_at`,
+				&version, &kind, &attempts, &published); err != nil {
 				return false, err
 			}
 			if published != nil {
 				return false, nil
 			}
+			id := ref.id
 			now := s.now()
 			if _, err := tx.Exec(ctx, `UPDATE rule_outbox SET published_at = $2 WHERE id = $1`, id, now); err != nil {
 				return false, err
@@ -146,14 +163,44 @@ func (s *Store) MarkOutboxDone(ctx context.Context, id int64) error {
 	})
 }
 
-// lockOutboxService locks the service of outbox row id (the service row
-// first, as every writer locks it; callers then lock the row itself) and
-// returns its name.
-func (s *Store) lockOutboxService(ctx context.Context, tx Tx, id int64) (string, error) {
+// outboxRef names the outbox row a mark applies to: the row of id, or,
+// when item is set, that row only while it still holds the item's service,
+// version and checksum (the row a relay claimed).
+type outboxRef struct {
+	id   int64
+	item *versioning.OutboxItem
+}
+
+func itemRef(it versioning.OutboxItem) outboxRef { return outboxRef{id: it.ID, item: &it} }
+
+// where is the WHERE clause selecting the row, with its arguments.
+func (r outboxRef) where() (string, []any) {
+	if r.item == nil {
+		return ` WHERE id = $1`, []any{r.id}
+	}
+	return ` WHERE id = $1 AND service = $2 AND version = $3 AND checksum = $4`,
+		[]any{r.id, r.item.Service, r.item.Version, r.item.Checksum}
+}
+
+// notFound is the error for a row the outbox does not have (with the
+// item's content, when item is set).
+func (r outboxRef) notFound() error {
+	if r.item == nil {
+		return fmt.Errorf("%w: outbox row %d", versioning.ErrNotFound, r.id)
+	}
+	return fmt.Errorf("%w: outbox row %d with %s v%d %s", versioning.ErrNotFound,
+		r.id, r.item.Service, r.item.Version, r.item.Checksum)
+}
+
+// lockOutboxService locks the service of the outbox row ref names (the
+// service row first, as every writer locks it; callers then lock the row
+// itself with lockOutboxRow) and returns its name.
+func (s *Store) lockOutboxService(ctx context.Context, tx Tx, ref outboxRef) (string, error) {
+	where, args := ref.where()
 	var service string
-	err := tx.QueryRow(ctx, `SELECT service FROM rule_outbox WHERE id = $1`, id).Scan(&service)
+	err := tx.QueryRow(ctx, `SELECT service FROM rule_outbox`+where, args...).Scan(&service)
 	if s.noRows(err) {
-		return "", fmt.Errorf("%w: outbox row %d", versioning.ErrNotFound, id)
+		return "", ref.notFound()
 	}
 	if err != nil {
 		return "", err
@@ -162,4 +209,16 @@ func (s *Store) lockOutboxService(ctx context.Context, tx Tx, id int64) (string,
 		return "", err
 	}
 	return service, nil
+}
+
+// lockOutboxRow reads columns of the outbox row ref names into dest,
+// locking the row (Dialect.ForUpdate). The identity is checked again here,
+// on the locked row.
+func (s *Store) lockOutboxRow(ctx context.Context, tx Tx, ref outboxRef, columns string, dest ...any) error {
+	where, args := ref.where()
+	err := tx.QueryRow(ctx, `SELECT `+columns+` FROM rule_outbox`+where+s.d.ForUpdate, args...).Scan(dest...)
+	if s.noRows(err) {
+		return ref.notFound()
+	}
+	return err
 }

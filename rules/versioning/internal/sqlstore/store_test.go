@@ -175,3 +175,12 @@ func TestWriteBacksOffOnTheInjectedClock(t *testing.T) {
 	require.NoError(t, <-done)
 	require.Equal(t, 4, db.txs)
 }
+
+// itemMarker has the shape of distribution.ItemMarker, which the relay uses
+// whenever its Outbox (the store) has it.
+type itemMarker interface {
+	MarkOutboxItemDone(ctx context.Context, it versioning.OutboxItem) error
+	MarkOutboxItemUndeliverable(ctx context.Context, it versioning.OutboxItem, f versioning.OutboxFailure) (versioning.OutboxFailure, bool, error)
+}
+
+var _ itemMarker = (*Store)(nil)
