@@ -2,10 +2,12 @@ package distribution
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"governor.dev/governor/migrations"
@@ -19,12 +21,19 @@ const (
 	fleetPerService = 500
 )
 
+// fleetTarget is the rate (messages/s) the ledger must sustain: twice what
+// the fleet sends at the SDK's default heartbeat interval (10,000 / 10s),
+// so that a burst (a rollout's ACKs on top of the heartbeats, a fleet
+// restarting) or a slower disk does not fill the buffer.
+const fleetTarget = 2 * fleetServices * fleetPerService / 10
+
 // fleetLedger is a ledger on the machine PostgreSQL that has heard every
 // instance of the fleet once (each SYNCED on v1).
-func fleetLedger(b *testing.B) *Ledger {
+func fleetLedger(b *testing.B) (*Ledger, *prometheus.Registry) {
 	b.Helper()
 	db := openSQL(b, "pgx", machinePostgres(b), migrations.Postgres)
-	l, err := NewLedger(LedgerOptions{Store: NewSQLStore(db), Registerer: prometheus.NewRegistry()})
+	reg := prometheus.NewRegistry()
+	l, err := NewLedger(LedgerOptions{Store: NewSQLStore(db), Registerer: reg})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -42,7 +51,47 @@ func fleetLedger(b *testing.B) *Ledger {
 		FROM generate_series(0, $3 - 1) AS i`, fleetServices, time.Now().UTC(), fleetServices*fleetPerService); err != nil {
 		b.Fatal(err)
 	}
-	return l
+	return l, reg
+}
+
+// benchmarkFleet feeds the ledger the fleet's messages (msg(i) is the
+// i-th, as JSON on subject) the way Run does when they arrive faster than
+// it records them: maxBatch at a time. It reports the rate as unit and
+// fails below fleetTarget, or if a message was not recorded.
+func benchmarkFleet(b *testing.B, unit, kind string, msg func(i int) (subject string, v any)) {
+	if testing.Short() {
+		b.Skip("-short: no machine PostgreSQL")
+	}
+	l, reg := fleetLedger(b)
+	ctx := context.Background()
+	pending := make([]*nats.Msg, 0, maxBatch)
+	b.ResetTimer()
+	start := time.Now()
+	i := 0
+	for b.Loop() {
+		subject, v := msg(i)
+		data, err := json.Marshal(v)
+		if err != nil {
+			b.Fatal(err)
+		}
+		pending = append(pending, &nats.Msg{Subject: subject, Data: data})
+		if len(pending) == maxBatch {
+			l.recordBatch(ctx, pending)
+			pending = pending[:0]
+		}
+		i++
+	}
+	l.recordBatch(ctx, pending)
+	rate := float64(b.N) / time.Since(start).Seconds()
+	b.StopTimer()
+	b.ReportMetric(rate, unit)
+	if got := counterValue2(b, reg, "governor_distribution_ledger_messages_total", map[string]string{"kind": kind, "result": "recorded"}); got != float64(b.N) {
+		b.Fatalf("%v of %d messages recorded", got, b.N)
+	}
+	if b.N >= maxBatch && rate < fleetTarget {
+		b.Errorf("%.0f %s, want at least %d: a fleet of %d instances heartbeating every 10s would fill the buffer",
+			rate, unit, fleetTarget, fleetServices*fleetPerService)
+	}
 }
 
 // BenchmarkLedgerHeartbeatsAtFleetScale records heartbeats of a fleet of
@@ -50,47 +99,25 @@ func fleetLedger(b *testing.B) *Ledger {
 // (Run) sustains. Every fleet-size heartbeats/s above 10,000 / interval
 // (1,000/s at the SDK's default 10s) is headroom.
 func BenchmarkLedgerHeartbeatsAtFleetScale(b *testing.B) {
-	if testing.Short() {
-		b.Skip("-short: no machine PostgreSQL")
-	}
-	l := fleetLedger(b)
-	ctx := context.Background()
 	n := fleetServices * fleetPerService
-	b.ResetTimer()
-	start := time.Now()
-	i := 0
-	for b.Loop() {
-		h := &watch.Heartbeat{Service: fmt.Sprintf("svc-%d", i%fleetServices), Instance: fmt.Sprintf("pod-%d", i%n),
+	names := watch.Names{}
+	benchmarkFleet(b, "heartbeats/s", "heartbeat", func(i int) (string, any) {
+		svc := fmt.Sprintf("svc-%d", i%fleetServices)
+		return names.HeartbeatSubject(svc), &watch.Heartbeat{Service: svc, Instance: fmt.Sprintf("pod-%d", i%n),
 			Running: 1, IntervalMS: 10000}
-		if err := l.HandleHeartbeat(ctx, h); err != nil {
-			b.Fatal(err)
-		}
-		i++
-	}
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "heartbeats/s")
+	})
 }
 
 // BenchmarkLedgerAcksAtFleetScale records the ACKs of a fleet of 10,000
 // instances applying v2, on PostgreSQL: each moves the instance's record
 // (and its state, with a transition, once the target is v2).
 func BenchmarkLedgerAcksAtFleetScale(b *testing.B) {
-	if testing.Short() {
-		b.Skip("-short: no machine PostgreSQL")
-	}
-	l := fleetLedger(b)
-	ctx := context.Background()
 	n := fleetServices * fleetPerService
-	b.ResetTimer()
-	start := time.Now()
-	i := 0
-	for b.Loop() {
+	names := watch.Names{}
+	benchmarkFleet(b, "acks/s", "ack", func(i int) (string, any) {
+		svc := fmt.Sprintf("svc-%d", i%fleetServices)
 		v := int64(2 + i/n) // each round of the fleet applies the next version
-		r := &watch.Report{Service: fmt.Sprintf("svc-%d", i%fleetServices), Instance: fmt.Sprintf("pod-%d", i%n),
+		return names.ReportSubject(svc), &watch.Report{Service: svc, Instance: fmt.Sprintf("pod-%d", i%n),
 			Status: watch.StatusACK, Version: v, Running: v}
-		if err := l.HandleReport(ctx, r); err != nil {
-			b.Fatal(err)
-		}
-		i++
-	}
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "acks/s")
+	})
 }

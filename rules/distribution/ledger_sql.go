@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"governor.dev/governor/sdk/watch"
@@ -19,7 +20,7 @@ type SQLStore struct {
 	db *sql.DB
 }
 
-var _ LedgerStore = (*SQLStore)(nil)
+var _ LedgerBatchStore = (*SQLStore)(nil)
 
 // NewSQLStore returns a store on db.
 func NewSQLStore(db *sql.DB) *SQLStore { return &SQLStore{db: db} }
@@ -182,15 +183,97 @@ func (s *SQLStore) Instances(ctx context.Context, service string) ([]Instance, e
 // instance is known (prev nil), or an update of the row only while every
 // column still holds prev's value; the transition in the same transaction.
 func (s *SQLStore) SaveInstance(ctx context.Context, prev *Instance, in Instance, tr *Transition) error {
-	labels, err := labelsColumn(in.Labels)
-	if err != nil {
-		return err
-	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("ledger: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
+	if err := saveInstance(ctx, tx, prev, in, tr); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("ledger: commit: %w", err)
+	}
+	return nil
+}
+
+// InstancesOf implements LedgerBatchStore: one query per 256 keys.
+func (s *SQLStore) InstancesOf(ctx context.Context, keys []InstanceKey) (map[InstanceKey]Instance, error) {
+	const chunk = 256
+	out := make(map[InstanceKey]Instance, len(keys))
+	for len(keys) > 0 {
+		part := keys[:min(chunk, len(keys))]
+		keys = keys[len(part):]
+		var q strings.Builder
+		q.WriteString(`SELECT ` + instanceColumns + ` FROM delivery_instances WHERE (service, instance) IN (VALUES `)
+		args := make([]any, 0, 2*len(part))
+		for i, k := range part {
+			if i > 0 {
+				q.WriteString(", ")
+			}
+			fmt.Fprintf(&q, "($%d, $%d)", 2*i+1, 2*i+2)
+			args = append(args, k.Service, k.Instance)
+		}
+		q.WriteString(`)`)
+		if err := s.scanInstances(ctx, out, q.String(), args); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func (s *SQLStore) scanInstances(ctx context.Context, into map[InstanceKey]Instance, q string, args []any) error {
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("ledger: instances: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		in, err := scanInstance(rows)
+		if err != nil {
+			return fmt.Errorf("ledger: instances: %w", err)
+		}
+		into[InstanceKey{in.Service, in.Instance}] = in
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("ledger: instances: %w", err)
+	}
+	return nil
+}
+
+// SaveInstances implements LedgerBatchStore: the statements of
+// SaveInstance for every save, in one transaction.
+func (s *SQLStore) SaveInstances(ctx context.Context, saves []InstanceSave) ([]error, error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	errs := make([]error, len(saves))
+	for i, sv := range saves {
+		err := saveInstance(ctx, tx, sv.Prev, sv.In, sv.Transition)
+		if errors.Is(err, ErrChanged) {
+			errs[i] = err
+			continue
+		}
+		if err != nil {
+			return nil, &SaveError{Index: i, Err: err}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("ledger: commit: %w", err)
+	}
+	return errs, nil
+}
+
+// saveInstance writes an instance (and the transition) in tx if its row
+// is still prev, and fails with ErrChanged otherwise (having written
+// nothing).
+func saveInstance(ctx context.Context, tx *sql.Tx, prev *Instance, in Instance, tr *Transition) error {
+	labels, err := labelsColumn(in.Labels)
+	if err != nil {
+		return err
+	}
 	args := []any{in.Service, in.Instance, labels, in.Running, in.Target, string(in.State), in.Since.UTC(),
 		in.LastSeen.UTC(), in.HeartbeatMS, in.AckVersion, in.NackVersion, in.NackReason, in.NackError, nullTime(in.NackAt),
 		nullTime(in.MessageAt)}
@@ -228,9 +311,6 @@ func (s *SQLStore) SaveInstance(ctx context.Context, prev *Instance, in Instance
 		if err != nil {
 			return fmt.Errorf("ledger: transition of %s/%s: %w", in.Service, in.Instance, err)
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("ledger: commit: %w", err)
 	}
 	return nil
 }

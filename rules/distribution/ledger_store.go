@@ -3,6 +3,7 @@ package distribution
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -55,6 +56,51 @@ type LedgerStore interface {
 	// transition of each instance the store records (the one into its
 	// current state) is kept, however old.
 	PruneTransitions(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
+// InstanceKey names an instance record.
+type InstanceKey struct{ Service, Instance string }
+
+// InstanceSave is one write of LedgerBatchStore.SaveInstances: what
+// SaveInstance(ctx, Prev, In, Transition) writes.
+type InstanceSave struct {
+	Prev       *Instance
+	In         Instance
+	Transition *Transition
+}
+
+// SaveError is the error of LedgerBatchStore.SaveInstances when one save
+// failed (other than with ErrChanged) and nothing was written.
+type SaveError struct {
+	// Index is the failed save's index in the call's saves.
+	Index int
+	Err   error
+}
+
+func (e *SaveError) Error() string { return fmt.Sprintf("save %d: %v", e.Index, e.Err) }
+
+func (e *SaveError) Unwrap() error { return e.Err }
+
+// LedgerBatchStore is a LedgerStore that records many messages with one
+// commit. It is optional: the ledger records the messages waiting together
+// (up to 512) through it when its store implements it, and one message at
+// a time through SaveInstance (one commit each) otherwise. SQLStore
+// implements it; MemoryStore, whose writes cost no commit, does not.
+type LedgerBatchStore interface {
+	LedgerStore
+	// InstancesOf returns the recorded instances among keys; an unknown
+	// one is missing from the map.
+	InstancesOf(ctx context.Context, keys []InstanceKey) (map[InstanceKey]Instance, error)
+	// SaveInstances performs the saves, in order, as SaveInstance would
+	// each, in one transaction. A save whose recorded instance is no longer
+	// its Prev writes nothing and its entry in errs is ErrChanged; every
+	// other save is written (errs entry nil). Several saves of one instance
+	// chain (each one's Prev is the previous one's In). The ledger passes
+	// the saves ordered by service and instance, so that two replicas'
+	// batches take their row locks in one order. If the transaction fails,
+	// nothing is written and err says why: a *SaveError when one save
+	// caused it (the others may be tried again without it).
+	SaveInstances(ctx context.Context, saves []InstanceSave) (errs []error, err error)
 }
 
 // MemoryStore is a LedgerStore in memory, for tests and the dev stack.
