@@ -147,7 +147,7 @@
 // migration 00202), except each recorded instance's newest
 // (governor_distribution_ledger_transitions_pruned_total). A sweep of
 // Ledger.Run is bounded by LedgerOptions.SweepTimeout (default 30s), as
-// the recording of one message is by RecordTimeout, so a database that
+// the recording of a batch of messages is by RecordTimeout, so a database that
 // stops answering does not hold the ledger's loop. It
 // persists through a LedgerStore: MemoryStore for tests and the dev stack,
 // SQLStore on the rules database (PostgreSQL or SQLite, migrations

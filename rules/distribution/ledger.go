@@ -927,6 +927,7 @@ func (l *Ledger) decode(m *nats.Msg) (message, error) {
 		if err != nil {
 			return message{kind: "heartbeat"}, err
 		}
+		h.NackError, h.Labels = storable(h.NackError), storableLabels(h.Labels)
 		return message{kind: "heartbeat", service: h.Service, instance: h.Instance, change: l.heartbeatChange(h)}, nil
 	}
 	r, err := watch.DecodeReport(m.Data)
@@ -940,5 +941,36 @@ func (l *Ledger) decode(m *nats.Msg) (message, error) {
 	if err := sameService(m.Subject, r.Service); err != nil {
 		return message{kind: kind}, err
 	}
+	r.Error, r.Labels = storable(r.Error), storableLabels(r.Labels)
 	return message{kind: kind, service: r.Service, instance: r.Instance, change: l.reportChange(r)}, nil
+}
+
+// storable replaces NUL characters, which PostgreSQL refuses in text, with
+// U+FFFD: an SDK whose NACK error held one (an applier quoting binary
+// input) repeats it in every heartbeat, and the instance was then never
+// recorded again.
+func storable(s string) string {
+	if strings.IndexByte(s, 0) < 0 {
+		return s
+	}
+	return strings.ReplaceAll(s, "\x00", "\uFFFD")
+}
+
+// storableLabels is storable for an instance's labels, keys and values.
+func storableLabels(m map[string]string) map[string]string {
+	clean := true
+	for k, v := range m {
+		if strings.IndexByte(k, 0) >= 0 || strings.IndexByte(v, 0) >= 0 {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return m
+	}
+	out := make(map[string]string, len(m))
+	for k, v := range m {
+		out[storable(k)] = storable(v)
+	}
+	return out
 }

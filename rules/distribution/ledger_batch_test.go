@@ -42,9 +42,16 @@ var batchStores = []struct {
 	{"postgres", func(t *testing.T) (*SQLStore, *sql.DB) {
 		db := openSQL(t, "pgx", machinePostgres(t), migrations.Postgres)
 		return NewSQLStore(db), db
-	}, func(*testing.T, *sql.DB) watch.Report {
-		// PostgreSQL text cannot hold a NUL, which JSON and the SDK allow.
-		return watch.Report{Service: "checkout", Instance: "pod-bad", Status: watch.StatusNACK, Version: 2, Error: "bad\x00byte"}
+	}, func(t *testing.T, db *sql.DB) watch.Report {
+		if _, err := db.Exec(`CREATE FUNCTION refuse_bad() RETURNS trigger LANGUAGE plpgsql AS $$
+			BEGIN RAISE EXCEPTION 'refused'; END $$`); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(`CREATE TRIGGER refuse_bad BEFORE INSERT ON delivery_instances
+			FOR EACH ROW WHEN (NEW.instance = 'pod-bad') EXECUTE FUNCTION refuse_bad()`); err != nil {
+			t.Fatal(err)
+		}
+		return watch.Report{Service: "checkout", Instance: "pod-bad", Status: watch.StatusNACK, Version: 2, Error: "x"}
 	}},
 }
 
@@ -245,7 +252,7 @@ func TestLedgerBatchKeepsAnotherReplicasWriteOfAnInstance(t *testing.T) {
 }
 
 // TestLedgerBatchRecordsTheOthersWhenTheDatabaseRefusesOneMessage: a
-// message the database refuses (PostgreSQL text cannot hold a NUL) failed
+// message the database refuses (a trigger here) failed
 // the transaction of the whole batch. The batch is written again without
 // it; that message alone is counted failed.
 func TestLedgerBatchRecordsTheOthersWhenTheDatabaseRefusesOneMessage(t *testing.T) {
@@ -372,5 +379,32 @@ func TestLedgerRunRecordsABurstOfMessages(t *testing.T) {
 	}
 	if len(ins) != n {
 		t.Fatalf("%d instances recorded, want %d", len(ins), n)
+	}
+}
+
+// TestLedgerRecordsANackErrorHoldingANul: PostgreSQL text cannot hold a NUL,
+// which JSON and the SDK allow in a NACK's error (an applier quoting binary
+// input). The SDK repeats that error in every heartbeat, so the instance was
+// never recorded again; the NUL is now stored as U+FFFD, in labels too.
+func TestLedgerRecordsANackErrorHoldingANul(t *testing.T) {
+	for _, st := range ledgerStores {
+		t.Run(st.name, func(t *testing.T) {
+			ctx := context.Background()
+			clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+			store := st.open(t)
+			l := newTestLedger(t, store, clk)
+			l.record(ctx, wireMsg(t, l.o.Names, &watch.Report{Service: "checkout", Instance: "pod-0", Status: watch.StatusNACK,
+				Version: 2, Error: "bad\x00byte", Labels: map[string]string{"zone\x00": "a\x00"}}))
+			clk.Advance(time.Second)
+			l.record(ctx, wireMsg(t, l.o.Names, &watch.Heartbeat{Service: "checkout", Instance: "pod-0", IntervalMS: 1000,
+				NackVersion: 2, NackError: "bad\x00byte", Labels: map[string]string{"zone\x00": "a\x00"}}))
+			in, ok, err := store.Instance(ctx, "checkout", "pod-0")
+			if err != nil || !ok {
+				t.Fatalf("instance not recorded: %v, %v", ok, err)
+			}
+			if in.NackError != "bad\uFFFDbyte" || in.Labels["zone\uFFFD"] != "a\uFFFD" || !in.LastSeen.Equal(clk.Now()) {
+				t.Fatalf("recorded %+v, want the NACK error and labels with U+FFFD and the heartbeat's time", in)
+			}
+		})
 	}
 }

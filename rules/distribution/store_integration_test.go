@@ -557,41 +557,66 @@ func (r *restorableStore) Get(ctx context.Context, service string, n int64) (ver
 func TestRelayOnARestoredRulesStoreDoesNotMarkAnotherRowDone(t *testing.T) {
 	url := embedded(t).URL()
 	for _, st := range rulesStores {
-		t.Run(st.name, func(t *testing.T) {
-			ctx := context.Background()
-			was, _, _ := st.open(t, nil)
-			store := newRestorable(was)
-			fail := &atomic.Bool{}
-			fail.Store(true)
-			pub := newTestPublisher(t, url)
-			relay, err := NewRelay(RelayOptions{Outbox: store, Publisher: pub, Logger: testLogger(t), Stage: failingStage(fail)})
-			if err != nil {
-				t.Fatal(err)
+		for _, byItem := range []bool{true, false} {
+			name := st.name + "/by-item"
+			if !byItem {
+				name = st.name + "/checked-by-id"
 			}
-			approveVersion(t, was, "checkout", 10)
-			if _, err := relay.Pass(ctx); err == nil {
-				t.Fatal("pass = nil, want the staging error")
-			}
-			// Restored from a backup without checkout: its row 1 is billing
-			// v1, claimed by another relay.
-			restored, _, _ := st.open(t, nil)
-			approveVersion(t, restored, "billing", 10)
-			items, err := restored.ClaimOutbox(ctx, 10, time.Minute)
-			if err != nil || len(items) != 1 || items[0].ID != 1 {
-				t.Fatalf("restored claim %+v, %v", items, err)
-			}
-			store.restore(restored)
-			fail.Store(false)
-			_, _ = relay.Pass(ctx)
-			v, err := restored.Get(ctx, "billing", 1)
-			if err != nil || v.State == versioning.StatePublished {
-				t.Fatalf("billing v1 %s (%v): marked published by the relay that published checkout v1", v.State, err)
-			}
-			if err := restored.MarkOutboxDone(ctx, 1); err != nil && !errors.Is(err, versioning.ErrNotFound) {
-				t.Fatal(err)
-			}
-		})
+			t.Run(name, func(t *testing.T) {
+				ctx := context.Background()
+				was, _, _ := st.open(t, nil)
+				var store interface {
+					versioning.Store
+					restore(versioning.Store)
+				} = newRestorable(was)
+				if byItem {
+					// The SQL stores mark by item (ItemMarker) in one step.
+					store = &restorableItemStore{store.(*restorableStore)}
+				}
+				fail := &atomic.Bool{}
+				fail.Store(true)
+				pub := newTestPublisher(t, url)
+				relay, err := NewRelay(RelayOptions{Outbox: store, Publisher: pub, Logger: testLogger(t), Stage: failingStage(fail)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				approveVersion(t, was, "checkout", 10)
+				if _, err := relay.Pass(ctx); err == nil {
+					t.Fatal("pass = nil, want the staging error")
+				}
+				// Restored from a backup without checkout: its row 1 is billing
+				// v1, claimed by another relay.
+				restored, _, _ := st.open(t, nil)
+				approveVersion(t, restored, "billing", 10)
+				items, err := restored.ClaimOutbox(ctx, 10, time.Minute)
+				if err != nil || len(items) != 1 || items[0].ID != 1 {
+					t.Fatalf("restored claim %+v, %v", items, err)
+				}
+				store.restore(restored)
+				fail.Store(false)
+				_, _ = relay.Pass(ctx)
+				v, err := restored.Get(ctx, "billing", 1)
+				if err != nil || v.State == versioning.StatePublished {
+					t.Fatalf("billing v1 %s (%v): marked published by the relay that published checkout v1", v.State, err)
+				}
+				if err := restored.MarkOutboxDone(ctx, 1); err != nil && !errors.Is(err, versioning.ErrNotFound) {
+					t.Fatal(err)
+				}
+			})
+		}
 	}
+}
+
+// restorableItemStore is a restorableStore that passes ItemMarker through,
+// as the SQL stores have it.
+type restorableItemStore struct{ *restorableStore }
+
+func (r *restorableItemStore) MarkOutboxItemDone(ctx context.Context, it versioning.OutboxItem) error {
+	return r.cur().(ItemMarker).MarkOutboxItemDone(ctx, it)
+}
+
+func (r *restorableItemStore) MarkOutboxItemUndeliverable(ctx context.Context, it versioning.OutboxItem, f versioning.OutboxFailure) (versioning.OutboxFailure, bool, error) {
+	return r.cur().(ItemMarker).MarkOutboxItemUndeliverable(ctx, it, f)
 }
 
 // countingNumbering counts the RaiseNumbering calls (each a write
