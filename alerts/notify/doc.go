@@ -3,5 +3,7 @@
 // own subpackage and implements Notifier; Queue gives each receiver its own
 // bounded queue and worker that retries with exponential back-off, so a
 // receiver that keeps failing neither blocks the others nor loses silently:
-// a full queue drops and counts.
+// a full queue drops and counts. An attempt that delivered part of a
+// message (ErrPartial) does not count against the attempts and gives way
+// to a more urgent message queued meanwhile.
 package notify

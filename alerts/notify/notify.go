@@ -14,6 +14,16 @@ import (
 // ErrDelivery marks a failed delivery.
 var ErrDelivery = errors.New("notify: delivery failed")
 
+// ErrPartial marks an attempt that delivered part of a message and left
+// the rest for the next attempt, e.g. a receiver that sends one request
+// per alert and stopped before the attempt's deadline or at a rate limit.
+// A Notifier returns it (retry true) only when the attempt made progress
+// that the next attempt keeps: the queue retries such an attempt without
+// counting it against QueueOptions.MaxAttempts and without back-off
+// (a Retry-After still applies), so a large group gets through however
+// many attempts it takes.
+var ErrPartial = errors.New("notify: partly delivered")
+
 // Kind says what a message reports.
 type Kind string
 

@@ -35,7 +35,8 @@ type QueueOptions struct {
 	// attempts; defaults 1s and 1m. A receiver's Retry-After (StatusError)
 	// lengthens a wait, up to MaxRetryAfter.
 	InitialBackoff, MaxBackoff time.Duration
-	// MaxAttempts bounds the attempts per message; default 8.
+	// MaxAttempts bounds the attempts per message; default 8. An attempt
+	// that made progress (ErrPartial) does not count.
 	MaxAttempts int
 	// Timeout bounds one attempt; default 10s.
 	Timeout time.Duration
@@ -123,7 +124,7 @@ func NewMetrics(r prometheus.Registerer) *Metrics {
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "governor_alerts_notifications_dropped_total",
 			Help: "Notifications dropped because the receiver queue was full, by receiver."}, []string{"receiver"}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "governor_alerts_notification_attempts_total",
-			Help: "Delivery attempts, by receiver and result (ok, retry, fail)."}, []string{"receiver", "result"}),
+			Help: "Delivery attempts, by receiver and result (ok, retry, partial, fail)."}, []string{"receiver", "result"}),
 		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "governor_alerts_notification_queue_depth",
 			Help: "Messages waiting in the receiver queue."}, []string{"receiver"}),
 	}
@@ -138,7 +139,7 @@ func (m *Metrics) init(receiver string) {
 	m.failed.WithLabelValues(receiver)
 	m.dropped.WithLabelValues(receiver)
 	m.depth.WithLabelValues(receiver)
-	for _, r := range []string{"ok", "retry", "fail"} {
+	for _, r := range []string{"ok", "retry", "partial", "fail"} {
 		m.attempts.WithLabelValues(receiver, r)
 	}
 }
@@ -339,9 +340,21 @@ func (q *Queue) run(ctx context.Context) {
 	}
 }
 
+// errYield is deliver's signal that a message delivered in part gives way
+// to a more urgent one queued meanwhile.
+var errYield = errors.New("notify: yield to a more urgent message")
+
 // handle delivers one message; false when the queue was closed meanwhile.
+// A message delivered in part that gives way to a more urgent one goes
+// back to the head of the queue, still pending.
 func (q *Queue) handle(ctx context.Context, m *Message) bool {
 	attempts, err := q.deliver(ctx, m)
+	if errors.Is(err, errYield) {
+		q.mu.Lock()
+		q.items = slices.Insert(q.items, 0, m)
+		q.mu.Unlock()
+		return true
+	}
 	if ctx.Err() != nil && err != nil {
 		return false
 	}
@@ -373,6 +386,24 @@ func (q *Queue) deliver(ctx context.Context, m *Message) (int, error) {
 		case err == nil:
 			q.o.Metrics.attempts.WithLabelValues(q.name, "ok").Inc()
 			return attempt, nil
+		case retry && errors.Is(err, ErrPartial):
+			// Progress that the next attempt keeps: not counted, no
+			// back-off, but a more urgent message goes first.
+			q.o.Metrics.attempts.WithLabelValues(q.name, "partial").Inc()
+			attempt--
+			if q.moreUrgentQueued(m) {
+				return attempt, errYield
+			}
+			var wait time.Duration
+			var se *StatusError
+			if errors.As(err, &se) {
+				wait = se.Wait(q.o.Clock.Now())
+			}
+			q.o.Logger.Info("alert notification delivered in part, continuing", "receiver", q.name, "group", m.GroupKey, "wait", wait, "err", err)
+			if err := q.sleep(ctx, wait); err != nil {
+				return attempt, err
+			}
+			continue
 		case !retry || attempt >= q.o.MaxAttempts:
 			q.o.Metrics.attempts.WithLabelValues(q.name, "fail").Inc()
 			return attempt, fmt.Errorf("receiver %s: %d attempts: %w", q.name, attempt, err)
@@ -387,15 +418,36 @@ func (q *Queue) deliver(ctx context.Context, m *Message) (int, error) {
 			wait = max(wait, se.Wait(q.o.Clock.Now()))
 		}
 		q.o.Logger.Warn("alert notification attempt failed, retrying", "receiver", q.name, "attempt", attempt, "backoff", wait, "err", err)
-		t := q.o.Clock.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return attempt, fmt.Errorf("%w: receiver %s: %v", alerts.ErrClosed, q.name, ctx.Err())
-		case <-t.C():
+		if err := q.sleep(ctx, wait); err != nil {
+			return attempt, err
 		}
 		backoff = min(2*backoff, q.o.MaxBackoff)
 	}
+}
+
+// sleep waits d on the queue's clock; an error when ctx ends first.
+func (q *Queue) sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w: receiver %s: %v", alerts.ErrClosed, q.name, ctx.Err())
+		}
+		return nil
+	}
+	t := q.o.Clock.NewTimer(d)
+	select {
+	case <-ctx.Done():
+		t.Stop()
+		return fmt.Errorf("%w: receiver %s: %v", alerts.ErrClosed, q.name, ctx.Err())
+	case <-t.C():
+		return nil
+	}
+}
+
+// moreUrgentQueued reports whether a message more urgent than m waits.
+func (q *Queue) moreUrgentQueued(m *Message) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return slices.ContainsFunc(q.items, func(o *Message) bool { return o.Severity.MoreUrgent(m.Severity) })
 }
 
 // Failed returns the counter of notifications given up for a receiver.

@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"slices"
 	"strings"
@@ -361,5 +362,81 @@ func TestFullQueueKeepsP0PagesAndDeliversTheMostUrgentFirst(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(met.dropped.WithLabelValues("r")); got != 2 {
 		t.Fatalf("dropped counter %v, want 2", got)
+	}
+}
+
+// partial delivers a message in parts: the first parts attempts of each
+// message report progress (ErrPartial), the next one finishes it.
+type partial struct {
+	mu    sync.Mutex
+	parts int
+	calls map[string]int
+	order []string // group keys, one per call
+	// gate, when set, blocks the first call until closed; started is
+	// closed when that call begins.
+	gate, started chan struct{}
+}
+
+func (p *partial) Notify(_ context.Context, m *Message) (bool, error) {
+	if g := p.gate; g != nil {
+		p.gate = nil
+		close(p.started)
+		<-g
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.calls[m.GroupKey]++
+	p.order = append(p.order, m.GroupKey)
+	if p.calls[m.GroupKey] <= p.parts {
+		return true, fmt.Errorf("%w: some events left", ErrPartial)
+	}
+	return false, nil
+}
+
+// A large group that a receiver delivers in many parts gets through: an
+// attempt that made progress does not count against MaxAttempts and waits
+// for no back-off.
+func TestPartialDeliveriesDoNotUseUpAttempts(t *testing.T) {
+	f := clock.NewFake(time.Unix(0, 0))
+	m := NewMetrics(nil)
+	results := make(chan error, 1)
+	n := &partial{parts: 20, calls: map[string]int{}}
+	q := NewQueue("pd", n, QueueOptions{Clock: f, Metrics: m, MaxAttempts: 3,
+		OnResult: func(_ *Message, _ int, err error) { results <- err }})
+	defer q.Close()
+	q.Enqueue(&Message{GroupKey: "big", Severity: alerts.P2})
+	if err := <-results; err != nil {
+		t.Fatalf("a message delivered in 21 parts failed: %v", err)
+	}
+	if got := testutil.ToFloat64(m.attempts.WithLabelValues("pd", "partial")); got != 20 {
+		t.Fatalf("partial attempts %v, want 20", got)
+	}
+}
+
+// A message delivered in parts gives way to a more urgent one queued
+// meanwhile, then goes on.
+func TestPartialDeliveryGivesWayToAMoreUrgentMessage(t *testing.T) {
+	gate := make(chan struct{})
+	n := &partial{parts: 2, calls: map[string]int{}, gate: gate, started: make(chan struct{})}
+	results := make(chan string, 2)
+	q := NewQueue("pd", n, QueueOptions{Clock: clock.NewFake(time.Unix(0, 0)),
+		OnResult: func(m *Message, _ int, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			results <- m.GroupKey
+		}})
+	defer q.Close()
+	q.Enqueue(&Message{GroupKey: "p2-flood", Severity: alerts.P2})
+	<-n.started
+	q.Enqueue(&Message{GroupKey: "p0-page", Severity: alerts.P0})
+	close(gate)
+	if first, second := <-results, <-results; first != "p0-page" || second != "p2-flood" {
+		t.Fatalf("delivered %s then %s, want the P0 page first", first, second)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if got := strings.Join(n.order, ","); got != "p2-flood,p0-page,p0-page,p0-page,p2-flood,p2-flood" {
+		t.Fatalf("calls %s", got)
 	}
 }

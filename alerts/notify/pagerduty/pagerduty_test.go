@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -15,7 +16,52 @@ import (
 	"governor.dev/governor/alerts"
 	"governor.dev/governor/alerts/notify"
 	"governor.dev/governor/alerts/notify/notifytest"
+	"governor.dev/governor/sdk/clock"
 )
+
+// firingGroup returns n firing P0 alerts with distinct fingerprints.
+func firingGroup(n int) []notify.Alert {
+	var as []notify.Alert
+	for i := range n {
+		l := alerts.Labels{"alertname": "X", "service": fmt.Sprint("svc-", i), "severity": "P0"}
+		as = append(as, notify.Alert{Alert: alerts.Alert{Labels: l}, Status: notify.StatusFiring, Fingerprint: l.Fingerprint().String()})
+	}
+	return as
+}
+
+// limitedPD is a PagerDuty that accepts tokens events, then answers 429.
+type limitedPD struct {
+	mu     sync.Mutex
+	tokens int
+	got    []Event
+	// onEvent runs for every request, before the answer.
+	onEvent func(Event)
+}
+
+func (p *limitedPD) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	var e Event
+	_ = json.NewDecoder(r.Body).Decode(&e)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.onEvent != nil {
+		p.onEvent(e)
+	}
+	if p.tokens == 0 {
+		w.WriteHeader(http.StatusTooManyRequests)
+		return
+	}
+	p.tokens--
+	p.got = append(p.got, e)
+	w.WriteHeader(http.StatusAccepted)
+}
+
+func (p *limitedPD) refill(tokens int) []Event {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	got := p.got
+	p.tokens, p.got = tokens, nil
+	return got
+}
 
 func TestEventsV2(t *testing.T) {
 	got := make(chan Event, 8)
@@ -211,5 +257,158 @@ func TestRateLimitEndsTheAttempt(t *testing.T) {
 	defer mu.Unlock()
 	if requests != 3 {
 		t.Fatalf("%d events sent by the retry, want 3", requests)
+	}
+}
+
+// The manager re-sends a group's state in a new message after the queue
+// gave up on it: the events PagerDuty accepted the first time are not sent
+// again, or a group larger than PagerDuty's rate limit never got through.
+// Once the state was delivered whole, a repeat sends every event again.
+func TestResendOfSameGroupStateSkipsEventsAlreadyAccepted(t *testing.T) {
+	pd := &limitedPD{tokens: 3}
+	srv := httptest.NewServer(pd)
+	defer srv.Close()
+	n, _ := New(Config{RoutingKey: "rk", URL: srv.URL}, srv.Client())
+	t0 := notifytest.Sample(notify.KindNotify).CreatedAt
+	retry, err := n.Notify(context.Background(), notify.NewMessage(notify.KindNotify, "pd", "k", nil, firingGroup(5), t0))
+	if !retry || !errors.Is(err, notify.ErrPartial) {
+		t.Fatalf("retry %v err %v: want a partial delivery", retry, err)
+	}
+	if got := pd.refill(10); len(got) != 3 {
+		t.Fatalf("%d events accepted, want 3", len(got))
+	}
+	if _, err := n.Notify(context.Background(), notify.NewMessage(notify.KindNotify, "pd", "k", nil, firingGroup(5), t0)); err != nil {
+		t.Fatal(err)
+	}
+	if got := pd.refill(10); len(got) != 2 {
+		t.Fatalf("the re-send sent %d events, want the 2 not accepted yet", len(got))
+	}
+	// Delivered whole: a repeat of the same state sends every trigger.
+	if _, err := n.Notify(context.Background(), notify.NewMessage(notify.KindNotify, "pd", "k", nil, firingGroup(5), t0)); err != nil {
+		t.Fatal(err)
+	}
+	if got := pd.refill(10); len(got) != 5 {
+		t.Fatalf("the repeat sent %d events, want 5", len(got))
+	}
+}
+
+// A changed event (here a new label value) of an alert whose earlier
+// trigger was accepted is sent again, and so is a resolve.
+func TestResendSendsEventsWhoseContentOrActionChanged(t *testing.T) {
+	pd := &limitedPD{tokens: 1}
+	srv := httptest.NewServer(pd)
+	defer srv.Close()
+	n, _ := New(Config{RoutingKey: "rk", URL: srv.URL}, srv.Client())
+	t0 := notifytest.Sample(notify.KindNotify).CreatedAt
+	as := firingGroup(2)
+	if _, err := n.Notify(context.Background(), notify.NewMessage(notify.KindNotify, "pd", "k", nil, as, t0)); err == nil {
+		t.Fatal("want a 429")
+	}
+	pd.refill(10)
+	as = firingGroup(2)
+	as[0].Annotations = map[string]string{"summary": "worse"}
+	if _, err := n.Notify(context.Background(), notify.NewMessage(notify.KindNotify, "pd", "k", nil, as, t0)); err != nil {
+		t.Fatal(err)
+	}
+	if got := pd.refill(10); len(got) != 2 || got[0].Payload.Summary != "worse" {
+		t.Fatalf("PagerDuty got %+v, want the changed trigger and the one not accepted", got)
+	}
+}
+
+// A resolve is sent although its trigger was never accepted: PagerDuty
+// ignores a resolve for an unknown dedup key, and the trigger may have
+// reached it without the answer reaching us.
+func TestResolveIsSentEvenIfTheTriggerWasNeverAccepted(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	fail := true
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var e Event
+		_ = json.NewDecoder(r.Body).Decode(&e)
+		mu.Lock()
+		defer mu.Unlock()
+		if fail {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		got = append(got, e.EventAction)
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer srv.Close()
+	n, _ := New(Config{RoutingKey: "rk", URL: srv.URL}, srv.Client())
+	t0 := notifytest.Sample(notify.KindNotify).CreatedAt
+	as := firingGroup(1)
+	if retry, err := n.Notify(context.Background(), notify.NewMessage(notify.KindNotify, "pd", "k", nil, as, t0)); !retry || err == nil ||
+		errors.Is(err, notify.ErrPartial) {
+		t.Fatalf("retry %v err %v: want a retryable failure without progress", retry, err)
+	}
+	mu.Lock()
+	fail = false
+	mu.Unlock()
+	as[0].Status, as[0].EndsAt = notify.StatusResolved, t0
+	if _, err := n.Notify(context.Background(), notify.NewMessage(notify.KindNotify, "pd", "k", nil, as, t0)); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, ",") != "resolve" {
+		t.Fatalf("PagerDuty got %v, want the resolve", got)
+	}
+}
+
+// An attempt stops before its deadline, when the next event would not fit
+// in the time left, and reports its progress (notify.ErrPartial): the
+// queue's timeout does not eat it, and the next attempt goes on from there.
+func TestAttemptStopsBeforeItsDeadlineAndTheNextGoesOn(t *testing.T) {
+	start := time.Now().Add(time.Hour) // the context's deadline never passes in real time
+	f := clock.NewFake(start)
+	pd := &limitedPD{tokens: 100, onEvent: func(Event) { f.Advance(time.Second) }}
+	srv := httptest.NewServer(pd)
+	defer srv.Close()
+	n, _ := New(Config{RoutingKey: "rk", URL: srv.URL}, srv.Client())
+	n.clock = f
+	m := notify.NewMessage(notify.KindNotify, "pd", "k", nil, firingGroup(25), start)
+	var total int
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithDeadline(context.Background(), f.Now().Add(10*time.Second))
+		retry, err := n.Notify(ctx, m)
+		cancel()
+		got := len(pd.refill(100))
+		total += got
+		if err == nil {
+			break
+		}
+		if !retry || !errors.Is(err, notify.ErrPartial) || got == 0 || got >= 10 {
+			t.Fatalf("attempt %d: retry %v, %d events, err %v: want progress within the 10s deadline", attempt, retry, got, err)
+		}
+		if attempt > 5 {
+			t.Fatal("no end")
+		}
+	}
+	if total != 25 {
+		t.Fatalf("%d events accepted over the attempts, want 25", total)
+	}
+}
+
+// An event over PagerDuty's 512 KB limit gets a final 400: its
+// custom_details values are cut until it fits, and it says how much.
+func TestOversizedEventIsCutToPagerDutyLimit(t *testing.T) {
+	n, _ := New(Config{RoutingKey: "rk"}, nil)
+	m := notifytest.Sample(notify.KindNotify)
+	m.Alerts[0].Labels = m.Alerts[0].Labels.Merge(alerts.Labels{"big": strings.Repeat("é<", 200<<10), "other": strings.Repeat("x", 300<<10)})
+	ev := n.Build(m)[0]
+	b, _ := json.Marshal(ev)
+	if len(b) > MaxEventSize {
+		t.Fatalf("event is %d bytes, PagerDuty refuses more than %d", len(b), MaxEventSize)
+	}
+	d := ev.Payload.CustomDetails
+	if !strings.Contains(d[TruncatedKey], "bytes cut") || d["service"] != "checkout" || !utf8.ValidString(d["big"]) ||
+		!strings.HasSuffix(d["other"], "…") {
+		t.Fatalf("details %.200v", d)
+	}
+	if len(b) < MaxEventSize-(64<<10) {
+		t.Fatalf("event cut to %d bytes, far below the limit", len(b))
+	}
+	// An event within the limit is left alone.
+	if ev := n.Build(notifytest.Sample(notify.KindNotify))[0]; ev.Payload.CustomDetails[TruncatedKey] != "" {
+		t.Fatal("small event marked truncated")
 	}
 }

@@ -1,5 +1,11 @@
 // Package slack posts to a Slack-style incoming webhook: a text line per
-// group and one coloured attachment per alert (at most MaxAttachments).
+// group and one coloured attachment per alert. A message always stays
+// within Slack's limits, so that a large group is neither refused nor cut
+// by Slack mid-way: at most MaxAttachments attachments, the text line and
+// each attachment's title and text at most MaxFieldLen characters, and all
+// of them together at most MaxMessageLen. What does not fit ends in an
+// ellipsis, and the alerts left out are counted in a last attachment,
+// "… and N more alerts".
 package slack
 
 import (
@@ -7,6 +13,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"governor.dev/governor/alerts"
 	"governor.dev/governor/alerts/notify"
@@ -32,6 +39,19 @@ type Message struct {
 // a message with more (too_many_attachments, 400), so a larger group shows
 // its first alerts and a last attachment counting the others.
 const MaxAttachments = 100
+
+// MaxMessageLen is the most characters a message carries in its text and
+// its attachments' titles and texts together: Slack cuts a message's text
+// after 40,000 characters.
+const MaxMessageLen = 40000
+
+// MaxFieldLen is the most characters of the text line and of each
+// attachment's title and text: the limit Slack sets on a section block's
+// text, which keeps one long annotation from taking a message's room.
+const MaxFieldLen = 3000
+
+// moreLen is the room kept for the attachment counting the alerts left out.
+const moreLen = 64
 
 // Attachment is one alert.
 type Attachment struct {
@@ -64,23 +84,42 @@ var escaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 // is not markup (https://api.slack.com/reference/surfaces/formatting#escaping).
 func escape(s string) string { return escaper.Replace(s) }
 
-// Build renders the body of a message: one attachment per alert, at most
-// MaxAttachments. What comes from labels and annotations is escaped (&amp;,
-// &lt;, &gt;), as Slack requires of text that is not markup: it shows as
-// written, and a "<!channel>" in a summary notifies nobody. The markup the
-// notifier writes itself is not escaped.
+// escapeCut escapes s as escape does and cuts the result to at most
+// limit characters, the last one an ellipsis, without splitting an entity.
+func escapeCut(s string, limit int) string {
+	e := escape(s)
+	if utf8.RuneCountInString(e) <= limit {
+		return e
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range s {
+		piece := escape(string(r))
+		if n+utf8.RuneCountInString(piece) > limit-1 {
+			break
+		}
+		b.WriteString(piece)
+		n += utf8.RuneCountInString(piece)
+	}
+	return b.String() + "…"
+}
+
+// Build renders the body of a message: one attachment per alert, within
+// Slack's limits (see the package doc). What comes from labels and
+// annotations is escaped (&amp;, &lt;, &gt;), as Slack requires of text
+// that is not markup: it shows as written, and a "<!channel>" in a summary
+// notifies nobody. The markup the notifier writes itself is not escaped.
 func Build(m *notify.Message, channel string) Message {
 	verb := strings.ToUpper(m.Status)
 	if m.Kind == notify.KindAcknowledge {
 		verb = "ACKNOWLEDGED"
 	}
-	out := Message{Channel: channel, Text: fmt.Sprintf("[%s %s] %s (%d alerts)", m.Severity, verb, escape(m.GroupLabels.String()), len(m.Alerts))}
+	head := fmt.Sprintf("[%s %s] ", m.Severity, verb)
+	tail := fmt.Sprintf(" (%d alerts)", len(m.Alerts))
+	labels := escapeCut(m.GroupLabels.String(), MaxFieldLen-utf8.RuneCountInString(head+tail))
+	out := Message{Channel: channel, Text: head + labels + tail}
+	budget := MaxMessageLen - utf8.RuneCountInString(out.Text)
 	for i, a := range m.Alerts {
-		if i == MaxAttachments-1 && len(m.Alerts) > MaxAttachments {
-			out.Attachments = append(out.Attachments, Attachment{Color: "#808080",
-				Title: fmt.Sprintf("… and %d more alerts", len(m.Alerts)-i)})
-			break
-		}
 		color := map[alerts.Severity]string{alerts.P0: "danger", alerts.P1: "warning", alerts.P2: "#439FE0"}[a.Severity()]
 		if a.Status == notify.StatusResolved {
 			color = "good"
@@ -89,8 +128,23 @@ func Build(m *notify.Message, channel string) Message {
 		if title == "" {
 			title = a.Labels["alertname"]
 		}
-		out.Attachments = append(out.Attachments, Attachment{Color: color, Title: "[" + a.Status + "] " + escape(title),
-			Text: escape(a.Annotations["description"])})
+		prefix := "[" + a.Status + "] "
+		att := Attachment{Color: color, Title: prefix + escapeCut(title, MaxFieldLen-utf8.RuneCountInString(prefix)),
+			Text: escapeCut(a.Annotations["description"], MaxFieldLen)}
+		cost := utf8.RuneCountInString(att.Title) + utf8.RuneCountInString(att.Text)
+		// Unless this is the last alert, room stays for the attachment
+		// counting the ones left out.
+		slots, room := MaxAttachments-len(out.Attachments), budget-cost
+		if i < len(m.Alerts)-1 {
+			slots, room = slots-1, room-moreLen
+		}
+		if slots < 1 || room < 0 {
+			out.Attachments = append(out.Attachments, Attachment{Color: "#808080",
+				Title: fmt.Sprintf("… and %d more alerts", len(m.Alerts)-i)})
+			break
+		}
+		out.Attachments = append(out.Attachments, att)
+		budget -= cost
 	}
 	return out
 }

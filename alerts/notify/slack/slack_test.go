@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"governor.dev/governor/alerts"
 	"governor.dev/governor/alerts/notify"
@@ -76,5 +77,59 @@ func TestSlackEscapesLabelsAndAnnotations(t *testing.T) {
 	}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Build:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// A group of thousands of alerts with long annotations and long group
+// labels stays within Slack's limits (text line and each title and text at
+// most 3,000 characters, 40,000 in all, 100 attachments), and the last
+// attachment counts the alerts left out.
+func TestLargeGroupWithLongAnnotationsStaysWithinSlackLimits(t *testing.T) {
+	var as []notify.Alert
+	for i := range 3000 {
+		l := alerts.Labels{"alertname": "BreakerOpen", "instance": fmt.Sprint(i), "severity": "P2"}
+		as = append(as, notify.Alert{Alert: alerts.Alert{Labels: l, Annotations: map[string]string{
+			"summary": strings.Repeat("s", 5000), "description": strings.Repeat("<&>", 5000)}},
+			Status: notify.StatusFiring, Fingerprint: l.Fingerprint().String()})
+	}
+	m := notify.NewMessage(notify.KindNotify, "team", "k", alerts.Labels{"alertname": strings.Repeat("g", 50000)}, as,
+		notifytest.Sample(notify.KindNotify).CreatedAt)
+	out := Build(m, "")
+	total := utf8.RuneCountInString(out.Text)
+	if total > MaxFieldLen || !strings.HasSuffix(out.Text, "… (3000 alerts)") {
+		t.Fatalf("text line of %d characters ends %q", total, out.Text[len(out.Text)-30:])
+	}
+	if len(out.Attachments) > MaxAttachments {
+		t.Fatalf("%d attachments", len(out.Attachments))
+	}
+	for _, a := range out.Attachments {
+		if utf8.RuneCountInString(a.Text) > MaxFieldLen || utf8.RuneCountInString(a.Title) > MaxFieldLen {
+			t.Fatalf("attachment title of %d, text of %d characters", utf8.RuneCountInString(a.Title), utf8.RuneCountInString(a.Text))
+		}
+		if strings.Contains(a.Text, "&am…") || strings.Contains(a.Text, "&l…") || strings.Contains(a.Text, "&g…") {
+			t.Fatal("an entity was cut")
+		}
+		total += utf8.RuneCountInString(a.Text) + utf8.RuneCountInString(a.Title)
+	}
+	if total > MaxMessageLen {
+		t.Fatalf("message of %d characters, Slack cuts after %d", total, MaxMessageLen)
+	}
+	shown := len(out.Attachments) - 1
+	if shown < 1 || out.Attachments[shown].Title != fmt.Sprintf("… and %d more alerts", 3000-shown) {
+		t.Fatalf("%d alerts shown, last attachment %q", shown, out.Attachments[shown].Title)
+	}
+}
+
+// A group that fits is shown whole, without a counting attachment.
+func TestGroupWithinSlackLimitsIsShownWhole(t *testing.T) {
+	var as []notify.Alert
+	for i := range MaxAttachments {
+		l := alerts.Labels{"alertname": "BreakerOpen", "instance": fmt.Sprint(i), "severity": "P2"}
+		as = append(as, notify.Alert{Alert: alerts.Alert{Labels: l}, Status: notify.StatusFiring, Fingerprint: l.Fingerprint().String()})
+	}
+	m := notify.NewMessage(notify.KindNotify, "team", "k", nil, as, notifytest.Sample(notify.KindNotify).CreatedAt)
+	out := Build(m, "")
+	if len(out.Attachments) != MaxAttachments || strings.HasPrefix(out.Attachments[MaxAttachments-1].Title, "…") {
+		t.Fatalf("%d attachments, last %q", len(out.Attachments), out.Attachments[len(out.Attachments)-1].Title)
 	}
 }

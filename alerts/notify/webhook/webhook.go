@@ -15,7 +15,11 @@ import (
 // Config of a webhook receiver.
 type Config struct {
 	URL string `json:"url"`
-	// MaxAlerts truncates the alert list (0: no limit).
+	// MaxAlerts truncates the alert list of a message to its first
+	// MaxAlerts alerts, the payload's truncatedAlerts counting the rest, as
+	// Alertmanager's max_alerts (0: no limit, its default). A receiver that
+	// bounds its request body needs it: a group of thousands of alerts is
+	// megabytes.
 	MaxAlerts int `json:"max_alerts,omitempty"`
 }
 

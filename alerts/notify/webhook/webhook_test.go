@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"governor.dev/governor/alerts"
@@ -66,5 +68,30 @@ func TestRefusesNonHTTPURL(t *testing.T) {
 		if _, err := New(Config{URL: u}, nil); !errors.Is(err, alerts.ErrInvalid) {
 			t.Fatalf("%q accepted: %v", u, err)
 		}
+	}
+}
+
+// max_alerts bounds the body of a group of thousands of alerts, as in
+// Alertmanager: the first alerts are posted and truncatedAlerts counts the
+// rest; 0 posts them all.
+func TestMaxAlertsBoundsTheBodyOfALargeGroup(t *testing.T) {
+	var as []notify.Alert
+	for i := range 5000 {
+		l := alerts.Labels{"alertname": "BreakerOpen", "instance": fmt.Sprint(i), "severity": "P2"}
+		as = append(as, notify.Alert{Alert: alerts.Alert{Labels: l, Annotations: map[string]string{"description": strings.Repeat("d", 200)}},
+			Status: notify.StatusFiring, Fingerprint: l.Fingerprint().String()})
+	}
+	m := notify.NewMessage(notify.KindNotify, "team", "k", alerts.Labels{"alertname": "BreakerOpen"}, as, notifytest.Sample(notify.KindNotify).CreatedAt)
+	bounded, _ := json.Marshal(Build(m, 100))
+	whole, _ := json.Marshal(Build(m, 0))
+	var p Payload
+	if err := json.Unmarshal(bounded, &p); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Alerts) != 100 || p.TruncatedAlerts != 4900 || len(bounded) > 64<<10 {
+		t.Fatalf("%d alerts, %d truncated, %d bytes", len(p.Alerts), p.TruncatedAlerts, len(bounded))
+	}
+	if err := json.Unmarshal(whole, &p); err != nil || len(p.Alerts) != 5000 || p.TruncatedAlerts != 0 {
+		t.Fatalf("max_alerts 0: %d alerts, %d truncated, %v", len(p.Alerts), p.TruncatedAlerts, err)
 	}
 }
