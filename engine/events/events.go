@@ -27,6 +27,10 @@ const (
 	AutoApply             Kind = "auto_apply"
 	Proposal              Kind = "proposal"
 	GuardrailInconclusive Kind = "guardrail_inconclusive"
+	// GuardrailSuperseded is emitted by engine/guardrail when a version is
+	// replaced by a newer one before its watch reached a verdict; its
+	// Detail is the guardrail.Decision (verdict "superseded").
+	GuardrailSuperseded Kind = "guardrail_superseded"
 	EmergencyPublish      Kind = "emergency_publish"
 	LeaderAcquired        Kind = "leader_acquired"
 	LeaderLost            Kind = "leader_lost"

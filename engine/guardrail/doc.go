@@ -102,8 +102,40 @@
 // themselves are watched but never rolled back, so the guardrail cannot
 // loop; a service's first version is not watched (there is nothing before
 // it). While a version is being judged, Watching is true and the engine
-// proposes nothing new for the service, so every version gets its own
-// verdict.
+// proposes nothing new for the service, so every version it proposes gets
+// its own verdict.
+//
+// # Versions replaced before a verdict
+//
+// A person may still publish (or emergency-publish) while a version is
+// judged. A version replaced before its watch reached a verdict (v2, then
+// v3 before v2 was judged) gets a final decision of its own, verdict
+// Superseded, naming the version that replaced it and when (SupersededBy,
+// SupersededAt), with a guardrail_superseded event, so the timeline and the
+// audit show that it was never judged. The new watch carries on the chain:
+// its Unjudged lists the versions replaced before a verdict since the last
+// one in force before them, it is judged against the window before the
+// oldest of them (v2's baseline, a period no unjudged version ran in, not
+// v2's own), and a regression rolls back to that last version (Parent: v1),
+// past them, with a reason that names them ("rolled back v3 to v1; v2 went
+// live 40s before v3 and was never judged"). The store's rules hold as for
+// any rollback: RollbackFrom refuses it when a person replaced v3 since.
+// A rollback (the guardrail's or a person's) starts afresh: it is never
+// rolled back, and the period before it, the one it undid, is no baseline
+// for the next version. A regression whose rollback is still to be retried
+// when another version replaces it is settled as before, not carried on.
+//
+// The chain is bounded by how far back the guardrail reads: the baseline
+// lies at most Settle + MaxWait (the time a version is watched) before the
+// activation judged. A longer chain is judged against the window before the
+// oldest of its versions that went live within that span (Baseline says
+// which), and still rolled back to the version before the whole chain. The
+// grid points of such a window are kept while its watch is open, so the
+// points kept reach back at most Window + 2 x (Settle + MaxWait). The chain
+// lives in memory: a new leader judges the active version against the
+// window before its own activation and rolls it back to its parent. Two
+// versions that go live between two cycles are seen as one replacement:
+// the one never observed gets no decision.
 //
 // # Reads
 //
@@ -127,8 +159,9 @@
 // multiple of the interval, such as 15 s with 10 s ticks: every other point)
 // the others are read so, each once, when a window first reaches them; the
 // defaults (10 s interval, 10 s Step) read none. The points are kept per service
-// until no window can reach them (Window + Settle + MaxWait), which bounds
-// the memory to about that many Steps per service.
+// until no window can reach them (Window + Settle + MaxWait, longer while a
+// version is judged past unjudged ones: see above), which bounds the memory
+// to about that many Steps per service.
 //
 // A point is what the store answered when it was recorded or read: a
 // scrape that lands later for that instant does not change it. A signal
@@ -142,9 +175,10 @@
 // activation: the window before once, a growing after window only where it
 // is new.
 //
-// The guardrail keeps no state that matters across a leader change: a new
-// leader rebuilds its watches from the active versions' activation times
-// and reads the grid points it has not seen from the store.
+// The guardrail keeps little state that matters across a leader change: a
+// new leader rebuilds its watches from the active versions' activation
+// times and reads the grid points it has not seen from the store; only a
+// chain of unjudged versions is lost (see above).
 // Noted incidents live in memory only, so a new leader knows those from its
 // first cycle on.
 package guardrail

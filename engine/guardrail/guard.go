@@ -21,13 +21,16 @@ import (
 // Verdict is the state of a guarded version.
 type Verdict string
 
-// Verdicts. Watching and Inconclusive are open states; Pass, Regression and
-// the final Inconclusive (Final set) are decisions.
+// Verdicts. Watching and Inconclusive are open states; Pass, Regression,
+// the final Inconclusive (Final set) and Superseded are decisions.
+// Superseded: another version went live before the watch reached a verdict
+// (the version was never judged).
 const (
 	Watching     Verdict = "watching"
 	Inconclusive Verdict = "inconclusive"
 	Pass         Verdict = "pass"
 	Regression   Verdict = "regression"
+	Superseded   Verdict = "superseded"
 )
 
 // Check is one metric's comparison. For OfferedLoad, Effect is the ratio
@@ -63,12 +66,24 @@ func finite(v float64) *float64 {
 
 // Decision is the guardrail's state of one version.
 type Decision struct {
-	Service     string    `json:"service"`
-	Version     int64     `json:"version"`
+	Service string `json:"service"`
+	Version int64  `json:"version"`
+	// Parent is the version a regression is rolled back to (0: none, as
+	// for a rollback): the version in force before this one went live, or,
+	// after a chain of versions replaced before a verdict (Unjudged), the
+	// one in force before the chain.
 	Parent      int64     `json:"parent"`
 	ActivatedAt time.Time `json:"activated_at"`
-	At          time.Time `json:"at"`
-	Verdict     Verdict   `json:"verdict"`
+	// Baseline is the end of the window before that the version is judged
+	// against when that is not ActivatedAt (zero otherwise): the
+	// activation of the oldest Unjudged version within reach (see the
+	// package documentation).
+	Baseline time.Time `json:"baseline,omitzero"`
+	// Unjudged are the versions that went live after Parent and before
+	// this one and were replaced before a verdict, oldest first.
+	Unjudged []UnjudgedVersion `json:"unjudged,omitempty"`
+	At       time.Time         `json:"at"`
+	Verdict  Verdict           `json:"verdict"`
 	// Final is true once the verdict no longer changes.
 	Final  bool    `json:"final"`
 	Reason string  `json:"reason"`
@@ -79,6 +94,17 @@ type Decision struct {
 	Confounders []string `json:"confounders,omitempty"`
 	// RollbackVersion is the version the rollback created (0: none).
 	RollbackVersion int64 `json:"rollback_version,omitempty"`
+	// SupersededBy is, for a Superseded decision, the version that
+	// replaced this one before a verdict, and SupersededAt when it went
+	// live.
+	SupersededBy int64     `json:"superseded_by,omitempty"`
+	SupersededAt time.Time `json:"superseded_at,omitzero"`
+}
+
+// UnjudgedVersion is a version replaced before its watch reached a verdict.
+type UnjudgedVersion struct {
+	Version     int64     `json:"version"`
+	ActivatedAt time.Time `json:"activated_at"`
 }
 
 // watch is the state of one guarded version.
@@ -182,6 +208,7 @@ func New(o Options) (*Guard, error) {
 // joined into the error; the other services are still evaluated.
 func (g *Guard) Observe(ctx context.Context, now time.Time, active []versioning.Version) ([]Decision, error) {
 	var open []watch
+	var superseded []Decision
 	g.mu.Lock()
 	seen := map[string]bool{}
 	for _, v := range active {
@@ -193,25 +220,43 @@ func (g *Guard) Observe(ctx context.Context, now time.Time, active []versioning.
 			}
 			continue
 		}
-		if w != nil && w.retry != "" {
+		rollback := v.RollbackOf != 0 || v.Source == versioning.SourceRollback
+		var prev *watch // replaced before a verdict
+		switch {
+		case w != nil && w.retry != "":
 			// Replaced while its rollback was to be retried: the rollback
 			// may have landed after all (its answer lost), or another
 			// version replaced it.
 			g.unsettled = append(g.unsettled, *w)
+		case w != nil && !w.d.Final:
+			prev = w
 		}
+		var next *watch
 		if v.ActivatedAt.IsZero() || now.Sub(v.ActivatedAt) > g.o.Settle+g.o.MaxWait || v.Parent == 0 && v.RollbackOf == 0 {
 			// Too old to judge (a restart, say), or a service's first
 			// version: nothing before it to compare with or return to.
 			delete(g.watches, v.Service)
-			continue
+		} else {
+			next = &watch{d: Decision{Service: v.Service, Version: v.Number, Parent: v.Parent, ActivatedAt: v.ActivatedAt, Verdict: Watching},
+				parent: v.Parent, ruleset: v.Ruleset}
+			if rollback {
+				next.d.Parent = 0 // a rollback is watched but never rolled back
+			}
+			// Judged against the last period judged good, past the
+			// versions replaced before a verdict; not a rollback, which
+			// starts afresh and is never rolled back, nor after one (the
+			// period before a rollback is the one it undid).
+			if prev != nil && !rollback && prev.d.Parent != 0 {
+				g.chain(next, *prev)
+			}
+			g.watches[v.Service] = next
+			open = append(open, *next)
 		}
-		w = &watch{d: Decision{Service: v.Service, Version: v.Number, Parent: v.Parent, ActivatedAt: v.ActivatedAt, Verdict: Watching},
-			parent: v.Parent, ruleset: v.Ruleset}
-		if v.RollbackOf != 0 || v.Source == versioning.SourceRollback {
-			w.d.Parent = 0 // a rollback is watched but never rolled back
+		if prev != nil {
+			d := g.supersede(now, *prev, v, next)
+			g.keep(d)
+			superseded = append(superseded, d)
 		}
-		g.watches[v.Service] = w
-		open = append(open, *w)
 	}
 	for s, w := range g.watches {
 		if !seen[s] {
@@ -225,7 +270,14 @@ func (g *Guard) Observe(ctx context.Context, now time.Time, active []versioning.
 	g.unsettled = nil
 	g.mu.Unlock()
 
+	for _, d := range superseded {
+		g.o.Logger.Info("guardrail: version superseded before a verdict", "service", d.Service, "version", d.Version, "by", d.SupersededBy)
+		g.o.Events.Emit(ctx, events.Event{Kind: events.GuardrailSuperseded, Severity: events.Warning, At: d.At, Service: d.Service,
+			Version: d.Version, Message: fmt.Sprintf("%s v%d: guardrail gave no verdict: %s", d.Service, d.Version, d.Reason), Detail: d,
+			Key: fmt.Sprintf("%s/%s/v%d", events.GuardrailSuperseded, d.Service, d.Version)})
+	}
 	final, errs := g.settle(ctx, now, unsettled)
+	final = append(superseded, final...)
 	var view *gridView
 	if bs, ok := g.ringed(); ok {
 		v := g.fill(ctx, now, open, bs)
@@ -254,6 +306,96 @@ func (g *Guard) Observe(ctx context.Context, now time.Time, active []versioning.
 		g.mu.Unlock()
 	}
 	return final, errors.Join(errs...)
+}
+
+// supersede is the final decision of the open watch w, replaced by version
+// v before a verdict at time now; next is v's watch (nil: not watched).
+func (g *Guard) supersede(now time.Time, w watch, v versioning.Version, next *watch) Decision {
+	d := w.d
+	last := string(d.Verdict)
+	if d.Reason != "" {
+		last += ": " + d.Reason
+	}
+	d.At, d.Verdict, d.Final = now, Superseded, true
+	d.SupersededBy, d.SupersededAt = v.Number, v.ActivatedAt
+	when := "at an unknown time"
+	if !v.ActivatedAt.IsZero() {
+		when = fmt.Sprintf("at %s, %s after v%d went live at %s,", stamp(v.ActivatedAt), v.ActivatedAt.Sub(d.ActivatedAt), d.Version, stamp(d.ActivatedAt))
+	}
+	d.Reason = fmt.Sprintf("superseded by v%d, live %s before a verdict (it was %s)", v.Number, when, last)
+	if next != nil && len(next.d.Unjudged) > 0 {
+		d.Reason += fmt.Sprintf("; v%d is judged against the window before v%d and a regression of it rolls back to v%d",
+			v.Number, chainStart(next.d), next.d.Parent)
+	}
+	return d
+}
+
+// chainStart is the version whose activation ends the window before that d
+// is judged against: the oldest Unjudged version within reach, or d's own.
+func chainStart(d Decision) int64 {
+	for _, u := range d.Unjudged {
+		if u.ActivatedAt.Equal(d.Baseline) {
+			return u.Version
+		}
+	}
+	return d.Version
+}
+
+// chain makes the new watch w carry on from prev, a watch replaced by it
+// before a verdict: w is rolled back to prev's rollback target, past the
+// unjudged versions, and judged against the window before the oldest of
+// them whose activation lies within Settle + MaxWait (the time a version is
+// watched) of w's, so that the window's grid points are still kept (see
+// forget); with none within reach, against its own.
+func (g *Guard) chain(w *watch, prev watch) {
+	w.d.Unjudged = append(slices.Clip(prev.d.Unjudged), UnjudgedVersion{Version: prev.d.Version, ActivatedAt: prev.d.ActivatedAt})
+	w.d.Parent, w.parent = prev.d.Parent, prev.parent
+	for _, u := range w.d.Unjudged {
+		if !u.ActivatedAt.IsZero() && w.d.ActivatedAt.Sub(u.ActivatedAt) <= g.o.Settle+g.o.MaxWait {
+			w.d.Baseline = u.ActivatedAt
+			break
+		}
+	}
+	if !w.d.Baseline.IsZero() && w.d.Baseline.Equal(g.baseline(prev.d)) {
+		w.before = prev.before // the same window, read already
+	}
+}
+
+// baseline is the end of the window before that d is judged against.
+func (g *Guard) baseline(d Decision) time.Time {
+	if !d.Baseline.IsZero() {
+		return d.Baseline
+	}
+	return d.ActivatedAt
+}
+
+// maxNamed bounds the unjudged versions a rollback's reason names.
+const maxNamed = 8
+
+// unjudgedNote says, for a rollback past unjudged versions, which versions
+// it skips: "rolled back v3 to v1; v2 went live 40s before v3 and was never
+// judged"; "" without any.
+func unjudgedNote(d Decision) string {
+	u := d.Unjudged
+	if len(u) == 0 {
+		return ""
+	}
+	note := fmt.Sprintf("rolled back v%d to v%d; ", d.Version, d.Parent)
+	ago := func(u UnjudgedVersion) string { return d.ActivatedAt.Sub(u.ActivatedAt).String() }
+	switch {
+	case len(u) == 1:
+		return note + fmt.Sprintf("v%d went live %s before v%d and was never judged", u[0].Version, ago(u[0]), d.Version)
+	case len(u) > maxNamed:
+		return note + fmt.Sprintf("%d versions, v%d to v%d, went live between %s and %s before v%d and were never judged",
+			len(u), u[0].Version, u[len(u)-1].Version, ago(u[0]), ago(u[len(u)-1]), d.Version)
+	}
+	var vs, ds []string
+	for _, x := range u {
+		vs = append(vs, fmt.Sprintf("v%d", x.Version))
+		ds = append(ds, ago(x))
+	}
+	and := func(s []string) string { return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1] }
+	return note + fmt.Sprintf("%s went live %s before v%d and were never judged", and(vs), and(ds), d.Version)
 }
 
 // keep records a final decision; g.mu is held.
@@ -325,7 +467,8 @@ type windows struct {
 
 func (g *Guard) windows(now time.Time, d Decision) windows {
 	start := d.ActivatedAt.Add(g.o.Settle)
-	win := windows{bFrom: d.ActivatedAt.Add(-g.o.Window), bTo: d.ActivatedAt.Add(-time.Millisecond), aFrom: start, aTo: now, start: start,
+	base := g.baseline(d)
+	win := windows{bFrom: base.Add(-g.o.Window), bTo: base.Add(-time.Millisecond), aFrom: start, aTo: now, start: start,
 		full: !now.Before(start.Add(g.o.Window)), settling: now.Before(start.Add(time.Duration(g.o.MinSamples) * g.o.Step))}
 	if win.full {
 		win.aFrom = now.Add(-g.o.Window)
@@ -871,7 +1014,11 @@ func (g *Guard) rollback(ctx context.Context, d *Decision) error {
 	// (or may land while this runs): rolling back to its parent then would
 	// undo their decision. RollbackFrom checks, in the transaction that
 	// would write, that the judged version is still the active one.
-	v, err := g.o.Store.RollbackFrom(ctx, d.Service, d.Version, d.Parent, g.o.Actor, clip(d.Reason, versioning.MaxReasonBytes))
+	reason := d.Reason
+	if note := unjudgedNote(*d); note != "" {
+		reason += "; " + note
+	}
+	v, err := g.o.Store.RollbackFrom(ctx, d.Service, d.Version, d.Parent, g.o.Actor, clip(reason, versioning.MaxReasonBytes))
 	if err == nil {
 		g.rolledBack(ctx, d, v, nil)
 		return nil
@@ -907,6 +1054,9 @@ func (g *Guard) rollback(ctx context.Context, d *Decision) error {
 // stored rb.
 func (g *Guard) rolledBack(ctx context.Context, d *Decision, rb versioning.Version, storeErr error) {
 	d.RollbackVersion = rb.Number
+	if note := unjudgedNote(*d); note != "" {
+		d.Reason += "; " + note
+	}
 	if storeErr != nil {
 		d.Reason += fmt.Sprintf(" (rolled back as v%d, though the store answered: %v)", rb.Number, storeErr)
 	}

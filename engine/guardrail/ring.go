@@ -94,9 +94,19 @@ func (g *Guard) gridFrom(t time.Time) time.Time {
 }
 
 // horizon is the oldest time a watch can still compare at time now: the
-// start of the window before the oldest activation still judged.
+// start of the window before the oldest activation still judged, or before
+// the baseline of an open watch judged past unjudged versions (at most
+// Settle + MaxWait older: see chain); g.mu is held.
 func (g *Guard) horizon(now time.Time) time.Time {
-	return now.Add(-(g.o.Window + g.o.Settle + g.o.MaxWait + g.o.Step))
+	h := now.Add(-(g.o.Window + g.o.Settle + g.o.MaxWait + g.o.Step))
+	for _, w := range g.watches {
+		if !w.d.Final && !w.d.Baseline.IsZero() {
+			if t := w.d.Baseline.Add(-(g.o.Window + g.o.Step)); t.Before(h) {
+				h = t
+			}
+		}
+	}
+	return h
 }
 
 // Record keeps the per-service signals of a snapshot taken on the grid (At
