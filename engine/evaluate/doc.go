@@ -81,6 +81,26 @@
 // The guardrail then does not blame a version for errors or latency such an
 // incident explains; see package engine/guardrail.
 //
+// # Partial data
+//
+// A read whose query warned that data may be missing (a store of a
+// federated setup unavailable, a target not scraped; see
+// signals.PartialData) leaves its signals Partial, which the load score
+// leaves out like any unknown signal. Nothing is proposed for a service
+// with a partial signal: its recommendation is inconclusive and its reason
+// begins with "metrics partial: <signal>: <warning>". While a signal the
+// guardrail judges by (request rate, error ratio, p99 latency, shed ratio,
+// or the freshness that decides staleness) or an incident read (breakers,
+// downstream latency) is partial, the guardrail judges nothing and rolls
+// nothing back: a service whose series the store lost would read as one
+// that reports nothing. The cycle's samples are still recorded, partial
+// ones as no sample (guardrail.Guard.Record). Result.Partial and
+// Result.GuardrailHeld say what was partial, the engine logs the hold and
+// counts such cycles (governor_engine_partial_reads_total). A partial
+// breaker read closes no breaker, and a partial downstream p99 is neither
+// learned nor reported. Warnings that are not about partial data (PromQL
+// info and warning annotations) change nothing.
+//
 // Each cycle also hands its signal snapshot to the guardrail
 // (guardrail.Guard.Record): on the guardrail's Step grid it is every
 // service's sample for that instant, so the windows the guardrail compares

@@ -87,6 +87,15 @@ type Result struct {
 	Submitted       []recommend.Submitted      `json:"submitted"`
 	Decisions       []guardrail.Decision       `json:"decisions"`
 	Errors          []string                   `json:"errors,omitempty"`
+	// Partial lists the reads of the cycle that answered with a warning
+	// that data may be missing (signals.PartialData), each as "metrics
+	// partial: <query>: <warning>". Nothing is proposed for a service
+	// whose signals are partial (its recommendation says why).
+	Partial []string `json:"partial,omitempty"`
+	// GuardrailHeld says why the guardrail judged nothing this cycle: a
+	// signal it judges by was partial (see guardSignals), or a read of the
+	// incidents it must not blame on a version. Empty when it judged.
+	GuardrailHeld string `json:"guardrail_held,omitempty"`
 }
 
 // Evaluator runs cycles. Tick is not meant to run concurrently with itself;
@@ -104,6 +113,9 @@ type Evaluator struct {
 	since   time.Time                     // see Options.Since
 	last    time.Time
 	metrics metrics
+	// incidentsPartial are the partial-data warnings of the cycle's
+	// incident reads (breakers, downstream latency), Tick's goroutine only.
+	incidentsPartial []string
 }
 
 type metrics struct {
@@ -112,6 +124,7 @@ type metrics struct {
 	score     *prometheus.GaugeVec
 	proposals *prometheus.CounterVec
 	rollbacks prometheus.Counter
+	partial   prometheus.Counter
 }
 
 // New checks the options and returns an Evaluator.
@@ -154,6 +167,8 @@ func New(o Options) (*Evaluator, error) {
 		proposals: f.NewCounterVec(prometheus.CounterOpts{Name: "governor_engine_proposals_total",
 			Help: "Recommendations submitted, by outcome: auto_applied, proposed, revised (an open proposal's ruleset), unchanged, failed."}, []string{"outcome"}),
 		rollbacks: f.NewCounter(prometheus.CounterOpts{Name: "governor_engine_rollbacks_total", Help: "Automatic rollbacks by the guardrail."}),
+		partial: f.NewCounter(prometheus.CounterOpts{Name: "governor_engine_partial_reads_total",
+			Help: "Evaluation cycles whose metrics reads warned that data may be missing: nothing proposed for the services concerned, the guardrail held when its signals were concerned."}),
 	}
 	for _, oc := range []string{"auto_applied", "proposed", "revised", "unchanged", "failed"} {
 		m.proposals.WithLabelValues(oc)
@@ -183,10 +198,12 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 	e.metrics.ticks.Inc()
 	res := Result{At: at}
 	var errs []error
+	e.incidentsPartial = nil
 	snap, err := e.o.Reader.Read(ctx, at, signals.PerService)
 	if err != nil {
 		return res, fmt.Errorf("evaluate: read signals: %w", err)
 	}
+	partial := partialServices(snap)
 	scores := e.o.Tracker.Update(snap)
 	if e.o.Guard != nil {
 		// The guardrail's samples at this tick, when it lies on its grid:
@@ -207,6 +224,10 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 		errs = append(errs, err)
 	} else if e.o.Guard != nil && heard != nil {
 		e.o.Guard.NoteHeartbeats(heard)
+	}
+	res.Partial = e.partialReads(snap)
+	if len(res.Partial) > 0 {
+		e.metrics.partial.Inc()
 	}
 	// The active versions first: the guardrail judges them (and may roll
 	// back) before anything new is proposed on top of them.
@@ -252,21 +273,25 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 	if e.o.Guard != nil {
 		// What the guardrail must not blame on a version.
 		e.o.Guard.Note(at, append(incidents, overloadedDependencies(scores, active)...))
-		dec, err := e.o.Guard.Observe(ctx, at, active)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		for _, d := range dec {
-			if d.RollbackVersion == 0 {
-				continue
+		if res.GuardrailHeld = e.guardHold(snap); res.GuardrailHeld != "" {
+			e.o.Logger.Warn("guardrail held: nothing judged or rolled back this cycle", "tick", at, "reason", res.GuardrailHeld)
+		} else {
+			dec, err := e.o.Guard.Observe(ctx, at, active)
+			if err != nil {
+				errs = append(errs, err)
 			}
-			e.metrics.rollbacks.Inc()
-			if v, err := e.o.Versions.Active(ctx, d.Service); err == nil {
-				actives[d.Service] = &v
-				e.active[d.Service] = v
+			for _, d := range dec {
+				if d.RollbackVersion == 0 {
+					continue
+				}
+				e.metrics.rollbacks.Inc()
+				if v, err := e.o.Versions.Active(ctx, d.Service); err == nil {
+					actives[d.Service] = &v
+					e.active[d.Service] = v
+				}
 			}
+			res.Decisions = dec
 		}
-		res.Decisions = dec
 	}
 	for _, sc := range scores {
 		svc := sc.Key.Service
@@ -279,6 +304,12 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 		if rec.Ruleset != nil && e.o.Guard != nil && e.o.Guard.Watching(svc) {
 			rec.Reason = "held while the guardrail judges v" + fmt.Sprint(in.Active.Number) + ": " + rec.Reason
 			rec.Ruleset = nil
+		}
+		if why, ok := partial[svc]; ok {
+			// The signals may lack series: whatever they suggest is not
+			// proposed.
+			rec.Reason = why + "; " + rec.Reason
+			rec.Ruleset, rec.Inconclusive = nil, true
 		}
 		res.Recommendations = append(res.Recommendations, rec)
 		if rec.Ruleset != nil && e.o.Proposer != nil {
@@ -413,7 +444,8 @@ const breakerQuery = `count by (service, downstream) (governor_sdk_breaker_state
 
 // breakers emits breaker_open for every downstream whose breaker opened
 // since the last cycle, and returns the open ones as incidents for the
-// guardrail.
+// guardrail. A partial answer (signals.PartialData) holds the guardrail
+// for the cycle and closes no breaker.
 func (e *Evaluator) breakers(ctx context.Context, at time.Time) ([]guardrail.Incident, error) {
 	if e.o.Breakers == nil {
 		return nil, nil
@@ -422,6 +454,7 @@ func (e *Evaluator) breakers(ctx context.Context, at time.Time) ([]guardrail.Inc
 	if err != nil {
 		return nil, fmt.Errorf("evaluate: breakers: %w", err)
 	}
+	partial := e.incidentRead("breakers", res)
 	now := make(map[string]bool, len(res.Samples))
 	var incidents []guardrail.Incident
 	for _, s := range res.Samples {
@@ -434,6 +467,13 @@ func (e *Evaluator) breakers(ctx context.Context, at time.Time) ([]guardrail.Inc
 		}
 		incidents = append(incidents, guardrail.Incident{Service: svc, Kind: string(events.BreakerOpen), Downstream: ds,
 			What: fmt.Sprintf("the breaker to %s is open on %.0f instance(s)", ds, s.V)})
+	}
+	if partial {
+		// A breaker the answer lacks may be open still: it is not
+		// reported again when the read is whole.
+		for key := range e.open {
+			now[key] = true
+		}
 	}
 	e.open = now
 	return incidents, nil

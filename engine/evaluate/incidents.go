@@ -100,7 +100,9 @@ type latencyBaseline struct {
 // series is gone keeps its baseline and detector for Options.ForgetAfter:
 // a caller whose scrapes failed for a rate window (an overload, a restart)
 // continues with what it learned, rather than learning its "usual" p99
-// anew from a dependency that is still slow.
+// anew from a dependency that is still slow. A partial answer
+// (signals.PartialData) is neither learned nor reported; it holds the
+// guardrail for the cycle.
 func (e *Evaluator) slowDownstreams(ctx context.Context, at time.Time) ([]guardrail.Incident, error) {
 	if e.o.Breakers == nil || e.o.Guard == nil {
 		return nil, nil
@@ -108,6 +110,11 @@ func (e *Evaluator) slowDownstreams(ctx context.Context, at time.Time) ([]guardr
 	res, err := signals.DownstreamP99.Eval(ctx, e.o.Breakers, at)
 	if err != nil {
 		return nil, fmt.Errorf("evaluate: downstream latency: %w", err)
+	}
+	if e.incidentRead("downstream latency", res) {
+		// A p99 over partial buckets is neither learned nor reported; the
+		// guardrail is held for the cycle.
+		return nil, nil
 	}
 	if e.latency == nil {
 		e.latency = map[string]*latencyBaseline{}

@@ -19,8 +19,9 @@
 //
 // # Unknown terms
 //
-// A term whose signal is unknown (missing, NaN, stale, failed; see package
-// signals) is left out and its weight is redistributed proportionally over
+// A term whose signal is unknown (missing, NaN, stale, failed, or partial:
+// read from a query that warned data may be missing; see package signals)
+// is left out and its weight is redistributed proportionally over
 // the known terms: score = Σ wᵢ·xᵢ / Σ wᵢ over known terms only, and each
 // known term's effective weight is wᵢ / Σ wᵢ. If the known weight is less
 // than MinKnownWeight (default 0.5) of the total configured weight, the

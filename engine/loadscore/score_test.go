@@ -162,6 +162,23 @@ func TestStaleSignalIsUnknownNotZero(t *testing.T) {
 	require.InDelta(t, 0.6, raw.KnownWeight, 1e-12)
 }
 
+// A p99 read from a query that warned of missing data (a store of a
+// federated setup unavailable) may lack the slow series: the term is left
+// out, saying why, rather than scored as if complete.
+func TestPartialSignalIsLeftOutWithItsWarning(t *testing.T) {
+	e := entry("s", map[signals.Signal]float64{signals.CPU: 1, signals.Memory: 0, signals.LatencyP99: 0.01})
+	e.Values[signals.LatencyP99] = signals.Unknown(signals.Partial, "latency_p99: partial response: store 2 unreachable")
+	raw := Compute(opts(t, Options{}), e)
+	require.True(t, raw.Known)
+	require.InDelta(t, 0.7, raw.KnownWeight, 1e-12)
+	require.InDelta(t, 0.4/0.7, raw.Score, 1e-12, "cpu and memory only")
+	lat := raw.Terms[2]
+	require.Equal(t, Latency, lat.Term)
+	require.False(t, lat.Known)
+	require.Zero(t, lat.EffectiveWeight)
+	require.Equal(t, "unknown (partial: latency_p99: partial response: store 2 unreachable)", lat.Reason)
+}
+
 func TestOptionsValidation(t *testing.T) {
 	tests := []struct {
 		name string

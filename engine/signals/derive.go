@@ -161,6 +161,9 @@ func derive(sigs []Signal, got [numShared]sharedAnswer, scope Scope) []answer {
 		}
 		a.res = &Result{Type: TypeVector}
 		for _, q := range sharedNeeds[s] {
+			if a.partial == "" {
+				a.partial = firstPartial(got[q].res.Warnings)
+			}
 			if !warned[q] {
 				warned[q] = true
 				a.res.Warnings = append(a.res.Warnings, got[q].res.Warnings...)
@@ -271,7 +274,7 @@ func latencyBuckets(res *Result, scope Scope) *latencySums {
 		l.by[g] = append(b, promql.Bucket{UpperBound: le, Count: smp.V})
 	}
 	if bad > 0 {
-		l.warnings = append(l.warnings, fmt.Sprintf("%d bucket samples without a valid le label ignored", bad))
+		l.warnings = append(l.warnings, fmt.Sprintf(InfoPrefix+"%d bucket samples without a valid le label ignored", bad))
 	}
 	return l
 }
@@ -293,7 +296,7 @@ func (l *latencySums) quantile(q float64, p Point) ([]Sample, string) {
 		out = append(out, Sample{Labels: g.labels(""), Point: Point{T: p.T, V: v}})
 	}
 	if forced > 0 {
-		return out, fmt.Sprintf("input to histogram_quantile needed to be fixed for monotonicity in %d groups", forced)
+		return out, fmt.Sprintf(InfoPrefix+"input to histogram_quantile needed to be fixed for monotonicity in %d groups", forced)
 	}
 	return out, ""
 }

@@ -41,8 +41,25 @@
 // evaluator's downstream p99 (DownstreamP99) is one.
 //
 // A signal that cannot be known is reported as unknown with a Status saying
-// why (no series, NaN or infinite, stale, query failed); it is never reported
-// as zero. Counter resets are absorbed by rate(), which every counter-based
+// why (no series, NaN or infinite, stale, query failed, partial data); it is
+// never reported as zero. A query that fails, or times out, makes only the
+// signals read from it unknown (Failed); the others keep their values.
+//
+// # Partial data
+//
+// A source reports what it found wrong but not fatal as warnings
+// (Result.Warnings), which the snapshot keeps (Snapshot.Warnings). A warning
+// that says data may be missing, such as a federated store's partial
+// response ("store X unavailable") or a remote read that failed, makes the
+// signals of that query Partial for every key of the read, since it does not
+// say whose series are missing (a key the answer lacks reads Partial too,
+// not Missing); a shared query's warning reaches every signal derived from
+// it. While the freshness query is partial, a key it did not answer reads
+// Partial rather than Stale. PartialData is the classification: PromQL
+// annotations ("PromQL info: ...", "PromQL warning: ..."), infos and the
+// reader's own notes (InfoPrefix) block nothing; every other warning counts
+// as partial data. Snapshot.Partial lists the partial signals with their
+// warnings; consumers (engine/evaluate) hold their decisions on them. Counter resets are absorbed by rate(), which every counter-based
 // template uses, and ratios are clamped to [0, 1] because scrape misalignment
 // between numerator and denominator can push them slightly outside.
 package signals

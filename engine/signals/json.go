@@ -22,8 +22,8 @@ func (v Value) MarshalJSON() ([]byte, error) {
 	return json.Marshal(out)
 }
 
-// MarshalJSON renders a snapshot with its entries as a list in key order
-// and its errors as text.
+// MarshalJSON renders a snapshot with its entries as a list in key order,
+// its errors as text and its partial-data warnings by signal.
 func (s *Snapshot) MarshalJSON() ([]byte, error) {
 	entries := make([]*Entry, 0, len(s.Entries))
 	for _, k := range s.Keys() {
@@ -39,5 +39,6 @@ func (s *Snapshot) MarshalJSON() ([]byte, error) {
 		Entries  []*Entry          `json:"entries"`
 		Warnings []string          `json:"warnings,omitempty"`
 		Errors   map[Signal]string `json:"errors,omitempty"`
-	}{s.At, s.Scope.String(), entries, s.Warnings, errs})
+		Partial  map[Signal]string `json:"partial,omitempty"`
+	}{s.At, s.Scope.String(), entries, s.Warnings, errs, s.Partial})
 }

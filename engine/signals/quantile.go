@@ -146,10 +146,10 @@ func (q BucketQuantile) evalSeries(ctx context.Context, src SeriesSource, at tim
 		res.Samples = append(res.Samples, Sample{Labels: h.labels, Point: Point{T: t, V: v}})
 	}
 	if bad > 0 {
-		res.Warnings = append(res.Warnings, fmt.Sprintf("%d bucket samples without a valid le label ignored", bad))
+		res.Warnings = append(res.Warnings, fmt.Sprintf(InfoPrefix+"%d bucket samples without a valid le label ignored", bad))
 	}
 	if forced > 0 {
-		res.Warnings = append(res.Warnings, fmt.Sprintf("input to histogram_quantile needed to be fixed for monotonicity in %d groups", forced))
+		res.Warnings = append(res.Warnings, fmt.Sprintf(InfoPrefix+"input to histogram_quantile needed to be fixed for monotonicity in %d groups", forced))
 	}
 	return res, nil
 }

@@ -127,14 +127,20 @@ type answer struct {
 	sig Signal
 	res *Result
 	err error
+	// partial is the first partial-data warning of a query the answer
+	// comes from (see PartialData); derive sets it for every signal of a
+	// shared query, whose warnings only the first of them carries.
+	partial string
 }
 
 // Read evaluates every signal at time at for the given scope, restricted to
 // services (all services when none are given). From a PromQLSource the
 // default-template signals come from shared queries; a shared query's failure
 // fails every signal derived from it. Per-signal failures are kept
-// in the snapshot (Errors, and a Failed status on that signal); Read returns
-// an error only for bad arguments or when every query failed.
+// in the snapshot (Errors, and a Failed status on that signal), and so are
+// partial-data warnings (Partial, and a Partial status on that signal, see
+// PartialData); Read returns an error only for bad arguments or when every
+// query failed.
 func (r *Reader) Read(ctx context.Context, at time.Time, scope Scope, services ...string) (*Snapshot, error) {
 	sel, err := selector(services)
 	if err != nil {
@@ -218,6 +224,15 @@ func (r *Reader) assemble(at time.Time, scope Scope, answers []answer) (*Snapsho
 			snap.Errors[a.sig] = fmt.Errorf("%w: %s: want a vector result, got %s", ErrQuery, a.sig, a.res.Type)
 			continue
 		}
+		if a.partial == "" {
+			a.partial = firstPartial(a.res.Warnings)
+		}
+		if a.partial != "" {
+			if snap.Partial == nil {
+				snap.Partial = map[Signal]string{}
+			}
+			snap.Partial[a.sig] = a.partial
+		}
 		dups := 0
 		for _, smp := range a.res.Samples {
 			k, ok := keyOf(smp.Labels, scope)
@@ -266,12 +281,30 @@ func (r *Reader) assemble(at time.Time, scope Scope, answers []answer) (*Snapsho
 			}
 			e.Values[s] = Unknown(Failed, err.Error())
 		}
-		if detail := r.staleness(at, e, snap.Errors[Freshness] == nil); detail != "" {
+		for s, w := range snap.Partial {
+			v := Unknown(Partial, string(s)+": "+w)
+			switch s {
+			case Freshness:
+			case ShedRatioByClass:
+				for c := range e.ShedByClass {
+					e.ShedByClass[c] = v
+				}
+			default:
+				e.Values[s] = v
+			}
+		}
+		status, detail := Stale, r.staleness(at, e, snap.Errors[Freshness] == nil)
+		if w, partial := snap.Partial[Freshness]; partial && detail != "" && e.Newest.IsZero() {
+			// The freshness query may have lost this entry's series: whether
+			// it is stale is unknown.
+			status, detail = Partial, string(Freshness)+": "+w
+		}
+		if detail != "" {
 			for s := range e.Values {
-				e.Values[s] = Unknown(Stale, detail)
+				e.Values[s] = Unknown(status, detail)
 			}
 			for c := range e.ShedByClass {
-				e.ShedByClass[c] = Unknown(Stale, detail)
+				e.ShedByClass[c] = Unknown(status, detail)
 			}
 		}
 	}

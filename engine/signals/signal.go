@@ -71,6 +71,13 @@ const (
 	Stale
 	// Failed: the query for this signal failed.
 	Failed
+	// Partial: the query answered with a warning that data may be missing
+	// (see PartialData): a store of a federated setup unavailable, a
+	// target not scraped. The value may lack series, so it is unknown.
+	// Detail is "<signal>: <warning>", naming the query that warned (the
+	// signal's own, or Freshness when that query could not tell whether
+	// the key is stale).
+	Partial
 )
 
 func (s Status) String() string {
@@ -85,6 +92,8 @@ func (s Status) String() string {
 		return "stale"
 	case Failed:
 		return "failed"
+	case Partial:
+		return "partial"
 	}
 	return "status(" + strconv.Itoa(int(s)) + ")"
 }

@@ -72,6 +72,24 @@ func (e *Entry) Get(s Signal) Value {
 	return Unknown(Missing, "")
 }
 
+// Partial returns the detail of the entry's first value that reads as
+// Partial (in the order of All, then the classes of ShedByClass by name):
+// "<signal>: <warning>", naming the signal whose query warned. ok is false
+// when no value is partial.
+func (e *Entry) Partial() (detail string, ok bool) {
+	for _, s := range All {
+		if v := e.Get(s); v.Status == Partial {
+			return v.Detail, true
+		}
+	}
+	for _, c := range slices.Sorted(maps.Keys(e.ShedByClass)) {
+		if v := e.ShedByClass[c]; v.Status == Partial {
+			return v.Detail, true
+		}
+	}
+	return "", false
+}
+
 func newEntry(k Key) *Entry {
 	e := &Entry{Key: k, Values: make(map[Signal]Value, len(All)), ShedByClass: map[string]Value{}}
 	for _, s := range All {
@@ -90,6 +108,13 @@ type Snapshot struct {
 	Warnings []string
 	// Errors holds the failed queries by signal.
 	Errors map[Signal]error
+	// Partial holds, by signal (Freshness and ShedRatioByClass included),
+	// the first warning of its query that says data may be missing (see
+	// PartialData). Such a signal reads as Partial for every entry, and an
+	// entry the freshness query did not answer reads as Partial rather
+	// than Stale while that query was partial. A signal whose query failed
+	// is in Errors instead.
+	Partial map[Signal]string
 }
 
 // Get returns signal s of key k; a key the snapshot lacks reads as Missing.

@@ -235,8 +235,11 @@ func (d *DB) exec(ctx context.Context, qry promql.Query) (*signals.Result, error
 	}
 	out := &signals.Result{}
 	if len(res.Warnings) > 0 {
-		w, i := res.Warnings.AsStrings(qry.String(), 10, 10)
-		out.Warnings = append(w, i...)
+		w, infos := res.Warnings.AsStrings(qry.String(), 10, 10)
+		out.Warnings = w
+		for _, i := range infos {
+			out.Warnings = append(out.Warnings, signals.InfoPrefix+i)
+		}
 	}
 	dropped := 0
 	switch v := res.Value.(type) {
@@ -274,7 +277,7 @@ func (d *DB) exec(ctx context.Context, qry promql.Query) (*signals.Result, error
 		return nil, fmt.Errorf("%w: unexpected result type %T", signals.ErrQuery, res.Value)
 	}
 	if dropped > 0 {
-		out.Warnings = append(out.Warnings, fmt.Sprintf("%d native histogram samples dropped", dropped))
+		out.Warnings = append(out.Warnings, fmt.Sprintf(signals.InfoPrefix+"%d native histogram samples dropped", dropped))
 	}
 	return out, nil
 }

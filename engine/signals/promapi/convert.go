@@ -15,7 +15,7 @@ import (
 func convert(v model.Value, warns v1.Warnings, infos v1.Infos) (*signals.Result, error) {
 	out := &signals.Result{Warnings: append([]string(nil), warns...)}
 	for _, i := range infos {
-		out.Warnings = append(out.Warnings, "info: "+i)
+		out.Warnings = append(out.Warnings, signals.InfoPrefix+i)
 	}
 	dropped := 0
 	switch v := v.(type) {
@@ -50,7 +50,7 @@ func convert(v model.Value, warns v1.Warnings, infos v1.Infos) (*signals.Result,
 		return nil, fmt.Errorf("%w: unexpected result type %T", signals.ErrQuery, v)
 	}
 	if dropped > 0 {
-		out.Warnings = append(out.Warnings, fmt.Sprintf("%d native histogram samples dropped", dropped))
+		out.Warnings = append(out.Warnings, fmt.Sprintf(signals.InfoPrefix+"%d native histogram samples dropped", dropped))
 	}
 	return out, nil
 }

@@ -1,0 +1,71 @@
+package evaluate
+
+import (
+	"maps"
+	"slices"
+
+	"governor.dev/governor/engine/signals"
+)
+
+// guardSignals are the signals the guardrail judges a version by (its
+// request rate, error ratio, p99 latency and shed ratio samples, see
+// guardrail.Guard.Record) and the freshness that decides whether they are
+// stale. While any of them is partial the guardrail judges nothing: a
+// service whose series a store lost reads as absent, which the guardrail
+// would take for a version after which no instance reports (and roll back),
+// and a partial rate or ratio as a regression.
+var guardSignals = []signals.Signal{signals.RequestRate, signals.ErrorRatio, signals.LatencyP99, signals.ShedRatio, signals.Freshness}
+
+// partialPrefix begins every reason given for partial data.
+const partialPrefix = "metrics partial: "
+
+// partialServices returns, by service, why its signals are partial
+// ("metrics partial: <signal>: <warning>"); services whose signals are all
+// complete are absent.
+func partialServices(snap *signals.Snapshot) map[string]string {
+	out := map[string]string{}
+	for k, en := range snap.Entries {
+		if k.Instance != "" {
+			continue
+		}
+		if detail, ok := en.Partial(); ok {
+			out[k.Service] = partialPrefix + detail
+		}
+	}
+	return out
+}
+
+// partialReads lists the cycle's reads that answered with partial data:
+// the snapshot's signals, then the incident reads.
+func (e *Evaluator) partialReads(snap *signals.Snapshot) []string {
+	var out []string
+	for _, s := range slices.Sorted(maps.Keys(snap.Partial)) {
+		out = append(out, partialPrefix+string(s)+": "+snap.Partial[s])
+	}
+	return append(out, e.incidentsPartial...)
+}
+
+// guardHold says why the guardrail must not judge this cycle, or "".
+func (e *Evaluator) guardHold(snap *signals.Snapshot) string {
+	for _, s := range guardSignals {
+		if w, ok := snap.Partial[s]; ok {
+			return partialPrefix + string(s) + ": " + w
+		}
+	}
+	if len(e.incidentsPartial) > 0 {
+		return e.incidentsPartial[0]
+	}
+	return ""
+}
+
+// incidentRead notes a partial-data warning of an incident read (what,
+// e.g. "breakers") and reports whether there was one.
+func (e *Evaluator) incidentRead(what string, res *signals.Result) bool {
+	for _, w := range res.Warnings {
+		if signals.PartialData(w) {
+			e.incidentsPartial = append(e.incidentsPartial, partialPrefix+what+": "+w)
+			return true
+		}
+	}
+	return false
+}
