@@ -13,6 +13,13 @@
 // migration 00400 (package migrations); the leader deletes ticks older than
 // TickRetention as it claims new ones.
 //
+// Ticks are named by the replicas' wall clocks (the interval-aligned time),
+// while the lease is measured in durations on each replica's own clock, so
+// only ticks depend on the clocks agreeing. A replica whose clock runs
+// ahead of the database's by more than MaxClockSkew claims nothing
+// (ErrClockSkew, logged by RunTicks): its ticks, later than any the other
+// replicas name, would keep them from claiming until their clocks caught up.
+//
 // # Lease
 //
 // Holding the lock is not enough to lead: a leader cut off from the

@@ -6,7 +6,9 @@ import (
 	"io"
 	"net"
 	"net/url"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -400,4 +402,106 @@ func (p *partition) close() {
 	p.mu.Unlock()
 	p.ln.Close()
 	p.wg.Wait()
+}
+
+// TestReplicaWithClockAheadClaimsNoTickTheOthersCannotReach: ticks are
+// named by the replicas' wall clocks and only move forward, so a tick
+// claimed by a replica whose clock runs an hour ahead would keep every
+// replica with a correct clock from claiming (and from saving its state)
+// for an hour. Such a claim fails with ErrClockSkew, naming the skew, and
+// the replicas with correct clocks go on claiming; a MaxClockSkew larger
+// than the skew, or negative, lets it through.
+func TestReplicaWithClockAheadClaimsNoTickTheOthersCannotReach(t *testing.T) {
+	dsn := migrated(t)
+	ctx := context.Background()
+	const interval = 15 * time.Second
+	ahead := clock.NewFake(time.Now().Add(time.Hour))
+	a := startTraced(t, dsn, "a", ahead)
+	a.lead(t, ahead)
+	won, err := a.ClaimTick(ctx, ahead.Now().Truncate(interval))
+	if won || !errors.Is(err, ErrClockSkew) || !strings.Contains(err.Error(), "ahead of the database clock") {
+		t.Fatalf("claim of a replica an hour ahead: won %v, err %v; want ErrClockSkew", won, err)
+	}
+	// The replicas share the tick table, whatever lock they lead by.
+	right := clock.NewFake(time.Now())
+	b := startTraced(t, dsn, "b", right, func(o *PostgresOptions) { o.LockKey = DefaultLockKey + 1 })
+	b.lead(t, right)
+	if won, err := b.ClaimTick(ctx, right.Now().Truncate(interval)); !won || err != nil {
+		t.Fatalf("claim with a correct clock: won %v, err %v; want it won", won, err)
+	}
+	for i, skew := range []time.Duration{2 * time.Hour, -1} {
+		c := startTraced(t, dsn, "c", ahead, func(o *PostgresOptions) { o.LockKey = DefaultLockKey + 2 + int64(i); o.MaxClockSkew = skew })
+		c.lead(t, ahead)
+		won, err := c.ClaimTick(ctx, ahead.Now().Truncate(interval).Add(time.Duration(i+1)*interval))
+		if !won || err != nil {
+			t.Fatalf("MaxClockSkew %v: claim an hour ahead: won %v, err %v; want it won", skew, won, err)
+		}
+	}
+}
+
+// timedClock remembers the duration of the timer armed last.
+type timedClock struct {
+	*clock.Fake
+	last atomic.Int64
+}
+
+func (c *timedClock) NewTimer(d time.Duration) clock.Timer {
+	c.last.Store(int64(d))
+	return c.Fake.NewTimer(d)
+}
+
+// TestSlowChecksOfAHealthyLeaderKeepItsLease: with a CheckInterval close to
+// the Lease (2.5s of 3s, a valid setting) and checks that take 600ms (a
+// busy database, well within their deadline of a third of the lease), a
+// check sent a CheckInterval after the last one answered would find the
+// lease already run out: the healthy leader gave the lock up, and IsLeader
+// turned false while the lead contexts went on until that check. The
+// leader checks early enough instead, and leads on.
+func TestSlowChecksOfAHealthyLeaderKeepItsLease(t *testing.T) {
+	dsn := migrated(t)
+	clk := &timedClock{Fake: clock.NewFake(leaseT0)}
+	const latency = 600 * time.Millisecond
+	e, err := NewPostgres(PostgresOptions{URL: dsn, Identity: "a", RetryInterval: time.Second,
+		CheckInterval: 2500 * time.Millisecond, Lease: 3 * time.Second, SessionTimeout: -1, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type step struct {
+		ev   string
+		wait time.Duration // of a "wait": the timer of the next check
+	}
+	steps := make(chan step, 1000)
+	e.trace = func(ev string) {
+		switch ev {
+		case "call check":
+			clk.Advance(latency) // the check takes this long to answer
+		case "wait": // the lead loop armed its timer just before
+			steps <- step{ev, time.Duration(clk.last.Load())}
+			return
+		}
+		steps <- step{ev: ev}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = e.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	var lctx context.Context
+	for end := leaseT0.Add(30 * time.Second); clk.Now().Before(end); {
+		switch s := <-steps; s.ev {
+		case "lost", "campaign":
+			t.Fatalf("%s at +%v: a healthy leader gave the lock up", s.ev, clk.Now().Sub(leaseT0))
+		case "lead":
+			var stop context.CancelFunc
+			lctx, stop = e.LeaderContext(context.Background())
+			defer stop()
+		case "wait":
+			if lctx != nil && (!e.IsLeader() || lctx.Err() != nil) {
+				t.Fatalf("at +%v: leader %v, lead context %v", clk.Now().Sub(leaseT0), e.IsLeader(), context.Cause(lctx))
+			}
+			clk.Advance(s.wait) // to the next check
+		}
+	}
+	if lctx == nil {
+		t.Fatal("never led")
+	}
 }

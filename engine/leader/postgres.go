@@ -23,6 +23,10 @@ var ErrInvalidOption = errors.New("leader: invalid option")
 // ran out before the lock-holding connection confirmed it.
 var ErrLeaseExpired = errors.New("leader: lease expired")
 
+// ErrClockSkew is returned by ClaimTick for a tick later than the database
+// clock by more than MaxClockSkew: this replica's clock runs ahead.
+var ErrClockSkew = errors.New("leader: clock ahead of the database")
+
 // errCallTimeout is the cause of a database call cut short by its deadline.
 var errCallTimeout = errors.New("leader: database call timed out")
 
@@ -47,8 +51,10 @@ type PostgresOptions struct {
 	// renew it stops leading when it runs out, and a replica that takes
 	// the lock waits one Lease before it leads, so the two never lead at
 	// the same time. Every database call of the leader is bounded by a
-	// third of the Lease and never outlasts it. Default 3 × CheckInterval;
-	// it must exceed CheckInterval.
+	// third of the Lease and never outlasts it; the leader checks every
+	// CheckInterval, and at the latest a third of the Lease before the
+	// lease runs out. Default 3 × CheckInterval; it must exceed
+	// CheckInterval.
 	Lease time.Duration
 	// SessionTimeout is the idle_session_timeout of the lock-holding
 	// session: the server ends it, and so releases the lock, when the
@@ -61,10 +67,17 @@ type PostgresOptions struct {
 	// TickRetention is how long claimed ticks are kept; the leader deletes
 	// older ones as it claims. Default 24h.
 	TickRetention time.Duration
-	Clock         clock.Clock
-	Events        events.Sink
-	Logger        *slog.Logger
-	Registerer    prometheus.Registerer
+	// MaxClockSkew is how far a claimed tick may be ahead of the database
+	// clock. Ticks are named by the replicas' wall clocks and only move
+	// forward, so a tick claimed by a replica whose clock runs ahead would
+	// keep every other replica from claiming (and their state from being
+	// saved) until their clocks caught up with it; such a claim fails with
+	// ErrClockSkew instead. Default 10s; negative: not checked.
+	MaxClockSkew time.Duration
+	Clock        clock.Clock
+	Events       events.Sink
+	Logger       *slog.Logger
+	Registerer   prometheus.Registerer
 }
 
 // Postgres elects through an advisory lock held by one connection, and
@@ -138,6 +151,9 @@ func NewPostgres(o PostgresOptions) (*Postgres, error) {
 	}
 	if o.TickRetention == 0 {
 		o.TickRetention = 24 * time.Hour
+	}
+	if o.MaxClockSkew == 0 {
+		o.MaxClockSkew = 10 * time.Second
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
@@ -275,9 +291,19 @@ func (p *Postgres) lead(ctx context.Context, conn *pgx.Conn, locked time.Time) {
 	leading := false
 	var lost error
 	for lost == nil && ctx.Err() == nil {
-		wait := p.o.CheckInterval
+		// A check every CheckInterval, and one sent a third of the Lease
+		// before the lease runs out (the most a call may take), whatever
+		// the CheckInterval and however long the last check took: a check
+		// sent later would find the lease run out on a healthy connection,
+		// and the lead would end without cause, after IsLeader already
+		// turned false while the lead contexts went on.
+		now := p.o.Clock.Now()
+		p.mu.Lock()
+		until := p.until
+		p.mu.Unlock()
+		wait := min(p.o.CheckInterval, until.Add(-p.o.Lease/3).Sub(now))
 		if !leading {
-			wait = min(wait, from.Sub(p.o.Clock.Now()))
+			wait = min(wait, from.Sub(now))
 		}
 		t := p.o.Clock.NewTimer(wait)
 		p.trace("wait")
@@ -409,19 +435,34 @@ func (p *Postgres) deadline(ctx context.Context, d time.Duration) (context.Conte
 // replica) is not won, so a replica whose clock lags its predecessor's does
 // not evaluate a cycle older than one evaluated, and the newest claimed
 // tick names the only cycle whose writes count (see evaluate.SQLState). A
-// claim that finds the connection dead ends the leadership at once.
+// tick more than MaxClockSkew ahead of the database clock is not claimed
+// (ErrClockSkew): a replica whose clock runs ahead would otherwise keep the
+// others from claiming until their clocks caught up. A claim that finds
+// the connection dead ends the leadership at once.
 func (p *Postgres) ClaimTick(ctx context.Context, tick time.Time) (bool, error) {
 	if !p.IsLeader() {
 		return false, ErrNotLeader
 	}
 	var won bool
+	var dbNow time.Time
+	skew := int64(-1) // not checked
+	if p.o.MaxClockSkew >= 0 {
+		skew = p.o.MaxClockSkew.Microseconds()
+	}
 	err := p.call(ctx, "claim", func(ctx context.Context, c *pgx.Conn) error {
-		tag, err := c.Exec(ctx, `INSERT INTO governor_engine_ticks (tick, leader)
-			SELECT $1, $2 WHERE NOT EXISTS (SELECT 1 FROM governor_engine_ticks WHERE tick >= $1)
-			ON CONFLICT (tick) DO NOTHING`, tick.UTC(), p.o.Identity)
-		won = err == nil && tag.RowsAffected() == 1
-		return err
+		return c.QueryRow(ctx, `WITH claim AS (
+				INSERT INTO governor_engine_ticks (tick, leader)
+				SELECT $1, $2 WHERE ($3::bigint < 0 OR $1 <= now() + $3::bigint * interval '1 microsecond')
+					AND NOT EXISTS (SELECT 1 FROM governor_engine_ticks WHERE tick >= $1)
+				ON CONFLICT (tick) DO NOTHING
+				RETURNING tick)
+			SELECT EXISTS (SELECT 1 FROM claim), now()`, tick.UTC(), p.o.Identity, skew).Scan(&won, &dbNow)
 	})
+	if err == nil && !won && skew >= 0 && tick.Sub(dbNow) > time.Duration(skew)*time.Microsecond {
+		err = fmt.Errorf("%w: tick %s is %s ahead of the database clock (%s), more than MaxClockSkew %s",
+			ErrClockSkew, tick.UTC().Format(time.RFC3339Nano), tick.Sub(dbNow).Round(time.Millisecond),
+			dbNow.UTC().Format(time.RFC3339Nano), p.o.MaxClockSkew)
+	}
 	if err != nil {
 		p.claims.WithLabelValues("error").Inc()
 		return false, fmt.Errorf("leader: claim tick: %w", err)
