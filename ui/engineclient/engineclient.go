@@ -5,6 +5,14 @@
 // evaluation). Unknown values stay unknown (nil), never zero; an engine that
 // does not answer, or whose last evaluation is older than Options.MaxAge,
 // is an error the overview shows as a banner.
+//
+// A request that times out costs its page the whole timeout; a page reads
+// the engine several times (a service page three), so after a timeout the
+// client does not ask a hung engine again for Options.HoldOff: requests
+// fail at once with ErrEngine, saying when the engine last timed out, and
+// the pages show what they could read without it. Other failures (refused
+// connections, error statuses) are fast and are not held off; no request
+// is retried.
 package engineclient
 
 import (
@@ -13,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -47,9 +56,16 @@ type Options struct {
 	// flags as live, for instance while the engine cannot read its
 	// metrics. Default DefaultMaxAge; negative: never.
 	MaxAge time.Duration
+	// HoldOff is how long after a request to the engine timed out the
+	// client fails requests at once instead of waiting for the timeout
+	// again. Default DefaultHoldOff; negative: never hold off.
+	HoldOff time.Duration
 	// Now defaults to time.Now.
 	Now func() time.Time
 }
+
+// DefaultHoldOff is the default Options.HoldOff.
+const DefaultHoldOff = 10 * time.Second
 
 // DefaultMaxAge is the default Options.MaxAge: twelve of the engine's
 // default 10 s evaluation intervals.
@@ -62,6 +78,10 @@ type Client struct {
 	mu    sync.Mutex
 	last  time.Time
 	trend map[string][]model.Point
+	// hung is when a request last timed out, and hungErr its error (both
+	// under mu).
+	hung    time.Time
+	hungErr error
 }
 
 var (
@@ -84,6 +104,9 @@ func New(o Options) (*Client, error) {
 	}
 	if o.MaxAge == 0 {
 		o.MaxAge = DefaultMaxAge
+	}
+	if o.HoldOff == 0 {
+		o.HoldOff = DefaultHoldOff
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -125,8 +148,17 @@ func (c *Client) get(ctx context.Context, path string, q url.Values, into any) e
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrEngine, err)
 	}
+	if err := c.heldOff(); err != nil {
+		return err
+	}
 	resp, err := c.o.Client.Do(req)
 	if err != nil {
+		var ne net.Error
+		if ctx.Err() == nil && errors.As(err, &ne) && ne.Timeout() {
+			c.mu.Lock()
+			c.hung, c.hungErr = c.o.Now(), err
+			c.mu.Unlock()
+		}
 		return fmt.Errorf("%w: %w", ErrEngine, err)
 	}
 	defer resp.Body.Close()
@@ -142,6 +174,26 @@ func (c *Client) get(ctx context.Context, path string, q url.Values, into any) e
 	if err := json.NewDecoder(body).Decode(into); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrEngine, path, err)
 	}
+	return nil
+}
+
+// heldOff returns an error while a timeout of the engine is recent
+// (Options.HoldOff).
+func (c *Client) heldOff() error {
+	if c.o.HoldOff < 0 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hungErr == nil {
+		return nil
+	}
+	now := c.o.Now()
+	if since := now.Sub(c.hung); since >= 0 && since < c.o.HoldOff {
+		return fmt.Errorf("%w: timed out at %s, not asked again for %s: %w", ErrEngine,
+			c.hung.UTC().Format(time.RFC3339), (c.o.HoldOff - since).Round(time.Second), c.hungErr)
+	}
+	c.hungErr = nil
 	return nil
 }
 

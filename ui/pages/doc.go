@@ -3,6 +3,9 @@
 // approving and rolling back), recommendations, alerts, the audit log and
 // settings, plus the login flow and the overview's Server-Sent Events stream.
 //
+// Times are printed in Options.Location (UTC unless set) with the zone's
+// name; chart time axes are in UTC and their last label says so.
+//
 // Charts are server-rendered SVG (svg.go) with axes, units, every value on
 // hover, reference lines (act, release, setpoint, target), breaks where
 // samples are missing, a visible marker for a point with no neighbour, and
@@ -17,13 +20,19 @@
 // collapsed block.
 //
 // Every read-only page works without JavaScript; the only script
-// (assets/app.js) swaps in fresh overview rows pushed over SSE. Every form
+// (assets/app.js) swaps in fresh overview rows pushed over SSE. While the
+// stream is down it keeps the rows, marked stale with the time they were
+// read (the page's data-at, then each update's), and opens the stream again
+// with backoff when the browser gives up on it. Every form
 // that changes state carries the session's CSRF token, and each route states
 // the roles it needs (see Routes); the rules store enforces four eyes and
 // policy roles again underneath, so the UI cannot be more permissive than the
 // store. Forms that act on what a person reviewed carry what they saw: an
 // approval the ruleset's checksum, a rollback the active version its
 // preview was computed against ("from"); if it changed meanwhile, nothing
-// is applied and the page comes back fresh with a message saying so. A failing backend (database, metrics, alerts) shows a banner instead
+// is applied and the page comes back fresh with a message saying so, unless
+// the version now active is this very rollback (the same form sent twice):
+// that answer leads to it as the first did. A form sent back with an error
+// marks the field in error, ties it to the message and focuses it. A failing backend (database, metrics, alerts) shows a banner instead
 // of the part it would fill; errors never show internals.
 package pages

@@ -362,6 +362,9 @@ type rollbackData struct {
 	Active     *versioning.Version
 	Changes    []versioning.Change
 	Why, Error string
+	// Invalid names the form field Error is about ("reason", "confirm";
+	// "" for none): it is marked invalid and takes the focus.
+	Invalid string
 	// Reason is the reason already typed, kept when the form comes back.
 	Reason string
 }
@@ -407,7 +410,7 @@ func (p *Pages) rollback(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Reason = strings.TrimSpace(r.PostFormValue("reason"))
 	if r.PostFormValue("confirm") != "yes" {
-		d.Error = "Confirm that you reviewed the changes."
+		d.Error, d.Invalid = "Confirm that you reviewed the changes.", "confirm"
 		p.render(w, r, http.StatusUnprocessableEntity, "rollback", "Roll back "+d.Service, "overview", d)
 		return
 	}
@@ -431,6 +434,12 @@ func (p *Pages) rollback(w http.ResponseWriter, r *http.Request) {
 		var ce *versioning.ConflictError
 		switch {
 		case errors.As(err, &ce):
+			if v, ok := p.sameRollback(r, d, ce, by); ok {
+				// A second submission of a form already applied (a
+				// double click, a resent POST): its rollback is live.
+				http.Redirect(w, r, fmt.Sprintf("/services/%s/rules/%d", v.Service, v.Number), http.StatusSeeOther)
+				return
+			}
 			// Back to a fresh preview: against the version active now.
 			reason := d.Reason
 			if d, err = p.rollbackData(r); err != nil {
@@ -447,6 +456,9 @@ func (p *Pages) rollback(w http.ResponseWriter, r *http.Request) {
 		case len(httperr.Fields(err)) > 0:
 			fs := httperr.Fields(err)
 			d.Error = fs[0].Field + ": " + fs[0].Problem
+			if fs[0].Field == "reason" {
+				d.Invalid = "reason"
+			}
 		default:
 			d.Error = httperr.Message(err)
 		}
@@ -454,4 +466,17 @@ func (p *Pages) rollback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.Redirect(w, r, fmt.Sprintf("/services/%s/rules/%d", v.Service, v.Number), http.StatusSeeOther)
+}
+
+// sameRollback tells a rollback form submitted again after it was applied:
+// the version active now (ce.Active) is the rollback by the same person to
+// the same target, made on top of the version the form was computed
+// against (ce.Expected). Its second submission must not read "nothing was
+// rolled back" and invite a third.
+func (p *Pages) sameRollback(r *http.Request, d rollbackData, ce *versioning.ConflictError, by versioning.Actor) (versioning.Version, bool) {
+	v, err := p.o.Rules.Get(r.Context(), d.Service, ce.Active)
+	if err != nil || !v.Active {
+		return versioning.Version{}, false
+	}
+	return v, v.RollbackOf == d.Target.Number && v.Parent == ce.Expected && versioning.SamePerson(v.Author, by.Name)
 }

@@ -119,7 +119,9 @@ func (pl plot) valueAxis(b *strings.Builder, unit string, levels []string) {
 	fmt.Fprintf(b, `<line class="axis" x1="%d" x2="%d" y1="%d" y2="%d"/>`, padL, chartW-padR, chartH-padB, chartH-padB)
 }
 
-// timeAxis labels the first, middle and last instants.
+// timeAxis labels the first, middle and last instants, in UTC as every
+// time the pages print; the last label says so, for a reader whose own
+// zone is another.
 func (pl plot) timeAxis(b *strings.Builder) {
 	if !pl.timed {
 		return
@@ -138,7 +140,11 @@ func (pl plot) timeAxis(b *strings.Builder) {
 		case i == len(ticks)-1:
 			anchor = "end"
 		}
-		fmt.Fprintf(b, `<text x="%.1f" y="%d" text-anchor="%s">%s</text>`, pl.x(0, 1, model.Point{At: t}), chartH-8, anchor, t.UTC().Format(timeLayout(span)))
+		label := t.UTC().Format(timeLayout(span))
+		if i == len(ticks)-1 {
+			label += " UTC"
+		}
+		fmt.Fprintf(b, `<text x="%.1f" y="%d" text-anchor="%s">%s</text>`, pl.x(0, 1, model.Point{At: t}), chartH-8, anchor, label)
 	}
 }
 

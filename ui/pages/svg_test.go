@@ -21,7 +21,7 @@ func TestChartSinglePointHasAVisibleMarker(t *testing.T) {
 	require.NotContains(t, svg, "<polyline", "one point makes no line")
 	require.Equal(t, 1, strings.Count(svg, `<circle class="pt s0 dot"`), "the lone point is drawn")
 	require.Contains(t, svg, "<title>2026-01-01 10:00:00 UTC: 42.00 req/s</title>")
-	require.Equal(t, 1, strings.Count(svg, ">10:00:00<"), "one time label for one instant")
+	require.Equal(t, 1, strings.Count(svg, ">10:00:00 UTC<"), "one time label for one instant, with its zone")
 	// Untimed single points (evidence values) too.
 	svg = string(Chart(ChartOptions{Points: []model.Point{{Value: 0.7}}, Min: 0, Max: 1}))
 	require.Contains(t, svg, `class="pt s0 dot" cx="333.0"`, "in the middle")
@@ -125,4 +125,17 @@ func BenchmarkCharts(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestChartTimeAxisSaysUTC: a chart's time axis is in UTC, and its last
+// label says so; "11:00" alone reads as local time to an SRE in another
+// zone, an hour or more off the hover titles and the alert times.
+func TestChartTimeAxisSaysUTC(t *testing.T) {
+	svg := string(Chart(ChartOptions{Unit: "req/s", Points: []model.Point{at(0, 1), at(60, 2)}}))
+	require.Contains(t, svg, `text-anchor="start">10:00</text>`)
+	require.Contains(t, svg, `text-anchor="middle">10:30</text>`)
+	require.Contains(t, svg, `text-anchor="end">11:00 UTC</text>`)
+	days := string(SeriesChart(model.SeriesChart{Title: "admitted", Unit: "req/s", Series: []model.Series{
+		{Name: "critical", Points: []model.Point{at(0, 1), at(3*24*60, 2)}}}}, "admitted of checkout"))
+	require.Contains(t, days, `text-anchor="end">Jan 4 10:00 UTC</text>`)
 }
