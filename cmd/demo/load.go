@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strconv"
 	"sync"
@@ -22,6 +23,7 @@ type load struct {
 	rate   float64
 	out    io.Writer
 	client *http.Client
+	conns  *conns
 	// counts[class][result]: 0 ok, 1 429, 2 other failure.
 	counts [4][3]atomic.Int64
 }
@@ -30,14 +32,18 @@ type load struct {
 var mix = [4]float64{0.1, 0.3, 0.3, 0.3}
 
 func newLoad(d *demo, base string, rate float64, out io.Writer) *load {
-	return &load{d: d, url: base + "/api/work", rate: rate, out: out, client: &http.Client{
+	c := &conns{open: map[net.Conn]struct{}{}}
+	return &load{d: d, url: base + "/api/work", rate: rate, out: out, conns: c, client: &http.Client{
 		Timeout:   2 * time.Second,
-		Transport: &http.Transport{MaxIdleConnsPerHost: 1024, MaxConnsPerHost: 2048},
+		Transport: &http.Transport{MaxIdleConnsPerHost: 1024, MaxConnsPerHost: 2048, DialContext: c.dial},
 	}}
 }
 
+// run sends load until ctx ends, then returns once every request has ended
+// and every connection it dialed is closed.
 func (l *load) run(ctx context.Context) {
 	var wg sync.WaitGroup
+	defer l.conns.closeAll()
 	defer wg.Wait()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
@@ -110,4 +116,54 @@ func (l *load) report(elapsed time.Duration) {
 		line += fmt.Sprintf(" | %-8s ok=%-4d 429=%-4d err=%-3d", rules.Classes[c], ok, refused, failed)
 	}
 	fmt.Fprintln(l.out, line)
+}
+
+// conns tracks the connections a load generator dials, so that stopping it
+// closes every one. A connection dialed for a request canceled before it
+// was sent joins the client's idle pool unused, or arrives after the pool
+// was emptied; the server counts such a connection as active for 5s when it
+// shuts down, so it would hold up the stop and make it fail.
+type conns struct {
+	mu     sync.Mutex
+	open   map[net.Conn]struct{}
+	closed bool
+}
+
+func (c *conns) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		conn.Close()
+		return nil, net.ErrClosed
+	}
+	c.open[conn] = struct{}{}
+	return &trackedConn{Conn: conn, c: c}, nil
+}
+
+// closeAll closes every connection dialed and refuses the dials to come.
+func (c *conns) closeAll() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	for conn := range c.open {
+		conn.Close()
+	}
+	clear(c.open)
+}
+
+type trackedConn struct {
+	net.Conn
+	c *conns
+}
+
+func (t *trackedConn) Close() error {
+	t.c.mu.Lock()
+	delete(t.c.open, t.Conn)
+	t.c.mu.Unlock()
+	return t.Conn.Close()
 }

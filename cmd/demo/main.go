@@ -119,15 +119,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	base := "http://" + ln.Addr().String()
 	log.Info("demo service listening", "url", base+"/api/work", "metrics", base+"/metrics",
 		"capacity", cfg.capacity, "work", cfg.work, "load", cfg.load)
+	// The load stops before the server shuts down, and run returns only
+	// once it has: its connections would hold up the shutdown, and its
+	// report reads the governor closed at return.
+	loadCtx, stopLoad := context.WithCancel(ctx)
+	loadDone := make(chan struct{})
 	if cfg.load > 0 {
-		go newLoad(d, base, cfg.load, stdout).run(ctx)
+		go func() {
+			defer close(loadDone)
+			newLoad(d, base, cfg.load, stdout).run(loadCtx)
+		}()
+	} else {
+		close(loadDone)
 	}
+	defer func() {
+		stopLoad()
+		<-loadDone
+	}()
 	select {
 	case <-ctx.Done():
 	case err := <-errc:
 		log.Error("server stopped", "err", err)
 		return 1
 	}
+	stopLoad()
+	<-loadDone
 	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutdown); err != nil {

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"governor.dev/governor/sdk/rules"
 )
 
@@ -142,4 +144,43 @@ func TestPickFollowsTheMix(t *testing.T) {
 			t.Errorf("pick(%v) = %d, want %d", tt.u, got, tt.want)
 		}
 	}
+}
+
+// TestStoppedLoadLeavesNoConnectionToHoldUpTheShutdown: once the load
+// generator has stopped, no connection it dialed is left open. A connection
+// dialed for a request that another connection served, or that was
+// canceled first, used to stay in the client's idle pool unused; the server
+// counts such a connection as active for 5s when it shuts down, so a stop
+// under load took 5s and often ended in "shutdown: context deadline
+// exceeded" and exit status 1.
+func TestStoppedLoadLeavesNoConnectionToHoldUpTheShutdown(t *testing.T) {
+	d, err := newDemo(config{capacity: 4, work: time.Millisecond}, defaultRules(4)) // for the report
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	defer srv.Close()
+	for range 3 {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		newLoad(d, srv.URL, 5000, io.Discard).run(ctx)
+		cancel()
+	}
+	shut, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if err := srv.Config.Shutdown(shut); err != nil {
+		t.Fatalf("the server's shutdown waited for connections the stopped load left open: %v", err)
+	}
+}
+
+// TestRunUnderLoadStopsCleanly: a run with the load generator on ends with
+// status 0 at the end of -duration and leaves no goroutine behind (the
+// generator used to outlive run).
+func TestRunUnderLoadStopsCleanly(t *testing.T) {
+	before := goleak.IgnoreCurrent()
+	var stderr bytes.Buffer
+	if code := run(context.Background(), []string{"-addr", "127.0.0.1:0", "-load", "500", "-capacity", "2", "-work", "50ms", "-duration", "1s"}, io.Discard, &stderr); code != 0 {
+		t.Fatalf("exit %d, want 0; log:\n%s", code, stderr.String())
+	}
+	goleak.VerifyNone(t, before)
 }

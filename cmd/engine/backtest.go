@@ -129,8 +129,21 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if *asJSON {
 		w = stderr
 	}
+	cfgName := *cfgFile
+	if cfgName == "" {
+		cfgName = os.Getenv("GOVERNOR_CONFIG")
+	}
+	if cfgName == "" {
+		cfgName = "defaults"
+	}
+	fmt.Fprintf(w, "replayed %s from %s to %s every %s against %s; configuration: %s, with GOVERNOR_* applied\n",
+		*service, t1.UTC().Format(time.RFC3339), t2.UTC().Format(time.RFC3339), *step, *prom, cfgName)
 	fmt.Fprintf(w, "%d steps, %d known load scores (max %.2f), %d inconclusive; %d proposals, %d inside the band\n",
 		sum.Steps, sum.KnownScores, sum.MaxScore, sum.Inconclusive, sum.Proposals, sum.AutoApplied)
+	if sum.Steps > 0 && sum.StepsWithData == 0 {
+		fmt.Fprintf(w, "warning: no data for service %q between %s and %s: nothing was replayed (check the service name and the source's retention)\n",
+			*service, t1.UTC().Format(time.RFC3339), t2.UTC().Format(time.RFC3339))
+	}
 	if sum.FailedReads > 0 {
 		fmt.Fprintf(w, "warning: queries failed at %d of %d steps, whose signals read as unknown; first at %s\n",
 			sum.FailedReads, sum.Steps, sum.FirstFailure)

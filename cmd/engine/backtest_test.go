@@ -139,8 +139,20 @@ func TestBacktestLayersTheEnvironmentOverTheConfigFile(t *testing.T) {
 			"-from", "2026-01-01T00:00:00Z", "-to", "2026-01-01T00:01:00Z"}, extra...)
 		var stdout, stderr bytes.Buffer
 		code := dispatch(context.Background(), args, &stdout, &stderr)
-		if code != 0 || !strings.HasPrefix(stdout.String(), "3 steps,") { // 0s, 30s, 60s
+		if code != 0 || !strings.Contains(stdout.String(), "\n3 steps,") || !strings.Contains(stdout.String(), "every 30s") { // 0s, 30s, 60s
 			t.Errorf("%q: exit %d, stdout %q, stderr %q; want 3 steps of GOVERNOR_INTERVAL 30s", extra, code, stdout.String(), stderr.String())
+		}
+		// The source holds nothing for checkout: the replay says so rather
+		// than read as a calm one, and names what it replayed with.
+		cfgName := "defaults"
+		if extra != nil {
+			cfgName = file
+		}
+		for _, want := range []string{`warning: no data for service "checkout" between 2026-01-01T00:00:00Z and 2026-01-01T00:01:00Z`,
+			"replayed checkout from 2026-01-01T00:00:00Z to 2026-01-01T00:01:00Z every 30s against " + prom + "; configuration: " + cfgName} {
+			if !strings.Contains(stdout.String(), want) {
+				t.Errorf("%q: stdout %q lacks %q", extra, stdout.String(), want)
+			}
 		}
 	}
 }

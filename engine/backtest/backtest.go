@@ -4,6 +4,10 @@
 // it would have proposed, assuming each proposal was approved at once (so
 // later steps start from it) and saying whether its band would have let it
 // apply itself. Nothing is written anywhere.
+//
+// A range without any series of the service is not an error, but its
+// Summary says so (StepsWithData is 0): a replay with no proposals because
+// it saw no data must not read as evidence that the rules are fine.
 package backtest
 
 import (
@@ -70,6 +74,12 @@ type Summary struct {
 	// the first such failure.
 	FailedReads  int
 	FirstFailure string
+	// StepsWithData counts the steps at which the source held any series
+	// of the service. 0 means the range has no data for it (a wrong
+	// service name, a range outside the source's retention): the replay
+	// proposed nothing because it saw nothing, which says nothing about
+	// the rules; report it as such, not as a quiet replay.
+	StepsWithData int
 }
 
 // Run replays the range, calling emit for every proposal in time order.
@@ -145,6 +155,9 @@ func run(ctx context.Context, o Options, emit func(Proposal), applied *autoAppli
 		}
 		key := signals.Key{Service: o.Service}
 		entry := snap.Entries[key]
+		if (entry != nil && len(entry.Values) > 0) || len(inst.Entries) > 0 {
+			sum.StepsWithData++
+		}
 		if entry == nil {
 			entry = &signals.Entry{Key: key, Values: map[signals.Signal]signals.Value{}}
 		}

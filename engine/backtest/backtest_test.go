@@ -311,3 +311,25 @@ func TestAutoAppliedReferenceIsTheOldestChangeWithinTheHour(t *testing.T) {
 		t.Fatalf("%d changes kept after 3000 steps of 10s, want at most the hour's 361", n)
 	}
 }
+
+// TestReplayWithoutDataSaysSo: a range before the recording, or a service
+// name the source does not hold, replays without error but with
+// StepsWithData 0, so the report can tell "no data" from "no proposal"; a
+// recorded range has data at every step.
+func TestReplayWithoutDataSaysSo(t *testing.T) {
+	db := record(t)
+	before := options(db)
+	before.From, before.To = t0.Add(-48*time.Hour), t0.Add(-47*time.Hour)
+	typo := options(db)
+	typo.Service, typo.Ruleset.Service = "checkot", "checkot"
+	for name, o := range map[string]Options{"range before the recording": before, "unknown service": typo} {
+		sum, err := Run(context.Background(), o, nil)
+		if err != nil || sum.Steps == 0 || sum.StepsWithData != 0 || sum.Proposals != 0 {
+			t.Errorf("%s: summary %+v, err %v; want steps without data", name, sum, err)
+		}
+	}
+	sum, err := Run(context.Background(), options(db), nil)
+	if err != nil || sum.StepsWithData != sum.Steps {
+		t.Fatalf("recorded range: summary %+v, err %v; want data at every step", sum, err)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 
 	"governor.dev/governor/internal/natsembed"
+	"governor.dev/governor/sdk/clock"
 )
 
 func TestPhase(t *testing.T) {
@@ -274,5 +275,52 @@ func TestFleetCloseStopsRunAndWaitsForIt(t *testing.T) {
 	}
 	if err := f.Run(context.Background()); !errors.Is(err, ErrClosed) {
 		t.Fatalf("second Run = %v, want ErrClosed", err)
+	}
+}
+
+// TestIncidentsHoldForAnyLoadAndPhaseSaysSo: with the fleet's traffic off
+// (load from another tool), a slow downstream still slows the backend while
+// Phase reports it active, and a spike, which only the fleet's traffic
+// makes, is not reported active. The incidents used to be applied by the
+// generator only: Phase showed an incident the backend did not have, and a
+// spike on a fleet sending nothing.
+func TestIncidentsHoldForAnyLoadAndPhaseSaysSo(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	f, err := New(Options{Conn: startNATS(t), Instances: 1, Clock: clk, Period: 90 * time.Second, ErrorLatency: -1,
+		Services: []Service{
+			{Name: "catalog", Capacity: 4, Work: 40 * time.Millisecond, Rate: 50, Incident: SlowDownstream, Factor: 3},
+			{Name: "checkout", Capacity: 4, Work: 5 * time.Millisecond, Rate: 50, Incident: Spike, Factor: 3},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	go func() { _ = f.Run(context.Background()) }()
+	get := func(path string) string {
+		t.Helper()
+		resp, err := http.Get(f.Endpoints()[0].URL + path) // catalog-1
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.TrimSpace(string(b))
+	}
+	get("/metrics") // answered once Run serves: the cycle has begun
+	if inc, active := f.Phase("catalog"); !active {
+		t.Fatalf("%s inactive at the start of its cycle", inc)
+	}
+	if got := get("/api/work"); got != `{"served_in_ms":120.0}` {
+		t.Errorf("in the slow downstream: %s, want 120ms (3 × 40ms)", got)
+	}
+	if inc, active := f.Phase("checkout"); active {
+		t.Errorf("%s shown active on a fleet sending no traffic", inc)
+	}
+	clk.Advance(40 * time.Second)
+	if inc, active := f.Phase("catalog"); active {
+		t.Errorf("%s still active after a third of the period", inc)
+	}
+	if got := get("/api/work"); got != `{"served_in_ms":40.0}` {
+		t.Errorf("after the incident: %s, want 40ms", got)
 	}
 }

@@ -8,5 +8,7 @@
 // sharing: beyond capacity every request in progress slows down in
 // proportion, as a real overloaded service does. Requests slower than the
 // error latency fail with HTTP 500, so overload shows up in the error ratio as
-// well as in latency.
+// well as in latency. A slow downstream or a capacity drop holds for any
+// load, the fleet's own or another tool's; a spike exists only in the
+// fleet's own traffic (Options.Traffic), and Phase reports it only then.
 package demo

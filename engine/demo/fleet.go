@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -133,7 +132,7 @@ func New(o Options) (*Fleet, error) {
 	for i := range o.Services {
 		svc := &o.Services[i]
 		for n := 1; n <= o.Instances; n++ {
-			in, err := newInstance(svc, fmt.Sprintf("%s-%d", svc.Name, n), o.Instances, &f.o)
+			in, err := newInstance(f, svc, fmt.Sprintf("%s-%d", svc.Name, n), o.Instances)
 			if err != nil {
 				f.closeUnstarted()
 				return nil, err
@@ -228,27 +227,28 @@ func (f *Fleet) Run(ctx context.Context) error {
 }
 
 // Phase returns the incident state of a service now: its name and whether
-// it is active (never before Run).
+// it is active (never before Run). A slow downstream or a capacity drop
+// holds for whatever load the instances get; a spike only exists in the
+// fleet's own traffic, so without Traffic it is never active.
 func (f *Fleet) Phase(service string) (Incident, bool) {
-	for _, s := range f.o.Services {
-		if s.Name == service {
-			if f.start.Load() == nil {
-				return s.Incident, false
-			}
-			r, w, c := s.phase(f.elapsed(), f.o.Period)
-			return s.Incident, r != 1 || w != 1 || c != 1
+	for i := range f.o.Services {
+		if s := &f.o.Services[i]; s.Name == service {
+			r, w, c := f.phase(s)
+			return s.Incident, (r != 1 && f.o.Traffic) || w != 1 || c != 1
 		}
 	}
 	return 0, false
 }
 
-// elapsed is the time since Run began; call it only once Run has.
-func (f *Fleet) elapsed() time.Duration {
-	return f.o.Clock.Now().Sub(*f.start.Load())
+// phase returns the incident multipliers of svc now (Service.phase); all 1
+// before Run.
+func (f *Fleet) phase(svc *Service) (rate, work, capDiv float64) {
+	start := f.start.Load()
+	if start == nil {
+		return 1, 1, 1
+	}
+	return svc.phase(f.o.Clock.Now().Sub(*start), f.o.Period)
 }
-
-func floatBits(f float64) uint64 { return math.Float64bits(f) }
-func bitsFloat(b uint64) float64 { return math.Float64frombits(b) }
 
 // Services returns the fleet's services.
 func (f *Fleet) Services() []Service { return append([]Service(nil), f.o.Services...) }

@@ -19,19 +19,20 @@ import (
 // instance is one SDK instance of a demo service: a governor, a watcher, a
 // simulated backend and an HTTP server on loopback.
 type instance struct {
-	svc     *Service
-	id      string
-	g       *governor.Governor
-	w       *watch.Watcher
-	srv     *http.Server
-	ln      net.Listener
-	busy    atomic.Int64
-	workMul atomic.Uint64 // float64 bits: service-time multiplier
-	capDiv  atomic.Uint64 // float64 bits: capacity divisor
-	errAt   time.Duration
+	svc   *Service
+	id    string
+	g     *governor.Governor
+	w     *watch.Watcher
+	srv   *http.Server
+	ln    net.Listener
+	busy  atomic.Int64
+	errAt time.Duration
+	// fleet times the incident cycle, which holds whoever sends the load.
+	fleet *Fleet
 }
 
-func newInstance(svc *Service, id string, instances int, o *Options) (*instance, error) {
+func newInstance(f *Fleet, svc *Service, id string, instances int) (*instance, error) {
+	o := &f.o
 	reg := prometheus.NewRegistry()
 	gopts := governor.DefaultOptions(svc.Name)
 	gopts.Registerer = reg
@@ -39,8 +40,7 @@ func newInstance(svc *Service, id string, instances int, o *Options) (*instance,
 	if err != nil {
 		return nil, fmt.Errorf("demo: %s: %w", id, err)
 	}
-	in := &instance{svc: svc, id: id, g: g, errAt: o.ErrorLatency}
-	in.setIncident(1, 1)
+	in := &instance{svc: svc, id: id, g: g, errAt: o.ErrorLatency, fleet: f}
 	if err := g.Apply(svc.Ruleset(instances), 0); err != nil {
 		g.Close()
 		return nil, fmt.Errorf("demo: %s: initial rules: %w", id, err)
@@ -72,17 +72,14 @@ func newInstance(svc *Service, id string, instances int, o *Options) (*instance,
 
 func (in *instance) url() string { return "http://" + in.ln.Addr().String() }
 
-func (in *instance) setIncident(work, capDiv float64) {
-	in.workMul.Store(floatBits(work))
-	in.capDiv.Store(floatBits(capDiv))
-}
-
-// serveWork simulates the backend under processor sharing.
+// serveWork simulates the backend under processor sharing, slowed down or
+// short of capacity while its incident lasts.
 func (in *instance) serveWork(w http.ResponseWriter, r *http.Request) {
 	n := in.busy.Add(1)
 	defer in.busy.Add(-1)
-	capacity := max(float64(in.svc.Capacity)/bitsFloat(in.capDiv.Load()), 1)
-	t := time.Duration(float64(in.svc.Work) * bitsFloat(in.workMul.Load()))
+	_, work, capDiv := in.fleet.phase(in.svc)
+	capacity := max(float64(in.svc.Capacity)/capDiv, 1)
+	t := time.Duration(float64(in.svc.Work) * work)
 	if over := float64(n) / capacity; over > 1 {
 		t = time.Duration(float64(t) * over)
 	}

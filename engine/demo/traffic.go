@@ -47,10 +47,7 @@ func (g *generator) run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		rate, work, capDiv := g.svc.phase(g.f.elapsed(), g.f.o.Period)
-		for _, in := range g.instances {
-			in.setIncident(work, capDiv)
-		}
+		rate, _, _ := g.f.phase(g.svc)
 		carry += g.svc.Rate * rate * tick.Seconds()
 		for ; carry >= 1; carry-- {
 			in := g.instances[next%len(g.instances)]
