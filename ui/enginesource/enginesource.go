@@ -140,15 +140,20 @@ func (s *Source) Services(ctx context.Context) ([]model.ServiceStatus, error) {
 	for i := range out {
 		out[i].Rollout = model.Rollout{Unknown: true}
 	}
-	if s.o.Ledger != nil {
+	if s.o.Ledger != nil && len(out) > 0 {
+		// One read for every service: the overview renders, and streams
+		// every two seconds to each viewer, a fleet of hundreds of
+		// services; a read per service was hundreds of queries each time.
+		all, err := s.o.Ledger.Instances(ctx, "")
+		if err != nil {
+			return out, fmt.Errorf("enginesource: delivery ledger: %w", err)
+		}
+		by := make(map[string][]distribution.Instance, len(out))
+		for _, in := range all {
+			by[in.Service] = append(by[in.Service], in)
+		}
 		for i := range out {
-			ins, err := s.o.Ledger.Instances(ctx, out[i].Name)
-			if err != nil {
-				// The ledger is one database: the services left would
-				// each wait for it to fail again.
-				return out, fmt.Errorf("enginesource: delivery ledger: service %q: %w", out[i].Name, err)
-			}
-			out[i].Rollout = rollout(ins)
+			out[i].Rollout = rollout(by[out[i].Name])
 		}
 	}
 	return out, nil
