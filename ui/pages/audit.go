@@ -28,8 +28,11 @@ type auditData struct {
 	Entries   []versioning.AuditEntry
 	Report    versioning.AuditReport
 	VerifyErr string
-	Actions   []versioning.Action
-	Older     string
+	// Unverified is why the chain could not be checked (the store did not
+	// answer): not a broken chain, which VerifyErr reports.
+	Unverified string
+	Actions    []versioning.Action
+	Older      string
 }
 
 func (p *Pages) audit(w http.ResponseWriter, r *http.Request) {
@@ -54,8 +57,10 @@ func (p *Pages) audit(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.As(err, &ce):
 		d.VerifyErr = fmt.Sprintf("entry %d: %s", ce.Seq, ce.Problem)
-	case err != nil:
+	case errors.Is(err, versioning.ErrTampered):
 		d.VerifyErr = httperr.Message(err)
+	case err != nil:
+		d.Unverified = httperr.Message(err)
 	}
 	if len(entries) == f.Limit {
 		q.Set("before", strconv.FormatInt(entries[len(entries)-1].Seq, 10))
