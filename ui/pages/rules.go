@@ -246,11 +246,35 @@ func (p *Pages) decide(d decision) http.HandlerFunc {
 				p.fail(w, r, err)
 				return
 			}
+			if d == decisionApprove && p.approvedBy(r, v, pr.User.Name) {
+				// A second click (or a resent form) of an approval the
+				// first one made: it stands, as the person meant.
+				http.Redirect(w, r, fmt.Sprintf("/services/%s/rules/%d", v.Service, v.Number), http.StatusSeeOther)
+				return
+			}
 			p.renderVersion(w, r, status, v, Banner{"error", httperr.Message(err)})
 			return
 		}
 		http.Redirect(w, r, fmt.Sprintf("/services/%s/rules/%d", out.Service, out.Number), http.StatusSeeOther)
 	}
+}
+
+// approvedBy reports whether the version v, read again, carries name's
+// approval of the checksum the form showed (any, when the form had none).
+func (p *Pages) approvedBy(r *http.Request, v versioning.Version, name string) bool {
+	cur, err := p.o.Rules.Get(r.Context(), v.Service, v.Number)
+	if err != nil {
+		return false
+	}
+	if reviewed := r.PostFormValue("checksum"); reviewed != "" && cur.Checksum != reviewed {
+		return false
+	}
+	for _, a := range cur.Approvals {
+		if versioning.SamePerson(a.Approver, name) {
+			return true
+		}
+	}
+	return false
 }
 
 type diffData struct {

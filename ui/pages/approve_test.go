@@ -1,0 +1,38 @@
+package pages
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"governor.dev/governor/rules/versioning"
+)
+
+// TestApprovalSubmittedTwiceStandsAndSaysSo: a second click on Approve (or a
+// resent form) of an approval the first click made answers as the first
+// did, instead of an error banner ("not proposed") that reads as if the
+// approval failed; someone else's refused approval still shows its error.
+func TestApprovalSubmittedTwiceStandsAndSaysSo(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	alice := versioning.Actor{Name: "alice", Roles: harnessUsers["alice"]}
+	v, err := h.store.Propose(ctx, versioning.Proposal{Ruleset: harnessRuleset("checkout", 100), Author: alice, Reason: "first limits"})
+	require.NoError(t, err)
+	bob, bobCSRF := h.session("bob")
+	form := url.Values{"checksum": {v.Checksum}, "comment": {"ok"}}
+	for range 2 {
+		resp, body := h.do("POST", "/services/checkout/rules/1/approve", bob, bobCSRF, form)
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, body)
+		require.Equal(t, "/services/checkout/rules/1", resp.Header.Get("Location"))
+	}
+	cur, err := h.store.Get(ctx, "checkout", 1)
+	require.NoError(t, err)
+	require.Len(t, cur.Approvals, 1, "one approval")
+
+	otto, ottoCSRF := h.session("otto")
+	resp, _ := h.do("POST", "/services/checkout/rules/1/approve", otto, ottoCSRF, form)
+	require.NotEqual(t, http.StatusSeeOther, resp.StatusCode, "another person's refused approval is not taken for theirs")
+}
