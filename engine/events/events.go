@@ -31,11 +31,11 @@ const (
 	// replaced by a newer one before its watch reached a verdict; its
 	// Detail is the guardrail.Decision (verdict "superseded").
 	GuardrailSuperseded Kind = "guardrail_superseded"
-	EmergencyPublish      Kind = "emergency_publish"
-	LeaderAcquired        Kind = "leader_acquired"
-	LeaderLost            Kind = "leader_lost"
-	InstanceStale         Kind = "instance_stale"
-	BreakerOpen           Kind = "breaker_open"
+	EmergencyPublish    Kind = "emergency_publish"
+	LeaderAcquired      Kind = "leader_acquired"
+	LeaderLost          Kind = "leader_lost"
+	InstanceStale       Kind = "instance_stale"
+	BreakerOpen         Kind = "breaker_open"
 	// InstanceRecovered is emitted by engine/evaluate when an instance
 	// that was STALE or NACKED no longer is (SYNCED, PENDING a newer
 	// version, GONE, or out of the ledger); its Detail is a Recovery.
