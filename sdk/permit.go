@@ -35,31 +35,7 @@ type Permit struct {
 // Release returns the slot and records the request's latency and outcome
 // (for metrics and for the adaptive limit). Call it exactly once per
 // admitted request, with the latency measured by the caller.
-func (p Permit) Release(latency time.Duration, o Outcome) {
-	rt := p.rt
-	if rt == nil {
-		return
-	}
-	s := &rt.shards[p.shard]
-	s.inflight.Add(-1)
-	s.duration.observe(latency)
-	if o != Success {
-		s.errors[p.class].Add(1)
-	}
-	if c := rt.conc; c != nil {
-		if p.class == 0 {
-			rt.reserve.Released(p.start + int64(latency))
-		}
-		if g := c.gradient; g != nil {
-			g.ObserveShard(uint32(p.shard), p.start+int64(latency), int64(latency), int(p.inflight), o == Dropped)
-		} else {
-			c.observe(uint32(p.shard), p.start+int64(latency), int64(latency), int(p.inflight), o == Dropped)
-		}
-	}
-	if q := rt.cell.queue; q.Len() > 0 {
-		q.Dispatch()
-	}
-}
+func (p Permit) Release(latency time.Duration, o Outcome) { p.release(latency, o, true) }
 
 // ReleaseUnmeasured returns the slot and counts the outcome as Release does,
 // but records no latency: neither in the request duration histogram nor as a
@@ -70,18 +46,35 @@ func (p Permit) Release(latency time.Duration, o Outcome) {
 // fall. held is how long the request held its slot, measured as Release's
 // latency; it only places the release in time. Call it (or Release) exactly
 // once per admitted request.
-func (p Permit) ReleaseUnmeasured(held time.Duration, o Outcome) {
+func (p Permit) ReleaseUnmeasured(held time.Duration, o Outcome) { p.release(held, o, false) }
+
+// release gives the slot back after latency, counts the outcome and, when
+// measured, records the latency in the histogram and for the limiter.
+func (p Permit) release(latency time.Duration, o Outcome, measured bool) {
 	rt := p.rt
 	if rt == nil {
 		return
 	}
 	s := &rt.shards[p.shard]
 	s.inflight.Add(-1)
+	if measured {
+		s.duration.observe(latency)
+	}
 	if o != Success {
 		s.errors[p.class].Add(1)
 	}
-	if rt.conc != nil && p.class == 0 {
-		rt.reserve.Released(p.start + int64(held))
+	if c := rt.conc; c != nil {
+		end := p.start + int64(latency)
+		if p.class == 0 {
+			rt.reserve.Released(end)
+		}
+		switch g := c.gradient; {
+		case !measured: // no sample for the limiter
+		case g != nil:
+			g.ObserveShard(uint32(p.shard), end, int64(latency), int(p.inflight), o == Dropped)
+		default:
+			c.observe(uint32(p.shard), end, int64(latency), int(p.inflight), o == Dropped)
+		}
 	}
 	if q := rt.cell.queue; q.Len() > 0 {
 		q.Dispatch()
