@@ -567,6 +567,19 @@ func LatestFrom(p *Publisher) func(ctx context.Context, service string) (int64, 
 	}
 }
 
+// move sets in's state and target to what evaluate found at now, and
+// returns the transition when the state changed (nil otherwise).
+func move(in *Instance, state State, want int64, detail string, now time.Time) *Transition {
+	var tr *Transition
+	if state != in.State {
+		tr = &Transition{Service: in.Service, Instance: in.Instance, From: in.State, To: state,
+			Target: want, Running: in.Running, Detail: detail, At: now}
+		in.State, in.Since = state, now
+	}
+	in.Target = want
+	return tr
+}
+
 // saveAgainst evaluates the instance against t and writes it over prev,
 // the record as read (nil: a new instance), with compare-and-set; unless
 // changed is set (the record itself changed) it writes only when the state
@@ -576,13 +589,7 @@ func (l *Ledger) saveAgainst(ctx context.Context, prev *Instance, in Instance, t
 	if !changed && state == in.State && want == in.Target {
 		return state, nil
 	}
-	var tr *Transition
-	if state != in.State {
-		tr = &Transition{Service: in.Service, Instance: in.Instance, From: in.State, To: state,
-			Target: want, Running: in.Running, Detail: detail, At: now}
-		in.State, in.Since = state, now
-	}
-	in.Target = want
+	tr := move(&in, state, want, detail, now)
 	if err := l.o.Store.SaveInstance(ctx, prev, in, tr); err != nil {
 		return state, fmt.Errorf("distribution: ledger save %s/%s: %w", in.Service, in.Instance, err)
 	}

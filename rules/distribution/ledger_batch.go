@@ -237,13 +237,7 @@ func (l *Ledger) applyInOrder(saves []batchSave, k InstanceKey, rec Instance, kn
 		}
 		msgs[i].change(&in, now)
 		state, want, detail := l.eval.evaluate(&in, t, now, l.deaf)
-		var tr *Transition
-		if state != in.State {
-			tr = &Transition{Service: in.Service, Instance: in.Instance, From: in.State, To: state,
-				Target: want, Running: in.Running, Detail: detail, At: now}
-			in.State, in.Since = state, now
-		}
-		in.Target = want
+		tr := move(&in, state, want, detail, now)
 		if open < 0 {
 			var prev *Instance
 			if known {
