@@ -167,7 +167,7 @@ func UnaryServerInterceptor(g *governor.Governor, opts ServerOptions) grpc.Unary
 			return nil, refuse(ctx, err)
 		}
 		start := opts.Clock.Nanotime()
-		defer releaseOnPanic(permit, opts.Clock, start)
+		defer releaseOnPanic(permit, opts.Clock, start, true)
 		resp, err := handler(ctx, req)
 		permit.Release(time.Duration(opts.Clock.Nanotime()-start), opts.Outcome(err))
 		return resp, Status(err)
@@ -190,28 +190,26 @@ func StreamServerInterceptor(g *governor.Governor, opts ServerOptions) grpc.Stre
 			return refuse(ctx, err)
 		}
 		start := opts.Clock.Nanotime()
-		defer releaseStreamOnPanic(permit, opts.Clock, start)
+		defer releaseOnPanic(permit, opts.Clock, start, false)
 		err = handler(srv, ss)
 		permit.ReleaseUnmeasured(time.Duration(opts.Clock.Nanotime()-start), opts.Outcome(err))
 		return Status(err)
 	}
 }
 
-// releaseStreamOnPanic is releaseOnPanic for a stream: unmeasured.
-func releaseStreamOnPanic(permit governor.Permit, clk clock.Clock, start int64) {
-	if p := recover(); p != nil {
-		permit.ReleaseUnmeasured(time.Duration(clk.Nanotime()-start), governor.Failure)
-		panic(p)
-	}
-}
-
 // releaseOnPanic, deferred, releases permit as a Failure when the handler
 // panics and lets the panic go on: a recovery interceptor further out keeps
 // the server alive, and the call must not keep its slot of the route's
-// concurrency limit.
-func releaseOnPanic(permit governor.Permit, clk clock.Clock, start int64) {
+// concurrency limit. A stream's permit (measured false) is released
+// unmeasured, as when it ends.
+func releaseOnPanic(permit governor.Permit, clk clock.Clock, start int64, measured bool) {
 	if p := recover(); p != nil {
-		permit.Release(time.Duration(clk.Nanotime()-start), governor.Failure)
+		held := time.Duration(clk.Nanotime() - start)
+		if measured {
+			permit.Release(held, governor.Failure)
+		} else {
+			permit.ReleaseUnmeasured(held, governor.Failure)
+		}
 		panic(p)
 	}
 }
