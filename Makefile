@@ -14,6 +14,8 @@ run:
 
 ## test: go test -race over every module, unit and integration tests together.
 test:
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './e2e/node_modules/*')); \
+	if [ -n "$$unformatted" ]; then echo "gofmt would change:"; echo "$$unformatted"; exit 1; fi
 	@failed=""; for m in $(MODULES); do echo "== $$m"; (cd $$m && $(GO) test $(TEST_FLAGS) ./...) || failed="$$failed $$m"; done; \
 	echo "== sdk allocation checks (without -race, which allocates)"; \
 	(cd sdk && $(GO) test -count=1 -run 'DoesNotAllocate' ./...) || failed="$$failed sdk-allocs"; \
