@@ -15,6 +15,7 @@ import (
 type fakeApplier struct {
 	mu      sync.Mutex
 	applied []int64
+	tried   []int64 // every call, refused or not
 	current *rules.Ruleset
 	refuse  map[int64]bool
 }
@@ -22,6 +23,7 @@ type fakeApplier struct {
 func (f *fakeApplier) Apply(rs *rules.Ruleset, version int64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.tried = append(f.tried, version)
 	if f.refuse[version] {
 		return errors.New("governor: route limits conflict")
 	}
@@ -34,6 +36,12 @@ func (f *fakeApplier) versions() []int64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]int64(nil), f.applied...)
+}
+
+func (f *fakeApplier) attempts() []int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]int64(nil), f.tried...)
 }
 
 func ruleset(service string, rate float64) *rules.Ruleset {

@@ -28,13 +28,29 @@ type state struct {
 	m         *metrics
 
 	running atomic.Int64
+	current *rules.Envelope // the envelope in force (applied or restored from the cache)
 	stable  *rules.Envelope // latest valid stable version seen
+	good    *rules.Envelope // latest stable version this process ran: the fallback
 	canary  *Canary         // current valid canary record, if any
-	refused int64           // last version the applier refused: not retried
+	// refused holds the envelopes the applier refused, by version, with
+	// their NACK: none is tried again in this process. Versions below the
+	// stable one are dropped (no target is below it).
+	refused map[int64]refusal
 
 	mu       sync.Mutex // guards lastNack, read by heartbeats
 	lastNack *Report    // nil once a version at least as new is applied
 }
+
+// refusal is an envelope the applier refused: its checksum (the same
+// version with other content is another envelope) and its NACK.
+type refusal struct {
+	checksum string
+	nack     *Report
+}
+
+// maxRefused bounds the refused envelopes kept above the stable version (a
+// run of refused canaries between two stable versions).
+const maxRefused = 64
 
 // loadCache applies the cached last-known-good version, if any. It may be a
 // canary version: settle leaves it once the watch shows that no canary
@@ -52,11 +68,21 @@ func (s *state) loadCache() {
 	if env == nil {
 		return
 	}
+	// The last good stable version, kept apart while the instance ran a
+	// canary: the fallback if the canary is gone and the stable target is
+	// refused. Missing when the cached version is itself a stable one.
+	if g, err := LoadCache(stableCachePath(s.cachePath), s.service); err != nil {
+		s.m.cacheErr.WithLabelValues("load").Inc()
+		s.onError(err)
+	} else {
+		s.good = g
+	}
 	if err := s.applier.Apply(env.Ruleset, env.Version); err != nil {
 		s.m.cacheErr.WithLabelValues("load").Inc()
 		s.onError(fmt.Errorf("%w: apply cached version %d: %w", ErrCache, env.Version, err))
 		return
 	}
+	s.current = env
 	s.setRunning(env.Version)
 }
 
@@ -72,33 +98,35 @@ func (s *state) onStable(data []byte) {
 		s.reject(versionOf(data), reason, err)
 		return
 	}
-	if s.stable == nil || env.Version > s.stable.Version {
+	// A newer version replaces the stable one; so does the same version
+	// with other content (a store rebuilt under the same numbers), which
+	// the refusal of the first one does not cover.
+	if s.stable == nil || env.Version > s.stable.Version ||
+		(env.Version == s.stable.Version && env.Checksum != s.stable.Checksum) {
 		s.stable = env
+		for v := range s.refused {
+			if v < env.Version {
+				delete(s.refused, v)
+			}
+		}
+	}
+	if same(s.current, s.stable) {
+		// What runs is the stable version (a cached one, a promoted canary).
+		s.good = s.stable
 	}
 	s.reconcile(env.Version)
 }
 
 // onCanary handles a value of the canary key.
+//
+// A refused record (oversized, not JSON, invalid, for another service) is
+// NACKed and ends the canary it replaces: the key no longer stages that
+// version, so an instance running it returns to the stable one.
 func (s *state) onCanary(data []byte) {
-	if len(data) > s.maxBytes {
-		s.reject(0, ReasonOversized, fmt.Errorf("%w: canary is %d bytes, at most %d allowed", rules.ErrInvalid, len(data), s.maxBytes))
-		return
-	}
-	if !json.Valid(data) {
-		s.reject(0, ReasonNotJSON, fmt.Errorf("%w: canary payload is not JSON", rules.ErrInvalid))
-		return
-	}
-	c, err := DecodeCanary(data)
+	c, version, reason, err := s.decodeCanary(data)
 	if err != nil {
-		var probe struct {
-			Envelope json.RawMessage `json:"envelope"`
-		}
-		_ = json.Unmarshal(data, &probe)
-		s.reject(versionOf(probe.Envelope), classify(err), err)
-		return
-	}
-	if c.Envelope.Service != s.service {
-		s.reject(c.Envelope.Version, ReasonWrongService, wrongService(c.Envelope.Service, s.service))
+		s.reject(version, reason, err)
+		s.onCanaryGone()
 		return
 	}
 	// The record replaces any previous canary, which this instance may be
@@ -109,6 +137,30 @@ func (s *state) onCanary(data []byte) {
 	if c.Selector.Selects(s.service, s.instance, s.labels) {
 		s.reconcile(c.Envelope.Version)
 	}
+}
+
+// decodeCanary checks a canary value: size, JSON, record, service. On a
+// refusal it returns the version the value names (0 if none), the reason
+// and the error.
+func (s *state) decodeCanary(data []byte) (*Canary, int64, Reason, error) {
+	if len(data) > s.maxBytes {
+		return nil, 0, ReasonOversized, fmt.Errorf("%w: canary is %d bytes, at most %d allowed", rules.ErrInvalid, len(data), s.maxBytes)
+	}
+	if !json.Valid(data) {
+		return nil, 0, ReasonNotJSON, fmt.Errorf("%w: canary payload is not JSON", rules.ErrInvalid)
+	}
+	c, err := DecodeCanary(data)
+	if err != nil {
+		var probe struct {
+			Envelope json.RawMessage `json:"envelope"`
+		}
+		_ = json.Unmarshal(data, &probe)
+		return nil, versionOf(probe.Envelope), classify(err), err
+	}
+	if c.Envelope.Service != s.service {
+		return nil, c.Envelope.Version, ReasonWrongService, wrongService(c.Envelope.Service, s.service)
+	}
+	return c, 0, "", nil
 }
 
 // onCanaryGone handles the deletion of the canary key (promotion or abort),
@@ -123,10 +175,12 @@ func (s *state) onCanaryGone() {
 // settle leaves a running version that nothing stages for this instance any
 // more: one above the stable version that no canary selecting this instance
 // holds (an aborted canary, a canary replaced by one that does not select
-// this instance, or a canary restored from the cache at start that is gone
-// since). The instance applies its target version, usually the stable one:
-// the one case where it applies a lower version. Without a stable version it
-// keeps what it runs, having nothing to return to.
+// this instance or by a refused record, or a canary restored from the cache
+// at start that is gone since). The instance moves to the version it should
+// run (see desired): usually the stable one, the last good stable one when
+// the applier refused that. These are the cases where it applies a lower
+// version. Without a stable version it keeps what it runs, having nothing
+// to return to.
 //
 // It runs only once the canary key is known (a canary value, its deletion,
 // or the end of the watch's initial values): a canary restored from the
@@ -139,12 +193,12 @@ func (s *state) settle() {
 	if c := s.canary; c != nil && c.Envelope.Version == cur && c.Selector.Selects(s.service, s.instance, s.labels) {
 		return
 	}
-	if t := s.target(); t.Version != s.refused {
-		s.apply(t)
-	}
+	s.move(func(d *rules.Envelope) bool { return d.Version != cur })
+	s.nackTarget()
 }
 
-// target is the version this instance should run.
+// target is the version this instance is meant to run: the stable version,
+// or a newer one of a canary that selects it.
 func (s *state) target() *rules.Envelope {
 	t := s.stable
 	if c := s.canary; c != nil && c.Selector.Selects(s.service, s.instance, s.labels) {
@@ -155,41 +209,147 @@ func (s *state) target() *rules.Envelope {
 	return t
 }
 
-// reconcile applies the target version if it is newer than the running one.
-// received is the version that triggered it (0 for none): when it is older
-// than the running version it is counted as ignored.
+// desired is the version this instance should run: the target unless the
+// applier refused it; then the stable version (for a refused canary)
+// unless refused too; then the last stable version this process ran, so an
+// instance whose stable target was refused does not stay on a canary that
+// is gone. Nil when there is none of these.
+func (s *state) desired() *rules.Envelope {
+	if t := s.target(); t != nil && !s.isRefused(t) {
+		return t
+	}
+	if t := s.stable; t != nil && !s.isRefused(t) {
+		return t
+	}
+	if g := s.good; g != nil && !s.isRefused(g) {
+		return g
+	}
+	return nil
+}
+
+func (s *state) isRefused(env *rules.Envelope) bool {
+	r, ok := s.refused[env.Version]
+	return ok && r.checksum == env.Checksum
+}
+
+// move applies the desired version while want accepts it, falling back to
+// the next one each time the applier refuses (at most target, stable, last
+// good stable: each refusal removes one).
+func (s *state) move(want func(*rules.Envelope) bool) {
+	for {
+		d := s.desired()
+		if d == nil || !want(d) || s.apply(d) {
+			return
+		}
+	}
+}
+
+// reconcile applies the desired version if it is newer than the running
+// one. received is the version that triggered it (0 for none): when it is
+// older than the running version it is counted as ignored.
 func (s *state) reconcile(received int64) {
 	cur := s.running.Load()
 	if received > 0 && received < cur {
 		s.m.messages.WithLabelValues("ignored").Inc()
 	}
-	t := s.target()
-	if t == nil || t.Version <= cur || t.Version == s.refused {
-		return
-	}
-	s.apply(t)
+	s.move(func(d *rules.Envelope) bool { return d.Version > cur })
+	s.nackTarget()
 }
 
-func (s *state) apply(env *rules.Envelope) {
-	if err := s.applier.Apply(env.Ruleset, env.Version); err != nil {
-		s.refused = env.Version
-		s.reject(env.Version, ReasonApply, err)
+// nackTarget makes the last NACK, repeated by heartbeats, that of the
+// target when the instance runs another version because the applier
+// refused it, and reports it again if it was not the last NACK: the
+// control plane then sees why the instance is not on its target (a NACK
+// of a later canary since gone, or an applied canary, had replaced it).
+func (s *state) nackTarget() {
+	t := s.target()
+	if t == nil || t.Version == s.running.Load() || !s.isRefused(t) {
 		return
+	}
+	s.mu.Lock()
+	last := s.lastNack
+	s.mu.Unlock()
+	if last != nil && last.Version == t.Version {
+		return
+	}
+	prev := s.refused[t.Version].nack
+	r := s.report(t.Version, StatusNACK, prev.Reason, nil)
+	r.Error = prev.Error
+	s.mu.Lock()
+	s.lastNack = r
+	s.mu.Unlock()
+	s.send(r)
+}
+
+// apply applies env and reports whether the applier took it. A refused
+// envelope is NACKed and remembered: it is not tried again in this process
+// (a republished identical envelope included), only after a restart, which
+// may bring a configuration that accepts it.
+func (s *state) apply(env *rules.Envelope) bool {
+	if err := s.applier.Apply(env.Ruleset, env.Version); err != nil {
+		s.reject(env.Version, ReasonApply, err)
+		s.refuse(env)
+		return false
+	}
+	prev := s.current
+	s.current = env
+	if same(env, s.stable) {
+		s.good = env
 	}
 	s.setRunning(env.Version)
 	s.m.messages.WithLabelValues("applied").Inc()
 	s.clearNack(env.Version)
-	if s.cachePath != "" {
-		data, err := json.Marshal(env)
-		if err == nil {
-			err = SaveCache(s.cachePath, data)
-		}
-		if err != nil {
-			s.m.cacheErr.WithLabelValues("save").Inc()
-			s.onError(err)
-		}
+	if same(prev, s.good) && !same(env, s.good) {
+		// Leaving the last good stable version (for a canary): keep it
+		// for a restart that must return to it.
+		s.saveCache(stableCachePath(s.cachePath), prev)
 	}
+	s.saveCache(s.cachePath, env)
 	s.send(s.report(env.Version, StatusACK, "", nil))
+	return true
+}
+
+// saveCache writes env to path, if the cache is enabled.
+func (s *state) saveCache(path string, env *rules.Envelope) {
+	if s.cachePath == "" {
+		return
+	}
+	data, err := json.Marshal(env)
+	if err == nil {
+		err = SaveCache(path, data)
+	}
+	if err != nil {
+		s.m.cacheErr.WithLabelValues("save").Inc()
+		s.onError(err)
+	}
+}
+
+// same reports whether a and b are the same envelope: version and content.
+func same(a, b *rules.Envelope) bool {
+	return a != nil && b != nil && a.Version == b.Version && a.Checksum == b.Checksum
+}
+
+// stableCachePath is the file beside the cache that keeps the last good
+// stable version while the instance runs a canary.
+func stableCachePath(cachePath string) string { return cachePath + ".stable" }
+
+// refuse remembers env as refused with the NACK just sent, keeping at most
+// maxRefused envelopes (the lowest go first).
+func (s *state) refuse(env *rules.Envelope) {
+	if s.refused == nil {
+		s.refused = make(map[int64]refusal)
+	}
+	if _, ok := s.refused[env.Version]; !ok && len(s.refused) >= maxRefused {
+		lowest := env.Version
+		for v := range s.refused {
+			lowest = min(lowest, v)
+		}
+		delete(s.refused, lowest)
+	}
+	s.mu.Lock()
+	nack := s.lastNack
+	s.mu.Unlock()
+	s.refused[env.Version] = refusal{checksum: env.Checksum, nack: nack}
 }
 
 func (s *state) reject(version int64, reason Reason, err error) {

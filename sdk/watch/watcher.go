@@ -10,9 +10,19 @@
 // and the validation error; a refused value never replaces the rules in force.
 // Versions older than the running one are ignored, with one exception: an
 // instance running a version above the stable one that no canary selecting
-// it holds (its canary was aborted, or replaced by one for other instances,
-// also while it was down and restarted on that canary from the cache)
-// returns to the stable version. After a reconnect the watch is
+// it holds (its canary was aborted, or replaced by one for other instances
+// or by a refused record, also while it was down and restarted on that
+// canary from the cache) returns to the stable version.
+//
+// A version the Applier refuses is NACKed and not tried again by this
+// process, even when republished identically (a restarted process tries it
+// once more: its configuration may accept it). The instance then runs the
+// next version it can: the stable version when a canary was refused, and
+// when the stable version itself was refused, the last stable version it
+// ran (kept beside the cache file while it runs a canary, so a restart
+// returns to it too), so no instance stays on a canary that is gone.
+// Heartbeats then repeat the NACK of the version the instance is meant to
+// run, so the control plane shows why it runs another. After a reconnect the watch is
 // re-established and delivers the latest value of each key, so no version is
 // lost (a canary key without any entry then, as in a bucket recreated while
 // NATS was down, ends the canary); a periodic resync reads the keys as a
@@ -75,6 +85,9 @@ type Options struct {
 	// Applier applies a version.
 	Applier Applier
 	// CacheFile keeps the last-known-good version; empty disables the cache.
+	// While the instance runs a canary, CacheFile+".stable" keeps the last
+	// stable version it ran, to return to if the canary is gone and the
+	// stable target is refused.
 	CacheFile string
 	// MaxBytes refuses larger values; default MaxCanaryBytes, the largest
 	// value a control plane publishes (a stable envelope is at most

@@ -1,0 +1,263 @@
+package watch
+
+import (
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"governor.dev/governor/sdk/rules"
+)
+
+func lastReport(t *testing.T, reports *[]*Report) *Report {
+	t.Helper()
+	if len(*reports) == 0 {
+		t.Fatal("no report")
+	}
+	return (*reports)[len(*reports)-1]
+}
+
+// An instance whose canary is aborted (or replaced by one for other
+// instances) while the applier refuses the stable version returns to the
+// last stable version it ran, and its heartbeats carry the NACK of the
+// stable target. It stayed on the aborted canary for good, and its
+// heartbeats said nothing once the canary had cleared the NACK.
+func TestAbortedCanaryReturnsToLastGoodStableWhenTheStableIsRefused(t *testing.T) {
+	zoneA := Selector{Labels: map[string]string{"zone": "a"}}
+	zoneB := Selector{Labels: map[string]string{"zone": "b"}}
+	tests := []struct {
+		name  string
+		steps func(t *testing.T, s *state)
+		tried []int64
+	}{
+		{"stable refused before the canary, canary aborted", func(t *testing.T, s *state) {
+			s.onStable(envelopeBytes(t, "checkout", 5))
+			s.onCanary(canaryBytes(t, 6, zoneA))
+			s.onCanaryGone()
+		}, []int64{4, 5, 6, 4}},
+		{"stable published while on the canary, canary aborted", func(t *testing.T, s *state) {
+			s.onCanary(canaryBytes(t, 6, zoneA))
+			s.onStable(envelopeBytes(t, "checkout", 5))
+			s.onCanaryGone()
+		}, []int64{4, 6, 5, 4}},
+		{"stable refused, canary replaced by one for other instances", func(t *testing.T, s *state) {
+			s.onStable(envelopeBytes(t, "checkout", 5))
+			s.onCanary(canaryBytes(t, 6, zoneA))
+			s.onCanary(canaryBytes(t, 7, zoneB))
+		}, []int64{4, 5, 6, 4}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, app, reports, _ := newTestState(t, "checkout", "i-1", map[string]string{"zone": "a"})
+			app.refuse[5] = true
+			s.onStable(envelopeBytes(t, "checkout", 4))
+			tt.steps(t, s)
+			if got := s.running.Load(); got != 4 {
+				t.Fatalf("running v%d, want the last good stable v4", got)
+			}
+			// A resync delivers nothing new: nothing is retried.
+			s.onCanaryGone()
+			s.reconcile(0)
+			if got := app.attempts(); !slices.Equal(got, tt.tried) {
+				t.Fatalf("applier called with %v, want %v", got, tt.tried)
+			}
+			if v, reason, _ := s.nack(); v != 5 || reason != ReasonApply {
+				t.Fatalf("heartbeat NACK (%d, %s), want the NACK of the stable target v5", v, reason)
+			}
+			if r := lastReport(t, reports); r.Running != 4 {
+				t.Fatalf("last report %+v, want running v4", r)
+			}
+			var nacked bool
+			for _, r := range *reports {
+				nacked = nacked || (r.Status == StatusNACK && r.Version == 5)
+			}
+			if !nacked {
+				t.Fatalf("no NACK of v5 reported: %+v", *reports)
+			}
+		})
+	}
+}
+
+// A canary the applier refuses leaves the instance on the stable version:
+// a newer stable version below the canary is applied, and a running canary
+// replaced by a refused one is left. Both stayed where they were.
+func TestRefusedCanaryLeavesTheInstanceOnTheStableVersion(t *testing.T) {
+	zoneA := Selector{Labels: map[string]string{"zone": "a"}}
+	tests := []struct {
+		name  string
+		steps func(t *testing.T, s *state)
+		want  int64
+	}{
+		{"refused canary, then a newer stable below it", func(t *testing.T, s *state) {
+			s.onCanary(canaryBytes(t, 7, zoneA))
+			s.onStable(envelopeBytes(t, "checkout", 6))
+		}, 6},
+		{"running canary replaced by a newer one the applier refuses", func(t *testing.T, s *state) {
+			s.onCanary(canaryBytes(t, 3, zoneA))
+			s.onCanary(canaryBytes(t, 7, zoneA))
+		}, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, app, _, _ := newTestState(t, "checkout", "i-1", map[string]string{"zone": "a"})
+			app.refuse[7] = true
+			s.onStable(envelopeBytes(t, "checkout", 1))
+			tt.steps(t, s)
+			if got := s.running.Load(); got != tt.want {
+				t.Fatalf("running v%d, want the stable v%d", got, tt.want)
+			}
+			if v, reason, _ := s.nack(); v != 7 || reason != ReasonApply {
+				t.Fatalf("heartbeat NACK (%d, %s), want the NACK of the canary v7", v, reason)
+			}
+		})
+	}
+}
+
+// Two refused versions (stable v5, then canary v6): once the canary is gone
+// neither is retried (the single remembered refusal let v5 be tried again)
+// and the NACK in heartbeats is that of the target v5, not of the gone v6.
+func TestTwoRefusedVersionsAreNeitherRetriedNorHidden(t *testing.T) {
+	s, app, reports, _ := newTestState(t, "checkout", "i-1", map[string]string{"zone": "a"})
+	app.refuse[5], app.refuse[6] = true, true
+	s.onStable(envelopeBytes(t, "checkout", 4))
+	s.onStable(envelopeBytes(t, "checkout", 5))
+	s.onCanary(canaryBytes(t, 6, Selector{Labels: map[string]string{"zone": "a"}}))
+	s.onCanaryGone()
+	s.onCanaryGone() // resyncs
+	s.onStable(envelopeBytes(t, "checkout", 5))
+	if got := app.attempts(); !slices.Equal(got, []int64{4, 5, 6}) {
+		t.Fatalf("applier called with %v, want [4 5 6]: a refused version is not retried", got)
+	}
+	if got := s.running.Load(); got != 4 {
+		t.Fatalf("running v%d, want v4", got)
+	}
+	if v, _, _ := s.nack(); v != 5 {
+		t.Fatalf("heartbeat NACK of v%d, want that of the stable target v5 once the canary v6 is gone", v)
+	}
+	if r := lastReport(t, reports); r.Status != StatusNACK || r.Version != 5 || r.Running != 4 {
+		t.Fatalf("last report %+v, want the NACK of v5 running v4", r)
+	}
+}
+
+// A refused envelope republished identically is not tried again in the same
+// process; the same version with other content is; a restarted process
+// tries it once more (its configuration may accept it).
+func TestRefusedVersionRepublishedIdenticallyIsNotRetried(t *testing.T) {
+	s, app, reports, _ := newTestState(t, "checkout", "i-1", nil)
+	app.refuse[5] = true
+	s.onStable(envelopeBytes(t, "checkout", 4))
+	s.onStable(envelopeBytes(t, "checkout", 5))
+	s.onStable(envelopeBytes(t, "checkout", 5)) // a new revision, same envelope
+	if got := app.attempts(); !slices.Equal(got, []int64{4, 5}) {
+		t.Fatalf("applier called with %v, want [4 5]", got)
+	}
+	if len(*reports) != 2 {
+		t.Fatalf("%d reports, want ACK v4 and one NACK v5", len(*reports))
+	}
+	// The same version with another content is another envelope: tried.
+	other, err := rules.NewEnvelope(5, ruleset("checkout", 99))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.onStable(mustJSON(t, other))
+	if got := app.attempts(); !slices.Equal(got, []int64{4, 5, 5}) {
+		t.Fatalf("applier called with %v, want [4 5 5]", got)
+	}
+	// A restarted process tries it once more.
+	s2, app2, _, _ := newTestState(t, "checkout", "i-1", nil)
+	app2.refuse[5] = true
+	s2.onStable(envelopeBytes(t, "checkout", 5))
+	if got := app2.attempts(); !slices.Equal(got, []int64{5}) {
+		t.Fatalf("after a restart the applier was called with %v, want [5]", got)
+	}
+}
+
+// A refused canary record ends the canary it replaces in the key.
+func TestInvalidCanaryRecordEndsTheCanaryItReplaces(t *testing.T) {
+	s, _, _, _ := newTestState(t, "checkout", "i-1", map[string]string{"zone": "a"})
+	s.onStable(envelopeBytes(t, "checkout", 1))
+	s.onCanary(canaryBytes(t, 3, Selector{Labels: map[string]string{"zone": "a"}}))
+	s.onCanary([]byte(`{"selector":{"percent":100},"envelope":{"service":"checkout","version":4}}`))
+	if got := s.running.Load(); got != 1 {
+		t.Fatalf("running v%d, want the stable v1: the key no longer holds the canary v3", got)
+	}
+	if v, reason, _ := s.nack(); v != 4 || reason != ReasonInvalid {
+		t.Fatalf("heartbeat NACK (%d, %s), want the NACK of the invalid record v4", v, reason)
+	}
+}
+
+// A cached stable version the watch confirms is the fallback after a
+// restart.
+func TestRestartedInstanceFallsBackToTheCachedStableTheWatchConfirms(t *testing.T) {
+	s, app, _, _ := newTestState(t, "checkout", "i-1", map[string]string{"zone": "a"})
+	s.cachePath = filepath.Join(t.TempDir(), "rules.json")
+	if err := SaveCache(s.cachePath, envelopeBytes(t, "checkout", 4)); err != nil {
+		t.Fatal(err)
+	}
+	app.refuse[5] = true
+	s.loadCache()
+	s.onStable(envelopeBytes(t, "checkout", 4))
+	s.onCanary(canaryBytes(t, 6, Selector{Labels: map[string]string{"zone": "a"}}))
+	s.onStable(envelopeBytes(t, "checkout", 5))
+	s.onCanaryGone()
+	if got := s.running.Load(); got != 4 {
+		t.Fatalf("running v%d, want v4", got)
+	}
+	if got := app.attempts(); !slices.Equal(got, []int64{4, 6, 5, 4}) {
+		t.Fatalf("applier called with %v, want [4 6 5 4]", got)
+	}
+}
+
+// The last good stable version is kept beside the cache while the instance
+// runs a canary: restarted on a canary aborted while it was down, with the
+// stable target refused, the instance returns to it.
+func TestRestartedOnAnAbortedCanaryReturnsToTheLastGoodStableWhenTheStableIsRefused(t *testing.T) {
+	cache := filepath.Join(t.TempDir(), "rules.json")
+	zoneA := Selector{Labels: map[string]string{"zone": "a"}}
+	first, _, _, _ := newTestState(t, "checkout", "i-1", map[string]string{"zone": "a"})
+	first.cachePath = cache
+	first.onStable(envelopeBytes(t, "checkout", 4))
+	first.onCanary(canaryBytes(t, 6, zoneA))
+	if first.running.Load() != 6 {
+		t.Fatalf("first run on v%d, want the canary v6", first.running.Load())
+	}
+	// Down: the canary is aborted and v5 published, which this instance refuses.
+	s, app, _, _ := newTestState(t, "checkout", "i-1", map[string]string{"zone": "a"})
+	s.cachePath = cache
+	app.refuse[5] = true
+	s.loadCache()
+	s.onStable(envelopeBytes(t, "checkout", 5))
+	s.onCanaryGone()
+	if got := s.running.Load(); got != 4 {
+		t.Fatalf("running v%d, want the last good stable v4", got)
+	}
+	if got := app.attempts(); !slices.Equal(got, []int64{6, 5, 4}) {
+		t.Fatalf("applier called with %v, want [6 5 4]", got)
+	}
+	if v, _, _ := s.nack(); v != 5 {
+		t.Fatalf("heartbeat NACK of v%d, want v5", v)
+	}
+}
+
+// The cached stable version, confirmed by the watch after a restart, is
+// kept beside the cache when the instance moves to a canary.
+func TestLastGoodStableSurvivesTwoRestarts(t *testing.T) {
+	cache := filepath.Join(t.TempDir(), "rules.json")
+	zoneA := Selector{Labels: map[string]string{"zone": "a"}}
+	if err := SaveCache(cache, envelopeBytes(t, "checkout", 4)); err != nil {
+		t.Fatal(err)
+	}
+	first, _, _, _ := newTestState(t, "checkout", "i-1", map[string]string{"zone": "a"})
+	first.cachePath = cache
+	first.loadCache()
+	first.onStable(envelopeBytes(t, "checkout", 4))
+	first.onCanary(canaryBytes(t, 6, zoneA))
+	s, app, _, _ := newTestState(t, "checkout", "i-1", map[string]string{"zone": "a"})
+	s.cachePath = cache
+	app.refuse[5] = true
+	s.loadCache()
+	s.onStable(envelopeBytes(t, "checkout", 5))
+	s.onCanaryGone()
+	if got := s.running.Load(); got != 4 {
+		t.Fatalf("running v%d, want the last good stable v4", got)
+	}
+}
