@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"governor.dev/governor/alerts"
+	"governor.dev/governor/alerts/rule"
 )
 
 // BenchmarkStep is one steady-state evaluation step with 200 firing alerts
@@ -32,5 +35,58 @@ func BenchmarkStep(b *testing.B) {
 		if err := h.m.Step(ctx, now); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkStepStorm is one step in an alert storm: n firing alerts (a
+// shared dependency down) over n/5 services, a P0 in every fourth of them
+// muting the service's P1 and P2 (the default inhibition), several
+// instances per service. The steps run inside the group wait, so the cost
+// is deciding what is quiet and flushing, not sending.
+func BenchmarkStepStorm(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			h := newHarness(b)
+			h.close()
+			h.rules = []rule.Rule{
+				{Name: "DependencyDown", Expr: "down", Severity: alerts.P0},
+				{Name: "HighLoad", Expr: "load", Severity: alerts.P1},
+				{Name: "Shedding", Expr: "shed", Severity: alerts.P2},
+			}
+			h.open()
+			svcs := n / 5
+			series := map[string][]rule.Sample{}
+			for i := range n {
+				svc := i % svcs
+				expr := "shed"
+				switch {
+				case i < svcs && svc%4 == 0:
+					expr = "down"
+				case i%2 == 0:
+					expr = "load"
+				}
+				series[expr] = append(series[expr], rule.Sample{Value: 1,
+					Labels: map[string]string{"service": fmt.Sprintf("svc%04d", svc), "instance": fmt.Sprintf("i%d", i/svcs)}})
+			}
+			h.db.mu.Lock()
+			h.db.series = series
+			h.db.mu.Unlock()
+			ctx := context.Background()
+			for _, d := range []time.Duration{0, 10 * time.Second} {
+				if err := h.m.Step(ctx, t0.Add(d)); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if got := len(h.m.Alerts(t0)); got != n {
+				b.Fatalf("%d alerts, want %d", got, n)
+			}
+			now := t0.Add(10 * time.Second)
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := h.m.Step(ctx, now); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -267,8 +267,12 @@ func (m *Manager) Step(ctx context.Context, now time.Time) error {
 	m.mu.Lock()
 	m.current = res.Alerts
 	var expired []alerts.Fingerprint
+	var episodes map[episode]bool
+	if len(m.acks) > 0 {
+		episodes = firingEpisodes(firing)
+	}
 	for fp, ack := range m.acks {
-		if !slices.ContainsFunc(firing, ack.Covers) {
+		if !episodes[episode{fp: ack.Fingerprint, startsAt: ack.StartsAt.UnixNano()}] {
 			expired = append(expired, fp)
 			delete(m.acks, fp)
 		}
@@ -285,8 +289,9 @@ func (m *Manager) Step(ctx context.Context, now time.Time) error {
 	defer m.routeMu.RUnlock()
 	quiet := map[alerts.Fingerprint]string{}
 	var silenced, inhibited, acked int
+	inhibition := m.inhib.Snapshot(firing)
 	for _, a := range firing {
-		r := m.quietReason(a, firing, acks, now)
+		r := m.quietReason(a, inhibition, acks, now)
 		switch r {
 		case "silenced":
 			silenced++
@@ -395,17 +400,38 @@ func (m *Manager) resendFiring(now time.Time, firing []alerts.Alert, f dispatch.
 
 // quietReason says what keeps a firing alert from notifying: "silenced",
 // "inhibited", "acknowledged", or "" for nothing.
-func (m *Manager) quietReason(a alerts.Alert, firing []alerts.Alert, acks map[alerts.Fingerprint]alerts.Ack, now time.Time) string {
+// inhibition is the step's snapshot of the firing alerts.
+func (m *Manager) quietReason(a alerts.Alert, inhibition *inhibit.Snapshot, acks map[alerts.Fingerprint]alerts.Ack, now time.Time) string {
 	if len(m.silences.Muted(a.Labels, now)) > 0 {
 		return "silenced"
 	}
-	if _, ok := m.inhib.MutedBy(a.Labels, firing); ok {
+	if _, ok := inhibition.MutedBy(a.Labels); ok {
 		return "inhibited"
 	}
 	if ack, ok := acks[a.Fingerprint()]; ok && ack.Covers(a) {
 		return "acknowledged"
 	}
 	return ""
+}
+
+// episode is one firing episode of an alert: what an acknowledgement
+// covers (alerts.Ack.Covers).
+type episode struct {
+	fp       alerts.Fingerprint
+	startsAt int64 // UnixNano
+}
+
+// firingEpisodes returns the episodes of the firing alerts, so that the
+// acknowledgements are checked against them in one pass, not each against
+// every firing alert.
+func firingEpisodes(firing []alerts.Alert) map[episode]bool {
+	out := make(map[episode]bool, len(firing))
+	for _, a := range firing {
+		if a.EndsAt.IsZero() {
+			out[episode{fp: a.Fingerprint(), startsAt: a.StartsAt.UnixNano()}] = true
+		}
+	}
+	return out
 }
 
 func (m *Manager) isClosed() bool {
@@ -720,9 +746,10 @@ func (m *Manager) Alerts(now time.Time) []Status {
 	m.routeMu.RLock()
 	defer m.routeMu.RUnlock()
 	out := make([]Status, 0, len(cur))
+	inhibition := m.inhib.Snapshot(firing)
 	for _, a := range cur {
 		s := Status{Alert: a, Fingerprint: a.Fingerprint().String(), SilencedBy: m.silences.Muted(a.Labels, now)}
-		if fp, ok := m.inhib.MutedBy(a.Labels, firing); ok {
+		if fp, ok := inhibition.MutedBy(a.Labels); ok {
 			s.InhibitedBy = fp.String()
 		}
 		if ack, ok := acks[a.Fingerprint()]; ok && ack.Covers(a) {
