@@ -15,6 +15,16 @@
 // notification sends every event again, as PagerDuty expects to re-open
 // an incident that was resolved by hand while the alert still fires.
 //
+// Events are paced ahead of PagerDuty's rate limit per routing key by a
+// token bucket that every group and receiver of the process using the key
+// shares (see Notify): a storm is spread over the minutes it needs instead
+// of drawing 429s, no event is dropped for it, and P0 events keep room in
+// the bucket and go first in their group.
+//
+// A trigger carries the alert's labels and, under "annotations", its
+// annotations in custom_details, and links to its runbook (annotation
+// runbook_url) and source when they are http(s) URLs.
+//
 // A resolve is always sent, even for an alert whose trigger this process
 // never saw accepted: PagerDuty ignores a resolve for an unknown dedup key,
 // and the trigger may have reached it without its answer reaching us.
@@ -29,6 +39,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -47,12 +58,21 @@ type Config struct {
 	URL string `json:"url,omitempty"`
 	// Source names the sender in the payload; default "governor".
 	Source string `json:"source,omitempty"`
+	// EventsPerMinute is PagerDuty's rate limit for the routing key;
+	// default DefaultEventsPerMinute. Events are paced to stay within it
+	// in any minute, across every receiver of the process that uses the
+	// key (see Notify).
+	EventsPerMinute int `json:"events_per_minute,omitempty"`
 }
 
 // Validate names the first bad field.
 func (c Config) Validate() error {
 	if c.RoutingKey == "" {
 		return fmt.Errorf("%w: pagerduty: routing_key must not be empty", alerts.ErrInvalid)
+	}
+	if c.EventsPerMinute < 0 {
+		return fmt.Errorf("%w: pagerduty: events_per_minute must not be negative, got %d; omit it for PagerDuty's %d",
+			alerts.ErrInvalid, c.EventsPerMinute, DefaultEventsPerMinute)
 	}
 	if c.URL != "" {
 		return notify.ValidateURL("pagerduty: url", c.URL)
@@ -66,17 +86,39 @@ type Event struct {
 	EventAction string   `json:"event_action"`
 	DedupKey    string   `json:"dedup_key"`
 	Payload     *Payload `json:"payload,omitempty"`
+	// Links of a trigger: the alert's runbook (annotation runbook_url)
+	// and its source (the alert's generator URL), when http(s). PagerDuty
+	// shows them on the incident.
+	Links []Link `json:"links,omitempty"`
+}
+
+// Link is a link shown on a PagerDuty incident.
+type Link struct {
+	Href string `json:"href"`
+	Text string `json:"text,omitempty"`
 }
 
 // Payload describes a triggered alert.
 type Payload struct {
-	Summary       string            `json:"summary"`
-	Source        string            `json:"source"`
-	Severity      string            `json:"severity"`
-	Component     string            `json:"component,omitempty"`
-	Class         string            `json:"class,omitempty"`
-	CustomDetails map[string]string `json:"custom_details,omitempty"`
+	Summary   string `json:"summary"`
+	Source    string `json:"source"`
+	Severity  string `json:"severity"`
+	Component string `json:"component,omitempty"`
+	Class     string `json:"class,omitempty"`
+	// CustomDetails holds the alert's labels, each at the top level as
+	// before (PagerDuty event rules match on them), and its annotations
+	// as an object under AnnotationsKey (under "governor_annotations"
+	// should a label be named "annotations").
+	CustomDetails map[string]any `json:"custom_details,omitempty"`
 }
+
+// AnnotationsKey is the custom_details entry that holds an alert's
+// annotations (summary, description, runbook_url, ...).
+const AnnotationsKey = "annotations"
+
+// RunbookAnnotation is the annotation whose URL becomes the incident's
+// "Runbook" link, as in the built-in rules.
+const RunbookAnnotation = "runbook_url"
 
 // MaxSummaryLen is the longest summary PagerDuty accepts, in characters: a
 // longer one makes it refuse the event (400 "'summary' is too long"), so
@@ -84,8 +126,9 @@ type Payload struct {
 const MaxSummaryLen = 1024
 
 // MaxEventSize is the largest event PagerDuty accepts, in bytes of JSON
-// (512 KB): a larger one gets a final 400, so Build cuts the values of
-// custom_details until the event fits and says so in TruncatedKey.
+// (512 KB): a larger one gets a final 400, so Build cuts the label and
+// annotation values of custom_details until the event fits and says so in
+// TruncatedKey.
 const MaxEventSize = 512 << 10
 
 // TruncatedKey is the custom_details entry of an event whose details were
@@ -116,6 +159,11 @@ type Notifier struct {
 	c      Config
 	client *http.Client
 	clock  clock.Clock
+	// sleep waits for a paced event's slot; tests make it advance a
+	// fake clock.
+	sleep func(context.Context, time.Duration) error
+	// pace is the token bucket of the routing key (see pacerFor).
+	pace *pacer
 
 	mu sync.Mutex
 	// groups holds, per receiver and group key, the events PagerDuty
@@ -123,11 +171,15 @@ type Notifier struct {
 	groups map[string]*accepted
 }
 
-// accepted is the last event PagerDuty accepted for each dedup key of a
-// group, with the time of the latest one.
+// accepted holds the events PagerDuty accepted for each dedup key of a
+// group, by their place among the key's events in the message, with the
+// time of the latest one. A key with two events in one message (the old
+// episode's resolve and the new trigger) is skipped event by event: a
+// retry that finds the resolve accepted must not send the trigger before
+// it again, which would page for the old episode.
 type accepted struct {
 	at   time.Time
-	last map[string]string // dedup key -> action and event hash
+	seen map[string][]string // dedup key -> action and event hash, in order
 }
 
 // New validates c; client nil uses a default client.
@@ -141,7 +193,28 @@ func New(c Config, client *http.Client) (*Notifier, error) {
 	if c.Source == "" {
 		c.Source = "governor"
 	}
-	return &Notifier{c: c, client: client, clock: clock.Real{}, groups: map[string]*accepted{}}, nil
+	if c.EventsPerMinute == 0 {
+		c.EventsPerMinute = DefaultEventsPerMinute
+	}
+	n := &Notifier{c: c, client: client, clock: clock.Real{}, groups: map[string]*accepted{},
+		pace: pacerFor(c.URL, c.RoutingKey, c.EventsPerMinute)}
+	n.sleep = n.sleepClock
+	return n, nil
+}
+
+// sleepClock waits d on the notifier's clock, or until ctx ends.
+func (n *Notifier) sleepClock(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := n.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C():
+		return nil
+	}
 }
 
 // Build renders the events of a message.
@@ -162,8 +235,9 @@ func (n *Notifier) Build(m *notify.Message) []Event {
 			}
 			summary = truncate(summary, MaxSummaryLen)
 			e.Payload = &Payload{Summary: summary, Source: n.c.Source, Severity: SeverityOf(a.Severity()),
-				Component: a.Labels["service"], Class: a.Labels["alertname"], CustomDetails: a.Labels}
-			fit(&e)
+				Component: a.Labels["service"], Class: a.Labels["alertname"]}
+			e.Links = links(a)
+			fit(&e, a.Labels, a.Annotations)
 		}
 		out = append(out, e)
 	}
@@ -197,28 +271,77 @@ func size(e *Event) int {
 	return len(b)
 }
 
-// fit cuts the custom_details values of a trigger event to the longest
-// length at which the event fits MaxEventSize, and notes the cut in
-// TruncatedKey. Should the details' keys alone be too large, they are
-// dropped with the note, and the component and class are cut too.
-func fit(e *Event) {
+// links returns the incident links of a firing alert: its runbook and
+// its source, each only when an http(s) URL (PagerDuty shows others as
+// dead links; they stay readable in the annotations).
+func links(a notify.Alert) []Link {
+	var out []Link
+	if u := a.Annotations[RunbookAnnotation]; notify.ValidateURL(RunbookAnnotation, u) == nil {
+		out = append(out, Link{Href: u, Text: "Runbook"})
+	}
+	if u := a.GeneratorURL; notify.ValidateURL("generator_url", u) == nil {
+		out = append(out, Link{Href: u, Text: "Alert source"})
+	}
+	return out
+}
+
+// details renders custom_details from the labels and annotations, each
+// value cut to at most limit bytes (limit < 0: whole), and returns the
+// bytes cut.
+func details(labels, annotations map[string]string, limit int) (map[string]any, int) {
+	d := make(map[string]any, len(labels)+2)
+	cut := 0
+	for k, v := range labels {
+		if limit >= 0 {
+			var c int
+			v, c = cutBytes(v, limit)
+			cut += c
+		}
+		d[k] = v
+	}
+	if len(annotations) > 0 {
+		ann := make(map[string]string, len(annotations))
+		for k, v := range annotations {
+			if limit >= 0 {
+				var c int
+				v, c = cutBytes(v, limit)
+				cut += c
+			}
+			ann[k] = v
+		}
+		key := AnnotationsKey
+		if _, ok := labels[AnnotationsKey]; ok {
+			key = "governor_" + AnnotationsKey
+		}
+		d[key] = ann
+	}
+	return d, cut
+}
+
+// fit sets the custom_details of a trigger event from the labels and
+// annotations, cutting their values to the longest length at which the
+// event fits MaxEventSize, and notes the cut in TruncatedKey. Should the
+// keys alone be too large, the details are dropped with the note and the
+// component and class are cut too; should even that not fit (a runbook
+// URL of hundreds of KB), the links are dropped as well.
+func fit(e *Event, labels, annotations map[string]string) {
+	e.Payload.CustomDetails, _ = details(labels, annotations, -1)
+	if len(e.Payload.CustomDetails) == 0 {
+		e.Payload.CustomDetails = nil
+	}
 	if size(e) <= MaxEventSize {
 		return
 	}
-	orig := e.Payload.CustomDetails
 	apply := func(limit int) {
-		d := make(map[string]string, len(orig)+1)
-		cut := 0
-		for k, v := range orig {
-			var c int
-			d[k], c = cutBytes(v, limit)
-			cut += c
-		}
+		d, cut := details(labels, annotations, limit)
 		d[TruncatedKey] = fmt.Sprintf("%d bytes cut from custom_details values: PagerDuty refuses events over %d bytes", cut, MaxEventSize)
 		e.Payload.CustomDetails = d
 	}
 	longest := 0
-	for _, v := range orig {
+	for _, v := range labels {
+		longest = max(longest, len(v))
+	}
+	for _, v := range annotations {
 		longest = max(longest, len(v))
 	}
 	// Binary search for the largest limit that fits.
@@ -237,13 +360,20 @@ func fit(e *Event) {
 		return
 	}
 	cut := 0
-	for k, v := range orig {
+	for k, v := range labels {
 		cut += len(k) + len(v)
 	}
-	e.Payload.CustomDetails = map[string]string{TruncatedKey: fmt.Sprintf(
-		"all %d custom_details (%d bytes) dropped: PagerDuty refuses events over %d bytes", len(orig), cut, MaxEventSize)}
+	for k, v := range annotations {
+		cut += len(k) + len(v)
+	}
+	e.Payload.CustomDetails = map[string]any{TruncatedKey: fmt.Sprintf(
+		"all %d labels and %d annotations (%d bytes) dropped from custom_details: PagerDuty refuses events over %d bytes",
+		len(labels), len(annotations), cut, MaxEventSize)}
 	e.Payload.Component = truncate(e.Payload.Component, MaxSummaryLen)
 	e.Payload.Class = truncate(e.Payload.Class, MaxSummaryLen)
+	if size(e) > MaxEventSize {
+		e.Links = nil
+	}
 }
 
 // fingerprint identifies an event's action and content.
@@ -253,26 +383,32 @@ func fingerprint(e Event) string {
 	return e.EventAction + ":" + hex.EncodeToString(h[:16])
 }
 
-// sent reports whether the event is the last one PagerDuty accepted for
-// its dedup key in the group.
-func (n *Notifier) sent(group, dedupKey, fp string) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	g := n.groups[group]
-	return g != nil && g.last[dedupKey] == fp
-}
-
-// remember records an accepted event.
-func (n *Notifier) remember(group, dedupKey, fp string, now time.Time) {
+// sent reports whether PagerDuty accepted the event as the nth (from 0)
+// event of its dedup key in the group's state.
+func (n *Notifier) sent(group, dedupKey string, nth int, fp string) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	g := n.groups[group]
 	if g == nil {
-		g = &accepted{last: map[string]string{}}
+		return false
+	}
+	seen := g.seen[dedupKey]
+	return nth < len(seen) && seen[nth] == fp
+}
+
+// remember records an accepted event, the nth of its dedup key; the
+// key's later events accepted before, for another state, no longer count.
+func (n *Notifier) remember(group, dedupKey string, nth int, fp string, now time.Time) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	g := n.groups[group]
+	if g == nil {
+		g = &accepted{seen: map[string][]string{}}
 		n.groups[group] = g
 	}
 	g.at = now
-	g.last[dedupKey] = fp
+	seen := g.seen[dedupKey]
+	g.seen[dedupKey] = append(seen[:min(nth, len(seen))], fp)
 }
 
 // settle forgets the group once its state was delivered whole, and the
@@ -286,18 +422,31 @@ func (n *Notifier) settle(group string, whole bool, now time.Time) {
 	maps.DeleteFunc(n.groups, func(_ string, g *accepted) bool { return now.Sub(g.at) > AcceptedTTL })
 }
 
-// Notify implements notify.Notifier. Every event is sent, in order,
-// except those PagerDuty already accepted for the group's state (see the
-// package doc). After a failed event that is worth a retry, the later
-// events with the same dedup_key wait for the retry, so that PagerDuty
-// applies each alert's events in order. A 429 ends the attempt at once,
-// with its Retry-After for the queue (notify.StatusError): resending would
-// use up PagerDuty's window again. So does the attempt's deadline coming
-// near: the attempt stops before the next event would not fit in it. An
-// attempt that got events accepted and left others reports
+// Notify implements notify.Notifier. Every event is sent, except those
+// PagerDuty already accepted for the group's state (see the package doc),
+// the events of P0 alerts first and otherwise in order; each alert's own
+// events keep their order.
+//
+// Events are paced by the routing key's token bucket (DefaultEventsPerMinute,
+// or Config.EventsPerMinute, in any minute), which every group and every
+// receiver of the process using the key shares, so a storm waits its turn
+// instead of drawing 429s; P1 and P2 events leave part of the bucket to P0
+// ones, so a page goes out at once during a storm of lesser alerts. An
+// event whose slot is past the attempt's deadline ends the attempt: with
+// progress as notify.ErrPartial, without as a retryable *notify.StatusError
+// whose Retry-After is the slot, no request sent.
+//
+// After a failed event that is worth a retry, the later events with the
+// same dedup_key wait for the retry, so that PagerDuty applies each
+// alert's events in order. A 429 ends the attempt at once, with its
+// Retry-After for the queue (notify.StatusError), and holds back every
+// sender of the routing key until then. So does the attempt's deadline
+// coming near: the attempt stops before the next event would not fit in
+// it. An attempt that got events accepted and left others reports
 // notify.ErrPartial with retry true.
 func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) {
 	evs := n.Build(m)
+	urgent := urgentFirst(m, evs)
 	group := m.Receiver + "\x00" + m.GroupKey
 	var (
 		errs     []error
@@ -307,10 +456,13 @@ func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) 
 		slowest  time.Duration
 	)
 	held := map[string]bool{} // dedup keys whose earlier event failed and is retried
+	nth := map[string]int{}   // events of each dedup key so far
 	left := 0
-	for _, e := range evs {
+	for i, e := range evs {
 		fp := fingerprint(e)
-		if n.sent(group, e.DedupKey, fp) {
+		k := nth[e.DedupKey]
+		nth[e.DedupKey]++
+		if n.sent(group, e.DedupKey, k, fp) {
 			continue
 		}
 		if held[e.DedupKey] || stopped != nil {
@@ -318,18 +470,39 @@ func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) 
 			continue
 		}
 		start := n.clock.Now()
-		if dl, ok := ctx.Deadline(); ok && progress > 0 && dl.Sub(start) < 2*slowest {
+		dl, hasDeadline := ctx.Deadline()
+		if hasDeadline && progress > 0 && dl.Sub(start) < 2*slowest {
 			stopped = fmt.Errorf("%w: attempt deadline near", notify.ErrDelivery)
 			left++
 			continue
 		}
+		var by time.Time
+		if hasDeadline {
+			by = dl.Add(-2 * slowest)
+		}
+		slot, ok := n.pace.reserve(start, by, urgent[i])
+		if !ok {
+			stopped = &notify.StatusError{StatusCode: http.StatusTooManyRequests, RetryAt: slot}
+			stopped = fmt.Errorf("pagerduty: held back ahead of PagerDuty's rate limit of %d events per minute for the routing key "+
+				"until %s, past the attempt's deadline; no request sent: %w", n.c.EventsPerMinute, slot.UTC().Format(time.RFC3339), stopped)
+			left++
+			continue
+		}
+		if err := n.sleep(ctx, slot.Sub(start)); err != nil {
+			stopped = fmt.Errorf("%w: waiting for the routing key's rate limit: %v", notify.ErrDelivery, err)
+			left++
+			continue
+		}
+		start = n.clock.Now()
 		r, err := notify.PostJSON(ctx, n.client, n.c.URL, nil, e)
 		now := n.clock.Now()
 		slowest = max(slowest, now.Sub(start))
 		var se *notify.StatusError
 		if errors.As(err, &se) && se.StatusCode == http.StatusTooManyRequests {
-			// Rate limited: the later events would be refused too. The
-			// 429 comes first, for the queue to find its Retry-After.
+			// Rate limited: the later events would be refused too, and
+			// so would those of every other sender of the key. The 429
+			// comes first, for the queue to find its Retry-After.
+			n.pace.refused(now, se.Wait(now))
 			stopped, retry = err, true
 			left++
 			continue
@@ -350,7 +523,7 @@ func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) 
 			}
 			continue
 		}
-		n.remember(group, e.DedupKey, fp, now)
+		n.remember(group, e.DedupKey, k, fp, now)
 		progress++
 	}
 	n.settle(group, left == 0, n.clock.Now())
@@ -365,4 +538,46 @@ func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) 
 		errs = append(errs, fmt.Errorf("%w: %d events accepted, %d left of %d", notify.ErrPartial, progress, left, len(evs)))
 	}
 	return retry, errors.Join(errs...)
+}
+
+// urgentFirst moves the events of P0 alerts ahead of the others, keeping
+// the order within each, and reports which events are of P0 alerts. An
+// alert's events all have its dedup key and severity label, so they keep
+// their order: a resolve never overtakes its trigger. Should a dedup key
+// carry events of more than one severity, nothing is moved.
+func urgentFirst(m *notify.Message, evs []Event) []bool {
+	urgent := make([]bool, len(evs))
+	sev := make(map[string]bool, len(evs))
+	some := false
+	for i, a := range m.Alerts {
+		urgent[i] = a.Severity() == alerts.P0
+		if was, ok := sev[a.Fingerprint]; ok && was != urgent[i] {
+			return urgent
+		}
+		sev[a.Fingerprint] = urgent[i]
+		some = some || urgent[i]
+	}
+	if !some {
+		return urgent
+	}
+	idx := make([]int, len(evs))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		switch {
+		case urgent[a] == urgent[b]:
+			return 0
+		case urgent[a]:
+			return -1
+		}
+		return 1
+	})
+	sorted := make([]Event, len(evs))
+	su := make([]bool, len(evs))
+	for i, j := range idx {
+		sorted[i], su[i] = evs[j], urgent[j]
+	}
+	copy(evs, sorted)
+	return su
 }

@@ -147,7 +147,7 @@ func TestRetrySendsOnlyEventsNotAcceptedYet(t *testing.T) {
 		w.WriteHeader(http.StatusAccepted)
 	}))
 	defer srv.Close()
-	n, _ := New(Config{RoutingKey: "rk", URL: srv.URL}, srv.Client())
+	n := fakeNotifier(t, clock.NewFake(time.Time{}), srv) // pacing waits advance its clock
 	var as []notify.Alert
 	for _, s := range []string{"a", "b", "c", "d", "e"} {
 		l := alerts.Labels{"alertname": "X", "service": s, "severity": "P0"}
@@ -194,7 +194,7 @@ func TestFailedEventHoldsLaterEventsOfTheSameAlert(t *testing.T) {
 		w.WriteHeader(http.StatusAccepted)
 	}))
 	defer srv.Close()
-	n, _ := New(Config{RoutingKey: "rk", URL: srv.URL}, srv.Client())
+	n := fakeNotifier(t, clock.NewFake(time.Time{}), srv) // pacing waits advance its clock
 	l := alerts.Labels{"alertname": "X", "service": "a", "severity": "P0"}
 	fp := l.Fingerprint().String()
 	t0 := notifytest.Sample(notify.KindNotify).CreatedAt
@@ -232,7 +232,7 @@ func TestRateLimitEndsTheAttempt(t *testing.T) {
 		w.WriteHeader(http.StatusAccepted)
 	}))
 	defer srv.Close()
-	n, _ := New(Config{RoutingKey: "rk", URL: srv.URL}, srv.Client())
+	n := fakeNotifier(t, clock.NewFake(time.Time{}), srv) // pacing waits advance its clock
 	var as []notify.Alert
 	for _, s := range []string{"a", "b", "c"} {
 		l := alerts.Labels{"alertname": "X", "service": s, "severity": "P0"}
@@ -268,7 +268,7 @@ func TestResendOfSameGroupStateSkipsEventsAlreadyAccepted(t *testing.T) {
 	pd := &limitedPD{tokens: 3}
 	srv := httptest.NewServer(pd)
 	defer srv.Close()
-	n, _ := New(Config{RoutingKey: "rk", URL: srv.URL}, srv.Client())
+	n := fakeNotifier(t, clock.NewFake(time.Time{}), srv) // pacing waits advance its clock
 	t0 := notifytest.Sample(notify.KindNotify).CreatedAt
 	retry, err := n.Notify(context.Background(), notify.NewMessage(notify.KindNotify, "pd", "k", nil, firingGroup(5), t0))
 	if !retry || !errors.Is(err, notify.ErrPartial) {
@@ -298,7 +298,7 @@ func TestResendSendsEventsWhoseContentOrActionChanged(t *testing.T) {
 	pd := &limitedPD{tokens: 1}
 	srv := httptest.NewServer(pd)
 	defer srv.Close()
-	n, _ := New(Config{RoutingKey: "rk", URL: srv.URL}, srv.Client())
+	n := fakeNotifier(t, clock.NewFake(time.Time{}), srv) // pacing waits advance its clock
 	t0 := notifytest.Sample(notify.KindNotify).CreatedAt
 	as := firingGroup(2)
 	if _, err := n.Notify(context.Background(), notify.NewMessage(notify.KindNotify, "pd", "k", nil, as, t0)); err == nil {
@@ -335,7 +335,7 @@ func TestResolveIsSentEvenIfTheTriggerWasNeverAccepted(t *testing.T) {
 		w.WriteHeader(http.StatusAccepted)
 	}))
 	defer srv.Close()
-	n, _ := New(Config{RoutingKey: "rk", URL: srv.URL}, srv.Client())
+	n := fakeNotifier(t, clock.NewFake(time.Time{}), srv) // pacing waits advance its clock
 	t0 := notifytest.Sample(notify.KindNotify).CreatedAt
 	as := firingGroup(1)
 	if retry, err := n.Notify(context.Background(), notify.NewMessage(notify.KindNotify, "pd", "k", nil, as, t0)); !retry || err == nil ||
@@ -363,8 +363,7 @@ func TestAttemptStopsBeforeItsDeadlineAndTheNextGoesOn(t *testing.T) {
 	pd := &limitedPD{tokens: 100, onEvent: func(Event) { f.Advance(time.Second) }}
 	srv := httptest.NewServer(pd)
 	defer srv.Close()
-	n, _ := New(Config{RoutingKey: "rk", URL: srv.URL}, srv.Client())
-	n.clock = f
+	n := fakeNotifier(t, f, srv)
 	m := notify.NewMessage(notify.KindNotify, "pd", "k", nil, firingGroup(25), start)
 	var total int
 	for attempt := 1; ; attempt++ {
@@ -400,15 +399,110 @@ func TestOversizedEventIsCutToPagerDutyLimit(t *testing.T) {
 		t.Fatalf("event is %d bytes, PagerDuty refuses more than %d", len(b), MaxEventSize)
 	}
 	d := ev.Payload.CustomDetails
-	if !strings.Contains(d[TruncatedKey], "bytes cut") || d["service"] != "checkout" || !utf8.ValidString(d["big"]) ||
-		!strings.HasSuffix(d["other"], "…") {
+	str := func(k string) string { s, _ := d[k].(string); return s }
+	if !strings.Contains(str(TruncatedKey), "bytes cut") || str("service") != "checkout" || !utf8.ValidString(str("big")) ||
+		!strings.HasSuffix(str("other"), "…") {
 		t.Fatalf("details %.200v", d)
 	}
 	if len(b) < MaxEventSize-(64<<10) {
 		t.Fatalf("event cut to %d bytes, far below the limit", len(b))
 	}
 	// An event within the limit is left alone.
-	if ev := n.Build(notifytest.Sample(notify.KindNotify))[0]; ev.Payload.CustomDetails[TruncatedKey] != "" {
+	if ev := n.Build(notifytest.Sample(notify.KindNotify))[0]; ev.Payload.CustomDetails[TruncatedKey] != nil {
 		t.Fatal("small event marked truncated")
+	}
+}
+
+func TestNegativeEventsPerMinuteIsRefused(t *testing.T) {
+	_, err := New(Config{RoutingKey: "k", EventsPerMinute: -1}, nil)
+	if !errors.Is(err, alerts.ErrInvalid) || !strings.Contains(err.Error(), "events_per_minute") {
+		t.Fatalf("err %v: want events_per_minute named", err)
+	}
+}
+
+// A trigger shows the alert's annotations in custom_details, beside the
+// labels, and its runbook_url as a link.
+func TestTriggerCarriesAnnotationsAndRunbookLink(t *testing.T) {
+	n, _ := New(Config{RoutingKey: "rk"}, nil)
+	m := notifytest.Sample(notify.KindNotify)
+	m.Alerts[0].Annotations = map[string]string{"summary": "Shed on checkout", "description": "checkout sheds 40% of requests",
+		"runbook_url": "https://runbooks.example/shed"}
+	b, _ := json.Marshal(n.Build(m)[0])
+	var ev struct {
+		Payload struct {
+			CustomDetails map[string]any `json:"custom_details"`
+		} `json:"payload"`
+		Links []struct{ Href, Text string } `json:"links"`
+	}
+	if err := json.Unmarshal(b, &ev); err != nil {
+		t.Fatal(err)
+	}
+	d := ev.Payload.CustomDetails
+	ann, _ := d["annotations"].(map[string]any)
+	if d["service"] != "checkout" || ann["description"] != "checkout sheds 40% of requests" || ann["summary"] != "Shed on checkout" ||
+		ann["runbook_url"] != "https://runbooks.example/shed" {
+		t.Fatalf("custom_details %v", d)
+	}
+	if len(ev.Links) != 1 || ev.Links[0].Href != "https://runbooks.example/shed" || ev.Links[0].Text != "Runbook" {
+		t.Fatalf("links %+v, want the runbook", ev.Links)
+	}
+}
+
+// A huge description is cut to fit PagerDuty's 512 KB; the runbook link
+// stays.
+func TestHugeAnnotationIsCutAndRunbookLinkKept(t *testing.T) {
+	n, _ := New(Config{RoutingKey: "rk"}, nil)
+	m := notifytest.Sample(notify.KindNotify)
+	m.Alerts[0].Annotations = map[string]string{"description": strings.Repeat("x", 600<<10), "runbook_url": "https://runbooks.example/shed"}
+	e := n.Build(m)[0]
+	b, _ := json.Marshal(e)
+	if len(b) > MaxEventSize {
+		t.Fatalf("event is %d bytes, PagerDuty refuses more than %d", len(b), MaxEventSize)
+	}
+	if !strings.Contains(string(b), `"href":"https://runbooks.example/shed"`) || !strings.Contains(string(b), TruncatedKey) {
+		t.Fatalf("event %.300s: want the runbook link and the truncation note", b)
+	}
+}
+
+// A retry after a failure of another alert does not send again an alert's
+// resolve and trigger that PagerDuty accepted: resending them resolved the
+// new incident and opened another one, a second page.
+func TestRetryDoesNotReplayAnAlertsAcceptedResolveAndTrigger(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	failOther := true
+	l := alerts.Labels{"alertname": "X", "service": "a", "severity": "P1"}
+	other := alerts.Labels{"alertname": "X", "service": "b", "severity": "P1"}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var e Event
+		_ = json.NewDecoder(r.Body).Decode(&e)
+		mu.Lock()
+		defer mu.Unlock()
+		if e.DedupKey == other.Fingerprint().String() && failOther {
+			failOther = false
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		got = append(got, e.DedupKey[:4]+":"+e.EventAction)
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer srv.Close()
+	n := fakeNotifier(t, clock.NewFake(time.Time{}), srv)
+	fp := l.Fingerprint().String()
+	t0 := notifytest.Sample(notify.KindNotify).CreatedAt
+	m := notify.NewMessage(notify.KindNotify, "pd", "k", nil, []notify.Alert{
+		{Alert: alerts.Alert{Labels: l, StartsAt: t0, EndsAt: t0}, Status: notify.StatusResolved, Fingerprint: fp},
+		{Alert: alerts.Alert{Labels: l, StartsAt: t0.Add(1)}, Status: notify.StatusFiring, Fingerprint: fp},
+		{Alert: alerts.Alert{Labels: other}, Status: notify.StatusFiring, Fingerprint: other.Fingerprint().String()},
+	}, t0)
+	if retry, err := n.Notify(context.Background(), m); !retry || !errors.Is(err, notify.ErrPartial) {
+		t.Fatalf("retry %v err %v: want a partial delivery", retry, err)
+	}
+	if _, err := n.Notify(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	a, b := fp[:4], other.Fingerprint().String()[:4]
+	if want := a + ":resolve," + a + ":trigger," + b + ":trigger"; strings.Join(got, ",") != want {
+		t.Fatalf("PagerDuty got %v, want %s", got, want)
 	}
 }
