@@ -93,10 +93,16 @@
 // or the freshness that decides staleness) or an incident read (breakers,
 // downstream latency) is partial, the guardrail judges nothing and rolls
 // nothing back: a service whose series the store lost would read as one
-// that reports nothing. The cycle's samples are still recorded, partial
-// ones as no sample (guardrail.Guard.Record). Result.Partial and
-// Result.GuardrailHeld say what was partial, the engine logs the hold and
-// counts such cycles (governor_engine_partial_reads_total). A partial
+// that reports nothing. A snapshot with such a partial signal is not
+// recorded as the guardrail's samples (guardrail.Guard.Record): its grid
+// points are read from the store when a window needs them. The
+// guardrail's own range reads may warn as well: each then holds only the
+// watches it covers (inconclusive, "metrics partial: <read>: <warning>",
+// never rolled back; see the guardrail's documentation), and the others
+// are judged. Result.Partial (the cycle's partial reads, the guardrail's
+// included) and Result.GuardrailHeld say what was partial, the engine and
+// the guardrail log the holds, and the engine counts such cycles
+// (governor_engine_partial_reads_total). A partial
 // breaker read closes no breaker, and a partial downstream p99 is neither
 // learned nor reported. Warnings that are not about partial data (PromQL
 // info and warning annotations) change nothing.

@@ -89,12 +89,15 @@ type Result struct {
 	Errors          []string                   `json:"errors,omitempty"`
 	// Partial lists the reads of the cycle that answered with a warning
 	// that data may be missing (signals.PartialData), each as "metrics
-	// partial: <query>: <warning>". Nothing is proposed for a service
-	// whose signals are partial (its recommendation says why).
+	// partial: <query>: <warning>", then the guardrail's own range reads
+	// that did (guardrail.Guard.Partial). Nothing is proposed for a
+	// service whose signals are partial (its recommendation says why).
 	Partial []string `json:"partial,omitempty"`
 	// GuardrailHeld says why the guardrail judged nothing this cycle: a
 	// signal it judges by was partial (see guardSignals), or a read of the
-	// incidents it must not blame on a version. Empty when it judged.
+	// incidents it must not blame on a version. Empty when it judged; a
+	// partial range read of its own holds only the watches it covers
+	// (listed in Partial, each held decision's reason says so).
 	GuardrailHeld string `json:"guardrail_held,omitempty"`
 }
 
@@ -279,6 +282,14 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 			dec, err := e.o.Guard.Observe(ctx, at, active)
 			if err != nil {
 				errs = append(errs, err)
+			}
+			if held := e.o.Guard.Partial(); len(held) > 0 {
+				// Its own range reads warned: the watches they cover were
+				// held (the guardrail logs which), the others judged.
+				if len(res.Partial) == 0 {
+					e.metrics.partial.Inc()
+				}
+				res.Partial = append(res.Partial, held...)
 			}
 			for _, d := range dec {
 				if d.RollbackVersion == 0 {

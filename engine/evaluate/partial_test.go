@@ -67,8 +67,11 @@ func (lossySource) EvaluatesPromQL() {}
 // guardrail would take checkout for a service that reports nothing after
 // v2 (its instances are heard from, cart reports) and roll it back; the
 // engine instead holds the guardrail while its signals are partial and
-// proposes nothing for the services they cover, saying why. Once the
-// store is back, the guardrail judges again and v2 stays.
+// proposes nothing for the services they cover, saying why. The range
+// reads of the outage warn too, so the guardrail holds the watches whose
+// windows reach into it (the cycle lists those reads as partial) rather
+// than take its points for points without samples. Once its windows are
+// past the outage, the guardrail judges again and v2 stays.
 func TestPartialReadHoldsTheGuardrailAndProposals(t *testing.T) {
 	ctx := context.Background()
 	act := benchT0.Add(20 * time.Minute)
@@ -127,7 +130,7 @@ func TestPartialReadHoldsTheGuardrailAndProposals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	partialTicks, judgedAfter := 0, 0
+	partialTicks, rangeTicks, judgedAfter := 0, 0, 0
 	for at := act.Add(-3 * time.Minute); at.Before(act.Add(8 * time.Minute)); at = at.Add(10 * time.Second) {
 		clk.Set(at)
 		res, err := e.Tick(ctx, at)
@@ -140,8 +143,18 @@ func TestPartialReadHoldsTheGuardrailAndProposals(t *testing.T) {
 			}
 		}
 		if !src.on(at) {
-			if res.GuardrailHeld != "" || len(res.Partial) > 0 {
-				t.Fatalf("at +%s: held %q, partial %q on whole reads", at.Sub(act), res.GuardrailHeld, res.Partial)
+			if res.GuardrailHeld != "" {
+				t.Fatalf("at +%s: held %q on whole reads", at.Sub(act), res.GuardrailHeld)
+			}
+			// The guardrail's range reads of the outage still warn: they
+			// hold its watches, and are the cycle's only partial reads.
+			for _, p := range res.Partial {
+				if !strings.HasPrefix(p, "metrics partial: ") || !strings.Contains(p, " of cart, checkout from ") || at.After(act.Add(6*time.Minute)) {
+					t.Fatalf("at +%s: partial %q on whole instant reads", at.Sub(act), res.Partial)
+				}
+			}
+			if len(res.Partial) > 0 {
+				rangeTicks++
 			}
 			if at.After(act) {
 				judgedAfter++
@@ -174,8 +187,17 @@ func TestPartialReadHoldsTheGuardrailAndProposals(t *testing.T) {
 	if partialTicks != 24 || judgedAfter == 0 {
 		t.Fatalf("%d partial ticks, %d judged after", partialTicks, judgedAfter)
 	}
-	if got := testutil.ToFloat64(e.metrics.partial); got != float64(partialTicks) {
-		t.Fatalf("governor_engine_partial_reads_total %v, want %d", got, partialTicks)
+	if got := testutil.ToFloat64(e.metrics.partial); got != float64(partialTicks+rangeTicks) {
+		t.Fatalf("governor_engine_partial_reads_total %v, want %d", got, partialTicks+rangeTicks)
+	}
+	passed := 0
+	for _, d := range guard.Decisions() {
+		if d.Version == 2 && d.Verdict == guardrail.Pass && d.Final {
+			passed++
+		}
+	}
+	if passed != 2 {
+		t.Fatalf("decisions %+v: want checkout and cart v2 passed once their windows are past the outage", guard.Decisions())
 	}
 	if v, err := st.Active(ctx, "checkout"); err != nil || v.Number != 2 {
 		t.Fatalf("checkout active v%d (%v)", v.Number, err)
@@ -341,5 +363,135 @@ func TestPartialBreakerReadClosesNoBreaker(t *testing.T) {
 	step("", "checkout")
 	if got := evs.Events(events.BreakerOpen); len(got) != 2 {
 		t.Fatalf("breaker_open events %+v: closed, then open again", got)
+	}
+}
+
+// oldBlocksDown is the embedded store behind a federated one whose store
+// of older data is unavailable until back: its instant answers are whole,
+// a range read reaching back before oldest warns warn.
+type oldBlocksDown struct {
+	*embedded.DB
+	clk          *clock.Fake
+	oldest, back time.Time
+	warn         string
+}
+
+func (s oldBlocksDown) QueryRange(ctx context.Context, q string, r signals.Range) (*signals.Result, error) {
+	res, err := s.DB.QueryRange(ctx, q, r)
+	if err != nil || !r.Start.Before(s.oldest) || !s.clk.Now().Before(s.back) {
+		return res, err
+	}
+	out := *res
+	out.Warnings = append(slices.Clone(res.Warnings), s.warn)
+	return &out, nil
+}
+
+// TestPartialGuardrailReadIsReportedAsTheCyclesPartialReads: the engine
+// takes the lead as checkout's v2 goes live, so the guardrail reads the
+// window before activation from the store, whose store of older data is
+// down: the read warns. The instant reads are whole, so the guardrail is
+// not held as a whole (GuardrailHeld empty), but the watch the read covers
+// is: inconclusive, nothing rolled back, and the cycle lists the read with
+// its partial reads and counts it (governor_engine_partial_reads_total).
+// Once the store is back the version is judged.
+func TestPartialGuardrailReadIsReportedAsTheCyclesPartialReads(t *testing.T) {
+	ctx := context.Background()
+	act := benchT0.Add(20 * time.Minute)
+	db, err := embedded.Open(embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	writeService(t, db, "checkout", benchT0, act.Add(10*time.Minute))
+	clk := clock.NewFake(benchT0)
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	alice := versioning.Actor{Name: "alice", Roles: []versioning.Role{versioning.RoleOperator}}
+	bob := versioning.Actor{Name: "bob", Roles: []versioning.Role{versioning.RoleApprover}}
+	for i, rate := range []float64{100, 50} {
+		if i == 1 {
+			clk.Set(act)
+		}
+		rs := &rules.Ruleset{Service: "checkout", Routes: []rules.Route{{Name: "api", Match: rules.Match{PathPrefix: "/"},
+			RateLimit: &rules.RateLimit{Rate: rate}}}}
+		p, err := st.Propose(ctx, versioning.Proposal{Ruleset: rs, Author: alice, Reason: "test", Rebase: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Approve(ctx, "checkout", p.Number, bob, "ok"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const warn = "partial response: store 3 (older blocks) unreachable"
+	back := act.Add(3 * time.Minute)
+	src := oldBlocksDown{DB: db, clk: clk, oldest: act, back: back, warn: warn}
+	reader, err := signals.NewReader(src, signals.ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tracker, err := loadscore.New(loadscore.Options{Weights: loadscore.Weights{loadscore.Latency: 0.5, loadscore.InFlight: 0.5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := recommend.New(recommend.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := events.NewRecorder(100)
+	guard, err := guardrail.New(guardrail.Options{Store: st, Series: guardrail.SignalSeries{Source: src, Reader: reader}, Events: evs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(Options{Reader: reader, Tracker: tracker, Recommender: rec, Versions: st, Guard: guard,
+		Fleet: heartbeats{clk: clk, until: map[string]time.Time{"checkout": {}}}, Events: evs, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, judged := 0, false
+	for at := act.Add(10 * time.Second); at.Before(act.Add(6*time.Minute)) && !judged; at = at.Add(10 * time.Second) {
+		clk.Set(at)
+		res, err := e.Tick(ctx, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.GuardrailHeld != "" {
+			t.Fatalf("at +%s: guardrail held as a whole: %q", at.Sub(act), res.GuardrailHeld)
+		}
+		var d guardrail.Decision
+		for _, x := range guard.Decisions() {
+			if x.Version == 2 {
+				d = x
+				break
+			}
+		}
+		if d.RollbackVersion != 0 {
+			t.Fatalf("at +%s: rolled back: %s", at.Sub(act), d.Reason)
+		}
+		if !strings.HasPrefix(d.Reason, "metrics partial: ") {
+			if len(res.Partial) != 0 {
+				t.Fatalf("at +%s: partial reads %q", at.Sub(act), res.Partial)
+			}
+			judged = d.Final
+			continue
+		}
+		held++
+		if d.Verdict != guardrail.Inconclusive || d.Final || !strings.Contains(d.Reason, warn) {
+			t.Fatalf("at +%s: %s final %v: %s", at.Sub(act), d.Verdict, d.Final, d.Reason)
+		}
+		if len(res.Partial) != 1 || !strings.HasPrefix(d.Reason, res.Partial[0]) || !strings.HasPrefix(res.Partial[0], "metrics partial: offered_load of checkout from ") {
+			t.Fatalf("at +%s: partial reads %q, reason %q", at.Sub(act), res.Partial, d.Reason)
+		}
+	}
+	if held == 0 || !judged {
+		t.Fatalf("held %d cycles, judged %v", held, judged)
+	}
+	if got := testutil.ToFloat64(e.metrics.partial); got != float64(held) {
+		t.Fatalf("governor_engine_partial_reads_total %v, want %d", got, held)
+	}
+	if v, err := st.Active(ctx, "checkout"); err != nil || v.Number != 2 {
+		t.Fatalf("checkout active v%d (%v)", v.Number, err)
 	}
 }

@@ -151,7 +151,7 @@
 // queries compute them. So a cycle whose ticks fall on
 // the grid (an interval that divides Step) sends no query for the
 // guardrail at all. The points no snapshot covered (before the engine
-// started or took the lead, ticks off the grid, a failed read) are read
+// started or took the lead, ticks off the grid, a failed or partial read) are read
 // from the store when a window needs them: the services missing the same
 // span of points together (one span per service, from its first missing
 // point to its last), one range query per metric for up to 200 services.
@@ -174,6 +174,30 @@
 // service), a watch reads its service alone on a grid anchored at its
 // activation: the window before once, a growing after window only where it
 // is new.
+//
+// # Partial data
+//
+// A read whose answer warns that data may be missing (a store of a
+// federated setup unavailable, a remote read endpoint down: see
+// signals.PartialData) is never judged on: its windows may lack exactly the
+// series that matter, so a healthy version would look silent or regressed
+// and a bad one healthy. SignalSeries returns such an answer as a
+// *PartialError instead of samples, and every watch the read covers (the
+// service read alone, or all the services of a batch, since the warning
+// does not say whose series are missing) is held: Inconclusive, nothing
+// rolled back, its reason "metrics partial: <read>: <warning>". Watches
+// whose reads were whole are judged as usual. A held watch is judged
+// again, from the store, at the next Observe; like any inconclusive one it
+// becomes final at MaxWait, with a guardrail_inconclusive event naming the
+// partial read. Guard.Partial lists the cycle's partial reads (the engine
+// reports them with its own, and counts the cycle in
+// governor_engine_partial_reads_total), and the guardrail logs the
+// services it held. The points of a partial read are not kept, and Record
+// ignores a snapshot whose request rate, error ratio, p99 latency, shed
+// ratio or freshness is partial, so such points are read again from the
+// store once it answers whole rather than taken for points without
+// samples. Warnings that are not about missing data (infos, PromQL
+// annotations) change nothing.
 //
 // The guardrail keeps little state that matters across a leader change: a
 // new leader rebuilds its watches from the active versions' activation

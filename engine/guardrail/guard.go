@@ -192,6 +192,11 @@ type Guard struct {
 	// outcome a store read could not establish yet: each Observe reads
 	// again whether the rollback landed.
 	unsettled []watch
+	// partial are the partial reads (PartialError texts) that held
+	// watches during the latest Observe, each once; held are the services
+	// of those watches.
+	partial []string
+	held    []string
 }
 
 // New validates the options and returns a Guard.
@@ -268,6 +273,7 @@ func (g *Guard) Observe(ctx context.Context, now time.Time, active []versioning.
 	}
 	unsettled := g.unsettled
 	g.unsettled = nil
+	g.partial, g.held = nil, nil
 	g.mu.Unlock()
 
 	for _, d := range superseded {
@@ -305,7 +311,50 @@ func (g *Guard) Observe(ctx context.Context, now time.Time, active []versioning.
 		}
 		g.mu.Unlock()
 	}
+	g.mu.Lock()
+	if len(g.held) > 0 {
+		g.o.Logger.Warn("guardrail held: reads of its windows warned that data may be missing, nothing judged or rolled back for these services",
+			"tick", now, "services", g.held, "reads", g.partial)
+	}
+	g.mu.Unlock()
 	return final, errors.Join(errs...)
+}
+
+// Partial returns the reads of the latest Observe that answered with a
+// warning that data may be missing, each once as "metrics partial:
+// <read>: <warning>" (PartialError): the watches they cover were held,
+// neither judged nor rolled back. Nil when every read was whole. The
+// engine lists them with its cycle's partial reads.
+func (g *Guard) Partial() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.partial)
+}
+
+// hold is watch w at time now, not judged because a read its windows need
+// may lack data (pe): inconclusive, never a regression, with pe as the
+// reason. Like any inconclusive verdict it becomes final at MaxWait (with
+// a GuardrailInconclusive event), so a store that stays partial leaves no
+// version watched, and no service without proposals, for ever.
+func (g *Guard) hold(ctx context.Context, now time.Time, w watch, d Decision, start time.Time, pe *PartialError) watch {
+	reason := pe.Error()
+	g.mu.Lock()
+	if !slices.Contains(g.partial, reason) {
+		g.partial = append(g.partial, reason)
+	}
+	g.held = append(g.held, d.Service)
+	g.mu.Unlock()
+	d.Checks, d.Confounders = nil, nil
+	if now.Before(start.Add(g.o.MaxWait)) {
+		d.Verdict, d.Reason = Inconclusive, reason+"; nothing judged on data that may be missing"
+		w.d = d
+		return w
+	}
+	d.Verdict, d.Final, d.Reason = Inconclusive, true, "inconclusive within the maximum wait: "+reason
+	g.o.Events.Emit(ctx, events.Event{Kind: events.GuardrailInconclusive, Severity: events.Warning, At: now,
+		Service: d.Service, Version: d.Version, Message: fmt.Sprintf("%s v%d: guardrail inconclusive: %s", d.Service, d.Version, reason), Detail: d})
+	w.d = d
+	return w
 }
 
 // supersede is the final decision of the open watch w, replaced by version
@@ -541,6 +590,9 @@ func (g *Guard) evaluate(ctx context.Context, now time.Time, w watch, view *grid
 	full := win.full
 	start := win.start
 	bFrom, bTo, aFrom, aTo := win.bFrom, win.bTo, win.aFrom, win.aTo
+	if view != nil && view.partial[d.Service] != nil {
+		return g.hold(ctx, now, w, d, start, view.partial[d.Service]), nil
+	}
 	if view != nil && view.failed[d.Service] {
 		view = nil
 	}
@@ -596,7 +648,11 @@ func (g *Guard) evaluate(ctx context.Context, now time.Time, w watch, view *grid
 		return summarize(before), summarize(after), err
 	}
 
+	var pe *PartialError
 	lb, la, err := samples(OfferedLoad)
+	if errors.As(err, &pe) {
+		return g.hold(ctx, now, w, d, start, pe), nil
+	}
 	if err != nil {
 		return w, err
 	}
@@ -624,6 +680,9 @@ func (g *Guard) evaluate(ctx context.Context, now time.Time, w watch, view *grid
 			m = AdmittedShare
 		}
 		before, after, err := read(m)
+		if errors.As(err, &pe) {
+			return g.hold(ctx, now, w, d, start, pe), nil
+		}
 		if err != nil {
 			return w, err
 		}

@@ -2,6 +2,7 @@ package guardrail
 
 import (
 	"context"
+	"errors"
 	"math"
 	"slices"
 	"time"
@@ -14,8 +15,9 @@ import (
 // lies on the grid hands its signal snapshot to Record, which keeps the
 // values as the samples of that grid point; the windows of every watch are
 // then assembled from these points, and only the points no snapshot covered
-// (before the engine started, a tick off the grid or missed) are read from
-// the store, in batches of services sharing the same missing span.
+// (before the engine started, a tick off the grid or missed, a read that
+// failed or was partial) are read from the store, in batches of services
+// sharing the same missing span.
 
 // baseMetrics are the metrics a grid point holds; the shares are derived
 // from them as their queries compute them.
@@ -114,8 +116,12 @@ func (g *Guard) horizon(now time.Time) time.Time {
 // rate, error ratio, p99 latency and shed ratio, which the guardrail's
 // metrics are (or derive from). Watches then read from the store only what
 // no snapshot covered. A snapshot off the grid, of another scope, or with a
-// failed read of one of those signals is ignored (its points are read from
-// the store when needed); a signal unknown for a service (no series, not
+// failed or partial read (signals.PartialData) of one of those signals or
+// of the freshness is ignored (its points are read from the store when
+// needed, and a partial answer then holds the watches: see PartialError):
+// a partial read may lack a service's series, which kept as a point
+// without samples would read as a service that stopped reporting, and
+// would never be read again. A signal unknown for a service (no series, not
 // finite, stale) is no sample, and a service the snapshot lacks has no
 // samples at that time. The snapshot must come from the templates and the
 // source Series reads (the evaluator's Reader for SignalSeries). Without a
@@ -129,9 +135,12 @@ func (g *Guard) Record(snap *signals.Snapshot) {
 		return
 	}
 	for _, s := range baseSignals {
-		if snap.Errors[s] != nil {
+		if _, partial := snap.Partial[s]; partial || snap.Errors[s] != nil {
 			return
 		}
+	}
+	if _, partial := snap.Partial[signals.Freshness]; partial {
+		return
 	}
 	key := at.UnixNano()
 	g.mu.Lock()
@@ -200,6 +209,9 @@ type gridView struct {
 	// failed: services whose missing points could not be read in a batch;
 	// they are read service by service on their own grid.
 	failed map[string]bool
+	// partial: services whose missing points were read in a batch that
+	// may lack data; their watches are held, the points not kept.
+	partial map[string]*PartialError
 }
 
 // lookup returns the service's point at t.
@@ -251,7 +263,7 @@ type gridSpan struct{ from, to time.Time }
 // the recorded ones are: a scrape landing later for an instant already read
 // does not change its sample.
 func (g *Guard) fill(ctx context.Context, now time.Time, open []watch, bs BatchSeries) gridView {
-	view := gridView{g: g, failed: map[string]bool{}}
+	view := gridView{g: g, failed: map[string]bool{}, partial: map[string]*PartialError{}}
 	spans := map[gridSpan][]string{}
 	var order []gridSpan
 	g.mu.Lock()
@@ -297,8 +309,14 @@ func (g *Guard) fill(ctx context.Context, now time.Time, open []watch, bs BatchS
 				got[svc] = r
 			}
 			ok := true
+			var pe *PartialError
 			for _, m := range baseMetrics {
 				res, answered, err := bs.SamplesBy(ctx, chunk, m, sp.from, sp.to, g.o.Step)
+				if errors.As(err, &pe) {
+					// The read covers every service of the chunk, and the
+					// warning does not say whose series are missing.
+					break
+				}
 				if err != nil || !answered {
 					if err != nil {
 						g.o.Logger.Debug("guardrail: batched read failed, reading each service alone", "metric", m, "services", len(chunk), "err", err)
@@ -318,6 +336,12 @@ func (g *Guard) fill(ctx context.Context, now time.Time, open []watch, bs BatchS
 						}
 					}
 				}
+			}
+			if pe != nil {
+				for _, svc := range chunk {
+					view.partial[svc] = pe
+				}
+				continue
 			}
 			if !ok {
 				for _, svc := range chunk {

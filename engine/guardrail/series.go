@@ -3,6 +3,7 @@ package guardrail
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"governor.dev/governor/engine/signals"
@@ -40,6 +41,10 @@ const (
 var Metrics = []Metric{ErrorRatio, LatencyP99, GoodputShare}
 
 // Series gives the samples of a service's metric every step over [from, to].
+// An answer that may lack data (a store of a federated setup unavailable,
+// see signals.PartialData) is returned as a *PartialError, never as
+// samples: the Guard then holds the watches the read covers rather than
+// judge them on windows that may miss the series that matter.
 type Series interface {
 	Samples(ctx context.Context, service string, m Metric, from, to time.Time, step time.Duration) ([]float64, error)
 }
@@ -60,6 +65,38 @@ type BatchSeries interface {
 
 var _ BatchSeries = SignalSeries{}
 
+// PartialError is the answer of a read that warned that data may be
+// missing (signals.PartialData). Warnings that are not about missing data
+// (infos, PromQL annotations) are no PartialError. The Guard judges no
+// watch the read covers and rolls none back: each stays Inconclusive, its
+// reason the error's text, until its reads are whole again (see the
+// package documentation).
+type PartialError struct {
+	// Read names what was read: "checkout error_ratio from <t> to <t>",
+	// or, batched, "error_ratio of cart, checkout from <t> to <t>".
+	Read string
+	// Warning is the store's first warning that data may be missing.
+	Warning string
+}
+
+// Error is "metrics partial: <read>: <warning>", as the engine words the
+// partial reads of its cycle.
+func (e *PartialError) Error() string { return "metrics partial: " + e.Read + ": " + e.Warning }
+
+// partial returns the PartialError of a result whose warnings say data may
+// be missing, or nil.
+func partial(res *signals.Result, read func() string) error {
+	for _, w := range res.Warnings {
+		if signals.PartialData(w) {
+			return &PartialError{Read: read(), Warning: w}
+		}
+	}
+	return nil
+}
+
+// maxNamedServices bounds the services a batched read's description names.
+const maxNamedServices = 3
+
 // SignalSeries reads the samples from a signals.Source with the Reader's
 // templates, so the guardrail sees what the load score sees.
 type SignalSeries struct {
@@ -77,6 +114,9 @@ func (s SignalSeries) Samples(ctx context.Context, service string, m Metric, fro
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s %s: %w", ErrSeries, service, m, err)
 	}
+	if err := partial(res, func() string { return fmt.Sprintf("%s %s from %s to %s", service, m, stamp(from), stamp(to)) }); err != nil {
+		return nil, err
+	}
 	var out []float64
 	for _, sr := range res.Series {
 		if sr.Labels["service"] != service && len(res.Series) > 1 {
@@ -90,7 +130,9 @@ func (s SignalSeries) Samples(ctx context.Context, service string, m Metric, fro
 }
 
 // SamplesBy implements BatchSeries: the services' queries in one, split by
-// the service label. A service without data has no entry.
+// the service label. A service without data has no entry. An answer that
+// may lack data is a *PartialError for all the services: the warning does
+// not say whose series are missing.
 func (s SignalSeries) SamplesBy(ctx context.Context, services []string, m Metric, from, to time.Time, step time.Duration) (map[string][]signals.Point, bool, error) {
 	q, err := s.query(m, services...)
 	if err != nil {
@@ -99,6 +141,15 @@ func (s SignalSeries) SamplesBy(ctx context.Context, services []string, m Metric
 	res, err := s.Source.QueryRange(ctx, q, signals.Range{Start: from, End: to, Step: step})
 	if err != nil {
 		return nil, false, fmt.Errorf("%w: %d services %s: %w", ErrSeries, len(services), m, err)
+	}
+	if err := partial(res, func() string {
+		who := strings.Join(services, ", ")
+		if len(services) > maxNamedServices {
+			who = fmt.Sprintf("%d services", len(services))
+		}
+		return fmt.Sprintf("%s of %s from %s to %s", m, who, stamp(from), stamp(to))
+	}); err != nil {
+		return nil, true, err
 	}
 	out := make(map[string][]signals.Point, len(services))
 	for _, sr := range res.Series {
