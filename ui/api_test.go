@@ -194,3 +194,25 @@ func TestOversizedBodyRefused(t *testing.T) {
 	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
 	require.Contains(t, body, "too large: at most 2097152 bytes (2 MiB)")
 }
+
+// TestAuditVerifyRouteSaysWhatItVerified: GET /api/v1/audit/verify walks
+// the whole chain by default and with whole=true; with whole=false it
+// verifies the entries since the last check; it says which it did.
+func TestAuditVerifyRouteSaysWhatItVerified(t *testing.T) {
+	e := newEnv(t)
+	sid, _ := e.session("vera")
+	resp, b := e.do(req{method: "GET", path: "/api/v1/audit/verify", session: sid})
+	require.Equal(t, http.StatusOK, resp.StatusCode, b)
+	require.Contains(t, b, `"whole":true`)
+	resp, b = e.do(req{method: "GET", path: "/api/v1/audit/verify?whole=false", session: sid})
+	require.Equal(t, http.StatusOK, resp.StatusCode, b)
+	require.Contains(t, b, `"ok":true`)
+	require.Contains(t, b, `"whole":false`)
+	require.Contains(t, b, `"new":0`)
+	resp, b = e.do(req{method: "GET", path: "/api/v1/audit/verify", session: sid})
+	require.Equal(t, http.StatusOK, resp.StatusCode, b)
+	require.Contains(t, b, `"whole":true`, "a call without whole=false walks the whole chain every time")
+	resp, b = e.do(req{method: "GET", path: "/api/v1/audit/verify?whole=always", session: sid})
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode, b)
+	require.Contains(t, b, `"field":"whole"`)
+}

@@ -80,12 +80,14 @@ func New(o Options) (http.Handler, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	pg, err := pages.New(pages.Options{Rules: o.Rules, Auth: o.Auth, Fleet: o.Fleet, Alerts: o.Alerts, Rollouts: o.Rollouts, Charts: o.Charts,
+	// One checker: a whole walk of the audit chain serves the page and the API.
+	checker := versioning.NewAuditChecker(o.Rules, versioning.AuditCheckerOptions{Clock: o.Clock})
+	pg, err := pages.New(pages.Options{Rules: o.Rules, Auth: o.Auth, AuditChecker: checker, Fleet: o.Fleet, Alerts: o.Alerts, Rollouts: o.Rollouts, Charts: o.Charts,
 		AlertRouting: o.AlertRouting, AlertBootstrap: o.AlertBootstrap, ConfigBand: o.ConfigBand, Clock: o.Clock, Logger: o.Logger, LiveInterval: o.LiveInterval, Stopping: o.Stopping})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	ap, err := api.New(api.Options{Rules: o.Rules, Fleet: o.Fleet, Alerts: o.Alerts, Rollouts: o.Rollouts,
+	ap, err := api.New(api.Options{Rules: o.Rules, AuditChecker: checker, Fleet: o.Fleet, Alerts: o.Alerts, Rollouts: o.Rollouts,
 		AlertRouting: o.AlertRouting, AlertBootstrap: o.AlertBootstrap, ConfigBand: o.ConfigBand, Clock: o.Clock, Logger: o.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)

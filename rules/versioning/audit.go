@@ -2,9 +2,11 @@ package versioning
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -242,4 +244,156 @@ func SplitRoles(s string) []Role {
 		out[i] = Role(p)
 	}
 	return out
+}
+
+// AuditSpanVerifier is implemented by stores that can verify the chain
+// from a point already verified instead of from the first entry. Both SQL
+// stores implement it; AuditChecker falls back to Auditor.VerifyAudit for
+// an Auditor that does not.
+type AuditSpanVerifier interface {
+	// VerifyAuditFrom checks the chain from a prefix that an earlier
+	// check verified, from.Entries entries ending in hash from.Head (as
+	// an AuditReport returned it). It guarantees that
+	//   - entry from.Entries is still stored with hash from.Head and its
+	//     content still hashes to it (the end of the prefix is unchanged
+	//     and not deleted; the log was not cut back),
+	//   - every entry after it up to the head links to it and verifies,
+	//     as VerifyAudit checks them, and so does the head itself,
+	//   - no entry lies past the head.
+	// It does not read the prefix's other entries: an edit to one of them
+	// that leaves the last entry alone is found only by VerifyAudit.
+	// A zero from (or one with Entries 0) checks the whole chain.
+	VerifyAuditFrom(ctx context.Context, from AuditReport) (AuditReport, error)
+}
+
+// DefaultWholeChainEvery is how often AuditChecker walks the whole chain
+// when its options leave WholeEvery zero.
+const DefaultWholeChainEvery = 10 * time.Minute
+
+// AuditCheckerOptions configures an AuditChecker.
+type AuditCheckerOptions struct {
+	// WholeEvery is how old the last whole walk may be before a check
+	// walks the whole chain again; 0 means DefaultWholeChainEvery.
+	WholeEvery time.Duration
+	// Clock reads the time of each check; nil means the real clock.
+	Clock interface{ Now() time.Time }
+}
+
+// AuditCheck says what one AuditChecker.Check verified, and when.
+type AuditCheck struct {
+	// AuditReport is the chain as verified now: its length and the hash of
+	// its last entry.
+	AuditReport
+	// Whole is set when this check walked the whole chain.
+	Whole bool `json:"whole"`
+	// WholeAt is when the last whole walk that passed ended (this one if
+	// Whole), and WholeEntries how many entries it verified.
+	WholeAt      time.Time `json:"whole_at"`
+	WholeEntries int64     `json:"whole_entries"`
+	// New is how many entries past the last verified one this check
+	// verified (all of them if Whole).
+	New int64 `json:"new"`
+	// NextWhole is when a check walks the whole chain again at the latest
+	// (WholeEvery after the last whole walk).
+	NextWhole time.Time `json:"next_whole"`
+}
+
+// AuditChecker verifies the audit chain for views that ask often (the UI's
+// audit page, its API), at a cost that does not grow with the log: it
+// remembers, per process, the last verified (entries, hash) and verifies
+// only the entries past it plus that the prefix's last entry is unchanged
+// (AuditSpanVerifier); the whole chain is walked on the first check, when
+// the last whole walk is older than WholeEvery, and when a check asks for
+// it. So an edit to an old entry is reported by the next whole walk, at
+// most WholeEvery after it (or at once on request); an edit to the last
+// verified entry, a cut of the log, or a bad new entry by the next check.
+//
+// A broken chain is sticky: once a check found one, every later check
+// reports it (reading the store only for the whole walks, which go on at
+// the same pace) until a whole walk passes again. A log restored from a
+// backup to fewer entries than were verified reads as broken too (entries
+// removed) until a whole walk of the restored log passes.
+// An AuditChecker is safe for concurrent use; checks run one at a time, and
+// a request for a whole walk that waited for another whole walk that
+// started after it takes that walk's result.
+type AuditChecker struct {
+	a     Auditor
+	every time.Duration
+	clock interface{ Now() time.Time }
+	turn  chan struct{} // one check at a time; a slot held while checking
+
+	// Guarded by turn.
+	mark                 AuditReport // last verified prefix; zero before the first whole walk
+	wholeStart, wholeEnd time.Time   // the last passing whole walk
+	wholeEntries         int64
+	walked               time.Time // when the last whole walk that finished (passing or not) ended
+	broken               error     // the chain error last found, until a whole walk passes
+}
+
+// NewAuditChecker returns a checker of a's chain.
+func NewAuditChecker(a Auditor, o AuditCheckerOptions) *AuditChecker {
+	if o.WholeEvery <= 0 {
+		o.WholeEvery = DefaultWholeChainEvery
+	}
+	if o.Clock == nil {
+		o.Clock = realClock{}
+	}
+	return &AuditChecker{a: a, every: o.WholeEvery, clock: o.Clock, turn: make(chan struct{}, 1)}
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+// Check verifies the chain: the whole of it if whole is set, on the first
+// check, after a broken chain was found, or when the last whole walk is
+// older than WholeEvery; otherwise only what AuditSpanVerifier checks. It
+// returns a *ChainError (wrapping ErrTampered) for a broken chain, and the
+// store's error, with nothing remembered, when the store did not answer.
+func (c *AuditChecker) Check(ctx context.Context, whole bool) (AuditCheck, error) {
+	asked := c.clock.Now()
+	select {
+	case c.turn <- struct{}{}:
+	case <-ctx.Done():
+		return AuditCheck{}, ctx.Err()
+	}
+	defer func() { <-c.turn }()
+	now := c.clock.Now()
+	span, ok := c.a.(AuditSpanVerifier)
+	if whole && c.wholeStart.After(asked) && c.mark.Entries == c.wholeEntries && c.broken == nil {
+		// A whole walk started after this request arrived and passed
+		// meanwhile, and nothing was checked since.
+		return AuditCheck{AuditReport: c.mark, Whole: true, WholeAt: c.wholeEnd, WholeEntries: c.wholeEntries,
+			New: c.wholeEntries, NextWhole: c.walked.Add(c.every)}, nil
+	}
+	due := now.Sub(c.walked) >= c.every
+	if !whole && !due && c.broken != nil {
+		return AuditCheck{}, c.broken
+	}
+	whole = whole || due || !ok || c.mark.Head == "" || c.broken != nil
+	var rep AuditReport
+	var err error
+	if whole {
+		rep, err = c.a.VerifyAudit(ctx)
+	} else {
+		rep, err = span.VerifyAuditFrom(ctx, c.mark)
+	}
+	if whole && (err == nil || errors.Is(err, ErrTampered)) {
+		c.walked = c.clock.Now()
+	}
+	if err != nil {
+		if errors.Is(err, ErrTampered) {
+			c.broken = err
+		}
+		return AuditCheck{}, err
+	}
+	out := AuditCheck{AuditReport: rep, Whole: whole, New: rep.Entries - c.mark.Entries}
+	if whole {
+		c.broken = nil
+		c.wholeStart, c.wholeEnd, c.wholeEntries = now, c.walked, rep.Entries
+		out.New = rep.Entries
+	}
+	c.mark = rep
+	out.WholeAt, out.WholeEntries, out.NextWhole = c.wholeEnd, c.wholeEntries, c.walked.Add(c.every)
+	return out, nil
 }

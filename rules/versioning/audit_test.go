@@ -1,8 +1,10 @@
 package versioning_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/rules/versioning/internal/conformance"
+	"governor.dev/governor/sdk/clock"
 )
 
 func chain(n int) []versioning.AuditEntry {
@@ -127,4 +131,271 @@ func TestAuditFilterValidate(t *testing.T) {
 			require.Equal(t, tt.fields, fieldNames(t, tt.f.Validate()))
 		})
 	}
+}
+
+// seedAudit writes n chained entries straight into the rule_audit table
+// and moves the head to the last, as n appends would have; each carries a
+// detail of about 300 bytes, the size of a proposal's.
+func seedAudit(tb testing.TB, h conformance.Harness, n int) {
+	tb.Helper()
+	ctx := context.Background()
+	detail := json.RawMessage(`{"reason":"` + strings.Repeat("r", 200) + `","base":41,"changes":[{"path":"routes.api.rate_limit.rate","old":100,"new":150}]}`)
+	prev := versioning.GenesisHash
+	at := time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC)
+	const batch = 1000
+	for from := 0; from < n; from += batch {
+		var q strings.Builder
+		q.WriteString(`INSERT INTO rule_audit (seq, at, actor, roles, action, service, version, detail, prev_hash, hash) VALUES `)
+		var args []any
+		for i := from; i < min(from+batch, n); i++ {
+			e := versioning.AuditEntry{Seq: int64(i + 1), At: at.Add(time.Duration(i) * time.Second), Actor: "alice",
+				Roles: []versioning.Role{versioning.RoleOperator}, Action: versioning.ActionPropose, Service: "checkout",
+				Version: int64(i + 1), Detail: detail, PrevHash: prev}
+			e.Hash = e.ComputeHash()
+			prev = e.Hash
+			if i > from {
+				q.WriteString(", ")
+			}
+			k := len(args)
+			fmt.Fprintf(&q, "($%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d, $%d)", k+1, k+2, k+3, k+4, k+5, k+6, k+7, k+8, k+9, k+10)
+			args = append(args, e.Seq, e.At, e.Actor, versioning.JoinRoles(e.Roles), string(e.Action), e.Service, e.Version,
+				string(e.Detail), e.PrevHash, e.Hash)
+		}
+		require.NoError(tb, h.Exec(ctx, q.String(), args...))
+	}
+	require.NoError(tb, h.Exec(ctx, `UPDATE rule_audit_head SET seq = $1, hash = $2 WHERE id = 1`, int64(n), prev))
+	require.NoError(tb, h.Exec(ctx, `ANALYZE rule_audit`))
+}
+
+// BenchmarkVerifyAudit measures checking the chain of a log of 100,000
+// entries: "whole" walks all of it (VerifyAudit, what every view of the
+// audit page paid before AuditChecker), "checker" is a view between two
+// whole walks (AuditChecker.Check with 10 entries appended since the last
+// view).
+func BenchmarkVerifyAudit(b *testing.B) {
+	const n = 100000
+	for _, o := range openers {
+		b.Run(o.name+"/entries=100000/whole", func(b *testing.B) {
+			ctx := context.Background()
+			h := o.open(b)
+			seedAudit(b, h, n)
+			b.ResetTimer()
+			for range b.N {
+				rep, err := h.Store.VerifyAudit(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if rep.Entries != n {
+					b.Fatalf("verified %d entries, want %d", rep.Entries, n)
+				}
+			}
+		})
+		b.Run(o.name+"/entries=100000/checker", func(b *testing.B) {
+			ctx := context.Background()
+			h := o.open(b)
+			seedAudit(b, h, n)
+			c := versioning.NewAuditChecker(h.Store, versioning.AuditCheckerOptions{WholeEvery: time.Hour})
+			if _, err := c.Check(ctx, false); err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for range b.N {
+				b.StopTimer()
+				for i := range 10 {
+					if _, err := h.Store.RecordAudit(ctx, versioning.AuditRecord{Actor: versioning.Actor{Name: "carol"},
+						Action: "bench.entry", Detail: []byte(fmt.Sprintf(`{"i":%d}`, i))}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StartTimer()
+				rep, err := c.Check(ctx, false)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if rep.Whole || rep.New != 10 {
+					b.Fatalf("checked %+v, want 10 new entries and no whole walk", rep)
+				}
+			}
+		})
+	}
+}
+
+func recordEntries(t *testing.T, a versioning.Auditor, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		_, err := a.RecordAudit(context.Background(), versioning.AuditRecord{Actor: versioning.Actor{Name: "carol"},
+			Action: "test.entry", Detail: []byte(fmt.Sprintf(`{"i":%d}`, i))})
+		require.NoError(t, err)
+	}
+}
+
+func requireBrokenAt(t *testing.T, err error, seq int64) {
+	t.Helper()
+	require.ErrorIs(t, err, versioning.ErrTampered)
+	var ce *versioning.ChainError
+	require.True(t, errors.As(err, &ce), err)
+	require.Equal(t, seq, ce.Seq, ce.Problem)
+}
+
+// TestAuditCheckerVerifiesOnlyNewEntriesBetweenWholeWalks: after a whole
+// walk, a check verifies the entries appended since and says when the
+// whole chain was last verified; once WholeEvery has passed, or on request,
+// it walks the whole chain again.
+func TestAuditCheckerVerifiesOnlyNewEntriesBetweenWholeWalks(t *testing.T) {
+	for _, o := range openers {
+		t.Run(o.name, func(t *testing.T) {
+			ctx := context.Background()
+			h := o.open(t)
+			recordEntries(t, h.Store, 10)
+			clk := clock.NewFake(time.Date(2026, 3, 1, 14, 2, 0, 0, time.UTC))
+			c := versioning.NewAuditChecker(h.Store, versioning.AuditCheckerOptions{WholeEvery: 10 * time.Minute, Clock: clk})
+			first, err := c.Check(ctx, false)
+			require.NoError(t, err)
+			require.True(t, first.Whole, "the first check walks the whole chain")
+			require.Equal(t, int64(10), first.Entries)
+			require.Equal(t, int64(10), first.New)
+			require.True(t, clk.Now().Equal(first.WholeAt))
+
+			recordEntries(t, h.Store, 3)
+			clk.Advance(time.Minute)
+			next, err := c.Check(ctx, false)
+			require.NoError(t, err)
+			require.False(t, next.Whole)
+			require.Equal(t, int64(13), next.Entries)
+			require.Equal(t, int64(3), next.New)
+			require.True(t, first.WholeAt.Equal(next.WholeAt))
+			require.Equal(t, int64(10), next.WholeEntries)
+			full, err := h.Store.VerifyAudit(ctx)
+			require.NoError(t, err)
+			require.Equal(t, full, next.AuditReport)
+
+			asked, err := c.Check(ctx, true)
+			require.NoError(t, err)
+			require.True(t, asked.Whole, "asked for")
+			require.Equal(t, int64(13), asked.WholeEntries)
+
+			clk.Advance(10 * time.Minute)
+			due, err := c.Check(ctx, false)
+			require.NoError(t, err)
+			require.True(t, due.Whole, "the last whole walk is WholeEvery old")
+			require.True(t, clk.Now().Equal(due.WholeAt))
+		})
+	}
+}
+
+// TestAuditCheckerReportsAnEditedOldEntryAtTheNextWholeWalk: an old entry
+// edited after a whole walk is not seen by the checks between whole walks
+// (they read only the new entries and the last verified one); the next
+// whole walk reports it, and every check after reports it until a whole
+// walk passes.
+func TestAuditCheckerReportsAnEditedOldEntryAtTheNextWholeWalk(t *testing.T) {
+	for _, o := range openers {
+		t.Run(o.name, func(t *testing.T) {
+			ctx := context.Background()
+			h := o.open(t)
+			recordEntries(t, h.Store, 10)
+			clk := clock.NewFake(time.Date(2026, 3, 1, 14, 2, 0, 0, time.UTC))
+			c := versioning.NewAuditChecker(h.Store, versioning.AuditCheckerOptions{WholeEvery: 10 * time.Minute, Clock: clk})
+			_, err := c.Check(ctx, false)
+			require.NoError(t, err)
+			require.NoError(t, h.Tamper(ctx, `UPDATE rule_audit SET actor = 'mallory' WHERE seq = 2`))
+
+			between, err := c.Check(ctx, false)
+			require.NoError(t, err, "between whole walks only the last verified entry is read back")
+			require.False(t, between.Whole)
+
+			clk.Advance(10 * time.Minute)
+			_, err = c.Check(ctx, false)
+			requireBrokenAt(t, err, 2)
+			clk.Advance(time.Minute)
+			_, err = c.Check(ctx, false)
+			requireBrokenAt(t, err, 2)
+		})
+	}
+}
+
+// TestAuditCheckerReportsAnEditedOldEntryWhenAskedForTheWholeChain: the
+// whole walk on request finds what the checks between whole walks cannot.
+func TestAuditCheckerReportsAnEditedOldEntryWhenAskedForTheWholeChain(t *testing.T) {
+	for _, o := range openers {
+		t.Run(o.name, func(t *testing.T) {
+			ctx := context.Background()
+			h := o.open(t)
+			recordEntries(t, h.Store, 10)
+			clk := clock.NewFake(time.Date(2026, 3, 1, 14, 2, 0, 0, time.UTC))
+			c := versioning.NewAuditChecker(h.Store, versioning.AuditCheckerOptions{Clock: clk})
+			_, err := c.Check(ctx, false)
+			require.NoError(t, err)
+			require.NoError(t, h.Tamper(ctx, `UPDATE rule_audit SET detail = '{"i":99}' WHERE seq = 4`))
+			clk.Advance(time.Second)
+			_, err = c.Check(ctx, true)
+			requireBrokenAt(t, err, 4)
+		})
+	}
+}
+
+// TestAuditCheckerReportsChangesToTheVerifiedEndAtOnce: the checks
+// between whole walks read the last verified entry back, so editing it,
+// rehashing it, or cutting the log back below it is reported by the next
+// check, as is a bad new entry.
+func TestAuditCheckerReportsChangesToTheVerifiedEndAtOnce(t *testing.T) {
+	tests := []struct {
+		name   string
+		tamper []string
+		seq    int64
+	}{
+		{"edited", []string{`UPDATE rule_audit SET actor = 'mallory' WHERE seq = 10`}, 10},
+		{"rehashed", []string{`UPDATE rule_audit SET hash = 'sha256:` + strings.Repeat("1", 64) + `' WHERE seq = 10`}, 10},
+		{"cut back", []string{`DELETE FROM rule_audit WHERE seq > 8`,
+			`UPDATE rule_audit_head SET seq = 8, hash = (SELECT hash FROM rule_audit WHERE seq = 8)`}, 9},
+		{"bad new entry", []string{`INSERT INTO rule_audit (seq, at, actor, roles, action, service, version, detail, prev_hash, hash)
+			SELECT 11, at, 'mallory', roles, action, service, version, detail, hash, hash FROM rule_audit WHERE seq = 10`,
+			`UPDATE rule_audit_head SET seq = 11, hash = (SELECT hash FROM rule_audit WHERE seq = 10)`}, 11},
+	}
+	for _, o := range openers {
+		for _, tt := range tests {
+			t.Run(o.name+"/"+tt.name, func(t *testing.T) {
+				ctx := context.Background()
+				h := o.open(t)
+				recordEntries(t, h.Store, 10)
+				clk := clock.NewFake(time.Date(2026, 3, 1, 14, 2, 0, 0, time.UTC))
+				c := versioning.NewAuditChecker(h.Store, versioning.AuditCheckerOptions{Clock: clk})
+				_, err := c.Check(ctx, false)
+				require.NoError(t, err)
+				for _, q := range tt.tamper {
+					require.NoError(t, h.Tamper(ctx, q), q)
+				}
+				clk.Advance(time.Second)
+				_, err = c.Check(ctx, false)
+				requireBrokenAt(t, err, tt.seq)
+			})
+		}
+	}
+}
+
+// wholeOnly is an Auditor that can only walk the whole chain.
+type wholeOnly struct {
+	versioning.Auditor
+	walks int
+}
+
+func (w *wholeOnly) VerifyAudit(ctx context.Context) (versioning.AuditReport, error) {
+	w.walks++
+	return w.Auditor.VerifyAudit(ctx)
+}
+
+// TestAuditCheckerWalksTheWholeChainOfAStoreWithoutSpans: an Auditor
+// that does not implement AuditSpanVerifier is checked whole every time.
+func TestAuditCheckerWalksTheWholeChainOfAStoreWithoutSpans(t *testing.T) {
+	ctx := context.Background()
+	h := sqliteHarness(t, conformance.Options{})
+	recordEntries(t, h.Store, 3)
+	w := &wholeOnly{Auditor: h.Store}
+	c := versioning.NewAuditChecker(w, versioning.AuditCheckerOptions{})
+	for range 2 {
+		rep, err := c.Check(ctx, false)
+		require.NoError(t, err)
+		require.True(t, rep.Whole)
+	}
+	require.Equal(t, 2, w.walks)
 }

@@ -48,6 +48,11 @@ type Options struct {
 	// ConfigBand gives the engine's configured band of a service; may be nil.
 	ConfigBand model.ConfigBand
 
+	// AuditChecker verifies the audit chain for the audit verify route; nil: one of
+	// its own over Rules (ui.New shares one between the pages and the API,
+	// so that a whole walk done for one serves the other).
+	AuditChecker *versioning.AuditChecker
+
 	Clock  clock.Clock
 	Logger *slog.Logger
 	// MaxBody bounds request bodies; default 2 MiB.
@@ -64,6 +69,9 @@ func New(o Options) (*API, error) {
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
+	}
+	if o.AuditChecker == nil {
+		o.AuditChecker = versioning.NewAuditChecker(o.Rules, versioning.AuditCheckerOptions{Clock: o.Clock})
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -612,8 +620,20 @@ func (a *API) audit(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"entries": entries})
 }
 
+// verify checks the audit chain through the AuditChecker: the whole chain,
+// as a script checking the log expects, or with ?whole=false the entries
+// since the last check (and the whole chain when its last whole walk is
+// old enough), as the audit page does.
 func (a *API) verify(w http.ResponseWriter, r *http.Request) {
-	rep, err := a.o.Rules.VerifyAudit(r.Context())
+	whole := true
+	if s := r.URL.Query().Get("whole"); s != "" {
+		var err error
+		if whole, err = strconv.ParseBool(s); err != nil {
+			a.fail(w, r, &versioning.InputError{Errors: []rules.FieldError{{Field: "whole", Problem: fmt.Sprintf("%q: want true or false", s)}}})
+			return
+		}
+	}
+	rep, err := a.o.AuditChecker.Check(r.Context(), whole)
 	var ce *versioning.ChainError
 	if errors.As(err, &ce) {
 		writeJSON(w, http.StatusOK, map[string]any{"ok": false, "seq": ce.Seq, "problem": ce.Problem})
@@ -623,5 +643,6 @@ func (a *API) verify(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "entries": rep.Entries, "head": rep.Head})
+	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "entries": rep.Entries, "head": rep.Head,
+		"whole": rep.Whole, "whole_at": rep.WholeAt, "whole_entries": rep.WholeEntries, "new": rep.New, "next_whole": rep.NextWhole})
 }

@@ -24,10 +24,14 @@ var AuditActions = []versioning.Action{
 }
 
 type auditData struct {
-	Filter    versioning.AuditFilter
-	Entries   []versioning.AuditEntry
-	Report    versioning.AuditReport
+	Filter  versioning.AuditFilter
+	Entries []versioning.AuditEntry
+	// Check is what this view verified of the chain: the whole of it, or
+	// the entries since the last check (see versioning.AuditChecker).
+	Check     versioning.AuditCheck
 	VerifyErr string
+	// WholeLink asks for a walk of the whole chain now.
+	WholeLink string
 	// Unverified is why the chain could not be checked (the store did not
 	// answer): not a broken chain, which VerifyErr reports.
 	Unverified string
@@ -35,9 +39,15 @@ type auditData struct {
 	Older      string
 }
 
+// auditPage is how many entries the audit page shows at once, newest
+// first; Older pages back.
+const auditPage = 100
+
 func (p *Pages) audit(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := versioning.AuditFilter{Service: q.Get("service"), Actor: q.Get("actor"), Action: versioning.Action(q.Get("action")), Newest: true, Limit: 100}
+	// One more than a page: whether it comes back says whether an older
+	// page holds anything.
+	f := versioning.AuditFilter{Service: q.Get("service"), Actor: q.Get("actor"), Action: versioning.Action(q.Get("action")), Newest: true, Limit: auditPage + 1}
 	if b := q.Get("before"); b != "" {
 		n, err := strconv.ParseInt(b, 10, 64)
 		if err != nil || n < 1 {
@@ -51,8 +61,19 @@ func (p *Pages) audit(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, r, err)
 		return
 	}
+	older := len(entries) > auditPage
+	entries = entries[:min(len(entries), auditPage)]
 	d := auditData{Filter: f, Entries: entries, Actions: AuditActions}
-	d.Report, err = p.o.Rules.VerifyAudit(r.Context())
+	// ?verify=whole walks the whole chain now instead of the entries since
+	// the last check.
+	d.Check, err = p.o.AuditChecker.Check(r.Context(), q.Get("verify") == "whole")
+	wq := url.Values{}
+	for k, v := range q {
+		wq[k] = v
+	}
+	wq.Set("verify", "whole")
+	d.WholeLink = "/audit?" + wq.Encode()
+	q.Del("verify")
 	var ce *versioning.ChainError
 	switch {
 	case errors.As(err, &ce):
@@ -62,7 +83,7 @@ func (p *Pages) audit(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		d.Unverified = httperr.Message(err)
 	}
-	if len(entries) == f.Limit {
+	if older {
 		q.Set("before", strconv.FormatInt(entries[len(entries)-1].Seq, 10))
 		d.Older = "/audit?" + url.Values(q).Encode()
 	}

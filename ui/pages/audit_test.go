@@ -3,8 +3,10 @@ package pages
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -43,4 +45,33 @@ func TestAuditPageTellsAnUncheckedChainFromABrokenOne(t *testing.T) {
 			require.NotContains(t, body, c.not)
 		})
 	}
+}
+
+// TestAuditPageVerifiesNewEntriesBetweenWholeWalks: the first view walks
+// the whole chain; a later one verifies only the entries appended since
+// and says when the whole chain was verified and when it will be again;
+// "Verify the whole chain now" walks it at once.
+func TestAuditPageVerifiesNewEntriesBetweenWholeWalks(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	sid, _ := h.session("alice")
+	_, body := h.do("GET", "/audit", sid, "", nil)
+	rep, err := h.store.VerifyAudit(ctx)
+	require.NoError(t, err)
+	require.Contains(t, body, fmt.Sprintf("Whole chain verified now: %d entries", rep.Entries))
+	require.Contains(t, body, `<a href="/audit?verify=whole">Verify the whole chain now</a>`)
+
+	for i := range 2 {
+		_, err := h.store.RecordAudit(ctx, versioning.AuditRecord{Actor: versioning.Actor{Name: "carol"}, Action: "test.entry",
+			Detail: []byte(fmt.Sprintf(`{"i":%d}`, i))})
+		require.NoError(t, err)
+	}
+	h.clk.Advance(time.Minute)
+	_, body = h.do("GET", "/audit?action=test.entry", sid, "", nil)
+	require.Contains(t, body, fmt.Sprintf("Whole chain verified at 2026-03-01 09:00:00 UTC, %d entries; 2 new entries verified now", rep.Entries))
+	require.Contains(t, body, "at the latest at 2026-03-01 09:10:00 UTC")
+	require.Contains(t, body, `<a href="/audit?action=test.entry&amp;verify=whole">Verify the whole chain now</a>`)
+
+	_, body = h.do("GET", "/audit?action=test.entry&verify=whole", sid, "", nil)
+	require.Contains(t, body, fmt.Sprintf("Whole chain verified now: %d entries", rep.Entries+2))
 }

@@ -43,6 +43,11 @@ type Options struct {
 	AlertBootstrap string
 	ConfigBand     model.ConfigBand
 
+	// AuditChecker verifies the audit chain for the audit page; nil: one of
+	// its own over Rules (ui.New shares one between the pages and the API,
+	// so that a whole walk done for one serves the other).
+	AuditChecker *versioning.AuditChecker
+
 	Clock  clock.Clock
 	Logger *slog.Logger
 	// LiveInterval is how often the overview stream sends rows; default 2s.
@@ -67,6 +72,9 @@ func New(o Options) (*Pages, error) {
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
+	}
+	if o.AuditChecker == nil {
+		o.AuditChecker = versioning.NewAuditChecker(o.Rules, versioning.AuditCheckerOptions{Clock: o.Clock})
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

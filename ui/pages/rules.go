@@ -27,7 +27,7 @@ type timelineData struct {
 	Error                 string
 	// Undeliverable says, by version, why the relay could not deliver it.
 	Undeliverable map[int64]string
-	// Older links to the page of older versions when this one is full.
+	// Older links to the page of older versions when there are any.
 	Older string
 }
 
@@ -42,7 +42,10 @@ func (p *Pages) timeline(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	f := versioning.ListFilter{Service: svc, Limit: timelinePage}
+	// One more than a page: whether it comes back says whether an older
+	// page holds anything (a link to an empty page would send an SRE
+	// looking for versions that do not exist).
+	f := versioning.ListFilter{Service: svc, Limit: timelinePage + 1}
 	if st := q.Get("state"); st != "" {
 		f.States = []versioning.State{versioning.State(st)}
 	}
@@ -59,8 +62,10 @@ func (p *Pages) timeline(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, r, err)
 		return
 	}
+	older := len(vs) > timelinePage
+	vs = vs[:min(len(vs), timelinePage)]
 	d := timelineData{Service: svc, Versions: vs, Error: q.Get("error")}
-	if len(vs) == f.Limit {
+	if older {
 		q.Del("error")
 		q.Set("before", strconv.FormatInt(vs[len(vs)-1].Number, 10))
 		d.Older = "/services/" + svc + "/rules?" + q.Encode()

@@ -153,6 +153,17 @@ const verifyPage = 1000
 // The walk as a whole is bounded by ctx only (a long log takes a while); each
 // page read is bounded by the store's timeout.
 func (s *Store) VerifyAudit(ctx context.Context) (versioning.AuditReport, error) {
+	return s.verifyFrom(ctx, versioning.AuditReport{})
+}
+
+// VerifyAuditFrom implements versioning.AuditSpanVerifier: VerifyAudit's
+// walk, started after entry from.Entries once that entry is read back and
+// found stored with hash from.Head and hashing to it.
+func (s *Store) VerifyAuditFrom(ctx context.Context, from versioning.AuditReport) (versioning.AuditReport, error) {
+	return s.verifyFrom(ctx, from)
+}
+
+func (s *Store) verifyFrom(ctx context.Context, from versioning.AuditReport) (versioning.AuditReport, error) {
 	var rep versioning.AuditReport
 	err := s.timed(ctx, "verify_audit", func(ctx context.Context) error {
 		var headSeq, lastSeq int64
@@ -171,6 +182,12 @@ func (s *Store) VerifyAudit(ctx context.Context) (versioning.AuditReport, error)
 				"entry past the chain head (not chained): the head records %d entries, the log holds entries up to %d", headSeq, lastSeq)}
 		}
 		seq, hash := int64(0), versioning.GenesisHash
+		if from.Entries > 0 {
+			if err := s.checkMark(ctx, from, headSeq); err != nil {
+				return err
+			}
+			seq, hash = from.Entries, from.Head
+		}
 		for seq < headSeq {
 			var page []versioning.AuditEntry
 			err := s.bounded(ctx, func(ctx context.Context) error {
@@ -198,6 +215,36 @@ func (s *Store) VerifyAudit(ctx context.Context) (versioning.AuditReport, error)
 		return nil
 	})
 	return rep, err
+}
+
+// checkMark reads back the last entry of a verified prefix: it must still
+// be there, below the head, stored with the hash it was verified with, and
+// hash to it.
+func (s *Store) checkMark(ctx context.Context, from versioning.AuditReport, headSeq int64) error {
+	if headSeq < from.Entries {
+		return &versioning.ChainError{Seq: headSeq + 1, Problem: fmt.Sprintf(
+			"the chain head records %d entries, %d were verified before (entries removed)", headSeq, from.Entries)}
+	}
+	var page []versioning.AuditEntry
+	if err := s.bounded(ctx, func(ctx context.Context) error {
+		var err error
+		page, err = s.auditPage(ctx, `SELECT `+auditColumns+` FROM rule_audit WHERE seq = $1`, from.Entries)
+		return err
+	}); err != nil {
+		return err
+	}
+	switch {
+	case len(page) == 0:
+		return &versioning.ChainError{Seq: from.Entries, Problem: "entry verified before is missing"}
+	case page[0].Hash != from.Head:
+		return &versioning.ChainError{Seq: from.Entries, Problem: fmt.Sprintf(
+			"stored hash %s differs from the %s it was verified with", page[0].Hash, from.Head)}
+	}
+	if h := page[0].ComputeHash(); h != from.Head {
+		return &versioning.ChainError{Seq: from.Entries, Problem: fmt.Sprintf(
+			"content does not match its hash (stored %s, computed %s)", from.Head, h)}
+	}
+	return nil
 }
 
 // RecordAudit implements versioning.Auditor.
@@ -241,3 +288,5 @@ func checkRecord(r versioning.AuditRecord) ([]byte, error) {
 	}
 	return versioning.CompactDetail(r.Detail)
 }
+
+var _ versioning.AuditSpanVerifier = (*Store)(nil)
