@@ -82,7 +82,10 @@
 //
 // Every action appends an AuditEntry whose hash chains to the previous entry
 // (sha256 over canonical JSON); VerifyAudit walks the chain and names the
-// first broken entry. In PostgreSQL a trigger refuses UPDATE, DELETE and
+// first broken entry. An AuditChecker, for views of the log, verifies only
+// what was appended since its last check (and that the last entry it
+// verified is unchanged), walking the whole chain at most
+// DefaultWholeChainEvery apart and on request. In PostgreSQL a trigger refuses UPDATE, DELETE and
 // TRUNCATE of audit rows and the application role is granted only SELECT and
 // INSERT on them.
 //
