@@ -109,6 +109,11 @@ type App struct {
 	// restored: this replica read the state its predecessor saved at its
 	// takeover (tick goroutine only). Until it has, it saves nothing.
 	restored bool
+
+	// servicesChecked: the per-service sections of the configuration were
+	// compared with the services the engine knows (tick goroutine only).
+	servicesChecked bool
+
 	guard    *guardrail.Guard
 	elector  leader.Elector
 	fleet    *demo.Fleet
@@ -368,8 +373,9 @@ func (a *App) buildEngine() error {
 		return api.LatencyLevels{Warn: warn, Critical: crit, Source: source}, ok
 	}
 	if a.cfg.Database != "" {
-		a.elector, err = leader.NewPostgres(leader.PostgresOptions{URL: a.cfg.Database, Identity: a.cfg.Identity,
-			Clock: a.o.Clock, Events: a.sink, Logger: a.log, Registerer: a.o.Registry})
+		lo := LeaderOptions(a.cfg)
+		lo.Clock, lo.Events, lo.Logger, lo.Registerer = a.o.Clock, a.sink, a.log, a.o.Registry
+		a.elector, err = leader.NewPostgres(lo)
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrStart, err)
 		}
@@ -377,6 +383,13 @@ func (a *App) buildEngine() error {
 		a.elector = &leader.Local{ID: a.cfg.Identity}
 	}
 	return nil
+}
+
+// LeaderOptions converts the database, identity and leader section of the
+// configuration for the Postgres elector; the caller adds the clock,
+// events, logger and registerer.
+func LeaderOptions(c config.Config) leader.PostgresOptions {
+	return leader.PostgresOptions{URL: c.Database, Identity: c.Identity, MaxClockSkew: c.Leader.MaxClockSkew}
 }
 
 // RecommendOptions converts the recommend section of the configuration.
@@ -594,12 +607,51 @@ func (a *App) tick(ctx context.Context, at time.Time) {
 	if err != nil {
 		a.log.Warn("evaluation", "tick", at, "err", err)
 	}
+	if !a.servicesChecked && len(res.Scores) > 0 && ctx.Err() == nil {
+		a.checkConfiguredServices(ctx, res.Scores)
+	}
 	for _, s := range res.Submitted {
 		a.log.Info("recommendation", "service", s.Version.Service, "version", s.Version.Number, "auto_applied", s.AutoApplied,
 			"policy", s.Policy, "reason", s.Version.Reason)
 	}
 	if (err == nil || len(res.Scores) > 0) && ctx.Err() == nil {
 		a.cycleCompleted()
+	}
+}
+
+// checkConfiguredServices warns, at the first cycle that scored services,
+// of the per-service sections of the configuration naming a service that
+// neither the cycle's signals nor the rules store know. A store that
+// cannot be read defers the check to the next cycle.
+func (a *App) checkConfiguredServices(ctx context.Context, scores []loadscore.Score) {
+	if len(a.cfg.ServiceKeys()) == 0 {
+		a.servicesChecked = true
+		return
+	}
+	infos, err := a.store.Services(ctx)
+	if err != nil {
+		return
+	}
+	a.servicesChecked = true
+	known := make(map[string]bool, len(scores)+len(infos))
+	for _, s := range scores {
+		known[s.Key.Service] = true
+	}
+	for _, i := range infos {
+		known[i.Name] = true
+	}
+	a.warnUnknownServices(func(service string) bool { return known[service] })
+}
+
+// warnUnknownServices logs each per-service entry of the configuration
+// whose service known does not know: most likely a misspelling, whose
+// settings never apply.
+func (a *App) warnUnknownServices(known func(service string) bool) {
+	for _, k := range a.cfg.ServiceKeys() {
+		if !known(k.Service) {
+			a.log.Warn("the configuration names a service the engine does not know (not in the signals nor the rules store): its settings apply only once such a service appears; check the spelling",
+				"field", k.Field, "service", k.Service)
+		}
 	}
 }
 

@@ -1,8 +1,10 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -181,5 +183,35 @@ func TestStartOnATakenPortLeavesNoAdminWithAnUnseenPassword(t *testing.T) {
 	defer a.close()
 	if !a.adminEnsured.Created || a.adminEnsured.Password == "" || !strings.Contains(a.adminEnsured.Banner(), a.adminEnsured.Password) {
 		t.Fatalf("the start after one that failed on its port ensured %+v: no one-time password to show", a.adminEnsured)
+	}
+}
+
+// TestLeaderOptions: leader.max_clock_skew reaches the Postgres elector.
+func TestLeaderOptions(t *testing.T) {
+	c := config.Default()
+	c.Database, c.Identity = "postgres://db/governor", "replica-1"
+	if o := LeaderOptions(c); o.MaxClockSkew != 10*time.Second || o.URL != c.Database || o.Identity != "replica-1" {
+		t.Fatalf("defaults: %+v", o)
+	}
+	c.Leader.MaxClockSkew = 2 * time.Second
+	if o := LeaderOptions(c); o.MaxClockSkew != 2*time.Second {
+		t.Fatalf("leader.max_clock_skew 2s reached the elector as %s", o.MaxClockSkew)
+	}
+}
+
+// TestConfiguredServicesTheEngineDoesNotKnowAreLogged: a well-formed
+// service name in a per-service section that neither the signals nor the
+// rules store know (a misspelling, most likely) is logged once by its
+// field; known services are not.
+func TestConfiguredServicesTheEngineDoesNotKnowAreLogged(t *testing.T) {
+	var buf bytes.Buffer
+	c := config.Default()
+	c.Bands.Services = map[string]config.Band{"chekout": {Manual: true}, "search": {Manual: true}}
+	c.AlertLevels.Services = map[string]config.ServiceLevels{"payments": {Disabled: true}}
+	a := &App{cfg: c, log: slog.New(slog.NewTextHandler(&buf, nil))}
+	a.warnUnknownServices(func(s string) bool { return s == "search" || s == "payments" })
+	out := buf.String()
+	if !strings.Contains(out, `field="bands.services[\"chekout\"]"`) || strings.Count(out, "\n") != 1 {
+		t.Fatalf("log:\n%s\nwant one warning naming bands.services[\"chekout\"]", out)
 	}
 }

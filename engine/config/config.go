@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net"
 	"net/url"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"governor.dev/governor/rules/versioning"
 )
 
 // ErrInvalid is wrapped by every configuration error.
@@ -33,6 +36,8 @@ type Config struct {
 	// Identity names this replica in leader election; default the host
 	// name and process id.
 	Identity string `yaml:"identity"`
+	// Leader tunes the election among replicas (with a Postgres database).
+	Leader Leader `yaml:"leader"`
 	// Interval between evaluation cycles.
 	Interval time.Duration `yaml:"interval"`
 	NATS     NATS          `yaml:"nats"`
@@ -51,6 +56,21 @@ type Config struct {
 	// a new leader continues where it stopped.
 	State State `yaml:"state"`
 	Demo  Demo  `yaml:"demo"`
+}
+
+// Leader tunes the election of the replica that evaluates (package
+// engine/leader, PostgresOptions). It applies with a Postgres database;
+// with SQLite the one replica always leads.
+type Leader struct {
+	// MaxClockSkew is how far ahead of the database clock a replica's
+	// clock may run and still claim ticks. Ticks are named by the
+	// replicas' wall clocks and only move forward, so a replica whose
+	// clock runs ahead by more than this claims no tick (logged, with
+	// the skew): otherwise the other replicas could claim nothing until
+	// their clocks caught up. It is also the longest the others can be
+	// held back by a leader ahead by less. Between 100ms and 10m;
+	// default 10s.
+	MaxClockSkew time.Duration `yaml:"max_clock_skew"`
 }
 
 // State configures the engine state the leader persists in the rules
@@ -235,8 +255,57 @@ type Band struct {
 
 // Bands are the default band and per-service overrides.
 type Bands struct {
-	Default  Band            `yaml:"default"`
+	Default Band `yaml:"default"`
+	// Services override the default band of single services: the keys a
+	// service's band leaves out are the default's (as written in the same
+	// file, wherever it stands), so a band that only sets a floor keeps
+	// the default's max_change_per_hour rather than 0, which would hold
+	// every change of the service for a person.
 	Services map[string]Band `yaml:"services"`
+}
+
+// bandsYAML is Bands without its UnmarshalYAML.
+type bandsYAML Bands
+
+// UnmarshalYAML decodes the bands over b, each service's band over the
+// default band. It takes the decoder's own unmarshal function so that
+// unknown and duplicate keys are refused as everywhere else.
+func (b *Bands) UnmarshalYAML(unmarshal func(any) error) error {
+	d := bandsYAML{Default: b.Default}
+	if err := unmarshal(&d); err != nil {
+		return err
+	}
+	// Which keys each service's band sets: a key left out is the
+	// default's, a key set to 0 is 0.
+	var written struct {
+		Default  yaml.Node                       `yaml:"default"` // known, not needed
+		Services map[string]map[string]yaml.Node `yaml:"services"`
+	}
+	if err := unmarshal(&written); err != nil {
+		return err
+	}
+	services := maps.Clone(b.Services) // never the map of the base configuration
+	if services == nil && len(d.Services) > 0 {
+		services = make(map[string]Band, len(d.Services))
+	}
+	for name, band := range d.Services {
+		keys := written.Services[name]
+		if _, ok := keys["manual"]; !ok {
+			band.Manual = d.Default.Manual
+		}
+		if _, ok := keys["max_change_per_hour"]; !ok {
+			band.MaxChangePerHour = d.Default.MaxChangePerHour
+		}
+		if _, ok := keys["floor"]; !ok {
+			band.Floor = d.Default.Floor
+		}
+		if _, ok := keys["ceiling"]; !ok {
+			band.Ceiling = d.Default.Ceiling
+		}
+		services[name] = band
+	}
+	b.Default, b.Services = d.Default, services
+	return nil
 }
 
 // Guardrail tunes the before/after comparison.
@@ -277,6 +346,7 @@ func Default() Config {
 		Listen:   "127.0.0.1:7070",
 		DataDir:  "./var",
 		Interval: 10 * time.Second,
+		Leader:   Leader{MaxClockSkew: 10 * time.Second},
 		NATS:     NATS{Prefix: "governor", TransitionRetention: 30 * 24 * time.Hour},
 		Metrics:  Metrics{ScrapeInterval: 15 * time.Second, Window: time.Minute},
 		Score:    Score{Latency: 250 * time.Millisecond, HalfLife: 30 * time.Second},
@@ -380,6 +450,12 @@ func (c *Config) Validate() error {
 		}
 	}
 	minDur("interval", c.Interval, 100*time.Millisecond)
+	if d := c.Leader.MaxClockSkew; d < 100*time.Millisecond || d > 10*time.Minute {
+		// Below 100ms, ordinary clock jitter keeps a replica from claiming;
+		// above 10m, a replica that far ahead holds the others back that
+		// long.
+		bad("leader.max_clock_skew", "must be between 100ms and 10m (how far a replica's clock may run ahead of the database's), got %s", d)
+	}
 	if c.NATS.URL != "" {
 		for _, u := range strings.Split(c.NATS.URL, ",") {
 			if problem := urlProblem(strings.TrimSpace(u), "nats", "tls"); problem != "" {
@@ -486,10 +562,12 @@ func (c *Config) Validate() error {
 		bad("recommend.critical_spreads", "must be above warn_spreads (%v) and at most 100, got %v", r.WarnSpreads, r.CriticalSpreads)
 	}
 	c.AlertLevels.validate(bad)
+	c.AlertLevels.validateLevelCadence(c.Interval, bad)
 	c.State.validate(c.Interval, bad)
 	c.Bands.Default.validate("bands.default", bad)
 	for name, b := range c.Bands.Services {
-		b.validate("bands.services."+name, bad)
+		field := serviceField("bands.services", name, bad)
+		b.validate(field, bad)
 	}
 	g := c.Guardrail
 	minDur("guardrail.window", g.Window, time.Second)
@@ -598,7 +676,7 @@ func (l AlertLevels) validate(bad func(field, format string, args ...any)) {
 		bad("alert_levels.error_ratio_levels", "must be %q or %q, got %q", ErrorLevelsLearned, ErrorLevelsConfigured, l.ErrorRatioLevels)
 	}
 	for name, s := range l.Services {
-		field := "alert_levels.services." + name
+		field := serviceField("alert_levels.services", name, bad)
 		validateLatency(field, s.LatencyWarn, s.LatencyCritical, bad)
 		if s.ErrorRatioWarn != 0 || s.ErrorRatioCritical != 0 {
 			validateErrors(field, s.ErrorRatioWarn, s.ErrorRatioCritical, bad)
@@ -613,6 +691,44 @@ func (l AlertLevels) validate(bad func(field, format string, args ...any)) {
 	if l.Refresh < time.Second || l.Refresh > 2*time.Minute {
 		bad("alert_levels.refresh", "must be between 1s and 2m (the alert rule resolves 5m after the last report), got %s", l.Refresh)
 	}
+}
+
+// levelResolveAfter is the resolve_after of the built-in alert rule
+// GovernorSignalAboveLevel (alerts/rule): a level alert not reported again
+// within it resolves.
+const levelResolveAfter = 5 * time.Minute
+
+// validateLevelCadence checks that a level still crossed is reported again
+// before its alert resolves: reports come at cycles, up to interval +
+// refresh apart. A longer gap resolves the alert while the reading stays
+// above the level, and the rule's 5m `for` is never reached: no page.
+func (l AlertLevels) validateLevelCadence(interval time.Duration, bad func(field, format string, args ...any)) {
+	if l.Disabled || interval <= 0 || l.Refresh <= 0 {
+		return
+	}
+	if gap := interval + l.Refresh; gap >= levelResolveAfter {
+		bad("interval", "%s plus alert_levels.refresh %s is %s: a crossed alert level is reported at most that often, and its alert resolves %s after the last report (shorten either, or set alert_levels.disabled)",
+			interval, l.Refresh, gap, levelResolveAfter)
+	}
+}
+
+// serviceField checks the key name of the per-service map at path with
+// the rules store's rule for service names, and returns the key's field
+// path, path["name"]: names may hold dots, so path.name would be
+// ambiguous. A malformed name matches no service's rules or signals and
+// would never apply. A well-formed name is accepted whether or not such a
+// service exists: the configuration cannot know.
+func serviceField(path, name string, bad func(field, format string, args ...any)) string {
+	field := fmt.Sprintf("%s[%q]", path, name) // as ServiceKeys names it
+	var ie *versioning.InputError
+	if err := versioning.ValidateService(name); errors.As(err, &ie) {
+		for _, fe := range ie.Errors {
+			bad(field, "%s", fe.Problem)
+		}
+	} else if err != nil {
+		bad(field, "%v", err)
+	}
+	return field
 }
 
 // urlProblem says what is wrong with u as a URL of one of schemes ("" if
@@ -651,6 +767,29 @@ func (s State) validate(interval time.Duration, bad func(field, format string, a
 	if min := time.Duration(s.Every) * interval; s.MaxAge <= min || s.MaxAge < time.Minute {
 		bad("state.max_age", "must be at least 1m and above every x interval (%d x %s = %s), got %s", s.Every, interval, min, s.MaxAge)
 	}
+}
+
+// ServiceKey is one entry of a per-service section: the service it names
+// and its field path.
+type ServiceKey struct {
+	Service string
+	Field   string
+}
+
+// ServiceKeys lists the entries of every per-service section
+// (alert_levels.services, bands.services), ordered by field, so the engine
+// can say which of them name a service it does not know: a well-formed
+// name valid here may still be misspelt.
+func (c *Config) ServiceKeys() []ServiceKey {
+	var keys []ServiceKey
+	for name := range c.AlertLevels.Services {
+		keys = append(keys, ServiceKey{name, fmt.Sprintf("alert_levels.services[%q]", name)})
+	}
+	for name := range c.Bands.Services {
+		keys = append(keys, ServiceKey{name, fmt.Sprintf("bands.services[%q]", name)})
+	}
+	slices.SortFunc(keys, func(a, b ServiceKey) int { return strings.Compare(a.Field, b.Field) })
+	return keys
 }
 
 // SQLitePath is the database file in dev and SQLite mode.

@@ -48,8 +48,8 @@ guardrail:
 		t.Fatalf("error %v, want ErrInvalid", err)
 	}
 	for _, field := range []string{"listen:", "database:", "interval:", "nats.url:", "load_score.weights.cpu:",
-		"load_score.weights.gpu:", "recommend.setpoint:", "recommend.min_scores:", "bands.services.checkout.floor:",
-		"bands.services.checkout.max_change_per_hour:", "guardrail.window:", "guardrail.alpha:"} {
+		"load_score.weights.gpu:", "recommend.setpoint:", "recommend.min_scores:", `bands.services["checkout"].floor:`,
+		`bands.services["checkout"].max_change_per_hour:`, "guardrail.window:", "guardrail.alpha:"} {
 		if !strings.Contains(err.Error(), field) {
 			t.Errorf("error does not name %s:\n%v", field, err)
 		}
@@ -133,6 +133,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add("bands:\n  services:\n    a: {floor: 1}\n")
 	f.Add("guardrail: {window: -1s}\n")
 	f.Add("load_score: {weights: {cpu: .nan}}\n")
+	f.Add("bands: {default: {floor: 1}, services: {a: {ceiling: 2}, b: }}\n")
 	f.Fuzz(func(t *testing.T, s string) {
 		c, err := Decode(strings.NewReader(s), Default())
 		if err != nil {
@@ -176,8 +177,8 @@ func TestRecommendAndAlertLevelKeys(t *testing.T) {
 		{"error warn", "alert_levels: {error_ratio_warn: 0}", "alert_levels.error_ratio_warn:"},
 		{"min rate", "alert_levels: {min_request_rate: -1}", "alert_levels.min_request_rate:"},
 		{"margin", "alert_levels: {learned_margin: -0.1}", "alert_levels.learned_margin:"},
-		{"service latency", "alert_levels: {services: {checkout: {latency_warn: 2s, latency_critical: 1s}}}", "alert_levels.services.checkout.latency_critical:"},
-		{"service errors", "alert_levels: {services: {checkout: {error_ratio_warn: 0.1}}}", "alert_levels.services.checkout.error_ratio_critical:"},
+		{"service latency", "alert_levels: {services: {checkout: {latency_warn: 2s, latency_critical: 1s}}}", `alert_levels.services["checkout"].latency_critical:`},
+		{"service errors", "alert_levels: {services: {checkout: {error_ratio_warn: 0.1}}}", `alert_levels.services["checkout"].error_ratio_critical:`},
 		{"refresh", "alert_levels: {refresh: 10m}", "alert_levels.refresh:"},
 		{"error levels source", "alert_levels: {error_ratio_levels: guessed}", `alert_levels.error_ratio_levels: must be "learned" or "configured", got "guessed"`},
 		{"configured error levels need both", "alert_levels: {error_ratio_levels: configured, error_ratio_warn: 0, error_ratio_critical: 0}", "alert_levels.error_ratio_warn:"},
@@ -305,5 +306,100 @@ func TestAddressesThatWouldFailOnlyAtRunTimeAreRefused(t *testing.T) {
 	c.Listen = ":http-alt"
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// decodeValidate decodes doc over the defaults and validates the result.
+func decodeValidate(doc string) (Config, error) {
+	c, err := Decode(strings.NewReader(doc), Default())
+	if err == nil {
+		err = c.Validate()
+	}
+	return c, err
+}
+
+// TestLeaderMaxClockSkewIsSetFromTheFile: leader.max_clock_skew could not
+// be set; it now defaults to the elector's 10s and is refused by name
+// outside 100ms..10m.
+func TestLeaderMaxClockSkewIsSetFromTheFile(t *testing.T) {
+	if got := Default().Leader.MaxClockSkew; got != 10*time.Second {
+		t.Fatalf("default leader.max_clock_skew %s, want 10s (the elector's own)", got)
+	}
+	c, err := decodeValidate("leader:\n  max_clock_skew: 2s\n")
+	if err != nil || c.Leader.MaxClockSkew != 2*time.Second {
+		t.Fatalf("leader.max_clock_skew: 2s: got %s, %v", c.Leader.MaxClockSkew, err)
+	}
+	for _, v := range []string{"0s", "-1s", "10ms", "2h"} {
+		_, err := decodeValidate("leader: {max_clock_skew: " + v + "}\n")
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "leader.max_clock_skew: must be between 100ms and 10m") {
+			t.Errorf("max_clock_skew %s: error %v, want one naming leader.max_clock_skew", v, err)
+		}
+	}
+}
+
+// TestDuplicateKeysAreRefused: a key given twice, at any depth, is an
+// error, not the last one silently winning.
+func TestDuplicateKeysAreRefused(t *testing.T) {
+	for _, doc := range []string{
+		"interval: 10s\ninterval: 20s\n",
+		"bands:\n  services:\n    checkout: {floor: 1}\n    checkout: {floor: 2}\n",
+		"guardrail:\n  window: 1m\n  window: 2m\n",
+	} {
+		_, err := Decode(strings.NewReader(doc), Default())
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "already defined") {
+			t.Errorf("%q: error %v, want a duplicate key refused", doc, err)
+		}
+	}
+}
+
+// TestUnknownNestedKeysAreRefusedByName: a misspelt key deep in a section
+// is refused with its name.
+func TestUnknownNestedKeysAreRefusedByName(t *testing.T) {
+	for doc, key := range map[string]string{
+		"guardrail: {windw: 1m}\n":                       "windw",
+		"bands: {services: {checkout: {flor: 1}}}\n":     "flor",
+		"leader: {max_skew: 1s}\n":                       "max_skew",
+		"alert_levels: {services: {a: {latency: 1s}}}\n": "latency",
+		"state: {max_agee: 1h}\n":                        "max_agee",
+	} {
+		_, err := Decode(strings.NewReader(doc), Default())
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "field "+key+" not found") {
+			t.Errorf("%q: error %v, want the key %s named", doc, err, key)
+		}
+	}
+}
+
+// TestBareNumbersAreNotDurations: "interval: 10" is refused, not read as
+// 10ns.
+func TestBareNumbersAreNotDurations(t *testing.T) {
+	_, err := Decode(strings.NewReader("interval: 10\n"), Default())
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "line 1") {
+		t.Fatalf("interval: 10 (nanoseconds?): error %v, want it refused", err)
+	}
+}
+
+// sets only a floor keeps the default's max_change_per_hour; it used to
+
+// get 0, and every change of that service then waited for a person.
+
+// TestIntervalTooLongForTheLevelAlertsIsRefused: a level still crossed is
+
+// reported at the first cycle a refresh after the last report, so reports
+
+// come up to interval + refresh apart; the built-in level alert resolves
+
+// 5m after the last report and fires after 5m, so a longer gap would make
+
+// the alert resolve while the reading stays above, and never page.
+
+func TestIntervalTooLongForTheLevelAlertsIsRefused(t *testing.T) {
+	_, err := decodeValidate("interval: 5m\nstate: {max_age: 24h}\n")
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "interval: 5m0s plus alert_levels.refresh 1m0s") {
+		t.Fatalf("error %v, want interval named", err)
+	}
+	for _, ok := range []string{"interval: 3m\nstate: {max_age: 24h}\n", "interval: 10m\nstate: {max_age: 24h}\nalert_levels: {disabled: true}\n"} {
+		if _, err := decodeValidate(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
 	}
 }

@@ -6,6 +6,28 @@
 // document (settings after a second "---" are refused, not ignored), and
 // every URL (nats.url, a comma-separated list too,
 // metrics.prometheus_url, metrics.targets) needs its scheme and a host.
+// Unknown keys and keys given twice are refused, each named with its line,
+// and durations need a unit ("10s"; a bare 10 is refused).
+//
+// The per-service sections (bands.services, alert_levels.services) are
+// keyed by service name, checked with the rules store's rule for names
+// (versioning.ValidateService): a malformed name is refused, its field
+// named as bands.services["check out"] (names may hold dots, hence the
+// brackets). A well-formed name is accepted whether or not the service
+// exists; the leader logs, at its first cycle that scored services, each
+// entry naming a service neither the signals nor the rules store know. A
+// service's band takes the keys it leaves out from bands.default (a band
+// that only sets a floor keeps the default max_change_per_hour; an
+// explicit 0 stays 0, holding every change for a person).
+//
+// leader.max_clock_skew (default 10s, between 100ms and 10m; with a
+// Postgres database) is how far ahead of the database clock a replica's
+// clock may run and still claim evaluation ticks: a replica further ahead
+// claims none (logged with the skew), since ticks only move forward and
+// its ticks would keep the other replicas from claiming until their clocks
+// caught up. interval plus alert_levels.refresh must stay under 5m, the
+// built-in level alert's resolve_after, or a crossed level's alert would
+// resolve between reports and never page.
 //
 // Besides the engine's own keys, alerts.config_file (also
 // GOVERNOR_ALERTS_CONFIG and -alerts-config) names the alerting document
