@@ -90,3 +90,31 @@ func BenchmarkStepStorm(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkAcknowledgeStorm is one acknowledgement among 10,000 firing
+// alerts, as when an operator acknowledges a storm alert by alert: finding
+// the alert, storing the acknowledgement, telling the dispatcher.
+func BenchmarkAcknowledgeStorm(b *testing.B) {
+	const n = 10000
+	h := newHarness(b)
+	var svcs []string
+	var fps []alerts.Fingerprint
+	for i := range n {
+		svc := fmt.Sprintf("svc%05d", i)
+		svcs = append(svcs, svc)
+		fps = append(fps, alerts.Labels{"alertname": "Load", "service": svc, "severity": "P1"}.Fingerprint())
+	}
+	h.db.set("load", svcs...)
+	ctx := context.Background()
+	if err := h.m.Step(ctx, t0); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, err := h.m.Acknowledge(ctx, fps[i%n], "ops", "storm", t0); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}

@@ -43,6 +43,11 @@ type Manager struct {
 	mu      sync.Mutex
 	acks    map[alerts.Fingerprint]alerts.Ack
 	current []alerts.Alert
+	// firingAt indexes the firing alerts of current by fingerprint; built
+	// by the first Acknowledge after current changes (nil until then), so
+	// that acknowledging k alerts of a storm of n costs O(n+k), not O(n·k),
+	// and steps without acknowledgements pay nothing.
+	firingAt map[alerts.Fingerprint]int
 	// health says which receivers in force are failing, and why.
 	health map[string]receiverHealth
 	// gap is the drop gap (dropGap) of the timing in force.
@@ -266,6 +271,7 @@ func (m *Manager) Step(ctx context.Context, now time.Time) error {
 	// An acknowledgement lasts until its alert resolves, then re-arms.
 	m.mu.Lock()
 	m.current = res.Alerts
+	m.firingAt = nil
 	var expired []alerts.Fingerprint
 	var episodes map[episode]bool
 	if len(m.acks) > 0 {
@@ -407,6 +413,9 @@ func (m *Manager) quietReason(a alerts.Alert, inhibition *inhibit.Snapshot, acks
 	}
 	if _, ok := inhibition.MutedBy(a.Labels); ok {
 		return "inhibited"
+	}
+	if len(acks) == 0 { // no fingerprint to compute
+		return ""
 	}
 	if ack, ok := acks[a.Fingerprint()]; ok && ack.Covers(a) {
 		return "acknowledged"
@@ -606,16 +615,10 @@ func (m *Manager) onResult(msg *notify.Message, attempts int, err error) {
 }
 
 func (m *Manager) updateGauges(silenced, inhibited, acked int) {
-	counts := map[[2]string]int{}
-	for _, st := range m.eval.States() {
-		if st.State == alerts.StateInactive {
-			continue
-		}
-		counts[[2]string{st.State.String(), st.Labels[alerts.SeverityLabel]}]++
-	}
+	counts := m.eval.Counts()
 	for _, st := range []alerts.State{alerts.StatePending, alerts.StateFiring} {
 		for _, s := range []alerts.Severity{alerts.P0, alerts.P1, alerts.P2} {
-			m.m.alerts.WithLabelValues(st.String(), string(s)).Set(float64(counts[[2]string{st.String(), string(s)}]))
+			m.m.alerts.WithLabelValues(st.String(), string(s)).Set(float64(counts[rule.StateKey{State: st, Severity: s}]))
 		}
 	}
 	m.m.muted.WithLabelValues("silenced").Set(float64(silenced))
@@ -699,13 +702,9 @@ func (m *Manager) Silences() []silence.Silence { return m.silences.List() }
 // (PagerDuty) are told. Acknowledging again replaces the author and comment.
 func (m *Manager) Acknowledge(ctx context.Context, fp alerts.Fingerprint, by, comment string, now time.Time) (alerts.Ack, error) {
 	m.mu.Lock()
-	idx := slices.IndexFunc(m.current, func(a alerts.Alert) bool { return a.Fingerprint() == fp && a.EndsAt.IsZero() })
-	var a alerts.Alert
-	if idx >= 0 {
-		a = m.current[idx]
-	}
+	a, ok := m.firingAlert(fp)
 	m.mu.Unlock()
-	if idx < 0 {
+	if !ok {
 		return alerts.Ack{}, fmt.Errorf("%w: no firing alert with fingerprint %s", alerts.ErrNotFound, fp)
 	}
 	ack := alerts.Ack{Fingerprint: fp, StartsAt: a.StartsAt, By: by, Comment: comment, At: now}
@@ -725,6 +724,29 @@ func (m *Manager) Acknowledge(ctx context.Context, fp alerts.Fingerprint, by, co
 		errs = append(errs, m.send(ctx, nil, msg))
 	}
 	return ack, errors.Join(errs...)
+}
+
+// firingAlert returns the firing alert fp of the last step, indexing the
+// step's firing alerts at the first call after it. The caller holds mu.
+func (m *Manager) firingAlert(fp alerts.Fingerprint) (alerts.Alert, bool) {
+	if m.firingAt == nil {
+		m.firingAt = make(map[alerts.Fingerprint]int, len(m.current))
+		for i, a := range m.current {
+			if !a.EndsAt.IsZero() {
+				continue
+			}
+			// The first of equal fingerprints, as a scan finds it.
+			fp := a.Fingerprint()
+			if _, dup := m.firingAt[fp]; !dup {
+				m.firingAt[fp] = i
+			}
+		}
+	}
+	i, ok := m.firingAt[fp]
+	if !ok {
+		return alerts.Alert{}, false
+	}
+	return m.current[i], true
 }
 
 // Status is an alert as the API shows it.

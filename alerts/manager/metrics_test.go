@@ -40,3 +40,25 @@ func TestMetricsOnInjectedRegisterer(t *testing.T) {
 		t.Fatalf("sent to hook %v", v)
 	}
 }
+
+// TestAlertGaugesCountPendingAndFiringBySeverity: the gauges count the
+// alerts of the last step by state and tier, resolved ones not at all.
+func TestAlertGaugesCountPendingAndFiringBySeverity(t *testing.T) {
+	h := newHarness(t)
+	h.db.set("shed", "a", "b", "c") // P0, pending for a minute
+	h.db.set("load", "a", "b")      // P1, firing at once
+	h.db.set("breaker", "a")        // P2, firing at once
+	h.at(0)
+	h.db.set("breaker") // resolved: counted nowhere
+	h.at(30 * time.Second)
+	want := map[[2]string]float64{
+		{"pending", "P0"}: 3, {"firing", "P1"}: 2,
+	}
+	for _, st := range []string{"pending", "firing"} {
+		for _, sev := range []string{"P0", "P1", "P2"} {
+			if v := testutil.ToFloat64(h.m.m.alerts.WithLabelValues(st, sev)); v != want[[2]string{st, sev}] {
+				t.Errorf("%s %s = %v, want %v", st, sev, v, want[[2]string{st, sev}])
+			}
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sort"
 	"sync"
 	"time"
 
@@ -47,10 +48,15 @@ func (a *Active) Fingerprint() alerts.Fingerprint { return a.Labels.Fingerprint(
 
 // Alert renders the alert for the dispatcher: firing from FiredAt, resolved
 // at ResolvedAt.
-func (a *Active) Alert() alerts.Alert {
+func (a *Active) Alert() alerts.Alert { return a.alert(generatorURL(a.Rule)) }
+
+// alert is Alert with the rule's generator URL built once per rule.
+func (a *Active) alert(url string) alerts.Alert {
 	return alerts.Alert{Labels: a.Labels, Annotations: a.Annotations, StartsAt: a.FiredAt, EndsAt: a.ResolvedAt,
-		GeneratorURL: "governor://alerts/rules/" + a.Rule}
+		GeneratorURL: url}
 }
+
+func generatorURL(rule string) string { return "governor://alerts/rules/" + rule }
 
 // Transition is one state change, for the history.
 type Transition struct {
@@ -68,10 +74,15 @@ const ResolvedRetention = 15 * time.Minute
 // Evaluator holds a rule set and the state of its alerts. It is safe for
 // concurrent use.
 type Evaluator struct {
-	mu     sync.Mutex
-	rules  []Rule
-	active map[string]map[alerts.Fingerprint]*Active // by rule name
-	events map[string][]Event                        // pending events by rule name
+	mu    sync.Mutex
+	rules []Rule
+	// active holds the alerts by rule name, then by the fingerprint of
+	// their labels. An alert's labels are set when it is created (from a
+	// map built for it, or cloned by Restore) and never changed, so the
+	// key stays its fingerprint: sorting and counting use the key and
+	// never hash the labels again.
+	active map[string]map[alerts.Fingerprint]*Active
+	events map[string][]Event // pending events by rule name
 	// gen counts the Updates, so that an Eval whose query ran while the
 	// rule set changed can tell that the rule it holds may be outdated.
 	gen uint64
@@ -170,30 +181,57 @@ func (e *Evaluator) Restore(states []Active) {
 			e.active[s.Rule] = m
 		}
 		c := s
+		// The key must stay the fingerprint of the labels: the caller
+		// keeps its map.
+		c.Labels = maps.Clone(s.Labels)
 		m[c.Fingerprint()] = &c
 	}
 }
 
-// States returns a copy of every alert state, sorted by rule and labels.
+// States returns a copy of every alert state, sorted by rule name, then by
+// fingerprint. The copies share their label and annotation maps with the
+// evaluator: callers must not change them.
 func (e *Evaluator) States() []Active {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var out []Active
+	n := 0
 	for _, m := range e.active {
-		for _, a := range m {
-			c := *a
-			out = append(out, c)
+		n += len(m)
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]Active, 0, n)
+	var fps []alerts.Fingerprint
+	for _, name := range slices.Sorted(maps.Keys(e.active)) {
+		m := e.active[name]
+		fps = slices.AppendSeq(fps[:0], maps.Keys(m))
+		slices.Sort(fps)
+		for _, fp := range fps {
+			out = append(out, *m[fp])
 		}
 	}
-	slices.SortFunc(out, func(a, b Active) int {
-		if a.Rule != b.Rule {
-			if a.Rule < b.Rule {
-				return -1
-			}
-			return 1
+	return out
+}
+
+// StateKey is a state and a severity label, by which Counts groups alerts.
+type StateKey struct {
+	State    alerts.State
+	Severity alerts.Severity
+}
+
+// Counts returns the number of alerts States would list, by state and
+// severity label, without copying or sorting them: what the metrics need
+// at every evaluation.
+func (e *Evaluator) Counts() map[StateKey]int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := map[StateKey]int{}
+	for _, m := range e.active {
+		for _, a := range m {
+			out[StateKey{State: a.State, Severity: alerts.Severity(a.Labels[alerts.SeverityLabel])}]++
 		}
-		return int(a.Fingerprint()>>1) - int(b.Fingerprint()>>1)
-	})
+	}
 	return out
 }
 
@@ -257,28 +295,34 @@ func (e *Evaluator) Eval(ctx context.Context, t time.Time, query QueryFunc) Resu
 	e.mu.Lock()
 	res.Changed = res.Changed || e.dropped
 	e.dropped = false
-	for _, m := range e.active {
-		for _, a := range m {
+	var fps []alerts.Fingerprint
+	for name, m := range e.active {
+		url := generatorURL(name)
+		for fp, a := range m {
 			if a.State == alerts.StateFiring || (!a.ResolvedAt.IsZero() && !a.FiredAt.IsZero()) {
-				res.Alerts = append(res.Alerts, a.Alert())
+				res.Alerts = append(res.Alerts, a.alert(url))
+				fps = append(fps, fp)
 			}
 		}
 	}
 	e.mu.Unlock()
-	slices.SortFunc(res.Alerts, func(a, b alerts.Alert) int {
-		return compareFingerprint(a.Fingerprint(), b.Fingerprint())
-	})
+	sort.Sort(byFingerprint{fps: fps, alerts: res.Alerts})
 	return res
 }
 
-func compareFingerprint(a, b alerts.Fingerprint) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+// byFingerprint sorts alerts by their fingerprints, computed once. The
+// fingerprints are distinct (one alert per label set), so the order is the
+// same whatever the sort algorithm.
+type byFingerprint struct {
+	fps    []alerts.Fingerprint
+	alerts []alerts.Alert
+}
+
+func (s byFingerprint) Len() int           { return len(s.fps) }
+func (s byFingerprint) Less(i, j int) bool { return s.fps[i] < s.fps[j] }
+func (s byFingerprint) Swap(i, j int) {
+	s.fps[i], s.fps[j] = s.fps[j], s.fps[i]
+	s.alerts[i], s.alerts[j] = s.alerts[j], s.alerts[i]
 }
 
 // observation is one alert instance whose condition holds now.
@@ -325,8 +369,8 @@ func (e *Evaluator) step(r Rule, seen map[alerts.Fingerprint]observation, t time
 		e.active[r.Name] = m
 	}
 	var tr []Transition
-	move := func(a *Active, to alerts.State) {
-		tr = append(tr, Transition{Rule: r.Name, Fingerprint: a.Fingerprint(), Labels: a.Labels, From: a.State, To: to, At: t})
+	move := func(a *Active, fp alerts.Fingerprint, to alerts.State) {
+		tr = append(tr, Transition{Rule: r.Name, Fingerprint: fp, Labels: a.Labels, From: a.State, To: to, At: t})
 		a.State = to
 	}
 	for fp, o := range seen {
@@ -334,7 +378,7 @@ func (e *Evaluator) step(r Rule, seen map[alerts.Fingerprint]observation, t time
 		if !ok || a.State == alerts.StateInactive {
 			a = &Active{Rule: r.Name, Labels: o.labels, ActiveAt: t}
 			m[fp] = a
-			move(a, alerts.StatePending)
+			move(a, fp, alerts.StatePending)
 		}
 		a.Value = o.value
 		if !a.KeepFiringSince.IsZero() {
@@ -353,7 +397,7 @@ func (e *Evaluator) step(r Rule, seen map[alerts.Fingerprint]observation, t time
 		}
 		switch a.State {
 		case alerts.StatePending:
-			move(a, alerts.StateInactive)
+			move(a, fp, alerts.StateInactive)
 			delete(m, fp)
 		case alerts.StateFiring:
 			if r.KeepFiringFor > 0 {
@@ -367,7 +411,7 @@ func (e *Evaluator) step(r Rule, seen map[alerts.Fingerprint]observation, t time
 			}
 			a.ResolvedAt = t
 			a.KeepFiringSince = time.Time{}
-			move(a, alerts.StateInactive)
+			move(a, fp, alerts.StateInactive)
 		case alerts.StateInactive:
 			if t.Sub(a.ResolvedAt) >= ResolvedRetention {
 				delete(m, fp)
@@ -375,11 +419,11 @@ func (e *Evaluator) step(r Rule, seen map[alerts.Fingerprint]observation, t time
 			}
 		}
 	}
-	for _, a := range m {
+	for fp, a := range m {
 		if a.State == alerts.StatePending && t.Sub(a.ActiveAt) >= r.For {
 			a.FiredAt = t
 			a.ResolvedAt = time.Time{}
-			move(a, alerts.StateFiring)
+			move(a, fp, alerts.StateFiring)
 		}
 	}
 	return tr, changed || len(tr) > 0
