@@ -4,6 +4,8 @@
 // bounded queue and worker that retries with exponential back-off, so a
 // receiver that keeps failing neither blocks the others nor loses silently:
 // a full queue drops and counts. An attempt that delivered part of a
-// message (ErrPartial) does not count against the attempts and gives way
-// to a more urgent message queued meanwhile.
+// message (ErrPartial), or that the Notifier held back without sending
+// anything and named the time to try (ErrNotAttempted, bounded in all by
+// QueueOptions.MaxDeferral), does not count against the attempts, and its
+// wait gives way to a more urgent message queued meanwhile.
 package notify

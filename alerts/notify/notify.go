@@ -24,6 +24,18 @@ var ErrDelivery = errors.New("notify: delivery failed")
 // many attempts it takes.
 var ErrPartial = errors.New("notify: partly delivered")
 
+// ErrNotAttempted marks an attempt that sent nothing to the receiver
+// because the Notifier held it back itself, e.g. pacing ahead of the
+// receiver's rate limit, and says when to try again: a Notifier returns it
+// (retry true) wrapped together with a *StatusError whose RetryAfter or
+// RetryAt is that time. The queue waits until then without counting the
+// attempt against QueueOptions.MaxAttempts and without back-off, lets a
+// more urgent message go first meanwhile, and gives the message up once
+// it has waited QueueOptions.MaxDeferral in all for attempts not made.
+// An attempt that sent anything, even a request that failed, is an
+// attempt and must not return it; ErrPartial takes precedence.
+var ErrNotAttempted = errors.New("notify: not attempted")
+
 // Kind says what a message reports.
 type Kind string
 

@@ -19,6 +19,17 @@ import (
 // QueueOptions.Capacity says otherwise.
 const DefaultCapacity = 256
 
+// DefaultMaxDeferral bounds the total wait of a message for attempts its
+// receiver did not make unless QueueOptions.MaxDeferral says otherwise:
+// six of the longest Retry-After (MaxRetryAfter), time for PagerDuty's
+// pacing to clear a storm of thousands of events on a routing key, and
+// within the half hour that an SRE notices a page that never came.
+const DefaultMaxDeferral = 30 * time.Minute
+
+// minDeferral is the shortest wait after an attempt not made, so that a
+// receiver naming a time already past is not called in a loop.
+const minDeferral = 100 * time.Millisecond
+
 // DefaultInitialBackoff is the first wait between two attempts unless
 // QueueOptions.InitialBackoff says otherwise.
 const DefaultInitialBackoff = time.Second
@@ -36,8 +47,13 @@ type QueueOptions struct {
 	// lengthens a wait, up to MaxRetryAfter.
 	InitialBackoff, MaxBackoff time.Duration
 	// MaxAttempts bounds the attempts per message; default 8. An attempt
-	// that made progress (ErrPartial) does not count.
+	// that made progress (ErrPartial) or was not made (ErrNotAttempted)
+	// does not count.
 	MaxAttempts int
+	// MaxDeferral bounds the total wait of a message for attempts its
+	// receiver did not make (ErrNotAttempted), which use up no attempt;
+	// default DefaultMaxDeferral. Past it the message is given up.
+	MaxDeferral time.Duration
 	// Timeout bounds one attempt; default 10s.
 	Timeout time.Duration
 	Clock   clock.Clock
@@ -53,7 +69,7 @@ type QueueOptions struct {
 }
 
 // Validate names the first bad field: a negative capacity, attempt count,
-// back-off or timeout, or a maximum back-off below the initial one.
+// back-off, timeout or deferral, or a maximum back-off below the initial one.
 func (o QueueOptions) Validate() error {
 	bad := func(field, format string, args ...any) error {
 		return fmt.Errorf("%w: queue: %s: %s", alerts.ErrInvalid, field, fmt.Sprintf(format, args...))
@@ -69,6 +85,8 @@ func (o QueueOptions) Validate() error {
 		return bad("max_backoff", "must not be negative, got %s", o.MaxBackoff)
 	case o.Timeout < 0:
 		return bad("timeout", "must not be negative, got %s", o.Timeout)
+	case o.MaxDeferral < 0:
+		return bad("max_deferral", "must not be negative, got %s", o.MaxDeferral)
 	}
 	initial := o.InitialBackoff
 	if initial == 0 {
@@ -95,6 +113,9 @@ func (o QueueOptions) withDefaults() QueueOptions {
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
+	}
+	if o.MaxDeferral <= 0 {
+		o.MaxDeferral = DefaultMaxDeferral
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
@@ -124,7 +145,7 @@ func NewMetrics(r prometheus.Registerer) *Metrics {
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "governor_alerts_notifications_dropped_total",
 			Help: "Notifications dropped because the receiver queue was full, by receiver."}, []string{"receiver"}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "governor_alerts_notification_attempts_total",
-			Help: "Delivery attempts, by receiver and result (ok, retry, partial, fail)."}, []string{"receiver", "result"}),
+			Help: "Delivery attempts, by receiver and result (ok, retry, partial, fail, and deferred: held back by the receiver, no attempt)."}, []string{"receiver", "result"}),
 		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "governor_alerts_notification_queue_depth",
 			Help: "Messages waiting in the receiver queue."}, []string{"receiver"}),
 	}
@@ -139,7 +160,7 @@ func (m *Metrics) init(receiver string) {
 	m.failed.WithLabelValues(receiver)
 	m.dropped.WithLabelValues(receiver)
 	m.depth.WithLabelValues(receiver)
-	for _, r := range []string{"ok", "retry", "partial", "fail"} {
+	for _, r := range []string{"ok", "retry", "partial", "fail", "deferred"} {
 		m.attempts.WithLabelValues(receiver, r)
 	}
 }
@@ -152,6 +173,10 @@ func (m *Metrics) init(receiver string) {
 // queue takes a message more urgent than its least urgent one in that
 // one's place (the newest of them; OnDrop is told) and drops any other, so
 // a receiver that is down for long keeps its P0 pages and loses P2s first.
+// A message waiting for the time its receiver named (after ErrPartial or
+// ErrNotAttempted) gives way to a more urgent one queued meanwhile and
+// keeps its place and state; one waiting out the back-off after a failed
+// attempt does not.
 type Queue struct {
 	name string
 	n    Notifier
@@ -162,6 +187,10 @@ type Queue struct {
 	cond    *sync.Cond
 	items   []*Message // in order of arrival
 	pending int        // queued and being delivered
+	// paused holds the delivery state of queued messages that gave way
+	// to a more urgent one, so that they keep their attempts, deferral
+	// and slot.
+	paused  map[*Message]*delivery
 	closed  bool
 	retired bool
 
@@ -176,7 +205,7 @@ func NewQueue(name string, n Notifier, o QueueOptions) *Queue {
 	o.Metrics.init(name)
 	ctx, cancel := context.WithCancel(context.Background())
 	q := &Queue{name: name, n: n, o: o, wake: make(chan struct{}, 1), cancel: cancel,
-		retire: make(chan struct{}), done: make(chan struct{})}
+		retire: make(chan struct{}), done: make(chan struct{}), paused: map[*Message]*delivery{}}
 	q.cond = sync.NewCond(&q.mu)
 	go q.run(ctx)
 	return q
@@ -206,6 +235,7 @@ func (q *Queue) Enqueue(m *Message) bool {
 		}
 		displaced = q.items[i]
 		q.items = slices.Delete(q.items, i, i+1)
+		delete(q.paused, displaced)
 		q.pending--
 	}
 	q.items = append(q.items, m)
@@ -340,18 +370,36 @@ func (q *Queue) run(ctx context.Context) {
 	}
 }
 
-// errYield is deliver's signal that a message delivered in part gives way
-// to a more urgent one queued meanwhile.
+// errYield is deliver's signal that a message gives way to a more urgent
+// one queued meanwhile.
 var errYield = errors.New("notify: yield to a more urgent message")
 
+// delivery is the state of one message's delivery.
+type delivery struct {
+	attempts int           // counted attempts made
+	backoff  time.Duration // before the next retry after a failure
+	deferred time.Duration // waited for attempts not made (ErrNotAttempted)
+	// resume is when the next attempt may be made, set while the message
+	// gave way to a more urgent one during a wait.
+	resume time.Time
+}
+
 // handle delivers one message; false when the queue was closed meanwhile.
-// A message delivered in part that gives way to a more urgent one goes
-// back to the head of the queue, still pending.
+// A message that gives way to a more urgent one goes back to the head of
+// the queue, still pending, and keeps its delivery state.
 func (q *Queue) handle(ctx context.Context, m *Message) bool {
-	attempts, err := q.deliver(ctx, m)
+	q.mu.Lock()
+	st := q.paused[m]
+	delete(q.paused, m)
+	q.mu.Unlock()
+	if st == nil {
+		st = &delivery{backoff: q.o.InitialBackoff}
+	}
+	err := q.deliver(ctx, m, st)
 	if errors.Is(err, errYield) {
 		q.mu.Lock()
 		q.items = slices.Insert(q.items, 0, m)
+		q.paused[m] = st
 		q.mu.Unlock()
 		return true
 	}
@@ -360,12 +408,13 @@ func (q *Queue) handle(ctx context.Context, m *Message) bool {
 	}
 	if err != nil {
 		q.o.Metrics.failed.WithLabelValues(q.name).Inc()
-		q.o.Logger.Error("alert notification failed", "receiver", q.name, "group", m.GroupKey, "attempts", attempts, "err", err)
+		q.o.Logger.Error("alert notification failed", "receiver", q.name, "group", m.GroupKey, "attempts", st.attempts,
+			"deferred", st.deferred, "err", err)
 	} else {
 		q.o.Metrics.sent.WithLabelValues(q.name).Inc()
 	}
 	if q.o.OnResult != nil {
-		q.o.OnResult(m, attempts, err)
+		q.o.OnResult(m, st.attempts, err)
 	}
 	q.mu.Lock()
 	q.pending--
@@ -374,54 +423,111 @@ func (q *Queue) handle(ctx context.Context, m *Message) bool {
 	return true
 }
 
-func (q *Queue) deliver(ctx context.Context, m *Message) (int, error) {
-	backoff := q.o.InitialBackoff
-	var err error
-	for attempt := 1; ; attempt++ {
+// deliver makes the attempts of m from the state st until it is
+// delivered, given up or gives way (errYield).
+func (q *Queue) deliver(ctx context.Context, m *Message, st *delivery) error {
+	if !st.resume.IsZero() {
+		if err := q.pause(ctx, m, st, st.resume.Sub(q.o.Clock.Now())); err != nil {
+			return err
+		}
+	}
+	for {
 		actx, cancel := context.WithTimeout(ctx, q.o.Timeout)
-		var retry bool
-		retry, err = q.n.Notify(actx, m)
+		retry, err := q.n.Notify(actx, m)
 		cancel()
+		var se *StatusError
 		switch {
 		case err == nil:
+			st.attempts++
 			q.o.Metrics.attempts.WithLabelValues(q.name, "ok").Inc()
-			return attempt, nil
+			return nil
 		case retry && errors.Is(err, ErrPartial):
 			// Progress that the next attempt keeps: not counted, no
 			// back-off, but a more urgent message goes first.
 			q.o.Metrics.attempts.WithLabelValues(q.name, "partial").Inc()
-			attempt--
-			if q.moreUrgentQueued(m) {
-				return attempt, errYield
-			}
 			var wait time.Duration
-			var se *StatusError
 			if errors.As(err, &se) {
 				wait = se.Wait(q.o.Clock.Now())
 			}
 			q.o.Logger.Info("alert notification delivered in part, continuing", "receiver", q.name, "group", m.GroupKey, "wait", wait, "err", err)
-			if err := q.sleep(ctx, wait); err != nil {
-				return attempt, err
+			if err := q.pause(ctx, m, st, wait); err != nil {
+				return err
 			}
 			continue
-		case !retry || attempt >= q.o.MaxAttempts:
+		case retry && errors.Is(err, ErrNotAttempted):
+			// Nothing was sent: not counted, no back-off; the wait is
+			// the receiver's, bounded in all by MaxDeferral.
+			left := q.o.MaxDeferral - st.deferred
+			if left <= 0 {
+				q.o.Metrics.attempts.WithLabelValues(q.name, "fail").Inc()
+				return fmt.Errorf("receiver %s: %d attempts, then not attempted by the receiver for %s (max deferral): %w",
+					q.name, st.attempts, st.deferred, err)
+			}
+			wait := q.o.InitialBackoff
+			if errors.As(err, &se) {
+				wait = max(se.Wait(q.o.Clock.Now()), minDeferral)
+			}
+			wait = min(wait, left)
+			st.deferred += wait
+			q.o.Metrics.attempts.WithLabelValues(q.name, "deferred").Inc()
+			q.o.Logger.Info("alert notification held back by the receiver, no attempt made, waiting", "receiver", q.name,
+				"group", m.GroupKey, "wait", wait, "deferred", st.deferred, "err", err)
+			if err := q.pause(ctx, m, st, wait); err != nil {
+				return err
+			}
+			continue
+		}
+		st.attempts++
+		if !retry || st.attempts >= q.o.MaxAttempts {
 			q.o.Metrics.attempts.WithLabelValues(q.name, "fail").Inc()
-			return attempt, fmt.Errorf("receiver %s: %d attempts: %w", q.name, attempt, err)
+			return fmt.Errorf("receiver %s: %d attempts: %w", q.name, st.attempts, err)
 		}
 		q.o.Metrics.attempts.WithLabelValues(q.name, "retry").Inc()
 		// A receiver that asked for a pause (Retry-After on a 429 or 503)
 		// gets it, up to MaxRetryAfter; the back-off still applies when
 		// longer.
-		wait := backoff
-		var se *StatusError
+		wait := st.backoff
 		if errors.As(err, &se) {
 			wait = max(wait, se.Wait(q.o.Clock.Now()))
 		}
-		q.o.Logger.Warn("alert notification attempt failed, retrying", "receiver", q.name, "attempt", attempt, "backoff", wait, "err", err)
+		q.o.Logger.Warn("alert notification attempt failed, retrying", "receiver", q.name, "attempt", st.attempts, "backoff", wait, "err", err)
 		if err := q.sleep(ctx, wait); err != nil {
-			return attempt, err
+			return err
 		}
-		backoff = min(2*backoff, q.o.MaxBackoff)
+		st.backoff = min(2*st.backoff, q.o.MaxBackoff)
+	}
+}
+
+// pause waits d before the next attempt at m, or gives way (errYield,
+// with st.resume set to the end of the wait) as soon as a message that
+// pop would take ahead of m is queued; an error when ctx ends first.
+func (q *Queue) pause(ctx context.Context, m *Message, st *delivery, d time.Duration) error {
+	st.resume = time.Time{}
+	var t clock.Timer
+	if d > 0 {
+		t = q.o.Clock.NewTimer(d)
+		defer t.Stop()
+	}
+	end := q.o.Clock.Now().Add(d)
+	for {
+		if q.yieldsTo(m) {
+			if t != nil {
+				st.resume = end
+			}
+			return errYield
+		}
+		if t == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: receiver %s: %v", alerts.ErrClosed, q.name, ctx.Err())
+		case <-t.C():
+			return nil
+		case <-q.wake:
+			// Enqueue queued a message: look again. The worker pops
+			// before it waits for a wake, so consuming it loses nothing.
+		}
 	}
 }
 
@@ -443,11 +549,25 @@ func (q *Queue) sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// moreUrgentQueued reports whether a message more urgent than m waits.
-func (q *Queue) moreUrgentQueued(m *Message) bool {
+// yieldsTo reports whether a message queued meanwhile would be taken
+// ahead of m were m back at the head of the queue (see pop): a more urgent
+// one whose group has no message queued before it, m included. A more
+// urgent message of m's own group waits behind m, so m does not give way
+// to it.
+func (q *Queue) yieldsTo(m *Message) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return slices.ContainsFunc(q.items, func(o *Message) bool { return o.Severity.MoreUrgent(m.Severity) })
+	best := -1
+	for i, o := range q.items {
+		if best < 0 || o.Severity.MoreUrgent(q.items[best].Severity) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return false
+	}
+	b := q.items[best]
+	return b.Severity.MoreUrgent(m.Severity) && (b.Receiver != m.Receiver || b.GroupKey != m.GroupKey)
 }
 
 // Failed returns the counter of notifications given up for a receiver.

@@ -76,7 +76,9 @@ func fakeNotifier(t *testing.T, f *clock.Fake, srv *httptest.Server) *Notifier {
 
 // deliver plays the receiver queue for one message: attempts of 10s of
 // the fake clock, waiting the Retry-After (or 1s) between failed ones.
-// It returns the number of attempts that failed without progress.
+// An attempt not made (notify.ErrNotAttempted) waits for its slot and, as
+// in the queue, is no failed attempt. It returns the number of attempts
+// that failed without progress.
 func deliver(t *testing.T, f *clock.Fake, n *Notifier, m *notify.Message) int {
 	t.Helper()
 	failed := 0
@@ -96,7 +98,9 @@ func deliver(t *testing.T, f *clock.Fake, n *Notifier, m *notify.Message) int {
 		if errors.Is(err, notify.ErrPartial) {
 			continue
 		}
-		failed++
+		if !errors.Is(err, notify.ErrNotAttempted) {
+			failed++
+		}
 		wait := time.Second
 		var se *notify.StatusError
 		if errors.As(err, &se) && se.Wait(f.Now()) > 0 {
@@ -233,6 +237,34 @@ func TestRetryAfterPausesEveryGroupOfTheRoutingKey(t *testing.T) {
 	f.Advance(30 * time.Second)
 	if failed := deliver(t, f, b, notify.NewMessage(notify.KindNotify, "team-b", "gb", nil, group(3, "P0", "b-"), start)); failed != 0 {
 		t.Fatalf("%d failed attempts after the pause", failed)
+	}
+}
+
+// An attempt that sends nothing because the routing key is held back (a
+// Retry-After that another receiver drew, or the pacing) tells the queue
+// it was not attempted, with the time to try: the queue then waits without
+// using up an attempt. The attempt that drew the 429 sent a request and is
+// an ordinary failed attempt.
+func TestAttemptHeldBackByTheRoutingKeyIsNotAttempted(t *testing.T) {
+	start := time.Now().Add(time.Hour)
+	f := clock.NewFake(start)
+	pd := &windowPD{f: f, limit: 0, retryAfter: "30"}
+	srv := httptest.NewServer(pd)
+	defer srv.Close()
+	a, b := fakeNotifier(t, f, srv), fakeNotifier(t, f, srv)
+	ctx, cancel := context.WithDeadline(context.Background(), f.Now().Add(10*time.Second))
+	defer cancel()
+	retry, err := a.Notify(ctx, notify.NewMessage(notify.KindNotify, "team-a", "ga", nil, group(3, "P1", "a-"), start))
+	if !retry || err == nil || errors.Is(err, notify.ErrNotAttempted) {
+		t.Fatalf("retry %v err %v: want the 429 as a failed attempt", retry, err)
+	}
+	retry, err = b.Notify(ctx, notify.NewMessage(notify.KindNotify, "team-b", "gb", nil, group(3, "P0", "b-"), start))
+	var se *notify.StatusError
+	if !retry || !errors.Is(err, notify.ErrNotAttempted) || !errors.As(err, &se) || se.Wait(f.Now()) != 30*time.Second {
+		t.Fatalf("retry %v err %v: want not attempted, to be tried after PagerDuty's 30s", retry, err)
+	}
+	if _, _, refused := pd.accepted(); refused != 1 {
+		t.Fatalf("%d requests refused, want only the first receiver's", refused)
 	}
 }
 

@@ -18,8 +18,10 @@
 // Events are paced ahead of PagerDuty's rate limit per routing key by a
 // token bucket that every group and receiver of the process using the key
 // shares (see Notify): a storm is spread over the minutes it needs instead
-// of drawing 429s, no event is dropped for it, and P0 events keep room in
-// the bucket and go first in their group.
+// of drawing 429s, no event is dropped for it (an attempt that the bucket
+// holds back whole reports notify.ErrNotAttempted, which uses up none of
+// the queue's attempts), and P0 events keep room in the bucket and go
+// first in their group.
 //
 // A trigger carries the alert's labels and, under "annotations", its
 // annotations in custom_details, and links to its runbook (annotation
@@ -433,8 +435,11 @@ func (n *Notifier) settle(group string, whole bool, now time.Time) {
 // instead of drawing 429s; P1 and P2 events leave part of the bucket to P0
 // ones, so a page goes out at once during a storm of lesser alerts. An
 // event whose slot is past the attempt's deadline ends the attempt: with
-// progress as notify.ErrPartial, without as a retryable *notify.StatusError
-// whose Retry-After is the slot, no request sent.
+// progress as notify.ErrPartial; when the attempt sent no request at all,
+// as notify.ErrNotAttempted with a *notify.StatusError whose Retry-After
+// is the slot, so that the queue waits for the slot without counting a
+// failed attempt (a contended key or another receiver's Retry-After must
+// not make the queue give a page up).
 //
 // After a failed event that is worth a retry, the later events with the
 // same dedup_key wait for the retry, so that PagerDuty applies each
@@ -453,6 +458,7 @@ func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) 
 		retry    bool
 		progress int
 		stopped  error
+		paced    bool // stopped by the routing key's bucket, before a request
 		slowest  time.Duration
 	)
 	held := map[string]bool{} // dedup keys whose earlier event failed and is retried
@@ -485,6 +491,7 @@ func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) 
 			stopped = &notify.StatusError{StatusCode: http.StatusTooManyRequests, RetryAt: slot}
 			stopped = fmt.Errorf("pagerduty: held back ahead of PagerDuty's rate limit of %d events per minute for the routing key "+
 				"until %s, past the attempt's deadline; no request sent: %w", n.c.EventsPerMinute, slot.UTC().Format(time.RFC3339), stopped)
+			paced = true
 			left++
 			continue
 		}
@@ -527,6 +534,10 @@ func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) 
 		progress++
 	}
 	n.settle(group, left == 0, n.clock.Now())
+	if paced && progress == 0 && len(errs) == 0 {
+		// No request went out: nothing failed, the slot is the time to try.
+		return true, fmt.Errorf("%w: %w", notify.ErrNotAttempted, stopped)
+	}
 	if stopped != nil {
 		errs = append([]error{stopped}, errs...)
 		retry = true
