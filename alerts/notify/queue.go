@@ -533,20 +533,10 @@ func (q *Queue) pause(ctx context.Context, m *Message, st *delivery, d time.Dura
 
 // sleep waits d on the queue's clock; an error when ctx ends first.
 func (q *Queue) sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		if ctx.Err() != nil {
-			return fmt.Errorf("%w: receiver %s: %v", alerts.ErrClosed, q.name, ctx.Err())
-		}
-		return nil
+	if err := clock.Sleep(ctx, q.o.Clock, d); err != nil {
+		return fmt.Errorf("%w: receiver %s: %v", alerts.ErrClosed, q.name, err)
 	}
-	t := q.o.Clock.NewTimer(d)
-	select {
-	case <-ctx.Done():
-		t.Stop()
-		return fmt.Errorf("%w: receiver %s: %v", alerts.ErrClosed, q.name, ctx.Err())
-	case <-t.C():
-		return nil
-	}
+	return nil
 }
 
 // yieldsTo reports whether a message queued meanwhile would be taken

@@ -6,6 +6,7 @@
 package clock
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +30,22 @@ type Timer interface {
 	C() <-chan time.Time
 	// Stop prevents the timer from firing; it reports whether it did.
 	Stop() bool
+}
+
+// Sleep waits d on c, or until ctx ends: it returns ctx.Err() then, and nil
+// when d passed. A d of zero or less returns ctx.Err() at once.
+func Sleep(ctx context.Context, c Clock, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := c.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C():
+		return nil
+	}
 }
 
 // Real is the system clock.

@@ -1,7 +1,10 @@
 package clock
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -130,5 +133,26 @@ func BenchmarkNanotime(b *testing.B) {
 				_ = s
 			})
 		})
+	}
+}
+
+func TestSleepWaitsOnTheClockOrEndsWithTheContext(t *testing.T) {
+	f := NewFake(time.Unix(0, 0))
+	done := make(chan error, 1)
+	go func() { done <- Sleep(context.Background(), f, time.Second) }()
+	for f.Pending() == 0 {
+		runtime.Gosched()
+	}
+	f.Advance(time.Second)
+	if err := <-done; err != nil {
+		t.Fatalf("Sleep after the clock passed d: %v, want nil", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := Sleep(ctx, f, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Sleep with an ended context: %v, want context.Canceled", err)
+	}
+	if err := Sleep(context.Background(), f, 0); err != nil {
+		t.Fatalf("Sleep(0): %v, want nil", err)
 	}
 }

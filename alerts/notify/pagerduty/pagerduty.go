@@ -206,17 +206,7 @@ func New(c Config, client *http.Client) (*Notifier, error) {
 
 // sleepClock waits d on the notifier's clock, or until ctx ends.
 func (n *Notifier) sleepClock(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := n.clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C():
-		return nil
-	}
+	return clock.Sleep(ctx, n.clock, d)
 }
 
 // Build renders the events of a message.

@@ -130,14 +130,7 @@ func New(opts Options) (*Client, error) {
 }
 
 func (c *Client) clockWait(ctx context.Context, d time.Duration) error {
-	t := c.opts.Clock.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C():
-		return nil
-	}
+	return clock.Sleep(ctx, c.opts.Clock, d)
 }
 
 // serverTimeout is the attempt timeout d as the query API's timeout
