@@ -581,7 +581,16 @@ func (a *App) Run(ctx context.Context) error {
 // already reported). A cycle in which the lead ended saves nothing either,
 // whatever the state store does with an ended context, and the replica
 // restores again before its next cycle: another may have led meanwhile.
+//
+// The cycle's writes to the rules store (proposals, auto-applied versions,
+// the guardrail's rollbacks) carry the fence of the tick (versioning.Fence):
+// the store refuses them (versioning.ErrFenced) once a later tick has been
+// claimed, so a replica that lost the lead while the cycle ran (a pause
+// longer than its lease, before its lead context noticed) changes nothing
+// after its successor's cycles. The SQLite store, whose single engine
+// claims its ticks in memory, ignores the fence.
 func (a *App) tick(ctx context.Context, at time.Time) {
+	ctx = versioning.WithFence(ctx, versioning.Fence{Tick: at, Holder: a.elector.Identity()})
 	if a.state != nil && ctx.Err() == nil && (!a.restored || at.Sub(a.lastTick) > a.cfg.Interval) {
 		_, err := a.state.Restore(ctx, at)
 		a.restored = err == nil
@@ -604,7 +613,12 @@ func (a *App) tick(ctx context.Context, at time.Time) {
 			a.log.Warn("engine state not saved", "tick", at, "err", err)
 		}
 	}
-	if err != nil {
+	if errors.Is(err, versioning.ErrFenced) {
+		// Another replica claimed a later tick: it leads, and restored
+		// before its cycle. This one restores again if it leads again.
+		a.restored = false
+		a.log.Warn("not leading any more: the cycle's writes to the rules store were refused", "tick", at, "err", err)
+	} else if err != nil {
 		a.log.Warn("evaluation", "tick", at, "err", err)
 	}
 	if !a.servicesChecked && len(res.Scores) > 0 && ctx.Err() == nil {

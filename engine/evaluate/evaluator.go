@@ -193,6 +193,9 @@ func (e *Evaluator) forgetAfter() time.Duration {
 
 // Tick runs one cycle at time at. Per-service failures are collected in
 // Result.Errors and joined into the error; the other services still run.
+// A write the rules store refuses because a later tick was claimed
+// (versioning.ErrFenced: ctx carries the fence of a tick this replica no
+// longer leads) ends the cycle's writes: nothing more is submitted.
 // A rules store that cannot list its services stops the guardrail and the
 // recommendations for the cycle, not its scores and level alerts.
 func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
@@ -273,6 +276,10 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 		actives[svc] = &v
 		active = append(active, v)
 	}
+	// fenced: the rules store refused a write of this cycle because a
+	// later tick was claimed (versioning.ErrFenced): this replica no
+	// longer leads, and the cycle's other writes would be refused too.
+	fenced := false
 	if e.o.Guard != nil {
 		// What the guardrail must not blame on a version.
 		e.o.Guard.Note(at, append(incidents, overloadedDependencies(scores, active)...))
@@ -282,6 +289,7 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 			dec, err := e.o.Guard.Observe(ctx, at, active)
 			if err != nil {
 				errs = append(errs, err)
+				fenced = fenced || errors.Is(err, versioning.ErrFenced)
 			}
 			if held := e.o.Guard.Partial(); len(held) > 0 {
 				// Its own range reads warned: the watches they cover were
@@ -323,12 +331,13 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 			rec.Ruleset, rec.Inconclusive = nil, true
 		}
 		res.Recommendations = append(res.Recommendations, rec)
-		if rec.Ruleset != nil && e.o.Proposer != nil {
+		if rec.Ruleset != nil && e.o.Proposer != nil && !fenced {
 			sub, err := e.o.Proposer.Submit(ctx, rec, in.Band)
 			switch {
 			case err != nil:
 				e.metrics.proposals.WithLabelValues("failed").Inc()
 				errs = append(errs, err)
+				fenced = errors.Is(err, versioning.ErrFenced)
 			case sub.Unchanged:
 				e.metrics.proposals.WithLabelValues("unchanged").Inc()
 			case sub.AutoApplied:

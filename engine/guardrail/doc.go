@@ -98,7 +98,10 @@
 // again. RollbackFrom refuses a second rollback of a version no longer
 // active, and a retry that finds the version replaced reads whether the
 // replacement is its own rollback, so none is made twice or recorded as
-// lost. Rollback versions
+// lost. A rollback refused because this replica no longer leads
+// (versioning.ErrFenced: the engine writes under the fence of its tick, see
+// engine/leader) wrote nothing and is not read back: a rollback found then
+// is the new leader's to report. Rollback versions
 // themselves are watched but never rolled back, so the guardrail cannot
 // loop; a service's first version is not watched (there is nothing before
 // it). While a version is being judged, Watching is true and the engine

@@ -1096,6 +1096,11 @@ func (g *Guard) rollback(ctx context.Context, d *Decision) error {
 	case errors.Is(err, versioning.ErrConflict) || errors.Is(err, versioning.ErrInvalidState):
 		d.Reason += fmt.Sprintf(" (rollback not possible: %v)", err)
 		return nil
+	case errors.Is(err, versioning.ErrFenced):
+		// This replica no longer leads (a later tick was claimed) and the
+		// store wrote nothing: a rollback found now is the new leader's,
+		// not this one's to report.
+		return fmt.Errorf("guardrail: roll back %s v%d to v%d: %w", d.Service, d.Version, d.Parent, err)
 	}
 	err = fmt.Errorf("guardrail: roll back %s v%d to v%d: %w", d.Service, d.Version, d.Parent, err)
 	rb, ferr := g.findRollback(ctx, *d)

@@ -40,9 +40,18 @@
 //
 // RunTicks runs each tick under LeaderContext: when the lead ends mid-tick,
 // what is left of it (reads, proposals, the state saved) fails with the
-// context instead of running beside the next leader's tick. The newest
-// claimed tick is also a fencing token at the write: evaluate.SQLState
-// refuses the state rows of a cycle older than it.
+// context instead of running beside the next leader's tick. The context
+// alone cannot stop a write: a leader frozen mid-tick for longer than its
+// lease (a GC pause, a suspended VM, a stalled disk) resumes before its
+// context's timer has fired, and what it sends reaches the database after
+// its successor's ticks. So the newest claimed tick is also a fencing
+// token, checked in the writing transaction: evaluate.SQLState refuses the
+// state rows of a cycle older than it, and the rules store refuses the
+// proposals, auto-applied versions and rollbacks of a cycle whose tick is
+// older than it (versioning.Fence, which the engine attaches to each
+// tick's context; the refusal, versioning.ErrFenced, names both ticks and
+// the replica that claimed the newer one). People's writes carry no fence
+// and are never refused this way.
 //
 // Local is the single-node elector of the SQLite mode: always the leader,
 // ticks claimed in memory.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"governor.dev/governor/sdk/rules"
 )
@@ -30,6 +31,9 @@ var (
 	ErrTampered = errors.New("versioning: audit chain broken")
 	// ErrUnavailable: the database failed or timed out.
 	ErrUnavailable = errors.New("versioning: store unavailable")
+	// ErrFenced: a write made under a Fence whose tick is older than one
+	// claimed since (the writer no longer leads); see *FencedError.
+	ErrFenced = errors.New("versioning: fenced")
 )
 
 // InputError lists every problem with the input of one operation, each naming
@@ -109,3 +113,22 @@ func (e *ConflictError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrConflict) true.
 func (e *ConflictError) Unwrap() error { return ErrConflict }
+
+// FencedError is the refusal of a write made under a Fence (WithFence)
+// after a later tick was claimed: the writer no longer leads, and nothing
+// was written.
+type FencedError struct {
+	// Fence is the writer's: its tick and its identity.
+	Fence Fence
+	// Newer is the newest tick claimed, by By.
+	Newer time.Time
+	By    string
+}
+
+func (e *FencedError) Error() string {
+	return fmt.Sprintf("%s: %s not leading any more: tick %s is older than tick %s claimed by %s",
+		ErrFenced, e.Fence.Holder, e.Fence.Tick.UTC().Format(time.RFC3339Nano), e.Newer.UTC().Format(time.RFC3339Nano), e.By)
+}
+
+// Unwrap makes errors.Is(err, ErrFenced) true.
+func (e *FencedError) Unwrap() error { return ErrFenced }

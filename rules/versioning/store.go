@@ -199,3 +199,42 @@ type Outbox interface {
 	// for the NOTIFY described in package postgres.
 	OutboxReady() <-chan struct{}
 }
+
+// Fence is the fencing token of a writer that may act only while it leads:
+// the engine replica elected by engine/leader, writing under the evaluation
+// tick it claimed in governor_engine_ticks. Writes made with a context
+// carrying a Fence (WithFence) are refused with a *FencedError, writing
+// nothing (no version, no audit entry, no outbox row), once a tick later
+// than Tick has been claimed: a leader that lost the lead while it ran (a
+// long pause, a stalled disk, a suspended VM) must not land a change
+// computed from what it saw before its successor acted.
+//
+// The check runs in the write's own transaction, right after it locks the
+// service's row (which every change to a service takes first), so it sees
+// every tick claimed before the lock was granted, and a successor's write
+// to the same service made after its claim waits for the lock: either the
+// fenced write lands before the successor's tick acts on that service, or
+// it is refused. Writes that change no service (RecordAudit, ClaimOutbox)
+// are not fenced. Writes without a Fence (people's, through the UI and
+// the API) are never refused this way. The PostgreSQL store honours fences
+// (the role it runs as needs SELECT on governor_engine_ticks); the SQLite
+// store, whose single engine claims its ticks in memory, ignores them.
+type Fence struct {
+	// Tick is the tick the writer claimed and acts for.
+	Tick time.Time
+	// Holder names the writer (the engine replica's identity).
+	Holder string
+}
+
+type fenceKey struct{}
+
+// WithFence returns a context whose writes are fenced by f (see Fence).
+func WithFence(ctx context.Context, f Fence) context.Context {
+	return context.WithValue(ctx, fenceKey{}, f)
+}
+
+// FenceOf returns the Fence ctx carries, if any.
+func FenceOf(ctx context.Context) (Fence, bool) {
+	f, ok := ctx.Value(fenceKey{}).(Fence)
+	return f, ok
+}

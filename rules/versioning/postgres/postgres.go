@@ -29,6 +29,11 @@
 //	GRANT SELECT, INSERT, UPDATE ON rule_outbox_failures TO governor_app;
 //
 // (the migrations cannot grant it: they do not know the role).
+//
+// Writes whose context carries a versioning.Fence (the engine's, under the
+// tick its leader claimed) also read governor_engine_ticks, refusing the
+// write (versioning.ErrFenced) when a later tick was claimed: the engine's
+// role needs SELECT on that table, which its leader election uses anyway.
 package postgres
 
 import (
@@ -214,6 +219,7 @@ func dialect() sqlstore.Dialect {
 			var pe *pgconn.PgError
 			return errors.As(err, &pe) && pe.Code == "23505"
 		},
+		Fences: true,
 	}
 }
 

@@ -9,6 +9,10 @@
 //
 // Path ":memory:" gives a private in-memory store, handy as a real Store in
 // other packages' unit tests.
+//
+// The store ignores a versioning.Fence: SQLite mode runs one engine, which
+// claims its ticks in memory (leader.Local), so no other leader's tick can
+// supersede its writes.
 package sqlite
 
 import (

@@ -20,8 +20,9 @@ type serviceRow struct {
 func errorsIsNotFound(err error) bool { return errors.Is(err, versioning.ErrNotFound) }
 
 // service reads a service row; lock takes its row lock, which serialises
-// every change to one service (numbering, activation, policy). Within a
-// transaction the service row is always locked before the audit chain head.
+// every change to one service (numbering, activation, policy), and then
+// checks the context's fence (see fence). Within a transaction the service
+// row is always locked before the audit chain head.
 func (s *Store) service(ctx context.Context, tx Tx, name string, lock bool) (serviceRow, error) {
 	q := `SELECT name, last_number, active_number, approvals_required, approver_roles, manual_only,
 		policy_updated_at, policy_updated_by, band_max_change_per_hour, band_floor, band_ceiling, policy_revision
@@ -46,6 +47,11 @@ func (s *Store) service(ctx context.Context, tx Tx, name string, lock bool) (ser
 	}
 	if err != nil {
 		return r, err
+	}
+	if lock {
+		if err := s.fence(ctx, tx); err != nil {
+			return r, err
+		}
 	}
 	r.active = deref(active)
 	r.policy.Service = name
@@ -90,4 +96,32 @@ func policyDetail(p versioning.Policy) map[string]any {
 	}
 	return map[string]any{"approvals_required": p.ApprovalsRequired, "approver_roles": p.ApproverRoles,
 		"manual_only": p.ManualOnly, "band": band}
+}
+
+// fence refuses, with a *versioning.FencedError, a write whose context
+// carries a versioning.Fence when a tick later than the fence's has been
+// claimed. It runs in the write's transaction once the service row is
+// locked: a tick claimed before the lock was granted is seen (each
+// statement of a READ COMMITTED transaction sees what committed before
+// it), and the claimer's writes to the service after its claim wait for
+// the lock. One read of the ticks' primary key, only for fenced writes.
+func (s *Store) fence(ctx context.Context, tx Tx) error {
+	if !s.d.Fences {
+		return nil
+	}
+	f, ok := versioning.FenceOf(ctx)
+	if !ok {
+		return nil
+	}
+	var newer time.Time
+	var by string
+	err := tx.QueryRow(ctx, `SELECT tick, leader FROM governor_engine_ticks WHERE tick > $1 ORDER BY tick DESC LIMIT 1`,
+		f.Tick.UTC()).Scan(&newer, &by)
+	switch {
+	case s.noRows(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("fence of tick %s: %w", f.Tick.UTC().Format(time.RFC3339Nano), err)
+	}
+	return &versioning.FencedError{Fence: f, Newer: newer, By: by}
 }

@@ -73,6 +73,10 @@ type Dialect struct {
 	NoRows func(error) bool
 	// UniqueViolation reports a unique-constraint error.
 	UniqueViolation func(error) bool
+	// Fences makes the store honour a versioning.Fence on the context of a
+	// write (see fence): the database holds the ticks the engine's leaders
+	// claim (governor_engine_ticks). Off, fences are ignored.
+	Fences bool
 }
 
 // ErrRetryable marks an error as transient: the transaction is run again.
@@ -265,7 +269,7 @@ func (s *Store) mapErr(op string, err error) error {
 
 var domainErrors = []error{versioning.ErrNotFound, versioning.ErrConflict, versioning.ErrSelfApproval,
 	versioning.ErrForbidden, versioning.ErrInvalidState, versioning.ErrInvalid, versioning.ErrTampered,
-	versioning.ErrUnavailable}
+	versioning.ErrUnavailable, versioning.ErrFenced}
 
 func isDomain(err error) bool {
 	for _, d := range domainErrors {
@@ -294,6 +298,8 @@ func resultLabel(err error) string {
 		return "invalid"
 	case errors.Is(err, versioning.ErrTampered):
 		return "tampered"
+	case errors.Is(err, versioning.ErrFenced):
+		return "fenced"
 	}
 	return "unavailable"
 }
