@@ -94,6 +94,15 @@ type Notifier interface {
 	Notify(ctx context.Context, m *Message) (retry bool, err error)
 }
 
+// Closer is a Notifier that holds something shared beyond itself, such as
+// PagerDuty's per routing key pacing, and gives it back in Close. The
+// receiver queue calls Close once, when its worker stops (retired and
+// done, or closed), after the last Notify.
+type Closer interface {
+	Notifier
+	Close()
+}
+
 // Resender is a Notifier whose receiver forgets a firing alert that is not
 // posted again in time (Alertmanager resolves it at its endsAt). The manager
 // sends it the firing alerts it was notified of every ResendInterval, as

@@ -199,7 +199,8 @@ type Queue struct {
 	done   chan struct{}
 }
 
-// NewQueue starts the worker of a receiver. Close stops it.
+// NewQueue starts the worker of a receiver. Close stops it. When the
+// worker stops, it closes n if n is a Closer.
 func NewQueue(name string, n Notifier, o QueueOptions) *Queue {
 	o = o.withDefaults()
 	o.Metrics.init(name)
@@ -344,6 +345,11 @@ func (q *Queue) Retire() <-chan struct{} {
 
 func (q *Queue) run(ctx context.Context) {
 	defer close(q.done)
+	if c, ok := q.n.(Closer); ok {
+		// Runs before done is closed: once Close or Retire's channel
+		// returns, the notifier has let go of what it shares.
+		defer c.Close()
+	}
 	for {
 		q.mu.Lock()
 		m := q.pop()

@@ -1,6 +1,8 @@
 package pagerduty
 
 import (
+	"maps"
+	"slices"
 	"sync"
 	"time"
 )
@@ -21,8 +23,18 @@ const DefaultEventsPerMinute = 120
 // tokens to P0 events, so a P0 page finds room in the bucket while a storm
 // of lesser alerts drains it. Times are arguments, so the caller's clock
 // (an injected one in tests) drives the bucket.
+//
+// The limit is the lowest events_per_minute of the notifiers sending with
+// the key (users), so receivers that disagree stay within the stricter,
+// and a notifier built but never used (a configuration that failed to
+// apply) changes nothing.
 type pacer struct {
+	// users counts the notifiers sending with the key by their limit;
+	// pacers held.
+	users map[int]int
+
 	mu            sync.Mutex
+	perMinute     int // the limit in force
 	perSecond     float64
 	burst         float64
 	urgentReserve float64
@@ -34,6 +46,7 @@ type pacer struct {
 func (p *pacer) setLimit(perMinute int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.perMinute = perMinute
 	burst := max(perMinute/6, 1)
 	p.burst = float64(burst)
 	p.perSecond = float64(max(perMinute-burst, 1)) / 60
@@ -95,24 +108,61 @@ func (p *pacer) refused(now time.Time, wait time.Duration) {
 	}
 }
 
+// limit returns the events per minute the bucket keeps to.
+func (p *pacer) limit() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.perMinute
+}
+
+// idle reports whether the bucket is as a new one would be at now: full,
+// with no Retry-After pending.
+func (p *pacer) idle(now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.at.IsZero() {
+		return true
+	}
+	return !p.at.After(now) && p.tokens+now.Sub(p.at).Seconds()*p.perSecond >= p.burst
+}
+
 // pacers holds the bucket of each endpoint and routing key of the process.
 // It is process-wide on purpose: PagerDuty limits the key whichever
 // receiver uses it, and a configuration reload, which builds new
-// notifiers, must not hand a storm a fresh burst.
+// notifiers, must not hand a storm a fresh burst nor forget a Retry-After.
+// A bucket that no notifier uses any more is forgotten once it is idle (a
+// new one would be the same), so rotated keys do not pile up.
 var pacers = struct {
 	sync.Mutex
 	m map[string]*pacer
 }{m: map[string]*pacer{}}
 
-// pacerFor returns the bucket of url and routing key, set to perMinute.
-func pacerFor(url, routingKey string, perMinute int) *pacer {
+// acquire returns the bucket of url and routing key for a notifier of
+// perMinute events that starts sending at now; release gives it back.
+// It forgets the idle buckets of keys no notifier uses.
+func acquire(url, routingKey string, perMinute int, now time.Time) *pacer {
 	pacers.Lock()
-	p := pacers.m[url+"\x00"+routingKey]
+	defer pacers.Unlock()
+	k := url + "\x00" + routingKey
+	maps.DeleteFunc(pacers.m, func(key string, p *pacer) bool { return key != k && len(p.users) == 0 && p.idle(now) })
+	p := pacers.m[k]
 	if p == nil {
-		p = &pacer{}
-		pacers.m[url+"\x00"+routingKey] = p
+		p = &pacer{users: map[int]int{}}
+		pacers.m[k] = p
 	}
-	pacers.Unlock()
-	p.setLimit(perMinute)
+	p.users[perMinute]++
+	p.setLimit(slices.Min(slices.Collect(maps.Keys(p.users))))
 	return p
+}
+
+// release gives back the bucket a notifier of perMinute events acquired.
+func (p *pacer) release(perMinute int) {
+	pacers.Lock()
+	defer pacers.Unlock()
+	if p.users[perMinute]--; p.users[perMinute] <= 0 {
+		delete(p.users, perMinute)
+	}
+	if len(p.users) > 0 {
+		p.setLimit(slices.Min(slices.Collect(maps.Keys(p.users))))
+	}
 }

@@ -63,7 +63,8 @@ type Config struct {
 	// EventsPerMinute is PagerDuty's rate limit for the routing key;
 	// default DefaultEventsPerMinute. Events are paced to stay within it
 	// in any minute, across every receiver of the process that uses the
-	// key (see Notify).
+	// key; when those receivers name different limits, the lowest applies
+	// (see Notify).
 	EventsPerMinute int `json:"events_per_minute,omitempty"`
 }
 
@@ -164,10 +165,10 @@ type Notifier struct {
 	// sleep waits for a paced event's slot; tests make it advance a
 	// fake clock.
 	sleep func(context.Context, time.Duration) error
-	// pace is the token bucket of the routing key (see pacerFor).
+	mu    sync.Mutex
+	// pace is the token bucket of the routing key, acquired at the first
+	// Notify and released by Close (see acquire).
 	pace *pacer
-
-	mu sync.Mutex
 	// groups holds, per receiver and group key, the events PagerDuty
 	// accepted for the group's state not yet delivered whole.
 	groups map[string]*accepted
@@ -198,10 +199,36 @@ func New(c Config, client *http.Client) (*Notifier, error) {
 	if c.EventsPerMinute == 0 {
 		c.EventsPerMinute = DefaultEventsPerMinute
 	}
-	n := &Notifier{c: c, client: client, clock: clock.Real{}, groups: map[string]*accepted{},
-		pace: pacerFor(c.URL, c.RoutingKey, c.EventsPerMinute)}
+	n := &Notifier{c: c, client: client, clock: clock.Real{}, groups: map[string]*accepted{}}
 	n.sleep = n.sleepClock
 	return n, nil
+}
+
+// pacer returns the routing key's bucket, which the notifier takes a
+// share of at its first use: a notifier built but never used, as by a
+// configuration that fails to apply, does not pace the key.
+func (n *Notifier) pacer() *pacer {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.pace == nil {
+		n.pace = acquire(n.c.URL, n.c.RoutingKey, n.c.EventsPerMinute, n.clock.Now())
+	}
+	return n.pace
+}
+
+// Close gives back the notifier's share of its routing key's bucket: its
+// events_per_minute no longer counts towards the key's limit, and the
+// bucket is forgotten once no notifier uses it and it has refilled.
+// The receiver queue calls it when it stops, after the last Notify; a
+// later Notify takes a share again.
+func (n *Notifier) Close() {
+	n.mu.Lock()
+	p := n.pace
+	n.pace = nil
+	n.mu.Unlock()
+	if p != nil {
+		p.release(n.c.EventsPerMinute)
+	}
 }
 
 // sleepClock waits d on the notifier's clock, or until ctx ends.
@@ -421,7 +448,9 @@ func (n *Notifier) settle(group string, whole bool, now time.Time) {
 //
 // Events are paced by the routing key's token bucket (DefaultEventsPerMinute,
 // or Config.EventsPerMinute, in any minute), which every group and every
-// receiver of the process using the key shares, so a storm waits its turn
+// receiver of the process using the key shares, at the lowest limit of the
+// notifiers that have sent with the key and not been closed (Close), so a
+// storm waits its turn
 // instead of drawing 429s; P1 and P2 events leave part of the bucket to P0
 // ones, so a page goes out at once during a storm of lesser alerts. An
 // event whose slot is past the attempt's deadline ends the attempt: with
@@ -442,6 +471,7 @@ func (n *Notifier) settle(group string, whole bool, now time.Time) {
 func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) {
 	evs := n.Build(m)
 	urgent := urgentFirst(m, evs)
+	pace := n.pacer()
 	group := m.Receiver + "\x00" + m.GroupKey
 	var (
 		errs     []error
@@ -476,11 +506,11 @@ func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) 
 		if hasDeadline {
 			by = dl.Add(-2 * slowest)
 		}
-		slot, ok := n.pace.reserve(start, by, urgent[i])
+		slot, ok := pace.reserve(start, by, urgent[i])
 		if !ok {
 			stopped = &notify.StatusError{StatusCode: http.StatusTooManyRequests, RetryAt: slot}
 			stopped = fmt.Errorf("pagerduty: held back ahead of PagerDuty's rate limit of %d events per minute for the routing key "+
-				"until %s, past the attempt's deadline; no request sent: %w", n.c.EventsPerMinute, slot.UTC().Format(time.RFC3339), stopped)
+				"until %s, past the attempt's deadline; no request sent: %w", pace.limit(), slot.UTC().Format(time.RFC3339), stopped)
 			paced = true
 			left++
 			continue
@@ -499,7 +529,7 @@ func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) 
 			// Rate limited: the later events would be refused too, and
 			// so would those of every other sender of the key. The 429
 			// comes first, for the queue to find its Retry-After.
-			n.pace.refused(now, se.Wait(now))
+			pace.refused(now, se.Wait(now))
 			stopped, retry = err, true
 			left++
 			continue
