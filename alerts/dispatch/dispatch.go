@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -66,9 +67,8 @@ func (f Filter) quiet(fp alerts.Fingerprint, a alerts.Alert) bool {
 
 // routed is an alert with its fingerprint, in one group.
 type routed struct {
-	a   alerts.Alert
-	fp  alerts.Fingerprint
-	key string // fp.String()
+	a  alerts.Alert
+	fp alerts.Fingerprint
 	// route is the index of the route that put it in the group, whose
 	// group_by names the group's labels (groupLabels).
 	route int
@@ -94,24 +94,39 @@ type GroupRef struct {
 	Key      string `json:"key"`
 }
 
-func refOf(id string) GroupRef {
-	recv, key, _ := strings.Cut(id, "\x00")
-	return GroupRef{Receiver: recv, Key: key}
+// compare orders groups by receiver, then key: the order of the
+// notifications of a flush and of the messages of an acknowledgement.
+func (r GroupRef) compare(o GroupRef) int {
+	if c := strings.Compare(r.Receiver, o.Receiver); c != 0 {
+		return c
+	}
+	return strings.Compare(r.Key, o.Key)
 }
-
-func (r GroupRef) id() string { return r.Receiver + "\x00" + r.Key }
 
 // Dispatcher groups and times notifications. It is safe for concurrent use.
 type Dispatcher struct {
 	routes []Route
 	timing Timing
 
+	// keyNames holds, for each route, its group_by names sorted without
+	// repeats: the names of the group key, in the order Labels.String
+	// writes them.
+	keyNames [][]string
+
 	mu     sync.Mutex
-	groups map[string]*group // by receiver + "\x00" + key
-	// changed and forgotten hold the groups (by id) whose state a regroup
-	// changed without a notification, and those dropped, since the last
+	groups map[GroupRef]*group
+	// order holds the groups' refs, sorted up to sortedLen, then those added
+	// since; it may still hold refs of groups dropped since (stale counts
+	// the drops) and, for a group dropped and formed again, a ref twice.
+	// ordered tidies it when anything changed, so that a step in a storm
+	// sorts only the groups it formed, and an acknowledgement none.
+	order     []GroupRef
+	sortedLen int
+	stale     int
+	// changed and forgotten hold the groups whose state a regroup changed
+	// without a notification, and those dropped, since the last
 	// TakeChanges.
-	changed, forgotten map[string]bool
+	changed, forgotten map[GroupRef]bool
 }
 
 // New validates routes (ValidateRoutes: one must catch every alert) and
@@ -124,8 +139,52 @@ func New(routes []Route, timing Timing) (*Dispatcher, error) {
 	if err := timing.Validate(); err != nil {
 		return nil, err
 	}
-	return &Dispatcher{routes: routes, timing: timing, groups: map[string]*group{}, changed: map[string]bool{},
-		forgotten: map[string]bool{}}, nil
+	keyNames := make([][]string, len(routes))
+	for i, r := range routes {
+		keyNames[i] = slices.Compact(slices.Sorted(slices.Values(r.groupBy())))
+	}
+	return &Dispatcher{routes: routes, timing: timing, keyNames: keyNames, groups: map[GroupRef]*group{},
+		changed: map[GroupRef]bool{}, forgotten: map[GroupRef]bool{}}, nil
+}
+
+// add holds a new group; d.mu held.
+func (d *Dispatcher) add(ref GroupRef, g *group) {
+	d.groups[ref] = g
+	d.order = append(d.order, ref)
+}
+
+// ordered returns the refs of the groups held, sorted (GroupRef.compare).
+// The caller must not keep the slice past a change of the groups; d.mu
+// held.
+func (d *Dispatcher) ordered() []GroupRef {
+	if d.sortedLen == len(d.order) && d.stale == 0 {
+		return d.order
+	}
+	if d.sortedLen < len(d.order) {
+		added := d.order[d.sortedLen:]
+		slices.SortFunc(added, GroupRef.compare)
+		merged := make([]GroupRef, 0, len(d.order))
+		old := d.order[:d.sortedLen]
+		for len(old) > 0 && len(added) > 0 {
+			if old[0].compare(added[0]) <= 0 {
+				merged, old = append(merged, old[0]), old[1:]
+			} else {
+				merged, added = append(merged, added[0]), added[1:]
+			}
+		}
+		d.order = append(append(merged, old...), added...)
+	}
+	// Drop the refs of groups dropped since, and the second ref of a group
+	// formed again.
+	out := d.order[:0]
+	for _, r := range d.order {
+		if d.groups[r] != nil && (len(out) == 0 || out[len(out)-1] != r) {
+			out = append(out, r)
+		}
+	}
+	clear(d.order[len(out):])
+	d.order, d.sortedLen, d.stale = out, len(out), 0
+	return d.order
 }
 
 // Timing returns the timing in force, defaults filled in.
@@ -162,19 +221,24 @@ func (d *Dispatcher) Restore(states []GroupState) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for _, s := range states {
-		id := GroupRef{Receiver: s.Receiver, Key: s.Key}.id()
+		ref := GroupRef{Receiver: s.Receiver, Key: s.Key}
 		if !slices.Contains(known, s.Receiver) {
-			d.forgotten[id] = true
+			d.forgotten[ref] = true
 			continue
 		}
-		d.groups[id] = &group{state: s.clone()}
+		if d.groups[ref] == nil {
+			d.add(ref, &group{state: s.clone()})
+		} else {
+			d.groups[ref] = &group{state: s.clone()}
+		}
 	}
 	d.regroup()
 }
 
 // regroup moves notified alerts whose group the routes changed; d.mu held.
 func (d *Dispatcher) regroup() {
-	for _, id := range slices.Sorted(maps.Keys(d.groups)) {
+	// The groups formed here are not visited: they hold moved alerts only.
+	for _, id := range slices.Clone(d.ordered()) {
 		g := d.groups[id]
 		if g == nil {
 			continue
@@ -182,10 +246,10 @@ func (d *Dispatcher) regroup() {
 		moved := false
 		for _, fp := range slices.Sorted(maps.Keys(g.state.Notified)) {
 			a := g.state.Notified[fp]
-			var to []string
+			var to []GroupRef
 			byGroup := d.route([]alerts.Alert{a})
 			for nid := range byGroup {
-				if recv, _, _ := strings.Cut(nid, "\x00"); recv == g.state.Receiver {
+				if nid.Receiver == g.state.Receiver {
 					to = append(to, nid)
 				}
 			}
@@ -197,10 +261,9 @@ func (d *Dispatcher) regroup() {
 			for _, nid := range to {
 				ng := d.groups[nid]
 				if ng == nil {
-					recv, key, _ := strings.Cut(nid, "\x00")
-					ng = &group{state: GroupState{Receiver: recv, Key: key, Notified: map[string]alerts.Alert{},
+					ng = &group{state: GroupState{Receiver: nid.Receiver, Key: nid.Key, Notified: map[string]alerts.Alert{},
 						Labels: d.groupLabels(byGroup[nid][0])}}
-					d.groups[nid] = ng
+					d.add(nid, ng)
 				} else if ng.state.SentAt.After(g.state.SentAt) {
 					// The new group notified since: what it holds is newer
 					// (a persisted state left behind by an earlier move).
@@ -234,10 +297,11 @@ func (d *Dispatcher) regroup() {
 }
 
 // forget drops a group; d.mu held.
-func (d *Dispatcher) forget(id string) {
+func (d *Dispatcher) forget(id GroupRef) {
 	delete(d.groups, id)
 	delete(d.changed, id)
 	d.forgotten[id] = true
+	d.stale++
 }
 
 // TakeChanges returns, sorted, the groups whose state changed without a
@@ -256,12 +320,10 @@ func (d *Dispatcher) TakeChanges() (changed, forgotten []GroupRef) {
 	if len(d.changed) == 0 && len(d.forgotten) == 0 {
 		return nil, nil
 	}
-	for _, id := range slices.Sorted(maps.Keys(d.changed)) {
-		changed = append(changed, refOf(id))
-	}
-	for _, id := range slices.Sorted(maps.Keys(d.forgotten)) {
+	changed = slices.SortedFunc(maps.Keys(d.changed), GroupRef.compare)
+	for _, id := range slices.SortedFunc(maps.Keys(d.forgotten), GroupRef.compare) {
 		if d.groups[id] == nil {
-			forgotten = append(forgotten, refOf(id))
+			forgotten = append(forgotten, id)
 		}
 	}
 	clear(d.changed)
@@ -273,7 +335,7 @@ func (d *Dispatcher) TakeChanges() (changed, forgotten []GroupRef) {
 func (d *Dispatcher) State(r GroupRef) (GroupState, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	g := d.groups[r.id()]
+	g := d.groups[r]
 	if g == nil {
 		return GroupState{}, false
 	}
@@ -292,47 +354,140 @@ func (d *Dispatcher) States() []GroupState {
 	return out
 }
 
-// route assigns alerts to (receiver, group key).
-func (d *Dispatcher) route(as []alerts.Alert) map[string][]routed {
-	out := map[string][]routed{}
-	for _, a := range as {
+// route assigns alerts to groups, each group's alerts in the order of as.
+// It hashes each alert's labels once and writes each group key into one
+// buffer; a key allocates only for a group not held yet. d.mu held.
+func (d *Dispatcher) route(as []alerts.Alert) map[GroupRef][]routed {
+	type entry struct {
+		group, alert, route int32 // indices in refs, as and d.routes
+		fp                  alerts.Fingerprint
+	}
+	var (
+		refs    []GroupRef
+		index   = map[GroupRef]int{}
+		entries = make([]entry, 0, len(as))
+		buf     []byte
+		seen    []int // the groups the alert is in: two routes may name one
+	)
+	for ai, a := range as {
 		fp := a.Fingerprint()
-		ra := routed{a: a, fp: fp, key: fp.String()}
-		var seen []string // the groups the alert is in: two routes may name one
+		seen = seen[:0]
 		for i, r := range d.routes {
 			if !r.Matches(a.Labels) {
 				continue
 			}
-			gl := a.Labels.Subset(r.groupBy())
-			id := r.Receiver + "\x00" + gl.String()
-			if !slices.Contains(seen, id) {
-				seen = append(seen, id)
-				ra.route = i
-				out[id] = append(out[id], ra)
+			buf = appendGroupKey(buf[:0], a.Labels, d.keyNames[i])
+			gi, ok := index[GroupRef{Receiver: r.Receiver, Key: string(buf)}]
+			if !ok {
+				ref := GroupRef{Receiver: r.Receiver}
+				if g := d.groups[GroupRef{Receiver: r.Receiver, Key: string(buf)}]; g != nil {
+					ref.Key = g.state.Key
+				} else {
+					ref.Key = string(buf)
+				}
+				gi = len(refs)
+				refs = append(refs, ref)
+				index[ref] = gi
+			}
+			if !slices.Contains(seen, gi) {
+				seen = append(seen, gi)
+				entries = append(entries, entry{group: int32(gi), alert: int32(ai), route: int32(i), fp: fp})
 			}
 			if !r.Continue {
 				break
 			}
 		}
 	}
+	// One array holds every group's alerts, in order.
+	start := make([]int, len(refs)+1)
+	for _, e := range entries {
+		start[e.group+1]++
+	}
+	for i := range refs {
+		start[i+1] += start[i]
+	}
+	all := make([]routed, len(entries))
+	next := slices.Clone(start[:len(refs)])
+	for _, e := range entries {
+		all[next[e.group]] = routed{a: as[e.alert], fp: e.fp, route: int(e.route)}
+		next[e.group]++
+	}
+	out := make(map[GroupRef][]routed, len(refs))
+	for i, ref := range refs {
+		out[ref] = all[start[i]:start[i+1]:start[i+1]]
+	}
 	return out
 }
 
+// appendGroupKey appends to b the group key of labels l: what
+// l.Subset(names).String() returns, for names sorted without repeats.
+func appendGroupKey(b []byte, l alerts.Labels, names []string) []byte {
+	b = append(b, '{')
+	first := true
+	for _, n := range names {
+		v, ok := l[n]
+		if !ok {
+			continue
+		}
+		if !first {
+			b = append(b, ", "...)
+		}
+		first = false
+		b = append(b, n...)
+		b = append(b, '=')
+		b = strconv.AppendQuote(b, v)
+	}
+	return append(b, '}')
+}
+
+// appendFingerprint appends fp as fp.String() writes it, 16 lowercase hex
+// digits, so that a map keyed by fingerprint strings is read without
+// allocating.
+func appendFingerprint(b []byte, fp alerts.Fingerprint) []byte {
+	const digits = "0123456789abcdef"
+	for shift := 60; shift >= 0; shift -= 4 {
+		b = append(b, digits[(fp>>shift)&0xf])
+	}
+	return b
+}
+
+// parseFingerprint is the inverse of alerts.Fingerprint.String: it accepts
+// exactly what String writes, so that a key it accepts names the same
+// alert as the key String writes.
+func parseFingerprint(s string) (alerts.Fingerprint, bool) {
+	if len(s) != 16 {
+		return 0, false
+	}
+	var fp alerts.Fingerprint
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		default:
+			return 0, false
+		}
+		fp = fp<<4 | alerts.Fingerprint(c)
+	}
+	return fp, true
+}
+
 // Flush decides, at now, which groups notify, updates their state and
-// returns the notifications. as holds every current alert: firing ones and
-// those resolved recently.
+// returns the notifications, by receiver, then group key. as holds every
+// current alert: firing ones and those resolved recently.
 func (d *Dispatcher) Flush(now time.Time, as []alerts.Alert, f Filter) []Notification {
-	byGroup := d.route(as)
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	byGroup := d.route(as)
 	for id, rs := range byGroup {
 		if d.groups[id] == nil {
-			recv, key, _ := strings.Cut(id, "\x00")
-			d.groups[id] = &group{state: GroupState{Receiver: recv, Key: key, Labels: d.groupLabels(rs[0]), Notified: map[string]alerts.Alert{}}}
+			d.add(id, &group{state: GroupState{Receiver: id.Receiver, Key: id.Key, Labels: d.groupLabels(rs[0]), Notified: map[string]alerts.Alert{}}})
 		}
 	}
 	var out []Notification
-	for _, id := range slices.Sorted(maps.Keys(d.groups)) {
+	for _, id := range d.ordered() {
 		g := d.groups[id]
 		if n, ok := d.flushGroup(now, g, byGroup[id], f); ok {
 			out = append(out, n)
@@ -345,33 +500,53 @@ func (d *Dispatcher) Flush(now time.Time, as []alerts.Alert, f Filter) []Notific
 }
 
 func (d *Dispatcher) flushGroup(now time.Time, g *group, rs []routed, f Filter) (Notification, bool) {
-	present := make(map[string]alerts.Alert, len(rs)) // every firing alert, muted or not
-	ended := map[string]alerts.Alert{}
-	var firing, fresh []alerts.Alert
-	var quiet []string // the firing alerts muted or acknowledged
+	// present holds every firing alert, muted or not, and ended the
+	// resolved ones: both are read against what the group notified, so a
+	// group that notified nothing (a storm's new groups) builds them only
+	// if it notifies.
+	var present, ended map[alerts.Fingerprint]alerts.Alert
+	fill := func() {
+		present = make(map[alerts.Fingerprint]alerts.Alert, len(rs))
+		ended = map[alerts.Fingerprint]alerts.Alert{}
+		for _, r := range rs {
+			if r.a.Resolved(now) {
+				ended[r.fp] = r.a
+			} else {
+				present[r.fp] = r.a
+			}
+		}
+	}
+	if len(g.state.Notified) > 0 {
+		fill()
+	}
+	firing := make([]routed, 0, len(rs))
+	fresh := 0
+	var quiet []alerts.Fingerprint // the firing alerts muted or acknowledged
+	var kb [16]byte
 	for _, r := range rs {
 		a := r.a
 		if a.Resolved(now) {
-			ended[r.key] = a
 			continue
 		}
-		present[r.key] = a
 		if f.quiet(r.fp, a) {
-			quiet = append(quiet, r.key)
+			quiet = append(quiet, r.fp)
 			continue
 		}
-		firing = append(firing, a)
+		firing = append(firing, r)
 		// An alert the last notification withheld is new to the receiver
 		// again, as one it never heard of.
-		if n, ok := g.state.Notified[r.key]; !ok || !n.StartsAt.Equal(a.StartsAt) || g.state.Withheld[r.key] {
-			fresh = append(fresh, a)
+		k := appendFingerprint(kb[:0], r.fp)
+		if n, ok := g.state.Notified[string(k)]; !ok || !n.StartsAt.Equal(a.StartsAt) || g.state.Withheld[string(k)] {
+			fresh++
 		}
 	}
 	ends := d.recordEnds(g, present, ended, now)
 	var resolved []alerts.Alert
-	for fp, n := range g.state.Notified {
-		if p, ok := present[fp]; ok && p.StartsAt.Equal(n.StartsAt) {
-			continue
+	for key, n := range g.state.Notified {
+		if fp, ok := parseFingerprint(key); ok {
+			if p, ok := present[fp]; ok && p.StartsAt.Equal(n.StartsAt) {
+				continue
+			}
 		}
 		resolved = append(resolved, n)
 	}
@@ -384,14 +559,14 @@ func (d *Dispatcher) flushGroup(now time.Time, g *group, rs []routed, f Filter) 
 		return Notification{}, false
 	}
 	tier := alerts.P2 // the firing alerts' tier: it sets the repeat interval
-	for _, a := range firing {
-		if a.Severity().MoreUrgent(tier) {
-			tier = a.Severity()
+	for _, r := range firing {
+		if r.a.Severity().MoreUrgent(tier) {
+			tier = r.a.Severity()
 		}
 	}
 	var due bool
 	switch {
-	case len(fresh) > 0 || len(resolved) > 0:
+	case fresh > 0 || len(resolved) > 0:
 		if len(g.state.Notified) == 0 && !g.undone {
 			due = !now.Before(g.firstSeen.Add(d.timing.GroupWait))
 		} else {
@@ -414,20 +589,25 @@ func (d *Dispatcher) flushGroup(now time.Time, g *group, rs []routed, f Filter) 
 			// One digest a day, at the first step of the business day,
 			// with what was already there at the opening.
 			open := bh.Opening(now)
-			due = bh.Contains(now) && g.state.SentAt.Before(open) && (len(fresh) == 0 || !g.firstSeen.After(open))
+			due = bh.Contains(now) && g.state.SentAt.Before(open) && (fresh == 0 || !g.firstSeen.After(open))
 		} else if !bh.Contains(now) {
 			due = false
 		}
 	}
 	if !due {
 		if ends {
-			d.changed[GroupRef{Receiver: g.state.Receiver, Key: g.state.Key}.id()] = true
+			d.changed[GroupRef{Receiver: g.state.Receiver, Key: g.state.Key}] = true
 		}
 		return Notification{}, false
 	}
+	if present == nil {
+		fill()
+	}
 	msgAlerts := make([]notify.Alert, 0, len(firing)+len(resolved))
-	for _, a := range firing {
-		msgAlerts = append(msgAlerts, notify.Alert{Alert: a, Status: notify.StatusFiring, Fingerprint: a.Fingerprint().String()})
+	firingKeys := make([]string, len(firing))
+	for i, r := range firing {
+		firingKeys[i] = r.fp.String()
+		msgAlerts = append(msgAlerts, notify.Alert{Alert: r.a, Status: notify.StatusFiring, Fingerprint: firingKeys[i]})
 	}
 	refired := make(map[string]bool, len(resolved)) // the resolved, some of which may fire again
 	for _, a := range resolved {
@@ -459,17 +639,18 @@ func (d *Dispatcher) flushGroup(now time.Time, g *group, rs []routed, f Filter) 
 	for _, a := range resolved {
 		delete(st.Notified, a.Fingerprint().String())
 	}
-	for _, a := range firing {
-		st.Notified[a.Fingerprint().String()] = a
+	for i, r := range firing {
+		st.Notified[firingKeys[i]] = r.a
 	}
 	// The quiet alerts the receiver was told of and not told again now.
 	st.Withheld = nil
 	for _, fp := range quiet {
-		if n, ok := st.Notified[fp]; ok && n.StartsAt.Equal(present[fp].StartsAt) {
+		k := appendFingerprint(kb[:0], fp)
+		if n, ok := st.Notified[string(k)]; ok && n.StartsAt.Equal(present[fp].StartsAt) {
 			if st.Withheld == nil {
 				st.Withheld = map[string]bool{}
 			}
-			st.Withheld[fp] = true
+			st.Withheld[string(k)] = true
 		}
 	}
 	st.SentAt = now
@@ -490,7 +671,7 @@ func (d *Dispatcher) flushGroup(now time.Time, g *group, rs []routed, f Filter) 
 // endsAt. An end already recorded is kept; an alert firing again in the
 // same episode loses its recorded end. It reports whether the state
 // changed; d.mu held.
-func (d *Dispatcher) recordEnds(g *group, present, ended map[string]alerts.Alert, now time.Time) bool {
+func (d *Dispatcher) recordEnds(g *group, present, ended map[alerts.Fingerprint]alerts.Alert, now time.Time) bool {
 	changed := false
 	set := func(fp string, n alerts.Alert) {
 		if !changed {
@@ -499,23 +680,24 @@ func (d *Dispatcher) recordEnds(g *group, present, ended map[string]alerts.Alert
 		}
 		g.state.Notified[fp] = n
 	}
-	for fp, n := range g.state.Notified { // set replaces the map, not this one
-		if p, ok := present[fp]; ok && p.StartsAt.Equal(n.StartsAt) {
+	for key, n := range g.state.Notified { // set replaces the map, not this one
+		fp, known := parseFingerprint(key) // a key String never writes names no alert
+		if p, ok := present[fp]; known && ok && p.StartsAt.Equal(n.StartsAt) {
 			if !n.EndsAt.IsZero() {
 				n.EndsAt = time.Time{}
-				set(fp, n)
+				set(key, n)
 			}
 			continue
 		}
 		end := n.EndsAt
-		if e, ok := ended[fp]; ok && e.StartsAt.Equal(n.StartsAt) && !e.EndsAt.IsZero() {
+		if e, ok := ended[fp]; known && ok && e.StartsAt.Equal(n.StartsAt) && !e.EndsAt.IsZero() {
 			end = e.EndsAt
 		} else if end.IsZero() {
 			end = now
 		}
 		if !end.Equal(n.EndsAt) {
 			n.EndsAt = end
-			set(fp, n)
+			set(key, n)
 		}
 	}
 	return changed
@@ -537,14 +719,14 @@ func (d *Dispatcher) Undo(msg *notify.Message) {
 	if msg.Kind != notify.KindNotify || !slices.Contains(d.Receivers(), msg.Receiver) {
 		return
 	}
-	id := GroupRef{Receiver: msg.Receiver, Key: msg.GroupKey}.id()
+	id := GroupRef{Receiver: msg.Receiver, Key: msg.GroupKey}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	g := d.groups[id]
 	if g == nil {
 		g = &group{state: GroupState{Receiver: msg.Receiver, Key: msg.GroupKey, Labels: msg.GroupLabels,
 			Notified: map[string]alerts.Alert{}, SentAt: msg.CreatedAt}}
-		d.groups[id] = g
+		d.add(id, g)
 	}
 	st := g.state.clone()
 	if st.SentAt.Equal(msg.CreatedAt) {
@@ -609,13 +791,14 @@ func MessageID(receiver, key string, t time.Time) string {
 }
 
 // Acknowledge returns the acknowledge messages for an alert: one per group
-// that has notified it. They are not part of the group's repeat cycle.
+// that has notified it, by receiver, then group key. They are not part of
+// the group's repeat cycle.
 func (d *Dispatcher) Acknowledge(now time.Time, a alerts.Alert) []*notify.Message {
 	fp := a.Fingerprint().String()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var out []*notify.Message
-	for _, id := range slices.Sorted(maps.Keys(d.groups)) {
+	for _, id := range d.ordered() {
 		g := d.groups[id]
 		if n, ok := g.state.Notified[fp]; ok && n.StartsAt.Equal(a.StartsAt) {
 			m := notify.NewMessage(notify.KindAcknowledge, g.state.Receiver, g.state.Key, g.state.Labels,

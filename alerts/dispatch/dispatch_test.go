@@ -498,3 +498,25 @@ func TestGroupLabelsComeFromTheRouteThatFormedTheGroup(t *testing.T) {
 		}
 	}
 }
+
+// TestReceiverNameWithNulByteKeepsItsGroups: a receiver whose name holds a
+// NUL byte (a configuration may carry "\u0000") gets its own
+// notifications, under its own name: the groups are not named by joining
+// the receiver and the key with a byte that a name can hold.
+func TestReceiverNameWithNulByteKeepsItsGroups(t *testing.T) {
+	d, err := New([]Route{{Receiver: "team\x00x"}}, Timing{NoGroupWait: true, GroupInterval: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := d.Flush(t0, []alerts.Alert{alert("Shed", "checkout", alerts.P0, t0)}, Filter{})
+	if len(ns) != 1 {
+		t.Fatalf("%d notifications, want 1", len(ns))
+	}
+	want := GroupRef{Receiver: "team\x00x", Key: `{alertname="Shed", service="checkout"}`}
+	if got := (GroupRef{Receiver: ns[0].Message.Receiver, Key: ns[0].Message.GroupKey}); got != want {
+		t.Fatalf("notification for %q, want %q", got, want)
+	}
+	if got := (GroupRef{Receiver: ns[0].State.Receiver, Key: ns[0].State.Key}); got != want {
+		t.Fatalf("state of %q, want %q", got, want)
+	}
+}
