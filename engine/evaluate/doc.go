@@ -19,7 +19,10 @@
 // comes before the watermark moves (at least once): a crash between the two
 // loses nothing, and the publication is reported again under the same key
 // (Emergency.Key), which the alerts manager folds into the one alert it
-// keeps per service. The first time the watermark is set, publications
+// keeps per service. A move made by a cycle whose tick is no longer the
+// newest claimed (a leader frozen past its lease) is refused
+// (versioning.ErrFenced) and ends that cycle's writes, so the next leader
+// reports from where the mark was. The first time the watermark is set, publications
 // before the engine's start (Options.Since) are history, not news.
 //
 // # Services that go away
@@ -93,7 +96,12 @@
 // or the freshness that decides staleness) or an incident read (breakers,
 // downstream latency) is partial, the guardrail judges nothing and rolls
 // nothing back: a service whose series the store lost would read as one
-// that reports nothing. A snapshot with such a partial signal is not
+// that reports nothing. Such a cycle still tells the guardrail it is held
+// (guardrail.Guard.Hold): a watch held past the guardrail's MaxWait ends
+// inconclusive for good, its reason and guardrail_inconclusive event
+// saying what was partial, as when the guardrail's own reads stay partial,
+// so a store that stays partial watches no version, and withholds no
+// service's proposals on that account, for ever. A snapshot with such a partial signal is not
 // recorded as the guardrail's samples (guardrail.Guard.Record): its grid
 // points are read from the store when a window needs them. The
 // guardrail's own range reads may warn as well: each then holds only the

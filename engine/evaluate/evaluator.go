@@ -95,7 +95,9 @@ type Result struct {
 	Partial []string `json:"partial,omitempty"`
 	// GuardrailHeld says why the guardrail judged nothing this cycle: a
 	// signal it judges by was partial (see guardSignals), or a read of the
-	// incidents it must not blame on a version. Empty when it judged; a
+	// incidents it must not blame on a version; a watch held so until the
+	// guardrail's MaxWait ends inconclusive (guardrail.Guard.Hold), in
+	// Decisions. Empty when it judged; a
 	// partial range read of its own holds only the watches it covers
 	// (listed in Partial, each held decision's reason says so).
 	GuardrailHeld string `json:"guardrail_held,omitempty"`
@@ -193,9 +195,10 @@ func (e *Evaluator) forgetAfter() time.Duration {
 
 // Tick runs one cycle at time at. Per-service failures are collected in
 // Result.Errors and joined into the error; the other services still run.
-// A write the rules store refuses because a later tick was claimed
-// (versioning.ErrFenced: ctx carries the fence of a tick this replica no
-// longer leads) ends the cycle's writes: nothing more is submitted.
+// A write the rules store (or the emergency watermark, SQLWatermark)
+// refuses because a later tick was claimed (versioning.ErrFenced: ctx
+// carries the fence of a tick this replica no longer leads) ends the
+// cycle's writes: nothing more is judged, rolled back or submitted.
 // A rules store that cannot list its services stops the guardrail and the
 // recommendations for the cycle, not its scores and level alerts.
 func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
@@ -256,8 +259,15 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 	if e.since.IsZero() {
 		e.since = at
 	}
+	// fenced: a write of this cycle was refused because a later tick was
+	// claimed (versioning.ErrFenced): this replica no longer leads, and
+	// the cycle's other writes would be refused too.
+	fenced := false
 	failed, emErrs := e.emergencies(ctx, at, infos)
 	errs = append(errs, emErrs...)
+	for _, err := range emErrs {
+		fenced = fenced || errors.Is(err, versioning.ErrFenced)
+	}
 	for _, svc := range e.judged(scores, infos) {
 		n := current[svc]
 		if n == 0 || failed[svc] {
@@ -276,16 +286,26 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 		actives[svc] = &v
 		active = append(active, v)
 	}
-	// fenced: the rules store refused a write of this cycle because a
-	// later tick was claimed (versioning.ErrFenced): this replica no
-	// longer leads, and the cycle's other writes would be refused too.
-	fenced := false
 	if e.o.Guard != nil {
 		// What the guardrail must not blame on a version.
 		e.o.Guard.Note(at, append(incidents, overloadedDependencies(scores, active)...))
-		if res.GuardrailHeld = e.guardHold(snap); res.GuardrailHeld != "" {
+		res.GuardrailHeld = e.guardHold(snap)
+		switch {
+		case fenced:
+			// Not leading: what the guardrail would decide is the
+			// successor's to decide.
+		case res.GuardrailHeld != "":
+			// Nothing judged or rolled back; a watch held until MaxWait
+			// ends inconclusive, as when the guardrail's own reads stay
+			// partial.
 			e.o.Logger.Warn("guardrail held: nothing judged or rolled back this cycle", "tick", at, "reason", res.GuardrailHeld)
-		} else {
+			dec, err := e.o.Guard.Hold(ctx, at, active, res.GuardrailHeld)
+			if err != nil {
+				errs = append(errs, err)
+				fenced = fenced || errors.Is(err, versioning.ErrFenced)
+			}
+			res.Decisions = dec
+		default:
 			dec, err := e.o.Guard.Observe(ctx, at, active)
 			if err != nil {
 				errs = append(errs, err)

@@ -2,6 +2,8 @@ package evaluate
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -33,6 +35,22 @@ import (
 // leading any more, naming both ticks and b; no version, audit entry or
 // auto_apply event is left. b's cycle under its own tick applies them.
 func TestACycleOfATickNoLongerLedWritesNothing(t *testing.T) {
+	testTickNoLongerLed(t, false)
+}
+
+// TestACycleWhoseMarkMoveIsFencedWritesNothingMore: as above, the
+// replicas sharing the emergency mark in PostgreSQL (SQLWatermark). Each of
+// engine-a's cycles first tries to move the mark past the audit log's head
+// and is refused (ErrFenced, once a cycle, naming both ticks and b), which
+// ends its writes: no cut is submitted, the mark stays unset. b's cycles
+// move it and apply the cuts.
+func TestACycleWhoseMarkMoveIsFencedWritesNothingMore(t *testing.T) {
+	testTickNoLongerLed(t, true)
+}
+
+// testTickNoLongerLed runs the cycles of both tests above; mark: the
+// replicas share a SQLWatermark.
+func testTickNoLongerLed(t *testing.T, mark bool) {
 	const services, instances = 10, 2
 	ctx := context.Background()
 	db, err := embedded.Open(embedded.Options{})
@@ -74,7 +92,12 @@ func TestACycleOfATickNoLongerLedWritesNothing(t *testing.T) {
 		}
 	}
 	clk.Set(benchT0.Add(5 * time.Minute))
-	newEval := func() (*Evaluator, *events.Recorder) {
+	sqldb, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sqldb.Close()
+	newEval := func(name string) (*Evaluator, *events.Recorder) {
 		reader, err := signals.NewReader(db, signals.ReaderOptions{MaxAge: -1})
 		if err != nil {
 			t.Fatal(err)
@@ -94,9 +117,13 @@ func TestACycleOfATickNoLongerLedWritesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		evs := events.NewRecorder(100)
-		e, err := New(Options{Reader: reader, Tracker: tracker, Recommender: rec, Versions: st, Guard: guard,
+		o := Options{Reader: reader, Tracker: tracker, Recommender: rec, Versions: st, Guard: guard,
 			Proposer: &recommend.Proposer{Store: st, Clock: clk}, Fleet: fleetOf{ins}, Events: evs, Registerer: prometheus.NewRegistry(),
-			Band: func(string) recommend.Band { return recommend.Band{MaxChangePerHour: 1} }})
+			Band: func(string) recommend.Band { return recommend.Band{MaxChangePerHour: 1} }}
+		if mark {
+			o.Watermark = SQLWatermark{DB: sqldb, Name: EmergencyMark, Leader: name}
+		}
+		e, err := New(o)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,7 +166,7 @@ func TestACycleOfATickNoLongerLedWritesNothing(t *testing.T) {
 		}
 		return submitted, fencedErrors
 	}
-	a, aEvents := newEval()
+	a, aEvents := newEval("engine-a")
 	submitted, fenced := cycles(a, versioning.Fence{Tick: stale, Holder: "engine-a"})
 	want := fmt.Sprintf("engine-a not leading any more: tick %s is older than tick %s claimed by engine-b",
 		stale.Format(time.RFC3339Nano), current.Format(time.RFC3339Nano))
@@ -153,12 +180,108 @@ func TestACycleOfATickNoLongerLedWritesNothing(t *testing.T) {
 		t.Fatalf("engine-a's stale cycles left versions %d→%d, audit entries %d→%d", versions, v, audit, n)
 	}
 
-	b, bEvents := newEval()
+	markSet := func() bool {
+		t.Helper()
+		_, set, err := (SQLWatermark{DB: sqldb, Name: EmergencyMark}).Load(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return set
+	}
+	if mark && markSet() {
+		t.Fatal("engine-a's stale cycles moved the emergency mark")
+	}
+
+	b, bEvents := newEval("engine-b")
 	submitted, fenced = cycles(b, versioning.Fence{Tick: current, Holder: "engine-b"})
 	if len(fenced) != 0 || submitted == 0 || len(bEvents.Events(events.AutoApply)) != submitted {
 		t.Fatalf("engine-b submitted %d, %d auto_apply events, refusals %q; want its cuts applied", submitted, len(bEvents.Events(events.AutoApply)), fenced)
 	}
 	if v := count("rule_versions"); v != versions+submitted {
 		t.Fatalf("versions %d→%d, want one per cut of engine-b (%d)", versions, v, submitted)
+	}
+	if mark && !markSet() {
+		t.Fatal("engine-b's cycles did not move the emergency mark")
+	}
+}
+
+// TestSQLWatermarkRefusesAMoveOfATickNoLongerLed: engine-a read the
+// emergency mark and reported past it under tick t0, then froze past its
+// lease; engine-b has claimed t0+10s since. a's move of the mark, made
+// under t0's fence, is refused with ErrFenced naming both ticks and b, and
+// leaves the mark where it was, so b (which reads the mark after its claim)
+// reports those publications itself rather than skip them. b's moves
+// under its own tick, and moves without a fence, land.
+func TestSQLWatermarkRefusesAMoveOfATickNoLongerLed(t *testing.T) {
+	db := statePostgres(t)
+	ctx := context.Background()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	current := t0.Add(10 * time.Second)
+	for tick, by := range map[time.Time]string{t0: "engine-a", current: "engine-b"} {
+		if _, err := db.ExecContext(ctx, `INSERT INTO governor_engine_ticks (tick, leader) VALUES ($1, $2)`, tick, by); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := SQLWatermark{DB: db, Name: EmergencyMark, Leader: "engine-a"}
+	b := SQLWatermark{DB: db, Name: EmergencyMark, Leader: "engine-b"}
+	actx := versioning.WithFence(ctx, versioning.Fence{Tick: t0, Holder: "engine-a"})
+	bctx := versioning.WithFence(ctx, versioning.Fence{Tick: current, Holder: "engine-b"})
+	mark := func() (int64, bool) {
+		t.Helper()
+		seq, set, err := b.Load(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return seq, set
+	}
+	want := fmt.Sprintf("engine-a not leading any more: tick %s is older than tick %s claimed by engine-b",
+		t0.Format(time.RFC3339Nano), current.Format(time.RFC3339Nano))
+	refused := func(ok bool, err error) {
+		t.Helper()
+		var fe *versioning.FencedError
+		if ok || !errors.Is(err, versioning.ErrFenced) || !errors.As(err, &fe) || !strings.Contains(err.Error(), want) ||
+			!fe.Newer.Equal(current) || fe.By != "engine-b" {
+			t.Fatalf("a's move: moved %v, %v; want it refused: %q", ok, err, want)
+		}
+	}
+	refused(a.Advance(actx, false, 0, 5))
+	if _, set := mark(); set {
+		t.Fatal("a's refused first move set the mark")
+	}
+	if ok, err := b.Advance(bctx, false, 0, 5); !ok || err != nil {
+		t.Fatalf("b's first move: %v %v", ok, err)
+	}
+	refused(a.Advance(actx, true, 5, 9))
+	if seq, _ := mark(); seq != 5 {
+		t.Fatalf("mark %d after a's refused move, want 5", seq)
+	}
+	if ok, err := b.Advance(bctx, true, 5, 7); !ok || err != nil {
+		t.Fatalf("b's move: %v %v", ok, err)
+	}
+	if ok, err := a.Advance(ctx, true, 7, 8); !ok || err != nil {
+		t.Fatalf("an unfenced move: %v %v", ok, err)
+	}
+	if seq, _ := mark(); seq != 8 {
+		t.Fatalf("mark %d, want 8", seq)
+	}
+}
+
+// TestSQLWatermarkFencedMovesInSQLite: the one-node SQLite mode claims no
+// ticks in the table, so moves under a fence land as unfenced ones do.
+func TestSQLWatermarkFencedMovesInSQLite(t *testing.T) {
+	db := stateSQLite(t)
+	ctx := versioning.WithFence(context.Background(), versioning.Fence{Tick: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Holder: "local"})
+	w := SQLWatermark{DB: db, Name: EmergencyMark, Leader: "local"}
+	for i, s := range []struct {
+		set      bool
+		from, to int64
+		ok       bool
+	}{{false, 0, 3, true}, {false, 0, 4, false}, {true, 3, 5, true}, {true, 3, 6, false}} {
+		if ok, err := w.Advance(ctx, s.set, s.from, s.to); ok != s.ok || err != nil {
+			t.Fatalf("move %d: %v %v, want %v", i, ok, err, s.ok)
+		}
+	}
+	if seq, set, err := w.Load(ctx); seq != 5 || !set || err != nil {
+		t.Fatalf("mark %d %v %v, want 5", seq, set, err)
 	}
 }

@@ -495,3 +495,123 @@ func TestPartialGuardrailReadIsReportedAsTheCyclesPartialReads(t *testing.T) {
 		t.Fatalf("checkout active v%d (%v)", v.Number, err)
 	}
 }
+
+// TestHeldCyclesLeaveTheVersionUnjudgedAtTheMaximumWait: the store holding
+// checkout's series stays unavailable from v2's activation on, so every
+// cycle's snapshot is partial and the engine holds the guardrail. At
+// MaxWait after activation + Settle (as for the guardrail's own partial
+// reads) both v2 watches end inconclusive for good, each with a
+// guardrail_inconclusive event saying the metrics were partial; nothing is
+// rolled back and the guardrail watches neither service any more.
+func TestHeldCyclesLeaveTheVersionUnjudgedAtTheMaximumWait(t *testing.T) {
+	ctx := context.Background()
+	act := benchT0.Add(20 * time.Minute)
+	db, err := embedded.Open(embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	writeService(t, db, "checkout", benchT0, act.Add(10*time.Minute))
+	writeService(t, db, "cart", benchT0, act.Add(10*time.Minute))
+	clk := clock.NewFake(benchT0)
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	alice := versioning.Actor{Name: "alice", Roles: []versioning.Role{versioning.RoleOperator}}
+	bob := versioning.Actor{Name: "bob", Roles: []versioning.Role{versioning.RoleApprover}}
+	for i, rate := range []float64{100, 50} {
+		if i == 1 {
+			clk.Set(act)
+		}
+		for _, svc := range []string{"checkout", "cart"} {
+			rs := &rules.Ruleset{Service: svc, Routes: []rules.Route{{Name: "api", Match: rules.Match{PathPrefix: "/"},
+				RateLimit: &rules.RateLimit{Rate: rate}}}}
+			p, err := st.Propose(ctx, versioning.Proposal{Ruleset: rs, Author: alice, Reason: "test", Rebase: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.Approve(ctx, svc, p.Number, bob, "ok"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	const warn = "partial response: store 2 unreachable"
+	src := lossySource{db: db, from: act, to: act.Add(time.Hour), hide: []string{"checkout"}, warn: warn}
+	reader, err := signals.NewReader(src, signals.ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tracker, err := loadscore.New(loadscore.Options{Weights: loadscore.Weights{loadscore.Latency: 0.5, loadscore.InFlight: 0.5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := recommend.New(recommend.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := events.NewRecorder(100)
+	guard, err := guardrail.New(guardrail.Options{Store: st, Series: guardrail.SignalSeries{Source: src, Reader: reader}, Events: evs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleet := heartbeats{clk: clk, until: map[string]time.Time{"checkout": {}, "cart": {}}}
+	e, err := New(Options{Reader: reader, Tracker: tracker, Recommender: rec, Versions: st, Guard: guard, Fleet: fleet,
+		Events: evs, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	maxWait := act.Add(30*time.Second + 6*time.Minute) // activation + Settle + MaxWait (3 windows)
+	const reason = "metrics partial: request_rate: " + warn
+	final := map[string]guardrail.Decision{}
+	for at := act.Add(-time.Minute); at.Before(act.Add(10 * time.Minute)); at = at.Add(10 * time.Second) {
+		clk.Set(at)
+		res, err := e.Tick(ctx, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if at.After(act) && !at.Before(act.Add(10*time.Second)) && res.GuardrailHeld != reason {
+			t.Fatalf("at +%s: guardrail held %q, want %q", at.Sub(act), res.GuardrailHeld, reason)
+		}
+		for _, d := range res.Decisions {
+			if d.RollbackVersion != 0 || !d.Final || d.Verdict != guardrail.Inconclusive {
+				t.Fatalf("at +%s: %s v%d %s (rollback v%d): %s", at.Sub(act), d.Service, d.Version, d.Verdict, d.RollbackVersion, d.Reason)
+			}
+			if _, dup := final[d.Service]; dup {
+				t.Fatalf("at +%s: %s decided twice", at.Sub(act), d.Service)
+			}
+			final[d.Service] = d
+		}
+		if at.Before(maxWait) && len(final) > 0 {
+			t.Fatalf("at +%s: decided %+v before the maximum wait", at.Sub(act), final)
+		}
+	}
+	for _, svc := range []string{"checkout", "cart"} {
+		d, ok := final[svc]
+		if !ok {
+			t.Fatalf("%s v2: no final decision within 10m of a partial store (MaxWait 6m); still watched: %v", svc, guard.Watching(svc))
+		}
+		if d.Version != 2 || !d.At.Equal(maxWait) || d.Reason != "inconclusive within the maximum wait: "+reason {
+			t.Fatalf("%s: v%d at +%s: %q", svc, d.Version, d.At.Sub(act), d.Reason)
+		}
+		if guard.Watching(svc) {
+			t.Fatalf("%s still watched after its final decision", svc)
+		}
+		if v, err := st.Active(ctx, svc); err != nil || v.Number != 2 {
+			t.Fatalf("%s active v%d (%v)", svc, v.Number, err)
+		}
+	}
+	got := evs.Events(events.GuardrailInconclusive)
+	if len(got) != 2 {
+		t.Fatalf("guardrail_inconclusive events %+v, want one per service", got)
+	}
+	for _, ev := range got {
+		if !strings.Contains(ev.Message, reason) || !ev.At.Equal(maxWait) {
+			t.Fatalf("event %+v", ev)
+		}
+	}
+	if rb := evs.Events(events.AutoRollback); len(rb) != 0 {
+		t.Fatalf("auto_rollback events %+v", rb)
+	}
+}

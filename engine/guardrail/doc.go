@@ -192,7 +192,11 @@
 // whose reads were whole are judged as usual. A held watch is judged
 // again, from the store, at the next Observe; like any inconclusive one it
 // becomes final at MaxWait, with a guardrail_inconclusive event naming the
-// partial read. Guard.Partial lists the cycle's partial reads (the engine
+// partial read. The engine holds the whole cycle when its own reads
+// (the signals the guardrail judges by, the incidents) are partial, and
+// then calls Hold instead of Observe: nothing is read, judged or rolled
+// back, and the open watches are held likewise, final at MaxWait with the
+// engine's reason. Guard.Partial lists the cycle's partial reads (the engine
 // reports them with its own, and counts the cycle in
 // governor_engine_partial_reads_total), and the guardrail logs the
 // services it held. The points of a partial read are not kept, and Record

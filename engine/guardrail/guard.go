@@ -212,6 +212,87 @@ func New(o Options) (*Guard, error) {
 // decisions that became final during this call. Per-service failures are
 // joined into the error; the other services are still evaluated.
 func (g *Guard) Observe(ctx context.Context, now time.Time, active []versioning.Version) ([]Decision, error) {
+	open, final, errs := g.update(ctx, now, active)
+	var view *gridView
+	if bs, ok := g.ringed(); ok {
+		v := g.fill(ctx, now, open, bs)
+		view = &v
+		g.prune(now)
+	}
+	for _, w := range open {
+		w, err := g.evaluate(ctx, now, w, view)
+		if err != nil {
+			errs = append(errs, err)
+			if !w.d.Final && w.retry == "" {
+				continue
+			}
+			// A rollback that landed although the store answered with an
+			// error is final; one that did not is kept to be retried.
+		}
+		final = g.store(w, final)
+	}
+	g.mu.Lock()
+	if len(g.held) > 0 {
+		g.o.Logger.Warn("guardrail held: reads of its windows warned that data may be missing, nothing judged or rolled back for these services",
+			"tick", now, "services", g.held, "reads", g.partial)
+	}
+	g.mu.Unlock()
+	return final, errors.Join(errs...)
+}
+
+// Hold is Observe for a cycle whose data the guardrail must not judge on,
+// for the reason given ("metrics partial: <signal>: <warning>": the
+// engine's snapshot or incident reads may lack data). The watches follow
+// the active versions as in Observe (a new version is watched, one
+// replaced before a verdict is superseded), but nothing is read, judged or
+// rolled back, and a rollback to retry waits for a cycle that is not held.
+// Every open watch past its settling is Inconclusive with reason; once
+// MaxWait has passed since activation + Settle it is final, with a
+// GuardrailInconclusive event, as when the guardrail's own reads stay
+// partial: a store that stays partial leaves no version watched, and no
+// service without proposals, for ever. It returns the decisions that
+// became final during this call.
+func (g *Guard) Hold(ctx context.Context, now time.Time, active []versioning.Version, reason string) ([]Decision, error) {
+	open, final, errs := g.update(ctx, now, active)
+	for _, w := range open {
+		if w.retry != "" {
+			continue
+		}
+		d := w.d
+		d.At = now
+		win := g.windows(now, d)
+		if win.settling {
+			d.Verdict, d.Reason = Watching, "settling: not enough samples after activation yet"
+			w.d = d
+		} else {
+			w = g.hold(ctx, now, w, d, win.start, reason)
+		}
+		final = g.store(w, final)
+	}
+	return final, errors.Join(errs...)
+}
+
+// store writes the evaluated watch w back unless its version was replaced
+// meanwhile, and keeps it and appends it to final when it is final.
+func (g *Guard) store(w watch, final []Decision) []Decision {
+	d := w.d
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if cur := g.watches[d.Service]; cur != nil && cur.d.Version == d.Version {
+		*cur = w
+	}
+	if d.Final {
+		g.keep(d)
+		final = append(final, d)
+	}
+	return final
+}
+
+// update makes the watches follow the active versions at time now (see
+// Observe) and settles the rollbacks left to retry whose versions are no
+// longer active. It returns the open watches to evaluate, the decisions
+// that became final (superseded, settled) and the errors of settling.
+func (g *Guard) update(ctx context.Context, now time.Time, active []versioning.Version) ([]watch, []Decision, []error) {
 	var open []watch
 	var superseded []Decision
 	g.mu.Lock()
@@ -283,41 +364,7 @@ func (g *Guard) Observe(ctx context.Context, now time.Time, active []versioning.
 			Key: fmt.Sprintf("%s/%s/v%d", events.GuardrailSuperseded, d.Service, d.Version)})
 	}
 	final, errs := g.settle(ctx, now, unsettled)
-	final = append(superseded, final...)
-	var view *gridView
-	if bs, ok := g.ringed(); ok {
-		v := g.fill(ctx, now, open, bs)
-		view = &v
-		g.prune(now)
-	}
-	for _, w := range open {
-		w, err := g.evaluate(ctx, now, w, view)
-		if err != nil {
-			errs = append(errs, err)
-			if !w.d.Final && w.retry == "" {
-				continue
-			}
-			// A rollback that landed although the store answered with an
-			// error is final; one that did not is kept to be retried.
-		}
-		d := w.d
-		g.mu.Lock()
-		if cur := g.watches[d.Service]; cur != nil && cur.d.Version == d.Version {
-			*cur = w
-		}
-		if d.Final {
-			g.keep(d)
-			final = append(final, d)
-		}
-		g.mu.Unlock()
-	}
-	g.mu.Lock()
-	if len(g.held) > 0 {
-		g.o.Logger.Warn("guardrail held: reads of its windows warned that data may be missing, nothing judged or rolled back for these services",
-			"tick", now, "services", g.held, "reads", g.partial)
-	}
-	g.mu.Unlock()
-	return final, errors.Join(errs...)
+	return open, append(superseded, final...), errs
 }
 
 // Partial returns the reads of the latest Observe that answered with a
@@ -331,12 +378,9 @@ func (g *Guard) Partial() []string {
 	return slices.Clone(g.partial)
 }
 
-// hold is watch w at time now, not judged because a read its windows need
-// may lack data (pe): inconclusive, never a regression, with pe as the
-// reason. Like any inconclusive verdict it becomes final at MaxWait (with
-// a GuardrailInconclusive event), so a store that stays partial leaves no
-// version watched, and no service without proposals, for ever.
-func (g *Guard) hold(ctx context.Context, now time.Time, w watch, d Decision, start time.Time, pe *PartialError) watch {
+// holdPartial is hold for a read of w's windows that may lack data (pe),
+// noted among the Observe's partial reads (Partial).
+func (g *Guard) holdPartial(ctx context.Context, now time.Time, w watch, d Decision, start time.Time, pe *PartialError) watch {
 	reason := pe.Error()
 	g.mu.Lock()
 	if !slices.Contains(g.partial, reason) {
@@ -344,6 +388,16 @@ func (g *Guard) hold(ctx context.Context, now time.Time, w watch, d Decision, st
 	}
 	g.held = append(g.held, d.Service)
 	g.mu.Unlock()
+	return g.hold(ctx, now, w, d, start, reason)
+}
+
+// hold is watch w at time now, not judged because data it would be judged
+// on may be missing (reason, "metrics partial: ..."): inconclusive, never
+// a regression. Like any inconclusive verdict it becomes final at MaxWait
+// after start (with a GuardrailInconclusive event), so a store that stays
+// partial leaves no version watched, and no service without proposals, for
+// ever.
+func (g *Guard) hold(ctx context.Context, now time.Time, w watch, d Decision, start time.Time, reason string) watch {
 	d.Checks, d.Confounders = nil, nil
 	if now.Before(start.Add(g.o.MaxWait)) {
 		d.Verdict, d.Reason = Inconclusive, reason+"; nothing judged on data that may be missing"
@@ -591,7 +645,7 @@ func (g *Guard) evaluate(ctx context.Context, now time.Time, w watch, view *grid
 	start := win.start
 	bFrom, bTo, aFrom, aTo := win.bFrom, win.bTo, win.aFrom, win.aTo
 	if view != nil && view.partial[d.Service] != nil {
-		return g.hold(ctx, now, w, d, start, view.partial[d.Service]), nil
+		return g.holdPartial(ctx, now, w, d, start, view.partial[d.Service]), nil
 	}
 	if view != nil && view.failed[d.Service] {
 		view = nil
@@ -651,7 +705,7 @@ func (g *Guard) evaluate(ctx context.Context, now time.Time, w watch, view *grid
 	var pe *PartialError
 	lb, la, err := samples(OfferedLoad)
 	if errors.As(err, &pe) {
-		return g.hold(ctx, now, w, d, start, pe), nil
+		return g.holdPartial(ctx, now, w, d, start, pe), nil
 	}
 	if err != nil {
 		return w, err
@@ -681,7 +735,7 @@ func (g *Guard) evaluate(ctx context.Context, now time.Time, w watch, view *grid
 		}
 		before, after, err := read(m)
 		if errors.As(err, &pe) {
-			return g.hold(ctx, now, w, d, start, pe), nil
+			return g.holdPartial(ctx, now, w, d, start, pe), nil
 		}
 		if err != nil {
 			return w, err

@@ -397,3 +397,78 @@ func TestPartialRangeReadsUntilTheMaximumWaitLeaveTheVersionUnjudged(t *testing.
 		t.Fatalf("checkout active v%d (%v)", v.Number, err)
 	}
 }
+
+// TestHeldCyclesEndTheWatchInconclusiveAtTheMaximumWait: every cycle from
+// v2's activation on is held by the engine (its own reads are partial).
+// The guardrail starts watching v2 but reads, judges and rolls back
+// nothing although v2's data regress: settling first, then inconclusive
+// with the engine's reason, and final at activation + Settle + MaxWait
+// with a guardrail_inconclusive event. Whole cycles afterwards judge v2 no
+// more.
+func TestHeldCyclesEndTheWatchInconclusiveAtTheMaximumWait(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	at := clk.Now().Add(10 * time.Minute)
+	goLive(t, st, clk, "checkout", at)
+	src, s := newRangeSource(t, []string{"checkout"}, map[string]time.Time{"checkout": at}, func(signals.Range) string { return "" })
+	rec := events.NewRecorder(10)
+	g, err := New(Options{Store: st, Series: s, Events: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const reason = "metrics partial: request_rate: partial response"
+	start, maxWait := at.Add(30*time.Second), at.Add(30*time.Second+6*time.Minute)
+	var final []Decision
+	for len(final) == 0 && clk.Now().Before(at.Add(10*time.Minute)) {
+		clk.Advance(10 * time.Second)
+		act, err := st.Active(ctx, "checkout")
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := clk.Now()
+		if final, err = g.Hold(ctx, now, []versioning.Version{act}, reason); err != nil {
+			t.Fatal(err)
+		}
+		if len(final) > 0 {
+			break
+		}
+		d := g.Decisions()
+		switch {
+		case len(d) != 1 || !g.Watching("checkout"):
+			t.Fatalf("at +%s: decisions %+v, watching %v", now.Sub(at), d, g.Watching("checkout"))
+		case now.Before(start.Add(time.Minute)) && d[0].Verdict != Watching:
+			t.Fatalf("at +%s: settling, got %s: %s", now.Sub(at), d[0].Verdict, d[0].Reason)
+		case !now.Before(start.Add(time.Minute)) && (d[0].Verdict != Inconclusive || d[0].Reason != reason+"; nothing judged on data that may be missing"):
+			t.Fatalf("at +%s: %s: %s", now.Sub(at), d[0].Verdict, d[0].Reason)
+		}
+	}
+	if len(final) != 1 {
+		t.Fatalf("final decisions %+v", final)
+	}
+	d := final[0]
+	if d.Verdict != Inconclusive || d.RollbackVersion != 0 || !d.At.Equal(maxWait) || d.Reason != "inconclusive within the maximum wait: "+reason {
+		t.Fatalf("at +%s: %s rollback v%d: %s", d.At.Sub(at), d.Verdict, d.RollbackVersion, d.Reason)
+	}
+	if evs := rec.Events(""); len(evs) != 1 || evs[0].Kind != events.GuardrailInconclusive || !strings.Contains(evs[0].Message, reason) {
+		t.Fatalf("events %+v", evs)
+	}
+	if src.reads != 0 || g.Partial() != nil {
+		t.Fatalf("held cycles read %d ranges, partial %q", src.reads, g.Partial())
+	}
+	act, err := st.Active(ctx, "checkout")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(10 * time.Second)
+	if final, err := g.Observe(ctx, clk.Now(), []versioning.Version{act}); err != nil || len(final) != 0 || g.Watching("checkout") {
+		t.Fatalf("a whole cycle after: final %+v (%v), watching %v", final, err, g.Watching("checkout"))
+	}
+	if act.Number != 2 {
+		t.Fatalf("checkout active v%d", act.Number)
+	}
+}
