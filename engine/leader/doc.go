@@ -50,8 +50,9 @@
 // proposals, auto-applied versions and rollbacks of a cycle whose tick is
 // older than it (versioning.Fence, which the engine attaches to each
 // tick's context; the refusal, versioning.ErrFenced, names both ticks and
-// the replica that claimed the newer one). People's writes carry no fence
-// and are never refused this way.
+// the replica that claimed the newer one); evaluate.SQLWatermark moves the
+// emergency mark only in a statement that finds no newer tick. People's
+// writes carry no fence and are never refused this way.
 //
 // Local is the single-node elector of the SQLite mode: always the leader,
 // ticks claimed in memory.
