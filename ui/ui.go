@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -69,8 +70,34 @@ type Options struct {
 const CSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
 	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
-// New returns the UI's handler.
+// Server is the web UI: its handler, and the work Run does in the
+// background while it serves.
+type Server struct {
+	http.Handler
+	checker *versioning.AuditChecker
+}
+
+// Run walks the whole audit chain in the background every
+// versioning.DefaultWholeChainEvery (and at once) until ctx ends, so the
+// audit page and GET /api/v1/audit/verify?whole=false never wait for a
+// whole walk they did not ask for. Without Run, the first view after a
+// whole walk is due walks the chain itself. A broken chain found shows on
+// the next view, in governor_ui_audit_chain_ok and in an ERROR log naming
+// the entry.
+func (s *Server) Run(ctx context.Context) { s.checker.Run(ctx) }
+
+// New returns the UI's handler; NewServer returns it with its background
+// work.
 func New(o Options) (http.Handler, error) {
+	s, err := NewServer(o)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// NewServer returns the UI; run its Run for as long as it serves.
+func NewServer(o Options) (*Server, error) {
 	if o.Rules == nil || o.Auth == nil {
 		return nil, fmt.Errorf("%w: Rules and Auth are required", ErrInvalid)
 	}
@@ -80,8 +107,16 @@ func New(o Options) (http.Handler, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	am, err := newAuditMetrics(o.Registerer)
+	if err != nil {
+		return nil, err
+	}
 	// One checker: a whole walk of the audit chain serves the page and the API.
-	checker := versioning.NewAuditChecker(o.Rules, versioning.AuditCheckerOptions{Clock: o.Clock})
+	checker := versioning.NewAuditChecker(o.Rules, versioning.AuditCheckerOptions{Clock: o.Clock,
+		OnWhole: func(w versioning.AuditWalk) { am.observe(o.Logger, w) }})
+	if err := am.watch(checker); err != nil {
+		return nil, err
+	}
 	pg, err := pages.New(pages.Options{Rules: o.Rules, Auth: o.Auth, AuditChecker: checker, Fleet: o.Fleet, Alerts: o.Alerts, Rollouts: o.Rollouts, Charts: o.Charts,
 		AlertRouting: o.AlertRouting, AlertBootstrap: o.AlertBootstrap, ConfigBand: o.ConfigBand, Clock: o.Clock, Logger: o.Logger, LiveInterval: o.LiveInterval, Stopping: o.Stopping})
 	if err != nil {
@@ -124,7 +159,7 @@ func New(o Options) (http.Handler, error) {
 		w.Header().Set("Allow", allowed)
 		onError(w, req, fmt.Errorf("%w: %s is not allowed on %s; allowed: %s", httperr.ErrMethodNotAllowed, req.Method, req.URL.Path, allowed))
 	})
-	return r, nil
+	return &Server{Handler: r, checker: checker}, nil
 }
 
 func securityHeaders(next http.Handler) http.Handler {

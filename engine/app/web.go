@@ -156,11 +156,19 @@ func (a *App) startUI(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: ui alerts: %w", ErrStart, err)
 	}
-	if a.ui, err = ui.New(ui.Options{Rules: a.store, Auth: am, Fleet: fleet, Alerts: al, Rollouts: rollouts, Charts: charts,
+	srv, err := ui.NewServer(ui.Options{Rules: a.store, Auth: am, Fleet: fleet, Alerts: al, Rollouts: rollouts, Charts: charts,
 		AlertRouting: a.routingStore(), AlertBootstrap: a.alertBootstrap(), ConfigBand: a.configBand,
-		Clock: a.o.Clock, Logger: a.log, Registerer: a.o.Registry, Stopping: a.stopping}); err != nil {
+		Clock: a.o.Clock, Logger: a.log, Registerer: a.o.Registry, Stopping: a.stopping})
+	if err != nil {
 		return fmt.Errorf("%w: ui: %w", ErrStart, err)
 	}
+	a.ui = srv
+	// The UI's background work (the audit chain's whole walks) lasts as
+	// long as the App: close stops it before the stores it reads close.
+	bctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() { defer close(done); srv.Run(bctx) }()
+	a.closers = append(a.closers, func() { stop(); <-done })
 	return nil
 }
 

@@ -10,8 +10,11 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
+
+	"governor.dev/governor/sdk/clock"
 )
 
 // Action names what an audit entry records.
@@ -272,11 +275,34 @@ const DefaultWholeChainEvery = 10 * time.Minute
 
 // AuditCheckerOptions configures an AuditChecker.
 type AuditCheckerOptions struct {
-	// WholeEvery is how old the last whole walk may be before a check
-	// walks the whole chain again; 0 means DefaultWholeChainEvery.
+	// WholeEvery is how old the last whole walk may be before the next
+	// one (Run's, or a check's while Run does not run); 0 means
+	// DefaultWholeChainEvery.
 	WholeEvery time.Duration
-	// Clock reads the time of each check; nil means the real clock.
-	Clock interface{ Now() time.Time }
+	// Retry is how soon Run walks again after a whole walk the store did
+	// not answer; 0 means WholeEvery or a minute, whichever is shorter.
+	Retry time.Duration
+	// Clock reads the time of each check and times Run's walks; nil means
+	// the real clock.
+	Clock clock.Clock
+	// OnWhole, if set, is called after every whole walk that ended with a
+	// verdict or a store error (Run's and those checks did), outside the
+	// checker's locks, one call at a time per walk. A walk whose context
+	// ended is not reported.
+	OnWhole func(AuditWalk)
+}
+
+// AuditWalk is the outcome of one whole walk of the chain.
+type AuditWalk struct {
+	// Start and End bound the walk.
+	Start, End time.Time
+	// AuditReport is the chain verified, when Err is nil.
+	AuditReport
+	// Err is nil for a chain that verified, a *ChainError (wrapping
+	// ErrTampered) naming the first bad entry, or the store's error.
+	Err error
+	// Background is set for Run's walks.
+	Background bool
 }
 
 // AuditCheck says what one AuditChecker.Check verified, and when.
@@ -293,41 +319,90 @@ type AuditCheck struct {
 	// New is how many entries past the last verified one this check
 	// verified (all of them if Whole).
 	New int64 `json:"new"`
-	// NextWhole is when a check walks the whole chain again at the latest
+	// NextWhole is when the whole chain is walked again at the latest
 	// (WholeEvery after the last whole walk).
 	NextWhole time.Time `json:"next_whole"`
+	// Pending is set when this check verified nothing because no whole
+	// walk has passed yet since the checker started and Run walks the
+	// chain in the background: its first walk is running (Running) or
+	// about to start. Only a check that asks for the whole chain walks it
+	// then.
+	Pending bool `json:"pending"`
+	// Running is set while a whole walk runs, since RunningSince.
+	Running      bool      `json:"running"`
+	RunningSince time.Time `json:"running_since"`
+}
+
+// AuditStatus is what an AuditChecker knows of the chain without reading
+// the store.
+type AuditStatus struct {
+	// Broken is the chain error last found (a *ChainError), until a whole
+	// walk passes again; nil if none.
+	Broken error
+	// WholeAt is when the last whole walk that passed ended (zero if none
+	// did), WholeEntries how many entries it verified.
+	WholeAt      time.Time
+	WholeEntries int64
+	// Running is set while a whole walk runs.
+	Running bool
 }
 
 // AuditChecker verifies the audit chain for views that ask often (the UI's
 // audit page, its API), at a cost that does not grow with the log: it
 // remembers, per process, the last verified (entries, hash) and verifies
 // only the entries past it plus that the prefix's last entry is unchanged
-// (AuditSpanVerifier); the whole chain is walked on the first check, when
-// the last whole walk is older than WholeEvery, and when a check asks for
-// it. So an edit to an old entry is reported by the next whole walk, at
-// most WholeEvery after it (or at once on request); an edit to the last
-// verified entry, a cut of the log, or a bad new entry by the next check.
+// (AuditSpanVerifier). The whole chain is walked every WholeEvery and when
+// a check asks for it: by Run in the background while Run runs, otherwise
+// by the first check and the first check after WholeEvery. So an edit to
+// an old entry is reported by the next whole walk, at most WholeEvery
+// after it (or at once on request); an edit to the last verified entry, a
+// cut of the log, or a bad new entry by the next check.
 //
-// A broken chain is sticky: once a check found one, every later check
-// reports it (reading the store only for the whole walks, which go on at
-// the same pace) until a whole walk passes again. A log restored from a
-// backup to fewer entries than were verified reads as broken too (entries
-// removed) until a whole walk of the restored log passes.
-// An AuditChecker is safe for concurrent use; checks run one at a time, and
-// a request for a whole walk that waited for another whole walk that
-// started after it takes that walk's result.
+// While Run runs, checks that do not ask for the whole chain never walk
+// it, and never wait for a whole walk that runs: they verify the new
+// entries, or, before the first whole walk passed, report Pending.
+//
+// A broken chain is sticky: once a check or walk found one, every later
+// check reports it (reading the store only for the whole walks, which go
+// on at the same pace) until a whole walk that started after it was found
+// passes. A log restored from a backup to fewer entries than were verified
+// reads as broken too (entries removed) until a whole walk of the
+// restored log passes.
+//
+// An AuditChecker is safe for concurrent use. One whole walk runs at a
+// time: a check asking for the whole chain while one runs waits for it
+// and, if that walk started before the check was asked, walks again; a
+// walk that started after the request serves it.
 type AuditChecker struct {
-	a     Auditor
-	every time.Duration
-	clock interface{ Now() time.Time }
-	turn  chan struct{} // one check at a time; a slot held while checking
+	a       Auditor
+	every   time.Duration
+	retry   time.Duration
+	clock   clock.Clock
+	onWhole func(AuditWalk)
+	turn    chan struct{} // one span check at a time
 
-	// Guarded by turn.
+	mu                   sync.Mutex
 	mark                 AuditReport // last verified prefix; zero before the first whole walk
+	markGen              uint64      // counts the changes of mark
 	wholeStart, wholeEnd time.Time   // the last passing whole walk
 	wholeEntries         int64
-	walked               time.Time // when the last whole walk that finished (passing or not) ended
-	broken               error     // the chain error last found, until a whole walk passes
+	walked               time.Time  // when the last whole walk with a verdict ended
+	failed               time.Time  // when the last whole walk the store did not answer ended
+	failErr              error      // its error, until a walk with a verdict
+	broken               error      // the chain error last found, until a whole walk passes
+	brokenGen            uint64     // counts the chain errors found
+	walk                 *wholeWalk // the whole walk running, if any
+	walks                uint64     // whole walks started
+	runs                 int        // Run calls running
+}
+
+// wholeWalk is one whole walk; done is closed when check and err are set.
+type wholeWalk struct {
+	seq   uint64
+	start time.Time
+	done  chan struct{}
+	check AuditCheck
+	err   error
 }
 
 // NewAuditChecker returns a checker of a's chain.
@@ -335,65 +410,204 @@ func NewAuditChecker(a Auditor, o AuditCheckerOptions) *AuditChecker {
 	if o.WholeEvery <= 0 {
 		o.WholeEvery = DefaultWholeChainEvery
 	}
-	if o.Clock == nil {
-		o.Clock = realClock{}
+	if o.Retry <= 0 {
+		o.Retry = min(o.WholeEvery, time.Minute)
 	}
-	return &AuditChecker{a: a, every: o.WholeEvery, clock: o.Clock, turn: make(chan struct{}, 1)}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	return &AuditChecker{a: a, every: o.WholeEvery, retry: o.Retry, clock: o.Clock, onWhole: o.OnWhole,
+		turn: make(chan struct{}, 1)}
 }
 
-type realClock struct{}
+// Status returns what the checker knows of the chain, without reading the
+// store.
+func (c *AuditChecker) Status() AuditStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return AuditStatus{Broken: c.broken, WholeAt: c.wholeEnd, WholeEntries: c.wholeEntries, Running: c.walk != nil}
+}
 
-func (realClock) Now() time.Time { return time.Now() }
+// Run walks the whole chain now and then WholeEvery after the last whole
+// walk ended (a walk a check asked for counts), or Retry after a walk the
+// store did not answer, until ctx ends; a walk running then stops with
+// ctx. While it runs, checks leave the scheduled whole walks to it.
+func (c *AuditChecker) Run(ctx context.Context) {
+	c.mu.Lock()
+	c.runs++
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.runs--
+		c.mu.Unlock()
+	}()
+	for ctx.Err() == nil {
+		c.mu.Lock()
+		next := c.walked.Add(c.every)
+		if c.failErr != nil && c.failed.After(c.walked) {
+			next = c.failed.Add(c.retry)
+		}
+		seen := c.walks
+		c.mu.Unlock()
+		if now := c.clock.Now(); next.After(now) {
+			t := c.clock.NewTimer(next.Sub(now))
+			if c.clock.Now().Sub(now) > timerSlack {
+				// The clock moved on while the timer was made: it would
+				// fire late.
+				t.Stop()
+				continue
+			}
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C():
+			}
+			continue // a walk asked for meanwhile moves the schedule
+		}
+		_, _ = c.walkWhole(ctx, seen, true)
+	}
+}
 
-// Check verifies the chain: the whole of it if whole is set, on the first
-// check, after a broken chain was found, or when the last whole walk is
-// older than WholeEvery; otherwise only what AuditSpanVerifier checks. It
-// returns a *ChainError (wrapping ErrTampered) for a broken chain, and the
-// store's error, with nothing remembered, when the store did not answer.
+// timerSlack is how far the clock may move while Run makes its timer
+// before Run makes it again.
+const timerSlack = 10 * time.Millisecond
+
+// Check verifies the chain: the whole of it if whole is set, and, while
+// Run does not run, on the first check or when the last whole walk is
+// older than WholeEvery; otherwise only
+// what AuditSpanVerifier checks (the whole chain for an Auditor without
+// it, or, while Run runs, the last whole walk's result). It returns a
+// *ChainError (wrapping ErrTampered) for a broken chain, and the store's
+// error, with nothing remembered, when the store did not answer.
 func (c *AuditChecker) Check(ctx context.Context, whole bool) (AuditCheck, error) {
-	asked := c.clock.Now()
+	span, ok := c.a.(AuditSpanVerifier)
+	c.mu.Lock()
+	seen := c.walks
+	now := c.clock.Now()
+	background := c.runs > 0
+	due := now.Sub(c.walked) >= c.every || c.mark.Head == "" && c.broken == nil
+	switch {
+	case whole, !background && (!ok || due):
+		c.mu.Unlock()
+		return c.walkWhole(ctx, seen, false)
+	case c.broken != nil:
+		err := c.broken
+		c.mu.Unlock()
+		return AuditCheck{}, err
+	case c.mark.Head == "":
+		out := c.result(AuditReport{}, 0, false)
+		out.Pending = true
+		err := c.failErr
+		c.mu.Unlock()
+		if !out.Running && err != nil {
+			return AuditCheck{}, fmt.Errorf("the whole chain was not verified yet since start: the last walk failed: %w", err)
+		}
+		return out, nil
+	case !ok:
+		out := c.result(c.mark, 0, false)
+		c.mu.Unlock()
+		return out, nil
+	}
+	c.mu.Unlock()
+	return c.checkSpan(ctx, span)
+}
+
+// result fills an AuditCheck of rep from the checker's state; c.mu held.
+func (c *AuditChecker) result(rep AuditReport, fresh int64, whole bool) AuditCheck {
+	out := AuditCheck{AuditReport: rep, Whole: whole, New: fresh, WholeAt: c.wholeEnd, WholeEntries: c.wholeEntries,
+		NextWhole: c.walked.Add(c.every)}
+	if c.walk != nil {
+		out.Running, out.RunningSince = true, c.walk.start
+	}
+	return out
+}
+
+// checkSpan verifies the entries past the mark.
+func (c *AuditChecker) checkSpan(ctx context.Context, span AuditSpanVerifier) (AuditCheck, error) {
 	select {
 	case c.turn <- struct{}{}:
 	case <-ctx.Done():
 		return AuditCheck{}, ctx.Err()
 	}
 	defer func() { <-c.turn }()
-	now := c.clock.Now()
-	span, ok := c.a.(AuditSpanVerifier)
-	if whole && c.wholeStart.After(asked) && c.mark.Entries == c.wholeEntries && c.broken == nil {
-		// A whole walk started after this request arrived and passed
-		// meanwhile, and nothing was checked since.
-		return AuditCheck{AuditReport: c.mark, Whole: true, WholeAt: c.wholeEnd, WholeEntries: c.wholeEntries,
-			New: c.wholeEntries, NextWhole: c.walked.Add(c.every)}, nil
+	c.mu.Lock()
+	if c.broken != nil { // found while this check waited for its turn
+		err := c.broken
+		c.mu.Unlock()
+		return AuditCheck{}, err
 	}
-	due := now.Sub(c.walked) >= c.every
-	if !whole && !due && c.broken != nil {
-		return AuditCheck{}, c.broken
-	}
-	whole = whole || due || !ok || c.mark.Head == "" || c.broken != nil
-	var rep AuditReport
-	var err error
-	if whole {
-		rep, err = c.a.VerifyAudit(ctx)
-	} else {
-		rep, err = span.VerifyAuditFrom(ctx, c.mark)
-	}
-	if whole && (err == nil || errors.Is(err, ErrTampered)) {
-		c.walked = c.clock.Now()
-	}
+	from := c.mark
+	c.mu.Unlock()
+	rep, err := span.VerifyAuditFrom(ctx, from)
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if err != nil {
 		if errors.Is(err, ErrTampered) {
 			c.broken = err
+			c.brokenGen++
 		}
 		return AuditCheck{}, err
 	}
-	out := AuditCheck{AuditReport: rep, Whole: whole, New: rep.Entries - c.mark.Entries}
-	if whole {
-		c.broken = nil
-		c.wholeStart, c.wholeEnd, c.wholeEntries = now, c.walked, rep.Entries
-		out.New = rep.Entries
+	if rep.Entries >= c.mark.Entries { // a whole walk that ended meanwhile may have gone further
+		c.mark = rep
+		c.markGen++
 	}
-	c.mark = rep
-	out.WholeAt, out.WholeEntries, out.NextWhole = c.wholeEnd, c.wholeEntries, c.walked.Add(c.every)
-	return out, nil
+	return c.result(rep, rep.Entries-from.Entries, false), nil
+}
+
+// walkWhole walks the whole chain, or takes the result of a whole walk
+// that started after the request (seen: the walks started before it).
+func (c *AuditChecker) walkWhole(ctx context.Context, seen uint64, background bool) (AuditCheck, error) {
+	for {
+		c.mu.Lock()
+		if w := c.walk; w != nil {
+			c.mu.Unlock()
+			select {
+			case <-w.done:
+			case <-ctx.Done():
+				return AuditCheck{}, ctx.Err()
+			}
+			if w.seq > seen && (w.err == nil || errors.Is(w.err, ErrTampered)) {
+				return w.check, w.err
+			}
+			continue
+		}
+		c.walks++
+		w := &wholeWalk{seq: c.walks, start: c.clock.Now(), done: make(chan struct{})}
+		c.walk = w
+		brokenGen, markGen := c.brokenGen, c.markGen
+		c.mu.Unlock()
+
+		rep, err := c.a.VerifyAudit(ctx)
+		end := c.clock.Now()
+		c.mu.Lock()
+		c.walk = nil
+		switch {
+		case err == nil:
+			c.walked, c.failErr = end, nil
+			if c.brokenGen == brokenGen { // no break found since this walk started
+				c.broken = nil
+			}
+			c.wholeStart, c.wholeEnd, c.wholeEntries = w.start, end, rep.Entries
+			if c.markGen == markGen || rep.Entries >= c.mark.Entries {
+				c.mark = rep
+				c.markGen++
+			}
+			w.check = c.result(rep, rep.Entries, true)
+		case errors.Is(err, ErrTampered):
+			c.walked, c.failErr = end, nil
+			c.broken = err
+			c.brokenGen++
+		case ctx.Err() == nil:
+			c.failed, c.failErr = end, err
+		}
+		w.err = err
+		close(w.done)
+		c.mu.Unlock()
+		if c.onWhole != nil && (err == nil || ctx.Err() == nil) {
+			c.onWhole(AuditWalk{Start: w.start, End: end, AuditReport: rep, Err: err, Background: background})
+		}
+		return w.check, w.err
+	}
 }

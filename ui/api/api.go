@@ -643,6 +643,13 @@ func (a *API) verify(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
+	if rep.Pending {
+		// Not verified yet: neither true nor false.
+		writeJSON(w, http.StatusOK, map[string]any{"ok": nil, "pending": true, "running": rep.Running, "running_since": rep.RunningSince,
+			"problem": "the whole chain was not verified yet since start; its first walk runs in the background (ask with whole=true to wait for one)"})
+		return
+	}
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "entries": rep.Entries, "head": rep.Head,
-		"whole": rep.Whole, "whole_at": rep.WholeAt, "whole_entries": rep.WholeEntries, "new": rep.New, "next_whole": rep.NextWhole})
+		"whole": rep.Whole, "whole_at": rep.WholeAt, "whole_entries": rep.WholeEntries, "new": rep.New, "next_whole": rep.NextWhole,
+		"running": rep.Running})
 }
