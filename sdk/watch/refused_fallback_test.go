@@ -261,3 +261,123 @@ func TestLastGoodStableSurvivesTwoRestarts(t *testing.T) {
 		t.Fatalf("running v%d, want the last good stable v4", got)
 	}
 }
+
+// A canary aborted while no valid stable version was known (a bucket
+// recreated while NATS was down, a stable value this SDK refused) is left
+// as soon as one arrives: the instance stayed on the aborted canary.
+func TestCanaryAbortedBeforeAnyStableIsLeftWhenTheStableArrives(t *testing.T) {
+	s, _, _, _ := newTestState(t, "checkout", "i-1", map[string]string{"zone": "a"})
+	s.onCanaryGone() // the watch's initial values: no canary
+	s.onCanary(canaryBytes(t, 2, Selector{Labels: map[string]string{"zone": "a"}}))
+	s.onCanaryGone()
+	s.onStable(envelopeBytes(t, "checkout", 1))
+	if got := s.running.Load(); got != 1 {
+		t.Fatalf("running v%d, want the stable v1: the canary v2 is gone", got)
+	}
+}
+
+// A canary replaced by one for other instances takes its NACK along:
+// heartbeats repeat that of the refused stable target instead.
+func TestReplacedCanaryNACKGivesWayToTheTargetsNACK(t *testing.T) {
+	s, app, _, _ := newTestState(t, "checkout", "i-1", map[string]string{"zone": "a"})
+	app.refuse[2], app.refuse[3] = true, true
+	s.onStable(envelopeBytes(t, "checkout", 1))
+	s.onStable(envelopeBytes(t, "checkout", 2))
+	s.onCanary(canaryBytes(t, 3, Selector{Labels: map[string]string{"zone": "a"}}))
+	s.onCanary(canaryBytes(t, 5, Selector{Labels: map[string]string{"zone": "b"}}))
+	if v, reason, _ := s.nack(); v != 2 || reason != ReasonApply {
+		t.Fatalf("heartbeat NACK (%d, %s), want the NACK of the stable target v2", v, reason)
+	}
+}
+
+// After a restart the fallback is the last stable version the instance ran:
+// not an older one left beside the cache by an earlier canary, and not none
+// when no canary ran before the restart.
+func TestRestartFallsBackToTheLastStableVersionRun(t *testing.T) {
+	zoneA := Selector{Labels: map[string]string{"zone": "a"}}
+	tests := []struct {
+		name  string
+		first func(t *testing.T, s *state)
+	}{
+		{"an earlier canary was promoted", func(t *testing.T, s *state) {
+			s.onStable(envelopeBytes(t, "checkout", 4))
+			s.onCanary(canaryBytes(t, 6, zoneA))
+			s.onStable(canaryEnvelopeBytes(t, 6)) // promotion
+			s.onCanaryGone()
+			s.onStable(envelopeBytes(t, "checkout", 7))
+		}},
+		{"no canary before the restart", func(t *testing.T, s *state) {
+			s.onStable(envelopeBytes(t, "checkout", 7))
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cache := filepath.Join(t.TempDir(), "rules.json")
+			first, _, _, _ := newTestState(t, "checkout", "i-1", map[string]string{"zone": "a"})
+			first.cachePath = cache
+			tt.first(t, first)
+			s, app, _, _ := newTestState(t, "checkout", "i-1", map[string]string{"zone": "a"})
+			s.cachePath = cache
+			app.refuse[8] = true
+			s.loadCache()
+			s.onStable(envelopeBytes(t, "checkout", 8))
+			s.onCanary(canaryBytes(t, 9, zoneA))
+			s.onCanaryGone()
+			if got := s.running.Load(); got != 7 {
+				t.Fatalf("running v%d, want v7, the last stable version run", got)
+			}
+		})
+	}
+}
+
+// Two envelopes of one version refused in turn are both remembered: the
+// first was offered again when it came back as the stable version.
+func TestTwoRefusedEnvelopesOfOneVersionAreBothRemembered(t *testing.T) {
+	s, app, _, _ := newTestState(t, "checkout", "i-1", map[string]string{"zone": "a"})
+	s.onStable(envelopeBytes(t, "checkout", 1))
+	app.refuse[6] = true
+	a, b := seqEnvelope(t, 6, 0), seqEnvelope(t, 6, 1)
+	for _, env := range []*Canary{{Selector{Labels: map[string]string{"zone": "a"}}, a}, {Selector{Labels: map[string]string{"zone": "a"}}, b}} {
+		data, err := EncodeCanary(env)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.onCanary(data)
+	}
+	s.onStable(mustJSON(t, a))
+	if got := app.attempts(); !slices.Equal(got, []int64{1, 6, 6}) {
+		t.Fatalf("applier called with %v, want [1 6 6]: v6 as first refused is not offered again", got)
+	}
+}
+
+// The last good stable version, refused once, is not offered again when a
+// newer stable version arrives (refusals below the stable one were
+// dropped, the fallback's included).
+func TestRefusedLastGoodStableIsNotRetriedAfterANewerStable(t *testing.T) {
+	cache := filepath.Join(t.TempDir(), "rules.json")
+	first, _, _, _ := newTestState(t, "checkout", "i-1", nil)
+	first.cachePath = cache
+	first.onStable(envelopeBytes(t, "checkout", 2))
+	first.onCanary(canaryBytes(t, 3, Selector{Percent: 100}))
+	s, app, _, _ := newTestState(t, "checkout", "i-1", nil)
+	s.cachePath = cache
+	app.refuse[2], app.refuse[4] = true, true
+	s.loadCache() // the canary v3, with v2 as the last good stable
+	s.onStable(envelopeBytes(t, "checkout", 2))
+	s.onCanaryGone() // v2 refused: nothing to return to
+	s.onStable(envelopeBytes(t, "checkout", 4))
+	s.onCanary(canaryBytes(t, 5, Selector{Percent: 100}))
+	s.onCanaryGone()
+	if got := app.attempts(); !slices.Equal(got, []int64{3, 2, 4, 5}) {
+		t.Fatalf("applier called with %v, want [3 2 4 5]: v2 and v4 were refused", got)
+	}
+}
+
+func canaryEnvelopeBytes(t testing.TB, version int64) []byte {
+	t.Helper()
+	c, err := DecodeCanary(canaryBytes(t, version, Selector{Percent: 100}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mustJSON(t, c.Envelope)
+}

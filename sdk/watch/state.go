@@ -32,21 +32,28 @@ type state struct {
 	stable  *rules.Envelope // latest valid stable version seen
 	good    *rules.Envelope // latest stable version this process ran: the fallback
 	canary  *Canary         // current valid canary record, if any
-	// refused holds the envelopes the applier refused, by version, with
-	// their NACK: none is tried again in this process. Versions below the
-	// stable one are dropped (no target is below it).
-	refused map[int64]refusal
+	// canaryKnown is set once the canary key is known (a value, its
+	// deletion, the end of the watch's initial values): from then on a
+	// running version above the stable one is left when nothing stages it.
+	canaryKnown bool
+	// refused holds the envelopes the applier refused, by version and
+	// checksum, with their NACK: none is tried again in this process.
+	// Versions below the stable one are dropped (no target is below it),
+	// but for the last good stable version, a fallback.
+	refused map[envelopeID]*Report
 
 	mu       sync.Mutex // guards lastNack, read by heartbeats
 	lastNack *Report    // nil once a version at least as new is applied
 }
 
-// refusal is an envelope the applier refused: its checksum (the same
-// version with other content is another envelope) and its NACK.
-type refusal struct {
+// envelopeID names an envelope: the same version with other content is
+// another envelope.
+type envelopeID struct {
+	version  int64
 	checksum string
-	nack     *Report
 }
+
+func idOf(env *rules.Envelope) envelopeID { return envelopeID{env.Version, env.Checksum} }
 
 // maxRefused bounds the refused envelopes kept above the stable version (a
 // run of refused canaries between two stable versions).
@@ -68,9 +75,10 @@ func (s *state) loadCache() {
 	if env == nil {
 		return
 	}
-	// The last good stable version, kept apart while the instance ran a
-	// canary: the fallback if the canary is gone and the stable target is
-	// refused. Missing when the cached version is itself a stable one.
+	// The last stable version the instance ran, kept beside the cache: the
+	// fallback if a canary is gone and the stable target is refused.
+	// Missing when no process ran a stable version since the file was
+	// introduced; the watch confirms the cached one then (onStable).
 	if g, err := LoadCache(stableCachePath(s.cachePath), s.service); err != nil {
 		s.m.cacheErr.WithLabelValues("load").Inc()
 		s.onError(err)
@@ -104,15 +112,22 @@ func (s *state) onStable(data []byte) {
 	if s.stable == nil || env.Version > s.stable.Version ||
 		(env.Version == s.stable.Version && env.Checksum != s.stable.Checksum) {
 		s.stable = env
-		for v := range s.refused {
-			if v < env.Version {
-				delete(s.refused, v)
+		for id := range s.refused {
+			// The last good stable version stays: it is a fallback.
+			if id.version < env.Version && (s.good == nil || id != idOf(s.good)) {
+				delete(s.refused, id)
 			}
 		}
 	}
 	if same(s.current, s.stable) {
 		// What runs is the stable version (a cached one, a promoted canary).
-		s.good = s.stable
+		s.setGood(s.stable)
+	}
+	// A running version above this stable one that nothing stages is left
+	// (a canary aborted while no valid stable version was known: a bucket
+	// recreated while NATS was down, a stable value this SDK refused).
+	if s.canaryKnown {
+		s.settle()
 	}
 	s.reconcile(env.Version)
 }
@@ -133,9 +148,13 @@ func (s *state) onCanary(data []byte) {
 	// running: settle first, then move forward to this canary if it selects
 	// the instance (reconcile also counts it as ignored if it is older).
 	s.canary = c
+	s.canaryKnown = true
 	s.settle()
 	if c.Selector.Selects(s.service, s.instance, s.labels) {
 		s.reconcile(c.Envelope.Version)
+	} else {
+		// The NACK of a replaced canary no longer explains anything.
+		s.nackTarget()
 	}
 }
 
@@ -168,6 +187,7 @@ func (s *state) decodeCanary(data []byte) (*Canary, int64, Reason, error) {
 // canary it ran was aborted finds only the deletion.
 func (s *state) onCanaryGone() {
 	s.canary = nil
+	s.canaryKnown = true
 	s.settle()
 	s.reconcile(0)
 }
@@ -186,6 +206,7 @@ func (s *state) onCanaryGone() {
 // or the end of the watch's initial values): a canary restored from the
 // cache would otherwise be left before its record arrives.
 func (s *state) settle() {
+	s.canaryKnown = true
 	cur := s.running.Load()
 	if s.stable == nil || s.stable.Version >= cur {
 		return
@@ -228,8 +249,8 @@ func (s *state) desired() *rules.Envelope {
 }
 
 func (s *state) isRefused(env *rules.Envelope) bool {
-	r, ok := s.refused[env.Version]
-	return ok && r.checksum == env.Checksum
+	_, ok := s.refused[idOf(env)]
+	return ok
 }
 
 // move applies the desired version while want accepts it, falling back to
@@ -269,10 +290,10 @@ func (s *state) nackTarget() {
 	s.mu.Lock()
 	last := s.lastNack
 	s.mu.Unlock()
-	if last != nil && last.Version == t.Version {
+	prev := s.refused[idOf(t)]
+	if last != nil && last.Version == t.Version && last.Reason == prev.Reason {
 		return
 	}
-	prev := s.refused[t.Version].nack
 	r := s.report(t.Version, StatusNACK, prev.Reason, nil)
 	r.Error = prev.Error
 	s.mu.Lock()
@@ -291,22 +312,29 @@ func (s *state) apply(env *rules.Envelope) bool {
 		s.refuse(env)
 		return false
 	}
-	prev := s.current
 	s.current = env
 	if same(env, s.stable) {
-		s.good = env
+		s.setGood(env)
 	}
 	s.setRunning(env.Version)
 	s.m.messages.WithLabelValues("applied").Inc()
 	s.clearNack(env.Version)
-	if same(prev, s.good) && !same(env, s.good) {
-		// Leaving the last good stable version (for a canary): keep it
-		// for a restart that must return to it.
-		s.saveCache(stableCachePath(s.cachePath), prev)
-	}
 	s.saveCache(s.cachePath, env)
 	s.send(s.report(env.Version, StatusACK, "", nil))
 	return true
+}
+
+// setGood makes env the last good stable version and keeps it beside the
+// cache, for a restart that must return to it: written whenever it
+// changes, it never names an older stable version than the one last run
+// (kept only while a canary ran, it outlived the stable versions run
+// after the canary's promotion, and a restart fell back to it).
+func (s *state) setGood(env *rules.Envelope) {
+	if same(env, s.good) {
+		return
+	}
+	s.good = env
+	s.saveCache(stableCachePath(s.cachePath), env)
 }
 
 // saveCache writes env to path, if the cache is enabled.
@@ -329,27 +357,30 @@ func same(a, b *rules.Envelope) bool {
 	return a != nil && b != nil && a.Version == b.Version && a.Checksum == b.Checksum
 }
 
-// stableCachePath is the file beside the cache that keeps the last good
-// stable version while the instance runs a canary.
+// stableCachePath is the file beside the cache that keeps the last stable
+// version the instance ran.
 func stableCachePath(cachePath string) string { return cachePath + ".stable" }
 
 // refuse remembers env as refused with the NACK just sent, keeping at most
 // maxRefused envelopes (the lowest go first).
 func (s *state) refuse(env *rules.Envelope) {
 	if s.refused == nil {
-		s.refused = make(map[int64]refusal)
+		s.refused = make(map[envelopeID]*Report)
 	}
-	if _, ok := s.refused[env.Version]; !ok && len(s.refused) >= maxRefused {
-		lowest := env.Version
-		for v := range s.refused {
-			lowest = min(lowest, v)
+	id := idOf(env)
+	if _, ok := s.refused[id]; !ok && len(s.refused) >= maxRefused {
+		lowest := id
+		for r := range s.refused {
+			if r.version < lowest.version {
+				lowest = r
+			}
 		}
 		delete(s.refused, lowest)
 	}
 	s.mu.Lock()
 	nack := s.lastNack
 	s.mu.Unlock()
-	s.refused[env.Version] = refusal{checksum: env.Checksum, nack: nack}
+	s.refused[id] = nack
 }
 
 func (s *state) reject(version int64, reason Reason, err error) {

@@ -19,8 +19,7 @@
 // once more: its configuration may accept it). The instance then runs the
 // next version it can: the stable version when a canary was refused, and
 // when the stable version itself was refused, the last stable version it
-// ran (kept beside the cache file while it runs a canary, so a restart
-// returns to it too), so no instance stays on a canary that is gone.
+// ran (kept beside the cache file, so a restart returns to it too), so no instance stays on a canary that is gone.
 // Heartbeats then repeat the NACK of the version the instance is meant to
 // run, so the control plane shows why it runs another. After a reconnect the watch is
 // re-established and delivers the latest value of each key, so no version is
@@ -85,9 +84,9 @@ type Options struct {
 	// Applier applies a version.
 	Applier Applier
 	// CacheFile keeps the last-known-good version; empty disables the cache.
-	// While the instance runs a canary, CacheFile+".stable" keeps the last
-	// stable version it ran, to return to if the canary is gone and the
-	// stable target is refused.
+	// CacheFile+".stable" keeps the last stable version the instance ran,
+	// to return to if a canary it runs is gone and the stable target is
+	// refused, also after a restart.
 	CacheFile string
 	// MaxBytes refuses larger values; default MaxCanaryBytes, the largest
 	// value a control plane publishes (a stable envelope is at most
