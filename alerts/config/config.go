@@ -13,6 +13,8 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"governor.dev/governor/alerts"
@@ -158,11 +160,7 @@ func (c *Config) RuleSet() []rule.Rule {
 		out = rule.Builtin()
 	}
 	for _, r := range c.Rules {
-		rr := rule.Rule{Name: r.Name, Expr: r.Expr, Event: r.Event, Severity: r.Severity, For: time.Duration(r.For),
-			KeepFiringFor: time.Duration(r.KeepFiringFor), Labels: r.Labels, Annotations: r.Annotations, Disabled: r.Disabled}
-		if r.ResolveAfter != nil {
-			rr.ResolveAfter = time.Duration(*r.ResolveAfter)
-		}
+		rr := r.rule()
 		if i := slices.IndexFunc(out, func(o rule.Rule) bool { return o.Name == r.Name }); i >= 0 {
 			out[i] = rr
 		} else {
@@ -170,6 +168,16 @@ func (c *Config) RuleSet() []rule.Rule {
 		}
 	}
 	return out
+}
+
+// rule converts the rule; an omitted resolve_after stays zero (the default).
+func (r Rule) rule() rule.Rule {
+	rr := rule.Rule{Name: r.Name, Expr: r.Expr, Event: r.Event, Severity: r.Severity, For: time.Duration(r.For),
+		KeepFiringFor: time.Duration(r.KeepFiringFor), Labels: r.Labels, Annotations: r.Annotations, Disabled: r.Disabled}
+	if r.ResolveAfter != nil {
+		rr.ResolveAfter = time.Duration(*r.ResolveAfter)
+	}
+	return rr
 }
 
 // DispatchTiming converts the timing (omitted fields take defaults later;
@@ -227,15 +235,32 @@ func (c *Config) InhibitRules() []inhibit.Rule {
 	return *c.Inhibit
 }
 
-// Validate checks the whole document.
+// Validate checks the whole document and names the first bad field by its
+// path (receivers[2], routes[0].group_by[1]). Receiver and rule names must
+// be printable, without leading or trailing spaces, at most MaxNameLen
+// characters and unique; a duplicate is named with both positions.
 func (c *Config) Validate() error {
 	if c.BuiltinRules != "" && c.BuiltinRules != "enabled" && c.BuiltinRules != "disabled" {
 		return fmt.Errorf("%w: config: builtin_rules %q: want enabled or disabled", alerts.ErrInvalid, c.BuiltinRules)
 	}
+	// Each rule is checked at its position in the document: in RuleSet the
+	// built-in rules come first, and a second rule of one name would replace
+	// the first.
+	ruleAt := map[string]int{}
 	for i, r := range c.Rules {
+		if err := checkName(r.Name); err != nil {
+			return fmt.Errorf("%w: config: rules[%d]: %w", alerts.ErrInvalid, i, err)
+		}
+		if j, ok := ruleAt[r.Name]; ok {
+			return fmt.Errorf("%w: config: rules[%d]: name %q is used twice: rules[%d] and rules[%d]", alerts.ErrInvalid, i, r.Name, j, i)
+		}
+		ruleAt[r.Name] = i
 		if r.ResolveAfter != nil && *r.ResolveAfter == 0 {
 			return fmt.Errorf("%w: config: rules[%d] (%s): resolve_after: must be positive; omit it for the default %s",
 				alerts.ErrInvalid, i, r.Name, rule.DefaultResolveAfter)
+		}
+		if err := r.rule().Validate(); err != nil {
+			return fmt.Errorf("config: rules[%d]: %w", i, err)
 		}
 	}
 	if err := rule.ValidateSet(c.RuleSet()); err != nil {
@@ -244,15 +269,15 @@ func (c *Config) Validate() error {
 	if len(c.Receivers) == 0 {
 		return fmt.Errorf("%w: config: receivers: at least one is required", alerts.ErrInvalid)
 	}
-	names := map[string]bool{}
+	names := map[string]int{}
 	for i, r := range c.Receivers {
-		if r.Name == "" {
-			return fmt.Errorf("%w: config: receivers[%d]: name must not be empty", alerts.ErrInvalid, i)
+		if err := checkName(r.Name); err != nil {
+			return fmt.Errorf("%w: config: receivers[%d]: %w", alerts.ErrInvalid, i, err)
 		}
-		if names[r.Name] {
-			return fmt.Errorf("%w: config: receivers[%d]: name %q is used twice", alerts.ErrInvalid, i, r.Name)
+		if j, ok := names[r.Name]; ok {
+			return fmt.Errorf("%w: config: receivers[%d]: name %q is used twice: receivers[%d] and receivers[%d]", alerts.ErrInvalid, i, r.Name, j, i)
 		}
-		names[r.Name] = true
+		names[r.Name] = i
 		if _, err := r.build(nil); err != nil {
 			return fmt.Errorf("config: receivers[%d] (%s): %w", i, r.Name, err)
 		}
@@ -261,11 +286,19 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: config: routes: required with more than one receiver", alerts.ErrInvalid)
 	}
 	for i, r := range c.Routes {
+		if err := checkLabelNames(fmt.Sprintf("routes[%d].group_by", i), r.GroupBy); err != nil {
+			return err
+		}
 		if err := r.Validate(); err != nil {
 			return fmt.Errorf("config: routes[%d]: %w", i, err)
 		}
-		if !names[r.Receiver] {
-			return fmt.Errorf("%w: config: routes[%d]: receiver %q is not defined", alerts.ErrInvalid, i, r.Receiver)
+		if _, ok := names[r.Receiver]; !ok {
+			defined := make([]string, 0, len(names))
+			for _, n := range c.ReceiverNames() {
+				defined = append(defined, strconv.Quote(n))
+			}
+			return fmt.Errorf("%w: config: routes[%d]: receiver %q is not defined; receivers are %s",
+				alerts.ErrInvalid, i, r.Receiver, strings.Join(defined, ", "))
 		}
 	}
 	if len(c.Routes) > 0 {
@@ -289,6 +322,11 @@ func (c *Config) Validate() error {
 	}
 	if err := c.DispatchTiming().WithDefaults().Validate(); err != nil {
 		return fmt.Errorf("config: timing: %w", err)
+	}
+	for i, r := range c.InhibitRules() {
+		if err := checkLabelNames(fmt.Sprintf("inhibit_rules[%d].equal", i), r.Equal); err != nil {
+			return err
+		}
 	}
 	if _, err := inhibit.New(c.InhibitRules()); err != nil {
 		return fmt.Errorf("config: %w", err)
