@@ -7,5 +7,8 @@
 // message (ErrPartial), or that the Notifier held back without sending
 // anything and named the time to try (ErrNotAttempted, bounded in all by
 // QueueOptions.MaxDeferral), does not count against the attempts, and its
-// wait gives way to a more urgent message queued meanwhile.
+// wait gives way to a more urgent message queued meanwhile. Such waits
+// leave the queue depth unchanged and fail nothing; the age of a
+// receiver's oldest undelivered message
+// (governor_alerts_notification_oldest_seconds) shows them.
 package notify

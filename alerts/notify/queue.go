@@ -133,6 +133,7 @@ func (o QueueOptions) withDefaults() QueueOptions {
 type Metrics struct {
 	sent, failed, dropped, attempts *prometheus.CounterVec
 	depth                           *prometheus.GaugeVec
+	oldest                          *oldestCollector
 }
 
 // NewMetrics registers governor_alerts_notifications_* on r (nil: unregistered).
@@ -148,9 +149,15 @@ func NewMetrics(r prometheus.Registerer) *Metrics {
 			Help: "Delivery attempts, by receiver and result (ok, retry, partial, fail, and deferred: held back by the receiver, no attempt)."}, []string{"receiver", "result"}),
 		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "governor_alerts_notification_queue_depth",
 			Help: "Messages waiting in the receiver queue."}, []string{"receiver"}),
+		oldest: &oldestCollector{
+			desc: prometheus.NewDesc("governor_alerts_notification_oldest_seconds",
+				"Age of the receiver's oldest undelivered message, queued or being delivered (retries and waits "+
+					"for the receiver included), since it was queued; 0 when none.", []string{"receiver"}, nil),
+			running: map[*Queue]struct{}{},
+		},
 	}
 	if r != nil {
-		r.MustRegister(m.sent, m.failed, m.dropped, m.attempts, m.depth)
+		r.MustRegister(m.sent, m.failed, m.dropped, m.attempts, m.depth, m.oldest)
 	}
 	return m
 }
@@ -162,6 +169,51 @@ func (m *Metrics) init(receiver string) {
 	m.depth.WithLabelValues(receiver)
 	for _, r := range []string{"ok", "retry", "partial", "fail", "deferred"} {
 		m.attempts.WithLabelValues(receiver, r)
+	}
+}
+
+// oldestCollector computes governor_alerts_notification_oldest_seconds at
+// scrape time from the queues whose worker runs. A receiver has a series
+// while one of its queues runs, a retiring one included, and its value is
+// the oldest of them: a receiver replaced by a new configuration shows
+// what its retiring queue still has to deliver. The series is gone once
+// no queue of the receiver runs.
+type oldestCollector struct {
+	desc    *prometheus.Desc
+	mu      sync.Mutex
+	running map[*Queue]struct{} // queues whose worker runs
+}
+
+func (c *oldestCollector) add(q *Queue) {
+	c.mu.Lock()
+	c.running[q] = struct{}{}
+	c.mu.Unlock()
+}
+
+func (c *oldestCollector) remove(q *Queue) {
+	c.mu.Lock()
+	delete(c.running, q)
+	c.mu.Unlock()
+}
+
+// Describe implements prometheus.Collector.
+func (c *oldestCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect implements prometheus.Collector. It takes each queue's lock
+// after letting go of its own, so it never holds both.
+func (c *oldestCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	queues := make([]*Queue, 0, len(c.running))
+	for q := range c.running {
+		queues = append(queues, q)
+	}
+	c.mu.Unlock()
+	ages := make(map[string]time.Duration, len(queues))
+	for _, q := range queues {
+		ages[q.name] = max(ages[q.name], q.oldest())
+	}
+	for receiver, age := range ages {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, age.Seconds(), receiver)
 	}
 }
 
@@ -185,8 +237,10 @@ type Queue struct {
 
 	mu      sync.Mutex
 	cond    *sync.Cond
-	items   []*Message // in order of arrival
-	pending int        // queued and being delivered
+	items   []queued // in order of arrival
+	pending int      // queued and being delivered
+	// current is the message being delivered, nil m when none.
+	current queued
 	// paused holds the delivery state of queued messages that gave way
 	// to a more urgent one, so that they keep their attempts, deferral
 	// and slot.
@@ -199,6 +253,13 @@ type Queue struct {
 	done   chan struct{}
 }
 
+// queued is a message in a receiver queue and the time it was queued,
+// which its age (governor_alerts_notification_oldest_seconds) counts from.
+type queued struct {
+	m  *Message
+	at time.Time
+}
+
 // NewQueue starts the worker of a receiver. Close stops it. When the
 // worker stops, it closes n if n is a Closer.
 func NewQueue(name string, n Notifier, o QueueOptions) *Queue {
@@ -208,6 +269,7 @@ func NewQueue(name string, n Notifier, o QueueOptions) *Queue {
 	q := &Queue{name: name, n: n, o: o, wake: make(chan struct{}, 1), cancel: cancel,
 		retire: make(chan struct{}), done: make(chan struct{}), paused: map[*Message]*delivery{}}
 	q.cond = sync.NewCond(&q.mu)
+	o.Metrics.oldest.add(q)
 	go q.run(ctx)
 	return q
 }
@@ -227,19 +289,19 @@ func (q *Queue) Enqueue(m *Message) bool {
 	var displaced *Message
 	if len(q.items) >= q.o.Capacity {
 		i := q.leastUrgent()
-		if i < 0 || !m.Severity.MoreUrgent(q.items[i].Severity) {
+		if i < 0 || !m.Severity.MoreUrgent(q.items[i].m.Severity) {
 			q.mu.Unlock()
 			q.o.Metrics.dropped.WithLabelValues(q.name).Inc()
 			q.o.Logger.Warn("alert notification dropped: receiver queue full", "receiver", q.name, "group", m.GroupKey,
 				"severity", m.Severity, "capacity", q.o.Capacity)
 			return false
 		}
-		displaced = q.items[i]
+		displaced = q.items[i].m
 		q.items = slices.Delete(q.items, i, i+1)
 		delete(q.paused, displaced)
 		q.pending--
 	}
-	q.items = append(q.items, m)
+	q.items = append(q.items, queued{m: m, at: q.o.Clock.Now()})
 	q.pending++
 	q.o.Metrics.depth.WithLabelValues(q.name).Set(float64(len(q.items)))
 	q.mu.Unlock()
@@ -262,8 +324,8 @@ func (q *Queue) Enqueue(m *Message) bool {
 // messages, -1 when none is queued; q.mu held.
 func (q *Queue) leastUrgent() int {
 	at := -1
-	for i, m := range q.items {
-		if at < 0 || !m.Severity.MoreUrgent(q.items[at].Severity) {
+	for i, it := range q.items {
+		if at < 0 || !it.m.Severity.MoreUrgent(q.items[at].m.Severity) {
 			at = i
 		}
 	}
@@ -271,26 +333,45 @@ func (q *Queue) leastUrgent() int {
 }
 
 // pop takes the next message to deliver: the earliest of the most urgent
-// ones, or the earliest queued message of its group; nil when none is
+// ones, or the earliest queued message of its group; nil m when none is
 // queued. q.mu held.
-func (q *Queue) pop() *Message {
+func (q *Queue) pop() queued {
 	if len(q.items) == 0 {
-		return nil
+		return queued{}
 	}
 	best := 0
-	for i, m := range q.items {
-		if m.Severity.MoreUrgent(q.items[best].Severity) {
+	for i, it := range q.items {
+		if it.m.Severity.MoreUrgent(q.items[best].m.Severity) {
 			best = i
 		}
 	}
-	b := q.items[best]
-	at := slices.IndexFunc(q.items[:best], func(m *Message) bool { return m.Receiver == b.Receiver && m.GroupKey == b.GroupKey })
+	b := q.items[best].m
+	at := slices.IndexFunc(q.items[:best], func(it queued) bool {
+		return it.m.Receiver == b.Receiver && it.m.GroupKey == b.GroupKey
+	})
 	if at < 0 {
 		at = best
 	}
-	m := q.items[at]
+	it := q.items[at]
 	q.items = slices.Delete(q.items, at, at+1)
-	return m
+	return it
+}
+
+// oldest returns the age of the earliest queued of the messages queued
+// or being delivered, 0 when none.
+func (q *Queue) oldest() time.Duration {
+	q.mu.Lock()
+	first, ok := q.current.at, q.current.m != nil
+	for _, it := range q.items {
+		if !ok || it.at.Before(first) {
+			first, ok = it.at, true
+		}
+	}
+	q.mu.Unlock()
+	if !ok {
+		return 0
+	}
+	return max(q.o.Clock.Now().Sub(first), 0)
 }
 
 // Idle waits until every queued message has had its last attempt, or ctx ends.
@@ -345,6 +426,9 @@ func (q *Queue) Retire() <-chan struct{} {
 
 func (q *Queue) run(ctx context.Context) {
 	defer close(q.done)
+	// Before done is closed: once Close or Retire's channel returns, the
+	// queue has no oldest_seconds series of its own.
+	defer q.o.Metrics.oldest.remove(q)
 	if c, ok := q.n.(Closer); ok {
 		// Runs before done is closed: once Close or Retire's channel
 		// returns, the notifier has let go of what it shares.
@@ -352,11 +436,12 @@ func (q *Queue) run(ctx context.Context) {
 	}
 	for {
 		q.mu.Lock()
-		m := q.pop()
+		it := q.pop()
+		q.current = it
 		retired := q.retired
 		q.o.Metrics.depth.WithLabelValues(q.name).Set(float64(len(q.items)))
 		q.mu.Unlock()
-		if m == nil {
+		if it.m == nil {
 			if retired {
 				// Enqueue refuses from now on (it checks under q.mu), so
 				// nothing is left.
@@ -370,7 +455,7 @@ func (q *Queue) run(ctx context.Context) {
 			}
 			continue
 		}
-		if ctx.Err() != nil || !q.handle(ctx, m) {
+		if ctx.Err() != nil || !q.handle(ctx, it) {
 			return
 		}
 	}
@@ -393,7 +478,8 @@ type delivery struct {
 // handle delivers one message; false when the queue was closed meanwhile.
 // A message that gives way to a more urgent one goes back to the head of
 // the queue, still pending, and keeps its delivery state.
-func (q *Queue) handle(ctx context.Context, m *Message) bool {
+func (q *Queue) handle(ctx context.Context, it queued) bool {
+	m := it.m
 	q.mu.Lock()
 	st := q.paused[m]
 	delete(q.paused, m)
@@ -404,8 +490,9 @@ func (q *Queue) handle(ctx context.Context, m *Message) bool {
 	err := q.deliver(ctx, m, st)
 	if errors.Is(err, errYield) {
 		q.mu.Lock()
-		q.items = slices.Insert(q.items, 0, m)
+		q.items = slices.Insert(q.items, 0, it)
 		q.paused[m] = st
+		q.current = queued{}
 		q.mu.Unlock()
 		return true
 	}
@@ -424,6 +511,7 @@ func (q *Queue) handle(ctx context.Context, m *Message) bool {
 	}
 	q.mu.Lock()
 	q.pending--
+	q.current = queued{}
 	q.cond.Broadcast()
 	q.mu.Unlock()
 	return true
@@ -554,15 +642,15 @@ func (q *Queue) yieldsTo(m *Message) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	best := -1
-	for i, o := range q.items {
-		if best < 0 || o.Severity.MoreUrgent(q.items[best].Severity) {
+	for i, it := range q.items {
+		if best < 0 || it.m.Severity.MoreUrgent(q.items[best].m.Severity) {
 			best = i
 		}
 	}
 	if best < 0 {
 		return false
 	}
-	b := q.items[best]
+	b := q.items[best].m
 	return b.Severity.MoreUrgent(m.Severity) && (b.Receiver != m.Receiver || b.GroupKey != m.GroupKey)
 }
 
