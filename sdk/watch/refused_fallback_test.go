@@ -1,9 +1,12 @@
 package watch
 
 import (
+	"errors"
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"governor.dev/governor/sdk/rules"
 )
@@ -380,4 +383,109 @@ func canaryEnvelopeBytes(t testing.TB, version int64) []byte {
 		t.Fatal(err)
 	}
 	return mustJSON(t, c.Envelope)
+}
+
+// cacheWithCanary leaves the cache files of a process that ran the stable
+// v4 and then the canary v6: the cache holds v6, the file beside it v4.
+func cacheWithCanary(t *testing.T) string {
+	t.Helper()
+	cache := filepath.Join(t.TempDir(), "rules.json")
+	first, _, _, _ := newTestState(t, "checkout", "i-1", map[string]string{"zone": "a"})
+	first.cachePath = cache
+	first.onStable(envelopeBytes(t, "checkout", 4))
+	first.onCanary(canaryBytes(t, 6, Selector{Labels: map[string]string{"zone": "a"}}))
+	if first.running.Load() != 6 {
+		t.Fatalf("first run on v%d, want the canary v6", first.running.Load())
+	}
+	return cache
+}
+
+// A process whose applier refuses the cached version at start (a new binary
+// refusing the cached canary) starts on the last stable version it ran,
+// kept beside the cache, NACKs the cached version with the refusal, and
+// does not offer it again when the watch delivers it. It ran with no rules
+// until the watch delivered a version it accepted, possibly never.
+func TestRefusedCachedVersionStartsOnTheCachedStable(t *testing.T) {
+	cache := cacheWithCanary(t)
+	s, app, reports, _ := newTestState(t, "checkout", "i-1", map[string]string{"zone": "a"})
+	s.cachePath = cache
+	app.refuse[6] = true
+	s.loadCache()
+	if got := s.running.Load(); got != 4 {
+		t.Fatalf("running v%d at start, want the cached stable v4", got)
+	}
+	if got := app.attempts(); !slices.Equal(got, []int64{6, 4}) {
+		t.Fatalf("applier called with %v, want [6 4]", got)
+	}
+	if v, reason, msg := s.nack(); v != 6 || reason != ReasonApply || msg == "" {
+		t.Fatalf("heartbeat NACK (%d, %s, %q), want the applier's refusal of the cached v6", v, reason, msg)
+	}
+	if r := lastReport(t, reports); r.Status != StatusNACK || r.Version != 6 || r.Reason != ReasonApply || r.Running != 4 {
+		t.Fatalf("last report %+v, want the NACK of v6 running v4", r)
+	}
+	// NATS answers: the canary v6 still selects the instance. It is not
+	// offered again, and heartbeats keep its NACK.
+	s.onStable(envelopeBytes(t, "checkout", 4))
+	s.onCanary(canaryBytes(t, 6, Selector{Labels: map[string]string{"zone": "a"}}))
+	s.settle()
+	if got := app.attempts(); !slices.Equal(got, []int64{6, 4}) {
+		t.Fatalf("applier called with %v, want [6 4]: v6 was refused in this process", got)
+	}
+	if got := s.running.Load(); got != 4 {
+		t.Fatalf("running v%d, want v4", got)
+	}
+	if v, reason, _ := s.nack(); v != 6 || reason != ReasonApply {
+		t.Fatalf("heartbeat NACK (%d, %s), want that of the target v6", v, reason)
+	}
+}
+
+// Both cached versions refused: both are NACKed, and heartbeats repeat the
+// NACK of the cached version, the one the instance was meant to run.
+func TestBothCachedVersionsRefusedAreNACKed(t *testing.T) {
+	cache := cacheWithCanary(t)
+	s, app, reports, _ := newTestState(t, "checkout", "i-1", map[string]string{"zone": "a"})
+	s.cachePath = cache
+	app.refuse[6], app.refuse[4] = true, true
+	s.loadCache()
+	if got := s.running.Load(); got != 0 {
+		t.Fatalf("running v%d, want none", got)
+	}
+	var nacked []int64
+	for _, r := range *reports {
+		if r.Status == StatusNACK && r.Reason == ReasonApply {
+			nacked = append(nacked, r.Version)
+		}
+	}
+	slices.Sort(nacked)
+	if !slices.Equal(nacked, []int64{4, 6}) {
+		t.Fatalf("NACKed %v, want [4 6]", nacked)
+	}
+	if v, _, _ := s.nack(); v != 6 {
+		t.Fatalf("heartbeat NACK of v%d, want the cached v6", v)
+	}
+	s.onStable(envelopeBytes(t, "checkout", 4))
+	s.onCanaryGone()
+	if got := app.attempts(); !slices.Equal(got, []int64{6, 4}) {
+		t.Fatalf("applier called with %v, want [6 4]", got)
+	}
+}
+
+// New with NATS down: the watcher starts on the cached stable version and
+// still tells OnError why the cached version was not applied.
+func TestNewStartsOnTheCachedStableWhenTheCachedVersionIsRefused(t *testing.T) {
+	cache := cacheWithCanary(t)
+	app := &fakeApplier{refuse: map[int64]bool{6: true}}
+	var got []error
+	reg := prometheus.NewRegistry()
+	w := newOffline(t, Options{Service: "checkout", Applier: app, CacheFile: cache, Registerer: reg,
+		OnError: func(err error) { got = append(got, err) }})
+	if w.Running() != 4 {
+		t.Fatalf("running v%d, want the cached stable v4", w.Running())
+	}
+	if len(got) == 0 || !errors.Is(got[0], ErrCache) {
+		t.Fatalf("errors %v, want the refusal of the cached version", got)
+	}
+	if c := counter(t, reg, "governor_sdk_watch_rejected_total", "reason", string(ReasonApply)); c != 1 {
+		t.Fatalf("rejected{reason=apply} = %v, want 1", c)
+	}
 }

@@ -62,6 +62,16 @@ const maxRefused = 64
 // loadCache applies the cached last-known-good version, if any. It may be a
 // canary version: settle leaves it once the watch shows that no canary
 // selecting this instance holds it any more.
+//
+// When the applier refuses it (a new binary whose configuration refuses
+// the cached canary), the instance starts on the last stable version it
+// ran, kept beside the cache, rather than on no rules at all until the
+// watch delivers a version it accepts, which NATS being down may delay
+// for good. A refused cached version is NACKed and not offered again by
+// this process, like any refusal; heartbeats repeat its NACK, the report
+// says which version runs instead. The cache files are left as they are:
+// the next process, whose configuration may accept the cached version,
+// tries it once more.
 func (s *state) loadCache() {
 	if s.cachePath == "" {
 		return
@@ -85,13 +95,30 @@ func (s *state) loadCache() {
 	} else {
 		s.good = g
 	}
-	if err := s.applier.Apply(env.Ruleset, env.Version); err != nil {
-		s.m.cacheErr.WithLabelValues("load").Inc()
-		s.onError(fmt.Errorf("%w: apply cached version %d: %w", ErrCache, env.Version, err))
+	err = s.applier.Apply(env.Ruleset, env.Version)
+	if err == nil {
+		s.current = env
+		s.setRunning(env.Version)
 		return
 	}
-	s.current = env
-	s.setRunning(env.Version)
+	s.m.cacheErr.WithLabelValues("load").Inc()
+	s.onError(fmt.Errorf("%w: apply cached version %d: %w", ErrCache, env.Version, err))
+	g := s.good
+	if g != nil && !same(g, env) {
+		if gerr := s.applier.Apply(g.Ruleset, g.Version); gerr == nil {
+			s.current = g
+			s.setRunning(g.Version)
+		} else {
+			s.m.cacheErr.WithLabelValues("load").Inc()
+			s.onError(fmt.Errorf("%w: apply cached stable version %d: %w", ErrCache, g.Version, gerr))
+			s.reject(g.Version, ReasonApply, gerr)
+			s.refuse(g)
+		}
+	}
+	// Last, so that heartbeats repeat the NACK of the version the instance
+	// was meant to run, and the report carries the version running instead.
+	s.reject(env.Version, ReasonApply, err)
+	s.refuse(env)
 }
 
 func (s *state) setRunning(v int64) {

@@ -39,7 +39,11 @@ import (
 //	    one the applier refused, and each report carries the version running
 //	    when it was sent;
 //	(g) after a valid value the instance is not left below the version it
-//	    should run.
+//	    should run; at start it runs the cached version, or when the
+//	    applier refuses that, the last stable version it ran (kept beside
+//	    the cache), unless both are refused; offers nothing else; and its
+//	    heartbeats repeat the NACK of a refused cached version. The cached
+//	    versions refused at start count as refused in this process for (c).
 //
 // A failure prints the seed and the steps, to be kept as a named test.
 
@@ -123,6 +127,8 @@ type seqRun struct {
 	attemptsInStep   int
 	processes        int
 	loadingCache     bool
+	startOffers      []*rules.Envelope // what the process may offer at start, in order
+	startOffered     int               // how many of them it offered
 }
 
 func (r *seqRun) fail(format string, args ...any) {
@@ -150,7 +156,13 @@ func (a seqApplier) Apply(rs *rules.Ruleset, version int64) error {
 		r.fail("%d attempts in one step: the applier is retried in a loop", r.attemptsInStep)
 	}
 	loading := r.loadingCache
-	if !loading {
+	if loading {
+		// (g) at start: the cached version, then the cached stable one.
+		if r.startOffered >= len(r.startOffers) || keyOf(r.startOffers[r.startOffered]) != k {
+			r.fail("(g) at start the applier was offered v%d %s; the cache files hold %v", version, sum[:15], r.startOffers)
+		}
+		r.startOffered++
+	} else {
 		// (c)
 		if r.refused[k] {
 			r.fail("(c) v%d %s offered again after the applier refused it in this process", version, sum[:15])
@@ -167,11 +179,7 @@ func (a seqApplier) Apply(rs *rules.Ruleset, version int64) error {
 	refuse := r.flaky && r.c.intn(3) == 0 || !r.flaky && r.refuses(k)
 	r.log("  apply v%d %s: refused=%v", version, sum[7:15], refuse)
 	if refuse {
-		// A cached version refused at start was not NACKed: the watch
-		// may offer it again.
-		if !loading {
-			r.refused[k] = true
-		}
+		r.refused[k] = true
 		return fmt.Errorf("governor: v%d refused by this configuration", version)
 	}
 	r.applied = &rules.Envelope{Service: "checkout", Version: version, Checksum: sum}
@@ -261,9 +269,48 @@ func (r *seqRun) newProcess() {
 		}
 		r.reports = append(r.reports, rep)
 	}
+	r.startOffers, r.startOffered = nil, 0
+	if r.cache != "" {
+		cached, err := LoadCache(r.cache, "checkout")
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		good, err := LoadCache(stableCachePath(r.cache), "checkout")
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		if cached != nil {
+			r.startOffers = append(r.startOffers, cached)
+			if good != nil && keyOf(good) != keyOf(cached) {
+				r.startOffers = append(r.startOffers, good)
+			}
+		}
+	}
 	r.loadingCache = true
 	r.s.loadCache()
 	r.loadingCache = false
+	r.checkStart()
+}
+
+// checkStart verifies (g) once the cache is loaded: the instance runs the
+// first cached version the applier accepted, and heartbeats repeat the
+// NACK of the cached version if the applier refused it.
+func (r *seqRun) checkStart() {
+	r.t.Helper()
+	for _, e := range r.startOffers {
+		if !r.refused[keyOf(e)] {
+			if r.applied == nil || keyOf(r.applied) != keyOf(e) {
+				r.fail("(g) at start running %s, the applier did not refuse the cached %s", describe(r.s.current), describe(e))
+			}
+			break
+		}
+	}
+	if len(r.startOffers) > 0 && r.refused[keyOf(r.startOffers[0])] {
+		want := r.startOffers[0].Version
+		if v, reason, _ := r.s.nack(); v != want || reason != ReasonApply {
+			r.fail("(g) cached v%d refused at start, heartbeats repeat the NACK (%d, %s)", want, v, reason)
+		}
+	}
 }
 
 // handleStable delivers the stable key's value to the process.

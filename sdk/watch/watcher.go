@@ -2,7 +2,9 @@
 // published for its service, and tells the control plane what it runs.
 //
 // At start a Watcher applies the last-known-good version from a local cache
-// file, so a service starts protected even when NATS is down. It then watches
+// file, so a service starts protected even when NATS is down; if the Applier
+// refuses it, the last stable version the instance ran (kept beside the
+// cache file), and the refused version is NACKed. It then watches
 // its service's keys in the JetStream KV bucket (Names): each new value is
 // checked (size, JSON, checksum, service, validation), applied atomically
 // through the Applier, written to the cache (temporary file, fsync, rename)
@@ -105,8 +107,9 @@ type Options struct {
 	Clock clock.Clock
 	// Registerer receives the metrics; nil leaves them unregistered.
 	Registerer prometheus.Registerer
-	// OnError receives failures that are not NACKs (cache, watch, publish).
-	// It must not block.
+	// OnError receives failures that are not NACKs (cache, watch, publish),
+	// and the refusal of a cached version at start, which is NACKed too:
+	// NATS may not be there to carry the NACK. It must not block.
 	OnError func(error)
 }
 
