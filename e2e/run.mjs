@@ -221,7 +221,8 @@ try {
 
   // The audit log: bob's approval and rollback, found with the page's own filter.
   await p.goto(base + "/audit");
-  expect((await p.textContent(".banner-ok")).includes("Chain verified"), "the audit chain verifies");
+  await p.click('a:text-is("Verify the whole chain now")');
+  expect((await p.textContent(".banner-ok")).includes("Whole chain verified now"), "the whole audit chain verifies, walked on request");
   const auditRows = () => p.$$eval("table tbody tr", (trs) => trs.map((tr) => [...tr.querySelectorAll("td")].map((td) => td.textContent.trim())));
   await p.fill("#f-service", "checkout");
   await p.fill("#f-actor", "bob");
