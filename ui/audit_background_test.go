@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -77,6 +78,9 @@ func TestUIServerRunReportsABrokenChainItsBackgroundWalkFound(t *testing.T) {
 	for _, q := range []string{`DROP TRIGGER IF EXISTS rule_audit_no_update`, `UPDATE rule_audit SET actor = 'mallory' WHERE seq = 1`} {
 		_, err = db.ExecContext(ctx, q)
 		require.NoError(t, err, q)
+	}
+	for clk.Pending() == 0 { // Run waits on its timer
+		runtime.Gosched()
 	}
 	clk.Advance(versioning.DefaultWholeChainEvery)
 	r := <-logs.recs

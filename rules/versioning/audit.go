@@ -451,12 +451,6 @@ func (c *AuditChecker) Run(ctx context.Context) {
 		c.mu.Unlock()
 		if now := c.clock.Now(); next.After(now) {
 			t := c.clock.NewTimer(next.Sub(now))
-			if c.clock.Now().Sub(now) > timerSlack {
-				// The clock moved on while the timer was made: it would
-				// fire late.
-				t.Stop()
-				continue
-			}
 			select {
 			case <-ctx.Done():
 				t.Stop()
@@ -468,10 +462,6 @@ func (c *AuditChecker) Run(ctx context.Context) {
 		_, _ = c.walkWhole(ctx, seen, true)
 	}
 }
-
-// timerSlack is how far the clock may move while Run makes its timer
-// before Run makes it again.
-const timerSlack = 10 * time.Millisecond
 
 // Check verifies the chain: the whole of it if whole is set, and, while
 // Run does not run, on the first check or when the last whole walk is

@@ -2,6 +2,7 @@ package versioning_test
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +13,16 @@ import (
 	"governor.dev/governor/rules/versioning/internal/conformance"
 	"governor.dev/governor/sdk/clock"
 )
+
+// advanceWhenRunWaits advances clk by d once Run waits on its timer: a
+// clock advanced between Run's reading of it and its timer would leave the
+// timer a whole interval out.
+func advanceWhenRunWaits(clk *clock.Fake, d time.Duration) {
+	for clk.Pending() == 0 {
+		runtime.Gosched()
+	}
+	clk.Advance(d)
+}
 
 // runChecker runs c.Run until the test ends.
 func runChecker(t *testing.T, c *versioning.AuditChecker) {
@@ -43,7 +54,7 @@ func TestAuditCheckerRunFindsAnEditedOldEntryWithoutAView(t *testing.T) {
 			require.Equal(t, int64(10), first.Entries)
 
 			require.NoError(t, h.Tamper(ctx, `UPDATE rule_audit SET actor = 'mallory' WHERE seq = 2`))
-			clk.Advance(10 * time.Minute)
+			advanceWhenRunWaits(clk, 10*time.Minute)
 			second := <-walks
 			require.True(t, second.Background)
 			requireBrokenAt(t, second.Err, 2)
@@ -100,7 +111,7 @@ func TestAuditChecksDoNotWaitForARunningWholeWalk(t *testing.T) {
 			require.NoError(t, (<-walks).Err)
 
 			recordEntries(t, h.Store, 3)
-			clk.Advance(10 * time.Minute)
+			advanceWhenRunWaits(clk, 10*time.Minute)
 			<-g.entered // the second walk runs
 			during, err := c.Check(ctx, false)
 			require.NoError(t, err)
@@ -151,13 +162,13 @@ func TestAuditCheckerRunWalksOnTheInjectedClock(t *testing.T) {
 	require.True(t, w.Background)
 	require.True(t, start.Equal(w.Start))
 
-	clk.Advance(9 * time.Minute)
+	advanceWhenRunWaits(clk, 9*time.Minute)
 	clk.Advance(time.Minute)
 	w = <-walks
 	require.True(t, w.Background)
 	require.True(t, start.Add(10*time.Minute).Equal(w.Start), "walked at %v, want WholeEvery after the first", w.Start)
 
-	clk.Advance(5 * time.Minute)
+	advanceWhenRunWaits(clk, 5*time.Minute)
 	rep, err := c.Check(ctx, true)
 	require.NoError(t, err)
 	require.True(t, rep.Whole)
@@ -165,7 +176,7 @@ func TestAuditCheckerRunWalksOnTheInjectedClock(t *testing.T) {
 	require.False(t, w.Background)
 	require.True(t, start.Add(25*time.Minute).Equal(rep.NextWhole))
 
-	clk.Advance(10 * time.Minute) // past the walk due before the one asked for
+	advanceWhenRunWaits(clk, 10*time.Minute) // past the walk due before the one asked for
 	w = <-walks
 	require.True(t, w.Background)
 	require.True(t, start.Add(25*time.Minute).Equal(w.Start), "walked at %v, want WholeEvery after the one asked for", w.Start)
