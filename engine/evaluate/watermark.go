@@ -105,7 +105,7 @@ func (w SQLWatermark) Advance(ctx context.Context, set bool, from, to int64) (bo
 	// not lead any more either way.
 	var newer time.Time
 	var by string
-	err = w.DB.QueryRowContext(ctx, `SELECT tick, leader FROM governor_engine_ticks WHERE tick > $1 ORDER BY tick DESC LIMIT 1`,
+	err = w.DB.QueryRowContext(ctx, versioning.NewerTickQuery,
 		f.Tick.UTC()).Scan(&newer, &by)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):

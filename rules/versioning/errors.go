@@ -132,3 +132,8 @@ func (e *FencedError) Error() string {
 
 // Unwrap makes errors.Is(err, ErrFenced) true.
 func (e *FencedError) Unwrap() error { return ErrFenced }
+
+// NewerTickQuery reads the newest tick claimed after $1 (a fence's tick,
+// UTC) in governor_engine_ticks and the replica that claimed it: the
+// Newer and By of a FencedError. No row: no later tick, the fence holds.
+const NewerTickQuery = `SELECT tick, leader FROM governor_engine_ticks WHERE tick > $1 ORDER BY tick DESC LIMIT 1`

@@ -115,7 +115,7 @@ func (s *Store) fence(ctx context.Context, tx Tx) error {
 	}
 	var newer time.Time
 	var by string
-	err := tx.QueryRow(ctx, `SELECT tick, leader FROM governor_engine_ticks WHERE tick > $1 ORDER BY tick DESC LIMIT 1`,
+	err := tx.QueryRow(ctx, versioning.NewerTickQuery,
 		f.Tick.UTC()).Scan(&newer, &by)
 	switch {
 	case s.noRows(err):
