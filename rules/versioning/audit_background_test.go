@@ -176,7 +176,11 @@ func TestAuditCheckerRunWalksOnTheInjectedClock(t *testing.T) {
 	require.False(t, w.Background)
 	require.True(t, start.Add(25*time.Minute).Equal(rep.NextWhole))
 
-	advanceWhenRunWaits(clk, 10*time.Minute) // past the walk due before the one asked for
+	// Past the walk that was due before the one asked for (at +20m), then
+	// to the one now due: a Fake fires a timer at its own time, and Run,
+	// woken then, times its next wait from there.
+	advanceWhenRunWaits(clk, 5*time.Minute)
+	advanceWhenRunWaits(clk, 5*time.Minute)
 	w = <-walks
 	require.True(t, w.Background)
 	require.True(t, start.Add(25*time.Minute).Equal(w.Start), "walked at %v, want WholeEvery after the one asked for", w.Start)
