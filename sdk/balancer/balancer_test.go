@@ -3,6 +3,7 @@ package balancer
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -405,5 +406,36 @@ func TestInheritKeepsEndpointsAcrossARuleChange(t *testing.T) {
 	}
 	if len(old.Endpoints()) != 2 || b.Len() != 2 {
 		t.Fatal("the inherited balancer changed")
+	}
+}
+
+// TestEstimateFollowsASampleRelativeToTheDecayedEstimate: an endpoint's
+// estimate has decayed from 100ms to about 50ms while it was idle. A 40ms
+// call must pull it down (to between 40 and 50ms), and a 60ms call, slower
+// than the estimate, must replace it. Both used to be averaged against the
+// stale 100ms instead: the 40ms call raised the estimate to about 70ms and
+// the 60ms call set it to about 80ms.
+func TestEstimateFollowsASampleRelativeToTheDecayedEstimate(t *testing.T) {
+	tests := []struct {
+		name     string
+		sample   time.Duration
+		min, max time.Duration
+	}{
+		{"faster sample pulls the estimate down", 40 * time.Millisecond, 40 * time.Millisecond, 50 * time.Millisecond},
+		{"slower sample replaces the estimate", 60 * time.Millisecond, 60 * time.Millisecond, 60 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, clk := settled(t, nil, "a")
+			e := b.Endpoint("a")
+			run(t, b, clk, 1, map[string]time.Duration{"a": 100 * time.Millisecond}, nil)
+			clk.Advance(time.Duration(b.decay*math.Ln2) - tt.sample) // decayed to half once the call ends
+			before := time.Duration(e.Latency(clk.Nanotime()+int64(tt.sample), b.decay))
+			run(t, b, clk, 1, map[string]time.Duration{"a": tt.sample}, nil)
+			got := time.Duration(e.Latency(clk.Nanotime(), b.decay))
+			if got < tt.min-time.Microsecond || got > tt.max+time.Microsecond {
+				t.Fatalf("estimate %v before a %v call, %v after; want within [%v, %v]", before, tt.sample, got, tt.min, tt.max)
+			}
+		})
 	}
 }

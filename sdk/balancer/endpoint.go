@@ -50,16 +50,18 @@ func (e *Endpoint) load(now int64, decay float64) float64 {
 }
 
 // observe folds a latency sample (nanoseconds, at least 1) into the peak
-// EWMA.
+// EWMA. The sample is compared with the estimate as Latency reports it,
+// decayed over the time since the last sample: a slower sample replaces it,
+// a faster one pulls it toward the sample with weight 1 - exp(-elapsed /
+// decay). Weighing the sample against the stored, undecayed value instead
+// made a fast call after an idle spell raise the estimate.
 func (e *Endpoint) observe(now int64, sample float64, decay float64) {
 	for {
 		old := e.cost.Load()
-		c := math.Float64frombits(old)
-		var next float64
-		if sample >= c {
-			next = sample // peak: jump up at once
-		} else {
-			w := math.Exp(-float64(max(now-e.stamp.Load(), 0)) / decay)
+		w := math.Exp(-float64(max(now-e.stamp.Load(), 0)) / decay)
+		c := math.Float64frombits(old) * w
+		next := sample // peak: jump up at once
+		if sample < c {
 			next = c*w + sample*(1-w)
 		}
 		if e.cost.CompareAndSwap(old, math.Float64bits(next)) {

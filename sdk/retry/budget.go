@@ -49,12 +49,16 @@ func (b *Budget) TryRetry(now int64) bool {
 	return true
 }
 
+// Refund gives back a retry TryRetry spent at (about) at that was not made
+// after all, as when its caller went away during the back-off.
+func (b *Budget) Refund(at int64) { b.ring.Add(at, cRetries, -1) }
+
 // Ratio returns retries / requests over the window ending at now (0 without
 // requests). The governor_sdk_retry_budget_ratio gauge reports it.
 func (b *Budget) Ratio(now int64) float64 {
 	s := b.ring.Sum(now)
-	if s[cRequests] == 0 {
-		return 0
+	if s[cRequests] == 0 || s[cRetries] <= 0 {
+		return 0 // a refund landing a bucket after its retry can leave -1
 	}
 	return float64(s[cRetries]) / float64(s[cRequests])
 }

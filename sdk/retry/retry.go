@@ -126,10 +126,19 @@ func (r *Retrier) Next(ctx context.Context, f Failure) (time.Duration, error) {
 	return d, nil
 }
 
-// Wait sleeps for d on the Retrier's clock, or until ctx is done.
+// Wait sleeps for d, the back-off of a retry Next allowed, on the
+// Retrier's clock, or until ctx is done. When ctx ends first the retry is
+// not made: Wait gives it back to the budget (Budget.Refund) and returns
+// ctx's error, so callers that give up during back-offs do not use up the
+// budget of those that stay.
 func (r *Retrier) Wait(ctx context.Context, d time.Duration) error {
+	start := r.clk.Nanotime()
 	if d <= 0 {
-		return ctx.Err()
+		if err := ctx.Err(); err != nil {
+			r.budget.Refund(start)
+			return err
+		}
+		return nil
 	}
 	t := r.clk.NewTimer(d)
 	defer t.Stop()
@@ -137,6 +146,7 @@ func (r *Retrier) Wait(ctx context.Context, d time.Duration) error {
 	case <-t.C():
 		return nil
 	case <-ctx.Done():
+		r.budget.Refund(start)
 		return ctx.Err()
 	}
 }

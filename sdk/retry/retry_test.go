@@ -313,3 +313,40 @@ func TestNewValidates(t *testing.T) {
 		t.Fatalf("defaults %+v", d)
 	}
 }
+
+// TestRetryCancelledDuringItsBackoffIsGivenBack: the budget allows one
+// retry; Next grants it, and the caller goes away during the back-off, so
+// the retry is never made. The budget must not count it: the next request's
+// retry is allowed and the ratio shows no retry. Before, the phantom retry
+// stayed spent for a whole window.
+func TestRetryCancelledDuringItsBackoffIsGivenBack(t *testing.T) {
+	clk := clock.NewFake(time.Time{})
+	r, err := New(rules.Retry{BaseBackoff: ms(100), MinPerSecond: 0.1},
+		Options{Clock: clk, Float64: func() float64 { return 0.5 }, BudgetWindow: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Budget().Request(clk.Nanotime())
+	d, err := r.Next(context.Background(), Failure{Attempts: 1})
+	if err != nil {
+		t.Fatalf("Next = %v, want the one retry the floor allows", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Wait(ctx, d) }()
+	for clk.Pending() == 0 {
+		<-time.After(time.Millisecond) // wait for the timer to be armed, not for time to pass
+	}
+	clk.Advance(d / 2)
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Wait = %v, want context.Canceled", err)
+	}
+	if got := r.Budget().Ratio(clk.Nanotime()); got != 0 {
+		t.Fatalf("budget ratio %v after a retry that was never made, want 0", got)
+	}
+	r.Budget().Request(clk.Nanotime())
+	if _, err := r.Next(context.Background(), Failure{Attempts: 1}); err != nil {
+		t.Fatalf("Next for the next request = %v, want a retry: the cancelled one was not made", err)
+	}
+}
