@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"governor.dev/governor/alerts"
@@ -37,6 +38,10 @@ type Options struct {
 type handler struct {
 	m *manager.Manager
 	o Options
+	// editMu makes each edit of a silence (read, then write) one step
+	// with respect to other edits and expiries: an in-place edit that read
+	// the silence active does not bring it back after an expiry.
+	editMu sync.Mutex
 }
 
 // New returns the handler with routes
@@ -45,7 +50,8 @@ type handler struct {
 //	GET    /alerts/{fingerprint}/history state changes, ?limit=
 //	POST   /alerts/{fingerprint}/ack    {"by", "comment"}
 //	GET    /silences                    each with "status": {"state": "pending" | "active" | "expired"}; ?state= filters (repeatable)
-//	POST   /silences                    {"matchers", "starts_at", "ends_at", "created_by", "comment"}; 400 if ends_at is past
+//	POST   /silences                    {"matchers", "starts_at", "ends_at", "created_by", "comment"}; 400 if ends_at is past;
+//	                                    with "id", edits that silence as Alertmanager does (see addSilence)
 //	DELETE /silences/{id}               expire now
 func New(m *manager.Manager, o Options) http.Handler {
 	if o.Clock == nil {
@@ -169,6 +175,8 @@ func (h *handler) silences(w http.ResponseWriter, r *http.Request) {
 // silenceRequest is the body of POST /silences. The times are RFC 3339
 // strings, parsed here so that an error names the field.
 type silenceRequest struct {
+	// ID, when set, names the silence the request edits.
+	ID        string          `json:"id"`
 	Matchers  alerts.Matchers `json:"matchers"`
 	StartsAt  string          `json:"starts_at"`
 	EndsAt    string          `json:"ends_at"`
@@ -188,6 +196,13 @@ func parseTime(field, s string) (time.Time, error) {
 	return t, nil
 }
 
+// addSilence creates a silence, 201, or with "id" edits one, as
+// Alertmanager does: an edit that keeps the matchers of an active silence
+// and its start (an omitted starts_at keeps it), or of a pending silence
+// without starting in the past, changes it in place, 200. Any other edit
+// expires the silence (if it has not ended) and creates a new one, 201,
+// so that the list keeps what was in force and until when. An unknown id
+// is 404.
 func (h *handler) addSilence(w http.ResponseWriter, r *http.Request) {
 	var req silenceRequest
 	if err := h.decode(w, r, &req); err != nil {
@@ -208,19 +223,71 @@ func (h *handler) addSilence(w http.ResponseWriter, r *http.Request) {
 		req.CreatedBy = h.o.Author(r)
 	}
 	now := h.o.Clock.Now()
-	if starts.IsZero() {
-		starts = now
+	next := silence.Silence{Matchers: req.Matchers, StartsAt: starts, EndsAt: ends,
+		CreatedBy: req.CreatedBy, Comment: req.Comment, CreatedAt: now}
+	if req.ID == "" {
+		if next.StartsAt.IsZero() {
+			next.StartsAt = now
+		}
+		s, err := h.m.AddSilence(r.Context(), next)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		h.reply(w, http.StatusCreated, h.view(s, now))
+		return
 	}
-	s, err := h.m.AddSilence(r.Context(), silence.Silence{Matchers: req.Matchers, StartsAt: starts, EndsAt: ends,
-		CreatedBy: req.CreatedBy, Comment: req.Comment, CreatedAt: now})
+	s, created, err := h.editSilence(r, req.ID, next, now)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	h.reply(w, http.StatusCreated, h.view(s, now))
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	h.reply(w, status, h.view(s, now))
+}
+
+// editSilence replaces the silence id with next; created reports a new
+// silence. The new silence is stored before the old one is expired: should
+// the expiry fail, both mute for a while, and the alert stays quiet.
+func (h *handler) editSilence(r *http.Request, id string, next silence.Silence, now time.Time) (s silence.Silence, created bool, err error) {
+	h.editMu.Lock()
+	defer h.editMu.Unlock()
+	list := h.m.Silences()
+	i := slices.IndexFunc(list, func(s silence.Silence) bool { return s.ID == id })
+	if i < 0 {
+		return silence.Silence{}, false, fmt.Errorf("%w: silence %q", alerts.ErrNotFound, id)
+	}
+	old := list[i]
+	inPlace := next
+	if inPlace.StartsAt.IsZero() {
+		inPlace.StartsAt = old.StartsAt
+	}
+	if old.UpdatableInPlace(inPlace, now) {
+		inPlace.ID, inPlace.CreatedAt = old.ID, old.CreatedAt
+		s, err = h.m.AddSilence(r.Context(), inPlace)
+		return s, false, err
+	}
+	if next.StartsAt.IsZero() {
+		next.StartsAt = now
+	}
+	if s, err = h.m.AddSilence(r.Context(), next); err != nil {
+		return silence.Silence{}, false, err
+	}
+	if old.State(now) != silence.StateExpired {
+		if err := h.m.ExpireSilence(r.Context(), old.ID, now); err != nil {
+			return silence.Silence{}, false, fmt.Errorf("silence %s created, %s not expired: %w", s.ID, old.ID, err)
+		}
+	}
+	return s, true, nil
 }
 
 func (h *handler) expireSilence(w http.ResponseWriter, r *http.Request) {
+	// Not while an edit that read the silence active writes it back.
+	h.editMu.Lock()
+	defer h.editMu.Unlock()
 	if err := h.m.ExpireSilence(r.Context(), r.PathValue("id"), h.o.Clock.Now()); err != nil {
 		h.fail(w, r, err)
 		return

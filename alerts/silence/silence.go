@@ -36,6 +36,8 @@ func (s Silence) Validate() error {
 		return bad("matchers", "at least one matcher is required")
 	case s.StartsAt.IsZero():
 		return bad("starts_at", "must be set")
+	case s.EndsAt.IsZero():
+		return bad("ends_at", "must be set")
 	case !s.EndsAt.After(s.StartsAt):
 		return bad("ends_at", fmt.Sprintf("%s is not after starts_at %s", s.EndsAt.Format(time.RFC3339), s.StartsAt.Format(time.RFC3339)))
 	case strings.TrimSpace(s.CreatedBy) == "":
@@ -43,9 +45,11 @@ func (s Silence) Validate() error {
 	case strings.TrimSpace(s.Comment) == "":
 		return bad("comment", "must not be empty")
 	}
-	// A matcher that matches the empty label set would silence everything.
+	// Matchers that all match the empty string mute every alert without
+	// the labels they name, as well as the alerts they were meant for;
+	// Alertmanager refuses them too.
 	if s.Matchers.Matches(alerts.Labels{}) {
-		return bad("matchers", fmt.Sprintf("%s matches every alert", s.Matchers))
+		return bad("matchers", fmt.Sprintf("at least one matcher must not match the empty string: %s also mutes every alert without those labels", s.Matchers))
 	}
 	return nil
 }
@@ -140,6 +144,24 @@ func (s Silence) Expired(t time.Time) Silence {
 		}
 	}
 	return s
+}
+
+// UpdatableInPlace reports whether an edit to next may keep s's ID at now,
+// as Alertmanager decides: the matchers are the same, and s is active and
+// next keeps its start and does not end in the past, or s is pending and
+// next does not start in the past. Any other edit expires s and creates
+// next as a new silence, so that what was in force stays on record.
+func (s Silence) UpdatableInPlace(next Silence, now time.Time) bool {
+	if s.Matchers.String() != next.Matchers.String() {
+		return false
+	}
+	switch s.State(now) {
+	case StateActive:
+		return next.StartsAt.Equal(s.StartsAt) && !next.EndsAt.Before(now)
+	case StatePending:
+		return !next.StartsAt.Before(now)
+	}
+	return false
 }
 
 // Get returns the silence id.

@@ -30,9 +30,16 @@ func TestValidate(t *testing.T) {
 	}{
 		{"valid", func(*Silence) {}, ""},
 		{"no matchers", func(s *Silence) { s.Matchers = nil }, "matchers: at least one"},
-		{"matches all", func(s *Silence) { s.Matchers = mustMatchers(t, `service=~".*"`) }, "matches every alert"},
+		{"matches all", func(s *Silence) { s.Matchers = mustMatchers(t, `service=~".*"`) }, "at least one matcher must not match the empty string"},
+		// service!="a" also mutes every alert without a service label: refused
+		// as Alertmanager does, without claiming it matches every alert.
+		{"only a negative matcher", func(s *Silence) { s.Matchers = mustMatchers(t, `service!="a"`) },
+			`matchers: at least one matcher must not match the empty string: {service!="a"} also mutes every alert without those labels`},
+		{"negative and empty matchers", func(s *Silence) { s.Matchers = mustMatchers(t, `service!="a", env=""`) }, "must not match the empty string"},
+		{"negative and positive matchers", func(s *Silence) { s.Matchers = mustMatchers(t, `service!="a", env="prod"`) }, ""},
 		{"no start", func(s *Silence) { s.StartsAt = time.Time{} }, "starts_at"},
 		{"end before start", func(s *Silence) { s.EndsAt = t0 }, "ends_at"},
+		{"no end", func(s *Silence) { s.EndsAt = time.Time{} }, "ends_at: must be set"},
 		{"no author", func(s *Silence) { s.CreatedBy = " " }, "created_by"},
 		{"no comment", func(s *Silence) { s.Comment = "" }, "comment"},
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -80,9 +81,25 @@ func wrap(op string, err error) error {
 	return fmt.Errorf("%w: %s: %w", alerts.ErrStore, op, err)
 }
 
+// The times whose Unix nanoseconds fit an int64 (1677-09-21 to 2262-04-11).
+var (
+	minNanosTime = time.Unix(0, math.MinInt64)
+	maxNanosTime = time.Unix(0, math.MaxInt64)
+)
+
+// nanos is the column value of t: its Unix nanoseconds, 0 for the zero
+// time. A time outside the int64 range is clamped to its end, so that the
+// columns keep the order of the times: time.UnixNano wraps, and a silence
+// "until 9999-12-31" would otherwise be stored as ended in the past and
+// deleted at the next prune.
 func nanos(t time.Time) int64 {
-	if t.IsZero() {
+	switch {
+	case t.IsZero():
 		return 0
+	case t.Before(minNanosTime):
+		return math.MinInt64
+	case t.After(maxNanosTime):
+		return math.MaxInt64
 	}
 	return t.UnixNano()
 }

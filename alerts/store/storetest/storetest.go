@@ -33,6 +33,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"UpdateGroups", testUpdateGroups},
 		{"Prune", testPrune},
 		{"PruneSilences", testPruneSilences},
+		{"SilencesBeyond2262", testSilencesBeyond2262},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -307,5 +308,43 @@ func testPruneSilences(t *testing.T, s store.Store) {
 	}
 	if n, err := s.PruneSilences(ctx, t0.Add(2*time.Hour)); err != nil || n != 0 {
 		t.Fatalf("second prune: %d %v", n, err)
+	}
+}
+
+// testSilencesBeyond2262: a silence "until 9999-12-31" (a common way to
+// say forever) or starting after 2262, past what Unix nanoseconds hold in
+// an int64, is neither pruned as ended nor listed out of order: it is still
+// there after a restart.
+func testSilencesBeyond2262(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	m, _ := alerts.ParseMatchers(`{service="a"}`)
+	put := func(id string, start, end time.Time) {
+		t.Helper()
+		if err := s.PutSilence(ctx, silence.Silence{ID: id, Matchers: m, StartsAt: start, EndsAt: end, CreatedBy: "ops",
+			Comment: "forever", CreatedAt: t0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("forever", t0, time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC))
+	put("year-2300", t0.Add(time.Minute), time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC))
+	put("far-start", time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(3001, 1, 1, 0, 0, 0, 0, time.UTC))
+	put("ended", t0, t0.Add(time.Hour))
+	n, err := s.PruneSilences(ctx, t0.Add(2*time.Hour))
+	if err != nil || n != 1 {
+		t.Fatalf("pruned %d silences (%v), want 1: only the one that ended", n, err)
+	}
+	got, err := s.Silences(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, sl := range got {
+		ids = append(ids, sl.ID)
+	}
+	if strings.Join(ids, ",") != "forever,year-2300,far-start" {
+		t.Fatalf("silences %v, want forever, year-2300, far-start (oldest start first)", ids)
+	}
+	if !got[0].EndsAt.Equal(time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)) || !got[0].Mutes(alerts.Labels{"service": "a"}, t0.Add(24*time.Hour)) {
+		t.Fatalf("forever silence loaded as %+v", got[0])
 	}
 }
