@@ -18,16 +18,24 @@ type fakeApplier struct {
 	tried   []int64 // every call, refused or not
 	current *rules.Ruleset
 	refuse  map[int64]bool
+	// refuseSum refuses a content (checksum) whatever its version.
+	refuseSum map[string]bool
+	sums      []string // checksum of every ruleset accepted, in order
 }
 
 func (f *fakeApplier) Apply(rs *rules.Ruleset, version int64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.tried = append(f.tried, version)
-	if f.refuse[version] {
+	sum, err := rs.Checksum()
+	if err != nil {
+		return err
+	}
+	if f.refuse[version] || f.refuseSum[sum] {
 		return errors.New("governor: route limits conflict")
 	}
 	f.applied = append(f.applied, version)
+	f.sums = append(f.sums, sum)
 	f.current = rs
 	return nil
 }
@@ -36,6 +44,13 @@ func (f *fakeApplier) versions() []int64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return append([]int64(nil), f.applied...)
+}
+
+// checksums returns the checksum of every ruleset accepted, in order.
+func (f *fakeApplier) checksums() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.sums...)
 }
 
 func (f *fakeApplier) attempts() []int64 {

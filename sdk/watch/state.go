@@ -221,11 +221,12 @@ func (s *state) onCanaryGone() {
 
 // settle leaves a running version that nothing stages for this instance any
 // more: one above the stable version that no canary selecting this instance
-// holds (an aborted canary, a canary replaced by one that does not select
-// this instance or by a refused record, or a canary restored from the cache
-// at start that is gone since). The instance moves to the version it should
-// run (see desired): usually the stable one, the last good stable one when
-// the applier refused that. These are the cases where it applies a lower
+// holds, content included (an aborted canary, a canary replaced by one that
+// does not select this instance, by a refused record or by the same number
+// with other content, or a canary restored from the cache at start that is
+// gone since). The instance moves to the version it should run (see
+// desired): usually the stable one, the last good stable one when the
+// applier refused that. These are the cases where it applies a lower
 // version. Without a stable version it keeps what it runs, having nothing
 // to return to.
 //
@@ -238,10 +239,10 @@ func (s *state) settle() {
 	if s.stable == nil || s.stable.Version >= cur {
 		return
 	}
-	if c := s.canary; c != nil && c.Envelope.Version == cur && c.Selector.Selects(s.service, s.instance, s.labels) {
+	if c := s.canary; c != nil && s.runs(c.Envelope) && c.Selector.Selects(s.service, s.instance, s.labels) {
 		return
 	}
-	s.move(func(d *rules.Envelope) bool { return d.Version != cur })
+	s.move(func(d *rules.Envelope) bool { return !s.runs(d) })
 	s.nackTarget()
 }
 
@@ -293,25 +294,34 @@ func (s *state) move(want func(*rules.Envelope) bool) {
 }
 
 // reconcile applies the desired version if it is newer than the running
-// one. received is the version that triggered it (0 for none): when it is
-// older than the running version it is counted as ignored.
+// one, or the same version with other content (a store restored or
+// recreated, numbering again from the start: what the control plane now
+// calls this version is not what runs). The same envelope delivered again
+// changes nothing. received is the version that triggered it (0 for none):
+// when it is older than the running version it is counted as ignored.
 func (s *state) reconcile(received int64) {
 	cur := s.running.Load()
 	if received > 0 && received < cur {
 		s.m.messages.WithLabelValues("ignored").Inc()
 	}
-	s.move(func(d *rules.Envelope) bool { return d.Version > cur })
+	s.move(func(d *rules.Envelope) bool { return d.Version > cur || d.Version == cur && !s.runs(d) })
 	s.nackTarget()
 }
 
+// runs reports whether env is the envelope in force: its version and its
+// content. The instance reports only the version, so it must run the
+// content the control plane publishes under that number.
+func (s *state) runs(env *rules.Envelope) bool { return same(s.current, env) }
+
 // nackTarget makes the last NACK, repeated by heartbeats, that of the
-// target when the instance runs another version because the applier
-// refused it, and reports it again if it was not the last NACK: the
-// control plane then sees why the instance is not on its target (a NACK
-// of a later canary since gone, or an applied canary, had replaced it).
+// target when the instance runs another version, or other content of its
+// version, because the applier refused it, and reports it again if it was
+// not the last NACK: the control plane then sees why the instance is not on
+// its target (a NACK of a later canary since gone, or an applied canary,
+// had replaced it).
 func (s *state) nackTarget() {
 	t := s.target()
-	if t == nil || t.Version == s.running.Load() || !s.isRefused(t) {
+	if t == nil || s.runs(t) || !s.isRefused(t) {
 		return
 	}
 	s.mu.Lock()

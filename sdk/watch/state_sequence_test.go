@@ -43,7 +43,16 @@ import (
 //	    applier refuses that, the last stable version it ran (kept beside
 //	    the cache), unless both are refused; offers nothing else; and its
 //	    heartbeats repeat the NACK of a refused cached version. The cached
-//	    versions refused at start count as refused in this process for (c).
+//	    versions refused at start count as refused in this process for (c);
+//	(h) the content the instance runs is that of the version it reports:
+//	    once the values are delivered, when the envelope it should run has
+//	    the version it reports (running, in its reports and heartbeats), the
+//	    checksum the applier last accepted is that envelope's, also after
+//	    the same number was published again with other content;
+//	(i) an envelope delivered again (the same version and checksum: a new
+//	    revision of the same value, a resync) is neither applied nor ACKed
+//	    again; the only report it may bring is the NACK of a refused target
+//	    that heartbeats did not already repeat.
 //
 // A failure prints the seed and the steps, to be kept as a named test.
 
@@ -196,10 +205,15 @@ func (r *seqRun) leaving(cur int64) bool {
 }
 
 // held reports whether a current canary selecting the instance holds the
-// envelope running.
+// envelope running (its version and content).
 func (r *seqRun) held() bool {
 	c := r.canary
-	return c != nil && r.selects(c) && r.applied != nil && c.Envelope.Version == r.applied.Version
+	return c != nil && r.selects(c) && r.applied != nil && keyOf(c.Envelope) == keyOf(r.applied)
+}
+
+// runs reports whether the envelope the applier last accepted is e.
+func (r *seqRun) runs(e *rules.Envelope) bool {
+	return r.applied != nil && keyOf(r.applied) == keyOf(e)
 }
 
 func (r *seqRun) selects(c *Canary) bool {
@@ -396,13 +410,18 @@ func (r *seqRun) selector() (Selector, string) {
 func (r *seqRun) step() {
 	t := r.t
 	base := r.maxStable
-	switch k := r.c.intn(20); {
+	switch k := r.c.intn(21); {
 	case k < 4: // a newer stable version
 		env := seqEnvelope(t, base+1, 0)
 		r.log("stable v%d", env.Version)
 		r.writeStable(mustJSON(t, env), env)
-	case k == 4: // the same version with other content
+	case k == 4: // the same number with other content (a store restored
+		// from a backup or recreated, published into a recreated bucket):
+		// the highest stable version, or the version the instance runs
 		v := max(base, 1)
+		if cur := r.s.running.Load(); cur > 0 && r.c.intn(2) == 0 {
+			v = cur
+		}
 		n := 1 + r.c.intn(2)
 		env := seqEnvelope(t, v, n)
 		r.log("stable v%d content %d", v, n)
@@ -476,12 +495,45 @@ func (r *seqRun) step() {
 		}
 		r.log("reconnect")
 		r.connect()
+	case k == 20: // a value delivered again: the same envelope
+		r.redeliver()
 	default: // a restart, connected or not at first
 		r.log("restart")
 		r.newProcess()
 		if r.c.intn(3) > 0 {
 			r.log("connect")
 			r.connect()
+		}
+	}
+}
+
+// redeliver delivers the stable value or the canary record again, as a new
+// revision of the same envelope would, and checks (i).
+func (r *seqRun) redeliver() {
+	if !r.connected {
+		return
+	}
+	stable := r.c.intn(2) == 0
+	if stable && r.stableEnv == nil || !stable && r.canaryRec == nil {
+		return
+	}
+	before := len(r.reports)
+	nackV, nackReason, _ := r.s.nack()
+	if stable {
+		r.log("stable v%d delivered again", r.stableEnv.Version)
+		r.handleStable()
+	} else {
+		r.log("canary v%d delivered again", r.canaryRec.Envelope.Version)
+		r.handleCanary()
+	}
+	if r.attemptsInStep > 0 {
+		r.fail("(i) the same envelope delivered again offered the applier %d times", r.attemptsInStep)
+	}
+	for _, rep := range r.reports[before:] {
+		t := r.target()
+		if rep.Status != StatusNACK || rep.Reason != ReasonApply || t == nil || rep.Version != t.Version ||
+			!r.refused[keyOf(t)] || (nackV == t.Version && nackReason == ReasonApply) {
+			r.fail("(i) the same envelope delivered again was answered with %+v (heartbeat NACK was v%d %s)", rep, nackV, nackReason)
 		}
 	}
 }
@@ -508,10 +560,14 @@ func (r *seqRun) check() {
 		}
 	}
 	// (d)
-	if t := r.target(); t != nil && !r.rejectedInStep && t.Version != cur && r.refused[keyOf(t)] {
+	if t := r.target(); t != nil && !r.rejectedInStep && !r.runs(t) && r.refused[keyOf(t)] {
 		if v, reason, _ := s.nack(); v != t.Version || reason != ReasonApply {
 			r.fail("(d) on v%d, target v%d refused, heartbeats repeat the NACK (%d, %s)", cur, t.Version, v, reason)
 		}
+	}
+	// (h)
+	if d := r.desired(); d != nil && r.target() != nil && !r.rejectedInStep && d.Version == cur && r.connected && !r.runs(d) {
+		r.fail("(h) reports v%d running %s, the instance should run v%d as %s", cur, describe(r.applied), cur, describe(d))
 	}
 	// (f)
 	if n := len(r.reports); n > 0 && r.reports[n-1].Running != cur {

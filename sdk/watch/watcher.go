@@ -14,7 +14,14 @@
 // instance running a version above the stable one that no canary selecting
 // it holds (its canary was aborted, or replaced by one for other instances
 // or by a refused record, also while it was down and restarted on that
-// canary from the cache) returns to the stable version.
+// canary from the cache) returns to the stable version. An instance knows
+// what it runs by version and checksum: the same version with other content
+// (a rules store restored from a backup, or recreated with its numbering
+// started again, published into a recreated bucket) is applied, cached and
+// ACKed like a newer one, so the version an instance reports runs with the
+// content published under it, also after a restart; the same version with
+// the same checksum delivered again (a new revision, a re-watch, a resync)
+// is neither applied nor reported again.
 //
 // A version the Applier refuses is NACKed and not tried again by this
 // process, even when republished identically (a restarted process tries it
