@@ -362,7 +362,7 @@ func (a *App) buildEngine() error {
 		return fmt.Errorf("%w: %w", ErrStart, err)
 	}
 	if !a.cfg.State.Disabled {
-		a.state, err = evaluate.NewState(a.eval, evaluate.StateOptions{Store: evaluate.SQLState{DB: a.ledgerDB}, Leader: a.cfg.Identity,
+		a.state, err = evaluate.NewState(a.eval, evaluate.StateOptions{Store: evaluate.SQLState{DB: a.ledgerDB, Dialect: a.dialect()}, Leader: a.cfg.Identity,
 			Every: a.cfg.State.Every, MaxAge: a.cfg.State.MaxAge, Logger: a.log})
 		if err != nil {
 			return fmt.Errorf("%w: state: %w", ErrStart, err)

@@ -57,7 +57,8 @@
 // the old leader would have computed. State older than max_age is not
 // restored. A leader that lost the lead during a cycle saves nothing of it:
 // SQLState refuses the rows of a cycle older than the newest tick claimed
-// (engine/leader), so they cannot mix with what the new leader restored. Evaluator.AlertLevelsInForce shows, per service, the alert
+// (engine/leader), checked in the statement that writes them, so they
+// cannot mix with what the new leader restored. Evaluator.AlertLevelsInForce shows, per service, the alert
 // levels in force, where each comes from and the baseline behind learned
 // ones (the engine API and the service page show them).
 //

@@ -10,6 +10,7 @@ import (
 	"governor.dev/governor/engine/recommend"
 	"governor.dev/governor/engine/signals"
 	"governor.dev/governor/engine/thresholds"
+	"governor.dev/governor/migrations"
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/sdk/rules"
 )
@@ -91,7 +92,7 @@ func BenchmarkStateSave(b *testing.B) {
 			b.Run(fmt.Sprintf("db=%s/every=%d", db, every), func(b *testing.B) {
 				var store StateStore
 				if db == "sqlite" {
-					store = SQLState{DB: stateSQLite(b)}
+					store = SQLState{DB: stateSQLite(b), Dialect: migrations.SQLite}
 				} else {
 					store = SQLState{DB: statePostgres(b)}
 				}
@@ -133,7 +134,7 @@ func BenchmarkStateRestore(b *testing.B) {
 		b.Run("db="+db, func(b *testing.B) {
 			var store StateStore
 			if db == "sqlite" {
-				store = SQLState{DB: stateSQLite(b)}
+				store = SQLState{DB: stateSQLite(b), Dialect: migrations.SQLite}
 			} else {
 				store = SQLState{DB: statePostgres(b)}
 			}

@@ -17,6 +17,7 @@ import (
 	"governor.dev/governor/engine/recommend"
 	"governor.dev/governor/engine/signals"
 	"governor.dev/governor/engine/signals/embedded"
+	"governor.dev/governor/migrations"
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/rules/versioning/sqlite"
 	"governor.dev/governor/sdk/rules"
@@ -174,7 +175,7 @@ func cycleJSON(t *testing.T, res Result) string {
 // smoothing restarts, and it recommends nothing until it has MinScores
 // known scores.
 func TestStateControlTakeover(t *testing.T) {
-	testStateControlTakeover(t, SQLState{DB: stateSQLite(t)})
+	testStateControlTakeover(t, SQLState{DB: stateSQLite(t), Dialect: migrations.SQLite})
 }
 
 func TestStateControlTakeoverPostgres(t *testing.T) {

@@ -93,7 +93,9 @@ func TestSQLStateRefusesACycleOlderThanTheNewestClaim(t *testing.T) {
 	require.True(t, rows[0].At.Equal(claimed.Add(10*time.Second)))
 }
 
-func TestStateFailoverSQLite(t *testing.T)   { testStateFailover(t, SQLState{DB: stateSQLite(t)}) }
+func TestStateFailoverSQLite(t *testing.T) {
+	testStateFailover(t, SQLState{DB: stateSQLite(t), Dialect: migrations.SQLite})
+}
 func TestStateFailoverPostgres(t *testing.T) { testStateFailover(t, SQLState{DB: statePostgres(t)}) }
 func TestStateFailoverMemory(t *testing.T)   { testStateFailover(t, &MemState{}) }
 

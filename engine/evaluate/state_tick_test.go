@@ -13,6 +13,7 @@ import (
 	"governor.dev/governor/engine/signals"
 	"governor.dev/governor/engine/signals/embedded"
 	"governor.dev/governor/engine/thresholds"
+	"governor.dev/governor/migrations"
 	"governor.dev/governor/rules/versioning/sqlite"
 )
 
@@ -54,7 +55,7 @@ func TestStateFailoverTick(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	store := SQLState{DB: stateSQLite(t)}
+	store := SQLState{DB: stateSQLite(t), Dialect: migrations.SQLite}
 	at := benchT0.Add(5 * time.Minute)
 	snap, err := reader.Read(ctx, at, signals.PerService)
 	if err != nil {

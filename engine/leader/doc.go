@@ -45,14 +45,27 @@
 // lease (a GC pause, a suspended VM, a stalled disk) resumes before its
 // context's timer has fired, and what it sends reaches the database after
 // its successor's ticks. So the newest claimed tick is also a fencing
-// token, checked in the writing transaction: evaluate.SQLState refuses the
-// state rows of a cycle older than it, and the rules store refuses the
-// proposals, auto-applied versions and rollbacks of a cycle whose tick is
-// older than it (versioning.Fence, which the engine attaches to each
-// tick's context; the refusal, versioning.ErrFenced, names both ticks and
-// the replica that claimed the newer one); evaluate.SQLWatermark moves the
-// emergency mark only in a statement that finds no newer tick. People's
-// writes carry no fence and are never refused this way.
+// token, checked by the writer: evaluate.SQLState refuses the state rows
+// of a cycle older than it, and the rules store refuses the proposals,
+// auto-applied versions and rollbacks of a cycle whose tick is older than
+// it (versioning.Fence, which the engine attaches to each tick's context;
+// the refusal, versioning.ErrFenced, names both ticks and the replica that
+// claimed the newer one); evaluate.SQLWatermark moves the emergency mark
+// only in a statement that finds no newer tick. People's writes carry no
+// fence and are never refused this way.
+//
+// A claim is one INSERT that takes no lock a writer holds: it never waits
+// for a writer, so a leader frozen in the middle of a write cannot hold up
+// its successor's claims (and, through the claims' deadline, its lease).
+// The price is that a check only sees the ticks committed before the
+// snapshot it reads in; under READ COMMITTED each statement takes its own.
+// So the check belongs in the statement that writes, committed with it:
+// evaluate.SQLState and evaluate.SQLWatermark do so. A check in a
+// statement before the writes of a transaction misses a tick claimed
+// between the two, or before the commit, and the writes land after the
+// claim; the rules store's check follows its lock of the service's row,
+// which orders it against the successor's writes to that service but not
+// against the claim or the successor's reads.
 //
 // Local is the single-node elector of the SQLite mode: always the leader,
 // ticks claimed in memory.
