@@ -41,8 +41,14 @@ type Breaker struct {
 	probes      int64
 	probeWindow int64
 
-	mu        sync.Mutex // serialises state changes
-	opens     int        // consecutive openings, for the back-off
+	mu sync.Mutex // serialises state changes
+	// opens remembers recent openings for the back-off: the next open period
+	// is openBase x 2^opens, once opens has lost one for every openMax spent
+	// closed since closedAt. It stops at maxOpens, the first value whose
+	// period reaches openMax.
+	opens     int
+	maxOpens  int
+	closedAt  int64
 	halfSince int64
 	probeOK   int64
 	probeBad  int64 // failed probes
@@ -72,6 +78,9 @@ func newBreaker(c rules.Breaker, opts Options) *Breaker {
 		probes:      min(int64(c.HalfOpenProbes), math.MaxUint32), // the count in slots has 32 bits
 		probeWindow: int64(c.Window.D()),
 		onChange:    opts.OnStateChange,
+	}
+	for d := b.openBase; d < b.openMax && d <= math.MaxInt64/2; d *= 2 {
+		b.maxOpens++
 	}
 	b.word.Store(1<<2 | uint64(Closed))
 	return b
@@ -258,19 +267,27 @@ func (b *Breaker) transition(w uint64, to State, now int64) {
 	next := (w>>2+1)<<2 | uint64(to)
 	switch to {
 	case Open:
-		b.opens++
+		if from == Closed && b.opens > 0 {
+			// Each openMax spent closed halves the memory of openings.
+			healthy := max(now-b.closedAt, 0) / int64(b.openMax)
+			b.opens -= int(min(healthy, int64(b.opens)))
+		}
 		d := b.openBase
-		for i := 1; i < b.opens && d < b.openMax; i++ {
+		for range b.opens {
+			if d > b.openMax/2 {
+				d = b.openMax
+				break
+			}
 			d *= 2
 		}
-		d = min(d, b.openMax)
-		b.openUntil.Store(now + int64(d))
+		b.opens = min(b.opens+1, b.maxOpens)
+		b.openUntil.Store(now + int64(min(d, b.openMax)))
 	case HalfOpen:
 		b.halfSince = now
 		b.probeOK, b.probeBad, b.probeSlow = 0, 0, 0
 		b.slots.Store(roundOf(next)) // before the word: see takeSlot
 	case Closed:
-		b.opens = 0
+		b.closedAt = now
 		b.ring.Reset()
 	}
 	if b.beforePublish != nil {

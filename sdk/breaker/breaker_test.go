@@ -170,7 +170,7 @@ func TestFullCycleClosedOpenHalfOpenClosed(t *testing.T) {
 	r.wantState(Closed)
 }
 
-func TestBackoffDoublesUpToTheCapAndResetsAfterSuccess(t *testing.T) {
+func TestBackoffDoublesOnEveryReopenUpToTheCap(t *testing.T) {
 	c := cfg()
 	c.HalfOpenProbes = 1
 	r := newRig(t, c)
@@ -192,9 +192,13 @@ func TestBackoffDoublesUpToTheCapAndResetsAfterSuccess(t *testing.T) {
 		t.Fatal("probe refused")
 	}
 	r.wantState(Closed)
+	// Closing does not forget the openings: failing again at once opens
+	// for OpenMax (see TestAFlappingEndpointIsOpenedLongerEachTime).
 	r.trip()
 	r.wantState(Open)
-	r.clk.Advance(time.Second) // back to OpenBase
+	r.clk.Advance(5*time.Second - time.Millisecond)
+	r.wantState(Open)
+	r.clk.Advance(time.Millisecond)
 	r.wantState(HalfOpen)
 }
 

@@ -6,12 +6,21 @@
 //     While closed it counts calls, errors and slow calls over a sliding
 //     window; once the window holds at least MinCalls calls and the error
 //     ratio reaches ErrorRatio (or the slow-call ratio reaches SlowCallRatio)
-//     it opens. It stays open for OpenBase, doubling on every consecutive
-//     reopen up to OpenMax, then lets HalfOpenProbes trial calls through. The
-//     probes decide: it closes (and the back-off resets) when they meet the
-//     ratios, and reopens otherwise. A probe round whose calls never report
-//     back is restarted after one window, so the breaker cannot stay
-//     half-open forever.
+//     it opens. It stays open for OpenBase, then lets HalfOpenProbes trial
+//     calls through. The probes decide: it closes when they meet the ratios,
+//     and reopens otherwise. A probe round whose calls never report back is
+//     restarted after one window, so the breaker cannot stay half-open
+//     forever.
+//
+//     The open period doubles with every opening up to OpenMax, and closing
+//     does not forget it: the memory of openings halves for every OpenMax
+//     the breaker then stays closed. A downstream that passes its probes and
+//     fails again right after (a flapping one) is kept out longer each time,
+//     as outlier ejection does; one that stays healthy long enough is back
+//     at OpenBase. With OpenBase 5s and OpenMax 60s: 5s, 10s, 20s, 40s, 60s
+//     while it flaps; after a minute closed the next opening lasts 40s,
+//     after four minutes 5s.
+//
 //   - Throttle (kind "throttle"): client-side adaptive throttling from the
 //     Google SRE book. It rejects a call locally with probability
 //     max(0, (requests - K*accepts) / (requests + 1)) over the window, so a

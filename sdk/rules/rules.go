@@ -293,8 +293,9 @@ type Breaker struct {
 	// SlowCall is the duration above which a call counts as slow; default 1s.
 	// Slow calls count only while SlowCallRatio is below 1.
 	SlowCall Duration `json:"slow_call,omitempty"`
-	// OpenBase is the first open period, doubled on every reopen up to OpenMax;
-	// defaults 5s and 60s.
+	// OpenBase is the first open period, doubled on every reopen up to OpenMax
+	// (a breaker that closes and soon opens again keeps its longer period; each
+	// OpenMax spent closed halves it); defaults 5s and 60s.
 	OpenBase Duration `json:"open_base,omitempty"`
 	OpenMax  Duration `json:"open_max,omitempty"`
 	// HalfOpenProbes is how many trial calls decide half-open; default 3.

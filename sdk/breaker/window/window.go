@@ -5,14 +5,17 @@
 // A Ring divides its window into buckets of equal width. Each bucket is split
 // into stripes on separate cache lines; a writer adds to a randomly chosen
 // stripe, so concurrent writers on different cores rarely touch the same line
-// and the hot path costs one atomic add without contention. Readers sum every
-// live cell, which is the expensive side and is done only when a decision
-// needs it.
+// and the hot path costs one compare-and-swap without contention. Readers sum
+// every live cell, which is the expensive side and is done only when a
+// decision needs it.
 //
 // A bucket is recycled lazily by the first writer that sees it belong to an
-// older epoch. Under concurrency a handful of counts can be lost at the moment
-// a bucket is recycled; the statistics are approximate by that amount and
-// exact for a single writer.
+// older epoch. Each count shares its atomic word with a tag of the epoch it
+// belongs to, so a writer adds only to a count of its own epoch and recycling
+// is a compare-and-swap that never clears a newer count: no add within the
+// window is lost, under any concurrency, and a reader never counts a recycled
+// cell's previous lap. A count holds 40 bits and saturates at about ±5.5e11
+// per stripe and bucket.
 package window
 
 import (
@@ -30,12 +33,42 @@ const DefaultBuckets = 8
 // stripes per bucket; a power of two so the stripe is picked with a mask.
 const stripes = 8
 
-// cell is 128 bytes with its data in the first 32: whatever the alignment of
+// cell is 128 bytes with its data in the first 40: whatever the alignment of
 // the slice, no two cells' data share a 64-byte cache line.
+//
+// epoch is the newest epoch claimed for the cell; it only grows (until
+// Reset). Each word of c packs a count (low countBits, two's complement) under
+// the tag of the epoch it counts (the epoch's low tagBits). clean is the
+// newest claimed epoch whose words all carry its tag (see claim).
 type cell struct {
 	epoch atomic.Int64
-	c     [Counters]atomic.Int64
-	_     [128 - 8*(Counters+1)]byte
+	clean atomic.Int64
+	c     [Counters]atomic.Uint64
+	_     [128 - 8*(Counters+2)]byte
+}
+
+const (
+	countBits = 40
+	tagBits   = 64 - countBits
+	countMask = 1<<countBits - 1
+	maxCount  = 1<<(countBits-1) - 1
+	minCount  = -1 << (countBits - 1)
+	noEpoch   = -1 << 62 // the epoch of a cell never written
+)
+
+func tagOf(e int64) uint64       { return uint64(e) << countBits }
+func countOf(w uint64) int64     { return int64(w<<tagBits) >> tagBits }
+func sameTag(w, tag uint64) bool { return w&^countMask == tag }
+
+// addCount adds d to n, saturating at the range of a count.
+func addCount(n, d int64) int64 {
+	switch {
+	case d > 0 && n > maxCount-d:
+		return maxCount
+	case d < 0 && n < minCount-d:
+		return minCount
+	}
+	return n + d
 }
 
 // Ring is a sliding window of Counters counters. It is safe for concurrent
@@ -48,6 +81,10 @@ type Ring struct {
 	// 64-bit division by a multiplication and two compares. It is written
 	// once per bucket width.
 	cur atomic.Int64
+
+	// afterClaim is a test hook, nil outside tests: it runs with the index of
+	// a cell just claimed for a newer epoch, before its counts are cleared.
+	afterClaim func(i int64)
 }
 
 // New returns a ring covering window, split into buckets (DefaultBuckets if
@@ -70,7 +107,8 @@ func New(window time.Duration, buckets int) *Ring {
 	}
 	r.cells = make([]cell, n*stripes)
 	for i := range r.cells {
-		r.cells[i].epoch.Store(-1 << 62)
+		r.cells[i].epoch.Store(noEpoch)
+		r.cells[i].clean.Store(noEpoch)
 	}
 	return r
 }
@@ -98,23 +136,87 @@ func (r *Ring) epochOf(now int64) int64 {
 	return e
 }
 
-// cellFor returns the cell of a random stripe of the bucket holding now,
-// recycling it if it still holds an older epoch.
-func (r *Ring) cellFor(now int64) *cell {
+// cellFor returns the cell of a random stripe of the bucket holding now and
+// its epoch, claiming the cell if it still holds an older epoch. It returns
+// nil for a sample older than the window.
+func (r *Ring) cellFor(now int64) (*cell, int64) {
 	e := r.epochOf(now)
 	i := (e&(r.buckets-1))*stripes + int64(rand.Uint32()&(stripes-1))
 	c := &r.cells[i]
-	if old := c.epoch.Load(); old != e {
-		if old > e {
-			return nil // a sample older than the window: drop it
+	if ce := c.epoch.Load(); ce != e && !r.claim(i, ce, e) {
+		return nil, e
+	}
+	return c, e
+}
+
+// claim moves cell i from epoch ce to e, once per cell and bucket width. It
+// reports false when the cell already holds a newer epoch: e has left the
+// window.
+//
+// A claim starts from a clean epoch, whose words all carry its tag, so after
+// it every word tagged e holds a count of e. When e's tag equals the clean
+// epoch's (the cell sat idle for a multiple of 2^tagBits epochs), the claim
+// goes through e minus one lap first, whose tag differs from both.
+func (r *Ring) claim(i int64, ce, e int64) bool {
+	c := &r.cells[i]
+	for ce < e {
+		if c.clean.Load() != ce {
+			c.retag(ce) // finish the claim of ce, whoever started it
 		}
-		if c.epoch.CompareAndSwap(old, e) {
-			for i := range c.c {
-				c.c[i].Store(0)
+		next := e
+		if tagOf(ce) == tagOf(e) {
+			next = e - r.buckets
+		}
+		if c.epoch.CompareAndSwap(ce, next) {
+			if r.afterClaim != nil {
+				r.afterClaim(i)
+			}
+			c.retag(next)
+		}
+		ce = c.epoch.Load()
+	}
+	return ce == e
+}
+
+// retag gives every word of c still tagged with an older epoch the tag of e
+// and a zero count, then marks e clean. It stops once a newer epoch claims
+// the cell; the words of that epoch are its claimer's.
+func (c *cell) retag(e int64) {
+	tag := tagOf(e)
+	for k := range c.c {
+		for {
+			w := c.c[k].Load()
+			// The load of w comes before the check of the epoch, so a CAS
+			// on w cannot overwrite a word of a newer epoch.
+			if sameTag(w, tag) || c.epoch.Load() != e ||
+				c.c[k].CompareAndSwap(w, tag) {
+				break
 			}
 		}
 	}
-	return c
+	for {
+		cl := c.clean.Load()
+		if cl >= e || c.epoch.Load() != e || c.clean.CompareAndSwap(cl, e) {
+			return
+		}
+	}
+}
+
+// add adds d to counter k of c for epoch e.
+func (c *cell) add(k int, e, d int64) {
+	tag := tagOf(e)
+	for {
+		w := c.c[k].Load()
+		var n int64
+		if sameTag(w, tag) {
+			n = countOf(w)
+		} else if c.epoch.Load() != e {
+			return // a later lap claimed the cell: e has left the window
+		} // else the word is of an older lap, not yet retagged: start at zero
+		if c.c[k].CompareAndSwap(w, tag|uint64(addCount(n, d))&countMask) {
+			return
+		}
+	}
 }
 
 // Add adds delta to counter i (0 <= i < Counters) at time now. now may lie in
@@ -122,23 +224,23 @@ func (r *Ring) cellFor(now int64) *cell {
 // back from the bucket that holds it, and has no effect once that bucket
 // has left the window.
 func (r *Ring) Add(now int64, i int, delta int64) {
-	if c := r.cellFor(now); c != nil {
-		c.c[i].Add(delta)
+	if c, e := r.cellFor(now); c != nil {
+		c.add(i, e, delta)
 	}
 }
 
 // Add2 adds da to counter a and db to counter b in the same cell, skipping
 // zero deltas. It saves choosing a cell twice on the hot path.
 func (r *Ring) Add2(now int64, a int, da int64, b int, db int64) {
-	c := r.cellFor(now)
+	c, e := r.cellFor(now)
 	if c == nil {
 		return
 	}
 	if da != 0 {
-		c.c[a].Add(da)
+		c.add(a, e, da)
 	}
 	if db != 0 {
-		c.c[b].Add(db)
+		c.add(b, e, db)
 	}
 }
 
@@ -152,20 +254,27 @@ func (r *Ring) Sum(now int64) [Counters]int64 {
 		if ce <= e-r.buckets || ce > e {
 			continue
 		}
+		tag := tagOf(ce)
 		for j := range out {
-			out[j] += c.c[j].Load()
+			// A word not yet retagged holds an older lap; one with another
+			// tag, a lap claimed since ce was read.
+			if w := c.c[j].Load(); sameTag(w, tag) {
+				out[j] += countOf(w)
+			}
 		}
 	}
 	return out
 }
 
-// Reset forgets every count.
+// Reset forgets every count. Adds that run concurrently with it may be
+// kept or forgotten.
 func (r *Ring) Reset() {
 	for i := range r.cells {
 		c := &r.cells[i]
-		c.epoch.Store(-1 << 62)
+		c.epoch.Store(noEpoch)
+		c.clean.Store(noEpoch)
 		for j := range c.c {
-			c.c[j].Store(0)
+			c.c[j].Store(tagOf(noEpoch))
 		}
 	}
 }
