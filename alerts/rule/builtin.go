@@ -50,6 +50,14 @@ func Builtin() []Rule {
 		{Name: "GovernorLeaderLost", Event: EventLeaderLost, Severity: alerts.P0,
 			Annotations: ann("GovernorLeaderLost", `The decision engine has no leader`, ``)},
 		ReceiverFailing(),
+		// A notification held back by its receiver (PagerDuty's pacing, a
+		// long Retry-After) fails nothing for up to the queue's max
+		// deferral, so the rule above stays quiet while a page is late.
+		{Name: ReceiverDelayedRule, Expr: `max by (receiver) (governor_alerts_notification_oldest_seconds) > 600`,
+			Severity: alerts.P1,
+			Annotations: ann(ReceiverDelayedRule, `Notifications to {{ $labels.receiver }} are delayed`,
+				`The oldest undelivered notification to {{ $labels.receiver }} was queued {{ printf "%.0f" $value }}s ago (over 10 minutes): `+
+					`its receiver holds it back or keeps failing it; the pages it carries are late.`)},
 		{Name: "GovernorSignalAboveLevel", Event: EventAlertLevel, For: 5 * time.Minute, ResolveAfter: 5 * time.Minute,
 			Annotations: ann("GovernorSignalAboveLevel", `{{ $labels.service }}: {{ $labels.signal }} above its {{ $labels.level }} alert level`,
 				`The engine has seen {{ $labels.signal }} above the {{ $labels.level }} level for 5 minutes (P1 critical, P2 warn).`)},
@@ -57,6 +65,13 @@ func Builtin() []Rule {
 			Annotations: ann("GovernorAnomaly", `{{ $labels.service }}: {{ $labels.signal }} crossed its anomaly threshold`, ``)},
 	}
 }
+
+// ReceiverDelayedRule names the built-in rule that alerts on a receiver
+// whose oldest undelivered notification has waited more than 10 minutes.
+// It reads the manager's governor_alerts_notification_oldest_seconds
+// through the query function, so it needs the engine's own /metrics in the
+// metrics source, as GovernorLoadHigh does.
+const ReceiverDelayedRule = "GovernorAlertReceiverDelayed"
 
 // ReceiverFailingRule names the rule that alerts on a failing receiver.
 const ReceiverFailingRule = "GovernorAlertReceiverFailing"

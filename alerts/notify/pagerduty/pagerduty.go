@@ -172,7 +172,16 @@ type Notifier struct {
 	// groups holds, per receiver and group key, the events PagerDuty
 	// accepted for the group's state not yet delivered whole.
 	groups map[string]*accepted
+	// latency is the slowest request of the last attempt that made one,
+	// what the next attempt expects of its first request.
+	latency time.Duration
 }
+
+// minRequestTime is the least time a request is expected to take: an
+// event is not sent when less than twice that is left before the
+// attempt's deadline, as it would be cut by the deadline and use up one of
+// the queue's attempts.
+const minRequestTime = 500 * time.Millisecond
 
 // accepted holds the events PagerDuty accepted for each dedup key of a
 // group, by their place among the key's events in the message, with the
@@ -395,6 +404,22 @@ func fit(e *Event, labels, annotations map[string]string) {
 	}
 }
 
+// requestTime is what the next request of an attempt of the given length
+// is expected to take: the slowest of the attempt so far, else the slowest
+// of the notifier's last attempt that made one, and at least
+// minRequestTime. An attempt keeps twice that before its deadline. A time
+// not measured in this attempt counts for at most a quarter of it, so
+// that one slow request never keeps a whole attempt from sending.
+func (n *Notifier) requestTime(slowest, attempt time.Duration) time.Duration {
+	if slowest > 0 {
+		return max(slowest, minRequestTime)
+	}
+	n.mu.Lock()
+	last := n.latency
+	n.mu.Unlock()
+	return min(max(last, minRequestTime), attempt/4)
+}
+
 // fingerprint identifies an event's action and content.
 func fingerprint(e Event) string {
 	b, _ := json.Marshal(e)
@@ -466,8 +491,11 @@ func (n *Notifier) settle(group string, whole bool, now time.Time) {
 // Retry-After for the queue (notify.StatusError), and holds back every
 // sender of the routing key until then. So does the attempt's deadline
 // coming near: the attempt stops before the next event would not fit in
-// it. An attempt that got events accepted and left others reports
-// notify.ErrPartial with retry true.
+// it, that is when less than twice the time a request takes (see
+// requestTime) is left; and an event whose slot in the bucket leaves less
+// than that waits for the next attempt rather than start a request that
+// the deadline would cut. An attempt that got events accepted and left
+// others reports notify.ErrPartial with retry true.
 func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) {
 	evs := n.Build(m)
 	urgent := urgentFirst(m, evs)
@@ -484,6 +512,8 @@ func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) 
 	held := map[string]bool{} // dedup keys whose earlier event failed and is retried
 	nth := map[string]int{}   // events of each dedup key so far
 	left := 0
+	dl, hasDeadline := ctx.Deadline()
+	attempt := dl.Sub(n.clock.Now()) // unused without a deadline
 	for i, e := range evs {
 		fp := fingerprint(e)
 		k := nth[e.DedupKey]
@@ -496,15 +526,18 @@ func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) 
 			continue
 		}
 		start := n.clock.Now()
-		dl, hasDeadline := ctx.Deadline()
-		if hasDeadline && progress > 0 && dl.Sub(start) < 2*slowest {
+		margin := 2 * n.requestTime(slowest, attempt)
+		if hasDeadline && progress > 0 && dl.Sub(start) < margin {
 			stopped = fmt.Errorf("%w: attempt deadline near", notify.ErrDelivery)
 			left++
 			continue
 		}
+		// The event's slot must leave its request the time it needs
+		// before the deadline, or the request would be cut and the
+		// attempt used up: the event waits for the next attempt.
 		var by time.Time
 		if hasDeadline {
-			by = dl.Add(-2 * slowest)
+			by = dl.Add(-margin)
 		}
 		slot, ok := pace.reserve(start, by, urgent[i])
 		if !ok {
@@ -554,6 +587,11 @@ func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) 
 		progress++
 	}
 	n.settle(group, left == 0, n.clock.Now())
+	if slowest > 0 {
+		n.mu.Lock()
+		n.latency = slowest
+		n.mu.Unlock()
+	}
 	if paced && progress == 0 && len(errs) == 0 {
 		// No request went out: nothing failed, the slot is the time to try.
 		return true, fmt.Errorf("%w: %w", notify.ErrNotAttempted, stopped)
