@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -77,14 +78,25 @@ type Server struct {
 	checker *versioning.AuditChecker
 }
 
-// Run walks the whole audit chain in the background every
-// versioning.DefaultWholeChainEvery (and at once) until ctx ends, so the
+// Run walks the whole audit chain in the background at once and then
+// every auditWholeEvery (10 to 12 minutes) until ctx ends, so the
 // audit page and GET /api/v1/audit/verify?whole=false never wait for a
 // whole walk they did not ask for. Without Run, the first view after a
 // whole walk is due walks the chain itself. A broken chain found shows on
 // the next view, in governor_ui_audit_chain_ok and in an ERROR log naming
 // the entry.
 func (s *Server) Run(ctx context.Context) { s.checker.Run(ctx) }
+
+// auditWholeEvery is how often this process walks the whole audit chain:
+// versioning.DefaultWholeChainEvery stretched by a random share of at most
+// a fifth, drawn once per process. Replicas on one database each walk the
+// chain (no replica knows of another's walks); with periods of their own,
+// replicas started together drift apart instead of reading the whole log
+// at the same moments.
+func auditWholeEvery() time.Duration {
+	const every = versioning.DefaultWholeChainEvery
+	return every + 1 + rand.N(every/5)
+}
 
 // New returns the UI's handler; NewServer returns it with its background
 // work.
@@ -112,7 +124,7 @@ func NewServer(o Options) (*Server, error) {
 		return nil, err
 	}
 	// One checker: a whole walk of the audit chain serves the page and the API.
-	checker := versioning.NewAuditChecker(o.Rules, versioning.AuditCheckerOptions{Clock: o.Clock,
+	checker := versioning.NewAuditChecker(o.Rules, versioning.AuditCheckerOptions{Clock: o.Clock, WholeEvery: auditWholeEvery(),
 		OnWhole: func(w versioning.AuditWalk) { am.observe(o.Logger, w) }})
 	if err := am.watch(checker); err != nil {
 		return nil, err

@@ -292,30 +292,30 @@ func (a *API) versions(w http.ResponseWriter, r *http.Request) {
 	}
 	f := versioning.ListFilter{Service: svc}
 	q := r.URL.Query()
+	var bad []rules.FieldError
 	if s := q.Get("state"); s != "" {
-		st := versioning.State(s)
-		if !st.Valid() {
-			a.fail(w, r, &versioning.InputError{Errors: []rules.FieldError{{Field: "state",
-				Problem: fmt.Sprintf("%q is not a version state (proposed, approved, published, superseded, rejected or withdrawn)", s)}}})
-			return
-		}
-		f.States = []versioning.State{st}
-	}
-	if b := q.Get("before"); b != "" {
-		if f.Before, err = number(r, "before", b); err != nil {
-			a.fail(w, r, err)
-			return
+		if st := versioning.State(s); st.Valid() {
+			f.States = []versioning.State{st}
+		} else {
+			bad = append(bad, rules.FieldError{Field: "state",
+				Problem: fmt.Sprintf("%q is not a version state (proposed, approved, published, superseded, rejected or withdrawn)", s)})
 		}
 	}
-	if l := q.Get("limit"); l != "" {
-		n, err := number(r, "limit", l)
-		if err != nil {
-			a.fail(w, r, err)
-			return
-		}
-		f.Limit = int(min(n, 1000))
+	f.Before = cursor(q, "before", &bad)
+	limit := pageLimit(q, 50, &bad)
+	if len(bad) > 0 {
+		a.fail(w, r, &versioning.InputError{Errors: bad})
+		return
 	}
-	vs, err := a.o.Rules.List(r.Context(), f)
+	vs, more, err := fetchPage(limit, func(n int) ([]versioning.Version, error) {
+		f.Limit = n
+		return a.o.Rules.List(r.Context(), f)
+	}, func(last versioning.Version) (bool, error) {
+		g := f
+		g.Before, g.Limit = last.Number, 1
+		past, err := a.o.Rules.List(r.Context(), g)
+		return len(past) > 0, err
+	})
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -323,7 +323,11 @@ func (a *API) versions(w http.ResponseWriter, r *http.Request) {
 	if vs == nil {
 		vs = []versioning.Version{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"versions": vs})
+	var next int64
+	if len(vs) > 0 {
+		next = vs[len(vs)-1].Number
+	}
+	writeJSON(w, http.StatusOK, paged("versions", vs, more, "before", next))
 }
 
 func (a *API) getVersion(r *http.Request) (versioning.Version, error) {
@@ -585,31 +589,28 @@ func (a *API) audit(w http.ResponseWriter, r *http.Request) {
 	if o := q.Get("order"); o != "" && o != "newest" && o != "oldest" {
 		bad = append(bad, rules.FieldError{Field: "order", Problem: fmt.Sprintf("%q: want newest or oldest", o)})
 	}
+	f.AfterSeq = cursor(q, "after", &bad)
+	f.BeforeSeq = cursor(q, "before", &bad)
+	limit := pageLimit(q, 100, &bad)
 	if len(bad) > 0 {
 		a.fail(w, r, &versioning.InputError{Errors: bad})
 		return
 	}
-	var err error
-	for _, p := range []struct {
-		name string
-		dst  *int64
-	}{{"after", &f.AfterSeq}, {"before", &f.BeforeSeq}} {
-		if s := q.Get(p.name); s != "" {
-			if *p.dst, err = number(r, p.name, s); err != nil {
-				a.fail(w, r, err)
-				return
-			}
+	entries, more, err := fetchPage(limit, func(n int) ([]versioning.AuditEntry, error) {
+		f.Limit = n
+		return a.o.Rules.Audit(r.Context(), f)
+	}, func(last versioning.AuditEntry) (bool, error) {
+		// Newest first pages on by before, oldest first by after.
+		g := f
+		if g.Newest {
+			g.BeforeSeq = last.Seq
+		} else {
+			g.AfterSeq = last.Seq
 		}
-	}
-	if l := q.Get("limit"); l != "" {
-		n, err := number(r, "limit", l)
-		if err != nil {
-			a.fail(w, r, err)
-			return
-		}
-		f.Limit = int(min(n, 1000))
-	}
-	entries, err := a.o.Rules.Audit(r.Context(), f)
+		g.Limit = 1
+		past, err := a.o.Rules.Audit(r.Context(), g)
+		return len(past) > 0, err
+	})
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -617,7 +618,14 @@ func (a *API) audit(w http.ResponseWriter, r *http.Request) {
 	if entries == nil {
 		entries = []versioning.AuditEntry{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"entries": entries})
+	cursorName, nextSeq := "after", int64(0)
+	if f.Newest {
+		cursorName = "before"
+	}
+	if len(entries) > 0 {
+		nextSeq = entries[len(entries)-1].Seq
+	}
+	writeJSON(w, http.StatusOK, paged("entries", entries, more, cursorName, nextSeq))
 }
 
 // verify checks the audit chain through the AuditChecker: the whole chain,

@@ -90,16 +90,18 @@ func (a *API) alertingVersions(w http.ResponseWriter, r *http.Request) {
 	if !a.routing(w, r) {
 		return
 	}
-	limit := 50
-	if l := r.URL.Query().Get("limit"); l != "" {
-		n, err := number(r, "limit", l)
-		if err != nil {
-			a.fail(w, r, err)
-			return
-		}
-		limit = int(min(n, 1000))
+	var bad []rules.FieldError
+	limit := pageLimit(r.URL.Query(), 50, &bad)
+	if len(bad) > 0 {
+		a.fail(w, r, &versioning.InputError{Errors: bad})
+		return
 	}
-	vs, err := a.o.AlertRouting.List(r.Context(), limit)
+	// Versions are numbered 1, 2, ... without gaps (each save is its
+	// base+1, none is deleted): a full page of the most a query returns
+	// has older ones past it when its last is above 1.
+	vs, more, err := fetchPage(limit, func(n int) ([]configstore.Version, error) {
+		return a.o.AlertRouting.List(r.Context(), n)
+	}, func(last configstore.Version) (bool, error) { return last.Number > 1, nil })
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -114,7 +116,7 @@ func (a *API) alertingVersions(w http.ResponseWriter, r *http.Request) {
 		mv.Summary = nil
 		out = append(out, mv)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"versions": out})
+	writeJSON(w, http.StatusOK, paged("versions", out, more, "", 0))
 }
 
 // AlertingRequest is the body of PUT /settings/alerting.
