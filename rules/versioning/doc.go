@@ -89,6 +89,15 @@
 // TRUNCATE of audit rows and the application role is granted only SELECT and
 // INSERT on them.
 //
+// # Fencing
+//
+// The decision engine writes under the evaluation tick its leader claimed
+// (WithFence): a write that changes a service is refused with a
+// *FencedError, writing nothing, once a later tick has been claimed. The
+// PostgreSQL store checks it when the write locks its service and again as
+// the last statement before COMMIT; Fence describes the window that
+// remains between that check and the commit.
+//
 // # Implementations
 //
 // Subpackage postgres stores versions in PostgreSQL through pgx; subpackage

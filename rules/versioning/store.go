@@ -209,15 +209,38 @@ type Outbox interface {
 // long pause, a stalled disk, a suspended VM) must not land a change
 // computed from what it saw before its successor acted.
 //
-// The check runs in the write's own transaction, right after it locks the
-// service's row (which every change to a service takes first), so it sees
-// every tick claimed before the lock was granted, and a successor's write
-// to the same service made after its claim waits for the lock: either the
-// fenced write lands before the successor's tick acts on that service, or
-// it is refused. Writes that change no service (RecordAudit, ClaimOutbox)
-// are not fenced. Writes without a Fence (people's, through the UI and
-// the API) are never refused this way. The PostgreSQL store honours fences
-// (the role it runs as needs SELECT on governor_engine_ticks); the SQLite
+// The check runs in the write's own transaction, twice. First right after
+// the write locks the service's row (which every change to a service takes
+// first), so a writer that already lost the lead is refused before it
+// decides anything. Then as the transaction's last statement, after its
+// versions, approvals, audit entry and outbox row are written, just before
+// COMMIT; a refusal there rolls all of them back. The first check alone
+// would not hold: in PostgreSQL each statement of a READ COMMITTED
+// transaction reads what committed before it began, and a leader claims a
+// tick with one INSERT committed on its own, taking no lock the write
+// holds (so a frozen old leader never holds up its successor's claims). A
+// tick claimed after the first check would go unseen, no later statement
+// reading the ticks, and a leader paused after it (a GC pause, a suspended
+// VM, a stalled disk, a lock wait) would land its change after its
+// successor claimed.
+//
+// What remains is the window between the snapshot of the last check (taken
+// when that statement begins) and the commit: a tick whose claim commits
+// while the check runs, while its answer travels back, while the store
+// sends COMMIT, or while the server commits, is not seen, and a writer
+// paused there lands its write after the claim. No statement of the write
+// falls in that window, only one round trip to the database and the
+// store's own code between the check's answer and COMMIT. Until the commit
+// the write holds its service's row lock, so the successor's writes to
+// that service made meanwhile wait for it and then see it (a proposal or
+// rollback decided against the version it replaced is refused with
+// ErrConflict): the change lands before the successor's tick writes to
+// that service, not behind its back.
+//
+// Writes that change no service (RecordAudit, ClaimOutbox) are not
+// fenced. Writes without a Fence (people's, through the UI and the API)
+// are never refused this way. The PostgreSQL store honours fences (the
+// role it runs as needs SELECT on governor_engine_ticks); the SQLite
 // store, whose single engine claims its ticks in memory, ignores them.
 type Fence struct {
 	// Tick is the tick the writer claimed and acts for.

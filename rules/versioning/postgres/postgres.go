@@ -31,9 +31,12 @@
 // (the migrations cannot grant it: they do not know the role).
 //
 // Writes whose context carries a versioning.Fence (the engine's, under the
-// tick its leader claimed) also read governor_engine_ticks, refusing the
-// write (versioning.ErrFenced) when a later tick was claimed: the engine's
-// role needs SELECT on that table, which its leader election uses anyway.
+// tick its leader claimed) also read governor_engine_ticks, right after
+// locking the service's row and again as the last statement before
+// COMMIT, refusing the write (versioning.ErrFenced) and rolling it back
+// when a later tick was claimed (versioning.Fence describes the window
+// that remains): the engine's role needs SELECT on that table, which its
+// leader election uses anyway.
 package postgres
 
 import (
@@ -143,7 +146,8 @@ type Options struct {
 	// transaction again, doubled per attempt; default 5ms, negative for none.
 	RetryBackoff time.Duration
 	// BeforeCommit is a fault-injection hook for tests: it runs inside every
-	// write transaction just before commit, and an error aborts the attempt
+	// write transaction after its writes, before its last fence check and
+	// its commit, and an error aborts the attempt
 	// (sqlstore.ErrRetryable makes the store run the transaction again).
 	BeforeCommit func(op string, attempt int) error
 }

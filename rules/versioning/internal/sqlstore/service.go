@@ -20,9 +20,10 @@ type serviceRow struct {
 func errorsIsNotFound(err error) bool { return errors.Is(err, versioning.ErrNotFound) }
 
 // service reads a service row; lock takes its row lock, which serialises
-// every change to one service (numbering, activation, policy), and then
-// checks the context's fence (see fence). Within a transaction the service
-// row is always locked before the audit chain head.
+// every change to one service (numbering, activation, policy), checks the
+// context's fence (see fence) and makes the write check it again as its
+// last statement (write). Within a transaction the service row is always
+// locked before the audit chain head.
 func (s *Store) service(ctx context.Context, tx Tx, name string, lock bool) (serviceRow, error) {
 	q := `SELECT name, last_number, active_number, approvals_required, approver_roles, manual_only,
 		policy_updated_at, policy_updated_by, band_max_change_per_hour, band_floor, band_ceiling, policy_revision
@@ -49,6 +50,9 @@ func (s *Store) service(ctx context.Context, tx Tx, name string, lock bool) (ser
 		return r, err
 	}
 	if lock {
+		if w, ok := tx.(*writeTx); ok {
+			w.fenced = true
+		}
 		if err := s.fence(ctx, tx); err != nil {
 			return r, err
 		}
@@ -100,11 +104,16 @@ func policyDetail(p versioning.Policy) map[string]any {
 
 // fence refuses, with a *versioning.FencedError, a write whose context
 // carries a versioning.Fence when a tick later than the fence's has been
-// claimed. It runs in the write's transaction once the service row is
-// locked: a tick claimed before the lock was granted is seen (each
-// statement of a READ COMMITTED transaction sees what committed before
-// it), and the claimer's writes to the service after its claim wait for
-// the lock. One read of the ticks' primary key, only for fenced writes.
+// claimed. A write runs it twice in its transaction (one read of the
+// ticks' primary key each, only for fenced writes). Once the service row
+// is locked, so that a leader that already lost the lead is refused before
+// anything else is decided (rather than with whatever the successor's
+// changes make of its write). And as the transaction's last statement,
+// after every insert and update, just before COMMIT (write): under READ
+// COMMITTED each statement reads what committed before it began, and the
+// claims take no lock the write holds, so only this one sees a tick
+// claimed while the write ran; the error rolls back everything the write
+// did. The window that remains is described at versioning.Fence.
 func (s *Store) fence(ctx context.Context, tx Tx) error {
 	if !s.d.Fences {
 		return nil

@@ -96,8 +96,9 @@ type Options struct {
 	// RetryBackoff is the wait before the second attempt, doubled after
 	// each; default 5ms, negative for none.
 	RetryBackoff time.Duration
-	// BeforeCommit, if set, runs inside every write transaction just before
-	// it commits (fault injection for tests): an error aborts the attempt.
+	// BeforeCommit, if set, runs inside every write transaction after its
+	// writes, before its last fence check and its commit (fault injection
+	// for tests): an error aborts the attempt.
 	BeforeCommit func(op string, attempt int) error
 }
 
@@ -203,19 +204,35 @@ func (s *Store) timed(ctx context.Context, name string, fn func(ctx context.Cont
 	return err
 }
 
+// writeTx is the Tx of a write transaction. It records whether the write
+// locked a service row (service), which makes the write a fenced one: its
+// last statement checks the context's fence again (see fence).
+type writeTx struct {
+	Tx
+	fenced bool
+}
+
 // write runs fn in a transaction, again on transient failures.
-// outbox reports whether the transaction wrote an outbox row.
+// outbox reports whether the transaction wrote an outbox row. A write that
+// locked a service checks the context's fence as the last statement of its
+// transaction, after every write of fn, just before COMMIT.
 func (s *Store) write(ctx context.Context, name string, fn func(tx Tx) (outbox bool, err error)) error {
 	backoff := s.o.RetryBackoff
 	for attempt := 1; ; attempt++ {
 		var wroteOutbox bool
-		err := s.db.InTx(ctx, func(tx Tx) error {
+		err := s.db.InTx(ctx, func(dbTx Tx) error {
+			tx := &writeTx{Tx: dbTx}
 			var err error
 			if wroteOutbox, err = fn(tx); err != nil {
 				return err
 			}
 			if s.o.BeforeCommit != nil {
-				return s.o.BeforeCommit(name, attempt)
+				if err := s.o.BeforeCommit(name, attempt); err != nil {
+					return err
+				}
+			}
+			if tx.fenced {
+				return s.fence(ctx, dbTx)
 			}
 			return nil
 		})
