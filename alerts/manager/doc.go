@@ -12,7 +12,9 @@
 //
 // Reconfigure replaces routes, timing, inhibition and receivers between two
 // steps, atomically: notifications already queued finish on the receivers
-// that accepted them. UpdateRules replaces the rules.
+// that accepted them, and a receiver kept by name hears nothing from its new
+// queue that must follow what its replaced queue still holds (a resolve
+// never overtakes its trigger). UpdateRules replaces the rules.
 //
 // Step takes the evaluation time; Run calls it on a clock.
 package manager

@@ -151,7 +151,7 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 		}
 	}
 	m.resolveFailing(gone)
-	m.queues = m.newQueues(o.Receivers)
+	m.queues = m.newQueues(o.Receivers, nil)
 	for _, p := range pending {
 		if q := m.queues[p.Message.Receiver]; q != nil {
 			m.enqueue(q, p.Message)
@@ -202,11 +202,14 @@ func (m *Manager) Close() error {
 	return nil
 }
 
-func (m *Manager) newQueues(receivers map[string]notify.Notifier) map[string]*notify.Queue {
+// newQueues starts a queue per receiver; one named like a retiring queue
+// replaces it (notify.QueueOptions.Replaces), retiring oldest first.
+func (m *Manager) newQueues(receivers map[string]notify.Notifier, retiring []*notify.Queue) map[string]*notify.Queue {
 	out := make(map[string]*notify.Queue, len(receivers))
 	for _, name := range slices.Sorted(maps.Keys(receivers)) {
 		qo := m.o.Queue
 		qo.Clock, qo.Logger, qo.Metrics, qo.OnResult, qo.OnDrop = m.o.Clock, m.o.Logger, m.m.delivery, m.onResult, m.onDrop
+		qo.Replaces = slices.DeleteFunc(slices.Clone(retiring), func(q *notify.Queue) bool { return q.Name() != name })
 		out[name] = notify.NewQueue(name, receivers[name], qo)
 	}
 	return out

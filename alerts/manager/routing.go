@@ -58,7 +58,12 @@ func (r Routing) withDefaults() (Routing, error) {
 // at once, between two steps. The new routing is validated whole first; on
 // any error the old one stays. Notifications already queued finish on the
 // receivers that accepted them (with their retries); every notification
-// decided after Reconfigure returns uses the new routing. Groups keep what
+// decided after Reconfigure returns uses the new routing. A receiver kept
+// by name gets a new queue that holds back a notification while its
+// replaced queue still holds an earlier one of the same group or alert
+// (notify.QueueOptions.Replaces), so that a resolve decided after the swap
+// never reaches the receiver before the trigger the replaced queue is
+// still retrying. Groups keep what
 // they have notified when their receiver is still routed to, so a swap
 // neither repeats nor loses a page; when the receiver's group_by changed,
 // the alerts it notified move to their new groups (dispatch.Restore), so
@@ -89,9 +94,13 @@ func (m *Manager) Reconfigure(r Routing) error {
 	}
 	m.routeMu.Lock()
 	disp.Restore(m.disp.States())
-	old := m.queues
-	m.disp, m.inhib, m.queues = disp, inhib, m.newQueues(r.Receivers)
-	m.resend = resendIntervals(r.Receivers)
+	// The replaced queues stop taking messages first: a new queue of the
+	// same receiver holds back what must follow a message they still hold.
+	for _, name := range slices.Sorted(maps.Keys(m.queues)) {
+		q := m.queues[name]
+		q.Retire()
+		m.retiring = append(m.retiring, q)
+	}
 	m.retiring = slices.DeleteFunc(m.retiring, func(q *notify.Queue) bool {
 		select {
 		case <-q.Retire():
@@ -100,10 +109,8 @@ func (m *Manager) Reconfigure(r Routing) error {
 			return false
 		}
 	})
-	for _, q := range old {
-		q.Retire()
-		m.retiring = append(m.retiring, q)
-	}
+	m.disp, m.inhib, m.queues = disp, inhib, m.newQueues(r.Receivers, m.retiring)
+	m.resend = resendIntervals(r.Receivers)
 	m.routeMu.Unlock()
 
 	m.mu.Lock()

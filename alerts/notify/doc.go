@@ -11,4 +11,18 @@
 // leave the queue depth unchanged and fail nothing; the age of a
 // receiver's oldest undelivered message
 // (governor_alerts_notification_oldest_seconds) shows them.
+//
+// Order: a queue delivers the most urgent tier first, but a message never
+// overtakes an earlier one of its group or of any of its alerts (by
+// fingerprint, PagerDuty's dedup key): that one goes out first, so a
+// receiver never gets an alert's resolve before its trigger, also when the
+// alert is in several groups (routes that continue) or in a resend. A
+// configuration change keeps the order too. The replaced queue is retired
+// and keeps delivering what it accepted with the notifier that accepted
+// it (nothing is handed over or lost), while the receiver's new queue
+// (QueueOptions.Replaces) holds back a message of a group or alert that
+// the retired queue still holds, delivering the others meanwhile, until
+// the retired queue is done with it: delivered, given up or abandoned by
+// Close. The depth and oldest-age series of a receiver cover all its
+// running queues and go once none runs.
 package notify

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,6 +67,11 @@ type QueueOptions struct {
 	// the place of in the full queue (Enqueue), outside any lock of the
 	// queue. It gets no OnResult.
 	OnDrop func(m *Message)
+	// Replaces holds the retired queues of the same receiver that still
+	// deliver, oldest first: a message of this queue waits for the
+	// messages they hold that report its group or one of its alerts (see
+	// Queue).
+	Replaces []*Queue
 }
 
 // Validate names the first bad field: a negative capacity, attempt count,
@@ -132,8 +138,7 @@ func (o QueueOptions) withDefaults() QueueOptions {
 // Metrics are the delivery series, shared by every queue.
 type Metrics struct {
 	sent, failed, dropped, attempts *prometheus.CounterVec
-	depth                           *prometheus.GaugeVec
-	oldest                          *oldestCollector
+	running                         *runningCollector
 }
 
 // NewMetrics registers governor_alerts_notifications_* on r (nil: unregistered).
@@ -147,17 +152,18 @@ func NewMetrics(r prometheus.Registerer) *Metrics {
 			Help: "Notifications dropped because the receiver queue was full, by receiver."}, []string{"receiver"}),
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "governor_alerts_notification_attempts_total",
 			Help: "Delivery attempts, by receiver and result (ok, retry, partial, fail, and deferred: held back by the receiver, no attempt)."}, []string{"receiver", "result"}),
-		depth: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "governor_alerts_notification_queue_depth",
-			Help: "Messages waiting in the receiver queue."}, []string{"receiver"}),
-		oldest: &oldestCollector{
-			desc: prometheus.NewDesc("governor_alerts_notification_oldest_seconds",
+		running: &runningCollector{
+			depth: prometheus.NewDesc("governor_alerts_notification_queue_depth",
+				"Messages waiting in the receiver's queues (a retiring one included), not counting those being delivered.",
+				[]string{"receiver"}, nil),
+			oldest: prometheus.NewDesc("governor_alerts_notification_oldest_seconds",
 				"Age of the receiver's oldest undelivered message, queued or being delivered (retries and waits "+
 					"for the receiver included), since it was queued; 0 when none.", []string{"receiver"}, nil),
 			running: map[*Queue]struct{}{},
 		},
 	}
 	if r != nil {
-		r.MustRegister(m.sent, m.failed, m.dropped, m.attempts, m.depth, m.oldest)
+		r.MustRegister(m.sent, m.failed, m.dropped, m.attempts, m.running)
 	}
 	return m
 }
@@ -166,81 +172,101 @@ func (m *Metrics) init(receiver string) {
 	m.sent.WithLabelValues(receiver)
 	m.failed.WithLabelValues(receiver)
 	m.dropped.WithLabelValues(receiver)
-	m.depth.WithLabelValues(receiver)
 	for _, r := range []string{"ok", "retry", "partial", "fail", "deferred"} {
 		m.attempts.WithLabelValues(receiver, r)
 	}
 }
 
-// oldestCollector computes governor_alerts_notification_oldest_seconds at
-// scrape time from the queues whose worker runs. A receiver has a series
-// while one of its queues runs, a retiring one included, and its value is
-// the oldest of them: a receiver replaced by a new configuration shows
-// what its retiring queue still has to deliver. The series is gone once
-// no queue of the receiver runs.
-type oldestCollector struct {
-	desc    *prometheus.Desc
-	mu      sync.Mutex
-	running map[*Queue]struct{} // queues whose worker runs
+// runningCollector computes governor_alerts_notification_queue_depth and
+// governor_alerts_notification_oldest_seconds at scrape time from the
+// queues whose worker runs. A receiver has both series while one of its
+// queues runs, a retiring one included: its depth is the sum of theirs
+// and its age the oldest of theirs, so a receiver replaced by a new
+// configuration shows what its retiring queue still has to deliver. The
+// series are gone once no queue of the receiver runs.
+type runningCollector struct {
+	depth, oldest *prometheus.Desc
+	mu            sync.Mutex
+	running       map[*Queue]struct{} // queues whose worker runs
 }
 
-func (c *oldestCollector) add(q *Queue) {
+func (c *runningCollector) add(q *Queue) {
 	c.mu.Lock()
 	c.running[q] = struct{}{}
 	c.mu.Unlock()
 }
 
-func (c *oldestCollector) remove(q *Queue) {
+func (c *runningCollector) remove(q *Queue) {
 	c.mu.Lock()
 	delete(c.running, q)
 	c.mu.Unlock()
 }
 
 // Describe implements prometheus.Collector.
-func (c *oldestCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *runningCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.depth
+	ch <- c.oldest
+}
 
 // Collect implements prometheus.Collector. It takes each queue's lock
 // after letting go of its own, so it never holds both.
-func (c *oldestCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *runningCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	queues := make([]*Queue, 0, len(c.running))
 	for q := range c.running {
 		queues = append(queues, q)
 	}
 	c.mu.Unlock()
+	depths := make(map[string]int, len(queues))
 	ages := make(map[string]time.Duration, len(queues))
 	for _, q := range queues {
-		ages[q.name] = max(ages[q.name], q.oldest())
+		depth, age := q.load()
+		depths[q.name] += depth
+		ages[q.name] = max(ages[q.name], age)
 	}
 	for receiver, age := range ages {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, age.Seconds(), receiver)
+		ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(depths[receiver]), receiver)
+		ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age.Seconds(), receiver)
 	}
 }
 
 // Queue delivers the messages of one receiver one at a time, the most
 // urgent tier first (Message.Severity: P0, then P1, then P2), in order of
-// arrival within a tier. The messages of one group keep their order: a
-// message goes out after the earlier ones of its group, which go out
-// first, so that a receiver never hears a group's older news last. A full
-// queue takes a message more urgent than its least urgent one in that
-// one's place (the newest of them; OnDrop is told) and drops any other, so
-// a receiver that is down for long keeps its P0 pages and loses P2s first.
-// A message waiting for the time its receiver named (after ErrPartial or
-// ErrNotAttempted) gives way to a more urgent one queued meanwhile and
-// keeps its place and state; one waiting out the back-off after a failed
-// attempt does not.
+// arrival within a tier, except that a message goes out after every
+// message queued before it that reports its group or one of its alerts
+// (by Alert.Fingerprint): such an earlier message goes out first, ahead of
+// its tier, so that a receiver never hears a group's older news last, nor
+// an alert's resolve before its trigger when the alert is in several
+// groups (routes that continue) or in a resend. The same holds across a
+// configuration change: a queue made to replace retired ones
+// (QueueOptions.Replaces) holds a message back while a replaced queue,
+// which goes on delivering what it accepted, still holds an earlier one
+// of its group or alerts; it delivers its other messages meanwhile. A
+// full queue takes a message more urgent than its least urgent one in
+// that one's place (the newest of them; OnDrop is told) and drops any
+// other, so a receiver that is down for long keeps its P0 pages and loses
+// P2s first. A message waiting for the time its receiver named (after
+// ErrPartial or ErrNotAttempted) gives way to a more urgent one queued
+// meanwhile that need not follow it, and keeps its place and state; one
+// waiting out the back-off after a failed attempt does not.
 type Queue struct {
 	name string
 	n    Notifier
 	o    QueueOptions
-	wake chan struct{} // a message was queued; capacity 1
+	wake chan struct{} // a message was queued or a replaced queue finished one; capacity 1
 
 	mu      sync.Mutex
 	cond    *sync.Cond
-	items   []queued // in order of arrival
+	items   []*entry // in order of arrival
 	pending int      // queued and being delivered
-	// current is the message being delivered, nil m when none.
-	current queued
+	// current is the message being delivered, nil when none.
+	current *entry
+	// last holds, by order key (orderKeys), the latest message queued
+	// here, or in a replaced queue, that is not done yet.
+	last map[string]*entry
+	// followers are the queues that replace this one (Replaces): they
+	// are woken when a message of this queue is done.
+	followers []*Queue
 	// paused holds the delivery state of queued messages that gave way
 	// to a more urgent one, so that they keep their attempts, deferral
 	// and slot.
@@ -253,26 +279,67 @@ type Queue struct {
 	done   chan struct{}
 }
 
-// queued is a message in a receiver queue and the time it was queued,
-// which its age (governor_alerts_notification_oldest_seconds) counts from.
-type queued struct {
-	m  *Message
-	at time.Time
+// entry is a message in a receiver queue, the time it was queued, which
+// its age (governor_alerts_notification_oldest_seconds) counts from, and
+// the earlier messages it follows.
+type entry struct {
+	m    *Message
+	at   time.Time
+	q    *Queue
+	keys []string // orderKeys(m)
+	// after holds the messages queued before it, here or in a replaced
+	// queue, that report its group or one of its alerts: it goes out once
+	// they are done.
+	after []*entry
+	// done: delivered, given up, dropped or abandoned. Set under the
+	// owning queue's lock, read under a follower's.
+	done atomic.Bool
+}
+
+// orderKeys returns what a message's order depends on: its group and
+// each of its alerts, of its receiver.
+func orderKeys(m *Message) []string {
+	keys := make([]string, 0, len(m.Alerts)+1)
+	keys = append(keys, m.Receiver+"\x00g"+m.GroupKey)
+	for _, a := range m.Alerts {
+		if a.Fingerprint != "" {
+			keys = append(keys, m.Receiver+"\x00a"+a.Fingerprint)
+		}
+	}
+	return keys
 }
 
 // NewQueue starts the worker of a receiver. Close stops it. When the
-// worker stops, it closes n if n is a Closer.
+// worker stops, it closes n if n is a Closer. The queues of
+// QueueOptions.Replaces must be retired already.
 func NewQueue(name string, n Notifier, o QueueOptions) *Queue {
 	o = o.withDefaults()
 	o.Metrics.init(name)
 	ctx, cancel := context.WithCancel(context.Background())
-	q := &Queue{name: name, n: n, o: o, wake: make(chan struct{}, 1), cancel: cancel,
+	q := &Queue{name: name, n: n, o: o, wake: make(chan struct{}, 1), cancel: cancel, last: map[string]*entry{},
 		retire: make(chan struct{}), done: make(chan struct{}), paused: map[*Message]*delivery{}}
 	q.cond = sync.NewCond(&q.mu)
-	o.Metrics.oldest.add(q)
+	for _, p := range o.Replaces {
+		// p takes no more messages: what it holds is older than
+		// anything queued here. A later replaced queue's messages are
+		// newer than an earlier one's.
+		p.mu.Lock()
+		for k, e := range p.last {
+			if !e.done.Load() {
+				q.last[k] = e
+			}
+		}
+		p.followers = append(p.followers, q)
+		p.mu.Unlock()
+	}
+	q.o.Replaces = nil
+	o.Metrics.running.add(q)
 	go q.run(ctx)
 	return q
 }
+
+// Name returns the receiver's name.
+func (q *Queue) Name() string { return q.name }
 
 // Enqueue queues m without blocking; it returns false and counts a drop
 // when the queue is retired or closed, or full of messages at least as
@@ -286,7 +353,7 @@ func (q *Queue) Enqueue(m *Message) bool {
 		q.o.Metrics.dropped.WithLabelValues(q.name).Inc()
 		return false
 	}
-	var displaced *Message
+	var displaced *entry
 	if len(q.items) >= q.o.Capacity {
 		i := q.leastUrgent()
 		if i < 0 || !m.Severity.MoreUrgent(q.items[i].m.Severity) {
@@ -296,28 +363,62 @@ func (q *Queue) Enqueue(m *Message) bool {
 				"severity", m.Severity, "capacity", q.o.Capacity)
 			return false
 		}
-		displaced = q.items[i].m
+		displaced = q.items[i]
 		q.items = slices.Delete(q.items, i, i+1)
-		delete(q.paused, displaced)
+		delete(q.paused, displaced.m)
+		q.finish(displaced)
 		q.pending--
 	}
-	q.items = append(q.items, queued{m: m, at: q.o.Clock.Now()})
+	e := &entry{m: m, at: q.o.Clock.Now(), q: q, keys: orderKeys(m)}
+	for _, k := range e.keys {
+		// l == e: a message may hold an alert twice (resolved, then
+		// firing again).
+		if l := q.last[k]; l != nil && l != e && !l.done.Load() && !slices.Contains(e.after, l) {
+			e.after = append(e.after, l)
+		}
+		q.last[k] = e
+	}
+	q.items = append(q.items, e)
 	q.pending++
-	q.o.Metrics.depth.WithLabelValues(q.name).Set(float64(len(q.items)))
+	followers := q.followers
 	q.mu.Unlock()
+	q.signal()
+	if displaced != nil {
+		wakeAll(followers)
+		m := displaced.m
+		q.o.Metrics.dropped.WithLabelValues(q.name).Inc()
+		q.o.Logger.Warn("alert notification dropped: receiver queue full, a more urgent one took its place", "receiver", q.name,
+			"group", m.GroupKey, "severity", m.Severity, "for_severity", e.m.Severity, "capacity", q.o.Capacity)
+		if q.o.OnDrop != nil {
+			q.o.OnDrop(m)
+		}
+	}
+	return true
+}
+
+// signal wakes the worker without blocking.
+func (q *Queue) signal() {
 	select {
 	case q.wake <- struct{}{}:
 	default:
 	}
-	if displaced != nil {
-		q.o.Metrics.dropped.WithLabelValues(q.name).Inc()
-		q.o.Logger.Warn("alert notification dropped: receiver queue full, a more urgent one took its place", "receiver", q.name,
-			"group", displaced.GroupKey, "severity", displaced.Severity, "for_severity", m.Severity, "capacity", q.o.Capacity)
-		if q.o.OnDrop != nil {
-			q.o.OnDrop(displaced)
+}
+
+func wakeAll(qs []*Queue) {
+	for _, f := range qs {
+		f.signal()
+	}
+}
+
+// finish marks e done, so that the messages following it may go; q.mu
+// held. The caller wakes the followers (wakeAll) once it let go of q.mu.
+func (q *Queue) finish(e *entry) {
+	e.done.Store(true)
+	for _, k := range e.keys {
+		if q.last[k] == e {
+			delete(q.last, k)
 		}
 	}
-	return true
 }
 
 // leastUrgent returns the index of the newest of the least urgent queued
@@ -332,36 +433,112 @@ func (q *Queue) leastUrgent() int {
 	return at
 }
 
-// pop takes the next message to deliver: the earliest of the most urgent
-// ones, or the earliest queued message of its group; nil m when none is
-// queued. q.mu held.
-func (q *Queue) pop() queued {
-	if len(q.items) == 0 {
-		return queued{}
+// root returns the message that must go out first for e to go: e when
+// every message it follows is done, else the root of the first of them
+// still in this queue; nil when e waits only for a replaced queue. q.mu
+// held. The walk ends: a message follows only earlier ones.
+func (q *Queue) root(e *entry) *entry {
+	for {
+		var next *entry
+		blocked := false
+		for _, d := range e.after {
+			switch {
+			case d.done.Load():
+			case d.q != q:
+				blocked = true
+			case next == nil:
+				next = d
+			}
+		}
+		switch {
+		case next != nil:
+			e = next
+		case blocked:
+			return nil
+		default:
+			return e
+		}
 	}
+}
+
+// byUrgency returns the indices of the queued messages, the most urgent
+// tier first, in queue order within a tier; q.mu held.
+func (q *Queue) byUrgency() []int {
+	idx := make([]int, len(q.items))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		switch sa, sb := q.items[a].m.Severity, q.items[b].m.Severity; {
+		case sa.MoreUrgent(sb):
+			return -1
+		case sb.MoreUrgent(sa):
+			return 1
+		}
+		return 0
+	})
+	return idx
+}
+
+// waiting reports whether e gave way to a more urgent message while it
+// waited for the time its receiver named, and that time is still ahead;
+// q.mu held.
+func (q *Queue) waiting(e *entry, now time.Time) bool {
+	st := q.paused[e.m]
+	return st != nil && st.resume.After(now)
+}
+
+// pop takes the next message to deliver: for the earliest of the most
+// urgent ones, the message that must go first (root), unless that one
+// waits for the time its receiver named (waiting), in which case the
+// next one in tier and queue order whose root does not wait; the first
+// root that waits when all do; nil when none is queued or every queued
+// one waits for a replaced queue. q.mu held.
+func (q *Queue) pop() *entry {
+	if len(q.items) == 0 {
+		return nil
+	}
+	now := q.o.Clock.Now()
 	best := 0
 	for i, it := range q.items {
 		if it.m.Severity.MoreUrgent(q.items[best].m.Severity) {
 			best = i
 		}
 	}
-	b := q.items[best].m
-	at := slices.IndexFunc(q.items[:best], func(it queued) bool {
-		return it.m.Receiver == b.Receiver && it.m.GroupKey == b.GroupKey
-	})
-	if at < 0 {
-		at = best
+	r := q.root(q.items[best])
+	if r == nil || q.waiting(r, now) {
+		var first *entry
+		for _, i := range q.byUrgency() {
+			r = q.root(q.items[i])
+			if r != nil && !q.waiting(r, now) {
+				break
+			}
+			if first == nil {
+				first = r
+			}
+			r = nil
+		}
+		if r == nil {
+			r = first
+		}
 	}
-	it := q.items[at]
-	q.items = slices.Delete(q.items, at, at+1)
-	return it
+	if r == nil {
+		return nil
+	}
+	q.items = slices.DeleteFunc(q.items, func(e *entry) bool { return e == r })
+	return r
 }
 
-// oldest returns the age of the earliest queued of the messages queued
-// or being delivered, 0 when none.
-func (q *Queue) oldest() time.Duration {
+// load returns the number of queued messages and the age of the
+// earliest queued of the messages queued or being delivered, 0 when none.
+func (q *Queue) load() (int, time.Duration) {
 	q.mu.Lock()
-	first, ok := q.current.at, q.current.m != nil
+	n := len(q.items)
+	var first time.Time
+	ok := q.current != nil
+	if ok {
+		first = q.current.at
+	}
 	for _, it := range q.items {
 		if !ok || it.at.Before(first) {
 			first, ok = it.at, true
@@ -369,9 +546,9 @@ func (q *Queue) oldest() time.Duration {
 	}
 	q.mu.Unlock()
 	if !ok {
-		return 0
+		return n, 0
 	}
-	return max(q.o.Clock.Now().Sub(first), 0)
+	return n, max(q.o.Clock.Now().Sub(first), 0)
 }
 
 // Idle waits until every queued message has had its last attempt, or ctx ends.
@@ -427,8 +604,10 @@ func (q *Queue) Retire() <-chan struct{} {
 func (q *Queue) run(ctx context.Context) {
 	defer close(q.done)
 	// Before done is closed: once Close or Retire's channel returns, the
-	// queue has no oldest_seconds series of its own.
-	defer q.o.Metrics.oldest.remove(q)
+	// queue has no queue_depth or oldest_seconds series of its own.
+	defer q.o.Metrics.running.remove(q)
+	// Abandoned messages (Close) hold back no follower any more.
+	defer q.abandon()
 	if c, ok := q.n.(Closer); ok {
 		// Runs before done is closed: once Close or Retire's channel
 		// returns, the notifier has let go of what it shares.
@@ -438,20 +617,25 @@ func (q *Queue) run(ctx context.Context) {
 		q.mu.Lock()
 		it := q.pop()
 		q.current = it
-		retired := q.retired
-		q.o.Metrics.depth.WithLabelValues(q.name).Set(float64(len(q.items)))
+		retired, left := q.retired, len(q.items)
 		q.mu.Unlock()
-		if it.m == nil {
-			if retired {
+		if it == nil {
+			if retired && left == 0 {
 				// Enqueue refuses from now on (it checks under q.mu), so
 				// nothing is left.
 				return
+			}
+			// Nothing queued, or only messages waiting for a replaced
+			// queue, which wakes this one when it finishes one.
+			retire := q.retire
+			if retired {
+				retire = nil
 			}
 			select {
 			case <-ctx.Done():
 				return
 			case <-q.wake:
-			case <-q.retire:
+			case <-retire:
 			}
 			continue
 		}
@@ -459,6 +643,21 @@ func (q *Queue) run(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// abandon marks the messages left done when the worker stops and wakes
+// the followers.
+func (q *Queue) abandon() {
+	q.mu.Lock()
+	if q.current != nil {
+		q.finish(q.current)
+	}
+	for _, e := range q.items {
+		q.finish(e)
+	}
+	followers := q.followers
+	q.mu.Unlock()
+	wakeAll(followers)
 }
 
 // errYield is deliver's signal that a message gives way to a more urgent
@@ -478,7 +677,7 @@ type delivery struct {
 // handle delivers one message; false when the queue was closed meanwhile.
 // A message that gives way to a more urgent one goes back to the head of
 // the queue, still pending, and keeps its delivery state.
-func (q *Queue) handle(ctx context.Context, it queued) bool {
+func (q *Queue) handle(ctx context.Context, it *entry) bool {
 	m := it.m
 	q.mu.Lock()
 	st := q.paused[m]
@@ -492,7 +691,7 @@ func (q *Queue) handle(ctx context.Context, it queued) bool {
 		q.mu.Lock()
 		q.items = slices.Insert(q.items, 0, it)
 		q.paused[m] = st
-		q.current = queued{}
+		q.current = nil
 		q.mu.Unlock()
 		return true
 	}
@@ -511,9 +710,12 @@ func (q *Queue) handle(ctx context.Context, it queued) bool {
 	}
 	q.mu.Lock()
 	q.pending--
-	q.current = queued{}
+	q.current = nil
+	q.finish(it)
+	followers := q.followers
 	q.cond.Broadcast()
 	q.mu.Unlock()
+	wakeAll(followers)
 	return true
 }
 
@@ -521,7 +723,7 @@ func (q *Queue) handle(ctx context.Context, it queued) bool {
 // delivered, given up or gives way (errYield).
 func (q *Queue) deliver(ctx context.Context, m *Message, st *delivery) error {
 	if !st.resume.IsZero() {
-		if err := q.pause(ctx, m, st, st.resume.Sub(q.o.Clock.Now())); err != nil {
+		if err := q.pause(ctx, st, st.resume.Sub(q.o.Clock.Now())); err != nil {
 			return err
 		}
 	}
@@ -544,7 +746,7 @@ func (q *Queue) deliver(ctx context.Context, m *Message, st *delivery) error {
 				wait = se.Wait(q.o.Clock.Now())
 			}
 			q.o.Logger.Info("alert notification delivered in part, continuing", "receiver", q.name, "group", m.GroupKey, "wait", wait, "err", err)
-			if err := q.pause(ctx, m, st, wait); err != nil {
+			if err := q.pause(ctx, st, wait); err != nil {
 				return err
 			}
 			continue
@@ -566,7 +768,7 @@ func (q *Queue) deliver(ctx context.Context, m *Message, st *delivery) error {
 			q.o.Metrics.attempts.WithLabelValues(q.name, "deferred").Inc()
 			q.o.Logger.Info("alert notification held back by the receiver, no attempt made, waiting", "receiver", q.name,
 				"group", m.GroupKey, "wait", wait, "deferred", st.deferred, "err", err)
-			if err := q.pause(ctx, m, st, wait); err != nil {
+			if err := q.pause(ctx, st, wait); err != nil {
 				return err
 			}
 			continue
@@ -592,10 +794,11 @@ func (q *Queue) deliver(ctx context.Context, m *Message, st *delivery) error {
 	}
 }
 
-// pause waits d before the next attempt at m, or gives way (errYield,
-// with st.resume set to the end of the wait) as soon as a message that
-// pop would take ahead of m is queued; an error when ctx ends first.
-func (q *Queue) pause(ctx context.Context, m *Message, st *delivery, d time.Duration) error {
+// pause waits d before the next attempt at the message being delivered,
+// or gives way (errYield, with st.resume set to the end of the wait) as
+// soon as a message it yields to (yieldsTo) is queued, or a replaced
+// queue lets one go; an error when ctx ends first.
+func (q *Queue) pause(ctx context.Context, st *delivery, d time.Duration) error {
 	st.resume = time.Time{}
 	var t clock.Timer
 	if d > 0 {
@@ -604,7 +807,7 @@ func (q *Queue) pause(ctx context.Context, m *Message, st *delivery, d time.Dura
 	}
 	end := q.o.Clock.Now().Add(d)
 	for {
-		if q.yieldsTo(m) {
+		if q.yieldsTo() {
 			if t != nil {
 				st.resume = end
 			}
@@ -633,25 +836,31 @@ func (q *Queue) sleep(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
-// yieldsTo reports whether a message queued meanwhile would be taken
-// ahead of m were m back at the head of the queue (see pop): a more urgent
-// one whose group has no message queued before it, m included. A more
-// urgent message of m's own group waits behind m, so m does not give way
-// to it.
-func (q *Queue) yieldsTo(m *Message) bool {
+// yieldsTo reports whether a message queued meanwhile, more urgent than
+// the one being delivered, can go now: its root (the message it must
+// follow that goes first) is neither the one being delivered, nor one
+// waiting for the time its receiver named, nor in a replaced queue. A more
+// urgent message of the same group or of one of its alerts waits behind
+// the one being delivered, so that one does not give way to it; pop then
+// takes the message yielded to.
+func (q *Queue) yieldsTo() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	best := -1
-	for i, it := range q.items {
-		if best < 0 || it.m.Severity.MoreUrgent(q.items[best].m.Severity) {
-			best = i
-		}
-	}
-	if best < 0 {
+	cur := q.current
+	if cur == nil {
 		return false
 	}
-	b := q.items[best].m
-	return b.Severity.MoreUrgent(m.Severity) && (b.Receiver != m.Receiver || b.GroupKey != m.GroupKey)
+	now := q.o.Clock.Now()
+	for _, i := range q.byUrgency() {
+		e := q.items[i]
+		if !e.m.Severity.MoreUrgent(cur.m.Severity) {
+			return false
+		}
+		if r := q.root(e); r != nil && r != cur && !q.waiting(r, now) {
+			return true
+		}
+	}
+	return false
 }
 
 // Failed returns the counter of notifications given up for a receiver.

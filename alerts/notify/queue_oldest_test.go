@@ -168,3 +168,48 @@ func queueDepth(t *testing.T, reg *prometheus.Registry, receiver string) float64
 	t.Fatalf("no queue depth for %s", receiver)
 	return 0
 }
+
+// While a receiver's retiring queue and its new one both run, its queue
+// depth is the sum of theirs; the series is gone once neither runs.
+func TestQueueDepthSumsTheReceiversRunningQueues(t *testing.T) {
+	f := clock.NewFake(time.Unix(0, 0))
+	reg := prometheus.NewRegistry()
+	met := NewMetrics(reg)
+	g1 := &gated{started: make(chan string), release: make(chan string)}
+	old := NewQueue("hook", g1, QueueOptions{Clock: f, Metrics: met})
+	defer old.Close()
+	old.Enqueue(&Message{ID: "a1", GroupKey: "a1"})
+	<-g1.started
+	old.Enqueue(&Message{ID: "a2", GroupKey: "a2"})
+	old.Enqueue(&Message{ID: "a3", GroupKey: "a3"})
+	done := old.Retire()
+	g2 := &gated{started: make(chan string), release: make(chan string)}
+	cur := NewQueue("hook", g2, QueueOptions{Clock: f, Metrics: met})
+	defer cur.Close()
+	cur.Enqueue(&Message{ID: "b1", GroupKey: "b1"})
+	<-g2.started
+	cur.Enqueue(&Message{ID: "b2", GroupKey: "b2"})
+	if got := queueDepth(t, reg, "hook"); got != 3 {
+		t.Fatalf("queue depth %v with 2 queued on the retiring queue and 1 on the new one, want 3", got)
+	}
+	for _, id := range []string{"a1", "a2", "a3"} {
+		g1.release <- id
+		if id != "a3" {
+			<-g1.started
+		}
+	}
+	<-done
+	if got := queueDepth(t, reg, "hook"); got != 1 {
+		t.Fatalf("queue depth %v after the retiring queue stopped, want the new queue's 1", got)
+	}
+	cur.Close()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "governor_alerts_notification_queue_depth" && len(mf.GetMetric()) > 0 {
+			t.Fatalf("queue depth series %v after every queue of the receiver stopped, want none", mf.GetMetric())
+		}
+	}
+}
