@@ -134,7 +134,22 @@
 // instance a State: SYNCED (runs the version meant for it), PENDING (behind,
 // within the grace period), STALE (behind for longer than the grace period),
 // NACKED (refused the version, with the validation error) or GONE (no
-// heartbeat), with the history of transitions. An instance turns GONE only
+// heartbeat), with the history of transitions. Instances are compared by
+// version and, when the SDK reports it, by content: an instance that runs
+// the version meant for it with a checksum other than the one the rules
+// store has for that number (LedgerOptions.Checksum; the instance still
+// runs the old content of a version published again after a restored
+// rules store, its applier refused the new one) is NACKED, not SYNCED,
+// with reason NackOtherContent ("other_content") and the error "runs
+// other content of version N: checksum X, published Y" (followed by
+// "; refused it: " and the instance's own NACK of the published content,
+// when it sent one). Reports and heartbeats without checksums (SDKs older
+// than the fields) are compared by version only, as before.
+//
+// SDKs and engines upgrade in either order: watch.DecodeReport and
+// watch.DecodeHeartbeat ignore fields they do not know, so a ledger
+// older than an SDK records its messages without the newer fields (see
+// "Upgrade order" in sdk/watch). An instance turns GONE only
 // when the ledger was able to hear it for the whole gone period: not while
 // the ledger's NATS connection is down, nor until GoneAfter has passed since
 // the ledger started, reconnected or last failed to record a message (the

@@ -69,6 +69,19 @@ type LedgerOptions struct {
 	// change or an abort (the bucket changed, the ledger's write failed).
 	// Publisher.Canary fits.
 	Staged func(ctx context.Context, service string) (*watch.Canary, error)
+	// Checksum, when set, returns the checksum the rules store has for a
+	// version of a service ("" if it has none); ChecksumFrom adapts a rules
+	// store, and Plane sets it when its Outbox is one. The ledger compares
+	// it with the checksum of the content an instance says it runs
+	// (watch.Report.RunningChecksum, watch.Heartbeat.RunningChecksum): an
+	// instance that runs other content under the number meant for it is
+	// NACKED with reason NackOtherContent, not SYNCED. Each replica asks
+	// once per service and version between two sweeps (a publication it
+	// records tells it the checksum); a failed lookup is logged and the
+	// message recorded without the comparison. Without it, and for
+	// messages without a checksum (older SDKs), instances are compared by
+	// version only.
+	Checksum func(ctx context.Context, service string, version int64) (string, error)
 	// Buffer bounds the messages waiting to be recorded; default 8192.
 	// Beyond it messages are dropped and counted (heartbeats repair the
 	// ledger).
@@ -122,6 +135,17 @@ type Ledger struct {
 	deaf time.Time
 	// reconnects is the connection's count as of the last sweep of Run.
 	reconnects uint64
+
+	// sums caches LedgerOptions.Checksum between two sweeps (guarded by
+	// sumsMu, not mu: messages are looked up before they are recorded).
+	sumsMu sync.Mutex
+	sums   map[versionKey]string
+}
+
+// versionKey names a version of a service.
+type versionKey struct {
+	service string
+	version int64
 }
 
 // DefaultTransitionRetention is how long the ledger keeps the history of
@@ -211,6 +235,7 @@ func NewLedger(o LedgerOptions) (*Ledger, error) {
 		pruned: f.NewCounter(prometheus.CounterOpts{Name: "governor_distribution_ledger_transitions_pruned_total",
 			Help: "Transitions deleted from the history because they were older than the retention."}),
 		pruneBatch: pruneBatch,
+		sums:       map[versionKey]string{},
 	}
 	for _, s := range States {
 		l.moves.WithLabelValues(string(s))
@@ -227,6 +252,11 @@ func NewLedger(o LedgerOptions) (*Ledger, error) {
 // instance, or (canary not nil) for the instances the selector picks. It has
 // the signature of RelayOptions.OnPublished.
 func (l *Ledger) Published(ctx context.Context, env *rules.Envelope, canary *watch.Selector) error {
+	if l.o.Checksum != nil {
+		l.sumsMu.Lock()
+		l.sums[versionKey{env.Service, env.Version}] = env.Checksum
+		l.sumsMu.Unlock()
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.o.Clock.Now()
@@ -340,13 +370,16 @@ func (l *Ledger) compareAndSet(op func() error) error {
 // message recorded of the instance (see Instance.MessageAt) only refreshes
 // LastSeen and AckVersion.
 func (l *Ledger) HandleReport(ctx context.Context, r *watch.Report) error {
+	c := reportContent(r)
+	l.lookUp(ctx, r.Service, c)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.updateInstance(ctx, r.Service, r.Instance, l.reportChange(r))
+	return l.updateInstance(ctx, r.Service, r.Instance, l.reportChange(r, c))
 }
 
-// reportChange is the change a report makes to its instance's record.
-func (l *Ledger) reportChange(r *watch.Report) func(in *Instance, now time.Time) {
+// reportChange is the change a report makes to its instance's record; c
+// is what it says of the content running (reportContent, looked up).
+func (l *Ledger) reportChange(r *watch.Report, c *contentCheck) func(in *Instance, now time.Time) {
 	return func(in *Instance, now time.Time) {
 		in.LastSeen = now
 		if r.Status == watch.StatusACK {
@@ -355,6 +388,7 @@ func (l *Ledger) reportChange(r *watch.Report) func(in *Instance, now time.Time)
 		if !l.inOrder(in, r.At) {
 			return
 		}
+		was := nackOf(in)
 		in.Running = r.Running
 		if r.Labels != nil {
 			in.Labels = maps.Clone(r.Labels)
@@ -362,6 +396,7 @@ func (l *Ledger) reportChange(r *watch.Report) func(in *Instance, now time.Time)
 		if r.Status == watch.StatusNACK {
 			in.NackVersion, in.NackReason, in.NackError, in.NackAt = r.Version, string(r.Reason), r.Error, now
 		}
+		c.record(in, was, now)
 	}
 }
 
@@ -369,18 +404,24 @@ func (l *Ledger) reportChange(r *watch.Report) func(in *Instance, now time.Time)
 // message recorded of the instance (see Instance.MessageAt) only refreshes
 // LastSeen and HeartbeatMS.
 func (l *Ledger) HandleHeartbeat(ctx context.Context, h *watch.Heartbeat) error {
+	c := heartbeatContent(h)
+	l.lookUp(ctx, h.Service, c)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.updateInstance(ctx, h.Service, h.Instance, l.heartbeatChange(h))
+	return l.updateInstance(ctx, h.Service, h.Instance, l.heartbeatChange(h, c))
 }
 
-// heartbeatChange is the change a heartbeat makes to its instance's record.
-func (l *Ledger) heartbeatChange(h *watch.Heartbeat) func(in *Instance, now time.Time) {
+// heartbeatChange is the change a heartbeat makes to its instance's
+// record; c is what it says of the content running (heartbeatContent,
+// looked up).
+func (l *Ledger) heartbeatChange(h *watch.Heartbeat, c *contentCheck) func(in *Instance, now time.Time) {
 	return func(in *Instance, now time.Time) {
 		in.LastSeen, in.HeartbeatMS = now, h.IntervalMS
 		if !l.inOrder(in, h.At) {
 			return
 		}
+		was := nackOf(in)
+		defer c.record(in, was, now)
 		in.Running = h.Running
 		in.Labels = maps.Clone(h.Labels)
 		if h.NackError != "" && (h.NackVersion != in.NackVersion || h.NackError != in.NackError) {
@@ -647,6 +688,9 @@ func (l *Ledger) reevaluate(ctx context.Context, t Target) error {
 // records the canary the bucket stages; if the bucket cannot be read, the
 // sweep goes on with the recorded targets.
 func (l *Ledger) Sweep(ctx context.Context) error {
+	l.sumsMu.Lock()
+	clear(l.sums) // a restored rules store has other content under its numbers
+	l.sumsMu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ins, err := l.o.Store.Instances(ctx, "")
@@ -898,6 +942,7 @@ func (l *Ledger) record(ctx context.Context, m *nats.Msg) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, l.o.RecordTimeout)
 	defer cancel()
+	l.lookUp(rctx, msg.service, msg.content)
 	l.mu.Lock()
 	err = l.updateInstance(rctx, msg.service, msg.instance, msg.change)
 	l.mu.Unlock()
@@ -916,11 +961,13 @@ func (l *Ledger) malformed(ctx context.Context, m *nats.Msg, kind string, err er
 }
 
 // message is a decoded report or heartbeat: its kind (ack, nack,
-// heartbeat), the instance it is about and the change it makes to the
-// instance's record.
+// heartbeat), the instance it is about, what it says of the content
+// running (to be looked up before it is recorded) and the change it makes
+// to the instance's record.
 type message struct {
 	kind              string
 	service, instance string
+	content           *contentCheck
 	change            func(in *Instance, now time.Time)
 }
 
@@ -935,7 +982,8 @@ func (l *Ledger) decode(m *nats.Msg) (message, error) {
 			return message{kind: "heartbeat"}, err
 		}
 		h.NackError, h.Labels = storable(h.NackError), storableLabels(h.Labels)
-		return message{kind: "heartbeat", service: h.Service, instance: h.Instance, change: l.heartbeatChange(h)}, nil
+		c := heartbeatContent(h)
+		return message{kind: "heartbeat", service: h.Service, instance: h.Instance, content: c, change: l.heartbeatChange(h, c)}, nil
 	}
 	r, err := watch.DecodeReport(m.Data)
 	if err != nil {
@@ -949,7 +997,8 @@ func (l *Ledger) decode(m *nats.Msg) (message, error) {
 		return message{kind: kind}, err
 	}
 	r.Error, r.Labels = storable(r.Error), storableLabels(r.Labels)
-	return message{kind: kind, service: r.Service, instance: r.Instance, change: l.reportChange(r)}, nil
+	c := reportContent(r)
+	return message{kind: kind, service: r.Service, instance: r.Instance, content: c, change: l.reportChange(r, c)}, nil
 }
 
 // storable replaces NUL characters, which PostgreSQL refuses in text, with

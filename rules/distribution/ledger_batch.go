@@ -56,6 +56,9 @@ func (l *Ledger) recordBatch(ctx context.Context, msgs []*nats.Msg) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, l.o.RecordTimeout)
 	defer cancel()
+	for _, msg := range decoded {
+		l.lookUp(rctx, msg.service, msg.content)
+	}
 	l.mu.Lock()
 	errs := l.recordTogether(rctx, bs, decoded)
 	l.mu.Unlock()

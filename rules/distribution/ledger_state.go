@@ -18,11 +18,26 @@ const (
 	StatePending State = "PENDING"
 	// StateStale: behind for longer than the grace period.
 	StateStale State = "STALE"
-	// StateNacked: the instance refused the version meant for it.
+	// StateNacked: the instance refused the version meant for it, or runs
+	// other content under its number (NackOtherContent).
 	StateNacked State = "NACKED"
 	// StateGone: no heartbeat for longer than the gone period.
 	StateGone State = "GONE"
 )
+
+// NackOtherContent is the NACK reason (Instance.NackReason) the ledger
+// records for an instance that runs the version meant for it with other
+// content than the rules store has under that number: the checksum it
+// reports (watch.Report.RunningChecksum, watch.Heartbeat.RunningChecksum)
+// is not the store's (LedgerOptions.Checksum). Such an instance is NACKED,
+// not SYNCED, with the error "runs other content of version N: checksum
+// X, published Y", followed by the instance's own refusal of the published
+// content when it reported one ("; refused it: apply: ..."). The record
+// lasts while the instance runs that version and reports other content; a
+// message with the store's checksum, or with another version running,
+// clears it. Messages without a checksum (SDKs older than the field)
+// leave it as it is.
+const NackOtherContent = "other_content"
 
 // States lists the states in display order.
 var States = [...]State{StateSynced, StatePending, StateStale, StateNacked, StateGone}
@@ -111,6 +126,8 @@ func (e evaluator) evaluate(in *Instance, t Target, now, deaf time.Time) (State,
 	switch {
 	case now.Sub(in.LastSeen) > gone && (in.State == StateGone || now.Sub(deaf) > gone):
 		return StateGone, want, "no heartbeat since " + in.LastSeen.UTC().Format(time.RFC3339)
+	case want != 0 && in.Running == want && in.NackReason == NackOtherContent && in.NackVersion == want:
+		return StateNacked, want, in.NackError
 	case want == 0 || in.Running == want:
 		return StateSynced, want, ""
 	case in.NackVersion == want || (in.NackVersion == 0 && !in.NackAt.IsZero() && !in.NackAt.Before(at)):

@@ -72,9 +72,14 @@ func NewPlane(ctx context.Context, o PlaneOptions) (*Plane, error) {
 	if err != nil {
 		return nil, err
 	}
-	ledger, err := NewLedger(LedgerOptions{Store: o.Store, Names: o.Names, Grace: o.Grace, GoneAfter: o.GoneAfter,
+	lo := LedgerOptions{Store: o.Store, Names: o.Names, Grace: o.Grace, GoneAfter: o.GoneAfter,
 		ForgetAfter: o.ForgetAfter, TransitionRetention: o.TransitionRetention, Latest: LatestFrom(pub),
-		Staged: pub.Canary, Clock: o.Clock, Logger: o.Logger, Registerer: o.Registerer})
+		Staged: pub.Canary, Clock: o.Clock, Logger: o.Logger, Registerer: o.Registerer}
+	if g, ok := o.Outbox.(versionGetter); ok {
+		// The ledger compares the content instances run with the store's.
+		lo.Checksum = checksumFrom(g)
+	}
+	ledger, err := NewLedger(lo)
 	if err != nil {
 		return nil, err
 	}

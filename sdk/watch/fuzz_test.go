@@ -10,6 +10,9 @@ func FuzzDecodeReport(f *testing.F) {
 	f.Add([]byte(`{"service":"s","instance":"i","version":0,"status":"nack","reason":"not_json","error":"x","running":2}`))
 	f.Add([]byte(`{"service":"","status":"maybe"}`))
 	f.Add([]byte(`[]`))
+	f.Add([]byte(`{"service":"s","instance":"i","version":5,"status":"nack","reason":"apply","error":"x","checksum":"sha256:` +
+		`0a","running":5,"running_checksum":"sha256:0b","at":"2026-01-01T00:00:00Z"}`))
+	f.Add([]byte(`{"service":"s","instance":"i","version":3,"status":"ack","running":0,"running_checksum":"sha256:0b"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r, err := DecodeReport(data)
 		if err != nil {
@@ -18,7 +21,9 @@ func FuzzDecodeReport(f *testing.F) {
 			}
 			return
 		}
-		if r.Service == "" || r.Instance == "" || r.Version < 0 || (r.Status != StatusACK && r.Status != StatusNACK) {
+		if r.Service == "" || r.Instance == "" || r.Version < 0 || (r.Status != StatusACK && r.Status != StatusNACK) ||
+			len(r.Checksum) > maxChecksumBytes || len(r.RunningChecksum) > maxChecksumBytes ||
+			(r.Running == 0 && r.RunningChecksum != "") {
 			t.Fatalf("accepted an invalid report %+v", r)
 		}
 	})
@@ -28,6 +33,8 @@ func FuzzDecodeHeartbeat(f *testing.F) {
 	f.Add([]byte(`{"service":"s","instance":"i","running":3,"labels":{"zone":"a"},"interval_ms":10000}`))
 	f.Add([]byte(`{"service":"s","instance":"i","running":-1}`))
 	f.Add([]byte(`{"service":"s","instance":"i"} x`))
+	f.Add([]byte(`{"service":"s","instance":"i","running":5,"running_checksum":"sha256:0b","nack_version":6,` +
+		`"nack_reason":"apply","nack_error":"x","nack_checksum":"sha256:0c"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		h, err := DecodeHeartbeat(data)
 		if err != nil {
@@ -36,7 +43,9 @@ func FuzzDecodeHeartbeat(f *testing.F) {
 			}
 			return
 		}
-		if h.Service == "" || h.Instance == "" || h.Running < 0 || h.IntervalMS < 0 {
+		if h.Service == "" || h.Instance == "" || h.Running < 0 || h.IntervalMS < 0 ||
+			len(h.NackChecksum) > maxChecksumBytes || len(h.RunningChecksum) > maxChecksumBytes ||
+			(h.Running == 0 && h.RunningChecksum != "") {
 			t.Fatalf("accepted an invalid heartbeat %+v", h)
 		}
 	})

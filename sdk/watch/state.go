@@ -42,8 +42,11 @@ type state struct {
 	// but for the last good stable version, a fallback.
 	refused map[envelopeID]*Report
 
-	mu       sync.Mutex // guards lastNack, read by heartbeats
+	mu       sync.Mutex // guards lastNack and runningSum, read by heartbeats
 	lastNack *Report    // nil once a version at least as new is applied
+	// runningSum is the checksum of the content running, set with running
+	// (runningContent reads both under mu).
+	runningSum string
 }
 
 // envelopeID names an envelope: the same version with other content is
@@ -98,7 +101,7 @@ func (s *state) loadCache() {
 	err = s.applier.Apply(env.Ruleset, env.Version)
 	if err == nil {
 		s.current = env
-		s.setRunning(env.Version)
+		s.setRunning(env)
 		return
 	}
 	s.m.cacheErr.WithLabelValues("load").Inc()
@@ -107,30 +110,42 @@ func (s *state) loadCache() {
 	if g != nil && !same(g, env) {
 		if gerr := s.applier.Apply(g.Ruleset, g.Version); gerr == nil {
 			s.current = g
-			s.setRunning(g.Version)
+			s.setRunning(g)
 		} else {
 			s.m.cacheErr.WithLabelValues("load").Inc()
 			s.onError(fmt.Errorf("%w: apply cached stable version %d: %w", ErrCache, g.Version, gerr))
-			s.reject(g.Version, ReasonApply, gerr)
+			s.reject(g.Version, g.Checksum, ReasonApply, gerr)
 			s.refuse(g)
 		}
 	}
 	// Last, so that heartbeats repeat the NACK of the version the instance
 	// was meant to run, and the report carries the version running instead.
-	s.reject(env.Version, ReasonApply, err)
+	s.reject(env.Version, env.Checksum, ReasonApply, err)
 	s.refuse(env)
 }
 
-func (s *state) setRunning(v int64) {
-	s.running.Store(v)
-	s.m.running.Set(float64(v))
+// setRunning makes env the content running, as reports and heartbeats say.
+func (s *state) setRunning(env *rules.Envelope) {
+	s.mu.Lock()
+	s.runningSum = env.Checksum
+	s.running.Store(env.Version)
+	s.mu.Unlock()
+	s.m.running.Set(float64(env.Version))
+}
+
+// runningContent returns the version running and the checksum of its
+// content ("" when none runs), as one.
+func (s *state) runningContent() (int64, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.running.Load(), s.runningSum
 }
 
 // onStable handles a value of the stable key.
 func (s *state) onStable(data []byte) {
 	env, reason, err := s.decodeEnvelope(data)
 	if err != nil {
-		s.reject(versionOf(data), reason, err)
+		s.reject(versionOf(data), "", reason, err)
 		return
 	}
 	// A newer version replaces the stable one; so does the same version
@@ -167,7 +182,7 @@ func (s *state) onStable(data []byte) {
 func (s *state) onCanary(data []byte) {
 	c, version, reason, err := s.decodeCanary(data)
 	if err != nil {
-		s.reject(version, reason, err)
+		s.reject(version, "", reason, err)
 		s.onCanaryGone()
 		return
 	}
@@ -332,7 +347,7 @@ func (s *state) nackTarget() {
 		return
 	}
 	r := s.report(t.Version, StatusNACK, prev.Reason, nil)
-	r.Error = prev.Error
+	r.Error, r.Checksum = prev.Error, t.Checksum
 	s.mu.Lock()
 	s.lastNack = r
 	s.mu.Unlock()
@@ -345,7 +360,7 @@ func (s *state) nackTarget() {
 // may bring a configuration that accepts it.
 func (s *state) apply(env *rules.Envelope) bool {
 	if err := s.applier.Apply(env.Ruleset, env.Version); err != nil {
-		s.reject(env.Version, ReasonApply, err)
+		s.reject(env.Version, env.Checksum, ReasonApply, err)
 		s.refuse(env)
 		return false
 	}
@@ -353,11 +368,13 @@ func (s *state) apply(env *rules.Envelope) bool {
 	if same(env, s.stable) {
 		s.setGood(env)
 	}
-	s.setRunning(env.Version)
+	s.setRunning(env)
 	s.m.messages.WithLabelValues("applied").Inc()
 	s.clearNack(env.Version)
 	s.saveCache(s.cachePath, env)
-	s.send(s.report(env.Version, StatusACK, "", nil))
+	r := s.report(env.Version, StatusACK, "", nil)
+	r.Checksum = env.Checksum
+	s.send(r)
 	return true
 }
 
@@ -420,10 +437,13 @@ func (s *state) refuse(env *rules.Envelope) {
 	s.refused[id] = nack
 }
 
-func (s *state) reject(version int64, reason Reason, err error) {
+// reject NACKs a version; checksum is that of the refused content, "" when
+// the payload did not give one that holds.
+func (s *state) reject(version int64, checksum string, reason Reason, err error) {
 	s.m.messages.WithLabelValues("rejected").Inc()
 	s.m.rejected.WithLabelValues(string(reason)).Inc()
 	r := s.report(version, StatusNACK, reason, err)
+	r.Checksum = checksum
 	s.mu.Lock()
 	s.lastNack = r
 	s.mu.Unlock()
@@ -445,17 +465,25 @@ func (s *state) clearNack(applied int64) {
 
 // nack returns the last NACK (version, reason, error), if any.
 func (s *state) nack() (int64, Reason, string) {
+	v, reason, msg, _ := s.nackContent()
+	return v, reason, msg
+}
+
+// nackContent returns the last NACK (version, reason, error and the
+// checksum of the refused content), if any.
+func (s *state) nackContent() (int64, Reason, string, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lastNack == nil {
-		return 0, "", ""
+		return 0, "", "", ""
 	}
-	return s.lastNack.Version, s.lastNack.Reason, s.lastNack.Error
+	return s.lastNack.Version, s.lastNack.Reason, s.lastNack.Error, s.lastNack.Checksum
 }
 
 func (s *state) report(version int64, st Status, reason Reason, err error) *Report {
+	running, sum := s.runningContent()
 	r := &Report{Service: s.service, Instance: s.instance, Version: version, Status: st,
-		Reason: reason, Running: s.running.Load(), Labels: s.labels, At: s.now()}
+		Reason: reason, Running: running, RunningChecksum: sum, Labels: s.labels, At: s.now()}
 	if err != nil {
 		r.Error = cutError(err.Error())
 	}

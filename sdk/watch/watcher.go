@@ -41,6 +41,28 @@
 // one, so a wall clock stepped back does not make the control plane set
 // them aside as out of order.
 //
+// Reports and heartbeats name content by checksum as well as by version:
+// the checksum of the content running (running_checksum), of the content
+// an ACK applied or a NACK refused (checksum), and of the refused content
+// a heartbeat repeats (nack_checksum). A control plane compares them with
+// the rules store's, so an instance still on the old content of a
+// republished version (its Applier refused the new one) does not show as
+// running the version. The fields are optional: a control plane accepts
+// messages without them (older SDKs).
+//
+// # Upgrade order
+//
+// SDKs and control planes upgrade in either order. Fields of reports and
+// heartbeats are only ever added, with the meaning of their absence kept,
+// and DecodeReport and DecodeHeartbeat, which the control plane uses,
+// ignore fields they do not know: a control plane older than an SDK
+// records its messages without the newer fields (the checksums above are
+// then not compared), and a newer control plane reads an older SDK's
+// messages as before. Canary records go the other way and stay strict
+// (DecodeCanary refuses unknown fields): an SDK that does not understand
+// how a canary selects instances stays on the stable version rather than
+// guess.
+//
 // The package never logs: failures that are not answered with a NACK (cache
 // errors, watch errors) go to Options.OnError, and everything is counted in
 // Prometheus metrics (governor_sdk_watch_*).
@@ -452,9 +474,10 @@ func (w *Watcher) resync(ctx context.Context, kv jetstream.KeyValue) error {
 // an error every period). The reconnect sends a fresh one instead.
 func (w *Watcher) heartbeat(hb *clock.Timer) {
 	if w.nc.IsConnected() {
-		h := Heartbeat{Service: w.opts.Service, Instance: w.opts.Instance, Running: w.st.running.Load(),
+		h := Heartbeat{Service: w.opts.Service, Instance: w.opts.Instance,
 			Labels: w.opts.Labels, IntervalMS: w.opts.Heartbeat.Milliseconds(), At: w.st.now()}
-		h.NackVersion, h.NackReason, h.NackError = w.st.nack()
+		h.Running, h.RunningChecksum = w.st.runningContent()
+		h.NackVersion, h.NackReason, h.NackError, h.NackChecksum = w.st.nackContent()
 		w.publish(w.names.HeartbeatSubject(w.opts.Service), &h)
 	}
 	(*hb).Stop()

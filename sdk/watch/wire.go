@@ -24,6 +24,9 @@ const (
 	maxNameBytes  = 256
 	maxLabelBytes = 16 << 10
 	maxErrorBytes = 4 << 10
+	// maxChecksumBytes bounds a checksum ("sha256:" and 64 hex digits
+	// today), leaving room for another algorithm.
+	maxChecksumBytes = 128
 )
 
 // Status is the answer of an instance to a version: ACK or NACK.
@@ -56,12 +59,21 @@ type Report struct {
 	// Version answered; 0 when a refused payload did not say.
 	Version int64  `json:"version"`
 	Status  Status `json:"status"`
+	// Checksum is the checksum of the content answered: the envelope
+	// applied (ACK) or refused (NACK); empty when a refused payload did not
+	// say, and in the reports of SDKs older than the field.
+	Checksum string `json:"checksum,omitempty"`
 	// Reason and Error explain a NACK; an Error above 4 KiB is cut.
 	Reason Reason `json:"reason,omitempty"`
 	Error  string `json:"error,omitempty"`
-	// Running is the version the instance runs after this report.
-	Running int64             `json:"running"`
-	Labels  map[string]string `json:"labels,omitempty"`
+	// Running is the version the instance runs after this report, and
+	// RunningChecksum the checksum of its content (empty when Running is
+	// 0, and from older SDKs): a version published again with other
+	// content (a restored rules store) runs under the same number, and
+	// the checksum tells which content the instance runs.
+	Running         int64             `json:"running"`
+	RunningChecksum string            `json:"running_checksum,omitempty"`
+	Labels          map[string]string `json:"labels,omitempty"`
 	// At is when the instance sent it, on its clock, and never earlier
 	// than its previous report or heartbeat (a wall clock stepped back
 	// repeats the last At until it catches up).
@@ -71,22 +83,27 @@ type Report struct {
 // Heartbeat tells the control plane an instance is alive and which version it
 // runs, published on Names.HeartbeatSubject every heartbeat interval.
 type Heartbeat struct {
-	Service  string            `json:"service"`
-	Instance string            `json:"instance"`
-	Running  int64             `json:"running"`
-	Labels   map[string]string `json:"labels,omitempty"`
+	Service  string `json:"service"`
+	Instance string `json:"instance"`
+	Running  int64  `json:"running"`
+	// RunningChecksum is the checksum of the content running (as
+	// Report.RunningChecksum).
+	RunningChecksum string            `json:"running_checksum,omitempty"`
+	Labels          map[string]string `json:"labels,omitempty"`
 	// IntervalMS is the heartbeat period, so the control plane can tell a
 	// silent instance from a slow one.
 	IntervalMS int64 `json:"interval_ms"`
 	// The last NACK, repeated so a ledger that missed the report (restarted,
 	// disconnected) still learns it: version (0 if the payload did not say),
-	// reason and error. Empty when the instance never refused a version, or
+	// reason, error and the checksum of the refused content (as
+	// Report.Checksum). Empty when the instance never refused a version, or
 	// has applied one at least as new since (any version, after a NACK
 	// without one).
-	NackVersion int64     `json:"nack_version,omitempty"`
-	NackReason  Reason    `json:"nack_reason,omitempty"`
-	NackError   string    `json:"nack_error,omitempty"`
-	At          time.Time `json:"at"`
+	NackVersion  int64     `json:"nack_version,omitempty"`
+	NackReason   Reason    `json:"nack_reason,omitempty"`
+	NackError    string    `json:"nack_error,omitempty"`
+	NackChecksum string    `json:"nack_checksum,omitempty"`
+	At           time.Time `json:"at"`
 }
 
 // DecodeReport parses and checks a report.
@@ -110,6 +127,8 @@ func DecodeReport(data []byte) (*Report, error) {
 	if r.Running < 0 {
 		probs = append(probs, fmt.Sprintf("running: must be 0 or above, got %d", r.Running))
 	}
+	probs = checksum(probs, "checksum", r.Checksum)
+	probs = runningChecksum(probs, r.Running, r.RunningChecksum)
 	return &r, malformed(probs)
 }
 
@@ -131,7 +150,26 @@ func DecodeHeartbeat(data []byte) (*Heartbeat, error) {
 	if h.NackVersion < 0 {
 		probs = append(probs, fmt.Sprintf("nack_version: must be 0 or above, got %d", h.NackVersion))
 	}
+	probs = checksum(probs, "nack_checksum", h.NackChecksum)
+	probs = runningChecksum(probs, h.Running, h.RunningChecksum)
 	return &h, malformed(probs)
+}
+
+// checksum bounds an optional checksum field.
+func checksum(probs []string, field, v string) []string {
+	if len(v) > maxChecksumBytes {
+		return append(probs, fmt.Sprintf("%s: is %d bytes, at most %d allowed", field, len(v), maxChecksumBytes))
+	}
+	return probs
+}
+
+// runningChecksum checks the checksum of the content running: bounded, and
+// only with a version running.
+func runningChecksum(probs []string, running int64, v string) []string {
+	if v != "" && running == 0 {
+		return append(probs, "running_checksum: must be empty when running is 0")
+	}
+	return checksum(probs, "running_checksum", v)
 }
 
 func required(probs []string, field, v string) []string {
@@ -168,12 +206,15 @@ func malformed(probs []string) error {
 	return fmt.Errorf("%w: %s", ErrMalformed, msg)
 }
 
+// decodeWire decodes one JSON object and ignores fields it does not know:
+// the reports and heartbeats of an SDK newer than the control plane carry
+// fields added since, which must not make the control plane drop them (see
+// "Upgrade order" in the package documentation).
 func decodeWire(data []byte, v any) error {
 	if len(data) > MaxWireBytes {
 		return fmt.Errorf("%w: %d bytes, at most %d allowed", ErrMalformed, len(data), MaxWireBytes)
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
