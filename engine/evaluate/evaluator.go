@@ -545,12 +545,8 @@ func (e *Evaluator) liveInstances(ctx context.Context, at time.Time) (map[string
 		seen[key] = in.State
 		bad := badState(in.State)
 		if prev, ok := e.states[key]; bad && (!ok || prev != in.State) {
-			msg := fmt.Sprintf("%s instance %s is %s: runs v%d, meant to run v%d", in.Service, in.Instance, in.State, in.Running, in.Target)
-			if in.State == distribution.StateNacked {
-				msg += fmt.Sprintf(" (refused v%d: %s %s)", in.NackVersion, in.NackReason, in.NackError)
-			}
 			e.o.Events.Emit(ctx, events.Event{Kind: events.InstanceStale, Severity: events.Warning, At: at, Service: in.Service,
-				Version: in.Target, Message: msg, Detail: in})
+				Version: in.Target, Message: behindMessage(in), Detail: in})
 		}
 	}
 	var recovered []string
@@ -593,6 +589,20 @@ const InstanceRecovered = events.InstanceRecovered
 
 // Recovery is the Detail of an InstanceRecovered event.
 type Recovery = events.Recovery
+
+// behindMessage says why an instance is not on its target: its state, the
+// versions it runs and should run, and for a NACKED one what it refused,
+// or that it runs other content of its version than the store's.
+func behindMessage(in distribution.Instance) string {
+	msg := fmt.Sprintf("%s instance %s is %s: runs v%d, meant to run v%d", in.Service, in.Instance, in.State, in.Running, in.Target)
+	switch {
+	case in.State == distribution.StateNacked && in.NackReason == distribution.NackOtherContent:
+		msg += " (" + in.NackError + ")" // "runs other content of version N: …"
+	case in.State == distribution.StateNacked:
+		msg += fmt.Sprintf(" (refused v%d: %s %s)", in.NackVersion, in.NackReason, in.NackError)
+	}
+	return msg
+}
 
 func badState(s distribution.State) bool {
 	return s == distribution.StateStale || s == distribution.StateNacked
