@@ -78,6 +78,11 @@ type Queue struct {
 	overloaded  bool
 	minDelay    int64 // smallest delay seen in the current interval
 	intervalEnd int64
+	// drained: the queue is empty because service emptied it (or it has
+	// never held a request), not because its requests gave up waiting;
+	// emptySince is when it last became empty.
+	drained    bool
+	emptySince int64
 }
 
 type waiter struct {
@@ -98,11 +103,12 @@ func New(cfg rules.Queue, clk clock.Clock, acquire AcquireFunc) (*Queue, error) 
 	if clk == nil || acquire == nil {
 		return nil, fmt.Errorf("%w: clock and acquire function are required", ErrInvalid)
 	}
-	q := &Queue{clk: clk, acquire: acquire}
+	q := &Queue{clk: clk, acquire: acquire, drained: true}
 	if err := q.Configure(cfg); err != nil {
 		return nil, err
 	}
-	q.intervalEnd = clk.Nanotime() + q.interval
+	q.emptySince = clk.Nanotime()
+	q.intervalEnd = q.emptySince + q.interval
 	return q, nil
 }
 
@@ -209,7 +215,7 @@ func (q *Queue) WaitUntil(ctx context.Context, c int, k uint32, deadline time.Ti
 	}
 	q.mu.Lock()
 	if !w.done {
-		q.remove(w)
+		q.remove(w, q.clk.Nanotime(), false)
 		w.done, w.err = true, timeout
 		if timeout == ErrTimeout {
 			// It stood in the queue for its whole allowed time.
@@ -255,12 +261,12 @@ func (q *Queue) Dispatch() {
 				continue
 			}
 			if expired(w.ctx, w.deadline, q.clk) {
-				q.finish(w, 0, ErrExpired)
+				q.finish(w, now, 0, ErrExpired)
 				continue
 			}
 			delay := now - w.enq
 			if q.overloaded && delay > 2*q.target {
-				q.finish(w, 0, ErrTimeout)
+				q.finish(w, now, 0, ErrTimeout)
 				continue
 			}
 			slot, ok := q.acquire(w.class, w.cohort)
@@ -273,7 +279,7 @@ func (q *Queue) Dispatch() {
 				continue
 			}
 			q.minDelay = min(q.minDelay, delay)
-			q.finish(w, slot, nil)
+			q.finish(w, now, slot, nil)
 			if q.n == 0 {
 				q.minDelay = 0 // drained by service: no standing queue
 			}
@@ -287,12 +293,19 @@ func (q *Queue) Dispatch() {
 
 // tick closes the CoDel interval if it has ended: the queue is overloaded if
 // the smallest delay of the interval was above Target.
+//
+// Only an empty queue that service emptied, or that stayed empty for a
+// whole interval, shows there is no standing queue. One emptied by its
+// requests giving up (timing out or expiring on a limit that stays full)
+// does not: the next request would wait just as long. Counting that as
+// empty judged such an interval fine whatever delays it had seen, and
+// every other interval on a stuck limit went back to waits of Interval.
 func (q *Queue) tick(now int64) {
 	if now < q.intervalEnd {
 		return
 	}
-	if q.n == 0 {
-		q.minDelay = 0
+	if q.n == 0 && now-q.emptySince >= q.interval {
+		q.minDelay = 0 // idle for a whole interval
 	} else if q.minDelay == noDelay {
 		// Nothing was served this interval: the queue stood for as long as
 		// its oldest request has waited.
@@ -302,12 +315,12 @@ func (q *Queue) tick(now int64) {
 				oldest = min(oldest, ws[0].enq)
 			}
 		}
-		q.minDelay = now - oldest
+		q.minDelay = now - oldest // 0 if the queue is empty
 	}
 	q.overloaded = q.minDelay > q.target
 	q.intervalEnd = now + q.interval
 	q.minDelay = noDelay
-	if q.n == 0 {
+	if q.n == 0 && q.drained {
 		q.minDelay = 0
 	}
 }
@@ -315,13 +328,15 @@ func (q *Queue) tick(now int64) {
 // noDelay marks an interval in which no delay was recorded yet.
 const noDelay = 1<<63 - 1
 
-func (q *Queue) finish(w *waiter, slot uint32, err error) {
-	q.remove(w)
+func (q *Queue) finish(w *waiter, now int64, slot uint32, err error) {
+	q.remove(w, now, err == nil)
 	w.done, w.slot, w.err = true, slot, err
 	w.ready <- struct{}{}
 }
 
-func (q *Queue) remove(w *waiter) {
+// remove takes w out of the queue at time now; served says whether it
+// leaves with a slot.
+func (q *Queue) remove(w *waiter, now int64, served bool) {
 	ws := q.classes[w.class]
 	for i, o := range ws {
 		if o == w {
@@ -333,6 +348,9 @@ func (q *Queue) remove(w *waiter) {
 			}
 			q.n--
 			q.waiting.Store(int32(q.n))
+			if q.n == 0 {
+				q.drained, q.emptySince = served, now
+			}
 			return
 		}
 	}

@@ -10,7 +10,7 @@
 // a change of scale, so a drained bucket refills at the scaled rate of the
 // moment while the ramp rises. Keyed is a bucket per key (caller, client IP,
 // user) with bounded memory: beyond MaxKeys the least recently seen keys are
-// forgotten.
+// forgotten, and the key taking a forgotten one's place takes over its debt.
 //
 // Time is passed in as monotonic nanoseconds (clock.Clock.Nanotime); nothing
 // here reads a clock or allocates on the admission path.

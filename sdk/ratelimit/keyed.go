@@ -11,10 +11,16 @@ import (
 const keyedParts = 16
 
 // Keyed is a token bucket per key with bounded memory: it remembers at most
-// MaxKeys keys and forgets the least recently seen one to make room. A
-// forgotten key comes back with a full bucket, which errs on the side of
-// admitting. It is safe for concurrent use; keys are spread over independently
-// locked parts by hash.
+// MaxKeys keys and forgets the least recently seen one to make room. The key
+// that takes its place takes over the tokens it owed: a key forgotten with a
+// full bucket loses nothing, and one forgotten while it was still paying off
+// its burst does not hand a fresh burst to whoever comes next. Otherwise a
+// caller cycling through a few more keys than a part remembers would find
+// every key fresh, and no limit at all; with the debt kept, n keys sharing
+// a part's m places get at most m keys' worth. A new key that takes over a
+// debt waits at most one interval (1/rate) for its first token, and only
+// while more keys are active than MaxKeys holds. It is safe for concurrent
+// use; keys are spread over independently locked parts by hash.
 type Keyed struct {
 	rate        float64
 	burst       int
@@ -94,8 +100,7 @@ func (k *Keyed) Allow(key string, now int64, scale float64) (bool, int64) {
 	defer p.mu.Unlock()
 	i, ok := p.index[key]
 	if !ok {
-		i = p.insert(key)
-		p.ents[i].interval = interval
+		i = p.insert(key, interval)
 	} else {
 		p.touch(i)
 	}
@@ -108,11 +113,13 @@ func (k *Keyed) Allow(key string, now int64, scale float64) (bool, int64) {
 	return true, 0
 }
 
-// insert adds key as the most recently used entry, evicting the least
-// recently used one when the part is full.
-func (p *keyedPart) insert(key string) int32 {
+// insert adds key as the most recently used entry with a full bucket counted
+// in interval, or, when the part is full, in place of the least recently
+// used entry, whose debt it takes over.
+func (p *keyedPart) insert(key string, interval int64) int32 {
 	key = strings.Clone(key)
 	var i int32
+	var tat int64
 	if len(p.ents) < cap(p.ents) {
 		p.ents = append(p.ents, keyedEntry{})
 		i = int32(len(p.ents) - 1)
@@ -120,8 +127,9 @@ func (p *keyedPart) insert(key string) int32 {
 		i = p.tail
 		p.unlink(i)
 		delete(p.index, p.ents[i].key)
+		tat, interval = p.ents[i].tat, p.ents[i].interval
 	}
-	p.ents[i] = keyedEntry{key: key, prev: -1, next: -1}
+	p.ents[i] = keyedEntry{key: key, tat: tat, interval: interval, prev: -1, next: -1}
 	p.index[key] = i
 	p.pushFront(i)
 	return i

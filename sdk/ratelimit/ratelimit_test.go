@@ -147,18 +147,23 @@ func TestKeyedEvictsLeastRecentlyUsed(t *testing.T) {
 		t.Fatal("a's empty bucket admitted")
 	}
 	k.Allow(b, now, 1) // evicts a
-	if ok, _ := k.Allow(a, now, 1); !ok {
-		t.Fatal("an evicted key did not come back with a full bucket")
+	part := &k.parts[hashKey(a)%keyedParts]
+	if _, ok := part.index[a]; ok || len(part.index) != 1 {
+		t.Fatalf("part holds %v after b arrived, want only b", part.index)
+	}
+	// Once every debt is paid, a comes back with a full bucket.
+	if ok, _ := k.Allow(a, now+int64(time.Second), 1); !ok {
+		t.Fatal("an evicted key did not come back with a full bucket once its debt was paid")
 	}
 }
 
 func TestKeyedLRUOrder(t *testing.T) {
 	p := &keyedPart{index: map[string]int32{}, ents: make([]keyedEntry, 0, 3), head: -1, tail: -1}
 	for _, key := range []string{"a", "b", "c"} {
-		p.insert(key)
+		p.insert(key, 1)
 	}
 	p.touch(p.index["a"]) // order: a c b
-	p.insert("d")         // evicts b
+	p.insert("d", 1)      // evicts b
 	if _, ok := p.index["b"]; ok || len(p.index) != 3 {
 		t.Fatalf("index after eviction: %v, want a c d", p.index)
 	}
