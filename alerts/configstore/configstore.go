@@ -13,6 +13,10 @@
 // has been saved. A running engine polls the store and swaps to a newly
 // saved version without a restart (engine/app, alerts/manager.Reconfigure).
 //
+// History only grows: Rollback stores an earlier version's document, its
+// own secrets included, as a new version; List and ListPage (a Before
+// cursor) return versions newest first.
+//
 // Secrets in receivers (PagerDuty routing keys, Slack and webhook URLs,
 // which carry their tokens, SMTP passwords) are shown masked by Mask; Unmask
 // puts the saved secrets back where an edited document still holds a mask.
@@ -27,6 +31,7 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"governor.dev/governor/alerts"
 	"governor.dev/governor/alerts/config"
@@ -166,13 +171,39 @@ func (s *Store) Get(ctx context.Context, n int64) (Version, error) {
 	return v, wrap("get", err)
 }
 
-// List returns up to limit versions (default 50, at most 1000), newest first.
+// List returns up to limit versions (default 50, at most 1000), newest
+// first: ListPage with only a limit.
 func (s *Store) List(ctx context.Context, limit int) ([]Version, error) {
+	return s.ListPage(ctx, ListOptions{Limit: limit})
+}
+
+// ListOptions select a page of ListPage.
+type ListOptions struct {
+	// Limit is the most versions returned: default 50, at most 1000.
+	Limit int
+	// Before, when positive, returns only the versions numbered below it:
+	// pass the last number of a page to get the page after it. 0 starts
+	// at the newest version.
+	Before int64
+}
+
+// ListPage returns a page of versions, newest first. A negative Before
+// wraps alerts.ErrInvalid.
+func (s *Store) ListPage(ctx context.Context, o ListOptions) ([]Version, error) {
+	if o.Before < 0 {
+		return nil, fmt.Errorf("%w: before: must not be negative, got %d", alerts.ErrInvalid, o.Before)
+	}
+	limit := o.Limit
 	if limit <= 0 {
 		limit = 50
 	}
 	limit = min(limit, 1000)
-	rows, err := s.db.QueryContext(ctx, s.q("SELECT "+columns+" FROM alert_config_versions ORDER BY number DESC LIMIT ?"), limit)
+	query, args := "SELECT "+columns+" FROM alert_config_versions ORDER BY number DESC LIMIT ?", []any{limit}
+	if o.Before > 0 {
+		query = "SELECT " + columns + " FROM alert_config_versions WHERE number < ? ORDER BY number DESC LIMIT ?"
+		args = []any{o.Before, limit}
+	}
+	rows, err := s.db.QueryContext(ctx, s.q(query), args...)
 	if err != nil {
 		return nil, wrap("list", err)
 	}
@@ -193,24 +224,12 @@ func (s *Store) List(ctx context.Context, limit int) ([]Version, error) {
 // alerts.ErrInvalid and names the field; ErrConflict when Base is not the
 // newest version any more. Nothing is stored on any error.
 func (s *Store) Save(ctx context.Context, r SaveRequest) (Version, error) {
-	r.Author, r.Comment = strings.TrimSpace(r.Author), strings.TrimSpace(r.Comment)
-	switch {
-	case r.Author == "":
-		return Version{}, fmt.Errorf("%w: author: must not be empty", alerts.ErrInvalid)
-	case len(r.Author) > MaxAuthorBytes:
-		return Version{}, fmt.Errorf("%w: author: longer than %d bytes", alerts.ErrInvalid, MaxAuthorBytes)
-	case r.Comment == "":
-		return Version{}, fmt.Errorf("%w: comment: say why the alerting configuration changes", alerts.ErrInvalid)
-	case len(r.Comment) > MaxCommentBytes:
-		return Version{}, fmt.Errorf("%w: comment: longer than %d bytes", alerts.ErrInvalid, MaxCommentBytes)
-	case len(r.Document) > MaxDocumentBytes:
-		return Version{}, fmt.Errorf("%w: document: larger than %d bytes", alerts.ErrInvalid, MaxDocumentBytes)
-	case r.Base < 0:
-		return Version{}, fmt.Errorf("%w: base: must not be negative", alerts.ErrInvalid)
+	actor, err := checkRequest(&r)
+	if err != nil {
+		return Version{}, err
 	}
-	actor := versioning.Actor{Name: r.Author, Roles: r.Roles}
-	if err := versioning.ValidateActor("author", actor); err != nil {
-		return Version{}, fmt.Errorf("%w: %w", alerts.ErrInvalid, err)
+	if err := checkDocument(r.Document); err != nil {
+		return Version{}, err
 	}
 	var base string
 	if r.Base > 0 {
@@ -227,14 +246,116 @@ func (s *Store) Save(ctx context.Context, r SaveRequest) (Version, error) {
 	if err != nil {
 		return Version{}, err
 	}
+	// The saved secrets may make the document longer than what was sent.
+	if err := checkDocument(doc); err != nil {
+		return Version{}, fmt.Errorf("%w (with the saved secrets its masks keep)", err)
+	}
 	if _, err := config.Parse([]byte(doc)); err != nil {
 		return Version{}, err
 	}
-	v := Version{Number: r.Base + 1, Document: doc, Author: r.Author, Comment: r.Comment, CreatedAt: s.clk.Now().UTC()}
-	if err := s.insert(ctx, v, actor); err != nil {
+	return s.store(ctx, Version{Number: r.Base + 1, Document: doc, Author: r.Author, Comment: r.Comment}, actor, r.Base, 0)
+}
+
+// RollbackRequest asks for a new version holding the document of an
+// earlier one.
+type RollbackRequest struct {
+	// To is the version whose document, secrets included, the new version
+	// holds.
+	To int64
+	// Base is the newest version when the rollback was decided; if another
+	// version was saved since, Rollback fails with ErrConflict.
+	Base    int64
+	Author  string
+	Roles   []versioning.Role
+	Comment string
+}
+
+// Rollback stores the document of version To, as it was saved (its own
+// secrets, not Base's), as the new version Base+1: history only grows, and
+// the audit entry's detail names the version restored ("rollback_of").
+// The document is validated again (rules may have tightened since it was
+// saved). Errors as Save's; To must be an existing version before Base.
+func (s *Store) Rollback(ctx context.Context, r RollbackRequest) (Version, error) {
+	req := SaveRequest{Base: r.Base, Author: r.Author, Roles: r.Roles, Comment: r.Comment}
+	actor, err := checkRequest(&req)
+	if err != nil {
+		return Version{}, err
+	}
+	if r.To < 1 || r.To >= r.Base {
+		return Version{}, fmt.Errorf("%w: to: version %d is not an earlier version than the base %d", alerts.ErrInvalid, r.To, r.Base)
+	}
+	old, err := s.Get(ctx, r.To)
+	if err != nil {
+		if errors.Is(err, alerts.ErrNotFound) {
+			return Version{}, fmt.Errorf("%w: to: version %d does not exist", alerts.ErrInvalid, r.To)
+		}
+		return Version{}, err
+	}
+	if _, err := config.Parse([]byte(old.Document)); err != nil {
+		return Version{}, fmt.Errorf("%w: to: version %d is no longer valid: %w", alerts.ErrInvalid, r.To, err)
+	}
+	return s.store(ctx, Version{Number: r.Base + 1, Document: old.Document, Author: req.Author, Comment: req.Comment}, actor, r.Base, r.To)
+}
+
+// checkRequest trims and checks the author, comment and base of r and
+// returns the audit actor.
+func checkRequest(r *SaveRequest) (versioning.Actor, error) {
+	r.Author, r.Comment = strings.TrimSpace(r.Author), strings.TrimSpace(r.Comment)
+	switch {
+	case r.Author == "":
+		return versioning.Actor{}, fmt.Errorf("%w: author: must not be empty", alerts.ErrInvalid)
+	case len(r.Author) > MaxAuthorBytes:
+		return versioning.Actor{}, fmt.Errorf("%w: author: longer than %d bytes", alerts.ErrInvalid, MaxAuthorBytes)
+	case r.Comment == "":
+		return versioning.Actor{}, fmt.Errorf("%w: comment: say why the alerting configuration changes", alerts.ErrInvalid)
+	case len(r.Comment) > MaxCommentBytes:
+		return versioning.Actor{}, fmt.Errorf("%w: comment: longer than %d bytes", alerts.ErrInvalid, MaxCommentBytes)
+	case r.Base < 0:
+		return versioning.Actor{}, fmt.Errorf("%w: base: must not be negative", alerts.ErrInvalid)
+	}
+	// PostgreSQL's text holds neither NUL bytes nor invalid UTF-8: refuse
+	// them on every backend alike.
+	if err := versioning.ValidateComment("comment", r.Comment); err != nil {
+		return versioning.Actor{}, fmt.Errorf("%w: %w", alerts.ErrInvalid, err)
+	}
+	actor := versioning.Actor{Name: r.Author, Roles: r.Roles}
+	if err := versioning.ValidateActor("author", actor); err != nil {
+		return versioning.Actor{}, fmt.Errorf("%w: %w", alerts.ErrInvalid, err)
+	}
+	return actor, nil
+}
+
+// checkDocument bounds the document's size and refuses bytes PostgreSQL's
+// text cannot hold, naming where.
+func checkDocument(doc string) error {
+	if len(doc) > MaxDocumentBytes {
+		return fmt.Errorf("%w: document: %d bytes, larger than the %d allowed", alerts.ErrInvalid, len(doc), MaxDocumentBytes)
+	}
+	if !utf8.ValidString(doc) {
+		i := 0
+		for i < len(doc) {
+			r, n := utf8.DecodeRuneInString(doc[i:])
+			if r == utf8.RuneError && n == 1 {
+				break
+			}
+			i += n
+		}
+		return fmt.Errorf("%w: document: byte %d is not valid UTF-8", alerts.ErrInvalid, i)
+	}
+	if i := strings.IndexByte(doc, 0); i >= 0 {
+		return fmt.Errorf("%w: document: byte %d is a NUL byte", alerts.ErrInvalid, i)
+	}
+	return nil
+}
+
+// store inserts v, numbered base+1, with its audit entry (rollbackOf, when
+// positive, is the version whose document v restores) and announces it.
+func (s *Store) store(ctx context.Context, v Version, actor versioning.Actor, base, rollbackOf int64) (Version, error) {
+	v.CreatedAt = s.clk.Now().UTC()
+	if err := s.insert(ctx, v, actor, rollbackOf); err != nil {
 		// Another save took the number first (the check in the transaction
 		// or, racing it, the primary key).
-		if cerr := s.conflict(ctx, r.Base); cerr != nil {
+		if cerr := s.conflict(ctx, base); cerr != nil {
 			return Version{}, cerr
 		}
 		return Version{}, wrap("save", err)
@@ -250,7 +371,7 @@ var errStale = errors.New("stale base")
 
 // insert stores v if the newest version is v.Number-1, and its audit
 // entry by actor, in one transaction.
-func (s *Store) insert(ctx context.Context, v Version, actor versioning.Actor) error {
+func (s *Store) insert(ctx context.Context, v Version, actor versioning.Actor, rollbackOf int64) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -275,7 +396,11 @@ func (s *Store) insert(ctx context.Context, v Version, actor versioning.Actor) e
 		v.Number, v.Document, v.Author, v.Comment, v.CreatedAt.UnixNano()); err != nil {
 		return err
 	}
-	detail, err := json.Marshal(map[string]any{"version": v.Number, "comment": v.Comment})
+	fields := map[string]any{"version": v.Number, "comment": v.Comment}
+	if rollbackOf > 0 {
+		fields["rollback_of"] = rollbackOf
+	}
+	detail, err := json.Marshal(fields)
 	if err != nil {
 		return err
 	}
