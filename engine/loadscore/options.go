@@ -139,6 +139,11 @@ func (o Options) normalize() (Options, error) {
 	if total <= 0 {
 		return o, fmt.Errorf("%w: weights: at least one term needs a positive weight", ErrInvalidOption)
 	}
+	if math.IsInf(total, 0) {
+		// Each weight is finite, their sum is not: every share would be
+		// NaN or zero and the score meaningless.
+		return o, fmt.Errorf("%w: weights: their sum %g must be finite", ErrInvalidOption, total)
+	}
 	o.Targets = o.Targets.withDefaults(d.Targets)
 	if err := o.Targets.validate("targets"); err != nil {
 		return o, err

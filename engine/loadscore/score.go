@@ -63,7 +63,10 @@ func Compute(opts *Options, e *signals.Entry) Raw {
 		raw.Terms = append(raw.Terms, c)
 	}
 	raw.KnownWeight = known / total
-	if raw.KnownWeight < opts.MinKnownWeight {
+	// The share is a quotient of float sums: when it equals MinKnownWeight
+	// in decimal (0.3 of 0.4 known against 0.75) it may come out an ulp
+	// below it, so the comparison allows for rounding.
+	if raw.KnownWeight < opts.MinKnownWeight-shareTolerance {
 		raw.Score = math.NaN()
 		raw.Reason = fmt.Sprintf("known weight %.2f below the required %.2f", raw.KnownWeight, opts.MinKnownWeight)
 		return raw
@@ -78,6 +81,10 @@ func Compute(opts *Options, e *signals.Entry) Raw {
 	}
 	return raw
 }
+
+// shareTolerance is how far below MinKnownWeight a known share may come out
+// by rounding and still count as reaching it.
+const shareTolerance = 1e-9
 
 func (term Term) contribution(e *signals.Entry, t Targets) Contribution {
 	c := Contribution{Term: term, Normalized: math.NaN()}

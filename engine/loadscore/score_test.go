@@ -3,6 +3,7 @@ package loadscore
 import (
 	"encoding/json"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -189,6 +190,7 @@ func TestOptionsValidation(t *testing.T) {
 		{"negative weight", Options{Weights: Weights{CPU: -1}}, "weights.cpu must be a finite number >= 0"},
 		{"NaN weight", Options{Weights: Weights{CPU: math.NaN()}}, "weights.cpu"},
 		{"all zero", Options{Weights: Weights{CPU: 0}}, "at least one term"},
+		{"sum not finite", Options{Weights: Weights{CPU: 1e308, Memory: 1e308}}, "weights: their sum +Inf must be finite"},
 		{"bad target", Options{Targets: Targets{CPUCores: -2}}, "targets.cpu_cores must be positive"},
 		{"bad service target", Options{ServiceTargets: map[string]Targets{"a": {Latency: -time.Second}}}, "service_targets.a.latency must be positive"},
 		{"min known", Options{MinKnownWeight: 1.5}, "min_known_weight must be in (0, 1]"},
@@ -213,4 +215,57 @@ func TestOptionsValidation(t *testing.T) {
 	tr, err = New(Options{ActAbove: 0.9})
 	require.NoError(t, err)
 	require.Equal(t, 0.5, tr.Options().ReleaseBelow, "an unset threshold keeps its default")
+}
+
+// A known share equal to MinKnownWeight in decimal counts as reaching it,
+// whatever the float sums round to: 0.3 of 0.4 known against 0.75, 0.6 of
+// 0.75 against 0.8.
+func TestKnownShareEqualToTheMinimumIsKnown(t *testing.T) {
+	tests := []struct {
+		w   Weights
+		min float64
+	}{
+		{Weights{CPU: 0.05, Memory: 0.1, Latency: 0.25}, 0.75},
+		{Weights{CPU: 0.05, Memory: 0.15, Latency: 0.55}, 0.8},
+		{Weights{CPU: 0.05, Memory: 0.05, Latency: 0.3}, 0.875},
+	}
+	for _, tt := range tests {
+		o := opts(t, Options{Weights: tt.w, MinKnownWeight: tt.min})
+		raw := Compute(o, entry("s", map[signals.Signal]float64{signals.CPU: 0.5, signals.LatencyP99: 0.1})) // memory unknown
+		require.True(t, raw.Known, "weights %v, min %v: %s", tt.w, tt.min, raw.Reason)
+	}
+	o := opts(t, Options{Weights: Weights{CPU: 0.05, Memory: 0.1, Latency: 0.25}, MinKnownWeight: 0.76})
+	raw := Compute(o, entry("s", map[signals.Signal]float64{signals.CPU: 0.5, signals.LatencyP99: 0.1}))
+	require.False(t, raw.Known, "a share really below the minimum stays unknown")
+}
+
+// For any weights and signals the score is in [0, 1], the known terms'
+// contributions add up to it (to rounding), and it does not fall when one
+// signal rises.
+func TestScoreBoundedAdditiveAndMonotone(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 5000 {
+		w := Weights{}
+		for _, term := range Terms {
+			if r.IntN(3) > 0 {
+				w[term] = r.Float64() * math.Pow(10, float64(r.IntN(6)-3))
+			}
+		}
+		o, err := Options{Weights: w, MinKnownWeight: 0.01}.normalize()
+		if err != nil {
+			continue
+		}
+		vals := map[signals.Signal]float64{signals.CPU: 2 * r.Float64(), signals.Memory: r.Float64() * (2 << 30), signals.LatencyP99: r.Float64() * 0.5,
+			signals.InFlight: r.Float64() * 80, signals.Limit: 40, signals.QueueDelayP99: r.Float64() * 0.1}
+		raw := Compute(&o, entry("s", vals))
+		require.True(t, raw.Known)
+		require.True(t, raw.Score >= 0 && raw.Score <= 1, "score %v", raw.Score)
+		sum := 0.0
+		for _, c := range raw.Terms {
+			sum += c.Contribution
+		}
+		require.InDelta(t, raw.Score, sum, 1e-15)
+		vals[signals.CPU] += 0.1
+		require.GreaterOrEqual(t, Compute(&o, entry("s", vals)).Score, raw.Score)
+	}
 }

@@ -21,7 +21,8 @@ type Score struct {
 	// unknown and Value is only the last known average (see LastKnown).
 	Known     bool      `json:"known"`
 	LastKnown time.Time `json:"lastKnown"`
-	// Overloaded is the hysteresis state; Changed says it flipped now.
+	// Overloaded is the hysteresis state; Changed says it flipped now (by
+	// the thresholds, or because a history dropped after MaxGap released it).
 	Overloaded bool `json:"overloaded"`
 	Changed    bool `json:"changed"`
 }
@@ -86,6 +87,7 @@ func (t *Tracker) observe(at time.Time, e *signals.Entry) Score {
 		s = &state{}
 		t.keys[e.Key] = s
 	}
+	was := s.overloaded
 	s.lastSeen = at
 	if s.has && at.Sub(s.lastKnown) > t.opts.MaxGap {
 		*s = state{lastSeen: at} // too long without a known score: start afresh
@@ -103,11 +105,14 @@ func (t *Tracker) observe(at time.Time, e *signals.Entry) Score {
 		}
 		switch {
 		case !s.overloaded && s.value > t.opts.ActAbove:
-			s.overloaded, sc.Changed = true, true
+			s.overloaded = true
 		case s.overloaded && s.value < t.opts.ReleaseBelow:
-			s.overloaded, sc.Changed = false, true
+			s.overloaded = false
 		}
 	}
+	// Against the state before this evaluation: dropping a history that
+	// went unknown for longer than MaxGap releases the key too.
+	sc.Changed = s.overloaded != was
 	sc.Known = raw.Known && s.has
 	sc.Value = math.NaN()
 	if s.has {

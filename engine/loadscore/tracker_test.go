@@ -90,6 +90,28 @@ func TestLongGapStartsAfresh(t *testing.T) {
 	require.Equal(t, 0.3, sc.Value, "the first known score after a reset is taken as is")
 }
 
+// Dropping the history of a key that was overloaded releases it, and the
+// score says so (Changed), as for a release by the thresholds.
+func TestDroppedHistoryReportsTheRelease(t *testing.T) {
+	tr := cpuOnly(t)
+	sc := tr.Observe(t0, cpu(0.95))
+	require.True(t, sc.Overloaded)
+	require.True(t, sc.Changed)
+	sc = tr.Observe(t0.Add(time.Minute), cpu(0.95))
+	require.True(t, sc.Overloaded)
+	require.False(t, sc.Changed)
+	sc = tr.Observe(t0.Add(10*time.Minute), unknownCPU())
+	require.False(t, sc.Overloaded)
+	require.True(t, sc.Changed, "overloaded went to false")
+	sc = tr.Observe(t0.Add(11*time.Minute), unknownCPU())
+	require.False(t, sc.Changed)
+	// Dropped and at once overloaded again by a known score: no change.
+	tr.Observe(t0.Add(12*time.Minute), cpu(0.95))
+	sc = tr.Observe(t0.Add(20*time.Minute), cpu(0.95))
+	require.True(t, sc.Overloaded)
+	require.False(t, sc.Changed, "still overloaded")
+}
+
 func TestUpdateSnapshot(t *testing.T) {
 	tr, err := New(Options{})
 	require.NoError(t, err)

@@ -85,8 +85,11 @@ func (c *Controller) State() State { return c.last }
 // Output returns the last applied output.
 func (c *Controller) Output() float64 { return c.last.Output }
 
-func (c *Controller) deadband(e float64) float64 {
-	db := c.cfg.Deadband
+func (c *Controller) deadband(e float64) float64 { return deadband(e, c.cfg.Deadband) }
+
+// deadband treats errors within db of zero as zero and subtracts db from
+// larger ones.
+func deadband(e, db float64) float64 {
 	switch {
 	case e > db:
 		return e - db
@@ -128,12 +131,15 @@ func (c *Controller) Update(now time.Time, setpoint, measurement float64) (float
 	return c.last.Output, nil
 }
 
-// start handles the first sample: no interval yet, so no I or D contribution.
+// start handles the first sample: no interval yet, so no I or D
+// contribution. After SetManual (even if SetAuto followed before this first
+// sample: the last output is then still the manual one) the integral makes
+// the output continue from the manual output.
 func (c *Controller) start(now time.Time, sp, y float64) State {
 	e := c.deadband(sp - y)
 	s := State{Time: now, Mode: c.mode, Setpoint: sp, Measurement: y, Error: e}
 	s.P = c.cfg.Kp * e
-	if c.mode == Manual {
+	if c.mode == Manual || c.last.Mode == Manual {
 		s.I = c.manual - s.P
 	}
 	s.Unlimited = s.P + s.I
@@ -217,10 +223,14 @@ func (c *Controller) SetManual(output float64) error {
 }
 
 // SetAuto returns to automatic control. The integral already holds the
-// manual output minus P and D, so the next output continues from it.
+// manual output minus P and D, so the next output continues from it. Before
+// the first Update the last step stays a manual one (State().Mode is
+// Manual) until that Update, which starts from the manual output.
 func (c *Controller) SetAuto() {
 	c.mode = Auto
-	c.last.Mode = Auto
+	if c.started {
+		c.last.Mode = Auto
+	}
 }
 
 // Mode returns the current mode.
@@ -237,7 +247,10 @@ func (c *Controller) SetConfig(cfg Config) error {
 	}
 	c.manual = clamp(c.manual, cfg.OutMin, cfg.OutMax)
 	if c.started {
+		// The error under the new deadband, so that a deadband change
+		// does not move the next output either.
 		s := &c.last
+		s.Error = deadband(s.Setpoint-s.Measurement, cfg.Deadband)
 		p := cfg.Kp * s.Error
 		d := 0.0
 		if cfg.Kd != 0 {
@@ -257,11 +270,15 @@ func (c *Controller) SetConfig(cfg Config) error {
 	return nil
 }
 
-// Reset forgets all state; the next Update starts afresh. The mode is kept.
+// Reset forgets all state; the next Update starts afresh. The mode is kept,
+// and in Manual the output stays the manual one.
 func (c *Controller) Reset() {
 	c.started = false
 	c.deriv = 0
 	c.last = State{Mode: c.mode}
+	if c.mode == Manual {
+		c.last.I, c.last.Unlimited, c.last.Output = c.manual, c.manual, c.manual
+	}
 }
 
 func clamp(x, lo, hi float64) float64 { return math.Max(lo, math.Min(hi, x)) }

@@ -105,6 +105,11 @@ func RestoreController(b []byte) (*Controller, error) {
 	if s.Interval < 0 {
 		return nil, fmt.Errorf("%w: interval %s: want >= 0", ErrState, s.Interval)
 	}
+	// SetManual and SetConfig keep the manual output within the limits;
+	// outside them it is corrupt, and Update would return it.
+	if (c.mode == Manual || s.Mode == Manual) && (c.manual < cfg.OutMin || c.manual > cfg.OutMax) {
+		return nil, fmt.Errorf("%w: manual output %v: want within [OutMin %v, OutMax %v]", ErrState, c.manual, cfg.OutMin, cfg.OutMax)
+	}
 	return c, nil
 }
 

@@ -85,6 +85,14 @@ func TestRestoreControllerRefuses(t *testing.T) {
 	badCfg := mustNew(t, DefaultConfig())
 	badCfg.cfg.MaxInterval = 0 // as an older or corrupt writer might
 	zeroInterval, _ := badCfg.MarshalBinary()
+	// A manual output outside the limits, which SetManual and SetConfig
+	// never leave but Update would return.
+	cfg := DefaultConfig()
+	cfg.OutMin, cfg.OutMax = 50, 400
+	manual := mustNew(t, cfg)
+	_ = manual.SetManual(100)
+	manual.manual = 1000
+	manualOutside, _ := manual.MarshalBinary()
 	for _, tt := range []struct {
 		name string
 		b    []byte
@@ -95,6 +103,7 @@ func TestRestoreControllerRefuses(t *testing.T) {
 		{"truncated", good[:len(good)-1], "interval: truncated"},
 		{"trailing", append(append([]byte{}, good...), 0), "1 trailing bytes"},
 		{"invalid config", zeroInterval, "MaxInterval 0s: want > 0"},
+		{"manual output outside the limits", manualOutside, "manual output 1000: want within [OutMin 50, OutMax 400]"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := RestoreController(tt.b)
@@ -107,7 +116,7 @@ func TestRestoreControllerRefuses(t *testing.T) {
 
 // FuzzRestoreController: arbitrary bytes never panic; what is accepted
 // encodes again to a state that restores to the same controller, and it
-// keeps working.
+// keeps working: its next output is within its limits.
 //
 // The seeds are valid states: a fresh controller, one that ran, one put in
 // manual mode.
@@ -122,6 +131,11 @@ func FuzzRestoreController(f *testing.F) {
 	f.Add(b)
 	_ = c.SetManual(0.3)
 	b, _ = c.MarshalBinary()
+	f.Add(b)
+	pending, _ := New(DefaultConfig()) // manual, then auto before the first Update
+	_ = pending.SetManual(0.4)
+	pending.SetAuto()
+	b, _ = pending.MarshalBinary()
 	f.Add(b)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := RestoreController(b)
@@ -139,7 +153,10 @@ func FuzzRestoreController(f *testing.F) {
 		if err != nil || again.State() != c.State() || again.Config() != c.Config() {
 			t.Fatalf("accepted state does not survive a round trip: %v", err)
 		}
-		_, _ = c.Update(c.State().Time.Add(time.Second), 0.7, 0.5)
+		cfg := c.Config()
+		if out, err := c.Update(c.State().Time.Add(time.Second), 0.7, 0.5); err == nil && !(out >= cfg.OutMin && out <= cfg.OutMax) {
+			t.Fatalf("output %v outside [%v, %v] after a restore", out, cfg.OutMin, cfg.OutMax)
+		}
 	})
 }
 
