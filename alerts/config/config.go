@@ -279,7 +279,7 @@ func (c *Config) Validate() error {
 		}
 		names[r.Name] = i
 		if _, err := r.build(nil); err != nil {
-			return fmt.Errorf("config: receivers[%d] (%s): %w", i, r.Name, err)
+			return fmt.Errorf("config: receivers[%d] (%s): %w", i, r.Name, r.redact(err))
 		}
 	}
 	if len(c.Routes) == 0 && len(c.Receivers) > 1 {
@@ -363,7 +363,7 @@ func (c *Config) Notifiers(client *http.Client) (map[string]notify.Notifier, err
 	for _, r := range c.Receivers {
 		n, err := r.build(client)
 		if err != nil {
-			return nil, fmt.Errorf("config: receiver %s: %w", r.Name, err)
+			return nil, fmt.Errorf("config: receiver %s: %w", r.Name, r.redact(err))
 		}
 		out[r.Name] = n
 	}

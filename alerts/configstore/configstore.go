@@ -17,9 +17,12 @@
 // own secrets included, as a new version; List and ListPage (a Before
 // cursor) return versions newest first.
 //
-// Secrets in receivers (PagerDuty routing keys, Slack and webhook URLs,
-// which carry their tokens, SMTP passwords) are shown masked by Mask; Unmask
-// puts the saved secrets back where an edited document still holds a mask.
+// Secrets in receivers (config.SecretField: PagerDuty routing keys and
+// events URLs, Slack, webhook and Alertmanager URLs, which may carry
+// tokens or credentials, SMTP passwords) are shown masked by Mask and
+// Summarize; Unmask puts the saved secrets back where an edited document
+// still holds their masks unchanged, for the same receiver sending to the
+// same place.
 package configstore
 
 import (

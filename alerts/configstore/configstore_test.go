@@ -3,8 +3,10 @@ package configstore_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -226,14 +228,36 @@ func TestMaskIgnoresKeyCaseAsParseDoes(t *testing.T) {
 	require.Contains(t, back, `"url": "https://hook.example/t?token=abc"`)
 }
 
+// maskForm is what a mask looks like: "<masked>", or "<masked:host>" with
+// nothing of a URL but its host.
+var maskForm = regexp.MustCompile(`^<masked(:[^\x00-\x20\x7f-\x{10FFFF}<>@/\\?#"']+)?>$`)
+
 func FuzzMaskUnmask(f *testing.F) {
 	f.Add(docV1)
 	f.Add(`{"receivers": [{"name": "a", "slack": {"url": "<masked>"}}]}`)
 	f.Add(`[1, {"receivers": 2}]`)
+	f.Add(`{"receivers": [{"name": "p", "pagerduty": {"routing_key": "k", "url": "https://u:pw@h.example/x?token=t", "URL": "http://h2"}}]}`)
+	f.Add(`{"receivers": [{"name": "m", "email": {"smarthost": "mail:25", "username": "u", "password": "<masked-pw>"}}]}`)
 	f.Fuzz(func(t *testing.T, doc string) {
 		masked, err := configstore.Mask(doc)
 		if err != nil {
 			return
+		}
+		// Every secret in force in the masked document (as encoding/json,
+		// and so config.Parse, reads it) is a mask.
+		var c config.Config
+		if json.Unmarshal([]byte(masked), &c) == nil {
+			for i, r := range c.Receivers {
+				for _, v := range receiverSecrets(r) {
+					if v != "" && !maskForm.MatchString(v) {
+						t.Fatalf("receivers[%d]: secret %q shown in\n%s", i, v, masked)
+					}
+				}
+			}
+		}
+		again, err := configstore.Mask(masked)
+		if err != nil || again != masked {
+			t.Fatalf("masking a masked document changed it: %v\n%s\n%s", err, masked, again)
 		}
 		back, err := configstore.Unmask(masked, doc)
 		if err != nil {
@@ -247,6 +271,27 @@ func FuzzMaskUnmask(f *testing.F) {
 			t.Fatalf("round trip changed the document:\n%s\n%s", doc, back)
 		}
 	})
+}
+
+// receiverSecrets lists the secret-bearing values of a receiver.
+func receiverSecrets(r config.Receiver) []string {
+	var out []string
+	if r.PagerDuty != nil {
+		out = append(out, r.PagerDuty.RoutingKey, r.PagerDuty.URL)
+	}
+	if r.Slack != nil {
+		out = append(out, r.Slack.URL)
+	}
+	if r.Webhook != nil {
+		out = append(out, r.Webhook.URL)
+	}
+	if r.Alertmanager != nil {
+		out = append(out, r.Alertmanager.URL)
+	}
+	if r.Email != nil {
+		out = append(out, r.Email.Password)
+	}
+	return out
 }
 
 // The summary shown with a saved or loaded version (and returned by the

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -14,45 +13,28 @@ import (
 	"governor.dev/governor/alerts/config"
 )
 
-// secretFields names the secret field of each receiver kind: a routing key,
-// a password, or a URL that carries its token (Slack, webhooks).
-var secretFields = map[string]string{
-	"pagerduty":    "routing_key",
-	"slack":        "url",
-	"webhook":      "url",
-	"alertmanager": "url",
-	"email":        "password",
-}
-
 // MaskPrefix starts every masked value: "<masked>" or, for URLs,
-// "<masked:host>".
-const MaskPrefix = "<masked"
+// "<masked:host>" (config.MaskSecret).
+const MaskPrefix = config.MaskPrefix
 
-// IsMasked reports whether v is a mask written by Mask.
-func IsMasked(v string) bool { return strings.HasPrefix(v, MaskPrefix) && strings.HasSuffix(v, ">") }
-
-// maskOf is the mask of a secret: URLs keep their host, which is not secret
-// and tells receivers apart.
-func maskOf(field, v string) string {
-	if field == "url" {
-		if u, err := url.Parse(v); err == nil && u.Host != "" {
-			return MaskPrefix + ":" + u.Host + ">"
-		}
-	}
-	return MaskPrefix + ">"
-}
+// IsMasked reports whether v has the form of a mask written by Mask; any
+// other value is a secret, one that merely starts like a mask included.
+func IsMasked(v string) bool { return config.IsMask(v) }
 
 // secret is one secret value in a document: receivers[recv].kind.field,
-// its decoded value and the byte span of its JSON string.
+// its decoded value and the byte span of its JSON string. A dest entry is
+// not a secret but a field saying where the receiver's secrets are sent
+// (config.DestinationField).
 type secret struct {
 	recv        int
 	kind, field string
 	value       string
 	start, end  int
+	dest        bool
 }
 
 // scanSecrets walks a JSON document and returns its receivers' secrets and
-// names (by index).
+// destination fields, in document order, and names (by index).
 func scanSecrets(doc []byte) ([]secret, map[int]string, error) {
 	w := walker{doc: doc, dec: json.NewDecoder(bytes.NewReader(doc)), names: map[int]string{}}
 	w.dec.UseNumber()
@@ -112,27 +94,19 @@ func (w *walker) value(path []string) error {
 		case len(path) == 3 && strings.EqualFold(path[2], "name"):
 			w.names[i] = t
 		case len(path) == 4:
-			kind, field, ok := secretField(path[2], path[3])
-			if !ok {
-				return nil
-			}
 			start := before + bytes.IndexByte(w.doc[before:], '"')
-			w.secrets = append(w.secrets, secret{recv: i, kind: kind, field: field, value: t,
-				start: start, end: int(w.dec.InputOffset())})
+			// PagerDuty's url is both: a secret and where the key goes.
+			if kind, field, ok := config.SecretField(path[2], path[3]); ok {
+				w.secrets = append(w.secrets, secret{recv: i, kind: kind, field: field, value: t,
+					start: start, end: int(w.dec.InputOffset())})
+			}
+			if kind, field, ok := config.DestinationField(path[2], path[3]); ok {
+				w.secrets = append(w.secrets, secret{recv: i, kind: kind, field: field, value: t,
+					start: start, end: int(w.dec.InputOffset()), dest: true})
+			}
 		}
 	}
 	return nil
-}
-
-// secretField returns the receiver kind and secret field that the keys
-// kind and field name, as encoding/json matches keys: ignoring case.
-func secretField(kind, field string) (string, string, bool) {
-	for k, f := range secretFields {
-		if strings.EqualFold(kind, k) && strings.EqualFold(field, f) {
-			return k, f, true
-		}
-	}
-	return "", "", false
 }
 
 func quote(s string) string {
@@ -153,18 +127,22 @@ func Mask(doc string) (string, error) {
 	}
 	out := doc
 	for _, s := range slices.Backward(secrets) {
-		if s.value == "" || IsMasked(s.value) {
+		if s.dest || s.value == "" || IsMasked(s.value) {
 			continue
 		}
-		out = out[:s.start] + quote(maskOf(s.field, s.value)) + out[s.end:]
+		out = out[:s.start] + quote(config.MaskSecret(s.field, s.value)) + out[s.end:]
 	}
 	return out, nil
 }
 
 // Unmask replaces each masked secret of doc by the secret the receiver of
-// the same name holds in base, byte for byte. A mask without a saved secret
-// to keep is refused, naming the field. A document that is not JSON is
-// returned as it is, for config.Parse to report where it breaks.
+// the same name and kind holds in base, byte for byte. A mask keeps a
+// saved secret only when it is that secret's mask, unchanged (a mask moved
+// to another receiver, or edited, names another secret), and only while
+// the receiver still sends it to the same place: its destination fields
+// (PagerDuty's url, e-mail's smarthost) as saved. Any other mask is
+// refused, naming the field. A document that is not JSON is returned as it
+// is, for config.Parse to report where it breaks.
 func Unmask(doc, base string) (string, error) {
 	secrets, names, err := scanSecrets([]byte(doc))
 	if err != nil {
@@ -181,31 +159,69 @@ func Unmask(doc, base string) (string, error) {
 	// (names are unique in a valid document; this keeps others stable).
 	type slot struct{ name, kind, field string }
 	byBase := map[slot][]secret{}
+	baseDest := map[slot]string{}
 	for _, b := range baseSecrets {
 		k := slot{baseNames[b.recv], b.kind, b.field}
+		if b.dest {
+			baseDest[k] = b.value // the last of a key is the one in force
+			continue
+		}
 		byBase[k] = append(byBase[k], b)
 	}
+	// where: a field of the receiver at an index of doc.
+	type where struct {
+		recv        int
+		kind, field string
+	}
+	dest := map[where]string{}
 	seen := map[slot]int{}
 	nth := make([]int, len(secrets))
 	for i, s := range secrets {
 		k := slot{names[s.recv], s.kind, s.field}
+		if s.dest {
+			dest[where{s.recv, s.kind, s.field}] = s.value
+			continue
+		}
 		nth[i] = seen[k]
 		seen[k]++
 	}
-	out := doc
-	for j, s := range slices.Backward(secrets) {
-		if !IsMasked(s.value) {
+	// Check every mask in document order (the first bad one is named),
+	// then put the saved secrets back from the end.
+	keep := make([]*secret, len(secrets))
+	for j, s := range secrets {
+		if s.dest || !IsMasked(s.value) {
 			continue
 		}
 		name := names[s.recv]
+		at := fmt.Sprintf("receivers[%d].%s.%s", s.recv, s.kind, s.field)
 		cands := byBase[slot{name, s.kind, s.field}]
-		i := nth[j]
-		if i >= len(cands) {
-			return "", fmt.Errorf("%w: receivers[%d].%s.%s: the value is masked, but no saved receiver %q has one to keep; enter it",
-				alerts.ErrInvalid, s.recv, s.kind, s.field, name)
+		if nth[j] >= len(cands) {
+			return "", fmt.Errorf("%w: %s: the value is masked, but no saved receiver %q has one to keep; enter it",
+				alerts.ErrInvalid, at, name)
 		}
-		b := cands[i]
-		out = out[:s.start] + base[b.start:b.end] + out[s.end:]
+		b := cands[nth[j]]
+		if want := config.MaskSecret(b.field, b.value); s.value != want {
+			return "", fmt.Errorf("%w: %s: %s is not the mask of the saved secret of receiver %q (%s); enter the value",
+				alerts.ErrInvalid, at, s.value, name, want)
+		}
+		for _, f := range config.DestinationFields(s.kind) {
+			now, saved := dest[where{s.recv, s.kind, f}], baseDest[slot{name, s.kind, f}]
+			// A destination that is itself a secret may come back as its
+			// mask: it keeps its saved value (or is refused) as a secret.
+			_, _, secretToo := config.SecretField(s.kind, f)
+			kept := secretToo && saved != "" && now == config.MaskSecret(f, saved)
+			if now != saved && !kept {
+				return "", fmt.Errorf("%w: %s: the value is masked, but %s.%s changed since it was saved; enter the secret again to send it there",
+					alerts.ErrInvalid, at, s.kind, f)
+			}
+		}
+		keep[j] = &b
+	}
+	out := doc
+	for j, s := range slices.Backward(secrets) {
+		if b := keep[j]; b != nil {
+			out = out[:s.start] + base[b.start:b.end] + out[s.end:]
+		}
 	}
 	return out, nil
 }
@@ -246,19 +262,19 @@ func Summarize(c *config.Config) Summary {
 		row := ReceiverRow{Name: r.Name}
 		switch {
 		case r.PagerDuty != nil:
-			row.Kind, row.Target = "pagerduty", "routing key "+maskOf("routing_key", r.PagerDuty.RoutingKey)
+			row.Kind, row.Target = "pagerduty", "routing key "+config.MaskSecret("routing_key", r.PagerDuty.RoutingKey)
 			if r.PagerDuty.URL != "" {
-				row.Target += " via " + r.PagerDuty.URL
+				row.Target += " via " + config.MaskSecret("url", r.PagerDuty.URL)
 			}
 		case r.Slack != nil:
-			row.Kind, row.Target = "slack", maskOf("url", r.Slack.URL)
+			row.Kind, row.Target = "slack", config.MaskSecret("url", r.Slack.URL)
 			if r.Slack.Channel != "" {
 				row.Target += " " + r.Slack.Channel
 			}
 		case r.Webhook != nil:
-			row.Kind, row.Target = "webhook", maskOf("url", r.Webhook.URL)
+			row.Kind, row.Target = "webhook", config.MaskSecret("url", r.Webhook.URL)
 		case r.Alertmanager != nil:
-			row.Kind, row.Target = "alertmanager", maskOf("url", r.Alertmanager.URL)
+			row.Kind, row.Target = "alertmanager", config.MaskSecret("url", r.Alertmanager.URL)
 		case r.Email != nil:
 			row.Kind, row.Target = "email", strings.Join(r.Email.To, ", ")+" via "+r.Email.Smarthost
 		}
