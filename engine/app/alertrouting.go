@@ -12,6 +12,7 @@ import (
 	alertsconfig "governor.dev/governor/alerts/config"
 	"governor.dev/governor/alerts/configstore"
 	alertsmanager "governor.dev/governor/alerts/manager"
+	"governor.dev/governor/alerts/rule"
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/ui/model"
 )
@@ -25,11 +26,11 @@ import (
 // bootstrap that applies while nothing has been saved. A saved version is
 // applied at start and then picked up without a restart, at once when the
 // UI of this process saved it, else by a poll every AlertInterval (default
-// 15s): rules through UpdateRules, routes,
-// timing, inhibition and receivers through Reconfigure (notifications
-// already queued finish on the old receivers). A version that no longer
-// builds (it was valid when saved) is logged and skipped; the one in force
-// stays.
+// 15s): routes, timing, inhibition and receivers through Reconfigure
+// (notifications already queued finish on the old receivers), then rules
+// through UpdateRules, all or nothing (apply). A version that no longer
+// builds (it was valid when saved), or whose routing the manager refuses,
+// is logged and skipped; the one in force stays, rules and routing.
 type alertRouting struct {
 	store   *configstore.Store
 	manager *alertsmanager.Manager
@@ -109,10 +110,20 @@ func (r *alertRouting) poll(ctx context.Context) error {
 	return nil
 }
 
-// apply builds every part of a version before changing anything.
+// apply builds and validates every part of a version before changing
+// anything, and applies it whole or not at all. The routing goes first:
+// Reconfigure validates it whole and refuses it, changing nothing, on any
+// error (a closed manager included), which document validation cannot
+// foresee. The rules, validated beforehand as UpdateRules validates them,
+// then cannot be refused, so a refused routing never leaves the new rules
+// in force with the old routing.
 func apply(m *alertsmanager.Manager, v configstore.Version) error {
 	c, err := v.Config()
 	if err != nil {
+		return err
+	}
+	rules := c.RuleSet()
+	if err := rule.ValidateSet(rules); err != nil {
 		return err
 	}
 	recv, err := c.Notifiers(nil)
@@ -121,10 +132,14 @@ func apply(m *alertsmanager.Manager, v configstore.Version) error {
 	}
 	rt := alertsmanager.Routing{Routes: c.Routes, Timing: c.DispatchTiming(), Inhibit: c.InhibitRules(), Receivers: recv}
 	rt.NoInhibition = len(rt.Inhibit) == 0
-	if err := m.UpdateRules(c.RuleSet()); err != nil {
+	if err := m.Reconfigure(rt); err != nil {
 		return err
 	}
-	return m.Reconfigure(rt)
+	if err := m.UpdateRules(rules); err != nil {
+		// Not reached: UpdateRules refuses only what ValidateSet refuses.
+		return fmt.Errorf("routing applied, rules not: %w", err)
+	}
+	return nil
 }
 
 // routingStore is the UI's store of saved versions (nil before start).

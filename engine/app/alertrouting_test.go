@@ -139,6 +139,29 @@ func TestAlertRoutingStartsPastAVersionThatNoLongerBuilds(t *testing.T) {
 	require.Contains(t, logged.String(), "version 1")
 }
 
+// TestAlertRoutingRefusedRoutingKeepsTheRulesInForce: a version whose
+// rules are valid but whose routing the manager refuses (here: the manager
+// is closed, which document validation cannot see) changes nothing: the
+// rules in force stay with the routing in force, and the version is
+// reported unusable.
+func TestAlertRoutingRefusedRoutingKeepsTheRulesInForce(t *testing.T) {
+	ctx := context.Background()
+	_, _, m, cs := routingRig(t)
+	r := &alertRouting{store: cs, manager: m}
+	before := m.Rules()
+	_, err := cs.Save(ctx, configstore.SaveRequest{Author: "ada", Comment: "rules and routing", Document: `{
+	  "builtin_rules": "disabled",
+	  "rules": [{"name": "Custom", "event": "leader_lost", "severity": "P0"}],
+	  "receivers": [{"name": "team", "webhook": {"url": "http://127.0.0.1:1/hook"}}]}`})
+	require.NoError(t, err)
+	require.NoError(t, m.Close())
+
+	err = r.poll(ctx)
+	require.ErrorIs(t, err, errVersionUnusable)
+	require.Equal(t, before, m.Rules(), "the rules must not change when the routing is refused")
+	require.Equal(t, []string{"log"}, m.Receivers())
+}
+
 // routingRig returns a fake clock, a SQLite rules database, an alerts
 // manager on it whose only receiver logs, and a store of saved alerting
 // versions on the same database.
