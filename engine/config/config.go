@@ -133,7 +133,8 @@ type AlertLevels struct {
 	// are its levels either way.
 	ErrorRatioLevels string `yaml:"error_ratio_levels"`
 	// ErrorRatioWarn and ErrorRatioCritical are the error-ratio levels,
-	// or their floors when learned.
+	// or their floors when learned: 0 < warn < critical < 1 (a level is
+	// crossed when the ratio rises above it, which it cannot above 1).
 	ErrorRatioWarn     float64 `yaml:"error_ratio_warn"`
 	ErrorRatioCritical float64 `yaml:"error_ratio_critical"`
 	// MinRequestRate: below this many requests per second the error
@@ -156,7 +157,7 @@ type ServiceLevels struct {
 	LatencyWarn     time.Duration `yaml:"latency_warn"`
 	LatencyCritical time.Duration `yaml:"latency_critical"`
 	// ErrorRatioWarn and ErrorRatioCritical replace the error-ratio
-	// levels (both or neither).
+	// levels (both or neither; 0 < warn < critical < 1).
 	ErrorRatioWarn     float64 `yaml:"error_ratio_warn"`
 	ErrorRatioCritical float64 `yaml:"error_ratio_critical"`
 }
@@ -316,12 +317,18 @@ type Guardrail struct {
 	// of Interval puts a cycle on every sample time, whose own signal read
 	// gives the guardrail its samples; the sample times between ticks are
 	// read from the metrics store instead (engine/guardrail, Reads).
-	Step             time.Duration `yaml:"step"`
-	MinSamples       int           `yaml:"min_samples"`
-	Alpha            float64       `yaml:"alpha"`
-	ErrorTolerance   float64       `yaml:"error_tolerance"`
-	LatencyTolerance float64       `yaml:"latency_tolerance"`
-	GoodputTolerance float64       `yaml:"goodput_tolerance"`
+	Step       time.Duration `yaml:"step"`
+	MinSamples int           `yaml:"min_samples"`
+	Alpha      float64       `yaml:"alpha"`
+	// ErrorTolerance is the tolerated absolute rise of the error ratio,
+	// LatencyTolerance the tolerated relative rise of p99 latency (below
+	// 10), GoodputTolerance the tolerated relative drop of the goodput
+	// share. A version is rolled back when its effect exceeds the
+	// tolerance, so the error and goodput tolerances are below 1: neither
+	// effect can exceed 1.
+	ErrorTolerance   float64 `yaml:"error_tolerance"`
+	LatencyTolerance float64 `yaml:"latency_tolerance"`
+	GoodputTolerance float64 `yaml:"goodput_tolerance"`
 	// LoadRatio is how far the offered load may move between the
 	// guardrail's windows for them to count as comparable; 0 means 1.5.
 	LoadRatio float64 `yaml:"load_ratio"`
@@ -583,10 +590,17 @@ func (c *Config) Validate() error {
 	if !(g.Alpha > 0 && g.Alpha < 0.5) {
 		bad("guardrail.alpha", "must be in (0, 0.5), got %v", g.Alpha)
 	}
-	for name, v := range map[string]float64{"error_tolerance": g.ErrorTolerance, "latency_tolerance": g.LatencyTolerance, "goodput_tolerance": g.GoodputTolerance} {
-		if !(v > 0 && v < 10) {
-			bad("guardrail."+name, "must be in (0, 10), got %v", v)
+	// A version is rolled back when its effect rises above the tolerance.
+	// The error ratio rises by at most 1 and the goodput share drops by at
+	// most all of it, so a tolerance of 1 or more would never roll back;
+	// the p99 latency's relative rise has no maximum.
+	for name, v := range map[string]float64{"error_tolerance": g.ErrorTolerance, "goodput_tolerance": g.GoodputTolerance} {
+		if !(v > 0 && v < 1) {
+			bad("guardrail."+name, "must be in (0, 1), got %v: the change it tolerates is at most 1, so a tolerance of 1 or more never rolls back", v)
 		}
+	}
+	if v := g.LatencyTolerance; !(v > 0 && v < 10) {
+		bad("guardrail.latency_tolerance", "must be in (0, 10), got %v", v)
 	}
 	if g.LoadRatio != 0 && !(g.LoadRatio > 1 && g.LoadRatio <= 100) {
 		bad("guardrail.load_ratio", "must be above 1 and at most 100 (0: 1.5), got %v", g.LoadRatio)
@@ -648,12 +662,13 @@ func validateLatency(field string, warn, crit time.Duration, bad func(field, for
 }
 
 // validateErrors checks a pair of error-ratio levels: 0 < warn < critical
-// <= 1.
+// < 1. A level alerts when the ratio rises above it, so a level of 1, the
+// ratio's maximum, is never crossed (as a floor of learned levels too).
 func validateErrors(field string, warn, crit float64, bad func(field, format string, args ...any)) {
 	if !(warn > 0 && warn < 1) {
 		bad(field+".error_ratio_warn", "must be in (0, 1), got %v", warn)
-	} else if !(crit > warn && crit <= 1) {
-		bad(field+".error_ratio_critical", "must be above error_ratio_warn (%v) and at most 1, got %v", warn, crit)
+	} else if !(crit > warn && crit < 1) {
+		bad(field+".error_ratio_critical", "must be above error_ratio_warn (%v) and below 1 (the error ratio's maximum; 1 is never crossed), got %v", warn, crit)
 	}
 }
 

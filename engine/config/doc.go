@@ -44,6 +44,10 @@
 // and error_ratio_critical as floors (the floors apply while the baseline
 // is inconclusive; both 0: no floor and no level until it is conclusive),
 // with "configured" exactly error_ratio_warn and error_ratio_critical.
+// A threshold that its measure can never exceed is refused, not accepted
+// as a setting that never fires: error-ratio levels (and floors) must be
+// below 1, as must guardrail.error_tolerance and guardrail.goodput_tolerance
+// (the error ratio rises, and the goodput share drops, by at most 1).
 // state.* sets how the leader persists what it learned and reported for
 // the next leader (state.every: spread over that many cycles, default 30;
 // state.max_age: older state is ignored at a takeover, and a service
