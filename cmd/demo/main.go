@@ -40,6 +40,9 @@ func main() {
 	os.Exit(code)
 }
 
+// shutdownGrace bounds the wait for requests in progress at a stop.
+const shutdownGrace = 5 * time.Second
+
 // config is the demo's command line.
 type config struct {
 	addr     string
@@ -70,6 +73,8 @@ func parse(args []string, stderr io.Writer) (config, error) {
 		return c, fmt.Errorf("-work must be above 0, got %s", c.work)
 	case c.load < 0 || c.load > 100000:
 		return c, fmt.Errorf("-load must be between 0 and 100000, got %v", c.load)
+	case c.duration < 0:
+		return c, fmt.Errorf("-duration must be 0 (run until interrupted) or above, got %s", c.duration)
 	case fs.NArg() > 0:
 		return c, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
@@ -144,10 +149,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	stopLoad()
 	<-loadDone
-	shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	shutdown, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(shutdown); err != nil {
-		log.Error("shutdown", "err", err)
+		// Closing their connections ends the requests still running
+		// (their contexts end): none outlives run and the governor it
+		// uses, closed at return.
+		_ = srv.Close()
+		log.Error("shutdown: requests still running after the grace; their connections are closed", "grace", shutdownGrace, "err", err)
 		return 1
 	}
 	return 0

@@ -26,6 +26,7 @@ func TestParseRefusesBadFlags(t *testing.T) {
 		{[]string{"-capacity", "0"}, "-capacity"},
 		{[]string{"-work", "0s"}, "-work"},
 		{[]string{"-load", "-1"}, "-load"},
+		{[]string{"-duration", "-1s"}, "-duration"}, // was taken as 0: run until interrupted
 		{[]string{"extra"}, "unexpected"},
 		{[]string{"-nope"}, "not defined"},
 	}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"io"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -70,5 +72,19 @@ func TestDevStackStopsCleanlyOnSIGTERM(t *testing.T) {
 	}
 	if strings.Contains(logs, "panic") {
 		t.Errorf("panic in the log:\n%s", logs)
+	}
+}
+
+// TestSignalDuringStartExitsZero: a SIGTERM that arrives while the engine
+// starts (a pod terminated while it waits for its database) is a stop the
+// operator asked for: exit 0, not 1 with "cannot start: context canceled"
+// logged as an error.
+func TestSignalDuringStartExitsZero(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stderr testenv.Buffer
+	code := dispatch(ctx, []string{"run", "-dev", "-listen", "127.0.0.1:0", "-data-dir", filepath.Join(t.TempDir(), "var")}, io.Discard, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0\n%s", code, stderr.String())
 	}
 }

@@ -19,7 +19,9 @@ import (
 )
 
 // runEngine is `engine run [flags]` (also `engine -dev`, `engine -config F`):
-// the decision engine until SIGINT or SIGTERM. The alerting document
+// the decision engine until SIGINT or SIGTERM. It exits 0 after a stop the
+// signal asked for, including one that interrupts the start, 1 when the
+// start or the run fails, 2 for a bad configuration. The alerting document
 // (alerts.config_file, GOVERNOR_ALERTS_CONFIG or -alerts-config) is checked
 // with the rest of the configuration: -check-config reports the errors of
 // both.
@@ -44,6 +46,12 @@ func runEngine(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	a, err := app.New(ctx, app.Options{Config: cfg, Logger: log, Stdout: stdout, Alerts: alerting})
+	if err != nil && ctx.Err() != nil {
+		// A signal during the start (a pod terminated while it waits
+		// for its database) is a stop asked for, not a failure.
+		log.Info("engine: stopped before the start completed", "err", err)
+		return 0
+	}
 	if err != nil {
 		log.Error("engine: cannot start", "err", err)
 		return 1

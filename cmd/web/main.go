@@ -65,8 +65,9 @@ type config struct {
 	engineMaxAge                                             time.Duration
 }
 
-// run returns the exit code: 0 after a clean stop, 1 when the start or the
-// stop failed, 2 for a bad command line.
+// run returns the exit code: 0 after a clean stop (also one that a signal
+// asked for while the start was under way), 1 when the start or the stop
+// failed, 2 for a bad command line.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	c, err := parse(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {

@@ -340,3 +340,16 @@ func TestDemoStopsCleanly(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Equal(t, 0, w.stop(t), w.stderr.String())
 }
+
+// TestSignalDuringStartExitsZero: a SIGTERM that arrives while the UI
+// starts (its database being opened) is a stop the operator asked for:
+// exit 0, not 1 with the interrupted open logged as an error.
+func TestSignalDuringStartExitsZero(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var stderr testenv.Buffer
+	code := run(ctx, []string{"-addr", "127.0.0.1:0", "-sqlite", filepath.Join(t.TempDir(), "g.db")}, io.Discard, &stderr)
+	if code != 0 {
+		t.Fatalf("exit %d, want 0\n%s", code, stderr.String())
+	}
+}

@@ -31,8 +31,16 @@ const (
 
 // serve runs the UI until ctx ends. The listener is bound first: a start
 // that fails on its address must not create the first admin, whose one-time
-// password is printed only once.
-func serve(ctx context.Context, c config, src sources, stdout io.Writer, log *slog.Logger) error {
+// password is printed only once. A start that ctx ends (a signal while the
+// database is being opened) is a clean stop, not a failure.
+func serve(ctx context.Context, c config, src sources, stdout io.Writer, log *slog.Logger) (err error) {
+	serving := false
+	defer func() {
+		if err != nil && !serving && ctx.Err() != nil {
+			log.Info("web: stopped before the start completed", "err", err)
+			err = nil
+		}
+	}()
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		return fmt.Errorf("-addr: %w", err)
@@ -91,6 +99,7 @@ func serve(ctx context.Context, c config, src sources, stdout io.Writer, log *sl
 	fmt.Fprintf(stdout, "Governor web UI on http://%s/\n", ln.Addr())
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute}
 	errc := make(chan error, 1)
+	serving = true
 	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:

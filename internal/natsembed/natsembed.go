@@ -4,7 +4,10 @@
 //
 // The server listens on loopback, on a random port unless one is configured,
 // and keeps its JetStream data in a temporary directory (removed on Close) or
-// in a configured data directory (kept, so a restart finds its streams).
+// in a configured data directory (kept, so a restart finds its streams). A
+// server holds an exclusive lock on its data directory from Start to Close:
+// a second server (another process started on the same directory) is
+// refused rather than left to corrupt the streams.
 package natsembed
 
 import (
@@ -23,6 +26,9 @@ import (
 // ErrStart is wrapped by every failure to start the server.
 var ErrStart = errors.New("natsembed: start")
 
+// storeLockName is the lock file a server keeps in its store directory.
+const storeLockName = "governor-nats.lock"
+
 // Options configure the embedded server. The zero value is usable.
 type Options struct {
 	// Host to listen on; default 127.0.0.1.
@@ -30,7 +36,8 @@ type Options struct {
 	// Port to listen on; 0 picks a free port.
 	Port int
 	// StoreDir keeps the JetStream data. Empty means a temporary directory
-	// that Close removes.
+	// that Close removes. One server at a time uses a directory: Start
+	// fails while another holds it.
 	StoreDir string
 	// ServerName names the server; default "governor-embedded".
 	ServerName string
@@ -89,6 +96,7 @@ type Server struct {
 	mu      sync.Mutex
 	opts    Options
 	tempDir bool
+	lock    *os.File // held on StoreDir from Start to Close
 	srv     *server.Server
 	port    int
 }
@@ -111,10 +119,15 @@ func Start(opts Options) (*Server, error) {
 	} else if err := os.MkdirAll(s.opts.StoreDir, 0o750); err != nil {
 		return nil, fmt.Errorf("%w: store directory: %w", ErrStart, err)
 	}
-	if err := s.start(); err != nil {
-		if s.tempDir {
-			_ = os.RemoveAll(s.opts.StoreDir)
-		}
+	lock, err := lockStore(s.opts.StoreDir)
+	if err == nil {
+		s.lock = lock
+		err = s.start()
+	} else {
+		err = fmt.Errorf("%w: store directory: %w", ErrStart, err)
+	}
+	if err != nil {
+		_ = s.release()
 		return nil, err
 	}
 	return s, nil
@@ -210,11 +223,22 @@ func (s *Server) Restart() error {
 	return s.start()
 }
 
-// Close stops the server and removes a temporary store directory.
+// Close stops the server, gives up its store directory and removes a
+// temporary one.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stopLocked()
+	return s.release()
+}
+
+// release gives up the lock on the store directory and removes a
+// temporary one.
+func (s *Server) release() error {
+	if s.lock != nil {
+		_ = s.lock.Close()
+		s.lock = nil
+	}
 	if s.tempDir {
 		return os.RemoveAll(s.opts.StoreDir)
 	}

@@ -175,3 +175,36 @@ func TestStartFailsAtOnceWithTheCause(t *testing.T) {
 		})
 	}
 }
+
+// TestStoreDirInUseIsRefused: a second engine started on the same data
+// directory (two `engine -dev` runs in one directory) must not open the
+// JetStream store the first one writes: two servers on one store corrupt
+// it. Start fails naming the directory; the first server keeps it across a
+// Restart and gives it up at Close.
+func TestStoreDirInUseIsRefused(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	first, err := Start(Options{StoreDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := Start(Options{StoreDir: dir})
+	if err == nil {
+		_ = second.Close()
+		_ = first.Close()
+		t.Fatal("a second server started on a store directory the first one uses")
+	}
+	if !errors.Is(err, ErrStart) || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("err = %v, want ErrStart naming %s", err, dir)
+	}
+	if err := first.Restart(); err != nil {
+		t.Fatalf("restart of the server holding the store: %v", err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := Start(Options{StoreDir: dir})
+	if err != nil {
+		t.Fatalf("store directory still held after Close: %v", err)
+	}
+	_ = again.Close()
+}
