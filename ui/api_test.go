@@ -124,6 +124,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 		"/services/{service}/canary": {"get", "post"}, "/services/{service}/canary/promote": {"post"}, "/services/{service}/canary/abort": {"post"},
 		"/services/{service}/policy": {"get", "put"}, "/services/{service}/emergency": {"post"},
 		"/settings/alerting": {"get", "put"}, "/settings/alerting/versions": {"get"},
+		"/settings/alerting/rollback": {"post"},
 	} {
 		for _, m := range methods {
 			require.Contains(t, doc.Paths[path], m, "%s %s undocumented", m, path)

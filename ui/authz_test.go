@@ -59,6 +59,8 @@ var stateChanging = []endpoint{
 	{path: "/api/v1/silences", json: `{"service":"checkout","for":"1h","comment":"c"}`, user: "otto"},
 	{path: "/settings/alerting", form: url.Values{"document": {testBootstrap}, "comment": {"c"}, "base": {"0"}}, user: "ada"},
 	{path: "/services/checkout/emergency", form: url.Values{"ruleset": {"service: checkout\n"}, "reason": {"r"}, "confirm": {"yes"}}, user: "ada"},
+	{path: "/settings/alerting/rollback/1", form: url.Values{"base": {"2"}, "comment": {"c"}, "confirm": {"yes"}}, user: "ada"},
+	{path: "/api/v1/settings/alerting/rollback", json: `{"to":1,"base":2,"comment":"c"}`, user: "ada"},
 	{method: "PUT", path: "/api/v1/settings/alerting", json: `{"document":` + strconv.Quote(testBootstrap) + `,"comment":"c"}`, user: "ada"},
 	{method: "PUT", path: "/api/v1/services/checkout/policy", json: `{"band":{"max_change_per_hour":0.2}}`, user: "ada"},
 	{path: "/api/v1/services/checkout/emergency", json: `{"reason":"r","ruleset":{"service":"checkout"}}`, user: "ada"},

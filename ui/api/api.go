@@ -133,6 +133,7 @@ func (a *API) Routes(r chi.Router) {
 		r.Get("/settings/alerting", a.alerting)
 		r.Get("/settings/alerting/versions", a.alertingVersions)
 		r.Put("/settings/alerting", a.saveAlerting)
+		r.Post("/settings/alerting/rollback", a.rollbackAlerting)
 		r.Get("/services/{service}/policy", a.policy)
 		r.Put("/services/{service}/policy", a.setPolicy)
 		r.Post("/services/{service}/emergency", a.emergency)

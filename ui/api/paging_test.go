@@ -46,11 +46,17 @@ type routingVersions struct {
 	lists atomic.Int32
 }
 
-func (r *routingVersions) List(_ context.Context, limit int) ([]configstore.Version, error) {
+// ListPage lists the versions below o.Before as the store does (at
+// most 1000).
+func (r *routingVersions) ListPage(_ context.Context, o configstore.ListOptions) ([]configstore.Version, error) {
 	r.lists.Add(1)
-	limit = min(limit, 1000)
+	limit := min(o.Limit, 1000)
+	top := r.n
+	if o.Before > 0 {
+		top = min(top, o.Before-1)
+	}
 	var out []configstore.Version
-	for n := r.n; n >= 1 && len(out) < limit; n-- {
+	for n := top; n >= 1 && len(out) < limit; n-- {
 		out = append(out, configstore.Version{Number: n, Document: `{}`, Author: "ada"})
 	}
 	return out, nil
@@ -276,4 +282,47 @@ func TestPagingParametersOutOfRangeAreRefusedNamingThem(t *testing.T) {
 	w, doc = serve(e.h, httptest.NewRequest("GET", "/api/v1/services/checkout/versions?state=bogus&limit=0&before=0", nil))
 	require.Equal(t, http.StatusUnprocessableEntity, w.Code)
 	require.Len(t, doc["fields"], 3, "every bad parameter at once: %v", doc["fields"])
+}
+
+// TestAlertingVersionsPageOnWithBefore: the alerting configuration's
+// versions page on as a service's versions do: next_before when older
+// ones follow, before to ask for them, one query a page.
+func TestAlertingVersionsPageOnWithBefore(t *testing.T) {
+	e := newPagingEnv(t, 5)
+	doc := e.get(t, "/api/v1/settings/alerting/versions?limit=2")
+	require.Equal(t, []float64{5, 4}, seqs(t, doc, "versions", "number"))
+	require.Equal(t, true, doc["more"])
+	require.EqualValues(t, 4, doc["next_before"])
+	require.EqualValues(t, 1, e.routing.lists.Load(), "one query per page")
+
+	doc = e.get(t, "/api/v1/settings/alerting/versions?limit=2&before=4")
+	require.Equal(t, []float64{3, 2}, seqs(t, doc, "versions", "number"))
+	require.Equal(t, true, doc["more"])
+	require.EqualValues(t, 2, doc["next_before"])
+
+	doc = e.get(t, "/api/v1/settings/alerting/versions?limit=2&before=2")
+	require.Equal(t, []float64{1}, seqs(t, doc, "versions", "number"))
+	require.Equal(t, false, doc["more"])
+	require.NotContains(t, doc, "next_before")
+
+	doc = e.get(t, "/api/v1/settings/alerting/versions?before=1")
+	require.Empty(t, doc["versions"])
+	require.Equal(t, false, doc["more"])
+
+	w, doc := serve(e.h, httptest.NewRequest("GET", "/api/v1/settings/alerting/versions?before=0", nil))
+	require.Equal(t, http.StatusUnprocessableEntity, w.Code)
+	require.Equal(t, []any{map[string]any{"field": "before", "problem": `must be a positive integer, got "0"`}}, doc["fields"])
+}
+
+// TestFullPageOfTheMostAlertingVersionsBelowBeforeSaysWhetherMoreFollow:
+// a page of 1000 versions below a cursor says whether older ones follow.
+func TestFullPageOfTheMostAlertingVersionsBelowBeforeSaysWhetherMoreFollow(t *testing.T) {
+	e := newPagingEnv(t, 2500)
+	doc := e.get(t, "/api/v1/settings/alerting/versions?limit=1000&before=1500")
+	require.Len(t, doc["versions"], 1000)
+	require.Equal(t, true, doc["more"])
+	require.EqualValues(t, 500, doc["next_before"])
+	doc = e.get(t, "/api/v1/settings/alerting/versions?limit=1000&before=1001")
+	require.Len(t, doc["versions"], 1000)
+	require.Equal(t, false, doc["more"])
 }

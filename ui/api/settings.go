@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 
 	"governor.dev/governor/alerts"
 	"governor.dev/governor/alerts/configstore"
@@ -90,8 +91,10 @@ func (a *API) alertingVersions(w http.ResponseWriter, r *http.Request) {
 	if !a.routing(w, r) {
 		return
 	}
+	q := r.URL.Query()
 	var bad []rules.FieldError
-	limit := pageLimit(r.URL.Query(), 50, &bad)
+	before := cursor(q, "before", &bad)
+	limit := pageLimit(q, 50, &bad)
 	if len(bad) > 0 {
 		a.fail(w, r, &versioning.InputError{Errors: bad})
 		return
@@ -100,7 +103,7 @@ func (a *API) alertingVersions(w http.ResponseWriter, r *http.Request) {
 	// base+1, none is deleted): a full page of the most a query returns
 	// has older ones past it when its last is above 1.
 	vs, more, err := fetchPage(limit, func(n int) ([]configstore.Version, error) {
-		return a.o.AlertRouting.List(r.Context(), n)
+		return a.o.AlertRouting.ListPage(r.Context(), configstore.ListOptions{Limit: n, Before: before})
 	}, func(last configstore.Version) (bool, error) { return last.Number > 1, nil })
 	if err != nil {
 		a.fail(w, r, err)
@@ -116,7 +119,11 @@ func (a *API) alertingVersions(w http.ResponseWriter, r *http.Request) {
 		mv.Summary = nil
 		out = append(out, mv)
 	}
-	writeJSON(w, http.StatusOK, paged("versions", out, more, "", 0))
+	var next int64
+	if len(out) > 0 {
+		next = out[len(out)-1].Number
+	}
+	writeJSON(w, http.StatusOK, paged("versions", out, more, "before", next))
 }
 
 // AlertingRequest is the body of PUT /settings/alerting.
@@ -166,6 +173,67 @@ func (a *API) saveAlerting(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, mv)
+}
+
+// AlertingRollbackRequest is the body of POST /settings/alerting/rollback.
+type AlertingRollbackRequest struct {
+	// To is the earlier version whose document, its own secrets included,
+	// the new version holds.
+	To int64 `json:"to"`
+	// Base is the version in force when the rollback was decided: 409,
+	// nothing stored, if another version was saved since.
+	Base    int64  `json:"base"`
+	Comment string `json:"comment"`
+}
+
+// rollbackAlerting stores an earlier version's document as a new version;
+// the engine applies it as it applies a save.
+func (a *API) rollbackAlerting(w http.ResponseWriter, r *http.Request) {
+	if !a.routing(w, r) {
+		return
+	}
+	var req AlertingRollbackRequest
+	if err := a.decode(w, r, &req); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if bad := alertingRollbackProblems(req.To, req.Base, req.Comment); len(bad) > 0 {
+		a.fail(w, r, &versioning.InputError{Errors: bad})
+		return
+	}
+	actor := auth.FromContext(r.Context()).Actor()
+	v, err := a.o.AlertRouting.Rollback(r.Context(), configstore.RollbackRequest{To: req.To, Base: req.Base,
+		Author: actor.Name, Roles: actor.Roles, Comment: req.Comment})
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	mv, err := maskedVersion(v)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, mv)
+}
+
+// alertingRollbackProblems names what is wrong with a rollback's to, base
+// and comment before the store is asked (which checks the rest: that to
+// exists and is still valid, the comment's length).
+func alertingRollbackProblems(to, base int64, comment string) []rules.FieldError {
+	var bad []rules.FieldError
+	if base < 1 {
+		bad = append(bad, rules.FieldError{Field: "base", Problem: "must be the version in force when the rollback was decided (1 or more)"})
+	}
+	switch {
+	case to < 1:
+		bad = append(bad, rules.FieldError{Field: "to", Problem: "must be the number of an earlier version (1 or more)"})
+	case base >= 1 && to >= base:
+		bad = append(bad, rules.FieldError{Field: "to", Problem: fmt.Sprintf("version %d is not earlier than the base %d", to, base)})
+	}
+	if strings.TrimSpace(comment) == "" {
+		bad = append(bad, rules.FieldError{Field: "comment", Problem: "say why the alerting configuration is rolled back"})
+	}
+	return bad
 }
 
 // PolicyResponse is a service's policy with the band in force.

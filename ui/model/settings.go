@@ -18,9 +18,16 @@ type AlertRouting interface {
 	Get(ctx context.Context, n int64) (configstore.Version, error)
 	// List returns up to limit versions, newest first.
 	List(ctx context.Context, limit int) ([]configstore.Version, error)
+	// ListPage returns a page of versions, newest first, numbered below
+	// o.Before when it is positive.
+	ListPage(ctx context.Context, o configstore.ListOptions) ([]configstore.Version, error)
 	// Save validates and stores a new version with its audit entry (one
 	// transaction).
 	Save(ctx context.Context, r configstore.SaveRequest) (configstore.Version, error)
+	// Rollback stores an earlier version's document, its own secrets
+	// included, as the new version r.Base+1, with its audit entry;
+	// configstore.ErrConflict when r.Base is not the newest any more.
+	Rollback(ctx context.Context, r configstore.RollbackRequest) (configstore.Version, error)
 }
 
 // ConfigBand returns the engine's configured auto-apply band of a service:

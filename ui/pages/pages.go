@@ -90,7 +90,7 @@ func New(o Options) (*Pages, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pages: %w", err)
 	}
-	for _, name := range []string{"login", "password", "account", "overview", "service", "timeline", "version", "diff", "rollback", "propose", "recommendations", "recommendation", "alerts", "audit", "settings", "emergency"} {
+	for _, name := range []string{"login", "password", "account", "overview", "service", "timeline", "version", "diff", "rollback", "propose", "recommendations", "recommendation", "alerts", "audit", "settings", "emergency", "alertingrollback"} {
 		t, err := template.Must(base.Clone()).ParseFS(templateFS, "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("pages: %s: %w", name, err)

@@ -77,6 +77,8 @@ func (p *Pages) Routes(r chi.Router) {
 		r.Post("/settings/users/{name}/roles", p.setRoles)
 		r.Post("/settings/policies/{service}", p.setPolicy)
 		r.Post("/settings/alerting", p.saveAlerting)
+		r.Get("/settings/alerting/rollback/{n}", p.alertingRollbackForm)
+		r.Post("/settings/alerting/rollback/{n}", p.rollbackAlerting)
 		r.Get("/services/{service}/emergency", p.emergencyForm)
 		r.Post("/services/{service}/emergency", p.emergency)
 	})
