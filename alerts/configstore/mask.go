@@ -125,14 +125,66 @@ func Mask(doc string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%w: document: %v", alerts.ErrInvalid, err)
 	}
+	return maskSecrets(doc, secrets, nil, ""), nil
+}
+
+// maskSecrets replaces the secrets of doc (scanSecrets) by their masks,
+// followed by note where notes says so.
+func maskSecrets(doc string, secrets []secret, notes []bool, note string) string {
 	out := doc
-	for _, s := range slices.Backward(secrets) {
+	for i, s := range slices.Backward(secrets) {
 		if s.dest || s.value == "" || IsMasked(s.value) {
 			continue
 		}
-		out = out[:s.start] + quote(config.MaskSecret(s.field, s.value)) + out[s.end:]
+		m := config.MaskSecret(s.field, s.value)
+		if notes != nil && notes[i] {
+			m += " " + note
+		}
+		out = out[:s.start] + quote(m) + out[s.end:]
 	}
-	return out, nil
+	return out
+}
+
+// MaskChanged is Mask(doc), except that a secret whose mask equals the
+// mask of the same receiver's secret in base (by receiver name, kind and
+// field, the k-th with the k-th) while the secret differs is shown as its
+// mask followed by note: a comparison of the masked documents then shows
+// a secret changed behind the same mask.
+func MaskChanged(doc, base, note string) (string, error) {
+	secrets, names, err := scanSecrets([]byte(doc))
+	if err != nil {
+		return "", fmt.Errorf("%w: document: %v", alerts.ErrInvalid, err)
+	}
+	baseSecrets, baseNames, err := scanSecrets([]byte(base))
+	if err != nil {
+		return "", fmt.Errorf("%w: base document: %v", alerts.ErrInvalid, err)
+	}
+	type slot struct {
+		name, kind, field string
+		nth               int
+	}
+	saved := map[slot]string{}
+	seen := map[slot]int{}
+	for _, b := range baseSecrets {
+		if !b.dest {
+			k := slot{baseNames[b.recv], b.kind, b.field, 0}
+			k.nth = seen[k]
+			seen[k]++
+			saved[k] = b.value
+		}
+	}
+	clear(seen)
+	notes := make([]bool, len(secrets))
+	for i, s := range secrets {
+		if !s.dest {
+			k := slot{names[s.recv], s.kind, s.field, 0}
+			k.nth = seen[k]
+			seen[k]++
+			b, ok := saved[k]
+			notes[i] = ok && b != s.value && config.MaskSecret(s.field, b) == config.MaskSecret(s.field, s.value)
+		}
+	}
+	return maskSecrets(doc, secrets, notes, note), nil
 }
 
 // Unmask replaces each masked secret of doc by the secret the receiver of

@@ -38,7 +38,19 @@ type Change struct {
 func Diff(a, b *rules.Ruleset) []Change {
 	ta, tb := tree(a), tree(b)
 	var out []Change
-	diffValue("", ta, tb, &out)
+	diffValue("", ta, tb, false, &out)
+	return out
+}
+
+// DiffJSON returns the differences from a to b, two JSON documents decoded
+// with UseNumber, as Diff compares rulesets, except that lists of objects
+// without a distinct name or key compare entry by entry, by position
+// ("routes[0].receiver"): in an alerting document the order of routes
+// matters. Values are encoded without HTML escaping, so masks ("<masked>")
+// read as written.
+func DiffJSON(a, b any) []Change {
+	var out []Change
+	diffValue("", a, b, true, &out)
 	return out
 }
 
@@ -60,17 +72,23 @@ func tree(r *rules.Ruleset) any {
 	return v
 }
 
-func diffValue(path string, a, b any, out *[]Change) {
+// diffValue compares a and b at path; byPosition compares lists of objects
+// without a key entry by entry (DiffJSON), else as a whole (Diff).
+func diffValue(path string, a, b any, byPosition bool, out *[]Change) {
 	switch av := a.(type) {
 	case map[string]any:
 		if bv, ok := b.(map[string]any); ok {
-			diffObject(path, av, bv, out)
+			diffObject(path, av, bv, byPosition, out)
 			return
 		}
 	case []any:
 		if bv, ok := b.([]any); ok {
 			if ka, kb := listKey(av), listKey(bv); ka != "" && ka == kb {
-				diffNamed(path, ka, av, bv, out)
+				diffNamed(path, ka, av, bv, byPosition, out)
+				return
+			}
+			if byPosition && objects(av) && objects(bv) {
+				diffPositions(path, av, bv, out)
 				return
 			}
 		}
@@ -81,7 +99,7 @@ func diffValue(path string, a, b any, out *[]Change) {
 	}
 }
 
-func diffObject(path string, a, b map[string]any, out *[]Change) {
+func diffObject(path string, a, b map[string]any, byPosition bool, out *[]Change) {
 	keys := make([]string, 0, len(a)+len(b))
 	for k := range a {
 		keys = append(keys, k)
@@ -105,13 +123,13 @@ func diffObject(path string, a, b map[string]any, out *[]Change) {
 		case !inB:
 			*out = append(*out, Change{Path: p, Op: OpRemoved, Old: encode(av)})
 		default:
-			diffValue(p, av, bv, out)
+			diffValue(p, av, bv, byPosition, out)
 		}
 	}
 }
 
 // diffNamed compares lists of objects identified by the string field key.
-func diffNamed(path, key string, a, b []any, out *[]Change) {
+func diffNamed(path, key string, a, b []any, byPosition bool, out *[]Change) {
 	index := func(l []any) (map[string]any, []string) {
 		m := make(map[string]any, len(l))
 		names := make([]string, 0, len(l))
@@ -137,9 +155,34 @@ func diffNamed(path, key string, a, b []any, out *[]Change) {
 		case !inB:
 			*out = append(*out, Change{Path: p, Op: OpRemoved, Old: encode(av)})
 		default:
-			diffValue(p, av, bv, out)
+			diffValue(p, av, bv, byPosition, out)
 		}
 	}
+}
+
+// diffPositions compares lists of objects entry by entry.
+func diffPositions(path string, a, b []any, out *[]Change) {
+	for i := range max(len(a), len(b)) {
+		p := path + "[" + strconv.Itoa(i) + "]"
+		switch {
+		case i >= len(a):
+			*out = append(*out, Change{Path: p, Op: OpAdded, New: encode(b[i])})
+		case i >= len(b):
+			*out = append(*out, Change{Path: p, Op: OpRemoved, Old: encode(a[i])})
+		default:
+			diffValue(p, a[i], b[i], true, out)
+		}
+	}
+}
+
+// objects reports whether every element of l is an object.
+func objects(l []any) bool {
+	for _, e := range l {
+		if _, ok := e.(map[string]any); !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // listKey returns "name" or "key" if every element of l is an object with a
@@ -170,10 +213,14 @@ func listKey(l []any) string {
 	return ""
 }
 
+// encode is compact JSON without HTML escaping (a mask "<masked>" reads as
+// written; the pages escape what they show).
 func encode(v any) json.RawMessage {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		return json.RawMessage(strconv.Quote(err.Error()))
 	}
-	return b
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }

@@ -1,13 +1,10 @@
 package pages
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -144,148 +141,29 @@ func (p *Pages) sameAlertingRollback(d alertingRollbackData, base int64, by vers
 	return c.Number == base+1 && c.Document == d.Target.Document && versioning.SamePerson(c.Author, by.Name)
 }
 
-// documentDiff lists the differences from the alerting document a to b:
-// object keys by name, lists of named objects (receivers) by name, other
-// lists of objects (routes, whose order matters) by position, other values
-// as a whole. Values are shown masked, so no secret is; a secret that
-// changed behind the same mask says so.
+// documentDiff lists the differences from the alerting document a to b
+// (versioning.DiffJSON: receivers by name, routes by position), masked, so
+// no secret shows; a secret of b that differs from a's behind the same mask
+// says so (configstore.MaskChanged).
 func documentDiff(a, b string) ([]versioning.Change, error) {
-	var ta, tb [2]any // raw, masked
-	for i, doc := range []string{a, b} {
-		m, err := configstore.Mask(doc)
-		if err != nil {
-			return nil, err
-		}
-		t := &ta
-		if i == 1 {
-			t = &tb
-		}
-		for j, text := range []string{doc, m} {
-			dec := json.NewDecoder(strings.NewReader(text))
-			dec.UseNumber()
-			if err := dec.Decode(&t[j]); err != nil {
-				return nil, fmt.Errorf("pages: alerting document: %w", err)
-			}
-		}
+	ma, err := configstore.Mask(a)
+	if err != nil {
+		return nil, err
 	}
-	var out []versioning.Change
-	diffTree("", node{ta[0], ta[1]}, node{tb[0], tb[1]}, &out)
-	return out, nil
-}
-
-// node is a value of a document and the same value masked (Mask changes
-// strings only, so both have the same shape).
-type node struct{ raw, masked any }
-
-func (n node) key(k string) (node, bool) {
-	v, ok := n.raw.(map[string]any)[k]
-	return node{v, n.masked.(map[string]any)[k]}, ok
-}
-
-func (n node) index(i int) node { return node{n.raw.([]any)[i], n.masked.([]any)[i]} }
-
-func diffTree(path string, a, b node, out *[]versioning.Change) {
-	switch av := a.raw.(type) {
-	case map[string]any:
-		if bv, ok := b.raw.(map[string]any); ok {
-			keys := slices.Concat(slices.Collect(maps.Keys(av)), slices.Collect(maps.Keys(bv)))
-			slices.Sort(keys)
-			for _, k := range slices.Compact(keys) {
-				p := k
-				if path != "" {
-					p = path + "." + k
-				}
-				ea, inA := a.key(k)
-				eb, inB := b.key(k)
-				diffEntry(p, ea, eb, inA, inB, out)
-			}
-			return
-		}
-	case []any:
-		if bv, ok := b.raw.([]any); ok && objects(av) && objects(bv) {
-			if na, nb := names(av), names(bv); na != nil && nb != nil && len(av)+len(bv) > 0 {
-				all := slices.Concat(slices.Collect(maps.Keys(na)), slices.Collect(maps.Keys(nb)))
-				slices.Sort(all)
-				for _, n := range slices.Compact(all) {
-					ia, inA := na[n]
-					ib, inB := nb[n]
-					var ea, eb node
-					if inA {
-						ea = a.index(ia)
-					}
-					if inB {
-						eb = b.index(ib)
-					}
-					diffEntry(path+"["+n+"]", ea, eb, inA, inB, out)
-				}
-				return
-			}
-			for i := range max(len(av), len(bv)) {
-				var ea, eb node
-				if i < len(av) {
-					ea = a.index(i)
-				}
-				if i < len(bv) {
-					eb = b.index(i)
-				}
-				diffEntry(path+"["+strconv.Itoa(i)+"]", ea, eb, i < len(av), i < len(bv), out)
-			}
-			return
+	mb, err := configstore.MaskChanged(b, a, "(another secret)")
+	if err != nil {
+		return nil, err
+	}
+	var ta, tb any
+	for _, d := range []struct {
+		text string
+		v    *any
+	}{{ma, &ta}, {mb, &tb}} {
+		dec := json.NewDecoder(strings.NewReader(d.text))
+		dec.UseNumber()
+		if err := dec.Decode(d.v); err != nil {
+			return nil, fmt.Errorf("pages: alerting document: %w", err)
 		}
 	}
-	if bytes.Equal(encodeJSON(a.raw), encodeJSON(b.raw)) {
-		return
-	}
-	c := versioning.Change{Path: path, Op: versioning.OpChanged, Old: encodeJSON(a.masked), New: encodeJSON(b.masked)}
-	if bytes.Equal(c.Old, c.New) {
-		if s, ok := b.masked.(string); ok {
-			c.New = encodeJSON(s + " (another secret)")
-		}
-	}
-	*out = append(*out, c)
-}
-
-func diffEntry(path string, a, b node, inA, inB bool, out *[]versioning.Change) {
-	switch {
-	case !inA:
-		*out = append(*out, versioning.Change{Path: path, Op: versioning.OpAdded, New: encodeJSON(b.masked)})
-	case !inB:
-		*out = append(*out, versioning.Change{Path: path, Op: versioning.OpRemoved, Old: encodeJSON(a.masked)})
-	default:
-		diffTree(path, a, b, out)
-	}
-}
-
-func objects(l []any) bool {
-	for _, e := range l {
-		if _, ok := e.(map[string]any); !ok {
-			return false
-		}
-	}
-	return true
-}
-
-// names indexes a list of objects by their distinct string names; nil if
-// some entry has none or shares it.
-func names(l []any) map[string]int {
-	m := make(map[string]int, len(l))
-	for i, e := range l {
-		n, ok := e.(map[string]any)["name"].(string)
-		if _, dup := m[n]; !ok || dup {
-			return nil
-		}
-		m[n] = i
-	}
-	return m
-}
-
-// encodeJSON is compact JSON as typed: masks ("<masked>") are not escaped.
-func encodeJSON(v any) json.RawMessage {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return json.RawMessage(strconv.Quote(err.Error()))
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+	return versioning.DiffJSON(ta, tb), nil
 }
