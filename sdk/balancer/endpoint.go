@@ -58,11 +58,14 @@ func (e *Endpoint) load(now int64, decay float64) float64 {
 func (e *Endpoint) observe(now int64, sample float64, decay float64) {
 	for {
 		old := e.cost.Load()
-		w := math.Exp(-float64(max(now-e.stamp.Load(), 0)) / decay)
-		c := math.Float64frombits(old) * w
 		next := sample // peak: jump up at once
-		if sample < c {
-			next = c*w + sample*(1-w)
+		if c := math.Float64frombits(old); sample < c {
+			// Only a sample under the stored estimate can be under the
+			// decayed one: the decay is computed for those alone.
+			w := math.Exp(-float64(max(now-e.stamp.Load(), 0)) / decay)
+			if c *= w; sample < c {
+				next = c*w + sample*(1-w)
+			}
 		}
 		if e.cost.CompareAndSwap(old, math.Float64bits(next)) {
 			e.stamp.Store(now)
