@@ -82,14 +82,20 @@ func (b *Bulkhead) Limit() int {
 func (b *Bulkhead) InFlight() int { return int(b.inflight.Load()) }
 
 // Acquire takes a slot and returns the in-flight count including this call,
-// or ErrFull. A successful Acquire must be followed by one Release.
+// or ErrFull. A successful Acquire must be followed by one Release (or
+// Cancel). A refused call is never counted, not even for a moment, so
+// calls racing for a slot just freed do not refuse each other.
 func (b *Bulkhead) Acquire() (int, error) {
-	n := b.inflight.Add(1)
-	if n > int64(b.Limit()) {
-		b.inflight.Add(-1)
-		return 0, ErrFull
+	limit := int64(b.Limit())
+	for {
+		n := b.inflight.Load()
+		if n >= limit {
+			return 0, ErrFull
+		}
+		if b.inflight.CompareAndSwap(n, n+1) {
+			return int(n + 1), nil
+		}
 	}
-	return int(n), nil
 }
 
 // Force takes a slot even when the bulkhead is full (shadow mode: count, do
@@ -103,7 +109,7 @@ func (b *Bulkhead) Force() (inflight int, over bool) {
 // rtt in nanoseconds, inflight as Acquire returned it, dropped if the call
 // failed from overload (a timeout or a rejection by the downstream).
 func (b *Bulkhead) Release(now, rtt int64, inflight int, dropped bool) {
-	b.inflight.Add(-1)
+	b.give()
 	if b.lim != nil {
 		b.lim.Observe(now, rtt, inflight, dropped)
 	}
@@ -111,7 +117,16 @@ func (b *Bulkhead) Release(now, rtt int64, inflight int, dropped bool) {
 
 // Cancel gives back a slot taken for a call that never started (another
 // guard refused it), without feeding the limiter.
-func (b *Bulkhead) Cancel() { b.inflight.Add(-1) }
+func (b *Bulkhead) Cancel() { b.give() }
+
+// give returns a slot. The count never stays below zero: a slot given back
+// twice (a caller's bug) would otherwise raise the cap for good; this way
+// the error is gone once the calls in flight have ended.
+func (b *Bulkhead) give() {
+	if b.inflight.Add(-1) < 0 {
+		b.inflight.Add(1)
+	}
+}
 
 // Do runs fn in a slot. When there is none it returns fallback(ctx, ErrFull),
 // or ErrFull when fallback is nil. fn's error counts as an overload drop for

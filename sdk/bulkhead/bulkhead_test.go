@@ -133,6 +133,75 @@ func TestDoReleasesSlotWhenFnPanics(t *testing.T) {
 	}
 }
 
+// hookLimiter runs hook (once) inside Limit, which Acquire calls while it
+// decides: a way to interleave another goroutine's calls deterministically.
+type hookLimiter struct {
+	limit int
+	hook  func()
+}
+
+func (h *hookLimiter) Limit() int {
+	if f := h.hook; f != nil {
+		h.hook = nil
+		f()
+	}
+	return h.limit
+}
+func (h *hookLimiter) Observe(int64, int64, int, bool) {}
+
+// Two calls racing for the one slot a release frees: one of them gets it.
+// Counting a refused call in flight for a moment refused both.
+func TestRacingAcquiresForAFreedSlotAdmitOne(t *testing.T) {
+	lim := &hookLimiter{limit: 1}
+	b, err := New(rules.Bulkhead{MaxConcurrent: 1}, Options{Limiter: lim})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := b.Acquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var other error
+	lim.hook = func() {
+		b.Release(0, 0, n, false) // the holder ends
+		_, other = b.Acquire()    // and another call asks meanwhile
+	}
+	_, mine := b.Acquire()
+	if (mine == nil) == (other == nil) {
+		t.Fatalf("racing acquires for one freed slot: %v and %v, want exactly one admitted", mine, other)
+	}
+	if b.InFlight() != 1 {
+		t.Fatalf("InFlight = %d, want 1", b.InFlight())
+	}
+}
+
+// A slot given back twice (End and Cancel of one call, a caller's bug)
+// must not raise the cap for good: the count never goes below zero.
+func TestReleaseTwiceDoesNotRaiseTheCap(t *testing.T) {
+	b, err := New(rules.Bulkhead{MaxConcurrent: 2}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := b.Acquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Release(0, 0, n, false)
+	b.Release(0, 0, n, false)
+	b.Cancel()
+	if got := b.InFlight(); got != 0 {
+		t.Fatalf("InFlight = %d after extra releases, want 0", got)
+	}
+	for i := range 2 {
+		if _, err := b.Acquire(); err != nil {
+			t.Fatalf("Acquire %d = %v", i, err)
+		}
+	}
+	if _, err := b.Acquire(); !errors.Is(err, ErrFull) {
+		t.Fatalf("third Acquire on a cap of 2 = %v, want ErrFull", err)
+	}
+}
+
 func TestInheritSharesInFlight(t *testing.T) {
 	old, _ := New(rules.Bulkhead{MaxConcurrent: 5}, Options{})
 	for range 3 {
@@ -169,6 +238,41 @@ func BenchmarkAcquireRelease(b *testing.B) {
 				b.Fatal(err)
 			}
 			bh.Release(0, 0, n, false)
+		}
+	})
+}
+
+// BenchmarkAcquireReleaseAtCap is the contended case: more goroutines
+// than slots, so calls are refused and slots change hands.
+func BenchmarkAcquireReleaseAtCap(b *testing.B) {
+	bh, _ := New(rules.Bulkhead{MaxConcurrent: 2}, Options{})
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if n, err := bh.Acquire(); err == nil {
+				bh.Release(0, 0, n, false)
+			}
+		}
+	})
+}
+
+type constLimiter int
+
+func (c constLimiter) Limit() int                    { return int(c) }
+func (constLimiter) Observe(int64, int64, int, bool) {}
+
+// BenchmarkDo is the guarded call as a service makes it, with an adaptive
+// cap and the real clock.
+func BenchmarkDo(b *testing.B) {
+	bh, _ := New(rules.Bulkhead{MaxConcurrent: 1 << 20}, Options{Limiter: constLimiter(1 << 20)})
+	ctx := context.Background()
+	fn := func(context.Context) error { return nil }
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := bh.Do(ctx, fn, nil); err != nil {
+				b.Fatal(err)
+			}
 		}
 	})
 }
