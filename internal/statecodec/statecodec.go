@@ -61,7 +61,7 @@ func (d *Dec) U(what string) uint64 {
 	}
 	v, n := binary.Uvarint(d.B)
 	if n <= 0 {
-		d.Fail("%s: truncated", what)
+		d.varintFail(what, n)
 		return 0
 	}
 	d.B = d.B[n:]
@@ -75,11 +75,21 @@ func (d *Dec) I(what string) int64 {
 	}
 	v, n := binary.Varint(d.B)
 	if n <= 0 {
-		d.Fail("%s: truncated", what)
+		d.varintFail(what, n)
 		return 0
 	}
 	d.B = d.B[n:]
 	return v
+}
+
+// varintFail records why a varint could not be read: n is what
+// binary.Uvarint or binary.Varint returned (0 or negative).
+func (d *Dec) varintFail(what string, n int) {
+	if n == 0 {
+		d.Fail("%s: truncated", what)
+	} else {
+		d.Fail("%s: varint overflows 64 bits", what)
+	}
 }
 
 // N reads a count (unsigned varint) in [0, limit].

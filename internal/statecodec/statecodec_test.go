@@ -1,6 +1,7 @@
 package statecodec
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"strings"
@@ -153,6 +154,22 @@ func FuzzTime(f *testing.F) {
 			t.Fatalf("round trip of %v: got %v", in, got)
 		}
 	})
+}
+
+// A varint longer than 64 bits is corrupt, not cut short: the error says
+// so, for the unsigned and the signed reader.
+func TestOverlongVarintIsNotReportedAsTruncated(t *testing.T) {
+	overlong := append(bytes.Repeat([]byte{0xff}, 10), 0x01)
+	for name, read := range map[string]func(*Dec){
+		"U": func(d *Dec) { d.U("count") },
+		"I": func(d *Dec) { d.I("count") },
+	} {
+		d := Dec{B: overlong, Sentinel: errTest}
+		read(&d)
+		if d.Err == nil || !strings.Contains(d.Err.Error(), "count: varint overflows 64 bits") {
+			t.Errorf("%s: got %v", name, d.Err)
+		}
+	}
 }
 
 func TestTimeTruncated(t *testing.T) {
