@@ -110,7 +110,10 @@ func (s *Snapshot) MutedBy(target alerts.Labels) (alerts.Fingerprint, bool) {
 	if s == nil || len(s.rules) == 0 {
 		return 0, false
 	}
-	tfp := target.Fingerprint()
+	// The target's fingerprint is needed only where a rule has sources
+	// for its Equal values: hashed then, once.
+	var tfp alerts.Fingerprint
+	hashed := false
 	var arr [256]byte
 	for _, idx := range s.rules {
 		r := idx.rule
@@ -126,6 +129,12 @@ func (s *Snapshot) MutedBy(target alerts.Labels) (alerts.Fingerprint, bool) {
 		from := &set.all
 		if r.Source.Matches(target) {
 			from = &set.sourceOnly
+		}
+		if from.n == 0 {
+			continue
+		}
+		if !hashed {
+			tfp, hashed = target.Fingerprint(), true
 		}
 		if fp, ok := from.other(tfp); ok {
 			return fp, true
