@@ -162,9 +162,13 @@ func (m Multi) Emit(ctx context.Context, e Event) {
 // move after the first report failed, or two replicas overlapping during a
 // takeover) is listed once.
 type Recorder struct {
-	mu     sync.Mutex
-	max    int
+	mu  sync.Mutex
+	max int
+	// events is a ring of up to max events: once full, the oldest is at
+	// start and each new event overwrites it, so a full recorder neither
+	// copies nor allocates.
 	events []Event
+	start  int
 	keys   map[string]bool // ReportKeys of the kept events
 }
 
@@ -188,16 +192,15 @@ func (r *Recorder) Emit(_ context.Context, e Event) {
 		}
 		r.keys[key] = true
 	}
-	r.events = append(r.events, e)
-	if len(r.events) > r.max {
-		drop := len(r.events) - r.max
-		for _, old := range r.events[:drop] {
-			if k := old.ReportKey(); k != "" {
-				delete(r.keys, k)
-			}
-		}
-		r.events = append(r.events[:0:0], r.events[drop:]...)
+	if len(r.events) < r.max {
+		r.events = append(r.events, e)
+		return
 	}
+	if k := r.events[r.start].ReportKey(); k != "" {
+		delete(r.keys, k)
+	}
+	r.events[r.start] = e
+	r.start = (r.start + 1) % r.max
 }
 
 // Events returns a copy of the kept events, oldest first; kind "" for all.
@@ -205,8 +208,8 @@ func (r *Recorder) Events(kind Kind) []Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := []Event{}
-	for _, e := range r.events {
-		if kind == "" || e.Kind == kind {
+	for i := range r.events {
+		if e := r.events[(r.start+i)%len(r.events)]; kind == "" || e.Kind == kind {
 			out = append(out, e)
 		}
 	}

@@ -74,3 +74,45 @@ func TestRecorderKeepsAReportOnce(t *testing.T) {
 		t.Fatalf("after eviction: %+v, want search v7 and checkout v7 again", got)
 	}
 }
+
+// BenchmarkRecorderEmitFull: emitting into a full recorder (the steady
+// state of a running engine), from parallel emitters.
+func BenchmarkRecorderEmitFull(b *testing.B) {
+	r := NewRecorder(500)
+	ctx := context.Background()
+	e := Event{Kind: LevelCrossed, Severity: Warning, Service: "checkout", Message: "checkout p99 latency is above its warn level"}
+	for range 500 {
+		r.Emit(ctx, e)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			r.Emit(ctx, e)
+		}
+	})
+}
+
+// TestFullRecorderDoesNotCopyItsEventsOnEveryEmit: a full recorder (the
+// steady state: the level alerts alone report every refresh) used to copy
+// all its events into a new slice at every Emit, 64 KiB of garbage and tens
+// of microseconds under its lock per event; it overwrites the oldest
+// instead, keeping the order and the bound.
+func TestFullRecorderDoesNotCopyItsEventsOnEveryEmit(t *testing.T) {
+	r := NewRecorder(500)
+	ctx := context.Background()
+	e := Event{Kind: LevelCrossed, Severity: Warning, Service: "checkout", Message: "checkout p99 latency is above its warn level"}
+	for range 600 {
+		r.Emit(ctx, e)
+	}
+	if n := testing.AllocsPerRun(1000, func() { r.Emit(ctx, e) }); n != 0 {
+		t.Fatalf("Emit into a full recorder: %v allocations, want 0", n)
+	}
+	// Order and the bound hold across the wrap.
+	for i := range 700 {
+		r.Emit(ctx, Event{Kind: AutoApply, Version: int64(i)})
+	}
+	got := r.Events("")
+	if len(got) != 500 || got[0].Version != 200 || got[499].Version != 699 {
+		t.Fatalf("kept %d, first v%d, last v%d; want 500, v200 to v699", len(got), got[0].Version, got[len(got)-1].Version)
+	}
+}
