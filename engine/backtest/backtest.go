@@ -3,7 +3,10 @@
 // engine would have at that time, scores them, and asks the recommender what
 // it would have proposed, assuming each proposal was approved at once (so
 // later steps start from it) and saying whether its band would have let it
-// apply itself. Nothing is written anywhere.
+// apply itself. Nothing is written anywhere. As in the live engine, a step
+// whose signals read as partial (a query warned that data may be missing)
+// proposes nothing and counts as inconclusive; unlike it, the replay has no
+// guardrail, so it does not hold proposals while a version is judged.
 //
 // A range without any series of the service is not an error, but its
 // Summary says so (StepsWithData is 0): a replay with no proposals because
@@ -80,6 +83,13 @@ type Summary struct {
 	// proposed nothing because it saw nothing, which says nothing about
 	// the rules; report it as such, not as a quiet replay.
 	StepsWithData int
+	// PartialSteps counts the steps at which the service's signals read
+	// as partial (a query answered with a warning that data may be
+	// missing, see signals.PartialData). The live engine proposes nothing
+	// on partial data, and neither does the replay: such a step is
+	// inconclusive. FirstPartial is the first such step and its warning.
+	PartialSteps int
+	FirstPartial string
 }
 
 // Run replays the range, calling emit for every proposal in time order.
@@ -168,6 +178,15 @@ func run(ctx context.Context, o Options, emit func(Proposal), applied *autoAppli
 		}
 		r := rec.Evaluate(recommend.Input{At: at, Service: o.Service, Score: sc, Entry: entry, Active: &active,
 			Instances: len(inst.Entries), Band: o.Band})
+		if detail, ok := entry.Partial(); ok {
+			// As the live engine (engine/evaluate): signals that may lack
+			// series propose nothing, whatever they suggest.
+			if sum.PartialSteps == 0 {
+				sum.FirstPartial = at.Format(time.RFC3339) + ": " + detail
+			}
+			sum.PartialSteps++
+			r.Ruleset, r.Inconclusive = nil, true
+		}
 		if r.Inconclusive {
 			sum.Inconclusive++
 		}
