@@ -19,6 +19,10 @@
 // ahead of the database's by more than MaxClockSkew claims nothing
 // (ErrClockSkew, logged by RunTicks): its ticks, later than any the other
 // replicas name, would keep them from claiming until their clocks caught up.
+// A replica whose clock lags the newest claimed tick by more than
+// MaxClockSkew claims nothing either, until its clock reaches that tick;
+// its claims fail with ErrClockSkew, naming the tick and the replica that
+// claimed it, rather than reading as ticks another replica took.
 //
 // # Lease
 //

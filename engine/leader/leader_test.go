@@ -4,10 +4,12 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -369,4 +371,122 @@ func TestSessionTimeoutShorterThanTheLeaseIsRefused(t *testing.T) {
 			t.Errorf("SessionTimeout %s, CheckInterval %s: %v", o.SessionTimeout, o.CheckInterval, err)
 		}
 	}
+}
+
+// TestRunTicksWarnsWhenATickOutlastsItsInterval: an evaluation that takes
+// longer than the interval makes the ticks that pass meanwhile be skipped,
+// not run late; the log says so, with how long the tick took and how many
+// were skipped, instead of the evaluations silently thinning out.
+func TestRunTicksWarnsWhenATickOutlastsItsInterval(t *testing.T) {
+	clk := armedClock{Fake: clock.NewFake(time.Unix(1000, 0)), armed: make(chan struct{}, 10)}
+	var logs testenv.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan time.Time, 10)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		RunTicks(ctx, &Local{ID: "a"}, clk, 10*time.Second, func(_ context.Context, tick time.Time) {
+			if tick.Equal(time.Unix(1010, 0)) {
+				clk.Advance(25 * time.Second) // a slow evaluation
+			}
+			ran <- tick
+		}, WithLogger(log))
+	}()
+	<-clk.armed
+	clk.Advance(10 * time.Second)
+	if tick := <-ran; !tick.Equal(time.Unix(1010, 0)) {
+		t.Fatalf("first tick %v", tick)
+	}
+	<-clk.armed
+	clk.Advance(5 * time.Second)
+	if tick := <-ran; !tick.Equal(time.Unix(1040, 0)) {
+		t.Fatalf("tick after the slow one %v, want the next aligned one", tick)
+	}
+	<-clk.armed
+	out := logs.String()
+	if strings.Count(out, "level=WARN") != 1 || !strings.Contains(out, "skipped=2") || !strings.Contains(out, "took=25s") {
+		t.Fatalf("log after a tick of 25s at an interval of 10s; want one warning naming the 2 ticks skipped:\n%s", out)
+	}
+	cancel()
+	<-done
+}
+
+// TestShutdownDuringACheckIsNoLostLeadership: the engine stopping while a
+// check is in flight cuts the check short; that is a shutdown, whose lock is
+// released, not a lost leadership with a warning and a LeaderLost event
+// (which pages as the leader being lost).
+func TestShutdownDuringACheckIsNoLostLeadership(t *testing.T) {
+	dsn := migrated(t)
+	clk := clock.NewFake(leaseT0)
+	rec := events.NewRecorder(10)
+	e, err := NewPostgres(PostgresOptions{URL: dsn, Identity: "a", RetryInterval: testCheck, CheckInterval: testCheck,
+		Lease: testLease, SessionTimeout: -1, Clock: clk, Events: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	trace := make(chan string, 1000)
+	var leading atomic.Bool
+	e.trace = func(ev string) {
+		if ev == "call check" && leading.Load() {
+			cancel() // the engine shuts down while a check is in flight
+		}
+		trace <- ev
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = e.Run(ctx) }()
+	for !leading.Load() {
+		switch <-trace {
+		case "lead":
+			leading.Store(true)
+		case "wait":
+			clk.Advance(testCheck)
+		}
+	}
+	for ev := range trace {
+		if ev == "wait" {
+			clk.Advance(testCheck)
+		}
+		if ev == "released" || ev == "lost" {
+			if ev == "lost" {
+				t.Errorf("a shutdown during a check gave the lock up as lost")
+			}
+			break
+		}
+	}
+	<-done
+	if lost := rec.Events(events.LeaderLost); len(lost) != 0 {
+		t.Fatalf("a shutdown reported as a lost leadership: %+v", lost)
+	}
+}
+
+// TestRunTicksWarnsOnceWhileTheClockStaysSkewed: the errors of claims
+// refused for a clock skew name their tick and skew, so each differs from
+// the last; a skew that stays is still one failure, warned about once, not
+// a warning every tick.
+func TestRunTicksWarnsOnceWhileTheClockStaysSkewed(t *testing.T) {
+	e := &failingClaims{Local: Local{ID: "a"}}
+	clk := armedClock{Fake: clock.NewFake(time.Unix(1000, 0)), armed: make(chan struct{}, 10)}
+	var logs testenv.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		RunTicks(ctx, e, clk, 10*time.Second, func(context.Context, time.Time) {}, WithLogger(log))
+	}()
+	<-clk.armed
+	for i := range 5 {
+		// Each claim names its own tick and skew.
+		e.fail(fmt.Errorf("leader: claim tick: %w: tick %d is %ds behind the newest claimed tick", ErrClockSkew, 1010+10*i, 3600-10*i))
+		clk.Advance(10 * time.Second)
+		<-clk.armed
+	}
+	if out := logs.String(); strings.Count(out, "level=WARN") != 1 {
+		t.Fatalf("5 claims failing with a clock skew that stays: want 1 warning:\n%s", out)
+	}
+	cancel()
+	<-done
 }

@@ -505,3 +505,43 @@ func TestSlowChecksOfAHealthyLeaderKeepItsLease(t *testing.T) {
 		t.Fatal("never led")
 	}
 }
+
+// TestReplicaWithClockBehindSaysWhyItClaimsNothing: a replica whose clock
+// lags the one that claimed the newest tick by an hour would lead and claim
+// nothing for an hour, each claim read as a tick another replica took, with
+// nothing in the log. Its claims fail with ErrClockSkew instead, naming the
+// newest tick and its claimant; ticks taken within MaxClockSkew (the one
+// claimed, one claimed by a replica slightly ahead) are still just taken.
+func TestReplicaWithClockBehindSaysWhyItClaimsNothing(t *testing.T) {
+	dsn := migrated(t)
+	ctx := context.Background()
+	const interval = 15 * time.Second
+	right := clock.NewFake(time.Now())
+	a := startTraced(t, dsn, "a", right)
+	a.lead(t, right)
+	newest := right.Now().Truncate(interval)
+	if won, err := a.ClaimTick(ctx, newest); !won || err != nil {
+		t.Fatalf("claim with a correct clock: won %v, err %v", won, err)
+	}
+	behind := clock.NewFake(time.Now().Add(-time.Hour))
+	b := startTraced(t, dsn, "b", behind, func(o *PostgresOptions) { o.LockKey = DefaultLockKey + 1 })
+	b.lead(t, behind)
+	won, err := b.ClaimTick(ctx, behind.Now().Truncate(interval))
+	if won || !errors.Is(err, ErrClockSkew) || !strings.Contains(err.Error(), "behind the newest claimed tick") ||
+		!strings.Contains(err.Error(), `by "a"`) {
+		t.Fatalf("claim of a replica an hour behind: won %v, err %v; want ErrClockSkew naming the newest tick and its leader", won, err)
+	}
+	// The tick claimed already, or one MaxClockSkew before it: taken, no
+	// error.
+	for _, tick := range []time.Time{newest, newest.Add(-10 * time.Second)} {
+		if won, err := b.ClaimTick(ctx, tick); won || err != nil {
+			t.Fatalf("claim of %v: won %v, err %v; want it taken", tick, won, err)
+		}
+	}
+	// Unchecked with a negative MaxClockSkew.
+	c := startTraced(t, dsn, "c", behind, func(o *PostgresOptions) { o.LockKey = DefaultLockKey + 2; o.MaxClockSkew = -1 })
+	c.lead(t, behind)
+	if won, err := c.ClaimTick(ctx, behind.Now().Truncate(interval)); won || err != nil {
+		t.Fatalf("MaxClockSkew -1: won %v, err %v; want it taken", won, err)
+	}
+}

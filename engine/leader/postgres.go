@@ -24,8 +24,10 @@ var ErrInvalidOption = errors.New("leader: invalid option")
 var ErrLeaseExpired = errors.New("leader: lease expired")
 
 // ErrClockSkew is returned by ClaimTick for a tick later than the database
-// clock by more than MaxClockSkew: this replica's clock runs ahead.
-var ErrClockSkew = errors.New("leader: clock ahead of the database")
+// clock by more than MaxClockSkew (this replica's clock runs ahead), or,
+// not won, earlier than the newest claimed tick by more than MaxClockSkew
+// (this replica's clock lags the one that claimed it).
+var ErrClockSkew = errors.New("leader: clock skew")
 
 // errCallTimeout is the cause of a database call cut short by its deadline.
 var errCallTimeout = errors.New("leader: database call timed out")
@@ -72,7 +74,9 @@ type PostgresOptions struct {
 	// forward, so a tick claimed by a replica whose clock runs ahead would
 	// keep every other replica from claiming (and their state from being
 	// saved) until their clocks caught up with it; such a claim fails with
-	// ErrClockSkew instead. Default 10s; negative: not checked.
+	// ErrClockSkew instead. A claim of a tick more than MaxClockSkew
+	// behind the newest claimed one fails with ErrClockSkew as well. Default
+	// 10s; negative: not checked.
 	MaxClockSkew time.Duration
 	Clock        clock.Clock
 	Events       events.Sink
@@ -328,9 +332,12 @@ func (p *Postgres) lead(ctx context.Context, conn *pgx.Conn, locked time.Time) {
 			p.trace("lead")
 		}
 	}
-	// The leadership ends before the lock is given up.
+	// The leadership ends before the lock is given up. When ctx ended (the
+	// engine stops), a call it cut short is no lost connection: the lock
+	// is released as at any shutdown, and no LeaderLost is reported.
+	shutdown := ctx.Err() != nil
 	cause := lost
-	if cause == nil {
+	if shutdown {
 		cause = context.Cause(ctx)
 	}
 	p.mu.Lock()
@@ -342,7 +349,7 @@ func (p *Postgres) lead(ctx context.Context, conn *pgx.Conn, locked time.Time) {
 	// have returned (each within its deadline).
 	p.io.Lock()
 	defer p.io.Unlock()
-	if ctx.Err() != nil && lost == nil {
+	if shutdown {
 		// Nothing is led any more: a real-time bound will do.
 		uctx, cancel := context.WithTimeout(context.Background(), p.o.Lease/3)
 		_, _ = conn.Exec(uctx, "SELECT pg_advisory_unlock($1)", p.o.LockKey)
@@ -437,7 +444,11 @@ func (p *Postgres) deadline(ctx context.Context, d time.Duration) (context.Conte
 // tick names the only cycle whose writes count (see evaluate.SQLState). A
 // tick more than MaxClockSkew ahead of the database clock is not claimed
 // (ErrClockSkew): a replica whose clock runs ahead would otherwise keep the
-// others from claiming until their clocks caught up. A claim that finds
+// others from claiming until their clocks caught up. A tick not won that is
+// more than MaxClockSkew behind the newest claimed tick fails with
+// ErrClockSkew too, naming that tick and its claimant, rather than reading
+// as taken: the replica's clock lags, and it would lead without evaluating
+// anything, silently, until its clock caught up. A claim that finds
 // the connection dead ends the leadership at once.
 func (p *Postgres) ClaimTick(ctx context.Context, tick time.Time) (bool, error) {
 	if !p.IsLeader() {
@@ -445,6 +456,8 @@ func (p *Postgres) ClaimTick(ctx context.Context, tick time.Time) (bool, error) 
 	}
 	var won bool
 	var dbNow time.Time
+	var newest *time.Time // the newest tick claimed before this claim, and by whom
+	var newestBy *string
 	skew := int64(-1) // not checked
 	if p.o.MaxClockSkew >= 0 {
 		skew = p.o.MaxClockSkew.Microseconds()
@@ -456,12 +469,30 @@ func (p *Postgres) ClaimTick(ctx context.Context, tick time.Time) (bool, error) 
 					AND NOT EXISTS (SELECT 1 FROM governor_engine_ticks WHERE tick >= $1)
 				ON CONFLICT (tick) DO NOTHING
 				RETURNING tick)
-			SELECT EXISTS (SELECT 1 FROM claim), now()`, tick.UTC(), p.o.Identity, skew).Scan(&won, &dbNow)
+			SELECT EXISTS (SELECT 1 FROM claim), now(), n.tick, n.leader
+			FROM (SELECT 1) one
+			LEFT JOIN LATERAL (SELECT tick, leader FROM governor_engine_ticks ORDER BY tick DESC LIMIT 1) n ON true`,
+			tick.UTC(), p.o.Identity, skew).Scan(&won, &dbNow, &newest, &newestBy)
 	})
-	if err == nil && !won && skew >= 0 && tick.Sub(dbNow) > time.Duration(skew)*time.Microsecond {
+	maxSkew := time.Duration(skew) * time.Microsecond
+	switch {
+	case err != nil || won || skew < 0:
+	case tick.Sub(dbNow) > maxSkew:
 		err = fmt.Errorf("%w: tick %s is %s ahead of the database clock (%s), more than MaxClockSkew %s",
 			ErrClockSkew, tick.UTC().Format(time.RFC3339Nano), tick.Sub(dbNow).Round(time.Millisecond),
 			dbNow.UTC().Format(time.RFC3339Nano), p.o.MaxClockSkew)
+	case newest != nil && newest.Sub(tick) > maxSkew:
+		// Ticks only move forward: this replica claims nothing until its
+		// clock reaches the newest tick. Claimed at their ticks' times,
+		// ticks of replicas whose clocks agree within MaxClockSkew are
+		// never that far apart.
+		by := ""
+		if newestBy != nil {
+			by = *newestBy
+		}
+		err = fmt.Errorf("%w: tick %s is %s behind the newest claimed tick %s (claimed by %q), more than MaxClockSkew %s: this replica's clock lags, and it claims nothing until it reaches that tick",
+			ErrClockSkew, tick.UTC().Format(time.RFC3339Nano), newest.Sub(tick).Round(time.Millisecond),
+			newest.UTC().Format(time.RFC3339Nano), by, p.o.MaxClockSkew)
 	}
 	if err != nil {
 		p.claims.WithLabelValues("error").Inc()
