@@ -48,8 +48,12 @@ type Options struct {
 	// math/rand/v2.Float64.
 	Float64 func() float64
 	// Breaker gives every endpoint its own breaker with these rules, so
-	// failing endpoints are ejected; nil means no ejection.
+	// failing endpoints are ejected while their breaker is open (within
+	// Ejection.MaxShare); nil means no breakers.
 	Breaker *rules.Breaker
+	// Ejection ejects endpoints after consecutive failures and caps the
+	// share of endpoints ejected at once; see Ejection.
+	Ejection Ejection
 	// OnStateChange runs when an endpoint's breaker changes state, outside
 	// every lock.
 	OnStateChange func(addr string, from, to breaker.State)
@@ -76,6 +80,11 @@ type Balancer struct {
 	changes *atomic.Uint64
 	panics  atomic.Uint64 // picks that went around a refusing breaker
 	opts    Options
+	ej      Ejection // with defaults filled in
+	// ejMu serialises ejection decisions, so the cap holds; shared like
+	// changes by a balancer inheriting the very same endpoints.
+	ejMu    *sync.Mutex
+	skipped atomic.Uint64 // ejections the cap refused
 
 	mu sync.Mutex // serialises changes to the endpoint list
 }
@@ -88,12 +97,19 @@ type list struct {
 	// counted again only once a breaker has changed state since, so Pick
 	// does not scan the list while the breakers are steady.
 	healthy atomic.Uint64
+	// until is when the first consecutive-failure ejection counted in
+	// healthy ends: the count is taken again then.
+	until atomic.Int64
 }
 
 // New builds a balancer with no endpoints.
 func New(c rules.Balancer, opts Options) (*Balancer, error) {
 	if c.Decay < 0 || c.SlowStart < 0 {
 		return nil, fmt.Errorf("%w: decay and slow_start must not be negative", ErrInvalidConfig)
+	}
+	ej, err := opts.Ejection.check()
+	if err != nil {
+		return nil, err
 	}
 	panicAt := DefaultPanicThreshold
 	if c.PanicThreshold != nil {
@@ -122,22 +138,23 @@ func New(c rules.Balancer, opts Options) (*Balancer, error) {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 		}
 	}
-	if opts.Breaker == nil || breaker.WithDefaults(*opts.Breaker).Kind != rules.BreakerKindBreaker {
-		panicAt = 0 // a throttle never ejects, and its refusals must stand
+	if ej.ConsecutiveFailures == 0 && (opts.Breaker == nil || breaker.WithDefaults(*opts.Breaker).Kind != rules.BreakerKindBreaker) {
+		panicAt = 0 // nothing ejects: a throttle's refusals must stand
 	}
 	from := opts.Inherit
 	opts.Inherit = nil // keep no chain of replaced balancers alive
-	b := &Balancer{decay: float64(c.Decay), slowStart: int64(c.SlowStart), panicAt: panicAt, opts: opts}
-	b.changes = new(atomic.Uint64)
+	b := &Balancer{decay: float64(c.Decay), slowStart: int64(c.SlowStart), panicAt: panicAt, opts: opts, ej: ej}
+	b.changes, b.ejMu = new(atomic.Uint64), new(sync.Mutex)
 	eps := []*Endpoint{}
 	if from != nil {
 		same := sameBreaker(from.opts.Breaker, opts.Breaker)
 		if same {
 			b.changes = from.changes // their breakers' hooks count there
+			b.ejMu = from.ejMu       // their ejection state is shared
 		}
 		for _, e := range from.eps.Load().eps {
 			if !same {
-				e = b.carryOver(e)
+				e = b.carryOver(from, e)
 			}
 			eps = append(eps, e)
 		}
@@ -150,25 +167,35 @@ func New(c rules.Balancer, opts Options) (*Balancer, error) {
 func (b *Balancer) store(eps []*Endpoint) {
 	l := &list{eps: eps}
 	if b.panicAt > 0 {
-		l.healthy.Store(b.count(eps, b.opts.Clock.Nanotime()))
+		b.count(l, b.opts.Clock.Nanotime())
 	}
 	b.eps.Store(l)
 }
 
-// count counts the endpoints with a closed breaker and returns the count
-// as list.healthy holds it.
-func (b *Balancer) count(eps []*Endpoint, now int64) uint64 {
+// count counts the endpoints of l with a closed breaker that are not
+// ejected for consecutive failures, and stores the count in l.healthy.
+func (b *Balancer) count(l *list, now int64) uint64 {
 	// Read the changes first: a state change during the scan leaves a
 	// stale count marked with an older value, which the next Pick counts
 	// again.
 	v := b.changes.Load()
 	var n uint64
-	for _, e := range eps {
+	until := int64(math.MaxInt64)
+	for _, e := range l.eps {
+		if b.ej.ConsecutiveFailures > 0 {
+			if u := e.outUntil.Load(); u > now {
+				until = min(until, u)
+				continue
+			}
+		}
 		if e.brk == nil || e.brk.State(now) == breaker.Closed {
 			n++
 		}
 	}
-	return v<<32 | n
+	w := v<<32 | n
+	l.until.Store(until) // before the count: a reader of this count sees this until or a later one
+	l.healthy.Store(w)
+	return w
 }
 
 // panicking reports whether fewer than the panic threshold's share of the
@@ -178,19 +205,19 @@ func (b *Balancer) panicking(l *list, now int64) bool {
 		return false
 	}
 	w := l.healthy.Load()
-	if uint32(w>>32) != uint32(b.changes.Load()) {
-		// A breaker changed state since the count: count again. Picks
+	if uint32(w>>32) != uint32(b.changes.Load()) || now >= l.until.Load() {
+		// A breaker changed state or an endpoint was ejected since the
+		// count, or an ejection counted has ended: count again. Picks
 		// that race here each count; the store of an older count is
 		// corrected by the next Pick, as it is marked with an older value.
-		w = b.count(l.eps, now)
-		l.healthy.Store(w)
+		w = b.count(l, now)
 	}
 	return float64(uint32(w)) < b.panicAt*float64(len(l.eps))
 }
 
 // Panicking reports whether the balancer is in panic mode at now: fewer
-// than the panic threshold's share of its endpoints have a closed breaker,
-// so Pick ignores ejections.
+// than the panic threshold's share of its endpoints have a closed breaker
+// and are not ejected for consecutive failures, so Pick ignores ejections.
 func (b *Balancer) Panicking(now int64) bool {
 	l := b.eps.Load()
 	return len(l.eps) > 0 && b.panicking(l, now)
@@ -209,13 +236,19 @@ func sameBreaker(x, y *rules.Breaker) bool {
 	return breaker.WithDefaults(*x) == breaker.WithDefaults(*y)
 }
 
-// carryOver returns a copy of e with a breaker of b's rules: the latency
-// estimate and the slow-start age stay, the calls in flight end on e.
-func (b *Balancer) carryOver(e *Endpoint) *Endpoint {
+// carryOver returns a copy of e, an endpoint of from, with a breaker of
+// b's rules: the latency estimate, the slow-start age and the
+// consecutive-failure ejection stay, the calls in flight end on e.
+func (b *Balancer) carryOver(from *Balancer, e *Endpoint) *Endpoint {
 	n := b.newEndpoint(e.addr)
 	n.added = e.added
 	n.cost.Store(e.cost.Load())
 	n.stamp.Store(e.stamp.Load())
+	from.ejMu.Lock()
+	n.fails.Store(e.fails.Load())
+	n.outUntil.Store(e.outUntil.Load())
+	n.times = e.times
+	from.ejMu.Unlock()
 	return n
 }
 
@@ -295,6 +328,7 @@ func (b *Balancer) newEndpoint(addr string) *Endpoint {
 			}
 		}
 		e.brk, _ = breaker.New(*b.opts.Breaker, breaker.Options{OnStateChange: hook}) // checked in New
+		e.open, _ = e.brk.(*breaker.Breaker)
 	}
 	e.stamp.Store(e.added)
 	return e
@@ -315,8 +349,10 @@ func (p Pick) Addr() string { return p.ep.addr }
 // Endpoint returns the chosen endpoint.
 func (p Pick) Endpoint() *Endpoint { return p.ep }
 
-// Panic reports whether panic mode made the pick: the endpoint's breaker did
-// not admit the call, so its outcome goes to the latency estimate only.
+// Panic reports whether the call goes around the endpoint's breaker, which
+// did not admit it: panic mode made the pick, or the breaker is open but
+// its ejection is over the cap (Ejection.MaxShare). Its outcome goes to the
+// latency estimate and the consecutive-failure count only.
 func (p Pick) Panic() bool { return p.panic }
 
 // Pick chooses an endpoint for a call starting at now (monotonic
@@ -328,6 +364,9 @@ func (b *Balancer) Pick(now int64) (Pick, error) {
 	case 0:
 		return Pick{}, ErrNoEndpoint
 	case 1:
+		if b.out(eps[0], now, l) && !b.panicking(l, now) {
+			return b.admit(nil, nil, now, l)
+		}
 		return b.admit(eps[0], nil, now, l)
 	}
 	i := b.opts.IntN(len(eps))
@@ -339,7 +378,7 @@ func (b *Balancer) Pick(now int64) (Pick, error) {
 	// Panic mode matters only when a candidate is ejected or refuses the
 	// call, so the healthy count is not even looked at while both are
 	// healthy.
-	if xo, yo := x.ejected(now), y.ejected(now); (xo || yo) && !b.panicking(l, now) {
+	if xo, yo := b.out(x, now, l), b.out(y, now, l); (xo || yo) && !b.panicking(l, now) {
 		switch {
 		case xo && yo:
 			return b.admit(nil, nil, now, l)
@@ -371,25 +410,28 @@ func (b *Balancer) warm(e *Endpoint, now int64) bool {
 
 // admit asks the chosen endpoint's breaker (then the alternative's, then any
 // endpoint's) and counts the call in flight. In panic mode the chosen
-// endpoint takes the call even if its breaker refuses it.
+// endpoint takes the call even if its breaker refuses it; so does any
+// endpoint whose breaker is open but over the ejection cap.
 func (b *Balancer) admit(first, second *Endpoint, now int64, l *list) (Pick, error) {
 	all := l.eps
 	if first != nil {
 		if p, ok := b.try(first, now); ok {
 			return p, nil
 		}
-		if b.panicking(l, now) {
-			// No ticket: the breaker neither counts the call nor gives
-			// up a probe slot for it, so ejection still ends only through
-			// the breaker's own half-open probes.
+		if first.open != nil && b.panicking(l, now) {
 			b.panics.Add(1)
-			first.inflight.Add(1)
-			return Pick{ep: first, start: now, panic: true}, nil
+			return b.around(first, now), nil
+		}
+		if b.overCap(first, now, l) {
+			return b.around(first, now), nil
 		}
 	}
 	if second != nil {
 		if p, ok := b.try(second, now); ok {
 			return p, nil
+		}
+		if b.overCap(second, now, l) {
+			return b.around(second, now), nil
 		}
 	}
 	// Both candidates are ejected: scan from a random offset for any
@@ -397,14 +439,25 @@ func (b *Balancer) admit(first, second *Endpoint, now int64, l *list) (Pick, err
 	off := b.opts.IntN(len(all))
 	for k := range all {
 		e := all[(off+k)%len(all)]
-		if e == first || e == second || e.ejected(now) {
+		if e == first || e == second || b.out(e, now, l) {
 			continue
 		}
 		if p, ok := b.try(e, now); ok {
 			return p, nil
 		}
+		if b.overCap(e, now, l) {
+			return b.around(e, now), nil
+		}
 	}
 	return Pick{}, fmt.Errorf("%w: %w", ErrNoEndpoint, breaker.ErrOpen)
+}
+
+// around sends a call to e without its breaker's ticket: the breaker
+// neither counts the call nor gives up a probe slot for it, so its open
+// period still ends only through its own half-open probes.
+func (b *Balancer) around(e *Endpoint, now int64) Pick {
+	e.inflight.Add(1)
+	return Pick{ep: e, start: now, panic: true}
 }
 
 func (b *Balancer) try(e *Endpoint, now int64) (Pick, bool) {
@@ -420,7 +473,8 @@ func (b *Balancer) try(e *Endpoint, now int64) (Pick, bool) {
 }
 
 // Done reports the end of a picked call at now: its latency feeds the
-// endpoint's estimate and its outcome the endpoint's breaker. A zero Pick is
+// endpoint's estimate, its outcome the endpoint's breaker and its count of
+// consecutive failures (Ejection.ConsecutiveFailures). A zero Pick is
 // ignored.
 func (b *Balancer) Done(p Pick, now int64, failed bool) {
 	e := p.ep
@@ -441,6 +495,14 @@ func (b *Balancer) Done(p Pick, now int64, failed bool) {
 		sample = max(sample, est, min(2*est, b.decay))
 	}
 	e.observe(now, sample, b.decay)
+	if b.ej.ConsecutiveFailures > 0 {
+		switch {
+		case failed:
+			b.failed(e, now)
+		case e.fails.Load() != 0: // no write while the count is zero
+			e.fails.Store(0)
+		}
+	}
 	if e.brk != nil {
 		e.brk.Record(p.ticket, now, time.Duration(rtt), failed)
 	}
@@ -464,11 +526,14 @@ func (b *Balancer) Cancel(p Pick) {
 	}
 }
 
-// Ejected returns the addresses whose breakers are open at now.
+// Ejected returns the addresses ejected at now: for consecutive failures,
+// or with an open breaker within the ejection cap. An endpoint whose
+// breaker is open but over the cap is not listed: it gets calls.
 func (b *Balancer) Ejected(now int64) []string {
 	var out []string
-	for _, e := range b.eps.Load().eps {
-		if e.ejected(now) {
+	l := b.eps.Load()
+	for _, e := range l.eps {
+		if b.out(e, now, l) {
 			out = append(out, e.addr)
 		}
 	}

@@ -18,7 +18,9 @@ func newTest(t *testing.T, c rules.Balancer, brk *rules.Breaker) (*Balancer, *cl
 	t.Helper()
 	clk := clock.NewFake(time.Time{})
 	rng := rand.New(rand.NewPCG(1, 2))
-	b, err := New(c, Options{Clock: clk, IntN: rng.IntN, Float64: rng.Float64, Breaker: brk})
+	// No ejection cap: these tests eject as many endpoints as they need
+	// (eject_test.go covers the cap).
+	b, err := New(c, Options{Clock: clk, IntN: rng.IntN, Float64: rng.Float64, Breaker: brk, Ejection: Ejection{MaxShare: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,7 +234,7 @@ func TestAllEjectedWithoutPanicModeRefuses(t *testing.T) {
 	b.Update([]string{"a", "b"})
 	clk.Advance(time.Second)
 	for _, addr := range []string{"a", "b"} {
-		for b.Endpoint(addr).ejected(clk.Nanotime()) == false {
+		for !b.out(b.Endpoint(addr), clk.Nanotime(), b.eps.Load()) {
 			p, err := b.Pick(clk.Nanotime())
 			if err != nil {
 				t.Fatal(err)

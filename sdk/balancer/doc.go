@@ -16,16 +16,38 @@
 // A new endpoint starts slowly: for SlowStart after it was added, a pick that
 // chose it keeps it only with probability age / SlowStart (at least 5%), so
 // its share of traffic ramps up instead of a cold instance taking a
-// stampede. With a breaker configured each endpoint has its own; an endpoint
-// whose breaker is open is ejected (never picked) until its open period ends.
+// stampede. Slow start applies to added endpoints only, with a linear ramp:
+// an endpoint returning from ejection takes its full share at once.
+//
+// Outlier ejection takes an endpoint out of rotation (never picked) in two
+// ways. With a breaker configured (Options.Breaker) each endpoint has its
+// own, and an endpoint whose breaker is open is ejected until its open
+// period ends; the breaker's half-open probes then decide whether it
+// closes. The open period doubles with every reopening up to the breaker's
+// open_max (see sdk/breaker). With Ejection.ConsecutiveFailures set, as
+// Envoy's consecutive_5xx, an endpoint whose calls fail that many times in
+// a row is ejected for Ejection.BaseTime x the number of its recent
+// ejections, up to Ejection.MaxTime, and returns when the time is up (each
+// BaseTime back in rotation forgets one ejection). Both honour
+// Ejection.MaxShare (default 0.1, as Envoy's max_ejection_percent, and at
+// least one endpoint): an ejection that would take out more endpoints than
+// that does not happen, so a fleet-wide problem cannot eject most of the
+// fleet and overload the rest. An endpoint whose open breaker is over the
+// cap keeps its share of calls, which go around its breaker as panic picks
+// do (Pick.Panic); SkippedEjections counts the refused ejections and
+// Ejected lists the ejected endpoints only.
 //
 // Panic mode keeps ejection from taking the whole fleet out, as Envoy's
 // healthy panic threshold does. When fewer than PanicThreshold (default 0.5;
-// 0 turns it off) of the endpoints have a closed breaker, as when a
+// 0 turns it off) of the endpoints have a closed breaker and no
+// consecutive-failure ejection, as when a
 // dependency shared by all of them fails or an overload cascades, Pick
 // ignores ejection and chooses among all endpoints by P2C as usual, instead
-// of piling every call onto the few left or refusing every call. It applies
-// to breakers of kind breaker only (a throttle never ejects, and what it
+// of piling every call onto the few left or refusing every call. As long as
+// MaxShare is below 1 - PanicThreshold, ejected endpoints alone never bring
+// it on: open breakers over the cap and half-open ones do. It applies to
+// breakers of kind breaker and to
+// consecutive-failure ejection only (a throttle never ejects, and what it
 // rejects stays rejected). With a single endpoint any threshold above 0
 // means its breaker never refuses a pick; the downstream's own breaker
 // (sdk/outbound) still fails calls fast. The healthy count is kept per

@@ -19,6 +19,20 @@ type Endpoint struct {
 	cost     atomic.Uint64 // float64 bits: peak-EWMA latency in nanoseconds
 	stamp    atomic.Int64  // when cost was last updated
 	brk      breaker.Guard // nil without a breaker
+	// open is brk when it is of kind breaker (the kind that ejects), for
+	// its open period; nil otherwise.
+	open *breaker.Breaker
+
+	// Ejection state, shared by the balancers that share the endpoint.
+	fails    atomic.Int64 // failed calls in a row (Ejection.ConsecutiveFailures)
+	outUntil atomic.Int64 // end of the last consecutive-failure ejection; 0 if none
+	// seen is the breaker opening the balancer last judged against the
+	// ejection cap: its OpenUntil if it is honoured (the endpoint gets no
+	// calls), minus its OpenUntil if the cap refused it.
+	seen atomic.Int64
+	// times counts the consecutive-failure ejections remembered for the
+	// ejection time; guarded by the balancer's ejection lock.
+	times int
 }
 
 // Addr returns the endpoint's address.
@@ -74,7 +88,11 @@ func (e *Endpoint) observe(now int64, sample float64, decay float64) {
 	}
 }
 
-// ejected reports whether the endpoint's breaker is open at now.
-func (e *Endpoint) ejected(now int64) bool {
-	return e.brk != nil && e.brk.State(now) == breaker.Open
+// breakerOpen reports whether the endpoint's breaker (of kind breaker) is
+// open at now, and until when.
+func (e *Endpoint) breakerOpen(now int64) (int64, bool) {
+	if e.open == nil || e.open.State(now) != breaker.Open {
+		return 0, false
+	}
+	return e.open.OpenUntil(), true
 }

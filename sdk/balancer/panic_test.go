@@ -233,7 +233,7 @@ func TestPanicModeFollowsInheritedEndpoints(t *testing.T) {
 	now := clk.Nanotime()
 	eject(t, old, now, "a")
 	same := *panicBreaker
-	b, err := New(rules.Balancer{SlowStart: rules.Duration(time.Minute)}, Options{Clock: clk, Breaker: &same, Inherit: old})
+	b, err := New(rules.Balancer{SlowStart: rules.Duration(time.Minute)}, Options{Clock: clk, Breaker: &same, Inherit: old, Ejection: Ejection{MaxShare: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +299,7 @@ func BenchmarkPickDoneEjected(b *testing.B) {
 	for _, n := range []int{2, 10} {
 		b.Run(map[int]string{2: "ejected=2of10", 10: "ejected=10of10"}[n], func(b *testing.B) {
 			brk := &rules.Breaker{MinCalls: 1, OpenBase: rules.Duration(time.Hour), OpenMax: rules.Duration(time.Hour)}
-			bal, _ := New(rules.Balancer{SlowStart: rules.Duration(time.Nanosecond)}, Options{Breaker: brk})
+			bal, _ := New(rules.Balancer{SlowStart: rules.Duration(time.Nanosecond)}, Options{Breaker: brk, Ejection: Ejection{MaxShare: 1}})
 			var addrs []string
 			for i := range 10 {
 				addrs = append(addrs, string(rune('a'+i)))
