@@ -46,20 +46,30 @@ type ClientOptions struct {
 func AllMethods(string) bool { return true }
 
 // DefaultFailed counts the codes that say the server or the network failed:
-// Unavailable, DeadlineExceeded, ResourceExhausted, Internal, Unknown,
-// DataLoss. Client errors (InvalidArgument, NotFound, ...) are not failures.
+// Unavailable, DeadlineExceeded, Internal, Unknown, DataLoss. Client errors
+// (InvalidArgument, NotFound, ...) are not failures, and neither is
+// ResourceExhausted: a server that rate-limits or sheds a caller (a Governor
+// server answers its shed, rate-limited and queue-timeout refusals so) asks
+// it to send less, like an HTTP 429, and is not broken; counted as a failure,
+// one caller over its quota would open the breaker for every call to the
+// downstream. It still counts as an overload drop, which cuts an adaptive
+// bulkhead.
 func DefaultFailed(err error) bool {
 	if err == nil {
 		return false
 	}
 	switch status.Code(err) {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Internal, codes.Unknown, codes.DataLoss:
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Internal, codes.Unknown, codes.DataLoss:
 		return true
 	}
 	return false
 }
 
-// DefaultRetryable retries Unavailable and ResourceExhausted.
+// DefaultRetryable retries Unavailable and ResourceExhausted. The
+// interceptor retries a ResourceExhausted only after the pushback the server
+// gave (grpc-retry-pushback-ms): without one it is returned at once, as a
+// quota that ran out does not come back after a few milliseconds of
+// back-off.
 func DefaultRetryable(err error) bool {
 	switch status.Code(err) {
 	case codes.Unavailable, codes.ResourceExhausted:
@@ -158,7 +168,9 @@ func UnaryClientInterceptor(opts ClientOptions) (grpc.UnaryClientInterceptor, er
 				return err
 			}
 			call.End(end, failed, dropped(err))
-			if err == nil || !failed || !canRetry || !opts.Retryable(err) {
+			// Retryable alone decides, apart from Failed: a
+			// ResourceExhausted is retried though it is no failure.
+			if err == nil || !canRetry || !opts.Retryable(err) {
 				return err
 			}
 			var after time.Duration
@@ -170,6 +182,9 @@ func UnaryClientInterceptor(opts ClientOptions) (grpc.UnaryClientInterceptor, er
 				if ok {
 					after = max(d, time.Nanosecond)
 				}
+			}
+			if after == 0 && status.Code(err) == codes.ResourceExhausted {
+				return err // only when the server says when
 			}
 			wait, nerr := d.NextRetry(ctx, retry.Failure{Attempts: attempt, RetryAfter: after, Took: time.Duration(end - start)})
 			if nerr != nil {

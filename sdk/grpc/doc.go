@@ -9,7 +9,9 @@
 // and retries with back-off and the retry budget. gRPC carries no notion of
 // idempotency, so a method is retried only when ClientOptions.Idempotent says
 // it may be; the server's grpc-retry-pushback-ms trailer is honoured like an
-// HTTP Retry-After (a negative value means do not retry). A refused call fails
+// HTTP Retry-After (a negative value means do not retry), and a
+// ResourceExhausted without one is not retried. Retryable alone decides a
+// retry, apart from Failed, which feeds the breaker. A refused call fails
 // with codes.Unavailable, and the error also unwraps to the
 // *outbound.RejectedError, so errors.Is(err, breaker.ErrOpen) works.
 // StreamClientInterceptor guards the opening of streams. A call that fails
@@ -21,7 +23,21 @@
 // call through a governor.Governor. Refusals map to codes.ResourceExhausted
 // (shed, rate limited, queue timeout) and codes.Unavailable (an open breaker,
 // including an outbound refusal a handler returns), with the Retry-After in
-// the grpc-retry-pushback-ms trailer. A call whose deadline (the caller's
+// the grpc-retry-pushback-ms trailer.
+//
+// The codes follow the HTTP side (429 and 503) and say different things to a
+// client. ResourceExhausted is "send less": the server is well and chose to
+// refuse this call, by priority or by the caller's rate. Governor clients do
+// not count it as a failure of the downstream (DefaultFailed; it would open
+// the breaker for every caller because one is over its quota or a low
+// priority class is shed) and retry it only after the pushback the server
+// gave, under the retry budget. Unavailable is "this instance cannot serve
+// now": a failure for the breaker, retried with back-off under the budget
+// (elsewhere, with a balancer), as gRPC's own retry policies do. A server's
+// DefaultOutcome counts a handler's ResourceExhausted as served, as httpgov
+// counts a 429, and Unavailable as an overload drop, as it counts a 503.
+//
+// A call whose deadline (the caller's
 // grpc-timeout, which gRPC puts on the context) has passed or leaves less
 // than the route's recent average latency (rules.Concurrency.DeadlineFactor
 // times it) is refused at once with codes.DeadlineExceeded and counted under

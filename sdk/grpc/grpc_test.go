@@ -353,6 +353,9 @@ func TestServerMapsRejections(t *testing.T) {
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("stream over the rate limit = %v", err)
 	}
+	if v := s.Trailer().Get(PushbackKey); len(v) != 1 {
+		t.Fatalf("stream trailer %v: want a pushback", s.Trailer())
+	}
 }
 
 // A panicking handler is usually recovered by a recovery interceptor further
@@ -441,8 +444,8 @@ func TestStatusAndOutcome(t *testing.T) {
 		outcome governor.Outcome
 	}{
 		{"nil", nil, codes.OK, governor.Success},
-		{"shed", &governor.Rejection{Reason: governor.ReasonShed}, codes.ResourceExhausted, governor.Dropped},
-		{"rate limited", &governor.Rejection{Reason: governor.ReasonRateLimited}, codes.ResourceExhausted, governor.Dropped},
+		{"shed", &governor.Rejection{Reason: governor.ReasonShed}, codes.ResourceExhausted, governor.Success},
+		{"rate limited", &governor.Rejection{Reason: governor.ReasonRateLimited}, codes.ResourceExhausted, governor.Success},
 		{"breaker rejection", &governor.Rejection{Reason: governor.ReasonBreakerOpen}, codes.Unavailable, governor.Dropped},
 		{"breaker sentinel", governor.ErrBreakerOpen, codes.Unavailable, governor.Dropped},
 		{"internal", status.Error(codes.Internal, "x"), codes.Internal, governor.Failure},

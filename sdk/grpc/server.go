@@ -35,19 +35,22 @@ type ServerOptions struct {
 	IgnoreDeadlines bool
 }
 
-// DefaultOutcome: no error is a success; DeadlineExceeded, ResourceExhausted
-// and Unavailable (including an outbound refusal) are overload drops;
-// Internal, Unknown and DataLoss are failures; other codes are client errors
-// and count as successes, Canceled among them (the client went away, the
-// server did not fail). A plain context error counts as the code gRPC sends
-// for it: context.Canceled as Canceled, context.DeadlineExceeded as
+// DefaultOutcome: no error is a success; DeadlineExceeded and Unavailable
+// (including an outbound refusal) are overload drops, as httpgov counts 504
+// and 503; Internal, Unknown and DataLoss are failures; other codes are
+// client errors and count as successes, Canceled among them (the client went
+// away, the server did not fail) and ResourceExhausted (a caller over its
+// quota was served a refusal, as httpgov counts a 429: counted as a drop,
+// one caller over its quota would cut the route's adaptive limit for
+// everyone). A plain context error counts as the code gRPC sends for it:
+// context.Canceled as Canceled, context.DeadlineExceeded as
 // DeadlineExceeded.
 func DefaultOutcome(err error) governor.Outcome {
 	if err == nil {
 		return governor.Success
 	}
 	switch code(err) {
-	case codes.DeadlineExceeded, codes.ResourceExhausted, codes.Unavailable:
+	case codes.DeadlineExceeded, codes.Unavailable:
 		return governor.Dropped
 	case codes.Internal, codes.Unknown, codes.DataLoss:
 		return governor.Failure
