@@ -15,10 +15,10 @@
 // methods (GET, HEAD, OPTIONS, TRACE, PUT, DELETE) or requests carrying an
 // Idempotency-Key header, unless Options.AllowNonIdempotent says otherwise,
 // and only when the body can be replayed (http.Request.GetBody). By default
-// transport errors and the statuses 429, 502, 503 and 504 are retried,
-// honouring the response's Retry-After; Options.Retryable decides this on its
-// own, apart from Options.Failed (a 429 is retried but is no failure of the
-// downstream).
+// transport errors and the statuses 502, 503 and 504 are retried, and a 429
+// only when it says when to come back (Retry-After), honouring the response's
+// Retry-After; Options.Retryable decides this on its own, apart from
+// Options.Failed (a 429 is retried but is no failure of the downstream).
 //
 // A caller that cancels its request (context.Canceled) says nothing about the
 // downstream: the attempt it abandons counts as neither a success nor a
@@ -31,6 +31,14 @@
 //
 // The bulkhead slot and the endpoint's in-flight count are released when the
 // response headers arrive; the latency recorded is the time to headers.
+//
+// With endpoints, an overload drop (a timeout, a 429 or a 503) counts as a
+// failure of the endpoint that answered it, whatever Options.Failed says: an
+// instance that sheds answers fast, and counted as a success it would look
+// the fastest to the balancer and draw the very traffic it sheds. So a 429
+// feeds the endpoint's estimate as a failure and, under breaker rules, its
+// breaker (it may be ejected while it sheds), but not the downstream's
+// breaker.
 package transport
 
 import (
@@ -64,7 +72,8 @@ type Options struct {
 	Failed func(*http.Response, error) bool
 	// Retryable says whether an attempt may be retried, whatever Failed
 	// says of it; default DefaultRetryable: a transport error (unless the
-	// request was canceled) or a 429, 502, 503 or 504 status.
+	// request was canceled), a 502, 503 or 504 status, or a 429 with a
+	// Retry-After.
 	Retryable func(*http.Response, error) bool
 	// AllowNonIdempotent lets requests with other methods be retried too.
 	AllowNonIdempotent bool
@@ -110,15 +119,23 @@ func DefaultFailed(resp *http.Response, err error) bool {
 	return resp.StatusCode >= 500
 }
 
-// DefaultRetryable retries transport errors and the statuses 429, 502, 503
-// and 504.
+// DefaultRetryable retries transport errors and the statuses 502, 503 and
+// 504, and a 429 that carries a valid Retry-After. A 429 without one is not
+// retried: a rate limiter or quota that does not say when to come back is
+// not asked again a few milliseconds of back-off later, which would only
+// spend its quota and the retry budget. (A Governor server sends a
+// Retry-After with every 429 it answers.)
 func DefaultRetryable(resp *http.Response, err error) bool {
 	if err != nil {
 		return !errors.Is(err, context.Canceled)
 	}
 	switch resp.StatusCode {
-	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		return true
+	case http.StatusTooManyRequests:
+		// Only validity matters here: the wait is read in RoundTrip.
+		_, ok := retry.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Time{})
+		return ok
 	}
 	return false
 }
@@ -266,9 +283,14 @@ func (t *RoundTripper) attempt(d *outbound.Downstream, req *http.Request) (*http
 		drop := dropped(resp, err)
 		settled = true
 		if pick.ok {
+			// An overload drop (a 429 too) is a failure of the
+			// endpoint, though not of the downstream: an instance
+			// shedding with fast 429s would otherwise look the
+			// fastest and draw the traffic it sheds.
+			//
 			// Deferred: it still runs when a state-change hook panics
 			// in End, and End still runs when one panics in Done.
-			defer bal.Done(pick.p, end, failed)
+			defer bal.Done(pick.p, end, failed || drop)
 		}
 		call.End(end, failed, drop)
 	}

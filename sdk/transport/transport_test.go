@@ -148,14 +148,18 @@ func TestRetryOnTransportErrorsAndNotOnOthers(t *testing.T) {
 		{"500 is not retried", func(int) (*http.Response, error) { return status(500), nil }, 1},
 		{"404 is not retried", func(int) (*http.Response, error) { return status(404), nil }, 1},
 		{"attempts run out", func(int) (*http.Response, error) { return status(502), nil }, 3},
-		// A 429 is no failure of the downstream (Failed), but it is retried.
-		{"429 is retried", func(n int) (*http.Response, error) {
+		// A 429 is no failure of the downstream (Failed), but it is
+		// retried when it says when.
+		{"429 with Retry-After is retried", func(n int) (*http.Response, error) {
 			if n == 1 {
-				return status(429), nil
+				return status(429, "Retry-After", "0"), nil
 			}
 			return status(200), nil
 		}, 2},
-		// The same 429 asking for longer than MaxBackoff (1s) is not.
+		// A 429 that does not say when is not retried at once: it would
+		// only spend the limiter's quota and the retry budget.
+		{"429 without Retry-After is not retried", func(int) (*http.Response, error) { return status(429), nil }, 1},
+		// A 429 asking for longer than MaxBackoff (1s) is not either.
 		{"retry-after beyond max backoff", func(int) (*http.Response, error) { return status(429, "Retry-After", "3600"), nil }, 1},
 	}
 	for _, tt := range tests {
@@ -372,7 +376,10 @@ func TestDefaultFailedAndRetryable(t *testing.T) {
 	}{
 		{"200", status(200), nil, false, false},
 		{"404", status(404), nil, false, false},
-		{"429", status(429), nil, false, true},
+		{"429", status(429), nil, false, false},
+		{"429 with Retry-After seconds", status(429, "Retry-After", "1"), nil, false, true},
+		{"429 with a Retry-After date", status(429, "Retry-After", "Fri, 31 Dec 1999 23:59:59 GMT"), nil, false, true},
+		{"429 with a malformed Retry-After", status(429, "Retry-After", "soon"), nil, false, false},
 		{"500", status(500), nil, true, false},
 		{"503", status(503), nil, true, true},
 		{"connection error", nil, errors.New("connection reset"), true, true},
@@ -486,6 +493,38 @@ func TestBalancesAcrossEndpointsAndEjects(t *testing.T) {
 	}
 	if hosts["10.0.0.2:80"] != 0 || hosts["10.0.0.1:80"] < 20 || hosts["10.0.0.3:80"] < 20 {
 		t.Fatalf("hosts %v: want the failing endpoint ejected and the rest shared", hosts)
+	}
+}
+
+// TestAnEndpointThatShedsDoesNotDrawTraffic: an overloaded instance that
+// sheds with fast 429s must not look like the fastest endpoint to the
+// balancer and draw the traffic it is shedding.
+func TestAnEndpointThatShedsDoesNotDrawTraffic(t *testing.T) {
+	clk := clock.NewFake(time.Time{})
+	s := &script{reply: func(_ int, r *http.Request) (*http.Response, error) {
+		if r.URL.Host == "10.0.0.1:80" {
+			clk.Advance(time.Millisecond)
+			return status(429, "Retry-After", "1"), nil
+		}
+		clk.Advance(10 * time.Millisecond)
+		return status(200), nil
+	}}
+	c, set := newClient(t, clk, []rules.Downstream{{Name: "api"}}, s, nil)
+	set.SetEndpoints("api", []string{"10.0.0.1:80", "10.0.0.2:80"})
+	clk.Advance(time.Minute)
+	hosts := map[string]int{}
+	for range 200 {
+		resp, err := c.Get("http://api/x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	for _, r := range s.sent[100:] {
+		hosts[r.URL.Host]++
+	}
+	if hosts["10.0.0.1:80"] > 20 {
+		t.Fatalf("hosts %v: the shedding endpoint drew the traffic", hosts)
 	}
 }
 
