@@ -19,7 +19,8 @@
 //
 // Transports (sdk/transport for net/http, the sdk/grpc module) drive a call
 // through Downstream.Begin and Call.End, and retries through
-// Downstream.Request and Downstream.NextRetry. A call that ends without an
+// Downstream.Request, Downstream.NextRetry and Downstream.Wait (a retry is
+// counted as attempted once its back-off ends). A call that ends without an
 // outcome, because it was not made after all or because its caller cancelled
 // it, ends with Call.Cancel instead: it gives back the bulkhead slot and the
 // breaker's admission (a half-open probe slot, a throttle's request count)

@@ -99,14 +99,11 @@ type Call struct {
 // A refusal is a *RejectedError.
 func (d *Downstream) Begin(now int64) (Call, error) {
 	c := Call{d: d, start: now}
+	would := false // a shadow call that would be refused, counted once
 	if d.bh != nil {
 		if d.shadow {
-			var over bool
-			c.inflight, over = d.bh.Force()
+			c.inflight, would = d.bh.Force()
 			c.bh = true
-			if over {
-				d.stats.call(iShadow)
-			}
 		} else {
 			n, err := d.bh.Acquire()
 			if err != nil {
@@ -122,7 +119,7 @@ func (d *Downstream) Begin(now int64) (Call, error) {
 		case err == nil:
 			c.ticket = t
 		case d.shadow:
-			d.stats.call(iShadow)
+			would = true
 		default:
 			if c.bh {
 				d.bh.Cancel()
@@ -130,6 +127,9 @@ func (d *Downstream) Begin(now int64) (Call, error) {
 			d.stats.call(iBreakerOpen)
 			return Call{}, d.refuse(breaker.ErrOpen)
 		}
+	}
+	if would {
+		d.stats.call(iShadow)
 	}
 	return c, nil
 }
@@ -233,27 +233,30 @@ func (d *Downstream) Request(now int64) {
 }
 
 // NextRetry decides whether a failed call may be retried (see
-// retry.Retrier.Next) and counts the decision. Without retry rules it returns
-// retry.ErrAttemptsExhausted.
+// retry.Retrier.Next) and counts a refusal by the budget. Without retry rules
+// it returns retry.ErrAttemptsExhausted. Follow a yes with Wait.
 func (d *Downstream) NextRetry(ctx context.Context, f retry.Failure) (time.Duration, error) {
 	if d.retrier == nil {
 		return 0, retry.ErrAttemptsExhausted
 	}
 	wait, err := d.retrier.Next(ctx, f)
-	switch {
-	case err == nil:
-		d.stats.shard().retried.Add(1)
-	case errors.Is(err, retry.ErrBudgetExhausted):
+	if errors.Is(err, retry.ErrBudgetExhausted) {
 		d.stats.shard().budgetRefused.Add(1)
 	}
 	return wait, err
 }
 
 // Wait sleeps for a retry's back-off on the downstream's clock, or until ctx
-// is done.
+// is done. A retry whose back-off ends is counted as attempted; one whose
+// caller leaves first is not made: the budget gets it back and it is not
+// counted.
 func (d *Downstream) Wait(ctx context.Context, wait time.Duration) error {
 	if d.retrier == nil {
 		return ctx.Err()
 	}
-	return d.retrier.Wait(ctx, wait)
+	if err := d.retrier.Wait(ctx, wait); err != nil {
+		return err
+	}
+	d.stats.shard().retried.Add(1)
+	return nil
 }

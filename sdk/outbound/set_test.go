@@ -297,6 +297,11 @@ func TestRetriesAreCountedAndBudgeted(t *testing.T) {
 	var errs []error
 	for range 3 {
 		_, err := d.NextRetry(ctx, retry.Failure{Attempts: 1})
+		if err == nil {
+			// Counted once its back-off ends; the fake clock stands
+			// still, so the test waits for none.
+			err = d.Wait(ctx, 0)
+		}
 		errs = append(errs, err)
 	}
 	if errs[0] != nil || errs[1] != nil || !errors.Is(errs[2], retry.ErrBudgetExhausted) {
@@ -625,5 +630,57 @@ func TestPanicModeIsExported(t *testing.T) {
 	}
 	if picks() != 3 {
 		t.Fatalf("panic picks %v, want 3", picks())
+	}
+}
+
+// TestShadowCountsACallOnce: a shadow call that both bulkhead and breaker
+// would refuse is one call that would be refused, not two.
+func TestShadowCountsACallOnce(t *testing.T) {
+	f := newFixture(t)
+	f.apply(rules.Downstream{Name: "db", Mode: rules.ModeShadow, Breaker: brk(), Bulkhead: &rules.Bulkhead{MaxConcurrent: 1}})
+	f.trip("db")
+	before := f.count(OutcomeShadowWouldReject, "db")
+	d := f.set.Get("db")
+	held, _ := d.Begin(f.clk.Nanotime())
+	if err := f.call("db", false); err != nil {
+		t.Fatalf("shadow refused: %v", err)
+	}
+	held.Cancel()
+	// held: breaker open (1); the call: bulkhead over and breaker open (1).
+	if got := f.count(OutcomeShadowWouldReject, "db") - before; got != 2 {
+		t.Fatalf("shadow_would_reject grew by %v for two calls, want 2", got)
+	}
+}
+
+// TestARetryGivenUpInItsBackoffIsNotCounted: a caller that leaves during the
+// back-off makes no retry; the budget gets it back and retries_total must not
+// count it as attempted.
+func TestARetryGivenUpInItsBackoffIsNotCounted(t *testing.T) {
+	f := newFixture(t)
+	f.apply(rules.Downstream{Name: "api", Retry: &rules.Retry{MinPerSecond: 100}})
+	d := f.set.Get("api")
+	d.Request(f.clk.Nanotime())
+	ctx, cancel := context.WithCancel(context.Background())
+	wait, err := d.NextRetry(ctx, retry.Failure{Attempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := d.Wait(ctx, max(wait, time.Millisecond)); err == nil {
+		t.Fatal("Wait after cancel = nil")
+	}
+	if got := f.retries(RetryAttempted, "api"); got != 0 {
+		t.Fatalf("retries attempted = %v, want 0", got)
+	}
+	// A retry whose back-off ends is counted (the fake clock stands still:
+	// the test waits for none).
+	if _, err := d.NextRetry(context.Background(), retry.Failure{Attempts: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Wait(context.Background(), 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.retries(RetryAttempted, "api"); got != 1 {
+		t.Fatalf("retries attempted = %v, want 1", got)
 	}
 }
