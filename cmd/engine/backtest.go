@@ -140,15 +140,30 @@ func runBacktest(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		*service, t1.UTC().Format(time.RFC3339), t2.UTC().Format(time.RFC3339), *step, *prom, cfgName)
 	fmt.Fprintf(w, "%d steps, %d known load scores (max %.2f), %d inconclusive; %d proposals, %d inside the band\n",
 		sum.Steps, sum.KnownScores, sum.MaxScore, sum.Inconclusive, sum.Proposals, sum.AutoApplied)
-	if sum.Steps > 0 && sum.StepsWithData == 0 {
-		fmt.Fprintf(w, "warning: no data for service %q between %s and %s: nothing was replayed (check the service name and the source's retention)\n",
-			*service, t1.UTC().Format(time.RFC3339), t2.UTC().Format(time.RFC3339))
-	}
-	if sum.FailedReads > 0 {
-		fmt.Fprintf(w, "warning: queries failed at %d of %d steps, whose signals read as unknown; first at %s\n",
-			sum.FailedReads, sum.Steps, sum.FirstFailure)
+	for _, warning := range backtestWarnings(sum, *service, t1, t2) {
+		fmt.Fprintln(w, "warning:", warning)
 	}
 	return 0
+}
+
+// backtestWarnings says what in the summary makes the replay less than it
+// looks: no data at all, queries that failed, or answers that may lack data
+// (on which the replay, as the live engine, proposes nothing).
+func backtestWarnings(sum backtest.Summary, service string, t1, t2 time.Time) []string {
+	var out []string
+	if sum.Steps > 0 && sum.StepsWithData == 0 {
+		out = append(out, fmt.Sprintf("no data for service %q between %s and %s: nothing was replayed (check the service name and the source's retention)",
+			service, t1.UTC().Format(time.RFC3339), t2.UTC().Format(time.RFC3339)))
+	}
+	if sum.FailedReads > 0 {
+		out = append(out, fmt.Sprintf("queries failed at %d of %d steps, whose signals read as unknown; first at %s",
+			sum.FailedReads, sum.Steps, sum.FirstFailure))
+	}
+	if sum.PartialSteps > 0 {
+		out = append(out, fmt.Sprintf("answers may lack data at %d of %d steps, which proposed nothing (as the live engine); first at %s",
+			sum.PartialSteps, sum.Steps, sum.FirstPartial))
+	}
+	return out
 }
 
 // parseTime reads RFC 3339 or a duration before now; "" is now. A negative

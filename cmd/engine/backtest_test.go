@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"governor.dev/governor/engine/app"
+	"governor.dev/governor/engine/backtest"
 	"governor.dev/governor/engine/config"
 )
 
@@ -207,5 +208,23 @@ func TestBacktestRefusesTooManySteps(t *testing.T) {
 	code := dispatch(ctx, args, &stdout, &stderr)
 	if code != 2 || !strings.Contains(stderr.String(), "-step 1ms") || !strings.Contains(stderr.String(), "more than the 100000 allowed") {
 		t.Fatalf("exit %d, stderr %q; want 2 naming -step and the limit", code, stderr.String())
+	}
+}
+
+// TestBacktestWarnsOfStepsOnPartialData: steps whose answers may lack data
+// proposed nothing; the summary says how many and where the first was, so a
+// quiet replay over a flaky federated store does not pass for a clean one.
+func TestBacktestWarnsOfStepsOnPartialData(t *testing.T) {
+	t1 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	sum := backtest.Summary{Steps: 30, StepsWithData: 30, PartialSteps: 4,
+		FirstPartial: "2026-01-01T00:10:00Z: failed to receive any data from store-2"}
+	got := strings.Join(backtestWarnings(sum, "checkout", t1, t1.Add(time.Hour)), "\n")
+	for _, want := range []string{"may lack data at 4 of 30 steps", "proposed nothing", "store-2"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("warnings %q lack %q", got, want)
+		}
+	}
+	if w := backtestWarnings(backtest.Summary{Steps: 30, StepsWithData: 30}, "checkout", t1, t1.Add(time.Hour)); len(w) != 0 {
+		t.Errorf("a clean replay warns %q", w)
 	}
 }
