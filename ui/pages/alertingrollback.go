@@ -19,12 +19,16 @@ import (
 // back to an earlier version: what changes against the version in force,
 // then a reason and the confirmation (as a rule rollback).
 type alertingRollbackData struct {
-	Target configstore.Version
+	// Target and Current hold no document (alertingVersion): the changes
+	// are all the page shows of the documents, masked.
+	Target alertingVersion
 	// Current is the version in force the changes are computed against;
 	// the form sends its number back as "base", and the rollback applies
 	// only while it is still the newest.
-	Current configstore.Version
-	Changes []versioning.Change
+	Current alertingVersion
+	// SameDocument: the target's document is the one in force.
+	SameDocument bool
+	Changes      []versioning.Change
 	// Why disables the form.
 	Why, Error string
 	// Invalid names the form field Error is about ("comment", "confirm").
@@ -50,7 +54,7 @@ func (p *Pages) alertingRollbackData(r *http.Request) (alertingRollbackData, err
 		// The target exists, so a version is in force.
 		return alertingRollbackData{}, err
 	}
-	d := alertingRollbackData{Target: target, Current: current}
+	d := alertingRollbackData{Target: versionInfo(target), Current: versionInfo(current), SameDocument: target.Document == current.Document}
 	if d.Changes, err = documentDiff(current.Document, target.Document); err != nil {
 		return d, err
 	}
@@ -138,7 +142,7 @@ func (p *Pages) rollbackAlerting(w http.ResponseWriter, r *http.Request) {
 // the target's document.
 func (p *Pages) sameAlertingRollback(d alertingRollbackData, base int64, by versioning.Actor) bool {
 	c := d.Current
-	return c.Number == base+1 && c.Document == d.Target.Document && versioning.SamePerson(c.Author, by.Name)
+	return c.Number == base+1 && d.SameDocument && versioning.SamePerson(c.Author, by.Name)
 }
 
 // documentDiff lists the differences from the alerting document a to b

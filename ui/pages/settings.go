@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -48,18 +49,38 @@ type policyRow struct {
 type alertingData struct {
 	Enabled bool
 	// Number is the version in force (0: none saved; the bootstrap applies).
-	Number   int64
-	Current  configstore.Version
+	Number  int64
+	Current alertingVersion
+	// Document is the version in force, masked, or the document a failed
+	// save submitted.
 	Document string
 	Comment  string
 	Summary  *configstore.Summary
-	History  []configstore.Version
+	History  []alertingVersion
 	Error    string
 	// Invalid marks the document field as the cause of Error.
 	Invalid bool
-	// Viewed is an earlier version opened from the history (masked).
-	Viewed         *configstore.Version
+	// Viewed is an earlier version opened from the history, ViewedDocument
+	// its document masked.
+	Viewed         *alertingVersion
 	ViewedDocument string
+}
+
+// alertingVersion is a saved alerting version as the pages show it: its
+// number, who saved it, when and why. It never holds the document, whose
+// receivers carry secrets (routing keys, webhook URLs, SMTP passwords):
+// template data gets a document only through configstore.Mask or
+// MaskChanged, so that no template, as written now or edited later, can
+// show a secret.
+type alertingVersion struct {
+	Number    int64
+	Author    string
+	Comment   string
+	CreatedAt time.Time
+}
+
+func versionInfo(v configstore.Version) alertingVersion {
+	return alertingVersion{Number: v.Number, Author: v.Author, Comment: v.Comment, CreatedAt: v.CreatedAt}
 }
 
 var allRoles = []versioning.Role{versioning.RoleViewer, versioning.RoleOperator, versioning.RoleApprover, versioning.RoleAdmin}
@@ -155,7 +176,7 @@ func (p *Pages) alertingSection(r *http.Request) (alertingData, error) {
 	v, err := p.o.AlertRouting.Latest(r.Context())
 	switch {
 	case err == nil:
-		d.Number, d.Current = v.Number, v
+		d.Number, d.Current = v.Number, versionInfo(v)
 		if d.Document, err = configstore.Mask(v.Document); err != nil {
 			return d, err
 		}
@@ -173,8 +194,12 @@ func (p *Pages) alertingSection(r *http.Request) (alertingData, error) {
 	default:
 		return d, err
 	}
-	if d.History, err = p.o.AlertRouting.List(r.Context(), 20); err != nil {
+	history, err := p.o.AlertRouting.List(r.Context(), 20)
+	if err != nil {
 		return d, err
+	}
+	for _, h := range history {
+		d.History = append(d.History, versionInfo(h))
 	}
 	if q := r.URL.Query().Get("alerting_version"); q != "" && r.Method == http.MethodGet {
 		n, err := strconv.ParseInt(q, 10, 64)
@@ -188,7 +213,8 @@ func (p *Pages) alertingSection(r *http.Request) (alertingData, error) {
 		if d.ViewedDocument, err = configstore.Mask(v.Document); err != nil {
 			return d, err
 		}
-		d.Viewed = &v
+		viewed := versionInfo(v)
+		d.Viewed = &viewed
 	}
 	return d, nil
 }
