@@ -57,6 +57,8 @@ var stateChanging = []endpoint{
 	{path: "/api/v1/services/checkout/canary/promote", json: `{"version":1}`, user: "bob"},
 	{path: "/api/v1/services/checkout/canary/abort", json: `{"version":1}`, user: "otto"},
 	{path: "/api/v1/silences", json: `{"service":"checkout","for":"1h","comment":"c"}`, user: "otto"},
+	{path: "/api/v1/silences", json: `{"matchers":"{service=\"checkout\"}","ends_at":"2099-01-01T00:00:00Z","comment":"c"}`, user: "otto"},
+	{method: "DELETE", path: "/api/v1/silences/s1", json: `{}`, user: "otto"},
 	{path: "/settings/alerting", form: url.Values{"document": {testBootstrap}, "comment": {"c"}, "base": {"0"}}, user: "ada"},
 	{path: "/services/checkout/emergency", form: url.Values{"ruleset": {"service: checkout\n"}, "reason": {"r"}, "confirm": {"yes"}}, user: "ada"},
 	{path: "/settings/alerting/rollback/1", form: url.Values{"base": {"2"}, "comment": {"c"}, "confirm": {"yes"}}, user: "ada"},

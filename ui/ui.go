@@ -15,6 +15,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 
+	alertsapi "governor.dev/governor/alerts/api"
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/ui/api"
@@ -50,8 +51,12 @@ type Options struct {
 	AlertRouting   model.AlertRouting
 	AlertBootstrap string
 	ConfigBand     model.ConfigBand
-	Clock          clock.Clock
-	Logger         *slog.Logger
+	// AlertService serves silences by matchers (listed, edited and expired
+	// as Alertmanager's API does) and alert history through the API; nil:
+	// those routes answer 503 (see api.Options.AlertService).
+	AlertService *alertsapi.Service
+	Clock        clock.Clock
+	Logger       *slog.Logger
 	// Registerer receives the UI's request metrics; nil for none.
 	Registerer prometheus.Registerer
 	// TrustedOrigins are extra origins (scheme://host[:port]) allowed to send
@@ -135,7 +140,7 @@ func NewServer(o Options) (*Server, error) {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	ap, err := api.New(api.Options{Rules: o.Rules, AuditChecker: checker, Fleet: o.Fleet, Alerts: o.Alerts, Rollouts: o.Rollouts,
-		AlertRouting: o.AlertRouting, AlertBootstrap: o.AlertBootstrap, ConfigBand: o.ConfigBand, Clock: o.Clock, Logger: o.Logger})
+		AlertRouting: o.AlertRouting, AlertBootstrap: o.AlertBootstrap, ConfigBand: o.ConfigBand, AlertService: o.AlertService, Clock: o.Clock, Logger: o.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	alertsapi "governor.dev/governor/alerts/api"
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/sdk/rules"
@@ -47,6 +48,10 @@ type Options struct {
 	AlertBootstrap string
 	// ConfigBand gives the engine's configured band of a service; may be nil.
 	ConfigBand model.ConfigBand
+	// AlertService lists, edits and expires silences by matchers, as
+	// Alertmanager's API does, and reads an alert's history; may be nil
+	// (those routes answer 503; the short silence form goes through Alerts).
+	AlertService *alertsapi.Service
 
 	// AuditChecker verifies the audit chain for the audit verify route; nil: one of
 	// its own over Rules (ui.New shares one between the pages and the API,
@@ -107,6 +112,8 @@ func (a *API) Routes(r chi.Router) {
 		r.Get("/services/{service}/versions/{n}", a.version)
 		r.Get("/services/{service}/diff", a.diff)
 		r.Get("/alerts", a.alerts)
+		r.Get("/alerts/{id}/history", a.alertHistory)
+		r.Get("/silences", a.silences)
 		r.Get("/audit", a.audit)
 		r.Get("/audit/verify", a.verify)
 		r.Get("/services/{service}/canary", a.canary)
@@ -127,6 +134,7 @@ func (a *API) Routes(r chi.Router) {
 		r.Use(need(alertRoles...))
 		r.Post("/alerts/{id}/ack", a.ack)
 		r.Post("/silences", a.silence)
+		r.Delete("/silences/{id}", a.expireSilence)
 	})
 	r.Group(func(r chi.Router) {
 		r.Use(need(versioning.RoleAdmin))
@@ -185,7 +193,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // decode reads a JSON body strictly (unknown fields refused) into v.
 func (a *API) decode(w http.ResponseWriter, r *http.Request, v any) error {
-	body := http.MaxBytesReader(w, r.Body, a.o.MaxBody)
+	return decodeMax(w, r, v, a.o.MaxBody)
+}
+
+// decodeMax is decode with a body of at most limit bytes.
+func decodeMax(w http.ResponseWriter, r *http.Request, v any, limit int64) error {
+	body := http.MaxBytesReader(w, r.Body, limit)
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -546,37 +559,6 @@ func (a *API) ack(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, al)
-}
-
-// SilenceRequest is the body of POST /silences.
-type SilenceRequest struct {
-	Service string `json:"service"`
-	Tier    string `json:"tier"`
-	For     string `json:"for"`
-	Comment string `json:"comment"`
-}
-
-func (a *API) silence(w http.ResponseWriter, r *http.Request) {
-	if a.o.Alerts == nil {
-		a.fail(w, r, fmt.Errorf("%w: alerting is not configured", httperr.ErrUnavailable))
-		return
-	}
-	var req SilenceRequest
-	if err := a.decode(w, r, &req); err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	s, err := model.ParseSilence(req.Service, req.Tier, req.For, req.Comment, a.o.Clock.Now())
-	if err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	s.By = auth.FromContext(r.Context()).User.Name
-	if err := a.o.Alerts.Silence(r.Context(), s); err != nil {
-		a.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, s)
 }
 
 func (a *API) audit(w http.ResponseWriter, r *http.Request) {
