@@ -97,7 +97,9 @@ type Options struct {
 	// HalfLife of the smoothing. Default 30s.
 	HalfLife time.Duration
 	// ActAbove and ReleaseBelow are the hysteresis thresholds on the
-	// smoothed score, 0 < ReleaseBelow < ActAbove <= 1. Defaults 0.8, 0.5.
+	// smoothed score, 0 < ReleaseBelow < ActAbove < 1 (a key acts when
+	// the score rises above ActAbove, which it cannot above 1). Defaults
+	// 0.8, 0.5.
 	ActAbove, ReleaseBelow float64
 	// MaxGap: a key without a known score for longer loses its history (and
 	// its Overloaded state); a key absent from snapshots for longer is
@@ -181,8 +183,12 @@ func (o Options) normalize() (Options, error) {
 	if o.ReleaseBelow == 0 {
 		o.ReleaseBelow = d.ReleaseBelow
 	}
-	if !(o.ReleaseBelow > 0 && o.ReleaseBelow < o.ActAbove && o.ActAbove <= 1) {
-		return o, fmt.Errorf("%w: need 0 < release_below < act_above <= 1, got release_below %g, act_above %g", ErrInvalidOption, o.ReleaseBelow, o.ActAbove)
+	if o.ActAbove >= 1 {
+		// The smoothed score never exceeds 1, so a key would never act.
+		return o, fmt.Errorf("%w: act_above must be below 1 (the score's maximum; 1 is never exceeded), got %g", ErrInvalidOption, o.ActAbove)
+	}
+	if !(o.ReleaseBelow > 0 && o.ReleaseBelow < o.ActAbove) {
+		return o, fmt.Errorf("%w: need 0 < release_below < act_above < 1, got release_below %g, act_above %g", ErrInvalidOption, o.ReleaseBelow, o.ActAbove)
 	}
 	return o, nil
 }

@@ -66,7 +66,9 @@ func Compute(opts *Options, e *signals.Entry) Raw {
 	// The share is a quotient of float sums: when it equals MinKnownWeight
 	// in decimal (0.3 of 0.4 known against 0.75) it may come out an ulp
 	// below it, so the comparison allows for rounding.
-	if raw.KnownWeight < opts.MinKnownWeight-shareTolerance {
+	// Nothing known is unknown whatever MinKnownWeight: 0/0 would be a
+	// NaN score, kept in the smoothed average for good.
+	if known == 0 || raw.KnownWeight < opts.MinKnownWeight-shareTolerance {
 		raw.Score = math.NaN()
 		raw.Reason = fmt.Sprintf("known weight %.2f below the required %.2f", raw.KnownWeight, opts.MinKnownWeight)
 		return raw

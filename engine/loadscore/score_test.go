@@ -195,7 +195,10 @@ func TestOptionsValidation(t *testing.T) {
 		{"bad service target", Options{ServiceTargets: map[string]Targets{"a": {Latency: -time.Second}}}, "service_targets.a.latency must be positive"},
 		{"min known", Options{MinKnownWeight: 1.5}, "min_known_weight must be in (0, 1]"},
 		{"hysteresis", Options{ActAbove: 0.5, ReleaseBelow: 0.6}, "release_below < act_above"},
-		{"act above 1", Options{ActAbove: 1.2, ReleaseBelow: 0.5}, "act_above <= 1"},
+		{"act above 1", Options{ActAbove: 1.2, ReleaseBelow: 0.5}, "act_above must be below 1"},
+		{"act at 1, never exceeded", Options{ActAbove: 1, ReleaseBelow: 0.5}, "act_above must be below 1"},
+		{"act at 1 with default release", Options{ActAbove: 1}, "act_above must be below 1"},
+		{"NaN act above", Options{ActAbove: math.NaN()}, "act_above NaN"},
 		{"act below default release", Options{ActAbove: 0.4}, "release_below 0.5, act_above 0.4"},
 		{"negative release", Options{ReleaseBelow: -0.1}, "0 < release_below"},
 		{"half life", Options{HalfLife: -time.Second}, "half_life must be positive, got -1s"},
@@ -268,4 +271,20 @@ func TestScoreBoundedAdditiveAndMonotone(t *testing.T) {
 		vals[signals.CPU] += 0.1
 		require.GreaterOrEqual(t, Compute(&o, entry("s", vals)).Score, raw.Score)
 	}
+}
+
+func TestNothingKnownIsUnknownWhateverMinKnownWeight(t *testing.T) {
+	o := opts(t, Options{MinKnownWeight: 1e-12})
+	raw := Compute(o, entry("a", nil))
+	require.False(t, raw.Known, "a score with no known term: %+v", raw)
+	require.True(t, math.IsNaN(raw.Score))
+	tr, err := New(Options{MinKnownWeight: 1e-12})
+	require.NoError(t, err)
+	at := time.Unix(1000, 0)
+	tr.Observe(at, entry("a", map[signals.Signal]float64{signals.CPU: 0.5}))
+	sc := tr.Observe(at.Add(10*time.Second), entry("a", nil))
+	require.False(t, sc.Known)
+	require.InDelta(t, 0.5, sc.Value, 1e-9, "the smoothed score must survive an evaluation with nothing known")
+	_, err = tr.MarshalBinary()
+	require.NoError(t, err)
 }

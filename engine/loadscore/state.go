@@ -88,6 +88,10 @@ func (t *Tracker) UnmarshalBinary(b []byte) error {
 			d.Fail("key %s: smoothed score %v: want a value in [0, 1]", k, s.value)
 			break
 		}
+		if s.overloaded && !s.has { // a key turns overloaded only by a known score
+			d.Fail("key %s: overloaded without a known score", k)
+			break
+		}
 		if _, dup := keys[k]; dup {
 			d.Fail("key %s: twice", k)
 			break

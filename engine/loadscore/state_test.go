@@ -83,6 +83,9 @@ func TestTrackerUnmarshalRefuses(t *testing.T) {
 		{"no service", []byte{StateVersion, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, "want a service"},
 		{"score above 1", withScore(t, good, 1.5), "smoothed score 1.5: want a value in [0, 1]"},
 		{"score below 0", withScore(t, good, -0.25), "smoothed score -0.25: want a value in [0, 1]"},
+		// The last two bytes are the key's hysteresis side and whether it
+		// has a score: a key turns overloaded only by a known score.
+		{"overloaded without a score", append(append([]byte{}, good[:len(good)-2]...), 1, 0), "overloaded without a known score"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			tr := cpuOnly(t)
