@@ -133,8 +133,9 @@
 // activation judged. A longer chain is judged against the window before the
 // oldest of its versions that went live within that span (Baseline says
 // which), and still rolled back to the version before the whole chain. The
-// grid points of such a window are kept while its watch is open, so the
-// points kept reach back at most Window + 2 x (Settle + MaxWait). The chain
+// grid points of such a window, and the incidents noted in it, are kept
+// while its watch is open, so the points kept reach back at most Window +
+// 2 x (Settle + MaxWait). The chain
 // lives in memory: a new leader judges the active version against the
 // window before its own activation and rolls it back to its parent. Two
 // versions that go live between two cycles are seen as one replacement:

@@ -2,6 +2,7 @@ package guardrail
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -563,5 +564,32 @@ func TestVersionAfterWhichNoInstanceReports(t *testing.T) {
 				t.Fatalf("events %+v, want one %s", evs, tt.event)
 			}
 		})
+	}
+}
+
+func TestNewRefusesTolerancesThatNeverRollBack(t *testing.T) {
+	tests := []struct {
+		name string
+		o    Options
+		want string
+	}{
+		{"error tolerance 1", Options{ErrorTolerance: 1}, "ErrorTolerance is 1, want in (0, 1)"},
+		{"error tolerance 5", Options{ErrorTolerance: 5}, "ErrorTolerance is 5, want in (0, 1)"},
+		{"goodput tolerance 1", Options{GoodputTolerance: 1}, "GoodputTolerance is 1, want in (0, 1)"},
+		{"goodput tolerance 2", Options{GoodputTolerance: 2}, "GoodputTolerance is 2, want in (0, 1)"},
+		{"step below 100ms", Options{Step: time.Millisecond, Window: time.Second, MinSamples: 2}, "Step is 1ms, want at least 100ms"},
+		{"window below 1s", Options{Step: 100 * time.Millisecond, Window: 500 * time.Millisecond, MinSamples: 2}, "Window is 500ms, want at least 1s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.o.Store, tt.o.Series = nopStore{}, fakeSeries{}
+			_, err := New(tt.o)
+			if !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want %q", err, tt.want)
+			}
+		})
+	}
+	if _, err := New(Options{Store: nopStore{}, Series: fakeSeries{}, ErrorTolerance: 0.99, GoodputTolerance: 0.99, LatencyTolerance: 5}); err != nil {
+		t.Fatal(err)
 	}
 }

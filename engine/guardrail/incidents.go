@@ -49,7 +49,9 @@ func (g *Guard) Note(at time.Time, open []Incident) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	prev := g.noted
-	horizon := at.Add(-(g.o.Window + g.o.Settle + g.o.MaxWait))
+	// As far back as a window still compared reaches: further for a watch
+	// judged against the window before unjudged versions (see chain).
+	horizon := g.horizon(at)
 	for _, in := range open {
 		spans := g.spans[in.Service]
 		extended := false

@@ -20,12 +20,13 @@ var (
 type Options struct {
 	Store  versioning.Store
 	Series Series
-	// Window is the length of the before and after windows; default 2m.
+	// Window is the length of the before and after windows, at least 1s;
+	// default 2m.
 	Window time.Duration
 	// Settle is skipped after activation while instances pick the version
 	// up and the signals' rate windows move past it; default 30s.
 	Settle time.Duration
-	// Step is the sample spacing; default 10s.
+	// Step is the sample spacing, at least 100ms; default 10s.
 	Step time.Duration
 	// MaxWait: a version still inconclusive this long after Settle is
 	// recorded as inconclusive for good; default 3 windows.
@@ -34,14 +35,15 @@ type Options struct {
 	MinSamples int
 	// Alpha is the significance level of the one-sided test; default 0.05.
 	Alpha float64
-	// ErrorTolerance is the tolerated absolute rise of the error ratio;
-	// default 0.01.
+	// ErrorTolerance is the tolerated absolute rise of the error ratio,
+	// in (0, 1) (the ratio rises by at most 1); default 0.01.
 	ErrorTolerance float64
-	// LatencyTolerance is the tolerated relative rise of p99 latency;
-	// default 0.25.
+	// LatencyTolerance is the tolerated relative rise of p99 latency, in
+	// (0, 10); default 0.25.
 	LatencyTolerance float64
 	// GoodputTolerance is the tolerated relative drop of the goodput share
-	// (below what a rise of the offered load explains); default 0.2.
+	// (below what a rise of the offered load explains), in (0, 1) (the
+	// share drops by at most all of it); default 0.2.
 	GoodputTolerance float64
 	// LoadRatio is how far the offered load may move between the windows
 	// (after/before or before/after) for them to count as comparable;
@@ -84,6 +86,14 @@ func (o *Options) fill() error {
 	def(&o.Settle, d.Settle, "Settle")
 	def(&o.Step, d.Step, "Step")
 	def(&o.MaxWait, 3*o.Window, "MaxWait")
+	// As the configuration (engine/config) bounds them: a finer grid
+	// keeps and reads a point per Step and service for no better verdict.
+	if o.Window > 0 && o.Window < time.Second {
+		errs = append(errs, fmt.Errorf("%w: Window is %s, want at least 1s", ErrInvalidOption, o.Window))
+	}
+	if o.Step > 0 && o.Step < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("%w: Step is %s, want at least 100ms", ErrInvalidOption, o.Step))
+	}
 	if o.MinSamples == 0 {
 		o.MinSamples = d.MinSamples
 	}
@@ -96,17 +106,22 @@ func (o *Options) fill() error {
 	if !(o.Alpha > 0 && o.Alpha < 0.5) {
 		errs = append(errs, fmt.Errorf("%w: Alpha is %v, want in (0, 0.5)", ErrInvalidOption, o.Alpha))
 	}
-	tol := func(p *float64, v float64, name string) {
+	// A version is rolled back when its effect rises above the tolerance.
+	// The error ratio rises by at most 1 and the goodput share drops by at
+	// most all of it, so a tolerance of 1 or more would never roll back;
+	// the p99 latency's relative rise has no maximum.
+	tol := func(p *float64, v, max float64, name, why string) {
 		if *p == 0 {
 			*p = v
 		}
-		if !(*p > 0 && *p < 10) {
-			errs = append(errs, fmt.Errorf("%w: %s is %v, want in (0, 10)", ErrInvalidOption, name, *p))
+		if !(*p > 0 && *p < max) {
+			errs = append(errs, fmt.Errorf("%w: %s is %v, want in (0, %v)%s", ErrInvalidOption, name, *p, max, why))
 		}
 	}
-	tol(&o.ErrorTolerance, d.ErrorTolerance, "ErrorTolerance")
-	tol(&o.LatencyTolerance, d.LatencyTolerance, "LatencyTolerance")
-	tol(&o.GoodputTolerance, d.GoodputTolerance, "GoodputTolerance")
+	const never = ": the change it tolerates is at most 1, so a tolerance of 1 or more never rolls back"
+	tol(&o.ErrorTolerance, d.ErrorTolerance, 1, "ErrorTolerance", never)
+	tol(&o.LatencyTolerance, d.LatencyTolerance, 10, "LatencyTolerance", "")
+	tol(&o.GoodputTolerance, d.GoodputTolerance, 1, "GoodputTolerance", never)
 	if o.LoadRatio == 0 {
 		o.LoadRatio = d.LoadRatio
 	}

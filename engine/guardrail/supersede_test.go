@@ -292,3 +292,44 @@ func TestRollbackPastUnjudgedVersionsRacingAPersonIsRefused(t *testing.T) {
 		t.Fatalf("events %+v, want no auto_rollback", evs)
 	}
 }
+
+// TestIncidentBeforeAChainedBaselineIsKeptWhileJudged: v3 replaces v2
+// before a verdict and is judged against the window before v2; an incident
+// in that window keeps v3 from passing for as long as v3 is judged, though
+// it lies further back than Window + Settle + MaxWait.
+func TestIncidentBeforeAChainedBaselineIsKeptWhileJudged(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st, at := liveVersions(t, clk)
+	g, err := New(Options{Store: st, Series: fakeSeries{switchAt: at, value: func(m Metric, _ bool, i int) float64 { return healthy(m, i) }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	incident := Incident{Service: "checkout", Kind: "breaker_open", Downstream: "payments", What: "the breaker to payments is open"}
+	g.Note(at.Add(-30*time.Second), []Incident{incident})
+	g.Note(at.Add(-20*time.Second), nil)
+	clk.Set(at)
+	for clk.Now().Before(at.Add(6 * time.Minute)) {
+		clk.Advance(10 * time.Second)
+		g.Note(clk.Now(), nil)
+		observeActive(t, g, st, clk)
+	}
+	if d, _ := decisionOf(g.Decisions(), 2); d.Final {
+		t.Fatalf("v2 %+v, want it still judged (the incident before it keeps it from passing)", d)
+	}
+	publish(t, st, 20)
+	for clk.Now().Before(at.Add(11 * time.Minute)) {
+		clk.Advance(10 * time.Second)
+		g.Note(clk.Now(), nil)
+		observeActive(t, g, st, clk)
+		d, ok := decisionOf(g.Decisions(), 3)
+		if !ok || !d.Baseline.Equal(at) {
+			t.Fatalf("v3 %+v, want it judged against the window before v2", d)
+		}
+		if d.Verdict == Pass {
+			t.Fatalf("v3 passed at %s (%s after v2) with the incident before v2 in its window before: %s", clk.Now(), clk.Now().Sub(at), d.Reason)
+		}
+		if d.Verdict == Inconclusive && !strings.Contains(strings.Join(d.Confounders, "; "), incident.What) {
+			t.Fatalf("v3 inconclusive at %s without naming the incident: %+v", clk.Now(), d)
+		}
+	}
+}
