@@ -25,6 +25,15 @@
 // reports from where the mark was. The first time the watermark is set, publications
 // before the engine's start (Options.Since) are history, not news.
 //
+// # After a rollback
+//
+// A cycle in which the guardrail rolls a service's version back proposes
+// nothing for that service (its recommendation says "held: the guardrail
+// rolled back vN as vM this cycle"): the rollback is watched from the next
+// cycle on, which holds proposals until its verdict, and a version made in
+// the same cycle would replace it unwatched and be judged against the
+// window in which the regression ran.
+//
 // # Services that go away
 //
 // A service absent from a cycle's signals loses its load-score gauge at

@@ -286,6 +286,11 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 		actives[svc] = &v
 		active = append(active, v)
 	}
+	// rolledBack are the services the guardrail rolled back this cycle:
+	// their rollback is watched from the next cycle on, and nothing is
+	// proposed on top of it before (a version made now would replace it
+	// unwatched, and be judged against the window of the regression).
+	rolledBack := map[string]guardrail.Decision{}
 	if e.o.Guard != nil {
 		// What the guardrail must not blame on a version.
 		e.o.Guard.Note(at, append(incidents, overloadedDependencies(scores, active)...))
@@ -323,6 +328,7 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 				if d.RollbackVersion == 0 {
 					continue
 				}
+				rolledBack[d.Service] = d
 				e.metrics.rollbacks.Inc()
 				if v, err := e.o.Versions.Active(ctx, d.Service); err == nil {
 					actives[d.Service] = &v
@@ -342,6 +348,10 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 		rec := e.o.Recommender.Evaluate(in)
 		if rec.Ruleset != nil && e.o.Guard != nil && e.o.Guard.Watching(svc) {
 			rec.Reason = "held while the guardrail judges v" + fmt.Sprint(in.Active.Number) + ": " + rec.Reason
+			rec.Ruleset = nil
+		}
+		if d, ok := rolledBack[svc]; ok && rec.Ruleset != nil {
+			rec.Reason = fmt.Sprintf("held: the guardrail rolled back v%d as v%d this cycle, judged from the next: %s", d.Version, d.RollbackVersion, rec.Reason)
 			rec.Ruleset = nil
 		}
 		if why, ok := partial[svc]; ok {

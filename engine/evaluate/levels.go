@@ -55,7 +55,8 @@ type AlertLevels struct {
 	// LatencyWarn and LatencyCritical fix the p99 levels; zero: learned.
 	LatencyWarn, LatencyCritical time.Duration
 	// ErrorWarn and ErrorCritical are the error-ratio levels, or with
-	// ErrorLearned the floors of the learned ones (both zero: no floor).
+	// ErrorLearned the floors of the learned ones (both zero: no floor);
+	// 0 < warn < critical < 1 (1, the ratio's maximum, is never crossed).
 	ErrorWarn, ErrorCritical float64
 	// ErrorLearned learns the error-ratio levels from the healthy
 	// baseline (see the precedence above). Default true.
@@ -68,8 +69,9 @@ type AlertLevels struct {
 	// MinRequestRate: the error ratio of a service serving fewer requests
 	// per second is not judged.
 	MinRequestRate float64
-	// Refresh is how often a level still crossed is reported again; it
-	// must be shorter than the rule's resolve_after (5m).
+	// Refresh is how often a level still crossed is reported again,
+	// between 1s and 2m: the rule's resolve_after (5m) must not pass
+	// between two reports of a level still crossed.
 	Refresh time.Duration
 	// Services override the levels of single services.
 	Services map[string]LevelOverride
@@ -84,30 +86,58 @@ func DefaultAlertLevels() *AlertLevels {
 	return &AlertLevels{LearnedMargin: 0.25, ErrorWarn: 0.01, ErrorCritical: 0.05, ErrorLearned: true, MinRequestRate: 1, Refresh: time.Minute}
 }
 
-// Validate names the first bad field.
+// Validate names the first bad field. A level its reading can never cross
+// is refused, as the configuration (engine/config) refuses it: an
+// error-ratio level (or floor) of 1, the ratio's maximum, and a Refresh
+// at which a crossed level's alert resolves between two reports.
 func (l *AlertLevels) Validate() error {
 	switch {
 	case l.LatencyWarn < 0 || l.LatencyCritical < 0 || (l.LatencyWarn == 0) != (l.LatencyCritical == 0) ||
 		(l.LatencyWarn > 0 && l.LatencyCritical <= l.LatencyWarn):
 		return fmt.Errorf("%w: AlertLevels.LatencyWarn %s and LatencyCritical %s: want both zero, or 0 < warn < critical",
 			ErrInvalidOption, l.LatencyWarn, l.LatencyCritical)
-	case l.ErrorLearned && (l.ErrorWarn != 0 || l.ErrorCritical != 0) && !(l.ErrorWarn > 0 && l.ErrorWarn < l.ErrorCritical && l.ErrorCritical <= 1):
-		return fmt.Errorf("%w: AlertLevels.ErrorWarn %v and ErrorCritical %v (floors of the learned levels): want both zero, or 0 < warn < critical <= 1",
+	case l.ErrorLearned && l.ErrorWarn == 0 && l.ErrorCritical == 0:
+		// No floors.
+	case l.ErrorLearned && (l.ErrorWarn == 0 || l.ErrorCritical == 0):
+		return fmt.Errorf("%w: AlertLevels.ErrorWarn %v and ErrorCritical %v (floors of the learned levels): want both zero, or 0 < warn < critical < 1",
 			ErrInvalidOption, l.ErrorWarn, l.ErrorCritical)
-	case !l.ErrorLearned && !(l.ErrorWarn > 0 && l.ErrorWarn < l.ErrorCritical && l.ErrorCritical <= 1):
-		return fmt.Errorf("%w: AlertLevels.ErrorWarn %v and ErrorCritical %v: want 0 < warn < critical <= 1 (or ErrorLearned)",
+	case !l.ErrorLearned && l.ErrorWarn == 0 && l.ErrorCritical == 0:
+		return fmt.Errorf("%w: AlertLevels.ErrorWarn %v and ErrorCritical %v: want 0 < warn < critical < 1 (or ErrorLearned)",
 			ErrInvalidOption, l.ErrorWarn, l.ErrorCritical)
+	}
+	if l.ErrorWarn != 0 || l.ErrorCritical != 0 {
+		if err := errorLevelsProblem("AlertLevels.", l.ErrorWarn, l.ErrorCritical); err != nil {
+			return err
+		}
+	}
+	switch {
 	case !(l.LearnedMargin >= 0 && l.LearnedMargin <= 10):
 		return fmt.Errorf("%w: AlertLevels.LearnedMargin %v: want in [0, 10]", ErrInvalidOption, l.LearnedMargin)
 	case !(l.MinRequestRate >= 0) || math.IsInf(l.MinRequestRate, 0):
 		return fmt.Errorf("%w: AlertLevels.MinRequestRate %v: want a finite rate >= 0", ErrInvalidOption, l.MinRequestRate)
-	case l.Refresh <= 0:
-		return fmt.Errorf("%w: AlertLevels.Refresh %s: want above 0", ErrInvalidOption, l.Refresh)
+	case l.Refresh < time.Second || l.Refresh > 2*time.Minute:
+		return fmt.Errorf("%w: AlertLevels.Refresh %s: want between 1s and 2m (a crossed level's alert resolves 5m after its last report)",
+			ErrInvalidOption, l.Refresh)
 	}
 	for svc, o := range l.Services {
 		if err := o.validate(svc); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// errorLevelsProblem checks a pair of error-ratio levels, their fields
+// prefixed by field: 0 < warn < critical < 1. A level alerts when the ratio
+// rises above it, so a level of 1, the ratio's maximum, is never crossed
+// (as a floor of learned levels too).
+func errorLevelsProblem(field string, warn, crit float64) error {
+	if !(warn > 0 && warn < 1) {
+		return fmt.Errorf("%w: %sErrorWarn %v: want in (0, 1)", ErrInvalidOption, field, warn)
+	}
+	if !(crit > warn && crit < 1) {
+		return fmt.Errorf("%w: %sErrorCritical %v: want above ErrorWarn (%v) and below 1 (the error ratio's maximum; 1 is never crossed)",
+			ErrInvalidOption, field, crit, warn)
 	}
 	return nil
 }
@@ -120,7 +150,7 @@ type LevelOverride struct {
 	// or neither).
 	LatencyWarn, LatencyCritical time.Duration
 	// ErrorWarn and ErrorCritical replace the error-ratio levels (both or
-	// neither).
+	// neither; 0 < warn < critical < 1).
 	ErrorWarn, ErrorCritical float64
 }
 
@@ -130,9 +160,11 @@ func (o LevelOverride) validate(service string) error {
 		(o.LatencyWarn > 0 && o.LatencyCritical <= o.LatencyWarn):
 		return fmt.Errorf("%w: AlertLevels.Services[%q].LatencyWarn %s and LatencyCritical %s: want both zero, or 0 < warn < critical",
 			ErrInvalidOption, service, o.LatencyWarn, o.LatencyCritical)
-	case (o.ErrorWarn != 0 || o.ErrorCritical != 0) && !(o.ErrorWarn > 0 && o.ErrorWarn < o.ErrorCritical && o.ErrorCritical <= 1):
-		return fmt.Errorf("%w: AlertLevels.Services[%q].ErrorWarn %v and ErrorCritical %v: want both zero, or 0 < warn < critical <= 1",
+	case (o.ErrorWarn == 0) != (o.ErrorCritical == 0):
+		return fmt.Errorf("%w: AlertLevels.Services[%q].ErrorWarn %v and ErrorCritical %v: want both zero, or 0 < warn < critical < 1",
 			ErrInvalidOption, service, o.ErrorWarn, o.ErrorCritical)
+	case o.ErrorWarn != 0:
+		return errorLevelsProblem(fmt.Sprintf("AlertLevels.Services[%q].", service), o.ErrorWarn, o.ErrorCritical)
 	}
 	return nil
 }

@@ -515,3 +515,29 @@ func TestRulesStoreDownStillAlertsOnLevels(t *testing.T) {
 		t.Fatalf("cycle scores %d, shown %d, last tick %s", len(res.Scores), len(e.Scores()), e.LastTick())
 	}
 }
+
+func TestNewRefusesAlertLevelsNeverCrossed(t *testing.T) {
+	tests := []struct {
+		name string
+		set  func(l *AlertLevels)
+		want string
+	}{
+		{"configured critical 1", func(l *AlertLevels) { l.ErrorLearned, l.ErrorWarn, l.ErrorCritical = false, 0.5, 1 }, "AlertLevels.ErrorCritical 1: want above ErrorWarn (0.5) and below 1"},
+		{"floor critical 1", func(l *AlertLevels) { l.ErrorWarn, l.ErrorCritical = 0.5, 1 }, "AlertLevels.ErrorCritical 1: want above ErrorWarn (0.5) and below 1"},
+		{"override critical 1", func(l *AlertLevels) {
+			l.Services = map[string]LevelOverride{"api": {ErrorWarn: 0.5, ErrorCritical: 1}}
+		}, `AlertLevels.Services["api"].ErrorCritical 1: want above ErrorWarn (0.5) and below 1`},
+		{"refresh past the resolve", func(l *AlertLevels) { l.Refresh = 5 * time.Minute }, "AlertLevels.Refresh 5m0s: want between 1s and 2m"},
+		{"refresh below a second", func(l *AlertLevels) { l.Refresh = time.Millisecond }, "AlertLevels.Refresh 1ms: want between 1s and 2m"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := DefaultAlertLevels()
+			tt.set(l)
+			_, err := New(Options{Levels: l})
+			if !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want %q", err, tt.want)
+			}
+		})
+	}
+}

@@ -304,7 +304,8 @@ type StateOptions struct {
 	// they changed (and every Every cycles). Default 30.
 	Every int
 	// MaxAge: rows older than this at a restore are ignored (and pruned
-	// when saving). It must exceed Every cycles. Default 1h.
+	// when saving). At least 1m, and it must exceed Every cycles. Default
+	// 1h.
 	MaxAge time.Duration
 	Logger *slog.Logger
 }
@@ -400,8 +401,11 @@ func NewState(e *Evaluator, o StateOptions) (*State, error) {
 		return nil, fmt.Errorf("%w: StateOptions.Store is required", ErrInvalidOption)
 	case o.Every < 1 || o.Every > 10000:
 		return nil, fmt.Errorf("%w: StateOptions.Every %d: want 1..10000 cycles", ErrInvalidOption, o.Every)
-	case o.MaxAge < 0:
-		return nil, fmt.Errorf("%w: StateOptions.MaxAge %s: want above 0", ErrInvalidOption, o.MaxAge)
+	case o.MaxAge < time.Minute:
+		// As the configuration (state.max_age) bounds it: shorter, every
+		// row is older than it at a takeover, and the state is pruned
+		// before anyone restores it.
+		return nil, fmt.Errorf("%w: StateOptions.MaxAge %s: want at least 1m (0: 1h)", ErrInvalidOption, o.MaxAge)
 	}
 	return &State{e: e, o: o}, nil
 }

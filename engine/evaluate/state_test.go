@@ -389,6 +389,9 @@ func TestNewStateValidates(t *testing.T) {
 		{StateOptions{}, "Store is required"},
 		{StateOptions{Store: &MemState{}, Every: -1}, "Every -1"},
 		{StateOptions{Store: &MemState{}, MaxAge: -time.Second}, "MaxAge -1s"},
+		// Every row older than it at a takeover: nothing restored.
+		{StateOptions{Store: &MemState{}, MaxAge: time.Nanosecond}, "StateOptions.MaxAge 1ns: want at least 1m (0: 1h)"},
+		{StateOptions{Store: &MemState{}, MaxAge: 59 * time.Second}, "StateOptions.MaxAge 59s: want at least 1m"},
 	} {
 		if _, err := NewState(f.e, tt.o); !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), tt.want) {
 			t.Fatalf("%+v: err %v, want %q", tt.o, err, tt.want)
