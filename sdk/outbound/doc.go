@@ -12,6 +12,16 @@
 // whose rules did not change (breaker windows, the retry budget, the bulkhead
 // and the balancer with its endpoint statistics).
 //
+// Each downstream's balancer ejects failing endpoints as its rules'
+// balancer section says (rules.Balancer, mapped to balancer.Ejection):
+// after consecutive_failures failed calls in a row, for base_ejection_time
+// growing up to max_ejection_time, and through the endpoints' breakers when
+// the downstream has breaker rules; max_ejection_percent (default 10) caps
+// the share of endpoints ejected at once. A change of any balancer field
+// rebuilds the balancer, which takes over the endpoints of the one it
+// replaces with their estimates and consecutive-failure ejections, and
+// with equal breaker rules their breakers.
+//
 // A downstream in shadow mode (rules.ModeShadow) evaluates its breaker and
 // bulkhead and counts what they would refuse as shadow_would_reject, but
 // refuses nothing. Its retry budget still applies: declining a retry never
@@ -26,7 +36,8 @@
 // breaker's admission (a half-open probe slot, a throttle's request count)
 // and counts neither a success nor a failure. Metrics follow
 // docs/metrics.md: calls by outcome, call latency, breaker state, retries and
-// retry budget use, bulkhead in-flight and cap, balanced endpoints by state.
+// retry budget use, bulkhead in-flight and cap, balanced endpoints by state,
+// panic mode and ejections the cap refused.
 // Every series exists from the moment its downstream is applied; the call
 // path only adds to striped atomic counters, summed when Prometheus scrapes.
 package outbound

@@ -50,6 +50,9 @@ type Downstream struct {
 	clk     clock.Clock
 	hooks   *Hooks
 	stats   *stats
+	// balCounts is what the balancers bal replaced counted, added to
+	// bal's own counts in the exported counters.
+	balCounts balCounts
 
 	// refused are the errors handed out for refusals, made once so the
 	// refused path does not allocate.

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"governor.dev/governor/sdk/balancer"
 )
 
 // Call outcomes (governor_sdk_downstream_calls_total).
@@ -103,6 +105,14 @@ func (s *stats) snapshot() snapshot {
 	return out
 }
 
+// balCounts are a balancer's counters: panic picks and skipped ejections.
+type balCounts struct{ panicPicks, skipped uint64 }
+
+// plus returns c with b's counts added.
+func (c balCounts) plus(b *balancer.Balancer) balCounts {
+	return balCounts{c.panicPicks + b.PanicPicks(), c.skipped + b.SkippedEjections()}
+}
+
 // collector exports every downstream's series (docs/metrics.md) at scrape
 // time: each downstream in force has all of its series from the moment it is
 // applied, and a dropped one disappears.
@@ -110,7 +120,7 @@ type collector struct {
 	s                                     *Set
 	calls, duration, retries, state, used *prometheus.Desc
 	inflight, limit, endpoints            *prometheus.Desc
-	panicking, panicPicks                 *prometheus.Desc
+	panicking, panicPicks, skipped        *prometheus.Desc
 	bounds                                []float64
 }
 
@@ -132,11 +142,13 @@ func newCollector(s *Set) *collector {
 		limit: prometheus.NewDesc("governor_sdk_downstream_limit",
 			"Current bulkhead cap (adaptive or fixed), by downstream.", []string{"downstream"}, nil),
 		endpoints: prometheus.NewDesc("governor_sdk_downstream_endpoints",
-			"Balanced endpoints by downstream and state: active or ejected (breaker open).", []string{"downstream", "state"}, nil),
+			"Balanced endpoints by downstream and state: active or ejected (consecutive failures or breaker open).", []string{"downstream", "state"}, nil),
 		panicking: prometheus.NewDesc("governor_sdk_downstream_panic",
-			"1 while the balancer is in panic mode (fewer endpoints with a closed breaker than its panic threshold: it balances over all of them), else 0.", []string{"downstream"}, nil),
+			"1 while the balancer is in panic mode (fewer endpoints with a closed breaker and no consecutive-failure ejection than its panic threshold: it balances over all of them), else 0.", []string{"downstream"}, nil),
 		panicPicks: prometheus.NewDesc("governor_sdk_downstream_panic_picks_total",
 			"Calls panic mode sent to an endpoint whose breaker did not admit them, by downstream.", []string{"downstream"}, nil),
+		skipped: prometheus.NewDesc("governor_sdk_downstream_ejections_skipped_total",
+			"Endpoint ejections (consecutive failures or an open breaker) refused by the balancer's max_ejection_percent, by downstream.", []string{"downstream"}, nil),
 	}
 	for _, b := range durationBounds {
 		c.bounds = append(c.bounds, b.Seconds())
@@ -146,7 +158,7 @@ func newCollector(s *Set) *collector {
 
 // Describe sends the descriptors.
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.calls, c.duration, c.retries, c.state, c.used, c.inflight, c.limit, c.endpoints, c.panicking, c.panicPicks} {
+	for _, d := range []*prometheus.Desc{c.calls, c.duration, c.retries, c.state, c.used, c.inflight, c.limit, c.endpoints, c.panicking, c.panicPicks, c.skipped} {
 		ch <- d
 	}
 }
@@ -179,6 +191,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.inflight, prometheus.GaugeValue, float64(d.bh.InFlight()), name)
 			ch <- prometheus.MustNewConstMetric(c.limit, prometheus.GaugeValue, float64(d.bh.Limit()), name)
 		}
+		counts := d.balCounts.plus(d.bal)
+		ch <- prometheus.MustNewConstMetric(c.skipped, prometheus.CounterValue, float64(counts.skipped), name)
 		if n := d.bal.Len(); n > 0 {
 			ejected := len(d.bal.Ejected(now))
 			ch <- prometheus.MustNewConstMetric(c.endpoints, prometheus.GaugeValue, float64(n-ejected), name, "active")
@@ -188,7 +202,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 				panicking = 1
 			}
 			ch <- prometheus.MustNewConstMetric(c.panicking, prometheus.GaugeValue, panicking, name)
-			ch <- prometheus.MustNewConstMetric(c.panicPicks, prometheus.CounterValue, float64(d.bal.PanicPicks()), name)
+			ch <- prometheus.MustNewConstMetric(c.panicPicks, prometheus.CounterValue, float64(counts.panicPicks), name)
 		}
 	}
 }

@@ -156,8 +156,32 @@ func (s *Set) Apply(ds []rules.Downstream) error {
 		}
 		next[r.Name] = d
 	}
+	for name, d := range next {
+		// A rebuilt balancer counts from 0: carry what the one it replaces
+		// counted, so the exported counters never go back.
+		if prev := old[name]; prev != nil && d != prev && d.bal != prev.bal {
+			d.balCounts = prev.balCounts.plus(prev.bal)
+		}
+	}
 	s.m.Store(&next)
 	return nil
+}
+
+// ejection reads the outlier ejection settings of balancer rules b (nil:
+// none), absent fields left to the balancer's defaults.
+func ejection(b *rules.Balancer) balancer.Ejection {
+	if b == nil {
+		return balancer.Ejection{}
+	}
+	e := balancer.Ejection{
+		ConsecutiveFailures: b.ConsecutiveFailures,
+		BaseTime:            b.BaseEjectionTime.D(),
+		MaxTime:             b.MaxEjectionTime.D(),
+	}
+	if p := b.MaxEjectionPercent; p != nil {
+		e.MaxShare = float64(*p) / 100
+	}
+	return e
 }
 
 // build makes the downstream for rule r, reusing the parts of prev whose
@@ -240,13 +264,13 @@ func (s *Set) build(r rules.Downstream, prev *Downstream) (*Downstream, error) {
 	// Every downstream has a balancer; it is used once endpoints are set.
 	// Its endpoints' breakers follow the downstream's breaker rules.
 	if same(r.Balancer, pr.Balancer) && same(r.Breaker, pr.Breaker) {
-		d.bal = prev.bal
+		d.bal, d.balCounts = prev.bal, prev.balCounts
 	} else {
 		var bc rules.Balancer
 		if r.Balancer != nil {
 			bc = *r.Balancer
 		}
-		bo := balancer.Options{Clock: s.clk, IntN: s.opts.IntN, Float64: s.opts.Float64, Breaker: r.Breaker}
+		bo := balancer.Options{Clock: s.clk, IntN: s.opts.IntN, Float64: s.opts.Float64, Breaker: r.Breaker, Ejection: ejection(r.Balancer)}
 		if prev != nil {
 			bo.Inherit = prev.bal // endpoint statistics, ages and (if equal rules) breakers stay
 		}

@@ -350,6 +350,7 @@ func TestMetricsAreCreatedUpFrontAndDropped(t *testing.T) {
 		{"governor_sdk_downstream_endpoints", 2},
 		{"governor_sdk_downstream_panic", 1},
 		{"governor_sdk_downstream_panic_picks_total", 1},
+		{"governor_sdk_downstream_ejections_skipped_total", 2},
 	}
 	for _, tt := range tests {
 		if got := count(tt.name); got != tt.want {

@@ -22,6 +22,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"service":"a","routes":[{"name":"r","match":{"path_prefix":"/"},"warm_up":{"period":"1m"},"exempt":{"caller_header":"X-C"}}]}`))
 	f.Add([]byte(`{"service":"a","routes":[{"name":"r","match":{"path_prefix":"/"},"concurrency":{"algorithm":"fixed","max":3,"tolerance":1}}]}`))
 	f.Add([]byte(`{"service":"a","downstreams":[{"name":"d","breaker":{"kind":"throttle","min_calls":3,"slow_call":"1s"}},{"name":"e","breaker":{"k":2}}]}`))
+	f.Add([]byte(`{"service":"a","downstreams":[{"name":"d","breaker":{},"balancer":{"decay":"5s","panic_threshold":0.3,"consecutive_failures":5,"base_ejection_time":"10s","max_ejection_time":"2m","max_ejection_percent":20}}]}`))
+	f.Add([]byte(`{"service":"a","downstreams":[{"name":"d","balancer":{"consecutive_failures":-1,"base_ejection_time":"1h1s","max_ejection_time":"1s","max_ejection_percent":0}}]}`))
+	f.Add([]byte(`{"service":"a","downstreams":[{"name":"d","balancer":{"max_ejection_percent":12.5,"max_ejection_time":"1m"}}]}`))
 	f.Add([]byte(`[]`))
 	// Values of the wrong type, reported at their field.
 	f.Add([]byte(`{"service":"a","downstreams":[{"name":"d","timeout":"soon","retry":{"max_attempts":1.5}}]}`))
@@ -114,6 +117,7 @@ func canonicalViaClone(r *Ruleset) ([]byte, error) {
 func FuzzCanonical(f *testing.F) {
 	f.Add([]byte(validJSON))
 	f.Add([]byte(`{"service":"a","routes":[{"name":"b","match":{"path_prefix":"/","methods":["POST","GET"]},"exempt":{"paths":["/z","/a"],"callers":["y","x"]}},{"name":"a","match":{"path_prefix":"/"}}],"downstreams":[{"name":"z"},{"name":"y","timeout":"1s"}]}`))
+	f.Add([]byte(`{"service":"a","downstreams":[{"name":"z","balancer":{"consecutive_failures":3,"max_ejection_percent":0}},{"name":"y","breaker":{},"balancer":{"base_ejection_time":"1s","max_ejection_percent":100}}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var r Ruleset
 		if decodeStrict(data, &r, MaxBytes) != nil {

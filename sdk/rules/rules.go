@@ -336,9 +336,33 @@ type Balancer struct {
 	// among all endpoints, ejected ones included (panic mode), rather than
 	// pile every call onto the few that are left or refuse every call.
 	// Default (unset) 0.5; 0 turns panic mode off, so a fully ejected
-	// downstream refuses calls. It has effect only with a breaker of kind
-	// breaker.
+	// downstream refuses calls. It has effect only with something that
+	// ejects: a breaker of kind breaker or ConsecutiveFailures.
 	PanicThreshold *float64 `json:"panic_threshold,omitempty"`
+	// ConsecutiveFailures ejects an endpoint once this many of its calls
+	// in a row have failed, as Envoy's consecutive_5xx; a success starts
+	// the count again. 0 (default) turns it off.
+	ConsecutiveFailures int `json:"consecutive_failures,omitempty"`
+	// BaseEjectionTime is how long an endpoint is ejected for consecutive
+	// failures the first time; the n-th ejection in a row lasts n times
+	// as long, up to MaxEjectionTime, and each BaseEjectionTime back in
+	// rotation forgets one. Default 30s. It has effect only with
+	// ConsecutiveFailures.
+	BaseEjectionTime Duration `json:"base_ejection_time,omitempty"`
+	// MaxEjectionTime caps one consecutive-failure ejection; default 300s,
+	// and not below BaseEjectionTime (or its default). It has effect only
+	// with ConsecutiveFailures.
+	MaxEjectionTime Duration `json:"max_ejection_time,omitempty"`
+	// MaxEjectionPercent is the largest share of the endpoints, a whole
+	// percentage from 1 to 100, ejected at once, by consecutive failures
+	// and open breakers alike, as Envoy's max_ejection_percent: an
+	// ejection over it does not happen and the endpoint keeps its share of
+	// calls. At least one endpoint may always be ejected. Absent means
+	// 10; 0 is refused (leave the field out for the default, or write 1
+	// for "one endpoint at a time" on fleets under 100); 100 turns the
+	// cap off. It has effect only with something that ejects: a breaker
+	// of kind breaker or ConsecutiveFailures.
+	MaxEjectionPercent *int `json:"max_ejection_percent,omitempty"`
 }
 
 // Duration is a time.Duration that encodes as a Go duration string ("150ms").

@@ -458,13 +458,55 @@ func (c *checker) downstream(f string, d *Downstream) {
 	if b := d.Balancer; b != nil {
 		c.duration(f, ".balancer.decay", b.Decay, time.Hour)
 		c.duration(f, ".balancer.slow_start", b.SlowStart, time.Hour)
+		// Only a breaker of kind breaker and consecutive failures eject
+		// endpoints; without either, panic mode and the ejection cap have
+		// nothing to act on.
+		ejects := b.ConsecutiveFailures > 0 || (d.Breaker != nil && d.Breaker.Kind != BreakerKindThrottle)
 		if p := b.PanicThreshold; p != nil {
 			c.ratio(f, ".balancer.panic_threshold", *p, true)
-			// Only a breaker of kind breaker ejects endpoints; without one
-			// there is no ejection for panic mode to override.
-			if k := d.Breaker; k == nil || k.Kind == BreakerKindThrottle {
-				c.add(f+".balancer.panic_threshold", "has effect only with a breaker of kind breaker")
+			if !ejects {
+				c.add(f+".balancer.panic_threshold", "has effect only with a breaker of kind breaker or balancer.consecutive_failures")
 			}
+		}
+		c.ejection(f, b, ejects)
+	}
+}
+
+// Defaults of the consecutive-failure ejection times, as sdk/balancer's.
+const (
+	defaultBaseEjectionTime = 30 * time.Second
+	defaultMaxEjectionTime  = 300 * time.Second
+)
+
+// ejection checks the outlier ejection fields of balancer b of downstream
+// f; ejects tells whether anything can eject its endpoints.
+func (c *checker) ejection(f string, b *Balancer, ejects bool) {
+	c.nonNegInt(f, ".balancer.consecutive_failures", b.ConsecutiveFailures, 1<<20)
+	c.duration(f, ".balancer.base_ejection_time", b.BaseEjectionTime, time.Hour)
+	c.duration(f, ".balancer.max_ejection_time", b.MaxEjectionTime, 24*time.Hour)
+	if b.ConsecutiveFailures <= 0 {
+		if b.BaseEjectionTime != 0 {
+			c.add(f+".balancer.base_ejection_time", "has effect only with consecutive_failures")
+		}
+		if b.MaxEjectionTime != 0 {
+			c.add(f+".balancer.max_ejection_time", "has effect only with consecutive_failures")
+		}
+	} else if base, top := b.BaseEjectionTime.D(), b.MaxEjectionTime.D(); base >= 0 && top >= 0 {
+		// The balancer would raise the cap to the base time in silence.
+		switch {
+		case base > 0 && top > 0 && base > top:
+			c.add(f+".balancer.max_ejection_time", "(%s) must not be below base_ejection_time (%s)", top, base)
+		case base == 0 && top > 0 && top < defaultBaseEjectionTime:
+			c.add(f+".balancer.max_ejection_time", "(%s) must not be below base_ejection_time (default %s)", top, defaultBaseEjectionTime)
+		case top == 0 && base > defaultMaxEjectionTime:
+			c.add(f+".balancer.base_ejection_time", "(%s) must not exceed max_ejection_time (default %s)", base, defaultMaxEjectionTime)
+		}
+	}
+	if p := b.MaxEjectionPercent; p != nil {
+		if *p < 1 || *p > 100 {
+			c.add(f+".balancer.max_ejection_percent", "must be between 1 and 100, got %d (leave it out for the default 10; at least one endpoint may always be ejected)", *p)
+		} else if !ejects {
+			c.add(f+".balancer.max_ejection_percent", "has effect only with consecutive_failures or a breaker of kind breaker")
 		}
 	}
 }
