@@ -13,6 +13,7 @@ import (
 
 	"governor.dev/governor/alerts"
 	"governor.dev/governor/alerts/notify"
+	"governor.dev/governor/sdk/clock"
 )
 
 // DefaultResendInterval is the resend interval of Config, Prometheus's
@@ -66,38 +67,90 @@ type Notifier struct {
 	url    string
 	client *http.Client
 	resend time.Duration
+	// clock tells the time of a post, from which firing alerts end.
+	clock clock.Clock
 }
 
-// New validates c; client nil uses a default client.
-func New(c Config, client *http.Client) (*Notifier, error) {
+// Option sets up a Notifier.
+type Option func(*Notifier)
+
+// WithClock sets the clock that tells the time of a post, from which the
+// firing alerts posted end (default clock.Real); nil keeps the default.
+// It is the clock of the manager that makes the messages.
+func WithClock(c clock.Clock) Option {
+	return func(n *Notifier) {
+		if c != nil {
+			n.clock = c
+		}
+	}
+}
+
+// New validates c; client nil uses a default client. Redirects are not
+// followed (see noRedirects).
+func New(c Config, client *http.Client, opts ...Option) (*Notifier, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	resend, _ := c.resendInterval()
-	return &Notifier{url: strings.TrimRight(c.URL, "/") + "/api/v2/alerts", client: client, resend: resend}, nil
+	n := &Notifier{url: strings.TrimRight(c.URL, "/") + "/api/v2/alerts", client: noRedirects(client), resend: resend, clock: clock.Real{}}
+	for _, o := range opts {
+		o(n)
+	}
+	return n, nil
+}
+
+// noRedirects returns a copy of client (a default one for nil) that does
+// not follow redirects: a 3xx is a refusal, reported with its status. A
+// redirected POST would be re-sent as a GET that delivers nothing yet
+// succeeds (301, 302, 303), or re-posted to another host with the
+// receiver's URL, and the credentials in it, as its Referer (307, 308).
+func noRedirects(client *http.Client) *http.Client {
+	c := &http.Client{Timeout: notify.DefaultTimeout}
+	if client != nil {
+		*c = *client
+	}
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return c
 }
 
 // ResendInterval implements notify.Resender.
 func (n *Notifier) ResendInterval() time.Duration { return n.resend }
 
-// Build renders the API body: firing alerts end 4 resend intervals after
-// the message was made, as Prometheus does, so that Alertmanager keeps them
-// firing while they are posted again and resolves them if Governor stops
-// (the end counts from the message, not the post: a message delivered late
-// does not keep a resolved alert firing); resolved ones end at their end
-// time so Alertmanager resolves them.
-func Build(m *notify.Message, resend time.Duration) []PostableAlert {
+// Build renders the API body for a post at now: firing alerts end 4
+// resend intervals after now, as Prometheus does, so that Alertmanager
+// keeps them firing while they are posted again and resolves them if
+// Governor stops (a message delivered late, after an outage of
+// Alertmanager, still posts its firing alerts as firing: an end counted
+// from when the message was made would have passed, and Alertmanager
+// would take a new P0 as already resolved and page nobody); resolved ones
+// end at their end time so Alertmanager resolves them, or at the
+// message's time (now if later) for one without an end, which would
+// otherwise stay firing until resolve_timeout.
+func Build(m *notify.Message, resend time.Duration, now time.Time) []PostableAlert {
 	out := make([]PostableAlert, 0, len(m.Alerts))
 	for _, a := range m.Alerts {
 		p := PostableAlert{Labels: a.Labels, Annotations: a.Annotations, StartsAt: a.StartsAt, GeneratorURL: a.GeneratorURL}
-		if a.Status == notify.StatusResolved {
+		switch {
+		case a.Status != notify.StatusResolved:
+			p.EndsAt = later(m.CreatedAt, now).Add(4 * resend)
+		case a.EndsAt.IsZero():
+			p.EndsAt = m.CreatedAt
+			if p.EndsAt.IsZero() || p.EndsAt.After(now) {
+				p.EndsAt = now
+			}
+		default:
 			p.EndsAt = a.EndsAt
-		} else {
-			p.EndsAt = m.CreatedAt.Add(4 * resend)
 		}
 		out = append(out, p)
 	}
 	return out
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // Notify implements notify.Notifier; acknowledgements are skipped
@@ -106,5 +159,5 @@ func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) 
 	if m.Kind == notify.KindAcknowledge {
 		return false, nil
 	}
-	return notify.PostJSON(ctx, n.client, n.url, nil, Build(m, n.resend))
+	return notify.PostJSON(ctx, n.client, n.url, nil, Build(m, n.resend, n.clock.Now()))
 }

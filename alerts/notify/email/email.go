@@ -1,6 +1,10 @@
 // Package email sends notifications as plain-text mail through an SMTP
-// relay with net/smtp. The mail is 7-bit: headers with non-ASCII text are
-// RFC 2047 encoded and the UTF-8 body is quoted-printable.
+// relay with net/smtp, over TLS from the start on port 465 (SMTPS) and
+// over STARTTLS on other ports unless Config.AllowPlaintext allows a relay
+// without it. The mail is 7-bit: headers with non-ASCII text are
+// RFC 2047 encoded and the UTF-8 body is quoted-printable. A 4xx reply of
+// the relay is retried, a 5xx reply is final, and a recipient refused for
+// good does not keep the mail from the others.
 package email
 
 import (
@@ -14,6 +18,7 @@ import (
 	"net"
 	"net/mail"
 	"net/smtp"
+	"net/textproto"
 	"strings"
 	"time"
 
@@ -27,11 +32,16 @@ type Config struct {
 	Smarthost string   `json:"smarthost"`
 	From      string   `json:"from"`
 	To        []string `json:"to"`
-	// Username and Password enable PLAIN auth (the relay must offer TLS or
-	// be on localhost, as net/smtp requires). One without the other is
+	// Username and Password enable PLAIN auth, sent only over TLS or to a
+	// relay on localhost (as net/smtp requires). One without the other is
 	// refused.
 	Username string `json:"username,omitempty"`
 	Password string `json:"password,omitempty"`
+	// AllowPlaintext sends the mail unencrypted to a relay that offers no
+	// STARTTLS. Without it, such a relay (or a connection on which
+	// STARTTLS was stripped) gets nothing, and the delivery fails for good
+	// with an error naming this setting.
+	AllowPlaintext bool `json:"allow_plaintext,omitempty"`
 }
 
 // Validate names the first bad field.
@@ -68,6 +78,11 @@ var _ notify.Notifier = (*Notifier)(nil)
 // Notifier sends mail.
 type Notifier struct {
 	c Config
+	// tls is the base of the STARTTLS configuration (nil: the system's
+	// roots); tests trust their relay's certificate with it.
+	tls *tls.Config
+	// implicitTLS speaks TLS from the connection's start (SMTPS, port 465).
+	implicitTLS bool
 }
 
 // New validates c.
@@ -75,20 +90,29 @@ func New(c Config) (*Notifier, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	return &Notifier{c: c}, nil
+	_, port, _ := net.SplitHostPort(c.Smarthost)
+	return &Notifier{c: c, implicitTLS: port == "465"}, nil
 }
 
 // timeLayout formats the times of the body.
 const timeLayout = "2006-01-02 15:04:05 MST"
 
-// Render returns the subject and body of a message, as text: Notify
-// encodes them for the mail.
+// MaxSubjectLen is the most characters of a subject: longer group labels
+// end in an ellipsis, so that no header line of the mail passes SMTP's
+// 998 characters (an ASCII subject without spaces cannot be folded).
+const MaxSubjectLen = 250
+
+// Render returns the subject (at most MaxSubjectLen characters) and body
+// of a message, as text: Notify encodes them for the mail.
 func Render(m *notify.Message) (subject, body string) {
 	verb := strings.ToUpper(m.Status)
 	if m.Kind == notify.KindAcknowledge {
 		verb = "ACKNOWLEDGED"
 	}
 	subject = fmt.Sprintf("[%s %s] %s", m.Severity, verb, m.GroupLabels)
+	if r := []rune(subject); len(r) > MaxSubjectLen {
+		subject = string(r[:MaxSubjectLen-1]) + "…"
+	}
 	var b strings.Builder
 	for _, a := range m.Alerts {
 		fmt.Fprintf(&b, "[%s] %s %s\n", a.Status, a.Labels["alertname"], a.Labels)
@@ -105,9 +129,16 @@ func Render(m *notify.Message) (subject, body string) {
 	return subject, b.String()
 }
 
-// Notify implements notify.Notifier. SMTP failures are retried. The
-// attempt ends with ctx (the queue's timeout): a relay that accepts the
-// connection and then stalls does not hold the receiver's queue.
+// Notify implements notify.Notifier. The mail goes over STARTTLS unless
+// the configuration allows plaintext. A reply of the relay in the 4xx
+// class, and a connection that fails, are retried; a 5xx reply is final.
+// A recipient the relay refuses for good does not keep the mail from the
+// others: it goes to those accepted, and the final error names the
+// refused ones. A temporary refusal of any recipient sends nothing, so
+// that the retry mails nobody twice. Errors name the relay, never the
+// password. The attempt ends with ctx (the queue's timeout): a relay that
+// accepts the connection and then stalls does not hold the receiver's
+// queue.
 func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return true, err
@@ -129,11 +160,12 @@ func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) 
 	if n.c.Username != "" {
 		auth = smtp.PlainAuth("", n.c.Username, n.c.Password, host)
 	}
-	if err := send(ctx, n.c.Smarthost, host, auth, addr(n.c.From), addrs(n.c.To), msg); err != nil {
+	retry, err := n.send(ctx, host, auth, addr(n.c.From), addrs(n.c.To), msg)
+	if err != nil {
 		if ctx.Err() != nil {
-			err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+			retry, err = true, fmt.Errorf("%w (%v)", ctx.Err(), err)
 		}
-		return true, fmt.Errorf("%w: email: %v", notify.ErrDelivery, err)
+		return retry, fmt.Errorf("%w: email: relay %s: %v", notify.ErrDelivery, n.c.Smarthost, err)
 	}
 	return false, nil
 }
@@ -228,54 +260,97 @@ func foldAt(line string, from int) int {
 	return at
 }
 
-// send is smtp.SendMail on a connection that ctx closes: STARTTLS when the
-// relay offers it, then authentication, envelope and data.
-func send(ctx context.Context, smarthost, host string, auth smtp.Auth, from string, to []string, msg []byte) error {
+// errNoSTARTTLS refuses to send in clear to a relay without STARTTLS.
+var errNoSTARTTLS = errors.New("the relay offers no STARTTLS; set allow_plaintext to send unencrypted")
+
+// send is smtp.SendMail on a connection that ctx closes: TLS from the
+// start on port 465, else STARTTLS (unless plaintext is allowed and the
+// relay has none), then authentication, envelope and data. It reports
+// whether a failure is worth a retry (see Notify).
+func (n *Notifier) send(ctx context.Context, host string, auth smtp.Auth, from string, to []string, msg []byte) (retry bool, err error) {
+	cfg := &tls.Config{}
+	if n.tls != nil {
+		cfg = n.tls.Clone()
+	}
+	cfg.ServerName = host
 	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", smarthost)
+	conn, err := d.DialContext(ctx, "tcp", n.c.Smarthost)
 	if err != nil {
-		return err
+		return true, err
 	}
 	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
 	defer stop()
+	if n.implicitTLS {
+		tc := tls.Client(conn, cfg)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			_ = conn.Close()
+			return true, err
+		}
+		conn = tc
+	}
 	c, err := smtp.NewClient(conn, host)
 	if err != nil {
 		_ = conn.Close()
-		return err
+		return temporary(err), err
 	}
 	defer c.Close()
-	if ok, _ := c.Extension("STARTTLS"); ok {
-		if err := c.StartTLS(&tls.Config{ServerName: host}); err != nil {
-			return err
+	if _, isTLS := conn.(*tls.Conn); !isTLS {
+		if ok, _ := c.Extension("STARTTLS"); ok {
+			if err := c.StartTLS(cfg); err != nil {
+				return temporary(err), err
+			}
+		} else if !n.c.AllowPlaintext {
+			return false, errNoSTARTTLS
 		}
 	}
 	if auth != nil {
 		if ok, _ := c.Extension("AUTH"); !ok {
-			return errors.New("smtp: server doesn't support AUTH")
+			return false, errors.New("the relay offers no AUTH, and username and password are set")
 		}
 		if err := c.Auth(auth); err != nil {
-			return err
+			return temporary(err), fmt.Errorf("auth: %w", err)
 		}
 	}
 	if err := c.Mail(from); err != nil {
-		return err
+		return temporary(err), fmt.Errorf("MAIL FROM:<%s>: %w", from, err)
 	}
+	var refused []string
 	for _, rcpt := range to {
 		if err := c.Rcpt(rcpt); err != nil {
-			return err
+			if temporary(err) {
+				return true, fmt.Errorf("RCPT TO:<%s>: %w", rcpt, err)
+			}
+			refused = append(refused, fmt.Sprintf("RCPT TO:<%s>: %v", rcpt, err))
 		}
+	}
+	if len(refused) == len(to) {
+		return false, errors.New(strings.Join(refused, "; "))
 	}
 	w, err := c.Data()
 	if err != nil {
-		return err
+		return temporary(err), fmt.Errorf("DATA: %w", err)
 	}
 	if _, err := w.Write(msg); err != nil {
-		return err
+		return true, fmt.Errorf("DATA: %w", err)
 	}
 	if err := w.Close(); err != nil {
-		return err
+		return temporary(err), fmt.Errorf("DATA: %w", err)
 	}
-	return c.Quit()
+	// The relay has the mail: a failed QUIT changes nothing, and a retry
+	// would page twice.
+	_ = c.Quit()
+	if len(refused) > 0 {
+		return false, fmt.Errorf("sent to %d of %d recipients; refused: %s", len(to)-len(refused), len(to), strings.Join(refused, "; "))
+	}
+	return false, nil
+}
+
+// temporary reports whether a failure is worth a retry: any but a reply of
+// the relay in the 5xx class (RFC 5321 4.2.1: permanent negative
+// completion).
+func temporary(err error) bool {
+	var te *textproto.Error
+	return !errors.As(err, &te) || te.Code/100 != 5
 }
 
 func addr(s string) string {

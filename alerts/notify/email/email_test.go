@@ -1,14 +1,21 @@
 package email
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
+	"maps"
 	"mime"
 	"mime/quotedprintable"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"net/mail"
 	"net/textproto"
+	"slices"
 	"strings"
 	"testing"
 
@@ -17,60 +24,121 @@ import (
 	"governor.dev/governor/alerts/notify/notifytest"
 )
 
-// smtpServer is a minimal SMTP server accepting one message per session.
-type smtpServer struct {
-	ln   net.Listener
-	mail chan string
+// relay is a fake SMTP relay on a loopback port: it offers STARTTLS when
+// it has a certificate, answers the commands by reply (keyed by verb, or
+// by "RCPT <address>"), and records each session.
+type relay struct {
+	ln       net.Listener
+	tls      *tls.Config
+	reply    map[string]string
+	hangQuit bool // closes the connection on QUIT without answering
+	implicit bool // speaks TLS from the start, as on port 465
+	mail     chan session
 }
 
-func newSMTPServer(t *testing.T) *smtpServer {
+// session is what a client did on one connection.
+type session struct {
+	cmds []string
+	tls  bool
+	data string
+}
+
+// newRelay starts a relay, set up by opts; withTLS gives it a certificate
+// for 127.0.0.1 and returns the pool that trusts it.
+func newRelay(t *testing.T, withTLS bool, opts ...func(*relay)) (*relay, *x509.CertPool) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &smtpServer{ln: ln, mail: make(chan string, 4)}
-	go s.serve()
+	r := &relay{ln: ln, reply: map[string]string{}, mail: make(chan session, 4)}
+	var pool *x509.CertPool
+	if withTLS {
+		srv := httptest.NewTLSServer(http.NotFoundHandler())
+		r.tls = &tls.Config{Certificates: srv.TLS.Certificates}
+		pool = srv.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+		srv.Close()
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go r.serve(c)
+		}
+	}()
 	t.Cleanup(func() { _ = ln.Close() })
-	return s
+	return r, pool
 }
 
-func (s *smtpServer) serve() {
-	for {
-		c, err := s.ln.Accept()
-		if err != nil {
+func (r *relay) serve(c net.Conn) {
+	defer func() { _ = c.Close() }()
+	s := &session{}
+	if r.implicit {
+		tc := tls.Server(c, r.tls)
+		if err := tc.Handshake(); err != nil {
 			return
 		}
-		go s.session(c)
+		c, s.tls = tc, true
 	}
-}
-
-func (s *smtpServer) session(c net.Conn) {
-	defer c.Close()
 	tp := textproto.NewConn(c)
-	_ = tp.PrintfLine("220 test ESMTP")
-	var envelope []string
+	_ = tp.PrintfLine("220 relay ESMTP")
 	for {
 		line, err := tp.ReadLine()
 		if err != nil {
 			return
 		}
+		s.cmds = append(s.cmds, line)
 		verb := strings.ToUpper(strings.Fields(line + " x")[0])
+		key := verb
+		if verb == "RCPT" {
+			key = "RCPT " + strings.Trim(strings.TrimPrefix(strings.ToUpper(line), "RCPT TO:"), "<>")
+		}
+		if rep, ok := r.reply[key]; ok && verb != "DATA" {
+			_ = tp.PrintfLine("%s", rep)
+			continue
+		}
 		switch verb {
-		case "EHLO", "HELO":
-			_ = tp.PrintfLine("250 test")
-		case "MAIL", "RCPT":
-			envelope = append(envelope, line)
-			_ = tp.PrintfLine("250 ok")
+		case "EHLO":
+			ext := []string{"250-relay", "250-AUTH PLAIN"}
+			if r.tls != nil && !s.tls {
+				ext = append(ext, "250-STARTTLS")
+			}
+			ext = append(ext, "250 8BITMIME")
+			for _, l := range ext {
+				_ = tp.PrintfLine("%s", l)
+			}
+		case "STARTTLS":
+			_ = tp.PrintfLine("220 go ahead")
+			tc := tls.Server(c, r.tls)
+			if err := tc.Handshake(); err != nil {
+				return
+			}
+			c, s.tls = tc, true
+			tp = textproto.NewConn(tc)
+		case "AUTH":
+			_ = tp.PrintfLine("235 ok")
 		case "DATA":
 			_ = tp.PrintfLine("354 go on")
 			body, err := tp.ReadDotBytes()
 			if err != nil {
 				return
 			}
-			s.mail <- strings.Join(envelope, "\n") + "\n\n" + string(body)
+			s.data = string(body)
+			if rep, ok := r.reply["DATA"]; ok {
+				_ = tp.PrintfLine("%s", rep)
+				continue
+			}
+			r.mail <- *s
 			_ = tp.PrintfLine("250 queued")
 		case "QUIT":
+			if r.hangQuit {
+				return
+			}
 			_ = tp.PrintfLine("221 bye")
 			return
 		default:
@@ -79,16 +147,29 @@ func (s *smtpServer) session(c net.Conn) {
 	}
 }
 
-func TestSendsMail(t *testing.T) {
-	s := newSMTPServer(t)
-	n, err := New(Config{Smarthost: s.ln.Addr().String(), From: "Governor <alerts@governor.test>", To: []string{"oncall@governor.test"}})
+func newNotifier(t *testing.T, c Config, pool *x509.CertPool) *Notifier {
+	t.Helper()
+	n, err := New(c)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if pool != nil {
+		n.tls = &tls.Config{RootCAs: pool}
+	}
+	return n
+}
+
+// text is the session as the relay saw it: the commands, a blank line,
+// then the mail (with LF line ends).
+func (s session) text() string { return strings.Join(s.cmds, "\n") + "\n\n" + s.data }
+
+func TestSendsMail(t *testing.T) {
+	r, pool := newRelay(t, true)
+	n := newNotifier(t, Config{Smarthost: r.ln.Addr().String(), From: "Governor <alerts@governor.test>", To: []string{"oncall@governor.test"}}, pool)
 	if _, err := n.Notify(context.Background(), notifytest.Sample(notify.KindNotify)); err != nil {
 		t.Fatal(err)
 	}
-	got := <-s.mail
+	got := (<-r.mail).text()
 	for _, want := range []string{"MAIL FROM:<alerts@governor.test>", "RCPT TO:<oncall@governor.test>",
 		"Subject: [P0 FIRING] {service=\"checkout\"}", "[firing] Shed", "summary: Shed on checkout", "[resolved] Load"} {
 		if !strings.Contains(got, want) {
@@ -171,13 +252,13 @@ func TestConfigValidate(t *testing.T) {
 }
 
 func TestMailHasDateAndMessageID(t *testing.T) {
-	s := newSMTPServer(t)
-	n, _ := New(Config{Smarthost: s.ln.Addr().String(), From: "Governor <alerts@governor.test>", To: []string{"oncall@governor.test"}})
+	r, pool := newRelay(t, true)
+	n := newNotifier(t, Config{Smarthost: r.ln.Addr().String(), From: "Governor <alerts@governor.test>", To: []string{"oncall@governor.test"}}, pool)
 	m := notifytest.Sample(notify.KindNotify)
 	if _, err := n.Notify(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
-	got := <-s.mail
+	got := (<-r.mail).text()
 	_, data, _ := strings.Cut(got, "\n\n")
 	msg, err := mail.ReadMessage(strings.NewReader(data))
 	if err != nil {
@@ -198,20 +279,16 @@ func TestMailHasDateAndMessageID(t *testing.T) {
 // characters (a relay without 8BITMIME refuses 8-bit mail, and clients
 // show raw UTF-8 headers as mojibake), however long an annotation.
 func TestMailIsSevenBitWithEncodedNonASCIIText(t *testing.T) {
-	s := newSMTPServer(t)
-	n, err := New(Config{Smarthost: s.ln.Addr().String(), From: "Gouverneur Zürich <alerts@governor.test>",
-		To: []string{"Équipe 日本 <oncall@governor.test>", "ops@governor.test"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, pool := newRelay(t, true)
+	n := newNotifier(t, Config{Smarthost: r.ln.Addr().String(), From: "Gouverneur Zürich <alerts@governor.test>",
+		To: []string{"Équipe 日本 <oncall@governor.test>", "ops@governor.test"}}, pool)
 	m := notifytest.Sample(notify.KindNotify)
 	m.GroupLabels = alerts.Labels{"service": "café-日本", "alertname": "Überlast"}
 	m.Alerts[0].Annotations = map[string]string{"summary": "Überlast on café", "description": strings.Repeat("lång ", 300)}
 	if _, err := n.Notify(context.Background(), m); err != nil {
 		t.Fatal(err)
 	}
-	got := <-s.mail
-	_, data, _ := strings.Cut(got, "\n\n") // the test server turned CRLF into LF
+	data := (<-r.mail).data // the test relay turned CRLF into LF
 	for i, line := range strings.Split(data, "\n") {
 		if len(line) > 998 {
 			t.Fatalf("line %d has %d characters, more than SMTP's 998", i, len(line))
@@ -323,6 +400,77 @@ func FuzzHeaderFoldsLosslessly(f *testing.F) {
 			if strings.Trim(l, " \t") == "" {
 				t.Fatalf("%q: a continuation line is white space only", got)
 			}
+		}
+	})
+}
+
+// A group label of thousands of characters without a space (a URL) does
+// not make a subject line longer than SMTP's 998.
+func TestLongSubjectWithoutSpacesStaysWithinLineLimit(t *testing.T) {
+	r, pool := newRelay(t, true)
+	n := newNotifier(t, Config{Smarthost: r.ln.Addr().String(), From: "a@governor.test", To: []string{"o@governor.test"}}, pool)
+	m := notifytest.Sample(notify.KindNotify)
+	m.GroupLabels = alerts.Labels{"url": "https://x.test/" + strings.Repeat("a", 3000)}
+	if _, err := n.Notify(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	s := <-r.mail
+	for _, l := range strings.Split(s.data, "\n") {
+		if len(l) > 998 {
+			t.Fatalf("line of %d characters: %.80q", len(l), l)
+		}
+	}
+	msg, err := mail.ReadMessage(strings.NewReader(s.data))
+	if err != nil || msg.Header.Get("Subject") == "" {
+		t.Fatalf("%v", err)
+	}
+}
+
+// Labels and annotations cannot add headers or break the mail: whatever
+// they hold (CR, LF, "Bcc:", non-ASCII, thousands of characters), the mail
+// has exactly its own headers, every line is 7-bit and at most 998
+// characters, and the subject and body read back as rendered.
+func FuzzMailHoldsNoInjectedHeaders(f *testing.F) {
+	f.Add("checkout", "Shed on checkout", "p99 > 2s")
+	f.Add("x\r\nBcc: evil@example.test", "s\r\nBcc: evil@example.test\r\n", "\r\n.\r\nMAIL FROM:<x@y>")
+	f.Add(strings.Repeat("a", 3000), strings.Repeat("日本", 900), strings.Repeat("z", 2000))
+	n, err := New(Config{Smarthost: "relay.test:25", From: "Governor <alerts@governor.test>", To: []string{"oncall@governor.test", "Ops <ops@governor.test>"}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	want := []string{"Content-Transfer-Encoding", "Content-Type", "Date", "From", "Message-Id", "Mime-Version", "Subject", "To"}
+	f.Fuzz(func(t *testing.T, group, summary, description string) {
+		m := notifytest.Sample(notify.KindNotify)
+		m.GroupLabels = alerts.Labels{"service": group}
+		m.Alerts[0].Annotations = map[string]string{"summary": summary, "description": description}
+		subject, body := Render(m)
+		raw, err := n.compose(m.ID, subject, body, m.CreatedAt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(string(raw), "\r\n") {
+			if len(line) > 998 || strings.ContainsAny(line, "\r\n") {
+				t.Fatalf("line %d of %d characters: %.80q", i, len(line), line)
+			}
+			for _, r := range line {
+				if r > 127 {
+					t.Fatalf("line %d is not 7-bit: %.80q", i, line)
+				}
+			}
+		}
+		msg, err := mail.ReadMessage(bytes.NewReader(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := slices.Sorted(maps.Keys(msg.Header)); !slices.Equal(got, want) {
+			t.Fatalf("headers %v, want %v", got, want)
+		}
+		var dec mime.WordDecoder
+		if got, err := dec.DecodeHeader(msg.Header.Get("Subject")); !strings.Contains(subject, "=?") && (err != nil || got != subject) {
+			t.Fatalf("subject %q (%v), want %q", got, err, subject)
+		}
+		if _, err := io.ReadAll(quotedprintable.NewReader(msg.Body)); err != nil {
+			t.Fatal(err)
 		}
 	})
 }

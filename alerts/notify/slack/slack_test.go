@@ -133,3 +133,54 @@ func TestGroupWithinSlackLimitsIsShownWhole(t *testing.T) {
 		t.Fatalf("%d attachments, last %q", len(out.Attachments), out.Attachments[len(out.Attachments)-1].Title)
 	}
 }
+
+// Whatever the labels and annotations, and however many alerts, a message
+// stays within Slack's limits, is valid JSON, cuts no entity and shows or
+// counts every alert.
+func FuzzBuildStaysWithinSlackLimits(f *testing.F) {
+	f.Add("checkout", "p99 > 2s <!channel>", "errors & timeouts", uint16(3), uint16(1))
+	f.Add(strings.Repeat("g", 3100), strings.Repeat("<", 1100), strings.Repeat("é&", 1600), uint16(200), uint16(7))
+	f.Fuzz(func(t *testing.T, group, summary, description string, alertCount, repeat uint16) {
+		n := int(alertCount%250) + 1
+		summary = strings.Repeat(summary, int(repeat%8)+1)
+		var as []notify.Alert
+		for i := range n {
+			l := alerts.Labels{"alertname": "A", "instance": fmt.Sprint(i), "severity": "P1"}
+			as = append(as, notify.Alert{Alert: alerts.Alert{Labels: l, Annotations: map[string]string{"summary": summary, "description": description}},
+				Status: notify.StatusFiring, Fingerprint: fmt.Sprint(i)})
+		}
+		m := notify.NewMessage(notify.KindNotify, "team", "k", alerts.Labels{"service": group}, as, notifytest.Sample(notify.KindNotify).CreatedAt)
+		out := Build(m, "#ops")
+		if _, err := json.Marshal(out); err != nil {
+			t.Fatal(err)
+		}
+		total := utf8.RuneCountInString(out.Text)
+		if total > MaxFieldLen || len(out.Attachments) > MaxAttachments || len(out.Attachments) == 0 {
+			t.Fatalf("text of %d characters, %d attachments", total, len(out.Attachments))
+		}
+		for _, a := range out.Attachments {
+			for _, s := range []string{a.Title, a.Text} {
+				if utf8.RuneCountInString(s) > MaxFieldLen {
+					t.Fatalf("field of %d characters", utf8.RuneCountInString(s))
+				}
+				if i := strings.LastIndexByte(s, '&'); i >= 0 && !strings.HasPrefix(s[i:], "&amp;") && !strings.HasPrefix(s[i:], "&lt;") && !strings.HasPrefix(s[i:], "&gt;") {
+					t.Fatalf("entity cut: %q", s[i:])
+				}
+				total += utf8.RuneCountInString(s)
+			}
+		}
+		if total > MaxMessageLen {
+			t.Fatalf("message of %d characters", total)
+		}
+		last := out.Attachments[len(out.Attachments)-1]
+		shown := len(out.Attachments)
+		if strings.HasPrefix(last.Title, "… and ") {
+			shown--
+			if last.Title != fmt.Sprintf("… and %d more alerts", n-shown) {
+				t.Fatalf("%d of %d shown, last %q", shown, n, last.Title)
+			}
+		} else if shown != n {
+			t.Fatalf("%d of %d shown, no count of the others", shown, n)
+		}
+	})
+}

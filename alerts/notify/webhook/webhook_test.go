@@ -95,3 +95,40 @@ func TestMaxAlertsBoundsTheBodyOfALargeGroup(t *testing.T) {
 		t.Fatalf("max_alerts 0: %d alerts, %d truncated, %v", len(p.Alerts), p.TruncatedAlerts, err)
 	}
 }
+
+// The payload is valid JSON that reads back as built, holds the first
+// max_alerts alerts and counts the others in truncatedAlerts, whatever the
+// labels, annotations and sizes.
+func FuzzBuildTruncatesAndReadsBack(f *testing.F) {
+	f.Add("checkout", "Shed \"on\" <checkout>\n", uint8(3), uint8(1))
+	f.Add("\xff\x00", "\u2028", uint8(0), uint8(0))
+	f.Fuzz(func(t *testing.T, value, summary string, count, maxAlerts uint8) {
+		var as []notify.Alert
+		for i := range int(count) {
+			l := alerts.Labels{"alertname": "A", "v": value, "i": fmt.Sprint(i)}
+			as = append(as, notify.Alert{Alert: alerts.Alert{Labels: l, Annotations: map[string]string{"summary": summary}},
+				Status: notify.StatusFiring, Fingerprint: fmt.Sprint(i)})
+		}
+		m := notify.NewMessage(notify.KindNotify, "team", "k", alerts.Labels{"v": value}, as, notifytest.Sample(notify.KindNotify).CreatedAt)
+		b, err := json.Marshal(Build(m, int(maxAlerts)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var p Payload
+		if err := json.Unmarshal(b, &p); err != nil {
+			t.Fatal(err)
+		}
+		want := int(count)
+		if maxAlerts > 0 {
+			want = min(want, int(maxAlerts))
+		}
+		if p.Version != "4" || len(p.Alerts) != want || p.TruncatedAlerts != int(count)-want || p.Alerts == nil {
+			t.Fatalf("version %q, %d alerts, %d truncated, want %d of %d", p.Version, len(p.Alerts), p.TruncatedAlerts, want, count)
+		}
+		for i, a := range p.Alerts {
+			if a.Fingerprint != fmt.Sprint(i) || a.Status != notify.StatusFiring || a.Labels["i"] != fmt.Sprint(i) {
+				t.Fatalf("alert %d read back as %+v", i, a)
+			}
+		}
+	})
+}
