@@ -18,7 +18,7 @@ var notSecret = map[string][]string{
 	"alertmanager": {"resend_interval"},
 	"pagerduty":    {"source", "events_per_minute"},
 	"slack":        {"channel"},
-	"email":        {"smarthost", "from", "to", "username"},
+	"email":        {"smarthost", "from", "to", "username", "allow_plaintext"},
 }
 
 func TestEveryReceiverFieldIsClassifiedSecretOrNot(t *testing.T) {

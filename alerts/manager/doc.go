@@ -10,6 +10,12 @@
 // logged but never delivered are queued again, or closed unsent when their
 // receiver is no longer configured.
 //
+// Engine replicas on one database each run a manager, and only the
+// leader's sends: a manager made with Options.Standby sends nothing and
+// refuses Step until Lead, which takes over the stored state and queues
+// what the log holds undelivered; Standby, when the lead ends, stops its
+// queues and leaves what they held in the log for the next leader.
+//
 // Reconfigure replaces routes, timing, inhibition and receivers between two
 // steps, atomically: notifications already queued finish on the receivers
 // that accepted them, and a receiver kept by name hears nothing from its new

@@ -35,6 +35,14 @@ type Manager struct {
 	inhib    *inhibit.Inhibitor
 	queues   map[string]*notify.Queue
 	retiring []*notify.Queue // replaced queues finishing their messages
+	// receivers and routes are those of the routing in force: Standby
+	// gives the receivers fresh queues, Lead the routes a fresh
+	// dispatcher.
+	receivers map[string]notify.Notifier
+	routes    []dispatch.Route
+	// leading: this replica sends notifications (Lead, Standby). A
+	// standby's queues stay empty.
+	leading bool
 	// resend holds the resend interval of each receiver that is a
 	// notify.Resender.
 	resend map[string]time.Duration
@@ -80,6 +88,8 @@ type Manager struct {
 // starts a queue per receiver; undelivered notifications are queued again,
 // those of receivers no longer configured closed unsent (discard), and the
 // stored groups of receivers no route names are removed at the first Step.
+// With Options.Standby the undelivered notifications are left in the log
+// until Lead.
 func New(ctx context.Context, o Options) (*Manager, error) {
 	o, err := o.withDefaults()
 	if err != nil {
@@ -114,17 +124,13 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	pending, err := o.Store.Undelivered(ctx)
-	if err != nil {
-		return nil, err
-	}
 	ev.Restore(states)
 	disp.Restore(groups)
 	m := &Manager{o: o, log: o.Logger, eval: ev, disp: disp, inhib: inhib, silences: silence.NewSet(sils...),
 		queues: map[string]*notify.Queue{}, m: newMetrics(o.Registerer), acks: map[alerts.Fingerprint]alerts.Ack{},
 		health: map[string]receiverHealth{}, routed: map[string]bool{}, groupsPut: map[dispatch.GroupRef]bool{},
 		groupsDrop: map[dispatch.GroupRef]bool{}, resend: resendIntervals(o.Receivers), resentAt: map[string]time.Time{},
-		resending: map[string]bool{}}
+		resending: map[string]bool{}, receivers: o.Receivers, routes: o.Routes}
 	m.gap = m.dropGap(disp.Timing().GroupInterval)
 	for name := range o.Receivers {
 		m.routed[name] = true
@@ -135,31 +141,45 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 	// The alerts are those of the states the evaluator kept: the states of
 	// rules removed or disabled since the last run are not shown, not even
 	// before the first step.
-	var gone []string
 	for _, st := range ev.States() {
 		if st.State == alerts.StateFiring || (!st.ResolvedAt.IsZero() && !st.FiredAt.IsZero()) {
 			m.current = append(m.current, st.Alert())
 		}
-		// A receiver failing before the restart clears its alert with its
-		// next delivery; one no longer configured, at once (Reconfigure).
-		if st.Rule == rule.ReceiverFailingRule && st.State != alerts.StateInactive {
-			if name := st.Labels["receiver"]; m.routed[name] {
-				m.health[name] = receiverHealth{gaveUp: true}
-			} else {
-				gone = append(gone, name)
-			}
-		}
 	}
-	m.resolveFailing(gone)
+	m.adoptFailing()
 	m.queues = m.newQueues(o.Receivers, nil)
-	for _, p := range pending {
-		if q := m.queues[p.Message.Receiver]; q != nil {
-			m.enqueue(q, p.Message)
-		} else {
-			m.discard(ctx, p)
+	if !o.Standby {
+		m.stepMu.Lock()
+		err := m.lead(ctx, nil)
+		m.stepMu.Unlock()
+		if err != nil {
+			m.closeQueues()
+			return nil, err
 		}
 	}
 	return m, nil
+}
+
+// adoptFailing takes over, from the restored alert states, which receivers
+// were failing: one still configured clears its alert with its next
+// delivery, one no longer configured at once (Reconfigure).
+func (m *Manager) adoptFailing() {
+	var gone []string
+	m.mu.Lock()
+	for _, st := range m.eval.States() {
+		if st.Rule != rule.ReceiverFailingRule || st.State == alerts.StateInactive {
+			continue
+		}
+		if name := st.Labels["receiver"]; m.routed[name] {
+			h := m.health[name]
+			h.gaveUp = true
+			m.health[name] = h
+		} else {
+			gone = append(gone, name)
+		}
+	}
+	m.mu.Unlock()
+	m.resolveFailing(gone)
 }
 
 // errReceiverGone is the log entry's error of an undelivered notification
@@ -191,15 +211,28 @@ func (m *Manager) Close() error {
 	}
 	m.closed = true
 	m.mu.Unlock()
+	m.closeQueues()
+	return nil
+}
+
+// closeQueues stops every queue, the retiring ones too, abandoning what
+// they hold (the log keeps it undelivered).
+func (m *Manager) closeQueues() {
 	m.routeMu.Lock()
 	defer m.routeMu.Unlock()
+	m.stopQueues()
+}
+
+// stopQueues closes every queue and forgets the retiring ones; the caller
+// holds routeMu.
+func (m *Manager) stopQueues() {
 	for _, q := range m.queues {
 		q.Close()
 	}
 	for _, q := range m.retiring {
 		q.Close()
 	}
-	return nil
+	m.retiring = nil
 }
 
 // newQueues starts a queue per receiver; one named like a retiring queue
@@ -250,11 +283,15 @@ func (m *Manager) Run(ctx context.Context) error {
 
 // Step evaluates the rules at now and sends what is due. Errors of single
 // rules and of the store are counted and joined; the step still completes.
+// A standby's Step does nothing and returns ErrStandby (Lead).
 func (m *Manager) Step(ctx context.Context, now time.Time) error {
 	m.stepMu.Lock()
 	defer m.stepMu.Unlock()
 	if m.isClosed() {
 		return alerts.ErrClosed
+	}
+	if !m.isLeading() {
+		return errStandby
 	}
 	m.m.evals.Inc()
 	m.endDropRuns(now)
@@ -516,13 +553,17 @@ func sortedRefs(set map[dispatch.GroupRef]bool) []dispatch.GroupRef {
 // holds routeMu for reading. A message
 // already in the log is not queued again; if the log cannot be written the
 // message is still sent (a page matters more than the log) and the error
-// returned.
+// returned. A standby (Acknowledge on a replica that does not lead) only
+// logs it: the next replica to take the lead (Lead) sends it.
 func (m *Manager) send(ctx context.Context, g *dispatch.GroupState, msg *notify.Message) error {
 	inserted, err := m.o.Store.RecordNotification(ctx, g, msg)
 	if err != nil {
 		m.m.storeErrors.Inc()
 	} else if !inserted {
 		return nil
+	}
+	if !m.leading {
+		return err
 	}
 	q := m.queues[msg.Receiver]
 	if q == nil {

@@ -61,6 +61,12 @@ type Options struct {
 	// at the group interval) form one run; the receiver recovers once its
 	// queue has dropped nothing for as long. Negative is refused.
 	DroppingFor time.Duration
+	// Standby starts the manager as a standby replica's: it loads the
+	// state but queues none of the undelivered notifications of the log,
+	// sends nothing and refuses Step (ErrStandby) until Lead is called,
+	// when this replica takes the lead. Without it the manager leads from
+	// the start, as a single process does.
+	Standby bool
 
 	Clock      clock.Clock
 	Logger     *slog.Logger

@@ -62,7 +62,7 @@ func TestAlertmanagerReceiverKeepsFiringAlertAlive(t *testing.T) {
 	rec := &amRecorder{clk: clk}
 	srv := httptest.NewServer(rec)
 	defer srv.Close()
-	am, err := alertmanager.New(alertmanager.Config{URL: srv.URL}, srv.Client())
+	am, err := alertmanager.New(alertmanager.Config{URL: srv.URL}, srv.Client(), alertmanager.WithClock(clk))
 	if err != nil {
 		t.Fatal(err)
 	}

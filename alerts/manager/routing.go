@@ -110,6 +110,7 @@ func (m *Manager) Reconfigure(r Routing) error {
 		}
 	})
 	m.disp, m.inhib, m.queues = disp, inhib, m.newQueues(r.Receivers, m.retiring)
+	m.receivers, m.routes = r.Receivers, r.Routes
 	m.resend = resendIntervals(r.Receivers)
 	m.routeMu.Unlock()
 

@@ -80,7 +80,7 @@ func (a *App) startAlertRouting(ctx context.Context) error {
 		}
 	}()
 	a.routing = r
-	a.closers = append(a.closers, func() { cancel(); <-r.done })
+	a.onClose("alert routing watch", func() { cancel(); <-r.done })
 	return nil
 }
 

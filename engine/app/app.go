@@ -81,7 +81,26 @@ type Options struct {
 	// AlertInterval is how often the alerts manager evaluates its rules
 	// while this replica leads; default 15s.
 	AlertInterval time.Duration
+	// ShutdownTimeout bounds a stop: once Run's context ends, the HTTP
+	// requests, the background work and the closing of every dependency
+	// (the NATS connections drained, the stores closed) get this long in
+	// all; what has not finished by then is logged by name and left
+	// behind, so that the process exits within Kubernetes' grace period
+	// (terminationGracePeriodSeconds, 30s by default) rather than being
+	// killed without a word. Default DefaultShutdownTimeout; negative is
+	// refused.
+	ShutdownTimeout time.Duration
 }
+
+// DefaultShutdownTimeout is Options.ShutdownTimeout unless set: within
+// Kubernetes' default grace period of 30s, with room for the preStop hook
+// and the exit.
+const DefaultShutdownTimeout = 25 * time.Second
+
+// natsDrainTimeout bounds the drain of a NATS connection at a stop (its
+// subscriptions' received messages handled, its publications flushed);
+// after it the connection is closed.
+const natsDrainTimeout = 5 * time.Second
 
 // DefaultOptions returns the options of a dev stack.
 func DefaultOptions() Options { return Options{Config: config.DevDefaults()} }
@@ -114,15 +133,18 @@ type App struct {
 	// compared with the services the engine knows (tick goroutine only).
 	servicesChecked bool
 
-	guard    *guardrail.Guard
-	elector  leader.Elector
-	fleet    *demo.Fleet
-	names    watch.Names
-	alerts   *alerts.Manager
-	routing  *alertRouting
-	ui       http.Handler
-	stopping chan struct{} // closed when Run stops serving: ends the UI's live streams
-	ln       net.Listener
+	guard   *guardrail.Guard
+	elector leader.Elector
+	fleet   *demo.Fleet
+	names   watch.Names
+	alerts  *alerts.Manager
+	// alertsLead is the lead the alerts manager follows (stepAlerts);
+	// runAlerts goroutine only.
+	alertsLead *alertsLead
+	routing    *alertRouting
+	ui         http.Handler
+	stopping   chan struct{} // closed when Run stops serving: ends the UI's live streams
+	ln         net.Listener
 	// readyTerm is the lead under which this replica last completed a
 	// cycle (a LeaderContext): it serves the engine's reads while that lead
 	// lasts, and after a lead lost and regained only once a cycle of the
@@ -135,8 +157,18 @@ type App struct {
 	// adminEnsured is what the UI's start did to have an admin, printed
 	// once in the banner.
 	adminEnsured auth.AdminEnsured
-	closers      []func()
+	closers      []closer
 }
+
+// closer releases one dependency at a stop; name says which in the log
+// when it does not finish in time.
+type closer struct {
+	name string
+	f    func()
+}
+
+// onClose adds a closer: close runs them newest first.
+func (a *App) onClose(name string, f func()) { a.closers = append(a.closers, closer{name: name, f: f}) }
 
 // New validates the configuration and starts the dependencies (NATS, the
 // store, the metrics store, the listener); Run runs the loops.
@@ -161,6 +193,12 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 	}
 	if o.Stdout == nil {
 		o.Stdout = io.Discard
+	}
+	if o.ShutdownTimeout < 0 {
+		return nil, fmt.Errorf("app: ShutdownTimeout: must not be negative, got %s", o.ShutdownTimeout)
+	}
+	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	a = &App{o: o, cfg: o.Config, log: o.Logger, recorder: events.NewRecorder(500), stopping: make(chan struct{})}
 	a.sink = events.Multi{a.recorder, events.Log{Logger: o.Logger}}
@@ -229,7 +267,7 @@ func (a *App) startNATS() error {
 			return fmt.Errorf("%w: %w", ErrStart, err)
 		}
 		a.nats = srv
-		a.closers = append(a.closers, func() { srv.Close() })
+		a.onClose("embedded NATS server", func() { srv.Close() })
 		url = srv.URL()
 	}
 	var err error
@@ -241,7 +279,8 @@ func (a *App) startNATS() error {
 	if a.nc, err = (distribution.ConnOptions{URLs: []string{url}, Name: "governor-engine"}).Connect(); err != nil {
 		return fmt.Errorf("%w: nats: %w", ErrStart, err)
 	}
-	a.closers = append(a.closers, a.nc.Close)
+	nc := a.nc
+	a.onClose("NATS connection", func() { drain(nc, natsDrainTimeout) })
 	return nil
 }
 
@@ -272,11 +311,11 @@ func (a *App) openStore(ctx context.Context) error {
 	}
 	if a.store != nil {
 		st := a.store
-		a.closers = append(a.closers, func() { st.Close() })
+		a.onClose("rules store", func() { st.Close() })
 	}
 	if a.ledgerDB != nil {
 		db := a.ledgerDB
-		a.closers = append(a.closers, func() { db.Close() })
+		a.onClose("rules database", func() { db.Close() })
 	}
 	if err != nil {
 		return fmt.Errorf("%w: rules store: %w", ErrStart, err)
@@ -315,7 +354,7 @@ func (a *App) startSignals() error {
 			return fmt.Errorf("%w: metrics store: %w", ErrStart, err)
 		}
 		a.metrics, a.source = st, st
-		a.closers = append(a.closers, func() { st.Close() })
+		a.onClose("embedded metrics store", func() { st.Close() })
 	}
 	maxAge := 2 * time.Minute
 	if a.cfg.Dev {
@@ -457,7 +496,7 @@ func (a *App) startFleet() error {
 		return fmt.Errorf("%w: demo: %w", ErrStart, err)
 	}
 	a.sdkConn = conn
-	a.closers = append(a.closers, conn.Close)
+	a.onClose("demo fleet NATS connection", func() { drain(conn, natsDrainTimeout) })
 	a.fleet, err = demo.New(demo.Options{Conn: conn, Names: a.names, Services: a.o.DemoServices, Instances: a.cfg.Demo.Instances, Period: a.cfg.Demo.Period,
 		Heartbeat: 2 * time.Second, Traffic: true, Logger: a.log})
 	if err != nil {
@@ -466,7 +505,7 @@ func (a *App) startFleet() error {
 	// Closed before its connection: a start that fails later releases its
 	// listeners and governors, and a stop waits for its servers.
 	f := a.fleet
-	a.closers = append(a.closers, func() { _ = f.Close() })
+	a.onClose("demo fleet", func() { _ = f.Close() })
 	return nil
 }
 
@@ -517,9 +556,11 @@ func (a *App) Alerts() *alerts.Manager { return a.alerts }
 func (a *App) Elector() leader.Elector { return a.elector }
 
 // Run runs everything until ctx ends, then stops cleanly and releases every
-// resource. It returns nil after a clean stop.
+// resource, within Options.ShutdownTimeout (what has not finished by then
+// is logged and left behind). It returns nil after a clean stop.
 func (a *App) Run(ctx context.Context) error {
-	defer a.close()
+	var stopBy time.Time // the shutdown deadline, once the stop began
+	defer func() { a.closeBy(stopBy) }()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -555,9 +596,10 @@ func (a *App) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	case err = <-errc:
 	}
+	stopBy = time.Now().Add(a.o.ShutdownTimeout)
 	cancel()
 	close(a.stopping) // the UI's live streams would hold Shutdown to its timeout
-	shut, scancel := context.WithTimeout(context.Background(), shutdownGrace)
+	shut, scancel := context.WithDeadline(context.Background(), earliest(time.Now().Add(shutdownGrace), stopBy))
 	if err := srv.Shutdown(shut); err != nil {
 		// Requests still running (a read the database does not answer)
 		// would hold their connections, and the pools closed below, past
@@ -566,9 +608,62 @@ func (a *App) Run(ctx context.Context) error {
 		_ = srv.Close()
 	}
 	scancel()
-	wg.Wait()
+	if !within(stopBy, wg.Wait) {
+		a.log.Warn("shutdown: background work still running at the shutdown deadline: closing the dependencies under it",
+			"shutdown_timeout", a.o.ShutdownTimeout)
+	}
+	// Drained before the stores close (the closers), so that what its
+	// subscriptions received is handled while they are open.
+	if !within(stopBy, func() { drain(a.nc, natsDrainTimeout) }) {
+		a.log.Warn("shutdown: NATS connection still draining at the shutdown deadline", "shutdown_timeout", a.o.ShutdownTimeout)
+	}
 	a.log.Info("engine stopped")
 	return err
+}
+
+// within runs f and waits for it until deadline (none when zero); false
+// when f was still running then (it runs on, left behind).
+func within(deadline time.Time, f func()) bool {
+	if deadline.IsZero() {
+		f()
+		return true
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); f() }()
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// drain closes a NATS connection after draining it: the messages its
+// subscriptions already received are handled and what it published is
+// flushed; a drain that has not ended after timeout (or cannot start) is
+// cut short by Close.
+func drain(nc *nats.Conn, timeout time.Duration) {
+	if nc.IsClosed() {
+		return
+	}
+	if err := nc.Drain(); err != nil {
+		nc.Close()
+		return
+	}
+	end := time.Now().Add(timeout)
+	for !nc.IsClosed() && time.Now().Before(end) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	nc.Close()
 }
 
 // tick runs one evaluation cycle under the lead context (leader.RunTicks).
@@ -777,9 +872,22 @@ func mode(c config.Config) string {
 }
 
 // close releases everything New started, newest first.
-func (a *App) close() {
+func (a *App) close() { a.closeBy(time.Time{}) }
+
+// closeBy releases everything New started, newest first, until deadline
+// (none when zero): a closer still running then is logged by name with
+// those not run yet, and left behind, so that the process can exit.
+func (a *App) closeBy(deadline time.Time) {
 	for i := len(a.closers) - 1; i >= 0; i-- {
-		a.closers[i]()
+		if !within(deadline, a.closers[i].f) {
+			var left []string
+			for j := i - 1; j >= 0; j-- {
+				left = append(left, a.closers[j].name)
+			}
+			a.log.Error("shutdown: not finished at the shutdown deadline: left behind", "closing", a.closers[i].name,
+				"not_closed", left, "shutdown_timeout", a.o.ShutdownTimeout)
+			break
+		}
 	}
 	a.closers = nil
 	if a.ln != nil {

@@ -17,11 +17,20 @@
 // start before the admin is created. At a stop, requests still running after
 // a 5s grace have their connections closed (their contexts end) before the
 // databases close; the engine API bounds each read itself (api.Options.Timeout).
+// The NATS connections are drained (what their subscriptions received is
+// handled, what they published flushed; at most 5s each), the engine's
+// before the stores close. The whole stop is bounded by
+// Options.ShutdownTimeout (default 25s, within Kubernetes' 30s grace): what
+// has not finished by then is logged by name and left behind.
 //
 // The alerts manager (package alerts/manager) stores its state in the rules
 // database, receives the engine's events through its EngineSink and
 // evaluates its rules every AlertInterval while this replica leads, so two
-// engines never notify twice. Its rules, routes and receivers come from
+// engines never notify twice. It starts as a standby that sends nothing;
+// when the replica takes the lead it takes over the stored alert state and
+// queues the notifications the log holds undelivered (manager.Lead), and
+// the moment the lead ends it stops sending, leaving its queue in the log
+// for the next leader (manager.Standby). Its rules, routes and receivers come from
 // Options.Alerts or the document alerts.config_file names; without either
 // it runs the built-in rules and only logs notifications.
 //

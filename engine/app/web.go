@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	alertsapi "governor.dev/governor/alerts/api"
 	alerts "governor.dev/governor/alerts/manager"
 	"governor.dev/governor/alerts/notify"
 	"governor.dev/governor/alerts/store"
@@ -38,7 +39,7 @@ func (a *App) startAlerts(ctx context.Context) error {
 		return fmt.Errorf("%w: alerts store: %w", ErrStart, err)
 	}
 	mo := alerts.Options{Query: alerts.QueryFromSource(a.source), Store: st, Interval: a.o.AlertInterval,
-		Clock: a.o.Clock, Logger: a.log, Registerer: a.o.Registry,
+		Clock: a.o.Clock, Logger: a.log, Registerer: a.o.Registry, Standby: true,
 		SilenceRetention: a.cfg.Alerts.SilenceRetention, DroppingFor: a.cfg.Alerts.ReceiverDroppingFor}
 	if c := a.o.Alerts; c != nil {
 		if err := c.Validate(); err != nil {
@@ -57,7 +58,7 @@ func (a *App) startAlerts(ctx context.Context) error {
 		return fmt.Errorf("%w: alerts: %w", ErrStart, err)
 	}
 	m := a.alerts
-	a.closers = append(a.closers, func() { _ = m.Close() })
+	a.onClose("alerts manager", func() { _ = m.Close() })
 	return nil
 }
 
@@ -86,8 +87,9 @@ func (a *App) runAlerts(ctx context.Context) {
 	if every <= 0 {
 		every = 15 * time.Second
 	}
+	defer a.endAlertsLead()
 	for {
-		a.stepAlerts(ctx, a.alerts.Step)
+		a.stepAlerts(ctx, a.alerts)
 		t := a.o.Clock.NewTimer(every)
 		select {
 		case <-ctx.Done():
@@ -98,17 +100,68 @@ func (a *App) runAlerts(ctx context.Context) {
 	}
 }
 
-// stepAlerts runs one step of the alerts manager (step) if this replica
-// leads, under its lead context: a step in whose middle the lead is lost
-// stops rather than saving and notifying beside the next leader's.
-func (a *App) stepAlerts(ctx context.Context, step func(context.Context, time.Time) error) {
-	lctx, cancel := a.elector.LeaderContext(ctx)
-	defer cancel()
-	if lctx.Err() != nil {
-		return
+// alertsManager is what the app does with the alerts manager as the lead
+// comes and goes (alerts.Manager).
+type alertsManager interface {
+	Lead(ctx context.Context) error
+	Standby()
+	Step(ctx context.Context, now time.Time) error
+}
+
+// alertsLead is a lead of this replica as the alerts manager follows it
+// (stepAlerts): stood is closed once the manager stood by at its end.
+type alertsLead struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	stood  chan struct{}
+}
+
+// stepAlerts runs one step of the alerts manager if this replica leads,
+// under its lead context: a step in whose middle the lead is lost stops
+// rather than saving and notifying beside the next leader's. The manager
+// sends notifications only while the replica leads: at a new lead it first
+// queues what the log holds undelivered (Lead: what the replica before it
+// logged and did not deliver), and the moment that lead ends it stops
+// sending (Standby, run when the lead context ends, not at the next step),
+// leaving its queued notifications in the log for the next leader. A Lead
+// that fails (the store could not be read) is tried again at the next step,
+// with no step meanwhile. Called from the runAlerts goroutine only.
+func (a *App) stepAlerts(ctx context.Context, m alertsManager) {
+	if l := a.alertsLead; l != nil && l.ctx.Err() != nil {
+		<-l.stood // a Lead must not run before the last lead's Standby
+		a.alertsLead = nil
 	}
-	if err := step(lctx, a.o.Clock.Now()); err != nil && lctx.Err() == nil {
+	if a.alertsLead == nil {
+		lctx, cancel := a.elector.LeaderContext(ctx)
+		if lctx.Err() != nil {
+			cancel()
+			return
+		}
+		if err := m.Lead(lctx); err != nil {
+			cancel()
+			a.log.Warn("alerts: taking the lead: undelivered notifications not loaded, retried at the next step", "err", err)
+			return
+		}
+		l := &alertsLead{ctx: lctx, cancel: cancel, stood: make(chan struct{})}
+		context.AfterFunc(lctx, func() {
+			m.Standby()
+			close(l.stood)
+		})
+		a.alertsLead = l
+	}
+	lctx := a.alertsLead.ctx
+	if err := m.Step(lctx, a.o.Clock.Now()); err != nil && lctx.Err() == nil {
 		a.log.Warn("alerts step", "err", err)
+	}
+}
+
+// endAlertsLead ends the alerts manager's lead at a stop and waits until
+// it stood by.
+func (a *App) endAlertsLead() {
+	if l := a.alertsLead; l != nil {
+		l.cancel()
+		<-l.stood
+		a.alertsLead = nil
 	}
 }
 
@@ -156,8 +209,14 @@ func (a *App) startUI(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w: ui alerts: %w", ErrStart, err)
 	}
+	var alertService *alertsapi.Service
+	if a.alerts != nil {
+		if alertService, err = alertsapi.New(a.alerts, alertsapi.Options{Clock: a.o.Clock}); err != nil {
+			return fmt.Errorf("%w: ui alert service: %w", ErrStart, err)
+		}
+	}
 	srv, err := ui.NewServer(ui.Options{Rules: a.store, Auth: am, Fleet: fleet, Alerts: al, Rollouts: rollouts, Charts: charts,
-		AlertRouting: a.routingStore(), AlertBootstrap: a.alertBootstrap(), ConfigBand: a.configBand,
+		AlertRouting: a.routingStore(), AlertBootstrap: a.alertBootstrap(), ConfigBand: a.configBand, AlertService: alertService,
 		Clock: a.o.Clock, Logger: a.log, Registerer: a.o.Registry, Stopping: a.stopping})
 	if err != nil {
 		return fmt.Errorf("%w: ui: %w", ErrStart, err)
@@ -168,7 +227,7 @@ func (a *App) startUI(ctx context.Context) error {
 	bctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() { defer close(done); srv.Run(bctx) }()
-	a.closers = append(a.closers, func() { stop(); <-done })
+	a.onClose("web UI background work", func() { stop(); <-done })
 	return nil
 }
 

@@ -89,7 +89,7 @@ func TestCombinedAPIIsAuthenticated(t *testing.T) {
 	anonymous := []string{
 		// The UI's read API.
 		"/api/v1/overview", "/api/v1/services/checkout/versions", "/api/v1/services/checkout/versions/1",
-		"/api/v1/services/checkout/diff?from=1&to=2", "/api/v1/alerts", "/api/v1/audit", "/api/v1/audit/verify",
+		"/api/v1/services/checkout/diff?from=1&to=2", "/api/v1/alerts", "/api/v1/audit", "/api/v1/audit/verify", "/api/v1/silences",
 		"/api/v1/services/checkout/canary",
 		// Where the engine's unauthenticated API used to be.
 		"/api/v1/services", "/api/v1/services/checkout", "/api/v1/recommendations", "/api/v1/ledger",
@@ -220,20 +220,27 @@ func TestAlertStepEndsWithTheLead(t *testing.T) {
 	e := &leaseElector{}
 	a := &App{o: Options{Clock: clock.NewFake(time.Unix(100, 0))}, log: slog.New(slog.DiscardHandler), elector: e}
 	var cause error
-	a.stepAlerts(context.Background(), func(ctx context.Context, _ time.Time) error {
+	a.stepAlerts(context.Background(), stepFunc(func(ctx context.Context, _ time.Time) error {
 		e.end(leader.ErrLeaseExpired)
 		cause = context.Cause(ctx)
 		return nil
-	})
+	}))
 	if !errors.Is(cause, leader.ErrLeaseExpired) {
 		t.Fatalf("the alerts step went on after the lead ended: %v", cause)
 	}
 	a.elector = &notLeading{}
-	a.stepAlerts(context.Background(), func(context.Context, time.Time) error {
+	a.stepAlerts(context.Background(), stepFunc(func(context.Context, time.Time) error {
 		t.Fatal("a replica that does not lead stepped the alerts manager")
 		return nil
-	})
+	}))
 }
+
+// stepFunc is an alerts manager that only steps.
+type stepFunc func(context.Context, time.Time) error
+
+func (f stepFunc) Step(ctx context.Context, now time.Time) error { return f(ctx, now) }
+func (stepFunc) Lead(context.Context) error                      { return nil }
+func (stepFunc) Standby()                                        {}
 
 // notLeading is a replica that never leads.
 type notLeading struct{ leader.Local }
