@@ -47,10 +47,32 @@
 // package engine/guardrail), with the delivery ledger's latest heartbeat of
 // each service (guardrail.Guard.NoteHeartbeats) telling a service that runs
 // but reports nothing from one that was removed. After ForgetAfter without
-// signals the recommender forgets the service (recommend.Recommender.Forget:
-// its controller and healthy baseline); one back sooner continues where it
-// stopped. A downstream whose latency series is gone keeps its baseline and
-// detector as long.
+// signals the engine forgets the service, every piece of what it keeps of
+// it at once: the recommender's state (recommend.Recommender.Forget: its
+// controller and healthy baseline, learned alert levels included), the
+// active version read, its last score and recommendation (even when the
+// load-score tracker's MaxGap is longer), and its alert levels still
+// raised. Each of those is resolved with a level_cleared event, as when a
+// reading falls back below its level ("<svc> p99 latency: <svc> no longer
+// reports (no signals for over 1h0m0s, forgotten): its warn level is
+// cleared", Value 0, the level in force as Threshold), so the alerts
+// manager closes the alert rather than it staying raised in the engine
+// and its state for ever; a level raised for a service this replica never
+// saw (restored from another leader's state) is forgotten so ForgetAfter
+// after it was last reported. One back sooner continues where it stopped;
+// one back later starts afresh. A downstream whose latency series is gone
+// keeps its baseline and detector as long, then is forgotten likewise.
+//
+// The saved state forgets them too: the events row no longer carries the
+// raised levels, the control row the controller, and the next save
+// replaces the service's baseline row (and a forgotten downstream's row)
+// with a forgotten row (empty data), which a replica restoring it obeys
+// (it forgets the service or downstream if it still kept it) and which is
+// pruned after max_age like any row, so no forgotten service comes back
+// at a takeover. Per-cycle holds (a partial read, a rollback this cycle)
+// are not kept across cycles at all. Rows written before this behaviour
+// decode as before; an engine that predates it ignores a forgotten row as
+// undecodable and keeps what it has.
 //
 // # State across a leader change
 //

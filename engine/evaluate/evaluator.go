@@ -67,10 +67,13 @@ type Options struct {
 	// Band returns a service's band; default recommend.DefaultBand.
 	Band func(service string) recommend.Band
 	// ForgetAfter is how long a service may be absent from every cycle's
-	// signals before the recommender forgets it (its ceiling controller,
-	// count of known scores and healthy baseline, learned alert levels
-	// included) and the guardrail stops looking at its active version; a
-	// service back within it continues where it stopped. Default 1h, the
+	// signals before the engine forgets it: the recommender's state (its
+	// ceiling controller, count of known scores and healthy baseline,
+	// learned alert levels included), its last score and recommendation,
+	// its alert levels still raised (each resolved with a level_cleared
+	// event) and its rows in the saved state (see State); the guardrail
+	// stops looking at its active version. A service back within it
+	// continues where it stopped. Default 1h, the
 	// age beyond which State does not restore what a cycle saved either
 	// (StateOptions.MaxAge); must not be negative.
 	ForgetAfter time.Duration
@@ -250,7 +253,7 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 		// the scores are shown.
 		errs = append(errs, fmt.Errorf("evaluate: services: %w", err))
 		e.o.Levels.check(ctx, at, snap.Entries, e.o.Recommender.Thresholds, e.o.Events)
-		return e.publish(res, scores, errs)
+		return e.publish(ctx, res, scores, errs)
 	}
 	current := make(map[string]int64, len(infos))
 	for _, in := range infos {
@@ -392,7 +395,7 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 		}
 	}
 	e.o.Levels.check(ctx, at, snap.Entries, e.o.Recommender.Thresholds, e.o.Events)
-	return e.publish(res, scores, errs)
+	return e.publish(ctx, res, scores, errs)
 }
 
 // judged lists the services whose active versions the cycle reads: those
@@ -438,8 +441,8 @@ func (e *Evaluator) judged(scores []loadscore.Score, infos []versioning.ServiceI
 // its gauge goes at once (an alert on it must not fire on a service that is
 // gone), and its last score and recommendation are dropped once the tracker
 // forgets it too (loadscore.Options.MaxGap). A service absent for longer
-// than ForgetAfter is forgotten by the recommender.
-func (e *Evaluator) publish(res Result, scores []loadscore.Score, errs []error) (Result, error) {
+// than ForgetAfter is forgotten altogether (see forget).
+func (e *Evaluator) publish(ctx context.Context, res Result, scores []loadscore.Score, errs []error) (Result, error) {
 	at := res.At
 	res.Scores = scores
 	if e.seen == nil {
@@ -448,12 +451,9 @@ func (e *Evaluator) publish(res Result, scores []loadscore.Score, errs []error) 
 	for _, sc := range scores {
 		e.seen[sc.Key.Service] = at
 	}
-	for svc, last := range e.seen {
-		if at.Sub(last) > e.forgetAfter() {
-			e.o.Recommender.Forget(svc)
-			delete(e.seen, svc)
-			delete(e.active, svc)
-		}
+	gone := e.gone(at)
+	for _, svc := range gone {
+		e.forget(ctx, at, svc)
 	}
 	for _, sc := range scores {
 		if sc.Known {
@@ -480,12 +480,63 @@ func (e *Evaluator) publish(res Result, scores []loadscore.Score, errs []error) 
 			delete(e.recs, svc)
 		}
 	}
+	for _, svc := range gone {
+		delete(e.scores, svc)
+		delete(e.recs, svc)
+	}
 	e.last = at
 	e.mu.Unlock()
 	for _, err := range errs {
 		res.Errors = append(res.Errors, err.Error())
 	}
 	return res, errors.Join(errs...)
+}
+
+// gone lists, by name, the services to forget at time at: those without
+// signals for longer than ForgetAfter, and those with an alert level
+// raised that this replica never saw (restored from the state) and last
+// reported longer than ForgetAfter ago.
+func (e *Evaluator) gone(at time.Time) []string {
+	var out []string
+	for svc, last := range e.seen {
+		if at.Sub(last) > e.forgetAfter() {
+			out = append(out, svc)
+		}
+	}
+	if e.o.Levels != nil {
+		var unseen map[string]time.Time // the last report of each, when any
+		for k, last := range e.o.Levels.raised {
+			if _, ok := e.seen[k.service]; !ok && last.After(unseen[k.service]) {
+				if unseen == nil {
+					unseen = map[string]time.Time{}
+				}
+				unseen[k.service] = last
+			}
+		}
+		for svc, last := range unseen {
+			if at.Sub(last) > e.forgetAfter() {
+				out = append(out, svc)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// forget drops everything the evaluator keeps of a service that reported
+// nothing for ForgetAfter: its alert levels still raised, resolved with a
+// level_cleared each (before the recommender forgets the baseline that
+// learned levels come from, so the event still names the level), its
+// recommender state (controller and healthy baseline), the active version
+// read, when it was last seen and its load score gauge. The caller drops
+// its last score and recommendation. State saves no more of it and marks
+// its saved baseline forgotten (see State.Save).
+func (e *Evaluator) forget(ctx context.Context, at time.Time, svc string) {
+	e.o.Levels.forget(ctx, at, svc, e.forgetAfter(), e.o.Recommender.Thresholds, e.o.Events)
+	e.o.Recommender.Forget(svc)
+	delete(e.seen, svc)
+	delete(e.active, svc)
+	e.metrics.score.DeleteLabelValues(svc)
 }
 
 // breakerQuery counts, per service and downstream, the instances whose

@@ -1,9 +1,11 @@
 package evaluate
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"governor.dev/governor/engine/events"
@@ -41,7 +43,10 @@ import (
 //
 // The event's Source says which applied: "configured" or "learned". A
 // reading that is unknown compares with nothing: its alert, if any, stays
-// until the rule's resolve_after passes without a new event. What was
+// until the rule's resolve_after passes without a new event. A service
+// that reports nothing for Options.ForgetAfter is forgotten, and each of
+// its levels still raised is resolved with a level_cleared event saying
+// so (Value 0: there is no reading). What was
 // reported (the levels crossed and when) is persisted with the engine's
 // state (State): a new leader that restores it reports neither a second
 // crossing of what is still above nor misses the clearing of what the old
@@ -400,6 +405,49 @@ func (l *AlertLevels) compare(ctx context.Context, at time.Time, svc, signal str
 			sink.Emit(ctx, events.Event{Kind: events.LevelCleared, Severity: events.Info, At: at, Service: svc, Detail: d,
 				Message: fmt.Sprintf("%s %s %s is back at or below its %s level %s (%s)", svc, signalName(signal), levelText(signal, v), lv.name, levelText(signal, lv.threshold), source)})
 		}
+	}
+}
+
+// forget resolves every level of svc still raised, a service the
+// evaluator forgets after absent without signals: a level_cleared each, as
+// when a reading falls back below, its Value 0 (there is no reading) and
+// its Threshold and Source the level in force, when there is one. The
+// alert it raised is thus closed, and neither the evaluator nor its saved
+// state keeps it.
+func (l *AlertLevels) forget(ctx context.Context, at time.Time, svc string, absent time.Duration, learned learnedLevels, sink events.Sink) {
+	if l == nil {
+		return
+	}
+	var keys []levelKey
+	for k := range l.raised {
+		if k.service == svc {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b levelKey) int { return cmp.Or(cmp.Compare(a.signal, b.signal), cmp.Compare(a.level, b.level)) })
+	for _, k := range keys {
+		delete(l.raised, k)
+		d := events.Level{Signal: k.signal, Level: k.level}
+		var warn, crit float64
+		var ok bool
+		if !l.Services[svc].Disabled {
+			if k.signal == events.SignalLatencyP99 {
+				warn, crit, d.Source, ok = l.P99Levels(svc, learned)
+			} else {
+				warn, crit, d.Source, ok = l.ErrorLevels(svc, learned)
+			}
+		}
+		switch {
+		case !ok:
+			d.Source = ""
+		case k.level == events.LevelCritical:
+			d.Threshold = crit
+		default:
+			d.Threshold = warn
+		}
+		sink.Emit(ctx, events.Event{Kind: events.LevelCleared, Severity: events.Info, At: at, Service: svc, Detail: d,
+			Message: fmt.Sprintf("%s %s: %s no longer reports (no signals for over %s, forgotten): its %s level is cleared",
+				svc, signalName(k.signal), svc, absent, k.level)})
 	}
 }
 

@@ -25,11 +25,12 @@ const (
 	StateEvents = "events"
 	// StateBaseline is one row per service: its healthy baseline
 	// (engine/thresholds, through engine/recommend), learned p99 and
-	// error-ratio levels included.
+	// error-ratio levels included; empty data: the service was forgotten
+	// at the row's cycle (Options.ForgetAfter).
 	StateBaseline = "baseline"
 	// StateDownstream is one row per service and downstream ("svc/ds"): the
 	// downstream p99 baseline and anomaly detector of the guardrail
-	// incidents.
+	// incidents; empty data: forgotten at the row's cycle.
 	StateDownstream = "downstream"
 	// StateScores is one row (key ""): the load-score tracker's smoothing
 	// and hysteresis state of every service (loadscore.Tracker
@@ -380,7 +381,18 @@ type State struct {
 	scores []byte // the scores row last written
 	ctl    []byte // the control row last written
 	spare  []byte // a buffer for the next control row
+	// saved are the keys of the baseline and downstream rows this replica
+	// wrote or restored, by part: one whose service or downstream the
+	// evaluator no longer keeps gets a forgotten row at the next Save.
+	saved map[string]map[string]bool
 }
+
+// A forgotten row (empty Data) of a baseline or downstream says that the
+// engine forgot the service or downstream at the row's cycle (see
+// Options.ForgetAfter): it replaces the row of what was forgotten, a
+// replica restoring it forgets it too, and it is pruned after MaxAge like
+// any row. An engine that predates it ignores it as undecodable.
+var forgottenRow = []byte{}
 
 // NewState checks the options.
 func NewState(e *Evaluator, o StateOptions) (*State, error) {
@@ -423,8 +435,10 @@ func (s *State) slot(key string) uint64 {
 }
 
 // Save writes the cycle at's share of the state: the events, scores and
-// control rows if they changed since the last Save, and the baselines and
-// downstream detectors whose slot is this cycle's.
+// control rows if they changed since the last Save, the baselines and
+// downstream detectors whose slot is this cycle's, and a forgotten row for
+// every service or downstream whose row this replica wrote or restored
+// and that the Evaluator has since forgotten.
 func (s *State) Save(ctx context.Context, at time.Time) (SaveStats, error) {
 	c := s.cycle % uint64(s.o.Every)
 	s.cycle++
@@ -450,9 +464,21 @@ func (s *State) Save(ctx context.Context, at time.Time) (SaveStats, error) {
 	if string(ctl) != string(s.ctl) || c == 0 {
 		rows = append(rows, row(StateControl, "", ctl))
 	}
-	if err := s.e.o.Recommender.SaveBaselines(func(svc string) bool { return s.slot(svc) == c },
+	known := make(map[string]bool, len(s.saved[StateBaseline]))
+	if err := s.e.o.Recommender.SaveBaselines(func(svc string) bool { known[svc] = true; return s.slot(svc) == c },
 		func(svc string, b []byte) { rows = append(rows, row(StateBaseline, svc, b)) }); err != nil {
 		return SaveStats{}, fmt.Errorf("evaluate: save state: %w", err)
+	}
+	// What the evaluator forgot since its rows were written.
+	for _, svc := range slices.Sorted(maps.Keys(s.saved[StateBaseline])) {
+		if !known[svc] {
+			rows = append(rows, row(StateBaseline, svc, forgottenRow))
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(s.saved[StateDownstream])) {
+		if _, ok := s.e.latency[key]; !ok {
+			rows = append(rows, row(StateDownstream, key, forgottenRow))
+		}
 	}
 	for _, key := range slices.Sorted(maps.Keys(s.e.latency)) {
 		if s.slot(key) != c {
@@ -478,7 +504,29 @@ func (s *State) Save(ctx context.Context, at time.Time) (SaveStats, error) {
 	}
 	s.last, s.scores = ev, sc
 	s.ctl, s.spare = ctl, s.ctl[:0]
+	for _, r := range rows {
+		s.note(r.Part, r.Key, len(r.Data) > 0)
+	}
 	return st, nil
+}
+
+// note records whether the store holds a row of part and key (baselines
+// and downstreams only) that is not a forgotten row.
+func (s *State) note(part, key string, held bool) {
+	if part != StateBaseline && part != StateDownstream {
+		return
+	}
+	if s.saved == nil {
+		s.saved = map[string]map[string]bool{}
+	}
+	if s.saved[part] == nil {
+		s.saved[part] = map[string]bool{}
+	}
+	if held {
+		s.saved[part][key] = true
+	} else {
+		delete(s.saved[part], key)
+	}
 }
 
 // RestoreStats is what one Restore did.
@@ -541,6 +589,13 @@ func (s *State) Restore(ctx context.Context, at time.Time) (RestoreStats, error)
 			continue
 		}
 		var err error
+		if len(r.Data) == 0 && (r.Part == StateBaseline || r.Part == StateDownstream) {
+			// Forgotten by the leader that wrote it.
+			s.e.forgotten(r.Part, r.Key)
+			s.note(r.Part, r.Key, false)
+			st.Restored[r.Part]++
+			continue
+		}
 		switch r.Part {
 		case StateEvents:
 			var ev eventState
@@ -560,6 +615,9 @@ func (s *State) Restore(ctx context.Context, at time.Time) (RestoreStats, error)
 				}
 				s.e.seen[r.Key] = r.At
 			}
+			if err == nil {
+				s.note(r.Part, r.Key, true)
+			}
 		case StateScores:
 			if err = s.e.o.Tracker.UnmarshalBinary(r.Data); err == nil {
 				s.scores = nil
@@ -576,6 +634,7 @@ func (s *State) Restore(ctx context.Context, at time.Time) (RestoreStats, error)
 					s.e.latency = map[string]*latencyBaseline{}
 				}
 				s.e.latency[r.Key] = b
+				s.note(r.Part, r.Key, true)
 			}
 		default:
 			err = fmt.Errorf("%w: unknown part %q", ErrState, r.Part)
@@ -611,6 +670,32 @@ func (e *Evaluator) eventState() eventState {
 		s.raised = e.o.Levels.raised
 	}
 	return s
+}
+
+// forgotten drops what the evaluator keeps of a service (part
+// StateBaseline) or downstream (StateDownstream, key "svc/ds") another
+// leader forgot, as forget does, without events: that leader resolved the
+// service's raised levels when it forgot it.
+func (e *Evaluator) forgotten(part, key string) {
+	if part == StateDownstream {
+		delete(e.latency, key)
+		return
+	}
+	e.o.Recommender.Forget(key)
+	delete(e.seen, key)
+	delete(e.active, key)
+	if e.o.Levels != nil {
+		for k := range e.o.Levels.raised {
+			if k.service == key {
+				delete(e.o.Levels.raised, k)
+			}
+		}
+	}
+	e.metrics.score.DeleteLabelValues(key)
+	e.mu.Lock()
+	delete(e.scores, key)
+	delete(e.recs, key)
+	e.mu.Unlock()
 }
 
 // setEventState replaces it.
