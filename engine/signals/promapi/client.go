@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/api"
@@ -35,6 +36,11 @@ type Options struct {
 	// MaxBackoff, and each wait is jittered to between half and all of it.
 	// Defaults 250ms and 5s.
 	Backoff, MaxBackoff time.Duration
+	// MaxResponseBytes bounds the size of an answer, counted after gzip
+	// decoding, so that a query matching far more series than expected
+	// fails with ErrResponseTooLarge instead of exhausting memory. Default
+	// DefaultMaxResponseBytes; negative means no limit.
+	MaxResponseBytes int64
 	// RoundTripper makes the requests. Default api.DefaultRoundTripper.
 	RoundTripper http.RoundTripper
 	// Clock times the back-off. Default clock.Real.
@@ -45,9 +51,13 @@ type Options struct {
 	Registerer prometheus.Registerer
 }
 
+// DefaultMaxResponseBytes is the default Options.MaxResponseBytes.
+const DefaultMaxResponseBytes = 64 << 20
+
 // DefaultOptions returns the defaults (without an address).
 func DefaultOptions() Options {
-	return Options{Timeout: 30 * time.Second, Retries: 2, Backoff: 250 * time.Millisecond, MaxBackoff: 5 * time.Second}
+	return Options{Timeout: 30 * time.Second, Retries: 2, Backoff: 250 * time.Millisecond, MaxBackoff: 5 * time.Second,
+		MaxResponseBytes: DefaultMaxResponseBytes}
 }
 
 // Client queries a Prometheus-compatible HTTP API. It is a signals.Source
@@ -102,7 +112,14 @@ func New(opts Options) (*Client, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	ac, err := api.NewClient(api.Config{Address: opts.Address, RoundTripper: opts.RoundTripper})
+	if opts.MaxResponseBytes == 0 {
+		opts.MaxResponseBytes = d.MaxResponseBytes
+	}
+	rt := opts.RoundTripper
+	if rt == nil {
+		rt = api.DefaultRoundTripper
+	}
+	ac, err := api.NewClient(api.Config{Address: opts.Address, RoundTripper: &transport{rt: rt, limit: opts.MaxResponseBytes, clk: opts.Clock}})
 	if err != nil {
 		return nil, fmt.Errorf("%w: address: %v", signals.ErrInvalidOption, err)
 	}
@@ -168,7 +185,8 @@ type call func(ctx context.Context) (model.Value, v1.Warnings, v1.Infos, error)
 func (c *Client) do(ctx context.Context, f call) (*signals.Result, error) {
 	backoff := c.opts.Backoff
 	for attempt := 0; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+		var info attemptInfo
+		actx, cancel := context.WithTimeout(withAttempt(ctx, &info), c.opts.Timeout)
 		start := time.Now()
 		v, warns, infos, err := f(actx)
 		c.duration.Observe(time.Since(start).Seconds())
@@ -181,22 +199,58 @@ func (c *Client) do(ctx context.Context, f call) (*signals.Result, error) {
 			c.attempts.WithLabelValues("failed").Inc()
 			return nil, fmt.Errorf("%w: %w", signals.ErrUnavailable, ctx.Err())
 		}
+		msg := describe(err)
+		if errors.Is(err, ErrResponseTooLarge) {
+			c.attempts.WithLabelValues("failed").Inc()
+			return nil, fmt.Errorf("%w: %w", signals.ErrQuery, err)
+		}
 		if !retriable(err) {
 			c.attempts.WithLabelValues("failed").Inc()
-			return nil, fmt.Errorf("%w: %v", signals.ErrQuery, err)
+			return nil, fmt.Errorf("%w: %s", signals.ErrQuery, msg)
 		}
 		if attempt >= c.opts.Retries {
 			c.attempts.WithLabelValues("failed").Inc()
-			return nil, fmt.Errorf("%w: %d attempts: %v", signals.ErrUnavailable, attempt+1, err)
+			return nil, fmt.Errorf("%w: %d attempts: %s", signals.ErrUnavailable, attempt+1, msg)
+		}
+		d := backoff/2 + time.Duration(c.jitter()*float64(backoff/2))
+		if ra := info.RetryAfter(); ra > c.opts.MaxBackoff {
+			// The server asks for a longer pause than a query may wait:
+			// the next query (the next engine cycle) asks again.
+			c.attempts.WithLabelValues("failed").Inc()
+			return nil, fmt.Errorf("%w: %d attempts: %s (server asks to retry after %s, more than max_backoff %s)",
+				signals.ErrUnavailable, attempt+1, msg, ra, c.opts.MaxBackoff)
+		} else if ra > d {
+			d = ra
 		}
 		c.attempts.WithLabelValues("retried").Inc()
-		d := backoff/2 + time.Duration(c.jitter()*float64(backoff/2))
-		c.opts.Logger.Debug("prometheus query failed, retrying", "attempt", attempt+1, "wait", d, "err", err)
+		c.opts.Logger.Debug("prometheus query failed, retrying", "attempt", attempt+1, "wait", d, "err", msg)
 		if werr := c.wait(ctx, d); werr != nil {
 			return nil, fmt.Errorf("%w: %w (after %v)", signals.ErrUnavailable, werr, err)
 		}
 		backoff = min(2*backoff, c.opts.MaxBackoff)
 	}
+}
+
+// maxDetail bounds how much of an error body an error repeats.
+const maxDetail = 256
+
+// describe is err's text with, for an answer that is not the API's error
+// JSON (a 5xx from Prometheus or from a proxy before Thanos or Mimir), the
+// start of its body on one line: "server_error: server error: 503: no
+// StoreAPIs matched". The client's own text says only the status.
+func describe(err error) string {
+	var ae *v1.Error
+	if !errors.As(err, &ae) || ae.Detail == "" {
+		return err.Error()
+	}
+	d := strings.Join(strings.Fields(ae.Detail), " ")
+	if len(d) > maxDetail {
+		d = strings.ToValidUTF8(d[:maxDetail], "") + "..."
+	}
+	if d == "" {
+		return err.Error()
+	}
+	return err.Error() + ": " + d
 }
 
 // retriable reports failures that another attempt may not repeat.
