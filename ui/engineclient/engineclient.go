@@ -4,8 +4,13 @@
 // and keeps each service's load score trend (one point per engine
 // evaluation). Unknown values stay unknown (nil), never zero; an engine that
 // does not answer, or whose last evaluation is older than Options.MaxAge,
-// is an error the overview shows as a banner.
+// is an error the overview shows as a banner, with the engine's own message
+// (its {"error": ...} answer) when it gave one. The engine's API takes no
+// credentials; user info in BaseURL (basic auth to a proxy before it) is
+// sent but never repeated in an error. Answers are bounded
+// (Options.MaxResponseBytes).
 //
+// Every request is bounded by Options.Timeout, whatever the http.Client.
 // A request that times out costs its page the whole timeout; a page reads
 // the engine several times (a service page three), so after a timeout the
 // client does not ask a hung engine again for Options.HoldOff: requests
@@ -48,6 +53,13 @@ type Options struct {
 	BaseURL string
 	// Client defaults to one with a 5 s timeout.
 	Client *http.Client
+	// Timeout bounds every request, whatever Client's own timeout (a
+	// caller's client may have none): a request it cuts counts as a
+	// timeout of the engine (see HoldOff). Default DefaultTimeout.
+	Timeout time.Duration
+	// MaxResponseBytes bounds an answer of the engine; a larger one fails
+	// saying so. Default DefaultMaxResponseBytes.
+	MaxResponseBytes int64
 	// TrendLen is how many evaluations the trend keeps; default 60.
 	TrendLen int
 	// MaxAge is how old the engine's last evaluation may be before its
@@ -63,6 +75,12 @@ type Options struct {
 	// Now defaults to time.Now.
 	Now func() time.Time
 }
+
+// DefaultTimeout is the default Options.Timeout.
+const DefaultTimeout = 5 * time.Second
+
+// DefaultMaxResponseBytes is the default Options.MaxResponseBytes.
+const DefaultMaxResponseBytes = 64 << 20
 
 // DefaultHoldOff is the default Options.HoldOff.
 const DefaultHoldOff = 10 * time.Second
@@ -94,10 +112,19 @@ var (
 func New(o Options) (*Client, error) {
 	u, err := url.Parse(o.BaseURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("engineclient: BaseURL %q must be an http(s) URL", o.BaseURL)
+		return nil, fmt.Errorf("engineclient: BaseURL %q must be an http(s) URL", redact(o.BaseURL, u, err))
+	}
+	if o.Timeout < 0 || o.MaxResponseBytes < 0 {
+		return nil, fmt.Errorf("engineclient: Timeout %s and MaxResponseBytes %d must not be negative", o.Timeout, o.MaxResponseBytes)
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.MaxResponseBytes == 0 {
+		o.MaxResponseBytes = DefaultMaxResponseBytes
 	}
 	if o.Client == nil {
-		o.Client = &http.Client{Timeout: 5 * time.Second}
+		o.Client = &http.Client{Timeout: o.Timeout}
 	}
 	if o.TrendLen <= 0 {
 		o.TrendLen = 60
@@ -141,7 +168,37 @@ type service struct {
 	Instances map[string]int `json:"instances"`
 }
 
+// redact is a BaseURL fit for an error: without the password of its user
+// info, or without anything when it does not parse.
+func redact(raw string, u *url.URL, err error) string {
+	if err != nil {
+		if strings.Contains(raw, "@") {
+			return "(unparsable URL with user info)"
+		}
+		return raw
+	}
+	return u.Redacted()
+}
+
+// engineError is the engine's error body, {"error": "..."}.
+type engineError struct {
+	Error string `json:"error"`
+}
+
+// message is what an error answer says: the engine's "error" field, or
+// the start of the text of whatever answered (a proxy), on one line.
+func message(b []byte) string {
+	var e engineError
+	if json.Unmarshal(b, &e) == nil && e.Error != "" {
+		return e.Error
+	}
+	return strings.Join(strings.Fields(strings.ToValidUTF8(string(b), "")), " ")
+}
+
 func (c *Client) get(ctx context.Context, path string, q url.Values, into any) error {
+	parent := ctx
+	ctx, cancel := context.WithTimeout(ctx, c.o.Timeout)
+	defer cancel()
 	u := c.base.JoinPath(path)
 	u.RawQuery = q.Encode()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
@@ -154,7 +211,7 @@ func (c *Client) get(ctx context.Context, path string, q url.Values, into any) e
 	resp, err := c.o.Client.Do(req)
 	if err != nil {
 		var ne net.Error
-		if ctx.Err() == nil && errors.As(err, &ne) && ne.Timeout() {
+		if parent.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()) {
 			c.mu.Lock()
 			c.hung, c.hungErr = c.o.Now(), err
 			c.mu.Unlock()
@@ -162,16 +219,19 @@ func (c *Client) get(ctx context.Context, path string, q url.Values, into any) e
 		return fmt.Errorf("%w: %w", ErrEngine, err)
 	}
 	defer resp.Body.Close()
-	body := io.LimitReader(resp.Body, 64<<20)
 	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(body, 512))
-		err := fmt.Errorf("%w: %s: %s %s", ErrEngine, path, resp.Status, strings.TrimSpace(string(b)))
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		err := fmt.Errorf("%w: %s: %s: %s", ErrEngine, path, resp.Status, message(b))
 		if resp.StatusCode == http.StatusNotFound {
 			err = fmt.Errorf("%w (%w)", err, errNotFound)
 		}
 		return err
 	}
-	if err := json.NewDecoder(body).Decode(into); err != nil {
+	lr := &io.LimitedReader{R: resp.Body, N: c.o.MaxResponseBytes + 1}
+	if err := json.NewDecoder(lr).Decode(into); err != nil {
+		if lr.N <= 0 {
+			return fmt.Errorf("%w: %s: answer larger than %d bytes (MaxResponseBytes)", ErrEngine, path, c.o.MaxResponseBytes)
+		}
 		return fmt.Errorf("%w: %s: %w", ErrEngine, path, err)
 	}
 	return nil

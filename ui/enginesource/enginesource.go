@@ -9,7 +9,9 @@
 //
 // Request rate, error ratio and shed ratios are not in the engine's scores
 // yet; they are left unknown (shown as "no data"), never zero. So is the
-// rollout state when the ledger is not configured or fails.
+// rollout state when the ledger is not configured or fails. With
+// Options.MaxAge, scores whose evaluation is too old are an error
+// (ErrStale), not shown as live.
 package enginesource
 
 import (
@@ -25,11 +27,17 @@ import (
 	"governor.dev/governor/engine/evaluate"
 	"governor.dev/governor/engine/loadscore"
 	"governor.dev/governor/rules/distribution"
+	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/ui/model"
 )
 
 // ErrInvalid: bad options.
 var ErrInvalid = errors.New("enginesource: invalid options")
+
+// ErrStale reports an evaluator whose last evaluation is older than
+// Options.MaxAge: its load scores are old (it cannot read its metrics,
+// say), and Services does not present them as current.
+var ErrStale = errors.New("enginesource: the engine's last evaluation is too old")
 
 // Scores is the evaluator's read side (*evaluate.Evaluator).
 type Scores interface {
@@ -64,6 +72,15 @@ type Options struct {
 	Relay Relay
 	// TrendLen is how many evaluations the trend keeps; default 60.
 	TrendLen int
+	// MaxAge is how old the last evaluation may be before Services fails
+	// with ErrStale instead of showing the last scores and overload flags
+	// as live (the pages show a banner), as package engineclient does for a
+	// separate UI process. Zero or negative: never (the default, since the
+	// age is only right on the clock the evaluator ticks on).
+	MaxAge time.Duration
+	// Clock tells the age of the last evaluation; default clock.Real. It
+	// must be the clock the evaluator's ticks are timed on.
+	Clock clock.Clock
 }
 
 // Source is a model.Fleet over the engine.
@@ -88,6 +105,9 @@ func New(o Options) (*Source, error) {
 	if o.TrendLen <= 0 {
 		o.TrendLen = 60
 	}
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
 	return &Source{o: o, trend: map[string][]model.Point{}}, nil
 }
 
@@ -99,6 +119,9 @@ func New(o Options) (*Source, error) {
 func (s *Source) Services(ctx context.Context) ([]model.ServiceStatus, error) {
 	scores := s.o.Scores.Scores()
 	tick := s.o.Scores.LastTick()
+	if age := s.o.Clock.Now().Sub(tick); s.o.MaxAge > 0 && !tick.IsZero() && age > s.o.MaxAge {
+		return nil, fmt.Errorf("%w: at %s, %s ago", ErrStale, tick.UTC().Format(time.RFC3339), age.Round(time.Second))
+	}
 	s.mu.Lock()
 	fresh := tick.After(s.last)
 	if fresh {

@@ -3,6 +3,7 @@ package signalsource
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"governor.dev/governor/engine/signals"
 	"governor.dev/governor/sdk/clock"
@@ -14,9 +15,10 @@ import (
 // one snapshot of the metrics source per call: the overview shows what the
 // engine reads even though its scores carry only the load score terms.
 type Enriched struct {
-	base   model.Fleet
-	reader *signals.Reader
-	clk    clock.Clock
+	base    model.Fleet
+	reader  *signals.Reader
+	clk     clock.Clock
+	timeout time.Duration
 }
 
 var _ model.Fleet = (*Enriched)(nil)
@@ -29,7 +31,18 @@ func Enrich(base model.Fleet, reader *signals.Reader, clk clock.Clock) (*Enriche
 	if clk == nil {
 		clk = clock.Real{}
 	}
-	return &Enriched{base: base, reader: reader, clk: clk}, nil
+	return &Enriched{base: base, reader: reader, clk: clk, timeout: DefaultTimeout}, nil
+}
+
+// WithTimeout sets the bound of the metrics read of Services (default
+// DefaultTimeout; d <= 0 keeps it): a hung metrics source costs the
+// overview at most d, and leaves the signals unknown with an error. It
+// returns e, and is meant to be called before e is used.
+func (e *Enriched) WithTimeout(d time.Duration) *Enriched {
+	if d > 0 {
+		e.timeout = d
+	}
+	return e
 }
 
 // Instances passes through to the base fleet when it knows the ledger.
@@ -59,7 +72,9 @@ func (e *Enriched) Services(ctx context.Context) ([]model.ServiceStatus, error) 
 	if len(svcs) == 0 {
 		return svcs, baseErr
 	}
-	snap, err := e.reader.Read(ctx, e.clk.Now(), signals.PerService)
+	rctx, cancel := context.WithTimeout(ctx, e.timeout)
+	snap, err := e.reader.Read(rctx, e.clk.Now(), signals.PerService)
+	cancel()
 	if err != nil {
 		if baseErr != nil {
 			return svcs, fmt.Errorf("%w; signalsource: metrics: %w", baseErr, err)

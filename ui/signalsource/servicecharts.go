@@ -45,11 +45,16 @@ func (s *Source) ServiceCharts(ctx context.Context, service string, span time.Du
 		{model.SeriesChart{Title: "Breaker states", Of: "Downstream", Min: 0, Max: 2, Levels: BreakerLevels}, "downstream",
 			`max by (downstream) (governor_sdk_breaker_state{` + sel + `})`, "governor_sdk_breaker_state"},
 	}
+	qs := make([]string, len(queries))
+	for i, qq := range queries {
+		qs[i] = qq.q
+	}
+	results := s.queryAll(ctx, qs, nil, rng)
 	out := make([]model.SeriesChart, 0, len(queries))
 	var errs []error
-	for _, qq := range queries {
+	for i, qq := range queries {
 		c := qq.chart
-		res, err := s.o.Source.QueryRange(ctx, qq.q, rng)
+		res, err := results[i].res, results[i].err
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", c.Title, err))
 			c.NoData = "the metrics source did not answer: " + reason(err)

@@ -8,6 +8,10 @@
 // admitted and shed traffic by priority class (governor_sdk_requests_total
 // by class and outcome) and the downstream breakers' states
 // (governor_sdk_breaker_state), see ServiceCharts.
+//
+// A page's queries run at once, bounded together by Options.Timeout, and
+// the overview's metrics read by Enriched.WithTimeout: a hung metrics
+// source costs a page that long, its charts saying it took too long.
 package signalsource
 
 import (
@@ -16,6 +20,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 	"time"
 
 	prommodel "github.com/prometheus/common/model"
@@ -41,7 +46,15 @@ type Options struct {
 	// Window is the rate window of the class traffic charts; default 1m.
 	// A range whose step is longer uses the step, so no sample is skipped.
 	Window time.Duration
+	// Timeout bounds one call (Charts, Window, ServiceCharts), whose
+	// queries run at once: a hung metrics source costs a page at most this,
+	// and its charts say it took too long. Default DefaultTimeout.
+	Timeout time.Duration
 }
+
+// DefaultTimeout is the default Options.Timeout and the bound of
+// Enriched.Services.
+const DefaultTimeout = 15 * time.Second
 
 // Source is a model.Charts over a metrics source; it also implements
 // model.Window and model.ServiceCharts.
@@ -60,6 +73,12 @@ func New(o Options) (*Source, error) {
 	}
 	if o.Window < 0 {
 		return nil, fmt.Errorf("%w: Options.Window is %s, want a positive duration", ErrInvalid, o.Window)
+	}
+	if o.Timeout < 0 {
+		return nil, fmt.Errorf("%w: Options.Timeout is %s, want a positive duration", ErrInvalid, o.Timeout)
+	}
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
 	}
 	if o.Reader == nil {
 		r, err := signals.NewReader(o.Source, signals.DefaultReaderOptions())
@@ -161,15 +180,19 @@ func (s *Source) Window(ctx context.Context, service string, start, end time.Tim
 		sps[i] = sp
 	}
 	rng := s.rangeOf(start, end)
+	qs := make([]string, len(sps))
+	metrics := make([]string, len(sps))
+	qerrs := make([]error, len(sps))
+	for i, sp := range sps {
+		qs[i], metrics[i], qerrs[i] = s.query(sp, service)
+	}
+	results := s.queryAll(ctx, qs, qerrs, rng)
 	out := make([]model.Chart, 0, len(sps))
 	var errs []error
-	for _, sp := range sps {
+	for i, sp := range sps {
 		c := model.Chart{Title: sp.title, Unit: sp.unit, Min: sp.min, Max: sp.max}
-		q, metric, err := s.query(sp, service)
-		var res *signals.Result
-		if err == nil {
-			res, err = s.o.Source.QueryRange(ctx, q, rng)
-		}
+		metric := metrics[i]
+		res, err := results[i].res, results[i].err
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", sp.title, err))
 			c.NoData = "the metrics source did not answer: " + reason(err)
@@ -200,6 +223,33 @@ func (s *Source) Window(ctx context.Context, service string, start, end time.Tim
 	return out, nil
 }
 
+type answer struct {
+	res *signals.Result
+	err error
+}
+
+// queryAll runs the range queries at once within Options.Timeout and
+// returns their answers in order; a query whose rendering failed (qerrs[i],
+// qerrs may be nil) is not run and answers that error.
+func (s *Source) queryAll(ctx context.Context, qs []string, qerrs []error, rng signals.Range) []answer {
+	ctx, cancel := context.WithTimeout(ctx, s.o.Timeout)
+	defer cancel()
+	out := make([]answer, len(qs))
+	var wg sync.WaitGroup
+	for i, q := range qs {
+		if qerrs != nil && qerrs[i] != nil {
+			out[i] = answer{nil, qerrs[i]}
+			continue
+		}
+		wg.Go(func() {
+			res, err := s.o.Source.QueryRange(ctx, q, rng)
+			out[i] = answer{res, err}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
 // finite tells a sample from no data: PromQL answers NaN for a ratio
 // over no traffic (0/0) and for a quantile of an empty histogram, which a
 // chart shows as a gap, never as a value.
@@ -217,12 +267,12 @@ func (s *Source) query(sp chartSpec, service string) (q, metric string, err erro
 // reason says why a query failed without the backend's details.
 func reason(err error) string {
 	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return "it took too long"
 	case errors.Is(err, signals.ErrUnavailable):
 		return "it is unavailable"
 	case errors.Is(err, signals.ErrQuery):
 		return "it refused the query"
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return "it took too long"
 	}
 	return "it failed"
 }
