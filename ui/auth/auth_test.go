@@ -130,20 +130,109 @@ func TestLoginRotatesSessionsAndAudits(t *testing.T) {
 	require.ErrorIs(t, err, auth.ErrUnauthenticated)
 }
 
-func TestSessionExpires(t *testing.T) {
+// TestSessionEndsWhenIdleOrPastLifetime: a session unused for SessionIdle
+// (1h by default) ends, as one left open on an unattended screen should;
+// one used all along still ends SessionTTL (12h) after login.
+func TestSessionEndsWhenIdleOrPastLifetime(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	_, err := e.m.CreateUser(ctx, "ann", "correct horse battery", operator, false)
 	require.NoError(t, err)
 	s, _, err := e.m.Login(ctx, "ann", "correct horse battery", "a")
 	require.NoError(t, err)
-	e.clk.Advance(12*time.Hour - time.Second)
+	require.Equal(t, e.clk.Now().Add(12*time.Hour), s.ExpiresAt, "the cookie lives as long as the session may")
+	e.clk.Advance(time.Hour + time.Second)
+	_, err = e.m.SessionPrincipal(ctx, s.ID)
+	require.ErrorIs(t, err, auth.ErrUnauthenticated)
+	require.Contains(t, err.Error(), "idle")
+
+	s, _, err = e.m.Login(ctx, "ann", "correct horse battery", "a")
+	require.NoError(t, err)
+	for range 23 {
+		e.clk.Advance(30 * time.Minute)
+		_, err = e.m.SessionPrincipal(ctx, s.ID)
+		require.NoError(t, err)
+	}
+	e.clk.Advance(30*time.Minute - time.Second)
 	_, err = e.m.SessionPrincipal(ctx, s.ID)
 	require.NoError(t, err)
-	e.clk.Advance(time.Second)
+	e.clk.Advance(time.Second) // 12h after login
 	_, err = e.m.SessionPrincipal(ctx, s.ID)
 	require.ErrorIs(t, err, auth.ErrUnauthenticated)
 	require.Contains(t, err.Error(), "expired")
+}
+
+// TestPasswordBytesPast72NeverMatch: bcrypt reads only a password's first
+// 72 bytes, so a stored 72-byte password followed by anything would also
+// log in; a longer password never matches, at login or as the current
+// password of a change.
+func TestPasswordBytesPast72NeverMatch(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	pw := strings.Repeat("p", 72)
+	_, err := e.m.CreateUser(ctx, "ann", pw, operator, false)
+	require.NoError(t, err)
+	_, _, err = e.m.Login(ctx, "ann", pw+"anything", "10.0.0.1")
+	require.ErrorIs(t, err, auth.ErrUnauthenticated)
+	s, _, err := e.m.Login(ctx, "ann", pw, "10.0.0.1")
+	require.NoError(t, err)
+	err = e.m.ChangePassword(ctx, "ann", pw+"x", "a brand new password", s)
+	require.ErrorIs(t, err, auth.ErrInvalid)
+	require.Contains(t, err.Error(), "current password")
+}
+
+// TestPasswordChangeAudited: who changed a password, and how many other
+// sessions it ended, is in the audit log.
+func TestPasswordChangeAudited(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	_, err := e.m.CreateUser(ctx, "ann", "correct horse battery", operator, false)
+	require.NoError(t, err)
+	_, _, err = e.m.Login(ctx, "ann", "correct horse battery", "b")
+	require.NoError(t, err)
+	s, _, err := e.m.Login(ctx, "ann", "correct horse battery", "a")
+	require.NoError(t, err)
+	require.NoError(t, e.m.ChangePassword(ctx, "ann", "correct horse battery", "a brand new password", s))
+	entries, err := e.store.Audit(ctx, versioning.AuditFilter{Action: auth.ActionPasswordChange})
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	require.Equal(t, "ann", entries[0].Actor)
+	require.JSONEq(t, `{"sessions_ended":"1"}`, string(entries[0].Detail))
+}
+
+// TestMinPasswordLenWithinBcryptLimit: a minimum longer than the 72 bytes
+// bcrypt reads would refuse every password.
+func TestMinPasswordLenWithinBcryptLimit(t *testing.T) {
+	e := newEnv(t)
+	for _, n := range []int{-1, 73} {
+		_, err := auth.New(context.Background(), auth.Options{DB: e.db, Dialect: migrations.SQLite, Auditor: e.store, MinPasswordLen: n})
+		require.ErrorIs(t, err, auth.ErrInvalid)
+		require.Contains(t, err.Error(), "MinPasswordLen")
+	}
+}
+
+// TestDatabaseHoldsNoUsableSecrets: what a read of the accounts tables
+// yields (a backup, a replica) logs nobody in: sessions and tokens are
+// stored as digests.
+func TestDatabaseHoldsNoUsableSecrets(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	u, err := e.m.CreateUser(ctx, "ann", "correct horse battery", operator, false)
+	require.NoError(t, err)
+	s, _, err := e.m.Login(ctx, "ann", "correct horse battery", "a")
+	require.NoError(t, err)
+	secret, tok, err := e.m.CreateToken(ctx, &auth.Principal{User: u, Roles: u.Roles}, "ann", "ci", operator, 0)
+	require.NoError(t, err)
+
+	var idHash, secretHash string
+	require.NoError(t, e.db.QueryRowContext(ctx, `SELECT id_hash FROM ui_sessions`).Scan(&idHash))
+	require.NoError(t, e.db.QueryRowContext(ctx, `SELECT secret_hash FROM ui_tokens`).Scan(&secretHash))
+	require.NotContains(t, idHash, s.ID)
+	require.NotContains(t, secret, secretHash)
+	_, err = e.m.SessionPrincipal(ctx, idHash)
+	require.ErrorIs(t, err, auth.ErrUnauthenticated)
+	_, err = e.m.TokenPrincipal(ctx, "gov_"+tok.ID+"_"+secretHash)
+	require.ErrorIs(t, err, auth.ErrUnauthenticated)
 }
 
 func TestLoginThrottled(t *testing.T) {
@@ -363,4 +452,83 @@ func TestUserManagementIsAudited(t *testing.T) {
 	for _, en := range entries {
 		require.NotContains(t, string(en.Detail), "horse", "never the password")
 	}
+}
+
+// TestAbandonedSessionsPurgedAtNextLogin: sessions never presented again
+// (a browser closed) do not pile up in the table: a login deletes the
+// user's ended ones.
+func TestAbandonedSessionsPurgedAtNextLogin(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	_, err := e.m.CreateUser(ctx, "ann", "correct horse battery", operator, false)
+	require.NoError(t, err)
+	for range 5 {
+		_, _, err = e.m.Login(ctx, "ann", "correct horse battery", "a")
+		require.NoError(t, err)
+		e.clk.Advance(13 * time.Hour)
+	}
+	var n int
+	require.NoError(t, e.db.QueryRowContext(ctx, `SELECT count(*) FROM ui_sessions`).Scan(&n))
+	require.Equal(t, 1, n)
+}
+
+// TestRevokingRevokedTokenAuditedOnce: revoking a token again keeps the
+// first revocation time and writes no second audit entry.
+func TestRevokingRevokedTokenAuditedOnce(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	u, err := e.m.CreateUser(ctx, "ann", "correct horse battery", operator, false)
+	require.NoError(t, err)
+	p := &auth.Principal{User: u, Roles: u.Roles}
+	_, tok, err := e.m.CreateToken(ctx, p, "ann", "ci", operator, 0)
+	require.NoError(t, err)
+	require.NoError(t, e.m.RevokeToken(ctx, p, tok.ID))
+	e.clk.Advance(time.Minute)
+	require.NoError(t, e.m.RevokeToken(ctx, p, tok.ID))
+	entries, err := e.store.Audit(ctx, versioning.AuditFilter{Action: versioning.ActionTokenRevoke})
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	toks, err := e.m.Tokens(ctx, "ann")
+	require.NoError(t, err)
+	require.Equal(t, e.clk.Now().Add(-time.Minute), toks[0].RevokedAt)
+}
+
+// TestWrongCurrentPasswordAuditedAsLoginFailure: someone holding a session
+// and guessing its user's password through the change form shows in the
+// audit log as login failures do.
+func TestWrongCurrentPasswordAuditedAsLoginFailure(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	_, err := e.m.CreateUser(ctx, "ann", "correct horse battery", operator, false)
+	require.NoError(t, err)
+	s, _, err := e.m.Login(ctx, "ann", "correct horse battery", "a")
+	require.NoError(t, err)
+	require.ErrorIs(t, e.m.ChangePassword(ctx, "ann", "a guess at it", "a brand new password", s), auth.ErrInvalid)
+	entries, err := e.store.Audit(ctx, versioning.AuditFilter{Action: versioning.ActionLoginFailure})
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	require.Equal(t, "ann", entries[0].Actor)
+	require.Contains(t, string(entries[0].Detail), "password change")
+}
+
+// TestLoginRehashesAtConfiguredCost: after the bcrypt cost is raised, a
+// user's next login stores their password at the new cost, so old hashes
+// do not stay cheap (and their logins measurably faster than those of
+// unknown names).
+func TestLoginRehashesAtConfiguredCost(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	_, err := e.m.CreateUser(ctx, "ann", "correct horse battery", operator, false)
+	require.NoError(t, err)
+	m, err := auth.New(ctx, auth.Options{DB: e.db, Dialect: migrations.SQLite, Auditor: e.store, Clock: e.clk, BcryptCost: bcrypt.MinCost + 1})
+	require.NoError(t, err)
+	_, _, err = m.Login(ctx, "ann", "correct horse battery", "a")
+	require.NoError(t, err)
+	var hash string
+	require.NoError(t, e.db.QueryRowContext(ctx, `SELECT password_hash FROM ui_users WHERE name = 'ann'`).Scan(&hash))
+	cost, err := bcrypt.Cost([]byte(hash))
+	require.NoError(t, err)
+	require.Equal(t, bcrypt.MinCost+1, cost)
+	_, _, err = m.Login(ctx, "ann", "correct horse battery", "a")
+	require.NoError(t, err)
 }

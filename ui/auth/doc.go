@@ -3,9 +3,14 @@
 //
 // Users are local accounts with bcrypt password hashes and roles taken from
 // package versioning (viewer, operator, approver, admin; roles do not imply
-// each other). A browser logs in and gets a session: a random 256-bit id in a
-// Secure, HttpOnly, SameSite=Strict cookie, stored only as its SHA-256, with a
-// fixed lifetime and a fresh id at every login. Each session carries a CSRF
+// each other). Passwords are at most 72 bytes, all that bcrypt reads; a
+// longer one is refused when set and never matches at login. A browser logs
+// in and gets a session: a random 256-bit id in a Secure, HttpOnly,
+// SameSite=Strict cookie, stored only as its SHA-256, with a fixed lifetime
+// (Options.SessionTTL), an idle expiry (Options.SessionIdle) and a fresh id
+// at every login. Changing roles or deleting a user ends the user's
+// sessions; changing a password ends the others (audited,
+// ActionPasswordChange). Each session carries a CSRF
 // token that every state-changing form or fetch must echo (field "csrf" or
 // header X-CSRF-Token); net/http's CrossOriginProtection refuses cross-origin
 // browser requests in front of that.
@@ -21,7 +26,11 @@
 // password changes per user name at the same rate; the client address is
 // taken from X-Forwarded-For only behind Options.TrustedProxies, and an IPv6
 // client is its /64. An address over its limit touches no name's bucket, so
-// a throttled client cannot push other users' spent buckets out. Every
+// a throttled client cannot push other users' spent buckets out. While a
+// name's bucket is spent, the addresses the user logged in from in the last
+// 30 days (remembered in memory) still get through within their own limit,
+// so someone guessing a name cannot shut its owner out for as long as they
+// keep guessing. Every
 // login, failure and logout is written to the rules audit log through
 // versioning.Auditor.RecordAudit, except that of the throttled attempts of a
 // client address only the first in a minute is (the others cost the client

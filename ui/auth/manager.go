@@ -38,6 +38,9 @@ type Manager struct {
 	// recent keeps sessions validated in the last OutageGrace so that
 	// people can keep reading while the database is down.
 	recent *recentSessions
+	// known are the client addresses each user logged in from, let
+	// through while the user name's login bucket is spent.
+	known *knownSources
 }
 
 // New applies the migrations and returns a Manager.
@@ -61,7 +64,7 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: audit throttle: %w", ErrInvalid, err)
 	}
-	return &Manager{o: o, db: o.DB, throttle: th, auditThrottled: quiet, dummy: dummy, recent: newRecentSessions(o.OutageGrace)}, nil
+	return &Manager{o: o, db: o.DB, throttle: th, auditThrottled: quiet, dummy: dummy, recent: newRecentSessions(o.OutageGrace), known: newKnownSources(maxKnownSources)}, nil
 }
 
 var userName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._@+-]{0,127}$`)
@@ -75,14 +78,30 @@ func ValidateUserName(name string) error {
 	return nil
 }
 
+// maxPasswordBytes is bcrypt's limit: it ignores every byte past the 72nd,
+// so longer passwords are refused rather than silently cut.
+const maxPasswordBytes = 72
+
 func (m *Manager) validatePassword(pw string) error {
 	if utf8.RuneCountInString(pw) < m.o.MinPasswordLen {
 		return fmt.Errorf("%w: password: must be at least %d characters", ErrInvalid, m.o.MinPasswordLen)
 	}
-	if len(pw) > 72 {
-		return fmt.Errorf("%w: password: must be at most 72 bytes", ErrInvalid)
+	if len(pw) > maxPasswordBytes {
+		return fmt.Errorf("%w: password: must be at most %d bytes", ErrInvalid, maxPasswordBytes)
 	}
 	return nil
+}
+
+// passwordMatches reports whether pw is the password of hash. A password
+// longer than any that could be set never matches: bcrypt would compare
+// only its first 72 bytes, so a stored 72-byte password followed by
+// anything would. It costs one bcrypt comparison either way.
+func (m *Manager) passwordMatches(hash []byte, pw string) bool {
+	if len(pw) > maxPasswordBytes {
+		_ = bcrypt.CompareHashAndPassword(m.dummy, []byte(pw[:maxPasswordBytes]))
+		return false
+	}
+	return bcrypt.CompareHashAndPassword(hash, []byte(pw)) == nil
 }
 
 func validateRoles(field string, roles []versioning.Role) error {

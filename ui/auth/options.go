@@ -28,11 +28,16 @@ type Options struct {
 	BcryptCost int
 	// SessionTTL is a session's fixed lifetime; default 12h.
 	SessionTTL time.Duration
+	// SessionIdle ends a session unused for this long, before SessionTTL
+	// (a browser left open and unattended); default 1h, negative turns it
+	// off.
+	SessionIdle time.Duration
 	// LoginRate is the login attempts per minute allowed per user name and
 	// per client address after LoginBurst; default 5 per minute, burst 10.
 	LoginRate  float64
 	LoginBurst int
-	// MinPasswordLen defaults to 12.
+	// MinPasswordLen is the fewest characters a password may have, at most
+	// 72 (passwords are limited to bcrypt's 72 bytes); default 12.
 	MinPasswordLen int
 	// OutageGrace: while the database is unavailable, a session validated
 	// within this long still authenticates read-only requests (state
@@ -78,6 +83,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.SessionTTL < 0 {
 		return o, fmt.Errorf("%w: Options.SessionTTL must be positive", ErrInvalid)
 	}
+	if o.SessionIdle == 0 {
+		o.SessionIdle = time.Hour
+	}
 	if o.LoginRate == 0 {
 		o.LoginRate = 5
 	}
@@ -92,6 +100,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MinPasswordLen == 0 {
 		o.MinPasswordLen = 12
+	}
+	if o.MinPasswordLen < 1 || o.MinPasswordLen > maxPasswordBytes {
+		return o, fmt.Errorf("%w: Options.MinPasswordLen %d outside [1, %d] (bcrypt uses at most %d bytes)", ErrInvalid, o.MinPasswordLen, maxPasswordBytes, maxPasswordBytes)
 	}
 	return o, nil
 }

@@ -46,7 +46,7 @@ func (r *recentSessions) get(h string, now time.Time) *Principal {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.m[h]
-	if !ok || now.Sub(e.checked) > r.grace || !now.Before(e.p.Session.ExpiresAt) {
+	if !ok || now.Sub(e.checked) > r.grace || !now.Before(e.p.Session.ExpiresAt) || !now.Before(e.p.Session.IdleExpiresAt) {
 		return nil
 	}
 	cp := *e.p

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 )
 
 func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
@@ -14,16 +15,38 @@ func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
 func (m *Manager) newSession(ctx context.Context, user string) (*Session, error) {
 	now := m.o.Clock.Now().UTC()
 	s := &Session{ID: randomString(32), CSRF: randomString(32), User: user, CreatedAt: now, ExpiresAt: now.Add(m.o.SessionTTL)}
+	s.IdleExpiresAt = m.idleUntil(s.ExpiresAt, now)
+	// A session is deleted when presented after it ended; those never
+	// presented again (a browser closed, a cookie cleared) go at the
+	// user's next login, so the table holds no more than live sessions
+	// and one login's worth of ended ones.
+	if _, err := m.db.ExecContext(ctx, m.q(`DELETE FROM ui_sessions WHERE username = ? AND expires_ms <= ?`), user, now.UnixMilli()); err != nil {
+		return nil, unavailable(err)
+	}
 	_, err := m.db.ExecContext(ctx, m.q(`INSERT INTO ui_sessions (id_hash, username, csrf, created_ms, expires_ms) VALUES (?, ?, ?, ?, ?)`),
-		hashSecret(s.ID), user, s.CSRF, now.UnixMilli(), s.ExpiresAt.UnixMilli())
+		hashSecret(s.ID), user, s.CSRF, now.UnixMilli(), s.IdleExpiresAt.UnixMilli())
 	if err != nil {
 		return nil, unavailable(err)
 	}
 	return s, nil
 }
 
+// idleUntil is when a session ending at absolute and used at now ends
+// unless it is used again: SessionIdle later, never after absolute.
+func (m *Manager) idleUntil(absolute, now time.Time) time.Time {
+	if m.o.SessionIdle < 0 {
+		return absolute
+	}
+	if t := now.Add(m.o.SessionIdle); t.Before(absolute) {
+		return t
+	}
+	return absolute
+}
+
 // SessionPrincipal resolves a session cookie value. An unknown or expired
-// session is ErrUnauthenticated (and an expired one is deleted).
+// session (past its SessionTTL, or unused for SessionIdle) is
+// ErrUnauthenticated, and an expired one is deleted. Using a session
+// pushes its idle expiry back (stored at most once per SessionIdle/60).
 func (m *Manager) SessionPrincipal(ctx context.Context, id string) (*Principal, error) {
 	if id == "" || len(id) > 100 {
 		return nil, fmt.Errorf("%w: no session", ErrUnauthenticated)
@@ -43,9 +66,15 @@ func (m *Manager) SessionPrincipal(ctx context.Context, id string) (*Principal, 
 		}
 		return nil, unavailable(err)
 	}
-	s.CreatedAt, s.ExpiresAt = msTime(created), msTime(expires)
-	if !m.o.Clock.Now().Before(s.ExpiresAt) {
+	now := m.o.Clock.Now()
+	s.CreatedAt, s.IdleExpiresAt = msTime(created), msTime(expires)
+	s.ExpiresAt = s.CreatedAt.Add(m.o.SessionTTL)
+	if !now.Before(s.ExpiresAt) || !now.Before(s.IdleExpiresAt) {
+		m.recent.forget(h)
 		_, _ = m.db.ExecContext(ctx, m.q(`DELETE FROM ui_sessions WHERE id_hash = ?`), h)
+		if now.Before(s.ExpiresAt) {
+			return nil, fmt.Errorf("%w: session idle for longer than %s", ErrUnauthenticated, m.o.SessionIdle)
+		}
 		return nil, fmt.Errorf("%w: session expired", ErrUnauthenticated)
 	}
 	u, err := m.User(ctx, s.User)
@@ -53,13 +82,23 @@ func (m *Manager) SessionPrincipal(ctx context.Context, id string) (*Principal, 
 		return nil, fmt.Errorf("%w: user no longer exists", ErrUnauthenticated)
 	}
 	if err != nil {
-		if p := m.recent.get(h, m.o.Clock.Now()); p != nil {
+		if p := m.recent.get(h, now); p != nil {
 			return p, nil
 		}
 		return nil, err
 	}
+	if next := m.idleUntil(s.ExpiresAt, now); next.Sub(s.IdleExpiresAt) >= m.o.SessionIdle/60 && next.After(s.IdleExpiresAt) {
+		_, err := m.db.ExecContext(ctx, m.q(`UPDATE ui_sessions SET expires_ms = ? WHERE id_hash = ? AND expires_ms < ?`), next.UnixMilli(), h, next.UnixMilli())
+		if err != nil {
+			// The session is valid now; it ends SessionIdle after its
+			// last recorded use instead.
+			m.o.Logger.Warn("auth: recording a session's use failed", "user", s.User, "err", err)
+		} else {
+			s.IdleExpiresAt = next
+		}
+	}
 	p := &Principal{User: u, Roles: u.Roles, Session: &s}
-	m.recent.put(h, p, m.o.Clock.Now())
+	m.recent.put(h, p, now)
 	return p, nil
 }
 

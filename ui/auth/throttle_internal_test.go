@@ -53,3 +53,22 @@ func TestIPv6ClientIsItsSlashSixtyFour(t *testing.T) {
 		require.Equal(t, tc.key, throttleAddr(tc.addr), tc.addr)
 	}
 }
+
+// TestKnownSourcesBounded: the memory of addresses users logged in from
+// stays within its bound, dropping expired entries first.
+func TestKnownSourcesBounded(t *testing.T) {
+	const maxKnownSources = 1000
+	k := newKnownSources(maxKnownSources)
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range maxKnownSources {
+		k.add("old", strconv.Itoa(i), start)
+	}
+	later := start.Add(knownSourceTTL + time.Second)
+	require.False(t, k.has("old", "0", later))
+	k.add("new", "a", later)
+	require.Equal(t, 1, len(k.m), "expired entries make way first")
+	for i := range maxKnownSources + 10 {
+		k.add("user", strconv.Itoa(i), later)
+	}
+	require.LessOrEqual(t, len(k.m), maxKnownSources)
+}

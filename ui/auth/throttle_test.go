@@ -150,3 +150,31 @@ func TestLoginFromOneIPv6BlockThrottledAsOneClient(t *testing.T) {
 	_, _, err = e.m.Login(ctx, "user9", "x", "2001:db8:1:3::1")
 	require.ErrorIs(t, err, auth.ErrUnauthenticated, "another /64 is another client")
 }
+
+// TestLoginGuesserCannotShutOutUserForever: a guesser posting at the rate
+// its own address is allowed keeps the name's bucket spent for as long as
+// it keeps at it; the user still logs in from an address they logged in
+// from before, while the guesser's address stays throttled.
+func TestLoginGuesserCannotShutOutUserForever(t *testing.T) {
+	e := newEnv(t) // 6 a minute, burst 3
+	ctx := context.Background()
+	const pw = "correct horse battery"
+	_, err := e.m.CreateUser(ctx, "admin", pw, operator, false)
+	require.NoError(t, err)
+	_, _, err = e.m.Login(ctx, "admin", pw, "10.0.0.5")
+	require.NoError(t, err)
+	for i := range 60 {
+		e.clk.Advance(10 * time.Second)
+		for range 3 {
+			_, _, _ = e.m.Login(ctx, "admin", "guess guess guess", "192.0.2.66")
+		}
+		if i%10 == 9 {
+			_, _, err = e.m.Login(ctx, "admin", pw, "10.0.0.5")
+			require.NoError(t, err, "minute %d", i/6)
+			_, _, err = e.m.Login(ctx, "admin", pw, "192.0.2.66")
+			require.ErrorIs(t, err, auth.ErrThrottled)
+			_, _, err = e.m.Login(ctx, "admin", pw, "198.51.100.7")
+			require.ErrorIs(t, err, auth.ErrThrottled, "an address never used by the user gets no way around the name's limit")
+		}
+	}
+}

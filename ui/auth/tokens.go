@@ -91,7 +91,9 @@ func (m *Manager) Tokens(ctx context.Context, user string) ([]Token, error) {
 	return out, nil
 }
 
-// RevokeToken revokes a token of by's own, or any token for an admin.
+// RevokeToken revokes a token of by's own, or any token for an admin, and
+// audits it. Revoking a revoked token changes nothing and is not audited
+// again.
 func (m *Manager) RevokeToken(ctx context.Context, by *Principal, id string) error {
 	var owner string
 	err := m.db.QueryRowContext(ctx, m.q(`SELECT username FROM ui_tokens WHERE id = ?`), id).Scan(&owner)
@@ -104,8 +106,12 @@ func (m *Manager) RevokeToken(ctx context.Context, by *Principal, id string) err
 	if by == nil || (by.User.Name != owner && !by.Has(versioning.RoleAdmin)) {
 		return fmt.Errorf("%w: only admins revoke other users' tokens", ErrForbidden)
 	}
-	if _, err := m.db.ExecContext(ctx, m.q(`UPDATE ui_tokens SET revoked_ms = ? WHERE id = ? AND revoked_ms = 0`), m.nowMS(), id); err != nil {
+	res, err := m.db.ExecContext(ctx, m.q(`UPDATE ui_tokens SET revoked_ms = ? WHERE id = ? AND revoked_ms = 0`), m.nowMS(), id)
+	if err != nil {
 		return unavailable(err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return nil // revoked before: nothing happened to audit
 	}
 	m.audit(ctx, by.Actor(), versioning.ActionTokenRevoke, detailJSON("token", id, "user", owner))
 	return nil

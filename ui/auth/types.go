@@ -24,7 +24,12 @@ type Session struct {
 	CSRF      string
 	User      string
 	CreatedAt time.Time
+	// ExpiresAt is the end of the session's fixed lifetime (SessionTTL
+	// after login), which the cookie's lifetime follows.
 	ExpiresAt time.Time
+	// IdleExpiresAt is when the session ends unless it is used again
+	// (SessionIdle after its last use), never after ExpiresAt.
+	IdleExpiresAt time.Time
 }
 
 // Token is an API token's metadata (never its secret).

@@ -11,6 +11,8 @@ const (
 	ActionUserCreate versioning.Action = "user_create"
 	ActionUserRoles  versioning.Action = "user_roles"
 	ActionUserDelete versioning.Action = "user_delete"
+	// ActionPasswordChange: a user chose a new password (ChangePassword).
+	ActionPasswordChange versioning.Action = "password_change"
 )
 
 // CreateUserAs is CreateUser done by the admin by, recorded in the audit

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 
 	"golang.org/x/crypto/bcrypt"
 
@@ -252,7 +253,9 @@ func (m *Manager) unchanged(ctx context.Context, tx *sql.Tx, name, field, what s
 }
 
 // ChangePassword sets a new password after checking the current one, clears
-// MustChange and ends every other session of the user. The user's API tokens
+// MustChange, ends every other session of the user and is audited
+// (ActionPasswordChange, with the number of sessions ended; a wrong current
+// password as a login failure). The user's API tokens
 // stay valid: revoking them is a separate, deliberate act (RevokeToken).
 // Attempts are throttled per user name at the login rate (ErrThrottled), so
 // that a session left open is no way around the login throttle to guess the
@@ -261,11 +264,13 @@ func (m *Manager) ChangePassword(ctx context.Context, name, current, next string
 	if ok, _ := m.throttle.Allow("change:"+throttleName(name), m.o.Clock.Nanotime(), 1); !ok {
 		return ErrThrottled
 	}
-	_, hash, err := m.userWithHash(ctx, name)
+	u, hash, err := m.userWithHash(ctx, name)
 	if err != nil {
 		return err
 	}
-	if bcrypt.CompareHashAndPassword([]byte(hash), []byte(current)) != nil {
+	if !m.passwordMatches([]byte(hash), current) {
+		// Someone holding the user's session may be guessing the password.
+		m.audit(ctx, versioning.Actor{Name: u.Name, Roles: u.Roles}, versioning.ActionLoginFailure, detailJSON("reason", "wrong current password in a password change"))
 		return fmt.Errorf("%w: current password: wrong password", ErrInvalid)
 	}
 	if current == next {
@@ -291,12 +296,15 @@ func (m *Manager) ChangePassword(ctx context.Context, name, current, next string
 		keepHash = hashSecret(keep.ID)
 	}
 	m.recent.forgetUser(name)
-	if _, err := tx.ExecContext(ctx, m.q(`DELETE FROM ui_sessions WHERE username = ? AND id_hash <> ?`), name, keepHash); err != nil {
+	res, err := tx.ExecContext(ctx, m.q(`DELETE FROM ui_sessions WHERE username = ? AND id_hash <> ?`), name, keepHash)
+	if err != nil {
 		return unavailable(err)
 	}
+	ended, _ := res.RowsAffected()
 	if err := tx.Commit(); err != nil {
 		return unavailable(err)
 	}
+	m.audit(ctx, versioning.Actor{Name: u.Name, Roles: u.Roles}, ActionPasswordChange, detailJSON("sessions_ended", strconv.FormatInt(ended, 10)))
 	return nil
 }
 
@@ -501,6 +509,11 @@ func (m *Manager) ensureAdmin(ctx context.Context, name, hash string) (ensured, 
 // push the names it posts into the throttle, whose least recently used
 // entries (another user's spent bucket) would make way for them. An IPv6
 // client is its /64, the block one host is usually given.
+//
+// While a name's bucket is spent, an address the user logged in from in
+// the last 30 days (remembered in memory) is still let through, within its
+// own limit: a guesser elsewhere keeps the name's bucket empty for as long
+// as they keep guessing, and must not so shut the user out.
 func (m *Manager) Login(ctx context.Context, name, password, clientAddr string) (*Session, User, error) {
 	now := m.o.Clock.Nanotime()
 	addrKey := throttleAddr(clientAddr)
@@ -508,6 +521,7 @@ func (m *Manager) Login(ctx context.Context, name, password, clientAddr string) 
 	okName := false
 	if okAddr {
 		okName, _ = m.throttle.Allow(throttleName(name), now, 1)
+		okName = okName || m.known.has(name, addrKey, m.o.Clock.Now())
 	}
 	attempted := versioning.Actor{Name: name}
 	if !okName || !okAddr {
@@ -521,24 +535,44 @@ func (m *Manager) Login(ctx context.Context, name, password, clientAddr string) 
 	switch {
 	case err == nil:
 	case isNotFound(err):
-		_ = bcrypt.CompareHashAndPassword(m.dummy, []byte(password))
+		_ = m.passwordMatches(m.dummy, password)
 		m.audit(ctx, attempted, versioning.ActionLoginFailure, detailJSON("reason", "bad credentials", "addr", clientAddr))
 		return nil, User{}, fmt.Errorf("%w: wrong user name or password", ErrUnauthenticated)
 	default:
 		m.o.Logger.Error("auth: login: reading the user failed", "user", name, "err", err)
 		return nil, User{}, err
 	}
-	if bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)) != nil {
+	if !m.passwordMatches([]byte(hash), password) {
 		m.audit(ctx, attempted, versioning.ActionLoginFailure, detailJSON("reason", "bad credentials", "addr", clientAddr))
 		return nil, User{}, fmt.Errorf("%w: wrong user name or password", ErrUnauthenticated)
 	}
+	m.rehash(ctx, u.Name, hash, password)
 	s, err := m.newSession(ctx, u.Name)
 	if err != nil {
 		m.o.Logger.Error("auth: login: storing the session failed", "user", name, "err", err)
 		return nil, User{}, err
 	}
+	m.known.add(name, addrKey, m.o.Clock.Now())
 	m.audit(ctx, versioning.Actor{Name: u.Name, Roles: u.Roles}, versioning.ActionLogin, detailJSON("addr", clientAddr))
 	return s, u, nil
+}
+
+// rehash stores the password pw of user again at Options.BcryptCost when
+// its hash has another cost: after the cost is raised, old hashes would
+// stay as cheap to crack as before, and a login of their users faster than
+// one of an unknown name (compared against a hash at the new cost). A
+// failure is logged; the login goes on.
+func (m *Manager) rehash(ctx context.Context, user, hash, pw string) {
+	if c, err := bcrypt.Cost([]byte(hash)); err != nil || c == m.o.BcryptCost {
+		return
+	}
+	nh, err := bcrypt.GenerateFromPassword([]byte(pw), m.o.BcryptCost)
+	if err == nil {
+		_, err = m.db.ExecContext(ctx, m.q(`UPDATE ui_users SET password_hash = ? WHERE name = ? AND password_hash = ?`), string(nh), user, hash)
+	}
+	if err != nil {
+		m.o.Logger.Warn("auth: login: storing the password at the configured bcrypt cost failed", "user", user, "err", err)
+	}
 }
 
 // throttleName is the login throttle's key of a user name. The name is the
