@@ -141,3 +141,18 @@ func unwrapURL(err error) error {
 	}
 	return err
 }
+
+// NoRedirects returns a copy of client (a default one, bounded by
+// DefaultTimeout, for nil) that does not follow redirects: a 3xx is a
+// failed delivery, reported with its status. A redirected POST would be
+// re-sent as a GET that delivers nothing yet succeeds (301, 302, 303), or
+// re-posted to another host with the receiver's URL, and the credentials in
+// it, as its Referer (307, 308). Every HTTP receiver builds its client so.
+func NoRedirects(client *http.Client) *http.Client {
+	c := &http.Client{Timeout: DefaultTimeout}
+	if client != nil {
+		*c = *client
+	}
+	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return c
+}

@@ -86,31 +86,17 @@ func WithClock(c clock.Clock) Option {
 }
 
 // New validates c; client nil uses a default client. Redirects are not
-// followed (see noRedirects).
+// followed (see notify.NoRedirects).
 func New(c Config, client *http.Client, opts ...Option) (*Notifier, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	resend, _ := c.resendInterval()
-	n := &Notifier{url: strings.TrimRight(c.URL, "/") + "/api/v2/alerts", client: noRedirects(client), resend: resend, clock: clock.Real{}}
+	n := &Notifier{url: strings.TrimRight(c.URL, "/") + "/api/v2/alerts", client: notify.NoRedirects(client), resend: resend, clock: clock.Real{}}
 	for _, o := range opts {
 		o(n)
 	}
 	return n, nil
-}
-
-// noRedirects returns a copy of client (a default one for nil) that does
-// not follow redirects: a 3xx is a refusal, reported with its status. A
-// redirected POST would be re-sent as a GET that delivers nothing yet
-// succeeds (301, 302, 303), or re-posted to another host with the
-// receiver's URL, and the credentials in it, as its Referer (307, 308).
-func noRedirects(client *http.Client) *http.Client {
-	c := &http.Client{Timeout: notify.DefaultTimeout}
-	if client != nil {
-		*c = *client
-	}
-	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return c
 }
 
 // ResendInterval implements notify.Resender.

@@ -194,7 +194,8 @@ type accepted struct {
 	seen map[string][]string // dedup key -> action and event hash, in order
 }
 
-// New validates c; client nil uses a default client.
+// New validates c; client nil uses a default client. Redirects are not
+// followed (see notify.NoRedirects).
 func New(c Config, client *http.Client) (*Notifier, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -208,7 +209,7 @@ func New(c Config, client *http.Client) (*Notifier, error) {
 	if c.EventsPerMinute == 0 {
 		c.EventsPerMinute = DefaultEventsPerMinute
 	}
-	n := &Notifier{c: c, client: client, clock: clock.Real{}, groups: map[string]*accepted{}}
+	n := &Notifier{c: c, client: notify.NoRedirects(client), clock: clock.Real{}, groups: map[string]*accepted{}}
 	n.sleep = n.sleepClock
 	return n, nil
 }

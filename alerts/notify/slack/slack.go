@@ -69,26 +69,12 @@ type Notifier struct {
 }
 
 // New validates c; client nil uses a default client. Redirects are not
-// followed (see noRedirects).
+// followed (see notify.NoRedirects).
 func New(c Config, client *http.Client) (*Notifier, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	return &Notifier{c: c, client: noRedirects(client)}, nil
-}
-
-// noRedirects returns a copy of client (a default one for nil) that does
-// not follow redirects: a 3xx is a refusal, reported with its status. A
-// redirected POST would be re-sent as a GET that delivers nothing yet
-// succeeds (301, 302, 303), or re-posted to another host with the
-// receiver's URL, and the token in it, as its Referer (307, 308).
-func noRedirects(client *http.Client) *http.Client {
-	c := &http.Client{Timeout: notify.DefaultTimeout}
-	if client != nil {
-		*c = *client
-	}
-	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return c
+	return &Notifier{c: c, client: notify.NoRedirects(client)}, nil
 }
 
 // escaper turns Slack's control characters into the entities Slack
