@@ -80,8 +80,9 @@ func parseRetryAfter(h http.Header) (delay time.Duration, at time.Time) {
 }
 
 // PostJSON posts body as JSON and classifies the outcome: 2xx is success,
-// 429 and 5xx and transport errors are worth a retry, other statuses are
-// final. A refusal is a *StatusError, which holds the Retry-After of a 429
+// 408, 429 and 5xx and transport errors are worth a retry, other statuses
+// (3xx included: c, or the default client for nil, should not follow
+// redirects, see NoRedirects) are final. A refusal is a *StatusError, which holds the Retry-After of a 429
 // or 503 for the queue to honour. Errors name the URL by its scheme and
 // host only (Redact): the path and query of a Slack or webhook URL carry
 // its token, and errors are logged.
@@ -91,7 +92,7 @@ func PostJSON(ctx context.Context, c *http.Client, rawURL string, header http.He
 		return false, fmt.Errorf("%w: encode: %v", ErrDelivery, err)
 	}
 	if c == nil {
-		c = &http.Client{Timeout: DefaultTimeout}
+		c = NoRedirects(nil)
 	}
 	where := Redact(rawURL)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rawURL, bytes.NewReader(b))
@@ -119,7 +120,7 @@ func PostJSON(ctx context.Context, c *http.Client, rawURL string, header http.He
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
 		se.RetryAfter, se.RetryAt = parseRetryAfter(resp.Header)
 	}
-	return resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode/100 == 5, se
+	return resp.StatusCode == http.StatusRequestTimeout || resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode/100 == 5, se
 }
 
 // Redact renders a receiver URL for logs and errors: its scheme and host,

@@ -91,3 +91,33 @@ func TestStatusErrorMadeElsewhere(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// TestPostJSONRetriesWhatMayPassNextTime: a request timeout (408), a 429
+// and 5xx are worth another attempt; other refusals are final.
+func TestPostJSONRetriesWhatMayPassNextTime(t *testing.T) {
+	for code, want := range map[int]bool{http.StatusRequestTimeout: true, http.StatusTooManyRequests: true,
+		http.StatusBadGateway: true, http.StatusServiceUnavailable: true, http.StatusBadRequest: false,
+		http.StatusUnauthorized: false, http.StatusNotFound: false} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(code) }))
+		retry, err := PostJSON(context.Background(), nil, srv.URL, nil, map[string]string{})
+		srv.Close()
+		if err == nil || retry != want {
+			t.Errorf("status %d: retry %v err %v, want retry %v", code, retry, err, want)
+		}
+	}
+}
+
+// TestPostJSONDoesNotFollowRedirectsWithTheDefaultClient: a redirect is a
+// failed delivery, never followed, with the client PostJSON makes for nil.
+func TestPostJSONDoesNotFollowRedirectsWithTheDefaultClient(t *testing.T) {
+	reached := 0
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached++ }))
+	defer other.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL, http.StatusTemporaryRedirect)
+	}))
+	defer srv.Close()
+	if _, err := PostJSON(context.Background(), nil, srv.URL, nil, map[string]string{}); err == nil || reached != 0 {
+		t.Errorf("err %v, %d requests reached the other host", err, reached)
+	}
+}
