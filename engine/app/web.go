@@ -182,7 +182,11 @@ func (a *App) startUI(ctx context.Context) error {
 	if a.adminEnsured, err = am.EnsureAdminReport(ctx, admin); err != nil {
 		return fmt.Errorf("%w: ui admin: %w", ErrStart, err)
 	}
+	// Scores older than twelve evaluation intervals (as engineclient's
+	// DefaultMaxAge at the default interval) are not shown as live: the
+	// evaluator keeps its last scores while it cannot read its metrics.
 	es, err := enginesource.New(enginesource.Options{Scores: a.eval, Ledger: a.plane.Ledger(), Relay: a.plane, AlertLevels: a.eval.AlertLevelsInForce,
+		MaxAge: 12 * a.cfg.Interval, Clock: a.o.Clock,
 		Levels: func(service string) (model.LatencyLevels, bool) {
 			if a.p99Levels == nil {
 				return model.LatencyLevels{}, false
