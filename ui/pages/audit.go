@@ -20,7 +20,7 @@ var AuditActions = []versioning.Action{
 	versioning.ActionEmergency, versioning.ActionPolicy, versioning.ActionRebase, versioning.ActionRevise,
 	versioning.ActionUndeliverable, versioning.ActionRequeue, versioning.ActionRenumber, versioning.ActionLogin,
 	versioning.ActionLoginFailure, versioning.ActionLogout, versioning.ActionTokenCreate, versioning.ActionTokenRevoke,
-	auth.ActionUserCreate, auth.ActionUserRoles, auth.ActionUserDelete, auth.ActionAdminRecover, model.ActionAlertConfig,
+	auth.ActionUserCreate, auth.ActionUserRoles, auth.ActionUserDelete, auth.ActionAdminRecover, auth.ActionPasswordChange, model.ActionAlertConfig,
 }
 
 type auditData struct {

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/ui/auth"
 )
 
 // unverifiable is a rules store whose audit chain cannot be read for its
@@ -74,4 +75,19 @@ func TestAuditPageVerifiesNewEntriesBetweenWholeWalks(t *testing.T) {
 
 	_, body = h.do("GET", "/audit?action=test.entry&verify=whole", sid, "", nil)
 	require.Contains(t, body, fmt.Sprintf("Whole chain verified now: %d entries", rep.Entries+2))
+}
+
+// TestAuditFilterOffersEveryAccountAction: the account actions the auth
+// package audits can be picked in the audit page's filter, password
+// changes among them.
+func TestAuditFilterOffersEveryAccountAction(t *testing.T) {
+	h := newHarness(t, nil)
+	sid, _ := h.session("alice")
+	resp, body := h.do("GET", "/audit", sid, "", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	for _, a := range []versioning.Action{versioning.ActionLogin, versioning.ActionLoginFailure, versioning.ActionLogout,
+		versioning.ActionTokenCreate, versioning.ActionTokenRevoke, auth.ActionUserCreate, auth.ActionUserRoles,
+		auth.ActionUserDelete, auth.ActionAdminRecover, auth.ActionPasswordChange} {
+		require.Contains(t, body, fmt.Sprintf(">%s</option>", a), "the filter does not offer %s", a)
+	}
 }
