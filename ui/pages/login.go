@@ -30,6 +30,13 @@ func (p *Pages) login(w http.ResponseWriter, r *http.Request) {
 		p.render(w, r, status, "login", "Log in", "", loginData{Name: name, Next: next, Error: msg})
 		return
 	}
+	// A session this browser held (another user's, or the same user's
+	// before) ends: its cookie, wherever it was copied, no longer works.
+	if prev := auth.FromContext(r.Context()); prev != nil && prev.Session != nil {
+		if err := p.o.Auth.Logout(r.Context(), prev); err != nil {
+			p.o.Logger.Warn("ui: the session replaced by a login was not ended", "user", prev.User.Name, "err", err)
+		}
+	}
 	auth.SetCookie(w, s, p.o.Clock.Now())
 	if u.MustChange {
 		next = auth.PasswordPath
