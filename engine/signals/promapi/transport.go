@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/retry"
 )
 
 // ErrResponseTooLarge reports an answer larger than
@@ -52,7 +51,7 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
 		if a, ok := req.Context().Value(attemptKey{}).(*attemptInfo); ok {
-			if d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), t.clk.Now()); ok {
+			if d, ok := retry.ParseRetryAfter(resp.Header.Get("Retry-After"), t.clk.Now()); ok {
 				a.mu.Lock()
 				a.retryAfter = d
 				a.mu.Unlock()
@@ -63,25 +62,6 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		resp.Body = &limitedBody{rc: resp.Body, left: t.limit, limit: t.limit, declared: resp.ContentLength}
 	}
 	return resp, nil
-}
-
-// parseRetryAfter reads a Retry-After value: seconds, or an HTTP date.
-func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
-	}
-	if s, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if s < 0 || s > int64(24*time.Hour/time.Second) {
-			return 0, false
-		}
-		return time.Duration(s) * time.Second, true
-	}
-	at, err := http.ParseTime(v)
-	if err != nil {
-		return 0, false
-	}
-	return max(at.Sub(now), 0), true
 }
 
 // limitedBody fails a read past limit bytes with ErrResponseTooLarge.
