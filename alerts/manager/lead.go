@@ -44,29 +44,35 @@ func (m *Manager) Lead(ctx context.Context) error {
 	if m.isLeading() {
 		return nil
 	}
-	var p persisted
-	var err error
-	if p.states, err = m.o.Store.LoadStates(ctx); err != nil {
-		return m.storeErr(err)
-	}
-	if p.silences, err = m.o.Store.Silences(ctx); err != nil {
-		return m.storeErr(err)
-	}
-	if p.acks, err = m.o.Store.Acks(ctx); err != nil {
-		return m.storeErr(err)
-	}
-	if p.groups, err = m.o.Store.Groups(ctx); err != nil {
+	p, err := loadPersisted(ctx, m.o.Store)
+	if err != nil {
 		return m.storeErr(err)
 	}
 	return m.lead(ctx, &p)
 }
 
-// persisted is what Lead takes over from the store besides the log.
+// persisted is what New and Lead take over from the store besides the log.
 type persisted struct {
 	states   []rule.Active
 	silences []silence.Silence
 	acks     []alerts.Ack
 	groups   []dispatch.GroupState
+}
+
+// loadPersisted reads what a manager takes over from st at its start and
+// whenever it takes the lead.
+func loadPersisted(ctx context.Context, st store.Store) (p persisted, err error) {
+	if p.states, err = st.LoadStates(ctx); err != nil {
+		return p, err
+	}
+	if p.silences, err = st.Silences(ctx); err != nil {
+		return p, err
+	}
+	if p.acks, err = st.Acks(ctx); err != nil {
+		return p, err
+	}
+	p.groups, err = st.Groups(ctx)
+	return p, err
 }
 
 // lead takes over p (nil: New has just loaded it) and queues the

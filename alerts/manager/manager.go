@@ -108,25 +108,13 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	states, err := o.Store.LoadStates(ctx)
+	p, err := loadPersisted(ctx, o.Store)
 	if err != nil {
 		return nil, err
 	}
-	sils, err := o.Store.Silences(ctx)
-	if err != nil {
-		return nil, err
-	}
-	acks, err := o.Store.Acks(ctx)
-	if err != nil {
-		return nil, err
-	}
-	groups, err := o.Store.Groups(ctx)
-	if err != nil {
-		return nil, err
-	}
-	ev.Restore(states)
-	disp.Restore(groups)
-	m := &Manager{o: o, log: o.Logger, eval: ev, disp: disp, inhib: inhib, silences: silence.NewSet(sils...),
+	ev.Restore(p.states)
+	disp.Restore(p.groups)
+	m := &Manager{o: o, log: o.Logger, eval: ev, disp: disp, inhib: inhib, silences: silence.NewSet(p.silences...),
 		queues: map[string]*notify.Queue{}, m: newMetrics(o.Registerer), acks: map[alerts.Fingerprint]alerts.Ack{},
 		health: map[string]receiverHealth{}, routed: map[string]bool{}, groupsPut: map[dispatch.GroupRef]bool{},
 		groupsDrop: map[dispatch.GroupRef]bool{}, resend: resendIntervals(o.Receivers), resentAt: map[string]time.Time{},
@@ -135,7 +123,7 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 	for name := range o.Receivers {
 		m.routed[name] = true
 	}
-	for _, a := range acks {
+	for _, a := range p.acks {
 		m.acks[a.Fingerprint] = a
 	}
 	// The alerts are those of the states the evaluator kept: the states of
