@@ -22,10 +22,6 @@ import (
 // matchers and a comment.
 const silenceMaxBody = 64 << 10
 
-// maxSilenceComment is the longest comment of a silence, in bytes, in
-// either form (model.ParseSilence).
-const maxSilenceComment = 1000
-
 // SilenceRequest is the body of POST /silences, in one of two forms.
 //
 // The short form silences a service (one tier, or all) for a while:
@@ -120,8 +116,8 @@ func (a *API) silenceByMatchers(w http.ResponseWriter, r *http.Request, req Sile
 	if req.EndsAt == "" {
 		bad = append(bad, rules.FieldError{Field: "ends_at", Problem: "required: an RFC 3339 time like \"2006-01-02T15:04:05Z\""})
 	}
-	if sr.Comment == "" || len(sr.Comment) > maxSilenceComment {
-		bad = append(bad, rules.FieldError{Field: "comment", Problem: fmt.Sprintf("required, at most %d bytes", maxSilenceComment)})
+	if sr.Comment == "" || len(sr.Comment) > model.MaxSilenceComment {
+		bad = append(bad, rules.FieldError{Field: "comment", Problem: fmt.Sprintf("required, at most %d bytes", model.MaxSilenceComment)})
 	}
 	if len(bad) > 0 {
 		a.fail(w, r, &versioning.InputError{Errors: bad})

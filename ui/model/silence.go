@@ -12,6 +12,9 @@ var ErrInvalid = errors.New("model: invalid input")
 
 func invalid(msg string) error { return fmt.Errorf("%w: %s", ErrInvalid, msg) }
 
+// MaxSilenceComment is the longest comment of a silence, in bytes.
+const MaxSilenceComment = 1000
+
 // ParseSilence checks a silence request: a service, an optional tier, a
 // duration between 1 minute and 7 days and a comment.
 func ParseSilence(service, tier, dur, comment string, now time.Time) (Silence, error) {
@@ -27,8 +30,8 @@ func ParseSilence(service, tier, dur, comment string, now time.Time) (Silence, e
 		return Silence{}, invalid("for: must be a duration between 1m and 168h")
 	}
 	comment = strings.TrimSpace(comment)
-	if comment == "" || len(comment) > 1000 {
-		return Silence{}, invalid("comment: required, at most 1000 bytes")
+	if comment == "" || len(comment) > MaxSilenceComment {
+		return Silence{}, invalid(fmt.Sprintf("comment: required, at most %d bytes", MaxSilenceComment))
 	}
 	return Silence{Service: service, Tier: t, Until: now.Add(d), Comment: comment}, nil
 }
