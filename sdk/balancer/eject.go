@@ -82,16 +82,34 @@ func (b *Balancer) maxEjected(n int) int {
 }
 
 // out reports whether e is ejected at now: by consecutive failures, or by
-// an open breaker that the ejection cap admits. A breaker opening not yet
-// judged against the cap is judged here.
+// an open breaker that the ejection cap admits.
 func (b *Balancer) out(e *Endpoint, now int64, l *list) bool {
-	if b.ej.ConsecutiveFailures > 0 && e.outUntil.Load() > now {
+	if b.failedOut(e, now) {
 		return true
 	}
 	until, open := e.breakerOpen(now)
-	if !open {
+	return open && b.honoured(e, until, now, l)
+}
+
+// overCap reports whether e's breaker is open but the ejection cap refused
+// its ejection, so calls go to it around the breaker.
+func (b *Balancer) overCap(e *Endpoint, now int64, l *list) bool {
+	if b.failedOut(e, now) {
 		return false
 	}
+	until, open := e.breakerOpen(now)
+	return open && !b.honoured(e, until, now, l)
+}
+
+// failedOut reports whether e is ejected for consecutive failures at now.
+func (b *Balancer) failedOut(e *Endpoint, now int64) bool {
+	return b.ej.ConsecutiveFailures > 0 && e.outUntil.Load() > now
+}
+
+// honoured reports whether the ejection cap admits the breaker opening of
+// e that lasts until; an opening not yet judged against the cap is judged
+// here.
+func (b *Balancer) honoured(e *Endpoint, until, now int64, l *list) bool {
 	switch e.seen.Load() {
 	case until:
 		return true
@@ -99,13 +117,6 @@ func (b *Balancer) out(e *Endpoint, now int64, l *list) bool {
 		return false
 	}
 	return b.judge(e, until, now, l)
-}
-
-// overCap reports whether e's breaker is open but the ejection cap refused
-// its ejection, so calls go to it around the breaker.
-func (b *Balancer) overCap(e *Endpoint, now int64, l *list) bool {
-	_, open := e.breakerOpen(now)
-	return open && !b.out(e, now, l)
 }
 
 // judge decides whether the breaker opening of e that lasts until fits
@@ -136,7 +147,7 @@ func (b *Balancer) room(eps []*Endpoint, e *Endpoint, now int64) bool {
 		if o == e {
 			continue
 		}
-		if b.ej.ConsecutiveFailures > 0 && o.outUntil.Load() > now {
+		if b.failedOut(o, now) {
 			n++
 		} else if until, open := o.breakerOpen(now); open && o.seen.Load() == until {
 			n++
