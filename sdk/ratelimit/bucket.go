@@ -11,6 +11,12 @@
 // moment while the ramp rises. Keyed is a bucket per key (caller, client IP,
 // user) with bounded memory: beyond MaxKeys the least recently seen keys are
 // forgotten, and the key taking a forgotten one's place takes over its debt.
+// Its memory grows with the keys seen, up to MaxKeys.
+//
+// Refund gives a token back for a request a later stage refused (a per-key
+// limit after the route's bucket, a concurrency limit), so that requests
+// refused there do not use up the rate of admitted ones: without it, one
+// client far over its per-key limit drains the route's bucket for everyone.
 //
 // Time is passed in as monotonic nanoseconds (clock.Clock.Nanotime); nothing
 // here reads a clock or allocates on the admission path.
@@ -158,6 +164,28 @@ func (b *Bucket) take(i uint32, now, interval int64) (bool, int64) {
 				s.interval.Store(interval)
 			}
 			return true, 0
+		}
+	}
+}
+
+// Refund gives back a token Allow took at (about) now for a request that a
+// later stage refused after all (a per-key limit, a concurrency limit), so
+// that requests refused there do not use up the rate of those admitted, as
+// cancelling a reservation of golang.org/x/time/rate does. hint is the hint
+// given to Allow. The token goes to the first shard from hint that owes
+// one; a bucket that is full stays full. Refund each admission at most once.
+func (b *Bucket) Refund(now int64, hint uint32) {
+	n := uint32(len(b.shards))
+	for k := uint32(0); k < n; k++ {
+		s := &b.shards[(hint+k)&b.mask]
+		for {
+			tat := s.tat.Load()
+			if tat <= now {
+				break // this shard is full: try the next
+			}
+			if s.tat.CompareAndSwap(tat, max(now, tat-s.interval.Load())) {
+				return
+			}
 		}
 	}
 }

@@ -35,6 +35,7 @@ type keyedPart struct {
 	ents  []keyedEntry
 	head  int32 // most recently used, -1 if empty
 	tail  int32 // least recently used
+	max   int32 // keys the part remembers at most; set once by NewKeyed
 	_     [64]byte
 }
 
@@ -64,15 +65,16 @@ func NewKeyed(rate float64, burst, maxKeys int) (*Keyed, error) {
 	per := (maxKeys + keyedParts - 1) / keyedParts
 	for i := range k.parts {
 		p := &k.parts[i]
-		p.index = make(map[string]int32, per)
-		p.ents = make([]keyedEntry, 0, per)
-		p.head, p.tail = -1, -1
+		// Memory grows with the keys seen, up to per in each part: a limit
+		// of a million keys that sees a thousand costs a thousand.
+		p.index = make(map[string]int32)
+		p.head, p.tail, p.max = -1, -1, int32(per)
 	}
 	return k, nil
 }
 
 // MaxKeys returns how many keys the limiter remembers at most.
-func (k *Keyed) MaxKeys() int { return keyedParts * cap(k.parts[0].ents) }
+func (k *Keyed) MaxKeys() int { return keyedParts * int(k.parts[0].max) }
 
 // Len returns how many keys the limiter remembers now.
 func (k *Keyed) Len() int {
@@ -113,6 +115,22 @@ func (k *Keyed) Allow(key string, now int64, scale float64) (bool, int64) {
 	return true, 0
 }
 
+// Refund gives back a token Allow took from key's bucket at (about) now for
+// a request that a later stage refused after all, as Bucket.Refund does. A
+// full bucket stays full; a key no longer remembered is left alone.
+func (k *Keyed) Refund(key string, now int64) {
+	p := &k.parts[hashKey(key)%keyedParts]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	i, ok := p.index[key]
+	if !ok {
+		return
+	}
+	if e := &p.ents[i]; e.tat > now {
+		e.tat = max(now, e.tat-e.interval)
+	}
+}
+
 // insert adds key as the most recently used entry with a full bucket counted
 // in interval, or, when the part is full, in place of the least recently
 // used entry, whose debt it takes over.
@@ -120,7 +138,7 @@ func (p *keyedPart) insert(key string, interval int64) int32 {
 	key = strings.Clone(key)
 	var i int32
 	var tat int64
-	if len(p.ents) < cap(p.ents) {
+	if len(p.ents) < int(p.max) {
 		p.ents = append(p.ents, keyedEntry{})
 		i = int32(len(p.ents) - 1)
 	} else {

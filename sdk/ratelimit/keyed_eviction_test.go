@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -93,4 +94,28 @@ func TestKeyedHotKeyKeepsItsDebtAmongManyOtherKeys(t *testing.T) {
 	if hot > 2+10 {
 		t.Fatalf("hot key at 1/s burst 2 admitted %d in 10s, want at most 12", hot)
 	}
+}
+
+// A per-key limit allowed up to 1<<20 keys (the most rules accept) must not
+// take its full memory before it has seen a single key: a route's rules are
+// rebuilt on every change, and each keyed limit used to cost tens of
+// megabytes up front.
+func TestKeyedMemoryGrowsWithTheKeysSeen(t *testing.T) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	k, err := NewKeyed(10, 5, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 1000 {
+		k.Allow(fmt.Sprintf("10.0.%d.%d", i/256, i%256), int64(time.Hour), 1)
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+		t.Fatalf("a limiter of 1<<20 keys holding 1000 allocated %d bytes, want under 1 MiB", got)
+	}
+	if k.MaxKeys() != 1<<20 || k.Len() != 1000 {
+		t.Fatalf("MaxKeys %d, Len %d; want %d, 1000", k.MaxKeys(), k.Len(), 1<<20)
+	}
+	runtime.KeepAlive(k)
 }

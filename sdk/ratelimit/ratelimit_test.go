@@ -158,7 +158,7 @@ func TestKeyedEvictsLeastRecentlyUsed(t *testing.T) {
 }
 
 func TestKeyedLRUOrder(t *testing.T) {
-	p := &keyedPart{index: map[string]int32{}, ents: make([]keyedEntry, 0, 3), head: -1, tail: -1}
+	p := &keyedPart{index: map[string]int32{}, head: -1, tail: -1, max: 3}
 	for _, key := range []string{"a", "b", "c"} {
 		p.insert(key, 1)
 	}

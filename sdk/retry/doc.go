@@ -11,9 +11,12 @@
 // when it can finish: not when the context is already done (the caller has
 // gone), not when the wait plus the time the failed attempt took would pass
 // the context's deadline, never sooner than a Retry-After the server asked
-// for, and not at all when that Retry-After is longer than MaxBackoff. A
-// retry whose caller goes away during its back-off is given back to the
-// budget (Wait does it), as it never reaches the downstream.
+// for, and not at all when that Retry-After is longer than MaxBackoff. The
+// wait after a Retry-After is spread over [RetryAfter, 1.5 x RetryAfter)
+// (less where the deadline leaves less room), so that the clients a server
+// turned away together do not all come back at the same instant. A retry
+// whose caller goes away during its back-off is given back to the budget
+// (Wait does it), as it never reaches the downstream.
 //
 // ParseRetryAfter reads the HTTP Retry-After header in both of its forms.
 // Whether a request may be retried at all (idempotency) is the caller's

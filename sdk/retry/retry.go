@@ -94,10 +94,13 @@ type Failure struct {
 }
 
 // Next decides whether a retry may follow the failure f and returns how long
-// to wait first. On a yes it has spent one retry from the budget; on a no it
-// returns one of ErrAttemptsExhausted, ErrRetryAfterTooLong, ErrDeadline or
-// ErrBudgetExhausted, or ctx's error when ctx is already done (the caller has
-// gone: no retry is planned and the budget is not spent).
+// to wait first: the jittered back-off, or when the server asked for a longer
+// Retry-After, a wait uniform in [RetryAfter, 1.5 x RetryAfter) that still
+// ends, with Took, before the deadline. On a yes it has spent one retry from
+// the budget; on a no it returns one of ErrAttemptsExhausted,
+// ErrRetryAfterTooLong, ErrDeadline or ErrBudgetExhausted, or ctx's error
+// when ctx is already done (the caller has gone: no retry is planned and the
+// budget is not spent).
 func (r *Retrier) Next(ctx context.Context, f Failure) (time.Duration, error) {
 	if f.Attempts >= r.maxAttempts {
 		return 0, ErrAttemptsExhausted
@@ -106,22 +109,33 @@ func (r *Retrier) Next(ctx context.Context, f Failure) (time.Duration, error) {
 		return 0, err
 	}
 	d := r.Backoff(f.Attempts)
+	// spread is the jitter added above a Retry-After: every client a server
+	// turned away at once with the same Retry-After would otherwise come
+	// back at the same instant.
+	var spread time.Duration
 	if f.RetryAfter > 0 {
 		if f.RetryAfter > r.max {
 			return 0, fmt.Errorf("%w: asked for %s", ErrRetryAfterTooLong, f.RetryAfter)
 		}
-		d = max(d, f.RetryAfter)
+		if f.RetryAfter > d {
+			d, spread = f.RetryAfter, f.RetryAfter/2
+		}
 	}
 	if dl, ok := ctx.Deadline(); ok {
 		// The wait plus the retry must end before the deadline; compared
 		// without adding them, so long durations cannot overflow.
 		left := dl.Sub(r.clk.Now())
-		if d >= left || max(f.Took, 0) >= left-d {
+		took := max(f.Took, 0)
+		if d >= left || took >= left-d {
 			return 0, ErrDeadline
 		}
+		spread = min(spread, left-d-took) // the jitter stays below the room left
 	}
 	if !r.budget.TryRetry(r.clk.Nanotime()) {
 		return 0, ErrBudgetExhausted
+	}
+	if spread > 0 {
+		d += time.Duration(r.rnd() * float64(spread))
 	}
 	return d, nil
 }

@@ -56,7 +56,7 @@ func TestNextDecides(t *testing.T) {
 	}{
 		{"first retry", 1, 0, 0, 0, 0, 50 * time.Millisecond, nil},
 		{"attempts exhausted", 3, 0, 0, 0, 0, 0, ErrAttemptsExhausted},
-		{"retry-after is honoured", 1, 400 * time.Millisecond, 0, 0, 0, 400 * time.Millisecond, nil},
+		{"retry-after is honoured, jittered above", 1, 400 * time.Millisecond, 0, 0, 0, 500 * time.Millisecond, nil},
 		{"short retry-after keeps the back-off", 2, time.Millisecond, 0, 0, 0, 100 * time.Millisecond, nil},
 		{"retry-after longer than max backoff", 1, 2 * time.Second, 0, 0, 0, 0, ErrRetryAfterTooLong},
 		{"deadline before the wait ends", 1, 0, 40 * time.Millisecond, 0, 0, 0, ErrDeadline},
@@ -348,5 +348,56 @@ func TestRetryCancelledDuringItsBackoffIsGivenBack(t *testing.T) {
 	r.Budget().Request(clk.Nanotime())
 	if _, err := r.Next(context.Background(), Failure{Attempts: 1}); err != nil {
 		t.Fatalf("Next for the next request = %v, want a retry: the cancelled one was not made", err)
+	}
+}
+
+// A server that refuses a burst of requests with the same Retry-After must
+// not get the whole burst back at the same instant: the wait is spread
+// uniformly over [RetryAfter, 1.5 x RetryAfter), and the spread never
+// carries the retry past the deadline.
+func TestRetryAfterWaitsAreSpreadAboveTheServersAsk(t *testing.T) {
+	start := time.Now()
+	tests := []struct {
+		name     string
+		rnd      float64
+		deadline time.Duration // 0: none
+		took     time.Duration
+		want     time.Duration
+	}{
+		{"lowest draw waits what the server asked", 0, 0, 0, 400 * time.Millisecond},
+		{"middle draw", 0.5, 0, 0, 500 * time.Millisecond},
+		{"highest draw stays below 1.5 x", 0.999, 0, 0, 599800 * time.Microsecond},
+		{"spread shrinks to fit the deadline", 0.5, 500 * time.Millisecond, 50 * time.Millisecond, 425 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := clock.NewFake(start)
+			r, err := New(rules.Retry{BaseBackoff: ms(10), MaxBackoff: ms(1000)},
+				Options{Clock: clk, Float64: func() float64 { return tt.rnd }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			if tt.deadline > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithDeadline(ctx, clk.Now().Add(tt.deadline))
+				defer cancel()
+			}
+			d, err := r.Next(ctx, Failure{Attempts: 1, RetryAfter: 400 * time.Millisecond, Took: tt.took})
+			if err != nil || d != tt.want {
+				t.Fatalf("Next = %v, %v; want %v", d, err, tt.want)
+			}
+			if dl, ok := ctx.Deadline(); ok && !clk.Now().Add(d+tt.took).Before(dl) {
+				t.Fatalf("wait %v plus took %v passes the deadline", d, tt.took)
+			}
+		})
+	}
+	// A Retry-After that leaves no room before the deadline is still refused.
+	clk := clock.NewFake(start)
+	r, _ := New(rules.Retry{}, Options{Clock: clk, Float64: func() float64 { return 0 }})
+	ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(400*time.Millisecond))
+	defer cancel()
+	if _, err := r.Next(ctx, Failure{Attempts: 1, RetryAfter: 400 * time.Millisecond}); !errors.Is(err, ErrDeadline) {
+		t.Fatalf("Next = %v, want ErrDeadline", err)
 	}
 }
