@@ -4,12 +4,15 @@
 // build up.
 //
 // The discipline is CoDel as used for RPC servers (Facebook's "Fail at
-// Scale"): the queue tracks the smallest queueing delay seen in each Interval.
-// If even the smallest delay of an interval exceeded Target, the queue is
-// overloaded: from then on requests that have waited more than 2 x Target are
-// dropped instead of started, new arrivals wait at most 2 x Target, and
-// waiting requests are served newest first (adaptive LIFO), because the
-// oldest ones are the likeliest to have been given up on by their callers.
+// Scale"): the queue tracks the smallest queueing delay seen in each Interval,
+// measured whenever a request is served as the wait of the oldest request of
+// its class (under LIFO the one served has barely waited, whatever stands
+// behind it). If even the smallest delay of an interval exceeded Target, the
+// queue is overloaded: from then on requests that have waited more than
+// 2 x Target are dropped instead of started, new arrivals wait at most
+// 2 x Target, and waiting requests are served newest first (adaptive LIFO),
+// because the oldest ones are the likeliest to have been given up on by
+// their callers.
 // Otherwise a request waits at most Interval and requests are served oldest
 // first. Higher classes are always served before lower ones, and a request
 // whose context is done or whose deadline has passed is never started.
@@ -278,7 +281,13 @@ func (q *Queue) Dispatch() {
 				r++
 				continue
 			}
-			q.minDelay = min(q.minDelay, delay)
+			// The standing queue is measured by the oldest request of the
+			// class, not by the one served: adaptive LIFO serves the newest
+			// at once, and measuring it read a queue standing for tens of
+			// milliseconds as none, so a steady overload flapped back to
+			// FIFO and long waits every other interval. Serving oldest
+			// first, the two are the same.
+			q.minDelay = min(q.minDelay, now-ws[0].enq)
 			q.finish(w, now, slot, nil)
 			if q.n == 0 {
 				q.minDelay = 0 // drained by service: no standing queue

@@ -322,3 +322,54 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// Under a steady overload (two arrivals per slot freed), adaptive LIFO serves
+// the newest request at once. That must not read as "no standing queue":
+// the queue must stay overloaded, serving newest first within 2 x Target,
+// instead of flapping back to FIFO every other interval and serving requests
+// that stood in a queue of a hundred for tens of milliseconds.
+func TestSteadyOverloadDoesNotFlapBackToAStandingQueue(t *testing.T) {
+	h := newHarness(t, rules.Queue{Target: rules.Duration(5 * time.Millisecond), Interval: rules.Duration(100 * time.Millisecond)})
+	h.results = make(chan result, 4096)
+	started, finished := 0, 0
+	var worst time.Duration
+	drain := func() {
+		for {
+			select {
+			case r := <-h.results:
+				finished++
+				if r.err == nil {
+					worst = max(worst, r.wait)
+				}
+			default:
+				return
+			}
+		}
+	}
+	settled := func() bool {
+		drain()
+		return started == finished+h.q.Len() && h.q.Len() == h.clk.Pending()
+	}
+	for ms := 1; ms <= 1500; ms++ {
+		for range 2 {
+			started++
+			go func() {
+				slot, wait, err := h.q.Wait(context.Background(), 1, 0)
+				h.results <- result{"r", slot, wait, err}
+			}()
+			h.until(settled)
+		}
+		h.free(1)
+		h.clk.Advance(time.Millisecond)
+		h.until(settled)
+		if ms == 300 {
+			worst = 0 // the first standing queue builds before any interval ends
+		}
+		if ms > 300 && ms%50 == 0 && !h.q.Overloaded() {
+			t.Fatalf("t=%dms: not overloaded under a steady 2x overload (%d waiting)", ms, h.q.Len())
+		}
+	}
+	if worst > 10*time.Millisecond {
+		t.Fatalf("a request served after t=300ms waited %v, want at most 2 x Target", worst)
+	}
+}
