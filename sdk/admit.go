@@ -102,16 +102,7 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 	}
 	for i := range rt.keyed {
 		kl := &rt.keyed[i]
-		key := req.ClientIP
-		if !kl.ip {
-			key = ""
-			if kl.caller {
-				key = req.Caller // set wins over the header, as for exemptions
-			}
-			if key == "" {
-				key = req.header(kl.header)
-			}
-		}
+		key := kl.key(&req)
 		if key == "" {
 			continue
 		}
@@ -124,6 +115,7 @@ func (g *Governor) Admit(ctx context.Context, req Request) (Permit, error) {
 		}
 		if !ok {
 			if !rt.shadow {
+				rt.refundRate(&req, h, i, now)
 				return Permit{}, g.reject(rt, s, class, ReasonRateLimited, wait)
 			}
 			wouldLimit = true
@@ -238,4 +230,21 @@ func (g *Governor) reject(rt *route, s *cellShard, class int, reason Reason, wai
 		h(rej)
 	}
 	return rej
+}
+
+// refundRate gives back the tokens that the route's bucket and its first n
+// per-key limits took for a request that per-key limit n then refused, so
+// that one client far over its own limit does not use up the rate shared
+// with others. Only for enforcing routes, where every earlier stage that
+// judged the request admitted it.
+func (rt *route) refundRate(req *Request, h uint32, n int, now int64) {
+	if rt.bucket != nil {
+		rt.bucket.Refund(now, h)
+	}
+	for i := range rt.keyed[:n] {
+		kl := &rt.keyed[i]
+		if key := kl.key(req); key != "" {
+			kl.k.Refund(key, now)
+		}
+	}
 }

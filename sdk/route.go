@@ -169,6 +169,17 @@ type keyLimit struct {
 	k      *ratelimit.Keyed
 }
 
+// key returns the key req is limited by, "" when req has none.
+func (kl *keyLimit) key(req *Request) string {
+	if kl.ip {
+		return req.ClientIP
+	}
+	if kl.caller && req.Caller != "" {
+		return req.Caller // set wins over the header, as for exemptions
+	}
+	return req.header(kl.header)
+}
+
 // route is the enforcement state of one route for one ruleset. Unchanged
 // routes keep their *route across Apply; changed ones get a new one that
 // inherits the learned parts (cell, limiter, buckets) whose rules are equal.
