@@ -43,8 +43,8 @@ func TestQueueHandsReleasedSlotsToWaiters(t *testing.T) {
 		queued <- admitResult{p, err}
 	}()
 	until(t, func() bool { return f.clk.Pending() == 1 }) // waiting with its timer set
-	// The queue holds one request: the next is shed at once.
-	if _, err := f.g.Admit(ctx, governor.Request{Path: "/"}); !errors.Is(err, governor.ErrShed) {
+	// The queue holds one request: the next of its class is shed at once.
+	if _, err := f.g.Admit(ctx, governor.Request{Path: "/", Priority: "batch"}); !errors.Is(err, governor.ErrShed) {
 		t.Fatalf("with the queue full: %v, want ErrShed", err)
 	}
 	f.clk.Advance(3 * time.Millisecond)

@@ -14,8 +14,10 @@
 // because the oldest ones are the likeliest to have been given up on by
 // their callers.
 // Otherwise a request waits at most Interval and requests are served oldest
-// first. Higher classes are always served before lower ones, and a request
-// whose context is done or whose deadline has passed is never started.
+// first. Higher classes are always served before lower ones, a full queue
+// makes room for a higher class by shedding the oldest request of the lowest
+// class waiting, and a request whose context is done or whose deadline has
+// passed is never started.
 //
 // The queue is the slow path: it takes a mutex and allocates a waiter. The
 // caller supplies the acquire function that takes a slot for a class, and
@@ -179,7 +181,7 @@ func (q *Queue) WaitUntil(ctx context.Context, c int, k uint32, deadline time.Ti
 	q.mu.Lock()
 	now := q.clk.Nanotime()
 	q.tick(now)
-	if q.n >= q.maxLen {
+	if q.n >= q.maxLen && !q.displace(c, now) {
 		q.mu.Unlock()
 		return 0, 0, ErrFull
 	}
@@ -332,6 +334,19 @@ func (q *Queue) tick(now int64) {
 	if q.n == 0 && q.drained {
 		q.minDelay = 0
 	}
+}
+
+// displace makes room in a full queue for a request of class c: the oldest
+// request of the lowest class below c leaves with ErrFull, as it would have
+// been shed had it come last. It reports false when no class below c waits.
+func (q *Queue) displace(c int, now int64) bool {
+	for low := NumClasses - 1; low > c; low-- {
+		if ws := q.classes[low]; len(ws) > 0 {
+			q.finish(ws[0], now, 0, ErrFull)
+			return true
+		}
+	}
+	return false
 }
 
 // noDelay marks an interval in which no delay was recorded yet.

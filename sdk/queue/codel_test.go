@@ -373,3 +373,48 @@ func TestSteadyOverloadDoesNotFlapBackToAStandingQueue(t *testing.T) {
 		t.Fatalf("a request served after t=300ms waited %v, want at most 2 x Target", worst)
 	}
 }
+
+// TestFullQueueMakesRoomForAHigherClass: a queue full of batch requests must
+// not shed a critical one at the door: the oldest waiting request of the
+// lowest class below it gives up its place (ErrFull), as it would have been
+// shed had it arrived last. A request of the lowest class waiting finds no
+// one to displace and is shed itself.
+func TestFullQueueMakesRoomForAHigherClass(t *testing.T) {
+	h := newHarness(t, rules.Queue{MaxLength: 2})
+	ctx := context.Background()
+	h.enqueue(ctx, "batch-1", 3)
+	h.enqueue(ctx, "browse-1", 2)
+	if _, _, err := h.q.Wait(ctx, 3, 0); !errors.Is(err, ErrFull) {
+		t.Fatalf("batch into a full queue: %v, want ErrFull", err)
+	}
+	pending := h.clk.Pending() // the displaced request's timer stops, the new one's starts
+	go func() {
+		slot, wait, err := h.q.Wait(ctx, 0, 0)
+		h.results <- result{"critical", slot, wait, err}
+	}()
+	r := <-h.results
+	if r.name != "batch-1" || !errors.Is(r.err, ErrFull) {
+		t.Fatalf("first result %s: %v, want batch-1 displaced with ErrFull", r.name, r.err)
+	}
+	h.until(func() bool { return h.q.Len() == 2 && h.clk.Pending() == pending })
+	// Another critical one displaces browse; a third finds only critical
+	// requests ahead and is shed.
+	go func() {
+		slot, wait, err := h.q.Wait(ctx, 0, 0)
+		h.results <- result{"critical-2", slot, wait, err}
+	}()
+	if r := <-h.results; r.name != "browse-1" || !errors.Is(r.err, ErrFull) {
+		t.Fatalf("second result %s: %v, want browse-1 displaced with ErrFull", r.name, r.err)
+	}
+	h.until(func() bool { return h.q.Len() == 2 && h.clk.Pending() == pending })
+	if _, _, err := h.q.Wait(ctx, 0, 0); !errors.Is(err, ErrFull) {
+		t.Fatalf("critical into a queue full of critical: %v, want ErrFull", err)
+	}
+	h.s.add(2)
+	h.q.Dispatch()
+	for range 2 {
+		if r := <-h.results; r.err != nil {
+			t.Fatalf("%s: %v, want served", r.name, r.err)
+		}
+	}
+}
