@@ -109,9 +109,9 @@ func (e *Evaluator) Rules() []Rule {
 
 // Update replaces the rule set. The whole set is validated first; on error
 // the old set stays. Alerts and queued events of rules whose definition did
-// not change are kept; the others start over, and the next Eval reports
-// Changed when alerts were dropped. An Eval running meanwhile does not apply
-// a rule that is no longer in force.
+// not change, or only in its annotations, are kept; the others start over,
+// and the next Eval reports Changed when alerts were dropped. An Eval
+// running meanwhile does not apply a rule that is no longer in force.
 func (e *Evaluator) Update(rules []Rule) error {
 	if err := ValidateSet(rules); err != nil {
 		return err
@@ -125,7 +125,7 @@ func (e *Evaluator) Update(rules []Rule) error {
 	active := map[string]map[alerts.Fingerprint]*Active{}
 	events := map[string][]Event{}
 	for _, r := range rules {
-		if o, ok := old[r.Name]; ok && equalRules(o, r) {
+		if o, ok := old[r.Name]; ok && sameCondition(o, r) {
 			if a := e.active[r.Name]; a != nil {
 				active[r.Name] = a
 			}
@@ -155,9 +155,18 @@ func (e *Evaluator) inForce(r Rule) bool {
 }
 
 func equalRules(a, b Rule) bool {
+	return sameCondition(a, b) && maps.Equal(a.Annotations, b.Annotations)
+}
+
+// sameCondition reports whether a and b raise the same alerts at the same
+// times: they differ at most in their annotations. An Update keeps the
+// alerts of such a rule, whose annotations the next Eval renders anew, as
+// Prometheus keeps them: fixing a runbook link must not resolve every
+// alert of the rule and page again once it has held for For.
+func sameCondition(a, b Rule) bool {
 	return a.Expr == b.Expr && a.Event == b.Event && a.Severity == b.Severity && a.For == b.For &&
 		a.KeepFiringFor == b.KeepFiringFor && a.ResolveAfter == b.ResolveAfter && a.Disabled == b.Disabled &&
-		maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations)
+		maps.Equal(a.Labels, b.Labels)
 }
 
 // Restore loads persisted alert states (after a restart). States of rules

@@ -150,3 +150,32 @@ func TestUpdateDroppingAlertsReportsChanged(t *testing.T) {
 		t.Fatalf("second Eval: Changed true, nothing changed")
 	}
 }
+
+// An Update that changes only a rule's annotations (a runbook link fixed)
+// keeps its alerts: a firing alert keeps firing, in the same episode, with
+// the new annotations, instead of resolving and paging again after For.
+func TestUpdateOfAnnotationsKeepsFiringAlerts(t *testing.T) {
+	on := []Sample{{Labels: map[string]string{"service": "a"}, Value: 1}}
+	q := func(context.Context, string, time.Time) ([]Sample, error) { return on, nil }
+	r := Rule{Name: "High", Expr: "x", Severity: alerts.P1, For: 5 * time.Minute,
+		Annotations: map[string]string{"runbook_url": "https://wiki/typo"}}
+	e, err := NewEvaluator([]Rule{r})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Eval(context.Background(), t0, q)
+	res := e.Eval(context.Background(), t0.Add(5*time.Minute), q)
+	if len(res.Alerts) != 1 || !res.Alerts[0].StartsAt.Equal(t0.Add(5*time.Minute)) {
+		t.Fatalf("want firing: %+v", res.Alerts)
+	}
+	r.Annotations = map[string]string{"runbook_url": "https://wiki/fixed"}
+	if err := e.Update([]Rule{r}); err != nil {
+		t.Fatal(err)
+	}
+	res = e.Eval(context.Background(), t0.Add(6*time.Minute), q)
+	if len(res.Alerts) != 1 || !res.Alerts[0].StartsAt.Equal(t0.Add(5*time.Minute)) || !res.Alerts[0].EndsAt.IsZero() ||
+		res.Alerts[0].Annotations["runbook_url"] != "https://wiki/fixed" || len(res.Transitions) != 0 {
+		t.Fatalf("after an annotation edit: alerts %+v, transitions %+v; want the same episode firing with the new annotation",
+			res.Alerts, res.Transitions)
+	}
+}

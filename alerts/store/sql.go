@@ -123,9 +123,18 @@ func (s *SQL) tx(ctx context.Context, op string, f func(*sql.Tx) error) error {
 	return wrap(op, tx.Commit())
 }
 
-// SaveStates implements Store.
+// SaveStates implements Store. Concurrent calls are serialized, the last
+// one's states win: on PostgreSQL the table is locked for writes first, as
+// a DELETE does not see the rows another transaction inserted meanwhile
+// and the INSERTs would then fail on their primary key (SQLite write
+// transactions take the database's write lock at BEGIN).
 func (s *SQL) SaveStates(ctx context.Context, states []rule.Active) error {
 	return s.tx(ctx, "save states", func(tx *sql.Tx) error {
+		if s.d == migrations.Postgres {
+			if _, err := tx.ExecContext(ctx, `LOCK TABLE alert_states IN EXCLUSIVE MODE`); err != nil {
+				return err
+			}
+		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM alert_states`); err != nil {
 			return err
 		}

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"governor.dev/governor/alerts"
+	"governor.dev/governor/alerts/rule"
 	"governor.dev/governor/alerts/store"
 	"governor.dev/governor/alerts/store/storetest"
 	"governor.dev/governor/internal/testenv"
@@ -31,4 +33,28 @@ func TestPostgresConformance(t *testing.T) {
 		}
 		return s
 	})
+}
+
+// TestSQLiteReopenKeepsStates: opening a migrated file again applies no
+// migration twice and keeps what was stored.
+func TestSQLiteReopenKeepsStates(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "alerts.db")
+	a := rule.Active{Rule: "R", Labels: alerts.Labels{"alertname": "R"}, State: alerts.StateFiring}
+	for i := range 3 {
+		s, err := store.OpenSQLite(ctx, path, store.Options{})
+		if err != nil {
+			t.Fatalf("open %d: %v", i, err)
+		}
+		if i == 0 {
+			if err := s.SaveStates(ctx, []rule.Active{a}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, err := s.LoadStates(ctx)
+		_ = s.Close()
+		if err != nil || len(got) != 1 || got[0].Rule != "R" {
+			t.Fatalf("open %d: %+v %v", i, got, err)
+		}
+	}
 }

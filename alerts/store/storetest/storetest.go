@@ -4,7 +4,10 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,6 +37,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"Prune", testPrune},
 		{"PruneSilences", testPruneSilences},
 		{"SilencesBeyond2262", testSilencesBeyond2262},
+		{"StatesWithNonFiniteValues", testStatesWithNonFiniteValues},
+		{"ConcurrentSaveStates", testConcurrentSaveStates},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -346,5 +351,62 @@ func testSilencesBeyond2262(t *testing.T, s store.Store) {
 	}
 	if !got[0].EndsAt.Equal(time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)) || !got[0].Mutes(alerts.Labels{"service": "a"}, t0.Add(24*time.Hour)) {
 		t.Fatalf("forever silence loaded as %+v", got[0])
+	}
+}
+
+// testStatesWithNonFiniteValues: an alert whose value is +Inf or NaN (a
+// ratio over zero requests) is saved and loaded like any other.
+func testStatesWithNonFiniteValues(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	inf := rule.Active{Rule: "Inf", Labels: alerts.Labels{"alertname": "Inf"}, State: alerts.StateFiring, Value: math.Inf(1), ActiveAt: t0}
+	nan := rule.Active{Rule: "NaN", Labels: alerts.Labels{"alertname": "NaN"}, State: alerts.StatePending, Value: math.NaN(), ActiveAt: t0}
+	if err := s.SaveStates(ctx, []rule.Active{inf, nan}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.LoadStates(ctx)
+	if err != nil || len(got) != 2 || got[0].Rule != "Inf" || !math.IsInf(got[0].Value, 1) || !math.IsNaN(got[1].Value) {
+		t.Fatalf("states %+v %v", got, err)
+	}
+}
+
+// testConcurrentSaveStates: concurrent SaveStates calls (a leader and a
+// replica taking over) all succeed, and the states stored are one call's
+// whole set, not a mix.
+func testConcurrentSaveStates(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	const writers, saves, rules = 4, 10, 5
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range saves {
+				var st []rule.Active
+				for k := range rules {
+					n := fmt.Sprintf("R%d", k)
+					st = append(st, rule.Active{Rule: n, Labels: alerts.Labels{"alertname": n}, State: alerts.StateFiring,
+						Value: float64(w*100 + i), ActiveAt: t0})
+				}
+				if err := s.SaveStates(ctx, st); err != nil {
+					errs <- fmt.Errorf("writer %d, save %d: %w", w, i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	got, err := s.LoadStates(ctx)
+	if err != nil || len(got) != rules {
+		t.Fatalf("%d states (%v), want %d", len(got), err, rules)
+	}
+	for _, a := range got[1:] {
+		if a.Value != got[0].Value {
+			t.Fatalf("states mix two saves: %+v", got)
+		}
 	}
 }
