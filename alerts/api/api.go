@@ -125,7 +125,8 @@ type SilenceRequest struct {
 // (if it has not ended) and creates a new one, so that the list keeps what
 // was in force and until when. A silence ending in the past, or invalid
 // (silence.Validate), wraps alerts.ErrInvalid; an unknown ID wraps
-// alerts.ErrNotFound.
+// alerts.ErrNotFound. An edit reads the silences from the store first
+// (manager.Sync), so one made through another replica is found as it is.
 //
 // The new silence is stored before the old one is expired: should the
 // expiry fail, both mute for a while and the alert stays quiet.
@@ -145,6 +146,11 @@ func (s *Service) SaveSilence(ctx context.Context, r SilenceRequest) (Silence, b
 	}
 	s.editMu.Lock()
 	defer s.editMu.Unlock()
+	// The silence as the store holds it now: it may have been created or
+	// edited through another replica since this one last read the store.
+	if err := s.m.Sync(ctx); err != nil {
+		return Silence{}, false, err
+	}
 	list := s.m.Silences()
 	i := slices.IndexFunc(list, func(sil silence.Silence) bool { return sil.ID == r.ID })
 	if i < 0 {

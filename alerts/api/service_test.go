@@ -28,10 +28,17 @@ var t0 = time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
 // checkout).
 func setup(t *testing.T) (*Service, *manager.Manager, *clock.Fake) {
 	t.Helper()
+	s, m, clk, _ := setupAt(t, filepath.Join(t.TempDir(), "a.db"))
+	return s, m, clk
+}
+
+// setupAt is setup on the SQLite database at path, which it returns.
+func setupAt(t *testing.T, path string) (*Service, *manager.Manager, *clock.Fake, string) {
+	t.Helper()
 	hook := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
 	t.Cleanup(hook.Close)
 	ctx := context.Background()
-	st, err := store.OpenSQLite(ctx, filepath.Join(t.TempDir(), "a.db"), store.Options{})
+	st, err := store.OpenSQLite(ctx, path, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +61,7 @@ func setup(t *testing.T) (*Service, *manager.Manager, *clock.Fake) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s, m, clk
+	return s, m, clk, path
 }
 
 func matchers(t *testing.T, s string) alerts.Matchers {

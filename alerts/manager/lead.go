@@ -27,7 +27,10 @@ var errStandby = fmt.Errorf("%w: this replica does not lead (Lead not called sin
 // sent again, nor a resolve it owed lost). Then it queues the
 // notifications the log holds undelivered, oldest first, those the last
 // leader logged and did not deliver included, closes unsent those of
-// receivers no longer configured, and lets Step run. New calls it unless
+// receivers no longer configured, and lets Step run; its first step tells
+// the receivers of every acknowledgement whose message the log does not
+// hold yet (one made through a standby the last leader had not read
+// included). New calls it unless
 // Options.Standby is set, without reading the store twice. A manager that
 // leads already is left as it is; a store error leaves it a standby, for
 // the caller to try again.
@@ -112,21 +115,23 @@ func (m *Manager) lead(ctx context.Context, p *persisted) error {
 	}
 	m.leading = true
 	m.routeMu.Unlock()
+	// Every acknowledgement is told to the receivers once more by this
+	// leader's first step; the log keeps those already logged from
+	// being sent twice.
+	m.mu.Lock()
+	clear(m.announced)
+	m.mu.Unlock()
 	if p != nil {
 		m.eval.Restore(p.states)
-		for _, sl := range p.silences {
-			if _, err := m.silences.Add(sl); err != nil {
-				// Expired before it started (its end is its start): it
-				// ends here too, if this replica knows it.
-				_, _ = m.silences.Expire(sl.ID, sl.EndsAt)
-			}
-		}
+		m.syncMu.Lock()
+		m.silences.Store(silence.NewSet(p.silences...))
 		m.mu.Lock()
 		clear(m.acks)
 		for _, a := range p.acks {
 			m.acks[a.Fingerprint] = a
 		}
 		m.mu.Unlock()
+		m.syncMu.Unlock()
 		m.adoptFailing()
 		m.saved = false
 	}

@@ -34,6 +34,9 @@ func (r *replicaReceiver) Notify(ctx context.Context, m *notify.Message) (bool, 
 		lines = append(lines, a.Status+" "+a.Labels["alertname"]+"@"+a.Labels["service"])
 	}
 	line := strings.Join(lines, ",")
+	if m.Kind == notify.KindAcknowledge {
+		line = "ack " + strings.TrimPrefix(line, notify.StatusFiring+" ")
+	}
 	r.in <- line
 	r.mu.Lock()
 	hold := r.hold

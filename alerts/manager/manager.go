@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"governor.dev/governor/alerts"
@@ -25,8 +26,14 @@ type Manager struct {
 	o        Options
 	log      *slog.Logger
 	eval     *rule.Evaluator
-	silences *silence.Set
+	silences atomic.Pointer[silence.Set] // replaced whole by Sync
 	m        *metrics
+
+	// syncMu makes each write of a silence or acknowledgement (the store,
+	// then memory) one step with respect to Sync (a read of the store,
+	// then memory replaced), so that Sync never undoes a write it did not
+	// read.
+	syncMu sync.Mutex
 
 	// routeMu guards the routing: Reconfigure swaps it under the write
 	// lock; flushing, sending and acknowledging hold the read lock.
@@ -47,10 +54,14 @@ type Manager struct {
 	// notify.Resender.
 	resend map[string]time.Duration
 
-	stepMu  sync.Mutex // one Step at a time
-	mu      sync.Mutex
-	acks    map[alerts.Fingerprint]alerts.Ack
-	current []alerts.Alert
+	stepMu sync.Mutex // one Step at a time
+	mu     sync.Mutex
+	acks   map[alerts.Fingerprint]alerts.Ack
+	// announced holds the acknowledged firing episodes whose
+	// acknowledgement this replica has logged for the receivers while
+	// leading (announceAcks); cleared by Lead.
+	announced map[episode]bool
+	current   []alerts.Alert
 	// firingAt indexes the firing alerts of current by fingerprint; built
 	// by the first Acknowledge after current changes (nil until then), so
 	// that acknowledging k alerts of a storm of n costs O(n+k), not O(n·k),
@@ -114,11 +125,12 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 	}
 	ev.Restore(p.states)
 	disp.Restore(p.groups)
-	m := &Manager{o: o, log: o.Logger, eval: ev, disp: disp, inhib: inhib, silences: silence.NewSet(p.silences...),
+	m := &Manager{o: o, log: o.Logger, eval: ev, disp: disp, inhib: inhib, announced: map[episode]bool{},
 		queues: map[string]*notify.Queue{}, m: newMetrics(o.Registerer), acks: map[alerts.Fingerprint]alerts.Ack{},
 		health: map[string]receiverHealth{}, routed: map[string]bool{}, groupsPut: map[dispatch.GroupRef]bool{},
 		groupsDrop: map[dispatch.GroupRef]bool{}, resend: resendIntervals(o.Receivers), resentAt: map[string]time.Time{},
 		resending: map[string]bool{}, receivers: o.Receivers, routes: o.Routes}
+	m.silences.Store(silence.NewSet(p.silences...))
 	m.gap = m.dropGap(disp.Timing().GroupInterval)
 	for name := range o.Receivers {
 		m.routed[name] = true
@@ -269,22 +281,29 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 }
 
-// Step evaluates the rules at now and sends what is due. Errors of single
-// rules and of the store are counted and joined; the step still completes.
-// A standby's Step does nothing and returns ErrStandby (Lead).
+// Step reads what other replicas changed in the store (Sync), evaluates
+// the rules at now and sends what is due. Errors of single rules and of
+// the store are counted and joined; the step still completes, a failed
+// Sync with the silences and acknowledgements of the last one. A
+// standby's Step only syncs, sends nothing and returns ErrStandby (Lead),
+// joined with the Sync's error if any.
 func (m *Manager) Step(ctx context.Context, now time.Time) error {
 	m.stepMu.Lock()
 	defer m.stepMu.Unlock()
 	if m.isClosed() {
 		return alerts.ErrClosed
 	}
-	if !m.isLeading() {
-		return errStandby
+	leading := m.isLeading()
+	m.syncMu.Lock()
+	syncErr := m.storeErr(m.syncLocked(ctx, !leading))
+	m.syncMu.Unlock()
+	if !leading {
+		return errors.Join(errStandby, syncErr)
 	}
 	m.m.evals.Inc()
 	m.endDropRuns(now)
 	res := m.eval.Eval(ctx, now, m.o.Query)
-	errs := res.Errors
+	errs := append([]error{syncErr}, res.Errors...)
 	m.m.evalErrors.Add(float64(len(res.Errors)))
 	// States are written when they changed, and on the first step (the
 	// values and annotations of a restored set are refreshed).
@@ -348,6 +367,7 @@ func (m *Manager) Step(ctx context.Context, now time.Time) error {
 		m.disp.Undo(f.msg)
 	}
 	m.undone = append(m.undone, failed...)
+	errs = append(errs, m.announceAcks(ctx, now, firing, acks))
 	filter := dispatch.Filter{
 		Muted: func(fp alerts.Fingerprint, _ alerts.Alert) bool {
 			r := quiet[fp]
@@ -381,7 +401,7 @@ func (m *Manager) pruneSilences(ctx context.Context, now time.Time) error {
 	if _, err := m.o.Store.PruneSilences(ctx, before); err != nil {
 		return m.storeErr(err)
 	}
-	m.silences.Prune(before)
+	m.sils().Prune(before)
 	return nil
 }
 
@@ -436,7 +456,7 @@ func (m *Manager) resendFiring(now time.Time, firing []alerts.Alert, f dispatch.
 // "inhibited", "acknowledged", or "" for nothing.
 // inhibition is the step's snapshot of the firing alerts.
 func (m *Manager) quietReason(a alerts.Alert, inhibition *inhibit.Snapshot, acks map[alerts.Fingerprint]alerts.Ack, now time.Time) string {
-	if len(m.silences.Muted(a.Labels, now)) > 0 {
+	if len(m.sils().Muted(a.Labels, now)) > 0 {
 		return "silenced"
 	}
 	if _, ok := inhibition.MutedBy(a.Labels); ok {
@@ -541,8 +561,8 @@ func sortedRefs(set map[dispatch.GroupRef]bool) []dispatch.GroupRef {
 // holds routeMu for reading. A message
 // already in the log is not queued again; if the log cannot be written the
 // message is still sent (a page matters more than the log) and the error
-// returned. A standby (Acknowledge on a replica that does not lead) only
-// logs it: the next replica to take the lead (Lead) sends it.
+// returned. A replica whose lead ended meanwhile only logs it: the next
+// replica to take the lead (Lead) sends it.
 func (m *Manager) send(ctx context.Context, g *dispatch.GroupState, msg *notify.Message) error {
 	inserted, err := m.o.Store.RecordNotification(ctx, g, msg)
 	if err != nil {
@@ -687,10 +707,11 @@ func (m *Manager) Observe(ev rule.Event) error {
 	return nil
 }
 
-// AddSilence validates and stores a silence; it applies from the next step.
-// A silence that has already ended on the manager's clock is refused, as
-// Alertmanager does: it would mute nothing, and whoever mistyped its end
-// would believe the alert silenced.
+// AddSilence validates and stores a silence (one with the ID of a stored
+// silence replaces it); it applies from the next step, of the leader too
+// when added through a standby (Sync). A silence that has already ended on
+// the manager's clock is refused, as Alertmanager does: it would mute
+// nothing, and whoever mistyped its end would believe the alert silenced.
 func (m *Manager) AddSilence(ctx context.Context, s silence.Silence) (silence.Silence, error) {
 	if err := s.Validate(); err != nil {
 		return silence.Silence{}, err
@@ -705,34 +726,57 @@ func (m *Manager) AddSilence(ctx context.Context, s silence.Silence) (silence.Si
 	if s.CreatedAt.IsZero() {
 		s.CreatedAt = m.o.Clock.Now()
 	}
+	m.syncMu.Lock()
+	defer m.syncMu.Unlock()
 	if err := m.o.Store.PutSilence(ctx, s); err != nil {
 		return silence.Silence{}, err
 	}
-	return m.silences.Add(s)
+	return m.sils().Add(s)
 }
 
-// ExpireSilence ends a silence at now. The store is written first and the
-// running set changed only once it holds the end, as AddSilence does: a
-// silence the store still holds active would come back after a restart.
+// ExpireSilence ends a silence at now. It reads the silences from the
+// store first (Sync), so that one added or edited through another replica
+// since the last step is found and expired as it is now. The store is
+// written first and the running set changed only once it holds the end, as
+// AddSilence does: a silence the store still holds active would come back
+// after a restart. An unknown id wraps alerts.ErrNotFound.
 func (m *Manager) ExpireSilence(ctx context.Context, id string, now time.Time) error {
-	s, err := m.silences.Get(id)
+	m.syncMu.Lock()
+	defer m.syncMu.Unlock()
+	if err := m.storeErr(m.syncLocked(ctx, false)); err != nil {
+		return err
+	}
+	s, err := m.sils().Get(id)
 	if err != nil {
 		return err
 	}
 	if err := m.o.Store.PutSilence(ctx, s.Expired(now)); err != nil {
 		return err
 	}
-	_, err = m.silences.Expire(id, now)
+	_, err = m.sils().Expire(id, now)
 	return err
 }
 
-// Silences lists the silences.
-func (m *Manager) Silences() []silence.Silence { return m.silences.List() }
+// Silences lists the silences, as of this replica's last Sync or Step
+// and its own changes since.
+func (m *Manager) Silences() []silence.Silence { return m.sils().List() }
 
 // Acknowledge marks the firing alert fp as handled by a person until it
 // resolves: no repeats meanwhile, receivers with acknowledgements
 // (PagerDuty) are told. Acknowledging again replaces the author and comment.
+// On the leader the receivers are told at once; through a standby, which
+// first reads the alerts the leader saved (Sync) to find the alert, the
+// acknowledgement is stored and the leader mutes the alert and tells the
+// receivers at its next step.
 func (m *Manager) Acknowledge(ctx context.Context, fp alerts.Fingerprint, by, comment string, now time.Time) (alerts.Ack, error) {
+	m.syncMu.Lock()
+	defer m.syncMu.Unlock()
+	leading := m.isLeading()
+	if !leading {
+		if err := m.storeErr(m.syncLocked(ctx, true)); err != nil {
+			return alerts.Ack{}, err
+		}
+	}
 	m.mu.Lock()
 	a, ok := m.firingAlert(fp)
 	m.mu.Unlock()
@@ -749,12 +793,21 @@ func (m *Manager) Acknowledge(ctx context.Context, fp alerts.Fingerprint, by, co
 	m.mu.Lock()
 	m.acks[fp] = ack
 	m.mu.Unlock()
+	if !leading {
+		return ack, nil
+	}
 	var errs []error
 	m.routeMu.RLock()
 	defer m.routeMu.RUnlock()
+	if !m.leading { // the lead ended meanwhile: the next leader tells them
+		return ack, nil
+	}
 	for _, msg := range m.disp.Acknowledge(now, a) {
 		errs = append(errs, m.send(ctx, nil, msg))
 	}
+	m.mu.Lock()
+	m.announced[episode{fp: fp, startsAt: a.StartsAt.UnixNano()}] = true
+	m.mu.Unlock()
 	return ack, errors.Join(errs...)
 }
 
@@ -802,7 +855,7 @@ func (m *Manager) Alerts(now time.Time) []Status {
 	out := make([]Status, 0, len(cur))
 	inhibition := m.inhib.Snapshot(firing)
 	for _, a := range cur {
-		s := Status{Alert: a, Fingerprint: a.Fingerprint().String(), SilencedBy: m.silences.Muted(a.Labels, now)}
+		s := Status{Alert: a, Fingerprint: a.Fingerprint().String(), SilencedBy: m.sils().Muted(a.Labels, now)}
 		if fp, ok := inhibition.MutedBy(a.Labels); ok {
 			s.InhibitedBy = fp.String()
 		}

@@ -48,7 +48,7 @@ func TestExpireSilenceRefusedByStoreLeavesSilenceActive(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return len(h.m.silences.Muted(l, at)) > 0, len(stored) == 1 && stored[0].Mutes(l, at)
+		return len(h.m.sils().Muted(l, at)) > 0, len(stored) == 1 && stored[0].Mutes(l, at)
 	}
 	now := t0.Add(10 * time.Minute)
 	fs.fail = true

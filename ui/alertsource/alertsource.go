@@ -5,6 +5,11 @@
 //
 // An alert's ID in the UI is its label fingerprint; its service and summary
 // come from the "service" label and the "summary" annotation.
+//
+// On a standby replica (one whose manager does not lead) every read first
+// reads the alerts, silences and acknowledgements from the shared store
+// (manager.Sync), so that its web UI shows what the leader evaluated, not
+// what the replica held when it started.
 package alertsource
 
 import (
@@ -71,6 +76,17 @@ func (s *Source) convert(st manager.Status, now time.Time) model.Alert {
 	return a
 }
 
+// sync brings a standby's view up to date (the leader's is, by its steps).
+func (s *Source) sync(ctx context.Context) error {
+	if s.m.Leading() {
+		return nil
+	}
+	if err := s.m.Sync(ctx); err != nil {
+		return fmt.Errorf("alertsource: reading the alerts the leader stored: %w", err)
+	}
+	return nil
+}
+
 func (s *Source) all(now time.Time) []model.Alert {
 	sts := s.m.Alerts(now)
 	out := make([]model.Alert, 0, len(sts))
@@ -81,7 +97,10 @@ func (s *Source) all(now time.Time) []model.Alert {
 }
 
 // Firing returns the alerts firing now, most severe and newest first.
-func (s *Source) Firing(context.Context) ([]model.Alert, error) {
+func (s *Source) Firing(ctx context.Context) ([]model.Alert, error) {
+	if err := s.sync(ctx); err != nil {
+		return nil, err
+	}
 	now := s.clk.Now()
 	var out []model.Alert
 	for _, a := range s.all(now) {
@@ -100,7 +119,10 @@ func (s *Source) Firing(context.Context) ([]model.Alert, error) {
 
 // History returns the alerts the manager holds (firing and recently
 // resolved), newest first.
-func (s *Source) History(_ context.Context, limit int) ([]model.Alert, error) {
+func (s *Source) History(ctx context.Context, limit int) ([]model.Alert, error) {
+	if err := s.sync(ctx); err != nil {
+		return nil, err
+	}
 	out := s.all(s.clk.Now())
 	slices.SortStableFunc(out, func(a, b model.Alert) int { return b.Since.Compare(a.Since) })
 	if limit > 0 && len(out) > limit {
