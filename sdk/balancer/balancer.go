@@ -78,15 +78,21 @@ type Balancer struct {
 	// hooks of every endpoint built for this balancer add to it, and a
 	// balancer inheriting the very same endpoints shares it.
 	changes *atomic.Uint64
-	panics  atomic.Uint64 // picks that went around a refusing breaker
 	opts    Options
 	ej      Ejection // with defaults filled in
 	// ejMu serialises ejection decisions, so the cap holds; shared like
 	// changes by a balancer inheriting the very same endpoints.
-	ejMu    *sync.Mutex
-	skipped atomic.Uint64 // ejections the cap refused
+	ejMu *sync.Mutex
 
 	mu sync.Mutex // serialises changes to the endpoint list
+
+	// The counters are written by concurrent picks: they get cache lines
+	// of their own, so those writes do not slow down every Pick's reads
+	// of the fields above.
+	_       [64]byte
+	panics  atomic.Uint64 // picks that went around a refusing breaker
+	skipped atomic.Uint64 // ejections the cap refused
+	_       [48]byte
 }
 
 // list is an endpoint list with its count of healthy endpoints.
@@ -172,8 +178,9 @@ func (b *Balancer) store(eps []*Endpoint) {
 	b.eps.Store(l)
 }
 
-// count counts the endpoints of l with a closed breaker that are not
-// ejected for consecutive failures, and stores the count in l.healthy.
+// count counts the endpoints of l without an open or half-open breaker (of
+// kind breaker) that are not ejected for consecutive failures, and stores
+// the count in l.healthy.
 func (b *Balancer) count(l *list, now int64) uint64 {
 	// Read the changes first: a state change during the scan leaves a
 	// stale count marked with an older value, which the next Pick counts
@@ -188,7 +195,9 @@ func (b *Balancer) count(l *list, now int64) uint64 {
 				continue
 			}
 		}
-		if e.brk == nil || e.brk.State(now) == breaker.Closed {
+		// Only a breaker of kind breaker ejects: a throttle rejecting a
+		// share of calls leaves its endpoint healthy.
+		if e.open == nil || e.open.State(now) == breaker.Closed {
 			n++
 		}
 	}
@@ -242,6 +251,7 @@ func sameBreaker(x, y *rules.Breaker) bool {
 func (b *Balancer) carryOver(from *Balancer, e *Endpoint) *Endpoint {
 	n := b.newEndpoint(e.addr)
 	n.added = e.added
+	n.since.Store(e.since.Load())
 	n.cost.Store(e.cost.Load())
 	n.stamp.Store(e.stamp.Load())
 	from.ejMu.Lock()
@@ -319,10 +329,16 @@ func (b *Balancer) Endpoint(addr string) *Endpoint {
 
 func (b *Balancer) newEndpoint(addr string) *Endpoint {
 	e := &Endpoint{addr: addr, added: b.opts.Clock.Nanotime()}
+	e.since.Store(e.added)
 	if b.opts.Breaker != nil {
-		changes, f := b.changes, b.opts.OnStateChange
+		changes, f, clk := b.changes, b.opts.OnStateChange, b.opts.Clock
 		hook := func(from, to breaker.State) {
 			changes.Add(1) // first: the healthy count must follow even if f panics
+			if to == breaker.Closed && e.open != nil && e.seen.Load() == e.open.OpenUntil() {
+				// Back from an ejection the cap admitted: start slowly.
+				// One over the cap kept its calls and needs no ramp.
+				e.since.Store(clk.Nanotime())
+			}
 			if f != nil {
 				f(addr, from, to)
 			}
@@ -364,10 +380,13 @@ func (b *Balancer) Pick(now int64) (Pick, error) {
 	case 0:
 		return Pick{}, ErrNoEndpoint
 	case 1:
-		if b.out(eps[0], now, l) && !b.panicking(l, now) {
-			return b.admit(nil, nil, now, l)
+		if b.out(eps[0], now, l) {
+			if !b.panicking(l, now) {
+				return b.admit(nil, nil, now, l, panicNo)
+			}
+			return b.admit(eps[0], nil, now, l, panicYes)
 		}
-		return b.admit(eps[0], nil, now, l)
+		return b.admit(eps[0], nil, now, l, panicUnknown)
 	}
 	i := b.opts.IntN(len(eps))
 	j := b.opts.IntN(len(eps) - 1)
@@ -377,48 +396,69 @@ func (b *Balancer) Pick(now int64) (Pick, error) {
 	x, y := eps[i], eps[j]
 	// Panic mode matters only when a candidate is ejected or refuses the
 	// call, so the healthy count is not even looked at while both are
-	// healthy.
-	if xo, yo := b.out(x, now, l), b.out(y, now, l); (xo || yo) && !b.panicking(l, now) {
-		switch {
-		case xo && yo:
-			return b.admit(nil, nil, now, l)
-		case xo:
-			return b.admit(y, nil, now, l)
-		default:
-			return b.admit(x, nil, now, l)
+	// healthy; once looked at, admit is told.
+	pan := panicUnknown
+	if xo, yo := b.out(x, now, l), b.out(y, now, l); xo || yo {
+		if !b.panicking(l, now) {
+			switch {
+			case xo && yo:
+				return b.admit(nil, nil, now, l, panicNo)
+			case xo:
+				return b.admit(y, nil, now, l, panicNo)
+			default:
+				return b.admit(x, nil, now, l, panicNo)
+			}
 		}
+		pan = panicYes
 	}
 	if y.load(now, b.decay) < x.load(now, b.decay) {
 		x, y = y, x
 	}
-	if !b.warm(x, now) && b.warm(y, now) {
-		x, y = y, x // a slow-starting endpoint loses this pick
+	if !b.warm(x, now) && b.warm(y, now) && !b.broken(y, now) {
+		x, y = y, x // a slow-starting endpoint loses this pick, to a sound one only
 	}
-	return b.admit(x, y, now, l)
+	return b.admit(x, y, now, l, pan)
 }
 
+// A verdict on panic mode already reached in a Pick, if any.
+const (
+	panicUnknown = iota
+	panicNo
+	panicYes
+)
+
 // warm reports whether e keeps a pick: always once its slow start is over,
-// with probability age / SlowStart before.
+// with probability age / SlowStart before. An endpoint still ejected
+// (drawn in panic mode) has no ramp yet: panic mode treats every endpoint
+// alike.
 func (b *Balancer) warm(e *Endpoint, now int64) bool {
-	age := now - e.added
-	if age >= b.slowStart {
+	age := now - e.since.Load()
+	if age >= b.slowStart || age < 0 {
 		return true
 	}
 	share := max(minSlowStartShare, float64(age)/float64(b.slowStart))
 	return b.opts.Float64() < share
 }
 
+// broken reports whether e is ejected for consecutive failures or its
+// breaker is open at now, within the ejection cap or over it.
+func (b *Balancer) broken(e *Endpoint, now int64) bool {
+	_, open := e.breakerOpen(now)
+	return open || b.failedOut(e, now)
+}
+
 // admit asks the chosen endpoint's breaker (then the alternative's, then any
 // endpoint's) and counts the call in flight. In panic mode the chosen
 // endpoint takes the call even if its breaker refuses it; so does any
 // endpoint whose breaker is open but over the ejection cap.
-func (b *Balancer) admit(first, second *Endpoint, now int64, l *list) (Pick, error) {
+// pan is the verdict on panic mode Pick reached, if any.
+func (b *Balancer) admit(first, second *Endpoint, now int64, l *list, pan int) (Pick, error) {
 	all := l.eps
 	if first != nil {
 		if p, ok := b.try(first, now); ok {
 			return p, nil
 		}
-		if first.open != nil && b.panicking(l, now) {
+		if first.open != nil && (pan == panicYes || pan == panicUnknown && b.panicking(l, now)) {
 			b.panics.Add(1)
 			return b.around(first, now), nil
 		}

@@ -16,8 +16,15 @@
 // A new endpoint starts slowly: for SlowStart after it was added, a pick that
 // chose it keeps it only with probability age / SlowStart (at least 5%), so
 // its share of traffic ramps up instead of a cold instance taking a
-// stampede. Slow start applies to added endpoints only, with a linear ramp:
-// an endpoint returning from ejection takes its full share at once.
+// stampede. It loses the pick only to a sound endpoint, never to one
+// ejected or with an open breaker (as panic mode may draw). An endpoint
+// returning from an ejection starts slowly in the same way, as Envoy does
+// for a host passing its health check again, so a just-recovered instance
+// does not take its full share (and every queued retry) at once: from the
+// end of a consecutive-failure ejection, or from the moment its breaker
+// closes after an opening the ejection cap admitted. An endpoint whose open
+// breaker was over the cap kept its calls and takes its full share again at
+// once.
 //
 // Outlier ejection takes an endpoint out of rotation (never picked) in two
 // ways. With a breaker configured (Options.Breaker) each endpoint has its
@@ -48,7 +55,8 @@
 // it on: open breakers over the cap and half-open ones do. It applies to
 // breakers of kind breaker and to
 // consecutive-failure ejection only (a throttle never ejects, and what it
-// rejects stays rejected). With a single endpoint any threshold above 0
+// rejects stays rejected; an endpoint whose throttle rejects a share of
+// calls counts as healthy). With a single endpoint any threshold above 0
 // means its breaker never refuses a pick; the downstream's own breaker
 // (sdk/outbound) still fails calls fast. The healthy count is kept per
 // endpoint list and counted again only after a breaker changes state, so

@@ -31,8 +31,9 @@ type Ejection struct {
 	// failures the first time; the n-th ejection in a row lasts
 	// n x BaseTime, up to MaxTime. Each BaseTime the endpoint then spends
 	// in rotation without being ejected forgets one ejection. The endpoint
-	// returns when the time is up, with no probe: if it still fails, it is
-	// ejected again, for longer. Default 30s.
+	// returns when the time is up, with no probe and with a slow start
+	// (rules.Balancer.SlowStart): if it still fails, it is ejected again,
+	// for longer. Default 30s.
 	BaseTime time.Duration
 	// MaxTime caps the time of one consecutive-failure ejection; default
 	// 300s, and never below BaseTime.
@@ -187,7 +188,9 @@ func (b *Balancer) failed(e *Endpoint, now int64) {
 		e.times -= int(min(int64(e.times), (now-last)/base))
 	}
 	e.times = min(e.times+1, int((top+base-1)/base)) // past the cap more count for nothing
-	e.outUntil.Store(now + min(int64(e.times)*base, top))
+	until := now + min(int64(e.times)*base, top)
+	e.since.Store(until) // it returns with a slow start
+	e.outUntil.Store(until)
 	b.changes.Add(1) // the healthy count for panic mode must follow
 }
 

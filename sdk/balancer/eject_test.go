@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"governor.dev/governor/sdk/breaker"
 	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/sdk/rules"
 )
@@ -202,6 +203,98 @@ func TestSingleEndpointEjectedByFailuresStillTakesCallsInPanicMode(t *testing.T)
 	run(t, b2, clk, 2, nil, map[string]bool{"a": true})
 	if _, err := b2.Pick(clk.Nanotime()); !errors.Is(err, ErrNoEndpoint) {
 		t.Fatalf("Pick with the only endpoint ejected and panic mode off = %v, want ErrNoEndpoint", err)
+	}
+}
+
+// rampBalancer returns a balancer with a 30s slow start and a short decay
+// (so a failure streak's estimate is forgotten within the ejection), its
+// endpoints past slow start.
+func rampBalancer(t *testing.T, ej Ejection, brk *rules.Breaker, addrs ...string) (*Balancer, *clock.Fake) {
+	t.Helper()
+	clk := clock.NewFake(time.Time{})
+	rng := rand.New(rand.NewPCG(3, 4))
+	b, err := New(rules.Balancer{SlowStart: rules.Duration(30 * time.Second), Decay: rules.Duration(100 * time.Millisecond)},
+		Options{Clock: clk, IntN: rng.IntN, Float64: rng.Float64, Breaker: brk, Ejection: ej})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Update(addrs)
+	clk.Advance(time.Minute)
+	return b, clk
+}
+
+// shares runs periods of 1000 calls of 10ms each (10s) and returns addr's
+// share of the calls in each.
+func shares(t *testing.T, b *Balancer, clk *clock.Fake, addr string, periods int) []float64 {
+	t.Helper()
+	lat := map[string]time.Duration{}
+	for _, a := range b.Endpoints() {
+		lat[a] = 10 * time.Millisecond
+	}
+	var out []float64
+	for range periods {
+		got := run(t, b, clk, 1000, lat, nil)
+		out = append(out, float64(got[addr])/1000)
+	}
+	return out
+}
+
+// TestEndpointReturningFromConsecutiveFailureEjectionStartsSlowly: an
+// endpoint took its full share the moment its ejection ended, so a
+// just-recovered instance met the whole herd at once. It must ramp up over
+// slow start as a new endpoint does.
+func TestEndpointReturningFromConsecutiveFailureEjectionStartsSlowly(t *testing.T) {
+	b, clk := rampBalancer(t, Ejection{ConsecutiveFailures: 3, BaseTime: 10 * time.Second}, nil, "a", "b")
+	for i := 0; len(b.Ejected(clk.Nanotime())) == 0; i++ {
+		if i == 100 {
+			t.Fatal("a not ejected after 100 calls")
+		}
+		run(t, b, clk, 1, map[string]time.Duration{"b": 10 * time.Millisecond}, map[string]bool{"a": true})
+	}
+	clk.Advance(10 * time.Second) // the ejection ends
+	if got := b.Ejected(clk.Nanotime()); len(got) != 0 {
+		t.Fatalf("ejected %v after the ejection time", got)
+	}
+	s := shares(t, b, clk, "a", 6)
+	if s[0] > 0.25 || !(s[0] < s[1] && s[1] < s[2]) || s[5] < 0.4 || s[5] > 0.6 {
+		t.Fatalf("shares %v of a returning from ejection: want a ramp over slow start to about half", s)
+	}
+}
+
+// TestEndpointReturningFromAnOpenBreakerStartsSlowly: an endpoint whose
+// breaker closes after an ejection the cap admitted ramps up; one whose open
+// breaker was over the cap kept its calls and takes its full share at once.
+func TestEndpointReturningFromAnOpenBreakerStartsSlowly(t *testing.T) {
+	b, clk := rampBalancer(t, Ejection{}, panicBreaker, "a", "b", "c", "d")
+	now := clk.Nanotime()
+	eject(t, b, now, "a")
+	if got := b.Ejected(now); len(got) != 1 {
+		t.Fatalf("ejected %v, want [a]", got)
+	}
+	eject(t, b, now, "b") // over the cap (one of four): b keeps its calls
+	if got := b.Ejected(now); len(got) != 1 {
+		t.Fatalf("ejected %v, want [a] only", got)
+	}
+	clk.Advance(time.Minute) // half-open: the next calls are probes
+	run(t, b, clk, 100, nil, nil)
+	for _, a := range []string{"a", "b"} {
+		if st := b.Endpoint(a).brk.State(clk.Nanotime()); st != breaker.Closed {
+			t.Fatalf("%s: breaker %v after successful probes, want closed", a, st)
+		}
+	}
+	if sa := shares(t, b, clk, "a", 1)[0]; sa > 0.1 {
+		t.Fatalf("share %.2f of a just back from ejection, want a slow start", sa)
+	}
+	b2, clk2 := rampBalancer(t, Ejection{}, panicBreaker, "a", "b", "c", "d")
+	now = clk2.Nanotime()
+	eject(t, b2, now, "a")
+	b2.Ejected(now)
+	eject(t, b2, now, "b")
+	b2.Ejected(now)
+	clk2.Advance(time.Minute)
+	run(t, b2, clk2, 100, nil, nil)
+	if s := shares(t, b2, clk2, "b", 1)[0]; s < 0.15 {
+		t.Fatalf("share %.2f of b, never ejected (over the cap), want its full share", s)
 	}
 }
 

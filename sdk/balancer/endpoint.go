@@ -13,8 +13,12 @@ const penalty = float64(1 << 40)
 
 // Endpoint is one address of a downstream with its load statistics.
 type Endpoint struct {
-	addr     string
-	added    int64
+	addr  string
+	added int64
+	// since is when the endpoint's current slow start began: when it was
+	// added, or when it returned from its last ejection (for consecutive
+	// failures, when the ejection ends, stored when it starts).
+	since    atomic.Int64
 	inflight atomic.Int64
 	cost     atomic.Uint64 // float64 bits: peak-EWMA latency in nanoseconds
 	stamp    atomic.Int64  // when cost was last updated

@@ -260,6 +260,66 @@ func TestThrottleRefusalsStandWithoutPanicMode(t *testing.T) {
 	}
 }
 
+// TestSlowStartingEndpointDoesNotLoseAPickToABrokenOne: in panic mode an
+// endpoint whose breaker is open is a candidate like any other; a healthy
+// endpoint in slow start must not hand it its pick.
+func TestSlowStartingEndpointDoesNotLoseAPickToABrokenOne(t *testing.T) {
+	b, clk := rampBalancer(t, Ejection{MaxShare: 1}, panicBreaker, "a", "b")
+	eject(t, b, clk.Nanotime(), "a", "b")
+	b.Add("new") // one of three healthy: panic mode
+	if !b.Panicking(clk.Nanotime()) {
+		t.Fatal("not panicking")
+	}
+	got := run(t, b, clk, 1000, nil, nil)
+	if got["new"] < 250 {
+		t.Fatalf("calls %v: the slow-starting endpoint handed its picks to the broken ones", got)
+	}
+}
+
+// TestThrottlingDoesNotBringOnPanicMode: a throttle never ejects, so a
+// fleet whose throttles reject a share of calls is healthy for panic mode;
+// an endpoint ejected for consecutive failures must stay out.
+func TestThrottlingDoesNotBringOnPanicMode(t *testing.T) {
+	thr := &rules.Breaker{Kind: rules.BreakerKindThrottle}
+	b, clk := newEjecting(t, Ejection{ConsecutiveFailures: 2}, thr, "a", "b", "c")
+	for i := range 50 { // few calls accepted: every throttle rejects a share
+		for _, a := range b.Endpoints() {
+			e := b.Endpoint(a)
+			if tk, err := e.brk.Allow(clk.Nanotime()); err == nil {
+				e.brk.Record(tk, clk.Nanotime(), time.Millisecond, i%5 >= 2)
+			}
+		}
+		clk.Advance(100 * time.Millisecond)
+	}
+	for _, a := range b.Endpoints() {
+		if st := b.Endpoint(a).brk.State(clk.Nanotime()); st != breaker.HalfOpen {
+			t.Fatalf("%s: throttle %v, want rejecting a share", a, st)
+		}
+	}
+	for i := 0; len(b.Ejected(clk.Nanotime())) == 0; i++ {
+		if i == 100 {
+			t.Fatal("a not ejected after 100 calls")
+		}
+		p, err := b.Pick(clk.Nanotime())
+		if err != nil {
+			continue // throttled
+		}
+		b.Done(p, clk.Nanotime(), p.Addr() == "a")
+	}
+	now := clk.Nanotime()
+	if b.Panicking(now) {
+		t.Fatal("panicking with throttles rejecting and one endpoint of three ejected")
+	}
+	for range 200 {
+		if p, err := b.Pick(now); err == nil {
+			if p.Addr() == "a" {
+				t.Fatal("the ejected endpoint got a call")
+			}
+			b.Cancel(p)
+		}
+	}
+}
+
 func TestNewValidatesThePanicThreshold(t *testing.T) {
 	for _, v := range []float64{-0.1, 1.5, math.NaN(), math.Inf(1)} {
 		_, err := New(rules.Balancer{PanicThreshold: &v}, Options{Breaker: panicBreaker})

@@ -329,10 +329,12 @@ type Bulkhead struct {
 type Balancer struct {
 	// Decay is the EWMA decay time; default 10s.
 	Decay Duration `json:"decay,omitempty"`
-	// SlowStart ramps a new endpoint's share over this period; default 30s.
+	// SlowStart ramps the share of a new endpoint, or of one returning from
+	// an ejection, over this period; default 30s.
 	SlowStart Duration `json:"slow_start,omitempty"`
 	// PanicThreshold is the share of endpoints, in [0, 1], whose breakers
-	// must be closed for ejection to apply: below it the balancer picks
+	// must be closed for ejection to apply (a throttle rejecting a share of
+	// calls leaves its endpoint counted as healthy): below it the balancer picks
 	// among all endpoints, ejected ones included (panic mode), rather than
 	// pile every call onto the few that are left or refuse every call.
 	// Default (unset) 0.5; 0 turns panic mode off, so a fully ejected
