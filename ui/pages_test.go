@@ -76,6 +76,16 @@ func TestOneTimePasswordMustBeChanged(t *testing.T) {
 	csrf := csrfRe.FindStringSubmatch(body)[1]
 	resp, _ = e.do(req{method: "POST", path: auth.PasswordPath, session: sid, csrf: csrf, form: url.Values{"current": {pw}, "next": {"my own long password"}}})
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	// The change replaced the session: the old ID is gone, the new cookie works.
+	old := sid
+	for _, c := range resp.Cookies() {
+		if c.Name == auth.CookieName {
+			sid = c.Value
+		}
+	}
+	require.NotEqual(t, old, sid, "the password change must set a new session cookie")
+	resp, _ = e.do(req{method: "GET", path: "/settings", session: old})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	resp, _ = e.do(req{method: "GET", path: "/settings", session: sid})
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 }
@@ -324,7 +334,7 @@ func TestAccountTokens(t *testing.T) {
 	resp, body = e.do(req{method: "POST", path: "/api/v1/services/checkout/rollback", bearer: secret, json: `{"to":1,"reason":"r"}`})
 	require.Equal(t, http.StatusConflict, resp.StatusCode, "an approver may roll back; v1 is active already: %s", body)
 
-	resp, body = e.do(req{method: "POST", path: "/account/tokens", session: sid, csrf: csrf, form: url.Values{"label": {"x"}, "scope": {"admin"}, "ttl": {"0"}}})
+	resp, body = e.do(req{method: "POST", path: "/account/tokens", session: sid, csrf: csrf, form: url.Values{"label": {"x"}, "scope": {"admin"}, "ttl": {"720h"}}})
 	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
 	require.Contains(t, body, "does not hold role")
 

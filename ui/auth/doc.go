@@ -9,16 +9,25 @@
 // SameSite=Strict cookie, stored only as its SHA-256, with a fixed lifetime
 // (Options.SessionTTL), an idle expiry (Options.SessionIdle) and a fresh id
 // at every login. Changing roles or deleting a user ends the user's
-// sessions; changing a password ends the others (audited,
-// ActionPasswordChange). Each session carries a CSRF
+// sessions (deleting also removes their tokens). Changing a password ends
+// every session of the user, so a stolen cookie stops working; the session
+// it was made from goes on under a fresh id and CSRF token that
+// ChangePassword returns for the cookie (audited, ActionPasswordChange).
+// Each session carries a CSRF
 // token that every state-changing form or fetch must echo (field "csrf" or
 // header X-CSRF-Token); net/http's CrossOriginProtection refuses cross-origin
 // browser requests in front of that.
 //
 // Automation uses API tokens ("gov_<id>_<secret>", shown once, stored as a
-// hash) sent as "Authorization: Bearer ...". A token's scopes are role names;
-// the token acts with the roles its user holds that its scopes also name, so a
-// token never grants more than its user has. Bearer requests need no CSRF
+// SHA-256 hash and compared in constant time) sent as "Authorization: Bearer
+// ...". A token's scopes are role names; the token acts with the roles its
+// user holds now that its scopes also name, so a token never grants more
+// than its user has and loses a role the moment its user does. Every token
+// expires: created without a lifetime it gets Options.TokenTTL (90 days),
+// and one over Options.TokenMaxTTL (365 days) is refused. Tokens created
+// without an expiry before that was required keep working until revoked;
+// New logs how many there are and the account page flags them
+// (Token.NeverExpires). Bearer requests need no CSRF
 // token: a browser never attaches them by itself.
 //
 // Logins are throttled per user name and per client address with the SDK's

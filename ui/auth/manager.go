@@ -64,7 +64,9 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: audit throttle: %w", ErrInvalid, err)
 	}
-	return &Manager{o: o, db: o.DB, throttle: th, auditThrottled: quiet, dummy: dummy, recent: newRecentSessions(o.OutageGrace), known: newKnownSources(maxKnownSources)}, nil
+	m := &Manager{o: o, db: o.DB, throttle: th, auditThrottled: quiet, dummy: dummy, recent: newRecentSessions(o.OutageGrace), known: newKnownSources(maxKnownSources)}
+	m.warnTokensWithoutExpiry(ctx)
+	return m, nil
 }
 
 var userName = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9._@+-]{0,127}$`)

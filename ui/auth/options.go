@@ -53,7 +53,22 @@ type Options struct {
 	// to come from the balancer, so a few failed logins by anyone throttle
 	// everyone's.
 	TrustedProxies []netip.Prefix
+	// TokenTTL is the lifetime of an API token created without one;
+	// default 90 days, at most TokenMaxTTL.
+	TokenTTL time.Duration
+	// TokenMaxTTL is the longest lifetime an API token may be created
+	// with; default 365 days. Every token expires: a leaked one is
+	// usable for no longer than this. Tokens created without an expiry
+	// before it was required keep working; they are logged at start and
+	// flagged on the account page (Token.NeverExpires).
+	TokenMaxTTL time.Duration
 }
+
+// Default API token lifetimes (Options.TokenTTL, Options.TokenMaxTTL).
+const (
+	DefaultTokenTTL    = 90 * 24 * time.Hour
+	DefaultTokenMaxTTL = 365 * 24 * time.Hour
+)
 
 func (o Options) withDefaults() (Options, error) {
 	if o.DB == nil {
@@ -103,6 +118,18 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MinPasswordLen < 1 || o.MinPasswordLen > maxPasswordBytes {
 		return o, fmt.Errorf("%w: Options.MinPasswordLen %d outside [1, %d] (bcrypt uses at most %d bytes)", ErrInvalid, o.MinPasswordLen, maxPasswordBytes, maxPasswordBytes)
+	}
+	if o.TokenMaxTTL == 0 {
+		o.TokenMaxTTL = DefaultTokenMaxTTL
+	}
+	if o.TokenMaxTTL < 0 {
+		return o, fmt.Errorf("%w: Options.TokenMaxTTL must be positive", ErrInvalid)
+	}
+	if o.TokenTTL == 0 {
+		o.TokenTTL = min(DefaultTokenTTL, o.TokenMaxTTL)
+	}
+	if o.TokenTTL < 0 || o.TokenTTL > o.TokenMaxTTL {
+		return o, fmt.Errorf("%w: Options.TokenTTL %s must be positive and at most Options.TokenMaxTTL (%s)", ErrInvalid, o.TokenTTL, o.TokenMaxTTL)
 	}
 	return o, nil
 }

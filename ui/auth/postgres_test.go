@@ -36,7 +36,12 @@ func TestPostgres(t *testing.T) {
 	require.True(t, u.MustChange)
 	p, err := m.SessionPrincipal(ctx, s.ID)
 	require.NoError(t, err)
-	require.NoError(t, m.ChangePassword(ctx, "admin", pw, "a new long password", p.Session))
+	ns, err := m.ChangePassword(ctx, "admin", pw, "a new long password", p.Session)
+	require.NoError(t, err)
+	_, err = m.SessionPrincipal(ctx, s.ID)
+	require.ErrorIs(t, err, auth.ErrUnauthenticated, "the password change replaced the session")
+	p, err = m.SessionPrincipal(ctx, ns.ID)
+	require.NoError(t, err)
 
 	secret, tok, err := m.CreateToken(ctx, p, "admin", "ci", []versioning.Role{versioning.RoleViewer}, time.Hour)
 	require.NoError(t, err)
@@ -60,11 +65,11 @@ func TestPostgres(t *testing.T) {
 	// still ends the session.
 	for range 3 {
 		clk.Advance(45 * time.Minute)
-		_, err = m.SessionPrincipal(ctx, s.ID)
+		_, err = m.SessionPrincipal(ctx, ns.ID)
 		require.NoError(t, err)
 	}
 	clk.Advance(13 * time.Hour)
-	_, err = m.SessionPrincipal(ctx, s.ID)
+	_, err = m.SessionPrincipal(ctx, ns.ID)
 	require.ErrorIs(t, err, auth.ErrUnauthenticated)
 	rep, err := st.VerifyAudit(ctx)
 	require.NoError(t, err)

@@ -13,17 +13,28 @@ func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
 // newSession stores a fresh session; a login always gets a new id, so an id
 // planted before login (session fixation) is worthless.
 func (m *Manager) newSession(ctx context.Context, user string) (*Session, error) {
-	now := m.o.Clock.Now().UTC()
-	s := &Session{ID: randomString(32), CSRF: randomString(32), User: user, CreatedAt: now, ExpiresAt: now.Add(m.o.SessionTTL)}
-	s.IdleExpiresAt = m.idleUntil(s.ExpiresAt, now)
 	// A session is deleted when presented after it ended; those never
 	// presented again (a browser closed, a cookie cleared) go at the
 	// user's next login, so the table holds no more than live sessions
 	// and one login's worth of ended ones.
-	if _, err := m.db.ExecContext(ctx, m.q(`DELETE FROM ui_sessions WHERE username = ? AND expires_ms <= ?`), user, now.UnixMilli()); err != nil {
+	if _, err := m.db.ExecContext(ctx, m.q(`DELETE FROM ui_sessions WHERE username = ? AND expires_ms <= ?`), user, m.nowMS()); err != nil {
 		return nil, unavailable(err)
 	}
-	_, err := m.db.ExecContext(ctx, m.q(`INSERT INTO ui_sessions (id_hash, username, csrf, created_ms, expires_ms) VALUES (?, ?, ?, ?, ?)`),
+	return m.insertSession(ctx, m.db, user)
+}
+
+// execer is a *sql.DB or a *sql.Tx.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// insertSession stores a new session of user, with a fresh random id and
+// CSRF token, through db.
+func (m *Manager) insertSession(ctx context.Context, db execer, user string) (*Session, error) {
+	now := m.o.Clock.Now().UTC()
+	s := &Session{ID: randomString(32), CSRF: randomString(32), User: user, CreatedAt: now, ExpiresAt: now.Add(m.o.SessionTTL)}
+	s.IdleExpiresAt = m.idleUntil(s.ExpiresAt, now)
+	_, err := db.ExecContext(ctx, m.q(`INSERT INTO ui_sessions (id_hash, username, csrf, created_ms, expires_ms) VALUES (?, ?, ?, ?, ?)`),
 		hashSecret(s.ID), user, s.CSRF, now.UnixMilli(), s.IdleExpiresAt.UnixMilli())
 	if err != nil {
 		return nil, unavailable(err)

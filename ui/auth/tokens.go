@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,11 +13,45 @@ import (
 
 const tokenPrefix = "gov_"
 
+// days writes d in days when it is a whole number of them ("365 days"),
+// as a duration otherwise.
+func days(d time.Duration) string {
+	const day = 24 * time.Hour
+	switch {
+	case d == day:
+		return "1 day"
+	case d%day == 0:
+		return strconv.FormatInt(int64(d/day), 10) + " days"
+	}
+	return d.String()
+}
+
+// TokenTTLs are the lifetime a token gets when created without one
+// (Options.TokenTTL) and the longest it may be created with
+// (Options.TokenMaxTTL), for a form to offer.
+func (m *Manager) TokenTTLs() (def, maxTTL time.Duration) { return m.o.TokenTTL, m.o.TokenMaxTTL }
+
+// warnTokensWithoutExpiry logs how many unrevoked tokens never expire
+// (created before every token had to), so that they are seen and replaced.
+func (m *Manager) warnTokensWithoutExpiry(ctx context.Context) {
+	var n int
+	err := m.db.QueryRowContext(ctx, `SELECT count(*) FROM ui_tokens WHERE expires_ms = 0 AND revoked_ms = 0`).Scan(&n)
+	if err != nil {
+		m.o.Logger.Warn("auth: counting API tokens without expiry failed", "err", err)
+		return
+	}
+	if n > 0 {
+		m.o.Logger.Warn("auth: API tokens without expiry are still valid; replace them with tokens that expire and revoke them (account page)", "tokens", n, "max_token_ttl", m.o.TokenMaxTTL)
+	}
+}
+
 // CreateToken issues an API token for user with the given scopes (role
-// names, each of which the user must hold) and optional lifetime (0: no
-// expiry). The returned secret is shown once and never stored. A token
-// acting for its user (by.Token set) grants no scope beyond its own roles
-// and no lifetime beyond its own expiry: a token never mints a broader one.
+// names, each of which the user must hold) and lifetime: 0 is
+// Options.TokenTTL (default 90 days), more than Options.TokenMaxTTL
+// (default 365 days) is refused; every token expires. The returned secret
+// is shown once and never stored. A token acting for its user (by.Token
+// set) grants no scope beyond its own roles and no lifetime beyond its own
+// expiry: a token never mints a broader one.
 func (m *Manager) CreateToken(ctx context.Context, by *Principal, user, label string, scopes []versioning.Role, ttl time.Duration) (string, Token, error) {
 	if label == "" || len(label) > 100 {
 		return "", Token{}, fmt.Errorf("%w: label: required, at most 100 bytes", ErrInvalid)
@@ -26,6 +61,12 @@ func (m *Manager) CreateToken(ctx context.Context, by *Principal, user, label st
 	}
 	if ttl < 0 {
 		return "", Token{}, fmt.Errorf("%w: ttl: must not be negative", ErrInvalid)
+	}
+	if ttl == 0 {
+		ttl = m.o.TokenTTL
+	}
+	if ttl > m.o.TokenMaxTTL {
+		return "", Token{}, fmt.Errorf("%w: ttl: must be at most %s (the longest a token may live)", ErrInvalid, days(m.o.TokenMaxTTL))
 	}
 	if by == nil || (by.User.Name != user && !by.Has(versioning.RoleAdmin)) {
 		return "", Token{}, fmt.Errorf("%w: only admins create tokens for other users", ErrForbidden)
@@ -37,7 +78,7 @@ func (m *Manager) CreateToken(ctx context.Context, by *Principal, user, label st
 				return "", Token{}, fmt.Errorf("%w: scopes: the token acting holds no role %q; it may not grant it", ErrForbidden, s)
 			}
 		}
-		if exp := by.Token.ExpiresAt; !exp.IsZero() && (ttl == 0 || now.Add(ttl).After(exp)) {
+		if exp := by.Token.ExpiresAt; !exp.IsZero() && now.Add(ttl).After(exp) {
 			return "", Token{}, fmt.Errorf("%w: ttl: the token acting expires at %s; a token it creates may not outlive it", ErrForbidden, exp.Format(time.RFC3339))
 		}
 	}
@@ -52,11 +93,8 @@ func (m *Manager) CreateToken(ctx context.Context, by *Principal, user, label st
 	}
 	t := Token{ID: strings.ToLower(randomString(9)), User: user, Label: label, Scopes: scopes, CreatedAt: now}
 	t.ID = strings.NewReplacer("_", "x", "-", "y").Replace(t.ID)
-	var expires int64
-	if ttl > 0 {
-		t.ExpiresAt = now.Add(ttl)
-		expires = t.ExpiresAt.UnixMilli()
-	}
+	t.ExpiresAt = now.Add(ttl)
+	expires := t.ExpiresAt.UnixMilli()
 	secret := randomString(32)
 	_, err = m.db.ExecContext(ctx, m.q(`INSERT INTO ui_tokens (id, secret_hash, username, label, scopes, created_ms, expires_ms) VALUES (?, ?, ?, ?, ?, ?, ?)`),
 		t.ID, hashSecret(secret), user, label, versioning.JoinRoles(scopes), now.UnixMilli(), expires)

@@ -39,9 +39,16 @@ type Token struct {
 	Label     string            `json:"label"`
 	Scopes    []versioning.Role `json:"scopes"`
 	CreatedAt time.Time         `json:"created_at"`
-	ExpiresAt time.Time         `json:"expires_at,omitzero"`
-	RevokedAt time.Time         `json:"revoked_at,omitzero"`
+	// ExpiresAt is zero only for a token from before expiry was
+	// required (NeverExpires).
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+	RevokedAt time.Time `json:"revoked_at,omitzero"`
 }
+
+// NeverExpires reports whether t has no expiry: only a token created before
+// every token had to have one (Options.TokenMaxTTL). It keeps working until
+// revoked; it should be replaced by one that expires.
+func (t Token) NeverExpires() bool { return t.ExpiresAt.IsZero() }
 
 // Principal is who is making a request: a user through a session or a token.
 type Principal struct {

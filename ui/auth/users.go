@@ -253,59 +253,72 @@ func (m *Manager) unchanged(ctx context.Context, tx *sql.Tx, name, field, what s
 }
 
 // ChangePassword sets a new password after checking the current one, clears
-// MustChange, ends every other session of the user and is audited
-// (ActionPasswordChange, with the number of sessions ended; a wrong current
-// password as a login failure). The user's API tokens
-// stay valid: revoking them is a separate, deliberate act (RevokeToken).
+// MustChange and ends every session of the user: someone holding a copy of
+// one (a stolen cookie) loses it. The session keep, the one the change was
+// made from, is replaced by a new one with a fresh id and CSRF token, which
+// is returned for the caller to set as the cookie (nil when keep is nil);
+// keep's id no longer works. The change is audited (ActionPasswordChange,
+// with the number of other sessions ended; a wrong current password as a
+// login failure). The user's API tokens stay valid: revoking them is a
+// separate, deliberate act (RevokeToken).
 // Attempts are throttled per user name at the login rate (ErrThrottled), so
 // that a session left open is no way around the login throttle to guess the
-// password.
-func (m *Manager) ChangePassword(ctx context.Context, name, current, next string, keep *Session) error {
+// password. Nothing changes unless all of it does.
+func (m *Manager) ChangePassword(ctx context.Context, name, current, next string, keep *Session) (*Session, error) {
 	if ok, _ := m.throttle.Allow("change:"+throttleName(name), m.o.Clock.Nanotime(), 1); !ok {
-		return ErrThrottled
+		return nil, ErrThrottled
 	}
 	u, hash, err := m.userWithHash(ctx, name)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !m.passwordMatches([]byte(hash), current) {
 		// Someone holding the user's session may be guessing the password.
 		m.audit(ctx, versioning.Actor{Name: u.Name, Roles: u.Roles}, versioning.ActionLoginFailure, detailJSON("reason", "wrong current password in a password change"))
-		return fmt.Errorf("%w: current password: wrong password", ErrInvalid)
+		return nil, fmt.Errorf("%w: current password: wrong password", ErrInvalid)
 	}
 	if current == next {
-		return fmt.Errorf("%w: new password: must differ from the current one", ErrInvalid)
+		return nil, fmt.Errorf("%w: new password: must differ from the current one", ErrInvalid)
 	}
 	if err := m.validatePassword(next); err != nil {
-		return fmt.Errorf("%w (new password)", err)
+		return nil, fmt.Errorf("%w (new password)", err)
 	}
 	nh, err := bcrypt.GenerateFromPassword([]byte(next), m.o.BcryptCost)
 	if err != nil {
-		return fmt.Errorf("%w: new password: %w", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: new password: %w", ErrInvalid, err)
 	}
 	tx, err := m.db.BeginTx(ctx, nil)
 	if err != nil {
-		return unavailable(err)
+		return nil, unavailable(err)
 	}
 	defer func() { _ = tx.Rollback() }()
 	if _, err := tx.ExecContext(ctx, m.q(`UPDATE ui_users SET password_hash = ?, must_change = 0, updated_ms = ? WHERE name = ?`), string(nh), m.nowMS(), name); err != nil {
-		return unavailable(err)
+		return nil, unavailable(err)
 	}
 	keepHash := ""
 	if keep != nil {
 		keepHash = hashSecret(keep.ID)
 	}
-	m.recent.forgetUser(name)
 	res, err := tx.ExecContext(ctx, m.q(`DELETE FROM ui_sessions WHERE username = ? AND id_hash <> ?`), name, keepHash)
 	if err != nil {
-		return unavailable(err)
+		return nil, unavailable(err)
 	}
 	ended, _ := res.RowsAffected()
-	if err := tx.Commit(); err != nil {
-		return unavailable(err)
+	if err := m.endSessions(ctx, tx, name); err != nil {
+		return nil, err
 	}
+	var fresh *Session
+	if keep != nil {
+		if fresh, err = m.insertSession(ctx, tx, name); err != nil {
+			return nil, err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, unavailable(err)
+	}
+	m.recent.forgetUser(name)
 	m.audit(ctx, versioning.Actor{Name: u.Name, Roles: u.Roles}, ActionPasswordChange, detailJSON("sessions_ended", strconv.FormatInt(ended, 10)))
-	return nil
+	return fresh, nil
 }
 
 // DeleteUser removes a user with their sessions and tokens. Deleting the

@@ -3,6 +3,7 @@ package pages
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -15,6 +16,53 @@ import (
 type accountData struct {
 	Tokens        []auth.Token
 	Secret, Error string
+	// TTLs are the token lifetimes the form offers, none over the
+	// longest allowed.
+	TTLs []ttlChoice
+}
+
+// ttlChoice is a token lifetime the form offers.
+type ttlChoice struct {
+	Value, Label string
+	Selected     bool
+}
+
+// ttlChoices are the lifetimes of the token form: those of a few common
+// ones that are allowed, the default selected (and added if it is none of
+// them).
+func ttlChoices(def, maxTTL time.Duration) []ttlChoice {
+	const day = 24 * time.Hour
+	var out []ttlChoice
+	seen := false
+	for _, c := range []struct {
+		d     time.Duration
+		label string
+	}{{7 * day, "7 days"}, {30 * day, "30 days"}, {90 * day, "90 days"}, {365 * day, "1 year"}} {
+		if def < c.d && !seen {
+			out = append(out, ttlChoice{Value: formValue(def), Label: def.String(), Selected: true})
+			seen = true
+		}
+		if c.d > maxTTL {
+			break
+		}
+		if c.d == def {
+			seen = true
+		}
+		out = append(out, ttlChoice{Value: formValue(c.d), Label: c.label, Selected: c.d == def})
+	}
+	if !seen {
+		out = append(out, ttlChoice{Value: formValue(def), Label: def.String(), Selected: true})
+	}
+	return out
+}
+
+// formValue writes d as time.ParseDuration reads it, in whole hours when
+// it is ("2160h").
+func formValue(d time.Duration) string {
+	if d%time.Hour == 0 {
+		return strconv.FormatInt(int64(d/time.Hour), 10) + "h"
+	}
+	return d.String()
 }
 
 func (p *Pages) account(w http.ResponseWriter, r *http.Request) {
@@ -28,6 +76,7 @@ func (p *Pages) renderAccount(w http.ResponseWriter, r *http.Request, status int
 		return
 	}
 	d.Tokens = toks
+	d.TTLs = ttlChoices(p.o.Auth.TokenTTLs())
 	p.render(w, r, status, "account", "Your account", "account", d)
 }
 
@@ -58,8 +107,8 @@ func (p *Pages) createToken(w http.ResponseWriter, r *http.Request) {
 		scopes = append(scopes, versioning.Role(s))
 	}
 	ttl, err := time.ParseDuration(r.PostFormValue("ttl"))
-	if err != nil {
-		p.accountError(w, r, httperrBad("ttl: must be a duration"))
+	if err != nil || ttl <= 0 {
+		p.accountError(w, r, httperrBad("ttl: must be a positive duration"))
 		return
 	}
 	secret, _, err := p.o.Auth.CreateToken(r.Context(), pr, pr.User.Name, r.PostFormValue("label"), scopes, ttl)

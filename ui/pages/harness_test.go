@@ -2,6 +2,7 @@ package pages
 
 import (
 	"context"
+	"database/sql"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -38,6 +39,7 @@ type harness struct {
 	t     *testing.T
 	store versioning.Store
 	auth  *auth.Manager
+	db    *sql.DB
 	clk   *clock.Fake
 	srv   *httptest.Server
 }
@@ -68,7 +70,7 @@ func newHarness(t *testing.T, edit func(*Options)) *harness {
 	r := chi.NewRouter()
 	r.Use(am.Middleware(p.OnError))
 	p.Routes(r)
-	h := &harness{t: t, store: st, auth: am, clk: clk, srv: httptest.NewServer(r)}
+	h := &harness{t: t, store: st, auth: am, db: db, clk: clk, srv: httptest.NewServer(r)}
 	t.Cleanup(h.srv.Close)
 	return h
 }

@@ -65,11 +65,14 @@ func (p *Pages) changePassword(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, r, auth.ErrForbidden)
 		return
 	}
-	err := p.o.Auth.ChangePassword(r.Context(), pr.User.Name, r.PostFormValue("current"), r.PostFormValue("next"), pr.Session)
+	// Every session of the user ends, this one included: it goes on
+	// under a new id, set here, and a copy of the old cookie is useless.
+	s, err := p.o.Auth.ChangePassword(r.Context(), pr.User.Name, r.PostFormValue("current"), r.PostFormValue("next"), pr.Session)
 	if err != nil {
 		status, _ := httperr.Status(err)
 		p.render(w, r, status, "password", "Change password", "", passwordData{Error: httperr.Message(err)})
 		return
 	}
+	auth.SetCookie(w, s, p.o.Clock.Now())
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }

@@ -56,8 +56,9 @@ func (p *Pages) overviewEvents(w http.ResponseWriter, r *http.Request) {
 	bearer, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	for {
 		// A stream lives no longer than its session: logout, expiry or a
-		// role change ends it. Nor than its API token: revocation, expiry
-		// or the deletion of its user ends it.
+		// role change ends it. Nor than its API token: revocation, expiry,
+		// the deletion of its user, or its user losing every role its
+		// scopes name ends it.
 		if pr != nil && pr.Session != nil {
 			if _, err := p.o.Auth.SessionPrincipal(ctx, pr.Session.ID); errors.Is(err, auth.ErrUnauthenticated) {
 				_ = writeEvent(w, "end", "session ended")
@@ -65,7 +66,8 @@ func (p *Pages) overviewEvents(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if pr != nil && pr.Token != nil {
-			if _, err := p.o.Auth.TokenPrincipal(ctx, bearer); errors.Is(err, auth.ErrUnauthenticated) {
+			now, err := p.o.Auth.TokenPrincipal(ctx, bearer)
+			if errors.Is(err, auth.ErrUnauthenticated) || (err == nil && !now.Has(anyRole...)) {
 				_ = writeEvent(w, "end", "token no longer valid")
 				return
 			}

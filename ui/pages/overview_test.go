@@ -1,11 +1,18 @@
 package pages
 
 import (
+	"bufio"
+	"context"
 	"net/http"
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/ui/auth"
 )
 
 // TestOverviewLabelCarriesItsTimeForTheLiveScript: the overview says when
@@ -20,4 +27,52 @@ func TestOverviewLabelCarriesItsTimeForTheLiveScript(t *testing.T) {
 	resp, body := h.do("GET", "/", sid, "", nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, body, `<span id="live" class="live" data-state="static" data-at="2026-03-01T09:00:00Z">as of 2026-03-01 10:00:00 CET</span>`)
+}
+
+// TestOverviewStreamEndsWhenTokenLosesItsRoles: a live overview stream
+// opened with an API token ends once the token's user no longer holds any
+// role its scopes name, as new requests with the token are refused then.
+func TestOverviewStreamEndsWhenTokenLosesItsRoles(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	u, err := h.auth.User(ctx, "alice")
+	require.NoError(t, err)
+	tok, _, err := h.auth.CreateToken(ctx, &auth.Principal{User: u, Roles: u.Roles}, "alice", "wallboard", []versioning.Role{versioning.RoleApprover}, time.Hour)
+	require.NoError(t, err)
+	hr, err := http.NewRequest("GET", h.srv.URL+"/events/overview", nil)
+	require.NoError(t, err)
+	hr.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(hr)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	rd := bufio.NewReader(resp.Body)
+	next := func() string {
+		var event string
+		for {
+			line, err := rd.ReadString('\n')
+			if err != nil {
+				return "closed"
+			}
+			line = strings.TrimRight(line, "\n")
+			if line == "" {
+				return event
+			}
+			if v, ok := strings.CutPrefix(line, "event: "); ok {
+				event = v
+			}
+		}
+	}
+	tick := func() {
+		for h.clk.Pending() == 0 {
+			runtime.Gosched()
+		}
+		h.clk.Advance(time.Minute)
+	}
+	require.Equal(t, "summary", next())
+	require.Equal(t, "rows", next())
+	require.NoError(t, h.auth.SetRoles(ctx, "alice", []versioning.Role{versioning.RoleOperator}))
+	tick()
+	require.Equal(t, "end", next(), "the token acts with no role any more")
+	require.Equal(t, "closed", next())
 }
