@@ -186,6 +186,13 @@
 // stages (LedgerOptions.Staged), which repairs a canary, a selector change
 // or an abort the ledger missed (the Plane changes the bucket first and the
 // ledger second, and a retry of the operation cannot tell the ledger).
+// A ledger that stops (the context of Run ends) finishes the batch it is
+// recording and drains: the server sends it no more messages, the other
+// replicas take them, and it records the ones it had already taken
+// within one more RecordTimeout, so a replica stopped in a rolling
+// restart loses none of the ACKs and NACKs it took (what it cannot record
+// in time is counted as dropped; heartbeats repair it, as they repair
+// what is sent while no replica listens).
 //
 // # Wiring
 //

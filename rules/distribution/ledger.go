@@ -831,9 +831,22 @@ func (l *Ledger) Summary(ctx context.Context, service string) (map[State]int, er
 // held it to a few hundred to a thousand messages per second, a fleet of
 // 10,000 instances at the default 10s heartbeat sends 1,000). What it
 // records is what recording each message alone records (see recordBatch).
+//
+// When ctx ends, Run finishes the batch it is recording and drains: the
+// server sends this replica no more messages (the queue group's other
+// replicas take them), and the messages it had already taken (its buffer,
+// and those the server sent before it stopped) are recorded, within one
+// more RecordTimeout. So a replica stopped in a rolling restart loses
+// none of the ACKs and NACKs it took; what a store too slow to answer
+// leaves unrecorded is counted as dropped and logged. Messages sent while
+// no replica listens are not kept (core NATS): heartbeats, which repeat
+// what an instance runs and its last NACK, repair the records.
 func (l *Ledger) Run(ctx context.Context, nc *nats.Conn) error {
 	ch := make(chan *nats.Msg, l.o.Buffer)
 	var dropped atomic.Int64 // since the last sweep, for the warning
+	// handing is read-held by a subscription's callback while it hands a
+	// message over, so that shutdown knows when none is left in between.
+	var handing sync.RWMutex
 	var subs []*nats.Subscription
 	defer func() {
 		for _, s := range subs {
@@ -842,6 +855,8 @@ func (l *Ledger) Run(ctx context.Context, nc *nats.Conn) error {
 	}()
 	for _, subj := range []string{l.o.Names.ReportWildcard(), l.o.Names.HeartbeatWildcard()} {
 		s, err := nc.QueueSubscribe(subj, l.o.QueueGroup, func(m *nats.Msg) {
+			handing.RLock()
+			defer handing.RUnlock()
 			select {
 			case ch <- m:
 			default:
@@ -861,25 +876,16 @@ func (l *Ledger) Run(ctx context.Context, nc *nats.Conn) error {
 	t := l.o.Clock.NewTimer(l.o.Sweep)
 	defer func() { t.Stop() }()
 	batch := make([]*nats.Msg, 0, maxBatch)
+	// A batch being recorded when ctx ends is finished (within its
+	// RecordTimeout), not cut short: the messages are this replica's alone.
+	rctx := context.WithoutCancel(ctx)
 	for {
 		select {
 		case <-ctx.Done():
+			l.drain(ctx, nc, subs, ch, &handing, batch)
 			return nil
 		case m := <-ch:
-			// Every message already waiting, up to maxBatch, is recorded
-			// with it (group commit, see recordBatch).
-			batch = append(batch[:0], m)
-		drain:
-			for len(batch) < maxBatch {
-				select {
-				case m := <-ch:
-					batch = append(batch, m)
-				default:
-					break drain
-				}
-			}
-			l.recordBatch(ctx, batch)
-			clear(batch)
+			batch = l.recordWaiting(rctx, batch, m, ch)
 		case <-t.C():
 			if n := dropped.Swap(0); n > 0 {
 				l.o.Logger.LogAttrs(ctx, slog.LevelWarn, "ledger: buffer full, messages dropped (heartbeats will repair)",
@@ -889,6 +895,78 @@ func (l *Ledger) Run(ctx context.Context, nc *nats.Conn) error {
 			l.sweep(ctx)
 			t = l.o.Clock.NewTimer(l.o.Sweep)
 		}
+	}
+}
+
+// recordWaiting records m and every message already waiting, up to
+// maxBatch, together (group commit, see recordBatch), and returns batch
+// emptied for reuse.
+func (l *Ledger) recordWaiting(ctx context.Context, batch []*nats.Msg, m *nats.Msg, ch <-chan *nats.Msg) []*nats.Msg {
+	batch = append(batch[:0], m)
+collect:
+	for len(batch) < maxBatch {
+		select {
+		case m := <-ch:
+			batch = append(batch, m)
+		default:
+			break collect
+		}
+	}
+	l.recordBatch(ctx, batch)
+	clear(batch)
+	return batch[:0]
+}
+
+// drain ends Run: the server sends this replica no more messages (the
+// other replicas of the queue group take them) and it records those it
+// already took: the ones waiting in its buffer and the ones the server
+// had sent before it stopped, all within one RecordTimeout. Whatever is
+// left then is counted as dropped and logged (heartbeats repair it).
+func (l *Ledger) drain(ctx context.Context, nc *nats.Conn, subs []*nats.Subscription, ch <-chan *nats.Msg, handing *sync.RWMutex, batch []*nats.Msg) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.o.RecordTimeout)
+	defer cancel()
+	var closed []<-chan nats.SubStatus
+	for _, s := range subs {
+		if !nc.IsConnected() {
+			// Nothing more can arrive, and a drain would wait for the
+			// connection to flush.
+			_ = s.Unsubscribe()
+			continue
+		}
+		c := s.StatusChanged(nats.SubscriptionClosed)
+		if err := s.Drain(); err != nil {
+			_ = s.Unsubscribe()
+			continue
+		}
+		closed = append(closed, c)
+	}
+	for len(closed) > 0 && dctx.Err() == nil {
+		select {
+		case <-closed[0]:
+			closed = closed[1:]
+		case m := <-ch:
+			batch = l.recordWaiting(dctx, batch, m, ch)
+		case <-dctx.Done():
+		}
+	}
+	// A callback still handing over the last message it was given.
+	handing.Lock()
+	handing.Unlock() //nolint:staticcheck // waits for the callbacks in flight
+	for dctx.Err() == nil {
+		select {
+		case m := <-ch:
+			batch = l.recordWaiting(dctx, batch, m, ch)
+		default:
+			return
+		}
+	}
+	if n := len(ch); n > 0 {
+		for range n {
+			m := <-ch
+			l.messages.WithLabelValues(kindOf(m.Subject, l.o.Names), "dropped").Inc()
+		}
+		l.o.Logger.LogAttrs(ctx, slog.LevelWarn, "ledger: stopped before recording every message it took (heartbeats will repair)",
+			slog.Int("dropped", n), slog.Duration("timeout", l.o.RecordTimeout))
 	}
 }
 
