@@ -49,7 +49,8 @@
 // but reports nothing from one that was removed. After ForgetAfter without
 // signals the engine forgets the service, every piece of what it keeps of
 // it at once: the recommender's state (recommend.Recommender.Forget: its
-// controller and healthy baseline, learned alert levels included), the
+// controller and healthy baseline, learned alert levels included), its
+// load-score smoothing and hysteresis (loadscore.Tracker.Forget), the
 // active version read, its last score and recommendation (even when the
 // load-score tracker's MaxGap is longer), and its alert levels still
 // raised. Each of those is resolved with a level_cleared event, as when a
@@ -62,6 +63,15 @@
 // after it was last reported. One back sooner continues where it stopped;
 // one back later starts afresh. A downstream whose latency series is gone
 // keeps its baseline and detector as long, then is forgotten likewise.
+//
+// Only a cycle whose signal read is whole forgets: while any signal query
+// fails or answers with a warning that data may be missing (see Partial
+// data), a service absent from the read may be one whose series a store
+// did not return, so nothing is forgotten and no raised level is resolved
+// on that account, however long the outage lasts (the engine logs which
+// services it held). The first whole read after it forgets those still
+// absent, counting from when they were last seen. A store that never
+// answers whole forgets no service.
 //
 // The saved state forgets them too: the events row no longer carries the
 // raised levels, the control row the controller, and the next save

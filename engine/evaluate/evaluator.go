@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -69,11 +70,13 @@ type Options struct {
 	// ForgetAfter is how long a service may be absent from every cycle's
 	// signals before the engine forgets it: the recommender's state (its
 	// ceiling controller, count of known scores and healthy baseline,
-	// learned alert levels included), its last score and recommendation,
-	// its alert levels still raised (each resolved with a level_cleared
-	// event) and its rows in the saved state (see State); the guardrail
-	// stops looking at its active version. A service back within it
-	// continues where it stopped. Default 1h, the
+	// learned alert levels included), its load-score state, its last
+	// score and recommendation, its alert levels still raised (each
+	// resolved with a level_cleared event) and its rows in the saved state
+	// (see State); the guardrail stops looking at its active version. A
+	// service back within it continues where it stopped. Only a cycle
+	// whose signal read is whole (no query failed or partial) forgets: a
+	// metrics outage forgets nothing. Default 1h, the
 	// age beyond which State does not restore what a cycle saved either
 	// (StateOptions.MaxAge); must not be negative.
 	ForgetAfter time.Duration
@@ -124,6 +127,9 @@ type Evaluator struct {
 	// incidentsPartial are the partial-data warnings of the cycle's
 	// incident reads (breakers, downstream latency), Tick's goroutine only.
 	incidentsPartial []string
+	// held are the services the last cycle did not forget because its
+	// read was incomplete (logged when they change), Tick's goroutine only.
+	held []string
 }
 
 type metrics struct {
@@ -253,7 +259,7 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 		// the scores are shown.
 		errs = append(errs, fmt.Errorf("evaluate: services: %w", err))
 		e.o.Levels.check(ctx, at, snap.Entries, e.o.Recommender.Thresholds, e.o.Events)
-		return e.publish(ctx, res, scores, errs)
+		return e.publish(ctx, res, snap, scores, errs)
 	}
 	current := make(map[string]int64, len(infos))
 	for _, in := range infos {
@@ -395,7 +401,7 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 		}
 	}
 	e.o.Levels.check(ctx, at, snap.Entries, e.o.Recommender.Thresholds, e.o.Events)
-	return e.publish(ctx, res, scores, errs)
+	return e.publish(ctx, res, snap, scores, errs)
 }
 
 // judged lists the services whose active versions the cycle reads: those
@@ -441,8 +447,9 @@ func (e *Evaluator) judged(scores []loadscore.Score, infos []versioning.ServiceI
 // its gauge goes at once (an alert on it must not fire on a service that is
 // gone), and its last score and recommendation are dropped once the tracker
 // forgets it too (loadscore.Options.MaxGap). A service absent for longer
-// than ForgetAfter is forgotten altogether (see forget).
-func (e *Evaluator) publish(ctx context.Context, res Result, scores []loadscore.Score, errs []error) (Result, error) {
+// than ForgetAfter is forgotten altogether (see forget), but only by a
+// cycle whose read of snap was whole (see incomplete).
+func (e *Evaluator) publish(ctx context.Context, res Result, snap *signals.Snapshot, scores []loadscore.Score, errs []error) (Result, error) {
 	at := res.At
 	res.Scores = scores
 	if e.seen == nil {
@@ -451,7 +458,20 @@ func (e *Evaluator) publish(ctx context.Context, res Result, scores []loadscore.
 	for _, sc := range scores {
 		e.seen[sc.Key.Service] = at
 	}
-	gone := e.gone(at)
+	gone, held := e.gone(at), []string(nil)
+	if len(gone) > 0 {
+		if why := incomplete(snap); why != "" {
+			// The read may lack the series of services that still run:
+			// their absence is not news, and forgetting them would resolve
+			// their alerts during a metrics outage.
+			if !slices.Equal(gone, e.held) {
+				e.o.Logger.Info("services absent for over ForgetAfter not forgotten: the metrics read is incomplete",
+					"tick", at, "services", gone, "reason", why)
+			}
+			held, gone = gone, nil
+		}
+	}
+	e.held = held
 	for _, svc := range gone {
 		e.forget(ctx, at, svc)
 	}
@@ -492,6 +512,23 @@ func (e *Evaluator) publish(ctx context.Context, res Result, scores []loadscore.
 	return res, errors.Join(errs...)
 }
 
+// incomplete says why a snapshot cannot tell a service that is gone from one
+// whose series the read lost ("" when it can): a signal's query failed or
+// answered with a warning that data may be missing. A service absent from
+// any answer of a whole read has no series; absent from an incomplete
+// one, it may have them in a store that did not answer.
+func incomplete(snap *signals.Snapshot) string {
+	if len(snap.Errors) > 0 {
+		s := slices.Min(slices.Collect(maps.Keys(snap.Errors)))
+		return "metrics failed: " + string(s) + ": " + snap.Errors[s].Error()
+	}
+	if len(snap.Partial) > 0 {
+		s := slices.Min(slices.Collect(maps.Keys(snap.Partial)))
+		return partialPrefix + string(s) + ": " + snap.Partial[s]
+	}
+	return ""
+}
+
 // gone lists, by name, the services to forget at time at: those without
 // signals for longer than ForgetAfter, and those with an alert level
 // raised that this replica never saw (restored from the state) and last
@@ -527,13 +564,16 @@ func (e *Evaluator) gone(at time.Time) []string {
 // nothing for ForgetAfter: its alert levels still raised, resolved with a
 // level_cleared each (before the recommender forgets the baseline that
 // learned levels come from, so the event still names the level), its
-// recommender state (controller and healthy baseline), the active version
-// read, when it was last seen and its load score gauge. The caller drops
+// recommender state (controller and healthy baseline), its load-score
+// smoothing and hysteresis (loadscore.Tracker.Forget, even when the
+// tracker's MaxGap is longer), the active version read, when it was last
+// seen and its load score gauge. The caller drops
 // its last score and recommendation. State saves no more of it and marks
 // its saved baseline forgotten (see State.Save).
 func (e *Evaluator) forget(ctx context.Context, at time.Time, svc string) {
 	e.o.Levels.forget(ctx, at, svc, e.forgetAfter(), e.o.Recommender.Thresholds, e.o.Events)
 	e.o.Recommender.Forget(svc)
+	e.o.Tracker.Forget(svc)
 	delete(e.seen, svc)
 	delete(e.active, svc)
 	e.metrics.score.DeleteLabelValues(svc)

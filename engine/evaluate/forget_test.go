@@ -1,7 +1,9 @@
 package evaluate
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -16,8 +18,10 @@ import (
 	"governor.dev/governor/engine/loadscore"
 	"governor.dev/governor/engine/recommend"
 	"governor.dev/governor/engine/signals"
+	"governor.dev/governor/engine/signals/embedded"
 	"governor.dev/governor/migrations"
 	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/rules/versioning/sqlite"
 )
 
 // The tests of this file show what the engine forgets of a service (or a
@@ -302,5 +306,168 @@ func TestForgottenDownstreamIsNotRestoredByTheNextLeader(t *testing.T) {
 	}
 	if len(b.e.latency) != 0 {
 		t.Fatalf("next leader restored downstream baselines %v", slices.Collect(maps.Keys(b.e.latency)))
+	}
+}
+
+// TestForgottenServiceLeavesTheLoadScoreTracker: with a tracker MaxGap
+// longer than ForgetAfter, the engine that forgets checkout makes the
+// tracker forget it at the same cycle: neither the tracker nor the saved
+// scores row keeps its smoothing and hysteresis.
+func TestForgottenServiceLeavesTheLoadScoreTracker(t *testing.T) {
+	reader, st := checkoutGoneAfter10m(t)
+	mem := &MemState{}
+	f := newForgetEngine(t, reader, st, mem, 3*time.Hour)
+	tracked := func() bool {
+		b, err := f.e.o.Tracker.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bytes.Contains(b, []byte("checkout"))
+	}
+	savedScores := func() bool {
+		rows, err := mem.Load(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if r.Part == StateScores {
+				return bytes.Contains(r.Data, []byte("checkout"))
+			}
+		}
+		t.Fatal("no scores row saved")
+		return false
+	}
+	f.tick(t, 5*time.Minute)
+	f.tick(t, 40*time.Minute)
+	if !tracked() || !savedScores() {
+		t.Fatal("+40m: checkout's score is not kept while it may come back")
+	}
+	f.tick(t, 90*time.Minute)
+	if tracked() {
+		t.Fatal("+90m: the tracker keeps the score of forgotten checkout")
+	}
+	if savedScores() {
+		t.Fatal("+90m: the saved scores row keeps forgotten checkout")
+	}
+}
+
+// outageStore is an embedded store in which checkout and cart report for
+// three hours and ship for the first 10 minutes, and a rules store.
+func outageStore(t *testing.T) (*embedded.DB, versioning.Store) {
+	t.Helper()
+	db, err := embedded.Open(embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	writeService(t, db, "ship", benchT0, benchT0.Add(10*time.Minute))
+	// Ten minutes at a time: the store refuses samples far older than
+	// its newest.
+	for from := benchT0; from.Before(benchT0.Add(3 * time.Hour)); from = from.Add(10 * time.Minute) {
+		for _, svc := range []string{"checkout", "cart"} {
+			writeService(t, db, svc, from, from.Add(10*time.Minute-10*time.Second))
+		}
+	}
+	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: ":memory:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return db, st
+}
+
+// TestPartialStoreLongerThanForgetAfterForgetsNothing: from +10m to +2h the
+// store holding checkout's series is unavailable; the federated store
+// answers without them and warns. Checkout keeps running (its p99 above
+// its levels): it is not gone, and the engine neither resolves its raised
+// levels nor forgets its state, however long the outage. Ship, which
+// stopped reporting at +10m, is not forgotten on a partial read either,
+// but at the first whole one after ForgetAfter.
+func TestPartialStoreLongerThanForgetAfterForgetsNothing(t *testing.T) {
+	db, st := outageStore(t)
+	src := lossySource{db: db, from: benchT0.Add(10 * time.Minute), to: benchT0.Add(2 * time.Hour),
+		hide: []string{"checkout"}, warn: "partial response: store 2 unreachable"}
+	reader, err := signals.NewReader(src, signals.ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := &MemState{}
+	f := newForgetEngine(t, reader, st, mem, 0)
+	f.tick(t, 5*time.Minute)
+	for _, d := range []time.Duration{40 * time.Minute, 90 * time.Minute, 119 * time.Minute} {
+		if got := f.tick(t, d); slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, "level_cleared") }) {
+			t.Fatalf("+%s (store partial): %q, want nothing cleared", d, got)
+		}
+		if got := strings.Join(recommended(t, f.rec), " "); got != "cart checkout ship" {
+			t.Fatalf("+%s (store partial): the recommender keeps %q, want cart checkout ship", d, got)
+		}
+		if got := raisedServices(t, mem); !slices.Equal(got, []string{"cart", "checkout", "ship"}) {
+			t.Fatalf("+%s (store partial): saved raised levels of %q", d, got)
+		}
+	}
+	got := f.tick(t, 125*time.Minute)
+	for _, s := range got {
+		if strings.HasPrefix(s, "level_cleared") && !strings.Contains(s, " ship ") {
+			t.Fatalf("+125m (store whole): %q, want only ship's levels cleared", got)
+		}
+	}
+	if !slices.Contains(got, "level_cleared ship latency_p99 warn") {
+		t.Fatalf("+125m (store whole): %q, want ship forgotten", got)
+	}
+	if got := strings.Join(recommended(t, f.rec), " "); got != "cart checkout" {
+		t.Fatalf("+125m: the recommender keeps %q, want cart checkout", got)
+	}
+}
+
+// failingSource answers, in [from, to), the queries containing keep
+// without the series of the services in hide, and fails every other query.
+type failingSource struct {
+	db       *embedded.DB
+	from, to time.Time
+	hide     []string
+	keep     string
+}
+
+func (s failingSource) Query(ctx context.Context, q string, at time.Time) (*signals.Result, error) {
+	res, err := s.db.Query(ctx, q, at)
+	if err != nil || at.Before(s.from) || !at.Before(s.to) {
+		return res, err
+	}
+	if !strings.Contains(q, s.keep) {
+		return nil, errors.New("query timed out")
+	}
+	out := *res
+	out.Samples = slices.DeleteFunc(slices.Clone(res.Samples), func(x signals.Sample) bool { return slices.Contains(s.hide, x.Labels["service"]) })
+	return &out, nil
+}
+
+func (s failingSource) QueryRange(ctx context.Context, q string, r signals.Range) (*signals.Result, error) {
+	return s.db.QueryRange(ctx, q, r)
+}
+
+func (failingSource) EvaluatesPromQL() {}
+
+// TestFailingReadsLongerThanForgetAfterForgetNothing: from +10m to +2h
+// most signal queries fail; the one that answers lacks checkout. A cycle
+// whose read failed in part cannot tell a service that is gone from one
+// whose series it could not read: nothing is forgotten or resolved.
+func TestFailingReadsLongerThanForgetAfterForgetNothing(t *testing.T) {
+	db, st := outageStore(t)
+	src := failingSource{db: db, from: benchT0.Add(10 * time.Minute), to: benchT0.Add(2 * time.Hour),
+		hide: []string{"checkout"}, keep: "governor_sdk_limit"}
+	reader, err := signals.NewReader(src, signals.ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := &MemState{}
+	f := newForgetEngine(t, reader, st, mem, 0)
+	f.tick(t, 5*time.Minute)
+	for _, d := range []time.Duration{40 * time.Minute, 90 * time.Minute} {
+		if got := f.tick(t, d); slices.ContainsFunc(got, func(s string) bool { return strings.HasPrefix(s, "level_cleared") }) {
+			t.Fatalf("+%s (reads failing): %q, want nothing cleared", d, got)
+		}
+		if got := strings.Join(recommended(t, f.rec), " "); got != "cart checkout ship" {
+			t.Fatalf("+%s (reads failing): the recommender keeps %q", d, got)
+		}
 	}
 }

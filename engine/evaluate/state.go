@@ -682,6 +682,7 @@ func (e *Evaluator) forgotten(part, key string) {
 		return
 	}
 	e.o.Recommender.Forget(key)
+	e.o.Tracker.Forget(key)
 	delete(e.seen, key)
 	delete(e.active, key)
 	if e.o.Levels != nil {

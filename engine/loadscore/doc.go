@@ -36,7 +36,12 @@
 // Overloaded when the smoothed score rises above ActAbove (0.8) and is
 // released only when it falls below ReleaseBelow (0.5). An unknown score
 // changes neither the average nor the state; after MaxGap without a known
-// score the key's history is dropped and starts afresh. The Tracker's
+// score the key's history is dropped and starts afresh, and a key absent
+// from snapshots for longer than MaxGap is forgotten. A caller that knows
+// a service is gone sooner (engine/evaluate, after its ForgetAfter) calls
+// Tracker.Forget, which drops every key of the service at once: one that
+// comes back starts afresh rather than with stale smoothing or an old
+// Overloaded state. The Tracker's
 // MarshalBinary and UnmarshalBinary carry this state (the smoothed score,
 // when it was last known and seen, the hysteresis side) to another replica,
 // which then scores the next snapshot exactly as the first would.

@@ -103,7 +103,8 @@ type Options struct {
 	ActAbove, ReleaseBelow float64
 	// MaxGap: a key without a known score for longer loses its history (and
 	// its Overloaded state); a key absent from snapshots for longer is
-	// forgotten. Default 5m.
+	// forgotten (Tracker.Forget forgets a service's keys at once). Default
+	// 5m.
 	MaxGap time.Duration
 }
 

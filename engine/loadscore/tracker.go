@@ -73,6 +73,22 @@ func (t *Tracker) Update(snap *signals.Snapshot) []Score {
 	return out
 }
 
+// Forget drops the state of every key of service (the service's own and
+// its instances') at once, rather than MaxGap after it was last seen: a
+// service the caller knows is gone no longer takes room, and one that
+// comes back starts afresh (no smoothing with its old scores, not
+// overloaded). Forgetting a service the tracker does not keep does
+// nothing.
+func (t *Tracker) Forget(service string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for k := range t.keys {
+		if k.Service == service {
+			delete(t.keys, k)
+		}
+	}
+}
+
 // Observe scores one entry at time at.
 func (t *Tracker) Observe(at time.Time, e *signals.Entry) Score {
 	t.mu.Lock()

@@ -154,3 +154,35 @@ func TestNonFiniteInputDoesNotPoisonTheAverage(t *testing.T) {
 	_, err := tr.MarshalBinary()
 	require.NoError(t, err)
 }
+
+// TestForgottenServiceStartsAfresh: a tracker told to forget a service
+// drops every key of it (the service's and its instances'), at once rather
+// than after MaxGap, and keeps the others. Back within MaxGap, the service
+// starts afresh: its first score is its raw score, not released from an
+// overloaded state it had before.
+func TestForgottenServiceStartsAfresh(t *testing.T) {
+	tr := cpuOnly(t)
+	inst := cpu(1)
+	inst.Key.Instance = "" // the service-level key
+	other := entry("other", map[signals.Signal]float64{signals.CPU: 0.3})
+	for i := range 4 {
+		at := t0.Add(time.Duration(i) * 30 * time.Second)
+		tr.Observe(at, cpu(1))
+		tr.Observe(at, inst)
+		tr.Observe(at, other)
+	}
+	require.True(t, tr.Observe(t0.Add(2*time.Minute), cpu(1)).Overloaded)
+
+	tr.Forget("s")
+	require.Len(t, tr.keys, 1, "only other is kept")
+	_, ok := tr.keys[other.Key]
+	require.True(t, ok)
+
+	sc := tr.Observe(t0.Add(3*time.Minute), cpu(0.6))
+	require.InDelta(t, 0.6, sc.Value, 1e-12, "a fresh start, not smoothed with the forgotten history")
+	require.False(t, sc.Overloaded, "0.6 does not act on a fresh key")
+	require.False(t, sc.Changed)
+
+	tr.Forget("nobody") // forgetting an unknown service is a no-op
+	require.Len(t, tr.keys, 2)
+}
