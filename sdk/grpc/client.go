@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/sdk/outbound"
 	"governor.dev/governor/sdk/retry"
 )
@@ -132,7 +134,7 @@ func UnaryClientInterceptor(opts ClientOptions) (grpc.UnaryClientInterceptor, er
 		d.Request(clk.Nanotime())
 		canRetry := d.Retrier() != nil && opts.Idempotent != nil && opts.Idempotent(method)
 		for attempt := 1; ; attempt++ {
-			var trailer metadata.MD
+			var trailer *metadata.MD // only to read a retry's pushback
 			start := clk.Nanotime()
 			call, err := d.Begin(start)
 			if err != nil {
@@ -147,7 +149,8 @@ func UnaryClientInterceptor(opts ClientOptions) (grpc.UnaryClientInterceptor, er
 			}
 			co := callOpts
 			if canRetry {
-				co = append(callOpts[:len(callOpts):len(callOpts)], grpc.Trailer(&trailer))
+				trailer = new(metadata.MD)
+				co = append(callOpts[:len(callOpts):len(callOpts)], grpc.Trailer(trailer))
 			}
 			var end int64
 			var failed, canceled bool
@@ -174,7 +177,7 @@ func UnaryClientInterceptor(opts ClientOptions) (grpc.UnaryClientInterceptor, er
 				return err
 			}
 			var after time.Duration
-			if v := trailer.Get(PushbackKey); len(v) > 0 {
+			if v := trailer.Get(PushbackKey); len(v) > 0 { // canRetry: trailer is set
 				d, ok, stop := ParsePushback(v[0])
 				if stop {
 					return err
@@ -225,9 +228,23 @@ func dropped(err error) bool {
 	return false
 }
 
-// StreamClientInterceptor guards the opening of streams with the bulkhead
-// and the breaker; the stream counts as one call that ends when it is
-// established (streams are not retried).
+// StreamClientInterceptor puts every stream through its downstream's
+// bulkhead and breaker. A stream is one call from its opening to its end: it
+// holds its bulkhead slot for its whole life (as Envoy counts an HTTP/2
+// stream against max_requests), and its outcome is reported once, when it
+// ends, from the status gRPC ends it with (grpc.OnFinish): a stream the
+// server ends with OK (RecvMsg returns io.EOF) is a success, one that fails
+// after it opened (a reset, UNAVAILABLE or a deadline mid-stream) is judged
+// by Failed like a unary call, and one its caller cancels counts neither
+// way. A stream gives no latency sample (outbound.Call.EndUnmeasured): its
+// lifetime is as long as its caller wants, so it neither feeds an adaptive
+// bulkhead nor counts as a slow call. Give long-lived streams (watch
+// streams) a downstream name of their own (Downstream) all the same, so
+// that they do not hold the bulkhead slots of unary calls. Streams are not
+// retried.
+//
+// Interceptors further in must pass the call options on to gRPC, as gRPC
+// interceptors do: the end of the stream is seen only through them.
 func StreamClientInterceptor(opts ClientOptions) (grpc.StreamClientInterceptor, error) {
 	if err := opts.fill(); err != nil {
 		return nil, err
@@ -242,23 +259,69 @@ func StreamClientInterceptor(opts ClientOptions) (grpc.StreamClientInterceptor, 
 		if err != nil {
 			return nil, refusal(err)
 		}
-		var s grpc.ClientStream
-		var failed, canceled bool
-		err = settle(call, func() error {
-			var err error
-			s, err = streamer(ctx, desc, cc, method, callOpts...)
-			if canceled = callerCanceled(ctx, err); !canceled {
-				failed = opts.Failed(err)
-			}
-			return err
+		sc := &streamCall{call: call, ctx: ctx, clk: clk, failed: opts.Failed}
+		co := append(sc.opts[:0], callOpts...)
+		co = append(co, grpc.OnFinish(sc.finish))
+		s, err := sc.open(func() (grpc.ClientStream, error) {
+			return streamer(ctx, desc, cc, method, co...)
 		})
-		if canceled {
-			call.Cancel()
-			return s, err
+		if err != nil {
+			// gRPC has run the OnFinish options of a stream it could
+			// not open, or an interceptor further in refused it
+			// before gRPC saw it: finish decides once either way.
+			sc.finish(err)
 		}
-		call.End(clk.Nanotime(), failed, dropped(err))
 		return s, err
 	}, nil
+}
+
+// streamCall is the outbound call of one stream, ended exactly once: by
+// gRPC when the stream ends, or by the interceptor when it was not opened.
+type streamCall struct {
+	call   outbound.Call
+	ctx    context.Context // the caller's
+	clk    clock.Clock
+	failed func(error) bool
+	done   atomic.Bool
+	// opts holds the stream's call options, so that a stream takes one
+	// allocation besides its finish callback when they are few.
+	opts [8]grpc.CallOption
+}
+
+// open runs the streamer. Should it panic (an interceptor further in), the
+// call is cancelled, unless it has already ended, and the panic goes on.
+func (s *streamCall) open(streamer func() (grpc.ClientStream, error)) (grpc.ClientStream, error) {
+	done := false
+	defer func() {
+		if !done && s.done.CompareAndSwap(false, true) {
+			s.call.Cancel()
+		}
+	}()
+	cs, err := streamer()
+	done = true
+	return cs, err
+}
+
+// finish reports how the stream ended (err nil for OK); it acts once.
+func (s *streamCall) finish(err error) {
+	if !s.done.CompareAndSwap(false, true) {
+		return
+	}
+	if callerCanceled(s.ctx, err) {
+		s.call.Cancel()
+		return
+	}
+	judged := false
+	defer func() {
+		if !judged { // Failed panicked
+			s.call.Cancel()
+		}
+	}()
+	failed := s.failed(err)
+	judged = true
+	// A stream lives as long as its caller wants: its lifetime is no
+	// latency, for the adaptive bulkhead or the breaker's slow calls.
+	s.call.EndUnmeasured(s.clk.Nanotime(), failed)
 }
 
 // callerCanceled reports whether a call ended with codes.Canceled because its

@@ -33,7 +33,14 @@ func TestClientPanicLeaksNoBulkheadSlot(t *testing.T) {
 	}
 	ok := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { return nil }
 	boom := func(context.Context, string, any, any, *grpc.ClientConn, ...grpc.CallOption) error { panic("invoker") }
-	streamOK := func(context.Context, *grpc.StreamDesc, *grpc.ClientConn, string, ...grpc.CallOption) (grpc.ClientStream, error) {
+	// streamOK opens a stream that ends at once with OK: it runs the
+	// OnFinish options as gRPC does when a stream ends.
+	streamOK := func(_ context.Context, _ *grpc.StreamDesc, _ *grpc.ClientConn, _ string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		for _, o := range opts {
+			if f, ok := o.(grpc.OnFinishCallOption); ok {
+				f.OnFinish(nil)
+			}
+		}
 		return nil, nil
 	}
 	streamBoom := func(context.Context, *grpc.StreamDesc, *grpc.ClientConn, string, ...grpc.CallOption) (grpc.ClientStream, error) {

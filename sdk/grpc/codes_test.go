@@ -4,11 +4,13 @@ package grpcgov
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	governor "governor.dev/governor/sdk"
@@ -112,3 +114,76 @@ func TestAQuotaRefusalByAHandlerIsNoCongestion(t *testing.T) {
 		t.Fatalf("outcome = %v, want Success", got)
 	}
 }
+
+// dropRecorder is a fixed limit that records the drops it is told of.
+type dropRecorder struct{ samples, drops atomic.Int64 }
+
+func (*dropRecorder) Limit() int { return 10 }
+
+func (d *dropRecorder) Observe(_, _ int64, _ int, dropped bool) {
+	d.samples.Add(1)
+	if dropped {
+		d.drops.Add(1)
+	}
+}
+
+// TestCallersOwnDeadlineIsNoCongestion: a call that ends DeadlineExceeded
+// because the deadline its caller sent (grpc-timeout) ran out was cut short
+// by the caller's choice: counted as an overload drop, a few callers with
+// tight deadlines cut the route's adaptive limit for everyone. It still
+// gives its latency sample (under real overload, the latency up to the
+// deadlines cuts the limit). A DeadlineExceeded of the server's own (a
+// timeout the handler set, the caller's deadline still ahead) stays a drop.
+func TestCallersOwnDeadlineIsNoCongestion(t *testing.T) {
+	lim := &dropRecorder{}
+	g, err := governor.New(governor.Options{Service: "health", Clock: clock.NewFake(time.Now()),
+		Defaults: &rules.Ruleset{Service: "health", Routes: []rules.Route{{
+			Name: "all", Match: rules.Match{PathPrefix: "/"}, Concurrency: &rules.Concurrency{Initial: 10},
+		}}},
+		NewLimiter: func(rules.Concurrency, clock.Clock) (governor.Limiter, error) { return lim, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	unary := UnaryServerInterceptor(g, ServerOptions{})
+	stream := StreamServerInterceptor(g, ServerOptions{})
+	info := &grpc.UnaryServerInfo{FullMethod: "/pkg.S/M"}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err = unary(ctx, nil, info, func(ctx context.Context, _ any) (any, error) {
+		<-ctx.Done()
+		return nil, status.FromContextError(ctx.Err()).Err()
+	})
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("unary = %v", err)
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer scancel()
+	if err := stream(nil, deadlineStream{sctx}, &grpc.StreamServerInfo{FullMethod: "/pkg.S/W"}, func(_ any, ss grpc.ServerStream) error {
+		<-ss.Context().Done()
+		return ss.Context().Err()
+	}); code(err) != codes.DeadlineExceeded {
+		t.Fatalf("stream = %v", err)
+	}
+	if d, s := lim.drops.Load(), lim.samples.Load(); d != 0 || s != 1 {
+		t.Fatalf("calls cut short by their callers' deadlines: %d drops, %d samples; want 0 drops, 1 sample (the unary call)", d, s)
+	}
+
+	_, _ = unary(context.Background(), nil, info, func(context.Context, any) (any, error) {
+		return nil, status.Error(codes.DeadlineExceeded, "database timed out")
+	})
+	if d := lim.drops.Load(); d != 1 {
+		t.Fatalf("a timeout of the server's own: %d drops, want 1", d)
+	}
+}
+
+// deadlineStream is a server stream with the given context.
+type deadlineStream struct{ ctx context.Context }
+
+func (s deadlineStream) Context() context.Context   { return s.ctx }
+func (deadlineStream) SetHeader(metadata.MD) error  { return nil }
+func (deadlineStream) SendHeader(metadata.MD) error { return nil }
+func (deadlineStream) SetTrailer(metadata.MD)       {}
+func (deadlineStream) SendMsg(any) error            { return nil }
+func (deadlineStream) RecvMsg(any) error            { return nil }

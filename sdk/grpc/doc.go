@@ -14,10 +14,19 @@
 // retry, apart from Failed, which feeds the breaker. A refused call fails
 // with codes.Unavailable, and the error also unwraps to the
 // *outbound.RejectedError, so errors.Is(err, breaker.ErrOpen) works.
-// StreamClientInterceptor guards the opening of streams. A call that fails
-// with codes.Canceled because its caller cancelled the context says nothing
-// of the downstream: it counts as neither a success nor a failure and gives
-// back its bulkhead slot and any half-open probe slot (outbound.Call.Cancel).
+// StreamClientInterceptor counts a stream as one call from its opening to
+// its end: it holds its bulkhead slot while open, and its outcome is
+// reported once, when it ends (grpc.OnFinish), so a downstream that accepts
+// streams and then breaks them (a reset, UNAVAILABLE or a deadline
+// mid-stream) opens the breaker; io.EOF is a success. It gives no latency
+// sample (its lifetime is no latency); name long-lived streams as a
+// downstream of their own, so that they hold no slots of unary calls. A
+// call or stream that fails with codes.Canceled because its caller cancelled
+// the context says nothing of the downstream: it counts as neither a success
+// nor a failure and gives back its bulkhead slot and any half-open probe
+// slot (outbound.Call.Cancel). A DeadlineExceeded is a failure on the client
+// side even when the caller's own deadline ran out: a downstream that hangs
+// shows as nothing else.
 //
 // Server side, UnaryServerInterceptor and StreamServerInterceptor admit every
 // call through a governor.Governor. Refusals map to codes.ResourceExhausted
@@ -35,7 +44,11 @@
 // now": a failure for the breaker, retried with back-off under the budget
 // (elsewhere, with a balancer), as gRPC's own retry policies do. A server's
 // DefaultOutcome counts a handler's ResourceExhausted as served, as httpgov
-// counts a 429, and Unavailable as an overload drop, as it counts a 503.
+// counts a 429, and Unavailable as an overload drop, as it counts a 503. A
+// DeadlineExceeded is an overload drop too, unless the caller's own
+// deadline (its grpc-timeout) had passed: then the caller gave up, as with
+// Canceled, and the call counts as served, though its latency is still a
+// sample.
 //
 // A call whose deadline (the caller's
 // grpc-timeout, which gRPC puts on the context) has passed or leaves less

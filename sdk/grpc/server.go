@@ -26,7 +26,10 @@ type ServerOptions struct {
 	// the adaptive limit learns from these samples).
 	Clock clock.Clock
 	// Outcome maps a handler's error to how the call ended; default
-	// DefaultOutcome.
+	// DefaultOutcome, with one rule of its own that needs the call's
+	// context: a DeadlineExceeded after the caller's own deadline (the
+	// grpc-timeout it sent) has passed counts as Success (see
+	// outcomeOf). A custom Outcome decides alone.
 	Outcome func(error) governor.Outcome
 	// IgnoreDeadlines leaves the call's deadline out of admission: by
 	// default a call whose deadline (grpc-timeout, which gRPC puts on the
@@ -104,13 +107,36 @@ func Status(err error) error {
 	return err
 }
 
-func (o *ServerOptions) fill() {
+// fill sets the defaults and returns how a call's outcome is decided.
+func (o *ServerOptions) fill() func(context.Context, error) governor.Outcome {
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
 	if o.Outcome == nil {
-		o.Outcome = DefaultOutcome
+		return outcomeOf
 	}
+	custom := o.Outcome
+	return func(_ context.Context, err error) governor.Outcome { return custom(err) }
+}
+
+// outcomeOf is the default outcome of a call: DefaultOutcome, except that a
+// DeadlineExceeded that ends a call after its caller's own deadline has
+// passed (ctx, gRPC's context of the call, carries the grpc-timeout the
+// caller sent) counts as Success, like a Canceled: the caller chose how
+// long to wait and gave up, the server did not fail. Counted as an
+// overload drop, a few callers with tight deadlines (which pass the
+// admission's DeadlineFactor check and then run out on a slower call) cut
+// the route's adaptive limit for every caller. The call still gives its
+// latency sample, so real overload, which stretches calls up to their
+// callers' deadlines, still cuts the limit. A DeadlineExceeded of the
+// server's own (a handler's timeout on a downstream while the caller's
+// deadline is still ahead) stays a drop.
+func outcomeOf(ctx context.Context, err error) governor.Outcome {
+	o := DefaultOutcome(err)
+	if o == governor.Dropped && code(err) == codes.DeadlineExceeded && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return governor.Success
+	}
+	return o
 }
 
 // mdHeader looks up gRPC metadata under canonical header names.
@@ -163,16 +189,19 @@ func refuse(ctx context.Context, err error) error {
 // (governor.PeerIdentity). A handler that panics releases its permit as a
 // failure; the panic goes on to the interceptors further out.
 func UnaryServerInterceptor(g *governor.Governor, opts ServerOptions) grpc.UnaryServerInterceptor {
-	opts.fill()
+	outcome := opts.fill()
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		permit, err := g.Admit(ctx, request(ctx, g, info.FullMethod, !opts.IgnoreDeadlines))
 		if err != nil {
 			return nil, refuse(ctx, err)
 		}
 		start := opts.Clock.Nanotime()
-		defer releaseOnPanic(permit, opts.Clock, start, true)
+		held := true // the permit is still held
+		defer releaseOnPanic(&held, permit, opts.Clock, start, true)
 		resp, err := handler(ctx, req)
-		permit.Release(time.Duration(opts.Clock.Nanotime()-start), opts.Outcome(err))
+		o := outcome(ctx, err)
+		held = false // a panic in Release must not release it again
+		permit.Release(time.Duration(opts.Clock.Nanotime()-start), o)
 		return resp, Status(err)
 	}
 }
@@ -185,7 +214,7 @@ func UnaryServerInterceptor(g *governor.Governor, opts ServerOptions) grpc.Unary
 // no latency sample. Give long-lived streams a route of their own, so they do
 // not hold the slots of the unary calls' limit.
 func StreamServerInterceptor(g *governor.Governor, opts ServerOptions) grpc.StreamServerInterceptor {
-	opts.fill()
+	outcome := opts.fill()
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		ctx := ss.Context()
 		permit, err := g.Admit(ctx, request(ctx, g, info.FullMethod, !opts.IgnoreDeadlines))
@@ -193,19 +222,28 @@ func StreamServerInterceptor(g *governor.Governor, opts ServerOptions) grpc.Stre
 			return refuse(ctx, err)
 		}
 		start := opts.Clock.Nanotime()
-		defer releaseOnPanic(permit, opts.Clock, start, false)
+		held := true
+		defer releaseOnPanic(&held, permit, opts.Clock, start, false)
 		err = handler(srv, ss)
-		permit.ReleaseUnmeasured(time.Duration(opts.Clock.Nanotime()-start), opts.Outcome(err))
+		o := outcome(ctx, err)
+		held = false
+		permit.ReleaseUnmeasured(time.Duration(opts.Clock.Nanotime()-start), o)
 		return Status(err)
 	}
 }
 
 // releaseOnPanic, deferred, releases permit as a Failure when the handler
-// panics and lets the panic go on: a recovery interceptor further out keeps
-// the server alive, and the call must not keep its slot of the route's
-// concurrency limit. A stream's permit (measured false) is released
-// unmeasured, as when it ends.
-func releaseOnPanic(permit governor.Permit, clk clock.Clock, start int64, measured bool) {
+// (or Outcome) panics while the permit is still held, and lets the panic go
+// on: a recovery interceptor further out keeps the server alive, and the
+// call must not keep its slot of the route's concurrency limit. A panic in
+// the release itself (a custom limiter) leaves it released once: a second
+// release would push the in-flight count below zero and raise the limit for
+// good. A stream's permit (measured false) is released unmeasured, as when
+// it ends.
+func releaseOnPanic(held *bool, permit governor.Permit, clk clock.Clock, start int64, measured bool) {
+	if !*held {
+		return
+	}
 	if p := recover(); p != nil {
 		held := time.Duration(clk.Nanotime() - start)
 		if measured {

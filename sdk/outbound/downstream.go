@@ -208,6 +208,31 @@ func (c Call) End(now int64, failed, dropped bool) {
 	}
 }
 
+// EndUnmeasured ends the call like End but gives no latency sample, for a
+// call whose duration is not a latency (a stream that lives as long as its
+// caller wants): the bulkhead slot is given back without feeding an
+// adaptive limiter, the outcome is counted but not put in the latency
+// histogram, and the breaker records it with latency 0, so it is never a
+// slow call. The same as governor.Permit.ReleaseUnmeasured on the server
+// side. A zero Call is ignored.
+func (c Call) EndUnmeasured(now int64, failed bool) {
+	d := c.d
+	if d == nil {
+		return
+	}
+	if c.bh {
+		d.bh.Cancel()
+	}
+	if failed {
+		d.stats.count(iError)
+	} else {
+		d.stats.count(iSuccess)
+	}
+	if d.brk != nil { // last, as in End
+		d.brk.Record(c.ticket, now, 0, failed)
+	}
+}
+
 // Cancel ends a call without an outcome: one that is not made after all (no
 // endpoint could take it) or whose caller gave up before it ended. It gives
 // back what Begin took, the bulkhead slot and the breaker's admission

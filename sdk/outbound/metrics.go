@@ -80,6 +80,9 @@ func (s *stats) finish(outcome int, rtt int64) {
 	sh.sum.Add(rtt)
 }
 
+// count counts a call's outcome without a latency (Call.EndUnmeasured).
+func (s *stats) count(outcome int) { s.shard().calls[outcome].Add(1) }
+
 // snapshot sums the shards.
 type snapshot struct {
 	calls                  [len(outcomes)]uint64
