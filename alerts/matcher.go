@@ -1,8 +1,10 @@
 package alerts
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
+	"regexp/syntax"
 	"strconv"
 	"strings"
 )
@@ -38,13 +40,30 @@ func NewMatcher(t MatchType, name, value string) (*Matcher, error) {
 	}
 	m := &Matcher{Name: name, Type: t, Value: value}
 	if t == MatchRegexp || t == MatchNotRegexp {
+		// The value must be a regular expression on its own before it is
+		// anchored: x)|(.* would otherwise close the anchoring group and
+		// match every value, so a silence meant for one alert would
+		// silence all.
+		if _, err := regexp.Compile(value); err != nil {
+			return nil, fmt.Errorf("%w: matcher %s%s%q: not a regular expression: %s", ErrInvalid, name, t, value, regexpProblem(err))
+		}
 		re, err := regexp.Compile("^(?:" + value + ")$")
-		if err != nil {
-			return nil, fmt.Errorf("%w: matcher %s: regexp %q: %v", ErrInvalid, name, value, err)
+		if err != nil { // not reached: a valid expression stays valid in a group
+			return nil, fmt.Errorf("%w: matcher %s%s%q: not a regular expression", ErrInvalid, name, t, value)
 		}
 		m.re = re
 	}
 	return m, nil
+}
+
+// regexpProblem says what is wrong with an expression, without the
+// "error parsing regexp" prefix.
+func regexpProblem(err error) string {
+	var se *syntax.Error
+	if errors.As(err, &se) {
+		return fmt.Sprintf("%s: %q", se.Code, se.Expr)
+	}
+	return err.Error()
 }
 
 // Matches tests the value of the label (empty when absent).

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/fnv"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -28,6 +29,7 @@ func TestParseMatchers(t *testing.T) {
 		{in: `a=x`, wantErr: "position 2: expected a double-quoted value"},
 		{in: `{a="x"`, wantErr: "position 6: expected '}'"},
 		{in: `a=~"("`, wantErr: "position 3:"},
+		{in: `a=~"x)|(.*"`, wantErr: `position 3: matcher a=~"x)|(.*": not a regular expression: unexpected )`},
 		{in: `1a="x"`, wantErr: "position 0: expected a label name"},
 		{in: `a<"x"`, wantErr: "position 1: expected one of"},
 		{in: `a="x`, wantErr: "position 2: unterminated string"},
@@ -56,8 +58,33 @@ func TestParseMatchers(t *testing.T) {
 	}
 }
 
+// TestRegexpMatcherRefusesValueThatEscapesAnchors: a value that is not a
+// regular expression on its own, such as x)|(.*, must not compile through
+// the anchoring wrapper and match every alert.
+func TestRegexpMatcherRefusesValueThatEscapesAnchors(t *testing.T) {
+	for _, v := range []string{`x)|(.*`, `a)(b`, `)`} {
+		for _, typ := range []MatchType{MatchRegexp, MatchNotRegexp} {
+			m, err := NewMatcher(typ, "alertname", v)
+			if err == nil {
+				t.Fatalf("NewMatcher(%s, %q) accepted; matches {alertname=\"y\"}: %v", typ, v, m.Matches(Labels{"alertname": "y"}))
+			}
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "alertname") || !strings.Contains(err.Error(), `"`+v+`"`) ||
+				strings.Contains(err.Error(), "^(?:") {
+				t.Fatalf("NewMatcher(%q) error %q: want ErrInvalid naming the label and quoting the value as given", v, err)
+			}
+		}
+		ms, err := ParseMatchers(`{alertname=~"` + strings.ReplaceAll(v, `\`, `\\`) + `"}`)
+		if err == nil {
+			t.Fatalf("ParseMatchers accepted %q as %s", v, ms)
+		}
+		if strings.Contains(err.Error(), "^(?:") {
+			t.Fatalf("ParseMatchers(%q) error %q quotes the anchored form", v, err)
+		}
+	}
+}
+
 func FuzzParseMatchers(f *testing.F) {
-	for _, s := range []string{`a="b"`, `{a=~"b|c", d!="e"}`, `{`, `a="\u00e9"`, `x!~".*"`, `a="b",`} {
+	for _, s := range []string{`a="b"`, `{a=~"b|c", d!="e"}`, `{`, `a="\u00e9"`, `x!~".*"`, `a="b",`, `a=~"x)|(.*"`, `a!~"(?i)x|y"`} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -67,6 +94,13 @@ func FuzzParseMatchers(f *testing.F) {
 				t.Fatalf("error without sentinel: %v", err)
 			}
 			return
+		}
+		for _, m := range ms {
+			// A regular expression is one on its own, not only once
+			// anchored: x)|(.* would match everything.
+			if _, err := regexp.Compile(m.Value); (m.Type == MatchRegexp || m.Type == MatchNotRegexp) && err != nil {
+				t.Fatalf("%s accepted, but %q alone is not a regular expression: %v", m, m.Value, err)
+			}
 		}
 		again, err := ParseMatchers(ms.String())
 		if err != nil {

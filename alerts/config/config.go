@@ -286,7 +286,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: config: routes: required with more than one receiver", alerts.ErrInvalid)
 	}
 	for i, r := range c.Routes {
-		if err := checkLabelNames(fmt.Sprintf("routes[%d].group_by", i), r.GroupBy); err != nil {
+		if err := checkGroupBy(fmt.Sprintf("routes[%d].group_by", i), r.GroupBy); err != nil {
 			return err
 		}
 		if err := r.Validate(); err != nil {

@@ -8,8 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+
 	"governor.dev/governor/alerts"
 	"governor.dev/governor/alerts/dispatch"
+	"governor.dev/governor/alerts/notify"
+	"governor.dev/governor/alerts/notify/notifytest"
 )
 
 const valid = `{
@@ -106,6 +113,8 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"routes": [{"receiver": "w", "matchers": "{a=~\"(\"}"}]}`))
 	f.Add([]byte(`{"timing": {"repeat": {"P0": "-1m"}}}`))
 	f.Add([]byte(`[]`))
+	f.Add([]byte(`{"routes": [{"receiver": "w", "group_by": ["..."]}], "receivers": [{"name": "w", "slack": {"url": "http://h/", "send_resolved": false}}]}`))
+	f.Add([]byte(`{"routes": [{"receiver": "w", "group_by": ["a", "..."], "matchers": "{a=~\"x)|(.*\"}"}]}`))
 	f.Add([]byte(`{"rules": [{"name": "x", "for": "1q"}], "routes": [{"matchers": 1}], "timing": {"repeat": {"P0": "x"}}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := Parse(b)
@@ -117,6 +126,11 @@ func FuzzParse(f *testing.F) {
 		}
 		if _, err := c.Notifiers(nil); err != nil {
 			t.Fatalf("valid config does not build its receivers: %v", err)
+		}
+		if len(c.Routes) > 0 {
+			if _, err := dispatch.New(c.Routes, c.DispatchTiming()); err != nil {
+				t.Fatalf("valid config's routes are refused by the dispatcher: %v", err)
+			}
 		}
 	})
 }
@@ -300,5 +314,36 @@ func TestRepeatBelowGroupIntervalIsAWarningNotAnError(t *testing.T) {
 	}
 	if got := c.Warnings(); got == nil || len(got) != 0 {
 		t.Fatalf("warnings %#v, want an empty list", got)
+	}
+}
+
+// TestSendResolvedPerReceiver: send_resolved false on a receiver keeps
+// resolve-only messages from it; omitted, resolves are sent, as before.
+func TestSendResolvedPerReceiver(t *testing.T) {
+	var posts atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { posts.Add(1) }))
+	defer srv.Close()
+	doc := `{"routes": [{"receiver": "quiet", "continue": true}, {"receiver": "loud"}], "receivers": [
+	  {"name": "quiet", "slack": {"url": "` + srv.URL + `", "send_resolved": false}},
+	  {"name": "loud", "slack": {"url": "` + srv.URL + `"}}]}`
+	c, err := Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := c.Notifiers(srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ns["quiet"].Notify(context.Background(), notifytest.SampleResolved(notify.KindNotify)); err != nil || posts.Load() != 0 {
+		t.Fatalf("send_resolved false: err %v, %d posts", err, posts.Load())
+	}
+	if _, err := ns["loud"].Notify(context.Background(), notifytest.SampleResolved(notify.KindNotify)); err != nil || posts.Load() != 1 {
+		t.Fatalf("send_resolved omitted: err %v, %d posts", err, posts.Load())
+	}
+	// Alertmanager must hear of resolves; it has its own send_resolved.
+	_, err = Parse([]byte(`{"receivers": [{"name": "am", "alertmanager": {"url": "http://am:9093", "send_resolved": false}}]}`))
+	if want := `receivers[0] (am): alerts: invalid input: alertmanager: send_resolved false is not supported`; !errors.Is(err, alerts.ErrInvalid) ||
+		!strings.Contains(err.Error(), want) {
+		t.Fatalf("Parse() = %v, want an error containing %q", err, want)
 	}
 }

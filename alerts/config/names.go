@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"governor.dev/governor/alerts"
+	"governor.dev/governor/alerts/dispatch"
 )
 
 // MaxNameLen bounds the name of a receiver or a rule, in characters: a name
@@ -57,4 +58,19 @@ func checkLabelNames(path string, names []string) error {
 		}
 	}
 	return nil
+}
+
+// checkGroupBy checks a route's group_by as checkLabelNames does, accepting
+// dispatch.GroupByAll ("...", every label) as its only entry.
+func checkGroupBy(path string, names []string) error {
+	if len(names) == 1 && names[0] == dispatch.GroupByAll {
+		return nil
+	}
+	for i, n := range names {
+		if n == dispatch.GroupByAll {
+			return fmt.Errorf("%w: config: %s[%d]: %q groups by every label and must be the only name, got %q",
+				alerts.ErrInvalid, path, i, n, names)
+		}
+	}
+	return checkLabelNames(path, names)
 }

@@ -130,3 +130,20 @@ func TestParseRefusesRuleNamesThatDoNotShowAsWritten(t *testing.T) {
 		}
 	}
 }
+
+// TestParseAcceptsGroupByAllLabels: group_by ["..."] is Alertmanager's
+// "group by every label"; with other names it is refused with its path.
+func TestParseAcceptsGroupByAllLabels(t *testing.T) {
+	const recv = `"receivers": [{"name": "w", "webhook": {"url": "http://h/"}}]`
+	c, err := Parse([]byte(`{"routes": [{"receiver": "w", "group_by": ["..."]}], ` + recv + `}`))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if got := c.Routes[0].GroupBy; len(got) != 1 || got[0] != "..." {
+		t.Fatalf("group_by %q", got)
+	}
+	_, err = Parse([]byte(`{"routes": [{"receiver": "w", "group_by": ["service", "..."]}], ` + recv + `}`))
+	if want := `routes[0].group_by[1]: "..." groups by every label and must be the only name`; !errors.Is(err, alerts.ErrInvalid) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Parse() = %v, want an invalid-input error containing %q", err, want)
+	}
+}

@@ -14,11 +14,11 @@ import (
 // until it is listed here or in secretFields, so a secret is never shown
 // unmasked by default.
 var notSecret = map[string][]string{
-	"webhook":      {"max_alerts"},
-	"alertmanager": {"resend_interval"},
-	"pagerduty":    {"source", "events_per_minute"},
-	"slack":        {"channel"},
-	"email":        {"smarthost", "from", "to", "username", "allow_plaintext"},
+	"webhook":      {"max_alerts", "send_resolved"},
+	"alertmanager": {"resend_interval", "send_resolved"},
+	"pagerduty":    {"source", "events_per_minute", "send_resolved"},
+	"slack":        {"channel", "send_resolved"},
+	"email":        {"smarthost", "from", "to", "username", "allow_plaintext", "send_resolved"},
 }
 
 func TestEveryReceiverFieldIsClassifiedSecretOrNot(t *testing.T) {

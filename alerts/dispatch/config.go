@@ -15,7 +15,9 @@ type Route struct {
 	Matchers alerts.Matchers `json:"matchers,omitempty"`
 	// Severities restricts the route to these tiers (empty: all).
 	Severities []alerts.Severity `json:"severities,omitempty"`
-	// GroupBy names the labels that form a group; default alertname, service.
+	// GroupBy names the labels that form a group; default alertname,
+	// service. GroupByAll ("...") alone groups by every label, so that
+	// each distinct label set is a group of its own.
 	GroupBy []string `json:"group_by,omitempty"`
 	// Continue lets later routes match the alert too.
 	Continue bool `json:"continue,omitempty"`
@@ -23,6 +25,13 @@ type Route struct {
 
 // DefaultGroupBy groups alerts of one rule and service.
 func DefaultGroupBy() []string { return []string{"alertname", "service"} }
+
+// GroupByAll, as the only name of GroupBy, groups by every label, as
+// Alertmanager's group_by: ['...'].
+const GroupByAll = "..."
+
+// groupsByAll reports whether the route groups by every label.
+func (r Route) groupsByAll() bool { return len(r.GroupBy) == 1 && r.GroupBy[0] == GroupByAll }
 
 func (r Route) groupBy() []string {
 	if len(r.GroupBy) == 0 {
@@ -53,6 +62,13 @@ func (r Route) Validate() error {
 		}
 	}
 	for _, g := range r.GroupBy {
+		if g == GroupByAll && !r.groupsByAll() {
+			return fmt.Errorf("%w: route %s: group_by: %q groups by every label and must be the only name, got %q",
+				alerts.ErrInvalid, r.Receiver, GroupByAll, r.GroupBy)
+		}
+		if g == GroupByAll {
+			continue
+		}
 		if _, err := alerts.NewMatcher(alerts.MatchEqual, g, ""); err != nil {
 			return fmt.Errorf("%w: route %s: group_by: %q is not a label name", alerts.ErrInvalid, r.Receiver, g)
 		}

@@ -76,6 +76,9 @@ type routed struct {
 
 // groupLabels returns the labels of the group r is in.
 func (d *Dispatcher) groupLabels(r routed) alerts.Labels {
+	if d.keyNames[r.route] == nil { // group_by ["..."]
+		return r.a.Labels.Merge(nil)
+	}
 	return r.a.Labels.Subset(d.routes[r.route].groupBy())
 }
 
@@ -110,7 +113,7 @@ type Dispatcher struct {
 
 	// keyNames holds, for each route, its group_by names sorted without
 	// repeats: the names of the group key, in the order Labels.String
-	// writes them.
+	// writes them; nil for a route grouping by every label (GroupByAll).
 	keyNames [][]string
 
 	mu     sync.Mutex
@@ -141,7 +144,9 @@ func New(routes []Route, timing Timing) (*Dispatcher, error) {
 	}
 	keyNames := make([][]string, len(routes))
 	for i, r := range routes {
-		keyNames[i] = slices.Compact(slices.Sorted(slices.Values(r.groupBy())))
+		if !r.groupsByAll() {
+			keyNames[i] = slices.Compact(slices.Sorted(slices.Values(r.groupBy())))
+		}
 	}
 	return &Dispatcher{routes: routes, timing: timing, keyNames: keyNames, groups: map[GroupRef]*group{},
 		changed: map[GroupRef]bool{}, forgotten: map[GroupRef]bool{}}, nil
@@ -363,11 +368,12 @@ func (d *Dispatcher) route(as []alerts.Alert) map[GroupRef][]routed {
 		fp                  alerts.Fingerprint
 	}
 	var (
-		refs    []GroupRef
-		index   = map[GroupRef]int{}
-		entries = make([]entry, 0, len(as))
-		buf     []byte
-		seen    []int // the groups the alert is in: two routes may name one
+		refs     []GroupRef
+		index    = map[GroupRef]int{}
+		entries  = make([]entry, 0, len(as))
+		buf      []byte
+		seen     []int    // the groups the alert is in: two routes may name one
+		allNames []string // the sorted label names of a group_by ["..."] key
 	)
 	for ai, a := range as {
 		fp := a.Fingerprint()
@@ -376,7 +382,16 @@ func (d *Dispatcher) route(as []alerts.Alert) map[GroupRef][]routed {
 			if !r.Matches(a.Labels) {
 				continue
 			}
-			buf = appendGroupKey(buf[:0], a.Labels, d.keyNames[i])
+			names := d.keyNames[i]
+			if names == nil { // group_by ["..."]: every label, sorted
+				allNames = allNames[:0]
+				for n := range a.Labels {
+					allNames = append(allNames, n)
+				}
+				slices.Sort(allNames)
+				names = allNames
+			}
+			buf = appendGroupKey(buf[:0], a.Labels, names)
 			gi, ok := index[GroupRef{Receiver: r.Receiver, Key: string(buf)}]
 			if !ok {
 				ref := GroupRef{Receiver: r.Receiver}

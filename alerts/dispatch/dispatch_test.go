@@ -520,3 +520,45 @@ func TestReceiverNameWithNulByteKeepsItsGroups(t *testing.T) {
 		t.Fatalf("state of %q, want %q", got, want)
 	}
 }
+
+// TestGroupByAllLabelsGroupsEachLabelSetAlone: group_by ["..."], as in
+// Alertmanager, groups by every label, so each distinct label set is its
+// own group, whose group labels are all its labels.
+func TestGroupByAllLabelsGroupsEachLabelSetAlone(t *testing.T) {
+	d := newDispatcher(t, Route{Receiver: "team", GroupBy: []string{GroupByAll}})
+	a := alert("Down", "checkout", alerts.P1, t0)
+	b := alert("Down", "checkout", alerts.P1, t0)
+	b.Labels["instance"] = "i2"
+	c := alert("Down", "search", alerts.P1, t0)
+	as := []alerts.Alert{a, b, c}
+	d.Flush(t0, as, Filter{})
+	ns := d.Flush(t0.Add(30*time.Second), as, Filter{})
+	if len(ns) != 3 {
+		t.Fatalf("%d notifications, want one per label set: %s", len(ns), describe(ns))
+	}
+	for _, n := range ns {
+		if len(n.Message.Alerts) != 1 {
+			t.Fatalf("group %s holds %d alerts", n.Message.GroupKey, len(n.Message.Alerts))
+		}
+		l := n.Message.Alerts[0].Labels
+		if n.Message.GroupKey != l.String() || n.Message.GroupLabels.String() != l.String() {
+			t.Fatalf("group key %s, labels %s, want both %s", n.Message.GroupKey, n.Message.GroupLabels, l)
+		}
+	}
+	// A resolve is sent by the alert's own group.
+	ended := []alerts.Alert{a, b, c}
+	ended[1].EndsAt = t0.Add(time.Minute)
+	ns = d.Flush(t0.Add(3*time.Minute), ended, Filter{})
+	if got := describe(ns); got != "team:resolved:0f1r" || ns[0].Message.GroupKey != b.Labels.String() {
+		t.Fatalf("after one resolved: %q", got)
+	}
+}
+
+// TestGroupByAllMustStandAlone: "..." with other names is refused, naming
+// the field, as Alertmanager does.
+func TestGroupByAllMustStandAlone(t *testing.T) {
+	_, err := New([]Route{{Receiver: "team", GroupBy: []string{"service", GroupByAll}}}, Timing{})
+	if !errors.Is(err, alerts.ErrInvalid) || !strings.Contains(err.Error(), `group_by: "..." groups by every label and must be the only name`) {
+		t.Fatalf("New() = %v", err)
+	}
+}

@@ -88,6 +88,30 @@ func (m *Message) Firing() []Alert {
 	return slices.DeleteFunc(slices.Clone(m.Alerts), func(a Alert) bool { return a.Status != StatusFiring })
 }
 
+// WithoutResolved returns the message for a receiver configured with
+// send_resolved false, as Alertmanager sends it: m itself when it reports
+// no resolved alert; nil when it reports resolved alerts only, which such a
+// receiver is not sent at all (its Notify reports success without sending
+// anything); otherwise a copy of m with the firing alerts only, its status,
+// severity and common labels and annotations worked out from them, and the
+// same ID, group, kind and time. m is not changed.
+func (m *Message) WithoutResolved() *Message {
+	if !slices.ContainsFunc(m.Alerts, func(a Alert) bool { return a.Status == StatusResolved }) {
+		return m
+	}
+	firing := m.Firing()
+	if len(firing) == 0 {
+		return nil
+	}
+	out := NewMessage(m.Kind, m.Receiver, m.GroupKey, m.GroupLabels, firing, m.CreatedAt)
+	out.ID, out.ExternalURL = m.ID, m.ExternalURL
+	return out
+}
+
+// SendsResolved reads a receiver's send_resolved setting: omitted (nil)
+// means true, resolves are sent.
+func SendsResolved(setting *bool) bool { return setting == nil || *setting }
+
 // Notifier delivers a message. retry reports whether a failure is worth
 // retrying (network errors, 5xx, 429) or final (4xx, bad payload).
 type Notifier interface {

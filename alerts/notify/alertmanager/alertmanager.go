@@ -31,13 +31,22 @@ type Config struct {
 	// default), so the alerts are posted again well within it, whatever
 	// the repeat interval of their tier.
 	ResendInterval string `json:"resend_interval,omitempty"`
+	// SendResolved may only be true (or omitted): Alertmanager must hear
+	// that an alert resolved to end it at once, and decides itself, by
+	// the send_resolved of its own receivers, who hears of the resolve.
+	SendResolved *bool `json:"send_resolved,omitempty"`
 }
 
-// Validate refuses a URL that is not http(s) and a resend interval that is
-// not a positive duration.
+// Validate refuses a URL that is not http(s), a resend interval that is
+// not a positive duration and send_resolved false.
 func (c Config) Validate() error {
 	_, err := c.resendInterval()
-	return errors.Join(notify.ValidateURL("alertmanager: url", c.URL), err)
+	var sr error
+	if !notify.SendsResolved(c.SendResolved) {
+		sr = fmt.Errorf("%w: alertmanager: send_resolved false is not supported: Alertmanager would keep resolved alerts "+
+			"firing until they expire; set send_resolved on Alertmanager's own receivers instead", alerts.ErrInvalid)
+	}
+	return errors.Join(notify.ValidateURL("alertmanager: url", c.URL), err, sr)
 }
 
 func (c Config) resendInterval() (time.Duration, error) {

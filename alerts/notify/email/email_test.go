@@ -474,3 +474,23 @@ func FuzzMailHoldsNoInjectedHeaders(f *testing.F) {
 		}
 	})
 }
+
+// TestSendResolvedFalseMailsFiringAlertsOnly: with send_resolved false a
+// group whose alerts all resolved is not mailed, and a mail of a group
+// with both lists the firing alerts only.
+func TestSendResolvedFalseMailsFiringAlertsOnly(t *testing.T) {
+	r, pool := newRelay(t, true)
+	off := false
+	n := newNotifier(t, Config{Smarthost: r.ln.Addr().String(), From: "alerts@governor.test", To: []string{"oncall@governor.test"},
+		SendResolved: &off}, pool)
+	if retry, err := n.Notify(context.Background(), notifytest.SampleResolved(notify.KindNotify)); retry || err != nil {
+		t.Fatalf("resolved-only message: retry %v, err %v", retry, err)
+	}
+	if _, err := n.Notify(context.Background(), notifytest.Sample(notify.KindNotify)); err != nil {
+		t.Fatal(err)
+	}
+	got := (<-r.mail).text()
+	if !strings.Contains(got, "[firing] Shed") || strings.Contains(got, "[resolved]") || strings.Contains(got, "Load") {
+		t.Fatalf("mail:\n%s", got)
+	}
+}

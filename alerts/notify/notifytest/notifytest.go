@@ -22,3 +22,12 @@ func Sample(kind notify.Kind) *notify.Message {
 	m.ID = "n1"
 	return m
 }
+
+// SampleResolved returns Sample's message with its resolved alert only: a
+// group whose alerts all resolved.
+func SampleResolved(kind notify.Kind) *notify.Message {
+	s := Sample(kind)
+	m := notify.NewMessage(kind, s.Receiver, s.GroupKey, s.GroupLabels, s.Alerts[1:], s.CreatedAt)
+	m.ID = "n2"
+	return m
+}

@@ -506,3 +506,28 @@ func TestRetryDoesNotReplayAnAlertsAcceptedResolveAndTrigger(t *testing.T) {
 		t.Fatalf("PagerDuty got %v, want %s", got, want)
 	}
 }
+
+// TestSendResolvedFalseSendsNoResolveEvents: with send_resolved false
+// PagerDuty gets the triggers of a group and no resolve event, so the
+// incident stays open until someone resolves it.
+func TestSendResolvedFalseSendsNoResolveEvents(t *testing.T) {
+	pd := &limitedPD{tokens: 100}
+	srv := httptest.NewServer(pd)
+	defer srv.Close()
+	off := false
+	n, err := New(Config{RoutingKey: "rk", URL: srv.URL, SendResolved: &off}, srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if retry, err := n.Notify(context.Background(), notifytest.SampleResolved(notify.KindNotify)); retry || err != nil {
+		t.Fatalf("resolved-only message: retry %v, err %v", retry, err)
+	}
+	if _, err := n.Notify(context.Background(), notifytest.Sample(notify.KindNotify)); err != nil {
+		t.Fatal(err)
+	}
+	got := pd.refill(0)
+	if len(got) != 1 || got[0].EventAction != "trigger" {
+		t.Fatalf("events %+v, want one trigger", got)
+	}
+}

@@ -184,3 +184,30 @@ func FuzzBuildStaysWithinSlackLimits(f *testing.F) {
 		}
 	})
 }
+
+// TestSendResolvedFalsePostsFiringAlertsOnly: a Slack receiver with
+// send_resolved false posts no resolve-only message and, of a group with
+// both, the firing alerts only.
+func TestSendResolvedFalsePostsFiringAlertsOnly(t *testing.T) {
+	got := make(chan Message, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m Message
+		_ = json.NewDecoder(r.Body).Decode(&m)
+		got <- m
+	}))
+	defer srv.Close()
+	off := false
+	n, err := New(Config{URL: srv.URL, SendResolved: &off}, srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if retry, err := n.Notify(context.Background(), notifytest.SampleResolved(notify.KindNotify)); retry || err != nil || len(got) != 0 {
+		t.Fatalf("resolved-only message: retry %v, err %v, %d posted", retry, err, len(got))
+	}
+	if _, err := n.Notify(context.Background(), notifytest.Sample(notify.KindNotify)); err != nil {
+		t.Fatal(err)
+	}
+	if m := <-got; len(m.Attachments) != 1 || m.Attachments[0].Color != "danger" || !strings.HasPrefix(m.Text, "[P0 FIRING]") {
+		t.Fatalf("mixed message posted %+v", m)
+	}
+}

@@ -132,3 +132,40 @@ func FuzzBuildTruncatesAndReadsBack(f *testing.F) {
 		}
 	})
 }
+
+// TestSendResolvedFalsePostsFiringAlertsOnly: a webhook with send_resolved
+// false gets no resolve-only message and, of a group with both, the
+// firing alerts; by default (and with true) it gets the resolves.
+func TestSendResolvedFalsePostsFiringAlertsOnly(t *testing.T) {
+	got := make(chan Payload, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var p Payload
+		_ = json.NewDecoder(r.Body).Decode(&p)
+		got <- p
+	}))
+	defer srv.Close()
+	off := false
+	n, err := New(Config{URL: srv.URL, SendResolved: &off}, srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if retry, err := n.Notify(context.Background(), notifytest.SampleResolved(notify.KindNotify)); retry || err != nil || len(got) != 0 {
+		t.Fatalf("resolved-only message: retry %v, err %v, %d posted", retry, err, len(got))
+	}
+	if _, err := n.Notify(context.Background(), notifytest.Sample(notify.KindNotify)); err != nil {
+		t.Fatal(err)
+	}
+	if p := <-got; len(p.Alerts) != 1 || p.Alerts[0].Status != notify.StatusFiring || p.Status != notify.StatusFiring {
+		t.Fatalf("mixed message posted %+v", p)
+	}
+	def, err := New(Config{URL: srv.URL}, srv.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := def.Notify(context.Background(), notifytest.SampleResolved(notify.KindNotify)); err != nil {
+		t.Fatal(err)
+	}
+	if p := <-got; p.Status != notify.StatusResolved {
+		t.Fatalf("default posted %+v", p)
+	}
+}
