@@ -196,3 +196,61 @@ func TestServicesWithoutTheLedgerSayInstancesAreUnknown(t *testing.T) {
 		})
 	}
 }
+
+type unpublishedLedger struct{}
+
+func (unpublishedLedger) Instances(_ context.Context, service string) ([]distribution.Instance, error) {
+	return []distribution.Instance{
+		{Service: "orders", Instance: "a", State: distribution.StateUnpublished},
+		{Service: "orders", Instance: "b", State: distribution.StateUnpublished, Running: 3},
+	}, nil
+}
+
+// TestInstancesWithNoVersionPublishedAreUnpublished: the services list
+// counts the instances of a service no rule version was published for
+// under "UNPUBLISHED", never "SYNCED", and the ledger lists them with
+// state "UNPUBLISHED", target 0 and the version they say they run.
+func TestInstancesWithNoVersionPublishedAreUnpublished(t *testing.T) {
+	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: ":memory:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	srv := httptest.NewServer(Handler(Options{Evaluations: fakeEval{}, Versions: st, Ledger: unpublishedLedger{}}))
+	defer srv.Close()
+	var list struct {
+		Services []struct {
+			Service   string         `json:"service"`
+			Instances map[string]int `json:"instances"`
+		} `json:"services"`
+	}
+	if code := getJSON(t, srv.URL+"/engine/api/v1/services", &list); code != 200 {
+		t.Fatalf("services: %d", code)
+	}
+	var found bool
+	for _, s := range list.Services {
+		if s.Service == "orders" {
+			found = true
+			if len(s.Instances) != 1 || s.Instances["UNPUBLISHED"] != 2 {
+				t.Fatalf("orders instances %v, want {UNPUBLISHED: 2}", s.Instances)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("services %+v: orders missing", list.Services)
+	}
+	var led struct {
+		Instances []struct {
+			State   string `json:"state"`
+			Running int64  `json:"running"`
+			Target  int64  `json:"target"`
+		} `json:"instances"`
+	}
+	if code := getJSON(t, srv.URL+"/engine/api/v1/ledger?service=orders", &led); code != 200 {
+		t.Fatalf("ledger: %d", code)
+	}
+	if len(led.Instances) != 2 || led.Instances[0].State != "UNPUBLISHED" || led.Instances[0].Target != 0 ||
+		led.Instances[1].Running != 3 {
+		t.Fatalf("ledger %+v", led.Instances)
+	}
+}

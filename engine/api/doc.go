@@ -22,7 +22,9 @@
 //	                                   last number of this one)
 //	GET /engine/api/v1/recommendations {"recommendations": [recommend.Recommendation]}
 //	GET /engine/api/v1/ledger?service=S
-//	                                   {"instances": [distribution.Instance]}
+//	                                   {"instances": [distribution.Instance]}; an instance
+//	                                   no version is published for has state
+//	                                   "UNPUBLISHED" and target 0
 //	GET /engine/api/v1/guardrails      {"decisions": [guardrail.Decision]} newest first
 //	GET /engine/api/v1/events?kind=K   {"events": [events.Event]} oldest first
 //	GET /engine/api/v1/undeliverable?service=S
@@ -35,8 +37,12 @@
 // Service is {"service", "score" (loadscore.Score: value, known, overloaded
 // and raw.terms with each term's input, weight and contribution),
 // "active_version" (number, 0 if none), "pending" (open proposals), "instances" (count per ledger
-// state; null when the engine has no delivery ledger or could not read it,
-// which the list's "problems" then says: unknown, not none), "recommendation" (the latest, with its evidence), "latency_levels"
+// state: "SYNCED", "PENDING", "STALE", "NACKED", "GONE" and "UNPUBLISHED",
+// the instances no version is published for, which run the SDK defaults
+// and are never counted as "SYNCED" (see distribution.StateUnpublished);
+// states without instances are left out; null when the engine has no
+// delivery ledger or could not read it, which the list's "problems" then
+// says: unknown, not none), "recommendation" (the latest, with its evidence), "latency_levels"
 // ({"warn", "critical"} p99 levels in seconds and "source": "configured" or
 // "learned"; absent when the engine has none for the service),
 // "alert_levels" (per signal, "latency_p99" then "error_ratio": "in_force",

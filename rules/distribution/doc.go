@@ -133,8 +133,15 @@
 // (package governor.dev/governor/sdk/watch) publish, and keeps per service and
 // instance a State: SYNCED (runs the version meant for it), PENDING (behind,
 // within the grace period), STALE (behind for longer than the grace period),
-// NACKED (refused the version, with the validation error) or GONE (no
-// heartbeat), with the history of transitions. Instances are compared by
+// NACKED (refused the version, with the validation error), GONE (no
+// heartbeat) or UNPUBLISHED (no version is meant for it: none was ever
+// published for its service, e.g. a new service or a misspelt service
+// name, or only a canary that does not select it is staged; it runs the
+// SDK defaults, not approved rules, and its target is 0), with the history
+// of transitions. An instance that says it runs a version while none is
+// published for its service is UNPUBLISHED too, never SYNCED, with a
+// transition detail naming the version it runs ("runs v3, but no version
+// published for the service"). Instances are compared by
 // version and, when the SDK reports it, by content: an instance that runs
 // the version meant for it with a checksum other than the one the rules
 // store has for that number (LedgerOptions.Checksum; the instance still

@@ -1,6 +1,7 @@
 package distribution
 
 import (
+	"fmt"
 	"time"
 
 	"governor.dev/governor/sdk/watch"
@@ -23,6 +24,16 @@ const (
 	StateNacked State = "NACKED"
 	// StateGone: no heartbeat for longer than the gone period.
 	StateGone State = "GONE"
+	// StateUnpublished: no version is meant for the instance: none was
+	// ever published for its service (a new service, or a misspelt
+	// service name), or only a canary is staged and it does not select
+	// the instance. The instance runs the SDK defaults, not approved
+	// rules, so it is never counted as SYNCED; its target is 0. One that
+	// says it runs a version all the same (the ledger's records or the
+	// bucket were reset, or another service's rules reached it) is
+	// UNPUBLISHED as well, with Running set and a transition detail
+	// naming the version.
+	StateUnpublished State = "UNPUBLISHED"
 )
 
 // NackOtherContent is the NACK reason (Instance.NackReason) the ledger
@@ -40,7 +51,7 @@ const (
 const NackOtherContent = "other_content"
 
 // States lists the states in display order.
-var States = [...]State{StateSynced, StatePending, StateStale, StateNacked, StateGone}
+var States = [...]State{StateSynced, StatePending, StateStale, StateNacked, StateGone, StateUnpublished}
 
 // Target is what a service should run: the stable version, and a canary
 // version for the instances its selector picks.
@@ -116,7 +127,8 @@ type evaluator struct {
 // start, a NATS disconnection, a store failure): an instance silent for the
 // gone period becomes GONE only if the ledger was listening for all of it,
 // so an outage of the ledger's own does not make the whole fleet GONE. An
-// instance already GONE stays GONE while it is silent.
+// instance already GONE stays GONE while it is silent. An instance no
+// version is meant for (want 0) is UNPUBLISHED, whatever it runs.
 func (e evaluator) evaluate(in *Instance, t Target, now, deaf time.Time) (State, int64, string) {
 	want, at := t.For(in.Instance, in.Labels)
 	gone := e.goneAfter
@@ -128,7 +140,9 @@ func (e evaluator) evaluate(in *Instance, t Target, now, deaf time.Time) (State,
 		return StateGone, want, "no heartbeat since " + in.LastSeen.UTC().Format(time.RFC3339)
 	case want != 0 && in.Running == want && in.NackReason == NackOtherContent && in.NackVersion == want:
 		return StateNacked, want, in.NackError
-	case want == 0 || in.Running == want:
+	case want == 0:
+		return StateUnpublished, 0, unpublished(in, t)
+	case in.Running == want:
 		return StateSynced, want, ""
 	case in.NackVersion == want || (in.NackVersion == 0 && !in.NackAt.IsZero() && !in.NackAt.Before(at)):
 		return StateNacked, want, in.NackError
@@ -136,4 +150,17 @@ func (e evaluator) evaluate(in *Instance, t Target, now, deaf time.Time) (State,
 		return StateStale, want, ""
 	}
 	return StatePending, want, ""
+}
+
+// unpublished says why no version is meant for an instance (want 0) and
+// what it runs all the same.
+func unpublished(in *Instance, t Target) string {
+	why := "no version published for the service"
+	if t.Canary > 0 {
+		why = fmt.Sprintf("no stable version published (canary v%d does not select the instance)", t.Canary)
+	}
+	if in.Running != 0 {
+		return fmt.Sprintf("runs v%d, but %s", in.Running, why)
+	}
+	return why + ": runs the SDK defaults"
 }

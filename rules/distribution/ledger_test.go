@@ -218,13 +218,84 @@ func TestLedgerSeedsItsTargetFromTheBucket(t *testing.T) {
 		target  int64
 	}{
 		{"checkout", StatePending, 7},
-		{"payments", StateSynced, 0},
+		{"payments", StateUnpublished, 0}, // nothing published: not SYNCED
 	}
 	for _, tt := range tests {
 		in, _, _ := l.o.Store.Instance(ctx, tt.service, "pod-0")
 		if in.State != tt.state || in.Target != tt.target {
 			t.Errorf("%s: %s for v%d, want %s for v%d", tt.service, in.State, in.Target, tt.state, tt.target)
 		}
+	}
+}
+
+// TestLedgerInstancesOfAServiceWithNoVersionPublishedAreUnpublished: an
+// instance of a service no version was ever published for (or of a
+// misconfigured service name) is UNPUBLISHED, never SYNCED: it runs the SDK
+// defaults, not approved rules. One that says it runs a version while none
+// is published is UNPUBLISHED too, with a transition detail naming the
+// version, so it is seen rather than counted as synced. A canary staged
+// before any stable version leaves the instances it does not select
+// UNPUBLISHED. The first publication moves them on as usual.
+func TestLedgerInstancesOfAServiceWithNoVersionPublishedAreUnpublished(t *testing.T) {
+	for _, st := range ledgerStores {
+		t.Run(st.name, func(t *testing.T) {
+			ctx := context.Background()
+			clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+			l := newTestLedger(t, st.open(t), clk)
+			zoneA, zoneB := map[string]string{"zone": "a"}, map[string]string{"zone": "b"}
+			hb := func(id string, running int64, labels map[string]string) {
+				t.Helper()
+				if err := l.HandleHeartbeat(ctx, &watch.Heartbeat{Service: "checkout", Instance: id, Running: running, Labels: labels, IntervalMS: 1000}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			expect := func(step, id string, want State, target int64, detail string) {
+				t.Helper()
+				in, ok, err := l.o.Store.Instance(ctx, "checkout", id)
+				if err != nil || !ok {
+					t.Fatalf("%s: instance %s: %v %v", step, id, ok, err)
+				}
+				if in.State != want || in.Target != target {
+					t.Fatalf("%s: %s is %s for v%d, want %s for v%d", step, id, in.State, in.Target, want, target)
+				}
+				if detail == "" {
+					return
+				}
+				h, err := l.History(ctx, "checkout", id, 1)
+				if err != nil || len(h) != 1 || !strings.Contains(h[0].Detail, detail) {
+					t.Fatalf("%s: %s history %+v %v, want a detail with %q", step, id, h, err, detail)
+				}
+			}
+
+			hb("pod-a", 0, zoneA)
+			hb("pod-b", 3, zoneB)
+			expect("nothing published, SDK defaults", "pod-a", StateUnpublished, 0, "no version published")
+			expect("nothing published, runs a version", "pod-b", StateUnpublished, 0, "runs v3")
+			if err := l.Sweep(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if g := testutil.ToFloat64(l.states.WithLabelValues("checkout", string(StateUnpublished))); g != 2 {
+				t.Fatalf("gauge of UNPUBLISHED instances %v, want 2", g)
+			}
+			if g := testutil.ToFloat64(l.states.WithLabelValues("checkout", string(StateSynced))); g != 0 {
+				t.Fatalf("gauge of SYNCED instances %v, want 0", g)
+			}
+
+			if err := l.Published(ctx, envelope(t, "checkout", 5), &watch.Selector{Labels: zoneA}); err != nil {
+				t.Fatal(err)
+			}
+			expect("canary selected", "pod-a", StatePending, 5, "")
+			expect("canary not selected, no stable version", "pod-b", StateUnpublished, 0, "")
+
+			if err := l.Published(ctx, envelope(t, "checkout", 6), nil); err != nil {
+				t.Fatal(err)
+			}
+			expect("first stable version", "pod-b", StatePending, 6, "")
+			if err := l.HandleReport(ctx, &watch.Report{Service: "checkout", Instance: "pod-b", Status: watch.StatusACK, Version: 6, Running: 6}); err != nil {
+				t.Fatal(err)
+			}
+			expect("applied", "pod-b", StateSynced, 6, "")
+		})
 	}
 }
 
@@ -1091,6 +1162,9 @@ func TestLedgerDoesNotMarkTheFleetGoneWhileNATSIsDown(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if err := l.Published(ctx, envelope(t, "checkout", 1), nil); err != nil {
+		t.Fatal(err)
+	}
 	hb("pod-0")
 	hb("pod-1")
 	srv.Stop()
@@ -1128,6 +1202,9 @@ func TestLedgerStartedAfterADowntimeGivesTheFleetTimeToBeHeard(t *testing.T) {
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
 	store := NewMemoryStore()
 	before := newTestLedger(t, store, clk)
+	if err := before.Published(ctx, envelope(t, "checkout", 1), nil); err != nil {
+		t.Fatal(err)
+	}
 	for _, id := range []string{"pod-0", "pod-1"} {
 		if err := before.HandleHeartbeat(ctx, &watch.Heartbeat{Service: "checkout", Instance: id, Running: 1, IntervalMS: 10000}); err != nil {
 			t.Fatal(err)

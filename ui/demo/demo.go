@@ -214,7 +214,8 @@ func Run(ctx context.Context, o Options) error {
 }
 
 // instances lists a service's demo instances matching its rollout counts:
-// synced ones run the active version, pending ones the one before.
+// synced ones run the active version, pending ones the one before; with no
+// version published, every one is UNPUBLISHED.
 func instances(ctx context.Context, o Options, st model.ServiceStatus, now time.Time) []model.Instance {
 	var target int64
 	if v, err := o.Rules.Active(ctx, st.Name); err == nil {
@@ -226,6 +227,10 @@ func instances(ctx context.Context, o Options, st model.ServiceStatus, now time.
 			out = append(out, model.Instance{Name: fmt.Sprintf("%s-%02d", st.Name, len(out)+1), State: state,
 				Running: running, Target: target, Since: now, LastSeen: now})
 		}
+	}
+	if target == 0 { // nothing published: the instances run the SDK defaults
+		add(st.Rollout.Total(), "UNPUBLISHED", 0)
+		return out
 	}
 	add(st.Rollout.Synced, "SYNCED", target)
 	add(st.Rollout.Pending, "PENDING", max(target-1, 0))

@@ -309,7 +309,7 @@ func (c *Client) Services(ctx context.Context) ([]model.ServiceStatus, error) {
 			st.Rollout = model.Rollout{Unknown: true}
 		} else {
 			st.Rollout = model.Rollout{Synced: s.Instances["SYNCED"], Pending: s.Instances["PENDING"], Stale: s.Instances["STALE"],
-				Nacked: s.Instances["NACKED"], Gone: s.Instances["GONE"]}
+				Nacked: s.Instances["NACKED"], Gone: s.Instances["GONE"], Unpublished: s.Instances["UNPUBLISHED"]}
 		}
 		out = append(out, st)
 	}

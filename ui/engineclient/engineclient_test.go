@@ -18,6 +18,7 @@ import (
 	"governor.dev/governor/rules/distribution"
 	"governor.dev/governor/rules/versioning/sqlite"
 	"governor.dev/governor/ui/engineclient"
+	"governor.dev/governor/ui/model"
 )
 
 type evals struct {
@@ -189,4 +190,33 @@ func TestRolloutIsUnknownWhenTheEngineCouldNotReadItsLedger(t *testing.T) {
 			require.True(t, svcs[0].Rollout.Unknown, "instances unknown, not none")
 		})
 	}
+}
+
+// TestUnpublishedInstancesAreNotCountedAsSynced: the engine's UNPUBLISHED
+// count (no rule version published for the instances) reaches the
+// rollout as Unpublished, never as Synced.
+func TestUnpublishedInstancesAreNotCountedAsSynced(t *testing.T) {
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	led := ledger{"orders": {
+		{Service: "orders", Instance: "i1", State: distribution.StateUnpublished},
+		{Service: "orders", Instance: "i2", State: distribution.StateUnpublished, Running: 3},
+		{Service: "orders", Instance: "i3", State: distribution.StatePending, Target: 4},
+	}}
+	srv := httptest.NewServer(engineapi.Handler(engineapi.Options{Evaluations: &evals{tick: t0}, Versions: st, Ledger: led}))
+	t.Cleanup(srv.Close)
+	c, err := engineclient.New(engineclient.Options{BaseURL: srv.URL, Now: func() time.Time { return t0 }})
+	require.NoError(t, err)
+	svcs, err := c.Services(ctx)
+	require.NoError(t, err)
+	require.Len(t, svcs, 1)
+	require.Equal(t, model.Rollout{Pending: 1, Unpublished: 2}, svcs[0].Rollout)
+	ins, err := c.Instances(ctx, "orders")
+	require.NoError(t, err)
+	require.Len(t, ins, 3)
+	require.Equal(t, "UNPUBLISHED", ins[1].State)
+	require.Equal(t, int64(3), ins[1].Running)
 }

@@ -196,6 +196,8 @@ func rollout(ins []distribution.Instance) model.Rollout {
 			r.Nacked++
 		case distribution.StateGone:
 			r.Gone++
+		case distribution.StateUnpublished:
+			r.Unpublished++
 		}
 	}
 	return r

@@ -181,3 +181,20 @@ func TestServicesRolloutIsUnknownWithoutALedger(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, model.Rollout{}, svcs[0].Rollout, "a ledger without instances of the service: known, none")
 }
+
+// TestUnpublishedInstancesAreNotCountedAsSynced: instances the ledger
+// finds UNPUBLISHED (no rule version published for them) are counted as
+// Unpublished in the rollout, never as Synced.
+func TestUnpublishedInstancesAreNotCountedAsSynced(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	fs := &fakeScores{tick: t0, scores: []loadscore.Score{{Key: signals.Key{Service: "orders"}, At: t0, Value: 0.2, Known: true}}}
+	led := fakeLedger{ins: map[string][]distribution.Instance{"orders": {
+		{Service: "orders", Instance: "i1", State: distribution.StateUnpublished},
+		{Service: "orders", Instance: "i2", State: distribution.StateSynced, Running: 2, Target: 2}}}}
+	src, err := enginesource.New(enginesource.Options{Scores: fs, Ledger: led})
+	require.NoError(t, err)
+	svcs, err := src.Services(context.Background())
+	require.NoError(t, err)
+	require.Len(t, svcs, 1)
+	require.Equal(t, model.Rollout{Synced: 1, Unpublished: 1}, svcs[0].Rollout)
+}

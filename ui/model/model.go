@@ -12,6 +12,11 @@ type Rollout struct {
 	Stale   int `json:"stale"`
 	Nacked  int `json:"nacked"`
 	Gone    int `json:"gone"`
+	// Unpublished counts the instances no rule version is meant for (none
+	// was published for the service, or only a canary that does not
+	// select them): they run the SDK defaults, not approved rules, and are
+	// never counted as Synced.
+	Unpublished int `json:"unpublished"`
 	// Unknown is set when the delivery ledger was not read for the service
 	// (it failed, or none is configured): the counts are then zero and
 	// mean nothing, and the UI shows "unknown", never "no instances". It
@@ -25,7 +30,7 @@ func (r Rollout) Total() int {
 	if r.Unknown {
 		return 0
 	}
-	return r.Synced + r.Pending + r.Stale + r.Nacked + r.Gone
+	return r.Synced + r.Pending + r.Stale + r.Nacked + r.Gone + r.Unpublished
 }
 
 // Point is one sample of a series.

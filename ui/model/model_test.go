@@ -231,8 +231,18 @@ func TestUnknownRolloutIsNotCountedAsInstances(t *testing.T) {
 	require.Equal(t, model.Rollout{Unknown: true}, ov.Rows[0].Rollout)
 	b, err := json.Marshal(ov.Rows[0].Rollout)
 	require.NoError(t, err)
-	require.JSONEq(t, `{"synced":0,"pending":0,"stale":0,"nacked":0,"gone":0,"unknown":true}`, string(b))
+	require.JSONEq(t, `{"synced":0,"pending":0,"stale":0,"nacked":0,"gone":0,"unpublished":0,"unknown":true}`, string(b))
 	b, err = json.Marshal(model.Rollout{Synced: 3})
 	require.NoError(t, err)
-	require.JSONEq(t, `{"synced":3,"pending":0,"stale":0,"nacked":0,"gone":0}`, string(b), "known counts keep their shape")
+	require.JSONEq(t, `{"synced":3,"pending":0,"stale":0,"nacked":0,"gone":0,"unpublished":0}`, string(b), "known counts keep their shape")
+}
+
+// TestUnpublishedInstancesAreInstancesButNotSynced: instances no rule
+// version is published for count in the total, apart from the synced
+// ones, and raise no attention by themselves (a new service has none
+// published yet).
+func TestUnpublishedInstancesAreInstancesButNotSynced(t *testing.T) {
+	r := model.Rollout{Synced: 1, Unpublished: 2}
+	require.Equal(t, 3, r.Total())
+	require.Zero(t, model.Attention(model.Row{ServiceStatus: model.ServiceStatus{Name: "x", Rollout: model.Rollout{Unpublished: 2}}}))
 }

@@ -121,7 +121,9 @@ func fmtShed(m map[string]float64) string {
 
 // fmtRollout counts a service's instances by delivery state: "unknown"
 // when the delivery ledger was not read (it failed, or none is
-// configured), "no instances" only when it was and holds none.
+// configured), "no instances" only when it was and holds none. Instances
+// no rule version is published for are counted as UNPUBLISHED, never as
+// SYNCED, and the cell's title says what that means.
 func fmtRollout(r model.Rollout) template.HTML {
 	if r.Unknown {
 		return `<span class="muted">unknown</span>`
@@ -134,16 +136,27 @@ func fmtRollout(r model.Rollout) template.HTML {
 	for _, x := range []struct {
 		n    int
 		name string
-	}{{r.Pending, "PENDING"}, {r.Stale, "STALE"}, {r.Nacked, "NACKED"}, {r.Gone, "GONE"}} {
+	}{{r.Pending, "PENDING"}, {r.Stale, "STALE"}, {r.Nacked, "NACKED"}, {r.Gone, "GONE"}, {r.Unpublished, "UNPUBLISHED"}} {
 		if x.n > 0 {
 			s += fmt.Sprintf(", %d %s", x.n, x.name)
 		}
 	}
+	var attrs string
 	if r.Nacked > 0 || r.Stale > 0 {
-		return template.HTML(`<span class="rollout-bad">` + template.HTMLEscapeString(s) + `</span>`)
+		attrs += ` class="rollout-bad"`
 	}
-	return template.HTML(template.HTMLEscapeString(s))
+	if r.Unpublished > 0 {
+		attrs += ` title="` + unpublishedTitle + `"`
+	}
+	if attrs == "" {
+		return template.HTML(template.HTMLEscapeString(s))
+	}
+	return template.HTML(`<span` + attrs + `>` + template.HTMLEscapeString(s) + `</span>`)
 }
+
+// unpublishedTitle explains the UNPUBLISHED count of a rollout: those
+// instances are not SYNCED on approved rules, none were published.
+const unpublishedTitle = "UNPUBLISHED: no rule version is published for these instances; they run the SDK defaults"
 
 func fmtAlerts(m map[model.Tier]int) template.HTML {
 	var b strings.Builder

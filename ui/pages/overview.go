@@ -161,8 +161,10 @@ func stateRank(s string) int {
 		return 2
 	case "PENDING":
 		return 3
+	case "UNPUBLISHED":
+		return 4
 	}
-	return 4
+	return 5
 }
 
 type renderedChart struct {

@@ -13,6 +13,7 @@ import (
 
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/ui/auth"
+	"governor.dev/governor/ui/model"
 )
 
 // TestOverviewLabelCarriesItsTimeForTheLiveScript: the overview says when
@@ -75,4 +76,24 @@ func TestOverviewStreamEndsWhenTokenLosesItsRoles(t *testing.T) {
 	tick()
 	require.Equal(t, "end", next(), "the token acts with no role any more")
 	require.Equal(t, "closed", next())
+}
+
+// TestServicePageShowsInstancesWithNoVersionPublished: the service page
+// lists an UNPUBLISHED instance with no target version ("none", not v0)
+// and says that no rule version is published for it: that it runs the
+// SDK defaults, or the version it says it runs all the same.
+func TestServicePageShowsInstancesWithNoVersionPublished(t *testing.T) {
+	fleet := &model.StaticFleet{}
+	fleet.Set([]model.ServiceStatus{{Name: "checkout", Rollout: model.Rollout{Unpublished: 2}}}, nil)
+	fleet.SetInstances("checkout", []model.Instance{
+		{Name: "pod-a", State: "UNPUBLISHED"},
+		{Name: "pod-b", State: "UNPUBLISHED", Running: 3},
+	})
+	h := newHarness(t, func(o *Options) { o.Fleet = fleet })
+	sid, _ := h.session("otto")
+	resp, body := h.do("GET", "/services/checkout", sid, "", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, `<tr><td>pod-a</td><td><strong>UNPUBLISHED</strong><br><span class="muted">no rule version published for it: runs the SDK defaults</span></td><td class="num">none</td><td class="num">none</td>`)
+	require.Contains(t, body, `<tr><td>pod-b</td><td><strong>UNPUBLISHED</strong><br><span class="muted">runs v3, but no rule version is published for it</span></td><td class="num">v3</td><td class="num">none</td>`)
+	require.NotContains(t, body, "v0")
 }

@@ -152,3 +152,13 @@ func TestEventDataLinesEndAtCROrLF(t *testing.T) {
 	require.NoError(t, writeEvent(rec, "summary", "<div>502 Bad Gateway &lt;html&gt;\r</div>\r\nnext\rlast"))
 	require.Equal(t, "event: summary\ndata: <div>502 Bad Gateway &lt;html&gt;\ndata: </div>\ndata: next\ndata: last\n\n", rec.Body.String())
 }
+
+// TestRolloutCountsUnpublishedInstancesApart: instances of a service no
+// rule version was published for are UNPUBLISHED, never part of the
+// SYNCED count, and the cell says what that means.
+func TestRolloutCountsUnpublishedInstancesApart(t *testing.T) {
+	got := string(fmtRollout(model.Rollout{Unpublished: 2}))
+	require.Equal(t, `<span title="UNPUBLISHED: no rule version is published for these instances; they run the SDK defaults">0/2 SYNCED, 2 UNPUBLISHED</span>`, got)
+	got = string(fmtRollout(model.Rollout{Synced: 1, Nacked: 1, Unpublished: 1}))
+	require.Equal(t, `<span class="rollout-bad" title="UNPUBLISHED: no rule version is published for these instances; they run the SDK defaults">1/3 SYNCED, 1 NACKED, 1 UNPUBLISHED</span>`, got)
+}
