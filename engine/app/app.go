@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	_ "modernc.org/sqlite" // database/sql driver "sqlite" for the ledger
 
 	alertsconfig "governor.dev/governor/alerts/config"
@@ -87,8 +88,8 @@ type Options struct {
 	// all; what has not finished by then is logged by name and left
 	// behind, so that the process exits within Kubernetes' grace period
 	// (terminationGracePeriodSeconds, 30s by default) rather than being
-	// killed without a word. Default DefaultShutdownTimeout; negative is
-	// refused.
+	// killed without a word. 0: Config.ShutdownTimeout (shutdown_timeout),
+	// else DefaultShutdownTimeout; negative is refused.
 	ShutdownTimeout time.Duration
 }
 
@@ -158,6 +159,8 @@ type App struct {
 	// once in the banner.
 	adminEnsured auth.AdminEnsured
 	closers      []closer
+	// tickTimeouts counts the cycles cut short at tick_timeout.
+	tickTimeouts prometheus.Counter
 }
 
 // closer releases one dependency at a stop; name says which in the log
@@ -198,10 +201,15 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		return nil, fmt.Errorf("app: ShutdownTimeout: must not be negative, got %s", o.ShutdownTimeout)
 	}
 	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = o.Config.ShutdownTimeout
+	}
+	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = DefaultShutdownTimeout
 	}
 	a = &App{o: o, cfg: o.Config, log: o.Logger, recorder: events.NewRecorder(500), stopping: make(chan struct{})}
 	a.sink = events.Multi{a.recorder, events.Log{Logger: o.Logger}}
+	a.tickTimeouts = promauto.With(o.Registry).NewCounter(prometheus.CounterOpts{Name: "governor_engine_tick_timeouts_total",
+		Help: "Evaluation cycles cut short at tick_timeout (reads not answered in time): nothing more proposed, applied or saved."})
 	if o.Events != nil {
 		a.sink = append(a.sink.(events.Multi), o.Events)
 	}
@@ -330,7 +338,10 @@ func (a *App) startPlane(ctx context.Context) error {
 		po.Grace, po.GoneAfter = 10*time.Second, 10*time.Second
 	}
 	if a.cfg.Database != "" {
-		po.Wake = distribution.ListenPostgres(ctx, distribution.ListenOptions{URL: a.cfg.Database, Logger: a.log})
+		// The listener lives as long as the App, not as New's context.
+		lctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		a.onClose("outbox listener", stop)
+		po.Wake = distribution.ListenPostgres(lctx, distribution.ListenOptions{URL: a.cfg.Database, Logger: a.log})
 	}
 	var err error
 	if a.plane, err = distribution.NewPlane(ctx, po); err != nil {
@@ -341,7 +352,12 @@ func (a *App) startPlane(ctx context.Context) error {
 
 func (a *App) startSignals() error {
 	if u := a.cfg.Metrics.PrometheusURL; u != "" {
-		c, err := promapi.New(promapi.Options{Address: u, Clock: a.o.Clock, Logger: a.log, Registerer: a.o.Registry})
+		// An attempt may last the whole cycle (a slow Prometheus that
+		// answers is still read), not longer: the query's timeout
+		// parameter then has Prometheus give up when the cycle does,
+		// rather than evaluate for a cycle that is no longer waiting.
+		c, err := promapi.New(promapi.Options{Address: u, Timeout: min(a.cfg.EvalTimeout(), promapi.DefaultOptions().Timeout),
+			Clock: a.o.Clock, Logger: a.log, Registerer: a.o.Registry})
 		if err != nil {
 			return fmt.Errorf("%w: metrics.prometheus_url: %w", ErrStart, err)
 		}
@@ -578,7 +594,9 @@ func (a *App) Run(ctx context.Context) error {
 		wg.Go(func() { a.runDemo(ctx) })
 	}
 	wg.Go(func() { _ = a.elector.Run(ctx) })
-	wg.Go(func() { leader.RunTicks(ctx, a.elector, a.o.Clock, a.cfg.Interval, a.tick, leader.WithLogger(a.log)) })
+	wg.Go(func() {
+		leader.RunTicks(ctx, a.elector, a.o.Clock, a.cfg.Interval, a.runTick, leader.WithLogger(a.log))
+	})
 	wg.Go(func() { a.runAlerts(ctx) })
 	engine := api.Handler(api.Options{Evaluations: a.eval, Versions: a.store, Ledger: a.plane.Ledger(),
 		Guardrails: a.guard, Events: a.recorder, Levels: a.p99Levels, AlertLevels: a.eval.AlertLevelsInForce, Relay: a.plane, Gatherer: a.o.Registry,
@@ -666,6 +684,44 @@ func drain(nc *nats.Conn, timeout time.Duration) {
 	nc.Close()
 }
 
+// errTickTimeout ends the context of a cycle that reached its
+// tick_timeout.
+var errTickTimeout = errors.New("app: evaluation cycle reached tick_timeout")
+
+// runTick runs the cycle of tick at (leader.RunTicks) until tick_timeout
+// after at on the engine's clock, so that a dependency that does not
+// answer (a hung Prometheus, a rules database that does not answer)
+// costs one cycle, not the client's every attempt and retry and the ticks
+// skipped meanwhile; see tick for what a cycle cut short does.
+func (a *App) runTick(ctx context.Context, at time.Time) {
+	ctx, cancel := withDeadline(ctx, a.o.Clock, at.Add(a.cfg.EvalTimeout()), errTickTimeout)
+	defer cancel()
+	a.tick(ctx, at)
+}
+
+// withDeadline is ctx, ended with cause at deadline on clk: the
+// context's own deadline on the real clock, a timer of clk otherwise
+// (a fake clock in tests).
+func withDeadline(ctx context.Context, clk clock.Clock, deadline time.Time, cause error) (context.Context, context.CancelFunc) {
+	if _, ok := clk.(clock.Real); ok {
+		return context.WithDeadlineCause(ctx, deadline, cause)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	t := clk.NewTimer(deadline.Sub(clk.Now()))
+	go func() {
+		select {
+		case <-t.C():
+			cancel(cause)
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}()
+	return ctx, func() { cancel(context.Canceled) }
+}
+
+// timedOut reports whether ctx, a cycle's, ended at its tick_timeout.
+func timedOut(ctx context.Context) bool { return errors.Is(context.Cause(ctx), errTickTimeout) }
+
 // tick runs one evaluation cycle under the lead context (leader.RunTicks).
 // At a takeover (the first cycle, or one after cycles this replica did not
 // run) it first restores the state the leader before it saved; after every
@@ -684,6 +740,15 @@ func drain(nc *nats.Conn, timeout time.Duration) {
 // longer than its lease, before its lead context noticed) changes nothing
 // after its successor's cycles. The SQLite store, whose single engine
 // claims its ticks in memory, ignores the fence.
+//
+// A cycle whose context ends at its tick_timeout (runTick) is cut short:
+// its reads and writes fail from then on, so it proposes, applies and
+// rolls back nothing more (what it wrote before was decided on the reads
+// it had completed; a signal read cut short leaves those signals unknown
+// for the cycle, and a cycle whose every query was cut short publishes
+// nothing). It is logged and counted (governor_engine_tick_timeouts_total),
+// saves no state and does not make the replica ready; the lead goes on, so
+// the next cycle saves without restoring first.
 func (a *App) tick(ctx context.Context, at time.Time) {
 	ctx = versioning.WithFence(ctx, versioning.Fence{Tick: at, Holder: a.elector.Identity()})
 	if a.state != nil && ctx.Err() == nil && (!a.restored || at.Sub(a.lastTick) > a.cfg.Interval) {
@@ -697,6 +762,8 @@ func (a *App) tick(ctx context.Context, at time.Time) {
 	res, err := a.eval.Tick(ctx, at)
 	switch {
 	case a.state == nil || !a.restored:
+	case timedOut(ctx):
+		// Not saved: the next cycle saves what this one learned.
 	case ctx.Err() != nil:
 		a.restored = false
 		a.log.Warn("the lead ended during the cycle: engine state not saved", "tick", at, "cause", context.Cause(ctx))
@@ -713,6 +780,10 @@ func (a *App) tick(ctx context.Context, at time.Time) {
 		// before its cycle. This one restores again if it leads again.
 		a.restored = false
 		a.log.Warn("not leading any more: the cycle's writes to the rules store were refused", "tick", at, "err", err)
+	} else if timedOut(ctx) {
+		a.tickTimeouts.Inc()
+		a.log.Warn("evaluation cycle cut short at tick_timeout: its reads did not answer in time; nothing more proposed, applied or saved, the next cycle runs on time",
+			"tick", at, "tick_timeout", a.cfg.EvalTimeout(), "err", err)
 	} else if err != nil {
 		a.log.Warn("evaluation", "tick", at, "err", err)
 	}

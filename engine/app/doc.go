@@ -20,8 +20,18 @@
 // The NATS connections are drained (what their subscriptions received is
 // handled, what they published flushed; at most 5s each), the engine's
 // before the stores close. The whole stop is bounded by
-// Options.ShutdownTimeout (default 25s, within Kubernetes' 30s grace): what
-// has not finished by then is logged by name and left behind.
+// Options.ShutdownTimeout (or the configuration's shutdown_timeout; default
+// 25s, within Kubernetes' 30s grace): what has not finished by then is
+// logged by name and left behind.
+//
+// Each evaluation cycle is bounded by the configuration's tick_timeout
+// (default nine tenths of the interval), counted from its tick on the
+// engine's clock: a cycle whose reads have not answered by then (a hung
+// Prometheus) is cut short, logged and counted in
+// governor_engine_tick_timeouts_total; it writes nothing more, saves no
+// state and does not make the replica ready, and the next cycle runs on
+// time. A Prometheus query attempt lasts at most the tick timeout (and at
+// most 30s), which is also the timeout the query asks Prometheus for.
 //
 // The alerts manager (package alerts/manager) stores its state in the rules
 // database, receives the engine's events through its EngineSink and

@@ -180,3 +180,30 @@ func TestNegativeShutdownTimeoutIsRefused(t *testing.T) {
 		t.Fatalf("New = %v, want an error naming ShutdownTimeout", err)
 	}
 }
+
+// TestShutdownTimeoutComesFromTheConfiguration: shutdown_timeout bounds
+// the stop when Options.ShutdownTimeout is not set; set, the option wins.
+func TestShutdownTimeoutComesFromTheConfiguration(t *testing.T) {
+	for _, tt := range []struct {
+		name        string
+		cfg, option time.Duration
+		want        time.Duration
+	}{
+		{"from shutdown_timeout", 7 * time.Second, 0, 7 * time.Second},
+		{"the option wins", 7 * time.Second, 3 * time.Second, 3 * time.Second},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := config.Default()
+			cfg.Listen, cfg.DataDir, cfg.Identity = "127.0.0.1:0", t.TempDir(), "engine-a"
+			cfg.ShutdownTimeout = tt.cfg
+			a, err := New(context.Background(), Options{Config: cfg, Registry: prometheus.NewRegistry(), ShutdownTimeout: tt.option})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer a.close()
+			if a.o.ShutdownTimeout != tt.want {
+				t.Fatalf("shutdown timeout %s, want %s", a.o.ShutdownTimeout, tt.want)
+			}
+		})
+	}
+}

@@ -40,9 +40,21 @@ type Config struct {
 	Leader Leader `yaml:"leader"`
 	// Interval between evaluation cycles.
 	Interval time.Duration `yaml:"interval"`
-	NATS     NATS          `yaml:"nats"`
-	Metrics  Metrics       `yaml:"metrics"`
-	Score    Score         `yaml:"load_score"`
+	// TickTimeout bounds one evaluation cycle, counted from its tick: a
+	// cycle whose reads (Prometheus, the rules database) have not answered
+	// by then is cut short, logged and counted, proposes and applies
+	// nothing more, and the next cycle starts on time. 0 (the default):
+	// nine tenths of interval. At most interval.
+	TickTimeout time.Duration `yaml:"tick_timeout"`
+	// ShutdownTimeout bounds a stop (SIGTERM): HTTP requests, background
+	// work, NATS drains and the closing of the stores get this long in
+	// all; what has not finished by then is logged by name and left
+	// behind. Keep it below the pod's terminationGracePeriodSeconds
+	// (30s by default) minus any preStop hook. Default 25s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	NATS            NATS          `yaml:"nats"`
+	Metrics         Metrics       `yaml:"metrics"`
+	Score           Score         `yaml:"load_score"`
 	// Recommend tunes the recommender.
 	Recommend Recommend `yaml:"recommend"`
 	Bands     Bands     `yaml:"bands"`
@@ -368,6 +380,10 @@ func Default() Config {
 		Guardrail: Guardrail{Window: 5 * time.Minute, Settle: time.Minute, Step: 10 * time.Second, MinSamples: 10,
 			Alpha: 0.05, ErrorTolerance: 0.01, LatencyTolerance: 0.25, GoodputTolerance: 0.2},
 		Demo: Demo{Instances: 2, Period: 90 * time.Second},
+
+		// As app.DefaultShutdownTimeout: within Kubernetes' default grace
+		// period of 30s.
+		ShutdownTimeout: 25 * time.Second,
 	}
 }
 
@@ -457,6 +473,18 @@ func (c *Config) Validate() error {
 		}
 	}
 	minDur("interval", c.Interval, 100*time.Millisecond)
+	switch d := c.TickTimeout; {
+	case d < 0:
+		bad("tick_timeout", "must not be negative (0: nine tenths of interval), got %s", d)
+	case d > 0 && d < 10*time.Millisecond:
+		bad("tick_timeout", "must be at least 10ms (0: nine tenths of interval), got %s", d)
+	case d > c.Interval && c.Interval > 0:
+		// A longer cycle runs into the next tick, which is then skipped.
+		bad("tick_timeout", "%s exceeds interval %s: a cycle that long skips the next (0: nine tenths of interval)", d, c.Interval)
+	}
+	if d := c.ShutdownTimeout; d <= 0 {
+		bad("shutdown_timeout", "must be a positive duration (how long a stop may take; default 25s), got %s", d)
+	}
 	if d := c.Leader.MaxClockSkew; d < 100*time.Millisecond || d > 10*time.Minute {
 		// Below 100ms, ordinary clock jitter keeps a replica from claiming;
 		// above 10m, a replica that far ahead holds the others back that
@@ -805,6 +833,15 @@ func (c *Config) ServiceKeys() []ServiceKey {
 	}
 	slices.SortFunc(keys, func(a, b ServiceKey) int { return strings.Compare(a.Field, b.Field) })
 	return keys
+}
+
+// EvalTimeout is how long an evaluation cycle may run from its tick:
+// tick_timeout, or nine tenths of interval when it is 0.
+func (c *Config) EvalTimeout() time.Duration {
+	if c.TickTimeout > 0 {
+		return c.TickTimeout
+	}
+	return c.Interval * 9 / 10
 }
 
 // SQLitePath is the database file in dev and SQLite mode.

@@ -29,6 +29,21 @@
 // built-in level alert's resolve_after, or a crossed level's alert would
 // resolve between reports and never page.
 //
+// tick_timeout bounds one evaluation cycle, counted from its tick (default
+// 0: nine tenths of interval; at least 10ms, at most interval). A cycle
+// whose reads (a Prometheus that hangs, a rules database that does not
+// answer) are still running then is cut short: it is logged, counted in
+// governor_engine_tick_timeouts_total, proposes, applies and rolls back
+// nothing more, saves no engine state and does not make the replica ready,
+// and the next cycle starts on time instead of being skipped. With
+// metrics.prometheus_url, each query attempt lasts at most tick_timeout
+// (and at most 30s), which is also the timeout the query asks Prometheus
+// to apply, so Prometheus gives up when the cycle does. shutdown_timeout (default 25s, positive) bounds a stop: the HTTP
+// requests, the background work, the NATS drains and the closing of the
+// stores get that long in all, and what has not finished is logged by
+// name and left behind; keep it under the pod's
+// terminationGracePeriodSeconds (30s by default) minus any preStop hook.
+//
 // Besides the engine's own keys, alerts.config_file (also
 // GOVERNOR_ALERTS_CONFIG and -alerts-config) names the alerting document
 // (package alerts/config: rules, routes, receivers); cmd/engine and
