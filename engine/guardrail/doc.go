@@ -202,10 +202,11 @@
 // governor_engine_partial_reads_total), and the guardrail logs the
 // services it held. The points of a partial read are not kept, and Record
 // ignores a snapshot whose request rate, error ratio, p99 latency, shed
-// ratio or freshness is partial, so such points are read again from the
-// store once it answers whole rather than taken for points without
-// samples. Warnings that are not about missing data (infos, PromQL
-// annotations) change nothing.
+// ratio or freshness is partial or failed (a failed freshness query marks
+// every service stale), so such points are read again from the store once
+// it answers whole rather than taken for points without samples.
+// Warnings that are not about missing data (infos, PromQL annotations)
+// change nothing.
 //
 // The guardrail keeps little state that matters across a leader change: a
 // new leader rebuilds its watches from the active versions' activation

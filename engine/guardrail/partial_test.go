@@ -472,3 +472,62 @@ func TestHeldCyclesEndTheWatchInconclusiveAtTheMaximumWait(t *testing.T) {
 		t.Fatalf("checkout active v%d", act.Number)
 	}
 }
+
+// TestFailedFreshnessSnapshotIsReadAgainFromTheStore: while the freshness
+// query fails the reader marks every service stale (nothing tells a live
+// target from a dead one), so the evaluator's snapshots hold no value for
+// anyone. Those grid points are read from the store once needed, not kept
+// as points without samples: the window before a regressing version,
+// covered only by such snapshots, is judged whole and the version rolled
+// back, rather than left inconclusive ("0 samples before") until MaxWait.
+func TestFailedFreshnessSnapshotIsReadAgainFromTheStore(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st, at := liveVersions(t, clk)
+	regress := consistent(func(m Metric, after bool, i int) float64 {
+		if after && m == ErrorRatio {
+			return 0.2 + float64(i%2)*0.01
+		}
+		return healthy(m, i)
+	})
+	cs := &countingSeries{by: map[string]fakeSeries{"checkout": {switchAt: at.Add(30 * time.Second), value: regress}}}
+	g, err := New(Options{Store: st, Series: batched{cs}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := errors.New("freshness: query timed out")
+	for ts := at.Add(-3 * time.Minute); ts.Before(at); ts = ts.Add(10 * time.Second) {
+		snap := snapshotAt(ts, cs.by["checkout"], true)
+		snap.Errors[signals.Freshness] = failed
+		for _, e := range snap.Entries {
+			for s := range e.Values {
+				e.Values[s] = signals.Unknown(signals.Stale, "freshness unknown: the freshness query failed")
+			}
+		}
+		g.Record(snap)
+	}
+	var got Decision
+	for clk.Now().Sub(at) < 8*time.Minute && !got.Final {
+		clk.Advance(10 * time.Second)
+		g.Record(snapshotAt(clk.Now(), cs.by["checkout"], true))
+		act, err := st.Active(ctx, "checkout")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := g.Observe(ctx, clk.Now(), []versioning.Version{act}); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range g.Decisions() {
+			if d.Version == 2 {
+				got = d
+				break
+			}
+		}
+	}
+	if got.Verdict != Regression || got.RollbackVersion == 0 {
+		t.Fatalf("after %s: %s final %v rollback v%d: %s", got.At.Sub(at), got.Verdict, got.Final, got.RollbackVersion, got.Reason)
+	}
+	if c, ok := checkOf(got, ErrorRatio); !ok || c.Before.N != 12 {
+		t.Fatalf("error ratio check %+v, want the 12 samples of the window before", c)
+	}
+}

@@ -134,13 +134,13 @@ func (g *Guard) Record(snap *signals.Snapshot) {
 	if !at.Truncate(g.o.Step).Equal(at) {
 		return
 	}
-	for _, s := range baseSignals {
+	// A failed freshness query makes the reader mark every service stale
+	// (no value at all), a partial one may: either way the snapshot says
+	// nothing about which services reported.
+	for _, s := range append(baseSignals[:], signals.Freshness) {
 		if _, partial := snap.Partial[s]; partial || snap.Errors[s] != nil {
 			return
 		}
-	}
-	if _, partial := snap.Partial[signals.Freshness]; partial {
-		return
 	}
 	key := at.UnixNano()
 	g.mu.Lock()

@@ -15,7 +15,9 @@ type Band struct {
 	// Manual services never change automatically.
 	Manual bool `json:"manual" yaml:"manual"`
 	// MaxChangePerHour is the largest cumulative relative change of the
-	// ceiling within an hour that applies itself; default 0.1.
+	// ceiling within an hour that applies itself; default 0.1. A move
+	// against an automatic change of the hour counts every move of the
+	// hour (Proposer.Submit), so the ceiling does not flap inside it.
 	MaxChangePerHour float64 `json:"max_change_per_hour" yaml:"max_change_per_hour"`
 	// Floor and Ceiling bound the service-wide ceiling in requests per
 	// second (0: no bound). The controller never recommends outside them.
@@ -70,16 +72,36 @@ func (b Band) Allows(ref, to float64) (bool, string) {
 }
 
 // bounds returns the controller's output limits for a band and a starting
-// ceiling: the band's floor and ceiling, or a tenth and ten times c0.
+// ceiling: the band's floor and ceiling, or a tenth and ten times c0 (or
+// the floor, or a tenth of the band's ceiling, when the band lies that far
+// from c0). A band whose floor is its ceiling (a pinned ceiling) gives
+// limits one representable step apart, as the controller needs OutMin <
+// OutMax; clamp then pins its output.
 func (b Band) bounds(c0 float64) (lo, hi float64) {
 	lo, hi = c0/10, c0*10
-	if b.Floor > 0 {
-		lo = b.Floor
+	switch {
+	case b.Floor > 0 && b.Ceiling > 0:
+		lo, hi = b.Floor, b.Ceiling
+	case b.Floor > 0:
+		lo, hi = b.Floor, max(hi, 10*b.Floor)
+	case b.Ceiling > 0:
+		lo, hi = min(lo, b.Ceiling/10), b.Ceiling
 	}
+	if !(hi > lo) {
+		hi = math.Nextafter(lo, math.Inf(1))
+	}
+	return lo, hi
+}
+
+// clamp keeps a ceiling within the band's floor and ceiling.
+func (b Band) clamp(x float64) float64 {
 	if b.Ceiling > 0 {
-		hi = b.Ceiling
+		x = min(x, b.Ceiling)
 	}
-	return lo, max(hi, lo)
+	if b.Floor > 0 {
+		x = max(x, b.Floor)
+	}
+	return x
 }
 
 // Where a service's band comes from (Submitted.BandSource).

@@ -172,3 +172,74 @@ func TestProposerUsesPolicyBand(t *testing.T) {
 		t.Fatalf("cleared policy band: %+v", back)
 	}
 }
+
+// TestBandChangedWhileTrackingBoundsTheNextProposal: a person sets a floor
+// (or ceiling) in the service's policy while the controller already tracks
+// the active version; the next recommendation stays inside the new band,
+// as the band's documentation promises, instead of waiting for a new
+// version to restart the controller.
+func TestBandChangedWhileTrackingBoundsTheNextProposal(t *testing.T) {
+	t.Run("floor", func(t *testing.T) {
+		r := newRec(t)
+		in := Input{Service: "checkout", Score: score(0.99), Entry: entry(990), Active: active(500, nil), Instances: 2}
+		for i := range 3 {
+			in.At = t0.Add(time.Duration(i) * 10 * time.Second)
+			r.Evaluate(in)
+		}
+		in.Band = Band{MaxChangePerHour: 0.1, Floor: 950}
+		var rec Recommendation
+		for i := 3; i < 40; i++ {
+			in.At = t0.Add(time.Duration(i) * 10 * time.Second)
+			rec = r.Evaluate(in)
+			if rec.Ruleset != nil && rec.Evidence.Ceiling.To < 950 {
+				t.Fatalf("evaluation %d: proposed %.1f req/s, below the floor of 950: %s", i, rec.Evidence.Ceiling.To, rec.Reason)
+			}
+		}
+	})
+	t.Run("ceiling", func(t *testing.T) {
+		r := newRec(t)
+		in := Input{Service: "checkout", Score: score(0.3), Entry: entry(995), Active: active(500, nil), Instances: 2}
+		for i := range 3 {
+			in.At = t0.Add(time.Duration(i) * 10 * time.Second)
+			r.Evaluate(in)
+		}
+		in.Band = Band{MaxChangePerHour: 0.1, Ceiling: 1050}
+		var rec Recommendation
+		for i := 3; i < 40; i++ {
+			in.At = t0.Add(time.Duration(i) * 10 * time.Second)
+			rec = r.Evaluate(in)
+			if rec.Ruleset != nil && rec.Evidence.Ceiling.To > 1050 {
+				t.Fatalf("evaluation %d: proposed %.1f req/s, above the ceiling of 1050: %s", i, rec.Evidence.Ceiling.To, rec.Reason)
+			}
+		}
+	})
+}
+
+// TestBandPinningTheCeilingIsFollowed: a band whose floor equals its
+// ceiling (a person pins the service's ceiling), or whose floor lies ten
+// times above the ceiling in force, still gives recommendations: toward
+// the band, not "controller: invalid config" for ever.
+func TestBandPinningTheCeilingIsFollowed(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		band Band
+		want float64
+	}{
+		{"pinned", Band{MaxChangePerHour: 0.1, Floor: 1200, Ceiling: 1200}, 1200},
+		{"floor far above", Band{MaxChangePerHour: 0.1, Floor: 20000}, 20000},
+		{"ceiling far below", Band{MaxChangePerHour: 0.1, Ceiling: 50}, 50},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRec(t)
+			in := Input{Service: "checkout", Score: score(0.7), Entry: entry(990), Active: active(500, nil), Instances: 2, Band: tt.band}
+			var rec Recommendation
+			for i := range 5 {
+				in.At = t0.Add(time.Duration(i) * 10 * time.Second)
+				rec = r.Evaluate(in)
+			}
+			if rec.Ruleset == nil || rec.Evidence.Ceiling.To != tt.want {
+				t.Fatalf("inconclusive %v: %s", rec.Inconclusive, rec.Reason)
+			}
+		})
+	}
+}

@@ -96,8 +96,10 @@
 // in the evidence, since the engine reads the ceiling in force back from
 // there once the version is published. A proposal
 // applies itself (AutoApply, audited as the engine) only inside the service's
-// Band: a cumulative change of at most MaxChangePerHour, never below Floor
-// or above Ceiling, never for Manual services, and never in the direction of
+// Band: a cumulative change of at most MaxChangePerHour (measured from the
+// ceiling in force before the hour's automatic changes; a move back against
+// one of them counts every move of the hour, so the ceiling does not swing
+// back and forth inside the band), never below Floor or above Ceiling, never for Manual services, and never in the direction of
 // a change that applied itself and was rolled back (by the guardrail or a
 // person) within Proposer.RollbackHold (default 1 hour): the engine does not
 // redo what was just undone. Everything else waits for a person's approval.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"governor.dev/governor/rules/versioning"
@@ -164,6 +165,9 @@ func (p *Proposer) Submit(ctx context.Context, rec Recommendation, band Band) (S
 	now := clk.Now()
 	ref := hourReference(versions, rec.Evidence.Ceiling.From, now)
 	ok, why := band.Allows(ref, rec.Evidence.Ceiling.To)
+	if ok {
+		ok, why = flapping(versions, rec.Evidence.Ceiling, now, band, why)
+	}
 	if hold := p.rollbackHold(); ok && hold > 0 {
 		if undone, back, like := rolledBack(versions, rec.Evidence.Ceiling, now, hold); like {
 			ok, why = false, fmt.Sprintf("v%d applied a like change by itself and was rolled back (v%d) at %s: a like change waits for a person until %s",
@@ -360,6 +364,39 @@ func direction(c Ceiling) int {
 		return 1
 	}
 	return 0
+}
+
+// flapping refuses a ceiling move c that reverses an automatic change of
+// the last BandWindow when the moves of that hour and c add up to more
+// than the band: back and forth, each move inside the band and the net
+// change nil, the ceiling would otherwise swing every few minutes. Moves
+// in one direction are held by the net change alone (Band.Allows). It
+// returns ok and why as they were otherwise.
+func flapping(newestFirst []versioning.Version, c Ceiling, now time.Time, band Band, why string) (bool, string) {
+	dir := direction(c)
+	if dir == 0 || !(c.From > 0) {
+		return true, why
+	}
+	moved, reversed := 0.0, false
+	for _, v := range newestFirst {
+		if !v.AutoApplied || v.ActivatedAt.IsZero() || now.Sub(v.ActivatedAt) > BandWindow {
+			continue
+		}
+		var e struct {
+			Ceiling Ceiling `json:"ceiling"`
+		}
+		if json.Unmarshal(v.Evidence, &e) != nil || !(e.Ceiling.From > 0) {
+			continue
+		}
+		moved += math.Abs(e.Ceiling.To/e.Ceiling.From - 1)
+		reversed = reversed || direction(e.Ceiling) == -dir
+	}
+	step := math.Abs(c.To/c.From - 1)
+	if !reversed || moved+step <= band.MaxChangePerHour+1e-9 {
+		return true, why
+	}
+	return false, fmt.Sprintf("the automatic changes within the hour moved the ceiling by %.1f%% back and forth; another %.1f%% the other way exceeds the band of %.1f%%",
+		100*moved, 100*step, 100*band.MaxChangePerHour)
 }
 
 // hourReference is the ceiling in force before the automatic changes of the

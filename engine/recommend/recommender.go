@@ -147,6 +147,9 @@ func (r *Recommender) Evaluate(in Input) Recommendation {
 			return none(true, "controller: %v", err)
 		}
 	}
+	if err := st.bound(in.Band); err != nil {
+		return none(true, "controller: %v", err)
+	}
 	if err := st.integrate(&r.o, !r.answered(st.ctl.Output(), cur.To, in)); err != nil {
 		return none(true, "controller: %v", err)
 	}
@@ -154,6 +157,7 @@ func (r *Recommender) Evaluate(in Input) Recommendation {
 	if err != nil {
 		return none(true, "controller: %v", err)
 	}
+	out = in.Band.clamp(out) // a pinned band's limits are a step apart
 	if st.known < r.o.MinScores {
 		return none(true, "%d of %d consecutive known load scores", st.known, r.o.MinScores)
 	}
@@ -175,7 +179,7 @@ func (r *Recommender) Evaluate(in Input) Recommendation {
 			// the controller's share instead, inside the band: the
 			// controller's own output is, this rescaled one is not.
 			lo, hi := in.Band.bounds(st.base)
-			if to = min(max(rate*out/cur.To, lo), hi); to >= rate {
+			if to = in.Band.clamp(min(max(rate*out/cur.To, lo), hi)); to >= rate {
 				idle = fmt.Sprintf("overloaded below a ceiling nobody reaches (offered %.1f req/s), and the band's floor %.1f req/s keeps any cut above the offered rate", rate, lo)
 			}
 		} else {
@@ -316,6 +320,20 @@ func (st *state) integrate(o *Options, on bool) error {
 	if ki == 0 {
 		cfg.AntiWindup = pid.Conditional
 	}
+	return st.ctl.SetConfig(cfg)
+}
+
+// bound keeps the controller's output within the band in force: a floor or
+// ceiling a person sets or clears while the controller tracks a version
+// takes effect at once (the output moves inside a narrower band at the next
+// update), not only when a new version restarts the controller.
+func (st *state) bound(b Band) error {
+	cfg := st.ctl.Config()
+	lo, hi := b.bounds(st.base)
+	if cfg.OutMin == lo && cfg.OutMax == hi {
+		return nil
+	}
+	cfg.OutMin, cfg.OutMax = lo, hi
 	return st.ctl.SetConfig(cfg)
 }
 

@@ -62,3 +62,39 @@ func TestRolledBackChangeIsNotAppliedAgainByItself(t *testing.T) {
 		t.Fatalf("a cut after the hold: %+v %v; want it applied", done, err)
 	}
 }
+
+// TestCeilingFlappingWithinTheHourWaitsForAPerson: the band bounds how far
+// the automatic changes of an hour move the ceiling in all, not only where
+// they leave it: a cut that applied itself followed by a raise back to
+// where it started (1000 -> 920 -> 1000, back and forth every few minutes)
+// is no change by the net measure, yet it is 17% of movement; the raise
+// waits for a person within the hour, and applies itself after it.
+func TestCeilingFlappingWithinTheHourWaitsForAPerson(t *testing.T) {
+	ctx := context.Background()
+	clk, st, v1 := checkoutAt500(t)
+	pr := &Proposer{Store: st, Clock: clk}
+	move := func(base int64, from, to float64) Recommendation {
+		return Recommendation{Service: "checkout", Base: base, Ruleset: ruleset(to / 2), Reason: "move",
+			Evidence: &Evidence{Ceiling: Ceiling{From: from, To: to, Instances: 2, Routes: map[string]float64{"api": to}}}}
+	}
+	cut, err := pr.Submit(ctx, move(v1.Number, 1000, 920), DefaultBand())
+	if err != nil || !cut.AutoApplied {
+		t.Fatalf("the cut: %+v %v", cut, err)
+	}
+	clk.Advance(5 * time.Minute)
+	back, err := pr.Submit(ctx, move(cut.Version.Number, 920, 1000), DefaultBand())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.AutoApplied || back.Version.State != versioning.StateProposed || !strings.Contains(back.Policy, "moved the ceiling by") {
+		t.Fatalf("the raise back: auto-applied %v, %s, policy %q; want it waiting for a person", back.AutoApplied, back.Version.State, back.Policy)
+	}
+	if _, err := st.Withdraw(ctx, "checkout", back.Version.Number, EngineActor(), "test"); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(BandWindow)
+	later, err := pr.Submit(ctx, move(cut.Version.Number, 920, 1000), DefaultBand())
+	if err != nil || !later.AutoApplied {
+		t.Fatalf("the raise after the hour: %+v %v; want it applied", later, err)
+	}
+}

@@ -67,7 +67,7 @@
 // A Recommender learns a service's healthy baselines from per-interval
 // signals (throughput, error ratio, p50/p99 latency), skipping intervals with
 // errors above the health limit or anomalous latency (the detector's score,
-// or a p99 above the critical level of the healthy baseline, so a lasting
+// or a p99 above the warn level of the healthy baseline, so a lasting
 // incident is not learnt as healthy once the detector has adapted to it;
 // a level lasting MinSamples intervals is learnt as the new normal), and recommends a
 // breaker slow-call threshold from the baseline p99, a rate ceiling from the

@@ -40,9 +40,9 @@ type RecommenderOptions struct {
 	// Detector configures the anomaly detector run on the p99 latency; an
 	// interval it scores at or above AnomalyScore is not healthy.
 	//
-	// Neither is one whose p99 is above the critical level of the healthy
-	// baseline (its robust level plus CriticalSpreads of its robust
-	// spread), once Detector.Warmup healthy intervals have shaped it. The
+	// Neither is one whose p99 is above the warn level of the healthy
+	// baseline (its robust level plus WarnSpreads of its robust spread),
+	// once Detector.Warmup healthy intervals have shaped it. The
 	// detector adapts to a lasting incident within minutes and reports an
 	// event once, so its score alone would let the incident in as healthy;
 	// the healthy baseline learns only from healthy intervals, so it does
@@ -127,7 +127,7 @@ type Recommender struct {
 	healthy    int
 	total      int
 	// above counts the consecutive intervals whose p99 was above the
-	// healthy baseline's critical level.
+	// healthy baseline's warn level.
 	above int
 }
 
@@ -183,13 +183,16 @@ func (r *Recommender) Observe(iv Interval) (healthy bool) {
 	return true
 }
 
-// aboveBaseline reports whether p99 is above the critical level of the
-// healthy p99 baseline, once Detector.Warmup healthy intervals shaped it.
+// aboveBaseline reports whether p99 is above the warn level of the healthy
+// p99 baseline, once Detector.Warmup healthy intervals shaped it. Not only
+// the critical one: an incident between the two, learnt as healthy, would
+// widen the spread until the warn level passed it and its alert cleared
+// while it lasts.
 func (r *Recommender) aboveBaseline(p99 float64) bool {
 	if r.healthy < r.opt.Detector.Warmup {
 		return false
 	}
-	return p99 > r.p99Spread.mean+r.opt.CriticalSpreads*r.p99Spread.spread()
+	return p99 > r.p99Spread.mean+r.opt.WarnSpreads*r.p99Spread.spread()
 }
 
 // Recommend returns the current recommendation.

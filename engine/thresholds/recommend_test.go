@@ -174,3 +174,52 @@ func TestLatencyLevelLastingMinSamplesIsLearntAsTheNewNormal(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, r.above, n.above)
 }
+
+// TestLatencyIncidentAboveTheWarnLevelIsNotLearntAsHealthy: hours at a p99
+// above the warn level but below the critical one (60% slower, no errors)
+// fire the warn alert; they are held out of the baselines like a critical
+// incident, so the warn level does not climb past the incident and silence
+// its own alert while the incident lasts.
+func TestLatencyIncidentAboveTheWarnLevelIsNotLearntAsHealthy(t *testing.T) {
+	o := DefaultRecommenderOptions()
+	o.MinSamples = 500
+	r, err := NewRecommender(o)
+	require.NoError(t, err)
+	f := &latencyFeed{r: r, rng: rand.New(rand.NewPCG(1, 2))}
+	require.Equal(t, 3000, f.feed(3000, 0.1))
+	before := r.Recommend()
+	const incident = 0.16
+	require.Greater(t, incident, before.LatencyWarn)
+	require.Less(t, incident, before.LatencyCritical)
+	healthy := f.feed(480, incident) // four hours
+	after := r.Recommend()
+	// Only the incident's dips below the warn level count (its p99 varies
+	// by 10%).
+	require.Less(t, healthy, 480/8, "incident intervals counted as healthy")
+	require.Less(t, after.LatencyWarn, incident, "the warn level climbed past the incident")
+	require.InDelta(t, before.LatencyWarn, after.LatencyWarn, 0.005)
+}
+
+// TestHeavyTailedHealthyLatencyKeepsItsLevels: a healthy p99 with a heavy
+// tail (log-normal) loses only its rare excursions above the warn level to
+// the hold-out, and the levels learnt from it stay put over days.
+func TestHeavyTailedHealthyLatencyKeepsItsLevels(t *testing.T) {
+	o := DefaultRecommenderOptions()
+	o.MinSamples = 500
+	r, err := NewRecommender(o)
+	require.NoError(t, err)
+	rng := rand.New(rand.NewPCG(5, 6))
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	healthy, warn := 0, 0.0
+	for i := range 20000 {
+		v := 0.1 * math.Exp(0.4*rng.NormFloat64())
+		if r.Observe(Interval{Time: t0.Add(time.Duration(i) * 30 * time.Second), Throughput: 100, LatencyP50: v / 3, LatencyP99: v}) {
+			healthy++
+		}
+		if i == 3999 {
+			warn = r.Recommend().LatencyWarn
+		}
+	}
+	require.Greater(t, healthy, 20000*98/100)
+	require.InEpsilon(t, warn, r.Recommend().LatencyWarn, 0.05)
+}
