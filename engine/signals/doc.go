@@ -43,7 +43,9 @@
 // A signal that cannot be known is reported as unknown with a Status saying
 // why (no series, NaN or infinite, stale, query failed, partial data); it is
 // never reported as zero. A query that fails, or times out, makes only the
-// signals read from it unknown (Failed); the others keep their values.
+// signals read from it unknown (Failed); the others keep their values. So
+// does a query that answers more than one sample for a key (a template
+// without a sum by the scope's labels): no one of them is the key's value.
 //
 // # Partial data
 //

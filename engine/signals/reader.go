@@ -139,8 +139,9 @@ type answer struct {
 // fails every signal derived from it. Per-signal failures are kept
 // in the snapshot (Errors, and a Failed status on that signal), and so are
 // partial-data warnings (Partial, and a Partial status on that signal, see
-// PartialData); Read returns an error only for bad arguments or when every
-// query failed.
+// PartialData), and so is a template that fails to render (Errors, with
+// ErrInvalidOption); Read returns an error only for bad arguments or when
+// every query failed.
 func (r *Reader) Read(ctx context.Context, at time.Time, scope Scope, services ...string) (*Snapshot, error) {
 	sel, err := selector(services)
 	if err != nil {
@@ -170,8 +171,11 @@ func (r *Reader) Read(ctx context.Context, at time.Time, scope Scope, services .
 	for _, s := range r.plan.own {
 		q, err := render(r.tmpl[s], data)
 		if err != nil {
-			wg.Wait()
-			return nil, fmt.Errorf("%w: templates.%s: %v", ErrInvalidOption, s, err)
+			// Only this signal's template is at fault: the others are read.
+			mu.Lock()
+			answers = append(answers, answer{sig: s, err: fmt.Errorf("%w: templates.%s: %v", ErrInvalidOption, s, err)})
+			mu.Unlock()
+			continue
 		}
 		ask := func() (*Result, error) { return r.src.Query(ctx, q, at) }
 		if gq, ok := ownGauges[s]; ok && series != nil && !r.opts.PerSignal && !r.overridden(s) {
@@ -233,7 +237,10 @@ func (r *Reader) assemble(at time.Time, scope Scope, answers []answer) (*Snapsho
 			}
 			snap.Partial[a.sig] = a.partial
 		}
-		dups := 0
+		var (
+			dups int
+			dup  Labels // the first sample that repeated a key
+		)
 		for _, smp := range a.res.Samples {
 			k, ok := keyOf(smp.Labels, scope)
 			if !ok {
@@ -249,20 +256,27 @@ func (r *Reader) assemble(at time.Time, scope Scope, answers []answer) (*Snapsho
 			case ShedRatioByClass:
 				class := smp.Labels["class"]
 				if _, seen := e.ShedByClass[class]; seen {
-					dups++
+					if dups++; dup == nil {
+						dup = smp.Labels
+					}
 					continue
 				}
 				e.ShedByClass[class] = classify(a.sig, smp.V)
 			default:
 				if e.Values[a.sig].Status != Missing {
-					dups++
+					if dups++; dup == nil {
+						dup = smp.Labels
+					}
 					continue
 				}
 				e.Values[a.sig] = classify(a.sig, smp.V)
 			}
 		}
 		if dups > 0 {
-			snap.Warnings = append(snap.Warnings, fmt.Sprintf("%s: %d duplicate samples per key ignored", a.sig, dups))
+			// No one of them is the key's value: the query does not
+			// aggregate by the scope's labels (a missing sum by).
+			snap.Errors[a.sig] = ambiguous(a.sig, scope, dups, dup)
+			delete(snap.Partial, a.sig)
 		}
 	}
 	if len(errs) == len(answers) && len(answers) > 0 {
@@ -333,6 +347,18 @@ func (r *Reader) staleness(at time.Time, e *Entry, freshnessAnswered bool) strin
 		return fmt.Sprintf("newest sample %s old (max %s)", age.Truncate(time.Second), r.opts.MaxAge)
 	}
 	return ""
+}
+
+// ambiguous is the error of a signal whose query answered n samples beyond
+// one per key (per key and class for ShedRatioByClass), first the first of
+// those.
+func ambiguous(s Signal, scope Scope, n int, first Labels) error {
+	by := scope.by()
+	if s == ShedRatioByClass {
+		by += ", class"
+	}
+	return fmt.Errorf("%w: %s: %d samples beyond one per key (first %s): the query must answer one sample per (%s), e.g. aggregate with sum by (%s)",
+		ErrQuery, s, n, first, by, by)
 }
 
 func keyOf(l Labels, scope Scope) (Key, bool) {

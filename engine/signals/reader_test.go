@@ -172,10 +172,10 @@ func TestReadFailures(t *testing.T) {
 	require.ErrorIs(t, snap.Errors[LatencyP99], ErrUnavailable)
 	require.Equal(t, Failed, snap.Get(k, CPU).Status)
 	require.ErrorIs(t, snap.Errors[CPU], ErrQuery)
-	require.Equal(t, 1.0, snap.Get(k, Memory).V, "the first of duplicate samples wins")
+	require.Equal(t, Failed, snap.Get(k, Memory).Status, "several samples for one key: none is its value")
+	require.ErrorIs(t, snap.Errors[Memory], ErrQuery)
 	require.Contains(t, snap.Warnings, "cpu: partial response")
-	require.Contains(t, snap.Warnings, "memory: 1 duplicate samples per key ignored")
-	require.Len(t, snap.Warnings, 4) // plus two samples lacking labels
+	require.Len(t, snap.Warnings, 3) // plus two samples lacking labels
 }
 
 func TestReadAllFailed(t *testing.T) {
@@ -233,4 +233,43 @@ func TestReadFreshnessFailedIsStale(t *testing.T) {
 			require.ErrorIs(t, snap.Errors[Freshness], ErrUnavailable)
 		})
 	}
+}
+
+// A template that does not aggregate by the scope's labels (a missing sum
+// by) answers several series per key: no one of them is the key's value, so
+// the signal fails, naming the problem, instead of reading the first.
+func TestReadSeveralSeriesPerKeyFailTheSignal(t *testing.T) {
+	f := newFixture(t, ReaderOptions{})
+	f.answer(Freshness, PerService, fresh(time.Second, "service", "a"), fresh(time.Second, "service", "b"))
+	f.answer(RequestRate, PerService, smp(5, "service", "a"), smp(6, "service", "b"))
+	f.answer(Memory, PerService, smp(1, "service", "a", "instance", "i1"), smp(2, "service", "a", "instance", "i2"), smp(3, "service", "b"))
+	f.answer(ShedRatioByClass, PerService, smp(0.1, "service", "a", "class", "batch", "route", "/x"), smp(0.2, "service", "a", "class", "batch", "route", "/y"))
+	snap, err := f.r.Read(context.Background(), now, PerService)
+	require.NoError(t, err)
+	for _, k := range []Key{{Service: "a"}, {Service: "b"}} {
+		require.Equal(t, Failed, snap.Get(k, Memory).Status, "%s", k)
+		require.Equal(t, Known, snap.Get(k, RequestRate).Status, "the other signals keep their values")
+	}
+	require.ErrorIs(t, snap.Errors[Memory], ErrQuery)
+	require.ErrorContains(t, snap.Errors[Memory], "1 samples beyond one per key")
+	require.ErrorContains(t, snap.Errors[Memory], "sum by (service)")
+	require.ErrorIs(t, snap.Errors[ShedRatioByClass], ErrQuery)
+	require.Equal(t, Failed, snap.Entries[Key{Service: "a"}].ShedByClass["batch"].Status)
+}
+
+// A template that renders at start (window 1m) but fails to render with the
+// reader's window fails its own signal, naming the template; the others
+// are read.
+func TestReadTemplateRenderFailureFailsOnlyItsSignal(t *testing.T) {
+	f := newFixture(t, ReaderOptions{Window: 30 * time.Second, Templates: map[Signal]string{
+		CPU: `{{if eq .Window "1m"}}sum by ({{.By}}) (up){{else}}{{slice .By 99}}{{end}}`,
+	}})
+	f.answer(Freshness, PerService, fresh(time.Second, "service", "a"))
+	f.answer(RequestRate, PerService, smp(5, "service", "a"))
+	snap, err := f.r.Read(context.Background(), now, PerService)
+	require.NoError(t, err)
+	require.Equal(t, 5.0, snap.Get(Key{Service: "a"}, RequestRate).V)
+	require.Equal(t, Failed, snap.Get(Key{Service: "a"}, CPU).Status)
+	require.ErrorIs(t, snap.Errors[CPU], ErrInvalidOption)
+	require.ErrorContains(t, snap.Errors[CPU], "templates.cpu")
 }

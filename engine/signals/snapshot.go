@@ -106,7 +106,10 @@ type Snapshot struct {
 	// Warnings collects the sources' warnings (partial data, annotations)
 	// and the reader's own (samples without a service label).
 	Warnings []string
-	// Errors holds the failed queries by signal.
+	// Errors holds the failed queries by signal, and the signals whose
+	// query answered more than one sample for a key (a template that does
+	// not aggregate by the scope's labels): no one of them is the key's
+	// value, so the signal fails (ErrQuery) rather than reading one.
 	Errors map[Signal]error
 	// Partial holds, by signal (Freshness and ShedRatioByClass included),
 	// the first warning of its query that says data may be missing (see

@@ -144,7 +144,8 @@ func soft(err error) bool {
 	return errors.Is(err, storage.ErrOutOfOrderSample) ||
 		errors.Is(err, storage.ErrDuplicateSampleForTimestamp) ||
 		errors.Is(err, storage.ErrOutOfBounds) ||
-		errors.Is(err, storage.ErrTooOldSample)
+		errors.Is(err, storage.ErrTooOldSample) ||
+		errors.Is(err, errSeriesLimit)
 }
 
 // staleMissing writes stale markers at ts for series not seen in the last

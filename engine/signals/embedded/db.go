@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -31,7 +32,13 @@ type Options struct {
 	// removed by Close; one a crashed or killed process left is removed by
 	// the next Open without a Dir, once its lock file shows no process has
 	// it open. The write-ahead log is disabled: the store is a cache of what
-	// targets expose, rebuilt by scraping.
+	// targets expose, rebuilt by scraping. A Dir is locked (its file
+	// governor-signals.lock) while the DB is open: a second DB, in this
+	// process or another, fails to open it. Open removes a block of a Dir
+	// that cannot be opened (a crash or a full disk left it corrupted),
+	// logging it at error level, instead of failing to start, and the head
+	// chunks of the previous run (chunks_head), which hold nothing without
+	// the write-ahead log.
 	Dir string
 	// Retention bounds how long samples are kept. Default 6h.
 	Retention time.Duration
@@ -42,6 +49,14 @@ type Options struct {
 	QueryTimeout time.Duration
 	// MaxSamples bounds the samples one query may load. Default 5e6.
 	MaxSamples int
+	// MaxSeries bounds the series the in-memory head holds. Past it a new
+	// series is refused (the scraper drops its samples and counts them in
+	// the target's Dropped; a warning is logged) while the series held keep
+	// taking samples, so a label with unbounded values (a request ID, a
+	// timestamp) cannot exhaust memory; the head forgets series without
+	// samples as it cuts blocks. A head series costs about 1-2 KiB.
+	// Default 4,000,000; negative disables.
+	MaxSeries int
 	// Logger receives the TSDB's and query engine's logs. Default: discard.
 	Logger *slog.Logger
 	// Registerer receives the TSDB's and query engine's metrics
@@ -56,6 +71,7 @@ func DefaultOptions() Options {
 		LookbackDelta: 5 * time.Minute,
 		QueryTimeout:  30 * time.Second,
 		MaxSamples:    5_000_000,
+		MaxSeries:     4_000_000,
 	}
 }
 
@@ -83,6 +99,9 @@ func (o *Options) fill() error {
 	if o.MaxSamples == 0 {
 		o.MaxSamples = d.MaxSamples
 	}
+	if o.MaxSeries == 0 {
+		o.MaxSeries = d.MaxSeries
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -101,8 +120,11 @@ type DB struct {
 	lookback time.Duration
 	// recent keeps the newest samples of the series the reader reads.
 	recent *recent
+	// limit bounds the head's series (Options.MaxSeries).
+	limit  *seriesLimit
 	dir    string
 	tmp    *tempDir // nil with Options.Dir
+	lock   *os.File // the lock on Options.Dir; nil without one
 	closed atomic.Bool
 }
 
@@ -117,13 +139,22 @@ func Open(opts Options) (*DB, error) {
 		return nil, err
 	}
 	dir := opts.Dir
-	var tmp *tempDir
+	var (
+		tmp  *tempDir
+		lock *os.File
+	)
 	if dir == "" {
 		var err error
 		if tmp, err = newTempDir(); err != nil {
 			return nil, err
 		}
 		dir = tmp.dir
+	} else {
+		var err error
+		if lock, err = lockDir(dir); err != nil {
+			return nil, err
+		}
+		prepareDir(dir, opts.Logger)
 	}
 	to := tsdb.DefaultOptions()
 	to.WALSegmentSize = -1
@@ -137,6 +168,9 @@ func Open(opts Options) (*DB, error) {
 	if err != nil {
 		if tmp != nil {
 			_ = tmp.remove()
+		}
+		if lock != nil {
+			_ = lock.Close()
 		}
 		return nil, fmt.Errorf("embedded: open tsdb: %w", err)
 	}
@@ -152,6 +186,7 @@ func Open(opts Options) (*DB, error) {
 	})
 	return &DB{
 		db:       db,
+		limit:    &seriesLimit{max: opts.MaxSeries, head: db.Head(), logger: opts.Logger},
 		engine:   engine,
 		qopts:    promql.NewPrometheusQueryOpts(false, opts.LookbackDelta, nil),
 		timeout:  opts.QueryTimeout,
@@ -159,6 +194,7 @@ func Open(opts Options) (*DB, error) {
 		recent:   newRecent(),
 		dir:      dir,
 		tmp:      tmp,
+		lock:     lock,
 	}, nil
 }
 
@@ -166,7 +202,7 @@ func Open(opts Options) (*DB, error) {
 // signal reader reads is also kept in the recent-samples cache (see
 // SelectFloats).
 func (d *DB) Appender(ctx context.Context) storage.Appender {
-	return &recentAppender{Appender: d.db.Appender(ctx), r: d.recent, headMin: d.headMin, closed: &d.closed}
+	return &recentAppender{Appender: d.db.Appender(ctx), r: d.recent, headMin: d.headMin, closed: &d.closed, limit: d.limit}
 }
 
 func (d *DB) headMin() int64 { return d.db.Head().MinTime() }
@@ -185,6 +221,10 @@ func (d *DB) Close() error {
 	if d.tmp != nil {
 		err = errors.Join(err, d.tmp.remove())
 		d.tmp = nil
+	}
+	if d.lock != nil {
+		err = errors.Join(err, d.lock.Close())
+		d.lock = nil
 	}
 	return err
 }

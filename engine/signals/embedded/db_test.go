@@ -191,3 +191,29 @@ func TestClosedDBAnswersNothing(t *testing.T) {
 	require.ErrorIs(t, app.Commit(), ErrClosed)
 	require.NoError(t, db.Close())
 }
+
+// A bad label (a request ID, a timestamp) makes a target expose new series
+// every scrape: past MaxSeries the head refuses new series, so memory stays
+// bounded, while the series it holds keep taking samples.
+func TestSeriesLimitRefusesNewSeriesOnly(t *testing.T) {
+	db, err := Open(Options{MaxSeries: 2})
+	require.NoError(t, err)
+	defer db.Close()
+	ts := t0.UnixMilli()
+	a, b, c := labels.FromStrings("__name__", "m", "id", "a"), labels.FromStrings("__name__", "m", "id", "b"), labels.FromStrings("__name__", "m", "id", "c")
+	app := db.Appender(context.Background())
+	_, err = app.Append(0, a, ts, 1)
+	require.NoError(t, err)
+	_, err = app.Append(0, b, ts, 1)
+	require.NoError(t, err)
+	require.NoError(t, app.Commit())
+
+	app = db.Appender(context.Background())
+	_, err = app.Append(0, c, ts+1000, 1)
+	require.ErrorIs(t, err, errSeriesLimit)
+	require.True(t, soft(err), "a refused series drops its sample, not the scrape")
+	_, err = app.Append(0, a, ts+1000, 2)
+	require.NoError(t, err, "a known series, even without its ref, keeps taking samples")
+	require.NoError(t, app.Commit())
+	require.EqualValues(t, 2, db.db.Head().NumSeries())
+}

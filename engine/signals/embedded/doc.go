@@ -27,6 +27,17 @@
 // removes both, and the next Open removes those of a process that crashed
 // or was killed (their lock is free), never one in use.
 //
+// The head holds at most Options.MaxSeries series: past it new series are
+// refused (counted as dropped samples of their target, with one warning
+// logged) while known ones keep taking samples, so a label with unbounded
+// values cannot exhaust the engine's memory.
+//
+// With a directory of its own, the DB locks it (governor-signals.lock) so no
+// second store writes it, and on Open removes what would stop the TSDB from
+// starting: blocks that cannot be opened (logged at error level with the
+// reason) and the head chunks of the previous run, which hold nothing
+// without a write-ahead log.
+//
 // A target that times out, refuses the connection or returns something that
 // does not parse is marked down with the error, visible through
 // Scraper.Targets and Scraper.StatusHandler; other targets are unaffected.

@@ -32,7 +32,7 @@ func newScrapeMetrics(r prometheus.Registerer, health func(Health) float64) *scr
 		failures:  scrapes.WithLabelValues("failure"),
 		dropped: f.NewCounter(prometheus.CounterOpts{
 			Name: "governor_signals_scrape_samples_dropped_total",
-			Help: "Scraped samples not stored: duplicates, out of order, invalid labels.",
+			Help: "Scraped samples not stored: duplicates, out of order, invalid labels, new series over the series limit.",
 		}),
 		duration: f.NewHistogram(prometheus.HistogramOpts{
 			Name:    "governor_signals_scrape_duration_seconds",

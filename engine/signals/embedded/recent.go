@@ -278,6 +278,7 @@ type recentAppender struct {
 	r       *recent
 	headMin func() int64
 	closed  *atomic.Bool // the DB's
+	limit   *seriesLimit // the DB's
 	pending []pending
 }
 
@@ -304,6 +305,12 @@ func (a *recentAppender) release() {
 }
 
 func (a *recentAppender) Append(ref storage.SeriesRef, l labels.Labels, t int64, v float64) (storage.SeriesRef, error) {
+	if ref == 0 {
+		var err error
+		if ref, err = a.limit.admit(a.Appender, l); err != nil {
+			return 0, err
+		}
+	}
 	ref, err := a.Appender.Append(ref, l, t, v)
 	if err == nil {
 		if m := a.r.metric(l); m != nil {

@@ -59,7 +59,12 @@ type harness struct {
 }
 
 func newHarness(t *testing.T, opts ScraperOptions) *harness {
-	h := &harness{t: t, db: openDB(t), clk: clock.NewFake(t0), reg: prometheus.NewRegistry(), scrapes: make(chan TargetStatus, 16)}
+	return newHarnessOn(t, openDB(t), opts)
+}
+
+// newHarnessOn is newHarness scraping into db.
+func newHarnessOn(t *testing.T, db *DB, opts ScraperOptions) *harness {
+	h := &harness{t: t, db: db, clk: clock.NewFake(t0), reg: prometheus.NewRegistry(), scrapes: make(chan TargetStatus, 16)}
 	opts.Clock, opts.Registerer = h.clk, h.reg
 	opts.OnScrape = func(st TargetStatus) { h.scrapes <- st }
 	s, err := NewScraper(h.db, opts)
@@ -357,4 +362,31 @@ func TestScraperRunsAgainAfterReturning(t *testing.T) {
 		cancel()
 		require.NoError(t, <-done)
 	}
+}
+
+// A target whose label takes a new value every scrape (a request ID) meets
+// the DB's series limit: its new series are dropped and counted, the target
+// stays up and its other series keep their samples.
+func TestScrapePastTheSeriesLimitDropsNewSeriesOnly(t *testing.T) {
+	db, err := Open(Options{MaxSeries: 6}) // up, scrape_duration_seconds, scrape_samples_scraped and three
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, db.Close()) })
+	h := newHarnessOn(t, db, ScraperOptions{Interval: 15 * time.Second, Timeout: 10 * time.Second})
+	target := &exposition{}
+	target.set(200, "a 1\nb 1\nreq{id=\"1\"} 1\n")
+	srv := serve(t, target)
+	require.NoError(t, h.s.SetTargets([]Target{{URL: srv.URL + "/metrics"}}))
+	h.run()
+	st := h.next()
+	require.Equal(t, HealthUp, st.Health, st.LastError)
+	require.Equal(t, 3, st.Samples)
+
+	target.set(200, "a 2\nb 2\nreq{id=\"2\"} 1\n")
+	h.clk.Advance(15 * time.Second)
+	st = h.next()
+	require.Equal(t, HealthUp, st.Health, st.LastError)
+	require.Equal(t, 2, st.Samples)
+	require.Equal(t, 1, st.Dropped, "the new series is dropped and counted")
+	require.Equal(t, 2.0, h.value(`a`))
+	require.Empty(t, h.query(`req{id="2"}`))
 }

@@ -120,6 +120,7 @@ type TargetStatus struct {
 	// Samples is the number of samples the last scrape stored.
 	Samples int `json:"samples"`
 	// Dropped is the number of samples the last scrape could not store
-	// (duplicates, out of order, invalid labels).
+	// (duplicates, out of order, invalid labels, new series over the DB's
+	// series limit).
 	Dropped int `json:"dropped"`
 }

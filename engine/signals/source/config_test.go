@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"governor.dev/governor/engine/signals"
@@ -129,4 +130,21 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("decoded config does not validate: %v", err)
 		}
 	})
+}
+
+// The embedded store's own metrics (head series, against its series limit;
+// query durations) reach the registerer with the scraper's.
+func TestOpenEmbeddedRegistersTheStoreMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	s, err := Open(Config{}, Deps{Registerer: reg})
+	require.NoError(t, err)
+	defer s.Close()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	names := map[string]bool{}
+	for _, mf := range mfs {
+		names[mf.GetName()] = true
+	}
+	require.True(t, names["prometheus_tsdb_head_series"], "TSDB metrics registered")
+	require.True(t, names["governor_signals_scrapes_total"], "scraper metrics registered")
 }

@@ -64,7 +64,7 @@ func Open(cfg Config, deps Deps) (*Signals, error) {
 		s.Source = c
 	} else {
 		st, err := embedded.NewStore(
-			embedded.Options{Retention: time.Duration(cfg.Embedded.Retention), Logger: deps.Logger},
+			embedded.Options{Retention: time.Duration(cfg.Embedded.Retention), Logger: deps.Logger, Registerer: deps.Registerer},
 			embedded.ScraperOptions{
 				Interval:   time.Duration(cfg.Embedded.Interval),
 				Timeout:    time.Duration(cfg.Embedded.Timeout),
