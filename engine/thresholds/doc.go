@@ -66,10 +66,12 @@
 //
 // A Recommender learns a service's healthy baselines from per-interval
 // signals (throughput, error ratio, p50/p99 latency), skipping intervals with
-// errors above the health limit or anomalous latency (the detector's score,
-// or a p99 above the warn level of the healthy baseline, so a lasting
-// incident is not learnt as healthy once the detector has adapted to it;
-// a level lasting MinSamples intervals is learnt as the new normal), and recommends a
+// errors above the health limit or anomalous latency (the detector's score),
+// and intervals whose p99 or error ratio is above the warn level of its
+// healthy baseline, so a lasting incident below the critical level or the
+// health limit is not learnt as healthy (the detector adapts to it within
+// minutes); a level lasting MinSamples consecutive intervals is learnt as
+// the new normal. It recommends a
 // breaker slow-call threshold from the baseline p99, a rate ceiling from the
 // healthy peak throughput (a high quantile, not the maximum) plus headroom, and
 // latency and error-ratio alert levels (the healthy median plus WarnSpreads
@@ -84,10 +86,14 @@
 // MarshalBinary and restore it with UnmarshalBinary, so another process
 // (a new engine leader) continues exactly where one stopped: a restored
 // detector scores every later sample as the original would. The bytes
-// carry a format version (StateVersion) and a fingerprint of the options;
-// state of another version, saved under other options (other seasons,
-// another sketch accuracy), truncated or corrupt is refused with an error
-// wrapping ErrState, and the receiver keeps its state. Zeros are stored
+// carry a format version and a fingerprint of the options. Versions 1 to
+// StateVersion are read (a version 1 recommender state restores with no
+// interval counted above the error-ratio warn level); state of a newer
+// version, saved under other options (other seasons, another sketch
+// accuracy), truncated or corrupt is refused with an error wrapping
+// ErrState, and the receiver keeps its state. Detector and Sketch states
+// are still written as version 1, which earlier releases read; a
+// Recommender state is written as version 2, which they refuse. Zeros are stored
 // sparsely: a detector under DefaultOptions takes a few KiB once its
 // profiles fill (TestDetectorStateRoundTrip logs the size).
 package thresholds

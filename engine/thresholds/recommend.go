@@ -22,7 +22,13 @@ type RecommenderOptions struct {
 	// recommendation; until then the result is Inconclusive.
 	MinSamples int
 	// HealthyErrorRatio: an interval with a higher error ratio is not
-	// healthy and does not shape the baselines.
+	// healthy and does not shape the baselines. Neither, below it, is one
+	// whose error ratio is above the warn level of the healthy error ratio
+	// (its robust level plus WarnSpreads of its robust spread), once
+	// Detector.Warmup healthy intervals have shaped it, until that level
+	// has lasted MinSamples consecutive intervals: hours at 0.8% errors
+	// under a 1% limit are an incident to alert on, not a baseline to
+	// learn (they would double the learnt ErrorWarn within a working day).
 	HealthyErrorRatio float64
 	// SlowCallFactor multiplies the healthy p99 latency baseline to give the
 	// breaker's slow-call threshold.
@@ -32,8 +38,10 @@ type RecommenderOptions struct {
 	// PeakQuantile is the quantile of healthy throughput taken as its peak
 	// (a high quantile rather than the maximum, so one burst does not count).
 	PeakQuantile float64
-	// WarnSpreads and CriticalSpreads place the latency alert levels above the
-	// p99 baseline, in robust spreads of the p99 series.
+	// WarnSpreads and CriticalSpreads place the latency and error-ratio
+	// alert levels above their baselines, in robust spreads of the p99 and
+	// error-ratio series. Intervals above a warn level are held out of the
+	// baselines (see HealthyErrorRatio and Detector).
 	WarnSpreads, CriticalSpreads float64
 	// Sketch configures the latency and throughput sketches (their decay).
 	Sketch SketchOptions
@@ -126,9 +134,9 @@ type Recommender struct {
 	errSpread  robust
 	healthy    int
 	total      int
-	// above counts the consecutive intervals whose p99 was above the
-	// healthy baseline's warn level.
-	above int
+	// above and errAbove count the consecutive intervals whose p99 and
+	// error ratio were above the warn level of their healthy baseline.
+	above, errAbove int
 }
 
 // NewRecommender returns a Recommender or an error naming the bad option.
@@ -164,13 +172,10 @@ func (r *Recommender) Observe(iv Interval) (healthy bool) {
 	}
 	r.total++
 	res := r.detector.Observe(iv.Time, iv.LatencyP99)
-	if r.aboveBaseline(iv.LatencyP99) {
-		r.above = min(r.above+1, math.MaxInt32)
-	} else {
-		r.above = 0
-	}
+	latencyHeld := r.holdOut(&r.above, r.aboveWarn(&r.p99Spread, iv.LatencyP99))
+	errorsHeld := r.holdOut(&r.errAbove, r.aboveWarn(&r.errSpread, iv.ErrorRatio))
 	if iv.ErrorRatio > r.opt.HealthyErrorRatio || (!res.Inconclusive && res.Score >= r.opt.AnomalyScore) ||
-		(r.above > 0 && r.above <= r.opt.MinSamples) {
+		latencyHeld || errorsHeld {
 		return false
 	}
 	r.healthy++
@@ -183,16 +188,29 @@ func (r *Recommender) Observe(iv Interval) (healthy bool) {
 	return true
 }
 
-// aboveBaseline reports whether p99 is above the warn level of the healthy
-// p99 baseline, once Detector.Warmup healthy intervals shaped it. Not only
-// the critical one: an incident between the two, learnt as healthy, would
-// widen the spread until the warn level passed it and its alert cleared
-// while it lasts.
-func (r *Recommender) aboveBaseline(p99 float64) bool {
+// aboveWarn reports whether x is above the warn level of a healthy
+// baseline b (its robust level plus WarnSpreads of its robust spread), once
+// Detector.Warmup healthy intervals shaped it. Not only the critical level:
+// an incident between the two, learnt as healthy, would widen the spread
+// until the warn level passed it and its alert cleared while it lasts.
+func (r *Recommender) aboveWarn(b *robust, x float64) bool {
 	if r.healthy < r.opt.Detector.Warmup {
 		return false
 	}
-	return p99 > r.p99Spread.mean+r.opt.WarnSpreads*r.p99Spread.spread()
+	return x > b.mean+r.opt.WarnSpreads*b.spread()
+}
+
+// holdOut counts in *run the consecutive intervals above the warn level
+// and reports whether this one is held out of the baselines: it is above,
+// and the level has not yet lasted MinSamples intervals (after that it is
+// the new normal).
+func (r *Recommender) holdOut(run *int, above bool) bool {
+	if !above {
+		*run = 0
+		return false
+	}
+	*run = min(*run+1, math.MaxInt32)
+	return *run <= r.opt.MinSamples
 }
 
 // Recommend returns the current recommendation.

@@ -223,3 +223,123 @@ func TestHeavyTailedHealthyLatencyKeepsItsLevels(t *testing.T) {
 	require.Greater(t, healthy, 20000*98/100)
 	require.InEpsilon(t, warn, r.Recommend().LatencyWarn, 0.05)
 }
+
+// poisson draws a Poisson count of mean lambda: exactly for small means,
+// by the normal approximation for large ones.
+func poisson(rng *rand.Rand, lambda float64) float64 {
+	if lambda >= 30 {
+		return math.Max(0, math.Round(lambda+math.Sqrt(lambda)*rng.NormFloat64()))
+	}
+	l, k, p := math.Exp(-lambda), 0.0, 1.0
+	for {
+		p *= rng.Float64()
+		if p <= l {
+			return k
+		}
+		k++
+	}
+}
+
+// errorFeed feeds r intervals 30 s apart with a steady p99 and an error
+// ratio drawn by ratio, and returns how many counted as healthy.
+type errorFeed struct {
+	r   *Recommender
+	rng *rand.Rand
+	i   int
+}
+
+func (f *errorFeed) feed(n int, ratio func(*rand.Rand) float64) (healthy int) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for range n {
+		f.i++
+		p99 := 0.1 * (1 + 0.05*f.rng.NormFloat64())
+		iv := Interval{Time: t0.Add(time.Duration(f.i) * 30 * time.Second), Throughput: 1000, ErrorRatio: ratio(f.rng), LatencyP50: p99 / 3, LatencyP99: p99}
+		if f.r.Observe(iv) {
+			healthy++
+		}
+	}
+	return healthy
+}
+
+// errorsOf returns error ratios of Poisson(share*requests) errors in
+// requests requests.
+func errorsOf(share, requests float64) func(*rand.Rand) float64 {
+	return func(rng *rand.Rand) float64 { return math.Min(1, poisson(rng, share*requests)/requests) }
+}
+
+// TestErrorRatioIncidentBelowTheHealthLimitIsNotLearntAsHealthy: eight
+// hours at 0.8% errors, above the warn level but under the 1% health
+// limit, fire the warn alert; they are held out of the baselines, so the
+// error-ratio levels do not climb past the incident (they doubled).
+func TestErrorRatioIncidentBelowTheHealthLimitIsNotLearntAsHealthy(t *testing.T) {
+	o := DefaultRecommenderOptions() // MinSamples: a day
+	r, err := NewRecommender(o)
+	require.NoError(t, err)
+	f := &errorFeed{r: r, rng: rand.New(rand.NewPCG(7, 8))}
+	require.Equal(t, 3000, f.feed(3000, errorsOf(0.001, 30000)))
+	before := r.Recommend()
+	require.False(t, before.Inconclusive)
+	const incident = 0.008
+	require.Greater(t, incident, before.ErrorWarn)
+	healthy := f.feed(960, errorsOf(incident, 30000)) // eight hours
+	after := r.Recommend()
+	require.Zero(t, healthy, "incident intervals counted as healthy")
+	require.Less(t, after.ErrorWarn, incident, "the warn level climbed past the incident")
+	require.InEpsilon(t, before.ErrorWarn, after.ErrorWarn, 0.05)
+	require.InEpsilon(t, before.ErrorCritical, after.ErrorCritical, 0.05)
+
+	// Back to normal: learning resumes at once.
+	require.Equal(t, 100, f.feed(100, errorsOf(0.001, 30000)))
+}
+
+func TestErrorRatioLevelLastingMinSamplesIsLearntAsTheNewNormal(t *testing.T) {
+	o := DefaultRecommenderOptions()
+	o.MinSamples = 500
+	r, err := NewRecommender(o)
+	require.NoError(t, err)
+	f := &errorFeed{r: r, rng: rand.New(rand.NewPCG(9, 10))}
+	f.feed(1000, errorsOf(0.001, 30000))
+	require.Zero(t, f.feed(o.MinSamples, errorsOf(0.005, 30000)), "held out while it may be an incident")
+	require.Equal(t, 200, f.feed(200, errorsOf(0.005, 30000)), "a level lasting MinSamples intervals is the new normal")
+
+	// The count survives a restart.
+	b, err := r.MarshalBinary()
+	require.NoError(t, err)
+	n, err := RestoreRecommender(o, b)
+	require.NoError(t, err)
+	require.Equal(t, o.MinSamples+200, n.errAbove)
+
+}
+
+// TestNoisyHealthyErrorRatioKeepsItsLevels: healthy error ratios of every
+// shape (Poisson counts at high and low traffic, errors in a few intervals
+// only, a heavy tail) lose only rare excursions to the hold-out, and the
+// levels learnt from them stay put over days.
+func TestNoisyHealthyErrorRatioKeepsItsLevels(t *testing.T) {
+	tests := []struct {
+		name  string
+		ratio func(*rand.Rand) float64
+	}{
+		{"high traffic", errorsOf(0.001, 30000)},
+		{"low traffic", errorsOf(0.001, 3000)},
+		{"sparse errors", errorsOf(0.0001, 3000)},
+		{"heavy tail", func(rng *rand.Rand) float64 { return math.Min(0.01, 0.001*math.Exp(0.6*rng.NormFloat64())) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := DefaultRecommenderOptions()
+			o.MinSamples = 500
+			r, err := NewRecommender(o)
+			require.NoError(t, err)
+			f := &errorFeed{r: r, rng: rand.New(rand.NewPCG(11, 12))}
+			f.feed(4000, tt.ratio)
+			early := r.Recommend()
+			healthy := f.feed(16000, tt.ratio)
+			late := r.Recommend()
+			t.Logf("healthy %d of 16000; warn %v -> %v, critical %v -> %v, baseline %v -> %v", healthy,
+				early.ErrorWarn, late.ErrorWarn, early.ErrorCritical, late.ErrorCritical, early.BaselineErrorRatio, late.BaselineErrorRatio)
+			require.Greater(t, healthy, 16000*98/100)
+			require.InEpsilon(t, early.ErrorWarn, late.ErrorWarn, 0.1)
+		})
+	}
+}

@@ -17,8 +17,21 @@ import (
 // and say what is wrong.
 var ErrState = errors.New("thresholds: cannot restore state")
 
-// StateVersion is the format version of the bytes MarshalBinary writes.
-const StateVersion = 1
+// StateVersion is the newest state format version: UnmarshalBinary reads
+// versions 1 to StateVersion and refuses newer ones (saved by a newer
+// release). Version 2 added the recommender's count of intervals above the
+// error-ratio warn level; a version 1 recommender state restores with that
+// count at zero. Detector and Sketch states, unchanged since version 1, are
+// still written as version 1, so a release that reads only version 1 (one
+// rolled back to) restores them.
+const StateVersion = 2
+
+// Format versions each kind of state is written in.
+const (
+	detectorVersion    = 1
+	sketchVersion      = 1
+	recommenderVersion = StateVersion
+)
 
 // Kinds of state, the first byte after the version.
 const (
@@ -140,28 +153,34 @@ func (d *dec) robust(what string, r *robust) {
 	}
 }
 
-// header checks the version and kind and the fingerprint of the options.
-func (d *dec) header(kind byte, fp uint64) {
+// header checks the version and kind and the fingerprint of the options,
+// and returns the version.
+func (d *dec) header(kind byte, fp uint64) (version byte) {
 	if len(d.B) > MaxStateBytes {
 		d.Fail("%d bytes, more than %d", len(d.B), MaxStateBytes)
-		return
+		return 0
 	}
 	if len(d.B) < 2 {
 		d.Fail("truncated header")
-		return
+		return 0
 	}
-	if d.B[0] != StateVersion {
-		d.Fail("format version %d, want %d", d.B[0], StateVersion)
-		return
+	switch version = d.B[0]; {
+	case version > StateVersion:
+		d.Fail("format version %d is newer than this release reads (1 to %d): saved by a newer release", version, StateVersion)
+		return 0
+	case version < 1:
+		d.Fail("format version %d, want 1 to %d", version, StateVersion)
+		return 0
 	}
 	if d.B[1] != kind {
 		d.Fail("kind %q, want %q", d.B[1], kind)
-		return
+		return 0
 	}
 	d.B = d.B[2:]
 	if got := d.U("options fingerprint"); d.Err == nil && got != fp {
 		d.Fail("saved under other options (fingerprint %x, want %x)", got, fp)
 	}
+	return version
 }
 
 // fingerprint hashes the options a state depends on, so a state is not
@@ -173,11 +192,11 @@ func fingerprint(v any) uint64 {
 }
 
 // MarshalBinary encodes the detector's learned state (not its options):
-// format version StateVersion, a fingerprint of the options, then every
+// format version 1 (see StateVersion), a fingerprint of the options, then every
 // baseline, profile and rarity histogram. Zeros are stored sparsely.
 func (d *Detector) MarshalBinary() ([]byte, error) {
 	e := enc{statecodec.Enc{B: make([]byte, 0, 1024)}}
-	e.B = append(e.B, StateVersion, kindDetector)
+	e.B = append(e.B, detectorVersion, kindDetector)
 	e.U(fingerprint(d.opt))
 	d.encode(&e)
 	return e.B, nil
@@ -292,10 +311,10 @@ func (d *Detector) decode(x *dec) {
 }
 
 // MarshalBinary encodes the sketch's counts and decay state: format
-// version StateVersion, a fingerprint of the options, the non-zero buckets.
+// version 1 (see StateVersion), a fingerprint of the options, the non-zero buckets.
 func (s *Sketch) MarshalBinary() ([]byte, error) {
 	e := enc{statecodec.Enc{B: make([]byte, 0, 256)}}
-	e.B = append(e.B, StateVersion, kindSketch)
+	e.B = append(e.B, sketchVersion, kindSketch)
 	e.U(fingerprint(s.opt))
 	s.encode(&e)
 	return e.B, nil
@@ -350,10 +369,11 @@ func (s *Sketch) decode(x *dec) {
 
 // MarshalBinary encodes everything the recommender learned (its detector,
 // sketches, spreads and counts): format version StateVersion and a
-// fingerprint of the options first.
+// fingerprint of the options first. A release reading only version 1
+// refuses it.
 func (r *Recommender) MarshalBinary() ([]byte, error) {
 	e := enc{statecodec.Enc{B: make([]byte, 0, 2048)}}
-	e.B = append(e.B, StateVersion, kindRecommender)
+	e.B = append(e.B, recommenderVersion, kindRecommender)
 	e.U(fingerprint(r.opt))
 	r.detector.encode(&e)
 	for _, s := range r.sketches() {
@@ -364,6 +384,7 @@ func (r *Recommender) MarshalBinary() ([]byte, error) {
 	e.I(int64(r.healthy))
 	e.I(int64(r.total))
 	e.I(int64(r.above))
+	e.I(int64(r.errAbove)) // since version 2
 	return e.B, nil
 }
 
@@ -382,14 +403,17 @@ func (r *Recommender) UnmarshalBinary(b []byte) error {
 }
 
 // RestoreRecommender returns a recommender with options opt and the state
-// MarshalBinary wrote (NewRecommender and UnmarshalBinary in one).
+// MarshalBinary wrote (NewRecommender and UnmarshalBinary in one). A
+// version 1 state restores with no interval counted above the error-ratio
+// warn level (version 1 did not keep the count), nor above the latency one
+// if it was saved before that count was kept.
 func RestoreRecommender(opt RecommenderOptions, b []byte) (*Recommender, error) {
 	n, err := NewRecommender(opt)
 	if err != nil {
 		return nil, err
 	}
 	x := dec{statecodec.Dec{B: b, Sentinel: ErrState}}
-	x.header(kindRecommender, fingerprint(n.opt))
+	version := x.header(kindRecommender, fingerprint(n.opt))
 	n.detector.decode(&x)
 	for _, s := range n.sketches() {
 		s.decode(&x)
@@ -398,9 +422,13 @@ func RestoreRecommender(opt RecommenderOptions, b []byte) (*Recommender, error) 
 	x.robust("error ratio spread", &n.errSpread)
 	n.healthy = x.n("healthy intervals", math.MaxInt32)
 	n.total = x.n("intervals", math.MaxInt32)
-	if x.Err == nil && len(x.B) > 0 {
-		// Absent from states saved before it was kept: none above.
-		n.above = x.n("intervals above the baseline", math.MaxInt32)
+	if version >= 2 || (x.Err == nil && len(x.B) > 0) {
+		// Absent from version 1 states saved before it was kept: none
+		// above.
+		n.above = x.n("intervals above the latency warn level", math.MaxInt32)
+	}
+	if version >= 2 {
+		n.errAbove = x.n("intervals above the error ratio warn level", math.MaxInt32)
 	}
 	if x.Err == nil && n.healthy > n.total {
 		x.Fail("%d healthy intervals of %d: want at most all", n.healthy, n.total)

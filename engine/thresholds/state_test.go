@@ -1,12 +1,16 @@
 package thresholds
 
 import (
+	"encoding/binary"
 	"errors"
 	"math"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // series is a noisy daily cycle with a few spikes, one sample a minute.
@@ -132,7 +136,8 @@ func TestStateRefused(t *testing.T) {
 		b    []byte
 		want string
 	}{
-		{"version", d, append([]byte{StateVersion + 1}, good[1:]...), "format version 2"},
+		{"version", d, append([]byte{StateVersion + 1}, good[1:]...), "format version 3 is newer than this release reads"},
+		{"version 0", d, append([]byte{0}, good[1:]...), "format version 0"},
 		{"kind", d, append([]byte{StateVersion, kindSketch}, good[2:]...), "kind"},
 		{"options", od, good, "other options"},
 		{"truncated", d, good[:len(good)/2], "truncated"},
@@ -164,7 +169,8 @@ func contains(s, sub string) bool {
 
 // fuzzStates are the options and seeds of the state fuzz tests: valid
 // states of each kind, fresh and learned (seasonal profiles started,
-// sketches decayed).
+// sketches decayed, intervals held out), and recommender states in format
+// version 1 (with and without the latency count).
 func fuzzStates() (RecommenderOptions, [][]byte) {
 	opt := DefaultRecommenderOptions()
 	opt.Detector.Warmup = 3
@@ -180,14 +186,27 @@ func fuzzStates() (RecommenderOptions, [][]byte) {
 	s, _ := NewSketch(opt.Sketch)
 	r, _ := NewRecommender(opt)
 	add(d, s, r)
+	addV1 := func(r *Recommender) {
+		// Version 2 is version 1 and the error-ratio count.
+		b, _ := r.MarshalBinary()
+		b = slices.Clone(b[:len(b)-len(binary.AppendVarint(nil, int64(r.errAbove)))])
+		b[0] = 1
+		seeds = append(seeds, b, b[:len(b)-len(binary.AppendVarint(nil, int64(r.above)))])
+	}
+	addV1(r)
 	for i := range 400 {
 		// Every 5 minutes for 33 hours: past the daily season.
 		ts := time.Unix(int64(i*300), 0)
 		d.Observe(ts, float64(i%5)+float64(i%288)/100)
 		s.Add(ts, float64(i%7))
-		r.Observe(Interval{Time: ts, Throughput: 10, ErrorRatio: 0.001, LatencyP50: 0.01, LatencyP99: 0.05 + float64(i%3)/100})
+		errs := 0.001
+		if i%50 >= 46 {
+			errs = 0.005 // held out: above the warn level
+		}
+		r.Observe(Interval{Time: ts, Throughput: 10, ErrorRatio: errs, LatencyP50: 0.01, LatencyP99: 0.05 + float64(i%3)/100})
 		if i == 20 || i == 399 {
 			add(d, s, r)
+			addV1(r)
 		}
 	}
 	return opt, seeds
@@ -281,4 +300,102 @@ func FuzzPatchedState(f *testing.F) {
 		}
 		checkState(t, opt, b)
 	})
+}
+
+// v1StateOptions and v1StateInterval are the options and intervals (0 to
+// 759) of testdata/state/recommender-v1.bin, a recommender state written by
+// format version 1 and kept to check that it still restores: never
+// regenerate it.
+func v1StateOptions() RecommenderOptions {
+	o := DefaultRecommenderOptions()
+	o.MinSamples = 500
+	return o
+}
+
+func v1StateInterval(i int) Interval {
+	x := float64(i)
+	p99 := 0.1 + 0.01*math.Sin(0.7*x)
+	if i >= 700 {
+		p99 = 0.3
+	}
+	return Interval{
+		Time:       time.Unix(1.7e9, 0).Add(time.Duration(i) * 30 * time.Second),
+		Throughput: 100 + 10*math.Sin(1.3*x),
+		ErrorRatio: 0.002 + 0.0005*math.Sin(0.9*x),
+		LatencyP50: p99 / 3,
+		LatencyP99: p99,
+	}
+}
+
+// TestRecommenderStateOfVersion1Restores: states written by format version
+// 1, with and without the count of intervals above the latency warn level
+// (testdata/state/recommender-v1.bin holds v1StateInterval 0 to 759 under
+// v1StateOptions), restore with nothing counted above the error-ratio warn
+// level, and continue as a recommender that saw the same intervals.
+func TestRecommenderStateOfVersion1Restores(t *testing.T) {
+	v1, err := os.ReadFile("testdata/state/recommender-v1.bin")
+	require.NoError(t, err)
+	require.Equal(t, byte(1), v1[0])
+	o := v1StateOptions()
+	want, err := NewRecommender(o)
+	require.NoError(t, err)
+	for i := range 760 {
+		want.Observe(v1StateInterval(i))
+	}
+	require.Equal(t, 60, want.above)
+	require.Zero(t, want.errAbove)
+
+	t.Run("with the latency count", func(t *testing.T) {
+		r, err := RestoreRecommender(o, v1)
+		require.NoError(t, err)
+		require.Equal(t, 60, r.above)
+		require.Zero(t, r.errAbove)
+		got, _ := r.MarshalBinary()
+		wantB, _ := want.MarshalBinary()
+		require.Equal(t, wantB, got, "restored state differs from one that saw the same intervals")
+		require.Equal(t, byte(StateVersion), got[0])
+	})
+	t.Run("before the latency count", func(t *testing.T) {
+		r, err := RestoreRecommender(o, v1[:len(v1)-1]) // the count, 60, is one byte
+		require.NoError(t, err)
+		require.Zero(t, r.above)
+		require.Zero(t, r.errAbove)
+		require.Equal(t, want.Recommend(), r.Recommend())
+	})
+}
+
+// TestRecommenderStateRefused: a newer format version, and a version 2
+// state cut short of a count, are refused and leave the receiver as it was.
+func TestRecommenderStateRefused(t *testing.T) {
+	o := v1StateOptions()
+	r, err := NewRecommender(o)
+	require.NoError(t, err)
+	for i := range 760 {
+		r.Observe(v1StateInterval(i))
+	}
+	good, err := r.MarshalBinary()
+	require.NoError(t, err)
+	tests := []struct {
+		name string
+		b    []byte
+		want string
+	}{
+		{"newer version", append([]byte{StateVersion + 1}, good[1:]...), "format version 3 is newer than this release reads (1 to 2)"},
+		{"version 0", append([]byte{0}, good[1:]...), "format version 0, want 1 to 2"},
+		{"version 2 without counts", good[:len(good)-2], "intervals above the latency warn level: truncated"},
+		{"version 2 without the error count", good[:len(good)-1], "intervals above the error ratio warn level: truncated"},
+		{"version 1 with trailing bytes", append([]byte{1}, good[1:]...), "trailing"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			into, err := NewRecommender(o)
+			require.NoError(t, err)
+			before, _ := into.MarshalBinary()
+			err = into.UnmarshalBinary(tt.b)
+			require.ErrorIs(t, err, ErrState)
+			require.ErrorContains(t, err, tt.want)
+			after, _ := into.MarshalBinary()
+			require.Equal(t, before, after, "refused state changed the recommender")
+		})
+	}
 }
