@@ -52,7 +52,7 @@ func devConfig(t *testing.T) config.Config {
 	cfg.Recommend.Setpoint = 0.5
 	cfg.Recommend.BaselineSamples = 3
 	cfg.Bands = config.Bands{Default: config.Band{Manual: true, MaxChangePerHour: 0.3}}
-	cfg.Guardrail = config.Guardrail{Window: 6 * time.Second, Settle: time.Second, Step: 500 * time.Millisecond, MinSamples: 6,
+	cfg.Guardrail = config.Guardrail{Window: 6 * time.Second, Settle: 3 * time.Second, Step: 500 * time.Millisecond, MinSamples: 6,
 		Alpha: 0.05, ErrorTolerance: 0.05, LatencyTolerance: 1, GoodputTolerance: 0.3}
 	// The demo publishes a bad catalog version once; the guardrail's
 	// rollback raises the P1 GovernorAutoRollback alert.

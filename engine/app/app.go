@@ -363,7 +363,7 @@ func (a *App) startSignals() error {
 		}
 		a.source = c
 	} else {
-		st, err := embedded.NewStore(embedded.Options{Retention: 2 * time.Hour, Logger: a.log, Registerer: a.o.Registry},
+		st, err := embedded.NewStore(embedded.Options{Retention: 2 * time.Hour, MaxSeries: a.cfg.Metrics.EmbeddedMaxSeries, Logger: a.log, Registerer: a.o.Registry},
 			embedded.ScraperOptions{Interval: a.cfg.Metrics.ScrapeInterval, Timeout: a.cfg.Metrics.ScrapeInterval * 9 / 10,
 				Clock: a.o.Clock, Logger: a.log, Registerer: a.o.Registry})
 		if err != nil {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"governor.dev/governor/engine/guardrail"
 	"governor.dev/governor/rules/versioning"
 )
 
@@ -195,8 +197,17 @@ type Metrics struct {
 	ScrapeInterval time.Duration `yaml:"scrape_interval"`
 	// Targets the embedded store scrapes (besides the demo fleet).
 	Targets []string `yaml:"targets"`
-	// Window is the rate window of the signal queries.
+	// Window is the rate window of the signal queries. The guardrail's
+	// settle (guardrail.settle) must be at least this long.
 	Window time.Duration `yaml:"window"`
+	// EmbeddedMaxSeries bounds the series the embedded store holds in
+	// memory (embedded.Options.MaxSeries): past it a new series is
+	// refused (its samples dropped, counted and logged) while the series
+	// held keep their samples, so a label with unbounded values cannot
+	// exhaust the engine's memory. A series costs about 1-2 KiB. 0: the
+	// store's default, 4,000,000; negative: no limit; at least 1000
+	// otherwise. Unused with prometheus_url.
+	EmbeddedMaxSeries int `yaml:"embedded_max_series"`
 }
 
 // Score configures the load score.
@@ -324,6 +335,9 @@ func (b *Bands) UnmarshalYAML(unmarshal func(any) error) error {
 // Guardrail tunes the before/after comparison.
 type Guardrail struct {
 	Window time.Duration `yaml:"window"`
+	// Settle is how long after activation the guardrail waits before it
+	// compares; at least metrics.window, so that no rate it compares
+	// reaches back before the version.
 	Settle time.Duration `yaml:"settle"`
 	// Step is the spacing of the samples compared (default 10s). A multiple
 	// of Interval puts a cycle on every sample time, whose own signal read
@@ -358,6 +372,10 @@ type Demo struct {
 	// (0: never).
 	BadVersionAfter time.Duration `yaml:"bad_version_after"`
 }
+
+// minEmbeddedSeries is the least metrics.embedded_max_series accepted
+// (besides 0 and negative values).
+const minEmbeddedSeries = 1000
 
 // Default returns the production defaults.
 func Default() Config {
@@ -401,7 +419,9 @@ func DevDefaults() Config {
 	c.Recommend.MinScores = 2
 	c.Bands.Default.MaxChangePerHour = 0.5
 	c.Bands.Services = map[string]Band{"search": {Manual: true}}
-	c.Guardrail = Guardrail{Window: 30 * time.Second, Settle: 5 * time.Second, Step: 2 * time.Second, MinSamples: 6,
+	// Settle is at least Metrics.Window: no rate after activation reaches
+	// back before it.
+	c.Guardrail = Guardrail{Window: 30 * time.Second, Settle: 10 * time.Second, Step: 2 * time.Second, MinSamples: 6,
 		Alpha: 0.05, ErrorTolerance: 0.02, LatencyTolerance: 0.5, GoodputTolerance: 0.3}
 	c.Demo = Demo{Instances: 2, Period: 90 * time.Second, BadVersionAfter: 40 * time.Second}
 	return c
@@ -517,6 +537,11 @@ func (c *Config) Validate() error {
 		bad("metrics.window", "%s is shorter than two scrape intervals of %s (metrics.scrape_interval): a rate needs two samples in every window",
 			c.Metrics.Window, c.Metrics.ScrapeInterval)
 	}
+	if n := c.Metrics.EmbeddedMaxSeries; n > 0 && n < minEmbeddedSeries {
+		// The engine's own signals would be refused with the first few
+		// instances: every read empty while the fleet reports.
+		bad("metrics.embedded_max_series", "must be at least %d (0: 4000000; negative: no limit), got %d", minEmbeddedSeries, n)
+	}
 	for i, t := range c.Metrics.Targets {
 		if problem := urlProblem(t, "http", "https"); problem != "" {
 			bad(fmt.Sprintf("metrics.targets[%d]", i), "%q must be an http(s) URL: %s", t, problem)
@@ -609,6 +634,16 @@ func (c *Config) Validate() error {
 	minDur("guardrail.step", g.Step, 100*time.Millisecond)
 	if g.Settle < 0 {
 		bad("guardrail.settle", "must not be negative, got %s", g.Settle)
+	} else if settle := cmp.Or(g.Settle, guardrail.DefaultOptions().Settle); settle < c.Metrics.Window {
+		// The first points after activation would be rates over windows
+		// reaching back before the version: the old version's traffic
+		// counted as the new one's.
+		what := g.Settle.String()
+		if g.Settle == 0 {
+			what = "0 (the guardrail's default " + settle.String() + ")"
+		}
+		bad("guardrail.settle", "%s is shorter than metrics.window (%s): the first points after activation would be rates that include data from before the version; set it to at least %s",
+			what, c.Metrics.Window, c.Metrics.Window)
 	}
 	if g.MinSamples < 2 {
 		bad("guardrail.min_samples", "must be at least 2, got %d", g.MinSamples)

@@ -403,3 +403,73 @@ func TestIntervalTooLongForTheLevelAlertsIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestGuardrailSettleShorterThanTheMetricsWindowIsRefused: the first points
+// after activation are rates over metrics.window; a settle shorter than it
+// would count the old version's traffic as the new one's.
+func TestGuardrailSettleShorterThanTheMetricsWindowIsRefused(t *testing.T) {
+	c, err := Decode(strings.NewReader("metrics:\n  window: 2m\nguardrail:\n  settle: 1m\n"), Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Validate()
+	const want = "guardrail.settle: 1m0s is shorter than metrics.window (2m0s)"
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %v, want one containing %q", err, want)
+	}
+	c, err = Decode(strings.NewReader("metrics:\n  window: 2m\nguardrail:\n  settle: 2m\n"), Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("settle equal to the window: %v", err)
+	}
+	// 0 is the guardrail's default settle, 30s.
+	c, err = Decode(strings.NewReader("guardrail:\n  settle: 0s\n"), Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want0 = "guardrail.settle: 0 (the guardrail's default 30s) is shorter than metrics.window (1m0s)"
+	if err := c.Validate(); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want0) {
+		t.Fatalf("error %v, want one containing %q", err, want0)
+	}
+	c, err = Decode(strings.NewReader("metrics:\n  window: 30s\nguardrail:\n  settle: 0s\n"), Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("settle 0 (30s) with a 30s window: %v", err)
+	}
+}
+
+// TestEmbeddedMaxSeriesIsReadAndChecked: 0 keeps the store's default,
+// negative removes the limit, a limit too small for the engine's own
+// signals is refused by name.
+func TestEmbeddedMaxSeriesIsReadAndChecked(t *testing.T) {
+	tests := []struct {
+		yaml string
+		want int
+		err  string
+	}{
+		{"", 0, ""},
+		{"metrics:\n  embedded_max_series: 200000\n", 200000, ""},
+		{"metrics:\n  embedded_max_series: -1\n", -1, ""},
+		{"metrics:\n  embedded_max_series: 10\n", 0, "metrics.embedded_max_series: must be at least 1000 (0: 4000000; negative: no limit), got 10"},
+	}
+	for _, tt := range tests {
+		c, err := Decode(strings.NewReader(tt.yaml), Default())
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = c.Validate()
+		if tt.err != "" {
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.err) {
+				t.Fatalf("%q: error %v, want one containing %q", tt.yaml, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || c.Metrics.EmbeddedMaxSeries != tt.want {
+			t.Fatalf("%q: embedded_max_series %d (%v), want %d", tt.yaml, c.Metrics.EmbeddedMaxSeries, err, tt.want)
+		}
+	}
+}

@@ -76,7 +76,19 @@
 // (recommend.rollback_hold, default 1h), guardrail.* the
 // guardrail's (guardrail.step, default 10s, is best a multiple of interval:
 // then every sample time the guardrail compares is a cycle's, and costs no
-// query of its own).
+// query of its own). guardrail.settle must be at least metrics.window
+// (0 stands for the guardrail's default, 30s): the points just after
+// activation are rates over a window, and one shorter than the window
+// would count traffic from before the version as the version's.
+//
+// metrics.embedded_max_series bounds the series the embedded metrics
+// store holds in memory (about 1-2 KiB each): past it a new series is
+// refused, its samples dropped, counted in the target's status and
+// logged, while the series already held keep their samples, so a label
+// with unbounded values (a request ID) on a scraped target cannot exhaust
+// the engine's memory. 0 (the default) is the store's own default,
+// 4,000,000; a negative value removes the limit; a positive value must be
+// at least 1000. It is unused with metrics.prometheus_url.
 //
 // Dev mode (`-dev`, used by `make run`) changes the defaults for a demo that
 // shows something within a minute: embedded NATS, SQLite and metrics store,

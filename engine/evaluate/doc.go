@@ -157,6 +157,20 @@
 // learned nor reported. Warnings that are not about partial data (PromQL
 // info and warning annotations) change nothing.
 //
+// An incident read (breakers, downstream latency) that fails holds the
+// guardrail for the cycle the same way, its reason "incident read failed:
+// <error>": a breaker open or a dependency slow that the read could not
+// see would otherwise be blamed on a version. A failed breaker read closes
+// no breaker.
+//
+// # Cycle deadline
+//
+// A cycle whose ctx ends while its signals are read (its deadline, a
+// shutdown) stops there with an error wrapping context.Cause(ctx): the
+// queries it cut short read as unknown, and nothing (load scores,
+// controllers, alert levels, the guardrail's samples) is updated from
+// them. The next cycle reads afresh.
+//
 // Each cycle also hands its signal snapshot to the guardrail
 // (guardrail.Guard.Record): on the guardrail's Step grid it is every
 // service's sample for that instant, so the windows the guardrail compares

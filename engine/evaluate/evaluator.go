@@ -101,7 +101,8 @@ type Result struct {
 	Partial []string `json:"partial,omitempty"`
 	// GuardrailHeld says why the guardrail judged nothing this cycle: a
 	// signal it judges by was partial (see guardSignals), or a read of the
-	// incidents it must not blame on a version; a watch held so until the
+	// incidents it must not blame on a version was partial or failed
+	// ("incident read failed: <error>"); a watch held so until the
 	// guardrail's MaxWait ends inconclusive (guardrail.Guard.Hold), in
 	// Decisions. Empty when it judged; a
 	// partial range read of its own holds only the watches it covers
@@ -127,6 +128,9 @@ type Evaluator struct {
 	// incidentsPartial are the partial-data warnings of the cycle's
 	// incident reads (breakers, downstream latency), Tick's goroutine only.
 	incidentsPartial []string
+	// incidentsFailed is why the cycle's first failed incident read
+	// failed ("" when none did), Tick's goroutine only.
+	incidentsFailed string
 	// held are the services the last cycle did not forget because its
 	// read was incomplete (logged when they change), Tick's goroutine only.
 	held []string
@@ -210,14 +214,26 @@ func (e *Evaluator) forgetAfter() time.Duration {
 // cycle's writes: nothing more is judged, rolled back or submitted.
 // A rules store that cannot list its services stops the guardrail and the
 // recommendations for the cycle, not its scores and level alerts.
+// A ctx that ends during the signal read (the cycle's deadline) ends the
+// cycle before it updates anything: the error wraps context.Cause(ctx),
+// and no score, controller, alert level or guardrail sample moves on
+// signals that read as unknown only because their queries were cut short.
 func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 	start := time.Now()
 	defer func() { e.metrics.duration.Observe(time.Since(start).Seconds()) }()
 	e.metrics.ticks.Inc()
 	res := Result{At: at}
 	var errs []error
-	e.incidentsPartial = nil
+	e.incidentsPartial, e.incidentsFailed = nil, ""
 	snap, err := e.o.Reader.Read(ctx, at, signals.PerService)
+	if ctx.Err() != nil {
+		// The cycle ended (its deadline, a shutdown, a lost lead) while
+		// the signals were read: the queries it cut short read as unknown,
+		// and would move the load-score smoothing and the controllers as
+		// if the signals were missing. Nothing is updated; the next cycle
+		// reads afresh.
+		return res, fmt.Errorf("evaluate: cycle ended during the signal read, nothing updated: %w", context.Cause(ctx))
+	}
 	if err != nil {
 		return res, fmt.Errorf("evaluate: read signals: %w", err)
 	}
@@ -586,14 +602,16 @@ const breakerQuery = `count by (service, downstream) (governor_sdk_breaker_state
 // breakers emits breaker_open for every downstream whose breaker opened
 // since the last cycle, and returns the open ones as incidents for the
 // guardrail. A partial answer (signals.PartialData) holds the guardrail
-// for the cycle and closes no breaker.
+// for the cycle and closes no breaker; a failed read holds it too (an open
+// breaker it could not see must not be blamed on a version) and closes
+// none.
 func (e *Evaluator) breakers(ctx context.Context, at time.Time) ([]guardrail.Incident, error) {
 	if e.o.Breakers == nil {
 		return nil, nil
 	}
 	res, err := e.o.Breakers.Query(ctx, breakerQuery, at)
 	if err != nil {
-		return nil, fmt.Errorf("evaluate: breakers: %w", err)
+		return nil, e.incidentFailed(fmt.Errorf("evaluate: breakers: %w", err))
 	}
 	partial := e.incidentRead("breakers", res)
 	now := make(map[string]bool, len(res.Samples))

@@ -102,14 +102,14 @@ type latencyBaseline struct {
 // continues with what it learned, rather than learning its "usual" p99
 // anew from a dependency that is still slow. A partial answer
 // (signals.PartialData) is neither learned nor reported; it holds the
-// guardrail for the cycle.
+// guardrail for the cycle, as a failed read does.
 func (e *Evaluator) slowDownstreams(ctx context.Context, at time.Time) ([]guardrail.Incident, error) {
 	if e.o.Breakers == nil || e.o.Guard == nil {
 		return nil, nil
 	}
 	res, err := signals.DownstreamP99.Eval(ctx, e.o.Breakers, at)
 	if err != nil {
-		return nil, fmt.Errorf("evaluate: downstream latency: %w", err)
+		return nil, e.incidentFailed(fmt.Errorf("evaluate: downstream latency: %w", err))
 	}
 	if e.incidentRead("downstream latency", res) {
 		// A p99 over partial buckets is neither learned nor reported; the

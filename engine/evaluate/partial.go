@@ -45,7 +45,9 @@ func (e *Evaluator) partialReads(snap *signals.Snapshot) []string {
 	return append(out, e.incidentsPartial...)
 }
 
-// guardHold says why the guardrail must not judge this cycle, or "".
+// guardHold says why the guardrail must not judge this cycle, or "": a
+// signal it judges by was partial, or an incident read was partial or
+// failed.
 func (e *Evaluator) guardHold(snap *signals.Snapshot) string {
 	for _, s := range guardSignals {
 		if w, ok := snap.Partial[s]; ok {
@@ -55,7 +57,22 @@ func (e *Evaluator) guardHold(snap *signals.Snapshot) string {
 	if len(e.incidentsPartial) > 0 {
 		return e.incidentsPartial[0]
 	}
-	return ""
+	return e.incidentsFailed
+}
+
+// incidentFailedPrefix begins the reason the guardrail is held for when an
+// incident read failed.
+const incidentFailedPrefix = "incident read failed: "
+
+// incidentFailed notes that an incident read failed with err, so the
+// guardrail is held for the cycle: a downstream incident the read could
+// not see (an open breaker, a slow dependency) would otherwise be blamed
+// on a version. It returns err.
+func (e *Evaluator) incidentFailed(err error) error {
+	if e.incidentsFailed == "" {
+		e.incidentsFailed = incidentFailedPrefix + err.Error()
+	}
+	return err
 }
 
 // incidentRead notes a partial-data warning of an incident read (what,

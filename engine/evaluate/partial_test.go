@@ -2,6 +2,7 @@ package evaluate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -613,5 +614,106 @@ func TestHeldCyclesLeaveTheVersionUnjudgedAtTheMaximumWait(t *testing.T) {
 	}
 	if rb := evs.Events(events.AutoRollback); len(rb) != 0 {
 		t.Fatalf("auto_rollback events %+v", rb)
+	}
+}
+
+// downBreakers is the embedded store whose breaker query fails, as a
+// Prometheus that times out on it.
+type downBreakers struct{ *embedded.DB }
+
+func (s downBreakers) Query(ctx context.Context, q string, at time.Time) (*signals.Result, error) {
+	if q == breakerQuery {
+		return nil, errors.New("query timed out")
+	}
+	return s.DB.Query(ctx, q, at)
+}
+
+// failingQueries fails every query.
+type failingQueries struct{ signals.Source }
+
+func (failingQueries) Query(context.Context, string, time.Time) (*signals.Result, error) {
+	return nil, errors.New("query timed out")
+}
+
+// TestFailedIncidentReadHoldsTheGuardrail: checkout's v2 goes live while
+// the breaker query fails. A breaker open that the engine cannot see would
+// be blamed on v2, so the guardrail is held for every such cycle (its
+// reason says which read failed), as for a partial incident read, and v2
+// stays watched. A failed downstream latency read holds it too.
+func TestFailedIncidentReadHoldsTheGuardrail(t *testing.T) {
+	ctx := context.Background()
+	act := benchT0.Add(20 * time.Minute)
+	db, err := embedded.Open(embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	writeService(t, db, "checkout", benchT0, act.Add(10*time.Minute))
+	clk := clock.NewFake(benchT0)
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	alice := versioning.Actor{Name: "alice", Roles: []versioning.Role{versioning.RoleOperator}}
+	bob := versioning.Actor{Name: "bob", Roles: []versioning.Role{versioning.RoleApprover}}
+	for i, rate := range []float64{100, 50} {
+		if i == 1 {
+			clk.Set(act)
+		}
+		rs := &rules.Ruleset{Service: "checkout", Routes: []rules.Route{{Name: "api", Match: rules.Match{PathPrefix: "/"},
+			RateLimit: &rules.RateLimit{Rate: rate}}}}
+		p, err := st.Propose(ctx, versioning.Proposal{Ruleset: rs, Author: alice, Reason: "test", Rebase: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.Approve(ctx, "checkout", p.Number, bob, "ok"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reader, err := signals.NewReader(db, signals.ReaderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tracker, err := loadscore.New(loadscore.Options{Weights: loadscore.Weights{loadscore.Latency: 0.5, loadscore.InFlight: 0.5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := recommend.New(recommend.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	guard, err := guardrail.New(guardrail.Options{Store: st, Series: guardrail.SignalSeries{Source: db, Reader: reader}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(Options{Reader: reader, Tracker: tracker, Recommender: rec, Versions: st, Guard: guard,
+		Fleet: heartbeats{clk: clk, until: map[string]time.Time{"checkout": {}}}, Breakers: downBreakers{db},
+		Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = "incident read failed: evaluate: breakers: query timed out"
+	for at := act.Add(10 * time.Second); at.Before(act.Add(3 * time.Minute)); at = at.Add(10 * time.Second) {
+		clk.Set(at)
+		res, err := e.Tick(ctx, at)
+		if err == nil || !strings.Contains(err.Error(), "evaluate: breakers: query timed out") {
+			t.Fatalf("at +%s: error %v, want the breaker read's", at.Sub(act), err)
+		}
+		if res.GuardrailHeld != want || len(res.Decisions) != 0 {
+			t.Fatalf("at +%s: guardrail held %q, want %q; decisions %+v", at.Sub(act), res.GuardrailHeld, want, res.Decisions)
+		}
+		if !guard.Watching("checkout") {
+			t.Fatalf("at +%s: checkout v2 no longer watched", at.Sub(act))
+		}
+	}
+
+	// The downstream latency read failing holds it too.
+	e2 := &Evaluator{o: Options{Breakers: failingQueries{}, Guard: memGuard(t)}}
+	if _, err := e2.slowDownstreams(ctx, act); err == nil {
+		t.Fatal("failed downstream latency read: no error")
+	}
+	if got := e2.guardHold(&signals.Snapshot{}); got != "incident read failed: evaluate: downstream latency: query timed out" {
+		t.Fatalf("guardrail held %q after a failed downstream latency read", got)
 	}
 }
