@@ -115,6 +115,7 @@ func (m *Manager) lead(ctx context.Context, p *persisted) error {
 	}
 	m.leading = true
 	m.routeMu.Unlock()
+	m.startObserving()
 	// Every acknowledgement is told to the receivers once more by this
 	// leader's first step; the log keeps those already logged from
 	// being sent twice.
@@ -151,7 +152,9 @@ func (m *Manager) lead(ctx context.Context, p *persisted) error {
 // gives each receiver an empty queue. What was queued stays undelivered in
 // the log, for the next leader's Lead to queue; a delivery the receiver
 // accepted before its attempt was cancelled is sent once more by it, as
-// after a crash. Step refuses (ErrStandby) until Lead. Standby on a
+// after a crash. The engine events the evaluator holds unevaluated are
+// stored by the next Step for the next leader (Observe). Step refuses
+// (ErrStandby) until Lead. Standby on a
 // standby or a closed manager does nothing.
 func (m *Manager) Standby() {
 	m.stepMu.Lock()
@@ -168,6 +171,7 @@ func (m *Manager) Standby() {
 	m.stopQueues()
 	m.queues = m.newQueues(m.receivers, nil)
 	m.routeMu.Unlock()
+	m.stopObserving()
 
 	// What the queues reported and the next step would have handled is
 	// the next leader's: the log keeps those notifications open.

@@ -88,6 +88,15 @@ type Manager struct {
 	resentAt  map[string]time.Time
 	resending map[string]bool
 
+	// obsMu guards observing: whether Observe feeds the evaluator (the
+	// leader) or forward (a standby), and forward, the events a standby
+	// observed and has not yet stored for the leader (forward.go).
+	obsMu     sync.Mutex
+	observing bool
+	forward   []rule.Event
+	// fwdDropped counts the events dropped from the front of forward.
+	fwdDropped int
+
 	lastPrune time.Time // guarded by stepMu
 	saved     bool      // guarded by stepMu: the store holds the states
 	// groupsPut and groupsDrop are the group changes (dispatch.TakeChanges)
@@ -282,11 +291,13 @@ func (m *Manager) Run(ctx context.Context) error {
 }
 
 // Step reads what other replicas changed in the store (Sync), evaluates
-// the rules at now and sends what is due. Errors of single rules and of
+// the rules at now, with the engine events the other replicas forwarded
+// through the store, and sends what is due. Errors of single rules and of
 // the store are counted and joined; the step still completes, a failed
 // Sync with the silences and acknowledgements of the last one. A
-// standby's Step only syncs, sends nothing and returns ErrStandby (Lead),
-// joined with the Sync's error if any.
+// standby's Step only syncs, stores the engine events it observed for the
+// leader (Observe), sends nothing and returns ErrStandby (Lead), joined
+// with the Sync's or the store's error if any.
 func (m *Manager) Step(ctx context.Context, now time.Time) error {
 	m.stepMu.Lock()
 	defer m.stepMu.Unlock()
@@ -298,12 +309,13 @@ func (m *Manager) Step(ctx context.Context, now time.Time) error {
 	syncErr := m.storeErr(m.syncLocked(ctx, !leading))
 	m.syncMu.Unlock()
 	if !leading {
-		return errors.Join(errStandby, syncErr)
+		return errors.Join(errStandby, syncErr, m.flushForward(ctx, now))
 	}
 	m.m.evals.Inc()
 	m.endDropRuns(now)
+	takeErr := m.takeForwarded(ctx, now)
 	res := m.eval.Eval(ctx, now, m.o.Query)
-	errs := append([]error{syncErr}, res.Errors...)
+	errs := append([]error{syncErr, takeErr}, res.Errors...)
 	m.m.evalErrors.Add(float64(len(res.Errors)))
 	// States are written when they changed, and on the first step (the
 	// values and annotations of a restored set are refreshed).
@@ -692,20 +704,6 @@ func (m *Manager) UpdateRules(rules []rule.Rule) error {
 
 // Rules returns the rule set in force.
 func (m *Manager) Rules() []rule.Rule { return m.eval.Rules() }
-
-// Observe feeds an engine condition to the event rules.
-func (m *Manager) Observe(ev rule.Event) error {
-	n, err := m.eval.Observe(ev)
-	if err != nil {
-		return err
-	}
-	if n == 0 {
-		m.m.events.WithLabelValues("unmatched").Inc()
-	} else {
-		m.m.events.WithLabelValues("matched").Inc()
-	}
-	return nil
-}
 
 // AddSilence validates and stores a silence (one with the ID of a stored
 // silence replaces it); it applies from the next step, of the leader too

@@ -15,6 +15,7 @@ type metrics struct {
 	evalErrors  prometheus.Counter
 	storeErrors prometheus.Counter
 	events      *prometheus.CounterVec
+	eventsDrop  *prometheus.CounterVec
 	discarded   prometheus.Counter
 	delivery    *notify.Metrics
 }
@@ -33,7 +34,9 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		storeErrors: f.NewCounter(prometheus.CounterOpts{Name: "governor_alerts_store_errors_total",
 			Help: "Writes to the alerts store that failed."}),
 		events: f.NewCounterVec(prometheus.CounterOpts{Name: "governor_alerts_events_total",
-			Help: "Engine events observed, by whether a rule listens (matched, unmatched)."}, []string{"result"}),
+			Help: "Engine events observed, by whether a rule listens (matched, unmatched), or forwarded to the leader by a standby (forwarded)."}, []string{"result"}),
+		eventsDrop: f.NewCounterVec(prometheus.CounterOpts{Name: "governor_alerts_events_dropped_total",
+			Help: "Engine events dropped unevaluated, by reason (stale: older than EventMaxAge; full: a standby's forward buffer was full)."}, []string{"reason"}),
 		discarded: f.NewCounter(prometheus.CounterOpts{Name: "governor_alerts_notifications_discarded_total",
 			Help: "Undelivered notifications of receivers no longer configured, closed unsent at start."}),
 		delivery: notify.NewMetrics(r),
@@ -48,5 +51,8 @@ func newMetrics(r prometheus.Registerer) *metrics {
 	}
 	m.events.WithLabelValues("matched")
 	m.events.WithLabelValues("unmatched")
+	m.events.WithLabelValues("forwarded")
+	m.eventsDrop.WithLabelValues("stale")
+	m.eventsDrop.WithLabelValues("full")
 	return m
 }

@@ -67,6 +67,13 @@ type Options struct {
 	// when this replica takes the lead. Without it the manager leads from
 	// the start, as a single process does.
 	Standby bool
+	// EventMaxAge bounds how old an engine event may be when the leader
+	// evaluates it after another replica forwarded it (a standby's events,
+	// those queued when a lead ended): older ones are dropped, counted and
+	// logged, so that a replica that could not reach the store for long
+	// raises or clears nothing stale. Default DefaultEventMaxAge; negative
+	// is refused.
+	EventMaxAge time.Duration
 
 	Clock      clock.Clock
 	Logger     *slog.Logger
@@ -75,6 +82,9 @@ type Options struct {
 
 // DefaultSilenceRetention is Options.SilenceRetention unless set.
 const DefaultSilenceRetention = 120 * time.Hour
+
+// DefaultEventMaxAge is Options.EventMaxAge unless set.
+const DefaultEventMaxAge = 10 * time.Minute
 
 // DefaultDroppingFor is Options.DroppingFor unless set.
 const DefaultDroppingFor = 10 * time.Minute
@@ -88,6 +98,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.DroppingFor < 0 {
 		return o, fmt.Errorf("%w: manager: DroppingFor: must not be negative, got %s", alerts.ErrInvalid, o.DroppingFor)
+	}
+	if o.EventMaxAge < 0 {
+		return o, fmt.Errorf("%w: manager: EventMaxAge: must not be negative, got %s", alerts.ErrInvalid, o.EventMaxAge)
 	}
 	if err := o.Queue.Validate(); err != nil {
 		return o, fmt.Errorf("manager: %w", err)
@@ -115,6 +128,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.DroppingFor == 0 {
 		o.DroppingFor = DefaultDroppingFor
+	}
+	if o.EventMaxAge == 0 {
+		o.EventMaxAge = DefaultEventMaxAge
 	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}

@@ -83,6 +83,9 @@ type Evaluator struct {
 	// never hash the labels again.
 	active map[string]map[alerts.Fingerprint]*Active
 	events map[string][]Event // pending events by rule name
+	// cleared holds, by rule name, when each subject of an event rule was
+	// last cleared (observeEvents).
+	cleared map[string]map[alerts.Fingerprint]time.Time
 	// gen counts the Updates, so that an Eval whose query ran while the
 	// rule set changed can tell that the rule it holds may be outdated.
 	gen uint64
@@ -93,7 +96,8 @@ type Evaluator struct {
 
 // NewEvaluator validates rules and returns an evaluator.
 func NewEvaluator(rules []Rule) (*Evaluator, error) {
-	e := &Evaluator{active: map[string]map[alerts.Fingerprint]*Active{}, events: map[string][]Event{}}
+	e := &Evaluator{active: map[string]map[alerts.Fingerprint]*Active{}, events: map[string][]Event{},
+		cleared: map[string]map[alerts.Fingerprint]time.Time{}}
 	if err := e.Update(rules); err != nil {
 		return nil, err
 	}
@@ -124,6 +128,7 @@ func (e *Evaluator) Update(rules []Rule) error {
 	}
 	active := map[string]map[alerts.Fingerprint]*Active{}
 	events := map[string][]Event{}
+	cleared := map[string]map[alerts.Fingerprint]time.Time{}
 	for _, r := range rules {
 		if o, ok := old[r.Name]; ok && sameCondition(o, r) {
 			if a := e.active[r.Name]; a != nil {
@@ -134,6 +139,9 @@ func (e *Evaluator) Update(rules []Rule) error {
 			if evs := e.events[r.Name]; evs != nil {
 				events[r.Name] = evs
 			}
+			if c := e.cleared[r.Name]; c != nil {
+				cleared[r.Name] = c
+			}
 		}
 	}
 	for name, m := range e.active {
@@ -143,6 +151,7 @@ func (e *Evaluator) Update(rules []Rule) error {
 	}
 	e.active = active
 	e.events = events
+	e.cleared = cleared
 	e.rules = slices.Clone(rules)
 	e.gen++
 	return nil
@@ -169,13 +178,16 @@ func sameCondition(a, b Rule) bool {
 		maps.Equal(a.Labels, b.Labels)
 }
 
-// Restore loads persisted alert states (after a restart). States of rules
-// not in the set, or disabled, are dropped, as Update drops them: Eval
-// never evaluates a disabled rule, so an alert restored for one would fire
-// for good.
+// Restore replaces the alert states with persisted ones (after a
+// restart, or when a replica takes the lead): an alert held in memory that
+// states lack (one the last leader resolved and dropped) is forgotten, not
+// resolved once more. States of rules not in the set, or disabled, are
+// dropped, as Update drops them: Eval never evaluates a disabled rule, so
+// an alert restored for one would fire for good.
 func (e *Evaluator) Restore(states []Active) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.active = map[string]map[alerts.Fingerprint]*Active{}
 	known := map[string]bool{}
 	for _, r := range e.rules {
 		known[r.Name] = !r.Disabled
@@ -293,7 +305,12 @@ func (e *Evaluator) Eval(ctx context.Context, t time.Time, query QueryFunc) Resu
 			continue
 		}
 		if r.Event != "" {
-			seen = r.observeEvents(e.active[r.Name], e.events[r.Name], t)
+			c := e.cleared[r.Name]
+			if c == nil {
+				c = map[alerts.Fingerprint]time.Time{}
+				e.cleared[r.Name] = c
+			}
+			seen = r.observeEvents(e.active[r.Name], e.events[r.Name], t, c)
 			delete(e.events, r.Name)
 		}
 		tr, changed := e.step(r, seen, t)

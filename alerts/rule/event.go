@@ -29,18 +29,20 @@ const (
 	EventReceiverFailing = "receiver_failing"
 )
 
-// Event is an engine condition: raised (Resolved false) or cleared.
+// Event is an engine condition: raised (Resolved false) or cleared. Its
+// JSON form is how a standby replica hands it to the leader through the
+// alerts store.
 type Event struct {
-	Kind    string
-	Service string
+	Kind    string `json:"kind"`
+	Service string `json:"service,omitempty"`
 	// Labels further identify the subject (instance, downstream, signal).
-	Labels map[string]string
+	Labels map[string]string `json:"labels,omitempty"`
 	// Severity is the tier for rules that leave theirs empty (anomaly
 	// levels); a rule with a tier keeps it.
-	Severity alerts.Severity
-	At       time.Time
+	Severity alerts.Severity `json:"severity,omitempty"`
+	At       time.Time       `json:"at"`
 	// Resolved clears the condition for the same subject.
-	Resolved bool
+	Resolved bool `json:"resolved,omitempty"`
 }
 
 // Validate names the first bad field.
@@ -78,8 +80,13 @@ func (e *Evaluator) Observe(ev Event) (int, error) {
 }
 
 // observeEvents computes which subjects of an event rule hold at t: those
-// with a recent raising event and no later resolving one. Callers hold e.mu.
-func (r Rule) observeEvents(current map[alerts.Fingerprint]*Active, evs []Event, t time.Time) map[alerts.Fingerprint]observation {
+// with a recent raising event and no later clearing one. Events may come
+// out of order (a standby forwards its own through the store), so cleared
+// holds when each subject was last cleared: a raise no later than that is
+// ignored, and a clear removes only raises no later than itself. Entries
+// older than the rule's resolve-after are pruned, as a raise that old is
+// ignored anyway. Callers hold e.mu.
+func (r Rule) observeEvents(current map[alerts.Fingerprint]*Active, evs []Event, t time.Time, cleared map[alerts.Fingerprint]time.Time) map[alerts.Fingerprint]observation {
 	out := map[alerts.Fingerprint]observation{}
 	for fp, a := range current {
 		if a.State != alerts.StateInactive && !a.LastEventAt.IsZero() && t.Sub(a.LastEventAt) < r.resolveAfter() {
@@ -101,11 +108,15 @@ func (r Rule) observeEvents(current map[alerts.Fingerprint]*Active, evs []Event,
 		}
 		l := r.alertLabels(base, sev)
 		fp := l.Fingerprint()
+		subj := subjectOf(l)
 		if ev.Resolved {
-			delete(out, fp)
-			// A resolving event clears every tier of the subject.
+			if ev.At.After(cleared[subj]) {
+				cleared[subj] = ev.At
+			}
+			// A clearing event clears every tier of the subject, raised
+			// no later than itself.
 			for f, o := range out {
-				if sameSubject(o.labels, l) {
+				if (f == fp || sameSubject(o.labels, l)) && !o.eventAt.After(ev.At) {
 					delete(out, f)
 				}
 			}
@@ -114,9 +125,27 @@ func (r Rule) observeEvents(current map[alerts.Fingerprint]*Active, evs []Event,
 		if t.Sub(ev.At) >= r.resolveAfter() {
 			continue
 		}
+		if c, ok := cleared[subj]; ok && !ev.At.After(c) {
+			continue
+		}
+		if o, ok := out[fp]; ok && o.eventAt.After(ev.At) {
+			continue
+		}
 		out[fp] = observation{labels: l, value: 1, eventAt: ev.At}
 	}
+	for subj, at := range cleared {
+		if t.Sub(at) >= r.resolveAfter() {
+			delete(cleared, subj)
+		}
+	}
 	return out
+}
+
+// subjectOf identifies the subject of alert labels, whatever their tier.
+func subjectOf(l alerts.Labels) alerts.Fingerprint {
+	c := maps.Clone(l)
+	delete(c, alerts.SeverityLabel)
+	return c.Fingerprint()
 }
 
 func sameSubject(a, b alerts.Labels) bool {
@@ -126,4 +155,35 @@ func sameSubject(a, b alerts.Labels) bool {
 		}
 	}
 	return len(a) == len(b)
+}
+
+// TakeEvents removes and returns the events queued for the next Eval, each
+// once however many rules listen to it, in the order observed per rule
+// (the first listening rule's order first): what a replica that stops
+// evaluating (it lost the lead) hands on, so that the events are neither
+// lost nor applied, stale, when it evaluates again. An Eval running
+// meanwhile may already have applied some of them.
+func (e *Evaluator) TakeEvents() []Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	type key struct {
+		kind, service string
+		labels        alerts.Fingerprint
+		severity      alerts.Severity
+		at            int64
+		resolved      bool
+	}
+	seen := map[key]bool{}
+	var out []Event
+	for _, r := range e.rules {
+		for _, ev := range e.events[r.Name] {
+			k := key{ev.Kind, ev.Service, alerts.Labels(ev.Labels).Fingerprint(), ev.Severity, ev.At.UnixNano(), ev.Resolved}
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, ev)
+			}
+		}
+	}
+	clear(e.events)
+	return out
 }

@@ -2,7 +2,7 @@
 // alert states, their history, silences, acknowledgements, what each
 // notification group has sent and the notification log. One SQL
 // implementation serves PostgreSQL (pgx) and SQLite (modernc.org/sqlite)
-// with the 00100 migrations; storetest is the conformance suite both pass.
+// with the 001xx migrations; storetest is the conformance suite both pass.
 package store
 
 import (
@@ -73,6 +73,14 @@ type Store interface {
 	Undelivered(ctx context.Context) ([]Pending, error)
 	// Delivered reports whether a message was delivered, and when.
 	Delivered(ctx context.Context, id string) (time.Time, bool, error)
+
+	// PutEvents stores engine events a standby observed, in order, for
+	// the leader to take (TakeEvents); all or none.
+	PutEvents(ctx context.Context, evs []rule.Event) error
+	// TakeEvents deletes and returns up to limit stored events, oldest
+	// stored first. Each stored event is returned to one caller only, even
+	// to concurrent callers on several replicas.
+	TakeEvents(ctx context.Context, limit int) ([]rule.Event, error)
 
 	// Prune deletes history older than before and closed notification
 	// log entries created before it; it returns the rows deleted.

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	alerts "governor.dev/governor/alerts/manager"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/crypto/bcrypt"
 
@@ -228,12 +230,26 @@ func TestAlertStepEndsWithTheLead(t *testing.T) {
 	if !errors.Is(cause, leader.ErrLeaseExpired) {
 		t.Fatalf("the alerts step went on after the lead ended: %v", cause)
 	}
+	// A replica that does not lead never makes its manager lead; it steps
+	// it as a standby (which only reads what the others wrote).
 	a.elector = &notLeading{}
-	a.stepAlerts(context.Background(), stepFunc(func(context.Context, time.Time) error {
-		t.Fatal("a replica that does not lead stepped the alerts manager")
-		return nil
-	}))
+	m := &standbyCounter{}
+	a.stepAlerts(context.Background(), m)
+	if m.leads != 0 || m.steps != 1 {
+		t.Fatalf("a replica that does not lead: %d leads, %d steps; want 0 and 1 standby step", m.leads, m.steps)
+	}
 }
+
+// standbyCounter counts the calls of stepAlerts; its Step answers as a
+// standby's does.
+type standbyCounter struct{ leads, steps int }
+
+func (m *standbyCounter) Step(context.Context, time.Time) error {
+	m.steps++
+	return alerts.ErrStandby
+}
+func (m *standbyCounter) Lead(context.Context) error { m.leads++; return nil }
+func (*standbyCounter) Standby()                     {}
 
 // stepFunc is an alerts manager that only steps.
 type stepFunc func(context.Context, time.Time) error

@@ -1,0 +1,194 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"governor.dev/governor/alerts"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"governor.dev/governor/alerts/notify"
+	"governor.dev/governor/alerts/rule"
+	"governor.dev/governor/alerts/store"
+	"governor.dev/governor/engine/events"
+	"governor.dev/governor/sdk/clock"
+)
+
+// eventReplica starts a manager with the built-in event rules on the
+// SQLite file path, as one engine replica does.
+func eventReplica(t *testing.T, path string, clk *clock.Fake, standby bool) *Manager {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.OpenSQLite(ctx, path, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eventRules []rule.Rule
+	for _, r := range rule.Builtin() {
+		if r.Event != "" {
+			eventRules = append(eventRules, r)
+		}
+	}
+	m, err := New(ctx, Options{Rules: eventRules, Store: st, Clock: clk, Registerer: prometheus.NewRegistry(),
+		Receivers: map[string]notify.Notifier{"discard": discardNotifier{}}, Standby: standby})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = m.Close()
+		_ = st.Close()
+	})
+	return m
+}
+
+func firingNames(m *Manager, now time.Time) map[string]bool {
+	out := map[string]bool{}
+	for _, s := range m.Alerts(now) {
+		if s.EndsAt.IsZero() {
+			out[s.Labels["alertname"]+"@"+s.Labels["service"]] = true
+		}
+	}
+	return out
+}
+
+// TestStandbyEventReachesLeader: an engine event observed on a standby is
+// stored by its step and evaluated by the leader at its next step.
+func TestStandbyEventReachesLeader(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "alerts.db")
+	clk := clock.NewFake(t0)
+	leader := eventReplica(t, path, clk, false)
+	standby := eventReplica(t, path, clk, true)
+
+	EngineSink{M: standby}.Emit(ctx, events.Event{Kind: events.LeaderLost, Service: "engine", At: clk.Now(), Severity: events.Critical})
+	clk.Advance(15 * time.Second)
+	_ = standby.Step(ctx, clk.Now()) // standby: forwards what it observed
+	if err := leader.Step(ctx, clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if !firingNames(leader, clk.Now())["GovernorLeaderLost@engine"] {
+		t.Fatalf("leader does not fire the standby's leader_lost: %v", firingNames(leader, clk.Now()))
+	}
+}
+
+// TestEventsQueuedAtLostLeadGoToNextLeader: events a leader observed and
+// had not evaluated when its lead ended go to the next leader, and do not
+// fire, stale, when the old leader leads again.
+func TestEventsQueuedAtLostLeadGoToNextLeader(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "alerts.db")
+	clk := clock.NewFake(t0)
+	a := eventReplica(t, path, clk, false)
+	b := eventReplica(t, path, clk, true)
+
+	// a observes an event, then loses the lead before its next step.
+	EngineSink{M: a}.Emit(ctx, events.Event{Kind: events.AutoRollback, Service: "checkout", At: clk.Now(), Severity: events.Warning})
+	a.Standby()
+	clk.Advance(15 * time.Second)
+	_ = a.Step(ctx, clk.Now())
+	if err := b.Lead(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Step(ctx, clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if !firingNames(b, clk.Now())["GovernorAutoRollback@checkout"] {
+		t.Fatalf("new leader does not fire the event the old one queued: %v", firingNames(b, clk.Now()))
+	}
+	// The alert resolves on b; a, leading again later, must not raise it
+	// once more from what it had queued.
+	clk.Advance(2 * time.Hour)
+	if err := b.Step(ctx, clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	b.Standby()
+	if err := a.Lead(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(15 * time.Second)
+	if err := a.Step(ctx, clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if firingNames(a, clk.Now())["GovernorAutoRollback@checkout"] {
+		t.Fatal("the old leader fires, stale, the event it had queued before losing the lead")
+	}
+}
+
+// TestLeadForgetsAlertsTheLastLeaderResolvedAndDropped: a replica taking
+// the lead again replaces its alert states with the store's; it used to
+// keep one the last leader had resolved and dropped, and resolve it again.
+func TestLeadForgetsAlertsTheLastLeaderResolvedAndDropped(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "alerts.db")
+	clk := clock.NewFake(t0)
+	a := eventReplica(t, path, clk, false)
+	b := eventReplica(t, path, clk, true)
+	EngineSink{M: a}.Emit(ctx, events.Event{Kind: events.AutoRollback, Service: "checkout", At: clk.Now(), Severity: events.Warning})
+	if err := a.Step(ctx, clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	a.Standby()
+	if err := b.Lead(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []time.Duration{2 * time.Hour, 20 * time.Minute} {
+		clk.Advance(d)
+		if err := b.Step(ctx, clk.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := b.Alerts(clk.Now()); len(got) != 0 {
+		t.Fatalf("b still shows %+v", got)
+	}
+	b.Standby()
+	if err := a.Lead(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(15 * time.Second)
+	if err := a.Step(ctx, clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Alerts(clk.Now()); len(got) != 0 {
+		t.Fatalf("a, leading again, shows the alert the last leader resolved and dropped: %+v", got)
+	}
+}
+
+// TestForwardedEventOlderThanMaxAgeIsDropped: a forwarded event older than
+// EventMaxAge when the leader takes it is dropped and counted.
+func TestForwardedEventOlderThanMaxAgeIsDropped(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "alerts.db")
+	clk := clock.NewFake(t0)
+	leader := eventReplica(t, path, clk, false)
+	standby := eventReplica(t, path, clk, true)
+	EngineSink{M: standby}.Emit(ctx, events.Event{Kind: events.AutoRollback, Service: "checkout", At: clk.Now(), Severity: events.Warning})
+	_ = standby.Step(ctx, clk.Now())
+	clk.Advance(DefaultEventMaxAge + time.Second)
+	if err := leader.Step(ctx, clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if got := firingNames(leader, clk.Now()); len(got) != 0 {
+		t.Fatalf("a stale forwarded event fires: %v", got)
+	}
+	if got := testutil.ToFloat64(leader.m.eventsDrop.WithLabelValues("stale")); got != 1 {
+		t.Fatalf("stale drops counted %v, want 1", got)
+	}
+}
+
+func TestNegativeEventMaxAgeIsRefused(t *testing.T) {
+	st, err := store.OpenSQLite(context.Background(), ":memory:", store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	_, err = New(context.Background(), Options{Store: st, Receivers: map[string]notify.Notifier{"d": discardNotifier{}}, EventMaxAge: -time.Second})
+	if !errors.Is(err, alerts.ErrInvalid) || !strings.Contains(err.Error(), "EventMaxAge") {
+		t.Fatalf("got %v, want ErrInvalid naming EventMaxAge", err)
+	}
+}
