@@ -124,3 +124,41 @@ func BenchmarkAdmitShed(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkAdmitKeyRateLimited is the refusal path of a per-key limit: one
+// client far over its per-IP rate (one request a second), each of its
+// other requests refused after the route's bucket and a shared per-key limit
+// admitted it (and given those tokens back). Refusals must be cheap and must
+// not allocate.
+func BenchmarkAdmitKeyRateLimited(b *testing.B) {
+	opts := governor.DefaultOptions("bench")
+	opts.Overload.Source = idleSched{}
+	g, err := governor.New(opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer g.Close()
+	rs := &rules.Ruleset{Service: "bench", Routes: []rules.Route{{
+		Name:          "api",
+		Match:         rules.Match{PathPrefix: "/api"},
+		RateLimit:     &rules.RateLimit{Rate: 1e12, Burst: 1 << 30},
+		KeyRateLimits: []rules.KeyRateLimit{{Key: "header:X-Api-Key", Rate: 1e12, Burst: 1 << 30}, {Key: "ip", Rate: 1, Burst: 1}},
+	}}}
+	if err := g.Apply(rs, 1); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	h := mapHeader{"X-Api-Key": "shared"}
+	if _, err := g.Admit(ctx, governor.Request{Path: "/api", ClientIP: "10.0.0.1", Header: h}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		req := governor.Request{Path: "/api/orders", Method: "GET", ClientIP: "10.0.0.1", Header: h}
+		for pb.Next() {
+			if p, err := g.Admit(ctx, req); err == nil {
+				p.Release(time.Millisecond, governor.Success) // its one a second
+			}
+		}
+	})
+}
