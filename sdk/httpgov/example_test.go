@@ -8,6 +8,7 @@ import (
 	governor "governor.dev/governor/sdk"
 	"governor.dev/governor/sdk/httpgov"
 	"governor.dev/governor/sdk/rules"
+	"governor.dev/governor/sdk/transport"
 )
 
 // Wrap a service's handler: refused requests get 429 with Retry-After and a
@@ -31,4 +32,26 @@ func ExampleMiddleware() {
 	// Output:
 	// 200  ok
 	// 429 2 {"code":"rate_limited","message":"too many requests; retry later"}
+}
+
+// A request its caller retried (X-Request-Attempt: 2, which sdk/transport
+// sends on its first retry) is marked on its context: the handler's own
+// calls through sdk/transport then make one attempt each, so retries do not
+// multiply across hops.
+func ExampleRetried() {
+	g, _ := governor.New(governor.DefaultOptions("shop"))
+	defer g.Close()
+	api := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Println("retried:", httpgov.Retried(r.Context()))
+	})
+	h := httpgov.Middleware(g, httpgov.Options{})(api)
+
+	first := httptest.NewRequest("GET", "/api/cart", nil)
+	h.ServeHTTP(httptest.NewRecorder(), first)
+	retry := httptest.NewRequest("GET", "/api/cart", nil)
+	retry.Header.Set(transport.HeaderAttempt, "2")
+	h.ServeHTTP(httptest.NewRecorder(), retry)
+	// Output:
+	// retried: false
+	// retried: true
 }

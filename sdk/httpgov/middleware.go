@@ -30,6 +30,13 @@
 // so a handler that does not costs one allocation. Requests without such a
 // header cost nothing extra.
 //
+// A request that is itself a retry (transport.HeaderAttempt or Envoy's
+// transport.HeaderEnvoyAttempt above 1) runs with that recorded on its
+// context (Retried): the handler's calls through sdk/transport then make one
+// attempt each, so retries do not multiply across hops. First attempts carry
+// no such header and cost nothing extra. Options.IgnoreAttempts turns this
+// off.
+//
 // Handlers that call downstreams can answer their own refusals the same way
 // with WriteError.
 package httpgov
@@ -49,6 +56,7 @@ import (
 	governor "governor.dev/governor/sdk"
 	"governor.dev/governor/sdk/breaker"
 	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/transport"
 )
 
 // Options configure the middleware. The zero value is usable.
@@ -76,6 +84,11 @@ type Options struct {
 	// IgnoreDeadlines leaves the deadline headers unread: no request is
 	// refused for its deadline and none gets one on its context.
 	IgnoreDeadlines bool
+	// IgnoreAttempts leaves the attempt headers (transport.HeaderAttempt,
+	// transport.HeaderEnvoyAttempt) unread: no request is recorded as a
+	// retry, and the handler's calls through sdk/transport retry as if
+	// every request were a first attempt.
+	IgnoreAttempts bool
 }
 
 // Middleware returns net/http middleware that admits requests through g.
@@ -132,6 +145,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r, ctx = withDeadline(r, deadline)
 		defer ctx.cancel()
 	}
+	if !h.opts.IgnoreAttempts && hasAttempt(r.Header) {
+		if n, _ := transport.InboundAttemptOf(r.Header); n > 1 {
+			r = r.WithContext(transport.WithInboundAttempt(r.Context(), n))
+		}
+	}
 	if !permit.Admitted() {
 		h.next.ServeHTTP(w, r)
 		return
@@ -166,6 +184,19 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 	h.next.ServeHTTP(sw, r)
 }
+
+// hasAttempt reports whether an attempt header is present (no allocation:
+// the fast path for first attempts, which carry none).
+func hasAttempt(h http.Header) bool {
+	return len(h[transport.HeaderAttempt]) > 0 || len(h[transport.HeaderEnvoyAttempt]) > 0
+}
+
+// Retried reports whether the server request ctx belongs to is itself a
+// retry: its caller stated an attempt above 1 in transport.HeaderAttempt or
+// transport.HeaderEnvoyAttempt (transport.InboundAttempt returns the number). The
+// handler's calls through sdk/transport then make one attempt each, unless
+// its transport.Options.AllowNestedRetries.
+func Retried(ctx context.Context) bool { return transport.InboundAttempt(ctx) > 1 }
 
 // TLSPeer is the default Options.Peer: governor.PeerIdentity of the
 // request's verified client certificate, "" without one.
@@ -343,13 +374,25 @@ var bodies = map[string][]byte{
 // sdk/outbound's refusals (503).
 type statusCoder interface{ StatusCode() int }
 
+// overloadCode reports whether a refusal's code says the server is
+// overloaded (shed, overload, queue_timeout): such refusals carry
+// transport.HeaderOverloaded, "overloaded; don't retry". A rate limit, an
+// open breaker, a deadline and a downstream's refusal do not.
+func overloadCode(code string) bool {
+	return code == "shed" || code == "overload" || code == "queue_timeout"
+}
+
 // WriteError answers a Governor refusal: 429 for shed, rate-limited and
 // queue-timeout rejections, 503 for an open breaker (ErrBreakerOpen, or an
 // error whose StatusCode method reports 503, such as an outbound refusal;
 // one that reports 429 is answered 429 rate_limited), 504 for a deadline
 // that had passed or could not be met, each with a Retry-After header and a
 // JSON body {"code", "message"} where code is shed, rate_limited,
-// queue_timeout, breaker_open, unavailable, deadline or overload. It reports
+// queue_timeout, breaker_open, unavailable, deadline or overload. The codes
+// shed, overload and queue_timeout, the server's own overload, also carry
+// transport.HeaderOverloaded: true, which sdk/transport (and a caller that
+// honours "overloaded; don't retry") does not retry; a rate limit's 429 is
+// retried after its Retry-After. It reports
 // false, writing nothing, for errors that are not refusals, among them an
 // error whose StatusCode reports any other status (a downstream's 404 or
 // 500 is the handler's to answer).
@@ -387,6 +430,9 @@ func WriteError(w http.ResponseWriter, err error) bool {
 		body = bodies["shed"]
 	}
 	hdr := w.Header()
+	if overloadCode(code) {
+		hdr.Set(transport.HeaderOverloaded, "true")
+	}
 	hdr.Set("Content-Type", "application/json")
 	hdr.Set("Retry-After", strconv.FormatInt(retry, 10))
 	hdr.Set("Cache-Control", "no-store")

@@ -260,6 +260,18 @@ func (d *Downstream) Request(now int64) {
 	}
 }
 
+// SuppressedRetry counts a retry the caller did not make although the
+// failure was retryable: because the response said "overloaded; don't
+// retry" (overloaded), or because the call served a request that was itself
+// a retry, so that retries do not multiply across hops.
+func (d *Downstream) SuppressedRetry(overloaded bool) {
+	i := 0
+	if overloaded {
+		i = 1
+	}
+	d.stats.shard().suppressed[i].Add(1)
+}
+
 // NextRetry decides whether a failed call may be retried (see
 // retry.Retrier.Next) and counts a refusal by the budget. Without retry rules
 // it returns retry.ErrAttemptsExhausted. Follow a yes with Wait.

@@ -23,6 +23,12 @@ const (
 const (
 	RetryAttempted       = "attempted"
 	RetryBudgetExhausted = "budget_exhausted"
+	// RetrySuppressedOverloaded: a retry not made because the response
+	// said "overloaded; don't retry" (Downstream.SuppressedRetry).
+	RetrySuppressedOverloaded = "suppressed_overloaded"
+	// RetrySuppressedInboundRetry: a retry not made because the call
+	// served a request that was itself a retry.
+	RetrySuppressedInboundRetry = "suppressed_inbound_retry"
 )
 
 var outcomes = [...]string{OutcomeSuccess, OutcomeError, OutcomeBreakerOpen, OutcomeBulkheadFull, OutcomeShadowWouldReject}
@@ -54,7 +60,8 @@ type statShard struct {
 	sum           atomic.Int64 // nanoseconds
 	retried       atomic.Uint64
 	budgetRefused atomic.Uint64
-	_             [256 - 8*(len(outcomes)+len(durationBounds)+4)]byte
+	suppressed    [2]atomic.Uint64 // inbound retry, overloaded
+	_             [256 - 8*(len(outcomes)+len(durationBounds)+6)]byte
 }
 
 // stats are one downstream's counters. They outlive rebuilds of the
@@ -89,6 +96,7 @@ type snapshot struct {
 	buckets                [len(durationBounds) + 1]uint64
 	sum                    int64
 	retried, budgetRefused uint64
+	suppressed             [2]uint64
 }
 
 func (s *stats) snapshot() snapshot {
@@ -104,6 +112,8 @@ func (s *stats) snapshot() snapshot {
 		out.sum += sh.sum.Load()
 		out.retried += sh.retried.Load()
 		out.budgetRefused += sh.budgetRefused.Load()
+		out.suppressed[0] += sh.suppressed[0].Load()
+		out.suppressed[1] += sh.suppressed[1].Load()
 	}
 	return out
 }
@@ -135,7 +145,7 @@ func newCollector(s *Set) *collector {
 		duration: prometheus.NewDesc("governor_sdk_downstream_duration_seconds",
 			"Latency of outbound calls.", []string{"downstream"}, nil),
 		retries: prometheus.NewDesc("governor_sdk_retries_total",
-			"Retries by downstream and outcome: attempted or budget_exhausted.", []string{"downstream", "outcome"}, nil),
+			"Retries by downstream and outcome: attempted, budget_exhausted, suppressed_overloaded or suppressed_inbound_retry.", []string{"downstream", "outcome"}, nil),
 		state: prometheus.NewDesc("governor_sdk_breaker_state",
 			"Breaker state by downstream: 0 closed, 1 half-open (throttle: rejecting a share), 2 open.", []string{"downstream"}, nil),
 		used: prometheus.NewDesc("governor_sdk_retry_budget_ratio",
@@ -184,6 +194,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstHistogram(c.duration, count, float64(snap.sum)/1e9, buckets, name)
 		ch <- prometheus.MustNewConstMetric(c.retries, prometheus.CounterValue, float64(snap.retried), name, RetryAttempted)
 		ch <- prometheus.MustNewConstMetric(c.retries, prometheus.CounterValue, float64(snap.budgetRefused), name, RetryBudgetExhausted)
+		ch <- prometheus.MustNewConstMetric(c.retries, prometheus.CounterValue, float64(snap.suppressed[0]), name, RetrySuppressedInboundRetry)
+		ch <- prometheus.MustNewConstMetric(c.retries, prometheus.CounterValue, float64(snap.suppressed[1]), name, RetrySuppressedOverloaded)
 		if d.brk != nil {
 			ch <- prometheus.MustNewConstMetric(c.state, prometheus.GaugeValue, float64(d.brk.State(now)), name)
 		}

@@ -342,7 +342,7 @@ func TestMetricsAreCreatedUpFrontAndDropped(t *testing.T) {
 	}{
 		{"governor_sdk_downstream_calls_total", 2 * len(outcomes)},
 		{"governor_sdk_downstream_duration_seconds", 2},
-		{"governor_sdk_retries_total", 4},
+		{"governor_sdk_retries_total", 8}, // four outcomes for each of the two downstreams
 		{"governor_sdk_breaker_state", 1},
 		{"governor_sdk_retry_budget_ratio", 1},
 		{"governor_sdk_downstream_inflight", 1},
@@ -683,5 +683,24 @@ func TestARetryGivenUpInItsBackoffIsNotCounted(t *testing.T) {
 	}
 	if got := f.retries(RetryAttempted, "api"); got != 1 {
 		t.Fatalf("retries attempted = %v, want 1", got)
+	}
+}
+
+// TestSuppressedRetriesAreExported: the retries not made because the
+// response said "overloaded; don't retry" or because the call served a
+// request that was itself a retry are counted apart on the dashboards,
+// created at 0 with the downstream.
+func TestSuppressedRetriesAreExported(t *testing.T) {
+	f := newFixture(t)
+	f.apply(rules.Downstream{Name: "api", Retry: &rules.Retry{MaxAttempts: 3}})
+	if got := f.retries(RetrySuppressedOverloaded, "api"); got != 0 {
+		t.Fatalf("suppressed_overloaded at start %v, want 0", got)
+	}
+	d := f.set.Get("api")
+	d.SuppressedRetry(true)
+	d.SuppressedRetry(false)
+	d.SuppressedRetry(false)
+	if o, n := f.retries(RetrySuppressedOverloaded, "api"), f.retries(RetrySuppressedInboundRetry, "api"); o != 1 || n != 2 {
+		t.Fatalf("suppressed_overloaded %v, suppressed_inbound_retry %v; want 1 and 2", o, n)
 	}
 }

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"testing"
@@ -19,7 +20,8 @@ func (static) RoundTrip(*http.Request) (*http.Response, error) {
 // BenchmarkRoundTripper measures what the protection adds to a round trip:
 // "base" calls a base that answers at once, "protected" goes through breaker,
 // bulkhead, retry budget and metrics on a coarse clock, "balanced" also picks
-// one of three endpoints.
+// one of three endpoints, "inbound-retry" is "protected" for a request made
+// while serving a retry (one attempt, no retries of its own).
 func BenchmarkRoundTripper(b *testing.B) {
 	coarse := clock.NewCoarse(0)
 	defer coarse.Close()
@@ -33,9 +35,15 @@ func BenchmarkRoundTripper(b *testing.B) {
 		name string
 		rt   http.RoundTripper
 		url  string
-	}{{"base", static{}, "http://api/"}, {"protected", rt, "http://api/"}, {"balanced", rt, "http://lb/"}} {
+		ctx  context.Context
+	}{
+		{"base", static{}, "http://api/", context.Background()},
+		{"protected", rt, "http://api/", context.Background()},
+		{"balanced", rt, "http://lb/", context.Background()},
+		{"inbound-retry", rt, "http://api/", WithInboundAttempt(context.Background(), 2)},
+	} {
 		b.Run(bc.name, func(b *testing.B) {
-			req, _ := http.NewRequest(http.MethodGet, bc.url, nil)
+			req, _ := http.NewRequestWithContext(bc.ctx, http.MethodGet, bc.url, nil)
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {

@@ -18,7 +18,8 @@
 // transport errors and the statuses 502, 503 and 504 are retried, and a 429
 // only when it says when to come back (Retry-After), honouring the response's
 // Retry-After; Options.Retryable decides this on its own, apart from
-// Options.Failed (a 429 is retried but is no failure of the downstream).
+// Options.Failed (a 429 is retried but is no failure of the downstream),
+// within the limits on nested retries and overloaded responses below.
 //
 // A caller that cancels its request (context.Canceled) says nothing about the
 // downstream: the attempt it abandons counts as neither a success nor a
@@ -39,6 +40,18 @@
 // feeds the endpoint's estimate as a failure and, under breaker rules, its
 // breaker (it may be ejected while it sheds), but not the downstream's
 // breaker.
+//
+// Retries do not multiply across hops. Each retry is sent with
+// HeaderAttempt ("2", "3", ...). A request made while serving a request that
+// was itself a retry (sdk/httpgov records it on the request context; see
+// InboundAttempt) gets one attempt and no retries, unless
+// Options.AllowNestedRetries. And a response that says "overloaded; don't
+// retry" (HeaderOverloaded, which sdk/httpgov sets when it sheds, or Envoy's
+// HeaderEnvoyOverloaded) is never retried, whatever the budget. A 429 from a
+// rate limit carries no such header and is retried after its Retry-After as
+// before. The retries not made are counted in governor_sdk_retries_total
+// (suppressed_overloaded, suppressed_inbound_retry) and reported to
+// Options.RetrySuppressed.
 package transport
 
 import (
@@ -80,7 +93,27 @@ type Options struct {
 	// Fallback answers a request whose call was refused; nil returns the
 	// refusal as the error.
 	Fallback func(req *http.Request, err error) (*http.Response, error)
+	// AllowNestedRetries lets a request made while serving a request that
+	// is itself a retry (InboundAttempt(ctx) > 1, recorded by sdk/httpgov
+	// from HeaderAttempt) be retried too. By default such a request gets
+	// one attempt, so retries do not multiply across hops.
+	AllowNestedRetries bool
+	// RetrySuppressed, if set, is called with the downstream's name and
+	// the reason (ReasonInboundRetry or ReasonOverloaded) each time a
+	// retry that Retryable allowed is not made. It runs on the request's
+	// goroutine and must not block.
+	RetrySuppressed func(downstream, reason string)
 }
+
+// Reasons a retry is suppressed (Options.RetrySuppressed).
+const (
+	// ReasonInboundRetry: the request was made while serving a request
+	// that is itself a retry, and Options.AllowNestedRetries is off.
+	ReasonInboundRetry = "inbound_retry"
+	// ReasonOverloaded: the response carries HeaderOverloaded or
+	// HeaderEnvoyOverloaded ("overloaded; don't retry").
+	ReasonOverloaded = "overloaded"
+)
 
 // RoundTripper is a protected http.RoundTripper. It is safe for concurrent
 // use.
@@ -170,15 +203,18 @@ func (t *RoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 	d.Request(clk.Nanotime())
 	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 	canRetry := d.Retrier() != nil && replayable && (t.opts.AllowNonIdempotent || Idempotent(req))
+	nested := canRetry && !t.opts.AllowNestedRetries && InboundAttempt(ctx) > 1
 
 	for attempt := 1; ; attempt++ {
-		areq := req
+		var body io.ReadCloser
 		if attempt > 1 && req.GetBody != nil {
-			body, err := req.GetBody()
-			if err != nil {
+			var err error
+			if body, err = req.GetBody(); err != nil {
 				return nil, fmt.Errorf("transport: replaying the body of %s: %w", d.Name(), err)
 			}
-			areq = req.Clone(ctx)
+		}
+		areq := withAttempt(req, attempt)
+		if body != nil {
 			areq.Body = body
 		}
 		start := clk.Nanotime()
@@ -192,6 +228,14 @@ func (t *RoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		// Retryable alone decides: a 429 is retried though it is no
 		// failure of the downstream.
 		if !canRetry || !t.opts.Retryable(resp, err) {
+			return resp, err
+		}
+		if overloaded(resp) {
+			t.suppressed(d, ReasonOverloaded)
+			return resp, err
+		}
+		if nested {
+			t.suppressed(d, ReasonInboundRetry)
 			return resp, err
 		}
 		var after time.Duration
@@ -211,6 +255,15 @@ func (t *RoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		if werr := d.Wait(ctx, wait); werr != nil {
 			return nil, werr
 		}
+	}
+}
+
+// suppressed counts a retry not made (governor_sdk_retries_total) and
+// reports it to Options.RetrySuppressed.
+func (t *RoundTripper) suppressed(d *outbound.Downstream, reason string) {
+	d.SuppressedRetry(reason == ReasonOverloaded)
+	if t.opts.RetrySuppressed != nil {
+		t.opts.RetrySuppressed(d.Name(), reason)
 	}
 }
 

@@ -1,0 +1,226 @@
+package transport
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/rules"
+)
+
+// suppressions records Options.RetrySuppressed calls.
+type suppressions struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (s *suppressions) record(downstream, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.got = append(s.got, downstream+"/"+reason)
+}
+
+func (s *suppressions) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Join(s.got, ",")
+}
+
+func retryingAPI() []rules.Downstream {
+	return []rules.Downstream{{Name: "api", Retry: &rules.Retry{MaxAttempts: 3, MinPerSecond: 100}}}
+}
+
+func TestRetriesCarryTheirAttemptNumber(t *testing.T) {
+	s := &script{reply: func(n int, _ *http.Request) (*http.Response, error) {
+		if n < 3 {
+			return status(503), nil
+		}
+		return status(200), nil
+	}}
+	c, _ := newClient(t, clock.NewFake(time.Time{}), retryingAPI(), s, nil)
+	req, _ := http.NewRequest(http.MethodGet, "http://api/x", nil)
+	// A proxy forwarding its own inbound headers: each hop states its own
+	// count, so the stale one goes.
+	req.Header.Set(HeaderAttempt, "7")
+	req.Header.Set("X-Other", "kept")
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var got []string
+	for _, r := range s.sent {
+		got = append(got, strings.Join(r.Header.Values(HeaderAttempt), "|"))
+		if r.Header.Get("X-Other") != "kept" {
+			t.Fatalf("attempt lost the caller's other headers: %v", r.Header)
+		}
+	}
+	if strings.Join(got, ",") != ",2,3" {
+		t.Fatalf("attempt headers %q, want none, 2, 3", got)
+	}
+	if req.Header.Get(HeaderAttempt) != "7" {
+		t.Fatalf("the caller's request was modified: %v", req.Header)
+	}
+}
+
+func TestARequestServingARetryMakesOneAttempt(t *testing.T) {
+	tests := []struct {
+		name        string
+		inbound     int
+		allowNested bool
+		wantSends   int
+		wantSupp    string
+	}{
+		{"first inbound attempt retries", 1, false, 3, ""},
+		{"inbound retry gets one attempt", 2, false, 1, "api/inbound_retry"},
+		{"inbound retry with nested retries allowed", 3, true, 3, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &script{reply: func(int, *http.Request) (*http.Response, error) { return status(503), nil }}
+			sup := &suppressions{}
+			c, _ := newClient(t, clock.NewFake(time.Time{}), retryingAPI(), s, func(o *Options) {
+				o.AllowNestedRetries = tt.allowNested
+				o.RetrySuppressed = sup.record
+			})
+			ctx := WithInboundAttempt(context.Background(), tt.inbound)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://api/x", nil)
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != 503 || s.count() != tt.wantSends || sup.String() != tt.wantSupp {
+				t.Fatalf("status %d after %d sends, suppressed %q; want 503 after %d, suppressed %q",
+					resp.StatusCode, s.count(), sup, tt.wantSends, tt.wantSupp)
+			}
+		})
+	}
+}
+
+func TestOverloadedResponsesAreNotRetried(t *testing.T) {
+	tests := []struct {
+		name      string
+		resp      func() *http.Response
+		wantSends int
+		wantSupp  string
+	}{
+		{"shed 429 with overloaded", func() *http.Response {
+			return status(429, "Retry-After", "0", HeaderOverloaded, "true")
+		}, 1, "api/overloaded"},
+		{"503 with Envoy's overloaded", func() *http.Response {
+			return status(503, HeaderEnvoyOverloaded, "true")
+		}, 1, "api/overloaded"},
+		{"rate limit 429 is retried after Retry-After", func() *http.Response {
+			return status(429, "Retry-After", "0")
+		}, 3, ""},
+		{"plain 503 is retried", func() *http.Response { return status(503) }, 3, ""},
+		{"overloaded on a response Retryable refuses counts nothing", func() *http.Response {
+			return status(500, HeaderOverloaded, "true")
+		}, 1, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &script{reply: func(int, *http.Request) (*http.Response, error) { return tt.resp(), nil }}
+			sup := &suppressions{}
+			c, _ := newClient(t, clock.NewFake(time.Time{}), retryingAPI(), s, func(o *Options) { o.RetrySuppressed = sup.record })
+			resp, err := c.Get("http://api/x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if s.count() != tt.wantSends || sup.String() != tt.wantSupp {
+				t.Fatalf("%d sends, suppressed %q; want %d, %q", s.count(), sup, tt.wantSends, tt.wantSupp)
+			}
+		})
+	}
+}
+
+func TestInboundAttempt(t *testing.T) {
+	ctx := context.Background()
+	if n := InboundAttempt(ctx); n != 1 {
+		t.Fatalf("InboundAttempt of a bare context = %d, want 1", n)
+	}
+	if WithInboundAttempt(ctx, 1) != ctx {
+		t.Fatal("a first attempt wrapped the context")
+	}
+	if n := InboundAttempt(WithInboundAttempt(ctx, 4)); n != 4 {
+		t.Fatalf("InboundAttempt = %d, want 4", n)
+	}
+}
+
+func TestInboundAttemptOf(t *testing.T) {
+	tests := []struct {
+		name    string
+		header  map[string]string
+		want    int
+		wantErr string
+	}{
+		{"none", nil, 1, ""},
+		{"ours", map[string]string{HeaderAttempt: "3"}, 3, ""},
+		{"Envoy's", map[string]string{HeaderEnvoyAttempt: "2"}, 2, ""},
+		{"the larger of both", map[string]string{HeaderAttempt: "2", HeaderEnvoyAttempt: "5"}, 5, ""},
+		{"a bad one is skipped and named", map[string]string{HeaderAttempt: "two", HeaderEnvoyAttempt: "2"}, 2, HeaderAttempt},
+		{"zero", map[string]string{HeaderAttempt: "0"}, 1, "count from 1"},
+		{"too long", map[string]string{HeaderAttempt: "1234567"}, 1, "1 to 6 digits"},
+		{"signed", map[string]string{HeaderAttempt: "+2"}, 1, "1 to 6 digits"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := http.Header{}
+			for k, v := range tt.header {
+				h.Set(k, v)
+			}
+			n, err := InboundAttemptOf(h)
+			if n != tt.want {
+				t.Fatalf("attempt %d, want %d", n, tt.want)
+			}
+			if (err != nil) != (tt.wantErr != "") || err != nil && !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("error %v, want one containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestFirstAttemptAllocatesNothingForTheHeader(t *testing.T) {
+	req, _ := http.NewRequest(http.MethodGet, "http://api/x", nil)
+	req.Header.Set("X-Other", "v")
+	if a := testing.AllocsPerRun(100, func() {
+		if withAttempt(req, 1) != req {
+			t.Fatal("first attempt copied the request")
+		}
+	}); a != 0 {
+		t.Fatalf("%v allocations per first attempt, want 0", a)
+	}
+}
+
+// FuzzParseAttempt: the attempt parser never panics, accepts exactly 1 to 6
+// digits naming an attempt of at least 1, and round-trips what it accepts.
+func FuzzParseAttempt(f *testing.F) {
+	for _, s := range []string{"1", "2", "007", "0", "", "-1", "+2", " 2", "999999", "1000000", "1e3", "٣"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, v string) {
+		n, err := ParseAttempt(v)
+		if err != nil {
+			if n != 0 {
+				t.Fatalf("ParseAttempt(%q) = %d with error %v", v, n, err)
+			}
+			return
+		}
+		if n < 1 || n > 999999 || len(v) > 6 {
+			t.Fatalf("ParseAttempt(%q) = %d, out of range", v, n)
+		}
+		if strings.TrimLeft(v, "0") != attemptValue(n) && strings.TrimLeft(v, "0") != "" {
+			t.Fatalf("ParseAttempt(%q) = %d does not round-trip", v, n)
+		}
+		h := http.Header{HeaderEnvoyAttempt: {v}}
+		if m, err := InboundAttemptOf(h); err != nil || m != n {
+			t.Fatalf("InboundAttemptOf(%q) = %d, %v; want %d", v, m, err, n)
+		}
+	})
+}

@@ -1,0 +1,157 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+)
+
+// Retry amplification across hops.
+//
+// With A -> B -> C and every layer retrying up to three attempts, an
+// overloaded C would see up to nine requests for each of A's. The transport
+// therefore marks every retry it sends with HeaderAttempt (2, 3, ...; a first
+// attempt carries none, as gRPC's grpc-previous-rpc-attempts is absent on a
+// first attempt), the server middleware (sdk/httpgov) records on the request
+// context that the request is itself a retry (WithInboundAttempt), and a
+// request made under such a context gets one attempt here, no retries of its
+// own: only the layer that saw the failure retries, as the SRE book's
+// "Handling Overload" recommends. In the example, C sees at most
+// 3 + 1 + 1 = 5 requests for each of A's instead of 9, and 3 when C's own
+// refusals say it is overloaded (HeaderOverloaded). Options.AllowNestedRetries
+// turns this off; Options.RetrySuppressed counts it.
+
+// HeaderAttempt numbers the attempts of one request at one hop, as Envoy's
+// x-envoy-attempt-count does: the transport sends "2" on the first retry,
+// "3" on the second, and nothing on the first attempt (an absent header is
+// attempt 1). A header of that name on the caller's request (a proxy
+// forwarding its inbound headers) is replaced, each hop stating its own
+// count.
+const HeaderAttempt = "X-Request-Attempt"
+
+// HeaderEnvoyAttempt is Envoy's attempt count, set on upstream requests when
+// the route asks for it (include_attempt_count_in_request). Servers read it
+// like HeaderAttempt, so a retry made by the caller's Envoy counts as a
+// retry.
+const HeaderEnvoyAttempt = "X-Envoy-Attempt-Count"
+
+// attemptValues are the header values of the first retries, so a retry
+// allocates no string for its number.
+var attemptValues = [...]string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}
+
+func attemptValue(n int) string {
+	if n >= 0 && n < len(attemptValues) {
+		return attemptValues[n]
+	}
+	return strconv.Itoa(n)
+}
+
+// maxAttemptDigits bounds the attempt numbers ParseAttempt accepts.
+const maxAttemptDigits = 6
+
+// ParseAttempt parses an attempt count as HeaderAttempt and
+// HeaderEnvoyAttempt carry it: 1 to 6 ASCII digits, at least 1. It allocates
+// only for its error.
+func ParseAttempt(v string) (int, error) {
+	if len(v) == 0 || len(v) > maxAttemptDigits {
+		return 0, fmt.Errorf("%q: want 1 to %d digits", v, maxAttemptDigits)
+	}
+	n := 0
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if c < '0' || c > '9' {
+			return 0, fmt.Errorf("%q: want 1 to %d digits", v, maxAttemptDigits)
+		}
+		n = n*10 + int(c-'0')
+	}
+	if n < 1 {
+		return 0, fmt.Errorf("%q: attempts count from 1", v)
+	}
+	return n, nil
+}
+
+// InboundAttemptOf returns the attempt number a request states in
+// HeaderAttempt or HeaderEnvoyAttempt, the larger if both, and 1 when it
+// states none; a malformed value is skipped (the other still counts) and
+// reported in err, which names the header. It allocates only for its error.
+func InboundAttemptOf(h http.Header) (n int, err error) {
+	n = 1
+	for _, name := range [...]string{HeaderAttempt, HeaderEnvoyAttempt} {
+		v := h[name]
+		if len(v) == 0 {
+			continue
+		}
+		a, e := ParseAttempt(v[0])
+		if e != nil {
+			err = fmt.Errorf("transport: header %s: %w", name, e)
+			continue
+		}
+		n = max(n, a)
+	}
+	return n, err
+}
+
+type inboundAttemptKey struct{}
+
+// WithInboundAttempt returns ctx recording that the server request it serves
+// is attempt n of its caller (n > 1: the request is itself a retry). The
+// transport makes one attempt for requests under such a context, unless
+// Options.AllowNestedRetries. sdk/httpgov's middleware calls it; other
+// servers (a gRPC interceptor reading grpc-previous-rpc-attempts, a message
+// consumer seeing a redelivery) can too. An n below 2 returns ctx as it is.
+func WithInboundAttempt(ctx context.Context, n int) context.Context {
+	if n < 2 {
+		return ctx
+	}
+	return context.WithValue(ctx, inboundAttemptKey{}, n)
+}
+
+// InboundAttempt returns the attempt number WithInboundAttempt recorded on
+// ctx, 1 when none was: above 1, the server request ctx belongs to is itself
+// a retry.
+func InboundAttempt(ctx context.Context) int {
+	if n, ok := ctx.Value(inboundAttemptKey{}).(int); ok {
+		return n
+	}
+	return 1
+}
+
+// withAttempt returns the request to send as attempt n: for a retry a clone
+// carrying HeaderAttempt n, for a first attempt req itself, or a clone
+// without HeaderAttempt when the caller's request carries one. The first
+// attempt, the common case, allocates nothing.
+func withAttempt(req *http.Request, n int) *http.Request {
+	if n <= 1 {
+		if _, ok := req.Header[HeaderAttempt]; !ok {
+			return req
+		}
+		c := req.Clone(req.Context())
+		delete(c.Header, HeaderAttempt)
+		return c
+	}
+	c := req.Clone(req.Context())
+	if c.Header == nil {
+		c.Header = make(http.Header, 1)
+	}
+	c.Header[HeaderAttempt] = []string{attemptValue(n)}
+	return c
+}
+
+// HeaderOverloaded on a response says "overloaded; don't retry": the server
+// shed the request to protect itself (sdk/httpgov sets it, with the value
+// "true", on its shed, overload and queue-timeout refusals, not on rate
+// limits). The transport never retries a response that carries it, nor one
+// carrying Envoy's HeaderEnvoyOverloaded, whatever Options.Retryable and the
+// retry budget say.
+const HeaderOverloaded = "X-Governor-Overloaded"
+
+// HeaderEnvoyOverloaded is Envoy's "overloaded" response header (a request
+// dropped by its circuit breaking or overload manager), which Envoy's own
+// retries do not retry either.
+const HeaderEnvoyOverloaded = "X-Envoy-Overloaded"
+
+// overloaded reports whether resp says not to retry it.
+func overloaded(resp *http.Response) bool {
+	return resp != nil && (len(resp.Header[HeaderOverloaded]) > 0 || len(resp.Header[HeaderEnvoyOverloaded]) > 0)
+}
