@@ -5,6 +5,9 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	governor "governor.dev/governor/sdk"
 
 	"governor.dev/governor/sdk/outbound"
 	"governor.dev/governor/sdk/rules"
@@ -68,6 +71,28 @@ func BenchmarkUnaryClientInterceptor(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			if err := ci(ctx, "/pkg.S/M", nil, nil, cc, invoker); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkUnaryServerInterceptor admits and releases a first attempt (its
+// metadata states no previous attempts) through the interceptor.
+func BenchmarkUnaryServerInterceptor(b *testing.B) {
+	g, err := governor.New(governor.Options{Service: "s", Defaults: governor.DefaultRuleset("s")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer g.Close()
+	si := UnaryServerInterceptor(g, ServerOptions{})
+	info := &grpc.UnaryServerInfo{FullMethod: "/pkg.S/M"}
+	handler := func(context.Context, any) (any, error) { return nil, nil }
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("user-agent", "bench"))
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := si(ctx, nil, info, handler); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/sdk/outbound"
 	"governor.dev/governor/sdk/retry"
+	"governor.dev/governor/sdk/transport"
 )
 
 // ErrInvalidOptions wraps errors from the interceptor constructors.
@@ -42,6 +43,12 @@ type ClientOptions struct {
 	// bulkhead full), for example by filling reply from a cache; err is the
 	// *RefusedError. nil returns the refusal.
 	Fallback func(ctx context.Context, method string, req, reply any, err error) error
+	// AllowNestedRetries lets a unary call made while serving a call or
+	// request that is itself a retry (transport.InboundAttempt(ctx) > 1,
+	// recorded by the server interceptors from PreviousAttemptsKey or by
+	// sdk/httpgov from transport.HeaderAttempt) be retried too. By default
+	// such a call gets one attempt, so retries do not multiply across hops.
+	AllowNestedRetries bool
 }
 
 // AllMethods treats every method as idempotent.
@@ -133,6 +140,7 @@ func UnaryClientInterceptor(opts ClientOptions) (grpc.UnaryClientInterceptor, er
 		clk := d.Clock()
 		d.Request(clk.Nanotime())
 		canRetry := d.Retrier() != nil && opts.Idempotent != nil && opts.Idempotent(method)
+		nested := canRetry && !opts.AllowNestedRetries && transport.InboundAttempt(ctx) > 1
 		for attempt := 1; ; attempt++ {
 			var trailer *metadata.MD // only to read a retry's pushback
 			start := clk.Nanotime()
@@ -143,9 +151,9 @@ func UnaryClientInterceptor(opts ClientOptions) (grpc.UnaryClientInterceptor, er
 				}
 				return refusal(err)
 			}
-			actx, cancel := ctx, context.CancelFunc(nil)
+			actx, cancel := withPreviousAttempts(ctx, attempt-1), context.CancelFunc(nil)
 			if to := d.Timeout(); to > 0 {
-				actx, cancel = context.WithTimeout(ctx, to)
+				actx, cancel = context.WithTimeout(actx, to)
 			}
 			co := callOpts
 			if canRetry {
@@ -178,16 +186,21 @@ func UnaryClientInterceptor(opts ClientOptions) (grpc.UnaryClientInterceptor, er
 			}
 			var after time.Duration
 			if v := trailer.Get(PushbackKey); len(v) > 0 { // canRetry: trailer is set
-				d, ok, stop := ParsePushback(v[0])
-				if stop {
+				p, ok, stop := ParsePushback(v[0])
+				if stop { // "overloaded; don't retry"
+					d.SuppressedRetry(true)
 					return err
 				}
 				if ok {
-					after = max(d, time.Nanosecond)
+					after = max(p, time.Nanosecond)
 				}
 			}
 			if after == 0 && status.Code(err) == codes.ResourceExhausted {
 				return err // only when the server says when
+			}
+			if nested {
+				d.SuppressedRetry(false)
+				return err
 			}
 			wait, nerr := d.NextRetry(ctx, retry.Failure{Attempts: attempt, RetryAfter: after, Took: time.Duration(end - start)})
 			if nerr != nil {

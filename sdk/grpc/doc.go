@@ -32,7 +32,28 @@
 // call through a governor.Governor. Refusals map to codes.ResourceExhausted
 // (shed, rate limited, queue timeout) and codes.Unavailable (an open breaker,
 // including an outbound refusal a handler returns), with the Retry-After in
-// the grpc-retry-pushback-ms trailer.
+// the grpc-retry-pushback-ms trailer, except for the server's own overload
+// (shed, overload, queue timeout): those carry the pushback "-1", which
+// gRPC's retries and UnaryClientInterceptor take as "do not retry", as
+// sdk/httpgov marks them X-Governor-Overloaded. A rate limit's
+// pushback is its Retry-After, after which it is retried as before.
+//
+// Retries do not multiply across hops. UnaryClientInterceptor sends
+// grpc-previous-rpc-attempts on its retries ("1" on the first, as gRPC's own
+// retries do; a value the caller's outgoing metadata carries is replaced,
+// each hop stating its own count). The server interceptors record on the
+// call's context that a call is itself a retry (grpc-previous-rpc-attempts,
+// or Envoy's x-envoy-attempt-count above 1; transport.WithInboundAttempt,
+// Retried), so that the handler's unary calls through UnaryClientInterceptor
+// and its HTTP requests through sdk/transport make one attempt each, no
+// retries of their own, unless ClientOptions.AllowNestedRetries
+// (ServerOptions.IgnoreAttempts leaves the count unread). With A -> B -> C
+// and three attempts at each layer, an unavailable C sees 5 calls for each
+// of A's instead of 9. Retries not made, for a negative pushback or while
+// serving a retry, are counted in governor_sdk_retries_total
+// (suppressed_overloaded, suppressed_inbound_retry). Do not also enable
+// gRPC's own retry policy on a channel with UnaryClientInterceptor's
+// retries: the two would multiply, and both would state the count.
 //
 // The codes follow the HTTP side (429 and 503) and say different things to a
 // client. ResourceExhausted is "send less": the server is well and chose to

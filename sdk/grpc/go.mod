@@ -3,6 +3,7 @@ module governor.dev/governor/sdk/grpc
 go 1.26.0
 
 require (
+	github.com/prometheus/client_golang v1.25.0
 	google.golang.org/grpc v1.85.0
 	governor.dev/governor/sdk v0.0.0
 )
@@ -12,7 +13,6 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/pandatix/go-abnf v0.5.5 // indirect
-	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.74.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect

@@ -25,7 +25,7 @@ func TestRequestCarriesTheVerifiedPeerUnderTrustRules(t *testing.T) {
 		AuthInfo: credentials.TLSInfo{State: tls.ConnectionState{PeerCertificates: []*x509.Certificate{c}, VerifiedChains: [][]*x509.Certificate{{c}}}},
 	})
 	g := newGovernor(t, &rules.Ruleset{Service: "svc", Routes: []rules.Route{{Name: "all", Match: rules.Match{PathPrefix: "/"}}}})
-	if r := request(ctx, g, "/pkg.S/M", false); r.Peer != "" || r.ClientIP != "10.0.0.1" {
+	if r, _ := request(ctx, g, "/pkg.S/M", false, false); r.Peer != "" || r.ClientIP != "10.0.0.1" {
 		t.Fatalf("without trust rules: peer %q, client IP %q", r.Peer, r.ClientIP)
 	}
 	rs := g.Rules()
@@ -33,10 +33,10 @@ func TestRequestCarriesTheVerifiedPeerUnderTrustRules(t *testing.T) {
 	if err := g.Apply(rs, 2); err != nil {
 		t.Fatal(err)
 	}
-	if r := request(ctx, g, "/pkg.S/M", false); r.Peer != "spiffe://prod/checkout" {
+	if r, _ := request(ctx, g, "/pkg.S/M", false, false); r.Peer != "spiffe://prod/checkout" {
 		t.Fatalf("under trust rules: peer %q", r.Peer)
 	}
-	if r := request(context.Background(), g, "/pkg.S/M", false); r.Peer != "" {
+	if r, _ := request(context.Background(), g, "/pkg.S/M", false, false); r.Peer != "" {
 		t.Fatalf("no peer in the context: peer %q", r.Peer)
 	}
 }

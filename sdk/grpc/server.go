@@ -18,6 +18,7 @@ import (
 	"governor.dev/governor/sdk/breaker"
 	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/sdk/outbound"
+	"governor.dev/governor/sdk/transport"
 )
 
 // ServerOptions configure the server interceptors. The zero value is usable.
@@ -36,6 +37,13 @@ type ServerOptions struct {
 	// context) has passed or leaves less than the route's recent latency
 	// is refused with codes.DeadlineExceeded before the handler runs.
 	IgnoreDeadlines bool
+	// IgnoreAttempts leaves the call's attempt count unread: by default a
+	// call that is itself a retry (PreviousAttemptsKey, or Envoy's
+	// x-envoy-attempt-count above 1) runs with that recorded on its
+	// context (transport.WithInboundAttempt; Retried reports it), and the
+	// handler's calls through UnaryClientInterceptor and sdk/transport
+	// then make one attempt each.
+	IgnoreAttempts bool
 }
 
 // DefaultOutcome: no error is a success; DeadlineExceeded and Unavailable
@@ -149,13 +157,19 @@ func (h mdHeader) Get(name string) string {
 	return ""
 }
 
-func request(ctx context.Context, g *governor.Governor, method string, deadlines bool) governor.Request {
+// request returns the admission request of a call and the attempt its
+// metadata states (1 when attempts is false).
+func request(ctx context.Context, g *governor.Governor, method string, deadlines, attempts bool) (governor.Request, int) {
 	r := governor.Request{Path: method, Method: "POST"}
 	if deadlines {
 		r.Deadline, _ = ctx.Deadline()
 	}
+	attempt := 1
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
 		r.Header = mdHeader(md)
+		if attempts {
+			attempt = inboundAttempt(md)
+		}
 	}
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		r.ClientIP = p.Addr.String()
@@ -170,17 +184,51 @@ func request(ctx context.Context, g *governor.Governor, method string, deadlines
 			}
 		}
 	}
-	return r
+	return r, attempt
 }
 
-// refuse answers a refused call: the status and the Retry-After as pushback.
+// refuse answers a refused call: the status and, in the
+// grpc-retry-pushback-ms trailer, the Retry-After or, for the server's own
+// overload, "-1", "do not retry" (see overloaded).
 func refuse(ctx context.Context, err error) error {
 	var rej *governor.Rejection
 	if errors.As(err, &rej) {
-		_ = grpc.SetTrailer(ctx, metadata.Pairs(PushbackKey, strconv.FormatInt(rej.RetryAfter.Milliseconds(), 10)))
+		ms := noRetryPushback
+		if !overloaded(rej.Reason) {
+			ms = strconv.FormatInt(rej.RetryAfter.Milliseconds(), 10)
+		}
+		_ = grpc.SetTrailer(ctx, metadata.Pairs(PushbackKey, ms))
 	}
 	return Status(err)
 }
+
+// noRetryPushback is the grpc-retry-pushback-ms the server interceptors send
+// with a refusal for the server's own overload: a negative pushback, which
+// gRPC's retries (retry design A6) and UnaryClientInterceptor take as "do
+// not retry".
+const noRetryPushback = "-1"
+
+// overloaded reports whether a refusal for reason says the server is
+// overloaded (shed, overload, queue_timeout), as sdk/httpgov marks such
+// refusals transport.HeaderOverloaded: the server interceptors answer them
+// with noRetryPushback, "overloaded; don't retry", so that retries do not
+// add to the load that caused them. A rate limit, an open breaker and a
+// deadline are answered with their Retry-After as the pushback.
+func overloaded(reason governor.Reason) bool {
+	switch reason {
+	case governor.ReasonShed, governor.ReasonOverload, governor.ReasonQueueTimeout:
+		return true
+	}
+	return false
+}
+
+// Retried reports whether the server call ctx belongs to is itself a retry
+// (its caller stated a previous attempt in PreviousAttemptsKey, or Envoy an
+// attempt count above 1), as the server interceptors record it;
+// transport.InboundAttempt returns the number. The handler's unary calls
+// through UnaryClientInterceptor, and its HTTP requests through
+// sdk/transport, then make one attempt each.
+func Retried(ctx context.Context) bool { return transport.InboundAttempt(ctx) > 1 }
 
 // UnaryServerInterceptor admits every unary call through g. The full method
 // name ("/pkg.Service/Method") is the path routes match; metadata serves as
@@ -191,9 +239,13 @@ func refuse(ctx context.Context, err error) error {
 func UnaryServerInterceptor(g *governor.Governor, opts ServerOptions) grpc.UnaryServerInterceptor {
 	outcome := opts.fill()
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		permit, err := g.Admit(ctx, request(ctx, g, info.FullMethod, !opts.IgnoreDeadlines))
+		r, attempt := request(ctx, g, info.FullMethod, !opts.IgnoreDeadlines, !opts.IgnoreAttempts)
+		permit, err := g.Admit(ctx, r)
 		if err != nil {
 			return nil, refuse(ctx, err)
+		}
+		if attempt > 1 {
+			ctx = transport.WithInboundAttempt(ctx, attempt)
 		}
 		start := opts.Clock.Nanotime()
 		held := true // the permit is still held
@@ -217,9 +269,13 @@ func StreamServerInterceptor(g *governor.Governor, opts ServerOptions) grpc.Stre
 	outcome := opts.fill()
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		ctx := ss.Context()
-		permit, err := g.Admit(ctx, request(ctx, g, info.FullMethod, !opts.IgnoreDeadlines))
+		r, attempt := request(ctx, g, info.FullMethod, !opts.IgnoreDeadlines, !opts.IgnoreAttempts)
+		permit, err := g.Admit(ctx, r)
 		if err != nil {
 			return refuse(ctx, err)
+		}
+		if attempt > 1 {
+			ss = &attemptStream{ServerStream: ss, ctx: transport.WithInboundAttempt(ctx, attempt)}
 		}
 		start := opts.Clock.Nanotime()
 		held := true

@@ -1,0 +1,90 @@
+package grpcgov
+
+import (
+	"context"
+	"strconv"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"governor.dev/governor/sdk/transport"
+)
+
+// Retry amplification across hops, as sdk/transport contains it for HTTP:
+// the server interceptors record on the call's context that the call is
+// itself a retry (transport.WithInboundAttempt), from the metadata gRPC's
+// own retries and UnaryClientInterceptor's retries send; a unary call made
+// through UnaryClientInterceptor (or an HTTP request through sdk/transport)
+// while serving such a call gets one attempt, unless
+// ClientOptions.AllowNestedRetries.
+
+// PreviousAttemptsKey is the metadata in which a client states how many
+// attempts of the call it made before this one (gRPC retry design A6):
+// absent on a first attempt, "1" on the first retry. gRPC's own retries
+// send it, and so do UnaryClientInterceptor's.
+const PreviousAttemptsKey = "grpc-previous-rpc-attempts"
+
+// envoyAttemptKey is Envoy's attempt count (include_attempt_count_in_request),
+// attempt 1 on a first attempt, as metadata.
+const envoyAttemptKey = "x-envoy-attempt-count"
+
+// inboundAttempt returns the attempt number md states: one more than
+// PreviousAttemptsKey, or Envoy's attempt count, the larger if both, and 1
+// when it states none or only malformed values (a malformed count does not
+// make a call a retry). It allocates nothing.
+func inboundAttempt(md metadata.MD) int {
+	n := 1
+	if v := md[PreviousAttemptsKey]; len(v) > 0 {
+		if p, err := transport.ParseAttempt(v[0]); err == nil {
+			n = max(n, p+1)
+		}
+	}
+	if v := md[envoyAttemptKey]; len(v) > 0 {
+		if a, err := transport.ParseAttempt(v[0]); err == nil {
+			n = max(n, a)
+		}
+	}
+	return n
+}
+
+// attemptStream is a server stream whose context records its inbound
+// attempt.
+type attemptStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s *attemptStream) Context() context.Context { return s.ctx }
+
+// previousAttemptsValues are the metadata values of the first retries, so a
+// retry allocates no string for its count.
+var previousAttemptsValues = [...]string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}
+
+// withPreviousAttempts returns the context to send attempt n+1 of a call
+// under: for a retry (n > 0) one whose outgoing metadata carries
+// PreviousAttemptsKey n, for a first attempt ctx itself. A value of that key
+// the caller's outgoing metadata already carries (a proxy forwarding its
+// inbound metadata) is replaced, each hop stating its own count, and removed
+// from a first attempt. A first attempt without such a value, the common
+// case, allocates nothing.
+func withPreviousAttempts(ctx context.Context, n int) context.Context {
+	if len(metadata.ValueFromOutgoingContext(ctx, PreviousAttemptsKey)) > 0 {
+		md, _ := metadata.FromOutgoingContext(ctx)
+		md.Delete(PreviousAttemptsKey)
+		if n > 0 {
+			md.Set(PreviousAttemptsKey, previousAttemptsValue(n))
+		}
+		return metadata.NewOutgoingContext(ctx, md)
+	}
+	if n <= 0 {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, PreviousAttemptsKey, previousAttemptsValue(n))
+}
+
+func previousAttemptsValue(n int) string {
+	if n >= 0 && n < len(previousAttemptsValues) {
+		return previousAttemptsValues[n]
+	}
+	return strconv.Itoa(n)
+}
