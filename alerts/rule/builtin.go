@@ -47,8 +47,23 @@ func Builtin() []Rule {
 			Annotations: ann("GovernorAutoRollback", `{{ $labels.service }}: a guardrail rolled back a rule change`, ``)},
 		{Name: "GovernorEmergencyPublish", Event: EventEmergencyPublish, Severity: alerts.P1, ResolveAfter: time.Hour,
 			Annotations: ann("GovernorEmergencyPublish", `{{ $labels.service }}: rules were published in emergency mode`, ``)},
+		// Kept for configurations that route or inhibit by its name, but
+		// it cannot say that no replica leads: only a leader evaluates,
+		// and the next leader's leader_acquired clears the leader_lost of
+		// the one before (alerts/README.md).
 		{Name: "GovernorLeaderLost", Event: EventLeaderLost, Severity: alerts.P0,
-			Annotations: ann("GovernorLeaderLost", `The decision engine has no leader`, ``)},
+			Annotations: ann("GovernorLeaderLost", `The decision engine lost its leader`,
+				`A replica lost the lead and no later leader_acquired has been seen. An engine with no leader evaluates no rule: `+
+					`alert on governor_engine_leader_last_tick_timestamp_seconds from a Prometheus outside the engine.`)},
+		// Only a leader evaluates rules, so no built-in rule can say that
+		// no replica leads (alerts/README.md: alert on the same series from
+		// a Prometheus outside the engine). This one fires on a leader that
+		// claims no tick: its claims fail, or nothing runs them.
+		{Name: TicksStalledRule, Expr: ticksStalled, Severity: alerts.P1, For: time.Minute,
+			Annotations: ann(TicksStalledRule, `The decision engine has evaluated nothing for {{ printf "%.0f" $value }}s`,
+				`No replica has claimed an evaluation tick for more than three tick intervals (at least 30s): `+
+					`the leader's claims fail (its log says why: clock skew, a read-only database) or its cycles do not run. `+
+					`Meanwhile no rule is adapted and no guardrail rolls a change back.`)},
 		ReceiverFailing(),
 		// A notification held back by its receiver (PagerDuty's pacing, a
 		// long Retry-After) fails nothing for up to the queue's max
@@ -65,6 +80,23 @@ func Builtin() []Rule {
 			Annotations: ann("GovernorAnomaly", `{{ $labels.service }}: {{ $labels.signal }} crossed its anomaly threshold`, ``)},
 	}
 }
+
+// TicksStalledRule names the built-in rule that alerts, on the leader, when
+// no replica has claimed an evaluation tick for three tick intervals (at
+// least 30s). It reads the elector's series of every replica
+// (governor_engine_leader_last_tick_timestamp_seconds and
+// governor_engine_tick_interval_seconds, package engine/leader) through the
+// query function, so it needs the engine's own /metrics in the metrics
+// source. The event rule GovernorLeaderLost could not say that ticks stop:
+// only a leader evaluates, and the next leader's leader_acquired clears
+// the leader_lost of the one before.
+const TicksStalledRule = "GovernorEngineTicksStalled"
+
+// ticksStalled is the age of the newest claimed tick when it was last
+// scraped, on the replica that saw the newest: timestamp() rather than
+// time(), so that the scrape interval adds no false lag.
+const ticksStalled = `min(timestamp(governor_engine_leader_last_tick_timestamp_seconds) - governor_engine_leader_last_tick_timestamp_seconds)` +
+	` > clamp_min(3 * max(governor_engine_tick_interval_seconds), 30)`
 
 // ReceiverDelayedRule names the built-in rule that alerts on a receiver
 // whose oldest undelivered notification has waited more than 10 minutes.

@@ -435,7 +435,7 @@ func (a *App) buildEngine() error {
 			return fmt.Errorf("%w: %w", ErrStart, err)
 		}
 	} else {
-		a.elector = &leader.Local{ID: a.cfg.Identity}
+		a.elector = leader.NewLocal(a.cfg.Identity, a.o.Registry)
 	}
 	return nil
 }

@@ -71,6 +71,16 @@
 // which orders it against the successor's writes to that service but not
 // against the claim or the successor's reads.
 //
+// # Metrics
+//
+// Every replica serves, leading or not: LeaderMetric (1 on the replica
+// that leads), LastTickMetric (the newest tick claimed by any replica, as
+// this replica last read it: a standby at each campaign attempt, the
+// leader at each claim) and TickIntervalMetric (the interval RunTicks runs
+// with). Only a leader evaluates alert rules, so an engine in which no
+// replica leads cannot page about it: a Prometheus outside the engine
+// alerts on the age of max(LastTickMetric) instead (alerts/README.md).
+//
 // Local is the single-node elector of the SQLite mode: always the leader,
-// ticks claimed in memory.
+// ticks claimed in memory; NewLocal's serves the same metrics.
 package leader

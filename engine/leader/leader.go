@@ -5,6 +5,9 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 )
 
 // ErrNotLeader is returned by ClaimTick on a replica that does not lead.
@@ -30,14 +33,31 @@ type Elector interface {
 	Identity() string
 }
 
-// Local is the elector of a single node.
+// Local is the elector of a single node. The zero value with an ID serves
+// no metrics; NewLocal's serves those of every replica (LeaderMetric,
+// always 1, LastTickMetric and TickIntervalMetric).
 type Local struct {
-	ID   string
-	mu   sync.Mutex
-	last time.Time
+	ID      string
+	mu      sync.Mutex
+	last    time.Time
+	metrics tickMetrics
 }
 
 var _ Elector = (*Local)(nil)
+
+// NewLocal returns the elector of a single node named id, registering its
+// metrics with r (none when r is nil).
+func NewLocal(id string, r prometheus.Registerer) *Local {
+	l := &Local{ID: id}
+	if r != nil {
+		f := promauto.With(r)
+		f.NewGauge(prometheus.GaugeOpts{Name: LeaderMetric, Help: "1 while this replica leads."}).Set(1)
+		l.metrics = newTickMetrics(f)
+	}
+	return l
+}
+
+func (l *Local) setTickInterval(d time.Duration) { l.metrics.setInterval(d) }
 
 // Run implements Elector; it returns when ctx ends.
 func (l *Local) Run(ctx context.Context) error { <-ctx.Done(); return nil }
@@ -61,5 +81,6 @@ func (l *Local) ClaimTick(_ context.Context, tick time.Time) (bool, error) {
 		return false, nil
 	}
 	l.last = tick
+	l.metrics.saw(tick)
 	return true, nil
 }

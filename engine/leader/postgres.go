@@ -104,8 +104,9 @@ type Postgres struct {
 	// broken tells the lead loop that a claim found the connection dead.
 	broken chan error
 
-	leader prometheus.Gauge
-	claims *prometheus.CounterVec
+	leader  prometheus.Gauge
+	claims  *prometheus.CounterVec
+	metrics tickMetrics
 
 	trace func(event string) // test hook: "wait", "lead", "call <what>", "lost"
 }
@@ -170,10 +171,11 @@ func NewPostgres(o PostgresOptions) (*Postgres, error) {
 	}
 	f := promauto.With(o.Registerer)
 	p := &Postgres{o: o, broken: make(chan error, 1),
-		leader: f.NewGauge(prometheus.GaugeOpts{Name: "governor_engine_leader", Help: "1 while this replica leads."}),
+		leader: f.NewGauge(prometheus.GaugeOpts{Name: LeaderMetric, Help: "1 while this replica leads."}),
 		claims: f.NewCounterVec(prometheus.CounterOpts{Name: "governor_engine_tick_claims_total",
 			Help: "Tick claims by result: won, taken (another replica had it), error."}, []string{"result"}),
-		trace: func(string) {},
+		metrics: newTickMetrics(f),
+		trace:   func(string) {},
 	}
 	for _, r := range []string{"won", "taken", "error"} {
 		p.claims.WithLabelValues(r)
@@ -183,6 +185,8 @@ func NewPostgres(o PostgresOptions) (*Postgres, error) {
 
 // Identity implements Elector.
 func (p *Postgres) Identity() string { return p.o.Identity }
+
+func (p *Postgres) setTickInterval(d time.Duration) { p.metrics.setInterval(d) }
 
 // IsLeader implements Elector: the lock is held, the Lease waited out since
 // it was taken, and the lease last confirmed has not run out on Clock.
@@ -269,12 +273,28 @@ func (p *Postgres) acquire(ctx context.Context) (*pgx.Conn, time.Time, error) {
 			p.o.Logger.Debug("leader: idle_session_timeout not set", "err", err)
 		}
 	}
+	p.readNewestTick(cctx, conn)
 	var got bool
 	if err := conn.QueryRow(cctx, "SELECT pg_try_advisory_lock($1)", p.o.LockKey).Scan(&got); err != nil || !got {
 		conn.Close(context.Background())
 		return nil, time.Time{}, err
 	}
 	return conn, p.o.Clock.Now(), nil
+}
+
+// readNewestTick serves the newest claimed tick (LastTickMetric) at each
+// campaign attempt, so that a standby shows how long ago any replica
+// claimed one. A read that fails (the schema is not there yet) leaves the
+// metric as it was: it only ages.
+func (p *Postgres) readNewestTick(ctx context.Context, conn *pgx.Conn) {
+	var newest *time.Time
+	if err := conn.QueryRow(ctx, `SELECT max(tick) FROM governor_engine_ticks`).Scan(&newest); err != nil {
+		p.o.Logger.Debug("leader: read the newest tick", "err", err)
+		return
+	}
+	if newest != nil {
+		p.metrics.saw(*newest)
+	}
 }
 
 // lead holds the lock until the connection fails, the lease runs out or ctx
@@ -474,6 +494,13 @@ func (p *Postgres) ClaimTick(ctx context.Context, tick time.Time) (bool, error) 
 			LEFT JOIN LATERAL (SELECT tick, leader FROM governor_engine_ticks ORDER BY tick DESC LIMIT 1) n ON true`,
 			tick.UTC(), p.o.Identity, skew).Scan(&won, &dbNow, &newest, &newestBy)
 	})
+	switch {
+	case err != nil:
+	case won:
+		p.metrics.saw(tick)
+	case newest != nil:
+		p.metrics.saw(*newest)
+	}
 	maxSkew := time.Duration(skew) * time.Microsecond
 	switch {
 	case err != nil || won || skew < 0:

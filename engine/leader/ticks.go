@@ -61,6 +61,8 @@ func overran(log *slog.Logger, e Elector, end, start, tick time.Time, interval t
 // start failing and whenever their error changes, then at debug level
 // while they fail the same way (claims failing with ErrClockSkew fail the
 // same way, whatever tick and skew they name).
+//
+// An elector of this package serves interval as TickIntervalMetric.
 func RunTicks(ctx context.Context, e Elector, clk clock.Clock, interval time.Duration, fn func(ctx context.Context, tick time.Time), opts ...TickOption) {
 	if clk == nil {
 		clk = clock.Real{}
@@ -71,6 +73,9 @@ func RunTicks(ctx context.Context, e Elector, clk clock.Clock, interval time.Dur
 	}
 	if o.logger == nil {
 		o.logger = slog.New(slog.DiscardHandler)
+	}
+	if r, ok := e.(intervalReporter); ok {
+		r.setTickInterval(interval)
 	}
 	var last time.Time
 	failing := "" // the error of the last failed claim; "" after one that worked
