@@ -157,6 +157,15 @@ type Chart struct {
 	// NoData says why Points is empty (the query failed, or the metric does
 	// not exist for the service in the range).
 	NoData string `json:"no_data,omitempty"`
+	// Failed says why the query failed (the metrics source did not answer,
+	// took too long or refused it): there is then nothing to draw, and the
+	// page says the query failed rather than that there was no traffic.
+	Failed string `json:"failed,omitempty"`
+	// Partial is the metrics source's warning that its answer may lack
+	// data (a store of a federated query that did not answer, a remote read
+	// that failed), several joined by "; ": what is drawn may be
+	// incomplete. Infos and PromQL annotations are not partial data.
+	Partial string `json:"partial,omitempty"`
 }
 
 // Charts draws a service's signals over a range (the metrics source).

@@ -11,6 +11,11 @@
 // samples are missing, a visible marker for a point with no neighbour, and
 // the reason when there is no data; charts of several series (traffic by
 // class, breaker states) carry a legend that is also their text summary.
+// A chart whose query failed says "Query failed: <reason>." instead of no
+// data, and one drawn from a partial answer of the metrics source (a
+// federated store that did not answer) says "Partial data: <warning>. Some
+// series may be missing.", each in a warn notice above the chart, so an
+// empty or flat line is not read as no traffic.
 // An engine recommendation's evidence (evidence.go) is shown for people:
 // the signals over the minutes before it (from a model.Window source, else
 // the evidence's own readings), the controller's P, I and D terms and how

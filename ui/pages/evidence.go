@@ -426,6 +426,11 @@ func evidenceCharts(e engineEvidence, charts []model.Chart, chartsErr error) ([]
 		o := sp.o
 		o.Unit, o.Label = sp.unit, sp.title+" before the proposal"
 		r := reading(sp.name, sp.scale)
+		if i < len(charts) {
+			// A failed or partial read of the metrics source is said on
+			// the chart, also over the evidence's own reading.
+			o.Failed, o.Partial = charts[i].Failed, charts[i].Partial
+		}
 		if i < len(charts) && len(charts[i].Points) > 0 {
 			o.Points = charts[i].Points
 			fromSource++
@@ -434,7 +439,7 @@ func evidenceCharts(e engineEvidence, charts []model.Chart, chartsErr error) ([]
 			fromEvidence++
 		} else {
 			o.NoData = "the evidence has no reading of it"
-			if i < len(charts) && charts[i].NoData != "" {
+			if i < len(charts) && charts[i].NoData != "" && charts[i].NoData != charts[i].Failed {
 				o.NoData = charts[i].NoData + "; " + o.NoData
 			}
 		}

@@ -218,6 +218,7 @@ func (p *Pages) service(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	pts, scoreWhy := d.Status.Trend, "the engine has no load score for "+svc+" yet"
+	var scoreFailed, scorePartial string
 	if h, ok := p.o.Fleet.(model.History); ok {
 		if hp, err := h.LoadScoreHistory(r.Context(), svc, span); err == nil {
 			pts = hp
@@ -228,8 +229,18 @@ func (p *Pages) service(w http.ResponseWriter, r *http.Request) {
 		// The engine's load score gauge, where the metrics source scrapes
 		// the engine: the whole range instead of the recent trend.
 		end := p.o.Clock.Now()
-		if cs, err := w.Window(r.Context(), svc, end.Add(-span), end, model.SignalLoadScore); err == nil && len(cs) == 1 && len(cs[0].Points) > 0 {
-			pts = cs[0].Points
+		// A failed or partial read is said on the chart, over the recent
+		// trend it falls back to.
+		cs, err := w.Window(r.Context(), svc, end.Add(-span), end, model.SignalLoadScore)
+		switch {
+		case len(cs) == 1:
+			scoreFailed, scorePartial = cs[0].Failed, cs[0].Partial
+			if len(cs[0].Points) > 0 {
+				pts = cs[0].Points
+			}
+		case err != nil:
+			scoreFailed = "the metrics source did not answer"
+			p.o.Logger.Warn("pages: load score window", "service", svc, "err", err)
 		}
 	}
 	if in, ok := p.o.Fleet.(model.Instances); ok {
@@ -250,7 +261,7 @@ func (p *Pages) service(w http.ResponseWriter, r *http.Request) {
 			p.o.Logger.Warn("pages: charts", "service", svc, "err", err)
 		}
 		for _, c := range charts {
-			o := ChartOptions{Points: c.Points, Unit: c.Unit, Label: c.Title + " of " + svc, Min: c.Min, Max: c.Max, NoData: c.NoData}
+			o := ChartOptions{Points: c.Points, Unit: c.Unit, Label: c.Title + " of " + svc, Min: c.Min, Max: c.Max, NoData: c.NoData, Failed: c.Failed, Partial: c.Partial}
 			rc := renderedChart{Title: c.Title, Unit: c.Unit}
 			if lv := detail.P99; lv != nil && isP99(c) {
 				o.Target, rc.Note = p99Target(*lv, c.Unit)
@@ -269,7 +280,7 @@ func (p *Pages) service(w http.ResponseWriter, r *http.Request) {
 			d.ClassCharts = append(d.ClassCharts, renderedChart{Title: c.Title, Unit: c.Unit, SVG: SeriesChart(c, c.Title+" of "+svc)})
 		}
 	}
-	d.ScoreChart = Chart(ChartOptions{Points: pts, Label: "load score of " + svc, Min: 0, Max: 1, Act: 0.8, Release: 0.5, NoData: scoreWhy})
+	d.ScoreChart = Chart(ChartOptions{Points: pts, Label: "load score of " + svc, Min: 0, Max: 1, Act: 0.8, Release: 0.5, NoData: scoreWhy, Failed: scoreFailed, Partial: scorePartial})
 	if v, err := p.o.Rules.Active(r.Context(), svc); err == nil {
 		d.Active = &v
 	} else if !errors.Is(err, versioning.ErrNotFound) {

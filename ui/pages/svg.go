@@ -53,6 +53,10 @@ type ChartOptions struct {
 	Target float64
 	// NoData says why there are no points; default "No data for this range."
 	NoData string
+	// Failed says why the query failed; Partial is the metrics source's
+	// warning that data may be missing (model.Chart). Each is shown as a
+	// notice above the chart, a failure instead of NoData.
+	Failed, Partial string
 }
 
 const (
@@ -67,6 +71,19 @@ func noData(reason string) template.HTML {
 		return `<p class="muted nodata">No data for this range.</p>`
 	}
 	return template.HTML(`<p class="muted nodata">No data: ` + template.HTMLEscapeString(reason) + `</p>`)
+}
+
+// notices say, above a chart, that its query failed or that the metrics
+// source's answer may lack data, so a flat or empty line is not read as no
+// traffic. With a failure, the chart's no-data line is left out: the
+// notice says why.
+func notices(b *strings.Builder, failed, partial string) {
+	if failed != "" {
+		b.WriteString(`<p class="banner banner-warn chart-notice" role="status">Query failed: ` + template.HTMLEscapeString(strings.TrimSuffix(failed, ".")) + `.</p>`)
+	}
+	if partial != "" {
+		b.WriteString(`<p class="banner banner-warn chart-notice" role="status">Partial data: ` + template.HTMLEscapeString(strings.TrimSuffix(partial, ".")) + `. Some series may be missing.</p>`)
+	}
 }
 
 // plot maps values and times to the chart's coordinates.
@@ -234,17 +251,22 @@ func levelName(v float64, levels []string) string {
 // value of every point on hover (an SVG <title>, which also reaches screen
 // readers). Points without times are spaced evenly; a timed series breaks
 // where samples are missing, and a point with no neighbour (a series of one)
-// gets a visible marker. An empty chart says why.
+// gets a visible marker. An empty chart says why; a failed query or a
+// partial answer is said above the chart (o.Failed, o.Partial).
 func Chart(o ChartOptions) template.HTML {
 	pts := o.Points
+	var b strings.Builder
+	notices(&b, o.Failed, o.Partial)
 	if len(pts) == 0 {
-		return noData(o.NoData)
+		if o.Failed == "" || (o.NoData != "" && o.NoData != o.Failed) {
+			b.WriteString(string(noData(o.NoData)))
+		}
+		return template.HTML(b.String())
 	}
 	pl := plot{lo: o.Min, hi: o.Max, timed: !pts[0].At.IsZero(), t0: pts[0].At, t1: pts[len(pts)-1].At}
 	if pl.lo == 0 && pl.hi == 0 {
 		pl.lo, pl.hi = bounds(pts, []float64{o.Act, o.Release, o.Setpoint, o.Target})
 	}
-	var b strings.Builder
 	pl.frame(&b, o.Label)
 	pl.valueAxis(&b, o.Unit, nil)
 	pl.timeAxis(&b)
@@ -277,12 +299,18 @@ func SeriesChart(c model.SeriesChart, label string) template.HTML {
 	for _, s := range c.Series {
 		all = append(all, s.Points...)
 	}
+	var b strings.Builder
+	notices(&b, c.Failed, c.Partial)
 	if len(all) == 0 {
+		if c.Failed != "" {
+			return template.HTML(b.String())
+		}
 		why := c.NoData
 		if why == "" && len(c.Series) > 0 {
 			why = "none of the series has samples in this range"
 		}
-		return noData(why)
+		b.WriteString(string(noData(why)))
+		return template.HTML(b.String())
 	}
 	pl := plot{lo: c.Min, hi: c.Max, timed: !all[0].At.IsZero()}
 	for i, p := range all {
@@ -296,7 +324,6 @@ func SeriesChart(c model.SeriesChart, label string) template.HTML {
 	if pl.lo == 0 && pl.hi == 0 {
 		pl.lo, pl.hi = bounds(all, nil)
 	}
-	var b strings.Builder
 	pl.frame(&b, label)
 	pl.valueAxis(&b, c.Unit, c.Levels)
 	pl.timeAxis(&b)

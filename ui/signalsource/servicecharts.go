@@ -22,8 +22,9 @@ var BreakerLevels = []string{"closed", "half-open", "open"}
 // state of each downstream breaker, from governor_sdk_breaker_state (0
 // closed, 1 half-open, 2 open; the worst instance's). The classes come in
 // priority order, critical first; the downstreams by name. A chart whose
-// query fails or finds nothing says why in NoData; if every query fails the
-// error is returned too.
+// query fails or finds nothing says why in NoData, a failure also in
+// Failed; if every query fails the error is returned too. A warning that
+// data may be missing is in Partial.
 func (s *Source) ServiceCharts(ctx context.Context, service string, span time.Duration) ([]model.SeriesChart, error) {
 	if service == "" {
 		return nil, fmt.Errorf("%w: empty service name", ErrInvalid)
@@ -57,10 +58,12 @@ func (s *Source) ServiceCharts(ctx context.Context, service string, span time.Du
 		res, err := results[i].res, results[i].err
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", c.Title, err))
-			c.NoData = "the metrics source did not answer: " + reason(err)
+			c.Failed = "the metrics source did not answer: " + reason(err)
+			c.NoData = c.Failed
 			out = append(out, c)
 			continue
 		}
+		c.Partial = partial(res.Warnings)
 		c.Series = seriesBy(res, qq.label)
 		if qq.label == "class" {
 			c.Series = byClass(c.Series)

@@ -12,6 +12,13 @@
 // A page's queries run at once, bounded together by Options.Timeout, and
 // the overview's metrics read by Enriched.WithTimeout: a hung metrics
 // source costs a page that long, its charts saying it took too long.
+//
+// A chart whose query failed says why in Failed (and NoData), so a page
+// tells "the metrics source did not answer" from "no traffic"; a chart
+// whose answer came with a warning that data may be missing (a federated
+// store's partial response, see signals.PartialData) carries it in
+// Partial, joined with the others of that answer, at most three and each
+// cut to 200 bytes.
 package signalsource
 
 import (
@@ -19,9 +26,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	prommodel "github.com/prometheus/common/model"
 
@@ -147,8 +157,9 @@ func (s *Source) rangeOf(start, end time.Time) signals.Range {
 }
 
 // Charts queries each signal of the service over the last span. A signal
-// that fails is returned without points and says why in NoData; if every
-// one fails the error is returned too.
+// that fails is returned without points and says why in Failed and NoData;
+// if every one fails the error is returned too. A partial answer's warning
+// is in Partial.
 func (s *Source) Charts(ctx context.Context, service string, span time.Duration) ([]model.Chart, error) {
 	end := s.o.Clock.Now()
 	names := make([]string, len(specs))
@@ -162,8 +173,9 @@ func (s *Source) Charts(ctx context.Context, service string, span time.Duration)
 // the service page) of the service between start and end, in the order
 // asked. Unknown names and an inverted window are refused before any query;
 // a failed query leaves its chart without points, with the reason in
-// NoData, and only when every one fails is the error returned too. NaN and
-// infinite samples are no data: they are left out.
+// Failed and NoData, and only when every one fails is the error returned
+// too. A warning that data may be missing is in Partial. NaN and infinite
+// samples are no data: they are left out.
 func (s *Source) Window(ctx context.Context, service string, start, end time.Time, names ...string) ([]model.Chart, error) {
 	if service == "" {
 		return nil, fmt.Errorf("%w: empty service name", ErrInvalid)
@@ -195,10 +207,12 @@ func (s *Source) Window(ctx context.Context, service string, start, end time.Tim
 		res, err := results[i].res, results[i].err
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", sp.title, err))
-			c.NoData = "the metrics source did not answer: " + reason(err)
+			c.Failed = "the metrics source did not answer: " + reason(err)
+			c.NoData = c.Failed
 			out = append(out, c)
 			continue
 		}
+		c.Partial = partial(res.Warnings)
 		for _, ser := range res.Series {
 			if ser.Labels["service"] != service {
 				continue
@@ -247,6 +261,46 @@ func (s *Source) queryAll(ctx context.Context, qs []string, qerrs []error, rng s
 		})
 	}
 	wg.Wait()
+	return out
+}
+
+// Bounds of Chart.Partial: a federated query may warn once per store, and
+// a store's warning may carry a long error chain.
+const (
+	maxWarnings    = 3
+	maxWarningSize = 200
+)
+
+// partial joins the warnings of ws that say data may be missing
+// (signals.PartialData), each once and cut to maxWarningSize bytes, at most
+// maxWarnings of them and how many more there are; "" when there is none.
+func partial(ws []string) string {
+	var seen []string
+	more := 0
+	for _, w := range ws {
+		w = strings.TrimSpace(w)
+		if w == "" || !signals.PartialData(w) || slices.Contains(seen, w) {
+			continue
+		}
+		if len(seen) == maxWarnings {
+			more++
+			continue
+		}
+		seen = append(seen, w)
+	}
+	for i, w := range seen {
+		if len(w) > maxWarningSize {
+			cut := maxWarningSize
+			for cut > 0 && !utf8.RuneStart(w[cut]) {
+				cut--
+			}
+			seen[i] = w[:cut] + "…"
+		}
+	}
+	out := strings.Join(seen, "; ")
+	if more > 0 {
+		out += fmt.Sprintf(" (and %d more)", more)
+	}
 	return out
 }
 
