@@ -36,9 +36,9 @@ func (r Rule) Validate() error {
 
 // Defaults is the shipped rule: P0 mutes P1/P2 of the same service. The
 // source must have a service: as in Alertmanager, an Equal label missing on
-// both sides counts as equal, so a P0 of no service (GovernorLeaderLost)
-// would otherwise mute every P1/P2 of no service, GovernorAlertReceiverFailing
-// among them.
+// both sides counts as equal, so a P0 of no service (a configured
+// GovernorLeaderLost) would otherwise mute every P1/P2 of no service,
+// GovernorAlertReceiverFailing among them.
 func Defaults() []Rule {
 	src, _ := alerts.NewMatcher(alerts.MatchEqual, alerts.SeverityLabel, string(alerts.P0))
 	svc, _ := alerts.NewMatcher(alerts.MatchRegexp, "service", ".+")

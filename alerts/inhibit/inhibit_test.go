@@ -46,9 +46,9 @@ func TestDefaultsMuteLowerTiersOfSameService(t *testing.T) {
 	}
 }
 
-// GovernorLeaderLost has no service: it must not mute every P1/P2 without
-// one (GovernorAlertReceiverFailing), as an Equal label missing on both
-// sides counts as equal.
+// A P0 of no service (GovernorLeaderLost, as a configuration may declare
+// it) must not mute every P1/P2 without one (GovernorAlertReceiverFailing),
+// as an Equal label missing on both sides counts as equal.
 func TestDefaultsServicelessP0MutesNothing(t *testing.T) {
 	in, err := New(Defaults())
 	if err != nil {

@@ -20,8 +20,9 @@ import (
 	"governor.dev/governor/sdk/clock"
 )
 
-// eventReplica starts a manager with the built-in event rules on the
-// SQLite file path, as one engine replica does.
+// eventReplica starts a manager with the built-in event rules, and
+// GovernorLeaderLost as a configuration may declare it, on the SQLite file
+// path, as one engine replica does.
 func eventReplica(t *testing.T, path string, clk *clock.Fake, standby bool) *Manager {
 	t.Helper()
 	ctx := context.Background()
@@ -35,6 +36,7 @@ func eventReplica(t *testing.T, path string, clk *clock.Fake, standby bool) *Man
 			eventRules = append(eventRules, r)
 		}
 	}
+	eventRules = append(eventRules, leaderLostRule)
 	m, err := New(ctx, Options{Rules: eventRules, Store: st, Clock: clk, Registerer: prometheus.NewRegistry(),
 		Receivers: map[string]notify.Notifier{"discard": discardNotifier{}}, Standby: standby})
 	if err != nil {

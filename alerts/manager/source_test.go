@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 
 	"governor.dev/governor/alerts"
+	"governor.dev/governor/alerts/config"
 	"governor.dev/governor/alerts/rule"
 	"governor.dev/governor/engine/events"
 	"governor.dev/governor/engine/signals/embedded"
@@ -118,6 +119,10 @@ func TestFromEngine(t *testing.T) {
 	}
 }
 
+// leaderLostRule is GovernorLeaderLost as a configuration may declare it:
+// it is no longer built in.
+var leaderLostRule = rule.Rule{Name: "GovernorLeaderLost", Event: rule.EventLeaderLost, Severity: alerts.P0}
+
 func TestEngineSinkRaisesAndClearsLeaderLost(t *testing.T) {
 	h := newHarness(t)
 	if err := h.m.UpdateRules([]rule.Rule{{Name: "x", Expr: "up(", Severity: alerts.P1}}); err == nil {
@@ -126,7 +131,7 @@ func TestEngineSinkRaisesAndClearsLeaderLost(t *testing.T) {
 	if len(h.m.Rules()) != len(testRules)+1 {
 		t.Fatalf("bad rule set half-applied: %d rules", len(h.m.Rules()))
 	}
-	if err := h.m.UpdateRules(append(slices.Clone(testRules), rule.Builtin()...)); err != nil {
+	if err := h.m.UpdateRules(append(append(slices.Clone(testRules), rule.Builtin()...), leaderLostRule)); err != nil {
 		t.Fatal(err)
 	}
 	sink := EngineSink{M: h.m}
@@ -138,4 +143,43 @@ func TestEngineSinkRaisesAndClearsLeaderLost(t *testing.T) {
 	}
 	sink.Emit(context.Background(), events.Event{Kind: events.LeaderAcquired, At: t0.Add(time.Minute)})
 	h.timeline(time.Minute, 2*time.Minute, map[time.Duration][]string{time.Minute + 30*time.Second: {"resolved GovernorLeaderLost@/resolved"}})
+}
+
+// GovernorLeaderLost is not built in: with the built-in rules alone an
+// engine's leader_lost raises nothing, and a configuration that declares
+// the rule gets it raised by leader_lost and cleared by leader_acquired.
+func TestConfiguredLeaderLostRaisesAndClears(t *testing.T) {
+	h := newHarness(t)
+	sink := EngineSink{M: h.m}
+	builtin, err := config.Parse([]byte(`{"builtin_rules": "enabled", "receivers": [{"name": "hook", "webhook": {"url": "http://127.0.0.1:1"}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.m.UpdateRules(builtin.RuleSet()); err != nil {
+		t.Fatal(err)
+	}
+	sink.Emit(context.Background(), events.Event{Kind: events.LeaderLost, Severity: events.Warning, At: t0})
+	h.timeline(0, time.Minute, nil)
+	if got := h.pdActions(); len(got) != 0 {
+		t.Fatalf("built-in rules paged on leader_lost: %v", got)
+	}
+	sink.Emit(context.Background(), events.Event{Kind: events.LeaderAcquired, At: t0.Add(time.Minute)})
+	h.timeline(time.Minute, 2*time.Minute, nil)
+
+	declared, err := config.Parse([]byte(`{"builtin_rules": "enabled",
+		"receivers": [{"name": "hook", "webhook": {"url": "http://127.0.0.1:1"}}],
+		"rules": [{"name": "GovernorLeaderLost", "event": "leader_lost", "severity": "P0"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.m.UpdateRules(declared.RuleSet()); err != nil {
+		t.Fatal(err)
+	}
+	sink.Emit(context.Background(), events.Event{Kind: events.LeaderLost, Severity: events.Warning, At: t0.Add(3 * time.Minute)})
+	h.timeline(3*time.Minute, 4*time.Minute, map[time.Duration][]string{3*time.Minute + 30*time.Second: {"firing GovernorLeaderLost@/firing"}})
+	if got := h.pdActions(); len(got) != 1 || got[0] != "trigger" {
+		t.Fatalf("declared GovernorLeaderLost did not page as P0: %v", got)
+	}
+	sink.Emit(context.Background(), events.Event{Kind: events.LeaderAcquired, At: t0.Add(4 * time.Minute)})
+	h.timeline(4*time.Minute, 5*time.Minute, map[time.Duration][]string{4*time.Minute + 30*time.Second: {"resolved GovernorLeaderLost@/resolved"}})
 }

@@ -47,14 +47,6 @@ func Builtin() []Rule {
 			Annotations: ann("GovernorAutoRollback", `{{ $labels.service }}: a guardrail rolled back a rule change`, ``)},
 		{Name: "GovernorEmergencyPublish", Event: EventEmergencyPublish, Severity: alerts.P1, ResolveAfter: time.Hour,
 			Annotations: ann("GovernorEmergencyPublish", `{{ $labels.service }}: rules were published in emergency mode`, ``)},
-		// Kept for configurations that route or inhibit by its name, but
-		// it cannot say that no replica leads: only a leader evaluates,
-		// and the next leader's leader_acquired clears the leader_lost of
-		// the one before (alerts/README.md).
-		{Name: "GovernorLeaderLost", Event: EventLeaderLost, Severity: alerts.P0,
-			Annotations: ann("GovernorLeaderLost", `The decision engine lost its leader`,
-				`A replica lost the lead and no later leader_acquired has been seen. An engine with no leader evaluates no rule: `+
-					`alert on governor_engine_leader_last_tick_timestamp_seconds from a Prometheus outside the engine.`)},
 		// Only a leader evaluates rules, so no built-in rule can say that
 		// no replica leads (alerts/README.md: alert on the same series from
 		// a Prometheus outside the engine). This one fires on a leader that
@@ -87,9 +79,10 @@ func Builtin() []Rule {
 // (governor_engine_leader_last_tick_timestamp_seconds and
 // governor_engine_tick_interval_seconds, package engine/leader) through the
 // query function, so it needs the engine's own /metrics in the metrics
-// source. The event rule GovernorLeaderLost could not say that ticks stop:
-// only a leader evaluates, and the next leader's leader_acquired clears
-// the leader_lost of the one before.
+// source. It replaces the former built-in event rule GovernorLeaderLost,
+// which could not say that ticks stop (only a leader evaluates, and the next
+// leader's leader_acquired clears the leader_lost of the one before) and,
+// with the replicas' clocks apart, fired while a replica led.
 const TicksStalledRule = "GovernorEngineTicksStalled"
 
 // ticksStalled is the age of the newest claimed tick when it was last

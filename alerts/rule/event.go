@@ -8,8 +8,10 @@ import (
 	"governor.dev/governor/alerts"
 )
 
-// Engine condition kinds the built-in rules listen to. The engine's event
-// kinds (engine/events) map onto them by name.
+// Engine condition kinds event rules listen to. The engine's event kinds
+// (engine/events) map onto them by name. No built-in rule listens to
+// EventLeaderLost (raised by leader_lost, cleared by leader_acquired); a
+// configured rule may.
 const (
 	EventBreakerOpen      = "breaker_open"
 	EventInstanceStale    = "instance_stale"

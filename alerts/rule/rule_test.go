@@ -18,6 +18,17 @@ func TestBuiltinRulesValid(t *testing.T) {
 	}
 }
 
+// GovernorLeaderLost is no longer built in: only a leader evaluates rules,
+// so it could not say that no replica leads, and clock skew between
+// replicas made it fire while one did.
+func TestBuiltinRulesLeaveOutLeaderLost(t *testing.T) {
+	for _, r := range Builtin() {
+		if r.Name == "GovernorLeaderLost" || r.Event == EventLeaderLost {
+			t.Fatalf("built-in rule %q listens to %q", r.Name, r.Event)
+		}
+	}
+}
+
 func TestValidateRefuses(t *testing.T) {
 	tests := []struct {
 		name string
