@@ -30,7 +30,7 @@ type Row struct {
 type Overview struct {
 	Rows []Row `json:"services"`
 	// FiringByTier counts firing alerts over all services, and those of no
-	// service (fleet-wide alerts such as GovernorLeaderLost), which have no
+	// service (fleet-wide alerts such as GovernorEngineTicksStalled), which have no
 	// row.
 	FiringByTier map[Tier]int `json:"firing_by_tier"`
 	// OpenProposals over all services.
