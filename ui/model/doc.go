@@ -12,5 +12,10 @@
 // (fleet-wide ones) are counted but make no row; a value that is not a
 // finite number is no data. A failing source does not fail the overview:
 // it is named in Overview.Problems (with what it still returned shown), so
-// the page can show a banner and everything else.
+// the page can show a banner and everything else. A Fleet that read the
+// metrics but got some signals only in part or not at all returns a
+// *SignalError with its services: each such signal is then a problem of its
+// own ("metrics partial: <signal>: <warning>", "metrics query failed:
+// <signal>: <reason>"), told apart from "metrics unavailable: ..." (the
+// whole read failed).
 package model

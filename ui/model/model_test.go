@@ -246,3 +246,36 @@ func TestUnpublishedInstancesAreInstancesButNotSynced(t *testing.T) {
 	require.Equal(t, 3, r.Total())
 	require.Zero(t, model.Attention(model.Row{ServiceStatus: model.ServiceStatus{Name: "x", Rollout: model.Rollout{Unpublished: 2}}}))
 }
+
+// TestBuildWordsPartialAndFailedSignalsApart: a fleet that answers with
+// some signals partial or failed puts one problem per signal in the
+// overview ("metrics partial: ..." / "metrics query failed: ..."), never
+// "metrics unavailable", and its services are still shown; the fleet's own
+// failure alongside is still "metrics unavailable".
+func TestBuildWordsPartialAndFailedSignalsApart(t *testing.T) {
+	rate := 120.0
+	fleet := &model.StaticFleet{}
+	sigErr := &model.SignalError{Signals: []model.SignalProblem{
+		{Signal: "request_rate", Reason: "store-eu-1 did not answer"},
+		{Signal: "latency_p99", Failed: true, Reason: "timed out"},
+	}}
+	fleet.Set([]model.ServiceStatus{{Name: "checkout", RequestRate: &rate}}, sigErr)
+	ov, err := model.Build(context.Background(), model.Sources{Fleet: fleet})
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		"metrics partial: request_rate: store-eu-1 did not answer",
+		"metrics query failed: latency_p99: timed out",
+	}, ov.Problems)
+	require.Len(t, ov.Rows, 1)
+	require.Equal(t, 120.0, *ov.Rows[0].RequestRate)
+
+	sigErr.Err = errors.New("delivery ledger: connection refused")
+	fleet.Set([]model.ServiceStatus{{Name: "checkout"}}, sigErr)
+	ov, err = model.Build(context.Background(), model.Sources{Fleet: fleet})
+	require.NoError(t, err)
+	require.Equal(t, []string{
+		"metrics unavailable: delivery ledger: connection refused",
+		"metrics partial: request_rate: store-eu-1 did not answer",
+		"metrics query failed: latency_p99: timed out",
+	}, ov.Problems)
+}

@@ -35,7 +35,8 @@ type Overview struct {
 	FiringByTier map[Tier]int `json:"firing_by_tier"`
 	// OpenProposals over all services.
 	OpenProposals int `json:"open_proposals"`
-	// Problems names the sources that failed (shown as a banner).
+	// Problems names the sources that failed, and the signals the metrics
+	// source answered only in part or not at all (shown as banners).
 	Problems []string `json:"problems,omitempty"`
 }
 
@@ -47,7 +48,10 @@ type Sources struct {
 }
 
 // Build assembles the overview. A failed source is reported in Problems and
-// the rest is still shown; ctx's error is returned as is.
+// the rest is still shown; ctx's error is returned as is. A fleet's
+// *SignalError names each partial or failed signal as a problem of its own
+// ("metrics partial: ...", "metrics query failed: ..."), apart from the
+// fleet's own failure ("metrics unavailable: ...").
 func Build(ctx context.Context, s Sources) (Overview, error) {
 	ov := Overview{FiringByTier: map[Tier]int{}}
 	rows := map[string]*Row{}
@@ -68,9 +72,21 @@ func Build(ctx context.Context, s Sources) (Overview, error) {
 	}
 	if s.Fleet != nil {
 		sts, err := s.Fleet.Services(ctx)
+		var sigErr *SignalError
+		if errors.As(err, &sigErr) {
+			if ctx.Err() != nil {
+				return ov, ctx.Err()
+			}
+			err = sigErr.Err
+		}
 		if err != nil {
 			if e := problem("metrics", err); e != nil {
 				return ov, e
+			}
+		}
+		if sigErr != nil {
+			for _, p := range sigErr.Signals {
+				ov.Problems = append(ov.Problems, p.String())
 			}
 		}
 		for _, st := range sts {

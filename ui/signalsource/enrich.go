@@ -2,8 +2,11 @@ package signalsource
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"governor.dev/governor/engine/signals"
 	"governor.dev/governor/sdk/clock"
@@ -66,7 +69,13 @@ func (e *Enriched) ServiceDetail(ctx context.Context, service string) (model.Ser
 // services, so the overview shows a banner and the rest. The services a
 // failing base fleet still returns (the scores when only the delivery
 // ledger failed) are filled in too, and its error is returned, first (on
-// one line with a metrics failure, for the banner).
+// one line with a metrics failure, for the banner). When the read answered
+// but some of the signals it fills in failed or came back partial (a store
+// of a federated query that did not answer), the error is a
+// *model.SignalError naming each with its reason (and holding the base
+// fleet's error, if any), while the values that did come back are filled
+// in: the overview tells "no data" from "the metrics store did not fully
+// answer".
 func (e *Enriched) Services(ctx context.Context) ([]model.ServiceStatus, error) {
 	svcs, baseErr := e.base.Services(ctx)
 	if len(svcs) == 0 {
@@ -87,8 +96,13 @@ func (e *Enriched) Services(ctx context.Context) ([]model.ServiceStatus, error) 
 		}
 		return nil
 	}
+	used := map[signals.Signal]bool{}
 	for i := range svcs {
 		s := &svcs[i]
+		used[signals.RequestRate] = used[signals.RequestRate] || s.RequestRate == nil
+		used[signals.ErrorRatio] = used[signals.ErrorRatio] || s.ErrorRatio == nil
+		used[signals.LatencyP99] = used[signals.LatencyP99] || s.P99 == nil
+		used[signals.ShedRatioByClass] = used[signals.ShedRatioByClass] || s.ShedByClass == nil
 		entry, ok := snap.Entries[signals.Key{Service: s.Name}]
 		if !ok {
 			continue
@@ -111,5 +125,57 @@ func (e *Enriched) Services(ctx context.Context) ([]model.ServiceStatus, error) 
 			}
 		}
 	}
+	if probs := signalProblems(snap, used); len(probs) > 0 {
+		return svcs, &model.SignalError{Err: baseErr, Signals: probs}
+	}
 	return svcs, baseErr
+}
+
+// overviewSignals are the signals Services reads, in the overview's
+// order; Freshness decides whether they are stale.
+var overviewSignals = [...]signals.Signal{signals.RequestRate, signals.ErrorRatio, signals.LatencyP99, signals.ShedRatioByClass, signals.Freshness}
+
+// signalProblems names the signals of snap that Services used (Freshness
+// whenever any was) whose query failed or answered partial data.
+func signalProblems(snap *signals.Snapshot, used map[signals.Signal]bool) []model.SignalProblem {
+	anyUsed := false
+	for _, u := range used {
+		anyUsed = anyUsed || u
+	}
+	var out []model.SignalProblem
+	for _, sig := range overviewSignals {
+		if !anyUsed || sig != signals.Freshness && !used[sig] {
+			continue
+		}
+		if err, ok := snap.Errors[sig]; ok {
+			out = append(out, model.SignalProblem{Signal: string(sig), Failed: true, Reason: failure(err)})
+		} else if w, ok := snap.Partial[sig]; ok {
+			out = append(out, model.SignalProblem{Signal: string(sig), Reason: cut(w)})
+		}
+	}
+	return out
+}
+
+// failure says in one line why a signal's query failed.
+func failure(err error) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return "timed out"
+	case errors.Is(err, signals.ErrUnavailable):
+		return "the metrics source did not answer"
+	}
+	return cut(model.Brief(err))
+}
+
+// cut shortens a warning to maxWarningSize bytes, on a rune boundary.
+func cut(w string) string {
+	w = strings.TrimSpace(w)
+	if len(w) <= maxWarningSize {
+		return w
+	}
+	n := maxWarningSize
+	for n > 0 && !utf8.RuneStart(w[n]) {
+		n--
+	}
+	return w[:n] + "…"
 }

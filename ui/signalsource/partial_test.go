@@ -2,6 +2,7 @@ package signalsource_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 
 	"governor.dev/governor/engine/signals"
 	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/ui/model"
 	"governor.dev/governor/ui/signalsource"
 )
 
@@ -106,4 +108,62 @@ func TestFailedQueryIsToldApartFromNoData(t *testing.T) {
 	require.Equal(t, "Breaker states", sc[2].Title)
 	require.Equal(t, "the metrics source did not answer: it refused the query", sc[2].Failed)
 	require.Empty(t, sc[0].Failed)
+}
+
+// degradedSource answers like instantSource, but the p99 query fails and
+// the request-rate query answers with a federated store's partial-data
+// warning.
+type degradedSource struct{ instantSource }
+
+func (s degradedSource) Query(ctx context.Context, q string, at time.Time) (*signals.Result, error) {
+	if strings.Contains(q, "histogram_quantile(0.99") {
+		return nil, signals.ErrUnavailable
+	}
+	res, err := s.instantSource.Query(ctx, q, at)
+	if err == nil && strings.HasPrefix(q, "sum by (service) (rate(governor_sdk_requests_total") {
+		res.Warnings = []string{"PromQL info: metric might not be a counter", storeDown}
+	}
+	return res, err
+}
+
+// TestEnrichNamesPartialAndFailedSignals: a signal whose query answered
+// with a partial-data warning, and one whose query failed, are named with
+// their reasons in the error Services returns (a *model.SignalError, which
+// the overview words apart from "metrics unavailable"), while the signals
+// that did come back are still filled in.
+func TestEnrichNamesPartialAndFailedSignals(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+	base := &model.StaticFleet{}
+	base.Set([]model.ServiceStatus{{Name: "checkout"}}, nil)
+	rd, err := signals.NewReader(degradedSource{}, signals.ReaderOptions{MaxAge: -1})
+	require.NoError(t, err)
+	en, err := signalsource.Enrich(base, rd, clk)
+	require.NoError(t, err)
+	svcs, err := en.Services(context.Background())
+	require.Len(t, svcs, 1)
+	require.Nil(t, svcs[0].P99, "a failed signal stays unknown")
+	require.Nil(t, svcs[0].RequestRate, "a partial signal stays unknown")
+	require.Equal(t, 0.1, svcs[0].ShedByClass["sheddable"], "what came back is still shown")
+
+	var se *model.SignalError
+	require.ErrorAs(t, err, &se)
+	require.NoError(t, se.Err, "the read itself answered")
+	got := map[string]model.SignalProblem{}
+	for _, p := range se.Signals {
+		got[p.Signal] = p
+	}
+	require.Equal(t, model.SignalProblem{Signal: "request_rate", Reason: storeDown}, got["request_rate"])
+	require.Equal(t, model.SignalProblem{Signal: "latency_p99", Failed: true, Reason: "the metrics source did not answer"}, got["latency_p99"])
+	for _, p := range se.Signals {
+		require.NotContains(t, p.Reason, "PromQL info", "an info is no partial data")
+	}
+
+	// The base fleet's own failure is kept apart, for "metrics unavailable".
+	errLedger := errors.New("enginesource: delivery ledger: connection refused")
+	base.Set([]model.ServiceStatus{{Name: "checkout"}}, errLedger)
+	_, err = en.Services(context.Background())
+	require.ErrorIs(t, err, errLedger)
+	require.ErrorAs(t, err, &se)
+	require.ErrorIs(t, se.Err, errLedger)
+	require.NotEmpty(t, se.Signals)
 }

@@ -18,7 +18,10 @@
 // whose answer came with a warning that data may be missing (a federated
 // store's partial response, see signals.PartialData) carries it in
 // Partial, joined with the others of that answer, at most three and each
-// cut to 200 bytes.
+// cut to 200 bytes. Enriched names the overview's signals (request rate,
+// error ratio, p99, shed by class, freshness) whose query failed or came
+// back partial in a *model.SignalError, so the overview says so rather than
+// showing them as no data.
 package signalsource
 
 import (
