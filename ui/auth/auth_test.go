@@ -181,8 +181,9 @@ func TestPasswordBytesPast72NeverMatch(t *testing.T) {
 	require.Contains(t, err.Error(), "current password")
 }
 
-// TestPasswordChangeAudited: who changed a password, and how many other
-// sessions it ended, is in the audit log.
+// TestPasswordChangeAudited: who changed a password, how many other
+// sessions it ended and how many API tokens it left valid is in the audit
+// log.
 func TestPasswordChangeAudited(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
@@ -198,7 +199,7 @@ func TestPasswordChangeAudited(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, entries, 1)
 	require.Equal(t, "ann", entries[0].Actor)
-	require.JSONEq(t, `{"sessions_ended":"1"}`, string(entries[0].Detail))
+	require.JSONEq(t, `{"sessions_ended":"1","tokens_kept":"0"}`, string(entries[0].Detail))
 }
 
 // TestMinPasswordLenWithinBcryptLimit: a minimum longer than the 72 bytes

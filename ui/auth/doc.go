@@ -13,7 +13,11 @@
 // every session of the user, so a stolen cookie stops working; the session
 // it was made from goes on under a fresh id and CSRF token that
 // ChangePassword returns for the cookie (audited, ActionPasswordChange).
-// Each session carries a CSRF
+// API tokens survive a password change unless it is made with
+// ChangePasswordRevokingTokens, which revokes the user's active tokens in
+// the same transaction (a token minted from a stolen session stops working
+// too); the password page offers that, checked by default, and lists the
+// tokens that would otherwise stay valid. Each session carries a CSRF
 // token that every state-changing form or fetch must echo (field "csrf" or
 // header X-CSRF-Token); net/http's CrossOriginProtection refuses cross-origin
 // browser requests in front of that.

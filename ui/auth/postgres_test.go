@@ -76,6 +76,32 @@ func TestPostgres(t *testing.T) {
 	require.GreaterOrEqual(t, rep.Entries, int64(3), "login, token create, token revoke")
 }
 
+// TestPostgresPasswordChangeRevokesTokens: on PostgreSQL too, a password
+// change asked to revoke the user's tokens revokes the active ones with it.
+func TestPostgresPasswordChangeRevokesTokens(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	ctx := context.Background()
+	m, _, _, clk := postgresManager(t)
+	u, err := m.CreateUser(ctx, "ann", "correct horse battery", operator, false)
+	require.NoError(t, err)
+	by := &auth.Principal{User: u, Roles: u.Roles}
+	secret, _, err := m.CreateToken(ctx, by, "ann", "ci", operator, 24*time.Hour)
+	require.NoError(t, err)
+	_, _, err = m.CreateToken(ctx, by, "ann", "expired", operator, time.Hour)
+	require.NoError(t, err)
+	clk.Advance(2 * time.Hour)
+	s, _, err := m.Login(ctx, "ann", "correct horse battery", "10.0.0.1")
+	require.NoError(t, err)
+	ns, n, err := m.ChangePasswordRevokingTokens(ctx, "ann", "correct horse battery", "a new long password", s)
+	require.NoError(t, err)
+	require.NotNil(t, ns)
+	require.Equal(t, 1, n, "the expired token is not counted")
+	_, err = m.TokenPrincipal(ctx, secret)
+	require.ErrorIs(t, err, auth.ErrUnauthenticated)
+}
+
 // TestEnsureAdminConcurrentReplicasBothStart: two replicas starting on a
 // fresh database both see no users; the one whose admin is created second
 // starts normally (no password to print) instead of failing with

@@ -2,6 +2,7 @@ package auth_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -102,4 +103,92 @@ func TestPasswordChangeEndsSessionsInOutageCache(t *testing.T) {
 		_, err = e.m.SessionPrincipal(ctx, id)
 		require.ErrorIs(t, err, auth.ErrUnavailable)
 	}
+}
+
+// TestPasswordChangeRevokesTokensWhenAsked: a password change asked to
+// revoke the user's API tokens revokes every active one (a token minted
+// from a stolen session stops working) in the same change, and the audit
+// entry says how many; expired and revoked tokens are not counted.
+func TestPasswordChangeRevokesTokensWhenAsked(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	u, err := e.m.CreateUser(ctx, "ann", "correct horse battery", operator, false)
+	require.NoError(t, err)
+	by := &auth.Principal{User: u, Roles: u.Roles}
+	var secrets []string
+	for i := range 2 {
+		secret, _, err := e.m.CreateToken(ctx, by, "ann", "ci "+strconv.Itoa(i), operator, 24*time.Hour)
+		require.NoError(t, err)
+		secrets = append(secrets, secret)
+	}
+	_, old, err := e.m.CreateToken(ctx, by, "ann", "old", operator, time.Hour)
+	require.NoError(t, err)
+	_, gone, err := e.m.CreateToken(ctx, by, "ann", "gone", operator, 24*time.Hour)
+	require.NoError(t, err)
+	require.NoError(t, e.m.RevokeToken(ctx, by, gone.ID))
+	e.clk.Advance(2 * time.Hour) // "old" has expired
+	s, _, err := e.m.Login(ctx, "ann", "correct horse battery", "a")
+	require.NoError(t, err)
+
+	ns, n, err := e.m.ChangePasswordRevokingTokens(ctx, "ann", "correct horse battery", "a brand new password", s)
+	require.NoError(t, err)
+	require.NotNil(t, ns)
+	require.Equal(t, 2, n)
+	for _, secret := range secrets {
+		_, err = e.m.TokenPrincipal(ctx, secret)
+		require.ErrorIs(t, err, auth.ErrUnauthenticated)
+	}
+	toks, err := e.m.Tokens(ctx, "ann")
+	require.NoError(t, err)
+	for _, tok := range toks {
+		if tok.ID == old.ID {
+			require.True(t, tok.RevokedAt.IsZero(), "an expired token keeps its record as it was")
+			continue
+		}
+		require.False(t, tok.RevokedAt.IsZero(), "token %s revoked", tok.Label)
+	}
+	entries, err := e.store.Audit(ctx, versioning.AuditFilter{Action: auth.ActionPasswordChange})
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	require.JSONEq(t, `{"sessions_ended":"0","tokens_revoked":"2"}`, string(entries[0].Detail))
+}
+
+// TestPasswordChangeKeepsTokensUnlessAsked: a plain password change leaves
+// the API tokens valid, and the audit entry says how many stayed valid.
+func TestPasswordChangeKeepsTokensUnlessAsked(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	u, err := e.m.CreateUser(ctx, "ann", "correct horse battery", operator, false)
+	require.NoError(t, err)
+	secret, _, err := e.m.CreateToken(ctx, &auth.Principal{User: u, Roles: u.Roles}, "ann", "ci", operator, time.Hour)
+	require.NoError(t, err)
+	s, _, err := e.m.Login(ctx, "ann", "correct horse battery", "a")
+	require.NoError(t, err)
+	_, err = e.m.ChangePassword(ctx, "ann", "correct horse battery", "a brand new password", s)
+	require.NoError(t, err)
+	_, err = e.m.TokenPrincipal(ctx, secret)
+	require.NoError(t, err)
+	entries, err := e.store.Audit(ctx, versioning.AuditFilter{Action: auth.ActionPasswordChange})
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	require.JSONEq(t, `{"sessions_ended":"0","tokens_kept":"1"}`, string(entries[0].Detail))
+}
+
+// TestPasswordChangeRefusedRevokesNoToken: a password change refused (wrong
+// current password, weak new one) revokes no token: nothing half-applied.
+func TestPasswordChangeRefusedRevokesNoToken(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	u, err := e.m.CreateUser(ctx, "ann", "correct horse battery", operator, false)
+	require.NoError(t, err)
+	secret, _, err := e.m.CreateToken(ctx, &auth.Principal{User: u, Roles: u.Roles}, "ann", "ci", operator, time.Hour)
+	require.NoError(t, err)
+	s, _, err := e.m.Login(ctx, "ann", "correct horse battery", "a")
+	require.NoError(t, err)
+	_, _, err = e.m.ChangePasswordRevokingTokens(ctx, "ann", "a wrong guess", "a brand new password", s)
+	require.ErrorIs(t, err, auth.ErrInvalid)
+	_, _, err = e.m.ChangePasswordRevokingTokens(ctx, "ann", "correct horse battery", "short", s)
+	require.ErrorIs(t, err, auth.ErrInvalid)
+	_, err = e.m.TokenPrincipal(ctx, secret)
+	require.NoError(t, err)
 }

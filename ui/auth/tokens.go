@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"strconv"
@@ -198,4 +199,27 @@ func (m *Manager) TokenPrincipal(ctx context.Context, bearer string) (*Principal
 		}
 	}
 	return &Principal{User: u, Roles: roles, Token: &t}, nil
+}
+
+// passwordChangeTokens revokes the user's active tokens within tx when
+// revoke is set, or counts them (those that stay valid) otherwise.
+func (m *Manager) passwordChangeTokens(ctx context.Context, tx *sql.Tx, user string, revoke bool) (int64, error) {
+	now := m.nowMS()
+	const active = `username = ? AND revoked_ms = 0 AND (expires_ms = 0 OR expires_ms > ?)`
+	if !revoke {
+		var n int64
+		if err := tx.QueryRowContext(ctx, m.q(`SELECT count(*) FROM ui_tokens WHERE `+active), user, now).Scan(&n); err != nil {
+			return 0, unavailable(err)
+		}
+		return n, nil
+	}
+	res, err := tx.ExecContext(ctx, m.q(`UPDATE ui_tokens SET revoked_ms = ? WHERE `+active), now, user, now)
+	if err != nil {
+		return 0, unavailable(err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, unavailable(err)
+	}
+	return n, nil
 }

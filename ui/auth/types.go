@@ -50,6 +50,14 @@ type Token struct {
 // revoked; it should be replaced by one that expires.
 func (t Token) NeverExpires() bool { return t.ExpiresAt.IsZero() }
 
+// Expired reports whether t's expiry has passed at now; an expired token
+// no longer authenticates.
+func (t Token) Expired(now time.Time) bool { return !t.NeverExpires() && !now.Before(t.ExpiresAt) }
+
+// Active reports whether t still authenticates at now: neither revoked nor
+// expired.
+func (t Token) Active(now time.Time) bool { return t.RevokedAt.IsZero() && !t.Expired(now) }
+
 // Principal is who is making a request: a user through a session or a token.
 type Principal struct {
 	User  User

@@ -258,42 +258,58 @@ func (m *Manager) unchanged(ctx context.Context, tx *sql.Tx, name, field, what s
 // made from, is replaced by a new one with a fresh id and CSRF token, which
 // is returned for the caller to set as the cookie (nil when keep is nil);
 // keep's id no longer works. The change is audited (ActionPasswordChange,
-// with the number of other sessions ended; a wrong current password as a
-// login failure). The user's API tokens stay valid: revoking them is a
-// separate, deliberate act (RevokeToken).
+// with the number of other sessions ended and of active API tokens left
+// valid, tokens_kept; a wrong current password as a login failure). The
+// user's API tokens stay valid: ChangePasswordRevokingTokens revokes them
+// too, for a user whose session may have been used to mint one.
 // Attempts are throttled per user name at the login rate (ErrThrottled), so
 // that a session left open is no way around the login throttle to guess the
 // password. Nothing changes unless all of it does.
 func (m *Manager) ChangePassword(ctx context.Context, name, current, next string, keep *Session) (*Session, error) {
+	s, _, err := m.changePassword(ctx, name, current, next, keep, false)
+	return s, err
+}
+
+// ChangePasswordRevokingTokens is ChangePassword that also revokes every
+// active API token of the user (not expired, not revoked) in the same
+// transaction, so that a token minted from a stolen session stops working
+// with it; it returns the new session and how many tokens it revoked, which
+// the audit entry records (tokens_revoked). A refused change revokes none.
+func (m *Manager) ChangePasswordRevokingTokens(ctx context.Context, name, current, next string, keep *Session) (*Session, int, error) {
+	s, n, err := m.changePassword(ctx, name, current, next, keep, true)
+	return s, int(n), err
+}
+
+func (m *Manager) changePassword(ctx context.Context, name, current, next string, keep *Session, revokeTokens bool) (*Session, int64, error) {
 	if ok, _ := m.throttle.Allow("change:"+throttleName(name), m.o.Clock.Nanotime(), 1); !ok {
-		return nil, ErrThrottled
+		return nil, 0, ErrThrottled
 	}
 	u, hash, err := m.userWithHash(ctx, name)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if !m.passwordMatches([]byte(hash), current) {
 		// Someone holding the user's session may be guessing the password.
 		m.audit(ctx, versioning.Actor{Name: u.Name, Roles: u.Roles}, versioning.ActionLoginFailure, detailJSON("reason", "wrong current password in a password change"))
-		return nil, fmt.Errorf("%w: current password: wrong password", ErrInvalid)
+		return nil, 0, fmt.Errorf("%w: current password: wrong password", ErrInvalid)
 	}
 	if current == next {
-		return nil, fmt.Errorf("%w: new password: must differ from the current one", ErrInvalid)
+		return nil, 0, fmt.Errorf("%w: new password: must differ from the current one", ErrInvalid)
 	}
 	if err := m.validatePassword(next); err != nil {
-		return nil, fmt.Errorf("%w (new password)", err)
+		return nil, 0, fmt.Errorf("%w (new password)", err)
 	}
 	nh, err := bcrypt.GenerateFromPassword([]byte(next), m.o.BcryptCost)
 	if err != nil {
-		return nil, fmt.Errorf("%w: new password: %w", ErrInvalid, err)
+		return nil, 0, fmt.Errorf("%w: new password: %w", ErrInvalid, err)
 	}
 	tx, err := m.db.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, 0, unavailable(err)
 	}
 	defer func() { _ = tx.Rollback() }()
 	if _, err := tx.ExecContext(ctx, m.q(`UPDATE ui_users SET password_hash = ?, must_change = 0, updated_ms = ? WHERE name = ?`), string(nh), m.nowMS(), name); err != nil {
-		return nil, unavailable(err)
+		return nil, 0, unavailable(err)
 	}
 	keepHash := ""
 	if keep != nil {
@@ -301,24 +317,36 @@ func (m *Manager) ChangePassword(ctx context.Context, name, current, next string
 	}
 	res, err := tx.ExecContext(ctx, m.q(`DELETE FROM ui_sessions WHERE username = ? AND id_hash <> ?`), name, keepHash)
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, 0, unavailable(err)
 	}
 	ended, _ := res.RowsAffected()
 	if err := m.endSessions(ctx, tx, name); err != nil {
-		return nil, err
+		return nil, 0, err
+	}
+	tokens, err := m.passwordChangeTokens(ctx, tx, name, revokeTokens)
+	if err != nil {
+		return nil, 0, err
 	}
 	var fresh *Session
 	if keep != nil {
 		if fresh, err = m.insertSession(ctx, tx, name); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, unavailable(err)
+		return nil, 0, unavailable(err)
 	}
 	m.recent.forgetUser(name)
-	m.audit(ctx, versioning.Actor{Name: u.Name, Roles: u.Roles}, ActionPasswordChange, detailJSON("sessions_ended", strconv.FormatInt(ended, 10)))
-	return fresh, nil
+	tokenKey := "tokens_kept"
+	if revokeTokens {
+		tokenKey = "tokens_revoked"
+	}
+	m.audit(ctx, versioning.Actor{Name: u.Name, Roles: u.Roles}, ActionPasswordChange,
+		detailJSON("sessions_ended", strconv.FormatInt(ended, 10), tokenKey, strconv.FormatInt(tokens, 10)))
+	if !revokeTokens {
+		tokens = 0
+	}
+	return fresh, tokens, nil
 }
 
 // DeleteUser removes a user with their sessions and tokens. Deleting the

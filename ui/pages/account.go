@@ -19,6 +19,8 @@ type accountData struct {
 	// TTLs are the token lifetimes the form offers, none over the
 	// longest allowed.
 	TTLs []ttlChoice
+	// Now tells expired tokens from active ones.
+	Now time.Time
 }
 
 // ttlChoice is a token lifetime the form offers.
@@ -76,6 +78,7 @@ func (p *Pages) renderAccount(w http.ResponseWriter, r *http.Request, status int
 		return
 	}
 	d.Tokens = toks
+	d.Now = p.o.Clock.Now()
 	d.TTLs = ttlChoices(p.o.Auth.TokenTTLs())
 	p.render(w, r, status, "account", "Your account", "account", d)
 }

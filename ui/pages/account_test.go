@@ -81,3 +81,17 @@ func TestTokenFormLifetimesWithinMaximum(t *testing.T) {
 		})
 	}
 }
+
+// TestAccountPageShowsExpiredTokensAsExpired: a token past its expiry is
+// not shown as active, and offers no revoke button.
+func TestAccountPageShowsExpiredTokensAsExpired(t *testing.T) {
+	h := newHarness(t, nil)
+	_, tok := h.tokenFor("otto", "short-lived", time.Hour)
+	h.clk.Advance(2 * time.Hour)
+	sid, _ := h.session("otto")
+	resp, body := h.do("GET", "/account", sid, "", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	require.Contains(t, body, "<td>expired</td>")
+	require.NotContains(t, body, "<td>active</td>")
+	require.NotContains(t, body, "/account/tokens/"+tok.ID+"/revoke")
+}

@@ -53,10 +53,34 @@ func (p *Pages) logout(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 
-type passwordData struct{ Error string }
+// passwordData is the password form: the user's API tokens that are still
+// valid (which a password change leaves valid unless RevokeTokens is
+// checked) and the form's state.
+type passwordData struct {
+	Error        string
+	Tokens       []auth.Token
+	RevokeTokens bool
+}
 
 func (p *Pages) passwordForm(w http.ResponseWriter, r *http.Request) {
-	p.render(w, r, http.StatusOK, "password", "Change password", "", passwordData{})
+	p.renderPassword(w, r, http.StatusOK, passwordData{RevokeTokens: true})
+}
+
+// renderPassword shows the password form with the user's active API
+// tokens, those a change would leave valid unless revoked with it.
+func (p *Pages) renderPassword(w http.ResponseWriter, r *http.Request, status int, d passwordData) {
+	toks, err := p.o.Auth.Tokens(r.Context(), auth.FromContext(r.Context()).User.Name)
+	if err != nil {
+		p.fail(w, r, err)
+		return
+	}
+	now := p.o.Clock.Now()
+	for _, t := range toks {
+		if t.Active(now) {
+			d.Tokens = append(d.Tokens, t)
+		}
+	}
+	p.render(w, r, status, "password", "Change password", "", d)
 }
 
 func (p *Pages) changePassword(w http.ResponseWriter, r *http.Request) {
@@ -67,10 +91,20 @@ func (p *Pages) changePassword(w http.ResponseWriter, r *http.Request) {
 	}
 	// Every session of the user ends, this one included: it goes on
 	// under a new id, set here, and a copy of the old cookie is useless.
-	s, err := p.o.Auth.ChangePassword(r.Context(), pr.User.Name, r.PostFormValue("current"), r.PostFormValue("next"), pr.Session)
+	// With the box checked the user's API tokens are revoked with it (one
+	// may have been minted from a stolen session); the box is offered even
+	// when no token is listed, as one may be minted after the form is shown.
+	revoke := r.PostFormValue("revoke_tokens") != ""
+	var s *auth.Session
+	var err error
+	if revoke {
+		s, _, err = p.o.Auth.ChangePasswordRevokingTokens(r.Context(), pr.User.Name, r.PostFormValue("current"), r.PostFormValue("next"), pr.Session)
+	} else {
+		s, err = p.o.Auth.ChangePassword(r.Context(), pr.User.Name, r.PostFormValue("current"), r.PostFormValue("next"), pr.Session)
+	}
 	if err != nil {
 		status, _ := httperr.Status(err)
-		p.render(w, r, status, "password", "Change password", "", passwordData{Error: httperr.Message(err)})
+		p.renderPassword(w, r, status, passwordData{Error: httperr.Message(err), RevokeTokens: revoke})
 		return
 	}
 	auth.SetCookie(w, s, p.o.Clock.Now())
