@@ -9,19 +9,23 @@ import (
 )
 
 // maxForward bounds the events a standby holds for the store (the oldest
-// go first when it is full), and takeBatch the events the leader takes
-// from the store per step.
+// go first when it is full), takeBatch the events the leader takes from
+// the store per step, and forwardTimeout each attempt to store the held
+// events.
 const (
-	maxForward = 1000
-	takeBatch  = 1000
+	maxForward     = 1000
+	takeBatch      = 1000
+	forwardTimeout = 3 * time.Second
 )
 
 // Observe feeds an engine condition to the event rules. Only the leader
-// evaluates: on a standby the event is held and stored by its next Step
-// for the leader, whose next Step evaluates it; when the lead ends, the
-// events the evaluator holds unevaluated are handed on the same way
-// (Standby), so that an event observed on any replica is evaluated once,
-// by whichever replica leads, and never later, stale, by one that leads
+// evaluates: on a standby the event is held and handed to a background
+// writer that stores it at once for the leader, whose next Step evaluates
+// it (if the store refuses, the event is kept, up to maxForward, and
+// tried again at the next event or Step); when the lead ends, the events
+// the evaluator holds unevaluated are handed on the same way (Standby),
+// so that an event observed on any replica is evaluated once, by
+// whichever replica leads, and never later, stale, by one that leads
 // again. Observe never blocks on the store.
 func (m *Manager) Observe(ev rule.Event) error {
 	if err := ev.Validate(); err != nil {
@@ -31,6 +35,10 @@ func (m *Manager) Observe(ev rule.Event) error {
 	defer m.obsMu.Unlock()
 	if !m.observing {
 		m.holdLocked(ev)
+		select {
+		case m.fwdWake <- struct{}{}:
+		default:
+		}
 		return nil
 	}
 	n, err := m.eval.Observe(ev)
@@ -61,11 +69,92 @@ func (m *Manager) holdLocked(ev rule.Event) {
 			"service", old.Service, "at", old.At, "held", maxForward)
 	}
 	m.forward = append(m.forward, ev)
+	m.fwdHeld++
+}
+
+// writeForward is the forward writer: woken by Observe, it stores the
+// events held, until closeForward stops it.
+func (m *Manager) writeForward() {
+	defer close(m.fwdExit)
+	for {
+		select {
+		case <-m.fwdStop:
+			return
+		case <-m.fwdWake:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
+		err := m.flushForward(ctx, m.o.Clock.Now())
+		cancel()
+		switch {
+		case err != nil && !m.fwdFailing:
+			m.fwdFailing = true
+			m.log.Warn("alert events not forwarded to the store: kept for the next attempt (next event or step)",
+				"held", m.heldForward(), "err", err)
+		case err == nil && m.fwdFailing:
+			m.fwdFailing = false
+			m.log.Info("alert events forwarded to the store again")
+		}
+	}
+}
+
+// storeHeld stores the events held for the leader within forwardTimeout
+// and logs, saying when, those the store did not take.
+func (m *Manager) storeHeld(when string) {
+	ctx, cancel := context.WithTimeout(context.Background(), forwardTimeout)
+	defer cancel()
+	err := m.flushForward(ctx, m.o.Clock.Now())
+	if n := m.heldForward(); n > 0 {
+		m.log.Warn("alert events not forwarded to the store", "when", when, "held", n, "err", err)
+	}
+}
+
+// closeForward stops the forward writer, then stores what is held; what
+// the store does not take is lost, counted and logged.
+func (m *Manager) closeForward() {
+	close(m.fwdStop)
+	<-m.fwdExit
+	m.storeHeld("closing: lost")
+	m.obsMu.Lock()
+	lost := len(m.forward)
+	m.forward = nil
+	m.obsMu.Unlock()
+	if lost > 0 {
+		m.m.eventsDrop.WithLabelValues("closed").Add(float64(lost))
+	}
+}
+
+func (m *Manager) heldForward() int {
+	m.obsMu.Lock()
+	defer m.obsMu.Unlock()
+	return len(m.forward)
+}
+
+// waitForwarded waits until a store attempt has covered every event held
+// when it is called (stored, dropped stale, or failed), or ctx ends.
+func (m *Manager) waitForwarded(ctx context.Context) error {
+	m.obsMu.Lock()
+	want := m.fwdHeld
+	m.obsMu.Unlock()
+	for {
+		m.obsMu.Lock()
+		done, ch := m.fwdTried >= want, m.fwdTriedCh
+		m.obsMu.Unlock()
+		if done {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 }
 
 // startObserving makes Observe feed the evaluator, with the events held
 // meanwhile first; lead calls it.
 func (m *Manager) startObserving() {
+	m.fwdMu.Lock()
+	defer m.fwdMu.Unlock()
 	m.obsMu.Lock()
 	defer m.obsMu.Unlock()
 	m.observing = true
@@ -95,20 +184,25 @@ func (m *Manager) stopObserving() {
 
 // flushForward stores the events held for the leader; those older than
 // EventMaxAge are dropped. On a store error they are kept for the next
-// step. The caller holds stepMu.
+// attempt. It runs one at a time (fwdMu).
 func (m *Manager) flushForward(ctx context.Context, now time.Time) error {
+	m.fwdMu.Lock()
+	defer m.fwdMu.Unlock()
 	m.obsMu.Lock()
+	// Stale events go at once, so that a failing store does not count
+	// and log them again at every attempt.
+	m.forward = slices.DeleteFunc(m.forward, func(ev rule.Event) bool { return m.stale(ev, now) })
 	held := slices.Clone(m.forward)
-	dropped := m.fwdDropped
+	dropped, seq := m.fwdDropped, m.fwdHeld
 	m.obsMu.Unlock()
+	defer m.triedForward(seq)
 	if len(held) == 0 {
 		return nil
 	}
-	fresh := slices.DeleteFunc(slices.Clone(held), func(ev rule.Event) bool { return m.stale(ev, now) })
-	if err := m.o.Store.PutEvents(ctx, fresh); err != nil {
+	if err := m.o.Store.PutEvents(ctx, held); err != nil {
 		return m.storeErr(err)
 	}
-	m.m.events.WithLabelValues("forwarded").Add(float64(len(fresh)))
+	m.m.events.WithLabelValues("forwarded").Add(float64(len(held)))
 	// Events held meanwhile stay, after those stored; those of held that
 	// a full buffer dropped meanwhile are gone from its front already.
 	m.obsMu.Lock()
@@ -116,6 +210,18 @@ func (m *Manager) flushForward(ctx context.Context, now time.Time) error {
 	m.forward = slices.Delete(m.forward, 0, min(n, len(m.forward)))
 	m.obsMu.Unlock()
 	return nil
+}
+
+// triedForward records that a store attempt covered the first seq events
+// ever held, for waitForwarded.
+func (m *Manager) triedForward(seq uint64) {
+	m.obsMu.Lock()
+	defer m.obsMu.Unlock()
+	if seq > m.fwdTried {
+		m.fwdTried = seq
+		close(m.fwdTriedCh)
+		m.fwdTriedCh = make(chan struct{})
+	}
 }
 
 // takeForwarded takes from the store the events the other replicas

@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -192,5 +193,131 @@ func TestNegativeEventMaxAgeIsRefused(t *testing.T) {
 	_, err = New(context.Background(), Options{Store: st, Receivers: map[string]notify.Notifier{"d": discardNotifier{}}, EventMaxAge: -time.Second})
 	if !errors.Is(err, alerts.ErrInvalid) || !strings.Contains(err.Error(), "EventMaxAge") {
 		t.Fatalf("got %v, want ErrInvalid naming EventMaxAge", err)
+	}
+}
+
+// TestStandbyStoresObservedEventWithoutWaitingForItsStep: an event
+// observed on a standby reaches the store at once, so the leader's next
+// step evaluates it even though the standby has not stepped.
+func TestStandbyStoresObservedEventWithoutWaitingForItsStep(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "alerts.db")
+	clk := clock.NewFake(t0)
+	leader := eventReplica(t, path, clk, false)
+	standby := eventReplica(t, path, clk, true)
+
+	EngineSink{M: standby}.Emit(ctx, events.Event{Kind: events.LeaderLost, Service: "engine", At: clk.Now(), Severity: events.Critical})
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := standby.waitForwarded(wctx); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(15 * time.Second)
+	if err := leader.Step(ctx, clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if !firingNames(leader, clk.Now())["GovernorLeaderLost@engine"] {
+		t.Fatalf("leader does not fire the standby's leader_lost: %v", firingNames(leader, clk.Now()))
+	}
+}
+
+// TestCloseStoresEventsHeldOnStandby: events a standby observed just
+// before shutting down are in the store for the leader after Close.
+func TestCloseStoresEventsHeldOnStandby(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "alerts.db")
+	clk := clock.NewFake(t0)
+	leader := eventReplica(t, path, clk, false)
+	standby := eventReplica(t, path, clk, true)
+
+	EngineSink{M: standby}.Emit(ctx, events.Event{Kind: events.AutoRollback, Service: "checkout", At: clk.Now(), Severity: events.Warning})
+	if err := standby.Close(); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(15 * time.Second)
+	if err := leader.Step(ctx, clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if !firingNames(leader, clk.Now())["GovernorAutoRollback@checkout"] {
+		t.Fatalf("leader does not fire the event the closed standby observed: %v", firingNames(leader, clk.Now()))
+	}
+}
+
+// TestStandbyStoresUnevaluatedEventsAtOnce: events a leader had not
+// evaluated when its lead ended are in the store when Standby returns,
+// without waiting for the old leader's next step.
+func TestStandbyStoresUnevaluatedEventsAtOnce(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "alerts.db")
+	clk := clock.NewFake(t0)
+	a := eventReplica(t, path, clk, false)
+	b := eventReplica(t, path, clk, true)
+
+	EngineSink{M: a}.Emit(ctx, events.Event{Kind: events.AutoRollback, Service: "checkout", At: clk.Now(), Severity: events.Warning})
+	a.Standby()
+	if err := b.Lead(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(15 * time.Second)
+	if err := b.Step(ctx, clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if !firingNames(b, clk.Now())["GovernorAutoRollback@checkout"] {
+		t.Fatalf("new leader does not fire the event the old one held: %v", firingNames(b, clk.Now()))
+	}
+}
+
+// stallingStore holds every PutEvents until release is closed.
+type stallingStore struct {
+	store.Store
+	release chan struct{}
+}
+
+func (s stallingStore) PutEvents(ctx context.Context, evs []rule.Event) error {
+	select {
+	case <-s.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return s.Store.PutEvents(ctx, evs)
+}
+
+// TestObserveOnStandbyNeverBlocksOnAStalledStore: with the store stalled,
+// Observe on a standby returns at once, holds at most maxForward events
+// and counts what it drops; the held events are stored once the store
+// answers again.
+func TestObserveOnStandbyNeverBlocksOnAStalledStore(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.OpenSQLite(ctx, filepath.Join(t.TempDir(), "alerts.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	clk := clock.NewFake(t0)
+	stalled := stallingStore{Store: st, release: make(chan struct{})}
+	m, err := New(ctx, Options{Store: stalled, Clock: clk, Registerer: prometheus.NewRegistry(),
+		Receivers: map[string]notify.Notifier{"discard": discardNotifier{}}, Standby: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	const extra = 10
+	for i := range maxForward + extra {
+		ev := rule.Event{Kind: string(events.AutoRollback), Service: fmt.Sprintf("svc-%d", i), At: clk.Now()}
+		if err := m.Observe(ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := testutil.ToFloat64(m.m.eventsDrop.WithLabelValues("full")); got != extra {
+		t.Fatalf("full drops counted %v, want %d", got, extra)
+	}
+	close(stalled.release)
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := m.waitForwarded(wctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := m.heldForward(); n != 0 {
+		t.Fatalf("%d events still held after the store answered", n)
 	}
 }

@@ -153,7 +153,9 @@ func (m *Manager) lead(ctx context.Context, p *persisted) error {
 // the log, for the next leader's Lead to queue; a delivery the receiver
 // accepted before its attempt was cancelled is sent once more by it, as
 // after a crash. The engine events the evaluator holds unevaluated are
-// stored by the next Step for the next leader (Observe). Step refuses
+// stored for the next leader before Standby returns (within
+// forwardTimeout; what the store does not take then is kept and tried
+// again at the next event or Step, as Observe's). Step refuses
 // (ErrStandby) until Lead. Standby on a
 // standby or a closed manager does nothing.
 func (m *Manager) Standby() {
@@ -172,6 +174,7 @@ func (m *Manager) Standby() {
 	m.queues = m.newQueues(m.receivers, nil)
 	m.routeMu.Unlock()
 	m.stopObserving()
+	m.storeHeld("standing by")
 
 	// What the queues reported and the next step would have handled is
 	// the next leader's: the log keeps those notifications open.

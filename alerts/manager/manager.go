@@ -96,6 +96,21 @@ type Manager struct {
 	forward   []rule.Event
 	// fwdDropped counts the events dropped from the front of forward.
 	fwdDropped int
+	// fwdHeld counts the events ever held in forward, fwdTried those a
+	// store attempt has covered (stored, dropped stale or failed), and
+	// fwdTriedCh is closed and replaced after each attempt; all guarded by
+	// obsMu (waitForwarded).
+	fwdHeld, fwdTried uint64
+	fwdTriedCh        chan struct{}
+	// fwdMu makes each store attempt of forward (the writer's, a standby
+	// Step's, Close's) and startObserving one step with respect to each
+	// other, so that no event is both stored and evaluated locally. Taken
+	// after stepMu, before obsMu.
+	fwdMu sync.Mutex
+	// fwdWake wakes the forward writer (capacity 1, never blocks);
+	// fwdStop stops it and fwdExit is closed when it has (forward.go).
+	fwdWake, fwdStop, fwdExit chan struct{}
+	fwdFailing                bool // the writer's last attempt failed; writer only
 
 	lastPrune time.Time // guarded by stepMu
 	saved     bool      // guarded by stepMu: the store holds the states
@@ -139,6 +154,7 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 		health: map[string]receiverHealth{}, routed: map[string]bool{}, groupsPut: map[dispatch.GroupRef]bool{},
 		groupsDrop: map[dispatch.GroupRef]bool{}, resend: resendIntervals(o.Receivers), resentAt: map[string]time.Time{},
 		resending: map[string]bool{}, receivers: o.Receivers, routes: o.Routes}
+	m.fwdWake, m.fwdStop, m.fwdExit, m.fwdTriedCh = make(chan struct{}, 1), make(chan struct{}), make(chan struct{}), make(chan struct{})
 	m.silences.Store(silence.NewSet(p.silences...))
 	m.gap = m.dropGap(disp.Timing().GroupInterval)
 	for name := range o.Receivers {
@@ -166,6 +182,7 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 			return nil, err
 		}
 	}
+	go m.writeForward()
 	return m, nil
 }
 
@@ -211,7 +228,10 @@ func (m *Manager) discard(ctx context.Context, p store.Pending) {
 }
 
 // Close stops the queues. Undelivered notifications stay in the log and
-// are sent by the next manager on the same store. The store is not closed.
+// are sent by the next manager on the same store. The engine events a
+// standby holds for the leader (Observe) are stored first, within
+// forwardTimeout; those the store does not take by then are lost, counted
+// and logged. The store is not closed.
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	if m.closed {
@@ -221,6 +241,7 @@ func (m *Manager) Close() error {
 	m.closed = true
 	m.mu.Unlock()
 	m.closeQueues()
+	m.closeForward()
 	return nil
 }
 

@@ -36,7 +36,7 @@ func newMetrics(r prometheus.Registerer) *metrics {
 		events: f.NewCounterVec(prometheus.CounterOpts{Name: "governor_alerts_events_total",
 			Help: "Engine events observed, by whether a rule listens (matched, unmatched), or forwarded to the leader by a standby (forwarded)."}, []string{"result"}),
 		eventsDrop: f.NewCounterVec(prometheus.CounterOpts{Name: "governor_alerts_events_dropped_total",
-			Help: "Engine events dropped unevaluated, by reason (stale: older than EventMaxAge; full: a standby's forward buffer was full)."}, []string{"reason"}),
+			Help: "Engine events dropped unevaluated, by reason (stale: older than EventMaxAge; full: a standby's forward buffer was full; closed: held by a standby the store did not take before Close)."}, []string{"reason"}),
 		discarded: f.NewCounter(prometheus.CounterOpts{Name: "governor_alerts_notifications_discarded_total",
 			Help: "Undelivered notifications of receivers no longer configured, closed unsent at start."}),
 		delivery: notify.NewMetrics(r),
@@ -54,5 +54,6 @@ func newMetrics(r prometheus.Registerer) *metrics {
 	m.events.WithLabelValues("forwarded")
 	m.eventsDrop.WithLabelValues("stale")
 	m.eventsDrop.WithLabelValues("full")
+	m.eventsDrop.WithLabelValues("closed")
 	return m
 }
