@@ -155,7 +155,9 @@
 // (governor_engine_partial_reads_total). A partial
 // breaker read closes no breaker, and a partial downstream p99 is neither
 // learned nor reported. Warnings that are not about partial data (PromQL
-// info and warning annotations) change nothing.
+// info and warning annotations, a sample lacking its scope's labels)
+// change nothing; Tick logs them, each distinct set at most once per ten
+// minutes of cycle time.
 //
 // An incident read (breakers, downstream latency) that fails holds the
 // guardrail for the cycle the same way, its reason "incident read failed:

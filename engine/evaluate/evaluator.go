@@ -134,6 +134,9 @@ type Evaluator struct {
 	// held are the services the last cycle did not forget because its
 	// read was incomplete (logged when they change), Tick's goroutine only.
 	held []string
+	// warned is when each distinct set of read warnings was last logged
+	// (logReadWarnings), Tick's goroutine only.
+	warned map[string]time.Time
 }
 
 type metrics struct {
@@ -237,6 +240,7 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 	if err != nil {
 		return res, fmt.Errorf("evaluate: read signals: %w", err)
 	}
+	e.logReadWarnings(at, snap.Warnings)
 	partial := partialServices(snap)
 	scores := e.o.Tracker.Update(snap)
 	if e.o.Guard != nil {
@@ -757,4 +761,37 @@ func (e *Evaluator) LastTick() time.Time {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.last
+}
+
+// warnEvery is how often one distinct set of read warnings is logged, and
+// maxWarningsLogged how many of a set the log line lists.
+const (
+	warnEvery         = 10 * time.Minute
+	maxWarningsLogged = 20
+)
+
+// logReadWarnings logs the non-fatal warnings of the cycle's signal read
+// (signals.Snapshot.Warnings: a sample lacking its scope's labels, say),
+// each distinct set at most once per warnEvery of cycle time.
+func (e *Evaluator) logReadWarnings(at time.Time, warnings []string) {
+	if len(warnings) == 0 {
+		return
+	}
+	set := slices.Compact(slices.Sorted(slices.Values(warnings)))
+	key := strings.Join(set, "\n")
+	for k, t := range e.warned {
+		if at.Sub(t) >= warnEvery || t.After(at) {
+			delete(e.warned, k)
+		}
+	}
+	if _, ok := e.warned[key]; ok {
+		return
+	}
+	if e.warned == nil {
+		e.warned = map[string]time.Time{}
+	}
+	e.warned[key] = at
+	shown := set[:min(len(set), maxWarningsLogged)]
+	e.o.Logger.Warn("metrics read warnings (signals still used; this set is logged again at most every 10m)",
+		"tick", at, "warnings", shown, "distinct", len(set), "not_shown", len(set)-len(shown))
 }

@@ -1,8 +1,10 @@
 package evaluate
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"strconv"
 	"strings"
@@ -699,5 +701,38 @@ func TestRecommenderForgetsAServiceAbsentForForgetAfter(t *testing.T) {
 		if got := strings.Join(recommended(t, rec), " "); got != tt.want {
 			t.Fatalf("at +%s (%d scores): recommender keeps %q, want %q", tt.at, len(res.Scores), got, tt.want)
 		}
+	}
+}
+
+// TestReadWarningsLoggedOncePerSetPerTenMinutes: the read's non-fatal
+// warnings are logged, each distinct set at most once per ten minutes of
+// cycle time.
+func TestReadWarningsLoggedOncePerSetPerTenMinutes(t *testing.T) {
+	var buf bytes.Buffer
+	e := &Evaluator{o: Options{Logger: slog.New(slog.NewTextHandler(&buf, nil))}}
+	a := []string{"sample lacks service label", "sample lacks service label"}
+	b := []string{"other warning"}
+	count := func() int { return strings.Count(buf.String(), "metrics read warnings") }
+	for _, tt := range []struct {
+		after time.Duration
+		warn  []string
+		want  int
+	}{
+		{0, a, 1},
+		{time.Minute, a, 1},
+		{2 * time.Minute, b, 2},
+		{3 * time.Minute, nil, 2},
+		{9 * time.Minute, a, 2},
+		{10 * time.Minute, a, 3},
+		{11 * time.Minute, b, 3},
+		{12 * time.Minute, b, 4},
+	} {
+		e.logReadWarnings(benchT0.Add(tt.after), tt.warn)
+		if got := count(); got != tt.want {
+			t.Fatalf("at +%s: %d log lines, want %d:\n%s", tt.after, got, tt.want, buf.String())
+		}
+	}
+	if strings.Count(buf.String(), "lacks service label") != 2 {
+		t.Fatalf("a repeated warning is listed once per line:\n%s", buf.String())
 	}
 }

@@ -558,11 +558,17 @@ func (s *State) Restore(ctx context.Context, at time.Time) (RestoreStats, error)
 	const notNewer = "not newer than this replica's state"
 	ignore := func(r StateRow, why string) {
 		if st.Ignored[why] == 0 {
-			lvl := slog.LevelWarn
-			if why == notNewer { // this replica led last: nothing lost
+			lvl, msg := slog.LevelWarn, "engine state ignored"
+			switch {
+			case why == notNewer: // this replica led last: nothing lost
 				lvl = slog.LevelDebug
+			case r.Part == StateBaseline || r.Part == StateDownstream:
+				// A baseline this release cannot read (one saved by a
+				// newer release, after a rollback, say) costs only the
+				// time to learn it again.
+				msg = "engine baseline not restored: relearning it from live traffic (recommendations for it wait until it is learnt again)"
 			}
-			s.o.Logger.Log(ctx, lvl, "engine state ignored", "part", r.Part, "key", r.Key, "at", r.At, "leader", r.Leader, "reason", why)
+			s.o.Logger.Log(ctx, lvl, msg, "part", r.Part, "key", r.Key, "at", r.At, "leader", r.Leader, "reason", why)
 		}
 		st.Ignored[why]++
 	}

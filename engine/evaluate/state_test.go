@@ -1,9 +1,11 @@
 package evaluate
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
+	"log/slog"
 	"maps"
 	"math"
 	"path/filepath"
@@ -688,5 +690,35 @@ func TestRestoredServiceIsForgottenAfterForgetAfter(t *testing.T) {
 		if got := strings.Join(recommended(t, rec), " "); got != tt.want {
 			t.Fatalf("at +%s: recommender keeps %q, want %q", tt.at, got, tt.want)
 		}
+	}
+}
+
+// TestBaselineFromNewerReleaseSaysItIsRelearnt: after a rollback, a
+// baseline saved by a newer release is refused with a warning that says
+// the baseline is relearnt, not an error.
+func TestBaselineFromNewerReleaseSaysItIsRelearnt(t *testing.T) {
+	ctx := context.Background()
+	store := &MemState{}
+	at := benchT0.Add(2 * time.Hour)
+	if err := store.Save(ctx, []StateRow{
+		{Part: StateBaseline, Key: "checkout", Format: stateFormat, At: at, Leader: "x", Data: []byte{255, 0}},
+	}, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	f := newFailoverEngine(t, "y", store)
+	var buf bytes.Buffer
+	f.st.o.Logger = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if _, err := f.st.Restore(ctx, at); err != nil {
+		t.Fatal(err)
+	}
+	var line string
+	for l := range strings.Lines(buf.String()) {
+		if strings.Contains(l, "key=checkout") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, "level=WARN") || !strings.Contains(line, "relearning it from live traffic") ||
+		!strings.Contains(line, "newer release") {
+		t.Fatalf("want a warning saying the baseline is relearnt, got %q (log %s)", line, buf.String())
 	}
 }
