@@ -201,10 +201,7 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 		return nil, fmt.Errorf("app: ShutdownTimeout: must not be negative, got %s", o.ShutdownTimeout)
 	}
 	if o.ShutdownTimeout == 0 {
-		o.ShutdownTimeout = o.Config.ShutdownTimeout
-	}
-	if o.ShutdownTimeout == 0 {
-		o.ShutdownTimeout = DefaultShutdownTimeout
+		o.ShutdownTimeout = o.Config.ShutdownTimeout // Validate refused 0
 	}
 	a = &App{o: o, cfg: o.Config, log: o.Logger, recorder: events.NewRecorder(500), stopping: make(chan struct{})}
 	a.sink = events.Multi{a.recorder, events.Log{Logger: o.Logger}}

@@ -320,8 +320,10 @@ func (m *Manager) changePassword(ctx context.Context, name, current, next string
 		return nil, 0, unavailable(err)
 	}
 	ended, _ := res.RowsAffected()
-	if err := m.endSessions(ctx, tx, name); err != nil {
-		return nil, 0, err
+	if keep != nil { // replaced below by a fresh session
+		if _, err := tx.ExecContext(ctx, m.q(`DELETE FROM ui_sessions WHERE id_hash = ?`), keepHash); err != nil {
+			return nil, 0, unavailable(err)
+		}
 	}
 	tokens, err := m.passwordChangeTokens(ctx, tx, name, revokeTokens)
 	if err != nil {

@@ -34,7 +34,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	prommodel "github.com/prometheus/common/model"
 
@@ -292,13 +291,7 @@ func partial(ws []string) string {
 		seen = append(seen, w)
 	}
 	for i, w := range seen {
-		if len(w) > maxWarningSize {
-			cut := maxWarningSize
-			for cut > 0 && !utf8.RuneStart(w[cut]) {
-				cut--
-			}
-			seen[i] = w[:cut] + "…"
-		}
+		seen[i] = cut(w)
 	}
 	out := strings.Join(seen, "; ")
 	if more > 0 {
