@@ -65,6 +65,13 @@ func (r Reason) String() string {
 	return "unknown"
 }
 
+// Overloaded reports whether a refusal for this reason means the server
+// is overloaded (shed, overload, queue_timeout): "don't retry", as opposed
+// to a rate limit, an open breaker or a deadline.
+func (r Reason) Overloaded() bool {
+	return r == ReasonShed || r == ReasonOverload || r == ReasonQueueTimeout
+}
+
 // Err returns the sentinel error of the reason.
 func (r Reason) Err() error {
 	switch r {

@@ -194,7 +194,7 @@ func refuse(ctx context.Context, err error) error {
 	var rej *governor.Rejection
 	if errors.As(err, &rej) {
 		ms := noRetryPushback
-		if !overloaded(rej.Reason) {
+		if !rej.Reason.Overloaded() {
 			ms = strconv.FormatInt(rej.RetryAfter.Milliseconds(), 10)
 		}
 		_ = grpc.SetTrailer(ctx, metadata.Pairs(PushbackKey, ms))
@@ -207,20 +207,6 @@ func refuse(ctx context.Context, err error) error {
 // gRPC's retries (retry design A6) and UnaryClientInterceptor take as "do
 // not retry".
 const noRetryPushback = "-1"
-
-// overloaded reports whether a refusal for reason says the server is
-// overloaded (shed, overload, queue_timeout), as sdk/httpgov marks such
-// refusals transport.HeaderOverloaded: the server interceptors answer them
-// with noRetryPushback, "overloaded; don't retry", so that retries do not
-// add to the load that caused them. A rate limit, an open breaker and a
-// deadline are answered with their Retry-After as the pushback.
-func overloaded(reason governor.Reason) bool {
-	switch reason {
-	case governor.ReasonShed, governor.ReasonOverload, governor.ReasonQueueTimeout:
-		return true
-	}
-	return false
-}
 
 // Retried reports whether the server call ctx belongs to is itself a retry
 // (its caller stated a previous attempt in PreviousAttemptsKey, or Envoy an

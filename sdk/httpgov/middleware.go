@@ -374,14 +374,6 @@ var bodies = map[string][]byte{
 // sdk/outbound's refusals (503).
 type statusCoder interface{ StatusCode() int }
 
-// overloadCode reports whether a refusal's code says the server is
-// overloaded (shed, overload, queue_timeout): such refusals carry
-// transport.HeaderOverloaded, "overloaded; don't retry". A rate limit, an
-// open breaker, a deadline and a downstream's refusal do not.
-func overloadCode(code string) bool {
-	return code == "shed" || code == "overload" || code == "queue_timeout"
-}
-
 // WriteError answers a Governor refusal: 429 for shed, rate-limited and
 // queue-timeout rejections, 503 for an open breaker (ErrBreakerOpen, or an
 // error whose StatusCode method reports 503, such as an outbound refusal;
@@ -430,7 +422,7 @@ func WriteError(w http.ResponseWriter, err error) bool {
 		body = bodies["shed"]
 	}
 	hdr := w.Header()
-	if overloadCode(code) {
+	if rej != nil && rej.Reason.Overloaded() {
 		hdr.Set(transport.HeaderOverloaded, "true")
 	}
 	hdr.Set("Content-Type", "application/json")
