@@ -28,7 +28,19 @@ func ParseFingerprint(s string) (Fingerprint, error) {
 }
 
 // Names returns the label names, sorted.
-func (l Labels) Names() []string { return slices.Sorted(maps.Keys(l)) }
+func (l Labels) Names() []string { return l.AppendNames(make([]string, 0, len(l))) }
+
+// AppendNames appends the label names, sorted, to dst and returns the
+// extended slice, as Names does but into a buffer the caller reuses: it
+// does not allocate when dst has room for them.
+func (l Labels) AppendNames(dst []string) []string {
+	n := len(dst)
+	for k := range l {
+		dst = append(dst, k)
+	}
+	slices.Sort(dst[n:])
+	return dst
+}
 
 // FNV-1a parameters.
 const (

@@ -7,6 +7,7 @@ import (
 	"regexp/syntax"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // MatchType is the operator of a matcher.
@@ -142,11 +143,11 @@ func ParseMatchers(s string) (Matchers, error) {
 	}
 	p.space()
 	if braced && !p.eat('}') {
-		return nil, p.errorf("expected '}'")
+		return nil, p.errorf("expected '}', found %s", p.found())
 	}
 	p.space()
 	if !p.done() {
-		return nil, p.errorf("unexpected %q", p.s[p.i:min(len(p.s), p.i+8)])
+		return nil, p.errorf("unexpected %q", upTo(p.s[p.i:], 8))
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%w: matchers: empty list", ErrInvalid)
@@ -181,6 +182,28 @@ func (p *matcherParser) space() {
 	}
 }
 
+// found says what is at the parser's position, for an error: the
+// character, quoted (an invisible or typographic one, such as a no-break
+// space or a curly quote, shows as such), or "the end".
+func (p *matcherParser) found() string {
+	if p.done() {
+		return "the end"
+	}
+	_, n := utf8.DecodeRuneInString(p.s[p.i:])
+	return strconv.Quote(p.s[p.i : p.i+n])
+}
+
+// upTo returns the first n characters of s.
+func upTo(s string, n int) string {
+	for i := range s {
+		if n == 0 {
+			return s[:i]
+		}
+		n--
+	}
+	return s
+}
+
 func (p *matcherParser) errorf(format string, args ...any) error {
 	return fmt.Errorf("%w: matchers: position %d: %s", ErrInvalid, p.i, fmt.Sprintf(format, args...))
 }
@@ -192,7 +215,7 @@ func (p *matcherParser) matcher() (*Matcher, error) {
 	}
 	name := p.s[start:p.i]
 	if name == "" {
-		return nil, p.errorf("expected a label name")
+		return nil, p.errorf("expected a label name, found %s", p.found())
 	}
 	p.space()
 	var t MatchType
@@ -206,12 +229,12 @@ func (p *matcherParser) matcher() (*Matcher, error) {
 	case strings.HasPrefix(p.s[p.i:], "="):
 		t = MatchEqual
 	default:
-		return nil, p.errorf("expected one of = != =~ !~ after %q", name)
+		return nil, p.errorf("expected one of = != =~ !~ after %q, found %s", name, p.found())
 	}
 	p.i += len(t.String())
 	p.space()
 	if p.peek() != '"' {
-		return nil, p.errorf("expected a double-quoted value")
+		return nil, p.errorf("expected a double-quoted value, found %s", p.found())
 	}
 	vstart := p.i
 	p.i++

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestParseMatchers(t *testing.T) {
@@ -83,8 +84,31 @@ func TestRegexpMatcherRefusesValueThatEscapesAnchors(t *testing.T) {
 	}
 }
 
+// TestParseMatchersErrorsShowTheCharacterFound: an error on input with
+// characters beyond ASCII quotes whole characters, and says which one it
+// found where it expected a name or a quote: a no-break space or a
+// typographic quote pasted from a chat looks like the right one.
+func TestParseMatchersErrorsShowTheCharacterFound(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{`a="x" ✓✓✓✓`, `position 6: unexpected "✓✓✓✓"`},
+		{`{a="x"} héhéhéhéhé`, `position 8: unexpected "héhéhéhé"`},
+		{"a=\"x\",\u00a0b=\"y\"", `position 6: expected a label name, found "\u00a0"`},
+		{`service=“checkout”`, `position 8: expected a double-quoted value, found "“"`},
+	}
+	for _, tt := range tests {
+		_, err := ParseMatchers(tt.in)
+		if err == nil || !errors.Is(err, ErrInvalid) {
+			t.Fatalf("ParseMatchers(%q) = %v, want an invalid-input error", tt.in, err)
+		}
+		if !utf8.ValidString(err.Error()) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("ParseMatchers(%q) error %q, want valid UTF-8 containing %q", tt.in, err, tt.want)
+		}
+	}
+}
+
 func FuzzParseMatchers(f *testing.F) {
-	for _, s := range []string{`a="b"`, `{a=~"b|c", d!="e"}`, `{`, `a="\u00e9"`, `x!~".*"`, `a="b",`, `a=~"x)|(.*"`, `a!~"(?i)x|y"`} {
+	for _, s := range []string{`a="b"`, `{a=~"b|c", d!="e"}`, `{`, `a="\u00e9"`, `x!~".*"`, `a="b",`, `a=~"x)|(.*"`, `a!~"(?i)x|y"`,
+		`a="x" ✓✓✓✓`, "a=\"x\",\u00a0b=\"y\"", `service=“checkout”`, "a=\"x\" \xff\xfe"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -92,6 +116,10 @@ func FuzzParseMatchers(f *testing.F) {
 		if err != nil {
 			if !errors.Is(err, ErrInvalid) {
 				t.Fatalf("error without sentinel: %v", err)
+			}
+			// What the error quotes of valid input is whole characters.
+			if utf8.ValidString(s) && !utf8.ValidString(err.Error()) {
+				t.Fatalf("ParseMatchers(%q) error %q is not valid UTF-8", s, err)
 			}
 			return
 		}

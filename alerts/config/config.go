@@ -236,9 +236,12 @@ func (c *Config) InhibitRules() []inhibit.Rule {
 }
 
 // Validate checks the whole document and names the first bad field by its
-// path (receivers[2], routes[0].group_by[1]). Receiver and rule names must
-// be printable, without leading or trailing spaces, at most MaxNameLen
-// characters and unique; a duplicate is named with both positions.
+// path (receivers[2], timing.repeat.P1); the fields of a route or an
+// inhibition rule follow its position as its own Validate names them
+// (routes[0]: ... group_by[1], inhibit_rules[0]: ... equal[1]). Receiver
+// and rule names must be printable, without leading or trailing spaces, at
+// most MaxNameLen characters and unique; a duplicate is named with both
+// positions.
 func (c *Config) Validate() error {
 	if c.BuiltinRules != "" && c.BuiltinRules != "enabled" && c.BuiltinRules != "disabled" {
 		return fmt.Errorf("%w: config: builtin_rules %q: want enabled or disabled", alerts.ErrInvalid, c.BuiltinRules)
@@ -286,9 +289,6 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: config: routes: required with more than one receiver", alerts.ErrInvalid)
 	}
 	for i, r := range c.Routes {
-		if err := checkGroupBy(fmt.Sprintf("routes[%d].group_by", i), r.GroupBy); err != nil {
-			return err
-		}
 		if err := r.Validate(); err != nil {
 			return fmt.Errorf("config: routes[%d]: %w", i, err)
 		}
@@ -323,17 +323,14 @@ func (c *Config) Validate() error {
 	if err := c.DispatchTiming().WithDefaults().Validate(); err != nil {
 		return fmt.Errorf("config: timing: %w", err)
 	}
-	for i, r := range c.InhibitRules() {
-		if err := checkLabelNames(fmt.Sprintf("inhibit_rules[%d].equal", i), r.Equal); err != nil {
-			return err
-		}
-	}
 	if _, err := inhibit.New(c.InhibitRules()); err != nil {
 		return fmt.Errorf("config: %w", err)
 	}
 	return nil
 }
 
+// build makes the receiver's notifier, with its send_resolved setting
+// applied (notify.FilterResolved) whatever its kind.
 func (r Receiver) build(client *http.Client) (notify.Notifier, error) {
 	set := 0
 	for _, p := range []bool{r.Webhook != nil, r.Alertmanager != nil, r.PagerDuty != nil, r.Slack != nil, r.Email != nil} {
@@ -344,17 +341,32 @@ func (r Receiver) build(client *http.Client) (notify.Notifier, error) {
 	if set != 1 {
 		return nil, fmt.Errorf("%w: exactly one of webhook, alertmanager, pagerduty, slack, email is required, got %d", alerts.ErrInvalid, set)
 	}
+	var (
+		n            notify.Notifier
+		sendResolved *bool
+		err          error
+	)
 	switch {
 	case r.Webhook != nil:
-		return webhook.New(*r.Webhook, client)
+		n, err = webhook.New(*r.Webhook, client)
+		sendResolved = r.Webhook.SendResolved
 	case r.Alertmanager != nil:
-		return alertmanager.New(*r.Alertmanager, client)
+		n, err = alertmanager.New(*r.Alertmanager, client)
+		sendResolved = r.Alertmanager.SendResolved
 	case r.PagerDuty != nil:
-		return pagerduty.New(*r.PagerDuty, client)
+		n, err = pagerduty.New(*r.PagerDuty, client)
+		sendResolved = r.PagerDuty.SendResolved
 	case r.Slack != nil:
-		return slack.New(*r.Slack, client)
+		n, err = slack.New(*r.Slack, client)
+		sendResolved = r.Slack.SendResolved
+	default:
+		n, err = email.New(*r.Email)
+		sendResolved = r.Email.SendResolved
 	}
-	return email.New(*r.Email)
+	if err != nil {
+		return nil, err
+	}
+	return notify.FilterResolved(n, sendResolved), nil
 }
 
 // Notifiers builds the receivers; client nil uses default HTTP clients.

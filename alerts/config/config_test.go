@@ -1,17 +1,17 @@
 package config
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
-	"slices"
-	"strings"
-	"testing"
-	"time"
-
-	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
-	"sync/atomic"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
 
 	"governor.dev/governor/alerts"
 	"governor.dev/governor/alerts/dispatch"
@@ -317,31 +317,78 @@ func TestRepeatBelowGroupIntervalIsAWarningNotAnError(t *testing.T) {
 	}
 }
 
-// TestSendResolvedPerReceiver: send_resolved false on a receiver keeps
-// resolve-only messages from it; omitted, resolves are sent, as before.
-func TestSendResolvedPerReceiver(t *testing.T) {
-	var posts atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { posts.Add(1) }))
+// TestSendResolvedFalseAppliesToEveryReceiverKind: send_resolved false,
+// applied once where the receivers are built, keeps resolve-only messages
+// from a receiver of any kind and hands it the firing alerts of a group
+// that has both; omitted, resolves are sent.
+func TestSendResolvedFalseAppliesToEveryReceiverKind(t *testing.T) {
+	var mu sync.Mutex
+	var bodies []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		bodies = append(bodies, string(b))
+		mu.Unlock()
+	}))
 	defer srv.Close()
-	doc := `{"routes": [{"receiver": "quiet", "continue": true}, {"receiver": "loud"}], "receivers": [
-	  {"name": "quiet", "slack": {"url": "` + srv.URL + `", "send_resolved": false}},
-	  {"name": "loud", "slack": {"url": "` + srv.URL + `"}}]}`
-	c, err := Parse([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
+	posted := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		out := bodies
+		bodies = nil
+		return out
 	}
-	ns, err := c.Notifiers(srv.Client())
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		kind, receiver string
+		// mailed: the receiver sends mail, to a relay that is not there,
+		// so only what must not be sent at all is tried.
+		mailed bool
+	}{
+		{kind: "webhook", receiver: `{"url": "` + srv.URL + `"`},
+		{kind: "slack", receiver: `{"url": "` + srv.URL + `"`},
+		{kind: "pagerduty", receiver: `{"routing_key": "rk", "url": "` + srv.URL + `"`},
+		{kind: "email", receiver: `{"smarthost": "127.0.0.1:1", "from": "a@governor.test", "to": ["b@governor.test"]`, mailed: true},
 	}
-	if _, err := ns["quiet"].Notify(context.Background(), notifytest.SampleResolved(notify.KindNotify)); err != nil || posts.Load() != 0 {
-		t.Fatalf("send_resolved false: err %v, %d posts", err, posts.Load())
-	}
-	if _, err := ns["loud"].Notify(context.Background(), notifytest.SampleResolved(notify.KindNotify)); err != nil || posts.Load() != 1 {
-		t.Fatalf("send_resolved omitted: err %v, %d posts", err, posts.Load())
+	for _, tt := range tests {
+		t.Run(tt.kind, func(t *testing.T) {
+			doc := `{"routes": [{"receiver": "quiet", "continue": true}, {"receiver": "loud"}], "receivers": [
+			  {"name": "quiet", "` + tt.kind + `": ` + tt.receiver + `, "send_resolved": false}},
+			  {"name": "loud", "` + tt.kind + `": ` + tt.receiver + `}}]}`
+			c, err := Parse([]byte(doc))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ns, err := c.Notifiers(srv.Client())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				for _, n := range ns {
+					if cl, ok := n.(notify.Closer); ok {
+						cl.Close()
+					}
+				}
+			}()
+			ctx := context.Background()
+			if retry, err := ns["quiet"].Notify(ctx, notifytest.SampleResolved(notify.KindNotify)); retry || err != nil || len(posted()) != 0 {
+				t.Fatalf("send_resolved false, resolved-only message: retry %v, err %v", retry, err)
+			}
+			if tt.mailed {
+				return
+			}
+			if _, err := ns["quiet"].Notify(ctx, notifytest.Sample(notify.KindNotify)); err != nil {
+				t.Fatal(err)
+			}
+			if got := posted(); len(got) != 1 || strings.Contains(got[0], "resolve") || !strings.Contains(got[0], "Shed") {
+				t.Fatalf("send_resolved false, mixed message: sent %q, want the firing alert only", got)
+			}
+			if _, err := ns["loud"].Notify(ctx, notifytest.SampleResolved(notify.KindNotify)); err != nil || len(posted()) != 1 {
+				t.Fatalf("send_resolved omitted: err %v, resolve not sent", err)
+			}
+		})
 	}
 	// Alertmanager must hear of resolves; it has its own send_resolved.
-	_, err = Parse([]byte(`{"receivers": [{"name": "am", "alertmanager": {"url": "http://am:9093", "send_resolved": false}}]}`))
+	_, err := Parse([]byte(`{"receivers": [{"name": "am", "alertmanager": {"url": "http://am:9093", "send_resolved": false}}]}`))
 	if want := `receivers[0] (am): alerts: invalid input: alertmanager: send_resolved false is not supported`; !errors.Is(err, alerts.ErrInvalid) ||
 		!strings.Contains(err.Error(), want) {
 		t.Fatalf("Parse() = %v, want an error containing %q", err, want)

@@ -5,9 +5,6 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
-
-	"governor.dev/governor/alerts"
-	"governor.dev/governor/alerts/dispatch"
 )
 
 // MaxNameLen bounds the name of a receiver or a rule, in characters: a name
@@ -47,30 +44,4 @@ func checkName(name string) error {
 		return fmt.Errorf("name %q… is %d characters, at most %d", cut, n, MaxNameLen)
 	}
 	return nil
-}
-
-// checkLabelNames refuses a list entry that is not a label name, naming it
-// by path[index].
-func checkLabelNames(path string, names []string) error {
-	for i, n := range names {
-		if _, err := alerts.NewMatcher(alerts.MatchEqual, n, ""); err != nil {
-			return fmt.Errorf("%w: config: %s[%d]: %q is not a label name: want [a-zA-Z_][a-zA-Z0-9_]*", alerts.ErrInvalid, path, i, n)
-		}
-	}
-	return nil
-}
-
-// checkGroupBy checks a route's group_by as checkLabelNames does, accepting
-// dispatch.GroupByAll ("...", every label) as its only entry.
-func checkGroupBy(path string, names []string) error {
-	if len(names) == 1 && names[0] == dispatch.GroupByAll {
-		return nil
-	}
-	for i, n := range names {
-		if n == dispatch.GroupByAll {
-			return fmt.Errorf("%w: config: %s[%d]: %q groups by every label and must be the only name, got %q",
-				alerts.ErrInvalid, path, i, n, names)
-		}
-	}
-	return checkLabelNames(path, names)
 }

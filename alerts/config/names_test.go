@@ -71,21 +71,31 @@ func TestParseRefusesRouteToUndefinedReceiverListingTheDefinedOnes(t *testing.T)
 }
 
 // group_by and equal name labels: one that is not a label name is refused
-// with the path of the entry.
+// with the path of the entry (the position of its route or rule, then its
+// field).
 func TestParseRefusesLabelNamesWithTheirPath(t *testing.T) {
 	const recv = `"receivers": [{"name": "w", "webhook": {"url": "http://h/"}}]`
-	tests := []struct{ name, doc, want string }{
+	tests := []struct {
+		name, doc string
+		want      []string
+	}{
 		{"group_by", `{"routes": [{"receiver": "w", "group_by": ["service", "service-name"]}], ` + recv + `}`,
-			`routes[0].group_by[1]: "service-name" is not a label name`},
-		{"group_by empty", `{"routes": [{"receiver": "w", "group_by": [""]}], ` + recv + `}`, `routes[0].group_by[0]: "" is not a label name`},
+			[]string{`routes[0]: `, `group_by[1]: "service-name" is not a label name`}},
+		{"group_by empty", `{"routes": [{"receiver": "w", "group_by": [""]}], ` + recv + `}`,
+			[]string{`routes[0]: `, `group_by[0]: "" is not a label name`}},
 		{"equal", `{"inhibit_rules": [{"source": "a=\"b\"", "target": "c=\"d\"", "equal": ["service", "x y"]}], ` + recv + `}`,
-			`inhibit_rules[0].equal[1]: "x y" is not a label name`},
+			[]string{`inhibit_rules[0]: `, `equal[1]: "x y" is not a label name`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Parse([]byte(tt.doc))
-			if !errors.Is(err, alerts.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("Parse() = %v, want an invalid-input error containing %q", err, tt.want)
+			if !errors.Is(err, alerts.ErrInvalid) {
+				t.Fatalf("Parse() = %v, want an invalid-input error", err)
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Fatalf("Parse() = %v, want an error containing %q", err, want)
+				}
 			}
 		})
 	}
@@ -143,7 +153,8 @@ func TestParseAcceptsGroupByAllLabels(t *testing.T) {
 		t.Fatalf("group_by %q", got)
 	}
 	_, err = Parse([]byte(`{"routes": [{"receiver": "w", "group_by": ["service", "..."]}], ` + recv + `}`))
-	if want := `routes[0].group_by[1]: "..." groups by every label and must be the only name`; !errors.Is(err, alerts.ErrInvalid) || !strings.Contains(err.Error(), want) {
+	if want := `routes[0]: alerts: invalid input: route w: group_by[1]: "..." groups by every label and must be the only name`; !errors.Is(err, alerts.ErrInvalid) ||
+		!strings.Contains(err.Error(), want) {
 		t.Fatalf("Parse() = %v, want an invalid-input error containing %q", err, want)
 	}
 }

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -51,7 +52,9 @@ func (r Route) Matches(l alerts.Labels) bool {
 	return r.Matchers.Matches(l)
 }
 
-// Validate names the first bad field.
+// Validate names the first bad field: the receiver, a severity, or a
+// group_by entry by its index (group_by[1]) that is not a label name, or
+// is GroupByAll beside other names.
 func (r Route) Validate() error {
 	if r.Receiver == "" {
 		return fmt.Errorf("%w: route: receiver must not be empty", alerts.ErrInvalid)
@@ -61,16 +64,17 @@ func (r Route) Validate() error {
 			return fmt.Errorf("route %s: severities: %w", r.Receiver, err)
 		}
 	}
-	for _, g := range r.GroupBy {
-		if g == GroupByAll && !r.groupsByAll() {
-			return fmt.Errorf("%w: route %s: group_by: %q groups by every label and must be the only name, got %q",
-				alerts.ErrInvalid, r.Receiver, GroupByAll, r.GroupBy)
-		}
+	for i, g := range r.GroupBy {
 		if g == GroupByAll {
+			if !r.groupsByAll() {
+				return fmt.Errorf("%w: route %s: group_by[%d]: %q groups by every label and must be the only name, got %q",
+					alerts.ErrInvalid, r.Receiver, i, GroupByAll, r.GroupBy)
+			}
 			continue
 		}
 		if _, err := alerts.NewMatcher(alerts.MatchEqual, g, ""); err != nil {
-			return fmt.Errorf("%w: route %s: group_by: %q is not a label name", alerts.ErrInvalid, r.Receiver, g)
+			return fmt.Errorf("%w: route %s: group_by[%d]: %q is not a label name: want [a-zA-Z_][a-zA-Z0-9_]*",
+				alerts.ErrInvalid, r.Receiver, i, g)
 		}
 	}
 	return nil
@@ -198,6 +202,25 @@ type BusinessHours struct {
 	Weekdays []time.Weekday `json:"weekdays,omitempty"`
 	// Location is an IANA zone name; default UTC.
 	Location string `json:"location,omitempty"`
+	// loc is Location loaded once, by New: loading a zone reads and
+	// parses the zone database, which a flush must not do for every P2
+	// group it holds. Nil, or another zone than Location names (a copy
+	// whose Location was changed): loaded at each use.
+	loc *time.Location
+}
+
+// location returns the zone of the business hours: the one New loaded,
+// else Location loaded now (UTC when it does not load, which Validate
+// refuses).
+func (b BusinessHours) location() *time.Location {
+	if b.loc != nil && b.loc.String() == cmp.Or(b.Location, "UTC") {
+		return b.loc
+	}
+	loc, err := time.LoadLocation(b.Location)
+	if err != nil {
+		return time.UTC
+	}
+	return loc
 }
 
 // DefaultBusinessHours is 09:00-17:00 UTC, Monday to Friday.
@@ -225,10 +248,7 @@ func (b BusinessHours) Validate() error {
 // Opening returns the start of the business day containing t, or of the
 // last one before it.
 func (b BusinessHours) Opening(t time.Time) time.Time {
-	loc, err := time.LoadLocation(b.Location)
-	if err != nil {
-		loc = time.UTC
-	}
+	loc := b.location()
 	days := b.Weekdays
 	if len(days) == 0 {
 		days = DefaultBusinessHours().Weekdays
@@ -246,10 +266,7 @@ func (b BusinessHours) Opening(t time.Time) time.Time {
 
 // Contains reports whether t is within business hours.
 func (b BusinessHours) Contains(t time.Time) bool {
-	loc, err := time.LoadLocation(b.Location)
-	if err != nil {
-		loc = time.UTC
-	}
+	loc := b.location()
 	lt := t.In(loc)
 	days := b.Weekdays
 	if len(days) == 0 {

@@ -142,6 +142,8 @@ func New(routes []Route, timing Timing) (*Dispatcher, error) {
 	if err := timing.Validate(); err != nil {
 		return nil, err
 	}
+	// Loaded once: a flush reads the business hours of every P2 group.
+	timing.BusinessHours.loc = timing.BusinessHours.location()
 	keyNames := make([][]string, len(routes))
 	for i, r := range routes {
 		if !r.groupsByAll() {
@@ -368,12 +370,13 @@ func (d *Dispatcher) route(as []alerts.Alert) map[GroupRef][]routed {
 		fp                  alerts.Fingerprint
 	}
 	var (
-		refs     []GroupRef
-		index    = map[GroupRef]int{}
-		entries  = make([]entry, 0, len(as))
-		buf      []byte
-		seen     []int    // the groups the alert is in: two routes may name one
-		allNames []string // the sorted label names of a group_by ["..."] key
+		refs    []GroupRef
+		index   = map[GroupRef]int{}
+		entries = make([]entry, 0, len(as))
+		buf     []byte
+		seen    []int // the groups the alert is in: two routes may name one
+		// allNames holds the sorted label names of a group_by ["..."] key.
+		allNames = make([]string, 0, 16)
 	)
 	for ai, a := range as {
 		fp := a.Fingerprint()
@@ -384,11 +387,7 @@ func (d *Dispatcher) route(as []alerts.Alert) map[GroupRef][]routed {
 			}
 			names := d.keyNames[i]
 			if names == nil { // group_by ["..."]: every label, sorted
-				allNames = allNames[:0]
-				for n := range a.Labels {
-					allNames = append(allNames, n)
-				}
-				slices.Sort(allNames)
+				allNames = a.Labels.AppendNames(allNames[:0])
 				names = allNames
 			}
 			buf = appendGroupKey(buf[:0], a.Labels, names)

@@ -558,7 +558,29 @@ func TestGroupByAllLabelsGroupsEachLabelSetAlone(t *testing.T) {
 // the field, as Alertmanager does.
 func TestGroupByAllMustStandAlone(t *testing.T) {
 	_, err := New([]Route{{Receiver: "team", GroupBy: []string{"service", GroupByAll}}}, Timing{})
-	if !errors.Is(err, alerts.ErrInvalid) || !strings.Contains(err.Error(), `group_by: "..." groups by every label and must be the only name`) {
+	if !errors.Is(err, alerts.ErrInvalid) || !strings.Contains(err.Error(), `group_by[1]: "..." groups by every label and must be the only name`) {
 		t.Fatalf("New() = %v", err)
+	}
+}
+
+// TestRouteValidateNamesTheBadGroupByEntry: a group_by entry that is not a
+// label name is refused by the route's own validation, which the
+// configuration relies on, naming the entry by its index.
+func TestRouteValidateNamesTheBadGroupByEntry(t *testing.T) {
+	for _, tt := range []struct {
+		groupBy []string
+		want    string
+	}{
+		{[]string{"service", "service-name"}, `route team: group_by[1]: "service-name" is not a label name`},
+		{[]string{""}, `route team: group_by[0]: "" is not a label name`},
+		{[]string{GroupByAll, "service"}, `route team: group_by[0]: "..." groups by every label and must be the only name`},
+	} {
+		err := Route{Receiver: "team", GroupBy: tt.groupBy}.Validate()
+		if !errors.Is(err, alerts.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Validate(group_by %q) = %v, want an invalid-input error containing %q", tt.groupBy, err, tt.want)
+		}
+	}
+	if err := (Route{Receiver: "team", GroupBy: []string{GroupByAll}}).Validate(); err != nil {
+		t.Errorf("group_by [\"...\"]: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package dispatch
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -98,5 +99,41 @@ func TestHeldP2ResolveReportsWhenTheAlertResolved(t *testing.T) {
 	st, ok := d2.State(GroupRef{Receiver: "team", Key: `{alertname="Breaker", service="checkout"}`})
 	if len(changed) != 1 || !ok || !st.Notified[a.Fingerprint().String()].EndsAt.Equal(end) {
 		t.Fatalf("changed %v, state %+v: the end is not in the group state to store", changed, st)
+	}
+}
+
+// TestFlushInAZoneCostsWhatAFlushInUTCDoes: P2 groups held for business
+// hours in a named zone cost a flush no more allocations than in UTC: the
+// zone is loaded once, not for every group at every flush.
+func TestFlushInAZoneCostsWhatAFlushInUTCDoes(t *testing.T) {
+	allocs := func(loc string) float64 {
+		bh := DefaultBusinessHours()
+		bh.Location = loc
+		d, err := New([]Route{{Receiver: "team"}}, Timing{BusinessHours: bh})
+		if err != nil {
+			t.Fatal(err)
+		}
+		as := make([]alerts.Alert, 0, 100)
+		for i := range 100 {
+			as = append(as, alerts.Alert{Labels: alerts.Labels{"alertname": "R", "service": fmt.Sprintf("s%d", i), "severity": "P2"}, StartsAt: t0})
+		}
+		d.Flush(t0, as, Filter{})
+		d.Flush(t0.Add(time.Minute), as, Filter{})
+		now := t0.Add(2 * time.Minute)
+		return testing.AllocsPerRun(20, func() { d.Flush(now, as, Filter{}) })
+	}
+	utc, zone := allocs(""), allocs("Europe/Paris")
+	if zone > utc {
+		t.Fatalf("a flush of 100 P2 groups allocates %v times in Europe/Paris, %v times in UTC", zone, utc)
+	}
+	// A copy of the timing whose zone was changed reads its own zone.
+	d, err := New([]Route{{Receiver: "team"}}, Timing{BusinessHours: BusinessHours{Location: "Europe/Paris"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bh := d.Timing().BusinessHours
+	bh.Location = "America/New_York"
+	if at := time.Date(2026, 3, 2, 17, 30, 0, 0, time.UTC); !bh.Contains(at) { // 12:30 in New York, 18:30 in Paris
+		t.Fatal("a copy changed to New York still reads the hours in Paris")
 	}
 }

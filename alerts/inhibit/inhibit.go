@@ -18,7 +18,8 @@ type Rule struct {
 	Equal  []string        `json:"equal"`
 }
 
-// Validate names the first bad field.
+// Validate names the first bad field, an Equal entry by its index
+// (equal[1]).
 func (r Rule) Validate() error {
 	if len(r.Source) == 0 {
 		return fmt.Errorf("%w: inhibit rule: source: at least one matcher is required", alerts.ErrInvalid)
@@ -26,9 +27,9 @@ func (r Rule) Validate() error {
 	if len(r.Target) == 0 {
 		return fmt.Errorf("%w: inhibit rule: target: at least one matcher is required", alerts.ErrInvalid)
 	}
-	for _, e := range r.Equal {
+	for i, e := range r.Equal {
 		if _, err := alerts.NewMatcher(alerts.MatchEqual, e, ""); err != nil {
-			return fmt.Errorf("%w: inhibit rule: equal: %q is not a label name", alerts.ErrInvalid, e)
+			return fmt.Errorf("%w: inhibit rule: equal[%d]: %q is not a label name: want [a-zA-Z_][a-zA-Z0-9_]*", alerts.ErrInvalid, i, e)
 		}
 	}
 	return nil

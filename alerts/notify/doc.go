@@ -1,6 +1,7 @@
 // Package notify delivers group notifications to receivers. Each
 // integration (webhook, alertmanager, pagerduty, slack, email) lives in its
-// own subpackage and implements Notifier; Queue gives each receiver its own
+// own subpackage and implements Notifier (FilterResolved applies the
+// send_resolved setting of any of them); Queue gives each receiver its own
 // bounded queue and worker that retries with exponential back-off, so a
 // receiver that keeps failing neither blocks the others nor loses silently:
 // a full queue drops and counts. An attempt that delivered part of a

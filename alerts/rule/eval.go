@@ -358,14 +358,24 @@ type observation struct {
 	eventAt time.Time
 }
 
+// alertLabels returns the labels of an alert of the rule: the series' or
+// event's labels, the rule's over them, its name and tier. As in
+// Prometheus, a label with an empty value is no label: an empty value in
+// base is left out, and a rule label set to "" removes the label.
 func (r Rule) alertLabels(base map[string]string, sev alerts.Severity) alerts.Labels {
 	l := alerts.Labels{}
 	for k, v := range base {
-		if k != "__name__" {
+		if k != "__name__" && v != "" {
 			l[k] = v
 		}
 	}
-	maps.Copy(l, r.Labels)
+	for k, v := range r.Labels {
+		if v == "" {
+			delete(l, k)
+		} else {
+			l[k] = v
+		}
+	}
 	l[AlertNameLabel] = r.Name
 	if sev == "" {
 		sev = r.Severity

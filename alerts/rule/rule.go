@@ -37,8 +37,10 @@ type Rule struct {
 	// ResolveAfter (event rules) resolves an alert this long after its last
 	// event unless a resolving event comes first. Default 15m.
 	ResolveAfter time.Duration `json:"resolve_after,omitempty"`
-	// Labels are added to every alert; Annotations (summary, description,
-	// runbook_url) are text/template strings with $labels and $value.
+	// Labels are added to every alert (one set to "" removes the label, as
+	// in Prometheus: an empty value is no label); Annotations (summary,
+	// description, runbook_url) are text/template strings with $labels and
+	// $value.
 	Labels      map[string]string `json:"labels,omitempty"`
 	Annotations map[string]string `json:"annotations,omitempty"`
 	// Disabled rules are kept but not evaluated.

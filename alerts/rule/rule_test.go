@@ -263,3 +263,31 @@ func countFiring(r Result) int {
 	}
 	return n
 }
+
+// TestEmptyLabelValueIsNoLabel: as in Prometheus, a label with an empty
+// value is no label: a rule label set to "" removes the series' label, and
+// an event label with an empty value is left out, so that the alert's
+// labels, fingerprint and group are those of the same alert without it.
+func TestEmptyLabelValueIsNoLabel(t *testing.T) {
+	r := Rule{Name: "High", Expr: "x > 1", Severity: alerts.P1, Labels: map[string]string{"instance": ""}}
+	ev := Rule{Name: "Stale", Event: EventInstanceStale, Severity: alerts.P1}
+	e, err := NewEvaluator([]Rule{r, ev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Observe(Event{Kind: EventInstanceStale, Service: "checkout", Labels: map[string]string{"instance": "i1", "zone": ""}, At: t0}); err != nil {
+		t.Fatal(err)
+	}
+	s := series{0: {{Labels: map[string]string{"service": "checkout", "instance": "i1", "zone": ""}, Value: 2}}}
+	res := e.Eval(context.Background(), t0, s.query)
+	if len(res.Alerts) != 2 {
+		t.Fatalf("alerts %+v", res.Alerts)
+	}
+	for _, a := range res.Alerts {
+		for k, v := range a.Labels {
+			if v == "" {
+				t.Errorf("%s: label %s has an empty value: %v", a.Labels["alertname"], k, a.Labels)
+			}
+		}
+	}
+}

@@ -44,8 +44,9 @@ type Config struct {
 	AllowPlaintext bool `json:"allow_plaintext,omitempty"`
 	// SendResolved false sends no resolved alerts, as Alertmanager's
 	// send_resolved: a message of resolved alerts only is not sent, and one
-	// with firing alerts too carries the firing ones
-	// (notify.Message.WithoutResolved). Omitted: true.
+	// with firing alerts too carries the firing ones. It is applied where
+	// the receivers are built (notify.FilterResolved, as alerts/config
+	// does); New leaves it to that. Omitted: true.
 	SendResolved *bool `json:"send_resolved,omitempty"`
 }
 
@@ -147,11 +148,6 @@ func Render(m *notify.Message) (subject, body string) {
 func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return true, err
-	}
-	if !notify.SendsResolved(n.c.SendResolved) {
-		if m = m.WithoutResolved(); m == nil {
-			return false, nil
-		}
 	}
 	subject, body := Render(m)
 	// Date is required by RFC 5322 and Message-ID expected: relays do not

@@ -475,14 +475,15 @@ func FuzzMailHoldsNoInjectedHeaders(f *testing.F) {
 	})
 }
 
-// TestSendResolvedFalseMailsFiringAlertsOnly: with send_resolved false a
-// group whose alerts all resolved is not mailed, and a mail of a group
+// TestSendResolvedFalseMailsFiringAlertsOnly: with send_resolved false
+// (applied by notify.FilterResolved, as the receivers are built) a group
+// whose alerts all resolved is not mailed, and a mail of a group
 // with both lists the firing alerts only.
 func TestSendResolvedFalseMailsFiringAlertsOnly(t *testing.T) {
 	r, pool := newRelay(t, true)
 	off := false
-	n := newNotifier(t, Config{Smarthost: r.ln.Addr().String(), From: "alerts@governor.test", To: []string{"oncall@governor.test"},
-		SendResolved: &off}, pool)
+	n := notify.FilterResolved(newNotifier(t, Config{Smarthost: r.ln.Addr().String(), From: "alerts@governor.test",
+		To: []string{"oncall@governor.test"}, SendResolved: &off}, pool), &off)
 	if retry, err := n.Notify(context.Background(), notifytest.SampleResolved(notify.KindNotify)); retry || err != nil {
 		t.Fatalf("resolved-only message: retry %v, err %v", retry, err)
 	}

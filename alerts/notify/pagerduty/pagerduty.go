@@ -68,8 +68,9 @@ type Config struct {
 	EventsPerMinute int `json:"events_per_minute,omitempty"`
 	// SendResolved false sends no resolved alerts, as Alertmanager's
 	// send_resolved: a message of resolved alerts only is not sent, and one
-	// with firing alerts too carries the firing ones
-	// (notify.Message.WithoutResolved). No resolve event is then sent: an
+	// with firing alerts too carries the firing ones. It is applied where
+	// the receivers are built (notify.FilterResolved, as alerts/config
+	// does); New leaves it to that. No resolve event is then sent: an
 	// incident stays open until it is resolved in PagerDuty. Omitted: true.
 	SendResolved *bool `json:"send_resolved,omitempty"`
 }
@@ -504,11 +505,6 @@ func (n *Notifier) settle(group string, whole bool, now time.Time) {
 // the deadline would cut. An attempt that got events accepted and left
 // others reports notify.ErrPartial with retry true.
 func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) {
-	if !notify.SendsResolved(n.c.SendResolved) {
-		if m = m.WithoutResolved(); m == nil {
-			return false, nil
-		}
-	}
 	evs := n.Build(m)
 	urgent := urgentFirst(m, evs)
 	pace := n.pacer()

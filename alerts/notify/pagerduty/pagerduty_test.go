@@ -508,6 +508,7 @@ func TestRetryDoesNotReplayAnAlertsAcceptedResolveAndTrigger(t *testing.T) {
 }
 
 // TestSendResolvedFalseSendsNoResolveEvents: with send_resolved false
+// (applied by notify.FilterResolved, as the receivers are built)
 // PagerDuty gets the triggers of a group and no resolve event, so the
 // incident stays open until someone resolves it.
 func TestSendResolvedFalseSendsNoResolveEvents(t *testing.T) {
@@ -515,11 +516,12 @@ func TestSendResolvedFalseSendsNoResolveEvents(t *testing.T) {
 	srv := httptest.NewServer(pd)
 	defer srv.Close()
 	off := false
-	n, err := New(Config{RoutingKey: "rk", URL: srv.URL, SendResolved: &off}, srv.Client())
+	pn, err := New(Config{RoutingKey: "rk", URL: srv.URL, SendResolved: &off}, srv.Client())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer n.Close()
+	n := notify.FilterResolved(pn, &off)
+	defer n.(notify.Closer).Close()
 	if retry, err := n.Notify(context.Background(), notifytest.SampleResolved(notify.KindNotify)); retry || err != nil {
 		t.Fatalf("resolved-only message: retry %v, err %v", retry, err)
 	}

@@ -25,8 +25,9 @@ type Config struct {
 	Channel string `json:"channel,omitempty"`
 	// SendResolved false sends no resolved alerts, as Alertmanager's
 	// send_resolved: a message of resolved alerts only is not sent, and one
-	// with firing alerts too carries the firing ones
-	// (notify.Message.WithoutResolved). Omitted: true.
+	// with firing alerts too carries the firing ones. It is applied where
+	// the receivers are built (notify.FilterResolved, as alerts/config
+	// does); New leaves it to that. Omitted: true.
 	SendResolved *bool `json:"send_resolved,omitempty"`
 }
 
@@ -157,10 +158,5 @@ func Build(m *notify.Message, channel string) Message {
 
 // Notify implements notify.Notifier.
 func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) {
-	if !notify.SendsResolved(n.c.SendResolved) {
-		if m = m.WithoutResolved(); m == nil {
-			return false, nil
-		}
-	}
 	return notify.PostJSON(ctx, n.client, n.c.URL, nil, Build(m, n.c.Channel))
 }

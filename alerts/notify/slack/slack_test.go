@@ -186,8 +186,9 @@ func FuzzBuildStaysWithinSlackLimits(f *testing.F) {
 }
 
 // TestSendResolvedFalsePostsFiringAlertsOnly: a Slack receiver with
-// send_resolved false posts no resolve-only message and, of a group with
-// both, the firing alerts only.
+// send_resolved false (applied by notify.FilterResolved, as the receivers
+// are built) posts no resolve-only message and, of a group with both, the
+// firing alerts only.
 func TestSendResolvedFalsePostsFiringAlertsOnly(t *testing.T) {
 	got := make(chan Message, 4)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -197,10 +198,11 @@ func TestSendResolvedFalsePostsFiringAlertsOnly(t *testing.T) {
 	}))
 	defer srv.Close()
 	off := false
-	n, err := New(Config{URL: srv.URL, SendResolved: &off}, srv.Client())
+	s, err := New(Config{URL: srv.URL, SendResolved: &off}, srv.Client())
 	if err != nil {
 		t.Fatal(err)
 	}
+	n := notify.FilterResolved(s, &off)
 	if retry, err := n.Notify(context.Background(), notifytest.SampleResolved(notify.KindNotify)); retry || err != nil || len(got) != 0 {
 		t.Fatalf("resolved-only message: retry %v, err %v, %d posted", retry, err, len(got))
 	}

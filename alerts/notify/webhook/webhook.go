@@ -23,8 +23,9 @@ type Config struct {
 	MaxAlerts int `json:"max_alerts,omitempty"`
 	// SendResolved false sends no resolved alerts, as Alertmanager's
 	// send_resolved: a message of resolved alerts only is not sent, and one
-	// with firing alerts too carries the firing ones
-	// (notify.Message.WithoutResolved). Omitted: true.
+	// with firing alerts too carries the firing ones. It is applied where
+	// the receivers are built (notify.FilterResolved, as alerts/config
+	// does); New leaves it to that. Omitted: true.
 	SendResolved *bool `json:"send_resolved,omitempty"`
 }
 
@@ -106,11 +107,6 @@ func orEmpty(m map[string]string) map[string]string {
 func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) {
 	if m.Kind == notify.KindAcknowledge {
 		return false, nil
-	}
-	if !notify.SendsResolved(n.c.SendResolved) {
-		if m = m.WithoutResolved(); m == nil {
-			return false, nil
-		}
 	}
 	return notify.PostJSON(ctx, n.client, n.c.URL, nil, Build(m, n.c.MaxAlerts))
 }

@@ -134,8 +134,9 @@ func FuzzBuildTruncatesAndReadsBack(f *testing.F) {
 }
 
 // TestSendResolvedFalsePostsFiringAlertsOnly: a webhook with send_resolved
-// false gets no resolve-only message and, of a group with both, the
-// firing alerts; by default (and with true) it gets the resolves.
+// false (applied by notify.FilterResolved, as the receivers are built)
+// gets no resolve-only message and, of a group with both, the firing
+// alerts; by default it gets the resolves.
 func TestSendResolvedFalsePostsFiringAlertsOnly(t *testing.T) {
 	got := make(chan Payload, 4)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -145,10 +146,11 @@ func TestSendResolvedFalsePostsFiringAlertsOnly(t *testing.T) {
 	}))
 	defer srv.Close()
 	off := false
-	n, err := New(Config{URL: srv.URL, SendResolved: &off}, srv.Client())
+	hook, err := New(Config{URL: srv.URL, SendResolved: &off}, srv.Client())
 	if err != nil {
 		t.Fatal(err)
 	}
+	n := notify.FilterResolved(hook, &off)
 	if retry, err := n.Notify(context.Background(), notifytest.SampleResolved(notify.KindNotify)); retry || err != nil || len(got) != 0 {
 		t.Fatalf("resolved-only message: retry %v, err %v, %d posted", retry, err, len(got))
 	}
@@ -158,11 +160,11 @@ func TestSendResolvedFalsePostsFiringAlertsOnly(t *testing.T) {
 	if p := <-got; len(p.Alerts) != 1 || p.Alerts[0].Status != notify.StatusFiring || p.Status != notify.StatusFiring {
 		t.Fatalf("mixed message posted %+v", p)
 	}
-	def, err := New(Config{URL: srv.URL}, srv.Client())
+	hook, err = New(Config{URL: srv.URL}, srv.Client())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := def.Notify(context.Background(), notifytest.SampleResolved(notify.KindNotify)); err != nil {
+	if _, err := notify.FilterResolved(hook, nil).Notify(context.Background(), notifytest.SampleResolved(notify.KindNotify)); err != nil {
 		t.Fatal(err)
 	}
 	if p := <-got; p.Status != notify.StatusResolved {
