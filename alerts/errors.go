@@ -11,6 +11,9 @@ var (
 	ErrNotFound = errors.New("alerts: not found")
 	// ErrStore marks a failure of the persistence layer.
 	ErrStore = errors.New("alerts: store failed")
+	// ErrConflict marks a write refused because what it was based on
+	// changed since it was read (a silence edited through another replica).
+	ErrConflict = errors.New("alerts: conflict")
 	// ErrClosed marks use of a closed component.
 	ErrClosed = errors.New("alerts: closed")
 )

@@ -126,7 +126,9 @@ type SilenceRequest struct {
 // was in force and until when. A silence ending in the past, or invalid
 // (silence.Validate), wraps alerts.ErrInvalid; an unknown ID wraps
 // alerts.ErrNotFound. An edit reads the silences from the store first
-// (manager.Sync), so one made through another replica is found as it is.
+// (manager.Sync), so one made through another replica is found as it is;
+// an in-place edit racing another replica's change to the same silence
+// fails with an error wrapping alerts.ErrConflict (HTTP 409) that names it.
 //
 // The new silence is stored before the old one is expired: should the
 // expiry fail, both mute for a while and the alert stays quiet.

@@ -69,7 +69,6 @@ func (m *Manager) holdLocked(ev rule.Event) {
 			"service", old.Service, "at", old.At, "held", maxForward)
 	}
 	m.forward = append(m.forward, ev)
-	m.fwdHeld++
 }
 
 // writeForward is the forward writer: woken by Observe, it stores the
@@ -129,27 +128,6 @@ func (m *Manager) heldForward() int {
 	return len(m.forward)
 }
 
-// waitForwarded waits until a store attempt has covered every event held
-// when it is called (stored, dropped stale, or failed), or ctx ends.
-func (m *Manager) waitForwarded(ctx context.Context) error {
-	m.obsMu.Lock()
-	want := m.fwdHeld
-	m.obsMu.Unlock()
-	for {
-		m.obsMu.Lock()
-		done, ch := m.fwdTried >= want, m.fwdTriedCh
-		m.obsMu.Unlock()
-		if done {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-}
-
 // startObserving makes Observe feed the evaluator, with the events held
 // meanwhile first; lead calls it.
 func (m *Manager) startObserving() {
@@ -193,9 +171,8 @@ func (m *Manager) flushForward(ctx context.Context, now time.Time) error {
 	// and log them again at every attempt.
 	m.forward = slices.DeleteFunc(m.forward, func(ev rule.Event) bool { return m.stale(ev, now) })
 	held := slices.Clone(m.forward)
-	dropped, seq := m.fwdDropped, m.fwdHeld
+	dropped := m.fwdDropped
 	m.obsMu.Unlock()
-	defer m.triedForward(seq)
 	if len(held) == 0 {
 		return nil
 	}
@@ -210,18 +187,6 @@ func (m *Manager) flushForward(ctx context.Context, now time.Time) error {
 	m.forward = slices.Delete(m.forward, 0, min(n, len(m.forward)))
 	m.obsMu.Unlock()
 	return nil
-}
-
-// triedForward records that a store attempt covered the first seq events
-// ever held, for waitForwarded.
-func (m *Manager) triedForward(seq uint64) {
-	m.obsMu.Lock()
-	defer m.obsMu.Unlock()
-	if seq > m.fwdTried {
-		m.fwdTried = seq
-		close(m.fwdTriedCh)
-		m.fwdTriedCh = make(chan struct{})
-	}
 }
 
 // takeForwarded takes from the store the events the other replicas

@@ -26,11 +26,20 @@ import (
 // path, as one engine replica does.
 func eventReplica(t *testing.T, path string, clk *clock.Fake, standby bool) *Manager {
 	t.Helper()
+	m, _ := eventReplicaSignalling(t, path, clk, standby)
+	return m
+}
+
+// eventReplicaSignalling is eventReplica with a channel that signals each
+// store attempt of the forward writer (signalPuts).
+func eventReplicaSignalling(t *testing.T, path string, clk *clock.Fake, standby bool) (*Manager, <-chan struct{}) {
+	t.Helper()
 	ctx := context.Background()
-	st, err := store.OpenSQLite(ctx, path, store.Options{})
+	sqlite, err := store.OpenSQLite(ctx, path, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	st := signalPuts{Store: sqlite, put: make(chan struct{}, 1)}
 	var eventRules []rule.Rule
 	for _, r := range rule.Builtin() {
 		if r.Event != "" {
@@ -47,7 +56,44 @@ func eventReplica(t *testing.T, path string, clk *clock.Fake, standby bool) *Man
 		_ = m.Close()
 		_ = st.Close()
 	})
-	return m
+	return m, st.put
+}
+
+// signalPuts signals on put, without blocking, each PutEvents that
+// returned, whatever its outcome.
+type signalPuts struct {
+	store.Store
+	put chan struct{} // capacity 1
+}
+
+func (s signalPuts) PutEvents(ctx context.Context, evs []rule.Event) error {
+	err := s.Store.PutEvents(ctx, evs)
+	select {
+	case s.put <- struct{}{}:
+	default:
+	}
+	return err
+}
+
+// waitForwarded waits until m holds no event for the leader, looking again
+// after each store attempt that put (signalPuts) signals, or until ctx
+// ends.
+func waitForwarded(ctx context.Context, m *Manager, put <-chan struct{}) error {
+	for {
+		// Under fwdMu no store attempt is halfway: the events it stored
+		// are no longer held.
+		m.fwdMu.Lock()
+		n := m.heldForward()
+		m.fwdMu.Unlock()
+		if n == 0 {
+			return nil
+		}
+		select {
+		case <-put:
+		case <-ctx.Done():
+			return fmt.Errorf("%d events still held: %w", n, ctx.Err())
+		}
+	}
 }
 
 func firingNames(m *Manager, now time.Time) map[string]bool {
@@ -204,12 +250,12 @@ func TestStandbyStoresObservedEventWithoutWaitingForItsStep(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "alerts.db")
 	clk := clock.NewFake(t0)
 	leader := eventReplica(t, path, clk, false)
-	standby := eventReplica(t, path, clk, true)
+	standby, put := eventReplicaSignalling(t, path, clk, true)
 
 	EngineSink{M: standby}.Emit(ctx, events.Event{Kind: events.LeaderLost, Service: "engine", At: clk.Now(), Severity: events.Critical})
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := standby.waitForwarded(wctx); err != nil {
+	if err := waitForwarded(wctx, standby, put); err != nil {
 		t.Fatal(err)
 	}
 	clk.Advance(15 * time.Second)
@@ -295,7 +341,8 @@ func TestObserveOnStandbyNeverBlocksOnAStalledStore(t *testing.T) {
 	defer st.Close()
 	clk := clock.NewFake(t0)
 	stalled := stallingStore{Store: st, release: make(chan struct{})}
-	m, err := New(ctx, Options{Store: stalled, Clock: clk, Registerer: prometheus.NewRegistry(),
+	signalling := signalPuts{Store: stalled, put: make(chan struct{}, 1)}
+	m, err := New(ctx, Options{Store: signalling, Clock: clk, Registerer: prometheus.NewRegistry(),
 		Receivers: map[string]notify.Notifier{"discard": discardNotifier{}}, Standby: true})
 	if err != nil {
 		t.Fatal(err)
@@ -314,10 +361,33 @@ func TestObserveOnStandbyNeverBlocksOnAStalledStore(t *testing.T) {
 	close(stalled.release)
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := m.waitForwarded(wctx); err != nil {
+	if err := waitForwarded(wctx, m, signalling.put); err != nil {
+		t.Fatalf("after the store answered: %v", err)
+	}
+}
+
+// TestLeaderCloseHandsUnevaluatedEventsToNextLeader: events a leader
+// observed after its last step are stored by its Close, without Standby,
+// for the next leader to evaluate.
+func TestLeaderCloseHandsUnevaluatedEventsToNextLeader(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "alerts.db")
+	clk := clock.NewFake(t0)
+	a := eventReplica(t, path, clk, false)
+	b := eventReplica(t, path, clk, true)
+
+	EngineSink{M: a}.Emit(ctx, events.Event{Kind: events.AutoRollback, Service: "checkout", At: clk.Now(), Severity: events.Warning})
+	if err := a.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if n := m.heldForward(); n != 0 {
-		t.Fatalf("%d events still held after the store answered", n)
+	if err := b.Lead(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(15 * time.Second)
+	if err := b.Step(ctx, clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if !firingNames(b, clk.Now())["GovernorAutoRollback@checkout"] {
+		t.Fatalf("new leader does not fire the event the closed leader had not evaluated: %v", firingNames(b, clk.Now()))
 	}
 }

@@ -125,13 +125,7 @@ func (m *Manager) lead(ctx context.Context, p *persisted) error {
 	if p != nil {
 		m.eval.Restore(p.states)
 		m.syncMu.Lock()
-		m.silences.Store(silence.NewSet(p.silences...))
-		m.mu.Lock()
-		clear(m.acks)
-		for _, a := range p.acks {
-			m.acks[a.Fingerprint] = a
-		}
-		m.mu.Unlock()
+		m.replaceShared(p.silences, p.acks)
 		m.syncMu.Unlock()
 		m.adoptFailing()
 		m.saved = false

@@ -96,12 +96,6 @@ type Manager struct {
 	forward   []rule.Event
 	// fwdDropped counts the events dropped from the front of forward.
 	fwdDropped int
-	// fwdHeld counts the events ever held in forward, fwdTried those a
-	// store attempt has covered (stored, dropped stale or failed), and
-	// fwdTriedCh is closed and replaced after each attempt; all guarded by
-	// obsMu (waitForwarded).
-	fwdHeld, fwdTried uint64
-	fwdTriedCh        chan struct{}
 	// fwdMu makes each store attempt of forward (the writer's, a standby
 	// Step's, Close's) and startObserving one step with respect to each
 	// other, so that no event is both stored and evaluated locally. Taken
@@ -154,23 +148,16 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 		health: map[string]receiverHealth{}, routed: map[string]bool{}, groupsPut: map[dispatch.GroupRef]bool{},
 		groupsDrop: map[dispatch.GroupRef]bool{}, resend: resendIntervals(o.Receivers), resentAt: map[string]time.Time{},
 		resending: map[string]bool{}, receivers: o.Receivers, routes: o.Routes}
-	m.fwdWake, m.fwdStop, m.fwdExit, m.fwdTriedCh = make(chan struct{}, 1), make(chan struct{}), make(chan struct{}), make(chan struct{})
-	m.silences.Store(silence.NewSet(p.silences...))
+	m.fwdWake, m.fwdStop, m.fwdExit = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
 	m.gap = m.dropGap(disp.Timing().GroupInterval)
 	for name := range o.Receivers {
 		m.routed[name] = true
 	}
-	for _, a := range p.acks {
-		m.acks[a.Fingerprint] = a
-	}
+	m.replaceShared(p.silences, p.acks)
 	// The alerts are those of the states the evaluator kept: the states of
 	// rules removed or disabled since the last run are not shown, not even
 	// before the first step.
-	for _, st := range ev.States() {
-		if st.State == alerts.StateFiring || (!st.ResolvedAt.IsZero() && !st.FiredAt.IsZero()) {
-			m.current = append(m.current, st.Alert())
-		}
-	}
+	m.current = m.shown(ev.States())
 	m.adoptFailing()
 	m.queues = m.newQueues(o.Receivers, nil)
 	if !o.Standby {
@@ -228,9 +215,11 @@ func (m *Manager) discard(ctx context.Context, p store.Pending) {
 }
 
 // Close stops the queues. Undelivered notifications stay in the log and
-// are sent by the next manager on the same store. The engine events a
-// standby holds for the leader (Observe) are stored first, within
-// forwardTimeout; those the store does not take by then are lost, counted
+// are sent by the next manager on the same store. The engine events this
+// replica holds for the leader (Observe) are stored, within
+// forwardTimeout, for the next leader to evaluate: a standby's, and a
+// leader's not yet evaluated, as at Standby (Close waits for a running
+// Step to end); those the store does not take by then are lost, counted
 // and logged. The store is not closed.
 func (m *Manager) Close() error {
 	m.mu.Lock()
@@ -241,6 +230,9 @@ func (m *Manager) Close() error {
 	m.closed = true
 	m.mu.Unlock()
 	m.closeQueues()
+	m.stepMu.Lock()
+	m.stopObserving()
+	m.stepMu.Unlock()
 	m.closeForward()
 	return nil
 }
@@ -726,11 +718,17 @@ func (m *Manager) UpdateRules(rules []rule.Rule) error {
 // Rules returns the rule set in force.
 func (m *Manager) Rules() []rule.Rule { return m.eval.Rules() }
 
-// AddSilence validates and stores a silence (one with the ID of a stored
-// silence replaces it); it applies from the next step, of the leader too
-// when added through a standby (Sync). A silence that has already ended on
-// the manager's clock is refused, as Alertmanager does: it would mute
-// nothing, and whoever mistyped its end would believe the alert silenced.
+// AddSilence validates and stores a silence; it applies from the next
+// step, of the leader too when added through a standby (Sync). One with
+// the ID of a silence this replica holds is an edit of that silence as this
+// replica last read it (Sync): it replaces the stored silence only if the
+// store still holds that version, and is refused with an error wrapping
+// store.ErrConflict, naming the silence, when another replica edited,
+// expired or pruned it since, so that no edit silently undoes another.
+// One with an ID this replica does not hold replaces whatever the store
+// holds under it. A silence that has already ended on the manager's clock
+// is refused, as Alertmanager does: it would mute nothing, and whoever
+// mistyped its end would believe the alert silenced.
 func (m *Manager) AddSilence(ctx context.Context, s silence.Silence) (silence.Silence, error) {
 	if err := s.Validate(); err != nil {
 		return silence.Silence{}, err
@@ -747,7 +745,13 @@ func (m *Manager) AddSilence(ctx context.Context, s silence.Silence) (silence.Si
 	}
 	m.syncMu.Lock()
 	defer m.syncMu.Unlock()
-	if err := m.o.Store.PutSilence(ctx, s); err != nil {
+	var err error
+	if prev, held := m.sils().Get(s.ID); held == nil {
+		err = m.o.Store.ReplaceSilence(ctx, prev, s)
+	} else {
+		err = m.o.Store.PutSilence(ctx, s)
+	}
+	if err != nil {
 		return silence.Silence{}, err
 	}
 	return m.sils().Add(s)

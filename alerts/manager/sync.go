@@ -50,6 +50,19 @@ func (m *Manager) syncLocked(ctx context.Context, states bool) error {
 		}
 		cur = m.shown(sts)
 	}
+	m.replaceShared(sils, acks)
+	if states {
+		m.mu.Lock()
+		m.current, m.firingAt = cur, nil
+		m.mu.Unlock()
+	}
+	return nil
+}
+
+// replaceShared puts the silences and acknowledgements read from the store
+// in place of those in memory; New, Lead and Sync call it. The caller
+// holds syncMu (New: before anything else can run).
+func (m *Manager) replaceShared(sils []silence.Silence, acks []alerts.Ack) {
 	m.silences.Store(silence.NewSet(sils...))
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -57,14 +70,10 @@ func (m *Manager) syncLocked(ctx context.Context, states bool) error {
 	for _, a := range acks {
 		m.acks[a.Fingerprint] = a
 	}
-	if states {
-		m.current, m.firingAt = cur, nil
-	}
-	return nil
 }
 
-// shown returns the alerts of stored states that Alerts lists: firing, or
-// resolved after firing, of the rules in force (as New shows them).
+// shown returns the alerts of states that Alerts lists: firing, or
+// resolved after firing, of the rules in force.
 func (m *Manager) shown(states []rule.Active) []alerts.Alert {
 	enabled := map[string]bool{}
 	for _, r := range m.eval.Rules() {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -276,5 +277,50 @@ func TestLeadDoesNotRepeatDeliveredAcknowledgements(t *testing.T) {
 	idle(t, b)
 	if got := rb.received(); len(got) != 0 {
 		t.Fatalf("the new leader sent %v, want nothing: the acknowledgement was delivered", got)
+	}
+}
+
+// TestSilenceEditOverAnotherReplicasChangeIsRefused: an in-place edit
+// based on a silence another replica expired since this one read it is
+// refused with a conflict naming the silence, and the expiry stands; it
+// used to bring the expired silence back silently.
+func TestSilenceEditOverAnotherReplicasChangeIsRefused(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t)
+	h.close()
+	a, _, _ := replica(t, h, false)
+	b, _, _ := replica(t, h, true)
+	ms, err := alerts.ParseMatchers(`service="x"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sil, err := a.AddSilence(ctx, silence.Silence{Matchers: ms, StartsAt: t0, EndsAt: t0.Add(time.Hour),
+		CreatedBy: "ops", Comment: "deploy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.clk.Set(t0.Add(time.Minute))
+	if err := a.ExpireSilence(ctx, sil.ID, h.clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// b edits the silence as it read it, before a's expiry.
+	edit := sil
+	edit.EndsAt, edit.Comment = t0.Add(2*time.Hour), "deploy, longer"
+	_, err = b.AddSilence(ctx, edit)
+	if !errors.Is(err, store.ErrConflict) || !strings.Contains(err.Error(), sil.ID) {
+		t.Fatalf("stale edit: got %v, want a conflict naming %s", err, sil.ID)
+	}
+	if err := a.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := a.sils().Get(sil.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State(h.clk.Now()) != silence.StateExpired || got.Comment != "deploy" {
+		t.Fatalf("after the refused edit the store holds %+v, want the expired silence", got)
 	}
 }

@@ -273,6 +273,66 @@ func (s *SQL) PutSilence(ctx context.Context, sl silence.Silence) error {
 	return wrap("put silence", err)
 }
 
+// ReplaceSilence implements Store. The silence stored and prev are compared
+// as this version encodes them (silenceKey), so that a body stored by an
+// older version compares by what it says, not by how it was written. On PostgreSQL the
+// row is locked from the read to the write; SQLite write transactions take
+// the database's write lock at BEGIN.
+func (s *SQL) ReplaceSilence(ctx context.Context, prev, next silence.Silence) error {
+	if next.ID == "" {
+		return fmt.Errorf("%w: silence: id must be set", alerts.ErrInvalid)
+	}
+	if prev.ID != next.ID {
+		return fmt.Errorf("%w: silence: id %q cannot replace silence %q", alerts.ErrInvalid, next.ID, prev.ID)
+	}
+	want, err := silenceKey(prev)
+	if err != nil {
+		return wrap("replace silence", err)
+	}
+	b, err := json.Marshal(next)
+	if err != nil {
+		return wrap("replace silence", err)
+	}
+	var conflict error
+	err = s.tx(ctx, "replace silence", func(tx *sql.Tx) error {
+		q := `SELECT body FROM alert_silences WHERE id = $1`
+		if s.d == migrations.Postgres {
+			q += ` FOR UPDATE`
+		}
+		var body string
+		err := tx.QueryRowContext(ctx, q, next.ID).Scan(&body)
+		if errors.Is(err, sql.ErrNoRows) {
+			conflict = fmt.Errorf("%w: silence %q is no longer stored (pruned since it was read)", ErrConflict, next.ID)
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var cur silence.Silence
+		if err := json.Unmarshal([]byte(body), &cur); err == nil {
+			var got []byte
+			if got, err = silenceKey(cur); err == nil && string(got) == string(want) {
+				_, err := tx.ExecContext(ctx, `UPDATE alert_silences SET starts_at = $1, ends_at = $2, body = $3 WHERE id = $4`,
+					nanos(next.StartsAt), nanos(next.EndsAt), string(b), next.ID)
+				return err
+			}
+		}
+		conflict = fmt.Errorf("%w: silence %q changed since it was read (edited or expired through another replica): read it again", ErrConflict, next.ID)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return conflict
+}
+
+// silenceKey encodes sl with its times in UTC, so that two encodings are
+// equal when the silences say the same, whatever the zones of their times.
+func silenceKey(sl silence.Silence) ([]byte, error) {
+	sl.StartsAt, sl.EndsAt, sl.CreatedAt = sl.StartsAt.UTC(), sl.EndsAt.UTC(), sl.CreatedAt.UTC()
+	return json.Marshal(sl)
+}
+
 // Silences implements Store.
 func (s *SQL) Silences(ctx context.Context) ([]silence.Silence, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, body FROM alert_silences ORDER BY starts_at, id`)

@@ -35,6 +35,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"NotificationLog", testNotificationLog},
 		{"UpdateGroups", testUpdateGroups},
 		{"Prune", testPrune},
+		{"ReplaceSilence", testReplaceSilence},
+		{"ConcurrentReplaceSilence", testConcurrentReplaceSilence},
 		{"PruneSilences", testPruneSilences},
 		{"SilencesBeyond2262", testSilencesBeyond2262},
 		{"StatesWithNonFiniteValues", testStatesWithNonFiniteValues},
@@ -284,6 +286,108 @@ func testPrune(t *testing.T, s store.Store) {
 	}
 	if pend, _ := s.Undelivered(ctx); len(pend) != 1 || pend[0].Message.ID != "open" {
 		t.Fatalf("an undelivered message must survive pruning: %+v", pend)
+	}
+}
+
+// testReplaceSilence: ReplaceSilence writes over the silence as the caller
+// read it, and refuses, writing nothing, with a conflict naming the
+// silence, when the store holds another version or none.
+func testReplaceSilence(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	m, _ := alerts.ParseMatchers(`{service="a"}`)
+	// In another zone than the store's UTC: compared as instants.
+	zone := time.FixedZone("UTC+2", 2*60*60)
+	v1 := silence.Silence{ID: "s1", Matchers: m, StartsAt: t0.In(zone), EndsAt: t0.Add(time.Hour), CreatedBy: "ops",
+		Comment: "deploy", CreatedAt: t0}
+	if err := s.PutSilence(ctx, v1); err != nil {
+		t.Fatal(err)
+	}
+	read := v1
+	read.StartsAt = t0
+	v2 := v1
+	v2.EndsAt, v2.Comment = t0.Add(2*time.Hour), "deploy, longer"
+	if err := s.ReplaceSilence(ctx, read, v2); err != nil {
+		t.Fatalf("replace of the stored version: %v", err)
+	}
+	stale := v1
+	stale.Comment = "stale edit"
+	tests := []struct {
+		name       string
+		prev, next silence.Silence
+	}{
+		{"stale version", v1, stale},
+		{"not stored", silence.Silence{ID: "gone", Matchers: m, StartsAt: t0, EndsAt: t0.Add(time.Hour), CreatedBy: "ops", Comment: "x"},
+			silence.Silence{ID: "gone", Matchers: m, StartsAt: t0, EndsAt: t0.Add(time.Hour), CreatedBy: "ops", Comment: "y"}},
+	}
+	for _, tt := range tests {
+		err := s.ReplaceSilence(ctx, tt.prev, tt.next)
+		if !errors.Is(err, store.ErrConflict) || !strings.Contains(err.Error(), fmt.Sprintf("%q", tt.next.ID)) {
+			t.Fatalf("%s: got %v, want a conflict naming %q", tt.name, err, tt.next.ID)
+		}
+	}
+	got, err := s.Silences(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Comment != v2.Comment || !got[0].EndsAt.Equal(v2.EndsAt) {
+		t.Fatalf("silences %+v, want only v2", got)
+	}
+	// The version read back is the stored one.
+	v3 := got[0]
+	v3.Comment = "deploy, read back"
+	if err := s.ReplaceSilence(ctx, got[0], v3); err != nil {
+		t.Fatalf("replace of the version read back: %v", err)
+	}
+	if err := s.ReplaceSilence(ctx, v3, silence.Silence{ID: "other"}); !errors.Is(err, alerts.ErrInvalid) {
+		t.Fatalf("replace under another id: got %v, want ErrInvalid", err)
+	}
+}
+
+// testConcurrentReplaceSilence: of concurrent edits based on the same
+// version of a silence, one is stored and the others are refused as
+// conflicts; none overwrites another.
+func testConcurrentReplaceSilence(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	m, _ := alerts.ParseMatchers(`{service="a"}`)
+	base := silence.Silence{ID: "s1", Matchers: m, StartsAt: t0, EndsAt: t0.Add(time.Hour), CreatedBy: "ops",
+		Comment: "deploy", CreatedAt: t0}
+	if err := s.PutSilence(ctx, base); err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			next := base
+			next.Comment = fmt.Sprintf("edit %d", i)
+			errs[i] = s.ReplaceSilence(ctx, base, next)
+		}()
+	}
+	wg.Wait()
+	stored := -1
+	for i, err := range errs {
+		switch {
+		case err == nil:
+			if stored >= 0 {
+				t.Fatalf("edits %d and %d both stored over the same version", stored, i)
+			}
+			stored = i
+		case !errors.Is(err, store.ErrConflict):
+			t.Fatalf("edit %d: got %v, want a conflict or success", i, err)
+		}
+	}
+	if stored < 0 {
+		t.Fatal("no edit stored")
+	}
+	got, err := s.Silences(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("edit %d", stored); len(got) != 1 || got[0].Comment != want {
+		t.Fatalf("silences %+v, want the one stored edit %q", got, want)
 	}
 }
 

@@ -70,6 +70,7 @@ var static = []mapping{
 	{configstore.ErrConflict, http.StatusConflict, true, false},
 	{alerts.ErrInvalid, http.StatusUnprocessableEntity, true, false},
 	{alerts.ErrNotFound, http.StatusNotFound, true, false},
+	{alerts.ErrConflict, http.StatusConflict, true, false},
 	{alerts.ErrStore, http.StatusServiceUnavailable, false, false},
 	{ErrBadRequest, http.StatusBadRequest, true, false},
 	{ErrNotFound, http.StatusNotFound, true, false},
