@@ -5,6 +5,7 @@ package grpcgov
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -185,6 +186,62 @@ func TestClientStatesPreviousAttemptsOnItsRetries(t *testing.T) {
 		if len(seen[i]) != len(want[i]) || (len(want[i]) > 0 && seen[i][0] != want[i][0]) {
 			t.Fatalf("server saw %q, want %q", seen, want)
 		}
+	}
+}
+
+// TestForwardedAttemptMetadataIsNotSent: a handler that forwards its
+// inbound metadata on its own calls (metadata propagation) must not pass
+// its caller's attempt counts on: the downstream would take a first attempt
+// for a retry and make one attempt where it should retry. Each call states
+// its own count, for unary calls and streams alike.
+func TestForwardedAttemptMetadataIsNotSent(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	record := func(ctx context.Context) {
+		md, _ := metadata.FromIncomingContext(ctx)
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, strings.Join(md.Get(PreviousAttemptsKey), "|")+"/"+strings.Join(md.Get(envoyAttemptKey), "|"))
+	}
+	h := &health{reply: func(_ context.Context, n int) error {
+		if n < 3 {
+			return status.Error(codes.Unavailable, "busy")
+		}
+		return nil
+	}}
+	set, _ := retriesSet(t, "passthrough:///health")
+	ci, _ := UnaryClientInterceptor(ClientOptions{Set: set, Idempotent: AllMethods})
+	si, _ := StreamClientInterceptor(ClientOptions{Set: set, Idempotent: AllMethods})
+	cc := serve(t, h, []grpc.ServerOption{
+		grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+			record(ctx)
+			return handler(ctx, req)
+		}),
+		grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+			record(ss.Context())
+			return handler(srv, ss)
+		}),
+	}, grpc.WithUnaryInterceptor(ci), grpc.WithStreamInterceptor(si))
+	// What a proxy forwards when it serves Envoy's third attempt of a call
+	// that gRPC had retried twice.
+	ctx := metadata.NewOutgoingContext(context.Background(), metadata.Pairs(PreviousAttemptsKey, "2", envoyAttemptKey, "3", "x-other", "kept"))
+	if _, err := healthpb.NewHealthClient(cc).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	s, err := healthpb.NewHealthClient(cc).Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recv(); status.Code(err) != codes.Unimplemented {
+		t.Fatalf("Recv = %v, want the server's Unimplemented", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := "/,1/,2/,/"; strings.Join(got, ",") != want {
+		t.Fatalf("previous/envoy attempts sent %q, want %q (three attempts of the call, then the stream)", strings.Join(got, ","), want)
+	}
+	if md, _ := metadata.FromOutgoingContext(ctx); md.Get("x-other")[0] != "kept" || md.Get(envoyAttemptKey)[0] != "3" {
+		t.Fatalf("the caller's metadata was modified: %v", md)
 	}
 }
 

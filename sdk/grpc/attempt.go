@@ -2,12 +2,11 @@ package grpcgov
 
 import (
 	"context"
-	"strconv"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
-	"governor.dev/governor/sdk/transport"
+	"governor.dev/governor/sdk/internal/attempt"
 )
 
 // Retry amplification across hops, as sdk/transport contains it for HTTP:
@@ -25,7 +24,8 @@ import (
 const PreviousAttemptsKey = "grpc-previous-rpc-attempts"
 
 // envoyAttemptKey is Envoy's attempt count (include_attempt_count_in_request),
-// attempt 1 on a first attempt, as metadata.
+// attempt 1 on a first attempt, as metadata. The client interceptors never
+// send it: Envoy sets its own.
 const envoyAttemptKey = "x-envoy-attempt-count"
 
 // inboundAttempt returns the attempt number md states: one more than
@@ -35,12 +35,12 @@ const envoyAttemptKey = "x-envoy-attempt-count"
 func inboundAttempt(md metadata.MD) int {
 	n := 1
 	if v := md[PreviousAttemptsKey]; len(v) > 0 {
-		if p, err := transport.ParseAttempt(v[0]); err == nil {
+		if p, ok := attempt.Parse(v[0]); ok {
 			n = max(n, p+1)
 		}
 	}
 	if v := md[envoyAttemptKey]; len(v) > 0 {
-		if a, err := transport.ParseAttempt(v[0]); err == nil {
+		if a, ok := attempt.Parse(v[0]); ok {
 			n = max(n, a)
 		}
 	}
@@ -56,35 +56,27 @@ type attemptStream struct {
 
 func (s *attemptStream) Context() context.Context { return s.ctx }
 
-// previousAttemptsValues are the metadata values of the first retries, so a
-// retry allocates no string for its count.
-var previousAttemptsValues = [...]string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}
-
 // withPreviousAttempts returns the context to send attempt n+1 of a call
 // under: for a retry (n > 0) one whose outgoing metadata carries
-// PreviousAttemptsKey n, for a first attempt ctx itself. A value of that key
-// the caller's outgoing metadata already carries (a proxy forwarding its
-// inbound metadata) is replaced, each hop stating its own count, and removed
-// from a first attempt. A first attempt without such a value, the common
+// PreviousAttemptsKey n, for a first attempt ctx itself. Attempt counts the
+// caller's outgoing metadata already carries (a handler forwarding its
+// inbound metadata: PreviousAttemptsKey, or Envoy's count, which would make
+// the downstream take a first attempt for a retry) are dropped, each hop
+// stating its own count. A first attempt without such values, the common
 // case, allocates nothing.
 func withPreviousAttempts(ctx context.Context, n int) context.Context {
-	if len(metadata.ValueFromOutgoingContext(ctx, PreviousAttemptsKey)) > 0 {
+	if len(metadata.ValueFromOutgoingContext(ctx, PreviousAttemptsKey)) > 0 ||
+		len(metadata.ValueFromOutgoingContext(ctx, envoyAttemptKey)) > 0 {
 		md, _ := metadata.FromOutgoingContext(ctx)
 		md.Delete(PreviousAttemptsKey)
+		md.Delete(envoyAttemptKey)
 		if n > 0 {
-			md.Set(PreviousAttemptsKey, previousAttemptsValue(n))
+			md.Set(PreviousAttemptsKey, attempt.Format(n))
 		}
 		return metadata.NewOutgoingContext(ctx, md)
 	}
 	if n <= 0 {
 		return ctx
 	}
-	return metadata.AppendToOutgoingContext(ctx, PreviousAttemptsKey, previousAttemptsValue(n))
-}
-
-func previousAttemptsValue(n int) string {
-	if n >= 0 && n < len(previousAttemptsValues) {
-		return previousAttemptsValues[n]
-	}
-	return strconv.Itoa(n)
+	return metadata.AppendToOutgoingContext(ctx, PreviousAttemptsKey, attempt.Format(n))
 }

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -29,15 +30,16 @@ type ClientOptions struct {
 	// target (cc.Target()). Calls to a downstream without rules pass
 	// through unprotected.
 	Downstream func(ctx context.Context, method string, cc *grpc.ClientConn) string
-	// Idempotent says whether a method (its full name, "/pkg.Service/Method")
-	// may be sent more than once; nil means no method is retried. Use
-	// AllMethods to retry every method.
+	// Idempotent says whether a unary method (its full name,
+	// "/pkg.Service/Method") may be sent more than once; nil means no
+	// method is retried. Use AllMethods to retry every unary method.
+	// Streams are never retried, whatever it says.
 	Idempotent func(method string) bool
 	// Failed says whether a call's error counts as a failure for the
 	// breaker; default DefaultFailed.
 	Failed func(error) bool
-	// Retryable says whether a failed call may be retried; default
-	// DefaultRetryable.
+	// Retryable says whether a failed unary call may be retried; default
+	// DefaultRetryable. Streams are never retried.
 	Retryable func(error) bool
 	// Fallback answers a unary call the protection refused (breaker open,
 	// bulkhead full), for example by filling reply from a cache; err is the
@@ -161,7 +163,7 @@ func UnaryClientInterceptor(opts ClientOptions) (grpc.UnaryClientInterceptor, er
 				co = append(callOpts[:len(callOpts):len(callOpts)], grpc.Trailer(trailer))
 			}
 			var end int64
-			var failed, canceled bool
+			var failed, unjudged bool
 			err = settle(call, func() error {
 				defer func() {
 					if cancel != nil {
@@ -169,12 +171,12 @@ func UnaryClientInterceptor(opts ClientOptions) (grpc.UnaryClientInterceptor, er
 					}
 				}()
 				err := invoker(actx, method, req, reply, cc, co...)
-				if canceled = callerCanceled(ctx, err); !canceled {
+				if unjudged = noOutcome(ctx, cc, err); !unjudged {
 					end, failed = clk.Nanotime(), opts.Failed(err)
 				}
 				return err
 			})
-			if canceled {
+			if unjudged {
 				call.Cancel()
 				return err
 			}
@@ -241,20 +243,23 @@ func dropped(err error) bool {
 	return false
 }
 
-// StreamClientInterceptor puts every stream through its downstream's
-// bulkhead and breaker. A stream is one call from its opening to its end: it
-// holds its bulkhead slot for its whole life (as Envoy counts an HTTP/2
-// stream against max_requests), and its outcome is reported once, when it
-// ends, from the status gRPC ends it with (grpc.OnFinish): a stream the
-// server ends with OK (RecvMsg returns io.EOF) is a success, one that fails
-// after it opened (a reset, UNAVAILABLE or a deadline mid-stream) is judged
-// by Failed like a unary call, and one its caller cancels counts neither
-// way. A stream gives no latency sample (outbound.Call.EndUnmeasured): its
-// lifetime is as long as its caller wants, so it neither feeds an adaptive
-// bulkhead nor counts as a slow call. Give long-lived streams (watch
-// streams) a downstream name of their own (Downstream) all the same, so
-// that they do not hold the bulkhead slots of unary calls. Streams are not
-// retried.
+// StreamClientInterceptor puts every stream through its downstream's bulkhead
+// and breaker. A stream is one call from its opening to its end: it holds its
+// bulkhead slot for its whole life (as Envoy counts an HTTP/2 stream against
+// max_requests), and its outcome is reported once, when it ends, from the
+// status gRPC ends it with (grpc.OnFinish): a stream the server ends with OK
+// (RecvMsg returns io.EOF) is a success, one that fails after it opened (a
+// reset, UNAVAILABLE or a deadline mid-stream) is judged by Failed like a
+// unary call, and one its caller cancels, or that ends because the ClientConn
+// was closed, counts neither way. A stream gives no latency sample
+// (outbound.Call.EndUnmeasured): its lifetime is as long as its caller wants,
+// so it neither feeds an adaptive bulkhead nor counts as a slow call. Give
+// long-lived streams (watch streams) a downstream name of their own
+// (Downstream) all the same, so that they do not hold the bulkhead slots of
+// unary calls. Streams are not retried, whatever ClientOptions.Idempotent and
+// Retryable say: a stream that breaks is the caller's to open again. A stream
+// is a first attempt: attempt counts in the caller's outgoing metadata (a
+// handler forwarding its inbound metadata) are not sent.
 //
 // Interceptors further in must pass the call options on to gRPC, as gRPC
 // interceptors do: the end of the stream is seen only through them.
@@ -272,11 +277,12 @@ func StreamClientInterceptor(opts ClientOptions) (grpc.StreamClientInterceptor, 
 		if err != nil {
 			return nil, refusal(err)
 		}
-		sc := &streamCall{call: call, ctx: ctx, clk: clk, failed: opts.Failed}
+		sc := &streamCall{call: call, ctx: ctx, cc: cc, clk: clk, failed: opts.Failed}
 		co := append(sc.opts[:0], callOpts...)
 		co = append(co, grpc.OnFinish(sc.finish))
+		sctx := withPreviousAttempts(ctx, 0) // a stream is a first attempt
 		s, err := sc.open(func() (grpc.ClientStream, error) {
-			return streamer(ctx, desc, cc, method, co...)
+			return streamer(sctx, desc, cc, method, co...)
 		})
 		if err != nil {
 			// gRPC has run the OnFinish options of a stream it could
@@ -293,6 +299,7 @@ func StreamClientInterceptor(opts ClientOptions) (grpc.StreamClientInterceptor, 
 type streamCall struct {
 	call   outbound.Call
 	ctx    context.Context // the caller's
+	cc     *grpc.ClientConn
 	clk    clock.Clock
 	failed func(error) bool
 	done   atomic.Bool
@@ -320,7 +327,7 @@ func (s *streamCall) finish(err error) {
 	if !s.done.CompareAndSwap(false, true) {
 		return
 	}
-	if callerCanceled(s.ctx, err) {
+	if noOutcome(s.ctx, s.cc, err) {
 		s.call.Cancel()
 		return
 	}
@@ -337,12 +344,19 @@ func (s *streamCall) finish(err error) {
 	s.call.EndUnmeasured(s.clk.Nanotime(), failed)
 }
 
-// callerCanceled reports whether a call ended with codes.Canceled because its
-// caller cancelled ctx. Such a call says nothing of the downstream: it is
+// noOutcome reports whether a call ended with codes.Canceled because its
+// caller cancelled ctx or because the service closed the ClientConn cc
+// under it (grpc.ClientConn.Close: gRPC ends the calls and streams still
+// open, and refuses new ones, with codes.Canceled). Either says nothing of
+// the downstream, which never failed, nor served the call: the call is
 // cancelled (outbound.Call.Cancel), counting neither a success nor a
-// failure, and gives back what it took, a half-open probe slot included. A
-// codes.Canceled the server sent while ctx is live is an outcome like any
-// other, and a per-attempt timeout is a failure.
-func callerCanceled(ctx context.Context, err error) bool {
-	return err != nil && status.Code(err) == codes.Canceled && errors.Is(ctx.Err(), context.Canceled)
+// failure and giving no latency sample, and gives back what it took, a
+// half-open probe slot included. A codes.Canceled the server sent while ctx
+// and cc are live is an outcome like any other, and a per-attempt timeout
+// is a failure.
+func noOutcome(ctx context.Context, cc *grpc.ClientConn, err error) bool {
+	if err == nil || status.Code(err) != codes.Canceled {
+		return false
+	}
+	return errors.Is(ctx.Err(), context.Canceled) || cc != nil && cc.GetState() == connectivity.Shutdown
 }

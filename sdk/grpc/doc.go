@@ -4,29 +4,32 @@
 //
 //	grpcgov "governor.dev/governor/sdk/grpc"
 //
-// Client side, UnaryClientInterceptor puts every call through its
-// downstream's outbound protection (sdk/outbound): bulkhead, circuit breaker
-// and retries with back-off and the retry budget. gRPC carries no notion of
-// idempotency, so a method is retried only when ClientOptions.Idempotent says
-// it may be; the server's grpc-retry-pushback-ms trailer is honoured like an
-// HTTP Retry-After (a negative value means do not retry), and a
-// ResourceExhausted without one is not retried. Retryable alone decides a
-// retry, apart from Failed, which feeds the breaker. A refused call fails
-// with codes.Unavailable, and the error also unwraps to the
+// Client side, UnaryClientInterceptor puts every call through its downstream's
+// outbound protection (sdk/outbound): bulkhead, circuit breaker and retries
+// with back-off and the retry budget. gRPC carries no notion of idempotency,
+// so a method is retried only when ClientOptions.Idempotent says it may be;
+// the server's grpc-retry-pushback-ms trailer is honoured like an HTTP
+// Retry-After (a negative value means do not retry), and a ResourceExhausted
+// without one is not retried. Retryable alone decides a retry, apart from
+// Failed, which feeds the breaker. A refused call fails with
+// codes.Unavailable, and the error also unwraps to the
 // *outbound.RejectedError, so errors.Is(err, breaker.ErrOpen) works.
-// StreamClientInterceptor counts a stream as one call from its opening to
-// its end: it holds its bulkhead slot while open, and its outcome is
-// reported once, when it ends (grpc.OnFinish), so a downstream that accepts
-// streams and then breaks them (a reset, UNAVAILABLE or a deadline
-// mid-stream) opens the breaker; io.EOF is a success. It gives no latency
-// sample (its lifetime is no latency); name long-lived streams as a
-// downstream of their own, so that they hold no slots of unary calls. A
-// call or stream that fails with codes.Canceled because its caller cancelled
-// the context says nothing of the downstream: it counts as neither a success
-// nor a failure and gives back its bulkhead slot and any half-open probe
-// slot (outbound.Call.Cancel). A DeadlineExceeded is a failure on the client
-// side even when the caller's own deadline ran out: a downstream that hangs
-// shows as nothing else.
+// StreamClientInterceptor counts a stream as one call from its opening to its
+// end, and never retries it (a stream's messages cannot be replayed; a broken
+// stream is its caller's to open again): it holds its bulkhead slot while
+// open, and its outcome is reported once, when it ends (grpc.OnFinish), so a
+// downstream that accepts streams and then breaks them (a reset, UNAVAILABLE
+// or a deadline mid-stream) opens the breaker; io.EOF is a success. It gives
+// no latency sample (its lifetime is no latency); name long-lived streams as a
+// downstream of their own, so that they hold no slots of unary calls. A call
+// or stream that fails with codes.Canceled because its caller cancelled the
+// context, or because the service closed the ClientConn (ClientConn.Close ends
+// the calls still open and refuses new ones with codes.Canceled), says nothing
+// of the downstream: it counts as neither a success nor a failure, gives no
+// latency sample and gives back its bulkhead slot and any half-open probe slot
+// (outbound.Call.Cancel). A DeadlineExceeded is a failure on the client side
+// even when the caller's own deadline ran out: a downstream that hangs shows
+// as nothing else.
 //
 // Server side, UnaryServerInterceptor and StreamServerInterceptor admit every
 // call through a governor.Governor. Refusals map to codes.ResourceExhausted
@@ -41,19 +44,21 @@
 // Retries do not multiply across hops. UnaryClientInterceptor sends
 // grpc-previous-rpc-attempts on its retries ("1" on the first, as gRPC's own
 // retries do; a value the caller's outgoing metadata carries is replaced,
-// each hop stating its own count). The server interceptors record on the
-// call's context that a call is itself a retry (grpc-previous-rpc-attempts,
-// or Envoy's x-envoy-attempt-count above 1; transport.WithInboundAttempt,
-// Retried), so that the handler's unary calls through UnaryClientInterceptor
-// and its HTTP requests through sdk/transport make one attempt each, no
-// retries of their own, unless ClientOptions.AllowNestedRetries
-// (ServerOptions.IgnoreAttempts leaves the count unread). With A -> B -> C
-// and three attempts at each layer, an unavailable C sees 5 calls for each
-// of A's instead of 9. Retries not made, for a negative pushback or while
-// serving a retry, are counted in governor_sdk_retries_total
-// (suppressed_overloaded, suppressed_inbound_retry). Do not also enable
-// gRPC's own retry policy on a channel with UnaryClientInterceptor's
-// retries: the two would multiply, and both would state the count.
+// each hop stating its own count, and Envoy's x-envoy-attempt-count there is
+// dropped, on unary calls and streams alike). The server interceptors record
+// on the call's context that a call is itself a retry
+// (grpc-previous-rpc-attempts, or Envoy's x-envoy-attempt-count above 1;
+// transport.WithInboundAttempt, Retried), so that the handler's unary calls
+// through UnaryClientInterceptor and its HTTP requests through sdk/transport
+// make one attempt each, no retries of their own, unless
+// ClientOptions.AllowNestedRetries (ServerOptions.IgnoreAttempts leaves the
+// count unread). With A -> B -> C and three attempts at each layer, an
+// unavailable C sees 5 calls for each of A's instead of 9. Retries not made,
+// for a negative pushback or while serving a retry, are counted in
+// governor_sdk_retries_total (suppressed_overloaded,
+// suppressed_inbound_retry). Do not also enable gRPC's own retry policy on a
+// channel with UnaryClientInterceptor's retries: the two would multiply, and
+// both would state the count.
 //
 // The codes follow the HTTP side (429 and 503) and say different things to a
 // client. ResourceExhausted is "send less": the server is well and chose to

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -281,6 +282,125 @@ func TestClientCallerCancellationDecidesNoProbe(t *testing.T) {
 	}
 	if st := brk.State(clk.Nanotime()); st != breaker.Closed {
 		t.Fatalf("breaker %v after a successful probe, want closed", st)
+	}
+}
+
+// hanging is a health server whose Check and Watch wait for their client to
+// leave, saying on started when they have begun.
+type hanging struct {
+	healthpb.UnimplementedHealthServer
+	started chan struct{}
+}
+
+func (h *hanging) Check(ctx context.Context, _ *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	h.started <- struct{}{}
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (h *hanging) Watch(_ *healthpb.HealthCheckRequest, s healthpb.Health_WatchServer) error {
+	h.started <- struct{}{}
+	<-s.Context().Done()
+	return s.Context().Err()
+}
+
+// downstreamCalls returns governor_sdk_downstream_calls_total for outcome.
+func downstreamCalls(t *testing.T, reg *prometheus.Registry, outcome string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "governor_sdk_downstream_calls_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "outcome" && l.GetValue() == outcome {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// TestClientConnClosedIsNoOutcome: calls and streams cut short because the
+// service closed its own ClientConn (codes.Canceled, "the client connection
+// is closing") while their callers still wait, and calls made on it after,
+// say nothing of the downstream: they count neither as successes nor as
+// failures, give no latency sample and give their bulkhead slots back.
+// Before, DefaultFailed judged the Canceled as no failure and each counted
+// as a success.
+func TestClientConnClosedIsNoOutcome(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	set, err := outbound.New(outbound.Options{Clock: clock.NewFake(time.Now()), Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := set.Apply([]rules.Downstream{{Name: "passthrough:///health",
+		Bulkhead: &rules.Bulkhead{MaxConcurrent: 10}, Breaker: &rules.Breaker{MinCalls: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	var judged atomic.Int32
+	opts := ClientOptions{Set: set, Failed: func(err error) bool {
+		judged.Add(1)
+		return DefaultFailed(err)
+	}}
+	ci, _ := UnaryClientInterceptor(opts)
+	si, _ := StreamClientInterceptor(opts)
+
+	h := &hanging{started: make(chan struct{}, 2)}
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer()
+	healthpb.RegisterHealthServer(srv, h)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	cc, err := grpc.NewClient("passthrough:///health",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithUnaryInterceptor(ci), grpc.WithStreamInterceptor(si))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := healthpb.NewHealthClient(cc)
+
+	s, err := hc.Watch(context.Background(), &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-h.started
+	unary := make(chan error, 1)
+	go func() {
+		_, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{})
+		unary <- err
+	}()
+	<-h.started
+	if err := cc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-unary; status.Code(err) != codes.Canceled {
+		t.Errorf("call in flight when the ClientConn closed = %v, want Canceled", err)
+	}
+	if _, err := s.Recv(); status.Code(err) != codes.Canceled {
+		t.Errorf("stream open when the ClientConn closed = %v, want Canceled", err)
+	}
+	if _, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{}); status.Code(err) != codes.Canceled {
+		t.Errorf("call on a closed ClientConn = %v, want Canceled", err)
+	}
+	if _, err := hc.Watch(context.Background(), &healthpb.HealthCheckRequest{}); status.Code(err) != codes.Canceled {
+		t.Errorf("stream on a closed ClientConn = %v, want Canceled", err)
+	}
+	bh := set.Get("passthrough:///health").Bulkhead()
+	eventually(t, "slots given back", func() bool { return bh.InFlight() == 0 })
+	if n := judged.Load(); n != 0 {
+		t.Errorf("Failed judged %d calls ended by the ClientConn's close, want none", n)
+	}
+	for _, o := range []string{outbound.OutcomeSuccess, outbound.OutcomeError} {
+		if n := downstreamCalls(t, reg, o); n != 0 {
+			t.Errorf("%v calls counted as %s, want 0", n, o)
+		}
 	}
 }
 

@@ -59,6 +59,40 @@ func TestRetriedIsRecordedFromTheAttemptHeaders(t *testing.T) {
 	}
 }
 
+// TestAttemptHeadersCostNoAllocation: reading the attempt headers, well
+// formed or not, adds no allocation to a request: a malformed count is
+// skipped, not turned into an error nobody reads.
+func TestAttemptHeadersCostNoAllocation(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	clk := clock.NewFake(time.Now())
+	g := newGovernor(t, clk, nil, rules.Route{Name: "api", Match: rules.Match{PathPrefix: "/api"},
+		Concurrency: &rules.Concurrency{Algorithm: rules.AlgorithmFixed, Max: 10}})
+	h := httpgov.Middleware(g, httpgov.Options{Clock: clk})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusOK)
+	}))
+	allocs := func(header map[string]string) float64 {
+		req := httptest.NewRequest("GET", "/api", nil)
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		w := &discard{h: http.Header{}}
+		return testing.AllocsPerRun(100, func() { h.ServeHTTP(w, req) })
+	}
+	base := allocs(nil)
+	for _, header := range []map[string]string{
+		{transport.HeaderEnvoyAttempt: "1"},
+		{transport.HeaderAttempt: "x"},
+		{transport.HeaderEnvoyAttempt: "1234567"},
+		{transport.HeaderAttempt: "0", transport.HeaderEnvoyAttempt: "-1"},
+	} {
+		if a := allocs(header); a != base {
+			t.Errorf("%v: %v allocations per request, want %v as without attempt headers", header, a, base)
+		}
+	}
+}
+
 func TestOverloadRefusalsSayDoNotRetry(t *testing.T) {
 	for reason, want := range map[governor.Reason]bool{
 		governor.ReasonShed:         true,
@@ -152,4 +186,42 @@ func chainClient(t *testing.T, clk clock.Clock, url string, mod func(*transport.
 		t.Fatal(err)
 	}
 	return &http.Client{Transport: rt}
+}
+
+// BenchmarkMiddlewareAttempt is BenchmarkMiddleware for requests carrying
+// attempt headers: none, Envoy's first attempt ("1", sent on every request
+// of a route with include_attempt_count_in_request), a retry (recorded on
+// the context: one allocation) and a malformed count.
+func BenchmarkMiddlewareAttempt(b *testing.B) {
+	for _, bc := range []struct {
+		name   string
+		header map[string]string
+	}{
+		{"none", nil},
+		{"envoy-first", map[string]string{transport.HeaderEnvoyAttempt: "1"}},
+		{"retry", map[string]string{transport.HeaderAttempt: "2"}},
+		{"malformed", map[string]string{transport.HeaderAttempt: "two"}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			clk := clock.NewCoarse(0)
+			defer clk.Close()
+			g := newGovernor(b, clk, nil, rules.Route{Name: "api", Match: rules.Match{PathPrefix: "/api"},
+				RateLimit:   &rules.RateLimit{Rate: 1e12, Burst: 1 << 30},
+				Concurrency: &rules.Concurrency{Algorithm: rules.AlgorithmFixed, Max: 1 << 20}})
+			h := httpgov.Middleware(g, httpgov.Options{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(http.StatusOK)
+			}))
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				req := httptest.NewRequest("GET", "/api/orders", nil)
+				for k, v := range bc.header {
+					req.Header.Set(k, v)
+				}
+				w := &discard{h: http.Header{}}
+				for pb.Next() {
+					h.ServeHTTP(w, req)
+				}
+			})
+		})
+	}
 }

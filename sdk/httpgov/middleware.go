@@ -56,6 +56,7 @@ import (
 	governor "governor.dev/governor/sdk"
 	"governor.dev/governor/sdk/breaker"
 	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/internal/attempt"
 	"governor.dev/governor/sdk/transport"
 )
 
@@ -145,8 +146,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r, ctx = withDeadline(r, deadline)
 		defer ctx.cancel()
 	}
-	if !h.opts.IgnoreAttempts && hasAttempt(r.Header) {
-		if n, _ := transport.InboundAttemptOf(r.Header); n > 1 {
+	if !h.opts.IgnoreAttempts {
+		if n := inboundAttempt(r.Header); n > 1 {
 			r = r.WithContext(transport.WithInboundAttempt(r.Context(), n))
 		}
 	}
@@ -185,10 +186,25 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.next.ServeHTTP(sw, r)
 }
 
-// hasAttempt reports whether an attempt header is present (no allocation:
-// the fast path for first attempts, which carry none).
-func hasAttempt(h http.Header) bool {
-	return len(h[transport.HeaderAttempt]) > 0 || len(h[transport.HeaderEnvoyAttempt]) > 0
+// inboundAttempt returns the attempt number h states in
+// transport.HeaderAttempt or transport.HeaderEnvoyAttempt, the larger if
+// both, and 1 when it states none or only malformed values (a malformed
+// count makes no retry). It reads each header once and allocates nothing,
+// malformed values included: first attempts, the common case, carry none or
+// Envoy's "1".
+func inboundAttempt(h http.Header) int {
+	n := 1
+	if v := h[transport.HeaderAttempt]; len(v) > 0 {
+		if a, ok := attempt.Parse(v[0]); ok {
+			n = a
+		}
+	}
+	if v := h[transport.HeaderEnvoyAttempt]; len(v) > 0 {
+		if a, ok := attempt.Parse(v[0]); ok {
+			n = max(n, a)
+		}
+	}
+	return n
 }
 
 // Retried reports whether the server request ctx belongs to is itself a

@@ -156,13 +156,6 @@ func (s *Set) Apply(ds []rules.Downstream) error {
 		}
 		next[r.Name] = d
 	}
-	for name, d := range next {
-		// A rebuilt balancer counts from 0: carry what the one it replaces
-		// counted, so the exported counters never go back.
-		if prev := old[name]; prev != nil && d != prev && d.bal != prev.bal {
-			d.balCounts = prev.balCounts.plus(prev.bal)
-		}
-	}
 	s.m.Store(&next)
 	return nil
 }
@@ -273,6 +266,9 @@ func (s *Set) build(r rules.Downstream, prev *Downstream) (*Downstream, error) {
 		bo := balancer.Options{Clock: s.clk, IntN: s.opts.IntN, Float64: s.opts.Float64, Breaker: r.Breaker, Ejection: ejection(r.Balancer)}
 		if prev != nil {
 			bo.Inherit = prev.bal // endpoint statistics, ages and (if equal rules) breakers stay
+			// A rebuilt balancer counts from 0: carry what the one it
+			// replaces counted, so the exported counters never go back.
+			d.balCounts = prev.balCounts.plus(prev.bal)
 		}
 		if f := s.opts.Hooks.OnEndpointStateChange; f != nil {
 			bo.OnStateChange = func(addr string, from, to breaker.State) { f(name, addr, from, to) }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strconv"
+	"strings"
+
+	"governor.dev/governor/sdk/internal/attempt"
 )
 
 // Retry amplification across hops.
@@ -33,42 +35,25 @@ const HeaderAttempt = "X-Request-Attempt"
 // HeaderEnvoyAttempt is Envoy's attempt count, set on upstream requests when
 // the route asks for it (include_attempt_count_in_request). Servers read it
 // like HeaderAttempt, so a retry made by the caller's Envoy counts as a
-// retry.
+// retry. The transport never sends it: one on the caller's request (a
+// handler forwarding its inbound headers) is removed, as it states the
+// attempt of the inbound request, not of this one, and would make the
+// downstream take a first attempt for a retry. An Envoy in between sets its
+// own.
 const HeaderEnvoyAttempt = "X-Envoy-Attempt-Count"
 
-// attemptValues are the header values of the first retries, so a retry
-// allocates no string for its number.
-var attemptValues = [...]string{"0", "1", "2", "3", "4", "5", "6", "7", "8", "9"}
-
-func attemptValue(n int) string {
-	if n >= 0 && n < len(attemptValues) {
-		return attemptValues[n]
-	}
-	return strconv.Itoa(n)
-}
-
-// maxAttemptDigits bounds the attempt numbers ParseAttempt accepts.
-const maxAttemptDigits = 6
-
 // ParseAttempt parses an attempt count as HeaderAttempt and
-// HeaderEnvoyAttempt carry it: 1 to 6 ASCII digits, at least 1. It allocates
-// only for its error.
+// HeaderEnvoyAttempt carry it: 1 to 6 ASCII digits, at least 1. It
+// allocates only for its error.
 func ParseAttempt(v string) (int, error) {
-	if len(v) == 0 || len(v) > maxAttemptDigits {
-		return 0, fmt.Errorf("%q: want 1 to %d digits", v, maxAttemptDigits)
+	n, ok := attempt.Parse(v)
+	if ok {
+		return n, nil
 	}
-	n := 0
-	for i := 0; i < len(v); i++ {
-		c := v[i]
-		if c < '0' || c > '9' {
-			return 0, fmt.Errorf("%q: want 1 to %d digits", v, maxAttemptDigits)
-		}
-		n = n*10 + int(c-'0')
-	}
-	if n < 1 {
+	if len(v) > 0 && len(v) <= attempt.MaxDigits && strings.Trim(v, "0123456789") == "" {
 		return 0, fmt.Errorf("%q: attempts count from 1", v)
 	}
-	return n, nil
+	return 0, fmt.Errorf("%q: want 1 to %d digits", v, attempt.MaxDigits)
 }
 
 // InboundAttemptOf returns the attempt number a request states in
@@ -82,8 +67,9 @@ func InboundAttemptOf(h http.Header) (n int, err error) {
 		if len(v) == 0 {
 			continue
 		}
-		a, e := ParseAttempt(v[0])
-		if e != nil {
+		a, ok := attempt.Parse(v[0])
+		if !ok {
+			_, e := ParseAttempt(v[0])
 			err = fmt.Errorf("transport: header %s: %w", name, e)
 			continue
 		}
@@ -119,22 +105,28 @@ func InboundAttempt(ctx context.Context) int {
 
 // withAttempt returns the request to send as attempt n: for a retry a clone
 // carrying HeaderAttempt n, for a first attempt req itself, or a clone
-// without HeaderAttempt when the caller's request carries one. The first
-// attempt, the common case, allocates nothing.
+// without the attempt headers when the caller's request carries one (a
+// handler forwarding its inbound headers: they state the inbound request's
+// attempt, not this one's). HeaderEnvoyAttempt is never sent. The first
+// attempt of a request without them, the common case, allocates nothing.
 func withAttempt(req *http.Request, n int) *http.Request {
+	_, ours := req.Header[HeaderAttempt]
+	_, envoys := req.Header[HeaderEnvoyAttempt]
+	if n <= 1 && !ours && !envoys {
+		return req
+	}
+	c := req.Clone(req.Context())
+	if envoys {
+		delete(c.Header, HeaderEnvoyAttempt)
+	}
 	if n <= 1 {
-		if _, ok := req.Header[HeaderAttempt]; !ok {
-			return req
-		}
-		c := req.Clone(req.Context())
 		delete(c.Header, HeaderAttempt)
 		return c
 	}
-	c := req.Clone(req.Context())
 	if c.Header == nil {
 		c.Header = make(http.Header, 1)
 	}
-	c.Header[HeaderAttempt] = []string{attemptValue(n)}
+	c.Header[HeaderAttempt] = []string{attempt.Format(n)}
 	return c
 }
 

@@ -42,7 +42,9 @@
 // breaker.
 //
 // Retries do not multiply across hops. Each retry is sent with
-// HeaderAttempt ("2", "3", ...). A request made while serving a request that
+// HeaderAttempt ("2", "3", ...), and the first attempt without it; attempt
+// headers on the caller's request (HeaderAttempt or HeaderEnvoyAttempt, from
+// a handler forwarding its inbound headers) are not passed on. A request made while serving a request that
 // was itself a retry (sdk/httpgov records it on the request context; see
 // InboundAttempt) gets one attempt and no retries, unless
 // Options.AllowNestedRetries. And a response that says "overloaded; don't
