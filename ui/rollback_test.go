@@ -121,3 +121,35 @@ func TestRollbackWithoutConfirmationKeepsTheReason(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(2), a.Number, "nothing applied")
 }
+
+// TestAPIRollbackToAVersionThatNoLongerValidatesIsRefused: the API does
+// not roll back to a version whose ruleset fails today's validation (the
+// instances would refuse it): 422 naming "to" and the ruleset's field,
+// nothing written.
+func TestAPIRollbackToAVersionThatNoLongerValidatesIsRefused(t *testing.T) {
+	e := newEnv(t)
+	liveV2(e)
+	ctx := context.Background()
+	for _, q := range []string{
+		`DROP TRIGGER rule_versions_revise_only_open`,
+		`DROP TRIGGER rule_versions_immutable`,
+		`UPDATE rule_versions SET content = replace(content, '"rate":100', '"rate":-1') WHERE service = 'checkout' AND number = 1`,
+	} {
+		_, err := e.db.ExecContext(ctx, q)
+		require.NoError(t, err, q)
+	}
+	sid, csrf := e.session("otto")
+	resp, b := e.do(req{method: "POST", path: "/api/v1/services/checkout/rollback", session: sid, csrf: csrf, json: `{"to":1,"reason":"errors up","from":2}`})
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode, b)
+	var body struct {
+		Fields []struct{ Field, Problem string } `json:"fields"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(b), &body))
+	require.Len(t, body.Fields, 1, b)
+	require.Equal(t, "to", body.Fields[0].Field)
+	require.Contains(t, body.Fields[0].Problem, "version 1 of checkout no longer passes validation")
+	require.Contains(t, body.Fields[0].Problem, "routes[0].rate_limit.rate")
+	a, err := e.store.Active(ctx, "checkout")
+	require.NoError(t, err)
+	require.Equal(t, int64(2), a.Number, "nothing was rolled back")
+}

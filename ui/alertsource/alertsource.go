@@ -6,10 +6,13 @@
 // An alert's ID in the UI is its label fingerprint; its service and summary
 // come from the "service" label and the "summary" annotation.
 //
-// On a standby replica (one whose manager does not lead) every read first
-// reads the alerts, silences and acknowledgements from the shared store
+// On a standby replica (one whose manager does not lead) a read first reads
+// the alerts, silences and acknowledgements from the shared store
 // (manager.Sync), so that its web UI shows what the leader evaluated, not
-// what the replica held when it started.
+// what the replica held when it started. One store read serves every read
+// for Options.SyncEvery (a second by default), and readers that ask while
+// it runs wait for it rather than read the store again: page views, API
+// calls and the live overview's ticks do not each cost a store read.
 package alertsource
 
 import (
@@ -26,17 +29,33 @@ import (
 	"governor.dev/governor/ui/model"
 )
 
+// DefaultSyncEvery is how long a standby's read of the store serves its
+// web UI's reads unless Options.SyncEvery says otherwise.
+const DefaultSyncEvery = time.Second
+
 // Options configure New.
 type Options struct {
 	// Manager is the running alert pipeline; required.
 	Manager *manager.Manager
 	Clock   clock.Clock
+	// SyncEvery is how long a standby's read of the store serves later
+	// reads (DefaultSyncEvery if zero; negative is refused).
+	SyncEvery time.Duration
 }
 
 // Source is a model.Alerts backed by an alerts manager.
 type Source struct {
 	m   *manager.Manager
 	clk clock.Clock
+
+	leading   func() bool
+	readStore func(context.Context) error
+	every     time.Duration
+	// syncing holds a token while a reader checks or reads the store; the
+	// fields below are the holder's.
+	syncing  chan struct{}
+	synced   bool
+	syncedAt int64 // clk.Nanotime() when the last good store read began
 }
 
 var _ model.Alerts = (*Source)(nil)
@@ -46,10 +65,17 @@ func New(o Options) (*Source, error) {
 	if o.Manager == nil {
 		return nil, fmt.Errorf("%w: alertsource: Options.Manager is required", alerts.ErrInvalid)
 	}
+	if o.SyncEvery < 0 {
+		return nil, fmt.Errorf("%w: alertsource: Options.SyncEvery is %v, want zero (for %v) or more", alerts.ErrInvalid, o.SyncEvery, DefaultSyncEvery)
+	}
+	if o.SyncEvery == 0 {
+		o.SyncEvery = DefaultSyncEvery
+	}
 	if o.Clock == nil {
 		o.Clock = clock.Real{}
 	}
-	return &Source{m: o.Manager, clk: o.Clock}, nil
+	return &Source{m: o.Manager, clk: o.Clock, leading: o.Manager.Leading, readStore: o.Manager.Sync,
+		every: o.SyncEvery, syncing: make(chan struct{}, 1)}, nil
 }
 
 func (s *Source) convert(st manager.Status, now time.Time) model.Alert {
@@ -76,14 +102,29 @@ func (s *Source) convert(st manager.Status, now time.Time) model.Alert {
 	return a
 }
 
-// sync brings a standby's view up to date (the leader's is, by its steps).
+// sync brings a standby's view up to date (the leader's is, by its steps),
+// reading the store unless a read that began less than s.every ago did. A
+// reader that comes while another reads the store waits for that read and
+// is served by it. A failed read is not remembered: the next reader tries
+// again.
 func (s *Source) sync(ctx context.Context) error {
-	if s.m.Leading() {
+	if s.leading() {
 		return nil
 	}
-	if err := s.m.Sync(ctx); err != nil {
+	select {
+	case s.syncing <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("alertsource: waiting for the read of the alerts the leader stored: %w", ctx.Err())
+	}
+	defer func() { <-s.syncing }()
+	start := s.clk.Nanotime()
+	if s.synced && start-s.syncedAt < int64(s.every) {
+		return nil
+	}
+	if err := s.readStore(ctx); err != nil {
 		return fmt.Errorf("alertsource: reading the alerts the leader stored: %w", err)
 	}
+	s.synced, s.syncedAt = true, start
 	return nil
 }
 

@@ -16,7 +16,8 @@
 // API tokens survive a password change unless it is made with
 // ChangePasswordRevokingTokens, which revokes the user's active tokens in
 // the same transaction (a token minted from a stolen session stops working
-// too); the password page offers that, checked by default, and lists the
+// too, and a session the change ended mints none after it, even for a
+// request it authenticated before); the password page offers that, checked by default, and lists the
 // tokens that would otherwise stay valid. Each session carries a CSRF
 // token that every state-changing form or fetch must echo (field "csrf" or
 // header X-CSRF-Token); net/http's CrossOriginProtection refuses cross-origin

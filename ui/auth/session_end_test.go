@@ -192,3 +192,54 @@ func TestPasswordChangeRefusedRevokesNoToken(t *testing.T) {
 	_, err = e.m.TokenPrincipal(ctx, secret)
 	require.NoError(t, err)
 }
+
+// TestTokenMintedByASessionThePasswordChangeEndedIsRefused: a request
+// authenticated by a session just before a password change ended that
+// session (a stolen cookie's request in flight) mints no token after it:
+// the token would outlive the revocation the change made.
+func TestTokenMintedByASessionThePasswordChangeEndedIsRefused(t *testing.T) {
+	e := newEnv(t)
+	requireNoTokenFromEndedSession(t, e.m)
+}
+
+// TestPostgresTokenMintedByASessionThePasswordChangeEndedIsRefused: the
+// same on PostgreSQL.
+func TestPostgresTokenMintedByASessionThePasswordChangeEndedIsRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("integration test")
+	}
+	m, _, _, _ := postgresManager(t)
+	requireNoTokenFromEndedSession(t, m)
+}
+
+func requireNoTokenFromEndedSession(t *testing.T, m *auth.Manager) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := m.CreateUser(ctx, "ann", "correct horse battery", operator, false)
+	require.NoError(t, err)
+	stolen, _, err := m.Login(ctx, "ann", "correct horse battery", "10.0.0.9")
+	require.NoError(t, err)
+	own, _, err := m.Login(ctx, "ann", "correct horse battery", "10.0.0.1")
+	require.NoError(t, err)
+	inFlight, err := m.SessionPrincipal(ctx, stolen.ID)
+	require.NoError(t, err)
+	mine, err := m.SessionPrincipal(ctx, own.ID)
+	require.NoError(t, err)
+
+	secret, _, err := m.CreateToken(ctx, mine, "ann", "ci", operator, time.Hour)
+	require.NoError(t, err)
+	byToken, err := m.TokenPrincipal(ctx, secret)
+	require.NoError(t, err)
+
+	_, n, err := m.ChangePasswordRevokingTokens(ctx, "ann", "correct horse battery", "a brand new password", mine.Session)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	_, _, err = m.CreateToken(ctx, inFlight, "ann", "late", operator, time.Hour)
+	require.ErrorIs(t, err, auth.ErrUnauthenticated, "the session the change ended")
+	_, _, err = m.CreateToken(ctx, byToken, "ann", "later", operator, time.Minute)
+	require.ErrorIs(t, err, auth.ErrUnauthenticated, "the token the change revoked")
+	toks, err := m.Tokens(ctx, "ann")
+	require.NoError(t, err)
+	require.Len(t, toks, 1, "no token outlives the revocation")
+	require.False(t, toks[0].RevokedAt.IsZero())
+}

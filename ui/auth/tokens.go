@@ -9,14 +9,16 @@ import (
 	"strings"
 	"time"
 
+	"governor.dev/governor/migrations"
 	"governor.dev/governor/rules/versioning"
 )
 
 const tokenPrefix = "gov_"
 
-// days writes d in days when it is a whole number of them ("365 days"),
-// as a duration otherwise.
-func days(d time.Duration) string {
+// FormatTTL writes a token lifetime as the account page offers it and as
+// errors about lifetimes name it: in days when it is a whole number of them
+// ("1 day", "365 days"), as a duration otherwise ("36h0m0s").
+func FormatTTL(d time.Duration) string {
 	const day = 24 * time.Hour
 	switch {
 	case d == day:
@@ -52,7 +54,9 @@ func (m *Manager) warnTokensWithoutExpiry(ctx context.Context) {
 // (default 365 days) is refused; every token expires. The returned secret
 // is shown once and never stored. A token acting for its user (by.Token
 // set) grants no scope beyond its own roles and no lifetime beyond its own
-// expiry: a token never mints a broader one.
+// expiry: a token never mints a broader one. A session or token that
+// ended (a password change, logout, revocation) after it authenticated the
+// request mints nothing (ErrUnauthenticated).
 func (m *Manager) CreateToken(ctx context.Context, by *Principal, user, label string, scopes []versioning.Role, ttl time.Duration) (string, Token, error) {
 	if label == "" || len(label) > 100 {
 		return "", Token{}, fmt.Errorf("%w: label: required, at most 100 bytes", ErrInvalid)
@@ -67,7 +71,7 @@ func (m *Manager) CreateToken(ctx context.Context, by *Principal, user, label st
 		ttl = m.o.TokenTTL
 	}
 	if ttl > m.o.TokenMaxTTL {
-		return "", Token{}, fmt.Errorf("%w: ttl: must be at most %s (the longest a token may live)", ErrInvalid, days(m.o.TokenMaxTTL))
+		return "", Token{}, fmt.Errorf("%w: ttl: must be at most %s (the longest a token may live)", ErrInvalid, FormatTTL(m.o.TokenMaxTTL))
 	}
 	if by == nil || (by.User.Name != user && !by.Has(versioning.RoleAdmin)) {
 		return "", Token{}, fmt.Errorf("%w: only admins create tokens for other users", ErrForbidden)
@@ -97,13 +101,49 @@ func (m *Manager) CreateToken(ctx context.Context, by *Principal, user, label st
 	t.ExpiresAt = now.Add(ttl)
 	expires := t.ExpiresAt.UnixMilli()
 	secret := randomString(32)
-	_, err = m.db.ExecContext(ctx, m.q(`INSERT INTO ui_tokens (id, secret_hash, username, label, scopes, created_ms, expires_ms) VALUES (?, ?, ?, ?, ?, ?, ?)`),
-		t.ID, hashSecret(secret), user, label, versioning.JoinRoles(scopes), now.UnixMilli(), expires)
+	args := []any{t.ID, hashSecret(secret), user, label, versioning.JoinRoles(scopes), now.UnixMilli(), expires}
+	query := `INSERT INTO ui_tokens (id, secret_hash, username, label, scopes, created_ms, expires_ms) VALUES (?, ?, ?, ?, ?, ?, ?)`
+	if cond, condArg := m.stillAuthenticated(by); cond != "" {
+		query = `INSERT INTO ui_tokens (id, secret_hash, username, label, scopes, created_ms, expires_ms)
+			SELECT CAST(? AS text), CAST(? AS text), CAST(? AS text), CAST(? AS text), CAST(? AS text), CAST(? AS bigint), CAST(? AS bigint)
+			WHERE ` + cond
+		args = append(args, condArg)
+	}
+	res, err := m.db.ExecContext(ctx, m.q(query), args...)
 	if err != nil {
 		return "", Token{}, unavailable(err)
 	}
+	if n, err := res.RowsAffected(); err != nil {
+		return "", Token{}, unavailable(err)
+	} else if n == 0 {
+		return "", Token{}, fmt.Errorf("%w: the session or token asking ended (a password change, logout or revocation) before the token was created; log in again", ErrUnauthenticated)
+	}
 	m.audit(ctx, by.Actor(), versioning.ActionTokenCreate, detailJSON("token", t.ID, "user", user, "scopes", versioning.JoinRoles(scopes)))
 	return tokenPrefix + t.ID + "_" + secret, t, nil
+}
+
+// stillAuthenticated is the condition under which CreateToken inserts a
+// token minted by by's session or token, with its argument: that the
+// session still exists, or the token is still unrevoked, when the insert
+// runs. A request authenticated just before a password change ended its
+// session (or revoked its token) would otherwise mint a token after the
+// change's revocation, which it would outlive. On PostgreSQL the row is
+// locked for share, so a password change deleting or revoking it waits
+// for the insert and then revokes the new token with the rest; SQLite
+// runs one writer at a time. "" when by is neither (a caller of this
+// package acting for the user).
+func (m *Manager) stillAuthenticated(by *Principal) (cond string, arg any) {
+	lock := ""
+	if m.o.Dialect == migrations.Postgres {
+		lock = " FOR SHARE"
+	}
+	switch {
+	case by.Session != nil:
+		return `EXISTS (SELECT 1 FROM ui_sessions WHERE id_hash = ?` + lock + `)`, hashSecret(by.Session.ID)
+	case by.Token != nil:
+		return `EXISTS (SELECT 1 FROM ui_tokens WHERE id = ? AND revoked_ms = 0` + lock + `)`, by.Token.ID
+	}
+	return "", nil
 }
 
 // Tokens lists a user's tokens.
@@ -212,6 +252,14 @@ func (m *Manager) passwordChangeTokens(ctx context.Context, tx *sql.Tx, user str
 			return 0, unavailable(err)
 		}
 		return n, nil
+	}
+	if m.o.Dialect == migrations.Postgres {
+		// A token minting another holds its row for share until the new
+		// one is in (stillAuthenticated): waiting here for it, before the
+		// update below takes its snapshot, revokes the new one too.
+		if _, err := tx.ExecContext(ctx, m.q(`SELECT id FROM ui_tokens WHERE `+active+` FOR UPDATE`), user, now); err != nil {
+			return 0, unavailable(err)
+		}
 	}
 	res, err := tx.ExecContext(ctx, m.q(`UPDATE ui_tokens SET revoked_ms = ? WHERE `+active), now, user, now)
 	if err != nil {

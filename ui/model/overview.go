@@ -24,6 +24,70 @@ type Row struct {
 	Alerts map[Tier]int `json:"alerts"`
 	// Attention is the sort key: higher needs a person sooner.
 	Attention int `json:"attention"`
+	// gaps is what Build learnt of why values are missing (nil for a row
+	// Build did not make); see Missing.
+	gaps *gaps
+}
+
+// SignalShedByClass names the overview's shed ratios by class for Missing
+// (the engine's signal name); the other columns are SignalLoadScore,
+// SignalRequestRate, SignalErrorRatio and SignalLatencyP99.
+const SignalShedByClass = "shed_ratio_by_class"
+
+// Gap says why a row has no value of a signal: Text for the cell ("no
+// data", "no traffic", "not evaluated", "unknown"), Why for its tooltip.
+type Gap struct{ Text, Why string }
+
+// gaps is what Build read about missing values, shared by its rows.
+type gaps struct {
+	// fleet is the banner of a fleet that failed or is not configured,
+	// "" when it answered in full.
+	fleet string
+	// signals are the gaps of the signals whose query failed or answered
+	// in part, by signal name.
+	signals map[string]Gap
+}
+
+// Missing says why r has no value of signal (SignalLoadScore,
+// SignalRequestRate, SignalErrorRatio, SignalLatencyP99,
+// SignalShedByClass), from what Build read: a service the engine does not
+// evaluate (only the rules store or an alert names it), a fleet that could
+// not be read, a signal whose query failed or answered in part, a service
+// with no traffic (a request rate of zero: no error ratio, latency or shed
+// ratio to measure), or a metrics source with no samples of it. It says
+// nothing of whether r has a value: the caller asks only when it has none.
+func (r Row) Missing(signal string) Gap {
+	g := r.gaps
+	if g == nil {
+		g = &gaps{}
+	}
+	if !r.Known {
+		if g.fleet != "" {
+			return Gap{"unknown", "the engine's live data was not read (" + g.fleet + ")"}
+		}
+		return Gap{"not evaluated", "the engine does not evaluate this service: only its rules or alerts name it"}
+	}
+	if gap, ok := g.signals[signal]; ok {
+		return gap
+	}
+	if signal == SignalLoadScore {
+		return Gap{"no data", "the engine knows none of this service's load score inputs yet"}
+	}
+	if signal != SignalRequestRate && r.RequestRate != nil && *r.RequestRate == 0 {
+		return Gap{"no traffic", "no requests in the window: nothing to measure"}
+	}
+	if g.fleet != "" {
+		return Gap{"unknown", "the metrics source has no samples of it for this service, or it was not read (" + g.fleet + ")"}
+	}
+	return Gap{"no data", "the metrics source has no samples of it for this service"}
+}
+
+// signalGap is the gap of a signal whose query failed or answered in part.
+func signalGap(p SignalProblem) Gap {
+	if p.Failed {
+		return Gap{"unknown", "the metrics query failed: " + p.Reason}
+	}
+	return Gap{"unknown", "the metrics source answered only in part: " + p.Reason}
 }
 
 // Overview is the whole fleet at a glance.
@@ -54,11 +118,12 @@ type Sources struct {
 // fleet's own failure ("metrics unavailable: ...").
 func Build(ctx context.Context, s Sources) (Overview, error) {
 	ov := Overview{FiringByTier: map[Tier]int{}}
+	g := &gaps{}
 	rows := map[string]*Row{}
 	row := func(name string) *Row {
 		r, ok := rows[name]
 		if !ok {
-			r = &Row{ServiceStatus: ServiceStatus{Name: name}, Alerts: map[Tier]int{}}
+			r = &Row{ServiceStatus: ServiceStatus{Name: name}, Alerts: map[Tier]int{}, gaps: g}
 			rows[name] = r
 		}
 		return r
@@ -83,10 +148,15 @@ func Build(ctx context.Context, s Sources) (Overview, error) {
 			if e := problem("metrics", err); e != nil {
 				return ov, e
 			}
+			g.fleet = ov.Problems[len(ov.Problems)-1]
 		}
 		if sigErr != nil {
+			g.signals = make(map[string]Gap, len(sigErr.Signals))
 			for _, p := range sigErr.Signals {
 				ov.Problems = append(ov.Problems, p.String())
+				if _, ok := g.signals[p.Signal]; !ok {
+					g.signals[p.Signal] = signalGap(p)
+				}
 			}
 		}
 		for _, st := range sts {
@@ -95,6 +165,7 @@ func Build(ctx context.Context, s Sources) (Overview, error) {
 		}
 	} else {
 		ov.Problems = append(ov.Problems, "metrics source not configured")
+		g.fleet = "metrics source not configured"
 	}
 	if s.Rules != nil {
 		infos, err := s.Rules.Services(ctx)

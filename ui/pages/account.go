@@ -31,29 +31,27 @@ type ttlChoice struct {
 
 // ttlChoices are the lifetimes of the token form: those of a few common
 // ones that are allowed, the default selected (and added if it is none of
-// them).
+// them), each labelled as auth's errors name lifetimes (auth.FormatTTL).
 func ttlChoices(def, maxTTL time.Duration) []ttlChoice {
 	const day = 24 * time.Hour
+	choice := func(d time.Duration) ttlChoice {
+		return ttlChoice{Value: formValue(d), Label: auth.FormatTTL(d), Selected: d == def}
+	}
 	var out []ttlChoice
 	seen := false
-	for _, c := range []struct {
-		d     time.Duration
-		label string
-	}{{7 * day, "7 days"}, {30 * day, "30 days"}, {90 * day, "90 days"}, {365 * day, "1 year"}} {
-		if def < c.d && !seen {
-			out = append(out, ttlChoice{Value: formValue(def), Label: def.String(), Selected: true})
+	for _, d := range []time.Duration{7 * day, 30 * day, 90 * day, 365 * day} {
+		if def < d && !seen {
+			out = append(out, choice(def))
 			seen = true
 		}
-		if c.d > maxTTL {
+		if d > maxTTL {
 			break
 		}
-		if c.d == def {
-			seen = true
-		}
-		out = append(out, ttlChoice{Value: formValue(c.d), Label: c.label, Selected: c.d == def})
+		seen = seen || d == def
+		out = append(out, choice(d))
 	}
 	if !seen {
-		out = append(out, ttlChoice{Value: formValue(def), Label: def.String(), Selected: true})
+		out = append(out, choice(def))
 	}
 	return out
 }

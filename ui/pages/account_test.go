@@ -95,3 +95,14 @@ func TestAccountPageShowsExpiredTokensAsExpired(t *testing.T) {
 	require.NotContains(t, body, "<td>active</td>")
 	require.NotContains(t, body, "/account/tokens/"+tok.ID+"/revoke")
 }
+
+// TestTokenFormLabelsLifetimesInDays: every lifetime the token form offers
+// is labelled in days, as the error for one over the maximum names it.
+func TestTokenFormLabelsLifetimesInDays(t *testing.T) {
+	const day = 24 * time.Hour
+	var got []string
+	for _, c := range ttlChoices(14*day, 365*day) {
+		got = append(got, c.Label)
+	}
+	require.Equal(t, []string{"7 days", "14 days", "30 days", "90 days", "365 days"}, got)
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"governor.dev/governor/rules/versioning"
+	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/ui/auth"
 	"governor.dev/governor/ui/model"
 )
@@ -96,4 +97,29 @@ func TestServicePageShowsInstancesWithNoVersionPublished(t *testing.T) {
 	require.Contains(t, body, `<tr><td>pod-a</td><td><strong>UNPUBLISHED</strong><br><span class="muted">no rule version published for it: runs the SDK defaults</span></td><td class="num">none</td><td class="num">none</td>`)
 	require.Contains(t, body, `<tr><td>pod-b</td><td><strong>UNPUBLISHED</strong><br><span class="muted">runs v3, but no rule version is published for it</span></td><td class="num">v3</td><td class="num">none</td>`)
 	require.NotContains(t, body, "v0")
+}
+
+// TestOverviewCellsSayWhyAValueIsMissing: a missing value's cell says
+// whether the service has no traffic, is not evaluated, or its value is
+// unknown (the query failed), with why in its tooltip.
+func TestOverviewCellsSayWhyAValueIsMissing(t *testing.T) {
+	ctx := context.Background()
+	fleet := &model.StaticFleet{}
+	fleet.Set([]model.ServiceStatus{
+		{Name: "checkout", LoadScore: f64(0.2), RequestRate: f64(0), ShedByClass: map[string]float64{"critical": 0}},
+		{Name: "payments", LoadScore: f64(0.4), RequestRate: f64(12), ErrorRatio: f64(0.01), ShedByClass: map[string]float64{"critical": 0}},
+	}, &model.SignalError{Signals: []model.SignalProblem{{Signal: "latency_p99", Failed: true, Reason: "the metrics source took too long"}}})
+	alerts := model.NewMemoryAlerts(clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
+	alerts.Fire(model.Alert{ID: "a1", Tier: model.P2, Service: "billing", Summary: "x"})
+	ov, err := model.Build(ctx, model.Sources{Fleet: fleet, Alerts: alerts})
+	require.NoError(t, err)
+	rows := map[string]string{}
+	for _, r := range ov.Rows {
+		rows[r.Name] = string(rowHTML(r))
+	}
+
+	require.Contains(t, rows["checkout"], `<td class="num hide-narrow" title="no requests in the window: nothing to measure">no traffic</td>`, "error ratio")
+	require.Contains(t, rows["payments"], `<td class="num" title="the metrics query failed: the metrics source took too long">unknown</td>`, "p99")
+	require.Contains(t, rows["billing"], `<td class="num" title="the engine does not evaluate this service: only its rules or alerts name it"><span class="muted">not evaluated</span></td>`, "load score")
+	require.Contains(t, rows["billing"], `<td class="num hide-narrow" title="the engine does not evaluate this service: only its rules or alerts name it">not evaluated</td>`, "request rate")
 }

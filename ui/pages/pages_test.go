@@ -20,7 +20,7 @@ func TestRowEscapesEverything(t *testing.T) {
 	got := string(rowHTML(model.Row{ServiceStatus: model.ServiceStatus{Name: evil, ShedByClass: map[string]float64{evil: 0.5}}, ActiveVersion: 3, Pending: 1}))
 	require.NotContains(t, got, "<img")
 	require.Contains(t, got, "&lt;img src=x onerror=alert(1)&gt;")
-	require.Contains(t, got, "no data", "unknown values are not zeros")
+	require.Contains(t, got, "not evaluated", "unknown values are not zeros")
 }
 
 func TestFormats(t *testing.T) {
@@ -61,8 +61,8 @@ func TestUnknownRolloutIsUnknownNotNoInstances(t *testing.T) {
 // data" in the overview's Shed cell, never "none", which claims it sheds
 // nothing.
 func TestUnknownShedIsNoDataNotNone(t *testing.T) {
-	row := string(rowHTML(model.Row{ServiceStatus: model.ServiceStatus{Name: "checkout"}}))
-	require.Contains(t, row, `<td class="num hide-narrow">no data</td><td><span class="muted">none</span>`, "shed cell, then the rules cell")
+	row := string(rowHTML(model.Row{ServiceStatus: model.ServiceStatus{Name: "checkout"}, Known: true}))
+	require.Contains(t, row, `<td class="num hide-narrow" title="the metrics source has no samples of it for this service">no data</td><td><span class="muted">none</span>`, "shed cell, then the rules cell")
 	require.NotContains(t, row, `<td class="num hide-narrow">none</td>`)
 }
 

@@ -79,3 +79,38 @@ func TestRollbackFormErrorsMarkAndFocusTheField(t *testing.T) {
 	require.Contains(t, body, `formaction="/services/checkout/rules/3/reject" disabled aria-describedby="reject-why">Reject</button>`)
 	require.Contains(t, body, `<p class="why" id="reject-why">Reject is disabled: `)
 }
+
+// TestRollbackToAVersionThatNoLongerValidatesIsRefused: a version stored
+// before the validation it now fails (a limit tightened since) is not
+// rolled back to: the instances would refuse it in the middle of an
+// incident. The preview says why, with its button disabled, and a post is
+// refused naming the field; nothing is written.
+func TestRollbackToAVersionThatNoLongerValidatesIsRefused(t *testing.T) {
+	h := newHarness(t, nil)
+	h.liveV2()
+	ctx := context.Background()
+	for _, q := range []string{
+		`DROP TRIGGER rule_versions_revise_only_open`,
+		`DROP TRIGGER rule_versions_immutable`,
+		`UPDATE rule_versions SET content = replace(content, '"rate":100', '"rate":-1') WHERE service = 'checkout' AND number = 1`,
+	} {
+		_, err := h.db.ExecContext(ctx, q)
+		require.NoError(t, err, q)
+	}
+	v1, err := h.store.Get(ctx, "checkout", 1)
+	require.NoError(t, err)
+	require.Equal(t, -1.0, v1.Ruleset.Routes[0].RateLimit.Rate, "the stored content no longer validates")
+
+	sid, csrf := h.session("otto")
+	resp, body := h.do("GET", "/services/checkout/rollback/1", sid, "", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	require.Contains(t, body, `disabled aria-describedby="rollback-why"`)
+	require.Contains(t, body, "Roll back is disabled: v1 no longer passes validation (routes[0].rate_limit.rate: ")
+
+	resp, body = h.do("POST", "/services/checkout/rollback/1", sid, csrf, url.Values{"from": {"2"}, "reason": {"errors up"}, "confirm": {"yes"}})
+	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode, body)
+	require.Contains(t, body, "routes[0].rate_limit.rate: ")
+	a, err := h.store.Active(ctx, "checkout")
+	require.NoError(t, err)
+	require.Equal(t, int64(2), a.Number, "nothing was rolled back")
+}

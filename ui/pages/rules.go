@@ -396,6 +396,29 @@ type rollbackData struct {
 	Invalid string
 	// Reason is the reason already typed, kept when the form comes back.
 	Reason string
+	// NoLongerValid says why Target's ruleset fails the validation of
+	// today ("" when it passes): the instances would refuse it, so it is
+	// not rolled back to.
+	NoLongerValid string
+}
+
+// noLongerValid says why the ruleset of v, a version that went live,
+// fails today's validation (a limit tightened since): "" when it passes.
+func noLongerValid(v versioning.Version) string {
+	err := v.Ruleset.Validate()
+	if err == nil {
+		return ""
+	}
+	msg := "v" + strconv.FormatInt(v.Number, 10) + " no longer passes validation ("
+	if fs := httperr.Fields(err); len(fs) > 0 {
+		msg += fs[0].Field + ": " + fs[0].Problem
+		if len(fs) > 1 {
+			msg += fmt.Sprintf("; and %d more", len(fs)-1)
+		}
+	} else {
+		msg += err.Error()
+	}
+	return msg + "); propose a corrected version instead"
 }
 
 func (p *Pages) rollbackData(r *http.Request) (rollbackData, error) {
@@ -418,6 +441,10 @@ func (p *Pages) rollbackData(r *http.Request) (rollbackData, error) {
 		d.Why = "v" + strconv.FormatInt(target.Number, 10) + " never went live, so it is no rollback target"
 	case target.Active:
 		d.Why = "v" + strconv.FormatInt(target.Number, 10) + " is already active"
+	default:
+		if d.NoLongerValid = noLongerValid(target); d.NoLongerValid != "" {
+			d.Why = d.NoLongerValid
+		}
 	}
 	return d, nil
 }
@@ -438,6 +465,11 @@ func (p *Pages) rollback(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.Reason = strings.TrimSpace(r.PostFormValue("reason"))
+	if d.NoLongerValid != "" {
+		d.Error = "Nothing was rolled back: " + d.NoLongerValid + "."
+		p.render(w, r, http.StatusUnprocessableEntity, "rollback", "Roll back "+d.Service, "overview", d)
+		return
+	}
 	if r.PostFormValue("confirm") != "yes" {
 		d.Error, d.Invalid = "Confirm that you reviewed the changes.", "confirm"
 		p.render(w, r, http.StatusUnprocessableEntity, "rollback", "Roll back "+d.Service, "overview", d)

@@ -2,7 +2,6 @@ package signalsource
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -148,23 +147,12 @@ func signalProblems(snap *signals.Snapshot, used map[signals.Signal]bool) []mode
 			continue
 		}
 		if err, ok := snap.Errors[sig]; ok {
-			out = append(out, model.SignalProblem{Signal: string(sig), Failed: true, Reason: failure(err)})
+			out = append(out, model.SignalProblem{Signal: string(sig), Failed: true, Reason: queryFailure(err)})
 		} else if w, ok := snap.Partial[sig]; ok {
 			out = append(out, model.SignalProblem{Signal: string(sig), Reason: cut(w)})
 		}
 	}
 	return out
-}
-
-// failure says in one line why a signal's query failed.
-func failure(err error) string {
-	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return "timed out"
-	case errors.Is(err, signals.ErrUnavailable):
-		return "the metrics source did not answer"
-	}
-	return cut(model.Brief(err))
 }
 
 // cut shortens a warning to maxWarningSize bytes, on a rune boundary.

@@ -3,6 +3,7 @@ package signalsource_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -96,7 +97,7 @@ func TestFailedQueryIsToldApartFromNoData(t *testing.T) {
 	require.NoError(t, err)
 	charts, err := s.Window(context.Background(), "checkout", clk.Now().Add(-time.Hour), clk.Now(), "load_score", "request_rate")
 	require.NoError(t, err)
-	require.Equal(t, "the metrics source did not answer: it is unavailable", charts[0].Failed)
+	require.Equal(t, "the metrics source did not answer", charts[0].Failed)
 	require.Empty(t, charts[0].Points)
 	require.Empty(t, charts[1].Failed)
 	require.NotEmpty(t, charts[1].Points)
@@ -106,7 +107,7 @@ func TestFailedQueryIsToldApartFromNoData(t *testing.T) {
 	sc, err := s.ServiceCharts(context.Background(), "checkout", time.Hour)
 	require.NoError(t, err)
 	require.Equal(t, "Breaker states", sc[2].Title)
-	require.Equal(t, "the metrics source did not answer: it refused the query", sc[2].Failed)
+	require.Equal(t, "the metrics source refused the query", sc[2].Failed)
 	require.Empty(t, sc[0].Failed)
 }
 
@@ -166,4 +167,72 @@ func TestEnrichNamesPartialAndFailedSignals(t *testing.T) {
 	require.ErrorAs(t, err, &se)
 	require.ErrorIs(t, se.Err, errLedger)
 	require.NotEmpty(t, se.Signals)
+}
+
+// failingSource fails every query with err.
+type failingSource struct{ err error }
+
+func (f failingSource) Query(context.Context, string, time.Time) (*signals.Result, error) {
+	return nil, f.err
+}
+
+func (f failingSource) QueryRange(context.Context, string, signals.Range) (*signals.Result, error) {
+	return nil, f.err
+}
+
+// TestChartAndOverviewWordAFailedQueryAlike: the service page's chart and
+// the overview's problem say the same words for the same failure, and
+// neither shows the backend's details.
+func TestChartAndOverviewWordAFailedQueryAlike(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"deadline", context.DeadlineExceeded, "the metrics source took too long"},
+		{"deadline and unavailable", errors.Join(signals.ErrUnavailable, context.DeadlineExceeded), "the metrics source took too long"},
+		{"unavailable", fmt.Errorf("%w: dial tcp 10.0.0.1:9090: connection refused", signals.ErrUnavailable), "the metrics source did not answer"},
+		{"refused", fmt.Errorf("%w: bad_data: parse error at char 7", signals.ErrQuery), "the metrics source refused the query"},
+		{"other", errors.New("prometheus: 10.0.0.1:9090: tls handshake"), "the metrics query failed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clk := clock.NewFake(time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC))
+			s, err := signalsource.New(signalsource.Options{Source: failingSource{tt.err}, Clock: clk})
+			require.NoError(t, err)
+			charts, _ := s.Window(context.Background(), "checkout", clk.Now().Add(-time.Hour), clk.Now(), model.SignalRequestRate)
+			require.Equal(t, tt.want, charts[0].Failed, "chart")
+
+			// One signal fails, the rest answer, so the read itself does.
+			base := &model.StaticFleet{}
+			base.Set([]model.ServiceStatus{{Name: "checkout"}}, nil)
+			rd, err := signals.NewReader(failP99{instantSource{}, tt.err}, signals.ReaderOptions{MaxAge: -1})
+			require.NoError(t, err)
+			en, err := signalsource.Enrich(base, rd, clk)
+			require.NoError(t, err)
+			_, err = en.Services(context.Background())
+			var se *model.SignalError
+			require.ErrorAs(t, err, &se)
+			var got []model.SignalProblem
+			for _, p := range se.Signals {
+				if p.Signal == "latency_p99" {
+					got = append(got, p)
+				}
+			}
+			require.Equal(t, []model.SignalProblem{{Signal: "latency_p99", Failed: true, Reason: tt.want}}, got, "overview")
+		})
+	}
+}
+
+// failP99 answers like instantSource but fails the p99 query with err.
+type failP99 struct {
+	instantSource
+	err error
+}
+
+func (s failP99) Query(ctx context.Context, q string, at time.Time) (*signals.Result, error) {
+	if strings.Contains(q, "histogram_quantile(0.99") {
+		return nil, s.err
+	}
+	return s.instantSource.Query(ctx, q, at)
 }

@@ -58,7 +58,7 @@ func (s *Source) ServiceCharts(ctx context.Context, service string, span time.Du
 		res, err := results[i].res, results[i].err
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", c.Title, err))
-			c.Failed = "the metrics source did not answer: " + reason(err)
+			c.Failed = queryFailure(err)
 			c.NoData = c.Failed
 			out = append(out, c)
 			continue

@@ -14,14 +14,15 @@
 // source costs a page that long, its charts saying it took too long.
 //
 // A chart whose query failed says why in Failed (and NoData), so a page
-// tells "the metrics source did not answer" from "no traffic"; a chart
-// whose answer came with a warning that data may be missing (a federated
-// store's partial response, see signals.PartialData) carries it in
-// Partial, joined with the others of that answer, at most three and each
-// cut to 200 bytes. Enriched names the overview's signals (request rate,
-// error ratio, p99, shed by class, freshness) whose query failed or came
-// back partial in a *model.SignalError, so the overview says so rather than
-// showing them as no data.
+// tells "the metrics source did not answer" (or took too long, or refused
+// the query) from "no traffic", in the words the overview gives a failed
+// signal; a chart whose answer came with a warning that data may be
+// missing (a federated store's partial response, see signals.PartialData)
+// carries it in Partial, joined with the others of that answer, at most
+// three and each cut to 200 bytes. Enriched names the overview's signals
+// (request rate, error ratio, p99, shed by class, freshness) whose query
+// failed or came back partial in a *model.SignalError, so the overview says
+// so rather than showing them as no data.
 package signalsource
 
 import (
@@ -209,7 +210,7 @@ func (s *Source) Window(ctx context.Context, service string, start, end time.Tim
 		res, err := results[i].res, results[i].err
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", sp.title, err))
-			c.Failed = "the metrics source did not answer: " + reason(err)
+			c.Failed = queryFailure(err)
 			c.NoData = c.Failed
 			out = append(out, c)
 			continue
@@ -314,17 +315,19 @@ func (s *Source) query(sp chartSpec, service string) (q, metric string, err erro
 	return q, "the " + string(sp.signal) + " signal", err
 }
 
-// reason says why a query failed without the backend's details.
-func reason(err error) string {
+// queryFailure says in a few words why a query of the metrics source
+// failed, without the backend's details: the one wording of a chart's
+// Failed and of the overview's failed signal (model.SignalProblem.Reason).
+func queryFailure(err error) string {
 	switch {
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return "it took too long"
+		return "the metrics source took too long"
 	case errors.Is(err, signals.ErrUnavailable):
-		return "it is unavailable"
+		return "the metrics source did not answer"
 	case errors.Is(err, signals.ErrQuery):
-		return "it refused the query"
+		return "the metrics source refused the query"
 	}
-	return "it failed"
+	return "the metrics query failed"
 }
 
 // rateWindow is the rate window of a range: the configured window, or the

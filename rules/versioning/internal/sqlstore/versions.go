@@ -567,6 +567,13 @@ func (s *Store) rollback(ctx context.Context, service string, expect bool, from,
 			case to == svc.active:
 				return false, fmt.Errorf("%w: version %d of %s is already active", versioning.ErrInvalidState, to, service)
 			}
+			// A version that went live before a validation it now fails (a
+			// limit tightened since, a field the SDK no longer knows) would be
+			// refused by the instances mid-incident: it is no rollback target.
+			if _, err := rules.Decode([]byte(target.content)); err != nil {
+				return false, &versioning.InputError{Errors: fieldErr("to",
+					"version %d of %s no longer passes validation (%s); propose a corrected version instead", to, service, err)}
+			}
 			previous := svc.active
 			n, err := s.insertVersion(ctx, tx, &svc, newVersion{service: service, parent: previous,
 				content: []byte(target.content), checksum: target.v.Checksum, author: by.Name,
