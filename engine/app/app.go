@@ -125,7 +125,10 @@ type App struct {
 	reader   *signals.Reader
 	eval     *evaluate.Evaluator
 	state    *evaluate.State // nil: state.disabled
-	lastTick time.Time       // the last cycle this replica ran, tick goroutine only
+	// tickLead is the lead under which this replica ran its last cycle
+	// (tick goroutine only): while it lasts no other replica led, so
+	// there is nothing new to restore.
+	tickLead *leadTerm
 	// restored: this replica read the state its predecessor saved at its
 	// takeover (tick goroutine only). Until it has, it saves nothing.
 	restored bool
@@ -222,10 +225,13 @@ func New(ctx context.Context, o Options) (a *App, err error) {
 	if a.ln, err = net.Listen("tcp", a.cfg.Listen); err != nil {
 		return nil, fmt.Errorf("%w: listen %s: %w", ErrStart, a.cfg.Listen, err)
 	}
-	if err := a.startNATS(); err != nil {
+	// The stores before NATS: the closers run newest first, so the NATS
+	// connection is drained (what its subscriptions received handled,
+	// what it published flushed) while the stores are still open.
+	if err := a.openStore(ctx); err != nil {
 		return nil, err
 	}
-	if err := a.openStore(ctx); err != nil {
+	if err := a.startNATS(); err != nil {
 		return nil, err
 	}
 	if err := a.startPlane(ctx); err != nil {
@@ -284,6 +290,9 @@ func (a *App) startNATS() error {
 	if a.nc, err = (distribution.ConnOptions{URLs: []string{url}, Name: "governor-engine"}).Connect(); err != nil {
 		return fmt.Errorf("%w: nats: %w", ErrStart, err)
 	}
+	// Drained once, by this closer: after the background work stopped
+	// (the relay's and the ledger's last messages among it) and before the
+	// stores close, which New opened first.
 	nc := a.nc
 	a.onClose("NATS connection", func() { drain(nc, natsDrainTimeout) })
 	return nil
@@ -627,11 +636,8 @@ func (a *App) Run(ctx context.Context) error {
 		a.log.Warn("shutdown: background work still running at the shutdown deadline: closing the dependencies under it",
 			"shutdown_timeout", a.o.ShutdownTimeout)
 	}
-	// Drained before the stores close (the closers), so that what its
-	// subscriptions received is handled while they are open.
-	if !within(stopBy, func() { drain(a.nc, natsDrainTimeout) }) {
-		a.log.Warn("shutdown: NATS connection still draining at the shutdown deadline", "shutdown_timeout", a.o.ShutdownTimeout)
-	}
+	// The deferred closeBy releases the dependencies: the NATS
+	// connection's drain among them, before the stores close.
 	a.log.Info("engine stopped")
 	return err
 }
@@ -720,8 +726,9 @@ func withDeadline(ctx context.Context, clk clock.Clock, deadline time.Time, caus
 func timedOut(ctx context.Context) bool { return errors.Is(context.Cause(ctx), errTickTimeout) }
 
 // tick runs one evaluation cycle under the lead context (leader.RunTicks).
-// At a takeover (the first cycle, or one after cycles this replica did not
-// run) it first restores the state the leader before it saved; after every
+// At a takeover (the first cycle, or the first since the lead under which
+// the last one ran ended; not one after ticks a cycle of this lead
+// outlasted) it first restores the state the leader before it saved; after every
 // cycle it saves its share. A restore that fails (the store could not be
 // read) is tried again every cycle, and until one succeeds the replica
 // saves nothing: its own unrestored state, saved as newer, would replace
@@ -748,14 +755,14 @@ func timedOut(ctx context.Context) bool { return errors.Is(context.Cause(ctx), e
 // the next cycle saves without restoring first.
 func (a *App) tick(ctx context.Context, at time.Time) {
 	ctx = versioning.WithFence(ctx, versioning.Fence{Tick: at, Holder: a.elector.Identity()})
-	if a.state != nil && ctx.Err() == nil && (!a.restored || at.Sub(a.lastTick) > a.cfg.Interval) {
+	takeover := a.newLead()
+	if a.state != nil && ctx.Err() == nil && (!a.restored || takeover) {
 		_, err := a.state.Restore(ctx, at)
 		a.restored = err == nil
 		if err != nil {
 			a.log.Warn("engine state not restored: retried next cycle, nothing saved meanwhile", "tick", at, "err", err)
 		}
 	}
-	a.lastTick = at
 	res, err := a.eval.Tick(ctx, at)
 	switch {
 	case a.state == nil || !a.restored:
@@ -794,6 +801,23 @@ func (a *App) tick(ctx context.Context, at time.Time) {
 	if (err == nil || len(res.Scores) > 0) && ctx.Err() == nil {
 		a.cycleCompleted()
 	}
+}
+
+// newLead reports whether the lead under which the last cycle ran has
+// ended since (true at the first cycle too), and follows the lead in force
+// from now on. Another replica can only have led, and saved state, in
+// between; a cycle that outlasted its interval under one lead is no
+// takeover.
+func (a *App) newLead() bool {
+	if t := a.tickLead; t != nil {
+		if t.ctx.Err() == nil {
+			return false
+		}
+		t.cancel()
+	}
+	ctx, cancel := a.elector.LeaderContext(context.Background())
+	a.tickLead = &leadTerm{ctx: ctx, cancel: cancel}
+	return true
 }
 
 // checkConfiguredServices warns, at the first cycle that scored services,

@@ -137,3 +137,38 @@ func TestCycleWhoseLeadEndedSavesNoState(t *testing.T) {
 		t.Fatalf("%d restores, want one more after the cycle that lost the lead", store.loads)
 	}
 }
+
+// TestOverrunTickDoesNotRestoreTheState: a cycle that outlasts its interval
+// (the ticks that passed meanwhile skipped) is no takeover: this replica
+// led all along, so no other could have saved anything. The next cycle
+// does not reload the whole state (about 15 MB at 1,000 services, inside
+// that cycle's own deadline, which an overloaded engine can least afford);
+// once the lead ended, it does, however soon it comes back.
+func TestOverrunTickDoesNotRestoreTheState(t *testing.T) {
+	ctx := context.Background()
+	cfg := config.Default()
+	cfg.Listen, cfg.DataDir, cfg.Identity = "127.0.0.1:0", t.TempDir(), "b"
+	cfg.Interval = 10 * time.Second
+	a, err := New(ctx, Options{Config: cfg, Registry: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.close()
+	e := &leaseElector{}
+	a.elector = e
+	store := &flakyState{}
+	if a.state, err = evaluate.NewState(a.eval, evaluate.StateOptions{Store: store, Leader: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	a.tick(ctx, t0) // takeover: restores
+	a.tick(ctx, t0.Add(3*cfg.Interval))
+	if store.loads != 1 {
+		t.Fatalf("%d restores after a cycle that overran two intervals under one lead, want the takeover's alone", store.loads)
+	}
+	e.end(leader.ErrLeaseExpired)
+	a.tick(ctx, t0.Add(4*cfg.Interval))
+	if store.loads != 2 {
+		t.Fatalf("%d restores, want one more after the lead ended", store.loads)
+	}
+}

@@ -207,3 +207,53 @@ func TestShutdownTimeoutComesFromTheConfiguration(t *testing.T) {
 		})
 	}
 }
+
+// TestStopDrainsNATSOnceWhileTheStoresAreOpen: at a stop the engine's
+// NATS connection is drained once, after the background work and before
+// the stores close: a message its subscriptions received before the stop
+// is handled with the rules database still open.
+func TestStopDrainsNATSOnceWhileTheStoresAreOpen(t *testing.T) {
+	cfg := config.Default()
+	cfg.Listen, cfg.DataDir, cfg.Identity = "127.0.0.1:0", t.TempDir(), "a"
+	a, err := New(context.Background(), Options{Config: cfg, Registry: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	handled := make(chan error, 2)
+	var first sync.Once
+	if _, err := a.nc.Subscribe("zz.acks", func(*nats.Msg) {
+		first.Do(func() { close(started); <-release })
+		_, err := a.ledgerDB.ExecContext(context.Background(), "SELECT 1")
+		handled <- err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"ack-1", "ack-2"} {
+		if err := a.nc.Publish("zz.acks", []byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	draining := a.nc.StatusChanged(nats.DRAINING_SUBS)
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- a.Run(ctx) }()
+	cancel()
+	<-draining
+	close(release)
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := <-handled; err != nil {
+			t.Fatalf("a message received before the stop was handled after the stores closed: %v", err)
+		}
+	}
+	if !a.nc.IsClosed() {
+		t.Fatal("the NATS connection is still open after the stop")
+	}
+}

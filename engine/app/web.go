@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -107,6 +106,7 @@ type alertsManager interface {
 	Lead(ctx context.Context) error
 	Standby()
 	Step(ctx context.Context, now time.Time) error
+	Follow(ctx context.Context, now time.Time) error
 }
 
 // alertsLead is a lead of this replica as the alerts manager follows it
@@ -139,7 +139,7 @@ func (a *App) stepAlerts(ctx context.Context, m alertsManager) {
 			// A standby's step only reads what the other replicas wrote
 			// (silences, acknowledgements, the leader's alerts), so that
 			// its web UI and API show them.
-			if err := m.Step(ctx, a.o.Clock.Now()); !standbyOnly(err) && ctx.Err() == nil {
+			if err := m.Follow(ctx, a.o.Clock.Now()); err != nil && ctx.Err() == nil {
 				a.log.Warn("alerts step (standby): reading what the other replicas wrote", "err", err)
 			}
 			return
@@ -160,24 +160,6 @@ func (a *App) stepAlerts(ctx context.Context, m alertsManager) {
 	if err := m.Step(lctx, a.o.Clock.Now()); err != nil && lctx.Err() == nil {
 		a.log.Warn("alerts step", "err", err)
 	}
-}
-
-// standbyOnly reports whether err, from a standby's Step, says nothing but
-// that the replica stands by (ErrStandby, joined with no other error).
-func standbyOnly(err error) bool {
-	if err == nil || !errors.Is(err, alerts.ErrStandby) {
-		return err == nil
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		n := 0
-		for _, e := range j.Unwrap() {
-			if e != nil && !errors.Is(e, alerts.ErrStandby) {
-				n++
-			}
-		}
-		return n == 0
-	}
-	return true
 }
 
 // endAlertsLead ends the alerts manager's lead at a stop and waits until

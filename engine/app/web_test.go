@@ -248,15 +248,20 @@ func (m *standbyCounter) Step(context.Context, time.Time) error {
 	m.steps++
 	return alerts.ErrStandby
 }
+func (m *standbyCounter) Follow(context.Context, time.Time) error {
+	m.steps++
+	return nil
+}
 func (m *standbyCounter) Lead(context.Context) error { m.leads++; return nil }
 func (*standbyCounter) Standby()                     {}
 
 // stepFunc is an alerts manager that only steps.
 type stepFunc func(context.Context, time.Time) error
 
-func (f stepFunc) Step(ctx context.Context, now time.Time) error { return f(ctx, now) }
-func (stepFunc) Lead(context.Context) error                      { return nil }
-func (stepFunc) Standby()                                        {}
+func (f stepFunc) Step(ctx context.Context, now time.Time) error   { return f(ctx, now) }
+func (f stepFunc) Follow(ctx context.Context, now time.Time) error { return f(ctx, now) }
+func (stepFunc) Lead(context.Context) error                        { return nil }
+func (stepFunc) Standby()                                          {}
 
 // notLeading is a replica that never leads.
 type notLeading struct{ leader.Local }

@@ -217,6 +217,9 @@ func (e *Evaluator) forgetAfter() time.Duration {
 // cycle's writes: nothing more is judged, rolled back or submitted.
 // A rules store that cannot list its services stops the guardrail and the
 // recommendations for the cycle, not its scores and level alerts.
+// A ctx that ends later (the lead lost, the deadline reached) ends its
+// submissions: the error says so once, with context.Cause(ctx), and none
+// of them counts as a failed proposal (governor_engine_proposals_total).
 // A ctx that ends during the signal read (the cycle's deadline) ends the
 // cycle before it updates anything: the error wraps context.Cause(ctx),
 // and no score, controller, alert level or guardrail sample moves on
@@ -320,6 +323,10 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 	// proposed on top of it before (a version made now would replace it
 	// unwatched, and be judged against the window of the regression).
 	rolledBack := map[string]guardrail.Decision{}
+	// ended: the cycle's context ended (its lead lost, its tick_timeout
+	// reached) before or during a submission: nothing more is submitted,
+	// and what it cut short is no failed proposal.
+	ended := false
 	if e.o.Guard != nil {
 		// What the guardrail must not blame on a version.
 		e.o.Guard.Note(at, append(incidents, overloadedDependencies(scores, active)...))
@@ -390,9 +397,20 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 			rec.Ruleset, rec.Inconclusive = nil, true
 		}
 		res.Recommendations = append(res.Recommendations, rec)
-		if rec.Ruleset != nil && e.o.Proposer != nil && !fenced {
+		if rec.Ruleset != nil && e.o.Proposer != nil && !fenced && !ended {
+			if ctx.Err() != nil {
+				// The cycle ended (its lead lost, its deadline): every
+				// submission left would fail with it.
+				ended = true
+				errs = append(errs, fmt.Errorf("evaluate: cycle ended, nothing more submitted: %w", context.Cause(ctx)))
+				continue
+			}
 			sub, err := e.o.Proposer.Submit(ctx, rec, in.Band)
 			switch {
+			case err != nil && ctx.Err() != nil:
+				// Cut short by the cycle's end, not a failed proposal.
+				ended = true
+				errs = append(errs, fmt.Errorf("evaluate: cycle ended, nothing more submitted: %w", context.Cause(ctx)))
 			case err != nil:
 				e.metrics.proposals.WithLabelValues("failed").Inc()
 				errs = append(errs, err)
@@ -520,10 +538,6 @@ func (e *Evaluator) publish(ctx context.Context, res Result, snap *signals.Snaps
 			delete(e.recs, svc)
 		}
 	}
-	for _, svc := range gone {
-		delete(e.scores, svc)
-		delete(e.recs, svc)
-	}
 	e.last = at
 	e.mu.Unlock()
 	for _, err := range errs {
@@ -583,20 +597,30 @@ func (e *Evaluator) gone(at time.Time) []string {
 // forget drops everything the evaluator keeps of a service that reported
 // nothing for ForgetAfter: its alert levels still raised, resolved with a
 // level_cleared each (before the recommender forgets the baseline that
-// learned levels come from, so the event still names the level), its
-// recommender state (controller and healthy baseline), its load-score
-// smoothing and hysteresis (loadscore.Tracker.Forget, even when the
-// tracker's MaxGap is longer), the active version read, when it was last
-// seen and its load score gauge. The caller drops
-// its last score and recommendation. State saves no more of it and marks
-// its saved baseline forgotten (see State.Save).
+// learned levels come from, so the event still names the level), then the
+// rest as drop does. State saves no more of it and marks its saved
+// baseline forgotten (see State.Save).
 func (e *Evaluator) forget(ctx context.Context, at time.Time, svc string) {
 	e.o.Levels.forget(ctx, at, svc, e.forgetAfter(), e.o.Recommender.Thresholds, e.o.Events)
+	e.drop(svc)
+}
+
+// drop removes what the evaluator keeps of a service, its alert levels
+// still raised aside (forget resolves them, forgotten drops them):
+// its recommender state (controller and healthy baseline), its load-score
+// smoothing and hysteresis (loadscore.Tracker.Forget, even when the
+// tracker's MaxGap is longer), the active version read, when it was last
+// seen, its load score gauge and its last score and recommendation.
+func (e *Evaluator) drop(svc string) {
 	e.o.Recommender.Forget(svc)
 	e.o.Tracker.Forget(svc)
 	delete(e.seen, svc)
 	delete(e.active, svc)
 	e.metrics.score.DeleteLabelValues(svc)
+	e.mu.Lock()
+	delete(e.scores, svc)
+	delete(e.recs, svc)
+	e.mu.Unlock()
 }
 
 // breakerQuery counts, per service and downstream, the instances whose

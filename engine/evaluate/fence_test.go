@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"governor.dev/governor/engine/events"
 	"governor.dev/governor/engine/guardrail"
@@ -23,6 +25,7 @@ import (
 	"governor.dev/governor/rules/distribution"
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/rules/versioning/postgres"
+	"governor.dev/governor/rules/versioning/sqlite"
 	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/sdk/rules"
 )
@@ -283,5 +286,132 @@ func TestSQLWatermarkFencedMovesInSQLite(t *testing.T) {
 	}
 	if seq, set, err := w.Load(ctx); seq != 5 || !set || err != nil {
 		t.Fatalf("mark %d %v %v, want 5", seq, set, err)
+	}
+}
+
+// leadEndingStore ends the cycle's context (the lead lost, or the
+// tick_timeout reached) at the first proposal's policy read, as a lease
+// running out mid-cycle does, and counts the proposals begun.
+type leadEndingStore struct {
+	versioning.Store
+	end   context.CancelCauseFunc
+	cause error
+	began atomic.Int32
+}
+
+func (s *leadEndingStore) Policy(ctx context.Context, service string) (versioning.Policy, error) {
+	if s.end == nil { // not armed yet
+		return s.Store.Policy(ctx, service)
+	}
+	if s.began.Add(1) == 1 {
+		s.end(s.cause)
+	}
+	if err := ctx.Err(); err != nil {
+		return versioning.Policy{}, context.Cause(ctx)
+	}
+	return s.Store.Policy(ctx, service)
+}
+
+// TestCycleWhoseLeadEndsSubmitsNothingMoreAndCountsNoFailures: the lead
+// ends (its lease runs out, or the tick_timeout is reached) while the
+// cycle submits its proposals. The submissions left would all fail with
+// the ended context: they are not made, governor_engine_proposals_total
+// does not count one failure per service (an alert on failed proposals
+// would page at every leader change), and the cycle's error says once why
+// it stopped rather than once per service.
+func TestCycleWhoseLeadEndsSubmitsNothingMoreAndCountsNoFailures(t *testing.T) {
+	const services, instances = 10, 2
+	ctx := context.Background()
+	db, err := embedded.Open(embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	fillStore(t, db, services, instances)
+	clk := clock.NewFake(benchT0.Add(-10 * time.Minute))
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	alice := versioning.Actor{Name: "alice", Roles: []versioning.Role{versioning.RoleOperator}}
+	bob := versioning.Actor{Name: "bob", Roles: []versioning.Role{versioning.RoleApprover}}
+	var ins []distribution.Instance
+	for s := range services {
+		svc := fmt.Sprintf("svc-%04d", s)
+		for _, rate := range []float64{80, 70} {
+			rs := &rules.Ruleset{Service: svc, Routes: []rules.Route{{Name: "api", Match: rules.Match{PathPrefix: "/"},
+				RateLimit: &rules.RateLimit{Rate: rate}, Concurrency: &rules.Concurrency{Min: 2, Max: 50}}}}
+			p, err := st.Propose(ctx, versioning.Proposal{Ruleset: rs, Author: alice, Reason: "start", Rebase: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.Approve(ctx, svc, p.Number, bob, "ok"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range instances {
+			ins = append(ins, distribution.Instance{Service: svc, Instance: strconv.Itoa(i), State: distribution.StateSynced})
+		}
+	}
+	clk.Set(benchT0.Add(5 * time.Minute))
+	reader, err := signals.NewReader(db, signals.ReaderOptions{MaxAge: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tracker, err := loadscore.New(loadscore.Options{Weights: loadscore.Weights{loadscore.Latency: 0.5, loadscore.InFlight: 0.5}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro := recommend.DefaultOptions()
+	ro.MinScores = 1
+	rec, err := recommend.New(ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := errors.New("leader: lease expired")
+	ending := &leadEndingStore{Store: st, cause: lost}
+	e, err := New(Options{Reader: reader, Tracker: tracker, Recommender: rec, Versions: st,
+		Proposer: &recommend.Proposer{Store: ending, Clock: clk}, Fleet: fleetOf{ins}, Events: events.NewRecorder(100),
+		Registerer: prometheus.NewRegistry(), Band: func(string) recommend.Band { return recommend.Band{Manual: true} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Warm-up cycles, until recommendations would be submitted; the
+	// band lets none apply itself, so each cycle submits again.
+	var res Result
+	want := 0
+	for i := 0; i < 5 && want < 2; i++ {
+		clk.Advance(10 * time.Second)
+		if res, err = e.Tick(ctx, clk.Now()); err != nil {
+			t.Fatal(err)
+		}
+		want = 0
+		for _, r := range res.Recommendations {
+			if r.Ruleset != nil {
+				want++
+			}
+		}
+	}
+	failedBefore := testutil.ToFloat64(e.metrics.proposals.WithLabelValues("failed"))
+	cctx, end := context.WithCancelCause(ctx)
+	defer end(nil)
+	ending.end = end
+	clk.Advance(10 * time.Second)
+	_, err = e.Tick(cctx, clk.Now())
+	if want < 2 {
+		t.Fatalf("%d recommendations to submit: the test shows nothing", want)
+	}
+	if !errors.Is(err, lost) {
+		t.Fatalf("Tick: %v, want the cause the cycle ended with", err)
+	}
+	if n := ending.began.Load(); n != 1 {
+		t.Errorf("%d proposals begun after the lead ended, want only the one it ended in", n)
+	}
+	if got := testutil.ToFloat64(e.metrics.proposals.WithLabelValues("failed")) - failedBefore; got != 0 {
+		t.Errorf("failed proposals counted %v for a cycle whose lead ended, want 0", got)
+	}
+	if n := strings.Count(err.Error(), lost.Error()); n != 1 {
+		t.Errorf("the cycle's error names its end %d times, want once: %v", n, err)
 	}
 }

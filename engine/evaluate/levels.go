@@ -415,18 +415,7 @@ func (l *AlertLevels) compare(ctx context.Context, at time.Time, svc, signal str
 // alert it raised is thus closed, and neither the evaluator nor its saved
 // state keeps it.
 func (l *AlertLevels) forget(ctx context.Context, at time.Time, svc string, absent time.Duration, learned learnedLevels, sink events.Sink) {
-	if l == nil {
-		return
-	}
-	var keys []levelKey
-	for k := range l.raised {
-		if k.service == svc {
-			keys = append(keys, k)
-		}
-	}
-	slices.SortFunc(keys, func(a, b levelKey) int { return cmp.Or(cmp.Compare(a.signal, b.signal), cmp.Compare(a.level, b.level)) })
-	for _, k := range keys {
-		delete(l.raised, k)
+	for _, k := range l.take(svc) {
 		d := events.Level{Signal: k.signal, Level: k.level}
 		var warn, crit float64
 		var ok bool
@@ -449,6 +438,23 @@ func (l *AlertLevels) forget(ctx context.Context, at time.Time, svc string, abse
 			Message: fmt.Sprintf("%s %s: %s no longer reports (no signals for over %s, forgotten): its %s level is cleared",
 				svc, signalName(k.signal), svc, absent, k.level)})
 	}
+}
+
+// take removes the levels of svc still raised and returns them, by signal
+// and level; none on a nil AlertLevels.
+func (l *AlertLevels) take(svc string) []levelKey {
+	if l == nil {
+		return nil
+	}
+	var keys []levelKey
+	for k := range l.raised {
+		if k.service == svc {
+			keys = append(keys, k)
+			delete(l.raised, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b levelKey) int { return cmp.Or(cmp.Compare(a.signal, b.signal), cmp.Compare(a.level, b.level)) })
+	return keys
 }
 
 func signalName(s string) string {

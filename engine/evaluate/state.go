@@ -687,22 +687,8 @@ func (e *Evaluator) forgotten(part, key string) {
 		delete(e.latency, key)
 		return
 	}
-	e.o.Recommender.Forget(key)
-	e.o.Tracker.Forget(key)
-	delete(e.seen, key)
-	delete(e.active, key)
-	if e.o.Levels != nil {
-		for k := range e.o.Levels.raised {
-			if k.service == key {
-				delete(e.o.Levels.raised, k)
-			}
-		}
-	}
-	e.metrics.score.DeleteLabelValues(key)
-	e.mu.Lock()
-	delete(e.scores, key)
-	delete(e.recs, key)
-	e.mu.Unlock()
+	e.o.Levels.take(key)
+	e.drop(key)
 }
 
 // setEventState replaces it.

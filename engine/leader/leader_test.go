@@ -130,29 +130,34 @@ func TestClaimTickPrunes(t *testing.T) {
 	}
 }
 
-// TestFailover runs two electors, kills the leader's session (as a crashed
-// process would lose it) and checks the standby leads within seconds and no
-// tick is evaluated twice.
+// TestFailover runs two electors on one fake clock, each evaluating the
+// ticks it claims through RunTicks, kills the leader's database session
+// (as a crashed process would lose it) and checks that the standby takes
+// the lock at its next campaign and leads one lease later, that the two
+// never lead at the same time, and that no tick is evaluated twice nor
+// claimed without being evaluated. The clock moves only while every loop
+// waits on it, so no lease runs out and no call times out for a busy
+// machine's scheduling.
 func TestFailover(t *testing.T) {
 	url := migrated(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	clk := clock.NewFake(leaseT0)
+	rec := events.NewRecorder(100)
+	const lease = 10 * time.Second // also bounds each campaign in real time
+	edit := func(o *PostgresOptions) { o.Events, o.Lease = rec, lease }
+	reps := map[string]*replica{}
+	for _, id := range []string{"a", "b"} {
+		reps[id] = &replica{traced: startTraced(t, url, id, clk, edit), armed: make(chan struct{}, 10)}
+	}
 	var mu sync.Mutex
 	evaluated := map[time.Time]string{}
 	var dup []time.Time
-	rec := events.NewRecorder(100)
-	electors := map[string]*Postgres{}
+	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	for _, id := range []string{"a", "b"} {
-		e, err := NewPostgres(PostgresOptions{URL: url, Identity: id, RetryInterval: 100 * time.Millisecond,
-			CheckInterval: 100 * time.Millisecond, Events: rec})
-		if err != nil {
-			t.Fatal(err)
-		}
-		electors[id] = e
-		wg.Go(func() { _ = e.Run(ctx) })
+	stopTicks := func() { cancel(); wg.Wait() }
+	t.Cleanup(stopTicks) // before the electors stop
+	for id, r := range reps {
 		wg.Go(func() {
-			RunTicks(ctx, e, nil, 50*time.Millisecond, func(_ context.Context, tick time.Time) {
+			RunTicks(ctx, r, armedClock{Fake: clk, armed: r.armed}, testCheck, func(_ context.Context, tick time.Time) {
 				mu.Lock()
 				defer mu.Unlock()
 				if _, ok := evaluated[tick]; ok {
@@ -162,54 +167,92 @@ func TestFailover(t *testing.T) {
 			})
 		})
 	}
-	first := eventually(t, 10*time.Second, func() string {
-		for id, e := range electors {
-			if e.IsLeader() {
-				return id
+	// Each campaigned once at the start: one took the lock.
+	var first, second string
+	for id, r := range reps {
+		<-r.armed
+		if ev, _ := r.park(t, clk); ev == "wait" {
+			first = id
+		} else {
+			second = id
+		}
+	}
+	if first == "" || second == "" {
+		t.Fatal("both or neither took the lock at the start")
+	}
+	locked := clk.Now()
+	// step moves the clock one check and waits until every loop waits on
+	// it again; it fails the test if both lead.
+	step := func() {
+		t.Helper()
+		clk.Advance(testCheck)
+		for _, r := range reps {
+			if !clk.Now().Before(r.due) {
+				r.park(t, clk)
+			}
+			<-r.armed // RunTicks met the tick and waits for the next
+		}
+		if reps["a"].IsLeader() && reps["b"].IsLeader() {
+			t.Fatalf("two leaders at %v", clk.Now())
+		}
+	}
+	evaluatedBy := func(id string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, by := range evaluated {
+			if by == id {
+				n++
 			}
 		}
-		return ""
-	})
-	if electors["a"].IsLeader() && electors["b"].IsLeader() {
-		t.Fatal("two leaders")
+		return n
 	}
-	// Kill the leader's session from outside.
-	admin, err := pgx.Connect(ctx, url)
+	for evaluatedBy(first) < 3 {
+		step()
+		if leads := reps[first].IsLeader(); leads != !clk.Now().Before(locked.Add(lease)) {
+			t.Fatalf("%s leads %v at %v, %v after taking the lock; want leading from one lease (%v) on", first, leads,
+				clk.Now(), clk.Now().Sub(locked), lease)
+		}
+	}
+	// Kill the leader's session from outside; its server ends it and frees
+	// the lock.
+	admin, err := pgx.Connect(context.Background(), url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer admin.Close(context.Background())
-	if _, err := admin.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted AND objid = $1`,
-		uint32(DefaultLockKey&0xffffffff)); err != nil {
+	const held = `FROM pg_locks WHERE locktype = 'advisory' AND granted AND objid = $1
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`
+	key := uint32(DefaultLockKey & 0xffffffff)
+	if _, err := admin.Exec(context.Background(), `SELECT pg_terminate_backend(pid) `+held, key); err != nil {
 		t.Fatal(err)
 	}
-	killed := time.Now()
-	second := eventually(t, 10*time.Second, func() string {
-		for id, e := range electors {
-			if id != first && e.IsLeader() {
-				return id
-			}
+	for {
+		var n int
+		if err := admin.QueryRow(context.Background(), `SELECT count(*) `+held, key).Scan(&n); err != nil {
+			t.Fatal(err)
 		}
-		return ""
-	})
-	t.Logf("%s took over from %s after %v", second, first, time.Since(killed).Round(time.Millisecond))
-	// Let the new leader evaluate a few ticks.
-	eventually(t, 10*time.Second, func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		n := 0
-		for _, id := range evaluated {
-			if id == second {
-				n++
-			}
+		if n == 0 {
+			break
 		}
-		if n >= 3 {
-			return "ok"
+		time.Sleep(5 * time.Millisecond) // the server ends the session
+	}
+	killed := clk.Now()
+	step() // the leader's check fails; the standby campaigns and takes the lock
+	if !reps[first].lost || reps[first].IsLeader() {
+		t.Fatalf("%s still leads a check after its session ended", first)
+	}
+	if reps[second].last != "wait" {
+		t.Fatalf("%s did not take the free lock at its campaign (%s)", second, reps[second].last)
+	}
+	for evaluatedBy(second) < 3 {
+		step()
+		if leads := reps[second].IsLeader(); leads != !clk.Now().Before(killed.Add(testCheck+lease)) {
+			t.Fatalf("%s leads %v %v after the session of %s ended; want leading from one lease after taking the lock (%v) on",
+				second, leads, clk.Now().Sub(killed), first, testCheck+lease)
 		}
-		return ""
-	})
-	cancel()
-	wg.Wait()
+	}
+	stopTicks()
 	mu.Lock()
 	defer mu.Unlock()
 	if len(dup) > 0 {
@@ -222,23 +265,41 @@ func TestFailover(t *testing.T) {
 	if rows != len(evaluated) {
 		t.Fatalf("%d ticks recorded, %d evaluated", rows, len(evaluated))
 	}
-	if len(rec.Events(events.LeaderLost)) == 0 || len(rec.Events(events.LeaderAcquired)) < 2 {
-		t.Fatalf("events: %+v", rec.Events(""))
+	if len(rec.Events(events.LeaderLost)) != 1 || len(rec.Events(events.LeaderAcquired)) != 2 {
+		t.Fatalf("events: %+v; want %s's lead acquired and lost, then %s's acquired", rec.Events(""), first, second)
 	}
 }
 
-// eventually polls f until it returns a non-empty string or the limit passes.
-func eventually(t *testing.T, limit time.Duration, f func() string) string {
+// replica is an elector of TestFailover with the RunTicks that claims its
+// ticks (armed: a timer of it armed, so it waits for the next tick).
+type replica struct {
+	*traced
+	armed chan struct{}
+	due   time.Time // when its elector's loop wakes next
+	last  string    // how it waits: "wait" holding the lock, "campaign" without
+	lost  bool      // it gave a lock up
+}
+
+// park waits until the elector's loop waits on the clock again, and
+// returns how; it notes when the loop wakes next (a check later, or a
+// retry later, two after giving a lock up).
+func (r *replica) park(t *testing.T, clk *clock.Fake) (string, bool) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
-		if s := f(); s != "" {
-			return s
+	lost := false
+	for ev := range r.events {
+		switch ev {
+		case "lost":
+			lost = true
+		case "wait", "campaign":
+			r.last, r.lost = ev, r.lost || lost
+			r.due = clk.Now().Add(testCheck)
+			if lost {
+				r.due = clk.Now().Add(2 * testCheck)
+			}
+			return ev, lost
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
-	t.Fatalf("condition not met within %v", limit)
-	return ""
+	return "", lost
 }
 
 // TestCampaignThatCannotReachTheDatabaseWarnsOnce: a replica whose

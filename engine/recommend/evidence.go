@@ -74,13 +74,24 @@ type Detector struct {
 // ceilingOf reads the service-wide ceiling an engine version recorded in its
 // evidence; ok is false for versions without one.
 func ceilingOf(raw json.RawMessage) (Ceiling, bool) {
+	c, ok := decodeCeiling(raw)
+	if !ok || !(c.To > 0) || len(c.Routes) == 0 {
+		return Ceiling{}, false
+	}
+	return c, true
+}
+
+// decodeCeiling decodes the "ceiling" member of a version's evidence as
+// it is, zero when absent; ok is false for evidence that is empty or not a
+// JSON object that decodes.
+func decodeCeiling(raw json.RawMessage) (Ceiling, bool) {
 	if len(raw) == 0 {
 		return Ceiling{}, false
 	}
 	var e struct {
 		Ceiling Ceiling `json:"ceiling"`
 	}
-	if json.Unmarshal(raw, &e) != nil || !(e.Ceiling.To > 0) || len(e.Ceiling.Routes) == 0 {
+	if json.Unmarshal(raw, &e) != nil {
 		return Ceiling{}, false
 	}
 	return e.Ceiling, true

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"governor.dev/governor/rules/versioning"
@@ -163,13 +164,14 @@ func (p *Proposer) Submit(ctx context.Context, rec Recommendation, band Band) (S
 		return Submitted{}, fmt.Errorf("recommend: list versions: %w", err)
 	}
 	now := clk.Now()
-	ref := hourReference(versions, rec.Evidence.Ceiling.From, now)
+	recorded := &recordedCeilings{versions: versions}
+	ref := hourReference(recorded, rec.Evidence.Ceiling.From, now)
 	ok, why := band.Allows(ref, rec.Evidence.Ceiling.To)
 	if ok {
-		ok, why = flapping(versions, rec.Evidence.Ceiling, now, band, why)
+		ok, why = flapping(recorded, rec.Evidence.Ceiling, now, band, why)
 	}
 	if hold := p.rollbackHold(); ok && hold > 0 {
-		if undone, back, like := rolledBack(versions, rec.Evidence.Ceiling, now, hold); like {
+		if undone, back, like := rolledBack(recorded, rec.Evidence.Ceiling, now, hold); like {
 			ok, why = false, fmt.Sprintf("v%d applied a like change by itself and was rolled back (v%d) at %s: a like change waits for a person until %s",
 				undone, back.Number, back.ActivatedAt.UTC().Format(time.RFC3339), back.ActivatedAt.Add(hold).UTC().Format(time.RFC3339))
 		}
@@ -326,30 +328,59 @@ func (p *Proposer) rollbackHold() time.Duration {
 	return p.RollbackHold
 }
 
-// rolledBack finds, among versions (newest first), a rollback activated
-// within hold of now that undid a version which applied itself moving the
-// ceiling in the same direction as c; it returns the undone version's
-// number and the rollback.
-func rolledBack(newestFirst []versioning.Version, c Ceiling, now time.Time, hold time.Duration) (int64, versioning.Version, bool) {
+// recordedCeilings are the versions a submission checks (newest first)
+// with the ceilings their evidence recorded, each decoded at most once
+// whichever checks read it (hourReference, flapping, rolledBack).
+type recordedCeilings struct {
+	versions []versioning.Version
+	decoded  map[int]recordedCeiling // by index in versions
+}
+
+type recordedCeiling struct {
+	c  Ceiling
+	ok bool
+}
+
+// of returns the ceiling the evidence of versions[i] recorded (see
+// decodeCeiling).
+func (r *recordedCeilings) of(i int) (Ceiling, bool) {
+	if d, done := r.decoded[i]; done {
+		return d.c, d.ok
+	}
+	c, ok := decodeCeiling(r.versions[i].Evidence)
+	if r.decoded == nil {
+		r.decoded = map[int]recordedCeiling{}
+	}
+	r.decoded[i] = recordedCeiling{c, ok}
+	return c, ok
+}
+
+// inWindow reports whether versions[i] applied itself within BandWindow
+// of now.
+func (r *recordedCeilings) inWindow(i int, now time.Time) bool {
+	v := &r.versions[i]
+	return v.AutoApplied && !v.ActivatedAt.IsZero() && now.Sub(v.ActivatedAt) <= BandWindow
+}
+
+// rolledBack finds, among the versions, a rollback activated within hold
+// of now that undid a version which applied itself moving the ceiling in
+// the same direction as c; it returns the undone version's number and the
+// rollback.
+func rolledBack(r *recordedCeilings, c Ceiling, now time.Time, hold time.Duration) (int64, versioning.Version, bool) {
 	dir := direction(c)
 	if dir == 0 {
 		return 0, versioning.Version{}, false
 	}
-	for _, back := range newestFirst {
+	for _, back := range r.versions {
 		if back.RollbackOf == 0 || back.ActivatedAt.IsZero() || now.Sub(back.ActivatedAt) > hold {
 			continue
 		}
-		for _, v := range newestFirst {
-			if v.Number != back.Parent {
-				continue
-			}
-			var e struct {
-				Ceiling Ceiling `json:"ceiling"`
-			}
-			if v.AutoApplied && json.Unmarshal(v.Evidence, &e) == nil && direction(e.Ceiling) == dir {
-				return v.Number, back, true
-			}
-			break
+		i := slices.IndexFunc(r.versions, func(v versioning.Version) bool { return v.Number == back.Parent })
+		if i < 0 || !r.versions[i].AutoApplied {
+			continue
+		}
+		if undone, ok := r.of(i); ok && direction(undone) == dir {
+			return back.Parent, back, true
 		}
 	}
 	return 0, versioning.Version{}, false
@@ -372,24 +403,22 @@ func direction(c Ceiling) int {
 // change nil, the ceiling would otherwise swing every few minutes. Moves
 // in one direction are held by the net change alone (Band.Allows). It
 // returns ok and why as they were otherwise.
-func flapping(newestFirst []versioning.Version, c Ceiling, now time.Time, band Band, why string) (bool, string) {
+func flapping(r *recordedCeilings, c Ceiling, now time.Time, band Band, why string) (bool, string) {
 	dir := direction(c)
 	if dir == 0 || !(c.From > 0) {
 		return true, why
 	}
 	moved, reversed := 0.0, false
-	for _, v := range newestFirst {
-		if !v.AutoApplied || v.ActivatedAt.IsZero() || now.Sub(v.ActivatedAt) > BandWindow {
+	for i := range r.versions {
+		if !r.inWindow(i, now) {
 			continue
 		}
-		var e struct {
-			Ceiling Ceiling `json:"ceiling"`
-		}
-		if json.Unmarshal(v.Evidence, &e) != nil || !(e.Ceiling.From > 0) {
+		e, ok := r.of(i)
+		if !ok || !(e.From > 0) {
 			continue
 		}
-		moved += math.Abs(e.Ceiling.To/e.Ceiling.From - 1)
-		reversed = reversed || direction(e.Ceiling) == -dir
+		moved += math.Abs(e.To/e.From - 1)
+		reversed = reversed || direction(e) == -dir
 	}
 	step := math.Abs(c.To/c.From - 1)
 	if !reversed || moved+step <= band.MaxChangePerHour+1e-9 {
@@ -402,17 +431,14 @@ func flapping(newestFirst []versioning.Version, c Ceiling, now time.Time, band B
 // hourReference is the ceiling in force before the automatic changes of the
 // last BandWindow: the From of the oldest version that applied itself
 // within it, or cur when none did.
-func hourReference(newestFirst []versioning.Version, cur float64, now time.Time) float64 {
+func hourReference(r *recordedCeilings, cur float64, now time.Time) float64 {
 	ref := cur
-	for _, v := range newestFirst {
-		if !v.AutoApplied || v.ActivatedAt.IsZero() || now.Sub(v.ActivatedAt) > BandWindow {
+	for i := range r.versions {
+		if !r.inWindow(i, now) {
 			continue
 		}
-		var e struct {
-			Ceiling Ceiling `json:"ceiling"`
-		}
-		if json.Unmarshal(v.Evidence, &e) == nil && e.Ceiling.From > 0 {
-			ref = e.Ceiling.From
+		if e, ok := r.of(i); ok && e.From > 0 {
+			ref = e.From
 		}
 	}
 	return ref
