@@ -317,13 +317,42 @@ func (m *Manager) Step(ctx context.Context, now time.Time) error {
 	if m.isClosed() {
 		return alerts.ErrClosed
 	}
-	leading := m.isLeading()
-	m.syncMu.Lock()
-	syncErr := m.storeErr(m.syncLocked(ctx, !leading))
-	m.syncMu.Unlock()
-	if !leading {
-		return errors.Join(errStandby, syncErr, m.flushForward(ctx, now))
+	if !m.isLeading() {
+		return errors.Join(errStandby, m.follow(ctx, now))
 	}
+	return m.step(ctx, now)
+}
+
+// Follow is the step of a replica that stands by, for a caller that knows
+// it does: it reads what other replicas changed in the store (Sync, alert
+// states included) and stores the engine events observed for the leader,
+// and returns only what failed in that (nil when nothing did), never
+// ErrStandby. On a manager that leads it is Step.
+func (m *Manager) Follow(ctx context.Context, now time.Time) error {
+	m.stepMu.Lock()
+	defer m.stepMu.Unlock()
+	if m.isClosed() {
+		return alerts.ErrClosed
+	}
+	if m.isLeading() {
+		return m.step(ctx, now)
+	}
+	return m.follow(ctx, now)
+}
+
+// follow is a standby's step (stepMu held).
+func (m *Manager) follow(ctx context.Context, now time.Time) error {
+	m.syncMu.Lock()
+	syncErr := m.storeErr(m.syncLocked(ctx, true))
+	m.syncMu.Unlock()
+	return errors.Join(syncErr, m.flushForward(ctx, now))
+}
+
+// step is a leader's step (stepMu held).
+func (m *Manager) step(ctx context.Context, now time.Time) error {
+	m.syncMu.Lock()
+	syncErr := m.storeErr(m.syncLocked(ctx, false))
+	m.syncMu.Unlock()
 	m.m.evals.Inc()
 	m.endDropRuns(now)
 	takeErr := m.takeForwarded(ctx, now)

@@ -324,3 +324,45 @@ func TestSilenceEditOverAnotherReplicasChangeIsRefused(t *testing.T) {
 		t.Fatalf("after the refused edit the store holds %+v, want the expired silence", got)
 	}
 }
+
+// unreadableSilences is a store whose silences cannot be read.
+type unreadableSilences struct{ store.Store }
+
+func (unreadableSilences) Silences(context.Context) ([]silence.Silence, error) {
+	return nil, errors.New("connection refused")
+}
+
+// TestFollowReportsOnlyWhatFailed: a standby's Follow syncs like its Step
+// (a silence another replica made is listed) and answers nil, not
+// ErrStandby; a store that fails is reported, still without ErrStandby;
+// on a manager that leads, Follow steps.
+func TestFollowReportsOnlyWhatFailed(t *testing.T) {
+	ctx := context.Background()
+	h := newHarness(t)
+	h.close()
+	a, _, _ := replica(t, h, false)
+	b, _, _ := replica(t, h, true)
+	ms, err := alerts.ParseMatchers(`service="x"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.AddSilence(ctx, silence.Silence{Matchers: ms, StartsAt: t0, EndsAt: t0.Add(time.Hour),
+		CreatedBy: "ops", Comment: "deploy"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Follow(ctx, h.clk.Now()); err != nil {
+		t.Fatalf("standby Follow = %v, want nil", err)
+	}
+	if got := b.Silences(); len(got) != 1 {
+		t.Fatalf("standby lists %d silences after Follow, want the leader's 1", len(got))
+	}
+	if err := a.Follow(ctx, h.clk.Now()); err != nil {
+		t.Fatalf("leader Follow = %v, want a step without error", err)
+	}
+
+	b.o.Store = unreadableSilences{b.o.Store}
+	err = b.Follow(ctx, h.clk.Now())
+	if err == nil || errors.Is(err, ErrStandby) || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("Follow over a failing store = %v, want its error without ErrStandby", err)
+	}
+}
