@@ -755,8 +755,13 @@ func timedOut(ctx context.Context) bool { return errors.Is(context.Cause(ctx), e
 // the next cycle saves without restoring first.
 func (a *App) tick(ctx context.Context, at time.Time) {
 	ctx = versioning.WithFence(ctx, versioning.Fence{Tick: at, Holder: a.elector.Identity()})
-	takeover := a.newLead()
-	if a.state != nil && ctx.Err() == nil && (!a.restored || takeover) {
+	if a.newLead() {
+		// What this replica restored under an earlier lead is stale: until
+		// a restore under this one succeeds, nothing is saved (a cycle
+		// whose context has already ended restores nothing).
+		a.restored = false
+	}
+	if a.state != nil && ctx.Err() == nil && !a.restored {
 		_, err := a.state.Restore(ctx, at)
 		a.restored = err == nil
 		if err != nil {
@@ -986,6 +991,9 @@ func (a *App) closeBy(deadline time.Time) {
 		a.ln.Close()
 	}
 	if t := a.readyTerm.Swap(nil); t != nil {
+		t.cancel()
+	}
+	if t := a.tickLead; t != nil {
 		t.cancel()
 	}
 }

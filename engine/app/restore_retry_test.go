@@ -167,8 +167,17 @@ func TestOverrunTickDoesNotRestoreTheState(t *testing.T) {
 		t.Fatalf("%d restores after a cycle that overran two intervals under one lead, want the takeover's alone", store.loads)
 	}
 	e.end(leader.ErrLeaseExpired)
-	a.tick(ctx, t0.Add(4*cfg.Interval))
+	// The next lead's first cycle starts with its context already ended
+	// (its claim outlasted tick_timeout): it restores nothing, and the
+	// restore of the lead before does not stand for this lead's.
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	a.tick(ended, t0.Add(4*cfg.Interval))
+	if store.loads != 1 {
+		t.Fatalf("%d restores by a cycle whose context had ended, want none", store.loads-1)
+	}
+	a.tick(ctx, t0.Add(5*cfg.Interval))
 	if store.loads != 2 {
-		t.Fatalf("%d restores, want one more after the lead ended", store.loads)
+		t.Fatalf("%d restores, want one more at the new lead's first full cycle", store.loads)
 	}
 }

@@ -56,6 +56,9 @@ type Source struct {
 	syncing  chan struct{}
 	synced   bool
 	syncedAt int64 // clk.Nanotime() when the last good store read began
+	// syncedEnd is when it ended: a reader that asked before then, while
+	// it ran, is served by it.
+	syncedEnd int64
 }
 
 var _ model.Alerts = (*Source)(nil)
@@ -111,6 +114,7 @@ func (s *Source) sync(ctx context.Context) error {
 	if s.leading() {
 		return nil
 	}
+	asked := s.clk.Nanotime()
 	select {
 	case s.syncing <- struct{}{}:
 	case <-ctx.Done():
@@ -118,13 +122,16 @@ func (s *Source) sync(ctx context.Context) error {
 	}
 	defer func() { <-s.syncing }()
 	start := s.clk.Nanotime()
-	if s.synced && start-s.syncedAt < int64(s.every) {
+	// A read that ended after this reader asked (it ran while the reader
+	// waited) serves it, however long it took: a slow store is read once,
+	// not once more per reader queued behind it.
+	if s.synced && (s.syncedEnd >= asked || start-s.syncedAt < int64(s.every)) {
 		return nil
 	}
 	if err := s.readStore(ctx); err != nil {
 		return fmt.Errorf("alertsource: reading the alerts the leader stored: %w", err)
 	}
-	s.synced, s.syncedAt = true, start
+	s.synced, s.syncedAt, s.syncedEnd = true, start, s.clk.Nanotime()
 	return nil
 }
 
