@@ -165,7 +165,7 @@ func (s *Service) SaveSilence(ctx context.Context, r SilenceRequest) (Silence, b
 	}
 	if old.UpdatableInPlace(inPlace, now) {
 		inPlace.ID, inPlace.CreatedAt = old.ID, old.CreatedAt
-		sil, err := s.m.AddSilence(ctx, inPlace)
+		sil, err := s.m.EditSilence(ctx, old, inPlace)
 		if err != nil {
 			return Silence{}, false, err
 		}

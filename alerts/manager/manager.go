@@ -33,7 +33,8 @@ type Manager struct {
 	// then memory) one step with respect to Sync (a read of the store,
 	// then memory replaced), so that Sync never undoes a write it did not
 	// read.
-	syncMu sync.Mutex
+	syncMu   sync.Mutex
+	lastSync syncState // guarded by syncMu
 
 	// routeMu guards the routing: Reconfigure swaps it under the write
 	// lock; flushing, sending and acknowledging hold the read lock.
@@ -57,6 +58,13 @@ type Manager struct {
 	stepMu sync.Mutex // one Step at a time
 	mu     sync.Mutex
 	acks   map[alerts.Fingerprint]alerts.Ack
+	// seen holds the store's write counters as of the reads that put the
+	// silences, the acknowledgements and the shown states in memory; -1
+	// when memory may differ from the store as of any counter (Sync reads
+	// that table again). Guarded by mu, so that a read's counter is
+	// recorded with what it read, and a change of memory made without the
+	// store unrecords it at once.
+	seen store.SharedVersions
 	// announced holds the acknowledged firing episodes whose
 	// acknowledgement this replica has logged for the receivers while
 	// leading (announceAcks); cleared by Lead.
@@ -343,7 +351,7 @@ func (m *Manager) Follow(ctx context.Context, now time.Time) error {
 // follow is a standby's step (stepMu held).
 func (m *Manager) follow(ctx context.Context, now time.Time) error {
 	m.syncMu.Lock()
-	syncErr := m.storeErr(m.syncLocked(ctx, true))
+	syncErr := m.storeErr(m.syncLocked(ctx, true, false))
 	m.syncMu.Unlock()
 	return errors.Join(syncErr, m.flushForward(ctx, now))
 }
@@ -351,7 +359,7 @@ func (m *Manager) follow(ctx context.Context, now time.Time) error {
 // step is a leader's step (stepMu held).
 func (m *Manager) step(ctx context.Context, now time.Time) error {
 	m.syncMu.Lock()
-	syncErr := m.storeErr(m.syncLocked(ctx, false))
+	syncErr := m.storeErr(m.syncLocked(ctx, false, false))
 	m.syncMu.Unlock()
 	m.m.evals.Inc()
 	m.endDropRuns(now)
@@ -373,6 +381,7 @@ func (m *Manager) step(ctx context.Context, now time.Time) error {
 	m.mu.Lock()
 	m.current = res.Alerts
 	m.firingAt = nil
+	m.seen.States = -1 // the alerts shown are this leader's, not the store's
 	var expired []alerts.Fingerprint
 	var episodes map[episode]bool
 	if len(m.acks) > 0 {
@@ -383,6 +392,11 @@ func (m *Manager) step(ctx context.Context, now time.Time) error {
 			expired = append(expired, fp)
 			delete(m.acks, fp)
 		}
+	}
+	if len(expired) > 0 {
+		// Memory leads the store until DeleteAck: should it fail, the
+		// next Sync reads the acknowledgements back.
+		m.seen.Acks = -1
 	}
 	acks := maps.Clone(m.acks)
 	m.mu.Unlock()
@@ -759,6 +773,25 @@ func (m *Manager) Rules() []rule.Rule { return m.eval.Rules() }
 // is refused, as Alertmanager does: it would mute nothing, and whoever
 // mistyped its end would believe the alert silenced.
 func (m *Manager) AddSilence(ctx context.Context, s silence.Silence) (silence.Silence, error) {
+	return m.addSilence(ctx, nil, s)
+}
+
+// EditSilence stores next, an edit of prev (the silence as the caller read
+// it, with next's ID), in prev's place only if the store still holds prev:
+// otherwise it is refused with an error wrapping store.ErrConflict that
+// names the silence. Unlike AddSilence, the version the edit is based on
+// is the caller's, not whatever this replica read last: a step that read
+// another replica's expiry between the caller's read and this call does
+// not make the edit pass over it.
+func (m *Manager) EditSilence(ctx context.Context, prev, next silence.Silence) (silence.Silence, error) {
+	if prev.ID == "" || next.ID != prev.ID {
+		return silence.Silence{}, fmt.Errorf("%w: silence: id: an edit of silence %q must keep its id, got %q", alerts.ErrInvalid, prev.ID, next.ID)
+	}
+	return m.addSilence(ctx, &prev, next)
+}
+
+// addSilence is AddSilence, and EditSilence with base set.
+func (m *Manager) addSilence(ctx context.Context, base *silence.Silence, s silence.Silence) (silence.Silence, error) {
 	if err := s.Validate(); err != nil {
 		return silence.Silence{}, err
 	}
@@ -775,7 +808,9 @@ func (m *Manager) AddSilence(ctx context.Context, s silence.Silence) (silence.Si
 	m.syncMu.Lock()
 	defer m.syncMu.Unlock()
 	var err error
-	if prev, held := m.sils().Get(s.ID); held == nil {
+	if base != nil {
+		err = m.o.Store.ReplaceSilence(ctx, *base, s)
+	} else if prev, held := m.sils().Get(s.ID); held == nil {
 		err = m.o.Store.ReplaceSilence(ctx, prev, s)
 	} else {
 		err = m.o.Store.PutSilence(ctx, s)
@@ -795,7 +830,7 @@ func (m *Manager) AddSilence(ctx context.Context, s silence.Silence) (silence.Si
 func (m *Manager) ExpireSilence(ctx context.Context, id string, now time.Time) error {
 	m.syncMu.Lock()
 	defer m.syncMu.Unlock()
-	if err := m.storeErr(m.syncLocked(ctx, false)); err != nil {
+	if err := m.storeErr(m.syncLocked(ctx, false, true)); err != nil {
 		return err
 	}
 	s, err := m.sils().Get(id)
@@ -825,7 +860,7 @@ func (m *Manager) Acknowledge(ctx context.Context, fp alerts.Fingerprint, by, co
 	defer m.syncMu.Unlock()
 	leading := m.isLeading()
 	if !leading {
-		if err := m.storeErr(m.syncLocked(ctx, true)); err != nil {
+		if err := m.storeErr(m.syncLocked(ctx, true, true)); err != nil {
 			return alerts.Ack{}, err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"governor.dev/governor/alerts"
 	"governor.dev/governor/alerts/rule"
 	"governor.dev/governor/alerts/silence"
+	"governor.dev/governor/alerts/store"
 )
 
 // Sync reads from the store what every replica on it shares and another
@@ -18,54 +19,133 @@ import (
 // made through a standby mutes the leader's alerts from its next step and
 // a standby's UI is at most one step behind. On a store error what this
 // replica holds is kept whole and the error returned.
+//
+// A sync reads the store's write counters first (store.SharedVersions, one
+// small query) and reads again only the tables whose counter moved since
+// this replica last read them, so that steps with nothing changed cost one
+// query. Every table is read again after a failed sync, when the counters
+// cannot be read, and at least once every 20 syncs, for the writes of a
+// version that keeps no counters (a rolling upgrade); ExpireSilence and
+// a standby's Acknowledge read every table.
 func (m *Manager) Sync(ctx context.Context) error {
 	if m.isClosed() {
 		return alerts.ErrClosed
 	}
 	m.syncMu.Lock()
 	defer m.syncMu.Unlock()
-	return m.storeErr(m.syncLocked(ctx, !m.isLeading()))
+	return m.storeErr(m.syncLocked(ctx, !m.isLeading(), false))
 }
+
+// fullSyncEvery bounds the syncs between two that read every table.
+const fullSyncEvery = 20
+
+// syncState is what Sync keeps between syncs; guarded by syncMu.
+type syncState struct {
+	// sinceFull counts the syncs since the last that read every table.
+	sinceFull int
+	// states are the alert states of the last read, from which the alerts
+	// shown are derived again at each sync (the rules in force may have
+	// changed since).
+	states []rule.Active
+	// countersFailing: the last read of the counters failed (it was
+	// logged).
+	countersFailing bool
+}
+
+// unknownVersions are counters that match no store's: the tables are read.
+var unknownVersions = store.SharedVersions{Silences: -1, Acks: -1, States: -1}
 
 // syncLocked replaces the silences and acknowledgements in memory with the
 // store's, and with states the alerts shown too (a standby's, which does
-// not evaluate). Nothing is replaced unless everything was read. The
-// caller holds syncMu, which every write of a silence or acknowledgement
-// holds from its store write to its memory update, so that a read made
-// before a write never replaces what the write put in memory.
-func (m *Manager) syncLocked(ctx context.Context, states bool) error {
-	sils, err := m.o.Store.Silences(ctx)
+// not evaluate). Nothing is replaced unless everything was read. A table
+// whose write counter has not moved since the read that put it in memory
+// is not read again, unless full or the last full read is fullSyncEvery-1
+// syncs old. The caller holds syncMu, which every write of a silence or
+// acknowledgement holds from its store write to its memory update, so that
+// a read made before a write never replaces what the write put in memory.
+func (m *Manager) syncLocked(ctx context.Context, states, full bool) error {
+	full = full || m.lastSync.sinceFull >= fullSyncEvery-1
+	cur, err := m.o.Store.SharedVersions(ctx)
 	if err != nil {
+		if !m.lastSync.countersFailing {
+			m.log.Warn("alerts: the shared tables' write counters cannot be read: every sync reads every table", "err", err)
+		}
+		cur, full = unknownVersions, true
+	}
+	m.lastSync.countersFailing = err != nil
+	m.mu.Lock()
+	seen := m.seen
+	m.mu.Unlock()
+	stale := func(seen, cur int64) bool { return full || seen < 0 || seen != cur }
+	readSils, readAcks, readStates := stale(seen.Silences, cur.Silences), stale(seen.Acks, cur.Acks),
+		states && stale(seen.States, cur.States)
+	fail := func(err error) error {
+		m.mu.Lock()
+		m.seen = unknownVersions
+		m.mu.Unlock()
 		return err
 	}
-	acks, err := m.o.Store.Acks(ctx)
-	if err != nil {
-		return err
+	var sils []silence.Silence
+	if readSils {
+		if sils, err = m.o.Store.Silences(ctx); err != nil {
+			return fail(err)
+		}
 	}
-	var cur []alerts.Alert
-	if states {
+	var acks []alerts.Ack
+	if readAcks {
+		if acks, err = m.o.Store.Acks(ctx); err != nil {
+			return fail(err)
+		}
+	}
+	if readStates {
 		sts, err := m.o.Store.LoadStates(ctx)
 		if err != nil {
-			return err
+			return fail(err)
 		}
-		cur = m.shown(sts)
+		m.lastSync.states = sts
 	}
-	m.replaceShared(sils, acks)
+	var shown []alerts.Alert
 	if states {
-		m.mu.Lock()
-		m.current, m.firingAt = cur, nil
-		m.mu.Unlock()
+		shown = m.shown(m.lastSync.states)
+	}
+	m.mu.Lock()
+	if readSils {
+		m.silences.Store(silence.NewSet(sils...))
+		m.seen.Silences = cur.Silences
+	}
+	if readAcks {
+		m.setAcks(acks)
+		m.seen.Acks = cur.Acks
+	}
+	if states {
+		m.current, m.firingAt = shown, nil
+		if readStates {
+			m.seen.States = cur.States
+		}
+	}
+	m.mu.Unlock()
+	if readSils && readAcks && (readStates || !states) {
+		m.lastSync.sinceFull = 0
+	} else {
+		m.lastSync.sinceFull++
 	}
 	return nil
 }
 
 // replaceShared puts the silences and acknowledgements read from the store
-// in place of those in memory; New, Lead and Sync call it. The caller
-// holds syncMu (New: before anything else can run).
+// in place of those in memory; New and Lead call it. The next Sync reads
+// every table: what was read here has no counter. The caller holds syncMu
+// (New: before anything else can run).
 func (m *Manager) replaceShared(sils []silence.Silence, acks []alerts.Ack) {
-	m.silences.Store(silence.NewSet(sils...))
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.silences.Store(silence.NewSet(sils...))
+	m.setAcks(acks)
+	m.seen = unknownVersions
+}
+
+// setAcks replaces the acknowledgements in memory; the caller holds mu.
+func (m *Manager) setAcks(acks []alerts.Ack) {
 	clear(m.acks)
 	for _, a := range acks {
 		m.acks[a.Fingerprint] = a

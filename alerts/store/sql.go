@@ -153,7 +153,7 @@ func (s *SQL) SaveStates(ctx context.Context, states []rule.Active) error {
 				return err
 			}
 		}
-		return nil
+		return bump(ctx, tx, versionStates)
 	})
 }
 
@@ -267,10 +267,14 @@ func (s *SQL) PutSilence(ctx context.Context, sl silence.Silence) error {
 	if err != nil {
 		return wrap("put silence", err)
 	}
-	_, err = s.db.ExecContext(ctx, `INSERT INTO alert_silences (id, starts_at, ends_at, created_by, comment, body) VALUES ($1, $2, $3, $4, $5, $6)
-		ON CONFLICT (id) DO UPDATE SET starts_at = excluded.starts_at, ends_at = excluded.ends_at, body = excluded.body`,
-		sl.ID, nanos(sl.StartsAt), nanos(sl.EndsAt), sl.CreatedBy, sl.Comment, string(b))
-	return wrap("put silence", err)
+	return s.tx(ctx, "put silence", func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO alert_silences (id, starts_at, ends_at, created_by, comment, body) VALUES ($1, $2, $3, $4, $5, $6)
+			ON CONFLICT (id) DO UPDATE SET starts_at = excluded.starts_at, ends_at = excluded.ends_at, body = excluded.body`,
+			sl.ID, nanos(sl.StartsAt), nanos(sl.EndsAt), sl.CreatedBy, sl.Comment, string(b)); err != nil {
+			return err
+		}
+		return bump(ctx, tx, versionSilences)
+	})
 }
 
 // ReplaceSilence implements Store. The silence stored and prev are compared
@@ -312,9 +316,11 @@ func (s *SQL) ReplaceSilence(ctx context.Context, prev, next silence.Silence) er
 		if err := json.Unmarshal([]byte(body), &cur); err == nil {
 			var got []byte
 			if got, err = silenceKey(cur); err == nil && string(got) == string(want) {
-				_, err := tx.ExecContext(ctx, `UPDATE alert_silences SET starts_at = $1, ends_at = $2, body = $3 WHERE id = $4`,
-					nanos(next.StartsAt), nanos(next.EndsAt), string(b), next.ID)
-				return err
+				if _, err := tx.ExecContext(ctx, `UPDATE alert_silences SET starts_at = $1, ends_at = $2, body = $3 WHERE id = $4`,
+					nanos(next.StartsAt), nanos(next.EndsAt), string(b), next.ID); err != nil {
+					return err
+				}
+				return bump(ctx, tx, versionSilences)
 			}
 		}
 		conflict = fmt.Errorf("%w: silence %q changed since it was read (edited or expired through another replica): read it again", ErrConflict, next.ID)
@@ -362,12 +368,27 @@ func (s *SQL) Silences(ctx context.Context) ([]silence.Silence, error) {
 
 // PruneSilences implements Store.
 func (s *SQL) PruneSilences(ctx context.Context, before time.Time) (int64, error) {
-	res, err := s.db.ExecContext(ctx, `DELETE FROM alert_silences WHERE ends_at < $1`, nanos(before))
+	var n int64
+	err := s.tx(ctx, "prune silences", func(tx *sql.Tx) error {
+		var err error
+		n, err = deleted(tx.ExecContext(ctx, `DELETE FROM alert_silences WHERE ends_at < $1`, nanos(before)))
+		if err != nil || n == 0 {
+			return err
+		}
+		return bump(ctx, tx, versionSilences)
+	})
 	if err != nil {
-		return 0, wrap("prune silences", err)
+		return 0, err
 	}
-	n, err := res.RowsAffected()
-	return n, wrap("prune silences", err)
+	return n, nil
+}
+
+// deleted returns the rows a DELETE affected.
+func deleted(res sql.Result, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 // PutAck implements Store.
@@ -375,16 +396,25 @@ func (s *SQL) PutAck(ctx context.Context, a alerts.Ack) error {
 	if err := a.Validate(); err != nil {
 		return err
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO alert_acks (fingerprint, starts_at, acked_by, comment, acked_at) VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (fingerprint) DO UPDATE SET starts_at = excluded.starts_at, acked_by = excluded.acked_by, comment = excluded.comment, acked_at = excluded.acked_at`,
-		a.Fingerprint.String(), nanos(a.StartsAt), a.By, a.Comment, nanos(a.At))
-	return wrap("put ack", err)
+	return s.tx(ctx, "put ack", func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO alert_acks (fingerprint, starts_at, acked_by, comment, acked_at) VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (fingerprint) DO UPDATE SET starts_at = excluded.starts_at, acked_by = excluded.acked_by, comment = excluded.comment, acked_at = excluded.acked_at`,
+			a.Fingerprint.String(), nanos(a.StartsAt), a.By, a.Comment, nanos(a.At)); err != nil {
+			return err
+		}
+		return bump(ctx, tx, versionAcks)
+	})
 }
 
 // DeleteAck implements Store.
 func (s *SQL) DeleteAck(ctx context.Context, fp alerts.Fingerprint) error {
-	_, err := s.db.ExecContext(ctx, `DELETE FROM alert_acks WHERE fingerprint = $1`, fp.String())
-	return wrap("delete ack", err)
+	return s.tx(ctx, "delete ack", func(tx *sql.Tx) error {
+		n, err := deleted(tx.ExecContext(ctx, `DELETE FROM alert_acks WHERE fingerprint = $1`, fp.String()))
+		if err != nil || n == 0 {
+			return err
+		}
+		return bump(ctx, tx, versionAcks)
+	})
 }
 
 // Acks implements Store.

@@ -99,5 +99,20 @@ type Store interface {
 	// log entries created before it; it returns the rows deleted.
 	Prune(ctx context.Context, before time.Time) (int64, error)
 
+	// SharedVersions reads the write counters of the silences, the
+	// acknowledgements and the alert states, in one query.
+	SharedVersions(ctx context.Context) (SharedVersions, error)
+
 	Close() error
+}
+
+// SharedVersions are the write counters of the tables the replicas on one
+// database share: each write of a table (SaveStates; PutSilence,
+// ReplaceSilence and a PruneSilences that deletes; PutAck and a DeleteAck
+// that deletes) adds one to its counter in the same transaction, so that a
+// table whose counter has not moved since a read holds what that read
+// returned. A counter read before its table never misses a write the table
+// read shows; a write by a version without counters moves none.
+type SharedVersions struct {
+	Silences, Acks, States int64
 }

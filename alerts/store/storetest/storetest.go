@@ -43,6 +43,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Store) {
 		{"ConcurrentSaveStates", testConcurrentSaveStates},
 		{"Events", testEvents},
 		{"ConcurrentTakeEvents", testConcurrentTakeEvents},
+		{"WritesBumpSharedVersions", testWritesBumpSharedVersions},
+		{"ReadsAndOtherWritesLeaveSharedVersions", testReadsAndOtherWritesLeaveSharedVersions},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -617,5 +619,115 @@ func testConcurrentTakeEvents(t *testing.T, s store.Store) {
 		if k != 1 {
 			t.Fatalf("event %s taken %d times", svc, k)
 		}
+	}
+}
+
+// testWritesBumpSharedVersions: every write of the silences, the
+// acknowledgements or the alert states moves its counter, and only its
+// own; a prune or an ack deletion that deletes nothing, a refused
+// replacement and a refused write move none.
+func testWritesBumpSharedVersions(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	m, _ := alerts.ParseMatchers(`{service="a"}`)
+	sl := silence.Silence{ID: "s1", Matchers: m, StartsAt: t0, EndsAt: t0.Add(time.Hour), CreatedBy: "ops", Comment: "x", CreatedAt: t0}
+	edited := sl
+	edited.Comment = "edited"
+	fp := alerts.Labels{"alertname": "High"}.Fingerprint()
+	ack := alerts.Ack{Fingerprint: fp, StartsAt: t0, By: "ops", Comment: "looking", At: t0}
+	active := rule.Active{Rule: "R", Labels: alerts.Labels{"alertname": "R"}, State: alerts.StateFiring, ActiveAt: t0}
+	tests := []struct {
+		name  string
+		write func() error
+		want  store.SharedVersions // the moves
+	}{
+		{"PutSilence", func() error { return s.PutSilence(ctx, sl) }, store.SharedVersions{Silences: 1}},
+		{"PutSilence again", func() error { return s.PutSilence(ctx, sl) }, store.SharedVersions{Silences: 1}},
+		{"ReplaceSilence", func() error { return s.ReplaceSilence(ctx, sl, edited) }, store.SharedVersions{Silences: 1}},
+		{"ReplaceSilence refused", func() error {
+			if err := s.ReplaceSilence(ctx, sl, edited); !errors.Is(err, store.ErrConflict) {
+				return fmt.Errorf("stale replace: %v, want a conflict", err)
+			}
+			return nil
+		}, store.SharedVersions{}},
+		{"PutSilence refused", func() error {
+			if err := s.PutSilence(ctx, silence.Silence{}); !errors.Is(err, alerts.ErrInvalid) {
+				return fmt.Errorf("silence without id: %v, want refused", err)
+			}
+			return nil
+		}, store.SharedVersions{}},
+		{"PruneSilences deleting nothing", func() error { return pruneSilences(ctx, s, t0, 0) }, store.SharedVersions{}},
+		{"PruneSilences deleting", func() error { return pruneSilences(ctx, s, t0.Add(2*time.Hour), 1) }, store.SharedVersions{Silences: 1}},
+		{"PutAck", func() error { return s.PutAck(ctx, ack) }, store.SharedVersions{Acks: 1}},
+		{"DeleteAck", func() error { return s.DeleteAck(ctx, fp) }, store.SharedVersions{Acks: 1}},
+		{"DeleteAck deleting nothing", func() error { return s.DeleteAck(ctx, fp) }, store.SharedVersions{}},
+		{"SaveStates", func() error { return s.SaveStates(ctx, []rule.Active{active}) }, store.SharedVersions{States: 1}},
+		{"SaveStates empty", func() error { return s.SaveStates(ctx, nil) }, store.SharedVersions{States: 1}},
+	}
+	for _, tt := range tests {
+		before, err := s.SharedVersions(ctx)
+		if err != nil {
+			t.Fatalf("%s: shared versions: %v", tt.name, err)
+		}
+		if err := tt.write(); err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		after, err := s.SharedVersions(ctx)
+		if err != nil {
+			t.Fatalf("%s: shared versions: %v", tt.name, err)
+		}
+		moved := store.SharedVersions{Silences: after.Silences - before.Silences, Acks: after.Acks - before.Acks,
+			States: after.States - before.States}
+		if moved != tt.want {
+			t.Fatalf("%s moved the counters by %+v, want %+v", tt.name, moved, tt.want)
+		}
+	}
+}
+
+func pruneSilences(ctx context.Context, s store.Store, before time.Time, want int64) error {
+	n, err := s.PruneSilences(ctx, before)
+	if err == nil && n != want {
+		err = fmt.Errorf("pruned %d silences, want %d", n, want)
+	}
+	return err
+}
+
+// testReadsAndOtherWritesLeaveSharedVersions: reads and the writes of the
+// other tables (history, groups, the notification log, events, prune)
+// move no counter.
+func testReadsAndOtherWritesLeaveSharedVersions(t *testing.T, s store.Store) {
+	ctx := context.Background()
+	before, err := s.SharedVersions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := alerts.Labels{"alertname": "High"}
+	g := &dispatch.GroupState{Receiver: "r", Key: "k", Seq: 1}
+	msg := &notify.Message{ID: "m1", Receiver: "r", GroupKey: "k", Kind: notify.KindNotify, CreatedAt: t0}
+	for name, f := range map[string]func() error{
+		"AppendHistory": func() error {
+			return s.AppendHistory(ctx, []rule.Transition{{Fingerprint: l.Fingerprint(), Rule: "High", Labels: l,
+				From: alerts.StatePending, To: alerts.StateFiring, At: t0}})
+		},
+		"RecordNotification": func() error { _, err := s.RecordNotification(ctx, g, msg); return err },
+		"UpdateGroups":       func() error { return s.UpdateGroups(ctx, []dispatch.GroupState{*g}, nil) },
+		"PutEvents":          func() error { return s.PutEvents(ctx, []rule.Event{{Kind: "e", At: t0}}) },
+		"Prune":              func() error { _, err := s.Prune(ctx, t0.Add(time.Hour)); return err },
+		"reads": func() error {
+			_, err1 := s.Silences(ctx)
+			_, err2 := s.Acks(ctx)
+			_, err3 := s.LoadStates(ctx)
+			return errors.Join(err1, err2, err3)
+		},
+	} {
+		if err := f(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	after, err := s.SharedVersions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Fatalf("counters moved from %+v to %+v by writes of other tables and reads", before, after)
 	}
 }
