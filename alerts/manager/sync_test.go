@@ -282,11 +282,11 @@ func TestLeadDoesNotRepeatDeliveredAcknowledgements(t *testing.T) {
 	}
 }
 
-// TestSilenceEditOverAnotherReplicasChangeIsRefused: an in-place edit
-// based on a silence another replica expired since this one read it is
-// refused with a conflict naming the silence, and the expiry stands; it
-// used to bring the expired silence back silently.
-func TestSilenceEditOverAnotherReplicasChangeIsRefused(t *testing.T) {
+// expiredAfterStandbyRead makes a leader a and a standby b on one store,
+// a silence added through a and read by b (returned as b read it), then
+// expired through a one minute later, which b has not read.
+func expiredAfterStandbyRead(t *testing.T) (*harness, *Manager, *Manager, silence.Silence) {
+	t.Helper()
 	ctx := context.Background()
 	h := newHarness(t)
 	h.close()
@@ -304,10 +304,25 @@ func TestSilenceEditOverAnotherReplicasChangeIsRefused(t *testing.T) {
 	if err := b.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
+	read, err := b.sils().Get(sil.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
 	h.clk.Set(t0.Add(time.Minute))
 	if err := a.ExpireSilence(ctx, sil.ID, h.clk.Now()); err != nil {
 		t.Fatal(err)
 	}
+	return h, a, b, read
+}
+
+// TestSilenceEditOverAnotherReplicasChangeIsRefused: an in-place edit
+// based on a silence another replica expired since this one read it is
+// refused with a conflict naming the silence, and the expiry stands; it
+// used to bring the expired silence back silently.
+func TestSilenceEditOverAnotherReplicasChangeIsRefused(t *testing.T) {
+	ctx := context.Background()
+	h, a, b, sil := expiredAfterStandbyRead(t)
+	var err error
 	// b edits the silence as it read it, before a's expiry.
 	edit := sil
 	edit.EndsAt, edit.Comment = t0.Add(2*time.Hour), "deploy, longer"
@@ -333,30 +348,8 @@ func TestSilenceEditOverAnotherReplicasChangeIsRefused(t *testing.T) {
 // the version this replica read last as the base, and pass).
 func TestEditSilenceIsJudgedAgainstTheVersionTheCallerRead(t *testing.T) {
 	ctx := context.Background()
-	h := newHarness(t)
-	h.close()
-	a, _, _ := replica(t, h, false)
-	b, _, _ := replica(t, h, true)
-	ms, err := alerts.ParseMatchers(`service="x"`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sil, err := a.AddSilence(ctx, silence.Silence{Matchers: ms, StartsAt: t0, EndsAt: t0.Add(time.Hour),
-		CreatedBy: "ops", Comment: "deploy"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
-	read, err := b.sils().Get(sil.ID) // what the caller on b read
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.clk.Set(t0.Add(time.Minute))
-	if err := a.ExpireSilence(ctx, sil.ID, h.clk.Now()); err != nil {
-		t.Fatal(err)
-	}
+	_, _, b, read := expiredAfterStandbyRead(t) // read: what the caller on b read
+	sil := read
 	if err := b.Sync(ctx); err != nil { // b's step reads the expiry
 		t.Fatal(err)
 	}
