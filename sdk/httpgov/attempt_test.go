@@ -59,10 +59,10 @@ func TestRetriedIsRecordedFromTheAttemptHeaders(t *testing.T) {
 	}
 }
 
-// TestAttemptHeadersCostNoAllocation: reading the attempt headers, well
+// TestAttemptHeaderParsingDoesNotAllocate: reading the attempt headers, well
 // formed or not, adds no allocation to a request: a malformed count is
 // skipped, not turned into an error nobody reads.
-func TestAttemptHeadersCostNoAllocation(t *testing.T) {
+func TestAttemptHeaderParsingDoesNotAllocate(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
