@@ -34,15 +34,11 @@ const envoyAttemptKey = "x-envoy-attempt-count"
 // make a call a retry). It allocates nothing.
 func inboundAttempt(md metadata.MD) int {
 	n := 1
-	if v := md[PreviousAttemptsKey]; len(v) > 0 {
-		if p, ok := attempt.Parse(v[0]); ok {
-			n = max(n, p+1)
-		}
+	if p, ok := attempt.First(md[PreviousAttemptsKey]); ok {
+		n = p + 1
 	}
-	if v := md[envoyAttemptKey]; len(v) > 0 {
-		if a, ok := attempt.Parse(v[0]); ok {
-			n = max(n, a)
-		}
+	if a, ok := attempt.First(md[envoyAttemptKey]); ok {
+		n = max(n, a)
 	}
 	return n
 }

@@ -187,24 +187,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // inboundAttempt returns the attempt number h states in
-// transport.HeaderAttempt or transport.HeaderEnvoyAttempt, the larger if
-// both, and 1 when it states none or only malformed values (a malformed
-// count makes no retry). It reads each header once and allocates nothing,
-// malformed values included: first attempts, the common case, carry none or
-// Envoy's "1".
+// transport.HeaderAttempt or transport.HeaderEnvoyAttempt (attempt.Inbound:
+// the larger, 1 when none or only malformed ones). It reads each header
+// once and allocates nothing, malformed values included.
 func inboundAttempt(h http.Header) int {
-	n := 1
-	if v := h[transport.HeaderAttempt]; len(v) > 0 {
-		if a, ok := attempt.Parse(v[0]); ok {
-			n = a
-		}
-	}
-	if v := h[transport.HeaderEnvoyAttempt]; len(v) > 0 {
-		if a, ok := attempt.Parse(v[0]); ok {
-			n = max(n, a)
-		}
-	}
-	return n
+	return attempt.Inbound(h[transport.HeaderAttempt], h[transport.HeaderEnvoyAttempt])
 }
 
 // Retried reports whether the server request ctx belongs to is itself a

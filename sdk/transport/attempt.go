@@ -61,19 +61,13 @@ func ParseAttempt(v string) (int, error) {
 // states none; a malformed value is skipped (the other still counts) and
 // reported in err, which names the header. It allocates only for its error.
 func InboundAttemptOf(h http.Header) (n int, err error) {
-	n = 1
+	n = attempt.Inbound(h[HeaderAttempt], h[HeaderEnvoyAttempt])
 	for _, name := range [...]string{HeaderAttempt, HeaderEnvoyAttempt} {
-		v := h[name]
-		if len(v) == 0 {
-			continue
+		if v := h[name]; len(v) > 0 {
+			if _, e := ParseAttempt(v[0]); e != nil {
+				err = fmt.Errorf("transport: header %s: %w", name, e)
+			}
 		}
-		a, ok := attempt.Parse(v[0])
-		if !ok {
-			_, e := ParseAttempt(v[0])
-			err = fmt.Errorf("transport: header %s: %w", name, e)
-			continue
-		}
-		n = max(n, a)
 	}
 	return n, err
 }

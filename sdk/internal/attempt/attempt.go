@@ -34,6 +34,30 @@ func Parse(v string) (int, bool) {
 	return n, true
 }
 
+// First parses the first of a header's values (Parse); false when there is
+// none or it is malformed.
+func First(values []string) (int, bool) {
+	if len(values) == 0 {
+		return 0, false
+	}
+	return Parse(values[0])
+}
+
+// Inbound returns the attempt number an inbound request states in two
+// attempt headers' values (ours, Envoy's): the larger if both, 1 when
+// neither states one or only malformed ones (a malformed count makes no
+// retry). It never allocates.
+func Inbound(ours, envoys []string) int {
+	n := 1
+	if a, ok := First(ours); ok {
+		n = a
+	}
+	if a, ok := First(envoys); ok {
+		n = max(n, a)
+	}
+	return n
+}
+
 // Format returns n in decimal, as Parse reads it. It allocates nothing for
 // n from 0 to 99 (strconv keeps those strings), so a retry costs no string
 // for its count.
