@@ -766,7 +766,7 @@ func (m *Manager) Rules() []rule.Rule { return m.eval.Rules() }
 // the ID of a silence this replica holds is an edit of that silence as this
 // replica last read it (Sync): it replaces the stored silence only if the
 // store still holds that version, and is refused with an error wrapping
-// store.ErrConflict, naming the silence, when another replica edited,
+// alerts.ErrConflict, naming the silence, when another replica edited,
 // expired or pruned it since, so that no edit silently undoes another.
 // One with an ID this replica does not hold replaces whatever the store
 // holds under it. A silence that has already ended on the manager's clock
@@ -778,16 +778,13 @@ func (m *Manager) AddSilence(ctx context.Context, s silence.Silence) (silence.Si
 
 // EditSilence stores next, an edit of prev (the silence as the caller read
 // it, with next's ID), in prev's place only if the store still holds prev:
-// otherwise it is refused with an error wrapping store.ErrConflict that
+// otherwise it is refused with an error wrapping alerts.ErrConflict that
 // names the silence. Unlike AddSilence, the version the edit is based on
 // is the caller's, not whatever this replica read last: a step that read
 // another replica's expiry between the caller's read and this call does
 // not make the edit pass over it.
 func (m *Manager) EditSilence(ctx context.Context, prev, next silence.Silence) (silence.Silence, error) {
-	if prev.ID == "" || next.ID != prev.ID {
-		return silence.Silence{}, fmt.Errorf("%w: silence: id: an edit of silence %q must keep its id, got %q", alerts.ErrInvalid, prev.ID, next.ID)
-	}
-	return m.addSilence(ctx, &prev, next)
+	return m.addSilence(ctx, &prev, next) // the store refuses an ID changed
 }
 
 // addSilence is AddSilence, and EditSilence with base set.

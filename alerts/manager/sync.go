@@ -76,7 +76,7 @@ func (m *Manager) syncLocked(ctx context.Context, states, full bool) error {
 	m.mu.Lock()
 	seen := m.seen
 	m.mu.Unlock()
-	stale := func(seen, cur int64) bool { return full || seen < 0 || seen != cur }
+	stale := func(seen, cur int64) bool { return full || seen != cur }
 	readSils, readAcks, readStates := stale(seen.Silences, cur.Silences), stale(seen.Acks, cur.Acks),
 		states && stale(seen.States, cur.States)
 	fail := func(err error) error {

@@ -327,7 +327,7 @@ func TestSilenceEditOverAnotherReplicasChangeIsRefused(t *testing.T) {
 	edit := sil
 	edit.EndsAt, edit.Comment = t0.Add(2*time.Hour), "deploy, longer"
 	_, err = b.AddSilence(ctx, edit)
-	if !errors.Is(err, store.ErrConflict) || !strings.Contains(err.Error(), sil.ID) {
+	if !errors.Is(err, alerts.ErrConflict) || !strings.Contains(err.Error(), sil.ID) {
 		t.Fatalf("stale edit: got %v, want a conflict naming %s", err, sil.ID)
 	}
 	if err := a.Sync(ctx); err != nil {

@@ -298,6 +298,7 @@ func (s *SQL) ReplaceSilence(ctx context.Context, prev, next silence.Silence) er
 		return wrap("replace silence", err)
 	}
 	var conflict error
+	changed := fmt.Errorf("%w: silence %q changed since it was read (edited or expired through another replica): read it again", alerts.ErrConflict, next.ID)
 	err = s.tx(ctx, "replace silence", func(tx *sql.Tx) error {
 		q := `SELECT body FROM alert_silences WHERE id = $1`
 		if s.d == migrations.Postgres {
@@ -306,25 +307,26 @@ func (s *SQL) ReplaceSilence(ctx context.Context, prev, next silence.Silence) er
 		var body string
 		err := tx.QueryRowContext(ctx, q, next.ID).Scan(&body)
 		if errors.Is(err, sql.ErrNoRows) {
-			conflict = fmt.Errorf("%w: silence %q is no longer stored (pruned since it was read)", ErrConflict, next.ID)
+			conflict = fmt.Errorf("%w: silence %q is no longer stored (pruned since it was read)", alerts.ErrConflict, next.ID)
 			return nil
 		}
 		if err != nil {
 			return err
 		}
 		var cur silence.Silence
-		if err := json.Unmarshal([]byte(body), &cur); err == nil {
-			var got []byte
-			if got, err = silenceKey(cur); err == nil && string(got) == string(want) {
-				if _, err := tx.ExecContext(ctx, `UPDATE alert_silences SET starts_at = $1, ends_at = $2, body = $3 WHERE id = $4`,
-					nanos(next.StartsAt), nanos(next.EndsAt), string(b), next.ID); err != nil {
-					return err
-				}
-				return bump(ctx, tx, versionSilences)
-			}
+		if json.Unmarshal([]byte(body), &cur) != nil {
+			conflict = changed
+			return nil
 		}
-		conflict = fmt.Errorf("%w: silence %q changed since it was read (edited or expired through another replica): read it again", ErrConflict, next.ID)
-		return nil
+		if got, err := silenceKey(cur); err != nil || string(got) != string(want) {
+			conflict = changed
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE alert_silences SET starts_at = $1, ends_at = $2, body = $3 WHERE id = $4`,
+			nanos(next.StartsAt), nanos(next.EndsAt), string(b), next.ID); err != nil {
+			return err
+		}
+		return bump(ctx, tx, versionSilences)
 	})
 	if err != nil {
 		return err

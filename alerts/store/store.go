@@ -16,11 +16,6 @@ import (
 	"governor.dev/governor/alerts/silence"
 )
 
-// ErrConflict marks a write refused because what it was based on changed
-// in the store since the caller read it (ReplaceSilence). It is
-// alerts.ErrConflict, which the HTTP APIs answer with 409.
-var ErrConflict = alerts.ErrConflict
-
 // HistoryEntry is one stored state change.
 type HistoryEntry struct {
 	ID          int64
@@ -40,7 +35,7 @@ type Pending struct {
 
 // Store is the persistence the alerts manager needs. Implementations are
 // safe for concurrent use; every error wraps alerts.ErrStore (or
-// alerts.ErrNotFound, alerts.ErrInvalid, ErrConflict).
+// alerts.ErrNotFound, alerts.ErrInvalid, alerts.ErrConflict).
 type Store interface {
 	// SaveStates replaces the stored alert states with states.
 	SaveStates(ctx context.Context, states []rule.Active) error
@@ -58,7 +53,7 @@ type Store interface {
 	// same ID as the caller read it, only if the store still holds prev
 	// unchanged; otherwise (another replica edited, expired or pruned it
 	// meanwhile) it writes nothing and returns an error wrapping
-	// ErrConflict that names the silence.
+	// alerts.ErrConflict that names the silence.
 	ReplaceSilence(ctx context.Context, prev, next silence.Silence) error
 	Silences(ctx context.Context) ([]silence.Silence, error)
 	// PruneSilences deletes the silences that ended before before; it

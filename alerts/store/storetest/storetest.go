@@ -323,7 +323,7 @@ func testReplaceSilence(t *testing.T, s store.Store) {
 	}
 	for _, tt := range tests {
 		err := s.ReplaceSilence(ctx, tt.prev, tt.next)
-		if !errors.Is(err, store.ErrConflict) || !strings.Contains(err.Error(), fmt.Sprintf("%q", tt.next.ID)) {
+		if !errors.Is(err, alerts.ErrConflict) || !strings.Contains(err.Error(), fmt.Sprintf("%q", tt.next.ID)) {
 			t.Fatalf("%s: got %v, want a conflict naming %q", tt.name, err, tt.next.ID)
 		}
 	}
@@ -377,7 +377,7 @@ func testConcurrentReplaceSilence(t *testing.T, s store.Store) {
 				t.Fatalf("edits %d and %d both stored over the same version", stored, i)
 			}
 			stored = i
-		case !errors.Is(err, store.ErrConflict):
+		case !errors.Is(err, alerts.ErrConflict):
 			t.Fatalf("edit %d: got %v, want a conflict or success", i, err)
 		}
 	}
@@ -644,7 +644,7 @@ func testWritesBumpSharedVersions(t *testing.T, s store.Store) {
 		{"PutSilence again", func() error { return s.PutSilence(ctx, sl) }, store.SharedVersions{Silences: 1}},
 		{"ReplaceSilence", func() error { return s.ReplaceSilence(ctx, sl, edited) }, store.SharedVersions{Silences: 1}},
 		{"ReplaceSilence refused", func() error {
-			if err := s.ReplaceSilence(ctx, sl, edited); !errors.Is(err, store.ErrConflict) {
+			if err := s.ReplaceSilence(ctx, sl, edited); !errors.Is(err, alerts.ErrConflict) {
 				return fmt.Errorf("stale replace: %v, want a conflict", err)
 			}
 			return nil
