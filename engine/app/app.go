@@ -88,15 +88,10 @@ type Options struct {
 	// all; what has not finished by then is logged by name and left
 	// behind, so that the process exits within Kubernetes' grace period
 	// (terminationGracePeriodSeconds, 30s by default) rather than being
-	// killed without a word. 0: Config.ShutdownTimeout (shutdown_timeout),
-	// else DefaultShutdownTimeout; negative is refused.
+	// killed without a word. 0: Config.ShutdownTimeout (shutdown_timeout,
+	// 25s by default); negative is refused.
 	ShutdownTimeout time.Duration
 }
-
-// DefaultShutdownTimeout is Options.ShutdownTimeout unless set: within
-// Kubernetes' default grace period of 30s, with room for the preStop hook
-// and the exit.
-const DefaultShutdownTimeout = 25 * time.Second
 
 // natsDrainTimeout bounds the drain of a NATS connection at a stop (its
 // subscriptions' received messages handled, its publications flushed);

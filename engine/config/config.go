@@ -399,8 +399,8 @@ func Default() Config {
 			Alpha: 0.05, ErrorTolerance: 0.01, LatencyTolerance: 0.25, GoodputTolerance: 0.2},
 		Demo: Demo{Instances: 2, Period: 90 * time.Second},
 
-		// As app.DefaultShutdownTimeout: within Kubernetes' default grace
-		// period of 30s.
+		// Within Kubernetes' default grace period of 30s, with room for
+		// the preStop hook and the exit.
 		ShutdownTimeout: 25 * time.Second,
 	}
 }

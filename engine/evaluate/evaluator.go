@@ -327,6 +327,10 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 	// reached) before or during a submission: nothing more is submitted,
 	// and what it cut short is no failed proposal.
 	ended := false
+	endCycle := func() {
+		ended = true
+		errs = append(errs, fmt.Errorf("evaluate: cycle ended, nothing more submitted: %w", context.Cause(ctx)))
+	}
 	if e.o.Guard != nil {
 		// What the guardrail must not blame on a version.
 		e.o.Guard.Note(at, append(incidents, overloadedDependencies(scores, active)...))
@@ -401,16 +405,14 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 			if ctx.Err() != nil {
 				// The cycle ended (its lead lost, its deadline): every
 				// submission left would fail with it.
-				ended = true
-				errs = append(errs, fmt.Errorf("evaluate: cycle ended, nothing more submitted: %w", context.Cause(ctx)))
+				endCycle()
 				continue
 			}
 			sub, err := e.o.Proposer.Submit(ctx, rec, in.Band)
 			switch {
 			case err != nil && ctx.Err() != nil:
 				// Cut short by the cycle's end, not a failed proposal.
-				ended = true
-				errs = append(errs, fmt.Errorf("evaluate: cycle ended, nothing more submitted: %w", context.Cause(ctx)))
+				endCycle()
 			case err != nil:
 				e.metrics.proposals.WithLabelValues("failed").Inc()
 				errs = append(errs, err)
