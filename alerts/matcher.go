@@ -7,6 +7,7 @@ import (
 	"regexp/syntax"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -46,25 +47,59 @@ func NewMatcher(t MatchType, name, value string) (*Matcher, error) {
 		// match every value, so a silence meant for one alert would
 		// silence all.
 		if _, err := regexp.Compile(value); err != nil {
-			return nil, fmt.Errorf("%w: matcher %s%s%q: not a regular expression: %s", ErrInvalid, name, t, value, regexpProblem(err))
+			return nil, fmt.Errorf("%w: matcher %s%s%q: not a regular expression: %s", ErrInvalid, name, t, value, regexpProblem(value, err))
 		}
-		re, err := regexp.Compile("^(?:" + value + ")$")
-		if err != nil { // not reached: a valid expression stays valid in a group
-			return nil, fmt.Errorf("%w: matcher %s%s%q: not a regular expression", ErrInvalid, name, t, value)
+		anchored := "^(?:" + value + ")$"
+		re, err := regexp.Compile(anchored)
+		if err != nil {
+			// A \Q without \E quotes the rest of the value as text, and
+			// would quote the anchors too: \E ends it where the value does.
+			// Appended to anything else, \E is an invalid escape.
+			var err2 error
+			if re, err2 = regexp.Compile("^(?:" + value + `\E)$`); err2 != nil {
+				// The anchors took it past a limit (nesting, size).
+				return nil, fmt.Errorf("%w: matcher %s%s%q: not a regular expression once anchored: %s",
+					ErrInvalid, name, t, value, regexpProblem(anchored, err))
+			}
 		}
 		m.re = re
 	}
 	return m, nil
 }
 
-// regexpProblem says what is wrong with an expression, without the
-// "error parsing regexp" prefix.
-func regexpProblem(err error) string {
+// regexpProblem says in plain words what is wrong with the expression
+// value: the regexp package's description, then the part of value at
+// fault unless that is all of it or nothing, and what to write instead
+// where the description misleads or the syntax has no such feature. It
+// leaves out the "error parsing regexp" prefix.
+func regexpProblem(value string, err error) string {
 	var se *syntax.Error
-	if errors.As(err, &se) {
-		return fmt.Sprintf("%s: %q", se.Code, se.Expr)
+	if !errors.As(err, &se) {
+		return strings.TrimPrefix(err.Error(), "error parsing regexp: ")
 	}
-	return err.Error()
+	what, expr, hint := string(se.Code), se.Expr, ""
+	switch {
+	case se.Code == syntax.ErrInvalidCharRange && (strings.HasPrefix(expr, `\p`) || strings.HasPrefix(expr, `\P`)):
+		what, hint = "unknown Unicode class", `want a category or script, such as \pL or \p{Greek}`
+	case se.Code == syntax.ErrInvalidCharRange && strings.HasPrefix(expr, "[:"):
+		what, hint = "unknown character class", "want a POSIX class, such as [:alpha:]"
+	case (se.Code == syntax.ErrInvalidPerlOp || se.Code == syntax.ErrInvalidNamedCapture) &&
+		(strings.HasPrefix(expr, "(?=") || strings.HasPrefix(expr, "(?!") || strings.HasPrefix(expr, "(?<=") || strings.HasPrefix(expr, "(?<!")):
+		what, hint = "lookahead or lookbehind", "not supported by Go's RE2 syntax"
+	case se.Code == syntax.ErrInvalidEscape && len(expr) == 2 && expr[1] >= '1' && expr[1] <= '9':
+		what, hint = "backreference", "not supported by Go's RE2 syntax"
+	case se.Code == syntax.ErrInvalidRepeatSize:
+		hint = "want {n}, {n,} or {n,m} with n <= m <= 1000"
+	case se.Code == syntax.ErrMissingRepeatArgument:
+		hint = "nothing before it to repeat; escape it to match it literally"
+	}
+	if expr != "" && expr != value {
+		what += " " + strconv.Quote(expr)
+	}
+	if hint != "" {
+		what += ": " + hint
+	}
+	return what
 }
 
 // Matches tests the value of the label (empty when absent).
@@ -251,8 +286,7 @@ func (p *matcherParser) matcher() (*Matcher, error) {
 	p.i++
 	value, err := strconv.Unquote(p.s[vstart:p.i])
 	if err != nil {
-		p.i = vstart
-		return nil, p.errorf("bad string: %v", err)
+		return nil, p.badValue(vstart, err)
 	}
 	m, err := NewMatcher(t, name, value)
 	if err != nil {
@@ -260,6 +294,51 @@ func (p *matcherParser) matcher() (*Matcher, error) {
 		return nil, p.errorf("%v", strings.TrimPrefix(err.Error(), ErrInvalid.Error()+": "))
 	}
 	return m, nil
+}
+
+// badValue says why the double-quoted value p.s[start:p.i] does not
+// unquote (err) and moves the parser to the fault: an escape that Go
+// strings do not have (a regular expression's \d is written \\d) or a
+// line break.
+func (p *matcherParser) badValue(start int, err error) error {
+	end := p.i - 1 // the closing quote
+	for i := start + 1; i < end; {
+		c := p.s[i]
+		switch {
+		case c == '\n':
+			p.i = i
+			return p.errorf(`line break in a double-quoted value: write \n`)
+		case c == '\\':
+			_, _, rest, uerr := strconv.UnquoteChar(p.s[i:end], '"')
+			if uerr == nil {
+				i = end - len(rest)
+				continue
+			}
+			p.i = i
+			r, size := utf8.DecodeRuneInString(p.s[i+1 : end])
+			esc := p.s[i : i+1+size]
+			switch {
+			case r == 'x':
+				return p.errorf(`invalid escape \x: want 2 hex digits after it`)
+			case r == 'u':
+				return p.errorf(`invalid escape \u: want 4 hex digits after it, naming a character`)
+			case r == 'U':
+				return p.errorf(`invalid escape \U: want 8 hex digits after it, naming a character`)
+			case r == '\'':
+				return p.errorf(`invalid escape \' in a double-quoted value: write ' without a backslash`)
+			case r >= '0' && r <= '7':
+				return p.errorf(`invalid escape %s: an octal escape is 3 octal digits, at most \377`, esc)
+			case r == utf8.RuneError && size == 1 || !unicode.IsGraphic(r) || unicode.IsSpace(r):
+				return p.errorf(`invalid escape: a backslash before %s in a double-quoted value: write \\ for a literal backslash`,
+					strconv.Quote(p.s[i+1:i+1+size]))
+			}
+			return p.errorf(`invalid escape %s in a double-quoted value: write \%s for a literal backslash`, esc, esc)
+		default: // no byte of a multi-byte character is '\n' or '\\'
+			i++
+		}
+	}
+	p.i = start
+	return p.errorf("bad string: %v", err)
 }
 
 func isNameByte(c byte, first bool) bool {

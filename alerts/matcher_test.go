@@ -108,7 +108,9 @@ func TestParseMatchersErrorsShowTheCharacterFound(t *testing.T) {
 
 func FuzzParseMatchers(f *testing.F) {
 	for _, s := range []string{`a="b"`, `{a=~"b|c", d!="e"}`, `{`, `a="\u00e9"`, `x!~".*"`, `a="b",`, `a=~"x)|(.*"`, `a!~"(?i)x|y"`,
-		`a="x" ✓✓✓✓`, "a=\"x\",\u00a0b=\"y\"", `service=“checkout”`, "a=\"x\" \xff\xfe"} {
+		`a="x" ✓✓✓✓`, "a=\"x\",\u00a0b=\"y\"", `service=“checkout”`, "a=\"x\" \xff\xfe",
+		`job=~"\Q"`, `a=~"\\Q"`, `a=~"\\Qa.b"`, `a=~"x\\Qa\\"`, `a=~"(?<x>"`, `a=~"\p"`, `a=~"\\p"`, `a=~"["`, `a=~"(?=x)"`,
+		`a=~"(a)\\1"`, `a=~"a{1001}"`, "a=\"x\ny\"", `a="\400"`, `a="x\'"`, `a="\x4"`, "a=\"\\\u00a0\""} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -136,6 +138,116 @@ func FuzzParseMatchers(f *testing.F) {
 		}
 		if again.String() != ms.String() {
 			t.Fatalf("round trip changed %q to %q", ms.String(), again.String())
+		}
+	})
+}
+
+// A regular expression that does not compile is refused with an error that
+// names the matcher and says what is wrong in plain words: the part at
+// fault unless it is the whole value, no empty quotes, and what Go's RE2
+// syntax lacks.
+func TestRegexpMatcherErrorSaysWhatIsWrong(t *testing.T) {
+	tests := []struct{ value, want string }{
+		{`\p`, `matcher job=~"\\p": not a regular expression: unknown Unicode class: want a category or script, such as \pL or \p{Greek}`},
+		{`a\pXb`, `not a regular expression: unknown Unicode class "\\pX": want`},
+		{`[`, `matcher job=~"[": not a regular expression: missing closing ]`},
+		{`a[b`, `not a regular expression: missing closing ] "[b"`},
+		{`(?<x>`, `matcher job=~"(?<x>": not a regular expression: missing closing )`},
+		{`x\`, `not a regular expression: trailing backslash at end of expression`},
+		{`(?=x)y`, `not a regular expression: lookahead or lookbehind "(?=": not supported by Go's RE2 syntax`},
+		{`(?<=a)b`, `matcher job=~"(?<=a)b": not a regular expression: lookahead or lookbehind: not supported by Go's RE2 syntax`},
+		{`(a)\1`, `not a regular expression: backreference "\\1": not supported by Go's RE2 syntax`},
+		{`a{1001}`, `not a regular expression: invalid repeat count "{1001}": want {n}, {n,} or {n,m} with n <= m <= 1000`},
+		{`*a`, `not a regular expression: missing argument to repetition operator "*": nothing before it to repeat`},
+		{`[[:foo:]]`, `not a regular expression: unknown character class "[:foo:]": want a POSIX class`},
+		// Deep enough to pass alone, too deep inside the anchoring group.
+		{strings.Repeat("(", 999) + strings.Repeat(")", 999), `not a regular expression once anchored: expression nests too deeply`},
+	}
+	for _, tt := range tests {
+		_, err := NewMatcher(MatchRegexp, "job", tt.value)
+		if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("NewMatcher(=~, %.40q) error %.200q, want one containing %q", tt.value, err, tt.want)
+			continue
+		}
+		if strings.HasSuffix(err.Error(), `""`) || strings.HasSuffix(err.Error(), ": ") || strings.Contains(err.Error(), "error parsing regexp") {
+			t.Errorf("NewMatcher(=~, %.40q) error %.200q", tt.value, err)
+		}
+	}
+}
+
+// \Q quotes text up to \E or the end of the value; without \E it must not
+// quote the anchors too, which refused a valid expression with no reason.
+func TestRegexpMatcherQuoteToTheEnd(t *testing.T) {
+	tests := []struct {
+		value string
+		match map[string]bool
+	}{
+		{`\Qa.b`, map[string]bool{"a.b": true, "axb": false, "a.bc": false, "": false}},
+		{`\Q`, map[string]bool{"": true, "Q": false}},
+		{`x|\Q(y)`, map[string]bool{"x": true, "(y)": true, "y": false}},
+		{`\Qa\`, map[string]bool{`a\`: true, "a": false}},
+	}
+	for _, tt := range tests {
+		for _, typ := range []MatchType{MatchRegexp, MatchNotRegexp} {
+			m, err := NewMatcher(typ, "a", tt.value)
+			if err != nil {
+				t.Fatalf("NewMatcher(%s, %q): %v", typ, tt.value, err)
+			}
+			for v, want := range tt.match {
+				if got := m.Matches(Labels{"a": v}); got != (want == (typ == MatchRegexp)) {
+					t.Errorf("%s matches %q: %v", m, v, got)
+				}
+			}
+			again, err := ParseMatchers(m.String())
+			if err != nil || len(again) != 1 || again[0].String() != m.String() {
+				t.Errorf("round trip of %s: %v %v", m, again, err)
+			}
+		}
+	}
+}
+
+// A backslash in a double-quoted value starts a Go escape: a regular
+// expression's \d is written \\d. An escape Go has not is refused with an
+// error that points at it and says what to write.
+func TestParseMatchersNamesTheBadEscape(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{`job=~"\Q"`, `position 6: invalid escape \Q in a double-quoted value: write \\Q for a literal backslash`},
+		{`a=~"x\d+"`, `position 5: invalid escape \d in a double-quoted value: write \\d for a literal backslash`},
+		{`a="x\'"`, `position 4: invalid escape \' in a double-quoted value: write ' without a backslash`},
+		{`a="\x4"`, `position 3: invalid escape \x: want 2 hex digits after it`},
+		{`a="\ud800"`, `position 3: invalid escape \u: want 4 hex digits after it, naming a character`},
+		{`a="\U00110000"`, `position 3: invalid escape \U: want 8 hex digits after it`},
+		{`a="\400"`, `position 3: invalid escape \4: an octal escape is 3 octal digits, at most \377`},
+		{"a=\"\\\u00a0\"", `position 3: invalid escape: a backslash before "\u00a0" in a double-quoted value`},
+		{"a=\"x\ny\"", `position 4: line break in a double-quoted value: write \n`},
+		{`a=~"\\p"`, `position 3: matcher a=~"\\p": not a regular expression: unknown Unicode class`},
+	}
+	for _, tt := range tests {
+		_, err := ParseMatchers(tt.in)
+		if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("ParseMatchers(%q) error %q, want one containing %q", tt.in, err, tt.want)
+		}
+	}
+}
+
+// An accepted regular expression matcher matches a value exactly when the
+// expression, compiled on its own, matches the whole value: the anchors
+// change nothing else.
+func FuzzRegexpMatcherMatchesWholeValue(f *testing.F) {
+	for _, s := range [][2]string{{`\Qa.b`, "a.b"}, {`\Q`, ""}, {`x|\Q(y)`, "(y)"}, {`a|b`, "ab"}, {`(?i)x`, "X"},
+		{`(?m)^a$`, "a"}, {`a$|b`, "b"}, {`.*`, "\n"}, {`\Qa\`, `a\`}, {`\Qa\Eb`, "ab"}} {
+		f.Add(s[0], s[1])
+	}
+	f.Fuzz(func(t *testing.T, value, s string) {
+		m, err := NewMatcher(MatchRegexp, "a", value)
+		if err != nil {
+			return
+		}
+		re := regexp.MustCompile(value)
+		re.Longest()
+		loc := re.FindStringIndex(s)
+		if want := loc != nil && loc[0] == 0 && loc[1] == len(s); m.Matches(Labels{"a": s}) != want {
+			t.Fatalf("%s matches %q: %v, but %q alone matches the whole of it: %v", m, s, !want, value, want)
 		}
 	})
 }
