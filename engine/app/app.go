@@ -809,15 +809,9 @@ func (a *App) tick(ctx context.Context, at time.Time) {
 // between; a cycle that outlasted its interval under one lead is no
 // takeover.
 func (a *App) newLead() bool {
-	if t := a.tickLead; t != nil {
-		if t.ctx.Err() == nil {
-			return false
-		}
-		t.cancel()
-	}
-	ctx, cancel := a.elector.LeaderContext(context.Background())
-	a.tickLead = &leadTerm{ctx: ctx, cancel: cancel}
-	return true
+	var ended bool
+	a.tickLead, ended = a.follow(a.tickLead)
+	return ended
 }
 
 // checkConfiguredServices warns, at the first cycle that scored services,
@@ -862,19 +856,25 @@ type leadTerm struct {
 	cancel context.CancelFunc
 }
 
+// follow returns t while its lead lasts; once it has ended (or without
+// one), t is released and follow returns the lead in force now, ended at
+// once when this replica does not lead, and true.
+func (a *App) follow(t *leadTerm) (_ *leadTerm, ended bool) {
+	if t != nil {
+		if t.ctx.Err() == nil {
+			return t, false
+		}
+		t.cancel()
+	}
+	ctx, cancel := a.elector.LeaderContext(context.Background())
+	return &leadTerm{ctx: ctx, cancel: cancel}, true
+}
+
 // cycleCompleted records that a cycle completed under the current lead:
 // the replica is ready until that lead ends.
 func (a *App) cycleCompleted() {
-	if t := a.readyTerm.Load(); t != nil && t.ctx.Err() == nil {
-		return // the same lead
-	}
-	ctx, cancel := a.elector.LeaderContext(context.Background())
-	if ctx.Err() != nil {
-		cancel()
-		return
-	}
-	if old := a.readyTerm.Swap(&leadTerm{ctx: ctx, cancel: cancel}); old != nil {
-		old.cancel()
+	if t, ended := a.follow(a.readyTerm.Load()); ended {
+		a.readyTerm.Store(t)
 	}
 }
 

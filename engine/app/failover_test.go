@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -19,83 +20,124 @@ import (
 	"governor.dev/governor/internal/testenv"
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/rules/versioning/postgres"
+	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/sdk/rules"
 )
 
-// TestFailover runs two engines on one database, stops the leader, and
-// checks the standby leads within seconds and that no tick was evaluated
-// twice, by any replica (a, b and the engine c started after both): each
-// evaluation is backed by its own claim row naming its replica, the claims
-// each replica won are exactly the evaluations it counted, and a claim row
-// without an evaluation is at most the one a replica's stop cut short (its
-// last). Every figure is read after the replica's Run returned, so nothing
-// races with the cancellation. An emergency publication made at the leader change is
-// reported once, by the new leader, and one made while no engine runs by
-// the engine that starts next. (engine/leader's TestFailover kills the leader's database
-// session instead, as a crashed process loses it.)
+// TestFailover runs two engines on one database and one fake clock, stops
+// the leader, and checks that the standby leads at most one campaign retry
+// and one lease after (on the engine's clock), that the two never lead at
+// the same time, and that no tick was evaluated twice, by any replica (a,
+// b and the engine c started after both): each evaluation is backed by its
+// own claim row naming its replica, the claims each replica won are
+// exactly the evaluations it counted, and a claim row without an
+// evaluation is at most the one a replica's stop cut short (its last).
+// Every figure is read after the replica's Run returned, so nothing races
+// with the cancellation. An emergency publication made at the leader
+// change is reported once, by the new leader, and one made while no
+// engine runs by the engine that starts next. The clock moves one interval
+// at a time, only while the ticks loop and the elector of every running
+// replica wait on it, so no lease runs out and no cycle is cut short for a
+// busy machine's scheduling. (engine/leader's TestFailover kills the
+// leader's database session instead, as a crashed process loses it.)
 func TestFailover(t *testing.T) {
 	url := testenv.Postgres(t)
 	natsURL := testenv.NATS(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	prefix := fmt.Sprintf("failover%d", time.Now().UnixNano())
-	apps := map[string]*App{}
-	regs := map[string]*prometheus.Registry{}
-	done := map[string]chan error{}
-	stop := map[string]context.CancelFunc{}
-	claims := map[string]*claimLog{}
-	for _, id := range []string{"a", "b"} {
+	// In the past of the database's clock, which claims compare ticks with
+	// (leader.PostgresOptions.MaxClockSkew), and aligned to the interval.
+	clk := clock.NewFake(time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC))
+	// A tick, and the elector's check and campaign retry, every second on a
+	// lease of three (the elector's defaults).
+	const interval, retry, lease = time.Second, time.Second, 3 * time.Second
+	reps := map[string]*steppedApp{} // the replicas running
+	t.Cleanup(func() {               // those a failure left running
+		cancel()
+		for _, r := range reps {
+			<-r.done
+		}
+	})
+	start := func(id string) *steppedApp {
+		t.Helper()
 		cfg := config.Default()
 		cfg.Listen, cfg.DataDir, cfg.Identity = "127.0.0.1:0", t.TempDir(), id
 		cfg.Database, cfg.NATS.URL, cfg.NATS.Prefix = url, natsURL, prefix
-		cfg.Interval = 200 * time.Millisecond
-		regs[id] = prometheus.NewRegistry()
-		a, err := New(ctx, Options{Config: cfg, Registry: regs[id]})
+		cfg.Interval = interval
+		r := &steppedApp{clk: &loopClock{Fake: clk, armed: make(chan struct{}, 1)}, reg: prometheus.NewRegistry(), done: make(chan error, 1)}
+		a, err := New(ctx, Options{Config: cfg, Registry: r.reg, Clock: r.clk})
 		if err != nil {
 			t.Fatal(err)
 		}
-		apps[id], claims[id] = a, recordClaims(a)
+		electOnFakeClock(t, a, retry, lease)
+		r.App, r.claims = a, recordClaims(a)
 		actx, acancel := context.WithCancel(ctx)
-		stop[id], done[id] = acancel, make(chan error, 1)
-		go func() { done[id] <- a.Run(actx) }()
-	}
-	leaderOf := func(not string) string {
-		for id, a := range apps {
-			if id != not && a.Elector().IsLeader() {
-				return id
+		r.stop = func() {
+			t.Helper()
+			acancel()
+			err := <-r.done
+			delete(reps, id)
+			if err != nil {
+				t.Fatal(err)
 			}
 		}
-		return ""
+		go func() { r.done <- a.Run(actx) }()
+		reps[id] = r
+		r.clk.settle(t, clk.Now()) // its loops wait on the clock
+		return r
 	}
+	leaderOf := func() string {
+		var leads []string
+		for id, r := range reps {
+			if r.Elector().IsLeader() {
+				leads = append(leads, id)
+			}
+		}
+		if len(leads) > 1 {
+			t.Fatalf("%v lead at once at %v", leads, clk.Now())
+		}
+		return strings.Join(leads, "")
+	}
+	// until moves the clock an interval at a time, each time once every
+	// loop of the running replicas waits on it again, until cond holds; it
+	// fails the test if cond does not hold within limit on the clock.
+	until := func(what string, limit time.Duration, cond func() bool) {
+		t.Helper()
+		end := clk.Now().Add(limit)
+		for !cond() {
+			if !clk.Now().Before(end) {
+				t.Fatalf("%s: not within %v on the engine's clock", what, limit)
+			}
+			clk.Advance(interval)
+			for _, r := range reps {
+				r.clk.settle(t, clk.Now())
+			}
+			leaderOf()
+		}
+	}
+	start("a")
+	start("b")
 	var first string
-	waitFor(t, 10*time.Second, "a leader", func() bool { first = leaderOf(""); return first != "" })
-	waitFor(t, 10*time.Second, "ticks by the first leader", func() bool {
-		return ticks(t, regs[first]) >= 3
-	})
-	stop[first]()
-	if err := <-done[first]; err != nil {
-		t.Fatal(err)
-	}
-	killed := time.Now()
+	// One takes the lock at once and leads one lease later.
+	until("a leader", lease, func() bool { first = leaderOf(); return first != "" })
+	until("ticks by the first leader", 3*interval, func() bool { return ticks(t, reps[first].reg) >= 3 })
+	stopped := map[string]*steppedApp{first: reps[first]}
+	reps[first].stop()
+	killed := clk.Now()
 	standby := "a"
 	if first == "a" {
 		standby = "b"
 	}
 	// Published between the leader's end and the standby's first cycle.
-	emergency(t, apps[standby].Store(), "pay")
+	emergency(t, reps[standby].Store(), "pay")
 	var second string
-	waitFor(t, 10*time.Second, "the standby to lead", func() bool { second = leaderOf(first); return second != "" })
-	t.Logf("%s leads %v after %s stopped", second, time.Since(killed).Round(time.Millisecond), first)
-	waitFor(t, 10*time.Second, "ticks by the second leader", func() bool {
-		return ticks(t, regs[second]) >= 3
-	})
-	waitFor(t, 10*time.Second, "the new leader to report the emergency", func() bool {
-		return len(apps[second].Events().Events(events.EmergencyPublish)) == 1
-	})
-	stop[second]()
-	if err := <-done[second]; err != nil {
-		t.Fatal(err)
-	}
+	// It takes the free lock at its next campaign and leads one lease later.
+	until("the standby to lead", retry+lease, func() bool { second = leaderOf(); return second != "" })
+	t.Logf("%s leads %v after %s stopped", second, clk.Now().Sub(killed), first)
+	until("ticks by the second leader", 3*interval, func() bool { return ticks(t, reps[second].reg) >= 3 })
+	stopped[second] = reps[second]
+	reps[second].stop()
 	// Published while no engine runs: the next one reports it, and only it.
 	st, err := postgres.Open(ctx, postgres.Options{URL: url})
 	if err != nil {
@@ -103,31 +145,17 @@ func TestFailover(t *testing.T) {
 	}
 	emergency(t, st, "ship")
 	st.Close()
-	cfg := config.Default()
-	cfg.Listen, cfg.DataDir, cfg.Identity = "127.0.0.1:0", t.TempDir(), "c"
-	cfg.Database, cfg.NATS.URL, cfg.NATS.Prefix = url, natsURL, prefix
-	cfg.Interval = 200 * time.Millisecond
-	regC := prometheus.NewRegistry()
-	c, err := New(ctx, Options{Config: cfg, Registry: regC})
-	if err != nil {
-		t.Fatal(err)
-	}
-	claims["c"], regs["c"] = recordClaims(c), regC
-	cctx, ccancel := context.WithCancel(ctx)
-	cdone := make(chan error, 1)
-	go func() { cdone <- c.Run(cctx) }()
-	waitFor(t, 10*time.Second, "ticks by the restarted engine", func() bool { return ticks(t, regC) >= 3 })
-	ccancel()
-	if err := <-cdone; err != nil {
-		t.Fatal(err)
-	}
+	c := start("c")
+	until("ticks by the restarted engine", lease+3*interval, func() bool { return ticks(t, c.reg) >= 3 })
+	stopped["c"] = c
+	c.stop()
 	if got := c.Events().Events(events.EmergencyPublish); len(got) != 1 || got[0].Service != "ship" {
 		t.Fatalf("restarted engine reported %+v, want ship alone", got)
 	}
-	if got := apps[second].Events().Events(events.EmergencyPublish); len(got) != 1 || got[0].Service != "pay" {
+	if got := stopped[second].Events().Events(events.EmergencyPublish); len(got) != 1 || got[0].Service != "pay" {
 		t.Fatalf("new leader reported %+v, want pay alone", got)
 	}
-	if got := apps[first].Events().Events(events.EmergencyPublish); len(got) != 0 {
+	if got := stopped[first].Events().Events(events.EmergencyPublish); len(got) != 0 {
 		t.Fatalf("old leader reported %+v", got)
 	}
 	admin, err := pgx.Connect(ctx, url)
@@ -164,10 +192,115 @@ func TestFailover(t *testing.T) {
 	}
 	won, counted := map[string][]time.Time{}, map[string]float64{}
 	for _, id := range []string{"a", "b", "c"} {
-		won[id], counted[id] = claims[id].ticks(), ticks(t, regs[id])
+		won[id], counted[id] = stopped[id].claims.ticks(), ticks(t, stopped[id].reg)
 	}
 	for _, p := range tickProblems(claimed, won, counted) {
 		t.Error(p)
+	}
+}
+
+// steppedApp is an engine of TestFailover on the test's fake clock.
+type steppedApp struct {
+	*App
+	clk    *loopClock
+	reg    *prometheus.Registry
+	claims *claimLog
+	done   chan error // Run's result
+	stop   func()     // ends Run and waits for it
+}
+
+// electOnFakeClock replaces a's elector (before Run) by one as New makes
+// it, checking and retrying every retry on a lease of lease, whose
+// database session has no idle timeout: the fake clock does not pace the
+// real server, which would end the lock's session in real time.
+func electOnFakeClock(t *testing.T, a *App, retry, lease time.Duration) {
+	t.Helper()
+	lo := LeaderOptions(a.cfg)
+	lo.Clock, lo.Events, lo.Logger = a.o.Clock, a.sink, a.log
+	lo.RetryInterval, lo.CheckInterval, lo.Lease, lo.SessionTimeout = retry, retry, lease, -1
+	e, err := leader.NewPostgres(lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.elector = e
+}
+
+// The loops of a replica whose timers a loopClock follows, by the function
+// that arms them: the ticks loop (leader.RunTicks) and the elector's
+// (leader.Postgres's campaign and lead); a timer armed by anything else
+// (a database call's deadline, the alerts loop, the relay) is not theirs.
+var timerLoops = map[string]string{
+	"governor.dev/governor/engine/leader.RunTicks":         "ticks",
+	"governor.dev/governor/engine/leader.(*Postgres).Run":  "elector",
+	"governor.dev/governor/engine/leader.(*Postgres).lead": "elector",
+}
+
+// loopClock is a replica's view of the test's fake clock: it notes when
+// each of the replica's loops (timerLoops) is due next, as the loop arms
+// its timer, so that the test moves the clock only while they all wait on
+// it.
+type loopClock struct {
+	*clock.Fake
+	mu    sync.Mutex
+	due   map[string]time.Time // loop -> when its timer fires
+	armed chan struct{}        // a loop armed a timer
+}
+
+func (c *loopClock) NewTimer(d time.Duration) clock.Timer {
+	at := c.Now().Add(d)
+	t := c.Fake.NewTimer(d)
+	if loop := timerLoops[callerOfNewTimer()]; loop != "" {
+		c.mu.Lock()
+		if c.due == nil {
+			c.due = map[string]time.Time{}
+		}
+		c.due[loop] = at
+		c.mu.Unlock()
+		select {
+		case c.armed <- struct{}{}:
+		default:
+		}
+	}
+	return t
+}
+
+// callerOfNewTimer names the function that called loopClock.NewTimer.
+func callerOfNewTimer() string {
+	pcs := make([]uintptr, 8)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(1, pcs)])
+	for f, more := frames.Next(); more; f, more = frames.Next() {
+		if strings.HasSuffix(f.Function, ".(*loopClock).NewTimer") {
+			next, _ := frames.Next()
+			return next.Function
+		}
+	}
+	return ""
+}
+
+// settle waits until every loop of timerLoops waits on the clock for a
+// time after now: the work the clock's last move woke (a campaign, a
+// check, a cycle) is done. The real-time bound only ends a stuck test.
+func (c *loopClock) settle(t *testing.T, now time.Time) {
+	t.Helper()
+	stuck := time.NewTimer(20 * slack * time.Second)
+	defer stuck.Stop()
+	for {
+		c.mu.Lock()
+		var waiting []string
+		for _, loop := range []string{"ticks", "elector"} {
+			if !c.due[loop].After(now) {
+				waiting = append(waiting, loop)
+			}
+		}
+		c.mu.Unlock()
+		if len(waiting) == 0 {
+			return
+		}
+		select {
+		case <-c.armed:
+		case <-stuck.C:
+			t.Fatalf("the %v loops armed no timer after %v (are they still the functions timerLoops names?)", waiting, now)
+		}
 	}
 }
 

@@ -63,6 +63,16 @@ func TestReadinessFollowsTheDependencies(t *testing.T) {
 	ready(standby)
 	standby.nc.Close()
 	unready(standby, "not connected to NATS")
+
+	// A cycle that completed as the lead ended (the lead in force already
+	// over) does not count for the next lead.
+	e := &termsElector{Local: leader.Local{ID: "c"}}
+	late := rig(e)
+	late.cycleCompleted()
+	e.setLead(true)
+	unready(late, "no evaluation cycle has completed yet")
+	late.cycleCompleted()
+	ready(late)
 }
 
 // termsElector leads while the test says so; the contexts of LeaderContext
