@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -435,7 +436,15 @@ func (a *API) propose(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, v)
 }
 
-// DecisionRequest is the body of approve, reject and withdraw.
+// HeaderAlreadyRecorded, set to "true", marks the answer to an approve,
+// reject or withdraw that repeats one already recorded (a client retrying
+// after it lost the first answer): 200 and the version as it is now, with
+// nothing written twice. The OpenAPI document says what counts as a repeat.
+const HeaderAlreadyRecorded = "X-Governor-Already-Recorded"
+
+// DecisionRequest is the body of approve, reject and withdraw. Sending one
+// again that the store already recorded (the same person, comment and
+// checksum) answers 200 with HeaderAlreadyRecorded.
 type DecisionRequest struct {
 	Comment string `json:"comment"`
 	// Checksum, for approve, is the checksum of the ruleset the approver
@@ -478,11 +487,55 @@ func (a *API) decide(kind string) http.HandlerFunc {
 			v, err = a.o.Rules.Withdraw(r.Context(), svc, n, by, req.Comment)
 		}
 		if err != nil {
+			if cur, ok := a.alreadyRecorded(r, kind, svc, n, by.Name, req, err); ok {
+				w.Header().Set(HeaderAlreadyRecorded, "true")
+				writeJSON(w, http.StatusOK, cur)
+				return
+			}
 			a.fail(w, r, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, v)
 	}
+}
+
+// alreadyRecorded reports whether err, the store's refusal (409) of by's
+// approve, reject or withdraw of version n, refuses a repeat of a decision
+// by already made, as a client sends it that lost the first answer, and
+// then returns the version as it is now. Read again after the refusal, the
+// version must hold, for an approve, by's approval with req's comment in
+// its current round, of req's checksum when it names one, while proposed
+// or since gone live; for a reject (withdraw), it must have been rejected
+// (withdrawn) by by with req's comment. Anything else stays the store's
+// refusal: another comment, a revision of the ruleset since (by's approval
+// was of an earlier round), a rebase, another person's decision. The store
+// keeps refusing a second decision; telling a retry from a conflict is the
+// API's concern.
+func (a *API) alreadyRecorded(r *http.Request, kind, svc string, n int64, by string, req DecisionRequest, err error) (versioning.Version, bool) {
+	if kind != "approve" && kind != "reject" && kind != "withdraw" {
+		return versioning.Version{}, false
+	}
+	if !errors.Is(err, versioning.ErrInvalidState) && !errors.Is(err, versioning.ErrConflict) {
+		return versioning.Version{}, false
+	}
+	cur, gerr := a.o.Rules.Get(r.Context(), svc, n)
+	if gerr != nil {
+		return versioning.Version{}, false
+	}
+	var ok bool
+	switch kind {
+	case "approve":
+		ok = (cur.State == versioning.StateProposed || cur.State.WentLive()) &&
+			(req.Checksum == "" || req.Checksum == cur.Checksum) &&
+			slices.ContainsFunc(cur.Approvals, func(ap versioning.Approval) bool {
+				return versioning.SamePerson(ap.Approver, by) && ap.Comment == req.Comment
+			})
+	case "reject":
+		ok = cur.State == versioning.StateRejected && versioning.SamePerson(cur.DecidedBy, by) && cur.DecisionComment == req.Comment
+	default:
+		ok = cur.State == versioning.StateWithdrawn && versioning.SamePerson(cur.DecidedBy, by) && cur.DecisionComment == req.Comment
+	}
+	return cur, ok
 }
 
 // RollbackRequest is the body of POST /services/{service}/rollback.

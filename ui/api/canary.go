@@ -9,6 +9,7 @@ import (
 	"governor.dev/governor/sdk/rules"
 	"governor.dev/governor/ui/auth"
 	"governor.dev/governor/ui/internal/httperr"
+	"governor.dev/governor/ui/model"
 )
 
 func (a *API) rollouts(w http.ResponseWriter, r *http.Request) (string, bool) {
@@ -23,11 +24,18 @@ func (a *API) rollouts(w http.ResponseWriter, r *http.Request) (string, bool) {
 	return svc, true
 }
 
-func (a *API) audit1(r *http.Request, svc string, action versioning.Action, version int64, detail any) {
+// canaryDone records a canary action that took effect in the audit log and
+// answers status with body. When the entry cannot be written the action
+// still took effect, so the answer stays a success, and its body says in
+// audit_error that the audit log does not show it (and why, as far as may be
+// shown): a client must neither take it for recorded nor repeat it.
+func (a *API) canaryDone(w http.ResponseWriter, r *http.Request, svc string, action versioning.Action, version int64, detail any, status int, body map[string]any) {
 	raw, _ := json.Marshal(detail)
 	if _, err := a.o.Rules.RecordAudit(r.Context(), versioning.AuditRecord{Actor: auth.FromContext(r.Context()).Actor(), Action: action, Service: svc, Version: version, Detail: raw}); err != nil {
 		a.o.Logger.Error("api: canary audit entry not written", "service", svc, "action", action, "err", err)
+		body["audit_error"] = "the action took effect, but its audit entry could not be written (" + httperr.Reason(err) + "): the audit log does not show it; do not repeat it"
 	}
+	writeJSON(w, status, body)
 }
 
 func (a *API) canary(w http.ResponseWriter, r *http.Request) {
@@ -76,8 +84,8 @@ func (a *API) startCanary(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	a.audit1(r, svc, "canary_start", v.Number, map[string]any{"percent": req.Percent})
-	writeJSON(w, http.StatusCreated, map[string]any{"version": v.Number, "percent": req.Percent})
+	a.canaryDone(w, r, svc, model.ActionCanaryStart, v.Number, map[string]any{"percent": req.Percent},
+		http.StatusCreated, map[string]any{"version": v.Number, "percent": req.Percent})
 }
 
 // CanaryActionRequest is the body of POST /services/{service}/canary/promote
@@ -115,7 +123,10 @@ func (a *API) canaryAction(kind string) http.HandlerFunc {
 			a.fail(w, r, err)
 			return
 		}
-		a.audit1(r, svc, versioning.Action("canary_"+kind), n, map[string]any{})
-		writeJSON(w, http.StatusOK, map[string]any{"version": n})
+		action := model.ActionCanaryAbort
+		if kind == "promote" {
+			action = model.ActionCanaryPromote
+		}
+		a.canaryDone(w, r, svc, action, n, map[string]any{}, http.StatusOK, map[string]any{"version": n})
 	}
 }

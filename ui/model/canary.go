@@ -19,6 +19,16 @@ var (
 	ErrUnavailable = errors.New("model: unavailable")
 )
 
+// Audit actions of canary rollouts. The canary state lives in the
+// distribution plane, not in the rules store, so the pages and the API
+// record each action (versioning.Store.RecordAudit) once it took effect, and
+// say so when the entry could not be written.
+const (
+	ActionCanaryStart   versioning.Action = "canary_start"
+	ActionCanaryPromote versioning.Action = "canary_promote"
+	ActionCanaryAbort   versioning.Action = "canary_abort"
+)
+
 // CanaryState is a version staged to a share of a service's instances.
 type CanaryState struct {
 	Version int64             `json:"version"`

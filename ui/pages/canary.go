@@ -4,37 +4,55 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/ui/auth"
 	"governor.dev/governor/ui/internal/httperr"
+	"governor.dev/governor/ui/model"
 )
 
-// Audit actions of canary rollouts (recorded through RecordAudit).
-const (
-	ActionCanaryStart   versioning.Action = "canary_start"
-	ActionCanaryPromote versioning.Action = "canary_promote"
-	ActionCanaryAbort   versioning.Action = "canary_abort"
-)
-
-func (p *Pages) canaryDone(w http.ResponseWriter, r *http.Request, svc string, action versioning.Action, version int64, detail map[string]any, err error) {
+// canaryDone answers a canary form. A refused action (err) comes back as
+// the rules page with the refusal and its status, for the person who sent
+// the form only (nothing of it goes into a URL). A done one (done says
+// what it did) is written to the audit log; when the entry cannot be
+// written, the rules page says that the action took effect but is missing
+// from the log, with a 500: the person must not take the action for
+// recorded, nor repeat it.
+func (p *Pages) canaryDone(w http.ResponseWriter, r *http.Request, svc string, action versioning.Action, version int64, detail map[string]any, done string, err error) {
 	if err != nil {
 		status, _ := httperr.Status(err)
 		if status >= 500 && status != http.StatusServiceUnavailable {
 			p.fail(w, r, err)
 			return
 		}
-		http.Redirect(w, r, "/services/"+svc+"/rules?error="+url.QueryEscape(httperr.Message(err)), http.StatusSeeOther)
+		p.canaryPage(w, r, svc, status, httperr.Message(err))
 		return
 	}
 	raw, _ := json.Marshal(detail)
 	if _, err := p.o.Rules.RecordAudit(r.Context(), versioning.AuditRecord{Actor: auth.FromContext(r.Context()).Actor(), Action: action,
 		Service: svc, Version: version, Detail: raw}); err != nil {
 		p.o.Logger.Error("pages: canary audit entry not written", "service", svc, "action", action, "err", err)
+		msg := done + ", but its audit entry could not be written (" + httperr.Reason(err) + "): the audit log does not show this action. " +
+			"It took effect; do not repeat it."
+		p.canaryPage(w, r, svc, http.StatusInternalServerError, msg)
+		return
 	}
 	http.Redirect(w, r, "/services/"+svc+"/rules", http.StatusSeeOther)
+}
+
+// canaryPage renders the rules page of svc with msg in its error box.
+// When the versions cannot be read (the database that refused the audit
+// entry is often down for both), the page still says msg, and why it
+// lists no versions.
+func (p *Pages) canaryPage(w http.ResponseWriter, r *http.Request, svc string, status int, msg string) {
+	d, banners, err := p.timelineData(r, svc, nil)
+	if err != nil {
+		p.o.Logger.Error("pages: rules page not read after a canary form", "service", svc, "err", err)
+		d, banners = timelineData{Service: svc, Unreadable: httperr.Message(err)}, nil
+	}
+	d.Error = msg
+	p.renderTimeline(w, r, status, d, banners)
 }
 
 func (p *Pages) startCanary(w http.ResponseWriter, r *http.Request) {
@@ -45,12 +63,12 @@ func (p *Pages) startCanary(w http.ResponseWriter, r *http.Request) {
 	}
 	n, err := strconv.ParseInt(r.PostFormValue("version"), 10, 64)
 	if err != nil || n < 1 {
-		p.canaryDone(w, r, svc, "", 0, nil, httperrBad("version: must be a version number"))
+		p.canaryDone(w, r, svc, "", 0, nil, "", httperrBad("version: must be a version number"))
 		return
 	}
 	pct, err := strconv.ParseFloat(r.PostFormValue("percent"), 64)
 	if err != nil {
-		p.canaryDone(w, r, svc, "", 0, nil, httperrBad("percent: must be a number"))
+		p.canaryDone(w, r, svc, "", 0, nil, "", httperrBad("percent: must be a number"))
 		return
 	}
 	v, err := p.o.Rules.Get(r.Context(), svc, n)
@@ -60,7 +78,8 @@ func (p *Pages) startCanary(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = p.o.Rollouts.StartCanary(r.Context(), v, pct)
 	}
-	p.canaryDone(w, r, svc, ActionCanaryStart, n, map[string]any{"percent": pct}, err)
+	p.canaryDone(w, r, svc, model.ActionCanaryStart, n, map[string]any{"percent": pct},
+		fmt.Sprintf("Canary v%d was staged to %s %% of the instances", n, strconv.FormatFloat(pct, 'f', -1, 64)), err)
 }
 
 func (p *Pages) promoteCanary(w http.ResponseWriter, r *http.Request) {
@@ -73,7 +92,7 @@ func (p *Pages) promoteCanary(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		n, err = p.o.Rollouts.Promote(r.Context(), svc, n)
 	}
-	p.canaryDone(w, r, svc, ActionCanaryPromote, n, map[string]any{}, err)
+	p.canaryDone(w, r, svc, model.ActionCanaryPromote, n, map[string]any{}, fmt.Sprintf("Canary v%d was promoted to everyone", n), err)
 }
 
 func (p *Pages) abortCanary(w http.ResponseWriter, r *http.Request) {
@@ -86,7 +105,7 @@ func (p *Pages) abortCanary(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		n, err = p.o.Rollouts.Abort(r.Context(), svc, n)
 	}
-	p.canaryDone(w, r, svc, ActionCanaryAbort, n, map[string]any{}, err)
+	p.canaryDone(w, r, svc, model.ActionCanaryAbort, n, map[string]any{}, fmt.Sprintf("Canary v%d was aborted", n), err)
 }
 
 // stagedVersion is the version the promote and abort forms showed (field

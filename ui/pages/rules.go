@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -24,7 +25,13 @@ type timelineData struct {
 	// CanaryWhy and PromoteWhy say why the viewer may not start or abort
 	// a canary, or promote it ("" when they may): the buttons are disabled.
 	CanaryWhy, PromoteWhy string
-	Error                 string
+	// Error is why the page's own canary form was refused, shown to the
+	// person who sent it; never text from the URL.
+	Error string
+	// Unreadable says why the versions could not be read ("" when they
+	// were): the page then lists none, and says so rather than "no
+	// versions yet".
+	Unreadable string
 	// Undeliverable says, by version, why the relay could not deliver it.
 	Undeliverable map[int64]string
 	// Older links to the page of older versions when there are any.
@@ -41,7 +48,19 @@ func (p *Pages) timeline(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, r, err)
 		return
 	}
-	q := r.URL.Query()
+	d, banners, err := p.timelineData(r, svc, r.URL.Query())
+	if err != nil {
+		p.fail(w, r, err)
+		return
+	}
+	p.renderTimeline(w, r, http.StatusOK, d, banners)
+}
+
+// timelineData is the rules page of svc: the page of versions q asks for
+// ("state", "before"), the canary and the banners over them. The page's
+// Error is for a failed form of its own (canary start, promote, abort),
+// never text from the URL, which anyone could write into a link.
+func (p *Pages) timelineData(r *http.Request, svc string, q url.Values) (timelineData, []Banner, error) {
 	// One more than a page: whether it comes back says whether an older
 	// page holds anything (a link to an empty page would send an SRE
 	// looking for versions that do not exist).
@@ -52,23 +71,24 @@ func (p *Pages) timeline(w http.ResponseWriter, r *http.Request) {
 	if b := q.Get("before"); b != "" {
 		n, err := strconv.ParseInt(b, 10, 64)
 		if err != nil || n < 1 {
-			p.fail(w, r, httperrBad("before must be a version number"))
-			return
+			return timelineData{}, nil, httperrBad("before must be a version number")
 		}
 		f.Before = n
 	}
 	vs, err := p.o.Rules.List(r.Context(), f)
 	if err != nil {
-		p.fail(w, r, err)
-		return
+		return timelineData{}, nil, err
 	}
 	older := len(vs) > timelinePage
 	vs = vs[:min(len(vs), timelinePage)]
-	d := timelineData{Service: svc, Versions: vs, Error: q.Get("error")}
+	d := timelineData{Service: svc, Versions: vs}
 	if older {
-		q.Del("error")
-		q.Set("before", strconv.FormatInt(vs[len(vs)-1].Number, 10))
-		d.Older = "/services/" + svc + "/rules?" + q.Encode()
+		next := url.Values{}
+		if st := q.Get("state"); st != "" {
+			next.Set("state", st)
+		}
+		next.Set("before", strconv.FormatInt(vs[len(vs)-1].Number, 10))
+		d.Older = "/services/" + svc + "/rules?" + next.Encode()
 	}
 	if len(vs) > 0 {
 		d.To = vs[0].Number
@@ -92,7 +112,11 @@ func (p *Pages) timeline(w http.ResponseWriter, r *http.Request) {
 			banners = append(banners, Banner{"warn", "The canary state is unavailable: " + httperr.Message(err)})
 		}
 	}
-	p.render(w, r, http.StatusOK, "timeline", "Rules of "+svc, "overview", d, banners...)
+	return d, banners, nil
+}
+
+func (p *Pages) renderTimeline(w http.ResponseWriter, r *http.Request, status int, d timelineData, banners []Banner) {
+	p.render(w, r, status, "timeline", "Rules of "+d.Service, "overview", d, banners...)
 }
 
 type versionData struct {

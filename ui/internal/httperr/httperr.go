@@ -122,6 +122,22 @@ func Message(err error) string {
 	return "Internal error. It has been logged."
 }
 
+// Reason is why err happened, as much of it as may be shown, for a
+// sentence about something else that failed because of it (an action that
+// took effect but whose audit entry was not written): Message when the
+// error is public, else what kind of failure it was. Message's own words
+// for those ("Try again shortly") would invite repeating the action.
+func Reason(err error) string {
+	status, public := Status(err)
+	switch {
+	case public:
+		return Message(err)
+	case status == http.StatusServiceUnavailable:
+		return "the database is unavailable"
+	}
+	return "an internal error; it has been logged"
+}
+
 // TooLargeMessage says that a request body is over limit bytes.
 func TooLargeMessage(limit int64) string {
 	if limit >= 1<<20 && limit%(1<<20) == 0 {

@@ -77,3 +77,20 @@ func TestMessageOfLastAdminAndOversizedBody(t *testing.T) {
 	require.True(t, public)
 	require.Equal(t, "request body too large: at most 2097152 bytes (2 MiB)", httperr.Message(big))
 }
+
+// TestReasonSaysWhatMayBeShown: the reason something (an audit entry) was
+// not done is the error's own text when it may be shown, else its kind,
+// never words inviting a retry (which would repeat the action).
+func TestReasonSaysWhatMayBeShown(t *testing.T) {
+	tests := []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("%w: connection refused", versioning.ErrUnavailable), "the database is unavailable"},
+		{&versioning.ChainError{Seq: 7, Problem: "hash mismatch"}, (&versioning.ChainError{Seq: 7, Problem: "hash mismatch"}).Error()},
+		{fmt.Errorf("pq: relation missing"), "an internal error; it has been logged"},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, httperr.Reason(tt.err))
+	}
+}
