@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -512,7 +511,7 @@ func (a *API) decide(kind string) http.HandlerFunc {
 // keeps refusing a second decision; telling a retry from a conflict is the
 // API's concern.
 func (a *API) alreadyRecorded(r *http.Request, kind, svc string, n int64, by string, req DecisionRequest, err error) (versioning.Version, bool) {
-	if kind != "approve" && kind != "reject" && kind != "withdraw" {
+	if kind != model.DecisionApprove && kind != model.DecisionReject && kind != model.DecisionWithdraw {
 		return versioning.Version{}, false
 	}
 	if !errors.Is(err, versioning.ErrInvalidState) && !errors.Is(err, versioning.ErrConflict) {
@@ -522,20 +521,7 @@ func (a *API) alreadyRecorded(r *http.Request, kind, svc string, n int64, by str
 	if gerr != nil {
 		return versioning.Version{}, false
 	}
-	var ok bool
-	switch kind {
-	case "approve":
-		ok = (cur.State == versioning.StateProposed || cur.State.WentLive()) &&
-			(req.Checksum == "" || req.Checksum == cur.Checksum) &&
-			slices.ContainsFunc(cur.Approvals, func(ap versioning.Approval) bool {
-				return versioning.SamePerson(ap.Approver, by) && ap.Comment == req.Comment
-			})
-	case "reject":
-		ok = cur.State == versioning.StateRejected && versioning.SamePerson(cur.DecidedBy, by) && cur.DecisionComment == req.Comment
-	default:
-		ok = cur.State == versioning.StateWithdrawn && versioning.SamePerson(cur.DecidedBy, by) && cur.DecisionComment == req.Comment
-	}
-	return cur, ok
+	return cur, model.AlreadyDecided(cur, kind, by, req.Comment, req.Checksum)
 }
 
 // RollbackRequest is the body of POST /services/{service}/rollback.

@@ -36,3 +36,33 @@ func TestApprovalSubmittedTwiceStandsAndSaysSo(t *testing.T) {
 	resp, _ := h.do("POST", "/services/checkout/rules/1/approve", otto, ottoCSRF, form)
 	require.NotEqual(t, http.StatusSeeOther, resp.StatusCode, "another person's refused approval is not taken for theirs")
 }
+
+// TestResentApprovalOfAVersionRejectedSinceShowsTheRefusal: a resent
+// approval form is taken for the approval it repeats only while that
+// approval stands: once someone else rejected the version, or when the form
+// says something else (another comment), the page shows the store's refusal
+// instead of answering as if the approval had gone through.
+func TestResentApprovalOfAVersionRejectedSinceShowsTheRefusal(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	_, err := h.store.SetPolicy(ctx, versioning.Policy{Service: "checkout", ApprovalsRequired: 2},
+		versioning.Actor{Name: "root", Roles: []versioning.Role{versioning.RoleAdmin}})
+	require.NoError(t, err)
+	otto := versioning.Actor{Name: "otto", Roles: harnessUsers["otto"]}
+	v, err := h.store.Propose(ctx, versioning.Proposal{Ruleset: harnessRuleset("checkout", 100), Author: otto, Reason: "first limits"})
+	require.NoError(t, err)
+	bob, bobCSRF := h.session("bob")
+	form := url.Values{"checksum": {v.Checksum}, "comment": {"ok"}}
+	resp, body := h.do("POST", "/services/checkout/rules/1/approve", bob, bobCSRF, form)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, body)
+
+	resp, body = h.do("POST", "/services/checkout/rules/1/approve", bob, bobCSRF, url.Values{"checksum": {v.Checksum}, "comment": {"really ok"}})
+	require.NotEqual(t, http.StatusSeeOther, resp.StatusCode, "another comment is not the approval recorded")
+	require.Contains(t, body, "already approved", body)
+
+	_, err = h.store.Reject(ctx, "checkout", 1, versioning.Actor{Name: "alice", Roles: harnessUsers["alice"]}, "no")
+	require.NoError(t, err)
+	resp, body = h.do("POST", "/services/checkout/rules/1/approve", bob, bobCSRF, form)
+	require.NotEqual(t, http.StatusSeeOther, resp.StatusCode, "the approval no longer stands: the version was rejected")
+	require.Contains(t, body, "banner-error")
+}

@@ -288,22 +288,12 @@ func (p *Pages) decide(d decision) http.HandlerFunc {
 	}
 }
 
-// approvedBy reports whether the version v, read again, carries name's
-// approval of the checksum the form showed (any, when the form had none).
+// approvedBy reports whether the version v, read again, already holds
+// name's approval as the form made it (its comment, of the checksum it
+// showed): a second click or a resent form of an approval that stands.
 func (p *Pages) approvedBy(r *http.Request, v versioning.Version, name string) bool {
 	cur, err := p.o.Rules.Get(r.Context(), v.Service, v.Number)
-	if err != nil {
-		return false
-	}
-	if reviewed := r.PostFormValue("checksum"); reviewed != "" && cur.Checksum != reviewed {
-		return false
-	}
-	for _, a := range cur.Approvals {
-		if versioning.SamePerson(a.Approver, name) {
-			return true
-		}
-	}
-	return false
+	return err == nil && model.AlreadyDecided(cur, model.DecisionApprove, name, r.PostFormValue("comment"), r.PostFormValue("checksum"))
 }
 
 type diffData struct {
