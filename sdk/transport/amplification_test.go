@@ -3,6 +3,8 @@ package transport
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -100,6 +102,77 @@ func TestAForwardedEnvoyAttemptCountIsNotSent(t *testing.T) {
 	}
 	if req.Header.Get(HeaderEnvoyAttempt) != "3" {
 		t.Fatalf("the caller's request was modified: %v", req.Header)
+	}
+}
+
+// TestAttemptHeadersInLowerCaseAreNotForwarded: net/http sends a header
+// key as the map holds it, and the server canonicalises it, so a handler
+// that copies its inbound headers under a non-canonical key (a map literal,
+// req.Header["x-envoy-attempt-count"] = ..., keys from gRPC metadata) passed
+// its caller's attempt count on: the downstream took each first attempt for
+// a retry. Under the canonical or the lower-case key, a forwarded attempt
+// header is not sent, and each attempt reads downstream as its own number;
+// under other spellings, it is removed from retries.
+func TestAttemptHeadersInLowerCaseAreNotForwarded(t *testing.T) {
+	tests := []struct {
+		name   string
+		header http.Header
+		want   string // the attempt numbers the downstream reads
+	}{
+		{"Envoy's in lower case", http.Header{"x-envoy-attempt-count": {"3"}}, "1 2 3"},
+		{"ours in lower case", http.Header{"x-request-attempt": {"7"}}, "1 2 3"},
+		{"both spellings of both", http.Header{
+			HeaderAttempt: {"7"}, "x-request-attempt": {"8"},
+			HeaderEnvoyAttempt: {"3"}, "x-envoy-attempt-count": {"4"},
+		}, "1 2 3"},
+		{"Envoy's in capitals, on retries", http.Header{"X-ENVOY-ATTEMPT-COUNT": {"3"}}, "3 2 3"},
+		{"ours in mixed case, on retries", http.Header{"X-Request-attempt": {"7"}}, "7 2 3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var got []string
+			down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				n, err := InboundAttemptOf(r.Header)
+				if err != nil {
+					t.Errorf("downstream: %v", err)
+				}
+				mu.Lock()
+				got = append(got, strconv.Itoa(n))
+				sends := len(got)
+				mu.Unlock()
+				if sends < 3 {
+					w.WriteHeader(http.StatusServiceUnavailable)
+				}
+			}))
+			defer down.Close()
+			base := &http.Transport{}
+			defer base.CloseIdleConnections()
+			c, _ := newClient(t, clock.NewFake(time.Time{}), retryingAPI(), base, func(o *Options) {
+				o.Downstream = func(*http.Request) string { return "api" }
+			})
+			req, _ := http.NewRequest(http.MethodGet, down.URL, nil)
+			req.Header = tt.header.Clone()
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			mu.Lock()
+			defer mu.Unlock()
+			if s := strings.Join(got, " "); s != tt.want {
+				t.Fatalf("the downstream read attempts %s, want %s", s, tt.want)
+			}
+			if !reflect.DeepEqual(req.Header, tt.header) {
+				t.Fatalf("the caller's request was modified: %v", req.Header)
+			}
+		})
+	}
+}
+
+func TestLowerCaseAttemptHeaderNames(t *testing.T) {
+	if lowerAttempt != strings.ToLower(HeaderAttempt) || lowerEnvoyAttempt != strings.ToLower(HeaderEnvoyAttempt) {
+		t.Fatalf("%q, %q: not the lower-case spellings of %q, %q", lowerAttempt, lowerEnvoyAttempt, HeaderAttempt, HeaderEnvoyAttempt)
 	}
 }
 
@@ -222,6 +295,26 @@ func TestInboundAttemptOf(t *testing.T) {
 	}
 }
 
+// TestInboundAttemptOfReportsBothMalformedHeaders: with both headers
+// malformed, the error names both.
+func TestInboundAttemptOfReportsBothMalformedHeaders(t *testing.T) {
+	n, err := InboundAttemptOf(http.Header{HeaderAttempt: {"x"}, HeaderEnvoyAttempt: {"0"}})
+	if n != 1 || err == nil || !strings.Contains(err.Error(), HeaderAttempt) || !strings.Contains(err.Error(), HeaderEnvoyAttempt) {
+		t.Fatalf("InboundAttemptOf = %d, %v; want 1 and an error naming both headers", n, err)
+	}
+}
+
+func TestInboundAttemptOfAllocatesNothingForValidCounts(t *testing.T) {
+	h := http.Header{HeaderAttempt: {"2"}, HeaderEnvoyAttempt: {"3"}}
+	if a := testing.AllocsPerRun(100, func() {
+		if n, err := InboundAttemptOf(h); n != 3 || err != nil {
+			t.Fatalf("InboundAttemptOf = %d, %v", n, err)
+		}
+	}); a != 0 {
+		t.Fatalf("%v allocations, want 0", a)
+	}
+}
+
 func TestFirstAttemptAllocatesNothingForTheHeader(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodGet, "http://api/x", nil)
 	req.Header.Set("X-Other", "v")
@@ -257,6 +350,23 @@ func FuzzParseAttempt(f *testing.F) {
 		h := http.Header{HeaderEnvoyAttempt: {v}}
 		if m, err := InboundAttemptOf(h); err != nil || m != n {
 			t.Fatalf("InboundAttemptOf(%q) = %d, %v; want %d", v, m, err, n)
+		}
+	})
+}
+
+// FuzzAttemptKey: a retry's clone drops a header key as an attempt header
+// exactly when a server reads it as one (net/http canonicalises the keys it
+// receives).
+func FuzzAttemptKey(f *testing.F) {
+	for _, k := range []string{HeaderAttempt, HeaderEnvoyAttempt, "x-request-attempt", "X-ENVOY-ATTEMPT-COUNT",
+		"X-Forwarded-Proto", "X_Request_Attempt", "X-Reque\u017ft-Attempt", "x-request-attempt ", "X-Request-Attempts", ""} {
+		f.Add(k)
+	}
+	f.Fuzz(func(t *testing.T, k string) {
+		c := http.CanonicalHeaderKey(k)
+		want := c == HeaderAttempt || c == HeaderEnvoyAttempt
+		if got := attemptKey(k); got != want {
+			t.Fatalf("attemptKey(%q) = %v, but a server reads it as %q", k, got, c)
 		}
 	})
 }

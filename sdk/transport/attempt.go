@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -28,18 +29,18 @@ import (
 // x-envoy-attempt-count does: the transport sends "2" on the first retry,
 // "3" on the second, and nothing on the first attempt (an absent header is
 // attempt 1). A header of that name on the caller's request (a proxy
-// forwarding its inbound headers) is replaced, each hop stating its own
-// count.
+// forwarding its inbound headers), under its canonical or its lower-case
+// key, is replaced, each hop stating its own count.
 const HeaderAttempt = "X-Request-Attempt"
 
 // HeaderEnvoyAttempt is Envoy's attempt count, set on upstream requests when
 // the route asks for it (include_attempt_count_in_request). Servers read it
 // like HeaderAttempt, so a retry made by the caller's Envoy counts as a
 // retry. The transport never sends it: one on the caller's request (a
-// handler forwarding its inbound headers) is removed, as it states the
-// attempt of the inbound request, not of this one, and would make the
-// downstream take a first attempt for a retry. An Envoy in between sets its
-// own.
+// handler forwarding its inbound headers), under its canonical or its
+// lower-case key, is removed, as it states the attempt of the inbound
+// request, not of this one, and would make the downstream take a first
+// attempt for a retry. An Envoy in between sets its own.
 const HeaderEnvoyAttempt = "X-Envoy-Attempt-Count"
 
 // ParseAttempt parses an attempt count as HeaderAttempt and
@@ -58,15 +59,27 @@ func ParseAttempt(v string) (int, error) {
 
 // InboundAttemptOf returns the attempt number a request states in
 // HeaderAttempt or HeaderEnvoyAttempt, the larger if both, and 1 when it
-// states none; a malformed value is skipped (the other still counts) and
-// reported in err, which names the header. It allocates only for its error.
+// states none, as sdk/httpgov reads them (attempt.Inbound); a malformed
+// value is skipped (the other still counts) and reported in err, which names
+// the header (both, when both are malformed). Each value is parsed once, and
+// only the error allocates.
 func InboundAttemptOf(h http.Header) (n int, err error) {
-	n = attempt.Inbound(h[HeaderAttempt], h[HeaderEnvoyAttempt])
+	n = 1
 	for _, name := range [...]string{HeaderAttempt, HeaderEnvoyAttempt} {
-		if v := h[name]; len(v) > 0 {
-			if _, e := ParseAttempt(v[0]); e != nil {
-				err = fmt.Errorf("transport: header %s: %w", name, e)
-			}
+		v := h[name]
+		if len(v) == 0 {
+			continue
+		}
+		a, e := ParseAttempt(v[0])
+		if e == nil {
+			n = max(n, a)
+			continue
+		}
+		e = fmt.Errorf("transport: header %s: %w", name, e)
+		if err == nil {
+			err = e
+		} else {
+			err = errors.Join(err, e)
 		}
 	}
 	return n, err
@@ -103,24 +116,88 @@ func InboundAttempt(ctx context.Context) int {
 // handler forwarding its inbound headers: they state the inbound request's
 // attempt, not this one's). HeaderEnvoyAttempt is never sent. The first
 // attempt of a request without them, the common case, allocates nothing.
+//
+// net/http sends a header key as the map holds it and the server
+// canonicalises it, so a count forwarded under a non-canonical key
+// (req.Header["x-envoy-attempt-count"] = v, a map literal, keys copied from
+// gRPC metadata) reaches the downstream all the same. A clone therefore
+// loses the attempt headers under every spelling of their names
+// (attemptKey), and a first attempt is cloned when the request carries one
+// under its canonical or its lower-case spelling, the two in use. Other
+// spellings (all capitals, mixed case) on a first attempt are sent as they
+// are: finding them would take a pass over every key of every request,
+// several times the cost of the four lookups for a dozen headers.
 func withAttempt(req *http.Request, n int) *http.Request {
-	_, ours := req.Header[HeaderAttempt]
-	_, envoys := req.Header[HeaderEnvoyAttempt]
-	if n <= 1 && !ours && !envoys {
+	if n <= 1 && !carriesAttempt(req.Header) {
 		return req
 	}
 	c := req.Clone(req.Context())
-	if envoys {
-		delete(c.Header, HeaderEnvoyAttempt)
+	for k := range c.Header {
+		if attemptKey(k) {
+			delete(c.Header, k)
+		}
 	}
 	if n <= 1 {
-		delete(c.Header, HeaderAttempt)
 		return c
 	}
 	if c.Header == nil {
 		c.Header = make(http.Header, 1)
 	}
 	c.Header[HeaderAttempt] = []string{attempt.Format(n)}
+	return c
+}
+
+// The lower-case spellings of the attempt headers, as HTTP/2, gRPC
+// metadata and Envoy's documentation write them.
+const (
+	lowerAttempt      = "x-request-attempt"
+	lowerEnvoyAttempt = "x-envoy-attempt-count"
+)
+
+// carriesAttempt reports whether h holds HeaderAttempt or
+// HeaderEnvoyAttempt under its canonical or its lower-case spelling. It
+// allocates nothing.
+func carriesAttempt(h http.Header) bool {
+	if len(h) == 0 {
+		return false
+	}
+	return has(h, HeaderAttempt) || has(h, HeaderEnvoyAttempt) || has(h, lowerAttempt) || has(h, lowerEnvoyAttempt)
+}
+
+func has(h http.Header, k string) bool {
+	_, ok := h[k]
+	return ok
+}
+
+// attemptKey reports whether the header key k is HeaderAttempt or
+// HeaderEnvoyAttempt in any ASCII letter case: the keys a server reads as
+// one of them. (strings.EqualFold would also match keys with non-ASCII
+// letters, such as U+017F for s, which net/http refuses to send.)
+func attemptKey(k string) bool {
+	switch len(k) {
+	case len(HeaderAttempt):
+		return asciiFold(k, HeaderAttempt)
+	case len(HeaderEnvoyAttempt):
+		return asciiFold(k, HeaderEnvoyAttempt)
+	}
+	return false
+}
+
+// asciiFold reports whether a and b, of the same length, are equal up to
+// ASCII letter case.
+func asciiFold(a, b string) bool {
+	for i := 0; i < len(a); i++ {
+		if lower(a[i]) != lower(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func lower(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
 	return c
 }
 

@@ -43,10 +43,11 @@
 //
 // Retries do not multiply across hops. Each retry is sent with
 // HeaderAttempt ("2", "3", ...), and the first attempt without it; attempt
-// headers on the caller's request (HeaderAttempt or HeaderEnvoyAttempt, from
-// a handler forwarding its inbound headers) are not passed on. A request made while serving a request that
-// was itself a retry (sdk/httpgov records it on the request context; see
-// InboundAttempt) gets one attempt and no retries, unless
+// headers on the caller's request (HeaderAttempt or HeaderEnvoyAttempt,
+// under the canonical or the lower-case key, from a handler forwarding its
+// inbound headers) are not passed on. A request made while serving a
+// request that was itself a retry (sdk/httpgov records it on the request
+// context; see InboundAttempt) gets one attempt and no retries, unless
 // Options.AllowNestedRetries. And a response that says "overloaded; don't
 // retry" (HeaderOverloaded, which sdk/httpgov sets when it sheds, or Envoy's
 // HeaderEnvoyOverloaded) is never retried, whatever the budget. A 429 from a

@@ -85,3 +85,26 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestInboundTakesTheLargerValidFirstValue(t *testing.T) {
+	tests := []struct {
+		name         string
+		ours, envoys []string
+		want         int
+	}{
+		{"none", nil, nil, 1},
+		{"empty values", []string{}, []string{}, 1},
+		{"ours", []string{"3"}, nil, 3},
+		{"Envoy's", nil, []string{"2"}, 2},
+		{"the larger of both", []string{"2"}, []string{"5"}, 5},
+		{"ours larger", []string{"4"}, []string{"2"}, 4},
+		{"a malformed one is skipped", []string{"two"}, []string{"2"}, 2},
+		{"both malformed", []string{"0"}, []string{"+2"}, 1},
+		{"the first value counts", []string{"x", "3"}, []string{"1", "9"}, 1},
+	}
+	for _, tt := range tests {
+		if got := Inbound(tt.ours, tt.envoys); got != tt.want {
+			t.Errorf("%s: Inbound(%q, %q) = %d, want %d", tt.name, tt.ours, tt.envoys, got, tt.want)
+		}
+	}
+}
