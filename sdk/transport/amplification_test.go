@@ -304,7 +304,7 @@ func TestInboundAttemptOfReportsBothMalformedHeaders(t *testing.T) {
 	}
 }
 
-func TestInboundAttemptOfAllocatesNothingForValidCounts(t *testing.T) {
+func TestInboundAttemptOfWithValidCountsDoesNotAllocate(t *testing.T) {
 	h := http.Header{HeaderAttempt: {"2"}, HeaderEnvoyAttempt: {"3"}}
 	if a := testing.AllocsPerRun(100, func() {
 		if n, err := InboundAttemptOf(h); n != 3 || err != nil {
