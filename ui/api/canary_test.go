@@ -11,16 +11,11 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/go-chi/chi/v5"
 	"github.com/stretchr/testify/require"
 
 	"governor.dev/governor/rules/versioning"
-	"governor.dev/governor/rules/versioning/sqlite"
-	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/ui/api"
-	"governor.dev/governor/ui/auth"
 	"governor.dev/governor/ui/model"
 )
 
@@ -44,35 +39,21 @@ func (s *auditFails) RecordAudit(ctx context.Context, rec versioning.AuditRecord
 // failure is logged. Written entries carry the canary actions' names.
 func TestCanaryActionWithoutItsAuditEntrySaysSo(t *testing.T) {
 	ctx := context.Background()
-	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	sq, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = sq.Close() })
-	st := &auditFails{Store: sq}
-	_, err = st.SetPolicy(ctx, versioning.Policy{Service: "bank", ApprovalsRequired: 1},
-		versioning.Actor{Name: "root", Roles: []versioning.Role{versioning.RoleAdmin}})
-	require.NoError(t, err)
-	v, err := st.Propose(ctx, versioning.Proposal{Ruleset: bankRuleset(100), Author: otto, Reason: "r"})
-	require.NoError(t, err)
-	_, err = st.Approve(ctx, "bank", v.Number, bob, "ok")
-	require.NoError(t, err)
-
 	var logs bytes.Buffer
-	a, err := api.New(api.Options{Rules: st, Rollouts: model.NewMemoryRollouts(), Clock: clk,
-		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	require.NoError(t, err)
-	r := chi.NewRouter()
-	r.Use(func(next http.Handler) http.Handler {
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			p := &auth.Principal{User: auth.User{Name: "carol"}, Roles: []versioning.Role{versioning.RoleOperator, versioning.RoleApprover}}
-			next.ServeHTTP(w, r.WithContext(auth.WithPrincipal(r.Context(), p)))
-		})
+	var st *auditFails
+	e := newDecideEnv(t, 1, func(o *api.Options) {
+		st = &auditFails{Store: o.Rules}
+		o.Rules, o.Rollouts, o.Logger = st, model.NewMemoryRollouts(), slog.New(slog.NewTextHandler(&logs, nil))
 	})
-	r.Route("/api/v1", a.Routes)
+	v := e.propose(t, 100)
+	_, err := e.st.Approve(ctx, "bank", v.Number, bob, "ok")
+	require.NoError(t, err)
 	post := func(path, body string) (int, map[string]any) {
 		t.Helper()
+		r := httptest.NewRequest("POST", "/api/v1/services/bank/"+path, strings.NewReader(body))
+		r.Header.Set(testUser, "carol")
 		w := httptest.NewRecorder()
-		r.ServeHTTP(w, httptest.NewRequest("POST", "/api/v1/services/bank/"+path, strings.NewReader(body)))
+		e.h.ServeHTTP(w, r)
 		var out map[string]any
 		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &out), w.Body.String())
 		return w.Code, out

@@ -40,8 +40,8 @@ var (
 )
 
 // newDecideEnv starts with a service bank whose policy asks for
-// approvals approvals.
-func newDecideEnv(t *testing.T, approvals int) *decideEnv {
+// approvals approvals; opts edit the API's options (over the store).
+func newDecideEnv(t *testing.T, approvals int, opts ...func(*api.Options)) *decideEnv {
 	t.Helper()
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -51,7 +51,11 @@ func newDecideEnv(t *testing.T, approvals int) *decideEnv {
 	_, err = st.SetPolicy(ctx, versioning.Policy{Service: "bank", ApprovalsRequired: approvals},
 		versioning.Actor{Name: "root", Roles: []versioning.Role{versioning.RoleAdmin}})
 	require.NoError(t, err)
-	a, err := api.New(api.Options{Rules: st, Clock: clk})
+	o := api.Options{Rules: st, Clock: clk}
+	for _, f := range opts {
+		f(&o)
+	}
+	a, err := api.New(o)
 	require.NoError(t, err)
 	r := chi.NewRouter()
 	r.Use(func(next http.Handler) http.Handler {
