@@ -1,7 +1,6 @@
 package api
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 
@@ -30,10 +29,9 @@ func (a *API) rollouts(w http.ResponseWriter, r *http.Request) (string, bool) {
 // audit_error that the audit log does not show it (and why, as far as may be
 // shown): a client must neither take it for recorded nor repeat it.
 func (a *API) canaryDone(w http.ResponseWriter, r *http.Request, svc string, action versioning.Action, version int64, detail any, status int, body map[string]any) {
-	raw, _ := json.Marshal(detail)
-	if _, err := a.o.Rules.RecordAudit(r.Context(), versioning.AuditRecord{Actor: auth.FromContext(r.Context()).Actor(), Action: action, Service: svc, Version: version, Detail: raw}); err != nil {
+	if err := model.RecordCanary(r.Context(), a.o.Rules, auth.FromContext(r.Context()).Actor(), action, svc, version, detail); err != nil {
 		a.o.Logger.Error("api: canary audit entry not written", "service", svc, "action", action, "err", err)
-		body["audit_error"] = "the action took effect, but its audit entry could not be written (" + httperr.Reason(err) + "): the audit log does not show it; do not repeat it"
+		body["audit_error"] = "the action took effect, " + httperr.NotRecorded(err)
 	}
 	writeJSON(w, status, body)
 }

@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -28,6 +29,16 @@ const (
 	ActionCanaryPromote versioning.Action = "canary_promote"
 	ActionCanaryAbort   versioning.Action = "canary_abort"
 )
+
+// RecordCanary writes a canary action that took effect (action by by on
+// version of service, with detail) to the audit log. When it fails, the
+// action is not undone: the caller logs the error and tells the person or
+// client (httperr.NotRecorded) that the log does not show it.
+func RecordCanary(ctx context.Context, store versioning.Store, by versioning.Actor, action versioning.Action, service string, version int64, detail any) error {
+	raw, _ := json.Marshal(detail)
+	_, err := store.RecordAudit(ctx, versioning.AuditRecord{Actor: by, Action: action, Service: service, Version: version, Detail: raw})
+	return err
+}
 
 // CanaryState is a version staged to a share of a service's instances.
 type CanaryState struct {

@@ -2,6 +2,7 @@ package pages
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"testing"
@@ -65,4 +66,34 @@ func TestResentApprovalOfAVersionRejectedSinceShowsTheRefusal(t *testing.T) {
 	resp, body = h.do("POST", "/services/checkout/rules/1/approve", bob, bobCSRF, form)
 	require.NotEqual(t, http.StatusSeeOther, resp.StatusCode, "the approval no longer stands: the version was rejected")
 	require.Contains(t, body, "banner-error")
+}
+
+// TestRejectionAndWithdrawalSubmittedTwiceStand: a second click on Reject
+// or Withdraw answers as the first did while the decision stands as the
+// form made it; another person's, or another comment, shows the refusal.
+func TestRejectionAndWithdrawalSubmittedTwiceStand(t *testing.T) {
+	h := newHarness(t, nil)
+	ctx := context.Background()
+	otto := versioning.Actor{Name: "otto", Roles: harnessUsers["otto"]}
+	for i, tt := range []struct{ kind, user, other string }{{"reject", "bob", "alice"}, {"withdraw", "otto", ""}} {
+		n := int64(i + 1)
+		_, err := h.store.Propose(ctx, versioning.Proposal{BaseVersion: 0, Ruleset: harnessRuleset("checkout", float64(100+i)), Author: otto, Reason: "limits"})
+		require.NoError(t, err)
+		path := fmt.Sprintf("/services/checkout/rules/%d/%s", n, tt.kind)
+		sid, csrf := h.session(tt.user)
+		form := url.Values{"comment": {"no"}}
+		for range 2 {
+			resp, body := h.do("POST", path, sid, csrf, form)
+			require.Equal(t, http.StatusSeeOther, resp.StatusCode, "%s: %s", tt.kind, body)
+			require.Equal(t, fmt.Sprintf("/services/checkout/rules/%d", n), resp.Header.Get("Location"))
+		}
+		resp, body := h.do("POST", path, sid, csrf, url.Values{"comment": {"changed my mind"}})
+		require.NotEqual(t, http.StatusSeeOther, resp.StatusCode, "%s with another comment: %s", tt.kind, body)
+		require.Contains(t, body, "banner-error")
+		if tt.other != "" {
+			osid, ocsrf := h.session(tt.other)
+			resp, body = h.do("POST", path, osid, ocsrf, form)
+			require.NotEqual(t, http.StatusSeeOther, resp.StatusCode, "another person's %s: %s", tt.kind, body)
+		}
+	}
 }

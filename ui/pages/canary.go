@@ -1,7 +1,6 @@
 package pages
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -29,13 +28,10 @@ func (p *Pages) canaryDone(w http.ResponseWriter, r *http.Request, svc string, a
 		p.canaryPage(w, r, svc, status, httperr.Message(err))
 		return
 	}
-	raw, _ := json.Marshal(detail)
-	if _, err := p.o.Rules.RecordAudit(r.Context(), versioning.AuditRecord{Actor: auth.FromContext(r.Context()).Actor(), Action: action,
-		Service: svc, Version: version, Detail: raw}); err != nil {
+	if err := model.RecordCanary(r.Context(), p.o.Rules, auth.FromContext(r.Context()).Actor(), action, svc, version, detail); err != nil {
 		p.o.Logger.Error("pages: canary audit entry not written", "service", svc, "action", action, "err", err)
-		msg := done + ", but its audit entry could not be written (" + httperr.Reason(err) + "): the audit log does not show this action. " +
-			"It took effect; do not repeat it."
-		p.canaryPage(w, r, svc, http.StatusInternalServerError, msg)
+		p.canaryPage(w, r, svc, http.StatusInternalServerError, done+", "+httperr.NotRecorded(err)+
+			" (reloading this page would send the form again).")
 		return
 	}
 	http.Redirect(w, r, "/services/"+svc+"/rules", http.StatusSeeOther)

@@ -115,7 +115,7 @@ func TestCanaryActionWithoutItsAuditEntrySaysSo(t *testing.T) {
 				resp, body := h.do("POST", step.path, sid, csrf, form)
 				require.Equal(t, http.StatusInternalServerError, resp.StatusCode, body)
 				require.Contains(t, body, step.done+", but its audit entry could not be written (an internal error; it has been logged): "+
-					"the audit log does not show this action. It took effect; do not repeat it.")
+					"the audit log does not show it; do not repeat it (reloading this page would send the form again).")
 				require.NotContains(t, body, "disk I/O", "internal details stay in the log")
 				for _, w := range tt.want {
 					require.Contains(t, body, w)

@@ -275,8 +275,8 @@ func (p *Pages) decide(d decision) http.HandlerFunc {
 				p.fail(w, r, err)
 				return
 			}
-			if d == decisionApprove && p.approvedBy(r, v, pr.User.Name) {
-				// A second click (or a resent form) of an approval the
+			if p.alreadyDecided(r, v, d, pr.User.Name) {
+				// A second click (or a resent form) of a decision the
 				// first one made: it stands, as the person meant.
 				http.Redirect(w, r, fmt.Sprintf("/services/%s/rules/%d", v.Service, v.Number), http.StatusSeeOther)
 				return
@@ -288,12 +288,24 @@ func (p *Pages) decide(d decision) http.HandlerFunc {
 	}
 }
 
-// approvedBy reports whether the version v, read again, already holds
-// name's approval as the form made it (its comment, of the checksum it
-// showed): a second click or a resent form of an approval that stands.
-func (p *Pages) approvedBy(r *http.Request, v versioning.Version, name string) bool {
+// alreadyDecided reports whether the version v, read again, already holds
+// name's decision d as the form made it (its comment; for an approval, of
+// the checksum it showed): a second click or a resent form of a decision
+// that stands. A rebase is never taken for one.
+func (p *Pages) alreadyDecided(r *http.Request, v versioning.Version, d decision, name string) bool {
+	var kind string
+	switch d {
+	case decisionApprove:
+		kind = model.DecisionApprove
+	case decisionReject:
+		kind = model.DecisionReject
+	case decisionWithdraw:
+		kind = model.DecisionWithdraw
+	default:
+		return false
+	}
 	cur, err := p.o.Rules.Get(r.Context(), v.Service, v.Number)
-	return err == nil && model.AlreadyDecided(cur, model.DecisionApprove, name, r.PostFormValue("comment"), r.PostFormValue("checksum"))
+	return err == nil && model.AlreadyDecided(cur, kind, name, r.PostFormValue("comment"), r.PostFormValue("checksum"))
 }
 
 type diffData struct {

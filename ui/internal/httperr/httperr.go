@@ -122,11 +122,12 @@ func Message(err error) string {
 	return "Internal error. It has been logged."
 }
 
-// Reason is why err happened, as much of it as may be shown, for a
-// sentence about something else that failed because of it (an action that
-// took effect but whose audit entry was not written): Message when the
-// error is public, else what kind of failure it was. Message's own words
-// for those ("Try again shortly") would invite repeating the action.
+// Reason is why a rules store call failed with err, as much of it as may
+// be shown, for a sentence about something else that failed because of it
+// (an action that took effect but whose audit entry was not written):
+// Message when the error is public, else what kind of failure it was
+// (every 503 of the rules store is its database). Message's own words for
+// those ("Try again shortly") would invite repeating the action.
 func Reason(err error) string {
 	status, public := Status(err)
 	switch {
@@ -136,6 +137,13 @@ func Reason(err error) string {
 		return "the database is unavailable"
 	}
 	return "an internal error; it has been logged"
+}
+
+// NotRecorded says, after the words of an action that took effect, that
+// its audit entry could not be written (the write failed with err): the
+// audit log does not show it, and repeating the action would act again.
+func NotRecorded(err error) string {
+	return "but its audit entry could not be written (" + Reason(err) + "): the audit log does not show it; do not repeat it"
 }
 
 // TooLargeMessage says that a request body is over limit bytes.
