@@ -64,23 +64,15 @@ func ParseAttempt(v string) (int, error) {
 // the header (both, when both are malformed). Each value is parsed once, and
 // only the error allocates.
 func InboundAttemptOf(h http.Header) (n int, err error) {
-	n = 1
-	for _, name := range [...]string{HeaderAttempt, HeaderEnvoyAttempt} {
-		v := h[name]
-		if len(v) == 0 {
-			continue
-		}
-		a, e := ParseAttempt(v[0])
-		if e == nil {
-			n = max(n, a)
-			continue
-		}
-		e = fmt.Errorf("transport: header %s: %w", name, e)
-		if err == nil {
-			err = e
-		} else {
-			err = errors.Join(err, e)
-		}
+	ours, envoys := h[HeaderAttempt], h[HeaderEnvoyAttempt]
+	n, badOurs, badEnvoys := attempt.InboundChecked(ours, envoys)
+	if badOurs {
+		_, e := ParseAttempt(ours[0])
+		err = fmt.Errorf("transport: header %s: %w", HeaderAttempt, e)
+	}
+	if badEnvoys {
+		_, e := ParseAttempt(envoys[0])
+		err = errors.Join(err, fmt.Errorf("transport: header %s: %w", HeaderEnvoyAttempt, e))
 	}
 	return n, err
 }

@@ -48,14 +48,27 @@ func First(values []string) (int, bool) {
 // neither states one or only malformed ones (a malformed count makes no
 // retry). It never allocates.
 func Inbound(ours, envoys []string) int {
-	n := 1
+	n, _, _ := InboundChecked(ours, envoys)
+	return n
+}
+
+// InboundChecked is Inbound, also reporting which of the two headers
+// carried a first value that is not a count (badOurs, badEnvoys), for a
+// caller that names them in an error. It parses each value once and never
+// allocates.
+func InboundChecked(ours, envoys []string) (n int, badOurs, badEnvoys bool) {
+	n = 1
 	if a, ok := First(ours); ok {
 		n = a
+	} else {
+		badOurs = len(ours) > 0
 	}
 	if a, ok := First(envoys); ok {
 		n = max(n, a)
+	} else {
+		badEnvoys = len(envoys) > 0
 	}
-	return n
+	return n, badOurs, badEnvoys
 }
 
 // Format returns n in decimal, as Parse reads it. It allocates nothing for
