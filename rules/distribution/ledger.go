@@ -93,8 +93,8 @@ type LedgerOptions struct {
 	// partition) held the ledger's one loop until the TCP timeout, with
 	// every other message waiting or dropped.
 	RecordTimeout time.Duration
-	// SweepTimeout bounds one sweep of Run (its store and bucket calls);
-	// default 30s. A database that stops answering without refusing held
+	// SweepTimeout bounds one sweep of Run (its store and bucket calls),
+	// and the store calls of Published and Aborted; default 30s. A database that stops answering without refusing held
 	// the ledger's one loop, and every message waiting or dropped behind
 	// it, until the TCP timeout. A sweep cut short keeps what it wrote; the
 	// next sweep starts over.
@@ -250,7 +250,11 @@ func NewLedger(o LedgerOptions) (*Ledger, error) {
 
 // Published records that env is the version meant for a service: for every
 // instance, or (canary not nil) for the instances the selector picks. It has
-// the signature of RelayOptions.OnPublished.
+// the signature of RelayOptions.OnPublished. Its store calls are bounded by
+// SweepTimeout: the relay calls it under a context without a deadline, and
+// a database that stopped answering held the relay and, through the
+// ledger's lock, its message loop until the TCP timeout; the relay retries
+// a row whose ledger call failed.
 func (l *Ledger) Published(ctx context.Context, env *rules.Envelope, canary *watch.Selector) error {
 	if l.o.Checksum != nil {
 		l.sumsMu.Lock()
@@ -259,6 +263,8 @@ func (l *Ledger) Published(ctx context.Context, env *rules.Envelope, canary *wat
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, l.o.SweepTimeout)
+	defer cancel()
 	now := l.o.Clock.Now()
 	t, _, err := l.updateTarget(ctx, env.Service, func(t *Target, _ bool) bool {
 		if canary == nil {
@@ -302,7 +308,8 @@ func stageCanary(t *Target, v int64, sel watch.Selector, now time.Time) bool {
 }
 
 // Aborted records that a service's staged version was withdrawn: the
-// recorded canary, whichever version it is.
+// recorded canary, whichever version it is. Its store calls are bounded by
+// SweepTimeout, as Published's.
 func (l *Ledger) Aborted(ctx context.Context, service string) error {
 	return l.aborted(ctx, service, 0)
 }
@@ -312,6 +319,8 @@ func (l *Ledger) Aborted(ctx context.Context, service string) error {
 func (l *Ledger) aborted(ctx context.Context, service string, version int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, l.o.SweepTimeout)
+	defer cancel()
 	t, wrote, err := l.updateTarget(ctx, service, func(t *Target, ok bool) bool {
 		if !ok || (version != 0 && t.Canary > version) {
 			return false

@@ -21,6 +21,7 @@ import (
 
 	"governor.dev/governor/migrations"
 	"governor.dev/governor/sdk/clock"
+	"governor.dev/governor/sdk/rules"
 	"governor.dev/governor/sdk/watch"
 )
 
@@ -1322,5 +1323,46 @@ func TestLedgerSweepGivesUpOnAStoreThatDoesNotAnswer(t *testing.T) {
 				return err == nil && ok
 			})
 		})
+	}
+}
+
+// hangingTargetStore is a ledger store whose target reads wait for their
+// context: a database that stops answering without refusing.
+type hangingTargetStore struct{ *MemoryStore }
+
+func (hangingTargetStore) Target(ctx context.Context, _ string) (Target, bool, error) {
+	<-ctx.Done()
+	return Target{}, false, ctx.Err()
+}
+
+// TestLedgerPublishedGivesUpOnAStoreThatDoesNotAnswer: the relay tells the
+// ledger of a publication under its own context, which has no deadline; a
+// database that stopped answering held the relay (no other version went
+// out) and, through the ledger's lock, the ledger's loop (every ack and
+// heartbeat waiting or dropped) until the TCP timeout, minutes. Published
+// and Aborted are bounded by SweepTimeout; the relay retries the row, and
+// the ledger records the next message.
+func TestLedgerPublishedGivesUpOnAStoreThatDoesNotAnswer(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	l, err := NewLedger(LedgerOptions{Store: hangingTargetStore{NewMemoryStore()}, Registerer: reg, SweepTimeout: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, call := range map[string]func() error{
+		"Published": func() error {
+			return l.Published(context.Background(), &rules.Envelope{Service: "s", Version: 2, Checksum: "c"}, nil)
+		},
+		"Aborted": func() error { return l.Aborted(context.Background(), "s") },
+	} {
+		done := make(chan error, 1)
+		go func() { done <- call() }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("%s: %v, want a deadline error", name, err)
+			}
+		case <-time.After(time.Minute): // a guard against hanging the suite, not a timing claim
+			t.Fatalf("%s still waiting for a store that does not answer", name)
+		}
 	}
 }
