@@ -2,10 +2,12 @@ package distribution
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"governor.dev/governor/rules/versioning/postgres"
 )
@@ -20,7 +22,14 @@ type ListenOptions struct {
 	Channel string
 	// RetryWait between connection attempts; default 1s.
 	RetryWait time.Duration
-	Logger    *slog.Logger
+	// Check is how long the listener waits for a notification before it
+	// checks that its connection still answers (a ping, bounded by Check),
+	// and the connect timeout when the URL sets none; default 30s. A
+	// connection a failover left half-open hears nothing, and reports
+	// nothing, until TCP keepalive gives up (minutes): the relay then woke
+	// only at its sweeps.
+	Check  time.Duration
+	Logger *slog.Logger
 }
 
 // ListenPostgres wakes a relay in another process than the rules store: it
@@ -34,6 +43,9 @@ func ListenPostgres(ctx context.Context, o ListenOptions) <-chan struct{} {
 	}
 	if o.RetryWait <= 0 {
 		o.RetryWait = time.Second
+	}
+	if o.Check <= 0 {
+		o.Check = 30 * time.Second
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -65,7 +77,14 @@ func ListenPostgres(ctx context.Context, o ListenOptions) <-chan struct{} {
 }
 
 func listen(ctx context.Context, o ListenOptions, signal func()) error {
-	conn, err := pgx.Connect(ctx, o.URL)
+	cfg, err := pgx.ParseConfig(o.URL)
+	if err != nil {
+		return err
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = o.Check
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -75,9 +94,22 @@ func listen(ctx context.Context, o ListenOptions, signal func()) error {
 	}
 	signal()
 	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
+		wctx, cancel := context.WithTimeout(ctx, o.Check)
+		_, err := conn.WaitForNotification(wctx)
+		cancel()
+		switch {
+		case err == nil:
+			signal()
+		case ctx.Err() != nil || !pgconn.Timeout(err):
 			return err
+		default:
+			// Quiet for Check: make sure the connection still answers.
+			pctx, cancel := context.WithTimeout(ctx, o.Check)
+			err := conn.Ping(pctx)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("connection quiet for %s does not answer a ping: %w", o.Check, err)
+			}
 		}
-		signal()
 	}
 }
