@@ -16,21 +16,29 @@ var ErrCache = errors.New("watch: cache")
 // missing file returns (nil, nil); a corrupt one, or one for another service,
 // an error wrapping ErrCache.
 func LoadCache(path, service string) (*rules.Envelope, error) {
+	env, _, err := readCache(path, service)
+	return env, err
+}
+
+// readCache is LoadCache that also returns the content of a file that does
+// not decode as an envelope (nil otherwise), so that the version it names
+// can be NACKed.
+func readCache(path, service string) (*rules.Envelope, []byte, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: read %s: %w", ErrCache, path, err)
+		return nil, nil, fmt.Errorf("%w: read %s: %w", ErrCache, path, err)
 	}
 	env, err := rules.DecodeEnvelope(data)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %w", ErrCache, path, err)
+		return nil, data, fmt.Errorf("%w: %s: %w", ErrCache, path, err)
 	}
 	if env.Service != service {
-		return nil, fmt.Errorf("%w: %s holds service %q, not %q", ErrCache, path, env.Service, service)
+		return nil, nil, fmt.Errorf("%w: %s holds service %q, not %q", ErrCache, path, env.Service, service)
 	}
-	return env, nil
+	return env, nil, nil
 }
 
 // SaveCache writes data to path atomically: a temporary file in the same

@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
@@ -86,5 +87,81 @@ func TestResyncAheadOfTheWatchDoesNotApplyASupersededCanary(t *testing.T) {
 	w.handleEntry(false, fakeEntry{key: "checkout.canary", value: canaryBytes(t, 5, zoneA), rev: 2, at: at.Add(time.Hour)})
 	if s.running.Load() != 5 {
 		t.Fatalf("running v%d, want the canary v5 of the recreated bucket", s.running.Load())
+	}
+}
+
+// promotingKV is a jetstream.KeyValue whose Get serves entries, running
+// onCanary once before the first read of the canary key.
+type promotingKV struct {
+	jetstream.KeyValue
+	entries  map[string]fakeEntry
+	onCanary func()
+}
+
+func (k *promotingKV) Get(_ context.Context, key string) (jetstream.KeyValueEntry, error) {
+	if key == "checkout.canary" && k.onCanary != nil {
+		k.onCanary()
+		k.onCanary = nil
+	}
+	e, ok := k.entries[key]
+	if !ok {
+		return nil, jetstream.ErrKeyNotFound
+	}
+	return e, nil
+}
+
+// TestResyncDuringAPromotionStaysOnThePromotedVersion: the control plane
+// promotes a canary (stable key written, then the canary key deleted)
+// between the resync's reads of the two keys. The instance running the
+// canary stays on it: it never applies, nor ACKs, the stable version the
+// promotion replaced. An abort at the same point (the canary key deleted
+// alone) still returns it to the stable version.
+func TestResyncDuringAPromotionStaysOnThePromotedVersion(t *testing.T) {
+	tests := []struct {
+		name    string
+		promote bool
+		applied []int64
+		acks    []int64
+	}{
+		{"promotion", true, []int64{1, 2}, []int64{1, 2}},
+		{"abort", false, []int64{1, 2, 1}, []int64{1, 2, 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, app, reports, _ := newTestState(t, "checkout", "i-1", nil)
+			names, _ := NewNames("")
+			w := &Watcher{st: s, names: names, opts: Options{Service: "checkout", RequestTimeout: time.Second}}
+			at := time.Unix(100, 0)
+			v1 := fakeEntry{key: "checkout.stable", value: envelopeBytes(t, "checkout", 1), rev: 1, at: at}
+			c2 := fakeEntry{key: "checkout.canary", value: canaryBytes(t, 2, Selector{Percent: 100}), rev: 2, at: at.Add(time.Second)}
+			w.handleEntry(true, v1)
+			w.handleEntry(false, c2)
+			kv := &promotingKV{entries: map[string]fakeEntry{v1.key: v1, c2.key: c2}}
+			kv.onCanary = func() {
+				if tt.promote {
+					v2, err := DecodeCanary(c2.value)
+					if err != nil {
+						t.Fatal(err)
+					}
+					kv.entries[v1.key] = fakeEntry{key: v1.key, value: mustJSON(t, v2.Envelope), rev: 3, at: at.Add(2 * time.Second)}
+				}
+				delete(kv.entries, c2.key)
+			}
+			if err := w.resync(context.Background(), kv); err != nil {
+				t.Fatal(err)
+			}
+			if got := app.versions(); !slices.Equal(got, tt.applied) {
+				t.Fatalf("applied %v, want %v", got, tt.applied)
+			}
+			var acks []int64
+			for _, r := range *reports {
+				if r.Status == StatusACK {
+					acks = append(acks, r.Version)
+				}
+			}
+			if !slices.Equal(acks, tt.acks) {
+				t.Fatalf("ACKs %v, want %v", acks, tt.acks)
+			}
+		})
 	}
 }

@@ -111,3 +111,18 @@ func counter(t testing.TB, reg *prometheus.Registry, name, label, value string) 
 	}
 	return 0
 }
+
+// gauge reads a gathered gauge of one series (-1 when absent).
+func gauge(t testing.TB, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	return -1
+}

@@ -13,6 +13,11 @@ type metrics struct {
 	cacheErr *prometheus.CounterVec // op: load, save
 	rewatch  prometheus.Counter
 	running  prometheus.Gauge
+	// errors counts failures that are not NACKs, by op: watch, resync,
+	// publish.
+	errors *prometheus.CounterVec
+	// established is 1 while the watch is established.
+	established prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer, service string) (*metrics, error) {
@@ -38,6 +43,14 @@ func newMetrics(reg prometheus.Registerer, service string) (*metrics, error) {
 			Name: "governor_sdk_watch_running_version", ConstLabels: labels,
 			Help: "Rule version the watcher last applied (0 = none).",
 		}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "governor_sdk_watch_errors_total", ConstLabels: labels,
+			Help: "Failures to establish the watch (op=watch), of the periodic resync (resync) and to publish a report or heartbeat (publish).",
+		}, []string{"op"}),
+		established: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "governor_sdk_watch_established", ConstLabels: labels,
+			Help: "1 while the watch of the service's keys is established, 0 otherwise.",
+		}),
 	}
 	for _, r := range []string{"applied", "rejected", "ignored"} {
 		m.messages.WithLabelValues(r)
@@ -47,6 +60,9 @@ func newMetrics(reg prometheus.Registerer, service string) (*metrics, error) {
 	}
 	m.cacheErr.WithLabelValues("load")
 	m.cacheErr.WithLabelValues("save")
+	for _, op := range []string{"watch", "resync", "publish"} {
+		m.errors.WithLabelValues(op)
+	}
 	if reg == nil {
 		return m, nil
 	}
@@ -61,6 +77,8 @@ func newMetrics(reg prometheus.Registerer, service string) (*metrics, error) {
 		{"governor_sdk_watch_cache_errors_total", m.cacheErr},
 		{"governor_sdk_watch_rewatches_total", m.rewatch},
 		{"governor_sdk_watch_running_version", m.running},
+		{"governor_sdk_watch_errors_total", m.errors},
+		{"governor_sdk_watch_established", m.established},
 	}
 	for i, s := range all {
 		if err := reg.Register(s.c); err != nil {

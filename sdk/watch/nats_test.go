@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"governor.dev/governor/sdk/clock"
 )
@@ -329,5 +330,134 @@ func TestWatcherAfterNATSComesBack(t *testing.T) {
 	beat("after the reconnect")
 	if w.Running() != 2 {
 		t.Fatalf("running v%d, want v2", w.Running())
+	}
+}
+
+// TestWatchErrorsAreCountedWhileNATSIsDown: with NATS unreachable (a closed
+// port) each failed attempt to establish the watch counts, the watch shows
+// as not established, and a publication that fails counts too.
+func TestWatchErrorsAreCountedWhileNATSIsDown(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1000, 0))
+	reg := prometheus.NewRegistry()
+	errs := make(chan error, 16)
+	w := newOffline(t, Options{Service: "checkout", Applier: &fakeApplier{}, Clock: clk, Registerer: reg,
+		RequestTimeout: 50 * time.Millisecond, OnError: func(err error) {
+			select {
+			case errs <- err:
+			default:
+			}
+		}})
+	if got := gauge(t, reg, "governor_sdk_watch_established"); got != 0 {
+		t.Fatalf("established = %v before Run, want 0", got)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(ctx) }()
+	<-errs
+	if c := counter(t, reg, "governor_sdk_watch_errors_total", "op", "watch"); c != 1 {
+		t.Fatalf("errors{op=watch} = %v, want 1", c)
+	}
+	if got := gauge(t, reg, "governor_sdk_watch_established"); got != 0 {
+		t.Fatalf("established = %v, want 0", got)
+	}
+	cancel()
+	<-done
+	w.nc.Close()
+	w.sendReport(&Report{Service: "checkout"})
+	if c := counter(t, reg, "governor_sdk_watch_errors_total", "op", "publish"); c != 1 {
+		t.Fatalf("errors{op=publish} = %v, want 1", c)
+	}
+}
+
+// TestWatchEstablishedAndResyncErrorsAreExported: the gauge is 1 while the watch is
+// established; a resync that fails while NATS is down counts, ends the
+// watch (the gauge drops to 0), and each failed attempt to establish it
+// again counts too.
+func TestWatchEstablishedAndResyncErrorsAreExported(t *testing.T) {
+	u := natsURL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	names, _ := NewNames("m" + hex.EncodeToString(b[:]))
+	ctl, err := nats.Connect(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctl.Close()
+	js, _ := jetstream.New(ctl)
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: names.Bucket(), Storage: jetstream.MemoryStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = js.DeleteKeyValue(context.Background(), names.Bucket()) }()
+	reports := make(chan *Report, 16)
+	sub, _ := ctl.Subscribe(names.ReportSubject("checkout"), func(m *nats.Msg) {
+		if r, err := DecodeReport(m.Data); err == nil {
+			reports <- r
+		}
+	})
+	defer func() { _ = sub.Unsubscribe() }()
+	_ = ctl.Flush()
+	if _, err := kv.Put(ctx, names.StableKey("checkout"), envelopeBytes(t, "checkout", 1)); err != nil {
+		t.Fatal(err)
+	}
+
+	p := newProxy(t, strings.TrimPrefix(u, "nats://"))
+	nc, err := Connect(p.url(), nats.ReconnectWait(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	disconnected := nc.StatusChanged(nats.RECONNECTING)
+	clk := clock.NewFake(time.Unix(1000, 0))
+	reg := prometheus.NewRegistry()
+	errs := make(chan error, 64)
+	w, err := New(Options{Service: "checkout", Instance: "pod-0", Conn: nc, Names: names, Clock: clk,
+		Registerer: reg, Applier: &fakeApplier{}, Heartbeat: 24 * time.Hour, Resync: time.Minute,
+		RequestTimeout: 200 * time.Millisecond, OnError: func(err error) {
+			select {
+			case errs <- err:
+			default:
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = w.Run(wctx) }()
+	defer func() { wcancel(); <-done }()
+	select {
+	case r := <-reports:
+		if r.Status != StatusACK || r.Version != 1 {
+			t.Fatalf("report %+v, want ACK of v1", r)
+		}
+	case <-ctx.Done():
+		t.Fatal("no ACK of v1")
+	}
+	if got := gauge(t, reg, "governor_sdk_watch_established"); got != 1 {
+		t.Fatalf("established = %v with the watch up, want 1", got)
+	}
+
+	p.cut()
+	select {
+	case <-disconnected:
+	case <-ctx.Done():
+		t.Fatal("the watcher's connection did not notice the outage")
+	}
+	clk.Advance(time.Minute) // the resync, which fails
+	for _, op := range []string{"resync", "watch"} {
+		select {
+		case <-errs:
+		case <-ctx.Done():
+			t.Fatalf("no %s error", op)
+		}
+		if c := counter(t, reg, "governor_sdk_watch_errors_total", "op", op); c != 1 {
+			t.Fatalf("errors{op=%s} = %v, want 1", op, c)
+		}
+	}
+	if got := gauge(t, reg, "governor_sdk_watch_established"); got != 0 {
+		t.Fatalf("established = %v with NATS down, want 0", got)
 	}
 }

@@ -1,7 +1,9 @@
 package watch
 
 import (
+	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -487,5 +489,61 @@ func TestNewStartsOnTheCachedStableWhenTheCachedVersionIsRefused(t *testing.T) {
 	}
 	if c := counter(t, reg, "governor_sdk_watch_rejected_total", "reason", string(ReasonApply)); c != 1 {
 		t.Fatalf("rejected{reason=apply} = %v, want 1", c)
+	}
+}
+
+// A cache file that does not decode (a version written by a newer SDK, with
+// a field this one does not know, before a rollback of the binary; a
+// damaged file) starts the instance on the last stable version it ran, kept
+// beside the cache, rather than on no rules while NATS is down. The cached
+// version is NACKed as the watch would NACK that value.
+func TestUndecodableCacheStartsOnTheCachedStable(t *testing.T) {
+	var newer map[string]any
+	if err := json.Unmarshal(envelopeBytes(t, "checkout", 5), &newer); err != nil {
+		t.Fatal(err)
+	}
+	newer["bogus"] = 1
+	tests := []struct {
+		name    string
+		cache   []byte
+		version int64
+		reason  Reason
+	}{
+		{"field of a newer SDK", mustJSON(t, newer), 5, ReasonInvalid},
+		{"damaged file", []byte(`{"version":5,"serv`), 0, ReasonNotJSON},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cache := filepath.Join(t.TempDir(), "rules.json")
+			if err := os.WriteFile(cache, tt.cache, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := SaveCache(stableCachePath(cache), envelopeBytes(t, "checkout", 4)); err != nil {
+				t.Fatal(err)
+			}
+			s, app, reports, reg := newTestState(t, "checkout", "i-1", nil)
+			s.cachePath = cache
+			var errs []error
+			s.onError = func(err error) { errs = append(errs, err) }
+			s.loadCache()
+			if got := app.versions(); !slices.Equal(got, []int64{4}) || s.running.Load() != 4 {
+				t.Fatalf("applied %v running v%d, want the cached stable v4", got, s.running.Load())
+			}
+			if len(errs) != 1 || !errors.Is(errs[0], ErrCache) {
+				t.Fatalf("errors %v, want the cache's", errs)
+			}
+			if c := counter(t, reg, "governor_sdk_watch_cache_errors_total", "op", "load"); c != 1 {
+				t.Fatalf("cache load errors = %v, want 1", c)
+			}
+			r := lastReport(t, reports)
+			if r.Status != StatusNACK || r.Version != tt.version || r.Reason != tt.reason || r.Running != 4 || r.Error == "" {
+				t.Fatalf("last report %+v, want the NACK of v%d (%s) running v4", r, tt.version, tt.reason)
+			}
+			// The watch delivers v4 again: nothing changes.
+			s.onStable(envelopeBytes(t, "checkout", 4))
+			if got := app.versions(); !slices.Equal(got, []int64{4}) {
+				t.Fatalf("applied %v, want v4 once", got)
+			}
+		})
 	}
 }

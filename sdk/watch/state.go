@@ -67,25 +67,26 @@ const maxRefused = 64
 // selecting this instance holds it any more.
 //
 // When the applier refuses it (a new binary whose configuration refuses
-// the cached canary), the instance starts on the last stable version it
-// ran, kept beside the cache, rather than on no rules at all until the
-// watch delivers a version it accepts, which NATS being down may delay
-// for good. A refused cached version is NACKed and not offered again by
-// this process, like any refusal; heartbeats repeat its NACK, the report
-// says which version runs instead. The cache files are left as they are:
-// the next process, whose configuration may accept the cached version,
-// tries it once more.
+// the cached canary), or the cache file cannot be read or decoded (a
+// version written by a newer SDK, with a field this one does not know,
+// before a rollback of the binary; a damaged file), the instance starts on
+// the last stable version it ran, kept beside the cache, rather than on no
+// rules at all until the watch delivers a version it accepts, which NATS
+// being down may delay for good. A refused cached version is NACKed and not
+// offered again by this process, like any refusal; a cached version that
+// does not decode is NACKed as the watch would NACK that value. Heartbeats
+// repeat the NACK, the report says which version runs instead. The cache
+// files are left as they are: the next process, whose configuration may
+// accept the cached version, tries it once more.
 func (s *state) loadCache() {
 	if s.cachePath == "" {
 		return
 	}
-	env, err := LoadCache(s.cachePath, s.service)
+	env, unreadable, err := readCache(s.cachePath, s.service)
 	if err != nil {
 		s.m.cacheErr.WithLabelValues("load").Inc()
 		s.onError(err)
-		return
-	}
-	if env == nil {
+	} else if env == nil {
 		return
 	}
 	// The last stable version the instance ran, kept beside the cache: the
@@ -98,14 +99,16 @@ func (s *state) loadCache() {
 	} else {
 		s.good = g
 	}
-	err = s.applier.Apply(env.Ruleset, env.Version)
-	if err == nil {
-		s.current = env
-		s.setRunning(env)
-		return
+	if env != nil {
+		err = s.applier.Apply(env.Ruleset, env.Version)
+		if err == nil {
+			s.current = env
+			s.setRunning(env)
+			return
+		}
+		s.m.cacheErr.WithLabelValues("load").Inc()
+		s.onError(fmt.Errorf("%w: apply cached version %d: %w", ErrCache, env.Version, err))
 	}
-	s.m.cacheErr.WithLabelValues("load").Inc()
-	s.onError(fmt.Errorf("%w: apply cached version %d: %w", ErrCache, env.Version, err))
 	g := s.good
 	if g != nil && !same(g, env) {
 		if gerr := s.applier.Apply(g.Ruleset, g.Version); gerr == nil {
@@ -120,8 +123,17 @@ func (s *state) loadCache() {
 	}
 	// Last, so that heartbeats repeat the NACK of the version the instance
 	// was meant to run, and the report carries the version running instead.
-	s.reject(env.Version, env.Checksum, ReasonApply, err)
-	s.refuse(env)
+	switch {
+	case env != nil:
+		s.reject(env.Version, env.Checksum, ReasonApply, err)
+		s.refuse(env)
+	case unreadable != nil:
+		// The reason and error the watch gives the same value; it does
+		// not decode there either, so decodeEnvelope refuses it.
+		if _, reason, derr := s.decodeEnvelope(unreadable); derr != nil {
+			s.reject(versionOf(unreadable), "", reason, derr)
+		}
+	}
 }
 
 // setRunning makes env the content running, as reports and heartbeats say.

@@ -3,13 +3,15 @@
 //
 // At start a Watcher applies the last-known-good version from a local cache
 // file, so a service starts protected even when NATS is down; if the Applier
-// refuses it, the last stable version the instance ran (kept beside the
-// cache file), and the refused version is NACKed. It then watches
-// its service's keys in the JetStream KV bucket (Names): each new value is
-// checked (size, JSON, checksum, service, validation), applied atomically
-// through the Applier, written to the cache (temporary file, fsync, rename)
-// and answered with an ACK, or refused with a NACK that carries the reason
-// and the validation error; a refused value never replaces the rules in force.
+// refuses it, or the file does not decode (written by a newer SDK before a
+// rollback of the binary, or damaged), the last stable version the instance
+// ran (kept beside the cache file), and the cached version is NACKed. It
+// then watches its service's keys in the JetStream KV bucket (Names): each
+// new value is checked (size, JSON, checksum, service, validation), applied
+// atomically through the Applier, written to the cache (temporary file,
+// fsync, rename) and answered with an ACK, or refused with a NACK that
+// carries the reason and the validation error; a refused value never
+// replaces the rules in force.
 // Versions older than the running one are ignored, with one exception: an
 // instance running a version above the stable one that no canary selecting
 // it holds (its canary was aborted, or replaced by one for other instances
@@ -65,7 +67,13 @@
 //
 // The package never logs: failures that are not answered with a NACK (cache
 // errors, watch errors) go to Options.OnError, and everything is counted in
-// Prometheus metrics (governor_sdk_watch_*).
+// Prometheus metrics (governor_sdk_watch_*). Failures to establish the
+// watch, failed resyncs and failed publications of reports and heartbeats
+// count in governor_sdk_watch_errors_total{op="watch|resync|publish"};
+// governor_sdk_watch_established is 1 while the watch is established, 0
+// otherwise. A watch established when NATS goes down shows as such until
+// the next resync fails (Options.Resync, then Options.RequestTimeout); from
+// then on each attempt to establish it again counts as an error of op watch.
 package watch
 
 import (
@@ -117,7 +125,8 @@ type Options struct {
 	// CacheFile keeps the last-known-good version; empty disables the cache.
 	// CacheFile+".stable" keeps the last stable version the instance ran,
 	// to return to if a canary it runs is gone and the stable target is
-	// refused, also after a restart.
+	// refused, also after a restart, and to start on when CacheFile is
+	// refused or does not decode.
 	CacheFile string
 	// MaxBytes refuses larger values; default MaxCanaryBytes, the largest
 	// value a control plane publishes (a stable envelope is at most
@@ -289,6 +298,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			if w.nc.IsClosed() {
 				return fmt.Errorf("watch: %w", nats.ErrConnectionClosed)
 			}
+			w.st.m.errors.WithLabelValues("watch").Inc()
 			w.opts.OnError(err)
 			if !w.wait(ctx, backoff, reconnected, &hb) {
 				break
@@ -297,7 +307,9 @@ func (w *Watcher) Run(ctx context.Context) error {
 			continue
 		}
 		backoff = w.opts.RetryMin
+		w.st.m.established.Set(1)
 		w.follow(ctx, kv, kw, reconnected, &hb)
+		w.st.m.established.Set(0)
 		_ = kw.Stop()
 		if ctx.Err() == nil {
 			w.st.m.rewatch.Inc()
@@ -376,6 +388,7 @@ func (w *Watcher) follow(ctx context.Context, kv jetstream.KeyValue, kw jetstrea
 			w.heartbeat(hb)
 		case <-resync.C():
 			if err := w.resync(ctx, kv); err != nil {
+				w.st.m.errors.WithLabelValues("resync").Inc()
 				w.opts.OnError(err)
 				return
 			}
@@ -445,24 +458,44 @@ func (w *Watcher) handle(stable bool, op jetstream.KeyValueOp, value []byte) {
 }
 
 // resync reads both keys directly, in case the watch missed an update.
+//
+// It reads the canary key first and the stable key second, then acts on
+// the stable read before the canary read. A promotion writes the stable
+// key, then deletes the canary key: a canary read as gone therefore
+// implies that the stable read, made after it, holds the promoted version,
+// and the instance never returns from the promoted canary to the stable
+// version it replaced. An abort deletes only the canary key: the stable
+// read then holds the version to return to.
 func (w *Watcher) resync(ctx context.Context, kv jetstream.KeyValue) error {
 	rctx, cancel := context.WithTimeout(ctx, w.opts.RequestTimeout)
 	defer cancel()
-	for _, stable := range []bool{true, false} {
-		key := w.names.CanaryKey(w.opts.Service)
-		if stable {
-			key = w.names.StableKey(w.opts.Service)
-		}
+	get := func(key string) (jetstream.KeyValueEntry, error) {
 		e, err := kv.Get(rctx, key)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
-			w.handle(stable, jetstream.KeyValueDelete, nil)
+			return nil, nil
 		case err != nil:
-			return fmt.Errorf("watch: resync %s: %w", key, err)
-		default:
-			w.handleEntry(stable, e)
+			return nil, fmt.Errorf("watch: resync %s: %w", key, err)
 		}
+		return e, nil
 	}
+	canary, err := get(w.names.CanaryKey(w.opts.Service))
+	if err != nil {
+		return err
+	}
+	stable, err := get(w.names.StableKey(w.opts.Service))
+	if err != nil {
+		return err
+	}
+	act := func(isStable bool, e jetstream.KeyValueEntry) {
+		if e == nil {
+			w.handle(isStable, jetstream.KeyValueDelete, nil)
+			return
+		}
+		w.handleEntry(isStable, e)
+	}
+	act(true, stable)
+	act(false, canary)
 	return nil
 }
 
@@ -520,6 +553,7 @@ func (w *Watcher) publish(subject string, v any) {
 		err = w.nc.Publish(subject, data)
 	}
 	if err != nil {
+		w.st.m.errors.WithLabelValues("publish").Inc()
 		w.opts.OnError(fmt.Errorf("watch: publish %s: %w", subject, err))
 	}
 }
