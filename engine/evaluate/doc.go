@@ -159,6 +159,15 @@
 // change nothing; Tick logs them, each distinct set at most once per ten
 // minutes of cycle time.
 //
+// A signal query that fails (the store timed out or refused it, or its
+// template does not aggregate by service) holds every proposal of the
+// cycle, each recommendation's reason beginning "metrics failed: <signal>:
+// <error>", and Tick's error wraps ErrMetricsFailed: the load score leaves
+// a failed term out and spreads its weight over the others, which suits a
+// signal a service does not export, not a store that stopped answering,
+// and a change inside the auto-apply band would apply itself on a score
+// missing its latency or in-flight term.
+//
 // An incident read (breakers, downstream latency) that fails holds the
 // guardrail for the cycle the same way, its reason "incident read failed:
 // <error>": a breaker open or a dependency slow that the read could not

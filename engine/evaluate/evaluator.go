@@ -27,6 +27,12 @@ import (
 // ErrInvalidOption marks bad options.
 var ErrInvalidOption = errors.New("evaluate: invalid option")
 
+// ErrMetricsFailed: a signal's query failed in the cycle (the store timed
+// out or refused it, or its template does not aggregate by service); the
+// cycle proposed nothing. Tick's error wraps it, naming the first failed
+// signal and how many failed.
+var ErrMetricsFailed = errors.New("evaluate: metrics failed, nothing proposed")
+
 // Fleet lists the instances the delivery ledger knows; *distribution.Ledger
 // implements it.
 type Fleet interface {
@@ -245,6 +251,11 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 	}
 	e.logReadWarnings(at, snap.Warnings)
 	partial := partialServices(snap)
+	readFailed := failedRead(snap)
+	if readFailed != "" {
+		errs = append(errs, fmt.Errorf("%w: %s (%d of the cycle's signal queries failed)", ErrMetricsFailed,
+			strings.TrimPrefix(readFailed, failedPrefix), len(snap.Errors)))
+	}
 	scores := e.o.Tracker.Update(snap)
 	if e.o.Guard != nil {
 		// The guardrail's samples at this tick, when it lies on its grid:
@@ -394,9 +405,13 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 			rec.Reason = fmt.Sprintf("held: the guardrail rolled back v%d as v%d this cycle, judged from the next: %s", d.Version, d.RollbackVersion, rec.Reason)
 			rec.Ruleset = nil
 		}
-		if why, ok := partial[svc]; ok {
-			// The signals may lack series: whatever they suggest is not
-			// proposed.
+		if why, ok := partial[svc]; ok || readFailed != "" {
+			// The signals may lack series, or a signal's query failed
+			// (the load score then leaves its term out): whatever they
+			// suggest is not proposed.
+			if !ok {
+				why = readFailed
+			}
 			rec.Reason = why + "; " + rec.Reason
 			rec.Ruleset, rec.Inconclusive = nil, true
 		}
@@ -554,15 +569,32 @@ func (e *Evaluator) publish(ctx context.Context, res Result, snap *signals.Snaps
 // any answer of a whole read has no series; absent from an incomplete
 // one, it may have them in a store that did not answer.
 func incomplete(snap *signals.Snapshot) string {
-	if len(snap.Errors) > 0 {
-		s := slices.Min(slices.Collect(maps.Keys(snap.Errors)))
-		return "metrics failed: " + string(s) + ": " + snap.Errors[s].Error()
+	if why := failedRead(snap); why != "" {
+		return why
 	}
 	if len(snap.Partial) > 0 {
 		s := slices.Min(slices.Collect(maps.Keys(snap.Partial)))
 		return partialPrefix + string(s) + ": " + snap.Partial[s]
 	}
 	return ""
+}
+
+// failedPrefix begins every reason given for a failed signal query.
+const failedPrefix = "metrics failed: "
+
+// failedRead says which signal's query failed in snap, and how ("metrics
+// failed: <signal>: <error>", the first signal by name), or "". Every
+// proposal of such a cycle is held: the load score leaves the failed term
+// out and spreads its weight over the others, which suits a signal a
+// service does not export, not a store that timed out or a template that
+// does not aggregate, and a proposal inside the auto-apply band would
+// apply itself on a score missing its latency or in-flight term.
+func failedRead(snap *signals.Snapshot) string {
+	if len(snap.Errors) == 0 {
+		return ""
+	}
+	s := slices.Min(slices.Collect(maps.Keys(snap.Errors)))
+	return failedPrefix + string(s) + ": " + snap.Errors[s].Error()
 }
 
 // gone lists, by name, the services to forget at time at: those without

@@ -34,6 +34,7 @@ type lossySource struct {
 	hide     []string
 	warn     string
 	only     string
+	fail     bool // queries containing only fail with warn instead
 }
 
 func (s lossySource) on(at time.Time) bool { return !at.Before(s.from) && at.Before(s.to) }
@@ -42,6 +43,9 @@ func (s lossySource) Query(ctx context.Context, q string, at time.Time) (*signal
 	res, err := s.db.Query(ctx, q, at)
 	if err != nil || !s.on(at) || !strings.Contains(q, s.only) {
 		return res, err
+	}
+	if s.fail {
+		return nil, errors.New(s.warn)
 	}
 	out := *res
 	out.Samples = slices.DeleteFunc(slices.Clone(res.Samples), func(x signals.Sample) bool { return slices.Contains(s.hide, x.Labels["service"]) })
@@ -212,19 +216,23 @@ func TestPartialReadHoldsTheGuardrailAndProposals(t *testing.T) {
 // loaded ones get a proposal. A warning that says nothing about missing
 // data (a PromQL info annotation, as Prometheus words it) changes
 // nothing; a partial response withholds every proposal, and each
-// service's recommendation says why.
+// service's recommendation says why. So does a signal whose query failed
+// (the store timed out): the load score left its term out and the loaded
+// services' ceilings were raised inside the auto-apply band with nothing
+// logged; Tick now reports ErrMetricsFailed.
 func TestOnlyPartialDataWarningsWithholdProposals(t *testing.T) {
 	tests := []struct {
 		name, warn, only string
-		partial          bool
+		partial, fail    bool
 	}{
-		{"info", "PromQL info: metric might not be a counter, name does not end in _total/_sum/_count/_bucket: \"governor_sdk_inflight\"", "", false},
-		{"PromQL warning", "PromQL warning: encountered a mix of histograms and floats for metric name \"x\"", "", false},
-		{"partial response", "partial response: store 2 unreachable", "", true},
-		{"thanos store timeout", "failed to receive any data from Addr: 10.0.0.7:10901 LabelSets: {replica=\"b\"}: context deadline exceeded", "", true},
+		{"info", "PromQL info: metric might not be a counter, name does not end in _total/_sum/_count/_bucket: \"governor_sdk_inflight\"", "", false, false},
+		{"PromQL warning", "PromQL warning: encountered a mix of histograms and floats for metric name \"x\"", "", false, false},
+		{"partial response", "partial response: store 2 unreachable", "", true, false},
+		{"thanos store timeout", "failed to receive any data from Addr: 10.0.0.7:10901 LabelSets: {replica=\"b\"}: context deadline exceeded", "", true, false},
 		// CPU and memory weigh nothing in this score, and the request rate
 		// is whole: only the engine's rule withholds the proposals.
-		{"process metrics partial", "partial response: store 2 unreachable", "process_cpu_seconds_total", true},
+		{"process metrics partial", "partial response: store 2 unreachable", "process_cpu_seconds_total", true, false},
+		{"in-flight query failed", "query timed out", "governor_sdk_inflight", true, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -257,7 +265,7 @@ func TestOnlyPartialDataWarningsWithholdProposals(t *testing.T) {
 			}
 			at := benchT0.Add(5 * time.Minute)
 			clk.Set(at)
-			src := lossySource{db: db, from: benchT0, to: at.Add(time.Hour), warn: tt.warn, only: tt.only}
+			src := lossySource{db: db, from: benchT0, to: at.Add(time.Hour), warn: tt.warn, only: tt.only, fail: tt.fail}
 			reader, err := signals.NewReader(src, signals.ReaderOptions{MaxAge: -1})
 			if err != nil {
 				t.Fatal(err)
@@ -280,7 +288,8 @@ func TestOnlyPartialDataWarningsWithholdProposals(t *testing.T) {
 			var res Result
 			submitted := 0
 			for i := range 3 {
-				if res, err = e.Tick(ctx, at.Add(time.Duration(i)*10*time.Second)); err != nil {
+				res, err = e.Tick(ctx, at.Add(time.Duration(i)*10*time.Second))
+				if tt.fail != errors.Is(err, ErrMetricsFailed) || err != nil && !tt.fail {
 					t.Fatal(err)
 				}
 				if len(res.Recommendations) != services {
@@ -291,12 +300,16 @@ func TestOnlyPartialDataWarningsWithholdProposals(t *testing.T) {
 			if tt.partial != (submitted == 0) {
 				t.Fatalf("partial %v: %d submitted: %+v", tt.partial, submitted, e.Recommendations())
 			}
+			prefix := "metrics partial: "
+			if tt.fail {
+				prefix = "metrics failed: inflight: "
+			}
 			for _, r := range e.Recommendations() {
-				if got := strings.HasPrefix(r.Reason, "metrics partial: "); got != tt.partial || tt.partial && !strings.Contains(r.Reason, tt.warn) {
+				if got := strings.HasPrefix(r.Reason, prefix); got != tt.partial || tt.partial && !strings.Contains(r.Reason, tt.warn) {
 					t.Fatalf("%s: %q", r.Service, r.Reason)
 				}
 			}
-			if tt.partial != (len(res.Partial) > 0) {
+			if tt.partial && !tt.fail != (len(res.Partial) > 0) {
 				t.Fatalf("partial reads %q", res.Partial)
 			}
 		})
