@@ -34,6 +34,9 @@ type receiver struct {
 	mu   sync.Mutex
 	got  []json.RawMessage
 	fail bool
+	// refuse, if set, says which requests are answered 400 Bad Request
+	// (and not recorded).
+	refuse func(raw json.RawMessage) bool
 	// held, while set, holds every request until it is closed (hold).
 	held chan struct{}
 }
@@ -59,6 +62,10 @@ func newReceiver(t testing.TB) *receiver {
 		defer r.mu.Unlock()
 		if r.fail {
 			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		if r.refuse != nil && r.refuse(raw) {
+			w.WriteHeader(http.StatusBadRequest)
 			return
 		}
 		r.got = append(r.got, raw)

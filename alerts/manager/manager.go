@@ -89,6 +89,9 @@ type Manager struct {
 	// mu. undone holds those taken back whose log entries stay open until
 	// the groups are stored; guarded by stepMu.
 	failed, undone []failure
+	// owed holds the acknowledgements given up or dropped, by message ID,
+	// for a later step to queue again (resendAcks); guarded by mu.
+	owed map[string]*owedAck
 
 	// resentAt is when each Resender's firing alerts were last queued
 	// again (guarded by stepMu); resending names those whose resend is
@@ -155,7 +158,7 @@ func New(ctx context.Context, o Options) (*Manager, error) {
 		queues: map[string]*notify.Queue{}, m: newMetrics(o.Registerer), acks: map[alerts.Fingerprint]alerts.Ack{},
 		health: map[string]receiverHealth{}, routed: map[string]bool{}, groupsPut: map[dispatch.GroupRef]bool{},
 		groupsDrop: map[dispatch.GroupRef]bool{}, resend: resendIntervals(o.Receivers), resentAt: map[string]time.Time{},
-		resending: map[string]bool{}, receivers: o.Receivers, routes: o.Routes}
+		resending: map[string]bool{}, owed: map[string]*owedAck{}, receivers: o.Receivers, routes: o.Routes}
 	m.fwdWake, m.fwdStop, m.fwdExit = make(chan struct{}, 1), make(chan struct{}), make(chan struct{})
 	m.gap = m.dropGap(disp.Timing().GroupInterval)
 	for name := range o.Receivers {
@@ -435,7 +438,7 @@ func (m *Manager) step(ctx context.Context, now time.Time) error {
 		m.disp.Undo(f.msg)
 	}
 	m.undone = append(m.undone, failed...)
-	errs = append(errs, m.announceAcks(ctx, now, firing, acks))
+	errs = append(errs, m.announceAcks(ctx, now, firing, acks), m.resendAcks(ctx, now, firing, acks))
 	filter := dispatch.Filter{
 		Muted: func(fp alerts.Fingerprint, _ alerts.Alert) bool {
 			r := quiet[fp]
@@ -657,9 +660,10 @@ const errQueueFull = "receiver queue full"
 // for (the queue counts and logs the drop) counts as not sent, as one its
 // receiver gave up on does: the next step takes it back from its group, so
 // what it reports goes out again at the group interval, and closes its log
-// entry. A dropped acknowledgement keeps its log entry open, for the next
-// process to send. Every drop counts towards the receiver failing
-// (noteDrop).
+// entry. A dropped acknowledgement keeps its log entry open and is owed: a
+// later step queues it again while it lasts (resendAcks), and the next
+// leader queues it from the log. Every drop counts towards the receiver
+// failing (noteDrop).
 func (m *Manager) enqueue(q *notify.Queue, msg *notify.Message) {
 	if !q.Enqueue(msg) {
 		m.onDrop(msg)
@@ -679,6 +683,10 @@ func (m *Manager) onDrop(msg *notify.Message) {
 	case notify.KindResend:
 		m.mu.Lock()
 		delete(m.resending, msg.Receiver)
+		m.mu.Unlock()
+	case notify.KindAcknowledge:
+		m.mu.Lock()
+		m.oweAck(msg, 0, errQueueFull, now)
 		m.mu.Unlock()
 	}
 	m.noteDrop(msg.Receiver, now)
@@ -708,7 +716,12 @@ func (m *Manager) closeUndone(ctx context.Context) error {
 // onResult closes the log entry and raises or clears the receiver's alert.
 // A notification given up is closed by the next step, after it took the
 // message back from its group (Step, closeUndone); the queue cannot do
-// that here, as a flush may be running.
+// that here, as a flush may be running. One that reached part of its
+// destinations (notify.ErrDeliveredIncomplete) is not taken back, which
+// would send it again to those that got it: its log entry is closed with
+// the error, and the receiver counts as failing until its next delivery.
+// An acknowledgement given up keeps its log entry open and is owed
+// (resendAcks): a later step sends it again while it lasts.
 func (m *Manager) onResult(msg *notify.Message, attempts int, err error) {
 	ctx := context.Background()
 	now := m.o.Clock.Now()
@@ -717,14 +730,23 @@ func (m *Manager) onResult(msg *notify.Message, attempts int, err error) {
 		m.mu.Lock()
 		delete(m.resending, msg.Receiver)
 		m.mu.Unlock()
-	case err != nil && msg.Kind == notify.KindNotify:
+	case err != nil && msg.Kind == notify.KindNotify && !errors.Is(err, notify.ErrDeliveredIncomplete):
 		m.mu.Lock()
 		m.failed = append(m.failed, failure{msg: msg, attempts: attempts, err: err.Error(), at: now})
+		m.mu.Unlock()
+	case err != nil && msg.Kind == notify.KindAcknowledge:
+		m.mu.Lock()
+		m.oweAck(msg, attempts, err.Error(), now)
 		m.mu.Unlock()
 	default:
 		text := ""
 		if err != nil {
 			text = err.Error()
+		}
+		if msg.Kind == notify.KindAcknowledge {
+			m.mu.Lock()
+			attempts += m.ackDelivered(msg.ID)
+			m.mu.Unlock()
 		}
 		if e := m.o.Store.MarkDelivered(ctx, msg.ID, now, attempts, text); e != nil {
 			m.m.storeErrors.Inc()

@@ -11,7 +11,11 @@
 // wait gives way to a more urgent message queued meanwhile. Such waits
 // leave the queue depth unchanged and fail nothing; the age of a
 // receiver's oldest undelivered message
-// (governor_alerts_notification_oldest_seconds) shows them.
+// (governor_alerts_notification_oldest_seconds) shows them. A final
+// failure of a message that reached part of its destinations
+// (ErrDeliveredIncomplete, e.g. a mail refused for one recipient) is
+// failed as any other, but its sender counts it as delivered and does not
+// send it again.
 //
 // Order: a queue delivers the most urgent tier first, but a message never
 // overtakes an earlier one of its group or of any of its alerts (by

@@ -36,6 +36,16 @@ var ErrPartial = errors.New("notify: partly delivered")
 // attempt and must not return it; ErrPartial takes precedence.
 var ErrNotAttempted = errors.New("notify: not attempted")
 
+// ErrDeliveredIncomplete marks a final failure of a message that reached
+// part of its destinations, e.g. a mail the relay took for some recipients
+// and refused for good for the others. A Notifier returns it (retry false)
+// wrapped in the error that says what was refused. The queue reports it as
+// any final failure (OnResult with the error, the failed counter), but the
+// message counts as delivered: the manager closes its log entry with the
+// error and does not take it back from its group, which would send it
+// again, at every group interval, to the destinations that got it.
+var ErrDeliveredIncomplete = errors.New("notify: delivered incomplete")
+
 // Kind says what a message reports.
 type Kind string
 

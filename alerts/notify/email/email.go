@@ -140,9 +140,10 @@ func Render(m *notify.Message) (subject, body string) {
 // class, and a connection that fails, are retried; a 5xx reply is final.
 // A recipient the relay refuses for good does not keep the mail from the
 // others: it goes to those accepted, and the final error names the
-// refused ones. A temporary refusal of any recipient sends nothing, so
-// that the retry mails nobody twice. Errors name the relay, never the
-// password. The attempt ends with ctx (the queue's timeout): a relay that
+// refused ones and wraps notify.ErrDeliveredIncomplete, so that those
+// accepted are not mailed it again. A temporary refusal of any recipient
+// sends nothing, so that the retry mails nobody twice. Errors name the
+// relay, never the password. The attempt ends with ctx (the queue's timeout): a relay that
 // accepts the connection and then stalls does not hold the receiver's
 // queue.
 func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) {
@@ -170,6 +171,10 @@ func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) 
 	if err != nil {
 		if ctx.Err() != nil {
 			retry, err = true, fmt.Errorf("%w (%v)", ctx.Err(), err)
+		}
+		if errors.Is(err, notify.ErrDeliveredIncomplete) {
+			// Sent to some: the manager keeps it from mailing them again.
+			return false, fmt.Errorf("%w: email: relay %s: %w", notify.ErrDelivery, n.c.Smarthost, err)
 		}
 		return retry, fmt.Errorf("%w: email: relay %s: %v", notify.ErrDelivery, n.c.Smarthost, err)
 	}
@@ -346,7 +351,8 @@ func (n *Notifier) send(ctx context.Context, host string, auth smtp.Auth, from s
 	// would page twice.
 	_ = c.Quit()
 	if len(refused) > 0 {
-		return false, fmt.Errorf("sent to %d of %d recipients; refused: %s", len(to)-len(refused), len(to), strings.Join(refused, "; "))
+		return false, fmt.Errorf("%w: sent to %d of %d recipients; refused: %s", notify.ErrDeliveredIncomplete,
+			len(to)-len(refused), len(to), strings.Join(refused, "; "))
 	}
 	return false, nil
 }
