@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"governor.dev/governor/alerts"
 	"governor.dev/governor/alerts/dispatch"
 	"governor.dev/governor/alerts/notify"
 	"governor.dev/governor/alerts/notify/email"
@@ -156,5 +157,19 @@ func TestMailRefusedForOneRecipientIsNotSentAgainToTheOthers(t *testing.T) {
 	}
 	if p, err := h.st.Undelivered(context.Background()); err != nil || len(p) != 0 {
 		t.Fatalf("log entries left open %+v, %v", p, err)
+	}
+	// So is an acknowledgement: mailed once, not owed again.
+	fp := alerts.Labels{"alertname": "Load", "service": "search", "severity": "P1"}.Fingerprint()
+	if _, err := h.m.Acknowledge(context.Background(), fp, "ops", "on it", h.clk.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for d := 4*time.Minute + 30*time.Second; d <= 8*time.Minute; d += 30 * time.Second {
+		h.at(d)
+	}
+	if n := relay.count("oncall@governor.test", "ACKNOWLEDGED"); n != 1 {
+		t.Fatalf("oncall@ got %d mails of the acknowledgement across three group intervals, want 1", n)
+	}
+	if p, err := h.st.Undelivered(context.Background()); err != nil || len(p) != 0 {
+		t.Fatalf("log entries left open after the acknowledgement %+v, %v", p, err)
 	}
 }

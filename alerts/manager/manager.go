@@ -734,7 +734,7 @@ func (m *Manager) onResult(msg *notify.Message, attempts int, err error) {
 		m.mu.Lock()
 		m.failed = append(m.failed, failure{msg: msg, attempts: attempts, err: err.Error(), at: now})
 		m.mu.Unlock()
-	case err != nil && msg.Kind == notify.KindAcknowledge:
+	case err != nil && msg.Kind == notify.KindAcknowledge && !errors.Is(err, notify.ErrDeliveredIncomplete):
 		m.mu.Lock()
 		m.oweAck(msg, attempts, err.Error(), now)
 		m.mu.Unlock()

@@ -162,7 +162,8 @@
 // A signal query that fails (the store timed out or refused it, or its
 // template does not aggregate by service) holds every proposal of the
 // cycle, each recommendation's reason beginning "metrics failed: <signal>:
-// <error>", and Tick's error wraps ErrMetricsFailed: the load score leaves
+// <error>", Tick's error wraps ErrMetricsFailed, and the engine counts such
+// cycles (governor_engine_failed_reads_total): the load score leaves
 // a failed term out and spreads its weight over the others, which suits a
 // signal a service does not export, not a store that stopped answering,
 // and a change inside the auto-apply band would apply itself on a score

@@ -152,6 +152,7 @@ type metrics struct {
 	proposals *prometheus.CounterVec
 	rollbacks prometheus.Counter
 	partial   prometheus.Counter
+	failed    prometheus.Counter
 }
 
 // New checks the options and returns an Evaluator.
@@ -196,6 +197,8 @@ func New(o Options) (*Evaluator, error) {
 		rollbacks: f.NewCounter(prometheus.CounterOpts{Name: "governor_engine_rollbacks_total", Help: "Automatic rollbacks by the guardrail."}),
 		partial: f.NewCounter(prometheus.CounterOpts{Name: "governor_engine_partial_reads_total",
 			Help: "Evaluation cycles whose metrics reads warned that data may be missing: nothing proposed for the services concerned, the guardrail held when its signals were concerned."}),
+		failed: f.NewCounter(prometheus.CounterOpts{Name: "governor_engine_failed_reads_total",
+			Help: "Evaluation cycles in which a signal's query failed (ErrMetricsFailed): nothing proposed for any service."}),
 	}
 	for _, oc := range []string{"auto_applied", "proposed", "revised", "unchanged", "failed"} {
 		m.proposals.WithLabelValues(oc)
@@ -253,6 +256,7 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 	partial := partialServices(snap)
 	readFailed := failedRead(snap)
 	if readFailed != "" {
+		e.metrics.failed.Inc()
 		errs = append(errs, fmt.Errorf("%w: %s (%d of the cycle's signal queries failed)", ErrMetricsFailed,
 			strings.TrimPrefix(readFailed, failedPrefix), len(snap.Errors)))
 	}

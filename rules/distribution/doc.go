@@ -168,7 +168,9 @@
 // sweeps delete older transitions in batches of at most 1000 rows (index of
 // migration 00202), except each recorded instance's newest
 // (governor_distribution_ledger_transitions_pruned_total). A sweep of
-// Ledger.Run is bounded by LedgerOptions.SweepTimeout (default 30s), as
+// Ledger.Run, and the store calls of Ledger.Published and Ledger.Aborted
+// (the relay's, under a context without a deadline), are bounded by
+// LedgerOptions.SweepTimeout (default 30s), as
 // the recording of a batch of messages is by RecordTimeout, so a database that
 // stops answering does not hold the ledger's loop. It
 // persists through a LedgerStore: MemoryStore for tests and the dev stack,

@@ -169,12 +169,13 @@ func (n *Notifier) Notify(ctx context.Context, m *notify.Message) (bool, error) 
 	}
 	retry, err := n.send(ctx, host, auth, addr(n.c.From), addrs(n.c.To), msg)
 	if err != nil {
+		if errors.Is(err, notify.ErrDeliveredIncomplete) {
+			// Sent to some, even if the deadline passed after: the
+			// manager keeps it from mailing them again.
+			return false, fmt.Errorf("%w: email: relay %s: %w", notify.ErrDelivery, n.c.Smarthost, err)
+		}
 		if ctx.Err() != nil {
 			retry, err = true, fmt.Errorf("%w (%v)", ctx.Err(), err)
-		}
-		if errors.Is(err, notify.ErrDeliveredIncomplete) {
-			// Sent to some: the manager keeps it from mailing them again.
-			return false, fmt.Errorf("%w: email: relay %s: %w", notify.ErrDelivery, n.c.Smarthost, err)
 		}
 		return retry, fmt.Errorf("%w: email: relay %s: %v", notify.ErrDelivery, n.c.Smarthost, err)
 	}
