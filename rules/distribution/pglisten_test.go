@@ -1,7 +1,6 @@
 package distribution
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"governor.dev/governor/internal/testenv"
 )
 
 // cuttingProxy forwards TCP connections to target. cut leaves every
@@ -96,7 +97,7 @@ func TestListenPostgresLeavesAConnectionThatWentSilent(t *testing.T) {
 	}
 	proxy := newCuttingProxy(t, u.Host)
 	u.Host = proxy.ln.Addr().String()
-	var logs syncBuffer
+	var logs testenv.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	wake := ListenPostgres(ctx, ListenOptions{URL: u.String(), Channel: "governor_outbox_cut_test", RetryWait: 10 * time.Millisecond,
@@ -116,22 +117,4 @@ func TestListenPostgresLeavesAConnectionThatWentSilent(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitWake(t, wake, "the wake-up on NOTIFY over the new connection")
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger's goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -239,20 +239,7 @@ func TestWatcherAfterNATSComesBack(t *testing.T) {
 	u := natsURL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var b [5]byte
-	_, _ = rand.Read(b[:])
-	names, _ := NewNames("o" + hex.EncodeToString(b[:]))
-	ctl, err := nats.Connect(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ctl.Close()
-	js, _ := jetstream.New(ctl)
-	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: names.Bucket(), Storage: jetstream.MemoryStorage})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = js.DeleteKeyValue(context.Background(), names.Bucket()) }()
+	names, ctl, kv := machineBucket(t, ctx, u, "o")
 	reports := make(chan *Report, 16)
 	beats := make(chan *Heartbeat, 16)
 	subR, _ := ctl.Subscribe(names.ReportSubject("checkout"), func(m *nats.Msg) {
@@ -377,20 +364,7 @@ func TestWatchEstablishedAndResyncErrorsAreExported(t *testing.T) {
 	u := natsURL(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var b [5]byte
-	_, _ = rand.Read(b[:])
-	names, _ := NewNames("m" + hex.EncodeToString(b[:]))
-	ctl, err := nats.Connect(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ctl.Close()
-	js, _ := jetstream.New(ctl)
-	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: names.Bucket(), Storage: jetstream.MemoryStorage})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = js.DeleteKeyValue(context.Background(), names.Bucket()) }()
+	names, ctl, kv := machineBucket(t, ctx, u, "m")
 	reports := make(chan *Report, 16)
 	sub, _ := ctl.Subscribe(names.ReportSubject("checkout"), func(m *nats.Msg) {
 		if r, err := DecodeReport(m.Data); err == nil {
@@ -460,4 +434,27 @@ func TestWatchEstablishedAndResyncErrorsAreExported(t *testing.T) {
 	if got := gauge(t, reg, "governor_sdk_watch_established"); got != 0 {
 		t.Fatalf("established = %v with NATS down, want 0", got)
 	}
+}
+
+// machineBucket makes, on the NATS at u, a bucket of fresh names (prefix
+// and a random suffix, in memory) deleted when the test ends, and returns
+// its names, a control plane's connection to it (closed when the test
+// ends) and the bucket.
+func machineBucket(t *testing.T, ctx context.Context, u, prefix string) (Names, *nats.Conn, jetstream.KeyValue) {
+	t.Helper()
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	names, _ := NewNames(prefix + hex.EncodeToString(b[:]))
+	ctl, err := nats.Connect(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ctl.Close)
+	js, _ := jetstream.New(ctl)
+	kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: names.Bucket(), Storage: jetstream.MemoryStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = js.DeleteKeyValue(context.Background(), names.Bucket()) })
+	return names, ctl, kv
 }
