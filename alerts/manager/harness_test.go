@@ -181,6 +181,8 @@ type harness struct {
 	// withoutPD leaves the pd receiver out at the next open (routes must
 	// not name it).
 	withoutPD bool
+	// wrap, if set, wraps the store the manager uses at the next open.
+	wrap func(store.Store) store.Store
 }
 
 func newHarness(t testing.TB) *harness { return newHarnessOn(t, "") }
@@ -229,6 +231,9 @@ func (h *harness) open() {
 	receivers := map[string]notify.Notifier{"hook": hook, "pd": pd}
 	if h.withoutPD {
 		delete(receivers, "pd")
+	}
+	if h.wrap != nil {
+		st = h.wrap(st)
 	}
 	h.m, err = New(context.Background(), Options{
 		Rules: rules, Query: h.db.query, Store: st, Clock: h.clk, Registerer: h.reg,

@@ -174,7 +174,8 @@ func (m *Manager) Standby() {
 	// the next leader's: the log keeps those notifications open.
 	m.mu.Lock()
 	m.failed = nil
-	clear(m.owed) // open in the log, for the next leader
+	clear(m.owed)    // open in the log, for the next leader
+	m.unmarked = nil // likewise
 	clear(m.resending)
 	m.mu.Unlock()
 	m.undone = nil

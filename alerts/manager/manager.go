@@ -92,6 +92,10 @@ type Manager struct {
 	// owed holds the acknowledgements given up or dropped, by message ID,
 	// for a later step to queue again (resendAcks); guarded by mu.
 	owed map[string]*owedAck
+	// unmarked holds the log entries whose closing write failed (the
+	// store down), for the next steps to write again (retryMarks);
+	// guarded by mu.
+	unmarked []mark
 
 	// resentAt is when each Resender's firing alerts were last queued
 	// again (guarded by stepMu); resending names those whose resend is
@@ -438,7 +442,7 @@ func (m *Manager) step(ctx context.Context, now time.Time) error {
 		m.disp.Undo(f.msg)
 	}
 	m.undone = append(m.undone, failed...)
-	errs = append(errs, m.announceAcks(ctx, now, firing, acks), m.resendAcks(ctx, now, firing, acks))
+	errs = append(errs, m.retryMarks(ctx), m.announceAcks(ctx, now, firing, acks), m.resendAcks(ctx, now, firing, acks))
 	filter := dispatch.Filter{
 		Muted: func(fp alerts.Fingerprint, _ alerts.Alert) bool {
 			r := quiet[fp]
@@ -707,9 +711,46 @@ type failure struct {
 func (m *Manager) closeUndone(ctx context.Context) error {
 	var errs []error
 	for _, f := range m.undone {
-		errs = append(errs, m.storeErr(m.o.Store.MarkDelivered(ctx, f.msg.ID, f.at, f.attempts, f.err)))
+		errs = append(errs, m.markDelivered(ctx, mark{id: f.msg.ID, at: f.at, attempts: f.attempts, err: f.err}))
 	}
 	m.undone = nil
+	return errors.Join(errs...)
+}
+
+// mark is the closing write of a notification's log entry.
+type mark struct {
+	id       string
+	at       time.Time
+	attempts int
+	err      string
+}
+
+// markDelivered closes a log entry; when the write fails (the store is
+// down) it is kept for the next steps to write again (retryMarks): an entry
+// left open is sent once more by the next leader or start, and after a
+// database failover that is every notification delivered during the
+// outage. The caller must not hold mu.
+func (m *Manager) markDelivered(ctx context.Context, k mark) error {
+	err := m.o.Store.MarkDelivered(ctx, k.id, k.at, k.attempts, k.err)
+	if err != nil {
+		m.mu.Lock()
+		m.unmarked = append(m.unmarked, k)
+		m.mu.Unlock()
+	}
+	return m.storeErr(err)
+}
+
+// retryMarks writes again the closing writes that failed. The caller holds
+// stepMu and not mu.
+func (m *Manager) retryMarks(ctx context.Context) error {
+	m.mu.Lock()
+	pending := m.unmarked
+	m.unmarked = nil
+	m.mu.Unlock()
+	var errs []error
+	for _, k := range pending {
+		errs = append(errs, m.markDelivered(ctx, k))
+	}
 	return errors.Join(errs...)
 }
 
@@ -748,9 +789,8 @@ func (m *Manager) onResult(msg *notify.Message, attempts int, err error) {
 			attempts += m.ackDelivered(msg.ID)
 			m.mu.Unlock()
 		}
-		if e := m.o.Store.MarkDelivered(ctx, msg.ID, now, attempts, text); e != nil {
-			m.m.storeErrors.Inc()
-			m.log.Error("alert notification log not updated", "id", msg.ID, "err", e)
+		if e := m.markDelivered(ctx, mark{id: msg.ID, at: now, attempts: attempts, err: text}); e != nil {
+			m.log.Error("alert notification log not updated: written again at the next steps", "id", msg.ID, "err", e)
 		}
 	}
 	m.updateHealth(msg.Receiver, now, func(h *receiverHealth) { h.gaveUp = err != nil })

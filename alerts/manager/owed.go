@@ -97,7 +97,7 @@ func (m *Manager) resendAcks(ctx context.Context, now time.Time, firing []alerts
 	m.mu.Unlock()
 	var errs []error
 	for _, o := range closed {
-		errs = append(errs, m.storeErr(m.o.Store.MarkDelivered(ctx, o.msg.ID, o.at, o.attempts, o.err)))
+		errs = append(errs, m.markDelivered(ctx, mark{id: o.msg.ID, at: o.at, attempts: o.attempts, err: o.err}))
 	}
 	for _, msg := range due {
 		m.enqueue(m.queues[msg.Receiver], msg)

@@ -3,8 +3,10 @@ package manager
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"governor.dev/governor/alerts/dispatch"
 	"governor.dev/governor/alerts/notify/pagerduty"
 	"governor.dev/governor/alerts/rule"
+	"governor.dev/governor/alerts/store"
 	"governor.dev/governor/internal/testenv"
 )
 
@@ -457,4 +460,65 @@ func TestP0PageTakesTheQueuePlaceOfAP2WhichIsSentAgainAtGroupInterval(t *testing
 	h.expect(150*time.Second, "firing Breaker@b/firing")
 	h.at(180 * time.Second)
 	h.expect(180 * time.Second)
+}
+
+// marksFail is a store whose closing writes of log entries fail while
+// down is set: the database of a failover.
+type marksFail struct {
+	store.Store
+	down *atomic.Bool
+}
+
+func (s marksFail) MarkDelivered(ctx context.Context, id string, at time.Time, attempts int, errText string) error {
+	if s.down.Load() {
+		return errors.New("connection refused")
+	}
+	return s.Store.MarkDelivered(ctx, id, at, attempts, errText)
+}
+
+// TestLogEntriesClosedWhileTheStoreWasDownAreWrittenAgain: notifications
+// delivered while the store refused their closing write stayed open in the
+// log, and the next leader or start (after a database failover, likely
+// both) sent every one of them again. The writes are retried at the next
+// steps, and a restart then sends nothing again.
+func TestLogEntriesClosedWhileTheStoreWasDownAreWrittenAgain(t *testing.T) {
+	h := newHarness(t)
+	h.close()
+	down := new(atomic.Bool)
+	h.wrap = func(st store.Store) store.Store { return marksFail{Store: st, down: down} }
+	h.open()
+	ctx := context.Background()
+	step := func(d time.Duration) error {
+		h.clk.Set(h.start.Add(d))
+		err := h.m.Step(ctx, h.clk.Now())
+		if ierr := h.m.Idle(ctx); ierr != nil {
+			t.Fatal(ierr)
+		}
+		return err
+	}
+	h.db.set("load", "search")
+	down.Store(true)
+	for d := time.Duration(0); d <= 90*time.Second; d += 30 * time.Second {
+		_ = step(d)
+	}
+	if got := h.hook.webhooks(t); len(got) == 0 {
+		t.Fatal("nothing delivered while the store was down")
+	}
+	if p, err := h.st.Undelivered(ctx); err != nil || len(p) == 0 {
+		t.Fatalf("open log entries %d, %v: want the delivered ones open while the store is down", len(p), err)
+	}
+	down.Store(false)
+	if err := step(2 * time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := h.st.Undelivered(ctx); err != nil || len(p) != 0 {
+		t.Fatalf("open log entries after the store came back: %+v, %v", p, err)
+	}
+	h.close()
+	h.wrap = nil
+	h.open()
+	h.at(150 * time.Second)
+	if got := h.hook.webhooks(t); len(got) != 0 {
+		t.Fatalf("sent again after the restart: %q", got)
+	}
 }
