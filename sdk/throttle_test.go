@@ -372,46 +372,6 @@ func TestRuntimeSchedLatencyReads(t *testing.T) {
 	}
 }
 
-// TestThrottleDoesNotAllocate admits with the runtime's histogram as the
-// source and a window ending before every admission, so every call reads
-// runtime/metrics and adjusts the level.
-func TestThrottleDoesNotAllocate(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector allocates")
-	}
-	clk := clock.NewFake(fakeStart)
-	opts := governor.DefaultOptions("svc")
-	opts.Clock = clk
-	opts.Overload.Source = governor.RuntimeSchedLatency()
-	g, err := governor.New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-	ctx := context.Background()
-	req := governor.Request{Path: "/", Priority: "batch"}
-	allocs := testing.AllocsPerRun(2000, func() {
-		clk.Advance(100 * time.Millisecond)
-		if p, err := g.Admit(ctx, req); err == nil {
-			p.Release(time.Millisecond, governor.Success)
-		}
-	})
-	if allocs != 0 {
-		t.Fatalf("%v allocations per Admit rolling a throttle window", allocs)
-	}
-	// A stated deadline: the throttle samples the time left to it.
-	req.Deadline = clk.Now().Add(24 * time.Hour)
-	allocs = testing.AllocsPerRun(2000, func() {
-		clk.Advance(10 * time.Millisecond)
-		if p, err := g.Admit(ctx, req); err == nil {
-			p.Release(time.Millisecond, governor.Success)
-		}
-	})
-	if allocs != 0 {
-		t.Fatalf("%v allocations per Admit of a request stating a deadline", allocs)
-	}
-}
-
 // cpuSched is a fakeSched that also reports the process's CPU time.
 type cpuSched struct {
 	*fakeSched

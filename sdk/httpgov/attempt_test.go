@@ -59,40 +59,6 @@ func TestRetriedIsRecordedFromTheAttemptHeaders(t *testing.T) {
 	}
 }
 
-// TestAttemptHeaderParsingDoesNotAllocate: reading the attempt headers, well
-// formed or not, adds no allocation to a request: a malformed count is
-// skipped, not turned into an error nobody reads.
-func TestAttemptHeaderParsingDoesNotAllocate(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector allocates")
-	}
-	clk := clock.NewFake(time.Now())
-	g := newGovernor(t, clk, nil, rules.Route{Name: "api", Match: rules.Match{PathPrefix: "/api"},
-		Concurrency: &rules.Concurrency{Algorithm: rules.AlgorithmFixed, Max: 10}})
-	h := httpgov.Middleware(g, httpgov.Options{Clock: clk})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.WriteHeader(http.StatusOK)
-	}))
-	allocs := func(header map[string]string) float64 {
-		req := httptest.NewRequest("GET", "/api", nil)
-		for k, v := range header {
-			req.Header.Set(k, v)
-		}
-		w := &discard{h: http.Header{}}
-		return testing.AllocsPerRun(100, func() { h.ServeHTTP(w, req) })
-	}
-	base := allocs(nil)
-	for _, header := range []map[string]string{
-		{transport.HeaderEnvoyAttempt: "1"},
-		{transport.HeaderAttempt: "x"},
-		{transport.HeaderEnvoyAttempt: "1234567"},
-		{transport.HeaderAttempt: "0", transport.HeaderEnvoyAttempt: "-1"},
-	} {
-		if a := allocs(header); a != base {
-			t.Errorf("%v: %v allocations per request, want %v as without attempt headers", header, a, base)
-		}
-	}
-}
-
 func TestOverloadRefusalsSayDoNotRetry(t *testing.T) {
 	for reason, want := range map[governor.Reason]bool{
 		governor.ReasonShed:         true,

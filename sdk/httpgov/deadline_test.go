@@ -308,37 +308,3 @@ func TestMiddlewareKeepsAnEarlierServerDeadline(t *testing.T) {
 		})
 	}
 }
-
-// TestMiddlewareDeadlineDoesNotAllocate: a request with a caller deadline whose
-// handler does not wait on its context costs one allocation (the request
-// copy and its context, together); with an earlier server deadline, or
-// without a deadline, none.
-func TestMiddlewareDeadlineDoesNotAllocate(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector allocates")
-	}
-	h := deadlineHandler(t, false)
-	server, cancel := context.WithTimeout(context.Background(), time.Hour) // before the 2h Envoy timeout
-	defer cancel()
-	for _, tt := range []struct {
-		name   string
-		ctx    context.Context
-		header string
-		want   float64
-	}{
-		{"caller deadline", context.Background(), "7200000", 1},
-		{"earlier server deadline", server, "7200000", 0},
-		{"no deadline", context.Background(), "", 0},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			req := httptest.NewRequest("GET", "/api/orders", nil).WithContext(tt.ctx)
-			if tt.header != "" {
-				req.Header.Set(httpgov.HeaderEnvoyTimeout, tt.header)
-			}
-			w := &discard{h: http.Header{}}
-			if got := testing.AllocsPerRun(1000, func() { h.ServeHTTP(w, req) }); got > tt.want {
-				t.Fatalf("%v allocations per request, want at most %v", got, tt.want)
-			}
-		})
-	}
-}

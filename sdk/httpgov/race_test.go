@@ -1,5 +1,0 @@
-//go:build race
-
-package httpgov_test
-
-const raceEnabled = true

@@ -1,5 +1,0 @@
-//go:build race
-
-package governor_test
-
-const raceEnabled = true
