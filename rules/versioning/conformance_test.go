@@ -22,10 +22,10 @@ import (
 // TestConformance runs the same behaviour against every Store.
 func TestConformance(t *testing.T) {
 	t.Run("sqlite", func(t *testing.T) {
-		conformance.Run(t, func(t *testing.T, o conformance.Options) conformance.Harness { return sqliteHarness(t, o) })
+		conformance.Run(t, func(t *testing.T, o conformance.Options) conformance.Harness { return sqliteHarness(t, o) }, conformance.Capabilities{})
 	})
 	t.Run("postgres", func(t *testing.T) {
-		conformance.Run(t, func(t *testing.T, o conformance.Options) conformance.Harness { return postgresHarness(t, o) })
+		conformance.Run(t, func(t *testing.T, o conformance.Options) conformance.Harness { return postgresHarness(t, o) }, conformance.Capabilities{Roles: true})
 	})
 }
 

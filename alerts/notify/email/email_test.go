@@ -389,9 +389,9 @@ func FuzzHeaderFoldsLosslessly(f *testing.F) {
 	f.Add("Subject", strings.Repeat("word ", 40))
 	f.Add("Subject", " a  b \t c   ")
 	f.Fuzz(func(t *testing.T, name, value string) {
-		if strings.ContainsAny(name+value, "\r\n") {
-			t.Skip() // header values are single lines (encoded words)
-		}
+		// Header values are single lines (encoded words).
+		oneLine := strings.NewReplacer("\r", "", "\n", "")
+		name, value = oneLine.Replace(name), oneLine.Replace(value)
 		got := header(name, value)
 		if unfolded := strings.ReplaceAll(got, "\r\n ", " "); unfolded != name+": "+value+"\r\n" {
 			t.Fatalf("unfolded %q, want %q", unfolded, name+": "+value+"\r\n")
