@@ -35,19 +35,11 @@ func idle(t *testing.T, m *Manager) {
 // A silence added through a standby mutes the leader's alerts from the
 // leader's next step, without a takeover.
 func TestStandbySilenceMutesTheLeaderAtItsNextStep(t *testing.T) {
-	ctx := context.Background()
 	h := newHarness(t)
 	h.close()
 	a, ra, _ := replica(t, h, false)
 	b, _, _ := replica(t, h, true)
-	ms, err := alerts.ParseMatchers(`service="x"`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.AddSilence(ctx, silence.Silence{Matchers: ms, StartsAt: t0, EndsAt: t0.Add(time.Hour),
-		CreatedBy: "ops", Comment: "deploy"}); err != nil {
-		t.Fatal(err)
-	}
+	deploySilence(t, b)
 	h.db.set("load", "x", "y")
 	for d := time.Duration(0); d <= 2*time.Minute; d += 30 * time.Second {
 		stepAt(t, h, a, d)
@@ -129,15 +121,7 @@ func TestStandbyExpiresALeaderSilence(t *testing.T) {
 	h.close()
 	a, ra, _ := replica(t, h, false)
 	b, _, _ := replica(t, h, true)
-	ms, err := alerts.ParseMatchers(`service="x"`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sil, err := a.AddSilence(ctx, silence.Silence{Matchers: ms, StartsAt: t0, EndsAt: t0.Add(time.Hour),
-		CreatedBy: "ops", Comment: "deploy"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sil := deploySilence(t, a)
 	h.db.set("load", "x")
 	stepAt(t, h, a, 0)
 	stepAt(t, h, a, 30*time.Second)
@@ -163,15 +147,7 @@ func TestStandbyStepShowsTheLeadersAlertsAndSilences(t *testing.T) {
 	b, rb, _ := replica(t, h, true)
 	h.db.set("load", "x")
 	stepAt(t, h, a, 0)
-	ms, err := alerts.ParseMatchers(`service="x"`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sil, err := a.AddSilence(ctx, silence.Silence{Matchers: ms, StartsAt: t0, EndsAt: t0.Add(time.Hour),
-		CreatedBy: "ops", Comment: "deploy"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sil := deploySilence(t, a)
 	if err := b.Step(ctx, h.clk.Now()); !errors.Is(err, ErrStandby) {
 		t.Fatalf("a standby's step: %v, want ErrStandby", err)
 	}
@@ -225,14 +201,7 @@ func TestStepKeepsSilencesWhenTheStoreCannotBeRead(t *testing.T) {
 		_ = m.Close()
 		_ = sq.Close()
 	})
-	ms, err := alerts.ParseMatchers(`service="x"`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := m.AddSilence(ctx, silence.Silence{Matchers: ms, StartsAt: t0, EndsAt: t0.Add(time.Hour),
-		CreatedBy: "ops", Comment: "deploy"}); err != nil {
-		t.Fatal(err)
-	}
+	deploySilence(t, m)
 	st.fail.Store(true)
 	h.db.set("load", "x")
 	for d := time.Duration(0); d <= 2*time.Minute; d += 30 * time.Second {
@@ -292,15 +261,7 @@ func expiredAfterStandbyRead(t *testing.T) (*harness, *Manager, *Manager, silenc
 	h.close()
 	a, _, _ := replica(t, h, false)
 	b, _, _ := replica(t, h, true)
-	ms, err := alerts.ParseMatchers(`service="x"`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sil, err := a.AddSilence(ctx, silence.Silence{Matchers: ms, StartsAt: t0, EndsAt: t0.Add(time.Hour),
-		CreatedBy: "ops", Comment: "deploy"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	sil := deploySilence(t, a)
 	if err := b.Sync(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -380,14 +341,7 @@ func TestFollowReportsOnlyWhatFailed(t *testing.T) {
 	h.close()
 	a, _, _ := replica(t, h, false)
 	b, _, _ := replica(t, h, true)
-	ms, err := alerts.ParseMatchers(`service="x"`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.AddSilence(ctx, silence.Silence{Matchers: ms, StartsAt: t0, EndsAt: t0.Add(time.Hour),
-		CreatedBy: "ops", Comment: "deploy"}); err != nil {
-		t.Fatal(err)
-	}
+	sil := deploySilence(t, a)
 	if err := b.Follow(ctx, h.clk.Now()); err != nil {
 		t.Fatalf("standby Follow = %v, want nil", err)
 	}
@@ -399,12 +353,12 @@ func TestFollowReportsOnlyWhatFailed(t *testing.T) {
 	}
 
 	// Another silence, which b reads at its next Follow, and cannot.
-	if _, err := a.AddSilence(ctx, silence.Silence{Matchers: ms, StartsAt: t0, EndsAt: t0.Add(2 * time.Hour),
+	if _, err := a.AddSilence(ctx, silence.Silence{Matchers: sil.Matchers, StartsAt: t0, EndsAt: t0.Add(2 * time.Hour),
 		CreatedBy: "ops", Comment: "longer"}); err != nil {
 		t.Fatal(err)
 	}
 	b.o.Store = unreadableSilences{b.o.Store}
-	err = b.Follow(ctx, h.clk.Now())
+	err := b.Follow(ctx, h.clk.Now())
 	if err == nil || errors.Is(err, ErrStandby) || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("Follow over a failing store = %v, want its error without ErrStandby", err)
 	}
@@ -633,4 +587,20 @@ func TestSyncAfterAFailedReadReadsEverything(t *testing.T) {
 	if !held {
 		t.Fatal("the acknowledgement stored through the other replica is not held")
 	}
+}
+
+// deploySilence adds, through m, an hour's silence of service x from t0
+// ("deploy" by ops) and returns it.
+func deploySilence(t *testing.T, m *Manager) silence.Silence {
+	t.Helper()
+	ms, err := alerts.ParseMatchers(`service="x"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sil, err := m.AddSilence(context.Background(), silence.Silence{Matchers: ms, StartsAt: t0, EndsAt: t0.Add(time.Hour),
+		CreatedBy: "ops", Comment: "deploy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sil
 }
