@@ -10,7 +10,6 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 
 	"governor.dev/governor/engine/guardrail"
-	"governor.dev/governor/engine/loadscore"
 	"governor.dev/governor/engine/recommend"
 	"governor.dev/governor/engine/signals"
 	"governor.dev/governor/engine/signals/embedded"
@@ -175,16 +174,7 @@ func BenchmarkTick(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	tracker, err := loadscore.New(loadscore.Options{Weights: loadscore.Weights{loadscore.Latency: 0.5, loadscore.InFlight: 0.5}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ro := recommend.DefaultOptions()
-	ro.MinScores = 1
-	rec, err := recommend.New(ro)
-	if err != nil {
-		b.Fatal(err)
-	}
+	tracker, rec := testScoring(b)
 	guard, err := guardrail.New(guardrail.Options{Store: st, Series: guardrail.SignalSeries{Source: db, Reader: reader}})
 	if err != nil {
 		b.Fatal(err)

@@ -48,41 +48,13 @@ func TestTick(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	alice := versioning.Actor{Name: "alice", Roles: []versioning.Role{versioning.RoleOperator}}
-	bob := versioning.Actor{Name: "bob", Roles: []versioning.Role{versioning.RoleApprover}}
-	var ins []distribution.Instance
-	for s := range services {
-		svc := fmt.Sprintf("svc-%04d", s)
-		for _, rate := range []float64{80, 70} { // two versions, so the second has a parent to return to
-			rs := &rules.Ruleset{Service: svc, Routes: []rules.Route{{Name: "api", Match: rules.Match{PathPrefix: "/"},
-				RateLimit: &rules.RateLimit{Rate: rate}, Concurrency: &rules.Concurrency{Min: 2, Max: 50}}}}
-			p, err := st.Propose(ctx, versioning.Proposal{Ruleset: rs, Author: alice, Reason: "start", Rebase: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := st.Approve(ctx, svc, p.Number, bob, "ok"); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for i := range instances {
-			ins = append(ins, distribution.Instance{Service: svc, Instance: strconv.Itoa(i), State: distribution.StateSynced})
-		}
-	}
+	ins := liveFleet(t, st, services, instances)
 	clk.Set(benchT0.Add(5 * time.Minute))
 	reader, err := signals.NewReader(db, signals.ReaderOptions{MaxAge: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tracker, err := loadscore.New(loadscore.Options{Weights: loadscore.Weights{loadscore.Latency: 0.5, loadscore.InFlight: 0.5}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ro := recommend.DefaultOptions()
-	ro.MinScores = 1
-	rec, err := recommend.New(ro)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tracker, rec := testScoring(t)
 	guard, err := guardrail.New(guardrail.Options{Store: st, Series: guardrail.SignalSeries{Source: db, Reader: reader}})
 	if err != nil {
 		t.Fatal(err)
@@ -735,4 +707,52 @@ func TestReadWarningsLoggedOncePerSetPerTenMinutes(t *testing.T) {
 	if strings.Count(buf.String(), "lacks service label") != 2 {
 		t.Fatalf("a repeated warning is listed once per line:\n%s", buf.String())
 	}
+}
+
+// testScoring returns the load-score tracker (latency and in-flight, half
+// each) and the recommender (default options, acting on one score) the
+// evaluator tests share.
+func testScoring(tb testing.TB) (*loadscore.Tracker, *recommend.Recommender) {
+	tb.Helper()
+	tracker, err := loadscore.New(loadscore.Options{Weights: loadscore.Weights{loadscore.Latency: 0.5, loadscore.InFlight: 0.5}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ro := recommend.DefaultOptions()
+	ro.MinScores = 1
+	rec, err := recommend.New(ro)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return tracker, rec
+}
+
+// liveFleet gives each of services services ("svc-0000", ...) two live
+// versions in st, rates 80 then 70 (so the second has a parent to return
+// to), proposed by alice and approved by bob, and returns their instances,
+// instances a service, all synced.
+func liveFleet(t *testing.T, st versioning.Store, services, instances int) []distribution.Instance {
+	t.Helper()
+	ctx := context.Background()
+	alice := versioning.Actor{Name: "alice", Roles: []versioning.Role{versioning.RoleOperator}}
+	bob := versioning.Actor{Name: "bob", Roles: []versioning.Role{versioning.RoleApprover}}
+	var ins []distribution.Instance
+	for s := range services {
+		svc := fmt.Sprintf("svc-%04d", s)
+		for _, rate := range []float64{80, 70} {
+			rs := &rules.Ruleset{Service: svc, Routes: []rules.Route{{Name: "api", Match: rules.Match{PathPrefix: "/"},
+				RateLimit: &rules.RateLimit{Rate: rate}, Concurrency: &rules.Concurrency{Min: 2, Max: 50}}}}
+			p, err := st.Propose(ctx, versioning.Proposal{Ruleset: rs, Author: alice, Reason: "start", Rebase: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := st.Approve(ctx, svc, p.Number, bob, "ok"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range instances {
+			ins = append(ins, distribution.Instance{Service: svc, Instance: strconv.Itoa(i), State: distribution.StateSynced})
+		}
+	}
+	return ins
 }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,17 +16,14 @@ import (
 
 	"governor.dev/governor/engine/events"
 	"governor.dev/governor/engine/guardrail"
-	"governor.dev/governor/engine/loadscore"
 	"governor.dev/governor/engine/recommend"
 	"governor.dev/governor/engine/signals"
 	"governor.dev/governor/engine/signals/embedded"
 	"governor.dev/governor/internal/testenv"
-	"governor.dev/governor/rules/distribution"
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/rules/versioning/postgres"
 	"governor.dev/governor/rules/versioning/sqlite"
 	"governor.dev/governor/sdk/clock"
-	"governor.dev/governor/sdk/rules"
 )
 
 // TestACycleOfATickNoLongerLedWritesNothing: engine-a runs the cycle of
@@ -74,26 +70,7 @@ func testTickNoLongerLed(t *testing.T, mark bool) {
 		t.Fatal(err)
 	}
 	defer admin.Close(context.Background())
-	alice := versioning.Actor{Name: "alice", Roles: []versioning.Role{versioning.RoleOperator}}
-	bob := versioning.Actor{Name: "bob", Roles: []versioning.Role{versioning.RoleApprover}}
-	var ins []distribution.Instance
-	for s := range services {
-		svc := fmt.Sprintf("svc-%04d", s)
-		for _, rate := range []float64{80, 70} {
-			rs := &rules.Ruleset{Service: svc, Routes: []rules.Route{{Name: "api", Match: rules.Match{PathPrefix: "/"},
-				RateLimit: &rules.RateLimit{Rate: rate}, Concurrency: &rules.Concurrency{Min: 2, Max: 50}}}}
-			p, err := st.Propose(ctx, versioning.Proposal{Ruleset: rs, Author: alice, Reason: "start", Rebase: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := st.Approve(ctx, svc, p.Number, bob, "ok"); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for i := range instances {
-			ins = append(ins, distribution.Instance{Service: svc, Instance: strconv.Itoa(i), State: distribution.StateSynced})
-		}
-	}
+	ins := liveFleet(t, st, services, instances)
 	clk.Set(benchT0.Add(5 * time.Minute))
 	sqldb, err := sql.Open("pgx", url)
 	if err != nil {
@@ -105,16 +82,7 @@ func testTickNoLongerLed(t *testing.T, mark bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tracker, err := loadscore.New(loadscore.Options{Weights: loadscore.Weights{loadscore.Latency: 0.5, loadscore.InFlight: 0.5}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ro := recommend.DefaultOptions()
-		ro.MinScores = 1
-		rec, err := recommend.New(ro)
-		if err != nil {
-			t.Fatal(err)
-		}
+		tracker, rec := testScoring(t)
 		guard, err := guardrail.New(guardrail.Options{Store: st, Series: guardrail.SignalSeries{Source: db, Reader: reader}})
 		if err != nil {
 			t.Fatal(err)
@@ -334,41 +302,13 @@ func TestCycleWhoseLeadEndsSubmitsNothingMoreAndCountsNoFailures(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.Close()
-	alice := versioning.Actor{Name: "alice", Roles: []versioning.Role{versioning.RoleOperator}}
-	bob := versioning.Actor{Name: "bob", Roles: []versioning.Role{versioning.RoleApprover}}
-	var ins []distribution.Instance
-	for s := range services {
-		svc := fmt.Sprintf("svc-%04d", s)
-		for _, rate := range []float64{80, 70} {
-			rs := &rules.Ruleset{Service: svc, Routes: []rules.Route{{Name: "api", Match: rules.Match{PathPrefix: "/"},
-				RateLimit: &rules.RateLimit{Rate: rate}, Concurrency: &rules.Concurrency{Min: 2, Max: 50}}}}
-			p, err := st.Propose(ctx, versioning.Proposal{Ruleset: rs, Author: alice, Reason: "start", Rebase: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := st.Approve(ctx, svc, p.Number, bob, "ok"); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for i := range instances {
-			ins = append(ins, distribution.Instance{Service: svc, Instance: strconv.Itoa(i), State: distribution.StateSynced})
-		}
-	}
+	ins := liveFleet(t, st, services, instances)
 	clk.Set(benchT0.Add(5 * time.Minute))
 	reader, err := signals.NewReader(db, signals.ReaderOptions{MaxAge: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tracker, err := loadscore.New(loadscore.Options{Weights: loadscore.Weights{loadscore.Latency: 0.5, loadscore.InFlight: 0.5}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ro := recommend.DefaultOptions()
-	ro.MinScores = 1
-	rec, err := recommend.New(ro)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tracker, rec := testScoring(t)
 	lost := errors.New("leader: lease expired")
 	ending := &leadEndingStore{Store: st, cause: lost}
 	e, err := New(Options{Reader: reader, Tracker: tracker, Recommender: rec, Versions: st,

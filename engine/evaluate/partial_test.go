@@ -270,16 +270,7 @@ func TestOnlyPartialDataWarningsWithholdProposals(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tracker, err := loadscore.New(loadscore.Options{Weights: loadscore.Weights{loadscore.Latency: 0.5, loadscore.InFlight: 0.5}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ro := recommend.DefaultOptions()
-			ro.MinScores = 1
-			rec, err := recommend.New(ro)
-			if err != nil {
-				t.Fatal(err)
-			}
+			tracker, rec := testScoring(t)
 			e, err := New(Options{Reader: reader, Tracker: tracker, Recommender: rec, Versions: st,
 				Proposer: &recommend.Proposer{Store: st, Clock: clk}, Registerer: prometheus.NewRegistry()})
 			if err != nil {

@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"governor.dev/governor/engine/events"
-	"governor.dev/governor/engine/loadscore"
 	"governor.dev/governor/engine/recommend"
 	"governor.dev/governor/engine/signals"
 	"governor.dev/governor/engine/signals/embedded"
@@ -64,16 +63,7 @@ func TestTickRevisedProposalEvent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tracker, err := loadscore.New(loadscore.Options{Weights: loadscore.Weights{loadscore.Latency: 0.5, loadscore.InFlight: 0.5}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ro := recommend.DefaultOptions()
-	ro.MinScores = 1
-	rec, err := recommend.New(ro)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tracker, rec := testScoring(t)
 	evs := events.NewRecorder(1000)
 	reg := prometheus.NewRegistry()
 	// Every change waits for approval; a tiny deadband makes every move of
