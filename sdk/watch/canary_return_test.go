@@ -164,16 +164,7 @@ func TestRestartedInstanceReturnsFromACanaryThatIsNoLongerStaged(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { _ = js.DeleteKeyValue(context.Background(), names.Bucket()) }()
-			reports := make(chan *Report, 16)
-			sub, err := nc.Subscribe(names.ReportSubject("checkout"), func(m *nats.Msg) {
-				if r, err := DecodeReport(m.Data); err == nil {
-					reports <- r
-				}
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() { _ = sub.Unsubscribe() }()
+			reports := reportsOf(t, nc, names.ReportSubject("checkout"))
 			if err := nc.Flush(); err != nil {
 				t.Fatal(err)
 			}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"governor.dev/governor/sdk/rules"
@@ -125,4 +126,22 @@ func gauge(t testing.TB, reg *prometheus.Registry, name string) float64 {
 		}
 	}
 	return -1
+}
+
+// reportsOf subscribes c to subject and returns the reports that arrive on
+// it, decoded (undecodable ones dropped); the subscription ends with the
+// test.
+func reportsOf(t *testing.T, c *nats.Conn, subject string) <-chan *Report {
+	t.Helper()
+	reports := make(chan *Report, 16)
+	sub, err := c.Subscribe(subject, func(m *nats.Msg) {
+		if r, err := DecodeReport(m.Data); err == nil {
+			reports <- r
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	return reports
 }

@@ -68,14 +68,8 @@ func TestWatcherAgainstNATS(t *testing.T) {
 	}
 	defer func() { _ = js.DeleteKeyValue(context.Background(), names.Bucket()) }()
 
-	reports := make(chan *Report, 16)
+	reports := reportsOf(t, nc, names.ReportSubject("checkout"))
 	beats := make(chan *Heartbeat, 16)
-	subR, _ := nc.Subscribe(names.ReportSubject("checkout"), func(m *nats.Msg) {
-		if r, err := DecodeReport(m.Data); err == nil {
-			reports <- r
-		}
-	})
-	defer func() { _ = subR.Unsubscribe() }()
 	subH, _ := nc.Subscribe(names.HeartbeatSubject("checkout"), func(m *nats.Msg) {
 		if h, err := DecodeHeartbeat(m.Data); err == nil {
 			beats <- h
@@ -240,14 +234,8 @@ func TestWatcherAfterNATSComesBack(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	names, ctl, kv := machineBucket(t, ctx, u, "o")
-	reports := make(chan *Report, 16)
+	reports := reportsOf(t, ctl, names.ReportSubject("checkout"))
 	beats := make(chan *Heartbeat, 16)
-	subR, _ := ctl.Subscribe(names.ReportSubject("checkout"), func(m *nats.Msg) {
-		if r, err := DecodeReport(m.Data); err == nil {
-			reports <- r
-		}
-	})
-	defer func() { _ = subR.Unsubscribe() }()
 	subH, _ := ctl.Subscribe(names.HeartbeatSubject("checkout"), func(m *nats.Msg) {
 		if h, err := DecodeHeartbeat(m.Data); err == nil {
 			beats <- h
@@ -365,13 +353,7 @@ func TestWatchEstablishedAndResyncErrorsAreExported(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	names, ctl, kv := machineBucket(t, ctx, u, "m")
-	reports := make(chan *Report, 16)
-	sub, _ := ctl.Subscribe(names.ReportSubject("checkout"), func(m *nats.Msg) {
-		if r, err := DecodeReport(m.Data); err == nil {
-			reports <- r
-		}
-	})
-	defer func() { _ = sub.Unsubscribe() }()
+	reports := reportsOf(t, ctl, names.ReportSubject("checkout"))
 	_ = ctl.Flush()
 	if _, err := kv.Put(ctx, names.StableKey("checkout"), envelopeBytes(t, "checkout", 1)); err != nil {
 		t.Fatal(err)
