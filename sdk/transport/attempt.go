@@ -162,35 +162,13 @@ func has(h http.Header, k string) bool {
 }
 
 // attemptKey reports whether the header key k is HeaderAttempt or
-// HeaderEnvoyAttempt in any ASCII letter case: the keys a server reads as
-// one of them. (strings.EqualFold would also match keys with non-ASCII
-// letters, such as U+017F for s, which net/http refuses to send.)
+// HeaderEnvoyAttempt in any spelling a server reads as one of them (it
+// canonicalises ASCII letters only). Called on clones only, whose keys are
+// canonical but for forwarded ones: canonicalising a canonical key
+// allocates nothing.
 func attemptKey(k string) bool {
-	switch len(k) {
-	case len(HeaderAttempt):
-		return asciiFold(k, HeaderAttempt)
-	case len(HeaderEnvoyAttempt):
-		return asciiFold(k, HeaderEnvoyAttempt)
-	}
-	return false
-}
-
-// asciiFold reports whether a and b, of the same length, are equal up to
-// ASCII letter case.
-func asciiFold(a, b string) bool {
-	for i := 0; i < len(a); i++ {
-		if lower(a[i]) != lower(b[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func lower(c byte) byte {
-	if 'A' <= c && c <= 'Z' {
-		return c + 'a' - 'A'
-	}
-	return c
+	c := http.CanonicalHeaderKey(k)
+	return c == HeaderAttempt || c == HeaderEnvoyAttempt
 }
 
 // HeaderOverloaded on a response says "overloaded; don't retry": the server
