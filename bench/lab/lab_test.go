@@ -1,7 +1,11 @@
 package lab
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,5 +94,41 @@ func TestLimitShrink(t *testing.T) {
 		if got := limitShrink(s, c.limits); got != c.want {
 			t.Errorf("%s: limitShrink = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// The server child builds the governor limiters with the ruleset its
+// configuration carries (the -ruleset flag of cmd/overload), and refuses an
+// invalid one naming the field.
+func TestServerChildUsesTheRuleset(t *testing.T) {
+	const fixed = `{"service":"bench","routes":[{"name":"default","match":{"path_prefix":"/"},
+	 "concurrency":{"algorithm":"fixed","initial":3,"min":1,"max":3},"shedding":{},"queue":{}}]}`
+	s, err := scenario.Decode([]byte(tiny))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := func(rs string) childConfig {
+		return childConfig{Scenario: json.RawMessage(tiny), Limiter: "governor", Ruleset: json.RawMessage(rs)}
+	}
+	bad, _ := json.Marshal(cfg(strings.Replace(fixed, `"max":3`, `"max":0`, 1)))
+	err = Child(context.Background(), "server", bytes.NewReader(bad), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "routes[0].concurrency.max") {
+		t.Fatalf("invalid ruleset: got %v, want an error naming routes[0].concurrency.max", err)
+	}
+	o, err := serverOptions(s, cfg(fixed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lim, err := limiters.New("governor", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lim.Close()
+	if l := lim.(interface{ Limit() int }).Limit(); l != 3 {
+		t.Fatalf("limit %d, want the ruleset's fixed 3", l)
+	}
+	o, err = serverOptions(s, childConfig{Scenario: json.RawMessage(tiny), Limiter: "governor"})
+	if err != nil || o.Ruleset != nil {
+		t.Fatalf("without a ruleset: %+v, %v; want the default ruleset (nil)", o, err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"governor.dev/governor/bench/limiters"
 	"governor.dev/governor/bench/report"
 	"governor.dev/governor/bench/scenario"
+	"governor.dev/governor/sdk/rules"
 )
 
 // Live-mode bounds: a run stops by itself.
@@ -42,6 +43,11 @@ type LiveOptions struct {
 	// Executable is the binary to start as server and load generator
 	// (it must dispatch -role to Child); default os.Executable().
 	Executable string
+	// Ruleset, when set, replaces Governor's default ruleset in the
+	// governor limiters (JSON as rules.Decode reads it; see
+	// limiters.Options.Ruleset): the peers ignore it. RunLive checks it
+	// before calibrating.
+	Ruleset json.RawMessage
 }
 
 // childConfig is what the parent writes to a child's stdin.
@@ -56,6 +62,21 @@ type childConfig struct {
 	// a server that starts while other processes load the machine does not
 	// measure a slower rate and then do less work per request (0: measure).
 	BurnPerNs float64 `json:"burn_per_ns,omitempty"`
+	// Ruleset is LiveOptions.Ruleset, for the server.
+	Ruleset json.RawMessage `json:"ruleset,omitempty"`
+}
+
+// serverOptions are the options the server child builds its limiter with.
+func serverOptions(s *scenario.Scenario, cfg childConfig) (limiters.Options, error) {
+	lo := limiters.Options{CapacityRPS: cfg.CapacityRPS, StaticLimit: s.StaticLimit(cfg.CapacityRPS)}
+	if cfg.Ruleset != nil {
+		rs, err := rules.Decode(cfg.Ruleset)
+		if err != nil {
+			return lo, fmt.Errorf("lab: server: ruleset: %w", err)
+		}
+		lo.Ruleset = rs
+	}
+	return lo, nil
 }
 
 // childResult is what the load generator prints (and, in Limits, what the
@@ -98,6 +119,11 @@ func RunLive(ctx context.Context, s *scenario.Scenario, list string, o LiveOptio
 	if err != nil {
 		return report.Run{}, fmt.Errorf("lab: %w", err)
 	}
+	if o.Ruleset != nil {
+		if _, err := rules.Decode(o.Ruleset); err != nil {
+			return report.Run{}, fmt.Errorf("lab: ruleset: %w", err)
+		}
+	}
 	cal, err := liveOnce(ctx, o, childConfig{Scenario: raw, Limiter: "none", Calibrate: true})
 	if err != nil {
 		return report.Run{}, err
@@ -108,7 +134,8 @@ func RunLive(ctx context.Context, s *scenario.Scenario, list string, o LiveOptio
 	run := report.Run{Scenario: s.Name, Mode: ModeLive, CapacityRPS: round(cal.CapacityRPS)}
 	o.Logger.Info("calibrated", "scenario", s.Name, "capacity_rps", round(cal.CapacityRPS))
 	for _, name := range names {
-		res, err := liveOnce(ctx, o, childConfig{Scenario: raw, Limiter: name, CapacityRPS: cal.CapacityRPS, BurnPerNs: cal.BurnPerNs})
+		res, err := liveOnce(ctx, o, childConfig{Scenario: raw, Limiter: name, CapacityRPS: cal.CapacityRPS, BurnPerNs: cal.BurnPerNs,
+			Ruleset: o.Ruleset})
 		if err != nil {
 			return run, fmt.Errorf("lab: live %s: %w", name, err)
 		}
@@ -226,7 +253,11 @@ func Child(ctx context.Context, role string, in io.Reader, out io.Writer) error 
 	defer cancel()
 	switch role {
 	case "server":
-		lim, err := limiters.New(cfg.Limiter, limiters.Options{CapacityRPS: cfg.CapacityRPS, StaticLimit: s.StaticLimit(cfg.CapacityRPS)})
+		lo, err := serverOptions(s, cfg)
+		if err != nil {
+			return err
+		}
+		lim, err := limiters.New(cfg.Limiter, lo)
 		if err != nil {
 			return err
 		}

@@ -24,6 +24,7 @@ import (
 	"governor.dev/governor/bench/report"
 	"governor.dev/governor/bench/scenario"
 	"governor.dev/governor/bench/sim"
+	"governor.dev/governor/sdk/rules"
 )
 
 func main() {
@@ -44,12 +45,29 @@ func run(args []string, stdout, stderr io.Writer) int {
 	save := fs.String("save", "results", "with -all: directory for the JSON of each run")
 	results := fs.String("results", "RESULTS.md", "with -all: Markdown file to rewrite")
 	analysis := fs.String("analysis", "results/analysis.md", "with -all: Markdown placed at the top of -results")
+	ruleset := fs.String("ruleset", "", "live mode: a ruleset file (JSON) that replaces Governor's default ruleset in the governor limiters")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	live := lab.LiveOptions{Logger: slog.New(slog.NewTextHandler(stderr, nil)), Stderr: stderr}
+	if *ruleset != "" {
+		if *mode != lab.ModeLive || *all != "" {
+			fmt.Fprintln(stderr, "overload: -ruleset needs -mode live and a single -scenario")
+			return 2
+		}
+		b, err := os.ReadFile(*ruleset)
+		if err != nil {
+			fmt.Fprintln(stderr, "overload:", err)
+			return 2
+		}
+		if _, err := rules.Decode(b); err != nil {
+			fmt.Fprintf(stderr, "overload: -ruleset %s: %v\n", *ruleset, err)
+			return 2
+		}
+		live.Ruleset = b
+	}
 	if *role != "" {
 		if err := lab.Child(ctx, *role, os.Stdin, stdout); err != nil {
 			fmt.Fprintln(stderr, "overload:", err)

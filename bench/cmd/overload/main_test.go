@@ -3,8 +3,12 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"governor.dev/governor/sdk/rules"
 )
 
 func TestSimJSON(t *testing.T) {
@@ -36,6 +40,10 @@ func TestSimJSON(t *testing.T) {
 }
 
 func TestBadArguments(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"service":"bench","routes":[{"name":"default","match":{"path_prefix":"/"},"concurrency":{"algorithm":"fixed"}}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		args []string
 		want string
@@ -44,11 +52,31 @@ func TestBadArguments(t *testing.T) {
 		{[]string{"-scenario", "nope.json"}, "no such file"},
 		{[]string{"-scenario", "../../scenarios/low-traffic.json", "-mode", "fast"}, "-mode must be sim or live"},
 		{[]string{"-scenario", "../../scenarios/low-traffic.json", "-limiters", "bogus"}, "unknown policy"},
+		{[]string{"-scenario", "../../scenarios/low-traffic.json", "-ruleset", "../../rulesets/fixed-1-queue.json"}, "-ruleset needs -mode live"},
+		{[]string{"-scenario", "../../scenarios/low-traffic.json", "-mode", "live", "-ruleset", bad}, "routes[0].concurrency.max: is required"},
+		{[]string{"-scenario", "../../scenarios/low-traffic.json", "-mode", "live", "-ruleset", "nope.json"}, "no such file"},
 	}
 	for _, tt := range tests {
 		var out, errb bytes.Buffer
 		if code := run(tt.args, &out, &errb); code == 0 || !strings.Contains(errb.String(), tt.want) {
 			t.Errorf("run(%v) = %d, stderr %q, want failure mentioning %q", tt.args, code, errb.String(), tt.want)
+		}
+	}
+}
+
+// Every ruleset shipped in rulesets/ is one the lab accepts.
+func TestShippedRulesetsDecode(t *testing.T) {
+	files, err := filepath.Glob("../../rulesets/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no rulesets found (%v)", err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rules.Decode(b); err != nil {
+			t.Errorf("%s: %v", f, err)
 		}
 	}
 }
