@@ -130,3 +130,22 @@ func TestPasswordChangeFormRefusedKeepsChoiceAndTokens(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode, body)
 	require.Contains(t, body, `value="1">`, "unchecked stays unchecked")
 }
+
+// A browser resolves "/\host" and "/<TAB>/host" as "//host" (WHATWG URL:
+// '\' is '/' in http(s), tabs are removed), and http.Redirect cleans
+// "/x/../\host" into "/\host": a logged-in user following a link with such a
+// next must stay on this site.
+func TestLoginNextStaysOnSiteInABrowser(t *testing.T) {
+	h := newHarness(t, nil)
+	id, _ := h.session("otto")
+	for _, next := range []string{"/x/../\\evil.example", "/\t/evil.example", "/\\evil.example"} {
+		req, err := http.NewRequest(http.MethodGet, h.srv.URL+"/login?next="+url.QueryEscape(next), nil)
+		require.NoError(t, err)
+		req.AddCookie(&http.Cookie{Name: auth.CookieName, Value: id})
+		resp, err := http.DefaultTransport.RoundTrip(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, next)
+		require.Equal(t, "/", resp.Header.Get("Location"), "next=%q", next)
+	}
+}

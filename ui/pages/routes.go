@@ -108,9 +108,15 @@ type badRequest struct{ msg string }
 func (e *badRequest) Error() string { return httperr.ErrBadRequest.Error() + ": " + e.msg }
 func (e *badRequest) Unwrap() error { return httperr.ErrBadRequest }
 
-// safeNext keeps a post-login redirect on this site.
+// safeNext keeps a post-login redirect on this site: a path starting with
+// one "/" and holding no backslash and no control character. Browsers read
+// "\" as "/" in http(s) URLs and drop tabs and newlines, and http.Redirect
+// cleans the path ("/x/../\host" becomes "/\host"), so either could turn a
+// path into "//host", another site.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") || strings.ContainsAny(next, "\r\n") {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.ContainsFunc(next, func(r rune) bool {
+		return r == '\\' || r < 0x20 || r == 0x7f
+	}) {
 		return "/"
 	}
 	return next
