@@ -178,6 +178,9 @@ type Watcher struct {
 	// has delivered an entry of the canary key. Only the Run goroutine
 	// uses it.
 	canaryKnown bool
+	// stop stops a watch: jetstream.KeyWatcher.Stop, which tests wrap to
+	// see when it runs.
+	stop func(jetstream.KeyWatcher) error
 }
 
 // entryID identifies a KV entry: its revision and when it was stored (a
@@ -260,7 +263,7 @@ func New(opts Options) (*Watcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: metrics: %w", ErrInvalidOption, err)
 	}
-	w := &Watcher{opts: opts, nc: opts.Conn, names: opts.Names}
+	w := &Watcher{opts: opts, nc: opts.Conn, names: opts.Names, stop: jetstream.KeyWatcher.Stop}
 	stamps := &stamper{now: opts.Clock.Now}
 	w.st = &state{
 		service: opts.Service, instance: opts.Instance, labels: opts.Labels,
@@ -278,7 +281,9 @@ func (w *Watcher) Instance() string { return w.opts.Instance }
 func (w *Watcher) Running() int64 { return w.st.running.Load() }
 
 // Run follows the control plane until ctx ends (it returns nil then) or
-// the connection is closed for good (nats.ErrConnectionClosed).
+// the connection is closed for good (nats.ErrConnectionClosed). With NATS
+// down it ends at once: it does not wait for the server to delete the
+// watch's consumer, which the server deletes by itself.
 func (w *Watcher) Run(ctx context.Context) error {
 	reconnected := w.nc.StatusChanged(nats.CONNECTED)
 	defer w.nc.RemoveStatusListener(reconnected)
@@ -310,7 +315,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 		w.st.m.established.Set(1)
 		w.follow(ctx, kv, kw, reconnected, &hb)
 		w.st.m.established.Set(0)
-		_ = kw.Stop()
+		w.stopWatch(ctx, kw)
 		if ctx.Err() == nil {
 			w.st.m.rewatch.Inc()
 		}
@@ -326,11 +331,39 @@ func (w *Watcher) watch(ctx context.Context, js jetstream.JetStream) (jetstream.
 	if err != nil {
 		return nil, nil, fmt.Errorf("watch: bucket %s: %w", w.names.Bucket(), err)
 	}
+	// ctx, not rctx: nats.go stops the watch when this context ends (in a
+	// goroutine of its own, which waits for the server as Stop does).
 	kw, err := kv.Watch(ctx, w.names.ServiceKeys(w.opts.Service))
 	if err != nil {
 		return nil, nil, fmt.Errorf("watch: keys of %s: %w", w.opts.Service, err)
 	}
 	return kv, kw, nil
+}
+
+// stopWatch stops kw. A KeyWatcher's Stop unsubscribes, then asks the
+// server to delete the watch's consumer and waits for the answer, up to
+// nats.go's JetStream request timeout (5s, which the watcher cannot set).
+// stopWatch waits for it only while the connection is up and ctx is not
+// done: with NATS down the answer cannot come, and Run would end, or
+// establish the watch again, 5s late. The stop left running ends when the
+// request does: at the answer after a reconnect, at the timeout, or at once
+// when the connection is closed. The consumer goes anyway: it is ephemeral,
+// so the server deletes it a few seconds after its subscription is gone
+// (its inactive threshold), and a restarted server has lost it (it is kept
+// in memory).
+func (w *Watcher) stopWatch(ctx context.Context, kw jetstream.KeyWatcher) {
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		_ = w.stop(kw)
+	}()
+	if !w.nc.IsConnected() {
+		return
+	}
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+	}
 }
 
 // wait sleeps for d, returning early on a reconnect (with a heartbeat); it
