@@ -436,9 +436,10 @@ func (a *API) propose(w http.ResponseWriter, r *http.Request) {
 }
 
 // HeaderAlreadyRecorded, set to "true", marks the answer to an approve,
-// reject or withdraw that repeats one already recorded (a client retrying
-// after it lost the first answer): 200 and the version as it is now, with
-// nothing written twice. The OpenAPI document says what counts as a repeat.
+// reject, withdraw or rebase that repeats one already recorded (a client
+// retrying after it lost the first answer): 200 and the version as it is
+// now (for a rebase, the version the rebase made), with nothing written
+// twice. The OpenAPI document says what counts as a repeat.
 const HeaderAlreadyRecorded = "X-Governor-Already-Recorded"
 
 // DecisionRequest is the body of approve, reject and withdraw. Sending one
@@ -499,18 +500,22 @@ func (a *API) decide(kind string) http.HandlerFunc {
 }
 
 // alreadyRecorded reports whether err, the store's refusal (409) of by's
-// approve, reject or withdraw of version n, refuses a repeat of a decision
-// by already made, as a client sends it that lost the first answer, and
-// then returns the version as it is now. Read again after the refusal, the
-// version must hold, for an approve, by's approval with req's comment in
-// its current round, of req's checksum when it names one, while proposed
-// or since gone live; for a reject (withdraw), it must have been rejected
-// (withdrawn) by by with req's comment. Anything else stays the store's
-// refusal: another comment, a revision of the ruleset since (by's approval
-// was of an earlier round), a rebase, another person's decision. The store
-// keeps refusing a second decision; telling a retry from a conflict is the
-// API's concern.
+// approve, reject, withdraw or rebase of version n, refuses a repeat of a
+// decision by already made, as a client sends it that lost the first
+// answer, and then returns the version as it is now (for a rebase, the
+// version it made: model.AlreadyRebased says when a rebase is one). Read
+// again after the refusal, the version must hold, for an approve, by's
+// approval with req's comment in its current round, of req's checksum when
+// it names one, while proposed or since gone live; for a reject
+// (withdraw), it must have been rejected (withdrawn) by by with req's
+// comment. Anything else stays the store's refusal: another comment, a
+// revision of the ruleset since (by's approval was of an earlier round), a
+// rebase, another person's decision. The store keeps refusing a second
+// decision; telling a retry from a conflict is the API's concern.
 func (a *API) alreadyRecorded(r *http.Request, kind, svc string, n int64, by string, req DecisionRequest, err error) (versioning.Version, bool) {
+	if kind == model.DecisionRebase {
+		return model.AlreadyRebased(r.Context(), a.o.Rules, svc, n, by, err)
+	}
 	if kind != model.DecisionApprove && kind != model.DecisionReject && kind != model.DecisionWithdraw {
 		return versioning.Version{}, false
 	}

@@ -271,6 +271,153 @@ func TestRetriedRejectAndWithdrawAreRecordedOnce(t *testing.T) {
 	}
 }
 
+// staleProposal gives bank a live version and otto's proposal of rate 5
+// on the one before it (stale), which it returns.
+func (e *decideEnv) staleProposal(t *testing.T) versioning.Version {
+	t.Helper()
+	ctx := context.Background()
+	stale := e.propose(t, 5)
+	other := e.propose(t, 7)
+	_, err := e.st.Approve(ctx, "bank", other.Number, bob, "")
+	require.NoError(t, err)
+	_, err = e.st.Approve(ctx, "bank", other.Number, carol, "")
+	require.NoError(t, err)
+	return stale
+}
+
+func (e *decideEnv) versionCount(t *testing.T) int {
+	t.Helper()
+	vs, err := e.st.List(context.Background(), versioning.ListFilter{Service: "bank", Limit: 1000})
+	require.NoError(t, err)
+	return len(vs)
+}
+
+// TestRetriedRebaseIsRecordedOnce: a client that lost the answer to its
+// rebase and sends it again gets 200, the rebased version as it is now and
+// X-Governor-Already-Recorded: true, not a 409; nothing is written twice.
+func TestRetriedRebaseIsRecordedOnce(t *testing.T) {
+	e := newDecideEnv(t, 2)
+	stale := e.staleProposal(t)
+
+	w, first := e.decide(t, "otto", "rebase", stale.Number, "")
+	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+	require.Empty(t, w.Header().Get(api.HeaderAlreadyRecorded), "a first rebase is not a repeat")
+	audited, versions := e.auditLen(t), e.versionCount(t)
+
+	for _, who := range []string{"otto", "Otto"} {
+		for _, body := range []string{"", "{}"} {
+			w, got := e.decide(t, who, "rebase", stale.Number, body)
+			require.Equal(t, http.StatusOK, w.Code, "%s %q: %s", who, body, w.Body.String())
+			require.Equal(t, "true", w.Header().Get(api.HeaderAlreadyRecorded))
+			require.Equal(t, first, got, "the rebased version as it is")
+			require.Equal(t, audited, e.auditLen(t), "no second audit entry")
+			require.Equal(t, versions, e.versionCount(t), "no second version")
+		}
+	}
+}
+
+// TestRebaseConflictsStay409: a rebase that does not repeat one that
+// stands unchanged is refused with 409 and the store's message, writing
+// nothing.
+func TestRebaseConflictsStay409(t *testing.T) {
+	ctx := context.Background()
+	tests := []struct {
+		name string
+		// setup returns the version to rebase and who sends the rebase.
+		setup func(t *testing.T, e *decideEnv) (int64, string)
+		want  string
+	}{
+		{"not stale, never rebased", func(t *testing.T, e *decideEnv) (int64, string) {
+			return e.propose(t, 5).Number, "otto"
+		}, "already based on the active version"},
+		{"withdrawn, not rebased", func(t *testing.T, e *decideEnv) (int64, string) {
+			stale := e.staleProposal(t)
+			_, err := e.st.Withdraw(ctx, "bank", stale.Number, otto, "")
+			require.NoError(t, err)
+			return stale.Number, "otto"
+		}, "already withdrawn by otto"},
+		{"withdrawn with a rebase's words", func(t *testing.T, e *decideEnv) (int64, string) {
+			stale := e.staleProposal(t)
+			active, err := e.st.Active(ctx, "bank")
+			require.NoError(t, err)
+			same, err := e.st.Propose(ctx, versioning.Proposal{BaseVersion: active.Number, Ruleset: bankRuleset(5), Author: otto, Reason: "r"})
+			require.NoError(t, err)
+			_, err = e.st.Withdraw(ctx, "bank", stale.Number, otto, fmt.Sprintf("rebased as version %d", same.Number))
+			require.NoError(t, err)
+			return stale.Number, "otto"
+		}, "already withdrawn by otto"},
+		{"rejected", func(t *testing.T, e *decideEnv) (int64, string) {
+			stale := e.staleProposal(t)
+			_, err := e.st.Reject(ctx, "bank", stale.Number, carol, "no")
+			require.NoError(t, err)
+			return stale.Number, "otto"
+		}, "already rejected by carol"},
+		{"rebased by another", func(t *testing.T, e *decideEnv) (int64, string) {
+			stale := e.staleProposal(t)
+			_, err := e.st.Rebase(ctx, "bank", stale.Number, otto)
+			require.NoError(t, err)
+			return stale.Number, "bob"
+		}, "already withdrawn by otto"},
+		{"revised since", func(t *testing.T, e *decideEnv) (int64, string) {
+			stale := e.staleProposal(t)
+			nv, err := e.st.Rebase(ctx, "bank", stale.Number, otto)
+			require.NoError(t, err)
+			_, err = e.st.Revise(ctx, "bank", nv.Number, versioning.Proposal{BaseVersion: nv.Parent, Ruleset: bankRuleset(6), Author: otto, Reason: "r2"})
+			require.NoError(t, err)
+			return stale.Number, "otto"
+		}, "already withdrawn by otto"},
+		{"reason revised since", func(t *testing.T, e *decideEnv) (int64, string) {
+			stale := e.staleProposal(t)
+			nv, err := e.st.Rebase(ctx, "bank", stale.Number, otto)
+			require.NoError(t, err)
+			_, err = e.st.Revise(ctx, "bank", nv.Number, versioning.Proposal{BaseVersion: nv.Parent, Ruleset: bankRuleset(5), Author: otto, Reason: "r2"})
+			require.NoError(t, err)
+			return stale.Number, "otto"
+		}, "already withdrawn by otto"},
+		{"approved since", func(t *testing.T, e *decideEnv) (int64, string) {
+			stale := e.staleProposal(t)
+			nv, err := e.st.Rebase(ctx, "bank", stale.Number, otto)
+			require.NoError(t, err)
+			_, err = e.st.Approve(ctx, "bank", nv.Number, bob, "")
+			require.NoError(t, err)
+			return stale.Number, "otto"
+		}, "already withdrawn by otto"},
+		{"rebased version withdrawn since", func(t *testing.T, e *decideEnv) (int64, string) {
+			stale := e.staleProposal(t)
+			nv, err := e.st.Rebase(ctx, "bank", stale.Number, otto)
+			require.NoError(t, err)
+			_, err = e.st.Withdraw(ctx, "bank", nv.Number, otto, "")
+			require.NoError(t, err)
+			return stale.Number, "otto"
+		}, "already withdrawn by otto"},
+		{"another version live since", func(t *testing.T, e *decideEnv) (int64, string) {
+			stale := e.staleProposal(t)
+			_, err := e.st.Rebase(ctx, "bank", stale.Number, otto)
+			require.NoError(t, err)
+			e.staleProposal(t) // two more versions; the later one goes live
+			return stale.Number, "otto"
+		}, "already withdrawn by otto"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newDecideEnv(t, 2)
+			n, who := tt.setup(t, e)
+			before, err := e.st.Get(ctx, "bank", n)
+			require.NoError(t, err)
+			audited, versions := e.auditLen(t), e.versionCount(t)
+			w, _ := e.decide(t, who, "rebase", n, "")
+			require.Equal(t, http.StatusConflict, w.Code, w.Body.String())
+			require.Contains(t, w.Body.String(), tt.want)
+			require.Empty(t, w.Header().Get(api.HeaderAlreadyRecorded))
+			after, err := e.st.Get(ctx, "bank", n)
+			require.NoError(t, err)
+			require.Equal(t, before, after, "nothing written")
+			require.Equal(t, audited, e.auditLen(t))
+			require.Equal(t, versions, e.versionCount(t))
+		})
+	}
+}
+
 // TestAlreadyRecordedHeaderDocumented: the decisions' 200 answers document
 // the header in the OpenAPI document.
 func TestAlreadyRecordedHeaderDocumented(t *testing.T) {
@@ -284,8 +431,37 @@ func TestAlreadyRecordedHeaderDocumented(t *testing.T) {
 		} `yaml:"paths"`
 	}
 	require.NoError(t, yaml.Unmarshal(api.OpenAPI(), &doc))
-	for _, kind := range []string{"approve", "reject", "withdraw"} {
+	for _, kind := range []string{"approve", "reject", "withdraw", "rebase"} {
 		p := doc.Paths["/services/{service}/versions/{n}/"+kind]
 		require.Contains(t, p.Post.Responses["200"].Headers, api.HeaderAlreadyRecorded, kind)
 	}
+}
+
+// TestOpenAPIHasNoSplitFlowMappings: no value of the OpenAPI document is
+// empty. In a flow mapping ({description: a, b, content: ...}) an unquoted
+// comma ends the description and makes the rest a key without a value,
+// which the document's readers take for an unknown field (a response
+// object allows none) and a truncated description.
+func TestOpenAPIHasNoSplitFlowMappings(t *testing.T) {
+	var doc any
+	require.NoError(t, yaml.Unmarshal(api.OpenAPI(), &doc))
+	var empty []string
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				if x == nil {
+					empty = append(empty, fmt.Sprintf("%s: %q", path, k))
+				}
+				walk(path+"/"+k, x)
+			}
+		case []any:
+			for i, x := range v {
+				walk(fmt.Sprintf("%s/%d", path, i), x)
+			}
+		}
+	}
+	walk("", doc)
+	require.Empty(t, empty, "keys without a value (quote descriptions holding a comma)")
 }

@@ -97,3 +97,51 @@ func TestRejectionAndWithdrawalSubmittedTwiceStand(t *testing.T) {
 		}
 	}
 }
+
+// TestRebaseSubmittedTwiceStands: a second click on Rebase (or a resent
+// form) of a rebase the first click made answers as the first did, with
+// the version it made, and writes nothing; once that version changed (here
+// it went live), the page shows the store's refusal.
+func TestRebaseSubmittedTwiceStands(t *testing.T) {
+	h := newHarness(t, nil)
+	h.liveV2()
+	ctx := context.Background()
+	otto := versioning.Actor{Name: "otto", Roles: harnessUsers["otto"]}
+	alice := versioning.Actor{Name: "alice", Roles: harnessUsers["alice"]}
+	bob := versioning.Actor{Name: "bob", Roles: harnessUsers["bob"]}
+	_, err := h.store.Propose(ctx, versioning.Proposal{BaseVersion: 2, Ruleset: harnessRuleset("checkout", 180), Author: otto, Reason: "more"})
+	require.NoError(t, err)
+	other, err := h.store.Propose(ctx, versioning.Proposal{BaseVersion: 2, Ruleset: harnessRuleset("checkout", 160), Author: alice, Reason: "other"})
+	require.NoError(t, err)
+	_, err = h.store.Approve(ctx, "checkout", other.Number, bob, "")
+	require.NoError(t, err)
+
+	sid, csrf := h.session("otto")
+	path := "/services/checkout/rules/3/rebase"
+	resp, body := h.do("POST", path, sid, csrf, url.Values{})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, body)
+	require.Equal(t, "/services/checkout/rules/5", resp.Header.Get("Location"))
+	entries, err := h.store.Audit(ctx, versioning.AuditFilter{Service: "checkout", Limit: 1000})
+	require.NoError(t, err)
+
+	resp, body = h.do("POST", path, sid, csrf, url.Values{})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "resent: %s", body)
+	require.Equal(t, "/services/checkout/rules/5", resp.Header.Get("Location"))
+	again, err := h.store.Audit(ctx, versioning.AuditFilter{Service: "checkout", Limit: 1000})
+	require.NoError(t, err)
+	require.Len(t, again, len(entries), "nothing written twice")
+	_, err = h.store.Get(ctx, "checkout", 6)
+	require.ErrorIs(t, err, versioning.ErrNotFound, "no second rebased version")
+
+	asid, acsrf := h.session("alice")
+	resp, body = h.do("POST", path, asid, acsrf, url.Values{})
+	require.Equal(t, http.StatusConflict, resp.StatusCode, "another person's rebase: %s", body)
+	require.Contains(t, body, "cannot rebase version 3 of checkout: it was already withdrawn by otto")
+
+	_, err = h.store.Approve(ctx, "checkout", 5, bob, "")
+	require.NoError(t, err)
+	resp, body = h.do("POST", path, sid, csrf, url.Values{})
+	require.Equal(t, http.StatusConflict, resp.StatusCode, "the rebased version went live since: %s", body)
+	require.Contains(t, body, `<div class="banner banner-error"`)
+	require.Contains(t, body, "cannot rebase version 3 of checkout: it was already withdrawn by otto")
+}

@@ -11,43 +11,52 @@ import (
 	"governor.dev/governor/ui/model"
 )
 
+// canaryStart is what the canary start form holds, as typed.
+type canaryStart struct {
+	Version, Percent string
+}
+
 // canaryDone answers a canary form. A refused action (err) comes back as
 // the rules page with the refusal and its status, for the person who sent
-// the form only (nothing of it goes into a URL). A done one (done says
+// the form only (nothing of it goes into a URL), with typed, when not nil,
+// in the start form. A done one (done says
 // what it did) is written to the audit log; when the entry cannot be
 // written, the rules page says that the action took effect but is missing
 // from the log, with a 500: the person must not take the action for
 // recorded, nor repeat it.
-func (p *Pages) canaryDone(w http.ResponseWriter, r *http.Request, svc string, action versioning.Action, version int64, detail map[string]any, done string, err error) {
+func (p *Pages) canaryDone(w http.ResponseWriter, r *http.Request, svc string, typed *canaryStart, action versioning.Action, version int64, detail map[string]any, done string, err error) {
 	if err != nil {
 		status, _ := httperr.Status(err)
 		if status >= 500 && status != http.StatusServiceUnavailable {
 			p.fail(w, r, err)
 			return
 		}
-		p.canaryPage(w, r, svc, status, httperr.Message(err))
+		p.canaryPage(w, r, svc, status, httperr.Message(err), typed)
 		return
 	}
 	if err := model.RecordCanary(r.Context(), p.o.Rules, auth.FromContext(r.Context()).Actor(), action, svc, version, detail); err != nil {
 		p.o.Logger.Error("pages: canary audit entry not written", "service", svc, "action", action, "err", err)
 		p.canaryPage(w, r, svc, http.StatusInternalServerError, done+", "+httperr.NotRecorded(err)+
-			" (reloading this page would send the form again).")
+			" (reloading this page would send the form again).", nil)
 		return
 	}
 	http.Redirect(w, r, "/services/"+svc+"/rules", http.StatusSeeOther)
 }
 
-// canaryPage renders the rules page of svc with msg in its error box.
-// When the versions cannot be read (the database that refused the audit
-// entry is often down for both), the page still says msg, and why it
-// lists no versions.
-func (p *Pages) canaryPage(w http.ResponseWriter, r *http.Request, svc string, status int, msg string) {
+// canaryPage renders the rules page of svc with msg in its error box and,
+// when typed is not nil, typed in the start form. When the versions cannot
+// be read (the database that refused the audit entry is often down for
+// both), the page still says msg, and why it lists no versions.
+func (p *Pages) canaryPage(w http.ResponseWriter, r *http.Request, svc string, status int, msg string, typed *canaryStart) {
 	d, banners, err := p.timelineData(r, svc, nil)
 	if err != nil {
 		p.o.Logger.Error("pages: rules page not read after a canary form", "service", svc, "err", err)
 		d, banners = timelineData{Service: svc, Unreadable: httperr.Message(err)}, nil
 	}
 	d.Error = msg
+	if typed != nil {
+		d.Start = *typed
+	}
 	p.renderTimeline(w, r, status, d, banners)
 }
 
@@ -57,14 +66,17 @@ func (p *Pages) startCanary(w http.ResponseWriter, r *http.Request) {
 		p.fail(w, r, firstErr(err, httperrUnavailable()))
 		return
 	}
-	n, err := strconv.ParseInt(r.PostFormValue("version"), 10, 64)
+	// What was typed goes back into the form if the start is refused:
+	// from the request body only (PostFormValue), never from the URL.
+	typed := &canaryStart{Version: r.PostFormValue("version"), Percent: r.PostFormValue("percent")}
+	n, err := strconv.ParseInt(typed.Version, 10, 64)
 	if err != nil || n < 1 {
-		p.canaryDone(w, r, svc, "", 0, nil, "", httperrBad("version: must be a version number"))
+		p.canaryDone(w, r, svc, typed, "", 0, nil, "", httperrBad("version: must be a version number"))
 		return
 	}
-	pct, err := strconv.ParseFloat(r.PostFormValue("percent"), 64)
+	pct, err := strconv.ParseFloat(typed.Percent, 64)
 	if err != nil {
-		p.canaryDone(w, r, svc, "", 0, nil, "", httperrBad("percent: must be a number"))
+		p.canaryDone(w, r, svc, typed, "", 0, nil, "", httperrBad("percent: must be a number"))
 		return
 	}
 	v, err := p.o.Rules.Get(r.Context(), svc, n)
@@ -74,7 +86,7 @@ func (p *Pages) startCanary(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = p.o.Rollouts.StartCanary(r.Context(), v, pct)
 	}
-	p.canaryDone(w, r, svc, model.ActionCanaryStart, n, map[string]any{"percent": pct},
+	p.canaryDone(w, r, svc, typed, model.ActionCanaryStart, n, map[string]any{"percent": pct},
 		fmt.Sprintf("Canary v%d was staged to %s %% of the instances", n, strconv.FormatFloat(pct, 'f', -1, 64)), err)
 }
 
@@ -88,7 +100,7 @@ func (p *Pages) promoteCanary(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		n, err = p.o.Rollouts.Promote(r.Context(), svc, n)
 	}
-	p.canaryDone(w, r, svc, model.ActionCanaryPromote, n, map[string]any{}, fmt.Sprintf("Canary v%d was promoted to everyone", n), err)
+	p.canaryDone(w, r, svc, nil, model.ActionCanaryPromote, n, map[string]any{}, fmt.Sprintf("Canary v%d was promoted to everyone", n), err)
 }
 
 func (p *Pages) abortCanary(w http.ResponseWriter, r *http.Request) {
@@ -101,7 +113,7 @@ func (p *Pages) abortCanary(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		n, err = p.o.Rollouts.Abort(r.Context(), svc, n)
 	}
-	p.canaryDone(w, r, svc, model.ActionCanaryAbort, n, map[string]any{}, fmt.Sprintf("Canary v%d was aborted", n), err)
+	p.canaryDone(w, r, svc, nil, model.ActionCanaryAbort, n, map[string]any{}, fmt.Sprintf("Canary v%d was aborted", n), err)
 }
 
 // stagedVersion is the version the promote and abort forms showed (field

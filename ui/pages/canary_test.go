@@ -58,6 +58,57 @@ func TestRulesPageShowsNoErrorTextFromTheURL(t *testing.T) {
 	}
 }
 
+// TestRefusedCanaryStartKeepsWhatWasTyped: a refused canary start answers
+// with the rules page whose start form holds the values the person sent
+// (escaped), so they can correct them; the values come from the POSTed
+// form only, never from the URL.
+func TestRefusedCanaryStartKeepsWhatWasTyped(t *testing.T) {
+	h := newHarness(t, func(o *Options) { o.Rollouts = model.NewMemoryRollouts() })
+	h.liveV2()
+	ctx := context.Background()
+	_, err := h.store.Propose(ctx, versioning.Proposal{BaseVersion: 2, Ruleset: harnessRuleset("checkout", 200),
+		Author: versioning.Actor{Name: "alice", Roles: harnessUsers["alice"]}, Reason: "more"})
+	require.NoError(t, err)
+	sid, csrf := h.session("otto")
+	const (
+		versionInput = `<input id="c-version" name="version" type="number" min="1" value="`
+		percentInput = `<input id="c-percent" name="percent" type="number" min="1" max="99" value="`
+	)
+
+	resp, body := h.do("GET", "/services/checkout/rules?version=1&percent=77", sid, "", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Contains(t, body, versionInput+`3"`, "the newest version, not the URL's")
+	require.Contains(t, body, percentInput+`10"`, "the default share, not the URL's")
+
+	tests := []struct {
+		name, query string
+		form        url.Values
+		status      int
+		want        []string
+	}{
+		{"share out of range", "", url.Values{"version": {"2"}, "percent": {"100"}}, http.StatusUnprocessableEntity,
+			[]string{versionInput + `2"`, percentInput + `100"`}},
+		{"not a version", "", url.Values{"version": {"v2"}, "percent": {"12.5"}}, http.StatusBadRequest,
+			[]string{versionInput + `v2"`, percentInput + `12.5"`}},
+		{"markup escaped", "", url.Values{"version": {"2"}, "percent": {`"><script>alert(1)</script>`}}, http.StatusBadRequest,
+			[]string{percentInput + `&#34;&gt;&lt;script&gt;alert(1)&lt;/script&gt;"`}},
+		{"the URL's values ignored", "?version=1&percent=77", url.Values{"version": {"2"}}, http.StatusBadRequest,
+			[]string{versionInput + `2"`, percentInput + `"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := h.do("POST", "/services/checkout/canary"+tt.query, sid, csrf, tt.form)
+			require.Equal(t, tt.status, resp.StatusCode, body)
+			require.Contains(t, body, `<div class="banner banner-error" role="alert">`)
+			for _, w := range tt.want {
+				require.Contains(t, body, w)
+			}
+			require.NotContains(t, body, "<script>alert")
+			require.NotContains(t, body, `value="77"`)
+		})
+	}
+}
+
 // auditFails is a rules store that writes no audit entry (and, with
 // listErr, lists no versions): the database went down after the action.
 type auditFails struct {

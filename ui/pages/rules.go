@@ -28,6 +28,10 @@ type timelineData struct {
 	// Error is why the page's own canary form was refused, shown to the
 	// person who sent it; never text from the URL.
 	Error string
+	// Start holds the values of the canary start form: the newest version
+	// and 10 %, or, after a refused start, what its sender typed (from the
+	// POSTed form, never from the URL) to correct.
+	Start canaryStart
 	// Unreadable says why the versions could not be read ("" when they
 	// were): the page then lists none, and says so rather than "no
 	// versions yet".
@@ -94,6 +98,7 @@ func (p *Pages) timelineData(r *http.Request, svc string, q url.Values) (timelin
 		d.To = vs[0].Number
 		d.From = max(vs[0].Number-1, 1)
 	}
+	d.Start = canaryStart{Version: strconv.FormatInt(d.To, 10), Percent: "10"}
 	detail, banners := p.serviceDetail(r, svc)
 	for _, u := range detail.Undeliverable {
 		if d.Undeliverable == nil {
@@ -275,10 +280,10 @@ func (p *Pages) decide(d decision) http.HandlerFunc {
 				p.fail(w, r, err)
 				return
 			}
-			if p.alreadyDecided(r, v, d, pr.User.Name) {
+			if cur, ok := p.alreadyDecided(r, v, d, pr.User.Name, err); ok {
 				// A second click (or a resent form) of a decision the
 				// first one made: it stands, as the person meant.
-				http.Redirect(w, r, fmt.Sprintf("/services/%s/rules/%d", v.Service, v.Number), http.StatusSeeOther)
+				http.Redirect(w, r, fmt.Sprintf("/services/%s/rules/%d", cur.Service, cur.Number), http.StatusSeeOther)
 				return
 			}
 			p.renderVersion(w, r, status, v, Banner{"error", httperr.Message(err)})
@@ -288,11 +293,13 @@ func (p *Pages) decide(d decision) http.HandlerFunc {
 	}
 }
 
-// alreadyDecided reports whether the version v, read again, already holds
-// name's decision d as the form made it (its comment; for an approval, of
-// the checksum it showed): a second click or a resent form of a decision
-// that stands. A rebase is never taken for one.
-func (p *Pages) alreadyDecided(r *http.Request, v versioning.Version, d decision, name string) bool {
+// alreadyDecided reports whether err, the store's refusal of name's
+// decision d on the version v, refuses a second click or a resent form of a
+// decision that stands, and then returns the version to show: v read
+// again, holding the decision as the form made it (its comment; for an
+// approval, of the checksum it showed), or, for a rebase, the version the
+// rebase made, unchanged since (model.AlreadyRebased).
+func (p *Pages) alreadyDecided(r *http.Request, v versioning.Version, d decision, name string, err error) (versioning.Version, bool) {
 	var kind string
 	switch d {
 	case decisionApprove:
@@ -301,11 +308,13 @@ func (p *Pages) alreadyDecided(r *http.Request, v versioning.Version, d decision
 		kind = model.DecisionReject
 	case decisionWithdraw:
 		kind = model.DecisionWithdraw
+	case decisionRebase:
+		return model.AlreadyRebased(r.Context(), p.o.Rules, v.Service, v.Number, name, err)
 	default:
-		return false
+		return versioning.Version{}, false
 	}
-	cur, err := p.o.Rules.Get(r.Context(), v.Service, v.Number)
-	return err == nil && model.AlreadyDecided(cur, kind, name, r.PostFormValue("comment"), r.PostFormValue("checksum"))
+	cur, gerr := p.o.Rules.Get(r.Context(), v.Service, v.Number)
+	return cur, gerr == nil && model.AlreadyDecided(cur, kind, name, r.PostFormValue("comment"), r.PostFormValue("checksum"))
 }
 
 type diffData struct {
