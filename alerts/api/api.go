@@ -54,14 +54,16 @@ type SilenceStatus struct {
 }
 
 // Silence is a silence as an API shows it: with its state at the time of
-// the request.
+// the request, and its version (silence.Silence.Version), which
+// ExpireSilenceIf takes back.
 type Silence struct {
 	silence.Silence
-	Status SilenceStatus `json:"status"`
+	Version string        `json:"version"`
+	Status  SilenceStatus `json:"status"`
 }
 
 func view(s silence.Silence, now time.Time) Silence {
-	return Silence{Silence: s, Status: SilenceStatus{State: s.State(now)}}
+	return Silence{Silence: s, Version: s.Version(), Status: SilenceStatus{State: s.State(now)}}
 }
 
 // ParseStates reads the states a list of silences is filtered by
@@ -186,13 +188,27 @@ func (s *Service) SaveSilence(ctx context.Context, r SilenceRequest) (Silence, b
 	return view(sil, now), true, nil
 }
 
-// ExpireSilence ends the silence id now; an unknown id wraps
-// alerts.ErrNotFound.
+// ExpireSilence ends the silence id now, whatever it was edited into
+// since the caller read it, as Alertmanager's DELETE
+// /api/v2/silence/{id} does; an unknown id wraps alerts.ErrNotFound.
 func (s *Service) ExpireSilence(ctx context.Context, id string) error {
+	return s.ExpireSilenceIf(ctx, id, "")
+}
+
+// ExpireSilenceIf ends the silence id now only if it is still at version,
+// the Version of the silence as the caller showed it (an HTTP If-Match):
+// when someone changed it since, through any replica (edited it in place,
+// expired it, or replaced it by an edit of its matchers or start), it is
+// left as it is and the error wraps alerts.ErrConflict (HTTP 409), saying
+// who edited it and when, or when it ended, so that nobody expires an
+// edit they have not seen, nor believes an alert unmuted that a new
+// silence still mutes. An empty version is ExpireSilence; an unknown id
+// wraps alerts.ErrNotFound.
+func (s *Service) ExpireSilenceIf(ctx context.Context, id, version string) error {
 	// Not while an edit that read the silence active writes it back.
 	s.editMu.Lock()
 	defer s.editMu.Unlock()
-	return s.m.ExpireSilence(ctx, id, s.clk.Now())
+	return s.m.ExpireSilenceIf(ctx, id, version, s.clk.Now())
 }
 
 // HistoryEntry is one state change of an alert.

@@ -219,6 +219,98 @@ func TestSilencesStatesFilterAndExpiry(t *testing.T) {
 	}
 }
 
+// Two people look at one silence. One edits it in place (a later end, a
+// new comment: same ID); the other, on the stale view, clicks Expire. With
+// the version they saw, the expiry is refused as a conflict that says who
+// edited the silence and when, and the edit stays in force; read again,
+// the silence expires. Without a version the expiry ends the silence
+// whatever it became, as before and as Alertmanager's DELETE does.
+func TestExpireStaleVersionOfSilenceEditedInPlaceRefused(t *testing.T) {
+	s, _, clk := setup(t)
+	ctx := context.Background()
+	checkout := matchers(t, `{service="checkout"}`)
+	created, _, err := s.SaveSilence(ctx, SilenceRequest{Matchers: checkout, EndsAt: t0.Add(time.Hour), CreatedBy: "ops", Comment: "deploy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := s.Silences(nil)[0]
+	if seen.Version == "" || seen.Version != created.Version {
+		t.Fatalf("listed version %q, created %q: want one, the same", seen.Version, created.Version)
+	}
+	clk.Advance(time.Minute)
+	edited, isNew, err := s.SaveSilence(ctx, SilenceRequest{ID: created.ID, Matchers: checkout, EndsAt: t0.Add(3 * time.Hour), CreatedBy: "dba", Comment: "migration running"})
+	if err != nil || isNew {
+		t.Fatalf("edit in place: new %v, %v", isNew, err)
+	}
+	if edited.Version == seen.Version {
+		t.Fatalf("an edit kept the version %q", edited.Version)
+	}
+	clk.Advance(time.Minute)
+	err = s.ExpireSilenceIf(ctx, created.ID, seen.Version)
+	if !errors.Is(err, alerts.ErrConflict) {
+		t.Fatalf("expire of a stale version: %v, want alerts.ErrConflict", err)
+	}
+	for _, want := range []string{created.ID, "dba", "10:01:00"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("conflict %q does not say %q", err, want)
+		}
+	}
+	if got := s.Silences(nil)[0]; got.Status.State != silence.StateActive || !got.EndsAt.Equal(t0.Add(3*time.Hour)) {
+		t.Fatalf("after a refused expiry: %+v, want the edit in force", got)
+	}
+	fresh := s.Silences(nil)[0]
+	if err := s.ExpireSilenceIf(ctx, created.ID, fresh.Version); err != nil {
+		t.Fatalf("expire of the version read again: %v", err)
+	}
+	if got := s.Silences(nil)[0]; got.Status.State != silence.StateExpired || !got.EndsAt.Equal(clk.Now()) {
+		t.Fatalf("after the expiry: %+v", got)
+	}
+
+	// Without a version: the silence ends whatever it became.
+	other, _, err := s.SaveSilence(ctx, SilenceRequest{Matchers: matchers(t, `{service="search"}`), EndsAt: t0.Add(time.Hour), CreatedBy: "ops", Comment: "deploy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.SaveSilence(ctx, SilenceRequest{ID: other.ID, Matchers: other.Matchers, EndsAt: t0.Add(3 * time.Hour), CreatedBy: "dba", Comment: "longer"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ExpireSilence(ctx, other.ID); err != nil {
+		t.Fatalf("expire without a version: %v", err)
+	}
+	if err := s.ExpireSilenceIf(ctx, "nope", seen.Version); !errors.Is(err, alerts.ErrNotFound) {
+		t.Fatalf("expire of an unknown silence with a version: %v, want alerts.ErrNotFound", err)
+	}
+}
+
+// An edit Alertmanager does not make in place (other matchers) expires the
+// silence and creates a new one. Expire on the stale view of the old one,
+// with its version, is refused, saying it ended: whoever clicked learns
+// that a silence they have not seen (the new one) still mutes.
+func TestExpireStaleVersionOfSilenceReplacedRefused(t *testing.T) {
+	s, _, clk := setup(t)
+	ctx := context.Background()
+	created, _, err := s.SaveSilence(ctx, SilenceRequest{Matchers: matchers(t, `{service="checkout"}`), EndsAt: t0.Add(time.Hour), CreatedBy: "ops", Comment: "deploy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk.Advance(time.Minute)
+	next, isNew, err := s.SaveSilence(ctx, SilenceRequest{ID: created.ID, Matchers: matchers(t, `{service=~"checkout|search"}`), EndsAt: t0.Add(time.Hour), CreatedBy: "dba", Comment: "both"})
+	if err != nil || !isNew {
+		t.Fatalf("replacing edit: new %v, %v", isNew, err)
+	}
+	clk.Advance(time.Minute)
+	err = s.ExpireSilenceIf(ctx, created.ID, created.Version)
+	if !errors.Is(err, alerts.ErrConflict) || !strings.Contains(err.Error(), "ended") {
+		t.Fatalf("expire of a replaced silence's stale version: %v, want alerts.ErrConflict saying it ended", err)
+	}
+	for _, got := range s.Silences([]silence.State{silence.StateActive}) {
+		if got.ID == next.ID {
+			return
+		}
+	}
+	t.Fatalf("the new silence %s is no longer active: %+v", next.ID, s.Silences(nil))
+}
+
 // A start or end that is not an RFC 3339 time is refused naming the field.
 func TestParseTimeNamesTheField(t *testing.T) {
 	for _, in := range []string{"2026-03-02 12:00", "now", "2026-03-02T12:00"} {

@@ -8,7 +8,9 @@
 // A restarted manager loads everything from the store, so it neither loses
 // a firing or acknowledged alert nor sends a notification twice; messages
 // logged but never delivered are queued again, or closed unsent when their
-// receiver is no longer configured.
+// receiver is no longer configured. A notification whose log entry cannot
+// be written is still sent (at-least-once) and logged once the store is
+// back (Manager.Lead says what a lead lost before that sends again).
 //
 // Engine replicas on one database each run a manager, and only the
 // leader's sends: a manager made with Options.Standby sends nothing and

@@ -176,6 +176,9 @@ func (m *Manager) Standby() {
 	m.failed = nil
 	clear(m.owed)    // open in the log, for the next leader
 	m.unmarked = nil // likewise
+	// Never logged: the next leader, which does not know they were sent,
+	// sends them again (send).
+	m.unrecorded = nil
 	clear(m.resending)
 	m.mu.Unlock()
 	m.undone = nil

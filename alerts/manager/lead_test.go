@@ -82,12 +82,19 @@ func (r *replicaReceiver) held() (release func()) {
 // connection), as one engine replica does, grouping by service.
 func replica(t *testing.T, h *harness, standby bool) (*Manager, *replicaReceiver, store.Store) {
 	t.Helper()
+	return wrappedReplica(t, h, standby, func(st store.Store) store.Store { return st })
+}
+
+// wrappedReplica is replica with the manager's store wrapped; it returns
+// the store unwrapped.
+func wrappedReplica(t *testing.T, h *harness, standby bool, wrap func(store.Store) store.Store) (*Manager, *replicaReceiver, store.Store) {
+	t.Helper()
 	st, err := store.OpenSQLite(context.Background(), h.path, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec := &replicaReceiver{in: make(chan string, 64)}
-	m, err := New(context.Background(), Options{Rules: testRules, Query: h.db.query, Store: st, Clock: h.clk,
+	m, err := New(context.Background(), Options{Rules: testRules, Query: h.db.query, Store: wrap(st), Clock: h.clk,
 		Registerer: prometheus.NewRegistry(), Receivers: map[string]notify.Notifier{"pd": rec},
 		Routes: []dispatch.Route{{Receiver: "pd", GroupBy: []string{"service"}}},
 		Timing: dispatch.Timing{GroupWait: 30 * time.Second, GroupInterval: time.Minute},

@@ -96,6 +96,10 @@ type Manager struct {
 	// store down), for the next steps to write again (retryMarks);
 	// guarded by mu.
 	unmarked []mark
+	// unrecorded holds the notifications queued although their log entry
+	// could not be written (the store down), for the next steps to log
+	// (retryRecords) before their closing writes; guarded by mu.
+	unrecorded []record
 
 	// resentAt is when each Resender's firing alerts were last queued
 	// again (guarded by stepMu); resending names those whose resend is
@@ -442,7 +446,8 @@ func (m *Manager) step(ctx context.Context, now time.Time) error {
 		m.disp.Undo(f.msg)
 	}
 	m.undone = append(m.undone, failed...)
-	errs = append(errs, m.retryMarks(ctx), m.announceAcks(ctx, now, firing, acks), m.resendAcks(ctx, now, firing, acks))
+	// The log entries first, then their closing writes.
+	errs = append(errs, m.retryRecords(ctx), m.retryMarks(ctx), m.announceAcks(ctx, now, firing, acks), m.resendAcks(ctx, now, firing, acks))
 	filter := dispatch.Filter{
 		Muted: func(fp alerts.Fingerprint, _ alerts.Alert) bool {
 			r := quiet[fp]
@@ -633,11 +638,18 @@ func sortedRefs(set map[dispatch.GroupRef]bool) []dispatch.GroupRef {
 }
 
 // send logs the message with its group state, then queues it; the caller
-// holds routeMu for reading. A message
-// already in the log is not queued again; if the log cannot be written the
-// message is still sent (a page matters more than the log) and the error
-// returned. A replica whose lead ended meanwhile only logs it: the next
+// holds routeMu for reading. A message already in the log is not queued
+// again. A replica whose lead ended meanwhile only logs it: the next
 // replica to take the lead (Lead) sends it.
+//
+// If the log cannot be written (the database failing over) the message is
+// still sent and the error returned: a page that waits for the database
+// is worse than one sent twice, and Alertmanager's notifications are
+// at-least-once too. The log entry is written by the next steps once the
+// store is back (retryRecords), and its group's state with it, so that a
+// leader taking over after that step does not send it again. Only a lead
+// that changes before (Standby drops what is left to write) sends it a
+// second time: the next leader knows nothing of it.
 func (m *Manager) send(ctx context.Context, g *dispatch.GroupState, msg *notify.Message) error {
 	inserted, err := m.o.Store.RecordNotification(ctx, g, msg)
 	if err != nil {
@@ -652,8 +664,50 @@ func (m *Manager) send(ctx context.Context, g *dispatch.GroupState, msg *notify.
 	if q == nil {
 		return errors.Join(err, fmt.Errorf("%w: receiver %q", alerts.ErrNotFound, msg.Receiver))
 	}
+	if err != nil {
+		r := record{msg: msg}
+		if g != nil {
+			r.group = &dispatch.GroupRef{Receiver: g.Receiver, Key: g.Key}
+		}
+		m.mu.Lock()
+		m.unrecorded = append(m.unrecorded, r)
+		m.mu.Unlock()
+	}
 	m.enqueue(q, msg)
 	return err
+}
+
+// record is a notification queued without its log entry.
+type record struct {
+	msg *notify.Message
+	// group is the group that sent it, nil for an acknowledgement.
+	group *dispatch.GroupRef
+}
+
+// retryRecords writes the log entries that could not be written when
+// their notifications were queued (send), oldest first, stopping at the
+// first failure (the store is still down). The group of each is stored
+// again by the step's syncGroups, as the dispatcher holds it now: its
+// state as of the notification may be older than one stored since. The
+// caller holds stepMu and routeMu for reading, and not mu.
+func (m *Manager) retryRecords(ctx context.Context) error {
+	m.mu.Lock()
+	pending := m.unrecorded
+	m.unrecorded = nil
+	m.mu.Unlock()
+	for i, r := range pending {
+		// Not inserted: a write reported failed had been committed.
+		if _, err := m.o.Store.RecordNotification(ctx, nil, r.msg); err != nil {
+			m.mu.Lock()
+			m.unrecorded = append(pending[i:], m.unrecorded...)
+			m.mu.Unlock()
+			return m.storeErr(err)
+		}
+		if r.group != nil {
+			m.groupsPut[*r.group] = true
+		}
+	}
+	return nil
 }
 
 // errQueueFull is the log entry's error of a notification its receiver's
@@ -833,7 +887,8 @@ func (m *Manager) Rules() []rule.Rule { return m.eval.Rules() }
 // One with an ID this replica does not hold replaces whatever the store
 // holds under it. A silence that has already ended on the manager's clock
 // is refused, as Alertmanager does: it would mute nothing, and whoever
-// mistyped its end would believe the alert silenced.
+// mistyped its end would believe the alert silenced. Its UpdatedAt is set
+// to now on the manager's clock, which changes its version.
 func (m *Manager) AddSilence(ctx context.Context, s silence.Silence) (silence.Silence, error) {
 	return m.addSilence(ctx, nil, s)
 }
@@ -864,6 +919,7 @@ func (m *Manager) addSilence(ctx context.Context, base *silence.Silence, s silen
 	if s.CreatedAt.IsZero() {
 		s.CreatedAt = m.o.Clock.Now()
 	}
+	s.UpdatedAt = m.o.Clock.Now()
 	m.syncMu.Lock()
 	defer m.syncMu.Unlock()
 	var err error
@@ -880,27 +936,81 @@ func (m *Manager) addSilence(ctx context.Context, base *silence.Silence, s silen
 	return m.sils().Add(s)
 }
 
-// ExpireSilence ends a silence at now. It reads the silences from the
-// store first (Sync), so that one added or edited through another replica
-// since the last step is found and expired as it is now. The store is
-// written first and the running set changed only once it holds the end, as
+// ExpireSilence ends a silence at now, whatever it was edited into since
+// the caller read it. It reads the silences from the store first (Sync),
+// so that one added or edited through another replica since the last step
+// is found and expired as it is now, and writes the end only if the store
+// still holds what it read (store.ReplaceSilence), reading again when
+// another replica wrote the silence meanwhile, so that its edit is what
+// ends, not overwritten by the silence as read. The store is written
+// first and the running set changed only once it holds the end, as
 // AddSilence does: a silence the store still holds active would come back
-// after a restart. An unknown id wraps alerts.ErrNotFound.
+// after a restart. A silence that has already ended is left as it is. An
+// unknown id wraps alerts.ErrNotFound.
 func (m *Manager) ExpireSilence(ctx context.Context, id string, now time.Time) error {
+	return m.expireSilence(ctx, id, "", now)
+}
+
+// ExpireSilenceIf is ExpireSilence for a caller that showed the silence at
+// version (silence.Silence.Version): if the silence has changed since,
+// through any replica (edited in place, expired, replaced by an edit that
+// expired it), nothing is written and the error wraps alerts.ErrConflict,
+// saying who edited it and when, or when it ended. An empty version is
+// ExpireSilence.
+func (m *Manager) ExpireSilenceIf(ctx context.Context, id, version string, now time.Time) error {
+	return m.expireSilence(ctx, id, version, now)
+}
+
+// expireAttempts bounds the reads and writes of an expiry racing other
+// replicas' writes of the same silence.
+const expireAttempts = 3
+
+func (m *Manager) expireSilence(ctx context.Context, id, version string, now time.Time) error {
 	m.syncMu.Lock()
 	defer m.syncMu.Unlock()
-	if err := m.storeErr(m.syncLocked(ctx, false, true)); err != nil {
-		return err
+	var err error
+	for range expireAttempts {
+		if err := m.storeErr(m.syncLocked(ctx, false, true)); err != nil {
+			return err
+		}
+		s, gerr := m.sils().Get(id)
+		if gerr != nil {
+			return gerr
+		}
+		if version != "" && s.Version() != version {
+			return changedSince(s, version, now)
+		}
+		if !s.EndsAt.After(now) {
+			return nil // ended already
+		}
+		if err = m.o.Store.ReplaceSilence(ctx, s, s.Expired(now)); err == nil {
+			_, err = m.sils().Expire(id, now)
+			return err
+		}
+		if !errors.Is(err, alerts.ErrConflict) {
+			return err
+		}
+		// Another replica wrote the silence since the read: read it again.
 	}
-	s, err := m.sils().Get(id)
-	if err != nil {
-		return err
-	}
-	if err := m.o.Store.PutSilence(ctx, s.Expired(now)); err != nil {
-		return err
-	}
-	_, err = m.sils().Expire(id, now)
 	return err
+}
+
+// changedSince is the conflict of an expiry of version when the store
+// holds cur.
+func changedSince(cur silence.Silence, version string, now time.Time) error {
+	var what string
+	switch {
+	case cur.State(now) == silence.StateExpired:
+		what = fmt.Sprintf("it ended at %s (an edit of its matchers or start ends it and creates a new silence)",
+			cur.EndsAt.UTC().Format(time.RFC3339))
+	case cur.UpdatedAt.IsZero():
+		what = fmt.Sprintf("it was edited by %s and now ends at %s", cur.CreatedBy, cur.EndsAt.UTC().Format(time.RFC3339))
+	default:
+		what = fmt.Sprintf("it was edited by %s at %s and now ends at %s", cur.CreatedBy,
+			cur.UpdatedAt.UTC().Format(time.RFC3339), cur.EndsAt.UTC().Format(time.RFC3339))
+	}
+	return fmt.Errorf("%w: silence %q changed since version %s was read: %s; read it again (version %s)",
+		alerts.ErrConflict, cur.ID, version, what, cur.Version())
 }
 
 // Silences lists the silences, as of this replica's last Sync or Step

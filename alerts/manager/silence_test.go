@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,7 +15,8 @@ import (
 	"governor.dev/governor/alerts/store"
 )
 
-// failingSilences is a store whose PutSilence fails while fail is set.
+// failingSilences is a store whose writes of silences fail while fail is
+// set.
 type failingSilences struct {
 	store.Store
 	fail bool
@@ -25,6 +27,13 @@ func (f *failingSilences) PutSilence(ctx context.Context, s silence.Silence) err
 		return errors.New("disk full")
 	}
 	return f.Store.PutSilence(ctx, s)
+}
+
+func (f *failingSilences) ReplaceSilence(ctx context.Context, prev, next silence.Silence) error {
+	if f.fail {
+		return errors.New("disk full")
+	}
+	return f.Store.ReplaceSilence(ctx, prev, next)
 }
 
 // An expiry the store refused is not applied: the running manager keeps
@@ -197,4 +206,79 @@ func TestAlertUnsilencedAfterItsGroupNotifiedIsSentAtGroupInterval(t *testing.T)
 	h.timeline(5*time.Minute+30*time.Second, 11*time.Minute, map[time.Duration][]string{
 		10 * time.Minute: {"firing Load@checkout/firing,Load@search/firing"}, // the silence ended
 	})
+}
+
+// silenceRacer is a store on which another replica writes a silence
+// (edit) between a replica's read of the silences and its first write of
+// one.
+type silenceRacer struct {
+	store.Store
+	edit  *silence.Silence
+	armed *atomic.Bool
+}
+
+func (s silenceRacer) race(ctx context.Context) {
+	if s.armed.CompareAndSwap(true, false) {
+		if err := s.Store.PutSilence(ctx, *s.edit); err != nil {
+			panic(err)
+		}
+	}
+}
+
+func (s silenceRacer) PutSilence(ctx context.Context, sl silence.Silence) error {
+	s.race(ctx)
+	return s.Store.PutSilence(ctx, sl)
+}
+
+func (s silenceRacer) ReplaceSilence(ctx context.Context, prev, next silence.Silence) error {
+	s.race(ctx)
+	return s.Store.ReplaceSilence(ctx, prev, next)
+}
+
+// An edit another replica stores between ExpireSilence's read of the
+// silence and its write is neither overwritten by the silence as read nor
+// passed over: without a version the edit is what expires, its author and
+// comment kept; with the version read it is refused as a conflict and the
+// edit stays in force.
+func TestExpireSilenceRacingAnotherReplicasEdit(t *testing.T) {
+	for _, versioned := range []bool{false, true} {
+		t.Run(map[bool]string{false: "without a version", true: "with the version read"}[versioned], func(t *testing.T) {
+			h := newHarness(t)
+			h.close()
+			edit, armed := new(silence.Silence), new(atomic.Bool)
+			h.wrap = func(st store.Store) store.Store { return silenceRacer{Store: st, edit: edit, armed: armed} }
+			h.open()
+			ctx := context.Background()
+			ms, _ := alerts.ParseMatchers(`service="a"`)
+			s, err := h.m.AddSilence(ctx, silence.Silence{Matchers: ms, StartsAt: t0,
+				EndsAt: t0.Add(time.Hour), CreatedBy: "ops", Comment: "deploy"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			*edit = s
+			edit.EndsAt, edit.CreatedBy, edit.Comment, edit.UpdatedAt = t0.Add(3*time.Hour), "dba", "migration", t0.Add(time.Minute)
+			armed.Store(true)
+			h.clk.Set(t0.Add(2 * time.Minute))
+			if versioned {
+				err = h.m.ExpireSilenceIf(ctx, s.ID, s.Version(), h.clk.Now())
+			} else {
+				err = h.m.ExpireSilence(ctx, s.ID, h.clk.Now())
+			}
+			if versioned != errors.Is(err, alerts.ErrConflict) {
+				t.Fatalf("expire: %v", err)
+			}
+			stored, err := h.st.Silences(ctx)
+			if err != nil || len(stored) != 1 {
+				t.Fatalf("stored %+v, %v", stored, err)
+			}
+			got := stored[0]
+			wantEnd := h.clk.Now()
+			if versioned {
+				wantEnd = edit.EndsAt
+			}
+			if got.CreatedBy != "dba" || got.Comment != "migration" || !got.EndsAt.Equal(wantEnd) {
+				t.Fatalf("stored %+v, want the edit ending at %s", got, wantEnd)
+			}
+		})
+	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"governor.dev/governor/alerts"
 	"governor.dev/governor/alerts/dispatch"
+	"governor.dev/governor/alerts/notify"
 	"governor.dev/governor/alerts/notify/pagerduty"
 	"governor.dev/governor/alerts/rule"
 	"governor.dev/governor/alerts/store"
@@ -520,5 +521,105 @@ func TestLogEntriesClosedWhileTheStoreWasDownAreWrittenAgain(t *testing.T) {
 	h.at(150 * time.Second)
 	if got := h.hook.webhooks(t); len(got) != 0 {
 		t.Fatalf("sent again after the restart: %q", got)
+	}
+}
+
+// logDown is a store whose notification log and group writes fail while
+// down is set: the database of a failover, as the notification is sent.
+type logDown struct {
+	store.Store
+	down *atomic.Bool
+}
+
+var errConnRefused = errors.New("connection refused")
+
+func (s logDown) RecordNotification(ctx context.Context, g *dispatch.GroupState, m *notify.Message) (bool, error) {
+	if s.down.Load() {
+		return false, errConnRefused
+	}
+	return s.Store.RecordNotification(ctx, g, m)
+}
+
+func (s logDown) MarkDelivered(ctx context.Context, id string, at time.Time, attempts int, errText string) error {
+	if s.down.Load() {
+		return errConnRefused
+	}
+	return s.Store.MarkDelivered(ctx, id, at, attempts, errText)
+}
+
+func (s logDown) UpdateGroups(ctx context.Context, put []dispatch.GroupState, remove []dispatch.GroupRef) error {
+	if s.down.Load() {
+		return errConnRefused
+	}
+	return s.Store.UpdateGroups(ctx, put, remove)
+}
+
+// A page sent while the notification log could not be written (the
+// database failing over) is sent all the same: a page matters more than
+// its log entry, and a duplicate page is better than a late one. Its log
+// entry and its group's state are written by the first step after the
+// store is back, so that a leader taking over after that does not page
+// again: the page goes out exactly once. A lead that changes before
+// (while the store is down, or before that step) leaves the next leader
+// unaware of the page, and it goes out twice, never more.
+func TestPageSentWhileTheLogWasDownIsLoggedOnceTheStoreIsBack(t *testing.T) {
+	tests := []struct {
+		name string
+		// stepAfter: the leader steps once the store is back, before
+		// the lead changes.
+		stepAfter bool
+		want      int
+	}{
+		{"lead changes after a step with the store back", true, 1},
+		{"lead changes while the store is down", false, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			h := newHarness(t)
+			h.close()
+			down := new(atomic.Bool)
+			a, ra, st := wrappedReplica(t, h, false, func(st store.Store) store.Store { return logDown{Store: st, down: down} })
+			b, rb, _ := replica(t, h, true)
+
+			h.db.set("load", "x")
+			stepAt(t, h, a, 0)
+			down.Store(true)
+			h.clk.Set(t0.Add(30 * time.Second))
+			if err := a.Step(ctx, h.clk.Now()); !errors.Is(err, errConnRefused) {
+				t.Fatalf("a step that could not log its page: %v, want the store's error", err)
+			}
+			if err := a.Idle(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := ra.received(); !slices.Equal(got, []string{"firing Load@x"}) {
+				t.Fatalf("sent while the log was down: %v, want the page", got)
+			}
+			if tt.stepAfter {
+				down.Store(false)
+				stepAt(t, h, a, 60*time.Second) // the log entry is written, then closed
+				if err := a.Idle(ctx); err != nil {
+					t.Fatal(err)
+				}
+				stepAt(t, h, a, 90*time.Second) // nothing is left to write
+				if pending := undeliveredLines(t, st); len(pending) != 0 {
+					t.Fatalf("open log entries after the store came back: %v", pending)
+				}
+			}
+			a.Standby()
+			down.Store(false)
+			if err := b.Lead(ctx); err != nil {
+				t.Fatal(err)
+			}
+			for d := 2 * time.Minute; d <= 10*time.Minute; d += 30 * time.Second {
+				stepAt(t, h, b, d)
+			}
+			if err := b.Idle(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if n := len(ra.received()) + len(rb.received()); n != tt.want {
+				t.Fatalf("paged %d times (%v, then %v), want %d", n, ra.received(), rb.received(), tt.want)
+			}
+		})
 	}
 }

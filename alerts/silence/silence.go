@@ -5,7 +5,9 @@ package silence
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -24,6 +26,24 @@ type Silence struct {
 	CreatedBy string          `json:"created_by"`
 	Comment   string          `json:"comment"`
 	CreatedAt time.Time       `json:"created_at"`
+	// UpdatedAt is when the silence was last written: created, edited in
+	// place or expired; zero for one stored before it was recorded.
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
+}
+
+// Version identifies what the silence says: every write that changes it
+// (an edit in place, an expiry) changes its version. A caller that shows a
+// silence passes its version back to act on that silence only as shown
+// (an HTTP ETag), so that a change made meanwhile is not passed over.
+// Times compare as instants, whatever their zones.
+func (s Silence) Version() string {
+	s.StartsAt, s.EndsAt, s.CreatedAt, s.UpdatedAt = s.StartsAt.UTC(), s.EndsAt.UTC(), s.CreatedAt.UTC(), s.UpdatedAt.UTC()
+	b, err := json.Marshal(s)
+	if err != nil { // matchers always encode
+		b = []byte(s.ID)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
 }
 
 // Validate names the first bad field.
@@ -134,11 +154,11 @@ func (st *Set) Add(s Silence) (Silence, error) {
 }
 
 // Expired returns the silence ended at t: its end moved back to t, and its
-// start too if it had not started. One that had already ended is returned
-// unchanged.
+// start too if it had not started, updated at t. One that had already
+// ended is returned unchanged.
 func (s Silence) Expired(t time.Time) Silence {
 	if s.EndsAt.After(t) {
-		s.EndsAt = t
+		s.EndsAt, s.UpdatedAt = t, t
 		if s.StartsAt.After(t) {
 			s.StartsAt = t
 		}

@@ -46,3 +46,32 @@ func TestUpdatableInPlaceFollowsAlertmanager(t *testing.T) {
 		})
 	}
 }
+
+// A silence's version is the same whatever the zones of its times (as the
+// store reads it back), and changes with every write: an edit, an expiry.
+// Expiring one that ended already changes nothing.
+func TestVersionChangesWithEveryWrite(t *testing.T) {
+	s := Silence{ID: "x", Matchers: mustMatchers(t, `service="a"`), StartsAt: t0, EndsAt: t0.Add(time.Hour),
+		CreatedBy: "ops", Comment: "deploy", CreatedAt: t0, UpdatedAt: t0}
+	v := s.Version()
+	zoned := s
+	zone := time.FixedZone("CET", 3600)
+	zoned.StartsAt, zoned.EndsAt, zoned.CreatedAt, zoned.UpdatedAt = s.StartsAt.In(zone), s.EndsAt.In(zone), s.CreatedAt.In(zone), s.UpdatedAt.In(zone)
+	if zoned.Version() != v {
+		t.Fatalf("version in another zone %s, want %s", zoned.Version(), v)
+	}
+	edited := s
+	edited.Comment = "deploy, longer"
+	expired := s.Expired(t0.Add(time.Minute))
+	if !expired.UpdatedAt.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("expired at %s, updated at %s", expired.EndsAt, expired.UpdatedAt)
+	}
+	for name, other := range map[string]Silence{"edited": edited, "expired": expired} {
+		if other.Version() == v {
+			t.Fatalf("%s: version %s unchanged", name, v)
+		}
+	}
+	if again := expired.Expired(t0.Add(time.Hour)); again.Version() != expired.Version() {
+		t.Fatal("expiring an ended silence changed its version")
+	}
+}

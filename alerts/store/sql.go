@@ -337,7 +337,7 @@ func (s *SQL) ReplaceSilence(ctx context.Context, prev, next silence.Silence) er
 // silenceKey encodes sl with its times in UTC, so that two encodings are
 // equal when the silences say the same, whatever the zones of their times.
 func silenceKey(sl silence.Silence) ([]byte, error) {
-	sl.StartsAt, sl.EndsAt, sl.CreatedAt = sl.StartsAt.UTC(), sl.EndsAt.UTC(), sl.CreatedAt.UTC()
+	sl.StartsAt, sl.EndsAt, sl.CreatedAt, sl.UpdatedAt = sl.StartsAt.UTC(), sl.EndsAt.UTC(), sl.CreatedAt.UTC(), sl.UpdatedAt.UTC()
 	return json.Marshal(sl)
 }
 
