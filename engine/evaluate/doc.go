@@ -159,6 +159,21 @@
 // change nothing; Tick logs them, each distinct set at most once per ten
 // minutes of cycle time.
 //
+// A store may also answer without warning but without some instances: a
+// target down or a scrape failing leaves the instance's series out, so
+// the service's summed request rate shrinks with them, and a service
+// overloaded below a ceiling nobody seems to reach would have its ceiling
+// cut to the shrunken rate's share, down to the band's floor. With a
+// delivery ledger (Options.Fleet), a recommendation that lowers a
+// service's ceiling while fewer of its instances report (those with a
+// current SDK sample, signals.Entry.Reporting) than the ledger has live is
+// held: inconclusive, its reason beginning "metrics partial: <n> of <m>
+// instances reported". The ledger's live instances are the expectation
+// because they are heard from over NATS, independently of the metrics
+// store, and are what the ceiling is split over. A raise, a re-split or a
+// breaker change is not held: the missing traffic only makes the ceiling
+// look less reached.
+//
 // A signal query that fails (the store timed out or refused it, or its
 // template does not aggregate by service) holds every proposal of the
 // cycle, each recommendation's reason beginning "metrics failed: <signal>:

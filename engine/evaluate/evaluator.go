@@ -419,6 +419,12 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 			rec.Reason = why + "; " + rec.Reason
 			rec.Ruleset, rec.Inconclusive = nil, true
 		}
+		if why := fewerReporting(in, rec, e.o.Fleet != nil); why != "" {
+			// Some live instances were not scraped: the summed rate
+			// lacks their traffic, and a cut would follow it.
+			rec.Reason = why + "; " + rec.Reason
+			rec.Ruleset, rec.Inconclusive = nil, true
+		}
 		res.Recommendations = append(res.Recommendations, rec)
 		if rec.Ruleset != nil && e.o.Proposer != nil && !fenced && !ended {
 			if ctx.Err() != nil {

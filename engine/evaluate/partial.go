@@ -1,9 +1,11 @@
 package evaluate
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 
+	"governor.dev/governor/engine/recommend"
 	"governor.dev/governor/engine/signals"
 )
 
@@ -85,4 +87,28 @@ func (e *Evaluator) incidentRead(what string, res *signals.Result) bool {
 		}
 	}
 	return false
+}
+
+// fewerReporting says why rec must not be proposed, or "": it lowers the
+// service's rate ceiling while the service's signals come from fewer
+// instances (signals.Entry.Reporting, those with a current SDK sample)
+// than the delivery ledger has live (in.Instances). Such a cut follows the
+// summed request rate, which lacks the traffic of the instances not
+// scraped (a target down, a scrape failing): overloaded below a ceiling
+// nobody seems to reach, the recommender cuts to the offered rate's share,
+// down to the band's floor (a tenth of the ceiling by default). A
+// recommendation that raises the ceiling, keeps it (a re-split over the
+// live instances) or only changes breakers is not held: the missing
+// traffic can only make the ceiling look less reached, never raise it.
+// Without a delivery ledger (fleet false) the live count is unknown and
+// nothing is held.
+func fewerReporting(in recommend.Input, rec recommend.Recommendation, fleet bool) string {
+	if !fleet || rec.Ruleset == nil || rec.Evidence == nil || in.Entry == nil {
+		return ""
+	}
+	if c := rec.Evidence.Ceiling; !(c.To < c.From) || in.Entry.Reporting >= in.Instances {
+		return ""
+	}
+	return fmt.Sprintf("%s%d of %d instances reported (expected: the live instances of the delivery ledger): a ceiling cut from their summed request rate would follow the missing instances' traffic, not the load",
+		partialPrefix, in.Entry.Reporting, in.Instances)
 }

@@ -721,3 +721,119 @@ func TestFailedIncidentReadHoldsTheGuardrail(t *testing.T) {
 		t.Fatalf("guardrail held %q after a failed downstream latency read", got)
 	}
 }
+
+// TestFewerInstancesReportingHoldsCuts: ten services run two instances
+// each in the store. While the delivery ledger has a third live instance
+// of each that is not scraped, the summed request rates lack its traffic:
+// the cycle proposes no ceiling cut, saying how many instances reported of
+// how many, and still proposes the raises. With every live instance
+// reporting, the same fleet gets its cuts.
+func TestFewerInstancesReportingHoldsCuts(t *testing.T) {
+	const services = 10
+	for _, tt := range []struct {
+		name string
+		live int // live instances a service in the ledger
+		held string
+	}{
+		{"every instance reports", 2, ""},
+		{"one of three not scraped", 3, "metrics partial: 2 of 3 instances reported (expected: the live instances of the delivery ledger)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			db, err := embedded.Open(embedded.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			fillStore(t, db, services, 2)
+			clk := clock.NewFake(benchT0.Add(-10 * time.Minute)) // the starting versions are old: not guarded
+			st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			ins := liveFleet(t, st, services, tt.live)
+			clk.Set(benchT0.Add(5 * time.Minute))
+			reader, err := signals.NewReader(db, signals.ReaderOptions{MaxAge: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tracker, rec := testScoring(t)
+			e, err := New(Options{Reader: reader, Tracker: tracker, Recommender: rec, Versions: st, Fleet: fleetOf{ins},
+				Registerer: prometheus.NewRegistry()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cuts, raises, held := 0, 0, 0
+			for range 3 {
+				res, err := e.Tick(ctx, clk.Now())
+				if err != nil {
+					t.Fatal(err)
+				}
+				clk.Advance(10 * time.Second)
+				for _, r := range res.Recommendations {
+					if r.Ruleset != nil && r.Evidence.Ceiling.To < r.Evidence.Ceiling.From {
+						cuts++
+					}
+					if r.Ruleset != nil && r.Evidence.Ceiling.To > r.Evidence.Ceiling.From {
+						raises++
+					}
+					if tt.held != "" && strings.HasPrefix(r.Reason, tt.held) {
+						held++
+						if r.Ruleset != nil || !r.Inconclusive || !strings.Contains(r.Reason, "lower the ceiling") {
+							t.Errorf("%s: %+v", r.Service, r)
+						}
+					}
+				}
+			}
+			if raises == 0 {
+				t.Errorf("no raise proposed")
+			}
+			switch {
+			case tt.held == "" && cuts == 0:
+				t.Fatalf("no cut with every instance reporting: %+v", e.Recommendations())
+			case tt.held != "" && (cuts != 0 || held == 0):
+				t.Fatalf("%d cuts proposed, %d held: %+v", cuts, held, e.Recommendations())
+			}
+		})
+	}
+}
+
+// TestFewerReporting: only a ceiling cut is held, and only while fewer
+// instances report than the ledger has live.
+func TestFewerReporting(t *testing.T) {
+	rec := func(from, to float64) recommend.Recommendation {
+		return recommend.Recommendation{Ruleset: &rules.Ruleset{}, Evidence: &recommend.Evidence{Ceiling: recommend.Ceiling{From: from, To: to}}}
+	}
+	in := func(reporting, live int) recommend.Input {
+		return recommend.Input{Entry: &signals.Entry{Reporting: reporting}, Instances: live}
+	}
+	for _, tt := range []struct {
+		name  string
+		in    recommend.Input
+		rec   recommend.Recommendation
+		fleet bool
+		held  bool
+	}{
+		{"cut, one not scraped", in(2, 3), rec(100, 60), true, true},
+		{"cut, none reporting", in(0, 3), rec(100, 60), true, true},
+		{"cut, every one reporting", in(3, 3), rec(100, 60), true, false},
+		{"cut, more reporting than live", in(4, 3), rec(100, 60), true, false},
+		{"cut without a ledger", in(1, 1), rec(100, 60), false, false},
+		{"raise", in(2, 3), rec(100, 130), true, false},
+		{"re-split", in(2, 3), rec(100, 100), true, false},
+		{"breakers only", in(2, 3), rec(0, 0), true, false},
+		{"nothing proposed", in(2, 3), recommend.Recommendation{}, true, false},
+		{"no signals", recommend.Input{Instances: 3}, rec(100, 60), true, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			why := fewerReporting(tt.in, tt.rec, tt.fleet)
+			if (why != "") != tt.held {
+				t.Fatalf("held %q, want held %v", why, tt.held)
+			}
+			if tt.held && !strings.HasPrefix(why, fmt.Sprintf("%s%d of %d instances reported", partialPrefix, tt.in.Entry.Reporting, tt.in.Instances)) {
+				t.Fatalf("reason %q", why)
+			}
+		})
+	}
+}

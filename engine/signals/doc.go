@@ -26,11 +26,12 @@
 // Reader.Query renders the templates.
 //
 // From a SeriesSource (the embedded store) the Reader does not send the
-// four shared rate queries, nor the default in-flight, limit and freshness
-// templates, through the PromQL engine at all: it reads the selected series'
-// samples from the store and computes rate() (PromQL's extrapolation and
-// counter-reset handling, step by step), the instant selectors' newest
-// sample within the lookback, and the sums and maxima itself, in the
+// four shared rate queries, nor the default in-flight, limit, freshness and
+// reporting templates, through the PromQL engine at all: it reads the
+// selected series' samples from the store and computes rate() (PromQL's
+// extrapolation and counter-reset handling, step by step), the instant
+// selectors' newest sample within the lookback, and the sums, counts and
+// maxima itself, in the
 // engine's order, so the answers are the engine's to the bit (checked
 // against it on seeded fleets with counter resets, gaps, stale markers, NaN
 // values and missing series, and fuzzed). A query whose series hold native
@@ -40,12 +41,23 @@
 // SeriesSource's samples, or as PromQL from any other Source: the
 // evaluator's downstream p99 (DownstreamP99) is one.
 //
+// Every Read also counts, per key, the instances with a current SDK sample
+// (the Reporting template, Entry.Reporting): how many instances a
+// service's sums come from, so a consumer can tell a rate that fell from
+// one that lost instances to a failed scrape.
+//
 // A signal that cannot be known is reported as unknown with a Status saying
 // why (no series, NaN or infinite, stale, query failed, partial data); it is
 // never reported as zero. A query that fails, or times out, makes only the
 // signals read from it unknown (Failed); the others keep their values. So
 // does a query that answers more than one sample for a key (a template
 // without a sum by the scope's labels): no one of them is the key's value.
+// NewReader and CheckTemplates refuse such a template before anything
+// runs: each override is rendered for both scopes, parsed by Prometheus's
+// PromQL parser and refused, naming templates.<signal>, unless its result
+// is an instant vector grouped by exactly the scope's labels ({{.By}},
+// and class for ShedRatioByClass), following the labels through
+// aggregations, binary operations' matching and functions.
 //
 // # Partial data
 //

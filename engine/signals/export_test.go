@@ -48,7 +48,7 @@ var CounterRate = counterRate
 // GaugeSignals are the signals whose default templates a SeriesSource
 // answers from the newest samples.
 func GaugeSignals() []Signal {
-	return []Signal{InFlight, Limit, Freshness}
+	return []Signal{InFlight, Limit, Freshness, Reporting}
 }
 
 // EvalGauge evaluates the default template of s from src as the Reader

@@ -162,13 +162,16 @@ func (q rateQuery) eval(ctx context.Context, src SeriesSource, services []string
 }
 
 // gaugeQuery is a default template of the form
-// sum by (<scope>) (metric{<services>}), or
-// max by (<scope>) (timestamp(metric{<services>})).
+// sum by (<scope>) (metric{<services>}),
+// max by (<scope>) (timestamp(metric{<services>})), or
+// count by (<scope>) (metric{<services>}).
 type gaugeQuery struct {
 	metric string
 	// newest: max of the samples' times in seconds instead of the sum of
 	// their values.
 	newest bool
+	// count: the number of series instead of the sum of their values.
+	count bool
 }
 
 // ownGauges are the signals whose default templates are gaugeQueries,
@@ -177,6 +180,7 @@ var ownGauges = map[Signal]gaugeQuery{
 	InFlight:  {metric: "governor_sdk_inflight"},
 	Limit:     {metric: "governor_sdk_limit"},
 	Freshness: {metric: "governor_sdk_rules_version", newest: true},
+	Reporting: {metric: "governor_sdk_rules_version", count: true},
 }
 
 // eval answers the query at time at from src as the PromQL engine would:
@@ -192,6 +196,10 @@ func (q gaugeQuery) eval(ctx context.Context, src SeriesSource, services []strin
 	g := newGrouping(scope, nil)
 	err = src.SelectLatest(ctx, ts, ms, func(ls labels.Labels, t int64, v float64) {
 		gr, first := g.of(ls)
+		if q.count {
+			gr.sum.add(1)
+			return
+		}
 		if !q.newest {
 			gr.sum.add(v)
 			return
@@ -264,5 +272,5 @@ func SeriesMetrics() []string {
 		out = append(out, q.metric)
 	}
 	slices.Sort(out)
-	return out
+	return slices.Compact(out) // freshness and reporting read the same gauge
 }

@@ -376,10 +376,12 @@ func (r *recordingSeries) SelectLatest(ctx context.Context, ts int64, ms []*labe
 	return r.DB.SelectLatest(ctx, ts, ms, fn)
 }
 
-var gaugeMetrics = []string{"governor_sdk_inflight", "governor_sdk_limit", "governor_sdk_rules_version"}
+// gaugeMetrics are the gauges a Read selects: the SDK's rules version twice,
+// for freshness and for the count of reporting instances.
+var gaugeMetrics = []string{"governor_sdk_inflight", "governor_sdk_limit", "governor_sdk_rules_version", "governor_sdk_rules_version"}
 
 // TestSeriesSourcePlan: from a SeriesSource the three shared rate queries
-// and the in-flight, limit and freshness templates read samples instead of
+// and the in-flight, limit, freshness and reporting templates read samples instead of
 // sending PromQL, the others (the process join, the queue delay) are sent as
 // before, an overridden template is still sent as written, and a failed
 // sample read fails exactly the signals that come from it.
@@ -397,7 +399,7 @@ func TestSeriesSourcePlan(t *testing.T) {
 		notFailed []signals.Signal
 	}{
 		{name: "shared", queries: 1, read: all},
-		{name: "per signal", opts: signals.ReaderOptions{PerSignal: true}, queries: 12},
+		{name: "per signal", opts: signals.ReaderOptions{PerSignal: true}, queries: 13},
 		{name: "overridden request rate keeps its template",
 			opts:    signals.ReaderOptions{Templates: map[signals.Signal]string{signals.RequestRate: `sum by ({{.By}}) (rate(governor_sdk_requests_total{ {{.Selector}}outcome="admitted"}[{{.Window}}]))`}},
 			queries: 1 + 1, read: all},

@@ -253,6 +253,10 @@ func (r *Reader) assemble(at time.Time, scope Scope, answers []answer) (*Snapsho
 				if v := classify(a.sig, smp.V); v.Known() {
 					e.Newest = time.UnixMilli(int64(v.V * 1000))
 				}
+			case Reporting:
+				if v := classify(a.sig, smp.V); v.Known() {
+					e.Reporting = int(v.V)
+				}
 			case ShedRatioByClass:
 				class := smp.Labels["class"]
 				if _, seen := e.ShedByClass[class]; seen {
@@ -284,7 +288,7 @@ func (r *Reader) assemble(at time.Time, scope Scope, answers []answer) (*Snapsho
 	}
 	for _, e := range snap.Entries {
 		for s, err := range snap.Errors {
-			if s == Freshness {
+			if s == Freshness || s == Reporting {
 				continue
 			}
 			if s == ShedRatioByClass {
@@ -298,7 +302,7 @@ func (r *Reader) assemble(at time.Time, scope Scope, answers []answer) (*Snapsho
 		for s, w := range snap.Partial {
 			v := Unknown(Partial, string(s)+": "+w)
 			switch s {
-			case Freshness:
+			case Freshness, Reporting:
 			case ShedRatioByClass:
 				for c := range e.ShedByClass {
 					e.ShedByClass[c] = v

@@ -112,7 +112,7 @@ func edgeFleet() []series {
 	return out
 }
 
-func openEdgeStore(t *testing.T) *embedded.DB {
+func openEdgeStore(t testing.TB) *embedded.DB {
 	db, err := embedded.Open(embedded.Options{})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, db.Close()) })
@@ -288,23 +288,23 @@ func TestSharedQueryPlan(t *testing.T) {
 		failed    []signals.Signal
 		notFailed []signals.Signal
 	}{
-		{name: "shared", queries: 5 + 3},
-		{name: "per signal", opts: signals.ReaderOptions{PerSignal: true}, queries: 12},
+		{name: "shared", queries: 5 + 4},
+		{name: "per signal", opts: signals.ReaderOptions{PerSignal: true}, queries: 13},
 		{name: "overridden request rate keeps its template",
 			opts:    signals.ReaderOptions{Templates: map[signals.Signal]string{signals.RequestRate: `sum by ({{.By}}) (rate(governor_sdk_requests_total{ {{.Selector}}outcome="admitted"}[{{.Window}}]))`}},
-			queries: 5 + 4},
+			queries: 5 + 5},
 		{name: "overridden latency drops the latency query",
 			opts: signals.ReaderOptions{Templates: map[signals.Signal]string{
 				signals.LatencyP50: `histogram_quantile(0.5, sum by ({{.By}}, le) (rate(governor_sdk_queue_delay_seconds_bucket{ {{.Selector}} }[{{.Window}}])))`,
 				signals.LatencyP99: `histogram_quantile(0.99, sum by ({{.By}}, le) (rate(governor_sdk_queue_delay_seconds_bucket{ {{.Selector}} }[{{.Window}}])))`}},
-			queries: 4 + 5},
-		{name: "failed requests query fails what derives from it", failOn: "class, outcome", queries: 8,
+			queries: 4 + 6},
+		{name: "failed requests query fails what derives from it", failOn: "class, outcome", queries: 9,
 			failed:    []signals.Signal{signals.RequestRate, signals.ErrorRatio, signals.ShedRatio, signals.ShedRatioByClass},
 			notFailed: []signals.Signal{signals.LatencyP99, signals.InFlight}},
-		{name: "failed errors query fails the error ratio only", failOn: "request_errors_total", queries: 8,
+		{name: "failed errors query fails the error ratio only", failOn: "request_errors_total", queries: 9,
 			failed:    []signals.Signal{signals.ErrorRatio},
 			notFailed: []signals.Signal{signals.RequestRate, signals.ShedRatio}},
-		{name: "failed process query fails cpu and memory", failOn: "governor_signal", queries: 8,
+		{name: "failed process query fails cpu and memory", failOn: "governor_signal", queries: 9,
 			failed:    []signals.Signal{signals.CPU, signals.Memory},
 			notFailed: []signals.Signal{signals.RequestRate, signals.LatencyP50}},
 	} {
@@ -335,5 +335,26 @@ func TestSharedQueryPlan(t *testing.T) {
 				requireSameSnapshots(t, w, snap)
 			}
 		})
+	}
+}
+
+// Every read counts the instances each service's sums come from
+// (Entry.Reporting): those with a current SDK gauge, whether the reader
+// asks PromQL or reads the store's samples.
+func TestReadCountsReportingInstances(t *testing.T) {
+	db := openEdgeStore(t)
+	at := sharedT0.Add(3 * time.Minute)
+	for _, opts := range []signals.ReaderOptions{{MaxAge: -1}, {MaxAge: -1, PerSignal: true}} {
+		for _, src := range []signals.Source{db, &recording{PromQLSource: db}} {
+			r, err := signals.NewReader(src, opts)
+			require.NoError(t, err)
+			snap, err := r.Read(context.Background(), at, signals.PerService)
+			require.NoError(t, err)
+			require.Equal(t, 2, snap.Entries[signals.Key{Service: "a"}].Reporting)
+			require.Equal(t, 1, snap.Entries[signals.Key{Service: "b"}].Reporting)
+			snap, err = r.Read(context.Background(), at, signals.PerInstance, "a")
+			require.NoError(t, err)
+			require.Equal(t, 1, snap.Entries[signals.Key{Service: "a", Instance: "a2"}].Reporting)
+		}
 	}
 }

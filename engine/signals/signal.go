@@ -47,6 +47,12 @@ const ShedRatioByClass Signal = "shed_ratio_by_class"
 // exports). It is not a signal of its own: it decides staleness.
 const Freshness Signal = "freshness"
 
+// Reporting is the template name of the number of instances of each key
+// with a current SDK sample (by default of governor_sdk_rules_version): per
+// service, how many instances its summed signals come from. It is not a
+// signal of its own; its count lands in Entry.Reporting.
+const Reporting Signal = "reporting"
+
 // All lists the per-entry signals in a stable order.
 var All = []Signal{RequestRate, ErrorRatio, LatencyP50, LatencyP99, InFlight, Limit, ShedRatio, QueueDelayP99, CPU, Memory}
 

@@ -62,6 +62,10 @@ type Entry struct {
 	ShedByClass map[string]Value `json:"shedByClass"`
 	// Newest is the time of the newest SDK sample, zero if unknown.
 	Newest time.Time `json:"newest"`
+	// Reporting is how many instances of the key have a current SDK
+	// sample (see the Reporting template): per service, how many
+	// instances its sums come from. 0 when unknown.
+	Reporting int `json:"reporting"`
 }
 
 // Get returns the value of signal s (Missing if the entry lacks it).

@@ -76,11 +76,17 @@ sum by ({{.By}}, class) (rate(governor_sdk_requests_total{ {{.Selector}}` + offe
   group by (job, instance, service) (governor_sdk_rules_version{ {{.Selector}} })
 )`,
 		Freshness: `max by ({{.By}}) (timestamp(governor_sdk_rules_version{ {{.Selector}} }))`,
+		Reporting: `count by ({{.By}}) (governor_sdk_rules_version{ {{.Selector}} })`,
 	}
 }
 
 // CheckTemplates validates template overrides as NewReader would, so
-// configuration can be refused before anything starts.
+// configuration can be refused before anything starts: a template must
+// parse, use only the fields of TemplateData, render valid PromQL for both
+// scopes, and answer an instant vector grouped by exactly the scope's
+// labels, {{.By}} (with class too for ShedRatioByClass), e.g. through an
+// outer sum by ({{.By}}) (...). The error names the template as
+// templates.<signal>.
 func CheckTemplates(overrides map[Signal]string) error {
 	_, err := compileTemplates(overrides)
 	return err
@@ -90,8 +96,9 @@ func CheckTemplates(overrides map[Signal]string) error {
 type templateSet map[Signal]*template.Template
 
 // compileTemplates merges overrides into the defaults, parses every template
-// and checks that it renders to valid PromQL for both scopes. It refuses the
-// whole set on the first problem, naming the signal.
+// and checks that it renders, for both scopes, to valid PromQL whose result
+// is grouped by exactly the scope's labels (see checkGrouping). It refuses
+// the whole set on the first problem, naming the signal.
 func compileTemplates(overrides map[Signal]string) (templateSet, error) {
 	src := DefaultTemplates()
 	for _, s := range slices.Sorted(maps.Keys(overrides)) {
@@ -110,16 +117,27 @@ func compileTemplates(overrides map[Signal]string) (templateSet, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: templates.%s: %v", ErrInvalidOption, s, err)
 		}
-		for _, d := range []TemplateData{
-			{Selector: "", By: byService, Window: "1m"},
-			{Selector: `service="x",`, By: byInstance, Window: "1m"},
+		for _, scope := range []struct {
+			data TemplateData
+			want []string
+		}{
+			{TemplateData{Selector: "", By: byService, Window: "1m"}, []string{"service"}},
+			{TemplateData{Selector: `service="x",`, By: byInstance, Window: "1m"}, []string{"service", "instance"}},
 		} {
-			q, err := render(t, d)
+			q, err := render(t, scope.data)
 			if err != nil {
 				return nil, fmt.Errorf("%w: templates.%s: %v", ErrInvalidOption, s, err)
 			}
-			if _, err := p.ParseExpr(q); err != nil {
+			expr, err := p.ParseExpr(q)
+			if err != nil {
 				return nil, fmt.Errorf("%w: templates.%s: not valid PromQL: %v", ErrInvalidOption, s, err)
+			}
+			if s == ShedRatioByClass {
+				scope.want = append(scope.want, "class")
+			}
+			if err := checkGrouping(expr, scope.want); err != nil {
+				return nil, fmt.Errorf("%w: templates.%s: with {{.By}} = %q, must answer one sample per (%s): %v",
+					ErrInvalidOption, s, scope.data.By, strings.Join(scope.want, ", "), err)
 			}
 		}
 		set[s] = t

@@ -79,3 +79,48 @@ func TestValueAndKeyStrings(t *testing.T) {
 	require.Equal(t, "vector", TypeVector.String())
 	require.Equal(t, "instance", PerInstance.String())
 }
+
+// A template whose result is not grouped by exactly the scope's labels
+// would answer several samples for a key (or none carrying them): it is
+// refused at start, naming the template and what its grouping lacks or
+// adds, not found at the first read.
+func TestTemplateGrouping(t *testing.T) {
+	tests := []struct {
+		name string
+		sig  Signal
+		tmpl string
+		want string // error substring; empty: accepted
+	}{
+		{"no aggregation", CPU, `rate(x{ {{.Selector}} }[{{.Window}}])`, "templates.cpu: "},
+		{"sum without by", CPU, `sum(rate(x{ {{.Selector}} }[{{.Window}}]))`, "templates.cpu: "},
+		{"by service only", CPU, `sum by (service) (x{ {{.Selector}} })`, "instance"},
+		{"extra label", CPU, `sum by ({{.By}}, route) (x{ {{.Selector}} })`, "route"},
+		{"without", CPU, `sum without (route) (x{ {{.Selector}} })`, "templates.cpu: "},
+		{"or vector", CPU, `sum by ({{.By}}) (x{ {{.Selector}} }) or vector(0)`, "templates.cpu: "},
+		{"scalar", CPU, `scalar(sum(x))`, "templates.cpu: "},
+		{"class missing", ShedRatioByClass, `sum by ({{.By}}) (x{ {{.Selector}} })`, "class"},
+		{"by", CPU, `max by ({{.By}}) (x{ {{.Selector}} })`, ""},
+		{"topk", CPU, `topk(1, sum by ({{.By}}) (x{ {{.Selector}} }))`, ""},
+		{"arithmetic", CPU, `2 * sum by ({{.By}}) (x{ {{.Selector}} }) / sum by ({{.By}}) (y)`, ""},
+		{"clamp", CPU, `clamp_max(sum by ({{.By}}) (x{ {{.Selector}} }), 1)`, ""},
+		{"subquery", CPU, `max_over_time(sum by ({{.By}}) (rate(x{ {{.Selector}} }[{{.Window}}]))[5m:])`, ""},
+		{"quantile", CPU, `histogram_quantile(0.9, sum by ({{.By}}, le) (rate(b{ {{.Selector}} }[{{.Window}}])))`, ""},
+		{"join", CPU, DefaultTemplates()[CPU], ""},
+		{"one-sided join", CPU, `rate(x[{{.Window}}]) * on (instance) group_left (service) y`, "many side"},
+		{"on keeps its labels", CPU, `sum by ({{.By}}) (x) / on ({{.By}}) sum by ({{.By}}, route) (y)`, ""},
+		{"absent", CPU, `sum by ({{.By}}) (x) or absent(x)`, "absent()"},
+		{"label_replace adds a label", CPU, `label_replace(sum by ({{.By}}) (x), "zone", "a", "", "")`, "zone"},
+		{"class", ShedRatioByClass, `sum by ({{.By}}, class) (x{ {{.Selector}} })`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckTemplates(map[Signal]string{tt.sig: tt.tmpl})
+			if tt.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, ErrInvalidOption)
+			require.ErrorContains(t, err, tt.want)
+		})
+	}
+}

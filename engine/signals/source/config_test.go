@@ -45,6 +45,8 @@ func TestDecode(t *testing.T) {
 		{"bad target", `{"embedded":{"targets":[{"url":"http://a/m"},{"url":"ftp://b/m"}]}}`, "embedded.targets[1].url: scheme must be http or https"},
 		{"bad template", `{"templates":{"memory":"sum("}}`, "templates.memory: not valid PromQL"},
 		{"unknown template", `{"templates":{"disk":"x"}}`, `unknown signal "disk"`},
+		{"template not grouped by service", `{"templates":{"request_rate":"rate(governor_sdk_requests_total{ {{.Selector}} }[{{.Window}}])"}}`,
+			`templates.request_rate: with {{.By}} = "service", must answer one sample per (service)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
