@@ -172,7 +172,9 @@
 // (the relay's, under a context without a deadline), are bounded by
 // LedgerOptions.SweepTimeout (default 30s), as
 // the recording of a batch of messages is by RecordTimeout, so a database that
-// stops answering does not hold the ledger's loop. It
+// stops answering does not hold the ledger's loop; on SQLStore they write
+// the instances they re-evaluate 512 to a transaction, not a commit each,
+// and leave the unchanged ones unwritten. It
 // persists through a LedgerStore: MemoryStore for tests and the dev stack,
 // SQLStore on the rules database (PostgreSQL or SQLite, migrations
 // 00200-00299). Ledger replicas

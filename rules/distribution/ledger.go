@@ -94,7 +94,10 @@ type LedgerOptions struct {
 	// every other message waiting or dropped.
 	RecordTimeout time.Duration
 	// SweepTimeout bounds one sweep of Run (its store and bucket calls),
-	// and the store calls of Published and Aborted; default 30s. A database that stops answering without refusing held
+	// and the store calls of Published and Aborted; default 30s. On a
+	// LedgerBatchStore the instances they re-evaluate are written 512 to a
+	// transaction (a commit each held a slow disk past the bound at 10,000
+	// instances). A database that stops answering without refusing held
 	// the ledger's one loop, and every message waiting or dropped behind
 	// it, until the TCP timeout. A sweep cut short keeps what it wrote; the
 	// next sweep starts over.
@@ -130,6 +133,9 @@ type Ledger struct {
 	// when a sweep deletes the next batch.
 	pruneBatch int
 	nextPrune  time.Time
+	// saveBatch bounds the instance writes of a re-evaluation that go
+	// in one transaction on a LedgerBatchStore.
+	saveBatch int
 	// deaf is the last time this replica could not hear or record the
 	// instances' messages (see evaluator.evaluate).
 	deaf time.Time
@@ -235,6 +241,7 @@ func NewLedger(o LedgerOptions) (*Ledger, error) {
 		pruned: f.NewCounter(prometheus.CounterOpts{Name: "governor_distribution_ledger_transitions_pruned_total",
 			Help: "Transitions deleted from the history because they were older than the retention."}),
 		pruneBatch: pruneBatch,
+		saveBatch:  maxBatch,
 		sums:       map[versionKey]string{},
 	}
 	for _, s := range States {
@@ -366,7 +373,13 @@ func (l *Ledger) updateTarget(ctx context.Context, service string, change func(t
 // again while another replica's write beats it (ErrChanged), at most
 // maxAttempts times, counting each conflict.
 func (l *Ledger) compareAndSet(op func() error) error {
-	for attempt := 1; ; attempt++ {
+	return l.compareAndSetFrom(1, op)
+}
+
+// compareAndSetFrom is compareAndSet from attempt first on: the attempts
+// before it were refused elsewhere (a batch's save, LedgerBatchStore).
+func (l *Ledger) compareAndSetFrom(first int, op func() error) error {
+	for attempt := first; ; attempt++ {
 		err := op()
 		if !errors.Is(err, ErrChanged) || attempt == maxAttempts {
 			return err
@@ -649,45 +662,6 @@ func (l *Ledger) saveAgainst(ctx context.Context, prev *Instance, in Instance, t
 	return state, nil
 }
 
-// reevaluateInstance evaluates an instance as read against t and writes it
-// if its state or target moved. If another replica changed the record
-// meanwhile, it is read again and evaluated anew.
-func (l *Ledger) reevaluateInstance(ctx context.Context, in Instance, t Target, now time.Time) (state State, err error) {
-	first := true
-	err = l.compareAndSet(func() error {
-		if !first {
-			cur, ok, err := l.o.Store.Instance(ctx, in.Service, in.Instance)
-			if err != nil {
-				return fmt.Errorf("distribution: ledger instance: %w", err)
-			}
-			if !ok {
-				return nil
-			}
-			in = cur
-		}
-		first = false
-		prev := in
-		state, err = l.saveAgainst(ctx, &prev, in, t, now, false)
-		return err
-	})
-	return state, err
-}
-
-// reevaluate re-evaluates every instance of the target's service.
-func (l *Ledger) reevaluate(ctx context.Context, t Target) error {
-	ins, err := l.o.Store.Instances(ctx, t.Service)
-	if err != nil {
-		return fmt.Errorf("distribution: ledger instances: %w", err)
-	}
-	now := l.o.Clock.Now()
-	for _, in := range ins {
-		if _, err := l.reevaluateInstance(ctx, in, t, now); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // Sweep re-evaluates every instance (time makes instances STALE or GONE),
 // forgets the instances GONE for longer than LedgerOptions.ForgetAfter,
 // refreshes the per-state gauges and deletes a batch of the transitions
@@ -708,13 +682,15 @@ func (l *Ledger) Sweep(ctx context.Context) error {
 	}
 	now := l.o.Clock.Now()
 	targets := map[string]Target{}
-	counts := map[string]map[State]int{}
 	latest, staged := l.o.Latest, l.o.Staged
+	r := l.newReevaluation(now, len(ins))
+	services := make([]string, 0, len(ins)) // of r's instances, in order
 	for _, in := range ins {
 		t, ok := targets[in.Service]
 		if !ok {
 			if t, err = l.target(ctx, in.Service); err != nil {
-				return err
+				// The batch waiting is written: one at a time had written it.
+				return errors.Join(err, r.flush(ctx))
 			}
 			if latest != nil {
 				if t, err = l.catchUp(ctx, t, latest); err != nil {
@@ -735,19 +711,26 @@ func (l *Ledger) Sweep(ctx context.Context) error {
 		}
 		forgot, err := l.forget(ctx, in, t, now)
 		if err != nil {
-			return err
+			return errors.Join(err, r.flush(ctx))
 		}
 		if forgot {
 			continue
 		}
-		state, err := l.reevaluateInstance(ctx, in, t, now)
-		if err != nil {
+		if err := r.add(ctx, in, t); err != nil {
 			return err
 		}
-		if counts[in.Service] == nil {
-			counts[in.Service] = map[State]int{}
+		services = append(services, in.Service)
+	}
+	if err := r.flush(ctx); err != nil {
+		return err
+	}
+	counts := map[string]map[State]int{}
+	for i, state := range r.states {
+		svc := services[i]
+		if counts[svc] == nil {
+			counts[svc] = map[State]int{}
 		}
-		counts[in.Service][state]++
+		counts[svc][state]++
 	}
 	for svc := range l.gauged {
 		if counts[svc] == nil {

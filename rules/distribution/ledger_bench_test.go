@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"governor.dev/governor/migrations"
+	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/sdk/watch"
 )
 
@@ -120,4 +122,84 @@ func BenchmarkLedgerAcksAtFleetScale(b *testing.B) {
 		return names.ReportSubject(svc), &watch.Report{Service: svc, Instance: fmt.Sprintf("pod-%d", i%n),
 			Status: watch.StatusACK, Version: v, Running: v}
 	})
+}
+
+// BenchmarkLedgerPublished records a publication to a service of n
+// instances: the new stable version moves every instance's target, so
+// each one is evaluated and written (what holds the ledger's lock, and so
+// its message loop, while it runs). A LedgerBatchStore writes them in
+// batches (one commit each), any other store one at a time.
+func BenchmarkLedgerPublished(b *testing.B) {
+	stores := []struct {
+		name string
+		open func(b *testing.B) LedgerStore
+	}{
+		{"memory", func(*testing.B) LedgerStore { return NewMemoryStore() }},
+		{"sqlite", func(b *testing.B) LedgerStore {
+			return NewSQLStore(openSQL(b, "sqlite", "file:"+filepath.Join(b.TempDir(), "ledger.db")+"?_pragma=busy_timeout(5000)", migrations.SQLite))
+		}},
+		{"postgres", func(b *testing.B) LedgerStore {
+			return NewSQLStore(openSQL(b, "pgx", machinePostgres(b), migrations.Postgres))
+		}},
+	}
+	for _, st := range stores {
+		for _, n := range []int{1000, 10000} {
+			b.Run(fmt.Sprintf("%s/instances=%d", st.name, n), func(b *testing.B) {
+				ctx := context.Background()
+				clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+				store := st.open(b)
+				l, err := NewLedger(LedgerOptions{Store: store, Clock: clk, Registerer: prometheus.NewRegistry()})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := l.Published(ctx, envelope(b, "checkout", 1), nil); err != nil {
+					b.Fatal(err)
+				}
+				seedSynced(b, store, "checkout", n, 1, clk.Now())
+				v := int64(1)
+				for b.Loop() {
+					v++
+					clk.Advance(time.Second)
+					if err := l.Published(ctx, envelope(b, "checkout", v), nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "instances/s")
+				if in, _, _ := store.Instance(ctx, "checkout", "pod-0"); in.Target != v {
+					b.Fatalf("pod-0 %+v, want target v%d", in, v)
+				}
+			})
+		}
+	}
+}
+
+// seedSynced records n instances of service (pod-0 to pod-n-1) that run
+// version v, SYNCED since at: in batches on a LedgerBatchStore (n
+// heartbeats through the ledger would take longer than the measurement).
+func seedSynced(b *testing.B, store LedgerStore, service string, n int, v int64, at time.Time) {
+	b.Helper()
+	ctx := context.Background()
+	saves := make([]InstanceSave, 0, 1000)
+	write := func() {
+		if bs, ok := store.(LedgerBatchStore); ok {
+			if _, err := bs.SaveInstances(ctx, saves); err != nil {
+				b.Fatal(err)
+			}
+		} else {
+			for _, s := range saves {
+				if err := store.SaveInstance(ctx, nil, s.In, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		saves = saves[:0]
+	}
+	for i := range n {
+		saves = append(saves, InstanceSave{In: Instance{Service: service, Instance: fmt.Sprintf("pod-%d", i), Running: v, Target: v,
+			State: StateSynced, Since: at, LastSeen: at, HeartbeatMS: 10000, AckVersion: v}})
+		if len(saves) == cap(saves) {
+			write()
+		}
+	}
+	write()
 }

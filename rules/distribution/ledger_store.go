@@ -83,9 +83,11 @@ func (e *SaveError) Unwrap() error { return e.Err }
 
 // LedgerBatchStore is a LedgerStore that records many messages with one
 // commit. It is optional: the ledger records the messages waiting together
-// (up to 512) through it when its store implements it, and one message at
-// a time through SaveInstance (one commit each) otherwise. SQLStore
-// implements it; MemoryStore, whose writes cost no commit, does not.
+// (up to 512) through it when its store implements it, and writes the
+// instances a publication or a sweep re-evaluates 512 at a time, and one
+// message or instance at a time through SaveInstance (one commit each)
+// otherwise. SQLStore implements it; MemoryStore, whose writes cost no
+// commit, does not.
 type LedgerBatchStore interface {
 	LedgerStore
 	// InstancesOf returns the recorded instances among keys; an unknown
