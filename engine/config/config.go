@@ -359,7 +359,8 @@ type Guardrail struct {
 	// guardrail's windows for them to count as comparable; 0 means 1.5.
 	LoadRatio float64 `yaml:"load_ratio"`
 	// MaxWait: a version still inconclusive this long after Settle is
-	// recorded as inconclusive for good; 0 means three windows.
+	// recorded as inconclusive for good; at least Window, 0 means three
+	// windows.
 	MaxWait time.Duration `yaml:"max_wait"`
 }
 
@@ -670,6 +671,11 @@ func (c *Config) Validate() error {
 	}
 	if g.MaxWait < 0 {
 		bad("guardrail.max_wait", "must not be negative, got %s", g.MaxWait)
+	} else if g.MaxWait > 0 && g.MaxWait < g.Window {
+		// An inconclusive verdict would be final before one full window
+		// after activation was seen.
+		bad("guardrail.max_wait", "%s is shorter than guardrail.window (%s): a version would be recorded as inconclusive for good before a full window after its activation was seen; set it to at least %s (0: three windows)",
+			g.MaxWait, g.Window, g.Window)
 	}
 	if f := c.Alerts.ConfigFile; f != "" && strings.TrimSpace(f) != f {
 		bad("alerts.config_file", "%q has leading or trailing spaces", f)

@@ -168,6 +168,7 @@ func TestRecommendAndAlertLevelKeys(t *testing.T) {
 		{"healthy errors", "recommend: {healthy_error_ratio: 2}", "recommend.healthy_error_ratio:"},
 		{"spreads", "recommend: {warn_spreads: 8, critical_spreads: 4}", "recommend.critical_spreads:"},
 		{"max wait", "guardrail: {max_wait: -1s}", "guardrail.max_wait:"},
+		{"max wait shorter than window", "guardrail: {window: 5m, max_wait: 2m}", "guardrail.max_wait: 2m0s is shorter than guardrail.window (5m0s)"},
 		{"alerts file spaces", "alerts: {config_file: ' a.json'}", "alerts.config_file:"},
 		{"silence retention", "alerts: {silence_retention: -1h}", "alerts.silence_retention:"},
 		{"receiver dropping for", "alerts: {receiver_dropping_for: -1m}", "alerts.receiver_dropping_for:"},

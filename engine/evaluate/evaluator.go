@@ -496,7 +496,8 @@ func (e *Evaluator) judged(scores []loadscore.Score, infos []versioning.ServiceI
 		// A version this engine has not read yet (it started, or took the
 		// lead, after the service stopped reporting; or the version went
 		// live while it was silent) is handed to the guardrail once, which
-		// watches it if it is recent enough and keeps it judged meanwhile.
+		// judges it (live, or after the fact when it went live longer ago,
+		// up to guardrail.Options.Recover) and holds proposals meanwhile.
 		v, read := e.active[in.Name]
 		if _, ok := e.seen[in.Name]; ok || !read || v.Number != in.Active || e.o.Guard.Watching(in.Name) {
 			absent = append(absent, in.Name)

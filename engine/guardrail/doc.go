@@ -14,6 +14,30 @@
 // The after window grows to Window and then slides, so a version
 // inconclusive on its first full window is judged again on the latest one.
 //
+// # Cumulative change
+//
+// Each version is compared with the window just before it went live, so
+// small steps, each within tolerance, could add up without bound (three
+// versions each raising p99 latency by 20%, within a tolerance of 25%, make
+// it 73% slower). Every version is therefore also compared with an older
+// baseline: the window before the activation of the oldest of its
+// ancestors (its parent, the parent's parent, ...) that went live within
+// Drift (default 1h) before it, walking back no further than a rollback (it
+// starts afresh) or a service's first version (nothing before it). These
+// cumulative checks (Check.Since names that activation, and their Detail
+// starts "since before vN") use the same tolerances and test, with the
+// offered load of those two windows compared as above and the incidents of
+// the version's own windows. Only their regressions count: a window up to
+// an hour old is often not comparable (traffic moves over an hour), so an
+// inconclusive or passing cumulative check changes nothing, and the
+// version is still judged on its own windows. A cumulative regression rolls
+// the version back to its parent, as any regression: the last step is
+// undone, and the versions before it, each judged on its own, stay. The
+// ancestors are read from the store once per watch (a failed read is
+// logged and retried at the next evaluation, without a cumulative check
+// meanwhile), and the older window's grid points are kept while the watch
+// is open.
+//
 // # Traffic changes
 //
 // Goodput is judged relative to the offered load, so a change of traffic
@@ -95,7 +119,8 @@
 // number and the auto_rollback event, and the error is reported as well;
 // if not, the regression stays open (Watching), its reason naming the
 // failure, and the next cycle retries the rollback rather than judging
-// again. RollbackFrom refuses a second rollback of a version no longer
+// again (a restart or a new leader that loses the retry judges the version
+// again: see Restarts and leader changes). RollbackFrom refuses a second rollback of a version no longer
 // active, and a retry that finds the version replaced reads whether the
 // replacement is its own rollback, so none is made twice or recorded as
 // lost. A rollback refused because this replica no longer leads
@@ -137,7 +162,8 @@
 // while its watch is open, so the points kept reach back at most Window +
 // 2 x (Settle + MaxWait). The chain
 // lives in memory: a new leader judges the active version against the
-// window before its own activation and rolls it back to its parent. Two
+// window before its own activation and rolls it back to its parent (see
+// Restarts and leader changes). Two
 // versions that go live between two cycles are seen as one replacement:
 // the one never observed gets no decision.
 //
@@ -164,7 +190,8 @@
 // the others are read so, each once, when a window first reaches them; the
 // defaults (10 s interval, 10 s Step) read none. The points are kept per service
 // until no window can reach them (Window + Settle + MaxWait, longer while a
-// version is judged past unjudged ones: see above), which bounds the memory
+// version is judged past unjudged ones or against an older baseline, see
+// above, or after the fact, see Restarts and leader changes), which bounds the memory
 // to about that many Steps per service.
 //
 // A point is what the store answered when it was recorded or read: a
@@ -208,10 +235,37 @@
 // Warnings that are not about missing data (infos, PromQL annotations)
 // change nothing.
 //
-// The guardrail keeps little state that matters across a leader change: a
-// new leader rebuilds its watches from the active versions' activation
-// times and reads the grid points it has not seen from the store; only a
-// chain of unjudged versions is lost (see above).
-// Noted incidents live in memory only, so a new leader knows those from its
-// first cycle on.
+// # Restarts and leader changes
+//
+// Watches, verdicts, rollbacks still to be retried and noted incidents live
+// in memory: a restarted engine or a new leader starts from the active
+// versions and their activation times, and reads the grid points it has not
+// seen from the store. A version live for at most Settle + MaxWait when a
+// Guard first sees it is watched as usual (without the chain of unjudged
+// versions before it, see above). One live for longer, up to Recover
+// (default 24h), may never have been judged: it went live while no engine
+// watched it (the engine down, restarting, or without a leader), or its
+// verdict was lost with the Guard that reached it (a regression whose
+// rollback the store refused, say during a database failover that also
+// moved the lead). It is judged after the fact (Decision.Late) on the
+// windows around its activation, which the metrics store still holds: the
+// window before its activation against its first full after window, and,
+// when that is inconclusive, against the last one a live watch reaches
+// (activation + Settle + MaxWait). A regression is rolled back to its
+// parent as usual; the incidents of that time are unknown (they were noted
+// in memory), so none excuses it: the rollback returns to the version in
+// force before, the safe direction. A read that may lack data holds it, as
+// any watch, but without the MaxWait limit. When it cannot be judged (its
+// windows no longer in the metrics store, a service silent then) the
+// decision is final Inconclusive with a guardrail_inconclusive event that
+// says it could not be judged after the fact, and proposals resume, as
+// they do when a live watch ends inconclusive at MaxWait (holding them
+// until a person acts would stop every service's proposals on an engine
+// started beside a metrics store that does not reach back that far). A
+// rollback version is judged after the fact too, but never rolled back. A
+// version live
+// for longer than Recover when first seen is taken as judged by the run
+// that watched it: it is not watched, and the Guard logs that once. So a
+// version judged before the restart is judged again, on the same data,
+// and ends as a live watch would have.
 package guardrail

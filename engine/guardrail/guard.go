@@ -45,6 +45,10 @@ type Check struct {
 	Tolerance float64 `json:"tolerance"`
 	Verdict   Verdict `json:"verdict"`
 	Detail    string  `json:"detail"`
+	// Since is, for a cumulative check, the activation whose window before
+	// the after window is compared with (see Options.Drift); zero for the
+	// checks against the window before this version.
+	Since time.Time `json:"since,omitzero"`
 }
 
 // MarshalJSON writes a non-finite PValue or Effect as null.
@@ -99,6 +103,12 @@ type Decision struct {
 	// live.
 	SupersededBy int64     `json:"superseded_by,omitempty"`
 	SupersededAt time.Time `json:"superseded_at,omitzero"`
+	// Late is true for a version judged after the fact: it had been live
+	// longer than Settle + MaxWait when this Guard first saw it (a
+	// restart, a new leader), so it is judged on the windows around its
+	// activation, read from the metrics store (see the package
+	// documentation).
+	Late bool `json:"late,omitempty"`
 }
 
 // UnjudgedVersion is a version replaced before its watch reached a verdict.
@@ -131,6 +141,28 @@ type watch struct {
 	// whose outcome the store did not tell): the next evaluation retries
 	// that rollback instead of judging again. "" otherwise.
 	retry string
+	// origin is the activation of the oldest ancestor within Drift (see
+	// findOrigin), whose window before the cumulative checks compare with,
+	// originVersion that ancestor; zero: no cumulative check. originRead:
+	// looked up already.
+	origin        time.Time
+	originVersion int64
+	originRead    bool
+	// originSamples are the samples of the window before origin read so
+	// far (without grid points), by metric; copied to add, like before.
+	originSamples map[Metric][]float64
+	// late is, for a version judged after the fact (d.Late), the time its
+	// windows are taken at: the end of its first full after window, then
+	// activation + Settle + MaxWait; zero for a version watched live.
+	late time.Time
+}
+
+// judgeAt is the time w's windows are taken at when evaluated at now.
+func (w watch) judgeAt(now time.Time) time.Time {
+	if !w.late.IsZero() {
+		return w.late
+	}
+	return now
 }
 
 // grownSamples are the samples of a growing after window at the grid points
@@ -197,6 +229,9 @@ type Guard struct {
 	// of those watches.
 	partial []string
 	held    []string
+	// unwatched are, by service, the active version logged as not judged
+	// (live longer than Recover when first seen), so it is logged once.
+	unwatched map[string]int64
 }
 
 // New validates the options and returns a Guard.
@@ -204,7 +239,7 @@ func New(o Options) (*Guard, error) {
 	if err := o.fill(); err != nil {
 		return nil, err
 	}
-	return &Guard{o: o, watches: map[string]*watch{}, spans: map[string][]Noted{}}, nil
+	return &Guard{o: o, watches: map[string]*watch{}, spans: map[string][]Noted{}, unwatched: map[string]int64{}}, nil
 }
 
 // Observe updates the watches from the services' active versions at time now
@@ -213,6 +248,11 @@ func New(o Options) (*Guard, error) {
 // joined into the error; the other services are still evaluated.
 func (g *Guard) Observe(ctx context.Context, now time.Time, active []versioning.Version) ([]Decision, error) {
 	open, final, errs := g.update(ctx, now, active)
+	for i := range open {
+		// Before the reads: the cumulative checks' window is read with
+		// the others.
+		g.findOrigin(ctx, &open[i])
+	}
 	var view *gridView
 	if bs, ok := g.ringed(); ok {
 		v := g.fill(ctx, now, open, bs)
@@ -260,7 +300,7 @@ func (g *Guard) Hold(ctx context.Context, now time.Time, active []versioning.Ver
 		}
 		d := w.d
 		d.At = now
-		win := g.windows(now, d)
+		win := g.windows(w.judgeAt(now), d)
 		if win.settling {
 			d.Verdict, d.Reason = Watching, "settling: not enough samples after activation yet"
 			w.d = d
@@ -295,6 +335,7 @@ func (g *Guard) store(w watch, final []Decision) []Decision {
 func (g *Guard) update(ctx context.Context, now time.Time, active []versioning.Version) ([]watch, []Decision, []error) {
 	var open []watch
 	var superseded []Decision
+	var unwatched []versioning.Version // too old to judge, logged once
 	g.mu.Lock()
 	seen := map[string]bool{}
 	for _, v := range active {
@@ -318,13 +359,32 @@ func (g *Guard) update(ctx context.Context, now time.Time, active []versioning.V
 			prev = w
 		}
 		var next *watch
-		if v.ActivatedAt.IsZero() || now.Sub(v.ActivatedAt) > g.o.Settle+g.o.MaxWait || v.Parent == 0 && v.RollbackOf == 0 {
-			// Too old to judge (a restart, say), or a service's first
-			// version: nothing before it to compare with or return to.
+		age := now.Sub(v.ActivatedAt)
+		switch {
+		case v.Parent == 0 && v.RollbackOf == 0:
+			// A service's first version: nothing before it to compare
+			// with or return to.
 			delete(g.watches, v.Service)
-		} else {
+		case v.ActivatedAt.IsZero() || age > g.o.Settle+g.o.MaxWait && age > g.o.Recover:
+			// Live for longer than Recover when first seen: taken as
+			// judged by the run that watched it (say so once).
+			delete(g.watches, v.Service)
+			if g.unwatched[v.Service] != v.Number {
+				g.unwatched[v.Service] = v.Number
+				unwatched = append(unwatched, v)
+			}
+		default:
 			next = &watch{d: Decision{Service: v.Service, Version: v.Number, Parent: v.Parent, ActivatedAt: v.ActivatedAt, Verdict: Watching},
 				parent: v.Parent, ruleset: v.Ruleset}
+			if age > g.o.Settle+g.o.MaxWait {
+				// Went live while no Guard watched it (the engine down,
+				// restarting, or without the lead) or its verdict was
+				// lost with the Guard that reached it (a rollback still
+				// to be retried): judged after the fact, on its first
+				// full after window.
+				next.d.Late = true
+				next.late = v.ActivatedAt.Add(g.o.Settle + g.o.Window)
+			}
 			if rollback {
 				next.d.Parent = 0 // a rollback is watched but never rolled back
 			}
@@ -355,7 +415,17 @@ func (g *Guard) update(ctx context.Context, now time.Time, active []versioning.V
 	unsettled := g.unsettled
 	g.unsettled = nil
 	g.partial, g.held = nil, nil
+	for s := range g.unwatched {
+		if !seen[s] {
+			delete(g.unwatched, s)
+		}
+	}
 	g.mu.Unlock()
+
+	for _, v := range unwatched {
+		g.o.Logger.Info("guardrail: not judging a version live for longer than Recover when first seen; taken as judged by the run that watched it",
+			"service", v.Service, "version", v.Number, "activated_at", v.ActivatedAt, "recover", g.o.Recover)
+	}
 
 	for _, d := range superseded {
 		g.o.Logger.Info("guardrail: version superseded before a verdict", "service", d.Service, "version", d.Version, "by", d.SupersededBy)
@@ -397,9 +467,13 @@ func (g *Guard) holdPartial(ctx context.Context, now time.Time, w watch, d Decis
 // after start (with a GuardrailInconclusive event), so a store that stays
 // partial leaves no version watched, and no service without proposals, for
 // ever.
+//
+// A version judged late (Decision.Late) stays open instead: its windows
+// lie in the past, so it is judged once they read whole, and meanwhile the
+// engine proposes nothing on top of it.
 func (g *Guard) hold(ctx context.Context, now time.Time, w watch, d Decision, start time.Time, reason string) watch {
 	d.Checks, d.Confounders = nil, nil
-	if now.Before(start.Add(g.o.MaxWait)) {
+	if now.Before(start.Add(g.o.MaxWait)) || d.Late {
 		d.Verdict, d.Reason = Inconclusive, reason+"; nothing judged on data that may be missing"
 		w.d = d
 		return w
@@ -635,12 +709,15 @@ func (g *Guard) evaluate(ctx context.Context, now time.Time, w watch, view *grid
 		d.Reason = w.retry
 		return g.rollBack(ctx, w, d)
 	}
-	win := g.windows(now, d)
+	// A late version's windows are taken at w.late, in the past.
+	at := w.judgeAt(now)
+	win := g.windows(at, d)
 	if win.settling {
 		d.Verdict, d.Reason = Watching, "settling: not enough samples after activation yet"
 		w.d = d
 		return w, nil
 	}
+	g.findOrigin(ctx, &w)
 	full := win.full
 	start := win.start
 	bFrom, bTo, aFrom, aTo := win.bFrom, win.bTo, win.aFrom, win.aTo
@@ -701,6 +778,27 @@ func (g *Guard) evaluate(ctx context.Context, now time.Time, w watch, view *grid
 		before, after, err := samples(m)
 		return summarize(before), summarize(after), err
 	}
+	// originRead are the samples of the window before w.origin.
+	oFrom, oTo := w.origin.Add(-g.o.Window), w.origin.Add(-time.Millisecond)
+	originRead := func(m Metric) ([]float64, error) {
+		if view != nil {
+			return view.samples(d.Service, m, oFrom, oTo), nil
+		}
+		if v, ok := w.originSamples[m]; ok {
+			return v, nil
+		}
+		v, err := read1(m, oFrom, oTo)
+		if err != nil {
+			return nil, err
+		}
+		cached := make(map[Metric][]float64, len(w.originSamples)+1)
+		for k, x := range w.originSamples {
+			cached[k] = x
+		}
+		cached[m] = v
+		w.originSamples = cached
+		return v, nil
+	}
 
 	var pe *PartialError
 	lb, la, err := samples(OfferedLoad)
@@ -757,6 +855,28 @@ func (g *Guard) evaluate(ctx context.Context, now time.Time, w watch, view *grid
 		// Every check lacks samples after: say why once.
 		inconclusive = []string{silent}
 	}
+	if !w.origin.IsZero() && silent == "" {
+		cum, err := g.cumulative(w, cond, la, d.Checks, originRead)
+		if errors.As(err, &pe) {
+			return g.holdPartial(ctx, now, w, d, start, pe), nil
+		}
+		if err != nil {
+			return w, err
+		}
+		for _, c := range cum {
+			// Only a regression counts: an older window is often not
+			// comparable (traffic moves over an hour), and the version
+			// is judged against its own parent's window anyway.
+			if c.Verdict == Regression {
+				regressed = append(regressed, c.Detail)
+			}
+		}
+		d.Checks = append(d.Checks, cum...)
+	}
+	late := ""
+	if d.Late {
+		late = g.lateNote(d, win)
+	}
 	switch {
 	case len(regressed) > 0:
 		d.Verdict, d.Final = Regression, true
@@ -764,27 +884,119 @@ func (g *Guard) evaluate(ctx context.Context, now time.Time, w watch, view *grid
 		if len(cond.confounders) > 0 {
 			d.Reason += " (beyond what these explain: " + strings.Join(cond.confounders, "; ") + ")"
 		}
+		d.Reason += late
 		return g.rollBack(ctx, w, d)
 	case silent != "" && full && running:
 		// Its instances run (they were heard from since the window began)
 		// but none reports: the version crashes them or stops them
 		// reporting.
-		d.Verdict, d.Final, d.Reason = Regression, true, "guardrail: "+silent
+		d.Verdict, d.Final, d.Reason = Regression, true, "guardrail: "+silent+late
 		return g.rollBack(ctx, w, d)
 	case len(inconclusive) == 0 && full:
-		d.Verdict, d.Final, d.Reason = Pass, true, "no regression beyond tolerance over the full window"
-	case len(inconclusive) > 0 && !now.Before(start.Add(g.o.MaxWait)):
-		d.Verdict, d.Final, d.Reason = Inconclusive, true, "inconclusive within the maximum wait: "+strings.Join(inconclusive, "; ")
+		d.Verdict, d.Final, d.Reason = Pass, true, "no regression beyond tolerance over the full window"+late
+	case len(inconclusive) > 0 && !at.Before(start.Add(g.o.MaxWait)):
+		d.Verdict, d.Final, d.Reason = Inconclusive, true, "inconclusive within the maximum wait: "+strings.Join(inconclusive, "; ")+late
+		msg := fmt.Sprintf("%s v%d: guardrail inconclusive: %s", d.Service, d.Version, strings.Join(inconclusive, "; "))
+		if d.Late {
+			// As a live watch lets go at MaxWait: proposals resume, and
+			// the event tells people the version was never judged.
+			msg = fmt.Sprintf("%s v%d: guardrail could not judge it after the fact (%s)%s; proposals resume on top of it",
+				d.Service, d.Version, strings.Join(inconclusive, "; "), late)
+		}
 		g.o.Events.Emit(ctx, events.Event{Kind: events.GuardrailInconclusive, Severity: events.Warning, At: now,
-			Service: d.Service, Version: d.Version, Message: fmt.Sprintf("%s v%d: guardrail inconclusive: %s", d.Service, d.Version,
-				strings.Join(inconclusive, "; ")), Detail: d})
+			Service: d.Service, Version: d.Version, Message: msg, Detail: d})
 	case len(inconclusive) > 0:
-		d.Verdict, d.Reason = Inconclusive, "inconclusive so far: "+strings.Join(inconclusive, "; ")
+		d.Verdict, d.Reason = Inconclusive, "inconclusive so far: "+strings.Join(inconclusive, "; ")+late
+		if d.Late {
+			// Judged again on the last window a live watch reaches.
+			w.late = start.Add(g.o.MaxWait)
+		}
 	default:
 		d.Verdict, d.Reason = Watching, "no regression so far"
 	}
 	w.d = d
 	return w, nil
+}
+
+// maxAncestors bounds the store reads of findOrigin.
+const maxAncestors = 64
+
+// findOrigin looks up, once per watch, the oldest of w's ancestors (its
+// parent, the parent's parent, ...) activated within Drift before w's own
+// activation, before w's baseline, with a version before it and not a
+// rollback (a rollback starts afresh): the window before its activation is
+// the baseline of the cumulative checks. None (drift off, a rollback, no
+// such ancestor): no cumulative check. A failed store read is logged and
+// tried again at the next evaluation.
+func (g *Guard) findOrigin(ctx context.Context, w *watch) {
+	if w.originRead {
+		return
+	}
+	if g.o.Drift < 0 || w.d.Parent == 0 {
+		w.originRead = true
+		return
+	}
+	base := g.baseline(w.d)
+	var at time.Time
+	var ver int64
+	for i, n := 0, w.parent; n != 0 && i < maxAncestors; i++ {
+		p, err := g.o.Store.Get(ctx, w.d.Service, n)
+		if err != nil {
+			g.o.Logger.Warn("guardrail: no cumulative check this cycle: reading an earlier version failed",
+				"service", w.d.Service, "version", w.d.Version, "ancestor", n, "err", err)
+			return
+		}
+		if p.RollbackOf != 0 || p.Source == versioning.SourceRollback || p.Parent == 0 || p.ActivatedAt.IsZero() ||
+			w.d.ActivatedAt.Sub(p.ActivatedAt) > g.o.Drift {
+			break
+		}
+		if p.ActivatedAt.Before(base) {
+			at, ver = p.ActivatedAt, p.Number
+		}
+		n = p.Parent
+	}
+	w.origin, w.originVersion, w.originRead = at, ver, true
+}
+
+// cumulative compares the after window of w with the window before
+// w.origin, each judged metric with the same tolerances as compare, under
+// the load change between those windows and the incidents of cond: small
+// steps, each within tolerance of its parent, do not add up without bound.
+// after are the offered-load samples of the after window, checks the
+// evaluation's checks against the window before w (their After summaries
+// are reused), origin reads the window before w.origin.
+func (g *Guard) cumulative(w watch, cond conditions, after []float64, checks []Check, origin func(Metric) ([]float64, error)) ([]Check, error) {
+	ob, err := origin(OfferedLoad)
+	if err != nil {
+		return nil, err
+	}
+	load, shift := g.loadCheck(ob, after)
+	cc := conditions{load: load.Effect, shift: shift.ratio, after: cond.after, any: cond.any}
+	if !math.IsNaN(shift.ratio) {
+		cc.rose, cc.fell = shift.ratio > g.o.LoadRatio, shift.ratio < 1/g.o.LoadRatio
+	}
+	since := fmt.Sprintf("since before v%d (live at %s): ", w.originVersion, stamp(w.origin))
+	var out []Check
+	for _, own := range checks {
+		if own.Metric == OfferedLoad {
+			continue
+		}
+		b, err := origin(own.Metric)
+		if err != nil {
+			return nil, err
+		}
+		c := g.compare(own.Metric, summarize(b), own.After, cc)
+		c.Since, c.Detail = w.origin, since+c.Detail
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// lateNote says, for a version judged after the fact, on which windows.
+func (g *Guard) lateNote(d Decision, win windows) string {
+	return fmt.Sprintf(" (judged after the fact: v%d went live at %s, more than settle + max wait (%s) before this guardrail first saw it, "+
+		"after a restart or a change of leader; windows %s to %s and %s to %s, incidents of that time unknown)",
+		d.Version, stamp(d.ActivatedAt), g.o.Settle+g.o.MaxWait, stamp(win.bFrom), stamp(win.bTo), stamp(win.aFrom), stamp(win.aTo))
 }
 
 // othersReported reports whether, at MinSamples grid points in [from, to]
@@ -1203,8 +1415,9 @@ func (g *Guard) findRollback(ctx context.Context, d Decision) (versioning.Versio
 }
 
 // Watching reports whether the active version of a service is still being
-// judged; the engine proposes no further change meanwhile, so every version
-// gets its own verdict.
+// judged (live, or after the fact when it was live for longer than Settle +
+// MaxWait when first seen); the engine proposes no further change
+// meanwhile, so every version gets its own verdict.
 func (g *Guard) Watching(service string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()

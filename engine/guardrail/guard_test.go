@@ -579,6 +579,7 @@ func TestNewRefusesTolerancesThatNeverRollBack(t *testing.T) {
 		{"goodput tolerance 2", Options{GoodputTolerance: 2}, "GoodputTolerance is 2, want in (0, 1)"},
 		{"step below 100ms", Options{Step: time.Millisecond, Window: time.Second, MinSamples: 2}, "Step is 1ms, want at least 100ms"},
 		{"window below 1s", Options{Step: 100 * time.Millisecond, Window: 500 * time.Millisecond, MinSamples: 2}, "Window is 500ms, want at least 1s"},
+		{"max wait shorter than window", Options{Window: 2 * time.Minute, MaxWait: time.Minute}, "MaxWait 1m0s is shorter than Window 2m0s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -29,8 +29,23 @@ type Options struct {
 	// Step is the sample spacing, at least 100ms; default 10s.
 	Step time.Duration
 	// MaxWait: a version still inconclusive this long after Settle is
-	// recorded as inconclusive for good; default 3 windows.
+	// recorded as inconclusive for good; at least Window; default 3
+	// windows.
 	MaxWait time.Duration
+	// Recover is how long a version may have been live, when a Guard
+	// first sees it (a restart, a new leader), and still be judged: after
+	// the fact, on the windows around its activation read from Series
+	// (see the package documentation). An older one is taken as judged by
+	// the run that watched it, and logged once. Default 24h; negative (or
+	// below Settle + MaxWait): no version is judged after the fact.
+	Recover time.Duration
+	// Drift is how far back the cumulative checks reach: a version is
+	// also compared with the window before the oldest of its ancestors
+	// activated within Drift before it (not past a rollback or a service's
+	// first version), with the same tolerances, so small steps each within
+	// tolerance of its parent do not add up without bound. Default 1h;
+	// negative: no cumulative check.
+	Drift time.Duration
 	// MinSamples per window and metric; default 6.
 	MinSamples int
 	// Alpha is the significance level of the one-sided test; default 0.05.
@@ -61,7 +76,7 @@ type Options struct {
 
 // DefaultOptions returns the defaults of the optional fields.
 func DefaultOptions() Options {
-	return Options{Window: 2 * time.Minute, Settle: 30 * time.Second, Step: 10 * time.Second, MinSamples: 6,
+	return Options{Window: 2 * time.Minute, Settle: 30 * time.Second, Step: 10 * time.Second, Recover: 24 * time.Hour, Drift: time.Hour, MinSamples: 6,
 		Alpha: 0.05, ErrorTolerance: 0.01, LatencyTolerance: 0.25, GoodputTolerance: 0.2, LoadRatio: 1.5, Keep: 200}
 }
 
@@ -86,6 +101,17 @@ func (o *Options) fill() error {
 	def(&o.Settle, d.Settle, "Settle")
 	def(&o.Step, d.Step, "Step")
 	def(&o.MaxWait, 3*o.Window, "MaxWait")
+	if o.Recover == 0 {
+		o.Recover = d.Recover
+	}
+	if o.Drift == 0 {
+		o.Drift = d.Drift
+	}
+	if o.MaxWait > 0 && o.MaxWait < o.Window {
+		// A version inconclusive on a partial after window would be
+		// final before a full one was seen.
+		errs = append(errs, fmt.Errorf("%w: MaxWait %s is shorter than Window %s", ErrInvalidOption, o.MaxWait, o.Window))
+	}
 	// As the configuration (engine/config) bounds them: a finer grid
 	// keeps and reads a point per Step and service for no better verdict.
 	if o.Window > 0 && o.Window < time.Second {

@@ -98,14 +98,19 @@ func (g *Guard) gridFrom(t time.Time) time.Time {
 // horizon is the oldest time a watch can still compare at time now: the
 // start of the window before the oldest activation still judged, or before
 // the baseline of an open watch judged past unjudged versions (at most
-// Settle + MaxWait older: see chain); g.mu is held.
+// Settle + MaxWait older: see chain) or judged after the fact (up to
+// Recover older); g.mu is held.
 func (g *Guard) horizon(now time.Time) time.Time {
 	h := now.Add(-(g.o.Window + g.o.Settle + g.o.MaxWait + g.o.Step))
 	for _, w := range g.watches {
-		if !w.d.Final && !w.d.Baseline.IsZero() {
-			if t := w.d.Baseline.Add(-(g.o.Window + g.o.Step)); t.Before(h) {
-				h = t
-			}
+		if w.d.Final {
+			continue
+		}
+		if t := g.baseline(w.d).Add(-(g.o.Window + g.o.Step)); t.Before(h) {
+			h = t
+		}
+		if t := w.origin.Add(-(g.o.Window + g.o.Step)); !w.origin.IsZero() && t.Before(h) {
+			h = t
 		}
 	}
 	return h
@@ -268,7 +273,7 @@ func (g *Guard) fill(ctx context.Context, now time.Time, open []watch, bs BatchS
 	var order []gridSpan
 	g.mu.Lock()
 	for _, w := range open {
-		win := g.windows(now, w.d)
+		win := g.windows(w.judgeAt(now), w.d)
 		if win.settling {
 			continue
 		}
@@ -277,7 +282,12 @@ func (g *Guard) fill(ctx context.Context, now time.Time, open []watch, bs BatchS
 		// points between (kept ones, the settling time) again is cheaper
 		// than a second query.
 		var run *gridSpan
-		for _, iv := range [][2]time.Time{{win.bFrom, win.bTo}, {win.aFrom, win.aTo}} {
+		ivs := [][2]time.Time{{win.bFrom, win.bTo}, {win.aFrom, win.aTo}}
+		if !w.origin.IsZero() {
+			// The window before the cumulative checks' baseline.
+			ivs = append([][2]time.Time{{w.origin.Add(-g.o.Window), w.origin.Add(-time.Millisecond)}}, ivs...)
+		}
+		for _, iv := range ivs {
 			for t := g.gridFrom(iv[0]); !t.After(iv[1]); t = t.Add(g.o.Step) {
 				if _, ok := g.pointLocked(w.d.Service, t.UnixNano()); ok {
 					continue
