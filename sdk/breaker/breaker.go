@@ -53,6 +53,9 @@ type Breaker struct {
 	probeOK   int64
 	probeBad  int64 // failed probes
 	probeSlow int64
+	// expired is the word of the last half-open round that expire ended
+	// with probes still out.
+	expired uint64
 
 	onChange func(from, to State)
 
@@ -118,22 +121,55 @@ func (b *Breaker) Allow(now int64) (Ticket, error) {
 				// (which no later round reads): try the state that followed.
 				continue
 			}
-			b.mu.Lock()
-			cur := b.word.Load()
-			stuck := now-b.halfSince >= b.probeWindow
-			b.mu.Unlock()
-			switch {
-			case cur != w:
+			switch b.expire(w, now) {
+			case roundGone:
 				continue // the full round ended while we looked
-			case !stuck:
+			case roundRunning:
 				return 0, ErrOpen
 			}
-			// Probes were handed out but never reported for a whole window:
-			// start a fresh round rather than stay half-open forever.
-			b.transition(w, HalfOpen, now)
+			// The round ended on its verdict (most likely open): look again.
 		}
 	}
 	return 0, ErrOpen
+}
+
+// Results of expire.
+const (
+	roundRunning = iota // the round is within its window: wait for its probes
+	roundGone           // another goroutine ended the round first
+	roundExpired        // expire ended the round
+)
+
+// expire ends the half-open round of w if a whole window has passed since it
+// began with every probe handed out: a dependency that hangs returns nothing
+// within the window, so the probes still out count as failed and the round
+// ends on the usual verdict, which is Open with the next, longer, open
+// period (or Closed, if the probes that did report are enough). Starting a
+// fresh round instead kept the breaker half-open for as long as the
+// dependency hung: each round was replaced before its probes timed out, and
+// their failures, reported to a round that had ended, counted for nothing.
+// The round is remembered in expired: a probe of it that succeeds after all
+// ends the open period that followed it early (see recordProbe).
+func (b *Breaker) expire(w uint64, now int64) int {
+	b.mu.Lock()
+	switch {
+	case b.word.Load() != w:
+		b.mu.Unlock()
+		return roundGone
+	case now-b.halfSince < b.probeWindow:
+		b.mu.Unlock()
+		return roundRunning
+	}
+	b.probeBad += max(b.probes-b.probeOK-b.probeBad, 0)
+	to := b.verdict()
+	if to == HalfOpen { // unreachable: every probe has a result now
+		to = Open
+	}
+	b.expired = w
+	from := b.transitionLocked(w, to, now)
+	b.mu.Unlock()
+	b.changed(from, to)
+	return roundExpired
 }
 
 // Results of takeSlot.
@@ -227,7 +263,17 @@ func (b *Breaker) evaluate(w uint64, now int64) {
 
 func (b *Breaker) recordProbe(w uint64, now int64, failed, slow bool) {
 	b.mu.Lock()
-	if b.word.Load() != w {
+	if cur := b.word.Load(); cur != w {
+		// A probe of a round that expire ended, counted as failed, has
+		// succeeded after all: the dependency answers again, so the open
+		// period that round's verdict began ends now and the next Allow
+		// probes afresh. Only while that very open period lasts (the
+		// generation right after the round's), and only for a success that
+		// the round would have counted as one; the back-off keeps its step.
+		if !failed && !slow && w == b.expired && cur == (w>>2+1)<<2|uint64(Open) &&
+			now < b.openUntil.Load() {
+			b.openUntil.Store(now)
+		}
 		b.mu.Unlock()
 		return
 	}
@@ -240,28 +286,54 @@ func (b *Breaker) recordProbe(w uint64, now int64, failed, slow bool) {
 	if slow {
 		b.probeSlow++
 	}
-	n := float64(b.probes)
-	var to State = HalfOpen
-	switch {
-	case float64(b.probeBad) >= b.errorRatio*n,
-		b.slowOn && float64(b.probeSlow) >= b.slowRatio*n:
-		to = Open
-	case b.probeOK+b.probeBad >= b.probes:
-		to = Closed
+	to := b.verdict()
+	var from State
+	if to != HalfOpen {
+		from = b.transitionLocked(w, to, now)
 	}
 	b.mu.Unlock()
 	if to != HalfOpen {
-		b.transition(w, to, now)
+		b.changed(from, to)
 	}
+}
+
+// verdict returns the state the probe results so far call for: Open once
+// enough failed or were slow, Closed once every probe succeeded otherwise,
+// HalfOpen while results are missing. The caller holds mu.
+func (b *Breaker) verdict() State {
+	n := float64(b.probes)
+	switch {
+	case float64(b.probeBad) >= b.errorRatio*n,
+		b.slowOn && float64(b.probeSlow) >= b.slowRatio*n:
+		return Open
+	case b.probeOK+b.probeBad >= b.probes:
+		return Closed
+	}
+	return HalfOpen
 }
 
 // transition moves from the generation w to state to, unless another
 // goroutine changed the state first. The hook runs after the lock is released.
 func (b *Breaker) transition(w uint64, to State, now int64) {
 	b.mu.Lock()
+	from := b.transitionLocked(w, to, now)
+	b.mu.Unlock()
+	b.changed(from, to)
+}
+
+// changed runs the state-change hook for a move from from to to; from is -1
+// when nothing moved.
+func (b *Breaker) changed(from, to State) {
+	if b.onChange != nil && from >= 0 && from != to {
+		b.onChange(from, to)
+	}
+}
+
+// transitionLocked is transition with mu held and without the hook. It
+// returns the state it moved from, or -1 if w is no longer current.
+func (b *Breaker) transitionLocked(w uint64, to State, now int64) State {
 	if b.word.Load() != w {
-		b.mu.Unlock()
-		return
+		return -1
 	}
 	from := stateOf(w)
 	next := (w>>2+1)<<2 | uint64(to)
@@ -294,10 +366,7 @@ func (b *Breaker) transition(w uint64, to State, now int64) {
 		b.beforePublish()
 	}
 	b.word.Store(next)
-	b.mu.Unlock()
-	if b.onChange != nil && from != to {
-		b.onChange(from, to)
-	}
+	return from
 }
 
 // State returns the state at now. An open breaker whose open period has

@@ -274,6 +274,9 @@ func TestStaleTicketsAreIgnored(t *testing.T) {
 	r.b.Record(0, r.clk.Nanotime(), 0, true) // the zero ticket is ignored
 }
 
+// Probes that report nothing for a whole window (a dependency that hangs)
+// count as failed: the round ends open, with the next, longer, open period,
+// and the round after it decides as usual.
 func TestUnreportedProbesDoNotWedgeHalfOpen(t *testing.T) {
 	r := newRig(t, cfg())
 	r.halfOpen()
@@ -287,12 +290,106 @@ func TestUnreportedProbesDoNotWedgeHalfOpen(t *testing.T) {
 		t.Fatal("admitted before the probe window passed")
 	}
 	r.clk.Advance(time.Second)
+	if r.call(false, 0) {
+		t.Fatal("admitted once the probe window passed without reports: want open")
+	}
+	r.wantState(Open)
+	if d := time.Duration(r.b.OpenUntil() - r.clk.Nanotime()); d != 2*time.Second {
+		t.Fatalf("open for %v after the round expired, want the backed-off 2s", d)
+	}
+	r.clk.Advance(2 * time.Second)
 	for range 3 {
 		if !r.call(false, 0) {
 			t.Fatal("fresh probe round refused")
 		}
 	}
 	r.wantState(Closed)
+	r.wantChanges("closed>open", "open>half-open", "half-open>open", "open>half-open", "half-open>closed")
+}
+
+// A dependency that hangs until a 30s call timeout, with the default 10s
+// window: each half-open round used to be replaced by a fresh one before its
+// probes came back, their failures were dropped, and the breaker stayed
+// half-open for the whole outage, sending new probes every window and firing
+// no hook. The round's probes still out at the end of its window count as
+// failed, so the breaker reopens with back-off.
+func TestHangingProbesReopenTheBreaker(t *testing.T) {
+	var changes []string
+	g, err := New(rules.Breaker{MinCalls: 1}, Options{OnStateChange: func(from, to State) {
+		changes = append(changes, from.String()+">"+to.String())
+	}}) // window 10s, 3 probes, open 5s..60s
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := int64(time.Second)
+	now := sec
+	tk, _ := g.Allow(now)
+	g.Record(tk, now, time.Millisecond, true) // opens for 5s
+	type probe struct {
+		tk Ticket
+		at int64
+	}
+	var out []probe
+	halfOpen := 0
+	for now < 300*sec { // five minutes of outage
+		now += sec
+		for _, p := range out { // the calls that time out now fail
+			if now-p.at == 30*sec {
+				g.Record(p.tk, now, 30*time.Second, true)
+			}
+		}
+		if tk, err := g.Allow(now); err == nil {
+			out = append(out, probe{tk, now})
+		}
+		if g.State(now) == HalfOpen {
+			halfOpen++
+		}
+	}
+	// Open 5, 10, 20, 40, 60, 60 s, each followed by a 10 s round.
+	if len(out) > 6*3 || halfOpen > 6*10 {
+		t.Fatalf("%d probes sent, %d s of 300 half-open: want at most 18 and 60", len(out), halfOpen)
+	}
+	if d := g.(*Breaker).OpenUntil() - now; g.State(now) == Open && d > 60*sec {
+		t.Fatalf("open for %v more, want at most the 60s cap", time.Duration(d))
+	}
+	if len(changes) < 10 || changes[1] != "open>half-open" || changes[2] != "half-open>open" {
+		t.Fatalf("state changes %v, want open and half-open in turn", changes)
+	}
+}
+
+// A probe of an expired round, counted as failed, that succeeds after all
+// ends the open period it caused: the dependency answers again, so the next
+// call probes at once. A late failure, or a late success once that open
+// period is over, changes nothing.
+func TestLateSuccessOfAnExpiredProbeEndsTheOpenPeriod(t *testing.T) {
+	r := newRig(t, cfg())
+	r.halfOpen()
+	var late []Ticket
+	for range 3 {
+		tk, err := r.b.Allow(r.clk.Nanotime())
+		if err != nil {
+			t.Fatal(err)
+		}
+		late = append(late, tk)
+	}
+	r.clk.Advance(10 * time.Second)
+	if r.call(false, 0) {
+		t.Fatal("admitted after the round expired")
+	}
+	r.clk.Advance(time.Second)
+	r.b.Record(late[0], r.clk.Nanotime(), 11*time.Second, true)
+	r.wantState(Open)
+	r.b.Record(late[1], r.clk.Nanotime(), 11*time.Second, false)
+	r.wantState(HalfOpen) // the open period is over: the next call probes
+	for range 3 {
+		if !r.call(false, 0) {
+			t.Fatal("probe refused after the late success")
+		}
+	}
+	r.wantState(Closed)
+	r.b.Record(late[2], r.clk.Nanotime(), 12*time.Second, false) // stale: ignored
+	r.wantState(Closed)
+	r.wantChanges("closed>open", "open>half-open", "half-open>open", "open>half-open", "half-open>closed")
 }
 
 // A probe whose caller cancels it reports no outcome. With one probe per

@@ -92,30 +92,47 @@ func wantProbes(t *testing.T, b *Breaker, tickets []Ticket, probes int) {
 	}
 }
 
-// TestRestartedProbeRoundKeepsItsSlots covers the restart of a probe round
-// whose probes never reported. A call of the old round can read the old word
-// while the restart is half done: the new round's slots are reset but its
-// word not yet stored. That call must not take a slot of the new round, or
-// the new round is left with fewer probes than it needs to decide and waits a
-// whole window for the next restart.
-func TestRestartedProbeRoundKeepsItsSlots(t *testing.T) {
+// expireRound lets the half-open round run out its window without reports,
+// which reopens the breaker, and waits out the open period: the next Allow
+// starts a fresh round.
+func (r *rig) expireRound() {
+	r.t.Helper()
+	r.clk.Advance(10 * time.Second)
+	if _, err := r.b.Allow(r.clk.Nanotime()); !errors.Is(err, ErrOpen) {
+		r.t.Fatalf("Allow after a window without reports = %v, want ErrOpen", err)
+	}
+	r.wantState(Open)
+	r.clk.Advance(time.Duration(r.b.OpenUntil() - r.clk.Nanotime()))
+}
+
+// TestFreshProbeRoundKeepsItsSlots covers the start of a probe round after
+// one whose probes never reported. A call of the old round can read the old
+// word and try for a slot while the fresh round's start is half done: its
+// slots are reset but its word not yet stored. That call must not take a slot
+// of the fresh round, or the round is left with fewer probes than it needs
+// to decide and waits a whole window to expire.
+func TestFreshProbeRoundKeepsItsSlots(t *testing.T) {
 	for _, probes := range []int{1, 3} {
 		t.Run(fmt.Sprint(probes, " probes"), func(t *testing.T) {
 			c := cfg()
 			c.HalfOpenProbes = probes
 			r := newRig(t, c)
 			r.halfOpen()
-			if got := allowN(r.b, r.clk.Nanotime(), probes); len(got) != probes {
-				t.Fatalf("first round admitted %d probes, want %d", len(got), probes)
+			first := allowN(r.b, r.clk.Nanotime(), probes)
+			if len(first) != probes {
+				t.Fatalf("first round admitted %d probes, want %d", len(first), probes)
 			}
-			r.clk.Advance(10 * time.Second) // a window without reports: the next Allow restarts the round
+			r.expireRound()
 			now := r.clk.Nanotime()
-			var tickets []Ticket
 			r.b.beforePublish = func() {
 				r.b.beforePublish = nil
-				tickets = append(tickets, allowN(r.b, now, probes)...)
+				for range probes {
+					if r.b.takeSlot(uint64(first[0])) == slotTaken {
+						t.Error("a call of the expired round took a slot of the fresh one")
+					}
+				}
 			}
-			tickets = append(tickets, allowN(r.b, now, probes+2)...)
+			tickets := allowN(r.b, now, probes+2)
 			wantProbes(t, r.b, tickets, probes)
 			for _, tk := range tickets {
 				r.b.Record(tk, now, 0, false)
@@ -189,10 +206,10 @@ func TestCallFindingAFullRoundRetriesWhenTheRoundEnds(t *testing.T) {
 }
 
 // TestReleaseOfAnEndedRoundFreesNoSlotOfTheNext covers a probe released after
-// its round ended: the round was restarted after a window without reports
-// and the new round's only probe is out. The release, whether it runs while
-// the restart is half done (the new round's slots stored, its word not yet)
-// or after, must not free the new round's slot, or the new round would hand
+// its round ended: the round expired after a window without reports, the
+// breaker reopened, a fresh round started and its only probe is out. The
+// release, whether it runs while the fresh round's start is half done (its
+// slots stored, its word not yet) or after, must not free the new round's slot, or the new round would hand
 // out more probes than configured. Extra releases of a ticket never take a
 // round's count below zero, which would borrow from the round number.
 func TestReleaseOfAnEndedRoundFreesNoSlotOfTheNext(t *testing.T) {
@@ -204,7 +221,7 @@ func TestReleaseOfAnEndedRoundFreesNoSlotOfTheNext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.clk.Advance(10 * time.Second) // a window without reports: the next Allow restarts the round
+	r.expireRound()
 	r.b.beforePublish = func() {
 		r.b.beforePublish = nil
 		r.b.Release(old)

@@ -8,9 +8,12 @@
 //     ratio reaches ErrorRatio (or the slow-call ratio reaches SlowCallRatio)
 //     it opens. It stays open for OpenBase, then lets HalfOpenProbes trial
 //     calls through. The probes decide: it closes when they meet the ratios,
-//     and reopens otherwise. A probe round whose calls never report back is
-//     restarted after one window, so the breaker cannot stay half-open
-//     forever.
+//     and reopens otherwise. A probe round whose calls have not all
+//     reported back after one window (a downstream that hangs) counts the
+//     missing ones as failed and ends on that verdict, usually reopening
+//     with the next open period, so the breaker cannot stay half-open while
+//     the downstream hangs. Should such a probe succeed after all, the open
+//     period it caused ends at once and the next call probes again.
 //
 //     The open period doubles with every opening up to OpenMax, and closing
 //     does not forget it: the memory of openings halves for every OpenMax

@@ -112,8 +112,12 @@ func (t *Throttle) probability(now int64) float64 {
 }
 
 // State is Closed while nothing is rejected and HalfOpen while a share is.
+// It computes the probability at now, as Allow does (at most once per
+// refresh), so that once traffic stops the state follows the window as it
+// empties instead of keeping what the last call saw; the state-change hook
+// then runs from here.
 func (t *Throttle) State(now int64) State {
-	if math.Float64frombits(t.p.Load()) > 0 {
+	if t.probability(now) > 0 {
 		return HalfOpen
 	}
 	return Closed

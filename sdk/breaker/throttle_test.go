@@ -1,6 +1,7 @@
 package breaker
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -135,4 +136,36 @@ func TestThrottleCancelledCallsLeaveTheProbabilityUnchanged(t *testing.T) {
 		t.Fatalf("requests in the window = %d, want 1", s[cRequests])
 	}
 	th.Release(0) // the zero ticket is ignored
+}
+
+// After an outage the throttle rejects a share of calls. Once traffic stops
+// the window empties and nothing would be rejected: State (what the
+// governor_sdk_breaker_state gauge reports) follows the clock instead of
+// keeping what the last call saw, and the hook reports the change.
+func TestThrottleStateFollowsTheClockWithoutTraffic(t *testing.T) {
+	var changes []string
+	g, err := New(rules.Breaker{Kind: rules.BreakerKindThrottle}, Options{
+		Float64:       func() float64 { return 0.99 },
+		OnStateChange: func(from, to State) { changes = append(changes, from.String()+">"+to.String()) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := int64(time.Second)
+	now := sec
+	for range 100 { // a dead downstream: every admitted call fails
+		now += sec / 100
+		if tk, err := g.Allow(now); err == nil {
+			g.Record(tk, now, time.Millisecond, true)
+		}
+	}
+	if s := g.State(now); s != HalfOpen {
+		t.Fatalf("state %v during the outage, want half-open", s)
+	}
+	if s := g.State(now + int64(time.Hour)); s != Closed {
+		t.Fatalf("an hour after the last call State = %v, want closed (the window is empty)", s)
+	}
+	if fmt.Sprint(changes) != "[closed>half-open half-open>closed]" {
+		t.Fatalf("changes %v", changes)
+	}
 }

@@ -42,8 +42,15 @@ func TestBackoffIsFullJitterUnderAnExponentialCeiling(t *testing.T) {
 	}
 }
 
+// fakeStart is far in the future of real time: the fake clocks start there,
+// so a context's deadline set on a fake clock (which the context measures
+// against the wall clock) cannot pass in real time while a loaded machine
+// runs the test. Started at time.Now, a 40ms deadline sometimes did, and
+// Next answered for a done context instead of judging the deadline.
+var fakeStart = time.Now().Add(24 * time.Hour).Truncate(time.Hour)
+
 func TestNextDecides(t *testing.T) {
-	start := time.Now() // contexts measure deadlines against the wall clock
+	start := fakeStart
 	tests := []struct {
 		name       string
 		attempts   int
@@ -356,7 +363,7 @@ func TestRetryCancelledDuringItsBackoffIsGivenBack(t *testing.T) {
 // uniformly over [RetryAfter, 1.5 x RetryAfter), and the spread never
 // carries the retry past the deadline.
 func TestRetryAfterWaitsAreSpreadAboveTheServersAsk(t *testing.T) {
-	start := time.Now()
+	start := fakeStart
 	tests := []struct {
 		name     string
 		rnd      float64
