@@ -38,7 +38,9 @@ const (
 // otherwise). Routes whose rules did not change keep all their learned
 // state; a changed route keeps the parts whose rules are equal (its limiter,
 // its buckets) and always its in-flight counts, counters and queue (with the
-// requests waiting in it, under the new queue settings). Downstream rules go
+// requests waiting in it, under the new queue settings). A changed rate limit
+// or per-key limit keeps the tokens its buckets have left (up to the new
+// burst), so a change never refills them. Downstream rules go
 // to the outbound set (Outbound) before the inbound swap; if it refuses
 // them, nothing changes. Applies are serialized; Hooks.OnApply is called
 // once Apply has released its lock (see Hooks).
@@ -192,14 +194,15 @@ func (g *Governor) build(rs *rules.Ruleset, version int64, old *state) (*state, 
 	return st, nil
 }
 
-// unusedKeyLimit returns the index of a per-key limit of prev with rule kr
-// that is not reused yet, or -1.
-func unusedKeyLimit(prev *route, reused []bool, kr rules.KeyRateLimit) int {
+// unusedKeyLimit returns the index of a per-key limit of prev that is not
+// reused yet and matches kr: has the same rule, or, with sameKey, only the
+// same key. It returns -1 if there is none.
+func unusedKeyLimit(prev *route, reused []bool, kr rules.KeyRateLimit, sameKey bool) int {
 	if prev == nil {
 		return -1
 	}
 	for i := range prev.keyed {
-		if !reused[i] && prev.keyed[i].cfg == kr {
+		if c := prev.keyed[i].cfg; !reused[i] && (c == kr || sameKey && c.Key == kr.Key) {
 			return i
 		}
 	}
@@ -223,6 +226,12 @@ func (g *Governor) buildRoute(cfg rules.Route, prev *route) (*route, error) {
 			if err != nil {
 				return nil, fmt.Errorf("rate_limit: %w", err)
 			}
+			// A changed limit keeps the tokens the old bucket has left:
+			// lowering a rate during an overload (by hand, or the engine's
+			// recommender on every step) must not refill every bucket.
+			if prev != nil && prev.bucket != nil {
+				b.Inherit(prev.bucket, g.clk.Nanotime())
+			}
 			rt.bucket = b
 		}
 	}
@@ -231,10 +240,25 @@ func (g *Governor) buildRoute(cfg rules.Route, prev *route) (*route, error) {
 		rt.callerHeader = textproto.CanonicalMIMEHeaderKey(e.CallerHeader)
 	}
 	// A per-key limit whose rule is unchanged keeps its buckets wherever it
-	// moved in the list; each of prev's is reused once.
+	// moved in the list; each of prev's is reused once. A changed one (rate,
+	// burst or max_keys) takes over the tokens its keys have left from an
+	// unused limit of prev on the same key, so that no key gets a fresh
+	// burst.
 	var reused []bool
+	from := make([]int, len(cfg.KeyRateLimits))
 	if prev != nil {
 		reused = make([]bool, len(prev.keyed))
+	}
+	for _, sameKey := range []bool{false, true} {
+		for j, kr := range cfg.KeyRateLimits {
+			if sameKey && from[j] != 0 {
+				continue
+			}
+			if i := unusedKeyLimit(prev, reused, kr, sameKey); i >= 0 {
+				reused[i] = true
+				from[j] = i + 1
+			}
+		}
 	}
 	for j, kr := range cfg.KeyRateLimits {
 		kl := keyLimit{cfg: kr, ip: kr.Key == "ip"}
@@ -242,8 +266,7 @@ func (g *Governor) buildRoute(cfg rules.Route, prev *route) (*route, error) {
 			kl.header = textproto.CanonicalMIMEHeaderKey(strings.TrimPrefix(kr.Key, "header:"))
 			kl.caller = kl.header == rt.callerHeader
 		}
-		if i := unusedKeyLimit(prev, reused, kr); i >= 0 {
-			reused[i] = true
+		if i := from[j] - 1; i >= 0 && prev.keyed[i].cfg == kr {
 			kl.k = prev.keyed[i].k
 		} else {
 			maxKeys := kr.MaxKeys
@@ -253,6 +276,9 @@ func (g *Governor) buildRoute(cfg rules.Route, prev *route) (*route, error) {
 			k, err := ratelimit.NewKeyed(kr.Rate, burstOf(kr.Rate, kr.Burst), maxKeys)
 			if err != nil {
 				return nil, fmt.Errorf("key_rate_limits[%d]: %w", j, err)
+			}
+			if i >= 0 {
+				k.Inherit(prev.keyed[i].k, g.clk.Nanotime())
 			}
 			kl.k = k
 		}

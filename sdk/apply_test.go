@@ -99,6 +99,127 @@ func TestApplyKeepsPerKeyLimitsMovedInTheList(t *testing.T) {
 	}
 }
 
+// admitAll admits req until it is refused and returns how many were admitted.
+func admitAll(t *testing.T, g *governor.Governor, req governor.Request) int {
+	t.Helper()
+	n := 0
+	for ; n < 10_000; n++ {
+		p, err := g.Admit(context.Background(), req)
+		if err != nil {
+			if !errors.Is(err, governor.ErrRateLimited) {
+				t.Fatalf("Admit: %v", err)
+			}
+			return n
+		}
+		p.Release(time.Millisecond, governor.Success)
+	}
+	t.Fatal("never refused")
+	return n
+}
+
+// TestApplyChangingARateLimitKeepsItsTokens: a changed rate limit, of a
+// route or per key, keeps the tokens its buckets have left, up to the new
+// burst. Each change used to build full buckets: an operator halving a rate
+// during an overload let a full burst through, and so did every rate the
+// engine's recommender rewrote, on every instance.
+func TestApplyChangingARateLimitKeepsItsTokens(t *testing.T) {
+	tests := []struct {
+		name     string
+		from, to rules.RateLimit
+		use      int // requests admitted before the change
+		want     int // admitted at once after it
+	}{
+		{"drained, rate halved", rules.RateLimit{Rate: 100, Burst: 50}, rules.RateLimit{Rate: 50, Burst: 50}, 50, 0},
+		{"drained, burst raised", rules.RateLimit{Rate: 100, Burst: 50}, rules.RateLimit{Rate: 100, Burst: 100}, 50, 0},
+		{"30 left, burst lowered to 10", rules.RateLimit{Rate: 100, Burst: 50}, rules.RateLimit{Rate: 100, Burst: 10}, 20, 10},
+		{"30 left, rate halved", rules.RateLimit{Rate: 100, Burst: 50}, rules.RateLimit{Rate: 50, Burst: 40}, 20, 30},
+		{"full, burst raised", rules.RateLimit{Rate: 100, Burst: 50}, rules.RateLimit{Rate: 100, Burst: 80}, 0, 50},
+	}
+	for _, tt := range tests {
+		t.Run("route "+tt.name, func(t *testing.T) {
+			r := route("api", "/")
+			r.RateLimit = &tt.from
+			f := newFixture(t, 1, ruleset(r))
+			req := governor.Request{Path: "/"}
+			for range tt.use {
+				p, err := f.g.Admit(context.Background(), req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p.Release(time.Millisecond, governor.Success)
+			}
+			r.RateLimit = &tt.to
+			if err := f.g.Apply(ruleset(r), 2); err != nil {
+				t.Fatal(err)
+			}
+			if n := admitAll(t, f.g, req); n != tt.want {
+				t.Fatalf("admitted %d at once after the change, want %d", n, tt.want)
+			}
+		})
+		t.Run("per key "+tt.name, func(t *testing.T) {
+			r := route("api", "/")
+			r.KeyRateLimits = []rules.KeyRateLimit{{Key: "ip", Rate: tt.from.Rate, Burst: tt.from.Burst}}
+			f := newFixture(t, 1, ruleset(r))
+			req := governor.Request{Path: "/", ClientIP: "10.0.0.1"}
+			if tt.use == 0 { // a key seen before, with a full bucket again
+				p, err := f.g.Admit(context.Background(), req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p.Release(time.Millisecond, governor.Success)
+				f.clk.Advance(time.Second)
+			}
+			for range tt.use {
+				p, err := f.g.Admit(context.Background(), req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				p.Release(time.Millisecond, governor.Success)
+			}
+			r.KeyRateLimits = []rules.KeyRateLimit{{Key: "ip", Rate: tt.to.Rate, Burst: tt.to.Burst}}
+			if err := f.g.Apply(ruleset(r), 2); err != nil {
+				t.Fatal(err)
+			}
+			if n := admitAll(t, f.g, req); n != tt.want {
+				t.Fatalf("admitted %d at once after the change, want %d", n, tt.want)
+			}
+			other := governor.Request{Path: "/", ClientIP: "10.0.0.2"} // a key never seen: full
+			if n := admitAll(t, f.g, other); n != tt.to.Burst {
+				t.Fatalf("a new key admitted %d, want the new burst %d", n, tt.to.Burst)
+			}
+		})
+	}
+}
+
+// TestApplyChangingMaxKeysKeepsEveryKeysTokens: changing only max_keys of a
+// per-key limit used to build a new limiter with every key full.
+func TestApplyChangingMaxKeysKeepsEveryKeysTokens(t *testing.T) {
+	r := route("api", "/")
+	r.KeyRateLimits = []rules.KeyRateLimit{
+		{Key: "header:X-Api-Key", Rate: 100, Burst: 100},
+		{Key: "ip", Rate: 1, Burst: 10, MaxKeys: 16},
+	}
+	f := newFixture(t, 1, ruleset(r))
+	req := governor.Request{Path: "/", ClientIP: "10.0.0.1"}
+	if n := admitAll(t, f.g, req); n != 10 {
+		t.Fatalf("admitted %d, want the burst of 10", n)
+	}
+	r.KeyRateLimits = []rules.KeyRateLimit{
+		{Key: "ip", Rate: 1, Burst: 10, MaxKeys: 32}, // moved first, max_keys changed
+		{Key: "header:X-Api-Key", Rate: 100, Burst: 100},
+	}
+	if err := f.g.Apply(ruleset(r), 2); err != nil {
+		t.Fatal(err)
+	}
+	if n := admitAll(t, f.g, req); n != 0 {
+		t.Fatalf("drained key admitted %d requests at once after max_keys changed", n)
+	}
+	f.clk.Advance(time.Second)
+	if n := admitAll(t, f.g, req); n != 1 {
+		t.Fatalf("admitted %d a second later, want the 1/s rate", n)
+	}
+}
+
 func TestApplyRefusesAndKeepsOldRules(t *testing.T) {
 	f := newFixture(t, 1, ruleset(concRoute(1, 0)))
 	bad := ruleset(concRoute(1, 0))

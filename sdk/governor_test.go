@@ -322,7 +322,7 @@ func TestRateLimit(t *testing.T) {
 
 func TestKeyRateLimitPerClientIP(t *testing.T) {
 	r := route("api", "/")
-	r.KeyRateLimits = []rules.KeyRateLimit{{Key: "ip", Rate: 1, Burst: 2, MaxKeys: 16}, {Key: "header:x-api-key", Rate: 100, Burst: 1}}
+	r.KeyRateLimits = []rules.KeyRateLimit{{Key: "ip", Rate: 1, Burst: 2, MaxKeys: 1600}, {Key: "header:x-api-key", Rate: 100, Burst: 1}}
 	f := newFixture(t, 1, ruleset(r))
 	ctx := context.Background()
 	admit := func(ip, key string) error {

@@ -13,6 +13,9 @@
 // forgotten, and the key taking a forgotten one's place takes over its debt.
 // Its memory grows with the keys seen, up to MaxKeys.
 //
+// A bucket or per-key limiter built to replace another (a changed rule)
+// Inherits its tokens, so that changing a limit never refills the buckets.
+//
 // Refund gives a token back for a request a later stage refused (a per-key
 // limit after the route's bucket, a concurrency limit), so that requests
 // refused there do not use up the rate of admitted ones: without it, one
@@ -165,6 +168,37 @@ func (b *Bucket) take(i uint32, now, interval int64) (bool, int64) {
 			}
 			return true, 0
 		}
+	}
+}
+
+// Inherit takes over, at now, the tokens old holds, for a bucket built to
+// replace old (a changed rule): b starts with as many tokens as old has
+// left, up to its own burst, and owes the rest, now at its own rate. A
+// drained bucket stays drained and a full one stays full (up to the new
+// burst), so lowering a rate during an overload hands out no fresh burst,
+// and raising one hands out no more at once than the old bucket held. Call it before b is in use; tokens old
+// hands out meanwhile are not seen.
+func (b *Bucket) Inherit(old *Bucket, now int64) {
+	have := 0.0
+	for i := range old.shards {
+		s := &old.shards[i]
+		tat, interval := s.tat.Load(), s.interval.Load()
+		debt := 0.0
+		if tat > now {
+			debt = float64(tat-now) / float64(interval)
+		}
+		have += max(float64(old.bursts[i])-debt, 0)
+	}
+	// Fill the shards one after the other rather than each by a share:
+	// a share of a token in every shard would be lost to the rounding of
+	// each, and Allow tries every shard anyway.
+	for i := range b.shards {
+		s := &b.shards[i]
+		give := min(have, float64(b.bursts[i]))
+		have -= give
+		tat, _ := owed(give, int(b.bursts[i]), b.interval, now)
+		s.tat.Store(tat)
+		s.interval.Store(b.interval)
 	}
 }
 

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"fmt"
+	"hash/maphash"
 	"math"
 	"strings"
 	"sync"
@@ -20,12 +21,16 @@ const keyedParts = 16
 // a part's m places get at most m keys' worth. A new key that takes over a
 // debt waits at most one interval (1/rate) for its first token, and only
 // while more keys are active than MaxKeys holds. It is safe for concurrent
-// use; keys are spread over independently locked parts by hash.
+// use; keys are spread over independently locked parts by a hash seeded
+// afresh for every limiter, so a client that chooses its keys (an API-key
+// header) cannot aim them all at the part of another client's key and push
+// that key out with a handful of keys, far fewer than MaxKeys.
 type Keyed struct {
 	rate        float64
 	burst       int
 	interval    int64
 	maxInterval int64 // bounds a (scaled) interval: burst times it stays within maxTolerance
+	seed        maphash.Seed
 	parts       [keyedParts]keyedPart
 }
 
@@ -59,7 +64,7 @@ func NewKeyed(rate float64, burst, maxKeys int) (*Keyed, error) {
 	if maxKeys < 1 {
 		return nil, fmt.Errorf("%w: max keys must be at least 1, got %d", ErrInvalid, maxKeys)
 	}
-	k := &Keyed{rate: rate, burst: burst}
+	k := &Keyed{rate: rate, burst: burst, seed: maphash.MakeSeed()}
 	k.maxInterval = max(1, maxTolerance/int64(burst))
 	k.interval = toInterval(1e9/rate, k.maxInterval)
 	per := (maxKeys + keyedParts - 1) / keyedParts
@@ -97,7 +102,7 @@ func (k *Keyed) Allow(key string, now int64, scale float64) (bool, int64) {
 	if scale < 1 {
 		interval = toInterval(float64(interval)/max(scale, 1e-3), k.maxInterval)
 	}
-	p := &k.parts[hashKey(key)%keyedParts]
+	p := &k.parts[k.partOf(key)]
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	i, ok := p.index[key]
@@ -119,7 +124,7 @@ func (k *Keyed) Allow(key string, now int64, scale float64) (bool, int64) {
 // a request that a later stage refused after all, as Bucket.Refund does. A
 // full bucket stays full; a key no longer remembered is left alone.
 func (k *Keyed) Refund(key string, now int64) {
-	p := &k.parts[hashKey(key)%keyedParts]
+	p := &k.parts[k.partOf(key)]
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	i, ok := p.index[key]
@@ -129,6 +134,56 @@ func (k *Keyed) Refund(key string, now int64) {
 	if e := &p.ents[i]; e.tat > now {
 		e.tat = max(now, e.tat-e.interval)
 	}
+}
+
+// Inherit takes over, at now, the state of the keys old remembers, for a
+// limiter built to replace old (a changed rule): each key keeps the tokens
+// it has left, up to k's burst, and owes the rest, now at k's rate. A
+// drained key stays drained and a full one stays full (up to the new burst),
+// so changing a per-key limit hands no key a fresh burst, and raising one
+// hands out no more at once to a key seen before than the old limit held (a
+// key never seen starts with the new burst, as always). Keys go in from the
+// least recently seen of each of old's parts to the most recent, so when k
+// remembers fewer keys than old, those it forgets are mostly the least
+// recently seen, and their debts go with them (a key forgotten at a change
+// of max_keys starts full when it comes back). Call it before k is in use;
+// requests old admits meanwhile are not seen.
+func (k *Keyed) Inherit(old *Keyed, now int64) {
+	for i := range old.parts {
+		op := &old.parts[i]
+		op.mu.Lock()
+		for j := op.tail; j >= 0; j = op.ents[j].prev { // least recent first
+			e := &op.ents[j]
+			have := float64(old.burst)
+			if e.tat > now {
+				have -= float64(e.tat-now) / float64(e.interval)
+			}
+			tat, _ := owed(have, k.burst, k.interval, now)
+			p := &k.parts[k.partOf(e.key)]
+			p.mu.Lock()
+			n, ok := p.index[e.key]
+			if !ok {
+				n = p.insert(e.key, k.interval)
+			} else {
+				p.touch(n)
+			}
+			p.ents[n].tat, p.ents[n].interval = tat, k.interval
+			p.mu.Unlock()
+		}
+		op.mu.Unlock()
+	}
+}
+
+// owed returns the theoretical arrival time, at now, of a bucket of burst
+// counted in interval that holds have tokens (at most burst of them), or 0
+// and false if it is full.
+func owed(have float64, burst int, interval, now int64) (int64, bool) {
+	debt := float64(burst) - min(max(have, 0), float64(burst))
+	if !(debt > 0) {
+		return 0, false
+	}
+	// debt <= burst and burst x interval <= maxTolerance: no overflow.
+	return now + int64(debt*float64(interval)), true
 }
 
 // insert adds key as the most recently used entry with a full bucket counted
@@ -188,12 +243,5 @@ func (p *keyedPart) pushFront(i int32) {
 	}
 }
 
-// hashKey is FNV-1a; it only spreads keys over parts.
-func hashKey(s string) uint32 {
-	h := uint32(2166136261)
-	for i := 0; i < len(s); i++ {
-		h ^= uint32(s[i])
-		h *= 16777619
-	}
-	return h
-}
+// partOf returns the index of key's part.
+func (k *Keyed) partOf(key string) uint64 { return maphash.String(k.seed, key) % keyedParts }

@@ -7,12 +7,12 @@ import (
 	"time"
 )
 
-// keysOfOnePart returns n keys that land in the same part as "k0".
-func keysOfOnePart(n int) []string {
+// keysOfOnePart returns n keys that land in the same part of l as "k0".
+func keysOfOnePart(l *Keyed, n int) []string {
 	keys := []string{"k0"}
 	for i := 1; len(keys) < n; i++ {
 		k := fmt.Sprint("k", i)
-		if hashKey(k)%keyedParts == hashKey("k0")%keyedParts {
+		if l.partOf(k) == l.partOf("k0") {
 			keys = append(keys, k)
 		}
 	}
@@ -29,7 +29,7 @@ func TestKeyedEvictionDoesNotGiveKeysCyclingThroughAPartFreshBursts(t *testing.T
 			if err != nil {
 				t.Fatal(err)
 			}
-			keys := keysOfOnePart(keysInPart + 1)
+			keys := keysOfOnePart(k, keysInPart+1)
 			now := int64(time.Hour)
 			n := 0
 			for i := range 1000 { // 10 s, one request every 10 ms
@@ -55,7 +55,7 @@ func TestKeyedNewKeyTakingOverADebtWaitsAtMostOneInterval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := keysOfOnePart(2)
+	keys := keysOfOnePart(k, 2)
 	now := int64(time.Hour)
 	for range 5 {
 		if ok, _ := k.Allow(keys[0], now, 1); !ok {
@@ -118,4 +118,117 @@ func TestKeyedMemoryGrowsWithTheKeysSeen(t *testing.T) {
 		t.Fatalf("MaxKeys %d, Len %d; want %d, 1000", k.MaxKeys(), k.Len(), 1<<20)
 	}
 	runtime.KeepAlive(k)
+}
+
+// fnv1a is the unseeded hash that used to choose a key's part.
+func fnv1a(s string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(s); i++ {
+		h ^= uint32(s[i])
+		h *= 16777619
+	}
+	return h
+}
+
+// Parts used to be chosen by an unseeded FNV-1a, so a client choosing its
+// keys (an API-key header) could compute a handful that share a victim's
+// part and push the victim's entry out, its replacement taking over a
+// drained bucket: far fewer keys than MaxKeys denied another client. The
+// hash is seeded for each limiter now, so keys chosen that way spread.
+func TestKeyedKeysAimedAtOnePartDoNotEvictAVictim(t *testing.T) {
+	k, err := NewKeyed(1, 5, 160) // 10 places per part
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := "10.0.0.1"
+	var attackers []string
+	for i := 0; len(attackers) < 10; i++ {
+		a := fmt.Sprintf("a%d", i)
+		if fnv1a(a)%keyedParts == fnv1a(victim)%keyedParts {
+			attackers = append(attackers, a)
+		}
+	}
+	now := int64(1e9)
+	k.Allow(victim, now, 1)
+	for _, a := range attackers { // each drains its burst
+		for {
+			if ok, _ := k.Allow(a, now, 1); !ok {
+				break
+			}
+		}
+	}
+	if ok, wait := k.Allow(victim, now, 1); !ok {
+		t.Fatalf("victim with 4 of its 5 tokens left refused (wait %dns) while only %d of %d keys are in use",
+			wait, k.Len(), k.MaxKeys())
+	}
+}
+
+// Two limiters place keys differently: keys found to share a part of one
+// (by a client timing its requests, say) are spread in the other.
+func TestKeyedPartsAreSeededPerLimiter(t *testing.T) {
+	a, _ := NewKeyed(1, 1, keyedParts)
+	b, _ := NewKeyed(1, 1, keyedParts)
+	keys := keysOfOnePart(a, 20)
+	for _, key := range keys[1:] {
+		if b.partOf(key) != b.partOf(keys[0]) {
+			return
+		}
+	}
+	t.Fatalf("20 keys of one part of a limiter share a part of another: the hash is not seeded")
+}
+
+// Inherit keeps each key's tokens, up to the new burst; a limiter
+// remembering fewer keys keeps no more than it can.
+func TestKeyedInheritKeepsEachKeysTokens(t *testing.T) {
+	old, _ := NewKeyed(10, 10, 1600) // 100 places per part: no key is forgotten here
+	now := int64(time.Hour)
+	for range 10 {
+		old.Allow("drained", now, 1)
+	}
+	for range 4 {
+		old.Allow("six left", now, 1)
+	}
+	old.Allow("full", now-int64(time.Second), 1)
+	tests := []struct {
+		rate  float64
+		burst int
+		want  map[string]int
+	}{
+		{5, 10, map[string]int{"drained": 0, "six left": 6, "full": 10, "new": 10}},
+		{10, 4, map[string]int{"drained": 0, "six left": 4, "full": 4, "new": 4}},
+		{10, 20, map[string]int{"drained": 0, "six left": 6, "full": 10, "new": 20}},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.rate, "/s burst ", tt.burst), func(t *testing.T) {
+			k, _ := NewKeyed(tt.rate, tt.burst, 1600)
+			k.Inherit(old, now)
+			if n := k.Len(); n != old.Len() {
+				t.Fatalf("remembers %d keys, want the %d of old", n, old.Len())
+			}
+			for key, want := range tt.want {
+				n := 0
+				for n < 100 {
+					if ok, _ := k.Allow(key, now, 1); !ok {
+						break
+					}
+					n++
+				}
+				if n != want {
+					t.Errorf("%s: admitted %d at once, want %d", key, n, want)
+				}
+			}
+			// The debt is paid at the new rate.
+			if ok, wait := k.Allow("drained", now, 1); ok || wait != int64(1e9/tt.rate) {
+				t.Errorf("drained key: ok=%v wait=%v, want a token in 1/%v s", ok, time.Duration(wait), tt.rate)
+			}
+		})
+	}
+	for i := range 100 {
+		old.Allow(fmt.Sprint("k", i), now, 1)
+	}
+	small, _ := NewKeyed(10, 10, keyedParts)
+	small.Inherit(old, now)
+	if small.Len() > keyedParts {
+		t.Fatalf("remembers %d keys, want at most %d", small.Len(), keyedParts)
+	}
 }

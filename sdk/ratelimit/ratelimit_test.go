@@ -136,7 +136,7 @@ func TestKeyedEvictsLeastRecentlyUsed(t *testing.T) {
 	var b string
 	for i := 1; ; i++ {
 		b = fmt.Sprint("k", i)
-		if hashKey(a)%keyedParts == hashKey(b)%keyedParts {
+		if k.partOf(a) == k.partOf(b) {
 			break
 		}
 	}
@@ -147,7 +147,7 @@ func TestKeyedEvictsLeastRecentlyUsed(t *testing.T) {
 		t.Fatal("a's empty bucket admitted")
 	}
 	k.Allow(b, now, 1) // evicts a
-	part := &k.parts[hashKey(a)%keyedParts]
+	part := &k.parts[k.partOf(a)]
 	if _, ok := part.index[a]; ok || len(part.index) != 1 {
 		t.Fatalf("part holds %v after b arrived, want only b", part.index)
 	}
@@ -314,5 +314,61 @@ func TestLargeBurstAtLowRateDoesNotOverflow(t *testing.T) {
 					scale, i, okB, waitB, okK, waitK)
 			}
 		}
+	}
+}
+
+// Inherit keeps the tokens a bucket has left, up to the new burst, spread
+// over the new shards, whatever the shards, rates and warm-up scale of
+// either bucket.
+func TestBucketInheritKeepsItsTokens(t *testing.T) {
+	tests := []struct {
+		name         string
+		rate         float64
+		burst, use   int
+		scale        float64
+		newRate      float64
+		newBurst     int
+		newShards    int
+		want         int
+		wantWaitNear time.Duration // for a drained bucket: about one new interval
+	}{
+		{"drained, rate halved", 1000, 64, 64, 1, 500, 64, 8, 0, 8 * 2 * time.Millisecond},
+		{"drained during a warm-up", 1000, 64, 64, 0.1, 2000, 128, 8, 0, 8 * 500 * time.Microsecond},
+		{"24 left, 8 shards to 1", 1000, 64, 40, 1, 100, 32, 8, 24, 0},
+		{"24 left, burst lowered", 1000, 64, 40, 1, 1000, 16, 8, 16, 0},
+		{"full, burst raised", 100, 10, 0, 1, 1000, 100, 8, 10, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			old, err := NewBucket(tt.rate, tt.burst, 8)
+			if err != nil {
+				t.Fatal(err)
+			}
+			now := int64(time.Hour)
+			for i := range tt.use {
+				if ok, _ := old.Allow(now, uint32(i), tt.scale); !ok {
+					t.Fatalf("request %d of the burst refused", i)
+				}
+			}
+			b, err := NewBucket(tt.newRate, tt.newBurst, tt.newShards)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Inherit(old, now)
+			n := 0
+			var wait int64
+			for ; n < 1000; n++ {
+				var ok bool
+				if ok, wait = b.Allow(now, uint32(n), 1); !ok {
+					break
+				}
+			}
+			if n != tt.want {
+				t.Fatalf("admitted %d at once, want %d", n, tt.want)
+			}
+			if tt.wantWaitNear > 0 && (time.Duration(wait) > tt.wantWaitNear || time.Duration(wait) < tt.wantWaitNear/2) {
+				t.Fatalf("drained bucket: next token in %v, want about %v", time.Duration(wait), tt.wantWaitNear)
+			}
+		})
 	}
 }
