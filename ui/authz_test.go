@@ -43,6 +43,7 @@ var stateChanging = []endpoint{
 	{path: "/services/checkout/canary/abort", form: url.Values{"version": {"1"}}, user: "otto"},
 	{path: "/alerts/a1/ack", user: "otto"},
 	{path: "/alerts/silence", form: url.Values{"service": {"checkout"}, "for": {"1h"}, "comment": {"c"}}, user: "otto"},
+	{path: "/alerts/silences/s1/expire", form: url.Values{"version": {"0123456789abcdef"}}, user: "otto"},
 	{path: "/settings/users", form: url.Values{"name": {"newbie"}, "role": {"viewer"}}, user: "ada"},
 	{path: "/settings/users/otto/roles", form: url.Values{"role": {"viewer"}}, user: "ada"},
 	{path: "/settings/policies/checkout", form: url.Values{"approvals": {"2"}}, user: "ada"},

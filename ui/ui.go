@@ -52,8 +52,10 @@ type Options struct {
 	AlertBootstrap string
 	ConfigBand     model.ConfigBand
 	// AlertService serves silences by matchers (listed, edited and expired
-	// as Alertmanager's API does) and alert history through the API; nil:
-	// those routes answer 503 (see api.Options.AlertService).
+	// as Alertmanager's API does) and alert history through the API, and
+	// lists the silences with an expire form on the alerts page; nil:
+	// those routes answer 503 (see api.Options.AlertService) and the page
+	// lists none.
 	AlertService *alertsapi.Service
 	Clock        clock.Clock
 	Logger       *slog.Logger
@@ -135,7 +137,7 @@ func NewServer(o Options) (*Server, error) {
 		return nil, err
 	}
 	pg, err := pages.New(pages.Options{Rules: o.Rules, Auth: o.Auth, AuditChecker: checker, Fleet: o.Fleet, Alerts: o.Alerts, Rollouts: o.Rollouts, Charts: o.Charts,
-		AlertRouting: o.AlertRouting, AlertBootstrap: o.AlertBootstrap, ConfigBand: o.ConfigBand, Clock: o.Clock, Logger: o.Logger, LiveInterval: o.LiveInterval, Stopping: o.Stopping})
+		AlertRouting: o.AlertRouting, AlertBootstrap: o.AlertBootstrap, ConfigBand: o.ConfigBand, AlertService: o.AlertService, Clock: o.Clock, Logger: o.Logger, LiveInterval: o.LiveInterval, Stopping: o.Stopping})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}

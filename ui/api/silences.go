@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -135,6 +136,7 @@ func (a *API) silenceByMatchers(w http.ResponseWriter, r *http.Request, req Sile
 	if created {
 		status = http.StatusCreated
 	}
+	w.Header().Set("ETag", strconv.Quote(s.Version))
 	writeJSON(w, status, s)
 }
 
@@ -154,15 +156,44 @@ func (a *API) silences(w http.ResponseWriter, r *http.Request) {
 }
 
 // expireSilence ends a silence now, 204; it stays listed as expired.
+// With If-Match, the ETag of the silence as the client showed it, a
+// silence changed since is left as it is, 409 saying what changed;
+// without (or with "*") it ends whatever it became, as Alertmanager's
+// DELETE does.
 func (a *API) expireSilence(w http.ResponseWriter, r *http.Request) {
+	version, err := ifMatch(r.Header.Values("If-Match"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
 	if !a.alertService(w, r) {
 		return
 	}
-	if err := a.o.AlertService.ExpireSilence(r.Context(), chi.URLParam(r, "id")); err != nil {
+	if err := a.o.AlertService.ExpireSilenceIf(r.Context(), chi.URLParam(r, "id"), version); err != nil {
 		a.fail(w, r, err)
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// ifMatch reads the If-Match header of a silence's expiry: none or "*"
+// is "" (any version); else one strong ETag, a silence's version quoted.
+// A weak ETag (W/"…") never matches in If-Match, and a list names
+// several versions where an expiry checks one: both are refused, as is a
+// tag that cannot be a version, rather than ending the silence.
+func ifMatch(values []string) (string, error) {
+	h := strings.TrimSpace(strings.Join(values, ","))
+	if h == "" || h == "*" {
+		return "", nil
+	}
+	v, ok := strings.CutPrefix(h, `"`)
+	if ok {
+		v, ok = strings.CutSuffix(v, `"`)
+	}
+	if !ok || !model.IsSilenceVersion(v) {
+		return "", fmt.Errorf(`%w: If-Match: must be one strong ETag of the silence, as its ETag header or its version quoted (e.g. "3f9a0c1e5b7d2468"); weak tags and lists are not accepted`, httperr.ErrBadRequest)
+	}
+	return v, nil
 }
 
 // alertHistory lists an alert's state changes, oldest first: the newest

@@ -12,6 +12,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	"gopkg.in/yaml.v3"
 
 	"governor.dev/governor/alerts"
 	alertsapi "governor.dev/governor/alerts/api"
@@ -237,6 +238,143 @@ func FuzzSilenceBody(f *testing.F) {
 		w, _ := e.do("POST", "/api/v1/silences", body)
 		if w.Code >= 500 {
 			t.Fatalf("status %d for %q: %s", w.Code, body, w.Body)
+		}
+	})
+}
+
+// doIfMatch is do with an If-Match header (none when ifMatch is "").
+func (e *silenceEnv) doIfMatch(method, path, ifMatch string) (*httptest.ResponseRecorder, map[string]any) {
+	r := httptest.NewRequest(method, path, nil)
+	if ifMatch != "" {
+		r.Header.Set("If-Match", ifMatch)
+	}
+	return serve(e.h, r)
+}
+
+// TestSilenceExpireIfMatch: a silence is returned with its version, as
+// the body's version and a strong ETag; DELETE with If-Match the ETag of
+// a version since edited is 409 saying who edited it, and the silence
+// stays active; with the current ETag it is expired, 204; without
+// If-Match it is expired whatever it became (as before); an If-Match that
+// is not one strong ETag is 400 and changes nothing; "*" is no version.
+func TestSilenceExpireIfMatch(t *testing.T) {
+	e := newSilenceEnv(t)
+	w, doc := e.do("POST", "/api/v1/silences", `{"matchers": "{service=\"checkout\"}", "ends_at": "`+at(time.Hour)+`", "comment": "deploy"}`)
+	require.Equal(t, http.StatusCreated, w.Code, w.Body.String())
+	id, v1 := doc["id"].(string), doc["version"].(string)
+	require.NotEmpty(t, v1)
+	require.Equal(t, `"`+v1+`"`, w.Header().Get("ETag"))
+	require.Equal(t, at(0), doc["updated_at"])
+
+	e.clk.Advance(10 * time.Minute)
+	w, doc = e.do("POST", "/api/v1/silences", `{"id": "`+id+`", "matchers": "{service=\"checkout\"}", "ends_at": "`+at(2*time.Hour)+`", "comment": "late"}`)
+	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+	v2 := doc["version"].(string)
+	require.NotEqual(t, v1, v2)
+	require.Equal(t, `"`+v2+`"`, w.Header().Get("ETag"))
+
+	for _, bad := range []string{v2, `W/"` + v2 + `"`, `"` + v1 + `", "` + v2 + `"`, `"not a version"`, `"`} {
+		w, _ = e.doIfMatch("DELETE", "/api/v1/silences/"+id, bad)
+		require.Equal(t, http.StatusBadRequest, w.Code, "%s: %s", bad, w.Body)
+		require.Contains(t, w.Body.String(), "If-Match", bad)
+		require.Equal(t, id, e.silencedBy(t), bad)
+	}
+
+	w, doc = e.doIfMatch("DELETE", "/api/v1/silences/"+id, `"`+v1+`"`)
+	require.Equal(t, http.StatusConflict, w.Code, w.Body.String())
+	msg := doc["error"].(string)
+	require.Contains(t, msg, "edited by otto at "+at(10*time.Minute))
+	require.Contains(t, msg, "version "+v2)
+	require.Equal(t, id, e.silencedBy(t), "a stale expiry ends nothing")
+
+	w, _ = e.doIfMatch("DELETE", "/api/v1/silences/"+id, `"`+v2+`"`)
+	require.Equal(t, http.StatusNoContent, w.Code, w.Body.String())
+	require.Empty(t, e.silencedBy(t))
+
+	// Expired since: the version read before is refused, saying it ended.
+	w, doc = e.doIfMatch("DELETE", "/api/v1/silences/"+id, `"`+v2+`"`)
+	require.Equal(t, http.StatusConflict, w.Code, w.Body.String())
+	require.Contains(t, doc["error"], "it ended at "+at(10*time.Minute))
+
+	// Without If-Match, or with "*", the silence ends whatever it became.
+	for _, ifMatch := range []string{"", "*"} {
+		_, doc = e.do("POST", "/api/v1/silences", `{"matchers": "{service=\"checkout\"}", "ends_at": "`+at(time.Hour)+`", "comment": "again"}`)
+		id := doc["id"].(string)
+		_, _ = e.do("POST", "/api/v1/silences", `{"id": "`+id+`", "matchers": "{service=\"checkout\"}", "ends_at": "`+at(3*time.Hour)+`", "comment": "edited"}`)
+		w, _ = e.doIfMatch("DELETE", "/api/v1/silences/"+id, ifMatch)
+		require.Equal(t, http.StatusNoContent, w.Code, "%q: %s", ifMatch, w.Body)
+		require.Empty(t, e.silencedBy(t), ifMatch)
+	}
+	w, _ = e.doIfMatch("DELETE", "/api/v1/silences/nope", `"`+v2+`"`)
+	require.Equal(t, http.StatusNotFound, w.Code, w.Body.String())
+	require.False(t, strings.Contains(w.Header().Get("ETag"), v2))
+}
+
+// TestOpenAPIDocumentsSilenceVersions: the document says how to expire a
+// silence only as shown: the Silence's version and updated_at, its ETag
+// on POST /silences, and If-Match, 400 and 409 on DELETE /silences/{id}.
+func TestOpenAPIDocumentsSilenceVersions(t *testing.T) {
+	type op struct {
+		Parameters []struct {
+			Name string `yaml:"name"`
+			In   string `yaml:"in"`
+		} `yaml:"parameters"`
+		Responses map[string]struct {
+			Headers map[string]any `yaml:"headers"`
+		} `yaml:"responses"`
+	}
+	var doc struct {
+		Paths struct {
+			Silences struct {
+				Post op `yaml:"post"`
+			} `yaml:"/silences"`
+			Silence struct {
+				Delete op `yaml:"delete"`
+			} `yaml:"/silences/{id}"`
+		} `yaml:"paths"`
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]any `yaml:"properties"`
+			} `yaml:"schemas"`
+		} `yaml:"components"`
+	}
+	require.NoError(t, yaml.Unmarshal(api.OpenAPI(), &doc))
+	del := doc.Paths.Silence.Delete
+	require.Len(t, del.Parameters, 1)
+	require.Equal(t, "If-Match", del.Parameters[0].Name)
+	require.Equal(t, "header", del.Parameters[0].In)
+	require.Contains(t, del.Responses, "400")
+	require.Contains(t, del.Responses, "409")
+	for _, code := range []string{"200", "201"} {
+		require.Contains(t, doc.Paths.Silences.Post.Responses[code].Headers, "ETag", code)
+	}
+	require.Contains(t, doc.Components.Schemas["Silence"].Properties, "version")
+	require.Contains(t, doc.Components.Schemas["Silence"].Properties, "updated_at")
+}
+
+// FuzzSilenceIfMatch: whatever If-Match says, DELETE /silences/{id}
+// answers 204, 400 or 409, never a server error, and ends the silence
+// only without a version ("", "*") or with its own version quoted.
+func FuzzSilenceIfMatch(f *testing.F) {
+	for _, s := range []string{"", "*", `"0123456789abcdef"`, `W/"0123456789abcdef"`, `"a", "b"`, `"`, `""`, " * ", "\x00", `"ABCDEF"`} {
+		f.Add(s)
+	}
+	e := newSilenceEnv(f)
+	f.Fuzz(func(t *testing.T, h string) {
+		_, doc := e.do("POST", "/api/v1/silences", `{"matchers": "{service=\"checkout\"}", "ends_at": "`+at(time.Hour)+`", "comment": "fuzz"}`)
+		id, version := doc["id"].(string), doc["version"].(string)
+		r := httptest.NewRequest("DELETE", "/api/v1/silences/"+id, nil)
+		r.Header["If-Match"] = []string{h}
+		w, _ := serve(e.h, r)
+		switch w.Code {
+		case http.StatusNoContent:
+			require.Contains(t, []string{"", "*", `"` + version + `"`}, strings.TrimSpace(h))
+			require.NotContains(t, e.silencedBy(t), id)
+		case http.StatusBadRequest, http.StatusConflict:
+			require.Contains(t, e.silencedBy(t), id)
+			_, _ = e.do("DELETE", "/api/v1/silences/"+id, "")
+		default:
+			t.Fatalf("If-Match %q: %d %s", h, w.Code, w.Body)
 		}
 	})
 }

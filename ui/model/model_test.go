@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -278,4 +279,27 @@ func TestBuildWordsPartialAndFailedSignalsApart(t *testing.T) {
 		"metrics partial: request_rate: store-eu-1 did not answer",
 		"metrics query failed: latency_p99: timed out",
 	}, ov.Problems)
+}
+
+// TestIsSilenceVersion: a silence's version is 1 to 64 lowercase
+// hexadecimal digits; anything else (quotes, spaces, markup, upper case)
+// is not one.
+func TestIsSilenceVersion(t *testing.T) {
+	tests := []struct {
+		v    string
+		want bool
+	}{
+		{"0123456789abcdef", true},
+		{"a", true},
+		{strings.Repeat("f", 64), true},
+		{"", false},
+		{strings.Repeat("f", 65), false},
+		{"ABCDEF", false},
+		{`"abc"`, false},
+		{"abc def", false},
+		{"<b>", false},
+	}
+	for _, tt := range tests {
+		require.Equal(t, tt.want, model.IsSilenceVersion(tt.v), tt.v)
+	}
 }

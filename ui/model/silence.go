@@ -35,3 +35,19 @@ func ParseSilence(service, tier, dur, comment string, now time.Time) (Silence, e
 	}
 	return Silence{Service: service, Tier: t, Until: now.Add(d), Comment: comment}, nil
 }
+
+// IsSilenceVersion reports whether v may be the version of a silence by
+// matchers (alerts/api Silence.Version, an HTTP ETag's value): 1 to 64
+// lowercase hexadecimal digits. A form or header holding anything else
+// is refused before it reaches the alerts, whose refusal quotes it.
+func IsSilenceVersion(v string) bool {
+	if v == "" || len(v) > 64 {
+		return false
+	}
+	for _, c := range v {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	alertsapi "governor.dev/governor/alerts/api"
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/ui/assets"
@@ -42,6 +43,9 @@ type Options struct {
 	AlertRouting   model.AlertRouting
 	AlertBootstrap string
 	ConfigBand     model.ConfigBand
+	// AlertService lists the silences by matchers on the alerts page and
+	// expires them; nil: the page lists none.
+	AlertService *alertsapi.Service
 
 	// AuditChecker verifies the audit chain for the audit page; nil: one of
 	// its own over Rules (ui.New shares one between the pages and the API,

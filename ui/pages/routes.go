@@ -69,6 +69,7 @@ func (p *Pages) Routes(r chi.Router) {
 		r.Use(need(alertRoles...))
 		r.Post("/alerts/{id}/ack", p.ack)
 		r.Post("/alerts/silence", p.silence)
+		r.Post("/alerts/silences/{id}/expire", p.expireSilence)
 	})
 	r.Group(func(r chi.Router) {
 		r.Use(need(adminRoles...))
