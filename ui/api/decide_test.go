@@ -285,6 +285,16 @@ func (e *decideEnv) staleProposal(t *testing.T) versioning.Version {
 	return stale
 }
 
+// rebasedByOtto makes a stale proposal and otto's rebase of it; it returns
+// both.
+func (e *decideEnv) rebasedByOtto(t *testing.T) (stale, rebased versioning.Version) {
+	t.Helper()
+	stale = e.staleProposal(t)
+	rebased, err := e.st.Rebase(context.Background(), "bank", stale.Number, otto)
+	require.NoError(t, err)
+	return stale, rebased
+}
+
 func (e *decideEnv) versionCount(t *testing.T) int {
 	t.Helper()
 	vs, err := e.st.List(context.Background(), versioning.ListFilter{Service: "bank", Limit: 1000})
@@ -359,34 +369,26 @@ func TestRebaseConflictsStay409(t *testing.T) {
 			return stale.Number, "bob"
 		}, "already withdrawn by otto"},
 		{"revised since", func(t *testing.T, e *decideEnv) (int64, string) {
-			stale := e.staleProposal(t)
-			nv, err := e.st.Rebase(ctx, "bank", stale.Number, otto)
-			require.NoError(t, err)
-			_, err = e.st.Revise(ctx, "bank", nv.Number, versioning.Proposal{BaseVersion: nv.Parent, Ruleset: bankRuleset(6), Author: otto, Reason: "r2"})
+			stale, nv := e.rebasedByOtto(t)
+			_, err := e.st.Revise(ctx, "bank", nv.Number, versioning.Proposal{BaseVersion: nv.Parent, Ruleset: bankRuleset(6), Author: otto, Reason: "r2"})
 			require.NoError(t, err)
 			return stale.Number, "otto"
 		}, "already withdrawn by otto"},
 		{"reason revised since", func(t *testing.T, e *decideEnv) (int64, string) {
-			stale := e.staleProposal(t)
-			nv, err := e.st.Rebase(ctx, "bank", stale.Number, otto)
-			require.NoError(t, err)
-			_, err = e.st.Revise(ctx, "bank", nv.Number, versioning.Proposal{BaseVersion: nv.Parent, Ruleset: bankRuleset(5), Author: otto, Reason: "r2"})
+			stale, nv := e.rebasedByOtto(t)
+			_, err := e.st.Revise(ctx, "bank", nv.Number, versioning.Proposal{BaseVersion: nv.Parent, Ruleset: bankRuleset(5), Author: otto, Reason: "r2"})
 			require.NoError(t, err)
 			return stale.Number, "otto"
 		}, "already withdrawn by otto"},
 		{"approved since", func(t *testing.T, e *decideEnv) (int64, string) {
-			stale := e.staleProposal(t)
-			nv, err := e.st.Rebase(ctx, "bank", stale.Number, otto)
-			require.NoError(t, err)
-			_, err = e.st.Approve(ctx, "bank", nv.Number, bob, "")
+			stale, nv := e.rebasedByOtto(t)
+			_, err := e.st.Approve(ctx, "bank", nv.Number, bob, "")
 			require.NoError(t, err)
 			return stale.Number, "otto"
 		}, "already withdrawn by otto"},
 		{"rebased version withdrawn since", func(t *testing.T, e *decideEnv) (int64, string) {
-			stale := e.staleProposal(t)
-			nv, err := e.st.Rebase(ctx, "bank", stale.Number, otto)
-			require.NoError(t, err)
-			_, err = e.st.Withdraw(ctx, "bank", nv.Number, otto, "")
+			stale, nv := e.rebasedByOtto(t)
+			_, err := e.st.Withdraw(ctx, "bank", nv.Number, otto, "")
 			require.NoError(t, err)
 			return stale.Number, "otto"
 		}, "already withdrawn by otto"},
