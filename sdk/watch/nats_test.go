@@ -183,6 +183,33 @@ func newProxy(t *testing.T, target string) *proxy {
 	return p
 }
 
+// proxiedConn connects through a new proxy to the NATS at u (closed when
+// the test ends) and returns the proxy, the connection and the channel that
+// hears the connection start reconnecting.
+func proxiedConn(t *testing.T, u string) (*proxy, *nats.Conn, <-chan nats.Status) {
+	t.Helper()
+	p := newProxy(t, strings.TrimPrefix(u, "nats://"))
+	nc, err := Connect(p.url(), nats.ReconnectWait(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	return p, nc, nc.StatusChanged(nats.RECONNECTING)
+}
+
+// awaitACK waits for the report of an ACK of version v.
+func awaitACK(t *testing.T, ctx context.Context, reports <-chan *Report, v int64) {
+	t.Helper()
+	select {
+	case r := <-reports:
+		if r.Status != StatusACK || r.Version != v {
+			t.Fatalf("report %+v, want ACK of v%d", r, v)
+		}
+	case <-ctx.Done():
+		t.Fatalf("no ACK of v%d", v)
+	}
+}
+
 func (p *proxy) url() string { return "nats://" + p.ln.Addr().String() }
 
 func (p *proxy) serve() {
@@ -247,13 +274,7 @@ func TestWatcherAfterNATSComesBack(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p := newProxy(t, strings.TrimPrefix(u, "nats://"))
-	nc, err := Connect(p.url(), nats.ReconnectWait(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	disconnected := nc.StatusChanged(nats.RECONNECTING)
+	p, nc, disconnected := proxiedConn(t, u)
 	// Heartbeats an hour apart: after the first, only a reconnect sends one.
 	w, err := New(Options{Service: "checkout", Instance: "pod-0", Conn: nc, Names: names,
 		Applier: &fakeApplier{}, Heartbeat: time.Hour, Resync: time.Hour})
@@ -359,13 +380,7 @@ func TestWatchEstablishedAndResyncErrorsAreExported(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p := newProxy(t, strings.TrimPrefix(u, "nats://"))
-	nc, err := Connect(p.url(), nats.ReconnectWait(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	disconnected := nc.StatusChanged(nats.RECONNECTING)
+	p, nc, disconnected := proxiedConn(t, u)
 	clk := clock.NewFake(time.Unix(1000, 0))
 	reg := prometheus.NewRegistry()
 	errs := make(chan error, 64)
@@ -384,14 +399,7 @@ func TestWatchEstablishedAndResyncErrorsAreExported(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = w.Run(wctx) }()
 	defer func() { wcancel(); <-done }()
-	select {
-	case r := <-reports:
-		if r.Status != StatusACK || r.Version != 1 {
-			t.Fatalf("report %+v, want ACK of v1", r)
-		}
-	case <-ctx.Done():
-		t.Fatal("no ACK of v1")
-	}
+	awaitACK(t, ctx, reports, 1)
 	if got := gauge(t, reg, "governor_sdk_watch_established"); got != 1 {
 		t.Fatalf("established = %v with the watch up, want 1", got)
 	}

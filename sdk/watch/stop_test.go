@@ -51,13 +51,7 @@ func cutWatcher(t *testing.T, ctx context.Context, u string, opts Options) (*hel
 	if _, err := kv.Put(ctx, names.StableKey("checkout"), envelopeBytes(t, "checkout", 1)); err != nil {
 		t.Fatal(err)
 	}
-	p := newProxy(t, strings.TrimPrefix(u, "nats://"))
-	nc, err := Connect(p.url(), nats.ReconnectWait(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	disconnected := nc.StatusChanged(nats.RECONNECTING)
+	p, nc, disconnected := proxiedConn(t, u)
 	opts.Service, opts.Instance, opts.Conn, opts.Names, opts.Applier = "checkout", "pod-0", nc, names, &fakeApplier{}
 	w, err := New(opts)
 	if err != nil {
@@ -69,14 +63,7 @@ func cutWatcher(t *testing.T, ctx context.Context, u string, opts Options) (*hel
 	go func() { defer close(done); _ = w.Run(wctx) }()
 	t.Cleanup(func() { wcancel(); <-done })
 	t.Cleanup(held.free) // first: a Run stuck in a stop ends
-	select {
-	case r := <-reports:
-		if r.Status != StatusACK || r.Version != 1 {
-			t.Fatalf("report %+v, want ACK of v1", r)
-		}
-	case <-ctx.Done():
-		t.Fatal("no ACK of v1")
-	}
+	awaitACK(t, ctx, reports, 1)
 	// The server deletes the watch's consumer by itself once its
 	// subscription is gone, as it is when NATS is down: the consumer has an
 	// inactive threshold.
