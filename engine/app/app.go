@@ -404,7 +404,7 @@ func (a *App) buildEngine() error {
 	a.guard, err = guardrail.New(guardrail.Options{Store: a.store, Series: guardrail.SignalSeries{Source: a.source, Reader: a.reader},
 		Window: g.Window, Settle: g.Settle, Step: g.Step, MinSamples: g.MinSamples, Alpha: g.Alpha,
 		ErrorTolerance: g.ErrorTolerance, LatencyTolerance: g.LatencyTolerance, GoodputTolerance: g.GoodputTolerance, LoadRatio: g.LoadRatio,
-		MaxWait: g.MaxWait, Actor: recommend.EngineActor(), Events: a.sink, Logger: a.log})
+		MaxWait: g.MaxWait, Recover: g.Recover, Drift: g.Drift, Actor: recommend.EngineActor(), Events: a.sink, Logger: a.log})
 	if err != nil {
 		return fmt.Errorf("%w: guardrail: %w", ErrStart, err)
 	}

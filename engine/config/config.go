@@ -362,6 +362,17 @@ type Guardrail struct {
 	// recorded as inconclusive for good; at least Window, 0 means three
 	// windows.
 	MaxWait time.Duration `yaml:"max_wait"`
+	// Recover is how long a version may have been live, when the engine
+	// starts or takes the lead, and still be judged after the fact on the
+	// windows around its activation (a restart would otherwise forget a
+	// regression whose rollback was being retried); 0 means 24h, a
+	// negative value judges nothing after the fact.
+	Recover time.Duration `yaml:"recover"`
+	// Drift is how far back the cumulative check reaches: each version is
+	// also compared with the window before the oldest version activated
+	// within Drift before it, so small steps each within tolerance do not
+	// add up; 0 means 1h, a negative value turns the check off.
+	Drift time.Duration `yaml:"drift"`
 }
 
 // Demo configures the demo fleet of dev mode.

@@ -474,3 +474,22 @@ func TestEmbeddedMaxSeriesIsReadAndChecked(t *testing.T) {
 		}
 	}
 }
+
+// The guardrail's after-the-fact judging and cumulative check are set from
+// the configuration; negative values turn them off and are valid.
+func TestGuardrailRecoverAndDriftKeys(t *testing.T) {
+	c, err := Decode(strings.NewReader("guardrail: {recover: 6h, drift: 30m}"), Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil || c.Guardrail.Recover != 6*time.Hour || c.Guardrail.Drift != 30*time.Minute {
+		t.Fatalf("recover %s drift %s (%v), want 6h and 30m", c.Guardrail.Recover, c.Guardrail.Drift, err)
+	}
+	c, err = Decode(strings.NewReader("guardrail: {recover: -1s, drift: -1s}"), Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("negative recover and drift (off): %v", err)
+	}
+}
