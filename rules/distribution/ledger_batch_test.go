@@ -1,12 +1,14 @@
 package distribution
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -756,6 +758,65 @@ func TestLedgerReevaluationInBatchesFailsWhereOneAtATimeFails(t *testing.T) {
 			}
 			if w.batches != 1 || w.single != 4 {
 				t.Fatalf("%d batches and %d single writes, want 1 (refused) and 4 (pod-0 to pod-3, alone)", w.batches, w.single)
+			}
+		})
+	}
+}
+
+// reversedStore lists instances in reverse byte order, as a database
+// whose collation sorts otherwise might ("pod_b" before "pod-a" before
+// "Pod-c"), and keeps the order of each batch's saves.
+type reversedStore struct {
+	LedgerBatchStore
+	batches [][]InstanceKey
+}
+
+func (r *reversedStore) Instances(ctx context.Context, service string) ([]Instance, error) {
+	ins, err := r.LedgerBatchStore.Instances(ctx, service)
+	slices.Reverse(ins)
+	return ins, err
+}
+
+func (r *reversedStore) SaveInstances(ctx context.Context, saves []InstanceSave) ([]error, error) {
+	var keys []InstanceKey
+	for _, s := range saves {
+		keys = append(keys, InstanceKey{s.In.Service, s.In.Instance})
+	}
+	r.batches = append(r.batches, keys)
+	return r.LedgerBatchStore.SaveInstances(ctx, saves)
+}
+
+// TestLedgerReevaluationSavesInByteOrder: a re-evaluation's batch saves
+// its instances ordered by service and instance in byte order, as a batch
+// of messages does, whatever order the store lists them in: two replicas'
+// transactions then lock rows in one order and cannot deadlock.
+func TestLedgerReevaluationSavesInByteOrder(t *testing.T) {
+	for _, st := range batchStores {
+		t.Run(st.name, func(t *testing.T) {
+			ctx := context.Background()
+			t0 := time.Unix(1_700_000_000, 0)
+			s, _ := st.open(t)
+			rs := &reversedStore{LedgerBatchStore: s}
+			l := newTestLedger(t, rs, clock.NewFake(t0))
+			if err := l.Published(ctx, envelope(t, "checkout", 1), nil); err != nil {
+				t.Fatal(err)
+			}
+			for _, in := range []string{"pod-a", "pod_b", "Pod-c", "ip-10-0-1-5", "ip-10-0-12-3"} {
+				l.record(ctx, wireMsg(t, l.o.Names, &watch.Heartbeat{Service: "checkout", Instance: in, Running: 1, IntervalMS: 1000, At: t0}))
+			}
+			rs.batches = nil
+			if err := l.Published(ctx, envelope(t, "checkout", 2), nil); err != nil {
+				t.Fatal(err)
+			}
+			if len(rs.batches) == 0 {
+				t.Fatal("the publication wrote no batch")
+			}
+			for _, b := range rs.batches {
+				if !slices.IsSortedFunc(b, func(a, b InstanceKey) int {
+					return cmp.Or(cmp.Compare(a.Service, b.Service), cmp.Compare(a.Instance, b.Instance))
+				}) {
+					t.Fatalf("batch saves in %v, want byte order", b)
+				}
 			}
 		})
 	}

@@ -1,9 +1,11 @@
 package distribution
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -128,6 +130,13 @@ func (r *reevaluation) flush(ctx context.Context) error {
 		clear(batch)
 		r.pending = batch[:0]
 	}()
+	// Saves ordered by service and instance in byte order, as recordBatch
+	// orders its own (the store's Instances follows the database's
+	// collation, which may not): two replicas' batches lock the rows they
+	// update in one order, and cannot deadlock.
+	slices.SortFunc(batch, func(a, b pendingSave) int {
+		return cmp.Or(cmp.Compare(a.save.In.Service, b.save.In.Service), cmp.Compare(a.save.In.Instance, b.save.In.Instance))
+	})
 	saves := make([]InstanceSave, len(batch))
 	for j, p := range batch {
 		saves[j] = p.save
