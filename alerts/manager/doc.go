@@ -6,7 +6,8 @@
 // on notifications, or its full queue keeps dropping them.
 //
 // A restarted manager loads everything from the store, so it neither loses
-// a firing or acknowledged alert nor sends a notification twice; messages
+// a firing or acknowledged alert nor sends a notification twice (one
+// exception follows); messages
 // logged but never delivered are queued again, or closed unsent when their
 // receiver is no longer configured. A notification whose log entry cannot
 // be written is still sent (at-least-once) and logged once the store is

@@ -24,7 +24,9 @@ var errStandby = fmt.Errorf("%w: this replica does not lead (Lead not called sin
 // it: the alert states (restored over those in memory), the silences and
 // acknowledgements, and what each group has notified (a fresh dispatcher
 // restored from the stored groups, so that nothing the last leader sent is
-// sent again, nor a resolve it owed lost). Then it queues the
+// sent again, nor a resolve it owed lost; the one exception is a page the
+// last leader sent while its log entry could not be written and did not
+// log before it lost the lead, which this one sends again: see send). Then it queues the
 // notifications the log holds undelivered, oldest first, those the last
 // leader logged and did not deliver included, closes unsent those of
 // receivers no longer configured, and lets Step run; its first step tells
