@@ -120,8 +120,12 @@ func RunLive(ctx context.Context, s *scenario.Scenario, list string, o LiveOptio
 		return report.Run{}, fmt.Errorf("lab: %w", err)
 	}
 	if o.Ruleset != nil {
-		if _, err := rules.Decode(o.Ruleset); err != nil {
+		rs, err := rules.Decode(o.Ruleset)
+		if err != nil {
 			return report.Run{}, fmt.Errorf("lab: ruleset: %w", err)
+		}
+		if _, err := limiters.CheckRuleset(rs); err != nil {
+			return report.Run{}, fmt.Errorf("lab: %w", err)
 		}
 	}
 	cal, err := liveOnce(ctx, o, childConfig{Scenario: raw, Limiter: "none", Calibrate: true})

@@ -3,6 +3,7 @@ package limiters
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	governor "governor.dev/governor/sdk"
@@ -22,8 +23,8 @@ import (
 type gov struct {
 	g         *governor.Governor
 	deadlines bool
-	// route is the first route with a concurrency limit, whose limiter
-	// LimitState reports.
+	// route is the route the laboratory's requests (GET /) take, whose
+	// limit Limit and LimitState report.
 	route string
 }
 
@@ -40,16 +41,14 @@ func newGovernor(algorithm string, queue, deadlines, sched bool) factory {
 				rs.Routes[0].Queue = &rules.Queue{} // CoDel with its defaults
 			}
 		}
-		a := &gov{deadlines: deadlines}
+		route, err := CheckRuleset(rs)
+		if err != nil {
+			return nil, err
+		}
+		a := &gov{deadlines: deadlines, route: route}
 		opts := governor.DefaultOptions(rs.Service)
 		opts.Defaults = rs
 		opts.Overload.Disabled = !sched
-		for _, r := range rs.Routes {
-			if r.Concurrency != nil {
-				a.route = r.Name
-				break
-			}
-		}
 		g, err := governor.New(opts)
 		if err != nil {
 			return nil, fmt.Errorf("limiters: governor: %w", err)
@@ -89,9 +88,9 @@ func (a *gov) Close() { a.g.Close() }
 // scheduling latency of its last window.
 func (a *gov) Overload() (float64, time.Duration) { return a.g.OverloadLevel() }
 
-// Limit is the default route's current concurrency limit.
+// Limit is the current concurrency limit of the route the requests take.
 func (a *gov) Limit() int {
-	l, _ := a.g.Limit("default")
+	l, _ := a.g.Limit(a.route)
 	return l
 }
 
@@ -101,4 +100,30 @@ func (a *gov) Limit() int {
 // when the algorithm has none.
 func (a *gov) LimitState() (limit.Snapshot, bool) {
 	return a.g.LimiterState(a.route)
+}
+
+// CheckRuleset returns the name of the route of rs that the laboratory's
+// requests (GET /) take, as the SDK matches them (the longest path prefix,
+// which for "/" is "/"; a route listing GET before one listing no method),
+// or an error naming routes if no route takes them or the one that does
+// has no concurrency limit: a run with such a ruleset would measure no
+// limiter at all.
+func CheckRuleset(rs *rules.Ruleset) (string, error) {
+	var found *rules.Route
+	for i := range rs.Routes {
+		r := &rs.Routes[i]
+		if r.Match.PathPrefix != "/" || (len(r.Match.Methods) > 0 && !slices.Contains(r.Match.Methods, "GET")) {
+			continue
+		}
+		if found == nil || (len(found.Match.Methods) == 0 && len(r.Match.Methods) > 0) {
+			found = r
+		}
+	}
+	switch {
+	case found == nil:
+		return "", fmt.Errorf("limiters: ruleset: routes: no route matches GET /, the only request the laboratory sends (a path_prefix of \"/\" is needed)")
+	case found.Concurrency == nil:
+		return "", fmt.Errorf("limiters: ruleset: routes: route %q, which GET / takes, has no concurrency limit", found.Name)
+	}
+	return found.Name, nil
 }

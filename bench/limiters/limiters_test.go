@@ -3,6 +3,7 @@ package limiters
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,5 +106,44 @@ func TestGovernorLimitStateIsTheRouteLimiters(t *testing.T) {
 	}
 	if s.Limit != ls.Limit() || s.Limit < 1 {
 		t.Fatalf("LimitState().Limit = %d, Limit() = %d", s.Limit, ls.Limit())
+	}
+}
+
+// A ruleset the laboratory's requests (GET /) would pass through without a
+// concurrency limit is refused naming routes; the limit reported is the
+// one of the route the requests take, whatever its name.
+func TestCheckRuleset(t *testing.T) {
+	fixed := func(n int) *rules.Concurrency {
+		return &rules.Concurrency{Algorithm: rules.AlgorithmFixed, Initial: n, Min: 1, Max: n}
+	}
+	for name, tt := range map[string]struct {
+		routes []rules.Route
+		want   string
+	}{
+		"other prefix":   {[]rules.Route{{Name: "api", Match: rules.Match{PathPrefix: "/api"}, Concurrency: fixed(1)}}, "routes: no route matches GET /"},
+		"other method":   {[]rules.Route{{Name: "w", Match: rules.Match{PathPrefix: "/", Methods: []string{"POST"}}, Concurrency: fixed(1)}}, "routes: no route matches GET /"},
+		"no concurrency": {[]rules.Route{{Name: "all", Match: rules.Match{PathPrefix: "/"}}}, `routes: route "all", which GET / takes, has no concurrency limit`},
+		"GET first": {[]rules.Route{{Name: "all", Match: rules.Match{PathPrefix: "/"}, Concurrency: fixed(5)},
+			{Name: "reads", Match: rules.Match{PathPrefix: "/", Methods: []string{"GET"}}, Concurrency: fixed(3)}}, ""},
+	} {
+		rs := &rules.Ruleset{Service: "bench", Routes: tt.routes}
+		route, err := CheckRuleset(rs)
+		if tt.want != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("%s: got %q, %v; want an error containing %q", name, route, err, tt.want)
+			}
+			continue
+		}
+		if err != nil || route != "reads" {
+			t.Fatalf("%s: got %q, %v; want reads", name, route, err)
+		}
+		l, err := New("governor", Options{Ruleset: rs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := l.(interface{ Limit() int }).Limit(); got != 3 {
+			t.Errorf("%s: limit %d, want the reads route's 3", name, got)
+		}
+		l.Close()
 	}
 }

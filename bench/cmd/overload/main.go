@@ -38,7 +38,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	path := fs.String("scenario", "", "scenario file (JSON)")
 	mode := fs.String("mode", lab.ModeSim, "sim or live")
 	asJSON := fs.Bool("json", false, "print the JSON result object")
-	limiters := fs.String("limiters", "", "comma-separated limiters (default: every limiter in sim mode, lab.DefaultLiveLimiters in live mode and with -all)")
+	limiterList := fs.String("limiters", "", "comma-separated limiters (default: every limiter in sim mode, lab.DefaultLiveLimiters in live mode and with -all)")
 	role := fs.String("role", "", "internal: server or loadgen (live mode child processes)")
 	all := fs.String("all", "", "run every scenario of this directory (with -modes) and write -results")
 	modes := fs.String("modes", "sim,live", "with -all: modes to run (empty: only re-render saved runs)")
@@ -62,7 +62,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "overload:", err)
 			return 2
 		}
-		if _, err := rules.Decode(b); err != nil {
+		rs, err := rules.Decode(b)
+		if err == nil {
+			_, err = limiters.CheckRuleset(rs)
+		}
+		if err != nil {
 			fmt.Fprintf(stderr, "overload: -ruleset %s: %v\n", *ruleset, err)
 			return 2
 		}
@@ -84,7 +88,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		o := lab.AllOptions{Dir: *all, Modes: ms, SaveDir: *save, Analysis: *analysis, Results: *results,
 			Live: live}
-		o.LiveLimiters = *limiters // the simulator is cheap: it always runs every policy
+		o.LiveLimiters = *limiterList // the simulator is cheap: it always runs every policy
 		if err := lab.RunAll(ctx, o); err != nil {
 			fmt.Fprintln(stderr, "overload:", err)
 			return 1
@@ -103,7 +107,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var res report.Run
 	switch *mode {
 	case lab.ModeSim:
-		names, err := sim.ParseList(*limiters)
+		names, err := sim.ParseList(*limiterList)
 		if err != nil {
 			fmt.Fprintln(stderr, "overload:", err)
 			return 2
@@ -114,7 +118,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	case lab.ModeLive:
-		res, err = lab.RunLive(ctx, s, *limiters, live)
+		res, err = lab.RunLive(ctx, s, *limiterList, live)
 		if err != nil {
 			fmt.Fprintln(stderr, "overload:", err)
 			return 1

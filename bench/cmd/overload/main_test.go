@@ -44,6 +44,10 @@ func TestBadArguments(t *testing.T) {
 	if err := os.WriteFile(bad, []byte(`{"service":"bench","routes":[{"name":"default","match":{"path_prefix":"/"},"concurrency":{"algorithm":"fixed"}}]}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	api := filepath.Join(t.TempDir(), "api.json")
+	if err := os.WriteFile(api, []byte(`{"service":"bench","routes":[{"name":"api","match":{"path_prefix":"/api"},"concurrency":{"algorithm":"fixed","initial":1,"min":1,"max":1}}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		args []string
 		want string
@@ -55,6 +59,7 @@ func TestBadArguments(t *testing.T) {
 		{[]string{"-scenario", "../../scenarios/low-traffic.json", "-ruleset", "../../rulesets/fixed-1-queue.json"}, "-ruleset needs -mode live"},
 		{[]string{"-scenario", "../../scenarios/low-traffic.json", "-mode", "live", "-ruleset", bad}, "routes[0].concurrency.max: is required"},
 		{[]string{"-scenario", "../../scenarios/low-traffic.json", "-mode", "live", "-ruleset", "nope.json"}, "no such file"},
+		{[]string{"-scenario", "../../scenarios/low-traffic.json", "-mode", "live", "-ruleset", api}, "routes: no route matches GET /"},
 	}
 	for _, tt := range tests {
 		var out, errb bytes.Buffer
