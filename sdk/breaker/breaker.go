@@ -28,6 +28,10 @@ type Breaker struct {
 	// above the number of probes handed out in it, so a call takes a slot
 	// only of the round whose word it read.
 	slots atomic.Uint64
+	// lastProbe is when the current half-open round handed out its latest
+	// probe, or began if it has handed out none: once a window has passed
+	// since, every probe still out has been out for a whole window.
+	lastProbe atomic.Int64
 
 	ring *window.Ring
 
@@ -49,7 +53,6 @@ type Breaker struct {
 	opens     int
 	maxOpens  int
 	closedAt  int64
-	halfSince int64
 	probeOK   int64
 	probeBad  int64 // failed probes
 	probeSlow int64
@@ -113,7 +116,7 @@ func (b *Breaker) Allow(now int64) (Ticket, error) {
 			if b.beforeSlot != nil {
 				b.beforeSlot()
 			}
-			if r := b.takeSlot(w); r != slotsFull {
+			if r := b.takeSlot(w, now); r != slotsFull {
 				if r == slotTaken && b.word.Load() == w {
 					return Ticket(w), nil
 				}
@@ -140,23 +143,28 @@ const (
 	roundExpired        // expire ended the round
 )
 
-// expire ends the half-open round of w if a whole window has passed since it
-// began with every probe handed out: a dependency that hangs returns nothing
-// within the window, so the probes still out count as failed and the round
-// ends on the usual verdict, which is Open with the next, longer, open
+// expire ends the half-open round of w, every probe of which is handed out,
+// once the latest probe has been out for a whole window (and so has every
+// other probe still out): a dependency that hangs returns nothing within the
+// window, so the probes still out count as failed and the round ends on the
+// usual verdict, which is Open with the next, longer, open
 // period (or Closed, if the probes that did report are enough). Starting a
 // fresh round instead kept the breaker half-open for as long as the
 // dependency hung: each round was replaced before its probes timed out, and
 // their failures, reported to a round that had ended, counted for nothing.
-// The round is remembered in expired: a probe of it that succeeds after all
-// ends the open period that followed it early (see recordProbe).
+// The window runs from each probe's start, not the round's: with sparse
+// traffic a round's last probes can go out just before a window has passed
+// since it began, and a healthy dependency answering them in the usual time
+// must not reopen the breaker. The round is remembered in expired: a probe
+// of it that succeeds after all ends the open period that followed it early
+// (see recordProbe).
 func (b *Breaker) expire(w uint64, now int64) int {
 	b.mu.Lock()
 	switch {
 	case b.word.Load() != w:
 		b.mu.Unlock()
 		return roundGone
-	case now-b.halfSince < b.probeWindow:
+	case now-b.lastProbe.Load() < b.probeWindow:
 		b.mu.Unlock()
 		return roundRunning
 	}
@@ -179,10 +187,16 @@ const (
 	slotRoundGone // the slots already belong to a later round
 )
 
-// takeSlot takes a probe slot of the half-open round of w. It never takes a
-// slot of another round: transition stores a round's slots before its word,
-// so a call that read w finds the slots of w's round or of a later one.
-func (b *Breaker) takeSlot(w uint64) int {
+// takeSlot takes, at now, a probe slot of the half-open round of w. It never
+// takes a slot of another round: transition stores a round's slots before its
+// word, so a call that read w finds the slots of w's round or of a later one.
+//
+// It raises lastProbe to now before it takes the slot, so a call that finds
+// the slots full afterwards sees the time of the probe that filled them. A
+// call that loses the slot to another, or finds the round ended in between,
+// may leave its own now there: about the time of a probe that did go out,
+// which only delays expire by as much.
+func (b *Breaker) takeSlot(w uint64, now int64) int {
 	round := roundOf(w)
 	for {
 		s := b.slots.Load()
@@ -191,7 +205,11 @@ func (b *Breaker) takeSlot(w uint64) int {
 			return slotRoundGone
 		case int64(s&math.MaxUint32) >= b.probes:
 			return slotsFull
-		case b.slots.CompareAndSwap(s, s+1):
+		}
+		for last := b.lastProbe.Load(); now > last && !b.lastProbe.CompareAndSwap(last, now); {
+			last = b.lastProbe.Load()
+		}
+		if b.slots.CompareAndSwap(s, s+1) {
 			return slotTaken
 		}
 	}
@@ -355,8 +373,8 @@ func (b *Breaker) transitionLocked(w uint64, to State, now int64) State {
 		b.opens = min(b.opens+1, b.maxOpens)
 		b.openUntil.Store(now + int64(min(d, b.openMax)))
 	case HalfOpen:
-		b.halfSince = now
 		b.probeOK, b.probeBad, b.probeSlow = 0, 0, 0
+		b.lastProbe.Store(now)
 		b.slots.Store(roundOf(next)) // before the word: see takeSlot
 	case Closed:
 		b.closedAt = now

@@ -311,8 +311,8 @@ func TestUnreportedProbesDoNotWedgeHalfOpen(t *testing.T) {
 // window: each half-open round used to be replaced by a fresh one before its
 // probes came back, their failures were dropped, and the breaker stayed
 // half-open for the whole outage, sending new probes every window and firing
-// no hook. The round's probes still out at the end of its window count as
-// failed, so the breaker reopens with back-off.
+// no hook. The round's probes still out once its last probe has been out for
+// a window count as failed, so the breaker reopens with back-off.
 func TestHangingProbesReopenTheBreaker(t *testing.T) {
 	var changes []string
 	g, err := New(rules.Breaker{MinCalls: 1}, Options{OnStateChange: func(from, to State) {
@@ -345,9 +345,11 @@ func TestHangingProbesReopenTheBreaker(t *testing.T) {
 			halfOpen++
 		}
 	}
-	// Open 5, 10, 20, 40, 60, 60 s, each followed by a 10 s round.
-	if len(out) > 6*3 || halfOpen > 6*10 {
-		t.Fatalf("%d probes sent, %d s of 300 half-open: want at most 18 and 60", len(out), halfOpen)
+	// Open 5, 10, 20, 40, 60, 60 s, each followed by a round that ends a
+	// window (10 s) after its last probe went out: 12 s, the probes going
+	// out a second apart.
+	if len(out) > 6*3 || halfOpen > 6*12 {
+		t.Fatalf("%d probes sent, %d s of 300 half-open: want at most 18 and 72", len(out), halfOpen)
 	}
 	if d := g.(*Breaker).OpenUntil() - now; g.State(now) == Open && d > 60*sec {
 		t.Fatalf("open for %v more, want at most the 60s cap", time.Duration(d))
@@ -355,6 +357,69 @@ func TestHangingProbesReopenTheBreaker(t *testing.T) {
 	if len(changes) < 10 || changes[1] != "open>half-open" || changes[2] != "half-open>open" {
 		t.Fatalf("state changes %v, want open and half-open in turn", changes)
 	}
+}
+
+// A healthy dependency (300ms latency) with sparse traffic: the round's last
+// two probes go out just before a window has passed since the round began,
+// and are still in flight when the next call arrives. They have been out for
+// 100 and 200 ms, not a window: the breaker waits for them and closes.
+func TestSparseProbesOutForLessThanAWindowAreNotHung(t *testing.T) {
+	r := newRig(t, cfg())
+	r.halfOpen()
+	if !r.call(false, 300*time.Millisecond) { // probe 1 at T, ok
+		t.Fatal("probe 1 refused")
+	}
+	r.clk.Advance(9800 * time.Millisecond)
+	t2, err := r.b.Allow(r.clk.Nanotime()) // probe 2 at T+9.8s
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.clk.Advance(100 * time.Millisecond)
+	t3, err := r.b.Allow(r.clk.Nanotime()) // probe 3 at T+9.9s
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.clk.Advance(100 * time.Millisecond) // T+10s: a call, refused while the probes are out
+	if r.call(false, 0) {
+		t.Fatal("admitted while the round's probes are out")
+	}
+	r.wantState(HalfOpen)
+	r.clk.Advance(100 * time.Millisecond)
+	r.b.Record(t2, r.clk.Nanotime(), 300*time.Millisecond, false)
+	r.clk.Advance(100 * time.Millisecond)
+	r.b.Record(t3, r.clk.Nanotime(), 300*time.Millisecond, false)
+	r.wantState(Closed)
+	r.wantChanges("closed>open", "open>half-open", "half-open>closed")
+}
+
+// The last probe of a round counts as hung once it has been out for a whole
+// window, and not before.
+func TestAProbeIsHungAfterAWholeWindowOut(t *testing.T) {
+	r := newRig(t, cfg())
+	r.halfOpen()
+	for _, d := range []time.Duration{0, 4 * time.Second, 4 * time.Second} {
+		r.clk.Advance(d)
+		if _, err := r.b.Allow(r.clk.Nanotime()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 10s after the round began, 2s after the last probe went out.
+	r.clk.Advance(2 * time.Second)
+	if r.call(false, 0) {
+		t.Fatal("admitted while the round's probes are out")
+	}
+	r.wantState(HalfOpen)
+	r.clk.Advance(8*time.Second - 1)
+	if r.call(false, 0) {
+		t.Fatal("admitted while the round's probes are out")
+	}
+	r.wantState(HalfOpen)
+	r.clk.Advance(1) // the last probe has been out a whole window
+	if r.call(false, 0) {
+		t.Fatal("admitted as the round expired")
+	}
+	r.wantState(Open)
+	r.wantChanges("closed>open", "open>half-open", "half-open>open")
 }
 
 // A probe of an expired round, counted as failed, that succeeds after all

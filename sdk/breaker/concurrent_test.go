@@ -127,7 +127,7 @@ func TestFreshProbeRoundKeepsItsSlots(t *testing.T) {
 			r.b.beforePublish = func() {
 				r.b.beforePublish = nil
 				for range probes {
-					if r.b.takeSlot(uint64(first[0])) == slotTaken {
+					if r.b.takeSlot(uint64(first[0]), now) == slotTaken {
 						t.Error("a call of the expired round took a slot of the fresh one")
 					}
 				}

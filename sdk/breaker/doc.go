@@ -9,11 +9,12 @@
 //     it opens. It stays open for OpenBase, then lets HalfOpenProbes trial
 //     calls through. The probes decide: it closes when they meet the ratios,
 //     and reopens otherwise. A probe round whose calls have not all
-//     reported back after one window (a downstream that hangs) counts the
-//     missing ones as failed and ends on that verdict, usually reopening
-//     with the next open period, so the breaker cannot stay half-open while
-//     the downstream hangs. Should such a probe succeed after all, the open
-//     period it caused ends at once and the next call probes again.
+//     reported back once its last probe has been out for a whole window (a
+//     downstream that hangs) counts the missing ones as failed and ends on
+//     that verdict, usually reopening with the next open period, so the
+//     breaker cannot stay half-open while the downstream hangs. Should such
+//     a probe succeed after all, the open period it caused ends at once and
+//     the next call probes again.
 //
 //     The open period doubles with every opening up to OpenMax, and closing
 //     does not forget it: the memory of openings halves for every OpenMax
@@ -39,5 +40,7 @@
 // and the throttle takes back the request it counted.
 //
 // State-change hooks run synchronously in the goroutine that caused the
-// change, after every lock has been released.
+// change (a call's Allow or Record), after every lock has been released.
+// State only reads: it never changes the state nor runs a hook, so a metrics
+// scrape that calls it runs none.
 package breaker

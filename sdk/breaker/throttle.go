@@ -86,7 +86,9 @@ func (t *Throttle) Release(tk Ticket) {
 	}
 }
 
-// Probability returns the current reject probability at now.
+// Probability returns the current reject probability at now. Like Allow, it
+// refreshes the probability (at most once per refresh) and so may run the
+// state-change hook; State only reads.
 func (t *Throttle) Probability(now int64) float64 { return t.probability(now) }
 
 func (t *Throttle) probability(now int64) float64 {
@@ -94,12 +96,7 @@ func (t *Throttle) probability(now int64) float64 {
 	if now-last < t.refresh || !t.computedAt.CompareAndSwap(last, now) {
 		return math.Float64frombits(t.p.Load())
 	}
-	s := t.ring.Sum(now)
-	// Release takes requests back, so a count lost when a bucket is
-	// recycled under concurrency could leave the sum below zero: never let
-	// the denominator reach zero.
-	req, acc := float64(max(s[cRequests], 0)), float64(s[cAccepts])
-	p := max(0, (req-t.k*acc)/(req+1))
+	p := t.compute(now)
 	old := math.Float64frombits(t.p.Swap(math.Float64bits(p)))
 	if t.onChange != nil && (old == 0) != (p == 0) {
 		from, to := Closed, HalfOpen
@@ -111,13 +108,29 @@ func (t *Throttle) probability(now int64) float64 {
 	return p
 }
 
+// compute returns the reject probability over the window at now.
+func (t *Throttle) compute(now int64) float64 {
+	s := t.ring.Sum(now)
+	// Release takes requests back, so a count lost when a bucket is
+	// recycled under concurrency could leave the sum below zero: never let
+	// the denominator reach zero.
+	req, acc := float64(max(s[cRequests], 0)), float64(s[cAccepts])
+	return max(0, (req-t.k*acc)/(req+1))
+}
+
 // State is Closed while nothing is rejected and HalfOpen while a share is.
-// It computes the probability at now, as Allow does (at most once per
-// refresh), so that once traffic stops the state follows the window as it
-// empties instead of keeping what the last call saw; the state-change hook
-// then runs from here.
+// Once a refresh has passed since Allow last computed the probability, it
+// computes it afresh at now, so that once traffic stops the state follows
+// the window as it empties instead of keeping what the last call saw. It
+// only reads: the probability Allow uses and the state-change hook are left
+// to the next Allow, so State (which a metrics scrape calls) never runs the
+// hook.
 func (t *Throttle) State(now int64) State {
-	if t.probability(now) > 0 {
+	p := math.Float64frombits(t.p.Load())
+	if now-t.computedAt.Load() >= t.refresh {
+		p = t.compute(now)
+	}
+	if p > 0 {
 		return HalfOpen
 	}
 	return Closed

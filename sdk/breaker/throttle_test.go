@@ -141,7 +141,9 @@ func TestThrottleCancelledCallsLeaveTheProbabilityUnchanged(t *testing.T) {
 // After an outage the throttle rejects a share of calls. Once traffic stops
 // the window empties and nothing would be rejected: State (what the
 // governor_sdk_breaker_state gauge reports) follows the clock instead of
-// keeping what the last call saw, and the hook reports the change.
+// keeping what the last call saw. State only reads, so the state-change hook
+// runs from the next Allow, on a caller's goroutine, never from State (which
+// the metrics collector calls during a scrape).
 func TestThrottleStateFollowsTheClockWithoutTraffic(t *testing.T) {
 	var changes []string
 	g, err := New(rules.Breaker{Kind: rules.BreakerKindThrottle}, Options{
@@ -162,10 +164,17 @@ func TestThrottleStateFollowsTheClockWithoutTraffic(t *testing.T) {
 	if s := g.State(now); s != HalfOpen {
 		t.Fatalf("state %v during the outage, want half-open", s)
 	}
-	if s := g.State(now + int64(time.Hour)); s != Closed {
+	later := now + int64(time.Hour)
+	if s := g.State(later); s != Closed {
 		t.Fatalf("an hour after the last call State = %v, want closed (the window is empty)", s)
 	}
+	if fmt.Sprint(changes) != "[closed>half-open]" {
+		t.Fatalf("changes %v after State, want [closed>half-open]: State ran the hook", changes)
+	}
+	if _, err := g.Allow(later); err != nil {
+		t.Fatalf("Allow an hour after the outage: %v", err)
+	}
 	if fmt.Sprint(changes) != "[closed>half-open half-open>closed]" {
-		t.Fatalf("changes %v", changes)
+		t.Fatalf("changes %v after Allow", changes)
 	}
 }

@@ -704,3 +704,54 @@ func TestSuppressedRetriesAreExported(t *testing.T) {
 		t.Fatalf("suppressed_overloaded %v, suppressed_inbound_retry %v; want 1 and 2", o, n)
 	}
 }
+
+// A scrape reads the throttle's state as it is now (closed once the window
+// has emptied) without running the state-change hook: hooks run on the
+// goroutine of a call, never inside the registry's gather.
+func TestScrapeRunsNoStateChangeHook(t *testing.T) {
+	clk := clock.NewFake(time.Unix(1000, 0))
+	reg := prometheus.NewRegistry()
+	var changes []string
+	s, err := New(Options{Clock: clk, Registerer: reg, Float64: func() float64 { return 0.99 },
+		Hooks: Hooks{OnStateChange: func(_ string, from, to breaker.State) {
+			changes = append(changes, from.String()+">"+to.String())
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Apply([]rules.Downstream{{Name: "pay", Breaker: &rules.Breaker{Kind: rules.BreakerKindThrottle}}}); err != nil {
+		t.Fatal(err)
+	}
+	d := s.Get("pay")
+	for range 100 {
+		clk.Advance(10 * time.Millisecond)
+		if c, err := d.Begin(clk.Nanotime()); err == nil {
+			c.End(clk.Nanotime(), true, false)
+		}
+	}
+	if len(changes) != 1 {
+		t.Fatalf("changes %v during the outage, want one", changes)
+	}
+	clk.Advance(time.Hour)
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changes) != 1 {
+		t.Fatalf("the scrape ran the hook: changes %v", changes)
+	}
+	found := false
+	for _, mf := range mfs {
+		if mf.GetName() == "governor_sdk_breaker_state" {
+			for _, m := range mf.GetMetric() {
+				found = true
+				if v := m.GetGauge().GetValue(); v != float64(breaker.Closed) {
+					t.Fatalf("state gauge %v an hour after the outage, want closed (%d)", v, breaker.Closed)
+				}
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no governor_sdk_breaker_state sample")
+	}
+}
