@@ -22,7 +22,8 @@ const keyedParts = 16
 // debt waits at most one interval (1/rate) for its first token, and only
 // while more keys are active than MaxKeys holds. It is safe for concurrent
 // use; keys are spread over independently locked parts by a hash seeded
-// afresh for every limiter, so a client that chooses its keys (an API-key
+// at random for every limiter built (one that inherits another's keys takes
+// over its seed, see Inherit), so a client that chooses its keys (an API-key
 // header) cannot aim them all at the part of another client's key and push
 // that key out with a handful of keys, far fewer than MaxKeys.
 type Keyed struct {
@@ -142,18 +143,48 @@ func (k *Keyed) Refund(key string, now int64) {
 // drained key stays drained and a full one stays full (up to the new burst),
 // so changing a per-key limit hands no key a fresh burst, and raising one
 // hands out no more at once to a key seen before than the old limit held (a
-// key never seen starts with the new burst, as always). Keys go in from the
-// least recently seen of each of old's parts to the most recent, so when k
-// remembers fewer keys than old, those it forgets are mostly the least
-// recently seen, and their debts go with them (a key forgotten at a change
-// of max_keys starts full when it comes back). Call it before k is in use;
-// requests old admits meanwhile are not seen.
+// key never seen starts with the new burst, as always).
+//
+// Call it before k is in use; requests old admits meanwhile are not seen.
+// An unused k takes over old's hash seed (random per process, as ever), so
+// every key lands in the part it had in old: when k remembers at least as
+// many keys as old (a change of rate or burst only), it forgets none of
+// them. When it remembers fewer, each part keeps its most recently seen
+// keys, those k would remember had it been in place all along, and the
+// debts of the others go with them (a key forgotten at a change of max_keys
+// starts full when it comes back). Keys go in from the least recently seen
+// to the most recent, taken in turn from each of old's parts by their place
+// in its order of use, so that a k already in use (whose parts differ from
+// old's) also forgets mostly the least recently seen.
 func (k *Keyed) Inherit(old *Keyed, now int64) {
+	if k.unused() {
+		k.seed = old.seed
+	}
+	type inherited struct {
+		key           string
+		tat, interval int64
+	}
+	var byPart [keyedParts][]inherited // each least recent first
+	longest := 0
 	for i := range old.parts {
 		op := &old.parts[i]
 		op.mu.Lock()
-		for j := op.tail; j >= 0; j = op.ents[j].prev { // least recent first
+		ents := make([]inherited, 0, len(op.index))
+		for j := op.tail; j >= 0; j = op.ents[j].prev {
 			e := &op.ents[j]
+			ents = append(ents, inherited{e.key, e.tat, e.interval})
+		}
+		op.mu.Unlock()
+		byPart[i] = ents
+		longest = max(longest, len(ents))
+	}
+	// r counts from the most recently seen key of each part (r = 1).
+	for r := longest; r > 0; r-- {
+		for _, ents := range byPart {
+			if len(ents) < r {
+				continue
+			}
+			e := &ents[len(ents)-r]
 			have := float64(old.burst)
 			if e.tat > now {
 				have -= float64(e.tat-now) / float64(e.interval)
@@ -170,8 +201,21 @@ func (k *Keyed) Inherit(old *Keyed, now int64) {
 			p.ents[n].tat, p.ents[n].interval = tat, k.interval
 			p.mu.Unlock()
 		}
-		op.mu.Unlock()
 	}
+}
+
+// unused reports whether k remembers no key.
+func (k *Keyed) unused() bool {
+	for i := range k.parts {
+		p := &k.parts[i]
+		p.mu.Lock()
+		n := len(p.index)
+		p.mu.Unlock()
+		if n > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // owed returns the theoretical arrival time, at now, of a bucket of burst

@@ -232,3 +232,106 @@ func TestKeyedInheritKeepsEachKeysTokens(t *testing.T) {
 		t.Fatalf("remembers %d keys, want at most %d", small.Len(), keyedParts)
 	}
 }
+
+// A rate change with max_keys unchanged, the limiter at capacity: the
+// abusive keys it had drained stay remembered and drained; none of the
+// keys it remembered is forgotten.
+func TestKeyedInheritWithTheSameMaxKeysForgetsNoKey(t *testing.T) {
+	for _, maxKeys := range []int{160, 1600, 10000} {
+		t.Run(fmt.Sprint(maxKeys), func(t *testing.T) {
+			old, _ := NewKeyed(1, 10, maxKeys)
+			now := int64(1e9)
+			hot := map[string]bool{}
+			for i := range maxKeys * 3 {
+				key := fmt.Sprint("client-", i)
+				n := 1
+				if i%(maxKeys*3/100) == 0 {
+					n = 10
+					hot[key] = true
+				}
+				for range n {
+					old.Allow(key, now, 1)
+				}
+			}
+			var drained []string
+			for i := range old.parts {
+				for _, e := range old.parts[i].ents {
+					if hot[e.key] {
+						drained = append(drained, e.key)
+					}
+				}
+			}
+			if len(drained) == 0 {
+				t.Fatal("old remembers no drained key")
+			}
+			k, _ := NewKeyed(2, 10, maxKeys) // only the rate changed
+			k.Inherit(old, now)
+			if k.Len() != old.Len() {
+				t.Fatalf("remembers %d keys, want the %d of old", k.Len(), old.Len())
+			}
+			for _, key := range drained {
+				if ok, _ := k.Allow(key, now, 1); ok {
+					t.Fatalf("drained key %s admitted after a rate-only change", key)
+				}
+			}
+		})
+	}
+}
+
+// A limiter remembering fewer keys than old keeps the most recently seen,
+// as far as its parts' places allow: a key of old is forgotten only for
+// more recently seen keys that fill its part.
+func TestKeyedInheritIntoFewerKeysKeepsTheMostRecent(t *testing.T) {
+	old, _ := NewKeyed(1, 10, 1600)
+	now := int64(1e9)
+	for i := range 1600 {
+		old.Allow(fmt.Sprint("k", i), now+int64(i), 1) // k1599 the most recent
+	}
+	k, _ := NewKeyed(1, 10, 160)
+	k.Inherit(old, now+2000)
+	if k.Len() != k.MaxKeys() {
+		t.Fatalf("remembers %d keys, want %d", k.Len(), k.MaxKeys())
+	}
+	oldest := [keyedParts]int{} // the least recent key kept in each part
+	recent := 0
+	for i := range k.parts {
+		oldest[i] = 1 << 30
+		for _, e := range k.parts[i].ents {
+			var n int
+			fmt.Sscanf(e.key, "k%d", &n)
+			oldest[i] = min(oldest[i], n)
+			if n >= 1600-160 {
+				recent++
+			}
+		}
+	}
+	for i := range 1600 {
+		key := fmt.Sprint("k", i)
+		p := k.partOf(key)
+		if _, ok := k.parts[p].index[key]; !ok && i > oldest[p] {
+			t.Fatalf("%s forgotten, but its part keeps k%d, seen before it", key, oldest[p])
+		}
+	}
+	t.Logf("kept %d of the 160 most recent keys", recent)
+}
+
+// A limiter already in use keeps its own seed when it inherits: the keys it
+// remembers stay where Allow finds them.
+func TestKeyedInheritIntoALimiterInUseKeepsItsKeys(t *testing.T) {
+	now := int64(1e9)
+	old, _ := NewKeyed(1, 10, 1600)
+	for i := range 100 {
+		old.Allow(fmt.Sprint("k", i), now, 1)
+	}
+	k, _ := NewKeyed(1, 10, 1600)
+	for range 10 {
+		k.Allow("drained", now, 1)
+	}
+	k.Inherit(old, now)
+	if k.Len() != 101 {
+		t.Fatalf("remembers %d keys, want 101", k.Len())
+	}
+	if ok, _ := k.Allow("drained", now, 1); ok {
+		t.Fatal("a key the limiter had drained was admitted after Inherit")
+	}
+}
