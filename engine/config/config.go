@@ -371,7 +371,9 @@ type Guardrail struct {
 	// Drift is how far back the cumulative check reaches: each version is
 	// also compared with the window before the oldest version activated
 	// within Drift before it, so small steps each within tolerance do not
-	// add up; 0 means 1h, a negative value turns the check off.
+	// add up (counted only when the offered load is within 1.1x of that
+	// window's and the versions' own steps add up beyond the tolerance
+	// too); 0 means 1h, a negative value turns the check off.
 	Drift time.Duration `yaml:"drift"`
 }
 

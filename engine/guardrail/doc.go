@@ -30,7 +30,19 @@
 // the version's own windows. Only their regressions count: a window up to
 // an hour old is often not comparable (traffic moves over an hour), so an
 // inconclusive or passing cumulative check changes nothing, and the
-// version is still judged on its own windows. A cumulative regression rolls
+// version is still judged on its own windows. And a regression counts only
+// for what the versions themselves did: the cumulative checks are
+// inconclusive when the offered load of the two windows differs by more
+// than 1.1x (latency and errors follow a daily ramp well below LoadRatio),
+// and a cumulative regression is held against the version only when the
+// versions' own step effects, each measured against its own window before
+// (the decisions this Guard reached on the ancestors, and the version's own
+// check), add up beyond the tolerance as well: relative p99 rises and
+// goodput drops multiplied, error ratio rises added. A service that
+// drifted between the windows while each version changed little is not
+// rolled back; nor is anything when an ancestor's own effect is unknown to
+// this Guard (judged before a restart, or not measured), and the check
+// says so. A cumulative regression rolls
 // the version back to its parent, as any regression: the last step is
 // undone, and the versions before it, each judged on its own, stay. The
 // ancestors are read from the store once per watch (a failed read is
@@ -253,19 +265,25 @@
 // when that is inconclusive, against the last one a live watch reaches
 // (activation + Settle + MaxWait). A regression is rolled back to its
 // parent as usual; the incidents of that time are unknown (they were noted
-// in memory), so none excuses it: the rollback returns to the version in
-// force before, the safe direction. A read that may lack data holds it, as
-// any watch, but without the MaxWait limit. When it cannot be judged (its
-// windows no longer in the metrics store, a service silent then) the
-// decision is final Inconclusive with a guardrail_inconclusive event that
-// says it could not be judged after the fact, and proposals resume, as
-// they do when a live watch ends inconclusive at MaxWait (holding them
-// until a person acts would stop every service's proposals on an engine
-// started beside a metrics store that does not reach back that far). A
-// rollback version is judged after the fact too, but never rolled back. A
-// version live
-// for longer than Recover when first seen is taken as judged by the run
-// that watched it: it is not watched, and the Guard logs that once. So a
-// version judged before the restart is judged again, on the same data,
-// and ends as a live watch would have.
+// in memory), so a regression found there is rolled back only when it still
+// shows on the current window (the latest Window, against the same window
+// before): one that no longer does, as when a live watch explained it by an
+// incident and ended it inconclusive, is not rolled back, and the decision
+// is final Inconclusive, with a guardrail_inconclusive event, saying the
+// regression seen after activation no longer shows. A read that may lack
+// data holds it, as any watch, up to MaxWait from when this Guard first saw
+// it, then it ends inconclusive. When it cannot be judged (its windows no
+// longer in the metrics store, a service silent then) the decision is final
+// Inconclusive with a guardrail_inconclusive event that says it could not
+// be judged after the fact, and proposals resume, as they do when a live
+// watch ends inconclusive at MaxWait (holding them until a person acts
+// would stop every service's proposals on an engine started beside a
+// metrics store that does not reach back that far). A rollback version is
+// judged after the fact too, but never rolled back. A version live for
+// longer than Recover when first seen is taken as judged by the run that
+// watched it: it is not watched, and the Guard logs that once. A version
+// judged before the restart is judged again on the same windows but without
+// the incidents the live watch knew of, so its late decision may differ
+// from the live one; it is never rolled back for a regression that does not
+// show now.
 package guardrail

@@ -131,3 +131,98 @@ func TestSmallStepsDoNotAddUp(t *testing.T) {
 		})
 	}
 }
+
+// TestTrafficDriftIsNotRolledBack: v2 and v3 raise the ceiling and change
+// no latency; over the 40 minutes between them p99 rises 35% (the window
+// before v2 to v3's after window), with the offered load (a daily ramp,
+// below LoadRatio) or alone (the service drifting). Each passes against
+// its own parent's window; the cumulative check against the window before
+// v2 does not hold the drift against v3: the load moved beyond 1.1x, or
+// the versions' own steps add up to a few percent only.
+func TestTrafficDriftIsNotRolledBack(t *testing.T) {
+	for _, withLoad := range []bool{true, false} {
+		t.Run(fmt.Sprintf("load=%v", withLoad), func(t *testing.T) {
+			ctx := context.Background()
+			clk := clock.NewFake(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
+			st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			var rampFrom time.Time
+			factor := func(ts time.Time) float64 {
+				if rampFrom.IsZero() || ts.Before(rampFrom) {
+					return 1
+				}
+				return 1 + 0.35*min(float64(ts.Sub(rampFrom))/float64(40*time.Minute), 1)
+			}
+			f := fakeSeries{timed: func(m Metric, ts time.Time, _ int) float64 {
+				v := consistent(func(m Metric, _ bool, i int) float64 { return healthy(m, i) })(m, false, int(ts.Unix()/10))
+				if m == LatencyP99 || m == OfferedLoad && withLoad {
+					v *= factor(ts)
+				}
+				return v
+			}}
+			rec := events.NewRecorder(10)
+			g, err := New(Options{Store: st, Series: f, Drift: time.Hour, Events: rec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []Decision
+			for i, rate := range []float64{100, 110, 121} {
+				p, err := st.Propose(ctx, versioning.Proposal{BaseVersion: int64(i), Ruleset: ruleset(rate), Author: alice, Reason: "step"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				clk.Advance(time.Minute)
+				if _, err := st.Approve(ctx, "checkout", p.Number, bob, "ok"); err != nil {
+					t.Fatal(err)
+				}
+				if i == 0 {
+					clk.Advance(10 * time.Minute)
+					continue
+				}
+				if i == 1 {
+					rampFrom = clk.Now().Add(time.Minute)
+				}
+				for range 40 {
+					clk.Advance(10 * time.Second)
+					act, _ := st.Active(ctx, "checkout")
+					final, err := g.Observe(ctx, clk.Now(), []versioning.Version{act})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if got = append(got, final...); len(final) > 0 {
+						break
+					}
+				}
+				if i == 1 {
+					clk.Advance(40 * time.Minute)
+				}
+			}
+			if len(got) != 2 || got[0].Verdict != Pass || got[1].Verdict != Pass {
+				t.Fatalf("decisions %+v, want v2 and v3 passed", got)
+			}
+			if act, _ := st.Active(ctx, "checkout"); act.RollbackOf != 0 || len(rec.Events(events.AutoRollback)) != 0 {
+				t.Fatalf("active v%d, a rollback of v%d: a version that changed no latency was rolled back for the drift", act.Number, act.RollbackOf)
+			}
+			want := "not held against the versions: their own steps add up to"
+			if withLoad {
+				want = "offered load moved"
+			}
+			var cum int
+			for _, c := range got[1].Checks {
+				if c.Since.IsZero() {
+					continue
+				}
+				cum++
+				if c.Metric == LatencyP99 && (c.Verdict != Inconclusive || !strings.Contains(c.Detail, want)) {
+					t.Fatalf("cumulative p99 check %+v, want inconclusive: %s", c, want)
+				}
+			}
+			if cum == 0 {
+				t.Fatalf("v3 checks %+v, want cumulative checks", got[1].Checks)
+			}
+		})
+	}
+}

@@ -148,6 +148,10 @@ type watch struct {
 	origin        time.Time
 	originVersion int64
 	originRead    bool
+	// steps are the ancestors from w's rollback target back to
+	// originVersion, newest first, that went live before w's baseline:
+	// with w, the steps whose own effects the cumulative checks add up.
+	steps []int64
 	// originSamples are the samples of the window before origin read so
 	// far (without grid points), by metric; copied to add, like before.
 	originSamples map[Metric][]float64
@@ -155,6 +159,13 @@ type watch struct {
 	// windows are taken at: the end of its first full after window, then
 	// activation + Settle + MaxWait; zero for a version watched live.
 	late time.Time
+	// seen is, for a version judged after the fact, when this Guard first
+	// saw it: held cycles end it inconclusive MaxWait after (see hold).
+	seen time.Time
+	// recheck: this evaluation only tells whether a regression found
+	// after the fact still shows on the current window (see stillShows);
+	// it decides nothing, rolls nothing back and emits nothing.
+	recheck bool
 }
 
 // judgeAt is the time w's windows are taken at when evaluated at now.
@@ -289,8 +300,10 @@ func (g *Guard) Observe(ctx context.Context, now time.Time, active []versioning.
 // Every open watch past its settling is Inconclusive with reason; once
 // MaxWait has passed since activation + Settle it is final, with a
 // GuardrailInconclusive event, as when the guardrail's own reads stay
-// partial: a store that stays partial leaves no version watched, and no
-// service without proposals, for ever. It returns the decisions that
+// partial; a version judged after the fact (Decision.Late) is final once
+// MaxWait has passed since this Guard first saw it. So a store that stays
+// partial leaves no version watched, and no service without proposals, for
+// ever. It returns the decisions that
 // became final during this call.
 func (g *Guard) Hold(ctx context.Context, now time.Time, active []versioning.Version, reason string) ([]Decision, error) {
 	open, final, errs := g.update(ctx, now, active)
@@ -384,6 +397,7 @@ func (g *Guard) update(ctx context.Context, now time.Time, active []versioning.V
 				// full after window.
 				next.d.Late = true
 				next.late = v.ActivatedAt.Add(g.o.Settle + g.o.Window)
+				next.seen = now
 			}
 			if rollback {
 				next.d.Parent = 0 // a rollback is watched but never rolled back
@@ -468,12 +482,17 @@ func (g *Guard) holdPartial(ctx context.Context, now time.Time, w watch, d Decis
 // partial leaves no version watched, and no service without proposals, for
 // ever.
 //
-// A version judged late (Decision.Late) stays open instead: its windows
+// A version judged late (Decision.Late) has long passed that: its windows
 // lie in the past, so it is judged once they read whole, and meanwhile the
-// engine proposes nothing on top of it.
+// engine proposes nothing on top of it, but only for MaxWait from when
+// this Guard first saw it; then it too ends inconclusive.
 func (g *Guard) hold(ctx context.Context, now time.Time, w watch, d Decision, start time.Time, reason string) watch {
 	d.Checks, d.Confounders = nil, nil
-	if now.Before(start.Add(g.o.MaxWait)) || d.Late {
+	limit := start.Add(g.o.MaxWait)
+	if d.Late {
+		limit = w.seen.Add(g.o.MaxWait)
+	}
+	if now.Before(limit) || w.recheck {
 		d.Verdict, d.Reason = Inconclusive, reason+"; nothing judged on data that may be missing"
 		w.d = d
 		return w
@@ -873,9 +892,28 @@ func (g *Guard) evaluate(ctx context.Context, now time.Time, w watch, view *grid
 		}
 		d.Checks = append(d.Checks, cum...)
 	}
+	if w.recheck {
+		switch {
+		case len(regressed) > 0 || silent != "" && full && running:
+			d.Verdict, d.Reason = Regression, strings.Join(regressed, "; ")
+		case len(inconclusive) > 0:
+			d.Verdict, d.Reason = Inconclusive, strings.Join(inconclusive, "; ")
+		default:
+			d.Verdict, d.Reason = Pass, ""
+		}
+		w.d = d
+		return w, nil
+	}
 	late := ""
 	if d.Late {
 		late = g.lateNote(d, win)
+	}
+	if d.Late && (len(regressed) > 0 || silent != "" && full && running) {
+		// Found after the fact, without the incidents of that time: roll
+		// back only what still shows now.
+		if w2, done, err := g.stillShows(ctx, now, w, d, late); done || err != nil {
+			return w2, err
+		}
 	}
 	switch {
 	case len(regressed) > 0:
@@ -918,6 +956,62 @@ func (g *Guard) evaluate(ctx context.Context, now time.Time, w watch, view *grid
 	return w, nil
 }
 
+// stillShows judges the late watch w, found regressed on the windows
+// around its activation (d, late its lateNote), again on the current full
+// window against the same window before: a regression seen then may have
+// been an incident of that time that a live watch knew of and this Guard
+// does not. When it still shows (done false) the caller rolls back. When
+// it no longer does, or the current window cannot tell, d is final
+// Inconclusive without a rollback (done). A read that may lack data keeps
+// the watch open (done) until MaxWait after this Guard first saw it.
+func (g *Guard) stillShows(ctx context.Context, now time.Time, w watch, d Decision, late string) (watch, bool, error) {
+	c := w
+	c.late, c.recheck, c.grown = time.Time{}, true, nil
+	c.d.Late = false
+	r, err := g.evaluate(ctx, now, c, nil)
+	if err != nil {
+		return w, true, err
+	}
+	if r.d.Verdict == Regression {
+		return w, false, nil
+	}
+	cur := g.windows(now, d)
+	what := strings.Join(regressedDetails(d.Checks), "; ")
+	if what == "" {
+		what = "no instance reported"
+	}
+	d.Verdict = Inconclusive
+	switch {
+	case r.d.Checks == nil && now.Before(w.seen.Add(g.o.MaxWait)):
+		// Held (data may be missing): look again at the next evaluation.
+		d.Reason = fmt.Sprintf("found regressed after the fact (%s); whether it still shows on the current window: %s%s", what, r.d.Reason, late)
+		w.d = d
+		return w, true, nil
+	case r.d.Checks == nil || r.d.Verdict == Inconclusive:
+		d.Reason = fmt.Sprintf("not rolled back: the regression seen after activation (%s) cannot be confirmed on the current window %s to %s (%s)%s",
+			what, stamp(cur.aFrom), stamp(cur.aTo), r.d.Reason, late)
+	default:
+		d.Reason = fmt.Sprintf("not rolled back: the regression seen after activation (%s) no longer shows on the current window %s to %s; "+
+			"it may have been an incident of that time, unknown to this guardrail%s", what, stamp(cur.aFrom), stamp(cur.aTo), late)
+	}
+	d.Final = true
+	g.o.Events.Emit(ctx, events.Event{Kind: events.GuardrailInconclusive, Severity: events.Warning, At: now,
+		Service: d.Service, Version: d.Version, Message: fmt.Sprintf("%s v%d: guardrail %s", d.Service, d.Version, d.Reason), Detail: d})
+	w.d = d
+	return w, true, nil
+}
+
+// regressedDetails are the Details of the regressed checks.
+func regressedDetails(cs []Check) []string {
+	var out []string
+	for _, c := range cs {
+		if c.Verdict == Regression {
+			out = append(out, c.Detail)
+		}
+	}
+	return out
+}
+
 // maxAncestors bounds the store reads of findOrigin.
 const maxAncestors = 64
 
@@ -939,6 +1033,7 @@ func (g *Guard) findOrigin(ctx context.Context, w *watch) {
 	base := g.baseline(w.d)
 	var at time.Time
 	var ver int64
+	var steps []int64
 	for i, n := 0, w.parent; n != 0 && i < maxAncestors; i++ {
 		p, err := g.o.Store.Get(ctx, w.d.Service, n)
 		if err != nil {
@@ -952,11 +1047,17 @@ func (g *Guard) findOrigin(ctx context.Context, w *watch) {
 		}
 		if p.ActivatedAt.Before(base) {
 			at, ver = p.ActivatedAt, p.Number
+			steps = append(steps, p.Number)
 		}
 		n = p.Parent
 	}
-	w.origin, w.originVersion, w.originRead = at, ver, true
+	w.origin, w.originVersion, w.steps, w.originRead = at, ver, steps, true
 }
+
+// driftLoadRatio is how far the offered load may have moved between the
+// window before w.origin and the after window for the cumulative checks to
+// count: traffic moves over an hour, and latency and errors with it.
+const driftLoadRatio = 1.1
 
 // cumulative compares the after window of w with the window before
 // w.origin, each judged metric with the same tolerances as compare, under
@@ -976,6 +1077,17 @@ func (g *Guard) cumulative(w watch, cond conditions, after []float64, checks []C
 		cc.rose, cc.fell = shift.ratio > g.o.LoadRatio, shift.ratio < 1/g.o.LoadRatio
 	}
 	since := fmt.Sprintf("since before v%d (live at %s): ", w.originVersion, stamp(w.origin))
+	// Over up to Drift, p99 and the error ratio follow the traffic (a
+	// daily ramp, well within LoadRatio): unless the offered load is about
+	// where it was, a rise since then says nothing of the versions.
+	moved := ""
+	switch r := shift.ratio; {
+	case math.IsNaN(r):
+		moved = "offered load of the older window unknown"
+	case r > driftLoadRatio || r < 1/driftLoadRatio:
+		moved = fmt.Sprintf("offered load moved %s since then (%s %.1f/s -> %.1f/s, beyond %.2fx)",
+			times(max(r, 1/r)), shift.measure, shift.before, shift.after, driftLoadRatio)
+	}
 	var out []Check
 	for _, own := range checks {
 		if own.Metric == OfferedLoad {
@@ -986,10 +1098,93 @@ func (g *Guard) cumulative(w watch, cond conditions, after []float64, checks []C
 			return nil, err
 		}
 		c := g.compare(own.Metric, summarize(b), own.After, cc)
+		switch {
+		case moved != "":
+			c.Verdict, c.Detail = Inconclusive, fmt.Sprintf("%s not compared: %s", own.Metric, moved)
+		case c.Verdict == Regression:
+			// The older window differs by more than the tolerance; count
+			// it only when the versions' own steps add up to that too,
+			// not when the service drifted between them.
+			if sum, why := g.stepEffects(w, own); why != "" {
+				c.Verdict, c.Detail = Inconclusive, c.Detail+"; not held against the versions: "+why
+			} else if !(sum > c.Tolerance) {
+				c.Verdict = Inconclusive
+				c.Detail += fmt.Sprintf("; not held against the versions: their own steps add up to %s only", effectText(own.Metric, sum))
+			}
+		}
 		c.Since, c.Detail = w.origin, since+c.Detail
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// stepEffects adds up the own effects of the versions between w.origin and
+// w on the metric of own (w's check against its own window before): p99
+// latency's relative rises multiply, the error ratio's absolute rises add,
+// the goodput share's relative drops multiply. Each ancestor's effect is
+// taken from the decision this Guard reached on it (Pass or a final
+// Inconclusive); why says which one is unknown (not judged by this Guard,
+// as after a restart, or no effect measured), and then nothing is added.
+func (g *Guard) stepEffects(w watch, own Check) (sum float64, why string) {
+	if math.IsNaN(own.Effect) {
+		return 0, "its own effect is unknown"
+	}
+	effects := []float64{own.Effect}
+	g.mu.Lock()
+	for _, n := range w.steps {
+		e := math.NaN()
+		for i := len(g.done) - 1; i >= 0; i-- {
+			d := g.done[i]
+			if d.Service != w.d.Service || d.Version != n || (d.Verdict != Pass && d.Verdict != Inconclusive) {
+				continue
+			}
+			for _, c := range d.Checks {
+				if c.Since.IsZero() && (c.Metric == own.Metric || share(c.Metric) && share(own.Metric)) && !math.IsNaN(c.Effect) {
+					e = c.Effect
+					break
+				}
+			}
+			break
+		}
+		if math.IsNaN(e) {
+			g.mu.Unlock()
+			return 0, fmt.Sprintf("the own effect of v%d is unknown to this guardrail (not judged by it, or not measured)", n)
+		}
+		effects = append(effects, e)
+	}
+	g.mu.Unlock()
+	if own.Metric == ErrorRatio {
+		for _, e := range effects {
+			sum += e
+		}
+		return sum, ""
+	}
+	prod := 1.0
+	for _, e := range effects {
+		if own.Metric == LatencyP99 {
+			prod *= 1 + e
+		} else {
+			prod *= 1 - e
+		}
+	}
+	if own.Metric == LatencyP99 {
+		return prod - 1, ""
+	}
+	return 1 - prod, ""
+}
+
+// share: m is the goodput or the admitted share.
+func share(m Metric) bool { return m == GoodputShare || m == AdmittedShare }
+
+// effectText formats a summed step effect of metric m.
+func effectText(m Metric, e float64) string {
+	switch {
+	case m == ErrorRatio:
+		return fmt.Sprintf("%+.4f", e)
+	case m == LatencyP99:
+		return fmt.Sprintf("%+.1f%%", 100*e)
+	}
+	return fmt.Sprintf("%+.1f%%", -100*e)
 }
 
 // lateNote says, for a version judged after the fact, on which windows.

@@ -43,8 +43,11 @@ type Options struct {
 	// also compared with the window before the oldest of its ancestors
 	// activated within Drift before it (not past a rollback or a service's
 	// first version), with the same tolerances, so small steps each within
-	// tolerance of its parent do not add up without bound. Default 1h;
-	// negative: no cumulative check.
+	// tolerance of its parent do not add up without bound. Such a
+	// regression counts only when the offered load is within 1.1x of that
+	// window's and the versions' own step effects add up beyond the
+	// tolerance too (see the package documentation). Default 1h; negative:
+	// no cumulative check.
 	Drift time.Duration
 	// MinSamples per window and metric; default 6.
 	MinSamples int

@@ -233,9 +233,10 @@ func TestVersionOlderThanRecoverIsNotJudged(t *testing.T) {
 }
 
 // TestHeldLateVersionStaysOpen: a cycle held (the engine's reads partial)
-// right after a restart does not end a late version's watch at MaxWait,
-// which has long passed: it stays open, proposals held, and is judged at
-// the next cycle that is not held.
+// right after a restart does not end a late version's watch, although
+// MaxWait after its activation has long passed (it ends MaxWait after this
+// Guard first saw it, see TestHeldLateVersionEndsAtMaxWait): it stays
+// open, proposals held, and is judged at the next cycle that is not held.
 func TestHeldLateVersionStaysOpen(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -264,5 +265,133 @@ func TestHeldLateVersionStaysOpen(t *testing.T) {
 	}
 	if len(final) != 1 || final[0].Verdict != Regression || final[0].RollbackVersion == 0 {
 		t.Fatalf("final %+v, want v2 rolled back", final)
+	}
+}
+
+// TestLateRegressionThatNoLongerShowsIsNotRolledBack: v2 went live during
+// an incident (p99 50% higher for 4 minutes) that the live Guard knew of
+// and this one does not; an hour later a restarted engine judges v2 after
+// the fact, finds the regression on its first full window, but not on the
+// current one: v2 is not rolled back, the decision is final Inconclusive
+// and says so. A regression that still shows is rolled back (see
+// TestLateVersionIsJudgedOnItsOwnWindows).
+func TestLateRegressionThatNoLongerShowsIsNotRolledBack(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st, at := liveVersions(t, clk)
+	f := fakeSeries{timed: func(m Metric, ts time.Time, _ int) float64 {
+		v := consistent(func(m Metric, _ bool, i int) float64 { return healthy(m, i) })(m, false, int(ts.Unix()/10))
+		if m == LatencyP99 && !ts.Before(at) && ts.Before(at.Add(4*time.Minute)) {
+			v *= 1.5
+		}
+		return v
+	}}
+	clk.Advance(time.Hour)
+	rec := events.NewRecorder(10)
+	g, err := New(Options{Store: st, Series: f, Events: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2, _ := st.Active(ctx, "checkout")
+	var final []Decision
+	for range 3 {
+		clk.Advance(10 * time.Second)
+		fs, err := g.Observe(ctx, clk.Now(), []versioning.Version{v2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		final = append(final, fs...)
+	}
+	if act, _ := st.Active(ctx, "checkout"); act.Number != v2.Number || len(rec.Events(events.AutoRollback)) != 0 {
+		t.Fatalf("active v%d (rollback of v%d): v2 rolled back for a regression that no longer shows", act.Number, act.RollbackOf)
+	}
+	if len(final) != 1 || !final[0].Late || !final[0].Final || final[0].Verdict != Inconclusive ||
+		!strings.Contains(final[0].Reason, "no longer shows on the current window") || !strings.Contains(final[0].Reason, "p99 latency") {
+		t.Fatalf("final %+v, want v2 late, final inconclusive: the regression no longer shows", final)
+	}
+	if evs := rec.Events(events.GuardrailInconclusive); len(evs) != 1 {
+		t.Fatalf("events %+v, want one guardrail_inconclusive", rec.Events(""))
+	}
+}
+
+// TestHeldLateVersionEndsAtMaxWait: a late version whose cycles stay held
+// (the engine's reads partial) ends inconclusive MaxWait after this Guard
+// first saw it, with an event, so proposals resume.
+func TestHeldLateVersionEndsAtMaxWait(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st, at := liveVersions(t, clk)
+	clk.Advance(30 * time.Minute)
+	rec := events.NewRecorder(10)
+	g, err := New(Options{Store: st, Series: lateSeries(at, true, false, time.Time{}), Events: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2, _ := st.Active(ctx, "checkout")
+	first := clk.Now().Add(10 * time.Second)
+	maxWait := 3 * DefaultOptions().Window
+	var final []Decision
+	for len(final) == 0 && clk.Now().Before(first.Add(2*maxWait)) {
+		clk.Advance(10 * time.Second)
+		fs, err := g.Hold(ctx, clk.Now(), []versioning.Version{v2}, "metrics partial: error_ratio: store unavailable")
+		if err != nil {
+			t.Fatal(err)
+		}
+		final = fs
+	}
+	if len(final) != 1 || !final[0].Late || final[0].Verdict != Inconclusive || !final[0].Final || clk.Now().Sub(first) != maxWait {
+		t.Fatalf("final %+v after %s held, want v2 final inconclusive after %s", final, clk.Now().Sub(first), maxWait)
+	}
+	if g.Watching("checkout") || len(rec.Events(events.GuardrailInconclusive)) != 1 {
+		t.Fatalf("watching %v, events %+v: want the watch ended with one event", g.Watching("checkout"), rec.Events(""))
+	}
+}
+
+// partialSince answers every read that reaches since as partial.
+type partialSince struct {
+	Series
+	since time.Time
+}
+
+func (p partialSince) Samples(ctx context.Context, service string, m Metric, from, to time.Time, step time.Duration) ([]float64, error) {
+	if !to.Before(p.since) {
+		return nil, &PartialError{Read: fmt.Sprintf("%s %s", service, m), Warning: "store unavailable"}
+	}
+	return p.Series.Samples(ctx, service, m, from, to, step)
+}
+
+// TestLateRegressionUncheckedOnPartialData: a late regression whose current
+// window reads partial is neither rolled back nor decided while MaxWait
+// from when this Guard first saw it has not passed; then it ends final
+// inconclusive, not rolled back.
+func TestLateRegressionUncheckedOnPartialData(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st, at := liveVersions(t, clk)
+	clk.Advance(30 * time.Minute)
+	rec := events.NewRecorder(10)
+	g, err := New(Options{Store: st, Series: partialSince{lateSeries(at, true, false, time.Time{}), clk.Now()}, Events: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2, _ := st.Active(ctx, "checkout")
+	first := clk.Now().Add(10 * time.Second)
+	maxWait := 3 * DefaultOptions().Window
+	var final []Decision
+	for len(final) == 0 && clk.Now().Before(first.Add(2*maxWait)) {
+		clk.Advance(10 * time.Second)
+		if final, err = g.Observe(ctx, clk.Now(), []versioning.Version{v2}); err != nil {
+			t.Fatal(err)
+		}
+		if len(final) == 0 && (!g.Watching("checkout") || !strings.Contains(g.Decisions()[0].Reason, "whether it still shows on the current window: metrics partial")) {
+			t.Fatalf("decisions %+v, want v2 open, the current window held", g.Decisions())
+		}
+	}
+	if act, _ := st.Active(ctx, "checkout"); act.Number != v2.Number {
+		t.Fatalf("active v%d: rolled back on a partial read", act.Number)
+	}
+	if len(final) != 1 || final[0].Verdict != Inconclusive || !final[0].Final || clk.Now().Sub(first) != maxWait ||
+		!strings.Contains(final[0].Reason, "cannot be confirmed on the current window") || len(rec.Events(events.GuardrailInconclusive)) != 1 {
+		t.Fatalf("final %+v after %s, events %+v: want v2 final inconclusive after %s", final, clk.Now().Sub(first), rec.Events(""), maxWait)
 	}
 }
