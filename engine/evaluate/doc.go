@@ -166,13 +166,37 @@
 // cut to the shrunken rate's share, down to the band's floor. With a
 // delivery ledger (Options.Fleet), a recommendation that lowers a
 // service's ceiling while fewer of its instances report (those with a
-// current SDK sample, signals.Entry.Reporting) than the ledger has live is
-// held: inconclusive, its reason beginning "metrics partial: <n> of <m>
-// instances reported". The ledger's live instances are the expectation
-// because they are heard from over NATS, independently of the metrics
-// store, and are what the ceiling is split over. A raise, a re-split or a
-// breaker change is not held: the missing traffic only makes the ceiling
-// look less reached.
+// current SDK sample, signals.Entry.Reporting) than the ledger has live
+// and settled is held: inconclusive, its reason beginning "metrics
+// partial: <n> of <m> instances reported". The ledger's instances are the
+// expectation because they are heard from over NATS, independently of
+// the metrics store. A raise, a re-split or a breaker change is not held:
+// the missing traffic only makes the ceiling look less reached.
+//
+// Settled means neither joining nor leaving, for the two see an instance
+// come and go at different times: the ledger hears from an instance when
+// it starts, the metrics count it only once its target is discovered and
+// scraped; the metrics drop it as soon as its target goes, the ledger
+// keeps it live until GONE (three missed heartbeats, 35s by default).
+// Counting every live instance, a rolling deploy or a scale-out would hold
+// nearly every cut, just when a service short of capacity needs one. So
+// an instance is expected to report only once the ledger first heard from
+// it at least Options.ReportingGrace ago (default 1m, the default rate
+// window: four 15s scrape intervals) and while it heartbeats (heard from
+// within one and a half of its heartbeat periods). An instance that
+// heartbeats but is not scraped is a scrape gap: a grace after it started
+// it is expected, and its service's cuts are held for as long as it is
+// missing. The reason counts the instances left out ("not counting <k>
+// joining or leaving"). The counts are by service, not by instance: while
+// some instances join, the new ones already scraped can stand in for as
+// many settled ones that are not, so a gap that begins during a deploy is
+// seen once the deploy's instances have settled. An instance that has just
+// stopped is still expected until it misses a heartbeat (up to 15s at the
+// default 10s heartbeat): a service scaling in may have a cut held for a
+// cycle or two. When the ledger first heard from an instance is its Since
+// as this engine first saw it (its first state begins with its first
+// message); an engine started just after a change of state (a version
+// published) takes the instances for joining for at most one grace.
 //
 // A signal query that fails (the store timed out or refused it, or its
 // template does not aggregate by service) holds every proposal of the

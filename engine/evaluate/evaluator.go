@@ -86,9 +86,18 @@ type Options struct {
 	// age beyond which State does not restore what a cycle saved either
 	// (StateOptions.MaxAge); must not be negative.
 	ForgetAfter time.Duration
-	Events      events.Sink
-	Logger      *slog.Logger
-	Registerer  prometheus.Registerer
+	// ReportingGrace is how long after the delivery ledger first hears
+	// from an instance its metrics may still be missing (its target not
+	// yet discovered and scraped): until then it is not expected among
+	// the instances reporting (see "Partial data" in the package
+	// documentation). Default 1m (DefaultReportingGrace), the signals'
+	// default rate window, four 15s scrape intervals; it should cover the
+	// time from an instance's start to its first scrape. Must not be
+	// negative.
+	ReportingGrace time.Duration
+	Events         events.Sink
+	Logger         *slog.Logger
+	Registerer     prometheus.Registerer
 }
 
 // Result is what one cycle saw and did.
@@ -128,6 +137,7 @@ type Evaluator struct {
 	open    map[string]bool               // open breakers by service/downstream, Tick's goroutine only
 	latency map[string]*latencyBaseline   // downstream p99 baselines by service/downstream, Tick's goroutine only
 	seen    map[string]time.Time          // last cycle each service had signals, Tick's goroutine only
+	first   map[string]time.Time          // when the ledger first heard from each live service/instance (liveInstances), Tick's goroutine only
 	since   time.Time                     // see Options.Since
 	last    time.Time
 	metrics metrics
@@ -170,6 +180,9 @@ func New(o Options) (*Evaluator, error) {
 	if o.ForgetAfter < 0 {
 		errs = append(errs, fmt.Errorf("%w: ForgetAfter is %s, must not be negative", ErrInvalidOption, o.ForgetAfter))
 	}
+	if o.ReportingGrace < 0 {
+		errs = append(errs, fmt.Errorf("%w: ReportingGrace is %s, must not be negative", ErrInvalidOption, o.ReportingGrace))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -178,6 +191,9 @@ func New(o Options) (*Evaluator, error) {
 	}
 	if o.ForgetAfter == 0 {
 		o.ForgetAfter = DefaultForgetAfter
+	}
+	if o.ReportingGrace == 0 {
+		o.ReportingGrace = DefaultReportingGrace
 	}
 	if o.Events == nil {
 		o.Events = events.Discard{}
@@ -209,6 +225,9 @@ func New(o Options) (*Evaluator, error) {
 
 // DefaultForgetAfter is the default of Options.ForgetAfter.
 const DefaultForgetAfter = time.Hour
+
+// DefaultReportingGrace is the default of Options.ReportingGrace.
+const DefaultReportingGrace = time.Minute
 
 // forgetAfter is Options.ForgetAfter, its default if unset.
 func (e *Evaluator) forgetAfter() time.Duration {
@@ -395,7 +414,7 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 	}
 	for _, sc := range scores {
 		svc := sc.Key.Service
-		in := recommend.Input{At: at, Service: svc, Score: sc, Entry: snap.Entries[sc.Key], Instances: live[svc],
+		in := recommend.Input{At: at, Service: svc, Score: sc, Entry: snap.Entries[sc.Key], Instances: live[svc].live,
 			Band: e.o.Band(svc), Active: actives[svc]}
 		if e.o.Fleet == nil {
 			in.Instances = 1
@@ -419,9 +438,9 @@ func (e *Evaluator) Tick(ctx context.Context, at time.Time) (Result, error) {
 			rec.Reason = why + "; " + rec.Reason
 			rec.Ruleset, rec.Inconclusive = nil, true
 		}
-		if why := fewerReporting(in, rec, e.o.Fleet != nil); why != "" {
-			// Some live instances were not scraped: the summed rate
-			// lacks their traffic, and a cut would follow it.
+		if why := fewerReporting(in, rec, live[svc], e.o.ReportingGrace); why != "" {
+			// Some live instances past joining were not scraped: the
+			// summed rate lacks their traffic, and a cut would follow it.
 			rec.Reason = why + "; " + rec.Reason
 			rec.Ruleset, rec.Inconclusive = nil, true
 		}
@@ -711,12 +730,14 @@ func (e *Evaluator) breakers(ctx context.Context, at time.Time) ([]guardrail.Inc
 	return incidents, nil
 }
 
-// liveInstances counts each service's instances that are not GONE, returns
-// the newest heartbeat or report of any of each service's instances (nil
-// without a Fleet), and emits instance_stale when an instance turns STALE
-// or NACKED and instance_recovered when it no longer is.
-func (e *Evaluator) liveInstances(ctx context.Context, at time.Time) (map[string]int, map[string]time.Time, error) {
-	out := map[string]int{}
+// liveInstances counts each service's instances that are not GONE and
+// those of them expected to report metrics (see expectedReporting),
+// returns the newest heartbeat or report of any of each service's
+// instances (nil without a Fleet), and emits instance_stale when an
+// instance turns STALE or NACKED and instance_recovered when it no longer
+// is.
+func (e *Evaluator) liveInstances(ctx context.Context, at time.Time) (map[string]fleetCount, map[string]time.Time, error) {
+	out := map[string]fleetCount{}
 	if e.o.Fleet == nil {
 		return out, nil, nil
 	}
@@ -725,15 +746,30 @@ func (e *Evaluator) liveInstances(ctx context.Context, at time.Time) (map[string
 		return out, nil, fmt.Errorf("evaluate: ledger: %w", err)
 	}
 	seen := make(map[string]distribution.State, len(ins))
+	first := make(map[string]time.Time, len(ins))
 	heard := map[string]time.Time{}
 	for _, in := range ins {
+		key := in.Service + "/" + in.Instance
 		if in.State != distribution.StateGone {
-			out[in.Service]++
+			// When the ledger first heard from the instance: its Since
+			// when this evaluator first saw it (an instance's first
+			// state begins with its first message), kept while it stays
+			// live (Since moves with every later change of state).
+			f, ok := e.first[key]
+			if !ok {
+				f = in.Since
+			}
+			first[key] = f
+			c := out[in.Service]
+			c.live++
+			if expectedReporting(in, f, at, e.o.ReportingGrace) {
+				c.expected++
+			}
+			out[in.Service] = c
 		}
 		if in.LastSeen.After(heard[in.Service]) {
 			heard[in.Service] = in.LastSeen
 		}
-		key := in.Service + "/" + in.Instance
 		seen[key] = in.State
 		bad := badState(in.State)
 		if prev, ok := e.states[key]; bad && (!ok || prev != in.State) {
@@ -772,7 +808,7 @@ func (e *Evaluator) liveInstances(ctx context.Context, at time.Time) (map[string
 			Version: in.Running, Message: fmt.Sprintf("%s instance %s recovered from %s: %s", in.Service, in.Instance, prev, state),
 			Detail: Recovery{Instance: in, From: prev}})
 	}
-	e.states = seen
+	e.states, e.first = seen, first
 	return out, heard, nil
 }
 

@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"governor.dev/governor/engine/recommend"
 	"governor.dev/governor/engine/signals"
+	"governor.dev/governor/rules/distribution"
+	"governor.dev/governor/sdk/watch"
 )
 
 // guardSignals are the signals the guardrail judges a version by (its
@@ -89,10 +92,40 @@ func (e *Evaluator) incidentRead(what string, res *signals.Result) bool {
 	return false
 }
 
+// fleetCount is what the delivery ledger has of a service: its live
+// instances (not GONE), what the ceiling is split over, and how many of
+// them are expected to report metrics (see expectedReporting).
+type fleetCount struct{ live, expected int }
+
+// expectedReporting reports whether a live instance of the delivery ledger
+// is expected among the instances reporting metrics at at: the ledger
+// first heard from it (first) at least grace ago, and it is still
+// heartbeating (heard from within one and a half of its heartbeat
+// periods, 10s if it did not say). The ledger and the metrics see an
+// instance come and go at different times: the ledger hears from it when
+// it starts, the metrics only once its target is discovered and scraped;
+// the metrics drop it as soon as its target goes, the ledger keeps it
+// live until it is GONE, three missed heartbeats (35s by default) after it
+// stopped. Counted while joining or leaving, the instances of a rolling
+// deploy or a scale-out would hold nearly every cut. A zero first or
+// LastSeen is unknown: the instance is expected.
+func expectedReporting(in distribution.Instance, first, at time.Time, grace time.Duration) bool {
+	if !first.IsZero() && at.Sub(first) < grace {
+		return false // joining: perhaps not scraped yet
+	}
+	beat := watch.DefaultOptions().Heartbeat
+	if in.HeartbeatMS > 0 {
+		beat = time.Duration(in.HeartbeatMS) * time.Millisecond
+	}
+	return in.LastSeen.IsZero() || at.Sub(in.LastSeen) <= beat+beat/2 // else leaving: missed a heartbeat
+}
+
 // fewerReporting says why rec must not be proposed, or "": it lowers the
 // service's rate ceiling while the service's signals come from fewer
 // instances (signals.Entry.Reporting, those with a current SDK sample)
-// than the delivery ledger has live (in.Instances). Such a cut follows the
+// than the delivery ledger has live and expected to report (fc.expected;
+// expectedReporting leaves out those joining, first heard less than grace
+// ago, and those leaving, silent past a heartbeat). Such a cut follows the
 // summed request rate, which lacks the traffic of the instances not
 // scraped (a target down, a scrape failing): overloaded below a ceiling
 // nobody seems to reach, the recommender cuts to the offered rate's share,
@@ -100,15 +133,18 @@ func (e *Evaluator) incidentRead(what string, res *signals.Result) bool {
 // recommendation that raises the ceiling, keeps it (a re-split over the
 // live instances) or only changes breakers is not held: the missing
 // traffic can only make the ceiling look less reached, never raise it.
-// Without a delivery ledger (fleet false) the live count is unknown and
-// nothing is held.
-func fewerReporting(in recommend.Input, rec recommend.Recommendation, fleet bool) string {
-	if !fleet || rec.Ruleset == nil || rec.Evidence == nil || in.Entry == nil {
+// Without a delivery ledger nothing is expected and nothing is held.
+func fewerReporting(in recommend.Input, rec recommend.Recommendation, fc fleetCount, grace time.Duration) string {
+	if rec.Ruleset == nil || rec.Evidence == nil || in.Entry == nil {
 		return ""
 	}
-	if c := rec.Evidence.Ceiling; !(c.To < c.From) || in.Entry.Reporting >= in.Instances {
+	if c := rec.Evidence.Ceiling; !(c.To < c.From) || in.Entry.Reporting >= fc.expected {
 		return ""
 	}
-	return fmt.Sprintf("%s%d of %d instances reported (expected: the live instances of the delivery ledger): a ceiling cut from their summed request rate would follow the missing instances' traffic, not the load",
-		partialPrefix, in.Entry.Reporting, in.Instances)
+	churn := ""
+	if n := fc.live - fc.expected; n > 0 {
+		churn = fmt.Sprintf(", not counting %d joining or leaving (first heard less than %s ago, or silent past a heartbeat)", n, grace)
+	}
+	return fmt.Sprintf("%s%d of %d instances reported (expected: the live instances of the delivery ledger)%s: a ceiling cut from their summed request rate would follow the missing instances' traffic, not the load",
+		partialPrefix, in.Entry.Reporting, fc.expected, churn)
 }

@@ -18,6 +18,7 @@ import (
 	"governor.dev/governor/engine/recommend"
 	"governor.dev/governor/engine/signals"
 	"governor.dev/governor/engine/signals/embedded"
+	"governor.dev/governor/rules/distribution"
 	"governor.dev/governor/rules/versioning"
 	"governor.dev/governor/rules/versioning/sqlite"
 	"governor.dev/governor/sdk/clock"
@@ -800,39 +801,209 @@ func TestFewerInstancesReportingHoldsCuts(t *testing.T) {
 }
 
 // TestFewerReporting: only a ceiling cut is held, and only while fewer
-// instances report than the ledger has live.
+// instances report than the ledger has live and expected to report; the
+// reason counts those left out as joining or leaving.
 func TestFewerReporting(t *testing.T) {
 	rec := func(from, to float64) recommend.Recommendation {
 		return recommend.Recommendation{Ruleset: &rules.Ruleset{}, Evidence: &recommend.Evidence{Ceiling: recommend.Ceiling{From: from, To: to}}}
 	}
-	in := func(reporting, live int) recommend.Input {
-		return recommend.Input{Entry: &signals.Entry{Reporting: reporting}, Instances: live}
+	in := func(reporting int) recommend.Input {
+		return recommend.Input{Entry: &signals.Entry{Reporting: reporting}}
+	}
+	for _, tt := range []struct {
+		name string
+		in   recommend.Input
+		rec  recommend.Recommendation
+		fc   fleetCount
+		held string // the reason's beginning after partialPrefix, "" if not held
+	}{
+		{"cut, one not scraped", in(2), rec(100, 60), fleetCount{3, 3}, "2 of 3 instances reported (expected: the live instances of the delivery ledger): "},
+		{"cut, none reporting", in(0), rec(100, 60), fleetCount{3, 3}, "0 of 3 instances reported"},
+		{"cut, one not scraped while one joins", in(2), rec(100, 60), fleetCount{4, 3},
+			"2 of 3 instances reported (expected: the live instances of the delivery ledger), not counting 1 joining or leaving (first heard less than 1m0s ago, or silent past a heartbeat): "},
+		{"cut, every one reporting", in(3), rec(100, 60), fleetCount{3, 3}, ""},
+		{"cut, more reporting than live", in(4), rec(100, 60), fleetCount{3, 3}, ""},
+		{"cut, the others joining or leaving", in(2), rec(100, 60), fleetCount{4, 2}, ""},
+		{"cut without a ledger", in(1), rec(100, 60), fleetCount{}, ""},
+		{"raise", in(2), rec(100, 130), fleetCount{3, 3}, ""},
+		{"re-split", in(2), rec(100, 100), fleetCount{3, 3}, ""},
+		{"breakers only", in(2), rec(0, 0), fleetCount{3, 3}, ""},
+		{"nothing proposed", in(2), recommend.Recommendation{}, fleetCount{3, 3}, ""},
+		{"no signals", recommend.Input{}, rec(100, 60), fleetCount{3, 3}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			why := fewerReporting(tt.in, tt.rec, tt.fc, time.Minute)
+			if (why != "") != (tt.held != "") {
+				t.Fatalf("held %q, want held %v", why, tt.held != "")
+			}
+			if tt.held != "" && !strings.HasPrefix(why, partialPrefix+tt.held) {
+				t.Fatalf("reason %q, want it to begin %q", why, partialPrefix+tt.held)
+			}
+		})
+	}
+}
+
+// TestExpectedReporting: a live instance of the ledger is expected to
+// report metrics once first heard from a grace ago, while it heartbeats;
+// an unknown time does not leave it out.
+func TestExpectedReporting(t *testing.T) {
+	at := benchT0
+	ins := func(lastSeen time.Duration, beatMS int64) distribution.Instance {
+		in := distribution.Instance{HeartbeatMS: beatMS}
+		if lastSeen >= 0 {
+			in.LastSeen = at.Add(-lastSeen)
+		}
+		return in
 	}
 	for _, tt := range []struct {
 		name  string
-		in    recommend.Input
-		rec   recommend.Recommendation
-		fleet bool
-		held  bool
+		in    distribution.Instance
+		first time.Time
+		want  bool
 	}{
-		{"cut, one not scraped", in(2, 3), rec(100, 60), true, true},
-		{"cut, none reporting", in(0, 3), rec(100, 60), true, true},
-		{"cut, every one reporting", in(3, 3), rec(100, 60), true, false},
-		{"cut, more reporting than live", in(4, 3), rec(100, 60), true, false},
-		{"cut without a ledger", in(1, 1), rec(100, 60), false, false},
-		{"raise", in(2, 3), rec(100, 130), true, false},
-		{"re-split", in(2, 3), rec(100, 100), true, false},
-		{"breakers only", in(2, 3), rec(0, 0), true, false},
-		{"nothing proposed", in(2, 3), recommend.Recommendation{}, true, false},
-		{"no signals", recommend.Input{Instances: 3}, rec(100, 60), true, false},
+		{"settled, heartbeating", ins(3*time.Second, 10_000), at.Add(-10 * time.Minute), true},
+		{"joined 59s ago", ins(0, 10_000), at.Add(-59 * time.Second), false},
+		{"joined a grace ago", ins(0, 10_000), at.Add(-time.Minute), true},
+		{"one heartbeat late by less than half", ins(14*time.Second, 10_000), at.Add(-time.Hour), true},
+		{"missed a heartbeat", ins(16*time.Second, 10_000), at.Add(-time.Hour), false},
+		{"missed a heartbeat of 2s", ins(4*time.Second, 2_000), at.Add(-time.Hour), false},
+		{"heartbeat of 30s", ins(40*time.Second, 30_000), at.Add(-time.Hour), true},
+		{"heartbeat unknown: 10s", ins(16*time.Second, 0), at.Add(-time.Hour), false},
+		{"heard after the cycle's time", distribution.Instance{LastSeen: at.Add(2 * time.Second), HeartbeatMS: 10_000}, at.Add(-time.Hour), true},
+		{"first heard unknown", ins(0, 10_000), time.Time{}, true},
+		{"last heard unknown", ins(-1, 10_000), at.Add(-time.Hour), true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			why := fewerReporting(tt.in, tt.rec, tt.fleet)
-			if (why != "") != tt.held {
-				t.Fatalf("held %q, want held %v", why, tt.held)
+			if got := expectedReporting(tt.in, tt.first, at, time.Minute); got != tt.want {
+				t.Fatalf("expected %v, want %v", got, tt.want)
 			}
-			if tt.held && !strings.HasPrefix(why, fmt.Sprintf("%s%d of %d instances reported", partialPrefix, tt.in.Entry.Reporting, tt.in.Instances)) {
-				t.Fatalf("reason %q", why)
+		})
+	}
+}
+
+// churningFleet is a delivery ledger whose records change with the clock:
+// at returns the instances of every service at a time.
+type churningFleet struct {
+	clk *clock.Fake
+	at  func(now time.Time) []distribution.Instance
+}
+
+func (f churningFleet) Instances(context.Context, string) ([]distribution.Instance, error) {
+	return f.at(f.clk.Now()), nil
+}
+
+// heartbeating is the ledger record at now of an instance first heard at
+// first that heartbeats every 10 s until it stops at stop (zero: never):
+// GONE once silent for 35 s, as the ledger's defaults.
+func heartbeating(svc, name string, first, stop, now time.Time) distribution.Instance {
+	last := first.Add(now.Sub(first).Truncate(10 * time.Second))
+	if !stop.IsZero() && last.After(stop) {
+		last = stop
+	}
+	in := distribution.Instance{Service: svc, Instance: name, State: distribution.StateSynced, Since: first,
+		LastSeen: last, HeartbeatMS: 10_000}
+	if now.Sub(last) > 35*time.Second {
+		in.State, in.Since = distribution.StateGone, last.Add(35*time.Second)
+	}
+	return in
+}
+
+// TestChurnDoesNotHoldCuts: ten services run two instances each in the
+// store, which reports two instances of each throughout. In a rolling
+// deploy the ledger hears from each replacement as its predecessor stops,
+// every 30 s, and keeps the predecessor live until GONE: it has three live
+// most cycles. The metrics count an instance only once scraped and drop
+// it as soon as it stops, so two report: no cut is held for it. An
+// instance that has heartbeated for minutes without being scraped is a
+// scrape gap: every cut is held.
+func TestChurnDoesNotHoldCuts(t *testing.T) {
+	const services = 10
+	start := benchT0.Add(2 * time.Minute)
+	old := benchT0.Add(-10 * time.Minute)
+	for _, tt := range []struct {
+		name  string
+		fleet func(svc string, now time.Time) []distribution.Instance
+		held  bool
+	}{
+		{"rolling deploy", func(svc string, now time.Time) []distribution.Instance {
+			var out []distribution.Instance
+			for k := range 2 { // old-k replaced by new-k at start+30k s
+				at := start.Add(time.Duration(k) * 30 * time.Second)
+				out = append(out, heartbeating(svc, fmt.Sprint("old-", k), old, at, now))
+				if !now.Before(at) {
+					out = append(out, heartbeating(svc, fmt.Sprint("new-", k), at, time.Time{}, now))
+				}
+			}
+			return out
+		}, false},
+		{"scrape gap", func(svc string, now time.Time) []distribution.Instance {
+			return []distribution.Instance{
+				heartbeating(svc, "0", old, time.Time{}, now),
+				heartbeating(svc, "1", old, time.Time{}, now),
+				heartbeating(svc, "not-scraped", start.Add(-3*time.Minute), time.Time{}, now),
+			}
+		}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			db, err := embedded.Open(embedded.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
+			fillStore(t, db, services, 2)
+			clk := clock.NewFake(old)
+			st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { st.Close() })
+			liveFleet(t, st, services, 0)
+			fleet := churningFleet{clk: clk, at: func(now time.Time) []distribution.Instance {
+				var out []distribution.Instance
+				for s := range services {
+					out = append(out, tt.fleet(fmt.Sprintf("svc-%04d", s), now)...)
+				}
+				return out
+			}}
+			clk.Set(start)
+			reader, err := signals.NewReader(db, signals.ReaderOptions{MaxAge: -1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tracker, rec := testScoring(t)
+			e, err := New(Options{Reader: reader, Tracker: tracker, Recommender: rec, Versions: st, Fleet: fleet,
+				Registerer: prometheus.NewRegistry()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cuts, held := 0, 0
+			for range 12 {
+				res, err := e.Tick(ctx, clk.Now())
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range res.Recommendations {
+					if r.Evidence == nil || !(r.Evidence.Ceiling.To < r.Evidence.Ceiling.From) {
+						continue
+					}
+					switch {
+					case r.Ruleset != nil:
+						cuts++
+					case strings.HasPrefix(r.Reason, partialPrefix):
+						held++
+						if !tt.held {
+							t.Errorf("%s: cut held at %s: %s", r.Service, clk.Now().Sub(start), r.Reason)
+						}
+					}
+				}
+				clk.Advance(10 * time.Second)
+			}
+			switch {
+			case tt.held && (cuts != 0 || held == 0):
+				t.Fatalf("%d cuts proposed, %d held", cuts, held)
+			case !tt.held && cuts == 0:
+				t.Fatalf("no cut proposed")
 			}
 		})
 	}
