@@ -78,11 +78,7 @@ func TestSmallStepsDoNotAddUp(t *testing.T) {
 				var final []Decision
 				for range 40 {
 					clk.Advance(10 * time.Second)
-					act, _ := st.Active(ctx, "checkout")
-					f, err := g.Observe(ctx, clk.Now(), []versioning.Version{act})
-					if err != nil {
-						t.Fatal(err)
-					}
+					f := observeActive(t, g, st, clk)
 					if final = append(final, f...); len(final) > 0 {
 						break
 					}
@@ -187,11 +183,7 @@ func TestTrafficDriftIsNotRolledBack(t *testing.T) {
 				}
 				for range 40 {
 					clk.Advance(10 * time.Second)
-					act, _ := st.Active(ctx, "checkout")
-					final, err := g.Observe(ctx, clk.Now(), []versioning.Version{act})
-					if err != nil {
-						t.Fatal(err)
-					}
+					final := observeActive(t, g, st, clk)
 					if got = append(got, final...); len(final) > 0 {
 						break
 					}

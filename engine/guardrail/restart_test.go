@@ -110,11 +110,7 @@ func TestLateVersionIsJudgedOnItsOwnWindows(t *testing.T) {
 				var final []Decision
 				for range 3 {
 					clk.Advance(10 * time.Second)
-					act, _ := st.Active(ctx, "checkout")
-					f, err := g.Observe(ctx, clk.Now(), []versioning.Version{act})
-					if err != nil {
-						t.Fatal(err)
-					}
+					f := observeActive(t, g, st, clk)
 					final = append(final, f...)
 				}
 				if len(final) != 1 || final[0].Version != 2 || !final[0].Late || !strings.Contains(final[0].Reason, "judged after the fact") {
@@ -157,11 +153,7 @@ func TestLateVersionWithoutDataIsInconclusive(t *testing.T) {
 			}
 			observe := func() []Decision {
 				clk.Advance(10 * time.Second)
-				act, _ := st.Active(ctx, "checkout")
-				f, err := g.Observe(ctx, clk.Now(), []versioning.Version{act})
-				if err != nil {
-					t.Fatal(err)
-				}
+				f := observeActive(t, g, st, clk)
 				return f
 			}
 			var final []Decision
