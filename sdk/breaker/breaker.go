@@ -32,6 +32,12 @@ type Breaker struct {
 	// probe, or began if it has handed out none: once a window has passed
 	// since, every probe still out has been out for a whole window.
 	lastProbe atomic.Int64
+	// handed is how many slots of the current round were ever taken (the
+	// high-water mark of the count in slots): a slot taken again after a
+	// Release (its caller gave up) is no new probe and leaves lastProbe as
+	// it is, so callers that give up on a hanging dependency do not keep
+	// the round from ending.
+	handed atomic.Int64
 
 	ring *window.Ring
 
@@ -191,11 +197,15 @@ const (
 // takes a slot of another round: transition stores a round's slots before its
 // word, so a call that read w finds the slots of w's round or of a later one.
 //
-// It raises lastProbe to now before it takes the slot, so a call that finds
-// the slots full afterwards sees the time of the probe that filled them. A
-// call that loses the slot to another, or finds the round ended in between,
-// may leave its own now there: about the time of a probe that did go out,
-// which only delays expire by as much.
+// It raises lastProbe to now before it takes a slot never taken before in
+// the round (beyond handed; a slot taken again after a Release is no new
+// probe), so a call that finds the slots full afterwards sees the time of
+// the probe that filled them. A call that loses the slot to another, or
+// finds the round ended in between, may leave its own now there: about the
+// time of a probe that did go out, which only delays expire by as much; one
+// whose round ended just after it took the slot may raise handed of the
+// next round, whose first probes then leave lastProbe at the round's start,
+// as before handed existed.
 func (b *Breaker) takeSlot(w uint64, now int64) int {
 	round := roundOf(w)
 	for {
@@ -206,10 +216,17 @@ func (b *Breaker) takeSlot(w uint64, now int64) int {
 		case int64(s&math.MaxUint32) >= b.probes:
 			return slotsFull
 		}
-		for last := b.lastProbe.Load(); now > last && !b.lastProbe.CompareAndSwap(last, now); {
-			last = b.lastProbe.Load()
+		n := int64(s&math.MaxUint32) + 1
+		fresh := n > b.handed.Load()
+		if fresh {
+			for last := b.lastProbe.Load(); now > last && !b.lastProbe.CompareAndSwap(last, now); {
+				last = b.lastProbe.Load()
+			}
 		}
 		if b.slots.CompareAndSwap(s, s+1) {
+			for h := b.handed.Load(); fresh && n > h && !b.handed.CompareAndSwap(h, n); {
+				h = b.handed.Load()
+			}
 			return slotTaken
 		}
 	}
@@ -375,6 +392,7 @@ func (b *Breaker) transitionLocked(w uint64, to State, now int64) State {
 	case HalfOpen:
 		b.probeOK, b.probeBad, b.probeSlow = 0, 0, 0
 		b.lastProbe.Store(now)
+		b.handed.Store(0)
 		b.slots.Store(roundOf(next)) // before the word: see takeSlot
 	case Closed:
 		b.closedAt = now

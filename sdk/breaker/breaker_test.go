@@ -533,3 +533,52 @@ func TestNewValidates(t *testing.T) {
 		t.Fatal("unknown state name")
 	}
 }
+
+// A hanging dependency whose callers give up first: each probe is released
+// (its caller's context canceled) 5 s after it went out, and the next call
+// takes its slot again. A slot taken again does not make the round newer:
+// the round still ends a window after its last first-time probe, and the
+// breaker reopens with back-off.
+func TestReleasedProbesTakenAgainDoNotKeepTheRoundOpen(t *testing.T) {
+	var changes []string
+	g, err := New(rules.Breaker{MinCalls: 1}, Options{OnStateChange: func(from, to State) {
+		changes = append(changes, from.String()+">"+to.String())
+	}}) // window 10s, 3 probes, open 5s..60s
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := g.(*Breaker)
+	sec := int64(time.Second)
+	now := sec
+	tk, _ := b.Allow(now)
+	b.Record(tk, now, time.Millisecond, true) // opens for 5s
+	type probe struct {
+		tk Ticket
+		at int64
+	}
+	var out []probe
+	for now < 120*sec {
+		now += sec
+		kept := out[:0]
+		for _, p := range out {
+			if now-p.at >= 5*sec { // the caller gave up: released, no outcome
+				b.Release(p.tk)
+				continue
+			}
+			kept = append(kept, p)
+		}
+		out = kept
+		if tk, err := b.Allow(now); err == nil && stateOf(uint64(tk)) == HalfOpen {
+			out = append(out, probe{tk, now})
+		}
+	}
+	reopened := 0
+	for _, c := range changes {
+		if c == "half-open>open" {
+			reopened++
+		}
+	}
+	if reopened < 3 {
+		t.Fatalf("state changes %v: a hanging dependency whose probes are canceled never reopened the breaker", changes)
+	}
+}
