@@ -117,8 +117,15 @@ func expectedReporting(in distribution.Instance, first, at time.Time, grace time
 	if in.HeartbeatMS > 0 {
 		beat = time.Duration(in.HeartbeatMS) * time.Millisecond
 	}
-	return in.LastSeen.IsZero() || at.Sub(in.LastSeen) <= beat+beat/2 // else leaving: missed a heartbeat
+	// Leaving: silent past a heartbeat, with at least 5 s of margin for
+	// short heartbeats (clock skew between the ledger and the engine, the
+	// ledger's write latency).
+	return in.LastSeen.IsZero() || at.Sub(in.LastSeen) <= max(beat+beat/2, beat+leavingMargin)
 }
+
+// leavingMargin is the least time past its heartbeat an instance may be
+// silent and still be expected to report.
+const leavingMargin = 5 * time.Second
 
 // fewerReporting says why rec must not be proposed, or "": it lowers the
 // service's rate ceiling while the service's signals come from fewer

@@ -218,3 +218,79 @@ func TestTrafficDriftIsNotRolledBack(t *testing.T) {
 		})
 	}
 }
+
+// v2 raises p99 20% and is superseded 20s later by v3 (no change); v3 is
+// judged against the window before v2 (+20%, passes). v4 raises p99 20%
+// again: 44% above the window before v2, as in TestSmallStepsDoNotAddUp,
+// which rolls such a v3 back. v2's decision is Superseded: its effect is
+// inside v3's own, so the versions' own steps still add up and v4 is
+// rolled back.
+func TestSupersededAncestorCountsInTheCumulativeCheck(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
+	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	var bumps []time.Time
+	f := fakeSeries{timed: func(m Metric, ts time.Time, _ int) float64 {
+		i := int(ts.Unix() / 10)
+		v := consistent(func(m Metric, _ bool, i int) float64 { return healthy(m, i) })(m, false, i)
+		if m == LatencyP99 {
+			for _, a := range bumps {
+				if !ts.Before(a.Add(30 * time.Second)) {
+					v *= 1.2
+				}
+			}
+		}
+		return v
+	}}
+	rec := events.NewRecorder(10)
+	g, err := New(Options{Store: st, Series: f, Drift: time.Hour, Events: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish := func(base int64, rate float64) versioning.Version {
+		p, err := st.Propose(ctx, versioning.Proposal{BaseVersion: base, Ruleset: ruleset(rate), Author: alice, Reason: "step"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		clk.Advance(time.Minute)
+		if _, err := st.Approve(ctx, "checkout", p.Number, bob, "ok"); err != nil {
+			t.Fatal(err)
+		}
+		act, _ := st.Active(ctx, "checkout")
+		return act
+	}
+	run := func() []Decision {
+		var got []Decision
+		for range 60 {
+			clk.Advance(10 * time.Second)
+			f := observeActive(t, g, st, clk)
+			got = append(got, f...)
+			for _, d := range f {
+				if d.Verdict != Superseded {
+					return got
+				}
+			}
+		}
+		return got
+	}
+	publish(0, 100)
+	clk.Advance(10 * time.Minute)
+	v2 := publish(1, 110)
+	bumps = append(bumps, v2.ActivatedAt)
+	clk.Advance(10 * time.Second)
+	observeActive(t, g, st, clk)
+	publish(2, 115) // v3 supersedes v2, changes nothing
+	if got := run(); len(got) == 0 || got[len(got)-1].Version != 3 || got[len(got)-1].Verdict != Pass {
+		t.Fatalf("after v3: %+v, want v3 passed", got)
+	}
+	v4 := publish(3, 121)
+	bumps = append(bumps, v4.ActivatedAt)
+	run()
+	if act, _ := st.Active(ctx, "checkout"); act.RollbackOf == 0 {
+		t.Fatalf("active v%d: v4, 44%% p99 above the window before v2 (v2 +20%%, v4 +20%%), not rolled back", act.Number)
+	}
+}

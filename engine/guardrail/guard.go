@@ -911,9 +911,11 @@ func (g *Guard) evaluate(ctx context.Context, now time.Time, w watch, view *grid
 	if d.Late && (len(regressed) > 0 || silent != "" && full && running) {
 		// Found after the fact, without the incidents of that time: roll
 		// back only what still shows now.
-		if w2, done, err := g.stillShows(ctx, now, w, d, late); done || err != nil {
+		w2, done, confirmed, err := g.stillShows(ctx, now, w, d, late)
+		if done || err != nil {
 			return w2, err
 		}
+		late = "; " + confirmed + late
 	}
 	switch {
 	case len(regressed) > 0:
@@ -960,33 +962,56 @@ func (g *Guard) evaluate(ctx context.Context, now time.Time, w watch, view *grid
 // around its activation (d, late its lateNote), again on the current full
 // window against the same window before: a regression seen then may have
 // been an incident of that time that a live watch knew of and this Guard
-// does not. When it still shows (done false) the caller rolls back. When
+// does not. When it still shows, under about the offered load of the
+// window before (within driftLoadRatio: the two may be hours apart), the
+// caller rolls back (done false; confirmed says what still shows). When
 // it no longer does, or the current window cannot tell, d is final
 // Inconclusive without a rollback (done). A read that may lack data keeps
 // the watch open (done) until MaxWait after this Guard first saw it.
-func (g *Guard) stillShows(ctx context.Context, now time.Time, w watch, d Decision, late string) (watch, bool, error) {
+func (g *Guard) stillShows(ctx context.Context, now time.Time, w watch, d Decision, late string) (watch, bool, string, error) {
 	c := w
 	c.late, c.recheck, c.grown = time.Time{}, true, nil
 	c.d.Late = false
 	r, err := g.evaluate(ctx, now, c, nil)
 	if err != nil {
-		return w, true, err
-	}
-	if r.d.Verdict == Regression {
-		return w, false, nil
+		return w, true, "", err
 	}
 	cur := g.windows(now, d)
+	// The window before activation may be hours older than the current
+	// one: p99 and errors follow the traffic of the day, so only a current
+	// window under about the same offered load confirms a regression (as
+	// the cumulative checks require, driftLoadRatio).
+	moved := ""
+	for _, ck := range r.d.Checks {
+		if ck.Metric != OfferedLoad {
+			continue
+		}
+		if x := ck.Effect; math.IsNaN(x) || x > driftLoadRatio || x < 1/driftLoadRatio {
+			moved = fmt.Sprintf("offered load moved %s between the window before activation and the current one (beyond %.2fx)",
+				times(max(x, 1/x)), driftLoadRatio)
+			if math.IsNaN(x) {
+				moved = "offered load of the current window unknown"
+			}
+		}
+	}
+	if r.d.Verdict == Regression && moved == "" {
+		return w, false, fmt.Sprintf("still shows on the current window %s to %s: %s", stamp(cur.aFrom), stamp(cur.aTo),
+			strings.Join(regressedDetails(r.d.Checks), "; ")), nil
+	}
 	what := strings.Join(regressedDetails(d.Checks), "; ")
 	if what == "" {
 		what = "no instance reported"
 	}
 	d.Verdict = Inconclusive
 	switch {
+	case r.d.Verdict == Regression:
+		d.Reason = fmt.Sprintf("not rolled back: the regression seen after activation (%s) cannot be confirmed on the current window %s to %s: %s%s",
+			what, stamp(cur.aFrom), stamp(cur.aTo), moved, late)
 	case r.d.Checks == nil && now.Before(w.seen.Add(g.o.MaxWait)):
 		// Held (data may be missing): look again at the next evaluation.
 		d.Reason = fmt.Sprintf("found regressed after the fact (%s); whether it still shows on the current window: %s%s", what, r.d.Reason, late)
 		w.d = d
-		return w, true, nil
+		return w, true, "", nil
 	case r.d.Checks == nil || r.d.Verdict == Inconclusive:
 		d.Reason = fmt.Sprintf("not rolled back: the regression seen after activation (%s) cannot be confirmed on the current window %s to %s (%s)%s",
 			what, stamp(cur.aFrom), stamp(cur.aTo), r.d.Reason, late)
@@ -998,7 +1023,7 @@ func (g *Guard) stillShows(ctx context.Context, now time.Time, w watch, d Decisi
 	g.o.Events.Emit(ctx, events.Event{Kind: events.GuardrailInconclusive, Severity: events.Warning, At: now,
 		Service: d.Service, Version: d.Version, Message: fmt.Sprintf("%s v%d: guardrail %s", d.Service, d.Version, d.Reason), Detail: d})
 	w.d = d
-	return w, true, nil
+	return w, true, "", nil
 }
 
 // regressedDetails are the Details of the regressed checks.
@@ -1133,8 +1158,16 @@ func (g *Guard) stepEffects(w watch, own Check) (sum float64, why string) {
 	g.mu.Lock()
 	for _, n := range w.steps {
 		e := math.NaN()
+		superseded := false
 		for i := len(g.done) - 1; i >= 0; i-- {
 			d := g.done[i]
+			if d.Service == w.d.Service && d.Version == n && d.Verdict == Superseded {
+				// Replaced before a verdict: the version that replaced it
+				// was judged against the window before it, so its effect
+				// is inside that version's own.
+				superseded = true
+				break
+			}
 			if d.Service != w.d.Service || d.Version != n || (d.Verdict != Pass && d.Verdict != Inconclusive) {
 				continue
 			}
@@ -1145,6 +1178,9 @@ func (g *Guard) stepEffects(w watch, own Check) (sum float64, why string) {
 				}
 			}
 			break
+		}
+		if superseded {
+			continue
 		}
 		if math.IsNaN(e) {
 			g.mu.Unlock()

@@ -387,3 +387,52 @@ func TestLateRegressionUncheckedOnPartialData(t *testing.T) {
 		t.Fatalf("final %+v after %s, events %+v: want v2 final inconclusive after %s", final, clk.Now().Sub(first), rec.Events(""), maxWait)
 	}
 }
+
+// As TestLateRegressionThatNoLongerShowsIsNotRolledBack (an incident at
+// v2's activation the live Guard knew of), but the engine restarts 6h
+// later at the daily peak: offered load 1.3x (below LoadRatio) and p99
+// 35% higher than in the window before v2, for every version. The recheck
+// does not take the ramp for the regression: under another load the
+// current window cannot confirm it, and v2 stays.
+func TestLateRecheckUnderAnotherLoadDoesNotRollBack(t *testing.T) {
+	ctx := context.Background()
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st, at := liveVersions(t, clk)
+	f := fakeSeries{timed: func(m Metric, ts time.Time, _ int) float64 {
+		v := consistent(func(m Metric, _ bool, i int) float64 { return healthy(m, i) })(m, false, int(ts.Unix()/10))
+		if m == LatencyP99 && !ts.Before(at) && ts.Before(at.Add(4*time.Minute)) {
+			v *= 1.5
+		}
+		if !ts.Before(at.Add(5 * time.Hour)) {
+			switch m {
+			case LatencyP99:
+				v *= 1.35
+			case OfferedLoad:
+				v *= 1.3
+			}
+		}
+		return v
+	}}
+	clk.Advance(6 * time.Hour)
+	rec := events.NewRecorder(10)
+	g, err := New(Options{Store: st, Series: f, Events: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2, _ := st.Active(ctx, "checkout")
+	for range 3 {
+		clk.Advance(10 * time.Second)
+		fs, err := g.Observe(ctx, clk.Now(), []versioning.Version{v2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range fs {
+			if d.Verdict != Inconclusive || !strings.Contains(d.Reason, "cannot be confirmed") || !strings.Contains(d.Reason, "offered load moved 1.30x") {
+				t.Fatalf("v%d %s: %s; want inconclusive, the load moved", d.Version, d.Verdict, d.Reason)
+			}
+		}
+	}
+	if act, _ := st.Active(ctx, "checkout"); act.Number != v2.Number {
+		t.Fatalf("active v%d (rollback of v%d): v2 rolled back: the recheck compared a 6h-old baseline with the daily peak", act.Number, act.RollbackOf)
+	}
+}
