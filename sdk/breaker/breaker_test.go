@@ -314,21 +314,8 @@ func TestUnreportedProbesDoNotWedgeHalfOpen(t *testing.T) {
 // no hook. The round's probes still out once its last probe has been out for
 // a window count as failed, so the breaker reopens with back-off.
 func TestHangingProbesReopenTheBreaker(t *testing.T) {
-	var changes []string
-	g, err := New(rules.Breaker{MinCalls: 1}, Options{OnStateChange: func(from, to State) {
-		changes = append(changes, from.String()+">"+to.String())
-	}}) // window 10s, 3 probes, open 5s..60s
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, changes, now := openedAtOneSecond(t)
 	sec := int64(time.Second)
-	now := sec
-	tk, _ := g.Allow(now)
-	g.Record(tk, now, time.Millisecond, true) // opens for 5s
-	type probe struct {
-		tk Ticket
-		at int64
-	}
 	var out []probe
 	halfOpen := 0
 	for now < 300*sec { // five minutes of outage
@@ -351,11 +338,11 @@ func TestHangingProbesReopenTheBreaker(t *testing.T) {
 	if len(out) > 6*3 || halfOpen > 6*12 {
 		t.Fatalf("%d probes sent, %d s of 300 half-open: want at most 18 and 72", len(out), halfOpen)
 	}
-	if d := g.(*Breaker).OpenUntil() - now; g.State(now) == Open && d > 60*sec {
+	if d := g.OpenUntil() - now; g.State(now) == Open && d > 60*sec {
 		t.Fatalf("open for %v more, want at most the 60s cap", time.Duration(d))
 	}
-	if len(changes) < 10 || changes[1] != "open>half-open" || changes[2] != "half-open>open" {
-		t.Fatalf("state changes %v, want open and half-open in turn", changes)
+	if len(*changes) < 10 || (*changes)[1] != "open>half-open" || (*changes)[2] != "half-open>open" {
+		t.Fatalf("state changes %v, want open and half-open in turn", *changes)
 	}
 }
 
@@ -534,28 +521,39 @@ func TestNewValidates(t *testing.T) {
 	}
 }
 
+// probe is a probe call let through at a time.
+type probe struct {
+	tk Ticket
+	at int64
+}
+
+// openedAtOneSecond returns a breaker with the default settings (window
+// 10s, 3 probes, open 5s..60s) that one failed call opened at 1s for 5s,
+// the state changes it has made (appended as they come), and that time.
+func openedAtOneSecond(t *testing.T) (*Breaker, *[]string, int64) {
+	t.Helper()
+	changes := new([]string)
+	g, err := New(rules.Breaker{MinCalls: 1}, Options{OnStateChange: func(from, to State) {
+		*changes = append(*changes, from.String()+">"+to.String())
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := g.(*Breaker)
+	now := int64(time.Second)
+	tk, _ := b.Allow(now)
+	b.Record(tk, now, time.Millisecond, true)
+	return b, changes, now
+}
+
 // A hanging dependency whose callers give up first: each probe is released
 // (its caller's context canceled) 5 s after it went out, and the next call
 // takes its slot again. A slot taken again does not make the round newer:
 // the round still ends a window after its last first-time probe, and the
 // breaker reopens with back-off.
 func TestReleasedProbesTakenAgainDoNotKeepTheRoundOpen(t *testing.T) {
-	var changes []string
-	g, err := New(rules.Breaker{MinCalls: 1}, Options{OnStateChange: func(from, to State) {
-		changes = append(changes, from.String()+">"+to.String())
-	}}) // window 10s, 3 probes, open 5s..60s
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := g.(*Breaker)
+	b, changes, now := openedAtOneSecond(t)
 	sec := int64(time.Second)
-	now := sec
-	tk, _ := b.Allow(now)
-	b.Record(tk, now, time.Millisecond, true) // opens for 5s
-	type probe struct {
-		tk Ticket
-		at int64
-	}
 	var out []probe
 	for now < 120*sec {
 		now += sec
@@ -573,12 +571,12 @@ func TestReleasedProbesTakenAgainDoNotKeepTheRoundOpen(t *testing.T) {
 		}
 	}
 	reopened := 0
-	for _, c := range changes {
+	for _, c := range *changes {
 		if c == "half-open>open" {
 			reopened++
 		}
 	}
 	if reopened < 3 {
-		t.Fatalf("state changes %v: a hanging dependency whose probes are canceled never reopened the breaker", changes)
+		t.Fatalf("state changes %v: a hanging dependency whose probes are canceled never reopened the breaker", *changes)
 	}
 }
