@@ -12,7 +12,6 @@ import (
 
 	"governor.dev/governor/engine/signals"
 	"governor.dev/governor/rules/versioning"
-	"governor.dev/governor/rules/versioning/sqlite"
 	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/sdk/rules"
 )
@@ -141,11 +140,7 @@ func TestBatchedReadsDecideAlike(t *testing.T) {
 	}
 	newSide := func(batch bool) *side {
 		s := &side{clk: clock.NewFake(t0), series: &countingSeries{by: map[string]fakeSeries{}}, acts: map[string]time.Time{}}
-		st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: s.clk})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { st.Close() })
+		st := memStore(t, s.clk)
 		s.st = st
 		for _, late := range []bool{false, true} {
 			if late {

@@ -10,7 +10,6 @@ import (
 
 	"governor.dev/governor/engine/events"
 	"governor.dev/governor/rules/versioning"
-	"governor.dev/governor/rules/versioning/sqlite"
 	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/sdk/rules"
 )
@@ -28,11 +27,7 @@ func withDownstream(rate, errorRatio float64) *rules.Ruleset {
 func twoVersions(t *testing.T, clk *clock.Fake, v1, v2 *rules.Ruleset) (versioning.Store, time.Time) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := memStore(t, clk)
 	for i, rs := range []*rules.Ruleset{v1, v2} {
 		p, err := st.Propose(ctx, versioning.Proposal{BaseVersion: int64(i), Ruleset: rs, Author: alice, Reason: "test"})
 		if err != nil {

@@ -9,7 +9,6 @@ import (
 
 	"governor.dev/governor/engine/events"
 	"governor.dev/governor/rules/versioning"
-	"governor.dev/governor/rules/versioning/sqlite"
 	"governor.dev/governor/sdk/clock"
 )
 
@@ -32,11 +31,7 @@ func TestSmallStepsDoNotAddUp(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
 			clk := clock.NewFake(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
-			st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Close() })
+			st := memStore(t, clk)
 			var acts []time.Time
 			f := fakeSeries{timed: func(m Metric, ts time.Time, _ int) float64 {
 				i := int(ts.Unix() / 10) // the jitter of the instant, however read
@@ -140,11 +135,7 @@ func TestTrafficDriftIsNotRolledBack(t *testing.T) {
 		t.Run(fmt.Sprintf("load=%v", withLoad), func(t *testing.T) {
 			ctx := context.Background()
 			clk := clock.NewFake(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
-			st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Close() })
+			st := memStore(t, clk)
 			var rampFrom time.Time
 			factor := func(ts time.Time) float64 {
 				if rampFrom.IsZero() || ts.Before(rampFrom) {
@@ -228,11 +219,7 @@ func TestTrafficDriftIsNotRolledBack(t *testing.T) {
 func TestSupersededAncestorCountsInTheCumulativeCheck(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC))
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := memStore(t, clk)
 	var bumps []time.Time
 	f := fakeSeries{timed: func(m Metric, ts time.Time, _ int) float64 {
 		i := int(ts.Unix() / 10)

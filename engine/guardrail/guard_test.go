@@ -57,11 +57,7 @@ func ruleset(rate float64) *rules.Ruleset {
 func liveVersions(t *testing.T, clk *clock.Fake) (versioning.Store, time.Time) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := memStore(t, clk)
 	for i, rate := range []float64{100, 10} {
 		p, err := st.Propose(ctx, versioning.Proposal{BaseVersion: int64(i), Ruleset: ruleset(rate), Author: alice, Reason: "test"})
 		if err != nil {
@@ -593,4 +589,15 @@ func TestNewRefusesTolerancesThatNeverRollBack(t *testing.T) {
 	if _, err := New(Options{Store: nopStore{}, Series: fakeSeries{}, ErrorTolerance: 0.99, GoodputTolerance: 0.99, LatencyTolerance: 5}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// memStore is an in-memory rules store on clk, closed when the test ends.
+func memStore(t testing.TB, clk clock.Clock) versioning.Store {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: ":memory:", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }

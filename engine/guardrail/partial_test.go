@@ -14,7 +14,6 @@ import (
 	"governor.dev/governor/engine/events"
 	"governor.dev/governor/engine/signals"
 	"governor.dev/governor/rules/versioning"
-	"governor.dev/governor/rules/versioning/sqlite"
 	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/sdk/rules"
 )
@@ -168,11 +167,7 @@ func TestPartialRangeReadNeverRollsBack(t *testing.T) {
 			t.Run(fmt.Sprintf("batch=%v/partial=%v", batch, partial), func(t *testing.T) {
 				ctx := context.Background()
 				clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-				st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { st.Close() })
+				st := memStore(t, clk)
 				at := clk.Now().Add(10 * time.Minute)
 				goLive(t, st, clk, "checkout", at)
 				back := at.Add(4 * time.Minute) // the store is back
@@ -243,11 +238,7 @@ func TestPartialRangeReadHoldsOnlyTheWatchesItCovers(t *testing.T) {
 		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
 			ctx := context.Background()
 			clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-			st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Close() })
+			st := memStore(t, clk)
 			cartAt := clk.Now().Add(10 * time.Minute)
 			goLive(t, st, clk, "cart", cartAt)
 			checkoutAt := cartAt.Add(3 * time.Minute)
@@ -356,11 +347,7 @@ func TestPartialSnapshotIsReadAgainFromTheStore(t *testing.T) {
 func TestPartialRangeReadsUntilTheMaximumWaitLeaveTheVersionUnjudged(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := memStore(t, clk)
 	at := clk.Now().Add(10 * time.Minute)
 	goLive(t, st, clk, "checkout", at)
 	_, s := newRangeSource(t, []string{"checkout"}, map[string]time.Time{"checkout": at.Add(30 * time.Second)},
@@ -408,11 +395,7 @@ func TestPartialRangeReadsUntilTheMaximumWaitLeaveTheVersionUnjudged(t *testing.
 func TestHeldCyclesEndTheWatchInconclusiveAtTheMaximumWait(t *testing.T) {
 	ctx := context.Background()
 	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := memStore(t, clk)
 	at := clk.Now().Add(10 * time.Minute)
 	goLive(t, st, clk, "checkout", at)
 	src, s := newRangeSource(t, []string{"checkout"}, map[string]time.Time{"checkout": at}, func(signals.Range) string { return "" })

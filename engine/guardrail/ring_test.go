@@ -18,7 +18,6 @@ import (
 	"governor.dev/governor/engine/signals"
 	"governor.dev/governor/engine/signals/embedded"
 	"governor.dev/governor/rules/versioning"
-	"governor.dev/governor/rules/versioning/sqlite"
 	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/sdk/rules"
 )
@@ -147,11 +146,7 @@ func fillGrid(t *testing.T, db *embedded.DB, t0, act, end time.Time) {
 func gridStore(t *testing.T, t0, act time.Time) (versioning.Store, *clock.Fake) {
 	ctx := context.Background()
 	clk := clock.NewFake(t0)
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := memStore(t, clk)
 	put := func(svc string, base int64, rate float64) {
 		rs := &rules.Ruleset{Service: svc, Routes: []rules.Route{{Name: "api", Match: rules.Match{PathPrefix: "/"}, RateLimit: &rules.RateLimit{Rate: rate}}}}
 		p, err := st.Propose(ctx, versioning.Proposal{BaseVersion: base, Ruleset: rs, Author: alice, Reason: "test"})
