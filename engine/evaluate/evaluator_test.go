@@ -372,11 +372,7 @@ type nopVersions struct{ versioning.Store }
 // one instance each (fillStore).
 func readerOf(t *testing.T, services int) *signals.Reader {
 	t.Helper()
-	db, err := embedded.Open(embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := embeddedStore(t)
 	fillStore(t, db, services, 1)
 	r, err := signals.NewReader(db, signals.ReaderOptions{MaxAge: -1})
 	if err != nil {
@@ -505,19 +501,11 @@ func TestVersionAfterWhichNoInstanceReportsIsJudged(t *testing.T) {
 		t.Run(fmt.Sprintf("alive=%v/start=%s", alive, tt.start), func(t *testing.T) {
 			ctx := context.Background()
 			act := benchT0.Add(20 * time.Minute)
-			db, err := embedded.Open(embedded.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
+			db := embeddedStore(t)
 			writeService(t, db, "checkout", benchT0, act)
 			writeService(t, db, "cart", benchT0, act.Add(10*time.Minute))
 			clk := clock.NewFake(benchT0)
-			st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Close() })
+			st := memStore(t, clk)
 			alice := versioning.Actor{Name: "alice", Roles: []versioning.Role{versioning.RoleOperator}}
 			bob := versioning.Actor{Name: "bob", Roles: []versioning.Role{versioning.RoleApprover}}
 			for i, rate := range []float64{100, 50} {
@@ -613,11 +601,7 @@ func recommended(t *testing.T, rec *recommend.Recommender) []string {
 // signal reader, with an empty rules store.
 func checkoutGoneAfter10m(t *testing.T) (*signals.Reader, versioning.Store) {
 	t.Helper()
-	db, err := embedded.Open(embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := embeddedStore(t)
 	writeService(t, db, "checkout", benchT0, benchT0.Add(10*time.Minute))
 	writeService(t, db, "cart", benchT0, benchT0.Add(3*time.Hour))
 	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: ":memory:"})
@@ -755,4 +739,26 @@ func liveFleet(t *testing.T, st versioning.Store, services, instances int) []dis
 		}
 	}
 	return ins
+}
+
+// embeddedStore is an embedded metrics store, closed when the test ends.
+func embeddedStore(t testing.TB) *embedded.DB {
+	t.Helper()
+	db, err := embedded.Open(embedded.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// memStore is an in-memory rules store on clk, closed when the test ends.
+func memStore(t testing.TB, clk clock.Clock) versioning.Store {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), sqlite.Options{Path: ":memory:", Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
 }

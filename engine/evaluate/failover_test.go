@@ -15,7 +15,6 @@ import (
 
 	"governor.dev/governor/engine/events"
 	"governor.dev/governor/engine/signals"
-	"governor.dev/governor/engine/signals/embedded"
 	"governor.dev/governor/internal/sqlitedb"
 	"governor.dev/governor/internal/testenv"
 	"governor.dev/governor/migrations"
@@ -73,11 +72,7 @@ func TestEmergencyFailoverPostgres(t *testing.T) {
 // back and both evaluate side by side.
 func testEmergencyFailover(t *testing.T, clk *clock.Fake, st versioning.Store, db *sql.DB) {
 	ctx := context.Background()
-	mdb, err := embedded.Open(embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mdb.Close() })
+	mdb := embeddedStore(t)
 	reader, err := signals.NewReader(mdb, signals.ReaderOptions{MaxAge: -1})
 	if err != nil {
 		t.Fatal(err)

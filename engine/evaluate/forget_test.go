@@ -355,11 +355,7 @@ func TestForgottenServiceLeavesTheLoadScoreTracker(t *testing.T) {
 // three hours and ship for the first 10 minutes, and a rules store.
 func outageStore(t *testing.T) (*embedded.DB, versioning.Store) {
 	t.Helper()
-	db, err := embedded.Open(embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := embeddedStore(t)
 	writeService(t, db, "ship", benchT0, benchT0.Add(10*time.Minute))
 	// Ten minutes at a time: the store refuses samples far older than
 	// its newest.

@@ -20,7 +20,6 @@ import (
 	"governor.dev/governor/engine/signals/embedded"
 	"governor.dev/governor/rules/distribution"
 	"governor.dev/governor/rules/versioning"
-	"governor.dev/governor/rules/versioning/sqlite"
 	"governor.dev/governor/sdk/clock"
 	"governor.dev/governor/sdk/rules"
 )
@@ -81,19 +80,11 @@ func (lossySource) EvaluatesPromQL() {}
 func TestPartialReadHoldsTheGuardrailAndProposals(t *testing.T) {
 	ctx := context.Background()
 	act := benchT0.Add(20 * time.Minute)
-	db, err := embedded.Open(embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := embeddedStore(t)
 	writeService(t, db, "checkout", benchT0, act.Add(10*time.Minute))
 	writeService(t, db, "cart", benchT0, act.Add(10*time.Minute))
 	clk := clock.NewFake(benchT0)
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := memStore(t, clk)
 	alice := versioning.Actor{Name: "alice", Roles: []versioning.Role{versioning.RoleOperator}}
 	bob := versioning.Actor{Name: "bob", Roles: []versioning.Role{versioning.RoleApprover}}
 	for i, rate := range []float64{100, 50} {
@@ -239,18 +230,10 @@ func TestOnlyPartialDataWarningsWithholdProposals(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			const services = 10
 			ctx := context.Background()
-			db, err := embedded.Open(embedded.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
+			db := embeddedStore(t)
 			fillStore(t, db, services, 1)
 			clk := clock.NewFake(benchT0.Add(-10 * time.Minute))
-			st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Close() })
+			st := memStore(t, clk)
 			alice := versioning.Actor{Name: "alice", Roles: []versioning.Role{versioning.RoleOperator}}
 			bob := versioning.Actor{Name: "bob", Roles: []versioning.Role{versioning.RoleApprover}}
 			for s := range services {
@@ -403,18 +386,10 @@ func (s oldBlocksDown) QueryRange(ctx context.Context, q string, r signals.Range
 func TestPartialGuardrailReadIsReportedAsTheCyclesPartialReads(t *testing.T) {
 	ctx := context.Background()
 	act := benchT0.Add(20 * time.Minute)
-	db, err := embedded.Open(embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := embeddedStore(t)
 	writeService(t, db, "checkout", benchT0, act.Add(10*time.Minute))
 	clk := clock.NewFake(benchT0)
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := memStore(t, clk)
 	alice := versioning.Actor{Name: "alice", Roles: []versioning.Role{versioning.RoleOperator}}
 	bob := versioning.Actor{Name: "bob", Roles: []versioning.Role{versioning.RoleApprover}}
 	for i, rate := range []float64{100, 50} {
@@ -512,19 +487,11 @@ func TestPartialGuardrailReadIsReportedAsTheCyclesPartialReads(t *testing.T) {
 func TestHeldCyclesLeaveTheVersionUnjudgedAtTheMaximumWait(t *testing.T) {
 	ctx := context.Background()
 	act := benchT0.Add(20 * time.Minute)
-	db, err := embedded.Open(embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := embeddedStore(t)
 	writeService(t, db, "checkout", benchT0, act.Add(10*time.Minute))
 	writeService(t, db, "cart", benchT0, act.Add(10*time.Minute))
 	clk := clock.NewFake(benchT0)
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := memStore(t, clk)
 	alice := versioning.Actor{Name: "alice", Roles: []versioning.Role{versioning.RoleOperator}}
 	bob := versioning.Actor{Name: "bob", Roles: []versioning.Role{versioning.RoleApprover}}
 	for i, rate := range []float64{100, 50} {
@@ -648,18 +615,10 @@ func (failingQueries) Query(context.Context, string, time.Time) (*signals.Result
 func TestFailedIncidentReadHoldsTheGuardrail(t *testing.T) {
 	ctx := context.Background()
 	act := benchT0.Add(20 * time.Minute)
-	db, err := embedded.Open(embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	db := embeddedStore(t)
 	writeService(t, db, "checkout", benchT0, act.Add(10*time.Minute))
 	clk := clock.NewFake(benchT0)
-	st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := memStore(t, clk)
 	alice := versioning.Actor{Name: "alice", Roles: []versioning.Role{versioning.RoleOperator}}
 	bob := versioning.Actor{Name: "bob", Roles: []versioning.Role{versioning.RoleApprover}}
 	for i, rate := range []float64{100, 50} {
@@ -741,18 +700,10 @@ func TestFewerInstancesReportingHoldsCuts(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
-			db, err := embedded.Open(embedded.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
+			db := embeddedStore(t)
 			fillStore(t, db, services, 2)
 			clk := clock.NewFake(benchT0.Add(-10 * time.Minute)) // the starting versions are old: not guarded
-			st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Close() })
+			st := memStore(t, clk)
 			ins := liveFleet(t, st, services, tt.live)
 			clk.Set(benchT0.Add(5 * time.Minute))
 			reader, err := signals.NewReader(db, signals.ReaderOptions{MaxAge: -1})
@@ -947,18 +898,10 @@ func TestChurnDoesNotHoldCuts(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx := context.Background()
-			db, err := embedded.Open(embedded.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
+			db := embeddedStore(t)
 			fillStore(t, db, services, 2)
 			clk := clock.NewFake(old)
-			st, err := sqlite.Open(ctx, sqlite.Options{Path: ":memory:", Clock: clk})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { st.Close() })
+			st := memStore(t, clk)
 			liveFleet(t, st, services, 0)
 			fleet := churningFleet{clk: clk, at: func(now time.Time) []distribution.Instance {
 				var out []distribution.Instance

@@ -119,11 +119,7 @@ func newControlReplica(t testing.TB, name string, reader *signals.Reader, versio
 func controlStores(t *testing.T, services int) (*signals.Reader, versioning.Store) {
 	t.Helper()
 	ctx := context.Background()
-	mdb, err := embedded.Open(embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mdb.Close() })
+	mdb := embeddedStore(t)
 	fillControl(t, mdb, services, 121)
 	reader, err := signals.NewReader(mdb, signals.ReaderOptions{MaxAge: -1})
 	if err != nil {

@@ -22,7 +22,6 @@ import (
 	"governor.dev/governor/engine/loadscore"
 	"governor.dev/governor/engine/recommend"
 	"governor.dev/governor/engine/signals"
-	"governor.dev/governor/engine/signals/embedded"
 	"governor.dev/governor/engine/thresholds"
 	"governor.dev/governor/internal/sqlitedb"
 	"governor.dev/governor/internal/testenv"
@@ -127,11 +126,7 @@ type failoverEngine struct {
 
 func newFailoverEngine(t testing.TB, name string, store StateStore) *failoverEngine {
 	t.Helper()
-	mdb, err := embedded.Open(embedded.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { mdb.Close() })
+	mdb := embeddedStore(t)
 	reader, err := signals.NewReader(mdb, signals.ReaderOptions{MaxAge: -1})
 	if err != nil {
 		t.Fatal(err)
